@@ -1,0 +1,102 @@
+/* modelprof: a profiler for neural networks stored as ONNX.
+ *
+ * One public header. Every name starts with mp_. Functions return an
+ * mp_status; on failure mp_last_error() gives a message that names the
+ * file, node, tensor or flag concerned. The library never exits or aborts
+ * on user input. */
+#ifndef MODELPROF_H
+#define MODELPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MP_VERSION_STRING "0.1.0"
+
+/* X-macro: status code, name, default message. */
+#define MP_STATUS_LIST(X)                                                   \
+    X(MP_OK, "ok", "success")                                               \
+    X(MP_ERR_USAGE, "usage", "invalid argument")                            \
+    X(MP_ERR_IO, "io", "cannot read or write a file")                       \
+    X(MP_ERR_FORMAT, "format", "malformed model")                           \
+    X(MP_ERR_UNSUPPORTED, "unsupported", "unsupported model feature")       \
+    X(MP_ERR_SHAPE, "shape", "shape inference failed")                      \
+    X(MP_ERR_NOMEM, "nomem", "out of memory")                               \
+    X(MP_ERR_LIMIT, "limit", "a resource limit was exceeded")
+
+typedef enum mp_status {
+#define MP__ENUM(code, name, msg) code,
+    MP_STATUS_LIST(MP__ENUM)
+#undef MP__ENUM
+    MP_STATUS_COUNT
+} mp_status;
+
+/* Short name of a status ("format", "io", ...). */
+const char *mp_status_name(mp_status st);
+/* Message of the last failure in this thread ("" when none). */
+const char *mp_last_error(void);
+
+typedef struct mp_model mp_model;
+typedef struct mp_profile mp_profile;
+
+/* Load an ONNX model. The file is memory-mapped; weight bytes are never
+ * read for a static profile. Warnings (e.g. absent external weights) are
+ * kept on the model, see mp_model_warning(). */
+mp_status mp_model_load(const char *path, mp_model **out);
+void mp_model_free(mp_model *m);
+int mp_model_warning_count(const mp_model *m);
+const char *mp_model_warning(const mp_model *m, int i);
+
+/* Give a symbolic dim (e.g. "batch") a value. Fails with MP_ERR_USAGE when
+ * the model has no such dim. */
+mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
+/* Override the shape of graph input `name`. */
+mp_status mp_model_set_input_shape(mp_model *m, const char *name,
+                                   const int64_t *dims, int rank);
+
+/* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
+ * The profile keeps a reference to the model: free it first. */
+mp_status mp_profile_static(mp_model *m, mp_profile **out);
+void mp_profile_free(mp_profile *p);
+
+typedef struct mp_totals {
+    uint64_t params;                /* learnable parameters, shared counted once */
+    uint64_t param_bytes;           /* bytes of those parameters */
+    uint64_t macs;                  /* forward multiply-accumulates */
+    uint64_t flops;                 /* forward floating-point operations */
+    uint64_t bytes_read;            /* sum over nodes of input bytes */
+    uint64_t bytes_written;         /* sum over nodes of output bytes */
+    uint64_t activation_peak_bytes; /* peak of live activations */
+    int nodes;                      /* nodes in the main graph */
+    int uncounted_nodes;            /* nodes with no cost rule */
+    int unknown_nodes;              /* nodes whose cost depends on unknown dims */
+} mp_totals;
+
+void mp_profile_totals(const mp_profile *p, mp_totals *out);
+
+typedef enum mp_format { MP_FORMAT_TEXT = 0, MP_FORMAT_JSON = 1 } mp_format;
+
+typedef struct mp_report_options {
+    mp_format format;
+    int depth;       /* deepest module depth shown; -1 = all */
+    int top;         /* modules per depth in the aggregated block */
+    int detailed;    /* print the detailed module tree */
+    int show_ops;    /* print the by-operator table */
+} mp_report_options;
+
+void mp_report_options_default(mp_report_options *o);
+/* Write a report to `f`. */
+mp_status mp_report_write(const mp_profile *p, const mp_report_options *o,
+                          FILE *f);
+/* Write a report to `path` atomically (temporary file, then rename). */
+mp_status mp_report_write_file(const mp_profile *p,
+                               const mp_report_options *o, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

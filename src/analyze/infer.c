@@ -1,0 +1,184 @@
+/* The inference driver: walks a graph in topological order, lets each
+ * operator set its outputs' shapes (and small contents), then costs the
+ * node. Control-flow operators call back into mp_infer_graph for their
+ * bodies. */
+#include "analyze/analyze.h"
+
+#include <stdlib.h>
+
+/* Shape of a graph input: its declared dims with user values for
+ * symbols. */
+static mp_status mp__init_input(mp_model *m, mp_value *v) {
+    v->dtype = v->decl_dtype;
+    v->rank = v->decl_rank;
+    v->kn = -1;
+    v->iv = NULL;
+    v->fv = NULL;
+    if (v->rank <= 0) {
+        v->dims = NULL;
+        return MP_OK;
+    }
+    v->dims = mp_arena_calloc(&m->arena, (size_t)v->rank, sizeof *v->dims);
+    if (!v->dims) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < v->rank; i++) {
+        int64_t d = v->decl_dims[i];
+        if (d < MP_DIM_ANON) {
+            mp_symbol *s = &m->syms[MP_DIM_SYM(d)];
+            if (s->value >= 0) d = s->value;
+        }
+        v->dims[i] = d;
+    }
+    return MP_OK;
+}
+
+static void mp__init_initializer(mp_value *v) {
+    const mp_tensor *t = v->init;
+    v->dtype = t->dtype;
+    v->rank = t->rank;
+    v->dims = t->dims;
+}
+
+/* Reset every value the inference computes; keep initializers, inputs. */
+static mp_status mp__reset(mp_model *m, mp_graph *g) {
+    for (int i = 0; i < g->n_values; i++) {
+        mp_value *v = &g->values[i];
+        if (v->flags & MP_VAL_INIT) {
+            mp__init_initializer(v);
+        } else if ((v->flags & MP_VAL_INPUT) && !g->parent) {
+            mp_status st = mp__init_input(m, v);
+            if (st) return st;
+        } else {
+            v->dtype = MP_DT_UNDEFINED;
+            v->rank = -1;
+            v->dims = NULL;
+            v->kn = -1;
+            v->iv = NULL;
+            v->fv = NULL;
+        }
+    }
+    return MP_OK;
+}
+
+/* For an op without a shape rule: take the declared value_info, if any. */
+static void mp__outputs_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
+    for (int o = 0; o < n->n_out; o++) {
+        if (n->out[o] < 0) continue;
+        mp_value *v = &g->values[n->out[o]];
+        v->dtype = v->decl_dtype;
+        v->rank = v->decl_rank;
+        v->dims = NULL;
+        if (v->rank > 0) {
+            v->dims = mp_arena_calloc(&m->arena, (size_t)v->rank, sizeof *v->dims);
+            if (!v->dims) {
+                v->rank = -1;
+                continue;
+            }
+            for (int i = 0; i < v->rank; i++) {
+                int64_t d = v->decl_dims[i];
+                if (d < MP_DIM_ANON && m->syms[MP_DIM_SYM(d)].value >= 0)
+                    d = m->syms[MP_DIM_SYM(d)].value;
+                v->dims[i] = d;
+            }
+        }
+    }
+}
+
+/* Bytes and activation figures common to every node. */
+static void mp__cost_bytes(mp_graph *g, mp_node *n) {
+    bool ovf = false;
+    for (int i = 0; i < n->n_in; i++) {
+        if (n->in[i] < 0) continue;
+        const mp_value *v = &g->values[n->in[i]];
+        if (mp_value_numel(v) < 0) n->cost.flags |= MP_COST_UNKNOWN;
+        n->cost.bytes_read = mp_uadd(n->cost.bytes_read, mp_value_bytes(v), &ovf);
+    }
+    for (int o = 0; o < n->n_out; o++) {
+        if (n->out[o] < 0) continue;
+        const mp_value *v = &g->values[n->out[o]];
+        if (mp_value_numel(v) < 0) n->cost.flags |= MP_COST_UNKNOWN;
+        n->cost.bytes_written = mp_uadd(n->cost.bytes_written, mp_value_bytes(v), &ovf);
+    }
+    n->cost.act_bytes = n->cost.bytes_written;
+    if (ovf) n->cost.flags |= MP_COST_OVERFLOW;
+}
+
+static mp_status mp__infer_node(mp_model *m, mp_graph *g, int k) {
+    mp_node *n = &g->nodes[k];
+    mp_ctx c = {.m = m, .g = g, .n = n, .node = k};
+    memset(&n->cost, 0, sizeof n->cost);
+    if (n->desc && n->desc->infer) {
+        mp_status st = n->desc->infer(&c);
+        if (st) return st;
+    } else {
+        mp__outputs_from_decl(m, g, n);
+    }
+    if (n->desc && n->desc->cost)
+        n->desc->cost(&c, &n->cost);
+    else
+        n->cost.flags |= MP_COST_UNCOUNTED;
+    mp__cost_bytes(g, n);
+    return MP_OK;
+}
+
+/* Outer-scope values of a subgraph take the parent's current state. */
+static void mp__bind_outer(mp_graph *g) {
+    if (!g->parent) return;
+    for (int i = 0; i < g->n_values; i++) {
+        mp_value *v = &g->values[i];
+        if (!(v->flags & MP_VAL_OUTER) || v->outer < 0) continue;
+        const mp_value *p = &g->parent->values[v->outer];
+        v->dtype = p->dtype;
+        v->rank = p->rank;
+        v->dims = p->dims;
+        v->kn = p->kn;
+        v->iv = p->iv;
+        v->fv = p->fv;
+    }
+}
+
+mp_status mp_infer_graph(mp_model *m, mp_graph *g) {
+    /* subgraph inputs are set by the control-flow op before this call */
+    for (int i = 0; i < g->n_values; i++) {
+        mp_value *v = &g->values[i];
+        if (v->producer >= 0) {
+            v->dtype = MP_DT_UNDEFINED;
+            v->rank = -1;
+            v->dims = NULL;
+            v->kn = -1;
+            v->iv = NULL;
+            v->fv = NULL;
+        } else if (v->flags & MP_VAL_INIT) {
+            mp__init_initializer(v);
+        }
+    }
+    mp__bind_outer(g);
+    for (int i = 0; i < g->n_nodes; i++) {
+        mp_status st = mp__infer_node(m, g, g->order[i]);
+        if (st) return st;
+    }
+    return MP_OK;
+}
+
+void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum) {
+    bool ovf = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_cost *k = &g->nodes[i].cost;
+        sum->macs = mp_uadd(sum->macs, k->macs, &ovf);
+        sum->flops = mp_uadd(sum->flops, k->flops, &ovf);
+        sum->flags |= k->flags & (MP_COST_UNKNOWN | MP_COST_BOUND | MP_COST_PER_ITER |
+                                  MP_COST_OVERFLOW | MP_COST_UNCOUNTED);
+    }
+    if (ovf) sum->flags |= MP_COST_OVERFLOW;
+}
+
+mp_status mp_infer_model(mp_model *m) {
+    mp_error_clear();
+    mp_status st = mp__reset(m, m->graph);
+    if (st) return st;
+    mp_graph *g = m->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        st = mp__infer_node(m, g, g->order[i]);
+        if (st) return st;
+    }
+    return MP_OK;
+}

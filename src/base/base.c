@@ -1,0 +1,221 @@
+#include "base/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- errors ---- */
+
+static _Thread_local char mp__errbuf[1024];
+
+static const char *const mp__status_names[] = {
+#define MP__NAME(code, name, msg) name,
+    MP_STATUS_LIST(MP__NAME)
+#undef MP__NAME
+};
+_Static_assert(MP_ARRAY_LEN(mp__status_names) == MP_STATUS_COUNT,
+               "status name table out of step with the enum");
+
+const char *mp_status_name(mp_status st) {
+    if ((unsigned)st >= MP_STATUS_COUNT) return "unknown";
+    return mp__status_names[st];
+}
+
+const char *mp_last_error(void) { return mp__errbuf; }
+
+void mp_error_clear(void) { mp__errbuf[0] = 0; }
+
+mp_status mp_verror(mp_status st, const char *fmt, va_list ap) {
+    vsnprintf(mp__errbuf, sizeof mp__errbuf, fmt, ap);
+    return st;
+}
+
+mp_status mp_error(mp_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mp_verror(st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* ---- arena ---- */
+
+struct mp_arena_block {
+    mp_arena_block *next;
+    size_t size, used;
+    _Alignas(16) unsigned char data[];
+};
+
+void mp_arena_init(mp_arena *a) { memset(a, 0, sizeof *a); }
+
+void mp_arena_free(mp_arena *a) {
+    mp_arena_block *b = a->head;
+    while (b) {
+        mp_arena_block *n = b->next;
+        free(b);
+        b = n;
+    }
+    a->head = NULL;
+    a->used_total = 0;
+}
+
+void *mp_arena_alloc(mp_arena *a, size_t size) {
+    size = (size + 15) & ~(size_t)15;
+    if (size == 0) size = 16;
+    mp_arena_block *b = a->head;
+    if (!b || b->size - b->used < size) {
+        size_t bs = 64 * 1024;
+        if (b && b->size < 4 * 1024 * 1024) bs = b->size * 2;
+        if (bs < size) bs = size;
+        b = malloc(sizeof *b + bs);
+        if (!b) return NULL;
+        b->size = bs;
+        b->used = 0;
+        b->next = a->head;
+        a->head = b;
+    }
+    void *p = b->data + b->used;
+    b->used += size;
+    a->used_total += size;
+    memset(p, 0, size);
+    return p;
+}
+
+void *mp_arena_calloc(mp_arena *a, size_t n, size_t size) {
+    if (size && n > SIZE_MAX / size) return NULL;
+    return mp_arena_alloc(a, n * size);
+}
+
+char *mp_arena_strndup(mp_arena *a, const char *s, size_t n) {
+    char *p = mp_arena_alloc(a, n + 1);
+    if (!p) return NULL;
+    if (n) memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+char *mp_arena_strdup(mp_arena *a, const char *s) {
+    return mp_arena_strndup(a, s, strlen(s));
+}
+
+char *mp_arena_printf(mp_arena *a, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_end(ap2);
+        return NULL;
+    }
+    char *p = mp_arena_alloc(a, (size_t)n + 1);
+    if (p) vsnprintf(p, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return p;
+}
+
+void *mp_arena_grow(mp_arena *a, void *old, size_t elem, int *cap, int need) {
+    if (need <= *cap) return old;
+    int nc = *cap ? *cap : 8;
+    while (nc < need) {
+        if (nc > INT32_MAX / 2) return NULL;
+        nc *= 2;
+    }
+    void *p = mp_arena_calloc(a, (size_t)nc, elem);
+    if (!p) return NULL;
+    if (old && *cap) memcpy(p, old, (size_t)*cap * elem);
+    *cap = nc;
+    return p;
+}
+
+void *mp_grow(void *old, size_t elem, int *cap, int need) {
+    if (need <= *cap) return old;
+    int nc = *cap ? *cap : 8;
+    while (nc < need) {
+        if (nc > INT32_MAX / 2) return NULL;
+        nc *= 2;
+    }
+    void *p = realloc(old, (size_t)nc * elem);
+    if (!p) return NULL;
+    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    *cap = nc;
+    return p;
+}
+
+/* ---- string map ---- */
+
+static uint32_t mp__hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 16777619u;
+    }
+    return h | 1u; /* 0 marks an empty slot */
+}
+
+void mp_strmap_free(mp_strmap *m) {
+    free(m->keys);
+    free(m->vals);
+    free(m->hashes);
+    memset(m, 0, sizeof *m);
+}
+
+int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len) {
+    if (!m->cap) return -1;
+    uint32_t h = mp__hash(key, len);
+    for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
+        if (!m->hashes[i]) return -1;
+        if (m->hashes[i] == h && strncmp(m->keys[i], key, len) == 0 &&
+            m->keys[i][len] == 0)
+            return m->vals[i];
+    }
+}
+
+int mp_strmap_get(const mp_strmap *m, const char *key) {
+    return mp_strmap_getn(m, key, strlen(key));
+}
+
+static void mp__strmap_insert(mp_strmap *m, const char *key, uint32_t h, int val) {
+    for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
+        if (!m->hashes[i]) {
+            m->hashes[i] = h;
+            m->keys[i] = key;
+            m->vals[i] = val;
+            m->n++;
+            return;
+        }
+        if (m->hashes[i] == h && strcmp(m->keys[i], key) == 0) {
+            m->vals[i] = val;
+            return;
+        }
+    }
+}
+
+mp_status mp_strmap_put(mp_strmap *m, const char *key, int val) {
+    if ((m->n + 1) * 2 > m->cap) {
+        int nc = m->cap ? m->cap * 2 : 64;
+        mp_strmap nm = {0};
+        nm.cap = nc;
+        nm.keys = calloc((size_t)nc, sizeof *nm.keys);
+        nm.vals = calloc((size_t)nc, sizeof *nm.vals);
+        nm.hashes = calloc((size_t)nc, sizeof *nm.hashes);
+        if (!nm.keys || !nm.vals || !nm.hashes) {
+            mp_strmap_free(&nm);
+            return mp_error(MP_ERR_NOMEM, "out of memory growing a name table");
+        }
+        for (int i = 0; i < m->cap; i++)
+            if (m->hashes[i]) mp__strmap_insert(&nm, m->keys[i], m->hashes[i], m->vals[i]);
+        mp_strmap_free(m);
+        *m = nm;
+    }
+    mp__strmap_insert(m, key, mp__hash(key, strlen(key)), val);
+    return MP_OK;
+}
+
+int64_t mp_dims_product(const int64_t *dims, int rank) {
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0) return -1;
+        if (__builtin_mul_overflow(p, dims[i], &p)) return -2;
+    }
+    return p;
+}

@@ -1,0 +1,87 @@
+/* Internal basics shared by every part of modelprof: arena allocation,
+ * the one error path, a string hash map and checked arithmetic. */
+#ifndef MP_BASE_H
+#define MP_BASE_H
+
+#include "modelprof.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define MP_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MP_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define MP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define MP_PRINTF(f, a)
+#endif
+
+/* ---- errors: one path. Set the thread's message and return the code. */
+mp_status mp_error(mp_status st, const char *fmt, ...) MP_PRINTF(2, 3);
+mp_status mp_verror(mp_status st, const char *fmt, va_list ap);
+void mp_error_clear(void);
+
+/* ---- arena: many small allocations freed in one call. */
+typedef struct mp_arena_block mp_arena_block;
+typedef struct mp_arena {
+    mp_arena_block *head;
+    size_t used_total;  /* bytes handed out, for limits and tests */
+} mp_arena;
+
+void mp_arena_init(mp_arena *a);
+void mp_arena_free(mp_arena *a);
+/* Returns zeroed memory aligned to 16 bytes, NULL when out of memory. */
+void *mp_arena_alloc(mp_arena *a, size_t size);
+void *mp_arena_calloc(mp_arena *a, size_t n, size_t size);
+char *mp_arena_strndup(mp_arena *a, const char *s, size_t n);
+char *mp_arena_strdup(mp_arena *a, const char *s);
+char *mp_arena_printf(mp_arena *a, const char *fmt, ...) MP_PRINTF(2, 3);
+/* Grow an array kept in the arena (old storage is abandoned to the arena). */
+void *mp_arena_grow(mp_arena *a, void *old, size_t elem, int *cap, int need);
+
+/* ---- growable arrays on the heap (freed by the owner). */
+void *mp_grow(void *old, size_t elem, int *cap, int need);
+
+/* ---- string -> int map (open addressing). Keys are not copied. */
+typedef struct mp_strmap {
+    const char **keys;
+    int *vals;
+    uint32_t *hashes;
+    int cap, n;
+} mp_strmap;
+
+void mp_strmap_free(mp_strmap *m);
+/* Returns -1 when absent. */
+int mp_strmap_get(const mp_strmap *m, const char *key);
+int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len);
+/* Insert or overwrite; returns MP_OK or MP_ERR_NOMEM. */
+mp_status mp_strmap_put(mp_strmap *m, const char *key, int val);
+
+/* ---- checked arithmetic on counts. Saturate at UINT64_MAX and raise the
+ * flag so callers can say "overflow" instead of printing a wrong number. */
+static inline uint64_t mp_umul(uint64_t a, uint64_t b, bool *ovf) {
+    uint64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *ovf = true;
+        return UINT64_MAX;
+    }
+    return r;
+}
+static inline uint64_t mp_uadd(uint64_t a, uint64_t b, bool *ovf) {
+    uint64_t r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        *ovf = true;
+        return UINT64_MAX;
+    }
+    return r;
+}
+/* Product of dims; -1 when any dim is unknown (< 0); -2 on overflow past
+ * INT64_MAX. */
+int64_t mp_dims_product(const int64_t *dims, int rank);
+
+#endif

@@ -1,0 +1,200 @@
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- dtypes ---- */
+
+static const struct {
+    const char *name;
+    int bits;
+} mp__dtypes[] = {
+#define MP__DT(id, name, bits) {name, bits},
+    MP_DTYPE_LIST(MP__DT)
+#undef MP__DT
+};
+_Static_assert(MP_ARRAY_LEN(mp__dtypes) == MP_DT_COUNT, "dtype table out of step");
+
+int mp_dtype_bits(int dt) {
+    return (dt >= 0 && dt < MP_DT_COUNT) ? mp__dtypes[dt].bits : 0;
+}
+
+const char *mp_dtype_name(int dt) {
+    return (dt >= 0 && dt < MP_DT_COUNT) ? mp__dtypes[dt].name : "?";
+}
+
+bool mp_dtype_is_float(int dt) {
+    switch (dt) {
+    case MP_DT_FLOAT: case MP_DT_FLOAT16: case MP_DT_DOUBLE: case MP_DT_BFLOAT16:
+    case MP_DT_FLOAT8E4M3FN: case MP_DT_FLOAT8E4M3FNUZ: case MP_DT_FLOAT8E5M2:
+    case MP_DT_FLOAT8E5M2FNUZ: case MP_DT_FLOAT4E2M1:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool mp_dtype_is_int(int dt) {
+    switch (dt) {
+    case MP_DT_UINT8: case MP_DT_INT8: case MP_DT_UINT16: case MP_DT_INT16:
+    case MP_DT_INT32: case MP_DT_INT64: case MP_DT_BOOL: case MP_DT_UINT32:
+    case MP_DT_UINT64: case MP_DT_UINT4: case MP_DT_INT4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+uint64_t mp_dtype_bytes(int dt, int64_t numel) {
+    if (numel <= 0) return 0;
+    uint64_t bits = (uint64_t)mp_dtype_bits(dt);
+    bool ovf = false;
+    uint64_t b = mp_umul((uint64_t)numel, bits, &ovf);
+    if (ovf) return UINT64_MAX;
+    return (b + 7) / 8;
+}
+
+/* ---- graphs ---- */
+
+mp_graph *mp_graph_new(struct mp_model *m, mp_graph *parent) {
+    mp_graph *g = mp_arena_alloc(&m->arena, sizeof *g);
+    if (!g) return NULL;
+    g->model = m;
+    g->parent = parent;
+    g->parent_node = -1;
+    g->name = "";
+    return g;
+}
+
+void mp_graph_release(mp_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int s = 0; s < g->nodes[i].n_sub; s++) mp_graph_release(g->nodes[i].sub[s]);
+    mp_strmap_free(&g->names);
+}
+
+int mp_graph_find(const mp_graph *g, const char *name) {
+    return mp_strmap_get(&g->names, name);
+}
+
+int mp_graph_value(mp_graph *g, const char *name, size_t len) {
+    int idx = mp_strmap_getn(&g->names, name, len);
+    if (idx >= 0) return idx;
+    mp_value *nv = mp_arena_grow(&g->model->arena, g->values, sizeof *g->values,
+                                 &g->cap_values, g->n_values + 1);
+    if (!nv) return -1;
+    g->values = nv;
+    mp_value *v = &g->values[g->n_values];
+    memset(v, 0, sizeof *v);
+    v->name = mp_arena_strndup(&g->model->arena, name, len);
+    if (!v->name) return -1;
+    v->rank = -1;
+    v->decl_rank = -1;
+    v->producer = -1;
+    v->outer = -1;
+    v->kn = -1;
+    v->last_use = -1;
+    if (mp_strmap_put(&g->names, v->name, g->n_values) != MP_OK) return -1;
+    return g->n_values++;
+}
+
+int mp_graph_add_node(mp_graph *g) {
+    mp_node *nn = mp_arena_grow(&g->model->arena, g->nodes, sizeof *g->nodes,
+                                &g->cap_nodes, g->n_nodes + 1);
+    if (!nn) return -1;
+    g->nodes = nn;
+    mp_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->name = n->op = n->domain = "";
+    return g->n_nodes++;
+}
+
+const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
+    for (int i = 0; i < n->n_attr; i++)
+        if (strcmp(n->attr[i].name, name) == 0) return &n->attr[i];
+    return NULL;
+}
+
+int64_t mp_value_numel(const mp_value *v) {
+    if (v->rank < 0) return -1;
+    return mp_dims_product(v->dims, v->rank);
+}
+
+uint64_t mp_value_bytes(const mp_value *v) {
+    int64_t n = mp_value_numel(v);
+    if (n < 0) return 0;
+    return mp_dtype_bytes(v->dtype, n);
+}
+
+/* ---- model-level tables ---- */
+
+mp_status mp_model_warn(struct mp_model *m, const char *fmt, ...) {
+    va_list ap;
+    char buf[1024];
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **nw = mp_arena_grow(&m->arena, m->warnings, sizeof *m->warnings,
+                              &m->cap_warnings, m->n_warnings + 1);
+    if (!nw) return mp_error(MP_ERR_NOMEM, "out of memory");
+    m->warnings = nw;
+    m->warnings[m->n_warnings] = mp_arena_strdup(&m->arena, buf);
+    if (!m->warnings[m->n_warnings]) return mp_error(MP_ERR_NOMEM, "out of memory");
+    m->n_warnings++;
+    return MP_OK;
+}
+
+int mp_model_symbol(struct mp_model *m, const char *name, size_t len) {
+    int idx = mp_strmap_getn(&m->sym_names, name, len);
+    if (idx >= 0) return idx;
+    mp_symbol *ns = mp_arena_grow(&m->arena, m->syms, sizeof *m->syms, &m->cap_syms,
+                                  m->n_syms + 1);
+    if (!ns) return -1;
+    m->syms = ns;
+    mp_symbol *s = &m->syms[m->n_syms];
+    s->name = mp_arena_strndup(&m->arena, name, len);
+    if (!s->name) return -1;
+    s->value = -1;
+    s->on_input = false;
+    if (mp_strmap_put(&m->sym_names, s->name, m->n_syms) != MP_OK) return -1;
+    return m->n_syms++;
+}
+
+int mp_model_module(struct mp_model *m, const char *path, size_t len) {
+    int idx = mp_strmap_getn(&m->module_paths, path, len);
+    if (idx >= 0) return idx;
+    /* parent: path up to the last '.'; the root is "" */
+    int parent = -1;
+    size_t cut = 0;
+    if (len > 0) {
+        size_t i = len;
+        while (i > 0 && path[i - 1] != '.') i--;
+        cut = i;
+        parent = mp_model_module(m, path, i ? i - 1 : 0);
+        if (parent < 0) return -1;
+    }
+    mp_module *nm = mp_arena_grow(&m->arena, m->modules, sizeof *m->modules,
+                                  &m->cap_modules, m->n_modules + 1);
+    if (!nm) return -1;
+    m->modules = nm;
+    int id = m->n_modules;
+    mp_module *mod = &m->modules[id];
+    memset(mod, 0, sizeof *mod);
+    mod->path = mp_arena_strndup(&m->arena, path, len);
+    if (!mod->path) return -1;
+    mod->name = len ? mod->path + cut : "";
+    mod->parent = parent;
+    mod->depth = parent < 0 ? 0 : m->modules[parent].depth + 1;
+    mod->first_child = mod->last_child = mod->next_sibling = -1;
+    if (parent >= 0) {
+        mp_module *p = &m->modules[parent];
+        if (p->last_child >= 0)
+            m->modules[p->last_child].next_sibling = id;
+        else
+            p->first_child = id;
+        p->last_child = id;
+    }
+    if (mp_strmap_put(&m->module_paths, mod->path, id) != MP_OK) return -1;
+    m->n_modules++;
+    return id;
+}

@@ -1,0 +1,264 @@
+/* The graph IR: one representation used by inference, costing, reports and
+ * (later) the measured run. Everything lives in the model's arena. */
+#ifndef MP_GRAPH_H
+#define MP_GRAPH_H
+
+#include "base/base.h"
+
+/* ---- dtypes: numbered as ONNX TensorProto.DataType ---- */
+#define MP_DTYPE_LIST(X)                 \
+    X(UNDEFINED, "undefined", 0)         \
+    X(FLOAT, "fp32", 32)                 \
+    X(UINT8, "uint8", 8)                 \
+    X(INT8, "int8", 8)                   \
+    X(UINT16, "uint16", 16)              \
+    X(INT16, "int16", 16)                \
+    X(INT32, "int32", 32)                \
+    X(INT64, "int64", 64)                \
+    X(STRING, "string", 0)               \
+    X(BOOL, "bool", 8)                   \
+    X(FLOAT16, "fp16", 16)               \
+    X(DOUBLE, "fp64", 64)                \
+    X(UINT32, "uint32", 32)              \
+    X(UINT64, "uint64", 64)              \
+    X(COMPLEX64, "complex64", 64)        \
+    X(COMPLEX128, "complex128", 128)     \
+    X(BFLOAT16, "bf16", 16)              \
+    X(FLOAT8E4M3FN, "fp8e4m3fn", 8)      \
+    X(FLOAT8E4M3FNUZ, "fp8e4m3fnuz", 8)  \
+    X(FLOAT8E5M2, "fp8e5m2", 8)          \
+    X(FLOAT8E5M2FNUZ, "fp8e5m2fnuz", 8)  \
+    X(UINT4, "uint4", 4)                 \
+    X(INT4, "int4", 4)                   \
+    X(FLOAT4E2M1, "fp4e2m1", 4)
+
+typedef enum mp_dtype {
+#define MP__DT(id, name, bits) MP_DT_##id,
+    MP_DTYPE_LIST(MP__DT)
+#undef MP__DT
+    MP_DT_COUNT
+} mp_dtype;
+
+int mp_dtype_bits(int dt);          /* 0 for unknown/string */
+const char *mp_dtype_name(int dt);  /* "fp32", ...; "dtype(N)" never: "?" */
+bool mp_dtype_is_float(int dt);     /* fp16/bf16/fp32/fp64/fp8/fp4 */
+bool mp_dtype_is_int(int dt);       /* signed/unsigned ints and bool */
+/* Bytes of `numel` elements (sub-byte types round up). */
+uint64_t mp_dtype_bytes(int dt, int64_t numel);
+
+/* ---- dims ----
+ * A dim >= 0 is known. A dim < 0 is unknown: it names symbol -d-1 of the
+ * model's symbol table; symbol 0 is the anonymous "?". */
+#define MP_DIM_ANON (-1)
+#define MP_DIM_KNOWN(d) ((d) >= 0)
+#define MP_DIM_SYM(d) ((int)(-(d)-1))
+#define MP_DIM_OF_SYM(s) ((int64_t)(-(int64_t)(s)-1))
+#define MP_MAX_RANK 64
+
+/* ---- attributes (ONNX AttributeProto.AttributeType numbering) ---- */
+enum {
+    MP_ATTR_UNDEFINED = 0, MP_ATTR_FLOAT = 1, MP_ATTR_INT = 2,
+    MP_ATTR_STRING = 3, MP_ATTR_TENSOR = 4, MP_ATTR_GRAPH = 5,
+    MP_ATTR_FLOATS = 6, MP_ATTR_INTS = 7, MP_ATTR_STRINGS = 8,
+    MP_ATTR_TENSORS = 9, MP_ATTR_GRAPHS = 10, MP_ATTR_SPARSE_TENSOR = 11,
+    MP_ATTR_SPARSE_TENSORS = 12, MP_ATTR_TYPE_PROTO = 13,
+    MP_ATTR_TYPE_PROTOS = 14
+};
+
+struct mp_graph;
+struct mp_tensor;
+
+typedef struct mp_attr {
+    const char *name;
+    int type;
+    const char *ref;          /* ref_attr_name inside a function body */
+    int64_t i;
+    double f;
+    const char *s;            /* NUL-terminated copy (strings are small) */
+    size_t s_len;
+    int n;                    /* element count of ints/floats/strings/... */
+    int64_t *ints;
+    double *floats;
+    const char **strings;
+    struct mp_tensor *t;      /* TENSOR; TENSORS uses tensors[] */
+    struct mp_tensor **tensors;
+    struct mp_graph *g;       /* GRAPH; GRAPHS uses graphs[] */
+    struct mp_graph **graphs;
+} mp_attr;
+
+/* ---- tensors (initializers and tensor attributes) ----
+ * Data is a view into the mapped file, never copied. */
+typedef enum mp_data_loc {
+    MP_DATA_NONE = 0,    /* no data at all */
+    MP_DATA_RAW,         /* raw_data bytes in the file */
+    MP_DATA_TYPED,       /* float_data/int64_data/... field in the file */
+    MP_DATA_EXTERNAL,    /* external file present: ext_path at ext_offset */
+    MP_DATA_ABSENT       /* external file missing: profile weightless */
+} mp_data_loc;
+
+typedef struct mp_tensor {
+    const char *name;
+    int dtype;
+    int rank;
+    int64_t *dims;
+    int64_t numel;
+    mp_data_loc loc;
+    const uint8_t *data;  /* RAW: bytes; TYPED: payload of the typed field */
+    size_t size;
+    int typed_field;      /* TensorProto field number for MP_DATA_TYPED */
+    bool typed_packed;
+    const char *ext_path; /* resolved path (EXTERNAL/ABSENT) */
+    uint64_t ext_offset, ext_length;
+} mp_tensor;
+
+/* ---- values ---- */
+enum {
+    MP_VAL_INPUT = 1u << 0,   /* graph input (not an initializer) */
+    MP_VAL_OUTPUT = 1u << 1,  /* graph output */
+    MP_VAL_INIT = 1u << 2,    /* initializer */
+    MP_VAL_PARAM = 1u << 3,   /* learnable parameter (set by analysis) */
+    MP_VAL_OUTER = 1u << 4,   /* subgraph reference to an outer value */
+    MP_VAL_CONST = 1u << 5,   /* produced by a Constant node */
+    MP_VAL_BUFFER = 1u << 6,  /* non-learnable state (BN statistics) */
+};
+
+typedef struct mp_value {
+    const char *name;
+    int dtype;                /* MP_DT_UNDEFINED until known */
+    int rank;                 /* -1: unknown rank */
+    int64_t *dims;            /* rank entries (arena) */
+    uint32_t flags;
+    int producer;             /* node index in its graph, -1 if none */
+    int n_consumers;
+    mp_tensor *init;          /* initializer data, if MP_VAL_INIT */
+    int outer;                /* MP_VAL_OUTER: value index in parent graph */
+    /* declared type from the file (graph input/output/value_info) */
+    int decl_dtype;
+    int decl_rank;            /* -1: none declared */
+    int64_t *decl_dims;
+    /* Known contents for shape arithmetic: kn >= 0 elements known.
+     * Integer/bool types fill iv, float types fill fv. */
+    int64_t kn;
+    int64_t *iv;
+    double *fv;
+    int last_use;             /* analysis: last consumer in order */
+} mp_value;
+
+/* ---- costs ---- */
+enum {
+    MP_COST_UNCOUNTED = 1u << 0, /* the op has no cost rule */
+    MP_COST_UNKNOWN = 1u << 1,   /* shapes unknown: figures incomplete */
+    MP_COST_OVERFLOW = 1u << 2,  /* a figure saturated at UINT64_MAX */
+    MP_COST_BOUND = 1u << 3,     /* an upper bound (data-dependent op) */
+    MP_COST_PER_ITER = 1u << 4,  /* one iteration of a loop whose trip count is unknown */
+};
+
+typedef struct mp_cost {
+    uint64_t macs, flops;
+    uint64_t bytes_read, bytes_written;
+    uint64_t act_bytes;          /* bytes of the node's outputs */
+    uint64_t params;             /* params consumed by this node */
+    uint64_t param_bytes;
+    uint32_t flags;
+} mp_cost;
+
+struct mp_op;
+
+typedef struct mp_node {
+    const char *name;
+    const char *op;
+    const char *domain;       /* "" for the default ONNX domain */
+    int opset;                /* opset version of its domain */
+    int n_in, n_out;
+    int *in, *out;            /* value indices; -1 for an omitted optional */
+    int n_attr;
+    mp_attr *attr;
+    int module;               /* innermost module (model->modules index) */
+    const struct mp_op *desc; /* resolved operator, NULL if unknown */
+    mp_cost cost;
+    int n_sub;
+    struct mp_graph **sub;    /* subgraphs (If/Loop/Scan bodies) */
+} mp_node;
+
+typedef struct mp_graph {
+    struct mp_model *model;
+    struct mp_graph *parent;  /* enclosing graph for subgraphs */
+    int parent_node;          /* node index in parent owning this graph */
+    const char *name;
+    mp_value *values;
+    int n_values, cap_values;
+    mp_node *nodes;
+    int n_nodes, cap_nodes;
+    int *inputs, n_inputs;    /* graph inputs (excluding initializers) */
+    int *outputs, n_outputs;
+    int *order;               /* topological order of node indices */
+    mp_strmap names;          /* value name -> index */
+} mp_graph;
+
+/* ---- module tree ---- */
+typedef struct mp_module {
+    const char *name;         /* local name: "0", "conv1"; root: graph name */
+    const char *path;         /* dotted path: "layer1.0.conv1"; root: "" */
+    const char *cls;          /* class name when known, else NULL */
+    int parent;               /* -1 for the root */
+    int depth;
+    int first_child, last_child, next_sibling;
+} mp_module;
+
+/* ---- symbols (named dims) ---- */
+typedef struct mp_symbol {
+    const char *name;
+    int64_t value;            /* -1: no value given */
+    bool on_input;            /* appears on a graph input */
+} mp_symbol;
+
+typedef struct mp_opset {
+    const char *domain;
+    int version;
+} mp_opset;
+
+struct mp_model {
+    mp_arena arena;
+    char *path;
+    char *dir;                /* folder of the model (for external data) */
+    const uint8_t *map;       /* the mapped file */
+    size_t map_size;
+    int fd;
+    int64_t ir_version;
+    const char *producer, *producer_version;
+    mp_opset *opsets;
+    int n_opsets;
+    mp_graph *graph;
+    mp_module *modules;
+    int n_modules, cap_modules;
+    mp_strmap module_paths;
+    mp_symbol *syms;          /* syms[0] is the anonymous "?" */
+    int n_syms, cap_syms;
+    mp_strmap sym_names;
+    char **warnings;
+    int n_warnings, cap_warnings;
+    bool weightless;          /* some external data file is absent */
+    int module_source;        /* MP_MODSRC_* */
+};
+
+enum { MP_MODSRC_NONE = 0, MP_MODSRC_NAMES, MP_MODSRC_FUNCTIONS, MP_MODSRC_METADATA };
+
+/* ---- construction helpers (graph.c) ---- */
+mp_graph *mp_graph_new(struct mp_model *m, mp_graph *parent);
+void mp_graph_release(mp_graph *g);  /* frees heap parts (maps), recursive */
+/* Find or create the value named `name` (len bytes). -1 on out-of-memory. */
+int mp_graph_value(mp_graph *g, const char *name, size_t len);
+int mp_graph_find(const mp_graph *g, const char *name);
+int mp_graph_add_node(mp_graph *g);          /* -1 on out-of-memory */
+mp_status mp_model_warn(struct mp_model *m, const char *fmt, ...) MP_PRINTF(2, 3);
+int mp_model_symbol(struct mp_model *m, const char *name, size_t len);
+/* Module by dotted path, created with its ancestors; -1 on failure. */
+int mp_model_module(struct mp_model *m, const char *path, size_t len);
+const mp_attr *mp_node_attr(const mp_node *n, const char *name);
+uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown */
+int64_t mp_value_numel(const mp_value *v);   /* -1 unknown, -2 overflow */
+
+
+/* An empty model with a main graph (load.c); NULL when out of memory. */
+struct mp_model *mp_model_create(void);
+#endif

@@ -1,0 +1,101 @@
+/* Model lifetime and the user's dims. */
+#include "load/load.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct mp_model *mp_model_create(void) {
+    mp_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    mp_arena_init(&m->arena);
+    m->fd = -1;
+    m->graph = mp_graph_new(m, NULL);
+    /* symbol 0 is the anonymous unknown dim */
+    if (!m->graph || mp_model_symbol(m, "?", 1) != 0) {
+        mp_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void mp_model_free(mp_model *m) {
+    if (!m) return;
+    mp_graph_release(m->graph);
+    mp_strmap_free(&m->module_paths);
+    mp_strmap_free(&m->sym_names);
+    if (m->map && m->map_size) munmap((void *)m->map, m->map_size);
+    if (m->fd >= 0) close(m->fd);
+    mp_arena_free(&m->arena);
+    free(m);
+}
+
+int mp_model_warning_count(const mp_model *m) { return m ? m->n_warnings : 0; }
+
+const char *mp_model_warning(const mp_model *m, int i) {
+    if (!m || i < 0 || i >= m->n_warnings) return NULL;
+    return m->warnings[i];
+}
+
+mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value) {
+    if (!m || !name) return mp_error(MP_ERR_USAGE, "no model or dim name");
+    if (value < 0)
+        return mp_error(MP_ERR_USAGE, "dim '%s': value %lld is negative", name,
+                        (long long)value);
+    int s = mp_strmap_get(&m->sym_names, name);
+    if (s <= 0 || !m->syms[s].on_input) {
+        char list[512] = "";
+        size_t o = 0;
+        for (int i = 1; i < m->n_syms && o < sizeof list - 64; i++)
+            if (m->syms[i].on_input)
+                o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "",
+                                      m->syms[i].name);
+        return mp_error(MP_ERR_USAGE, "%s: the model's inputs have no symbolic dim '%s' (%s%s)",
+                        m->path ? m->path : "model", name, o ? "it has: " : "it has none",
+                        list);
+    }
+    m->syms[s].value = value;
+    return MP_OK;
+}
+
+mp_status mp_model_set_input_shape(mp_model *m, const char *name, const int64_t *dims,
+                                   int rank) {
+    if (!m || !name) return mp_error(MP_ERR_USAGE, "no model or input name");
+    mp_graph *g = m->graph;
+    int v = mp_graph_find(g, name);
+    if (v < 0 || !(g->values[v].flags & MP_VAL_INPUT)) {
+        char list[512] = "";
+        size_t o = 0;
+        for (int i = 0; i < g->n_inputs && o < sizeof list - 64; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", i ? ", " : "",
+                                  g->values[g->inputs[i]].name);
+        return mp_error(MP_ERR_USAGE, "%s: the model has no input '%s' (inputs: %s)",
+                        m->path ? m->path : "model", name, o ? list : "none");
+    }
+    if (rank < 0 || rank > MP_MAX_RANK)
+        return mp_error(MP_ERR_USAGE, "input '%s': rank %d is out of range", name, rank);
+    mp_value *val = &g->values[v];
+    if (val->decl_rank >= 0 && val->decl_rank != rank)
+        return mp_error(MP_ERR_USAGE, "input '%s': the model declares rank %d, got %d dims",
+                        name, val->decl_rank, rank);
+    int64_t *d = mp_arena_calloc(&m->arena, (size_t)(rank ? rank : 1), sizeof *d);
+    if (!d) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            return mp_error(MP_ERR_USAGE, "input '%s': dim %d is negative", name, i);
+        /* a symbolic dim given a value here gives the symbol that value */
+        if (val->decl_rank == rank && val->decl_dims[i] < MP_DIM_ANON) {
+            mp_symbol *s = &m->syms[MP_DIM_SYM(val->decl_dims[i])];
+            if (s->value >= 0 && s->value != dims[i])
+                return mp_error(MP_ERR_USAGE,
+                                "input '%s': dim %d is '%s' = %lld, but the shape gives %lld",
+                                name, i, s->name, (long long)s->value, (long long)dims[i]);
+            s->value = dims[i];
+        }
+        d[i] = dims[i];
+    }
+    val->decl_rank = rank;
+    val->decl_dims = d;
+    return MP_OK;
+}

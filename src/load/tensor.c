@@ -1,0 +1,171 @@
+/* Reading the contents of small tensors (shape constants). Weights are
+ * never read: callers only ask for tensors up to MP_KNOWN_MAX elements. */
+#include "load/load.h"
+#include "load/pb.h"
+#include "ops/ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static double mp__half(uint16_t h) {
+    int e = (h >> 10) & 0x1f, f = h & 0x3ff;
+    double v;
+    if (e == 0)
+        v = ldexp(f, -24);
+    else if (e == 31)
+        v = f ? NAN : INFINITY;
+    else
+        v = ldexp(f + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double mp__bf16(uint16_t h) { return pb_f32((uint32_t)h << 16); }
+
+/* Element i of little-endian raw bytes. */
+static bool mp__raw_elem(int dt, const uint8_t *p, int64_t i, int64_t *iv, double *fv) {
+    uint64_t u = 0;
+    int bytes = mp_dtype_bits(dt) / 8;
+    if (bytes <= 0) return false;
+    for (int b = 0; b < bytes; b++) u |= (uint64_t)p[i * bytes + b] << (8 * b);
+    switch (dt) {
+    case MP_DT_FLOAT: *fv = pb_f32((uint32_t)u); return true;
+    case MP_DT_DOUBLE: *fv = pb_f64(u); return true;
+    case MP_DT_FLOAT16: *fv = mp__half((uint16_t)u); return true;
+    case MP_DT_BFLOAT16: *fv = mp__bf16((uint16_t)u); return true;
+    case MP_DT_INT8: *iv = (int8_t)u; return true;
+    case MP_DT_UINT8: case MP_DT_BOOL: *iv = (int64_t)(uint8_t)u; return true;
+    case MP_DT_INT16: *iv = (int16_t)u; return true;
+    case MP_DT_UINT16: *iv = (uint16_t)u; return true;
+    case MP_DT_INT32: *iv = (int32_t)u; return true;
+    case MP_DT_UINT32: *iv = (uint32_t)u; return true;
+    case MP_DT_INT64: *iv = (int64_t)u; return true;
+    case MP_DT_UINT64: *iv = (int64_t)u; return true;
+    default: return false;
+    }
+}
+
+mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, double **pfv) {
+    *piv = NULL;
+    *pfv = NULL;
+    int64_t n = t->numel;
+    if (n < 0 || n > MP_KNOWN_MAX)
+        return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s' is too large to read", t->name);
+    bool is_float = mp_dtype_is_float(t->dtype);
+    if (!is_float && !mp_dtype_is_int(t->dtype))
+        return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': dtype %s is not readable", t->name,
+                        mp_dtype_name(t->dtype));
+    if (mp_dtype_bits(t->dtype) < 8)
+        return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': sub-byte dtype", t->name);
+    int64_t *iv = NULL;
+    double *fv = NULL;
+    if (is_float)
+        fv = mp_arena_calloc(&m->arena, (size_t)(n ? n : 1), sizeof *fv);
+    else
+        iv = mp_arena_calloc(&m->arena, (size_t)(n ? n : 1), sizeof *iv);
+    if (!iv && !fv) return mp_error(MP_ERR_NOMEM, "out of memory");
+    uint8_t *buf = NULL;
+    const uint8_t *raw = NULL;
+    switch (t->loc) {
+    case MP_DATA_RAW:
+        raw = t->data;
+        break;
+    case MP_DATA_EXTERNAL: {
+        size_t len = (size_t)t->ext_length;
+        buf = malloc(len ? len : 1);
+        if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
+        int fd = open(t->ext_path, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd >= 0 ? pread(fd, buf, len, (off_t)t->ext_offset) : -1;
+        if (fd >= 0) close(fd);
+        if (got != (ssize_t)len) {
+            free(buf);
+            return mp_error(MP_ERR_IO, "tensor '%s': cannot read external data from '%s'",
+                            t->name, t->ext_path);
+        }
+        raw = buf;
+        break;
+    }
+    case MP_DATA_TYPED: {
+        /* typed fields: packed or not; float_data holds fp32 (and fp16/bf16
+         * bit patterns in int32_data), int64_data, double_data, ... */
+        pb r = pb_view(t->data, t->size);
+        int64_t k = 0;
+        uint32_t f = 0;
+        int w = 0;
+        while (pb_more(&r)) {
+            if (!pb_key(&r, &f, &w)) goto bad;
+            if ((int)f != t->typed_field) {
+                if (!pb_skip(&r, w)) goto bad;
+                continue;
+            }
+            pb s = r;
+            bool packed = w == PB_LEN;
+            if (packed) {
+                if (!pb_len(&r, &s)) goto bad;
+            }
+            do {
+                if (k >= n) goto bad;
+                uint64_t u;
+                uint32_t x = 0;
+                if (f == 4) { /* float_data */
+                    if (!pb_fixed32(&s, &x)) goto bad;
+                    if (fv) fv[k] = pb_f32(x); else iv[k] = (int64_t)pb_f32(x);
+                } else if (f == 10) { /* double_data */
+                    if (!pb_fixed64(&s, &u)) goto bad;
+                    if (fv) fv[k] = pb_f64(u); else iv[k] = (int64_t)pb_f64(u);
+                } else { /* int32_data, int64_data, uint64_data: varints */
+                    if (!pb_varint(&s, &u)) goto bad;
+                    if (fv) {
+                        if (t->dtype == MP_DT_FLOAT16) fv[k] = mp__half((uint16_t)u);
+                        else if (t->dtype == MP_DT_BFLOAT16) fv[k] = mp__bf16((uint16_t)u);
+                        else fv[k] = (double)(int64_t)u;
+                    } else if (f == 5) {
+                        iv[k] = (int32_t)(uint32_t)u;
+                        if (t->dtype == MP_DT_UINT8 || t->dtype == MP_DT_UINT16 || t->dtype == MP_DT_BOOL)
+                            iv[k] = (int64_t)(uint32_t)u;
+                    } else {
+                        iv[k] = (int64_t)u;
+                    }
+                }
+                k++;
+            } while (packed && pb_more(&s));
+            if (!packed) r = s;
+        }
+        if (k != n) goto bad;
+        *piv = iv;
+        *pfv = fv;
+        return MP_OK;
+    bad:
+        return mp_error(MP_ERR_FORMAT, "%s: tensor '%s': typed data does not match its %lld elements",
+                        m->path, t->name, (long long)n);
+    }
+    case MP_DATA_ABSENT:
+        return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': data is absent (weightless model)",
+                        t->name);
+    default:
+        if (n == 0) {
+            *piv = iv;
+            *pfv = fv;
+            return MP_OK;
+        }
+        return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s' has no data", t->name);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = 0;
+        double d = 0;
+        if (!mp__raw_elem(t->dtype, raw, i, &x, &d)) {
+            free(buf);
+            return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': dtype not readable", t->name);
+        }
+        if (fv)
+            fv[i] = d;
+        else
+            iv[i] = x;
+    }
+    free(buf);
+    *piv = iv;
+    *pfv = fv;
+    return MP_OK;
+}

@@ -1,0 +1,242 @@
+/* Control flow: If, Loop, Scan. Bodies are inferred with the outer values
+ * known; their node costs roll up into the control-flow node:
+ *  - If: the branch taken when the condition is a known constant, else the
+ *    costlier branch, flagged as an upper bound;
+ *  - Loop: body cost x trip count when the trip count M is a known
+ *    constant (and no condition can stop it earlier, else upper bound);
+ *    otherwise one iteration, flagged "per iteration";
+ *  - Scan: body cost x the scanned sequence length. */
+#include "ops/ops.h"
+
+#include <stdio.h>
+
+static mp_graph *mp__body(mp_ctx *c, const char *name) {
+    const mp_attr *a = mp_node_attr(c->n, name);
+    return (a && a->type == MP_ATTR_GRAPH) ? a->g : NULL;
+}
+
+/* Set subgraph input i to a given type. */
+static mp_status mp__set_body_input(mp_ctx *c, mp_graph *b, int i, int dtype, int rank,
+                                    const int64_t *dims) {
+    if (i >= b->n_inputs) return MP_OK;
+    mp_value *v = &b->values[b->inputs[i]];
+    v->dtype = dtype ? dtype : v->decl_dtype;
+    v->rank = rank;
+    v->kn = -1;
+    v->iv = NULL;
+    v->fv = NULL;
+    v->dims = NULL;
+    if (rank < 0 && v->decl_rank >= 0) {
+        v->rank = v->decl_rank;
+        v->dims = v->decl_dims;
+        return MP_OK;
+    }
+    if (rank > 0) {
+        v->dims = mp_scratch(c, sizeof(int64_t) * (size_t)rank);
+        if (!v->dims) return mp_error(MP_ERR_NOMEM, "out of memory");
+        memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+    }
+    return MP_OK;
+}
+
+static mp_status mp__run_body(mp_ctx *c, mp_graph *b) {
+    mp_status st = mp_infer_graph(c->m, b);
+    if (st) {
+        /* keep the inner message, say where it came from */
+        char inner[512];
+        snprintf(inner, sizeof inner, "%s", mp_last_error());
+        return mp_fail(c, "in its body: %s", inner);
+    }
+    return MP_OK;
+}
+
+/* ---- If ---- */
+
+static mp_status mp__if_infer(mp_ctx *c) {
+    mp_graph *t = mp__body(c, "then_branch"), *e = mp__body(c, "else_branch");
+    if (!t || !e) return mp_fail(c, "needs then_branch and else_branch graphs");
+    mp_status st;
+    if ((st = mp__run_body(c, t)) || (st = mp__run_body(c, e))) return st;
+    const int64_t *cond;
+    int64_t nc;
+    int taken = -1;
+    if (mp_ints(c, 0, &cond, &nc) && nc == 1) taken = cond[0] ? 0 : 1;
+    for (int o = 0; o < c->n->n_out; o++) {
+        const mp_value *a = o < t->n_outputs ? &t->values[t->outputs[o]] : NULL;
+        const mp_value *b = o < e->n_outputs ? &e->values[e->outputs[o]] : NULL;
+        if (!a || !b) return mp_fail(c, "branches have fewer outputs than the node");
+        const mp_value *pick = taken == 1 ? b : a;
+        if (taken < 0 && (a->rank != b->rank)) {
+            if ((st = mp_set_out_dtype(c, o, a->dtype))) return st;
+            continue;
+        }
+        int64_t dims[MP_MAX_RANK];
+        for (int d = 0; d < pick->rank; d++)
+            dims[d] = (taken >= 0 || a->dims[d] == b->dims[d]) ? pick->dims[d] : MP_DIM_ANON;
+        if ((st = mp_set_out(c, o, pick->dtype, pick->rank, dims))) return st;
+    }
+    return MP_OK;
+}
+
+static void mp__if_cost(mp_ctx *c, mp_cost *k) {
+    mp_graph *t = mp__body(c, "then_branch"), *e = mp__body(c, "else_branch");
+    mp_cost a = {0}, b = {0};
+    mp_graph_cost_sum(t, &a);
+    mp_graph_cost_sum(e, &b);
+    const int64_t *cond;
+    int64_t nc;
+    if (mp_ints(c, 0, &cond, &nc) && nc == 1) {
+        *k = cond[0] ? a : b;
+    } else {
+        *k = (a.flops + a.macs >= b.flops + b.macs) ? a : b;
+        k->flags |= MP_COST_BOUND;
+    }
+    k->bytes_read = k->bytes_written = 0;
+}
+
+/* ---- Loop ---- */
+
+static mp_status mp__loop_infer(mp_ctx *c) {
+    mp_graph *b = mp__body(c, "body");
+    if (!b) return mp_fail(c, "needs a body graph");
+    int n_carried = c->n->n_in - 2;
+    if (n_carried < 0) return mp_fail(c, "needs at least 2 inputs (M, cond)");
+    if (b->n_inputs != n_carried + 2)
+        return mp_fail(c, "body has %d inputs, expected %d", b->n_inputs, n_carried + 2);
+    mp_status st;
+    if ((st = mp__set_body_input(c, b, 0, MP_DT_INT64, 0, NULL))) return st;
+    if ((st = mp__set_body_input(c, b, 1, MP_DT_BOOL, 0, NULL))) return st;
+    for (int i = 0; i < n_carried; i++) {
+        const mp_value *v = mp_in(c, i + 2);
+        if (!v) return mp_fail(c, "loop-carried input %d is missing", i);
+        if ((st = mp__set_body_input(c, b, i + 2, v->dtype, v->rank, v->dims))) return st;
+    }
+    if ((st = mp__run_body(c, b))) return st;
+    if (b->n_outputs < 1 + n_carried)
+        return mp_fail(c, "body has %d outputs, expected at least %d", b->n_outputs, 1 + n_carried);
+    const int64_t *mv;
+    int64_t nm;
+    int64_t trip = (mp_ints(c, 0, &mv, &nm) && nm == 1 && mv[0] >= 0) ? mv[0] : MP_DIM_ANON;
+    for (int o = 0; o < c->n->n_out; o++) {
+        const mp_value *bo = o + 1 < b->n_outputs ? &b->values[b->outputs[o + 1]] : NULL;
+        if (!bo) return mp_fail(c, "node has more outputs than its body");
+        if (o < n_carried) {
+            const mp_value *init = mp_in(c, o + 2);
+            /* a carried value keeps its shape where the body agrees */
+            if (bo->rank == init->rank && bo->rank >= 0) {
+                int64_t dims[MP_MAX_RANK];
+                for (int d = 0; d < bo->rank; d++)
+                    dims[d] = bo->dims[d] == init->dims[d] ? bo->dims[d] : MP_DIM_ANON;
+                if ((st = mp_set_out(c, o, bo->dtype, bo->rank, dims))) return st;
+            } else if ((st = mp_set_out_dtype(c, o, bo->dtype ? bo->dtype : init->dtype))) {
+                return st;
+            }
+        } else {
+            /* scan output: iterations stacked on a new first axis */
+            if (bo->rank < 0 || bo->rank + 1 > MP_MAX_RANK) {
+                if ((st = mp_set_out_dtype(c, o, bo->dtype))) return st;
+                continue;
+            }
+            int64_t dims[MP_MAX_RANK];
+            dims[0] = trip;
+            for (int d = 0; d < bo->rank; d++) dims[d + 1] = bo->dims[d];
+            if ((st = mp_set_out(c, o, bo->dtype, bo->rank + 1, dims))) return st;
+        }
+    }
+    return MP_OK;
+}
+
+static void mp__scale_cost(mp_cost *k, uint64_t times) {
+    bool ovf = false;
+    k->macs = mp_umul(k->macs, times, &ovf);
+    k->flops = mp_umul(k->flops, times, &ovf);
+    if (ovf) k->flags |= MP_COST_OVERFLOW;
+}
+
+static void mp__loop_cost(mp_ctx *c, mp_cost *k) {
+    mp_cost body = {0};
+    mp_graph_cost_sum(mp__body(c, "body"), &body);
+    *k = body;
+    k->bytes_read = k->bytes_written = 0;
+    const int64_t *mv;
+    int64_t nm;
+    if (mp_in(c, 0) && mp_ints(c, 0, &mv, &nm) && nm == 1 && mv[0] >= 0) {
+        mp__scale_cost(k, (uint64_t)mv[0]);
+        if (mp_in(c, 1)) k->flags |= MP_COST_BOUND; /* cond may stop it earlier */
+    } else {
+        k->flags |= MP_COST_PER_ITER;
+    }
+}
+
+/* ---- Scan (opset 9+) ---- */
+
+static mp_status mp__scan_infer(mp_ctx *c) {
+    mp_graph *b = mp__body(c, "body");
+    if (!b) return mp_fail(c, "needs a body graph");
+    int n_scan = (int)mp_attr_i(c->n, "num_scan_inputs", -1);
+    int n_state = c->n->n_in - n_scan;
+    if (n_scan < 1 || n_state < 0) return mp_fail(c, "bad num_scan_inputs %d", n_scan);
+    if (b->n_inputs != c->n->n_in) return mp_fail(c, "body has %d inputs, node has %d", b->n_inputs, c->n->n_in);
+    const int64_t *in_axes = NULL, *out_axes = NULL;
+    int n_in_axes = mp_attr_ints(c->n, "scan_input_axes", &in_axes);
+    int n_out_axes = mp_attr_ints(c->n, "scan_output_axes", &out_axes);
+    mp_status st;
+    int64_t seq = MP_DIM_ANON;
+    for (int i = 0; i < c->n->n_in; i++) {
+        const mp_value *v = mp_in(c, i);
+        if (!v) return mp_fail(c, "input %d is missing", i);
+        if (i < n_state || v->rank < 0) {
+            if ((st = mp__set_body_input(c, b, i, v->dtype, v->rank, v->dims))) return st;
+            continue;
+        }
+        int s = i - n_state;
+        int ax = mp_axis(s < n_in_axes ? in_axes[s] : 0, v->rank);
+        if (ax < 0) return mp_fail(c, "scan input %d: axis out of range", s);
+        int64_t dims[MP_MAX_RANK];
+        int r = 0;
+        for (int d = 0; d < v->rank; d++)
+            if (d != ax) dims[r++] = v->dims[d];
+        seq = v->dims[ax];
+        if ((st = mp__set_body_input(c, b, i, v->dtype, r, dims))) return st;
+    }
+    if ((st = mp__run_body(c, b))) return st;
+    if (b->n_outputs != c->n->n_out) return mp_fail(c, "body has %d outputs, node has %d", b->n_outputs, c->n->n_out);
+    for (int o = 0; o < c->n->n_out; o++) {
+        const mp_value *bo = &b->values[b->outputs[o]];
+        if (o < n_state || bo->rank < 0) {
+            if ((st = mp_set_out_like(c, o, bo))) return st;
+            continue;
+        }
+        int s = o - n_state;
+        int ax = mp_axis(s < n_out_axes ? out_axes[s] : 0, bo->rank + 1);
+        if (ax < 0 || bo->rank + 1 > MP_MAX_RANK) return mp_fail(c, "scan output %d: bad axis", s);
+        int64_t dims[MP_MAX_RANK];
+        for (int d = 0, src = 0; d < bo->rank + 1; d++) dims[d] = d == ax ? seq : bo->dims[src++];
+        if ((st = mp_set_out(c, o, bo->dtype, bo->rank + 1, dims))) return st;
+    }
+    return MP_OK;
+}
+
+static void mp__scan_cost(mp_ctx *c, mp_cost *k) {
+    mp_cost body = {0};
+    mp_graph_cost_sum(mp__body(c, "body"), &body);
+    *k = body;
+    k->bytes_read = k->bytes_written = 0;
+    int n_scan = (int)mp_attr_i(c->n, "num_scan_inputs", 1);
+    int first = c->n->n_in - n_scan;
+    const mp_value *v = mp_in(c, first);
+    const int64_t *in_axes = NULL;
+    int n_in_axes = mp_attr_ints(c->n, "scan_input_axes", &in_axes);
+    int ax = v ? mp_axis(n_in_axes > 0 ? in_axes[0] : 0, v->rank) : -1;
+    if (ax >= 0 && v->dims[ax] >= 0)
+        mp__scale_cost(k, (uint64_t)v->dims[ax]);
+    else
+        k->flags |= MP_COST_PER_ITER;
+}
+
+const mp_op mp_ops_control[] = {
+    {"", "If", 1, mp__if_infer, mp__if_cost, 0, 0},
+    {"", "Loop", 1, mp__loop_infer, mp__loop_cost, 0, 0},
+    {"", "Scan", 9, mp__scan_infer, mp__scan_cost, 0, 0},
+};
+const int mp_ops_control_count = (int)MP_ARRAY_LEN(mp_ops_control);

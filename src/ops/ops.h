@@ -1,0 +1,128 @@
+/* Operator descriptors: one place holds an operator's whole story (shape
+ * rule, cost rule, later its kernel). Each family file (elementwise.c,
+ * matmul.c, ...) defines a table of descriptors; registry.c joins them. */
+#ifndef MP_OPS_H
+#define MP_OPS_H
+
+#include "graph/graph.h"
+
+/* Per-node context handed to an operator's functions. */
+typedef struct mp_ctx {
+    struct mp_model *m;
+    mp_graph *g;
+    mp_node *n;
+    int node;                 /* index of n in g->nodes */
+} mp_ctx;
+
+/* infer: set every output's dtype and shape (mp_set_out), and where cheap
+ * and all inputs are known small tensors, the output's contents
+ * (mp_set_ints / mp_set_floats) so shape arithmetic resolves.
+ * Unknown input shapes are not an error: leave outputs unknown (rank -1)
+ * or with unknown dims. A contradiction (bad rank, mismatched dims, bad
+ * attribute) is an error: return mp_fail(c, ...).
+ *
+ * cost: fill k->macs and k->flops (and k->flags). The driver fills the
+ * byte counts, params and activations. Use mp_cnumel() to read element
+ * counts: it sets MP_COST_UNKNOWN when a shape is unknown. */
+typedef mp_status (*mp_infer_fn)(mp_ctx *c);
+typedef void (*mp_cost_fn)(mp_ctx *c, mp_cost *k);
+
+typedef struct mp_op {
+    const char *domain;       /* "" for ai.onnx, "com.microsoft", ... */
+    const char *name;
+    int since;                /* first opset version this entry serves */
+    mp_infer_fn infer;
+    mp_cost_fn cost;          /* NULL: op recognised but uncounted */
+    uint32_t param_inputs;    /* bit i: input i is learnable even if not float (quantized weights) */
+    uint32_t buffer_inputs;   /* bit i: input i is a buffer, never a param (BN mean/var) */
+} mp_op;
+
+/* Family tables (each file: const mp_op mp_ops_X[]; const int mp_ops_X_count;) */
+#define MP_OP_FAMILIES(X) \
+    X(elementwise)        \
+    X(linalg)             \
+    X(nn)                 \
+    X(shape)              \
+    X(control)
+
+#define MP__DECL_FAMILY(f)        \
+    extern const mp_op mp_ops_##f[]; \
+    extern const int mp_ops_##f##_count;
+MP_OP_FAMILIES(MP__DECL_FAMILY)
+#undef MP__DECL_FAMILY
+
+/* Registry: the entry with the highest `since` <= opset; NULL if none. */
+const mp_op *mp_op_find(const char *domain, const char *name, int opset);
+
+/* ---- helpers for operator code (util.c) ---- */
+#define MP_KNOWN_MAX 65536    /* largest tensor whose contents we track */
+
+static inline mp_value *mp_in(mp_ctx *c, int i) {
+    if (i < 0 || i >= c->n->n_in || c->n->in[i] < 0) return NULL;
+    return &c->g->values[c->n->in[i]];
+}
+static inline mp_value *mp_out(mp_ctx *c, int i) {
+    if (i < 0 || i >= c->n->n_out || c->n->out[i] < 0) return NULL;
+    return &c->g->values[c->n->out[i]];
+}
+static inline bool mp_shape_known(const mp_value *v) {
+    if (!v || v->rank < 0) return false;
+    for (int i = 0; i < v->rank; i++)
+        if (v->dims[i] < 0) return false;
+    return true;
+}
+
+/* Error naming the node and op; returns MP_ERR_SHAPE. */
+mp_status mp_fail(mp_ctx *c, const char *fmt, ...) MP_PRINTF(2, 3);
+
+/* Attributes. */
+int64_t mp_attr_i(const mp_node *n, const char *name, int64_t def);
+double mp_attr_f(const mp_node *n, const char *name, double def);
+const char *mp_attr_s(const mp_node *n, const char *name, const char *def);
+/* Count of ints (and *v), or -1 when absent. */
+int mp_attr_ints(const mp_node *n, const char *name, const int64_t **v);
+int mp_attr_floats(const mp_node *n, const char *name, const double **v);
+
+/* Outputs. dims are copied; rank -1 sets an unknown shape. */
+mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims);
+mp_status mp_set_out_like(mp_ctx *c, int i, const mp_value *src);
+mp_status mp_set_out_dtype(mp_ctx *c, int i, int dtype);  /* shape unknown */
+/* Known contents of output i (its shape must be set; n = its numel). */
+mp_status mp_set_ints(mp_ctx *c, int i, const int64_t *v, int64_t n);
+mp_status mp_set_floats(mp_ctx *c, int i, const double *v, int64_t n);
+
+/* Known contents of input i: true with *v and *n when known (small
+ * initializers and Constant outputs are decoded on first use). Integer
+ * contents are available as ints; float contents as floats; mp_ints on a
+ * float tensor (or mp_floats on an int one) converts. */
+bool mp_ints(mp_ctx *c, int i, const int64_t **v, int64_t *n);
+bool mp_floats(mp_ctx *c, int i, const double **v, int64_t *n);
+
+/* Multidirectional (numpy) broadcast of a and b into dims/rank. Unknown
+ * ranks give *rank = -1. Fails on incompatible known dims. */
+mp_status mp_broadcast(mp_ctx *c, const mp_value *a, const mp_value *b,
+                       int *rank, int64_t *dims);
+/* Normalise a possibly negative axis; -1 when out of range. */
+int mp_axis(int64_t axis, int rank);
+/* Scratch memory in the model arena (freed with the model). */
+void *mp_scratch(mp_ctx *c, size_t bytes);
+
+/* Element count of a value for costing: 0 and MP_COST_UNKNOWN on k when
+ * unknown. */
+uint64_t mp_cnumel(const mp_value *v, mp_cost *k);
+
+/* Shared cost rules. */
+void mp_cost_zero(mp_ctx *c, mp_cost *k);        /* data movement */
+void mp_cost_out1(mp_ctx *c, mp_cost *k);        /* 1 FLOP per output element */
+void mp_cost_in1(mp_ctx *c, mp_cost *k);         /* 1 FLOP per input-0 element */
+
+/* Shared shape rules. */
+mp_status mp_infer_same(mp_ctx *c);              /* out0 = in0 (dtype, shape) */
+mp_status mp_infer_broadcast(mp_ctx *c);         /* out0 = broadcast of all inputs, dtype of in0 */
+
+/* The inference driver, for control-flow ops: infers (and costs) a
+ * subgraph whose outer values are already known; sums its node costs. */
+mp_status mp_infer_graph(struct mp_model *m, mp_graph *g);
+void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum);
+
+#endif

@@ -1,0 +1,49 @@
+/* The operator registry: joins the family tables into one lookup. */
+#include "ops/ops.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static mp_strmap mp__ops_by_name;   /* "domain::name" -> first entry index */
+static const mp_op **mp__ops;       /* all entries, grouped by name */
+static int mp__n_ops;
+static pthread_once_t mp__once = PTHREAD_ONCE_INIT;
+static char (*mp__keys)[96];
+static int *mp__next;               /* next entry with the same name, -1 */
+
+static void mp__registry_build(void) {
+    int total = 0;
+#define MP__COUNT(f) total += mp_ops_##f##_count;
+    MP_OP_FAMILIES(MP__COUNT)
+#undef MP__COUNT
+    mp__ops = calloc((size_t)total, sizeof *mp__ops);
+    mp__keys = calloc((size_t)total, sizeof *mp__keys);
+    mp__next = calloc((size_t)total, sizeof *mp__next);
+    if (!mp__ops || !mp__keys || !mp__next) return;
+    int k = 0;
+#define MP__ADD(f)                                              \
+    for (int i = 0; i < mp_ops_##f##_count; i++) mp__ops[k++] = &mp_ops_##f[i];
+    MP_OP_FAMILIES(MP__ADD)
+#undef MP__ADD
+    mp__n_ops = k;
+    for (int i = 0; i < k; i++) {
+        snprintf(mp__keys[i], sizeof mp__keys[i], "%s::%s", mp__ops[i]->domain,
+                 mp__ops[i]->name);
+        mp__next[i] = mp_strmap_get(&mp__ops_by_name, mp__keys[i]);
+        mp_strmap_put(&mp__ops_by_name, mp__keys[i], i);
+    }
+}
+
+const mp_op *mp_op_find(const char *domain, const char *name, int opset) {
+    pthread_once(&mp__once, mp__registry_build);
+    char key[160];
+    if (strcmp(domain, "ai.onnx") == 0) domain = "";
+    snprintf(key, sizeof key, "%s::%s", domain, name);
+    const mp_op *best = NULL;
+    for (int i = mp_strmap_get(&mp__ops_by_name, key); i >= 0; i = mp__next[i]) {
+        const mp_op *o = mp__ops[i];
+        if (o->since <= opset && (!best || o->since > best->since)) best = o;
+    }
+    return best;
+}

@@ -1,0 +1,42 @@
+/* Build small models in code for unit tests (no protobuf involved). */
+#ifndef MP_TBUILD_H
+#define MP_TBUILD_H
+
+#include "analyze/profile.h"
+#include "graph/graph.h"
+#include "ops/ops.h"
+
+/* A model with a default-domain opset. */
+mp_model *tb_new(int opset);
+/* Graph input; dims < 0 are unknown. Symbolic dims: use tb_sym(). */
+int tb_input(mp_model *m, const char *name, int dtype, int rank, const int64_t *dims);
+int64_t tb_sym(mp_model *m, const char *name);
+/* Initializer without data (weightless). */
+int tb_weight(mp_model *m, const char *name, int dtype, int rank, const int64_t *dims);
+/* Initializer with known integer (or float when fv) contents. */
+int tb_const_i(mp_model *m, const char *name, int dtype, int rank, const int64_t *dims,
+               const int64_t *iv);
+int tb_const_f(mp_model *m, const char *name, int dtype, int rank, const int64_t *dims,
+               const double *fv);
+/* Node: inputs and outputs are comma-separated value names; an empty name
+ * ("a,,c") is an omitted optional input. Returns the node index. */
+int tb_node(mp_model *m, const char *op, const char *ins, const char *outs);
+int tb_node_d(mp_model *m, const char *domain, const char *op, const char *ins,
+              const char *outs);
+void tb_name(mp_model *m, int node, const char *name);
+void tb_attr_i(mp_model *m, int node, const char *name, int64_t v);
+void tb_attr_f(mp_model *m, int node, const char *name, double v);
+void tb_attr_s(mp_model *m, int node, const char *name, const char *s);
+void tb_attr_ints(mp_model *m, int node, const char *name, int n, const int64_t *v);
+void tb_attr_floats(mp_model *m, int node, const char *name, int n, const double *v);
+void tb_output(mp_model *m, const char *name);
+/* Infer and cost: returns the status of mp_profile_static. */
+mp_status tb_profile(mp_model *m, mp_profile **p);
+mp_value *tb_val(mp_model *m, const char *name);
+mp_node *tb_nodep(mp_model *m, int node);
+/* Convenience: dims of value as a string "2x3x?", for T_EQ_STR. */
+const char *tb_shape(mp_model *m, const char *name);
+
+#define TB_DIMS(...) ((const int64_t[]){__VA_ARGS__})
+
+#endif

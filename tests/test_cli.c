@@ -1,0 +1,217 @@
+/* The command line: exit codes, messages, report files, golden reports.
+ * Runs the binary named by $MP_BIN (default build/modelprof). */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jsonr.h"
+#include "test.h"
+
+typedef struct {
+    int code;
+    char *out, *err;
+    size_t out_len;
+} run_result;
+
+static char *slurp_fd(int fd, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        if (n + 4096 > cap) b = realloc(b, cap *= 2);
+        ssize_t r = read(fd, b + n, cap - n - 1);
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
+
+static run_result run(const char *const *args) {
+    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
+    char out_name[] = "/tmp/mp-cli-out-XXXXXX", err_name[] = "/tmp/mp-cli-err-XXXXXX";
+    int fo = mkstemp(out_name), fe = mkstemp(err_name);
+    unlink(out_name);
+    unlink(err_name);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    run_result r = {0};
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp_fd(fo, &r.out_len);
+    r.err = slurp_fd(fe, NULL);
+    close(fo);
+    close(fe);
+    return r;
+}
+
+static void done(run_result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
+
+static void t_help_version(void) {
+    run_result r = RUN("--help");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "usage: modelprof") && strstr(r.out, "--dim"));
+    done(&r);
+    r = RUN("--version");
+    T_EQ(r.code, 0);
+    T_CHECK(strncmp(r.out, "modelprof ", 10) == 0);
+    done(&r);
+}
+
+static void t_usage_errors(void) {
+    run_result r = run((const char *const[]){NULL});
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "usage") != NULL);
+    done(&r);
+    r = RUN("--frobnicate", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--frobnicate") != NULL);
+    done(&r);
+    r = RUN("--dim", "batch", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--dim 'batch'") != NULL);
+    done(&r);
+    r = RUN("--dim", "nosuch=3", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "nosuch") && strstr(r.err, "batch"));
+    done(&r);
+    r = RUN("--input", "nosuch=1x2", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "nosuch") != NULL);
+    done(&r);
+    r = RUN("--format", "xml", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "xml") != NULL);
+    done(&r);
+    r = RUN("--depth", "-3", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    done(&r);
+}
+
+static void t_model_errors(void) {
+    run_result r = RUN("/nonexistent/dir/m.onnx");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "/nonexistent/dir/m.onnx") != NULL);
+    done(&r);
+    r = RUN("README.md");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "README.md") && strstr(r.err, "ONNX"));
+    done(&r);
+}
+
+static void t_json_file(void) {
+    char dir[] = "/tmp/mp-cli-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char path[128];
+    snprintf(path, sizeof path, "%s/profile.json", dir);
+    run_result r = RUN("--input", "input=8x3x224x224", "models/resnet18.onnx", "--format", "json",
+                       "-o", path);
+    T_EQ(r.code, 0);
+    T_EQ(r.out_len, 0);
+    done(&r);
+    size_t len = 0;
+    char *text = jr_slurp(path, &len);
+    T_CHECK(text != NULL);
+    jr *j = text ? jr_parse(text, len, NULL) : NULL;
+    T_CHECK(j != NULL);
+    if (j) {
+        const jr *macs = jr_path(j, "total.macs");
+        T_CHECK(macs && macs->type == JR_NUM && macs->is_int);
+        if (macs) T_EQ(macs->i, 8 * 1814073344ll);
+        T_CHECK(jr_path(j, "total.params") && jr_path(j, "total.flops") &&
+                jr_path(j, "total.param_bytes") && jr_path(j, "total.activation_peak_bytes"));
+        const jr *batch = jr_path(j, "dims.batch");
+        T_CHECK(batch && batch->i == 8);
+        T_CHECK(jr_get(j, "params_by_dtype") && jr_get(j, "ops") && jr_get(j, "modules") &&
+                jr_get(j, "nodes") && jr_get(j, "uncounted"));
+        const jr *mods = jr_get(j, "modules");
+        T_CHECK(jr_len(mods) > 10);
+        const jr *m0 = jr_at(mods, 0);
+        T_CHECK(jr_get(m0, "path") && jr_get(m0, "depth") && jr_get(m0, "params") &&
+                jr_get(m0, "macs") && jr_get(m0, "flops") && jr_get(m0, "param_bytes"));
+    }
+    jr_free(j);
+    free(text);
+    /* a folder that does not exist: exit 2, nothing written */
+    snprintf(path, sizeof path, "%s/missing/profile.json", dir);
+    r = RUN("models/resnet18.onnx", "--dim", "batch=1", "-o", path);
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "missing/profile.json") != NULL);
+    done(&r);
+    struct stat st;
+    T_CHECK(stat(path, &st) != 0);
+}
+
+/* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
+static void golden(const char *name, const char *const *args) {
+    run_result r = run(args);
+    T_EQ(r.code, 0);
+    char path[256];
+    snprintf(path, sizeof path, "tests/golden/%s", name);
+    if (getenv("MP_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "wb");
+        fwrite(r.out, 1, r.out_len, f);
+        fclose(f);
+    }
+    size_t len = 0;
+    char *want = jr_slurp(path, &len);
+    if (!want) {
+        mp_t_fail(__FILE__, __LINE__, "missing golden %s (MP_UPDATE_GOLDEN=1 creates it)", path);
+    } else if (len != r.out_len || memcmp(want, r.out, len) != 0) {
+        size_t i = 0;
+        while (i < len && i < r.out_len && want[i] == r.out[i]) i++;
+        mp_t_fail(__FILE__, __LINE__, "%s differs from the report at byte %zu: ...%.60s", path, i,
+                  r.out + (i > 20 ? i - 20 : 0));
+    }
+    free(want);
+    done(&r);
+}
+
+static void t_golden_reports(void) {
+    golden("resnet18.txt", (const char *const[]){"models/resnet18.onnx", "--dim", "batch=1", NULL});
+    golden("bert_base_d3.txt",
+           (const char *const[]){"--dim", "batch=80", "--dim", "seq=128", "models/bert_base.onnx",
+                                 "--depth", "3", "--top", "3", NULL});
+    golden("llama_small.json",
+           (const char *const[]){"models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=64",
+                                 "--format", "json", NULL});
+    golden("resnet18_functions_d2.txt",
+           (const char *const[]){"models/resnet18_functions.onnx", "--dim", "batch=1", "--depth",
+                                 "2", "--no-ops", NULL});
+}
+
+static void t_unresolved_dims_reported(void) {
+    run_result r = RUN("models/bert_base.onnx", "--dim", "batch=1", "-q");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "seq") && strstr(r.out, "--dim"));
+    done(&r);
+}
+
+MP_TESTS(cli){
+    {"help_version", t_help_version},
+    {"usage_errors", t_usage_errors},
+    {"model_errors", t_model_errors},
+    {"json_file", t_json_file},
+    {"golden_reports", t_golden_reports},
+    {"unresolved_dims_reported", t_unresolved_dims_reported},
+};
+MP_TESTS_END(cli)

@@ -1,0 +1,353 @@
+/* Loader tests: models written byte by byte with tests/pbw.c. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/profile.h"
+#include "graph/graph.h"
+#include "pbw.h"
+#include "test.h"
+
+static char tdir[64];
+
+static const char *tpath(const char *name) {
+    static char buf[256];
+    if (!tdir[0]) {
+        snprintf(tdir, sizeof tdir, "/tmp/mp-load-XXXXXX");
+        if (!mkdtemp(tdir)) abort();
+    }
+    snprintf(buf, sizeof buf, "%s/%s", tdir, name);
+    return buf;
+}
+
+/* x[N,4] -> Relu -> y, plus an optional weight W[4,4] fed to MatMul. */
+static void relu_graph(pbw *g) {
+    const char *syms[] = {"N", NULL};
+    pbw_str(g, 2, "tiny");
+    onx_node(g, 1, "Relu", "/block/act/Relu", "x", "y", NULL);
+    onx_value_info(g, 11, "x", 1, 2, (const int64_t[]){-1, 4}, syms);
+    onx_value_info(g, 12, "y", 1, 2, (const int64_t[]){-1, 4}, syms);
+}
+
+static mp_status load_graph(pbw *g, const char *file, mp_model **m) {
+    pbw model = {0};
+    onx_model(&model, 8, 14, g);
+    const char *p = tpath(file);
+    if (pbw_write(&model, p)) abort();
+    pbw_free(&model);
+    return mp_model_load(p, m);
+}
+
+static void t_minimal(void) {
+    pbw g = {0};
+    relu_graph(&g);
+    mp_model *m = NULL;
+    T_OK(load_graph(&g, "min.onnx", &m));
+    T_EQ(m->graph->n_nodes, 1);
+    T_EQ_STR(m->graph->nodes[0].op, "Relu");
+    T_EQ(m->graph->n_inputs, 1);
+    T_EQ_STR(m->producer, "modelprof-tests");
+    T_EQ(m->ir_version, 8);
+    /* the scope /block/act/ becomes module block.act */
+    T_EQ_STR(m->modules[m->graph->nodes[0].module].path, "block.act");
+    T_OK(mp_model_set_dim(m, "N", 3));
+    T_CHECK(mp_model_set_dim(m, "M", 3) == MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "'M'") && strstr(mp_last_error(), "N"));
+    mp_model_free(m);
+}
+
+static void expect_format_error(const char *file, const uint8_t *bytes, size_t n,
+                                const char *needle) {
+    const char *p = tpath(file);
+    FILE *f = fopen(p, "wb");
+    if (n) fwrite(bytes, 1, n, f);
+    fclose(f);
+    mp_model *m = NULL;
+    mp_status st = mp_model_load(p, &m);
+    T_CHECK(st == MP_ERR_FORMAT);
+    T_CHECK(m == NULL);
+    if (!strstr(mp_last_error(), needle))
+        mp_t_fail(__FILE__, __LINE__, "message '%s' lacks '%s'", mp_last_error(), needle);
+    T_CHECK(strstr(mp_last_error(), file) != NULL);
+}
+
+static void t_not_onnx(void) {
+    expect_format_error("empty.onnx", NULL, 0, "empty");
+    const char *text = "hello, this is not a model\n";
+    expect_format_error("text.onnx", (const uint8_t *)text, strlen(text), "ONNX");
+    uint8_t rnd[512];
+    uint32_t s = 12345;
+    for (size_t i = 0; i < sizeof rnd; i++) {
+        s = s * 1103515245u + 12345u;
+        rnd[i] = (uint8_t)(s >> 16);
+    }
+    expect_format_error("random.onnx", rnd, sizeof rnd, "");
+}
+
+static void t_truncated(void) {
+    pbw g = {0}, model = {0};
+    relu_graph(&g);
+    onx_model(&model, 8, 14, &g);
+    /* every cut must fail cleanly or load (a prefix can be a valid model) */
+    for (size_t cut = 1; cut < model.n; cut++) {
+        const char *p = tpath("cut.onnx");
+        FILE *f = fopen(p, "wb");
+        fwrite(model.b, 1, cut, f);
+        fclose(f);
+        mp_model *m = NULL;
+        mp_status st = mp_model_load(p, &m);
+        T_CHECK(st == MP_OK || st == MP_ERR_FORMAT);
+        T_CHECK((st == MP_OK) == (m != NULL));
+        mp_model_free(m);
+    }
+    pbw_free(&model);
+}
+
+static void t_long_varint(void) {
+    /* field 1 (ir_version) with an 11-byte varint */
+    uint8_t b[] = {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    expect_format_error("varint.onnx", b, sizeof b, "malformed");
+    /* a length past the end */
+    uint8_t c[] = {0x3a, 0x7f, 0x0a, 0x01};
+    expect_format_error("len.onnx", c, sizeof c, "malformed");
+}
+
+static void t_raw_size_mismatch(void) {
+    pbw g = {0};
+    relu_graph(&g);
+    float w[3] = {1, 2, 3};
+    onx_tensor(&g, 5, "W", 1, 2, (const int64_t[]){4, 4}, w, sizeof w);
+    mp_model *m = NULL;
+    T_CHECK(load_graph(&g, "raw.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "'W'") && strstr(mp_last_error(), "12 bytes"));
+}
+
+static void t_undefined_input(void) {
+    pbw g = {0};
+    relu_graph(&g);
+    onx_node(&g, 1, "Add", "adder", "y,ghost", "z", NULL);
+    mp_model *m = NULL;
+    T_CHECK(load_graph(&g, "ghost.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "'adder'") && strstr(mp_last_error(), "'ghost'"));
+}
+
+static void t_cycle(void) {
+    pbw g = {0};
+    relu_graph(&g);
+    onx_node(&g, 1, "Add", "a1", "y,b", "a", NULL);
+    onx_node(&g, 1, "Relu", "b1", "a", "b", NULL);
+    mp_model *m = NULL;
+    T_CHECK(load_graph(&g, "cycle.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "cycle") != NULL);
+}
+
+static void t_duplicate_producer(void) {
+    pbw g = {0};
+    relu_graph(&g);
+    onx_node(&g, 1, "Relu", "again", "x", "y", NULL);
+    mp_model *m = NULL;
+    T_CHECK(load_graph(&g, "dup.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "'again'") && strstr(mp_last_error(), "'y'"));
+}
+
+static void ext_graph(pbw *g, const char *loc, const char *off, const char *len) {
+    const char *syms[] = {"N", NULL};
+    onx_node(g, 1, "MatMul", "mm", "x,W", "y", NULL);
+    onx_value_info(g, 11, "x", 1, 2, (const int64_t[]){-1, 4}, syms);
+    onx_value_info(g, 12, "y", 1, 2, (const int64_t[]){-1, 4}, syms);
+    onx_tensor_external(g, 5, "W", 1, 2, (const int64_t[]){4, 4}, loc, off, len);
+}
+
+static void t_external_absent(void) {
+    pbw g = {0};
+    ext_graph(&g, "weights.bin", "0", "64");
+    mp_model *m = NULL;
+    T_OK(load_graph(&g, "ext_absent.onnx", &m));
+    T_CHECK(m->weightless);
+    T_EQ(mp_model_warning_count(m), 1);
+    T_CHECK(strstr(mp_model_warning(m, 0), "weights.bin") != NULL);
+    mp_model_free(m);
+}
+
+static void t_external_refused(void) {
+    const char *bad[] = {"/etc/passwd", "../outside.bin", "sub/../../x.bin"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pbw g = {0};
+        ext_graph(&g, bad[i], "0", "64");
+        mp_model *m = NULL;
+        T_CHECK(load_graph(&g, "ext_bad.onnx", &m) == MP_ERR_FORMAT);
+        T_CHECK(strstr(mp_last_error(), bad[i]) != NULL);
+        T_CHECK(strstr(mp_last_error(), "'W'") != NULL);
+    }
+    /* a symlink inside the folder that leads outside it */
+    unlink(tpath("link.bin"));
+    T_CHECK(symlink("/etc/hostname", tpath("link.bin")) == 0);
+    pbw g = {0};
+    ext_graph(&g, "link.bin", "0", "64");
+    mp_model *m = NULL;
+    T_CHECK(load_graph(&g, "ext_link.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "outside") != NULL);
+}
+
+static void t_external_range(void) {
+    FILE *f = fopen(tpath("short.bin"), "wb");
+    fwrite("0123456789", 1, 10, f);
+    fclose(f);
+    pbw g = {0};
+    ext_graph(&g, "short.bin", "0", "64");
+    mp_model *m = NULL;
+    T_CHECK(load_graph(&g, "ext_short.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "past the end") != NULL);
+    /* declared length that disagrees with the dims */
+    pbw g2 = {0};
+    ext_graph(&g2, "short.bin", "0", "8");
+    T_CHECK(load_graph(&g2, "ext_len.onnx", &m) == MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "needs 64 bytes") != NULL);
+}
+
+static void t_reshape_from_initializer(void) {
+    /* a shape constant stored inline: Reshape resolves from its contents */
+    const char *syms[] = {NULL};
+    pbw g = {0};
+    int64_t shape[2] = {2, 8};
+    onx_node(&g, 1, "Reshape", "r", "x,shape", "y", NULL);
+    onx_value_info(&g, 11, "x", 1, 3, (const int64_t[]){2, 2, 4}, syms);
+    onx_value_info(&g, 12, "y", 1, -1, NULL, NULL);
+    onx_tensor(&g, 5, "shape", 7, 1, (const int64_t[]){2}, shape, sizeof shape);
+    mp_model *m = NULL;
+    T_OK(load_graph(&g, "reshape.onnx", &m));
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    mp_value *y = &m->graph->values[mp_graph_find(m->graph, "y")];
+    T_EQ(y->rank, 2);
+    if (y->rank == 2) {
+        T_EQ(y->dims[0], 2);
+        T_EQ(y->dims[1], 8);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+static void t_function_inlined(void) {
+    /* a local function Block(x) = Relu(MatMul(x, W)) called twice */
+    pbw fn = {0}, g = {0}, model = {0}, os = {0}, os2 = {0};
+    pbw_str(&fn, 1, "Block");
+    pbw_str(&fn, 10, "my.pkg");
+    pbw_str(&fn, 4, "in0");
+    pbw_str(&fn, 4, "in1");
+    pbw_str(&fn, 5, "out0");
+    onx_node(&fn, 7, "MatMul", "mm", "in0,in1", "t", NULL);
+    onx_node(&fn, 7, "Relu", "act", "t", "out0", NULL);
+    pbw_str(&os, 1, "");
+    pbw_int(&os, 2, 15);
+    pbw_msg(&fn, 9, &os);
+    const char *syms[] = {NULL, NULL};
+    pbw call1 = {0}, call2 = {0};
+    (void)call1;
+    (void)call2;
+    pbw n1 = {0}, n2 = {0};
+    pbw_str(&n1, 1, "x");
+    pbw_str(&n1, 1, "W");
+    pbw_str(&n1, 2, "h");
+    pbw_str(&n1, 3, "/layer0/Block");
+    pbw_str(&n1, 4, "Block");
+    pbw_str(&n1, 7, "my.pkg");
+    pbw_msg(&g, 1, &n1);
+    pbw_str(&n2, 1, "h");
+    pbw_str(&n2, 1, "W");
+    pbw_str(&n2, 2, "y");
+    pbw_str(&n2, 3, "/layer1/Block");
+    pbw_str(&n2, 4, "Block");
+    pbw_str(&n2, 7, "my.pkg");
+    pbw_msg(&g, 1, &n2);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_value_info(&g, 12, "y", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_tensor_external(&g, 5, "W", 1, 2, (const int64_t[]){4, 4}, "absent.bin", NULL, NULL);
+    onx_model(&model, 8, 15, &g);
+    pbw_str(&os2, 1, "my.pkg");
+    pbw_int(&os2, 2, 1);
+    pbw_msg(&model, 8, &os2);
+    pbw_msg(&model, 25, &fn);
+    const char *p = tpath("fn.onnx");
+    pbw_write(&model, p);
+    pbw_free(&model);
+    mp_model *m = NULL;
+    T_OK(mp_model_load(p, &m));
+    if (!m) return;
+    T_EQ(m->graph->n_nodes, 4);
+    mp_profile *prof = NULL;
+    T_OK(mp_profile_static(m, &prof));
+    if (!prof) {
+        mp_model_free(m);
+        return;
+    }
+    /* MatMul [2,4]x[4,4]: 32 MACs each, twice */
+    T_EQ_U64(prof->total.macs, 64);
+    /* W is shared by both calls: 16 params, counted once */
+    T_EQ_U64(prof->total.params, 16);
+    int found = 0;
+    for (int i = 0; i < m->n_modules; i++)
+        if (m->modules[i].cls && strcmp(m->modules[i].cls, "Block") == 0) {
+            found++;
+            T_EQ_U64(prof->mods[i].params, 16);
+            T_EQ_U64(prof->mods[i].macs, 32);
+        }
+    T_EQ(found, 2);
+    mp_profile_free(prof);
+    mp_model_free(m);
+}
+
+static void t_if_outer_scope(void) {
+    /* If whose branches read the outer value x */
+    const char *syms[] = {NULL, NULL};
+    pbw then_g = {0}, else_g = {0}, attrs = {0}, g = {0};
+    onx_node(&then_g, 1, "Relu", "t_relu", "x", "t_out", NULL);
+    onx_value_info(&then_g, 12, "t_out", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_node(&else_g, 1, "Neg", "e_neg", "x", "e_out", NULL);
+    onx_value_info(&else_g, 12, "e_out", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_attr_graph(&attrs, "then_branch", &then_g);
+    onx_attr_graph(&attrs, "else_branch", &else_g);
+    onx_node(&g, 1, "If", "branch", "c", "y", &attrs);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_value_info(&g, 11, "c", 9, 0, NULL, NULL);
+    onx_value_info(&g, 12, "y", 1, 2, (const int64_t[]){2, 4}, syms);
+    mp_model *m = NULL;
+    T_OK(load_graph(&g, "if.onnx", &m));
+    if (!m) return;
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    if (p) {
+        mp_value *y = &m->graph->values[mp_graph_find(m->graph, "y")];
+        T_EQ(y->rank, 2);
+        /* unknown condition: the costlier branch, 8 FLOPs, as a bound */
+        T_EQ_U64(m->graph->nodes[0].cost.flops, 8);
+        T_CHECK(m->graph->nodes[0].cost.flags & MP_COST_BOUND);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+static void t_missing_file(void) {
+    mp_model *m = NULL;
+    T_CHECK(mp_model_load("/nonexistent/model.onnx", &m) == MP_ERR_IO);
+    T_CHECK(strstr(mp_last_error(), "/nonexistent/model.onnx") != NULL);
+}
+
+MP_TESTS(load){
+    {"minimal", t_minimal},
+    {"not_onnx", t_not_onnx},
+    {"truncated_every_offset", t_truncated},
+    {"long_varint_and_length", t_long_varint},
+    {"raw_size_mismatch", t_raw_size_mismatch},
+    {"undefined_input", t_undefined_input},
+    {"cycle", t_cycle},
+    {"duplicate_producer", t_duplicate_producer},
+    {"external_absent", t_external_absent},
+    {"external_refused", t_external_refused},
+    {"external_range", t_external_range},
+    {"reshape_from_initializer", t_reshape_from_initializer},
+    {"function_inlined", t_function_inlined},
+    {"if_outer_scope", t_if_outer_scope},
+    {"missing_file", t_missing_file},
+};
+MP_TESTS_END(load)

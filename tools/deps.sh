@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install the Debian packages a target needs, when they are missing.
+# usage: tools/deps.sh build|test|bench
+# Runs apt-get only when something is missing, and only as root.
+set -e
+want="gcc make libc6-dev"
+case "$1" in
+    test) want="$want clang" ;;
+    bench) want="$want python3 python3-onnx python3-torch python3-torchvision" ;;
+esac
+missing=""
+for p in $want; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "modelprof: missing Debian packages:$missing (run as root, or: apt-get install$missing)" >&2
+    exit 1
+fi
+echo "modelprof: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
