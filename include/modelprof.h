@@ -83,10 +83,14 @@ typedef enum mp_format { MP_FORMAT_TEXT = 0, MP_FORMAT_JSON = 1 } mp_format;
 typedef struct mp_report_options {
     mp_format format;
     int depth;       /* deepest module depth shown; -1 = all */
-    int top;         /* modules per depth in the aggregated block */
+    int top;         /* modules per depth in the aggregated block; -1 = all, 0 = omit */
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
 } mp_report_options;
+/* JSON always holds the whole tree, every op and every node: depth, top,
+ * detailed and show_ops shape the text report only. mp_report_write
+ * returns MP_ERR_USAGE when depth or top is below -1 or the format is
+ * unknown. */
 
 void mp_report_options_default(mp_report_options *o);
 /* Write a report to `f`. */

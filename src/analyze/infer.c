@@ -112,11 +112,12 @@ static mp_status mp__infer_node(mp_model *m, mp_graph *g, int k) {
     } else {
         mp__outputs_from_decl(m, g, n);
     }
+    /* bytes first: an op whose reads are not data (Shape) overrides them */
+    mp__cost_bytes(g, n);
     if (n->desc && n->desc->cost)
         n->desc->cost(&c, &n->cost);
     else
         n->cost.flags |= MP_COST_UNCOUNTED;
-    mp__cost_bytes(g, n);
     return MP_OK;
 }
 

@@ -143,13 +143,25 @@ void *mp_grow(void *old, size_t elem, int *cap, int need) {
 
 /* ---- string map ---- */
 
+/* Names are long and share prefixes ("/model/layers.12/self_attn/..."):
+ * hash 8 bytes per step with a multiply-xorshift mix. */
 static uint32_t mp__hash(const char *s, size_t n) {
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 16777619u;
+    uint64_t h = 0x243f6a8885a308d3ull ^ n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+        s += 8;
+        n -= 8;
     }
-    return h | 1u; /* 0 marks an empty slot */
+    uint64_t t = 0;
+    memcpy(&t, s, n);
+    h = (h ^ t) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 32;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    return (uint32_t)h | 1u; /* 0 marks an empty slot */
 }
 
 void mp_strmap_free(mp_strmap *m) {

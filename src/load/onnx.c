@@ -848,7 +848,14 @@ static int mp__call_module(mp__loader *L, const mp_node *caller, const mp__call 
     for (char *q = path + strlen(parent) + (parent[0] ? 1 : 0); *q; q++)
         if (*q == '.') *q = '_';
     int id = mp_model_module(m, path, strlen(path));
-    if (id >= 0 && !m->modules[id].cls) m->modules[id].cls = fn->name;
+    if (id >= 0 && !m->modules[id].cls) {
+        /* the exporter numbers specialisations of one class: Linear.1 */
+        const char *dot = strrchr(fn->name, '.');
+        size_t cl = strlen(fn->name);
+        if (dot && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1))
+            cl = (size_t)(dot - fn->name);
+        m->modules[id].cls = mp_arena_strndup(&m->arena, fn->name, cl);
+    }
     return id;
 }
 

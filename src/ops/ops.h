@@ -21,8 +21,10 @@ typedef struct mp_ctx {
  * or with unknown dims. A contradiction (bad rank, mismatched dims, bad
  * attribute) is an error: return mp_fail(c, ...).
  *
- * cost: fill k->macs and k->flops (and k->flags). The driver fills the
- * byte counts, params and activations. Use mp_cnumel() to read element
+ * cost: fill k->macs and k->flops (and k->flags). The driver has already
+ * filled the byte counts (every input read, every output written); an op
+ * that reads only metadata (Shape, Size) sets k->bytes_read itself. The
+ * driver fills params and activations. Use mp_cnumel() to read element
  * counts: it sets MP_COST_UNKNOWN when a shape is unknown. */
 typedef mp_status (*mp_infer_fn)(mp_ctx *c);
 typedef void (*mp_cost_fn)(mp_ctx *c, mp_cost *k);
@@ -55,7 +57,8 @@ MP_OP_FAMILIES(MP__DECL_FAMILY)
 const mp_op *mp_op_find(const char *domain, const char *name, int opset);
 
 /* ---- helpers for operator code (util.c) ---- */
-#define MP_KNOWN_MAX 65536    /* largest tensor whose contents we track */
+#define MP_KNOWN_MAX 1024     /* largest tensor whose contents we track: shape
+                                 * arithmetic needs only small ones */
 
 static inline mp_value *mp_in(mp_ctx *c, int i) {
     if (i < 0 || i >= c->n->n_in || c->n->in[i] < 0) return NULL;

@@ -1,0 +1,629 @@
+/* Element-wise operators: unary math and activations, binary and variadic
+ * arithmetic with numpy broadcasting, comparisons, logic, bit operations,
+ * Where and Clip.
+ *
+ * Shape rules
+ *   unary:            the output has the input's shape (IsNaN/IsInf: BOOL).
+ *   binary/variadic:  multidirectional (numpy) broadcast of all inputs,
+ *                     aligned from the right; comparisons give BOOL.
+ *   Where:            broadcast of its three inputs, dtype of input 1.
+ *   PRelu:            the slope broadcasts to X (unidirectional).
+ *
+ * Cost rules (docs/COUNTING.md, "Element-wise")
+ *   1 FLOP per output element for every op in this file: activations,
+ *   math, binary arithmetic (Pow included), comparisons, logic and bit ops
+ *   alike (one operation per element each), Where and Clip. Exceptions:
+ *   variadic Sum/Max/Min cost (n_inputs - 1) per output element; Mean
+ *   costs n_inputs (the adds and one division).
+ *
+ * Known contents (shape arithmetic)
+ *   When every input's contents are known and the output has at most
+ *   MP_KNOWN_MAX elements, the output's contents are computed: integer
+ *   types in int64 with C semantics (Div truncates toward zero, results
+ *   wrap to the output type's width), float types in double. Division by
+ *   zero and other undefined integer cases leave the contents unknown. */
+#include "ops/ops.h"
+
+#include <math.h>
+
+/* ---- element rules: what one output element is ---- */
+
+typedef enum ew_code {
+    /* unary */
+    EW_RELU, EW_LEAKYRELU, EW_SIGMOID, EW_HARDSIGMOID, EW_HARDSWISH, EW_TANH, EW_ERF,
+    EW_GELU, EW_SOFTPLUS, EW_SOFTSIGN, EW_ELU, EW_SELU, EW_CELU, EW_THRESHOLDEDRELU,
+    EW_MISH, EW_EXP, EW_LOG, EW_SQRT, EW_RECIPROCAL, EW_NEG, EW_ABS, EW_FLOOR, EW_CEIL,
+    EW_ROUND, EW_SIGN, EW_SIN, EW_COS, EW_TAN, EW_ASIN, EW_ACOS, EW_ATAN, EW_SINH,
+    EW_COSH, EW_ASINH, EW_ACOSH, EW_ATANH, EW_NOT, EW_ISNAN, EW_ISINF, EW_SHRINK,
+    EW_BITNOT, EW_CLIP,
+    /* binary, variadic, ternary */
+    EW_ADD, EW_SUB, EW_MUL, EW_DIV, EW_POW, EW_MOD, EW_MAX, EW_MIN, EW_SUM, EW_MEAN,
+    EW_EQUAL, EW_LESS, EW_GREATER, EW_LESSEQ, EW_GREATEREQ, EW_AND, EW_OR, EW_XOR,
+    EW_BITSHIFT, EW_BITAND, EW_BITOR, EW_BITXOR, EW_PRELU, EW_WHERE
+} ew_code;
+
+/* Attributes an element rule needs, read once per node. */
+typedef struct ew_attrs {
+    double alpha, beta, gamma, lambd, bias;
+    bool gelu_tanh;          /* Gelu approximate="tanh" */
+    bool fmod;               /* Mod fmod=1: sign of the dividend */
+    bool shift_left;         /* BitShift direction="LEFT" */
+    bool inf_pos, inf_neg;   /* IsInf detect_positive / detect_negative */
+    double lo, hi;           /* Clip bounds */
+    int n;                   /* inputs of a variadic op */
+} ew_attrs;
+
+static bool ew_is_compare(ew_code op) {
+    return op == EW_EQUAL || op == EW_LESS || op == EW_GREATER || op == EW_LESSEQ ||
+           op == EW_GREATEREQ;
+}
+
+static bool ew_is_bool_out(ew_code op) {
+    return ew_is_compare(op) || op == EW_ISNAN || op == EW_ISINF;
+}
+
+static void ew_attrs_read(const mp_node *n, ew_code op, ew_attrs *a) {
+    memset(a, 0, sizeof *a);
+    double alpha_def = 0.0, beta_def = 0.0;
+    switch (op) {
+    case EW_LEAKYRELU: alpha_def = 0.01; break;
+    case EW_HARDSIGMOID: alpha_def = 0.2; beta_def = 0.5; break;
+    case EW_ELU: case EW_CELU: case EW_THRESHOLDEDRELU: alpha_def = 1.0; break;
+    case EW_SELU: alpha_def = 1.67326319217681884765625; break;
+    default: break;
+    }
+    a->alpha = mp_attr_f(n, "alpha", alpha_def);
+    a->beta = mp_attr_f(n, "beta", beta_def);
+    a->gamma = mp_attr_f(n, "gamma", 1.05070102214813232421875);
+    a->lambd = mp_attr_f(n, "lambd", 0.5);
+    a->bias = mp_attr_f(n, "bias", 0.0);
+    a->gelu_tanh = strcmp(mp_attr_s(n, "approximate", "none"), "tanh") == 0;
+    a->fmod = mp_attr_i(n, "fmod", 0) != 0;
+    a->shift_left = strcmp(mp_attr_s(n, "direction", ""), "LEFT") == 0;
+    a->inf_pos = mp_attr_i(n, "detect_positive", 1) != 0;
+    a->inf_neg = mp_attr_i(n, "detect_negative", 1) != 0;
+    a->lo = -INFINITY;
+    a->hi = INFINITY;
+    a->n = n->n_in;
+}
+
+#define EW_PI 3.14159265358979323846
+
+static double ew_softplus(double x) { return x > 30 ? x : log1p(exp(x)); }
+
+/* One element in double. x holds one value per input. */
+static double ew_eval_f(ew_code op, const ew_attrs *a, const double *x) {
+    double v = x[0];
+    switch (op) {
+    case EW_RELU: return v > 0 ? v : 0;
+    case EW_LEAKYRELU: return v >= 0 ? v : a->alpha * v;
+    case EW_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case EW_HARDSIGMOID: return fmax(0.0, fmin(1.0, a->alpha * v + a->beta));
+    case EW_HARDSWISH: return v * fmax(0.0, fmin(1.0, v / 6.0 + 0.5));
+    case EW_TANH: return tanh(v);
+    case EW_ERF: return erf(v);
+    case EW_GELU:
+        if (a->gelu_tanh)
+            return 0.5 * v * (1.0 + tanh(sqrt(2.0 / EW_PI) * (v + 0.044715 * v * v * v)));
+        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case EW_SOFTPLUS: return ew_softplus(v);
+    case EW_SOFTSIGN: return v / (1.0 + fabs(v));
+    case EW_ELU: return v >= 0 ? v : a->alpha * (exp(v) - 1.0);
+    case EW_SELU: return a->gamma * (v > 0 ? v : a->alpha * (exp(v) - 1.0));
+    case EW_CELU: return fmax(0.0, v) + fmin(0.0, a->alpha * (exp(v / a->alpha) - 1.0));
+    case EW_THRESHOLDEDRELU: return v > a->alpha ? v : 0;
+    case EW_MISH: return v * tanh(ew_softplus(v));
+    case EW_EXP: return exp(v);
+    case EW_LOG: return log(v);
+    case EW_SQRT: return sqrt(v);
+    case EW_RECIPROCAL: return 1.0 / v;
+    case EW_NEG: return -v;
+    case EW_ABS: return fabs(v);
+    case EW_FLOOR: return floor(v);
+    case EW_CEIL: return ceil(v);
+    case EW_ROUND: return nearbyint(v); /* half to even */
+    case EW_SIGN: return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0;
+    case EW_SIN: return sin(v);
+    case EW_COS: return cos(v);
+    case EW_TAN: return tan(v);
+    case EW_ASIN: return asin(v);
+    case EW_ACOS: return acos(v);
+    case EW_ATAN: return atan(v);
+    case EW_SINH: return sinh(v);
+    case EW_COSH: return cosh(v);
+    case EW_ASINH: return asinh(v);
+    case EW_ACOSH: return acosh(v);
+    case EW_ATANH: return atanh(v);
+    case EW_NOT: return v == 0;
+    case EW_ISNAN: return isnan(v);
+    case EW_ISINF: return isinf(v) && ((v > 0 && a->inf_pos) || (v < 0 && a->inf_neg));
+    case EW_SHRINK: return v < -a->lambd ? v + a->bias : v > a->lambd ? v - a->bias : 0;
+    case EW_CLIP: return fmin(fmax(v, a->lo), a->hi);
+    case EW_ADD: return v + x[1];
+    case EW_SUB: return v - x[1];
+    case EW_MUL: return v * x[1];
+    case EW_DIV: return v / x[1];
+    case EW_POW: return pow(v, x[1]);
+    case EW_MOD: {
+        double r = fmod(v, x[1]);
+        if (!a->fmod && r != 0 && ((r < 0) != (x[1] < 0))) r += x[1];
+        return r;
+    }
+    case EW_MAX: case EW_MIN: case EW_SUM: case EW_MEAN: {
+        double r = v;
+        for (int i = 1; i < a->n; i++) {
+            if (op == EW_MAX) r = fmax(r, x[i]);
+            else if (op == EW_MIN) r = fmin(r, x[i]);
+            else r += x[i];
+        }
+        return op == EW_MEAN ? r / a->n : r;
+    }
+    case EW_EQUAL: return v == x[1];
+    case EW_LESS: return v < x[1];
+    case EW_GREATER: return v > x[1];
+    case EW_LESSEQ: return v <= x[1];
+    case EW_GREATEREQ: return v >= x[1];
+    case EW_AND: return (v != 0) && (x[1] != 0);
+    case EW_OR: return (v != 0) || (x[1] != 0);
+    case EW_XOR: return (v != 0) != (x[1] != 0);
+    case EW_PRELU: return v >= 0 ? v : x[1] * v;
+    case EW_WHERE: return v != 0 ? x[1] : x[2];
+    default: return NAN; /* bit ops have no float form */
+    }
+}
+
+/* Wrap an int64 result to the width of the output type. */
+static int64_t ew_wrap(int dtype, int64_t v) {
+    switch (dtype) {
+    case MP_DT_BOOL: return v != 0;
+    case MP_DT_INT8: return (int8_t)v;
+    case MP_DT_UINT8: return (uint8_t)v;
+    case MP_DT_INT16: return (int16_t)v;
+    case MP_DT_UINT16: return (uint16_t)v;
+    case MP_DT_INT32: return (int32_t)v;
+    case MP_DT_UINT32: return (uint32_t)v;
+    case MP_DT_UINT4: return v & 15;
+    case MP_DT_INT4: return (v & 8) ? (v & 15) - 16 : (v & 15);
+    default: return v;
+    }
+}
+
+/* Wrapping int64 arithmetic (no undefined behaviour on overflow). */
+static int64_t ew_iadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t ew_isub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t ew_imul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+
+/* One element in int64. False when undefined (division by zero, an op
+ * without an integer form). */
+static bool ew_eval_i(ew_code op, const ew_attrs *a, const int64_t *x, int64_t *r) {
+    int64_t v = x[0];
+    switch (op) {
+    case EW_RELU: *r = v > 0 ? v : 0; return true;
+    case EW_NEG: *r = ew_isub(0, v); return true;
+    case EW_ABS: *r = v < 0 ? ew_isub(0, v) : v; return true;
+    case EW_SIGN: *r = v > 0 ? 1 : v < 0 ? -1 : 0; return true;
+    case EW_FLOOR: case EW_CEIL: case EW_ROUND: *r = v; return true;
+    case EW_NOT: *r = v == 0; return true;
+    case EW_ISNAN: case EW_ISINF: *r = 0; return true;
+    case EW_BITNOT: *r = ~v; return true;
+    case EW_CLIP: {
+        /* integer bounds only (opset 12+ allows integer Clip) */
+        double d = (double)v, b = d < a->lo ? a->lo : d > a->hi ? a->hi : d;
+        if (!(b > -9.2e18 && b < 9.2e18)) return false;
+        *r = b == d ? v : (int64_t)b;
+        return true;
+    }
+    case EW_ADD: *r = ew_iadd(v, x[1]); return true;
+    case EW_SUB: *r = ew_isub(v, x[1]); return true;
+    case EW_MUL: *r = ew_imul(v, x[1]); return true;
+    case EW_DIV:
+        if (x[1] == 0 || (v == INT64_MIN && x[1] == -1)) return false;
+        *r = v / x[1]; /* truncates toward zero */
+        return true;
+    case EW_MOD:
+        if (x[1] == 0 || (v == INT64_MIN && x[1] == -1)) return false;
+        *r = v % x[1];
+        if (!a->fmod && *r != 0 && ((*r < 0) != (x[1] < 0))) *r += x[1];
+        return true;
+    case EW_POW: {
+        int64_t e = x[1], b = v, p = 1;
+        if (e < 0) return false;
+        for (; e > 0; e >>= 1) {
+            if (e & 1) p = ew_imul(p, b);
+            b = ew_imul(b, b);
+        }
+        *r = p;
+        return true;
+    }
+    case EW_MAX: case EW_MIN: case EW_SUM: case EW_MEAN: {
+        int64_t s = v;
+        for (int i = 1; i < a->n; i++) {
+            if (op == EW_MAX) s = x[i] > s ? x[i] : s;
+            else if (op == EW_MIN) s = x[i] < s ? x[i] : s;
+            else s = ew_iadd(s, x[i]);
+        }
+        *r = op == EW_MEAN ? s / a->n : s;
+        return true;
+    }
+    case EW_EQUAL: *r = v == x[1]; return true;
+    case EW_LESS: *r = v < x[1]; return true;
+    case EW_GREATER: *r = v > x[1]; return true;
+    case EW_LESSEQ: *r = v <= x[1]; return true;
+    case EW_GREATEREQ: *r = v >= x[1]; return true;
+    case EW_AND: *r = (v != 0) && (x[1] != 0); return true;
+    case EW_OR: *r = (v != 0) || (x[1] != 0); return true;
+    case EW_XOR: *r = (v != 0) != (x[1] != 0); return true;
+    case EW_BITAND: *r = v & x[1]; return true;
+    case EW_BITOR: *r = v | x[1]; return true;
+    case EW_BITXOR: *r = v ^ x[1]; return true;
+    case EW_BITSHIFT: {
+        /* unsigned types only (ONNX); shifting by >= 64 gives 0 */
+        uint64_t u = (uint64_t)v, s = (uint64_t)x[1];
+        *r = s >= 64 ? 0 : (int64_t)(a->shift_left ? u << s : u >> s);
+        return true;
+    }
+    case EW_PRELU: *r = v >= 0 ? v : ew_imul(x[1], v); return true;
+    case EW_WHERE: *r = v != 0 ? x[1] : x[2]; return true;
+    default: return false; /* float-only math */
+    }
+}
+
+/* ---- broadcast element iterator ----
+ * Walks the output in row-major order and keeps, for each input, the flat
+ * offset of the element that broadcasts to the current output element. */
+#define EW_FOLD_MAX_IN 8
+
+typedef struct ew_iter {
+    int rank, n;
+    const int64_t *dims;                       /* output dims */
+    int64_t stride[EW_FOLD_MAX_IN][MP_MAX_RANK]; /* 0 on broadcast axes */
+    int64_t idx[MP_MAX_RANK];
+    int64_t off[EW_FOLD_MAX_IN];
+} ew_iter;
+
+static void ew_iter_init(ew_iter *it, int rank, const int64_t *dims, int n,
+                         const mp_value *const *in) {
+    it->rank = rank;
+    it->n = n;
+    it->dims = dims;
+    for (int k = 0; k < n; k++) {
+        int64_t s = 1;
+        it->off[k] = 0;
+        for (int i = rank - 1; i >= 0; i--) {
+            int j = i - (rank - in[k]->rank); /* aligned from the right */
+            if (j < 0 || in[k]->dims[j] == 1) {
+                it->stride[k][i] = 0;
+            } else {
+                it->stride[k][i] = s;
+                s *= in[k]->dims[j];
+            }
+        }
+    }
+    for (int i = 0; i < rank; i++) it->idx[i] = 0;
+}
+
+static void ew_iter_next(ew_iter *it) {
+    for (int i = it->rank - 1; i >= 0; i--) {
+        for (int k = 0; k < it->n; k++) it->off[k] += it->stride[k][i];
+        if (++it->idx[i] < it->dims[i]) return;
+        for (int k = 0; k < it->n; k++) it->off[k] -= it->stride[k][i] * it->dims[i];
+        it->idx[i] = 0;
+    }
+}
+
+/* Compute output 0's contents from inputs 0..n_in-1 when all are known.
+ * Never an error: anything unknown or undefined leaves the output's
+ * contents unknown. */
+static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
+    mp_value *out = mp_out(c, 0);
+    if (!out || !mp_shape_known(out) || n_in < 1 || n_in > EW_FOLD_MAX_IN) return MP_OK;
+    int64_t numel = mp_value_numel(out);
+    if (numel < 0 || numel > MP_KNOWN_MAX) return MP_OK;
+
+    const mp_value *in[EW_FOLD_MAX_IN];
+    bool use_f = mp_dtype_is_float(out->dtype);
+    for (int k = 0; k < n_in; k++) {
+        in[k] = mp_in(c, k);
+        if (!in[k] || !mp_shape_known(in[k]) || in[k]->rank > out->rank) return MP_OK;
+        bool cond = op == EW_WHERE && k == 0; /* the condition does not pick the type */
+        if (!cond && mp_dtype_is_float(in[k]->dtype)) use_f = true;
+    }
+    const int64_t *iv[EW_FOLD_MAX_IN];
+    const double *fv[EW_FOLD_MAX_IN];
+    for (int k = 0; k < n_in; k++) {
+        int64_t cnt;
+        bool ok = use_f ? mp_floats(c, k, &fv[k], &cnt) : mp_ints(c, k, &iv[k], &cnt);
+        if (!ok || cnt != mp_value_numel(in[k])) return MP_OK;
+    }
+
+    bool out_int = !mp_dtype_is_float(out->dtype);
+    int64_t *ri = out_int ? mp_scratch(c, sizeof(int64_t) * (size_t)(numel ? numel : 1)) : NULL;
+    double *rf = out_int ? NULL : mp_scratch(c, sizeof(double) * (size_t)(numel ? numel : 1));
+    if (!ri && !rf) return mp_error(MP_ERR_NOMEM, "out of memory");
+
+    ew_iter it;
+    ew_iter_init(&it, out->rank, out->dims, n_in, in);
+    for (int64_t e = 0; e < numel; e++, ew_iter_next(&it)) {
+        if (use_f) {
+            double x[EW_FOLD_MAX_IN];
+            for (int k = 0; k < n_in; k++) x[k] = fv[k][it.off[k]];
+            double r = ew_eval_f(op, a, x);
+            if (!out_int) {
+                rf[e] = out->dtype == MP_DT_FLOAT ? (double)(float)r : r;
+            } else {
+                /* float compute, integer result (comparisons, Pow with a
+                 * float exponent): representable values only */
+                if (!(r > -9.2e18 && r < 9.2e18)) return MP_OK;
+                ri[e] = ew_wrap(out->dtype, (int64_t)r);
+            }
+        } else {
+            int64_t x[EW_FOLD_MAX_IN], r;
+            for (int k = 0; k < n_in; k++) x[k] = iv[k][it.off[k]];
+            if (!ew_eval_i(op, a, x, &r)) return MP_OK;
+            if (out_int) ri[e] = ew_wrap(out->dtype, r);
+            else rf[e] = (double)r;
+        }
+    }
+    return out_int ? mp_set_ints(c, 0, ri, numel) : mp_set_floats(c, 0, rf, numel);
+}
+
+/* ---- shape helpers ---- */
+
+/* Input i, which must be present and within the rank limit. */
+static mp_status ew_input(mp_ctx *c, int i, mp_value **v) {
+    *v = mp_in(c, i);
+    if (!*v) return mp_fail(c, "input %d is missing", i);
+    if ((*v)->rank > MP_MAX_RANK)
+        return mp_fail(c, "input %d has rank %d, above the limit %d", i, (*v)->rank,
+                       MP_MAX_RANK);
+    return MP_OK;
+}
+
+/* Numpy broadcast of inputs first..first+count-1 (all present). */
+static mp_status ew_broadcast(mp_ctx *c, int first, int count, int *rank, int64_t *dims) {
+    mp_value *x;
+    mp_status st = ew_input(c, first, &x);
+    if (st) return st;
+    int r = x->rank;
+    if (r > 0) memcpy(dims, x->dims, sizeof(int64_t) * (size_t)r);
+    for (int i = first + 1; i < first + count; i++) {
+        mp_value *y;
+        if ((st = ew_input(c, i, &y))) return st;
+        if (r < 0 || y->rank < 0) {
+            r = -1;
+            continue; /* keep checking the other inputs are present */
+        }
+        mp_value acc = {.name = x->name, .rank = r, .dims = dims};
+        int64_t d2[MP_MAX_RANK];
+        if ((st = mp_broadcast(c, &acc, y, &r, d2))) return st;
+        if (r > 0) memcpy(dims, d2, sizeof(int64_t) * (size_t)r);
+    }
+    *rank = r;
+    return MP_OK;
+}
+
+static mp_status ew_arity(mp_ctx *c, int lo, int hi) {
+    int n = c->n->n_in;
+    if (n < lo || n > hi) {
+        if (lo == hi) return mp_fail(c, "expects %d input%s, got %d", lo, lo == 1 ? "" : "s", n);
+        return mp_fail(c, "expects %d to %d inputs, got %d", lo, hi, n);
+    }
+    return MP_OK;
+}
+
+/* ---- unary ops: out = f(x), same shape ---- */
+
+static mp_status ew_unary(mp_ctx *c, ew_code op) {
+    mp_value *x;
+    mp_status st = ew_arity(c, 1, 1);
+    if (!st) st = ew_input(c, 0, &x);
+    if (st) return st;
+    int dt = ew_is_bool_out(op) ? MP_DT_BOOL : x->dtype;
+    if ((st = mp_set_out(c, 0, dt, x->rank, x->dims))) return st;
+    ew_attrs a;
+    ew_attrs_read(c->n, op, &a);
+    return ew_fold(c, op, &a, 1);
+}
+
+/* X(name, first opset, element rule). Cost: 1 FLOP per output element. */
+#define EW_UNARY_OPS(X)                                                           \
+    X(Relu, 1, EW_RELU) X(LeakyRelu, 1, EW_LEAKYRELU) X(Sigmoid, 1, EW_SIGMOID)     \
+    X(HardSigmoid, 1, EW_HARDSIGMOID) X(HardSwish, 14, EW_HARDSWISH)                \
+    X(Tanh, 1, EW_TANH) X(Erf, 9, EW_ERF) X(Gelu, 20, EW_GELU)                       \
+    X(Softplus, 1, EW_SOFTPLUS) X(Softsign, 1, EW_SOFTSIGN) X(Elu, 1, EW_ELU)        \
+    X(Selu, 1, EW_SELU) X(Celu, 12, EW_CELU) X(ThresholdedRelu, 10, EW_THRESHOLDEDRELU) \
+    X(Mish, 18, EW_MISH) X(Exp, 1, EW_EXP) X(Log, 1, EW_LOG) X(Sqrt, 1, EW_SQRT)      \
+    X(Reciprocal, 1, EW_RECIPROCAL) X(Neg, 1, EW_NEG) X(Abs, 1, EW_ABS)              \
+    X(Floor, 1, EW_FLOOR) X(Ceil, 1, EW_CEIL) X(Round, 11, EW_ROUND)                 \
+    X(Sign, 9, EW_SIGN) X(Sin, 7, EW_SIN) X(Cos, 7, EW_COS) X(Tan, 7, EW_TAN)        \
+    X(Asin, 7, EW_ASIN) X(Acos, 7, EW_ACOS) X(Atan, 7, EW_ATAN) X(Sinh, 9, EW_SINH)  \
+    X(Cosh, 9, EW_COSH) X(Asinh, 9, EW_ASINH) X(Acosh, 9, EW_ACOSH)                  \
+    X(Atanh, 9, EW_ATANH) X(Not, 1, EW_NOT) X(IsNaN, 9, EW_ISNAN)                    \
+    X(IsInf, 10, EW_ISINF) X(Shrink, 9, EW_SHRINK) X(BitwiseNot, 18, EW_BITNOT)
+
+#define EW_DEF_UNARY(name, since, code) \
+    static mp_status infer_##name(mp_ctx *c) { return ew_unary(c, code); }
+EW_UNARY_OPS(EW_DEF_UNARY)
+#undef EW_DEF_UNARY
+
+/* ---- Clip: out = min(max(x, lo), hi); 1 FLOP per element ----
+ * Opsets 1-10: bounds are the attributes min/max. Opset 11+: bounds are
+ * the optional scalar inputs 1 and 2 (an omitted one is unbounded). */
+
+static mp_status ew_clip(mp_ctx *c, bool bounds_as_inputs) {
+    mp_value *x;
+    mp_status st = ew_arity(c, 1, bounds_as_inputs ? 3 : 1);
+    if (!st) st = ew_input(c, 0, &x);
+    if (st) return st;
+    if ((st = mp_set_out(c, 0, x->dtype, x->rank, x->dims))) return st;
+    ew_attrs a;
+    ew_attrs_read(c->n, EW_CLIP, &a);
+    if (!bounds_as_inputs) {
+        a.lo = mp_attr_f(c->n, "min", -INFINITY);
+        a.hi = mp_attr_f(c->n, "max", INFINITY);
+        return ew_fold(c, EW_CLIP, &a, 1);
+    }
+    for (int i = 1; i <= 2; i++) {
+        mp_value *b = mp_in(c, i);
+        if (!b) continue;
+        if (b->rank > 0 && mp_value_numel(b) > 1)
+            return mp_fail(c, "bound input %d must be a scalar", i);
+        const double *v;
+        int64_t n;
+        if (!mp_floats(c, i, &v, &n) || n != 1) return MP_OK; /* bound unknown */
+        if (i == 1) a.lo = v[0];
+        else a.hi = v[0];
+    }
+    return ew_fold(c, EW_CLIP, &a, 1);
+}
+
+static mp_status infer_clip_attrs(mp_ctx *c) { return ew_clip(c, false); }
+static mp_status infer_clip_inputs(mp_ctx *c) { return ew_clip(c, true); }
+
+/* ---- binary ops: numpy broadcast; 1 FLOP per output element ----
+ * Before opset 7 the attributes broadcast=1 (and axis) asked for a
+ * unidirectional broadcast of B onto A: the output has A's shape. The
+ * attribute does not exist from opset 7 on, so its presence selects the
+ * legacy rule. */
+
+static mp_status ew_binary(mp_ctx *c, ew_code op) {
+    mp_status st = ew_arity(c, 2, 2);
+    if (st) return st;
+    mp_value *a, *b;
+    if ((st = ew_input(c, 0, &a)) || (st = ew_input(c, 1, &b))) return st;
+    int dt = ew_is_bool_out(op) ? MP_DT_BOOL : a->dtype;
+    ew_attrs at;
+    ew_attrs_read(c->n, op, &at);
+    if (op == EW_BITSHIFT) {
+        const char *dir = mp_attr_s(c->n, "direction", "");
+        if (strcmp(dir, "LEFT") != 0 && strcmp(dir, "RIGHT") != 0)
+            return mp_fail(c, "direction must be LEFT or RIGHT, got '%s'", dir);
+    }
+    if (mp_attr_i(c->n, "broadcast", 0) == 1) {
+        if (a->rank >= 0 && b->rank > a->rank)
+            return mp_fail(c, "legacy broadcast: B has rank %d, above A's rank %d", b->rank,
+                           a->rank);
+        const mp_attr *ax = mp_node_attr(c->n, "axis");
+        if ((st = mp_set_out(c, 0, dt, a->rank, a->dims))) return st;
+        /* the right-aligned fold applies when B is a suffix of A */
+        if (ax && a->rank >= 0 && b->rank >= 0 && ax->i != a->rank - b->rank) return MP_OK;
+        return ew_fold(c, op, &at, 2);
+    }
+    int rank;
+    int64_t dims[MP_MAX_RANK];
+    if ((st = ew_broadcast(c, 0, 2, &rank, dims))) return st;
+    if ((st = mp_set_out(c, 0, dt, rank, dims))) return st;
+    return ew_fold(c, op, &at, 2);
+}
+
+/* X(name, first opset, element rule). Cost: 1 FLOP per output element. */
+#define EW_BINARY_OPS(X)                                                        \
+    X(Add, 1, EW_ADD) X(Sub, 1, EW_SUB) X(Mul, 1, EW_MUL) X(Div, 1, EW_DIV)       \
+    X(Pow, 1, EW_POW) X(Mod, 10, EW_MOD) X(Equal, 1, EW_EQUAL) X(Less, 1, EW_LESS) \
+    X(Greater, 1, EW_GREATER) X(LessOrEqual, 12, EW_LESSEQ)                       \
+    X(GreaterOrEqual, 12, EW_GREATEREQ) X(And, 1, EW_AND) X(Or, 1, EW_OR)         \
+    X(Xor, 1, EW_XOR) X(BitShift, 11, EW_BITSHIFT) X(BitwiseAnd, 18, EW_BITAND)   \
+    X(BitwiseOr, 18, EW_BITOR) X(BitwiseXor, 18, EW_BITXOR)
+
+#define EW_DEF_BINARY(name, since, code) \
+    static mp_status infer_##name(mp_ctx *c) { return ew_binary(c, code); }
+EW_BINARY_OPS(EW_DEF_BINARY)
+#undef EW_DEF_BINARY
+
+/* ---- PRelu: y = x < 0 ? slope * x : x; 1 FLOP per output element ----
+ * The slope (a learnable parameter) broadcasts to X: the output has X's
+ * shape. */
+
+static mp_status infer_prelu(mp_ctx *c) {
+    mp_status st = ew_arity(c, 2, 2);
+    if (st) return st;
+    mp_value *x, *s;
+    if ((st = ew_input(c, 0, &x)) || (st = ew_input(c, 1, &s))) return st;
+    if (x->rank >= 0 && s->rank >= 0) {
+        if (s->rank > x->rank)
+            return mp_fail(c, "slope rank %d is above X's rank %d", s->rank, x->rank);
+        for (int i = 0; i < s->rank; i++) {
+            int64_t ds = s->dims[i], dx = x->dims[i + x->rank - s->rank];
+            if (ds >= 0 && dx >= 0 && ds != 1 && ds != dx)
+                return mp_fail(c, "slope dim %d is %lld, X's is %lld", i, (long long)ds,
+                               (long long)dx);
+        }
+    }
+    if ((st = mp_set_out(c, 0, x->dtype, x->rank, x->dims))) return st;
+    ew_attrs a;
+    ew_attrs_read(c->n, EW_PRELU, &a);
+    return ew_fold(c, EW_PRELU, &a, 2);
+}
+
+/* ---- variadic ops: Sum, Mean, Max, Min ----
+ * Shape: broadcast of all inputs. Cost: (n_inputs - 1) FLOPs per output
+ * element for Sum/Max/Min (pairwise reduction); Mean adds one division:
+ * n_inputs per output element. */
+
+static mp_status ew_variadic(mp_ctx *c, ew_code op) {
+    mp_status st;
+    if (c->n->n_in < 1) return mp_fail(c, "expects at least one input");
+    int rank;
+    int64_t dims[MP_MAX_RANK];
+    if ((st = ew_broadcast(c, 0, c->n->n_in, &rank, dims))) return st;
+    if ((st = mp_set_out(c, 0, mp_in(c, 0)->dtype, rank, dims))) return st;
+    ew_attrs a;
+    ew_attrs_read(c->n, op, &a);
+    return ew_fold(c, op, &a, c->n->n_in);
+}
+
+static mp_status infer_sum(mp_ctx *c) { return ew_variadic(c, EW_SUM); }
+static mp_status infer_mean(mp_ctx *c) { return ew_variadic(c, EW_MEAN); }
+static mp_status infer_max(mp_ctx *c) { return ew_variadic(c, EW_MAX); }
+static mp_status infer_min(mp_ctx *c) { return ew_variadic(c, EW_MIN); }
+
+static void cost_variadic(mp_ctx *c, mp_cost *k) {
+    uint64_t n = (uint64_t)(c->n->n_in > 0 ? c->n->n_in - 1 : 0);
+    bool ovf = false;
+    k->flops = mp_umul(n, mp_cnumel(mp_out(c, 0), k), &ovf);
+    if (ovf) k->flags |= MP_COST_OVERFLOW;
+}
+
+static void cost_mean(mp_ctx *c, mp_cost *k) {
+    bool ovf = false;
+    k->flops = mp_umul((uint64_t)c->n->n_in, mp_cnumel(mp_out(c, 0), k), &ovf);
+    if (ovf) k->flags |= MP_COST_OVERFLOW;
+}
+
+/* ---- Where: out = cond ? x : y ----
+ * Shape: broadcast of the three inputs; dtype of x. Cost: 1 FLOP (one
+ * select) per output element. */
+
+static mp_status infer_where(mp_ctx *c) {
+    mp_status st = ew_arity(c, 3, 3);
+    if (st) return st;
+    int rank;
+    int64_t dims[MP_MAX_RANK];
+    if ((st = ew_broadcast(c, 0, 3, &rank, dims))) return st;
+    if ((st = mp_set_out(c, 0, mp_in(c, 1)->dtype, rank, dims))) return st;
+    ew_attrs a;
+    ew_attrs_read(c->n, EW_WHERE, &a);
+    return ew_fold(c, EW_WHERE, &a, 3);
+}
+
+/* ---- the table ---- */
+
+#define EW_ROW(name, since, code) {"", #name, since, infer_##name, mp_cost_out1, 0, 0},
+
+const mp_op mp_ops_elementwise[] = {
+    EW_UNARY_OPS(EW_ROW)
+    EW_BINARY_OPS(EW_ROW)
+    /* Clip bounds: buffer bits keep float bound tensors out of the params */
+    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0},
+    {"", "Clip", 11, infer_clip_inputs, mp_cost_out1, 0, (1u << 1) | (1u << 2)},
+    /* PRelu's slope is a learnable parameter */
+    {"", "PRelu", 1, infer_prelu, mp_cost_out1, 1u << 1, 0},
+    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0},
+    {"", "Max", 1, infer_max, cost_variadic, 0, 0},
+    {"", "Min", 1, infer_min, cost_variadic, 0, 0},
+    {"", "Mean", 1, infer_mean, cost_mean, 0, 0},
+    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0},
+};
+const int mp_ops_elementwise_count = (int)MP_ARRAY_LEN(mp_ops_elementwise);
+
+#undef EW_ROW

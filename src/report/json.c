@@ -1,0 +1,468 @@
+/* The JSON report: one object, raw integers, every string escaped; the
+ * layout is documented in docs/JSON.md. It always holds the whole profile:
+ * --depth, --top, --no-detailed and show_ops shape the text report only. */
+#include "report/report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The report is written character by character: skip stdio's per-call
+ * locking (the stream belongs to this writer while it runs). */
+#define fputc(c, f) putc_unlocked((c), (f))
+#define fputs(s, f) fputs_unlocked((s), (f))
+#define fwrite(p, n, k, f) fwrite_unlocked((p), (n), (k), (f))
+
+/* ---- a tiny streaming writer ----
+ * Containers at nesting level 0 and 1 put each member on its own line;
+ * deeper ones (one node, one module, a shape) stay on one line. */
+#define JW_MAX_LEVEL 16
+#define JW_MULTILINE_LEVELS 2
+
+typedef struct jw {
+    FILE *f;
+    int level;                  /* open containers */
+    bool first[JW_MAX_LEVEL];   /* no member written yet at that level */
+    bool after_key;             /* a key was written: the value follows */
+} jw;
+
+static void jw_newline(jw *w, int level) {
+    fputc('\n', w->f);
+    for (int i = 0; i < level; i++) fputs("  ", w->f);
+}
+
+/* Separator before a value or a key at the current level. */
+static void jw_sep(jw *w) {
+    if (w->after_key) {
+        w->after_key = false;
+        return;
+    }
+    if (w->level == 0) return;
+    int l = w->level - 1;
+    if (!w->first[l]) fputc(',', w->f);
+    if (l < JW_MULTILINE_LEVELS)
+        jw_newline(w, w->level);
+    else if (!w->first[l])
+        fputc(' ', w->f);
+    w->first[l] = false;
+}
+
+/* A JSON string: quotes, backslash and control characters escaped; valid
+ * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
+ * valid JSON whatever the model holds. */
+static void jw_raw_string(jw *w, const char *s) {
+    FILE *f = w->f;
+    fputc('"', f);
+    const unsigned char *c = (const unsigned char *)(s ? s : "");
+    while (*c) {
+        unsigned char b = *c;
+        if (b == '"' || b == '\\') {
+            fputc('\\', f);
+            fputc(b, f);
+            c++;
+        } else if (b < 0x20) {
+            switch (b) {
+            case '\n': fputs("\\n", f); break;
+            case '\r': fputs("\\r", f); break;
+            case '\t': fputs("\\t", f); break;
+            case '\b': fputs("\\b", f); break;
+            case '\f': fputs("\\f", f); break;
+            default: fprintf(f, "\\u%04x", b); break;
+            }
+            c++;
+        } else if (b < 0x80) {
+            fputc(b, f);
+            c++;
+        } else {
+            /* length and validity of a UTF-8 sequence */
+            int n = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 0;
+            bool ok = n > 0;
+            for (int i = 1; ok && i < n; i++)
+                if ((c[i] & 0xc0) != 0x80) ok = false;
+            if (ok && n == 3) { /* overlong and surrogates */
+                if ((b == 0xe0 && c[1] < 0xa0) || (b == 0xed && c[1] >= 0xa0)) ok = false;
+            }
+            if (ok && n == 4) {
+                if ((b == 0xf0 && c[1] < 0x90) || (b == 0xf4 && c[1] >= 0x90)) ok = false;
+            }
+            if (ok) {
+                fwrite(c, 1, (size_t)n, f);
+                c += n;
+            } else {
+                fputs("\xef\xbf\xbd", f);
+                c++;
+            }
+        }
+    }
+    fputc('"', f);
+}
+
+static void jw_open(jw *w, char ch) {
+    jw_sep(w);
+    fputc(ch, w->f);
+    if (w->level < JW_MAX_LEVEL) w->first[w->level] = true;
+    w->level++;
+}
+
+static void jw_close(jw *w, char ch) {
+    w->level--;
+    bool empty = w->level < JW_MAX_LEVEL && w->first[w->level];
+    if (!empty && w->level < JW_MULTILINE_LEVELS) jw_newline(w, w->level);
+    fputc(ch, w->f);
+}
+
+static void jw_key(jw *w, const char *k) {
+    jw_sep(w);
+    jw_raw_string(w, k);
+    fputs(": ", w->f);
+    w->after_key = true;
+}
+
+static void jw_str(jw *w, const char *s) {
+    jw_sep(w);
+    jw_raw_string(w, s);
+}
+static void jw_digits(FILE *f, uint64_t v) {
+    char buf[24];
+    int n = 0;
+    do {
+        buf[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) fputc(buf[--n], f);
+}
+static void jw_u64(jw *w, uint64_t v) {
+    jw_sep(w);
+    jw_digits(w->f, v);
+}
+static void jw_i64(jw *w, int64_t v) {
+    jw_sep(w);
+    if (v < 0) {
+        fputc('-', w->f);
+        jw_digits(w->f, (uint64_t)0 - (uint64_t)v);
+    } else {
+        jw_digits(w->f, (uint64_t)v);
+    }
+}
+static void jw_bool(jw *w, bool v) {
+    jw_sep(w);
+    fputs(v ? "true" : "false", w->f);
+}
+static void jw_null(jw *w) {
+    jw_sep(w);
+    fputs("null", w->f);
+}
+static void jw_double(jw *w, double v) {
+    jw_sep(w);
+    if (isfinite(v))
+        fprintf(w->f, "%.9g", v);
+    else
+        fputs("null", w->f);
+}
+
+static void jw_kstr(jw *w, const char *k, const char *s) { jw_key(w, k); jw_str(w, s); }
+static void jw_ku64(jw *w, const char *k, uint64_t v) { jw_key(w, k); jw_u64(w, v); }
+static void jw_ki64(jw *w, const char *k, int64_t v) { jw_key(w, k); jw_i64(w, v); }
+static void jw_kbool(jw *w, const char *k, bool v) { jw_key(w, k); jw_bool(w, v); }
+
+/* ---- sections ---- */
+
+static uint64_t js_count(int n) { return n > 0 ? (uint64_t)n : 0; }
+
+/* The figures every set (module, op type) carries. */
+static void js_fig(jw *w, const mp_fig *fig, bool measured) {
+    jw_ku64(w, "params", fig->params);
+    jw_ku64(w, "param_bytes", fig->param_bytes);
+    jw_ku64(w, "macs", fig->macs);
+    jw_ku64(w, "flops", fig->flops);
+    jw_ku64(w, "bytes_read", fig->bytes_read);
+    jw_ku64(w, "bytes_written", fig->bytes_written);
+    jw_ku64(w, "act_bytes", fig->act_bytes);
+    jw_ku64(w, "nodes", js_count(fig->nodes));
+    jw_ku64(w, "uncounted_nodes", js_count(fig->uncounted));
+    jw_ku64(w, "unknown_nodes", js_count(fig->unknown));
+    if (measured) {
+        jw_key(w, "latency_s");
+        if (fig->latency_s >= 0) jw_double(w, fig->latency_s);
+        else jw_null(w);
+    }
+}
+
+static void js_model(jw *w, const mp_model *m) {
+    static const char *const src[] = {"none", "names", "functions", "metadata"};
+    jw_key(w, "model");
+    jw_open(w, '{');
+    jw_kstr(w, "path", m->path ? m->path : "");
+    jw_kstr(w, "producer", m->producer ? m->producer : "");
+    jw_kstr(w, "producer_version", m->producer_version ? m->producer_version : "");
+    jw_ki64(w, "ir_version", m->ir_version);
+    jw_key(w, "opsets");
+    jw_open(w, '[');
+    for (int i = 0; i < m->n_opsets; i++) {
+        jw_open(w, '{');
+        jw_kstr(w, "domain", m->opsets[i].domain ? m->opsets[i].domain : "");
+        jw_ki64(w, "version", m->opsets[i].version);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_kstr(w, "graph", m->graph && m->graph->name ? m->graph->name : "");
+    jw_kbool(w, "weightless", m->weightless);
+    int ms = m->module_source;
+    jw_kstr(w, "module_source", ms >= 0 && ms < (int)MP_ARRAY_LEN(src) ? src[ms] : "none");
+    jw_close(w, '}');
+}
+
+static void js_dims(jw *w, const mp_profile *p) {
+    const mp_model *m = p->m;
+    jw_key(w, "dims");
+    jw_open(w, '{');
+    for (int i = 1; i < m->n_syms; i++)
+        if (m->syms[i].on_input && m->syms[i].value >= 0)
+            jw_ki64(w, m->syms[i].name ? m->syms[i].name : "", m->syms[i].value);
+    jw_close(w, '}');
+    jw_key(w, "unresolved_dims");
+    jw_open(w, '[');
+    for (int i = 0; i < p->n_unresolved; i++) {
+        int s = p->unresolved[i];
+        if (s > 0 && s < m->n_syms) jw_str(w, m->syms[s].name ? m->syms[s].name : "");
+    }
+    jw_close(w, ']');
+}
+
+static void js_total(jw *w, const mp_profile *p) {
+    const mp_fig *t = &p->total;
+    jw_key(w, "total");
+    jw_open(w, '{');
+    jw_ku64(w, "params", t->params);
+    jw_ku64(w, "param_bytes", t->param_bytes);
+    jw_ku64(w, "macs", t->macs);
+    jw_ku64(w, "flops", t->flops);
+    jw_ku64(w, "bwd_flops_estimate", mp_sat_mul(t->flops, 2));
+    jw_ku64(w, "bytes_read", t->bytes_read);
+    jw_ku64(w, "bytes_written", t->bytes_written);
+    jw_ku64(w, "act_bytes", t->act_bytes);
+    jw_ku64(w, "activation_peak_bytes", p->activation_peak_bytes);
+    jw_key(w, "activation_peak_node");
+    if (p->m->graph && p->peak_node >= 0 && p->peak_node < p->m->graph->n_nodes)
+        jw_str(w, p->m->graph->nodes[p->peak_node].name ? p->m->graph->nodes[p->peak_node].name
+                                                        : "");
+    else
+        jw_null(w);
+    jw_ku64(w, "nodes", js_count(t->nodes));
+    jw_ku64(w, "uncounted_nodes", js_count(t->uncounted));
+    jw_ku64(w, "unknown_nodes", js_count(t->unknown));
+    jw_kbool(w, "complete", t->unknown <= 0 && t->uncounted <= 0 && !p->overflow);
+    jw_kbool(w, "overflow", p->overflow);
+    jw_kbool(w, "measured", p->measured);
+    if (p->measured) {
+        jw_key(w, "latency_s");
+        if (t->latency_s >= 0) jw_double(w, t->latency_s);
+        else jw_null(w);
+    }
+    jw_close(w, '}');
+}
+
+static void js_by_dtype(jw *w, const char *key, const uint64_t *by) {
+    jw_key(w, key);
+    jw_open(w, '{');
+    for (int d = 0; d < MP_DT_COUNT; d++)
+        if (by[d]) jw_ku64(w, mp_dtype_name(d), by[d]);
+    jw_close(w, '}');
+}
+
+static void js_ops(jw *w, const mp_profile *p) {
+    jw_key(w, "ops");
+    jw_open(w, '[');
+    for (int i = 0; i < p->n_ops; i++) {
+        const mp_opstat *os = &p->ops[i];
+        jw_open(w, '{');
+        jw_kstr(w, "op", os->op ? os->op : "");
+        jw_kstr(w, "domain", os->domain ? os->domain : "");
+        jw_ku64(w, "count", js_count(os->fig.nodes));
+        jw_ku64(w, "macs", os->fig.macs);
+        jw_ku64(w, "flops", os->fig.flops);
+        jw_ku64(w, "bytes_read", os->fig.bytes_read);
+        jw_ku64(w, "bytes_written", os->fig.bytes_written);
+        jw_ku64(w, "act_bytes", os->fig.act_bytes);
+        jw_ku64(w, "params", os->fig.params);
+        jw_ku64(w, "uncounted", js_count(os->fig.uncounted));
+        jw_ku64(w, "unknown_nodes", js_count(os->fig.unknown));
+        if (p->measured) {
+            jw_key(w, "latency_s");
+            if (os->fig.latency_s >= 0) jw_double(w, os->fig.latency_s);
+            else jw_null(w);
+        }
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+
+    jw_key(w, "uncounted");
+    jw_open(w, '[');
+    for (int i = 0; i < p->n_ops; i++) {
+        const mp_opstat *os = &p->ops[i];
+        if (os->fig.uncounted <= 0) continue;
+        jw_open(w, '{');
+        jw_kstr(w, "op", os->op ? os->op : "");
+        jw_kstr(w, "domain", os->domain ? os->domain : "");
+        jw_ku64(w, "count", (uint64_t)os->fig.uncounted);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
+/* Modules in tree order (pre-order); "id" is the position in the array. */
+typedef struct js_mod_ud {
+    jw *w;
+    int *id;     /* module index -> position */
+    int next;
+} js_mod_ud;
+
+static bool js_mod_number(const mp_profile *p, int module, void *ud) {
+    js_mod_ud *u = ud;
+    u->id[module] = u->next++;
+    return true;
+}
+
+static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
+    js_mod_ud *u = ud;
+    jw *w = u->w;
+    const mp_module *mod = &p->m->modules[module];
+    jw_open(w, '{');
+    jw_ki64(w, "id", u->id[module]);
+    jw_kstr(w, "path", mod->path ? mod->path : "");
+    jw_kstr(w, "name", mod->name ? mod->name : "");
+    if (mod->cls && mod->cls[0]) jw_kstr(w, "class", mod->cls);
+    jw_ki64(w, "depth", mod->depth);
+    jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
+                             ? u->id[mod->parent] : -1);
+    js_fig(w, &p->mods[module], p->measured);
+    jw_close(w, '}');
+    return true;
+}
+
+static mp_status js_modules(jw *w, const mp_profile *p) {
+    jw_key(w, "modules");
+    jw_open(w, '[');
+    if (p->mods && p->m->n_modules > 0) {
+        js_mod_ud u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0};
+        if (!u.id) {
+            jw_close(w, ']');
+            return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+        }
+        for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
+        mp_module_walk(p, -1, js_mod_number, &u);
+        mp_module_walk(p, -1, js_mod_visit, &u);
+        free(u.id);
+    }
+    jw_close(w, ']');
+    return MP_OK;
+}
+
+static void js_shape(jw *w, const mp_model *m, const mp_value *v) {
+    jw_key(w, "shape");
+    if (v->rank < 0 || (v->rank > 0 && !v->dims)) {
+        jw_null(w);
+        return;
+    }
+    jw_open(w, '[');
+    for (int i = 0; i < v->rank; i++) {
+        int64_t d = v->dims[i];
+        if (MP_DIM_KNOWN(d)) {
+            jw_i64(w, d);
+        } else {
+            int s = MP_DIM_SYM(d);
+            if (s > 0 && s < m->n_syms && m->syms[s].name)
+                jw_str(w, m->syms[s].name);
+            else
+                jw_null(w);
+        }
+    }
+    jw_close(w, ']');
+}
+
+static void js_nodes(jw *w, const mp_profile *p) {
+    const mp_model *m = p->m;
+    const mp_graph *g = m->graph;
+    jw_key(w, "nodes");
+    jw_open(w, '[');
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        const mp_node *n = &g->nodes[i];
+        const mp_cost *k = &n->cost;
+        jw_open(w, '{');
+        jw_kstr(w, "name", n->name ? n->name : "");
+        jw_kstr(w, "op", n->op ? n->op : "");
+        jw_kstr(w, "domain", n->domain ? n->domain : "");
+        jw_key(w, "module");
+        if (n->module >= 0 && n->module < m->n_modules && m->modules[n->module].path)
+            jw_str(w, m->modules[n->module].path);
+        else
+            jw_null(w);
+        jw_key(w, "inputs");
+        jw_open(w, '[');
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v >= 0 && v < g->n_values) jw_str(w, g->values[v].name ? g->values[v].name : "");
+            else jw_null(w);
+        }
+        jw_close(w, ']');
+        jw_key(w, "outputs");
+        jw_open(w, '[');
+        for (int j = 0; j < n->n_out; j++) {
+            int v = n->out[j];
+            if (v < 0 || v >= g->n_values) {
+                jw_null(w);
+                continue;
+            }
+            const mp_value *val = &g->values[v];
+            jw_open(w, '{');
+            jw_kstr(w, "name", val->name ? val->name : "");
+            jw_key(w, "dtype");
+            if (val->dtype > 0 && val->dtype < MP_DT_COUNT) jw_str(w, mp_dtype_name(val->dtype));
+            else jw_null(w);
+            js_shape(w, m, val);
+            jw_close(w, '}');
+        }
+        jw_close(w, ']');
+        jw_ku64(w, "macs", k->macs);
+        jw_ku64(w, "flops", k->flops);
+        jw_ku64(w, "bytes_read", k->bytes_read);
+        jw_ku64(w, "bytes_written", k->bytes_written);
+        jw_ku64(w, "act_bytes", k->act_bytes);
+        jw_ku64(w, "params", k->params);
+        jw_ku64(w, "param_bytes", k->param_bytes);
+        jw_key(w, "flags");
+        jw_open(w, '[');
+        if (k->flags & MP_COST_UNCOUNTED) jw_str(w, "uncounted");
+        if (k->flags & MP_COST_UNKNOWN) jw_str(w, "unknown");
+        if (k->flags & MP_COST_OVERFLOW) jw_str(w, "overflow");
+        if (k->flags & MP_COST_BOUND) jw_str(w, "bound");
+        jw_close(w, ']');
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
+mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f) {
+    const mp_model *m = p->m;
+    jw w;
+    memset(&w, 0, sizeof w);
+    w.f = f;
+    jw_open(&w, '{');
+    jw_kstr(&w, "modelprof_version", MP_VERSION_STRING);
+    js_model(&w, m);
+    js_dims(&w, p);
+    js_total(&w, p);
+    js_by_dtype(&w, "params_by_dtype", p->params_by_dtype);
+    js_by_dtype(&w, "param_bytes_by_dtype", p->param_bytes_by_dtype);
+    js_ops(&w, p);
+    mp_status st = js_modules(&w, p);
+    js_nodes(&w, p);
+    jw_key(&w, "warnings");
+    jw_open(&w, '[');
+    for (int i = 0; i < m->n_warnings; i++) jw_str(&w, m->warnings[i] ? m->warnings[i] : "");
+    jw_close(&w, ']');
+    jw_close(&w, '}');
+    fputc('\n', f);
+    return st;
+}

@@ -1,0 +1,83 @@
+/* Report writers (internal). Every writer reads only the profile (and the
+ * model it points to) and prints every figure through the one number
+ * formatter below. Every module traversal goes through mp_module_walk. */
+#ifndef MP_REPORT_H
+#define MP_REPORT_H
+
+#include "analyze/profile.h"
+
+#include <stdio.h>
+
+/* ---- the one number formatter (format.c) ----
+ *
+ * Each function returns its text in a small struct so that several calls
+ * can sit in one printf: printf("%s", mp_fmt_count(n).s) is valid C11 (the
+ * temporary lives until the end of the full expression).
+ *
+ * Scaled figures use decimal prefixes K M G T P E (10^3 ... 10^18), at most
+ * two decimals with trailing zeros trimmed, rounding half up, and a value
+ * that rounds to 1000 moves to the next prefix (999996 -> "1 M"):
+ *   mp_fmt_count(25560000) = "25.56 M"   mp_fmt_count(512) = "512"
+ *   mp_fmt_macs(4090000000) = "4.09 GMACs"  mp_fmt_flops(0) = "0 FLOPs"
+ *   mp_fmt_bytes(1500) = "1.5 KB"        (decimal: 1 KB = 1000 B)
+ *   mp_fmt_pct(1, 8) = "12.5%"            mp_fmt_seconds(0.00083) = "830 us" */
+#define MP_FMT_MAX 48
+typedef struct mp_fmtbuf {
+    char s[MP_FMT_MAX];
+} mp_fmtbuf;
+
+#define MP_FMT_UNKNOWN "?"
+
+/* The core: v with a decimal prefix glued to `unit` ("" for plain counts):
+ * "25.56 M", "1.5 GFLOPs", "512 B", "0 MACs". */
+mp_fmtbuf mp_fmt_si(uint64_t v, const char *unit);
+/* The same for a non-negative real (rates); "?" for NaN/negative. */
+mp_fmtbuf mp_fmt_si_d(double v, const char *unit);
+mp_fmtbuf mp_fmt_count(uint64_t v);   /* unit "" */
+mp_fmtbuf mp_fmt_macs(uint64_t v);    /* unit "MACs" */
+mp_fmtbuf mp_fmt_flops(uint64_t v);   /* unit "FLOPs" */
+mp_fmtbuf mp_fmt_bytes(uint64_t v);   /* unit "B" */
+/* A figure that may be unknown: "?" (with " unit" when unit is not empty)
+ * when `unknown`, else mp_fmt_si(v, unit). */
+mp_fmtbuf mp_fmt_fig(uint64_t v, bool unknown, const char *unit);
+/* part/whole as a percentage, two decimals trimmed: "12.34%", "100%",
+ * "0.5%", "0%"; a non-zero part below 0.005% is "<0.01%"; whole == 0 is
+ * "0%". */
+mp_fmtbuf mp_fmt_pct(uint64_t part, uint64_t whole);
+mp_fmtbuf mp_fmt_pct_d(double part, double whole);
+/* Seconds: "1.5 s", "1.2 ms", "830 us", "12 ns", "0 s"; "?" when < 0. */
+mp_fmtbuf mp_fmt_seconds(double s);
+
+/* Saturating helpers for figures derived in reports. */
+uint64_t mp_sat_add(uint64_t a, uint64_t b);
+uint64_t mp_sat_mul(uint64_t a, uint64_t b);
+
+/* ---- the module tree (tree.c; mp_module_walk is declared in profile.h) */
+
+/* The name a module is shown under in aggregated lists: its class when
+ * known, else its dotted path; the root without a class shows the root
+ * module's name, else the graph name, else "model". */
+const char *mp_module_display(const mp_profile *p, int module);
+/* The label of a module inside its parent ("conv1", "0"); for the root, as
+ * mp_module_display. */
+const char *mp_module_label(const mp_profile *p, int module);
+/* Deepest module depth (0 for a root-only tree, -1 without modules). */
+int mp_module_max_depth(const mp_profile *p);
+/* Does the figure of this set depend on unresolved dims? */
+static inline bool mp_fig_unknown(const mp_fig *f) { return f->unknown > 0; }
+/* Are all nodes of the set without a cost rule (nothing could be counted)?
+ * Its MACs and FLOPs print "?", never 0. */
+static inline bool mp_fig_uncountable(const mp_fig *f) {
+    return f->nodes > 0 && f->uncounted >= f->nodes;
+}
+
+/* "Conv" or "com.microsoft.FusedConv" (default domain: "" or "ai.onnx"). */
+const char *mp_op_display(const char *domain, const char *op, char *buf, size_t n);
+
+/* ---- writers ----
+ * Options are already validated (mp_report_write). They return MP_OK or an
+ * error set with mp_error; stream errors are checked by the caller. */
+mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f);
+mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f);
+
+#endif

@@ -1,0 +1,605 @@
+/* The text report, in the spirit of DeepSpeed's Flops Profiler: a summary,
+ * the top modules per depth, the module tree with figures, and a table by
+ * operator type. Every number goes through format.c; every module
+ * traversal through mp_module_walk. */
+#include "report/report.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define TX_RULE_WIDTH 92
+#define TX_LABEL_WIDTH 24
+
+typedef struct tx {
+    const mp_profile *p;
+    const mp_model *m;
+    const mp_report_options *o;
+    FILE *f;
+    mp_arena scratch; /* escaped strings, table cells; freed at the end */
+    bool nomem;
+} tx;
+
+/* ---- small helpers ---- */
+
+static void *tx_alloc(tx *t, size_t n, size_t size) {
+    void *r = mp_arena_calloc(&t->scratch, n ? n : 1, size);
+    if (!r) t->nomem = true;
+    return r;
+}
+
+/* A model-supplied string made safe for a terminal: control bytes are shown
+ * as \xNN so a name cannot break lines or send escape sequences. UTF-8
+ * passes through. NULL prints as `dflt`. */
+static const char *tx_safe(tx *t, const char *s, const char *dflt) {
+    if (!s || !s[0]) return dflt;
+    size_t n = 0, bad = 0;
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x20 || (unsigned char)s[n] == 0x7f) bad++;
+    if (!bad) return s;
+    char *r = tx_alloc(t, n + bad * 3 + 1, 1);
+    if (!r) return dflt;
+    char *w = r;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            snprintf(w, 5, "\\x%02x", c);
+            w += 4;
+        } else {
+            *w++ = (char)c;
+        }
+    }
+    *w = 0;
+    return r;
+}
+
+/* A copy in scratch memory (table cells outlive the formatter's temporaries). */
+static const char *tx_cell(tx *t, const char *s) {
+    char *r = mp_arena_strdup(&t->scratch, s);
+    if (!r) t->nomem = true;
+    return r;
+}
+
+static void tx_rule(tx *t, const char *title) {
+    int len = title ? (int)strlen(title) + 2 : 0;
+    int left = (TX_RULE_WIDTH - len) / 2, right = TX_RULE_WIDTH - len - left;
+    if (left < 3) left = 3;
+    if (right < 3) right = 3;
+    for (int i = 0; i < left; i++) fputc('-', t->f);
+    if (title) fprintf(t->f, " %s ", title);
+    for (int i = 0; i < right; i++) fputc('-', t->f);
+    fputc('\n', t->f);
+}
+
+static void tx_label(tx *t, const char *label) {
+    fprintf(t->f, "%-*s", TX_LABEL_WIDTH, label);
+}
+
+static void tx_indent(tx *t, int depth) {
+    for (int i = 0; i < depth; i++) fputs("  ", t->f);
+}
+
+/* ---- (a) summary ---- */
+
+/* "(fp32 25.56 M, fp16 1.2 M)": the non-zero entries by decreasing value;
+ * nothing when there are none. */
+static void tx_dtype_breakdown(tx *t, const uint64_t *by, bool bytes) {
+    int idx[MP_DT_COUNT], n = 0;
+    for (int d = 0; d < MP_DT_COUNT; d++)
+        if (by[d]) idx[n++] = d;
+    if (!n) return;
+    for (int i = 1; i < n; i++) /* insertion sort, value desc, dtype asc */
+        for (int j = i; j > 0 && by[idx[j]] > by[idx[j - 1]]; j--) {
+            int tmp = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = tmp;
+        }
+    fputs(" (", t->f);
+    for (int i = 0; i < n; i++)
+        fprintf(t->f, "%s%s %s", i ? ", " : "", mp_dtype_name(idx[i]),
+                bytes ? mp_fmt_bytes(by[idx[i]]).s : mp_fmt_count(by[idx[i]]).s);
+    fputc(')', t->f);
+}
+
+/* A model total that is incomplete when some node's cost needs unknown
+ * dims: "?" followed by what was counted. */
+/* A model total that is incomplete when some node's cost needs unknown
+ * dims: "?", followed by what was counted when that is not nothing. */
+static void tx_total(tx *t, const char *label, uint64_t v, const char *unit,
+                     const char *note) {
+    tx_label(t, label);
+    if (mp_fig_unknown(&t->p->total)) {
+        fputs(MP_FMT_UNKNOWN, t->f);
+        if (v)
+            fprintf(t->f, " (at least %s%s%s)", mp_fmt_si(v, unit).s, note ? "; " : "",
+                    note ? note : "");
+        else if (note)
+            fprintf(t->f, " (%s)", note);
+    } else if (note) {
+        fprintf(t->f, "%s (%s)", mp_fmt_si(v, unit).s, note);
+    } else {
+        fputs(mp_fmt_si(v, unit).s, t->f);
+    }
+    fputc('\n', t->f);
+}
+
+static void tx_summary(tx *t) {
+    const mp_profile *p = t->p;
+    const mp_model *m = t->m;
+    const mp_fig *tot = &p->total;
+    FILE *f = t->f;
+    bool unknown = mp_fig_unknown(tot);
+
+    tx_rule(t, "modelprof static profile");
+    fputs("Notation:\n"
+          "  params = learnable parameters; MACs = multiply-accumulate operations\n"
+          "  FLOPs = floating-point operations; fwd / bwd = forward / backward pass\n"
+          "  K, M, G, T, P, E = 10^3, 10^6, 10^9, 10^12, 10^15, 10^18\n"
+          "  bytes in decimal units: 1 KB = 1000 B, 1 MB = 1000 KB\n",
+          f);
+    if (p->measured)
+        fputs("  latency = measured forward time; FLOP/s = fwd FLOPs / fwd latency\n", f);
+    if (unknown || tot->uncounted > 0)
+        fputs("  ? = not computed: the cost needs dims that are not known (see \"unknown cost\")\n"
+              "      or the operator has no cost rule (see \"uncounted ops\")\n", f);
+    fputc('\n', f);
+
+    tx_label(t, "model:");
+    fprintf(f, "%s\n", tx_safe(t, m->path, "(in memory)"));
+    tx_label(t, "producer:");
+    if ((m->producer && m->producer[0]) || (m->producer_version && m->producer_version[0])) {
+        const char *prod = tx_safe(t, m->producer, "");
+        const char *ver = tx_safe(t, m->producer_version, "");
+        fprintf(f, "%s%s%s\n", prod, prod[0] && ver[0] ? " " : "", ver);
+    } else {
+        fputs("not recorded\n", f);
+    }
+    tx_label(t, "IR version:");
+    fprintf(f, "%" PRId64 "\n", m->ir_version);
+    tx_label(t, "opsets:");
+    if (!m->n_opsets) fputs("none declared", f);
+    for (int i = 0; i < m->n_opsets; i++) {
+        const char *d = m->opsets[i].domain;
+        fprintf(f, "%s%s %d", i ? ", " : "",
+                (!d || !d[0]) ? "ai.onnx" : tx_safe(t, d, "?"), m->opsets[i].version);
+    }
+    fputc('\n', f);
+
+    /* dims the user (or the model) fixed, then the ones still open */
+    int n_set = 0;
+    for (int i = 1; i < m->n_syms; i++) {
+        const mp_symbol *s = &m->syms[i];
+        if (!s->on_input || s->value < 0) continue;
+        if (!n_set++) tx_label(t, "dims:");
+        fprintf(f, "%s%s=%" PRId64, n_set > 1 ? ", " : "", tx_safe(t, s->name, "?"),
+                s->value);
+    }
+    if (n_set) fputc('\n', f);
+    int n_unres = 0;
+    for (int i = 0; i < p->n_unresolved; i++) {
+        int s = p->unresolved[i];
+        if (s <= 0 || s >= m->n_syms) continue;
+        if (!n_unres++) tx_label(t, "unresolved dims:");
+        const char *name = tx_safe(t, m->syms[s].name, "?");
+        fprintf(f, "%s%s (set with --dim %s=VALUE)", n_unres > 1 ? ", " : "", name, name);
+    }
+    if (n_unres) fputc('\n', f);
+    if (!n_set && !n_unres) {
+        tx_label(t, "dims:");
+        fputs("static (no symbolic dims on the inputs)\n", f);
+    }
+
+    tx_label(t, "params:");
+    fputs(mp_fmt_count(tot->params).s, f);
+    tx_dtype_breakdown(t, p->params_by_dtype, false);
+    fputc('\n', f);
+    tx_label(t, "weight memory:");
+    fputs(mp_fmt_bytes(tot->param_bytes).s, f);
+    tx_dtype_breakdown(t, p->param_bytes_by_dtype, true);
+    fputc('\n', f);
+    if (m->weightless) {
+        tx_label(t, "weights:");
+        fputs("absent (external data not found); the profile is computed from shapes\n", f);
+    }
+
+    uint64_t bwd = mp_sat_mul(tot->flops, 2);
+    tx_total(t, "fwd MACs:", tot->macs, "MACs", NULL);
+    tx_total(t, "fwd FLOPs:", tot->flops, "FLOPs", NULL);
+    tx_total(t, "bwd FLOPs:", bwd, "FLOPs", "estimate: 2 x fwd");
+    tx_total(t, "fwd+bwd FLOPs:", mp_sat_add(tot->flops, bwd), "FLOPs", "estimate");
+    tx_total(t, "bytes read:", tot->bytes_read, "B", NULL);
+    tx_total(t, "bytes written:", tot->bytes_written, "B", NULL);
+
+    if (unknown) { /* the peak's place means nothing when sizes are missing */
+        tx_total(t, "peak activation memory:", p->activation_peak_bytes, "B", NULL);
+    } else {
+        tx_label(t, "peak activation memory:");
+        fputs(mp_fmt_bytes(p->activation_peak_bytes).s, f);
+        if (m->graph && p->peak_node >= 0 && p->peak_node < m->graph->n_nodes) {
+            const mp_node *n = &m->graph->nodes[p->peak_node];
+            if (n->name && n->name[0])
+                fprintf(f, " (at node %s)", tx_safe(t, n->name, "?"));
+            else
+                fprintf(f, " (at node #%d, %s)", p->peak_node, tx_safe(t, n->op, "?"));
+        }
+        fputc('\n', f);
+    }
+
+    if (p->measured && tot->latency_s >= 0) {
+        tx_label(t, "fwd latency:");
+        fprintf(f, "%s\n", mp_fmt_seconds(tot->latency_s).s);
+        if (tot->latency_s > 0 && !unknown) {
+            tx_label(t, "fwd FLOP/s:");
+            fprintf(f, "%s\n", mp_fmt_si_d((double)tot->flops / tot->latency_s, "FLOP/s").s);
+        }
+    }
+
+    tx_label(t, "nodes:");
+    fprintf(f, "%d\n", tot->nodes > 0 ? tot->nodes : 0);
+
+    tx_label(t, "uncounted ops:");
+    int n_unc = 0;
+    for (int i = 0; i < p->n_ops; i++) {
+        const mp_opstat *os = &p->ops[i];
+        if (os->fig.uncounted <= 0) continue;
+        char buf[256];
+        fprintf(f, "%s%d x %s", n_unc++ ? ", " : "", os->fig.uncounted,
+                tx_safe(t, mp_op_display(os->domain, os->op, buf, sizeof buf), "?"));
+    }
+    fputs(n_unc ? " (no cost rule: not in MACs/FLOPs)\n" : "none\n", f);
+
+    tx_label(t, "unknown cost:");
+    if (tot->unknown > 0)
+        fprintf(f, "%d node%s (shapes depend on unknown dims%s)\n", tot->unknown,
+                tot->unknown == 1 ? "" : "s",
+                p->n_unresolved ? "; set them with --dim NAME=VALUE" : "");
+    else
+        fputs("none\n", f);
+    if (p->overflow) {
+        tx_label(t, "overflow:");
+        fputs("some figures exceed 2^64 and are shown saturated\n", f);
+    }
+
+    tx_label(t, "warnings:");
+    if (!m->n_warnings) fputs("none\n", f);
+    else fprintf(f, "%d\n", m->n_warnings);
+    for (int i = 0; i < m->n_warnings; i++)
+        fprintf(f, "  - %s\n", tx_safe(t, m->warnings[i], "?"));
+}
+
+/* ---- (b) aggregated: top modules per depth ---- */
+
+typedef struct tx_group {
+    const char *name; /* display name (class, or path) */
+    int depth;
+    uint64_t params, macs, flops;
+    double latency;
+    bool unknown;
+} tx_group;
+
+typedef struct tx_agg {
+    tx *t;
+    mp_strmap index;    /* "depth\x1fname" -> group */
+    tx_group *groups;
+    int n, cap;
+} tx_agg;
+
+static bool tx_agg_visit(const mp_profile *p, int module, void *ud) {
+    tx_agg *a = ud;
+    const mp_module *mod = &p->m->modules[module];
+    const mp_fig *fig = &p->mods[module];
+    const char *name = mp_module_display(p, module);
+    char *key = mp_arena_printf(&a->t->scratch, "%d\x1f%s", mod->depth, name);
+    if (!key) {
+        a->t->nomem = true;
+        return false;
+    }
+    int g = mp_strmap_get(&a->index, key);
+    if (g < 0) {
+        tx_group *ng = mp_grow(a->groups, sizeof *a->groups, &a->cap, a->n + 1);
+        if (!ng || mp_strmap_put(&a->index, key, a->n) != MP_OK) {
+            if (ng) a->groups = ng;
+            a->t->nomem = true;
+            return false;
+        }
+        a->groups = ng;
+        g = a->n++;
+        memset(&a->groups[g], 0, sizeof a->groups[g]);
+        a->groups[g].name = name;
+        a->groups[g].depth = mod->depth;
+    }
+    tx_group *gr = &a->groups[g];
+    gr->params = mp_sat_add(gr->params, fig->params);
+    gr->macs = mp_sat_add(gr->macs, fig->macs);
+    gr->flops = mp_sat_add(gr->flops, fig->flops);
+    if (fig->latency_s > 0) gr->latency += fig->latency_s;
+    gr->unknown |= mp_fig_unknown(fig);
+    return true;
+}
+
+typedef struct tx_rank {
+    double v;
+    int g;
+} tx_rank;
+
+static int tx_rank_cmp(const void *x, const void *y) {
+    const tx_rank *a = x, *b = y;
+    if (a->v != b->v) return a->v < b->v ? 1 : -1;
+    return (a->g > b->g) - (a->g < b->g);
+}
+
+enum { TX_M_PARAMS, TX_M_MACS, TX_M_FLOPS, TX_M_LATENCY };
+
+/* Python-like quoting as DeepSpeed prints it: 'name'. */
+static void tx_quoted(tx *t, const char *s) {
+    fputc('\'', t->f);
+    for (const char *c = tx_safe(t, s, "?"); *c; c++) {
+        if (*c == '\'' || *c == '\\') fputc('\\', t->f);
+        fputc(*c, t->f);
+    }
+    fputc('\'', t->f);
+}
+
+static void tx_agg_line(tx *t, tx_agg *a, tx_rank *rk, const int *at, int n_at, int metric) {
+    static const char *const label[] = {"params", "MACs", "FLOPs", "fwd latency"};
+    int n = 0;
+    bool any_unknown = false;
+    for (int i = 0; i < n_at; i++) {
+        const tx_group *g = &a->groups[at[i]];
+        double v = metric == TX_M_PARAMS ? (double)g->params
+                 : metric == TX_M_MACS   ? (double)g->macs
+                 : metric == TX_M_FLOPS  ? (double)g->flops
+                                         : g->latency;
+        bool unk = g->unknown && (metric == TX_M_MACS || metric == TX_M_FLOPS);
+        any_unknown |= unk;
+        if (v <= 0) continue; /* zero entries (and unknown ones with nothing counted) */
+        rk[n].v = v;
+        rk[n].g = at[i];
+        n++;
+    }
+    if (!n) {
+        if (any_unknown) fprintf(t->f, "%s - ? (depends on unknown dims)\n", label[metric]);
+        return;
+    }
+    qsort(rk, (size_t)n, sizeof *rk, tx_rank_cmp);
+    int top = t->o->top < 0 ? n : MP_MIN(n, t->o->top);
+    fprintf(t->f, "%s - {", label[metric]);
+    for (int i = 0; i < top; i++) {
+        const tx_group *g = &a->groups[rk[i].g];
+        mp_fmtbuf b = metric == TX_M_PARAMS ? mp_fmt_count(g->params)
+                    : metric == TX_M_MACS   ? mp_fmt_fig(g->macs, g->unknown, "MACs")
+                    : metric == TX_M_FLOPS  ? mp_fmt_fig(g->flops, g->unknown, "FLOPs")
+                                            : mp_fmt_seconds(g->latency);
+        if (i) fputs(", ", t->f);
+        tx_quoted(t, g->name);
+        fprintf(t->f, ": '%s'", b.s);
+    }
+    fputs("}\n", t->f);
+}
+
+static void tx_aggregated(tx *t) {
+    const mp_profile *p = t->p;
+    int maxd = mp_module_max_depth(p);
+    if (t->o->depth >= 0) maxd = MP_MIN(maxd, t->o->depth);
+    if (maxd < 0 || !p->mods) return;
+
+    tx_agg a;
+    memset(&a, 0, sizeof a);
+    a.t = t;
+    mp_module_walk(p, t->o->depth, tx_agg_visit, &a);
+    int *at = tx_alloc(t, (size_t)a.n, sizeof *at);
+    tx_rank *rk = tx_alloc(t, (size_t)a.n, sizeof *rk);
+
+    tx_rule(t, "Aggregated profile per depth");
+    if (t->o->top < 0)
+        fputs("All modules", t->f);
+    else
+        fprintf(t->f, "Top %d modules", t->o->top);
+    fprintf(t->f, " in terms of params, MACs or FLOPs%s at different model depths\n",
+            p->measured ? " or fwd latency" : "");
+    fputs("(modules of one class at one depth are summed; a module without a class\n"
+          "is listed under its path):\n", t->f);
+    if (at && rk) {
+        for (int d = 0; d <= maxd; d++) {
+            int n_at = 0;
+            for (int g = 0; g < a.n; g++)
+                if (a.groups[g].depth == d) at[n_at++] = g;
+            fprintf(t->f, "depth %d:\n", d);
+            tx_agg_line(t, &a, rk, at, n_at, TX_M_PARAMS);
+            tx_agg_line(t, &a, rk, at, n_at, TX_M_MACS);
+            tx_agg_line(t, &a, rk, at, n_at, TX_M_FLOPS);
+            if (p->measured) tx_agg_line(t, &a, rk, at, n_at, TX_M_LATENCY);
+        }
+    }
+    free(a.groups);
+    mp_strmap_free(&a.index);
+}
+
+/* ---- (c) detailed: the module tree ---- */
+
+typedef struct tx_tree {
+    tx *t;
+    int *open;      /* depths of modules whose "(" is still open */
+    int n_open;
+} tx_tree;
+
+static void tx_figs(tx *t, const mp_fig *fig) {
+    const mp_fig *tot = &t->p->total;
+    FILE *f = t->f;
+    fprintf(f, "%s = %s Params", mp_fmt_count(fig->params).s,
+            mp_fmt_pct(fig->params, tot->params).s);
+    if (mp_fig_unknown(fig) || mp_fig_uncountable(fig))
+        fprintf(f, ", %s, %s", mp_fmt_fig(0, true, "MACs").s, mp_fmt_fig(0, true, "FLOPs").s);
+    else if (mp_fig_unknown(tot)) /* a share of an incomplete total means nothing */
+        fprintf(f, ", %s, %s", mp_fmt_macs(fig->macs).s, mp_fmt_flops(fig->flops).s);
+    else
+        fprintf(f, ", %s = %s MACs, %s", mp_fmt_macs(fig->macs).s,
+                mp_fmt_pct(fig->macs, tot->macs).s, mp_fmt_flops(fig->flops).s);
+    fprintf(f, ", %s weights", mp_fmt_bytes(fig->param_bytes).s);
+    if (t->p->measured && fig->latency_s >= 0)
+        fprintf(f, ", %s = %s latency", mp_fmt_seconds(fig->latency_s).s,
+                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s);
+    if (fig->uncounted > 0 && !mp_fig_uncountable(fig))
+        fprintf(f, ", %d uncounted node%s", fig->uncounted, fig->uncounted == 1 ? "" : "s");
+}
+
+static void tx_tree_close(tx_tree *tr, int depth) {
+    while (tr->n_open > 0 && tr->open[tr->n_open - 1] >= depth) {
+        int d = tr->open[--tr->n_open];
+        tx_indent(tr->t, d);
+        fputs(")\n", tr->t->f);
+    }
+}
+
+static bool tx_tree_visit(const mp_profile *p, int module, void *ud) {
+    tx_tree *tr = ud;
+    tx *t = tr->t;
+    const mp_module *mod = &p->m->modules[module];
+    int maxd = t->o->depth;
+    bool leaf = mod->first_child < 0 || (maxd >= 0 && mod->depth >= maxd);
+
+    tx_tree_close(tr, mod->depth);
+    tx_indent(t, mod->depth);
+    if (mod->parent < 0) {
+        fputs(tx_safe(t, mp_module_display(p, module), "?"), t->f);
+    } else {
+        fprintf(t->f, "(%s)", tx_safe(t, mp_module_label(p, module), "?"));
+        if (mod->cls && mod->cls[0]) fprintf(t->f, ": %s", tx_safe(t, mod->cls, "?"));
+    }
+    fputc('(', t->f);
+    if (leaf) {
+        tx_figs(t, &p->mods[module]);
+        fputs(")\n", t->f);
+    } else {
+        fputc('\n', t->f);
+        tx_indent(t, mod->depth + 1);
+        tx_figs(t, &p->mods[module]);
+        fputc('\n', t->f);
+        tr->open[tr->n_open++] = mod->depth;
+    }
+    return true;
+}
+
+static void tx_detailed(tx *t) {
+    const mp_profile *p = t->p;
+    if (!p->mods || t->m->n_modules <= 0) return;
+    tx_rule(t, "Detailed profile per module");
+    fprintf(t->f, "Each module lists: params = %% of total params, MACs = %% of total MACs, "
+                  "FLOPs, weight memory%s\n",
+            p->measured ? ", fwd latency = % of total latency" : "");
+    fputs("Figures include submodules; nodes of a module outside its submodules "
+          "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
+          "not in the MACs and FLOPs.\n\n", t->f);
+    tx_tree tr = {t, tx_alloc(t, (size_t)t->m->n_modules + 1, sizeof(int)), 0};
+    if (!tr.open) return;
+    mp_module_walk(p, t->o->depth, tx_tree_visit, &tr);
+    tx_tree_close(&tr, 0);
+}
+
+/* ---- (d) by operator type ---- */
+
+enum { TX_C_OP, TX_C_COUNT, TX_C_MACS, TX_C_PMACS, TX_C_FLOPS, TX_C_PFLOPS, TX_C_BYTES,
+       TX_C_NOTE, TX_NCOL };
+
+static void tx_ops(tx *t) {
+    const mp_profile *p = t->p;
+    const mp_fig *tot = &p->total;
+    static const char *const head[TX_NCOL] = {"op", "count", "MACs", "% MACs", "FLOPs",
+                                              "% FLOPs", "bytes r+w", "note"};
+    int rows = p->n_ops + 1; /* + total */
+    const char **cell = tx_alloc(t, (size_t)rows * TX_NCOL, sizeof *cell);
+    if (!cell) return;
+    int width[TX_NCOL];
+    bool any_note = false, any_uncounted = false;
+    for (int c = 0; c < TX_NCOL; c++) width[c] = (int)strlen(head[c]);
+
+    for (int r = 0; r < rows; r++) {
+        bool is_total = r == p->n_ops;
+        const mp_fig *fig = is_total ? tot : &p->ops[r].fig;
+        const char **row = cell + (size_t)r * TX_NCOL;
+        char buf[256], note[64] = "";
+        bool unc = !is_total && fig->uncounted > 0;
+        bool unk = mp_fig_unknown(fig) || mp_fig_uncountable(fig);
+        bool tot_unk = mp_fig_unknown(tot);
+        if (unc) {
+            any_uncounted = true;
+            if (fig->uncounted == fig->nodes)
+                snprintf(note, sizeof note, "uncounted");
+            else
+                snprintf(note, sizeof note, "%d uncounted", fig->uncounted);
+        }
+        if (!is_total && mp_fig_unknown(fig))
+            snprintf(note + strlen(note), sizeof note - strlen(note), "%s%d unknown",
+                     note[0] ? ", " : "", fig->unknown);
+        /* each cell is copied to scratch while its temporary is alive */
+        row[TX_C_OP] = tx_cell(t, is_total ? "total"
+                                           : tx_safe(t, mp_op_display(p->ops[r].domain,
+                                                                      p->ops[r].op, buf,
+                                                                      sizeof buf),
+                                                     "?"));
+        char count[24];
+        snprintf(count, sizeof count, "%d", fig->nodes > 0 ? fig->nodes : 0);
+        row[TX_C_COUNT] = tx_cell(t, count); /* node counts are exact */
+        row[TX_C_MACS] = tx_cell(t, mp_fmt_fig(fig->macs, unk, "MACs").s);
+        row[TX_C_PMACS] = tx_cell(t, unk || tot_unk ? MP_FMT_UNKNOWN
+                                                    : mp_fmt_pct(fig->macs, tot->macs).s);
+        row[TX_C_FLOPS] = tx_cell(t, mp_fmt_fig(fig->flops, unk, "FLOPs").s);
+        row[TX_C_PFLOPS] = tx_cell(t, unk || tot_unk ? MP_FMT_UNKNOWN
+                                                     : mp_fmt_pct(fig->flops, tot->flops).s);
+        row[TX_C_BYTES] = tx_cell(t, mp_fmt_fig(mp_sat_add(fig->bytes_read, fig->bytes_written),
+                                                mp_fig_unknown(fig), "B").s);
+        row[TX_C_NOTE] = tx_cell(t, note);
+        for (int c = 0; c < TX_NCOL; c++) {
+            if (!row[c]) return;
+            int w = (int)strlen(row[c]);
+            if (w > width[c]) width[c] = w;
+        }
+        if (note[0]) any_note = true;
+    }
+
+    tx_rule(t, "Profile by operator type");
+    FILE *f = t->f;
+    int ncol = any_note ? TX_NCOL : TX_NCOL - 1;
+    for (int r = -1; r < rows; r++) {
+        const char *const *row = r < 0 ? head : cell + (size_t)r * TX_NCOL;
+        if (r == rows - 1) { /* a rule above the total */
+            int w = 0;
+            for (int c = 0; c < TX_NCOL - 1; c++) w += width[c] + (c ? 2 : 0);
+            for (int i = 0; i < w; i++) fputc('-', f);
+            fputc('\n', f);
+        }
+        for (int c = 0; c < ncol; c++) {
+            bool last = c == ncol - 1 || (c == TX_C_BYTES && !row[TX_C_NOTE][0]);
+            if (c == TX_C_OP)
+                fprintf(f, "%-*s", width[c], row[c]);
+            else if (c == TX_C_NOTE)
+                fprintf(f, "  %s", row[c]);
+            else
+                fprintf(f, "  %*s", width[c], row[c]);
+            if (last) break;
+        }
+        fputc('\n', f);
+    }
+    if (any_uncounted)
+        fputs("uncounted: no cost rule for this operator; its MACs and FLOPs are not in the "
+              "totals\n", f);
+}
+
+mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f) {
+    tx t;
+    memset(&t, 0, sizeof t);
+    t.p = p;
+    t.m = p->m;
+    t.o = o;
+    t.f = f;
+    mp_arena_init(&t.scratch);
+
+    tx_summary(&t);
+    if (o->top != 0) tx_aggregated(&t);
+    if (o->detailed) tx_detailed(&t);
+    if (o->show_ops && p->n_ops > 0) tx_ops(&t);
+    tx_rule(&t, NULL);
+
+    mp_arena_free(&t.scratch);
+    return t.nomem ? mp_error(MP_ERR_NOMEM, "out of memory while writing the report") : MP_OK;
+}

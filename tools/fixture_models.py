@@ -1,0 +1,412 @@
+"""Hand-written transformer modules used for the modelprof fixtures.
+
+Module and parameter names mirror HuggingFace (BERT, GPT-2, Llama) so that
+scope paths in exported node names look like the ones users see in practice.
+Everything is plain PyTorch (no transformers dependency) and exports with the
+TorchScript ONNX exporter of torch 1.13.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+
+# --------------------------------------------------------------------------
+# BERT (encoder, HuggingFace BertModel layout)
+# --------------------------------------------------------------------------
+
+BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072,
+                 max_position_embeddings=512, type_vocab_size=2,
+                 layer_norm_eps=1e-12, hidden_act="gelu")
+BERT_TINY = dict(BERT_BASE, hidden_size=128, num_hidden_layers=2,
+                 num_attention_heads=2, intermediate_size=512)
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.word_embeddings = nn.Embedding(c["vocab_size"], h)
+        self.position_embeddings = nn.Embedding(c["max_position_embeddings"], h)
+        self.token_type_embeddings = nn.Embedding(c["type_vocab_size"], h)
+        self.LayerNorm = nn.LayerNorm(h, eps=c["layer_norm_eps"])
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, input_ids):
+        seq = input_ids.size(1)
+        position_ids = torch.arange(seq, dtype=torch.long,
+                                    device=input_ids.device).unsqueeze(0)
+        token_type_ids = torch.zeros_like(input_ids)
+        x = (self.word_embeddings(input_ids)
+             + self.token_type_embeddings(token_type_ids)
+             + self.position_embeddings(position_ids))
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.num_heads = c["num_attention_heads"]
+        self.head_dim = h // self.num_heads
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.dropout = nn.Dropout(0.1)
+
+    def heads(self, x):
+        b, s = x.size(0), x.size(1)
+        return x.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, mask):
+        q = self.heads(self.query(x))
+        k = self.heads(self.key(x))
+        v = self.heads(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        scores = scores + mask
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        ctx = torch.matmul(probs, v).transpose(1, 2).contiguous()
+        return ctx.view(ctx.size(0), ctx.size(1), self.num_heads * self.head_dim)
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.dense = nn.Linear(h, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=c["layer_norm_eps"])
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x, residual):
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self = BertSelfAttention(c)
+        self.output = BertSelfOutput(c)
+
+    def forward(self, x, mask):
+        return self.output(self.self(x, mask), x)
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c["hidden_size"], c["intermediate_size"])
+        self.intermediate_act_fn = nn.GELU()  # erf form
+
+    def forward(self, x):
+        return self.intermediate_act_fn(self.dense(x))
+
+
+class BertOutput(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c["intermediate_size"], c["hidden_size"])
+        self.LayerNorm = nn.LayerNorm(c["hidden_size"], eps=c["layer_norm_eps"])
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x, residual):
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attention = BertAttention(c)
+        self.intermediate = BertIntermediate(c)
+        self.output = BertOutput(c)
+
+    def forward(self, x, mask):
+        a = self.attention(x, mask)
+        return self.output(self.intermediate(a), a)
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(c) for _ in range(c["num_hidden_layers"]))
+
+    def forward(self, x, mask):
+        for layer in self.layer:
+            x = layer(x, mask)
+        return x
+
+
+class BertPooler(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c["hidden_size"], c["hidden_size"])
+        self.activation = nn.Tanh()
+
+    def forward(self, x):
+        return self.activation(self.dense(x[:, 0]))
+
+
+class BertModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embeddings = BertEmbeddings(c)
+        self.encoder = BertEncoder(c)
+        self.pooler = BertPooler(c)
+
+    def forward(self, input_ids, attention_mask):
+        # [batch, seq] int64 (1 = keep, 0 = pad) -> additive [batch, 1, 1, seq]
+        ext = attention_mask[:, None, None, :].to(torch.float32)
+        ext = (1.0 - ext) * torch.finfo(torch.float32).min
+        seq_out = self.encoder(self.embeddings(input_ids), ext)
+        return seq_out, self.pooler(seq_out)
+
+
+class Bert(nn.Module):
+    """Wrapper so that scopes start with /bert/ like HF's task models."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.bert = BertModel(c)
+
+    def forward(self, input_ids, attention_mask):
+        return self.bert(input_ids, attention_mask)
+
+
+# --------------------------------------------------------------------------
+# GPT-2 (decoder, HuggingFace GPT2LMHeadModel layout, Conv1D projections)
+# --------------------------------------------------------------------------
+
+GPT2_SMALL = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12,
+                  n_head=12, n_inner=3072, layer_norm_epsilon=1e-5,
+                  activation_function="gelu_new", tie_word_embeddings=True)
+
+
+class Conv1D(nn.Module):
+    """HF GPT-2 Conv1D: a Linear whose weight is stored [in, out]."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class NewGELUActivation(nn.Module):
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi)
+                                           * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        e = c["n_embd"]
+        self.n_head = c["n_head"]
+        self.head_dim = e // self.n_head
+        self.c_attn = Conv1D(3 * e, e)
+        self.c_proj = Conv1D(e, e)
+        self.attn_dropout = nn.Dropout(0.1)
+        self.resid_dropout = nn.Dropout(0.1)
+
+    def heads(self, x):
+        return x.view(x.size(0), x.size(1), self.n_head, self.head_dim).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        e = x.size(-1)
+        q, k, v = self.c_attn(x).split(e, dim=2)
+        q, k, v = self.heads(q), self.heads(k), self.heads(v)
+        w = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        s = x.size(1)
+        pos = torch.arange(s, device=x.device)
+        causal = pos[None, :] <= pos[:, None]               # [seq, seq] bool
+        w = torch.where(causal, w, torch.tensor(torch.finfo(w.dtype).min, dtype=w.dtype))
+        w = self.attn_dropout(torch.softmax(w, dim=-1))
+        a = torch.matmul(w, v).permute(0, 2, 1, 3).contiguous()
+        a = a.view(a.size(0), a.size(1), self.n_head * self.head_dim)
+        return self.resid_dropout(self.c_proj(a))
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c_fc = Conv1D(c["n_inner"], c["n_embd"])
+        self.c_proj = Conv1D(c["n_embd"], c["n_inner"])
+        self.act = NewGELUActivation()
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        e = c["n_embd"]
+        self.ln_1 = nn.LayerNorm(e, eps=c["layer_norm_epsilon"])
+        self.attn = GPT2Attention(c)
+        self.ln_2 = nn.LayerNorm(e, eps=c["layer_norm_epsilon"])
+        self.mlp = GPT2MLP(c)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        e = c["n_embd"]
+        self.wte = nn.Embedding(c["vocab_size"], e)
+        self.wpe = nn.Embedding(c["n_positions"], e)
+        self.drop = nn.Dropout(0.1)
+        self.h = nn.ModuleList(GPT2Block(c) for _ in range(c["n_layer"]))
+        self.ln_f = nn.LayerNorm(e, eps=c["layer_norm_epsilon"])
+
+    def forward(self, input_ids):
+        pos = torch.arange(input_ids.size(1), dtype=torch.long,
+                           device=input_ids.device).unsqueeze(0)
+        x = self.drop(self.wte(input_ids) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.transformer = GPT2Model(c)
+        self.lm_head = nn.Linear(c["n_embd"], c["vocab_size"], bias=False)
+        self.lm_head.weight = self.transformer.wte.weight  # tied: one Parameter
+
+    def forward(self, input_ids):
+        return self.lm_head(self.transformer(input_ids))
+
+
+# --------------------------------------------------------------------------
+# Llama (decoder, HuggingFace LlamaForCausalLM layout)
+# --------------------------------------------------------------------------
+
+LLAMA_SMALL = dict(vocab_size=32000, hidden_size=512, num_hidden_layers=4,
+                   num_attention_heads=8, head_dim=64, intermediate_size=1376,
+                   rms_norm_eps=1e-6, rope_theta=10000.0,
+                   max_position_embeddings=2048, tie_word_embeddings=False)
+LLAMA_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32,
+                num_attention_heads=32, head_dim=128, intermediate_size=11008,
+                max_position_embeddings=4096)
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, h, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(h))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * x
+
+
+class LlamaRotaryEmbedding(nn.Module):
+    def __init__(self, dim, base):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, seq):
+        t = torch.arange(seq, device=x.device, dtype=torch.float32)
+        freqs = t[:, None] * self.inv_freq[None, :]          # [seq, dim/2]
+        emb = torch.cat((freqs, freqs), dim=-1)               # [seq, dim]
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.num_heads = c["num_attention_heads"]
+        self.head_dim = c["head_dim"]
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
+        self.rotary_emb = LlamaRotaryEmbedding(self.head_dim, c["rope_theta"])
+
+    def forward(self, x, mask):
+        b, s = x.size(0), x.size(1)
+        q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.rotary_emb(v, s)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
+        w = torch.softmax(w + mask, dim=-1, dtype=torch.float32).to(q.dtype)
+        o = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o_proj(o.reshape(b, s, self.num_heads * self.head_dim))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, i = c["hidden_size"], c["intermediate_size"]
+        self.gate_proj = nn.Linear(h, i, bias=False)
+        self.up_proj = nn.Linear(h, i, bias=False)
+        self.down_proj = nn.Linear(i, h, bias=False)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.self_attn = LlamaAttention(c)
+        self.mlp = LlamaMLP(c)
+        self.input_layernorm = LlamaRMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.post_attention_layernorm = LlamaRMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, x, mask):
+        x = x + self.self_attn(self.input_layernorm(x), mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(LlamaDecoderLayer(c) for _ in range(c["num_hidden_layers"]))
+        self.norm = LlamaRMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+    def forward(self, input_ids):
+        x = self.embed_tokens(input_ids)
+        s = input_ids.size(1)
+        # causal additive mask [seq, seq]: 0 on/below the diagonal, min above
+        mask = torch.full((s, s), torch.finfo(x.dtype).min, dtype=x.dtype,
+                          device=x.device).triu(1)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.norm(x)
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.model = LlamaModel(c)
+        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+
+    def forward(self, input_ids):
+        return self.lm_head(self.model(input_ids))
