@@ -58,10 +58,13 @@ test:
 	@echo "== unit, model and CLI tests"
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
 
+$(BUILD)/bench_static: bench/bench_static.c $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 bench:
 	@sh tools/deps.sh bench
-	$(MAKE) all
-	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof
+	$(MAKE) all $(BUILD)/bench_static
+	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
 
 .PHONY: all objs clean demo test bench
 clean:
