@@ -1,4 +1,5 @@
 #include "tbuild.h"
+#include "load/load.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,9 @@ void tb_output(mp_model *m, const char *name) {
 }
 
 mp_status tb_profile(mp_model *m, mp_profile **p) {
+    *p = NULL;
+    mp_status st = mp_model_finish(m);
+    if (st) return st;
     return mp_profile_static(m, p);
 }
 

@@ -115,6 +115,26 @@ static void t_liveness_peak(void) {
     mp_model_free(m);
 }
 
+static void t_folded_weights_not_activations(void) {
+    /* y = x[4,100] @ Transpose(W[50,100]): W^T (20000 B) is computed from a
+     * weight alone, so it is folded, not an activation. Live at the
+     * MatMul: x (1600 B) and y (800 B) = 2400. */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 100));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(50, 100));
+    tb_node(m, "Transpose", "W", "Wt");
+    int mm = tb_node(m, "MatMul", "x,Wt", "y");
+    tb_output(m, "y");
+    mp_profile *p = NULL;
+    T_OK(tb_profile(m, &p));
+    if (!p) return;
+    T_EQ_U64(p->activation_peak_bytes, 2400);
+    T_EQ(p->peak_node, mm);
+    T_EQ_U64(p->total.params, 5000);
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 static void t_unknown_dims_reported(void) {
     mp_model *m = tb_new(17);
     int64_t batch = tb_sym(m, "batch");
@@ -172,6 +192,7 @@ MP_TESTS(analyze){
     {"batchnorm_buffers_and_copies", t_batchnorm_buffers_and_copies},
     {"not_params", t_not_params},
     {"liveness_peak", t_liveness_peak},
+    {"folded_weights_not_activations", t_folded_weights_not_activations},
     {"unknown_dims_reported", t_unknown_dims_reported},
     {"uncounted_listed", t_uncounted_listed},
 };

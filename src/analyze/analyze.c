@@ -145,21 +145,36 @@ static mp_status mp__params(mp_profile *p, const mp__uses *u) {
 
 /* Peak of live activations over the execution order: a value lives from
  * its producer to its last consumer; graph inputs from the start and
- * graph outputs to the end. Initializers (weights) are not activations. */
+ * graph outputs to the end. Initializers (weights) are not activations,
+ * nor are values computed from weights and constants alone (a weight's
+ * Transpose in an export without constant folding, a Constant node's
+ * output): runtimes fold those once at load time. */
 static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
     mp_graph *g = p->m->graph;
     int n = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(n ? n : 1));
     int64_t *delta = calloc((size_t)n + 2, sizeof *delta);
-    if (!pos || !delta) {
+    bool *folded = calloc((size_t)g->n_values + 1, sizeof *folded);
+    if (!pos || !delta || !folded) {
         free(pos);
         free(delta);
+        free(folded);
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < n; i++) pos[g->order[i]] = i;
+    for (int i = 0; i < n; i++) {
+        const mp_node *nd = &g->nodes[g->order[i]];
+        bool k = nd->n_sub == 0;
+        for (int j = 0; j < nd->n_in && k; j++) {
+            int v = nd->in[j];
+            if (v >= 0 && !(g->values[v].flags & MP_VAL_INIT) && !folded[v]) k = false;
+        }
+        for (int o = 0; o < nd->n_out; o++)
+            if (nd->out[o] >= 0) folded[nd->out[o]] = k;
+    }
     for (int v = 0; v < g->n_values; v++) {
         const mp_value *val = &g->values[v];
-        if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER)) continue;
+        if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER) || folded[v]) continue;
         uint64_t b = mp_value_bytes(val);
         if (!b) continue;
         int born;
@@ -192,6 +207,7 @@ static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
     p->activation_peak_bytes = (uint64_t)peak;
     free(pos);
     free(delta);
+    free(folded);
     return MP_OK;
 }
 

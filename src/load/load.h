@@ -12,4 +12,9 @@
 mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **iv,
                          double **fv);
 
+/* After the graph is built (by the decoder, or by hand in tests): resolve
+ * outer-scope names, operator descriptors, topological order and modules.
+ * Idempotent. */
+mp_status mp_model_finish(struct mp_model *m);
+
 #endif

@@ -70,6 +70,7 @@ typedef struct mp__loader {
     struct { int state; uint64_t size; char *path; } *ext;
     int n_ext, cap_ext;
     bool absent_warned;
+    int top_calls;            /* function calls among the main graph's nodes */
 } mp__loader;
 
 static mp_status mp__bad(mp__loader *L, const char *what, const pb *at) {
@@ -823,6 +824,8 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
     return MP_OK;
 }
 
+static int mp__module_from_name(mp_model *m, const char *name);
+
 /* Module path of an inlined call: the caller's module, then one segment
  * named after the call (its node name's last scope segment). */
 static int mp__call_module(mp__loader *L, const mp_node *caller, const mp__call *up,
@@ -838,6 +841,13 @@ static int mp__call_module(mp__loader *L, const mp_node *caller, const mp__call 
         if (nm[i] == '/') seg = nm + i + 1;
     size_t sl = (size_t)(nm + len - seg);
     const char *parent = (up && up->module >= 0) ? m->modules[up->module].path : "";
+    /* a top-level call sits in the scope its name gives, unless it is the
+     * only call: then it is the model itself (PyTorch names that call after
+     * an arbitrary scope, e.g. "/fc/ResNet") */
+    if ((!up || up->module < 0) && L->top_calls > 1) {
+        int scope = mp__module_from_name(m, nm);
+        parent = m->modules[scope].path;
+    }
     char *path;
     if (sl == 0)
         path = mp_arena_printf(&m->arena, "%s%s%s", parent, parent[0] ? "." : "", fn->name);
@@ -1055,6 +1065,29 @@ static bool mp__collect_outer(const mp_graph *sub, const mp_graph *owner, mp__in
     return true;
 }
 
+static void mp__heap_push(int *h, int *n, int x) {
+    int i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > x) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+static int mp__heap_pop(int *h, int *n) {
+    int top = h[0], x = h[--(*n)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= x) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+    return top;
+}
+
 static mp_status mp__order(mp_model *m, mp_graph *g) {
     int n = g->n_nodes;
     g->order = mp_arena_calloc(&m->arena, (size_t)(n ? n : 1), sizeof(int));
@@ -1085,14 +1118,17 @@ static mp_status mp__order(mp_model *m, mp_graph *g) {
             indeg[k]++;
         }
     }
-    int qh = 0, qt = 0, done_n = 0;
+    /* Ready nodes leave in file order (a min-heap on the node index): a
+     * file already in topological order keeps its order, which the
+     * exporter chose to keep activations short-lived. */
+    int qn = 0, done_n = 0;
     for (int k = 0; k < n; k++)
-        if (!indeg[k]) queue[qt++] = k;
-    while (qh < qt) {
-        int k = queue[qh++];
+        if (!indeg[k]) mp__heap_push(queue, &qn, k);
+    while (qn > 0) {
+        int k = mp__heap_pop(queue, &qn);
         g->order[done_n++] = k;
         for (int e = head[k]; e >= 0; e = enext.v[e])
-            if (--indeg[eto.v[e]] == 0) queue[qt++] = eto.v[e];
+            if (--indeg[eto.v[e]] == 0) mp__heap_push(queue, &qn, eto.v[e]);
     }
     if (done_n != n) {
         for (int k = 0; k < n; k++)
@@ -1152,6 +1188,7 @@ static int mp__module_from_name(mp_model *m, const char *name) {
 }
 
 static mp_status mp__finish_graph(mp_model *m, mp_graph *g) {
+    for (int v = 0; v < g->n_values; v++) g->values[v].n_consumers = 0;
     for (int k = 0; k < g->n_nodes; k++) {
         mp_node *n = &g->nodes[k];
         for (int i = 0; i < n->n_in; i++) {
@@ -1204,6 +1241,15 @@ static void mp__assign_modules(mp_model *m, mp_graph *g, int parent_module) {
     }
 }
 
+mp_status mp_model_finish(mp_model *m) {
+    if (m->n_modules == 0 && mp_model_module(m, "", 0) != 0)
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    mp_status st = mp__finish_graph(m, m->graph);
+    if (st) return st;
+    mp__assign_modules(m, m->graph, 0);
+    return MP_OK;
+}
+
 /* ---- model ---- */
 
 static mp_status mp__functions(mp__loader *L, pb msg) {
@@ -1251,6 +1297,38 @@ static mp_status mp__functions(mp__loader *L, pb msg) {
         }
     }
     return MP_OK;
+}
+
+/* How many nodes of a graph call a local function. */
+static int mp__count_calls(mp__loader *L, pb graph) {
+    int n = 0;
+    uint32_t f = 0;
+    int w = 0;
+    while (pb_more(&graph)) {
+        pb s = {0};
+        if (!pb_key(&graph, &f, &w)) break;
+        if (f != GRAPH_NODE || w != PB_LEN) {
+            if (!pb_skip(&graph, w)) break;
+            continue;
+        }
+        if (!pb_len(&graph, &s)) break;
+        pb op = {0}, domain = {0};
+        while (pb_more(&s)) {
+            pb x = {0};
+            if (!pb_key(&s, &f, &w)) break;
+            if (w == PB_LEN && (f == NODE_OP || f == NODE_DOMAIN)) {
+                if (!pb_len(&s, &x)) break;
+                if (f == NODE_OP)
+                    op = x;
+                else
+                    domain = x;
+            } else if (!pb_skip(&s, w)) {
+                break;
+            }
+        }
+        if (op.p && mp__find_fn(L, domain, op)) n++;
+    }
+    return n;
 }
 
 static mp_status mp__model(mp__loader *L, pb msg) {
@@ -1324,13 +1402,13 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     }
     mp_status st = mp__functions(L, msg);
     if (st) return st;
+    if (L->n_fns) L->top_calls = mp__count_calls(L, graph);
     /* root module first: index 0 */
     if (mp_model_module(m, "", 0) != 0) return NOMEM();
     st = mp__graph(L, m->graph, graph, 0);
     if (st) return st;
-    st = mp__finish_graph(m, m->graph);
+    st = mp_model_finish(m);
     if (st) return st;
-    mp__assign_modules(m, m->graph, 0);
     if (m->module_source == MP_MODSRC_NONE && m->n_modules > 1) m->module_source = MP_MODSRC_NAMES;
     m->modules[0].name = m->graph->name && m->graph->name[0] ? m->graph->name : "model";
     mp_graph *g = m->graph;

@@ -48,6 +48,11 @@ static mp_value *sh_in(mp_ctx *c, int i, mp_status *st) {
     return v;
 }
 
+/* Copy rank dims (dims may be NULL for a scalar). */
+static void sh_copy_dims(int64_t *to, const int64_t *from, int rank) {
+    if (rank > 0) memcpy(to, from, sizeof(int64_t) * (size_t)rank);
+}
+
 static int64_t sh_clamp(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
@@ -1279,7 +1284,7 @@ static mp_status tile_infer_v1(mp_ctx *c) {
     if (a < 0 || t[0] < 0) return mp_fail(c, "invalid tiles %lld or axis %lld", (long long)t[0],
                                           (long long)ax[0]);
     int64_t od[MP_MAX_RANK];
-    memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    sh_copy_dims(od, x->dims, x->rank);
     if (od[a] >= 0) {
         if (__builtin_mul_overflow(od[a], t[0], &od[a])) return mp_fail(c, "tiled dim overflows");
     } else if (t[0] != 1) {
@@ -1307,7 +1312,7 @@ static mp_status pad_core(mp_ctx *c, mp_value *x, const int64_t *pads, int64_t n
         for (int a = 0; a < r; a++) axn[a] = a;
     }
     int64_t od[MP_MAX_RANK];
-    memcpy(od, x->dims, sizeof(int64_t) * (size_t)r);
+    sh_copy_dims(od, x->dims, r);
     if (!pads) {
         for (int64_t k = 0; k < nax; k++) od[axn[k]] = MP_DIM_ANON;
         return mp_set_out(c, 0, x->dtype, r, od);
@@ -1558,7 +1563,7 @@ static mp_status split_core(mp_ctx *c, const int64_t *sizes, int64_t ns, bool us
     int64_t xs[MP_MAX_RANK], coef[MP_MAX_RANK], od[MP_MAX_RANK], off = 0;
     sh_strides(x->dims, r, xs);
     for (int i = 0; i < no && !st; i++) {
-        memcpy(od, x->dims, sizeof(int64_t) * (size_t)r);
+        sh_copy_dims(od, x->dims, r);
         od[a] = sz[i];
         st = mp_set_out(c, i, x->dtype, r, od);
         if (st || !known || sz[i] < 0) continue;
@@ -1585,7 +1590,7 @@ static mp_status split_unknown(mp_ctx *c) {
     if (x->rank > 0 && a < 0) return mp_fail(c, "axis is out of range for rank %d", x->rank);
     for (int i = 0; i < c->n->n_out && !st; i++) {
         int64_t od[MP_MAX_RANK];
-        if (x->rank > 0) memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        sh_copy_dims(od, x->dims, x->rank);
         if (a >= 0) od[a] = MP_DIM_ANON;
         st = mp_set_out(c, i, x->dtype, x->rank, od);
     }
@@ -1852,7 +1857,7 @@ static mp_status compress_infer(mp_ctx *c) {
     }
     if (!ax) return mp_set_out(c, 0, x->dtype, 1, &cnt);
     int64_t od[MP_MAX_RANK];
-    memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    sh_copy_dims(od, x->dims, x->rank);
     od[a] = cnt;
     return mp_set_out(c, 0, x->dtype, x->rank, od);
 }
@@ -1885,7 +1890,7 @@ static mp_status unique_infer(mp_ctx *c) {
         int a = mp_axis(ax->i, x->rank);
         if (a < 0) return mp_fail(c, "axis %lld is out of range for rank %d", (long long)ax->i, x->rank);
         int64_t od[MP_MAX_RANK];
-        memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+        sh_copy_dims(od, x->dims, x->rank);
         od[a] = MP_DIM_ANON;
         inv = x->dims[a];
         st = mp_set_out(c, 0, x->dtype, x->rank, od);
