@@ -240,15 +240,78 @@ static void t_dyn_chain_set(void) {
 }
 
 static void t_dyn_chain_unset(void) {
-    /* no values: Shape's contents are unknown, the chain carries shapes
-     * only; Reshape gets rank 4 (shp is [4]) with anonymous dims; no error */
+    /* no values: Shape's contents are unknown (contents are real numbers
+     * only) and no error is raised; Reshape gets rank 4 (shp is [4]) and
+     * traces each entry back through Concat -> Unsqueeze -> Gather -> Shape,
+     * so the symbols survive: batch x seq x 12 x 64 */
     mp_model *m = dyn_chain();
     mp_profile *p = prof(m);
     T_EQ_STR(tb_shape(m, "s"), "3");
     T_EQ(tb_val(m, "s")->kn, -1);
     T_EQ_STR(tb_shape(m, "shp"), "4");
     T_EQ(tb_val(m, "shp")->kn, -1);
+    T_EQ_STR(tb_shape(m, "y"), "batchxseqx12x64");
+    done(m, p);
+}
+
+static void t_dyn_shape_untraceable(void) {
+    /* the target shape is a graph input [4]: rank 4, dims anonymous; a
+     * target of unknown length gives an unknown rank; no error */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 2, TB_DIMS(6, 4));
+    tb_input(m, "t", I64, 1, TB_DIMS(4));
+    tb_input(m, "u", I64, 1, TB_DIMS(-1));
+    tb_node(m, "Reshape", "x,t", "y");
+    tb_node(m, "Reshape", "x,u", "z");
+    tb_output(m, "y");
+    tb_output(m, "z");
+    mp_profile *p = prof(m);
     T_EQ_STR(tb_shape(m, "y"), "?x?x?x?");
+    T_EQ_STR(tb_shape(m, "z"), "?rank");
+    done(m, p);
+}
+
+static void t_dyn_traced_patterns(void) {
+    /* merge heads: x [batch, seq, 12, 64]; shp = Concat(Slice(Shape(x),
+     * 0, 2), [-1]) -> entries (batch, seq, -1); batch and seq cancel, so
+     * -1 = 12*64 = 768 -> batch x seq x 768.
+     * attention mask: m [batch, 1, 1, seq] expanded to
+     * Concat(Unsqueeze(b), [12], Unsqueeze(s), Unsqueeze(s)) with b, s
+     * gathered from Shape(x) -> batch x 12 x seq x seq.
+     * ConstantOfShape(Concat(Unsqueeze(b), [5])) -> batch x 5 */
+    mp_model *m = tb_new(17);
+    int64_t b = tb_sym(m, "batch"), s = tb_sym(m, "seq");
+    tb_input(m, "x", F, 4, TB_DIMS(b, s, 12, 64));
+    tb_input(m, "mask", F, 4, TB_DIMS(b, 1, 1, s));
+    const_vec(m, "z0", 1, TB_DIMS(0));
+    const_vec(m, "two", 1, TB_DIMS(2));
+    const_vec(m, "m1", 1, TB_DIMS(-1));
+    const_vec(m, "twelve", 1, TB_DIMS(12));
+    const_vec(m, "five", 1, TB_DIMS(5));
+    const_scalar(m, "i0", 0);
+    const_scalar(m, "i1", 1);
+    tb_node(m, "Shape", "x", "sx");
+    tb_node(m, "Slice", "sx,z0,two", "bs");
+    int k = tb_node(m, "Concat", "bs,m1", "shp");
+    tb_attr_i(m, k, "axis", 0);
+    tb_node(m, "Reshape", "x,shp", "merged");
+    tb_node(m, "Gather", "sx,i0", "gb");
+    tb_node(m, "Gather", "sx,i1", "gs");
+    tb_node(m, "Unsqueeze", "gb,z0", "ub");
+    tb_node(m, "Unsqueeze", "gs,z0", "us");
+    k = tb_node(m, "Concat", "ub,twelve,us,us", "eshape");
+    tb_attr_i(m, k, "axis", 0);
+    tb_node(m, "Expand", "mask,eshape", "emask");
+    k = tb_node(m, "Concat", "ub,five", "cshape");
+    tb_attr_i(m, k, "axis", 0);
+    tb_node(m, "ConstantOfShape", "cshape", "cz");
+    tb_output(m, "merged");
+    tb_output(m, "emask");
+    tb_output(m, "cz");
+    mp_profile *p = prof(m);
+    T_EQ_STR(tb_shape(m, "merged"), "batchxseqx768");
+    T_EQ_STR(tb_shape(m, "emask"), "batchx12xseqxseq");
+    T_EQ_STR(tb_shape(m, "cz"), "batchx5");
     done(m, p);
 }
 
@@ -837,6 +900,17 @@ static void t_cast(void) {
     check_floats(m, "d", 2, (const double[]){3.0, 300.0});
     check_ints(m, "e", 2, TB_DIMS(3, 300));
     done(m, p);
+
+    /* opset 1-5: `to` is a type name */
+    m = tb_new(5);
+    const_vec(m, "i", 2, TB_DIMS(3, 300));
+    k = tb_node(m, "Cast", "i", "a");
+    tb_attr_s(m, k, "to", "FLOAT");
+    tb_output(m, "a");
+    p = prof(m);
+    T_EQ(tb_val(m, "a")->dtype, F);
+    check_floats(m, "a", 2, (const double[]){3.0, 300.0});
+    done(m, p);
 }
 
 /* ---- Constant, ConstantOfShape, EyeLike ---- */
@@ -1050,6 +1124,8 @@ MP_TESTS(ops_shape){
     {"reshape_two_minus_one", t_reshape_two_minus_one},
     {"dyn_chain_set", t_dyn_chain_set},
     {"dyn_chain_unset", t_dyn_chain_unset},
+    {"dyn_shape_untraceable", t_dyn_shape_untraceable},
+    {"dyn_traced_patterns", t_dyn_traced_patterns},
     {"shape_partial", t_shape_partial},
     {"symbols_pass_through", t_symbols_pass_through},
     {"gather", t_gather},

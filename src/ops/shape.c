@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <strings.h>
 
 /* Slice bounds at or beyond 2^31-1 (INT_MAX, INT64_MAX, ...) are the
  * exporters' way of saying "to the end": a full-range slice of a symbolic
@@ -731,6 +732,148 @@ static mp_status slice_infer_v10(mp_ctx *c) {
 }
 
 /* ------------------------------------------------------------------ */
+/* Tracing shape vectors whose contents are unknown                    */
+/* ------------------------------------------------------------------ */
+
+/* Contents are real numbers only, so Shape(x) of an x with a symbolic dim
+ * has unknown contents. The ops that take a shape vector (Reshape, Expand,
+ * ConstantOfShape) then trace it back through the exporters' pattern
+ * Shape -> Gather / Slice -> Unsqueeze / Squeeze / Cast / Identity ->
+ * Concat to learn, entry by entry, a known number, a dim of some tensor
+ * (kept symbolic), or nothing. A traced dim is taken as the dim itself
+ * (Reshape's special values 0 and -1 come only from known numbers). */
+enum { SH_T_UNKNOWN = 0, SH_T_NUM = 1, SH_T_DIM = 2 };
+#define SH_TRACE_DEPTH 16
+#define SH_TRACE_BUDGET 4096 /* producer visits per trace: bounds pathological DAGs */
+
+/* Entries of input i of c's node (1-D, or a scalar as one entry) into
+ * val/kind; returns the entry count, or -1 when even that is unknown. */
+static int sh_trace(mp_ctx *c, int i, int64_t *val, uint8_t *kind, int depth, int *budget) {
+    mp_value *v = mp_in(c, i);
+    if (!v || v->rank < 0 || v->rank > 1) return -1;
+    int64_t n = v->rank == 0 ? 1 : v->dims[0];
+    if (n < 0 || n > MP_MAX_RANK) return -1;
+    for (int k = 0; k < n; k++) {
+        val[k] = MP_DIM_ANON;
+        kind[k] = SH_T_UNKNOWN;
+    }
+    const int64_t *iv;
+    int64_t kn;
+    if (v->dtype != MP_DT_STRING && mp_ints(c, i, &iv, &kn) && kn == n) {
+        for (int k = 0; k < n; k++) {
+            val[k] = iv[k];
+            kind[k] = SH_T_NUM;
+        }
+        return (int)n;
+    }
+    if (depth <= 0 || --*budget < 0 || v->producer < 0 || v->producer >= c->g->n_nodes)
+        return (int)n;
+    mp_node *p = &c->g->nodes[v->producer];
+    mp_ctx pc = {c->m, c->g, p, v->producer};
+    const char *op = p->op;
+    if (p->domain[0]) return (int)n;
+    if (strcmp(op, "Shape") == 0) {
+        mp_value *x = mp_in(&pc, 0);
+        if (!x || x->rank < 0) return (int)n;
+        int64_t r = x->rank;
+        int64_t st = mp_attr_i(p, "start", 0), en = mp_attr_i(p, "end", r);
+        if (st < 0) st += r;
+        if (en < 0) en += r;
+        st = sh_clamp(st, 0, r);
+        en = sh_clamp(en, 0, r);
+        if ((en > st ? en - st : 0) != n) return (int)n;
+        for (int k = 0; k < n; k++) {
+            int64_t d = sh_dim_value(c, x->dims[st + k]);
+            val[k] = d;
+            kind[k] = d >= 0 ? SH_T_NUM : d == MP_DIM_ANON ? SH_T_UNKNOWN : SH_T_DIM;
+        }
+        return (int)n;
+    }
+    if (strcmp(op, "Unsqueeze") == 0 || strcmp(op, "Squeeze") == 0 ||
+        strcmp(op, "Identity") == 0 ||
+        (strcmp(op, "Cast") == 0 && mp_dtype_is_int((int)mp_attr_i(p, "to", 0)))) {
+        int64_t tv[MP_MAX_RANK];
+        uint8_t tk[MP_MAX_RANK];
+        if (sh_trace(&pc, 0, tv, tk, depth - 1, budget) != n) return (int)n;
+        memcpy(val, tv, sizeof(int64_t) * (size_t)n);
+        memcpy(kind, tk, (size_t)n);
+        return (int)n;
+    }
+    if (strcmp(op, "Concat") == 0) {
+        int64_t tv[MP_MAX_RANK];
+        uint8_t tk[MP_MAX_RANK];
+        int o = 0;
+        for (int j = 0; j < p->n_in; j++) {
+            int len = sh_trace(&pc, j, tv, tk, depth - 1, budget);
+            if (len < 0 || o + len > n) return (int)n;
+            memcpy(val + o, tv, sizeof(int64_t) * (size_t)len);
+            memcpy(kind + o, tk, (size_t)len);
+            o += len;
+        }
+        if (o != n) {
+            for (int k = 0; k < n; k++) {
+                val[k] = MP_DIM_ANON;
+                kind[k] = SH_T_UNKNOWN;
+            }
+        }
+        return (int)n;
+    }
+    if (strcmp(op, "Gather") == 0 && mp_attr_i(p, "axis", 0) == 0) {
+        int64_t tv[MP_MAX_RANK];
+        uint8_t tk[MP_MAX_RANK];
+        mp_value *x = mp_in(&pc, 0);
+        int len = x && x->rank == 1 ? sh_trace(&pc, 0, tv, tk, depth - 1, budget) : -1;
+        if (!sh_ints(&pc, 1, &iv, &kn) || kn != n || len < 0) return (int)n;
+        for (int k = 0; k < n; k++) {
+            int64_t ix = iv[k] < 0 ? iv[k] + len : iv[k];
+            if (ix < 0 || ix >= len) return (int)n;
+            val[k] = tv[ix];
+            kind[k] = tk[ix];
+        }
+        return (int)n;
+    }
+    if (strcmp(op, "Slice") == 0 && p->n_in >= 3) {
+        int64_t tv[MP_MAX_RANK];
+        uint8_t tk[MP_MAX_RANK];
+        const int64_t *sv, *ev, *av = NULL, *pv = NULL;
+        int64_t ns, ne, na = 1, np = 1;
+        mp_value *x = mp_in(&pc, 0);
+        int len = x && x->rank == 1 ? sh_trace(&pc, 0, tv, tk, depth - 1, budget) : -1;
+        if (len < 0 || !sh_ints(&pc, 1, &sv, &ns) || !sh_ints(&pc, 2, &ev, &ne) || ns != 1 ||
+            ne != 1)
+            return (int)n;
+        if (mp_in(&pc, 3) && (!sh_ints(&pc, 3, &av, &na) || na != 1 || mp_axis(av[0], 1) != 0))
+            return (int)n;
+        if (mp_in(&pc, 4) && (!sh_ints(&pc, 4, &pv, &np) || np != 1 || pv[0] == 0)) return (int)n;
+        int64_t step = pv ? pv[0] : 1, first;
+        if (sh_slice_axis(len, sv[0], ev[0], step, &first) != n) return (int)n;
+        for (int k = 0; k < n; k++) {
+            val[k] = tv[first + k * step];
+            kind[k] = tk[first + k * step];
+        }
+        return (int)n;
+    }
+    return (int)n;
+}
+
+/* Dims named by a traced shape vector (input i): known numbers (must be
+ * >= 0), symbolic dims, or anonymous. *n = -1 when the length is unknown. */
+static mp_status sh_traced_dims(mp_ctx *c, int i, int64_t *od, int64_t *n) {
+    int64_t tv[MP_MAX_RANK];
+    uint8_t tk[MP_MAX_RANK];
+    mp_value *v = mp_in(c, i);
+    int budget = SH_TRACE_BUDGET;
+    int len = v && v->rank == 1 ? sh_trace(c, i, tv, tk, SH_TRACE_DEPTH, &budget) : -1;
+    *n = len;
+    for (int k = 0; k < len; k++) {
+        if (tk[k] == SH_T_NUM && tv[k] < 0)
+            return mp_fail(c, "shape entry %d is negative (%lld)", k, (long long)tv[k]);
+        od[k] = tk[k] == SH_T_UNKNOWN ? MP_DIM_ANON : tv[k];
+    }
+    return MP_OK;
+}
+
+/* ------------------------------------------------------------------ */
 /* Unsqueeze, Squeeze, Reshape, Flatten                                */
 /* ------------------------------------------------------------------ */
 
@@ -841,17 +984,21 @@ static mp_status squeeze_infer_v13(mp_ctx *c) {
  * the count check cancel symbolic dims present on both sides: [b, s, 768]
  * -> [0, 0, 12, -1] gives [b, s, 12, 64], and [b, 768] -> [-1, 768] gives
  * [b, 768]. Known counts that differ are an error. Unknown target contents
- * with a known target length k give rank k, dims anonymous. Contents pass
- * through. Cost 0. */
-static mp_status reshape_core(mp_ctx *c, mp_value *x, const int64_t *s, int64_t n,
-                              bool allowzero) {
+ * with a known target length k give rank k, each dim traced (a symbolic
+ * dim from Shape -> Gather -> Unsqueeze -> Concat) or anonymous. Contents
+ * pass through. Cost 0. */
+static mp_status reshape_core(mp_ctx *c, mp_value *x, const int64_t *s, const uint8_t *kind,
+                              int64_t n, bool allowzero) {
     if (n > MP_MAX_RANK) return mp_fail(c, "target rank %lld exceeds the limit", (long long)n);
     int64_t od[MP_MAX_RANK];
     int infer = -1;
     bool has_zero = false;
     for (int k = 0; k < n; k++) {
         int64_t v = s[k];
-        if (v == -1) {
+        if (kind && kind[k] != SH_T_NUM) {
+            /* traced: a symbolic dim, or unknown (which might be 0 or -1) */
+            od[k] = kind[k] == SH_T_DIM ? v : MP_DIM_ANON;
+        } else if (v == -1) {
             if (infer >= 0) return mp_fail(c, "shape has more than one -1");
             infer = k;
             od[k] = MP_DIM_ANON;
@@ -929,7 +1076,7 @@ static mp_status reshape_infer_v1(mp_ctx *c) {
     const int64_t *s;
     int n = mp_attr_ints(c->n, "shape", &s);
     if (n < 0) return mp_fail(c, "attribute 'shape' is required");
-    return reshape_core(c, x, s, n, false);
+    return reshape_core(c, x, s, NULL, n, false);
 }
 
 static mp_status reshape_infer_v5(mp_ctx *c) {
@@ -939,8 +1086,14 @@ static mp_status reshape_infer_v5(mp_ctx *c) {
     if (!mp_in(c, 1)) return mp_fail(c, "input shape is required");
     const int64_t *s;
     int64_t n;
-    if (sh_ints(c, 1, &s, &n)) return reshape_core(c, x, s, n, mp_attr_i(c->n, "allowzero", 0) != 0);
-    return sh_anon(c, 0, x->dtype, sh_len1(c, 1));
+    bool allowzero = mp_attr_i(c->n, "allowzero", 0) != 0;
+    if (sh_ints(c, 1, &s, &n)) return reshape_core(c, x, s, NULL, n, allowzero);
+    int64_t tv[MP_MAX_RANK];
+    uint8_t tk[MP_MAX_RANK];
+    int budget = SH_TRACE_BUDGET;
+    int len = sh_trace(c, 1, tv, tk, SH_TRACE_DEPTH, &budget);
+    if (len < 0 || mp_in(c, 1)->rank != 1) return sh_unknown(c, x);
+    return reshape_core(c, x, tv, tk, len, allowzero);
 }
 
 /* Flatten (1; negative axis since 11): axis in [-r, r]; output 2-D
@@ -1059,7 +1212,7 @@ static bool sh_read_scalar(mp_ctx *c, const mp_tensor *t, double *f, int64_t *i)
 /* ConstantOfShape (9): input 0 is a 1-D int64 shape; output has that shape
  * (every entry must be >= 0) and the dtype of the `value` tensor attribute
  * (one element; default fp32 0). Unknown shape contents with known length k
- * give rank k, dims anonymous. Contents (the value repeated) when small.
+ * give rank k, dims traced (symbolic) where possible, else anonymous. Contents (the value repeated) when small.
  * Cost 0. */
 static mp_status constant_of_shape_infer(mp_ctx *c) {
     mp_status st = MP_OK;
@@ -1075,8 +1228,13 @@ static mp_status constant_of_shape_infer(mp_ctx *c) {
     }
     const int64_t *sv;
     int64_t n;
-    if (!sh_ints(c, 0, &sv, &n)) return sh_anon(c, 0, dt, sh_len1(c, 0));
-    if (s->rank != 1) return mp_fail(c, "shape input must be 1-D, not rank %d", s->rank);
+    if (s->rank >= 0 && s->rank != 1) return mp_fail(c, "shape input must be 1-D, not rank %d", s->rank);
+    if (!sh_ints(c, 0, &sv, &n)) {
+        int64_t od[MP_MAX_RANK];
+        st = sh_traced_dims(c, 0, od, &n);
+        if (st) return st;
+        return mp_set_out(c, 0, dt, (int)n, n >= 0 ? od : NULL);
+    }
     if (n > MP_MAX_RANK) return mp_fail(c, "output rank %lld exceeds the limit", (long long)n);
     for (int64_t k = 0; k < n; k++)
         if (sv[k] < 0) return mp_fail(c, "shape entry %lld is negative (%lld)", (long long)k,
@@ -1180,7 +1338,8 @@ static mp_status eye_like_infer(mp_ctx *c) {
 /* Expand (8): output = numpy broadcast of the input's shape and the shape
  * given by input 1's contents (either side may be 1). Unknown contents with
  * known length k: rank max(r, k), an input dim > 1 survives, others are
- * anonymous. Contents broadcast when known. Cost 0. */
+ * anonymous (traced target entries may name symbolic dims). Contents
+ * broadcast when known. Cost 0. */
 static mp_status expand_infer(mp_ctx *c) {
     mp_status st = MP_OK;
     mp_value *x = sh_in(c, 0, &st);
@@ -1190,14 +1349,18 @@ static mp_status expand_infer(mp_ctx *c) {
     int64_t n;
     int64_t od[MP_MAX_RANK];
     if (!sh_ints(c, 1, &sv, &n)) {
-        int64_t k = sh_len1(c, 1);
-        if (x->rank < 0 || k < 0) return sh_unknown(c, x);
-        if (k > MP_MAX_RANK) return mp_fail(c, "target rank %lld exceeds the limit", (long long)k);
-        int r = (int)MP_MAX(k, x->rank);
-        for (int a = 0; a < r; a++) {
-            int ia = a - (r - x->rank);
-            od[a] = (ia >= 0 && x->dims[ia] > 1) ? x->dims[ia] : MP_DIM_ANON;
-        }
+        /* traced target: an input dim > 1 survives an unknown entry */
+        int64_t td[MP_MAX_RANK];
+        st = sh_traced_dims(c, 1, td, &n);
+        if (st) return st;
+        if (x->rank < 0 || n < 0) return sh_unknown(c, x);
+        mp_value tgt = {0};
+        tgt.name = mp_in(c, 1)->name;
+        tgt.rank = (int)n;
+        tgt.dims = td;
+        int r;
+        st = mp_broadcast(c, x, &tgt, &r, od);
+        if (st) return st;
         return mp_set_out(c, 0, x->dtype, r, od);
     }
     if (n > MP_MAX_RANK) return mp_fail(c, "target rank %lld exceeds the limit", (long long)n);
@@ -1385,7 +1548,7 @@ static int64_t sh_narrow(int dt, int64_t v) {
     }
 }
 
-/* Cast (1; `to` attr) / CastLike (15; dtype of input 1): same shape, new
+/* Cast (1: `to` a type name; 6: `to` a dtype number) / CastLike (15; dtype of input 1): same shape, new
  * dtype. Contents converted: int -> float exactly (in double), float ->
  * int truncated toward zero then wrapped to the target width (a NaN or
  * out-of-range float leaves contents unknown), anything -> bool is != 0.
@@ -1419,12 +1582,27 @@ static mp_status cast_core(mp_ctx *c, mp_value *x, int to) {
     return sh_buf_emit(c, 0, &b, s.n);
 }
 
+/* Cast (1-5) names the target type as a string ("FLOAT", "INT64", ...):
+ * the TensorProto names, which the dtype table's identifiers spell. */
+static int sh_dtype_by_name(const char *s) {
+    static const char *const names[] = {
+#define SH__DTNAME(id, name, bits) #id,
+        MP_DTYPE_LIST(SH__DTNAME)
+#undef SH__DTNAME
+    };
+    for (int i = 1; i < (int)MP_ARRAY_LEN(names); i++)
+        if (strcasecmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
 static mp_status cast_infer(mp_ctx *c) {
     mp_status st = MP_OK;
     mp_value *x = sh_in(c, 0, &st);
     if (!x) return st;
-    if (!mp_node_attr(c->n, "to")) return mp_fail(c, "attribute 'to' is required");
-    int64_t to = mp_attr_i(c->n, "to", -1);
+    const mp_attr *ta = mp_node_attr(c->n, "to");
+    if (!ta) return mp_fail(c, "attribute 'to' is required");
+    int64_t to = ta->type == MP_ATTR_STRING ? sh_dtype_by_name(ta->s ? ta->s : "")
+                                            : mp_attr_i(c->n, "to", -1);
     if (to <= 0 || to >= MP_DT_COUNT) return mp_fail(c, "unknown target dtype %lld", (long long)to);
     return cast_core(c, x, (int)to);
 }
