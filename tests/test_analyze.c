@@ -41,6 +41,9 @@ static void t_shared_weight_once(void) {
     T_EQ_U64(p->mods[enc].macs, 256);
     T_EQ_U64(p->mods[0].macs, 384);
     T_EQ_U64(p->total.flops, 768);
+    /* the MatMul op type uses W once and V once: 128 */
+    T_EQ(p->n_ops, 1);
+    T_EQ_U64(p->ops[0].fig.params, 128);
     mp_profile_free(p);
     mp_model_free(m);
 }

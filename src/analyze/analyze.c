@@ -95,13 +95,19 @@ static const mp_tensor *mp__param_tensor(const mp_graph *g, const mp_value *v) {
 
 /* Params: totals by dtype, per node, per module (each module counts a
  * shared weight once; the model total counts it once). */
-static mp_status mp__params(mp_profile *p, const mp__uses *u) {
+static mp_status mp__params(mp_profile *p, const mp__uses *u, const int *node_op) {
     mp_model *m = p->m;
     mp_graph *g = m->graph;
     bool ovf = false;
     int *stamp = malloc(sizeof(int) * (size_t)(m->n_modules ? m->n_modules : 1));
-    if (!stamp) return mp_error(MP_ERR_NOMEM, "out of memory");
+    int *op_stamp = malloc(sizeof(int) * (size_t)(p->n_ops ? p->n_ops : 1));
+    if (!stamp || !op_stamp) {
+        free(stamp);
+        free(op_stamp);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < m->n_modules; i++) stamp[i] = -1;
+    for (int i = 0; i < p->n_ops; i++) op_stamp[i] = -1;
     for (int v = 0; v < g->n_values; v++) {
         const mp_value *val = &g->values[v];
         if (!(val->flags & MP_VAL_PARAM)) continue;
@@ -125,6 +131,12 @@ static mp_status mp__params(mp_profile *p, const mp__uses *u) {
                 nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, &ovf);
                 last_node = k;
             }
+            int op = node_op[k];
+            if (op_stamp[op] != v) { /* each op type counts a weight once */
+                op_stamp[op] = v;
+                p->ops[op].fig.params = mp_uadd(p->ops[op].fig.params, n, &ovf);
+                p->ops[op].fig.param_bytes = mp_uadd(p->ops[op].fig.param_bytes, bytes, &ovf);
+            }
             for (int md = nd->module; md >= 0; md = m->modules[md].parent) {
                 if (stamp[md] == v) break; /* ancestors already have it */
                 stamp[md] = v;
@@ -134,6 +146,7 @@ static mp_status mp__params(mp_profile *p, const mp__uses *u) {
         }
     }
     free(stamp);
+    free(op_stamp);
     /* the root holds every parameter, used or not */
     if (m->n_modules > 0) {
         p->mods[0].params = p->total.params;
@@ -243,12 +256,14 @@ static int mp__opstat_cmp(const void *a, const void *b) {
     return d ? d : strcmp(x->op, y->op);
 }
 
-static mp_status mp__aggregate(mp_profile *p) {
+/* Node figures into their module and op type (node_op[k] = op index). */
+static mp_status mp__aggregate(mp_profile *p, int *node_op) {
     mp_model *m = p->m;
     mp_graph *g = m->graph;
     bool ovf = false;
     mp_strmap byop = {0};
     int cap = 0;
+    mp_status st = MP_OK;
     for (int k = 0; k < g->n_nodes; k++) {
         const mp_node *n = &g->nodes[k];
         mp__fig_add_cost(&p->total, &n->cost, &ovf);
@@ -258,28 +273,25 @@ static mp_status mp__aggregate(mp_profile *p) {
         int idx = mp_strmap_get(&byop, key);
         if (idx < 0) {
             mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &cap, p->n_ops + 1);
-            if (!no) {
-                mp_strmap_free(&byop);
-                return mp_error(MP_ERR_NOMEM, "out of memory");
+            char *kc = mp_arena_strdup(&m->arena, key);
+            if (no) p->ops = no;
+            if (!no || !kc || mp_strmap_put(&byop, kc, p->n_ops) != MP_OK) {
+                st = mp_error(MP_ERR_NOMEM, "out of memory");
+                break;
             }
-            p->ops = no;
             idx = p->n_ops++;
             p->ops[idx].domain = n->domain;
             p->ops[idx].op = n->op;
             p->ops[idx].fig.latency_s = -1;
-            char *kc = mp_arena_strdup(&m->arena, key);
-            if (!kc || mp_strmap_put(&byop, kc, idx) != MP_OK) {
-                mp_strmap_free(&byop);
-                return mp_error(MP_ERR_NOMEM, "out of memory");
-            }
         }
+        node_op[k] = idx;
         mp__fig_add_cost(&p->ops[idx].fig, &n->cost, &ovf);
     }
     mp_strmap_free(&byop);
+    if (st) return st;
     /* children before parents: a child's index is always above its parent's */
     for (int i = m->n_modules - 1; i > 0; i--)
         mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &ovf);
-    if (p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
     if (ovf) p->overflow = true;
     return MP_OK;
 }
@@ -314,15 +326,18 @@ mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     }
     for (int i = 0; i < m->n_modules; i++) p->mods[i].latency_s = -1;
     mp__uses u = {0};
-    st = mp__uses_build(m->graph, &u);
+    int *node_op = malloc(sizeof(int) * (size_t)(m->graph->n_nodes + 1));
+    st = node_op ? mp__uses_build(m->graph, &u) : mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!st) st = mp__aggregate(p, node_op);
     if (!st) {
         mp__mark_params(m->graph, &u);
-        st = mp__params(p, &u);
+        st = mp__params(p, &u, node_op);
     }
     if (!st) st = mp__liveness(p, &u);
-    if (!st) st = mp__aggregate(p);
     if (!st) st = mp__unresolved(p);
+    if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
     mp__uses_free(&u);
+    free(node_op);
     if (st) {
         mp_profile_free(p);
         return st;
