@@ -327,6 +327,46 @@ static void t_if_outer_scope(void) {
     mp_model_free(m);
 }
 
+static void metadata(pbw *extra, const char *key, const char *value) {
+    pbw kv = {0};
+    pbw_str(&kv, 1, key);
+    pbw_str(&kv, 2, value);
+    pbw_msg(extra, 9, &kv);
+}
+
+static void t_dynamo_metadata(void) {
+    /* the dynamo exporter's node metadata gives paths and classes */
+    const char *syms[] = {NULL, NULL};
+    pbw g = {0}, md1 = {0}, md2 = {0};
+    metadata(&md1, "pkg.torch.onnx.name_scopes",
+             "['', 'encoder', 'encoder.layers.0', 'encoder.layers.0.fc1', 'linear']");
+    metadata(&md1, "pkg.torch.onnx.class_hierarchy",
+             "['__main__.Net', 'models.Encoder', 'models.Block', 'torch.nn.modules.linear.Linear', "
+             "'aten.linear.default']");
+    onx_node(&g, 1, "MatMul", "node_linear", "x,W", "h", &md1);
+    metadata(&md2, "pkg.torch.onnx.name_scopes", "['', 'relu']");
+    metadata(&md2, "pkg.torch.onnx.class_hierarchy", "[\"__main__.Net\", \"aten.relu.default\"]");
+    onx_node(&g, 1, "Relu", "node_relu", "h", "y", &md2);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_value_info(&g, 12, "y", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_tensor_external(&g, 5, "W", 1, 2, (const int64_t[]){4, 4}, "absent.bin", NULL, NULL);
+    mp_model *m = NULL;
+    T_OK(load_graph(&g, "dynamo.onnx", &m));
+    if (!m) return;
+    T_EQ(m->module_source, MP_MODSRC_METADATA);
+    const mp_module *fc1 = &m->modules[m->graph->nodes[0].module];
+    T_EQ_STR(fc1->path, "encoder.layers.0.fc1");
+    T_EQ_STR(fc1->cls, "Linear");
+    T_EQ_STR(fc1->name, "fc1");
+    int blk = mp_strmap_get(&m->module_paths, "encoder.layers.0");
+    T_CHECK(blk > 0);
+    if (blk > 0) T_EQ_STR(m->modules[blk].cls, "Block");
+    T_EQ_STR(m->modules[0].cls, "Net");
+    /* the relu node's innermost module is the root */
+    T_EQ(m->graph->nodes[1].module, 0);
+    mp_model_free(m);
+}
+
 static void t_missing_file(void) {
     mp_model *m = NULL;
     T_CHECK(mp_model_load("/nonexistent/model.onnx", &m) == MP_ERR_IO);
@@ -348,6 +388,7 @@ MP_TESTS(load){
     {"reshape_from_initializer", t_reshape_from_initializer},
     {"function_inlined", t_function_inlined},
     {"if_outer_scope", t_if_outer_scope},
+    {"dynamo_metadata", t_dynamo_metadata},
     {"missing_file", t_missing_file},
 };
 MP_TESTS_END(load)

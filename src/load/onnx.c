@@ -694,24 +694,97 @@ static const mp_attr *mp__ref_attr(mp__loader *L, const mp__call *call, const ch
 static mp_status mp__inline(mp__loader *L, mp_graph *g, const mp__fn *fn, const mp_node *caller,
                             const mp__call *up);
 
+/* A StringStringEntryProto. */
+static bool mp__kv(pb *msg, pb *key, pb *val) {
+    uint32_t f = 0;
+    int w = 0;
+    pb r = *msg;
+    while (pb_more(&r)) {
+        if (!pb_key(&r, &f, &w)) return false;
+        if (f == KV_KEY && w == PB_LEN) {
+            if (!pb_len(&r, key)) return false;
+        } else if (f == KV_VALUE && w == PB_LEN) {
+            if (!pb_len(&r, val)) return false;
+        } else if (!pb_skip(&r, w)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Next string of a Python list literal "['', 'a', \"b\"]": its bytes
+ * (escapes kept out) into buf. Returns false at the end or on bad text. */
+static bool mp__pylist_next(pb *r, char *buf, size_t cap, size_t *len) {
+    while (r->p < r->end && (*r->p == '[' || *r->p == ',' || *r->p == ' ')) r->p++;
+    if (r->p >= r->end || (*r->p != '\'' && *r->p != '"')) return false;
+    uint8_t q = *r->p++;
+    size_t n = 0;
+    while (r->p < r->end && *r->p != q) {
+        uint8_t c = *r->p++;
+        if (c == '\\' && r->p < r->end) c = *r->p++;
+        if (n + 1 < cap) buf[n++] = (char)c;
+    }
+    if (r->p >= r->end) return false;
+    r->p++;
+    buf[n] = 0;
+    *len = n;
+    return true;
+}
+
+/* Module of a node from the dynamo exporter's metadata: name_scopes lists
+ * the cumulative module paths from the root ('') to the node's own name
+ * (last); class_hierarchy lists their classes (last: the aten target).
+ * Returns the innermost module; classes are recorded on the way. */
+static int mp__module_from_metadata(mp_model *m, pb scopes, pb classes) {
+    char path[1024], cls[512];
+    size_t pl = 0, cl = 0;
+    int n = 0;
+    pb r = scopes;
+    while (mp__pylist_next(&r, path, sizeof path, &pl)) n++;
+    int module = 0;
+    r = scopes;
+    pb c = classes;
+    for (int i = 0; i < n - 1; i++) {
+        mp__pylist_next(&r, path, sizeof path, &pl);
+        bool has_cls = c.p && mp__pylist_next(&c, cls, sizeof cls, &cl);
+        int md = mp_model_module(m, path, pl);
+        if (md < 0) return -1;
+        module = md;
+        if (has_cls && cl && !m->modules[md].cls) {
+            const char *dot = strrchr(cls, '.');
+            const char *shortname = dot ? dot + 1 : cls;
+            m->modules[md].cls = mp_arena_strdup(&m->arena, shortname);
+            if (!m->modules[md].cls) return -1;
+        }
+    }
+    return module;
+}
+
 /* Decode a NodeProto and add it to g (or inline the function it calls). */
 static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__call *call) {
     mp_model *m = L->m;
     uint32_t f = 0;
     int w = 0;
     int n_in = 0, n_out = 0, n_attr = 0;
-    pb name = {0}, op = {0}, domain = {0}, scan = msg;
+    pb name = {0}, op = {0}, domain = {0}, scan = msg, scopes = {0}, classes = {0};
     while (pb_more(&scan)) {
         if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad key in a node", &scan);
         pb s = {0};
         if (w == PB_LEN && (f == NODE_INPUT || f == NODE_OUTPUT || f == NODE_NAME ||
-                            f == NODE_OP || f == NODE_DOMAIN || f == NODE_ATTR)) {
+                            f == NODE_OP || f == NODE_DOMAIN || f == NODE_ATTR ||
+                            f == NODE_METADATA)) {
             if (!pb_len(&scan, &s)) return mp__bad(L, "bad node field", &scan);
             if (f == NODE_INPUT) n_in++;
             else if (f == NODE_OUTPUT) n_out++;
             else if (f == NODE_NAME) name = s;
             else if (f == NODE_OP) op = s;
             else if (f == NODE_DOMAIN) domain = s;
+            else if (f == NODE_METADATA) {
+                pb key = {0}, val = {0};
+                if (!mp__kv(&s, &key, &val)) return mp__bad(L, "bad node metadata", &s);
+                if (mp__pbeq(key, "pkg.torch.onnx.name_scopes")) scopes = val;
+                else if (mp__pbeq(key, "pkg.torch.onnx.class_hierarchy")) classes = val;
+            }
             else n_attr++;
         } else if (!pb_skip(&scan, w)) {
             return mp__bad(L, "bad node field", &scan);
@@ -739,6 +812,12 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
     n->attr = mp_arena_calloc(&m->arena, (size_t)(n_attr ? n_attr : 1), sizeof(mp_attr));
     if (!n->in || !n->out || !n->attr) return NOMEM();
     n->module = call ? call->module : -1;
+    if (!call && scopes.p) {
+        int md = mp__module_from_metadata(m, scopes, classes);
+        if (md < 0) return NOMEM();
+        n->module = md;
+        m->module_source = MP_MODSRC_METADATA;
+    }
     scan = msg;
     int ki = 0, ko = 0, ka = 0;
     while (pb_more(&scan)) {
