@@ -1,4 +1,5 @@
 #include "tbuild.h"
+#include "test.h"
 #include "load/load.h"
 
 #include <stdio.h>
@@ -209,4 +210,53 @@ const char *tb_shape(mp_model *m, const char *name) {
     }
     if (v->rank == 0) snprintf(buf, sizeof buf, "scalar");
     return mp_arena_strdup(A(m), buf);
+}
+
+mp_profile *tb_prof(mp_model *m) {
+    mp_profile *p = NULL;
+    T_OK(tb_profile(m, &p));
+    return p;
+}
+
+void tb_done(mp_model *m, mp_profile *p) {
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+void tb_expect_shape_error(mp_model *m, const char *name) {
+    mp_profile *p = NULL;
+    T_EQ(tb_profile(m, &p), MP_ERR_SHAPE);
+    T_CHECK(p == NULL);
+    T_CHECK(strstr(mp_last_error(), name) != NULL);
+    mp_model_free(m);
+}
+
+/* Value `name` has exactly the n known contents `want`. */
+static mp_value *tb_known(mp_model *m, const char *name, int64_t n, bool ints) {
+    mp_value *v = tb_val(m, name);
+    T_CHECK(v != NULL);
+    if (!v) return NULL;
+    T_EQ(v->kn, n);
+    bool have = ints ? v->iv != NULL : v->fv != NULL;
+    if (v->kn != n || !have) {
+        T_CHECK(have);
+        return NULL;
+    }
+    return v;
+}
+
+void tb_check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want) {
+    mp_value *v = tb_known(m, name, n, true);
+    for (int64_t i = 0; v && i < n; i++)
+        if (v->iv[i] != want[i])
+            mp_t_fail(__FILE__, __LINE__, "%s[%lld] == %lld, expected %lld", name, (long long)i,
+                      (long long)v->iv[i], (long long)want[i]);
+}
+
+void tb_check_floats(mp_model *m, const char *name, int64_t n, const double *want) {
+    mp_value *v = tb_known(m, name, n, false);
+    for (int64_t i = 0; v && i < n; i++)
+        if (v->fv[i] != want[i])
+            mp_t_fail(__FILE__, __LINE__, "%s[%lld] == %g, expected %g", name, (long long)i,
+                      v->fv[i], want[i]);
 }

@@ -37,6 +37,14 @@ mp_node *tb_nodep(mp_model *m, int node);
 /* Convenience: dims of value as a string "2x3x?", for T_EQ_STR. */
 const char *tb_shape(mp_model *m, const char *name);
 
+/* Test conveniences: profile (a failure is reported), free both, expect a
+ * shape error whose message names `name`, check known contents. */
+mp_profile *tb_prof(mp_model *m);
+void tb_done(mp_model *m, mp_profile *p);
+void tb_expect_shape_error(mp_model *m, const char *name);
+void tb_check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want);
+void tb_check_floats(mp_model *m, const char *name, int64_t n, const double *want);
+
 #define TB_DIMS(...) ((const int64_t[]){__VA_ARGS__})
 
 #endif

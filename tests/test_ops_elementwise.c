@@ -8,56 +8,6 @@
 #define I64 MP_DT_INT64
 #define B MP_DT_BOOL
 
-static mp_profile *prof(mp_model *m) {
-    mp_profile *p = NULL;
-    T_OK(tb_profile(m, &p));
-    return p;
-}
-
-static void done(mp_model *m, mp_profile *p) {
-    mp_profile_free(p);
-    mp_model_free(m);
-}
-
-static void expect_shape_error(mp_model *m, const char *name) {
-    mp_profile *p = NULL;
-    T_EQ(tb_profile(m, &p), MP_ERR_SHAPE);
-    T_CHECK(p == NULL);
-    T_CHECK(strstr(mp_last_error(), name) != NULL);
-    mp_model_free(m);
-}
-
-/* Value `name` has exactly the n known integer contents `want`. */
-static void check_ints(mp_model *m, const char *name, int n, const int64_t *want) {
-    mp_value *v = tb_val(m, name);
-    T_CHECK(v != NULL);
-    if (!v) return;
-    T_EQ(v->kn, n);
-    if (v->kn != n || !v->iv) {
-        T_CHECK(v->iv != NULL);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        if (v->iv[i] != want[i])
-            mp_t_fail(__FILE__, __LINE__, "%s[%d] == %lld, expected %lld", name, i,
-                      (long long)v->iv[i], (long long)want[i]);
-}
-
-static void check_floats(mp_model *m, const char *name, int n, const double *want) {
-    mp_value *v = tb_val(m, name);
-    T_CHECK(v != NULL);
-    if (!v) return;
-    T_EQ(v->kn, n);
-    if (v->kn != n || !v->fv) {
-        T_CHECK(v->fv != NULL);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        if (v->fv[i] != want[i])
-            mp_t_fail(__FILE__, __LINE__, "%s[%d] == %g, expected %g", name, i, v->fv[i],
-                      want[i]);
-}
-
 /* ---- costs ---- */
 
 static void t_relu_cost(void) {
@@ -66,12 +16,12 @@ static void t_relu_cost(void) {
     tb_input(m, "x", F, 4, TB_DIMS(1, 64, 56, 56));
     int k = tb_node(m, "Relu", "x", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x64x56x56");
     T_EQ(tb_val(m, "y")->dtype, MP_DT_FLOAT);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 200704);
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_unary_all(void) {
@@ -88,13 +38,13 @@ static void t_unary_all(void) {
         tb_input(m, "x", F, 2, TB_DIMS(2, 3));
         int k = tb_node(m, ops[i], "x", "y");
         tb_output(m, "y");
-        mp_profile *p = prof(m);
+        mp_profile *p = tb_prof(m);
         if (!tb_nodep(m, k)->desc) mp_t_fail(__FILE__, __LINE__, "%s not resolved", ops[i]);
         T_EQ_STR(tb_shape(m, "y"), "2x3");
         T_EQ_U64(tb_nodep(m, k)->cost.flops, 6);
         bool is_bool = !strcmp(ops[i], "IsNaN") || !strcmp(ops[i], "IsInf");
         T_EQ(tb_val(m, "y")->dtype, is_bool ? MP_DT_BOOL : MP_DT_FLOAT);
-        done(m, p);
+        tb_done(m, p);
     }
     /* logic and bit ops on their own types */
     static const char *const iops[] = {"Not", "BitwiseNot"};
@@ -104,11 +54,11 @@ static void t_unary_all(void) {
         tb_input(m, "x", idt[i], 2, TB_DIMS(2, 3));
         int k = tb_node(m, iops[i], "x", "y");
         tb_output(m, "y");
-        mp_profile *p = prof(m);
+        mp_profile *p = tb_prof(m);
         T_EQ_STR(tb_shape(m, "y"), "2x3");
         T_EQ(tb_val(m, "y")->dtype, idt[i]);
         T_EQ_U64(tb_nodep(m, k)->cost.flops, 6);
-        done(m, p);
+        tb_done(m, p);
     }
 }
 
@@ -132,10 +82,10 @@ static void t_binary_broadcast(void) {
     tb_input(m, "b", F, 2, TB_DIMS(3, 1));
     int k = tb_node(m, "Add", "a,b", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x3x4");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 24);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_binary_all(void) {
@@ -153,12 +103,12 @@ static void t_binary_all(void) {
         int k = tb_node(m, ops[i].op, "a,b", "y");
         if (!strcmp(ops[i].op, "BitShift")) tb_attr_s(m, k, "direction", "RIGHT");
         tb_output(m, "y");
-        mp_profile *p = prof(m);
+        mp_profile *p = tb_prof(m);
         T_EQ_STR(tb_shape(m, "y"), "4x3");
         if (tb_val(m, "y")->dtype != ops[i].out)
             mp_t_fail(__FILE__, __LINE__, "%s gives dtype %d", ops[i].op, tb_val(m, "y")->dtype);
         T_EQ_U64(tb_nodep(m, k)->cost.flops, 12);
-        done(m, p);
+        tb_done(m, p);
     }
 }
 
@@ -179,12 +129,12 @@ static void t_broadcast_symbolic(void) {
     tb_output(m, "y");
     tb_output(m, "z");
     tb_output(m, "w");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "Nx3x4");
     T_EQ_STR(tb_shape(m, "z"), "Nx3");
     T_EQ_STR(tb_shape(m, "w"), "5");
     T_CHECK(tb_nodep(m, k)->cost.flags & MP_COST_UNKNOWN);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_broadcast_error(void) {
@@ -195,7 +145,7 @@ static void t_broadcast_error(void) {
     int k = tb_node(m, "Add", "a,b", "y");
     tb_name(m, k, "add_bad");
     tb_output(m, "y");
-    expect_shape_error(m, "add_bad");
+    tb_expect_shape_error(m, "add_bad");
 
     /* a binary op with one input */
     m = tb_new(17);
@@ -203,7 +153,7 @@ static void t_broadcast_error(void) {
     k = tb_node(m, "Mul", "a", "y");
     tb_name(m, k, "mul_one");
     tb_output(m, "y");
-    expect_shape_error(m, "mul_one");
+    tb_expect_shape_error(m, "mul_one");
 }
 
 static void t_legacy_broadcast(void) {
@@ -216,10 +166,10 @@ static void t_legacy_broadcast(void) {
     tb_attr_i(m, k, "broadcast", 1);
     tb_attr_i(m, k, "axis", 1);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x3x4x5");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 120);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_variadic(void) {
@@ -239,7 +189,7 @@ static void t_variadic(void) {
     tb_output(m, "n");
     tb_output(m, "e");
     tb_output(m, "o");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "s"), "4x5");
     T_EQ_STR(tb_shape(m, "x"), "4x5");
     T_EQ_U64(tb_nodep(m, s)->cost.flops, 40);
@@ -247,7 +197,7 @@ static void t_variadic(void) {
     T_EQ_U64(tb_nodep(m, n)->cost.flops, 20);
     T_EQ_U64(tb_nodep(m, e)->cost.flops, 60);
     T_EQ_U64(tb_nodep(m, o)->cost.flops, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_where(void) {
@@ -258,11 +208,11 @@ static void t_where(void) {
     tb_input(m, "y", MP_DT_FLOAT16, 0, NULL);
     int k = tb_node(m, "Where", "c,x,y", "z");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "z"), "3x4");
     T_EQ(tb_val(m, "z")->dtype, MP_DT_FLOAT16);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 12);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_prelu(void) {
@@ -272,13 +222,13 @@ static void t_prelu(void) {
     tb_weight(m, "s", F, 3, TB_DIMS(8, 1, 1));
     int k = tb_node(m, "PRelu", "x,s", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x8x4x4");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 128);
     mp_totals t;
     mp_profile_totals(p, &t);
     T_EQ_U64(t.params, 8);
-    done(m, p);
+    tb_done(m, p);
 
     /* 4 slopes for 8 channels */
     m = tb_new(17);
@@ -287,7 +237,7 @@ static void t_prelu(void) {
     k = tb_node(m, "PRelu", "x,s", "y");
     tb_name(m, k, "prelu_bad");
     tb_output(m, "y");
-    expect_shape_error(m, "prelu_bad");
+    tb_expect_shape_error(m, "prelu_bad");
 }
 
 /* ---- known contents (shape arithmetic) ---- */
@@ -308,13 +258,13 @@ static void t_fold_mul_div(void) {
     tb_node(m, "Add", "s,one", "a");
     tb_output(m, "d");
     tb_output(m, "a");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "m"), "2");
-    check_ints(m, "m", 2, TB_DIMS(12, 16));
-    check_ints(m, "d", 2, TB_DIMS(2, -5));
-    check_ints(m, "s", 2, TB_DIMS(8, 12));
-    check_ints(m, "a", 2, TB_DIMS(9, 13));
-    done(m, p);
+    tb_check_ints(m, "m", 2, TB_DIMS(12, 16));
+    tb_check_ints(m, "d", 2, TB_DIMS(2, -5));
+    tb_check_ints(m, "s", 2, TB_DIMS(8, 12));
+    tb_check_ints(m, "a", 2, TB_DIMS(9, 13));
+    tb_done(m, p);
 }
 
 static void t_fold_broadcast(void) {
@@ -324,10 +274,10 @@ static void t_fold_broadcast(void) {
     tb_const_i(m, "b", I64, 1, TB_DIMS(3), TB_DIMS(1, 2, 3));
     tb_node(m, "Add", "a,b", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x3");
-    check_ints(m, "y", 6, TB_DIMS(11, 12, 13, 21, 22, 23));
-    done(m, p);
+    tb_check_ints(m, "y", 6, TB_DIMS(11, 12, 13, 21, 22, 23));
+    tb_done(m, p);
 }
 
 static void t_fold_where_compare(void) {
@@ -349,16 +299,16 @@ static void t_fold_where_compare(void) {
     tb_output(m, "w");
     tb_output(m, "gt");
     tb_output(m, "wf");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ(tb_val(m, "eq")->dtype, MP_DT_BOOL);
-    check_ints(m, "eq", 3, TB_DIMS(0, 1, 0));
-    check_ints(m, "ne", 3, TB_DIMS(1, 0, 1));
-    check_ints(m, "w", 3, TB_DIMS(1, -1, 3));
-    check_ints(m, "lt", 3, TB_DIMS(1, 0, 0));
-    check_ints(m, "gt", 3, TB_DIMS(0, 0, 1));
+    tb_check_ints(m, "eq", 3, TB_DIMS(0, 1, 0));
+    tb_check_ints(m, "ne", 3, TB_DIMS(1, 0, 1));
+    tb_check_ints(m, "w", 3, TB_DIMS(1, -1, 3));
+    tb_check_ints(m, "lt", 3, TB_DIMS(1, 0, 0));
+    tb_check_ints(m, "gt", 3, TB_DIMS(0, 0, 1));
     T_EQ(tb_val(m, "wf")->dtype, MP_DT_FLOAT);
-    check_floats(m, "wf", 3, (const double[]){0.5, -2, -2});
-    done(m, p);
+    tb_check_floats(m, "wf", 3, (const double[]){0.5, -2, -2});
+    tb_done(m, p);
 }
 
 static void t_fold_unary_minmax(void) {
@@ -382,14 +332,14 @@ static void t_fold_unary_minmax(void) {
     tb_output(m, "mx");
     tb_output(m, "mn");
     tb_output(m, "mx3");
-    mp_profile *p = prof(m);
-    check_ints(m, "neg", 2, TB_DIMS(-3, 4));
-    check_ints(m, "abs", 2, TB_DIMS(3, 4));
-    check_floats(m, "sq", 2, (const double[]){2, 3});
-    check_ints(m, "mx", 2, TB_DIMS(3, 5));
-    check_ints(m, "mn", 2, TB_DIMS(1, 2));
-    check_ints(m, "mx3", 2, TB_DIMS(4, 5));
-    done(m, p);
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "neg", 2, TB_DIMS(-3, 4));
+    tb_check_ints(m, "abs", 2, TB_DIMS(3, 4));
+    tb_check_floats(m, "sq", 2, (const double[]){2, 3});
+    tb_check_ints(m, "mx", 2, TB_DIMS(3, 5));
+    tb_check_ints(m, "mn", 2, TB_DIMS(1, 2));
+    tb_check_ints(m, "mx3", 2, TB_DIMS(4, 5));
+    tb_done(m, p);
 }
 
 static void t_fold_undefined(void) {
@@ -403,11 +353,11 @@ static void t_fold_undefined(void) {
     tb_node(m, "Mul", "a,u", "m");
     tb_output(m, "d");
     tb_output(m, "m");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "d"), "2");
     T_EQ(tb_val(m, "d")->kn, -1);
     T_EQ(tb_val(m, "m")->kn, -1);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_fold_mod_wrap_shift(void) {
@@ -432,12 +382,12 @@ static void t_fold_mod_wrap_shift(void) {
     tb_output(m, "m1");
     tb_output(m, "w");
     tb_output(m, "sh");
-    mp_profile *p = prof(m);
-    check_ints(m, "m0", 2, TB_DIMS(2, -2));
-    check_ints(m, "m1", 2, TB_DIMS(-1, 1));
-    check_ints(m, "w", 1, TB_DIMS(-2147483648LL));
-    check_ints(m, "sh", 2, TB_DIMS(2, 0));
-    done(m, p);
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "m0", 2, TB_DIMS(2, -2));
+    tb_check_ints(m, "m1", 2, TB_DIMS(-1, 1));
+    tb_check_ints(m, "w", 1, TB_DIMS(-2147483648LL));
+    tb_check_ints(m, "sh", 2, TB_DIMS(2, 0));
+    tb_done(m, p);
 }
 
 static void t_clip(void) {
@@ -451,11 +401,11 @@ static void t_clip(void) {
     tb_node(m, "Clip", "x,,hi", "z");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
-    check_ints(m, "y", 3, TB_DIMS(0, 3, 6));
-    check_ints(m, "z", 3, TB_DIMS(-5, 3, 6));
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "y", 3, TB_DIMS(0, 3, 6));
+    tb_check_ints(m, "z", 3, TB_DIMS(-5, 3, 6));
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 3);
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(6);
     tb_const_f(m, "x", F, 1, TB_DIMS(3), (const double[]){-1, 0.5, 2});
@@ -463,9 +413,9 @@ static void t_clip(void) {
     tb_attr_f(m, k, "min", 0);
     tb_attr_f(m, k, "max", 1);
     tb_output(m, "y");
-    p = prof(m);
-    check_floats(m, "y", 3, (const double[]){0, 0.5, 1});
-    done(m, p);
+    p = tb_prof(m);
+    tb_check_floats(m, "y", 3, (const double[]){0, 0.5, 1});
+    tb_done(m, p);
 }
 
 static void t_bitshift_bad_direction(void) {
@@ -476,7 +426,7 @@ static void t_bitshift_bad_direction(void) {
     tb_attr_s(m, k, "direction", "UP");
     tb_name(m, k, "shift_bad");
     tb_output(m, "y");
-    expect_shape_error(m, "shift_bad");
+    tb_expect_shape_error(m, "shift_bad");
 }
 
 MP_TESTS(ops_elementwise) {

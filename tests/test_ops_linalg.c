@@ -9,25 +9,6 @@
 #define U8 MP_DT_UINT8
 #define I8 MP_DT_INT8
 
-static mp_profile *prof(mp_model *m) {
-    mp_profile *p = NULL;
-    T_OK(tb_profile(m, &p));
-    return p;
-}
-
-static void done(mp_model *m, mp_profile *p) {
-    mp_profile_free(p);
-    mp_model_free(m);
-}
-
-static void expect_shape_error(mp_model *m, const char *name) {
-    mp_profile *p = NULL;
-    T_EQ(tb_profile(m, &p), MP_ERR_SHAPE);
-    T_CHECK(p == NULL);
-    T_CHECK(strstr(mp_last_error(), name) != NULL);
-    mp_model_free(m);
-}
-
 static uint64_t total_params(mp_profile *p) {
     mp_totals t;
     mp_profile_totals(p, &t);
@@ -44,11 +25,11 @@ static void t_matmul_batched(void) {
     tb_input(m, "k", F, 4, TB_DIMS(2, 12, 64, 128));
     int k = tb_node(m, "MatMul", "q,k", "s");
     tb_output(m, "s");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "s"), "2x12x128x128");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 25165824);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 50331648);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_matmul_1d(void) {
@@ -65,7 +46,7 @@ static void t_matmul_1d(void) {
     tb_output(m, "a");
     tb_output(m, "b");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "32");
     T_EQ_STR(tb_shape(m, "b"), "4x8");
     T_EQ_STR(tb_shape(m, "c"), "scalar");
@@ -73,7 +54,7 @@ static void t_matmul_1d(void) {
     T_EQ_U64(tb_nodep(m, k2)->cost.macs, 2048);
     T_EQ_U64(tb_nodep(m, k3)->cost.macs, 64);
     T_EQ_U64(tb_nodep(m, k3)->cost.flops, 128);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_matmul_broadcast(void) {
@@ -84,10 +65,10 @@ static void t_matmul_broadcast(void) {
     tb_input(m, "b", F, 3, TB_DIMS(4, 6, 7));
     int k = tb_node(m, "MatMul", "a,b", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "3x4x5x7");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 2520);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static mp_model *matmul_sym(void) {
@@ -105,22 +86,22 @@ static void t_matmul_symbolic(void) {
      * unknown until the dims have values; W is a parameter: 2359296.
      * With batch=2, seq=128: MACs = 2*128*768*3072 = 603979776 */
     mp_model *m = matmul_sym();
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "batchxseqx3072");
     T_CHECK(tb_nodep(m, 0)->cost.flags & MP_COST_UNKNOWN);
     T_EQ_U64(tb_nodep(m, 0)->cost.macs, 0);
     T_EQ_U64(total_params(p), 2359296);
-    done(m, p);
+    tb_done(m, p);
 
     m = matmul_sym();
     T_OK(mp_model_set_dim(m, "batch", 2));
     T_OK(mp_model_set_dim(m, "seq", 128));
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x128x3072");
     T_CHECK(!(tb_nodep(m, 0)->cost.flags & MP_COST_UNKNOWN));
     T_EQ_U64(tb_nodep(m, 0)->cost.macs, 603979776);
     T_EQ_U64(tb_nodep(m, 0)->cost.flops, 1207959552);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_matmul_k_mismatch(void) {
@@ -130,7 +111,7 @@ static void t_matmul_k_mismatch(void) {
     int k = tb_node(m, "MatMul", "a,b", "y");
     tb_name(m, k, "bad_matmul");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_matmul");
+    tb_expect_shape_error(m, "bad_matmul");
 }
 
 static void t_matmul_batch_mismatch(void) {
@@ -141,7 +122,7 @@ static void t_matmul_batch_mismatch(void) {
     int k = tb_node(m, "MatMul", "a,b", "y");
     tb_name(m, k, "bad_batch");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_batch");
+    tb_expect_shape_error(m, "bad_batch");
 }
 
 /* ---- Gemm ---- */
@@ -157,12 +138,12 @@ static void t_gemm_transb_c(void) {
     int k = tb_node(m, "Gemm", "a,w,bias", "y");
     tb_attr_i(m, k, "transB", 1);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "8x512");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 1048576);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 2101248);
     T_EQ_U64(total_params(p), 131584);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_gemm_transa_noc(void) {
@@ -174,11 +155,11 @@ static void t_gemm_transa_noc(void) {
     int k = tb_node(m, "Gemm", "a,w", "y");
     tb_attr_i(m, k, "transA", 1);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "8x512");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 1048576);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 2097152);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_gemm_errors(void) {
@@ -189,7 +170,7 @@ static void t_gemm_errors(void) {
     int k = tb_node(m, "Gemm", "a,w", "y");
     tb_name(m, k, "bad_gemm");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_gemm");
+    tb_expect_shape_error(m, "bad_gemm");
 
     /* C [7] does not broadcast to [8, 512] */
     m = tb_new(17);
@@ -199,7 +180,7 @@ static void t_gemm_errors(void) {
     k = tb_node(m, "Gemm", "a,w,c", "y");
     tb_name(m, k, "bad_gemm_c");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_gemm_c");
+    tb_expect_shape_error(m, "bad_gemm_c");
 
     /* A of rank 3 */
     m = tb_new(17);
@@ -208,7 +189,7 @@ static void t_gemm_errors(void) {
     k = tb_node(m, "Gemm", "a,w", "y");
     tb_name(m, k, "gemm_rank3");
     tb_output(m, "y");
-    expect_shape_error(m, "gemm_rank3");
+    tb_expect_shape_error(m, "gemm_rank3");
 }
 
 /* ---- Einsum ---- */
@@ -222,11 +203,11 @@ static void t_einsum_bij_bjk(void) {
     int k = tb_node(m, "Einsum", "a,b", "y");
     tb_attr_s(m, k, "equation", "bij,bjk->bik");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "4x8x32");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 16384);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 32768);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_einsum_attention(void) {
@@ -238,11 +219,11 @@ static void t_einsum_attention(void) {
     int k = tb_node(m, "Einsum", "q,k", "s");
     tb_attr_s(m, k, "equation", "bhqd, bhkd -> bhqk");
     tb_output(m, "s");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "s"), "2x12x128x128");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 25165824);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 50331648);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_einsum_forms(void) {
@@ -273,7 +254,7 @@ static void t_einsum_forms(void) {
     tb_output(m, "y3");
     tb_output(m, "y4");
     tb_output(m, "y5");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y1"), "3x5");
     T_EQ_U64(tb_nodep(m, k1)->cost.macs, 60);
     T_EQ_STR(tb_shape(m, "y2"), "scalar");
@@ -284,7 +265,7 @@ static void t_einsum_forms(void) {
     T_EQ_STR(tb_shape(m, "y4"), "2x3x4x6");
     T_EQ_U64(tb_nodep(m, k4)->cost.macs, 720);
     T_EQ_STR(tb_shape(m, "y5"), "2x3x4x6");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_einsum_errors(void) {
@@ -296,7 +277,7 @@ static void t_einsum_errors(void) {
     tb_attr_s(m, k, "equation", "ij,jk->ik");
     tb_name(m, k, "bad_einsum");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_einsum");
+    tb_expect_shape_error(m, "bad_einsum");
 
     /* output index z is in no input */
     m = tb_new(17);
@@ -305,7 +286,7 @@ static void t_einsum_errors(void) {
     tb_attr_s(m, k, "equation", "ij->iz");
     tb_name(m, k, "einsum_z");
     tb_output(m, "y");
-    expect_shape_error(m, "einsum_z");
+    tb_expect_shape_error(m, "einsum_z");
 
     /* rank 2 operand with three indices */
     m = tb_new(17);
@@ -314,7 +295,7 @@ static void t_einsum_errors(void) {
     tb_attr_s(m, k, "equation", "ijk->i");
     tb_name(m, k, "einsum_rank");
     tb_output(m, "y");
-    expect_shape_error(m, "einsum_rank");
+    tb_expect_shape_error(m, "einsum_rank");
 }
 
 /* ---- recurrent layers ---- */
@@ -339,14 +320,14 @@ static void t_lstm_bidirectional(void) {
     tb_output(m, "y");
     tb_output(m, "yh");
     tb_output(m, "yc");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "10x2x4x64");
     T_EQ_STR(tb_shape(m, "yh"), "2x4x64");
     T_EQ_STR(tb_shape(m, "yc"), "2x4x64");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 1966080);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 4039680);
     T_EQ_U64(total_params(p), 50176);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_lstm_layout1(void) {
@@ -363,12 +344,12 @@ static void t_lstm_layout1(void) {
     tb_attr_i(m, k, "layout", 1);
     tb_output(m, "y");
     tb_output(m, "yh");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "4x10x1x64");
     T_EQ_STR(tb_shape(m, "yh"), "4x1x64");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 983040);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 1999360);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_gru_rnn(void) {
@@ -393,7 +374,7 @@ static void t_gru_rnn(void) {
     tb_attr_i(m, k2, "hidden_size", 16);
     tb_output(m, "y");
     tb_output(m, "y2");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "5x1x3x20");
     T_EQ_STR(tb_shape(m, "yh"), "1x3x20");
     T_EQ_U64(tb_nodep(m, k1)->cost.macs, 27000);
@@ -402,7 +383,7 @@ static void t_gru_rnn(void) {
     T_EQ_U64(tb_nodep(m, k2)->cost.macs, 5376);
     T_EQ_U64(tb_nodep(m, k2)->cost.flops, 11648);
     T_CHECK(tb_nodep(m, k2)->cost.flags & MP_COST_BOUND);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_rnn_errors(void) {
@@ -415,7 +396,7 @@ static void t_rnn_errors(void) {
     tb_attr_s(m, k, "direction", "bidirectional");
     tb_name(m, k, "bad_lstm");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_lstm");
+    tb_expect_shape_error(m, "bad_lstm");
 
     /* W input size 12 but X has 10 */
     m = tb_new(17);
@@ -425,7 +406,7 @@ static void t_rnn_errors(void) {
     k = tb_node(m, "GRU", "x,w,r", "y");
     tb_name(m, k, "bad_gru");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_gru");
+    tb_expect_shape_error(m, "bad_gru");
 }
 
 /* ---- quantized ---- */
@@ -460,7 +441,7 @@ static void t_quantized(void) {
     tb_output(m, "mi");
     tb_output(m, "ql");
     tb_output(m, "dy");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "q"), "2x3");
     T_EQ(tb_val(m, "q")->dtype, I8);
     T_EQ_U64(tb_nodep(m, kq)->cost.flops, 12);
@@ -482,7 +463,7 @@ static void t_quantized(void) {
      * input 1), wu 128 (QLinearMatMul input 3) = 384; scales (fp32
      * scalars) and zero points are not parameters */
     T_EQ_U64(total_params(p), 384);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_unknown_rank_flows(void) {
@@ -495,12 +476,12 @@ static void t_unknown_rank_flows(void) {
     tb_attr_s(m, k2, "equation", "...j,jk->...k");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "?rank");
     T_EQ_STR(tb_shape(m, "z"), "?rank");
     T_CHECK(tb_nodep(m, k1)->cost.flags & MP_COST_UNKNOWN);
     T_CHECK(tb_nodep(m, k2)->cost.flags & MP_COST_UNKNOWN);
-    done(m, p);
+    tb_done(m, p);
 }
 
 MP_TESTS(ops_linalg){

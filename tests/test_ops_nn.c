@@ -6,27 +6,6 @@
 #define F MP_DT_FLOAT
 #define I64 MP_DT_INT64
 
-/* Profile m, expecting success; the caller frees. */
-static mp_profile *prof(mp_model *m) {
-    mp_profile *p = NULL;
-    T_OK(tb_profile(m, &p));
-    return p;
-}
-
-static void done(mp_model *m, mp_profile *p) {
-    mp_profile_free(p);
-    mp_model_free(m);
-}
-
-/* Profile m expecting a shape error that names node `name`. */
-static void expect_shape_error(mp_model *m, const char *name) {
-    mp_profile *p = NULL;
-    T_EQ(tb_profile(m, &p), MP_ERR_SHAPE);
-    T_CHECK(p == NULL);
-    T_CHECK(strstr(mp_last_error(), name) != NULL);
-    mp_model_free(m);
-}
-
 /* ---- Conv ---- */
 
 static void t_conv_basic(void) {
@@ -41,11 +20,11 @@ static void t_conv_basic(void) {
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(3, 3, 3, 3));
     tb_attr_ints(m, k, "kernel_shape", 2, TB_DIMS(7, 7));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x64x112x112");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 118013952);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 236027904);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_bias(void) {
@@ -59,14 +38,14 @@ static void t_conv_bias(void) {
     tb_attr_ints(m, k, "strides", 2, TB_DIMS(2, 2));
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(3, 3, 3, 3));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x64x112x112");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 118013952);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 236830720);
     mp_totals t;
     mp_profile_totals(p, &t);
     T_EQ_U64(t.params, 9472);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_group(void) {
@@ -79,11 +58,11 @@ static void t_conv_group(void) {
     tb_attr_i(m, k, "group", 32);
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(1, 1, 1, 1));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x32x56x56");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 1806336);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 3612672);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_1d_dilated(void) {
@@ -95,10 +74,10 @@ static void t_conv_1d_dilated(void) {
     int k = tb_node(m, "Conv", "x,w", "y");
     tb_attr_ints(m, k, "dilations", 1, TB_DIMS(2));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x8x92");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 58880);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_3d(void) {
@@ -110,10 +89,10 @@ static void t_conv_3d(void) {
     int k = tb_node(m, "Conv", "x,w", "y");
     tb_attr_ints(m, k, "pads", 6, TB_DIMS(1, 1, 1, 1, 1, 1));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x6x8x8x8");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 331776);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_auto_pad(void) {
@@ -129,9 +108,9 @@ static void t_conv_auto_pad(void) {
         tb_attr_ints(m, k, "strides", 2, TB_DIMS(2, 2));
         tb_attr_s(m, k, "auto_pad", modes[i]);
         tb_output(m, "y");
-        mp_profile *p = prof(m);
+        mp_profile *p = tb_prof(m);
         T_EQ_STR(tb_shape(m, "y"), want[i]);
-        done(m, p);
+        tb_done(m, p);
     }
 }
 
@@ -145,10 +124,10 @@ static void t_conv_symbolic(void) {
     int k = tb_node(m, "Conv", "x,w", "y");
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(1, 1, 1, 1));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "Nx16x32x32");
     T_CHECK(tb_nodep(m, k)->cost.flags & MP_COST_UNKNOWN);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_symbolic_spatial(void) {
@@ -165,10 +144,10 @@ static void t_conv_symbolic_spatial(void) {
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(1, 1, 1, 1));
     tb_attr_ints(m, k, "strides", 2, TB_DIMS(2, 2));
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x8xHxW");
     T_EQ_STR(tb_shape(m, "z"), "1x8x?x?");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_conv_channel_mismatch(void) {
@@ -179,7 +158,7 @@ static void t_conv_channel_mismatch(void) {
     int k = tb_node(m, "Conv", "x,w", "y");
     tb_name(m, k, "bad_conv");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_conv");
+    tb_expect_shape_error(m, "bad_conv");
 }
 
 static void t_conv_bad_attrs(void) {
@@ -191,7 +170,7 @@ static void t_conv_bad_attrs(void) {
     tb_name(m, k, "conv_strides");
     tb_attr_ints(m, k, "strides", 3, TB_DIMS(1, 1, 1));
     tb_output(m, "y");
-    expect_shape_error(m, "conv_strides");
+    tb_expect_shape_error(m, "conv_strides");
 
     m = tb_new(17);
     tb_input(m, "x", F, 4, TB_DIMS(1, 3, 2, 2));
@@ -199,14 +178,14 @@ static void t_conv_bad_attrs(void) {
     k = tb_node(m, "Conv", "x,w", "y");
     tb_name(m, k, "conv_small");
     tb_output(m, "y");
-    expect_shape_error(m, "conv_small");
+    tb_expect_shape_error(m, "conv_small");
 
     m = tb_new(17);
     tb_input(m, "x", F, 4, TB_DIMS(1, 3, 8, 8));
     k = tb_node(m, "Conv", "x", "y");
     tb_name(m, k, "conv_no_w");
     tb_output(m, "y");
-    expect_shape_error(m, "conv_no_w");
+    tb_expect_shape_error(m, "conv_no_w");
 
     m = tb_new(17);
     tb_input(m, "x", F, 4, TB_DIMS(1, 3, 8, 8));
@@ -215,7 +194,7 @@ static void t_conv_bad_attrs(void) {
     k = tb_node(m, "Conv", "x,w,b", "y");
     tb_name(m, k, "conv_bias");
     tb_output(m, "y");
-    expect_shape_error(m, "conv_bias");
+    tb_expect_shape_error(m, "conv_bias");
 }
 
 /* ---- ConvTranspose ---- */
@@ -233,11 +212,11 @@ static void t_convtranspose_basic(void) {
     tb_attr_ints(m, k, "strides", 2, TB_DIMS(2, 2));
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(1, 1, 1, 1));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x8x28x28");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 401408);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 809088);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_convtranspose_output_padding(void) {
@@ -253,11 +232,11 @@ static void t_convtranspose_output_padding(void) {
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(1, 1, 1, 1));
     tb_attr_ints(m, k, "output_padding", 2, TB_DIMS(1, 1));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x8x14x14");
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 28224);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 56448);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_convtranspose_output_shape(void) {
@@ -273,10 +252,10 @@ static void t_convtranspose_output_shape(void) {
     tb_attr_s(m, k, "auto_pad", "SAME_UPPER");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x4x15x15");
     T_EQ_STR(tb_shape(m, "z"), "1x4x14x14");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_convtranspose_mismatch(void) {
@@ -287,7 +266,7 @@ static void t_convtranspose_mismatch(void) {
     int k = tb_node(m, "ConvTranspose", "x,w", "y");
     tb_name(m, k, "deconv");
     tb_output(m, "y");
-    expect_shape_error(m, "deconv");
+    tb_expect_shape_error(m, "deconv");
 }
 
 /* ---- pooling ---- */
@@ -302,13 +281,13 @@ static void t_maxpool_resnet(void) {
     tb_attr_ints(m, k, "strides", 2, TB_DIMS(2, 2));
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(1, 1, 1, 1));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x64x56x56");
     T_EQ_STR(tb_shape(m, "idx"), "1x64x56x56");
     T_EQ(tb_val(m, "idx")->dtype, MP_DT_INT64);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 802816);
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_pool_ceil_mode(void) {
@@ -332,12 +311,12 @@ static void t_pool_ceil_mode(void) {
     tb_output(m, "a");
     tb_output(m, "b");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "1x1x2x2");
     T_EQ_STR(tb_shape(m, "b"), "1x1x3x3");
     T_EQ_STR(tb_shape(m, "c"), "1x1x2x2");
     T_EQ_U64(tb_nodep(m, 1)->cost.flops, 25); /* input elements */
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_pool_same_and_dilation(void) {
@@ -358,12 +337,12 @@ static void t_pool_same_and_dilation(void) {
     tb_output(m, "a");
     tb_output(m, "b");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "1x3x4x4");
     T_EQ_STR(tb_shape(m, "b"), "1x3x3x3");
     T_EQ_STR(tb_shape(m, "c"), "2x4x8");
     T_EQ_U64(tb_nodep(m, lp)->cost.flops, 80); /* 2*4*10 input elements */
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_pool_errors(void) {
@@ -373,7 +352,7 @@ static void t_pool_errors(void) {
     int k = tb_node(m, "MaxPool", "x", "y");
     tb_name(m, k, "pool_nokernel");
     tb_output(m, "y");
-    expect_shape_error(m, "pool_nokernel");
+    tb_expect_shape_error(m, "pool_nokernel");
 
     m = tb_new(17);
     tb_input(m, "x", F, 4, TB_DIMS(1, 3, 7, 7));
@@ -381,7 +360,7 @@ static void t_pool_errors(void) {
     tb_attr_ints(m, k, "kernel_shape", 3, TB_DIMS(2, 2, 2));
     tb_name(m, k, "pool_rank");
     tb_output(m, "y");
-    expect_shape_error(m, "pool_rank");
+    tb_expect_shape_error(m, "pool_rank");
 }
 
 static void t_global_pool(void) {
@@ -392,12 +371,12 @@ static void t_global_pool(void) {
     int k2 = tb_node(m, "GlobalMaxPool", "x", "z");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x2048x1x1");
     T_EQ_STR(tb_shape(m, "z"), "1x2048x1x1");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 100352);
     T_EQ_U64(tb_nodep(m, k2)->cost.flops, 100352);
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- normalizations ---- */
@@ -413,13 +392,13 @@ static void t_batchnorm(void) {
     tb_weight(m, "var", F, 1, TB_DIMS(64));
     int k = tb_node(m, "BatchNormalization", "x,s,b,mean,var", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x64x56x56");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 802816);
     mp_totals t;
     mp_profile_totals(p, &t);
     T_EQ_U64(t.params, 128);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_batchnorm_training(void) {
@@ -433,11 +412,11 @@ static void t_batchnorm_training(void) {
     int k = tb_node(m, "BatchNormalization", "x,s,b,mean,var", "y,rm,rv");
     tb_attr_i(m, k, "training_mode", 1);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "rm"), "64");
     T_EQ_STR(tb_shape(m, "rv"), "64");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 2007040);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_batchnorm_mismatch(void) {
@@ -450,7 +429,7 @@ static void t_batchnorm_mismatch(void) {
     int k = tb_node(m, "BatchNormalization", "x,s,b,mean,var", "y");
     tb_name(m, k, "bn1");
     tb_output(m, "y");
-    expect_shape_error(m, "bn1");
+    tb_expect_shape_error(m, "bn1");
 }
 
 static void t_layernorm(void) {
@@ -462,13 +441,13 @@ static void t_layernorm(void) {
     tb_weight(m, "b", F, 1, TB_DIMS(768));
     int k = tb_node(m, "LayerNormalization", "x,g,b", "y,mu,isd");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x10x768");
     T_EQ_STR(tb_shape(m, "mu"), "2x10x1");
     T_EQ_STR(tb_shape(m, "isd"), "2x10x1");
     T_EQ(tb_val(m, "mu")->dtype, MP_DT_FLOAT);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 76800);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_layernorm_axis(void) {
@@ -480,10 +459,10 @@ static void t_layernorm_axis(void) {
     int k = tb_node(m, "LayerNormalization", "x,g", "y,mu");
     tb_attr_i(m, k, "axis", 1);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "mu"), "2x1x1");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 76800);
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(17);
     tb_input(m, "x", F, 3, TB_DIMS(2, 10, 768));
@@ -491,7 +470,7 @@ static void t_layernorm_axis(void) {
     k = tb_node(m, "LayerNormalization", "x,g", "y");
     tb_name(m, k, "ln_bad");
     tb_output(m, "y");
-    expect_shape_error(m, "ln_bad");
+    tb_expect_shape_error(m, "ln_bad");
 }
 
 static void t_instancenorm(void) {
@@ -502,10 +481,10 @@ static void t_instancenorm(void) {
     tb_weight(m, "b", F, 1, TB_DIMS(8));
     int k = tb_node(m, "InstanceNormalization", "x,s,b", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x8x4x4");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 640);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_groupnorm(void) {
@@ -518,10 +497,10 @@ static void t_groupnorm(void) {
     int k = tb_node(m, "GroupNormalization", "x,s,b", "y");
     tb_attr_i(m, k, "num_groups", 4);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x8x4x4");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 1280);
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(21);
     tb_input(m, "x", F, 4, TB_DIMS(2, 8, 4, 4));
@@ -530,9 +509,9 @@ static void t_groupnorm(void) {
     k = tb_node(m, "GroupNormalization", "x,s,b", "y");
     tb_attr_i(m, k, "num_groups", 4);
     tb_output(m, "y");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 1280);
-    done(m, p);
+    tb_done(m, p);
 
     /* 8 channels in 3 groups */
     m = tb_new(21);
@@ -543,7 +522,7 @@ static void t_groupnorm(void) {
     tb_attr_i(m, k, "num_groups", 3);
     tb_name(m, k, "gn_bad");
     tb_output(m, "y");
-    expect_shape_error(m, "gn_bad");
+    tb_expect_shape_error(m, "gn_bad");
 }
 
 static void t_other_norms(void) {
@@ -559,12 +538,12 @@ static void t_other_norms(void) {
     tb_output(m, "a");
     tb_output(m, "b");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "c"), "1x8x4x4");
     T_EQ_U64(tb_nodep(m, a)->cost.flops, 384);
     T_EQ_U64(tb_nodep(m, b)->cost.flops, 512);
     T_EQ_U64(tb_nodep(m, c)->cost.flops, 1792);
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- softmax ---- */
@@ -579,12 +558,12 @@ static void t_softmax(void) {
     tb_output(m, "a");
     tb_output(m, "b");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "2x12x64x64");
     T_EQ_U64(tb_nodep(m, a)->cost.flops, 98304);
     T_EQ_U64(tb_nodep(m, b)->cost.flops, 98304);
     T_EQ_U64(tb_nodep(m, c)->cost.flops, 98304);
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(13);
     tb_input(m, "x", F, 2, TB_DIMS(2, 12));
@@ -592,7 +571,7 @@ static void t_softmax(void) {
     tb_attr_i(m, a, "axis", 2);
     tb_name(m, a, "sm_axis");
     tb_output(m, "a");
-    expect_shape_error(m, "sm_axis");
+    tb_expect_shape_error(m, "sm_axis");
 }
 
 /* ---- reductions ---- */
@@ -611,13 +590,13 @@ static void t_reduce_axes_attr(void) {
     tb_output(m, "y");
     tb_output(m, "z");
     tb_output(m, "w");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x64x1x1");
     T_EQ_STR(tb_shape(m, "z"), "1x64");
     T_EQ_STR(tb_shape(m, "w"), "1x1x1x1"); /* no axes: all */
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 3136);
     T_EQ_U64(tb_nodep(m, k3)->cost.flops, 3136);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reduce_axes_input(void) {
@@ -644,13 +623,13 @@ static void t_reduce_axes_input(void) {
     tb_output(m, "u");
     tb_output(m, "v");
     tb_output(m, "w");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x4");
     T_EQ_STR(tb_shape(m, "z"), "2x3");
     T_EQ_STR(tb_shape(m, "u"), "?x?");
     T_EQ_STR(tb_shape(m, "v"), "2x3x4");
     T_EQ_STR(tb_shape(m, "w"), "1x1x1");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reduce_fold(void) {
@@ -666,7 +645,7 @@ static void t_reduce_fold(void) {
     tb_attr_i(m, k, "keepdims", 0);
     tb_output(m, "p");
     tb_output(m, "t");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     mp_value *v = tb_val(m, "p");
     T_EQ_STR(tb_shape(m, "p"), "2");
     T_EQ(v->kn, 2);
@@ -678,7 +657,7 @@ static void t_reduce_fold(void) {
     T_EQ_STR(tb_shape(m, "t"), "scalar");
     T_EQ(v->kn, 1);
     if (v->kn == 1) T_EQ(v->iv[0], 9);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reduce_bad_axis(void) {
@@ -688,7 +667,7 @@ static void t_reduce_bad_axis(void) {
     tb_attr_ints(m, k, "axes", 1, TB_DIMS(3));
     tb_name(m, k, "rm_axis");
     tb_output(m, "y");
-    expect_shape_error(m, "rm_axis");
+    tb_expect_shape_error(m, "rm_axis");
 
     m = tb_new(13);
     tb_input(m, "x", F, 3, TB_DIMS(2, 3, 4));
@@ -696,7 +675,7 @@ static void t_reduce_bad_axis(void) {
     tb_attr_ints(m, k, "axes", 2, TB_DIMS(1, -2));
     tb_name(m, k, "rm_dup");
     tb_output(m, "y");
-    expect_shape_error(m, "rm_dup");
+    tb_expect_shape_error(m, "rm_dup");
 }
 
 static void t_argmax(void) {
@@ -710,12 +689,12 @@ static void t_argmax(void) {
     tb_node(m, "ArgMin", "x", "z");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x4");
     T_EQ(tb_val(m, "y")->dtype, MP_DT_INT64);
     T_EQ_STR(tb_shape(m, "z"), "1x3x4");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 24);
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- Dropout ---- */
@@ -728,21 +707,21 @@ static void t_dropout(void) {
     tb_const_f(m, "r", F, 0, NULL, (const double[]){0.1});
     int k = tb_node(m, "Dropout", "x,r", "y,mask");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "4x16");
     T_EQ_STR(tb_shape(m, "mask"), "4x16");
     T_EQ(tb_val(m, "mask")->dtype, MP_DT_BOOL);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 0);
     T_CHECK(!(tb_nodep(m, k)->cost.flags & MP_COST_UNCOUNTED));
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(7);
     tb_input(m, "x", F, 2, TB_DIMS(4, 16));
     tb_node(m, "Dropout", "x", "y,mask");
     tb_output(m, "y");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ(tb_val(m, "mask")->dtype, MP_DT_FLOAT);
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- Resize / Upsample ---- */
@@ -759,7 +738,7 @@ static void t_resize_scales(void) {
     tb_attr_s(m, b, "mode", "linear");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x3x64x64");
     T_EQ_STR(tb_shape(m, "z"), "1x3x64x64");
     T_EQ_U64(tb_nodep(m, a)->cost.flops, 0);
@@ -768,7 +747,7 @@ static void t_resize_scales(void) {
     mp_totals t;
     mp_profile_totals(p, &t);
     T_EQ_U64(t.params, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_resize_sizes(void) {
@@ -783,19 +762,19 @@ static void t_resize_sizes(void) {
     int k = tb_node(m, "Resize", "x,roi,sc,sz", "y");
     tb_attr_s(m, k, "mode", "cubic");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x3x50x60");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 126000);
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(10);
     tb_input(m, "x", F, 4, TB_DIMS(1, 1, 5, 5));
     tb_const_f(m, "sc", F, 1, TB_DIMS(4), (const double[]){1, 1, 1.5, 1.5});
     tb_node(m, "Resize", "x,sc", "y");
     tb_output(m, "y");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x1x7x7");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_resize_unknown_sizes(void) {
@@ -805,9 +784,9 @@ static void t_resize_unknown_sizes(void) {
     tb_input(m, "sz", I64, 1, TB_DIMS(4));
     tb_node(m, "Resize", "x,,,sz", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "?x?x?x?");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_resize_axes_policy(void) {
@@ -823,10 +802,10 @@ static void t_resize_axes_policy(void) {
     tb_attr_ints(m, k, "axes", 2, TB_DIMS(2, 3));
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x3x20x20");
     T_EQ_STR(tb_shape(m, "z"), "1x3x20x30");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_upsample(void) {
@@ -836,9 +815,9 @@ static void t_upsample(void) {
     int k = tb_node(m, "Upsample", "x", "y");
     tb_attr_floats(m, k, "scales", 4, (const double[]){1, 1, 2, 2});
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x3x16x16");
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(9);
     tb_input(m, "x", F, 4, TB_DIMS(1, 3, 8, 8));
@@ -846,10 +825,10 @@ static void t_upsample(void) {
     k = tb_node(m, "Upsample", "x,sc", "y");
     tb_attr_s(m, k, "mode", "linear");
     tb_output(m, "y");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "1x3x16x16");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 6 * 3 * 16 * 16); /* 4608 */
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_resize_errors(void) {
@@ -860,14 +839,14 @@ static void t_resize_errors(void) {
     int k = tb_node(m, "Resize", "x,,sc", "y");
     tb_name(m, k, "rs_len");
     tb_output(m, "y");
-    expect_shape_error(m, "rs_len");
+    tb_expect_shape_error(m, "rs_len");
 
     m = tb_new(13);
     tb_input(m, "x", F, 4, TB_DIMS(1, 3, 8, 8));
     k = tb_node(m, "Resize", "x", "y");
     tb_name(m, k, "rs_none");
     tb_output(m, "y");
-    expect_shape_error(m, "rs_none");
+    tb_expect_shape_error(m, "rs_none");
 }
 
 static void t_unknown_rank_flows(void) {
@@ -885,7 +864,7 @@ static void t_unknown_rank_flows(void) {
     tb_node(m, "Softmax", "r", "s");
     tb_output(m, "z");
     tb_output(m, "s");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "?x8x?x?");
     T_EQ_STR(tb_shape(m, "q"), "?x8x?x?");
     T_EQ_STR(tb_shape(m, "z"), "1x1x1x1");
@@ -893,7 +872,7 @@ static void t_unknown_rank_flows(void) {
     T_EQ_STR(tb_shape(m, "s"), "?rank");
     T_CHECK(tb_nodep(m, k)->cost.flags & MP_COST_UNKNOWN);
     T_CHECK(tb_nodep(m, r)->cost.flags & MP_COST_UNKNOWN);
-    done(m, p);
+    tb_done(m, p);
 }
 
 MP_TESTS(ops_nn) {

@@ -9,51 +9,6 @@
 #define F MP_DT_FLOAT
 #define I64 MP_DT_INT64
 
-static mp_profile *prof(mp_model *m) {
-    mp_profile *p = NULL;
-    T_OK(tb_profile(m, &p));
-    return p;
-}
-
-static void done(mp_model *m, mp_profile *p) {
-    mp_profile_free(p);
-    mp_model_free(m);
-}
-
-/* Profile m expecting a shape error naming node `name`. */
-static void expect_shape_error(mp_model *m, const char *name) {
-    mp_profile *p = NULL;
-    T_EQ(tb_profile(m, &p), MP_ERR_SHAPE);
-    T_CHECK(p == NULL);
-    T_CHECK(strstr(mp_last_error(), name) != NULL);
-    mp_model_free(m);
-}
-
-/* Known int contents of value `name` equal want[0..n). */
-static void check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want) {
-    mp_value *v = tb_val(m, name);
-    T_CHECK(v != NULL);
-    if (!v) return;
-    T_EQ(v->kn, n);
-    if (v->kn != n || !v->iv) {
-        T_CHECK(v->iv != NULL);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) T_EQ(v->iv[i], want[i]);
-}
-
-static void check_floats(mp_model *m, const char *name, int64_t n, const double *want) {
-    mp_value *v = tb_val(m, name);
-    T_CHECK(v != NULL);
-    if (!v) return;
-    T_EQ(v->kn, n);
-    if (v->kn != n || !v->fv) {
-        T_CHECK(v->fv != NULL);
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) T_CHECK(v->fv[i] == want[i]);
-}
-
 /* Scalar int64 constant. */
 static void const_scalar(mp_model *m, const char *name, int64_t v) {
     tb_const_i(m, name, I64, 0, NULL, &v);
@@ -111,14 +66,14 @@ static void t_reshape_infer(void) {
     const_vec(m, "s", 2, TB_DIMS(0, -1));
     int k = tb_node(m, "Reshape", "x,s", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x12");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 0);
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 0);
     /* bytes: reads x (24*4 = 96) + s (2*8 = 16), writes 96 */
     T_EQ_U64(tb_nodep(m, k)->cost.bytes_read, 112);
     T_EQ_U64(tb_nodep(m, k)->cost.bytes_written, 96);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reshape_symbolic(void) {
@@ -138,11 +93,11 @@ static void t_reshape_symbolic(void) {
     tb_output(m, "y1");
     tb_output(m, "y2");
     tb_output(m, "y3");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y1"), "batchxseqx12x64");
     T_EQ_STR(tb_shape(m, "y2"), "batchx?");
     T_EQ_STR(tb_shape(m, "y3"), "batchx768");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reshape_allowzero(void) {
@@ -153,9 +108,9 @@ static void t_reshape_allowzero(void) {
     int k = tb_node(m, "Reshape", "x,s", "y");
     tb_attr_i(m, k, "allowzero", 1);
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "0x3");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reshape_v1_attr(void) {
@@ -165,9 +120,9 @@ static void t_reshape_v1_attr(void) {
     int k = tb_node(m, "Reshape", "x", "y");
     tb_attr_ints(m, k, "shape", 2, TB_DIMS(2, 3));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x3");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_reshape_error(void) {
@@ -178,7 +133,7 @@ static void t_reshape_error(void) {
     int k = tb_node(m, "Reshape", "x,s", "y");
     tb_name(m, k, "bad_reshape");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_reshape");
+    tb_expect_shape_error(m, "bad_reshape");
 }
 
 static void t_reshape_two_minus_one(void) {
@@ -188,7 +143,7 @@ static void t_reshape_two_minus_one(void) {
     int k = tb_node(m, "Reshape", "x,s", "y");
     tb_name(m, k, "two_infer");
     tb_output(m, "y");
-    expect_shape_error(m, "two_infer");
+    tb_expect_shape_error(m, "two_infer");
 }
 
 /* ---- the dynamic-axes chain ---- */
@@ -222,12 +177,12 @@ static void t_dyn_chain_set(void) {
     mp_model *m = dyn_chain();
     T_OK(mp_model_set_dim(m, "batch", 2));
     T_OK(mp_model_set_dim(m, "seq", 128));
-    mp_profile *p = prof(m);
-    check_ints(m, "s", 3, TB_DIMS(2, 128, 768));
-    check_ints(m, "b", 1, TB_DIMS(2));
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "s", 3, TB_DIMS(2, 128, 768));
+    tb_check_ints(m, "b", 1, TB_DIMS(2));
     T_EQ_STR(tb_shape(m, "b"), "scalar");
     T_EQ_STR(tb_shape(m, "b1"), "1");
-    check_ints(m, "shp", 4, TB_DIMS(2, 128, 12, 64));
+    tb_check_ints(m, "shp", 4, TB_DIMS(2, 128, 12, 64));
     T_EQ_STR(tb_shape(m, "y"), "2x128x12x64");
     /* Shape reads metadata only: 0 bytes read, 3*8 = 24 written */
     T_EQ_U64(tb_nodep(m, 0)->cost.bytes_read, 0);
@@ -236,7 +191,7 @@ static void t_dyn_chain_set(void) {
     mp_profile_totals(p, &t);
     T_EQ_U64(t.flops, 0);
     T_EQ_U64(t.macs, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_dyn_chain_unset(void) {
@@ -245,13 +200,13 @@ static void t_dyn_chain_unset(void) {
      * traces each entry back through Concat -> Unsqueeze -> Gather -> Shape,
      * so the symbols survive: batch x seq x 12 x 64 */
     mp_model *m = dyn_chain();
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "s"), "3");
     T_EQ(tb_val(m, "s")->kn, -1);
     T_EQ_STR(tb_shape(m, "shp"), "4");
     T_EQ(tb_val(m, "shp")->kn, -1);
     T_EQ_STR(tb_shape(m, "y"), "batchxseqx12x64");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_dyn_shape_untraceable(void) {
@@ -265,10 +220,10 @@ static void t_dyn_shape_untraceable(void) {
     tb_node(m, "Reshape", "x,u", "z");
     tb_output(m, "y");
     tb_output(m, "z");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "?x?x?x?");
     T_EQ_STR(tb_shape(m, "z"), "?rank");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_dyn_traced_patterns(void) {
@@ -308,11 +263,11 @@ static void t_dyn_traced_patterns(void) {
     tb_output(m, "merged");
     tb_output(m, "emask");
     tb_output(m, "cz");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "merged"), "batchxseqx768");
     T_EQ_STR(tb_shape(m, "emask"), "batchx12xseqxseq");
     T_EQ_STR(tb_shape(m, "cz"), "batchx5");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_shape_partial(void) {
@@ -330,12 +285,12 @@ static void t_shape_partial(void) {
     tb_output(m, "s");
     tb_output(m, "t");
     tb_output(m, "n");
-    mp_profile *p = prof(m);
-    check_ints(m, "s", 1, TB_DIMS(768));
-    check_ints(m, "t", 1, TB_DIMS(7));
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "s", 1, TB_DIMS(768));
+    tb_check_ints(m, "t", 1, TB_DIMS(7));
     T_EQ_STR(tb_shape(m, "n"), "scalar");
     T_EQ(tb_val(m, "n")->kn, -1); /* batch unknown */
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_symbols_pass_through(void) {
@@ -356,11 +311,11 @@ static void t_symbols_pass_through(void) {
     tb_output(m, "t");
     tb_output(m, "e");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "t"), "seqxbatchx768");
     T_EQ_STR(tb_shape(m, "e"), "1xbatchxseqx768");
     T_EQ_STR(tb_shape(m, "c"), "batchxseqx8");
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- Gather ---- */
@@ -383,15 +338,15 @@ static void t_gather(void) {
     tb_output(m, "e");
     tb_output(m, "g");
     tb_output(m, "c");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "e"), "2x5x64");
     T_EQ_STR(tb_shape(m, "g"), "3x5");
-    check_ints(m, "c", 2, TB_DIMS(40, 10));
+    tb_check_ints(m, "c", 2, TB_DIMS(40, 10));
     mp_totals t;
     mp_profile_totals(p, &t);
     T_EQ_U64(t.params, 64000);
     T_EQ_U64(t.flops, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_gather_out_of_range(void) {
@@ -401,7 +356,7 @@ static void t_gather_out_of_range(void) {
     int k = tb_node(m, "Gather", "x,i", "y");
     tb_name(m, k, "bad_gather");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_gather");
+    tb_expect_shape_error(m, "bad_gather");
 }
 
 static void t_gather_elements_nd(void) {
@@ -422,12 +377,12 @@ static void t_gather_elements_nd(void) {
     tb_output(m, "ge");
     tb_output(m, "g1");
     tb_output(m, "g2");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "ge"), "2x2");
-    check_ints(m, "ge", 4, TB_DIMS(1, 1, 4, 3));
+    tb_check_ints(m, "ge", 4, TB_DIMS(1, 1, 4, 3));
     T_EQ_STR(tb_shape(m, "g1"), "5x4");
     T_EQ_STR(tb_shape(m, "g2"), "2x4");
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- Concat ---- */
@@ -451,11 +406,11 @@ static void t_concat(void) {
     tb_output(m, "y");
     tb_output(m, "z");
     tb_output(m, "w");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x8");
-    check_ints(m, "z", 3, TB_DIMS(1, 2, 3));
-    check_ints(m, "w", 4, TB_DIMS(1, 3, 2, 4));
-    done(m, p);
+    tb_check_ints(m, "z", 3, TB_DIMS(1, 2, 3));
+    tb_check_ints(m, "w", 4, TB_DIMS(1, 3, 2, 4));
+    tb_done(m, p);
 }
 
 static void t_concat_rank_mismatch(void) {
@@ -466,7 +421,7 @@ static void t_concat_rank_mismatch(void) {
     tb_attr_i(m, k, "axis", 0);
     tb_name(m, k, "bad_concat");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_concat");
+    tb_expect_shape_error(m, "bad_concat");
 }
 
 static void t_concat_dim_mismatch(void) {
@@ -478,7 +433,7 @@ static void t_concat_dim_mismatch(void) {
     tb_attr_i(m, k, "axis", 0);
     tb_name(m, k, "bad_concat2");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_concat2");
+    tb_expect_shape_error(m, "bad_concat2");
 }
 
 /* ---- Slice ---- */
@@ -508,13 +463,13 @@ static void t_slice_neg_steps(void) {
     tb_output(m, "c");
     tb_output(m, "zr");
     tb_output(m, "zs");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "5x8");
     T_EQ_STR(tb_shape(m, "c"), "3");
-    check_ints(m, "c", 3, TB_DIMS(8, 5, 2));
+    tb_check_ints(m, "c", 3, TB_DIMS(8, 5, 2));
     T_EQ_STR(tb_shape(m, "zr"), "batchx8");
     T_EQ_STR(tb_shape(m, "zs"), "?x8");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_slice_clamp_and_attrs(void) {
@@ -529,9 +484,9 @@ static void t_slice_clamp_and_attrs(void) {
     tb_attr_ints(m, k, "starts", 2, TB_DIMS(-100, 2));
     tb_attr_ints(m, k, "ends", 2, TB_DIMS(4, 1000));
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "4x4x6");
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(17);
     tb_input(m, "x", F, 2, TB_DIMS(5, 7));
@@ -543,10 +498,10 @@ static void t_slice_clamp_and_attrs(void) {
     tb_node(m, "Slice", "x,s5,e2", "z");
     tb_output(m, "y");
     tb_output(m, "z");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "3x7");
     T_EQ_STR(tb_shape(m, "z"), "0x7");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_slice_unknown_bounds(void) {
@@ -559,9 +514,9 @@ static void t_slice_unknown_bounds(void) {
     const_vec(m, "a", 1, TB_DIMS(1));
     tb_node(m, "Slice", "x,s,e,a", "y");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "4x?x8");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_slice_zero_step(void) {
@@ -574,7 +529,7 @@ static void t_slice_zero_step(void) {
     int k = tb_node(m, "Slice", "x,s,e,a,z", "y");
     tb_name(m, k, "zero_step");
     tb_output(m, "y");
-    expect_shape_error(m, "zero_step");
+    tb_expect_shape_error(m, "zero_step");
 }
 
 /* ---- Range ---- */
@@ -602,15 +557,15 @@ static void t_range_contents(void) {
     tb_output(m, "b");
     tb_output(m, "c");
     tb_output(m, "d");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "4");
-    check_ints(m, "a", 4, TB_DIMS(0, 3, 6, 9));
-    check_ints(m, "b", 3, TB_DIMS(10, 8, 6));
+    tb_check_ints(m, "a", 4, TB_DIMS(0, 3, 6, 9));
+    tb_check_ints(m, "b", 3, TB_DIMS(10, 8, 6));
     T_EQ_STR(tb_shape(m, "c"), "0");
     T_EQ_STR(tb_shape(m, "d"), "4");
     T_EQ(tb_val(m, "d")->dtype, F);
-    check_floats(m, "d", 4, (const double[]){1.0, 1.25, 1.5, 1.75});
-    done(m, p);
+    tb_check_floats(m, "d", 4, (const double[]){1.0, 1.25, 1.5, 1.75});
+    tb_done(m, p);
 }
 
 static void t_range_unknown(void) {
@@ -621,9 +576,9 @@ static void t_range_unknown(void) {
     tb_input(m, "n", I64, 0, NULL);
     tb_node(m, "Range", "z,n,one", "r");
     tb_output(m, "r");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "r"), "?");
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- Expand, Tile, Pad ---- */
@@ -646,12 +601,12 @@ static void t_expand(void) {
     tb_output(m, "y");
     tb_output(m, "e");
     tb_output(m, "w");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "2x3x4");
-    check_ints(m, "e", 6, TB_DIMS(1, 1, 1, 2, 2, 2));
+    tb_check_ints(m, "e", 6, TB_DIMS(1, 1, 1, 2, 2, 2));
     T_EQ_STR(tb_shape(m, "w"), "batchx16");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_expand_error(void) {
@@ -662,7 +617,7 @@ static void t_expand_error(void) {
     int k = tb_node(m, "Expand", "x,s", "y");
     tb_name(m, k, "bad_expand");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_expand");
+    tb_expect_shape_error(m, "bad_expand");
 }
 
 static void t_tile_pad(void) {
@@ -687,21 +642,21 @@ static void t_tile_pad(void) {
     tb_output(m, "tc");
     tb_output(m, "pd");
     tb_output(m, "pa");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "t"), "4x3");
-    check_ints(m, "tc", 4, TB_DIMS(1, 2, 1, 2));
+    tb_check_ints(m, "tc", 4, TB_DIMS(1, 2, 1, 2));
     T_EQ_STR(tb_shape(m, "pd"), "1x3x6x6");
     T_EQ_STR(tb_shape(m, "pa"), "1x3x4x8");
-    done(m, p);
+    tb_done(m, p);
 
     m = tb_new(2);
     tb_input(m, "x", F, 2, TB_DIMS(5, 5));
     int k = tb_node(m, "Pad", "x", "y");
     tb_attr_ints(m, k, "pads", 4, TB_DIMS(0, -1, 0, 2));
     tb_output(m, "y");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "5x6");
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- Split ---- */
@@ -719,12 +674,12 @@ static void t_split_forms(void) {
     tb_output(m, "a");
     tb_output(m, "b");
     tb_output(m, "e3");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "3x2");
     T_EQ_STR(tb_shape(m, "b"), "3x4");
     T_EQ_STR(tb_shape(m, "e1"), "3x2");
     T_EQ_STR(tb_shape(m, "e3"), "3x2");
-    done(m, p);
+    tb_done(m, p);
 
     /* opset 13, split input (1, 2) on [3, 4] axis 0 -> 1x4, 2x4; contents
      * of [10,20,30] split (1, 2) -> [10], [20, 30] */
@@ -738,12 +693,12 @@ static void t_split_forms(void) {
     tb_output(m, "b");
     tb_output(m, "va");
     tb_output(m, "vb");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "1x4");
     T_EQ_STR(tb_shape(m, "b"), "2x4");
-    check_ints(m, "va", 1, TB_DIMS(10));
-    check_ints(m, "vb", 2, TB_DIMS(20, 30));
-    done(m, p);
+    tb_check_ints(m, "va", 1, TB_DIMS(10));
+    tb_check_ints(m, "vb", 2, TB_DIMS(20, 30));
+    tb_done(m, p);
 
     /* opset 18, num_outputs 3 on a dim of 10: ceil(10/3) = 4 -> 4, 4, 2 */
     m = tb_new(18);
@@ -752,11 +707,11 @@ static void t_split_forms(void) {
     tb_attr_i(m, k, "num_outputs", 3);
     tb_output(m, "a");
     tb_output(m, "c");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "4");
     T_EQ_STR(tb_shape(m, "b"), "4");
     T_EQ_STR(tb_shape(m, "c"), "2");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_split_errors(void) {
@@ -767,7 +722,7 @@ static void t_split_errors(void) {
     int k = tb_node(m, "Split", "x,sp", "a,b");
     tb_name(m, k, "bad_split");
     tb_output(m, "a");
-    expect_shape_error(m, "bad_split");
+    tb_expect_shape_error(m, "bad_split");
 
     /* 7 does not split evenly into 2 */
     m = tb_new(13);
@@ -775,7 +730,7 @@ static void t_split_errors(void) {
     k = tb_node(m, "Split", "x", "a,b");
     tb_name(m, k, "uneven_split");
     tb_output(m, "a");
-    expect_shape_error(m, "uneven_split");
+    tb_expect_shape_error(m, "uneven_split");
 }
 
 /* ---- Squeeze / Unsqueeze ---- */
@@ -795,11 +750,11 @@ static void t_squeeze_unsqueeze_versions(void) {
     tb_output(m, "u");
     tb_output(m, "s");
     tb_output(m, "s2");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "u"), "1x3x4x1");
     T_EQ_STR(tb_shape(m, "s"), "3x4");
     T_EQ_STR(tb_shape(m, "s2"), "3x4");
-    done(m, p);
+    tb_done(m, p);
 
     /* opset 13 (inputs): same results; contents pass through Unsqueeze */
     m = tb_new(13);
@@ -817,13 +772,13 @@ static void t_squeeze_unsqueeze_versions(void) {
     tb_output(m, "s");
     tb_output(m, "s2");
     tb_output(m, "sv");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "u"), "1x3x4x1");
     T_EQ_STR(tb_shape(m, "s"), "3x4");
     T_EQ_STR(tb_shape(m, "s2"), "3x4");
     T_EQ_STR(tb_shape(m, "sv"), "1");
-    check_ints(m, "sv", 1, TB_DIMS(7));
-    done(m, p);
+    tb_check_ints(m, "sv", 1, TB_DIMS(7));
+    tb_done(m, p);
 }
 
 static void t_squeeze_error(void) {
@@ -834,7 +789,7 @@ static void t_squeeze_error(void) {
     int k = tb_node(m, "Squeeze", "x,a", "y");
     tb_name(m, k, "bad_squeeze");
     tb_output(m, "y");
-    expect_shape_error(m, "bad_squeeze");
+    tb_expect_shape_error(m, "bad_squeeze");
 }
 
 /* ---- Transpose, Flatten, Cast, Identity ---- */
@@ -861,13 +816,13 @@ static void t_transpose_flatten(void) {
     tb_output(m, "f2");
     tb_output(m, "f0");
     tb_output(m, "fz");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "t"), "4x3x2");
-    check_ints(m, "ct", 6, TB_DIMS(1, 4, 2, 5, 3, 6));
+    tb_check_ints(m, "ct", 6, TB_DIMS(1, 4, 2, 5, 3, 6));
     T_EQ_STR(tb_shape(m, "f2"), "6x20");
     T_EQ_STR(tb_shape(m, "f0"), "1x120");
     T_EQ_STR(tb_shape(m, "fz"), "batchx12");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_cast(void) {
@@ -891,15 +846,15 @@ static void t_cast(void) {
     tb_output(m, "c");
     tb_output(m, "d");
     tb_output(m, "e");
-    mp_profile *p = prof(m);
-    check_ints(m, "a", 3, TB_DIMS(2, -1, 0));
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "a", 3, TB_DIMS(2, -1, 0));
     T_EQ(tb_val(m, "a")->dtype, I64);
-    check_ints(m, "b", 3, TB_DIMS(1, 1, 0));
-    check_ints(m, "c", 2, TB_DIMS(3, 44));
+    tb_check_ints(m, "b", 3, TB_DIMS(1, 1, 0));
+    tb_check_ints(m, "c", 2, TB_DIMS(3, 44));
     T_EQ(tb_val(m, "d")->dtype, F);
-    check_floats(m, "d", 2, (const double[]){3.0, 300.0});
-    check_ints(m, "e", 2, TB_DIMS(3, 300));
-    done(m, p);
+    tb_check_floats(m, "d", 2, (const double[]){3.0, 300.0});
+    tb_check_ints(m, "e", 2, TB_DIMS(3, 300));
+    tb_done(m, p);
 
     /* opset 1-5: `to` is a type name */
     m = tb_new(5);
@@ -907,10 +862,10 @@ static void t_cast(void) {
     k = tb_node(m, "Cast", "i", "a");
     tb_attr_s(m, k, "to", "FLOAT");
     tb_output(m, "a");
-    p = prof(m);
+    p = tb_prof(m);
     T_EQ(tb_val(m, "a")->dtype, F);
-    check_floats(m, "a", 2, (const double[]){3.0, 300.0});
-    done(m, p);
+    tb_check_floats(m, "a", 2, (const double[]){3.0, 300.0});
+    tb_done(m, p);
 }
 
 /* ---- Constant, ConstantOfShape, EyeLike ---- */
@@ -937,19 +892,19 @@ static void t_constant(void) {
     tb_output(m, "c");
     tb_output(m, "d");
     tb_output(m, "e");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "a"), "2");
-    check_ints(m, "a", 2, TB_DIMS(4, 5));
-    check_ints(m, "b", 3, TB_DIMS(1, 2, 3));
-    check_ints(m, "ab", 5, TB_DIMS(4, 5, 1, 2, 3));
+    tb_check_ints(m, "a", 2, TB_DIMS(4, 5));
+    tb_check_ints(m, "b", 3, TB_DIMS(1, 2, 3));
+    tb_check_ints(m, "ab", 5, TB_DIMS(4, 5, 1, 2, 3));
     T_EQ_STR(tb_shape(m, "c"), "scalar");
-    check_floats(m, "c", 1, (const double[]){0.5});
+    tb_check_floats(m, "c", 1, (const double[]){0.5});
     T_EQ_STR(tb_shape(m, "d"), "2x3");
     T_EQ(tb_val(m, "d")->dtype, I64);
-    check_ints(m, "d", 6, TB_DIMS(7, 7, 7, 7, 7, 7));
+    tb_check_ints(m, "d", 6, TB_DIMS(7, 7, 7, 7, 7, 7));
     T_EQ(tb_val(m, "e")->dtype, F);
-    check_floats(m, "e", 6, (const double[]){0, 0, 0, 0, 0, 0});
-    done(m, p);
+    tb_check_floats(m, "e", 6, (const double[]){0, 0, 0, 0, 0, 0});
+    tb_done(m, p);
 }
 
 static void t_constant_of_shape_unknown(void) {
@@ -962,11 +917,11 @@ static void t_constant_of_shape_unknown(void) {
     tb_attr_i(m, k, "dtype", I64);
     tb_output(m, "y");
     tb_output(m, "eye");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "y"), "?x?x?");
     T_EQ_STR(tb_shape(m, "eye"), "4x4");
     T_EQ(tb_val(m, "eye")->dtype, I64);
-    done(m, p);
+    tb_done(m, p);
 }
 
 /* ---- the rest ---- */
@@ -986,13 +941,13 @@ static void t_cumsum(void) {
     tb_output(m, "c");
     tb_output(m, "r");
     tb_output(m, "y");
-    mp_profile *p = prof(m);
-    check_ints(m, "c", 4, TB_DIMS(1, 3, 6, 10));
-    check_ints(m, "r", 4, TB_DIMS(9, 7, 4, 0));
+    mp_profile *p = tb_prof(m);
+    tb_check_ints(m, "c", 4, TB_DIMS(1, 3, 6, 10));
+    tb_check_ints(m, "r", 4, TB_DIMS(9, 7, 4, 0));
     T_EQ_STR(tb_shape(m, "y"), "8x16");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 128);
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 0);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_data_dependent(void) {
@@ -1018,14 +973,14 @@ static void t_data_dependent(void) {
     tb_output(m, "c");
     tb_output(m, "c2");
     tb_output(m, "uy");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "n"), "2x?");
     T_EQ_STR(tb_shape(m, "n2"), "1x2");
     T_EQ_STR(tb_shape(m, "c"), "?x4");
     T_EQ_STR(tb_shape(m, "c2"), "2x4");
     T_EQ_STR(tb_shape(m, "uy"), "?");
     T_EQ_STR(tb_shape(m, "uinv"), "10");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_misc_shapes(void) {
@@ -1058,7 +1013,7 @@ static void t_misc_shapes(void) {
     tb_output(m, "tr");
     tb_output(m, "sc");
     tb_output(m, "sc2");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "oh"), "4x5x10");
     T_EQ(tb_val(m, "oh")->dtype, F);
     T_EQ_STR(tb_shape(m, "ds"), "1x4x6x6");
@@ -1067,7 +1022,7 @@ static void t_misc_shapes(void) {
     T_EQ_STR(tb_shape(m, "sc"), "5x4");
     T_EQ_U64(tb_nodep(m, k1)->cost.flops, 0);
     T_EQ_U64(tb_nodep(m, k2)->cost.flops, 8);
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_unknown_rank_flows(void) {
@@ -1097,12 +1052,12 @@ static void t_unknown_rank_flows(void) {
     tb_output(m, "c");
     tb_output(m, "f");
     tb_output(m, "p1");
-    mp_profile *p = prof(m);
+    mp_profile *p = tb_prof(m);
     T_EQ_STR(tb_shape(m, "r"), "?x?");
     T_EQ_STR(tb_shape(m, "sh"), "?");
     T_EQ_STR(tb_shape(m, "t"), "?rank");
     T_EQ_STR(tb_shape(m, "f"), "?x?");
-    done(m, p);
+    tb_done(m, p);
 }
 
 static void t_missing_input(void) {
@@ -1112,7 +1067,7 @@ static void t_missing_input(void) {
     int k = tb_node(m, "Gather", "x", "y");
     tb_name(m, k, "lonely_gather");
     tb_output(m, "y");
-    expect_shape_error(m, "lonely_gather");
+    tb_expect_shape_error(m, "lonely_gather");
 }
 
 MP_TESTS(ops_shape){

@@ -369,26 +369,16 @@ static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
 
 /* ---- shape helpers ---- */
 
-/* Input i, which must be present and within the rank limit. */
-static mp_status ew_input(mp_ctx *c, int i, mp_value **v) {
-    *v = mp_in(c, i);
-    if (!*v) return mp_fail(c, "input %d is missing", i);
-    if ((*v)->rank > MP_MAX_RANK)
-        return mp_fail(c, "input %d has rank %d, above the limit %d", i, (*v)->rank,
-                       MP_MAX_RANK);
-    return MP_OK;
-}
-
 /* Numpy broadcast of inputs first..first+count-1 (all present). */
 static mp_status ew_broadcast(mp_ctx *c, int first, int count, int *rank, int64_t *dims) {
     mp_value *x;
-    mp_status st = ew_input(c, first, &x);
+    mp_status st = mp_need_in(c, first, NULL, &x);
     if (st) return st;
     int r = x->rank;
     if (r > 0) memcpy(dims, x->dims, sizeof(int64_t) * (size_t)r);
     for (int i = first + 1; i < first + count; i++) {
         mp_value *y;
-        if ((st = ew_input(c, i, &y))) return st;
+        if ((st = mp_need_in(c, i, NULL, &y))) return st;
         if (r < 0 || y->rank < 0) {
             r = -1;
             continue; /* keep checking the other inputs are present */
@@ -416,7 +406,7 @@ static mp_status ew_arity(mp_ctx *c, int lo, int hi) {
 static mp_status ew_unary(mp_ctx *c, ew_code op) {
     mp_value *x;
     mp_status st = ew_arity(c, 1, 1);
-    if (!st) st = ew_input(c, 0, &x);
+    if (!st) st = mp_need_in(c, 0, NULL, &x);
     if (st) return st;
     int dt = ew_is_bool_out(op) ? MP_DT_BOOL : x->dtype;
     if ((st = mp_set_out(c, 0, dt, x->rank, x->dims))) return st;
@@ -453,7 +443,7 @@ EW_UNARY_OPS(EW_DEF_UNARY)
 static mp_status ew_clip(mp_ctx *c, bool bounds_as_inputs) {
     mp_value *x;
     mp_status st = ew_arity(c, 1, bounds_as_inputs ? 3 : 1);
-    if (!st) st = ew_input(c, 0, &x);
+    if (!st) st = mp_need_in(c, 0, NULL, &x);
     if (st) return st;
     if ((st = mp_set_out(c, 0, x->dtype, x->rank, x->dims))) return st;
     ew_attrs a;
@@ -490,7 +480,7 @@ static mp_status ew_binary(mp_ctx *c, ew_code op) {
     mp_status st = ew_arity(c, 2, 2);
     if (st) return st;
     mp_value *a, *b;
-    if ((st = ew_input(c, 0, &a)) || (st = ew_input(c, 1, &b))) return st;
+    if ((st = mp_need_in(c, 0, NULL, &a)) || (st = mp_need_in(c, 1, NULL, &b))) return st;
     int dt = ew_is_bool_out(op) ? MP_DT_BOOL : a->dtype;
     ew_attrs at;
     ew_attrs_read(c->n, op, &at);
@@ -538,7 +528,7 @@ static mp_status infer_prelu(mp_ctx *c) {
     mp_status st = ew_arity(c, 2, 2);
     if (st) return st;
     mp_value *x, *s;
-    if ((st = ew_input(c, 0, &x)) || (st = ew_input(c, 1, &s))) return st;
+    if ((st = mp_need_in(c, 0, NULL, &x)) || (st = mp_need_in(c, 1, NULL, &s))) return st;
     if (x->rank >= 0 && s->rank >= 0) {
         if (s->rank > x->rank)
             return mp_fail(c, "slope rank %d is above X's rank %d", s->rank, x->rank);

@@ -18,16 +18,9 @@
 
 /* Required input i: NULL (with *st set) when omitted or of absurd rank. */
 static mp_value *la_in(mp_ctx *c, int i, mp_status *st) {
-    mp_value *v = mp_in(c, i);
-    if (!v) {
-        *st = mp_fail(c, "required input %d is missing", i);
-        return NULL;
-    }
-    if (v->rank > MP_MAX_RANK) {
-        *st = mp_fail(c, "input %d has rank %d, above the limit %d", i, v->rank, MP_MAX_RANK);
-        return NULL;
-    }
-    return v;
+    mp_value *v = NULL;
+    *st = mp_need_in(c, i, NULL, &v);
+    return *st ? NULL : v;
 }
 
 /* Two dims that must be equal: the known one wins, a named symbol wins over

@@ -15,16 +15,6 @@
 
 /* ---- small shared helpers ---- */
 
-/* Input i, which must be present and within the rank limit. */
-static mp_status nn_input(mp_ctx *c, int i, const char *what, mp_value **v) {
-    *v = mp_in(c, i);
-    if (!*v) return mp_fail(c, "input %d (%s) is missing", i, what);
-    if ((*v)->rank > MP_MAX_RANK)
-        return mp_fail(c, "input %d (%s) has rank %d, above the limit %d", i, what,
-                       (*v)->rank, MP_MAX_RANK);
-    return MP_OK;
-}
-
 static mp_status nn_arity(mp_ctx *c, int lo, int hi) {
     int n = c->n->n_in;
     if (n < lo || n > hi) return mp_fail(c, "expects %d to %d inputs, got %d", lo, hi, n);
@@ -269,8 +259,8 @@ static mp_status nn_check_bias(mp_ctx *c, const mp_value *b, int64_t m) {
 static mp_status infer_conv(mp_ctx *c) {
     mp_status st;
     mp_value *x, *w, *b = mp_in(c, 2);
-    if ((st = nn_arity(c, 2, 3)) || (st = nn_input(c, 0, "X", &x)) ||
-        (st = nn_input(c, 1, "W", &w)))
+    if ((st = nn_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+        (st = mp_need_in(c, 1, "W", &w)))
         return st;
     int k;
     if ((st = nn_spatial(c, x, w->rank, &k))) return st;
@@ -293,15 +283,21 @@ static mp_status infer_conv(mp_ctx *c) {
     return mp_set_out(c, 0, x->dtype, k + 2, dims);
 }
 
-static void cost_conv(mp_ctx *c, mp_cost *k) {
+/* numel(W) x N x prod(spatial of `sp`), plus the bias on every output
+ * element: Conv takes the output's spatial dims, ConvTranspose the
+ * input's. */
+static void nn_cost_weight_window(mp_ctx *c, mp_cost *k, const mp_value *sp) {
     bool ovf = false;
-    uint64_t wn = nn_prod(mp_in(c, 1), 0, -1, k);   /* M * C/group * prod(kernel) */
-    uint64_t no = nn_prod(mp_out(c, 0), 0, 1, k);   /* N * prod(out spatial) */
-    k->macs = mp_umul(wn, no, &ovf);
+    uint64_t wn = nn_prod(mp_in(c, 1), 0, -1, k);
+    uint64_t ns = nn_prod(sp, 0, 1, k);
+    k->macs = mp_umul(wn, ns, &ovf);
     k->flops = mp_umul(2, k->macs, &ovf);
     if (mp_in(c, 2)) k->flops = mp_uadd(k->flops, mp_cnumel(mp_out(c, 0), k), &ovf);
     if (ovf) k->flags |= MP_COST_OVERFLOW;
 }
+
+/* W: M * C/group * prod(kernel); spatial: N * prod(out spatial) */
+static void cost_conv(mp_ctx *c, mp_cost *k) { nn_cost_weight_window(c, k, mp_out(c, 0)); }
 
 /* ---- ConvTranspose ----
  * X [N, C, D...], W [C, M/group, k...], B [M] -> Y [N, M, O...] with
@@ -314,8 +310,8 @@ static void cost_conv(mp_ctx *c, mp_cost *k) {
 static mp_status infer_conv_transpose(mp_ctx *c) {
     mp_status st;
     mp_value *x, *w, *b = mp_in(c, 2);
-    if ((st = nn_arity(c, 2, 3)) || (st = nn_input(c, 0, "X", &x)) ||
-        (st = nn_input(c, 1, "W", &w)))
+    if ((st = nn_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+        (st = mp_need_in(c, 1, "W", &w)))
         return st;
     int k;
     if ((st = nn_spatial(c, x, w->rank, &k))) return st;
@@ -375,14 +371,9 @@ static mp_status infer_conv_transpose(mp_ctx *c) {
     return mp_set_out(c, 0, x->dtype, k + 2, dims);
 }
 
+/* W: C * M/group * prod(kernel); spatial: N * prod(in spatial) */
 static void cost_conv_transpose(mp_ctx *c, mp_cost *k) {
-    bool ovf = false;
-    uint64_t wn = nn_prod(mp_in(c, 1), 0, -1, k);  /* C * M/group * prod(kernel) */
-    uint64_t ni = nn_prod(mp_in(c, 0), 0, 1, k);   /* N * prod(in spatial) */
-    k->macs = mp_umul(wn, ni, &ovf);
-    k->flops = mp_umul(2, k->macs, &ovf);
-    if (mp_in(c, 2)) k->flops = mp_uadd(k->flops, mp_cnumel(mp_out(c, 0), k), &ovf);
-    if (ovf) k->flags |= MP_COST_OVERFLOW;
+    nn_cost_weight_window(c, k, mp_in(c, 0));
 }
 
 /* ---- MaxPool, AveragePool, LpPool ----
@@ -394,7 +385,7 @@ static void cost_conv_transpose(mp_ctx *c, mp_cost *k) {
 static mp_status infer_pool(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "X", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const int64_t *ks;
     if (mp_attr_ints(c->n, "kernel_shape", &ks) < 0) return mp_fail(c, "kernel_shape is required");
     int k;
@@ -413,7 +404,7 @@ static mp_status infer_pool(mp_ctx *c) {
 static mp_status infer_global_pool(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "X", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (x->rank < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
     if (x->rank < 2) return mp_fail(c, "X must be [N, C, ...], got rank %d", x->rank);
     int64_t dims[MP_MAX_RANK];
@@ -448,7 +439,7 @@ static mp_status infer_batchnorm(mp_ctx *c) {
     static const char *const names[] = {"X", "scale", "B", "mean", "var"};
     if ((st = nn_arity(c, 5, 5))) return st;
     for (int i = 0; i < 5; i++)
-        if ((st = nn_input(c, i, names[i], &s))) return st;
+        if ((st = mp_need_in(c, i, names[i], &s))) return st;
     x = mp_in(c, 0);
     if (x->rank >= 0 && x->rank < 2 && mp_attr_i(c->n, "spatial", 1))
         return mp_fail(c, "X must be [N, C, ...], got rank %d", x->rank);
@@ -475,8 +466,8 @@ static void cost_batchnorm(mp_ctx *c, mp_cost *k) {
 static mp_status infer_instancenorm(mp_ctx *c) {
     mp_status st;
     mp_value *x, *v;
-    if ((st = nn_arity(c, 3, 3)) || (st = nn_input(c, 0, "X", &x)) ||
-        (st = nn_input(c, 1, "scale", &v)) || (st = nn_input(c, 2, "B", &v)))
+    if ((st = nn_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+        (st = mp_need_in(c, 1, "scale", &v)) || (st = mp_need_in(c, 2, "B", &v)))
         return st;
     if (x->rank >= 0 && x->rank < 3)
         return mp_fail(c, "X must be [N, C, D...], got rank %d", x->rank);
@@ -495,8 +486,8 @@ static void cost_norm5(mp_ctx *c, mp_cost *k) { nn_cost_per_elem(k, 5, mp_in(c, 
 static mp_status infer_layernorm(mp_ctx *c) {
     mp_status st;
     mp_value *x, *s;
-    if ((st = nn_arity(c, 2, 3)) || (st = nn_input(c, 0, "X", &x)) ||
-        (st = nn_input(c, 1, "Scale", &s)))
+    if ((st = nn_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+        (st = mp_need_in(c, 1, "Scale", &s)))
         return st;
     int64_t stash = mp_attr_i(c->n, "stash_type", MP_DT_FLOAT);
     int sdt = (stash > 0 && stash < MP_DT_COUNT) ? (int)stash : MP_DT_FLOAT;
@@ -538,8 +529,8 @@ static void cost_layernorm(mp_ctx *c, mp_cost *k) {
 static mp_status nn_groupnorm(mp_ctx *c, bool per_channel) {
     mp_status st;
     mp_value *x, *v;
-    if ((st = nn_arity(c, 3, 3)) || (st = nn_input(c, 0, "X", &x)) ||
-        (st = nn_input(c, 1, "scale", &v)) || (st = nn_input(c, 2, "bias", &v)))
+    if ((st = nn_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+        (st = mp_need_in(c, 1, "scale", &v)) || (st = mp_need_in(c, 2, "bias", &v)))
         return st;
     int64_t g = mp_attr_i(c->n, "num_groups", -1);
     if (g < 1) return mp_fail(c, "num_groups is required and must be positive");
@@ -565,7 +556,7 @@ static mp_status infer_groupnorm21(mp_ctx *c) { return nn_groupnorm(c, true); }
 static mp_status infer_lpnorm(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "X", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (x->rank >= 0 && mp_axis(mp_attr_i(c->n, "axis", -1), x->rank) < 0)
         return mp_fail(c, "axis out of range for rank %d", x->rank);
     int64_t p = mp_attr_i(c->n, "p", 2);
@@ -581,7 +572,7 @@ static void cost_lpnorm(mp_ctx *c, mp_cost *k) { nn_cost_per_elem(k, 3, mp_in(c,
 static mp_status infer_mvn(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "X", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const int64_t *axes;
     int n = mp_attr_ints(c->n, "axes", &axes);
     if (n > 0 && x->rank >= 0) {
@@ -600,7 +591,7 @@ static void cost_norm4(mp_ctx *c, mp_cost *k) { nn_cost_per_elem(k, 4, mp_in(c, 
 static mp_status infer_lrn(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "X", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (mp_attr_i(c->n, "size", 0) < 1) return mp_fail(c, "size is required and must be positive");
     if (x->rank >= 0 && x->rank < 3)
         return mp_fail(c, "X must be [N, C, D...], got rank %d", x->rank);
@@ -620,7 +611,7 @@ static void cost_lrn(mp_ctx *c, mp_cost *k) {
 static mp_status infer_softmax(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "input", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
     int64_t axis = mp_attr_i(c->n, "axis", c->n->opset < 13 ? 1 : -1);
     if (x->rank > 0 && mp_axis(axis, x->rank) < 0)
         return mp_fail(c, "axis %lld out of range for rank %d", (long long)axis, x->rank);
@@ -706,7 +697,7 @@ static mp_status nn_reduce_fold(mp_ctx *c, nn_red op, const mp_value *x, const b
 static mp_status nn_reduce(mp_ctx *c, bool axes_input, nn_red op) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, axes_input ? 2 : 1)) || (st = nn_input(c, 0, "data", &x)))
+    if ((st = nn_arity(c, 1, axes_input ? 2 : 1)) || (st = mp_need_in(c, 0, "data", &x)))
         return st;
     bool keep = mp_attr_i(c->n, "keepdims", 1) != 0;
     const int64_t *axes = NULL;
@@ -768,7 +759,7 @@ static mp_status infer_rmin_input(mp_ctx *c) { return nn_reduce(c, true, NN_RED_
 static mp_status infer_argminmax(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = nn_input(c, 0, "data", &x))) return st;
+    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "data", &x))) return st;
     if (x->rank < 0) return mp_set_out(c, 0, MP_DT_INT64, -1, NULL);
     int axis = mp_axis(mp_attr_i(c->n, "axis", 0), x->rank);
     if (axis < 0) return mp_fail(c, "axis out of range for rank %d", x->rank);
@@ -790,7 +781,7 @@ static mp_status infer_argminmax(mp_ctx *c) {
 static mp_status nn_dropout(mp_ctx *c, int mask_dtype) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 3)) || (st = nn_input(c, 0, "data", &x))) return st;
+    if ((st = nn_arity(c, 1, 3)) || (st = mp_need_in(c, 0, "data", &x))) return st;
     if ((st = mp_set_out_like(c, 0, x))) return st;
     if ((st = mp_set_out(c, 1, mask_dtype < 0 ? x->dtype : mask_dtype, x->rank, x->dims)))
         return st;
@@ -813,7 +804,7 @@ static mp_status infer_dropout10(mp_ctx *c) { return nn_dropout(c, MP_DT_BOOL); 
 static mp_status nn_resize(mp_ctx *c, int scales_i, int sizes_i, bool v18) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 4)) || (st = nn_input(c, 0, "X", &x))) return st;
+    if ((st = nn_arity(c, 1, 4)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const char *mode = mp_attr_s(c->n, "mode", "nearest");
     if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "bilinear") &&
         strcmp(mode, "cubic"))

@@ -75,6 +75,10 @@ static inline bool mp_shape_known(const mp_value *v) {
     return true;
 }
 
+/* Required input i: present and within the rank limit, else an error
+ * naming the input (what: its role, e.g. "W", or NULL). */
+mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v);
+
 /* Error naming the node and op; returns MP_ERR_SHAPE. */
 mp_status mp_fail(mp_ctx *c, const char *fmt, ...) MP_PRINTF(2, 3);
 

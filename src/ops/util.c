@@ -16,6 +16,19 @@ mp_status mp_fail(mp_ctx *c, const char *fmt, ...) {
                     c->n->op, buf);
 }
 
+mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v) {
+    *v = mp_in(c, i);
+    if (!*v)
+        return what ? mp_fail(c, "input %d (%s) is missing", i, what)
+                    : mp_fail(c, "input %d is missing", i);
+    if ((*v)->rank > MP_MAX_RANK)
+        return what ? mp_fail(c, "input %d (%s) has rank %d, above the limit %d", i, what,
+                              (*v)->rank, MP_MAX_RANK)
+                    : mp_fail(c, "input %d has rank %d, above the limit %d", i, (*v)->rank,
+                              MP_MAX_RANK);
+    return MP_OK;
+}
+
 /* ---- attributes ---- */
 
 int64_t mp_attr_i(const mp_node *n, const char *name, int64_t def) {
