@@ -11,9 +11,9 @@
 static mp_status mp__init_input(mp_model *m, mp_value *v) {
     v->dtype = v->decl_dtype;
     v->rank = v->decl_rank;
-    v->kn = -1;
-    v->iv = NULL;
-    v->fv = NULL;
+    v->kn = v->given_n;
+    v->iv = v->given_iv;
+    v->fv = v->given_fv;
     if (v->rank <= 0) {
         v->dims = NULL;
         return MP_OK;

@@ -93,6 +93,7 @@ int mp_graph_value(mp_graph *g, const char *name, size_t len) {
     v->producer = -1;
     v->outer = -1;
     v->kn = -1;
+    v->given_n = -1;
     v->last_use = -1;
     if (mp_strmap_put(&g->names, v->name, g->n_values) != MP_OK) return -1;
     return g->n_values++;

@@ -136,6 +136,11 @@ typedef struct mp_value {
     int decl_dtype;
     int decl_rank;            /* -1: none declared */
     int64_t *decl_dims;
+    /* Contents given by the caller for a graph input (conformance tests
+     * feed small shape tensors this way): given_n >= 0 elements. */
+    int64_t given_n;
+    int64_t *given_iv;
+    double *given_fv;
     /* Known contents for shape arithmetic: kn >= 0 elements known.
      * Integer/bool types fill iv, float types fill fv. */
     int64_t kn;

@@ -12,6 +12,19 @@
 mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **iv,
                          double **fv);
 
+/* Decode one serialized TensorProto (e.g. a test's input_0.pb, read into
+ * memory that outlives the tensor) into the model's arena. External data
+ * is resolved against the model's folder like the model's own. */
+mp_status mp_tensor_decode(struct mp_model *m, const uint8_t *bytes, size_t len,
+                           mp_tensor **out);
+
+/* Give graph input `name` a dtype, a concrete shape and (when iv or fv is
+ * not NULL, n = numel elements, at most MP_KNOWN_MAX) its contents, which
+ * shape arithmetic then uses. For tests and tools that feed real inputs. */
+mp_status mp_model_set_input_data(struct mp_model *m, const char *name, int dtype, int rank,
+                                  const int64_t *dims, const int64_t *iv, const double *fv,
+                                  int64_t n);
+
 /* After the graph is built (by the decoder, or by hand in tests): resolve
  * outer-scope names, operator descriptors, topological order and modules.
  * Idempotent. */

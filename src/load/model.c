@@ -1,5 +1,6 @@
 /* Model lifetime and the user's dims. */
 #include "load/load.h"
+#include "ops/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,5 +98,35 @@ mp_status mp_model_set_input_shape(mp_model *m, const char *name, const int64_t 
     }
     val->decl_rank = rank;
     val->decl_dims = d;
+    return MP_OK;
+}
+
+mp_status mp_model_set_input_data(mp_model *m, const char *name, int dtype, int rank,
+                                  const int64_t *dims, const int64_t *iv, const double *fv,
+                                  int64_t n) {
+    mp_status st = mp_model_set_input_shape(m, name, dims, rank);
+    if (st) return st;
+    mp_value *v = &m->graph->values[mp_graph_find(m->graph, name)];
+    v->decl_dtype = dtype;
+    v->given_n = -1;
+    v->given_iv = NULL;
+    v->given_fv = NULL;
+    if (!iv && !fv) return MP_OK;
+    int64_t numel = mp_dims_product(dims, rank);
+    if (numel != n || n < 0)
+        return mp_error(MP_ERR_USAGE, "input '%s': %lld values for %lld elements", name,
+                        (long long)n, (long long)numel);
+    if (n > MP_KNOWN_MAX) return MP_OK; /* too large to matter for shape arithmetic */
+    size_t sz = (size_t)(n ? n : 1);
+    if (iv) {
+        v->given_iv = mp_arena_calloc(&m->arena, sz, sizeof *v->given_iv);
+        if (!v->given_iv) return mp_error(MP_ERR_NOMEM, "out of memory");
+        memcpy(v->given_iv, iv, sizeof *iv * (size_t)n);
+    } else {
+        v->given_fv = mp_arena_calloc(&m->arena, sz, sizeof *v->given_fv);
+        if (!v->given_fv) return mp_error(MP_ERR_NOMEM, "out of memory");
+        memcpy(v->given_fv, fv, sizeof *fv * (size_t)n);
+    }
+    v->given_n = n;
     return MP_OK;
 }

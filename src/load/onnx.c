@@ -1499,6 +1499,14 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     return MP_OK;
 }
 
+mp_status mp_tensor_decode(mp_model *m, const uint8_t *bytes, size_t len, mp_tensor **out) {
+    mp__loader L = {.m = m};
+    mp_status st = mp__tensor(&L, pb_view(bytes, len), out);
+    free(L.ext);
+    mp_strmap_free(&L.ext_files);
+    return st;
+}
+
 mp_status mp_model_load(const char *path, mp_model **out) {
     *out = NULL;
     mp_error_clear();
