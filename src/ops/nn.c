@@ -256,15 +256,14 @@ static mp_status nn_check_bias(mp_ctx *c, const mp_value *b, int64_t m) {
  * FLOPs = 2 * MACs + (B ? numel(Y) : 0)
  * W and B are parameters. */
 
-static mp_status infer_conv(mp_ctx *c) {
+mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype) {
     mp_status st;
-    mp_value *x, *w, *b = mp_in(c, 2);
-    if ((st = nn_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
-        (st = mp_need_in(c, 1, "W", &w)))
-        return st;
+    mp_value *x, *w, *b = bi >= 0 ? mp_in(c, bi) : NULL;
+    if ((st = mp_need_in(c, xi, "X", &x)) || (st = mp_need_in(c, wi, "W", &w))) return st;
     int k;
     if ((st = nn_spatial(c, x, w->rank, &k))) return st;
-    if (k < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
+    int dt = out_dtype ? out_dtype : x->dtype;
+    if (k < 0) return mp_set_out(c, 0, dt, -1, NULL);
     int64_t group = mp_attr_i(c->n, "group", 1);
     if (group < 1) return mp_fail(c, "group = %lld", (long long)group);
     int64_t cin = nn_dim(x, 1), wc = nn_dim(w, 1), m = nn_dim(w, 0);
@@ -280,7 +279,12 @@ static mp_status infer_conv(mp_ctx *c) {
     if ((st = nn_win_read(c, k, &win)) || (st = nn_kernel(c, w, &win))) return st;
     int64_t dims[MP_MAX_RANK];
     if ((st = nn_win_out(c, &win, x, nn_dim(x, 0), m, dims))) return st;
-    return mp_set_out(c, 0, x->dtype, k + 2, dims);
+    return mp_set_out(c, 0, dt, k + 2, dims);
+}
+
+static mp_status infer_conv(mp_ctx *c) {
+    mp_status st = nn_arity(c, 2, 3);
+    return st ? st : mp_conv_infer(c, 0, 1, 2, 0);
 }
 
 /* numel(W) x N x prod(spatial of `sp`), plus the bias on every output

@@ -124,6 +124,10 @@ void mp_cost_out1(mp_ctx *c, mp_cost *k);        /* 1 FLOP per output element */
 void mp_cost_in1(mp_ctx *c, mp_cost *k);         /* 1 FLOP per input-0 element */
 
 /* Shared shape rules. */
+/* Conv's rule (attributes kernel_shape, strides, pads, dilations, group,
+ * auto_pad) on X = input xi, W = input wi, optional bias bi (-1: none);
+ * output 0 gets out_dtype (0: X's dtype). For QLinearConv, ConvInteger. */
+mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype);
 mp_status mp_infer_same(mp_ctx *c);              /* out0 = in0 (dtype, shape) */
 mp_status mp_infer_broadcast(mp_ctx *c);         /* out0 = broadcast of all inputs, dtype of in0 */
 
