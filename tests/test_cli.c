@@ -161,6 +161,29 @@ static void t_json_file(void) {
     T_CHECK(stat(path, &st) != 0);
 }
 
+static void t_output_through_symlink(void) {
+    /* -o to a symlink replaces the file it points to and keeps the link */
+    char dir[] = "/tmp/mp-cli-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char target[128], link[128];
+    snprintf(target, sizeof target, "%s/real.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    FILE *f = fopen(target, "w");
+    fputs("old", f);
+    fclose(f);
+    T_CHECK(symlink(target, link) == 0);
+    run_result r = RUN("models/resnet18.onnx", "--dim", "batch=1", "--format", "json", "-o", link,
+                       "-q");
+    T_EQ(r.code, 0);
+    done(&r);
+    struct stat st;
+    T_CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    size_t len = 0;
+    char *text = jr_slurp(target, &len);
+    T_CHECK(text && len > 1000 && text[0] == '{');
+    free(text);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -211,6 +234,7 @@ MP_TESTS(cli){
     {"usage_errors", t_usage_errors},
     {"model_errors", t_model_errors},
     {"json_file", t_json_file},
+    {"output_through_symlink", t_output_through_symlink},
     {"golden_reports", t_golden_reports},
     {"unresolved_dims_reported", t_unresolved_dims_reported},
 };

@@ -56,6 +56,11 @@ static void jw_raw_string(jw *w, const char *s) {
     fputc('"', f);
     const unsigned char *c = (const unsigned char *)(s ? s : "");
     while (*c) {
+        /* a run of plain printable ASCII goes out in one write */
+        const unsigned char *run = c;
+        while (*c >= 0x20 && *c < 0x80 && *c != '"' && *c != '\\') c++;
+        if (c > run) fwrite(run, 1, (size_t)(c - run), f);
+        if (!*c) break;
         unsigned char b = *c;
         if (b == '"' || b == '\\') {
             fputc('\\', f);
