@@ -39,6 +39,29 @@ static mp_status mp__set_body_input(mp_ctx *c, mp_graph *b, int i, int dtype, in
     return MP_OK;
 }
 
+/* Where inference left a body output's dim unknown (it depends on the
+ * iteration number, say), the body's declared output type fills it in:
+ * the exporter states the fixed point there. */
+static mp_status mp__refine_from_decl(mp_ctx *c, mp_graph *b) {
+    for (int i = 0; i < b->n_outputs; i++) {
+        mp_value *v = &b->values[b->outputs[i]];
+        if (v->decl_rank < 0 || (v->rank >= 0 && v->rank != v->decl_rank)) continue;
+        if (!v->dtype) v->dtype = v->decl_dtype;
+        bool known = v->rank >= 0;
+        for (int d = 0; known && d < v->rank; d++) known = v->dims[d] >= 0;
+        if (known) continue;
+        int64_t *dims = mp_scratch(c, sizeof(int64_t) * (size_t)(v->decl_rank ? v->decl_rank : 1));
+        if (!dims) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int d = 0; d < v->decl_rank; d++) {
+            int64_t inferred = v->rank >= 0 ? v->dims[d] : MP_DIM_ANON;
+            dims[d] = inferred >= 0 ? inferred : v->decl_dims[d];
+        }
+        v->rank = v->decl_rank;
+        v->dims = dims;
+    }
+    return MP_OK;
+}
+
 static mp_status mp__run_body(mp_ctx *c, mp_graph *b) {
     mp_status st = mp_infer_graph(c->m, b);
     if (st) {
@@ -47,7 +70,7 @@ static mp_status mp__run_body(mp_ctx *c, mp_graph *b) {
         snprintf(inner, sizeof inner, "%s", mp_last_error());
         return mp_fail(c, "in its body: %s", inner);
     }
-    return MP_OK;
+    return mp__refine_from_decl(c, b);
 }
 
 /* ---- If ---- */
@@ -217,6 +240,65 @@ static mp_status mp__scan_infer(mp_ctx *c) {
     return MP_OK;
 }
 
+/* Scan before opset 9: input 0 is an optional sequence_lens, every other
+ * input and output has a batch axis 0, and scan inputs and outputs scan
+ * along axis 1. */
+static mp_status mp__scan8_infer(mp_ctx *c) {
+    mp_graph *b = mp__body(c, "body");
+    if (!b) return mp_fail(c, "needs a body graph");
+    int n_scan = (int)mp_attr_i(c->n, "num_scan_inputs", -1);
+    int n_in = c->n->n_in - 1; /* without sequence_lens */
+    int n_state = n_in - n_scan;
+    if (n_scan < 1 || n_state < 0) return mp_fail(c, "bad num_scan_inputs %d", n_scan);
+    if (b->n_inputs != n_in) return mp_fail(c, "body has %d inputs, node has %d", b->n_inputs, n_in);
+    mp_status st;
+    int64_t batch = MP_DIM_ANON, seq = MP_DIM_ANON;
+    for (int i = 0; i < n_in; i++) {
+        const mp_value *v = mp_in(c, i + 1);
+        if (!v) return mp_fail(c, "input %d is missing", i + 1);
+        int drop = i < n_state ? 1 : 2; /* batch, and the scan axis */
+        if (v->rank < drop) {
+            if ((st = mp__set_body_input(c, b, i, v->dtype, -1, NULL))) return st;
+            continue;
+        }
+        batch = v->dims[0];
+        if (i >= n_state) seq = v->dims[1];
+        if ((st = mp__set_body_input(c, b, i, v->dtype, v->rank - drop, v->dims + drop))) return st;
+    }
+    if ((st = mp__run_body(c, b))) return st;
+    if (b->n_outputs != c->n->n_out) return mp_fail(c, "body has %d outputs, node has %d", b->n_outputs, c->n->n_out);
+    for (int o = 0; o < c->n->n_out; o++) {
+        const mp_value *bo = &b->values[b->outputs[o]];
+        int add = o < n_state ? 1 : 2;
+        if (bo->rank < 0 || bo->rank + add > MP_MAX_RANK) {
+            if ((st = mp_set_out_dtype(c, o, bo->dtype))) return st;
+            continue;
+        }
+        int64_t dims[MP_MAX_RANK];
+        dims[0] = batch;
+        if (add == 2) dims[1] = seq;
+        for (int d = 0; d < bo->rank; d++) dims[d + add] = bo->dims[d];
+        if ((st = mp_set_out(c, o, bo->dtype, bo->rank + add, dims))) return st;
+    }
+    return MP_OK;
+}
+
+static void mp__scan8_cost(mp_ctx *c, mp_cost *k) {
+    mp_cost body = {0};
+    mp_graph_cost_sum(mp__body(c, "body"), &body);
+    *k = body;
+    k->bytes_read = k->bytes_written = 0;
+    int n_scan = (int)mp_attr_i(c->n, "num_scan_inputs", 1);
+    const mp_value *v = mp_in(c, c->n->n_in - n_scan);
+    if (v && v->rank >= 2 && v->dims[0] >= 0 && v->dims[1] >= 0) {
+        bool ovf = false;
+        mp__scale_cost(k, mp_umul((uint64_t)v->dims[0], (uint64_t)v->dims[1], &ovf));
+        if (ovf) k->flags |= MP_COST_OVERFLOW;
+    } else {
+        k->flags |= MP_COST_PER_ITER;
+    }
+}
+
 static void mp__scan_cost(mp_ctx *c, mp_cost *k) {
     mp_cost body = {0};
     mp_graph_cost_sum(mp__body(c, "body"), &body);
@@ -237,6 +319,7 @@ static void mp__scan_cost(mp_ctx *c, mp_cost *k) {
 const mp_op mp_ops_control[] = {
     {"", "If", 1, mp__if_infer, mp__if_cost, 0, 0},
     {"", "Loop", 1, mp__loop_infer, mp__loop_cost, 0, 0},
+    {"", "Scan", 8, mp__scan8_infer, mp__scan8_cost, 0, 0},
     {"", "Scan", 9, mp__scan_infer, mp__scan_cost, 0, 0},
 };
 const int mp_ops_control_count = (int)MP_ARRAY_LEN(mp_ops_control);
