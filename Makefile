@@ -6,7 +6,8 @@ CC := gcc
 endif
 OPT ?= -O2
 CFLAGS ?= $(OPT) -g
-WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
+        -Wno-missing-field-initializers
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Iinclude -Isrc
 LDLIBS := -lm -lpthread
 BUILD ?= build
@@ -14,7 +15,7 @@ BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c \
                   src/analyze/*.c src/report/*.c))
 CLI_SRC := src/cli/main.c
-TEST_SRC := $(sort $(wildcard tests/*.c))
+TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -57,6 +58,75 @@ test:
 	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
 	@echo "== unit, model and CLI tests"
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
+	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
+
+# ---- conformance against the ONNX backend test data (docs/CONFORMANCE.md) ----
+$(BUILD)/conformance: $(BUILD)/obj/tests/conformance.o $(BUILD)/libmodelprof.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(BUILD)/obj/tests/conformance.d
+
+conformance:
+	@sh tools/deps.sh test
+	$(MAKE) $(BUILD)/conformance
+	$(BUILD)/conformance --skip tests/conformance_skip.txt $(CONFORMANCE_FLAGS)
+
+.PHONY: conformance
+
+# ---- sanitizers and fuzzing (docs/SECURITY.md) ----
+SAN_CC ?= clang-14
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_BUILD := $(BUILD)/sanitize
+
+test-sanitize:
+	@sh tools/deps.sh sanitize
+	$(MAKE) BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS="-O1 -g $(SAN_FLAGS)" \
+	    LDLIBS="$(SAN_FLAGS) $(LDLIBS)" $(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
+	@echo "== the suite under ASan+UBSan, one process per test, then in one process (leaks)"
+	MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
+	MP_TEST_INPROC=1 MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests > $(SAN_BUILD)/inproc.log \
+	    || { tail -50 $(SAN_BUILD)/inproc.log; exit 1; }
+	@echo "== the CLI on every fixture, text and JSON"
+	for f in models/*.onnx; do \
+	    $(SAN_BUILD)/modelprof -q $$f > /dev/null && \
+	    $(SAN_BUILD)/modelprof -q --format json $$f > /dev/null || exit 1; done
+
+FUZZ_BUILD := $(BUILD)/fuzz
+FUZZ_FLAGS := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_SECONDS ?= 600
+FUZZ_CORPUS ?= $(FUZZ_BUILD)/corpus
+FUZZ_ARGS := -rss_limit_mb=2048 -timeout=10 -max_len=1048576 -print_final_stats=1
+
+$(FUZZ_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
+	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d
+
+# `make fuzz`: FUZZ_SECONDS (default 600; 0 = until stopped) on a corpus
+# kept in $(FUZZ_CORPUS), seeded with the fixtures and tests/corpus.
+fuzz:
+	@sh tools/deps.sh fuzz
+	$(MAKE) $(FUZZ_BUILD)/fuzz_load
+	@mkdir -p $(FUZZ_CORPUS) $(FUZZ_BUILD)/artifacts
+	$(FUZZ_BUILD)/fuzz_load $(FUZZ_ARGS) -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_CORPUS) models tests/corpus/seeds tests/corpus/malformed
+
+# `make fuzz-ci`: the committed cases once, then 60 s; any crash, leak,
+# timeout or sanitizer report fails.
+fuzz-ci:
+	@sh tools/deps.sh fuzz
+	$(MAKE) $(FUZZ_BUILD)/fuzz_load
+	@rm -rf $(FUZZ_BUILD)/ci && mkdir -p $(FUZZ_BUILD)/ci $(FUZZ_BUILD)/artifacts
+	$(FUZZ_BUILD)/fuzz_load -runs=0 $(FUZZ_ARGS) tests/corpus/seeds tests/corpus/malformed tests/corpus/crashes
+	$(FUZZ_BUILD)/fuzz_load $(FUZZ_ARGS) -max_total_time=60 -seed=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci models tests/corpus/seeds tests/corpus/malformed
+
+.PHONY: test-sanitize fuzz fuzz-ci
 
 $(BUILD)/bench_static: bench/bench_static.c $(BUILD)/libmodelprof.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

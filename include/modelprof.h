@@ -45,8 +45,43 @@ typedef struct mp_profile mp_profile;
 
 /* Load an ONNX model. The file is memory-mapped; weight bytes are never
  * read for a static profile. Warnings (e.g. absent external weights) are
- * kept on the model, see mp_model_warning(). */
+ * kept on the model, see mp_model_warning(). Uses the default limits. */
 mp_status mp_model_load(const char *path, mp_model **out);
+
+/* Resource limits: a model that needs more fails with MP_ERR_LIMIT and a
+ * message naming the limit (docs/SECURITY.md). Zero or negative fields
+ * take the default. */
+typedef struct mp_limits {
+    int64_t max_nodes;      /* nodes of all graphs after inlining functions (10,000,000) */
+    int64_t max_values;     /* named values of all graphs (20,000,000) */
+    int64_t max_attr_elems; /* elements of one attribute: ints, floats, ... (64 Mi) */
+    int64_t max_memory;     /* bytes of the model's graph structure, its arena (4 GiB) */
+    int64_t max_depth;      /* nesting of subgraphs and function calls (64, at most 1024) */
+} mp_limits;
+
+/* X-macro of the limits: field, name for mp_limits_set and `--limit`,
+ * default. */
+#define MP_LIMIT_LIST(X)                                  \
+    X(max_nodes, "nodes", INT64_C(10000000))              \
+    X(max_values, "values", INT64_C(20000000))            \
+    X(max_attr_elems, "attr-elems", INT64_C(67108864))    \
+    X(max_memory, "memory", INT64_C(4294967296))          \
+    X(max_depth, "depth", INT64_C(64))
+#define MP_LIMIT_DEPTH_CAP 1024 /* the stack bounds nesting: depth above this is refused */
+
+void mp_limits_default(mp_limits *l);
+/* Set limit `name` ("nodes", "values", "attr-elems", "memory", "depth");
+ * MP_ERR_USAGE on an unknown name or a value below 1. */
+mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value);
+
+/* mp_model_load with limits (NULL: the defaults). */
+mp_status mp_model_load_ex(const char *path, const mp_limits *lim, mp_model **out);
+/* Decode a model held in memory. `buf` is not copied: it must stay valid
+ * and unchanged until mp_model_free. `name` names the model in messages
+ * (NULL: "<memory>"). Such a model has no folder: external data is never
+ * opened and counts as absent (a weightless profile). */
+mp_status mp_model_load_memory(const void *buf, size_t len, const char *name,
+                               const mp_limits *lim, mp_model **out);
 void mp_model_free(mp_model *m);
 int mp_model_warning_count(const mp_model *m);
 const char *mp_model_warning(const mp_model *m, int i);

@@ -58,10 +58,14 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(ops_linalg)        \
     X(ops_shape)         \
     X(ops_control)       \
+    X(ops_contrib)       \
+    X(ops_quant)         \
+    X(ops_misc)          \
     X(analyze)           \
     X(report)            \
     X(models)            \
-    X(cli)
+    X(cli)               \
+    X(malformed)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

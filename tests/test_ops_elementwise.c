@@ -240,6 +240,52 @@ static void t_prelu(void) {
     tb_expect_shape_error(m, "prelu_bad");
 }
 
+static void t_prelu_legacy(void) {
+    /* opset 6 (PyTorch's export of nn.PReLU(3)): X [2,3,4], slope [3] is
+     * one slope per channel (X's dim 1), no numpy broadcast: Y [2,3,4],
+     * 24 FLOPs, 3 params */
+    mp_model *m = tb_new(6);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 3, 4));
+    tb_weight(m, "s", F, 1, TB_DIMS(3));
+    int k = tb_node(m, "PRelu", "x,s", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y"), "2x3x4");
+    T_EQ_U64(tb_nodep(m, k)->cost.flops, 24);
+    mp_totals t;
+    mp_profile_totals(p, &t);
+    T_EQ_U64(t.params, 3);
+    tb_done(m, p);
+
+    /* a single shared slope [1] folds known contents: [-2, 3] -> [-0.5, 3] */
+    m = tb_new(6);
+    tb_const_f(m, "x", F, 1, TB_DIMS(2), (const double[]){-2, 3});
+    tb_const_f(m, "s", F, 1, TB_DIMS(1), (const double[]){0.25});
+    tb_node(m, "PRelu", "x,s", "y");
+    tb_output(m, "y");
+    p = tb_prof(m);
+    tb_check_floats(m, "y", 2, (const double[]){-0.5, 3});
+    tb_done(m, p);
+
+    /* 5 slopes for 3 channels (and not a numpy broadcast either) */
+    m = tb_new(6);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 3, 4));
+    tb_weight(m, "s", F, 1, TB_DIMS(5));
+    k = tb_node(m, "PRelu", "x,s", "y");
+    tb_name(m, k, "prelu6_bad");
+    tb_output(m, "y");
+    tb_expect_shape_error(m, "prelu6_bad");
+
+    /* from opset 7 the same [3] slope broadcasts numpy-style against 4 */
+    m = tb_new(7);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 3, 4));
+    tb_weight(m, "s", F, 1, TB_DIMS(3));
+    k = tb_node(m, "PRelu", "x,s", "y");
+    tb_name(m, k, "prelu7_bad");
+    tb_output(m, "y");
+    tb_expect_shape_error(m, "prelu7_bad");
+}
+
 /* ---- known contents (shape arithmetic) ---- */
 
 static void t_fold_mul_div(void) {
@@ -441,6 +487,7 @@ MP_TESTS(ops_elementwise) {
     {"variadic", t_variadic},
     {"where", t_where},
     {"prelu", t_prelu},
+    {"prelu_legacy", t_prelu_legacy},
     {"fold_mul_div", t_fold_mul_div},
     {"fold_broadcast", t_fold_broadcast},
     {"fold_where_compare", t_fold_where_compare},

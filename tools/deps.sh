@@ -1,11 +1,12 @@
 #!/bin/sh
 # Install the Debian packages a target needs, when they are missing.
-# usage: tools/deps.sh build|test|bench
+# usage: tools/deps.sh build|test|bench|sanitize|fuzz
 # Runs apt-get only when something is missing, and only as root.
 set -e
 want="gcc make libc6-dev"
 case "$1" in
-    test) want="$want clang" ;;
+    test) want="$want clang libonnx-testdata" ;;
+    sanitize|fuzz) want="$want clang-14 libclang-rt-14-dev" ;;
     bench) want="$want python3 python3-onnx python3-torch python3-torchvision" ;;
 esac
 missing=""

@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 """Regenerate modelprof's fixture models (models/*.onnx + models/expected.json).
 
-Each fixture is a real PyTorch model (torchvision or a hand-written
-transformer from tools/fixture_models.py), randomly initialised with
+Each fixture is a real PyTorch model (torchvision classification,
+segmentation or detection, or a hand-written transformer, LSTM/GRU tagger or
+quantized CNN from tools/fixture_models.py), randomly initialised with
 torch.manual_seed(0), exported with the TorchScript exporter
 (torch.onnx.export, training=PRESERVE, do_constant_folding=False so that
 BatchNorm stays a node and the parameter count matches PyTorch exactly), and
 then stripped of its weights: every float initializer with more than 16
 elements becomes EXTERNAL data pointing at `<stem>.weights.bin`, a file that
-is never written (see GUIDE section 5).
+is never written (see GUIDE section 5).  One fixture (quant_cnn_qoperator)
+is written with onnx.helper from the quantized PyTorch model instead, since
+torch cannot export that form (docs/FIXTURES.md).
 
     /usr/bin/python3 tools/export_fixtures.py                 # all fixtures -> models/
     /usr/bin/python3 tools/export_fixtures.py --only resnet18 --only gpt2
@@ -60,7 +63,8 @@ FLOAT_TYPES = {
 
 class Fixture:
     def __init__(self, name, build, example, input_names, output_names,
-                 dynamic_axes, config, opset=OPSET, functions=False, note=""):
+                 dynamic_axes, config, opset=OPSET, functions=False, note="",
+                 dims=None, make_onnx=None, data_dependent=()):
         self.name = name
         self.build = build              # () -> nn.Module
         self.example = example          # () -> tuple of example inputs
@@ -71,6 +75,9 @@ class Fixture:
         self.opset = opset
         self.functions = functions
         self.note = note
+        self.dims = dims                # values tests should give the symbolic dims
+        self.make_onnx = make_onnx      # (nn.Module) -> ModelProto instead of torch.onnx.export
+        self.data_dependent = list(data_dependent)  # outputs whose size depends on values
 
 
 def image_input():
@@ -121,6 +128,60 @@ def decoder(name, cls, config, model_desc):
         dict(config, model=model_desc))
 
 
+def segmentation(name, arch, size=520, **kwargs):
+    """torchvision.models.segmentation; output "out" [batch, 21, size, size]
+    (the aux head is off, so the output dict holds "out" only)."""
+    def build():
+        return getattr(torchvision.models.segmentation, arch)(
+            weights=None, weights_backbone=None, **kwargs)
+    config = dict(arch="segmentation." + arch,
+                  source="torchvision %s" % torchvision.__version__,
+                  input=[1, 3, size, size], weights_backbone=None, **kwargs)
+    return Fixture(name, build, lambda: (torch.randn(1, 3, size, size),),
+                   ["input"], ["out"], {"input": {0: "batch"}, "out": {0: "batch"}},
+                   config, dims={"batch": 1})
+
+
+def detection(name, arch, size=320, note="", **kwargs):
+    """torchvision.models.detection in eval mode: the input is a list of
+    CHW images (here one, 3 x size x size, static: there is no batch dim), the
+    outputs boxes [n, 4], scores [n], labels [n] with n data-dependent (NMS)."""
+    def build():
+        return getattr(torchvision.models.detection, arch)(
+            weights=None, weights_backbone=None, **kwargs)
+    config = dict(arch="detection." + arch,
+                  source="torchvision %s" % torchvision.__version__,
+                  input=[3, size, size], weights_backbone=None, **kwargs)
+    return Fixture(name, build, lambda: ([torch.rand(3, size, size)],),
+                   ["images"], ["boxes", "scores", "labels"], {}, config,
+                   dims={}, note=note, data_dependent=["boxes", "scores", "labels"])
+
+
+def rnn_tagger(name, cell):
+    c = fm.RNN_TAGGER
+    return Fixture(
+        name, lambda: fm.RNNTagger(c, cell), token_input(c["vocab_size"]),
+        ["input_ids"], ["logits"],
+        {"input_ids": TOKEN_AXES, "logits": TOKEN_AXES},
+        dict(c, cell=cell, model="RNNTagger (hand-written: Embedding, nn.%s, Linear)"
+             % cell.upper()),
+        dims={"batch": 1, "seq": 128})
+
+
+def quant_input():
+    g = torch.Generator().manual_seed(1)
+    size = fm.QUANT_CNN["image_size"]
+    return (torch.randn(1, 3, size, size, generator=g),)
+
+
+def quant_cnn(name, make_onnx=None, note=""):
+    c = fm.QUANT_CNN
+    return Fixture(
+        name, lambda: fm.quantized_cnn(c), quant_input, ["input"], ["logits"],
+        IMAGE_AXES, dict(c, model="QuantCNN (hand-written, torch.ao.quantization eager mode)"),
+        dims={"batch": 1}, make_onnx=make_onnx, note=note)
+
+
 def build_fixtures():
     fx = [
         vision("resnet18", "resnet18"),
@@ -147,7 +208,198 @@ def build_fixtures():
                       "GPT2LMHeadModel (hand-written, HF names, lm_head tied to wte)"))
     fx.append(decoder("llama_small", fm.LlamaForCausalLM, fm.LLAMA_SMALL,
                       "LlamaForCausalLM (hand-written, HF names)"))
+    # beyond classification (issue 4, point 5)
+    fx.append(segmentation("deeplabv3_mobilenet_v3_large",
+                           "deeplabv3_mobilenet_v3_large", aux_loss=False))
+    fx.append(segmentation("fcn_resnet50", "fcn_resnet50", aux_loss=False))
+    fx.append(detection(
+        "ssdlite320_mobilenet_v3_large", "ssdlite320_mobilenet_v3_large",
+        note="postprocess unrolled over the 91 classes (TopK, NonZero, GatherND "
+             "per class); batched_nms is one If (NonMaxSuppression in else_branch)"))
+    fx.append(detection(
+        "fasterrcnn_mobilenet_v3_large_320_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn",
+        note="RPN and box head: TopK, NonZero, RoiAlign, ScatterElements; "
+             "4 If nodes (nested If inside one else_branch; NonMaxSuppression in "
+             "the else_branches)"))
+    fx.append(rnn_tagger("lstm_tagger", "lstm"))
+    fx.append(rnn_tagger("gru_tagger", "gru"))
+    fx.append(quant_cnn(
+        "quant_cnn_qdq",
+        note="torch.onnx.export of the converted model: QuantizeLinear/DequantizeLinear "
+             "around float Conv/Gemm; int8 weights, per-channel scales and float biases "
+             "are Constant nodes (no initializers except the float classifier)"))
+    fx.append(quant_cnn(
+        "quant_cnn_qoperator", make_onnx=qoperator_model,
+        note="written with onnx.helper from the converted model's int8 weights and "
+             "scales (torch cannot export this form): QLinearConv x2, "
+             "DynamicQuantizeLinear+ConvInteger, QLinearMatMul, "
+             "DynamicQuantizeLinear+MatMulInteger"))
+    b17 = bert("bert_base_opset17", fm.BERT_BASE)
+    b17.opset, b17.dims = 17, {"batch": 1, "seq": 128}
+    fx.append(b17)
     return collections.OrderedDict((f.name, f) for f in fx)
+
+
+# --------------------------------------------------------------------------
+# QOperator form of the quantized CNN, written with onnx.helper
+# --------------------------------------------------------------------------
+
+def qoperator_model(qm):
+    """The converted QuantCNN `qm` as ONNX "operator-oriented" quantization.
+
+    torch 1.13 only exports the QDQ form (quant_cnn_qdq), so this graph is
+    written by hand from qm's own tensors (int8 weights, per-channel scales,
+    activation scales and zero points):
+      QuantizeLinear -> QLinearConv(conv1) -> QLinearConv(conv2)
+      -> DequantizeLinear -> DynamicQuantizeLinear -> ConvInteger(conv3)
+         -> Cast -> Mul(scales) -> Add(bias) -> Relu
+      -> GlobalAveragePool -> Flatten -> QuantizeLinear
+      -> QLinearMatMul(fc1) -> DequantizeLinear -> Add(bias) -> Relu
+      -> DynamicQuantizeLinear -> MatMulInteger(classifier) -> Cast -> Mul -> Add
+    conv1/conv2 keep static quantization (ReLU folded in: output zero point
+    0), conv3 and the classifier use dynamic activation quantization
+    (onnxruntime's quantize_dynamic pattern), the classifier weight is
+    quantized here (per-tensor symmetric int8).  Every weight and bias is an
+    initializer: int8 weights, int32 biases for QLinearConv, float biases
+    elsewhere; scales and zero points are initializers too (not parameters).
+    The numbers are plausible, not bit-exact with PyTorch (logits within
+    6e-4 of the quantized PyTorch model's, checked with a numpy evaluator).
+    Parameters (expected.json params_by_dtype) are the initializers named
+    *.weight and *.bias: 0-d and per-channel scales and zero points are not."""
+    import numpy as np
+    from onnx import helper, numpy_helper, TensorProto
+
+    inits, nodes = [], []
+
+    def const(name, array):
+        # np.array keeps 0-d scalars 0-d (ascontiguousarray would make them [1])
+        inits.append(numpy_helper.from_array(np.array(array, order="C"), name))
+        return name
+
+    def node(op, inputs, outputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, outputs, name=name, **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def qparams(mod):
+        return float(mod.scale), int(mod.zero_point)
+
+    def weight(mod):
+        w = mod.weight()
+        return (w.int_repr().numpy().astype(np.int8),
+                w.q_per_channel_scales().numpy().astype(np.float32),
+                w.q_per_channel_zero_points().numpy().astype(np.int8))
+
+    x_s, x_zp = float(qm.quant.scale), int(qm.quant.zero_point)
+    x = node("QuantizeLinear", ["input", const("quant.scale", np.float32(x_s)),
+                                const("quant.zero_point", np.uint8(x_zp))],
+             ["/quant/QuantizeLinear_output_0"], "/quant/QuantizeLinear")
+    prev_s, prev_zp = "quant.scale", "quant.zero_point"
+    for name in ("conv1", "conv2"):
+        mod = getattr(qm, name)
+        w, ws, wzp = weight(mod)
+        y_s, y_zp = qparams(mod)
+        in_scale = float(np.float32(x_s if name == "conv1" else qparams(qm.conv1)[0]))
+        bias = np.round(mod.bias().detach().numpy() / (in_scale * ws)).astype(np.int32)
+        x = node("QLinearConv",
+                 [x, prev_s, prev_zp, const(name + ".weight", w),
+                  const(name + ".weight_scale", ws), const(name + ".weight_zero_point", wzp),
+                  const(name + ".scale", np.float32(y_s)),
+                  const(name + ".zero_point", np.uint8(y_zp)),
+                  const(name + ".bias", bias)],
+                 ["/%s/QLinearConv_output_0" % name], "/%s/QLinearConv" % name,
+                 kernel_shape=list(mod.kernel_size), strides=list(mod.stride),
+                 pads=list(mod.padding) * 2, dilations=list(mod.dilation),
+                 group=mod.groups)
+        prev_s, prev_zp = name + ".scale", name + ".zero_point"
+
+    # conv3: dynamic quantization of its input, ConvInteger, float rescale.
+    # Per-tensor weight scale (a scalar, as onnxruntime's quantize_dynamic
+    # writes by default): the dequantized per-channel weight requantized.
+    mod = qm.conv3
+    wf = mod.weight().dequantize().numpy()
+    ws = np.float32(np.abs(wf).max() / 127.0)
+    w = np.clip(np.round(wf / ws), -127, 127).astype(np.int8)
+    wzp = np.int8(0)
+    x = node("DequantizeLinear", [x, prev_s, prev_zp],
+             ["/conv3/DequantizeLinear_output_0"], "/conv3/DequantizeLinear")
+    xq, xs, xzp = node("DynamicQuantizeLinear", [x],
+                       ["/conv3/DynamicQuantizeLinear_output_0",
+                        "/conv3/DynamicQuantizeLinear_output_1",
+                        "/conv3/DynamicQuantizeLinear_output_2"],
+                       "/conv3/DynamicQuantizeLinear")
+    x = node("ConvInteger", [xq, const("conv3.weight", w), xzp,
+                             const("conv3.weight_zero_point", wzp)],
+             ["/conv3/ConvInteger_output_0"], "/conv3/ConvInteger",
+             kernel_shape=list(mod.kernel_size), strides=list(mod.stride),
+             pads=list(mod.padding) * 2, dilations=list(mod.dilation), group=mod.groups)
+    x = node("Cast", [x], ["/conv3/Cast_output_0"], "/conv3/Cast", to=TensorProto.FLOAT)
+    s = node("Mul", [xs, const("conv3.weight_scale", ws)],
+             ["/conv3/Mul_output_0"], "/conv3/Mul")
+    x = node("Mul", [x, s], ["/conv3/Mul_1_output_0"], "/conv3/Mul_1")
+    x = node("Add", [x, const("conv3.bias", mod.bias().detach().numpy().reshape(1, -1, 1, 1))],
+             ["/conv3/Add_output_0"], "/conv3/Add")
+    x = node("Relu", [x], ["/conv3/Relu_output_0"], "/conv3/Relu")
+    x = node("GlobalAveragePool", [x], ["/pool/GlobalAveragePool_output_0"],
+             "/pool/GlobalAveragePool")
+    x = node("Flatten", [x], ["/Flatten_output_0"], "/Flatten", axis=1)
+    p_s, p_zp = qparams(qm.conv3)
+    x = node("QuantizeLinear", [x, const("pool.scale", np.float32(p_s)),
+                                const("pool.zero_point", np.uint8(p_zp))],
+             ["/QuantizeLinear_output_0"], "/QuantizeLinear")
+
+    # fc1: QLinearMatMul (per-column weight scales), bias added in float
+    mod = qm.fc1
+    w, ws, wzp = weight(mod)
+    y_s, y_zp = qparams(mod)
+    x = node("QLinearMatMul",
+             [x, "pool.scale", "pool.zero_point", const("fc1.weight", w.T),
+              const("fc1.weight_scale", ws), const("fc1.weight_zero_point", wzp),
+              const("fc1.scale", np.float32(y_s)), const("fc1.zero_point", np.uint8(y_zp))],
+             ["/fc1/QLinearMatMul_output_0"], "/fc1/QLinearMatMul")
+    x = node("DequantizeLinear", [x, "fc1.scale", "fc1.zero_point"],
+             ["/fc1/DequantizeLinear_output_0"], "/fc1/DequantizeLinear")
+    x = node("Add", [x, const("fc1.bias", mod.bias().detach().numpy())],
+             ["/fc1/Add_output_0"], "/fc1/Add")
+    x = node("Relu", [x], ["/relu4/Relu_output_0"], "/relu4/Relu")
+
+    # classifier (float in PyTorch): dynamic quantization, MatMulInteger
+    wf = qm.classifier.weight.detach().numpy()
+    c_s = np.float32(np.abs(wf).max() / 127.0)
+    wq = np.clip(np.round(wf / c_s), -127, 127).astype(np.int8)
+    xq, xs, xzp = node("DynamicQuantizeLinear", [x],
+                       ["/classifier/DynamicQuantizeLinear_output_0",
+                        "/classifier/DynamicQuantizeLinear_output_1",
+                        "/classifier/DynamicQuantizeLinear_output_2"],
+                       "/classifier/DynamicQuantizeLinear")
+    x = node("MatMulInteger", [xq, const("classifier.weight", wq.T), xzp,
+                               const("classifier.weight_zero_point", np.int8(0))],
+             ["/classifier/MatMulInteger_output_0"], "/classifier/MatMulInteger")
+    x = node("Cast", [x], ["/classifier/Cast_output_0"], "/classifier/Cast",
+             to=TensorProto.FLOAT)
+    s = node("Mul", [xs, const("classifier.weight_scale", c_s)],
+             ["/classifier/Mul_output_0"], "/classifier/Mul")
+    x = node("Mul", [x, s], ["/classifier/Mul_1_output_0"], "/classifier/Mul_1")
+    node("Add", [x, const("classifier.bias", qm.classifier.bias.detach().numpy())],
+         ["logits"], "/classifier/Add")
+
+    size = fm.QUANT_CNN["image_size"]
+    graph = helper.make_graph(
+        nodes, "QuantCNN",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 3, size, size])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                       ["batch", fm.QUANT_CNN["num_classes"]])],
+        inits)
+    m = helper.make_model(graph, producer_name="modelprof tools/export_fixtures.py",
+                          opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 7          # what torch 1.13 writes at opset 14
+    by_dtype = collections.Counter()
+    for t in inits:
+        if t.name.endswith((".weight", ".bias")):
+            by_dtype[onnx.TensorProto.DataType.Name(t.data_type).lower()] += numel(t)
+    qm.fixture_params["params_by_dtype"] = collections.OrderedDict(sorted(by_dtype.items()))
+    if sum(by_dtype.values()) != qm.fixture_params["params"]:
+        raise RuntimeError("QOperator weights and biases do not add up to the float model")
+    return m
 
 
 # --------------------------------------------------------------------------
@@ -179,24 +431,38 @@ def _large_float(t):
     return t.data_type in FLOAT_TYPES and numel(t) > SMALL_FLOAT_ELEMS
 
 
+def subgraphs(graph):
+    """Graph-valued attributes (If branches, Loop/Scan bodies), recursively."""
+    for n in graph.node:
+        for a in n.attribute:
+            gs = [a.g] if a.type == onnx.AttributeProto.GRAPH else (
+                list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else [])
+            for g in gs:
+                yield n, a.name, g
+                for sub in subgraphs(g):
+                    yield sub
+
+
 def strip_weights(model, stem):
     """Move large float tensors to an absent external file, in place.
 
-    Initializers with more than 16 float elements go external.  Constant
-    nodes are left alone.  Tensor-valued attributes of *function call* nodes
-    (export_modules_as_functions copies module attributes such as
-    Linear.weight onto the call node) go external too: they are copies of
+    Initializers with more than 16 float elements go external, also those
+    of subgraphs (If/Loop/Scan bodies; none of the fixtures has any).
+    Constant nodes are left alone.  Tensor-valued attributes of *function
+    call* nodes (export_modules_as_functions copies module attributes such
+    as Linear.weight onto the call node) go external too: they are copies of
     initializers and would otherwise carry all the weights.
     Returns (initializers stripped, attributes stripped, bytes)."""
     location = stem + ".weights.bin"
     offset = 0
     n_init = n_attr = 0
-    for t in model.graph.initializer:
+    bodies = [g for _, _, g in subgraphs(model.graph)]
+    for t in [t for g in [model.graph] + bodies for t in g.initializer]:
         if _large_float(t):
             length = _externalize(t, location, offset)
             offset = (offset + length + ALIGN - 1) // ALIGN * ALIGN
             n_init += 1
-    graphs = [model.graph.node] + [f.node for f in model.functions]
+    graphs = [model.graph.node] + [f.node for f in model.functions] + [g.node for g in bodies]
     for nodes in graphs:
         for node in nodes:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
@@ -389,6 +655,14 @@ def fix_graph_outputs(m, fx):
                 dims[axis].dim_param = dim_name
 
 
+def subgraph_op_counts(model):
+    """Op counts inside If/Loop/Scan bodies (all branches, nested ones too)."""
+    c = collections.Counter()
+    for _, _, g in subgraphs(model.graph):
+        c.update(n.op_type for n in g.node)
+    return c
+
+
 def inspect(model):
     inits = {t.name for t in model.graph.initializer}
     ops = inlined_op_counts(model)
@@ -402,19 +676,10 @@ def inspect(model):
                 bn=len(bn), bn_training=bn_training)
 
 
-def export_one(fx, out_dir, keep_weights):
-    torch.manual_seed(0)
-    model = fx.build()
-    model.eval()
-    params = sum(p.numel() for p in model.parameters())
-    buffers = sum(b.numel() for b in model.buffers())
-    example = fx.example()
-    stem = fx.name + ("_weights" if keep_weights else "")
-    path = os.path.join(out_dir, stem + ".onnx")
-
+def torch_export(fx, model, example, out_dir):
+    """torch.onnx.export (TorchScript exporter) through a temporary file."""
     fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=out_dir)
     os.close(fd)
-    t0 = time.time()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -427,9 +692,26 @@ def export_one(fx, out_dir, keep_weights):
                 output_names=fx.output_names,
                 dynamic_axes=fx.dynamic_axes,
                 export_modules_as_functions=fx.functions)
-        m = onnx.load(tmp)
+        return onnx.load(tmp)
     finally:
         os.unlink(tmp)
+
+
+def export_one(fx, out_dir, keep_weights):
+    torch.manual_seed(0)
+    model = fx.build()
+    model.eval()
+    params = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() for b in model.buffers())
+    example = fx.example()
+    stem = fx.name + ("_weights" if keep_weights else "")
+    path = os.path.join(out_dir, stem + ".onnx")
+
+    t0 = time.time()
+    if fx.make_onnx is not None:
+        m = fx.make_onnx(model)
+    else:
+        m = torch_export(fx, model, example, out_dir)
     export_s = time.time() - t0
 
     canonicalize_functions(m)
@@ -446,16 +728,27 @@ def export_one(fx, out_dir, keep_weights):
         f.write(data)
 
     info = inspect(m)
+    sub_ops = subgraph_op_counts(m)
     entry = collections.OrderedDict()
     entry["file"] = stem + ".onnx"
     entry["params"] = params
+    fixture_params = getattr(model, "fixture_params", None)
+    if fixture_params:           # quantized: the float model's count, and details
+        entry.update(fixture_params)
+        params = entry["params"]
     entry["buffers"] = buffers
     entry["inputs"] = collections.OrderedDict(
         (i.name, dims_of(i)) for i in m.graph.input
         if i.name not in {t.name for t in m.graph.initializer})
     entry["outputs"] = collections.OrderedDict((o.name, dims_of(o)) for o in m.graph.output)
+    if fx.data_dependent:
+        entry["data_dependent_outputs"] = fx.data_dependent
+    if fx.dims is not None:
+        entry["dims"] = fx.dims
     entry["config"] = fx.config
-    entry["exporter"] = "torchscript"
+    if fx.note:
+        entry["note"] = fx.note
+    entry["exporter"] = "onnx.helper" if fx.make_onnx else "torchscript"
     entry["opset"] = fx.opset
     entry["torch"] = torch.__version__
     entry["functions"] = [f.domain + "::" + f.name for f in m.functions]
@@ -467,6 +760,10 @@ def export_one(fx, out_dir, keep_weights):
     entry["nodes_inlined"] = sum(info["ops"].values())
     entry["op_types"] = collections.OrderedDict(sorted(info["ops"].items()))  # inlined
     entry["identity_aliases"] = len(info["aliases"])
+    if sub_ops:
+        entry["subgraphs"] = collections.OrderedDict(
+            ("%s.%s" % (n.name, attr), len(g.node)) for n, attr, g in subgraphs(m.graph))
+        entry["subgraph_op_types"] = collections.OrderedDict(sorted(sub_ops.items()))
     entry["file_bytes"] = len(data)
 
     print("%-22s %10d params  %9d bytes  %4d nodes  %3d aliases  %5.1fs  checker %s"

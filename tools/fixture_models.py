@@ -1,14 +1,18 @@
-"""Hand-written transformer modules used for the modelprof fixtures.
+"""Hand-written modules used for the modelprof fixtures.
 
-Module and parameter names mirror HuggingFace (BERT, GPT-2, Llama) so that
-scope paths in exported node names look like the ones users see in practice.
-Everything is plain PyTorch (no transformers dependency) and exports with the
-TorchScript ONNX exporter of torch 1.13.
+Transformers: module and parameter names mirror HuggingFace (BERT, GPT-2,
+Llama) so that scope paths in exported node names look like the ones users
+see in practice.  Also a recurrent token tagger (LSTM or GRU) and a small CNN
+with an eager-mode statically quantized section.  Everything is plain PyTorch
+(no transformers dependency) and exports with the TorchScript ONNX exporter of
+torch 1.13.
 """
 
+import collections
 import math
 
 import torch
+import torch.ao.quantization as tq
 from torch import nn
 
 
@@ -410,3 +414,120 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, input_ids):
         return self.lm_head(self.model(input_ids))
+
+
+# --------------------------------------------------------------------------
+# Recurrent token tagger (embedding, 2-layer bidirectional LSTM or GRU, head)
+# --------------------------------------------------------------------------
+
+RNN_TAGGER = dict(vocab_size=10000, embedding_dim=128, hidden_size=256,
+                  num_layers=2, bidirectional=True, batch_first=True,
+                  dropout=0.1, num_labels=17)
+
+
+class RNNTagger(nn.Module):
+    """One label per token.  nn.LSTM / nn.GRU export to one ONNX LSTM / GRU
+    node per layer (direction=bidirectional)."""
+
+    def __init__(self, c, cell):
+        super().__init__()
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cell]
+        self.embedding = nn.Embedding(c["vocab_size"], c["embedding_dim"])
+        self.rnn = rnn(c["embedding_dim"], c["hidden_size"], num_layers=c["num_layers"],
+                       bidirectional=c["bidirectional"], batch_first=c["batch_first"],
+                       dropout=c["dropout"])
+        self.dropout = nn.Dropout(c["dropout"])
+        directions = 2 if c["bidirectional"] else 1
+        self.classifier = nn.Linear(directions * c["hidden_size"], c["num_labels"])
+
+    def forward(self, input_ids):
+        x, _ = self.rnn(self.embedding(input_ids))          # [batch, seq, 2 * hidden]
+        return self.classifier(self.dropout(x))
+
+
+# --------------------------------------------------------------------------
+# Small CNN with a statically quantized section (eager mode, qnnpack)
+# --------------------------------------------------------------------------
+
+QUANT_CNN = dict(image_size=32, channels=[3, 16, 32, 64], hidden=128, num_classes=10,
+                 backend="qnnpack", activation="quint8 per-tensor affine (MinMaxObserver)",
+                 weight="qint8 per-channel symmetric (PerChannelMinMaxObserver)",
+                 fused=["conv1+relu1", "conv2+relu2", "conv3+relu3"],
+                 float_layers=["classifier"], calibration="4 batches of 2 x N(0,1), seed 2")
+
+
+class QuantCNN(nn.Module):
+    """quant -> 3 x (Conv2d + ReLU) -> pool -> fc1 -> ReLU -> dequant -> classifier.
+
+    Everything between QuantStub and DeQuantStub is quantized; the classifier
+    stays float (qconfig None).  fc1 and relu4 are not fused: torch 1.13
+    cannot export quantized::linear_relu."""
+
+    def __init__(self, c):
+        super().__init__()
+        ch = c["channels"]
+        self.quant = tq.QuantStub()
+        self.conv1 = nn.Conv2d(ch[0], ch[1], 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(ch[1], ch[2], 3, stride=2, padding=1)
+        self.relu2 = nn.ReLU()
+        self.conv3 = nn.Conv2d(ch[2], ch[3], 3, stride=2, padding=1)
+        self.relu3 = nn.ReLU()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Linear(ch[3], c["hidden"])
+        self.relu4 = nn.ReLU()
+        self.dequant = tq.DeQuantStub()
+        self.classifier = nn.Linear(c["hidden"], c["num_classes"])
+
+    def forward(self, x):
+        x = self.quant(x)
+        x = self.relu1(self.conv1(x))
+        x = self.relu2(self.conv2(x))
+        x = self.relu3(self.conv3(x))
+        x = self.relu4(self.fc1(torch.flatten(self.pool(x), 1)))
+        return self.classifier(self.dequant(x))
+
+
+QUANTIZED_LAYERS = ("conv1", "conv2", "conv3", "fc1")
+
+
+def quantized_cnn(c):
+    """QuantCNN after prepare / calibrate / convert (torch.ao.quantization).
+
+    The float model's parameters (every weight and bias, before convert)
+    are the reference count: after convert, quantized weights are packed
+    int8 tensors and no longer nn.Parameters, so model.parameters() only
+    yields the float classifier.  The returned module carries
+    `fixture_params` (what expected.json records) for export_fixtures."""
+    torch.backends.quantized.engine = c["backend"]
+    model = QuantCNN(c).eval()
+    float_params = sum(p.numel() for p in model.parameters())
+    per_layer = collections.OrderedDict(
+        (name, sum(p.numel() for p in getattr(model, name).parameters()))
+        for name in QUANTIZED_LAYERS)
+    weight_elems = sum(getattr(model, name).weight.numel() for name in QUANTIZED_LAYERS)
+    bias_elems = sum(getattr(model, name).bias.numel() for name in QUANTIZED_LAYERS)
+    model.qconfig = tq.QConfig(
+        activation=tq.MinMaxObserver.with_args(dtype=torch.quint8),
+        weight=tq.PerChannelMinMaxObserver.with_args(
+            dtype=torch.qint8, qscheme=torch.per_channel_symmetric))
+    model.classifier.qconfig = None
+    model = tq.fuse_modules(model, [["conv1", "relu1"], ["conv2", "relu2"],
+                                    ["conv3", "relu3"]])
+    tq.prepare(model, inplace=True)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(2, 3, c["image_size"], c["image_size"], generator=g))
+    tq.convert(model, inplace=True)
+    model.fixture_params = collections.OrderedDict([
+        ("params", float_params),
+        ("params_pytorch_quantized", sum(p.numel() for p in model.parameters())),
+        ("params_quantized_layers", per_layer),
+        ("params_int8_weights", weight_elems),
+        ("params_quantized_biases", bias_elems),
+        # as torch.onnx.export writes them (quant_cnn_qdq): int8 weights, float biases
+        ("params_by_dtype", collections.OrderedDict([
+            ("float", float_params - weight_elems), ("int8", weight_elems)])),
+    ])
+    return model

@@ -72,6 +72,12 @@ static bool mp__is_param(const mp_graph *g, const mp__uses *u, int v, const mp_t
     return mp_dtype_is_float(t->dtype) && t->rank >= 1;
 }
 
+/* The tensor a Constant node holds in its `value` attribute. */
+static const mp_tensor *mp__constant_tensor(const mp_node *n) {
+    const mp_attr *a = mp_node_attr(n, "value");
+    return a && a->type == MP_ATTR_TENSOR ? a->t : NULL;
+}
+
 static void mp__mark_params(mp_graph *g, const mp__uses *u) {
     for (int v = 0; v < g->n_values; v++) {
         mp_value *val = &g->values[v];
@@ -85,12 +91,41 @@ static void mp__mark_params(mp_graph *g, const mp__uses *u) {
         const mp_value *src = &g->values[n->in[0]];
         if (mp__is_param(g, u, n->out[0], src->init)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
     }
+    /* Quantized weights stored in Constant nodes: the data input of a
+     * DequantizeLinear, followed back through the casts and the
+     * scaling that quantize it, ends at the weight (int8) or bias
+     * (float, quantized on the fly) it dequantizes. */
+    static const char *const chain[] = {"Cast", "Identity", "Reshape", "Transpose", "Div",
+                                        "Mul", "Round", "Clip", "Unsqueeze", "Squeeze"};
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *n = &g->nodes[k];
+        if (strcmp(n->op, "DequantizeLinear") != 0 || n->n_in < 1 || n->in[0] < 0) continue;
+        int v = n->in[0];
+        for (int hop = 0; hop < 16 && v >= 0; hop++) {
+            const mp_value *val = &g->values[v];
+            if (val->producer < 0) break;
+            const mp_node *p = &g->nodes[val->producer];
+            if (strcmp(p->op, "Constant") == 0 && !p->domain[0]) {
+                const mp_tensor *t = mp__constant_tensor(p);
+                if (t && t->rank >= 1 && t->numel > 0) g->values[v].flags |= MP_VAL_PARAM;
+                break;
+            }
+            bool follow = false;
+            for (size_t c = 0; c < MP_ARRAY_LEN(chain) && !follow; c++)
+                follow = strcmp(p->op, chain[c]) == 0 && !p->domain[0];
+            if (!follow || p->n_in < 1) break;
+            v = p->in[0];
+        }
+    }
 }
 
-/* The tensor behind a param value (itself, or the weight it copies). */
+/* The tensor behind a param value (itself, the weight it copies, or a
+ * Constant node's tensor). */
 static const mp_tensor *mp__param_tensor(const mp_graph *g, const mp_value *v) {
     if (v->init) return v->init;
-    return g->values[g->nodes[v->producer].in[0]].init;
+    const mp_node *p = &g->nodes[v->producer];
+    if (strcmp(p->op, "Constant") == 0) return mp__constant_tensor(p);
+    return g->values[p->in[0]].init;
 }
 
 /* Params: totals by dtype, per node, per module (each module counts a
@@ -112,9 +147,18 @@ static mp_status mp__params(mp_profile *p, const mp__uses *u, const int *node_op
         const mp_value *val = &g->values[v];
         if (!(val->flags & MP_VAL_PARAM)) continue;
         const mp_tensor *t = mp__param_tensor(g, val);
-        uint64_t n = (uint64_t)t->numel;
+        int64_t count = t->numel;
         int dt = t->dtype;
+        /* a packed weight: its consumer's descriptor knows the real count */
+        for (int j = u->start[v]; j < u->start[v + 1]; j++) {
+            const mp_node *nd = &g->nodes[u->node[j]];
+            if (nd->desc && nd->desc->param_view &&
+                nd->desc->param_view(nd, u->slot[j], t, &count, &dt))
+                break;
+        }
+        uint64_t n = (uint64_t)count;
         uint64_t bytes = mp_dtype_bytes(dt, (int64_t)n);
+        if (bytes == UINT64_MAX) ovf = true; /* saturated */
         p->total.params = mp_uadd(p->total.params, n, &ovf);
         p->total.param_bytes = mp_uadd(p->total.param_bytes, bytes, &ovf);
         if (dt >= 0 && dt < MP_DT_COUNT) {
@@ -174,6 +218,7 @@ static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
         free(folded);
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
+    bool live_ovf = false;
     for (int i = 0; i < n; i++) pos[g->order[i]] = i;
     for (int i = 0; i < n; i++) {
         const mp_node *nd = &g->nodes[g->order[i]];
@@ -189,6 +234,10 @@ static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
         const mp_value *val = &g->values[v];
         if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER) || folded[v]) continue;
         uint64_t b = mp_value_bytes(val);
+        if (mp_value_numel(val) == -2) { /* elements past 64 bits */
+            p->overflow = true;
+            b = UINT64_MAX;
+        }
         if (!b) continue;
         int born;
         if (val->producer >= 0)
@@ -205,19 +254,24 @@ static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
             p->overflow = true;
             b = (uint64_t)INT64_MAX / 4;
         }
-        delta[born] += (int64_t)b;
-        delta[dies + 1] -= (int64_t)b;
+        /* checked: many values of 2^61 bytes add past 2^63 */
+        if (__builtin_add_overflow(delta[born], (int64_t)b, &delta[born]) ||
+            __builtin_sub_overflow(delta[dies + 1], (int64_t)b, &delta[dies + 1]))
+            p->overflow = live_ovf = true;
     }
     int64_t live = 0, peak = 0;
     p->peak_node = -1;
-    for (int i = 0; i < n; i++) {
-        live += delta[i];
+    for (int i = 0; i < n && !live_ovf; i++) {
+        if (__builtin_add_overflow(live, delta[i], &live)) {
+            p->overflow = live_ovf = true;
+            break;
+        }
         if (live > peak) {
             peak = live;
             p->peak_node = g->order[i];
         }
     }
-    p->activation_peak_bytes = (uint64_t)peak;
+    p->activation_peak_bytes = live_ovf ? UINT64_MAX : (uint64_t)peak;
     free(pos);
     free(delta);
     free(folded);
@@ -305,11 +359,21 @@ static mp_status mp__unresolved(mp_profile *p) {
     return MP_OK;
 }
 
+/* Out of memory because the model's arena reached its limit: say so. */
+static mp_status mp__limit_or(const mp_model *m, mp_status st) {
+    if (st == MP_ERR_NOMEM && m->arena.limit_hit)
+        return mp_error(MP_ERR_LIMIT,
+                        "%s: the model's graph structure needs more than %zu bytes (limit "
+                        "memory; raise it with --max-memory BYTES)",
+                        m->path ? m->path : "model", m->arena.limit);
+    return st;
+}
+
 mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     *out = NULL;
     if (!m) return mp_error(MP_ERR_USAGE, "no model");
     mp_status st = mp_infer_model(m);
-    if (st) return st;
+    if (st) return mp__limit_or(m, st);
     mp_profile *p = calloc(1, sizeof *p);
     if (!p) return mp_error(MP_ERR_NOMEM, "out of memory");
     p->m = m;
@@ -340,7 +404,7 @@ mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     free(node_op);
     if (st) {
         mp_profile_free(p);
-        return st;
+        return mp__limit_or(m, st);
     }
     *out = p;
     return MP_OK;

@@ -83,20 +83,37 @@ static void mp__outputs_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
     }
 }
 
+/* Bytes of a value for costing: an element count or a byte count past
+ * 64 bits saturates and raises the overflow flag (never a silent 0). */
+static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
+    int64_t n = mp_value_numel(v);
+    if (n == -2) {
+        *ovf = true;
+        return UINT64_MAX;
+    }
+    if (n < 0) {
+        k->flags |= MP_COST_UNKNOWN;
+        return 0;
+    }
+    uint64_t b = mp_dtype_bytes(v->dtype, n);
+    if (b == UINT64_MAX) *ovf = true;
+    return b;
+}
+
 /* Bytes and activation figures common to every node. */
 static void mp__cost_bytes(mp_graph *g, mp_node *n) {
     bool ovf = false;
     for (int i = 0; i < n->n_in; i++) {
         if (n->in[i] < 0) continue;
         const mp_value *v = &g->values[n->in[i]];
-        if (mp_value_numel(v) < 0) n->cost.flags |= MP_COST_UNKNOWN;
-        n->cost.bytes_read = mp_uadd(n->cost.bytes_read, mp_value_bytes(v), &ovf);
+        n->cost.bytes_read =
+            mp_uadd(n->cost.bytes_read, mp__cost_value_bytes(v, &n->cost, &ovf), &ovf);
     }
     for (int o = 0; o < n->n_out; o++) {
         if (n->out[o] < 0) continue;
         const mp_value *v = &g->values[n->out[o]];
-        if (mp_value_numel(v) < 0) n->cost.flags |= MP_COST_UNKNOWN;
-        n->cost.bytes_written = mp_uadd(n->cost.bytes_written, mp_value_bytes(v), &ovf);
+        n->cost.bytes_written =
+            mp_uadd(n->cost.bytes_written, mp__cost_value_bytes(v, &n->cost, &ovf), &ovf);
     }
     n->cost.act_bytes = n->cost.bytes_written;
     if (ovf) n->cost.flags |= MP_COST_OVERFLOW;

@@ -56,9 +56,12 @@ void mp_arena_free(mp_arena *a) {
     }
     a->head = NULL;
     a->used_total = 0;
+    a->reserved = 0;
+    a->limit_hit = false;
 }
 
 void *mp_arena_alloc(mp_arena *a, size_t size) {
+    if (size > SIZE_MAX / 2) return NULL; /* no rounding past SIZE_MAX */
     size = (size + 15) & ~(size_t)15;
     if (size == 0) size = 16;
     mp_arena_block *b = a->head;
@@ -66,8 +69,16 @@ void *mp_arena_alloc(mp_arena *a, size_t size) {
         size_t bs = 64 * 1024;
         if (b && b->size < 4 * 1024 * 1024) bs = b->size * 2;
         if (bs < size) bs = size;
+        if (a->limit && a->reserved + bs > a->limit) {
+            bs = size; /* the last bytes under the limit: no slack */
+            if (a->reserved + bs > a->limit || a->reserved + bs < bs) {
+                a->limit_hit = true;
+                return NULL;
+            }
+        }
         b = malloc(sizeof *b + bs);
         if (!b) return NULL;
+        a->reserved += bs;
         b->size = bs;
         b->used = 0;
         b->next = a->head;
@@ -156,7 +167,7 @@ static uint32_t mp__hash(const char *s, size_t n) {
         n -= 8;
     }
     uint64_t t = 0;
-    memcpy(&t, s, n);
+    if (n) memcpy(&t, s, n);
     h = (h ^ t) * 0x9e3779b97f4a7c15ull;
     h ^= h >> 32;
     h *= 0xbf58476d1ce4e5b9ull;
@@ -176,8 +187,10 @@ int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len) {
     uint32_t h = mp__hash(key, len);
     for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
         if (!m->hashes[i]) return -1;
+        /* strnlen, not keys[i][len]: a key with a NUL byte inside (a
+         * name from a file) must not read past a shorter stored key */
         if (m->hashes[i] == h && strncmp(m->keys[i], key, len) == 0 &&
-            m->keys[i][len] == 0)
+            strnlen(m->keys[i], len + 1) == len)
             return m->vals[i];
     }
 }

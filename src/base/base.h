@@ -31,6 +31,10 @@ typedef struct mp_arena_block mp_arena_block;
 typedef struct mp_arena {
     mp_arena_block *head;
     size_t used_total;  /* bytes handed out, for limits and tests */
+    size_t reserved;    /* bytes of blocks taken from the heap */
+    size_t limit;       /* 0: none; else allocations that would take
+                         * `reserved` past it fail and set limit_hit */
+    bool limit_hit;
 } mp_arena;
 
 void mp_arena_init(mp_arena *a);

@@ -26,6 +26,10 @@ static void usage(FILE *f) {
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
           "  -q, --quiet             do not print warnings on stderr\n"
+          "  --limit NAME=VALUE      raise or lower a resource limit (repeatable): nodes,\n"
+          "                          values, attr-elems, memory (bytes, K/M/G suffix), depth\n"
+          "  --max-nodes N           the same as --limit nodes=N (default 10000000)\n"
+          "  --max-memory BYTES      the same as --limit memory=BYTES (default 4G)\n"
           "  -h, --help              this help\n"
           "  --version               print the version\n"
           "\n"
@@ -38,6 +42,42 @@ static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fputs("\n(see modelprof --help)\n", stderr);
     return EXIT_USAGE;
+}
+
+/* One line on stderr: control bytes of names in the message are escaped. */
+static void print_error(const char *prefix, const char *msg) {
+    fputs("modelprof: ", stderr);
+    if (prefix) fputs(prefix, stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p == '\n')
+            fputs("\\n", stderr);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
+}
+
+/* A size in bytes: digits with an optional K, M, G or T (binary) suffix. */
+static int parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno || v < 0) return 0;
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'I')) end++;
+    if (shift && (*end == 'b' || *end == 'B')) end++;
+    if (*end || v > (INT64_MAX >> shift)) return 0;
+    *out = (int64_t)v << shift;
+    return 1;
 }
 
 static int parse_int(const char *s, int64_t *out) {
@@ -55,19 +95,18 @@ typedef struct {
     int rank;
 } input_spec;
 
-int main(int argc, char **argv) {
+/* The command; dim_args and inputs (argc entries each) are the caller's,
+ * freed by it whatever path this takes. */
+static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
+               int *pn_inputs) {
     const char *model_path = NULL, *out_path = NULL;
     mp_report_options ro;
     mp_report_options_default(&ro);
+    mp_limits lim;
+    mp_limits_default(&lim);
     int quiet = 0;
     /* dims and inputs are applied after loading */
-    const char **dim_args = calloc((size_t)argc, sizeof *dim_args);
-    input_spec *inputs = calloc((size_t)argc, sizeof *inputs);
-    int n_dims = 0, n_inputs = 0;
-    if (!dim_args || !inputs) {
-        fputs("modelprof: out of memory\n", stderr);
-        return EXIT_MODEL;
-    }
+    int n_dims = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -93,7 +132,7 @@ int main(int argc, char **argv) {
             const char *eq = strrchr(val, '=');
             if (!eq || eq == val)
                 return usage_error("--input '%s': expected NAME=D0xD1x... (e.g. x=1x3x224x224)", val);
-            input_spec *s = &inputs[n_inputs++];
+            input_spec *s = &inputs[(*pn_inputs)++];
             size_t nl = (size_t)(eq - val);
             char *name = malloc(nl + 1);
             if (!name) return EXIT_MODEL;
@@ -134,6 +173,28 @@ int main(int argc, char **argv) {
             if (!val || !parse_int(val, &v) || v > 1000000)
                 return usage_error("--top '%s': expected a non-negative integer", val ? val : "");
             ro.top = (int)v;
+        } else if (TAKES_VALUE("--limit") || TAKES_VALUE("--max-nodes") ||
+                   TAKES_VALUE("--max-memory")) {
+            char name[32];
+            const char *num = val;
+            if (!val) return usage_error("%s needs a value", a);
+            if (strncmp(a, "--max-nodes", 11) == 0) {
+                snprintf(name, sizeof name, "nodes");
+            } else if (strncmp(a, "--max-memory", 12) == 0) {
+                snprintf(name, sizeof name, "memory");
+            } else {
+                const char *eq = strchr(val, '=');
+                if (!eq || eq == val || (size_t)(eq - val) >= sizeof name)
+                    return usage_error("--limit '%s': expected NAME=VALUE (e.g. nodes=20000000)", val);
+                memcpy(name, val, (size_t)(eq - val));
+                name[eq - val] = 0;
+                num = eq + 1;
+            }
+            int64_t v;
+            if (!parse_size(num, &v))
+                return usage_error("limit '%s': expected a positive integer (memory may end in K, M, G or T)",
+                                   val);
+            if (mp_limits_set(&lim, name, v)) return usage_error("%s", mp_last_error());
         } else if (strcmp(a, "--no-detailed") == 0) {
             ro.detailed = 0;
         } else if (strcmp(a, "--no-ops") == 0) {
@@ -154,9 +215,9 @@ int main(int argc, char **argv) {
     }
 
     mp_model *m = NULL;
-    mp_status st = mp_model_load(model_path, &m);
+    mp_status st = mp_model_load_ex(model_path, &lim, &m);
     if (st) {
-        fprintf(stderr, "modelprof: %s\n", mp_last_error());
+        print_error(NULL, mp_last_error());
         return st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
     }
     int rc = 0;
@@ -170,13 +231,17 @@ int main(int argc, char **argv) {
         int64_t v = 0;
         parse_int(eq + 1, &v);
         if (mp_model_set_dim(m, name, v)) {
-            fprintf(stderr, "modelprof: --dim %s: %s\n", dim_args[i], mp_last_error());
+            char pre[300];
+            snprintf(pre, sizeof pre, "--dim %.256s: ", dim_args[i]);
+            print_error(pre, mp_last_error());
             rc = EXIT_USAGE;
         }
     }
-    for (int i = 0; i < n_inputs && !rc; i++) {
+    for (int i = 0; i < *pn_inputs && !rc; i++) {
         if (mp_model_set_input_shape(m, inputs[i].name, inputs[i].dims, inputs[i].rank)) {
-            fprintf(stderr, "modelprof: --input %s: %s\n", inputs[i].name, mp_last_error());
+            char pre[300];
+            snprintf(pre, sizeof pre, "--input %.256s: ", inputs[i].name);
+            print_error(pre, mp_last_error());
             rc = EXIT_USAGE;
         }
     }
@@ -184,25 +249,50 @@ int main(int argc, char **argv) {
     if (!rc) {
         st = mp_profile_static(m, &p);
         if (st) {
-            fprintf(stderr, "modelprof: %s: %s\n", model_path, mp_last_error());
+            /* name the file once: loader messages start with it already */
+            const char *msg = mp_last_error();
+            size_t pl = strlen(model_path);
+            char pre[4200];
+            pre[0] = 0;
+            if (strncmp(msg, model_path, pl) != 0 || msg[pl] != ':')
+                snprintf(pre, sizeof pre, "%.4096s: ", model_path);
+            print_error(pre, msg);
             rc = EXIT_MODEL;
         }
     }
-    if (!rc && !quiet)
-        for (int i = 0; i < mp_model_warning_count(m); i++)
-            fprintf(stderr, "modelprof: warning: %s\n", mp_model_warning(m, i));
     if (!rc) {
         st = out_path ? mp_report_write_file(p, &ro, out_path) : mp_report_write(p, &ro, stdout);
         if (!st && !out_path && fflush(stdout) != 0)
             st = MP_ERR_IO;
         if (st) {
-            fprintf(stderr, "modelprof: %s\n", mp_last_error()[0] ? mp_last_error() : "cannot write the report");
+            const char *msg = mp_last_error()[0] ? mp_last_error() : "cannot write the report";
+            char pre[4200];
+            pre[0] = 0;
+            if (out_path && !strstr(msg, out_path)) snprintf(pre, sizeof pre, "%.4096s: ", out_path);
+            print_error(pre, msg);
             rc = EXIT_MODEL;
         }
     }
+    /* warnings last, and only on success: a failure prints one line */
+    if (!rc && !quiet)
+        for (int i = 0; i < mp_model_warning_count(m); i++)
+            print_error("warning: ", mp_model_warning(m, i));
     mp_profile_free(p);
     mp_model_free(m);
-    for (int i = 0; i < n_inputs; i++) free((void *)inputs[i].name);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char **dim_args = calloc((size_t)argc, sizeof *dim_args);
+    input_spec *inputs = calloc((size_t)argc, sizeof *inputs);
+    int n_inputs = 0, rc;
+    if (!dim_args || !inputs) {
+        fputs("modelprof: out of memory\n", stderr);
+        rc = EXIT_MODEL;
+    } else {
+        rc = run(argc, argv, dim_args, inputs, &n_inputs);
+    }
+    for (int i = 0; inputs && i < n_inputs; i++) free((void *)inputs[i].name);
     free(inputs);
     free(dim_args);
     return rc;

@@ -25,6 +25,13 @@ mp_status mp_model_set_input_data(struct mp_model *m, const char *name, int dtyp
                                   const int64_t *dims, const int64_t *iv, const double *fv,
                                   int64_t n);
 
+/* The limits to use: `in` (NULL: defaults) with fields <= 0 defaulted;
+ * MP_ERR_USAGE when one is out of range. */
+mp_status mp_limits_check(const mp_limits *in, mp_limits *out);
+
+/* Is `file` (a resolved path) inside folder `dir` (a resolved path)? */
+bool mp_path_inside(const char *dir, const char *file);
+
 /* After the graph is built (by the decoder, or by hand in tests): resolve
  * outer-scope names, operator descriptors, topological order and modules.
  * Idempotent. */

@@ -26,10 +26,53 @@ void mp_model_free(mp_model *m) {
     mp_graph_release(m->graph);
     mp_strmap_free(&m->module_paths);
     mp_strmap_free(&m->sym_names);
-    if (m->map && m->map_size) munmap((void *)m->map, m->map_size);
+    /* the map is ours when the model was loaded from a file (fd open);
+     * mp_model_load_memory's buffer belongs to its caller */
+    if (m->map && m->map_size && m->fd >= 0) munmap((void *)m->map, m->map_size);
     if (m->fd >= 0) close(m->fd);
     mp_arena_free(&m->arena);
     free(m);
+}
+
+/* ---- limits ---- */
+
+void mp_limits_default(mp_limits *l) {
+    if (!l) return;
+#define MP__LIM_DEF(field, name, def) l->field = def;
+    MP_LIMIT_LIST(MP__LIM_DEF)
+#undef MP__LIM_DEF
+}
+
+mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value) {
+    if (!l || !name) return mp_error(MP_ERR_USAGE, "no limits or limit name");
+#define MP__LIM_SET(field, lname, def)                                                   \
+    if (strcmp(name, lname) == 0) {                                                      \
+        if (value < 1)                                                                   \
+            return mp_error(MP_ERR_USAGE, "limit %s: %lld is below 1", name, (long long)value); \
+        if (strcmp(lname, "depth") == 0 && value > MP_LIMIT_DEPTH_CAP)                  \
+            return mp_error(MP_ERR_USAGE, "limit depth: %lld is above %d, the most the stack " \
+                            "allows", (long long)value, MP_LIMIT_DEPTH_CAP);             \
+        l->field = value;                                                                \
+        return MP_OK;                                                                    \
+    }
+    MP_LIMIT_LIST(MP__LIM_SET)
+#undef MP__LIM_SET
+    return mp_error(MP_ERR_USAGE,
+                    "unknown limit '%s' (limits: nodes, values, attr-elems, memory, depth)", name);
+}
+
+mp_status mp_limits_check(const mp_limits *in, mp_limits *out) {
+    mp_limits_default(out);
+    if (!in) return MP_OK;
+#define MP__LIM_TAKE(field, name, def) \
+    if (in->field > 0) out->field = in->field;
+    MP_LIMIT_LIST(MP__LIM_TAKE)
+#undef MP__LIM_TAKE
+    if (out->max_depth > MP_LIMIT_DEPTH_CAP)
+        return mp_error(MP_ERR_USAGE, "limit depth: %lld is above %d, the most the stack allows",
+                        (long long)out->max_depth, MP_LIMIT_DEPTH_CAP);
+    if ((uint64_t)out->max_memory > SIZE_MAX / 2) out->max_memory = (int64_t)(SIZE_MAX / 2);
+    return MP_OK;
 }
 
 int mp_model_warning_count(const mp_model *m) { return m ? m->n_warnings : 0; }

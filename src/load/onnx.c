@@ -38,15 +38,17 @@ enum {
     FN_ATTR_PROTO = 11,
 };
 
-#define MP_INLINE_DEPTH_MAX 64
-
 typedef struct mp__fn {
     const char *name, *domain;
     pb msg;
     pb *in, *out;             /* formal names */
     int n_in, n_out;
+    mp_strmap in_names, out_names; /* formal name -> position (first wins) */
     pb *defaults;             /* attribute_proto defaults */
     int n_defaults;
+    mp_attr *def_attrs;       /* the defaults decoded, on first use */
+    int next_same;            /* next function with the same name, -1 */
+    int tail_same;            /* (first of a name) the last one with it */
 } mp__fn;
 
 /* Inlining context: how names and attributes of a function body map onto
@@ -71,12 +73,88 @@ typedef struct mp__loader {
     int n_ext, cap_ext;
     bool absent_warned;
     int top_calls;            /* function calls among the main graph's nodes */
+    mp_strmap fn_by_name;     /* function name -> first index with that name */
+    mp_limits lim;
+    int64_t n_nodes, n_values; /* over all graphs, for the limits */
+    int64_t n_edges;          /* node inputs and outputs: analysis indexes them with int */
+    int nest;                 /* current nesting of subgraphs and calls */
+    mp_graph **graphs;        /* every subgraph made, to release orphans */
+    int n_graphs, cap_graphs;
 } mp__loader;
 
 static mp_status mp__bad(mp__loader *L, const char *what, const pb *at) {
-    size_t off = at ? (size_t)(at->p - L->m->map) : 0;
+    size_t off = 0;
+    /* an offset into the model (not into a standalone tensor's bytes) */
+    if (at && L->m->map && at->p >= L->m->map && at->p <= L->m->map + L->m->map_size)
+        off = (size_t)(at->p - L->m->map);
     return mp_error(MP_ERR_FORMAT, "%s: malformed ONNX protobuf: %s (near byte %zu)",
                     L->m->path, what, off);
+}
+
+/* Out of memory, or over the memory limit (the arena refuses first). */
+static mp_status mp__nomem(mp__loader *L) {
+    if (L->m->arena.limit_hit)
+        return mp_error(MP_ERR_LIMIT,
+                        "%s: the model's graph structure needs more than %lld bytes "
+                        "(limit memory; raise it with --max-memory BYTES)",
+                        L->m->path, (long long)L->lim.max_memory);
+    return mp_error(MP_ERR_NOMEM, "%s: out of memory", L->m->path);
+}
+
+/* A limit exceeded: the message names it and the flag that raises it. */
+static mp_status mp__limit(mp__loader *L, const char *what, const char *name, int64_t value) {
+    if (strcmp(name, "nodes") == 0)
+        return mp_error(MP_ERR_LIMIT,
+                        "%s: %s (limit nodes=%lld; raise it with --max-nodes N or --limit nodes=N)",
+                        L->m->path, what, (long long)value);
+    return mp_error(MP_ERR_LIMIT, "%s: %s (limit %s=%lld; raise it with --limit %s=N)",
+                    L->m->path, what, name, (long long)value, name);
+}
+
+/* Names are C strings: a NUL byte inside one would alias another name. */
+static bool mp__name_ok(pb s) {
+    return !s.p || s.end == s.p || !memchr(s.p, 0, (size_t)(s.end - s.p));
+}
+
+#define MP_NAME_MAX (1 << 20) /* bytes of a name (names print with %.*s) */
+#define MP_OPSETS_MAX 1024    /* opset_import entries (each node looks its domain up) */
+
+/* A name from the file: no NUL byte, at most MP_NAME_MAX bytes. */
+static mp_status mp__check_name(mp__loader *L, pb s, const char *what) {
+    if (s.p && s.end - s.p > MP_NAME_MAX)
+        return mp_error(MP_ERR_LIMIT, "%s: %s of %zu bytes is too long (limit %d bytes)",
+                        L->m->path, what, (size_t)(s.end - s.p), MP_NAME_MAX);
+    if (!mp__name_ok(s))
+        return mp_error(MP_ERR_FORMAT, "%s: %s '%.*s' holds a NUL byte", L->m->path, what,
+                        (int)(s.end - s.p), (const char *)s.p);
+    return MP_OK;
+}
+
+/* Find or create a value, counting new ones against the limit. */
+static int mp__value(mp__loader *L, mp_graph *g, const char *name, size_t len, mp_status *st) {
+    int before = g->n_values;
+    int v = mp_graph_value(g, name, len);
+    if (v < 0) {
+        *st = mp__nomem(L);
+        return -1;
+    }
+    if (g->n_values > before && ++L->n_values > L->lim.max_values) {
+        *st = mp__limit(L, "the model has too many values", "values", L->lim.max_values);
+        return -1;
+    }
+    *st = MP_OK;
+    return v;
+}
+
+/* A new subgraph, remembered so that one the decoder abandons (an error
+ * half-way, an attribute dropped) is still released. */
+static mp_graph *mp__new_graph(mp__loader *L, mp_graph *parent) {
+    mp_graph **ng = mp_grow(L->graphs, sizeof *L->graphs, &L->cap_graphs, L->n_graphs + 1);
+    if (!ng) return NULL;
+    L->graphs = ng;
+    mp_graph *g = mp_graph_new(L->m, parent);
+    if (g) L->graphs[L->n_graphs++] = g;
+    return g;
 }
 
 static char *mp__str(mp__loader *L, pb s) {
@@ -85,15 +163,19 @@ static char *mp__str(mp__loader *L, pb s) {
 
 static bool mp__pbeq(pb s, const char *z) {
     size_t n = strlen(z);
-    return (size_t)(s.end - s.p) == n && memcmp(s.p, z, n) == 0;
+    /* an absent field is a NULL view: no memcmp on it (even of 0 bytes) */
+    return (size_t)(s.end - s.p) == n && (n == 0 || memcmp(s.p, z, n) == 0);
 }
 
-#define NOMEM() mp_error(MP_ERR_NOMEM, "%s: out of memory", L->m->path)
+#define NOMEM() mp__nomem(L)
 
 /* ---- types and dims ---- */
 
-/* Decode a TypeProto into dtype/rank/dims (dims with symbols). */
-static mp_status mp__type(mp__loader *L, pb t, int *dtype, int *rank, int64_t **dims) {
+/* Decode a TypeProto into dtype/rank/dims (dims with symbols). Only the
+ * tensor types are entered; sequence, map and optional types are skipped
+ * whole (no recursion, whatever their nesting). `what` names the value. */
+static mp_status mp__type(mp__loader *L, const char *what, pb t, int *dtype, int *rank,
+                          int64_t **dims) {
     *dtype = MP_DT_UNDEFINED;
     *rank = -1;
     *dims = NULL;
@@ -118,11 +200,13 @@ static mp_status mp__type(mp__loader *L, pb t, int *dtype, int *rank, int64_t **
                     while (pb_more(&scan)) {
                         if (!pb_key(&scan, &f, &w) || !pb_skip(&scan, w))
                             return mp__bad(L, "bad dim", &scan);
-                        if (f == SHAPE_DIM) n++;
+                        if (f == SHAPE_DIM && w == PB_LEN) n++;
                     }
                     if (n > MP_MAX_RANK)
-                        return mp_error(MP_ERR_LIMIT, "%s: a tensor type has rank %d (limit %d)",
-                                        L->m->path, n, MP_MAX_RANK);
+                        return mp_error(MP_ERR_LIMIT,
+                                        "%s: value '%s' has rank %d (limit rank=%d, the most "
+                                        "the tool supports)",
+                                        L->m->path, what, n, MP_MAX_RANK);
                     int64_t *d = mp_arena_calloc(&L->m->arena, (size_t)(n ? n : 1), sizeof *d);
                     if (!d) return NOMEM();
                     int k = 0;
@@ -142,8 +226,8 @@ static mp_status mp__type(mp__loader *L, pb t, int *dtype, int *rank, int64_t **
                                 if (!pb_varint(&dm, &v)) return mp__bad(L, "bad dim_value", &dm);
                                 if ((int64_t)v < 0)
                                     return mp_error(MP_ERR_FORMAT,
-                                                    "%s: a tensor type has negative dim %lld",
-                                                    L->m->path, (long long)(int64_t)v);
+                                                    "%s: value '%s': dim %d is negative (%lld)",
+                                                    L->m->path, what, k, (long long)(int64_t)v);
                                 d[k] = (int64_t)v;
                             } else if (f == DIM_PARAM && w == PB_LEN) {
                                 pb s = {0};
@@ -203,30 +287,38 @@ static mp_status mp__external(mp__loader *L, mp_tensor *t, pb loc, uint64_t off,
         if (!ne) return NOMEM();
         L->ext = ne;
         idx = L->n_ext++;
-        char *path = mp_arena_printf(&m->arena, "%s/%s", m->dir, rel);
-        if (!path) return NOMEM();
-        L->ext[idx].path = path;
-        struct stat st;
-        if (lstat(path, &st) != 0) {
-            L->ext[idx].state = EXT_ABSENT;
-        } else {
-            /* the resolved file must stay inside the model's folder */
-            char real_dir[PATH_MAX], real_file[PATH_MAX];
-            if (!realpath(m->dir, real_dir) || !realpath(path, real_file))
-                return mp_error(MP_ERR_IO, "%s: tensor '%s': cannot resolve external data '%s'",
-                                m->path, t->name, rel);
-            size_t dl = strlen(real_dir);
-            if (strncmp(real_file, real_dir, dl) != 0 || real_file[dl] != '/')
-                return mp_error(MP_ERR_FORMAT,
-                                "%s: tensor '%s': external data '%s' resolves to '%s', outside "
-                                "the model's folder",
-                                m->path, t->name, rel, real_file);
-            if (stat(real_file, &st) != 0 || !S_ISREG(st.st_mode))
-                return mp_error(MP_ERR_FORMAT,
-                                "%s: tensor '%s': external data '%s' is not a regular file",
-                                m->path, t->name, rel);
-            L->ext[idx].state = EXT_PRESENT;
-            L->ext[idx].size = (uint64_t)st.st_size;
+        L->ext[idx].state = EXT_ABSENT;
+        L->ext[idx].path = rel;
+        /* A model loaded from memory has no folder: nothing is opened. */
+        if (m->dir) {
+            char *path = mp_arena_printf(&m->arena, "%s/%s", m->dir, rel);
+            if (!path) return NOMEM();
+            L->ext[idx].path = path;
+            /* Checked before anything is opened: lstat and realpath only
+             * read directory entries and links. The resolved file must
+             * stay inside the model's folder. */
+            struct stat st;
+            if (lstat(path, &st) == 0) {
+                char real_dir[PATH_MAX], real_file[PATH_MAX];
+                if (!realpath(m->dir, real_dir) || !realpath(path, real_file))
+                    return mp_error(MP_ERR_FORMAT,
+                                    "%s: tensor '%s': external data '%s' cannot be resolved "
+                                    "(a dangling link?)",
+                                    m->path, t->name, rel);
+                if (!mp_path_inside(real_dir, real_file))
+                    return mp_error(MP_ERR_FORMAT,
+                                    "%s: tensor '%s': external data '%s' resolves to '%s', "
+                                    "outside the model's folder",
+                                    m->path, t->name, rel, real_file);
+                if (stat(real_file, &st) != 0 || !S_ISREG(st.st_mode))
+                    return mp_error(MP_ERR_FORMAT,
+                                    "%s: tensor '%s': external data '%s' is not a regular file",
+                                    m->path, t->name, rel);
+                /* read later (small shape constants only) by this path */
+                if (!(L->ext[idx].path = mp_arena_strdup(&m->arena, real_file))) return NOMEM();
+                L->ext[idx].state = EXT_PRESENT;
+                L->ext[idx].size = (uint64_t)st.st_size;
+            }
         }
         if (mp_strmap_put(&L->ext_files, rel, idx) != MP_OK) return NOMEM();
     }
@@ -246,10 +338,16 @@ static mp_status mp__external(mp__loader *L, mp_tensor *t, pb loc, uint64_t off,
         m->weightless = true;
         if (!L->absent_warned) {
             L->absent_warned = true;
-            mp_status st = mp_model_warn(m,
-                                         "weights absent: external data file '%s' is not next "
-                                         "to the model; profiling without weights",
-                                         rel);
+            mp_status st =
+                m->dir ? mp_model_warn(m,
+                                       "weights absent: external data file '%s' is not next "
+                                       "to the model; profiling without weights",
+                                       rel)
+                       : mp_model_warn(m,
+                                       "weights absent: the model was loaded from memory, "
+                                       "external data file '%s' is not read; profiling "
+                                       "without weights",
+                                       rel);
             if (st) return st;
         }
         return MP_OK;
@@ -279,6 +377,7 @@ static mp_status mp__tensor(mp__loader *L, pb msg, mp_tensor **out) {
     bool has_raw = false, has_loc = false, has_len = false, external = false;
     uint64_t ext_off = 0, ext_len = 0;
     int typed = 0;
+    int64_t typed_n[T_UINT64 + 1] = {0}; /* values of each typed data field */
     /* first pass: count dims, find fields */
     while (pb_more(&scan)) {
         if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad key in a tensor", &scan);
@@ -301,6 +400,8 @@ static mp_status mp__tensor(mp__loader *L, pb msg, mp_tensor **out) {
         } else if (f == T_NAME && w == PB_LEN) {
             pb s = {0};
             if (!pb_len(&scan, &s)) return mp__bad(L, "bad tensor name", &scan);
+            mp_status cs = mp__check_name(L, s, "a tensor name");
+            if (cs) return cs;
             t->name = mp__str(L, s);
             if (!t->name) return NOMEM();
         } else if (f == T_RAW && w == PB_LEN) {
@@ -352,7 +453,30 @@ static mp_status mp__tensor(mp__loader *L, pb msg, mp_tensor **out) {
                     f == T_UINT64 || f == T_STRING) &&
                    (w == PB_LEN || w == PB_VARINT || w == PB_I32 || w == PB_I64)) {
             typed = (int)f;
-            if (!pb_skip(&scan, w)) return mp__bad(L, "bad tensor data", &scan);
+            /* count the values, to check them against the dims */
+            bool fixed4 = f == T_FLOAT, fixed8 = f == T_DOUBLE, str = f == T_STRING;
+            if (w == PB_LEN) {
+                pb d = {0};
+                if (!pb_len(&scan, &d)) return mp__bad(L, "bad tensor data", &scan);
+                uint64_t dl = (uint64_t)(d.end - d.p), v = 0;
+                if (str) {
+                    typed_n[f]++;
+                } else if (fixed4 || fixed8) {
+                    if (dl % (fixed4 ? 4 : 8)) return mp__bad(L, "bad packed tensor data", &d);
+                    typed_n[f] += (int64_t)(dl / (fixed4 ? 4 : 8));
+                } else {
+                    while (pb_more(&d)) {
+                        if (!pb_varint(&d, &v)) return mp__bad(L, "bad packed tensor data", &d);
+                        typed_n[f]++;
+                    }
+                }
+            } else if ((w == PB_VARINT && !fixed4 && !fixed8 && !str) ||
+                       (w == PB_I32 && fixed4) || (w == PB_I64 && fixed8)) {
+                if (!pb_skip(&scan, w)) return mp__bad(L, "bad tensor data", &scan);
+                typed_n[f]++;
+            } else {
+                return mp__bad(L, "tensor data field of the wrong wire type", &scan);
+            }
         } else if (!pb_skip(&scan, w)) {
             return mp__bad(L, "bad tensor field", &scan);
         }
@@ -408,6 +532,21 @@ static mp_status mp__tensor(mp__loader *L, pb msg, mp_tensor **out) {
                             m->path, t->name, t->size, mp_dtype_name(t->dtype),
                             (long long)t->numel, (unsigned long long)need);
     } else if (typed) {
+        /* complex numbers take two values, 4-bit types two per value */
+        int64_t want = t->numel;
+        if (t->dtype == MP_DT_COMPLEX64 || t->dtype == MP_DT_COMPLEX128)
+            want = t->numel > INT64_MAX / 2 ? -1 : 2 * t->numel;
+        else if (mp_dtype_bits(t->dtype) == 4)
+            want = t->numel / 2 + t->numel % 2;
+        static const char *const field_names[T_UINT64 + 1] = {
+            [T_FLOAT] = "float_data", [T_INT32] = "int32_data", [T_STRING] = "string_data",
+            [T_INT64] = "int64_data", [T_DOUBLE] = "double_data", [T_UINT64] = "uint64_data"};
+        if (typed_n[typed] != want)
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: tensor '%s': %s holds %lld values, but %s[%lld elements] needs "
+                            "%lld",
+                            m->path, t->name, field_names[typed], (long long)typed_n[typed],
+                            mp_dtype_name(t->dtype), (long long)t->numel, (long long)want);
         t->loc = MP_DATA_TYPED;
         t->data = msg.p;
         t->size = (size_t)(msg.end - msg.p);
@@ -469,14 +608,18 @@ static mp_status mp__sparse_tensor(mp__loader *L, pb msg, mp_tensor **out) {
 
 /* ---- graphs, nodes, attributes ---- */
 
-static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg, int depth);
+static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg);
 static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__call *call);
 
 static const mp__fn *mp__find_fn(mp__loader *L, pb domain, pb op) {
-    for (int i = 0; i < L->n_fns; i++)
-        if (mp__pbeq(op, L->fns[i].name) && mp__pbeq(domain, L->fns[i].domain)) return &L->fns[i];
+    if (!L->n_fns || op.end == op.p) return NULL;
+    for (int i = mp_strmap_getn(&L->fn_by_name, (const char *)op.p, (size_t)(op.end - op.p));
+         i >= 0; i = L->fns[i].next_same)
+        if (mp__pbeq(domain, L->fns[i].domain)) return &L->fns[i];
     return NULL;
 }
+
+static int mp__opset(const mp_model *m, const char *domain);
 
 static int mp__count_field(pb msg, uint32_t want) {
     uint32_t f = 0;
@@ -488,12 +631,44 @@ static int mp__count_field(pb msg, uint32_t want) {
     return n;
 }
 
-/* Decode an AttributeProto. */
-static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int depth) {
+/* Field of an AttributeProto -> the attribute type it holds. */
+static int mp__attr_field_type(uint32_t f) {
+    switch (f) {
+    case ATTR_F: return MP_ATTR_FLOAT;
+    case ATTR_I: return MP_ATTR_INT;
+    case ATTR_S: return MP_ATTR_STRING;
+    case ATTR_T: return MP_ATTR_TENSOR;
+    case ATTR_G: return MP_ATTR_GRAPH;
+    case ATTR_FLOATS: return MP_ATTR_FLOATS;
+    case ATTR_INTS: return MP_ATTR_INTS;
+    case ATTR_STRINGS: return MP_ATTR_STRINGS;
+    case ATTR_TENSORS: return MP_ATTR_TENSORS;
+    case ATTR_GRAPHS: return MP_ATTR_GRAPHS;
+    case ATTR_SPARSE: return MP_ATTR_SPARSE_TENSOR;
+    case 23: return MP_ATTR_SPARSE_TENSORS;
+    case 14: return MP_ATTR_TYPE_PROTO;
+    case 15: return MP_ATTR_TYPE_PROTOS;
+    default: return 0;
+    }
+}
+
+static const char *mp__attr_type_name(int t) {
+    static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR",
+                                        "GRAPH", "FLOATS", "INTS", "STRINGS", "TENSORS",
+                                        "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS",
+                                        "TYPE_PROTO", "TYPE_PROTOS"};
+    return t >= 0 && t < (int)MP_ARRAY_LEN(names) ? names[t] : "?";
+}
+
+/* Decode an AttributeProto of node `node` (for messages). Subgraphs are
+ * decoded into children of g; with g NULL (a function's default
+ * attributes) they are not decoded at all. */
+static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, const char *node) {
     mp_model *m = L->m;
     uint32_t f = 0;
     int w = 0;
-    int n_floats = 0, n_ints = 0, n_strings = 0, n_tensors = 0, n_graphs = 0;
+    int64_t n_floats = 0, n_ints = 0, n_strings = 0, n_tensors = 0, n_graphs = 0;
+    int declared = 0, held = 0; /* the type field; the type of the value fields */
     pb scan = msg;
     a->name = "";
     /* pass 1: scalar fields and counts */
@@ -502,6 +677,15 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
         pb s = {0};
         uint64_t v = 0;
         uint32_t x = 0;
+        int ft = mp__attr_field_type(f);
+        if (ft) {
+            if (held && held != ft)
+                return mp_error(MP_ERR_FORMAT,
+                                "%s: node '%s': attribute '%s' holds both a %s and a %s value",
+                                m->path, node, a->name, mp__attr_type_name(held),
+                                mp__attr_type_name(ft));
+            held = ft;
+        }
         switch (f) {
         case ATTR_NAME:
             if (w != PB_LEN || !pb_len(&scan, &s)) return mp__bad(L, "bad attribute name", &scan);
@@ -513,36 +697,35 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
             continue;
         case ATTR_TYPE:
             if (w != PB_VARINT || !pb_varint(&scan, &v)) return mp__bad(L, "bad attribute type", &scan);
-            a->type = (int)(v & 0xff);
+            if (v > MP_ATTR_TYPE_PROTOS)
+                return mp_error(MP_ERR_FORMAT, "%s: node '%s': attribute '%s' has unknown type %llu",
+                                m->path, node, a->name, (unsigned long long)v);
+            declared = (int)v;
             continue;
         case ATTR_F:
             if (w != PB_I32 || !pb_fixed32(&scan, &x)) return mp__bad(L, "bad float attribute", &scan);
             a->f = pb_f32(x);
-            if (!a->type) a->type = MP_ATTR_FLOAT;
             continue;
         case ATTR_I:
             if (w != PB_VARINT || !pb_varint(&scan, &v)) return mp__bad(L, "bad int attribute", &scan);
             a->i = (int64_t)v;
-            if (!a->type) a->type = MP_ATTR_INT;
             continue;
         case ATTR_S:
             if (w != PB_LEN || !pb_len(&scan, &s)) return mp__bad(L, "bad string attribute", &scan);
             a->s_len = (size_t)(s.end - s.p);
             if (!(a->s = mp__str(L, s))) return NOMEM();
-            if (!a->type) a->type = MP_ATTR_STRING;
             continue;
         case ATTR_FLOATS:
             if (w == PB_LEN) {
                 if (!pb_len(&scan, &s)) return mp__bad(L, "bad floats", &scan);
                 if ((s.end - s.p) % 4) return mp__bad(L, "bad packed floats", &scan);
-                n_floats += (int)((s.end - s.p) / 4);
+                n_floats += (int64_t)((s.end - s.p) / 4);
             } else if (w == PB_I32) {
                 if (!pb_fixed32(&scan, &x)) return mp__bad(L, "bad floats", &scan);
                 n_floats++;
             } else {
                 return mp__bad(L, "bad floats", &scan);
             }
-            if (!a->type) a->type = MP_ATTR_FLOATS;
             continue;
         case ATTR_INTS:
             if (w == PB_LEN) {
@@ -557,17 +740,26 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
             } else {
                 return mp__bad(L, "bad ints", &scan);
             }
-            if (!a->type) a->type = MP_ATTR_INTS;
             continue;
-        case ATTR_STRINGS: n_strings++; if (!a->type) a->type = MP_ATTR_STRINGS; break;
-        case ATTR_TENSORS: n_tensors++; if (!a->type) a->type = MP_ATTR_TENSORS; break;
-        case ATTR_GRAPHS: n_graphs++; if (!a->type) a->type = MP_ATTR_GRAPHS; break;
-        case ATTR_T: if (!a->type) a->type = MP_ATTR_TENSOR; break;
-        case ATTR_G: if (!a->type) a->type = MP_ATTR_GRAPH; break;
-        case ATTR_SPARSE: if (!a->type) a->type = MP_ATTR_SPARSE_TENSOR; break;
+        case ATTR_STRINGS: n_strings++; break;
+        case ATTR_TENSORS: n_tensors++; break;
+        case ATTR_GRAPHS: n_graphs++; break;
         default: break;
         }
         if (!pb_skip(&scan, w)) return mp__bad(L, "bad attribute field", &scan);
+    }
+    if (declared && held && declared != held)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: node '%s': attribute '%s' is declared %s but holds a %s value",
+                        m->path, node, a->name, mp__attr_type_name(declared),
+                        mp__attr_type_name(held));
+    a->type = declared ? declared : held;
+    int64_t most = MP_MAX(MP_MAX(n_floats, n_ints), MP_MAX(n_strings, MP_MAX(n_tensors, n_graphs)));
+    if (most > L->lim.max_attr_elems || most > INT_MAX) {
+        char what[512];
+        snprintf(what, sizeof what, "node '%.64s': attribute '%.64s' has %lld elements", node,
+                 a->name, (long long)most);
+        return mp__limit(L, what, "attr-elems", L->lim.max_attr_elems);
     }
     if (n_floats > 0) a->floats = mp_arena_calloc(&m->arena, (size_t)n_floats, sizeof(double));
     if (n_ints > 0) a->ints = mp_arena_calloc(&m->arena, (size_t)n_ints, sizeof(int64_t));
@@ -578,14 +770,14 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
         (n_tensors && !a->tensors) || (n_graphs && !a->graphs))
         return NOMEM();
     switch (a->type) {
-    case MP_ATTR_FLOATS: a->n = n_floats; break;
-    case MP_ATTR_INTS: a->n = n_ints; break;
-    case MP_ATTR_STRINGS: a->n = n_strings; break;
-    case MP_ATTR_TENSORS: a->n = n_tensors; break;
-    case MP_ATTR_GRAPHS: a->n = n_graphs; break;
+    case MP_ATTR_FLOATS: a->n = (int)n_floats; break;
+    case MP_ATTR_INTS: a->n = (int)n_ints; break;
+    case MP_ATTR_STRINGS: a->n = (int)n_strings; break;
+    case MP_ATTR_TENSORS: a->n = (int)n_tensors; break;
+    case MP_ATTR_GRAPHS: a->n = (int)n_graphs; break;
     default: break;
     }
-    /* pass 2: repeated and nested fields */
+    /* pass 2: repeated and nested fields (pass 1 checked the structure) */
     int kf = 0, ki = 0, ks = 0, kt = 0, kg = 0;
     scan = msg;
     while (pb_more(&scan)) {
@@ -609,6 +801,9 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
         } else if (f == ATTR_STRINGS && w == PB_LEN) {
             pb_len(&scan, &s);
             if (!(a->strings[ks++] = mp__str(L, s))) return NOMEM();
+        } else if (f == ATTR_STRINGS) {
+            pb_skip(&scan, w);
+            a->strings[ks++] = "";
         } else if (f == ATTR_T && w == PB_LEN) {
             pb_len(&scan, &s);
             if ((st = mp__tensor(L, s, &a->t))) return st;
@@ -618,11 +813,24 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
         } else if (f == ATTR_TENSORS && w == PB_LEN) {
             pb_len(&scan, &s);
             if ((st = mp__tensor(L, s, &a->tensors[kt++]))) return st;
-        } else if ((f == ATTR_G || f == ATTR_GRAPHS) && w == PB_LEN) {
+        } else if (((f == ATTR_G && a->type == MP_ATTR_GRAPH) ||
+                    (f == ATTR_GRAPHS && a->type == MP_ATTR_GRAPHS)) &&
+                   w == PB_LEN && g) {
             pb_len(&scan, &s);
-            mp_graph *sub = mp_graph_new(m, g);
+            if (L->nest + 1 > L->lim.max_depth) {
+                char what[512];
+                snprintf(what, sizeof what,
+                         "node '%.64s': attribute '%.64s': subgraphs and function calls nest "
+                         "deeper than %lld levels",
+                         node, a->name, (long long)L->lim.max_depth);
+                return mp__limit(L, what, "depth", L->lim.max_depth);
+            }
+            mp_graph *sub = mp__new_graph(L, g);
             if (!sub) return NOMEM();
-            if ((st = mp__graph(L, sub, s, depth + 1))) return st;
+            L->nest++;
+            st = mp__graph(L, sub, s);
+            L->nest--;
+            if (st) return st;
             if (f == ATTR_G)
                 a->g = sub;
             else
@@ -631,12 +839,16 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, int de
             pb_skip(&scan, w);
         }
     }
+    if (a->type == MP_ATTR_TENSORS) a->n = kt;
+    if (a->type == MP_ATTR_GRAPHS) a->n = kg;
     if ((a->type == MP_ATTR_TENSOR || a->type == MP_ATTR_SPARSE_TENSOR) && !a->t && !a->ref)
-        return mp_error(MP_ERR_FORMAT, "%s: attribute '%s' is a tensor attribute without a tensor",
-                        m->path, a->name);
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: node '%s': attribute '%s' is a tensor attribute without a tensor",
+                        m->path, node, a->name);
     if (a->type == MP_ATTR_GRAPH && !a->g && !a->ref)
-        return mp_error(MP_ERR_FORMAT, "%s: attribute '%s' is a graph attribute without a graph",
-                        m->path, a->name);
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: node '%s': attribute '%s' is a graph attribute without a graph",
+                        m->path, node, a->name);
     return MP_OK;
 }
 
@@ -646,48 +858,51 @@ static int mp__map_name(mp__loader *L, mp_graph *g, pb name, const mp__call *cal
                         mp_status *st) {
     *st = MP_OK;
     if (name.end == name.p) return -1;
+    size_t len = (size_t)(name.end - name.p);
+    if ((*st = mp__check_name(L, name, "a value name"))) return -1;
     if (call) {
         const mp__fn *fn = call->fn;
-        const pb *formal = output ? fn->out : fn->in;
-        int nf = output ? fn->n_out : fn->n_in;
-        const int *actual = output ? call->actual_out : call->actual_in;
-        for (int i = 0; i < nf; i++)
-            if ((size_t)(formal[i].end - formal[i].p) == (size_t)(name.end - name.p) &&
-                memcmp(formal[i].p, name.p, (size_t)(name.end - name.p)) == 0)
-                return actual[i];
+        int i = mp_strmap_getn(output ? &fn->out_names : &fn->in_names, (const char *)name.p, len);
+        if (i >= 0) return output ? call->actual_out[i] : call->actual_in[i];
         if (!output) {
             /* an input of the body may also be an output formal (rare) */
-            for (int i = 0; i < fn->n_out; i++)
-                if ((size_t)(fn->out[i].end - fn->out[i].p) == (size_t)(name.end - name.p) &&
-                    memcmp(fn->out[i].p, name.p, (size_t)(name.end - name.p)) == 0)
-                    return call->actual_out[i];
+            i = mp_strmap_getn(&fn->out_names, (const char *)name.p, len);
+            if (i >= 0) return call->actual_out[i];
         }
-        char *full = mp_arena_printf(&L->m->arena, "%s%.*s", call->prefix,
-                                     (int)(name.end - name.p), (const char *)name.p);
+        char *full = mp_arena_printf(&L->m->arena, "%s%.*s", call->prefix, (int)len,
+                                     (const char *)name.p);
         if (!full) {
             *st = NOMEM();
             return -1;
         }
-        int v = mp_graph_value(g, full, strlen(full));
-        if (v < 0) *st = NOMEM();
-        return v;
+        return mp__value(L, g, full, strlen(full), st);
     }
-    int v = mp_graph_value(g, (const char *)name.p, (size_t)(name.end - name.p));
-    if (v < 0) *st = NOMEM();
-    return v;
+    return mp__value(L, g, (const char *)name.p, len, st);
 }
 
 /* Look up an attribute value for ref_attr_name in the calling context. */
 static const mp_attr *mp__ref_attr(mp__loader *L, const mp__call *call, const char *ref,
                                    mp_attr *tmp) {
+    (void)tmp;
     if (!call) return NULL;
     const mp_attr *a = mp_node_attr(call->caller, ref);
     if (a) return a;
-    for (int i = 0; i < call->fn->n_defaults; i++) {
-        memset(tmp, 0, sizeof *tmp);
-        if (mp__attr(L, NULL, call->fn->defaults[i], tmp, 0) == MP_OK && strcmp(tmp->name, ref) == 0)
-            return tmp;
+    /* the function's defaults, decoded once (a bad one is never found) */
+    mp__fn *fn = (mp__fn *)call->fn;
+    if (!fn->def_attrs && fn->n_defaults) {
+        fn->def_attrs = mp_arena_calloc(&L->m->arena, (size_t)fn->n_defaults, sizeof(mp_attr));
+        if (!fn->def_attrs) return NULL;
+        for (int i = 0; i < fn->n_defaults; i++)
+            if (mp__attr(L, NULL, fn->defaults[i], &fn->def_attrs[i], call->caller->name) != MP_OK) {
+                memset(&fn->def_attrs[i], 0, sizeof fn->def_attrs[i]);
+                fn->def_attrs[i].name = "";
+                mp_error_clear();
+            }
     }
+    for (int i = 0; i < fn->n_defaults; i++)
+        if (fn->def_attrs[i].name && strcmp(fn->def_attrs[i].name, ref) == 0 &&
+            fn->def_attrs[i].type)
+            return &fn->def_attrs[i];
     return NULL;
 }
 
@@ -760,13 +975,69 @@ static int mp__module_from_metadata(mp_model *m, pb scopes, pb classes) {
     return module;
 }
 
+/* Attributes whose type is the same in every operator of the default
+ * domain that has them: one of the wrong type is refused at load, where
+ * an operator would otherwise quietly take its default. */
+static const struct {
+    const char *name;
+    int type;
+} mp__attr_types[] = {
+    {"axis", MP_ATTR_INT}, {"group", MP_ATTR_INT}, {"keepdims", MP_ATTR_INT},
+    {"transA", MP_ATTR_INT}, {"transB", MP_ATTR_INT}, {"to", MP_ATTR_INT},
+    {"ceil_mode", MP_ATTR_INT}, {"count_include_pad", MP_ATTR_INT},
+    {"storage_order", MP_ATTR_INT}, {"hidden_size", MP_ATTR_INT}, {"blocksize", MP_ATTR_INT},
+    {"batch_dims", MP_ATTR_INT}, {"allowzero", MP_ATTR_INT},
+    {"noop_with_empty_axes", MP_ATTR_INT},
+    {"alpha", MP_ATTR_FLOAT}, {"beta", MP_ATTR_FLOAT}, {"epsilon", MP_ATTR_FLOAT},
+    {"momentum", MP_ATTR_FLOAT},
+    {"kernel_shape", MP_ATTR_INTS}, {"strides", MP_ATTR_INTS}, {"pads", MP_ATTR_INTS},
+    {"dilations", MP_ATTR_INTS}, {"perm", MP_ATTR_INTS}, {"output_padding", MP_ATTR_INTS},
+    {"output_shape", MP_ATTR_INTS}, {"axes", MP_ATTR_INTS}, {"split", MP_ATTR_INTS},
+    {"starts", MP_ATTR_INTS}, {"ends", MP_ATTR_INTS},
+    {"auto_pad", MP_ATTR_STRING}, {"mode", MP_ATTR_STRING}, {"direction", MP_ATTR_STRING},
+    {"equation", MP_ATTR_STRING},
+    {"then_branch", MP_ATTR_GRAPH}, {"else_branch", MP_ATTR_GRAPH}, {"body", MP_ATTR_GRAPH},
+};
+
+static mp_status mp__check_attr_types(mp__loader *L, const mp_node *n) {
+    if (n->domain[0]) return MP_OK;
+    for (int i = 0; i < n->n_attr; i++) {
+        const mp_attr *a = &n->attr[i];
+        if (!a->type) continue;
+        for (size_t j = 0; j < MP_ARRAY_LEN(mp__attr_types); j++) {
+            if (strcmp(a->name, mp__attr_types[j].name) != 0) continue;
+            int want = mp__attr_types[j].type;
+            bool ok = a->type == want || (want == MP_ATTR_FLOAT && a->type == MP_ATTR_INT);
+            if (!ok)
+                return mp_error(MP_ERR_FORMAT,
+                                "%s: node '%s' (%s): attribute '%s' is %s, but ONNX defines it "
+                                "as %s",
+                                L->m->path, n->name, n->op, a->name, mp__attr_type_name(a->type),
+                                mp__attr_type_name(want));
+            break;
+        }
+    }
+    return MP_OK;
+}
+
+/* Nodes of a graph and its subgraphs. */
+static int64_t mp__count_nodes(const mp_graph *g) {
+    int64_t n = g->n_nodes;
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int s = 0; s < g->nodes[k].n_sub; s++) n += mp__count_nodes(g->nodes[k].sub[s]);
+    return n;
+}
+
 /* Decode a NodeProto and add it to g (or inline the function it calls). */
 static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__call *call) {
     mp_model *m = L->m;
     uint32_t f = 0;
     int w = 0;
-    int n_in = 0, n_out = 0, n_attr = 0;
+    int64_t n_in = 0, n_out = 0, n_attr = 0;
     pb name = {0}, op = {0}, domain = {0}, scan = msg, scopes = {0}, classes = {0};
+    if (++L->n_nodes > L->lim.max_nodes)
+        return mp__limit(L, "the model has too many nodes (after inlining functions)", "nodes",
+                         L->lim.max_nodes);
     while (pb_more(&scan)) {
         if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad key in a node", &scan);
         pb s = {0};
@@ -790,9 +1061,21 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
             return mp__bad(L, "bad node field", &scan);
         }
     }
+    mp_status cs;
+    if ((cs = mp__check_name(L, name, "a node name")) || (cs = mp__check_name(L, op, "an op_type")) ||
+        (cs = mp__check_name(L, domain, "a domain")))
+        return cs;
     if (op.end == op.p)
         return mp_error(MP_ERR_FORMAT, "%s: node '%.*s' has no op_type", m->path,
                         (int)(name.end - name.p), (const char *)name.p);
+    if (n_in > INT_MAX / 4 || n_out > INT_MAX / 4 || n_attr > INT_MAX / 4)
+        return mp_error(MP_ERR_LIMIT, "%s: node '%.*s' has too many inputs, outputs or "
+                        "attributes (limit %d each)",
+                        m->path, (int)(name.end - name.p), (const char *)name.p, INT_MAX / 4);
+    L->n_edges += n_in + n_out;
+    if (L->n_edges > INT_MAX / 2)
+        return mp_error(MP_ERR_LIMIT, "%s: the nodes have more than %d inputs and outputs in all",
+                        m->path, INT_MAX / 2);
     int k = mp_graph_add_node(g);
     if (k < 0) return NOMEM();
     mp_node *n = &g->nodes[k];
@@ -807,6 +1090,13 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
         n->name = mp_arena_printf(&m->arena, "%s%s_%d", call ? call->prefix : "", n->op, k);
     if (!n->op || !n->domain || !n->name) return NOMEM();
     if (strcmp(n->domain, "ai.onnx") == 0) n->domain = "";
+    /* a node's domain must be imported (a function body's nodes use the
+     * function's own imports) */
+    if (!call && mp__opset(m, n->domain) < 0)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: node '%s' (%s) is in domain '%s', which the model does not import "
+                        "(no opset_import entry)",
+                        m->path, n->name, n->op, n->domain);
     n->in = mp_arena_calloc(&m->arena, (size_t)(n_in ? n_in : 1), sizeof(int));
     n->out = mp_arena_calloc(&m->arena, (size_t)(n_out ? n_out : 1), sizeof(int));
     n->attr = mp_arena_calloc(&m->arena, (size_t)(n_attr ? n_attr : 1), sizeof(mp_attr));
@@ -840,20 +1130,25 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
             n = &g->nodes[k];
             n->out[ko++] = v;
             if (v >= 0) {
-                if (g->values[v].producer >= 0 || (g->values[v].flags & MP_VAL_INIT))
+                const mp_value *val = &g->values[v];
+                if (val->producer >= 0 || (val->flags & (MP_VAL_INIT | MP_VAL_INPUT)))
                     return mp_error(MP_ERR_FORMAT,
                                     "%s: node '%s' (%s) writes value '%s', which is already "
-                                    "produced by %s",
-                                    m->path, n->name, n->op, g->values[v].name,
-                                    (g->values[v].flags & MP_VAL_INIT)
-                                        ? "an initializer"
-                                        : g->nodes[g->values[v].producer].name);
+                                    "%s%s%s",
+                                    m->path, n->name, n->op, val->name,
+                                    (val->flags & MP_VAL_INIT)    ? "an initializer"
+                                    : (val->flags & MP_VAL_INPUT) ? "a graph input"
+                                                                  : "produced by node '",
+                                    (val->flags & (MP_VAL_INIT | MP_VAL_INPUT))
+                                        ? ""
+                                        : g->nodes[val->producer].name,
+                                    (val->flags & (MP_VAL_INIT | MP_VAL_INPUT)) ? "" : "'");
                 g->values[v].producer = k;
             }
         } else {
             mp_attr a;
             memset(&a, 0, sizeof a);
-            if ((st = mp__attr(L, g, s, &a, 0))) return st;
+            if ((st = mp__attr(L, g, s, &a, g->nodes[k].name))) return st;
             n = &g->nodes[k];
             if (a.ref) {
                 mp_attr tmp;
@@ -863,6 +1158,13 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
                 a = *r;
                 a.name = nm;
                 a.ref = NULL;
+                /* a graph given by the caller is inferred once per use */
+                if (a.type == MP_ATTR_GRAPH && a.g) L->n_nodes += mp__count_nodes(a.g);
+                for (int j = 0; a.type == MP_ATTR_GRAPHS && j < a.n; j++)
+                    if (a.graphs[j]) L->n_nodes += mp__count_nodes(a.graphs[j]);
+                if (L->n_nodes > L->lim.max_nodes)
+                    return mp__limit(L, "the model has too many nodes (after inlining functions)",
+                                     "nodes", L->lim.max_nodes);
             }
             n->attr[ka++] = a;
         }
@@ -871,6 +1173,7 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
     n->n_in = ki;
     n->n_out = ko;
     n->n_attr = ka;
+    if ((cs = mp__check_attr_types(L, n))) return cs;
     /* subgraphs */
     int n_sub = 0;
     for (int i = 0; i < n->n_attr; i++)
@@ -890,15 +1193,24 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
     const mp__fn *fn = mp__find_fn(L, domain, op);
     if (fn) {
         int depth = call ? call->depth + 1 : 1;
-        if (depth > MP_INLINE_DEPTH_MAX)
-            return mp_error(MP_ERR_LIMIT, "%s: function '%s' nests deeper than %d calls (recursive?)",
-                            m->path, fn->name, MP_INLINE_DEPTH_MAX);
+        if (L->nest + 1 > L->lim.max_depth) {
+            char what[512];
+            snprintf(what, sizeof what,
+                     "function '%.64s' (called by node '%.64s'): subgraphs and function calls "
+                     "nest deeper than %lld levels (a recursive function?)",
+                     fn->name, n->name, (long long)L->lim.max_depth);
+            return mp__limit(L, what, "depth", L->lim.max_depth);
+        }
         mp_node caller = *n;
         for (int o = 0; o < caller.n_out; o++)
             if (caller.out[o] >= 0) g->values[caller.out[o]].producer = -1;
         g->n_nodes--; /* the call node itself disappears */
+        L->n_nodes--;
         mp__call dummy = {.depth = depth - 1, .module = -1};
-        return mp__inline(L, g, fn, &caller, call ? call : &dummy);
+        L->nest++;
+        mp_status st = mp__inline(L, g, fn, &caller, call ? call : &dummy);
+        L->nest--;
+        return st;
     }
     return MP_OK;
 }
@@ -999,13 +1311,15 @@ static mp_status mp__value_info(mp__loader *L, mp_graph *g, pb msg, int *out) {
         }
     }
     if (name.end == name.p) return mp_error(MP_ERR_FORMAT, "%s: a graph value has no name", L->m->path);
-    int v = mp_graph_value(g, (const char *)name.p, (size_t)(name.end - name.p));
-    if (v < 0) return NOMEM();
+    mp_status st = mp__check_name(L, name, "a value name");
+    if (st) return st;
+    int v = mp__value(L, g, (const char *)name.p, (size_t)(name.end - name.p), &st);
+    if (v < 0) return st;
     *out = v;
     if (has_type) {
         int dt, rank;
         int64_t *dims;
-        mp_status st = mp__type(L, type, &dt, &rank, &dims);
+        st = mp__type(L, g->values[v].name, type, &dt, &rank, &dims);
         if (st) return st;
         mp_value *val = &g->values[v];
         val->decl_dtype = dt;
@@ -1015,11 +1329,27 @@ static mp_status mp__value_info(mp__loader *L, mp_graph *g, pb msg, int *out) {
     return MP_OK;
 }
 
-static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg, int depth) {
+/* A graph input that is also an initializer: declared type and tensor
+ * must agree. */
+static mp_status mp__same_as_init(mp__loader *L, const mp_value *v) {
+    const mp_tensor *t = v->init;
+    if (v->decl_dtype != MP_DT_UNDEFINED && t->dtype != MP_DT_UNDEFINED && v->decl_dtype != t->dtype)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: '%s' is both a graph input of type %s and an initializer of type %s",
+                        L->m->path, v->name, mp_dtype_name(v->decl_dtype), mp_dtype_name(t->dtype));
+    bool same = v->decl_rank < 0 || v->decl_rank == t->rank;
+    for (int i = 0; same && v->decl_rank > 0 && i < v->decl_rank; i++)
+        if (v->decl_dims[i] >= 0 && v->decl_dims[i] != t->dims[i]) same = false;
+    if (!same)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: '%s' is both a graph input and an initializer, with different "
+                        "shapes (rank %d and rank %d, or a dim differs)",
+                        L->m->path, v->name, v->decl_rank, t->rank);
+    return MP_OK;
+}
+
+static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     mp_model *m = L->m;
-    if (depth > MP_INLINE_DEPTH_MAX)
-        return mp_error(MP_ERR_LIMIT, "%s: subgraphs nest deeper than %d levels", m->path,
-                        MP_INLINE_DEPTH_MAX);
     uint32_t f = 0;
     int w = 0;
     pb scan = msg;
@@ -1046,8 +1376,8 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg, int depth) {
                 if (st) return st;
                 if (!t->name[0])
                     return mp_error(MP_ERR_FORMAT, "%s: an initializer has no name", m->path);
-                int v = mp_graph_value(g, t->name, strlen(t->name));
-                if (v < 0) return NOMEM();
+                int v = mp__value(L, g, t->name, strlen(t->name), &st);
+                if (v < 0) return st;
                 if (g->values[v].flags & MP_VAL_INIT)
                     return mp_error(MP_ERR_FORMAT, "%s: initializer '%s' is defined twice",
                                     m->path, t->name);
@@ -1059,7 +1389,12 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg, int depth) {
                 int v = -1;
                 if ((st = mp__value_info(L, g, s, &v))) return st;
                 if (f == GRAPH_INPUT) {
-                    if (g->values[v].flags & MP_VAL_INIT) continue; /* IR < 4: a default */
+                    if (g->values[v].flags & MP_VAL_INIT) {
+                        /* IR < 4 lists initializers as inputs too (a default
+                         * value): both must describe one tensor */
+                        if ((st = mp__same_as_init(L, &g->values[v]))) return st;
+                        continue;
+                    }
                     if (g->values[v].flags & MP_VAL_INPUT)
                         return mp_error(MP_ERR_FORMAT, "%s: graph input '%s' is listed twice",
                                         m->path, g->values[v].name);
@@ -1277,14 +1612,22 @@ static mp_status mp__finish_graph(mp_model *m, mp_graph *g) {
             val->n_consumers++;
             if (val->producer < 0 && !(val->flags & (MP_VAL_INIT | MP_VAL_INPUT | MP_VAL_OUTER))) {
                 mp_status st = mp__resolve_outer(m, g, v);
-                if (st) {
+                if (st == MP_ERR_FORMAT) {
                     if (!g->parent)
                         return mp_error(MP_ERR_FORMAT,
                                         "%s: node '%s' (%s) reads '%s', which no node, input or "
                                         "initializer produces",
                                         m->path, n->name, n->op, val->name);
-                    return st;
+                    const mp_node *owner = g->parent_node >= 0 && g->parent_node < g->parent->n_nodes
+                                               ? &g->parent->nodes[g->parent_node]
+                                               : NULL;
+                    return mp_error(MP_ERR_FORMAT,
+                                    "%s: node '%s' (%s) in a subgraph of node '%s' (%s) reads "
+                                    "'%s', which no node, input or initializer produces",
+                                    m->path, n->name, n->op, owner ? owner->name : "?",
+                                    owner ? owner->op : "?", val->name);
                 }
+                if (st) return st;
             }
         }
         for (int s = 0; s < n->n_sub; s++) {
@@ -1299,9 +1642,10 @@ static mp_status mp__finish_graph(mp_model *m, mp_graph *g) {
         mp_value *val = &g->values[g->outputs[i]];
         if (val->producer < 0 && !(val->flags & (MP_VAL_INIT | MP_VAL_INPUT | MP_VAL_OUTER))) {
             mp_status st = mp__resolve_outer(m, g, g->outputs[i]);
-            if (st)
+            if (st == MP_ERR_FORMAT)
                 return mp_error(MP_ERR_FORMAT, "%s: graph output '%s' is not produced by any node",
                                 m->path, val->name);
+            if (st) return st;
         }
     }
     return mp__order(m, g);
@@ -1358,6 +1702,7 @@ static mp_status mp__functions(mp__loader *L, pb msg) {
         fn->out = mp_arena_calloc(&m->arena, (size_t)n_out + 1, sizeof(pb));
         fn->defaults = mp_arena_calloc(&m->arena, (size_t)n_def + 1, sizeof(pb));
         if (!fn->in || !fn->out || !fn->defaults) return NOMEM();
+        fn->next_same = -1;
         pb body = s;
         while (pb_more(&body)) {
             pb x;
@@ -1367,12 +1712,39 @@ static mp_status mp__functions(mp__loader *L, pb msg) {
                 continue;
             }
             pb_len(&body, &x);
+            mp_status st = MP_OK;
+            if (f == FN_NAME || f == FN_DOMAIN || f == FN_INPUT || f == FN_OUTPUT)
+                st = mp__check_name(L, x, f == FN_NAME     ? "a function name"
+                                          : f == FN_DOMAIN ? "a function domain"
+                                                           : "a function parameter");
+            if (st) return st;
             if (f == FN_NAME) fn->name = mp__str(L, x);
             else if (f == FN_DOMAIN) fn->domain = mp__str(L, x);
-            else if (f == FN_INPUT) fn->in[fn->n_in++] = x;
-            else if (f == FN_OUTPUT) fn->out[fn->n_out++] = x;
+            else if (f == FN_INPUT || f == FN_OUTPUT) {
+                /* formal name -> position; the first of equal names wins */
+                char *nm = mp__str(L, x);
+                mp_strmap *map = f == FN_INPUT ? &fn->in_names : &fn->out_names;
+                int pos = f == FN_INPUT ? fn->n_in : fn->n_out;
+                if (!nm) return NOMEM();
+                if (nm[0] && mp_strmap_get(map, nm) < 0 && mp_strmap_put(map, nm, pos) != MP_OK)
+                    return NOMEM();
+                if (f == FN_INPUT) fn->in[fn->n_in++] = x;
+                else fn->out[fn->n_out++] = x;
+            }
             else if (f == FN_ATTR_PROTO) fn->defaults[fn->n_defaults++] = x;
             if (!fn->name || !fn->domain) return NOMEM();
+        }
+        int idx = L->n_fns - 1;
+        fn->tail_same = idx;
+        if (fn->name[0]) {
+            /* chained in file order: the first of equal (domain, name) wins */
+            int first = mp_strmap_get(&L->fn_by_name, fn->name);
+            if (first < 0) {
+                if (mp_strmap_put(&L->fn_by_name, fn->name, idx) != MP_OK) return NOMEM();
+            } else {
+                L->fns[L->fns[first].tail_same].next_same = idx;
+                L->fns[first].tail_same = idx;
+            }
         }
     }
     return MP_OK;
@@ -1418,6 +1790,9 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     bool has_graph = false;
     int n_opsets = mp__count_field(msg, MODEL_OPSET);
     if (n_opsets < 0) return mp__bad(L, "not an ONNX model (bad protobuf structure)", &msg);
+    if (n_opsets > MP_OPSETS_MAX)
+        return mp_error(MP_ERR_LIMIT, "%s: the model imports %d opsets (limit %d)", m->path,
+                        n_opsets, MP_OPSETS_MAX);
     m->opsets = mp_arena_calloc(&m->arena, (size_t)n_opsets + 1, sizeof *m->opsets);
     if (!m->opsets) return NOMEM();
     m->producer = m->producer_version = "";
@@ -1447,6 +1822,8 @@ static mp_status mp__model(mp__loader *L, pb msg) {
                 pb d = {0};
                 if (f == OPSET_DOMAIN && w == PB_LEN) {
                     if (!pb_len(&s, &d)) return mp__bad(L, "bad opset domain", &s);
+                    mp_status cs = mp__check_name(L, d, "an opset domain");
+                    if (cs) return cs;
                     if (!(o->domain = mp__str(L, d))) return NOMEM();
                     if (strcmp(o->domain, "ai.onnx") == 0) o->domain = "";
                 } else if (f == OPSET_VERSION && w == PB_VARINT) {
@@ -1456,6 +1833,20 @@ static mp_status mp__model(mp__loader *L, pb msg) {
                     return mp__bad(L, "bad opset_import", &s);
                 }
             }
+            if (o->version <= 0)
+                return mp_error(MP_ERR_FORMAT,
+                                "%s: opset_import of domain '%s' has no valid version (%d)",
+                                m->path, o->domain[0] ? o->domain : "ai.onnx", o->version);
+            for (int i = 0; i < m->n_opsets - 1; i++)
+                if (strcmp(m->opsets[i].domain, o->domain) == 0) {
+                    if (m->opsets[i].version != o->version)
+                        return mp_error(MP_ERR_FORMAT,
+                                        "%s: domain '%s' is imported twice, as opset %d and %d",
+                                        m->path, o->domain[0] ? o->domain : "ai.onnx",
+                                        m->opsets[i].version, o->version);
+                    m->n_opsets--; /* the same import again */
+                    break;
+                }
         } else {
             pb_skip(&scan, w);
         }
@@ -1470,10 +1861,8 @@ static mp_status mp__model(mp__loader *L, pb msg) {
         if (st) return st;
     }
     int def = mp__opset(m, "");
-    if (def < 0) {
-        if (m->ir_version < 3 && n_opsets == 0) def = 1;
+    if (def < 0)
         return mp_error(MP_ERR_FORMAT, "%s: the model imports no default-domain opset", m->path);
-    }
     if (def < 7 || def > 21) {
         mp_status st = mp_model_warn(m, "default-domain opset %d is outside the supported 7-21",
                                      def);
@@ -1484,7 +1873,7 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     if (L->n_fns) L->top_calls = mp__count_calls(L, graph);
     /* root module first: index 0 */
     if (mp_model_module(m, "", 0) != 0) return NOMEM();
-    st = mp__graph(L, m->graph, graph, 0);
+    st = mp__graph(L, m->graph, graph);
     if (st) return st;
     st = mp_model_finish(m);
     if (st) return st;
@@ -1499,18 +1888,91 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     return MP_OK;
 }
 
+/* Release what the loader holds. Subgraphs the model does not reach (a
+ * decoding error half-way, an attribute dropped, a function call's own
+ * subgraph its body did not use) have their name maps released here;
+ * reachable ones are released with the model (releasing is idempotent). */
+static int mp__ptr_cmp(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool mp__collect_graphs(const mp_graph *g, mp_graph ***v, int *n, int *cap) {
+    for (int k = 0; k < g->n_nodes; k++)
+        for (int s = 0; s < g->nodes[k].n_sub; s++) {
+            mp_graph **nv = mp_grow(*v, sizeof **v, cap, *n + 1);
+            if (!nv) return false;
+            *v = nv;
+            (*v)[(*n)++] = g->nodes[k].sub[s];
+            if (!mp__collect_graphs(g->nodes[k].sub[s], v, n, cap)) return false;
+        }
+    return true;
+}
+
+static void mp__loader_done(mp__loader *L, bool keep) {
+    if (L->n_graphs) {
+        mp_graph **reach = NULL;
+        int n = 0, cap = 0;
+        bool ok = keep && mp__collect_graphs(L->m->graph, &reach, &n, &cap);
+        if (ok) qsort(reach, (size_t)n, sizeof *reach, mp__ptr_cmp);
+        for (int i = 0; i < L->n_graphs; i++) {
+            mp_graph *g = L->graphs[i];
+            if (ok && bsearch(&g, reach, (size_t)n, sizeof *reach, mp__ptr_cmp)) continue;
+            /* not reached: only its own map (its subgraphs are listed too) */
+            mp_strmap_free(&g->names);
+        }
+        free(reach);
+    }
+    for (int i = 0; i < L->n_fns; i++) {
+        mp_strmap_free(&L->fns[i].in_names);
+        mp_strmap_free(&L->fns[i].out_names);
+    }
+    free(L->fns);
+    free(L->ext);
+    free(L->graphs);
+    mp_strmap_free(&L->ext_files);
+    mp_strmap_free(&L->fn_by_name);
+}
+
 mp_status mp_tensor_decode(mp_model *m, const uint8_t *bytes, size_t len, mp_tensor **out) {
     mp__loader L = {.m = m};
+    mp_limits_default(&L.lim);
     mp_status st = mp__tensor(&L, pb_view(bytes, len), out);
-    free(L.ext);
-    mp_strmap_free(&L.ext_files);
+    mp__loader_done(&L, true);
     return st;
 }
 
+/* Decode m->map (the file or the caller's buffer) into m. Frees m on
+ * failure. */
+static mp_status mp__load(mp_model *m, const mp_limits *lim, mp_model **out) {
+    mp__loader L = {.m = m};
+    mp_status s = mp_limits_check(lim, &L.lim);
+    if (!s) {
+        m->arena.limit = (size_t)L.lim.max_memory;
+        if (m->arena.reserved > m->arena.limit) m->arena.limit = m->arena.reserved;
+        if (m->map_size == 0)
+            s = mp_error(MP_ERR_FORMAT, "%s: the file is empty", m->path);
+        else
+            s = mp__model(&L, pb_view(m->map, m->map_size));
+    }
+    mp__loader_done(&L, s == MP_OK);
+    if (s) {
+        mp_model_free(m);
+        return s;
+    }
+    *out = m;
+    return MP_OK;
+}
+
 mp_status mp_model_load(const char *path, mp_model **out) {
+    return mp_model_load_ex(path, NULL, out);
+}
+
+mp_status mp_model_load_ex(const char *path, const mp_limits *lim, mp_model **out) {
+    if (!out) return mp_error(MP_ERR_USAGE, "no place for the model");
     *out = NULL;
     mp_error_clear();
-    if (!path) return mp_error(MP_ERR_USAGE, "no model path");
+    if (!path || !path[0]) return mp_error(MP_ERR_USAGE, "no model path");
     mp_model *m = mp_model_create();
     if (!m) return mp_error(MP_ERR_NOMEM, "out of memory");
     m->path = mp_arena_strdup(&m->arena, path);
@@ -1521,7 +1983,8 @@ mp_status mp_model_load(const char *path, mp_model **out) {
         mp_model_free(m);
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
-    m->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a fifo must not hang the open; it is refused below */
+    m->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (m->fd < 0) {
         mp_status st = mp_error(MP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         mp_model_free(m);
@@ -1536,6 +1999,10 @@ mp_status mp_model_load(const char *path, mp_model **out) {
         mp_model_free(m);
         return mp_error(MP_ERR_FORMAT, "%s: the file is empty", path);
     }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        mp_model_free(m);
+        return mp_error(MP_ERR_LIMIT, "%s: the file is too large to map", path);
+    }
     m->map_size = (size_t)st.st_size;
     void *map = mmap(NULL, m->map_size, PROT_READ, MAP_PRIVATE, m->fd, 0);
     if (map == MAP_FAILED) {
@@ -1546,15 +2013,25 @@ mp_status mp_model_load(const char *path, mp_model **out) {
     }
     m->map = map;
     madvise(map, m->map_size, MADV_RANDOM);
-    mp__loader L = {.m = m};
-    mp_status s = mp__model(&L, pb_view(m->map, m->map_size));
-    free(L.fns);
-    free(L.ext);
-    mp_strmap_free(&L.ext_files);
-    if (s) {
+    return mp__load(m, lim, out);
+}
+
+mp_status mp_model_load_memory(const void *buf, size_t len, const char *name,
+                               const mp_limits *lim, mp_model **out) {
+    if (!out) return mp_error(MP_ERR_USAGE, "no place for the model");
+    *out = NULL;
+    mp_error_clear();
+    if (!buf && len) return mp_error(MP_ERR_USAGE, "no model bytes");
+    mp_model *m = mp_model_create();
+    if (!m) return mp_error(MP_ERR_NOMEM, "out of memory");
+    m->path = mp_arena_strdup(&m->arena, name && name[0] ? name : "<memory>");
+    if (!m->path) {
         mp_model_free(m);
-        return s;
+        return mp_error(MP_ERR_NOMEM, "out of memory");
     }
-    *out = m;
-    return MP_OK;
+    m->dir = NULL; /* no folder: external data is never opened */
+    m->fd = -1;    /* the buffer is the caller's: never unmapped */
+    m->map = buf;
+    m->map_size = len;
+    return mp__load(m, lim, out);
 }

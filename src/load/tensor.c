@@ -6,9 +6,48 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+bool mp_path_inside(const char *dir, const char *file) {
+    size_t dl = strlen(dir);
+    if (dl == 1 && dir[0] == '/') return file[0] == '/' && file[1] != 0;
+    return strncmp(file, dir, dl) == 0 && file[dl] == '/';
+}
+
+/* Open external data checked at load time (t->ext_path is its resolved
+ * path inside the model's folder). No link is followed, nothing that is
+ * not a regular file is read, and the file opened is checked again to be
+ * inside the folder (the folder could have changed since the load). */
+static int mp__open_external(const mp_model *m, const char *path) {
+    if (!m->dir) return -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return -1;
+    struct stat st;
+    char real_dir[PATH_MAX], link[64], real_file[PATH_MAX];
+    ssize_t n = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && realpath(m->dir, real_dir)) {
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        n = readlink(link, real_file, sizeof real_file - 1);
+        if (n < 0 && errno == ENOENT) { /* no /proc: the path itself */
+            if (realpath(path, real_file)) n = (ssize_t)strlen(real_file);
+        }
+    }
+    if (n <= 0 || (size_t)n >= sizeof real_file) {
+        close(fd);
+        return -1;
+    }
+    real_file[n] = 0;
+    if (!mp_path_inside(real_dir, real_file)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
 
 static double mp__half(uint16_t h) {
     int e = (h >> 10) & 0x1f, f = h & 0x3ff;
@@ -23,6 +62,15 @@ static double mp__half(uint16_t h) {
 }
 
 static double mp__bf16(uint16_t h) { return pb_f32((uint32_t)h << 16); }
+
+/* A float stored in an integer tensor: saturated, NaN as 0 (a plain cast
+ * of an out-of-range value is undefined). */
+static int64_t mp__f2i(double x) {
+    if (x != x) return 0;
+    if (x >= 9.2233720368547758e18) return INT64_MAX;
+    if (x <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)x;
+}
 
 /* Element i of little-endian raw bytes. */
 static bool mp__raw_elem(int dt, const uint8_t *p, int64_t i, int64_t *iv, double *fv) {
@@ -73,10 +121,16 @@ mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, 
         raw = t->data;
         break;
     case MP_DATA_EXTERNAL: {
-        size_t len = (size_t)t->ext_length;
+        /* the loader checked the length against the dims: at most
+         * MP_KNOWN_MAX elements here */
+        uint64_t need = mp_dtype_bytes(t->dtype, n);
+        if (t->ext_length != need || t->ext_offset > (uint64_t)INT64_MAX - need)
+            return mp_error(MP_ERR_FORMAT, "%s: tensor '%s': bad external data range", m->path,
+                            t->name);
+        size_t len = (size_t)need;
         buf = malloc(len ? len : 1);
         if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
-        int fd = open(t->ext_path, O_RDONLY | O_CLOEXEC);
+        int fd = mp__open_external(m, t->ext_path);
         ssize_t got = fd >= 0 ? pread(fd, buf, len, (off_t)t->ext_offset) : -1;
         if (fd >= 0) close(fd);
         if (got != (ssize_t)len) {
@@ -111,10 +165,10 @@ mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, 
                 uint32_t x = 0;
                 if (f == 4) { /* float_data */
                     if (!pb_fixed32(&s, &x)) goto bad;
-                    if (fv) fv[k] = pb_f32(x); else iv[k] = (int64_t)pb_f32(x);
+                    if (fv) fv[k] = pb_f32(x); else iv[k] = mp__f2i(pb_f32(x));
                 } else if (f == 10) { /* double_data */
                     if (!pb_fixed64(&s, &u)) goto bad;
-                    if (fv) fv[k] = pb_f64(u); else iv[k] = (int64_t)pb_f64(u);
+                    if (fv) fv[k] = pb_f64(u); else iv[k] = mp__f2i(pb_f64(u));
                 } else { /* int32_data, int64_data, uint64_data: varints */
                     if (!pb_varint(&s, &u)) goto bad;
                     if (fv) {

@@ -7,7 +7,8 @@
  *   binary/variadic:  multidirectional (numpy) broadcast of all inputs,
  *                     aligned from the right; comparisons give BOOL.
  *   Where:            broadcast of its three inputs, dtype of input 1.
- *   PRelu:            the slope broadcasts to X (unidirectional).
+ *   PRelu:            the slope broadcasts to X (unidirectional); before
+ *                     opset 7, one slope or one per channel (X's dim 1).
  *
  * Cost rules (docs/COUNTING.md, "Element-wise")
  *   1 FLOP per output element for every op in this file: activations,
@@ -545,6 +546,45 @@ static mp_status infer_prelu(mp_ctx *c) {
     return ew_fold(c, EW_PRELU, &a, 2);
 }
 
+/* Before opset 7 there was no numpy broadcasting: the slope has one value
+ * shared by all channels, or one per channel (X's dim 1), as the PyTorch
+ * exporter wrote it (X [N, C, ...], slope [C]). Slopes that broadcast the
+ * numpy way ([C, 1, 1]) are accepted too. The output has X's shape. Known
+ * contents are computed for a single shared slope only (a per-channel
+ * slope does not align from the right). */
+
+static mp_status infer_prelu_legacy(mp_ctx *c) {
+    mp_status st = ew_arity(c, 2, 2);
+    if (st) return st;
+    mp_value *x, *s;
+    if ((st = mp_need_in(c, 0, NULL, &x)) || (st = mp_need_in(c, 1, NULL, &s))) return st;
+    int64_t sn = mp_value_numel(s);
+    bool one = sn == 1;
+    if (x->rank >= 0 && s->rank >= 0 && !one) {
+        bool numpy = s->rank <= x->rank, per_channel = false;
+        for (int i = 0; numpy && i < s->rank; i++) {
+            int64_t ds = s->dims[i], dx = x->dims[i + x->rank - s->rank];
+            if (ds >= 0 && dx >= 0 && ds != 1 && ds != dx) numpy = false;
+        }
+        if (s->rank == 1 && x->rank >= 2) {
+            int64_t ds = s->dims[0], dc = x->dims[1];
+            per_channel = ds < 0 || dc < 0 || ds == dc;
+        }
+        if (!numpy && !per_channel) {
+            if (s->rank == 1 && x->rank >= 2)
+                return mp_fail(c, "slope has %lld values for %lld channels", (long long)s->dims[0],
+                               (long long)x->dims[1]);
+            return mp_fail(c, "slope of rank %d does not fit X of rank %d (one value, one per "
+                           "channel, or a numpy broadcast)", s->rank, x->rank);
+        }
+    }
+    if ((st = mp_set_out(c, 0, x->dtype, x->rank, x->dims))) return st;
+    if (!one) return MP_OK;
+    ew_attrs a;
+    ew_attrs_read(c->n, EW_PRELU, &a);
+    return ew_fold(c, EW_PRELU, &a, 2);
+}
+
 /* ---- variadic ops: Sum, Mean, Max, Min ----
  * Shape: broadcast of all inputs. Cost: (n_inputs - 1) FLOPs per output
  * element for Sum/Max/Min (pairwise reduction); Mean adds one division:
@@ -598,21 +638,22 @@ static mp_status infer_where(mp_ctx *c) {
 
 /* ---- the table ---- */
 
-#define EW_ROW(name, since, code) {"", #name, since, infer_##name, mp_cost_out1, 0, 0},
+#define EW_ROW(name, since, code) {"", #name, since, infer_##name, mp_cost_out1, 0, 0, NULL},
 
 const mp_op mp_ops_elementwise[] = {
     EW_UNARY_OPS(EW_ROW)
     EW_BINARY_OPS(EW_ROW)
     /* Clip bounds: buffer bits keep float bound tensors out of the params */
-    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0},
-    {"", "Clip", 11, infer_clip_inputs, mp_cost_out1, 0, (1u << 1) | (1u << 2)},
+    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0, NULL},
+    {"", "Clip", 11, infer_clip_inputs, mp_cost_out1, 0, (1u << 1) | (1u << 2), NULL},
     /* PRelu's slope is a learnable parameter */
-    {"", "PRelu", 1, infer_prelu, mp_cost_out1, 1u << 1, 0},
-    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0},
-    {"", "Max", 1, infer_max, cost_variadic, 0, 0},
-    {"", "Min", 1, infer_min, cost_variadic, 0, 0},
-    {"", "Mean", 1, infer_mean, cost_mean, 0, 0},
-    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0},
+    {"", "PRelu", 1, infer_prelu_legacy, mp_cost_out1, 1u << 1, 0, NULL},
+    {"", "PRelu", 7, infer_prelu, mp_cost_out1, 1u << 1, 0, NULL},
+    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0, NULL},
+    {"", "Max", 1, infer_max, cost_variadic, 0, 0, NULL},
+    {"", "Min", 1, infer_min, cost_variadic, 0, 0, NULL},
+    {"", "Mean", 1, infer_mean, cost_mean, 0, 0, NULL},
+    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0, NULL},
 };
 const int mp_ops_elementwise_count = (int)MP_ARRAY_LEN(mp_ops_elementwise);
 

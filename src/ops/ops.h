@@ -28,6 +28,10 @@ typedef struct mp_ctx {
  * counts: it sets MP_COST_UNKNOWN when a shape is unknown. */
 typedef mp_status (*mp_infer_fn)(mp_ctx *c);
 typedef void (*mp_cost_fn)(mp_ctx *c, mp_cost *k);
+/* For packed weights (MatMulNBits' 4-bit B): the true element count and
+ * dtype of the parameter tensor t taken at `input`; false keeps t's own. */
+typedef bool (*mp_param_view_fn)(const mp_node *n, int input, const mp_tensor *t,
+                                 int64_t *count, int *dtype);
 
 typedef struct mp_op {
     const char *domain;       /* "" for ai.onnx, "com.microsoft", ... */
@@ -37,6 +41,7 @@ typedef struct mp_op {
     mp_cost_fn cost;          /* NULL: op recognised but uncounted */
     uint32_t param_inputs;    /* bit i: input i is learnable even if not float (quantized weights) */
     uint32_t buffer_inputs;   /* bit i: input i is a buffer, never a param (BN mean/var) */
+    mp_param_view_fn param_view; /* NULL: a param counts its tensor's numel and dtype */
 } mp_op;
 
 /* Family tables (each file: const mp_op mp_ops_X[]; const int mp_ops_X_count;) */
@@ -45,7 +50,10 @@ typedef struct mp_op {
     X(linalg)             \
     X(nn)                 \
     X(shape)              \
-    X(control)
+    X(control)            \
+    X(contrib)            \
+    X(quant)              \
+    X(misc)
 
 #define MP__DECL_FAMILY(f)        \
     extern const mp_op mp_ops_##f[]; \

@@ -1,0 +1,72 @@
+/* libFuzzer target: arbitrary bytes -> load -> dims -> infer -> cost ->
+ * text and JSON reports -> free. Build and run with `make fuzz` (see
+ * docs/SECURITY.md); seeds are the fixtures in models/.
+ *
+ * The model is decoded from memory (mp_model_load_memory): nothing is
+ * opened, external data counts as absent. Limits are lowered so that one
+ * input cannot take more than a fraction of a second or a few hundred MB;
+ * the defaults are tested by the malformed suite. The last input byte
+ * picks the values given to the model's symbolic dims, from ordinary
+ * sizes to ones whose products overflow 64 bits. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "modelprof.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void report(const mp_profile *p, mp_format fmt, int depth, int top) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return;
+    mp_report_options o;
+    mp_report_options_default(&o);
+    o.format = fmt;
+    o.depth = depth;
+    o.top = top;
+    (void)mp_report_write(p, &o, f);
+    fclose(f);
+    free(buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static const int64_t dim_values[] = {1, 2, 3, 7, 64, 224, 0, INT64_C(1) << 20,
+                                         INT64_C(1) << 33, INT64_C(1) << 62};
+    mp_limits lim;
+    mp_limits_default(&lim);
+    lim.max_nodes = 50000;
+    lim.max_values = 100000;
+    lim.max_attr_elems = 1 << 20;
+    lim.max_memory = 256 << 20;
+    lim.max_depth = 32;
+    mp_model *m = NULL;
+    if (mp_model_load_memory(data, size, "fuzz.onnx", &lim, &m) != MP_OK) {
+        if (!mp_last_error()[0]) abort(); /* every failure has a message */
+        return 0;
+    }
+    uint8_t sel = size ? data[size - 1] : 0;
+    int vi = sel % (int)(sizeof dim_values / sizeof dim_values[0]);
+    for (int s = 1; s < m->n_syms; s++)
+        if (m->syms[s].on_input) (void)mp_model_set_dim(m, m->syms[s].name, dim_values[vi]);
+    mp_profile *p = NULL;
+    if (mp_profile_static(m, &p) == MP_OK) {
+        mp_totals t;
+        mp_profile_totals(p, &t);
+        report(p, MP_FORMAT_TEXT, (sel & 0x10) ? 2 : -1, (sel & 0x20) ? -1 : 3);
+        report(p, MP_FORMAT_JSON, -1, 3);
+        /* a second profile of the same model must work too */
+        if (sel & 0x40) {
+            mp_profile *p2 = NULL;
+            if (mp_profile_static(m, &p2) == MP_OK) mp_profile_free(p2);
+        }
+    } else if (!mp_last_error()[0]) {
+        abort();
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+    return 0;
+}
