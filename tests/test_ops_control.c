@@ -77,6 +77,23 @@ static void t_loop_unknown_trip(void) {
         /* trip count unknown: one iteration's 8 FLOPs, flagged */
         T_EQ_U64(m->graph->nodes[0].cost.flops, 8);
         T_CHECK(m->graph->nodes[0].cost.flags & MP_COST_PER_ITER);
+        /* and the report says so */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        mp_report_options o;
+        mp_report_options_default(&o);
+        T_OK(mp_report_write(p, &o, f));
+        fclose(f);
+        T_CHECK(text && strstr(text, "per iteration:") &&
+                strstr(text, "1 x Loop): trip count unknown, one iteration counted"));
+        free(text);
+        o.format = MP_FORMAT_JSON;
+        f = open_memstream(&text, &len);
+        T_OK(mp_report_write(p, &o, f));
+        fclose(f);
+        T_CHECK(text && strstr(text, "\"per_iteration\""));
+        free(text);
     }
     mp_profile_free(p);
     mp_model_free(m);

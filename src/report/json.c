@@ -442,6 +442,7 @@ static void js_nodes(jw *w, const mp_profile *p) {
         if (k->flags & MP_COST_UNKNOWN) jw_str(w, "unknown");
         if (k->flags & MP_COST_OVERFLOW) jw_str(w, "overflow");
         if (k->flags & MP_COST_BOUND) jw_str(w, "bound");
+        if (k->flags & MP_COST_PER_ITER) jw_str(w, "per_iteration");
         jw_close(w, ']');
         jw_close(w, '}');
     }

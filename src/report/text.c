@@ -123,6 +123,34 @@ static void tx_total(tx *t, const char *label, uint64_t v, const char *unit,
     fputc('\n', t->f);
 }
 
+
+/* One summary line for the nodes whose cost carries `flag`: their count,
+ * a few op types, and what the flag means. Nothing when there are none. */
+static void tx_flagged(tx *t, const mp_profile *p, uint32_t flag, const char *label,
+                       const char *meaning) {
+    const mp_graph *g = p->m->graph;
+    enum { MAX_OPS = 6 };
+    const char *ops[MAX_OPS];
+    int counts[MAX_OPS], n_ops = 0, total = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        if (!(g->nodes[k].cost.flags & flag)) continue;
+        total++;
+        int i = 0;
+        while (i < n_ops && strcmp(ops[i], g->nodes[k].op) != 0) i++;
+        if (i == n_ops && n_ops < MAX_OPS) {
+            ops[n_ops] = g->nodes[k].op;
+            counts[n_ops++] = 0;
+        }
+        if (i < n_ops) counts[i]++;
+    }
+    if (!total) return;
+    tx_label(t, label);
+    fprintf(t->f, "%d node%s (", total, total == 1 ? "" : "s");
+    for (int i = 0; i < n_ops; i++)
+        fprintf(t->f, "%s%d x %s", i ? ", " : "", counts[i], tx_safe(t, ops[i], "?"));
+    fprintf(t->f, "%s): %s\n", total > 0 && n_ops == MAX_OPS ? ", ..." : "", meaning);
+}
+
 static void tx_summary(tx *t) {
     const mp_profile *p = t->p;
     const mp_model *m = t->m;
@@ -249,12 +277,18 @@ static void tx_summary(tx *t) {
     fputs(n_unc ? " (no cost rule: not in MACs/FLOPs)\n" : "none\n", f);
 
     tx_label(t, "unknown cost:");
-    if (tot->unknown > 0)
-        fprintf(f, "%d node%s (shapes depend on unknown dims%s)\n", tot->unknown,
-                tot->unknown == 1 ? "" : "s",
-                p->n_unresolved ? "; set them with --dim NAME=VALUE" : "");
+    if (tot->unknown > 0 && p->n_unresolved)
+        fprintf(f, "%d node%s (shapes depend on unknown dims; set them with --dim NAME=VALUE)\n",
+                tot->unknown, tot->unknown == 1 ? "" : "s");
+    else if (tot->unknown > 0)
+        fprintf(f, "%d node%s (sizes known only at run time: data-dependent outputs)\n",
+                tot->unknown, tot->unknown == 1 ? "" : "s");
     else
         fputs("none\n", f);
+    tx_flagged(t, p, MP_COST_BOUND, "upper bounds:",
+               "data-dependent, counted at their largest");
+    tx_flagged(t, p, MP_COST_PER_ITER, "per iteration:",
+               "trip count unknown, one iteration counted");
     if (p->overflow) {
         tx_label(t, "overflow:");
         fputs("some figures exceed 2^64 and are shown saturated\n", f);
