@@ -4,6 +4,10 @@
 #include "analyze/profile.h"
 #include "tbuild.h"
 #include "test.h"
+#include "jsonr.h"
+
+#include <ctype.h>
+#include <stdlib.h>
 
 static void t_shared_weight_once(void) {
     /* two MatMuls share W[8,8]; a third uses its own V[8,8] */
@@ -190,7 +194,32 @@ static void t_uncounted_listed(void) {
     mp_model_free(m);
 }
 
+static void t_every_op_documented(void) {
+    /* docs/COUNTING.md names every operator that has a rule */
+    size_t len = 0;
+    char *doc = jr_slurp("docs/COUNTING.md", &len);
+    T_CHECK(doc != NULL);
+    if (!doc) return;
+    int n = mp_op_registry_size(), missing = 0;
+    T_CHECK(n > 200);
+    for (int i = 0; i < n; i++) {
+        const char *name = mp_op_registry_at(i)->name;
+        size_t nl = strlen(name);
+        bool found = false;
+        for (const char *at = strstr(doc, name); at && !found; at = strstr(at + 1, name)) {
+            char before = at > doc ? at[-1] : ' ', after = at[nl];
+            found = !isalnum((unsigned char)before) && !isalnum((unsigned char)after);
+        }
+        if (!found && missing++ < 20)
+            mp_t_fail(__FILE__, __LINE__, "operator %s%s%s is not in docs/COUNTING.md",
+                      mp_op_registry_at(i)->domain, mp_op_registry_at(i)->domain[0] ? "::" : "",
+                      name);
+    }
+    free(doc);
+}
+
 MP_TESTS(analyze){
+    {"every_op_documented", t_every_op_documented},
     {"shared_weight_once", t_shared_weight_once},
     {"batchnorm_buffers_and_copies", t_batchnorm_buffers_and_copies},
     {"not_params", t_not_params},

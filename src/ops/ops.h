@@ -63,6 +63,9 @@ MP_OP_FAMILIES(MP__DECL_FAMILY)
 
 /* Registry: the entry with the highest `since` <= opset; NULL if none. */
 const mp_op *mp_op_find(const char *domain, const char *name, int opset);
+/* Every registered entry, for listings and the documentation test. */
+int mp_op_registry_size(void);
+const mp_op *mp_op_registry_at(int i);
 
 /* ---- helpers for operator code (util.c) ---- */
 #define MP_KNOWN_MAX 1024     /* largest tensor whose contents we track: shape

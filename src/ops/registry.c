@@ -47,3 +47,13 @@ const mp_op *mp_op_find(const char *domain, const char *name, int opset) {
     }
     return best;
 }
+
+int mp_op_registry_size(void) {
+    pthread_once(&mp__once, mp__registry_build);
+    return mp__n_ops;
+}
+
+const mp_op *mp_op_registry_at(int i) {
+    pthread_once(&mp__once, mp__registry_build);
+    return (i >= 0 && i < mp__n_ops) ? mp__ops[i] : NULL;
+}
