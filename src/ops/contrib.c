@@ -127,22 +127,6 @@ static mp_status ct_attr_pos(mp_ctx *c, const char *name, int64_t def, int64_t m
     return MP_OK;
 }
 
-/* Product of factors for a cost: 0 with MP_COST_UNKNOWN when one is
- * unknown (< 0); saturates with MP_COST_OVERFLOW. */
-static uint64_t ct_prod(mp_cost *k, const int64_t *f, int n) {
-    bool ovf = false;
-    uint64_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (f[i] < 0) {
-            k->flags |= MP_COST_UNKNOWN;
-            return 0;
-        }
-        p = mp_umul(p, (uint64_t)f[i], &ovf);
-    }
-    if (ovf) k->flags |= MP_COST_OVERFLOW;
-    return p;
-}
-
 /* a * b + c for cost figures, flagging overflow. */
 static uint64_t ct_madd(mp_cost *k, uint64_t a, uint64_t b, uint64_t c) {
     bool ovf = false;
@@ -246,7 +230,7 @@ static uint64_t ct_mm_macs(mp_ctx *c, mp_cost *k, int ia, int ib) {
         return 0;
     }
     int64_t f[1] = {kk};
-    uint64_t kf = ct_prod(k, f, 1);
+    uint64_t kf = mp_cost_prod(k, f, 1);
     return ct_madd(k, mp_cnumel(mp_out(c, 0), k), kf, 0);
 }
 
@@ -388,7 +372,7 @@ static void matmul_nbits_cost(mp_ctx *c, mp_cost *k) {
     int64_t kk = mp_attr_i(c->n, "K", -1);
     int64_t f[1] = {kk > 0 ? kk : MP_DIM_ANON};
     uint64_t y = mp_cnumel(mp_out(c, 0), k);
-    ct_set(k, ct_madd(k, y, ct_prod(k, f, 1), 0), mp_in(c, 5) ? y : 0);
+    ct_set(k, ct_madd(k, y, mp_cost_prod(k, f, 1), 0), mp_in(c, 5) ? y : 0);
 }
 
 /* The logical parameter behind a packed quantized initializer. The
@@ -491,8 +475,8 @@ static void ct_gemm_cost(mp_ctx *c, mp_cost *k, int ia, int ib, uint64_t per_mn)
         if (n < 0) n = y->dims[1];
     }
     int64_t f[3] = {m, kk, n}, mn[2] = {m, n};
-    uint64_t macs = ct_prod(k, f, 3);
-    ct_set(k, macs, per_mn ? ct_madd(k, per_mn, ct_prod(k, mn, 2), 0) : 0);
+    uint64_t macs = mp_cost_prod(k, f, 3);
+    ct_set(k, macs, per_mn ? ct_madd(k, per_mn, mp_cost_prod(k, mn, 2), 0) : 0);
 }
 
 /* FusedGemm: Gemm (A, B, C; transA, transB, alpha, beta) followed by an
@@ -884,9 +868,9 @@ static bool ct_att_gqa(mp_ctx *c, ct_att *a, char *err, size_t en) {
 static void ct_att_cost(mp_cost *k, const ct_att *a, uint64_t extra_macs, uint64_t extra_flops,
                         uint64_t bias_e) {
     int64_t fe[4] = {a->b, a->n, a->s, a->t};
-    uint64_t e = ct_prod(k, fe, 4);
+    uint64_t e = mp_cost_prod(k, fe, 4);
     int64_t fd[2] = {a->dk, a->dv};
-    uint64_t dsum = ct_madd(k, 1, ct_prod(k, fd, 1), ct_prod(k, fd + 1, 1));
+    uint64_t dsum = ct_madd(k, 1, mp_cost_prod(k, fd, 1), mp_cost_prod(k, fd + 1, 1));
     uint64_t macs = ct_madd(k, e, dsum, extra_macs);
     ct_set(k, macs, ct_madd(k, 2 + bias_e, e, extra_flops));
     if (a->bound) k->flags |= MP_COST_BOUND;
@@ -915,8 +899,8 @@ static void ct_att_proj_cost(mp_ctx *c, mp_cost *k, bool quant) {
         return;
     }
     int64_t fp[4] = {a.b, a.s, a.hin, a.width}, fb[3] = {a.b, a.s, a.width};
-    uint64_t proj = ct_prod(k, fp, 4);
-    uint64_t bias = mp_in(c, 2) ? ct_prod(k, fb, 3) : 0;
+    uint64_t proj = mp_cost_prod(k, fp, 4);
+    uint64_t bias = mp_in(c, 2) ? mp_cost_prod(k, fb, 3) : 0;
     ct_att_cost(k, &a, proj, bias, (!quant && mp_in(c, 5)) ? 1 : 0);
 }
 
@@ -955,7 +939,7 @@ static void mha_cost(mp_ctx *c, mp_cost *k) {
     if (mp_in(c, 3)) {
         int64_t fq[4] = {a.b, a.s, a.n, a.dk}, fk[3] = {a.b, a.l, a.n};
         int64_t d2[1] = {a.dk >= 0 && a.dv >= 0 ? a.dk + a.dv : MP_DIM_ANON};
-        bias = ct_madd(k, ct_prod(k, fk, 3), ct_prod(k, d2, 1), ct_prod(k, fq, 4));
+        bias = ct_madd(k, mp_cost_prod(k, fk, 3), mp_cost_prod(k, d2, 1), mp_cost_prod(k, fq, 4));
     }
     ct_att_cost(k, &a, 0, bias, mp_in(c, 5) ? 1 : 0);
 }
@@ -990,7 +974,7 @@ static void gqa_cost(mp_ctx *c, mp_cost *k) {
     uint64_t rot = 0;
     if (mp_attr_i(c->n, "do_rotary", 0)) {
         int64_t f[4] = {a.b, a.s, a.n + a.nkv, a.dk};
-        rot = ct_madd(k, 3, ct_prod(k, f, 4), 0);
+        rot = ct_madd(k, 3, mp_cost_prod(k, f, 4), 0);
     }
     ct_att_cost(k, &a, 0, rot, mp_in(c, 10) ? 1 : 0);
 }
@@ -1355,7 +1339,7 @@ static mp_status inverse_infer(mp_ctx *c) {
 static void inverse_cost(mp_ctx *c, mp_cost *k) {
     mp_value *x = mp_in(c, 0);
     int64_t f[1] = {ct_dim(x, -1)};
-    ct_per_elem(k, ct_madd(k, 2, ct_prod(k, f, 1), 0), x);
+    ct_per_elem(k, ct_madd(k, 2, mp_cost_prod(k, f, 1), 0), x);
 }
 
 /* Trilu (com.microsoft): X [..., N, M], k -> Y like X; 0 FLOPs (a masked

@@ -40,22 +40,6 @@ static bool la_merge(int64_t a, int64_t b, int64_t *out) {
     return true;
 }
 
-/* Product of factors for a cost: 0 with MP_COST_UNKNOWN when one is unknown
- * (< 0); saturates with MP_COST_OVERFLOW. */
-static uint64_t la_prod(mp_cost *k, const int64_t *f, int n) {
-    bool ovf = false;
-    uint64_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (f[i] < 0) {
-            k->flags |= MP_COST_UNKNOWN;
-            return 0;
-        }
-        p = mp_umul(p, (uint64_t)f[i], &ovf);
-    }
-    if (ovf) k->flags |= MP_COST_OVERFLOW;
-    return p;
-}
-
 /* flops = 2 * macs (+ extra), flagging overflow. */
 static void la_set(mp_cost *k, uint64_t macs, uint64_t extra) {
     bool ovf = false;
@@ -113,7 +97,7 @@ static void la_matmul_cost_io(mp_ctx *c, mp_cost *k, int ia, int ib) {
     if (a && a->rank >= 1) kk = a->dims[a->rank - 1];
     if (kk < 0 && b && b->rank >= 1) kk = b->rank >= 2 ? b->dims[b->rank - 2] : b->dims[0];
     int64_t f[1] = {kk};
-    uint64_t kf = la_prod(k, f, 1);
+    uint64_t kf = mp_cost_prod(k, f, 1);
     bool ovf = false;
     la_set(k, mp_umul(n, kf, &ovf), 0);
     if (ovf) k->flags |= MP_COST_OVERFLOW;
@@ -215,8 +199,8 @@ static void gemm_cost(mp_ctx *c, mp_cost *k) {
         if (n < 0) n = y->dims[1];
     }
     int64_t f[3] = {m, kk, n}, mn[2] = {m, n};
-    uint64_t macs = la_prod(k, f, 3);
-    uint64_t bias = mp_in(c, 2) ? la_prod(k, mn, 2) : 0;
+    uint64_t macs = mp_cost_prod(k, f, 3);
+    uint64_t bias = mp_in(c, 2) ? mp_cost_prod(k, mn, 2) : 0;
     la_set(k, macs, bias);
 }
 
@@ -465,7 +449,7 @@ static void einsum_cost(mp_ctx *c, mp_cost *k) {
             f[nf++] = MP_DIM_ANON;
         else
             for (int q = 0; q < E->ell_rank; q++) f[nf++] = E->ell[q];
-        la_set(k, la_prod(k, f, nf), 0);
+        la_set(k, mp_cost_prod(k, f, nf), 0);
         free(E);
         return;
     }
@@ -668,10 +652,10 @@ static void la_rnn_cost(mp_ctx *c, mp_cost *k, int gates, int per_unit) {
     }
     int64_t ih = s.input >= 0 && s.hidden >= 0 ? s.input + s.hidden : MP_DIM_ANON;
     int64_t rows[4] = {s.seq, s.dirs, s.batch, s.hidden};
-    uint64_t units = la_prod(k, rows, 4);  /* hidden units over all steps */
+    uint64_t units = mp_cost_prod(k, rows, 4);  /* hidden units over all steps */
     int64_t f[2] = {gates, ih};
     bool ovf = false;
-    uint64_t macs = mp_umul(units, la_prod(k, f, 2), &ovf);
+    uint64_t macs = mp_umul(units, mp_cost_prod(k, f, 2), &ovf);
     uint64_t ew = (uint64_t)per_unit + (mp_in(c, 3) ? 2u * (uint64_t)gates : 0);
     if (mp_in(c, 7) && gates == 4) ew += 6;
     uint64_t extra = mp_umul(units, ew, &ovf);

@@ -129,6 +129,10 @@ void *mp_scratch(mp_ctx *c, size_t bytes);
  * unknown. */
 uint64_t mp_cnumel(const mp_value *v, mp_cost *k);
 
+/* Product of cost factors: 0 with MP_COST_UNKNOWN when one is unknown
+ * (< 0); saturates with MP_COST_OVERFLOW. */
+uint64_t mp_cost_prod(mp_cost *k, const int64_t *f, int n);
+
 /* Shared cost rules. */
 void mp_cost_zero(mp_ctx *c, mp_cost *k);        /* data movement */
 void mp_cost_out1(mp_ctx *c, mp_cost *k);        /* 1 FLOP per output element */

@@ -240,6 +240,20 @@ uint64_t mp_cnumel(const mp_value *v, mp_cost *k) {
     return (uint64_t)n;
 }
 
+uint64_t mp_cost_prod(mp_cost *k, const int64_t *f, int n) {
+    bool ovf = false;
+    uint64_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (f[i] < 0) {
+            k->flags |= MP_COST_UNKNOWN;
+            return 0;
+        }
+        p = mp_umul(p, (uint64_t)f[i], &ovf);
+    }
+    if (ovf) k->flags |= MP_COST_OVERFLOW;
+    return p;
+}
+
 void mp_cost_zero(mp_ctx *c, mp_cost *k) {
     (void)c;
     k->macs = 0;
