@@ -97,6 +97,14 @@ FUZZ_OBJ := $(LIB_SRC:%.c=$(FUZZ_BUILD)/obj/%.o)
 FUZZ_SECONDS ?= 600
 FUZZ_CORPUS ?= $(FUZZ_BUILD)/corpus
 FUZZ_ARGS := -rss_limit_mb=2048 -timeout=10 -max_len=1048576 -print_final_stats=1
+# the ONNX backend test models (one per operator case) seed the fuzzer too
+FUZZ_ONNX_SEEDS := $(FUZZ_BUILD)/onnx-seeds
+ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
+
+$(FUZZ_ONNX_SEEDS):
+	@mkdir -p $@
+	@i=0; for f in $$(find $(ONNX_TESTDATA) -name model.onnx 2>/dev/null); do \
+	    i=$$((i+1)); cp $$f $@/$$i.onnx; done
 
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -111,20 +119,23 @@ $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 # kept in $(FUZZ_CORPUS), seeded with the fixtures and tests/corpus.
 fuzz:
 	@sh tools/deps.sh fuzz
-	$(MAKE) $(FUZZ_BUILD)/fuzz_load
+	$(MAKE) $(FUZZ_BUILD)/fuzz_load $(FUZZ_ONNX_SEEDS)
 	@mkdir -p $(FUZZ_CORPUS) $(FUZZ_BUILD)/artifacts
 	$(FUZZ_BUILD)/fuzz_load $(FUZZ_ARGS) -max_total_time=$(FUZZ_SECONDS) \
-	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_CORPUS) models tests/corpus/seeds tests/corpus/malformed
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_CORPUS) models tests/corpus/seeds \
+	    tests/corpus/malformed $(FUZZ_ONNX_SEEDS)
 
 # `make fuzz-ci`: the committed cases once, then 60 s; any crash, leak,
 # timeout or sanitizer report fails.
 fuzz-ci:
 	@sh tools/deps.sh fuzz
-	$(MAKE) $(FUZZ_BUILD)/fuzz_load
+	$(MAKE) $(FUZZ_BUILD)/fuzz_load $(FUZZ_ONNX_SEEDS)
 	@rm -rf $(FUZZ_BUILD)/ci && mkdir -p $(FUZZ_BUILD)/ci $(FUZZ_BUILD)/artifacts
-	$(FUZZ_BUILD)/fuzz_load -runs=0 $(FUZZ_ARGS) tests/corpus/seeds tests/corpus/malformed tests/corpus/crashes
+	$(FUZZ_BUILD)/fuzz_load -runs=0 $(FUZZ_ARGS) tests/corpus/seeds tests/corpus/malformed \
+	    tests/corpus/crashes
 	$(FUZZ_BUILD)/fuzz_load $(FUZZ_ARGS) -max_total_time=60 -seed=1 \
-	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci models tests/corpus/seeds tests/corpus/malformed
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci models tests/corpus/seeds \
+	    tests/corpus/malformed $(FUZZ_ONNX_SEEDS)
 
 .PHONY: test-sanitize fuzz fuzz-ci
 

@@ -55,7 +55,8 @@ typedef struct mp_limits {
     int64_t max_nodes;      /* nodes of all graphs after inlining functions (10,000,000) */
     int64_t max_values;     /* named values of all graphs (20,000,000) */
     int64_t max_attr_elems; /* elements of one attribute: ints, floats, ... (64 Mi) */
-    int64_t max_memory;     /* bytes of the model's graph structure, its arena (4 GiB) */
+    int64_t max_memory;     /* bytes of the model's graph structure, its arena (4 GiB,
+                             * or half the machine's memory when that is less) */
     int64_t max_depth;      /* nesting of subgraphs and function calls (64, at most 1024) */
 } mp_limits;
 

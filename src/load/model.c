@@ -41,6 +41,13 @@ void mp_limits_default(mp_limits *l) {
 #define MP__LIM_DEF(field, name, def) l->field = def;
     MP_LIMIT_LIST(MP__LIM_DEF)
 #undef MP__LIM_DEF
+    /* on a small machine: at most half its memory, so that the limit
+     * trips before the machine runs out */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (uint64_t)pages / 2 <= (uint64_t)INT64_MAX / (uint64_t)page) {
+        int64_t half = (int64_t)((uint64_t)pages / 2 * (uint64_t)page);
+        if (half >= (64 << 20) && half < l->max_memory) l->max_memory = half;
+    }
 }
 
 mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value) {

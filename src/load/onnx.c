@@ -117,7 +117,7 @@ static bool mp__name_ok(pb s) {
 }
 
 #define MP_NAME_MAX (1 << 20) /* bytes of a name (names print with %.*s) */
-#define MP_OPSETS_MAX 1024    /* opset_import entries (each node looks its domain up) */
+#define MP_OPSETS_MAX 128     /* opset_import entries (each node looks its domain up) */
 
 /* A name from the file: no NUL byte, at most MP_NAME_MAX bytes. */
 static mp_status mp__check_name(mp__loader *L, pb s, const char *what) {
@@ -841,6 +841,12 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, const 
     }
     if (a->type == MP_ATTR_TENSORS) a->n = kt;
     if (a->type == MP_ATTR_GRAPHS) a->n = kg;
+    /* a STRING without its field is the empty string (protobuf's default),
+     * never NULL */
+    if (!a->s) {
+        a->s = "";
+        a->s_len = 0;
+    }
     if ((a->type == MP_ATTR_TENSOR || a->type == MP_ATTR_SPARSE_TENSOR) && !a->t && !a->ref)
         return mp_error(MP_ERR_FORMAT,
                         "%s: node '%s': attribute '%s' is a tensor attribute without a tensor",

@@ -7,7 +7,7 @@
  * input cannot take more than a fraction of a second or a few hundred MB;
  * the defaults are tested by the malformed suite. The last input byte
  * picks the values given to the model's symbolic dims, from ordinary
- * sizes to ones whose products overflow 64 bits. */
+ * sizes to ones whose products overflow 64 bits, one for all or mixed. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +49,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     uint8_t sel = size ? data[size - 1] : 0;
-    int vi = sel % (int)(sizeof dim_values / sizeof dim_values[0]);
-    for (int s = 1; s < m->n_syms; s++)
-        if (m->syms[s].on_input) (void)mp_model_set_dim(m, m->syms[s].name, dim_values[vi]);
+    int nv = (int)(sizeof dim_values / sizeof dim_values[0]);
+    /* one value for every dim, or (high bit) a mix: zeros next to huge
+     * dims are where products of the other dims overflow */
+    for (int s = 1, k = 0; s < m->n_syms; s++)
+        if (m->syms[s].on_input) {
+            int vi = (sel & 0x80) ? (sel + 3 * k++) % nv : sel % nv;
+            (void)mp_model_set_dim(m, m->syms[s].name, dim_values[vi]);
+        }
     mp_profile *p = NULL;
     if (mp_profile_static(m, &p) == MP_OK) {
         mp_totals t;
