@@ -1316,7 +1316,10 @@ static void rope_cost(mp_ctx *c, mp_cost *k) {
         k->flags |= MP_COST_UNKNOWN;
         return;
     }
-    k->flops = head > 0 ? ct_madd(k, 3 * (uint64_t)rot, n / (uint64_t)head, 0) : 0;
+    bool ovf = false;
+    uint64_t per_row = mp_umul(3, (uint64_t)rot, &ovf);
+    if (ovf) k->flags |= MP_COST_OVERFLOW;
+    k->flops = head > 0 ? ct_madd(k, per_row, n / (uint64_t)head, 0) : 0;
 }
 
 /* Inverse: X [..., n, n] -> Y like X. FLOPs = 2 * n^3 per matrix (LU

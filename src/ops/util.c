@@ -98,6 +98,15 @@ mp_status mp_set_out_dtype(mp_ctx *c, int i, int dtype) {
     return mp_set_out(c, i, dtype, -1, NULL);
 }
 
+/* Contents are tracked only for tensors whose every dim is small: an empty
+ * tensor of dims [0, 2^40, 2^40] has few elements, but the strides an
+ * operator computes over its dims would overflow. */
+static bool mp__small_dims(const mp_value *v) {
+    for (int d = 0; d < v->rank; d++)
+        if (v->dims[d] < 0 || v->dims[d] > MP_KNOWN_MAX) return false;
+    return true;
+}
+
 static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double *fv,
                                int64_t n) {
     mp_value *v = mp_out(c, i);
@@ -105,7 +114,7 @@ static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double
     int64_t numel = mp_value_numel(v);
     if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
                                    (long long)n, (long long)numel);
-    if (n > MP_KNOWN_MAX) return MP_OK;
+    if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
     bool is_float = mp_dtype_is_float(v->dtype);
     if (is_float) {
         double *d = mp_arena_calloc(&c->m->arena, (size_t)(n ? n : 1), sizeof *d);
@@ -135,6 +144,7 @@ mp_status mp_set_floats(mp_ctx *c, int i, const double *v, int64_t n) {
 /* ---- known contents of inputs ---- */
 
 static bool mp__load_known(mp_ctx *c, mp_value *v) {
+    if (v->rank >= 0 && !mp__small_dims(v)) return false;
     if (v->kn >= 0) return true;
     if (!v->init || v->rank < 0) return false;
     int64_t n = mp_value_numel(v);

@@ -37,6 +37,11 @@ static mp_fmtbuf fmt_unknown(const char *unit) {
 
 mp_fmtbuf mp_fmt_si(uint64_t v, const char *unit) {
     if (!unit) unit = "";
+    if (v == UINT64_MAX) { /* a saturated count: more than 2^64 - 1 */
+        mp_fmtbuf b;
+        snprintf(b.s, sizeof b.s, "overflow (> 18.44 E%s)", unit);
+        return b;
+    }
     if (v < 1000) return fmt_hundredths(v * 100, "", unit, "");
     /* k: the largest prefix with v / 1000^k >= 1 (capped). */
     int k = 1;
