@@ -149,6 +149,22 @@ def bench_baseline(args, path):
     return r
 
 
+BASELINE_CMD = r"""
+import sys
+import onnx
+import onnx.shape_inference
+onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1], load_external_data=False))
+"""
+
+
+def bench_baseline_command(args, path, runs=5):
+    """The baseline as a user runs it: one python3 process per profile,
+    interpreter start and `import onnx` included (like modelprof's runs,
+    which include its process start)."""
+    walls = [run_measured([args.python, "-c", BASELINE_CMD, path])[0] for _ in range(runs)]
+    return summarize(walls)
+
+
 def spawn_floor(runs=20):
     """What an empty program costs through the same harness."""
     true = "/bin/true" if os.path.exists("/bin/true") else "true"
@@ -207,6 +223,11 @@ def main():
             failed.append("baseline " + name)
         if run_tool:
             try:
+                row["baseline_command"] = bench_baseline_command(args, path)
+            except CommandFailed as e:
+                print("error: baseline command: %s" % e, file=sys.stderr)
+                failed.append("baseline command " + name)
+            try:
                 row["modelprof"] = bench_modelprof(args, path, extra)
                 if os.access(args.bench_static, os.X_OK):
                     row["inprocess"] = bench_inprocess(args, path, extra)
@@ -257,6 +278,16 @@ def main():
               "  ratio %.1fx" % (row["model"], ip["min_ms"], ip["median_ms"],
                                  ip["report"]["median_ms"], bl["median_ms"],
                                  row["inprocess_ratio"] or 0))
+    print()
+    print("end to end (one process per profile on both sides; baseline = python3 -c "
+          "'import onnx; infer_shapes(onnx.load(...))'):")
+    for row in results:
+        bc, mp = row.get("baseline_command"), row["modelprof"]
+        if not bc or not mp:
+            continue
+        row["command_ratio"] = bc["median_ms"] / mp["median_ms"] if mp["median_ms"] > 0 else None
+        print("  %-10s modelprof med %.1f ms  python3 baseline med %.1f ms  ratio %.1fx"
+              % (row["model"], mp["median_ms"], bc["median_ms"], row["command_ratio"] or 0))
     floor = spawn_floor()
     print()
     print("floor (/bin/true through the same harness): min %.2f ms, median %.2f ms, "
