@@ -526,7 +526,7 @@ static void t_text_unknown(void) {
     for (int o = 0; o < x.p->n_ops; o++)
         if (strcmp(x.p->ops[o].op, "Relu") == 0) x.p->ops[o].fig.unknown = 1;
     char *s = render(&x, NULL);
-    T_CHECK(has(s, "? = not computed: the cost needs dims"));
+    T_CHECK(has(s, "? = not computed: the cost needs sizes"));
     T_CHECK(has(s, "fwd MACs:               ? (at least 231.72 MMACs)\n"));
     T_CHECK(has(s, "bwd FLOPs:              ? (at least 927.3 MFLOPs; estimate: 2 x fwd)\n"));
     T_CHECK(has(s, "unknown cost:           1 node (shapes depend on unknown dims; set them with "

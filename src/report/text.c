@@ -168,7 +168,7 @@ static void tx_summary(tx *t) {
     if (p->measured)
         fputs("  latency = measured forward time; FLOP/s = fwd FLOPs / fwd latency\n", f);
     if (unknown || tot->uncounted > 0)
-        fputs("  ? = not computed: the cost needs dims that are not known (see \"unknown cost\")\n"
+        fputs("  ? = not computed: the cost needs sizes that are not known (see \"unknown cost\")\n"
               "      or the operator has no cost rule (see \"uncounted ops\")\n", f);
     fputc('\n', f);
 
