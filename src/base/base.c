@@ -179,61 +179,89 @@ void mp_strmap_free(mp_strmap *m) {
     free(m->keys);
     free(m->vals);
     free(m->hashes);
+    free(m->lens);
     memset(m, 0, sizeof *m);
 }
 
-int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len) {
+uint32_t mp_strmap_hash(const char *key, size_t len) { return mp__hash(key, len); }
+
+/* Slot of key (len bytes, hash h), or -1. Lengths are compared first, so a
+ * name with a NUL byte inside never matches a shorter stored key. */
+static int mp__strmap_slot(const mp_strmap *m, const char *key, size_t len, uint32_t h) {
     if (!m->cap) return -1;
-    uint32_t h = mp__hash(key, len);
     for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
         if (!m->hashes[i]) return -1;
-        /* strnlen, not keys[i][len]: a key with a NUL byte inside (a
-         * name from a file) must not read past a shorter stored key */
-        if (m->hashes[i] == h && strncmp(m->keys[i], key, len) == 0 &&
-            strnlen(m->keys[i], len + 1) == len)
-            return m->vals[i];
+        if (m->hashes[i] == h && m->lens[i] == len && memcmp(m->keys[i], key, len) == 0)
+            return (int)i;
     }
+}
+
+int mp_strmap_getn_h(const mp_strmap *m, const char *key, size_t len, uint32_t h) {
+    int i = mp__strmap_slot(m, key, len, h);
+    return i < 0 ? -1 : m->vals[i];
+}
+
+int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len) {
+    return mp_strmap_getn_h(m, key, len, mp__hash(key, len));
 }
 
 int mp_strmap_get(const mp_strmap *m, const char *key) {
     return mp_strmap_getn(m, key, strlen(key));
 }
 
-static void mp__strmap_insert(mp_strmap *m, const char *key, uint32_t h, int val) {
+static void mp__strmap_insert(mp_strmap *m, const char *key, uint32_t len, uint32_t h,
+                              int val) {
     for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
         if (!m->hashes[i]) {
             m->hashes[i] = h;
             m->keys[i] = key;
+            m->lens[i] = len;
             m->vals[i] = val;
             m->n++;
             return;
         }
-        if (m->hashes[i] == h && strcmp(m->keys[i], key) == 0) {
+        if (m->hashes[i] == h && m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) {
             m->vals[i] = val;
             return;
         }
     }
 }
 
-mp_status mp_strmap_put(mp_strmap *m, const char *key, int val) {
-    if ((m->n + 1) * 2 > m->cap) {
-        int nc = m->cap ? m->cap * 2 : 64;
-        mp_strmap nm = {0};
-        nm.cap = nc;
-        nm.keys = calloc((size_t)nc, sizeof *nm.keys);
-        nm.vals = calloc((size_t)nc, sizeof *nm.vals);
-        nm.hashes = calloc((size_t)nc, sizeof *nm.hashes);
-        if (!nm.keys || !nm.vals || !nm.hashes) {
-            mp_strmap_free(&nm);
-            return mp_error(MP_ERR_NOMEM, "out of memory growing a name table");
-        }
-        for (int i = 0; i < m->cap; i++)
-            if (m->hashes[i]) mp__strmap_insert(&nm, m->keys[i], m->hashes[i], m->vals[i]);
-        mp_strmap_free(m);
-        *m = nm;
+mp_status mp_strmap_reserve(mp_strmap *m, int n) {
+    if (n < 0 || n > INT32_MAX / 4) return mp_error(MP_ERR_NOMEM, "name table too large");
+    if (n * 2 <= m->cap) return MP_OK;
+    int nc = m->cap ? m->cap : 64;
+    while (nc < n * 2) nc *= 2;
+    mp_strmap nm = {0};
+    nm.cap = nc;
+    nm.keys = calloc((size_t)nc, sizeof *nm.keys);
+    nm.vals = calloc((size_t)nc, sizeof *nm.vals);
+    nm.hashes = calloc((size_t)nc, sizeof *nm.hashes);
+    nm.lens = calloc((size_t)nc, sizeof *nm.lens);
+    if (!nm.keys || !nm.vals || !nm.hashes || !nm.lens) {
+        mp_strmap_free(&nm);
+        return mp_error(MP_ERR_NOMEM, "out of memory growing a name table");
     }
-    mp__strmap_insert(m, key, mp__hash(key, strlen(key)), val);
+    for (int i = 0; i < m->cap; i++)
+        if (m->hashes[i]) mp__strmap_insert(&nm, m->keys[i], m->lens[i], m->hashes[i], m->vals[i]);
+    mp_strmap_free(m);
+    *m = nm;
     return MP_OK;
+}
+
+mp_status mp_strmap_put_h(mp_strmap *m, const char *key, size_t len, uint32_t h, int val) {
+    if (len > UINT32_MAX) return mp_error(MP_ERR_LIMIT, "a name is longer than 4 GB");
+    if ((m->n + 1) * 2 > m->cap) {
+        mp_status st = mp_strmap_reserve(m, m->n + 1 > 32 ? (m->n + 1) * 2 : 32);
+        if (st) return st;
+    }
+    mp__strmap_insert(m, key, (uint32_t)len, h, val);
+    return MP_OK;
+}
+
+mp_status mp_strmap_put(mp_strmap *m, const char *key, int val) {
+    size_t len = strlen(key);
+    return mp_strmap_put_h(m, key, len, mp__hash(key, len), val);
 }
 
 int64_t mp_dims_product(const int64_t *dims, int rank) {

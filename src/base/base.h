@@ -56,6 +56,7 @@ typedef struct mp_strmap {
     const char **keys;
     int *vals;
     uint32_t *hashes;
+    uint32_t *lens;
     int cap, n;
 } mp_strmap;
 
@@ -65,6 +66,12 @@ int mp_strmap_get(const mp_strmap *m, const char *key);
 int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len);
 /* Insert or overwrite; returns MP_OK or MP_ERR_NOMEM. */
 mp_status mp_strmap_put(mp_strmap *m, const char *key, int val);
+/* The same with the hash computed once by the caller (find, then insert). */
+uint32_t mp_strmap_hash(const char *key, size_t len);
+int mp_strmap_getn_h(const mp_strmap *m, const char *key, size_t len, uint32_t h);
+mp_status mp_strmap_put_h(mp_strmap *m, const char *key, size_t len, uint32_t h, int val);
+/* Room for n keys without growing. */
+mp_status mp_strmap_reserve(mp_strmap *m, int n);
 
 /* ---- checked arithmetic on counts. Saturate at UINT64_MAX and raise the
  * flag so callers can say "overflow" instead of printing a wrong number. */

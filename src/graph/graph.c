@@ -78,7 +78,8 @@ int mp_graph_find(const mp_graph *g, const char *name) {
 }
 
 int mp_graph_value(mp_graph *g, const char *name, size_t len) {
-    int idx = mp_strmap_getn(&g->names, name, len);
+    uint32_t h = mp_strmap_hash(name, len);
+    int idx = mp_strmap_getn_h(&g->names, name, len, h);
     if (idx >= 0) return idx;
     mp_value *nv = mp_arena_grow(&g->model->arena, g->values, sizeof *g->values,
                                  &g->cap_values, g->n_values + 1);
@@ -95,7 +96,7 @@ int mp_graph_value(mp_graph *g, const char *name, size_t len) {
     v->kn = -1;
     v->given_n = -1;
     v->last_use = -1;
-    if (mp_strmap_put(&g->names, v->name, g->n_values) != MP_OK) return -1;
+    if (mp_strmap_put_h(&g->names, v->name, len, h, g->n_values) != MP_OK) return -1;
     return g->n_values++;
 }
 

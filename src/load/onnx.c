@@ -1011,7 +1011,9 @@ static mp_status mp__check_attr_types(mp__loader *L, const mp_node *n) {
         const mp_attr *a = &n->attr[i];
         if (!a->type) continue;
         for (size_t j = 0; j < MP_ARRAY_LEN(mp__attr_types); j++) {
-            if (strcmp(a->name, mp__attr_types[j].name) != 0) continue;
+            if (a->name[0] != mp__attr_types[j].name[0] ||
+                strcmp(a->name, mp__attr_types[j].name) != 0)
+                continue;
             int want = mp__attr_types[j].type;
             bool ok = a->type == want || (want == MP_ATTR_FLOAT && a->type == MP_ATTR_INT);
             if (!ok)
@@ -1361,6 +1363,19 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     pb scan = msg;
     int n_in = mp__count_field(msg, GRAPH_INPUT), n_out = mp__count_field(msg, GRAPH_OUTPUT);
     if (n_in < 0 || n_out < 0) return mp__bad(L, "bad graph", &msg);
+    /* Room for the usual numbers of nodes and values up front, so the
+     * tables do not grow (and copy) while the graph decodes. */
+    int n_nodes = mp__count_field(msg, GRAPH_NODE), n_init = mp__count_field(msg, GRAPH_INIT);
+    if (n_nodes > 0 && n_nodes <= L->lim.max_nodes && n_init >= 0) {
+        int64_t want = 2 * (int64_t)n_nodes + n_init + n_in + n_out;
+        if (want > L->lim.max_values) want = L->lim.max_values;
+        if (mp_strmap_reserve(&g->names, (int)want) != MP_OK) return mp__nomem(L);
+        g->values = mp_arena_calloc(&m->arena, (size_t)want, sizeof *g->values);
+        g->nodes = mp_arena_calloc(&m->arena, (size_t)n_nodes, sizeof *g->nodes);
+        if (!g->values || !g->nodes) return mp__nomem(L);
+        g->cap_values = (int)want;
+        g->cap_nodes = n_nodes;
+    }
     g->inputs = mp_arena_calloc(&m->arena, (size_t)(n_in ? n_in : 1), sizeof(int));
     g->outputs = mp_arena_calloc(&m->arena, (size_t)(n_out ? n_out : 1), sizeof(int));
     if (!g->inputs || !g->outputs) return NOMEM();
@@ -1508,15 +1523,41 @@ static int mp__heap_pop(int *h, int *n) {
     return top;
 }
 
+/* Is the file's node order already topological (every producer before its
+ * consumers, subgraphs' outer references included)? The common case: then
+ * the order is the file's, with no sorting. */
+static int mp__file_order_ok(const mp_graph *g, mp__ints *extra) {
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *nd = &g->nodes[k];
+        extra->n = 0;
+        for (int s = 0; s < nd->n_sub; s++)
+            if (!mp__collect_outer(nd->sub[s], g, extra)) return -1;
+        for (int i = 0; i < nd->n_in + extra->n; i++) {
+            int v = i < nd->n_in ? nd->in[i] : extra->v[i - nd->n_in];
+            if (v >= 0 && g->values[v].producer >= k) return 0;
+        }
+    }
+    return 1;
+}
+
 static mp_status mp__order(mp_model *m, mp_graph *g) {
     int n = g->n_nodes;
     g->order = mp_arena_calloc(&m->arena, (size_t)(n ? n : 1), sizeof(int));
+    if (!g->order) return mp_error(MP_ERR_NOMEM, "out of memory");
+    mp__ints scratch = {0};
+    int ok = mp__file_order_ok(g, &scratch);
+    free(scratch.v);
+    if (ok < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
+    if (ok) {
+        for (int k = 0; k < n; k++) g->order[k] = k;
+        return MP_OK;
+    }
     int *indeg = calloc((size_t)(n ? n : 1), sizeof(int));
     int *head = malloc(sizeof(int) * (size_t)(n ? n : 1));
     int *queue = malloc(sizeof(int) * (size_t)(n ? n : 1));
     mp__ints eto = {0}, enext = {0}, extra = {0};
     mp_status st = MP_OK;
-    if (!g->order || !indeg || !head || !queue) goto nomem;
+    if (!indeg || !head || !queue) goto nomem;
     for (int k = 0; k < n; k++) head[k] = -1;
     for (int k = 0; k < n; k++) {
         mp_node *nd = &g->nodes[k];
