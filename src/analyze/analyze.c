@@ -322,14 +322,21 @@ static mp_status mp__aggregate(mp_profile *p, int *node_op) {
         const mp_node *n = &g->nodes[k];
         mp__fig_add_cost(&p->total, &n->cost, &ovf);
         if (n->module >= 0) mp__fig_add_cost(&p->mods[n->module], &n->cost, &ovf);
-        char key[256];
-        snprintf(key, sizeof key, "%s::%s", n->domain, n->op);
-        int idx = mp_strmap_get(&byop, key);
+        /* keyed by op name; the same name in another domain (rare) is
+         * found by a scan */
+        int idx = mp_strmap_get(&byop, n->op);
+        if (idx >= 0 && strcmp(p->ops[idx].domain, n->domain) != 0) {
+            int same = -1;
+            for (int i = 0; i < p->n_ops && same < 0; i++)
+                if (strcmp(p->ops[i].op, n->op) == 0 && strcmp(p->ops[i].domain, n->domain) == 0)
+                    same = i;
+            idx = same;
+        }
         if (idx < 0) {
             mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &cap, p->n_ops + 1);
-            char *kc = mp_arena_strdup(&m->arena, key);
             if (no) p->ops = no;
-            if (!no || !kc || mp_strmap_put(&byop, kc, p->n_ops) != MP_OK) {
+            if (!no || (mp_strmap_get(&byop, n->op) < 0 &&
+                        mp_strmap_put(&byop, n->op, p->n_ops) != MP_OK)) {
                 st = mp_error(MP_ERR_NOMEM, "out of memory");
                 break;
             }

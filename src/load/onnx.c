@@ -621,6 +621,19 @@ static const mp__fn *mp__find_fn(mp__loader *L, pb domain, pb op) {
 
 static int mp__opset(const mp_model *m, const char *domain);
 
+/* Occurrences of every field number below 32 in one pass; false when the
+ * message is malformed. */
+static bool mp__count_fields(pb msg, int counts[32]) {
+    uint32_t f = 0;
+    int w = 0;
+    memset(counts, 0, sizeof(int) * 32);
+    while (pb_more(&msg)) {
+        if (!pb_key(&msg, &f, &w) || !pb_skip(&msg, w)) return false;
+        if (f < 32) counts[f]++;
+    }
+    return true;
+}
+
 static int mp__count_field(pb msg, uint32_t want) {
     uint32_t f = 0;
     int w = 0, n = 0;
@@ -1361,12 +1374,13 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     uint32_t f = 0;
     int w = 0;
     pb scan = msg;
-    int n_in = mp__count_field(msg, GRAPH_INPUT), n_out = mp__count_field(msg, GRAPH_OUTPUT);
-    if (n_in < 0 || n_out < 0) return mp__bad(L, "bad graph", &msg);
+    int counts[32];
+    if (!mp__count_fields(msg, counts)) return mp__bad(L, "bad graph", &msg);
+    int n_in = counts[GRAPH_INPUT], n_out = counts[GRAPH_OUTPUT];
     /* Room for the usual numbers of nodes and values up front, so the
      * tables do not grow (and copy) while the graph decodes. */
-    int n_nodes = mp__count_field(msg, GRAPH_NODE), n_init = mp__count_field(msg, GRAPH_INIT);
-    if (n_nodes > 0 && n_nodes <= L->lim.max_nodes && n_init >= 0) {
+    int n_nodes = counts[GRAPH_NODE], n_init = counts[GRAPH_INIT];
+    if (n_nodes > 0 && n_nodes <= L->lim.max_nodes) {
         int64_t want = 2 * (int64_t)n_nodes + n_init + n_in + n_out;
         if (want > L->lim.max_values) want = L->lim.max_values;
         if (mp_strmap_reserve(&g->names, (int)want) != MP_OK) return mp__nomem(L);
