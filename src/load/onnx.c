@@ -1713,13 +1713,28 @@ static mp_status mp__finish_graph(mp_model *m, mp_graph *g) {
 }
 
 static void mp__assign_modules(mp_model *m, mp_graph *g, int parent_module) {
+    /* neighbouring nodes usually share a scope: reuse the last lookup when
+     * the name up to its last '/' is the same */
+    const char *last = NULL;
+    size_t last_len = 0;
+    int last_module = 0;
     for (int k = 0; k < g->n_nodes; k++) {
         mp_node *n = &g->nodes[k];
         if (n->module < 0) {
-            if (g->parent)
+            if (g->parent) {
                 n->module = parent_module;
-            else
-                n->module = mp__module_from_name(m, n->name);
+            } else {
+                const char *slash = strrchr(n->name, '/');
+                size_t len = slash ? (size_t)(slash - n->name) : 0;
+                if (last && len == last_len && memcmp(last, n->name, len) == 0) {
+                    n->module = last_module;
+                } else {
+                    n->module = mp__module_from_name(m, n->name);
+                    last = n->name;
+                    last_len = len;
+                    last_module = n->module;
+                }
+            }
         }
         for (int s = 0; s < n->n_sub; s++) mp__assign_modules(m, n->sub[s], n->module);
     }
