@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 /* ---- errors ---- */
 
@@ -47,11 +48,38 @@ struct mp_arena_block {
 
 void mp_arena_init(mp_arena *a) { memset(a, 0, sizeof *a); }
 
+/* Large blocks come straight from mmap, 2 MB aligned, with transparent
+ * huge pages asked for: a big graph touches a few huge pages instead of
+ * thousands of small ones (each first touch is a page fault). */
+#define MP__HUGE ((size_t)2 << 20)
+
+static void *mp__block_alloc(size_t n) {
+    if (n < MP__HUGE) return malloc(n);
+    size_t len = (n + MP__HUGE - 1) & ~(MP__HUGE - 1);
+    void *p = mmap(NULL, len + MP__HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    uintptr_t start = ((uintptr_t)p + MP__HUGE - 1) & ~(uintptr_t)(MP__HUGE - 1);
+    size_t head = start - (uintptr_t)p, tail = MP__HUGE - head;
+    if (head) munmap(p, head);
+    if (tail) munmap((void *)(start + len), tail);
+#ifdef MADV_HUGEPAGE
+    madvise((void *)start, len, MADV_HUGEPAGE);
+#endif
+    return (void *)start;
+}
+
+static void mp__block_free(void *b, size_t n) {
+    if (n < MP__HUGE)
+        free(b);
+    else
+        munmap(b, (n + MP__HUGE - 1) & ~(MP__HUGE - 1));
+}
+
 void mp_arena_free(mp_arena *a) {
     mp_arena_block *b = a->head;
     while (b) {
         mp_arena_block *n = b->next;
-        free(b);
+        mp__block_free(b, sizeof *b + b->size);
         b = n;
     }
     a->head = NULL;
@@ -76,7 +104,7 @@ void *mp_arena_alloc(mp_arena *a, size_t size) {
                 return NULL;
             }
         }
-        b = malloc(sizeof *b + bs);
+        b = mp__block_alloc(sizeof *b + bs);
         if (!b) return NULL;
         a->reserved += bs;
         b->size = bs;
