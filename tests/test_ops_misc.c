@@ -767,7 +767,42 @@ static void t_unknown_rank(void) {
     tb_done(m, p);
 }
 
+static void t_tfidf(void) {
+    /* X [2, 6] int32, grams 1..2, skips 0..5, ngram_indexes max 6, TFIDF:
+     * Y float [2, 7]; FLOPs = 12 positions x 2 lengths x 6 skips = 144
+     * lookups + 14 weight multiplies = 158. */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_INT32, 2, TB_DIMS(2, 6));
+    int k = tb_node(m, "TfIdfVectorizer", "x", "y");
+    tb_attr_i(m, k, "min_gram_length", 1);
+    tb_attr_i(m, k, "max_gram_length", 2);
+    tb_attr_i(m, k, "max_skip_count", 5);
+    tb_attr_s(m, k, "mode", "TFIDF");
+    tb_attr_ints(m, k, "ngram_indexes", 4, TB_DIMS(0, 1, 6, 2));
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y"), "2x7");
+    T_EQ(tb_val(m, "y")->dtype, MP_DT_FLOAT);
+    T_EQ_U64(tb_nodep(m, k)->cost.flops, 158);
+    tb_done(m, p);
+    /* a 1-D input gives a 1-D output; indexes are required */
+    m = tb_new(17);
+    tb_input(m, "x", MP_DT_INT64, 1, TB_DIMS(9));
+    k = tb_node(m, "TfIdfVectorizer", "x", "y");
+    tb_attr_ints(m, k, "ngram_indexes", 2, TB_DIMS(3, 1));
+    tb_output(m, "y");
+    p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y"), "4");
+    tb_done(m, p);
+    m = tb_new(17);
+    tb_input(m, "x", MP_DT_INT64, 1, TB_DIMS(9));
+    tb_node(m, "TfIdfVectorizer", "x", "y");
+    tb_output(m, "y");
+    tb_expect_shape_error(m, "ngram_indexes");
+}
+
 MP_TESTS(ops_misc) {
+    {"tfidf", t_tfidf},
     {"nll", t_nll},
     {"nll_symbolic", t_nll_symbolic},
     {"nll_errors", t_nll_errors},

@@ -891,6 +891,50 @@ static void cost_det(mp_ctx *c, mp_cost *k) {
     if (ovf) k->flags |= MP_COST_OVERFLOW;
 }
 
+/* ---- TfIdfVectorizer (9) ----
+ * X [C] or [N, C] of int32, int64 or string -> Y float [max(ngram_indexes)
+ * + 1] or [N, max(ngram_indexes) + 1]. FLOPs: each of the C positions
+ * starts, for every n-gram length from min_gram_length to max_gram_length
+ * and every skip from 0 to max_skip_count, one n-gram looked up in the
+ * pool: numel(X) * (max - min + 1) * (max_skip_count + 1) lookups, counted
+ * as one operation each (plus one weight multiply per output element in
+ * IDF / TFIDF modes). */
+
+static mp_status infer_tfidf(mp_ctx *c) {
+    mp_status st;
+    mp_value *x;
+    if ((st = ms_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    const int64_t *idx;
+    int n = mp_attr_ints(c->n, "ngram_indexes", &idx);
+    if (n < 1) return mp_fail(c, "ngram_indexes is required");
+    int64_t width = -1;
+    for (int i = 0; i < n; i++) {
+        if (idx[i] < 0 || idx[i] > (INT64_C(1) << 40))
+            return mp_fail(c, "ngram_indexes[%d] = %lld is out of range", i, (long long)idx[i]);
+        if (idx[i] > width) width = idx[i];
+    }
+    width++;
+    if (x->rank < 0) return mp_set_out(c, 0, MP_DT_FLOAT, -1, NULL);
+    if (x->rank == 1) return mp_set_out(c, 0, MP_DT_FLOAT, 1, &width);
+    if (x->rank != 2) return mp_fail(c, "X must be [C] or [N, C], got rank %d", x->rank);
+    int64_t dims[2] = {x->dims[0], width};
+    return mp_set_out(c, 0, MP_DT_FLOAT, 2, dims);
+}
+
+static void cost_tfidf(mp_ctx *c, mp_cost *k) {
+    int64_t lo = mp_attr_i(c->n, "min_gram_length", 1), hi = mp_attr_i(c->n, "max_gram_length", 1);
+    int64_t skips = mp_attr_i(c->n, "max_skip_count", 0);
+    int64_t grams = hi >= lo && lo >= 1 ? hi - lo + 1 : 1;
+    int64_t f[3] = {0, grams, skips >= 0 ? skips + 1 : 1};
+    uint64_t in = mp_cnumel(mp_in(c, 0), k);
+    f[0] = in > (uint64_t)INT64_MAX ? -1 : (int64_t)in;
+    bool ovf = false;
+    k->flops = mp_cost_prod(k, f, 3);
+    const char *mode = mp_attr_s(c->n, "mode", "TF");
+    if (strcmp(mode, "TF") != 0) k->flops = mp_uadd(k->flops, mp_cnumel(mp_out(c, 0), k), &ovf);
+    if (ovf) k->flags |= MP_COST_OVERFLOW;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -923,6 +967,7 @@ const mp_op mp_ops_misc[] = {
     {"", "MaxUnpool", 9, infer_maxunpool, mp_cost_zero, 0, 0, NULL},
     {"", "MaxUnpool", 11, infer_maxunpool, mp_cost_zero, 0, 0, NULL},
     {"", "Det", 11, infer_det, cost_det, 0, 0, NULL},
+    {"", "TfIdfVectorizer", 9, infer_tfidf, cost_tfidf, 0, 0, NULL},
 };
 const int mp_ops_misc_count = (int)MP_ARRAY_LEN(mp_ops_misc);
 
