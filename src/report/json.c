@@ -48,9 +48,23 @@ static void jw_sep(jw *w) {
     w->first[l] = false;
 }
 
+/* Bytes that go out as they are: printable ASCII but the quote and the
+ * backslash (NUL is not plain: it ends the string). */
+static const bool jw_plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
 /* A JSON string: quotes, backslash and control characters escaped; valid
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
+
 static void jw_raw_string(jw *w, const char *s) {
     FILE *f = w->f;
     fputc('"', f);
@@ -58,7 +72,7 @@ static void jw_raw_string(jw *w, const char *s) {
     while (*c) {
         /* a run of plain printable ASCII goes out in one write */
         const unsigned char *run = c;
-        while (*c >= 0x20 && *c < 0x80 && *c != '"' && *c != '\\') c++;
+        while (jw_plain[*c]) c++;
         if (c > run) fwrite(run, 1, (size_t)(c - run), f);
         if (!*c) break;
         unsigned char b = *c;
