@@ -64,7 +64,6 @@ static const bool jw_plain[256] = {
 /* A JSON string: quotes, backslash and control characters escaped; valid
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
-
 static void jw_raw_string(jw *w, const char *s) {
     FILE *f = w->f;
     fputc('"', f);
