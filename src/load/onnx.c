@@ -634,16 +634,6 @@ static bool mp__count_fields(pb msg, int counts[32]) {
     return true;
 }
 
-static int mp__count_field(pb msg, uint32_t want) {
-    uint32_t f = 0;
-    int w = 0, n = 0;
-    while (pb_more(&msg)) {
-        if (!pb_key(&msg, &f, &w) || !pb_skip(&msg, w)) return -1;
-        if (f == want) n++;
-    }
-    return n;
-}
-
 /* Field of an AttributeProto -> the attribute type it holds. */
 static int mp__attr_field_type(uint32_t f) {
     switch (f) {
@@ -1771,9 +1761,9 @@ static mp_status mp__functions(mp__loader *L, pb msg) {
         memset(fn, 0, sizeof *fn);
         fn->msg = s;
         fn->name = fn->domain = "";
-        int n_in = mp__count_field(s, FN_INPUT), n_out = mp__count_field(s, FN_OUTPUT);
-        int n_def = mp__count_field(s, FN_ATTR_PROTO);
-        if (n_in < 0 || n_out < 0 || n_def < 0) return mp__bad(L, "bad function", &s);
+        int counts[32];
+        if (!mp__count_fields(s, counts)) return mp__bad(L, "bad function", &s);
+        int n_in = counts[FN_INPUT], n_out = counts[FN_OUTPUT], n_def = counts[FN_ATTR_PROTO];
         fn->in = mp_arena_calloc(&m->arena, (size_t)n_in + 1, sizeof(pb));
         fn->out = mp_arena_calloc(&m->arena, (size_t)n_out + 1, sizeof(pb));
         fn->defaults = mp_arena_calloc(&m->arena, (size_t)n_def + 1, sizeof(pb));
@@ -1864,8 +1854,10 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     int w = 0;
     pb scan = msg, graph = {0};
     bool has_graph = false;
-    int n_opsets = mp__count_field(msg, MODEL_OPSET);
-    if (n_opsets < 0) return mp__bad(L, "not an ONNX model (bad protobuf structure)", &msg);
+    int counts[32];
+    if (!mp__count_fields(msg, counts))
+        return mp__bad(L, "not an ONNX model (bad protobuf structure)", &msg);
+    int n_opsets = counts[MODEL_OPSET];
     if (n_opsets > MP_OPSETS_MAX)
         return mp_error(MP_ERR_LIMIT, "%s: the model imports %d opsets (limit %d)", m->path,
                         n_opsets, MP_OPSETS_MAX);
