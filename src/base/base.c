@@ -53,8 +53,10 @@ void mp_arena_init(mp_arena *a) { memset(a, 0, sizeof *a); }
  * thousands of small ones (each first touch is a page fault). */
 #define MP__HUGE ((size_t)2 << 20)
 
+/* Every block comes zeroed (calloc, or fresh pages from mmap), so the
+ * arena hands out zeroed memory without clearing it a second time. */
 static void *mp__block_alloc(size_t n) {
-    if (n < MP__HUGE) return malloc(n);
+    if (n < MP__HUGE) return calloc(1, n);
     size_t len = (n + MP__HUGE - 1) & ~(MP__HUGE - 1);
     void *p = mmap(NULL, len + MP__HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
@@ -94,8 +96,13 @@ void *mp_arena_alloc(mp_arena *a, size_t size) {
     if (size == 0) size = 16;
     mp_arena_block *b = a->head;
     if (!b || b->size - b->used < size) {
+        /* a small first block for small models, then huge-page blocks
+         * (blocks between would each take hundreds of small page faults) */
         size_t bs = 64 * 1024;
-        if (b && b->size < 4 * 1024 * 1024) bs = b->size * 2;
+        if (b) {
+            size_t whole = sizeof *b + b->size;
+            bs = (whole < MP__HUGE ? MP__HUGE : MP_MIN(whole * 2, 16 * MP__HUGE)) - sizeof *b;
+        }
         if (bs < size) bs = size;
         if (a->limit && a->reserved + bs > a->limit) {
             bs = size; /* the last bytes under the limit: no slack */
@@ -115,7 +122,6 @@ void *mp_arena_alloc(mp_arena *a, size_t size) {
     void *p = b->data + b->used;
     b->used += size;
     a->used_total += size;
-    memset(p, 0, size);
     return p;
 }
 

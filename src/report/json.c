@@ -5,31 +5,56 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The report is written character by character: skip stdio's per-call
- * locking (the stream belongs to this writer while it runs). */
-#define fputc(c, f) putc_unlocked((c), (f))
-#define fputs(s, f) fputs_unlocked((s), (f))
-#define fwrite(p, n, k, f) fwrite_unlocked((p), (n), (k), (f))
-
 /* ---- a tiny streaming writer ----
+ * It fills its own buffer and hands it to stdio in large writes (a 7B
+ * graph's report is megabytes of short tokens: one stdio call per token
+ * cost more than the profile itself).
  * Containers at nesting level 0 and 1 put each member on its own line;
  * deeper ones (one node, one module, a shape) stay on one line. */
 #define JW_MAX_LEVEL 16
 #define JW_MULTILINE_LEVELS 2
+#define JW_BUF (64 * 1024)
 
 typedef struct jw {
     FILE *f;
+    size_t n;                   /* bytes pending in buf */
     int level;                  /* open containers */
     bool first[JW_MAX_LEVEL];   /* no member written yet at that level */
     bool after_key;             /* a key was written: the value follows */
+    char buf[JW_BUF];
 } jw;
 
+static void jw_flush(jw *w) {
+    if (w->n) fwrite_unlocked(w->buf, 1, w->n, w->f);
+    w->n = 0;
+}
+
+static inline void jw_putc(jw *w, char c) {
+    if (w->n == JW_BUF) jw_flush(w);
+    w->buf[w->n++] = c;
+}
+
+static void jw_write(jw *w, const void *p, size_t len) {
+    if (len > JW_BUF - w->n) {
+        jw_flush(w);
+        if (len > JW_BUF) {
+            fwrite_unlocked(p, 1, len, w->f);
+            return;
+        }
+    }
+    memcpy(w->buf + w->n, p, len);
+    w->n += len;
+}
+
+static void jw_puts(jw *w, const char *s) { jw_write(w, s, strlen(s)); }
+
 static void jw_newline(jw *w, int level) {
-    fputc('\n', w->f);
-    for (int i = 0; i < level; i++) fputs("  ", w->f);
+    jw_putc(w, '\n');
+    for (int i = 0; i < level; i++) jw_write(w, "  ", 2);
 }
 
 /* Separator before a value or a key at the current level. */
@@ -40,11 +65,11 @@ static void jw_sep(jw *w) {
     }
     if (w->level == 0) return;
     int l = w->level - 1;
-    if (!w->first[l]) fputc(',', w->f);
+    if (!w->first[l]) jw_putc(w, ',');
     if (l < JW_MULTILINE_LEVELS)
         jw_newline(w, w->level);
     else if (!w->first[l])
-        fputc(' ', w->f);
+        jw_putc(w, ' ');
     w->first[l] = false;
 }
 
@@ -65,32 +90,36 @@ static const bool jw_plain[256] = {
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
 static void jw_raw_string(jw *w, const char *s) {
-    FILE *f = w->f;
-    fputc('"', f);
+    jw_putc(w, '"');
     const unsigned char *c = (const unsigned char *)(s ? s : "");
     while (*c) {
-        /* a run of plain printable ASCII goes out in one write */
+        /* a run of plain printable ASCII goes out in one copy */
         const unsigned char *run = c;
         while (jw_plain[*c]) c++;
-        if (c > run) fwrite(run, 1, (size_t)(c - run), f);
+        if (c > run) jw_write(w, run, (size_t)(c - run));
         if (!*c) break;
         unsigned char b = *c;
         if (b == '"' || b == '\\') {
-            fputc('\\', f);
-            fputc(b, f);
+            jw_putc(w, '\\');
+            jw_putc(w, (char)b);
             c++;
         } else if (b < 0x20) {
             switch (b) {
-            case '\n': fputs("\\n", f); break;
-            case '\r': fputs("\\r", f); break;
-            case '\t': fputs("\\t", f); break;
-            case '\b': fputs("\\b", f); break;
-            case '\f': fputs("\\f", f); break;
-            default: fprintf(f, "\\u%04x", b); break;
+            case '\n': jw_puts(w, "\\n"); break;
+            case '\r': jw_puts(w, "\\r"); break;
+            case '\t': jw_puts(w, "\\t"); break;
+            case '\b': jw_puts(w, "\\b"); break;
+            case '\f': jw_puts(w, "\\f"); break;
+            default: {
+                char u[8];
+                snprintf(u, sizeof u, "\\u%04x", b);
+                jw_puts(w, u);
+                break;
+            }
             }
             c++;
         } else if (b < 0x80) {
-            fputc(b, f);
+            jw_putc(w, (char)b);
             c++;
         } else {
             /* length and validity of a UTF-8 sequence */
@@ -105,20 +134,20 @@ static void jw_raw_string(jw *w, const char *s) {
                 if ((b == 0xf0 && c[1] < 0x90) || (b == 0xf4 && c[1] >= 0x90)) ok = false;
             }
             if (ok) {
-                fwrite(c, 1, (size_t)n, f);
+                jw_write(w, c, (size_t)n);
                 c += n;
             } else {
-                fputs("\xef\xbf\xbd", f);
+                jw_puts(w, "\xef\xbf\xbd");
                 c++;
             }
         }
     }
-    fputc('"', f);
+    jw_putc(w, '"');
 }
 
 static void jw_open(jw *w, char ch) {
     jw_sep(w);
-    fputc(ch, w->f);
+    jw_putc(w, ch);
     if (w->level < JW_MAX_LEVEL) w->first[w->level] = true;
     w->level++;
 }
@@ -127,13 +156,13 @@ static void jw_close(jw *w, char ch) {
     w->level--;
     bool empty = w->level < JW_MAX_LEVEL && w->first[w->level];
     if (!empty && w->level < JW_MULTILINE_LEVELS) jw_newline(w, w->level);
-    fputc(ch, w->f);
+    jw_putc(w, ch);
 }
 
 static void jw_key(jw *w, const char *k) {
     jw_sep(w);
     jw_raw_string(w, k);
-    fputs(": ", w->f);
+    jw_write(w, ": ", 2);
     w->after_key = true;
 }
 
@@ -141,42 +170,45 @@ static void jw_str(jw *w, const char *s) {
     jw_sep(w);
     jw_raw_string(w, s);
 }
-static void jw_digits(FILE *f, uint64_t v) {
+static void jw_digits(jw *w, uint64_t v) {
     char buf[24];
-    int n = 0;
+    int n = (int)sizeof buf;
     do {
-        buf[n++] = (char)('0' + v % 10);
+        buf[--n] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    while (n) fputc(buf[--n], f);
+    jw_write(w, buf + n, sizeof buf - (size_t)n);
 }
 static void jw_u64(jw *w, uint64_t v) {
     jw_sep(w);
-    jw_digits(w->f, v);
+    jw_digits(w, v);
 }
 static void jw_i64(jw *w, int64_t v) {
     jw_sep(w);
     if (v < 0) {
-        fputc('-', w->f);
-        jw_digits(w->f, (uint64_t)0 - (uint64_t)v);
+        jw_putc(w, '-');
+        jw_digits(w, (uint64_t)0 - (uint64_t)v);
     } else {
-        jw_digits(w->f, (uint64_t)v);
+        jw_digits(w, (uint64_t)v);
     }
 }
 static void jw_bool(jw *w, bool v) {
     jw_sep(w);
-    fputs(v ? "true" : "false", w->f);
+    jw_puts(w, v ? "true" : "false");
 }
 static void jw_null(jw *w) {
     jw_sep(w);
-    fputs("null", w->f);
+    jw_puts(w, "null");
 }
 static void jw_double(jw *w, double v) {
     jw_sep(w);
-    if (isfinite(v))
-        fprintf(w->f, "%.9g", v);
-    else
-        fputs("null", w->f);
+    if (isfinite(v)) {
+        char d[32];
+        snprintf(d, sizeof d, "%.9g", v);
+        jw_puts(w, d);
+    } else {
+        jw_puts(w, "null");
+    }
 }
 
 static void jw_kstr(jw *w, const char *k, const char *s) { jw_key(w, k); jw_str(w, s); }
@@ -464,24 +496,27 @@ static void js_nodes(jw *w, const mp_profile *p) {
 
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f) {
     const mp_model *m = p->m;
-    jw w;
-    memset(&w, 0, sizeof w);
-    w.f = f;
-    jw_open(&w, '{');
-    jw_kstr(&w, "modelprof_version", MP_VERSION_STRING);
-    js_model(&w, m);
-    js_dims(&w, p);
-    js_total(&w, p);
-    js_by_dtype(&w, "params_by_dtype", p->params_by_dtype);
-    js_by_dtype(&w, "param_bytes_by_dtype", p->param_bytes_by_dtype);
-    js_ops(&w, p);
-    mp_status st = js_modules(&w, p);
-    js_nodes(&w, p);
-    jw_key(&w, "warnings");
-    jw_open(&w, '[');
-    for (int i = 0; i < m->n_warnings; i++) jw_str(&w, m->warnings[i] ? m->warnings[i] : "");
-    jw_close(&w, ']');
-    jw_close(&w, '}');
-    fputc('\n', f);
+    jw *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    memset(w, 0, offsetof(jw, buf));
+    w->f = f;
+    jw_open(w, '{');
+    jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
+    js_model(w, m);
+    js_dims(w, p);
+    js_total(w, p);
+    js_by_dtype(w, "params_by_dtype", p->params_by_dtype);
+    js_by_dtype(w, "param_bytes_by_dtype", p->param_bytes_by_dtype);
+    js_ops(w, p);
+    mp_status st = js_modules(w, p);
+    js_nodes(w, p);
+    jw_key(w, "warnings");
+    jw_open(w, '[');
+    for (int i = 0; i < m->n_warnings; i++) jw_str(w, m->warnings[i] ? m->warnings[i] : "");
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_putc(w, '\n');
+    jw_flush(w);
+    free(w);
     return st;
 }
