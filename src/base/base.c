@@ -210,10 +210,7 @@ static uint32_t mp__hash(const char *s, size_t n) {
 }
 
 void mp_strmap_free(mp_strmap *m) {
-    free(m->keys);
-    free(m->vals);
-    free(m->hashes);
-    free(m->lens);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
@@ -223,16 +220,20 @@ uint32_t mp_strmap_hash(const char *key, size_t len) { return mp__hash(key, len)
  * name with a NUL byte inside never matches a shorter stored key. */
 static int mp__strmap_slot(const mp_strmap *m, const char *key, size_t len, uint32_t h) {
     if (!m->cap) return -1;
-    for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
-        if (!m->hashes[i]) return -1;
-        if (m->hashes[i] == h && m->lens[i] == len && memcmp(m->keys[i], key, len) == 0)
+    uint32_t mask = (uint32_t)(m->cap - 1);
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        const mp_strmap_slot *s = &m->slots[i];
+        if (!s->hash) return -1;
+        /* no memcmp of 0 bytes: an absent name is a NULL view, and a masked
+         * vector load from NULL costs a fault-suppression assist */
+        if (s->hash == h && s->len == len && (len == 0 || memcmp(s->key, key, len) == 0))
             return (int)i;
     }
 }
 
 int mp_strmap_getn_h(const mp_strmap *m, const char *key, size_t len, uint32_t h) {
     int i = mp__strmap_slot(m, key, len, h);
-    return i < 0 ? -1 : m->vals[i];
+    return i < 0 ? -1 : m->slots[i].val;
 }
 
 int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len) {
@@ -245,17 +246,19 @@ int mp_strmap_get(const mp_strmap *m, const char *key) {
 
 static void mp__strmap_insert(mp_strmap *m, const char *key, uint32_t len, uint32_t h,
                               int val) {
-    for (uint32_t i = h & (uint32_t)(m->cap - 1);; i = (i + 1) & (uint32_t)(m->cap - 1)) {
-        if (!m->hashes[i]) {
-            m->hashes[i] = h;
-            m->keys[i] = key;
-            m->lens[i] = len;
-            m->vals[i] = val;
+    uint32_t mask = (uint32_t)(m->cap - 1);
+    for (uint32_t i = h & mask;; i = (i + 1) & mask) {
+        mp_strmap_slot *s = &m->slots[i];
+        if (!s->hash) {
+            s->hash = h;
+            s->key = key;
+            s->len = len;
+            s->val = val;
             m->n++;
             return;
         }
-        if (m->hashes[i] == h && m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) {
-            m->vals[i] = val;
+        if (s->hash == h && s->len == len && (len == 0 || memcmp(s->key, key, len) == 0)) {
+            s->val = val;
             return;
         }
     }
@@ -268,16 +271,12 @@ mp_status mp_strmap_reserve(mp_strmap *m, int n) {
     while (nc < n * 2) nc *= 2;
     mp_strmap nm = {0};
     nm.cap = nc;
-    nm.keys = calloc((size_t)nc, sizeof *nm.keys);
-    nm.vals = calloc((size_t)nc, sizeof *nm.vals);
-    nm.hashes = calloc((size_t)nc, sizeof *nm.hashes);
-    nm.lens = calloc((size_t)nc, sizeof *nm.lens);
-    if (!nm.keys || !nm.vals || !nm.hashes || !nm.lens) {
-        mp_strmap_free(&nm);
-        return mp_error(MP_ERR_NOMEM, "out of memory growing a name table");
+    nm.slots = calloc((size_t)nc, sizeof *nm.slots);
+    if (!nm.slots) return mp_error(MP_ERR_NOMEM, "out of memory growing a name table");
+    for (int i = 0; i < m->cap; i++) {
+        const mp_strmap_slot *s = &m->slots[i];
+        if (s->hash) mp__strmap_insert(&nm, s->key, s->len, s->hash, s->val);
     }
-    for (int i = 0; i < m->cap; i++)
-        if (m->hashes[i]) mp__strmap_insert(&nm, m->keys[i], m->lens[i], m->hashes[i], m->vals[i]);
     mp_strmap_free(m);
     *m = nm;
     return MP_OK;
@@ -291,6 +290,15 @@ mp_status mp_strmap_put_h(mp_strmap *m, const char *key, size_t len, uint32_t h,
     }
     mp__strmap_insert(m, key, (uint32_t)len, h, val);
     return MP_OK;
+}
+
+const char *mp_strmap_intern(mp_strmap *m, mp_arena *a, const char *s, size_t len) {
+    uint32_t h = mp__hash(s, len);
+    int i = mp__strmap_slot(m, s, len, h);
+    if (i >= 0) return m->slots[i].key;
+    char *copy = mp_arena_strndup(a, s, len);
+    if (!copy || mp_strmap_put_h(m, copy, len, h, 0) != MP_OK) return NULL;
+    return copy;
 }
 
 mp_status mp_strmap_put(mp_strmap *m, const char *key, int val) {

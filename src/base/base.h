@@ -52,11 +52,15 @@ void *mp_arena_grow(mp_arena *a, void *old, size_t elem, int *cap, int need);
 void *mp_grow(void *old, size_t elem, int *cap, int need);
 
 /* ---- string -> int map (open addressing). Keys are not copied. */
+typedef struct mp_strmap_slot {
+    const char *key;
+    uint32_t hash;  /* 0: empty slot */
+    uint32_t len;
+    int val;
+} mp_strmap_slot;
+
 typedef struct mp_strmap {
-    const char **keys;
-    int *vals;
-    uint32_t *hashes;
-    uint32_t *lens;
+    mp_strmap_slot *slots;  /* one probe reads one slot: one cache line */
     int cap, n;
 } mp_strmap;
 
@@ -70,6 +74,9 @@ mp_status mp_strmap_put(mp_strmap *m, const char *key, int val);
 uint32_t mp_strmap_hash(const char *key, size_t len);
 int mp_strmap_getn_h(const mp_strmap *m, const char *key, size_t len, uint32_t h);
 mp_status mp_strmap_put_h(mp_strmap *m, const char *key, size_t len, uint32_t h, int val);
+/* The one stored copy of a string: equal strings give the same pointer.
+ * The copy lives in `a`; the map's value is unused. NULL when out of memory. */
+const char *mp_strmap_intern(mp_strmap *m, mp_arena *a, const char *s, size_t len);
 /* Room for n keys without growing. */
 mp_status mp_strmap_reserve(mp_strmap *m, int n);
 

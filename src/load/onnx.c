@@ -80,6 +80,7 @@ typedef struct mp__loader {
     int nest;                 /* current nesting of subgraphs and calls */
     mp_graph **graphs;        /* every subgraph made, to release orphans */
     int n_graphs, cap_graphs;
+    mp_strmap interned;       /* op types, domains, attribute names: one copy each */
 } mp__loader;
 
 static mp_status mp__bad(mp__loader *L, const char *what, const pb *at) {
@@ -159,6 +160,12 @@ static mp_graph *mp__new_graph(mp__loader *L, mp_graph *parent) {
 
 static char *mp__str(mp__loader *L, pb s) {
     return mp_arena_strndup(&L->m->arena, (const char *)s.p, (size_t)(s.end - s.p));
+}
+
+/* A string that repeats across nodes (op type, domain, attribute name):
+ * one copy, shared. */
+static const char *mp__intern(mp__loader *L, pb s) {
+    return mp_strmap_intern(&L->interned, &L->m->arena, (const char *)s.p, (size_t)(s.end - s.p));
 }
 
 static bool mp__pbeq(pb s, const char *z) {
@@ -692,7 +699,7 @@ static mp_status mp__attr(mp__loader *L, mp_graph *g, pb msg, mp_attr *a, const 
         switch (f) {
         case ATTR_NAME:
             if (w != PB_LEN || !pb_len(&scan, &s)) return mp__bad(L, "bad attribute name", &scan);
-            if (!(a->name = mp__str(L, s))) return NOMEM();
+            if (!(a->name = mp__intern(L, s))) return NOMEM();
             continue;
         case ATTR_REF:
             if (w != PB_LEN || !pb_len(&scan, &s)) return mp__bad(L, "bad ref_attr_name", &scan);
@@ -1090,8 +1097,8 @@ static mp_status mp__emit_node(mp__loader *L, mp_graph *g, pb msg, const mp__cal
     int k = mp_graph_add_node(g);
     if (k < 0) return NOMEM();
     mp_node *n = &g->nodes[k];
-    n->op = mp__str(L, op);
-    n->domain = mp__str(L, domain);
+    n->op = mp__intern(L, op);
+    n->domain = mp__intern(L, domain);
     if (call && name.end > name.p)
         n->name = mp_arena_printf(&m->arena, "%s%.*s", call->prefix, (int)(name.end - name.p),
                                   (const char *)name.p);
@@ -1441,8 +1448,29 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
 
 static int mp__opset(const mp_model *m, const char *domain) {
     for (int i = 0; i < m->n_opsets; i++)
-        if (strcmp(m->opsets[i].domain, domain) == 0) return m->opsets[i].version;
+        if (m->opsets[i].domain == domain || strcmp(m->opsets[i].domain, domain) == 0)
+            return m->opsets[i].version;
     return -1;
+}
+
+/* Operator resolution, remembered per (op, domain) string pair: the
+ * decoder interns both, so nodes of one type share the pointers and all
+ * but the first skip the registry (other pointers just miss the cache). */
+typedef struct mp__desc_cache {
+    struct { const char *op, *domain; int opset; const mp_op *desc; } e[64];
+} mp__desc_cache;
+
+static void mp__resolve_op(const mp_model *m, mp__desc_cache *c, mp_node *n) {
+    unsigned slot = (unsigned)(((uintptr_t)n->op >> 4) ^ ((uintptr_t)n->domain >> 6)) & 63u;
+    if (c->e[slot].op != n->op || c->e[slot].domain != n->domain) {
+        int opset = mp__opset(m, n->domain);
+        c->e[slot].op = n->op;
+        c->e[slot].domain = n->domain;
+        c->e[slot].opset = opset;
+        c->e[slot].desc = opset >= 0 ? mp_op_find(n->domain, n->op, opset) : NULL;
+    }
+    n->opset = c->e[slot].opset;
+    n->desc = c->e[slot].desc;
 }
 
 /* A name used but not defined in g: find it in the enclosing graphs. */
@@ -1652,7 +1680,7 @@ static int mp__module_from_name(mp_model *m, const char *name) {
     return id < 0 ? 0 : id;
 }
 
-static mp_status mp__finish_graph(mp_model *m, mp_graph *g) {
+static mp_status mp__finish_graph(mp_model *m, mp_graph *g, mp__desc_cache *cache) {
     for (int v = 0; v < g->n_values; v++) g->values[v].n_consumers = 0;
     for (int k = 0; k < g->n_nodes; k++) {
         mp_node *n = &g->nodes[k];
@@ -1682,12 +1710,10 @@ static mp_status mp__finish_graph(mp_model *m, mp_graph *g) {
             }
         }
         for (int s = 0; s < n->n_sub; s++) {
-            mp_status st = mp__finish_graph(m, n->sub[s]);
+            mp_status st = mp__finish_graph(m, n->sub[s], cache);
             if (st) return st;
         }
-        int opset = mp__opset(m, n->domain);
-        n->opset = opset;
-        n->desc = opset >= 0 ? mp_op_find(n->domain, n->op, opset) : NULL;
+        mp__resolve_op(m, cache, n);
     }
     for (int i = 0; i < g->n_outputs; i++) {
         mp_value *val = &g->values[g->outputs[i]];
@@ -1733,7 +1759,9 @@ static void mp__assign_modules(mp_model *m, mp_graph *g, int parent_module) {
 mp_status mp_model_finish(mp_model *m) {
     if (m->n_modules == 0 && mp_model_module(m, "", 0) != 0)
         return mp_error(MP_ERR_NOMEM, "out of memory");
-    mp_status st = mp__finish_graph(m, m->graph);
+    mp__desc_cache cache;
+    memset(&cache, 0, sizeof cache);
+    mp_status st = mp__finish_graph(m, m->graph, &cache);
     if (st) return st;
     mp__assign_modules(m, m->graph, 0);
     return MP_OK;
@@ -1892,7 +1920,7 @@ static mp_status mp__model(mp__loader *L, pb msg) {
                     if (!pb_len(&s, &d)) return mp__bad(L, "bad opset domain", &s);
                     mp_status cs = mp__check_name(L, d, "an opset domain");
                     if (cs) return cs;
-                    if (!(o->domain = mp__str(L, d))) return NOMEM();
+                    if (!(o->domain = mp__intern(L, d))) return NOMEM();
                     if (strcmp(o->domain, "ai.onnx") == 0) o->domain = "";
                 } else if (f == OPSET_VERSION && w == PB_VARINT) {
                     if (!pb_varint(&s, &v)) return mp__bad(L, "bad opset version", &s);
@@ -2000,6 +2028,7 @@ static void mp__loader_done(mp__loader *L, bool keep) {
     free(L->graphs);
     mp_strmap_free(&L->ext_files);
     mp_strmap_free(&L->fn_by_name);
+    mp_strmap_free(&L->interned);
 }
 
 mp_status mp_tensor_decode(mp_model *m, const uint8_t *bytes, size_t len, mp_tensor **out) {

@@ -20,6 +20,11 @@ static inline pb pb_view(const uint8_t *p, size_t n) {
 static inline bool pb_more(const pb *r) { return r->p < r->end; }
 
 static inline bool pb_varint(pb *r, uint64_t *out) {
+    /* most keys and lengths fit one byte */
+    if (r->p < r->end && *r->p < 0x80) {
+        *out = *r->p++;
+        return true;
+    }
     uint64_t v = 0;
     for (int shift = 0; shift < 70; shift += 7) {
         if (r->p >= r->end) return false;
