@@ -189,24 +189,62 @@ void *mp_grow(void *old, size_t elem, int *cap, int need) {
 /* ---- string map ---- */
 
 /* Names are long and share prefixes ("/model/layers.12/self_attn/..."):
- * hash 8 bytes per step with a multiply-xorshift mix. */
-static uint32_t mp__hash(const char *s, size_t n) {
-    uint64_t h = 0x243f6a8885a308d3ull ^ n;
-    while (n >= 8) {
+ * hash 16 bytes per step in two independent multiply lanes (a lane's
+ * step waits on its own multiply only), then fold and mix. `zero` collects
+ * the has-a-zero-byte test of every word, so checking a name for NUL bytes
+ * rides along with hashing it. */
+#define MP__K1 0x9e3779b97f4a7c15ull
+#define MP__K2 0xc2b2ae3d27d4eb4full
+#define MP__ONES 0x0101010101010101ull
+#define MP__HIGHS 0x8080808080808080ull
+
+static inline uint64_t mp__rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint32_t mp__hash_z(const char *s, size_t n, uint64_t *zero) {
+    uint64_t a = 0x243f6a8885a308d3ull ^ n, b = 0x13198a2e03707344ull, z = 0;
+    while (n >= 16) {
+        uint64_t w0, w1;
+        memcpy(&w0, s, 8);
+        memcpy(&w1, s + 8, 8);
+        z |= ((w0 - MP__ONES) & ~w0) | ((w1 - MP__ONES) & ~w1);
+        a = (mp__rotl(a, 23) ^ w0) * MP__K1;
+        b = (mp__rotl(b, 29) ^ w1) * MP__K2;
+        s += 16;
+        n -= 16;
+    }
+    if (n >= 8) {
         uint64_t w;
         memcpy(&w, s, 8);
-        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-        h ^= h >> 29;
+        z |= (w - MP__ONES) & ~w;
+        a = (mp__rotl(a, 23) ^ w) * MP__K1;
         s += 8;
         n -= 8;
     }
-    uint64_t t = 0;
-    if (n) memcpy(&t, s, n);
-    h = (h ^ t) * 0x9e3779b97f4a7c15ull;
+    if (n) {
+        /* the tail's missing bytes are set, so they never look like NUL */
+        uint64_t t = ~0ull;
+        memcpy(&t, s, n);
+        z |= (t - MP__ONES) & ~t;
+        b = (mp__rotl(b, 29) ^ t) * MP__K2;
+    }
+    *zero = z & MP__HIGHS;
+    uint64_t h = a ^ mp__rotl(b, 32);
     h ^= h >> 32;
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 31;
     return (uint32_t)h | 1u; /* 0 marks an empty slot */
+}
+
+static uint32_t mp__hash(const char *s, size_t n) {
+    uint64_t z;
+    return mp__hash_z(s, n, &z);
+}
+
+uint32_t mp_strmap_hash_checked(const char *key, size_t len, bool *has_nul) {
+    uint64_t z;
+    uint32_t h = mp__hash_z(key, len, &z);
+    *has_nul = z != 0;
+    return h;
 }
 
 void mp_strmap_free(mp_strmap *m) {

@@ -72,6 +72,8 @@ int mp_strmap_getn(const mp_strmap *m, const char *key, size_t len);
 mp_status mp_strmap_put(mp_strmap *m, const char *key, int val);
 /* The same with the hash computed once by the caller (find, then insert). */
 uint32_t mp_strmap_hash(const char *key, size_t len);
+/* The same hash, also telling whether the key holds a NUL byte. */
+uint32_t mp_strmap_hash_checked(const char *key, size_t len, bool *has_nul);
 int mp_strmap_getn_h(const mp_strmap *m, const char *key, size_t len, uint32_t h);
 mp_status mp_strmap_put_h(mp_strmap *m, const char *key, size_t len, uint32_t h, int val);
 /* The one stored copy of a string: equal strings give the same pointer.

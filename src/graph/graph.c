@@ -78,7 +78,10 @@ int mp_graph_find(const mp_graph *g, const char *name) {
 }
 
 int mp_graph_value(mp_graph *g, const char *name, size_t len) {
-    uint32_t h = mp_strmap_hash(name, len);
+    return mp_graph_value_h(g, name, len, mp_strmap_hash(name, len));
+}
+
+int mp_graph_value_h(mp_graph *g, const char *name, size_t len, uint32_t h) {
     int idx = mp_strmap_getn_h(&g->names, name, len, h);
     if (idx >= 0) return idx;
     mp_value *nv = mp_arena_grow(&g->model->arena, g->values, sizeof *g->values,

@@ -253,6 +253,8 @@ mp_graph *mp_graph_new(struct mp_model *m, mp_graph *parent);
 void mp_graph_release(mp_graph *g);  /* frees heap parts (maps), recursive */
 /* Find or create the value named `name` (len bytes). -1 on out-of-memory. */
 int mp_graph_value(mp_graph *g, const char *name, size_t len);
+/* The same with the name's mp_strmap_hash computed by the caller. */
+int mp_graph_value_h(mp_graph *g, const char *name, size_t len, uint32_t h);
 int mp_graph_find(const mp_graph *g, const char *name);
 int mp_graph_add_node(mp_graph *g);          /* -1 on out-of-memory */
 mp_status mp_model_warn(struct mp_model *m, const char *fmt, ...) MP_PRINTF(2, 3);

@@ -132,9 +132,10 @@ static mp_status mp__check_name(mp__loader *L, pb s, const char *what) {
 }
 
 /* Find or create a value, counting new ones against the limit. */
-static int mp__value(mp__loader *L, mp_graph *g, const char *name, size_t len, mp_status *st) {
+static int mp__value_h(mp__loader *L, mp_graph *g, const char *name, size_t len, uint32_t h,
+                       mp_status *st) {
     int before = g->n_values;
-    int v = mp_graph_value(g, name, len);
+    int v = mp_graph_value_h(g, name, len, h);
     if (v < 0) {
         *st = mp__nomem(L);
         return -1;
@@ -145,6 +146,10 @@ static int mp__value(mp__loader *L, mp_graph *g, const char *name, size_t len, m
     }
     *st = MP_OK;
     return v;
+}
+
+static int mp__value(mp__loader *L, mp_graph *g, const char *name, size_t len, mp_status *st) {
+    return mp__value_h(L, g, name, len, mp_strmap_hash(name, len), st);
 }
 
 /* A new subgraph, remembered so that one the decoder abandons (an error
@@ -875,7 +880,11 @@ static int mp__map_name(mp__loader *L, mp_graph *g, pb name, const mp__call *cal
     *st = MP_OK;
     if (name.end == name.p) return -1;
     size_t len = (size_t)(name.end - name.p);
-    if ((*st = mp__check_name(L, name, "a value name"))) return -1;
+    bool nul;
+    uint32_t h = mp_strmap_hash_checked((const char *)name.p, len, &nul);
+    /* the NUL test rode along with the hash: the full check (and its
+     * message) only when it failed or the name is very long */
+    if ((nul || len > MP_NAME_MAX) && (*st = mp__check_name(L, name, "a value name"))) return -1;
     if (call) {
         const mp__fn *fn = call->fn;
         int i = mp_strmap_getn(output ? &fn->out_names : &fn->in_names, (const char *)name.p, len);
@@ -893,7 +902,7 @@ static int mp__map_name(mp__loader *L, mp_graph *g, pb name, const mp__call *cal
         }
         return mp__value(L, g, full, strlen(full), st);
     }
-    return mp__value(L, g, (const char *)name.p, len, st);
+    return mp__value_h(L, g, (const char *)name.p, len, h, st);
 }
 
 /* Look up an attribute value for ref_attr_name in the calling context. */
