@@ -81,6 +81,8 @@ typedef struct mp__loader {
     mp_graph **graphs;        /* every subgraph made, to release orphans */
     int n_graphs, cap_graphs;
     mp_strmap interned;       /* op types, domains, attribute names: one copy each */
+    struct { const char *str; size_t len; } icache[64]; /* recent interned strings */
+    struct { const char *name; int want; } acache[64];  /* attribute name -> ONNX type */
 } mp__loader;
 
 static mp_status mp__bad(mp__loader *L, const char *what, const pb *at) {
@@ -170,7 +172,19 @@ static char *mp__str(mp__loader *L, pb s) {
 /* A string that repeats across nodes (op type, domain, attribute name):
  * one copy, shared. */
 static const char *mp__intern(mp__loader *L, pb s) {
-    return mp_strmap_intern(&L->interned, &L->m->arena, (const char *)s.p, (size_t)(s.end - s.p));
+    /* a few dozen distinct strings over thousands of nodes: a small cache
+     * on length and end bytes answers most without hashing */
+    size_t n = (size_t)(s.end - s.p);
+    unsigned k = n ? (unsigned)(n * 31u + s.p[0] * 7u + s.p[n - 1]) & 63u : 0;
+    if (L->icache[k].str && L->icache[k].len == n &&
+        (n == 0 || memcmp(L->icache[k].str, s.p, n) == 0))
+        return L->icache[k].str;
+    const char *r = mp_strmap_intern(&L->interned, &L->m->arena, (const char *)s.p, n);
+    if (r) {
+        L->icache[k].str = r;
+        L->icache[k].len = n;
+    }
+    return r;
 }
 
 static bool mp__pbeq(pb s, const char *z) {
@@ -1024,25 +1038,35 @@ static const struct {
     {"then_branch", MP_ATTR_GRAPH}, {"else_branch", MP_ATTR_GRAPH}, {"body", MP_ATTR_GRAPH},
 };
 
+/* The type ONNX gives an attribute name (0: not in the table), remembered
+ * per name pointer (names are interned, so one entry serves every node). */
+static int mp__attr_want(mp__loader *L, const char *name) {
+    unsigned k = (unsigned)((uintptr_t)name >> 4) & 63u;
+    if (L->acache[k].name == name) return L->acache[k].want;
+    int want = 0;
+    for (size_t j = 0; j < MP_ARRAY_LEN(mp__attr_types); j++)
+        if (name[0] == mp__attr_types[j].name[0] && strcmp(name, mp__attr_types[j].name) == 0) {
+            want = mp__attr_types[j].type;
+            break;
+        }
+    L->acache[k].name = name;
+    L->acache[k].want = want;
+    return want;
+}
+
 static mp_status mp__check_attr_types(mp__loader *L, const mp_node *n) {
     if (n->domain[0]) return MP_OK;
     for (int i = 0; i < n->n_attr; i++) {
         const mp_attr *a = &n->attr[i];
         if (!a->type) continue;
-        for (size_t j = 0; j < MP_ARRAY_LEN(mp__attr_types); j++) {
-            if (a->name[0] != mp__attr_types[j].name[0] ||
-                strcmp(a->name, mp__attr_types[j].name) != 0)
-                continue;
-            int want = mp__attr_types[j].type;
-            bool ok = a->type == want || (want == MP_ATTR_FLOAT && a->type == MP_ATTR_INT);
-            if (!ok)
-                return mp_error(MP_ERR_FORMAT,
-                                "%s: node '%s' (%s): attribute '%s' is %s, but ONNX defines it "
-                                "as %s",
-                                L->m->path, n->name, n->op, a->name, mp__attr_type_name(a->type),
-                                mp__attr_type_name(want));
-            break;
-        }
+        int want = mp__attr_want(L, a->name);
+        bool ok = !want || a->type == want || (want == MP_ATTR_FLOAT && a->type == MP_ATTR_INT);
+        if (!ok)
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: node '%s' (%s): attribute '%s' is %s, but ONNX defines it "
+                            "as %s",
+                            L->m->path, n->name, n->op, a->name, mp__attr_type_name(a->type),
+                            mp__attr_type_name(want));
     }
     return MP_OK;
 }
