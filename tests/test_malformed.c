@@ -1336,7 +1336,7 @@ static void t_limits(void) {
     /* the library's status and message */
     mp_limits lim;
     mp_limits_default(&lim);
-    T_OK(mp_limits_set(&lim, "memory", 100 << 10));
+    T_OK(mp_limits_set(&lim, "memory", 16 << 10));
     mp_model *m = NULL;
     T_CHECK(mp_model_load_ex(model, &lim, &m) == MP_ERR_LIMIT);
     T_CHECK(strstr(mp_last_error(), "--max-memory") != NULL);

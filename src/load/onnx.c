@@ -1415,7 +1415,8 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
      * tables do not grow (and copy) while the graph decodes. */
     int n_nodes = counts[GRAPH_NODE], n_init = counts[GRAPH_INIT];
     if (n_nodes > 0 && n_nodes <= L->lim.max_nodes) {
-        int64_t want = 2 * (int64_t)n_nodes + n_init + n_in + n_out;
+        /* most nodes add one value; the tables grow for the rest */
+        int64_t want = (int64_t)n_nodes + n_nodes / 8 + n_init + n_in + n_out;
         if (want > L->lim.max_values) want = L->lim.max_values;
         if (mp_strmap_reserve(&g->names, (int)want) != MP_OK) return mp__nomem(L);
         g->values = mp_arena_calloc(&m->arena, (size_t)want, sizeof *g->values);
