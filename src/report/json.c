@@ -86,18 +86,56 @@ static const bool jw_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
+/* Does any of these 8 bytes need work: a control character, a quote, a
+ * backslash or a non-ASCII byte? Exact per byte: the low 7 bits of each
+ * byte are tested with additions that cannot carry into the next byte. */
+#define JW_LOW7 0x7f7f7f7f7f7f7f7full
+#define JW_HIGH 0x8080808080808080ull
+static inline uint64_t jw_special8(uint64_t x) {
+    uint64_t lo = x & JW_LOW7;
+    uint64_t ctl = ~(lo + 0x6060606060606060ull);           /* lo < 0x20 */
+    uint64_t quote = ~((lo ^ 0x2222222222222222ull) + JW_LOW7);
+    uint64_t bslash = ~((lo ^ 0x5c5c5c5c5c5c5c5cull) + JW_LOW7);
+    return (x | ctl | quote | bslash) & JW_HIGH;
+}
+
+/* Length of the plain run at the start of s[0..len): eight bytes a step,
+ * then byte by byte in the block that holds the first special byte and in
+ * the tail (so nothing past the terminating NUL is read). */
+static size_t jw_plain_len(const unsigned char *s, size_t len) {
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if (jw_special8(x)) break;
+    }
+    while (i < len && jw_plain[s[i]]) i++;
+    return i;
+}
+
 /* A JSON string: quotes, backslash and control characters escaped; valid
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
 static void jw_raw_string(jw *w, const char *s) {
-    jw_putc(w, '"');
     const unsigned char *c = (const unsigned char *)(s ? s : "");
-    while (*c) {
+    size_t len = strlen((const char *)c);
+    size_t run = jw_plain_len(c, len);
+    if (run == len && len <= JW_BUF - 2) { /* the common case: one copy */
+        if (JW_BUF - w->n < len + 2) jw_flush(w);
+        char *o = w->buf + w->n;
+        o[0] = '"';
+        memcpy(o + 1, c, len);
+        o[len + 1] = '"';
+        w->n += len + 2;
+        return;
+    }
+    const unsigned char *end = c + len;
+    jw_putc(w, '"');
+    for (;;) {
         /* a run of plain printable ASCII goes out in one copy */
-        const unsigned char *run = c;
-        while (jw_plain[*c]) c++;
-        if (c > run) jw_write(w, run, (size_t)(c - run));
-        if (!*c) break;
+        if (run) jw_write(w, c, run);
+        c += run;
+        if (c == end) break;
         unsigned char b = *c;
         if (b == '"' || b == '\\') {
             jw_putc(w, '\\');
@@ -122,7 +160,8 @@ static void jw_raw_string(jw *w, const char *s) {
             jw_putc(w, (char)b);
             c++;
         } else {
-            /* length and validity of a UTF-8 sequence */
+            /* length and validity of a UTF-8 sequence (a NUL fails the
+             * continuation test, so the string's end is never passed) */
             int n = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 0;
             bool ok = n > 0;
             for (int i = 1; ok && i < n; i++)
@@ -141,6 +180,7 @@ static void jw_raw_string(jw *w, const char *s) {
                 c++;
             }
         }
+        run = jw_plain_len(c, (size_t)(end - c));
     }
     jw_putc(w, '"');
 }
@@ -159,11 +199,35 @@ static void jw_close(jw *w, char ch) {
     jw_putc(w, ch);
 }
 
-static void jw_key(jw *w, const char *k) {
+/* A key from the model (a symbol or dtype name), escaped like any string;
+ * the value that follows goes through jw_sep. */
+static void jw_key_str(jw *w, const char *k) {
     jw_sep(w);
     jw_raw_string(w, k);
     jw_write(w, ": ", 2);
     w->after_key = true;
+}
+
+/* A key that is a string literal goes out pre-quoted with its ", "
+ * separator in one copy: such keys are plain ASCII and never need
+ * escaping. The value is written right after it, without jw_sep. */
+#define JW_KEY_TEXT(k) ", \"" k "\": "
+#define jw_kput(w, k) jw_key_lit(w, JW_KEY_TEXT(k), sizeof JW_KEY_TEXT(k) - 1)
+
+static inline void jw_key_lit(jw *w, const char *lit, size_t len) {
+    int l = w->level - 1;
+    if (l < JW_MULTILINE_LEVELS) { /* one member a line: the general way */
+        jw_sep(w);
+        jw_write(w, lit + 2, len - 2);
+        return;
+    }
+    if (JW_BUF - w->n < len) jw_flush(w);
+    char *o = w->buf + w->n;
+    size_t sep = w->first[l] ? 0 : 2; /* the first member has no ", " */
+    w->first[l] = false;
+    memcpy(o, lit, 2);
+    memcpy(o + sep, lit + 2, len - 2);
+    w->n += sep + len - 2;
 }
 
 static void jw_str(jw *w, const char *s) {
@@ -179,12 +243,7 @@ static void jw_digits(jw *w, uint64_t v) {
     } while (v);
     jw_write(w, buf + n, sizeof buf - (size_t)n);
 }
-static void jw_u64(jw *w, uint64_t v) {
-    jw_sep(w);
-    jw_digits(w, v);
-}
-static void jw_i64(jw *w, int64_t v) {
-    jw_sep(w);
+static void jw_sdigits(jw *w, int64_t v) {
     if (v < 0) {
         jw_putc(w, '-');
         jw_digits(w, (uint64_t)0 - (uint64_t)v);
@@ -192,9 +251,13 @@ static void jw_i64(jw *w, int64_t v) {
         jw_digits(w, (uint64_t)v);
     }
 }
-static void jw_bool(jw *w, bool v) {
+static void jw_u64(jw *w, uint64_t v) {
     jw_sep(w);
-    jw_puts(w, v ? "true" : "false");
+    jw_digits(w, v);
+}
+static void jw_i64(jw *w, int64_t v) {
+    jw_sep(w);
+    jw_sdigits(w, v);
 }
 static void jw_null(jw *w) {
     jw_sep(w);
@@ -211,10 +274,12 @@ static void jw_double(jw *w, double v) {
     }
 }
 
-static void jw_kstr(jw *w, const char *k, const char *s) { jw_key(w, k); jw_str(w, s); }
-static void jw_ku64(jw *w, const char *k, uint64_t v) { jw_key(w, k); jw_u64(w, v); }
-static void jw_ki64(jw *w, const char *k, int64_t v) { jw_key(w, k); jw_i64(w, v); }
-static void jw_kbool(jw *w, const char *k, bool v) { jw_key(w, k); jw_bool(w, v); }
+/* A literal key and its value. */
+#define jw_key(w, k) (jw_kput(w, k), (w)->after_key = true)
+#define jw_kstr(w, k, s) (jw_kput(w, k), jw_raw_string(w, s))
+#define jw_ku64(w, k, v) (jw_kput(w, k), jw_digits(w, v))
+#define jw_ki64(w, k, v) (jw_kput(w, k), jw_sdigits(w, v))
+#define jw_kbool(w, k, v) (jw_kput(w, k), jw_puts(w, (v) ? "true" : "false"))
 
 /* ---- sections ---- */
 
@@ -267,9 +332,11 @@ static void js_dims(jw *w, const mp_profile *p) {
     const mp_model *m = p->m;
     jw_key(w, "dims");
     jw_open(w, '{');
-    for (int i = 1; i < m->n_syms; i++)
-        if (m->syms[i].on_input && m->syms[i].value >= 0)
-            jw_ki64(w, m->syms[i].name ? m->syms[i].name : "", m->syms[i].value);
+    for (int i = 1; i < m->n_syms; i++) {
+        if (!m->syms[i].on_input || m->syms[i].value < 0) continue;
+        jw_key_str(w, m->syms[i].name ? m->syms[i].name : "");
+        jw_i64(w, m->syms[i].value);
+    }
     jw_close(w, '}');
     jw_key(w, "unresolved_dims");
     jw_open(w, '[');
@@ -314,10 +381,13 @@ static void js_total(jw *w, const mp_profile *p) {
 }
 
 static void js_by_dtype(jw *w, const char *key, const uint64_t *by) {
-    jw_key(w, key);
+    jw_key_str(w, key);
     jw_open(w, '{');
-    for (int d = 0; d < MP_DT_COUNT; d++)
-        if (by[d]) jw_ku64(w, mp_dtype_name(d), by[d]);
+    for (int d = 0; d < MP_DT_COUNT; d++) {
+        if (!by[d]) continue;
+        jw_key_str(w, mp_dtype_name(d));
+        jw_u64(w, by[d]);
+    }
     jw_close(w, '}');
 }
 
