@@ -113,22 +113,43 @@ static size_t jw_plain_len(const unsigned char *s, size_t len) {
     return i;
 }
 
+/* The common case, a string that needs no escaping: it is tested and
+ * copied into the buffer quoted, 8 bytes a step (the last step overlaps the
+ * one before it rather than pass the string's end). False, with nothing
+ * written, when some byte needs work. */
+static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
+    if (JW_BUF - w->n < len + 2) jw_flush(w);
+    char *o = w->buf + w->n;
+    o[0] = '"';
+    if (len >= 8) {
+        uint64_t x;
+        for (size_t i = 0; i < len - 8; i += 8) {
+            memcpy(&x, c + i, 8);
+            if (jw_special8(x)) return false;
+            memcpy(o + 1 + i, &x, 8);
+        }
+        memcpy(&x, c + len - 8, 8);
+        if (jw_special8(x)) return false;
+        memcpy(o + 1 + len - 8, &x, 8);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            if (!jw_plain[c[i]]) return false;
+            o[1 + i] = (char)c[i];
+        }
+    }
+    o[len + 1] = '"';
+    w->n += len + 2;
+    return true;
+}
+
 /* A JSON string: quotes, backslash and control characters escaped; valid
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
 static void jw_raw_string(jw *w, const char *s) {
     const unsigned char *c = (const unsigned char *)(s ? s : "");
     size_t len = strlen((const char *)c);
+    if (len <= JW_BUF - 2 && jw_plain_copy(w, c, len)) return;
     size_t run = jw_plain_len(c, len);
-    if (run == len && len <= JW_BUF - 2) { /* the common case: one copy */
-        if (JW_BUF - w->n < len + 2) jw_flush(w);
-        char *o = w->buf + w->n;
-        o[0] = '"';
-        memcpy(o + 1, c, len);
-        o[len + 1] = '"';
-        w->n += len + 2;
-        return;
-    }
     const unsigned char *end = c + len;
     jw_putc(w, '"');
     for (;;) {
@@ -234,14 +255,39 @@ static void jw_str(jw *w, const char *s) {
     jw_sep(w);
     jw_raw_string(w, s);
 }
+/* Decimal digits, two per step from a table, written in place: the
+ * length comes first, from the bit length (1233 / 4096 < log10(2)). */
+static const char jw_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+static const uint64_t jw_pow10[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+    100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+    10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+    100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
+};
+
 static void jw_digits(jw *w, uint64_t v) {
-    char buf[24];
-    int n = (int)sizeof buf;
-    do {
-        buf[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    jw_write(w, buf + n, sizeof buf - (size_t)n);
+    if (JW_BUF - w->n < 20) jw_flush(w);
+    char *o = w->buf + w->n;
+    if (v < 10) {
+        *o = (char)('0' + v);
+        w->n++;
+        return;
+    }
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    size_t len = (size_t)t + (v >= jw_pow10[t]);
+    char *e = o + len;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        e -= 2;
+        memcpy(e, jw_pairs + 2 * r, 2);
+    }
+    if (v >= 10) memcpy(e - 2, jw_pairs + 2 * v, 2);
+    else e[-1] = (char)('0' + v);
+    w->n += len;
 }
 static void jw_sdigits(jw *w, int64_t v) {
     if (v < 0) {
