@@ -57,19 +57,30 @@ static void jw_newline(jw *w, int level) {
     for (int i = 0; i < level; i++) jw_write(w, "  ", 2);
 }
 
-/* Separator before a value or a key at the current level. */
-static void jw_sep(jw *w) {
+/* Separator in a container with one member a line (levels 0 and 1). */
+static void jw_sep_lines(jw *w) {
+    if (w->level == 0) return;
+    int l = w->level - 1;
+    if (!w->first[l]) jw_putc(w, ',');
+    jw_newline(w, w->level);
+    w->first[l] = false;
+}
+
+/* Separator before a value or a key at the current level: nothing right
+ * after a key, ", " between the members of a one-line container. */
+static inline void jw_sep(jw *w) {
     if (w->after_key) {
         w->after_key = false;
         return;
     }
-    if (w->level == 0) return;
     int l = w->level - 1;
-    if (!w->first[l]) jw_putc(w, ',');
-    if (l < JW_MULTILINE_LEVELS)
-        jw_newline(w, w->level);
-    else if (!w->first[l])
-        jw_putc(w, ' ');
+    if (l < JW_MULTILINE_LEVELS) {
+        jw_sep_lines(w);
+        return;
+    }
+    if (JW_BUF - w->n < 2) jw_flush(w);
+    memcpy(w->buf + w->n, ", ", 2);
+    w->n += w->first[l] ? 0 : 2;
     w->first[l] = false;
 }
 
@@ -206,17 +217,17 @@ static void jw_raw_string(jw *w, const char *s) {
     jw_putc(w, '"');
 }
 
-static void jw_open(jw *w, char ch) {
+static inline void jw_open(jw *w, char ch) {
     jw_sep(w);
     jw_putc(w, ch);
     if (w->level < JW_MAX_LEVEL) w->first[w->level] = true;
     w->level++;
 }
 
-static void jw_close(jw *w, char ch) {
+/* A container with members at levels 0 and 1 ends on a line of its own. */
+static inline void jw_close(jw *w, char ch) {
     w->level--;
-    bool empty = w->level < JW_MAX_LEVEL && w->first[w->level];
-    if (!empty && w->level < JW_MULTILINE_LEVELS) jw_newline(w, w->level);
+    if (w->level < JW_MULTILINE_LEVELS && !w->first[w->level]) jw_newline(w, w->level);
     jw_putc(w, ch);
 }
 
