@@ -33,9 +33,22 @@ static void jw_flush(jw *w) {
     w->n = 0;
 }
 
+/* Room for len more bytes (len <= JW_BUF); returns where they go. The
+ * writers read the length once and store it once: a byte store may alias
+ * w->n, so reading it again after one means waiting on that store. */
+static inline size_t jw_room(jw *w, size_t len) {
+    size_t n = w->n;
+    if (JW_BUF - n < len) {
+        jw_flush(w);
+        n = 0;
+    }
+    return n;
+}
+
 static inline void jw_putc(jw *w, char c) {
-    if (w->n == JW_BUF) jw_flush(w);
-    w->buf[w->n++] = c;
+    size_t n = jw_room(w, 1);
+    w->buf[n] = c;
+    w->n = n + 1;
 }
 
 static void jw_write(jw *w, const void *p, size_t len) {
@@ -46,8 +59,9 @@ static void jw_write(jw *w, const void *p, size_t len) {
             return;
         }
     }
-    memcpy(w->buf + w->n, p, len);
-    w->n += len;
+    size_t n = w->n;
+    memcpy(w->buf + n, p, len);
+    w->n = n + len;
 }
 
 static void jw_puts(jw *w, const char *s) { jw_write(w, s, strlen(s)); }
@@ -78,10 +92,11 @@ static inline void jw_sep(jw *w) {
         jw_sep_lines(w);
         return;
     }
-    if (JW_BUF - w->n < 2) jw_flush(w);
-    memcpy(w->buf + w->n, ", ", 2);
-    w->n += w->first[l] ? 0 : 2;
+    bool first = w->first[l];
     w->first[l] = false;
+    size_t n = jw_room(w, 2);
+    memcpy(w->buf + n, ", ", 2);
+    w->n = n + (first ? 0 : 2);
 }
 
 /* Bytes that go out as they are: printable ASCII but the quote and the
@@ -129,8 +144,8 @@ static size_t jw_plain_len(const unsigned char *s, size_t len) {
  * one before it rather than pass the string's end). False, with nothing
  * written, when some byte needs work. */
 static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
-    if (JW_BUF - w->n < len + 2) jw_flush(w);
-    char *o = w->buf + w->n;
+    size_t n = jw_room(w, len + 2);
+    char *o = w->buf + n;
     o[0] = '"';
     if (len >= 8) {
         uint64_t x;
@@ -149,7 +164,7 @@ static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
         }
     }
     o[len + 1] = '"';
-    w->n += len + 2;
+    w->n = n + len + 2;
     return true;
 }
 
@@ -219,15 +234,16 @@ static void jw_raw_string(jw *w, const char *s) {
 
 static inline void jw_open(jw *w, char ch) {
     jw_sep(w);
+    int level = w->level;
+    if (level < JW_MAX_LEVEL) w->first[level] = true;
+    w->level = level + 1;
     jw_putc(w, ch);
-    if (w->level < JW_MAX_LEVEL) w->first[w->level] = true;
-    w->level++;
 }
 
 /* A container with members at levels 0 and 1 ends on a line of its own. */
 static inline void jw_close(jw *w, char ch) {
-    w->level--;
-    if (w->level < JW_MULTILINE_LEVELS && !w->first[w->level]) jw_newline(w, w->level);
+    int level = --w->level;
+    if (level < JW_MULTILINE_LEVELS && !w->first[level]) jw_newline(w, level);
     jw_putc(w, ch);
 }
 
@@ -253,13 +269,13 @@ static inline void jw_key_lit(jw *w, const char *lit, size_t len) {
         jw_write(w, lit + 2, len - 2);
         return;
     }
-    if (JW_BUF - w->n < len) jw_flush(w);
-    char *o = w->buf + w->n;
     size_t sep = w->first[l] ? 0 : 2; /* the first member has no ", " */
     w->first[l] = false;
+    size_t n = jw_room(w, len);
+    char *o = w->buf + n;
     memcpy(o, lit, 2);
     memcpy(o + sep, lit + 2, len - 2);
-    w->n += sep + len - 2;
+    w->n = n + sep + len - 2;
 }
 
 static void jw_str(jw *w, const char *s) {
@@ -280,11 +296,11 @@ static const uint64_t jw_pow10[20] = {
 };
 
 static void jw_digits(jw *w, uint64_t v) {
-    if (JW_BUF - w->n < 20) jw_flush(w);
-    char *o = w->buf + w->n;
+    size_t n = jw_room(w, 20);
+    char *o = w->buf + n;
     if (v < 10) {
         *o = (char)('0' + v);
-        w->n++;
+        w->n = n + 1;
         return;
     }
     int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
@@ -298,7 +314,7 @@ static void jw_digits(jw *w, uint64_t v) {
     }
     if (v >= 10) memcpy(e - 2, jw_pairs + 2 * v, 2);
     else e[-1] = (char)('0' + v);
-    w->n += len;
+    w->n = n + len;
 }
 static void jw_sdigits(jw *w, int64_t v) {
     if (v < 0) {
