@@ -295,14 +295,9 @@ static const uint64_t jw_pow10[20] = {
     100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
 };
 
-static void jw_digits(jw *w, uint64_t v) {
+static void jw_digits_long(jw *w, uint64_t v) {
     size_t n = jw_room(w, 20);
     char *o = w->buf + n;
-    if (v < 10) {
-        *o = (char)('0' + v);
-        w->n = n + 1;
-        return;
-    }
     int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
     size_t len = (size_t)t + (v >= jw_pow10[t]);
     char *e = o + len;
@@ -315,6 +310,12 @@ static void jw_digits(jw *w, uint64_t v) {
     if (v >= 10) memcpy(e - 2, jw_pairs + 2 * v, 2);
     else e[-1] = (char)('0' + v);
     w->n = n + len;
+}
+
+/* Most figures of a node are 0 and most dims are 1: one digit inline. */
+static inline void jw_digits(jw *w, uint64_t v) {
+    if (v < 10) jw_putc(w, (char)('0' + v));
+    else jw_digits_long(w, v);
 }
 static void jw_sdigits(jw *w, int64_t v) {
     if (v < 0) {
