@@ -5,28 +5,57 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Decimal prefixes, 10^(3k). */
 static const char *const fmt_prefix[] = {"", "K", "M", "G", "T", "P", "E"};
 #define FMT_MAX_K ((int)MP_ARRAY_LEN(fmt_prefix) - 1)
 
+/* Appends to a mp_fmtbuf cut where snprintf would cut (at MP_FMT_MAX - 1
+ * bytes): the formatters below build their text by hand, not with
+ * snprintf, which cost most of the text report's time. */
+typedef struct fmt_out {
+    mp_fmtbuf b;
+    size_t n;
+} fmt_out;
+
+static void fmt_puts(fmt_out *o, const char *s) {
+    size_t len = strlen(s), room = MP_FMT_MAX - 1 - o->n;
+    if (len > room) len = room;
+    memcpy(o->b.s + o->n, s, len);
+    o->n += len;
+}
+
+static void fmt_u64(fmt_out *o, uint64_t v) {
+    char d[24];
+    size_t n = sizeof d - 1;
+    d[n] = 0;
+    do {
+        d[--n] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    fmt_puts(o, d + n);
+}
+
 /* Print a value given in hundredths: "12", "12.5", "12.34" (trailing zeros
  * trimmed), then " <prefix><unit>" when either is not empty, then `tail`. */
 static mp_fmtbuf fmt_hundredths(uint64_t h, const char *prefix, const char *unit,
                                 const char *tail) {
-    mp_fmtbuf b;
-    uint64_t ip = h / 100;
+    fmt_out o;
+    o.n = 0;
+    fmt_u64(&o, h / 100);
     unsigned fp = (unsigned)(h % 100);
-    const char *sp = (prefix[0] || unit[0]) ? " " : "";
-    if (fp == 0)
-        snprintf(b.s, sizeof b.s, "%" PRIu64 "%s%s%s%s", ip, sp, prefix, unit, tail);
-    else if (fp % 10 == 0)
-        snprintf(b.s, sizeof b.s, "%" PRIu64 ".%u%s%s%s%s", ip, fp / 10, sp, prefix,
-                 unit, tail);
-    else
-        snprintf(b.s, sizeof b.s, "%" PRIu64 ".%02u%s%s%s%s", ip, fp, sp, prefix, unit,
-                 tail);
-    return b;
+    if (fp) {
+        char frac[4] = {'.', (char)('0' + fp / 10), (char)('0' + fp % 10), 0};
+        if (fp % 10 == 0) frac[2] = 0;
+        fmt_puts(&o, frac);
+    }
+    if (prefix[0] || unit[0]) fmt_puts(&o, " ");
+    fmt_puts(&o, prefix);
+    fmt_puts(&o, unit);
+    fmt_puts(&o, tail);
+    o.b.s[o.n] = 0;
+    return o.b;
 }
 
 static mp_fmtbuf fmt_unknown(const char *unit) {

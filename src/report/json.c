@@ -33,9 +33,22 @@ static void jw_flush(jw *w) {
     w->n = 0;
 }
 
+/* Room for len more bytes (len <= JW_BUF); returns where they go. The
+ * writers read the length once and store it once: a byte store may alias
+ * w->n, so reading it again after one means waiting on that store. */
+static inline size_t jw_room(jw *w, size_t len) {
+    size_t n = w->n;
+    if (JW_BUF - n < len) {
+        jw_flush(w);
+        n = 0;
+    }
+    return n;
+}
+
 static inline void jw_putc(jw *w, char c) {
-    if (w->n == JW_BUF) jw_flush(w);
-    w->buf[w->n++] = c;
+    size_t n = jw_room(w, 1);
+    w->buf[n] = c;
+    w->n = n + 1;
 }
 
 static void jw_write(jw *w, const void *p, size_t len) {
@@ -46,8 +59,9 @@ static void jw_write(jw *w, const void *p, size_t len) {
             return;
         }
     }
-    memcpy(w->buf + w->n, p, len);
-    w->n += len;
+    size_t n = w->n;
+    memcpy(w->buf + n, p, len);
+    w->n = n + len;
 }
 
 static void jw_puts(jw *w, const char *s) { jw_write(w, s, strlen(s)); }
@@ -57,20 +71,32 @@ static void jw_newline(jw *w, int level) {
     for (int i = 0; i < level; i++) jw_write(w, "  ", 2);
 }
 
-/* Separator before a value or a key at the current level. */
-static void jw_sep(jw *w) {
+/* Separator in a container with one member a line (levels 0 and 1). */
+static void jw_sep_lines(jw *w) {
+    if (w->level == 0) return;
+    int l = w->level - 1;
+    if (!w->first[l]) jw_putc(w, ',');
+    jw_newline(w, w->level);
+    w->first[l] = false;
+}
+
+/* Separator before a value or a key at the current level: nothing right
+ * after a key, ", " between the members of a one-line container. */
+static inline void jw_sep(jw *w) {
     if (w->after_key) {
         w->after_key = false;
         return;
     }
-    if (w->level == 0) return;
     int l = w->level - 1;
-    if (!w->first[l]) jw_putc(w, ',');
-    if (l < JW_MULTILINE_LEVELS)
-        jw_newline(w, w->level);
-    else if (!w->first[l])
-        jw_putc(w, ' ');
+    if (l < JW_MULTILINE_LEVELS) {
+        jw_sep_lines(w);
+        return;
+    }
+    bool first = w->first[l];
     w->first[l] = false;
+    size_t n = jw_room(w, 2);
+    memcpy(w->buf + n, ", ", 2);
+    w->n = n + (first ? 0 : 2);
 }
 
 /* Bytes that go out as they are: printable ASCII but the quote and the
@@ -86,18 +112,77 @@ static const bool jw_plain[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
+/* Does any of these 8 bytes need work: a control character, a quote, a
+ * backslash or a non-ASCII byte? Exact per byte: the low 7 bits of each
+ * byte are tested with additions that cannot carry into the next byte. */
+#define JW_LOW7 0x7f7f7f7f7f7f7f7full
+#define JW_HIGH 0x8080808080808080ull
+static inline uint64_t jw_special8(uint64_t x) {
+    uint64_t lo = x & JW_LOW7;
+    uint64_t ctl = ~(lo + 0x6060606060606060ull);           /* lo < 0x20 */
+    uint64_t quote = ~((lo ^ 0x2222222222222222ull) + JW_LOW7);
+    uint64_t bslash = ~((lo ^ 0x5c5c5c5c5c5c5c5cull) + JW_LOW7);
+    return (x | ctl | quote | bslash) & JW_HIGH;
+}
+
+/* Length of the plain run at the start of s[0..len): eight bytes a step,
+ * then byte by byte in the block that holds the first special byte and in
+ * the tail (so nothing past the terminating NUL is read). */
+static size_t jw_plain_len(const unsigned char *s, size_t len) {
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if (jw_special8(x)) break;
+    }
+    while (i < len && jw_plain[s[i]]) i++;
+    return i;
+}
+
+/* The common case, a string that needs no escaping: it is tested and
+ * copied into the buffer quoted, 8 bytes a step (the last step overlaps the
+ * one before it rather than pass the string's end). False, with nothing
+ * written, when some byte needs work. */
+static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
+    size_t n = jw_room(w, len + 2);
+    char *o = w->buf + n;
+    o[0] = '"';
+    if (len >= 8) {
+        uint64_t x;
+        for (size_t i = 0; i < len - 8; i += 8) {
+            memcpy(&x, c + i, 8);
+            if (jw_special8(x)) return false;
+            memcpy(o + 1 + i, &x, 8);
+        }
+        memcpy(&x, c + len - 8, 8);
+        if (jw_special8(x)) return false;
+        memcpy(o + 1 + len - 8, &x, 8);
+    } else {
+        for (size_t i = 0; i < len; i++) {
+            if (!jw_plain[c[i]]) return false;
+            o[1 + i] = (char)c[i];
+        }
+    }
+    o[len + 1] = '"';
+    w->n = n + len + 2;
+    return true;
+}
+
 /* A JSON string: quotes, backslash and control characters escaped; valid
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
 static void jw_raw_string(jw *w, const char *s) {
-    jw_putc(w, '"');
     const unsigned char *c = (const unsigned char *)(s ? s : "");
-    while (*c) {
+    size_t len = strlen((const char *)c);
+    if (len <= JW_BUF - 2 && jw_plain_copy(w, c, len)) return;
+    size_t run = jw_plain_len(c, len);
+    const unsigned char *end = c + len;
+    jw_putc(w, '"');
+    for (;;) {
         /* a run of plain printable ASCII goes out in one copy */
-        const unsigned char *run = c;
-        while (jw_plain[*c]) c++;
-        if (c > run) jw_write(w, run, (size_t)(c - run));
-        if (!*c) break;
+        if (run) jw_write(w, c, run);
+        c += run;
+        if (c == end) break;
         unsigned char b = *c;
         if (b == '"' || b == '\\') {
             jw_putc(w, '\\');
@@ -122,7 +207,8 @@ static void jw_raw_string(jw *w, const char *s) {
             jw_putc(w, (char)b);
             c++;
         } else {
-            /* length and validity of a UTF-8 sequence */
+            /* length and validity of a UTF-8 sequence (a NUL fails the
+             * continuation test, so the string's end is never passed) */
             int n = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 0;
             bool ok = n > 0;
             for (int i = 1; ok && i < n; i++)
@@ -141,50 +227,97 @@ static void jw_raw_string(jw *w, const char *s) {
                 c++;
             }
         }
+        run = jw_plain_len(c, (size_t)(end - c));
     }
     jw_putc(w, '"');
 }
 
-static void jw_open(jw *w, char ch) {
+static inline void jw_open(jw *w, char ch) {
     jw_sep(w);
-    jw_putc(w, ch);
-    if (w->level < JW_MAX_LEVEL) w->first[w->level] = true;
-    w->level++;
-}
-
-static void jw_close(jw *w, char ch) {
-    w->level--;
-    bool empty = w->level < JW_MAX_LEVEL && w->first[w->level];
-    if (!empty && w->level < JW_MULTILINE_LEVELS) jw_newline(w, w->level);
+    int level = w->level;
+    if (level < JW_MAX_LEVEL) w->first[level] = true;
+    w->level = level + 1;
     jw_putc(w, ch);
 }
 
-static void jw_key(jw *w, const char *k) {
+/* A container with members at levels 0 and 1 ends on a line of its own. */
+static inline void jw_close(jw *w, char ch) {
+    int level = --w->level;
+    if (level < JW_MULTILINE_LEVELS && !w->first[level]) jw_newline(w, level);
+    jw_putc(w, ch);
+}
+
+/* A key from the model (a symbol or dtype name), escaped like any string;
+ * the value that follows goes through jw_sep. */
+static void jw_key_str(jw *w, const char *k) {
     jw_sep(w);
     jw_raw_string(w, k);
     jw_write(w, ": ", 2);
     w->after_key = true;
 }
 
+/* A key that is a string literal goes out pre-quoted with its ", "
+ * separator in one copy: such keys are plain ASCII and never need
+ * escaping. The value is written right after it, without jw_sep. */
+#define JW_KEY_TEXT(k) ", \"" k "\": "
+#define jw_kput(w, k) jw_key_lit(w, JW_KEY_TEXT(k), sizeof JW_KEY_TEXT(k) - 1)
+
+static inline void jw_key_lit(jw *w, const char *lit, size_t len) {
+    int l = w->level - 1;
+    if (l < JW_MULTILINE_LEVELS) { /* one member a line: the general way */
+        jw_sep(w);
+        jw_write(w, lit + 2, len - 2);
+        return;
+    }
+    size_t sep = w->first[l] ? 0 : 2; /* the first member has no ", " */
+    w->first[l] = false;
+    size_t n = jw_room(w, len);
+    char *o = w->buf + n;
+    memcpy(o, lit, 2);
+    memcpy(o + sep, lit + 2, len - 2);
+    w->n = n + sep + len - 2;
+}
+
 static void jw_str(jw *w, const char *s) {
     jw_sep(w);
     jw_raw_string(w, s);
 }
-static void jw_digits(jw *w, uint64_t v) {
-    char buf[24];
-    int n = (int)sizeof buf;
-    do {
-        buf[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    jw_write(w, buf + n, sizeof buf - (size_t)n);
+/* Decimal digits, two per step from a table, written in place: the
+ * length comes first, from the bit length (1233 / 4096 < log10(2)). */
+static const char jw_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+static const uint64_t jw_pow10[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+    100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+    10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+    100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
+};
+
+static void jw_digits_long(jw *w, uint64_t v) {
+    size_t n = jw_room(w, 20);
+    char *o = w->buf + n;
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    size_t len = (size_t)t + (v >= jw_pow10[t]);
+    char *e = o + len;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        e -= 2;
+        memcpy(e, jw_pairs + 2 * r, 2);
+    }
+    if (v >= 10) memcpy(e - 2, jw_pairs + 2 * v, 2);
+    else e[-1] = (char)('0' + v);
+    w->n = n + len;
 }
-static void jw_u64(jw *w, uint64_t v) {
-    jw_sep(w);
-    jw_digits(w, v);
+
+/* Most figures of a node are 0 and most dims are 1: one digit inline. */
+static inline void jw_digits(jw *w, uint64_t v) {
+    if (v < 10) jw_putc(w, (char)('0' + v));
+    else jw_digits_long(w, v);
 }
-static void jw_i64(jw *w, int64_t v) {
-    jw_sep(w);
+static void jw_sdigits(jw *w, int64_t v) {
     if (v < 0) {
         jw_putc(w, '-');
         jw_digits(w, (uint64_t)0 - (uint64_t)v);
@@ -192,9 +325,13 @@ static void jw_i64(jw *w, int64_t v) {
         jw_digits(w, (uint64_t)v);
     }
 }
-static void jw_bool(jw *w, bool v) {
+static void jw_u64(jw *w, uint64_t v) {
     jw_sep(w);
-    jw_puts(w, v ? "true" : "false");
+    jw_digits(w, v);
+}
+static void jw_i64(jw *w, int64_t v) {
+    jw_sep(w);
+    jw_sdigits(w, v);
 }
 static void jw_null(jw *w) {
     jw_sep(w);
@@ -211,10 +348,12 @@ static void jw_double(jw *w, double v) {
     }
 }
 
-static void jw_kstr(jw *w, const char *k, const char *s) { jw_key(w, k); jw_str(w, s); }
-static void jw_ku64(jw *w, const char *k, uint64_t v) { jw_key(w, k); jw_u64(w, v); }
-static void jw_ki64(jw *w, const char *k, int64_t v) { jw_key(w, k); jw_i64(w, v); }
-static void jw_kbool(jw *w, const char *k, bool v) { jw_key(w, k); jw_bool(w, v); }
+/* A literal key and its value. */
+#define jw_key(w, k) (jw_kput(w, k), (w)->after_key = true)
+#define jw_kstr(w, k, s) (jw_kput(w, k), jw_raw_string(w, s))
+#define jw_ku64(w, k, v) (jw_kput(w, k), jw_digits(w, v))
+#define jw_ki64(w, k, v) (jw_kput(w, k), jw_sdigits(w, v))
+#define jw_kbool(w, k, v) (jw_kput(w, k), jw_puts(w, (v) ? "true" : "false"))
 
 /* ---- sections ---- */
 
@@ -267,9 +406,11 @@ static void js_dims(jw *w, const mp_profile *p) {
     const mp_model *m = p->m;
     jw_key(w, "dims");
     jw_open(w, '{');
-    for (int i = 1; i < m->n_syms; i++)
-        if (m->syms[i].on_input && m->syms[i].value >= 0)
-            jw_ki64(w, m->syms[i].name ? m->syms[i].name : "", m->syms[i].value);
+    for (int i = 1; i < m->n_syms; i++) {
+        if (!m->syms[i].on_input || m->syms[i].value < 0) continue;
+        jw_key_str(w, m->syms[i].name ? m->syms[i].name : "");
+        jw_i64(w, m->syms[i].value);
+    }
     jw_close(w, '}');
     jw_key(w, "unresolved_dims");
     jw_open(w, '[');
@@ -314,10 +455,13 @@ static void js_total(jw *w, const mp_profile *p) {
 }
 
 static void js_by_dtype(jw *w, const char *key, const uint64_t *by) {
-    jw_key(w, key);
+    jw_key_str(w, key);
     jw_open(w, '{');
-    for (int d = 0; d < MP_DT_COUNT; d++)
-        if (by[d]) jw_ku64(w, mp_dtype_name(d), by[d]);
+    for (int d = 0; d < MP_DT_COUNT; d++) {
+        if (!by[d]) continue;
+        jw_key_str(w, mp_dtype_name(d));
+        jw_u64(w, by[d]);
+    }
     jw_close(w, '}');
 }
 

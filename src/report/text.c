@@ -5,11 +5,13 @@
 #include "report/report.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define TX_RULE_WIDTH 92
 #define TX_LABEL_WIDTH 24
+#define TX_BUF 4096
 
 typedef struct tx {
     const mp_profile *p;
@@ -18,7 +20,70 @@ typedef struct tx {
     FILE *f;
     mp_arena scratch; /* escaped strings, table cells; freed at the end */
     bool nomem;
+    size_t n;         /* bytes pending in out */
+    char out[TX_BUF];
 } tx;
+
+/* ---- output ----
+ * The report goes out through a small buffer of its own: the module tree
+ * of a large model is thousands of short pieces, and one stdio call per
+ * piece cost more than building the text. */
+
+static void tx_flush(tx *t) {
+    if (t->n) fwrite(t->out, 1, t->n, t->f);
+    t->n = 0;
+}
+
+static void tx_write(tx *t, const char *s, size_t len) {
+    if (len > TX_BUF - t->n) {
+        tx_flush(t);
+        if (len > TX_BUF) {
+            fwrite(s, 1, len, t->f);
+            return;
+        }
+    }
+    memcpy(t->out + t->n, s, len);
+    t->n += len;
+}
+
+static void tx_puts(tx *t, const char *s) { tx_write(t, s, strlen(s)); }
+
+static void tx_putc(tx *t, char c) {
+    if (t->n == TX_BUF) tx_flush(t);
+    t->out[t->n++] = c;
+}
+
+/* Strings one after the other, up to TX_END: the hot lines are plain
+ * concatenations, and printf's format parsing cost more than the copy. */
+#define TX_END ((const char *)NULL)
+static void tx_cat(tx *t, ...) __attribute__((sentinel));
+static void tx_cat(tx *t, ...) {
+    va_list ap;
+    va_start(ap, t);
+    for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+        tx_puts(t, s);
+    va_end(ap);
+}
+
+static void tx_printf(tx *t, const char *fmt, ...) MP_PRINTF(2, 3);
+static void tx_printf(tx *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = TX_BUF - t->n;
+    int len = vsnprintf(t->out + t->n, room, fmt, ap);
+    va_end(ap);
+    if (len < 0) return;
+    if ((size_t)len < room) {
+        t->n += (size_t)len;
+        return;
+    }
+    /* it did not fit: the cut copy is dropped and the text formatted again */
+    tx_flush(t);
+    va_start(ap, fmt);
+    if ((size_t)len < TX_BUF) t->n = (size_t)vsnprintf(t->out, TX_BUF, fmt, ap);
+    else vfprintf(t->f, fmt, ap);
+    va_end(ap);
+}
 
 /* ---- small helpers ---- */
 
@@ -65,18 +130,23 @@ static void tx_rule(tx *t, const char *title) {
     int left = (TX_RULE_WIDTH - len) / 2, right = TX_RULE_WIDTH - len - left;
     if (left < 3) left = 3;
     if (right < 3) right = 3;
-    for (int i = 0; i < left; i++) fputc('-', t->f);
-    if (title) fprintf(t->f, " %s ", title);
-    for (int i = 0; i < right; i++) fputc('-', t->f);
-    fputc('\n', t->f);
+    for (int i = 0; i < left; i++) tx_putc(t, '-');
+    if (title) tx_printf(t, " %s ", title);
+    for (int i = 0; i < right; i++) tx_putc(t, '-');
+    tx_putc(t, '\n');
 }
 
 static void tx_label(tx *t, const char *label) {
-    fprintf(t->f, "%-*s", TX_LABEL_WIDTH, label);
+    tx_printf(t, "%-*s", TX_LABEL_WIDTH, label);
 }
 
 static void tx_indent(tx *t, int depth) {
-    for (int i = 0; i < depth; i++) fputs("  ", t->f);
+    static const char spaces[] = "                                ";
+    for (size_t n = depth > 0 ? 2 * (size_t)depth : 0; n;) {
+        size_t k = MP_MIN(n, sizeof spaces - 1);
+        tx_write(t, spaces, k);
+        n -= k;
+    }
 }
 
 /* ---- (a) summary ---- */
@@ -94,11 +164,11 @@ static void tx_dtype_breakdown(tx *t, const uint64_t *by, bool bytes) {
             idx[j] = idx[j - 1];
             idx[j - 1] = tmp;
         }
-    fputs(" (", t->f);
+    tx_puts(t, " (");
     for (int i = 0; i < n; i++)
-        fprintf(t->f, "%s%s %s", i ? ", " : "", mp_dtype_name(idx[i]),
-                bytes ? mp_fmt_bytes(by[idx[i]]).s : mp_fmt_count(by[idx[i]]).s);
-    fputc(')', t->f);
+        tx_printf(t, "%s%s %s", i ? ", " : "", mp_dtype_name(idx[i]),
+                  bytes ? mp_fmt_bytes(by[idx[i]]).s : mp_fmt_count(by[idx[i]]).s);
+    tx_putc(t, ')');
 }
 
 /* A model total that is incomplete when some node's cost needs unknown
@@ -109,18 +179,18 @@ static void tx_total(tx *t, const char *label, uint64_t v, const char *unit,
                      const char *note) {
     tx_label(t, label);
     if (mp_fig_unknown(&t->p->total)) {
-        fputs(MP_FMT_UNKNOWN, t->f);
+        tx_puts(t, MP_FMT_UNKNOWN);
         if (v)
-            fprintf(t->f, " (at least %s%s%s)", mp_fmt_si(v, unit).s, note ? "; " : "",
-                    note ? note : "");
+            tx_printf(t, " (at least %s%s%s)", mp_fmt_si(v, unit).s, note ? "; " : "",
+                      note ? note : "");
         else if (note)
-            fprintf(t->f, " (%s)", note);
+            tx_printf(t, " (%s)", note);
     } else if (note) {
-        fprintf(t->f, "%s (%s)", mp_fmt_si(v, unit).s, note);
+        tx_printf(t, "%s (%s)", mp_fmt_si(v, unit).s, note);
     } else {
-        fputs(mp_fmt_si(v, unit).s, t->f);
+        tx_puts(t, mp_fmt_si(v, unit).s);
     }
-    fputc('\n', t->f);
+    tx_putc(t, '\n');
 }
 
 
@@ -145,53 +215,52 @@ static void tx_flagged(tx *t, const mp_profile *p, uint32_t flag, const char *la
     }
     if (!total) return;
     tx_label(t, label);
-    fprintf(t->f, "%d node%s (", total, total == 1 ? "" : "s");
+    tx_printf(t, "%d node%s (", total, total == 1 ? "" : "s");
     for (int i = 0; i < n_ops; i++)
-        fprintf(t->f, "%s%d x %s", i ? ", " : "", counts[i], tx_safe(t, ops[i], "?"));
-    fprintf(t->f, "%s): %s\n", total > 0 && n_ops == MAX_OPS ? ", ..." : "", meaning);
+        tx_printf(t, "%s%d x %s", i ? ", " : "", counts[i], tx_safe(t, ops[i], "?"));
+    tx_printf(t, "%s): %s\n", total > 0 && n_ops == MAX_OPS ? ", ..." : "", meaning);
 }
 
 static void tx_summary(tx *t) {
     const mp_profile *p = t->p;
     const mp_model *m = t->m;
     const mp_fig *tot = &p->total;
-    FILE *f = t->f;
     bool unknown = mp_fig_unknown(tot);
 
     tx_rule(t, "modelprof static profile");
-    fputs("Notation:\n"
-          "  params = learnable parameters; MACs = multiply-accumulate operations\n"
-          "  FLOPs = floating-point operations; fwd / bwd = forward / backward pass\n"
-          "  K, M, G, T, P, E = 10^3, 10^6, 10^9, 10^12, 10^15, 10^18\n"
-          "  bytes in decimal units: 1 KB = 1000 B, 1 MB = 1000 KB\n",
-          f);
+    tx_puts(t, "Notation:\n"
+               "  params = learnable parameters; MACs = multiply-accumulate operations\n"
+               "  FLOPs = floating-point operations; fwd / bwd = forward / backward pass\n"
+               "  K, M, G, T, P, E = 10^3, 10^6, 10^9, 10^12, 10^15, 10^18\n"
+               "  bytes in decimal units: 1 KB = 1000 B, 1 MB = 1000 KB\n");
     if (p->measured)
-        fputs("  latency = measured forward time; FLOP/s = fwd FLOPs / fwd latency\n", f);
+        tx_puts(t, "  latency = measured forward time; FLOP/s = fwd FLOPs / fwd latency\n");
     if (unknown || tot->uncounted > 0)
-        fputs("  ? = not computed: the cost needs sizes that are not known (see \"unknown cost\")\n"
-              "      or the operator has no cost rule (see \"uncounted ops\")\n", f);
-    fputc('\n', f);
+        tx_puts(t, "  ? = not computed: the cost needs sizes that are not known "
+                   "(see \"unknown cost\")\n"
+                   "      or the operator has no cost rule (see \"uncounted ops\")\n");
+    tx_putc(t, '\n');
 
     tx_label(t, "model:");
-    fprintf(f, "%s\n", tx_safe(t, m->path, "(in memory)"));
+    tx_printf(t, "%s\n", tx_safe(t, m->path, "(in memory)"));
     tx_label(t, "producer:");
     if ((m->producer && m->producer[0]) || (m->producer_version && m->producer_version[0])) {
         const char *prod = tx_safe(t, m->producer, "");
         const char *ver = tx_safe(t, m->producer_version, "");
-        fprintf(f, "%s%s%s\n", prod, prod[0] && ver[0] ? " " : "", ver);
+        tx_printf(t, "%s%s%s\n", prod, prod[0] && ver[0] ? " " : "", ver);
     } else {
-        fputs("not recorded\n", f);
+        tx_puts(t, "not recorded\n");
     }
     tx_label(t, "IR version:");
-    fprintf(f, "%" PRId64 "\n", m->ir_version);
+    tx_printf(t, "%" PRId64 "\n", m->ir_version);
     tx_label(t, "opsets:");
-    if (!m->n_opsets) fputs("none declared", f);
+    if (!m->n_opsets) tx_puts(t, "none declared");
     for (int i = 0; i < m->n_opsets; i++) {
         const char *d = m->opsets[i].domain;
-        fprintf(f, "%s%s %d", i ? ", " : "",
-                (!d || !d[0]) ? "ai.onnx" : tx_safe(t, d, "?"), m->opsets[i].version);
+        tx_printf(t, "%s%s %d", i ? ", " : "",
+                  (!d || !d[0]) ? "ai.onnx" : tx_safe(t, d, "?"), m->opsets[i].version);
     }
-    fputc('\n', f);
+    tx_putc(t, '\n');
 
     /* dims the user (or the model) fixed, then the ones still open */
     int n_set = 0;
@@ -199,35 +268,35 @@ static void tx_summary(tx *t) {
         const mp_symbol *s = &m->syms[i];
         if (!s->on_input || s->value < 0) continue;
         if (!n_set++) tx_label(t, "dims:");
-        fprintf(f, "%s%s=%" PRId64, n_set > 1 ? ", " : "", tx_safe(t, s->name, "?"),
-                s->value);
+        tx_printf(t, "%s%s=%" PRId64, n_set > 1 ? ", " : "", tx_safe(t, s->name, "?"),
+                  s->value);
     }
-    if (n_set) fputc('\n', f);
+    if (n_set) tx_putc(t, '\n');
     int n_unres = 0;
     for (int i = 0; i < p->n_unresolved; i++) {
         int s = p->unresolved[i];
         if (s <= 0 || s >= m->n_syms) continue;
         if (!n_unres++) tx_label(t, "unresolved dims:");
         const char *name = tx_safe(t, m->syms[s].name, "?");
-        fprintf(f, "%s%s (set with --dim %s=VALUE)", n_unres > 1 ? ", " : "", name, name);
+        tx_printf(t, "%s%s (set with --dim %s=VALUE)", n_unres > 1 ? ", " : "", name, name);
     }
-    if (n_unres) fputc('\n', f);
+    if (n_unres) tx_putc(t, '\n');
     if (!n_set && !n_unres) {
         tx_label(t, "dims:");
-        fputs("static (no symbolic dims on the inputs)\n", f);
+        tx_puts(t, "static (no symbolic dims on the inputs)\n");
     }
 
     tx_label(t, "params:");
-    fputs(mp_fmt_count(tot->params).s, f);
+    tx_puts(t, mp_fmt_count(tot->params).s);
     tx_dtype_breakdown(t, p->params_by_dtype, false);
-    fputc('\n', f);
+    tx_putc(t, '\n');
     tx_label(t, "weight memory:");
-    fputs(mp_fmt_bytes(tot->param_bytes).s, f);
+    tx_puts(t, mp_fmt_bytes(tot->param_bytes).s);
     tx_dtype_breakdown(t, p->param_bytes_by_dtype, true);
-    fputc('\n', f);
+    tx_putc(t, '\n');
     if (m->weightless) {
         tx_label(t, "weights:");
-        fputs("absent (external data not found); the profile is computed from shapes\n", f);
+        tx_puts(t, "absent (external data not found); the profile is computed from shapes\n");
     }
 
     uint64_t bwd = mp_sat_mul(tot->flops, 2);
@@ -242,28 +311,28 @@ static void tx_summary(tx *t) {
         tx_total(t, "peak activation memory:", p->activation_peak_bytes, "B", NULL);
     } else {
         tx_label(t, "peak activation memory:");
-        fputs(mp_fmt_bytes(p->activation_peak_bytes).s, f);
+        tx_puts(t, mp_fmt_bytes(p->activation_peak_bytes).s);
         if (m->graph && p->peak_node >= 0 && p->peak_node < m->graph->n_nodes) {
             const mp_node *n = &m->graph->nodes[p->peak_node];
             if (n->name && n->name[0])
-                fprintf(f, " (at node %s)", tx_safe(t, n->name, "?"));
+                tx_printf(t, " (at node %s)", tx_safe(t, n->name, "?"));
             else
-                fprintf(f, " (at node #%d, %s)", p->peak_node, tx_safe(t, n->op, "?"));
+                tx_printf(t, " (at node #%d, %s)", p->peak_node, tx_safe(t, n->op, "?"));
         }
-        fputc('\n', f);
+        tx_putc(t, '\n');
     }
 
     if (p->measured && tot->latency_s >= 0) {
         tx_label(t, "fwd latency:");
-        fprintf(f, "%s\n", mp_fmt_seconds(tot->latency_s).s);
+        tx_printf(t, "%s\n", mp_fmt_seconds(tot->latency_s).s);
         if (tot->latency_s > 0 && !unknown) {
             tx_label(t, "fwd FLOP/s:");
-            fprintf(f, "%s\n", mp_fmt_si_d((double)tot->flops / tot->latency_s, "FLOP/s").s);
+            tx_printf(t, "%s\n", mp_fmt_si_d((double)tot->flops / tot->latency_s, "FLOP/s").s);
         }
     }
 
     tx_label(t, "nodes:");
-    fprintf(f, "%d\n", tot->nodes > 0 ? tot->nodes : 0);
+    tx_printf(t, "%d\n", tot->nodes > 0 ? tot->nodes : 0);
 
     tx_label(t, "uncounted ops:");
     int n_unc = 0;
@@ -271,34 +340,34 @@ static void tx_summary(tx *t) {
         const mp_opstat *os = &p->ops[i];
         if (os->fig.uncounted <= 0) continue;
         char buf[256];
-        fprintf(f, "%s%d x %s", n_unc++ ? ", " : "", os->fig.uncounted,
-                tx_safe(t, mp_op_display(os->domain, os->op, buf, sizeof buf), "?"));
+        tx_printf(t, "%s%d x %s", n_unc++ ? ", " : "", os->fig.uncounted,
+                  tx_safe(t, mp_op_display(os->domain, os->op, buf, sizeof buf), "?"));
     }
-    fputs(n_unc ? " (no cost rule: not in MACs/FLOPs)\n" : "none\n", f);
+    tx_puts(t, n_unc ? " (no cost rule: not in MACs/FLOPs)\n" : "none\n");
 
     tx_label(t, "unknown cost:");
     if (tot->unknown > 0 && p->n_unresolved)
-        fprintf(f, "%d node%s (shapes depend on unknown dims; set them with --dim NAME=VALUE)\n",
-                tot->unknown, tot->unknown == 1 ? "" : "s");
+        tx_printf(t, "%d node%s (shapes depend on unknown dims; set them with --dim NAME=VALUE)\n",
+                  tot->unknown, tot->unknown == 1 ? "" : "s");
     else if (tot->unknown > 0)
-        fprintf(f, "%d node%s (sizes known only at run time: data-dependent outputs)\n",
-                tot->unknown, tot->unknown == 1 ? "" : "s");
+        tx_printf(t, "%d node%s (sizes known only at run time: data-dependent outputs)\n",
+                  tot->unknown, tot->unknown == 1 ? "" : "s");
     else
-        fputs("none\n", f);
+        tx_puts(t, "none\n");
     tx_flagged(t, p, MP_COST_BOUND, "upper bounds:",
                "data-dependent, counted at their largest");
     tx_flagged(t, p, MP_COST_PER_ITER, "per iteration:",
                "trip count unknown, one iteration counted");
     if (p->overflow) {
         tx_label(t, "overflow:");
-        fputs("some figures exceed 2^64 and are shown saturated\n", f);
+        tx_puts(t, "some figures exceed 2^64 and are shown saturated\n");
     }
 
     tx_label(t, "warnings:");
-    if (!m->n_warnings) fputs("none\n", f);
-    else fprintf(f, "%d\n", m->n_warnings);
+    if (!m->n_warnings) tx_puts(t, "none\n");
+    else tx_printf(t, "%d\n", m->n_warnings);
     for (int i = 0; i < m->n_warnings; i++)
-        fprintf(f, "  - %s\n", tx_safe(t, m->warnings[i], "?"));
+        tx_printf(t, "  - %s\n", tx_safe(t, m->warnings[i], "?"));
 }
 
 /* ---- (b) aggregated: top modules per depth ---- */
@@ -318,12 +387,32 @@ typedef struct tx_agg {
     int n, cap;
 } tx_agg;
 
+/* "depth\x1fname" in scratch memory, as "%d\x1f%s" would print it, built
+ * by hand: printf was a tenth of the text report of a large tree. */
+static char *tx_group_key(mp_arena *scratch, int depth, const char *name) {
+    char num[16];
+    size_t n = sizeof num;
+    unsigned u = depth < 0 ? 0u - (unsigned)depth : (unsigned)depth;
+    do {
+        num[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (depth < 0) num[--n] = '-';
+    size_t dl = sizeof num - n, nl = strlen(name);
+    char *key = mp_arena_alloc(scratch, dl + 1 + nl + 1);
+    if (!key) return NULL;
+    memcpy(key, num + n, dl);
+    key[dl] = '\x1f';
+    memcpy(key + dl + 1, name, nl + 1);
+    return key;
+}
+
 static bool tx_agg_visit(const mp_profile *p, int module, void *ud) {
     tx_agg *a = ud;
     const mp_module *mod = &p->m->modules[module];
     const mp_fig *fig = &p->mods[module];
     const char *name = mp_module_display(p, module);
-    char *key = mp_arena_printf(&a->t->scratch, "%d\x1f%s", mod->depth, name);
+    char *key = tx_group_key(&a->t->scratch, mod->depth, name);
     if (!key) {
         a->t->nomem = true;
         return false;
@@ -366,12 +455,12 @@ enum { TX_M_PARAMS, TX_M_MACS, TX_M_FLOPS, TX_M_LATENCY };
 
 /* Python-like quoting as DeepSpeed prints it: 'name'. */
 static void tx_quoted(tx *t, const char *s) {
-    fputc('\'', t->f);
+    tx_putc(t, '\'');
     for (const char *c = tx_safe(t, s, "?"); *c; c++) {
-        if (*c == '\'' || *c == '\\') fputc('\\', t->f);
-        fputc(*c, t->f);
+        if (*c == '\'' || *c == '\\') tx_putc(t, '\\');
+        tx_putc(t, *c);
     }
-    fputc('\'', t->f);
+    tx_putc(t, '\'');
 }
 
 static void tx_agg_line(tx *t, tx_agg *a, tx_rank *rk, const int *at, int n_at, int metric) {
@@ -392,23 +481,23 @@ static void tx_agg_line(tx *t, tx_agg *a, tx_rank *rk, const int *at, int n_at, 
         n++;
     }
     if (!n) {
-        if (any_unknown) fprintf(t->f, "%s - ? (depends on unknown dims)\n", label[metric]);
+        if (any_unknown) tx_printf(t, "%s - ? (depends on unknown dims)\n", label[metric]);
         return;
     }
     qsort(rk, (size_t)n, sizeof *rk, tx_rank_cmp);
     int top = t->o->top < 0 ? n : MP_MIN(n, t->o->top);
-    fprintf(t->f, "%s - {", label[metric]);
+    tx_printf(t, "%s - {", label[metric]);
     for (int i = 0; i < top; i++) {
         const tx_group *g = &a->groups[rk[i].g];
         mp_fmtbuf b = metric == TX_M_PARAMS ? mp_fmt_count(g->params)
                     : metric == TX_M_MACS   ? mp_fmt_fig(g->macs, g->unknown, "MACs")
                     : metric == TX_M_FLOPS  ? mp_fmt_fig(g->flops, g->unknown, "FLOPs")
                                             : mp_fmt_seconds(g->latency);
-        if (i) fputs(", ", t->f);
+        if (i) tx_puts(t, ", ");
         tx_quoted(t, g->name);
-        fprintf(t->f, ": '%s'", b.s);
+        tx_printf(t, ": '%s'", b.s);
     }
-    fputs("}\n", t->f);
+    tx_puts(t, "}\n");
 }
 
 static void tx_aggregated(tx *t) {
@@ -426,19 +515,19 @@ static void tx_aggregated(tx *t) {
 
     tx_rule(t, "Aggregated profile per depth");
     if (t->o->top < 0)
-        fputs("All modules", t->f);
+        tx_puts(t, "All modules");
     else
-        fprintf(t->f, "Top %d modules", t->o->top);
-    fprintf(t->f, " in terms of params, MACs or FLOPs%s at different model depths\n",
-            p->measured ? " or fwd latency" : "");
-    fputs("(modules of one class at one depth are summed; a module without a class\n"
-          "is listed under its path):\n", t->f);
+        tx_printf(t, "Top %d modules", t->o->top);
+    tx_printf(t, " in terms of params, MACs or FLOPs%s at different model depths\n",
+              p->measured ? " or fwd latency" : "");
+    tx_puts(t, "(modules of one class at one depth are summed; a module without a class\n"
+               "is listed under its path):\n");
     if (at && rk) {
         for (int d = 0; d <= maxd; d++) {
             int n_at = 0;
             for (int g = 0; g < a.n; g++)
                 if (a.groups[g].depth == d) at[n_at++] = g;
-            fprintf(t->f, "depth %d:\n", d);
+            tx_printf(t, "depth %d:\n", d);
             tx_agg_line(t, &a, rk, at, n_at, TX_M_PARAMS);
             tx_agg_line(t, &a, rk, at, n_at, TX_M_MACS);
             tx_agg_line(t, &a, rk, at, n_at, TX_M_FLOPS);
@@ -459,29 +548,29 @@ typedef struct tx_tree {
 
 static void tx_figs(tx *t, const mp_fig *fig) {
     const mp_fig *tot = &t->p->total;
-    FILE *f = t->f;
-    fprintf(f, "%s = %s Params", mp_fmt_count(fig->params).s,
-            mp_fmt_pct(fig->params, tot->params).s);
+    tx_cat(t, mp_fmt_count(fig->params).s, " = ", mp_fmt_pct(fig->params, tot->params).s,
+           " Params", TX_END);
     if (mp_fig_unknown(fig) || mp_fig_uncountable(fig))
-        fprintf(f, ", %s, %s", mp_fmt_fig(0, true, "MACs").s, mp_fmt_fig(0, true, "FLOPs").s);
+        tx_cat(t, ", ", mp_fmt_fig(0, true, "MACs").s, ", ", mp_fmt_fig(0, true, "FLOPs").s,
+               TX_END);
     else if (mp_fig_unknown(tot)) /* a share of an incomplete total means nothing */
-        fprintf(f, ", %s, %s", mp_fmt_macs(fig->macs).s, mp_fmt_flops(fig->flops).s);
+        tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, ", ", mp_fmt_flops(fig->flops).s, TX_END);
     else
-        fprintf(f, ", %s = %s MACs, %s", mp_fmt_macs(fig->macs).s,
-                mp_fmt_pct(fig->macs, tot->macs).s, mp_fmt_flops(fig->flops).s);
-    fprintf(f, ", %s weights", mp_fmt_bytes(fig->param_bytes).s);
+        tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
+               " MACs, ", mp_fmt_flops(fig->flops).s, TX_END);
+    tx_cat(t, ", ", mp_fmt_bytes(fig->param_bytes).s, " weights", TX_END);
     if (t->p->measured && fig->latency_s >= 0)
-        fprintf(f, ", %s = %s latency", mp_fmt_seconds(fig->latency_s).s,
-                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s);
+        tx_cat(t, ", ", mp_fmt_seconds(fig->latency_s).s, " = ",
+               mp_fmt_pct_d(fig->latency_s, tot->latency_s).s, " latency", TX_END);
     if (fig->uncounted > 0 && !mp_fig_uncountable(fig))
-        fprintf(f, ", %d uncounted node%s", fig->uncounted, fig->uncounted == 1 ? "" : "s");
+        tx_printf(t, ", %d uncounted node%s", fig->uncounted, fig->uncounted == 1 ? "" : "s");
 }
 
 static void tx_tree_close(tx_tree *tr, int depth) {
     while (tr->n_open > 0 && tr->open[tr->n_open - 1] >= depth) {
         int d = tr->open[--tr->n_open];
         tx_indent(tr->t, d);
-        fputs(")\n", tr->t->f);
+        tx_puts(tr->t, ")\n");
     }
 }
 
@@ -495,20 +584,20 @@ static bool tx_tree_visit(const mp_profile *p, int module, void *ud) {
     tx_tree_close(tr, mod->depth);
     tx_indent(t, mod->depth);
     if (mod->parent < 0) {
-        fputs(tx_safe(t, mp_module_display(p, module), "?"), t->f);
+        tx_puts(t, tx_safe(t, mp_module_display(p, module), "?"));
     } else {
-        fprintf(t->f, "(%s)", tx_safe(t, mp_module_label(p, module), "?"));
-        if (mod->cls && mod->cls[0]) fprintf(t->f, ": %s", tx_safe(t, mod->cls, "?"));
+        tx_printf(t, "(%s)", tx_safe(t, mp_module_label(p, module), "?"));
+        if (mod->cls && mod->cls[0]) tx_printf(t, ": %s", tx_safe(t, mod->cls, "?"));
     }
-    fputc('(', t->f);
+    tx_putc(t, '(');
     if (leaf) {
         tx_figs(t, &p->mods[module]);
-        fputs(")\n", t->f);
+        tx_puts(t, ")\n");
     } else {
-        fputc('\n', t->f);
+        tx_putc(t, '\n');
         tx_indent(t, mod->depth + 1);
         tx_figs(t, &p->mods[module]);
-        fputc('\n', t->f);
+        tx_putc(t, '\n');
         tr->open[tr->n_open++] = mod->depth;
     }
     return true;
@@ -518,12 +607,12 @@ static void tx_detailed(tx *t) {
     const mp_profile *p = t->p;
     if (!p->mods || t->m->n_modules <= 0) return;
     tx_rule(t, "Detailed profile per module");
-    fprintf(t->f, "Each module lists: params = %% of total params, MACs = %% of total MACs, "
-                  "FLOPs, weight memory%s\n",
-            p->measured ? ", fwd latency = % of total latency" : "");
-    fputs("Figures include submodules; nodes of a module outside its submodules "
-          "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
-          "not in the MACs and FLOPs.\n\n", t->f);
+    tx_printf(t, "Each module lists: params = %% of total params, MACs = %% of total MACs, "
+                 "FLOPs, weight memory%s\n",
+              p->measured ? ", fwd latency = % of total latency" : "");
+    tx_puts(t, "Figures include submodules; nodes of a module outside its submodules "
+               "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
+               "not in the MACs and FLOPs.\n\n");
     tx_tree tr = {t, tx_alloc(t, (size_t)t->m->n_modules + 1, sizeof(int)), 0};
     if (!tr.open) return;
     mp_module_walk(p, t->o->depth, tx_tree_visit, &tr);
@@ -592,31 +681,30 @@ static void tx_ops(tx *t) {
     }
 
     tx_rule(t, "Profile by operator type");
-    FILE *f = t->f;
     int ncol = any_note ? TX_NCOL : TX_NCOL - 1;
     for (int r = -1; r < rows; r++) {
         const char *const *row = r < 0 ? head : cell + (size_t)r * TX_NCOL;
         if (r == rows - 1) { /* a rule above the total */
             int w = 0;
             for (int c = 0; c < TX_NCOL - 1; c++) w += width[c] + (c ? 2 : 0);
-            for (int i = 0; i < w; i++) fputc('-', f);
-            fputc('\n', f);
+            for (int i = 0; i < w; i++) tx_putc(t, '-');
+            tx_putc(t, '\n');
         }
         for (int c = 0; c < ncol; c++) {
             bool last = c == ncol - 1 || (c == TX_C_BYTES && !row[TX_C_NOTE][0]);
             if (c == TX_C_OP)
-                fprintf(f, "%-*s", width[c], row[c]);
+                tx_printf(t, "%-*s", width[c], row[c]);
             else if (c == TX_C_NOTE)
-                fprintf(f, "  %s", row[c]);
+                tx_printf(t, "  %s", row[c]);
             else
-                fprintf(f, "  %*s", width[c], row[c]);
+                tx_printf(t, "  %*s", width[c], row[c]);
             if (last) break;
         }
-        fputc('\n', f);
+        tx_putc(t, '\n');
     }
     if (any_uncounted)
-        fputs("uncounted: no cost rule for this operator; its MACs and FLOPs are not in the "
-              "totals\n", f);
+        tx_puts(t, "uncounted: no cost rule for this operator; its MACs and FLOPs are not in the "
+                   "totals\n");
 }
 
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f) {
@@ -633,6 +721,7 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     if (o->detailed) tx_detailed(&t);
     if (o->show_ops && p->n_ops > 0) tx_ops(&t);
     tx_rule(&t, NULL);
+    tx_flush(&t);
 
     mp_arena_free(&t.scratch);
     return t.nomem ? mp_error(MP_ERR_NOMEM, "out of memory while writing the report") : MP_OK;
