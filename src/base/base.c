@@ -247,8 +247,26 @@ uint32_t mp_strmap_hash_checked(const char *key, size_t len, bool *has_nul) {
     return h;
 }
 
+/* A large table's pages are mapped in one call (MAP_POPULATE): touched
+ * one by one, each would fault twice, first read by a probe (the zero
+ * page) and then written by an insert (copy on write). */
+#define MP__TABLE_MMAP ((size_t)64 << 10)
+
+static void *mp__table_alloc(size_t n) {
+    if (n < MP__TABLE_MMAP) return calloc(1, n);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void mp__table_free(void *p, size_t n) {
+    if (!p) return;
+    if (n < MP__TABLE_MMAP) free(p);
+    else munmap(p, n);
+}
+
 void mp_strmap_free(mp_strmap *m) {
-    free(m->slots);
+    mp__table_free(m->slots, (size_t)m->cap * sizeof *m->slots);
     memset(m, 0, sizeof *m);
 }
 
@@ -309,7 +327,7 @@ mp_status mp_strmap_reserve(mp_strmap *m, int n) {
     while (nc < n * 2) nc *= 2;
     mp_strmap nm = {0};
     nm.cap = nc;
-    nm.slots = calloc((size_t)nc, sizeof *nm.slots);
+    nm.slots = mp__table_alloc((size_t)nc * sizeof *nm.slots);
     if (!nm.slots) return mp_error(MP_ERR_NOMEM, "out of memory growing a name table");
     for (int i = 0; i < m->cap; i++) {
         const mp_strmap_slot *s = &m->slots[i];
