@@ -33,8 +33,12 @@ $(BUILD)/libmodelprof.a: $(LIB_OBJ)
 $(BUILD)/libmodelprof.so: $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDLIBS)
 
+# The command links statically: no shared objects to map and relocate at
+# each start (~0.2-0.4 ms of a 4 ms profile). `CLI_LDFLAGS=` links it dynamically.
+CLI_LDFLAGS ?= -static
+
 $(BUILD)/modelprof: $(CLI_OBJ) $(BUILD)/libmodelprof.a
-	$(CC) -o $@ $^ $(LDLIBS)
+	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) -o $@ $^ $(LDLIBS)
@@ -80,7 +84,7 @@ SAN_BUILD := $(BUILD)/sanitize
 
 test-sanitize:
 	@sh tools/deps.sh sanitize
-	$(MAKE) BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS="-O1 -g $(SAN_FLAGS)" \
+	$(MAKE) BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS="-O1 -g $(SAN_FLAGS)" CLI_LDFLAGS= \
 	    LDLIBS="$(SAN_FLAGS) $(LDLIBS)" $(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
 	@echo "== the suite under ASan+UBSan, one process per test, then in one process (leaks)"
 	MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
