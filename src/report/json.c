@@ -20,62 +20,23 @@
 #define JW_BUF (64 * 1024)
 
 typedef struct jw {
-    FILE *f;
-    size_t n;                   /* bytes pending in buf */
+    mp_out o;
     int level;                  /* open containers */
     bool first[JW_MAX_LEVEL];   /* no member written yet at that level */
     bool after_key;             /* a key was written: the value follows */
-    char buf[JW_BUF];
+    char buf[JW_BUF];           /* o's storage */
 } jw;
 
-static void jw_flush(jw *w) {
-    if (w->n) fwrite_unlocked(w->buf, 1, w->n, w->f);
-    w->n = 0;
-}
-
-/* Room for len more bytes (len <= JW_BUF); returns where they go. The
- * writers read the length once and store it once: a byte store may alias
- * w->n, so reading it again after one means waiting on that store. */
-static inline size_t jw_room(jw *w, size_t len) {
-    size_t n = w->n;
-    if (JW_BUF - n < len) {
-        jw_flush(w);
-        n = 0;
-    }
-    return n;
-}
-
-static inline void jw_putc(jw *w, char c) {
-    size_t n = jw_room(w, 1);
-    w->buf[n] = c;
-    w->n = n + 1;
-}
-
-static void jw_write(jw *w, const void *p, size_t len) {
-    if (len > JW_BUF - w->n) {
-        jw_flush(w);
-        if (len > JW_BUF) {
-            fwrite_unlocked(p, 1, len, w->f);
-            return;
-        }
-    }
-    size_t n = w->n;
-    memcpy(w->buf + n, p, len);
-    w->n = n + len;
-}
-
-static void jw_puts(jw *w, const char *s) { jw_write(w, s, strlen(s)); }
-
 static void jw_newline(jw *w, int level) {
-    jw_putc(w, '\n');
-    for (int i = 0; i < level; i++) jw_write(w, "  ", 2);
+    mp_out_putc(&w->o, '\n');
+    for (int i = 0; i < level; i++) mp_out_write(&w->o, "  ", 2);
 }
 
 /* Separator in a container with one member a line (levels 0 and 1). */
 static void jw_sep_lines(jw *w) {
     if (w->level == 0) return;
     int l = w->level - 1;
-    if (!w->first[l]) jw_putc(w, ',');
+    if (!w->first[l]) mp_out_putc(&w->o, ',');
     jw_newline(w, w->level);
     w->first[l] = false;
 }
@@ -94,9 +55,9 @@ static inline void jw_sep(jw *w) {
     }
     bool first = w->first[l];
     w->first[l] = false;
-    size_t n = jw_room(w, 2);
-    memcpy(w->buf + n, ", ", 2);
-    w->n = n + (first ? 0 : 2);
+    size_t n = mp_out_room(&w->o, 2);
+    memcpy(w->o.buf + n, ", ", 2);
+    w->o.n = n + (first ? 0 : 2);
 }
 
 /* Bytes that go out as they are: printable ASCII but the quote and the
@@ -144,8 +105,8 @@ static size_t jw_plain_len(const unsigned char *s, size_t len) {
  * one before it rather than pass the string's end). False, with nothing
  * written, when some byte needs work. */
 static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
-    size_t n = jw_room(w, len + 2);
-    char *o = w->buf + n;
+    size_t n = mp_out_room(&w->o, len + 2);
+    char *o = w->o.buf + n;
     o[0] = '"';
     if (len >= 8) {
         uint64_t x;
@@ -164,7 +125,7 @@ static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
         }
     }
     o[len + 1] = '"';
-    w->n = n + len + 2;
+    w->o.n = n + len + 2;
     return true;
 }
 
@@ -177,34 +138,34 @@ static void jw_raw_string(jw *w, const char *s) {
     if (len <= JW_BUF - 2 && jw_plain_copy(w, c, len)) return;
     size_t run = jw_plain_len(c, len);
     const unsigned char *end = c + len;
-    jw_putc(w, '"');
+    mp_out_putc(&w->o, '"');
     for (;;) {
         /* a run of plain printable ASCII goes out in one copy */
-        if (run) jw_write(w, c, run);
+        if (run) mp_out_write(&w->o, c, run);
         c += run;
         if (c == end) break;
         unsigned char b = *c;
         if (b == '"' || b == '\\') {
-            jw_putc(w, '\\');
-            jw_putc(w, (char)b);
+            mp_out_putc(&w->o, '\\');
+            mp_out_putc(&w->o, (char)b);
             c++;
         } else if (b < 0x20) {
             switch (b) {
-            case '\n': jw_puts(w, "\\n"); break;
-            case '\r': jw_puts(w, "\\r"); break;
-            case '\t': jw_puts(w, "\\t"); break;
-            case '\b': jw_puts(w, "\\b"); break;
-            case '\f': jw_puts(w, "\\f"); break;
+            case '\n': mp_out_puts(&w->o, "\\n"); break;
+            case '\r': mp_out_puts(&w->o, "\\r"); break;
+            case '\t': mp_out_puts(&w->o, "\\t"); break;
+            case '\b': mp_out_puts(&w->o, "\\b"); break;
+            case '\f': mp_out_puts(&w->o, "\\f"); break;
             default: {
                 char u[8];
                 snprintf(u, sizeof u, "\\u%04x", b);
-                jw_puts(w, u);
+                mp_out_puts(&w->o, u);
                 break;
             }
             }
             c++;
         } else if (b < 0x80) {
-            jw_putc(w, (char)b);
+            mp_out_putc(&w->o, (char)b);
             c++;
         } else {
             /* length and validity of a UTF-8 sequence (a NUL fails the
@@ -220,16 +181,16 @@ static void jw_raw_string(jw *w, const char *s) {
                 if ((b == 0xf0 && c[1] < 0x90) || (b == 0xf4 && c[1] >= 0x90)) ok = false;
             }
             if (ok) {
-                jw_write(w, c, (size_t)n);
+                mp_out_write(&w->o, c, (size_t)n);
                 c += n;
             } else {
-                jw_puts(w, "\xef\xbf\xbd");
+                mp_out_puts(&w->o, "\xef\xbf\xbd");
                 c++;
             }
         }
         run = jw_plain_len(c, (size_t)(end - c));
     }
-    jw_putc(w, '"');
+    mp_out_putc(&w->o, '"');
 }
 
 static inline void jw_open(jw *w, char ch) {
@@ -237,14 +198,14 @@ static inline void jw_open(jw *w, char ch) {
     int level = w->level;
     if (level < JW_MAX_LEVEL) w->first[level] = true;
     w->level = level + 1;
-    jw_putc(w, ch);
+    mp_out_putc(&w->o, ch);
 }
 
 /* A container with members at levels 0 and 1 ends on a line of its own. */
 static inline void jw_close(jw *w, char ch) {
     int level = --w->level;
     if (level < JW_MULTILINE_LEVELS && !w->first[level]) jw_newline(w, level);
-    jw_putc(w, ch);
+    mp_out_putc(&w->o, ch);
 }
 
 /* A key from the model (a symbol or dtype name), escaped like any string;
@@ -252,7 +213,7 @@ static inline void jw_close(jw *w, char ch) {
 static void jw_key_str(jw *w, const char *k) {
     jw_sep(w);
     jw_raw_string(w, k);
-    jw_write(w, ": ", 2);
+    mp_out_write(&w->o, ": ", 2);
     w->after_key = true;
 }
 
@@ -266,16 +227,16 @@ static inline void jw_key_lit(jw *w, const char *lit, size_t len) {
     int l = w->level - 1;
     if (l < JW_MULTILINE_LEVELS) { /* one member a line: the general way */
         jw_sep(w);
-        jw_write(w, lit + 2, len - 2);
+        mp_out_write(&w->o, lit + 2, len - 2);
         return;
     }
     size_t sep = w->first[l] ? 0 : 2; /* the first member has no ", " */
     w->first[l] = false;
-    size_t n = jw_room(w, len);
-    char *o = w->buf + n;
+    size_t n = mp_out_room(&w->o, len);
+    char *o = w->o.buf + n;
     memcpy(o, lit, 2);
     memcpy(o + sep, lit + 2, len - 2);
-    w->n = n + sep + len - 2;
+    w->o.n = n + sep + len - 2;
 }
 
 static void jw_str(jw *w, const char *s) {
@@ -296,8 +257,8 @@ static const uint64_t jw_pow10[20] = {
 };
 
 static void jw_digits_long(jw *w, uint64_t v) {
-    size_t n = jw_room(w, 20);
-    char *o = w->buf + n;
+    size_t n = mp_out_room(&w->o, 20);
+    char *o = w->o.buf + n;
     int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
     size_t len = (size_t)t + (v >= jw_pow10[t]);
     char *e = o + len;
@@ -309,17 +270,17 @@ static void jw_digits_long(jw *w, uint64_t v) {
     }
     if (v >= 10) memcpy(e - 2, jw_pairs + 2 * v, 2);
     else e[-1] = (char)('0' + v);
-    w->n = n + len;
+    w->o.n = n + len;
 }
 
 /* Most figures of a node are 0 and most dims are 1: one digit inline. */
 static inline void jw_digits(jw *w, uint64_t v) {
-    if (v < 10) jw_putc(w, (char)('0' + v));
+    if (v < 10) mp_out_putc(&w->o, (char)('0' + v));
     else jw_digits_long(w, v);
 }
 static void jw_sdigits(jw *w, int64_t v) {
     if (v < 0) {
-        jw_putc(w, '-');
+        mp_out_putc(&w->o, '-');
         jw_digits(w, (uint64_t)0 - (uint64_t)v);
     } else {
         jw_digits(w, (uint64_t)v);
@@ -335,16 +296,16 @@ static void jw_i64(jw *w, int64_t v) {
 }
 static void jw_null(jw *w) {
     jw_sep(w);
-    jw_puts(w, "null");
+    mp_out_puts(&w->o, "null");
 }
 static void jw_double(jw *w, double v) {
     jw_sep(w);
     if (isfinite(v)) {
         char d[32];
         snprintf(d, sizeof d, "%.9g", v);
-        jw_puts(w, d);
+        mp_out_puts(&w->o, d);
     } else {
-        jw_puts(w, "null");
+        mp_out_puts(&w->o, "null");
     }
 }
 
@@ -353,7 +314,7 @@ static void jw_double(jw *w, double v) {
 #define jw_kstr(w, k, s) (jw_kput(w, k), jw_raw_string(w, s))
 #define jw_ku64(w, k, v) (jw_kput(w, k), jw_digits(w, v))
 #define jw_ki64(w, k, v) (jw_kput(w, k), jw_sdigits(w, v))
-#define jw_kbool(w, k, v) (jw_kput(w, k), jw_puts(w, (v) ? "true" : "false"))
+#define jw_kbool(w, k, v) (jw_kput(w, k), mp_out_puts(&w->o, (v) ? "true" : "false"))
 
 /* ---- sections ---- */
 
@@ -643,7 +604,9 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     jw *w = malloc(sizeof *w);
     if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
     memset(w, 0, offsetof(jw, buf));
-    w->f = f;
+    w->o.f = f;
+    w->o.buf = w->buf;
+    w->o.cap = JW_BUF;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     js_model(w, m);
@@ -659,8 +622,8 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     for (int i = 0; i < m->n_warnings; i++) jw_str(w, m->warnings[i] ? m->warnings[i] : "");
     jw_close(w, ']');
     jw_close(w, '}');
-    jw_putc(w, '\n');
-    jw_flush(w);
+    mp_out_putc(&w->o, '\n');
+    mp_out_flush(&w->o);
     free(w);
     return st;
 }

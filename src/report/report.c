@@ -8,6 +8,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+void mp_out_flush(mp_out *o) {
+    if (o->n) fwrite_unlocked(o->buf, 1, o->n, o->f);
+    o->n = 0;
+}
+
+void mp_out_write(mp_out *o, const void *p, size_t len) {
+    if (len > o->cap - o->n) {
+        mp_out_flush(o);
+        if (len > o->cap) {
+            fwrite_unlocked(p, 1, len, o->f);
+            return;
+        }
+    }
+    size_t n = o->n;
+    memcpy(o->buf + n, p, len);
+    o->n = n + len;
+}
+
 void mp_report_options_default(mp_report_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);

@@ -74,6 +74,40 @@ static inline bool mp_fig_uncountable(const mp_fig *f) {
 /* "Conv" or "com.microsoft.FusedConv" (default domain: "" or "ai.onnx"). */
 const char *mp_op_display(const char *domain, const char *op, char *buf, size_t n);
 
+/* ---- the one output buffer (report.c) ----
+ * Writers fill `buf` (storage of `cap` bytes they provide) and hand it to
+ * stdio in large writes: a large model's report is thousands of short
+ * pieces, and one stdio call per piece cost more than building them. The
+ * length is read once and stored once per write (a byte store into buf
+ * may alias `n`, and reading it again would wait on that store). */
+typedef struct mp_out {
+    FILE *f;
+    size_t n;    /* bytes pending */
+    size_t cap;
+    char *buf;
+} mp_out;
+
+void mp_out_flush(mp_out *o);
+void mp_out_write(mp_out *o, const void *p, size_t len);
+
+/* Room for len more bytes (len <= cap); returns the offset they go at. */
+static inline size_t mp_out_room(mp_out *o, size_t len) {
+    size_t n = o->n;
+    if (o->cap - n < len) {
+        mp_out_flush(o);
+        n = 0;
+    }
+    return n;
+}
+
+static inline void mp_out_putc(mp_out *o, char c) {
+    size_t n = mp_out_room(o, 1);
+    o->buf[n] = c;
+    o->n = n + 1;
+}
+
+static inline void mp_out_puts(mp_out *o, const char *s) { mp_out_write(o, s, strlen(s)); }
+
 /* ---- writers ----
  * Options are already validated (mp_report_write). They return MP_OK or an
  * error set with mp_error; stream errors are checked by the caller. */

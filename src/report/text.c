@@ -17,41 +17,17 @@ typedef struct tx {
     const mp_profile *p;
     const mp_model *m;
     const mp_report_options *o;
-    FILE *f;
+    mp_out out;
     mp_arena scratch; /* escaped strings, table cells; freed at the end */
     bool nomem;
-    size_t n;         /* bytes pending in out */
-    char out[TX_BUF];
+    char buf[TX_BUF]; /* out's storage */
 } tx;
 
-/* ---- output ----
- * The report goes out through a small buffer of its own: the module tree
- * of a large model is thousands of short pieces, and one stdio call per
- * piece cost more than building the text. */
+/* ---- output: through the shared buffer of report.h ---- */
 
-static void tx_flush(tx *t) {
-    if (t->n) fwrite(t->out, 1, t->n, t->f);
-    t->n = 0;
-}
-
-static void tx_write(tx *t, const char *s, size_t len) {
-    if (len > TX_BUF - t->n) {
-        tx_flush(t);
-        if (len > TX_BUF) {
-            fwrite(s, 1, len, t->f);
-            return;
-        }
-    }
-    memcpy(t->out + t->n, s, len);
-    t->n += len;
-}
-
-static void tx_puts(tx *t, const char *s) { tx_write(t, s, strlen(s)); }
-
-static void tx_putc(tx *t, char c) {
-    if (t->n == TX_BUF) tx_flush(t);
-    t->out[t->n++] = c;
-}
+static void tx_write(tx *t, const char *s, size_t len) { mp_out_write(&t->out, s, len); }
+static void tx_puts(tx *t, const char *s) { mp_out_puts(&t->out, s); }
+static void tx_putc(tx *t, char c) { mp_out_putc(&t->out, c); }
 
 /* Strings one after the other, up to TX_END: the hot lines are plain
  * concatenations, and printf's format parsing cost more than the copy. */
@@ -69,19 +45,19 @@ static void tx_printf(tx *t, const char *fmt, ...) MP_PRINTF(2, 3);
 static void tx_printf(tx *t, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    size_t room = TX_BUF - t->n;
-    int len = vsnprintf(t->out + t->n, room, fmt, ap);
+    size_t room = TX_BUF - t->out.n;
+    int len = vsnprintf(t->buf + t->out.n, room, fmt, ap);
     va_end(ap);
     if (len < 0) return;
     if ((size_t)len < room) {
-        t->n += (size_t)len;
+        t->out.n += (size_t)len;
         return;
     }
     /* it did not fit: the cut copy is dropped and the text formatted again */
-    tx_flush(t);
+    mp_out_flush(&t->out);
     va_start(ap, fmt);
-    if ((size_t)len < TX_BUF) t->n = (size_t)vsnprintf(t->out, TX_BUF, fmt, ap);
-    else vfprintf(t->f, fmt, ap);
+    if ((size_t)len < TX_BUF) t->out.n = (size_t)vsnprintf(t->buf, TX_BUF, fmt, ap);
+    else vfprintf(t->out.f, fmt, ap);
     va_end(ap);
 }
 
@@ -713,7 +689,9 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     t.p = p;
     t.m = p->m;
     t.o = o;
-    t.f = f;
+    t.out.f = f;
+    t.out.buf = t.buf;
+    t.out.cap = TX_BUF;
     mp_arena_init(&t.scratch);
 
     tx_summary(&t);
@@ -721,7 +699,7 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     if (o->detailed) tx_detailed(&t);
     if (o->show_ops && p->n_ops > 0) tx_ops(&t);
     tx_rule(&t, NULL);
-    tx_flush(&t);
+    mp_out_flush(&t.out);
 
     mp_arena_free(&t.scratch);
     return t.nomem ? mp_error(MP_ERR_NOMEM, "out of memory while writing the report") : MP_OK;
