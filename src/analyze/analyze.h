@@ -8,4 +8,11 @@
 /* Infer shapes and costs of the main graph from the user's dims. */
 mp_status mp_infer_model(mp_model *m);
 
+/* The same one node at a time, for a caller that reads each node's
+ * results while they are in cache: mp_infer_begin resets the main graph
+ * (listing its initializers in inits, n_values entries, unless NULL),
+ * then mp_infer_node on each node of g->order in turn. */
+mp_status mp_infer_begin(mp_model *m, int *inits, int *n_inits);
+mp_status mp_infer_node(mp_model *m, mp_graph *g, int k);
+
 #endif
