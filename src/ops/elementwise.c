@@ -73,6 +73,17 @@ static void ew_attrs_read(const mp_node *n, ew_code op, ew_attrs *a) {
     case EW_SELU: alpha_def = 1.67326319217681884765625; break;
     default: break;
     }
+    a->lo = -INFINITY;
+    a->hi = INFINITY;
+    a->n = n->n_in;
+    if (!n->n_attr) { /* most nodes: the defaults, without a lookup each */
+        a->alpha = alpha_def;
+        a->beta = beta_def;
+        a->gamma = 1.05070102214813232421875;
+        a->lambd = 0.5;
+        a->inf_pos = a->inf_neg = true;
+        return;
+    }
     a->alpha = mp_attr_f(n, "alpha", alpha_def);
     a->beta = mp_attr_f(n, "beta", beta_def);
     a->gamma = mp_attr_f(n, "gamma", 1.05070102214813232421875);
@@ -83,9 +94,6 @@ static void ew_attrs_read(const mp_node *n, ew_code op, ew_attrs *a) {
     a->shift_left = strcmp(mp_attr_s(n, "direction", ""), "LEFT") == 0;
     a->inf_pos = mp_attr_i(n, "detect_positive", 1) != 0;
     a->inf_neg = mp_attr_i(n, "detect_negative", 1) != 0;
-    a->lo = -INFINITY;
-    a->hi = INFINITY;
-    a->n = n->n_in;
 }
 
 #define EW_PI 3.14159265358979323846
