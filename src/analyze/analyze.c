@@ -55,6 +55,7 @@ typedef struct mp__walk {
     mp_profile *p;
     mp_graph *g;
     bool ovf;
+    bool carry;               /* a total passed 64 bits (mp__fig_add_node) */
     /* op types */
     int cap_ops, cap_kind;
     unsigned char *op_kind;   /* MP__K_* per op type */
@@ -102,20 +103,16 @@ static int mp__op_by_name(mp__walk *w, const mp_node *n) {
 }
 
 /* Op type of node n (-1: out of memory). The loader looked each node's
- * descriptor up by its domain and op name, so nodes sharing a descriptor
- * share the op name: most nodes find their type by the descriptor's
- * address (the domain is still compared, in one byte for ""). */
+ * descriptor up by its (normalized) domain and op name, so nodes sharing
+ * a descriptor share both: most nodes find their type by the descriptor's
+ * address, without reading their strings. */
 static int mp__op_index(mp__walk *w, const mp_node *n) {
     if (n->desc) {
         uintptr_t a = (uintptr_t)n->desc;
         unsigned h = (unsigned)((a >> 4) ^ (a >> 13)) & (MP__DESC_SLOTS - 1);
         while (w->by_desc[h].desc && w->by_desc[h].desc != n->desc)
             h = (h + 1) & (MP__DESC_SLOTS - 1);
-        if (w->by_desc[h].desc) {
-            int idx = w->by_desc[h].op;
-            if (mp__streq(w->p->ops[idx].domain, n->domain)) return idx;
-            return mp__op_by_name(w, n);
-        }
+        if (w->by_desc[h].desc) return w->by_desc[h].op;
         int idx = mp__op_by_name(w, n);
         if (idx >= 0 && w->n_desc < MP__DESC_SLOTS / 2) { /* else: by name each time */
             w->by_desc[h].desc = n->desc;
@@ -146,6 +143,40 @@ static void mp__fig_add_cost(mp_fig *f, const mp_cost *k, bool *ovf) {
     if (k->flags & MP_COST_OVERFLOW) *ovf = true;
 }
 
+/* A node into the total, its op type's figures and its module's, with
+ * plain additions: a part never exceeds the total, so while no total
+ * carries past 64 bits (*carry stays false) none saturates and these are
+ * the checked sums. When one does, mp__figs_checked redoes them. */
+static inline void mp__fig_add_node(mp_fig *tot, mp_fig *op, mp_fig *mod, const mp_cost *k,
+                                    bool *carry) {
+#define MP__ADD(field)                  \
+    do {                                \
+        uint64_t x = k->field;          \
+        tot->field += x;                \
+        *carry |= tot->field < x;       \
+        op->field += x;                 \
+        if (mod) mod->field += x;       \
+    } while (0)
+    MP__ADD(macs);
+    MP__ADD(flops);
+    MP__ADD(bytes_read);
+    MP__ADD(bytes_written);
+    MP__ADD(act_bytes);
+#undef MP__ADD
+    int unc = (k->flags & MP_COST_UNCOUNTED) != 0, unk = (k->flags & MP_COST_UNKNOWN) != 0;
+    tot->nodes++;
+    tot->uncounted += unc;
+    tot->unknown += unk;
+    op->nodes++;
+    op->uncounted += unc;
+    op->unknown += unk;
+    if (mod) {
+        mod->nodes++;
+        mod->uncounted += unc;
+        mod->unknown += unk;
+    }
+}
+
 static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
     f->macs = mp_uadd(f->macs, c->macs, ovf);
     f->flops = mp_uadd(f->flops, c->flops, ovf);
@@ -155,6 +186,23 @@ static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
     f->nodes += c->nodes;
     f->uncounted += c->uncounted;
     f->unknown += c->unknown;
+}
+
+/* Some total passed 64 bits: the figures again, each sum saturating. */
+static void mp__figs_checked(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_graph *g = w->g;
+    mp_fig zero = {0};
+    zero.latency_s = -1;
+    p->total = zero;
+    for (int i = 0; i < p->n_ops; i++) p->ops[i].fig = zero;
+    for (int i = 0; i < p->m->n_modules; i++) p->mods[i] = zero;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *n = &g->nodes[k];
+        mp__fig_add_cost(&p->total, &n->cost, &w->ovf);
+        if (n->module >= 0) mp__fig_add_cost(&p->mods[n->module], &n->cost, &w->ovf);
+        mp__fig_add_cost(&p->ops[w->node_op[k]].fig, &n->cost, &w->ovf);
+    }
 }
 
 /* ---- liveness ----
@@ -173,7 +221,7 @@ static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
 
 /* Activation bytes of v; false when past what the walk handles. */
 static bool mp__act_bytes(const mp_value *v, uint64_t *b) {
-    int64_t n = mp__numel(v);
+    int64_t n = mp_numel(v);
     if (n == -2) return false;
     *b = n < 0 ? 0 : mp__bytes(v->dtype, n);
     return *b <= (uint64_t)INT64_MAX / 4;
@@ -307,9 +355,9 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
     if (op < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
     w->node_op[k] = op;
     unsigned kind = w->op_kind[op];
-    mp__fig_add_cost(&p->total, &n->cost, &w->ovf);
-    if (n->module >= 0) mp__fig_add_cost(&p->mods[n->module], &n->cost, &w->ovf);
-    mp__fig_add_cost(&p->ops[op].fig, &n->cost, &w->ovf);
+    mp__fig_add_node(&p->total, &p->ops[op].fig, n->module >= 0 ? &p->mods[n->module] : NULL,
+                     &n->cost, &w->carry);
+    if (n->cost.flags & MP_COST_OVERFLOW) w->ovf = true;
     if (kind & MP__K_DEQUANT) w->any_dequant = true;
 
     const mp_value *vals = g->values;
@@ -641,6 +689,7 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
     if (!st) {
+        if (w->carry) mp__figs_checked(w);
         /* children before parents: a child's index is always above its parent's */
         for (int i = m->n_modules - 1; i > 0; i--)
             mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &w->ovf);

@@ -15,18 +15,8 @@ mp_status mp_infer_model(mp_model *m);
 mp_status mp_infer_begin(mp_model *m, int *inits, int *n_inits);
 mp_status mp_infer_node(mp_model *m, mp_graph *g, int k);
 
-/* mp_value_numel and mp_dtype_bytes inline, with the same results, for
- * the paths taken for every input and output of every node. */
-static inline int64_t mp__numel(const mp_value *v) {
-    if (v->rank < 0) return -1;
-    int64_t p = 1;
-    for (int i = 0; i < v->rank; i++) {
-        if (v->dims[i] < 0) return -1;
-        if (__builtin_mul_overflow(p, v->dims[i], &p)) return -2;
-    }
-    return p;
-}
-
+/* mp_dtype_bytes inline, with the same results, for the paths taken for
+ * every input and output of every node (with mp_numel, ops.h). */
 static inline uint64_t mp__bytes(int dt, int64_t numel) {
     static const unsigned char bits[MP_DT_COUNT] = {
 #define MP__DT_BITS(id, name, b) b,
