@@ -43,9 +43,10 @@ typedef struct mp__use {
 } mp__use;
 
 /* Liveness state of a value during the walk (mp__walk.live): */
-#define MP__UNTRACKED 0 /* nothing to free: no bytes, a weight, or lives to the end */
+#define MP__UNTRACKED 0 /* nothing to free: no bytes, or lives to the end */
 #define MP__FOLDED (-1) /* computed from weights and constants alone */
 #define MP__DEAD (-2)   /* freed: its last use has passed */
+#define MP__WEIGHT (-3) /* an initializer (its uses are kept) */
 /* > 0: an activation with that many uses still to come */
 
 /* Op types by descriptor address (open addressing). */
@@ -365,19 +366,18 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
     for (int j = 0; j < n->n_in; j++) {
         int v = n->in[j];
         if (v < 0) continue;
-        const mp_value *val = &vals[v];
-        if (val->flags & MP_VAL_INIT) {
+        int s = w->live[v];
+        if (s == MP__WEIGHT) {
             if (!mp__use_add(w, v, k, j)) return mp_error(MP_ERR_NOMEM, "out of memory");
             continue;
         }
-        int s = w->live[v];
         if (s != MP__FOLDED) folded = false;
         if (s > 0) {
             if (--w->live[v] == 0) { /* its last use */
                 uint64_t b = 0;
                 w->live[v] = MP__DEAD;
                 w->alive--;
-                if (mp__act_bytes(val, &b)) die += b;
+                if (mp__act_bytes(&vals[v], &b)) die += b;
                 else w->live_exact = false;
             }
         } else if (s == MP__DEAD) {
@@ -415,6 +415,7 @@ static mp_status mp__walk_graph(mp__walk *w) {
     mp_graph *g = w->g;
     mp_status st = mp_infer_begin(m, w->inits, &w->n_inits);
     if (st) return st;
+    for (int i = 0; i < w->n_inits; i++) w->live[w->inits[i]] = MP__WEIGHT;
     uint64_t die = 0; /* graph inputs nothing reads are freed after node 0 */
     for (int j = 0; j < g->n_inputs; j++) {
         int v = g->inputs[j];

@@ -116,11 +116,18 @@ int mp_attr_floats(const mp_node *n, const char *name, const double **v);
 
 /* Outputs. dims are copied; rank -1 sets an unknown shape. */
 mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims);
+/* The same sharing dims: an array that lives as long as the model and
+ * never changes (a tensor's dims), as an initializer's value does. */
+mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims);
 mp_status mp_set_out_like(mp_ctx *c, int i, const mp_value *src);
 mp_status mp_set_out_dtype(mp_ctx *c, int i, int dtype);  /* shape unknown */
 /* Known contents of output i (its shape must be set; n = its numel). */
 mp_status mp_set_ints(mp_ctx *c, int i, const int64_t *v, int64_t n);
 mp_status mp_set_floats(mp_ctx *c, int i, const double *v, int64_t n);
+/* The same taking v itself (no copy): an array in the model arena (from
+ * mp_tensor_read, mp_scratch) that nothing changes afterwards. */
+mp_status mp_keep_ints(mp_ctx *c, int i, int64_t *v, int64_t n);
+mp_status mp_keep_floats(mp_ctx *c, int i, double *v, int64_t n);
 
 /* Known contents of input i: true with *v and *n when known (small
  * initializers and Constant outputs are decoded on first use). Integer

@@ -1279,7 +1279,7 @@ static mp_status constant_infer(mp_ctx *c) {
                 return mp_fail(c, "constant tensor of rank %d", t->rank);
             for (int d = 0; d < t->rank; d++)
                 if (t->dims[d] < 0) return mp_fail(c, "constant tensor has a negative dim");
-            mp_status st = mp_set_out(c, 0, t->dtype, t->rank, t->dims);
+            mp_status st = mp_set_out_keep(c, 0, t->dtype, t->rank, t->dims);
             if (st || a->type != MP_ATTR_TENSOR || t->dtype == MP_DT_STRING) return st;
             int64_t cnt = sh_small(t->dims, t->rank);
             if (cnt < 0) return MP_OK;
@@ -1289,8 +1289,8 @@ static mp_status constant_infer(mp_ctx *c) {
                 mp_error_clear();
                 return MP_OK;
             }
-            if (fv) return mp_set_floats(c, 0, fv, cnt);
-            if (iv) return mp_set_ints(c, 0, iv, cnt);
+            if (fv) return mp_keep_floats(c, 0, fv, cnt);
+            if (iv) return mp_keep_ints(c, 0, iv, cnt);
             return MP_OK;
         }
         if (strcmp(nm, "value_float") == 0) {

@@ -104,6 +104,22 @@ mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims)
     return MP_OK;
 }
 
+mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims) {
+    mp_value *v = mp_out(c, i);
+    if (!v) return MP_OK;
+    if (rank > MP_MAX_RANK) return mp_fail(c, "output rank %d exceeds the limit %d", rank, MP_MAX_RANK);
+    for (int d = 0; d < rank; d++)
+        if (dims[d] < MP_DIM_ANON && MP_DIM_SYM(dims[d]) >= c->m->n_syms)
+            return mp_fail(c, "internal: bad symbolic dim");
+    v->dtype = dtype;
+    v->rank = rank;
+    v->kn = -1;
+    v->iv = NULL;
+    v->fv = NULL;
+    v->dims = rank > 0 ? (int64_t *)dims : NULL;
+    return MP_OK;
+}
+
 mp_status mp_set_out_like(mp_ctx *c, int i, const mp_value *src) {
     return mp_set_out(c, i, src->dtype, src->rank, src->dims);
 }
@@ -145,6 +161,29 @@ static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double
     }
     v->kn = n;
     return MP_OK;
+}
+
+/* Contents that are already an array of the output's kind in the arena. */
+static mp_status mp__keep_known(mp_ctx *c, int i, int64_t *iv, double *fv, int64_t n) {
+    mp_value *v = mp_out(c, i);
+    if (!v) return MP_OK;
+    if (mp_dtype_is_float(v->dtype) != (fv != NULL)) return mp__set_known(c, i, iv, fv, n);
+    int64_t numel = mp_numel(v);
+    if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
+                                   (long long)n, (long long)numel);
+    if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
+    v->iv = iv;
+    v->fv = fv;
+    v->kn = n;
+    return MP_OK;
+}
+
+mp_status mp_keep_ints(mp_ctx *c, int i, int64_t *v, int64_t n) {
+    return mp__keep_known(c, i, v, NULL, n);
+}
+
+mp_status mp_keep_floats(mp_ctx *c, int i, double *v, int64_t n) {
+    return mp__keep_known(c, i, NULL, v, n);
 }
 
 mp_status mp_set_ints(mp_ctx *c, int i, const int64_t *v, int64_t n) {
