@@ -36,21 +36,26 @@ static inline bool mp__streq(const char *a, const char *b) {
     return a == b || (a[0] == b[0] && (!a[0] || strcmp(a + 1, b + 1) == 0));
 }
 
-/* One use of a weight (or of a copy of one): the consumer node and input
- * slot. A value's uses form a list, latest first. */
+/* One use of a weight (or of a copy of one): the consumer node, its op
+ * type, whether it is itself a copy, and the input slot. A value's uses
+ * form a list, latest first. */
 typedef struct mp__use {
-    int node, slot, next;
+    int node, op, slot, next;
+    bool copy;
 } mp__use;
 
 /* Liveness state of a value during the walk (mp__walk.live): */
 #define MP__UNTRACKED 0 /* nothing to free: no bytes, or lives to the end */
 #define MP__FOLDED (-1) /* computed from weights and constants alone */
 #define MP__DEAD (-2)   /* freed: its last use has passed */
-#define MP__WEIGHT (-3) /* an initializer (its uses are kept) */
-/* > 0: an activation with that many uses still to come */
+/* > 0: an activation with that many uses still to come;
+ * <= MP__KEPT: a weight or a copy of one, whose uses are kept: the latest
+ * is MP__KEPT - live - 1 (none at MP__KEPT) */
+#define MP__KEPT (-3)
+#define MP__KEPT_LAST(s) (MP__KEPT - (s) - 1)
 
 /* Op types by descriptor address (open addressing). */
-#define MP__DESC_SLOTS 512
+#define MP__DESC_SLOTS 256
 
 typedef struct mp__walk {
     mp_profile *p;
@@ -60,7 +65,6 @@ typedef struct mp__walk {
     /* op types */
     int cap_ops, cap_kind;
     unsigned char *op_kind;   /* MP__K_* per op type */
-    int *node_op;             /* op type of each node */
     struct {
         const mp_op *desc;
         int op;
@@ -69,13 +73,12 @@ typedef struct mp__walk {
     mp_strmap by_name;        /* op types of nodes without a descriptor */
     bool any_dequant;
     /* weights: their uses and the nodes that copy them */
-    int *use;                 /* per value: latest use + 1; -1 a copy not used yet; 0 none kept */
     mp__use *uses;
     int n_uses, cap_uses;
     int *inits, n_inits;      /* the initializers */
     int *copies, n_copies;    /* Identity nodes copying a weight */
     /* liveness */
-    int *live;                /* per value: an MP__ state or the uses to come */
+    int *live;                /* per value: an MP__ state, the uses to come or kept */
     uint64_t live_now, births;
     int alive;                /* activations with uses to come */
     bool live_exact;          /* false: replay it exactly (mp__liveness_replay) */
@@ -202,7 +205,7 @@ static void mp__figs_checked(mp__walk *w) {
         const mp_node *n = &g->nodes[k];
         mp__fig_add_cost(&p->total, &n->cost, &w->ovf);
         if (n->module >= 0) mp__fig_add_cost(&p->mods[n->module], &n->cost, &w->ovf);
-        mp__fig_add_cost(&p->ops[w->node_op[k]].fig, &n->cost, &w->ovf);
+        mp__fig_add_cost(&p->ops[mp__op_index(w, n)].fig, &n->cost, &w->ovf);
     }
 }
 
@@ -252,29 +255,38 @@ static void mp__born(mp__walk *w, int v, const mp_value *val, uint64_t *die) {
 /* The exact rule, in the order the figures were always added: values in
  * index order, each checked addition to a difference array. The walk's
  * folded marks (w->live) are kept. */
-static mp_status mp__liveness_replay(mp_profile *p, const mp__walk *w) {
+static mp_status mp__liveness_replay(mp_profile *p) {
     mp_graph *g = p->m->graph;
     int n = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(n ? n : 1));
     int *last = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
     int64_t *delta = calloc((size_t)n + 2, sizeof *delta);
-    if (!pos || !last || !delta) {
+    bool *folded = calloc((size_t)g->n_values + 1, sizeof *folded);
+    if (!pos || !last || !delta || !folded) {
         free(pos);
         free(last);
         free(delta);
+        free(folded);
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
     for (int v = 0; v < g->n_values; v++) last[v] = -1;
     for (int i = 0; i < n; i++) {
         const mp_node *nd = &g->nodes[g->order[i]];
         pos[g->order[i]] = i;
-        for (int j = 0; j < nd->n_in; j++)
-            if (nd->in[j] >= 0) last[nd->in[j]] = i;
+        bool k = nd->n_sub == 0;
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0) continue;
+            last[v] = i;
+            if (!(g->values[v].flags & MP_VAL_INIT) && !folded[v]) k = false;
+        }
+        for (int o = 0; o < nd->n_out; o++)
+            if (nd->out[o] >= 0) folded[nd->out[o]] = k;
     }
     bool live_ovf = false;
     for (int v = 0; v < g->n_values; v++) {
         const mp_value *val = &g->values[v];
-        if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER) || w->live[v] == MP__FOLDED) continue;
+        if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER) || folded[v]) continue;
         uint64_t b = mp_value_bytes(val);
         if (mp_value_numel(val) == -2) { /* elements past 64 bits */
             p->overflow = true;
@@ -315,13 +327,14 @@ static mp_status mp__liveness_replay(mp_profile *p, const mp__walk *w) {
     free(pos);
     free(last);
     free(delta);
+    free(folded);
     return MP_OK;
 }
 
 /* ---- the walk ---- */
 
-/* Keep use (node k, input slot) of value v. */
-static bool mp__use_add(mp__walk *w, int v, int k, int slot) {
+/* Keep use (node k of op type op, a copy or not, input slot) of value v. */
+static bool mp__use_add(mp__walk *w, int v, int k, int op, bool copy, int slot) {
     if (w->n_uses == w->cap_uses) {
         int nc = w->cap_uses ? w->cap_uses * 2 : 256;
         mp__use *nu = nc > w->cap_uses ? realloc(w->uses, sizeof *nu * (size_t)nc) : NULL;
@@ -331,19 +344,25 @@ static bool mp__use_add(mp__walk *w, int v, int k, int slot) {
     }
     mp__use *u = &w->uses[w->n_uses];
     u->node = k;
+    u->op = op;
+    u->copy = copy;
     u->slot = slot;
-    u->next = w->use[v] > 0 ? w->use[v] - 1 : -1;
-    w->use[v] = ++w->n_uses;
+    u->next = w->live[v] < MP__KEPT ? MP__KEPT_LAST(w->live[v]) : -1;
+    w->live[v] = MP__KEPT - 1 - w->n_uses++;
     return true;
+}
+
+/* The latest kept use of v, -1 when none. */
+static int mp__use_first(const mp__walk *w, int v) {
+    return w->live[v] < MP__KEPT ? MP__KEPT_LAST(w->live[v]) : -1;
 }
 
 /* An Identity node that copies a weight: PyTorch's exporter keeps one
  * initializer for several equal tensors and names each copy with an
  * Identity output. */
-static bool mp__is_copy(const mp__walk *w, int k) {
-    const mp_node *n = &w->g->nodes[k];
-    return (w->op_kind[w->node_op[k]] & MP__K_IDENTITY) && n->n_in >= 1 && n->n_out >= 1 &&
-           n->in[0] >= 0 && n->out[0] >= 0 && (w->g->values[n->in[0]].flags & MP_VAL_INIT);
+static bool mp__is_copy(const mp__walk *w, const mp_node *n, unsigned kind) {
+    return (kind & MP__K_IDENTITY) && n->n_in >= 1 && n->n_out >= 1 && n->in[0] >= 0 &&
+           n->out[0] >= 0 && (w->g->values[n->in[0]].flags & MP_VAL_INIT);
 }
 
 /* Node k, just inferred, into the figures: op type, module,
@@ -354,8 +373,8 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
     const mp_node *n = &g->nodes[k];
     int op = mp__op_index(w, n);
     if (op < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
-    w->node_op[k] = op;
     unsigned kind = w->op_kind[op];
+    bool copy = mp__is_copy(w, n, kind);
     mp__fig_add_node(&p->total, &p->ops[op].fig, n->module >= 0 ? &p->mods[n->module] : NULL,
                      &n->cost, &w->carry);
     if (n->cost.flags & MP_COST_OVERFLOW) w->ovf = true;
@@ -367,8 +386,8 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
         int v = n->in[j];
         if (v < 0) continue;
         int s = w->live[v];
-        if (s == MP__WEIGHT) {
-            if (!mp__use_add(w, v, k, j)) return mp_error(MP_ERR_NOMEM, "out of memory");
+        if (s <= MP__KEPT) { /* a weight or a copy: counts as folded */
+            if (!mp__use_add(w, v, k, op, copy, j)) return mp_error(MP_ERR_NOMEM, "out of memory");
             continue;
         }
         if (s != MP__FOLDED) folded = false;
@@ -383,17 +402,17 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
         } else if (s == MP__DEAD) {
             w->live_exact = false; /* more uses than counted */
         }
-        if (w->use[v] && !mp__use_add(w, v, k, j))
-            return mp_error(MP_ERR_NOMEM, "out of memory");
-    }
-    if ((kind & MP__K_IDENTITY) && mp__is_copy(w, k)) {
-        w->copies[w->n_copies++] = k;
-        if (!w->use[n->out[0]]) w->use[n->out[0]] = -1; /* keep its uses */
     }
     for (int o = 0; o < n->n_out; o++) {
         int v = n->out[o];
         if (v < 0) continue;
         const mp_value *val = &vals[v];
+        if (copy && o == 0) { /* its uses are kept; liveness counts it folded */
+            w->copies[w->n_copies++] = k;
+            w->live[v] = MP__KEPT;
+            if (!folded) w->live_exact = false;
+            continue;
+        }
         if (folded) {
             w->live[v] = MP__FOLDED;
             continue;
@@ -415,7 +434,7 @@ static mp_status mp__walk_graph(mp__walk *w) {
     mp_graph *g = w->g;
     mp_status st = mp_infer_begin(m, w->inits, &w->n_inits);
     if (st) return st;
-    for (int i = 0; i < w->n_inits; i++) w->live[w->inits[i]] = MP__WEIGHT;
+    for (int i = 0; i < w->n_inits; i++) w->live[w->inits[i]] = MP__KEPT;
     uint64_t die = 0; /* graph inputs nothing reads are freed after node 0 */
     for (int j = 0; j < g->n_inputs; j++) {
         int v = g->inputs[j];
@@ -449,9 +468,9 @@ static mp_status mp__walk_graph(mp__walk *w) {
 static bool mp__is_param(const mp__walk *w, int v, const mp_tensor *t) {
     if (t->numel <= 0) return false;
     bool any = false, all_buffer = true, param_slot = false;
-    for (int e = w->use[v] > 0 ? w->use[v] - 1 : -1; e >= 0; e = w->uses[e].next) {
+    for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
         int k = w->uses[e].node, s = w->uses[e].slot;
-        if (mp__is_copy(w, k)) continue;
+        if (w->uses[e].copy) continue;
         const mp_node *n = &w->g->nodes[k];
         any = true;
         uint32_t bit = s < 32 ? (1u << s) : 0;
@@ -469,6 +488,12 @@ static const mp_tensor *mp__constant_tensor(const mp_node *n) {
     return a && a->type == MP_ATTR_TENSOR ? a->t : NULL;
 }
 
+/* Op kinds of node k (its type is known since the walk). */
+static unsigned mp__node_kind(mp__walk *w, int k) {
+    int op = mp__op_index(w, &w->g->nodes[k]);
+    return op >= 0 ? w->op_kind[op] : 0;
+}
+
 /* Quantized weights stored in Constant nodes: the data input of a
  * DequantizeLinear, followed back through the casts and the scaling that
  * quantize it, ends at the weight (int8) or bias (float, quantized on the
@@ -479,13 +504,13 @@ static mp_status mp__mark_quantized(mp__walk *w, int *chain, int *n_chain) {
     *n_chain = 0;
     for (int k = 0; k < g->n_nodes; k++) {
         const mp_node *n = &g->nodes[k];
-        if (!(w->op_kind[w->node_op[k]] & MP__K_DEQUANT) || n->n_in < 1 || n->in[0] < 0) continue;
+        if (n->n_in < 1 || n->in[0] < 0 || !(mp__node_kind(w, k) & MP__K_DEQUANT)) continue;
         int v = n->in[0];
         for (int hop = 0; hop < 16 && v >= 0; hop++) {
             mp_value *val = &g->values[v];
             if (val->producer < 0) break;
             const mp_node *pn = &g->nodes[val->producer];
-            unsigned kind = w->op_kind[w->node_op[val->producer]];
+            unsigned kind = mp__node_kind(w, val->producer);
             if (kind & MP__K_CONSTANT) {
                 const mp_tensor *t = mp__constant_tensor(pn);
                 if (t && t->rank >= 1 && t->numel > 0 && !(val->flags & MP_VAL_PARAM)) {
@@ -505,11 +530,14 @@ static mp_status mp__mark_quantized(mp__walk *w, int *chain, int *n_chain) {
     for (int c = 0; c < *n_chain; c++) mark[chain[c]] = 1;
     for (int k = 0; k < g->n_nodes; k++) {
         const mp_node *n = &g->nodes[k];
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0 && mark[n->in[j]] && !mp__use_add(w, n->in[j], k, j)) {
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] < 0 || !mark[n->in[j]]) continue;
+            int op = mp__op_index(w, n);
+            if (op < 0 || !mp__use_add(w, n->in[j], k, op, mp__is_copy(w, n, w->op_kind[op]), j)) {
                 free(mark);
                 return mp_error(MP_ERR_NOMEM, "out of memory");
             }
+        }
     }
     free(mark);
     return MP_OK;
@@ -517,10 +545,10 @@ static mp_status mp__mark_quantized(mp__walk *w, int *chain, int *n_chain) {
 
 /* The tensor behind a param value (itself, the weight it copies, or a
  * Constant node's tensor). */
-static const mp_tensor *mp__param_tensor(const mp__walk *w, const mp_value *v) {
+static const mp_tensor *mp__param_tensor(mp__walk *w, const mp_value *v) {
     if (v->init) return v->init;
     const mp_node *pn = &w->g->nodes[v->producer];
-    if (w->op_kind[w->node_op[v->producer]] & MP__K_CONSTANT) return mp__constant_tensor(pn);
+    if (mp__node_kind(w, v->producer) & MP__K_CONSTANT) return mp__constant_tensor(pn);
     return w->g->values[pn->in[0]].init;
 }
 
@@ -535,7 +563,7 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
     const mp_tensor *t = mp__param_tensor(w, &g->values[v]);
     int64_t count = t->numel;
     int dt = t->dtype;
-    int first = w->use[v] > 0 ? w->use[v] - 1 : -1;
+    int first = mp__use_first(w, v);
     /* a packed weight: the descriptor of its first consumer (in node
      * order) that knows the real count gives it */
     int best = -1, best_slot = 0;
@@ -566,13 +594,13 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
     for (int e = first; e >= 0; e = w->uses[e].next) {
         int k = w->uses[e].node;
         mp_node *nd = &g->nodes[k];
-        if (mp__is_copy(w, k)) continue; /* the copy is its own param */
+        if (w->uses[e].copy) continue; /* the copy is its own param */
         if (k != last_node) { /* a node using a weight twice counts it once */
             nd->cost.params = mp_uadd(nd->cost.params, n, ovf);
             nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, ovf);
             last_node = k;
         }
-        int op = w->node_op[k];
+        int op = w->uses[e].op;
         if (op_stamp[op] != v) { /* each op type counts a weight once */
             op_stamp[op] = v;
             p->ops[op].fig.params = mp_uadd(p->ops[op].fig.params, n, ovf);
@@ -672,17 +700,15 @@ static mp_status mp__limit_or(const mp_model *m, mp_status st) {
 static mp_status mp__profile(mp_profile *p, mp__walk *w) {
     mp_model *m = p->m;
     mp_graph *g = m->graph;
-    /* per node and per value scratch in one block: node_op, copies, then
-     * live and use (zeroed), then inits */
+    /* scratch in one block: live (zeroed), then the initializers and the
+     * copies (few of either are written) */
     size_t nn = (size_t)g->n_nodes, nv = (size_t)g->n_values;
-    int *s = malloc(sizeof(int) * (2 * nn + 3 * nv + 1));
+    int *s = malloc(sizeof(int) * (2 * nv + nn + 1));
     if (!s) return mp_error(MP_ERR_NOMEM, "out of memory");
-    w->node_op = s;
-    w->copies = s + nn;
-    w->live = s + 2 * nn;
-    w->use = w->live + nv;
-    w->inits = w->use + nv;
-    memset(w->live, 0, sizeof(int) * 2 * nv);
+    w->live = s;
+    w->inits = s + nv;
+    w->copies = s + 2 * nv;
+    memset(w->live, 0, sizeof(int) * nv);
     mp_status st = mp__walk_graph(w);
     if (!st && m->n_modules == 0 && mp_model_module(m, "", 0) < 0) {
         free(s);
@@ -696,7 +722,7 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
             mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &w->ovf);
         st = mp__params(w);
     }
-    if (!st && !w->live_exact) st = mp__liveness_replay(p, w);
+    if (!st && !w->live_exact) st = mp__liveness_replay(p);
     if (!st) st = mp__unresolved(p);
     if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
     if (w->ovf) p->overflow = true;
