@@ -101,7 +101,12 @@ static inline bool mp_shape_known(const mp_value *v) {
 
 /* Required input i: present and within the rank limit, else an error
  * naming the input (what: its role, e.g. "W", or NULL). */
-mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v);
+mp_status mp__need_in_fail(mp_ctx *c, int i, const char *what, mp_value **v);
+static inline mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v) {
+    *v = mp_in(c, i);
+    if (*v && (*v)->rank <= MP_MAX_RANK) return MP_OK;
+    return mp__need_in_fail(c, i, what, v);
+}
 
 /* Error naming the node and op; returns MP_ERR_SHAPE. */
 mp_status mp_fail(mp_ctx *c, const char *fmt, ...) MP_PRINTF(2, 3);
@@ -147,7 +152,19 @@ void *mp_scratch(mp_ctx *c, size_t bytes);
 
 /* Element count of a value for costing: 0 and MP_COST_UNKNOWN on k when
  * unknown. */
-uint64_t mp_cnumel(const mp_value *v, mp_cost *k);
+static inline uint64_t mp_cnumel(const mp_value *v, mp_cost *k) {
+    if (!v) return 0;
+    int64_t n = mp_numel(v);
+    if (n == -2) {
+        k->flags |= MP_COST_OVERFLOW;
+        return UINT64_MAX;
+    }
+    if (n < 0) {
+        k->flags |= MP_COST_UNKNOWN;
+        return 0;
+    }
+    return (uint64_t)n;
+}
 
 /* Product of cost factors: 0 with MP_COST_UNKNOWN when one is unknown
  * (< 0); saturates with MP_COST_OVERFLOW. */

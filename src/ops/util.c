@@ -16,8 +16,7 @@ mp_status mp_fail(mp_ctx *c, const char *fmt, ...) {
                     c->n->op, buf);
 }
 
-mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v) {
-    *v = mp_in(c, i);
+mp_status mp__need_in_fail(mp_ctx *c, int i, const char *what, mp_value **v) {
     if (!*v)
         return what ? mp_fail(c, "input %d (%s) is missing", i, what)
                     : mp_fail(c, "input %d is missing", i);
@@ -288,20 +287,6 @@ int mp_axis(int64_t axis, int rank) {
 }
 
 /* ---- shared rules ---- */
-
-uint64_t mp_cnumel(const mp_value *v, mp_cost *k) {
-    if (!v) return 0;
-    int64_t n = mp_numel(v);
-    if (n == -2) {
-        k->flags |= MP_COST_OVERFLOW;
-        return UINT64_MAX;
-    }
-    if (n < 0) {
-        k->flags |= MP_COST_UNKNOWN;
-        return 0;
-    }
-    return (uint64_t)n;
-}
 
 uint64_t mp_cost_prod(mp_cost *k, const int64_t *f, int n) {
     bool ovf = false;
