@@ -110,13 +110,25 @@ static int mp__op_by_name(mp__walk *w, const mp_node *n) {
  * descriptor up by its (normalized) domain and op name, so nodes sharing
  * a descriptor share both: most nodes find their type by the descriptor's
  * address, without reading their strings. */
-static int mp__op_index(mp__walk *w, const mp_node *n) {
+static int mp__op_index_new(mp__walk *w, const mp_node *n, unsigned h);
+
+static inline int mp__op_index(mp__walk *w, const mp_node *n) {
+    unsigned h = 0;
     if (n->desc) {
-        uintptr_t a = (uintptr_t)n->desc;
-        unsigned h = (unsigned)((a >> 4) ^ (a >> 13)) & (MP__DESC_SLOTS - 1);
-        while (w->by_desc[h].desc && w->by_desc[h].desc != n->desc)
+        /* Fibonacci hashing: descriptors sit in arrays, a fixed stride apart */
+        uint64_t a = (uint64_t)(uintptr_t)n->desc * UINT64_C(0x9E3779B97F4A7C15);
+        h = (unsigned)(a >> 56) & (MP__DESC_SLOTS - 1);
+        while (w->by_desc[h].desc) {
+            if (w->by_desc[h].desc == n->desc) return w->by_desc[h].op;
             h = (h + 1) & (MP__DESC_SLOTS - 1);
-        if (w->by_desc[h].desc) return w->by_desc[h].op;
+        }
+    }
+    return mp__op_index_new(w, n, h);
+}
+
+/* The first node of a descriptor (to slot h), or a node without one. */
+static int mp__op_index_new(mp__walk *w, const mp_node *n, unsigned h) {
+    if (n->desc) {
         int idx = mp__op_by_name(w, n);
         if (idx >= 0 && w->n_desc < MP__DESC_SLOTS / 2) { /* else: by name each time */
             w->by_desc[h].desc = n->desc;
@@ -231,10 +243,13 @@ static bool mp__act_bytes(const mp_value *v, uint64_t *b) {
     return *b <= (uint64_t)INT64_MAX / 4;
 }
 
-/* Activation v appears; one without uses is freed (*die) at once. */
-static void mp__born(mp__walk *w, int v, const mp_value *val, uint64_t *die) {
+/* Activation v appears (its bytes in *known when the driver counted
+ * them); one without uses is freed (*die) at once. */
+static void mp__born(mp__walk *w, int v, const mp_value *val, const uint64_t *known,
+                     uint64_t *die) {
     uint64_t b;
-    if (!mp__act_bytes(val, &b)) {
+    /* the driver's count is UINT64_MAX where mp__act_bytes fails */
+    if (known ? (b = *known) > (uint64_t)INT64_MAX / 4 : !mp__act_bytes(val, &b)) {
         w->live_exact = false;
         return;
     }
@@ -403,6 +418,9 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
             w->live_exact = false; /* more uses than counted */
         }
     }
+    /* a single output's bytes are the node's activation bytes (the driver
+     * counts those; cost rules leave them, control flow aside) */
+    const uint64_t *known = n->n_out == 1 && n->n_sub == 0 ? &n->cost.act_bytes : NULL;
     for (int o = 0; o < n->n_out; o++) {
         int v = n->out[o];
         if (v < 0) continue;
@@ -418,7 +436,7 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
             continue;
         }
         w->live[v] = MP__UNTRACKED;
-        if (!(val->flags & (MP_VAL_INIT | MP_VAL_OUTER))) mp__born(w, v, val, &die);
+        if (!(val->flags & (MP_VAL_INIT | MP_VAL_OUTER))) mp__born(w, v, val, known, &die);
     }
     if (w->live_now > p->activation_peak_bytes) {
         p->activation_peak_bytes = w->live_now;
@@ -446,7 +464,7 @@ static mp_status mp__walk_graph(mp__walk *w) {
             w->live_exact = false; /* listed twice */
             continue;
         }
-        mp__born(w, v, val, &die);
+        mp__born(w, v, val, NULL, &die);
     }
     for (int i = 0; i < g->n_nodes; i++) {
         int k = g->order[i];
