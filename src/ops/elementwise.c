@@ -373,7 +373,8 @@ static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
             else rf[e] = (double)r;
         }
     }
-    return out_int ? mp_set_ints(c, 0, ri, numel) : mp_set_floats(c, 0, rf, numel);
+    /* the results are already in the arena, of the output's kind */
+    return out_int ? mp_keep_ints(c, 0, ri, numel) : mp_keep_floats(c, 0, rf, numel);
 }
 
 /* ---- shape helpers ---- */

@@ -218,7 +218,9 @@ static mp_status sh_pass(mp_ctx *c, int i, int o) {
     sh_data s;
     mp_value *y = mp_out(c, o);
     if (!y || !sh_data_get(c, i, &s) || mp_numel(y) != s.n) return MP_OK;
-    return s.fv ? mp_set_floats(c, o, s.fv, s.n) : mp_set_ints(c, o, s.iv, s.n);
+    /* a value's contents never change once set: share the input's */
+    return s.fv ? mp_keep_floats(c, o, (double *)s.fv, s.n)
+                : mp_keep_ints(c, o, (int64_t *)s.iv, s.n);
 }
 
 /* Normalise n axes against rank into out; fails on out-of-range or repeated
