@@ -62,6 +62,7 @@ typedef struct mp__walk {
     mp_graph *g;
     bool ovf;
     bool carry;               /* a total passed 64 bits (mp__fig_add_node) */
+    mp_fig no_module;         /* takes the figures of nodes outside any module */
     /* op types */
     int cap_ops, cap_kind;
     unsigned char *op_kind;   /* MP__K_* per op type */
@@ -165,20 +166,22 @@ static void mp__fig_add_cost(mp_fig *f, const mp_cost *k, bool *ovf) {
  * the checked sums. When one does, mp__figs_checked redoes them. */
 static inline void mp__fig_add_node(mp_fig *tot, mp_fig *op, mp_fig *mod, const mp_cost *k,
                                     bool *carry) {
-#define MP__ADD(field)                  \
-    do {                                \
-        uint64_t x = k->field;          \
-        tot->field += x;                \
-        *carry |= tot->field < x;       \
-        op->field += x;                 \
-        if (mod) mod->field += x;       \
+#define MP__ADD(field)            \
+    do {                          \
+        uint64_t x = k->field;    \
+        tot->field += x;          \
+        c |= tot->field < x;      \
+        op->field += x;           \
+        mod->field += x;          \
     } while (0)
+    bool c = false;
     MP__ADD(macs);
     MP__ADD(flops);
     MP__ADD(bytes_read);
     MP__ADD(bytes_written);
     MP__ADD(act_bytes);
 #undef MP__ADD
+    *carry |= c;
     int unc = (k->flags & MP_COST_UNCOUNTED) != 0, unk = (k->flags & MP_COST_UNKNOWN) != 0;
     tot->nodes++;
     tot->uncounted += unc;
@@ -186,11 +189,9 @@ static inline void mp__fig_add_node(mp_fig *tot, mp_fig *op, mp_fig *mod, const 
     op->nodes++;
     op->uncounted += unc;
     op->unknown += unk;
-    if (mod) {
-        mod->nodes++;
-        mod->uncounted += unc;
-        mod->unknown += unk;
-    }
+    mod->nodes++;
+    mod->uncounted += unc;
+    mod->unknown += unk;
 }
 
 static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
@@ -390,8 +391,8 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
     if (op < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
     unsigned kind = w->op_kind[op];
     bool copy = mp__is_copy(w, n, kind);
-    mp__fig_add_node(&p->total, &p->ops[op].fig, n->module >= 0 ? &p->mods[n->module] : NULL,
-                     &n->cost, &w->carry);
+    mp_fig *mod = n->module >= 0 ? &p->mods[n->module] : &w->no_module;
+    mp__fig_add_node(&p->total, &p->ops[op].fig, mod, &n->cost, &w->carry);
     if (n->cost.flags & MP_COST_OVERFLOW) w->ovf = true;
     if (kind & MP__K_DEQUANT) w->any_dequant = true;
 
