@@ -352,7 +352,8 @@ static mp_status mp__liveness_replay(mp_profile *p) {
 /* Keep use (node k of op type op, a copy or not, input slot) of value v. */
 static bool mp__use_add(mp__walk *w, int v, int k, int op, bool copy, int slot) {
     if (w->n_uses == w->cap_uses) {
-        int nc = w->cap_uses ? w->cap_uses * 2 : 256;
+        /* most weights have one or two uses */
+        int nc = w->cap_uses ? w->cap_uses * 2 : 2 * w->n_inits + 64;
         mp__use *nu = nc > w->cap_uses ? realloc(w->uses, sizeof *nu * (size_t)nc) : NULL;
         if (!nu) return false;
         w->uses = nu;
@@ -454,6 +455,13 @@ static mp_status mp__walk_graph(mp__walk *w) {
     mp_status st = mp_infer_begin(m, w->inits, &w->n_inits);
     if (st) return st;
     for (int i = 0; i < w->n_inits; i++) w->live[w->inits[i]] = MP__KEPT;
+    /* room for the usual number of op types, grown past it */
+    mp_profile *p = w->p;
+    mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &w->cap_ops, 32);
+    if (no) p->ops = no;
+    unsigned char *nk = mp_grow(w->op_kind, 1, &w->cap_kind, 32);
+    if (nk) w->op_kind = nk;
+    if (!no || !nk) return mp_error(MP_ERR_NOMEM, "out of memory");
     uint64_t die = 0; /* graph inputs nothing reads are freed after node 0 */
     for (int j = 0; j < g->n_inputs; j++) {
         int v = g->inputs[j];
