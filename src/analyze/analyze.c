@@ -249,7 +249,8 @@ static bool mp__act_bytes(const mp_value *v, uint64_t *b) {
 static void mp__born(mp__walk *w, int v, const mp_value *val, const uint64_t *known,
                      uint64_t *die) {
     uint64_t b;
-    /* the driver's count is UINT64_MAX where mp__act_bytes fails */
+    /* the driver's count passes INT64_MAX / 4 (UINT64_MAX past 64 bits)
+     * exactly where mp__act_bytes fails */
     if (known ? (b = *known) > (uint64_t)INT64_MAX / 4 : !mp__act_bytes(val, &b)) {
         w->live_exact = false;
         return;
@@ -269,8 +270,8 @@ static void mp__born(mp__walk *w, int v, const mp_value *val, const uint64_t *kn
 }
 
 /* The exact rule, in the order the figures were always added: values in
- * index order, each checked addition to a difference array. The walk's
- * folded marks (w->live) are kept. */
+ * index order, each checked addition to a difference array (folding and
+ * last uses worked out again, apart from the walk). */
 static mp_status mp__liveness_replay(mp_profile *p) {
     mp_graph *g = p->m->graph;
     int n = g->n_nodes;
@@ -404,7 +405,8 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
         if (v < 0) continue;
         int s = w->live[v];
         if (s <= MP__KEPT) { /* a weight or a copy: counts as folded */
-            if (!mp__use_add(w, v, k, op, copy, j)) return mp_error(MP_ERR_NOMEM, "out of memory");
+            if (!mp__use_add(w, v, k, op, copy, j))
+                return mp_error(MP_ERR_NOMEM, "out of memory");
             continue;
         }
         if (s != MP__FOLDED) folded = false;
