@@ -1,235 +1,306 @@
 /* From a shaped, costed graph to the profile: parameters (shared weights
- * once), activation liveness, per-module and per-op aggregation. */
+ * once), activation liveness, per-module and per-op aggregation.
+ *
+ * mp_profile_static infers the nodes one at a time in execution order and
+ * takes each into the figures at once, while its data is in cache: one
+ * walk serves inference, op types, modules, liveness and the uses of
+ * weights, where a pass over all nodes and values for each would stream
+ * the whole graph through the cache again every time. */
 #include "analyze/analyze.h"
 
 #include <stdlib.h>
 
-/* Consumers of each value as a compressed list (CSR). */
-typedef struct mp__uses {
-    int *start;   /* n_values + 1 */
-    int *node;    /* consumer node */
-    int *slot;    /* input position */
-} mp__uses;
+/* What the parameter rules ask of an op type: found once per type, by
+ * name, so that no node compares names. */
+enum {
+    MP__K_IDENTITY = 1u << 0, /* Identity (default domain): may copy a weight */
+    MP__K_CONSTANT = 1u << 1, /* Constant (default domain) */
+    MP__K_DEQUANT = 1u << 2,  /* DequantizeLinear (any domain) */
+    MP__K_CHAIN = 1u << 3,    /* may quantize a weight on its way to a DequantizeLinear */
+};
 
-static void mp__uses_free(mp__uses *u) {
-    free(u->start);
-    free(u->node);
-    free(u->slot);
-}
-
-static mp_status mp__uses_build(const mp_graph *g, mp__uses *u) {
-    int total = 0;
-    u->start = calloc((size_t)g->n_values + 1, sizeof *u->start);
-    for (int k = 0; k < g->n_nodes; k++) total += g->nodes[k].n_in;
-    u->node = calloc((size_t)total + 1, sizeof *u->node);
-    u->slot = calloc((size_t)total + 1, sizeof *u->slot);
-    if (!u->start || !u->node || !u->slot) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < g->n_nodes; k++)
-        for (int i = 0; i < g->nodes[k].n_in; i++)
-            if (g->nodes[k].in[i] >= 0) u->start[g->nodes[k].in[i] + 1]++;
-    for (int v = 0; v < g->n_values; v++) u->start[v + 1] += u->start[v];
-    int *fill = calloc((size_t)g->n_values + 1, sizeof *fill);
-    if (!fill) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < g->n_nodes; k++)
-        for (int i = 0; i < g->nodes[k].n_in; i++) {
-            int v = g->nodes[k].in[i];
-            if (v < 0) continue;
-            int at = u->start[v] + fill[v]++;
-            u->node[at] = k;
-            u->slot[at] = i;
-        }
-    free(fill);
-    return MP_OK;
-}
-
-/* An Identity node that copies a weight: PyTorch's exporter keeps one
- * initializer for several equal tensors and names each copy with an
- * Identity output. */
-static bool mp__is_copy(const mp_graph *g, const mp_node *n) {
-    return n->n_in >= 1 && n->n_out >= 1 && n->in[0] >= 0 && n->out[0] >= 0 && !n->domain[0] &&
-           strcmp(n->op, "Identity") == 0 && (g->values[n->in[0]].flags & MP_VAL_INIT);
-}
-
-/* Is value v (an initializer, or a copy of one) a learnable parameter?
- * (GUIDE §3, docs/COUNTING.md): float-typed with rank >= 1, or used where
- * an op takes a (quantized) weight; never when every use is a buffer slot
- * (BatchNormalization mean and variance). Copies are judged by their own
- * uses. */
-static bool mp__is_param(const mp_graph *g, const mp__uses *u, int v, const mp_tensor *t) {
-    if (t->numel <= 0) return false;
-    bool any = false, all_buffer = true, param_slot = false;
-    for (int j = u->start[v]; j < u->start[v + 1]; j++) {
-        const mp_node *n = &g->nodes[u->node[j]];
-        if (mp__is_copy(g, n)) continue;
-        int s = u->slot[j];
-        any = true;
-        uint32_t bit = s < 32 ? (1u << s) : 0;
-        if (!n->desc || !(n->desc->buffer_inputs & bit)) all_buffer = false;
-        if (n->desc && (n->desc->param_inputs & bit)) param_slot = true;
-    }
-    if (any && all_buffer) return false;
-    if (param_slot) return true;
-    return mp_dtype_is_float(t->dtype) && t->rank >= 1;
-}
-
-/* The tensor a Constant node holds in its `value` attribute. */
-static const mp_tensor *mp__constant_tensor(const mp_node *n) {
-    const mp_attr *a = mp_node_attr(n, "value");
-    return a && a->type == MP_ATTR_TENSOR ? a->t : NULL;
-}
-
-static void mp__mark_params(mp_graph *g, const mp__uses *u) {
-    for (int v = 0; v < g->n_values; v++) {
-        mp_value *val = &g->values[v];
-        val->flags &= ~(uint32_t)MP_VAL_PARAM;
-        if ((val->flags & MP_VAL_INIT) && mp__is_param(g, u, v, val->init))
-            val->flags |= MP_VAL_PARAM;
-    }
-    for (int k = 0; k < g->n_nodes; k++) {
-        const mp_node *n = &g->nodes[k];
-        if (!mp__is_copy(g, n)) continue;
-        const mp_value *src = &g->values[n->in[0]];
-        if (mp__is_param(g, u, n->out[0], src->init)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
-    }
-    /* Quantized weights stored in Constant nodes: the data input of a
-     * DequantizeLinear, followed back through the casts and the
-     * scaling that quantize it, ends at the weight (int8) or bias
-     * (float, quantized on the fly) it dequantizes. */
+static unsigned mp__op_kind(const char *domain, const char *op) {
     static const char *const chain[] = {"Cast", "Identity", "Reshape", "Transpose", "Div",
                                         "Mul", "Round", "Clip", "Unsqueeze", "Squeeze"};
+    unsigned k = strcmp(op, "DequantizeLinear") == 0 ? MP__K_DEQUANT : 0;
+    if (domain[0]) return k;
+    if (strcmp(op, "Identity") == 0) k |= MP__K_IDENTITY;
+    if (strcmp(op, "Constant") == 0) k |= MP__K_CONSTANT;
+    for (size_t c = 0; c < MP_ARRAY_LEN(chain); c++)
+        if (strcmp(op, chain[c]) == 0) k |= MP__K_CHAIN;
+    return k;
+}
+
+/* Equal strings; the default domain "" costs one byte. */
+static inline bool mp__streq(const char *a, const char *b) {
+    return a == b || (a[0] == b[0] && (!a[0] || strcmp(a + 1, b + 1) == 0));
+}
+
+/* One use of a weight (or of a copy of one): the consumer node, its op
+ * type, whether it is itself a copy, and the input slot. A value's uses
+ * form a list, latest first. */
+typedef struct mp__use {
+    int node, op, slot, next;
+    bool copy;
+} mp__use;
+
+/* Liveness state of a value during the walk (mp__walk.live): */
+#define MP__UNTRACKED 0 /* nothing to free: no bytes, or lives to the end */
+#define MP__FOLDED (-1) /* computed from weights and constants alone */
+#define MP__DEAD (-2)   /* freed: its last use has passed */
+/* > 0: an activation with that many uses still to come;
+ * <= MP__KEPT: a weight or a copy of one, whose uses are kept: the latest
+ * is MP__KEPT - live - 1 (none at MP__KEPT) */
+#define MP__KEPT (-3)
+#define MP__KEPT_LAST(s) (MP__KEPT - (s) - 1)
+
+/* Op types by descriptor address (open addressing). */
+#define MP__DESC_SLOTS 256
+
+typedef struct mp__walk {
+    mp_profile *p;
+    mp_graph *g;
+    bool ovf;
+    bool carry;               /* a total passed 64 bits (mp__fig_add_node) */
+    mp_fig no_module;         /* takes the figures of nodes outside any module */
+    /* op types */
+    int cap_ops, cap_kind;
+    unsigned char *op_kind;   /* MP__K_* per op type */
+    struct {
+        const mp_op *desc;
+        int op;
+    } by_desc[MP__DESC_SLOTS];
+    int n_desc;
+    mp_strmap by_name;        /* op types of nodes without a descriptor */
+    bool any_dequant;
+    /* weights: their uses and the nodes that copy them */
+    mp__use *uses;
+    int n_uses, cap_uses;
+    int *inits, n_inits;      /* the initializers */
+    int *copies, n_copies;    /* Identity nodes copying a weight */
+    /* liveness */
+    int *live;                /* per value: an MP__ state, the uses to come or kept */
+    uint64_t live_now, births;
+    int alive;                /* activations with uses to come */
+    bool live_exact;          /* false: replay it exactly (mp__liveness_replay) */
+    bool root_failed;         /* no room for the root module */
+} mp__walk;
+
+/* ---- op types ---- */
+
+/* Op type of n by its name and domain; a new one when first seen. */
+static int mp__op_by_name(mp__walk *w, const mp_node *n) {
+    mp_profile *p = w->p;
+    for (int i = 0; i < p->n_ops; i++)
+        if (mp__streq(p->ops[i].op, n->op) && mp__streq(p->ops[i].domain, n->domain)) return i;
+    mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &w->cap_ops, p->n_ops + 1);
+    if (no) p->ops = no;
+    unsigned char *nk = mp_grow(w->op_kind, 1, &w->cap_kind, p->n_ops + 1);
+    if (nk) w->op_kind = nk;
+    if (!no || !nk) return -1;
+    int idx = p->n_ops++;
+    memset(&p->ops[idx], 0, sizeof p->ops[idx]);
+    p->ops[idx].domain = n->domain;
+    p->ops[idx].op = n->op;
+    p->ops[idx].fig.latency_s = -1;
+    w->op_kind[idx] = (unsigned char)mp__op_kind(n->domain, n->op);
+    return idx;
+}
+
+/* Op type of node n (-1: out of memory). The loader looked each node's
+ * descriptor up by its (normalized) domain and op name, so nodes sharing
+ * a descriptor share both: most nodes find their type by the descriptor's
+ * address, without reading their strings. */
+static int mp__op_index_new(mp__walk *w, const mp_node *n, unsigned h);
+
+static inline int mp__op_index(mp__walk *w, const mp_node *n) {
+    unsigned h = 0;
+    if (n->desc) {
+        /* Fibonacci hashing: descriptors sit in arrays, a fixed stride apart */
+        uint64_t a = (uint64_t)(uintptr_t)n->desc * UINT64_C(0x9E3779B97F4A7C15);
+        h = (unsigned)(a >> 56) & (MP__DESC_SLOTS - 1);
+        while (w->by_desc[h].desc) {
+            if (w->by_desc[h].desc == n->desc) return w->by_desc[h].op;
+            h = (h + 1) & (MP__DESC_SLOTS - 1);
+        }
+    }
+    return mp__op_index_new(w, n, h);
+}
+
+/* The first node of a descriptor (to slot h), or a node without one. */
+static int mp__op_index_new(mp__walk *w, const mp_node *n, unsigned h) {
+    if (n->desc) {
+        int idx = mp__op_by_name(w, n);
+        if (idx >= 0 && w->n_desc < MP__DESC_SLOTS / 2) { /* else: by name each time */
+            w->by_desc[h].desc = n->desc;
+            w->by_desc[h].op = idx;
+            w->n_desc++;
+        }
+        return idx;
+    }
+    /* unknown ops (no descriptor) can be many nodes: a map by name */
+    int idx = mp_strmap_get(&w->by_name, n->op);
+    if (idx >= 0 && mp__streq(w->p->ops[idx].domain, n->domain)) return idx;
+    idx = mp__op_by_name(w, n);
+    if (idx >= 0 && mp_strmap_put(&w->by_name, n->op, idx) != MP_OK) return -1;
+    return idx;
+}
+
+/* ---- figures ---- */
+
+static void mp__fig_add_cost(mp_fig *f, const mp_cost *k, bool *ovf) {
+    f->macs = mp_uadd(f->macs, k->macs, ovf);
+    f->flops = mp_uadd(f->flops, k->flops, ovf);
+    f->bytes_read = mp_uadd(f->bytes_read, k->bytes_read, ovf);
+    f->bytes_written = mp_uadd(f->bytes_written, k->bytes_written, ovf);
+    f->act_bytes = mp_uadd(f->act_bytes, k->act_bytes, ovf);
+    f->nodes++;
+    if (k->flags & MP_COST_UNCOUNTED) f->uncounted++;
+    if (k->flags & MP_COST_UNKNOWN) f->unknown++;
+    if (k->flags & MP_COST_OVERFLOW) *ovf = true;
+}
+
+/* A node into the total, its op type's figures and its module's, with
+ * plain additions: a part never exceeds the total, so while no total
+ * carries past 64 bits (*carry stays false) none saturates and these are
+ * the checked sums. When one does, mp__figs_checked redoes them. */
+static inline void mp__fig_add_node(mp_fig *tot, mp_fig *op, mp_fig *mod, const mp_cost *k,
+                                    bool *carry) {
+#define MP__ADD(field)            \
+    do {                          \
+        uint64_t x = k->field;    \
+        tot->field += x;          \
+        c |= tot->field < x;      \
+        op->field += x;           \
+        mod->field += x;          \
+    } while (0)
+    bool c = false;
+    MP__ADD(macs);
+    MP__ADD(flops);
+    MP__ADD(bytes_read);
+    MP__ADD(bytes_written);
+    MP__ADD(act_bytes);
+#undef MP__ADD
+    *carry |= c;
+    int unc = (k->flags & MP_COST_UNCOUNTED) != 0, unk = (k->flags & MP_COST_UNKNOWN) != 0;
+    tot->nodes++;
+    tot->uncounted += unc;
+    tot->unknown += unk;
+    op->nodes++;
+    op->uncounted += unc;
+    op->unknown += unk;
+    mod->nodes++;
+    mod->uncounted += unc;
+    mod->unknown += unk;
+}
+
+static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
+    f->macs = mp_uadd(f->macs, c->macs, ovf);
+    f->flops = mp_uadd(f->flops, c->flops, ovf);
+    f->bytes_read = mp_uadd(f->bytes_read, c->bytes_read, ovf);
+    f->bytes_written = mp_uadd(f->bytes_written, c->bytes_written, ovf);
+    f->act_bytes = mp_uadd(f->act_bytes, c->act_bytes, ovf);
+    f->nodes += c->nodes;
+    f->uncounted += c->uncounted;
+    f->unknown += c->unknown;
+}
+
+/* Some total passed 64 bits: the figures again, each sum saturating. */
+static void mp__figs_checked(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_graph *g = w->g;
+    mp_fig zero = {0};
+    zero.latency_s = -1;
+    p->total = zero;
+    for (int i = 0; i < p->n_ops; i++) p->ops[i].fig = zero;
+    for (int i = 0; i < p->m->n_modules; i++) p->mods[i] = zero;
     for (int k = 0; k < g->n_nodes; k++) {
         const mp_node *n = &g->nodes[k];
-        if (strcmp(n->op, "DequantizeLinear") != 0 || n->n_in < 1 || n->in[0] < 0) continue;
-        int v = n->in[0];
-        for (int hop = 0; hop < 16 && v >= 0; hop++) {
-            const mp_value *val = &g->values[v];
-            if (val->producer < 0) break;
-            const mp_node *p = &g->nodes[val->producer];
-            if (strcmp(p->op, "Constant") == 0 && !p->domain[0]) {
-                const mp_tensor *t = mp__constant_tensor(p);
-                if (t && t->rank >= 1 && t->numel > 0) g->values[v].flags |= MP_VAL_PARAM;
-                break;
-            }
-            bool follow = false;
-            for (size_t c = 0; c < MP_ARRAY_LEN(chain) && !follow; c++)
-                follow = strcmp(p->op, chain[c]) == 0 && !p->domain[0];
-            if (!follow || p->n_in < 1) break;
-            v = p->in[0];
-        }
+        mp__fig_add_cost(&p->total, &n->cost, &w->ovf);
+        if (n->module >= 0) mp__fig_add_cost(&p->mods[n->module], &n->cost, &w->ovf);
+        mp__fig_add_cost(&p->ops[mp__op_index(w, n)].fig, &n->cost, &w->ovf);
     }
 }
 
-/* The tensor behind a param value (itself, the weight it copies, or a
- * Constant node's tensor). */
-static const mp_tensor *mp__param_tensor(const mp_graph *g, const mp_value *v) {
-    if (v->init) return v->init;
-    const mp_node *p = &g->nodes[v->producer];
-    if (strcmp(p->op, "Constant") == 0) return mp__constant_tensor(p);
-    return g->values[p->in[0]].init;
-}
-
-/* Params: totals by dtype, per node, per module (each module counts a
- * shared weight once; the model total counts it once). */
-static mp_status mp__params(mp_profile *p, const mp__uses *u, const int *node_op) {
-    mp_model *m = p->m;
-    mp_graph *g = m->graph;
-    bool ovf = false;
-    int *stamp = malloc(sizeof(int) * (size_t)(m->n_modules ? m->n_modules : 1));
-    int *op_stamp = malloc(sizeof(int) * (size_t)(p->n_ops ? p->n_ops : 1));
-    if (!stamp || !op_stamp) {
-        free(stamp);
-        free(op_stamp);
-        return mp_error(MP_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < m->n_modules; i++) stamp[i] = -1;
-    for (int i = 0; i < p->n_ops; i++) op_stamp[i] = -1;
-    for (int v = 0; v < g->n_values; v++) {
-        const mp_value *val = &g->values[v];
-        if (!(val->flags & MP_VAL_PARAM)) continue;
-        const mp_tensor *t = mp__param_tensor(g, val);
-        int64_t count = t->numel;
-        int dt = t->dtype;
-        /* a packed weight: its consumer's descriptor knows the real count */
-        for (int j = u->start[v]; j < u->start[v + 1]; j++) {
-            const mp_node *nd = &g->nodes[u->node[j]];
-            if (nd->desc && nd->desc->param_view &&
-                nd->desc->param_view(nd, u->slot[j], t, &count, &dt))
-                break;
-        }
-        uint64_t n = (uint64_t)count;
-        uint64_t bytes = mp_dtype_bytes(dt, (int64_t)n);
-        if (bytes == UINT64_MAX) ovf = true; /* saturated */
-        p->total.params = mp_uadd(p->total.params, n, &ovf);
-        p->total.param_bytes = mp_uadd(p->total.param_bytes, bytes, &ovf);
-        if (dt >= 0 && dt < MP_DT_COUNT) {
-            p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, &ovf);
-            p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, &ovf);
-        }
-        int last_node = -1;
-        for (int j = u->start[v]; j < u->start[v + 1]; j++) {
-            int k = u->node[j];
-            mp_node *nd = &g->nodes[k];
-            if (mp__is_copy(g, nd)) continue; /* the copy is its own param */
-            if (k != last_node) { /* a node using a weight twice counts it once */
-                nd->cost.params = mp_uadd(nd->cost.params, n, &ovf);
-                nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, &ovf);
-                last_node = k;
-            }
-            int op = node_op[k];
-            if (op_stamp[op] != v) { /* each op type counts a weight once */
-                op_stamp[op] = v;
-                p->ops[op].fig.params = mp_uadd(p->ops[op].fig.params, n, &ovf);
-                p->ops[op].fig.param_bytes = mp_uadd(p->ops[op].fig.param_bytes, bytes, &ovf);
-            }
-            for (int md = nd->module; md >= 0; md = m->modules[md].parent) {
-                if (stamp[md] == v) break; /* ancestors already have it */
-                stamp[md] = v;
-                p->mods[md].params = mp_uadd(p->mods[md].params, n, &ovf);
-                p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, &ovf);
-            }
-        }
-    }
-    free(stamp);
-    free(op_stamp);
-    /* the root holds every parameter, used or not */
-    if (m->n_modules > 0) {
-        p->mods[0].params = p->total.params;
-        p->mods[0].param_bytes = p->total.param_bytes;
-    }
-    if (ovf) p->overflow = true;
-    return MP_OK;
-}
-
-/* Peak of live activations over the execution order: a value lives from
+/* ---- liveness ----
+ * Peak of live activations over the execution order: a value lives from
  * its producer to its last consumer; graph inputs from the start and
  * graph outputs to the end. Initializers (weights) are not activations,
  * nor are values computed from weights and constants alone (a weight's
  * Transpose in an export without constant folding, a Constant node's
- * output): runtimes fold those once at load time. */
-static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
+ * output): runtimes fold those once at load time.
+ *
+ * The walk adds a value when it is produced and frees it when the last of
+ * its uses (n_consumers, counted by the loader) has passed. When the
+ * counts do not add up, or the bytes come near 2^63 (where the order of
+ * checked additions decides what overflows), mp__liveness_replay redoes it
+ * as a difference array in value order. */
+
+/* Activation bytes of v; false when past what the walk handles. */
+static bool mp__act_bytes(const mp_value *v, uint64_t *b) {
+    int64_t n = mp_numel(v);
+    if (n == -2) return false;
+    *b = n < 0 ? 0 : mp__bytes(v->dtype, n);
+    return *b <= (uint64_t)INT64_MAX / 4;
+}
+
+/* Activation v appears (its bytes in *known when the driver counted
+ * them); one without uses is freed (*die) at once. */
+static void mp__born(mp__walk *w, int v, const mp_value *val, const uint64_t *known,
+                     uint64_t *die) {
+    uint64_t b;
+    /* the driver's count passes INT64_MAX / 4 (UINT64_MAX past 64 bits)
+     * exactly where mp__act_bytes fails */
+    if (known ? (b = *known) > (uint64_t)INT64_MAX / 4 : !mp__act_bytes(val, &b)) {
+        w->live_exact = false;
+        return;
+    }
+    if (!b) return;
+    w->live_now += b;
+    w->births += b;
+    if (w->births > (uint64_t)INT64_MAX) w->live_exact = false;
+    if (val->flags & MP_VAL_OUTPUT) return; /* lives to the end */
+    if (val->n_consumers > 0) {
+        w->live[v] = val->n_consumers;
+        w->alive++;
+    } else {
+        w->live[v] = MP__DEAD;
+        *die += b;
+    }
+}
+
+/* The exact rule, in the order the figures were always added: values in
+ * index order, each checked addition to a difference array (folding and
+ * last uses worked out again, apart from the walk). */
+static mp_status mp__liveness_replay(mp_profile *p) {
     mp_graph *g = p->m->graph;
     int n = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(n ? n : 1));
+    int *last = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
     int64_t *delta = calloc((size_t)n + 2, sizeof *delta);
     bool *folded = calloc((size_t)g->n_values + 1, sizeof *folded);
-    if (!pos || !delta || !folded) {
+    if (!pos || !last || !delta || !folded) {
         free(pos);
+        free(last);
         free(delta);
         free(folded);
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
-    bool live_ovf = false;
-    for (int i = 0; i < n; i++) pos[g->order[i]] = i;
+    for (int v = 0; v < g->n_values; v++) last[v] = -1;
     for (int i = 0; i < n; i++) {
         const mp_node *nd = &g->nodes[g->order[i]];
+        pos[g->order[i]] = i;
         bool k = nd->n_sub == 0;
-        for (int j = 0; j < nd->n_in && k; j++) {
+        for (int j = 0; j < nd->n_in; j++) {
             int v = nd->in[j];
-            if (v >= 0 && !(g->values[v].flags & MP_VAL_INIT) && !folded[v]) k = false;
+            if (v < 0) continue;
+            last[v] = i;
+            if (!(g->values[v].flags & MP_VAL_INIT) && !folded[v]) k = false;
         }
         for (int o = 0; o < nd->n_out; o++)
             if (nd->out[o] >= 0) folded[nd->out[o]] = k;
     }
+    bool live_ovf = false;
     for (int v = 0; v < g->n_values; v++) {
         const mp_value *val = &g->values[v];
         if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER) || folded[v]) continue;
@@ -246,9 +317,7 @@ static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
             born = 0;
         else
             continue;
-        int dies = born;
-        for (int j = u->start[v]; j < u->start[v + 1]; j++)
-            if (pos[u->node[j]] > dies) dies = pos[u->node[j]];
+        int dies = last[v] > born ? last[v] : born;
         if (val->flags & MP_VAL_OUTPUT) dies = n ? n - 1 : 0;
         if (b > (uint64_t)INT64_MAX / 4) {
             p->overflow = true;
@@ -273,33 +342,360 @@ static mp_status mp__liveness(mp_profile *p, const mp__uses *u) {
     }
     p->activation_peak_bytes = live_ovf ? UINT64_MAX : (uint64_t)peak;
     free(pos);
+    free(last);
     free(delta);
     free(folded);
     return MP_OK;
 }
 
-static void mp__fig_add_cost(mp_fig *f, const mp_cost *k, bool *ovf) {
-    f->macs = mp_uadd(f->macs, k->macs, ovf);
-    f->flops = mp_uadd(f->flops, k->flops, ovf);
-    f->bytes_read = mp_uadd(f->bytes_read, k->bytes_read, ovf);
-    f->bytes_written = mp_uadd(f->bytes_written, k->bytes_written, ovf);
-    f->act_bytes = mp_uadd(f->act_bytes, k->act_bytes, ovf);
-    f->nodes++;
-    if (k->flags & MP_COST_UNCOUNTED) f->uncounted++;
-    if (k->flags & MP_COST_UNKNOWN) f->unknown++;
-    if (k->flags & MP_COST_OVERFLOW) *ovf = true;
+/* ---- the walk ---- */
+
+/* Keep use (node k of op type op, a copy or not, input slot) of value v. */
+static bool mp__use_add(mp__walk *w, int v, int k, int op, bool copy, int slot) {
+    if (w->n_uses == w->cap_uses) {
+        /* most weights have one or two uses */
+        int nc = w->cap_uses ? w->cap_uses * 2 : 2 * w->n_inits + 64;
+        mp__use *nu = nc > w->cap_uses ? realloc(w->uses, sizeof *nu * (size_t)nc) : NULL;
+        if (!nu) return false;
+        w->uses = nu;
+        w->cap_uses = nc;
+    }
+    mp__use *u = &w->uses[w->n_uses];
+    u->node = k;
+    u->op = op;
+    u->copy = copy;
+    u->slot = slot;
+    u->next = w->live[v] < MP__KEPT ? MP__KEPT_LAST(w->live[v]) : -1;
+    w->live[v] = MP__KEPT - 1 - w->n_uses++;
+    return true;
 }
 
-static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
-    f->macs = mp_uadd(f->macs, c->macs, ovf);
-    f->flops = mp_uadd(f->flops, c->flops, ovf);
-    f->bytes_read = mp_uadd(f->bytes_read, c->bytes_read, ovf);
-    f->bytes_written = mp_uadd(f->bytes_written, c->bytes_written, ovf);
-    f->act_bytes = mp_uadd(f->act_bytes, c->act_bytes, ovf);
-    f->nodes += c->nodes;
-    f->uncounted += c->uncounted;
-    f->unknown += c->unknown;
+/* The latest kept use of v, -1 when none. */
+static int mp__use_first(const mp__walk *w, int v) {
+    return w->live[v] < MP__KEPT ? MP__KEPT_LAST(w->live[v]) : -1;
 }
+
+/* An Identity node that copies a weight: PyTorch's exporter keeps one
+ * initializer for several equal tensors and names each copy with an
+ * Identity output. */
+static bool mp__is_copy(const mp__walk *w, const mp_node *n, unsigned kind) {
+    return (kind & MP__K_IDENTITY) && n->n_in >= 1 && n->n_out >= 1 && n->in[0] >= 0 &&
+           n->out[0] >= 0 && (w->g->values[n->in[0]].flags & MP_VAL_INIT);
+}
+
+/* Node k, just inferred, into the figures: op type, module,
+ * folding, liveness, uses of weights. */
+static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
+    mp_profile *p = w->p;
+    mp_graph *g = w->g;
+    const mp_node *n = &g->nodes[k];
+    int op = mp__op_index(w, n);
+    if (op < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
+    unsigned kind = w->op_kind[op];
+    bool copy = mp__is_copy(w, n, kind);
+    mp_fig *mod = n->module >= 0 ? &p->mods[n->module] : &w->no_module;
+    mp__fig_add_node(&p->total, &p->ops[op].fig, mod, &n->cost, &w->carry);
+    if (n->cost.flags & MP_COST_OVERFLOW) w->ovf = true;
+    if (kind & MP__K_DEQUANT) w->any_dequant = true;
+
+    const mp_value *vals = g->values;
+    bool folded = n->n_sub == 0;
+    for (int j = 0; j < n->n_in; j++) {
+        int v = n->in[j];
+        if (v < 0) continue;
+        int s = w->live[v];
+        if (s <= MP__KEPT) { /* a weight or a copy: counts as folded */
+            if (!mp__use_add(w, v, k, op, copy, j))
+                return mp_error(MP_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        if (s != MP__FOLDED) folded = false;
+        if (s > 0) {
+            if (--w->live[v] == 0) { /* its last use */
+                uint64_t b = 0;
+                w->live[v] = MP__DEAD;
+                w->alive--;
+                if (mp__act_bytes(&vals[v], &b)) die += b;
+                else w->live_exact = false;
+            }
+        } else if (s == MP__DEAD) {
+            w->live_exact = false; /* more uses than counted */
+        }
+    }
+    /* a single output's bytes are the node's activation bytes (the driver
+     * counts those; cost rules leave them, control flow aside) */
+    const uint64_t *known = n->n_out == 1 && n->n_sub == 0 ? &n->cost.act_bytes : NULL;
+    for (int o = 0; o < n->n_out; o++) {
+        int v = n->out[o];
+        if (v < 0) continue;
+        const mp_value *val = &vals[v];
+        if (copy && o == 0) { /* its uses are kept; liveness counts it folded */
+            w->copies[w->n_copies++] = k;
+            w->live[v] = MP__KEPT;
+            if (!folded) w->live_exact = false;
+            continue;
+        }
+        if (folded) {
+            w->live[v] = MP__FOLDED;
+            continue;
+        }
+        w->live[v] = MP__UNTRACKED;
+        if (!(val->flags & (MP_VAL_INIT | MP_VAL_OUTER))) mp__born(w, v, val, known, &die);
+    }
+    if (w->live_now > p->activation_peak_bytes) {
+        p->activation_peak_bytes = w->live_now;
+        p->peak_node = k;
+    }
+    w->live_now -= die;
+    return MP_OK;
+}
+
+/* Infer every node of the main graph in order, each visited at once. */
+static mp_status mp__walk_graph(mp__walk *w) {
+    mp_model *m = w->p->m;
+    mp_graph *g = w->g;
+    mp_status st = mp_infer_begin(m, w->inits, &w->n_inits);
+    if (st) return st;
+    for (int i = 0; i < w->n_inits; i++) w->live[w->inits[i]] = MP__KEPT;
+    /* room for the usual number of op types, grown past it */
+    mp_profile *p = w->p;
+    mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &w->cap_ops, 32);
+    if (no) p->ops = no;
+    unsigned char *nk = mp_grow(w->op_kind, 1, &w->cap_kind, 32);
+    if (nk) w->op_kind = nk;
+    if (!no || !nk) return mp_error(MP_ERR_NOMEM, "out of memory");
+    uint64_t die = 0; /* graph inputs nothing reads are freed after node 0 */
+    for (int j = 0; j < g->n_inputs; j++) {
+        int v = g->inputs[j];
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_INPUT) || (val->flags & (MP_VAL_INIT | MP_VAL_OUTER)) ||
+            val->producer >= 0)
+            continue;
+        if (w->live[v] != MP__UNTRACKED) {
+            w->live_exact = false; /* listed twice */
+            continue;
+        }
+        mp__born(w, v, val, NULL, &die);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        int k = g->order[i];
+        if ((st = mp_infer_node(m, g, k))) return st;
+        if ((st = mp__visit(w, k, die))) return st;
+        die = 0;
+    }
+    if (w->alive) w->live_exact = false; /* fewer uses than counted */
+    return MP_OK;
+}
+
+/* ---- parameters ---- */
+
+/* Is value v (an initializer, or a copy of one) a learnable parameter?
+ * (GUIDE §3, docs/COUNTING.md): float-typed with rank >= 1, or used where
+ * an op takes a (quantized) weight; never when every use is a buffer slot
+ * (BatchNormalization mean and variance). Copies are judged by their own
+ * uses. */
+static bool mp__is_param(const mp__walk *w, int v, const mp_tensor *t) {
+    if (t->numel <= 0) return false;
+    bool any = false, all_buffer = true, param_slot = false;
+    for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+        int k = w->uses[e].node, s = w->uses[e].slot;
+        if (w->uses[e].copy) continue;
+        const mp_node *n = &w->g->nodes[k];
+        any = true;
+        uint32_t bit = s < 32 ? (1u << s) : 0;
+        if (!n->desc || !(n->desc->buffer_inputs & bit)) all_buffer = false;
+        if (n->desc && (n->desc->param_inputs & bit)) param_slot = true;
+    }
+    if (any && all_buffer) return false;
+    if (param_slot) return true;
+    return mp_dtype_is_float(t->dtype) && t->rank >= 1;
+}
+
+/* The tensor a Constant node holds in its `value` attribute. */
+static const mp_tensor *mp__constant_tensor(const mp_node *n) {
+    const mp_attr *a = mp_node_attr(n, "value");
+    return a && a->type == MP_ATTR_TENSOR ? a->t : NULL;
+}
+
+/* Op kinds of node k (its type is known since the walk). */
+static unsigned mp__node_kind(mp__walk *w, int k) {
+    int op = mp__op_index(w, &w->g->nodes[k]);
+    return op >= 0 ? w->op_kind[op] : 0;
+}
+
+/* Quantized weights stored in Constant nodes: the data input of a
+ * DequantizeLinear, followed back through the casts and the scaling that
+ * quantize it, ends at the weight (int8) or bias (float, quantized on the
+ * fly) it dequantizes. Lists the values it marks in chain (n_values
+ * entries); their uses are then kept like a weight's. */
+static mp_status mp__mark_quantized(mp__walk *w, int *chain, int *n_chain) {
+    mp_graph *g = w->g;
+    *n_chain = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *n = &g->nodes[k];
+        if (n->n_in < 1 || n->in[0] < 0 || !(mp__node_kind(w, k) & MP__K_DEQUANT)) continue;
+        int v = n->in[0];
+        for (int hop = 0; hop < 16 && v >= 0; hop++) {
+            mp_value *val = &g->values[v];
+            if (val->producer < 0) break;
+            const mp_node *pn = &g->nodes[val->producer];
+            unsigned kind = mp__node_kind(w, val->producer);
+            if (kind & MP__K_CONSTANT) {
+                const mp_tensor *t = mp__constant_tensor(pn);
+                if (t && t->rank >= 1 && t->numel > 0 && !(val->flags & MP_VAL_PARAM)) {
+                    val->flags |= MP_VAL_PARAM;
+                    chain[(*n_chain)++] = v;
+                }
+                break;
+            }
+            if (!(kind & MP__K_CHAIN) || pn->n_in < 1) break;
+            v = pn->in[0];
+        }
+    }
+    if (!*n_chain) return MP_OK;
+    /* their uses, in one more pass over the nodes */
+    unsigned char *mark = calloc((size_t)g->n_values, 1);
+    if (!mark) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int c = 0; c < *n_chain; c++) mark[chain[c]] = 1;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *n = &g->nodes[k];
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] < 0 || !mark[n->in[j]]) continue;
+            int op = mp__op_index(w, n);
+            if (op < 0 || !mp__use_add(w, n->in[j], k, op, mp__is_copy(w, n, w->op_kind[op]), j)) {
+                free(mark);
+                return mp_error(MP_ERR_NOMEM, "out of memory");
+            }
+        }
+    }
+    free(mark);
+    return MP_OK;
+}
+
+/* The tensor behind a param value (itself, the weight it copies, or a
+ * Constant node's tensor). */
+static const mp_tensor *mp__param_tensor(mp__walk *w, const mp_value *v) {
+    if (v->init) return v->init;
+    const mp_node *pn = &w->g->nodes[v->producer];
+    if (mp__node_kind(w, v->producer) & MP__K_CONSTANT) return mp__constant_tensor(pn);
+    return w->g->values[pn->in[0]].init;
+}
+
+/* One parameter: totals by dtype, per node, per op type and per module
+ * (each module counts a shared weight once; the model total counts it
+ * once). stamp / op_stamp hold the last value counted per module / op. */
+static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    bool *ovf = &w->ovf;
+    const mp_tensor *t = mp__param_tensor(w, &g->values[v]);
+    int64_t count = t->numel;
+    int dt = t->dtype;
+    int first = mp__use_first(w, v);
+    /* a packed weight: the descriptor of its first consumer (in node
+     * order) that knows the real count gives it */
+    int best = -1, best_slot = 0;
+    for (int e = first; e >= 0; e = w->uses[e].next) {
+        const mp__use *u = &w->uses[e];
+        const mp_node *nd = &g->nodes[u->node];
+        if (!nd->desc || !nd->desc->param_view) continue;
+        if (best >= 0 && (u->node > best || (u->node == best && u->slot > best_slot))) continue;
+        int64_t c = t->numel;
+        int d = t->dtype;
+        if (nd->desc->param_view(nd, u->slot, t, &c, &d)) {
+            best = u->node;
+            best_slot = u->slot;
+            count = c;
+            dt = d;
+        }
+    }
+    uint64_t n = (uint64_t)count;
+    uint64_t bytes = mp_dtype_bytes(dt, (int64_t)n);
+    if (bytes == UINT64_MAX) *ovf = true; /* saturated */
+    p->total.params = mp_uadd(p->total.params, n, ovf);
+    p->total.param_bytes = mp_uadd(p->total.param_bytes, bytes, ovf);
+    if (dt >= 0 && dt < MP_DT_COUNT) {
+        p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, ovf);
+        p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, ovf);
+    }
+    int last_node = -1;
+    for (int e = first; e >= 0; e = w->uses[e].next) {
+        int k = w->uses[e].node;
+        mp_node *nd = &g->nodes[k];
+        if (w->uses[e].copy) continue; /* the copy is its own param */
+        if (k != last_node) { /* a node using a weight twice counts it once */
+            nd->cost.params = mp_uadd(nd->cost.params, n, ovf);
+            nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, ovf);
+            last_node = k;
+        }
+        int op = w->uses[e].op;
+        if (op_stamp[op] != v) { /* each op type counts a weight once */
+            op_stamp[op] = v;
+            p->ops[op].fig.params = mp_uadd(p->ops[op].fig.params, n, ovf);
+            p->ops[op].fig.param_bytes = mp_uadd(p->ops[op].fig.param_bytes, bytes, ovf);
+        }
+        for (int md = nd->module; md >= 0; md = m->modules[md].parent) {
+            if (stamp[md] == v) break; /* ancestors already have it */
+            stamp[md] = v;
+            p->mods[md].params = mp_uadd(p->mods[md].params, n, ovf);
+            p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, ovf);
+        }
+    }
+}
+
+/* Mark the parameters (weights, their copies, quantized constants) and
+ * count them. */
+static mp_status mp__params(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    for (int i = 0; i < w->n_inits; i++) {
+        mp_value *val = &g->values[w->inits[i]];
+        if (mp__is_param(w, w->inits[i], val->init)) val->flags |= MP_VAL_PARAM;
+    }
+    for (int c = 0; c < w->n_copies; c++) {
+        const mp_node *n = &g->nodes[w->copies[c]];
+        const mp_value *src = &g->values[n->in[0]];
+        if (mp__is_param(w, n->out[0], src->init)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
+    }
+    int n_chain = 0, *chain = NULL;
+    if (w->any_dequant) {
+        chain = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
+        mp_status st = chain ? mp__mark_quantized(w, chain, &n_chain)
+                             : mp_error(MP_ERR_NOMEM, "out of memory");
+        if (st) {
+            free(chain);
+            return st;
+        }
+    }
+    int ns = m->n_modules ? m->n_modules : 1;
+    int *stamp = malloc(sizeof(int) * (size_t)(ns + (p->n_ops ? p->n_ops : 1)));
+    if (!stamp) {
+        free(chain);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    int *op_stamp = stamp + ns;
+    for (int i = 0; i < m->n_modules; i++) stamp[i] = -1;
+    for (int i = 0; i < p->n_ops; i++) op_stamp[i] = -1;
+    for (int i = 0; i < w->n_inits; i++)
+        if (g->values[w->inits[i]].flags & MP_VAL_PARAM) mp__param(w, w->inits[i], stamp, op_stamp);
+    for (int c = 0; c < w->n_copies; c++) {
+        int v = g->nodes[w->copies[c]].out[0];
+        if (g->values[v].flags & MP_VAL_PARAM) mp__param(w, v, stamp, op_stamp);
+    }
+    for (int c = 0; c < n_chain; c++) mp__param(w, chain[c], stamp, op_stamp);
+    free(stamp);
+    free(chain);
+    /* the root holds every parameter, used or not */
+    if (m->n_modules > 0) {
+        p->mods[0].params = p->total.params;
+        p->mods[0].param_bytes = p->total.param_bytes;
+    }
+    return MP_OK;
+}
+
+/* ---- the profile ---- */
 
 static int mp__opstat_cmp(const void *a, const void *b) {
     const mp_opstat *x = a, *y = b;
@@ -308,53 +704,6 @@ static int mp__opstat_cmp(const void *a, const void *b) {
     if (x->fig.nodes != y->fig.nodes) return x->fig.nodes < y->fig.nodes ? 1 : -1;
     int d = strcmp(x->domain, y->domain);
     return d ? d : strcmp(x->op, y->op);
-}
-
-/* Node figures into their module and op type (node_op[k] = op index). */
-static mp_status mp__aggregate(mp_profile *p, int *node_op) {
-    mp_model *m = p->m;
-    mp_graph *g = m->graph;
-    bool ovf = false;
-    mp_strmap byop = {0};
-    int cap = 0;
-    mp_status st = MP_OK;
-    for (int k = 0; k < g->n_nodes; k++) {
-        const mp_node *n = &g->nodes[k];
-        mp__fig_add_cost(&p->total, &n->cost, &ovf);
-        if (n->module >= 0) mp__fig_add_cost(&p->mods[n->module], &n->cost, &ovf);
-        /* keyed by op name; the same name in another domain (rare) is
-         * found by a scan */
-        int idx = mp_strmap_get(&byop, n->op);
-        if (idx >= 0 && strcmp(p->ops[idx].domain, n->domain) != 0) {
-            int same = -1;
-            for (int i = 0; i < p->n_ops && same < 0; i++)
-                if (strcmp(p->ops[i].op, n->op) == 0 && strcmp(p->ops[i].domain, n->domain) == 0)
-                    same = i;
-            idx = same;
-        }
-        if (idx < 0) {
-            mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &cap, p->n_ops + 1);
-            if (no) p->ops = no;
-            if (!no || (mp_strmap_get(&byop, n->op) < 0 &&
-                        mp_strmap_put(&byop, n->op, p->n_ops) != MP_OK)) {
-                st = mp_error(MP_ERR_NOMEM, "out of memory");
-                break;
-            }
-            idx = p->n_ops++;
-            p->ops[idx].domain = n->domain;
-            p->ops[idx].op = n->op;
-            p->ops[idx].fig.latency_s = -1;
-        }
-        node_op[k] = idx;
-        mp__fig_add_cost(&p->ops[idx].fig, &n->cost, &ovf);
-    }
-    mp_strmap_free(&byop);
-    if (st) return st;
-    /* children before parents: a child's index is always above its parent's */
-    for (int i = m->n_modules - 1; i > 0; i--)
-        mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &ovf);
-    if (ovf) p->overflow = true;
-    return MP_OK;
 }
 
 static mp_status mp__unresolved(mp_profile *p) {
@@ -376,42 +725,69 @@ static mp_status mp__limit_or(const mp_model *m, mp_status st) {
     return st;
 }
 
+/* The walk and everything after it; p is freed by the caller on error. */
+static mp_status mp__profile(mp_profile *p, mp__walk *w) {
+    mp_model *m = p->m;
+    mp_graph *g = m->graph;
+    /* scratch in one block: live (zeroed), then the initializers and the
+     * copies (few of either are written) */
+    size_t nn = (size_t)g->n_nodes, nv = (size_t)g->n_values;
+    int *s = malloc(sizeof(int) * (2 * nv + nn + 1));
+    if (!s) return mp_error(MP_ERR_NOMEM, "out of memory");
+    w->live = s;
+    w->inits = s + nv;
+    w->copies = s + 2 * nv;
+    memset(w->live, 0, sizeof(int) * nv);
+    mp_status st = mp__walk_graph(w);
+    if (!st && m->n_modules == 0 && mp_model_module(m, "", 0) < 0) {
+        free(s);
+        w->root_failed = true; /* said as before: not a limit message */
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    if (!st) {
+        if (w->carry) mp__figs_checked(w);
+        /* children before parents: a child's index is always above its parent's */
+        for (int i = m->n_modules - 1; i > 0; i--)
+            mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &w->ovf);
+        st = mp__params(w);
+    }
+    if (!st && !w->live_exact) st = mp__liveness_replay(p);
+    if (!st) st = mp__unresolved(p);
+    if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
+    if (w->ovf) p->overflow = true;
+    free(s);
+    return st;
+}
+
 mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     *out = NULL;
     if (!m) return mp_error(MP_ERR_USAGE, "no model");
-    mp_status st = mp_infer_model(m);
-    if (st) return mp__limit_or(m, st);
     mp_profile *p = calloc(1, sizeof *p);
-    if (!p) return mp_error(MP_ERR_NOMEM, "out of memory");
+    /* a model without modules gets a root once inferred (room for it now) */
+    int n_mods = m->n_modules ? m->n_modules : 1;
+    if (p) p->mods = calloc((size_t)n_mods, sizeof *p->mods);
+    mp__walk *w = calloc(1, sizeof *w);
+    if (!p || !p->mods || !w) {
+        free(w);
+        mp_profile_free(p);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
     p->m = m;
     p->total.latency_s = -1;
     p->peak_node = -1;
-    if (m->n_modules == 0 && mp_model_module(m, "", 0) < 0) {
-        free(p);
-        return mp_error(MP_ERR_NOMEM, "out of memory");
-    }
-    p->mods = calloc((size_t)m->n_modules, sizeof *p->mods);
-    if (!p->mods) {
-        free(p);
-        return mp_error(MP_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < m->n_modules; i++) p->mods[i].latency_s = -1;
-    mp__uses u = {0};
-    int *node_op = malloc(sizeof(int) * (size_t)(m->graph->n_nodes + 1));
-    st = node_op ? mp__uses_build(m->graph, &u) : mp_error(MP_ERR_NOMEM, "out of memory");
-    if (!st) st = mp__aggregate(p, node_op);
-    if (!st) {
-        mp__mark_params(m->graph, &u);
-        st = mp__params(p, &u, node_op);
-    }
-    if (!st) st = mp__liveness(p, &u);
-    if (!st) st = mp__unresolved(p);
-    if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
-    mp__uses_free(&u);
-    free(node_op);
+    for (int i = 0; i < n_mods; i++) p->mods[i].latency_s = -1;
+    w->p = p;
+    w->g = m->graph;
+    w->live_exact = true;
+    mp_status st = mp__profile(p, w);
+    bool root_failed = w->root_failed;
+    mp_strmap_free(&w->by_name);
+    free(w->op_kind);
+    free(w->uses);
+    free(w);
     if (st) {
         mp_profile_free(p);
-        return mp__limit_or(m, st);
+        return root_failed ? st : mp__limit_or(m, st);
     }
     *out = p;
     return MP_OK;

@@ -38,12 +38,17 @@ static void mp__init_initializer(mp_value *v) {
     v->dims = t->dims;
 }
 
-/* Reset every value the inference computes; keep initializers, inputs. */
-static mp_status mp__reset(mp_model *m, mp_graph *g) {
+/* Reset every value the inference computes; keep initializers, inputs.
+ * The parameter marks go too (the analysis sets them afresh). Lists the
+ * initializers in inits when not NULL (g->n_values entries). */
+static mp_status mp__reset(mp_model *m, mp_graph *g, int *inits, int *n_inits) {
+    int ni = 0;
     for (int i = 0; i < g->n_values; i++) {
         mp_value *v = &g->values[i];
+        v->flags &= ~(uint32_t)MP_VAL_PARAM;
         if (v->flags & MP_VAL_INIT) {
             mp__init_initializer(v);
+            if (inits) inits[ni++] = i;
         } else if ((v->flags & MP_VAL_INPUT) && !g->parent) {
             mp_status st = mp__init_input(m, v);
             if (st) return st;
@@ -56,6 +61,7 @@ static mp_status mp__reset(mp_model *m, mp_graph *g) {
             v->fv = NULL;
         }
     }
+    if (n_inits) *n_inits = ni;
     return MP_OK;
 }
 
@@ -86,7 +92,7 @@ static void mp__outputs_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
 /* Bytes of a value for costing: an element count or a byte count past
  * 64 bits saturates and raises the overflow flag (never a silent 0). */
 static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
-    int64_t n = mp_value_numel(v);
+    int64_t n = mp_numel(v);
     if (n == -2) {
         *ovf = true;
         return UINT64_MAX;
@@ -95,7 +101,7 @@ static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
         k->flags |= MP_COST_UNKNOWN;
         return 0;
     }
-    uint64_t b = mp_dtype_bytes(v->dtype, n);
+    uint64_t b = mp__bytes(v->dtype, n);
     if (b == UINT64_MAX) *ovf = true;
     return b;
 }
@@ -119,7 +125,7 @@ static void mp__cost_bytes(mp_graph *g, mp_node *n) {
     if (ovf) n->cost.flags |= MP_COST_OVERFLOW;
 }
 
-static mp_status mp__infer_node(mp_model *m, mp_graph *g, int k) {
+mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
     mp_node *n = &g->nodes[k];
     mp_ctx c = {.m = m, .g = g, .n = n, .node = k};
     memset(&n->cost, 0, sizeof n->cost);
@@ -171,7 +177,7 @@ mp_status mp_infer_graph(mp_model *m, mp_graph *g) {
     }
     mp__bind_outer(g);
     for (int i = 0; i < g->n_nodes; i++) {
-        mp_status st = mp__infer_node(m, g, g->order[i]);
+        mp_status st = mp_infer_node(m, g, g->order[i]);
         if (st) return st;
     }
     return MP_OK;
@@ -189,13 +195,17 @@ void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum) {
     if (ovf) sum->flags |= MP_COST_OVERFLOW;
 }
 
-mp_status mp_infer_model(mp_model *m) {
+mp_status mp_infer_begin(mp_model *m, int *inits, int *n_inits) {
     mp_error_clear();
-    mp_status st = mp__reset(m, m->graph);
+    return mp__reset(m, m->graph, inits, n_inits);
+}
+
+mp_status mp_infer_model(mp_model *m) {
+    mp_status st = mp_infer_begin(m, NULL, NULL);
     if (st) return st;
     mp_graph *g = m->graph;
     for (int i = 0; i < g->n_nodes; i++) {
-        st = mp__infer_node(m, g, g->order[i]);
+        st = mp_infer_node(m, g, g->order[i]);
         if (st) return st;
     }
     return MP_OK;

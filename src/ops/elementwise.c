@@ -73,6 +73,17 @@ static void ew_attrs_read(const mp_node *n, ew_code op, ew_attrs *a) {
     case EW_SELU: alpha_def = 1.67326319217681884765625; break;
     default: break;
     }
+    a->lo = -INFINITY;
+    a->hi = INFINITY;
+    a->n = n->n_in;
+    if (!n->n_attr) { /* most nodes: the defaults, without a lookup each */
+        a->alpha = alpha_def;
+        a->beta = beta_def;
+        a->gamma = 1.05070102214813232421875;
+        a->lambd = 0.5;
+        a->inf_pos = a->inf_neg = true;
+        return;
+    }
     a->alpha = mp_attr_f(n, "alpha", alpha_def);
     a->beta = mp_attr_f(n, "beta", beta_def);
     a->gamma = mp_attr_f(n, "gamma", 1.05070102214813232421875);
@@ -83,9 +94,6 @@ static void ew_attrs_read(const mp_node *n, ew_code op, ew_attrs *a) {
     a->shift_left = strcmp(mp_attr_s(n, "direction", ""), "LEFT") == 0;
     a->inf_pos = mp_attr_i(n, "detect_positive", 1) != 0;
     a->inf_neg = mp_attr_i(n, "detect_negative", 1) != 0;
-    a->lo = -INFINITY;
-    a->hi = INFINITY;
-    a->n = n->n_in;
 }
 
 #define EW_PI 3.14159265358979323846
@@ -318,7 +326,7 @@ static void ew_iter_next(ew_iter *it) {
 static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
     mp_value *out = mp_out(c, 0);
     if (!out || !mp_shape_known(out) || n_in < 1 || n_in > EW_FOLD_MAX_IN) return MP_OK;
-    int64_t numel = mp_value_numel(out);
+    int64_t numel = mp_numel(out);
     if (numel < 0 || numel > MP_KNOWN_MAX) return MP_OK;
 
     const mp_value *in[EW_FOLD_MAX_IN];
@@ -334,7 +342,7 @@ static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
     for (int k = 0; k < n_in; k++) {
         int64_t cnt;
         bool ok = use_f ? mp_floats(c, k, &fv[k], &cnt) : mp_ints(c, k, &iv[k], &cnt);
-        if (!ok || cnt != mp_value_numel(in[k])) return MP_OK;
+        if (!ok || cnt != mp_numel(in[k])) return MP_OK;
     }
 
     bool out_int = !mp_dtype_is_float(out->dtype);
@@ -365,7 +373,8 @@ static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
             else rf[e] = (double)r;
         }
     }
-    return out_int ? mp_set_ints(c, 0, ri, numel) : mp_set_floats(c, 0, rf, numel);
+    /* the results are already in the arena, of the output's kind */
+    return out_int ? mp_keep_ints(c, 0, ri, numel) : mp_keep_floats(c, 0, rf, numel);
 }
 
 /* ---- shape helpers ---- */
@@ -457,7 +466,7 @@ static mp_status ew_clip(mp_ctx *c, bool bounds_as_inputs) {
     for (int i = 1; i <= 2; i++) {
         mp_value *b = mp_in(c, i);
         if (!b) continue;
-        if (b->rank > 0 && mp_value_numel(b) > 1)
+        if (b->rank > 0 && mp_numel(b) > 1)
             return mp_fail(c, "bound input %d must be a scalar", i);
         const double *v;
         int64_t n;
@@ -558,7 +567,7 @@ static mp_status infer_prelu_legacy(mp_ctx *c) {
     if (st) return st;
     mp_value *x, *s;
     if ((st = mp_need_in(c, 0, NULL, &x)) || (st = mp_need_in(c, 1, NULL, &s))) return st;
-    int64_t sn = mp_value_numel(s);
+    int64_t sn = mp_numel(s);
     bool one = sn == 1;
     if (x->rank >= 0 && s->rank >= 0 && !one) {
         bool numpy = s->rank <= x->rank, per_channel = false;

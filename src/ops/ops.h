@@ -79,6 +79,19 @@ static inline mp_value *mp_out(mp_ctx *c, int i) {
     if (i < 0 || i >= c->n->n_out || c->n->out[i] < 0) return NULL;
     return &c->g->values[c->n->out[i]];
 }
+/* mp_dims_product and mp_value_numel inline, with the same results (-1
+ * unknown, -2 past 64 bits): operators ask them of every input and output. */
+static inline int64_t mp_dims_numel(const int64_t *dims, int rank) {
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0) return -1;
+        if (__builtin_mul_overflow(p, dims[i], &p)) return -2;
+    }
+    return p;
+}
+static inline int64_t mp_numel(const mp_value *v) {
+    return v->rank < 0 ? -1 : mp_dims_numel(v->dims, v->rank);
+}
 static inline bool mp_shape_known(const mp_value *v) {
     if (!v || v->rank < 0) return false;
     for (int i = 0; i < v->rank; i++)
@@ -88,7 +101,12 @@ static inline bool mp_shape_known(const mp_value *v) {
 
 /* Required input i: present and within the rank limit, else an error
  * naming the input (what: its role, e.g. "W", or NULL). */
-mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v);
+mp_status mp__need_in_fail(mp_ctx *c, int i, const char *what, mp_value **v);
+static inline mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v) {
+    *v = mp_in(c, i);
+    if (*v && (*v)->rank <= MP_MAX_RANK) return MP_OK;
+    return mp__need_in_fail(c, i, what, v);
+}
 
 /* Error naming the node and op; returns MP_ERR_SHAPE. */
 mp_status mp_fail(mp_ctx *c, const char *fmt, ...) MP_PRINTF(2, 3);
@@ -103,11 +121,18 @@ int mp_attr_floats(const mp_node *n, const char *name, const double **v);
 
 /* Outputs. dims are copied; rank -1 sets an unknown shape. */
 mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims);
+/* The same sharing dims: an array that lives as long as the model and
+ * never changes (a tensor's dims), as an initializer's value does. */
+mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims);
 mp_status mp_set_out_like(mp_ctx *c, int i, const mp_value *src);
 mp_status mp_set_out_dtype(mp_ctx *c, int i, int dtype);  /* shape unknown */
 /* Known contents of output i (its shape must be set; n = its numel). */
 mp_status mp_set_ints(mp_ctx *c, int i, const int64_t *v, int64_t n);
 mp_status mp_set_floats(mp_ctx *c, int i, const double *v, int64_t n);
+/* The same taking v itself (no copy): an array in the model arena (from
+ * mp_tensor_read, mp_scratch) that nothing changes afterwards. */
+mp_status mp_keep_ints(mp_ctx *c, int i, int64_t *v, int64_t n);
+mp_status mp_keep_floats(mp_ctx *c, int i, double *v, int64_t n);
 
 /* Known contents of input i: true with *v and *n when known (small
  * initializers and Constant outputs are decoded on first use). Integer
@@ -127,7 +152,19 @@ void *mp_scratch(mp_ctx *c, size_t bytes);
 
 /* Element count of a value for costing: 0 and MP_COST_UNKNOWN on k when
  * unknown. */
-uint64_t mp_cnumel(const mp_value *v, mp_cost *k);
+static inline uint64_t mp_cnumel(const mp_value *v, mp_cost *k) {
+    if (!v) return 0;
+    int64_t n = mp_numel(v);
+    if (n == -2) {
+        k->flags |= MP_COST_OVERFLOW;
+        return UINT64_MAX;
+    }
+    if (n < 0) {
+        k->flags |= MP_COST_UNKNOWN;
+        return 0;
+    }
+    return (uint64_t)n;
+}
 
 /* Product of cost factors: 0 with MP_COST_UNKNOWN when one is unknown
  * (< 0); saturates with MP_COST_OVERFLOW. */

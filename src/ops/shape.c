@@ -98,7 +98,7 @@ static bool sh_ints(mp_ctx *c, int i, const int64_t **v, int64_t *n) {
     mp_value *x = mp_in(c, i);
     if (!x || x->rank < 0 || x->dtype == MP_DT_STRING) return false;
     if (!mp_ints(c, i, v, n)) return false;
-    return mp_value_numel(x) == *n;
+    return mp_numel(x) == *n;
 }
 
 /* Known contents of an input, kept in its own kind (ints or floats). */
@@ -114,7 +114,7 @@ static bool sh_data_get(mp_ctx *c, int i, sh_data *d) {
     d->fv = NULL;
     d->n = 0;
     if (!v || v->rank < 0 || v->dtype == MP_DT_STRING) return false;
-    int64_t numel = mp_value_numel(v);
+    int64_t numel = mp_numel(v);
     if (numel < 0 || numel > MP_KNOWN_MAX) return false;
     bool ok = mp_dtype_is_float(v->dtype) ? mp_floats(c, i, &d->fv, &d->n)
                                           : mp_ints(c, i, &d->iv, &d->n);
@@ -131,11 +131,17 @@ static int64_t sh_get_i(const sh_data *s, int64_t j) {
     return (x > -9.2e18 && x < 9.2e18) ? (int64_t)x : 0;
 }
 
-/* Output contents under construction, in the output dtype's kind. */
+/* Output contents under construction, in the output dtype's kind. Shape
+ * tensors are small: those fit in the struct, without a malloc per node. */
+#define SH_BUF_INLINE 64
 typedef struct sh_buf {
     bool is_float;
     int64_t *iv;
     double *fv;
+    union {
+        int64_t i[SH_BUF_INLINE];
+        double f[SH_BUF_INLINE];
+    } small;
 } sh_buf;
 
 static mp_status sh_buf_init(sh_buf *b, int dtype, int64_t n) {
@@ -144,9 +150,9 @@ static mp_status sh_buf_init(sh_buf *b, int dtype, int64_t n) {
     b->iv = NULL;
     b->fv = NULL;
     if (b->is_float)
-        b->fv = malloc(cnt * sizeof *b->fv);
+        b->fv = cnt <= SH_BUF_INLINE ? b->small.f : malloc(cnt * sizeof *b->fv);
     else
-        b->iv = malloc(cnt * sizeof *b->iv);
+        b->iv = cnt <= SH_BUF_INLINE ? b->small.i : malloc(cnt * sizeof *b->iv);
     if (!b->iv && !b->fv) return mp_error(MP_ERR_NOMEM, "out of memory");
     return MP_OK;
 }
@@ -159,8 +165,8 @@ static void sh_buf_put(sh_buf *b, int64_t k, const sh_data *s, int64_t j) {
 }
 
 static void sh_buf_free(sh_buf *b) {
-    free(b->iv);
-    free(b->fv);
+    if (b->iv != b->small.i) free(b->iv);
+    if (b->fv != b->small.f) free(b->fv);
     b->iv = NULL;
     b->fv = NULL;
 }
@@ -170,7 +176,7 @@ static void sh_buf_free(sh_buf *b) {
 static mp_status sh_buf_emit(mp_ctx *c, int o, sh_buf *b, int64_t n) {
     mp_status st = MP_OK;
     mp_value *y = mp_out(c, o);
-    if (y && mp_value_numel(y) == n)
+    if (y && mp_numel(y) == n)
         st = b->is_float ? mp_set_floats(c, o, b->fv, n) : mp_set_ints(c, o, b->iv, n);
     sh_buf_free(b);
     return st;
@@ -184,7 +190,7 @@ static mp_status sh_emit_affine(mp_ctx *c, int o, const sh_data *s, int rank,
                                 const int64_t *odims, int64_t base, const int64_t *coef) {
     mp_value *y = mp_out(c, o);
     int64_t n = sh_small(odims, rank);
-    if (!y || n < 0 || mp_value_numel(y) != n) return MP_OK;
+    if (!y || n < 0 || mp_numel(y) != n) return MP_OK;
     sh_buf b;
     mp_status st = sh_buf_init(&b, y->dtype, n);
     if (st) return st;
@@ -211,8 +217,10 @@ static mp_status sh_emit_affine(mp_ctx *c, int o, const sh_data *s, int rank,
 static mp_status sh_pass(mp_ctx *c, int i, int o) {
     sh_data s;
     mp_value *y = mp_out(c, o);
-    if (!y || !sh_data_get(c, i, &s) || mp_value_numel(y) != s.n) return MP_OK;
-    return s.fv ? mp_set_floats(c, o, s.fv, s.n) : mp_set_ints(c, o, s.iv, s.n);
+    if (!y || !sh_data_get(c, i, &s) || mp_numel(y) != s.n) return MP_OK;
+    /* a value's contents never change once set: share the input's */
+    return s.fv ? mp_keep_floats(c, o, (double *)s.fv, s.n)
+                : mp_keep_ints(c, o, (int64_t *)s.iv, s.n);
 }
 
 /* Normalise n axes against rank into out; fails on out-of-range or repeated
@@ -292,7 +300,7 @@ static void meta_cost(mp_ctx *c, mp_cost *k) {
     k->flops = 0;
     k->bytes_read = 0;
     mp_value *y = mp_out(c, 0);
-    if (!y || mp_value_numel(y) >= 0) k->flags &= ~(uint32_t)MP_COST_UNKNOWN;
+    if (!y || mp_numel(y) >= 0) k->flags &= ~(uint32_t)MP_COST_UNKNOWN;
 }
 
 /* CastLike reads input 1's dtype only: bytes read are input 0's. */
@@ -550,11 +558,12 @@ static mp_status concat_core(mp_ctx *c, int64_t axis) {
     /* contents */
     int64_t n = sh_small(od, r);
     if (n < 0) return MP_OK;
-    sh_data *src = malloc(sizeof *src * (size_t)nin);
+    sh_data src_small[8];
+    sh_data *src = nin <= 8 ? src_small : malloc(sizeof *src * (size_t)nin);
     if (!src) return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < nin; i++)
         if (!sh_data_get(c, i, &src[i])) {
-            free(src);
+            if (src != src_small) free(src);
             return MP_OK;
         }
     int64_t outer = 1, inner = 1;
@@ -563,7 +572,7 @@ static mp_status concat_core(mp_ctx *c, int64_t axis) {
     sh_buf b;
     st = sh_buf_init(&b, x0->dtype, n);
     if (st) {
-        free(src);
+        if (src != src_small) free(src);
         return st;
     }
     int64_t k = 0;
@@ -572,7 +581,7 @@ static mp_status concat_core(mp_ctx *c, int64_t axis) {
             int64_t chunk = mp_in(c, i)->dims[a] * inner;
             for (int64_t t = 0; t < chunk; t++) sh_buf_put(&b, k++, &src[i], p * chunk + t);
         }
-    free(src);
+    if (src != src_small) free(src);
     return sh_buf_emit(c, 0, &b, n);
 }
 
@@ -1154,12 +1163,9 @@ static mp_status range_infer(mp_ctx *c) {
         int64_t len = (int64_t)cnt;
         st = mp_set_out(c, 0, dt, 1, &len);
         if (st || len > MP_KNOWN_MAX) return st;
-        double *out = malloc(sizeof *out * (size_t)(len ? len : 1));
-        if (!out) return mp_error(MP_ERR_NOMEM, "out of memory");
+        double out[MP_KNOWN_MAX];
         for (int64_t k = 0; k < len; k++) out[k] = s + (double)k * d;
-        st = mp_set_floats(c, 0, out, len);
-        free(out);
-        return st;
+        return mp_set_floats(c, 0, out, len);
     }
     const int64_t *iv[3];
     int64_t n[3];
@@ -1173,12 +1179,9 @@ static mp_status range_infer(mp_ctx *c) {
     if (len < 0) len = 0;
     st = mp_set_out(c, 0, dt, 1, &len);
     if (st || len > MP_KNOWN_MAX) return st;
-    int64_t *out = malloc(sizeof *out * (size_t)(len ? len : 1));
-    if (!out) return mp_error(MP_ERR_NOMEM, "out of memory");
+    int64_t out[MP_KNOWN_MAX];
     for (int64_t k = 0; k < len; k++) out[k] = s + k * d;
-    st = mp_set_ints(c, 0, out, len);
-    free(out);
-    return st;
+    return mp_set_ints(c, 0, out, len);
 }
 
 /* Decode a one-element tensor attribute (value of ConstantOfShape):
@@ -1254,12 +1257,21 @@ static mp_status constant_of_shape_infer(mp_ctx *c) {
  * when weightless); value_float / value_int: fp32 / int64 scalar;
  * value_floats / value_ints: 1-D; value_string(s): string scalar / 1-D (no
  * contents); sparse_value: its dense dims when given. Cost 0. */
+/* Name equality without a strcmp call (Constant runs for many nodes). */
+static bool sh_name_is(const char *a, const char *b) {
+    while (*a && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
 static mp_status constant_infer(mp_ctx *c) {
     const mp_node *n = c->n;
     for (int i = 0; i < n->n_attr; i++) {
         const mp_attr *a = &n->attr[i];
         const char *nm = a->name;
-        if (strcmp(nm, "value") == 0 || strcmp(nm, "sparse_value") == 0) {
+        if (sh_name_is(nm, "value") || sh_name_is(nm, "sparse_value")) {
             const mp_tensor *t = a->t;
             if ((a->type != MP_ATTR_TENSOR && a->type != MP_ATTR_SPARSE_TENSOR) || !t) {
                 if (a->type == MP_ATTR_SPARSE_TENSOR) return mp_set_out_dtype(c, 0, MP_DT_UNDEFINED);
@@ -1269,7 +1281,7 @@ static mp_status constant_infer(mp_ctx *c) {
                 return mp_fail(c, "constant tensor of rank %d", t->rank);
             for (int d = 0; d < t->rank; d++)
                 if (t->dims[d] < 0) return mp_fail(c, "constant tensor has a negative dim");
-            mp_status st = mp_set_out(c, 0, t->dtype, t->rank, t->dims);
+            mp_status st = mp_set_out_keep(c, 0, t->dtype, t->rank, t->dims);
             if (st || a->type != MP_ATTR_TENSOR || t->dtype == MP_DT_STRING) return st;
             int64_t cnt = sh_small(t->dims, t->rank);
             if (cnt < 0) return MP_OK;
@@ -1279,8 +1291,8 @@ static mp_status constant_infer(mp_ctx *c) {
                 mp_error_clear();
                 return MP_OK;
             }
-            if (fv) return mp_set_floats(c, 0, fv, cnt);
-            if (iv) return mp_set_ints(c, 0, iv, cnt);
+            if (fv) return mp_keep_floats(c, 0, fv, cnt);
+            if (iv) return mp_keep_ints(c, 0, iv, cnt);
             return MP_OK;
         }
         if (strcmp(nm, "value_float") == 0) {
@@ -1550,7 +1562,7 @@ static mp_status cast_core(mp_ctx *c, mp_value *x, int to) {
     mp_status st = mp_set_out(c, 0, to, x->rank, x->dims);
     if (st || to == MP_DT_STRING || x->dtype == MP_DT_STRING) return st;
     sh_data s;
-    if (!sh_data_get(c, 0, &s) || mp_value_numel(mp_out(c, 0) ? mp_out(c, 0) : x) != s.n)
+    if (!sh_data_get(c, 0, &s) || mp_numel(mp_out(c, 0) ? mp_out(c, 0) : x) != s.n)
         return MP_OK;
     sh_buf b;
     st = sh_buf_init(&b, to, s.n);
@@ -1595,7 +1607,8 @@ static mp_status cast_infer(mp_ctx *c) {
     const mp_attr *ta = mp_node_attr(c->n, "to");
     if (!ta) return mp_fail(c, "attribute 'to' is required");
     int64_t to = ta->type == MP_ATTR_STRING ? sh_dtype_by_name(ta->s ? ta->s : "")
-                                            : mp_attr_i(c->n, "to", -1);
+                 : ta->type == MP_ATTR_INT  ? ta->i
+                                            : -1;
     if (to <= 0 || to >= MP_DT_COUNT) return mp_fail(c, "unknown target dtype %lld", (long long)to);
     return cast_core(c, x, (int)to);
 }
@@ -2015,7 +2028,7 @@ static mp_status compress_infer(mp_ctx *c) {
         if (a < 0) return mp_fail(c, "axis %lld is out of range for rank %d", (long long)ax->i, x->rank);
         lim = x->dims[a];
     } else if (x->rank >= 0) {
-        lim = mp_value_numel(x);
+        lim = mp_numel(x);
     }
     int64_t cnt = MP_DIM_ANON;
     const int64_t *cv;
@@ -2071,8 +2084,8 @@ static mp_status unique_infer(mp_ctx *c) {
         st = mp_set_out(c, 0, x->dtype, 1, &anon);
         if (x->rank == 1)
             inv = x->dims[0];
-        else if (x->rank >= 0 && mp_value_numel(x) >= 0)
-            inv = mp_value_numel(x);
+        else if (x->rank >= 0 && mp_numel(x) >= 0)
+            inv = mp_numel(x);
     }
     if (!st) st = mp_set_out(c, 1, MP_DT_INT64, 1, &anon);
     if (!st) st = mp_set_out(c, 2, MP_DT_INT64, 1, &inv);

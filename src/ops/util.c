@@ -16,8 +16,7 @@ mp_status mp_fail(mp_ctx *c, const char *fmt, ...) {
                     c->n->op, buf);
 }
 
-mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v) {
-    *v = mp_in(c, i);
+mp_status mp__need_in_fail(mp_ctx *c, int i, const char *what, mp_value **v) {
     if (!*v)
         return what ? mp_fail(c, "input %d (%s) is missing", i, what)
                     : mp_fail(c, "input %d is missing", i);
@@ -31,13 +30,27 @@ mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value **v) {
 
 /* ---- attributes ---- */
 
+/* mp_node_attr without a strcmp call per attribute: names are short and
+ * nodes have few attributes, most of them none. */
+static const mp_attr *mp__attr_find(const mp_node *n, const char *name) {
+    for (int i = 0; i < n->n_attr; i++) {
+        const char *a = n->attr[i].name, *b = name;
+        while (*a && *a == *b) {
+            a++;
+            b++;
+        }
+        if (*a == *b) return &n->attr[i];
+    }
+    return NULL;
+}
+
 int64_t mp_attr_i(const mp_node *n, const char *name, int64_t def) {
-    const mp_attr *a = mp_node_attr(n, name);
+    const mp_attr *a = mp__attr_find(n, name);
     return (a && a->type == MP_ATTR_INT) ? a->i : def;
 }
 
 double mp_attr_f(const mp_node *n, const char *name, double def) {
-    const mp_attr *a = mp_node_attr(n, name);
+    const mp_attr *a = mp__attr_find(n, name);
     if (!a) return def;
     if (a->type == MP_ATTR_FLOAT) return a->f;
     if (a->type == MP_ATTR_INT) return (double)a->i;
@@ -45,19 +58,19 @@ double mp_attr_f(const mp_node *n, const char *name, double def) {
 }
 
 const char *mp_attr_s(const mp_node *n, const char *name, const char *def) {
-    const mp_attr *a = mp_node_attr(n, name);
+    const mp_attr *a = mp__attr_find(n, name);
     return (a && a->type == MP_ATTR_STRING) ? a->s : def;
 }
 
 int mp_attr_ints(const mp_node *n, const char *name, const int64_t **v) {
-    const mp_attr *a = mp_node_attr(n, name);
+    const mp_attr *a = mp__attr_find(n, name);
     if (!a || a->type != MP_ATTR_INTS) return -1;
     *v = a->ints;
     return a->n;
 }
 
 int mp_attr_floats(const mp_node *n, const char *name, const double **v) {
-    const mp_attr *a = mp_node_attr(n, name);
+    const mp_attr *a = mp__attr_find(n, name);
     if (!a || a->type != MP_ATTR_FLOATS) return -1;
     *v = a->floats;
     return a->n;
@@ -90,6 +103,22 @@ mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims)
     return MP_OK;
 }
 
+mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims) {
+    mp_value *v = mp_out(c, i);
+    if (!v) return MP_OK;
+    if (rank > MP_MAX_RANK) return mp_fail(c, "output rank %d exceeds the limit %d", rank, MP_MAX_RANK);
+    for (int d = 0; d < rank; d++)
+        if (dims[d] < MP_DIM_ANON && MP_DIM_SYM(dims[d]) >= c->m->n_syms)
+            return mp_fail(c, "internal: bad symbolic dim");
+    v->dtype = dtype;
+    v->rank = rank;
+    v->kn = -1;
+    v->iv = NULL;
+    v->fv = NULL;
+    v->dims = rank > 0 ? (int64_t *)dims : NULL;
+    return MP_OK;
+}
+
 mp_status mp_set_out_like(mp_ctx *c, int i, const mp_value *src) {
     return mp_set_out(c, i, src->dtype, src->rank, src->dims);
 }
@@ -111,7 +140,7 @@ static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double
                                int64_t n) {
     mp_value *v = mp_out(c, i);
     if (!v) return MP_OK;
-    int64_t numel = mp_value_numel(v);
+    int64_t numel = mp_numel(v);
     if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
                                    (long long)n, (long long)numel);
     if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
@@ -133,6 +162,29 @@ static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double
     return MP_OK;
 }
 
+/* Contents that are already an array of the output's kind in the arena. */
+static mp_status mp__keep_known(mp_ctx *c, int i, int64_t *iv, double *fv, int64_t n) {
+    mp_value *v = mp_out(c, i);
+    if (!v) return MP_OK;
+    if (mp_dtype_is_float(v->dtype) != (fv != NULL)) return mp__set_known(c, i, iv, fv, n);
+    int64_t numel = mp_numel(v);
+    if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
+                                   (long long)n, (long long)numel);
+    if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
+    v->iv = iv;
+    v->fv = fv;
+    v->kn = n;
+    return MP_OK;
+}
+
+mp_status mp_keep_ints(mp_ctx *c, int i, int64_t *v, int64_t n) {
+    return mp__keep_known(c, i, v, NULL, n);
+}
+
+mp_status mp_keep_floats(mp_ctx *c, int i, double *v, int64_t n) {
+    return mp__keep_known(c, i, NULL, v, n);
+}
+
 mp_status mp_set_ints(mp_ctx *c, int i, const int64_t *v, int64_t n) {
     return mp__set_known(c, i, v, NULL, n);
 }
@@ -147,7 +199,7 @@ static bool mp__load_known(mp_ctx *c, mp_value *v) {
     if (v->rank >= 0 && !mp__small_dims(v)) return false;
     if (v->kn >= 0) return true;
     if (!v->init || v->rank < 0) return false;
-    int64_t n = mp_value_numel(v);
+    int64_t n = mp_numel(v);
     if (n < 0 || n > MP_KNOWN_MAX) return false;
     int64_t *iv = NULL;
     double *fv = NULL;
@@ -235,20 +287,6 @@ int mp_axis(int64_t axis, int rank) {
 }
 
 /* ---- shared rules ---- */
-
-uint64_t mp_cnumel(const mp_value *v, mp_cost *k) {
-    if (!v) return 0;
-    int64_t n = mp_value_numel(v);
-    if (n == -2) {
-        k->flags |= MP_COST_OVERFLOW;
-        return UINT64_MAX;
-    }
-    if (n < 0) {
-        k->flags |= MP_COST_UNKNOWN;
-        return 0;
-    }
-    return (uint64_t)n;
-}
 
 uint64_t mp_cost_prod(mp_cost *k, const int64_t *f, int n) {
     bool ovf = false;
