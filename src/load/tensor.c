@@ -206,6 +206,21 @@ mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, 
         }
         return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s' has no data", t->name);
     }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* the shape tensors of exported graphs are int64 and fp32 scalars and
+     * short vectors: on a little-endian machine those are plain copies */
+    if (t->dtype == MP_DT_INT64) {
+        if (n) memcpy(iv, raw, (size_t)n * sizeof *iv);
+        n = 0;
+    } else if (t->dtype == MP_DT_FLOAT) {
+        for (int64_t i = 0; i < n; i++) {
+            float x;
+            memcpy(&x, raw + 4 * i, 4);
+            fv[i] = x;
+        }
+        n = 0;
+    }
+#endif
     for (int64_t i = 0; i < n; i++) {
         int64_t x = 0;
         double d = 0;
