@@ -148,12 +148,19 @@ static int mp__op_index_new(mp__walk *w, const mp_node *n, unsigned h) {
 
 /* ---- figures ---- */
 
+/* The five summed figures of a node's cost or of another set (mp_cost and
+ * mp_fig name them alike), each sum saturating. */
+#define MP__SAT_SUMS(f, src, ovf)                                               \
+    do {                                                                        \
+        (f)->macs = mp_uadd((f)->macs, (src)->macs, ovf);                       \
+        (f)->flops = mp_uadd((f)->flops, (src)->flops, ovf);                    \
+        (f)->bytes_read = mp_uadd((f)->bytes_read, (src)->bytes_read, ovf);     \
+        (f)->bytes_written = mp_uadd((f)->bytes_written, (src)->bytes_written, ovf); \
+        (f)->act_bytes = mp_uadd((f)->act_bytes, (src)->act_bytes, ovf);        \
+    } while (0)
+
 static void mp__fig_add_cost(mp_fig *f, const mp_cost *k, bool *ovf) {
-    f->macs = mp_uadd(f->macs, k->macs, ovf);
-    f->flops = mp_uadd(f->flops, k->flops, ovf);
-    f->bytes_read = mp_uadd(f->bytes_read, k->bytes_read, ovf);
-    f->bytes_written = mp_uadd(f->bytes_written, k->bytes_written, ovf);
-    f->act_bytes = mp_uadd(f->act_bytes, k->act_bytes, ovf);
+    MP__SAT_SUMS(f, k, ovf);
     f->nodes++;
     if (k->flags & MP_COST_UNCOUNTED) f->uncounted++;
     if (k->flags & MP_COST_UNKNOWN) f->unknown++;
@@ -195,11 +202,7 @@ static inline void mp__fig_add_node(mp_fig *tot, mp_fig *op, mp_fig *mod, const 
 }
 
 static void mp__fig_add_fig(mp_fig *f, const mp_fig *c, bool *ovf) {
-    f->macs = mp_uadd(f->macs, c->macs, ovf);
-    f->flops = mp_uadd(f->flops, c->flops, ovf);
-    f->bytes_read = mp_uadd(f->bytes_read, c->bytes_read, ovf);
-    f->bytes_written = mp_uadd(f->bytes_written, c->bytes_written, ovf);
-    f->act_bytes = mp_uadd(f->act_bytes, c->act_bytes, ovf);
+    MP__SAT_SUMS(f, c, ovf);
     f->nodes += c->nodes;
     f->uncounted += c->uncounted;
     f->unknown += c->unknown;
