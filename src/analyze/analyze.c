@@ -241,9 +241,9 @@ static void mp__figs_checked(mp__walk *w) {
 
 /* Activation bytes of v; false when past what the walk handles. */
 static bool mp__act_bytes(const mp_value *v, uint64_t *b) {
-    int64_t n = mp_numel(v);
+    int64_t n = mp_value_numel(v);
     if (n == -2) return false;
-    *b = n < 0 ? 0 : mp__bytes(v->dtype, n);
+    *b = n < 0 ? 0 : mp_dtype_bytes(v->dtype, n);
     return *b <= (uint64_t)INT64_MAX / 4;
 }
 

@@ -92,7 +92,7 @@ static void mp__outputs_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
 /* Bytes of a value for costing: an element count or a byte count past
  * 64 bits saturates and raises the overflow flag (never a silent 0). */
 static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
-    int64_t n = mp_numel(v);
+    int64_t n = mp_value_numel(v);
     if (n == -2) {
         *ovf = true;
         return UINT64_MAX;
@@ -101,7 +101,7 @@ static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
         k->flags |= MP_COST_UNKNOWN;
         return 0;
     }
-    uint64_t b = mp__bytes(v->dtype, n);
+    uint64_t b = mp_dtype_bytes(v->dtype, n);
     if (b == UINT64_MAX) *ovf = true;
     return b;
 }

@@ -361,12 +361,3 @@ mp_status mp_strmap_put(mp_strmap *m, const char *key, int val) {
     size_t len = strlen(key);
     return mp_strmap_put_h(m, key, len, mp__hash(key, len), val);
 }
-
-int64_t mp_dims_product(const int64_t *dims, int rank) {
-    int64_t p = 1;
-    for (int i = 0; i < rank; i++) {
-        if (dims[i] < 0) return -1;
-        if (__builtin_mul_overflow(p, dims[i], &p)) return -2;
-    }
-    return p;
-}

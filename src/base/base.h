@@ -101,7 +101,14 @@ static inline uint64_t mp_uadd(uint64_t a, uint64_t b, bool *ovf) {
     return r;
 }
 /* Product of dims; -1 when any dim is unknown (< 0); -2 on overflow past
- * INT64_MAX. */
-int64_t mp_dims_product(const int64_t *dims, int rank);
+ * INT64_MAX. Inline: operators ask it of every input and output. */
+static inline int64_t mp_dims_product(const int64_t *dims, int rank) {
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0) return -1;
+        if (__builtin_mul_overflow(p, dims[i], &p)) return -2;
+    }
+    return p;
+}
 
 #endif

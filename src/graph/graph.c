@@ -5,22 +5,21 @@
 
 /* ---- dtypes ---- */
 
-static const struct {
-    const char *name;
-    int bits;
-} mp__dtypes[] = {
-#define MP__DT(id, name, bits) {name, bits},
+static const char *const mp__dtype_names[] = {
+#define MP__DT(id, name, bits) name,
     MP_DTYPE_LIST(MP__DT)
 #undef MP__DT
 };
-_Static_assert(MP_ARRAY_LEN(mp__dtypes) == MP_DT_COUNT, "dtype table out of step");
+_Static_assert(MP_ARRAY_LEN(mp__dtype_names) == MP_DT_COUNT, "dtype table out of step");
 
-int mp_dtype_bits(int dt) {
-    return (dt >= 0 && dt < MP_DT_COUNT) ? mp__dtypes[dt].bits : 0;
-}
+const unsigned char mp_dtype_bits_table[MP_DT_COUNT] = {
+#define MP__DT_BITS(id, name, bits) bits,
+    MP_DTYPE_LIST(MP__DT_BITS)
+#undef MP__DT_BITS
+};
 
 const char *mp_dtype_name(int dt) {
-    return (dt >= 0 && dt < MP_DT_COUNT) ? mp__dtypes[dt].name : "?";
+    return (dt >= 0 && dt < MP_DT_COUNT) ? mp__dtype_names[dt] : "?";
 }
 
 bool mp_dtype_is_float(int dt) {
@@ -43,15 +42,6 @@ bool mp_dtype_is_int(int dt) {
     default:
         return false;
     }
-}
-
-uint64_t mp_dtype_bytes(int dt, int64_t numel) {
-    if (numel <= 0) return 0;
-    uint64_t bits = (uint64_t)mp_dtype_bits(dt);
-    bool ovf = false;
-    uint64_t b = mp_umul((uint64_t)numel, bits, &ovf);
-    if (ovf) return UINT64_MAX;
-    return (b + 7) / 8;
 }
 
 /* ---- graphs ---- */
@@ -118,11 +108,6 @@ const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
     for (int i = 0; i < n->n_attr; i++)
         if (strcmp(n->attr[i].name, name) == 0) return &n->attr[i];
     return NULL;
-}
-
-int64_t mp_value_numel(const mp_value *v) {
-    if (v->rank < 0) return -1;
-    return mp_dims_product(v->dims, v->rank);
 }
 
 uint64_t mp_value_bytes(const mp_value *v) {

@@ -39,12 +39,23 @@ typedef enum mp_dtype {
     MP_DT_COUNT
 } mp_dtype;
 
-int mp_dtype_bits(int dt);          /* 0 for unknown/string */
+/* Bits per element by dtype (0 for unknown/string); inline users below. */
+extern const unsigned char mp_dtype_bits_table[MP_DT_COUNT];
+static inline int mp_dtype_bits(int dt) {
+    return (dt >= 0 && dt < MP_DT_COUNT) ? mp_dtype_bits_table[dt] : 0;
+}
 const char *mp_dtype_name(int dt);  /* "fp32", ...; "dtype(N)" never: "?" */
 bool mp_dtype_is_float(int dt);     /* fp16/bf16/fp32/fp64/fp8/fp4 */
 bool mp_dtype_is_int(int dt);       /* signed/unsigned ints and bool */
-/* Bytes of `numel` elements (sub-byte types round up). */
-uint64_t mp_dtype_bytes(int dt, int64_t numel);
+/* Bytes of `numel` elements (sub-byte types round up; UINT64_MAX past 64
+ * bits). Inline: costing asks it of every input and output. */
+static inline uint64_t mp_dtype_bytes(int dt, int64_t numel) {
+    if (numel <= 0) return 0;
+    uint64_t b;
+    if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)mp_dtype_bits(dt), &b))
+        return UINT64_MAX;
+    return (b + 7) / 8;
+}
 
 /* ---- dims ----
  * A dim >= 0 is known. A dim < 0 is unknown: it names symbol -d-1 of the
@@ -263,7 +274,10 @@ int mp_model_symbol(struct mp_model *m, const char *name, size_t len);
 int mp_model_module(struct mp_model *m, const char *path, size_t len);
 const mp_attr *mp_node_attr(const mp_node *n, const char *name);
 uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown */
-int64_t mp_value_numel(const mp_value *v);   /* -1 unknown, -2 overflow */
+/* -1 unknown, -2 overflow */
+static inline int64_t mp_value_numel(const mp_value *v) {
+    return v->rank < 0 ? -1 : mp_dims_product(v->dims, v->rank);
+}
 
 
 /* An empty model with a main graph (load.c); NULL when out of memory. */

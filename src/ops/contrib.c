@@ -530,7 +530,7 @@ static void fused_conv_cost(mp_ctx *c, mp_cost *k) {
         return;
     }
     bool ovf = false;
-    uint64_t macs = (uint64_t)mp_numel(w);
+    uint64_t macs = (uint64_t)mp_value_numel(w);
     for (int i = 0; i < y->rank; i++)
         if (i != 1) macs = mp_umul(macs, (uint64_t)y->dims[i], &ovf);
     if (ovf) k->flags |= MP_COST_OVERFLOW;

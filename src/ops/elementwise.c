@@ -326,7 +326,7 @@ static void ew_iter_next(ew_iter *it) {
 static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
     mp_value *out = mp_out(c, 0);
     if (!out || !mp_shape_known(out) || n_in < 1 || n_in > EW_FOLD_MAX_IN) return MP_OK;
-    int64_t numel = mp_numel(out);
+    int64_t numel = mp_value_numel(out);
     if (numel < 0 || numel > MP_KNOWN_MAX) return MP_OK;
 
     const mp_value *in[EW_FOLD_MAX_IN];
@@ -342,7 +342,7 @@ static mp_status ew_fold(mp_ctx *c, ew_code op, const ew_attrs *a, int n_in) {
     for (int k = 0; k < n_in; k++) {
         int64_t cnt;
         bool ok = use_f ? mp_floats(c, k, &fv[k], &cnt) : mp_ints(c, k, &iv[k], &cnt);
-        if (!ok || cnt != mp_numel(in[k])) return MP_OK;
+        if (!ok || cnt != mp_value_numel(in[k])) return MP_OK;
     }
 
     bool out_int = !mp_dtype_is_float(out->dtype);
@@ -466,7 +466,7 @@ static mp_status ew_clip(mp_ctx *c, bool bounds_as_inputs) {
     for (int i = 1; i <= 2; i++) {
         mp_value *b = mp_in(c, i);
         if (!b) continue;
-        if (b->rank > 0 && mp_numel(b) > 1)
+        if (b->rank > 0 && mp_value_numel(b) > 1)
             return mp_fail(c, "bound input %d must be a scalar", i);
         const double *v;
         int64_t n;
@@ -567,7 +567,7 @@ static mp_status infer_prelu_legacy(mp_ctx *c) {
     if (st) return st;
     mp_value *x, *s;
     if ((st = mp_need_in(c, 0, NULL, &x)) || (st = mp_need_in(c, 1, NULL, &s))) return st;
-    int64_t sn = mp_numel(s);
+    int64_t sn = mp_value_numel(s);
     bool one = sn == 1;
     if (x->rank >= 0 && s->rank >= 0 && !one) {
         bool numpy = s->rank <= x->rank, per_channel = false;

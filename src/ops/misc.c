@@ -47,7 +47,7 @@ static mp_status ms_agree(mp_ctx *c, int64_t a, int64_t b, const char *what, int
 static mp_status ms_check_scalar(mp_ctx *c, int i, const char *what) {
     mp_value *v = mp_in(c, i);
     if (!v || v->rank < 0) return MP_OK;
-    int64_t n = mp_numel(v);
+    int64_t n = mp_value_numel(v);
     if (n >= 0 && n != 1) return mp_fail(c, "%s must hold one value, has %lld", what, (long long)n);
     if (v->rank > 1) return mp_fail(c, "%s must be a scalar, has rank %d", what, v->rank);
     return MP_OK;
@@ -220,7 +220,7 @@ static void cost_sce(mp_ctx *c, mp_cost *k) {
 /* max_output_boxes_per_class: 0 when absent; -1 when unknown. */
 static int64_t ms_nms_limit(mp_ctx *c) {
     mp_value *v = mp_in(c, 2);
-    if (!v || mp_numel(v) == 0) return 0;
+    if (!v || mp_value_numel(v) == 0) return 0;
     int64_t m;
     if (!ms_scalar(c, 2, &m)) return -1;
     return m < 0 ? 0 : m;
@@ -818,7 +818,7 @@ static mp_status infer_maxunpool(mp_ctx *c) {
     int r = nk + 2;
     int64_t dims[MP_MAX_RANK];
     os = mp_in(c, 2);
-    if (os && mp_numel(os) != 0) {
+    if (os && mp_value_numel(os) != 0) {
         const int64_t *v;
         int64_t n;
         if (os->rank >= 0 && os->rank != 1)

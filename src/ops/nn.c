@@ -57,11 +57,11 @@ static mp_status nn_pass_contents(mp_ctx *c, const mp_value *x) {
     if (!mp_out(c, 0) || !mp_shape_known(x)) return MP_OK;
     if (mp_dtype_is_float(x->dtype)) {
         const double *f;
-        if (mp_floats(c, 0, &f, &cnt) && cnt == mp_numel(x))
+        if (mp_floats(c, 0, &f, &cnt) && cnt == mp_value_numel(x))
             return mp_set_floats(c, 0, f, cnt);
     } else {
         const int64_t *v;
-        if (mp_ints(c, 0, &v, &cnt) && cnt == mp_numel(x)) return mp_set_ints(c, 0, v, cnt);
+        if (mp_ints(c, 0, &v, &cnt) && cnt == mp_value_numel(x)) return mp_set_ints(c, 0, v, cnt);
     }
     return MP_OK;
 }
@@ -637,7 +637,7 @@ typedef enum nn_red { NN_RED_OTHER, NN_RED_SUM, NN_RED_PROD, NN_RED_MAX, NN_RED_
 static mp_status nn_reduce_fold(mp_ctx *c, nn_red op, const mp_value *x, const bool *red) {
     mp_value *out = mp_out(c, 0);
     if (op == NN_RED_OTHER || !out || !mp_shape_known(out) || !mp_shape_known(x)) return MP_OK;
-    int64_t xn = mp_numel(x), on = mp_numel(out);
+    int64_t xn = mp_value_numel(x), on = mp_value_numel(out);
     if (xn < 0 || on < 0 || xn > MP_KNOWN_MAX || on > MP_KNOWN_MAX) return MP_OK;
     if (xn == 0 && (op == NN_RED_MAX || op == NN_RED_MIN)) return MP_OK; /* undefined */
     bool use_f = mp_dtype_is_float(x->dtype);
@@ -829,8 +829,8 @@ static mp_status nn_resize(mp_ctx *c, int scales_i, int sizes_i, bool v18) {
     /* an input counts as given unless omitted or known to be empty */
     mp_value *sz = sizes_i >= 0 ? mp_in(c, sizes_i) : NULL;
     mp_value *sc = scales_i >= 0 ? mp_in(c, scales_i) : NULL;
-    if (sz && mp_numel(sz) == 0) sz = NULL;
-    if (sc && mp_numel(sc) == 0) sc = NULL;
+    if (sz && mp_value_numel(sz) == 0) sz = NULL;
+    if (sc && mp_value_numel(sc) == 0) sc = NULL;
     const double *attr_scales = NULL;
     int n_attr_scales = scales_i < 0 ? mp_attr_floats(c->n, "scales", &attr_scales) : -1;
 

@@ -79,19 +79,6 @@ static inline mp_value *mp_out(mp_ctx *c, int i) {
     if (i < 0 || i >= c->n->n_out || c->n->out[i] < 0) return NULL;
     return &c->g->values[c->n->out[i]];
 }
-/* mp_dims_product and mp_value_numel inline, with the same results (-1
- * unknown, -2 past 64 bits): operators ask them of every input and output. */
-static inline int64_t mp_dims_numel(const int64_t *dims, int rank) {
-    int64_t p = 1;
-    for (int i = 0; i < rank; i++) {
-        if (dims[i] < 0) return -1;
-        if (__builtin_mul_overflow(p, dims[i], &p)) return -2;
-    }
-    return p;
-}
-static inline int64_t mp_numel(const mp_value *v) {
-    return v->rank < 0 ? -1 : mp_dims_numel(v->dims, v->rank);
-}
 static inline bool mp_shape_known(const mp_value *v) {
     if (!v || v->rank < 0) return false;
     for (int i = 0; i < v->rank; i++)
@@ -154,7 +141,7 @@ void *mp_scratch(mp_ctx *c, size_t bytes);
  * unknown. */
 static inline uint64_t mp_cnumel(const mp_value *v, mp_cost *k) {
     if (!v) return 0;
-    int64_t n = mp_numel(v);
+    int64_t n = mp_value_numel(v);
     if (n == -2) {
         k->flags |= MP_COST_OVERFLOW;
         return UINT64_MAX;

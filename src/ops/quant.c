@@ -71,7 +71,7 @@ static void qc_cost(mp_ctx *c, mp_cost *k, int wi, int bi, bool channels_last) {
     }
     int ch = channels_last ? y->rank - 1 : 1;
     bool ovf = false;
-    uint64_t macs = (uint64_t)mp_numel(w);
+    uint64_t macs = (uint64_t)mp_value_numel(w);
     for (int i = 0; i < y->rank; i++)
         if (i != ch) macs = mp_umul(macs, (uint64_t)y->dims[i], &ovf);
     k->macs = macs;

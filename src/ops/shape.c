@@ -98,7 +98,7 @@ static bool sh_ints(mp_ctx *c, int i, const int64_t **v, int64_t *n) {
     mp_value *x = mp_in(c, i);
     if (!x || x->rank < 0 || x->dtype == MP_DT_STRING) return false;
     if (!mp_ints(c, i, v, n)) return false;
-    return mp_numel(x) == *n;
+    return mp_value_numel(x) == *n;
 }
 
 /* Known contents of an input, kept in its own kind (ints or floats). */
@@ -114,7 +114,7 @@ static bool sh_data_get(mp_ctx *c, int i, sh_data *d) {
     d->fv = NULL;
     d->n = 0;
     if (!v || v->rank < 0 || v->dtype == MP_DT_STRING) return false;
-    int64_t numel = mp_numel(v);
+    int64_t numel = mp_value_numel(v);
     if (numel < 0 || numel > MP_KNOWN_MAX) return false;
     bool ok = mp_dtype_is_float(v->dtype) ? mp_floats(c, i, &d->fv, &d->n)
                                           : mp_ints(c, i, &d->iv, &d->n);
@@ -176,7 +176,7 @@ static void sh_buf_free(sh_buf *b) {
 static mp_status sh_buf_emit(mp_ctx *c, int o, sh_buf *b, int64_t n) {
     mp_status st = MP_OK;
     mp_value *y = mp_out(c, o);
-    if (y && mp_numel(y) == n)
+    if (y && mp_value_numel(y) == n)
         st = b->is_float ? mp_set_floats(c, o, b->fv, n) : mp_set_ints(c, o, b->iv, n);
     sh_buf_free(b);
     return st;
@@ -190,7 +190,7 @@ static mp_status sh_emit_affine(mp_ctx *c, int o, const sh_data *s, int rank,
                                 const int64_t *odims, int64_t base, const int64_t *coef) {
     mp_value *y = mp_out(c, o);
     int64_t n = sh_small(odims, rank);
-    if (!y || n < 0 || mp_numel(y) != n) return MP_OK;
+    if (!y || n < 0 || mp_value_numel(y) != n) return MP_OK;
     sh_buf b;
     mp_status st = sh_buf_init(&b, y->dtype, n);
     if (st) return st;
@@ -217,7 +217,7 @@ static mp_status sh_emit_affine(mp_ctx *c, int o, const sh_data *s, int rank,
 static mp_status sh_pass(mp_ctx *c, int i, int o) {
     sh_data s;
     mp_value *y = mp_out(c, o);
-    if (!y || !sh_data_get(c, i, &s) || mp_numel(y) != s.n) return MP_OK;
+    if (!y || !sh_data_get(c, i, &s) || mp_value_numel(y) != s.n) return MP_OK;
     /* a value's contents never change once set: share the input's */
     return s.fv ? mp_keep_floats(c, o, (double *)s.fv, s.n)
                 : mp_keep_ints(c, o, (int64_t *)s.iv, s.n);
@@ -300,7 +300,7 @@ static void meta_cost(mp_ctx *c, mp_cost *k) {
     k->flops = 0;
     k->bytes_read = 0;
     mp_value *y = mp_out(c, 0);
-    if (!y || mp_numel(y) >= 0) k->flags &= ~(uint32_t)MP_COST_UNKNOWN;
+    if (!y || mp_value_numel(y) >= 0) k->flags &= ~(uint32_t)MP_COST_UNKNOWN;
 }
 
 /* CastLike reads input 1's dtype only: bytes read are input 0's. */
@@ -642,7 +642,8 @@ static mp_status slice_apply(mp_ctx *c, mp_value *x, const int64_t *st_, const i
     } else {
         for (int k = 0; k < n; k++) axn[k] = k;
     }
-    int64_t od[MP_MAX_RANK], first[MP_MAX_RANK], step[MP_MAX_RANK];
+    /* od zeroed: gcc cannot see that a rank-0 slice reads none of it */
+    int64_t od[MP_MAX_RANK] = {0}, first[MP_MAX_RANK], step[MP_MAX_RANK];
     for (int a = 0; a < r; a++) {
         od[a] = x->dims[a];
         first[a] = 0;
@@ -1562,7 +1563,7 @@ static mp_status cast_core(mp_ctx *c, mp_value *x, int to) {
     mp_status st = mp_set_out(c, 0, to, x->rank, x->dims);
     if (st || to == MP_DT_STRING || x->dtype == MP_DT_STRING) return st;
     sh_data s;
-    if (!sh_data_get(c, 0, &s) || mp_numel(mp_out(c, 0) ? mp_out(c, 0) : x) != s.n)
+    if (!sh_data_get(c, 0, &s) || mp_value_numel(mp_out(c, 0) ? mp_out(c, 0) : x) != s.n)
         return MP_OK;
     sh_buf b;
     st = sh_buf_init(&b, to, s.n);
@@ -2028,7 +2029,7 @@ static mp_status compress_infer(mp_ctx *c) {
         if (a < 0) return mp_fail(c, "axis %lld is out of range for rank %d", (long long)ax->i, x->rank);
         lim = x->dims[a];
     } else if (x->rank >= 0) {
-        lim = mp_numel(x);
+        lim = mp_value_numel(x);
     }
     int64_t cnt = MP_DIM_ANON;
     const int64_t *cv;
@@ -2084,8 +2085,8 @@ static mp_status unique_infer(mp_ctx *c) {
         st = mp_set_out(c, 0, x->dtype, 1, &anon);
         if (x->rank == 1)
             inv = x->dims[0];
-        else if (x->rank >= 0 && mp_numel(x) >= 0)
-            inv = mp_numel(x);
+        else if (x->rank >= 0 && mp_value_numel(x) >= 0)
+            inv = mp_value_numel(x);
     }
     if (!st) st = mp_set_out(c, 1, MP_DT_INT64, 1, &anon);
     if (!st) st = mp_set_out(c, 2, MP_DT_INT64, 1, &inv);

@@ -140,7 +140,7 @@ static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double
                                int64_t n) {
     mp_value *v = mp_out(c, i);
     if (!v) return MP_OK;
-    int64_t numel = mp_numel(v);
+    int64_t numel = mp_value_numel(v);
     if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
                                    (long long)n, (long long)numel);
     if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
@@ -167,7 +167,7 @@ static mp_status mp__keep_known(mp_ctx *c, int i, int64_t *iv, double *fv, int64
     mp_value *v = mp_out(c, i);
     if (!v) return MP_OK;
     if (mp_dtype_is_float(v->dtype) != (fv != NULL)) return mp__set_known(c, i, iv, fv, n);
-    int64_t numel = mp_numel(v);
+    int64_t numel = mp_value_numel(v);
     if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
                                    (long long)n, (long long)numel);
     if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
@@ -199,7 +199,7 @@ static bool mp__load_known(mp_ctx *c, mp_value *v) {
     if (v->rank >= 0 && !mp__small_dims(v)) return false;
     if (v->kn >= 0) return true;
     if (!v->init || v->rank < 0) return false;
-    int64_t n = mp_numel(v);
+    int64_t n = mp_value_numel(v);
     if (n < 0 || n > MP_KNOWN_MAX) return false;
     int64_t *iv = NULL;
     double *fv = NULL;
