@@ -31,11 +31,6 @@ static unsigned mp__op_kind(const char *domain, const char *op) {
     return k;
 }
 
-/* Equal strings; the default domain "" costs one byte. */
-static inline bool mp__streq(const char *a, const char *b) {
-    return a == b || (a[0] == b[0] && (!a[0] || strcmp(a + 1, b + 1) == 0));
-}
-
 /* One use of a weight (or of a copy of one): the consumer node, its op
  * type, whether it is itself a copy, and the input slot. A value's uses
  * form a list, latest first. */
@@ -92,7 +87,7 @@ typedef struct mp__walk {
 static int mp__op_by_name(mp__walk *w, const mp_node *n) {
     mp_profile *p = w->p;
     for (int i = 0; i < p->n_ops; i++)
-        if (mp__streq(p->ops[i].op, n->op) && mp__streq(p->ops[i].domain, n->domain)) return i;
+        if (mp_streq(p->ops[i].op, n->op) && mp_streq(p->ops[i].domain, n->domain)) return i;
     mp_opstat *no = mp_grow(p->ops, sizeof *p->ops, &w->cap_ops, p->n_ops + 1);
     if (no) p->ops = no;
     unsigned char *nk = mp_grow(w->op_kind, 1, &w->cap_kind, p->n_ops + 1);
@@ -140,7 +135,7 @@ static int mp__op_index_new(mp__walk *w, const mp_node *n, unsigned h) {
     }
     /* unknown ops (no descriptor) can be many nodes: a map by name */
     int idx = mp_strmap_get(&w->by_name, n->op);
-    if (idx >= 0 && mp__streq(w->p->ops[idx].domain, n->domain)) return idx;
+    if (idx >= 0 && mp_streq(w->p->ops[idx].domain, n->domain)) return idx;
     idx = mp__op_by_name(w, n);
     if (idx >= 0 && mp_strmap_put(&w->by_name, n->op, idx) != MP_OK) return -1;
     return idx;

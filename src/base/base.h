@@ -26,6 +26,18 @@ mp_status mp_error(mp_status st, const char *fmt, ...) MP_PRINTF(2, 3);
 mp_status mp_verror(mp_status st, const char *fmt, va_list ap);
 void mp_error_clear(void);
 
+/* Equal C strings, without a library call: the names compared on hot
+ * paths (op types, attribute names) are short, often the same pointer
+ * (interned) and often empty (the default domain). */
+static inline bool mp_streq(const char *a, const char *b) {
+    if (a == b) return true;
+    while (*a && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
 /* ---- arena: many small allocations freed in one call. */
 typedef struct mp_arena_block mp_arena_block;
 typedef struct mp_arena {

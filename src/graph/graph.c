@@ -104,12 +104,6 @@ int mp_graph_add_node(mp_graph *g) {
     return g->n_nodes++;
 }
 
-const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
-    for (int i = 0; i < n->n_attr; i++)
-        if (strcmp(n->attr[i].name, name) == 0) return &n->attr[i];
-    return NULL;
-}
-
 uint64_t mp_value_bytes(const mp_value *v) {
     int64_t n = mp_value_numel(v);
     if (n < 0) return 0;

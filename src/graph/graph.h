@@ -272,7 +272,11 @@ mp_status mp_model_warn(struct mp_model *m, const char *fmt, ...) MP_PRINTF(2, 3
 int mp_model_symbol(struct mp_model *m, const char *name, size_t len);
 /* Module by dotted path, created with its ancestors; -1 on failure. */
 int mp_model_module(struct mp_model *m, const char *path, size_t len);
-const mp_attr *mp_node_attr(const mp_node *n, const char *name);
+static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
+    for (int i = 0; i < n->n_attr; i++)
+        if (mp_streq(n->attr[i].name, name)) return &n->attr[i];
+    return NULL;
+}
 uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown */
 /* -1 unknown, -2 overflow */
 static inline int64_t mp_value_numel(const mp_value *v) {

@@ -1258,21 +1258,12 @@ static mp_status constant_of_shape_infer(mp_ctx *c) {
  * when weightless); value_float / value_int: fp32 / int64 scalar;
  * value_floats / value_ints: 1-D; value_string(s): string scalar / 1-D (no
  * contents); sparse_value: its dense dims when given. Cost 0. */
-/* Name equality without a strcmp call (Constant runs for many nodes). */
-static bool sh_name_is(const char *a, const char *b) {
-    while (*a && *a == *b) {
-        a++;
-        b++;
-    }
-    return *a == *b;
-}
-
 static mp_status constant_infer(mp_ctx *c) {
     const mp_node *n = c->n;
     for (int i = 0; i < n->n_attr; i++) {
         const mp_attr *a = &n->attr[i];
         const char *nm = a->name;
-        if (sh_name_is(nm, "value") || sh_name_is(nm, "sparse_value")) {
+        if (mp_streq(nm, "value") || mp_streq(nm, "sparse_value")) {
             const mp_tensor *t = a->t;
             if ((a->type != MP_ATTR_TENSOR && a->type != MP_ATTR_SPARSE_TENSOR) || !t) {
                 if (a->type == MP_ATTR_SPARSE_TENSOR) return mp_set_out_dtype(c, 0, MP_DT_UNDEFINED);

@@ -30,27 +30,13 @@ mp_status mp__need_in_fail(mp_ctx *c, int i, const char *what, mp_value **v) {
 
 /* ---- attributes ---- */
 
-/* mp_node_attr without a strcmp call per attribute: names are short and
- * nodes have few attributes, most of them none. */
-static const mp_attr *mp__attr_find(const mp_node *n, const char *name) {
-    for (int i = 0; i < n->n_attr; i++) {
-        const char *a = n->attr[i].name, *b = name;
-        while (*a && *a == *b) {
-            a++;
-            b++;
-        }
-        if (*a == *b) return &n->attr[i];
-    }
-    return NULL;
-}
-
 int64_t mp_attr_i(const mp_node *n, const char *name, int64_t def) {
-    const mp_attr *a = mp__attr_find(n, name);
+    const mp_attr *a = mp_node_attr(n, name);
     return (a && a->type == MP_ATTR_INT) ? a->i : def;
 }
 
 double mp_attr_f(const mp_node *n, const char *name, double def) {
-    const mp_attr *a = mp__attr_find(n, name);
+    const mp_attr *a = mp_node_attr(n, name);
     if (!a) return def;
     if (a->type == MP_ATTR_FLOAT) return a->f;
     if (a->type == MP_ATTR_INT) return (double)a->i;
@@ -58,19 +44,19 @@ double mp_attr_f(const mp_node *n, const char *name, double def) {
 }
 
 const char *mp_attr_s(const mp_node *n, const char *name, const char *def) {
-    const mp_attr *a = mp__attr_find(n, name);
+    const mp_attr *a = mp_node_attr(n, name);
     return (a && a->type == MP_ATTR_STRING) ? a->s : def;
 }
 
 int mp_attr_ints(const mp_node *n, const char *name, const int64_t **v) {
-    const mp_attr *a = mp__attr_find(n, name);
+    const mp_attr *a = mp_node_attr(n, name);
     if (!a || a->type != MP_ATTR_INTS) return -1;
     *v = a->ints;
     return a->n;
 }
 
 int mp_attr_floats(const mp_node *n, const char *name, const double **v) {
-    const mp_attr *a = mp__attr_find(n, name);
+    const mp_attr *a = mp_node_attr(n, name);
     if (!a || a->type != MP_ATTR_FLOATS) return -1;
     *v = a->floats;
     return a->n;
