@@ -66,32 +66,10 @@ int mp_attr_floats(const mp_node *n, const char *name, const double **v) {
 
 void *mp_scratch(mp_ctx *c, size_t bytes) { return mp_arena_alloc(&c->m->arena, bytes); }
 
-mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims) {
-    mp_value *v = mp_out(c, i);
-    if (!v) return MP_OK; /* omitted optional output */
-    if (rank > MP_MAX_RANK) return mp_fail(c, "output rank %d exceeds the limit %d", rank, MP_MAX_RANK);
-    v->dtype = dtype;
-    v->rank = rank;
-    v->kn = -1;
-    v->iv = NULL;
-    v->fv = NULL;
-    if (rank > 0) {
-        v->dims = mp_arena_calloc(&c->m->arena, (size_t)rank, sizeof *v->dims);
-        if (!v->dims) return mp_error(MP_ERR_NOMEM, "out of memory");
-        for (int d = 0; d < rank; d++) {
-            if (dims[d] < MP_DIM_ANON && MP_DIM_SYM(dims[d]) >= c->m->n_syms)
-                return mp_fail(c, "internal: bad symbolic dim");
-            v->dims[d] = dims[d];
-        }
-    } else {
-        v->dims = NULL;
-    }
-    return MP_OK;
-}
-
-mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims) {
-    mp_value *v = mp_out(c, i);
-    if (!v) return MP_OK;
+/* Output i takes dtype and rank with `dims` as its dims array (NULL for
+ * rank <= 0), after the checks every output shape passes. */
+static inline mp_status mp__out_shape(mp_ctx *c, mp_value *v, int dtype, int rank, const int64_t *dims,
+                               int64_t *store) {
     if (rank > MP_MAX_RANK) return mp_fail(c, "output rank %d exceeds the limit %d", rank, MP_MAX_RANK);
     for (int d = 0; d < rank; d++)
         if (dims[d] < MP_DIM_ANON && MP_DIM_SYM(dims[d]) >= c->m->n_syms)
@@ -101,8 +79,26 @@ mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *
     v->kn = -1;
     v->iv = NULL;
     v->fv = NULL;
-    v->dims = rank > 0 ? (int64_t *)dims : NULL;
+    v->dims = rank > 0 ? store : NULL;
     return MP_OK;
+}
+
+mp_status mp_set_out(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims) {
+    mp_value *v = mp_out(c, i);
+    if (!v) return MP_OK; /* omitted optional output */
+    int64_t *copy = NULL;
+    if (rank > 0 && rank <= MP_MAX_RANK) {
+        copy = mp_arena_calloc(&c->m->arena, (size_t)rank, sizeof *copy);
+        if (!copy) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int d = 0; d < rank; d++) copy[d] = dims[d];
+    }
+    return mp__out_shape(c, v, dtype, rank, dims, copy);
+}
+
+mp_status mp_set_out_keep(mp_ctx *c, int i, int dtype, int rank, const int64_t *dims) {
+    mp_value *v = mp_out(c, i);
+    if (!v) return MP_OK;
+    return mp__out_shape(c, v, dtype, rank, dims, (int64_t *)dims);
 }
 
 mp_status mp_set_out_like(mp_ctx *c, int i, const mp_value *src) {
@@ -122,14 +118,24 @@ static bool mp__small_dims(const mp_value *v) {
     return true;
 }
 
+/* Output i (v) is to hold n known elements: an error when its shape says
+ * otherwise; false when its contents are not tracked (too many elements,
+ * or a dim too large). */
+static mp_status mp__known_target(mp_ctx *c, const mp_value *v, int64_t n, bool *track) {
+    int64_t numel = mp_value_numel(v);
+    if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
+                                   (long long)n, (long long)numel);
+    *track = n <= MP_KNOWN_MAX && mp__small_dims(v);
+    return MP_OK;
+}
+
 static mp_status mp__set_known(mp_ctx *c, int i, const int64_t *iv, const double *fv,
                                int64_t n) {
     mp_value *v = mp_out(c, i);
     if (!v) return MP_OK;
-    int64_t numel = mp_value_numel(v);
-    if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
-                                   (long long)n, (long long)numel);
-    if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
+    bool track;
+    mp_status st = mp__known_target(c, v, n, &track);
+    if (st || !track) return st;
     bool is_float = mp_dtype_is_float(v->dtype);
     if (is_float) {
         double *d = mp_arena_calloc(&c->m->arena, (size_t)(n ? n : 1), sizeof *d);
@@ -153,10 +159,9 @@ static mp_status mp__keep_known(mp_ctx *c, int i, int64_t *iv, double *fv, int64
     mp_value *v = mp_out(c, i);
     if (!v) return MP_OK;
     if (mp_dtype_is_float(v->dtype) != (fv != NULL)) return mp__set_known(c, i, iv, fv, n);
-    int64_t numel = mp_value_numel(v);
-    if (numel != n) return mp_fail(c, "internal: %lld known values for %lld elements",
-                                   (long long)n, (long long)numel);
-    if (n > MP_KNOWN_MAX || !mp__small_dims(v)) return MP_OK;
+    bool track;
+    mp_status st = mp__known_target(c, v, n, &track);
+    if (st || !track) return st;
     v->iv = iv;
     v->fv = fv;
     v->kn = n;
