@@ -68,8 +68,8 @@ void *mp_scratch(mp_ctx *c, size_t bytes) { return mp_arena_alloc(&c->m->arena, 
 
 /* Output i takes dtype and rank with `dims` as its dims array (NULL for
  * rank <= 0), after the checks every output shape passes. */
-static inline mp_status mp__out_shape(mp_ctx *c, mp_value *v, int dtype, int rank, const int64_t *dims,
-                               int64_t *store) {
+static inline mp_status mp__out_shape(mp_ctx *c, mp_value *v, int dtype, int rank,
+                                      const int64_t *dims, int64_t *store) {
     if (rank > MP_MAX_RANK) return mp_fail(c, "output rank %d exceeds the limit %d", rank, MP_MAX_RANK);
     for (int d = 0; d < rank; d++)
         if (dims[d] < MP_DIM_ANON && MP_DIM_SYM(dims[d]) >= c->m->n_syms)
