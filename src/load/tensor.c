@@ -95,6 +95,27 @@ static bool mp__raw_elem(int dt, const uint8_t *p, int64_t i, int64_t *iv, doubl
     }
 }
 
+/* The shape tensors of exported graphs are int64 and fp32 scalars and
+ * short vectors: on a little-endian machine those are plain copies. False
+ * for the other dtypes (read element by element). */
+static bool mp__raw_copy(int dt, const uint8_t *raw, int64_t n, int64_t *iv, double *fv) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (dt == MP_DT_INT64) {
+        if (n) memcpy(iv, raw, (size_t)n * sizeof *iv);
+        return true;
+    }
+    if (dt == MP_DT_FLOAT) {
+        for (int64_t i = 0; i < n; i++) {
+            float x;
+            memcpy(&x, raw + 4 * i, 4);
+            fv[i] = x;
+        }
+        return true;
+    }
+#endif
+    return false;
+}
+
 mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, double **pfv) {
     *piv = NULL;
     *pfv = NULL;
@@ -206,32 +227,19 @@ mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, 
         }
         return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s' has no data", t->name);
     }
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* the shape tensors of exported graphs are int64 and fp32 scalars and
-     * short vectors: on a little-endian machine those are plain copies */
-    if (t->dtype == MP_DT_INT64) {
-        if (n) memcpy(iv, raw, (size_t)n * sizeof *iv);
-        n = 0;
-    } else if (t->dtype == MP_DT_FLOAT) {
+    if (!mp__raw_copy(t->dtype, raw, n, iv, fv)) {
         for (int64_t i = 0; i < n; i++) {
-            float x;
-            memcpy(&x, raw + 4 * i, 4);
-            fv[i] = x;
+            int64_t x = 0;
+            double d = 0;
+            if (!mp__raw_elem(t->dtype, raw, i, &x, &d)) {
+                free(buf);
+                return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': dtype not readable", t->name);
+            }
+            if (fv)
+                fv[i] = d;
+            else
+                iv[i] = x;
         }
-        n = 0;
-    }
-#endif
-    for (int64_t i = 0; i < n; i++) {
-        int64_t x = 0;
-        double d = 0;
-        if (!mp__raw_elem(t->dtype, raw, i, &x, &d)) {
-            free(buf);
-            return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': dtype not readable", t->name);
-        }
-        if (fv)
-            fv[i] = d;
-        else
-            iv[i] = x;
     }
     free(buf);
     *piv = iv;
