@@ -26,15 +26,42 @@ static void fmt_puts(fmt_out *o, const char *s) {
     o->n += len;
 }
 
+/* Two digits a step from a table; the length comes first, from the bit
+ * length (1233 / 4096 < log10(2)). */
+static const char fmt_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+static const uint64_t fmt_pow10[20] = {
+    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+    100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+    10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+    100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
+};
+
+size_t mp_fmt_dec(char *out, uint64_t v) {
+    if (v < 10) {
+        out[0] = (char)('0' + v);
+        return 1;
+    }
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    size_t len = (size_t)t + (v >= fmt_pow10[t]);
+    char *e = out + len;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        e -= 2;
+        memcpy(e, fmt_pairs + 2 * r, 2);
+    }
+    if (v >= 10) memcpy(e - 2, fmt_pairs + 2 * v, 2);
+    else e[-1] = (char)('0' + v);
+    return len;
+}
+
 static void fmt_u64(fmt_out *o, uint64_t v) {
-    char d[24];
-    size_t n = sizeof d - 1;
-    d[n] = 0;
-    do {
-        d[--n] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    fmt_puts(o, d + n);
+    char d[MP_DEC_MAX + 1];
+    d[mp_fmt_dec(d, v)] = 0;
+    fmt_puts(o, d);
 }
 
 /* Print a value given in hundredths: "12", "12.5", "12.34" (trailing zeros

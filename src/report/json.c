@@ -243,37 +243,11 @@ static void jw_str(jw *w, const char *s) {
     jw_sep(w);
     jw_raw_string(w, s);
 }
-/* Decimal digits, two per step from a table, written in place: the
- * length comes first, from the bit length (1233 / 4096 < log10(2)). */
-static const char jw_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-static const uint64_t jw_pow10[20] = {
-    1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
-    100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
-    10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-    100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull,
-};
-
+/* Decimal digits straight into the buffer (mp_fmt_dec, format.c). */
 static void jw_digits_long(jw *w, uint64_t v) {
-    size_t n = mp_out_room(&w->o, 20);
-    char *o = w->o.buf + n;
-    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
-    size_t len = (size_t)t + (v >= jw_pow10[t]);
-    char *e = o + len;
-    while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
-        v /= 100;
-        e -= 2;
-        memcpy(e, jw_pairs + 2 * r, 2);
-    }
-    if (v >= 10) memcpy(e - 2, jw_pairs + 2 * v, 2);
-    else e[-1] = (char)('0' + v);
-    w->o.n = n + len;
+    size_t n = mp_out_room(&w->o, MP_DEC_MAX);
+    w->o.n = n + mp_fmt_dec(w->o.buf + n, v);
 }
-
-/* Most figures of a node are 0 and most dims are 1: one digit inline. */
 static inline void jw_digits(jw *w, uint64_t v) {
     if (v < 10) mp_out_putc(&w->o, (char)('0' + v));
     else jw_digits_long(w, v);

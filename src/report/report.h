@@ -48,6 +48,11 @@ mp_fmtbuf mp_fmt_pct_d(double part, double whole);
 /* Seconds: "1.5 s", "1.2 ms", "830 us", "12 ns", "0 s"; "?" when < 0. */
 mp_fmtbuf mp_fmt_seconds(double s);
 
+/* The decimal digits of v at out (no NUL), MP_DEC_MAX bytes at most;
+ * returns their count. Every writer's integers go through it. */
+#define MP_DEC_MAX 20
+size_t mp_fmt_dec(char *out, uint64_t v);
+
 /* Saturating helpers for figures derived in reports. */
 uint64_t mp_sat_add(uint64_t a, uint64_t b);
 uint64_t mp_sat_mul(uint64_t a, uint64_t b);

@@ -366,18 +366,14 @@ typedef struct tx_agg {
 /* "depth\x1fname" in scratch memory, as "%d\x1f%s" would print it, built
  * by hand: printf was a tenth of the text report of a large tree. */
 static char *tx_group_key(mp_arena *scratch, int depth, const char *name) {
-    char num[16];
-    size_t n = sizeof num;
-    unsigned u = depth < 0 ? 0u - (unsigned)depth : (unsigned)depth;
-    do {
-        num[--n] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (depth < 0) num[--n] = '-';
-    size_t dl = sizeof num - n, nl = strlen(name);
+    char num[MP_DEC_MAX + 1];
+    size_t dl = 0;
+    if (depth < 0) num[dl++] = '-';
+    dl += mp_fmt_dec(num + dl, depth < 0 ? 0u - (unsigned)depth : (unsigned)depth);
+    size_t nl = strlen(name);
     char *key = mp_arena_alloc(scratch, dl + 1 + nl + 1);
     if (!key) return NULL;
-    memcpy(key, num + n, dl);
+    memcpy(key, num, dl);
     key[dl] = '\x1f';
     memcpy(key + dl + 1, name, nl + 1);
     return key;
