@@ -136,6 +136,38 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *o,
 mp_status mp_report_write_file(const mp_profile *p,
                                const mp_report_options *o, const char *path);
 
+/* ---- the measured run: execute the profiled graph on the CPU ---- */
+typedef struct mp_run_options {
+    int warmup;            /* untimed runs before timing (default 3) */
+    int iters;             /* timed runs (default 20) */
+    int threads;           /* 0: all cores */
+    int fuse;              /* 1: fuse where it pays (default); 0: every node alone */
+    int node_timing;       /* 1: time every node (default); 0: whole runs only */
+    double peak_gflops;    /* > 0: the machine's peak as given; 0: measured */
+    uint64_t seed;         /* random inputs and absent weights */
+    int64_t max_memory;    /* bytes a run may take; refused before allocating */
+    int progress;          /* progress on stderr when it is a terminal */
+} mp_run_options;
+void mp_run_options_default(mp_run_options *o);
+
+typedef struct mp_plan mp_plan;
+/* Plan a run of the profiled model (p from mp_profile_static; every dim
+ * must be known). Made once: order, buffers, kernels, weights. */
+mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out);
+void mp_plan_free(mp_plan *pl);
+/* Data for graph input `name`: dtype (ONNX numbering) and dims must be the
+ * planned ones. Inputs never given get seeded random data. */
+mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank,
+                            const int64_t *dims, const void *data, size_t bytes);
+/* One untimed run. */
+mp_status mp_plan_run(mp_plan *pl);
+/* Graph outputs after a run. */
+int mp_plan_output_count(const mp_plan *pl);
+mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype,
+                         int *rank, const int64_t **dims, const void **data);
+/* Warm-up and timed runs; fills the profile's measured fields. */
+mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,51 @@ typedef void (*mp_cost_fn)(mp_ctx *c, mp_cost *k);
 typedef bool (*mp_param_view_fn)(const mp_node *n, int input, const mp_tensor *t,
                                  int64_t *count, int *dtype);
 
+/* ---- kernels: the measured run (src/run/ plans and runs them) ----
+ * A kernel computes a node's outputs from its inputs. Shapes are the ones
+ * the static inference gave: every dim is known when a plan is made, and
+ * the planner has given every output its buffer (in the activation arena),
+ * so a kernel allocates nothing per run. */
+typedef struct mp_rtensor {
+    void *data;               /* NULL: an omitted optional input */
+    int dtype;                /* MP_DT_* */
+    int rank;
+    const int64_t *dims;
+    int64_t numel;
+} mp_rtensor;
+
+typedef struct mp_kctx {
+    const mp_node *n;
+    const mp_graph *g;
+    struct mp_plan *plan;     /* the executor's, for mp_kout_alloc/mp_kparallel */
+    int n_in, n_out;
+    const mp_rtensor *in;     /* in[i] for each node input */
+    mp_rtensor *out;          /* out[i] for each node output */
+    void *state;              /* what prepare made; freed by release */
+    void *scratch;            /* prepare's *scratch bytes, 64-byte aligned */
+    int threads;
+} mp_kctx;
+
+/* prepare (optional): once, when the plan is made. Inputs that are
+ * constant (initializers, Constant outputs, folded values) have data set;
+ * inputs known only at run time have data NULL. May build k->state (packed
+ * weights, library primitives) and ask for per-run scratch bytes. Errors
+ * go through mp_error naming the node. */
+typedef mp_status (*mp_prepare_fn)(mp_kctx *k, size_t *scratch);
+/* run: compute the outputs. Errors (a data-dependent index out of range)
+ * go through mp_error naming the node; never exit or abort. */
+typedef mp_status (*mp_run_fn)(mp_kctx *k);
+typedef void (*mp_release_fn)(void *state);
+
+/* For an output whose shape the static inference left unknown because it
+ * depends on data (NonZero, Unique, ...): give it its shape now; the
+ * executor sets k->out[i] (dims, numel, data) from memory of its own. */
+mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims);
+/* Run fn(arg, lo, hi) over [0, n) split into chunks across the plan's
+ * threads (serially when threads is 1 or n is small). */
+typedef void (*mp_range_fn)(void *arg, int64_t lo, int64_t hi);
+void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg);
+
 typedef struct mp_op {
     const char *domain;       /* "" for ai.onnx, "com.microsoft", ... */
     const char *name;
@@ -42,6 +87,9 @@ typedef struct mp_op {
     uint32_t param_inputs;    /* bit i: input i is learnable even if not float (quantized weights) */
     uint32_t buffer_inputs;   /* bit i: input i is a buffer, never a param (BN mean/var) */
     mp_param_view_fn param_view; /* NULL: a param counts its tensor's numel and dtype */
+    mp_run_fn run;            /* portable kernel; NULL: not runnable here */
+    mp_prepare_fn prepare;    /* optional plan-time preparation */
+    mp_release_fn release;    /* frees what prepare left in state */
 } mp_op;
 
 /* Family tables (each file: const mp_op mp_ops_X[]; const int mp_ops_X_count;) */
