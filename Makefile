@@ -13,7 +13,7 @@ LDLIBS := -lm -lpthread
 BUILD ?= build
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c \
-                  src/analyze/*.c src/report/*.c))
+                  src/analyze/*.c src/report/*.c src/run/*.c))
 CLI_SRC := src/cli/main.c
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -56,6 +56,7 @@ typedef struct mp_kctx {
     void *state;              /* what prepare made; freed by release */
     void *scratch;            /* prepare's *scratch bytes, 64-byte aligned */
     int threads;
+    bool fuse;                /* prepare may absorb consumers (mp_kfuse) */
 } mp_kctx;
 
 /* prepare (optional): once, when the plan is made. Inputs that are
@@ -68,6 +69,24 @@ typedef mp_status (*mp_prepare_fn)(mp_kctx *k, size_t *scratch);
  * go through mp_error naming the node; never exit or abort. */
 typedef mp_status (*mp_run_fn)(mp_kctx *k);
 typedef void (*mp_release_fn)(void *state);
+
+/* A kernel as the planner picks it: an op's own portable one (from its
+ * descriptor) or a library's (src/run/dnnl.h). */
+typedef struct mp_kernel {
+    const char *name;         /* "onednn:conv", "portable", ... for reports */
+    mp_prepare_fn prepare;
+    mp_run_fn run;
+    mp_release_fn release;
+} mp_kernel;
+
+/* Fusion: with fusing on (k->fuse), prepare may absorb the single consumer
+ * of its output 0 (BatchNormalization, Relu, an Add of a residual ...).
+ * The executor then runs that node as part of this one and names the group
+ * in the report; this kernel's output 0 becomes the absorbed node's output
+ * 0, and the absorbed node's other inputs are appended to k->in (k->n_in
+ * grows) in their order. Returns MP_ERR_USAGE when `node` cannot be
+ * absorbed (not the sole consumer, already planned). */
+mp_status mp_kfuse(mp_kctx *k, int node);
 
 /* For an output whose shape the static inference left unknown because it
  * depends on data (NonZero, Unique, ...): give it its shape now; the
