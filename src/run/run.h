@@ -109,12 +109,4 @@ double mp_run_now(void);
 /* The machine's fp32 peak from a short oneDNN GEMM, FLOP/s (0: failed). */
 double mp_run_peak_flops(void);
 
-/* ---- .npy files (npy.c) ---- */
-/* Read a .npy file: dtype (MP_DT_*), rank, dims (up to MP_MAX_RANK), data
- * (malloc'd, caller frees). */
-mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, void **data,
-                      size_t *bytes);
-mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
-                       const void *data);
-
 #endif
