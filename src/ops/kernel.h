@@ -87,6 +87,31 @@ bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, u
 /* Split dims at axis: outer = prod(dims[:axis]), inner = prod(dims[axis+1:]). */
 void mp_kouter_inner(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *inner);
 
+/* ---- matrix products ----
+ * C[M,N] = A[M,K] * B[K,N] (+ C when acc), A element (i,k) at
+ * A[i*ars + k*acs], B element (k,j) at B[k*brs + j*bcs], C row stride ldc.
+ * Blocked for the caches; the f64 form serves the integer ops exactly. */
+void mp_kgemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs,
+                  const float *B, int64_t brs, int64_t bcs, float *C, int64_t ldc, bool acc);
+void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs,
+                  const double *B, int64_t brs, int64_t bcs, double *C, int64_t ldc, bool acc);
+
+/* ---- sliding windows (Conv, pooling) ---- */
+typedef struct mp_kwin {
+    int k;                                   /* spatial dims */
+    int64_t in[MP_MAX_RANK], out[MP_MAX_RANK];
+    int64_t kernel[MP_MAX_RANK], stride[MP_MAX_RANK], dil[MP_MAX_RANK];
+    int64_t pad[MP_MAX_RANK];                /* begin pads (end pads follow from out) */
+} mp_kwin;
+/* Read strides, dilations, pads/auto_pad for input spatial dims in[] and
+ * the (known) output's out[], kernel extents given. */
+mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64_t *out,
+                       const int64_t *kernel, mp_kwin *w);
+/* im2col of one image x[C][in...] for a window: col[(c*K + kpos)][opos]
+ * (K = prod(kernel)); padding reads as pad_value. */
+void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
+void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
+
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */
 void *mp_kstate_new(mp_kctx *k, size_t bytes);

@@ -408,3 +408,136 @@ void *mp_kstate_new(mp_kctx *k, size_t bytes) {
 }
 
 void mp_kstate_release(void *state) { free(state); }
+
+/* ---- matrix products ---- */
+
+#define KU_MB 64
+#define KU_KB 256
+#define KU_NB 512
+
+/* One definition for both element types: rows of C accumulate a * B-row,
+ * a loop the compiler vectorizes; B is packed when its rows are strided. */
+#define KU_GEMM(name, T)                                                                    \
+    void name(int64_t M, int64_t N, int64_t K, const T *A, int64_t ars, int64_t acs,        \
+              const T *B, int64_t brs, int64_t bcs, T *C, int64_t ldc, bool acc) {          \
+        if (!acc)                                                                           \
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(T) * (size_t)N);  \
+        if (M <= 0 || N <= 0 || K <= 0) return;                                             \
+        T *pack = NULL;                                                                     \
+        if (bcs != 1) {                                                                     \
+            pack = malloc(sizeof(T) * (size_t)K * (size_t)N);                               \
+            if (pack) {                                                                     \
+                for (int64_t k = 0; k < K; k++)                                             \
+                    for (int64_t j = 0; j < N; j++) pack[k * N + j] = B[k * brs + j * bcs]; \
+                B = pack, brs = N, bcs = 1;                                                 \
+            }                                                                               \
+        }                                                                                   \
+        for (int64_t j0 = 0; j0 < N; j0 += KU_NB) {                                         \
+            int64_t nb = N - j0 < KU_NB ? N - j0 : KU_NB;                                   \
+            for (int64_t k0 = 0; k0 < K; k0 += KU_KB) {                                     \
+                int64_t kb = K - k0 < KU_KB ? K - k0 : KU_KB;                               \
+                for (int64_t i = 0; i < M; i++) {                                           \
+                    T *c = C + i * ldc + j0;                                                \
+                    const T *a = A + i * ars + k0 * acs;                                    \
+                    if (bcs == 1) {                                                         \
+                        int64_t k = 0;                                                      \
+                        for (; k + 4 <= kb; k += 4) {                                       \
+                            T a0 = a[k * acs], a1 = a[(k + 1) * acs], a2 = a[(k + 2) * acs], \
+                              a3 = a[(k + 3) * acs];                                        \
+                            const T *b0 = B + (k0 + k) * brs + j0, *b1 = b0 + brs,          \
+                                    *b2 = b1 + brs, *b3 = b2 + brs;                         \
+                            for (int64_t j = 0; j < nb; j++)                                \
+                                c[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];  \
+                        }                                                                   \
+                        for (; k < kb; k++) {                                               \
+                            T av = a[k * acs];                                              \
+                            const T *b = B + (k0 + k) * brs + j0;                           \
+                            for (int64_t j = 0; j < nb; j++) c[j] += av * b[j];             \
+                        }                                                                   \
+                    } else {                                                                \
+                        for (int64_t k = 0; k < kb; k++)                                    \
+                            for (int64_t j = 0; j < nb; j++)                                \
+                                c[j] += a[k * acs] * B[(k0 + k) * brs + (j0 + j) * bcs];    \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+        free(pack);                                                                         \
+    }
+KU_GEMM(mp_kgemm_f32, float)
+KU_GEMM(mp_kgemm_f64, double)
+#undef KU_GEMM
+
+/* ---- windows ---- */
+
+mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64_t *out,
+                       const int64_t *kernel, mp_kwin *w) {
+    const mp_node *n = k->n;
+    const int64_t *v;
+    if (nsp < 0 || nsp > MP_MAX_RANK) return mp_kfail(k, MP_ERR_SHAPE, "bad spatial rank");
+    w->k = nsp;
+    int ns = mp_attr_ints(n, "strides", &v);
+    for (int i = 0; i < nsp; i++) w->stride[i] = ns == nsp ? v[i] : 1;
+    int nd = mp_attr_ints(n, "dilations", &v);
+    for (int i = 0; i < nsp; i++) w->dil[i] = nd == nsp ? v[i] : 1;
+    int np = mp_attr_ints(n, "pads", &v);
+    const char *ap = mp_attr_s(n, "auto_pad", "NOTSET");
+    for (int i = 0; i < nsp; i++) {
+        w->in[i] = in[i];
+        w->out[i] = out[i];
+        w->kernel[i] = kernel[i];
+        w->pad[i] = np == 2 * nsp ? v[i] : 0;
+        if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+            int64_t total = (out[i] - 1) * w->stride[i] + (kernel[i] - 1) * w->dil[i] + 1 - in[i];
+            if (total < 0) total = 0;
+            w->pad[i] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+        } else if (!strcmp(ap, "VALID")) {
+            w->pad[i] = 0;
+        }
+    }
+    return MP_OK;
+}
+
+#define KU_IM2COL(name, T)                                                                  \
+    void name(const T *x, int64_t C, const mp_kwin *w, T *col, T pad_value) {              \
+        int64_t kn = 1, on = 1, in_n = 1;                                                   \
+        for (int i = 0; i < w->k; i++) kn *= w->kernel[i], on *= w->out[i], in_n *= w->in[i]; \
+        int64_t kidx[MP_MAX_RANK], oidx[MP_MAX_RANK];                                       \
+        for (int64_t c = 0; c < C; c++)                                                     \
+            for (int64_t kp = 0; kp < kn; kp++) {                                           \
+                int64_t r = kp;                                                             \
+                for (int i = w->k - 1; i >= 0; i--) kidx[i] = r % w->kernel[i], r /= w->kernel[i]; \
+                T *dst = col + (c * kn + kp) * on;                                          \
+                for (int i = 0; i < w->k; i++) oidx[i] = 0;                                 \
+                int64_t last = w->k ? w->out[w->k - 1] : 1;                                 \
+                for (int64_t op = 0; op < on; op += last) {                                 \
+                    int64_t off = 0;                                                        \
+                    bool inside = true;                                                     \
+                    for (int i = 0; i + 1 < w->k; i++) {                                    \
+                        int64_t p = oidx[i] * w->stride[i] - w->pad[i] + kidx[i] * w->dil[i]; \
+                        if (p < 0 || p >= w->in[i]) inside = false;                         \
+                        off = off * w->in[i] + p;                                           \
+                    }                                                                       \
+                    int l = w->k - 1;                                                       \
+                    if (l < 0) {                                                            \
+                        dst[op] = x[c * in_n];                                              \
+                    } else if (!inside) {                                                   \
+                        for (int64_t j = 0; j < last; j++) dst[op + j] = pad_value;         \
+                    } else {                                                                \
+                        const T *row = x + c * in_n + off * w->in[l];                       \
+                        int64_t p0 = -w->pad[l] + kidx[l] * w->dil[l], s = w->stride[l];    \
+                        for (int64_t j = 0; j < last; j++) {                                \
+                            int64_t p = p0 + j * s;                                         \
+                            dst[op + j] = p >= 0 && p < w->in[l] ? row[p] : pad_value;      \
+                        }                                                                   \
+                    }                                                                       \
+                    for (int i = w->k - 2; i >= 0; i--) {                                   \
+                        if (++oidx[i] < w->out[i]) break;                                   \
+                        oidx[i] = 0;                                                        \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+    }
+KU_IM2COL(mp_kim2col_f32, float)
+KU_IM2COL(mp_kim2col_f64, double)
+#undef KU_IM2COL
