@@ -796,6 +796,13 @@ void mp_profile_free(mp_profile *p) {
     free(p->mods);
     free(p->ops);
     free(p->unresolved);
+    free(p->node_lat);
+    free(p->node_lat_min);
+    free(p->node_state);
+    free(p->node_head);
+    free(p->node_group);
+    for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
+    free(p->groups);
     free(p);
 }
 

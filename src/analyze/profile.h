@@ -15,7 +15,8 @@ typedef struct mp_fig {
     int nodes;
     int uncounted;          /* nodes without a cost rule */
     int unknown;            /* nodes whose cost needs unknown dims */
-    double latency_s;       /* measured run; < 0 when not measured */
+    double latency_s;       /* measured run: median over the timed runs; < 0 when not measured */
+    double latency_min_s;   /* measured run: fastest timed run; < 0 when not measured */
 } mp_fig;
 
 typedef struct mp_opstat {
@@ -23,6 +24,34 @@ typedef struct mp_opstat {
     const char *op;
     mp_fig fig;
 } mp_opstat;
+
+/* What a measured run adds (mp_profile_run): the run as a whole. */
+typedef struct mp_runinfo {
+    int iters, warmup, threads;
+    bool fuse, node_timing;
+    double lat_median_s, lat_p90_s, lat_min_s;  /* whole forward passes */
+    int64_t batch;                  /* samples per pass: dim 0 of the first input */
+    double peak_flops_per_s;        /* the machine's fp32 peak; 0 unknown */
+    const char *peak_source;        /* "measured" or "given" */
+    uint64_t arena_bytes;           /* activation arena */
+    uint64_t weight_bytes;          /* weights used in place (mapped) and copies */
+    uint64_t weight_copy_bytes;     /* the copies among them (decoded, random, folded) */
+    uint64_t input_bytes, scratch_bytes, dynamic_bytes;
+    uint64_t peak_memory_bytes;     /* sum of the above */
+    uint64_t peak_rss_bytes;        /* the process's peak resident set (getrusage) */
+    int steps;                      /* kernels called per pass */
+    int folded;                     /* nodes folded away at plan time */
+    int fused;                      /* nodes absorbed into a fused group */
+} mp_runinfo;
+
+/* A fused group's figures, or a lone kernel's: the by-kernel view. */
+typedef struct mp_groupstat {
+    const char *name;       /* "Conv+BatchNormalization+Relu", or the op type */
+    int count;              /* steps of this kind per pass */
+    bool fused;
+    double latency_s, latency_min_s; /* summed per pass: median, fastest */
+    uint64_t flops;
+} mp_groupstat;
 
 struct mp_profile {
     struct mp_model *m;
@@ -38,7 +67,18 @@ struct mp_profile {
     int n_unresolved;
     bool overflow;          /* some total saturated */
     bool measured;          /* latencies filled by a measured run */
+    /* measured run (mp_profile_run); NULL / zero for a static profile */
+    mp_runinfo run;
+    double *node_lat;       /* per main-graph node: median seconds (its group's, for a head) */
+    double *node_lat_min;
+    int *node_state;        /* MP_NODE_RUN, MP_NODE_FOLDED, MP_NODE_FUSED */
+    int *node_head;         /* fused: the head node of its group; else itself */
+    const char **node_group; /* head of a fused group: the group's name; else NULL */
+    mp_groupstat *groups;   /* by total time, decreasing */
+    int n_groups;
 };
+
+enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };
 
 /* Walk the module tree depth-first (pre-order), skipping modules deeper
  * than max_depth (-1: all). The callback returns false to skip children. */

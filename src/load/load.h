@@ -29,6 +29,12 @@ mp_status mp_model_set_input_data(struct mp_model *m, const char *name, int dtyp
  * MP_ERR_USAGE when one is out of range. */
 mp_status mp_limits_check(const mp_limits *in, mp_limits *out);
 
+/* Open external data file `path` (a tensor's resolved ext_path) read-only
+ * with the load-time checks repeated (a regular file inside the model's
+ * folder, no link followed); -1 when it cannot be. For the measured run,
+ * which maps the weights. */
+int mp_external_open(const struct mp_model *m, const char *path);
+
 /* Is `file` (a resolved path) inside folder `dir` (a resolved path)? */
 bool mp_path_inside(const char *dir, const char *file);
 

@@ -49,6 +49,8 @@ static int mp__open_external(const mp_model *m, const char *path) {
     return fd;
 }
 
+int mp_external_open(const mp_model *m, const char *path) { return mp__open_external(m, path); }
+
 static double mp__half(uint16_t h) {
     int e = (h >> 10) & 0x1f, f = h & 0x3ff;
     double v;

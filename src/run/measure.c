@@ -1,0 +1,306 @@
+/* The timed runs: warm-up, then `iters` runs each timing every step with
+ * the monotonic clock (clock_gettime, a vDSO call); medians and minima per
+ * node, module, operator type and kernel group; the machine's peak from a
+ * short GEMM; the memory the run took. Fills the profile's measured
+ * fields. */
+#include "run/run.h"
+
+#include <dnnl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+double mp_run_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int mp__dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median and p-quantile (nearest rank) of v[0..n) (sorted in place). */
+static double mp__median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, mp__dcmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double mp__quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, mp__dcmp);
+    int r = (int)ceil(q * n);
+    if (r < 1) r = 1;
+    if (r > n) r = n;
+    return v[r - 1];
+}
+
+static double mp__min(const double *v, int n, int stride) {
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        if (v[(size_t)i * (size_t)stride] < m) m = v[(size_t)i * (size_t)stride];
+    return m;
+}
+
+/* The fp32 peak of this machine: the best of a few 512^3 GEMMs through
+ * oneDNN (~0.1 s), in FLOP/s; 0 when the GEMM fails. */
+double mp_run_peak_flops(void) {
+    enum { S = 512 };
+    float *a = NULL, *b = NULL, *c = NULL;
+    if (posix_memalign((void **)&a, 64, sizeof(float) * S * S) ||
+        posix_memalign((void **)&b, 64, sizeof(float) * S * S) ||
+        posix_memalign((void **)&c, 64, sizeof(float) * S * S)) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    uint64_t s = 7;
+    for (int i = 0; i < S * S; i++) {
+        a[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
+        b[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
+        c[i] = 0;
+    }
+    double best = 0, spent = 0;
+    for (int it = 0; it < 60 && (it < 4 || spent < 0.15); it++) {
+        double t0 = mp_run_now();
+        if (dnnl_sgemm('N', 'N', S, S, S, 1.0f, a, S, b, S, 0.0f, c, S) != dnnl_success) {
+            best = 0;
+            break;
+        }
+        double dt = mp_run_now() - t0;
+        spent += dt;
+        if (it >= 1 && (best == 0 || dt < best)) best = dt; /* the first warms up */
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best > 0 ? 2.0 * S * S * (double)S / best : 0;
+}
+
+static void mp__progress(const mp_plan *pl, double start, int done, int total, bool *shown) {
+    if (!pl->o.progress || !isatty(2)) return;
+    double el = mp_run_now() - start;
+    if (el < 1.0 && !*shown) return;
+    if (done < total)
+        fprintf(stderr, "\rmodelprof: run %d/%d (%.1f s)", done, total, el);
+    else
+        fprintf(stderr, "\r%60s\r", "");
+    *shown = true;
+}
+
+static int mp__op_index(const mp_profile *p, const mp_node *n) {
+    for (int i = 0; i < p->n_ops; i++)
+        if (mp_streq(p->ops[i].op, n->op) && mp_streq(p->ops[i].domain, n->domain)) return i;
+    return -1;
+}
+
+static int mp__grp_cmp(const void *a, const void *b) {
+    const mp_groupstat *x = a, *y = b;
+    if (x->latency_s != y->latency_s) return x->latency_s < y->latency_s ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
+    mp_graph *g = pl->g;
+    mp_model *m = pl->m;
+    int ns = pl->n_steps, nm = m->n_modules ? m->n_modules : 1;
+    int nn = g->n_nodes;
+    free(p->node_lat);
+    free(p->node_lat_min);
+    free(p->node_state);
+    free(p->node_head);
+    free(p->node_group);
+    for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
+    free(p->groups);
+    p->groups = NULL;
+    p->n_groups = 0;
+    p->node_lat = calloc((size_t)nn + 1, sizeof *p->node_lat);
+    p->node_lat_min = calloc((size_t)nn + 1, sizeof *p->node_lat_min);
+    p->node_state = calloc((size_t)nn + 1, sizeof *p->node_state);
+    p->node_head = calloc((size_t)nn + 1, sizeof *p->node_head);
+    p->node_group = calloc((size_t)nn + 1, sizeof *p->node_group);
+    p->groups = calloc((size_t)ns + 1, sizeof *p->groups);
+    double *col = malloc(sizeof *col * (size_t)(iters + 1));
+    double *mod = calloc((size_t)nm * (size_t)iters + 1, sizeof *mod);
+    double *ops = calloc((size_t)(p->n_ops + 1) * (size_t)iters, sizeof *ops);
+    double *grp = calloc((size_t)(ns + 1) * (size_t)iters, sizeof *grp);
+    int *step_grp = calloc((size_t)ns + 1, sizeof *step_grp);
+    mp_status st = MP_OK;
+    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group ||
+        !p->groups || !col || !mod || !ops || !grp || !step_grp)
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+    if (st) goto done;
+    bool timed = pl->o.node_timing != 0;
+    for (int k = 0; k < nn; k++) {
+        p->node_head[k] = k;
+        p->node_lat[k] = timed ? 0 : -1;
+        p->node_lat_min[k] = timed ? 0 : -1;
+        p->node_state[k] = pl->folded[k] ? MP_NODE_FOLDED : MP_NODE_RUN;
+    }
+    p->run.fused = 0;
+    /* kernel groups */
+    for (int s = 0; s < ns; s++) {
+        const mp_step *sp = &pl->steps[s];
+        const char *key = sp->group ? sp->group : g->nodes[sp->node].op;
+        int gi = -1;
+        for (int j = 0; j < p->n_groups; j++)
+            if (strcmp(p->groups[j].name, key) == 0) gi = j;
+        if (gi < 0) {
+            gi = p->n_groups++;
+            p->groups[gi].name = strdup(key);
+            if (!p->groups[gi].name) {
+                st = mp_error(MP_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            p->groups[gi].fused = sp->group != NULL;
+        }
+        step_grp[s] = gi;
+        p->groups[gi].count++;
+        for (int j = 0; j < sp->n_nodes; j++) {
+            int k = sp->nodes[j];
+            p->groups[gi].flops += g->nodes[k].cost.flops;
+            if (j) {
+                p->node_state[k] = MP_NODE_FUSED;
+                p->node_head[k] = sp->node;
+                p->run.fused++;
+            }
+        }
+        if (sp->group) p->node_group[sp->node] = p->groups[gi].name;
+    }
+    if (timed) {
+        for (int s = 0; s < ns; s++) {
+            const mp_step *sp = &pl->steps[s];
+            for (int it = 0; it < iters; it++) col[it] = pl->t_step[(size_t)it * (size_t)ns + (size_t)s];
+            p->node_lat_min[sp->node] = mp__min(col, iters, 1);
+            p->node_lat[sp->node] = mp__median(col, iters);
+            int oi = mp__op_index(p, &g->nodes[sp->node]);
+            int md = sp->module >= 0 && sp->module < nm ? sp->module : 0;
+            for (int it = 0; it < iters; it++) {
+                double t = pl->t_step[(size_t)it * (size_t)ns + (size_t)s];
+                mod[(size_t)md * (size_t)iters + (size_t)it] += t;
+                if (oi >= 0) ops[(size_t)oi * (size_t)iters + (size_t)it] += t;
+                grp[(size_t)step_grp[s] * (size_t)iters + (size_t)it] += t;
+            }
+        }
+        /* a module's time is its own nodes' plus its children's */
+        for (int i = m->n_modules - 1; i > 0; i--) {
+            int par = m->modules[i].parent;
+            if (par < 0) continue;
+            for (int it = 0; it < iters; it++)
+                mod[(size_t)par * (size_t)iters + (size_t)it] += mod[(size_t)i * (size_t)iters + (size_t)it];
+        }
+        for (int i = 0; i < nm; i++) {
+            double *r = &mod[(size_t)i * (size_t)iters];
+            p->mods[i].latency_min_s = mp__min(r, iters, 1);
+            p->mods[i].latency_s = mp__median(r, iters);
+        }
+        for (int i = 0; i < p->n_ops; i++) {
+            double *r = &ops[(size_t)i * (size_t)iters];
+            p->ops[i].fig.latency_min_s = mp__min(r, iters, 1);
+            p->ops[i].fig.latency_s = mp__median(r, iters);
+        }
+        for (int i = 0; i < p->n_groups; i++) {
+            double *r = &grp[(size_t)i * (size_t)iters];
+            p->groups[i].latency_min_s = mp__min(r, iters, 1);
+            p->groups[i].latency_s = mp__median(r, iters);
+        }
+        /* node_group points into groups: sort a copy of the order only */
+        mp_groupstat *sorted = malloc(sizeof *sorted * (size_t)(p->n_groups + 1));
+        if (sorted) {
+            memcpy(sorted, p->groups, sizeof *sorted * (size_t)p->n_groups);
+            qsort(sorted, (size_t)p->n_groups, sizeof *sorted, mp__grp_cmp);
+            free(p->groups);
+            p->groups = sorted;
+        }
+    } else {
+        for (int i = 0; i < nm; i++) p->mods[i].latency_s = p->mods[i].latency_min_s = -1;
+        for (int i = 0; i < p->n_ops; i++) p->ops[i].fig.latency_s = p->ops[i].fig.latency_min_s = -1;
+        for (int i = 0; i < p->n_groups; i++) p->groups[i].latency_s = p->groups[i].latency_min_s = -1;
+    }
+    for (int it = 0; it < iters; it++) col[it] = pl->t_run[it];
+    p->run.lat_min_s = mp__min(col, iters, 1);
+    p->run.lat_p90_s = mp__quantile(col, iters, 0.9);
+    p->run.lat_median_s = mp__median(col, iters);
+    p->total.latency_s = p->run.lat_median_s;
+    p->total.latency_min_s = p->run.lat_min_s;
+    if (!timed) {
+        p->mods[0].latency_s = p->total.latency_s;
+        p->mods[0].latency_min_s = p->total.latency_min_s;
+    }
+done:
+    free(col);
+    free(mod);
+    free(ops);
+    free(grp);
+    free(step_grp);
+    return st;
+}
+
+mp_status mp_profile_run(mp_plan *pl, mp_profile *p) {
+    if (!pl || !p) return mp_error(MP_ERR_USAGE, "no plan or profile");
+    if (p != pl->p) return mp_error(MP_ERR_USAGE, "the profile is not the one the plan was made from");
+    int iters = pl->o.iters, ns = pl->n_steps;
+    free(pl->t_step);
+    free(pl->t_run);
+    pl->t_step = calloc((size_t)iters * (size_t)(ns ? ns : 1), sizeof *pl->t_step);
+    pl->t_run = calloc((size_t)iters, sizeof *pl->t_run);
+    if (!pl->t_step || !pl->t_run) return mp_error(MP_ERR_NOMEM, "out of memory");
+    pl->t_iters = iters;
+    double start = mp_run_now();
+    bool shown = false;
+    int total = pl->o.warmup + iters;
+    for (int i = 0; i < pl->o.warmup; i++) {
+        mp_status st = mp_plan_run_timed(pl, NULL);
+        if (st) return st;
+        mp__progress(pl, start, i + 1, total, &shown);
+    }
+    for (int it = 0; it < iters; it++) {
+        double *row = pl->o.node_timing ? &pl->t_step[(size_t)it * (size_t)ns] : NULL;
+        double t0 = mp_run_now();
+        mp_status st = mp_plan_run_timed(pl, row);
+        pl->t_run[it] = mp_run_now() - t0;
+        if (st) return st;
+        mp__progress(pl, start, pl->o.warmup + it + 1, total, &shown);
+    }
+    if (shown) mp__progress(pl, start, total, total, &shown);
+    mp_status st = mp__fill(pl, p, iters);
+    if (st) return st;
+    mp_runinfo *r = &p->run;
+    r->iters = iters;
+    r->warmup = pl->o.warmup;
+    r->threads = pl->threads;
+    r->fuse = pl->o.fuse != 0;
+    r->node_timing = pl->o.node_timing != 0;
+    r->steps = ns;
+    r->folded = pl->n_folded;
+    r->batch = 1;
+    const mp_graph *g = pl->g;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const mp_value *v = &g->values[g->inputs[i]];
+        if (v->rank >= 1 && v->dims[0] > 0) {
+            r->batch = v->dims[0];
+            break;
+        }
+    }
+    if (pl->o.peak_gflops > 0) {
+        r->peak_flops_per_s = pl->o.peak_gflops * 1e9;
+        r->peak_source = "given";
+    } else {
+        r->peak_flops_per_s = mp_run_peak_flops();
+        r->peak_source = r->peak_flops_per_s > 0 ? "measured" : NULL;
+    }
+    r->arena_bytes = pl->arena_bytes;
+    r->weight_copy_bytes = pl->const_bytes;
+    r->weight_bytes = pl->const_bytes + pl->view_bytes;
+    r->input_bytes = pl->input_bytes;
+    r->scratch_bytes = pl->scratch_bytes;
+    r->dynamic_bytes = pl->dyn_bytes;
+    r->peak_memory_bytes = r->arena_bytes + r->weight_bytes + r->input_bytes + r->scratch_bytes + r->dynamic_bytes;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) r->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
+    p->measured = true;
+    return MP_OK;
+}

@@ -1,0 +1,842 @@
+/* The planner and the executor. A plan is made once from the shaped main
+ * graph: which nodes run (those whose outputs are known at plan time are
+ * folded away), the kernel of each (oneDNN's first, else the operator's
+ * portable one), fused groups (mp_kfuse), the lifetimes of the activations
+ * packed into one arena, and the weights. A run then calls each step's
+ * kernel in order and allocates nothing (except outputs whose shape
+ * depends on the data, mp_kout_alloc). */
+#include "run/run.h"
+#include "run/dnnl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MP__ALIGN 64
+
+static size_t mp__round(size_t n) { return (n + MP__ALIGN - 1) & ~(size_t)(MP__ALIGN - 1); }
+
+/* Present tensors never have NULL data (NULL means an omitted input):
+ * empty ones point here. */
+static _Alignas(64) uint8_t mp__empty[64];
+
+void mp_run_options_default(mp_run_options *o) {
+    memset(o, 0, sizeof *o);
+    o->warmup = 3;
+    o->iters = 20;
+    o->threads = 0;
+    o->fuse = 1;
+    o->node_timing = 1;
+    o->seed = 1;
+    o->progress = 1;
+}
+
+static const char *mp__node_name(const mp_graph *g, int node) {
+    const mp_node *n = &g->nodes[node];
+    return n->name && n->name[0] ? n->name : n->op;
+}
+
+/* ---- the kernel-side API (ops.h) ---- */
+static mp_status mp__need(mp_plan *pl, int v);
+
+mp_status mp_kfuse(mp_kctx *k, int node) {
+    mp_plan *pl = k->plan;
+    if (!pl || !k->fuse) return MP_ERR_USAGE;
+    mp_graph *g = pl->g;
+    if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
+        return MP_ERR_USAGE;
+    mp_step *s = &pl->steps[pl->cur];
+    if (&s->k != k || s->n_out < 1) return MP_ERR_USAGE;
+    int mid = s->out_v[0];
+    if (mid < 0) return MP_ERR_USAGE;
+    mp_rval *mv = &pl->vals[mid];
+    if (mv->consumers != 1 || (g->values[mid].flags & MP_VAL_OUTPUT)) return MP_ERR_USAGE;
+    const mp_node *n = &g->nodes[node];
+    int uses = 0;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] == mid) uses++;
+    if (uses != 1 || n->n_out < 1 || n->out[0] < 0 || n->n_sub) return MP_ERR_USAGE;
+    /* the absorbed node's other outputs must be unused */
+    for (int i = 1; i < n->n_out; i++) {
+        int v = n->out[i];
+        if (v >= 0 && (pl->vals[v].consumers || (g->values[v].flags & MP_VAL_OUTPUT)))
+            return MP_ERR_USAGE;
+    }
+    /* its other inputs must exist when the group runs: constants, inputs,
+     * or outputs of steps before this one */
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0 || v == mid) continue;
+        if (mp__need(pl, v) != MP_OK) {
+            mp_error_clear();
+            return MP_ERR_USAGE;
+        }
+        int kd = pl->vals[v].kind;
+        if (kd == MP_RV_CONST || kd == MP_RV_INPUT) continue;
+        int prod = g->values[v].producer;
+        if (prod < 0 || pl->step_of[prod] < 0 || pl->step_of[prod] >= pl->cur) return MP_ERR_USAGE;
+    }
+    int out = n->out[0];
+    if (!mp_shape_known(&g->values[out])) return MP_ERR_USAGE;
+    /* grow the input list */
+    int need = s->n_in + n->n_in;
+    if (need > s->cap_in) {
+        int cap = need + 4;
+        mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
+        if (!in) return MP_ERR_NOMEM;
+        s->in = in;
+        int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
+        if (!iv) return MP_ERR_NOMEM;
+        s->in_v = iv;
+        s->cap_in = cap;
+    }
+    int *nodes = realloc(s->nodes, sizeof *nodes * (size_t)(s->n_nodes + 1));
+    if (!nodes) return MP_ERR_NOMEM;
+    s->nodes = nodes;
+    s->nodes[s->n_nodes++] = node;
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v == mid) continue;
+        s->in_v[s->n_in] = v;
+        if (v >= 0)
+            s->in[s->n_in] = pl->vals[v].rt;
+        else
+            memset(&s->in[s->n_in], 0, sizeof s->in[0]);
+        s->n_in++;
+    }
+    mv->kind = MP_RV_FUSED;
+    pl->vals[out].kind = MP_RV_ACT;
+    s->out_v[0] = out;
+    s->out[0] = pl->vals[out].rt;
+    s->out[0].data = NULL;
+    pl->step_of[node] = pl->cur;
+    s->k.in = s->in;
+    s->k.n_in = s->n_in;
+    s->k.out = s->out;
+    return MP_OK;
+}
+
+mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
+    mp_plan *pl = k->plan;
+    if (!pl) return mp_error(MP_ERR_USAGE, "mp_kout_alloc outside a plan");
+    mp_step *s = &pl->steps[pl->cur];
+    if (i < 0 || i >= s->n_out || s->out_v[i] < 0 || rank < 0 || rank > MP_MAX_RANK)
+        return mp_error(MP_ERR_USAGE, "node '%s': mp_kout_alloc of output %d", mp__node_name(pl->g, s->node), i);
+    mp_rval *rv = &pl->vals[s->out_v[i]];
+    if (rv->kind != MP_RV_DYN)
+        return mp_error(MP_ERR_USAGE, "node '%s': output %d has a planned shape", mp__node_name(pl->g, s->node), i);
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] < 0 || __builtin_mul_overflow(numel, dims[d], &numel))
+            return mp_error(MP_ERR_SHAPE, "node '%s': output %d: bad dim", mp__node_name(pl->g, s->node), i);
+    }
+    uint64_t bytes = mp_dtype_bytes(rv->rt.dtype, numel);
+    if (bytes > ((uint64_t)1 << 40))
+        return mp_error(MP_ERR_LIMIT, "node '%s': output %d would take %llu bytes",
+                        mp__node_name(pl->g, s->node), i, (unsigned long long)bytes);
+    if (pl->o.max_memory > 0 &&
+        (int64_t)(pl->arena_bytes + pl->const_bytes + pl->input_bytes + pl->dyn_bytes + bytes) > pl->o.max_memory)
+        return mp_error(MP_ERR_LIMIT, "node '%s': output %d (%llu bytes, shape known only at run time) "
+                        "would take the run past --max-memory %lld bytes",
+                        mp__node_name(pl->g, s->node), i, (unsigned long long)bytes,
+                        (long long)pl->o.max_memory);
+    if (!rv->dyn_dims) {
+        rv->dyn_dims = calloc(MP_MAX_RANK + 1, sizeof *rv->dyn_dims);
+        if (!rv->dyn_dims) return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    if (bytes > rv->own_cap) {
+        void *b = NULL;
+        if (posix_memalign(&b, MP__ALIGN, mp__round((size_t)bytes))) return mp_error(MP_ERR_NOMEM, "out of memory");
+        free(rv->own);
+        pl->dyn_bytes += mp__round((size_t)bytes) - rv->own_cap;
+        rv->own = b;
+        rv->own_cap = mp__round((size_t)bytes);
+    }
+    if (rank) memcpy(rv->dyn_dims, dims, sizeof *dims * (size_t)rank);
+    rv->rt.rank = rank;
+    rv->rt.dims = rv->dyn_dims;
+    rv->rt.numel = numel;
+    rv->rt.data = bytes ? rv->own : mp__empty;
+    k->out[i] = rv->rt;
+    return MP_OK;
+}
+
+/* ---- thread fan-out ---- */
+static _Thread_local int mp__in_parallel;
+
+typedef struct {
+    mp_range_fn fn;
+    void *arg;
+} mp__par;
+
+void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
+    if (n <= 0) return;
+    mp_plan *pl = k ? k->plan : NULL;
+    if (!pl || !pl->pool || pl->threads <= 1 || n < 2 || mp__in_parallel) {
+        fn(arg, 0, n);
+        return;
+    }
+    mp__in_parallel = 1;
+    mp_pool_run(pl->pool, n, fn, arg);
+    mp__in_parallel = 0;
+}
+
+/* ---- planning ---- */
+
+static bool mp__fully_known(const mp_value *v) {
+    if (!mp_shape_known(v)) return false;
+    int64_t n = mp_value_numel(v);
+    return n >= 0 && v->kn == n && (v->iv || v->fv || n == 0);
+}
+
+static const mp_tensor *mp__constant_tensor(const mp_node *n) {
+    if (!mp_streq(n->op, "Constant") || n->domain[0]) return NULL;
+    const mp_attr *a = mp_node_attr(n, "value");
+    return a && a->type == MP_ATTR_TENSOR ? a->t : NULL;
+}
+
+/* The rtensor of value v as planned (data set later). */
+static void mp__rt_init(mp_plan *pl, int v) {
+    mp_value *val = &pl->g->values[v];
+    mp_rval *rv = &pl->vals[v];
+    rv->rt.dtype = val->dtype;
+    rv->rt.rank = val->rank;
+    rv->rt.dims = val->dims;
+    rv->rt.numel = mp_value_numel(val);
+    rv->bytes = rv->rt.numel > 0 ? (size_t)mp_dtype_bytes(val->dtype, rv->rt.numel) : 0;
+}
+
+static mp_status mp__own(mp_plan *pl, int v) {
+    mp_rval *rv = &pl->vals[v];
+    if (rv->bytes == 0) {
+        rv->rt.data = mp__empty;
+        return MP_OK;
+    }
+    void *b = NULL;
+    if (posix_memalign(&b, MP__ALIGN, mp__round(rv->bytes)))
+        return mp_error(MP_ERR_NOMEM, "value '%s': out of memory (%zu bytes)", pl->g->values[v].name,
+                        rv->bytes);
+    memset(b, 0, mp__round(rv->bytes));
+    rv->own = b;
+    rv->own_cap = mp__round(rv->bytes);
+    rv->rt.data = b;
+    return MP_OK;
+}
+
+/* Does every present input of node n hold a constant? */
+static bool mp__inputs_const(const mp_plan *pl, const mp_node *n) {
+    int present = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        if (v < 0) continue;
+        present++;
+        if (pl->vals[v].kind != MP_RV_CONST) return false;
+    }
+    return present > 0 && n->n_sub == 0;
+}
+
+static mp_status mp__no_kernel(mp_plan *pl, const mp_node *n) {
+    return mp_error(MP_ERR_UNSUPPORTED, "%s: node '%s' (%s%s%s): no kernel for this operator, the "
+                    "model cannot run here", pl->m->path ? pl->m->path : "model",
+                    n->name && n->name[0] ? n->name : "?", n->domain, n->domain[0] ? "." : "", n->op);
+}
+
+bool mp_run_portable_only;
+
+static const mp_kernel *mp__pick(const mp_graph *g, const mp_node *n, mp_kernel *portable) {
+    const mp_kernel *kern = mp_run_portable_only ? NULL : mp_dnnl_kernel(g, n);
+    if (kern) return kern;
+    if (!n->desc || !n->desc->run) return NULL;
+    portable->name = "portable";
+    portable->prepare = n->desc->prepare;
+    portable->run = n->desc->run;
+    portable->release = n->desc->release;
+    return portable;
+}
+
+static mp_status mp__step_init(mp_plan *pl, mp_step *s, int node, const mp_kernel *kern) {
+    const mp_node *n = &pl->g->nodes[node];
+    s->node = node;
+    s->kern = kern;
+    s->module = n->module;
+    s->nodes = malloc(sizeof *s->nodes);
+    s->cap_in = n->n_in + 1;
+    s->in = calloc((size_t)s->cap_in, sizeof *s->in);
+    s->in_v = calloc((size_t)s->cap_in, sizeof *s->in_v);
+    s->out = calloc((size_t)n->n_out + 1, sizeof *s->out);
+    s->out_v = calloc((size_t)n->n_out + 1, sizeof *s->out_v);
+    if (!s->nodes || !s->in || !s->in_v || !s->out || !s->out_v) return mp_error(MP_ERR_NOMEM, "out of memory");
+    s->nodes[0] = node;
+    s->n_nodes = 1;
+    s->n_in = n->n_in;
+    s->n_out = n->n_out;
+    for (int i = 0; i < n->n_in; i++) {
+        int v = n->in[i];
+        s->in_v[i] = v;
+        if (v >= 0) {
+            s->in[i] = pl->vals[v].rt;
+            if (pl->vals[v].kind != MP_RV_CONST) s->in[i].data = NULL;
+        }
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        int v = n->out[i];
+        s->out_v[i] = v;
+        if (v >= 0) {
+            s->out[i] = pl->vals[v].rt;
+            s->out[i].data = NULL;
+        }
+    }
+    s->k.n = n;
+    s->k.g = pl->g;
+    s->k.plan = pl;
+    s->k.n_in = s->n_in;
+    s->k.n_out = s->n_out;
+    s->k.in = s->in;
+    s->k.out = s->out;
+    s->k.threads = pl->threads;
+    s->k.fuse = pl->o.fuse != 0;
+    return MP_OK;
+}
+
+static void mp__step_free(mp_step *s) {
+    if (s->kern && s->kern->release && s->k.state) s->kern->release(s->k.state);
+    s->k.state = NULL;
+    free(s->nodes);
+    free(s->in);
+    free(s->in_v);
+    free(s->out);
+    free(s->out_v);
+    free((char *)s->group);
+}
+
+/* Run node `node` once now, all inputs constant: its outputs become
+ * constants held by the plan. */
+static mp_status mp__fold_run(mp_plan *pl, int node, const mp_kernel *kern) {
+    const mp_node *n = &pl->g->nodes[node];
+    for (int i = 0; i < n->n_out; i++) {
+        int v = n->out[i];
+        if (v < 0) continue;
+        if (!mp_shape_known(&pl->g->values[v])) {
+            pl->vals[v].kind = MP_RV_DYN;
+            continue;
+        }
+        mp_status st = mp__own(pl, v);
+        if (st) return st;
+        pl->vals[v].kind = MP_RV_CONST;
+        pl->const_bytes += pl->vals[v].own_cap;
+    }
+    mp_step s;
+    memset(&s, 0, sizeof s);
+    mp_status st = mp__step_init(pl, &s, node, kern);
+    for (int i = 0; st == MP_OK && i < n->n_out; i++)
+        if (s.out_v[i] >= 0) s.out[i].data = pl->vals[s.out_v[i]].rt.data;
+    s.k.fuse = false;
+    /* the step lives on the stack: the kernel reaches the plan through
+     * k.plan, and mp_kout_alloc finds it at steps[cur] */
+    mp_step *saved = pl->steps;
+    int saved_cur = pl->cur;
+    pl->steps = &s;
+    pl->cur = 0;
+    size_t scratch = 0;
+    void *sb = NULL;
+    if (!st && kern->prepare) st = kern->prepare(&s.k, &scratch);
+    if (!st && scratch) {
+        if (posix_memalign(&sb, MP__ALIGN, mp__round(scratch))) st = mp_error(MP_ERR_NOMEM, "out of memory");
+        s.k.scratch = sb;
+    }
+    if (!st) st = kern->run(&s.k);
+    for (int i = 0; !st && i < n->n_out; i++) {
+        int v = s.out_v[i];
+        if (v >= 0 && pl->vals[v].kind == MP_RV_DYN) {
+            if (!s.out[i].data) {
+                st = mp_error(MP_ERR_UNSUPPORTED, "node '%s': output %d has no shape", mp__node_name(pl->g, node), i);
+                break;
+            }
+            pl->vals[v].kind = MP_RV_CONST; /* keeps own and dyn_dims */
+        }
+    }
+    pl->steps = saved;
+    pl->cur = saved_cur;
+    free(sb);
+    mp__step_free(&s);
+    return st;
+}
+
+/* Which values are constant, which nodes are folded. */
+static mp_status mp__classify(mp_plan *pl) {
+    mp_graph *g = pl->g;
+    for (int v = 0; v < g->n_values; v++) {
+        mp_value *val = &g->values[v];
+        mp_rval *rv = &pl->vals[v];
+        mp__rt_init(pl, v);
+        if (val->flags & MP_VAL_INPUT) {
+            rv->kind = MP_RV_INPUT;
+            if (!mp_shape_known(val))
+                return mp_error(MP_ERR_USAGE, "%s: input '%s' has unknown dims: give them with --dim "
+                                "or --input-shape before a run", pl->m->path ? pl->m->path : "model",
+                                val->name);
+        }
+    }
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *n = &g->nodes[k];
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0) pl->vals[n->in[i]].consumers++;
+    }
+    return MP_OK;
+}
+
+/* A value read by a step: make sure constants are loaded. */
+static mp_status mp__need(mp_plan *pl, int v) {
+    mp_rval *rv = &pl->vals[v];
+    mp_value *val = &pl->g->values[v];
+    if (rv->kind != MP_RV_UNUSED) return MP_OK;
+    if (mp__fully_known(val)) return mp_run_known(pl, v);
+    if ((val->flags & MP_VAL_INIT) && val->init) return mp_run_load_tensor(pl, v, val->init);
+    return mp_error(MP_ERR_UNSUPPORTED, "%s: value '%s' is read but nothing gives it a value",
+                    pl->m->path ? pl->m->path : "model", val->name);
+}
+
+static int mp__module_common(const mp_model *m, int a, int b) {
+    if (a < 0 || b < 0 || !m->modules) return a < 0 ? b : a;
+    while (a != b) {
+        if (m->modules[a].depth >= m->modules[b].depth && m->modules[a].parent >= 0)
+            a = m->modules[a].parent;
+        else if (m->modules[b].parent >= 0)
+            b = m->modules[b].parent;
+        else
+            return 0;
+    }
+    return a;
+}
+
+/* Walk the order: fold, pick kernels, prepare (which may fuse). */
+static mp_status mp__build_steps(mp_plan *pl) {
+    mp_graph *g = pl->g;
+    for (int oi = 0; oi < g->n_nodes; oi++) {
+        int node = g->order ? g->order[oi] : oi;
+        if (pl->step_of[node] >= 0) continue; /* absorbed by an earlier step */
+        const mp_node *n = &g->nodes[node];
+        mp_status st;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && (st = mp__need(pl, n->in[i]))) return st;
+        /* outputs known at plan time: nothing to run */
+        bool all_known = n->n_out > 0;
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (v < 0) continue;
+            if (!mp__fully_known(&g->values[v])) all_known = false;
+        }
+        const mp_tensor *ct = mp__constant_tensor(n);
+        if (all_known || ct) {
+            for (int i = 0; i < n->n_out; i++) {
+                int v = n->out[i];
+                if (v < 0) continue;
+                if (ct && i == 0 && !mp__fully_known(&g->values[v]))
+                    st = mp_run_load_tensor(pl, v, ct);
+                else
+                    st = mp_run_known(pl, v);
+                if (st) return st;
+            }
+            pl->folded[node] = true;
+            pl->n_folded++;
+            continue;
+        }
+        mp_kernel *portable = malloc(sizeof *portable);
+        if (!portable) return mp_error(MP_ERR_NOMEM, "out of memory");
+        const mp_kernel *kern = mp__pick(g, n, portable);
+        if (kern != portable) free(portable);
+        if (!kern) return mp__no_kernel(pl, n);
+        if (mp__inputs_const(pl, n)) {
+            st = mp__fold_run(pl, node, kern);
+            if (kern == portable) free(portable);
+            if (st) return st;
+            pl->folded[node] = true;
+            pl->n_folded++;
+            continue;
+        }
+        /* a step */
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (v < 0) continue;
+            pl->vals[v].kind = mp_shape_known(&g->values[v]) ? MP_RV_ACT : MP_RV_DYN;
+        }
+        mp_step *s = &pl->steps[pl->n_steps];
+        memset(s, 0, sizeof *s);
+        pl->cur = pl->n_steps;
+        pl->n_steps++;
+        pl->step_of[node] = pl->cur;
+        st = mp__step_init(pl, s, node, kern);
+        if (kern == portable) s->kern = portable; /* freed with the step */
+        if (st) return st;
+        if (kern->prepare) {
+            st = kern->prepare(&s->k, &s->scratch);
+            if (st) return st;
+        }
+        if (s->scratch > pl->scratch_bytes) pl->scratch_bytes = s->scratch;
+        for (int i = 0; i < s->n_in; i++)
+            if (s->in_v[i] >= 0 && pl->vals[s->in_v[i]].kind == MP_RV_DYN) s->dyn = true;
+        for (int i = 0; i < s->n_out; i++)
+            if (s->out_v[i] >= 0 && pl->vals[s->out_v[i]].kind == MP_RV_DYN) s->dyn = true;
+        if (s->n_nodes > 1) {
+            size_t len = 0;
+            for (int j = 0; j < s->n_nodes; j++) len += strlen(g->nodes[s->nodes[j]].op) + 1;
+            char *name = malloc(len + 1);
+            if (!name) return mp_error(MP_ERR_NOMEM, "out of memory");
+            name[0] = 0;
+            for (int j = 0; j < s->n_nodes; j++) {
+                if (j) strcat(name, "+");
+                strcat(name, g->nodes[s->nodes[j]].op);
+                s->module = mp__module_common(pl->m, s->module, g->nodes[s->nodes[j]].module);
+            }
+            s->group = name;
+        }
+    }
+    return MP_OK;
+}
+
+/* Liveness and the arena: each ACT value lives from the step producing it
+ * to the last step reading it (graph outputs to the end); values whose
+ * lives do not overlap share bytes. Largest first, first fit. */
+typedef struct {
+    int v;
+    size_t bytes;
+} mp__slot;
+
+static int mp__slot_cmp(const void *a, const void *b) {
+    const mp__slot *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->v - y->v;
+}
+
+typedef struct {
+    size_t off, end;
+} mp__iv;
+
+static int mp__iv_cmp(const void *a, const void *b) {
+    const mp__iv *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static mp_status mp__arena_plan(mp_plan *pl) {
+    mp_graph *g = pl->g;
+    for (int v = 0; v < g->n_values; v++) {
+        pl->vals[v].def = -1;
+        pl->vals[v].last = -1;
+    }
+    for (int si = 0; si < pl->n_steps; si++) {
+        mp_step *s = &pl->steps[si];
+        for (int i = 0; i < s->n_out; i++) {
+            int v = s->out_v[i];
+            if (v >= 0 && pl->vals[v].def < 0) pl->vals[v].def = si;
+            if (v >= 0 && pl->vals[v].last < si) pl->vals[v].last = si;
+        }
+        for (int i = 0; i < s->n_in; i++) {
+            int v = s->in_v[i];
+            if (v >= 0) pl->vals[v].last = si;
+        }
+        /* values a subgraph reads from here live through this step */
+        for (int j = 0; j < s->n_nodes; j++) {
+            const mp_node *n = &g->nodes[s->nodes[j]];
+            for (int b = 0; b < n->n_sub; b++) {
+                const mp_graph *sg = n->sub[b];
+                for (int u = 0; sg && u < sg->n_values; u++)
+                    if ((sg->values[u].flags & MP_VAL_OUTER) && sg->values[u].outer >= 0 &&
+                        sg->values[u].outer < g->n_values && pl->vals[sg->values[u].outer].last < si)
+                        pl->vals[sg->values[u].outer].last = si;
+            }
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i];
+        if (v >= 0) pl->vals[v].last = pl->n_steps;
+    }
+    int n = 0;
+    mp__slot *sl = malloc(sizeof *sl * (size_t)(g->n_values + 1));
+    mp__iv *ivs = malloc(sizeof *ivs * (size_t)(g->n_values + 1));
+    if (!sl || !ivs) {
+        free(sl);
+        free(ivs);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        mp_rval *rv = &pl->vals[v];
+        if (rv->kind != MP_RV_ACT) continue;
+        if (rv->def < 0) rv->def = rv->last < 0 ? 0 : rv->last;
+        if (rv->last < rv->def) rv->last = rv->def;
+        if (rv->bytes == 0) continue;
+        sl[n].v = v;
+        sl[n].bytes = mp__round(rv->bytes);
+        n++;
+    }
+    qsort(sl, (size_t)n, sizeof *sl, mp__slot_cmp);
+    size_t top = 0;
+    for (int i = 0; i < n; i++) {
+        mp_rval *rv = &pl->vals[sl[i].v];
+        int m = 0;
+        for (int j = 0; j < i; j++) {
+            mp_rval *o = &pl->vals[sl[j].v];
+            if (o->def <= rv->last && rv->def <= o->last) {
+                ivs[m].off = o->off;
+                ivs[m].end = o->off + sl[j].bytes;
+                m++;
+            }
+        }
+        qsort(ivs, (size_t)m, sizeof *ivs, mp__iv_cmp);
+        size_t off = 0;
+        for (int j = 0; j < m; j++) {
+            if (ivs[j].off >= off + sl[i].bytes) break;
+            if (ivs[j].end > off) off = ivs[j].end;
+        }
+        rv->off = off;
+        if (off + sl[i].bytes > top) top = off + sl[i].bytes;
+    }
+    free(sl);
+    free(ivs);
+    pl->arena_bytes = top;
+    return MP_OK;
+}
+
+static mp_status mp__memory_check(const mp_plan *pl, size_t more, const char *when) {
+    if (pl->o.max_memory <= 0) return MP_OK;
+    uint64_t need = (uint64_t)pl->const_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes + more;
+    if (need > (uint64_t)pl->o.max_memory)
+        return mp_error(MP_ERR_LIMIT, "%s: the run needs %llu bytes (%s) and --max-memory allows %lld: "
+                        "refused before allocating", pl->m->path ? pl->m->path : "model",
+                        (unsigned long long)need, when, (long long)pl->o.max_memory);
+    return MP_OK;
+}
+
+/* Bytes the run will take at least, before anything is allocated: the
+ * static peak of live activations (graph inputs included) and the weights
+ * that are not used in place (absent, typed). */
+static uint64_t mp__estimate(const mp_plan *pl) {
+    const mp_graph *g = pl->g;
+    uint64_t b = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const mp_value *val = &g->values[v];
+        uint64_t by = mp_shape_known(val) ? mp_dtype_bytes(val->dtype, mp_value_numel(val)) : 0;
+        if ((val->flags & MP_VAL_INIT) && val->init && val->init->loc != MP_DATA_RAW &&
+                 val->init->loc != MP_DATA_EXTERNAL)
+            b += by;
+    }
+    return b + pl->p->activation_peak_bytes;
+}
+
+static mp_status mp__bind(mp_plan *pl) {
+    if (pl->arena_bytes) {
+        void *a = NULL;
+        if (posix_memalign(&a, MP__ALIGN, pl->arena_bytes))
+            return mp_error(MP_ERR_NOMEM, "activation arena: out of memory (%zu bytes)", pl->arena_bytes);
+        memset(a, 0, pl->arena_bytes);
+        pl->arena = a;
+    }
+    if (pl->scratch_bytes) {
+        void *a = NULL;
+        if (posix_memalign(&a, MP__ALIGN, mp__round(pl->scratch_bytes)))
+            return mp_error(MP_ERR_NOMEM, "kernel scratch: out of memory (%zu bytes)", pl->scratch_bytes);
+        pl->scratch = a;
+    }
+    mp_graph *g = pl->g;
+    for (int v = 0; v < g->n_values; v++) {
+        mp_rval *rv = &pl->vals[v];
+        if (rv->kind == MP_RV_ACT) rv->rt.data = rv->bytes ? pl->arena + rv->off : mp__empty;
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        if (v < 0 || pl->vals[v].kind != MP_RV_INPUT || pl->vals[v].rt.data) continue;
+        mp_status st = mp__own(pl, v);
+        if (st) return st;
+        pl->input_bytes += pl->vals[v].own_cap;
+        mp_run_random_input(pl, v);
+    }
+    for (int si = 0; si < pl->n_steps; si++) {
+        mp_step *s = &pl->steps[si];
+        for (int i = 0; i < s->n_in; i++)
+            if (s->in_v[i] >= 0) s->in[i] = pl->vals[s->in_v[i]].rt;
+        for (int i = 0; i < s->n_out; i++)
+            if (s->out_v[i] >= 0) s->out[i] = pl->vals[s->out_v[i]].rt;
+        s->k.scratch = pl->scratch;
+    }
+    return MP_OK;
+}
+
+mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) {
+    *out = NULL;
+    if (!p || !p->m || !p->m->graph) return mp_error(MP_ERR_USAGE, "no profile to plan");
+    mp_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return mp_error(MP_ERR_NOMEM, "out of memory");
+    pl->p = p;
+    pl->m = p->m;
+    pl->g = p->m->graph;
+    if (o)
+        pl->o = *o;
+    else
+        mp_run_options_default(&pl->o);
+    if (pl->o.warmup < 0 || pl->o.iters < 1 || pl->o.threads < 0) {
+        mp_run_options bad = pl->o;
+        free(pl);
+        return mp_error(MP_ERR_USAGE, "run options: warmup %d, iters %d, threads %d (need warmup >= 0, "
+                        "iters >= 1, threads >= 0)", bad.warmup, bad.iters, bad.threads);
+    }
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    pl->threads = pl->o.threads > 0 ? pl->o.threads : (int)(nc > 0 ? nc : 1);
+    pl->seed = pl->o.seed;
+    mp_graph *g = pl->g;
+    pl->vals = calloc((size_t)g->n_values + 1, sizeof *pl->vals);
+    pl->steps = calloc((size_t)g->n_nodes + 1, sizeof *pl->steps);
+    pl->step_of = malloc(sizeof *pl->step_of * ((size_t)g->n_nodes + 1));
+    pl->folded = calloc((size_t)g->n_nodes + 1, sizeof *pl->folded);
+    mp_status st = MP_OK;
+    if (!pl->vals || !pl->steps || !pl->step_of || !pl->folded) st = mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < g->n_nodes; i++) pl->step_of[i] = -1;
+    if (!st) st = mp__classify(pl);
+    if (!st && pl->o.max_memory > 0 && mp__estimate(pl) > (uint64_t)pl->o.max_memory)
+        st = mp_error(MP_ERR_LIMIT, "%s: the run needs at least %llu bytes (inputs, weight copies, "
+                      "activations) and --max-memory allows %lld: refused before allocating",
+                      pl->m->path ? pl->m->path : "model", (unsigned long long)mp__estimate(pl),
+                      (long long)pl->o.max_memory);
+    if (!st && pl->threads > 1) st = mp_pool_create(pl->threads, &pl->pool);
+    if (!st) st = mp__build_steps(pl);
+    if (!st) st = mp__arena_plan(pl);
+    if (!st) {
+        size_t in_b = 0;
+        for (int i = 0; i < g->n_inputs; i++)
+            if (g->inputs[i] >= 0 && pl->vals[g->inputs[i]].kind == MP_RV_INPUT)
+                in_b += mp__round(pl->vals[g->inputs[i]].bytes);
+        st = mp__memory_check(pl, in_b, "weights, inputs, activation arena, scratch");
+    }
+    if (!st) st = mp__bind(pl);
+    if (!st && pl->random_weights)
+        mp_model_warn(pl->m, "weights are absent: the run uses seeded random weights (seed %llu)",
+                      (unsigned long long)pl->seed);
+    if (st) {
+        mp_plan_free(pl);
+        return st;
+    }
+    *out = pl;
+    return MP_OK;
+}
+
+void mp_plan_free(mp_plan *pl) {
+    if (!pl) return;
+    for (int i = 0; pl->steps && i < pl->n_steps; i++) {
+        mp_step *s = &pl->steps[i];
+        const mp_kernel *kern = s->kern;
+        bool own_kern = kern && kern->name && strcmp(kern->name, "portable") == 0;
+        mp__step_free(s);
+        if (own_kern) free((void *)kern);
+    }
+    if (pl->vals)
+        for (int v = 0; v < pl->g->n_values; v++) {
+            free(pl->vals[v].own);
+            free(pl->vals[v].dyn_dims);
+        }
+    mp_pool_free(pl->pool);
+    mp_run_unmap(pl);
+    free(pl->vals);
+    free(pl->steps);
+    free(pl->step_of);
+    free(pl->folded);
+    free(pl->arena);
+    free(pl->scratch);
+    free(pl->t_step);
+    free(pl->t_run);
+    free(pl);
+}
+
+mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, const int64_t *dims,
+                            const void *data, size_t bytes) {
+    if (!pl || !name) return mp_error(MP_ERR_USAGE, "no plan or input name");
+    mp_graph *g = pl->g;
+    int v = -1;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] >= 0 && strcmp(g->values[g->inputs[i]].name, name) == 0) v = g->inputs[i];
+    if (v < 0) return mp_error(MP_ERR_USAGE, "input '%s': the model has no such input", name);
+    mp_rval *rv = &pl->vals[v];
+    const mp_value *val = &g->values[v];
+    if (dtype != val->dtype)
+        return mp_error(MP_ERR_USAGE, "input '%s': dtype %s given, the plan has %s", name,
+                        mp_dtype_name(dtype), mp_dtype_name(val->dtype));
+    bool same = rank == val->rank;
+    for (int d = 0; same && d < rank; d++) same = dims[d] == val->dims[d];
+    if (!same) {
+        char a[256] = "", b[256] = "";
+        for (int d = 0; d < rank && strlen(a) < 200; d++)
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%lld", d ? "x" : "", (long long)dims[d]);
+        for (int d = 0; d < val->rank && strlen(b) < 200; d++)
+            snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", d ? "x" : "", (long long)val->dims[d]);
+        return mp_error(MP_ERR_USAGE, "input '%s': shape [%s] given, the plan has [%s] (set dims with --dim)",
+                        name, a, b);
+    }
+    if (bytes != rv->bytes)
+        return mp_error(MP_ERR_USAGE, "input '%s': %zu bytes given, %zu expected", name, bytes, rv->bytes);
+    if (rv->kind != MP_RV_INPUT) return MP_OK; /* folded away: its contents were known */
+    if (bytes) memcpy((void *)rv->rt.data, data, bytes);
+    rv->given = true;
+    return MP_OK;
+}
+
+static mp_status mp__step_run(mp_plan *pl, mp_step *s) {
+    if (s->dyn) {
+        for (int i = 0; i < s->n_in; i++)
+            if (s->in_v[i] >= 0) s->in[i] = pl->vals[s->in_v[i]].rt;
+        for (int i = 0; i < s->n_out; i++) {
+            int v = s->out_v[i];
+            if (v < 0) continue;
+            s->out[i] = pl->vals[v].rt;
+            if (pl->vals[v].kind == MP_RV_DYN) s->out[i].data = NULL;
+        }
+    }
+    mp_status st = s->kern->run(&s->k);
+    if (st) return st;
+    if (s->dyn) {
+        for (int i = 0; i < s->n_out; i++) {
+            int v = s->out_v[i];
+            if (v >= 0 && pl->vals[v].kind == MP_RV_DYN && !s->out[i].data &&
+                (pl->vals[v].consumers || (pl->g->values[v].flags & MP_VAL_OUTPUT)))
+                return mp_error(MP_ERR_UNSUPPORTED, "node '%s': output %d: its shape is known only at "
+                                "run time and the kernel gave none", mp__node_name(pl->g, s->node), i);
+        }
+    }
+    return MP_OK;
+}
+
+/* One run; with t (n_steps entries) each step's time in seconds. */
+mp_status mp_plan_run_timed(mp_plan *pl, double *t) {
+    for (int i = 0; i < pl->n_steps; i++) {
+        pl->cur = i;
+        mp_status st;
+        if (t) {
+            double t0 = mp_run_now();
+            st = mp__step_run(pl, &pl->steps[i]);
+            t[i] = mp_run_now() - t0;
+        } else {
+            st = mp__step_run(pl, &pl->steps[i]);
+        }
+        if (st) return st;
+    }
+    return MP_OK;
+}
+
+mp_status mp_plan_run(mp_plan *pl) {
+    if (!pl) return mp_error(MP_ERR_USAGE, "no plan");
+    return mp_plan_run_timed(pl, NULL);
+}
+
+int mp_plan_output_count(const mp_plan *pl) { return pl ? pl->g->n_outputs : 0; }
+
+mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype, int *rank,
+                         const int64_t **dims, const void **data) {
+    if (!pl || i < 0 || i >= pl->g->n_outputs)
+        return mp_error(MP_ERR_USAGE, "output %d: the model has %d outputs", i, pl ? pl->g->n_outputs : 0);
+    int v = pl->g->outputs[i];
+    const mp_rval *rv = &pl->vals[v];
+    if (name) *name = pl->g->values[v].name;
+    if (dtype) *dtype = rv->rt.dtype;
+    if (rank) *rank = rv->rt.rank;
+    if (dims) *dims = rv->rt.dims;
+    if (data) *data = rv->rt.data;
+    if (!rv->rt.data)
+        return mp_error(MP_ERR_USAGE, "output '%s' has no data (not computed)", pl->g->values[v].name);
+    return MP_OK;
+}

@@ -1,0 +1,362 @@
+/* The planner and executor (src/run/), driven with a few small kernels
+ * defined here (the real ones live beside each operator and in the oneDNN
+ * glue): folding, fusion, the arena, data-dependent outputs, threads,
+ * inputs, timing and the memory limit. */
+#include "run/run.h"
+#include "tbuild.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* ---- test kernels ---- */
+static int t_runs; /* kernel calls, to see what was folded */
+
+static mp_status tk_add(mp_kctx *k) {
+    t_runs++;
+    const float *a = k->in[0].data, *b = k->in[1].data;
+    float *y = k->out[0].data;
+    int64_t n = k->out[0].numel, nb = k->in[1].numel;
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i % nb];
+    return MP_OK;
+}
+
+/* Add that absorbs a following Relu (its state remembers it) */
+static mp_status tk_add_fuse_prepare(mp_kctx *k, size_t *scratch) {
+    *scratch = 128;
+    const mp_graph *g = k->g;
+    int v = k->n->out[0];
+    for (int j = 0; j < g->n_nodes; j++) {
+        const mp_node *c = &g->nodes[j];
+        if (c->n_in == 1 && c->in[0] == v && strcmp(c->op, "Relu") == 0 && mp_kfuse(k, j) == MP_OK) {
+            int *st = malloc(sizeof *st);
+            *st = 1;
+            k->state = st;
+        }
+    }
+    return MP_OK;
+}
+
+static mp_status tk_add_fuse(mp_kctx *k) {
+    mp_status st = tk_add(k);
+    T_CHECK(k->scratch != NULL && ((uintptr_t)k->scratch % 64) == 0);
+    if (k->state) {
+        float *y = k->out[0].data;
+        for (int64_t i = 0; i < k->out[0].numel; i++) y[i] = y[i] > 0 ? y[i] : 0;
+    }
+    return st;
+}
+
+static void tk_release(void *s) { free(s); }
+
+static mp_status tk_relu(mp_kctx *k) {
+    t_runs++;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    for (int64_t i = 0; i < k->out[0].numel; i++) y[i] = x[i] > 0 ? x[i] : 0;
+    return MP_OK;
+}
+
+static void tk_neg_range(void *arg, int64_t lo, int64_t hi) {
+    mp_kctx *k = arg;
+    const float *x = k->in[0].data;
+    float *y = k->out[0].data;
+    for (int64_t i = lo; i < hi; i++) y[i] = -x[i];
+}
+
+static mp_status tk_neg(mp_kctx *k) {
+    t_runs++;
+    mp_kparallel(k, k->out[0].numel, tk_neg_range, k);
+    return MP_OK;
+}
+
+/* NonZero of a 1-D float: int64 [1, count] */
+static mp_status tk_nonzero(mp_kctx *k) {
+    t_runs++;
+    const float *x = k->in[0].data;
+    int64_t c = 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++) c += x[i] != 0;
+    int64_t dims[2] = {1, c};
+    mp_status st = mp_kout_alloc(k, 0, 2, dims);
+    if (st) return st;
+    int64_t *y = k->out[0].data, j = 0;
+    for (int64_t i = 0; i < k->in[0].numel; i++)
+        if (x[i] != 0) y[j++] = i;
+    return MP_OK;
+}
+
+static mp_status tk_gather(mp_kctx *k) { /* axis 0 of a 2-D float table */
+    t_runs++;
+    const float *t = k->in[0].data;
+    const int64_t *ix = k->in[1].data;
+    int64_t rows = k->in[0].dims[0], w = k->in[0].dims[1];
+    float *y = k->out[0].data;
+    for (int64_t i = 0; i < k->in[1].numel; i++) {
+        if (ix[i] < 0 || ix[i] >= rows) return mp_error(MP_ERR_SHAPE, "index %lld out of range", (long long)ix[i]);
+        memcpy(y + i * w, t + ix[i] * w, sizeof(float) * (size_t)w);
+    }
+    return MP_OK;
+}
+
+/* Give every node of op `name` a descriptor copy with kernel `run`. */
+static mp_op t_ops[16];
+static int t_nops;
+static void t_kernel(mp_model *m, const char *name, mp_run_fn run, mp_prepare_fn prep, mp_release_fn rel) {
+    mp_graph *g = m->graph;
+    mp_run_portable_only = true;
+    for (int k = 0; k < g->n_nodes; k++) {
+        mp_node *n = &g->nodes[k];
+        if (strcmp(n->op, name) || !n->desc) continue;
+        mp_op *o = NULL;
+        for (int i = 0; i < t_nops; i++)
+            if (strcmp(t_ops[i].name, name) == 0) o = &t_ops[i];
+        if (!o) {
+            o = &t_ops[t_nops++];
+            *o = *n->desc;
+            o->run = run;
+            o->prepare = prep;
+            o->release = rel;
+        }
+        n->desc = o;
+    }
+}
+
+static const float *t_out(mp_plan *pl, int i, int64_t *numel) {
+    const char *name;
+    int dt, rank;
+    const int64_t *dims;
+    const void *data;
+    T_OK(mp_plan_output(pl, i, &name, &dt, &rank, &dims, &data));
+    *numel = mp_dims_product(dims, rank);
+    return data;
+}
+
+/* Add(X, C) -> Relu -> Y, fused; a node whose output is known is folded */
+static void test_run_fuse_fold(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3));
+    tb_const_f(m, "C", MP_DT_FLOAT, 1, TB_DIMS(3), (const double[]){1, -2, 0.5});
+    tb_node(m, "Add", "X,C", "A");
+    tb_node(m, "Relu", "A", "Y");
+    tb_node(m, "Shape", "X", "S"); /* known: folded */
+    tb_output(m, "Y");
+    tb_output(m, "S");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Add", tk_add_fuse, tk_add_fuse_prepare, tk_release);
+    t_kernel(m, "Relu", tk_relu, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_EQ(pl->n_steps, 1);
+    T_EQ(pl->n_folded, 1);
+    T_EQ_STR(pl->steps[0].group, "Add+Relu");
+    float x[6] = {-3, 0, 1, 2, 5, -1};
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x));
+    t_runs = 0;
+    T_OK(mp_plan_run(pl));
+    T_EQ(t_runs, 1);
+    int64_t n;
+    const float *y = t_out(pl, 0, &n);
+    T_EQ(n, 6);
+    const float want[6] = {0, 0, 1.5f, 3, 3, 0};
+    for (int i = 0; i < 6; i++) T_CHECK(y[i] == want[i]);
+    const char *nm;
+    int dt, rank;
+    const int64_t *dims;
+    const void *data;
+    T_OK(mp_plan_output(pl, 1, &nm, &dt, &rank, &dims, &data));
+    T_EQ(dt, MP_DT_INT64);
+    T_EQ(((const int64_t *)data)[0], 2);
+    T_EQ(((const int64_t *)data)[1], 3);
+    /* wrong shape, dtype, name */
+    T_EQ(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(3, 2), x, sizeof x), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "X") != NULL);
+    T_EQ(mp_plan_set_input(pl, "X", MP_DT_INT64, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
+    T_EQ(mp_plan_set_input(pl, "Z", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
+    /* timed runs fill the profile */
+    T_OK(mp_profile_run(pl, p));
+    T_CHECK(p->measured);
+    T_CHECK(p->total.latency_s > 0);
+    T_CHECK(p->run.lat_min_s <= p->run.lat_median_s && p->run.lat_median_s <= p->run.lat_p90_s);
+    T_EQ(p->node_state[0], MP_NODE_RUN);
+    T_EQ(p->node_state[1], MP_NODE_FUSED);
+    T_EQ(p->node_head[1], 0);
+    T_EQ(p->node_state[2], MP_NODE_FOLDED);
+    T_EQ_STR(p->node_group[0], "Add+Relu");
+    T_CHECK(p->node_lat[0] > 0 && p->node_lat[1] == 0);
+    T_EQ(p->n_groups, 1);
+    T_EQ(p->run.fused, 1);
+    T_EQ(p->run.folded, 1);
+    T_EQ(p->run.iters, 20);
+    mp_plan_free(pl);
+    /* without fusion: two steps, the same numbers */
+    o.fuse = 0;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_EQ(pl->n_steps, 2);
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x));
+    T_OK(mp_plan_run(pl));
+    y = t_out(pl, 0, &n);
+    for (int i = 0; i < 6; i++) T_CHECK(y[i] == want[i]);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
+/* A chain of Relu/Neg: the arena holds two live buffers, not six; threads */
+static void test_run_arena_threads(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(10000));
+    tb_node(m, "Neg", "X", "a");
+    tb_node(m, "Relu", "a", "b");
+    tb_node(m, "Neg", "b", "c");
+    tb_node(m, "Relu", "c", "d");
+    tb_node(m, "Neg", "d", "e");
+    tb_node(m, "Neg", "e", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Neg", tk_neg, NULL, NULL);
+    t_kernel(m, "Relu", tk_relu, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 2;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_EQ(pl->n_steps, 6);
+    T_CHECK(pl->arena_bytes <= 2 * 40064);
+    T_CHECK(pl->arena_bytes >= 2 * 40000);
+    float *x = malloc(sizeof(float) * 10000);
+    for (int i = 0; i < 10000; i++) x[i] = (float)(i % 7) - 3;
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(10000), x, sizeof(float) * 10000));
+    T_OK(mp_plan_run(pl));
+    int64_t n;
+    const float *y = t_out(pl, 0, &n);
+    /* -relu(-relu(-x)) negated twice more: relu(relu(-x) negated)... computed plainly */
+    for (int i = 0; i < 10000; i++) {
+        float a = -x[i], b = a > 0 ? a : 0, c = -b, d = c > 0 ? c : 0, e = -d, w = -e;
+        T_CHECK(y[i] == w);
+    }
+    free(x);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
+/* NonZero: an output shaped at run time (mp_kout_alloc) */
+static void test_run_dynamic(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(5));
+    tb_node(m, "NonZero", "X", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "NonZero", tk_nonzero, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    float x[5] = {0, 2, 0, 3, 4};
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(5), x, sizeof x));
+    T_OK(mp_plan_run(pl));
+    const char *nm;
+    int dt, rank;
+    const int64_t *dims;
+    const void *data;
+    T_OK(mp_plan_output(pl, 0, &nm, &dt, &rank, &dims, &data));
+    T_EQ(rank, 2);
+    T_EQ(dims[1], 3);
+    T_EQ(((const int64_t *)data)[2], 4);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
+/* Random inputs: token ids within the table; absent weights: seeded */
+static void test_run_random_data(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "ids", MP_DT_INT64, 1, TB_DIMS(64));
+    tb_weight(m, "table", MP_DT_FLOAT, 2, TB_DIMS(7, 4));
+    tb_node(m, "Gather", "table,ids", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Gather", tk_gather, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    mp_plan *pl = NULL;
+    int nw = mp_model_warning_count(m);
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_EQ(mp_model_warning_count(m), nw + 1);
+    T_CHECK(strstr(mp_model_warning(m, nw), "random") != NULL);
+    T_OK(mp_plan_run(pl)); /* fails if an index is out of range */
+    int64_t n;
+    const float *y = t_out(pl, 0, &n);
+    T_EQ(n, 256);
+    float first = y[0];
+    bool nonzero = false;
+    for (int i = 0; i < 256; i++) nonzero |= y[i] != 0;
+    T_CHECK(nonzero);
+    mp_plan_free(pl);
+    /* the same seed gives the same data; another seed other data */
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_OK(mp_plan_run(pl));
+    T_CHECK(t_out(pl, 0, &n)[0] == first);
+    mp_plan_free(pl);
+    o.seed = 99;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_OK(mp_plan_run(pl));
+    const float *y2 = t_out(pl, 0, &n);
+    bool differ = false;
+    for (int i = 0; i < 256; i++) differ |= y2[i] != first;
+    T_CHECK(differ);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
+/* --max-memory: refused before allocating, with the figures */
+static void test_run_max_memory(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 2, TB_DIMS(1000, 1000));
+    tb_node(m, "Neg", "X", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Neg", tk_neg, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.max_memory = 1000000;
+    mp_plan *pl = NULL;
+    T_EQ(mp_plan_create(p, &o, &pl), MP_ERR_LIMIT);
+    T_CHECK(pl == NULL);
+    T_CHECK(strstr(mp_last_error(), "max-memory") != NULL);
+    o.max_memory = 9000000;
+    T_OK(mp_plan_create(p, &o, &pl));
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
+/* an op without a kernel: a clear refusal naming the node */
+static void test_run_no_kernel(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(4));
+    int k = tb_node(m, "Neg", "X", "Y");
+    tb_name(m, k, "the_neg");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    static mp_op bare;
+    bare = *tb_nodep(m, k)->desc;
+    bare.run = NULL;
+    bare.prepare = NULL;
+    tb_nodep(m, k)->desc = &bare;
+    mp_plan *pl = NULL;
+    T_EQ(mp_plan_create(p, NULL, &pl), MP_ERR_UNSUPPORTED);
+    T_CHECK(strstr(mp_last_error(), "the_neg") != NULL);
+    tb_done(m, p);
+}
+
+MP_TESTS(run){
+    {"run_fuse_fold", test_run_fuse_fold},
+    {"run_arena_threads", test_run_arena_threads},
+    {"run_dynamic", test_run_dynamic},
+    {"run_random_data", test_run_random_data},
+    {"run_max_memory", test_run_max_memory},
+    {"run_no_kernel", test_run_no_kernel},
+};
+MP_TESTS_END(run)
