@@ -23,7 +23,7 @@
  *   types in int64 with C semantics (Div truncates toward zero, results
  *   wrap to the output type's width), float types in double. Division by
  *   zero and other undefined integer cases leave the contents unknown. */
-#include "ops/ops.h"
+#include "ops/kernel.h"
 
 #include <math.h>
 
@@ -645,25 +645,202 @@ static mp_status infer_where(mp_ctx *c) {
     return ew_fold(c, EW_WHERE, &a, 3);
 }
 
+
+/* ---- kernels ----
+ * One generic kernel runs every op of this file on a broadcast row
+ * iterator: elements are read as double (any float input, or a float
+ * output) or int64 (integer and bool inputs), evaluated by the same
+ * element rules as the known-contents fold above, and stored in the
+ * output's dtype. fp32 rows of the common arithmetic ops and fp32 unary
+ * ops take typed loops. */
+
+typedef struct ew_state {
+    ew_code op;
+    ew_attrs a;
+    int legacy_axis;          /* binary broadcast=1: B aligned at this axis; -1: numpy */
+    bool prelu_channel;       /* legacy PRelu: one slope per channel (X's dim 1) */
+} ew_state;
+
+static mp_status ew_prep(mp_kctx *k, ew_code op) {
+    ew_state *s = mp_kstate_new(k, sizeof *s);
+    if (!s) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    s->op = op;
+    ew_attrs_read(k->n, op, &s->a);
+    s->legacy_axis = -1;
+    if (op == EW_CLIP && k->n->opset < 11) {
+        s->a.lo = mp_attr_f(k->n, "min", -INFINITY);
+        s->a.hi = mp_attr_f(k->n, "max", INFINITY);
+    }
+    if (k->n_in >= 2 && mp_attr_i(k->n, "broadcast", 0) == 1) {
+        const mp_attr *ax = mp_node_attr(k->n, "axis");
+        s->legacy_axis = ax ? (int)ax->i : k->in[0].rank - k->in[1].rank;
+    }
+    if (op == EW_PRELU && k->n->opset < 7 && k->in[1].rank == 1 && k->in[1].numel > 1 &&
+        k->in[0].rank >= 2 && k->in[1].dims[0] == k->in[0].dims[1] &&
+        k->in[0].dims[k->in[0].rank - 1] != k->in[1].dims[0])
+        s->prelu_channel = true;
+    return MP_OK;
+}
+
+/* fp32 rows of the common binary ops: o[j] = a[j*sa] op b[j*sb]. */
+static bool ew_row_f32(ew_code op, float *o, const float *a, int64_t sa, const float *b,
+                       int64_t sb, int64_t n) {
+#define EW_LOOP(expr)                                                     \
+    if (sa && sb) for (int64_t j = 0; j < n; j++) { float x = a[j], y = b[j]; o[j] = (expr); } \
+    else if (sa) { float y = b[0]; for (int64_t j = 0; j < n; j++) { float x = a[j]; o[j] = (expr); } } \
+    else if (sb) { float x = a[0]; for (int64_t j = 0; j < n; j++) { float y = b[j]; o[j] = (expr); } } \
+    else { float x = a[0], y = b[0]; for (int64_t j = 0; j < n; j++) o[j] = (expr); }
+    switch (op) {
+    case EW_ADD: case EW_SUM: EW_LOOP(x + y) return true;
+    case EW_SUB: EW_LOOP(x - y) return true;
+    case EW_MUL: EW_LOOP(x * y) return true;
+    case EW_DIV: EW_LOOP(x / y) return true;
+    case EW_MAX: EW_LOOP(isnan(x) || isnan(y) ? NAN : (x > y ? x : y)) return true;
+    case EW_MIN: EW_LOOP(isnan(x) || isnan(y) ? NAN : (x < y ? x : y)) return true;
+    case EW_PRELU: EW_LOOP(x >= 0 ? x : y * x) return true;
+    case EW_POW: EW_LOOP(y == 2.0f ? x * x : y == 0.5f ? sqrtf(x) : powf(x, y)) return true;
+    default: return false;
+    }
+#undef EW_LOOP
+}
+
+static mp_status ew_krun(mp_kctx *k) {
+    const ew_state *s = k->state;
+    if (!s) return mp_kfail(k, MP_ERR_USAGE, "kernel not prepared");
+    ew_code op = s->op;
+    ew_attrs a = s->a;
+    int n_in = k->n_in;
+    if (op == EW_CLIP) {
+        n_in = 1;
+        for (int i = 1; i <= 2 && k->n->opset >= 11; i++) {
+            const mp_rtensor *b = mp_kin(k, i);
+            if (!b || b->numel < 1) continue;
+            double v = mp_kget_f(b->data, b->dtype, 0);
+            if (i == 1) a.lo = v;
+            else a.hi = v;
+        }
+    }
+    if (n_in > MP_KB_MAX) return mp_kfail(k, MP_ERR_UNSUPPORTED, "more than %d inputs", MP_KB_MAX);
+    const mp_rtensor *out = &k->out[0];
+    int ranks[MP_KB_MAX] = {0};
+    const int64_t *dims[MP_KB_MAX] = {0};
+    int64_t bd[MP_MAX_RANK];
+    for (int i = 0; i < n_in; i++) {
+        ranks[i] = k->in[i].rank;
+        dims[i] = k->in[i].dims;
+    }
+    if (n_in == 2 && (s->legacy_axis >= 0 || s->prelu_channel)) {
+        /* B padded with trailing 1s so that it aligns at the axis */
+        int axis = s->prelu_channel ? 1 : s->legacy_axis;
+        int r = k->in[0].rank - axis;
+        if (r < k->in[1].rank || r > MP_MAX_RANK) return mp_kfail(k, MP_ERR_SHAPE, "bad broadcast axis");
+        for (int i = 0; i < r; i++) bd[i] = i < k->in[1].rank ? k->in[1].dims[i] : 1;
+        ranks[1] = r;
+        dims[1] = bd;
+    }
+    mp_kbcast it;
+    mp_kbcast_init(&it, out->rank, out->dims, n_in, ranks, dims);
+
+    bool all_f32 = out->dtype == MP_DT_FLOAT;
+    for (int i = 0; i < n_in; i++) all_f32 = all_f32 && k->in[i].dtype == MP_DT_FLOAT;
+    if (all_f32 && n_in == 2) {
+        float *o = out->data;
+        const float *pa = k->in[0].data, *pb = k->in[1].data;
+        if (ew_row_f32(op, o, pa, it.step[0], pb, it.step[1], 0)) {
+            for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
+                ew_row_f32(op, o + r * it.len, pa + it.off[0], it.step[0], pb + it.off[1],
+                           it.step[1], it.len);
+            return MP_OK;
+        }
+    }
+    if (all_f32 && n_in == 1) {
+        float *o = out->data;
+        const float *x = k->in[0].data;
+        for (int64_t j = 0; j < out->numel; j++) {
+            double v = x[j];
+            o[j] = (float)ew_eval_f(op, &a, &v);
+        }
+        return MP_OK;
+    }
+    if (op == EW_WHERE) {
+        size_t es = mp_kesize(out->dtype);
+        if (!es) return mp_kfail(k, MP_ERR_UNSUPPORTED, "dtype %s", mp_dtype_name(out->dtype));
+        int64_t e = 0;
+        for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
+            for (int64_t j = 0; j < it.len; j++, e++) {
+                bool c = ((const uint8_t *)k->in[0].data)[it.off[0] + j * it.step[0]] != 0;
+                int w = c ? 1 : 2;
+                mp_kcopy1(out->data, e, k->in[w].data, it.off[w] + j * it.step[w], es);
+            }
+        return MP_OK;
+    }
+
+    bool use_f = mp_kis_float(out->dtype);
+    for (int i = 0; i < n_in; i++) use_f = use_f || mp_kis_float(k->in[i].dtype);
+    for (int i = 0; i < n_in; i++)
+        if (!mp_kdtype_ok(k->in[i].dtype))
+            return mp_kfail(k, MP_ERR_UNSUPPORTED, "input dtype %s", mp_dtype_name(k->in[i].dtype));
+    if (!mp_kdtype_ok(out->dtype))
+        return mp_kfail(k, MP_ERR_UNSUPPORTED, "output dtype %s", mp_dtype_name(out->dtype));
+    int64_t e = 0;
+    for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it)) {
+        for (int64_t j = 0; j < it.len; j++, e++) {
+            if (use_f) {
+                double x[MP_KB_MAX];
+                for (int i = 0; i < n_in; i++)
+                    x[i] = mp_kget_f(k->in[i].data, k->in[i].dtype, it.off[i] + j * it.step[i]);
+                mp_kset_f(out->data, out->dtype, e, ew_eval_f(op, &a, x));
+            } else {
+                int64_t x[MP_KB_MAX], v;
+                for (int i = 0; i < n_in; i++)
+                    x[i] = mp_kget_i(k->in[i].data, k->in[i].dtype, it.off[i] + j * it.step[i]);
+                if (!ew_eval_i(op, &a, x, &v))
+                    return mp_kfail(k, MP_ERR_USAGE, "integer %s undefined at element %lld "
+                                    "(division by zero or a negative exponent)", k->n->op,
+                                    (long long)e);
+                mp_kset_i(out->data, out->dtype, e, v);
+            }
+        }
+    }
+    return MP_OK;
+}
+
+#define EW_DEF_PREP(name, since, code) \
+    static mp_status prep_##name(mp_kctx *k, size_t *scratch) { (void)scratch; return ew_prep(k, code); }
+EW_UNARY_OPS(EW_DEF_PREP)
+EW_BINARY_OPS(EW_DEF_PREP)
+EW_DEF_PREP(clip, 1, EW_CLIP)
+EW_DEF_PREP(prelu, 1, EW_PRELU)
+EW_DEF_PREP(sum, 1, EW_SUM)
+EW_DEF_PREP(mean, 1, EW_MEAN)
+EW_DEF_PREP(max, 1, EW_MAX)
+EW_DEF_PREP(min, 1, EW_MIN)
+EW_DEF_PREP(where, 1, EW_WHERE)
+#undef EW_DEF_PREP
+
+#define EW_K(p) ew_krun, prep_##p, mp_kstate_release
+
 /* ---- the table ---- */
 
-#define EW_ROW(name, since, code) {"", #name, since, infer_##name, mp_cost_out1, 0, 0, NULL},
+#define EW_ROW(name, since, code) {"", #name, since, infer_##name, mp_cost_out1, 0, 0, NULL, EW_K(name)},
 
 const mp_op mp_ops_elementwise[] = {
     EW_UNARY_OPS(EW_ROW)
     EW_BINARY_OPS(EW_ROW)
     /* Clip bounds: buffer bits keep float bound tensors out of the params */
-    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0, NULL},
-    {"", "Clip", 11, infer_clip_inputs, mp_cost_out1, 0, (1u << 1) | (1u << 2), NULL},
+    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0, NULL, EW_K(clip)},
+    {"", "Clip", 11, infer_clip_inputs, mp_cost_out1, 0, (1u << 1) | (1u << 2), NULL,
+     EW_K(clip)},
     /* PRelu's slope is a learnable parameter */
-    {"", "PRelu", 1, infer_prelu_legacy, mp_cost_out1, 1u << 1, 0, NULL},
-    {"", "PRelu", 7, infer_prelu, mp_cost_out1, 1u << 1, 0, NULL},
-    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0, NULL},
-    {"", "Max", 1, infer_max, cost_variadic, 0, 0, NULL},
-    {"", "Min", 1, infer_min, cost_variadic, 0, 0, NULL},
-    {"", "Mean", 1, infer_mean, cost_mean, 0, 0, NULL},
-    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0, NULL},
+    {"", "PRelu", 1, infer_prelu_legacy, mp_cost_out1, 1u << 1, 0, NULL, EW_K(prelu)},
+    {"", "PRelu", 7, infer_prelu, mp_cost_out1, 1u << 1, 0, NULL, EW_K(prelu)},
+    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0, NULL, EW_K(sum)},
+    {"", "Max", 1, infer_max, cost_variadic, 0, 0, NULL, EW_K(max)},
+    {"", "Min", 1, infer_min, cost_variadic, 0, 0, NULL, EW_K(min)},
+    {"", "Mean", 1, infer_mean, cost_mean, 0, 0, NULL, EW_K(mean)},
+    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0, NULL, EW_K(where)},
 };
 const int mp_ops_elementwise_count = (int)MP_ARRAY_LEN(mp_ops_elementwise);
 
 #undef EW_ROW
+#undef EW_K

@@ -1,0 +1,120 @@
+/* Shared machinery of the portable kernels (kernel_util.c): element access
+ * for every dtype (fp16, bf16, fp8 and 4-bit types included), a broadcast
+ * row iterator, axis walking for reductions, attribute and input helpers
+ * and the one error path. Each family file holds its own ops' kernels
+ * beside their shape and cost rules and uses only these. */
+#ifndef MP_OPS_KERNEL_H
+#define MP_OPS_KERNEL_H
+
+#include "ops/ops.h"
+
+/* ---- errors ---- */
+/* Error naming the node and op: returns st. */
+mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) MP_PRINTF(3, 4);
+
+/* ---- dtypes ---- */
+/* Bytes of one element (0 for sub-byte types and strings). */
+static inline size_t mp_kesize(int dt) { return (size_t)(mp_dtype_bits(dt) / 8); }
+static inline bool mp_kis_float(int dt) { return mp_dtype_is_float(dt); }
+/* The float / integer dtypes a kernel can read and write element-wise. */
+bool mp_kdtype_ok(int dt);
+
+float mp_half_to_float(uint16_t h);
+uint16_t mp_float_to_half(float f);
+float mp_bf16_to_float(uint16_t h);
+uint16_t mp_float_to_bf16(float f);          /* round to nearest even */
+float mp_fp8_to_float(uint8_t v, int dt);
+uint8_t mp_float_to_fp8(float f, int dt, bool saturate);
+
+/* Element i of data (dtype dt) as a double / int64, and the reverse.
+ * Integer stores wrap to the type's width; bool stores v != 0. */
+double mp_kget_f(const void *data, int dt, int64_t i);
+int64_t mp_kget_i(const void *data, int dt, int64_t i);
+void mp_kset_f(void *data, int dt, int64_t i, double v);
+void mp_kset_i(void *data, int dt, int64_t i, int64_t v);
+/* n elements from src (dtype sdt) to dst (dtype ddt), converting as Cast
+ * does (float to int truncates toward zero). */
+void mp_kconvert(void *dst, int ddt, const void *src, int sdt, int64_t n);
+/* Element copy for any >= 8-bit dtype: dst[di] = src[si]. */
+static inline void mp_kcopy1(void *dst, int64_t di, const void *src, int64_t si, size_t es) {
+    memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, es);
+}
+
+/* Contents of a small integer input (axes, shape, pads ...) as int64:
+ * returns the count (up to cap), -1 when the input is absent. */
+int64_t mp_kints(const mp_rtensor *t, int64_t *v, int64_t cap);
+/* Input i or NULL when absent (past n_in or omitted). */
+static inline const mp_rtensor *mp_kin(const mp_kctx *k, int i) {
+    return (i >= 0 && i < k->n_in && k->in[i].data) ? &k->in[i] : NULL;
+}
+
+/* Row-major strides of dims. */
+void mp_kstrides(int rank, const int64_t *dims, int64_t *strides);
+
+/* Strided copy: out (contiguous, rank dims) element at index (i0..ir-1)
+ * = in[base + sum i_d * istr[d]] (elements of es bytes; istr may hold 0
+ * for a broadcast, negative for a reversed axis). */
+void mp_kcopy_strided(void *out, const void *in, size_t es, int rank, const int64_t *dims,
+                      const int64_t *istr, int64_t base);
+
+/* ---- broadcast row iterator ----
+ * Walks an output of rank r in rows: each row is `len` output elements
+ * with input k advancing by step[k] (0 or its stride) per element. Dims
+ * that are contiguous for every input are merged, so same-shape operands
+ * form one long row. */
+#define MP_KB_MAX 8
+typedef struct mp_kbcast {
+    int rank, n;                       /* merged rank without the row dim */
+    int64_t dims[MP_MAX_RANK];
+    int64_t stride[MP_KB_MAX][MP_MAX_RANK];
+    int64_t idx[MP_MAX_RANK];
+    int64_t off[MP_KB_MAX];            /* current row start of each input */
+    int64_t len, rows;                 /* row length, row count */
+    int64_t step[MP_KB_MAX];
+} mp_kbcast;
+/* n inputs of rank ranks[k] and dims dims[k], broadcast (aligned from the
+ * right) to an output of out_rank/out_dims. */
+void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
+                    const int *ranks, const int64_t *const *dims);
+/* The same over a node's inputs first..first+n-1 and output 0. */
+void mp_kbcast_node(mp_kbcast *it, const mp_kctx *k, int first, int n);
+void mp_kbcast_next(mp_kbcast *it);
+
+/* ---- axes ---- */
+/* Bit mask of axes (negative counted from the end); false when one is out
+ * of range. n < 0 (absent) gives all axes when all_default, else none. */
+bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, uint64_t *mask);
+/* Split dims at axis: outer = prod(dims[:axis]), inner = prod(dims[axis+1:]). */
+void mp_kouter_inner(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *inner);
+
+/* ---- matrix products ----
+ * C[M,N] = A[M,K] * B[K,N] (+ C when acc), A element (i,k) at
+ * A[i*ars + k*acs], B element (k,j) at B[k*brs + j*bcs], C row stride ldc.
+ * Blocked for the caches; the f64 form serves the integer ops exactly. */
+void mp_kgemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs,
+                  const float *B, int64_t brs, int64_t bcs, float *C, int64_t ldc, bool acc);
+void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs,
+                  const double *B, int64_t brs, int64_t bcs, double *C, int64_t ldc, bool acc);
+
+/* ---- sliding windows (Conv, pooling) ---- */
+typedef struct mp_kwin {
+    int k;                                   /* spatial dims */
+    int64_t in[MP_MAX_RANK], out[MP_MAX_RANK];
+    int64_t kernel[MP_MAX_RANK], stride[MP_MAX_RANK], dil[MP_MAX_RANK];
+    int64_t pad[MP_MAX_RANK];                /* begin pads (end pads follow from out) */
+} mp_kwin;
+/* Read strides, dilations, pads/auto_pad for input spatial dims in[] and
+ * the (known) output's out[], kernel extents given. */
+mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64_t *out,
+                       const int64_t *kernel, mp_kwin *w);
+/* im2col of one image x[C][in...] for a window: col[(c*K + kpos)][opos]
+ * (K = prod(kernel)); padding reads as pad_value. */
+void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
+void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
+
+/* Plan-time state holding a copy of a fixed-size struct (freed by
+ * mp_kstate_release). */
+void *mp_kstate_new(mp_kctx *k, size_t bytes);
+void mp_kstate_release(void *state);
+
+#endif

@@ -1,0 +1,543 @@
+/* Shared machinery of the portable kernels (see kernel.h). */
+#include "ops/kernel.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) {
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *name = k && k->n && k->n->name && k->n->name[0] ? k->n->name : "?";
+    const char *op = k && k->n && k->n->op ? k->n->op : "?";
+    return mp_error(st, "run: node '%s' (%s): %s", name, op, msg);
+}
+
+bool mp_kdtype_ok(int dt) {
+    switch (dt) {
+    case MP_DT_FLOAT: case MP_DT_DOUBLE: case MP_DT_FLOAT16: case MP_DT_BFLOAT16:
+    case MP_DT_INT8: case MP_DT_UINT8: case MP_DT_INT16: case MP_DT_UINT16:
+    case MP_DT_INT32: case MP_DT_UINT32: case MP_DT_INT64: case MP_DT_UINT64:
+    case MP_DT_BOOL: case MP_DT_FLOAT8E4M3FN: case MP_DT_FLOAT8E4M3FNUZ:
+    case MP_DT_FLOAT8E5M2: case MP_DT_FLOAT8E5M2FNUZ: case MP_DT_INT4: case MP_DT_UINT4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* ---- 16-bit floats ---- */
+
+static uint32_t ku_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float ku_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+float mp_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31, m = h & 0x3ffu;
+    if (e == 31) return ku_float(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        float v = (float)m * (1.0f / 16777216.0f); /* m * 2^-24 */
+        return sign ? -v : v;
+    }
+    return ku_float(sign | ((e + 112) << 23) | (m << 13));
+}
+
+uint16_t mp_float_to_half(float f) {
+    uint32_t u = ku_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);       /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);      /* overflow to inf */
+    if (a < 0x38800000u) {                                        /* subnormal or zero */
+        float v = ku_float(a) * 16777216.0f;                      /* in units of 2^-24 */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(v));
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1u);                   /* round to nearest even */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+float mp_bf16_to_float(uint16_t h) { return ku_float((uint32_t)h << 16); }
+
+uint16_t mp_float_to_bf16(float f) {
+    uint32_t u = ku_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* ---- 8-bit floats: e4m3fn, e4m3fnuz, e5m2, e5m2fnuz ---- */
+
+typedef struct ku_fp8 {
+    int mbits, bias;
+    bool has_inf, uz;       /* uz: no negative zero, 0x80 is NaN */
+    float max;
+} ku_fp8;
+
+static ku_fp8 ku_fp8_of(int dt) {
+    switch (dt) {
+    case MP_DT_FLOAT8E4M3FN: return (ku_fp8){3, 7, false, false, 448.0f};
+    case MP_DT_FLOAT8E4M3FNUZ: return (ku_fp8){3, 8, false, true, 240.0f};
+    case MP_DT_FLOAT8E5M2: return (ku_fp8){2, 15, true, false, 57344.0f};
+    default: return (ku_fp8){2, 16, false, true, 57344.0f};
+    }
+}
+
+float mp_fp8_to_float(uint8_t v, int dt) {
+    ku_fp8 t = ku_fp8_of(dt);
+    int ebits = 7 - t.mbits;
+    unsigned e = (v >> t.mbits) & ((1u << ebits) - 1), m = v & ((1u << t.mbits) - 1);
+    bool neg = v & 0x80;
+    if (t.uz) {
+        if (v == 0x80) return NAN;
+    } else if (t.has_inf) {
+        if (e == (1u << ebits) - 1) return m ? NAN : (neg ? -INFINITY : INFINITY);
+    } else if ((v & 0x7f) == 0x7f) {
+        return NAN;
+    }
+    float r = e ? ldexpf(1.0f + (float)m / (float)(1 << t.mbits), (int)e - t.bias)
+                : ldexpf((float)m / (float)(1 << t.mbits), 1 - t.bias);
+    return neg ? -r : r;
+}
+
+uint8_t mp_float_to_fp8(float f, int dt, bool saturate) {
+    ku_fp8 t = ku_fp8_of(dt);
+    uint8_t nan = t.uz ? 0x80 : (t.has_inf ? 0x7f : 0x7f);
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (isnan(f)) return nan;
+    float a = fabsf(f);
+    int ebits = 7 - t.mbits;
+    uint8_t maxcode = (uint8_t)(t.uz ? 0x7f : t.has_inf ? (((1u << ebits) - 2) << t.mbits) | ((1u << t.mbits) - 1) : 0x7e);
+    uint8_t over = saturate ? maxcode : (t.has_inf ? (uint8_t)(((1u << ebits) - 1) << t.mbits) : (uint8_t)(nan & 0x7f));
+    if (isinf(a)) return t.uz && !saturate ? nan : (uint8_t)(sign | over);
+    int e;
+    float fr = frexpf(a, &e);                  /* a = fr * 2^e, fr in [0.5, 1) */
+    int E = e - 1 + t.bias;
+    unsigned code;
+    if (a == 0) {
+        code = 0;
+    } else if (E >= 1) {
+        float m = nearbyintf((fr * 2.0f - 1.0f) * (float)(1 << t.mbits));
+        unsigned mi = (unsigned)m;
+        if (mi == (1u << t.mbits)) E++, mi = 0;
+        code = ((unsigned)E << t.mbits) | mi;
+    } else {
+        float m = nearbyintf(ldexpf(a, t.bias - 1 + t.mbits));
+        code = (unsigned)m;                    /* may carry into the exponent: still right */
+    }
+    if (code > maxcode || a > t.max) {
+        if (t.uz && !saturate) return nan;
+        return (uint8_t)(sign | over);
+    }
+    if (code == 0 && t.uz) return 0;
+    return (uint8_t)(sign | code);
+}
+
+/* ---- element access ---- */
+
+static int64_t ku_nibble(const void *data, int dt, int64_t i) {
+    uint8_t b = ((const uint8_t *)data)[i >> 1];
+    int v = (i & 1) ? b >> 4 : b & 15;
+    return dt == MP_DT_INT4 && (v & 8) ? v - 16 : v;
+}
+
+double mp_kget_f(const void *data, int dt, int64_t i) {
+    switch (dt) {
+    case MP_DT_FLOAT: return ((const float *)data)[i];
+    case MP_DT_DOUBLE: return ((const double *)data)[i];
+    case MP_DT_FLOAT16: return mp_half_to_float(((const uint16_t *)data)[i]);
+    case MP_DT_BFLOAT16: return mp_bf16_to_float(((const uint16_t *)data)[i]);
+    case MP_DT_FLOAT8E4M3FN: case MP_DT_FLOAT8E4M3FNUZ: case MP_DT_FLOAT8E5M2:
+    case MP_DT_FLOAT8E5M2FNUZ:
+        return mp_fp8_to_float(((const uint8_t *)data)[i], dt);
+    case MP_DT_UINT64: return (double)((const uint64_t *)data)[i];
+    default: return (double)mp_kget_i(data, dt, i);
+    }
+}
+
+int64_t mp_kget_i(const void *data, int dt, int64_t i) {
+    switch (dt) {
+    case MP_DT_INT8: return ((const int8_t *)data)[i];
+    case MP_DT_UINT8: return ((const uint8_t *)data)[i];
+    case MP_DT_BOOL: return ((const uint8_t *)data)[i] != 0;
+    case MP_DT_INT16: return ((const int16_t *)data)[i];
+    case MP_DT_UINT16: return ((const uint16_t *)data)[i];
+    case MP_DT_INT32: return ((const int32_t *)data)[i];
+    case MP_DT_UINT32: return ((const uint32_t *)data)[i];
+    case MP_DT_INT64: return ((const int64_t *)data)[i];
+    case MP_DT_UINT64: return (int64_t)((const uint64_t *)data)[i];
+    case MP_DT_INT4: case MP_DT_UINT4: return ku_nibble(data, dt, i);
+    default: {
+        double v = mp_kget_f(data, dt, i);
+        if (!(v > -9.2e18 && v < 9.2e18)) return v > 0 ? INT64_MAX : INT64_MIN;
+        return (int64_t)v;
+    }
+    }
+}
+
+static void ku_set_nibble(void *data, int64_t i, int64_t v) {
+    uint8_t *b = (uint8_t *)data + (i >> 1);
+    if (i & 1) *b = (uint8_t)((*b & 0x0f) | ((v & 15) << 4));
+    else *b = (uint8_t)((*b & 0xf0) | (v & 15));
+}
+
+void mp_kset_i(void *data, int dt, int64_t i, int64_t v) {
+    switch (dt) {
+    case MP_DT_INT8: ((int8_t *)data)[i] = (int8_t)v; return;
+    case MP_DT_UINT8: ((uint8_t *)data)[i] = (uint8_t)v; return;
+    case MP_DT_BOOL: ((uint8_t *)data)[i] = v != 0; return;
+    case MP_DT_INT16: ((int16_t *)data)[i] = (int16_t)v; return;
+    case MP_DT_UINT16: ((uint16_t *)data)[i] = (uint16_t)v; return;
+    case MP_DT_INT32: ((int32_t *)data)[i] = (int32_t)v; return;
+    case MP_DT_UINT32: ((uint32_t *)data)[i] = (uint32_t)v; return;
+    case MP_DT_INT64: ((int64_t *)data)[i] = v; return;
+    case MP_DT_UINT64: ((uint64_t *)data)[i] = (uint64_t)v; return;
+    case MP_DT_INT4: case MP_DT_UINT4: ku_set_nibble(data, i, v); return;
+    default: mp_kset_f(data, dt, i, (double)v); return;
+    }
+}
+
+/* double to an integer type as C casts do, without undefined behaviour. */
+static int64_t ku_ftoi(double v) {
+    if (isnan(v)) return INT64_MIN;
+    if (v >= 9.2233720368547758e18) return INT64_MAX;
+    if (v <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)v;
+}
+
+void mp_kset_f(void *data, int dt, int64_t i, double v) {
+    switch (dt) {
+    case MP_DT_FLOAT: ((float *)data)[i] = (float)v; return;
+    case MP_DT_DOUBLE: ((double *)data)[i] = v; return;
+    case MP_DT_FLOAT16: ((uint16_t *)data)[i] = mp_float_to_half((float)v); return;
+    case MP_DT_BFLOAT16: ((uint16_t *)data)[i] = mp_float_to_bf16((float)v); return;
+    case MP_DT_FLOAT8E4M3FN: case MP_DT_FLOAT8E4M3FNUZ: case MP_DT_FLOAT8E5M2:
+    case MP_DT_FLOAT8E5M2FNUZ:
+        ((uint8_t *)data)[i] = mp_float_to_fp8((float)v, dt, true);
+        return;
+    case MP_DT_BOOL: ((uint8_t *)data)[i] = v != 0; return;
+    case MP_DT_UINT64:
+        ((uint64_t *)data)[i] = v >= 9.2233720368547758e18 ? (uint64_t)(v - 9.2233720368547758e18) + (1ull << 63)
+                                                           : (uint64_t)ku_ftoi(v);
+        return;
+    case MP_DT_UINT32: ((uint32_t *)data)[i] = (uint32_t)ku_ftoi(v); return;
+    default: mp_kset_i(data, dt, i, ku_ftoi(v)); return;
+    }
+}
+
+void mp_kconvert(void *dst, int ddt, const void *src, int sdt, int64_t n) {
+    if (ddt == sdt && mp_kesize(ddt)) {
+        if (dst != src) memmove(dst, src, (size_t)n * mp_kesize(ddt));
+        return;
+    }
+    if (sdt == MP_DT_FLOAT && ddt == MP_DT_FLOAT16) {
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)dst)[i] = mp_float_to_half(((const float *)src)[i]);
+    } else if (sdt == MP_DT_FLOAT16 && ddt == MP_DT_FLOAT) {
+        for (int64_t i = 0; i < n; i++)
+            ((float *)dst)[i] = mp_half_to_float(((const uint16_t *)src)[i]);
+    } else if (mp_kis_float(sdt) || sdt == MP_DT_UINT64) {
+        for (int64_t i = 0; i < n; i++) mp_kset_f(dst, ddt, i, mp_kget_f(src, sdt, i));
+    } else {
+        for (int64_t i = 0; i < n; i++) mp_kset_i(dst, ddt, i, mp_kget_i(src, sdt, i));
+    }
+}
+
+int64_t mp_kints(const mp_rtensor *t, int64_t *v, int64_t cap) {
+    if (!t || !t->data) return -1;
+    int64_t n = t->numel < cap ? t->numel : cap;
+    for (int64_t i = 0; i < n; i++) v[i] = mp_kget_i(t->data, t->dtype, i);
+    return n;
+}
+
+void mp_kstrides(int rank, const int64_t *dims, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}
+
+void mp_kcopy_strided(void *out, const void *in, size_t es, int rank, const int64_t *dims,
+                      const int64_t *istr, int64_t base) {
+    int64_t numel = 1;
+    for (int i = 0; i < rank; i++) numel *= dims[i];
+    if (numel <= 0) return;
+    if (rank == 0) {
+        mp_kcopy1(out, 0, in, base, es);
+        return;
+    }
+    int64_t idx[MP_MAX_RANK] = {0}, off = base, len = dims[rank - 1], s = istr[rank - 1];
+    char *o = out;
+    const char *src = in;
+    for (int64_t done = 0; done < numel; done += len) {
+        if (s == 1) {
+            memcpy(o, src + (size_t)off * es, (size_t)len * es);
+            o += (size_t)len * es;
+        } else if (es == 4) {
+            for (int64_t j = 0; j < len; j++, o += 4) memcpy(o, src + (size_t)(off + j * s) * 4, 4);
+        } else {
+            for (int64_t j = 0; j < len; j++, o += es) memcpy(o, src + (size_t)(off + j * s) * es, es);
+        }
+        for (int d = rank - 2; d >= 0; d--) {
+            off += istr[d];
+            if (++idx[d] < dims[d]) break;
+            off -= istr[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* ---- broadcast rows ---- */
+
+void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
+                    const int *ranks, const int64_t *const *dims) {
+    int64_t st[MP_KB_MAX][MP_MAX_RANK];
+    int64_t od[MP_MAX_RANK];
+    int r = 0;
+    it->n = n;
+    /* per-input strides in the output's index space; size-1 output dims dropped */
+    for (int i = 0; i < out_rank; i++) {
+        if (out_dims[i] == 1) continue;
+        od[r] = out_dims[i];
+        for (int k = 0; k < n; k++) {
+            int j = i - (out_rank - ranks[k]);
+            int64_t s = 0;
+            if (j >= 0 && dims[k][j] != 1) {
+                s = 1;
+                for (int q = j + 1; q < ranks[k]; q++) s *= dims[k][q];
+            }
+            st[k][r] = s;
+        }
+        r++;
+    }
+    /* merge dim i into i+1 when every input is contiguous across them */
+    int m = 0;
+    for (int i = 0; i < r; i++) {
+        if (m > 0) {
+            bool merge = true;
+            for (int k = 0; k < n && merge; k++)
+                merge = st[k][m - 1] == st[k][i] * od[i];
+            if (merge) {
+                od[m - 1] *= od[i];
+                for (int k = 0; k < n; k++) st[k][m - 1] = st[k][i];
+                continue;
+            }
+        }
+        od[m] = od[i];
+        for (int k = 0; k < n; k++) st[k][m] = st[k][i];
+        m++;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < out_rank; i++) numel *= out_dims[i];
+    if (m == 0) {
+        it->len = numel;
+        it->rows = numel ? 1 : 0;
+        it->rank = 0;
+        for (int k = 0; k < n; k++) it->step[k] = 0;
+    } else {
+        it->len = od[m - 1];
+        it->rank = m - 1;
+        it->rows = it->len ? numel / it->len : 0;
+        for (int k = 0; k < n; k++) it->step[k] = st[k][m - 1];
+    }
+    for (int i = 0; i < it->rank; i++) {
+        it->dims[i] = od[i];
+        it->idx[i] = 0;
+        for (int k = 0; k < n; k++) it->stride[k][i] = st[k][i];
+    }
+    for (int k = 0; k < n; k++) it->off[k] = 0;
+}
+
+void mp_kbcast_node(mp_kbcast *it, const mp_kctx *k, int first, int n) {
+    int ranks[MP_KB_MAX];
+    const int64_t *dims[MP_KB_MAX];
+    for (int i = 0; i < n && i < MP_KB_MAX; i++) {
+        ranks[i] = k->in[first + i].rank;
+        dims[i] = k->in[first + i].dims;
+    }
+    mp_kbcast_init(it, k->out[0].rank, k->out[0].dims, n < MP_KB_MAX ? n : MP_KB_MAX, ranks, dims);
+}
+
+void mp_kbcast_next(mp_kbcast *it) {
+    for (int i = it->rank - 1; i >= 0; i--) {
+        for (int k = 0; k < it->n; k++) it->off[k] += it->stride[k][i];
+        if (++it->idx[i] < it->dims[i]) return;
+        for (int k = 0; k < it->n; k++) it->off[k] -= it->stride[k][i] * it->dims[i];
+        it->idx[i] = 0;
+    }
+}
+
+/* ---- axes ---- */
+
+bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, uint64_t *mask) {
+    *mask = 0;
+    if (n < 0) {
+        if (all_default)
+            for (int i = 0; i < rank; i++) *mask |= 1ull << i;
+        return true;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int a = mp_axis(axes[i], rank);
+        if (a < 0) return false;
+        *mask |= 1ull << a;
+    }
+    return true;
+}
+
+void mp_kouter_inner(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *inner) {
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++) *outer *= dims[i];
+    for (int i = axis + 1; i < rank; i++) *inner *= dims[i];
+}
+
+void *mp_kstate_new(mp_kctx *k, size_t bytes) {
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (p) k->state = p;
+    return p;
+}
+
+void mp_kstate_release(void *state) { free(state); }
+
+/* ---- matrix products ---- */
+
+#define KU_MB 64
+#define KU_KB 256
+#define KU_NB 512
+
+/* One definition for both element types: rows of C accumulate a * B-row,
+ * a loop the compiler vectorizes; B is packed when its rows are strided. */
+#define KU_GEMM(name, T)                                                                    \
+    void name(int64_t M, int64_t N, int64_t K, const T *A, int64_t ars, int64_t acs,        \
+              const T *B, int64_t brs, int64_t bcs, T *C, int64_t ldc, bool acc) {          \
+        if (!acc)                                                                           \
+            for (int64_t i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(T) * (size_t)N);  \
+        if (M <= 0 || N <= 0 || K <= 0) return;                                             \
+        T *pack = NULL;                                                                     \
+        if (bcs != 1) {                                                                     \
+            pack = malloc(sizeof(T) * (size_t)K * (size_t)N);                               \
+            if (pack) {                                                                     \
+                for (int64_t k = 0; k < K; k++)                                             \
+                    for (int64_t j = 0; j < N; j++) pack[k * N + j] = B[k * brs + j * bcs]; \
+                B = pack, brs = N, bcs = 1;                                                 \
+            }                                                                               \
+        }                                                                                   \
+        for (int64_t j0 = 0; j0 < N; j0 += KU_NB) {                                         \
+            int64_t nb = N - j0 < KU_NB ? N - j0 : KU_NB;                                   \
+            for (int64_t k0 = 0; k0 < K; k0 += KU_KB) {                                     \
+                int64_t kb = K - k0 < KU_KB ? K - k0 : KU_KB;                               \
+                for (int64_t i = 0; i < M; i++) {                                           \
+                    T *c = C + i * ldc + j0;                                                \
+                    const T *a = A + i * ars + k0 * acs;                                    \
+                    if (bcs == 1) {                                                         \
+                        int64_t k = 0;                                                      \
+                        for (; k + 4 <= kb; k += 4) {                                       \
+                            T a0 = a[k * acs], a1 = a[(k + 1) * acs], a2 = a[(k + 2) * acs], \
+                              a3 = a[(k + 3) * acs];                                        \
+                            const T *b0 = B + (k0 + k) * brs + j0, *b1 = b0 + brs,          \
+                                    *b2 = b1 + brs, *b3 = b2 + brs;                         \
+                            for (int64_t j = 0; j < nb; j++)                                \
+                                c[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];  \
+                        }                                                                   \
+                        for (; k < kb; k++) {                                               \
+                            T av = a[k * acs];                                              \
+                            const T *b = B + (k0 + k) * brs + j0;                           \
+                            for (int64_t j = 0; j < nb; j++) c[j] += av * b[j];             \
+                        }                                                                   \
+                    } else {                                                                \
+                        for (int64_t k = 0; k < kb; k++)                                    \
+                            for (int64_t j = 0; j < nb; j++)                                \
+                                c[j] += a[k * acs] * B[(k0 + k) * brs + (j0 + j) * bcs];    \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+        free(pack);                                                                         \
+    }
+KU_GEMM(mp_kgemm_f32, float)
+KU_GEMM(mp_kgemm_f64, double)
+#undef KU_GEMM
+
+/* ---- windows ---- */
+
+mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64_t *out,
+                       const int64_t *kernel, mp_kwin *w) {
+    const mp_node *n = k->n;
+    const int64_t *v;
+    if (nsp < 0 || nsp > MP_MAX_RANK) return mp_kfail(k, MP_ERR_SHAPE, "bad spatial rank");
+    w->k = nsp;
+    int ns = mp_attr_ints(n, "strides", &v);
+    for (int i = 0; i < nsp; i++) w->stride[i] = ns == nsp ? v[i] : 1;
+    int nd = mp_attr_ints(n, "dilations", &v);
+    for (int i = 0; i < nsp; i++) w->dil[i] = nd == nsp ? v[i] : 1;
+    int np = mp_attr_ints(n, "pads", &v);
+    const char *ap = mp_attr_s(n, "auto_pad", "NOTSET");
+    for (int i = 0; i < nsp; i++) {
+        w->in[i] = in[i];
+        w->out[i] = out[i];
+        w->kernel[i] = kernel[i];
+        w->pad[i] = np == 2 * nsp ? v[i] : 0;
+        if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+            int64_t total = (out[i] - 1) * w->stride[i] + (kernel[i] - 1) * w->dil[i] + 1 - in[i];
+            if (total < 0) total = 0;
+            w->pad[i] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+        } else if (!strcmp(ap, "VALID")) {
+            w->pad[i] = 0;
+        }
+    }
+    return MP_OK;
+}
+
+#define KU_IM2COL(name, T)                                                                  \
+    void name(const T *x, int64_t C, const mp_kwin *w, T *col, T pad_value) {              \
+        int64_t kn = 1, on = 1, in_n = 1;                                                   \
+        for (int i = 0; i < w->k; i++) kn *= w->kernel[i], on *= w->out[i], in_n *= w->in[i]; \
+        int64_t kidx[MP_MAX_RANK], oidx[MP_MAX_RANK];                                       \
+        for (int64_t c = 0; c < C; c++)                                                     \
+            for (int64_t kp = 0; kp < kn; kp++) {                                           \
+                int64_t r = kp;                                                             \
+                for (int i = w->k - 1; i >= 0; i--) kidx[i] = r % w->kernel[i], r /= w->kernel[i]; \
+                T *dst = col + (c * kn + kp) * on;                                          \
+                for (int i = 0; i < w->k; i++) oidx[i] = 0;                                 \
+                int64_t last = w->k ? w->out[w->k - 1] : 1;                                 \
+                for (int64_t op = 0; op < on; op += last) {                                 \
+                    int64_t off = 0;                                                        \
+                    bool inside = true;                                                     \
+                    for (int i = 0; i + 1 < w->k; i++) {                                    \
+                        int64_t p = oidx[i] * w->stride[i] - w->pad[i] + kidx[i] * w->dil[i]; \
+                        if (p < 0 || p >= w->in[i]) inside = false;                         \
+                        off = off * w->in[i] + p;                                           \
+                    }                                                                       \
+                    int l = w->k - 1;                                                       \
+                    if (l < 0) {                                                            \
+                        dst[op] = x[c * in_n];                                              \
+                    } else if (!inside) {                                                   \
+                        for (int64_t j = 0; j < last; j++) dst[op + j] = pad_value;         \
+                    } else {                                                                \
+                        const T *row = x + c * in_n + off * w->in[l];                       \
+                        int64_t p0 = -w->pad[l] + kidx[l] * w->dil[l], s = w->stride[l];    \
+                        for (int64_t j = 0; j < last; j++) {                                \
+                            int64_t p = p0 + j * s;                                         \
+                            dst[op + j] = p >= 0 && p < w->in[l] ? row[p] : pad_value;      \
+                        }                                                                   \
+                    }                                                                       \
+                    for (int i = w->k - 2; i >= 0; i--) {                                   \
+                        if (++oidx[i] < w->out[i]) break;                                   \
+                        oidx[i] = 0;                                                        \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+    }
+KU_IM2COL(mp_kim2col_f32, float)
+KU_IM2COL(mp_kim2col_f64, double)
+#undef KU_IM2COL
