@@ -66,7 +66,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(models)            \
     X(cli)               \
     X(malformed)         \
-    X(run)
+    X(run)               \
+    X(dnnl)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \
