@@ -107,6 +107,6 @@ mp_status mp_plan_run_timed(mp_plan *pl, double *t);
 /* ---- measure.c ---- */
 double mp_run_now(void);
 /* The machine's fp32 peak from a short oneDNN GEMM, FLOP/s (0: failed). */
-double mp_run_peak_flops(void);
+double mp_run_peak_flops(int threads);
 
 #endif
