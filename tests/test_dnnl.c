@@ -46,7 +46,7 @@ static void tk_rt(tk *t, mp_rtensor *r, int v) {
 /* The executor's fusion as the contract describes it (the real one lives
  * with the planner; a test of the kernels alone needs only this much): the
  * absorbed node's other inputs are appended, its output becomes ours. */
-__attribute__((weak)) mp_status mp_kfuse(mp_kctx *k, int node) {
+static mp_status tk_kfuse(mp_kctx *k, int node) {
     tk *t = (tk *)k;
     const mp_node *c = &t->m->graph->nodes[node];
     if (t->n_fused >= 8) return MP_ERR_USAGE;
@@ -71,6 +71,7 @@ static void tk_give(tk *t, const char *name, float *d) {
 /* Prepare node `node`'s oneDNN kernel (data given so far: constants). */
 static const mp_kernel *tk_prepare(tk *t, mp_model *m, int node, bool fuse) {
     t->m = m;
+    mp_kfuse_unplanned = tk_kfuse;
     const mp_node *n = &m->graph->nodes[node];
     const mp_kernel *kern = mp_dnnl_kernel(m->graph, n);
     T_CHECK(kern != NULL);

@@ -87,6 +87,9 @@ typedef struct mp_kernel {
  * grows) in their order. Returns MP_ERR_USAGE when `node` cannot be
  * absorbed (not the sole consumer, already planned). */
 mp_status mp_kfuse(mp_kctx *k, int node);
+/* A kernel driven without a plan (k->plan NULL: a unit test of kernels
+ * alone) has its mp_kfuse calls go here when set (else MP_ERR_USAGE). */
+extern mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
 
 /* For an output whose shape the static inference left unknown because it
  * depends on data (NonZero, Unique, ...): give it its shape now; the

@@ -627,8 +627,8 @@ static void tx_detailed(tx *t) {
     if (!p->mods || t->m->n_modules <= 0) return;
     tx_rule(t, "Detailed profile per module");
     if (p->measured)
-        tx_puts(t, "Each module lists: params = % of total params, MACs = % of total MACs, "
-                   "fwd latency = % of total latency,\nfwd FLOPS, FLOPs, weight memory\n");
+        tx_puts(t, "Each module lists: params = % of total params, MACs = % of total MACs\n"
+                   "then fwd latency = % of total latency, fwd FLOPS, FLOPs, weight memory\n");
     else
         tx_puts(t, "Each module lists: params = % of total params, MACs = % of total MACs, "
                    "FLOPs, weight memory\n");

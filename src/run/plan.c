@@ -39,8 +39,11 @@ static const char *mp__node_name(const mp_graph *g, int node) {
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_plan *pl, int v);
 
+mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
+
 mp_status mp_kfuse(mp_kctx *k, int node) {
     mp_plan *pl = k->plan;
+    if (!pl && k->fuse && mp_kfuse_unplanned) return mp_kfuse_unplanned(k, node);
     if (!pl || !k->fuse) return MP_ERR_USAGE;
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
