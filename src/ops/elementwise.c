@@ -705,6 +705,7 @@ static bool ew_row_f32(ew_code op, float *o, const float *a, int64_t sa, const f
 }
 
 static mp_status ew_krun(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const ew_state *s = k->state;
     if (!s) return mp_kfail(k, MP_ERR_USAGE, "kernel not prepared");
     ew_code op = s->op;

@@ -12,6 +12,11 @@
 /* Error naming the node and op: returns st. */
 mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) MP_PRINTF(3, 4);
 
+/* MP_OK when every output the node has got a buffer; an error when one's
+ * shape was left to run time (a kernel that cannot shape its outputs
+ * itself calls this first). */
+mp_status mp_kout_known(const mp_kctx *k);
+
 /* ---- dtypes ---- */
 /* Bytes of one element (0 for sub-byte types and strings). */
 static inline size_t mp_kesize(int dt) { return (size_t)(mp_dtype_bits(dt) / 8); }

@@ -17,6 +17,14 @@ mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) {
     return mp_error(st, "run: node '%s' (%s): %s", name, op, msg);
 }
 
+mp_status mp_kout_known(const mp_kctx *k) {
+    for (int i = 0; i < k->n_out; i++)
+        if (k->n->out[i] >= 0 && !k->out[i].data)
+            return mp_kfail(k, MP_ERR_UNSUPPORTED, "output %d: its shape depends on input values the "
+                            "static inference did not know", i);
+    return MP_OK;
+}
+
 bool mp_kdtype_ok(int dt) {
     switch (dt) {
     case MP_DT_FLOAT: case MP_DT_DOUBLE: case MP_DT_FLOAT16: case MP_DT_BFLOAT16:

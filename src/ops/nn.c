@@ -938,6 +938,7 @@ static double *nnk_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
 /* ---- Conv: im2col + GEMM per image and group ---- */
 
 static mp_status nnk_conv(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -986,6 +987,7 @@ static mp_status nnk_conv(mp_kctx *k) {
 /* ---- ConvTranspose: GEMM into columns, then col2im (scatter-add) ---- */
 
 static mp_status nnk_conv_transpose(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -1008,7 +1010,8 @@ static mp_status nnk_conv_transpose(mp_kctx *k) {
         int64_t kk = w->dims[2 + i], in = x->dims[2 + i], out = y->dims[2 + i];
         int64_t total = stride[i] * (in - 1) + (nop == nsp ? op_[i] : 0) + (kk - 1) * dil[i] + 1 - out;
         if (!derived) pad[i] = np == 2 * nsp ? v[i] : 0;
-        else pad[i] = !strcmp(ap, "SAME_UPPER") ? total / 2 : total - total / 2;
+        int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor(total / 2) */
+        if (derived) pad[i] = !strcmp(ap, "SAME_UPPER") ? half : total - half;
         kn *= kk, in_n *= in, on *= out;
     }
     double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st);
@@ -1052,6 +1055,7 @@ static mp_status nnk_conv_transpose(mp_kctx *k) {
 typedef enum { NNK_MAX, NNK_AVG, NNK_LP } nnk_pool;
 
 static mp_status nnk_pool_run(mp_kctx *k, nnk_pool kind, bool global) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -1293,6 +1297,7 @@ static nnk_red nnk_red_of(const char *op) {
 }
 
 static mp_status nnk_reduce(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -1373,6 +1378,7 @@ static mp_status nnk_reduce(mp_kctx *k) {
 }
 
 static mp_status nnk_argminmax(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 0), x->rank);
@@ -1532,6 +1538,7 @@ static double nnk_cubic(double x, double a) {
 }
 
 static mp_status nnk_resize(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -1608,8 +1615,10 @@ static mp_status nnk_resize(mp_kctx *k) {
             else if (!strcmp(ctm, "half_pixel_symmetric")) {
                 double adj = (double)out / (s * (double)in), ctr = (double)in / 2;
                 c = ctr * (1 - adj) + ((double)o + 0.5) / s - 0.5;
-            } else if (!strcmp(ctm, "pytorch_half_pixel")) c = out > 1 ? ((double)o + 0.5) / s - 0.5 : 0;
-            else if (!strcmp(ctm, "align_corners")) c = out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0;
+            } else if (!strcmp(ctm, "tf_half_pixel_for_nn")) c = ((double)o + 0.5) / s;
+            else if (!strcmp(ctm, "pytorch_half_pixel")) c = (double)in * s > 1 ? ((double)o + 0.5) / s - 0.5 : 0;
+            else if (!strcmp(ctm, "align_corners"))  /* the resized length is in * scale, unrounded */
+                c = (double)in * s != 1 ? (double)o * (double)(in - 1) / ((double)in * s - 1) : 0;
             else if (!strcmp(ctm, "tf_crop_and_resize"))
                 c = out > 1 ? roi[a] * (double)(in - 1) + (double)o * (roi[r + a] - roi[a]) * (double)(in - 1) / (double)(out - 1)
                             : 0.5 * (roi[a] + roi[r + a]) * (double)(in - 1);

@@ -2107,6 +2107,7 @@ static int shk_axis(const mp_kctx *k, int64_t axis, int rank, mp_status *st) {
 /* Identity, Reshape, Flatten, Squeeze, Unsqueeze, Dropout (inference):
  * output 0 holds input 0's bytes. */
 static mp_status shk_copy(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     if (y->numel != x->numel || y->dtype != x->dtype)
@@ -2117,6 +2118,7 @@ static mp_status shk_copy(mp_kctx *k) {
 }
 
 static mp_status shk_shape(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     int r = k->in[0].rank;
     int64_t s = mp_attr_i(k->n, "start", 0);
     if (s < 0) s += r;
@@ -2148,6 +2150,7 @@ static mp_status shk_cast(mp_kctx *k) {
 }
 
 static mp_status shk_transpose(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2168,6 +2171,7 @@ static mp_status shk_transpose(mp_kctx *k) {
 
 /* Concat: each input's block of (its axis extent * inner) per outer index. */
 static mp_status shk_concat(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
@@ -2188,6 +2192,7 @@ static mp_status shk_concat(mp_kctx *k) {
 }
 
 static mp_status shk_split(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2209,6 +2214,7 @@ static mp_status shk_split(mp_kctx *k) {
 
 /* Slice: output index i on axis a reads start[a] + i * step[a]. */
 static mp_status shk_slice(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2254,6 +2260,7 @@ static mp_status shk_slice(mp_kctx *k) {
 
 /* Expand: a broadcast copy. */
 static mp_status shk_expand(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2271,6 +2278,7 @@ static mp_status shk_expand(mp_kctx *k) {
 
 /* Tile: output index i on each axis reads i mod the input's extent. */
 static mp_status shk_tile(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2301,6 +2309,7 @@ static mp_status shk_tile(mp_kctx *k) {
 
 /* Gather: out[outer, idx..., inner] = x[outer, indices[idx...], inner]. */
 static mp_status shk_gather(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2347,6 +2356,7 @@ static int64_t shk_offset_at(int r, const int64_t *idims, int64_t e, const int64
 }
 
 static mp_status shk_gather_elements(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2404,6 +2414,7 @@ static mp_status shk_scatter_elements(mp_kctx *k) {
 /* GatherND / ScatterND: index tuples of length q over data's leading dims
  * (after batch_dims), each selecting a slice of `inner` elements. */
 static mp_status shk_nd(mp_kctx *k, bool scatter) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2444,6 +2455,7 @@ static mp_status shk_scatter_nd(mp_kctx *k) { return shk_nd(k, true); }
 
 /* Pad: constant, reflect, edge, wrap. */
 static mp_status shk_pad(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2502,6 +2514,7 @@ static mp_status shk_pad(mp_kctx *k) {
 }
 
 static mp_status shk_range(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     if (mp_kis_float(y->dtype)) {
         double s = mp_kget_f(k->in[0].data, k->in[0].dtype, 0), d = mp_kget_f(k->in[2].data, k->in[2].dtype, 0);
@@ -2526,6 +2539,7 @@ static mp_status shk_attr_scalar(mp_kctx *k, const mp_tensor *t, int dt, uint8_t
 }
 
 static mp_status shk_constant_of_shape(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
@@ -2572,6 +2586,7 @@ static mp_status shk_constant(mp_kctx *k) {
 }
 
 static mp_status shk_eye_like(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     int64_t kk = mp_attr_i(k->n, "k", 0), rows = y->dims[0], cols = y->dims[1];
     for (int64_t i = 0; i < rows; i++)
@@ -2580,6 +2595,7 @@ static mp_status shk_eye_like(mp_kctx *k) {
 }
 
 static mp_status shk_trilu(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2599,6 +2615,7 @@ static mp_status shk_trilu(mp_kctx *k) {
 }
 
 static mp_status shk_one_hot(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *ix = &k->in[0], *vals = &k->in[2];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2618,6 +2635,7 @@ static mp_status shk_one_hot(mp_kctx *k) {
 }
 
 static mp_status shk_cumsum(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     int64_t ax = 0;
