@@ -65,6 +65,15 @@ test:
 	@echo "== unit, model and CLI tests"
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) agree
+
+# ---- the measured run against PyTorch on real models (tools/agree.py):
+# exported with weights into build/agree (once), rel L2 error <= 1e-3 ----
+agree: $(BUILD)/modelprof
+	@sh tools/deps.sh agree
+	/usr/bin/python3 tools/agree.py --modelprof $(BUILD)/modelprof --out $(BUILD)/agree
+
+.PHONY: agree
 
 # ---- conformance against the ONNX backend test data (docs/CONFORMANCE.md) ----
 $(BUILD)/conformance: $(BUILD)/obj/tests/conformance.o $(BUILD)/libmodelprof.a
