@@ -67,6 +67,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(cli)               \
     X(malformed)         \
     X(run)               \
+    X(run_cli)           \
     X(dnnl)
 
 #define MP__DECL_TESTS(f)              \
