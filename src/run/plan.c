@@ -433,6 +433,16 @@ static mp_status mp__classify(mp_plan *pl) {
         mp_value *val = &g->values[v];
         mp_rval *rv = &pl->vals[v];
         mp__rt_init(pl, v);
+        /* kernels multiply dims freely (outer x inner): an empty tensor
+         * whose other dims multiply past 2^50 is refused here, once */
+        if (mp_shape_known(val)) {
+            int64_t prod = 1;
+            for (int d = 0; d < val->rank; d++)
+                if (__builtin_mul_overflow(prod, val->dims[d] > 0 ? val->dims[d] : 1, &prod) ||
+                    prod > (INT64_C(1) << 50))
+                    return mp_error(MP_ERR_LIMIT, "%s: value '%s': its dims multiply past 2^50: too "
+                                    "large to run", pl->m->path ? pl->m->path : "model", val->name);
+        }
         if (val->flags & MP_VAL_INPUT) {
             rv->kind = MP_RV_INPUT;
             if (!mp_shape_known(val))
