@@ -117,6 +117,16 @@ mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64
 void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
 void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
 
+/* Conv (attributes of k's node: strides, dilations, pads, auto_pad,
+ * group) in double: x shaped like xt, w like wt, y like yt; b: bias or
+ * NULL. For the integer and quantized convolutions and other dtypes. */
+mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, const double *w,
+                       const mp_rtensor *wt, const double *b, double *y, const mp_rtensor *yt);
+
+/* Store v into element i of a quantized dtype: integers round half to
+ * even and saturate; fp8 types convert (saturating). */
+void mp_kquant_store(void *y, int dt, int64_t i, double v);
+
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */
 void *mp_kstate_new(mp_kctx *k, size_t bytes);

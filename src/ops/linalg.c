@@ -771,21 +771,6 @@ static mp_status lak_matmul_integer(mp_kctx *k) {
     return st;
 }
 
-/* Saturating round-half-to-even into an integer dtype. */
-static void lak_quant_store(void *y, int dt, int64_t i, double v) {
-    if (dt >= MP_DT_FLOAT8E4M3FN && dt <= MP_DT_FLOAT8E5M2FNUZ) {
-        mp_kset_f(y, dt, i, v);
-        return;
-    }
-    double lo = dt == MP_DT_UINT8 ? 0 : dt == MP_DT_INT8 ? -128 : dt == MP_DT_UINT16 ? 0 : dt == MP_DT_INT16 ? -32768
-              : dt == MP_DT_INT4 ? -8 : dt == MP_DT_UINT4 ? 0 : dt == MP_DT_INT32 ? -2147483648.0 : 0;
-    double hi = dt == MP_DT_UINT8 ? 255 : dt == MP_DT_INT8 ? 127 : dt == MP_DT_UINT16 ? 65535 : dt == MP_DT_INT16 ? 32767
-              : dt == MP_DT_INT4 ? 7 : dt == MP_DT_UINT4 ? 15 : dt == MP_DT_INT32 ? 2147483647.0 : 4294967295.0;
-    v = nearbyint(v);
-    v = v < lo ? lo : v > hi ? hi : v;
-    mp_kset_i(y, dt, i, (int64_t)v);
-}
-
 static mp_status lak_qlinear_matmul(mp_kctx *k) {
     const mp_rtensor *a = &k->in[0], *as = &k->in[1], *b = &k->in[3], *bs = &k->in[4], *ys = &k->in[6];
     const mp_rtensor *yz = mp_kin(k, 7);
@@ -808,7 +793,7 @@ static mp_status lak_qlinear_matmul(mp_kctx *k) {
             int64_t c = e % ycols;
             double s = mp_kget_f(ys->data, ys->dtype, ys->numel <= 1 ? 0 : c);
             double z = yz ? mp_kget_f(yz->data, yz->dtype, yz->numel <= 1 ? 0 : c) : 0;
-            lak_quant_store(y->data, y->dtype, e, Y[e] / s + z);
+            mp_kquant_store(y->data, y->dtype, e, Y[e] / s + z);
         }
     }
     free(A), free(B), free(Y);
@@ -946,7 +931,7 @@ static mp_status lak_quantize(mp_kctx *k) {
         }
         v = nearbyint(v);
         if (z) v += mp_kget_f(z->data, z->dtype, i);
-        lak_quant_store(y->data, y->dtype, e, v);
+        mp_kquant_store(y->data, y->dtype, e, v);
     }
     return MP_OK;
 }
@@ -977,7 +962,7 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
     double zp = scale != 0 ? nearbyintf(0.0f - (float)lo / scale) : 0;
     zp = zp < 0 ? 0 : zp > 255 ? 255 : zp;
     for (int64_t e = 0; e < x->numel; e++)
-        lak_quant_store(k->out[0].data, MP_DT_UINT8, e,
+        mp_kquant_store(k->out[0].data, MP_DT_UINT8, e,
                         scale != 0 ? nearbyintf((float)mp_kget_f(x->data, x->dtype, e) / scale) + zp : zp);
     mp_kset_f(k->out[1].data, k->out[1].dtype, 0, scale);
     mp_kset_i(k->out[2].data, k->out[2].dtype, 0, (int64_t)zp);
