@@ -17,6 +17,11 @@ mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) MP_PRIN
  * itself calls this first). */
 mp_status mp_kout_known(const mp_kctx *k);
 
+/* Output i of a data-dependent size: its planned buffer when the static
+ * inference knew the shape (which must then be rank/dims), else one of
+ * that shape (mp_kout_alloc). */
+mp_status mp_kout_shape(mp_kctx *k, int i, int rank, const int64_t *dims);
+
 /* ---- dtypes ---- */
 /* Bytes of one element (0 for sub-byte types and strings). */
 static inline size_t mp_kesize(int dt) { return (size_t)(mp_dtype_bits(dt) / 8); }

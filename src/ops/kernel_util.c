@@ -25,6 +25,15 @@ mp_status mp_kout_known(const mp_kctx *k) {
     return MP_OK;
 }
 
+mp_status mp_kout_shape(mp_kctx *k, int i, int rank, const int64_t *dims) {
+    mp_rtensor *o = &k->out[i];
+    if (!o->data) return mp_kout_alloc(k, i, rank, dims);
+    bool same = o->rank == rank;
+    for (int d = 0; same && d < rank; d++) same = o->dims[d] == dims[d];
+    if (!same) return mp_kfail(k, MP_ERR_SHAPE, "output %d: the data give another shape than the planned one", i);
+    return MP_OK;
+}
+
 bool mp_kdtype_ok(int dt) {
     switch (dt) {
     case MP_DT_FLOAT: case MP_DT_DOUBLE: case MP_DT_FLOAT16: case MP_DT_BFLOAT16:

@@ -1206,6 +1206,72 @@ static mp_status msk_stft(mp_kctx *k) {
     return MP_OK;
 }
 
+/* NonMaxSuppression: per batch and class, boxes above score_threshold by
+ * descending score (ties: lower index first), greedily dropping those whose
+ * IoU with a kept box exceeds iou_threshold; at most
+ * max_output_boxes_per_class each. Output [n, 3] (batch, class, box),
+ * shaped here (mp_kout_alloc). */
+typedef struct msk_box {
+    double y1, x1, y2, x2;
+} msk_box;
+
+static msk_box msk_box_at(const mp_rtensor *b, int64_t at, bool center) {
+    double v[4];
+    for (int i = 0; i < 4; i++) v[i] = mp_kget_f(b->data, b->dtype, at * 4 + i);
+    if (center) /* [x_center, y_center, width, height] */
+        return (msk_box){v[1] - v[3] / 2, v[0] - v[2] / 2, v[1] + v[3] / 2, v[0] + v[2] / 2};
+    return (msk_box){fmin(v[0], v[2]), fmin(v[1], v[3]), fmax(v[0], v[2]), fmax(v[1], v[3])};
+}
+
+static double msk_iou(msk_box a, msk_box b) {
+    double ih = fmin(a.y2, b.y2) - fmax(a.y1, b.y1), iw = fmin(a.x2, b.x2) - fmax(a.x1, b.x1);
+    if (ih <= 0 || iw <= 0) return 0;
+    double inter = ih * iw, uni = (a.y2 - a.y1) * (a.x2 - a.x1) + (b.y2 - b.y1) * (b.x2 - b.x1) - inter;
+    return uni > 0 ? inter / uni : 0;
+}
+
+static mp_status msk_nms(mp_kctx *k) {
+    const mp_rtensor *bx = &k->in[0], *sc = &k->in[1];
+    const mp_rtensor *mo = mp_kin(k, 2), *it = mp_kin(k, 3), *stt = mp_kin(k, 4);
+    int64_t B = sc->dims[0], C = sc->dims[1], S = sc->dims[2];
+    int64_t maxo = mo && mo->numel ? mp_kget_i(mo->data, mo->dtype, 0) : 0;
+    double iou_t = it && it->numel ? mp_kget_f(it->data, it->dtype, 0) : 0;
+    bool has_st = stt && stt->numel;
+    double st_v = has_st ? mp_kget_f(stt->data, stt->dtype, 0) : 0;
+    bool center = mp_attr_i(k->n, "center_point_box", 0) != 0;
+    msk_kv *cand = malloc(sizeof *cand * (size_t)(S + 1));
+    int64_t *keep = malloc(sizeof(int64_t) * (size_t)(S + 1));
+    int64_t *sel = malloc(sizeof(int64_t) * 3 * (size_t)(B * C * S + 1)), n = 0;
+    if (!cand || !keep || !sel) {
+        free(cand), free(keep), free(sel);
+        return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t b = 0; b < B && maxo > 0; b++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t nc = 0, nk = 0;
+            for (int64_t s = 0; s < S; s++) {
+                double v = mp_kget_f(sc->data, sc->dtype, (b * C + c) * S + s);
+                if (!has_st || v > st_v) cand[nc++] = (msk_kv){v, s};
+            }
+            qsort(cand, (size_t)nc, sizeof *cand, msk_cmp_desc);
+            for (int64_t q = 0; q < nc && nk < maxo; q++) {
+                msk_box a = msk_box_at(bx, b * S + cand[q].i, center);
+                bool drop = false;
+                for (int64_t j = 0; j < nk && !drop; j++)
+                    drop = msk_iou(a, msk_box_at(bx, b * S + keep[j], center)) > iou_t;
+                if (drop) continue;
+                keep[nk++] = cand[q].i;
+                sel[3 * n] = b, sel[3 * n + 1] = c, sel[3 * n + 2] = cand[q].i;
+                n++;
+            }
+        }
+    int64_t dims[2] = {n, 3};
+    mp_status st = mp_kout_shape(k, 0, 2, dims);
+    if (!st) memcpy(k->out[0].data, sel, sizeof(int64_t) * 3 * (size_t)n);
+    free(cand), free(keep), free(sel);
+    return st;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -1215,7 +1281,8 @@ const mp_op mp_ops_misc[] = {
     {"", "NegativeLogLikelihoodLoss", 12, infer_nll, cost_nll, 0, MS_IN(2), NULL, msk_nll_run},
     {"", "SoftmaxCrossEntropyLoss", 12, infer_sce, cost_sce, 0, MS_IN(2), NULL, msk_sce},
     /* thresholds are buffers */
-    {"", "NonMaxSuppression", 10, infer_nms, cost_nms, 0, MS_IN(2) | MS_IN(3) | MS_IN(4), NULL},
+    {"", "NonMaxSuppression", 10, infer_nms, cost_nms, 0, MS_IN(2) | MS_IN(3) | MS_IN(4), NULL,
+     msk_nms},
     {"", "GridSample", 16, infer_gridsample16, cost_gridsample, 0, MS_IN(1), NULL},
     {"", "GridSample", 20, infer_gridsample20, cost_gridsample, 0, MS_IN(1), NULL},
     {"", "RandomUniform", 1, infer_random, mp_cost_out1, 0, 0, NULL},
