@@ -168,6 +168,14 @@ mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype
 /* Warm-up and timed runs; fills the profile's measured fields. */
 mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
 
+/* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
+ * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the
+ * caller frees it). mp_npy_write writes one array. */
+mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, void **data,
+                      size_t *bytes);
+mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
+                       const void *data);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,7 +67,9 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(cli)               \
     X(malformed)         \
     X(kernels)           \
-    X(run)
+    X(run)               \
+    X(run_cli)           \
+    X(dnnl)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

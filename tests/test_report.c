@@ -544,12 +544,30 @@ static void t_text_unknown(void) {
 static void t_text_measured(void) {
     fx x = fx_build();
     x.p->measured = true;
+    x.p->run.iters = 20;
+    x.p->run.warmup = 3;
+    x.p->run.threads = 2;
+    x.p->run.lat_median_s = 0.015;
+    x.p->run.lat_p90_s = 0.016;
+    x.p->run.lat_min_s = 0.0145;
+    x.p->run.batch = 1;
+    x.p->run.peak_flops_per_s = 100e9;
+    x.p->run.peak_source = "given";
+    x.p->run.steps = 7;
+    x.p->run.arena_bytes = 1000;
+    x.p->run.weight_bytes = 2000;
+    x.p->run.peak_memory_bytes = 3000;
     char *s = render(&x, NULL);
-    T_CHECK(has(s, "fwd latency:            15 ms\n"));
-    T_CHECK(has(s, "fwd FLOP/s:             30.91 GFLOP/s\n"));
+    T_CHECK(has(s, "--- modelprof measured profile ---"));
+    T_CHECK(has(s, "fwd latency:            15 ms (median of 20 runs; p90 16 ms, min 14.5 ms)\n"));
+    T_CHECK(has(s, "fwd FLOPS:              30.91 GFLOPS\n"));
+    T_CHECK(has(s, "samples/second:         66.67 (batch 1)\n"));
+    T_CHECK(has(s, "% of peak:              30.91% of 100 GFLOPS (given with --peak-gflops)\n"));
+    T_CHECK(has(s, "run memory:             3 KB (activation arena 1 KB, weights 2 KB, inputs 0 B, scratch 0 B)"));
     T_CHECK(has(s, "fwd latency - {'TinyNet': '15 ms'}"));
+    /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs and weights */
     T_CHECK(has(s, "(conv1): Conv2d(36.86 K = 6.28% Params, 115.61 MMACs = 49.89% MACs, "
-                   "231.21 MFLOPs, 147.46 KB weights, 1 ms = 6.67% latency)"));
+                   "1 ms = 6.67% latency, 231.21 GFLOPS, 231.21 MFLOPs, 147.46 KB weights)"));
     check_clean_lines(s);
     free(s);
     fx_free(&x);

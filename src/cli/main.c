@@ -1,10 +1,12 @@
 /* modelprof command line: flags -> library calls -> report writers.
  * Exit codes: 0 success, 1 usage error, 2 model the tool cannot read. */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "modelprof.h"
 
@@ -30,6 +32,19 @@ static void usage(FILE *f) {
           "                          values, attr-elems, memory (bytes, K/M/G suffix), depth\n"
           "  --max-nodes N           the same as --limit nodes=N (default 10000000)\n"
           "  --max-memory BYTES      the same as --limit memory=BYTES (default 4G)\n"
+          "\n"
+          "measured run (runs the model here, on the CPU):\n"
+          "  --run                   time the model: warm-up, timed runs, all cores\n"
+          "  --warmup N              untimed runs first (default 3)\n"
+          "  --iters N               timed runs (default 20)\n"
+          "  --threads N             threads (default: all cores)\n"
+          "  --no-fuse               time every node alone (no fused groups)\n"
+          "  --no-node-timing        time whole runs only (no per-node timer)\n"
+          "  --peak-gflops G         the machine's peak (default: measured by a short GEMM)\n"
+          "  --seed N                seed of random inputs and absent weights (default 1)\n"
+          "  --input-data NAME=FILE.npy  data of graph input NAME (repeatable; else random)\n"
+          "  --save-outputs DIR      write every graph output as DIR/NAME.npy\n"
+          "  --max-memory BYTES      also bounds the run: refused before it allocates\n"
           "  -h, --help              this help\n"
           "  --version               print the version\n"
           "\n"
@@ -89,6 +104,186 @@ static int parse_int(const char *s, int64_t *out) {
     return 1;
 }
 
+
+/* ---- the measured run's flags (--run and the rest) ---- */
+typedef struct run_args {
+    int run;
+    mp_run_options o;
+    const char **data_args; /* NAME=FILE.npy, argc entries */
+    int n_data;
+    const char *save_dir;
+    /* the .npy files, read before profiling (their shapes set the inputs') */
+    struct run_data {
+        char *name;
+        int dtype, rank;
+        int64_t dims[64];
+        void *data;
+        size_t bytes;
+    } *data;
+} run_args;
+
+/* 0: not a run flag; 1: taken; -1: usage error (said). */
+static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_memory) {
+    const char *a = argv[*i];
+    static const char *const with_value[] = {"--warmup", "--iters", "--threads", "--peak-gflops",
+                                             "--seed", "--input-data", "--save-outputs"};
+    if (strcmp(a, "--run") == 0) {
+        ra->run = 1;
+        return 1;
+    }
+    if (strcmp(a, "--no-fuse") == 0) {
+        ra->o.fuse = 0;
+        return 1;
+    }
+    if (strcmp(a, "--no-node-timing") == 0) {
+        ra->o.node_timing = 0;
+        return 1;
+    }
+    const char *flag = NULL, *val = NULL;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+        size_t fl = strlen(with_value[k]);
+        if (strcmp(a, with_value[k]) == 0) {
+            flag = with_value[k];
+            val = *i + 1 < argc ? argv[++*i] : NULL;
+        } else if (strncmp(a, with_value[k], fl) == 0 && a[fl] == '=') {
+            flag = with_value[k];
+            val = a + fl + 1;
+        }
+    }
+    if (!flag) return 0;
+    if (!val) return usage_error("%s needs a value", flag), -1;
+    int64_t v = 0;
+    if (strcmp(flag, "--input-data") == 0) {
+        const char *eq = strchr(val, '=');
+        if (!eq || eq == val || !eq[1])
+            return usage_error("--input-data '%s': expected NAME=FILE.npy", val), -1;
+        ra->data_args[ra->n_data++] = val;
+    } else if (strcmp(flag, "--save-outputs") == 0) {
+        if (!*val) return usage_error("--save-outputs needs a folder", ""), -1;
+        ra->save_dir = val;
+    } else if (strcmp(flag, "--peak-gflops") == 0) {
+        char *end;
+        errno = 0;
+        double g = strtod(val, &end);
+        if (end == val || *end || errno || !(g > 0) || g > 1e9)
+            return usage_error("--peak-gflops '%s': expected a positive number of GFLOP/s", val), -1;
+        ra->o.peak_gflops = g;
+    } else if (!parse_int(val, &v) || v > 1000000000) {
+        return usage_error("%s: expected a non-negative integer", a), -1;
+    } else if (strcmp(flag, "--warmup") == 0) {
+        ra->o.warmup = (int)v;
+    } else if (strcmp(flag, "--iters") == 0) {
+        if (v < 1) return usage_error("--iters '%s': at least 1", val), -1;
+        ra->o.iters = (int)v;
+    } else if (strcmp(flag, "--threads") == 0) {
+        if (v > 4096) return usage_error("--threads '%s': at most 4096", val), -1;
+        ra->o.threads = (int)v;
+    } else {
+        ra->o.seed = (uint64_t)v;
+    }
+    (void)max_memory;
+    return 1;
+}
+
+/* Read the --input-data files and give each input the file's shape. */
+static int run_read_inputs(run_args *ra, mp_model *m) {
+    if (!ra->n_data) return 0;
+    ra->data = calloc((size_t)ra->n_data, sizeof *ra->data);
+    if (!ra->data) return EXIT_MODEL;
+    for (int i = 0; i < ra->n_data; i++) {
+        struct run_data *d = &ra->data[i];
+        const char *arg = ra->data_args[i], *eq = strchr(arg, '=');
+        size_t nl = (size_t)(eq - arg);
+        d->name = malloc(nl + 1);
+        if (!d->name) return EXIT_MODEL;
+        memcpy(d->name, arg, nl);
+        d->name[nl] = 0;
+        if (mp_npy_read(eq + 1, &d->dtype, &d->rank, d->dims, &d->data, &d->bytes)) {
+            print_error("--input-data: ", mp_last_error());
+            return EXIT_MODEL;
+        }
+        if (mp_model_set_input_shape(m, d->name, d->dims, d->rank)) {
+            char pre[300];
+            snprintf(pre, sizeof pre, "--input-data %.256s: ", d->name);
+            print_error(pre, mp_last_error());
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+static void run_args_free(run_args *ra) {
+    for (int i = 0; ra->data && i < ra->n_data; i++) {
+        free(ra->data[i].name);
+        free(ra->data[i].data);
+    }
+    free(ra->data);
+}
+
+/* A file name from an output name: path separators and control bytes
+ * become '_'. */
+static void run_out_path(char *buf, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(buf, cap, "%s/", dir);
+    size_t k = n > 0 ? (size_t)n : 0;
+    size_t first = k;
+    for (const char *c = name; *c && k + 5 < cap; c++) {
+        bool bad = *c == '/' || *c == '\\' || (unsigned char)*c < 0x20 || (k == first && *c == '.');
+        buf[k] = bad ? '_' : *c;
+        k++;
+    }
+    snprintf(buf + k, cap - k, ".npy");
+}
+
+/* Plan, feed, time, save: fills p's measured fields. */
+static int run_measure(run_args *ra, mp_profile *p) {
+    mp_plan *pl = NULL;
+    if (mp_plan_create(p, &ra->o, &pl)) {
+        print_error("--run: ", mp_last_error());
+        return EXIT_MODEL;
+    }
+    int rc = 0;
+    for (int i = 0; i < ra->n_data && !rc; i++) {
+        struct run_data *d = &ra->data[i];
+        mp_status st = mp_plan_set_input(pl, d->name, d->dtype, d->rank, d->dims, d->data, d->bytes);
+        if (st) {
+            print_error("--input-data: ", mp_last_error());
+            rc = st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
+        }
+    }
+    if (!rc && mp_profile_run(pl, p)) {
+        print_error("--run: ", mp_last_error());
+        rc = EXIT_MODEL;
+    }
+    if (!rc && ra->save_dir) {
+        struct stat sb;
+        if (stat(ra->save_dir, &sb) != 0 && mkdir(ra->save_dir, 0777) != 0 && errno != EEXIST) {
+            char msg[4200];
+            snprintf(msg, sizeof msg, "%.4096s: cannot create the folder", ra->save_dir);
+            print_error("--save-outputs: ", msg);
+            rc = EXIT_MODEL;
+        }
+        for (int i = 0; !rc && i < mp_plan_output_count(pl); i++) {
+            const char *name;
+            int dt, rank;
+            const int64_t *dims;
+            const void *data;
+            char path[4400];
+            if (mp_plan_output(pl, i, &name, &dt, &rank, &dims, &data)) {
+                print_error("--save-outputs: ", mp_last_error());
+                rc = EXIT_MODEL;
+                break;
+            }
+            run_out_path(path, sizeof path, ra->save_dir, name);
+            if (mp_npy_write(path, dt, rank, dims, data)) {
+                print_error("--save-outputs: ", mp_last_error());
+                rc = EXIT_MODEL;
+            }
+        }
+    }
+    mp_plan_free(pl);
+    return rc;
+}
+
 typedef struct {
     const char *name;
     int64_t dims[64];
@@ -98,13 +293,13 @@ typedef struct {
 /* The command; dim_args and inputs (argc entries each) are the caller's,
  * freed by it whatever path this takes. */
 static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
-               int *pn_inputs) {
+               int *pn_inputs, run_args *ra) {
     const char *model_path = NULL, *out_path = NULL;
     mp_report_options ro;
     mp_report_options_default(&ro);
     mp_limits lim;
     mp_limits_default(&lim);
-    int quiet = 0;
+    int quiet = 0, run_flag = 0;
     /* dims and inputs are applied after loading */
     int n_dims = 0;
     for (int i = 1; i < argc; i++) {
@@ -195,12 +390,15 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                 return usage_error("limit '%s': expected a positive integer (memory may end in K, M, G or T)",
                                    val);
             if (mp_limits_set(&lim, name, v)) return usage_error("%s", mp_last_error());
+            if (strcmp(name, "memory") == 0) ra->o.max_memory = v;
         } else if (strcmp(a, "--no-detailed") == 0) {
             ro.detailed = 0;
         } else if (strcmp(a, "--no-ops") == 0) {
             ro.show_ops = 0;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
+        } else if ((run_flag = run_parse(argc, argv, &i, ra, NULL)) != 0) {
+            if (run_flag < 0) return EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
         } else {
@@ -245,6 +443,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             rc = EXIT_USAGE;
         }
     }
+    if (!rc) rc = run_read_inputs(ra, m);
     mp_profile *p = NULL;
     if (!rc) {
         st = mp_profile_static(m, &p);
@@ -260,6 +459,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             rc = EXIT_MODEL;
         }
     }
+    if (!rc && ra->run) rc = run_measure(ra, p);
     if (!rc) {
         st = out_path ? mp_report_write_file(p, &ro, out_path) : mp_report_write(p, &ro, stdout);
         if (!st && !out_path && fflush(stdout) != 0)
@@ -285,13 +485,19 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
 int main(int argc, char **argv) {
     const char **dim_args = calloc((size_t)argc, sizeof *dim_args);
     input_spec *inputs = calloc((size_t)argc, sizeof *inputs);
+    run_args ra;
+    memset(&ra, 0, sizeof ra);
+    mp_run_options_default(&ra.o);
+    ra.data_args = calloc((size_t)argc, sizeof *ra.data_args);
     int n_inputs = 0, rc;
-    if (!dim_args || !inputs) {
+    if (!dim_args || !inputs || !ra.data_args) {
         fputs("modelprof: out of memory\n", stderr);
         rc = EXIT_MODEL;
     } else {
-        rc = run(argc, argv, dim_args, inputs, &n_inputs);
+        rc = run(argc, argv, dim_args, inputs, &n_inputs, &ra);
     }
+    run_args_free(&ra);
+    free(ra.data_args);
     for (int i = 0; inputs && i < n_inputs; i++) free((void *)inputs[i].name);
     free(inputs);
     free(dim_args);

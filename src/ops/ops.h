@@ -87,11 +87,20 @@ typedef struct mp_kernel {
  * grows) in their order. Returns MP_ERR_USAGE when `node` cannot be
  * absorbed (not the sole consumer, already planned). */
 mp_status mp_kfuse(mp_kctx *k, int node);
+/* A kernel driven without a plan (k->plan NULL: a unit test of kernels
+ * alone) has its mp_kfuse calls go here when set (else MP_ERR_USAGE). */
+extern mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
 
 /* For an output whose shape the static inference left unknown because it
  * depends on data (NonZero, Unique, ...): give it its shape now; the
  * executor sets k->out[i] (dims, numel, data) from memory of its own. */
 mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims);
+/* The plan's tensor for main-graph value v, as a prepare function may ask
+ * of values beyond its own inputs (the parameters of a node it would
+ * absorb): data is set when v is constant at plan time (an initializer, a
+ * Constant, or a value folded: an Identity or Transpose of a weight);
+ * NULL when k has no plan or v is out of range. */
+const mp_rtensor *mp_kvalue(const mp_kctx *k, int v);
 /* Run fn(arg, lo, hi) over [0, n) split into chunks across the plan's
  * threads (serially when threads is 1 or n is small). */
 typedef void (*mp_range_fn)(void *arg, int64_t lo, int64_t hi);

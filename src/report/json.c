@@ -294,6 +294,21 @@ static void jw_double(jw *w, double v) {
 
 static uint64_t js_count(int n) { return n > 0 ? (uint64_t)n : 0; }
 
+/* A measured set's time: latency_s (median over the timed runs),
+ * latency_min_s and achieved_flops_per_s (counted FLOPs / latency_s);
+ * null when not measured (node timing off, zero time). */
+static void js_lat(jw *w, double lat, double lat_min, uint64_t flops, bool flops_known) {
+    jw_key(w, "latency_s");
+    if (lat >= 0) jw_double(w, lat);
+    else jw_null(w);
+    jw_key(w, "latency_min_s");
+    if (lat >= 0 && lat_min >= 0) jw_double(w, lat_min);
+    else jw_null(w);
+    jw_key(w, "achieved_flops_per_s");
+    if (lat > 0 && flops_known) jw_double(w, (double)flops / lat);
+    else jw_null(w);
+}
+
 /* The figures every set (module, op type) carries. */
 static void js_fig(jw *w, const mp_fig *fig, bool measured) {
     jw_ku64(w, "params", fig->params);
@@ -306,11 +321,7 @@ static void js_fig(jw *w, const mp_fig *fig, bool measured) {
     jw_ku64(w, "nodes", js_count(fig->nodes));
     jw_ku64(w, "uncounted_nodes", js_count(fig->uncounted));
     jw_ku64(w, "unknown_nodes", js_count(fig->unknown));
-    if (measured) {
-        jw_key(w, "latency_s");
-        if (fig->latency_s >= 0) jw_double(w, fig->latency_s);
-        else jw_null(w);
-    }
+    if (measured) js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, fig->unknown <= 0);
 }
 
 static void js_model(jw *w, const mp_model *m) {
@@ -381,11 +392,7 @@ static void js_total(jw *w, const mp_profile *p) {
     jw_kbool(w, "complete", t->unknown <= 0 && t->uncounted <= 0 && !p->overflow);
     jw_kbool(w, "overflow", p->overflow);
     jw_kbool(w, "measured", p->measured);
-    if (p->measured) {
-        jw_key(w, "latency_s");
-        if (t->latency_s >= 0) jw_double(w, t->latency_s);
-        else jw_null(w);
-    }
+    if (p->measured) js_lat(w, t->latency_s, t->latency_min_s, t->flops, t->unknown <= 0);
     jw_close(w, '}');
 }
 
@@ -417,11 +424,8 @@ static void js_ops(jw *w, const mp_profile *p) {
         jw_ku64(w, "params", os->fig.params);
         jw_ku64(w, "uncounted", js_count(os->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(os->fig.unknown));
-        if (p->measured) {
-            jw_key(w, "latency_s");
-            if (os->fig.latency_s >= 0) jw_double(w, os->fig.latency_s);
-            else jw_null(w);
-        }
+        if (p->measured)
+            js_lat(w, os->fig.latency_s, os->fig.latency_min_s, os->fig.flops, os->fig.unknown <= 0);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -510,6 +514,87 @@ static void js_shape(jw *w, const mp_model *m, const mp_value *v) {
     jw_close(w, ']');
 }
 
+/* A node in a measured run: how it ran (alone, in a fused group headed
+ * by another node, or folded at plan time) and its time. */
+static void js_node_run(jw *w, const mp_profile *p, int i) {
+    static const char *const state[] = {"run", "folded", "fused"};
+    const mp_graph *g = p->m->graph;
+    int st = p->node_state[i];
+    jw_kstr(w, "run", st >= 0 && st <= 2 ? state[st] : "run");
+    if (st == MP_NODE_FUSED) {
+        int h = p->node_head[i];
+        jw_kstr(w, "fused_into", h >= 0 && h < g->n_nodes && g->nodes[h].name ? g->nodes[h].name : "");
+    }
+    if (p->node_group[i]) jw_kstr(w, "group", p->node_group[i]);
+    const mp_cost *k = &g->nodes[i].cost;
+    js_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !(k->flags & MP_COST_UNKNOWN));
+}
+
+/* The measured run as a whole. */
+static void js_run(jw *w, const mp_profile *p) {
+    const mp_runinfo *r = &p->run;
+    jw_key(w, "run");
+    jw_open(w, '{');
+    jw_ki64(w, "iters", r->iters);
+    jw_ki64(w, "warmup", r->warmup);
+    jw_ki64(w, "threads", r->threads);
+    jw_kbool(w, "fuse", r->fuse);
+    jw_kbool(w, "node_timing", r->node_timing);
+    jw_ki64(w, "batch", r->batch);
+    jw_key(w, "latency_s");
+    jw_open(w, '{');
+    jw_key(w, "median");
+    jw_double(w, r->lat_median_s);
+    jw_key(w, "p90");
+    jw_double(w, r->lat_p90_s);
+    jw_key(w, "min");
+    jw_double(w, r->lat_min_s);
+    jw_close(w, '}');
+    jw_key(w, "samples_per_s");
+    if (r->lat_median_s > 0) jw_double(w, (double)r->batch / r->lat_median_s);
+    else jw_null(w);
+    bool known = p->total.unknown <= 0;
+    double fl = r->lat_median_s > 0 && known ? (double)p->total.flops / r->lat_median_s : -1;
+    jw_key(w, "achieved_flops_per_s");
+    if (fl >= 0) jw_double(w, fl);
+    else jw_null(w);
+    jw_key(w, "peak_flops_per_s");
+    if (r->peak_flops_per_s > 0) jw_double(w, r->peak_flops_per_s);
+    else jw_null(w);
+    jw_key(w, "peak_source");
+    if (r->peak_source) jw_str(w, r->peak_source);
+    else jw_null(w);
+    jw_key(w, "fraction_of_peak");
+    if (fl >= 0 && r->peak_flops_per_s > 0) jw_double(w, fl / r->peak_flops_per_s);
+    else jw_null(w);
+    jw_ku64(w, "peak_memory_bytes", r->peak_memory_bytes);
+    jw_ku64(w, "arena_bytes", r->arena_bytes);
+    jw_ku64(w, "weight_bytes", r->weight_bytes);
+    jw_ku64(w, "weight_copy_bytes", r->weight_copy_bytes);
+    jw_ku64(w, "input_bytes", r->input_bytes);
+    jw_ku64(w, "scratch_bytes", r->scratch_bytes);
+    jw_ku64(w, "dynamic_bytes", r->dynamic_bytes);
+    jw_ku64(w, "static_activation_peak_bytes", p->activation_peak_bytes);
+    jw_ku64(w, "peak_rss_bytes", r->peak_rss_bytes);
+    jw_ki64(w, "kernels", r->steps);
+    jw_ki64(w, "fused_nodes", r->fused);
+    jw_ki64(w, "folded_nodes", r->folded);
+    jw_key(w, "kernel_groups");
+    jw_open(w, '[');
+    for (int i = 0; i < p->n_groups; i++) {
+        const mp_groupstat *gs = &p->groups[i];
+        jw_open(w, '{');
+        jw_kstr(w, "name", gs->name ? gs->name : "");
+        jw_kbool(w, "fused", gs->fused);
+        jw_ki64(w, "count", gs->count);
+        jw_ku64(w, "flops", gs->flops);
+        js_lat(w, gs->latency_s, gs->latency_min_s, gs->flops, true);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 static void js_nodes(jw *w, const mp_profile *p) {
     const mp_model *m = p->m;
     const mp_graph *g = m->graph;
@@ -568,6 +653,7 @@ static void js_nodes(jw *w, const mp_profile *p) {
         if (k->flags & MP_COST_BOUND) jw_str(w, "bound");
         if (k->flags & MP_COST_PER_ITER) jw_str(w, "per_iteration");
         jw_close(w, ']');
+        if (p->measured && p->node_state) js_node_run(w, p, i);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -586,6 +672,7 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     js_model(w, m);
     js_dims(w, p);
     js_total(w, p);
+    if (p->measured) js_run(w, p);
     js_by_dtype(w, "params_by_dtype", p->params_by_dtype);
     js_by_dtype(w, "param_bytes_by_dtype", p->param_bytes_by_dtype);
     js_ops(w, p);

@@ -197,20 +197,65 @@ static void tx_flagged(tx *t, const mp_profile *p, uint32_t flag, const char *la
     tx_printf(t, "%s): %s\n", total > 0 && n_ops == MAX_OPS ? ", ..." : "", meaning);
 }
 
+/* The measured run's summary lines (DeepSpeed's fwd latency, fwd FLOPS,
+ * samples/second), then the run's settings and memory. */
+static void tx_measured_summary(tx *t) {
+    const mp_profile *p = t->p;
+    const mp_fig *tot = &p->total;
+    const mp_runinfo *r = &p->run;
+    bool unknown = mp_fig_unknown(tot);
+    tx_label(t, "fwd latency:");
+    tx_printf(t, "%s (median of %d runs; p90 ", mp_fmt_seconds(tot->latency_s).s, r->iters);
+    tx_printf(t, "%s, min ", mp_fmt_seconds(r->lat_p90_s).s);
+    tx_printf(t, "%s)\n", mp_fmt_seconds(r->lat_min_s).s);
+    double fl = tot->latency_s > 0 && !unknown ? (double)tot->flops / tot->latency_s : -1;
+    if (fl >= 0) {
+        tx_label(t, "fwd FLOPS:");
+        tx_printf(t, "%s\n", mp_fmt_si_d(fl, "FLOPS").s);
+    }
+    if (tot->latency_s > 0) {
+        tx_label(t, "samples/second:");
+        tx_printf(t, "%.2f (batch %lld)\n", (double)r->batch / tot->latency_s, (long long)r->batch);
+    }
+    tx_label(t, "% of peak:");
+    if (fl >= 0 && r->peak_flops_per_s > 0) {
+        tx_printf(t, "%s of ", mp_fmt_pct_d(fl, r->peak_flops_per_s).s);
+        tx_printf(t, "%s (%s)\n", mp_fmt_si_d(r->peak_flops_per_s, "FLOPS").s,
+                  r->peak_source && r->peak_source[0] == 'g' ? "given with --peak-gflops"
+                                                             : "measured: fp32 GEMM at start");
+    } else {
+        tx_puts(t, "unknown (no peak)\n");
+    }
+    tx_label(t, "run:");
+    tx_printf(t, "%d timed after %d warm-up, %d thread%s, %d kernel%s per pass", r->iters, r->warmup,
+              r->threads, r->threads == 1 ? "" : "s", r->steps, r->steps == 1 ? "" : "s");
+    tx_printf(t, " (%d node%s fused, %d folded at plan time)%s\n", r->fused, r->fused == 1 ? "" : "s",
+              r->folded, r->node_timing ? "" : "; nodes not timed");
+    tx_label(t, "run memory:");
+    tx_printf(t, "%s (activation arena ", mp_fmt_bytes(r->peak_memory_bytes).s);
+    tx_printf(t, "%s, weights ", mp_fmt_bytes(r->arena_bytes).s);
+    tx_printf(t, "%s, inputs ", mp_fmt_bytes(r->weight_bytes).s);
+    tx_printf(t, "%s, scratch ", mp_fmt_bytes(r->input_bytes).s);
+    tx_printf(t, "%s)\n", mp_fmt_bytes(r->scratch_bytes + r->dynamic_bytes).s);
+    tx_label(t, "peak RSS:");
+    tx_printf(t, "%s (the whole process)\n", mp_fmt_bytes(r->peak_rss_bytes).s);
+}
+
 static void tx_summary(tx *t) {
     const mp_profile *p = t->p;
     const mp_model *m = t->m;
     const mp_fig *tot = &p->total;
     bool unknown = mp_fig_unknown(tot);
 
-    tx_rule(t, "modelprof static profile");
+    tx_rule(t, p->measured ? "modelprof measured profile" : "modelprof static profile");
     tx_puts(t, "Notation:\n"
                "  params = learnable parameters; MACs = multiply-accumulate operations\n"
                "  FLOPs = floating-point operations; fwd / bwd = forward / backward pass\n"
                "  K, M, G, T, P, E = 10^3, 10^6, 10^9, 10^12, 10^15, 10^18\n"
                "  bytes in decimal units: 1 KB = 1000 B, 1 MB = 1000 KB\n");
     if (p->measured)
-        tx_puts(t, "  latency = measured forward time; FLOP/s = fwd FLOPs / fwd latency\n");
+        tx_puts(t, "  latency = measured forward time (median of the timed runs)\n"
+                   "  FLOPS = floating-point operations per second = fwd FLOPs / fwd latency\n");
     if (unknown || tot->uncounted > 0)
         tx_puts(t, "  ? = not computed: the cost needs sizes that are not known "
                    "(see \"unknown cost\")\n"
@@ -298,14 +343,7 @@ static void tx_summary(tx *t) {
         tx_putc(t, '\n');
     }
 
-    if (p->measured && tot->latency_s >= 0) {
-        tx_label(t, "fwd latency:");
-        tx_printf(t, "%s\n", mp_fmt_seconds(tot->latency_s).s);
-        if (tot->latency_s > 0 && !unknown) {
-            tx_label(t, "fwd FLOP/s:");
-            tx_printf(t, "%s\n", mp_fmt_si_d((double)tot->flops / tot->latency_s, "FLOP/s").s);
-        }
-    }
+    if (p->measured && tot->latency_s >= 0) tx_measured_summary(t);
 
     tx_label(t, "nodes:");
     tx_printf(t, "%d\n", tot->nodes > 0 ? tot->nodes : 0);
@@ -527,13 +565,22 @@ static void tx_figs(tx *t, const mp_fig *fig) {
                TX_END);
     else if (mp_fig_unknown(tot)) /* a share of an incomplete total means nothing */
         tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, ", ", mp_fmt_flops(fig->flops).s, TX_END);
-    else
+    else if (!t->p->measured)
         tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
                " MACs, ", mp_fmt_flops(fig->flops).s, TX_END);
-    tx_cat(t, ", ", mp_fmt_bytes(fig->param_bytes).s, " weights", TX_END);
-    if (t->p->measured && fig->latency_s >= 0)
+    else /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs */
+        tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
+               " MACs", TX_END);
+    if (t->p->measured && fig->latency_s >= 0) {
         tx_cat(t, ", ", mp_fmt_seconds(fig->latency_s).s, " = ",
                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s, " latency", TX_END);
+        if (!mp_fig_unknown(fig) && !mp_fig_uncountable(fig))
+            tx_cat(t, ", ", fig->latency_s > 0 ? mp_fmt_si_d((double)fig->flops / fig->latency_s, "FLOPS").s
+                                               : "- FLOPS", TX_END);
+    }
+    if (t->p->measured && !mp_fig_unknown(fig) && !mp_fig_uncountable(fig) && !mp_fig_unknown(tot))
+        tx_cat(t, ", ", mp_fmt_flops(fig->flops).s, TX_END);
+    tx_cat(t, ", ", mp_fmt_bytes(fig->param_bytes).s, " weights", TX_END);
     if (fig->uncounted > 0 && !mp_fig_uncountable(fig))
         tx_printf(t, ", %d uncounted node%s", fig->uncounted, fig->uncounted == 1 ? "" : "s");
 }
@@ -579,9 +626,12 @@ static void tx_detailed(tx *t) {
     const mp_profile *p = t->p;
     if (!p->mods || t->m->n_modules <= 0) return;
     tx_rule(t, "Detailed profile per module");
-    tx_printf(t, "Each module lists: params = %% of total params, MACs = %% of total MACs, "
-                 "FLOPs, weight memory%s\n",
-              p->measured ? ", fwd latency = % of total latency" : "");
+    if (p->measured)
+        tx_puts(t, "Each module lists: params = % of total params, MACs = % of total MACs\n"
+                   "then fwd latency = % of total latency, fwd FLOPS, FLOPs, weight memory\n");
+    else
+        tx_puts(t, "Each module lists: params = % of total params, MACs = % of total MACs, "
+                   "FLOPs, weight memory\n");
     tx_puts(t, "Figures include submodules; nodes of a module outside its submodules "
                "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
                "not in the MACs and FLOPs.\n\n");
@@ -679,6 +729,40 @@ static void tx_ops(tx *t) {
                    "totals\n");
 }
 
+/* ---- (e) measured time by operator (a fused group is one row), the
+ * analogue of torch.profiler's key_averages().table() ---- */
+static void tx_times(tx *t) {
+    const mp_profile *p = t->p;
+    double run_sum = 0;
+    int w = 2;
+    for (int i = 0; i < p->n_groups; i++) {
+        if (p->groups[i].latency_s > 0) run_sum += p->groups[i].latency_s;
+        int l = (int)strlen(tx_safe(t, p->groups[i].name, "?"));
+        if (l > w) w = l;
+    }
+    if (w > 60) w = 60;
+    tx_rule(t, "Measured time by operator");
+    tx_puts(t, "Sorted by total time per pass (median over the timed runs); a fused group (A+B) is\n"
+               "one kernel, counted under its first node; % = share of the summed kernel times\n");
+    tx_printf(t, "%-*s  %5s  %10s  %10s  %10s  %7s  %12s\n", w, "op", "count", "total", "mean", "min",
+              "%", "FLOPS");
+    for (int i = 0; i < p->n_groups; i++) {
+        const mp_groupstat *g = &p->groups[i];
+        char tot[64], mean[64], mn[64];
+        snprintf(tot, sizeof tot, "%s", mp_fmt_seconds(g->latency_s).s);
+        snprintf(mean, sizeof mean, "%s", mp_fmt_seconds(g->count ? g->latency_s / g->count : 0).s);
+        snprintf(mn, sizeof mn, "%s", mp_fmt_seconds(g->latency_min_s).s);
+        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %10s  %7s  %12s\n", w, w, tx_safe(t, g->name, "?"), g->count,
+                  tot, mean, mn, mp_fmt_pct_d(g->latency_s, run_sum).s,
+                  g->latency_s > 0 ? mp_fmt_si_d((double)g->flops / g->latency_s, "FLOPS").s : "-");
+    }
+    for (int i = 0; i < w + 70; i++) tx_putc(t, '-');
+    tx_putc(t, '\n');
+    tx_printf(t, "%-*s  %5d  %10s\n", w, "sum of kernels", p->run.steps, mp_fmt_seconds(run_sum).s);
+    tx_printf(t, "%-*s  %5s  %10s  (timer and dispatch: the rest)\n", w, "whole pass", "",
+              mp_fmt_seconds(p->total.latency_s).s);
+}
+
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f) {
     tx t;
     memset(&t, 0, sizeof t);
@@ -694,6 +778,7 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     if (o->top != 0) tx_aggregated(&t);
     if (o->detailed) tx_detailed(&t);
     if (o->show_ops && p->n_ops > 0) tx_ops(&t);
+    if (o->show_ops && p->measured && p->run.node_timing && p->n_groups > 0) tx_times(&t);
     tx_rule(&t, NULL);
     mp_out_flush(&t.out);
 

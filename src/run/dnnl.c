@@ -1,8 +1,1364 @@
-/* The oneDNN glue (see dnnl.h). Kernels are added here family by family. */
+/* The oneDNN glue (see dnnl.h): the one file where modelprof calls oneDNN.
+ *
+ * Every kernel here follows one pattern. prepare builds one oneDNN
+ * primitive for the node's known shapes (plain row-major layouts for
+ * activations, "any" for constant weights, which are reordered once into
+ * the layout the primitive chose), creates a memory object for each of its
+ * arguments and records where each argument's data comes from at run time
+ * (a node input, a node output, a buffer the kernel owns, the scratch).
+ * run only points those memory objects at this run's buffers and executes:
+ * nothing is created or allocated per run. oneDNN's own scratchpad is the
+ * per-run scratch the executor gives the kernel (user scratchpad mode), so
+ * the executor accounts for it.
+ *
+ * Fusion (mp_kfuse): Conv, ConvTranspose, MatMul, Gemm and the binary ops
+ * absorb the chain of single consumers that oneDNN can apply as post-ops:
+ * a BatchNormalization with constant parameters right after a Conv is
+ * folded into its weights and bias; activations become eltwise post-ops;
+ * Add/Sub/Mul/Div by a constant scalar become a linear eltwise post-op;
+ * Add/Sub/Mul/Div by a tensor that broadcasts to the output (a residual, a
+ * bias, an attention mask) become binary post-ops.
+ *
+ * Threads: Debian's oneDNN runs on OpenMP; the run's thread count is set
+ * with omp_set_num_threads before primitives are made and before each run
+ * (only when it changes). */
 #include "run/dnnl.h"
 
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+#include <dnnl_debug.h>
+
+/* OpenMP's two calls we need (libgomp, which libdnnl uses). Declared here
+ * rather than through <omp.h>, which clang does not ship on Debian. */
+extern void omp_set_num_threads(int n);
+extern int omp_get_max_threads(void);
+
+/* ---------------------------------------------------------------- engine */
+
+static dnnl_engine_t g_eng;
+static dnnl_stream_t g_strm;
+static dnnl_status_t g_init_st = dnnl_success;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void engine_init(void) {
+    g_init_st = dnnl_engine_create(&g_eng, dnnl_cpu, 0);
+    if (g_init_st == dnnl_success)
+        g_init_st = dnnl_stream_create(&g_strm, g_eng, dnnl_stream_default_flags);
+}
+
+static _Thread_local int t_threads;
+
+static void set_threads(int n) {
+    if (n <= 0) return;
+    if (t_threads != n) {
+        omp_set_num_threads(n);
+        t_threads = n;
+    }
+}
+
+static mp_status dfail(const mp_kctx *k, dnnl_status_t s, const char *what) {
+    return mp_error(MP_ERR_UNSUPPORTED, "node %s (%s): oneDNN %s: %s",
+                    k->n->name ? k->n->name : "?", k->n->op, what, dnnl_status2str(s));
+}
+
+#define DN(call, what)                                   \
+    do {                                                 \
+        dnnl_status_t dn_s_ = (call);                    \
+        if (dn_s_ != dnnl_success) return dfail(k, dn_s_, what); \
+    } while (0)
+
+/* ------------------------------------------------------------ graph view */
+
+static const mp_value *gval(const mp_graph *g, const mp_node *n, int i) {
+    if (i < 0 || i >= n->n_in || n->in[i] < 0) return NULL;
+    return &g->values[n->in[i]];
+}
+static const mp_value *gout(const mp_graph *g, const mp_node *n, int i) {
+    if (i < 0 || i >= n->n_out || n->out[i] < 0) return NULL;
+    return &g->values[n->out[i]];
+}
+static bool is_f32(const mp_value *v) {
+    return v && v->dtype == MP_DT_FLOAT && mp_shape_known(v);
+}
+/* fp32, or fp16/bf16 that prepare converts once (constant weights). */
+static bool is_wt(const mp_value *v) {
+    return v && mp_shape_known(v) &&
+           (v->dtype == MP_DT_FLOAT ||
+            ((v->dtype == MP_DT_FLOAT16 || v->dtype == MP_DT_BFLOAT16) &&
+             (v->flags & (MP_VAL_INIT | MP_VAL_CONST))));
+}
+static bool is_const_v(const mp_value *v) {
+    return v && (v->flags & (MP_VAL_INIT | MP_VAL_CONST));
+}
+static bool same_dims(const mp_value *a, int rank, const int64_t *dims) {
+    if (a->rank != rank) return false;
+    for (int i = 0; i < rank; i++)
+        if (a->dims[i] != dims[i]) return false;
+    return true;
+}
+static bool is_op(const mp_node *n, const char *op) {
+    return (n->domain[0] == 0 || mp_streq(n->domain, "ai.onnx")) && mp_streq(n->op, op);
+}
+/* The one consumer of value v, or -1 (several, none, or a graph output). */
+static int sole_consumer(const mp_graph *g, int v) {
+    const mp_value *val = &g->values[v];
+    if (val->n_consumers != 1 || (val->flags & MP_VAL_OUTPUT)) return -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        for (int j = 0; j < c->n_in; j++)
+            if (c->in[j] == v) return i;
+    }
+    return -1;
+}
+static int64_t numel_of(int rank, const int64_t *dims) {
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++) p *= dims[i];
+    return p;
+}
+
+/* Plain row-major memory descriptor (rank 0 is [1]). */
+static dnnl_status_t md_plain(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
+    dnnl_dims_t d, s;
+    if (rank == 0) {
+        d[0] = 1;
+        rank = 1;
+    } else {
+        for (int i = 0; i < rank; i++) d[i] = dims[i];
+    }
+    int64_t st = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        s[i] = st;
+        st *= d[i] > 0 ? d[i] : 1;
+    }
+    return dnnl_memory_desc_init_by_strides(md, rank, d, dnnl_f32, s);
+}
+/* The same padded with leading 1s to `rank` (numpy broadcast alignment). */
+static dnnl_status_t md_plain_pad(dnnl_memory_desc_t *md, int rank, int r0, const int64_t *d0) {
+    int64_t d[DNNL_MAX_NDIMS];
+    int off = rank - r0;
+    for (int i = 0; i < rank; i++) d[i] = i < off ? 1 : d0[i - off];
+    return md_plain(md, rank, d);
+}
+static dnnl_status_t md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
+    dnnl_dims_t d;
+    for (int i = 0; i < rank; i++) d[i] = dims[i];
+    return dnnl_memory_desc_init_by_tag(md, rank, d, dnnl_f32, dnnl_format_tag_any);
+}
+
+/* -------------------------------------------------------- kernel state */
+
+#define DK_MAXARG 20
+#define DK_MAXOWN 6
+
+enum { FROM_IN, FROM_OUT, FROM_OWN, FROM_SCRATCH };
+
+typedef struct dk {
+    dnnl_primitive_t prim;
+    int n;
+    dnnl_exec_arg_t ex[DK_MAXARG];
+    unsigned char from[DK_MAXARG];
+    int idx[DK_MAXARG];
+    void *last[DK_MAXARG];   /* the handle set last, to skip unchanged ones */
+    void *own[DK_MAXOWN];
+    int n_own;
+    int threads;
+} dk;
+
+static void dk_release(void *state) {
+    dk *s = state;
+    if (!s) return;
+    for (int i = 0; i < s->n; i++)
+        if (s->ex[i].memory) dnnl_memory_destroy(s->ex[i].memory);
+    if (s->prim) dnnl_primitive_destroy(s->prim);
+    for (int i = 0; i < s->n_own; i++) free(s->own[i]);
+    free(s);
+}
+
+static void *dk_alloc_own(dk *s, size_t bytes) {
+    if (s->n_own >= DK_MAXOWN) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) return NULL;
+    s->own[s->n_own++] = p;
+    return p;
+}
+
+/* Argument `arg` of the primitive, described by md, fed from `from`/idx
+ * (FROM_OWN: data is the kernel's own buffer). */
+static mp_status dk_arg(mp_kctx *k, dk *s, int arg, const dnnl_memory_desc_t *md, int from,
+                        int idx, void *data) {
+    if (s->n >= DK_MAXARG) return mp_error(MP_ERR_LIMIT, "node %s: too many oneDNN arguments", k->n->name);
+    dnnl_memory_t mem;
+    DN(dnnl_memory_create(&mem, md, g_eng, from == FROM_OWN ? data : DNNL_MEMORY_NONE),
+       "memory");
+    s->ex[s->n].arg = arg;
+    s->ex[s->n].memory = mem;
+    s->from[s->n] = (unsigned char)from;
+    s->idx[s->n] = idx;
+    s->last[s->n] = from == FROM_OWN ? data : NULL;
+    s->n++;
+    return MP_OK;
+}
+
+static mp_status dk_run(mp_kctx *k) {
+    dk *s = k->state;
+    set_threads(s->threads);
+    for (int i = 0; i < s->n; i++) {
+        void *p;
+        switch (s->from[i]) {
+        case FROM_IN: p = k->in[s->idx[i]].data; break;
+        case FROM_OUT: p = k->out[s->idx[i]].data; break;
+        case FROM_SCRATCH: p = k->scratch; break;
+        default: continue;
+        }
+        if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): a buffer oneDNN needs is missing",
+                                k->n->name, k->n->op);
+        if (p != s->last[i]) {
+            DN(dnnl_memory_set_data_handle(s->ex[i].memory, p), "set data handle");
+            s->last[i] = p;
+        }
+    }
+    DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
+    DN(dnnl_stream_wait(g_strm), "wait");
+    return MP_OK;
+}
+
+/* A fresh state with the engine up and the thread count set. */
+static mp_status dk_new(mp_kctx *k, dk **out) {
+    pthread_once(&g_once, engine_init);
+    if (g_init_st != dnnl_success) return dfail(k, g_init_st, "engine");
+    dk *s = calloc(1, sizeof *s);
+    if (!s) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    s->threads = k->threads > 0 ? k->threads : omp_get_max_threads();
+    set_threads(s->threads);
+    k->state = s;
+    *out = s;
+    return MP_OK;
+}
+
+/* Attributes with the user scratchpad (the executor's per-run scratch). */
+static mp_status attr_new(mp_kctx *k, dnnl_primitive_attr_t *attr) {
+    DN(dnnl_primitive_attr_create(attr), "attr");
+    DN(dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user), "scratchpad");
+    return MP_OK;
+}
+
+/* Create the primitive from pd, bind its scratchpad, ask for its size. */
+static mp_status dk_finish(mp_kctx *k, dk *s, const_dnnl_primitive_desc_t pd, size_t *scratch) {
+    DN(dnnl_primitive_create(&s->prim, pd), "primitive");
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t sz = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    if (sz) {
+        mp_status st = dk_arg(k, s, DNNL_ARG_SCRATCHPAD, smd, FROM_SCRATCH, 0, NULL);
+        if (st) return st;
+        if (scratch && *scratch < sz) *scratch = sz;
+    }
+    return MP_OK;
+}
+
+/* fp16/bf16 -> fp32 */
+static float half_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (e == 0) {
+        if (m == 0) {
+            u = sign;
+        } else {
+            float f = (float)m * 0x1p-24f;
+            return sign ? -f : f;
+        }
+    } else if (e == 31) {
+        u = sign | 0x7f800000u | (m << 13);
+    } else {
+        u = sign | ((e + 112) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Constant input i as fp32: its own data, or a converted copy the kernel
+ * owns. NULL when the input has no data at prepare (known at run only). */
+static mp_status const_f32(mp_kctx *k, dk *s, int i, const float **out) {
+    const mp_rtensor *t = &k->in[i];
+    *out = NULL;
+    if (!t->data) return MP_OK;
+    if (t->dtype == MP_DT_FLOAT) {
+        *out = t->data;
+        return MP_OK;
+    }
+    if (t->dtype != MP_DT_FLOAT16 && t->dtype != MP_DT_BFLOAT16)
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s (%s): input %d is %s, oneDNN kernel wants fp32",
+                        k->n->name, k->n->op, i, mp_dtype_name(t->dtype));
+    float *f = dk_alloc_own(s, (size_t)t->numel * sizeof(float));
+    if (!f) return mp_error(MP_ERR_NOMEM, "node %s: out of memory converting weights", k->n->name);
+    const uint16_t *h = t->data;
+    for (int64_t j = 0; j < t->numel; j++) {
+        if (t->dtype == MP_DT_FLOAT16) {
+            f[j] = half_to_f32(h[j]);
+        } else {
+            uint32_t u = (uint32_t)h[j] << 16;
+            memcpy(&f[j], &u, 4);
+        }
+    }
+    *out = f;
+    return MP_OK;
+}
+
+/* Reorder constant data (plain md `from`) into a kernel-owned buffer laid
+ * out as `to`; the result is bound as argument `arg`. */
+static mp_status bind_reordered(mp_kctx *k, dk *s, int arg, const dnnl_memory_desc_t *from,
+                                const float *data, const dnnl_memory_desc_t *to) {
+    size_t sz = dnnl_memory_desc_get_size(to);
+    void *buf = dk_alloc_own(s, sz);
+    if (!buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory for weights", k->n->name);
+    if (dnnl_memory_desc_equal(from, to)) {
+        memcpy(buf, data, sz);
+    } else {
+        dnnl_memory_t a = NULL, b = NULL;
+        dnnl_primitive_desc_t rpd = NULL;
+        dnnl_primitive_t r = NULL;
+        dnnl_status_t st = dnnl_memory_create(&a, from, g_eng, (void *)data);
+        if (st == dnnl_success) st = dnnl_memory_create(&b, to, g_eng, buf);
+        if (st == dnnl_success) st = dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL);
+        if (st == dnnl_success) st = dnnl_primitive_create(&r, rpd);
+        if (st == dnnl_success) {
+            dnnl_exec_arg_t ex[2] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
+            st = dnnl_primitive_execute(r, g_strm, 2, ex);
+            if (st == dnnl_success) st = dnnl_stream_wait(g_strm);
+        }
+        if (r) dnnl_primitive_destroy(r);
+        if (rpd) dnnl_primitive_desc_destroy(rpd);
+        if (a) dnnl_memory_destroy(a);
+        if (b) dnnl_memory_destroy(b);
+        if (st != dnnl_success) return dfail(k, st, "weights reorder");
+    }
+    return dk_arg(k, s, arg, to, FROM_OWN, 0, buf);
+}
+
+/* ------------------------------------------------------ post-op chains */
+
+typedef struct chain {
+    dnnl_post_ops_t po;
+    int n_po;
+    int n_bin;
+    int bin_po[8];           /* post-op index of each binary post-op */
+    int bin_in[8];           /* its operand: k->in index */
+    dnnl_memory_desc_t bin_md[8];
+    /* BatchNormalization folded (Conv only): k->in index of scale, else -1 */
+    int bn_in;
+    float bn_eps;
+    /* MatMul folded to 2-D: output dims as the graph has them */
+    bool fold2d;
+} chain;
+
+typedef struct eltw {
+    dnnl_alg_kind_t alg[2];
+    float a[2], b[2];
+    int n;
+} eltw;
+
+/* Activation `c` as eltwise steps (Clip's bounds read later); false if
+ * oneDNN has none. */
+static bool eltwise_of(const mp_graph *g, const mp_node *c, eltw *e) {
+    e->n = 1;
+    e->a[0] = e->b[0] = 0;
+    if (is_op(c, "Relu")) e->alg[0] = dnnl_eltwise_relu;
+    else if (is_op(c, "LeakyRelu")) { e->alg[0] = dnnl_eltwise_relu; e->a[0] = (float)mp_attr_f(c, "alpha", 0.01); }
+    else if (is_op(c, "Elu")) { e->alg[0] = dnnl_eltwise_elu; e->a[0] = (float)mp_attr_f(c, "alpha", 1.0); }
+    else if (is_op(c, "Sigmoid")) e->alg[0] = dnnl_eltwise_logistic;
+    else if (is_op(c, "Tanh")) e->alg[0] = dnnl_eltwise_tanh;
+    else if (is_op(c, "Abs")) e->alg[0] = dnnl_eltwise_abs;
+    else if (is_op(c, "Sqrt")) e->alg[0] = dnnl_eltwise_sqrt;
+    else if (is_op(c, "Exp")) e->alg[0] = dnnl_eltwise_exp;
+    else if (is_op(c, "Log")) e->alg[0] = dnnl_eltwise_log;
+    else if (is_op(c, "Neg")) { e->alg[0] = dnnl_eltwise_linear; e->a[0] = -1; }
+    else if (is_op(c, "Reciprocal")) { e->alg[0] = dnnl_eltwise_pow; e->a[0] = 1; e->b[0] = -1; }
+    else if (is_op(c, "Softplus")) { e->alg[0] = dnnl_eltwise_soft_relu; }
+    else if (is_op(c, "Mish")) e->alg[0] = dnnl_eltwise_mish;
+    else if (is_op(c, "HardSwish")) e->alg[0] = dnnl_eltwise_hardswish;
+    else if (is_op(c, "HardSigmoid")) {
+        e->alg[0] = dnnl_eltwise_linear;
+        e->a[0] = (float)mp_attr_f(c, "alpha", 0.2);
+        e->b[0] = (float)mp_attr_f(c, "beta", 0.5);
+        e->alg[1] = dnnl_eltwise_clip_v2;
+        e->a[1] = 0;
+        e->b[1] = 1;
+        e->n = 2;
+    } else if (is_op(c, "Gelu")) {
+        const char *ap = mp_attr_s(c, "approximate", "none");
+        e->alg[0] = mp_streq(ap, "tanh") ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf;
+    } else if (is_op(c, "Clip")) {
+        /* bounds: attributes before opset 11, constant inputs after */
+        e->alg[0] = dnnl_eltwise_clip_v2;
+        e->a[0] = (float)mp_attr_f(c, "min", -INFINITY);
+        e->b[0] = (float)mp_attr_f(c, "max", INFINITY);
+        for (int j = 1; j < c->n_in && j < 3; j++) {
+            const mp_value *b = gval(g, c, j);
+            if (b && (!is_const_v(b) || b->dtype != MP_DT_FLOAT || mp_value_numel(b) != 1)) return false;
+        }
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static mp_status po_eltwise(mp_kctx *k, chain *ch, dnnl_alg_kind_t alg, float a, float b) {
+    DN(dnnl_post_ops_append_eltwise(ch->po, 1.0f, alg, a, b), "eltwise post-op");
+    ch->n_po++;
+    return MP_OK;
+}
+
+/* Which binary algorithm node c is, and whether v (this kernel's output)
+ * is its first operand; false when not Add/Sub/Mul/Div. */
+static bool binary_of(const mp_node *c, dnnl_alg_kind_t *alg) {
+    if (is_op(c, "Add")) *alg = dnnl_binary_add;
+    else if (is_op(c, "Sub")) *alg = dnnl_binary_sub;
+    else if (is_op(c, "Mul")) *alg = dnnl_binary_mul;
+    else if (is_op(c, "Div")) *alg = dnnl_binary_div;
+    else return false;
+    return c->n_in == 2 && c->n_out >= 1;
+}
+
+/* Whether operand o broadcasts into dims (rank) without growing it. */
+static bool fits_into(const mp_value *o, int rank, const int64_t *dims) {
+    if (!mp_shape_known(o) || o->rank > rank) return false;
+    for (int i = 0; i < o->rank; i++) {
+        int64_t d = o->dims[o->rank - 1 - i], t = dims[rank - 1 - i];
+        if (d != 1 && d != t) return false;
+    }
+    return true;
+}
+
+/* Operand dims as the 2-D view [rows, N] of a MatMul folded to 2-D:
+ * possible when all its leading dims are 1, or all equal the output's. */
+static bool fold_dims(const mp_value *o, int rank, const int64_t *dims, int64_t *d2) {
+    int64_t full[DNNL_MAX_NDIMS];
+    int off = rank - o->rank;
+    for (int i = 0; i < rank; i++) full[i] = i < off ? 1 : o->dims[i - off];
+    bool ones = true, same = true;
+    for (int i = 0; i < rank - 1; i++) {
+        if (full[i] != 1) ones = false;
+        if (full[i] != dims[i]) same = false;
+    }
+    if (!ones && !same) return false;
+    d2[0] = ones ? 1 : numel_of(rank - 1, dims);
+    d2[1] = full[rank - 1];
+    return true;
+}
+
+/* Absorb the chain of single consumers of the node's output value `v`
+ * (dims: rank, dims) that oneDNN can apply after the main computation.
+ * allow_bn: a BatchNormalization right after may be folded (Conv). */
+static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, bool allow_bn,
+                              chain *ch) {
+    const mp_graph *g = k->g;
+    while (k->fuse) {
+        int ci = sole_consumer(g, v);
+        if (ci < 0) break;
+        const mp_node *c = &g->nodes[ci];
+        const mp_value *cout = gout(g, c, 0);
+        if (!cout || !is_f32(cout) || !same_dims(cout, rank, dims) || c->n_out < 1) break;
+        bool extra_out = false;
+        for (int j = 1; j < c->n_out; j++)
+            if (c->out[j] >= 0) extra_out = true;
+        if (extra_out) break;
+        int base = k->n_in;  /* where c's other inputs will land */
+        eltw e;
+        dnnl_alg_kind_t alg;
+        if (allow_bn && ch->n_po == 0 && ch->bn_in < 0 && is_op(c, "BatchNormalization")) {
+            if (c->n_in != 5 || c->in[0] != v || mp_attr_i(c, "training_mode", 0) != 0) break;
+            bool ok = true;
+            for (int j = 1; j < 5; j++) {
+                const mp_value *p = gval(g, c, j);
+                if (!is_const_v(p) || !is_wt(p) || mp_value_numel(p) != dims[1]) ok = false;
+            }
+            if (!ok) break;
+            if (mp_kfuse(k, ci) != MP_OK) break;
+            ch->bn_in = base;
+            ch->bn_eps = (float)mp_attr_f(c, "epsilon", 1e-5);
+        } else if (c->n_in >= 1 && c->in[0] == v && eltwise_of(g, c, &e)) {
+            if (mp_kfuse(k, ci) != MP_OK) break;
+            if (is_op(c, "Clip")) {
+                /* c's inputs 1, 2 (min, max) are now k->in[base + 0, 1] */
+                for (int j = 1; j < c->n_in && j < 3; j++) {
+                    const mp_rtensor *b = &k->in[base + j - 1];
+                    if (c->in[j] < 0) continue;
+                    if (!b->data)
+                        return mp_error(MP_ERR_USAGE, "node %s: Clip bound has no data at plan time", c->name);
+                    if (j == 1) e.a[0] = *(const float *)b->data;
+                    else e.b[0] = *(const float *)b->data;
+                }
+            }
+            for (int j = 0; j < e.n; j++) {
+                mp_status st = po_eltwise(k, ch, e.alg[j], e.a[j], e.b[j]);
+                if (st) return st;
+            }
+        } else if (binary_of(c, &alg)) {
+            int oi = c->in[0] == v ? 1 : 0;
+            if (c->in[1 - oi] != v || c->in[oi] == v) break;
+            const mp_value *o = gval(g, c, oi);
+            if (!is_f32(o) || !fits_into(o, rank, dims)) break;
+            bool v_first = oi == 1;
+            if (mp_value_numel(o) == 1 && is_const_v(o)) {
+                if (alg == dnnl_binary_div && !v_first) break;
+                if (mp_kfuse(k, ci) != MP_OK) break;
+                const mp_rtensor *b = &k->in[base];
+                if (!b->data) return mp_error(MP_ERR_USAGE, "node %s: constant has no data at plan time", c->name);
+                float x = *(const float *)b->data;
+                float a = 1, bb = 0;
+                if (alg == dnnl_binary_add) bb = x;
+                else if (alg == dnnl_binary_sub) { if (v_first) bb = -x; else { a = -1; bb = x; } }
+                else if (alg == dnnl_binary_mul) a = x;
+                else a = 1.0f / x;
+                mp_status st = po_eltwise(k, ch, dnnl_eltwise_linear, a, bb);
+                if (st) return st;
+            } else {
+                if (!v_first && (alg == dnnl_binary_sub || alg == dnnl_binary_div)) break;
+                if (ch->n_bin >= 8) break;
+                int64_t d2[2] = {1, 1};
+                if (ch->fold2d && !fold_dims(o, rank, dims, d2)) break;
+                if (mp_kfuse(k, ci) != MP_OK) break;
+                dnnl_memory_desc_t md;
+                dnnl_status_t s = ch->fold2d ? md_plain(&md, 2, d2) : md_plain_pad(&md, rank, o->rank, o->dims);
+                if (s != dnnl_success) return dfail(k, s, "binary post-op operand");
+                DN(dnnl_post_ops_append_binary(ch->po, alg, &md), "binary post-op");
+                ch->bin_po[ch->n_bin] = ch->n_po;
+                ch->bin_in[ch->n_bin] = base;
+                ch->bin_md[ch->n_bin] = md;
+                ch->n_bin++;
+                ch->n_po++;
+            }
+        } else {
+            break;
+        }
+        v = c->out[0];
+    }
+    return MP_OK;
+}
+
+static mp_status chain_init(mp_kctx *k, chain *ch) {
+    memset(ch, 0, sizeof *ch);
+    ch->bn_in = -1;
+    DN(dnnl_post_ops_create(&ch->po), "post-ops");
+    return MP_OK;
+}
+
+/* Attach the chain's post-ops to attr and bind the binary operands. */
+static mp_status chain_attr(mp_kctx *k, chain *ch, dnnl_primitive_attr_t attr) {
+    if (ch->n_po) DN(dnnl_primitive_attr_set_post_ops(attr, ch->po), "set post-ops");
+    return MP_OK;
+}
+static mp_status chain_bind(mp_kctx *k, dk *s, chain *ch) {
+    for (int i = 0; i < ch->n_bin; i++) {
+        mp_status st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(ch->bin_po[i]) | DNNL_ARG_SRC_1,
+                              &ch->bin_md[i], FROM_IN, ch->bin_in[i], NULL);
+        if (st) return st;
+    }
+    return MP_OK;
+}
+
+/* One place creating pd (and cleaning up attr, post-ops). */
+static mp_status make_pd(mp_kctx *k, const void *desc, dnnl_primitive_attr_t attr, chain *ch,
+                         dnnl_primitive_desc_t *pd) {
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, g_eng, NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (ch && ch->po) {
+        dnnl_post_ops_destroy(ch->po);
+        ch->po = NULL;
+    }
+    if (s != dnnl_success) return dfail(k, s, "primitive descriptor");
+    return MP_OK;
+}
+
+/* ---------------------------------------------------- Conv, ConvTranspose */
+
+typedef struct convp {
+    int sp;                        /* spatial dims */
+    int64_t group;
+    dnnl_dims_t stride, dil, pl, pr;
+} convp;
+
+/* Strides, dilations (oneDNN counts them from 0) and pads of node n with
+ * input spatial dims xin, kernel ks, output spatial dims yout. */
+static bool conv_params(const mp_node *n, int sp, const int64_t *xin, const int64_t *ks,
+                        const int64_t *yout, bool transpose, convp *p) {
+    const int64_t *v;
+    int cnt;
+    p->sp = sp;
+    p->group = mp_attr_i(n, "group", 1);
+    for (int i = 0; i < sp; i++) {
+        p->stride[i] = 1;
+        p->dil[i] = 0;
+        p->pl[i] = p->pr[i] = 0;
+    }
+    if ((cnt = mp_attr_ints(n, "strides", &v)) >= 0) {
+        if (cnt != sp) return false;
+        for (int i = 0; i < sp; i++) p->stride[i] = v[i];
+    }
+    if ((cnt = mp_attr_ints(n, "dilations", &v)) >= 0) {
+        if (cnt != sp) return false;
+        for (int i = 0; i < sp; i++) p->dil[i] = v[i] - 1;
+    }
+    const char *ap = mp_attr_s(n, "auto_pad", "NOTSET");
+    bool upper = mp_streq(ap, "SAME_UPPER"), lower = mp_streq(ap, "SAME_LOWER");
+    if (!mp_streq(ap, "NOTSET") && !upper && !lower && !mp_streq(ap, "VALID")) return false;
+    if (mp_streq(ap, "NOTSET") && (cnt = mp_attr_ints(n, "pads", &v)) >= 0) {
+        if (cnt != 2 * sp) return false;
+        for (int i = 0; i < sp; i++) {
+            p->pl[i] = v[i];
+            p->pr[i] = v[sp + i];
+        }
+    }
+    for (int i = 0; i < sp; i++) {
+        int64_t ke = (ks[i] - 1) * (p->dil[i] + 1) + 1;
+        if (!transpose) {
+            if (upper || lower) {
+                int64_t tot = (yout[i] - 1) * p->stride[i] + ke - xin[i];
+                if (tot < 0) tot = 0;
+                p->pl[i] = upper ? tot / 2 : tot - tot / 2;
+            }
+            /* the right pad that gives exactly the inferred output */
+            p->pr[i] = (yout[i] - 1) * p->stride[i] + ke - xin[i] - p->pl[i];
+            if (p->pr[i] < 0 || p->pl[i] < 0) return false;
+        } else {
+            const int64_t *op = NULL;
+            int no = mp_attr_ints(n, "output_padding", &op);
+            int64_t opad = (no == sp) ? op[i] : 0;
+            if (upper || lower || mp_attr_ints(n, "output_shape", &v) >= 0) {
+                int64_t tot = p->stride[i] * (xin[i] - 1) + opad + ke - yout[i];
+                p->pl[i] = upper ? tot / 2 : tot - tot / 2;
+            }
+            p->pr[i] = (xin[i] - 1) * p->stride[i] + ke - p->pl[i] - yout[i];
+            if (p->pr[i] < 0 || p->pl[i] < 0) return false;
+        }
+    }
+    return true;
+}
+
+static bool conv_ok(const mp_graph *g, const mp_node *n, bool transpose) {
+    const mp_value *x = gval(g, n, 0), *w = gval(g, n, 1), *b = gval(g, n, 2), *y = gout(g, n, 0);
+    if (!is_f32(x) || !is_wt(w) || !is_f32(y) || (b && !is_wt(b))) return false;
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || y->rank != x->rank) return false;
+    convp p;
+    if (!conv_params(n, x->rank - 2, x->dims + 2, w->dims + 2, y->dims + 2, transpose, &p)) return false;
+    if (p.group < 1 || x->dims[1] % p.group) return false;
+    if (!transpose && (w->dims[0] % p.group || w->dims[1] * p.group != x->dims[1])) return false;
+    if (transpose && w->dims[0] != x->dims[1]) return false;
+    if (b && mp_value_numel(b) != y->dims[1]) return false;
+    return true;
+}
+
+static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
+    const mp_graph *g = k->g;
+    const mp_node *n = k->n;
+    const mp_value *x = gval(g, n, 0), *w = gval(g, n, 1), *y = gout(g, n, 0);
+    bool has_b = n->n_in > 2 && n->in[2] >= 0;
+    int r = x->rank, sp = r - 2;
+    convp p;
+    conv_params(n, sp, x->dims + 2, w->dims + 2, y->dims + 2, transpose, &p);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+
+    const float *wd = NULL, *bd = NULL;
+    if ((st = const_f32(k, s, 1, &wd))) return st;
+    if (has_b && (st = const_f32(k, s, 2, &bd))) return st;
+
+    chain ch;
+    if ((st = chain_init(k, &ch))) return st;
+    /* BN folds only into constant weights (and a constant bias or none) */
+    bool can_fold = !transpose && wd && (!has_b || bd);
+    if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, can_fold, &ch))) goto fail;
+
+    int64_t cout = y->dims[1], cin = x->dims[1], G = p.group;
+    /* weights as oneDNN sees them: [G,] O, I, k... */
+    int64_t wdims[DNNL_MAX_NDIMS];
+    int wr = 0;
+    if (G > 1) wdims[wr++] = G;
+    wdims[wr++] = cout / G;
+    wdims[wr++] = cin / G;
+    for (int i = 0; i < sp; i++) wdims[wr++] = w->dims[2 + i];
+    dnnl_memory_desc_t xmd, wplain, wmd, bmd, ymd;
+    dnnl_status_t ds;
+    if ((ds = md_plain(&xmd, r, x->dims)) || (ds = md_plain(&ymd, r, y->dims))) goto dfail_;
+    if (!transpose) {
+        ds = md_plain(&wplain, wr, wdims);     /* ONNX [O, I/G, k] is [G, O/G, I/G, k] */
+    } else {
+        /* ONNX [I, O/G, k] = [G, I/G, O/G, k]: oneDNN's (g)iohw */
+        static const dnnl_format_tag_t t1[] = {dnnl_bac, dnnl_bacd, dnnl_bacde};
+        static const dnnl_format_tag_t tg[] = {dnnl_acbd, dnnl_acbde, dnnl_acbdef};
+        dnnl_dims_t d;
+        for (int i = 0; i < wr; i++) d[i] = wdims[i];
+        ds = dnnl_memory_desc_init_by_tag(&wplain, wr, d, dnnl_f32, G > 1 ? tg[sp - 1] : t1[sp - 1]);
+    }
+    if (ds) goto dfail_;
+    if (wd) ds = md_any(&wmd, wr, wdims);
+    else wmd = wplain;
+    if (ds) goto dfail_;
+    bool bias = has_b || ch.bn_in >= 0;
+    if ((ds = md_plain(&bmd, 1, &cout))) goto dfail_;
+
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) goto fail;
+    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
+    dnnl_primitive_desc_t pd;
+    if (!transpose) {
+        dnnl_convolution_desc_t cd;
+        ds = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                        &xmd, &wmd, bias ? &bmd : NULL, &ymd, p.stride,
+                                                        p.dil, p.pl, p.pr);
+        if (ds) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
+        st = make_pd(k, &cd, attr, &ch, &pd);
+    } else {
+        dnnl_deconvolution_desc_t cd;
+        ds = dnnl_dilated_deconvolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_deconvolution_direct,
+                                                          &xmd, &wmd, bias ? &bmd : NULL, &ymd, p.stride,
+                                                          p.dil, p.pl, p.pr);
+        if (ds) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
+        st = make_pd(k, &cd, attr, &ch, &pd);
+    }
+    if (st) goto fail;
+
+    /* weights (and bias) with the BatchNormalization folded in */
+    const float *wuse = wd, *buse = bd;
+    if (ch.bn_in >= 0) {
+        const float *sc, *sh, *mean, *var;
+        if ((st = const_f32(k, s, ch.bn_in, &sc)) || (st = const_f32(k, s, ch.bn_in + 1, &sh)) ||
+            (st = const_f32(k, s, ch.bn_in + 2, &mean)) || (st = const_f32(k, s, ch.bn_in + 3, &var)))
+            goto fail_pd;
+        if (!sc || !sh || !mean || !var) {
+            st = mp_error(MP_ERR_USAGE, "node %s: BatchNormalization parameters have no data at plan time", n->name);
+            goto fail_pd;
+        }
+        int64_t per = w->rank > 0 ? numel_of(w->rank, w->dims) / cout : 0;
+        float *wf = dk_alloc_own(s, (size_t)(cout * per) * sizeof(float));
+        float *bf = dk_alloc_own(s, (size_t)cout * sizeof(float));
+        if (!wf || !bf) { st = mp_error(MP_ERR_NOMEM, "node %s: out of memory folding BatchNormalization", n->name); goto fail_pd; }
+        for (int64_t o = 0; o < cout; o++) {
+            float f = sc[o] / sqrtf(var[o] + ch.bn_eps);
+            for (int64_t j = 0; j < per; j++) wf[o * per + j] = wd[o * per + j] * f;
+            bf[o] = ((bd ? bd[o] : 0.0f) - mean[o]) * f + sh[o];
+        }
+        wuse = wf;
+        buse = bf;
+    }
+    st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) {
+        if (wuse) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &wplain, wuse,
+                                      dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
+        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &wplain, FROM_IN, 1, NULL);
+    }
+    if (!st && bias) {
+        if (buse) st = dk_arg(k, s, DNNL_ARG_BIAS, &bmd, FROM_OWN, 0, (void *)buse);
+        else st = dk_arg(k, s, DNNL_ARG_BIAS, &bmd, FROM_IN, 2, NULL);
+    }
+    if (!st) st = chain_bind(k, s, &ch);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+dfail_:
+    st = dfail(k, ds, "memory descriptor");
+fail:
+    if (ch.po) dnnl_post_ops_destroy(ch.po);
+    return st;
+}
+
+static mp_status conv_prepare(mp_kctx *k, size_t *scratch) { return conv_prepare_any(k, scratch, false); }
+static mp_status convt_prepare(mp_kctx *k, size_t *scratch) { return conv_prepare_any(k, scratch, true); }
+
+/* ------------------------------------------------------------ MatMul, Gemm */
+
+static bool matmul_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *a = gval(g, n, 0), *b = gval(g, n, 1), *y = gout(g, n, 0);
+    if (!is_f32(a) || !is_wt(b) || !is_f32(y)) return false;
+    if (a->rank < 1 || b->rank < 1 || a->rank > 12 || b->rank > 12) return false;
+    if (mp_value_numel(a) == 0 || mp_value_numel(b) == 0) return false;
+    return true;
+}
+
+static mp_status matmul_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_graph *g = k->g;
+    const mp_node *n = k->n;
+    const mp_value *a = gval(g, n, 0), *b = gval(g, n, 1), *y = gout(g, n, 0);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    /* A as [..., M, K], B as [..., K, N] (1-D operands get their 1) */
+    int64_t ad[DNNL_MAX_NDIMS], bd[DNNL_MAX_NDIMS];
+    int ar = 0, br = 0;
+    if (a->rank == 1) ad[ar++] = 1;
+    for (int i = 0; i < a->rank; i++) ad[ar++] = a->dims[i];
+    for (int i = 0; i < b->rank; i++) bd[br++] = b->dims[i];
+    if (b->rank == 1) bd[br++] = 1;
+    int r = ar > br ? ar : br;
+    int64_t M = ad[ar - 2], K = ad[ar - 1], N = bd[br - 1];
+    bool b_flat = true;
+    for (int i = 0; i < br - 2; i++)
+        if (bd[i] != 1) b_flat = false;
+    /* A's batch dims fold into M when B has none: one 2-D product */
+    bool fold = b_flat && y->rank >= 2 && a->rank >= 2 && b->rank >= 2;
+    int64_t xa[DNNL_MAX_NDIMS], xb[DNNL_MAX_NDIMS], xy[DNNL_MAX_NDIMS];
+    int rr;
+    if (fold) {
+        rr = 2;
+        xa[0] = numel_of(ar - 1, ad);
+        xa[1] = K;
+        xb[0] = K;
+        xb[1] = N;
+        xy[0] = xa[0];
+        xy[1] = N;
+    } else {
+        rr = r;
+        for (int i = 0; i < r; i++) {
+            int ia = i - (r - ar), ib = i - (r - br);
+            xa[i] = ia >= 0 ? ad[ia] : 1;
+            xb[i] = ib >= 0 ? bd[ib] : 1;
+            xy[i] = xa[i] > xb[i] ? xa[i] : xb[i];
+        }
+        xy[r - 2] = M;
+        xy[r - 1] = N;
+    }
+    const float *bdat = NULL;
+    if ((st = const_f32(k, s, 1, &bdat))) return st;
+    chain ch;
+    if ((st = chain_init(k, &ch))) return st;
+    ch.fold2d = fold && y->rank > 2;
+    /* post-ops see the output as the graph has it, unless folded */
+    if (y->rank >= 1) {
+        if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
+    }
+    dnnl_memory_desc_t amd, bplain, bmd, ymd;
+    dnnl_status_t ds;
+    if ((ds = md_plain(&amd, rr, xa)) || (ds = md_plain(&bplain, rr, xb)) || (ds = md_plain(&ymd, rr, xy)))
+        goto dfail_;
+    if (bdat) ds = md_any(&bmd, rr, xb);
+    else bmd = bplain;
+    if (ds) goto dfail_;
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) goto fail;
+    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
+    dnnl_matmul_desc_t md;
+    if ((ds = dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &ymd))) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &md, attr, &ch, &pd))) goto fail;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &amd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) {
+        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &bplain, bdat,
+                                      dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
+        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &bplain, FROM_IN, 1, NULL);
+    }
+    if (!st) st = chain_bind(k, s, &ch);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+dfail_:
+    st = dfail(k, ds, "memory descriptor");
+fail:
+    if (ch.po) dnnl_post_ops_destroy(ch.po);
+    return st;
+}
+
+static bool gemm_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *a = gval(g, n, 0), *b = gval(g, n, 1), *c = gval(g, n, 2), *y = gout(g, n, 0);
+    if (!is_f32(a) || !is_wt(b) || !is_f32(y) || a->rank != 2 || b->rank != 2 || y->rank != 2) return false;
+    if (c) {
+        if (!is_wt(c) || c->rank > 2 || !fits_into(c, 2, y->dims)) return false;
+        double beta = mp_attr_f(n, "beta", 1.0);
+        if (beta != 1.0 && !is_const_v(c)) return false;
+    }
+    return mp_value_numel(a) > 0 && mp_value_numel(b) > 0;
+}
+
+static mp_status gemm_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_graph *g = k->g;
+    const mp_node *n = k->n;
+    const mp_value *a = gval(g, n, 0), *c = gval(g, n, 2), *y = gout(g, n, 0);
+    bool ta = mp_attr_i(n, "transA", 0) != 0, tb = mp_attr_i(n, "transB", 0) != 0;
+    float alpha = (float)mp_attr_f(n, "alpha", 1.0), beta = (float)mp_attr_f(n, "beta", 1.0);
+    int64_t M = y->dims[0], N = y->dims[1], K = ta ? a->dims[0] : a->dims[1];
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    const float *bdat = NULL, *cdat = NULL;
+    if ((st = const_f32(k, s, 1, &bdat))) return st;
+    if (c && (st = const_f32(k, s, 2, &cdat))) return st;
+    dnnl_memory_desc_t amd, bplain, bmd, ymd, cmd;
+    dnnl_dims_t dA = {M, K}, sA = {ta ? 1 : K, ta ? M : 1};
+    dnnl_dims_t dB = {K, N}, sB = {tb ? 1 : N, tb ? K : 1};
+    dnnl_status_t ds;
+    chain ch;
+    if ((st = chain_init(k, &ch))) return st;
+    /* alpha*A*B, then + beta*C as the first binary post-op */
+    float *cs = NULL;
+    if (c) {
+        if ((ds = md_plain_pad(&cmd, 2, c->rank, c->dims))) goto dfail_;
+        if (cdat && beta != 1.0f) {
+            cs = dk_alloc_own(s, (size_t)mp_value_numel(c) * sizeof(float));
+            if (!cs) { st = mp_error(MP_ERR_NOMEM, "node %s: out of memory", n->name); goto fail; }
+            for (int64_t i = 0; i < mp_value_numel(c); i++) cs[i] = beta * cdat[i];
+        }
+        if (beta != 0.0f) {
+            if ((ds = dnnl_post_ops_append_binary(ch.po, dnnl_binary_add, &cmd))) goto dfail_;
+            ch.n_po++;
+        }
+    }
+    if ((st = absorb_chain(k, n->out[0], 2, y->dims, false, &ch))) goto fail;
+    if ((ds = dnnl_memory_desc_init_by_strides(&amd, 2, dA, dnnl_f32, sA)) ||
+        (ds = dnnl_memory_desc_init_by_strides(&bplain, 2, dB, dnnl_f32, sB)) ||
+        (ds = md_plain(&ymd, 2, y->dims)))
+        goto dfail_;
+    if (bdat) ds = md_any(&bmd, 2, (int64_t[]){K, N});
+    else bmd = bplain;
+    if (ds) goto dfail_;
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) goto fail;
+    if (alpha != 1.0f && (ds = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha))) {
+        dnnl_primitive_attr_destroy(attr);
+        goto dfail_;
+    }
+    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
+    dnnl_matmul_desc_t md;
+    if ((ds = dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &ymd))) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &md, attr, &ch, &pd))) goto fail;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &amd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) {
+        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &bplain, bdat,
+                                      dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
+        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &bplain, FROM_IN, 1, NULL);
+    }
+    if (!st && c && beta != 0.0f) {
+        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+        if (cs) st = dk_arg(k, s, arg, &cmd, FROM_OWN, 0, cs);
+        else if (cdat) st = dk_arg(k, s, arg, &cmd, FROM_OWN, 0, (void *)cdat);
+        else st = dk_arg(k, s, arg, &cmd, FROM_IN, 2, NULL);
+    }
+    if (!st) st = chain_bind(k, s, &ch);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+dfail_:
+    st = dfail(k, ds, "memory descriptor");
+fail:
+    if (ch.po) dnnl_post_ops_destroy(ch.po);
+    return st;
+}
+
+/* ----------------------------------------------------------------- pooling */
+
+static bool pool_params(const mp_graph *g, const mp_node *n, dnnl_dims_t ks, dnnl_dims_t st,
+                        dnnl_dims_t dil, dnnl_dims_t pl, dnnl_dims_t pr, dnnl_alg_kind_t *alg) {
+    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
+    if (!is_f32(x) || !is_f32(y) || x->rank < 3 || x->rank > 5 || y->rank != x->rank) return false;
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] >= 0) return false;  /* MaxPool's Indices */
+    int sp = x->rank - 2;
+    bool global = is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool");
+    bool avg = is_op(n, "AveragePool") || is_op(n, "GlobalAveragePool");
+    if (global) {
+        for (int i = 0; i < sp; i++) {
+            ks[i] = x->dims[2 + i];
+            st[i] = 1;
+            dil[i] = pl[i] = pr[i] = 0;
+        }
+        *alg = avg ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_max;
+        return true;
+    }
+    const int64_t *v;
+    if (mp_attr_ints(n, "kernel_shape", &v) != sp) return false;
+    if (mp_attr_i(n, "storage_order", 0) != 0) return false;
+    int64_t kse[DNNL_MAX_NDIMS];
+    for (int i = 0; i < sp; i++) {
+        ks[i] = v[i];
+        st[i] = 1;
+        dil[i] = pl[i] = pr[i] = 0;
+    }
+    int cnt;
+    if ((cnt = mp_attr_ints(n, "strides", &v)) >= 0) {
+        if (cnt != sp) return false;
+        for (int i = 0; i < sp; i++) st[i] = v[i];
+    }
+    if ((cnt = mp_attr_ints(n, "dilations", &v)) >= 0) {
+        if (cnt != sp) return false;
+        for (int i = 0; i < sp; i++) dil[i] = v[i] - 1;
+    }
+    const char *ap = mp_attr_s(n, "auto_pad", "NOTSET");
+    bool upper = mp_streq(ap, "SAME_UPPER"), lower = mp_streq(ap, "SAME_LOWER");
+    if ((cnt = mp_attr_ints(n, "pads", &v)) >= 0 && mp_streq(ap, "NOTSET")) {
+        if (cnt != 2 * sp) return false;
+        for (int i = 0; i < sp; i++) {
+            pl[i] = v[i];
+            pr[i] = v[sp + i];
+        }
+    }
+    bool incl = avg && mp_attr_i(n, "count_include_pad", 0) != 0;
+    for (int i = 0; i < sp; i++) {
+        kse[i] = (ks[i] - 1) * (dil[i] + 1) + 1;
+        int64_t in = x->dims[2 + i], out = y->dims[2 + i];
+        if (upper || lower) {
+            int64_t tot = (out - 1) * st[i] + kse[i] - in;
+            if (tot < 0) tot = 0;
+            pl[i] = upper ? tot / 2 : tot - tot / 2;
+            pr[i] = tot - pl[i];
+        }
+        int64_t need = (out - 1) * st[i] + kse[i] - in - pl[i];
+        /* ceil_mode's extra window reaches past the pads: counted only
+         * when padding is excluded (what ONNX Runtime does) */
+        if (need != pr[i] && incl) return false;
+        if (need < 0) return false;
+        /* a window wholly in the pad gives -inf/NaN in oneDNN */
+        if (need >= kse[i] || pl[i] >= kse[i]) return false;
+        pr[i] = need;
+    }
+    *alg = !avg ? dnnl_pooling_max : incl ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding;
+    return true;
+}
+
+static bool pool_ok(const mp_graph *g, const mp_node *n) {
+    dnnl_dims_t a, b, c, d, e;
+    dnnl_alg_kind_t alg;
+    return pool_params(g, n, a, b, c, d, e, &alg);
+}
+
+static mp_status pool_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_value *x = gval(k->g, k->n, 0), *y = gout(k->g, k->n, 0);
+    dnnl_dims_t ks, st_, dil, pl, pr;
+    dnnl_alg_kind_t alg;
+    pool_params(k->g, k->n, ks, st_, dil, pl, pr, &alg);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    dnnl_memory_desc_t xmd, ymd;
+    DN(md_plain(&xmd, x->rank, x->dims), "memory descriptor");
+    DN(md_plain(&ymd, y->rank, y->dims), "memory descriptor");
+    dnnl_pooling_v2_desc_t pdsc;
+    DN(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &xmd, &ymd, st_, ks, dil, pl, pr),
+       "pooling");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &pdsc, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* ----------------------------------------------- Softmax, LogSoftmax */
+
+static bool softmax_axis(const mp_graph *g, const mp_node *n, int64_t *outer, int64_t *inner,
+                         int64_t *rest) {
+    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
+    if (!is_f32(x) || !is_f32(y) || x->rank < 1) return false;
+    int r = x->rank;
+    int64_t ax = mp_attr_i(n, "axis", n->opset >= 13 ? -1 : 1);
+    if (ax < 0) ax += r;
+    if (ax < 0 || ax >= r) return false;
+    if (n->opset < 13) {
+        /* coerced to 2-D [prod(:axis), prod(axis:)] */
+        *outer = numel_of((int)ax, x->dims);
+        *inner = numel_of(r - (int)ax, x->dims + ax);
+        *rest = 1;
+    } else {
+        *outer = numel_of((int)ax, x->dims);
+        *inner = x->dims[ax];
+        *rest = numel_of(r - (int)ax - 1, x->dims + ax + 1);
+    }
+    return *outer * *inner * *rest > 0;
+}
+
+static bool softmax_ok(const mp_graph *g, const mp_node *n) {
+    int64_t a, b, c;
+    return softmax_axis(g, n, &a, &b, &c);
+}
+
+static mp_status softmax_prepare(mp_kctx *k, size_t *scratch) {
+    int64_t d[3];
+    softmax_axis(k->g, k->n, &d[0], &d[1], &d[2]);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    dnnl_memory_desc_t md;
+    /* [outer, axis, rest]; rest 1 drops to 2-D */
+    int r = d[2] == 1 ? 2 : 3;
+    DN(md_plain(&md, r, d), "memory descriptor");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t ds;
+    if (is_op(k->n, "LogSoftmax")) {
+        dnnl_logsoftmax_desc_t sd;
+        ds = dnnl_logsoftmax_forward_desc_init(&sd, dnnl_forward_inference, &md, 1);
+        if (ds) { dnnl_primitive_attr_destroy(attr); return dfail(k, ds, "logsoftmax"); }
+        st = make_pd(k, &sd, attr, NULL, &pd);
+    } else {
+        dnnl_softmax_desc_t sd;
+        ds = dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &md, 1);
+        if (ds) { dnnl_primitive_attr_destroy(attr); return dfail(k, ds, "softmax"); }
+        st = make_pd(k, &sd, attr, NULL, &pd);
+    }
+    if (st) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* ------------------------------------ LayerNormalization, BatchNormalization */
+
+static bool layernorm_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *x = gval(g, n, 0), *sc = gval(g, n, 1), *b = gval(g, n, 2), *y = gout(g, n, 0);
+    if (!is_f32(x) || !is_f32(y) || x->rank < 1 || !sc || !is_wt(sc)) return false;
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] >= 0) return false;   /* Mean, InvStdDev */
+    int64_t ax = mp_attr_i(n, "axis", -1);
+    if (ax < 0) ax += x->rank;
+    if (ax < 0 || ax >= x->rank) return false;
+    int64_t inner = numel_of(x->rank - (int)ax, x->dims + ax);
+    /* scale and bias of the full normalized shape (no broadcast) */
+    if (mp_value_numel(sc) != inner || sc->dtype != MP_DT_FLOAT) return false;
+    if (b && (!is_f32(b) || mp_value_numel(b) != inner)) return false;
+    return inner > 0 && mp_value_numel(x) > 0;
+}
+
+static mp_status layernorm_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_node *n = k->n;
+    const mp_value *x = gval(k->g, n, 0);
+    bool has_b = n->n_in > 2 && n->in[2] >= 0;
+    int64_t ax = mp_attr_i(n, "axis", -1);
+    if (ax < 0) ax += x->rank;
+    int64_t d[2] = {numel_of((int)ax, x->dims), numel_of(x->rank - (int)ax, x->dims + ax)};
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    dnnl_memory_desc_t md, smd;
+    DN(md_plain(&md, 2, d), "memory descriptor");
+    DN(md_plain(&smd, 1, &d[1]), "memory descriptor");
+    dnnl_layer_normalization_desc_t ld;
+    unsigned flags = dnnl_use_scale | (has_b ? dnnl_use_shift : 0);
+    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL,
+                                                  (float)mp_attr_f(n, "epsilon", 1e-5), flags),
+       "layer normalization");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &ld, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_SCALE, &smd, FROM_IN, 1, NULL);
+    if (!st && has_b) st = dk_arg(k, s, DNNL_ARG_SHIFT, &smd, FROM_IN, 2, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static bool batchnorm_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
+    if (!is_f32(x) || !is_f32(y) || x->rank < 2 || x->rank > 5 || n->n_in != 5) return false;
+    if (mp_attr_i(n, "training_mode", 0) != 0) return false;
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] >= 0) return false;
+    for (int j = 1; j < 5; j++) {
+        const mp_value *p = gval(g, n, j);
+        if (!is_f32(p) || mp_value_numel(p) != x->dims[1]) return false;
+    }
+    return mp_value_numel(x) > 0;
+}
+
+static mp_status batchnorm_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_value *x = gval(k->g, k->n, 0);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    dnnl_memory_desc_t md, cmd;
+    DN(md_plain(&md, x->rank, x->dims), "memory descriptor");
+    DN(md_plain(&cmd, 1, &x->dims[1]), "memory descriptor");
+    dnnl_batch_normalization_desc_t bd;
+    DN(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &md,
+                                                  (float)mp_attr_f(k->n, "epsilon", 1e-5),
+                                                  dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift),
+       "batch normalization");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &bd, attr, NULL, &pd))) return st;
+    static const int args[] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    for (int j = 0; j < 4 && !st; j++) st = dk_arg(k, s, args[j], &cmd, FROM_IN, 1 + j, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* ----------------------------------------- element-wise: unary and binary */
+
+/* Below this many elements a standalone element-wise op stays with the
+ * portable loop: a primitive's call costs more than the work. */
+#define SMALL_ELEMS 4096
+
+static bool eltwise_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
+    eltw e;
+    if (!is_f32(x) || !is_f32(y) || !same_dims(y, x->rank, x->dims)) return false;
+    if (mp_value_numel(x) < SMALL_ELEMS) return false;
+    /* two-step ones (HardSigmoid) only as post-ops: oneDNN 2.6's eltwise
+     * primitive with an eltwise post-op falls to a reference version that
+     * computes garbage */
+    return eltwise_of(g, n, &e) && e.n == 1;
+}
+
+static mp_status eltwise_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_value *x = gval(k->g, k->n, 0);
+    eltw e;
+    eltwise_of(k->g, k->n, &e);
+    if (is_op(k->n, "Clip")) {
+        for (int j = 1; j < k->n->n_in && j < 3; j++) {
+            if (k->n->in[j] < 0) continue;
+            if (!k->in[j].data)
+                return mp_error(MP_ERR_USAGE, "node %s: Clip bound has no data at plan time", k->n->name);
+            if (j == 1) e.a[0] = *(const float *)k->in[j].data;
+            else e.b[0] = *(const float *)k->in[j].data;
+        }
+    }
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    int64_t ne = mp_value_numel(x);
+    dnnl_memory_desc_t md;
+    DN(md_plain(&md, 1, &ne), "memory descriptor");
+    dnnl_eltwise_desc_t ed;
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, e.alg[0], &md, e.a[0], e.b[0]), "eltwise");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &ed, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+/* Binary ops: the output must have src0's shape (oneDNN broadcasts src1
+ * only); Add and Mul swap their operands when the second one is the full
+ * one. */
+
+static bool binary_ok(const mp_graph *g, const mp_node *n, bool *swap) {
+    dnnl_alg_kind_t alg;
+    if (!binary_of(n, &alg) || n->n_out != 1) return false;
+    const mp_value *a = gval(g, n, 0), *b = gval(g, n, 1), *y = gout(g, n, 0);
+    if (!is_f32(a) || !is_f32(b) || !is_f32(y) || y->rank > 12) return false;
+    if (mp_value_numel(y) < SMALL_ELEMS) return false;
+    if (same_dims(a, y->rank, y->dims) && fits_into(b, y->rank, y->dims)) {
+        *swap = false;
+        return true;
+    }
+    if ((alg == dnnl_binary_add || alg == dnnl_binary_mul) && same_dims(b, y->rank, y->dims) &&
+        fits_into(a, y->rank, y->dims)) {
+        *swap = true;
+        return true;
+    }
+    return false;
+}
+
+static mp_status binary_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_node *n = k->n;
+    const mp_value *y = gout(k->g, n, 0);
+    bool swap = false;
+    dnnl_alg_kind_t alg;
+    binary_ok(k->g, n, &swap);
+    binary_of(n, &alg);
+    const mp_value *o = gval(k->g, n, swap ? 0 : 1);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    chain ch;
+    if ((st = chain_init(k, &ch))) return st;
+    if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
+    dnnl_memory_desc_t ymd, omd;
+    dnnl_status_t ds;
+    if ((ds = md_plain(&ymd, y->rank, y->dims)) || (ds = md_plain_pad(&omd, y->rank > 0 ? y->rank : 1, o->rank, o->dims)))
+        goto dfail_;
+    dnnl_binary_desc_t bd;
+    if ((ds = dnnl_binary_desc_init(&bd, alg, &ymd, &omd, &ymd))) goto dfail_;
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) goto fail;
+    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &bd, attr, &ch, &pd))) goto fail;
+    st = dk_arg(k, s, DNNL_ARG_SRC_0, &ymd, FROM_IN, swap ? 1 : 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_SRC_1, &omd, FROM_IN, swap ? 0 : 1, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) st = chain_bind(k, s, &ch);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+dfail_:
+    st = dfail(k, ds, "memory descriptor");
+fail:
+    if (ch.po) dnnl_post_ops_destroy(ch.po);
+    return st;
+}
+
+/* --------------------------------------------------------------- the table */
+
+static const mp_kernel k_conv = {"onednn:conv", conv_prepare, dk_run, dk_release};
+static const mp_kernel k_convt = {"onednn:deconv", convt_prepare, dk_run, dk_release};
+static const mp_kernel k_matmul = {"onednn:matmul", matmul_prepare, dk_run, dk_release};
+static const mp_kernel k_gemm = {"onednn:gemm", gemm_prepare, dk_run, dk_release};
+static const mp_kernel k_pool = {"onednn:pool", pool_prepare, dk_run, dk_release};
+static const mp_kernel k_softmax = {"onednn:softmax", softmax_prepare, dk_run, dk_release};
+static const mp_kernel k_layernorm = {"onednn:layernorm", layernorm_prepare, dk_run, dk_release};
+static const mp_kernel k_batchnorm = {"onednn:batchnorm", batchnorm_prepare, dk_run, dk_release};
+static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, dk_release};
+static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
+
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
-    (void)g;
-    (void)n;
+    if (!g || !n || !n->op || !n->domain) return NULL;
+    if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return NULL;
+    const char *op = n->op;
+    bool swap;
+    switch (op[0]) {
+    case 'A':
+        if (mp_streq(op, "AveragePool")) return pool_ok(g, n) ? &k_pool : NULL;
+        break;
+    case 'B':
+        if (mp_streq(op, "BatchNormalization")) return batchnorm_ok(g, n) ? &k_batchnorm : NULL;
+        break;
+    case 'C':
+        if (mp_streq(op, "Conv")) return conv_ok(g, n, false) ? &k_conv : NULL;
+        if (mp_streq(op, "ConvTranspose")) return conv_ok(g, n, true) ? &k_convt : NULL;
+        break;
+    case 'G':
+        if (mp_streq(op, "Gemm")) return gemm_ok(g, n) ? &k_gemm : NULL;
+        if (mp_streq(op, "GlobalAveragePool") || mp_streq(op, "GlobalMaxPool"))
+            return pool_ok(g, n) ? &k_pool : NULL;
+        break;
+    case 'L':
+        if (mp_streq(op, "LayerNormalization")) return layernorm_ok(g, n) ? &k_layernorm : NULL;
+        if (mp_streq(op, "LogSoftmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
+        break;
+    case 'M':
+        if (mp_streq(op, "MatMul")) return matmul_ok(g, n) ? &k_matmul : NULL;
+        if (mp_streq(op, "MaxPool")) return pool_ok(g, n) ? &k_pool : NULL;
+        break;
+    case 'S':
+        if (mp_streq(op, "Softmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
+        break;
+    default:
+        break;
+    }
+    if (binary_ok(g, n, &swap)) return &k_binary;
+    if (eltwise_ok(g, n)) return &k_eltwise;
     return NULL;
 }

@@ -39,8 +39,11 @@ static const char *mp__node_name(const mp_graph *g, int node) {
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_plan *pl, int v);
 
+mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
+
 mp_status mp_kfuse(mp_kctx *k, int node) {
     mp_plan *pl = k->plan;
+    if (!pl && k->fuse && mp_kfuse_unplanned) return mp_kfuse_unplanned(k, node);
     if (!pl || !k->fuse) return MP_ERR_USAGE;
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
@@ -114,6 +117,14 @@ mp_status mp_kfuse(mp_kctx *k, int node) {
     s->k.n_in = s->n_in;
     s->k.out = s->out;
     return MP_OK;
+}
+
+const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
+    mp_plan *pl = k ? k->plan : NULL;
+    if (!pl || v < 0 || v >= pl->g->n_values) return NULL;
+    mp_rval *rv = &pl->vals[v];
+    if (rv->kind == MP_RV_UNUSED && mp__need(pl, v) != MP_OK) mp_error_clear();
+    return &rv->rt;
 }
 
 mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
@@ -392,6 +403,7 @@ static mp_status mp__need(mp_plan *pl, int v) {
     if (rv->kind != MP_RV_UNUSED) return MP_OK;
     if (mp__fully_known(val)) return mp_run_known(pl, v);
     if ((val->flags & MP_VAL_INIT) && val->init) return mp_run_load_tensor(pl, v, val->init);
+    if (val->producer >= 0) return MP_OK; /* its producer's step gives it */
     return mp_error(MP_ERR_UNSUPPORTED, "%s: value '%s' is read but nothing gives it a value",
                     pl->m->path ? pl->m->path : "model", val->name);
 }
@@ -410,16 +422,20 @@ static int mp__module_common(const mp_model *m, int a, int b) {
 }
 
 /* Walk the order: fold, pick kernels, prepare (which may fuse). */
-static mp_status mp__build_steps(mp_plan *pl) {
+/* First pass, in order: nodes whose outputs are known (shape arithmetic,
+ * Constant) and nodes whose inputs are all constant (a weight transposed,
+ * dequantized, an Identity of an initializer) are done now, once. Done
+ * before any kernel is prepared, so that prepare sees every constant (a
+ * Conv folding a BatchNormalization whose scales come through Identity
+ * nodes later in the order). */
+static mp_status mp__fold_pass(mp_plan *pl) {
     mp_graph *g = pl->g;
     for (int oi = 0; oi < g->n_nodes; oi++) {
         int node = g->order ? g->order[oi] : oi;
-        if (pl->step_of[node] >= 0) continue; /* absorbed by an earlier step */
         const mp_node *n = &g->nodes[node];
         mp_status st;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && (st = mp__need(pl, n->in[i]))) return st;
-        /* outputs known at plan time: nothing to run */
         bool all_known = n->n_out > 0;
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
@@ -441,19 +457,32 @@ static mp_status mp__build_steps(mp_plan *pl) {
             pl->n_folded++;
             continue;
         }
+        if (!mp__inputs_const(pl, n)) continue;
+        mp_kernel portable;
+        const mp_kernel *kern = mp__pick(g, n, &portable);
+        if (!kern) continue; /* said by the step pass */
+        st = mp__fold_run(pl, node, kern);
+        if (st) return st;
+        pl->folded[node] = true;
+        pl->n_folded++;
+    }
+    return MP_OK;
+}
+
+/* Second pass, in order: pick kernels, prepare (which may fuse). */
+static mp_status mp__build_steps(mp_plan *pl) {
+    mp_graph *g = pl->g;
+    mp_status st = mp__fold_pass(pl);
+    if (st) return st;
+    for (int oi = 0; oi < g->n_nodes; oi++) {
+        int node = g->order ? g->order[oi] : oi;
+        if (pl->step_of[node] >= 0 || pl->folded[node]) continue; /* absorbed, or done */
+        const mp_node *n = &g->nodes[node];
         mp_kernel *portable = malloc(sizeof *portable);
         if (!portable) return mp_error(MP_ERR_NOMEM, "out of memory");
         const mp_kernel *kern = mp__pick(g, n, portable);
         if (kern != portable) free(portable);
         if (!kern) return mp__no_kernel(pl, n);
-        if (mp__inputs_const(pl, n)) {
-            st = mp__fold_run(pl, node, kern);
-            if (kern == portable) free(portable);
-            if (st) return st;
-            pl->folded[node] = true;
-            pl->n_folded++;
-            continue;
-        }
         /* a step */
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];

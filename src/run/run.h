@@ -107,14 +107,6 @@ mp_status mp_plan_run_timed(mp_plan *pl, double *t);
 /* ---- measure.c ---- */
 double mp_run_now(void);
 /* The machine's fp32 peak from a short oneDNN GEMM, FLOP/s (0: failed). */
-double mp_run_peak_flops(void);
-
-/* ---- .npy files (npy.c) ---- */
-/* Read a .npy file: dtype (MP_DT_*), rank, dims (up to MP_MAX_RANK), data
- * (malloc'd, caller frees). */
-mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, void **data,
-                      size_t *bytes);
-mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
-                       const void *data);
+double mp_run_peak_flops(int threads);
 
 #endif

@@ -1,0 +1,704 @@
+/* The oneDNN kernels (src/run/dnnl.c), each driven directly through an
+ * mp_kctx set up by hand, against plain reference loops: hand-computed
+ * cases and random data. Fusion (Conv+BatchNorm+Add+Relu, MatMul+bias+
+ * activation) is checked against the unfused reference. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "modelprof.h"
+#include "run/dnnl.h"
+#include "tbuild.h"
+#include "test.h"
+
+#define F MP_DT_FLOAT
+#define MAXV 16
+
+/* A hand-made kernel context: k first, so mp_kfuse below can find the rest. */
+typedef struct tk {
+    mp_kctx k;
+    mp_model *m;
+    mp_rtensor in[MAXV], out[2];
+    int outv;                 /* value the kernel's output 0 is now */
+    int fused[8], n_fused;
+    const char *names[MAXV];  /* data given by value name */
+    float *data[MAXV];
+    int n_data;
+    void *scratch;
+} tk;
+
+static float *tk_find(tk *t, const char *name) {
+    for (int i = 0; i < t->n_data; i++)
+        if (strcmp(t->names[i], name) == 0) return t->data[i];
+    return NULL;
+}
+
+static void tk_rt(tk *t, mp_rtensor *r, int v) {
+    memset(r, 0, sizeof *r);
+    if (v < 0) return;
+    const mp_value *val = &t->m->graph->values[v];
+    r->dtype = val->dtype;
+    r->rank = val->rank;
+    r->dims = val->dims;
+    r->numel = mp_value_numel(val);
+    r->data = tk_find(t, val->name);
+}
+
+/* The executor's fusion as the contract describes it (the real one lives
+ * with the planner; a test of the kernels alone needs only this much): the
+ * absorbed node's other inputs are appended, its output becomes ours. */
+static mp_status tk_kfuse(mp_kctx *k, int node) {
+    tk *t = (tk *)k;
+    const mp_node *c = &t->m->graph->nodes[node];
+    if (t->n_fused >= 8) return MP_ERR_USAGE;
+    for (int j = 0; j < c->n_in; j++) {
+        if (c->in[j] == t->outv) continue;
+        if (k->n_in >= MAXV) return MP_ERR_USAGE;
+        mp_rtensor *r = &t->in[k->n_in++];
+        tk_rt(t, r, c->in[j]);
+        if (c->in[j] >= 0 && !(t->m->graph->values[c->in[j]].flags & MP_VAL_INIT)) r->data = NULL;
+    }
+    t->outv = c->out[0];
+    tk_rt(t, &t->out[0], c->out[0]);
+    t->fused[t->n_fused++] = node;
+    return MP_OK;
+}
+
+static void tk_give(tk *t, const char *name, float *d) {
+    t->names[t->n_data] = name;
+    t->data[t->n_data++] = d;
+}
+
+/* Prepare node `node`'s oneDNN kernel (data given so far: constants). */
+static const mp_kernel *tk_prepare(tk *t, mp_model *m, int node, bool fuse) {
+    t->m = m;
+    mp_kfuse_unplanned = tk_kfuse;
+    const mp_node *n = &m->graph->nodes[node];
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, n);
+    T_CHECK(kern != NULL);
+    if (!kern) return NULL;
+    memset(&t->k, 0, sizeof t->k);
+    t->k.n = n;
+    t->k.g = m->graph;
+    t->k.n_in = n->n_in;
+    t->k.n_out = n->n_out;
+    t->k.in = t->in;
+    t->k.out = t->out;
+    t->k.threads = 2;
+    t->k.fuse = fuse;
+    for (int i = 0; i < n->n_in; i++) tk_rt(t, &t->in[i], n->in[i]);
+    for (int i = 0; i < n->n_out && i < 2; i++) tk_rt(t, &t->out[i], n->out[i]);
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && !(m->graph->values[n->in[i]].flags & MP_VAL_INIT)) t->in[i].data = NULL;
+    t->outv = n->out[0];
+    size_t scratch = 0;
+    T_OK(kern->prepare(&t->k, &scratch));
+    t->scratch = NULL;
+    if (scratch) T_CHECK(posix_memalign(&t->scratch, 64, scratch) == 0);
+    t->k.scratch = t->scratch;
+    return kern;
+}
+
+/* Point every input and output at its data and run. */
+static void tk_run(tk *t, const mp_kernel *kern) {
+    const mp_graph *g = t->m->graph;
+    const mp_node *n = t->k.n;
+    for (int i = 0; i < n->n_in; i++) tk_rt(t, &t->in[i], n->in[i]);
+    int at = n->n_in;
+    for (int f = 0; f < t->n_fused; f++) {
+        const mp_node *c = &g->nodes[t->fused[f]];
+        int prev = f == 0 ? n->out[0] : g->nodes[t->fused[f - 1]].out[0];
+        for (int j = 0; j < c->n_in; j++)
+            if (c->in[j] != prev) tk_rt(t, &t->in[at++], c->in[j]);
+    }
+    T_EQ(at, t->k.n_in);
+    tk_rt(t, &t->out[0], t->outv);
+    T_OK(kern->run(&t->k));
+}
+
+static void tk_done(tk *t, const mp_kernel *kern) {
+    if (kern && kern->release) kern->release(t->k.state);
+    free(t->scratch);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * 0x1.0p-53) * 2.0f - 1.0f;
+}
+static float *rnd(int64_t n) {
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+static float *zeros(int64_t n) { return calloc((size_t)n, sizeof(float)); }
+
+/* relative L2 error of got against want */
+static double rel_l2(const float *got, const float *want, int64_t n) {
+    double e = 0, w = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        e += d * d;
+        w += (double)want[i] * want[i];
+    }
+    return sqrt(e / (w > 0 ? w : 1));
+}
+#define T_CLOSE(got, want, n)                                                 \
+    do {                                                                      \
+        double t_e_ = rel_l2(got, want, n);                                   \
+        if (!(t_e_ <= 1e-5)) mp_t_fail(__FILE__, __LINE__, "relative L2 error %g", t_e_); \
+    } while (0)
+
+/* ---- references ---- */
+
+static void ref_conv2d(const float *x, const float *w, const float *b, float *y, int N, int C, int H,
+                       int W, int O, int kh, int kw, int G, int s, int p, int d, int OH, int OW) {
+    int cg = C / G, og = O / G;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double acc = b ? b[o] : 0;
+                    int gi = o / og;
+                    for (int c = 0; c < cg; c++)
+                        for (int i = 0; i < kh; i++)
+                            for (int j = 0; j < kw; j++) {
+                                int ih = oh * s - p + i * d, iw = ow * s - p + j * d;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                acc += (double)x[((n * C + gi * cg + c) * H + ih) * W + iw] *
+                                       w[((o * cg + c) * kh + i) * kw + j];
+                            }
+                    y[((n * O + o) * OH + oh) * OW + ow] = (float)acc;
+                }
+}
+
+static void ref_matmul(const float *a, const float *b, float *y, int M, int K, int N) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int q = 0; q < K; q++) acc += (double)a[i * K + q] * b[q * N + j];
+            y[i * N + j] = (float)acc;
+        }
+}
+
+/* ---- Conv ---- */
+
+static void test_conv_hand(void) {
+    /* 1x1x3x3 input, 2x2 all-ones kernel, bias 10: each output sums a window */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 1, 3, 3));
+    tb_weight(m, "w", F, 4, TB_DIMS(1, 1, 2, 2));
+    tb_weight(m, "b", F, 1, TB_DIMS(1));
+    int c = tb_node(m, "Conv", "x,w,b", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[4] = {1, 1, 1, 1}, b[1] = {10}, y[4];
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "w", w);
+    tk_give(&t, "b", b);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, c, true);
+    if (kern) {
+        T_EQ_STR(kern->name, "onednn:conv");
+        tk_run(&t, kern);
+        float want[4] = {22, 26, 34, 38};
+        for (int i = 0; i < 4; i++) T_CHECK(y[i] == want[i]);
+    }
+    tk_done(&t, kern);
+    tb_done(m, p);
+}
+
+static void conv_random(int N, int C, int H, int O, int k, int G, int s, int pad, int dil) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(N, C, H, H));
+    tb_weight(m, "w", F, 4, TB_DIMS(O, C / G, k, k));
+    tb_weight(m, "b", F, 1, TB_DIMS(O));
+    int c = tb_node(m, "Conv", "x,w,b", "y");
+    tb_attr_i(m, c, "group", G);
+    tb_attr_ints(m, c, "strides", 2, TB_DIMS(s, s));
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(pad, pad, pad, pad));
+    tb_attr_ints(m, c, "dilations", 2, TB_DIMS(dil, dil));
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    int OH = (int)tb_val(m, "y")->dims[2];
+    int64_t ny = (int64_t)N * O * OH * OH;
+    float *x = rnd((int64_t)N * C * H * H), *w = rnd((int64_t)O * (C / G) * k * k), *b = rnd(O);
+    float *y = zeros(ny), *want = zeros(ny);
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "w", w);
+    tk_give(&t, "b", b);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, c, true);
+    if (kern) {
+        tk_run(&t, kern);
+        ref_conv2d(x, w, b, want, N, C, H, H, O, k, k, G, s, pad, dil, OH, OH);
+        T_CLOSE(y, want, ny);
+        /* a second run into another buffer (handles reset per run) */
+        float *y2 = zeros(ny);
+        t.data[3] = y2;
+        tk_run(&t, kern);
+        T_CLOSE(y2, want, ny);
+        free(y2);
+    }
+    tk_done(&t, kern);
+    free(x), free(w), free(b), free(y), free(want);
+    tb_done(m, p);
+}
+
+static void test_conv_random(void) {
+    conv_random(1, 8, 10, 16, 3, 1, 1, 1, 1);
+    conv_random(2, 8, 9, 8, 3, 4, 2, 2, 2);   /* grouped, strided, dilated */
+    conv_random(1, 16, 12, 16, 3, 16, 1, 1, 1); /* depthwise */
+    conv_random(1, 32, 7, 64, 1, 1, 1, 0, 1);   /* pointwise */
+}
+
+/* Conv -> BatchNormalization -> Add(residual) -> Relu, fused and not */
+static void conv_bn_add_relu(bool fuse) {
+    const int C = 16, H = 8, O = 16;
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, C, H, H));
+    tb_input(m, "r", F, 4, TB_DIMS(1, O, H, H));
+    tb_weight(m, "w", F, 4, TB_DIMS(O, C, 3, 3));
+    const char *bn[4] = {"g", "be", "mu", "var"};
+    for (int i = 0; i < 4; i++) tb_weight(m, bn[i], F, 1, TB_DIMS(O));
+    int c = tb_node(m, "Conv", "x,w", "y");
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    int nb = tb_node(m, "BatchNormalization", "y,g,be,mu,var", "z");
+    tb_attr_f(m, nb, "epsilon", 1e-3);
+    tb_node(m, "Add", "r,z", "s");
+    tb_node(m, "Relu", "s", "out");
+    tb_output(m, "out");
+    mp_profile *p = tb_prof(m);
+    int64_t ny = O * H * H;
+    float *x = rnd(C * H * H), *r = rnd(ny), *w = rnd(O * C * 9), *prm[4];
+    for (int i = 0; i < 4; i++) {
+        prm[i] = rnd(O);
+        if (i == 3)
+            for (int j = 0; j < O; j++) prm[i][j] = prm[i][j] * prm[i][j] + 0.5f;
+    }
+    float *y = zeros(ny), *out = zeros(ny), *want = zeros(ny);
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "r", r);
+    tk_give(&t, "w", w);
+    for (int i = 0; i < 4; i++) tk_give(&t, bn[i], prm[i]);
+    tk_give(&t, "y", y);
+    tk_give(&t, "out", out);
+    const mp_kernel *kern = tk_prepare(&t, m, c, fuse);
+    if (kern) {
+        T_EQ(t.n_fused, fuse ? 3 : 0);
+        tk_run(&t, kern);
+        ref_conv2d(x, w, NULL, want, 1, C, H, H, O, 3, 3, 1, 1, 1, 1, H, H);
+        if (fuse) {
+            for (int o = 0; o < O; o++)
+                for (int i = 0; i < H * H; i++) {
+                    float v = want[o * H * H + i];
+                    v = (v - prm[2][o]) / sqrtf(prm[3][o] + 1e-3f) * prm[0][o] + prm[1][o];
+                    v += r[o * H * H + i];
+                    want[o * H * H + i] = v > 0 ? v : 0;
+                }
+            T_CLOSE(out, want, ny);
+        } else {
+            T_CLOSE(y, want, ny);
+        }
+    }
+    tk_done(&t, kern);
+    free(x), free(r), free(w), free(y), free(out), free(want);
+    for (int i = 0; i < 4; i++) free(prm[i]);
+    tb_done(m, p);
+}
+
+static void test_conv_fused(void) { conv_bn_add_relu(true); }
+static void test_conv_unfused(void) { conv_bn_add_relu(false); }
+
+static void test_convtranspose(void) {
+    /* 1-channel 2x2 input, 2x2 kernel of ones, stride 2: each input pixel
+     * paints its own 2x2 block */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 1, 2, 2));
+    tb_weight(m, "w", F, 4, TB_DIMS(1, 1, 2, 2));
+    int c = tb_node(m, "ConvTranspose", "x,w", "y");
+    tb_attr_ints(m, c, "strides", 2, TB_DIMS(2, 2));
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y"), "1x1x4x4");
+    float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 1, 1}, y[16];
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "w", w);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, c, true);
+    if (kern) {
+        tk_run(&t, kern);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) T_CHECK(y[i * 4 + j] == x[(i / 2) * 2 + j / 2]);
+    }
+    tk_done(&t, kern);
+    tb_done(m, p);
+}
+
+/* ---- MatMul, Gemm ---- */
+
+static void test_matmul_broadcast(void) {
+    /* A [2,3,4,5] x B [3,5,6] (runtime): B broadcast over A's first dim */
+    mp_model *m = tb_new(17);
+    tb_input(m, "a", F, 4, TB_DIMS(2, 3, 4, 5));
+    tb_input(m, "b", F, 3, TB_DIMS(3, 5, 6));
+    int c = tb_node(m, "MatMul", "a,b", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *a = rnd(120), *b = rnd(90), *y = zeros(144), *want = zeros(144);
+    tk t = {0};
+    tk_give(&t, "a", a);
+    tk_give(&t, "b", b);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, c, true);
+    if (kern) {
+        tk_run(&t, kern);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) ref_matmul(a + (i * 3 + j) * 20, b + j * 30, want + (i * 3 + j) * 24, 4, 5, 6);
+        T_CLOSE(y, want, 144);
+    }
+    tk_done(&t, kern);
+    free(a), free(b), free(y), free(want);
+    tb_done(m, p);
+}
+
+/* x [2,7,16] @ W [16,24] + bias, then Mul by 0.5 and Relu: folded to 2-D,
+ * the Add, Mul and Relu absorbed */
+static void test_matmul_bias_act(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 7, 16));
+    tb_weight(m, "w", F, 2, TB_DIMS(16, 24));
+    tb_weight(m, "bias", F, 1, TB_DIMS(24));
+    tb_weight(m, "half", F, 0, NULL);
+    int c = tb_node(m, "MatMul", "x,w", "h");
+    tb_node(m, "Add", "bias,h", "hb");
+    tb_node(m, "Mul", "hb,half", "hm");
+    tb_node(m, "Relu", "hm", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(224), *w = rnd(384), *bias = rnd(24), half = 0.5f, *y = zeros(336), *want = zeros(336);
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "w", w);
+    tk_give(&t, "bias", bias);
+    tk_give(&t, "half", &half);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, c, true);
+    if (kern) {
+        T_EQ(t.n_fused, 3);
+        tk_run(&t, kern);
+        ref_matmul(x, w, want, 14, 16, 24);
+        for (int i = 0; i < 336; i++) {
+            float v = (want[i] + bias[i % 24]) * 0.5f;
+            want[i] = v > 0 ? v : 0;
+        }
+        T_CLOSE(y, want, 336);
+    }
+    tk_done(&t, kern);
+    free(x), free(w), free(bias), free(y), free(want);
+    tb_done(m, p);
+}
+
+static void test_gemm(void) {
+    /* Y = 0.5 * A^T B^T + 2 * C, A [K=6, M=4], B [N=5, K=6], C [5] */
+    mp_model *m = tb_new(17);
+    tb_input(m, "a", F, 2, TB_DIMS(6, 4));
+    tb_weight(m, "b", F, 2, TB_DIMS(5, 6));
+    tb_weight(m, "c", F, 1, TB_DIMS(5));
+    int g = tb_node(m, "Gemm", "a,b,c", "y");
+    tb_attr_i(m, g, "transA", 1);
+    tb_attr_i(m, g, "transB", 1);
+    tb_attr_f(m, g, "alpha", 0.5);
+    tb_attr_f(m, g, "beta", 2.0);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *a = rnd(24), *b = rnd(30), *c = rnd(5), y[20], want[20];
+    tk t = {0};
+    tk_give(&t, "a", a);
+    tk_give(&t, "b", b);
+    tk_give(&t, "c", c);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, g, true);
+    if (kern) {
+        tk_run(&t, kern);
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 5; j++) {
+                double acc = 0;
+                for (int q = 0; q < 6; q++) acc += (double)a[q * 4 + i] * b[j * 6 + q];
+                want[i * 5 + j] = (float)(0.5 * acc + 2.0 * c[j]);
+            }
+        T_CLOSE(y, want, 20);
+    }
+    tk_done(&t, kern);
+    free(a), free(b), free(c);
+    tb_done(m, p);
+}
+
+/* ---- pooling ---- */
+
+static void test_pools(void) {
+    /* 1x1x4x4 0..15; MaxPool 2x2 s2 -> 5,7,13,15; AveragePool 3x3 s1 pad 1
+     * excluding pads at the corner: (0+1+4+5)/4 */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 1, 4, 4));
+    int mx = tb_node(m, "MaxPool", "x", "y1");
+    tb_attr_ints(m, mx, "kernel_shape", 2, TB_DIMS(2, 2));
+    tb_attr_ints(m, mx, "strides", 2, TB_DIMS(2, 2));
+    int av = tb_node(m, "AveragePool", "x", "y2");
+    tb_attr_ints(m, av, "kernel_shape", 2, TB_DIMS(3, 3));
+    tb_attr_ints(m, av, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    int mc = tb_node(m, "MaxPool", "x", "y3");  /* ceil mode: 3x3 s2 -> 2x2 */
+    tb_attr_ints(m, mc, "kernel_shape", 2, TB_DIMS(3, 3));
+    tb_attr_ints(m, mc, "strides", 2, TB_DIMS(2, 2));
+    tb_attr_i(m, mc, "ceil_mode", 1);
+    int gp = tb_node(m, "GlobalAveragePool", "x", "y4");
+    tb_output(m, "y1");
+    tb_output(m, "y2");
+    tb_output(m, "y3");
+    tb_output(m, "y4");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y3"), "1x1x2x2");
+    float x[16], y1[4], y2[16], y3[4], y4[1];
+    for (int i = 0; i < 16; i++) x[i] = (float)i;
+    int nodes[4] = {mx, av, mc, gp};
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "y1", y1);
+    tk_give(&t, "y2", y2);
+    tk_give(&t, "y3", y3);
+    tk_give(&t, "y4", y4);
+    for (int i = 0; i < 4; i++) {
+        t.n_fused = 0;
+        const mp_kernel *kern = tk_prepare(&t, m, nodes[i], true);
+        if (kern) tk_run(&t, kern);
+        tk_done(&t, kern);
+    }
+    float w1[4] = {5, 7, 13, 15}, w3[4] = {10, 11, 14, 15};
+    for (int i = 0; i < 4; i++) T_CHECK(y1[i] == w1[i]);
+    for (int i = 0; i < 4; i++) T_CHECK(y3[i] == w3[i]);
+    T_CHECK(fabsf(y2[0] - 2.5f) < 1e-6f);
+    T_CHECK(fabsf(y2[5] - 5.0f) < 1e-6f);  /* (0+1+2+4+5+6+8+9+10)/9 */
+    T_CHECK(fabsf(y4[0] - 7.5f) < 1e-6f);
+    tb_done(m, p);
+}
+
+/* ---- Softmax, LayerNormalization, BatchNormalization, eltwise, binary ---- */
+
+static void test_softmax(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 3, 50));
+    int s = tb_node(m, "Softmax", "x", "y");
+    int l = tb_node(m, "LogSoftmax", "x", "z");
+    tb_attr_i(m, l, "axis", 1);
+    tb_output(m, "y");
+    tb_output(m, "z");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(300), *y = zeros(300), *z = zeros(300), *want = zeros(300);
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "y", y);
+    tk_give(&t, "z", z);
+    const mp_kernel *kern = tk_prepare(&t, m, s, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int r = 0; r < 6; r++) {
+        double mx = -1e30, sum = 0;
+        for (int i = 0; i < 50; i++) mx = fmax(mx, x[r * 50 + i]);
+        for (int i = 0; i < 50; i++) sum += exp(x[r * 50 + i] - mx);
+        for (int i = 0; i < 50; i++) want[r * 50 + i] = (float)(exp(x[r * 50 + i] - mx) / sum);
+    }
+    T_CLOSE(y, want, 300);
+    kern = tk_prepare(&t, m, l, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 50; i++) {
+            double mx = -1e30, sum = 0;
+            for (int c = 0; c < 3; c++) mx = fmax(mx, x[(b * 3 + c) * 50 + i]);
+            for (int c = 0; c < 3; c++) sum += exp(x[(b * 3 + c) * 50 + i] - mx);
+            for (int c = 0; c < 3; c++)
+                want[(b * 3 + c) * 50 + i] = (float)(x[(b * 3 + c) * 50 + i] - mx - log(sum));
+        }
+    T_CLOSE(z, want, 300);
+    free(x), free(y), free(z), free(want);
+    tb_done(m, p);
+}
+
+static void test_layernorm(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 5, 64));
+    tb_weight(m, "s", F, 1, TB_DIMS(64));
+    tb_weight(m, "b", F, 1, TB_DIMS(64));
+    int l = tb_node(m, "LayerNormalization", "x,s,b", "y");
+    tb_attr_f(m, l, "epsilon", 1e-5);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(640), *sc = rnd(64), *b = rnd(64), *y = zeros(640), *want = zeros(640);
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "s", sc);
+    tk_give(&t, "b", b);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, l, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int r = 0; r < 10; r++) {
+        double mu = 0, var = 0;
+        for (int i = 0; i < 64; i++) mu += x[r * 64 + i];
+        mu /= 64;
+        for (int i = 0; i < 64; i++) var += (x[r * 64 + i] - mu) * (x[r * 64 + i] - mu);
+        var /= 64;
+        for (int i = 0; i < 64; i++)
+            want[r * 64 + i] = (float)((x[r * 64 + i] - mu) / sqrt(var + 1e-5) * sc[i] + b[i]);
+    }
+    T_CLOSE(y, want, 640);
+    free(x), free(sc), free(b), free(y), free(want);
+    tb_done(m, p);
+}
+
+static void test_batchnorm(void) {
+    mp_model *m = tb_new(15);
+    tb_input(m, "x", F, 4, TB_DIMS(2, 3, 4, 4));
+    const char *bn[4] = {"g", "be", "mu", "var"};
+    for (int i = 0; i < 4; i++) tb_weight(m, bn[i], F, 1, TB_DIMS(3));
+    int b = tb_node(m, "BatchNormalization", "x,g,be,mu,var", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(96), *y = zeros(96), *want = zeros(96);
+    float g[3] = {1, 2, 0.5f}, be[3] = {0, 1, -1}, mu[3] = {0.1f, -0.2f, 0.3f}, var[3] = {1, 4, 0.25f};
+    float *prm[4] = {g, be, mu, var};
+    tk t = {0};
+    tk_give(&t, "x", x);
+    for (int i = 0; i < 4; i++) tk_give(&t, bn[i], prm[i]);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, b, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int i = 0; i < 96; i++) {
+        int c = (i / 16) % 3;
+        want[i] = (x[i] - mu[c]) / sqrtf(var[c] + 1e-5f) * g[c] + be[c];
+    }
+    T_CLOSE(y, want, 96);
+    free(x), free(y), free(want);
+    tb_done(m, p);
+}
+
+static void test_eltwise(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 2, TB_DIMS(10, 500));
+    tb_weight(m, "lo", F, 0, NULL);
+    tb_weight(m, "hi", F, 0, NULL);
+    tb_node(m, "Sigmoid", "x", "y");
+    int h = tb_node(m, "Clip", "x,lo,hi", "z");
+    tb_output(m, "y");
+    tb_output(m, "z");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(5000), *y = zeros(5000), *z = zeros(5000), *want = zeros(5000);
+    for (int i = 0; i < 5000; i++) x[i] *= 8;
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "y", y);
+    tk_give(&t, "z", z);
+    float lo = -0.5f, hi = 2.0f;
+    tk_give(&t, "lo", &lo);
+    tk_give(&t, "hi", &hi);
+    const mp_kernel *kern = tk_prepare(&t, m, 0, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int i = 0; i < 5000; i++) want[i] = 1.0f / (1.0f + expf(-x[i]));
+    T_CLOSE(y, want, 5000);
+    kern = tk_prepare(&t, m, h, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int i = 0; i < 5000; i++) want[i] = fminf(2.0f, fmaxf(-0.5f, x[i]));
+    T_CLOSE(z, want, 5000);
+    free(x), free(y), free(z), free(want);
+    tb_done(m, p);
+}
+
+static void test_binary(void) {
+    /* Add [2,64,8,8] + [64,1,1] then Relu (fused); Mul [1,64,1,1] * [2,64,8,8] (swapped) */
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(2, 64, 8, 8));
+    tb_input(m, "c", F, 3, TB_DIMS(64, 1, 1));
+    tb_input(m, "s", F, 4, TB_DIMS(1, 64, 1, 1));
+    int a = tb_node(m, "Add", "x,c", "y");
+    tb_node(m, "Relu", "y", "yr");
+    int mu = tb_node(m, "Mul", "s,x", "z");
+    tb_output(m, "yr");
+    tb_output(m, "z");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(8192), *c = rnd(64), *s = rnd(64), *y = zeros(8192), *z = zeros(8192), *want = zeros(8192);
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "c", c);
+    tk_give(&t, "s", s);
+    tk_give(&t, "yr", y);
+    tk_give(&t, "z", z);
+    const mp_kernel *kern = tk_prepare(&t, m, a, true);
+    if (kern) {
+        T_EQ(t.n_fused, 1);
+        tk_run(&t, kern);
+    }
+    tk_done(&t, kern);
+    for (int i = 0; i < 8192; i++) {
+        float v = x[i] + c[(i / 64) % 64];
+        want[i] = v > 0 ? v : 0;
+    }
+    T_CLOSE(y, want, 8192);
+    t.n_fused = 0;
+    kern = tk_prepare(&t, m, mu, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    for (int i = 0; i < 8192; i++) want[i] = x[i] * s[(i / 64) % 64];
+    T_CLOSE(z, want, 8192);
+    free(x), free(c), free(s), free(y), free(z), free(want);
+    tb_done(m, p);
+}
+
+/* What oneDNN does not serve is left to the portable kernels. */
+static void test_not_served(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "i", MP_DT_INT64, 2, TB_DIMS(4, 4));
+    tb_input(m, "x", F, 1, TB_DIMS(8));
+    tb_input(m, "big", F, 2, TB_DIMS(2, 4096));
+    tb_input(m, "row", F, 2, TB_DIMS(1, 4096));
+    int a = tb_node(m, "Add", "i,i", "j");        /* int64 */
+    int b = tb_node(m, "Add", "x,x", "y");        /* too small to pay */
+    int e = tb_node(m, "Erf", "x", "z");          /* no oneDNN eltwise */
+    int s = tb_node(m, "Sub", "row,big", "d");    /* src0 would need broadcast */
+    tb_output(m, "j");
+    tb_output(m, "y");
+    tb_output(m, "z");
+    tb_output(m, "d");
+    mp_profile *p = tb_prof(m);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, a)) == NULL);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, b)) == NULL);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, e)) == NULL);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, s)) == NULL);
+    tb_done(m, p);
+}
+
+MP_TESTS(dnnl){
+    {"conv_hand", test_conv_hand},
+    {"conv_random", test_conv_random},
+    {"conv_fused", test_conv_fused},
+    {"conv_unfused", test_conv_unfused},
+    {"convtranspose", test_convtranspose},
+    {"matmul_broadcast", test_matmul_broadcast},
+    {"matmul_bias_act", test_matmul_bias_act},
+    {"gemm", test_gemm},
+    {"pools", test_pools},
+    {"softmax", test_softmax},
+    {"layernorm", test_layernorm},
+    {"batchnorm", test_batchnorm},
+    {"eltwise", test_eltwise},
+    {"binary", test_binary},
+    {"not_served", test_not_served},
+};
+MP_TESTS_END(dnnl)

@@ -1,0 +1,317 @@
+/* The measured run from the command line (--run and its flags), the
+ * malformed corpus under --run, and the .npy reader and writer. Runs the
+ * binary named by $MP_BIN (default build/modelprof). */
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jsonr.h"
+#include "graph/graph.h"
+#include "test.h"
+
+typedef struct {
+    int code;
+    char *out, *err;
+} rr;
+
+static char *rr_slurp(int fd) {
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    lseek(fd, 0, SEEK_SET);
+    for (;;) {
+        if (n + 4096 > cap) b = realloc(b, cap *= 2);
+        ssize_t r = read(fd, b + n, cap - n - 1);
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    b[n] = 0;
+    return b;
+}
+
+/* Run the CLI; a run that takes more than `secs` is killed (SIGALRM
+ * survives exec) and reported as 128 + 14. */
+static rr rr_run(int secs, const char *const *args) {
+    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
+    char on[] = "/tmp/mp-run-out-XXXXXX", en[] = "/tmp/mp-run-err-XXXXXX";
+    int fo = mkstemp(on), fe = mkstemp(en);
+    unlink(on);
+    unlink(en);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = bin;
+    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        alarm((unsigned)secs);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    rr r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = rr_slurp(fo);
+    r.err = rr_slurp(fe);
+    close(fo);
+    close(fe);
+    return r;
+}
+
+static void rr_done(rr *r) {
+    free(r->out);
+    free(r->err);
+}
+
+#define RUN(secs, ...) rr_run(secs, (const char *const[]){__VA_ARGS__, NULL})
+
+/* Every file of the malformed corpus and the seeds under --run: exit 2 or
+ * a measured profile; never a crash, a hang or a usage error. */
+static void t_corpus_under_run(void) {
+    static const char *const dirs[] = {"tests/corpus/malformed", "tests/corpus/seeds",
+                                       "tests/corpus/crashes"};
+    int files = 0, ran = 0;
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        DIR *dir = opendir(dirs[d]);
+        if (!dir) continue;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            if (e->d_name[0] == '.' || strcmp(e->d_name, "EXPECT") == 0) continue;
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            rr r = RUN(60, "-q", "--run", "--warmup", "0", "--iters", "1", "--threads", "1",
+                       "--max-memory", "1G", path);
+            if (r.code != 0 && r.code != 2) {
+                fprintf(stderr, "    %s: exit %d: %s\n", path, r.code, r.err);
+                T_CHECK(r.code == 0 || r.code == 2);
+            }
+            if (r.code == 0) {
+                T_CHECK(strstr(r.out, "modelprof measured profile") != NULL);
+                ran++;
+            } else {
+                T_CHECK(strncmp(r.err, "modelprof: ", 11) == 0);
+            }
+            files++;
+            rr_done(&r);
+        }
+        closedir(dir);
+    }
+    T_CHECK(files >= 40);
+    T_CHECK(ran >= 1); /* some seeds are valid models and run */
+}
+
+/* JSON of a measured run of a fixture: the run object and the per-set
+ * fields are there and consistent. */
+static void t_run_json(void) {
+    rr r = RUN(120, "-q", "--run", "--warmup", "1", "--iters", "4", "--threads", "1", "--dim", "batch=1",
+               "--dim", "seq=8", "--format", "json", "--peak-gflops", "50", "models/llama_small.onnx");
+    T_EQ(r.code, 0);
+    size_t err = 0;
+    jr *j = jr_parse(r.out, strlen(r.out), &err);
+    T_CHECK(j != NULL);
+    if (!j) {
+        rr_done(&r);
+        return;
+    }
+    T_CHECK(jr_path(j, "total.measured")->b);
+    T_EQ(jr_path(j, "run.iters")->i, 4);
+    T_EQ(jr_path(j, "run.warmup")->i, 1);
+    T_EQ(jr_path(j, "run.threads")->i, 1);
+    double med = jr_path(j, "run.latency_s.median")->num, mn = jr_path(j, "run.latency_s.min")->num;
+    double p90 = jr_path(j, "run.latency_s.p90")->num;
+    T_CHECK(med > 0 && mn <= med && med <= p90);
+    T_CHECK(fabs(jr_path(j, "run.samples_per_s")->num - 1.0 / med) < 1e-6 / med);
+    T_EQ_STR(jr_path(j, "run.peak_source")->s, "given");
+    T_CHECK(jr_path(j, "run.peak_flops_per_s")->num == 50e9);
+    double fl = (double)jr_path(j, "total.flops")->i;
+    T_CHECK(fabs(jr_path(j, "run.achieved_flops_per_s")->num - fl / med) <= 1e-6 * fl / med);
+    T_CHECK(jr_path(j, "run.peak_memory_bytes")->i >= jr_path(j, "run.arena_bytes")->i);
+    T_CHECK(jr_path(j, "run.peak_rss_bytes")->i > 0);
+    T_CHECK(jr_len(jr_path(j, "run.kernel_groups")) >= 3);
+    /* every op type and node carries the fields; node times add up to at
+     * most the whole pass (medians of parts can exceed a little: 25%) */
+    const jr *ops = jr_get(j, "ops");
+    for (int i = 0; i < jr_len(ops); i++) {
+        T_CHECK(jr_get(jr_at(ops, i), "latency_s") != NULL);
+        T_CHECK(jr_get(jr_at(ops, i), "achieved_flops_per_s") != NULL);
+    }
+    const jr *nodes = jr_get(j, "nodes");
+    double sum = 0;
+    int fused = 0, folded = 0;
+    for (int i = 0; i < jr_len(nodes); i++) {
+        const jr *n = jr_at(nodes, i);
+        const jr *lat = jr_get(n, "latency_s");
+        T_CHECK(lat != NULL && lat->type == JR_NUM);
+        if (lat && lat->type == JR_NUM) sum += lat->num;
+        const char *st = jr_get(n, "run")->s;
+        fused += strcmp(st, "fused") == 0;
+        folded += strcmp(st, "folded") == 0;
+        if (strcmp(st, "fused") == 0) T_CHECK(jr_get(n, "fused_into") != NULL);
+    }
+    T_CHECK(sum > 0 && sum <= 1.25 * jr_path(j, "run.latency_s.p90")->num);
+    T_EQ(fused, jr_path(j, "run.fused_nodes")->i);
+    T_EQ(folded, jr_path(j, "run.folded_nodes")->i);
+    T_CHECK(folded > 0); /* the shape arithmetic of the exported attention */
+    const jr *mods = jr_get(j, "modules");
+    T_CHECK(jr_get(jr_at(mods, 0), "latency_s")->num > 0);
+    jr_free(j);
+    rr_done(&r);
+    /* --no-fuse: no node is fused */
+    r = RUN(120, "-q", "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "--dim", "batch=1",
+            "--dim", "seq=8", "--format", "json", "--no-fuse", "models/llama_small.onnx");
+    T_EQ(r.code, 0);
+    j = jr_parse(r.out, strlen(r.out), &err);
+    T_CHECK(j && jr_path(j, "run.fused_nodes")->i == 0);
+    jr_free(j);
+    rr_done(&r);
+}
+
+/* --input-data and --save-outputs: the outputs are a function of the
+ * input given (same input, same output; another input, another output) */
+static void t_input_output_files(void) {
+    char dir[] = "/tmp/mp-run-io-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char in[256], out1[256], out2[256], res[300];
+    snprintf(in, sizeof in, "%s/ids.npy", dir);
+    snprintf(out1, sizeof out1, "%s/a", dir);
+    snprintf(out2, sizeof out2, "%s/b", dir);
+    int64_t ids[8] = {1, 5, 9, 200, 7, 31999, 0, 42}, dims[2] = {1, 8};
+    T_OK(mp_npy_write(in, MP_DT_INT64, 2, dims, ids));
+    char arg[300];
+    snprintf(arg, sizeof arg, "input_ids=%s", in);
+    rr r = RUN(120, "-q", "--run", "--warmup", "0", "--iters", "1", "--input-data", arg,
+               "--save-outputs", out1, "models/llama_small.onnx");
+    T_EQ(r.code, 0);
+    rr_done(&r);
+    r = RUN(120, "-q", "--run", "--warmup", "0", "--iters", "1", "--input-data", arg, "--threads", "1",
+            "--save-outputs", out2, "models/llama_small.onnx");
+    T_EQ(r.code, 0);
+    rr_done(&r);
+    int dt, rank, dt2, rank2;
+    int64_t d1[64], d2[64];
+    void *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    snprintf(res, sizeof res, "%s/logits.npy", out1);
+    T_OK(mp_npy_read(res, &dt, &rank, d1, &a, &na));
+    snprintf(res, sizeof res, "%s/logits.npy", out2);
+    T_OK(mp_npy_read(res, &dt2, &rank2, d2, &b, &nb));
+    T_EQ(dt, MP_DT_FLOAT);
+    T_EQ(rank, 3);
+    T_EQ(d1[1], 8);
+    T_EQ(na, nb);
+    /* 2 threads vs 1: the same numbers up to summation order */
+    double num = 0, den = 0;
+    for (size_t i = 0; a && b && i < na / 4; i++) {
+        double x = ((float *)a)[i], y = ((float *)b)[i];
+        num += (x - y) * (x - y);
+        den += y * y;
+    }
+    T_CHECK(den > 0 && sqrt(num / den) < 1e-4);
+    free(a);
+    free(b);
+    /* a wrong shape names the input; a missing file is unreadable input */
+    int64_t bad[3] = {1, 2, 3};
+    T_OK(mp_npy_write(in, MP_DT_INT64, 3, bad, ids));
+    r = RUN(60, "-q", "--run", "--input-data", arg, "models/llama_small.onnx");
+    T_CHECK(r.code != 0 && r.code < 128);
+    T_CHECK(strstr(r.err, "input_ids") != NULL);
+    rr_done(&r);
+    snprintf(arg, sizeof arg, "input_ids=%s/none.npy", dir);
+    r = RUN(60, "-q", "--run", "--input-data", arg, "models/llama_small.onnx");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "none.npy") != NULL);
+    rr_done(&r);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    T_EQ(system(cmd), 0);
+}
+
+/* --max-memory: the run is refused before it allocates, exit 2 */
+static void t_max_memory(void) {
+    rr r = RUN(60, "-q", "--run", "--dim", "batch=1", "--max-memory", "20M", "models/resnet18.onnx");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "max-memory") != NULL);
+    T_CHECK(strstr(r.err, "refused before allocating") != NULL);
+    rr_done(&r);
+    r = RUN(60, "--run", "--iters", "0", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    rr_done(&r);
+    r = RUN(60, "--run", "--dim", "batch=1", "--peak-gflops", "-3", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    rr_done(&r);
+}
+
+/* .npy: every dtype round-trips; malformed files are errors */
+static void t_npy(void) {
+    char path[] = "/tmp/mp-npy-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    static const int dts[] = {MP_DT_FLOAT, MP_DT_DOUBLE, MP_DT_FLOAT16, MP_DT_INT64, MP_DT_INT32,
+                              MP_DT_INT8, MP_DT_UINT8, MP_DT_BOOL, MP_DT_UINT16, MP_DT_INT16};
+    uint8_t data[6 * 8];
+    for (int i = 0; i < 48; i++) data[i] = (uint8_t)(i * 7 + 1);
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        int64_t dims[2] = {2, 3};
+        for (int i = 0; i < 48; i++) data[i] = (uint8_t)(dts[k] == MP_DT_BOOL ? i & 1 : i * 7 + 1);
+        T_OK(mp_npy_write(path, dts[k], 2, dims, data));
+        int dt, rank;
+        int64_t d[64];
+        void *buf = NULL;
+        size_t n = 0;
+        T_OK(mp_npy_read(path, &dt, &rank, d, &buf, &n));
+        T_EQ(dt, dts[k]);
+        T_EQ(rank, 2);
+        T_EQ(d[0], 2);
+        T_EQ(d[1], 3);
+        T_CHECK(buf && memcmp(buf, data, n) == 0);
+        free(buf);
+    }
+    /* a scalar and a 1-D array: "()" and "(5,)" */
+    int64_t five = 5;
+    T_OK(mp_npy_write(path, MP_DT_FLOAT, 1, &five, data));
+    int dt, rank;
+    int64_t d[64];
+    void *buf = NULL;
+    size_t n = 0;
+    T_OK(mp_npy_read(path, &dt, &rank, d, &buf, &n));
+    T_EQ(rank, 1);
+    T_EQ(d[0], 5);
+    free(buf);
+    /* truncated data, bad magic, Fortran order */
+    static const char *const bad[] = {
+        "\x93NUMPY\x01\x00\x46\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }      "
+        "                                   \n\x01\x02",
+        "NUMPY",
+        "\x93NUMPY\x01\x00\x46\x00{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }       "
+        "                                  \n",
+        "\x93NUMPY\x01\x00\x46\x00{'descr': '<c8', 'fortran_order': False, 'shape': (2, 3), }      "
+        "                                   \n",
+        "\x93NUMPY\x01\x00\x46\x00{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }     "
+        "                                    \n",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        FILE *f = fopen(path, "wb");
+        fwrite(bad[k], 1, strlen(bad[k]), f);
+        fclose(f);
+        buf = NULL;
+        T_CHECK(mp_npy_read(path, &dt, &rank, d, &buf, &n) != MP_OK);
+        T_CHECK(buf == NULL);
+        T_CHECK(strstr(mp_last_error(), path) != NULL);
+    }
+    unlink(path);
+}
+
+MP_TESTS(run_cli){
+    {"corpus_under_run", t_corpus_under_run},
+    {"run_json", t_run_json},
+    {"input_output_files", t_input_output_files},
+    {"max_memory", t_max_memory},
+    {"npy", t_npy},
+};
+MP_TESTS_END(run_cli)
