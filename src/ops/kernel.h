@@ -17,6 +17,11 @@ mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) MP_PRIN
  * itself calls this first). */
 mp_status mp_kout_known(const mp_kctx *k);
 
+/* Output i of a data-dependent size: its planned buffer when the static
+ * inference knew the shape (which must then be rank/dims), else one of
+ * that shape (mp_kout_alloc). */
+mp_status mp_kout_shape(mp_kctx *k, int i, int rank, const int64_t *dims);
+
 /* ---- dtypes ---- */
 /* Bytes of one element (0 for sub-byte types and strings). */
 static inline size_t mp_kesize(int dt) { return (size_t)(mp_dtype_bits(dt) / 8); }
@@ -116,6 +121,16 @@ mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64
  * (K = prod(kernel)); padding reads as pad_value. */
 void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
 void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
+
+/* Conv (attributes of k's node: strides, dilations, pads, auto_pad,
+ * group) in double: x shaped like xt, w like wt, y like yt; b: bias or
+ * NULL. For the integer and quantized convolutions and other dtypes. */
+mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, const double *w,
+                       const mp_rtensor *wt, const double *b, double *y, const mp_rtensor *yt);
+
+/* Store v into element i of a quantized dtype: integers round half to
+ * even and saturate; fp8 types convert (saturating). */
+void mp_kquant_store(void *y, int dt, int64_t i, double v);
 
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */

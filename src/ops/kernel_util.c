@@ -25,6 +25,15 @@ mp_status mp_kout_known(const mp_kctx *k) {
     return MP_OK;
 }
 
+mp_status mp_kout_shape(mp_kctx *k, int i, int rank, const int64_t *dims) {
+    mp_rtensor *o = &k->out[i];
+    if (!o->data) return mp_kout_alloc(k, i, rank, dims);
+    bool same = o->rank == rank;
+    for (int d = 0; same && d < rank; d++) same = o->dims[d] == dims[d];
+    if (!same) return mp_kfail(k, MP_ERR_SHAPE, "output %d: the data give another shape than the planned one", i);
+    return MP_OK;
+}
+
 bool mp_kdtype_ok(int dt) {
     switch (dt) {
     case MP_DT_FLOAT: case MP_DT_DOUBLE: case MP_DT_FLOAT16: case MP_DT_BFLOAT16:
@@ -549,3 +558,44 @@ mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64
 KU_IM2COL(mp_kim2col_f32, float)
 KU_IM2COL(mp_kim2col_f64, double)
 #undef KU_IM2COL
+
+mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, const double *w,
+                       const mp_rtensor *wt, const double *b, double *y, const mp_rtensor *yt) {
+    int nsp = xt->rank - 2;
+    if (nsp < 0 || wt->rank != xt->rank || yt->rank != xt->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
+    mp_kwin win;
+    mp_status st = mp_kwin_read(k, nsp, xt->dims + 2, yt->dims + 2, wt->dims + 2, &win);
+    if (st) return st;
+    int64_t N = xt->dims[0], C = xt->dims[1], M = wt->dims[0], G = mp_attr_i(k->n, "group", 1);
+    if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
+    int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
+    double *col = malloc(sizeof(double) * (size_t)(cg * kn * on + 1));
+    if (!col) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            double *ys = y + (n * M + g * mg) * on;
+            mp_kim2col_f64(x + (n * C + g * cg) * in_n, cg, &win, col, 0.0);
+            mp_kgemm_f64(mg, on, cg * kn, w + g * mg * cg * kn, cg * kn, 1, col, on, 1, ys, on, false);
+            for (int64_t m = 0; b && m < mg; m++)
+                for (int64_t j = 0; j < on; j++) ys[m * on + j] += b[g * mg + m];
+        }
+    free(col);
+    return MP_OK;
+}
+
+/* Saturating round-half-to-even into an integer dtype. */
+void mp_kquant_store(void *y, int dt, int64_t i, double v) {
+    if (dt >= MP_DT_FLOAT8E4M3FN && dt <= MP_DT_FLOAT8E5M2FNUZ) {
+        mp_kset_f(y, dt, i, v);
+        return;
+    }
+    double lo = dt == MP_DT_UINT8 ? 0 : dt == MP_DT_INT8 ? -128 : dt == MP_DT_UINT16 ? 0 : dt == MP_DT_INT16 ? -32768
+              : dt == MP_DT_INT4 ? -8 : dt == MP_DT_UINT4 ? 0 : dt == MP_DT_INT32 ? -2147483648.0 : 0;
+    double hi = dt == MP_DT_UINT8 ? 255 : dt == MP_DT_INT8 ? 127 : dt == MP_DT_UINT16 ? 65535 : dt == MP_DT_INT16 ? 32767
+              : dt == MP_DT_INT4 ? 7 : dt == MP_DT_UINT4 ? 15 : dt == MP_DT_INT32 ? 2147483647.0 : 4294967295.0;
+    v = nearbyint(v);
+    v = v < lo ? lo : v > hi ? hi : v;
+    mp_kset_i(y, dt, i, (int64_t)v);
+}
+

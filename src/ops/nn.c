@@ -969,18 +969,12 @@ static mp_status nnk_conv(mp_kctx *k) {
         free(col);
         return MP_OK;
     }
-    double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st);
-    double *col = st ? NULL : nnk_dbuf(k, cg * kn * on, &st), *yd = st ? NULL : nnk_dbuf(k, y->numel, &st);
-    for (int64_t n = 0; !st && n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            double *ys = yd + (n * M + g * mg) * on;
-            mp_kim2col_f64(xd + (n * C + g * cg) * in_n, cg, &win, col, 0.0);
-            mp_kgemm_f64(mg, on, cg * kn, wd + g * mg * cg * kn, cg * kn, 1, col, on, 1, ys, on, false);
-            for (int64_t m = 0; b && m < mg; m++)
-                for (int64_t j = 0; j < on; j++) ys[m * on + j] += mp_kget_f(b->data, b->dtype, g * mg + m);
-        }
+    double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st), *bd = NULL;
+    double *yd = st ? NULL : nnk_dbuf(k, y->numel, &st);
+    if (!st && b) bd = nnk_load(k, b, &st);
+    if (!st) st = mp_kconv_f64(k, xd, x, wd, w, bd, yd, y);
     if (!st) mp_kconvert(y->data, y->dtype, yd, MP_DT_DOUBLE, y->numel);
-    free(xd), free(wd), free(col), free(yd);
+    free(xd), free(wd), free(bd), free(yd);
     return st;
 }
 
