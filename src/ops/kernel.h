@@ -132,6 +132,10 @@ mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, 
  * even and saturate; fp8 types convert (saturating). */
 void mp_kquant_store(void *y, int dt, int64_t i, double v);
 
+/* Cubic convolution weight at distance d with coefficient a (Resize's
+ * cubic_coeff_a; -0.75 for GridSample). */
+double mp_kcubic(double d, double a);
+
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */
 void *mp_kstate_new(mp_kctx *k, size_t bytes);

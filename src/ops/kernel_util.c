@@ -599,3 +599,10 @@ void mp_kquant_store(void *y, int dt, int64_t i, double v) {
     mp_kset_i(y, dt, i, (int64_t)v);
 }
 
+
+double mp_kcubic(double d, double a) {
+    d = fabs(d);
+    if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+    if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    return 0;
+}

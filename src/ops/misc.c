@@ -1272,6 +1272,84 @@ static mp_status msk_nms(mp_kctx *k) {
     return st;
 }
 
+/* GridSample (2-D): each output pixel samples X at the grid's normalized
+ * (x, y) as PyTorch's grid_sample does: unnormalize (align_corners),
+ * padding zeros / border / reflection, nearest (half to even), bilinear,
+ * bicubic (A = -0.75, taps through the padding rule). */
+static double msk_gs_reflect(double v, double lo2, double hi2) {
+    if (lo2 == hi2) return 0;
+    double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+    v = fabs(v - mn);
+    double extra = fmod(v, span);
+    int64_t flips = (int64_t)floor(v / span);
+    return flips % 2 == 0 ? extra + mn : span - extra + mn;
+}
+
+/* The padding rule on a source coordinate of an axis of `size`. */
+static double msk_gs_pad(double v, int64_t size, int pad, bool align) {
+    if (pad == 1) return fmin((double)(size - 1), fmax(v, 0.0));
+    if (pad == 2) {
+        v = align ? msk_gs_reflect(v, 0, 2.0 * (double)(size - 1)) : msk_gs_reflect(v, -1, 2.0 * (double)size - 1);
+        return fmin((double)(size - 1), fmax(v, 0.0));
+    }
+    return v;
+}
+
+static double msk_gs_px(const mp_rtensor *x, int64_t base, int64_t H, int64_t W, int64_t yy, int64_t xx) {
+    if (yy < 0 || yy >= H || xx < 0 || xx >= W) return 0;
+    return mp_kget_f(x->data, x->dtype, base + yy * W + xx);
+}
+
+static mp_status msk_gridsample(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *g = &k->in[1];
+    mp_rtensor *y = &k->out[0];
+    if (x->rank != 4) return mp_kfail(k, MP_ERR_UNSUPPORTED, "only 2-D sampling (4-D X)");
+    const char *mode = mp_attr_s(k->n, "mode", k->n->opset >= 20 ? "linear" : "bilinear");
+    const char *pm = mp_attr_s(k->n, "padding_mode", "zeros");
+    int m = !strcmp(mode, "nearest") ? 0 : (!strcmp(mode, "bicubic") || !strcmp(mode, "cubic")) ? 2 : 1;
+    int pad = !strcmp(pm, "border") ? 1 : !strcmp(pm, "reflection") ? 2 : 0;
+    bool align = mp_attr_i(k->n, "align_corners", 0) != 0;
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = y->dims[2], Wo = y->dims[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < Ho * Wo; i++) {
+            double gx = mp_kget_f(g->data, g->dtype, (n * Ho * Wo + i) * 2);
+            double gy = mp_kget_f(g->data, g->dtype, (n * Ho * Wo + i) * 2 + 1);
+            double fx = align ? (gx + 1) / 2 * (double)(W - 1) : ((gx + 1) * (double)W - 1) / 2;
+            double fy = align ? (gy + 1) / 2 * (double)(H - 1) : ((gy + 1) * (double)H - 1) / 2;
+            if (m != 2) {
+                fx = msk_gs_pad(fx, W, pad, align);
+                fy = msk_gs_pad(fy, H, pad, align);
+            }
+            for (int64_t c = 0; c < C; c++) {
+                int64_t base = (n * C + c) * H * W;
+                double v = 0;
+                if (m == 0) {
+                    v = msk_gs_px(x, base, H, W, (int64_t)nearbyint(fy), (int64_t)nearbyint(fx));
+                } else if (m == 1) {
+                    double x0 = floor(fx), y0 = floor(fy), ax = fx - x0, ay = fy - y0;
+                    int64_t ix = (int64_t)x0, iy = (int64_t)y0;
+                    v = msk_gs_px(x, base, H, W, iy, ix) * (1 - ax) * (1 - ay) +
+                        msk_gs_px(x, base, H, W, iy, ix + 1) * ax * (1 - ay) +
+                        msk_gs_px(x, base, H, W, iy + 1, ix) * (1 - ax) * ay +
+                        msk_gs_px(x, base, H, W, iy + 1, ix + 1) * ax * ay;
+                } else {
+                    double x0 = floor(fx), y0 = floor(fy), tx = fx - x0, ty = fy - y0, wx[4], wy[4];
+                    for (int q = 0; q < 4; q++) {
+                        wx[q] = mp_kcubic(tx - (double)(q - 1), -0.75);
+                        wy[q] = mp_kcubic(ty - (double)(q - 1), -0.75);
+                    }
+                    for (int a = 0; a < 4; a++)
+                        for (int b = 0; b < 4; b++) {
+                            double sy = msk_gs_pad(y0 - 1 + a, H, pad, align), sx = msk_gs_pad(x0 - 1 + b, W, pad, align);
+                            v += wy[a] * wx[b] * msk_gs_px(x, base, H, W, (int64_t)sy, (int64_t)sx);
+                        }
+                }
+                mp_kset_f(y->data, y->dtype, ((n * C + c) * Ho * Wo) + i, v);
+            }
+        }
+    return MP_OK;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -1283,8 +1361,8 @@ const mp_op mp_ops_misc[] = {
     /* thresholds are buffers */
     {"", "NonMaxSuppression", 10, infer_nms, cost_nms, 0, MS_IN(2) | MS_IN(3) | MS_IN(4), NULL,
      msk_nms},
-    {"", "GridSample", 16, infer_gridsample16, cost_gridsample, 0, MS_IN(1), NULL},
-    {"", "GridSample", 20, infer_gridsample20, cost_gridsample, 0, MS_IN(1), NULL},
+    {"", "GridSample", 16, infer_gridsample16, cost_gridsample, 0, MS_IN(1), NULL, msk_gridsample},
+    {"", "GridSample", 20, infer_gridsample20, cost_gridsample, 0, MS_IN(1), NULL, msk_gridsample},
     {"", "RandomUniform", 1, infer_random, mp_cost_out1, 0, 0, NULL},
     {"", "RandomNormal", 1, infer_random, mp_cost_out1, 0, 0, NULL},
     {"", "RandomUniformLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL},

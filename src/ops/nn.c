@@ -1524,13 +1524,6 @@ typedef struct nnk_taps {
     double *w;
 } nnk_taps;
 
-static double nnk_cubic(double x, double a) {
-    x = fabs(x);
-    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
-    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
-    return 0;
-}
-
 static mp_status nnk_resize(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
@@ -1637,7 +1630,7 @@ static mp_status nnk_resize(mp_kctx *k) {
                 int64_t q = (int64_t)f - half + 1 + j - (m == 1 && !anti ? 0 : 0);
                 double d = c - (double)q, wt;
                 if (m == 1) wt = anti ? fmax(0.0, 1.0 - fabs(d) * s) : fmax(0.0, 1.0 - fabs(d));
-                else wt = anti ? nnk_cubic(d * s, ca) : nnk_cubic(d, ca);
+                else wt = anti ? mp_kcubic(d * s, ca) : mp_kcubic(d, ca);
                 if (q < 0 || q >= in) {
                     if (excl) wt = 0;
                     q = q < 0 ? 0 : in - 1;
