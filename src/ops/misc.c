@@ -1350,6 +1350,51 @@ static mp_status msk_gridsample(mp_kctx *k) {
     return MP_OK;
 }
 
+/* TfIdfVectorizer (integer tokens): counts of the pool's n-grams in each
+ * row (n-grams of n >= 2 taken with every skip 0..max_skip_count, unigrams
+ * once), then TF, IDF (weight when present) or TFIDF (count * weight). */
+static mp_status msk_tfidf(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0];
+    mp_rtensor *y = &k->out[0];
+    const int64_t *pool, *counts, *idx;
+    const double *wts;
+    int np = mp_attr_ints(k->n, "pool_int64s", &pool), nc = mp_attr_ints(k->n, "ngram_counts", &counts);
+    int ni = mp_attr_ints(k->n, "ngram_indexes", &idx), nw = mp_attr_floats(k->n, "weights", &wts);
+    int64_t minn = mp_attr_i(k->n, "min_gram_length", 1), maxn = mp_attr_i(k->n, "max_gram_length", 1);
+    int64_t maxskip = mp_attr_i(k->n, "max_skip_count", 0);
+    const char *mode = mp_attr_s(k->n, "mode", "TF");
+    if (np < 0 || nc < 1 || ni < 0) return mp_kfail(k, MP_ERR_UNSUPPORTED, "integer pool attributes required");
+    int64_t rows = x->rank == 2 ? x->dims[0] : 1, len = x->rank ? x->dims[x->rank - 1] : 1;
+    int64_t cols = y->dims[y->rank - 1];
+    double *cnt = calloc((size_t)cols + 1, sizeof(double));
+    if (!cnt) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t r = 0; r < rows; r++) {
+        memset(cnt, 0, sizeof(double) * (size_t)cols);
+        for (int64_t n = minn < 1 ? 1 : minn; n <= maxn && n <= nc; n++) {
+            int64_t start = counts[n - 1], end = n < nc ? counts[n] : np, gram0 = 0;
+            for (int64_t q = 0; q < n - 1; q++) gram0 += ((q + 1 < nc ? counts[q + 1] : np) - counts[q]) / (q + 1);
+            for (int64_t skip = 0; skip <= (n == 1 ? 0 : maxskip); skip++)
+                for (int64_t i = 0; i + (n - 1) * (skip + 1) < len; i++)
+                    for (int64_t g = 0; start + (g + 1) * n <= end; g++) {
+                        bool match = true;
+                        for (int64_t q = 0; q < n && match; q++)
+                            match = pool[start + g * n + q] ==
+                                    mp_kget_i(x->data, x->dtype, r * len + i + q * (skip + 1));
+                        if (match && gram0 + g < ni && idx[gram0 + g] < cols) cnt[idx[gram0 + g]] += 1;
+                    }
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            double w = 1;
+            for (int j = 0; j < ni && j < nw; j++)
+                if (idx[j] == c) w = wts[j];
+            double v = !strcmp(mode, "IDF") ? (cnt[c] > 0 ? w : 0) : !strcmp(mode, "TFIDF") ? cnt[c] * w : cnt[c];
+            mp_kset_f(y->data, y->dtype, r * cols + c, v);
+        }
+    }
+    free(cnt);
+    return MP_OK;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -1383,7 +1428,7 @@ const mp_op mp_ops_misc[] = {
     {"", "MaxUnpool", 9, infer_maxunpool, mp_cost_zero, 0, 0, NULL, msk_maxunpool},
     {"", "MaxUnpool", 11, infer_maxunpool, mp_cost_zero, 0, 0, NULL, msk_maxunpool},
     {"", "Det", 11, infer_det, cost_det, 0, 0, NULL, msk_det},
-    {"", "TfIdfVectorizer", 9, infer_tfidf, cost_tfidf, 0, 0, NULL},
+    {"", "TfIdfVectorizer", 9, infer_tfidf, cost_tfidf, 0, 0, NULL, msk_tfidf},
 };
 const int mp_ops_misc_count = (int)MP_ARRAY_LEN(mp_ops_misc);
 
