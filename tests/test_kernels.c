@@ -65,7 +65,7 @@ static mp_rtensor tk_t(void *data, int dt, int rank, const int64_t *dims) {
 
 /* Prepare (when the op has one), run, release through the descriptor. */
 static mp_status tk_run(tk_node *t) {
-    const mp_op *op = mp_op_find("", t->n.op, t->n.opset);
+    const mp_op *op = mp_op_find(t->n.domain, t->n.op, t->n.opset);
     if (!op || !op->run) return MP_ERR_UNSUPPORTED;
     size_t scratch = 0;
     mp_status st = op->prepare ? op->prepare(&t->k, &scratch) : MP_OK;
@@ -309,7 +309,47 @@ static void test_kernels_quantize_matmul_integer(void) {
     T_EQ(y[0], 14);
 }
 
+static void test_kernels_contrib(void) {
+    /* SkipLayerNormalization: s = x + skip + bias = [1, 2, 3, 6] per row;
+     * mean 3, var (4 + 1 + 0 + 9) / 4 = 3.5; y = (s - 3) / sqrt(3.5 + eps) * 2 + 1 */
+    float x[4] = {1, 1, 1, 1}, skip[4] = {0, 1, 2, 5}, g[4] = {2, 2, 2, 2}, be[4] = {1, 1, 1, 1};
+    float bi[4] = {0, 0, 0, 0}, y[4], sum[4];
+    int64_t xd[2] = {1, 4}, hd[1] = {4};
+    tk_node t;
+    tk_init(&t, "SkipLayerNormalization", 1, 5, 4);
+    t.n.domain = "com.microsoft";
+    t.n.out[1] = t.n.out[2] = -1; /* mean and inv_std_var omitted */
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(skip, MP_DT_FLOAT, 2, xd);
+    t.rin[2] = tk_t(g, MP_DT_FLOAT, 1, hd);
+    t.rin[3] = tk_t(be, MP_DT_FLOAT, 1, hd);
+    t.rin[4] = tk_t(bi, MP_DT_FLOAT, 1, hd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, xd);
+    t.rout[3] = tk_t(sum, MP_DT_FLOAT, 2, xd);
+    T_OK(tk_run(&t));
+    double inv = 1.0 / sqrt(3.5 + 1e-5);
+    float want[4] = {(float)(-2 * inv * 2 + 1), (float)(-1 * inv * 2 + 1), 1.0f, (float)(3 * inv * 2 + 1)};
+    T_CHECK(tk_close(y, want, 4, 1e-6));
+    float wsum[4] = {1, 2, 3, 6};
+    T_CHECK(tk_close(sum, wsum, 4, 0));
+    /* FusedMatMul transB, alpha 0.5: [[1, 2]] @ [[3, 4], [5, 6]]^T * 0.5 = [[5.5, 8.5]] */
+    float a[2] = {1, 2}, b[4] = {3, 4, 5, 6}, mm[2];
+    int64_t ad[2] = {1, 2}, bd[2] = {2, 2}, yd[2] = {1, 2};
+    tk_init(&t, "FusedMatMul", 1, 2, 1);
+    t.n.domain = "com.microsoft";
+    tk_attr_i(&t, "transB", 1);
+    t.attr[t.n.n_attr] = (mp_attr){.name = "alpha", .type = MP_ATTR_FLOAT, .f = 0.5};
+    t.n.n_attr++;
+    t.rin[0] = tk_t(a, MP_DT_FLOAT, 2, ad);
+    t.rin[1] = tk_t(b, MP_DT_FLOAT, 2, bd);
+    t.rout[0] = tk_t(mm, MP_DT_FLOAT, 2, yd);
+    T_OK(tk_run(&t));
+    float mw[2] = {5.5f, 8.5f};
+    T_CHECK(tk_close(mm, mw, 2, 0));
+}
+
 MP_TESTS(kernels){
+    {"contrib", test_kernels_contrib},
     {"half_bf16_fp8", test_kernels_half_bf16_fp8},
     {"bcast_rows", test_kernels_bcast_rows},
     {"gemm", test_kernels_gemm},

@@ -16,9 +16,11 @@
  * products (quantized ops) count MACs the same way; their FLOPs are integer
  * operations. Quantization, dequantization and requantization inside a
  * fused quantized op are not counted (as QLinearMatMul in linalg.c). */
-#include "ops/ops.h"
+#include "ops/kernel.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define CT_MS "com.microsoft"
 #define CT_BIT(i) (1u << (i))
@@ -1559,6 +1561,139 @@ static mp_status gather_bq_infer(mp_ctx *c) {
 static void out2_cost(mp_ctx *c, mp_cost *k) { ct_per_elem(k, 2, mp_out(c, 0)); }
 
 /* ------------------------------------------------------------------ */
+/* kernels (the contrib ops real exported models use, where cheap)     */
+/* ------------------------------------------------------------------ */
+
+/* FusedMatMul / TransposeMatMul: alpha * op(A) @ op(B). */
+static mp_status ctk_fused_matmul(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[1];
+    mp_rtensor *y = &k->out[0];
+    bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
+    double alpha = mp_attr_f(k->n, "alpha", 1.0);
+    if (a->rank < 2 || b->rank < 2) return mp_kfail(k, MP_ERR_UNSUPPORTED, "1-D operands");
+    if (a->dtype == MP_DT_FLOAT && b->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT) {
+        mp_kmatmul(a, b, y, true, a->data, b->data, y->data, ta, tb);
+        if (alpha != 1.0)
+            for (int64_t e = 0; e < y->numel; e++) ((float *)y->data)[e] *= (float)alpha;
+        return MP_OK;
+    }
+    double *A = malloc(sizeof(double) * (size_t)(a->numel + 1)), *B = malloc(sizeof(double) * (size_t)(b->numel + 1));
+    double *Y = malloc(sizeof(double) * (size_t)(y->numel + 1));
+    mp_status st = MP_OK;
+    if (!A || !B || !Y) {
+        st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    } else {
+        mp_kconvert(A, MP_DT_DOUBLE, a->data, a->dtype, a->numel);
+        mp_kconvert(B, MP_DT_DOUBLE, b->data, b->dtype, b->numel);
+        mp_kmatmul(a, b, y, false, A, B, Y, ta, tb);
+        for (int64_t e = 0; e < y->numel; e++) mp_kset_f(y->data, y->dtype, e, alpha * Y[e]);
+    }
+    free(A), free(B), free(Y);
+    return st;
+}
+
+/* The layer normalizations: each row of the normalized (trailing) dims
+ * gets s = x (+ skip) (+ bias), then (s - mean) * inv_std (LayerNorm) or
+ * s * inv_rms (simplified), times gamma (+ beta). Optional outputs: mean,
+ * inv_std (or inv_rms) per row, and the sum s. */
+typedef struct ctk_norm {
+    int skip, gamma, beta, bias;   /* input slots, -1: none */
+    int mean_out, inv_out, sum_out; /* output slots, -1: none */
+    bool simplified;
+} ctk_norm;
+
+static const mp_rtensor *ctk_opt_in(const mp_kctx *k, int i) { return i >= 0 ? mp_kin(k, i) : NULL; }
+
+static mp_rtensor *ctk_opt_out(mp_kctx *k, int i) {
+    return i >= 0 && i < k->n_out && k->n->out[i] >= 0 && k->out[i].data ? &k->out[i] : NULL;
+}
+
+static mp_status ctk_norm_run(mp_kctx *k, const ctk_norm *c) {
+    const mp_rtensor *x = &k->in[0];
+    mp_rtensor *y = &k->out[0];
+    const mp_rtensor *skip = ctk_opt_in(k, c->skip), *g = ctk_opt_in(k, c->gamma);
+    const mp_rtensor *be = ctk_opt_in(k, c->beta), *bi = ctk_opt_in(k, c->bias);
+    mp_rtensor *mo = ctk_opt_out(k, c->mean_out), *io = ctk_opt_out(k, c->inv_out), *so = ctk_opt_out(k, c->sum_out);
+    int axis = c->skip >= 0 ? x->rank - 1 : mp_axis(mp_attr_i(k->n, "axis", -1), x->rank);
+    if (axis < 0) return mp_kfail(k, MP_ERR_SHAPE, "axis out of range");
+    double eps = mp_attr_f(k->n, "epsilon", 1e-5);
+    int64_t rows = 1, len = 1;
+    for (int i = 0; i < axis; i++) rows *= x->dims[i];
+    for (int i = axis; i < x->rank; i++) len *= x->dims[i];
+    double *s = malloc(sizeof(double) * (size_t)(len + 1));
+    if (!s) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t r = 0; r < rows; r++) {
+        double sum = 0, sq = 0;
+        for (int64_t j = 0; j < len; j++) {
+            int64_t e = r * len + j;
+            double v = mp_kget_f(x->data, x->dtype, e);
+            if (skip) v += mp_kget_f(skip->data, skip->dtype, e % skip->numel);
+            if (bi) v += mp_kget_f(bi->data, bi->dtype, j % bi->numel);
+            s[j] = v;
+            sum += v;
+            if (so) mp_kset_f(so->data, so->dtype, e, v);
+        }
+        double mean = c->simplified ? 0 : sum / (double)len;
+        for (int64_t j = 0; j < len; j++) sq += (s[j] - mean) * (s[j] - mean);
+        double inv = 1.0 / sqrt(sq / (double)len + eps);
+        if (mo) mp_kset_f(mo->data, mo->dtype, r, mean);
+        if (io) mp_kset_f(io->data, io->dtype, r, inv);
+        for (int64_t j = 0; j < len; j++) {
+            double v = (s[j] - mean) * inv;
+            if (g) v *= mp_kget_f(g->data, g->dtype, j % g->numel);
+            if (be) v += mp_kget_f(be->data, be->dtype, j % be->numel);
+            mp_kset_f(y->data, y->dtype, r * len + j, v);
+        }
+    }
+    free(s);
+    return MP_OK;
+}
+
+static mp_status ctk_simplified_ln(mp_kctx *k) {
+    ctk_norm c = {-1, 1, -1, -1, -1, 1, -1, true};
+    return ctk_norm_run(k, &c);
+}
+
+static mp_status ctk_skipln(mp_kctx *k) {
+    ctk_norm c = {1, 2, 3, 4, 1, 2, 3, false};
+    return ctk_norm_run(k, &c);
+}
+
+static mp_status ctk_skip_simplified_ln(mp_kctx *k) {
+    ctk_norm c = {1, 2, -1, 3, 1, 2, 3, true};
+    return ctk_norm_run(k, &c);
+}
+
+/* Gelu (erf), QuickGelu (x * sigmoid(alpha x)), BiasGelu (erf, after the
+ * bias), FastGelu (tanh form, after the optional bias), BiasAdd (x + bias
+ * + skip): element-wise with a bias along the last axis. */
+typedef enum { CTK_GELU, CTK_QUICK, CTK_FAST, CTK_BIASADD } ctk_act;
+
+static mp_status ctk_act_run(mp_kctx *k, ctk_act op) {
+    const mp_rtensor *x = &k->in[0], *b = mp_kin(k, 1), *skip = op == CTK_BIASADD ? mp_kin(k, 2) : NULL;
+    mp_rtensor *y = &k->out[0];
+    double alpha = mp_attr_f(k->n, "alpha", 1.702);
+    for (int64_t e = 0; e < x->numel; e++) {
+        double v = mp_kget_f(x->data, x->dtype, e);
+        if (b) v += mp_kget_f(b->data, b->dtype, e % b->numel);
+        if (skip) v += mp_kget_f(skip->data, skip->dtype, e % skip->numel);
+        switch (op) {
+        case CTK_GELU: v = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
+        case CTK_QUICK: v = v / (1 + exp(-alpha * v)); break;
+        case CTK_FAST: v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); break;
+        default: break;
+        }
+        mp_kset_f(y->data, y->dtype, e, v);
+    }
+    return MP_OK;
+}
+
+static mp_status ctk_gelu(mp_kctx *k) { return ctk_act_run(k, CTK_GELU); }
+static mp_status ctk_quick_gelu(mp_kctx *k) { return ctk_act_run(k, CTK_QUICK); }
+static mp_status ctk_fast_gelu(mp_kctx *k) { return ctk_act_run(k, CTK_FAST); }
+static mp_status ctk_bias_add(mp_kctx *k) { return ctk_act_run(k, CTK_BIASADD); }
+
+/* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -1569,8 +1704,8 @@ static void out2_cost(mp_ctx *c, mp_cost *k) { ct_per_elem(k, 2, mp_out(c, 0)); 
  * has a hook for it. */
 const mp_op mp_ops_contrib[] = {
     /* matrix products */
-    {CT_MS, "FusedMatMul", 1, fused_matmul_infer, matmul2_cost, CT_BIT(0) | CT_BIT(1), 0},
-    {CT_MS, "TransposeMatMul", 1, fused_matmul_infer, matmul2_cost, CT_BIT(0) | CT_BIT(1), 0},
+    {CT_MS, "FusedMatMul", 1, fused_matmul_infer, matmul2_cost, CT_BIT(0) | CT_BIT(1), 0, NULL, ctk_fused_matmul},
+    {CT_MS, "TransposeMatMul", 1, fused_matmul_infer, matmul2_cost, CT_BIT(0) | CT_BIT(1), 0, NULL, ctk_fused_matmul},
     {CT_MS, "GemmFastGelu", 1, gemm_fast_gelu_infer, gemm_fast_gelu_cost, CT_BIT(1) | CT_BIT(2), 0},
     {CT_MS, "FusedGemm", 1, fused_gemm_infer, fused_gemm_cost, CT_BIT(1) | CT_BIT(2), 0},
     {CT_MS, "FusedConv", 1, fused_conv_infer, fused_conv_cost, CT_BIT(1) | CT_BIT(2), 0},
@@ -1592,32 +1727,32 @@ const mp_op mp_ops_contrib[] = {
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0},
     /* normalizations (onnxruntime registers LayerNormalization and
      * SimplifiedLayerNormalization in the default domain, opset 1) */
-    {"", "LayerNormalization", 1, layernorm_infer, layernorm_cost, CT_BIT(1) | CT_BIT(2), 0},
-    {CT_MS, "LayerNormalization", 1, layernorm_infer, layernorm_cost, CT_BIT(1) | CT_BIT(2), 0},
-    {"", "SimplifiedLayerNormalization", 1, simplified_ln_infer, cost4, CT_BIT(1), 0},
-    {CT_MS, "SimplifiedLayerNormalization", 1, simplified_ln_infer, cost4, CT_BIT(1), 0},
+    {"", "LayerNormalization", 1, layernorm_infer, layernorm_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, mp_klayernorm},
+    {CT_MS, "LayerNormalization", 1, layernorm_infer, layernorm_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, mp_klayernorm},
+    {"", "SimplifiedLayerNormalization", 1, simplified_ln_infer, cost4, CT_BIT(1), 0, NULL, ctk_simplified_ln},
+    {CT_MS, "SimplifiedLayerNormalization", 1, simplified_ln_infer, cost4, CT_BIT(1), 0, NULL, ctk_simplified_ln},
     {CT_MS, "SkipLayerNormalization", 1, skipln_infer, skipln_cost,
-     CT_BIT(2) | CT_BIT(3) | CT_BIT(4), 0},
+     CT_BIT(2) | CT_BIT(3) | CT_BIT(4), 0, NULL, ctk_skipln},
     {CT_MS, "SkipSimplifiedLayerNormalization", 1, skip_simplified_ln_infer,
-     skip_simplified_ln_cost, CT_BIT(2) | CT_BIT(3), 0},
+     skip_simplified_ln_cost, CT_BIT(2) | CT_BIT(3), 0, NULL, ctk_skip_simplified_ln},
     {CT_MS, "EmbedLayerNormalization", 1, embed_ln_infer, embed_ln_cost,
      CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6), 0},
     {CT_MS, "GroupNorm", 1, groupnorm_infer, groupnorm_cost, CT_BIT(1) | CT_BIT(2), 0},
     {CT_MS, "SkipGroupNorm", 1, skip_groupnorm_infer, groupnorm_cost,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(4), 0},
     /* activations and bias fusions */
-    {CT_MS, "Gelu", 1, same_infer, cost1, 0, 0},
-    {CT_MS, "QuickGelu", 1, same_infer, cost1, 0, 0},
-    {CT_MS, "BiasGelu", 1, bias_act_infer, cost2, CT_BIT(1), 0},
-    {CT_MS, "FastGelu", 1, bias_act_infer, fast_gelu_cost, CT_BIT(1), 0},
-    {CT_MS, "BiasAdd", 1, bias_add_infer, cost2, CT_BIT(1), 0},
+    {CT_MS, "Gelu", 1, same_infer, cost1, 0, 0, NULL, ctk_gelu},
+    {CT_MS, "QuickGelu", 1, same_infer, cost1, 0, 0, NULL, ctk_quick_gelu},
+    {CT_MS, "BiasGelu", 1, bias_act_infer, cost2, CT_BIT(1), 0, NULL, ctk_gelu},
+    {CT_MS, "FastGelu", 1, bias_act_infer, fast_gelu_cost, CT_BIT(1), 0, NULL, ctk_fast_gelu},
+    {CT_MS, "BiasAdd", 1, bias_add_infer, cost2, CT_BIT(1), 0, NULL, ctk_bias_add},
     {CT_MS, "BiasSplitGelu", 1, bias_split_gelu_infer, cost2, CT_BIT(1), 0},
     {CT_MS, "BiasSoftmax", 1, bias_softmax_infer, cost2, 0, 0},
     {CT_MS, "Inverse", 1, inverse_infer, inverse_cost, 0, 0},
     {CT_MS, "Trilu", 1, trilu_infer, zero_cost, 0, CT_BIT(1)},
     /* quantization and quantized element-wise ops */
-    {CT_MS, "QuantizeLinear", 1, quantize_infer, cost2, 0, CT_BIT(1) | CT_BIT(2)},
-    {CT_MS, "DequantizeLinear", 1, dequantize_infer, cost2, CT_BIT(0), CT_BIT(1) | CT_BIT(2)},
+    {CT_MS, "QuantizeLinear", 1, quantize_infer, cost2, 0, CT_BIT(1) | CT_BIT(2), NULL, mp_kquantize},
+    {CT_MS, "DequantizeLinear", 1, dequantize_infer, cost2, CT_BIT(0), CT_BIT(1) | CT_BIT(2), NULL, mp_kdequantize},
     {CT_MS, "QLinearAdd", 1, qlinear_binary_infer, out1_cost, 0,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7)},
     {CT_MS, "QLinearMul", 1, qlinear_binary_infer, out1_cost, 0,

@@ -106,6 +106,18 @@ void mp_kgemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, 
 void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs,
                   const double *B, int64_t brs, int64_t bcs, double *C, int64_t ldc, bool acc);
 
+/* numpy matmul y = op(a) @ op(b) over broadcast batch dims on f32 (f32)
+ * or f64 buffers laid out as a, b, y; ta/tb: A's/B's last two dims are
+ * stored transposed. A 1-D A is [1, K], a 1-D B [K, 1]. */
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb);
+
+/* Kernels shared by the default domain and com.microsoft (linalg.c,
+ * nn.c). */
+mp_status mp_kquantize(mp_kctx *k);
+mp_status mp_kdequantize(mp_kctx *k);
+mp_status mp_klayernorm(mp_kctx *k);
+
 /* ---- sliding windows (Conv, pooling) ---- */
 typedef struct mp_kwin {
     int k;                                   /* spatial dims */

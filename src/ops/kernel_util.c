@@ -606,3 +606,36 @@ double mp_kcubic(double d, double a) {
     if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
     return 0;
 }
+
+/* numpy matmul over broadcast batch dims; a 1-D A is [1, K], a 1-D B
+ * [K, 1]; ta/tb: the last two dims of A/B are stored transposed. */
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb) {
+    int ar = a->rank, br = b->rank;
+    int64_t a0 = ar >= 2 ? a->dims[ar - 2] : 1, a1 = a->dims[ar - 1];
+    int64_t b0 = br >= 2 ? b->dims[br - 2] : b->dims[0], b1 = br >= 2 ? b->dims[br - 1] : 1;
+    int64_t M = ta ? a1 : a0, K = ta ? a0 : a1, N = tb ? b0 : b1;
+    int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
+    int ybr = abr > bbr ? abr : bbr;
+    int64_t ybd[MP_MAX_RANK];
+    for (int i = 0; i < ybr; i++) {
+        int ia = i - (ybr - abr), ib = i - (ybr - bbr);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        ybd[i] = da == 1 ? db : da;
+    }
+    int ranks[2] = {abr, bbr};
+    const int64_t *dims[2] = {a->dims, b->dims};
+    mp_kbcast it;
+    mp_kbcast_init(&it, ybr, ybd, 2, ranks, dims);
+    int64_t ars = ta ? 1 : K, acs = ta ? M : 1, brs = tb ? 1 : N, bcs = tb ? K : 1, yb = 0;
+    for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
+        for (int64_t j = 0; j < it.len; j++, yb++) {
+            int64_t ao = (it.off[0] + j * it.step[0]) * M * K, bo = (it.off[1] + j * it.step[1]) * K * N;
+            if (f32)
+                mp_kgemm_f32(M, N, K, (const float *)A + ao, ars, acs, (const float *)B + bo, brs, bcs,
+                             (float *)Y + yb * M * N, N, false);
+            else
+                mp_kgemm_f64(M, N, K, (const double *)A + ao, ars, acs, (const double *)B + bo, brs, bcs,
+                             (double *)Y + yb * M * N, N, false);
+        }
+}

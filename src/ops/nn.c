@@ -1212,7 +1212,7 @@ static mp_status nnk_instancenorm(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status nnk_layernorm(mp_kctx *k) {
+mp_status mp_klayernorm(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *sc = &k->in[1], *bi = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", -1), x->rank);
@@ -1700,7 +1700,7 @@ const mp_op mp_ops_nn[] = {
     {"", "BatchNormalization", 1, infer_batchnorm, cost_batchnorm, NN_W_B,
      (1u << 3) | (1u << 4), NULL, nnk_batchnorm},
     {"", "InstanceNormalization", 1, infer_instancenorm, cost_norm5, NN_W_B, 0, NULL, nnk_instancenorm},
-    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, nnk_layernorm},
+    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, mp_klayernorm},
     {"", "GroupNormalization", 18, infer_groupnorm18, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
     {"", "GroupNormalization", 21, infer_groupnorm21, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
     {"", "LpNormalization", 1, infer_lpnorm, cost_lpnorm, 0, 0, NULL, nnk_lpnorm},
