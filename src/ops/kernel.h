@@ -89,6 +89,8 @@ void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
 /* The same over a node's inputs first..first+n-1 and output 0. */
 void mp_kbcast_node(mp_kbcast *it, const mp_kctx *k, int first, int n);
 void mp_kbcast_next(mp_kbcast *it);
+/* Position the iterator at row r (after init). */
+void mp_kbcast_seek(mp_kbcast *it, int64_t r);
 
 /* ---- axes ---- */
 /* Bit mask of axes (negative counted from the end); false when one is out

@@ -394,6 +394,15 @@ void mp_kbcast_next(mp_kbcast *it) {
     }
 }
 
+void mp_kbcast_seek(mp_kbcast *it, int64_t r) {
+    for (int k = 0; k < it->n; k++) it->off[k] = 0;
+    for (int i = it->rank - 1; i >= 0; i--) {
+        it->idx[i] = r % it->dims[i];
+        r /= it->dims[i];
+        for (int k = 0; k < it->n; k++) it->off[k] += it->idx[i] * it->stride[k][i];
+    }
+}
+
 /* ---- axes ---- */
 
 bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, uint64_t *mask) {
