@@ -119,6 +119,13 @@ void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, b
 mp_status mp_kquantize(mp_kctx *k);
 mp_status mp_kdequantize(mp_kctx *k);
 mp_status mp_klayernorm(mp_kctx *k);
+mp_status mp_ktrilu(mp_kctx *k);
+mp_status mp_kgemm_run(mp_kctx *k);   /* Gemm (transA, transB, alpha, beta) */
+mp_status mp_kconv(mp_kctx *k);       /* Conv */
+/* An activation by its ONNX name (RNN activations, FusedGemm/FusedConv):
+ * Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid, ...; unknown names are
+ * the identity. */
+double mp_kact(const char *name, double x, double alpha, double beta);
 
 /* ---- sliding windows (Conv, pooling) ---- */
 typedef struct mp_kwin {

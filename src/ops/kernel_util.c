@@ -277,10 +277,10 @@ int64_t mp_kints(const mp_rtensor *t, int64_t *v, int64_t cap) {
 }
 
 void mp_kstrides(int rank, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
+    uint64_t s = 1; /* wraps instead of overflowing when a tensor is empty */
     for (int i = rank - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= dims[i];
+        strides[i] = (int64_t)s;
+        s *= (uint64_t)dims[i];
     }
 }
 
@@ -322,6 +322,13 @@ void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
     int64_t od[MP_MAX_RANK];
     int r = 0;
     it->n = n;
+    it->rank = 0;
+    for (int k = 0; k < n; k++) it->off[k] = it->step[k] = 0;
+    for (int i = 0; i < out_rank; i++)
+        if (out_dims[i] == 0) { /* nothing to walk (and dims may be absurd) */
+            it->len = it->rows = 0;
+            return;
+        }
     /* per-input strides in the output's index space; size-1 output dims dropped */
     for (int i = 0; i < out_rank; i++) {
         if (out_dims[i] == 1) continue;
@@ -421,10 +428,11 @@ bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, u
 }
 
 void mp_kouter_inner(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *inner) {
-    *outer = 1;
-    *inner = 1;
-    for (int i = 0; i < axis; i++) *outer *= dims[i];
-    for (int i = axis + 1; i < rank; i++) *inner *= dims[i];
+    uint64_t o = 1, n = 1; /* wraps instead of overflowing when a tensor is empty */
+    for (int i = 0; i < axis; i++) o *= (uint64_t)dims[i];
+    for (int i = axis + 1; i < rank; i++) n *= (uint64_t)dims[i];
+    *outer = (int64_t)o;
+    *inner = (int64_t)n;
 }
 
 void *mp_kstate_new(mp_kctx *k, size_t bytes) {

@@ -768,7 +768,7 @@ static mp_status lak_qlinear_matmul(mp_kctx *k) {
     return st;
 }
 
-static mp_status lak_gemm(mp_kctx *k) {
+mp_status mp_kgemm_run(mp_kctx *k) {
     const mp_rtensor *a = &k->in[0], *b = &k->in[1], *c = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
@@ -940,7 +940,7 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
 /* ---- RNN, GRU, LSTM (layout 0 and 1, both directions, sequence_lens,
  * clip, the activation attribute) ---- */
 
-static double lak_act(const char *name, double x, double alpha, double beta) {
+double mp_kact(const char *name, double x, double alpha, double beta) {
     if (!strcmp(name, "Sigmoid")) return 1.0 / (1.0 + exp(-x));
     if (!strcmp(name, "Tanh")) return tanh(x);
     if (!strcmp(name, "Relu")) return x > 0 ? x : 0;
@@ -1018,33 +1018,33 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
                 for (int64_t j = 0; j < H; j++) {
 #define LAK_CLIP(v) (clip > 0 ? fmax(-clip, fmin(clip, (v))) : (v))
                     if (gates == 1) {
-                        hn[j] = lak_act(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
+                        hn[j] = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
                     } else if (gates == 3) {
-                        double z = lak_act(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
-                        double rr = lak_act(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j]), ac->alpha[0], ac->beta[0]);
+                        double z = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
+                        double rr = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j]), ac->alpha[0], ac->beta[0]);
                         double hh;
                         if (lbr) {
                             hh = g[2 * H + j] + rr * g[G + 2 * H + j];
                         } else { /* (r * h) R_h^T: r element-wise on h */
                             double s2 = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + G + 2 * H + j) : 0;
                             for (int64_t i = 0; i < H; i++) {
-                                double ri = lak_act(ac->f[0], LAK_CLIP(g[H + i] + g[G + H + i]), ac->alpha[0], ac->beta[0]);
+                                double ri = mp_kact(ac->f[0], LAK_CLIP(g[H + i] + g[G + H + i]), ac->alpha[0], ac->beta[0]);
                                 s2 += ri * h[i] * mp_kget_f(R->data, R->dtype, (d * G + 2 * H + j) * H + i);
                             }
                             hh = g[2 * H + j] + s2;
                         }
-                        hh = lak_act(ac->f[1], LAK_CLIP(hh), ac->alpha[1], ac->beta[1]);
+                        hh = mp_kact(ac->f[1], LAK_CLIP(hh), ac->alpha[1], ac->beta[1]);
                         hn[j] = (1 - z) * hh + z * h[j];
                     } else {
                         double pi = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + j) : 0;
                         double po = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + H + j) : 0;
                         double pf = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + 2 * H + j) : 0;
-                        double gi = lak_act(ac->f[0], LAK_CLIP(g[j] + g[G + j] + pi * c[j]), ac->alpha[0], ac->beta[0]);
-                        double gf = lak_act(ac->f[0], LAK_CLIP(g[2 * H + j] + g[G + 2 * H + j] + pf * c[j]), ac->alpha[0], ac->beta[0]);
-                        double gc = lak_act(ac->f[1], LAK_CLIP(g[3 * H + j] + g[G + 3 * H + j]), ac->alpha[1], ac->beta[1]);
+                        double gi = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j] + pi * c[j]), ac->alpha[0], ac->beta[0]);
+                        double gf = mp_kact(ac->f[0], LAK_CLIP(g[2 * H + j] + g[G + 2 * H + j] + pf * c[j]), ac->alpha[0], ac->beta[0]);
+                        double gc = mp_kact(ac->f[1], LAK_CLIP(g[3 * H + j] + g[G + 3 * H + j]), ac->alpha[1], ac->beta[1]);
                         double cn = gf * c[j] + gi * gc;
-                        double go = lak_act(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j] + po * cn), ac->alpha[0], ac->beta[0]);
-                        hn[j] = go * lak_act(ac->f[2], cn, ac->alpha[2], ac->beta[2]);
+                        double go = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j] + po * cn), ac->alpha[0], ac->beta[0]);
+                        hn[j] = go * mp_kact(ac->f[2], cn, ac->alpha[2], ac->beta[2]);
                         g[j] = cn; /* the new cell state, kept until every j is done */
                     }
 #undef LAK_CLIP
@@ -1080,7 +1080,7 @@ static mp_status lak_lstm(mp_kctx *k) { return lak_rnn(k, 4); }
 
 const mp_op mp_ops_linalg[] = {
     {"", "MatMul", 1, matmul_infer, matmul_cost, LA_BIT(0) | LA_BIT(1), 0, NULL, lak_matmul_run},
-    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, lak_gemm},
+    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, mp_kgemm_run},
     {"", "Einsum", 12, einsum_infer, einsum_cost, 0, 0, NULL, lak_einsum},
     {"", "MatMulInteger", 10, matmul_integer_infer, matmul_cost, LA_BIT(1),
      LA_BIT(2) | LA_BIT(3), NULL, lak_matmul_integer},

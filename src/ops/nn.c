@@ -937,7 +937,7 @@ static double *nnk_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
 
 /* ---- Conv: im2col + GEMM per image and group ---- */
 
-static mp_status nnk_conv(mp_kctx *k) {
+mp_status mp_kconv(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
@@ -1688,7 +1688,7 @@ static mp_status nnk_resize(mp_kctx *k) {
 #define NN_W_B ((1u << 1) | (1u << 2))  /* inputs 1, 2 are parameters */
 
 const mp_op mp_ops_nn[] = {
-    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, nnk_conv},
+    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv},
     {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose},
     {"", "MaxPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_maxpool},
     {"", "AveragePool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_avgpool},

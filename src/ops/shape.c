@@ -2594,7 +2594,7 @@ static mp_status shk_eye_like(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status shk_trilu(mp_kctx *k) {
+mp_status mp_ktrilu(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
@@ -2903,7 +2903,7 @@ const mp_op mp_ops_shape[] = {
     SH_OP("Split", 2, split_infer_v2, shk_split),
     SH_OP("Split", 13, split_infer_v13, shk_split),
     SH_OP("Split", 18, split_infer_v18, shk_split),
-    SH_OP("Trilu", 14, trilu_infer, shk_trilu),
+    SH_OP("Trilu", 14, trilu_infer, mp_ktrilu),
     {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd},
     {"", "ScatterElements", 11, scatter_elements_infer, scatter_cost, 0, 0, NULL,
      shk_scatter_elements},
