@@ -17,6 +17,11 @@ mp_status mp_kfail(const mp_kctx *k, mp_status st, const char *fmt, ...) MP_PRIN
  * itself calls this first). */
 mp_status mp_kout_known(const mp_kctx *k);
 
+/* Output i of a data-dependent size: its planned buffer when the static
+ * inference knew the shape (which must then be rank/dims), else one of
+ * that shape (mp_kout_alloc). */
+mp_status mp_kout_shape(mp_kctx *k, int i, int rank, const int64_t *dims);
+
 /* ---- dtypes ---- */
 /* Bytes of one element (0 for sub-byte types and strings). */
 static inline size_t mp_kesize(int dt) { return (size_t)(mp_dtype_bits(dt) / 8); }
@@ -84,6 +89,8 @@ void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
 /* The same over a node's inputs first..first+n-1 and output 0. */
 void mp_kbcast_node(mp_kbcast *it, const mp_kctx *k, int first, int n);
 void mp_kbcast_next(mp_kbcast *it);
+/* Position the iterator at row r (after init). */
+void mp_kbcast_seek(mp_kbcast *it, int64_t r);
 
 /* ---- axes ---- */
 /* Bit mask of axes (negative counted from the end); false when one is out
@@ -101,6 +108,25 @@ void mp_kgemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, 
 void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs,
                   const double *B, int64_t brs, int64_t bcs, double *C, int64_t ldc, bool acc);
 
+/* numpy matmul y = op(a) @ op(b) over broadcast batch dims on f32 (f32)
+ * or f64 buffers laid out as a, b, y; ta/tb: A's/B's last two dims are
+ * stored transposed. A 1-D A is [1, K], a 1-D B [K, 1]. */
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb);
+
+/* Kernels shared by the default domain and com.microsoft (linalg.c,
+ * nn.c). */
+mp_status mp_kquantize(mp_kctx *k);
+mp_status mp_kdequantize(mp_kctx *k);
+mp_status mp_klayernorm(mp_kctx *k);
+mp_status mp_ktrilu(mp_kctx *k);
+mp_status mp_kgemm_run(mp_kctx *k);   /* Gemm (transA, transB, alpha, beta) */
+mp_status mp_kconv(mp_kctx *k);       /* Conv */
+/* An activation by its ONNX name (RNN activations, FusedGemm/FusedConv):
+ * Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid, ...; unknown names are
+ * the identity. */
+double mp_kact(const char *name, double x, double alpha, double beta);
+
 /* ---- sliding windows (Conv, pooling) ---- */
 typedef struct mp_kwin {
     int k;                                   /* spatial dims */
@@ -116,6 +142,20 @@ mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64
  * (K = prod(kernel)); padding reads as pad_value. */
 void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
 void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
+
+/* Conv (attributes of k's node: strides, dilations, pads, auto_pad,
+ * group) in double: x shaped like xt, w like wt, y like yt; b: bias or
+ * NULL. For the integer and quantized convolutions and other dtypes. */
+mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, const double *w,
+                       const mp_rtensor *wt, const double *b, double *y, const mp_rtensor *yt);
+
+/* Store v into element i of a quantized dtype: integers round half to
+ * even and saturate; fp8 types convert (saturating). */
+void mp_kquant_store(void *y, int dt, int64_t i, double v);
+
+/* Cubic convolution weight at distance d with coefficient a (Resize's
+ * cubic_coeff_a; -0.75 for GridSample). */
+double mp_kcubic(double d, double a);
 
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */

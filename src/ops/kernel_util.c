@@ -25,6 +25,15 @@ mp_status mp_kout_known(const mp_kctx *k) {
     return MP_OK;
 }
 
+mp_status mp_kout_shape(mp_kctx *k, int i, int rank, const int64_t *dims) {
+    mp_rtensor *o = &k->out[i];
+    if (!o->data) return mp_kout_alloc(k, i, rank, dims);
+    bool same = o->rank == rank;
+    for (int d = 0; same && d < rank; d++) same = o->dims[d] == dims[d];
+    if (!same) return mp_kfail(k, MP_ERR_SHAPE, "output %d: the data give another shape than the planned one", i);
+    return MP_OK;
+}
+
 bool mp_kdtype_ok(int dt) {
     switch (dt) {
     case MP_DT_FLOAT: case MP_DT_DOUBLE: case MP_DT_FLOAT16: case MP_DT_BFLOAT16:
@@ -268,10 +277,10 @@ int64_t mp_kints(const mp_rtensor *t, int64_t *v, int64_t cap) {
 }
 
 void mp_kstrides(int rank, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
+    uint64_t s = 1; /* wraps instead of overflowing when a tensor is empty */
     for (int i = rank - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= dims[i];
+        strides[i] = (int64_t)s;
+        s *= (uint64_t)dims[i];
     }
 }
 
@@ -313,6 +322,13 @@ void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
     int64_t od[MP_MAX_RANK];
     int r = 0;
     it->n = n;
+    it->rank = 0;
+    for (int k = 0; k < n; k++) it->off[k] = it->step[k] = 0;
+    for (int i = 0; i < out_rank; i++)
+        if (out_dims[i] == 0) { /* nothing to walk (and dims may be absurd) */
+            it->len = it->rows = 0;
+            return;
+        }
     /* per-input strides in the output's index space; size-1 output dims dropped */
     for (int i = 0; i < out_rank; i++) {
         if (out_dims[i] == 1) continue;
@@ -385,6 +401,15 @@ void mp_kbcast_next(mp_kbcast *it) {
     }
 }
 
+void mp_kbcast_seek(mp_kbcast *it, int64_t r) {
+    for (int k = 0; k < it->n; k++) it->off[k] = 0;
+    for (int i = it->rank - 1; i >= 0; i--) {
+        it->idx[i] = r % it->dims[i];
+        r /= it->dims[i];
+        for (int k = 0; k < it->n; k++) it->off[k] += it->idx[i] * it->stride[k][i];
+    }
+}
+
 /* ---- axes ---- */
 
 bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, uint64_t *mask) {
@@ -403,10 +428,11 @@ bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, u
 }
 
 void mp_kouter_inner(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *inner) {
-    *outer = 1;
-    *inner = 1;
-    for (int i = 0; i < axis; i++) *outer *= dims[i];
-    for (int i = axis + 1; i < rank; i++) *inner *= dims[i];
+    uint64_t o = 1, n = 1; /* wraps instead of overflowing when a tensor is empty */
+    for (int i = 0; i < axis; i++) o *= (uint64_t)dims[i];
+    for (int i = axis + 1; i < rank; i++) n *= (uint64_t)dims[i];
+    *outer = (int64_t)o;
+    *inner = (int64_t)n;
 }
 
 void *mp_kstate_new(mp_kctx *k, size_t bytes) {
@@ -549,3 +575,84 @@ mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64
 KU_IM2COL(mp_kim2col_f32, float)
 KU_IM2COL(mp_kim2col_f64, double)
 #undef KU_IM2COL
+
+mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, const double *w,
+                       const mp_rtensor *wt, const double *b, double *y, const mp_rtensor *yt) {
+    int nsp = xt->rank - 2;
+    if (nsp < 0 || wt->rank != xt->rank || yt->rank != xt->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
+    mp_kwin win;
+    mp_status st = mp_kwin_read(k, nsp, xt->dims + 2, yt->dims + 2, wt->dims + 2, &win);
+    if (st) return st;
+    int64_t N = xt->dims[0], C = xt->dims[1], M = wt->dims[0], G = mp_attr_i(k->n, "group", 1);
+    if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
+    int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
+    double *col = malloc(sizeof(double) * (size_t)(cg * kn * on + 1));
+    if (!col) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            double *ys = y + (n * M + g * mg) * on;
+            mp_kim2col_f64(x + (n * C + g * cg) * in_n, cg, &win, col, 0.0);
+            mp_kgemm_f64(mg, on, cg * kn, w + g * mg * cg * kn, cg * kn, 1, col, on, 1, ys, on, false);
+            for (int64_t m = 0; b && m < mg; m++)
+                for (int64_t j = 0; j < on; j++) ys[m * on + j] += b[g * mg + m];
+        }
+    free(col);
+    return MP_OK;
+}
+
+/* Saturating round-half-to-even into an integer dtype. */
+void mp_kquant_store(void *y, int dt, int64_t i, double v) {
+    if (dt >= MP_DT_FLOAT8E4M3FN && dt <= MP_DT_FLOAT8E5M2FNUZ) {
+        mp_kset_f(y, dt, i, v);
+        return;
+    }
+    double lo = dt == MP_DT_UINT8 ? 0 : dt == MP_DT_INT8 ? -128 : dt == MP_DT_UINT16 ? 0 : dt == MP_DT_INT16 ? -32768
+              : dt == MP_DT_INT4 ? -8 : dt == MP_DT_UINT4 ? 0 : dt == MP_DT_INT32 ? -2147483648.0 : 0;
+    double hi = dt == MP_DT_UINT8 ? 255 : dt == MP_DT_INT8 ? 127 : dt == MP_DT_UINT16 ? 65535 : dt == MP_DT_INT16 ? 32767
+              : dt == MP_DT_INT4 ? 7 : dt == MP_DT_UINT4 ? 15 : dt == MP_DT_INT32 ? 2147483647.0 : 4294967295.0;
+    v = nearbyint(v);
+    v = v < lo ? lo : v > hi ? hi : v;
+    mp_kset_i(y, dt, i, (int64_t)v);
+}
+
+
+double mp_kcubic(double d, double a) {
+    d = fabs(d);
+    if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+    if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    return 0;
+}
+
+/* numpy matmul over broadcast batch dims; a 1-D A is [1, K], a 1-D B
+ * [K, 1]; ta/tb: the last two dims of A/B are stored transposed. */
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb) {
+    int ar = a->rank, br = b->rank;
+    int64_t a0 = ar >= 2 ? a->dims[ar - 2] : 1, a1 = a->dims[ar - 1];
+    int64_t b0 = br >= 2 ? b->dims[br - 2] : b->dims[0], b1 = br >= 2 ? b->dims[br - 1] : 1;
+    int64_t M = ta ? a1 : a0, K = ta ? a0 : a1, N = tb ? b0 : b1;
+    int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
+    int ybr = abr > bbr ? abr : bbr;
+    int64_t ybd[MP_MAX_RANK];
+    for (int i = 0; i < ybr; i++) {
+        int ia = i - (ybr - abr), ib = i - (ybr - bbr);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        ybd[i] = da == 1 ? db : da;
+    }
+    int ranks[2] = {abr, bbr};
+    const int64_t *dims[2] = {a->dims, b->dims};
+    mp_kbcast it;
+    mp_kbcast_init(&it, ybr, ybd, 2, ranks, dims);
+    int64_t ars = ta ? 1 : K, acs = ta ? M : 1, brs = tb ? 1 : N, bcs = tb ? K : 1, yb = 0;
+    for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
+        for (int64_t j = 0; j < it.len; j++, yb++) {
+            int64_t ao = (it.off[0] + j * it.step[0]) * M * K, bo = (it.off[1] + j * it.step[1]) * K * N;
+            if (f32)
+                mp_kgemm_f32(M, N, K, (const float *)A + ao, ars, acs, (const float *)B + bo, brs, bcs,
+                             (float *)Y + yb * M * N, N, false);
+            else
+                mp_kgemm_f64(M, N, K, (const double *)A + ao, ars, acs, (const double *)B + bo, brs, bcs,
+                             (double *)Y + yb * M * N, N, false);
+        }
+}

@@ -6,9 +6,10 @@
  * Integer products (MatMulInteger, QLinearMatMul) count the same MACs and
  * report 2*MACs as FLOPs: those are integer operations, documented as such
  * in docs/COUNTING.md. Each op's comment states its shape and cost rule. */
-#include "ops/ops.h"
+#include "ops/kernel.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -672,26 +673,426 @@ static void gru_cost(mp_ctx *c, mp_cost *k) { la_rnn_cost(c, k, 3, 11); }
 static void lstm_cost(mp_ctx *c, mp_cost *k) { la_rnn_cost(c, k, 4, 13); }
 
 /* ------------------------------------------------------------------ */
+/* kernels                                                             */
+/* ------------------------------------------------------------------ */
+/* Reference kernels: fp32 products through the blocked GEMM of
+ * kernel_util.c, everything else (integer and quantized products, other
+ * float types, Einsum, the recurrent layers) in double; integer products
+ * are exact in double up to 2^53. oneDNN serves MatMul and Gemm in real
+ * runs. */
+
+static double *lak_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
+    double *p = malloc(sizeof(double) * (size_t)(t->numel > 0 ? t->numel : 1));
+    if (!p) *st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    else mp_kconvert(p, MP_DT_DOUBLE, t->data, t->dtype, t->numel);
+    return p;
+}
+
+static double *lak_buf(mp_kctx *k, int64_t n, mp_status *st) {
+    double *p = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!p) *st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    return p;
+}
+
+static mp_status lak_matmul_run(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[1];
+    mp_rtensor *y = &k->out[0];
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    if (a->dtype == MP_DT_FLOAT && b->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT) {
+        mp_kmatmul(a, b, y, true, a->data, b->data, y->data, false, false);
+        return MP_OK;
+    }
+    mp_status st = MP_OK;
+    double *A = lak_load(k, a, &st), *B = st ? NULL : lak_load(k, b, &st), *Y = st ? NULL : lak_buf(k, y->numel, &st);
+    if (!st) {
+        mp_kmatmul(a, b, y, false, A, B, Y, false, false);
+        mp_kconvert(y->data, y->dtype, Y, MP_DT_DOUBLE, y->numel);
+    }
+    free(A), free(B), free(Y);
+    return st;
+}
+
+/* Subtract a zero point from t (in place, as doubles): scalar, or one per
+ * row (axis -2 of A) / per column (last axis of B). */
+static void lak_sub_zp(double *v, const mp_rtensor *t, const mp_rtensor *zp, bool per_row) {
+    if (!zp || !zp->data) return;
+    int r = t->rank;
+    int64_t rows = r >= 2 ? t->dims[r - 2] : 1, cols = t->dims[r - 1];
+    for (int64_t e = 0; e < t->numel; e++) {
+        int64_t i = zp->numel <= 1 ? 0 : per_row ? (e / cols) % rows : e % cols;
+        v[e] -= mp_kget_f(zp->data, zp->dtype, i);
+    }
+}
+
+static mp_status lak_matmul_integer(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[1];
+    mp_rtensor *y = &k->out[0];
+    mp_status st = MP_OK;
+    double *A = lak_load(k, a, &st), *B = st ? NULL : lak_load(k, b, &st), *Y = st ? NULL : lak_buf(k, y->numel, &st);
+    if (!st) {
+        lak_sub_zp(A, a, mp_kin(k, 2), true);
+        lak_sub_zp(B, b, mp_kin(k, 3), false);
+        mp_kmatmul(a, b, y, false, A, B, Y, false, false);
+        mp_kconvert(y->data, y->dtype, Y, MP_DT_DOUBLE, y->numel);
+    }
+    free(A), free(B), free(Y);
+    return st;
+}
+
+static mp_status lak_qlinear_matmul(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *as = &k->in[1], *b = &k->in[3], *bs = &k->in[4], *ys = &k->in[6];
+    const mp_rtensor *yz = mp_kin(k, 7);
+    mp_rtensor *y = &k->out[0];
+    mp_status st = MP_OK;
+    double *A = lak_load(k, a, &st), *B = st ? NULL : lak_load(k, b, &st), *Y = st ? NULL : lak_buf(k, y->numel, &st);
+    if (!st) {
+        lak_sub_zp(A, a, mp_kin(k, 2), true);
+        lak_sub_zp(B, b, mp_kin(k, 5), false);
+        /* scales: per tensor, or per row of A / per column of B */
+        int ar = a->rank, br = b->rank;
+        int64_t rows = ar >= 2 ? a->dims[ar - 2] : 1, cols = b->dims[br - 1];
+        for (int64_t e = 0; e < a->numel; e++)
+            A[e] *= mp_kget_f(as->data, as->dtype, as->numel <= 1 ? 0 : (e / a->dims[ar - 1]) % rows);
+        for (int64_t e = 0; e < b->numel; e++)
+            B[e] *= mp_kget_f(bs->data, bs->dtype, bs->numel <= 1 ? 0 : e % cols);
+        mp_kmatmul(a, b, y, false, A, B, Y, false, false);
+        int64_t ycols = y->rank ? y->dims[y->rank - 1] : 1;
+        for (int64_t e = 0; e < y->numel; e++) {
+            int64_t c = e % ycols;
+            double s = mp_kget_f(ys->data, ys->dtype, ys->numel <= 1 ? 0 : c);
+            double z = yz ? mp_kget_f(yz->data, yz->dtype, yz->numel <= 1 ? 0 : c) : 0;
+            mp_kquant_store(y->data, y->dtype, e, Y[e] / s + z);
+        }
+    }
+    free(A), free(B), free(Y);
+    return st;
+}
+
+mp_status mp_kgemm_run(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[1], *c = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
+    double alpha = mp_attr_f(k->n, "alpha", 1.0), beta = mp_attr_f(k->n, "beta", 1.0);
+    int64_t M = y->dims[0], N = y->dims[1], K = ta ? a->dims[0] : a->dims[1];
+    int64_t ars = ta ? 1 : K, acs = ta ? M : 1, brs = tb ? 1 : N, bcs = tb ? K : 1;
+    mp_status st = MP_OK;
+    double *Y = NULL;
+    if (a->dtype == MP_DT_FLOAT && b->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT) {
+        mp_kgemm_f32(M, N, K, a->data, ars, acs, b->data, brs, bcs, y->data, N, false);
+    } else {
+        double *A = lak_load(k, a, &st), *B = st ? NULL : lak_load(k, b, &st);
+        Y = st ? NULL : lak_buf(k, y->numel, &st);
+        if (!st) mp_kgemm_f64(M, N, K, A, ars, acs, B, brs, bcs, Y, N, false);
+        free(A), free(B);
+    }
+    if (!st) {
+        /* y = alpha * y + beta * C (C broadcast to [M, N]) */
+        int64_t cr = c && c->rank == 2 ? c->dims[0] : 1;
+        int64_t cc = c && c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                int64_t e = i * N + j;
+                double v = Y ? Y[e] : mp_kget_f(y->data, y->dtype, e);
+                v *= alpha;
+                if (c) v += beta * mp_kget_f(c->data, c->dtype, (cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j));
+                mp_kset_f(y->data, y->dtype, e, v);
+            }
+    }
+    free(Y);
+    return st;
+}
+
+/* Einsum: the full index space walked once; each point adds the product
+ * of the operands' elements to the output's. */
+static mp_status lak_einsum(mp_kctx *k) {
+    la_einsum *E = malloc(sizeof *E);
+    if (!E) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    mp_ctx c = {k->g->model, (mp_graph *)k->g, (mp_node *)k->n, 0};
+    char err[256];
+    mp_status st = MP_OK;
+    if (!la_einsum_parse(&c, E, err, sizeof err) || E->ell_rank < 0 || E->n_ops != k->n_in) {
+        free(E);
+        return mp_kfail(k, MP_ERR_SHAPE, "%s", "cannot bind the equation");
+    }
+    /* axes: ellipsis dims first, then each letter seen */
+    int na = 0, axis_of[128];
+    int64_t ext[MP_MAX_RANK + 128];
+    for (int q = 0; q < E->ell_rank; q++) ext[na++] = E->ell[q];
+    for (int l = 0; l < 128; l++) {
+        axis_of[l] = -1;
+        if (E->seen[l]) {
+            axis_of[l] = na;
+            ext[na++] = E->ext[l];
+        }
+    }
+    int nt = k->n_in + 1;
+    int64_t *str = calloc((size_t)nt * (size_t)na + 1, sizeof(int64_t));
+    double *acc = lak_buf(k, k->out[0].numel, &st);
+    if (!str || st) {
+        free(E), free(str), free(acc);
+        return st ? st : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    }
+    for (int t = 0; t < nt; t++) {
+        const la_term *term = t < k->n_in ? &E->in[t] : &E->out;
+        const mp_rtensor *rt = t < k->n_in ? &k->in[t] : &k->out[0];
+        int er = term->ell >= 0 ? rt->rank - term->n : 0;
+        int64_t s[MP_MAX_RANK];
+        mp_kstrides(rt->rank, rt->dims, s);
+        int d = 0;
+        for (int j = 0; j <= term->n; j++) {
+            if (j == term->ell)
+                for (int q = 0; q < er; q++, d++) {
+                    int ax = E->ell_rank - er + q;
+                    if (rt->dims[d] != 1 || ext[ax] == 1) str[t * na + ax] += s[d];
+                }
+            if (j < term->n) {
+                int ax = axis_of[(unsigned char)term->lab[j]];
+                if (rt->dims[d] != 1 || ext[ax] == 1) str[t * na + ax] += s[d];
+                d++;
+            }
+        }
+    }
+    for (int64_t o = 0; o < k->out[0].numel; o++) acc[o] = 0;
+    int64_t total = 1, idx[MP_MAX_RANK + 128] = {0}, off[LA_MAX_OPS + 1] = {0};
+    for (int a = 0; a < na; a++) total *= ext[a];
+    for (int64_t p = 0; p < total; p++) {
+        double v = 1;
+        for (int t = 0; t < k->n_in; t++) v *= mp_kget_f(k->in[t].data, k->in[t].dtype, off[t]);
+        acc[off[k->n_in]] += v;
+        for (int a = na - 1; a >= 0; a--) {
+            for (int t = 0; t < nt; t++) off[t] += str[t * na + a];
+            if (++idx[a] < ext[a]) break;
+            for (int t = 0; t < nt; t++) off[t] -= str[t * na + a] * ext[a];
+            idx[a] = 0;
+        }
+    }
+    mp_kconvert(k->out[0].data, k->out[0].dtype, acc, MP_DT_DOUBLE, k->out[0].numel);
+    free(E), free(str), free(acc);
+    return MP_OK;
+}
+
+/* ---- quantization ---- */
+
+/* The per-axis index of element e for a 1-D parameter along `axis`. */
+static int64_t lak_axis_index(const mp_rtensor *x, const mp_rtensor *p, int axis, int64_t e) {
+    if (!p || p->numel <= 1 || axis < 0) return 0;
+    int64_t inner = 1;
+    for (int i = axis + 1; i < x->rank; i++) inner *= x->dims[i];
+    return (e / inner) % x->dims[axis];
+}
+
+mp_status mp_kquantize(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *s = &k->in[1], *z = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
+    bool sat = mp_attr_i(k->n, "saturate", 1) != 0;
+    bool fp8 = y->dtype >= MP_DT_FLOAT8E4M3FN && y->dtype <= MP_DT_FLOAT8E5M2FNUZ;
+    for (int64_t e = 0; e < x->numel; e++) {
+        int64_t i = lak_axis_index(x, s, axis, e);
+        double v = mp_kget_f(x->data, x->dtype, e) / mp_kget_f(s->data, s->dtype, i);
+        if (x->dtype == MP_DT_FLOAT) /* fp32 division, as the reference does */
+            v = (float)mp_kget_f(x->data, x->dtype, e) / (float)mp_kget_f(s->data, s->dtype, i);
+        if (fp8) {
+            if (z) v += mp_kget_f(z->data, z->dtype, i);
+            ((uint8_t *)y->data)[e] = mp_float_to_fp8((float)v, y->dtype, sat);
+            continue;
+        }
+        v = nearbyint(v);
+        if (z) v += mp_kget_f(z->data, z->dtype, i);
+        mp_kquant_store(y->data, y->dtype, e, v);
+    }
+    return MP_OK;
+}
+
+mp_status mp_kdequantize(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *s = &k->in[1], *z = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
+    for (int64_t e = 0; e < x->numel; e++) {
+        int64_t i = lak_axis_index(x, s, axis, e);
+        double v = mp_kget_f(x->data, x->dtype, e);
+        if (z) v -= mp_kget_f(z->data, z->dtype, i);
+        mp_kset_f(y->data, y->dtype, e, v * mp_kget_f(s->data, s->dtype, i));
+    }
+    return MP_OK;
+}
+
+static mp_status lak_dyn_quantize(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0];
+    double lo = 0, hi = 0;
+    for (int64_t e = 0; e < x->numel; e++) {
+        double v = mp_kget_f(x->data, x->dtype, e);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    /* in fp32, as the reference computes it */
+    float scale = (float)((float)hi - (float)lo) / 255.0f;
+    double zp = scale != 0 ? nearbyintf(0.0f - (float)lo / scale) : 0;
+    zp = zp < 0 ? 0 : zp > 255 ? 255 : zp;
+    for (int64_t e = 0; e < x->numel; e++)
+        mp_kquant_store(k->out[0].data, MP_DT_UINT8, e,
+                        scale != 0 ? nearbyintf((float)mp_kget_f(x->data, x->dtype, e) / scale) + zp : zp);
+    mp_kset_f(k->out[1].data, k->out[1].dtype, 0, scale);
+    mp_kset_i(k->out[2].data, k->out[2].dtype, 0, (int64_t)zp);
+    return MP_OK;
+}
+
+/* ---- RNN, GRU, LSTM (layout 0 and 1, both directions, sequence_lens,
+ * clip, the activation attribute) ---- */
+
+double mp_kact(const char *name, double x, double alpha, double beta) {
+    if (!strcmp(name, "Sigmoid")) return 1.0 / (1.0 + exp(-x));
+    if (!strcmp(name, "Tanh")) return tanh(x);
+    if (!strcmp(name, "Relu")) return x > 0 ? x : 0;
+    if (!strcmp(name, "LeakyRelu")) return x >= 0 ? x : alpha * x;
+    if (!strcmp(name, "ThresholdedRelu")) return x > alpha ? x : 0;
+    if (!strcmp(name, "ScaledTanh")) return alpha * tanh(beta * x);
+    if (!strcmp(name, "HardSigmoid")) return fmax(0.0, fmin(1.0, alpha * x + beta));
+    if (!strcmp(name, "Elu")) return x >= 0 ? x : alpha * (exp(x) - 1);
+    if (!strcmp(name, "Softsign")) return x / (1 + fabs(x));
+    if (!strcmp(name, "Softplus")) return log1p(exp(x));
+    if (!strcmp(name, "Affine")) return alpha * x + beta;
+    return x;
+}
+
+typedef struct lak_acts {
+    const char *f[3];
+    double alpha[3], beta[3];
+} lak_acts;
+
+static mp_status lak_rnn(mp_kctx *k, int gates) {
+    const mp_rtensor *X = &k->in[0], *W = &k->in[1], *R = &k->in[2];
+    const mp_rtensor *B = mp_kin(k, 3), *SL = mp_kin(k, 4), *H0 = mp_kin(k, 5);
+    const mp_rtensor *C0 = gates == 4 ? mp_kin(k, 6) : NULL, *P = gates == 4 ? mp_kin(k, 7) : NULL;
+    int layout = (int)mp_attr_i(k->n, "layout", 0);
+    const char *dir = mp_attr_s(k->n, "direction", "forward");
+    int dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+    int64_t S = X->dims[layout ? 1 : 0], Bn = X->dims[layout ? 0 : 1], I = X->dims[2], H = R->dims[2];
+    double clip = mp_attr_f(k->n, "clip", 0);
+    bool lbr = mp_attr_i(k->n, "linear_before_reset", 0) != 0;
+    int nf = gates == 1 ? 1 : gates == 3 ? 2 : 3;
+    static const char *const defs[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    lak_acts A[2];
+    const mp_attr *aa = mp_node_attr(k->n, "activations");
+    const double *al, *be;
+    int nal = mp_attr_floats(k->n, "activation_alpha", &al), nbe = mp_attr_floats(k->n, "activation_beta", &be);
+    for (int d = 0; d < dirs; d++)
+        for (int f = 0; f < nf; f++) {
+            int j = d * nf + f;
+            A[d].f[f] = aa && aa->n > j ? aa->strings[j] : defs[gates == 1 ? 0 : gates == 3 ? 1 : 2][f];
+            A[d].alpha[f] = nal > j ? al[j] : (!strcmp(A[d].f[f], "LeakyRelu") ? 0.01 : !strcmp(A[d].f[f], "HardSigmoid") ? 0.2 : 1.0);
+            A[d].beta[f] = nbe > j ? be[j] : (!strcmp(A[d].f[f], "HardSigmoid") ? 0.5 : 0.0);
+        }
+    int64_t G = gates * H;
+    mp_status st = MP_OK;
+    double *h = lak_buf(k, H, &st), *c = st ? NULL : lak_buf(k, H, &st), *g = st ? NULL : lak_buf(k, 2 * G, &st);
+    double *hn = st ? NULL : lak_buf(k, H, &st);
+    mp_rtensor *Y = k->n_out > 0 && k->out[0].data ? &k->out[0] : NULL;
+    mp_rtensor *Yh = k->n_out > 1 && k->out[1].data ? &k->out[1] : NULL;
+    mp_rtensor *Yc = k->n_out > 2 && k->out[2].data ? &k->out[2] : NULL;
+    if (Y)
+        for (int64_t e = 0; e < Y->numel; e++) mp_kset_f(Y->data, Y->dtype, e, 0);
+#define LAK_X(t, b, i) mp_kget_f(X->data, X->dtype, (layout ? ((b) * S + (t)) : ((t) * Bn + (b))) * I + (i))
+#define LAK_Y(t, d, b) (layout ? (((b) * S + (t)) * dirs + (d)) * H : (((t) * dirs + (d)) * Bn + (b)) * H)
+#define LAK_HS(d, b) (layout ? ((b) * dirs + (d)) * H : ((d) * Bn + (b)) * H)
+    for (int d = 0; !st && d < dirs; d++) {
+        bool rev = !strcmp(dir, "reverse") || d == 1;
+        const lak_acts *ac = &A[d];
+        for (int64_t b = 0; b < Bn; b++) {
+            int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
+            for (int64_t j = 0; j < H; j++) {
+                h[j] = H0 ? mp_kget_f(H0->data, H0->dtype, LAK_HS(d, b) + j) : 0;
+                c[j] = C0 ? mp_kget_f(C0->data, C0->dtype, LAK_HS(d, b) + j) : 0;
+            }
+            for (int64_t s = 0; s < len; s++) {
+                int64_t t = rev ? len - 1 - s : s;
+                /* g[0..G) = x W^T + Wb; g[G..2G) = h R^T + Rb */
+                for (int64_t r = 0; r < G; r++) {
+                    double xw = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + r) : 0;
+                    double hr = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + G + r) : 0;
+                    for (int64_t i = 0; i < I; i++) xw += LAK_X(t, b, i) * mp_kget_f(W->data, W->dtype, (d * G + r) * I + i);
+                    for (int64_t i = 0; i < H; i++) hr += h[i] * mp_kget_f(R->data, R->dtype, (d * G + r) * H + i);
+                    g[r] = xw;
+                    g[G + r] = hr;
+                }
+                for (int64_t j = 0; j < H; j++) {
+#define LAK_CLIP(v) (clip > 0 ? fmax(-clip, fmin(clip, (v))) : (v))
+                    if (gates == 1) {
+                        hn[j] = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
+                    } else if (gates == 3) {
+                        double z = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
+                        double rr = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j]), ac->alpha[0], ac->beta[0]);
+                        double hh;
+                        if (lbr) {
+                            hh = g[2 * H + j] + rr * g[G + 2 * H + j];
+                        } else { /* (r * h) R_h^T: r element-wise on h */
+                            double s2 = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + G + 2 * H + j) : 0;
+                            for (int64_t i = 0; i < H; i++) {
+                                double ri = mp_kact(ac->f[0], LAK_CLIP(g[H + i] + g[G + H + i]), ac->alpha[0], ac->beta[0]);
+                                s2 += ri * h[i] * mp_kget_f(R->data, R->dtype, (d * G + 2 * H + j) * H + i);
+                            }
+                            hh = g[2 * H + j] + s2;
+                        }
+                        hh = mp_kact(ac->f[1], LAK_CLIP(hh), ac->alpha[1], ac->beta[1]);
+                        hn[j] = (1 - z) * hh + z * h[j];
+                    } else {
+                        double pi = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + j) : 0;
+                        double po = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + H + j) : 0;
+                        double pf = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + 2 * H + j) : 0;
+                        double gi = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j] + pi * c[j]), ac->alpha[0], ac->beta[0]);
+                        double gf = mp_kact(ac->f[0], LAK_CLIP(g[2 * H + j] + g[G + 2 * H + j] + pf * c[j]), ac->alpha[0], ac->beta[0]);
+                        double gc = mp_kact(ac->f[1], LAK_CLIP(g[3 * H + j] + g[G + 3 * H + j]), ac->alpha[1], ac->beta[1]);
+                        double cn = gf * c[j] + gi * gc;
+                        double go = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j] + po * cn), ac->alpha[0], ac->beta[0]);
+                        hn[j] = go * mp_kact(ac->f[2], cn, ac->alpha[2], ac->beta[2]);
+                        g[j] = cn; /* the new cell state, kept until every j is done */
+                    }
+#undef LAK_CLIP
+                }
+                for (int64_t j = 0; j < H; j++) {
+                    h[j] = hn[j];
+                    if (gates == 4) c[j] = g[j];
+                    if (Y) mp_kset_f(Y->data, Y->dtype, LAK_Y(t, d, b) + j, h[j]);
+                }
+            }
+            for (int64_t j = 0; j < H; j++) {
+                if (Yh) mp_kset_f(Yh->data, Yh->dtype, LAK_HS(d, b) + j, h[j]);
+                if (Yc) mp_kset_f(Yc->data, Yc->dtype, LAK_HS(d, b) + j, c[j]);
+            }
+        }
+    }
+#undef LAK_X
+#undef LAK_Y
+#undef LAK_HS
+    free(h), free(c), free(g), free(hn);
+    return st;
+}
+
+static mp_status lak_rnn1(mp_kctx *k) { return lak_rnn(k, 1); }
+static mp_status lak_gru(mp_kctx *k) { return lak_rnn(k, 3); }
+static mp_status lak_lstm(mp_kctx *k) { return lak_rnn(k, 4); }
+
+/* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
 
 #define LA_BIT(i) (1u << (i))
 
 const mp_op mp_ops_linalg[] = {
-    {"", "MatMul", 1, matmul_infer, matmul_cost, LA_BIT(0) | LA_BIT(1), 0},
-    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0},
-    {"", "Einsum", 12, einsum_infer, einsum_cost, 0, 0},
+    {"", "MatMul", 1, matmul_infer, matmul_cost, LA_BIT(0) | LA_BIT(1), 0, NULL, lak_matmul_run},
+    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, mp_kgemm_run},
+    {"", "Einsum", 12, einsum_infer, einsum_cost, 0, 0, NULL, lak_einsum},
     {"", "MatMulInteger", 10, matmul_integer_infer, matmul_cost, LA_BIT(1),
-     LA_BIT(2) | LA_BIT(3)},
+     LA_BIT(2) | LA_BIT(3), NULL, lak_matmul_integer},
     {"", "QLinearMatMul", 10, qlinear_matmul_infer, qlinear_matmul_cost, LA_BIT(3),
-     LA_BIT(1) | LA_BIT(2) | LA_BIT(4) | LA_BIT(5) | LA_BIT(6) | LA_BIT(7)},
-    {"", "QuantizeLinear", 10, quantize_infer, la_cost_2_per_elem, 0, LA_BIT(1) | LA_BIT(2)},
+     LA_BIT(1) | LA_BIT(2) | LA_BIT(4) | LA_BIT(5) | LA_BIT(6) | LA_BIT(7), NULL, lak_qlinear_matmul},
+    {"", "QuantizeLinear", 10, quantize_infer, la_cost_2_per_elem, 0, LA_BIT(1) | LA_BIT(2), NULL, mp_kquantize},
     {"", "DequantizeLinear", 10, dequantize_infer, la_cost_2_per_elem, LA_BIT(0),
-     LA_BIT(1) | LA_BIT(2)},
-    {"", "DynamicQuantizeLinear", 11, dyn_quantize_infer, dyn_quantize_cost, 0, 0},
-    {"", "RNN", 1, rnn_infer, rnn_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5)},
-    {"", "GRU", 1, gru_infer, gru_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5)},
+     LA_BIT(1) | LA_BIT(2), NULL, mp_kdequantize},
+    {"", "DynamicQuantizeLinear", 11, dyn_quantize_infer, dyn_quantize_cost, 0, 0, NULL, lak_dyn_quantize},
+    {"", "RNN", 1, rnn_infer, rnn_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_rnn1},
+    {"", "GRU", 1, gru_infer, gru_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_gru},
     {"", "LSTM", 1, lstm_infer, lstm_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3) | LA_BIT(7),
-     LA_BIT(5) | LA_BIT(6)},
+     LA_BIT(5) | LA_BIT(6), NULL, lak_lstm},
 };
 const int mp_ops_linalg_count = (int)MP_ARRAY_LEN(mp_ops_linalg);

@@ -937,7 +937,7 @@ static double *nnk_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
 
 /* ---- Conv: im2col + GEMM per image and group ---- */
 
-static mp_status nnk_conv(mp_kctx *k) {
+mp_status mp_kconv(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
@@ -969,18 +969,12 @@ static mp_status nnk_conv(mp_kctx *k) {
         free(col);
         return MP_OK;
     }
-    double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st);
-    double *col = st ? NULL : nnk_dbuf(k, cg * kn * on, &st), *yd = st ? NULL : nnk_dbuf(k, y->numel, &st);
-    for (int64_t n = 0; !st && n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            double *ys = yd + (n * M + g * mg) * on;
-            mp_kim2col_f64(xd + (n * C + g * cg) * in_n, cg, &win, col, 0.0);
-            mp_kgemm_f64(mg, on, cg * kn, wd + g * mg * cg * kn, cg * kn, 1, col, on, 1, ys, on, false);
-            for (int64_t m = 0; b && m < mg; m++)
-                for (int64_t j = 0; j < on; j++) ys[m * on + j] += mp_kget_f(b->data, b->dtype, g * mg + m);
-        }
+    double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st), *bd = NULL;
+    double *yd = st ? NULL : nnk_dbuf(k, y->numel, &st);
+    if (!st && b) bd = nnk_load(k, b, &st);
+    if (!st) st = mp_kconv_f64(k, xd, x, wd, w, bd, yd, y);
     if (!st) mp_kconvert(y->data, y->dtype, yd, MP_DT_DOUBLE, y->numel);
-    free(xd), free(wd), free(col), free(yd);
+    free(xd), free(wd), free(bd), free(yd);
     return st;
 }
 
@@ -1218,7 +1212,7 @@ static mp_status nnk_instancenorm(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status nnk_layernorm(mp_kctx *k) {
+mp_status mp_klayernorm(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *sc = &k->in[1], *bi = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", -1), x->rank);
@@ -1530,13 +1524,6 @@ typedef struct nnk_taps {
     double *w;
 } nnk_taps;
 
-static double nnk_cubic(double x, double a) {
-    x = fabs(x);
-    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
-    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
-    return 0;
-}
-
 static mp_status nnk_resize(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
@@ -1643,7 +1630,7 @@ static mp_status nnk_resize(mp_kctx *k) {
                 int64_t q = (int64_t)f - half + 1 + j - (m == 1 && !anti ? 0 : 0);
                 double d = c - (double)q, wt;
                 if (m == 1) wt = anti ? fmax(0.0, 1.0 - fabs(d) * s) : fmax(0.0, 1.0 - fabs(d));
-                else wt = anti ? nnk_cubic(d * s, ca) : nnk_cubic(d, ca);
+                else wt = anti ? mp_kcubic(d * s, ca) : mp_kcubic(d, ca);
                 if (q < 0 || q >= in) {
                     if (excl) wt = 0;
                     q = q < 0 ? 0 : in - 1;
@@ -1701,7 +1688,7 @@ static mp_status nnk_resize(mp_kctx *k) {
 #define NN_W_B ((1u << 1) | (1u << 2))  /* inputs 1, 2 are parameters */
 
 const mp_op mp_ops_nn[] = {
-    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, nnk_conv},
+    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv},
     {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose},
     {"", "MaxPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_maxpool},
     {"", "AveragePool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_avgpool},
@@ -1713,7 +1700,7 @@ const mp_op mp_ops_nn[] = {
     {"", "BatchNormalization", 1, infer_batchnorm, cost_batchnorm, NN_W_B,
      (1u << 3) | (1u << 4), NULL, nnk_batchnorm},
     {"", "InstanceNormalization", 1, infer_instancenorm, cost_norm5, NN_W_B, 0, NULL, nnk_instancenorm},
-    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, nnk_layernorm},
+    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, mp_klayernorm},
     {"", "GroupNormalization", 18, infer_groupnorm18, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
     {"", "GroupNormalization", 21, infer_groupnorm21, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
     {"", "LpNormalization", 1, infer_lpnorm, cost_lpnorm, 0, 0, NULL, nnk_lpnorm},

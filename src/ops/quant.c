@@ -12,7 +12,9 @@
  * for QLinearMatMul. The quantized weight is a parameter slot (int8/uint8,
  * counted in its own dtype), QLinearConv's bias (int32) too; scales and
  * zero points are buffers. */
-#include "ops/ops.h"
+#include "ops/kernel.h"
+
+#include <stdlib.h>
 
 #define QC_BIT(i) (1u << (i))
 
@@ -112,12 +114,66 @@ static mp_status conv_integer_infer(mp_ctx *c) {
 
 static void conv_integer_cost(mp_ctx *c, mp_cost *k) { qc_cost(c, k, 1, -1, false); }
 
+/* ---- kernels: integer convolutions in double (exact for these
+ * products), then the requantization ---- */
+
+/* x - zero point (scalar, or one per channel along axis 1 of x/w). */
+static double *qck_shifted(mp_kctx *k, const mp_rtensor *t, const mp_rtensor *zp, int64_t ch_inner, mp_status *st) {
+    double *p = malloc(sizeof(double) * (size_t)(t->numel + 1));
+    if (!p) {
+        *st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    mp_kconvert(p, MP_DT_DOUBLE, t->data, t->dtype, t->numel);
+    if (zp && zp->data)
+        for (int64_t e = 0; e < t->numel; e++)
+            p[e] -= mp_kget_f(zp->data, zp->dtype, zp->numel <= 1 ? 0 : (e / ch_inner) % zp->numel);
+    return p;
+}
+
+static mp_status qck_run(mp_kctx *k, bool qlinear) {
+    int xi = 0, wi = qlinear ? 3 : 1;
+    const mp_rtensor *x = &k->in[xi], *w = &k->in[wi];
+    mp_rtensor *y = &k->out[0];
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    if (qlinear && mp_attr_i(k->n, "channels_last", 0))
+        return mp_kfail(k, MP_ERR_UNSUPPORTED, "channels_last layout");
+    const mp_rtensor *xz = mp_kin(k, qlinear ? 2 : 2), *wz = mp_kin(k, qlinear ? 5 : 3);
+    int64_t w_inner = w->numel / (w->dims[0] ? w->dims[0] : 1), y_inner = 1;
+    for (int i = 2; i < y->rank; i++) y_inner *= y->dims[i];
+    mp_status st = MP_OK;
+    double *xd = qck_shifted(k, x, xz, 1, &st), *wd = st ? NULL : qck_shifted(k, w, wz, w_inner, &st);
+    double *yd = st ? NULL : malloc(sizeof(double) * (size_t)(y->numel + 1)), *bd = NULL;
+    if (!st && !yd) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    const mp_rtensor *b = qlinear ? mp_kin(k, 8) : NULL;
+    if (!st && b) bd = qck_shifted(k, b, NULL, 1, &st);
+    if (!st) st = mp_kconv_f64(k, xd, x, wd, w, bd, yd, y);
+    if (!st && !qlinear) mp_kconvert(y->data, y->dtype, yd, MP_DT_DOUBLE, y->numel);
+    if (!st && qlinear) {
+        const mp_rtensor *xs = &k->in[1], *ws = &k->in[4], *ys = &k->in[6], *yz = mp_kin(k, 7);
+        double sx = mp_kget_f(xs->data, xs->dtype, 0), sy = mp_kget_f(ys->data, ys->dtype, 0);
+        double zy = yz ? mp_kget_f(yz->data, yz->dtype, 0) : 0;
+        int64_t M = y->dims[1];
+        for (int64_t e = 0; e < y->numel; e++) {
+            int64_t m = (e / y_inner) % M;
+            double sw = mp_kget_f(ws->data, ws->dtype, ws->numel <= 1 ? 0 : m);
+            mp_kquant_store(y->data, y->dtype, e, yd[e] * (sx * sw / sy) + zy);
+        }
+    }
+    free(xd), free(wd), free(yd), free(bd);
+    return st;
+}
+
+static mp_status qck_qlinear_conv(mp_kctx *k) { return qck_run(k, true); }
+static mp_status qck_conv_integer(mp_kctx *k) { return qck_run(k, false); }
+
 const mp_op mp_ops_quant[] = {
     {"", "QLinearConv", 10, qlinear_conv_infer, qlinear_conv_cost, QC_BIT(3) | QC_BIT(8),
-     QC_BIT(1) | QC_BIT(2) | QC_BIT(4) | QC_BIT(5) | QC_BIT(6) | QC_BIT(7)},
+     QC_BIT(1) | QC_BIT(2) | QC_BIT(4) | QC_BIT(5) | QC_BIT(6) | QC_BIT(7), NULL, qck_qlinear_conv},
     {"com.microsoft", "QLinearConv", 1, qlinear_conv_infer, qlinear_conv_cost,
-     QC_BIT(3) | QC_BIT(8), QC_BIT(1) | QC_BIT(2) | QC_BIT(4) | QC_BIT(5) | QC_BIT(6) | QC_BIT(7)},
+     QC_BIT(3) | QC_BIT(8), QC_BIT(1) | QC_BIT(2) | QC_BIT(4) | QC_BIT(5) | QC_BIT(6) | QC_BIT(7),
+     NULL, qck_qlinear_conv},
     {"", "ConvInteger", 10, conv_integer_infer, conv_integer_cost, QC_BIT(1),
-     QC_BIT(2) | QC_BIT(3)},
+     QC_BIT(2) | QC_BIT(3), NULL, qck_conv_integer},
 };
 const int mp_ops_quant_count = (int)MP_ARRAY_LEN(mp_ops_quant);

@@ -2594,7 +2594,7 @@ static mp_status shk_eye_like(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status shk_trilu(mp_kctx *k) {
+mp_status mp_ktrilu(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
@@ -2719,7 +2719,7 @@ static mp_status shk_non_zero(mp_kctx *k) {
     int64_t cnt = 0;
     for (int64_t e = 0; e < x->numel; e++) cnt += mp_kget_f(x->data, x->dtype, e) != 0;
     int64_t dims[2] = {x->rank, cnt};
-    mp_status st = mp_kout_alloc(k, 0, 2, dims);
+    mp_status st = mp_kout_shape(k, 0, 2, dims);
     if (st) return st;
     int64_t *o = k->out[0].data, c = 0;
     for (int64_t e = 0; e < x->numel; e++) {
@@ -2753,7 +2753,7 @@ static mp_status shk_compress(mp_kctx *k) {
     int64_t dims[MP_MAX_RANK];
     int r = ax ? x->rank : 1;
     for (int i = 0; i < r; i++) dims[i] = ax ? (i == axis ? sel : x->dims[i]) : sel;
-    if ((st = mp_kout_alloc(k, 0, r, dims))) return st;
+    if ((st = mp_kout_shape(k, 0, r, dims))) return st;
     char *o = k->out[0].data;
     for (int64_t a = 0; a < outer; a++)
         for (int64_t i = 0; i < m; i++) {
@@ -2833,10 +2833,10 @@ static mp_status shk_unique(mp_kctx *k) {
     int64_t dims[MP_MAX_RANK];
     int r = ax ? x->rank : 1;
     for (int i = 0; i < r; i++) dims[i] = ax ? (i == axis ? nu : x->dims[i]) : nu;
-    st = mp_kout_alloc(k, 0, r, dims);
+    st = mp_kout_shape(k, 0, r, dims);
     for (int o = 1; !st && o < k->n_out && o < 4; o++) {
         int64_t d = o == 2 ? n : nu;
-        if (k->n->out[o] >= 0) st = mp_kout_alloc(k, o, 1, &d);
+        if (k->n->out[o] >= 0) st = mp_kout_shape(k, o, 1, &d);
     }
     if (!st) {
         char *y = k->out[0].data;
@@ -2903,7 +2903,7 @@ const mp_op mp_ops_shape[] = {
     SH_OP("Split", 2, split_infer_v2, shk_split),
     SH_OP("Split", 13, split_infer_v13, shk_split),
     SH_OP("Split", 18, split_infer_v18, shk_split),
-    SH_OP("Trilu", 14, trilu_infer, shk_trilu),
+    SH_OP("Trilu", 14, trilu_infer, mp_ktrilu),
     {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd},
     {"", "ScatterElements", 11, scatter_elements_infer, scatter_cost, 0, 0, NULL,
      shk_scatter_elements},
