@@ -167,9 +167,9 @@ bench-timing: $(BUILD)/bench_timing
 
 bench:
 	@sh tools/deps.sh bench
-	$(MAKE) bench-timing
 	$(MAKE) all $(BUILD)/bench_static
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
+	$(MAKE) bench-timing
 
 .PHONY: all objs clean demo test bench bench-timing
 clean:

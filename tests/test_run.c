@@ -123,15 +123,16 @@ static void t_kernel(mp_model *m, const char *name, mp_run_fn run, mp_prepare_fn
         if (strcmp(n->op, name) || !n->desc) continue;
         mp_op *o = NULL;
         for (int i = 0; i < t_nops; i++)
-            if (strcmp(t_ops[i].name, name) == 0) o = &t_ops[i];
-        if (!o) {
+            if (strcmp(t_ops[i].name, name) == 0 && t_ops[i].run == run && t_ops[i].prepare == prep)
+                o = &t_ops[i]; /* tests may share a process (MP_TEST_INPROC) */
+        if (!o && t_nops < 16) {
             o = &t_ops[t_nops++];
             *o = *n->desc;
             o->run = run;
             o->prepare = prep;
             o->release = rel;
         }
-        n->desc = o;
+        if (o) n->desc = o;
     }
 }
 
