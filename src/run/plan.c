@@ -879,6 +879,10 @@ void mp_plan_free(mp_plan *pl) {
     free(pl->scratch);
     free(pl->t_step);
     free(pl->t_run);
+    if (pl->shadow_m) mp_arena_free(&pl->shadow_m->arena);
+    free(pl->shadow_m);
+    free(pl->shadow_g);
+    free(pl->shadow_vals);
     free(pl);
 }
 
@@ -914,15 +918,111 @@ mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, 
     return MP_OK;
 }
 
+/* Shapes at run time: a node downstream of a data-dependent shape (a
+ * Transpose of NonZero's output, a Slice by a Loop's iteration number) has
+ * outputs the static inference could not size. Before its kernel runs, the
+ * op's own shape rule runs again on a shadow copy of the node's values
+ * holding the inputs' run-time dims (and the contents of small inputs, as
+ * shape arithmetic needs), in an arena of its own emptied after each use:
+ * the graph itself is never touched. The outputs get buffers of that
+ * shape (mp_kout_alloc); a kernel may still size them itself. */
+static mp_status mp__reinfer(mp_plan *pl, mp_step *s) {
+    mp_graph *g = pl->g;
+    const mp_node *n = &g->nodes[s->node];
+    if (s->n_nodes != 1 || !n->desc || !n->desc->infer) return MP_OK;
+    if (!pl->shadow_vals) {
+        pl->shadow_vals = malloc(sizeof *pl->shadow_vals * ((size_t)g->n_values + 1));
+        pl->shadow_m = malloc(sizeof *pl->shadow_m);
+        pl->shadow_g = malloc(sizeof *pl->shadow_g);
+        if (!pl->shadow_vals || !pl->shadow_m || !pl->shadow_g) return mp_error(MP_ERR_NOMEM, "out of memory");
+        *pl->shadow_m = *pl->m;
+        mp_arena_init(&pl->shadow_m->arena);
+        *pl->shadow_g = *g;
+        pl->shadow_g->values = pl->shadow_vals;
+        pl->shadow_g->model = pl->shadow_m;
+    }
+    mp_arena *a = &pl->shadow_m->arena;
+    mp_value *sv = pl->shadow_vals;
+    mp_status st = MP_OK;
+    for (int i = 0; i < n->n_in && !st; i++) {
+        int v = n->in[i];
+        if (v < 0) continue;
+        const mp_rtensor *rt = &pl->vals[v].rt;
+        sv[v] = g->values[v];
+        if (!rt->data && pl->vals[v].kind != MP_RV_CONST) continue;
+        sv[v].rank = rt->rank;
+        sv[v].dims = (int64_t *)rt->dims;
+        sv[v].kn = -1;
+        sv[v].iv = NULL;
+        sv[v].fv = NULL;
+        int64_t cnt = rt->numel;
+        if (!rt->data || cnt < 0 || cnt > MP_KNOWN_MAX) continue;
+        bool fl = rt->dtype == MP_DT_FLOAT || rt->dtype == MP_DT_DOUBLE;
+        bool in = rt->dtype == MP_DT_INT64 || rt->dtype == MP_DT_INT32 || rt->dtype == MP_DT_BOOL ||
+                  rt->dtype == MP_DT_UINT8 || rt->dtype == MP_DT_INT8;
+        if (!fl && !in) continue;
+        void *buf = mp_arena_calloc(a, (size_t)(cnt ? cnt : 1), 8);
+        if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; j < cnt; j++) {
+            switch (rt->dtype) {
+            case MP_DT_FLOAT: ((double *)buf)[j] = ((const float *)rt->data)[j]; break;
+            case MP_DT_DOUBLE: ((double *)buf)[j] = ((const double *)rt->data)[j]; break;
+            case MP_DT_INT64: ((int64_t *)buf)[j] = ((const int64_t *)rt->data)[j]; break;
+            case MP_DT_INT32: ((int64_t *)buf)[j] = ((const int32_t *)rt->data)[j]; break;
+            case MP_DT_INT8: ((int64_t *)buf)[j] = ((const int8_t *)rt->data)[j]; break;
+            default: ((int64_t *)buf)[j] = ((const uint8_t *)rt->data)[j]; break;
+            }
+        }
+        if (fl) sv[v].fv = buf;
+        else sv[v].iv = buf;
+        sv[v].kn = cnt;
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        int v = n->out[i];
+        if (v < 0) continue;
+        sv[v] = g->values[v];
+        sv[v].rank = -1;
+        sv[v].dims = NULL;
+        sv[v].kn = -1;
+        sv[v].iv = NULL;
+        sv[v].fv = NULL;
+    }
+    mp_ctx c = {pl->shadow_m, pl->shadow_g, (mp_node *)n, s->node};
+    st = n->desc->infer(&c);
+    for (int i = 0; !st && i < s->n_out; i++) {
+        int v = s->out_v[i];
+        if (v < 0 || pl->vals[v].kind != MP_RV_DYN || !mp_shape_known(&sv[v])) continue;
+        if (sv[v].dtype != pl->vals[v].rt.dtype) continue;
+        st = mp_kout_alloc(&s->k, i, sv[v].rank, sv[v].dims);
+    }
+    mp_arena_free(a);
+    mp_arena_init(a);
+    if (st) {
+        char inner[600];
+        snprintf(inner, sizeof inner, "%s", mp_last_error());
+        return mp_error(st, "run: sizing the outputs of node '%s' from its inputs' run-time shapes: %s",
+                        mp__node_name(g, s->node), inner);
+    }
+    return MP_OK;
+}
+
 static mp_status mp__step_run(mp_plan *pl, mp_step *s) {
     if (s->dyn) {
+        bool dyn_out = false;
         for (int i = 0; i < s->n_in; i++)
             if (s->in_v[i] >= 0) s->in[i] = pl->vals[s->in_v[i]].rt;
         for (int i = 0; i < s->n_out; i++) {
             int v = s->out_v[i];
             if (v < 0) continue;
             s->out[i] = pl->vals[v].rt;
-            if (pl->vals[v].kind == MP_RV_DYN) s->out[i].data = NULL;
+            if (pl->vals[v].kind == MP_RV_DYN) {
+                s->out[i].data = NULL;
+                dyn_out = true;
+            }
+        }
+        if (dyn_out) {
+            mp_status st = mp__reinfer(pl, s);
+            if (st) return st;
         }
     }
     mp_status st = s->kern->run(&s->k);

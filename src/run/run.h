@@ -78,6 +78,11 @@ struct mp_plan {
     /* external data files mapped once */
     struct mp_extmap { char *path; void *map; size_t size; } *ext;
     int n_ext, cap_ext;
+    /* run-time shape inference (mp__reinfer): copies of the model and graph
+     * with values and an arena of their own */
+    mp_model *shadow_m;
+    mp_graph *shadow_g;
+    mp_value *shadow_vals;
     /* timing of the last mp_profile_run: iters x n_steps seconds */
     double *t_step;
     double *t_run;
