@@ -333,14 +333,117 @@ static mp_status mp__scan_run(mp_kctx *k) {
     return st;
 }
 
+/* ---- Scan, opset 8: a batch axis 0 before the sequence axis 1, an
+ * optional sequence_lens first input, `directions` for the scan inputs ---- */
+
+static mp_status mp__scan8_prepare(mp_kctx *k, size_t *scratch) {
+    mp__scan *sc = calloc(1, sizeof *sc);
+    if (!sc) return mp_error(MP_ERR_NOMEM, "out of memory");
+    k->state = sc;
+    const mp_node *n = k->n;
+    sc->n_in_scan = (int)mp_attr_i(n, "num_scan_inputs", 0);
+    sc->n_state = n->n_in - 1 - sc->n_in_scan;
+    sc->n_out_scan = n->n_out - sc->n_state;
+    if (sc->n_in_scan < 1 || sc->n_state < 0 || sc->n_out_scan < 0 || sc->n_in_scan > 64)
+        return mp_error(MP_ERR_FORMAT, "node '%s': num_scan_inputs does not fit the inputs", mp__nm(n));
+    mp__ints_or(n, "directions", sc->n_in_scan, sc->in_dir);
+    mp_status st = mp__need_body(k, "body", &sc->body);
+    if (st) return st;
+    if (sc->body->g->n_inputs != n->n_in - 1 || sc->body->g->n_outputs != n->n_out)
+        return mp_error(MP_ERR_FORMAT, "node '%s': the body's inputs and outputs do not match the Scan's",
+                        mp__nm(n));
+    return MP_OK;
+}
+
+static mp_status mp__scan8_run(mp_kctx *k) {
+    mp__scan *sc = k->state;
+    mp_plan *b = sc->body;
+    const mp_node *n = k->n;
+    int ns = sc->n_state, first = ns + 1;
+    if (sc->n_in_scan < 1 || !k->in[first].data || k->in[first].rank < 2)
+        return mp_error(MP_ERR_SHAPE, "node '%s': scan inputs need a batch and a sequence axis", mp__nm(n));
+    int64_t batch = k->in[first].dims[0], seq = k->in[first].dims[1];
+    const int64_t *lens = k->in[0].data && k->in[0].dtype == MP_DT_INT64 && k->in[0].numel == batch
+                              ? k->in[0].data : NULL;
+    for (int o = 0; o < k->n_out; o++) {
+        if (n->out[o] < 0) continue;
+        const mp_rtensor *bo = &mp__body_out(b, o)->rt;
+        int64_t per = o < ns ? batch : batch * seq;
+        if (!k->out[o].data) {
+            int64_t dims[MP_MAX_RANK];
+            int r = 0;
+            if (bo->rank + 2 > MP_MAX_RANK) return mp_error(MP_ERR_UNSUPPORTED, "node '%s': rank", mp__nm(n));
+            dims[r++] = batch;
+            if (o >= ns) dims[r++] = seq;
+            for (int d = 0; d < bo->rank; d++) dims[r++] = bo->dims[d];
+            mp_status st = mp_kout_alloc(k, o, r, dims);
+            if (st) return st;
+        }
+        if (k->out[o].numel != per * bo->numel)
+            return mp_error(MP_ERR_SHAPE, "node '%s': output %d has %lld elements for %lld", mp__nm(n), o,
+                            (long long)k->out[o].numel, (long long)(per * bo->numel));
+        if (o >= ns) memset(k->out[o].data, 0, mp__bytes(&k->out[o])); /* past a sequence's length */
+    }
+    mp_status st = MP_OK;
+    for (int64_t bi = 0; bi < batch && !st; bi++) {
+        for (int i = 0; i < ns && !st; i++) { /* this batch entry's initial state */
+            mp_rtensor t = k->in[1 + i];
+            if (t.rank < 1 || t.dims[0] != batch) return mp_error(MP_ERR_SHAPE, "node '%s': state %d", mp__nm(n), i);
+            t.numel /= batch;
+            t.data = (uint8_t *)t.data + (size_t)bi * mp__bytes(&t);
+            st = mp__put_in(n, b, i, &t);
+        }
+        int64_t len = lens ? lens[bi] : seq;
+        if (len < 0 || len > seq) return mp_error(MP_ERR_SHAPE, "node '%s': sequence length %lld", mp__nm(n),
+                                                  (long long)len);
+        for (int64_t t = 0; t < len && !st; t++) {
+            for (int j = 0; j < sc->n_in_scan; j++) {
+                const mp_rtensor *x = &k->in[first + j];
+                mp_rval *dst = mp__body_in(b, ns + j);
+                if (dst->kind != MP_RV_INPUT) continue;
+                if (x->rank < 2 || x->dims[0] != batch || x->dims[1] != seq)
+                    return mp_error(MP_ERR_SHAPE, "node '%s': scan input %d", mp__nm(n), j);
+                int64_t ti = sc->in_dir[j] ? len - 1 - t : t, inner = x->numel / (batch * seq);
+                if (dst->rt.numel != inner || dst->rt.dtype != x->dtype)
+                    return mp_error(MP_ERR_UNSUPPORTED, "node '%s': scan input %d's slice does not match the "
+                                    "body's planned input", mp__nm(n), j);
+                size_t ib = mp__bytes(&dst->rt);
+                memcpy(dst->rt.data, (const uint8_t *)x->data + ((size_t)bi * (size_t)seq + (size_t)ti) * ib, ib);
+            }
+            if ((st = mp__body_run(b))) return st;
+            for (int i = 0; !st && i < ns; i++) st = mp__put_in(n, b, i, &mp__body_out(b, i)->rt);
+            for (int o = ns; !st && o < k->n_out; o++) {
+                if (n->out[o] < 0) continue;
+                const mp_rtensor *so = &mp__body_out(b, o)->rt;
+                size_t ob = mp__bytes(so);
+                memcpy((uint8_t *)k->out[o].data + ((size_t)bi * (size_t)seq + (size_t)t) * ob, so->data, ob);
+            }
+        }
+        for (int i = 0; !st && i < ns; i++) { /* this batch entry's final state */
+            if (n->out[i] < 0) continue;
+            const mp_rval *in = mp__body_in(b, i);
+            mp_rtensor src = k->in[1 + i];
+            src.numel /= batch;
+            src.data = (uint8_t *)src.data + (size_t)bi * mp__bytes(&src);
+            const mp_rtensor *from = in->kind == MP_RV_INPUT ? &in->rt : &src;
+            size_t by = mp__bytes(from);
+            if (k->out[i].numel != batch * from->numel)
+                return mp_error(MP_ERR_SHAPE, "node '%s': state output %d", mp__nm(n), i);
+            memcpy((uint8_t *)k->out[i].data + (size_t)bi * by, from->data, by);
+        }
+    }
+    return st;
+}
+
 static const mp_kernel mp__if_kernel = {"control:if", mp__if_prepare, mp__if_run, mp__free_bodies};
 static const mp_kernel mp__loop_kernel = {"control:loop", mp__loop_prepare, mp__loop_run, mp__loop_release};
 static const mp_kernel mp__scan_kernel = {"control:scan", mp__scan_prepare, mp__scan_run, mp__scan_release};
+static const mp_kernel mp__scan8_kernel = {"control:scan", mp__scan8_prepare, mp__scan8_run, mp__scan_release};
 
 const mp_kernel *mp_control_kernel(const mp_node *n) {
     if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return NULL;
     if (mp_streq(n->op, "If")) return &mp__if_kernel;
     if (mp_streq(n->op, "Loop")) return &mp__loop_kernel;
-    if (mp_streq(n->op, "Scan") && n->opset >= 9) return &mp__scan_kernel;
+    if (mp_streq(n->op, "Scan")) return n->opset >= 9 ? &mp__scan_kernel : &mp__scan8_kernel;
     return NULL;
 }
