@@ -531,6 +531,7 @@ static void js_node_run(jw *w, const mp_profile *p, int i) {
         jw_kstr(w, "fused_into", h >= 0 && h < g->n_nodes && g->nodes[h].name ? g->nodes[h].name : "");
     }
     if (p->node_group[i]) jw_kstr(w, "group", p->node_group[i]);
+    if (p->node_kernel && p->node_kernel[i]) jw_kstr(w, "kernel", p->node_kernel[i]);
     const mp_cost *k = &g->nodes[i].cost;
     js_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !(k->flags & MP_COST_UNKNOWN));
 }
@@ -591,6 +592,7 @@ static void js_run(jw *w, const mp_profile *p) {
         jw_open(w, '{');
         jw_kstr(w, "name", gs->name ? gs->name : "");
         jw_kbool(w, "fused", gs->fused);
+        jw_kstr(w, "kernel", gs->kernel ? gs->kernel : "");
         jw_ki64(w, "count", gs->count);
         jw_ku64(w, "flops", gs->flops);
         js_lat(w, gs->latency_s, gs->latency_min_s, gs->flops, true);
