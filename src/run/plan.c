@@ -851,7 +851,11 @@ mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan 
     mp_run_options o = parent->o;
     o.fuse = fuse;
     o.threads = parent->threads;
-    return mp__plan_make(parent->p, body, &o, parent, out);
+    mp_status st = mp__plan_make(parent->p, body, &o, parent, out);
+    if (!st) /* a body's buffers count in the run's memory */
+        parent->dyn_bytes += (*out)->arena_bytes + (*out)->const_bytes + (*out)->input_bytes +
+                             (*out)->scratch_bytes + (*out)->dyn_bytes;
+    return st;
 }
 
 void mp_plan_free(mp_plan *pl) {
