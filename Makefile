@@ -88,6 +88,14 @@ conformance:
 
 .PHONY: conformance
 
+# ---- the com.microsoft contrib kernels against ONNX Runtime (npm
+# onnxruntime-node under $(BUILD)/ort; tools/contrib_check.py) ----
+contrib-check: $(BUILD)/modelprof
+	/usr/bin/python3 tools/contrib_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/contrib_check \
+	    --ort $(BUILD)/ort
+
+.PHONY: contrib-check
+
 # ---- sanitizers and fuzzing (docs/SECURITY.md) ----
 SAN_CC ?= clang-14
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
