@@ -1395,6 +1395,101 @@ static mp_status msk_tfidf(mp_kctx *k) {
     return MP_OK;
 }
 
+/* MelWeightMatrix: triangular filters between mel-spaced bins (nmel + 2
+ * points, the mel step (high - low) / (nmel + 2) as ONNX computes it) of a
+ * dft_length-point spectrum (ONNX's definition: bin edges floor((dft_length
+ * + 1) * hz / sample_rate)). Output [dft_length / 2 + 1, num_mel_bins]. */
+static mp_status msk_melweight(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    mp_rtensor *y = &k->out[0];
+    int64_t nmel = mp_kget_i(k->in[0].data, k->in[0].dtype, 0), dft = mp_kget_i(k->in[1].data, k->in[1].dtype, 0);
+    double sr = mp_kget_f(k->in[2].data, k->in[2].dtype, 0), lo = mp_kget_f(k->in[3].data, k->in[3].dtype, 0);
+    double hi = mp_kget_f(k->in[4].data, k->in[4].dtype, 0);
+    int64_t nspec = dft / 2 + 1;
+    if (nmel < 0 || y->numel != nspec * nmel || sr <= 0) return mp_kfail(k, MP_ERR_SHAPE, "bad sizes");
+    int64_t *fb = malloc(sizeof(int64_t) * (size_t)(nmel + 3));
+    if (!fb) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    double lmel = 2595 * log10(1 + lo / 700), hmel = 2595 * log10(1 + hi / 700), step = (hmel - lmel) / (double)(nmel + 2);
+    for (int64_t i = 0; i < nmel + 2; i++) {
+        double hz = 700 * (pow(10, ((double)i * step + lmel) / 2595) - 1);
+        fb[i] = (int64_t)floor((double)(dft + 1) * hz / sr);
+    }
+    for (int64_t e = 0; e < y->numel; e++) mp_kset_f(y->data, y->dtype, e, 0);
+    for (int64_t i = 0; i < nmel; i++) {
+        int64_t l = fb[i], c = fb[i + 1], h = fb[i + 2];
+        if (c - l == 0) {
+            if (c >= 0 && c < nspec) mp_kset_f(y->data, y->dtype, c * nmel + i, 1);
+        } else {
+            for (int64_t j = l; j <= c; j++)
+                if (j >= 0 && j < nspec) mp_kset_f(y->data, y->dtype, j * nmel + i, (double)(j - l) / (double)(c - l));
+        }
+        for (int64_t j = c; h - c > 0 && j < h; j++)
+            if (j >= 0 && j < nspec) mp_kset_f(y->data, y->dtype, j * nmel + i, (double)(h - j) / (double)(h - c));
+    }
+    free(fb);
+    return MP_OK;
+}
+
+/* RoiAlign: each output bin averages (or takes the max of) a grid of
+ * bilinear samples of its roi (x1, y1, x2, y2 scaled by spatial_scale;
+ * half_pixel shifts by -0.5; output_half_pixel keeps rois at least 1). */
+static mp_status msk_roialign(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *rois = &k->in[1], *bi = &k->in[2];
+    mp_rtensor *y = &k->out[0];
+    if (x->rank != 4) return mp_kfail(k, MP_ERR_SHAPE, "X must be 4-D");
+    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    int64_t ph_n = y->dims[2], pw_n = y->dims[3], sr = mp_attr_i(k->n, "sampling_ratio", 0);
+    double scale = mp_attr_f(k->n, "spatial_scale", 1.0);
+    bool is_max = !strcmp(mp_attr_s(k->n, "mode", "avg"), "max");
+    bool half = !strcmp(mp_attr_s(k->n, "coordinate_transformation_mode", k->n->opset >= 16 ? "half_pixel" : "output_half_pixel"),
+                        "half_pixel");
+    double off = half ? 0.5 : 0;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = mp_kget_i(bi->data, bi->dtype, r);
+        if (b < 0 || b >= x->dims[0]) return mp_kfail(k, MP_ERR_USAGE, "batch index %lld out of range", (long long)b);
+        double x1 = mp_kget_f(rois->data, rois->dtype, r * 4) * scale - off, y1 = mp_kget_f(rois->data, rois->dtype, r * 4 + 1) * scale - off;
+        double x2 = mp_kget_f(rois->data, rois->dtype, r * 4 + 2) * scale - off, y2 = mp_kget_f(rois->data, rois->dtype, r * 4 + 3) * scale - off;
+        double rw = x2 - x1, rh = y2 - y1;
+        if (!half) rw = fmax(rw, 1.0), rh = fmax(rh, 1.0);
+        double bh = rh / (double)ph_n, bw = rw / (double)pw_n;
+        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)ph_n), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)pw_n);
+        double cnt = (double)(gh * gw > 0 ? gh * gw : 1);
+        for (int64_t c = 0; c < C; c++) {
+            int64_t base = (b * C + c) * H * W;
+            for (int64_t ph = 0; ph < ph_n; ph++)
+                for (int64_t pw = 0; pw < pw_n; pw++) {
+                    double acc = is_max ? -INFINITY : 0;
+                    bool any = false;
+                    for (int64_t iy = 0; iy < gh; iy++)
+                        for (int64_t ix = 0; ix < gw; ix++) {
+                            double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                            double v = 0;
+                            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                                yy = fmax(yy, 0), xx = fmax(xx, 0);
+                                int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh2, xh2;
+                                if (yl >= H - 1) yh2 = yl = H - 1, yy = (double)yl;
+                                else yh2 = yl + 1;
+                                if (xl >= W - 1) xh2 = xl = W - 1, xx = (double)xl;
+                                else xh2 = xl + 1;
+                                double ly = yy - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
+                                double v1 = hy * hx * mp_kget_f(x->data, x->dtype, base + yl * W + xl);
+                                double v2 = hy * lx * mp_kget_f(x->data, x->dtype, base + yl * W + xh2);
+                                double v3 = ly * hx * mp_kget_f(x->data, x->dtype, base + yh2 * W + xl);
+                                double v4 = ly * lx * mp_kget_f(x->data, x->dtype, base + yh2 * W + xh2);
+                                v = is_max ? fmax(fmax(v1, v2), fmax(v3, v4)) : v1 + v2 + v3 + v4;
+                            }
+                            if (is_max) acc = any ? fmax(acc, v) : v;
+                            else acc += v;
+                            any = true;
+                        }
+                    mp_kset_f(y->data, y->dtype, ((r * C + c) * ph_n + ph) * pw_n + pw, is_max ? (any ? acc : 0) : acc / cnt);
+                }
+        }
+    }
+    return MP_OK;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -1422,9 +1517,10 @@ const mp_op mp_ops_misc[] = {
     {"", "DFT", 17, infer_dft, cost_dft, 0, 0, NULL, msk_dft},
     {"", "DFT", 20, infer_dft, cost_dft, 0, 0, NULL, msk_dft},
     {"", "STFT", 17, infer_stft, cost_stft, 0, MS_IN(2), NULL, msk_stft},
-    {"", "MelWeightMatrix", 17, infer_melweight, mp_cost_out1, 0, MS_IN(3) | MS_IN(4), NULL},
-    {"", "RoiAlign", 10, infer_roialign, cost_roialign, 0, MS_IN(1), NULL},
-    {"", "RoiAlign", 16, infer_roialign, cost_roialign, 0, MS_IN(1), NULL},
+    {"", "MelWeightMatrix", 17, infer_melweight, mp_cost_out1, 0, MS_IN(3) | MS_IN(4), NULL,
+     msk_melweight},
+    {"", "RoiAlign", 10, infer_roialign, cost_roialign, 0, MS_IN(1), NULL, msk_roialign},
+    {"", "RoiAlign", 16, infer_roialign, cost_roialign, 0, MS_IN(1), NULL, msk_roialign},
     {"", "MaxUnpool", 9, infer_maxunpool, mp_cost_zero, 0, 0, NULL, msk_maxunpool},
     {"", "MaxUnpool", 11, infer_maxunpool, mp_cost_zero, 0, 0, NULL, msk_maxunpool},
     {"", "Det", 11, infer_det, cost_det, 0, 0, NULL, msk_det},
