@@ -1490,6 +1490,85 @@ static mp_status msk_roialign(mp_kctx *k) {
     return MP_OK;
 }
 
+/* Random operators: a splitmix64 stream per node, seeded by the `seed`
+ * attribute (else by the node's name), advancing run after run. Their
+ * values are not comparable with another generator's (the run phase of
+ * the conformance compares them by shape only); they make models that
+ * use them runnable. */
+typedef struct msk_rng {
+    uint64_t s;
+} msk_rng;
+
+static uint64_t msk_next(msk_rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double msk_unit(msk_rng *r) { return (double)(msk_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+static mp_status msk_rng_prep(mp_kctx *k, size_t *scratch) {
+    (void)scratch;
+    msk_rng *r = mp_kstate_new(k, sizeof *r);
+    if (!r) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    const mp_attr *sd = mp_node_attr(k->n, "seed");
+    if (sd) {
+        double f = sd->type == MP_ATTR_INT ? (double)sd->i : sd->f;
+        memcpy(&r->s, &f, sizeof f);
+    } else {
+        r->s = 0x243f6a8885a308d3ull;
+        for (const char *c = k->n->name ? k->n->name : ""; *c; c++) r->s = (r->s ^ (uint8_t)*c) * 0x100000001b3ull;
+    }
+    return MP_OK;
+}
+
+static mp_status msk_random(mp_kctx *k) {
+    msk_rng *r = k->state;
+    mp_rtensor *y = &k->out[0];
+    if (!r) return mp_kfail(k, MP_ERR_USAGE, "kernel not prepared");
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    const char *op = k->n->op;
+    if (!strcmp(op, "Bernoulli")) {
+        const mp_rtensor *p = &k->in[0];
+        for (int64_t e = 0; e < y->numel; e++) mp_kset_i(y->data, y->dtype, e, msk_unit(r) < mp_kget_f(p->data, p->dtype, e));
+        return MP_OK;
+    }
+    if (!strcmp(op, "Multinomial")) { /* [B, C] unnormalized log-probabilities -> [B, sample_size] */
+        const mp_rtensor *x = &k->in[0];
+        int64_t B = x->dims[0], C = x->dims[1], n = y->dims[1];
+        for (int64_t b = 0; b < B; b++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t c = 0; c < C; c++) m = fmax(m, mp_kget_f(x->data, x->dtype, b * C + c));
+            for (int64_t c = 0; c < C; c++) sum += exp(mp_kget_f(x->data, x->dtype, b * C + c) - m);
+            for (int64_t j = 0; j < n; j++) {
+                double u = msk_unit(r) * sum, acc = 0;
+                int64_t c = 0;
+                for (; c < C - 1; c++) {
+                    acc += exp(mp_kget_f(x->data, x->dtype, b * C + c) - m);
+                    if (u < acc) break;
+                }
+                mp_kset_i(y->data, y->dtype, b * n + j, c);
+            }
+        }
+        return MP_OK;
+    }
+    bool normal = strstr(op, "Normal") != NULL;
+    double a = normal ? mp_attr_f(k->n, "mean", 0.0) : mp_attr_f(k->n, "low", 0.0);
+    double b = normal ? mp_attr_f(k->n, "scale", 1.0) : mp_attr_f(k->n, "high", 1.0);
+    for (int64_t e = 0; e < y->numel; e++) {
+        double v;
+        if (normal) { /* Box-Muller */
+            double u1 = msk_unit(r), u2 = msk_unit(r);
+            v = a + b * sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(2 * 3.14159265358979323846 * u2);
+        } else {
+            v = a + (b - a) * msk_unit(r);
+        }
+        mp_kset_f(y->data, y->dtype, e, v);
+    }
+    return MP_OK;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -1503,12 +1582,12 @@ const mp_op mp_ops_misc[] = {
      msk_nms},
     {"", "GridSample", 16, infer_gridsample16, cost_gridsample, 0, MS_IN(1), NULL, msk_gridsample},
     {"", "GridSample", 20, infer_gridsample20, cost_gridsample, 0, MS_IN(1), NULL, msk_gridsample},
-    {"", "RandomUniform", 1, infer_random, mp_cost_out1, 0, 0, NULL},
-    {"", "RandomNormal", 1, infer_random, mp_cost_out1, 0, 0, NULL},
-    {"", "RandomUniformLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL},
-    {"", "RandomNormalLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL},
-    {"", "Bernoulli", 15, infer_bernoulli, mp_cost_out1, 0, 0, NULL},
-    {"", "Multinomial", 7, infer_multinomial, mp_cost_out1, 0, 0, NULL},
+    {"", "RandomUniform", 1, infer_random, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "RandomNormal", 1, infer_random, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "RandomUniformLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "RandomNormalLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "Bernoulli", 15, infer_bernoulli, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "Multinomial", 7, infer_multinomial, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
     {"", "BlackmanWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
     {"", "HammingWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
     {"", "HannWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
