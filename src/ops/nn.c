@@ -1343,6 +1343,21 @@ static mp_status nnk_reduce(mp_kctx *k) {
         for (int64_t o = 0; o < on; o++) acc[o] = 0;
     }
     mp_kbcast_init(&it, x->rank, x->dims, 2, ranks, dims);
+    if (x->dtype == MP_DT_FLOAT && it.step[1] == 0 && it.step[0] == 1 &&
+        (op == RK_SUM || op == RK_MEAN || op == RK_SUMSQ || op == RK_L2)) {
+        /* fp32 rows reduced whole (the common last-axis case): a typed loop */
+        bool sq = op == RK_SUMSQ || op == RK_L2;
+        for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it)) {
+            const float *xs = (const float *)x->data + it.off[0];
+            double s = 0;
+            if (sq)
+                for (int64_t j = 0; j < it.len; j++) s += (double)xs[j] * xs[j];
+            else
+                for (int64_t j = 0; j < it.len; j++) s += xs[j];
+            acc[it.off[1]] += s;
+        }
+        it.rows = 0; /* done */
+    }
     for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
         for (int64_t j = 0; j < it.len; j++) {
             double v = mp_kget_f(x->data, x->dtype, it.off[0] + j * it.step[0]);
