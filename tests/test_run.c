@@ -98,6 +98,20 @@ static mp_status tk_gather(mp_kctx *k) { /* axis 0 of a 2-D float table */
     return MP_OK;
 }
 
+static float t_f32[8];
+static mp_status tk_gather_f16(mp_kctx *k) { /* rows of an fp16 table through mp_kinput_f32 */
+    const float *t = mp_kinput_f32(k, 0);
+    if (!t) return mp_error(MP_ERR_USAGE, "no fp32 view");
+    T_CHECK(mp_kinput_f32(k, 0) == t); /* decoded once */
+    T_CHECK(mp_kinput_f32(k, 1) == NULL); /* not a constant float */
+    const int64_t *ix = k->in[1].data;
+    int64_t w = k->in[0].dims[1];
+    for (int64_t i = 0; i < k->in[1].numel && i < 2; i++)
+        for (int64_t j = 0; j < w; j++) t_f32[i * w + j] = t[ix[i] * w + j];
+    memset(k->out[0].data, 0, (size_t)k->out[0].numel * 2);
+    return MP_OK;
+}
+
 /* Give every node of op `name` a descriptor copy with kernel `run`. */
 static mp_op t_ops[16];
 static int t_nops;
@@ -311,6 +325,25 @@ static void test_run_random_data(void) {
     tb_done(m, p);
 }
 
+/* fp16 weights seen as fp32, decoded once */
+static void test_run_f16_weights(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "ids", MP_DT_INT64, 1, TB_DIMS(2));
+    tb_const_f(m, "table", MP_DT_FLOAT16, 2, TB_DIMS(3, 2), (const double[]){0.5, -2, 1.25, 3, -0.125, 65504});
+    tb_node(m, "Gather", "table,ids", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Gather", tk_gather_f16, NULL, NULL);
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, NULL, &pl));
+    int64_t ids[2] = {2, 0};
+    T_OK(mp_plan_set_input(pl, "ids", MP_DT_INT64, 1, TB_DIMS(2), ids, sizeof ids));
+    T_OK(mp_plan_run(pl));
+    T_CHECK(t_f32[0] == -0.125f && t_f32[1] == 65504.0f && t_f32[2] == 0.5f && t_f32[3] == -2.0f);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* --max-memory: refused before allocating, with the figures */
 static void test_run_max_memory(void) {
     mp_model *m = tb_new(17);
@@ -357,6 +390,7 @@ MP_TESTS(run){
     {"run_dynamic", test_run_dynamic},
     {"run_random_data", test_run_random_data},
     {"run_max_memory", test_run_max_memory},
+    {"run_f16_weights", test_run_f16_weights},
     {"run_no_kernel", test_run_no_kernel},
 };
 MP_TESTS_END(run)

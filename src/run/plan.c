@@ -8,6 +8,7 @@
 #include "run/run.h"
 #include "run/dnnl.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -125,6 +126,58 @@ const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
     mp_rval *rv = &pl->vals[v];
     if (rv->kind == MP_RV_UNUSED && mp__need(pl, v) != MP_OK) mp_error_clear();
     return &rv->rt;
+}
+
+static float mp__h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0) {
+        if (!m) {
+            x = sign;
+        } else { /* subnormal: normalise */
+            e = 113;
+            while (!(m & 0x400)) {
+                m <<= 1;
+                e--;
+            }
+            x = sign | e << 23 | (m & 0x3ff) << 13;
+        }
+    } else if (e == 31) {
+        x = sign | 0x7f800000u | m << 13;
+    } else {
+        x = sign | (e + 112) << 23 | m << 13;
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+const float *mp_kinput_f32(mp_kctx *k, int i) {
+    mp_plan *pl = k ? k->plan : NULL;
+    if (!pl || i < 0 || i >= k->n_in || !k->in[i].data) return NULL;
+    const mp_step *s = (const mp_step *)(const void *)((const char *)k - offsetof(mp_step, k));
+    int v = s->in_v[i];
+    if (v < 0 || pl->vals[v].kind != MP_RV_CONST) return NULL;
+    mp_rval *rv = &pl->vals[v];
+    int dt = rv->rt.dtype;
+    if (dt == MP_DT_FLOAT) return rv->rt.data;
+    if (dt != MP_DT_FLOAT16 && dt != MP_DT_BFLOAT16) return NULL;
+    if (!rv->f32) {
+        int64_t n = rv->rt.numel;
+        float *f = malloc(sizeof *f * (size_t)(n > 0 ? n : 1));
+        if (!f) return NULL;
+        const uint16_t *h = rv->rt.data;
+        for (int64_t j = 0; j < n; j++) {
+            if (dt == MP_DT_FLOAT16) {
+                f[j] = mp__h2f(h[j]);
+            } else {
+                uint32_t x = (uint32_t)h[j] << 16;
+                memcpy(&f[j], &x, 4);
+            }
+        }
+        rv->f32 = f;
+        pl->const_bytes += sizeof *f * (size_t)(n > 0 ? n : 1);
+    }
+    return rv->f32;
 }
 
 mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
@@ -380,6 +433,16 @@ static mp_status mp__classify(mp_plan *pl) {
         mp_value *val = &g->values[v];
         mp_rval *rv = &pl->vals[v];
         mp__rt_init(pl, v);
+        /* kernels multiply dims freely (outer x inner): an empty tensor
+         * whose other dims multiply past 2^50 is refused here, once */
+        if (mp_shape_known(val)) {
+            int64_t prod = 1;
+            for (int d = 0; d < val->rank; d++)
+                if (__builtin_mul_overflow(prod, val->dims[d] > 0 ? val->dims[d] : 1, &prod) ||
+                    prod > (INT64_C(1) << 50))
+                    return mp_error(MP_ERR_LIMIT, "%s: value '%s': its dims multiply past 2^50: too "
+                                    "large to run", pl->m->path ? pl->m->path : "model", val->name);
+        }
         if (val->flags & MP_VAL_INPUT) {
             rv->kind = MP_RV_INPUT;
             if (!mp_shape_known(val))
@@ -759,6 +822,7 @@ void mp_plan_free(mp_plan *pl) {
         for (int v = 0; v < pl->g->n_values; v++) {
             free(pl->vals[v].own);
             free(pl->vals[v].dyn_dims);
+            free(pl->vals[v].f32);
         }
     mp_pool_free(pl->pool);
     mp_run_unmap(pl);

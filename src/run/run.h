@@ -30,6 +30,7 @@ typedef struct mp_rval {
     int def, last;    /* first and last step touching it (ACT liveness) */
     int consumers;    /* main-graph consumer nodes */
     bool given;       /* INPUT: data given by mp_plan_set_input */
+    float *f32;       /* CONST fp16/bf16: decoded once (mp_kinput_f32) */
 } mp_rval;
 
 typedef struct mp_step {
