@@ -157,10 +157,15 @@ fuzz-ci:
 $(BUILD)/bench_static: bench/bench_static.c $(BUILD)/libmodelprof.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bench_run: bench/bench_run.c $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 bench:
 	@sh tools/deps.sh bench
-	$(MAKE) all $(BUILD)/bench_static
+	$(MAKE) all $(BUILD)/bench_static $(BUILD)/bench_run
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
+	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
 
 .PHONY: all objs clean demo test bench
 clean:
