@@ -173,11 +173,16 @@ bench-timing: $(BUILD)/bench_timing
 	$(BUILD)/bench_timing 21 models/resnet50.onnx batch=1 -- models/mobilenet_v2.onnx batch=1 \
 	    -- models/bert_base.onnx batch=1 seq=32 -- models/llama_small.onnx batch=1 seq=8
 
+$(BUILD)/bench_run: bench/bench_run.c $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 bench:
 	@sh tools/deps.sh bench
 	$(MAKE) bench-timing
-	$(MAKE) all $(BUILD)/bench_static
+	$(MAKE) all $(BUILD)/bench_static $(BUILD)/bench_run
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
+	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
 
 .PHONY: all objs clean demo test bench bench-timing
 clean:
