@@ -124,6 +124,22 @@ save("fgemm", a=f(3,4))
 model("fgemm",[helper.make_node("FusedGemm",["a","b","c"],["y"],domain=MS,activation="LeakyRelu",activation_alpha=0.1,transB=1)],
   [("a",T.FLOAT,[3,4])],[("y",T.FLOAT,[3,5])],[nh.from_array(f(5,4),"b"),nh.from_array(f(5),"c")])
 
+# QLinearSoftmax (opset 13 form), QLinearGlobalAveragePool, QLinearConcat, QLinearReduceMean, QLinearWhere
+def qp(name, v, dt):
+    return nh.from_array(np.array(v, dt), name)
+save("qsm", x=rng.integers(0, 256, (2, 7)).astype(np.uint8))
+model("qsm", [helper.make_node("QLinearSoftmax", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, axis=-1, opset=13)],
+      [("x", T.UINT8, [2, 7])], [("y", T.UINT8, [2, 7])],
+      [qp("xs", 0.05, np.float32), qp("xz", 128, np.uint8), qp("ys", 1 / 256, np.float32), qp("yz", 0, np.uint8)])
+save("qgap", x=rng.integers(0, 256, (2, 3, 4, 4)).astype(np.uint8))
+model("qgap", [helper.make_node("QLinearGlobalAveragePool", ["x", "xs", "xz", "ys", "yz"], ["y"], domain=MS, channels_last=0)],
+      [("x", T.UINT8, [2, 3, 4, 4])], [("y", T.UINT8, [2, 3, 1, 1])],
+      [qp("xs", 0.05, np.float32), qp("xz", 100, np.uint8), qp("ys", 0.03, np.float32), qp("yz", 110, np.uint8)])
+save("qcat", a=rng.integers(0, 256, (2, 3)).astype(np.uint8), b=rng.integers(0, 256, (2, 2)).astype(np.uint8))
+model("qcat", [helper.make_node("QLinearConcat", ["ys", "yz", "a", "as", "az", "b", "bs", "bz"], ["y"], domain=MS, axis=1)],
+      [("a", T.UINT8, [2, 3]), ("b", T.UINT8, [2, 2])], [("y", T.UINT8, [2, 5])],
+      [qp("ys", 0.04, np.float32), qp("yz", 128, np.uint8), qp("as", 0.05, np.float32), qp("az", 120, np.uint8),
+       qp("bs", 0.02, np.float32), qp("bz", 130, np.uint8)])
 json.dump(cases, open("cases.json", "w"))
 env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
 r = subprocess.run(["node", os.path.join(here, "contrib_ort.js")], env=env, capture_output=True, text=True)

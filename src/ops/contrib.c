@@ -2187,6 +2187,136 @@ static mp_status ctk_rope(mp_kctx *k) {
     return MP_OK;
 }
 
+/* The quantized wrappers: dequantize the operands to fp32, run the
+ * default-domain operator's portable kernel (`op` at `opset`, this node's
+ * attributes) on them, quantize the result with (ys, yz). */
+static mp_status ctk_qwrap(mp_kctx *k, const char *opname, int opset, int n, const mp_rtensor *const *q,
+                           const mp_rtensor *const *sc, const mp_rtensor *const *zp, const mp_rtensor *ys,
+                           const mp_rtensor *yz) {
+    const mp_op *op = mp_op_find("", opname, opset);
+    if (!op || !op->run) return mp_kfail(k, MP_ERR_UNSUPPORTED, "no %s kernel", opname);
+    mp_rtensor in[16], out = k->out[0];
+    void *bufs[16] = {0};
+    mp_status st = MP_OK;
+    if (n > 16) return mp_kfail(k, MP_ERR_UNSUPPORTED, "more than 16 operands");
+    for (int i = 0; !st && i < n; i++) {
+        in[i] = *q[i];
+        if (!sc[i]) continue; /* a condition: as is */
+        float *f = malloc(sizeof(float) * (size_t)(q[i]->numel + 1));
+        if (!f) {
+            st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        double s = mp_kget_f(sc[i]->data, sc[i]->dtype, 0), z = zp[i] ? mp_kget_f(zp[i]->data, zp[i]->dtype, 0) : 0;
+        for (int64_t e = 0; e < q[i]->numel; e++) f[e] = (float)((mp_kget_f(q[i]->data, q[i]->dtype, e) - z) * s);
+        bufs[i] = f;
+        in[i].data = f;
+        in[i].dtype = MP_DT_FLOAT;
+    }
+    float *yf = st ? NULL : malloc(sizeof(float) * (size_t)(out.numel + 1));
+    if (!st && !yf) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    if (!st) {
+        mp_node tmp = *k->n;
+        int ins[16];
+        for (int i = 0; i < n; i++) ins[i] = 0;
+        tmp.op = opname, tmp.domain = "", tmp.opset = opset, tmp.n_in = n, tmp.in = ins, tmp.n_out = 1;
+        out.data = yf;
+        out.dtype = MP_DT_FLOAT;
+        mp_kctx kk = {.n = &tmp, .g = k->g, .plan = NULL, .n_in = n, .n_out = 1, .in = in, .out = &out, .threads = 1};
+        size_t scratch = 0;
+        void *sb = NULL;
+        if (op->prepare) st = op->prepare(&kk, &scratch);
+        if (!st && scratch && !(kk.scratch = sb = calloc(1, scratch))) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+        if (!st) st = op->run(&kk);
+        if (op->release && kk.state) op->release(kk.state);
+        free(sb);
+    }
+    if (!st) {
+        double s = mp_kget_f(ys->data, ys->dtype, 0), z = yz ? mp_kget_f(yz->data, yz->dtype, 0) : 0;
+        float fs = (float)s; /* in fp32, as ONNX Runtime quantizes */
+        for (int64_t e = 0; e < out.numel; e++)
+            mp_kquant_store(k->out[0].data, k->out[0].dtype, e, nearbyintf(yf[e] / fs) + z);
+    }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(yf);
+    return st;
+}
+
+static mp_status ctk_qlinear_softmax(mp_kctx *k) {
+    const mp_rtensor *q[1] = {&k->in[0]}, *s[1] = {&k->in[1]}, *z[1] = {mp_kin(k, 2)};
+    int opset = (int)mp_attr_i(k->n, "opset", 13);
+    return ctk_qwrap(k, "Softmax", opset >= 13 ? 13 : 11, 1, q, s, z, &k->in[3], mp_kin(k, 4));
+}
+
+static mp_status ctk_qlinear_reduce_mean(mp_kctx *k) {
+    const mp_rtensor *q[1] = {&k->in[0]}, *s[1] = {&k->in[1]}, *z[1] = {mp_kin(k, 2)};
+    return ctk_qwrap(k, "ReduceMean", 13, 1, q, s, z, &k->in[3], mp_kin(k, 4));
+}
+
+static mp_status ctk_qlinear_where(mp_kctx *k) {
+    const mp_rtensor *q[3] = {&k->in[0], &k->in[1], &k->in[4]}, *s[3] = {NULL, &k->in[2], &k->in[5]};
+    const mp_rtensor *z[3] = {NULL, mp_kin(k, 3), mp_kin(k, 6)};
+    return ctk_qwrap(k, "Where", 16, 3, q, s, z, &k->in[7], mp_kin(k, 8));
+}
+
+static mp_status ctk_qlinear_concat(mp_kctx *k) {
+    int n = (k->n_in - 2) / 3;
+    const mp_rtensor *q[16], *s[16], *z[16];
+    if (n < 1 || n > 16) return mp_kfail(k, MP_ERR_UNSUPPORTED, "%d inputs", n);
+    for (int i = 0; i < n; i++) q[i] = &k->in[2 + 3 * i], s[i] = &k->in[3 + 3 * i], z[i] = mp_kin(k, 4 + 3 * i);
+    return ctk_qwrap(k, "Concat", 13, n, q, s, z, &k->in[0], mp_kin(k, 1));
+}
+
+/* QLinearGlobalAveragePool: NCHW through GlobalAveragePool; channels_last
+ * ([N, H, W, C]) averaged here. */
+static mp_status ctk_qlinear_gap(mp_kctx *k) {
+    const mp_rtensor *q[1] = {&k->in[0]}, *s[1] = {&k->in[1]}, *z[1] = {mp_kin(k, 2)};
+    if (!mp_attr_i(k->n, "channels_last", 0))
+        return ctk_qwrap(k, "GlobalAveragePool", 1, 1, q, s, z, &k->in[3], mp_kin(k, 4));
+    const mp_rtensor *x = &k->in[0];
+    int64_t N = x->dims[0], C = x->dims[x->rank - 1], sp = N * C != 0 ? x->numel / (N * C) : 0;
+    double xs = mp_kget_f(s[0]->data, s[0]->dtype, 0), xz = z[0] ? mp_kget_f(z[0]->data, z[0]->dtype, 0) : 0;
+    double ysv = mp_kget_f(k->in[3].data, k->in[3].dtype, 0), yzv = mp_kin(k, 4) ? mp_kget_f(k->in[4].data, k->in[4].dtype, 0) : 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) {
+            double acc = 0;
+            for (int64_t p = 0; p < sp; p++) acc += mp_kget_f(x->data, x->dtype, (n * sp + p) * C + c) - xz;
+            mp_kquant_store(k->out[0].data, k->out[0].dtype, n * C + c, (sp ? acc / (double)sp : 0) * xs / ysv + yzv);
+        }
+    return MP_OK;
+}
+
+/* GroupNorm (com.microsoft): channels_last (default 1) or NCHW; groups;
+ * optional SiLU (activation = 1). */
+static mp_status ctk_groupnorm(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *g = &k->in[1], *b = &k->in[2];
+    mp_rtensor *y = &k->out[0];
+    bool last = mp_attr_i(k->n, "channels_last", 1) != 0, silu = mp_attr_i(k->n, "activation", 0) != 0;
+    int64_t G = mp_attr_i(k->n, "groups", 1), N = x->dims[0], C = last ? x->dims[x->rank - 1] : x->dims[1];
+    double eps = mp_attr_f(k->n, "epsilon", 1e-5);
+    if (G < 1 || C % G) return mp_kfail(k, MP_ERR_SHAPE, "groups does not divide the channels");
+    int64_t sp = N * C != 0 ? x->numel / (N * C) : 0, cg = C / G;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < G; gi++) {
+            double s = 0, s2 = 0, cnt = (double)(cg * sp);
+            for (int pass = 0; pass < 3; pass++) {
+                double mean = cnt ? s / cnt : 0, inv = 1.0 / sqrt((cnt ? s2 / cnt : 0) + eps);
+                for (int64_t c = gi * cg; c < (gi + 1) * cg; c++)
+                    for (int64_t p = 0; p < sp; p++) {
+                        int64_t at = last ? (n * sp + p) * C + c : (n * C + c) * sp + p;
+                        double v = mp_kget_f(x->data, x->dtype, at);
+                        if (pass == 0) s += v;
+                        else if (pass == 1) s2 += (v - mean) * (v - mean);
+                        else {
+                            double o = (v - mean) * inv * mp_kget_f(g->data, g->dtype, c) + mp_kget_f(b->data, b->dtype, c);
+                            mp_kset_f(y->data, y->dtype, at, silu ? o / (1 + exp(-o)) : o);
+                        }
+                    }
+            }
+        }
+    return MP_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
@@ -2231,7 +2361,7 @@ const mp_op mp_ops_contrib[] = {
      skip_simplified_ln_cost, CT_BIT(2) | CT_BIT(3), 0, NULL, ctk_skip_simplified_ln},
     {CT_MS, "EmbedLayerNormalization", 1, embed_ln_infer, embed_ln_cost,
      CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6), 0, NULL, ctk_embed_ln},
-    {CT_MS, "GroupNorm", 1, groupnorm_infer, groupnorm_cost, CT_BIT(1) | CT_BIT(2), 0},
+    {CT_MS, "GroupNorm", 1, groupnorm_infer, groupnorm_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_groupnorm},
     {CT_MS, "SkipGroupNorm", 1, skip_groupnorm_infer, groupnorm_cost,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(4), 0},
     /* activations and bias fusions */
@@ -2253,19 +2383,19 @@ const mp_op mp_ops_contrib[] = {
      CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qlinear_mul},
     {CT_MS, "MulInteger", 1, mul_integer_infer, out1_cost, 0, CT_BIT(1) | CT_BIT(3), NULL, ctk_mul_integer},
     {CT_MS, "QLinearWhere", 1, qlinear_where_infer, out1_cost, 0,
-     CT_BIT(2) | CT_BIT(3) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7) | CT_BIT(8)},
+     CT_BIT(2) | CT_BIT(3) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7) | CT_BIT(8), NULL, ctk_qlinear_where},
     {CT_MS, "QLinearSigmoid", 1, qlinear_unary_infer, cost1, 0,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qunary},
     {CT_MS, "QLinearLeakyRelu", 1, qlinear_unary_infer, cost1, 0,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qunary},
     {CT_MS, "QLinearSoftmax", 1, qlinear_unary_infer, cost1, 0,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qlinear_softmax},
     {CT_MS, "QLinearGlobalAveragePool", 1, qlinear_gap_infer, cost1, 0,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qlinear_gap},
     {CT_MS, "QLinearReduceMean", 1, qlinear_reduce_mean_infer, cost1, 0,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qlinear_reduce_mean},
     /* every input but the tensors of the triples (inputs 2, 5, 8, ...) */
-    {CT_MS, "QLinearConcat", 1, qlinear_concat_infer, zero_cost, 0, 0xDB6DB6DBu},
+    {CT_MS, "QLinearConcat", 1, qlinear_concat_infer, zero_cost, 0, 0xDB6DB6DBu, NULL, ctk_qlinear_concat},
     {CT_MS, "GatherBlockQuantized", 1, gather_bq_infer, out2_cost, CT_BIT(0),
      CT_BIT(2) | CT_BIT(3), mp_contrib_param_view},
 };
