@@ -614,69 +614,55 @@ static mp_status ctl_loop(mp_kctx *k) {
     return st;
 }
 
-/* Scan (9+): N states then M scanned inputs; the body sees the states and
- * one slice of each scanned input (along its axis, in its direction) per
- * iteration; outputs: final states, then the stacked scan outputs. */
-static mp_status ctl_scan(mp_kctx *k) {
-    const mp_graph *b = ctl_attr_graph(k->n, "body");
-    if (!b) return mp_kfail(k, MP_ERR_FORMAT, "missing body");
-    if (k->n->opset < 9) return mp_kfail(k, MP_ERR_UNSUPPORTED, "Scan-8 (batched form)");
-    int m = (int)mp_attr_i(k->n, "num_scan_inputs", 0), nst = k->n_in - m, ns = b->n_outputs - nst;
-    if (m < 1 || nst < 0 || ns < 0) return mp_kfail(k, MP_ERR_SHAPE, "bad num_scan_inputs");
-    const int64_t *iax, *idir, *oax, *odir;
-    int niax = mp_attr_ints(k->n, "scan_input_axes", &iax), nidir = mp_attr_ints(k->n, "scan_input_directions", &idir);
-    int noax = mp_attr_ints(k->n, "scan_output_axes", &oax), nodir = mp_attr_ints(k->n, "scan_output_directions", &odir);
-    const mp_rtensor *x0 = &k->in[nst];
-    int ax0 = mp_axis(niax > 0 ? iax[0] : 0, x0->rank);
-    if (ax0 < 0) return mp_kfail(k, MP_ERR_SHAPE, "scan axis out of range");
-    int64_t T = x0->dims[ax0];
-    mp_rtensor *state = calloc((size_t)nst + 1, sizeof *state);
-    void **sown = calloc((size_t)nst + 1, sizeof *sown);
-    ctl_stack *stk = calloc((size_t)ns + 1, sizeof *stk);
+/* The iterations of a Scan over nst states (st) and m scanned inputs (sc,
+ * each scanned along ax[j], reversed when rev[j]), T steps: final states
+ * into state[] (owned by sown[]), scan outputs pushed on stk[]. */
+static mp_status ctl_scan_steps(mp_kctx *k, const mp_graph *b, int nst, int m, const mp_rtensor *st,
+                                const mp_rtensor *sc, const int *ax, const bool *rev, int64_t T,
+                                mp_rtensor *state, void **sown, ctl_stack *stk) {
+    int ns = b->n_outputs - nst;
     void **slice = calloc((size_t)m + 1, sizeof *slice);
     int64_t (*sdims)[MP_MAX_RANK] = calloc((size_t)m + 1, sizeof *sdims);
-    mp_status st = state && sown && stk && slice && sdims ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-    for (int i = 0; !st && i < nst; i++) state[i] = k->in[i];
-    for (int64_t t = 0; !st && t < T; t++) {
+    mp_status stt = slice && sdims ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; !stt && i < nst; i++) state[i] = st[i];
+    for (int64_t t = 0; !stt && t < T; t++) {
         ctl_env e = {0};
-        st = ctl_env_init(k, &e, b, k->plan ? NULL : ctl_cur);
-        for (int i = 0; !st && i < nst; i++) ctl_bind(&e, i, &state[i]);
-        for (int j = 0; !st && j < m; j++) { /* slice t of scanned input j */
-            const mp_rtensor *x = &k->in[nst + j];
-            int ax = mp_axis(niax > j ? iax[j] : 0, x->rank);
-            bool rev = nidir > j && idir[j];
-            if (ax < 0 || x->dims[ax] != T) {
-                st = mp_kfail(k, MP_ERR_SHAPE, "scanned input %d: bad axis or length", j);
+        stt = ctl_env_init(k, &e, b, k->plan ? NULL : ctl_cur);
+        for (int i = 0; !stt && i < nst; i++) ctl_bind(&e, i, &state[i]);
+        for (int j = 0; !stt && j < m; j++) { /* slice t of scanned input j */
+            const mp_rtensor *x = &sc[j];
+            if (ax[j] < 0 || ax[j] >= x->rank || x->dims[ax[j]] != T) {
+                stt = mp_kfail(k, MP_ERR_SHAPE, "scanned input %d: bad axis or length", j);
                 break;
             }
             size_t es = mp_kesize(x->dtype);
-            int64_t outer, inner, at = rev ? T - 1 - t : t;
-            mp_kouter_inner(x->rank, x->dims, ax, &outer, &inner);
+            int64_t outer, inner, at = rev[j] ? T - 1 - t : t;
+            mp_kouter_inner(x->rank, x->dims, ax[j], &outer, &inner);
             free(slice[j]);
             slice[j] = malloc((size_t)(outer * inner) * es + 1);
             if (!slice[j]) {
-                st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+                stt = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
                 break;
             }
-            for (int64_t a = 0; a < outer; a++)
-                memcpy((char *)slice[j] + (size_t)(a * inner) * es, (const char *)x->data + (size_t)((a * T + at) * inner) * es,
-                       (size_t)inner * es);
+            for (int64_t a2 = 0; a2 < outer; a2++)
+                memcpy((char *)slice[j] + (size_t)(a2 * inner) * es,
+                       (const char *)x->data + (size_t)((a2 * T + at) * inner) * es, (size_t)inner * es);
             for (int d = 0, q = 0; d < x->rank; d++)
-                if (d != ax) sdims[j][q++] = x->dims[d];
+                if (d != ax[j]) sdims[j][q++] = x->dims[d];
             mp_rtensor sl = {slice[j], x->dtype, x->rank - 1, sdims[j], outer * inner};
             ctl_bind(&e, nst + j, &sl);
         }
-        if (!st) st = ctl_env_run(k, &e);
-        for (int i = 0; !st && i < nst; i++) {
+        if (!stt) stt = ctl_env_run(k, &e);
+        for (int i = 0; !stt && i < nst; i++) {
             const mp_rtensor *o = ctl_body_out(&e, i);
             if (!o) {
-                st = mp_kfail(k, MP_ERR_UNSUPPORTED, "state %d has no value", i);
+                stt = mp_kfail(k, MP_ERR_UNSUPPORTED, "state %d has no value", i);
                 break;
             }
             size_t bytes = (size_t)mp_dtype_bytes(o->dtype, o->numel);
             void *p = malloc(bytes + 16 + sizeof(int64_t) * (size_t)(o->rank + 1));
             if (!p) {
-                st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+                stt = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
                 break;
             }
             int64_t *dd = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
@@ -686,19 +672,96 @@ static mp_status ctl_scan(mp_kctx *k) {
             sown[i] = p;
             state[i] = (mp_rtensor){p, o->dtype, o->rank, dd, o->numel};
         }
-        for (int i = 0; !st && i < ns; i++) {
+        for (int i = 0; !stt && i < ns; i++) {
             const mp_rtensor *o = ctl_body_out(&e, nst + i);
-            st = o ? ctl_push(k, &stk[i], o) : mp_kfail(k, MP_ERR_UNSUPPORTED, "scan output %d has no value", i);
+            stt = o ? ctl_push(k, &stk[i], o) : mp_kfail(k, MP_ERR_UNSUPPORTED, "scan output %d has no value", i);
         }
         ctl_env_free(&e);
     }
-    for (int i = 0; !st && i < nst; i++) st = ctl_emit(k, i, &state[i]);
-    for (int i = 0; !st && i < ns; i++)
-        st = ctl_emit_stack(k, nst + i, &stk[i], noax > i ? (int)oax[i] : 0, nodir > i && odir[i]);
+    for (int j = 0; j < m && slice; j++) free(slice[j]);
+    free(slice), free(sdims);
+    return stt;
+}
+
+/* Batch b of t (leading dim) as a view. */
+static mp_rtensor ctl_batch_view(const mp_rtensor *t, int64_t b) {
+    int64_t per = t->dims[0] ? t->numel / t->dims[0] : 0;
+    return (mp_rtensor){(char *)t->data + (size_t)(b * per) * mp_kesize(t->dtype), t->dtype, t->rank - 1, t->dims + 1, per};
+}
+
+/* Scan: N states then M scanned inputs; the body sees the states and one
+ * slice of each scanned input (along its axis, in its direction) per
+ * iteration; outputs: final states, then the stacked scan outputs.
+ * Scan-8 has a leading batch dim on everything (and sequence_lens, input
+ * 0): each batch row is scanned alone, along axis 1. */
+static mp_status ctl_scan(mp_kctx *k) {
+    const mp_graph *b = ctl_attr_graph(k->n, "body");
+    if (!b) return mp_kfail(k, MP_ERR_FORMAT, "missing body");
+    bool v8 = k->n->opset < 9;
+    int first = v8 ? 1 : 0;
+    int m = (int)mp_attr_i(k->n, "num_scan_inputs", 0), nst = k->n_in - first - m, ns = b->n_outputs - nst;
+    if (m < 1 || m > 64 || nst < 0 || ns < 0) return mp_kfail(k, MP_ERR_SHAPE, "bad num_scan_inputs");
+    const int64_t *iax, *idir, *oax, *odir;
+    int niax = mp_attr_ints(k->n, "scan_input_axes", &iax);
+    int nidir = mp_attr_ints(k->n, v8 ? "directions" : "scan_input_directions", &idir);
+    int noax = mp_attr_ints(k->n, "scan_output_axes", &oax), nodir = mp_attr_ints(k->n, "scan_output_directions", &odir);
+    int ax[64];
+    bool rev[64];
+    for (int j = 0; j < m; j++) {
+        const mp_rtensor *x = &k->in[first + nst + j];
+        ax[j] = v8 ? 0 : mp_axis(niax > j ? iax[j] : 0, x->rank);
+        rev[j] = nidir > j && idir[j];
+        if (ax[j] < 0) return mp_kfail(k, MP_ERR_SHAPE, "scan axis out of range");
+    }
+    if (v8 && mp_kin(k, 0)) return mp_kfail(k, MP_ERR_UNSUPPORTED, "Scan-8 with sequence_lens");
+    int64_t B = v8 ? k->in[first + nst].dims[0] : 1;
+    mp_rtensor *state = calloc((size_t)nst + 1, sizeof *state), *st_in = calloc((size_t)nst + 1, sizeof *st_in);
+    mp_rtensor *sc_in = calloc((size_t)m + 1, sizeof *sc_in);
+    void **sown = calloc((size_t)nst + 1, sizeof *sown);
+    ctl_stack *stk = calloc((size_t)ns + 1, sizeof *stk);
+    mp_status st = state && st_in && sc_in && sown && stk ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t bi = 0; !st && bi < B; bi++) {
+        for (int i = 0; i < nst; i++) st_in[i] = v8 ? ctl_batch_view(&k->in[first + i], bi) : k->in[first + i];
+        for (int j = 0; j < m; j++) sc_in[j] = v8 ? ctl_batch_view(&k->in[first + nst + j], bi) : k->in[first + nst + j];
+        for (int i = 0; i < ns; i++) stk[i].used = 0, stk[i].count = 0;
+        int64_t T = sc_in[0].dims[ax[0]];
+        st = ctl_scan_steps(k, b, nst, m, st_in, sc_in, ax, rev, T, state, sown, stk);
+        if (!v8) {
+            for (int i = 0; !st && i < nst; i++) st = ctl_emit(k, i, &state[i]);
+            for (int i = 0; !st && i < ns; i++)
+                st = ctl_emit_stack(k, nst + i, &stk[i], noax > i ? (int)oax[i] : 0, nodir > i && odir[i]);
+            break;
+        }
+        /* Scan-8: batch row bi of each output (planned [B, ...]) */
+        for (int i = 0; !st && i < nst + ns; i++) {
+            mp_rtensor *o = &k->out[i];
+            if (k->n->out[i] < 0) continue;
+            if (!o->data) {
+                st = mp_kfail(k, MP_ERR_UNSUPPORTED, "Scan-8 output %d of unknown shape", i);
+                break;
+            }
+            size_t es = mp_kesize(o->dtype);
+            int64_t per = o->dims[0] ? o->numel / o->dims[0] : 0;
+            const void *src = i < nst ? state[i].data : stk[i - nst].data;
+            int64_t n = i < nst ? state[i].numel : (int64_t)(stk[i - nst].used / (es ? es : 1));
+            if (n != per) {
+                st = mp_kfail(k, MP_ERR_SHAPE, "Scan-8 output %d: body size differs", i);
+                break;
+            }
+            if (i >= nst && nodir > i - nst && odir[i - nst]) { /* reversed steps */
+                int64_t cnt = stk[i - nst].count, step = cnt ? per / cnt : 0;
+                for (int64_t t = 0; t < cnt; t++)
+                    memcpy((char *)o->data + (size_t)(bi * per + t * step) * es,
+                           (const char *)src + (size_t)((cnt - 1 - t) * step) * es, (size_t)step * es);
+            } else {
+                mp_kconvert((char *)o->data + (size_t)(bi * per) * es, o->dtype, src,
+                            i < nst ? state[i].dtype : stk[i - nst].dtype, per);
+            }
+        }
+    }
     for (int i = 0; i < nst && sown; i++) free(sown[i]);
     for (int i = 0; i < ns && stk; i++) free(stk[i].data);
-    for (int j = 0; j < m && slice; j++) free(slice[j]);
-    free(state), free(sown), free(stk), free(slice), free(sdims);
+    free(state), free(st_in), free(sc_in), free(sown), free(stk);
     return st;
 }
 
