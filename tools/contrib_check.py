@@ -140,6 +140,18 @@ model("qcat", [helper.make_node("QLinearConcat", ["ys", "yz", "a", "as", "az", "
       [("a", T.UINT8, [2, 3]), ("b", T.UINT8, [2, 2])], [("y", T.UINT8, [2, 5])],
       [qp("ys", 0.04, np.float32), qp("yz", 128, np.uint8), qp("as", 0.05, np.float32), qp("az", 120, np.uint8),
        qp("bs", 0.02, np.float32), qp("bz", 130, np.uint8)])
+# QGemm (quantized output), QAttention
+save("qgemm", a=rng.integers(0, 256, (3, 4)).astype(np.uint8))
+model("qgemm", [helper.make_node("QGemm", ["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"], ["y"], domain=MS, transB=1)],
+      [("a", T.UINT8, [3, 4])], [("y", T.UINT8, [3, 5])],
+      [qp("as", 0.02, np.float32), qp("az", 120, np.uint8), nh.from_array(rng.integers(-128, 128, (5, 4)).astype(np.int8), "b"),
+       qp("bs", 0.03, np.float32), qp("bz", 0, np.int8), nh.from_array(rng.integers(-500, 500, (5,)).astype(np.int32), "c"),
+       qp("ys", 0.05, np.float32), qp("yz", 128, np.uint8)])
+save("qattn", x=rng.integers(0, 256, (B, S, H)).astype(np.uint8))
+model("qattn", [helper.make_node("QAttention", ["x", "w", "bias", "xs", "ws", "", "xz", "wz"], ["y"], domain=MS, num_heads=N)],
+      [("x", T.UINT8, [B, S, H])], [("y", T.FLOAT, [B, S, H])],
+      [nh.from_array(rng.integers(0, 256, (H, 3 * H)).astype(np.uint8), "w"), nh.from_array(f(3 * H), "bias"),
+       qp("xs", 0.01, np.float32), qp("ws", 0.02, np.float32), qp("xz", 128, np.uint8), qp("wz", 128, np.uint8)])
 json.dump(cases, open("cases.json", "w"))
 env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
 r = subprocess.run(["node", os.path.join(here, "contrib_ort.js")], env=env, capture_output=True, text=True)

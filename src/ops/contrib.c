@@ -2317,6 +2317,93 @@ static mp_status ctk_groupnorm(mp_kctx *k) {
     return MP_OK;
 }
 
+/* An fp32 copy of quantized t: (t - zp) * scale, zero point and scale
+ * scalar or one per element of the last axis. */
+static mp_rtensor ctk_deq_f32(mp_kctx *k, const mp_rtensor *t, const mp_rtensor *s, const mp_rtensor *z, mp_status *st) {
+    mp_rtensor r = *t;
+    double *d = *st ? NULL : ctk_deq(k, t, s, z, st);
+    float *f = *st ? NULL : malloc(sizeof(float) * (size_t)(t->numel + 1));
+    if (!*st && !f) *st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; f && e < t->numel; e++) f[e] = (float)d[e];
+    free(d);
+    r.data = f;
+    r.dtype = MP_DT_FLOAT;
+    return r;
+}
+
+/* QAttention: the input and weights dequantized, then Attention. */
+static mp_status ctk_qattention(mp_kctx *k) {
+    mp_status st = MP_OK;
+    if (mp_kin(k, 8)) return mp_kfail(k, MP_ERR_UNSUPPORTED, "past state");
+    mp_rtensor in[6] = {{0}};
+    in[0] = ctk_deq_f32(k, &k->in[0], &k->in[3], mp_kin(k, 6), &st);
+    in[1] = ctk_deq_f32(k, &k->in[1], &k->in[4], mp_kin(k, 7), &st);
+    if (mp_kin(k, 2)) in[2] = k->in[2];
+    if (mp_kin(k, 5)) in[3] = k->in[5];
+    mp_kctx kk = *k;
+    kk.in = in;
+    kk.n_in = 4;
+    if (!st) st = ctk_attention(&kk);
+    free(in[0].data), free(in[1].data);
+    return st;
+}
+
+/* QGemm: alpha * (A - za)(B - zb) * sa * sb + C * sa * sb (C int32), then
+ * quantized with (y_scale, y_zero_point) or left in fp32. */
+static mp_status ctk_qgemm(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[3], *c = mp_kin(k, 6), *ys = mp_kin(k, 7), *yz = mp_kin(k, 8);
+    bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
+    double alpha = mp_attr_f(k->n, "alpha", 1.0);
+    mp_rtensor *y = &k->out[0];
+    int64_t M = y->dims[0], N = y->dims[1], K = ta ? a->dims[0] : a->dims[1];
+    mp_status st = MP_OK;
+    double *A = ctk_deq(k, a, &k->in[1], mp_kin(k, 2), &st);
+    double *B = st ? NULL : ctk_deq(k, b, &k->in[4], mp_kin(k, 5), &st);
+    double *Y = st ? NULL : malloc(sizeof(double) * (size_t)(M * N + 1));
+    if (!st && !Y) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    if (!st) {
+        mp_kgemm_f64(M, N, K, A, ta ? 1 : K, ta ? M : 1, B, tb ? 1 : N, tb ? K : 1, Y, N, false);
+        double sa = mp_kget_f(k->in[1].data, k->in[1].dtype, 0);
+        const mp_rtensor *sb = &k->in[4];
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double v = alpha * Y[i * N + j];
+                if (c) {
+                    int64_t cr = c->rank == 2 ? c->dims[0] : 1, cc = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+                    double s = sa * mp_kget_f(sb->data, sb->dtype, sb->numel <= 1 ? 0 : j);
+                    v += s * mp_kget_f(c->data, c->dtype, (cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j));
+                }
+                Y[i * N + j] = v;
+            }
+        ctk_store(k, Y, NULL, NULL, 0, 0, ys, yz);
+    }
+    free(A), free(B), free(Y);
+    return st;
+}
+
+/* SkipGroupNorm: s = x + skip (+ bias per channel), then GroupNorm (NHWC);
+ * output 1 (optional) is s. */
+static mp_status ctk_skip_groupnorm(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *skip = &k->in[3], *bias = mp_kin(k, 4);
+    int64_t C = x->dims[x->rank - 1];
+    float *sum = malloc(sizeof(float) * (size_t)(x->numel + 1));
+    if (!sum) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < x->numel; e++) {
+        double v = mp_kget_f(x->data, x->dtype, e);
+        v += mp_kget_f(skip->data, skip->dtype, skip->numel == x->numel ? e : e % skip->numel);
+        if (bias) v += mp_kget_f(bias->data, bias->dtype, e % C);
+        sum[e] = (float)v;
+        if (k->n_out > 1 && k->out[1].data) mp_kset_f(k->out[1].data, k->out[1].dtype, e, v);
+    }
+    mp_rtensor in[3] = {{sum, MP_DT_FLOAT, x->rank, x->dims, x->numel}, k->in[1], k->in[2]};
+    mp_kctx kk = *k;
+    kk.in = in;
+    kk.n_in = 3;
+    mp_status st = ctk_groupnorm(&kk);
+    free(sum);
+    return st;
+}
+
 /* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
@@ -2336,7 +2423,7 @@ const mp_op mp_ops_contrib[] = {
     {CT_MS, "MatMulNBits", 1, matmul_nbits_infer, matmul_nbits_cost, CT_BIT(1) | CT_BIT(5),
      CT_BIT(2) | CT_BIT(3) | CT_BIT(4), mp_contrib_param_view, ctk_matmul_nbits},
     {CT_MS, "QGemm", 1, qgemm_infer, qgemm_cost, CT_BIT(3) | CT_BIT(6),
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(7) | CT_BIT(8)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(7) | CT_BIT(8), NULL, ctk_qgemm},
     {CT_MS, "DynamicQuantizeMatMul", 1, dyn_quant_matmul_infer, dyn_quant_matmul_cost,
      CT_BIT(1) | CT_BIT(4), CT_BIT(2) | CT_BIT(3), NULL, ctk_dyn_quant_matmul},
     {CT_MS, "MatMulIntegerToFloat", 1, matmul_int_to_float_infer, matmul_int_to_float_cost,
@@ -2345,7 +2432,7 @@ const mp_op mp_ops_contrib[] = {
     /* attention */
     {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention},
     {CT_MS, "QAttention", 1, qattention_infer, qattention_cost, CT_BIT(1) | CT_BIT(2),
-     CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7)},
+     CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qattention},
     {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha},
     {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0},
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0, NULL, ctk_rope},
@@ -2363,7 +2450,7 @@ const mp_op mp_ops_contrib[] = {
      CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6), 0, NULL, ctk_embed_ln},
     {CT_MS, "GroupNorm", 1, groupnorm_infer, groupnorm_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_groupnorm},
     {CT_MS, "SkipGroupNorm", 1, skip_groupnorm_infer, groupnorm_cost,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(4), 0},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(4), 0, NULL, ctk_skip_groupnorm},
     /* activations and bias fusions */
     {CT_MS, "Gelu", 1, same_infer, cost1, 0, 0, NULL, ctk_gelu},
     {CT_MS, "QuickGelu", 1, same_infer, cost1, 0, 0, NULL, ctk_quick_gelu},
