@@ -113,6 +113,9 @@ void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars,
  * stored transposed. A 1-D A is [1, K], a 1-D B [K, 1]. */
 void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
                 const void *B, void *Y, bool ta, bool tb);
+/* The same with row blocks split across k's threads (mp_kparallel). */
+void mp_kmatmul_par(mp_kctx *k, const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32,
+                    const void *A, const void *B, void *Y, bool ta, bool tb);
 
 /* Kernels shared by the default domain and com.microsoft (linalg.c,
  * nn.c). */

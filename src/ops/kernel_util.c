@@ -625,34 +625,71 @@ double mp_kcubic(double d, double a) {
 }
 
 /* numpy matmul over broadcast batch dims; a 1-D A is [1, K], a 1-D B
- * [K, 1]; ta/tb: the last two dims of A/B are stored transposed. */
-void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
-                const void *B, void *Y, bool ta, bool tb) {
+ * [K, 1]; ta/tb: the last two dims of A/B are stored transposed. Work
+ * units are blocks of KU_MB rows of one batch matrix, split across k's
+ * threads (k NULL: serial). */
+typedef struct ku_mm {
+    mp_kbcast it;
+    int64_t M, N, K, ars, acs, brs, bcs, mblocks;
+    bool f32;
+    const void *A, *B;
+    void *Y;
+} ku_mm;
+
+static void ku_mm_range(void *arg, int64_t lo, int64_t hi) {
+    const ku_mm *p = arg;
+    mp_kbcast it = p->it;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t yb = u / p->mblocks, i0 = (u % p->mblocks) * KU_MB;
+        int64_t m = p->M - i0 < KU_MB ? p->M - i0 : KU_MB;
+        int64_t r = it.len ? yb / it.len : 0, j = it.len ? yb % it.len : 0;
+        mp_kbcast_seek(&it, r);
+        int64_t ao = (it.off[0] + j * it.step[0]) * p->M * p->K + i0 * p->ars;
+        int64_t bo = (it.off[1] + j * it.step[1]) * p->K * p->N, yo = yb * p->M * p->N + i0 * p->N;
+        if (p->f32)
+            mp_kgemm_f32(m, p->N, p->K, (const float *)p->A + ao, p->ars, p->acs, (const float *)p->B + bo, p->brs,
+                         p->bcs, (float *)p->Y + yo, p->N, false);
+        else
+            mp_kgemm_f64(m, p->N, p->K, (const double *)p->A + ao, p->ars, p->acs, (const double *)p->B + bo, p->brs,
+                         p->bcs, (double *)p->Y + yo, p->N, false);
+    }
+}
+
+void mp_kmatmul_par(mp_kctx *k, const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32,
+                    const void *A, const void *B, void *Y, bool ta, bool tb) {
     int ar = a->rank, br = b->rank;
     int64_t a0 = ar >= 2 ? a->dims[ar - 2] : 1, a1 = a->dims[ar - 1];
     int64_t b0 = br >= 2 ? b->dims[br - 2] : b->dims[0], b1 = br >= 2 ? b->dims[br - 1] : 1;
-    int64_t M = ta ? a1 : a0, K = ta ? a0 : a1, N = tb ? b0 : b1;
+    ku_mm p;
+    p.M = ta ? a1 : a0, p.K = ta ? a0 : a1, p.N = tb ? b0 : b1;
     int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
     int ybr = abr > bbr ? abr : bbr;
-    int64_t ybd[MP_MAX_RANK];
+    int64_t ybd[MP_MAX_RANK], nb = 1;
     for (int i = 0; i < ybr; i++) {
         int ia = i - (ybr - abr), ib = i - (ybr - bbr);
         int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
         ybd[i] = da == 1 ? db : da;
+        nb *= ybd[i];
     }
     int ranks[2] = {abr, bbr};
     const int64_t *dims[2] = {a->dims, b->dims};
-    mp_kbcast it;
-    mp_kbcast_init(&it, ybr, ybd, 2, ranks, dims);
-    int64_t ars = ta ? 1 : K, acs = ta ? M : 1, brs = tb ? 1 : N, bcs = tb ? K : 1, yb = 0;
-    for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
-        for (int64_t j = 0; j < it.len; j++, yb++) {
-            int64_t ao = (it.off[0] + j * it.step[0]) * M * K, bo = (it.off[1] + j * it.step[1]) * K * N;
-            if (f32)
-                mp_kgemm_f32(M, N, K, (const float *)A + ao, ars, acs, (const float *)B + bo, brs, bcs,
-                             (float *)Y + yb * M * N, N, false);
-            else
-                mp_kgemm_f64(M, N, K, (const double *)A + ao, ars, acs, (const double *)B + bo, brs, bcs,
-                             (double *)Y + yb * M * N, N, false);
-        }
+    mp_kbcast_init(&p.it, ybr, ybd, 2, ranks, dims);
+    p.ars = ta ? 1 : p.K, p.acs = ta ? p.M : 1, p.brs = tb ? 1 : p.N, p.bcs = tb ? p.K : 1;
+    p.mblocks = (p.M + KU_MB - 1) / KU_MB;
+    p.f32 = f32, p.A = A, p.B = B, p.Y = Y;
+    if (nb <= 0 || p.M <= 0 || p.N <= 0) return;
+    if (p.K <= 0) { /* an empty sum */
+        for (int64_t e = 0; e < nb * p.M * p.N; e++)
+            if (f32) ((float *)Y)[e] = 0;
+            else ((double *)Y)[e] = 0;
+        return;
+    }
+    int64_t units = nb * p.mblocks;
+    if (k) mp_kparallel(k, units, ku_mm_range, &p);
+    else ku_mm_range(&p, 0, units);
+}
+
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb) {
+    mp_kmatmul_par(NULL, a, b, y, f32, A, B, Y, ta, tb);
 }
