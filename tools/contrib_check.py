@@ -152,6 +152,25 @@ model("qattn", [helper.make_node("QAttention", ["x", "w", "bias", "xs", "ws", ""
       [("x", T.UINT8, [B, S, H])], [("y", T.FLOAT, [B, S, H])],
       [nh.from_array(rng.integers(0, 256, (H, 3 * H)).astype(np.uint8), "w"), nh.from_array(f(3 * H), "bias"),
        qp("xs", 0.01, np.float32), qp("ws", 0.02, np.float32), qp("xz", 128, np.uint8), qp("wz", 128, np.uint8)])
+# GroupQueryAttention: a prompt (no past) and a decode step (past of 4), rotary
+Ng, Nkv, hg, Sg = 4, 2, 16, 3
+cosc = np.cos(rng.standard_normal((16, hg // 2))).astype(np.float32)
+sinc = np.sin(rng.standard_normal((16, hg // 2))).astype(np.float32)
+save("gqa_prompt", q=f(1, Sg, Ng * hg), k=f(1, Sg, Nkv * hg), v=f(1, Sg, Nkv * hg),
+     sl=np.array([Sg - 1], np.int32), tsl=np.array(Sg, np.int32))
+model("gqa_prompt", [helper.make_node("GroupQueryAttention", ["q", "k", "v", "", "", "sl", "tsl", "cos", "sin"],
+                                      ["y", "pk", "pv"], domain=MS, num_heads=Ng, kv_num_heads=Nkv, do_rotary=1)],
+      [("q", T.FLOAT, [1, Sg, Ng * hg]), ("k", T.FLOAT, [1, Sg, Nkv * hg]), ("v", T.FLOAT, [1, Sg, Nkv * hg]),
+       ("sl", T.INT32, [1]), ("tsl", T.INT32, [])],
+      [("y", T.FLOAT, [1, Sg, Ng * hg]), ("pk", T.FLOAT, [1, Nkv, Sg, hg]), ("pv", T.FLOAT, [1, Nkv, Sg, hg])],
+      [nh.from_array(cosc, "cos"), nh.from_array(sinc, "sin")])
+save("gqa_decode", q=f(1, 1, Ng * hg), k=f(1, 1, Nkv * hg), v=f(1, 1, Nkv * hg), pk=f(1, Nkv, 4, hg), pv=f(1, Nkv, 4, hg),
+     sl=np.array([4], np.int32), tsl=np.array(5, np.int32))
+model("gqa_decode", [helper.make_node("GroupQueryAttention", ["q", "k", "v", "pk", "pv", "sl", "tsl"],
+                                      ["y", "ok", "ov"], domain=MS, num_heads=Ng, kv_num_heads=Nkv)],
+      [("q", T.FLOAT, [1, 1, Ng * hg]), ("k", T.FLOAT, [1, 1, Nkv * hg]), ("v", T.FLOAT, [1, 1, Nkv * hg]),
+       ("pk", T.FLOAT, [1, Nkv, 4, hg]), ("pv", T.FLOAT, [1, Nkv, 4, hg]), ("sl", T.INT32, [1]), ("tsl", T.INT32, [])],
+      [("y", T.FLOAT, [1, 1, Ng * hg]), ("ok", T.FLOAT, [1, Nkv, 5, hg]), ("ov", T.FLOAT, [1, Nkv, 5, hg])])
 json.dump(cases, open("cases.json", "w"))
 env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
 r = subprocess.run(["node", os.path.join(here, "contrib_ort.js")], env=env, capture_output=True, text=True)

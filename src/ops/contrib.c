@@ -2404,6 +2404,106 @@ static mp_status ctk_skip_groupnorm(mp_kctx *k) {
     return st;
 }
 
+/* GroupQueryAttention: query heads grouped over kv_num_heads key/value
+ * heads; the new keys and values appended to past_key/past_value at each
+ * row's past length (seqlens_k + 1 - S; 0 for a prompt, total_sequence_length
+ * == S); optional rotary embedding of q and k at their positions (cos/sin
+ * caches, do_rotary); causal attention (local_window_size limits it when
+ * > 0; softcap caps the scores when > 0). Outputs: output, present_key,
+ * present_value [B, Nkv, T, h]. */
+static mp_status ctk_gqa(mp_kctx *k) {
+    const mp_rtensor *q = &k->in[0], *kx = mp_kin(k, 1), *vx = mp_kin(k, 2), *pk = mp_kin(k, 3), *pv = mp_kin(k, 4);
+    const mp_rtensor *sl = mp_kin(k, 5), *tsl = mp_kin(k, 6), *cs = mp_kin(k, 7), *sn = mp_kin(k, 8);
+    int64_t N = mp_attr_i(k->n, "num_heads", 0), Nkv = mp_attr_i(k->n, "kv_num_heads", 0);
+    bool rotary = mp_attr_i(k->n, "do_rotary", 0) != 0, inter = mp_attr_i(k->n, "rotary_interleaved", 0) != 0;
+    int64_t win = mp_attr_i(k->n, "local_window_size", -1);
+    double softcap = mp_attr_f(k->n, "softcap", 0.0);
+    if (N <= 0 || Nkv <= 0 || N % Nkv || q->rank != 3 || !sl || !tsl || mp_kin(k, 9) || mp_kin(k, 10))
+        return mp_kfail(k, MP_ERR_UNSUPPORTED, "this form (position_ids, attention_bias or missing inputs)");
+    int64_t B = q->dims[0], S = q->dims[1], packed = !vx;
+    int64_t h = packed ? q->dims[2] / (N + 2 * Nkv) : q->dims[2] / N;
+    int64_t P = pk ? pk->dims[2] : 0, T = k->out[1].data ? k->out[1].dims[2] : P + S;
+    int64_t total = mp_kget_i(tsl->data, tsl->dtype, 0);
+    double scale = mp_attr_f(k->n, "scale", 0.0);
+    if (scale == 0) scale = 1.0 / sqrt((double)h);
+    int64_t qw = packed ? (N + 2 * Nkv) * h : N * h, kw = packed ? qw : Nkv * h;
+    size_t nq = (size_t)(B * N * S * h), nk = (size_t)(B * Nkv * T * h);
+    double *Q = calloc(nq + 1, sizeof(double)), *K = calloc(nk + 1, sizeof(double)), *V = calloc(nk + 1, sizeof(double));
+    double *w = malloc(sizeof(double) * (size_t)(T + 1));
+    mp_status st = Q && K && V && w ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t b = 0; !st && b < B; b++) {
+        int64_t past = total == S ? 0 : mp_kget_i(sl->data, sl->dtype, b) + 1 - S;
+        if (past < 0 || past + S > T) {
+            st = mp_kfail(k, MP_ERR_USAGE, "seqlens_k[%lld] does not fit the present buffer", (long long)b);
+            break;
+        }
+        /* past rows, then the new rows */
+        for (int64_t g = 0; g < Nkv; g++)
+            for (int64_t t = 0; t < past; t++)
+                for (int64_t i = 0; i < h; i++) {
+                    int64_t at = ((b * Nkv + g) * T + t) * h + i, src = ((b * Nkv + g) * P + t) * h + i;
+                    K[at] = mp_kget_f(pk->data, pk->dtype, src);
+                    V[at] = mp_kget_f(pv->data, pv->dtype, src);
+                }
+        for (int64_t s = 0; s < S; s++) {
+            int64_t pos = past + s;
+            for (int64_t hh = 0; hh < N + 2 * Nkv; hh++) {
+                bool isq = hh < N, isk = hh >= N && hh < N + Nkv;
+                int64_t head = isq ? hh : isk ? hh - N : hh - N - Nkv;
+                const mp_rtensor *src = packed || isq ? q : isk ? kx : vx;
+                int64_t base = (b * S + s) * (packed || isq ? qw : kw) + (packed ? hh * h : head * h);
+                double *dst = isq ? &Q[((b * N + head) * S + s) * h] : isk ? &K[((b * Nkv + head) * T + pos) * h]
+                                                                           : &V[((b * Nkv + head) * T + pos) * h];
+                for (int64_t i = 0; i < h; i++) dst[i] = mp_kget_f(src->data, src->dtype, base + i);
+                if (rotary && cs && sn && hh < N + Nkv) {
+                    int64_t half = cs->dims[cs->rank - 1];
+                    for (int64_t i = 0; i < half && 2 * i + 1 < 2 * half; i++) {
+                        int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
+                        double c = mp_kget_f(cs->data, cs->dtype, pos * half + i), si = mp_kget_f(sn->data, sn->dtype, pos * half + i);
+                        double x1 = dst[i1], x2 = dst[i2];
+                        dst[i1] = x1 * c - x2 * si;
+                        dst[i2] = x2 * c + x1 * si;
+                    }
+                }
+            }
+        }
+        /* attention of each query head on its kv head, causal */
+        for (int64_t n = 0; n < N; n++) {
+            int64_t g = n / (N / Nkv);
+            for (int64_t s = 0; s < S; s++) {
+                int64_t pos = past + s, lo = win > 0 && pos - win + 1 > 0 ? pos - win + 1 : 0;
+                double m = -INFINITY, sum = 0;
+                for (int64_t t = lo; t <= pos; t++) {
+                    double d = 0;
+                    for (int64_t i = 0; i < h; i++) d += Q[((b * N + n) * S + s) * h + i] * K[((b * Nkv + g) * T + t) * h + i];
+                    d *= scale;
+                    if (softcap > 0) d = softcap * tanh(d / softcap);
+                    w[t] = d;
+                    m = fmax(m, d);
+                }
+                for (int64_t t = lo; t <= pos; t++) sum += (w[t] = exp(w[t] - m));
+                for (int64_t i = 0; i < h; i++) {
+                    double o = 0;
+                    for (int64_t t = lo; t <= pos; t++) o += w[t] / sum * V[((b * Nkv + g) * T + t) * h + i];
+                    mp_kset_f(k->out[0].data, k->out[0].dtype, (b * S + s) * N * h + n * h + i, o);
+                }
+            }
+        }
+    }
+    for (int o = 1; !st && o <= 2; o++) {
+        if (o >= k->n_out || !k->out[o].data) continue;
+        const double *src = o == 1 ? K : V;
+        mp_rtensor *y = &k->out[o];
+        if ((size_t)y->numel != nk) {
+            st = mp_kfail(k, MP_ERR_SHAPE, "present %d is not [B, Nkv, T, h]", o);
+            break;
+        }
+        mp_kconvert(y->data, y->dtype, src, MP_DT_DOUBLE, y->numel);
+    }
+    free(Q), free(K), free(V), free(w);
+    return st;
+}
+
 /* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
@@ -2434,7 +2534,7 @@ const mp_op mp_ops_contrib[] = {
     {CT_MS, "QAttention", 1, qattention_infer, qattention_cost, CT_BIT(1) | CT_BIT(2),
      CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qattention},
     {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha},
-    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0},
+    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa},
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0, NULL, ctk_rope},
     /* normalizations (onnxruntime registers LayerNormalization and
      * SimplifiedLayerNormalization in the default domain, opset 1) */
