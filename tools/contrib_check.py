@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The com.microsoft contrib kernels against ONNX Runtime: small models, one
-per op (SkipLayerNormalization, the Gelus, Attention, MultiHeadAttention,
-EmbedLayerNormalization, RotaryEmbedding, MatMulNBits, FusedMatMul, the
-RMS norms, QLinearAdd, MatMulIntegerToFloat, DynamicQuantizeMatMul,
-Inverse, FusedGemm), seeded inputs; ORT (npm onnxruntime-node, CPU, graph
+per op or form (the layer norms, the Gelus, Attention, QAttention,
+MultiHeadAttention, GroupQueryAttention (prompt with rotary, decode with
+past), EmbedLayerNormalization, RotaryEmbedding, MatMulNBits,
+GatherBlockQuantized, FusedMatMul, FusedGemm, QGemm, the QLinear ops,
+MatMulIntegerToFloat, DynamicQuantizeMatMul, Inverse), seeded inputs; ORT (npm onnxruntime-node, CPU, graph
 optimizations off) and `modelprof --run --save-outputs` run each; every
 output must agree within relative L2 1e-4.
 
@@ -171,6 +172,14 @@ model("gqa_decode", [helper.make_node("GroupQueryAttention", ["q", "k", "v", "pk
       [("q", T.FLOAT, [1, 1, Ng * hg]), ("k", T.FLOAT, [1, 1, Nkv * hg]), ("v", T.FLOAT, [1, 1, Nkv * hg]),
        ("pk", T.FLOAT, [1, Nkv, 4, hg]), ("pv", T.FLOAT, [1, Nkv, 4, hg]), ("sl", T.INT32, [1]), ("tsl", T.INT32, [])],
       [("y", T.FLOAT, [1, 1, Ng * hg]), ("ok", T.FLOAT, [1, Nkv, 5, hg]), ("ov", T.FLOAT, [1, Nkv, 5, hg])])
+# GatherBlockQuantized: a 4-bit table (uint8 packing two per byte), blocks of 16 along the last dim
+save("gbq", ids=np.array([[3, 0], [5, 1]], np.int64))
+model("gbq", [helper.make_node("GatherBlockQuantized", ["tab", "ids", "sc", "zp"], ["y"], domain=MS, bits=4,
+                               block_size=16, gather_axis=0, quantize_axis=1)],
+      [("ids", T.INT64, [2, 2])], [("y", T.FLOAT, [2, 2, 32])],
+      [nh.from_array(rng.integers(0, 256, (6, 16)).astype(np.uint8), "tab"),
+       nh.from_array((rng.random((6, 2)) * 0.1).astype(np.float32), "sc"),
+       nh.from_array(rng.integers(0, 256, (6, 1)).astype(np.uint8), "zp")])
 json.dump(cases, open("cases.json", "w"))
 env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
 r = subprocess.run(["node", os.path.join(here, "contrib_ort.js")], env=env, capture_output=True, text=True)

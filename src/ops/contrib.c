@@ -2504,6 +2504,58 @@ static mp_status ctk_gqa(mp_kctx *k) {
     return st;
 }
 
+/* GatherBlockQuantized: Gather on a block-quantized table, dequantized:
+ * (q - zero point) * scale, the scale (and zero point) of q's block of
+ * block_size along quantize_axis. uint8 data packs 8 / bits values per byte
+ * along the last dim (low bits first); the default zero point is the
+ * middle of the unsigned range (0 for signed int4). */
+static mp_status ctk_gather_bq(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *ix = &k->in[1], *sc = &k->in[2], *zp = mp_kin(k, 3);
+    mp_rtensor *y = &k->out[0];
+    int64_t bits = mp_attr_i(k->n, "bits", 4), blk = mp_attr_i(k->n, "block_size", 128);
+    bool packed = x->dtype == MP_DT_UINT8 && bits < 8;
+    int per = packed ? (int)(8 / bits) : 1, r = x->rank;
+    int ga = mp_axis(mp_attr_i(k->n, "gather_axis", 0), r), qa = mp_axis(mp_attr_i(k->n, "quantize_axis", r - 1), r);
+    if (ga < 0 || qa < 0 || blk <= 0 || (bits != 4 && bits != 8) || ix->rank + r - 1 != y->rank)
+        return mp_kfail(k, MP_ERR_SHAPE, "bad axes, bits, block_size or ranks");
+    int64_t ud[MP_MAX_RANK], sd[MP_MAX_RANK], us[MP_MAX_RANK], ss[MP_MAX_RANK], c[MP_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        ud[d] = x->dims[d] * (d == r - 1 ? per : 1);
+        sd[d] = d == qa ? (ud[d] + blk - 1) / blk : ud[d];
+    }
+    mp_kstrides(r, ud, us);
+    mp_kstrides(r, sd, ss);
+    double zdef = x->dtype == MP_DT_INT4 || x->dtype == MP_DT_INT8 ? 0 : (double)(1 << (bits - 1));
+    int64_t mask = (1 << bits) - 1;
+    for (int64_t e = 0; e < y->numel; e++) {
+        /* output coords: data[:ga], indices..., data[ga+1:] */
+        int64_t rem = e;
+        int64_t oc[MP_MAX_RANK];
+        for (int d = y->rank - 1; d >= 0; d--) oc[d] = rem % y->dims[d], rem /= y->dims[d];
+        int64_t ioff = 0;
+        for (int d = 0; d < ix->rank; d++) ioff = ioff * ix->dims[d] + oc[ga + d];
+        int64_t gi = mp_kget_i(ix->data, ix->dtype, ioff);
+        if (gi < 0) gi += ud[ga];
+        if (gi < 0 || gi >= ud[ga]) return mp_kfail(k, MP_ERR_USAGE, "index %lld out of range", (long long)gi);
+        for (int d = 0; d < r; d++) c[d] = d < ga ? oc[d] : d == ga ? gi : oc[d + ix->rank - 1];
+        int64_t uo = 0, so = 0;
+        for (int d = 0; d < r; d++) {
+            uo += c[d] * us[d];
+            so += (d == qa ? c[d] / blk : c[d]) * ss[d];
+        }
+        double q, z = zdef;
+        if (packed) {
+            q = (double)((((const uint8_t *)x->data)[uo / per] >> ((uo % per) * bits)) & mask);
+            if (zp) z = (double)((((const uint8_t *)zp->data)[so / per] >> ((so % per) * bits)) & mask);
+        } else {
+            q = mp_kget_f(x->data, x->dtype, uo);
+            if (zp) z = mp_kget_f(zp->data, zp->dtype, so);
+        }
+        mp_kset_f(y->data, y->dtype, e, (q - z) * mp_kget_f(sc->data, sc->dtype, so));
+    }
+    return MP_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
@@ -2584,6 +2636,6 @@ const mp_op mp_ops_contrib[] = {
     /* every input but the tensors of the triples (inputs 2, 5, 8, ...) */
     {CT_MS, "QLinearConcat", 1, qlinear_concat_infer, zero_cost, 0, 0xDB6DB6DBu, NULL, ctk_qlinear_concat},
     {CT_MS, "GatherBlockQuantized", 1, gather_bq_infer, out2_cost, CT_BIT(0),
-     CT_BIT(2) | CT_BIT(3), mp_contrib_param_view},
+     CT_BIT(2) | CT_BIT(3), mp_contrib_param_view, ctk_gather_bq},
 };
 const int mp_ops_contrib_count = (int)MP_ARRAY_LEN(mp_ops_contrib);
