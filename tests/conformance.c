@@ -1066,6 +1066,7 @@ static void cf_run_values(const char *data, cf_case *c) {
         if (nofork) {
             printf("%s\n", out);
             close(fds[1]);
+            free(dir);
             exit(0);
         }
         if (n > 0 && write(fds[1], out, (size_t)(n < (int)sizeof out ? n : (int)sizeof out - 1)) < 0) _exit(3);

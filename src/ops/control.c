@@ -365,7 +365,7 @@ static mp_status ctl_alloc(const mp_kctx *k, ctl_env *e, int i, int dtype, int r
     if (!p) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     /* dims live after the data in the same block */
     int64_t *dst = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
-    memcpy(dst, dims, sizeof(int64_t) * (size_t)rank);
+    if (rank > 0) memcpy(dst, dims, sizeof(int64_t) * (size_t)rank);
     free(e->own[i]);
     e->own[i] = p;
     e->v[i] = (mp_rtensor){p, dtype, rank, dst, n};
@@ -508,7 +508,7 @@ static mp_status ctl_push(const mp_kctx *k, ctl_stack *s, const mp_rtensor *t) {
     if (s->count == 0) {
         s->rank = t->rank;
         s->dtype = t->dtype;
-        memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
+        if (t->rank > 0) memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
     }
     if (s->used + bytes > s->cap) {
         size_t cap = (s->cap ? s->cap * 2 : 256) + bytes;
@@ -549,6 +549,26 @@ static mp_status ctl_emit_stack(mp_kctx *k, int o, const ctl_stack *s, int axis,
     return MP_OK;
 }
 
+/* Infer a Loop body again for iteration `it` with the carried values'
+ * current shapes (the body's values then hold that iteration's shapes). */
+static mp_status ctl_loop_reinfer(mp_kctx *k, mp_graph *b, int64_t it, int nc, const mp_rtensor *carry) {
+    mp_ctx c = {k->g->model, (mp_graph *)k->g, (mp_node *)k->n, 0};
+    mp_status st = mp__set_body_input(&c, b, 0, MP_DT_INT64, 0, NULL);
+    if (!st) st = mp__set_body_input(&c, b, 1, MP_DT_BOOL, 0, NULL);
+    for (int i = 0; !st && i < nc; i++) st = mp__set_body_input(&c, b, 2 + i, carry[i].dtype, carry[i].rank, carry[i].dims);
+    if (!st && b->n_inputs > 1) {
+        int64_t *iv = mp_scratch(&c, 2 * sizeof(int64_t));
+        if (!iv) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+        iv[0] = it;
+        iv[1] = 1;
+        mp_value *vi = &b->values[b->inputs[0]], *vc = &b->values[b->inputs[1]];
+        vi->kn = 1, vi->iv = &iv[0];
+        vc->kn = 1, vc->iv = &iv[1];
+    }
+    if (!st) st = mp__run_body(&c, b);
+    return st;
+}
+
 /* Loop: M (optional trip count), cond (optional), carried values; body
  * inputs (iteration, cond, carried...), outputs (cond, carried...,
  * scan outputs...). */
@@ -567,9 +587,16 @@ static mp_status ctl_loop(mp_kctx *k) {
     for (int i = 0; !st && i < nc; i++) carry[i] = k->in[2 + i];
     int64_t iter_v = 0;
     uint8_t cond_v = 1;
+    /* A body whose shapes the static inference left unknown (they change
+     * with the iteration number) is inferred again for each iteration,
+     * with the iteration number and the carried shapes of that iteration. */
+    bool reinfer = false;
+    for (int v = 0; v < b->n_values && !reinfer; v++)
+        reinfer = b->values[v].producer >= 0 && !mp_shape_known(&b->values[v]);
     for (int64_t it = 0; !st && it < trip && cond; it++) {
         ctl_env e = {0};
-        st = ctl_env_init(k, &e, b, k->plan ? NULL : ctl_cur);
+        if (reinfer) st = ctl_loop_reinfer(k, (mp_graph *)b, it, nc, carry);
+        if (!st) st = ctl_env_init(k, &e, b, k->plan ? NULL : ctl_cur);
         iter_v = it;
         cond_v = 1;
         mp_rtensor ti = {&iter_v, MP_DT_INT64, 0, NULL, 1}, tc = {&cond_v, MP_DT_BOOL, 0, NULL, 1};
@@ -594,8 +621,8 @@ static mp_status ctl_loop(mp_kctx *k) {
                 break;
             }
             int64_t *dd = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
-            memcpy(p, t->data, bytes);
-            memcpy(dd, t->dims, sizeof(int64_t) * (size_t)t->rank);
+            if (bytes) memcpy(p, t->data, bytes);
+            if (t->rank > 0) memcpy(dd, t->dims, sizeof(int64_t) * (size_t)t->rank);
             free(cown[i]);
             cown[i] = p;
             carry[i] = (mp_rtensor){p, t->dtype, t->rank, dd, t->numel};
@@ -666,8 +693,8 @@ static mp_status ctl_scan_steps(mp_kctx *k, const mp_graph *b, int nst, int m, c
                 break;
             }
             int64_t *dd = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
-            memcpy(p, o->data, bytes);
-            memcpy(dd, o->dims, sizeof(int64_t) * (size_t)o->rank);
+            if (bytes) memcpy(p, o->data, bytes);
+            if (o->rank > 0) memcpy(dd, o->dims, sizeof(int64_t) * (size_t)o->rank);
             free(sown[i]);
             sown[i] = p;
             state[i] = (mp_rtensor){p, o->dtype, o->rank, dd, o->numel};
