@@ -67,12 +67,7 @@ static mp_rtensor tk_t(void *data, int dt, int rank, const int64_t *dims) {
 static mp_status tk_run(tk_node *t) {
     const mp_op *op = mp_op_find(t->n.domain, t->n.op, t->n.opset);
     if (!op || !op->run) return MP_ERR_UNSUPPORTED;
-    size_t scratch = 0;
-    mp_status st = op->prepare ? op->prepare(&t->k, &scratch) : MP_OK;
-    if (!st) st = op->run(&t->k);
-    if (op->release && t->k.state) op->release(t->k.state);
-    t->k.state = NULL;
-    return st;
+    return mp_krun_node(op, &t->k);
 }
 
 static bool tk_close(const float *a, const float *b, int n, double tol) {

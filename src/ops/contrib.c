@@ -2223,13 +2223,7 @@ static mp_status ctk_qwrap(mp_kctx *k, const char *opname, int opset, int n, con
         out.data = yf;
         out.dtype = MP_DT_FLOAT;
         mp_kctx kk = {.n = &tmp, .g = k->g, .plan = NULL, .n_in = n, .n_out = 1, .in = in, .out = &out, .threads = 1};
-        size_t scratch = 0;
-        void *sb = NULL;
-        if (op->prepare) st = op->prepare(&kk, &scratch);
-        if (!st && scratch && !(kk.scratch = sb = calloc(1, scratch))) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-        if (!st) st = op->run(&kk);
-        if (op->release && kk.state) op->release(kk.state);
-        free(sb);
+        st = mp_krun_node(op, &kk);
     }
     if (!st) {
         double s = mp_kget_f(ys->data, ys->dtype, 0), z = yz ? mp_kget_f(yz->data, yz->dtype, 0) : 0;

@@ -442,13 +442,7 @@ static mp_status ctl_env_run(const mp_kctx *k, ctl_env *e) {
         if (st) break;
         mp_kctx kk = {.n = n, .g = g, .plan = NULL, .n_in = n->n_in, .n_out = n->n_out, .in = in, .out = out,
                       .threads = 1};
-        size_t scratch = 0;
-        void *sb = NULL;
-        if (op->prepare) st = op->prepare(&kk, &scratch);
-        if (!st && scratch && !(kk.scratch = sb = calloc(1, scratch))) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-        if (!st) st = op->run(&kk);
-        if (op->release && kk.state) op->release(kk.state);
-        free(sb);
+        st = mp_krun_node(op, &kk);
     }
     ctl_cur = saved;
     return st;
@@ -549,6 +543,21 @@ static mp_status ctl_emit_stack(mp_kctx *k, int o, const ctl_stack *s, int axis,
     return MP_OK;
 }
 
+/* An owned copy of t (data, then its dims in the same block) replacing
+ * *own; *dst becomes the copy. */
+static mp_status ctl_own_copy(const mp_kctx *k, const mp_rtensor *t, void **own, mp_rtensor *dst) {
+    size_t bytes = (size_t)mp_dtype_bytes(t->dtype, t->numel);
+    void *p = malloc(bytes + 16 + sizeof(int64_t) * (size_t)(t->rank + 1));
+    if (!p) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    int64_t *dd = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
+    if (bytes) memcpy(p, t->data, bytes);
+    if (t->rank > 0) memcpy(dd, t->dims, sizeof(int64_t) * (size_t)t->rank);
+    free(*own);
+    *own = p;
+    *dst = (mp_rtensor){p, t->dtype, t->rank, dd, t->numel};
+    return MP_OK;
+}
+
 /* Infer a Loop body again for iteration `it` with the carried values'
  * current shapes (the body's values then hold that iteration's shapes). */
 static mp_status ctl_loop_reinfer(mp_kctx *k, mp_graph *b, int64_t it, int nc, const mp_rtensor *carry) {
@@ -610,22 +619,8 @@ static mp_status ctl_loop(mp_kctx *k) {
         if (!st) cond = co ? mp_kget_i(co->data, co->dtype, 0) != 0 : true;
         for (int i = 0; !st && i < nc; i++) { /* carried values copied out of the body */
             const mp_rtensor *t = ctl_body_out(&e, 1 + i);
-            if (!t) {
-                st = mp_kfail(k, MP_ERR_UNSUPPORTED, "carried value %d has no value", i);
-                break;
-            }
-            size_t bytes = (size_t)mp_dtype_bytes(t->dtype, t->numel);
-            void *p = malloc(bytes + 16 + sizeof(int64_t) * (size_t)(t->rank + 1));
-            if (!p) {
-                st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-                break;
-            }
-            int64_t *dd = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
-            if (bytes) memcpy(p, t->data, bytes);
-            if (t->rank > 0) memcpy(dd, t->dims, sizeof(int64_t) * (size_t)t->rank);
-            free(cown[i]);
-            cown[i] = p;
-            carry[i] = (mp_rtensor){p, t->dtype, t->rank, dd, t->numel};
+            st = t ? ctl_own_copy(k, t, &cown[i], &carry[i])
+                   : mp_kfail(k, MP_ERR_UNSUPPORTED, "carried value %d has no value", i);
         }
         for (int i = 0; !st && i < ns; i++) {
             const mp_rtensor *t = ctl_body_out(&e, 1 + nc + i);
@@ -682,22 +677,8 @@ static mp_status ctl_scan_steps(mp_kctx *k, const mp_graph *b, int nst, int m, c
         if (!stt) stt = ctl_env_run(k, &e);
         for (int i = 0; !stt && i < nst; i++) {
             const mp_rtensor *o = ctl_body_out(&e, i);
-            if (!o) {
-                stt = mp_kfail(k, MP_ERR_UNSUPPORTED, "state %d has no value", i);
-                break;
-            }
-            size_t bytes = (size_t)mp_dtype_bytes(o->dtype, o->numel);
-            void *p = malloc(bytes + 16 + sizeof(int64_t) * (size_t)(o->rank + 1));
-            if (!p) {
-                stt = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-                break;
-            }
-            int64_t *dd = (int64_t *)(void *)((char *)p + ((bytes + 15) & ~(size_t)15));
-            if (bytes) memcpy(p, o->data, bytes);
-            if (o->rank > 0) memcpy(dd, o->dims, sizeof(int64_t) * (size_t)o->rank);
-            free(sown[i]);
-            sown[i] = p;
-            state[i] = (mp_rtensor){p, o->dtype, o->rank, dd, o->numel};
+            stt = o ? ctl_own_copy(k, o, &sown[i], &state[i])
+                    : mp_kfail(k, MP_ERR_UNSUPPORTED, "state %d has no value", i);
         }
         for (int i = 0; !stt && i < ns; i++) {
             const mp_rtensor *o = ctl_body_out(&e, nst + i);

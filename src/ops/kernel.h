@@ -160,6 +160,11 @@ void mp_kquant_store(void *y, int dt, int64_t i, double v);
  * cubic_coeff_a; -0.75 for GridSample). */
 double mp_kcubic(double d, double a);
 
+/* A node's portable kernel run once outside a plan: prepare (with
+ * scratch), run, release. For kernels that run other operators' kernels
+ * (control-flow bodies, the quantized wrappers). */
+mp_status mp_krun_node(const mp_op *op, mp_kctx *k);
+
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */
 void *mp_kstate_new(mp_kctx *k, size_t bytes);

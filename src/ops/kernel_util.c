@@ -693,3 +693,17 @@ void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, b
                 const void *B, void *Y, bool ta, bool tb) {
     mp_kmatmul_par(NULL, a, b, y, f32, A, B, Y, ta, tb);
 }
+
+mp_status mp_krun_node(const mp_op *op, mp_kctx *k) {
+    if (!op || !op->run) return mp_kfail(k, MP_ERR_UNSUPPORTED, "no portable kernel");
+    size_t scratch = 0;
+    void *sb = NULL;
+    mp_status st = op->prepare ? op->prepare(k, &scratch) : MP_OK;
+    if (!st && scratch && !(k->scratch = sb = calloc(1, scratch))) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    if (!st) st = op->run(k);
+    if (op->release && k->state) op->release(k->state);
+    k->state = NULL;
+    k->scratch = NULL;
+    free(sb);
+    return st;
+}

@@ -2092,7 +2092,9 @@ static mp_status unique_infer(mp_ctx *c) {
  * kernels only compute where each output element comes from. Elements are
  * moved as bytes (any dtype of 8 bits or more). */
 
+/* Element size of dt, checking first that the outputs are shaped. */
 static size_t shk_es(mp_kctx *k, int dt, mp_status *st) {
+    if ((*st = mp_kout_known(k))) return 0;
     size_t es = mp_kesize(dt);
     if (!es) *st = mp_kfail(k, MP_ERR_UNSUPPORTED, "dtype %s", mp_dtype_name(dt));
     return es;
@@ -2150,7 +2152,6 @@ static mp_status shk_cast(mp_kctx *k) {
 }
 
 static mp_status shk_transpose(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2171,7 +2172,6 @@ static mp_status shk_transpose(mp_kctx *k) {
 
 /* Concat: each input's block of (its axis extent * inner) per outer index. */
 static mp_status shk_concat(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
@@ -2192,7 +2192,6 @@ static mp_status shk_concat(mp_kctx *k) {
 }
 
 static mp_status shk_split(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2214,7 +2213,6 @@ static mp_status shk_split(mp_kctx *k) {
 
 /* Slice: output index i on axis a reads start[a] + i * step[a]. */
 static mp_status shk_slice(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2260,7 +2258,6 @@ static mp_status shk_slice(mp_kctx *k) {
 
 /* Expand: a broadcast copy. */
 static mp_status shk_expand(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2278,7 +2275,6 @@ static mp_status shk_expand(mp_kctx *k) {
 
 /* Tile: output index i on each axis reads i mod the input's extent. */
 static mp_status shk_tile(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2309,7 +2305,6 @@ static mp_status shk_tile(mp_kctx *k) {
 
 /* Gather: out[outer, idx..., inner] = x[outer, indices[idx...], inner]. */
 static mp_status shk_gather(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2356,7 +2351,6 @@ static int64_t shk_offset_at(int r, const int64_t *idims, int64_t e, const int64
 }
 
 static mp_status shk_gather_elements(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2414,7 +2408,6 @@ static mp_status shk_scatter_elements(mp_kctx *k) {
 /* GatherND / ScatterND: index tuples of length q over data's leading dims
  * (after batch_dims), each selecting a slice of `inner` elements. */
 static mp_status shk_nd(mp_kctx *k, bool scatter) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2455,7 +2448,6 @@ static mp_status shk_scatter_nd(mp_kctx *k) { return shk_nd(k, true); }
 
 /* Pad: constant, reflect, edge, wrap. */
 static mp_status shk_pad(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2539,7 +2531,6 @@ static mp_status shk_attr_scalar(mp_kctx *k, const mp_tensor *t, int dt, uint8_t
 }
 
 static mp_status shk_constant_of_shape(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
@@ -2595,7 +2586,6 @@ static mp_status shk_eye_like(mp_kctx *k) {
 }
 
 mp_status mp_ktrilu(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2615,7 +2605,6 @@ mp_status mp_ktrilu(mp_kctx *k) {
 }
 
 static mp_status shk_one_hot(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *ix = &k->in[0], *vals = &k->in[2];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
