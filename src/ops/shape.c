@@ -2092,12 +2092,17 @@ static mp_status unique_infer(mp_ctx *c) {
  * kernels only compute where each output element comes from. Elements are
  * moved as bytes (any dtype of 8 bits or more). */
 
-/* Element size of dt, checking first that the outputs are shaped. */
-static size_t shk_es(mp_kctx *k, int dt, mp_status *st) {
-    if ((*st = mp_kout_known(k))) return 0;
+/* Element size of dt (an error for sub-byte and string types). */
+static size_t shk_esize(mp_kctx *k, int dt, mp_status *st) {
     size_t es = mp_kesize(dt);
     if (!es) *st = mp_kfail(k, MP_ERR_UNSUPPORTED, "dtype %s", mp_dtype_name(dt));
     return es;
+}
+
+/* The same, checking first that the outputs are shaped. */
+static size_t shk_es(mp_kctx *k, int dt, mp_status *st) {
+    if ((*st = mp_kout_known(k))) return 0;
+    return shk_esize(k, dt, st);
 }
 
 static int shk_axis(const mp_kctx *k, int64_t axis, int rank, mp_status *st) {
@@ -2726,7 +2731,7 @@ static mp_status shk_non_zero(mp_kctx *k) {
 static mp_status shk_compress(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *cnd = &k->in[1];
     mp_status st = MP_OK;
-    size_t es = shk_es(k, x->dtype, &st);
+    size_t es = shk_esize(k, x->dtype, &st);
     if (st) return st;
     const mp_attr *ax = mp_node_attr(k->n, "axis");
     int axis = -1;
@@ -2772,7 +2777,7 @@ static int shk_row_cmp(const shk_uq *u, int64_t a, int64_t b) {
 static mp_status shk_unique(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
-    size_t es = shk_es(k, x->dtype, &st);
+    size_t es = shk_esize(k, x->dtype, &st);
     if (st) return st;
     const mp_attr *ax = mp_node_attr(k->n, "axis");
     bool sorted = mp_attr_i(k->n, "sorted", 1) != 0;
