@@ -45,6 +45,15 @@ void mp_kset_i(void *data, int dt, int64_t i, int64_t v);
 /* n elements from src (dtype sdt) to dst (dtype ddt), converting as Cast
  * does (float to int truncates toward zero). */
 void mp_kconvert(void *dst, int ddt, const void *src, int sdt, int64_t n);
+/* A double as an int64 without undefined behaviour: NaN is 0, values out
+ * of range saturate. For coordinates computed from data (Resize, GridSample,
+ * RoiAlign, OneHot). */
+static inline int64_t mp_kf2i(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9.2e18) return INT64_MAX;
+    if (v <= -9.2e18) return INT64_MIN;
+    return (int64_t)v;
+}
 /* Element copy for any >= 8-bit dtype: dst[di] = src[si]. */
 static inline void mp_kcopy1(void *dst, int64_t di, const void *src, int64_t si, size_t es) {
     memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, es);

@@ -1281,7 +1281,7 @@ static double msk_gs_reflect(double v, double lo2, double hi2) {
     double mn = lo2 / 2, span = (hi2 - lo2) / 2;
     v = fabs(v - mn);
     double extra = fmod(v, span);
-    int64_t flips = (int64_t)floor(v / span);
+    int64_t flips = mp_kf2i(floor(v / span));
     return flips % 2 == 0 ? extra + mn : span - extra + mn;
 }
 
@@ -1324,10 +1324,10 @@ static mp_status msk_gridsample(mp_kctx *k) {
                 int64_t base = (n * C + c) * H * W;
                 double v = 0;
                 if (m == 0) {
-                    v = msk_gs_px(x, base, H, W, (int64_t)nearbyint(fy), (int64_t)nearbyint(fx));
+                    v = msk_gs_px(x, base, H, W, mp_kf2i(nearbyint(fy)), mp_kf2i(nearbyint(fx)));
                 } else if (m == 1) {
                     double x0 = floor(fx), y0 = floor(fy), ax = fx - x0, ay = fy - y0;
-                    int64_t ix = (int64_t)x0, iy = (int64_t)y0;
+                    int64_t ix = mp_kf2i(x0), iy = mp_kf2i(y0);
                     v = msk_gs_px(x, base, H, W, iy, ix) * (1 - ax) * (1 - ay) +
                         msk_gs_px(x, base, H, W, iy, ix + 1) * ax * (1 - ay) +
                         msk_gs_px(x, base, H, W, iy + 1, ix) * (1 - ax) * ay +
@@ -1341,7 +1341,7 @@ static mp_status msk_gridsample(mp_kctx *k) {
                     for (int a = 0; a < 4; a++)
                         for (int b = 0; b < 4; b++) {
                             double sy = msk_gs_pad(y0 - 1 + a, H, pad, align), sx = msk_gs_pad(x0 - 1 + b, W, pad, align);
-                            v += wy[a] * wx[b] * msk_gs_px(x, base, H, W, (int64_t)sy, (int64_t)sx);
+                            v += wy[a] * wx[b] * msk_gs_px(x, base, H, W, mp_kf2i(sy), mp_kf2i(sx));
                         }
                 }
                 mp_kset_f(y->data, y->dtype, ((n * C + c) * Ho * Wo) + i, v);
@@ -1412,7 +1412,7 @@ static mp_status msk_melweight(mp_kctx *k) {
     double lmel = 2595 * log10(1 + lo / 700), hmel = 2595 * log10(1 + hi / 700), step = (hmel - lmel) / (double)(nmel + 2);
     for (int64_t i = 0; i < nmel + 2; i++) {
         double hz = 700 * (pow(10, ((double)i * step + lmel) / 2595) - 1);
-        fb[i] = (int64_t)floor((double)(dft + 1) * hz / sr);
+        fb[i] = mp_kf2i(floor((double)(dft + 1) * hz / sr));
     }
     for (int64_t e = 0; e < y->numel; e++) mp_kset_f(y->data, y->dtype, e, 0);
     for (int64_t i = 0; i < nmel; i++) {
@@ -1452,7 +1452,10 @@ static mp_status msk_roialign(mp_kctx *k) {
         double rw = x2 - x1, rh = y2 - y1;
         if (!half) rw = fmax(rw, 1.0), rh = fmax(rh, 1.0);
         double bh = rh / (double)ph_n, bw = rw / (double)pw_n;
-        int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)ph_n), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)pw_n);
+        int64_t gh = sr > 0 ? sr : mp_kf2i(ceil(rh / (double)ph_n)), gw = sr > 0 ? sr : mp_kf2i(ceil(rw / (double)pw_n));
+        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096 || gh * gw > (1 << 20))
+            return mp_kfail(k, MP_ERR_LIMIT, "roi %lld: a sampling grid of %lld x %lld points", (long long)r,
+                            (long long)gh, (long long)gw);
         double cnt = (double)(gh * gw > 0 ? gh * gw : 1);
         for (int64_t c = 0; c < C; c++) {
             int64_t base = (b * C + c) * H * W;
@@ -1467,7 +1470,7 @@ static mp_status msk_roialign(mp_kctx *k) {
                             double v = 0;
                             if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
                                 yy = fmax(yy, 0), xx = fmax(xx, 0);
-                                int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh2, xh2;
+                                int64_t yl = mp_kf2i(yy), xl = mp_kf2i(xx), yh2, xh2;
                                 if (yl >= H - 1) yh2 = yl = H - 1, yy = (double)yl;
                                 else yh2 = yl + 1;
                                 if (xl >= W - 1) xh2 = xl = W - 1, xx = (double)xl;

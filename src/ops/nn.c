@@ -1596,8 +1596,13 @@ static mp_status nnk_resize(mp_kctx *k) {
     for (int a = 0; a < r && !st; a++) {
         int64_t in = x->dims[a], out = y->dims[a];
         double s = scale[a];
+        if (out > 0 && (!(s > 0) || !isfinite(s))) {
+            st = mp_kfail(k, MP_ERR_USAGE, "scale %g on axis %d", s, a);
+            break;
+        }
         bool anti = aa && m > 0 && s < 1;
         double support = (m == 2 ? 2.0 : 1.0) * (anti ? 1.0 / s : 1.0);
+        if (support > (double)in + 2) support = (double)in + 2; /* more taps would all clamp */
         int t = m == 0 ? 1 : (int)ceil(support) * 2 + 1;
         if (in == out && s == 1 && strcmp(ctm, "tf_crop_and_resize")) t = 1;
         taps[a].t = t;
@@ -1631,10 +1636,10 @@ static mp_status nnk_resize(mp_kctx *k) {
             }
             if (m == 0) {
                 int64_t q;
-                if (!strcmp(nmode, "floor")) q = (int64_t)floor(c);
-                else if (!strcmp(nmode, "ceil")) q = (int64_t)ceil(c);
-                else if (!strcmp(nmode, "round_prefer_ceil")) q = (int64_t)floor(c + 0.5);
-                else q = c - floor(c) == 0.5 ? (int64_t)floor(c) : (int64_t)floor(c + 0.5);
+                if (!strcmp(nmode, "floor")) q = mp_kf2i(floor(c));
+                else if (!strcmp(nmode, "ceil")) q = mp_kf2i(ceil(c));
+                else if (!strcmp(nmode, "round_prefer_ceil")) q = mp_kf2i(floor(c + 0.5));
+                else q = c - floor(c) == 0.5 ? mp_kf2i(floor(c)) : mp_kf2i(floor(c + 0.5));
                 ix[0] = q < 0 ? 0 : q >= in ? in - 1 : q;
                 w[0] = 1;
                 continue;
@@ -1642,7 +1647,7 @@ static mp_status nnk_resize(mp_kctx *k) {
             double f = floor(c), sum = 0;
             int half = t / 2;
             for (int j = 0; j < t; j++) {
-                int64_t q = (int64_t)f - half + 1 + j - (m == 1 && !anti ? 0 : 0);
+                int64_t q = mp_kf2i(f) - half + 1 + j;
                 double d = c - (double)q, wt;
                 if (m == 1) wt = anti ? fmax(0.0, 1.0 - fabs(d) * s) : fmax(0.0, 1.0 - fabs(d));
                 else wt = anti ? mp_kcubic(d * s, ca) : mp_kcubic(d, ca);

@@ -2616,12 +2616,12 @@ static mp_status shk_one_hot(mp_kctx *k) {
     size_t es = shk_es(k, y->dtype, &st);
     int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", -1), y->rank, &st);
     if (st) return st;
-    int64_t depth = (int64_t)mp_kget_f(k->in[1].data, k->in[1].dtype, 0), outer, inner;
+    int64_t depth = mp_kf2i(mp_kget_f(k->in[1].data, k->in[1].dtype, 0)), outer, inner;
     mp_kouter_inner(y->rank, y->dims, axis, &outer, &inner);
     for (int64_t e = 0; e < y->numel; e++) mp_kcopy1(y->data, e, vals->data, 0, es);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
-            int64_t i = (int64_t)mp_kget_f(ix->data, ix->dtype, o * inner + in);
+            int64_t i = mp_kf2i(mp_kget_f(ix->data, ix->dtype, o * inner + in));
             if (i < 0) i += depth;
             if (i >= 0 && i < depth) mp_kcopy1(y->data, (o * depth + i) * inner + in, vals->data, 1, es);
         }
