@@ -177,7 +177,8 @@ double mp_kget_f(const void *data, int dt, int64_t i) {
     case MP_DT_FLOAT8E5M2FNUZ:
         return mp_fp8_to_float(((const uint8_t *)data)[i], dt);
     case MP_DT_UINT64: return (double)((const uint64_t *)data)[i];
-    default: return (double)mp_kget_i(data, dt, i);
+    default: /* integers; other dtypes (strings, complex, fp4) read as 0 */
+        return mp_dtype_is_int(dt) ? (double)mp_kget_i(data, dt, i) : 0.0;
     }
 }
 
@@ -194,8 +195,9 @@ int64_t mp_kget_i(const void *data, int dt, int64_t i) {
     case MP_DT_UINT64: return (int64_t)((const uint64_t *)data)[i];
     case MP_DT_INT4: case MP_DT_UINT4: return ku_nibble(data, dt, i);
     default: {
+        if (!mp_dtype_is_float(dt)) return 0; /* strings, complex: no integer reading */
         double v = mp_kget_f(data, dt, i);
-        if (!(v > -9.2e18 && v < 9.2e18)) return v > 0 ? INT64_MAX : INT64_MIN;
+        if (!(v > -9.2e18 && v < 9.2e18)) return v > 0 ? INT64_MAX : v < 0 ? INT64_MIN : 0;
         return (int64_t)v;
     }
     }
@@ -219,7 +221,9 @@ void mp_kset_i(void *data, int dt, int64_t i, int64_t v) {
     case MP_DT_INT64: ((int64_t *)data)[i] = v; return;
     case MP_DT_UINT64: ((uint64_t *)data)[i] = (uint64_t)v; return;
     case MP_DT_INT4: case MP_DT_UINT4: ku_set_nibble(data, i, v); return;
-    default: mp_kset_f(data, dt, i, (double)v); return;
+    default:
+        if (mp_dtype_is_float(dt)) mp_kset_f(data, dt, i, (double)v);
+        return; /* strings, complex: not written */
     }
 }
 
@@ -247,7 +251,9 @@ void mp_kset_f(void *data, int dt, int64_t i, double v) {
                                                            : (uint64_t)ku_ftoi(v);
         return;
     case MP_DT_UINT32: ((uint32_t *)data)[i] = (uint32_t)ku_ftoi(v); return;
-    default: mp_kset_i(data, dt, i, ku_ftoi(v)); return;
+    default:
+        if (mp_dtype_is_int(dt)) mp_kset_i(data, dt, i, ku_ftoi(v));
+        return; /* strings, complex, fp4: not written */
     }
 }
 
