@@ -1221,7 +1221,19 @@ mp_status mp_klayernorm(mp_kctx *k) {
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= x->dims[i];
     for (int i = axis; i < x->rank; i++) inner *= x->dims[i];
-    for (int64_t o = 0; o < outer; o++) {
+    bool f32 = nnk_f32(x) && nnk_f32(y) && nnk_f32(sc) && (!bi || nnk_f32(bi)) && sc->numel == inner &&
+               (!bi || bi->numel == inner) && !(k->n_out > 1 && k->out[1].data) && !(k->n_out > 2 && k->out[2].data);
+    for (int64_t o = 0; f32 && o < outer; o++) { /* fp32 rows: typed loops (sums in double) */
+        const float *xs = (const float *)x->data + o * inner, *g = sc->data, *b = bi ? bi->data : NULL;
+        float *ys = (float *)y->data + o * inner;
+        double s = 0, s2 = 0;
+        for (int64_t j = 0; j < inner; j++) s += xs[j];
+        double mean = s / (double)inner;
+        for (int64_t j = 0; j < inner; j++) s2 += ((double)xs[j] - mean) * ((double)xs[j] - mean);
+        float m = (float)mean, inv = (float)(1.0 / sqrt(s2 / (double)inner + eps));
+        for (int64_t j = 0; j < inner; j++) ys[j] = (xs[j] - m) * inv * g[j] + (b ? b[j] : 0.0f);
+    }
+    for (int64_t o = 0; !f32 && o < outer; o++) {
         double mean, inv;
         nnk_norm_group(x, y, o * inner, inner, 1, eps, &mean, &inv);
         if (k->n_out > 1 && k->out[1].data) mp_kset_f(k->out[1].data, k->out[1].dtype, o, mean);
