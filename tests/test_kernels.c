@@ -67,12 +67,7 @@ static mp_rtensor tk_t(void *data, int dt, int rank, const int64_t *dims) {
 static mp_status tk_run(tk_node *t) {
     const mp_op *op = mp_op_find(t->n.domain, t->n.op, t->n.opset);
     if (!op || !op->run) return MP_ERR_UNSUPPORTED;
-    size_t scratch = 0;
-    mp_status st = op->prepare ? op->prepare(&t->k, &scratch) : MP_OK;
-    if (!st) st = op->run(&t->k);
-    if (op->release && t->k.state) op->release(t->k.state);
-    t->k.state = NULL;
-    return st;
+    return mp_krun_node(op, &t->k);
 }
 
 static bool tk_close(const float *a, const float *b, int n, double tol) {
@@ -348,7 +343,40 @@ static void test_kernels_contrib(void) {
     T_CHECK(tk_close(mm, mw, 2, 0));
 }
 
+static void test_kernels_layernorm(void) {
+    /* rows [1, 2, 3, 4] and [2, 2, 2, 6]: (x - mean) / sqrt(var + 1e-5) * g + b */
+    float x[8] = {1, 2, 3, 4, 2, 2, 2, 6}, g[4] = {1, 2, 1, 1}, b[4] = {0, 0, 1, 0}, y[8], y64[8];
+    int64_t xd[2] = {2, 4}, gd[1] = {4};
+    tk_node t;
+    tk_init(&t, "LayerNormalization", 17, 3, 1);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(g, MP_DT_FLOAT, 1, gd);
+    t.rin[2] = tk_t(b, MP_DT_FLOAT, 1, gd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, xd);
+    T_OK(tk_run(&t));
+    double i0 = 1 / sqrt(1.25 + 1e-5), i1 = 1 / sqrt(3.0 + 1e-5);
+    float want[8] = {(float)(-1.5 * i0), (float)(-0.5 * i0 * 2), (float)(0.5 * i0 + 1), (float)(1.5 * i0),
+                     (float)(-1 * i1), (float)(-1 * i1 * 2), (float)(-1 * i1 + 1), (float)(3 * i1)};
+    T_CHECK(tk_close(y, want, 8, 1e-6));
+    /* the generic path (statistics outputs requested) agrees */
+    float mean[2], inv[2];
+    int64_t sd[2] = {2, 1};
+    tk_init(&t, "LayerNormalization", 17, 3, 3);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(g, MP_DT_FLOAT, 1, gd);
+    t.rin[2] = tk_t(b, MP_DT_FLOAT, 1, gd);
+    t.rout[0] = tk_t(y64, MP_DT_FLOAT, 2, xd);
+    t.rout[1] = tk_t(mean, MP_DT_FLOAT, 2, sd);
+    t.rout[2] = tk_t(inv, MP_DT_FLOAT, 2, sd);
+    T_OK(tk_run(&t));
+    T_CHECK(tk_close(y64, want, 8, 1e-6));
+    float wm[2] = {2.5f, 3.0f}, wi[2] = {(float)i0, (float)i1};
+    T_CHECK(tk_close(mean, wm, 2, 1e-6));
+    T_CHECK(tk_close(inv, wi, 2, 1e-6));
+}
+
 MP_TESTS(kernels){
+    {"layernorm", test_kernels_layernorm},
     {"contrib", test_kernels_contrib},
     {"half_bf16_fp8", test_kernels_half_bf16_fp8},
     {"bcast_rows", test_kernels_bcast_rows},

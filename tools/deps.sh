@@ -8,7 +8,7 @@ case "$1" in
     test) want="$want clang libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision" ;;
     agree) want="$want python3 python3-numpy python3-onnx python3-torch python3-torchvision" ;;
     sanitize|fuzz) want="$want clang-14 libclang-rt-14-dev" ;;
-    bench) want="$want python3 python3-onnx python3-torch python3-torchvision" ;;
+    bench) want="$want python3 python3-onnx python3-torch python3-torchvision nodejs npm" ;;
 esac
 missing=""
 for p in $want; do

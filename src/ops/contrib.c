@@ -2187,6 +2187,369 @@ static mp_status ctk_rope(mp_kctx *k) {
     return MP_OK;
 }
 
+/* The quantized wrappers: dequantize the operands to fp32, run the
+ * default-domain operator's portable kernel (`op` at `opset`, this node's
+ * attributes) on them, quantize the result with (ys, yz). */
+static mp_status ctk_qwrap(mp_kctx *k, const char *opname, int opset, int n, const mp_rtensor *const *q,
+                           const mp_rtensor *const *sc, const mp_rtensor *const *zp, const mp_rtensor *ys,
+                           const mp_rtensor *yz) {
+    const mp_op *op = mp_op_find("", opname, opset);
+    if (!op || !op->run) return mp_kfail(k, MP_ERR_UNSUPPORTED, "no %s kernel", opname);
+    mp_rtensor in[16], out = k->out[0];
+    void *bufs[16] = {0};
+    mp_status st = MP_OK;
+    if (n > 16) return mp_kfail(k, MP_ERR_UNSUPPORTED, "more than 16 operands");
+    for (int i = 0; !st && i < n; i++) {
+        in[i] = *q[i];
+        if (!sc[i]) continue; /* a condition: as is */
+        float *f = malloc(sizeof(float) * (size_t)(q[i]->numel + 1));
+        if (!f) {
+            st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        double s = mp_kget_f(sc[i]->data, sc[i]->dtype, 0), z = zp[i] ? mp_kget_f(zp[i]->data, zp[i]->dtype, 0) : 0;
+        for (int64_t e = 0; e < q[i]->numel; e++) f[e] = (float)((mp_kget_f(q[i]->data, q[i]->dtype, e) - z) * s);
+        bufs[i] = f;
+        in[i].data = f;
+        in[i].dtype = MP_DT_FLOAT;
+    }
+    float *yf = st ? NULL : malloc(sizeof(float) * (size_t)(out.numel + 1));
+    if (!st && !yf) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    if (!st) {
+        mp_node tmp = *k->n;
+        int ins[16];
+        for (int i = 0; i < n; i++) ins[i] = 0;
+        tmp.op = opname, tmp.domain = "", tmp.opset = opset, tmp.n_in = n, tmp.in = ins, tmp.n_out = 1;
+        out.data = yf;
+        out.dtype = MP_DT_FLOAT;
+        mp_kctx kk = {.n = &tmp, .g = k->g, .plan = NULL, .n_in = n, .n_out = 1, .in = in, .out = &out, .threads = 1};
+        st = mp_krun_node(op, &kk);
+    }
+    if (!st) {
+        double s = mp_kget_f(ys->data, ys->dtype, 0), z = yz ? mp_kget_f(yz->data, yz->dtype, 0) : 0;
+        float fs = (float)s; /* in fp32, as ONNX Runtime quantizes */
+        for (int64_t e = 0; e < out.numel; e++)
+            mp_kquant_store(k->out[0].data, k->out[0].dtype, e, nearbyintf(yf[e] / fs) + z);
+    }
+    for (int i = 0; i < n; i++) free(bufs[i]);
+    free(yf);
+    return st;
+}
+
+static mp_status ctk_qlinear_softmax(mp_kctx *k) {
+    const mp_rtensor *q[1] = {&k->in[0]}, *s[1] = {&k->in[1]}, *z[1] = {mp_kin(k, 2)};
+    int opset = (int)mp_attr_i(k->n, "opset", 13);
+    return ctk_qwrap(k, "Softmax", opset >= 13 ? 13 : 11, 1, q, s, z, &k->in[3], mp_kin(k, 4));
+}
+
+static mp_status ctk_qlinear_reduce_mean(mp_kctx *k) {
+    const mp_rtensor *q[1] = {&k->in[0]}, *s[1] = {&k->in[1]}, *z[1] = {mp_kin(k, 2)};
+    return ctk_qwrap(k, "ReduceMean", 13, 1, q, s, z, &k->in[3], mp_kin(k, 4));
+}
+
+static mp_status ctk_qlinear_where(mp_kctx *k) {
+    const mp_rtensor *q[3] = {&k->in[0], &k->in[1], &k->in[4]}, *s[3] = {NULL, &k->in[2], &k->in[5]};
+    const mp_rtensor *z[3] = {NULL, mp_kin(k, 3), mp_kin(k, 6)};
+    return ctk_qwrap(k, "Where", 16, 3, q, s, z, &k->in[7], mp_kin(k, 8));
+}
+
+static mp_status ctk_qlinear_concat(mp_kctx *k) {
+    int n = (k->n_in - 2) / 3;
+    const mp_rtensor *q[16], *s[16], *z[16];
+    if (n < 1 || n > 16) return mp_kfail(k, MP_ERR_UNSUPPORTED, "%d inputs", n);
+    for (int i = 0; i < n; i++) q[i] = &k->in[2 + 3 * i], s[i] = &k->in[3 + 3 * i], z[i] = mp_kin(k, 4 + 3 * i);
+    return ctk_qwrap(k, "Concat", 13, n, q, s, z, &k->in[0], mp_kin(k, 1));
+}
+
+/* QLinearGlobalAveragePool: NCHW through GlobalAveragePool; channels_last
+ * ([N, H, W, C]) averaged here. */
+static mp_status ctk_qlinear_gap(mp_kctx *k) {
+    const mp_rtensor *q[1] = {&k->in[0]}, *s[1] = {&k->in[1]}, *z[1] = {mp_kin(k, 2)};
+    if (!mp_attr_i(k->n, "channels_last", 0))
+        return ctk_qwrap(k, "GlobalAveragePool", 1, 1, q, s, z, &k->in[3], mp_kin(k, 4));
+    const mp_rtensor *x = &k->in[0];
+    int64_t N = x->dims[0], C = x->dims[x->rank - 1], sp = N * C != 0 ? x->numel / (N * C) : 0;
+    double xs = mp_kget_f(s[0]->data, s[0]->dtype, 0), xz = z[0] ? mp_kget_f(z[0]->data, z[0]->dtype, 0) : 0;
+    double ysv = mp_kget_f(k->in[3].data, k->in[3].dtype, 0), yzv = mp_kin(k, 4) ? mp_kget_f(k->in[4].data, k->in[4].dtype, 0) : 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) {
+            double acc = 0;
+            for (int64_t p = 0; p < sp; p++) acc += mp_kget_f(x->data, x->dtype, (n * sp + p) * C + c) - xz;
+            mp_kquant_store(k->out[0].data, k->out[0].dtype, n * C + c, (sp ? acc / (double)sp : 0) * xs / ysv + yzv);
+        }
+    return MP_OK;
+}
+
+/* GroupNorm (com.microsoft): channels_last (default 1) or NCHW; groups;
+ * optional SiLU (activation = 1). */
+static mp_status ctk_groupnorm(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *g = &k->in[1], *b = &k->in[2];
+    mp_rtensor *y = &k->out[0];
+    bool last = mp_attr_i(k->n, "channels_last", 1) != 0, silu = mp_attr_i(k->n, "activation", 0) != 0;
+    int64_t G = mp_attr_i(k->n, "groups", 1), N = x->dims[0], C = last ? x->dims[x->rank - 1] : x->dims[1];
+    double eps = mp_attr_f(k->n, "epsilon", 1e-5);
+    if (G < 1 || C % G) return mp_kfail(k, MP_ERR_SHAPE, "groups does not divide the channels");
+    int64_t sp = N * C != 0 ? x->numel / (N * C) : 0, cg = C / G;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t gi = 0; gi < G; gi++) {
+            double s = 0, s2 = 0, cnt = (double)(cg * sp);
+            for (int pass = 0; pass < 3; pass++) {
+                double mean = cnt ? s / cnt : 0, inv = 1.0 / sqrt((cnt ? s2 / cnt : 0) + eps);
+                for (int64_t c = gi * cg; c < (gi + 1) * cg; c++)
+                    for (int64_t p = 0; p < sp; p++) {
+                        int64_t at = last ? (n * sp + p) * C + c : (n * C + c) * sp + p;
+                        double v = mp_kget_f(x->data, x->dtype, at);
+                        if (pass == 0) s += v;
+                        else if (pass == 1) s2 += (v - mean) * (v - mean);
+                        else {
+                            double o = (v - mean) * inv * mp_kget_f(g->data, g->dtype, c) + mp_kget_f(b->data, b->dtype, c);
+                            mp_kset_f(y->data, y->dtype, at, silu ? o / (1 + exp(-o)) : o);
+                        }
+                    }
+            }
+        }
+    return MP_OK;
+}
+
+/* An fp32 copy of quantized t: (t - zp) * scale, zero point and scale
+ * scalar or one per element of the last axis. */
+static mp_rtensor ctk_deq_f32(mp_kctx *k, const mp_rtensor *t, const mp_rtensor *s, const mp_rtensor *z, mp_status *st) {
+    mp_rtensor r = *t;
+    double *d = *st ? NULL : ctk_deq(k, t, s, z, st);
+    float *f = *st ? NULL : malloc(sizeof(float) * (size_t)(t->numel + 1));
+    if (!*st && !f) *st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; f && e < t->numel; e++) f[e] = (float)d[e];
+    free(d);
+    r.data = f;
+    r.dtype = MP_DT_FLOAT;
+    return r;
+}
+
+/* QAttention: the input and weights dequantized, then Attention. */
+static mp_status ctk_qattention(mp_kctx *k) {
+    mp_status st = MP_OK;
+    if (mp_kin(k, 8)) return mp_kfail(k, MP_ERR_UNSUPPORTED, "past state");
+    mp_rtensor in[6] = {{0}};
+    in[0] = ctk_deq_f32(k, &k->in[0], &k->in[3], mp_kin(k, 6), &st);
+    in[1] = ctk_deq_f32(k, &k->in[1], &k->in[4], mp_kin(k, 7), &st);
+    if (mp_kin(k, 2)) in[2] = k->in[2];
+    if (mp_kin(k, 5)) in[3] = k->in[5];
+    mp_kctx kk = *k;
+    kk.in = in;
+    kk.n_in = 4;
+    if (!st) st = ctk_attention(&kk);
+    free(in[0].data), free(in[1].data);
+    return st;
+}
+
+/* QGemm: alpha * (A - za)(B - zb) * sa * sb + C * sa * sb (C int32), then
+ * quantized with (y_scale, y_zero_point) or left in fp32. */
+static mp_status ctk_qgemm(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[3], *c = mp_kin(k, 6), *ys = mp_kin(k, 7), *yz = mp_kin(k, 8);
+    bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
+    double alpha = mp_attr_f(k->n, "alpha", 1.0);
+    mp_rtensor *y = &k->out[0];
+    int64_t M = y->dims[0], N = y->dims[1], K = ta ? a->dims[0] : a->dims[1];
+    mp_status st = MP_OK;
+    double *A = ctk_deq(k, a, &k->in[1], mp_kin(k, 2), &st);
+    double *B = st ? NULL : ctk_deq(k, b, &k->in[4], mp_kin(k, 5), &st);
+    double *Y = st ? NULL : malloc(sizeof(double) * (size_t)(M * N + 1));
+    if (!st && !Y) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    if (!st) {
+        mp_kgemm_f64(M, N, K, A, ta ? 1 : K, ta ? M : 1, B, tb ? 1 : N, tb ? K : 1, Y, N, false);
+        double sa = mp_kget_f(k->in[1].data, k->in[1].dtype, 0);
+        const mp_rtensor *sb = &k->in[4];
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double v = alpha * Y[i * N + j];
+                if (c) {
+                    int64_t cr = c->rank == 2 ? c->dims[0] : 1, cc = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+                    double s = sa * mp_kget_f(sb->data, sb->dtype, sb->numel <= 1 ? 0 : j);
+                    v += s * mp_kget_f(c->data, c->dtype, (cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j));
+                }
+                Y[i * N + j] = v;
+            }
+        ctk_store(k, Y, NULL, NULL, 0, 0, ys, yz);
+    }
+    free(A), free(B), free(Y);
+    return st;
+}
+
+/* SkipGroupNorm: s = x + skip (+ bias per channel), then GroupNorm (NHWC);
+ * output 1 (optional) is s. */
+static mp_status ctk_skip_groupnorm(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *skip = &k->in[3], *bias = mp_kin(k, 4);
+    int64_t C = x->dims[x->rank - 1];
+    float *sum = malloc(sizeof(float) * (size_t)(x->numel + 1));
+    if (!sum) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t e = 0; e < x->numel; e++) {
+        double v = mp_kget_f(x->data, x->dtype, e);
+        v += mp_kget_f(skip->data, skip->dtype, skip->numel == x->numel ? e : e % skip->numel);
+        if (bias) v += mp_kget_f(bias->data, bias->dtype, e % C);
+        sum[e] = (float)v;
+        if (k->n_out > 1 && k->out[1].data) mp_kset_f(k->out[1].data, k->out[1].dtype, e, v);
+    }
+    mp_rtensor in[3] = {{sum, MP_DT_FLOAT, x->rank, x->dims, x->numel}, k->in[1], k->in[2]};
+    mp_kctx kk = *k;
+    kk.in = in;
+    kk.n_in = 3;
+    mp_status st = ctk_groupnorm(&kk);
+    free(sum);
+    return st;
+}
+
+/* GroupQueryAttention: query heads grouped over kv_num_heads key/value
+ * heads; the new keys and values appended to past_key/past_value at each
+ * row's past length (seqlens_k + 1 - S; 0 for a prompt, total_sequence_length
+ * == S); optional rotary embedding of q and k at their positions (cos/sin
+ * caches, do_rotary); causal attention (local_window_size limits it when
+ * > 0; softcap caps the scores when > 0). Outputs: output, present_key,
+ * present_value [B, Nkv, T, h]. */
+static mp_status ctk_gqa(mp_kctx *k) {
+    const mp_rtensor *q = &k->in[0], *kx = mp_kin(k, 1), *vx = mp_kin(k, 2), *pk = mp_kin(k, 3), *pv = mp_kin(k, 4);
+    const mp_rtensor *sl = mp_kin(k, 5), *tsl = mp_kin(k, 6), *cs = mp_kin(k, 7), *sn = mp_kin(k, 8);
+    int64_t N = mp_attr_i(k->n, "num_heads", 0), Nkv = mp_attr_i(k->n, "kv_num_heads", 0);
+    bool rotary = mp_attr_i(k->n, "do_rotary", 0) != 0, inter = mp_attr_i(k->n, "rotary_interleaved", 0) != 0;
+    int64_t win = mp_attr_i(k->n, "local_window_size", -1);
+    double softcap = mp_attr_f(k->n, "softcap", 0.0);
+    if (N <= 0 || Nkv <= 0 || N % Nkv || q->rank != 3 || !sl || !tsl || mp_kin(k, 9) || mp_kin(k, 10))
+        return mp_kfail(k, MP_ERR_UNSUPPORTED, "this form (position_ids, attention_bias or missing inputs)");
+    int64_t B = q->dims[0], S = q->dims[1], packed = !vx;
+    int64_t h = packed ? q->dims[2] / (N + 2 * Nkv) : q->dims[2] / N;
+    int64_t P = pk ? pk->dims[2] : 0, T = k->out[1].data ? k->out[1].dims[2] : P + S;
+    int64_t total = mp_kget_i(tsl->data, tsl->dtype, 0);
+    double scale = mp_attr_f(k->n, "scale", 0.0);
+    if (scale == 0) scale = 1.0 / sqrt((double)h);
+    int64_t qw = packed ? (N + 2 * Nkv) * h : N * h, kw = packed ? qw : Nkv * h;
+    size_t nq = (size_t)(B * N * S * h), nk = (size_t)(B * Nkv * T * h);
+    double *Q = calloc(nq + 1, sizeof(double)), *K = calloc(nk + 1, sizeof(double)), *V = calloc(nk + 1, sizeof(double));
+    double *w = malloc(sizeof(double) * (size_t)(T + 1));
+    mp_status st = Q && K && V && w ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t b = 0; !st && b < B; b++) {
+        int64_t past = total == S ? 0 : mp_kget_i(sl->data, sl->dtype, b) + 1 - S;
+        if (past < 0 || past + S > T) {
+            st = mp_kfail(k, MP_ERR_USAGE, "seqlens_k[%lld] does not fit the present buffer", (long long)b);
+            break;
+        }
+        /* past rows, then the new rows */
+        for (int64_t g = 0; g < Nkv; g++)
+            for (int64_t t = 0; t < past; t++)
+                for (int64_t i = 0; i < h; i++) {
+                    int64_t at = ((b * Nkv + g) * T + t) * h + i, src = ((b * Nkv + g) * P + t) * h + i;
+                    K[at] = mp_kget_f(pk->data, pk->dtype, src);
+                    V[at] = mp_kget_f(pv->data, pv->dtype, src);
+                }
+        for (int64_t s = 0; s < S; s++) {
+            int64_t pos = past + s;
+            for (int64_t hh = 0; hh < N + 2 * Nkv; hh++) {
+                bool isq = hh < N, isk = hh >= N && hh < N + Nkv;
+                int64_t head = isq ? hh : isk ? hh - N : hh - N - Nkv;
+                const mp_rtensor *src = packed || isq ? q : isk ? kx : vx;
+                int64_t base = (b * S + s) * (packed || isq ? qw : kw) + (packed ? hh * h : head * h);
+                double *dst = isq ? &Q[((b * N + head) * S + s) * h] : isk ? &K[((b * Nkv + head) * T + pos) * h]
+                                                                           : &V[((b * Nkv + head) * T + pos) * h];
+                for (int64_t i = 0; i < h; i++) dst[i] = mp_kget_f(src->data, src->dtype, base + i);
+                if (rotary && cs && sn && hh < N + Nkv) {
+                    int64_t half = cs->dims[cs->rank - 1];
+                    for (int64_t i = 0; i < half && 2 * i + 1 < 2 * half; i++) {
+                        int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
+                        double c = mp_kget_f(cs->data, cs->dtype, pos * half + i), si = mp_kget_f(sn->data, sn->dtype, pos * half + i);
+                        double x1 = dst[i1], x2 = dst[i2];
+                        dst[i1] = x1 * c - x2 * si;
+                        dst[i2] = x2 * c + x1 * si;
+                    }
+                }
+            }
+        }
+        /* attention of each query head on its kv head, causal */
+        for (int64_t n = 0; n < N; n++) {
+            int64_t g = n / (N / Nkv);
+            for (int64_t s = 0; s < S; s++) {
+                int64_t pos = past + s, lo = win > 0 && pos - win + 1 > 0 ? pos - win + 1 : 0;
+                double m = -INFINITY, sum = 0;
+                for (int64_t t = lo; t <= pos; t++) {
+                    double d = 0;
+                    for (int64_t i = 0; i < h; i++) d += Q[((b * N + n) * S + s) * h + i] * K[((b * Nkv + g) * T + t) * h + i];
+                    d *= scale;
+                    if (softcap > 0) d = softcap * tanh(d / softcap);
+                    w[t] = d;
+                    m = fmax(m, d);
+                }
+                for (int64_t t = lo; t <= pos; t++) sum += (w[t] = exp(w[t] - m));
+                for (int64_t i = 0; i < h; i++) {
+                    double o = 0;
+                    for (int64_t t = lo; t <= pos; t++) o += w[t] / sum * V[((b * Nkv + g) * T + t) * h + i];
+                    mp_kset_f(k->out[0].data, k->out[0].dtype, (b * S + s) * N * h + n * h + i, o);
+                }
+            }
+        }
+    }
+    for (int o = 1; !st && o <= 2; o++) {
+        if (o >= k->n_out || !k->out[o].data) continue;
+        const double *src = o == 1 ? K : V;
+        mp_rtensor *y = &k->out[o];
+        if ((size_t)y->numel != nk) {
+            st = mp_kfail(k, MP_ERR_SHAPE, "present %d is not [B, Nkv, T, h]", o);
+            break;
+        }
+        mp_kconvert(y->data, y->dtype, src, MP_DT_DOUBLE, y->numel);
+    }
+    free(Q), free(K), free(V), free(w);
+    return st;
+}
+
+/* GatherBlockQuantized: Gather on a block-quantized table, dequantized:
+ * (q - zero point) * scale, the scale (and zero point) of q's block of
+ * block_size along quantize_axis. uint8 data packs 8 / bits values per byte
+ * along the last dim (low bits first); the default zero point is the
+ * middle of the unsigned range (0 for signed int4). */
+static mp_status ctk_gather_bq(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *ix = &k->in[1], *sc = &k->in[2], *zp = mp_kin(k, 3);
+    mp_rtensor *y = &k->out[0];
+    int64_t bits = mp_attr_i(k->n, "bits", 4), blk = mp_attr_i(k->n, "block_size", 128);
+    bool packed = x->dtype == MP_DT_UINT8 && bits < 8;
+    int per = packed ? (int)(8 / bits) : 1, r = x->rank;
+    int ga = mp_axis(mp_attr_i(k->n, "gather_axis", 0), r), qa = mp_axis(mp_attr_i(k->n, "quantize_axis", r - 1), r);
+    if (ga < 0 || qa < 0 || blk <= 0 || (bits != 4 && bits != 8) || ix->rank + r - 1 != y->rank)
+        return mp_kfail(k, MP_ERR_SHAPE, "bad axes, bits, block_size or ranks");
+    int64_t ud[MP_MAX_RANK], sd[MP_MAX_RANK], us[MP_MAX_RANK], ss[MP_MAX_RANK], c[MP_MAX_RANK];
+    for (int d = 0; d < r; d++) {
+        ud[d] = x->dims[d] * (d == r - 1 ? per : 1);
+        sd[d] = d == qa ? (ud[d] + blk - 1) / blk : ud[d];
+    }
+    mp_kstrides(r, ud, us);
+    mp_kstrides(r, sd, ss);
+    double zdef = x->dtype == MP_DT_INT4 || x->dtype == MP_DT_INT8 ? 0 : (double)(1 << (bits - 1));
+    int64_t mask = (1 << bits) - 1;
+    for (int64_t e = 0; e < y->numel; e++) {
+        /* output coords: data[:ga], indices..., data[ga+1:] */
+        int64_t rem = e;
+        int64_t oc[MP_MAX_RANK];
+        for (int d = y->rank - 1; d >= 0; d--) oc[d] = rem % y->dims[d], rem /= y->dims[d];
+        int64_t ioff = 0;
+        for (int d = 0; d < ix->rank; d++) ioff = ioff * ix->dims[d] + oc[ga + d];
+        int64_t gi = mp_kget_i(ix->data, ix->dtype, ioff);
+        if (gi < 0) gi += ud[ga];
+        if (gi < 0 || gi >= ud[ga]) return mp_kfail(k, MP_ERR_USAGE, "index %lld out of range", (long long)gi);
+        for (int d = 0; d < r; d++) c[d] = d < ga ? oc[d] : d == ga ? gi : oc[d + ix->rank - 1];
+        int64_t uo = 0, so = 0;
+        for (int d = 0; d < r; d++) {
+            uo += c[d] * us[d];
+            so += (d == qa ? c[d] / blk : c[d]) * ss[d];
+        }
+        double q, z = zdef;
+        if (packed) {
+            q = (double)((((const uint8_t *)x->data)[uo / per] >> ((uo % per) * bits)) & mask);
+            if (zp) z = (double)((((const uint8_t *)zp->data)[so / per] >> ((so % per) * bits)) & mask);
+        } else {
+            q = mp_kget_f(x->data, x->dtype, uo);
+            if (zp) z = mp_kget_f(zp->data, zp->dtype, so);
+        }
+        mp_kset_f(y->data, y->dtype, e, (q - z) * mp_kget_f(sc->data, sc->dtype, so));
+    }
+    return MP_OK;
+}
+
 /* ------------------------------------------------------------------ */
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
@@ -2206,7 +2569,7 @@ const mp_op mp_ops_contrib[] = {
     {CT_MS, "MatMulNBits", 1, matmul_nbits_infer, matmul_nbits_cost, CT_BIT(1) | CT_BIT(5),
      CT_BIT(2) | CT_BIT(3) | CT_BIT(4), mp_contrib_param_view, ctk_matmul_nbits},
     {CT_MS, "QGemm", 1, qgemm_infer, qgemm_cost, CT_BIT(3) | CT_BIT(6),
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(7) | CT_BIT(8)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(7) | CT_BIT(8), NULL, ctk_qgemm},
     {CT_MS, "DynamicQuantizeMatMul", 1, dyn_quant_matmul_infer, dyn_quant_matmul_cost,
      CT_BIT(1) | CT_BIT(4), CT_BIT(2) | CT_BIT(3), NULL, ctk_dyn_quant_matmul},
     {CT_MS, "MatMulIntegerToFloat", 1, matmul_int_to_float_infer, matmul_int_to_float_cost,
@@ -2215,9 +2578,9 @@ const mp_op mp_ops_contrib[] = {
     /* attention */
     {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention},
     {CT_MS, "QAttention", 1, qattention_infer, qattention_cost, CT_BIT(1) | CT_BIT(2),
-     CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7)},
+     CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qattention},
     {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha},
-    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0},
+    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa},
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0, NULL, ctk_rope},
     /* normalizations (onnxruntime registers LayerNormalization and
      * SimplifiedLayerNormalization in the default domain, opset 1) */
@@ -2231,9 +2594,9 @@ const mp_op mp_ops_contrib[] = {
      skip_simplified_ln_cost, CT_BIT(2) | CT_BIT(3), 0, NULL, ctk_skip_simplified_ln},
     {CT_MS, "EmbedLayerNormalization", 1, embed_ln_infer, embed_ln_cost,
      CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6), 0, NULL, ctk_embed_ln},
-    {CT_MS, "GroupNorm", 1, groupnorm_infer, groupnorm_cost, CT_BIT(1) | CT_BIT(2), 0},
+    {CT_MS, "GroupNorm", 1, groupnorm_infer, groupnorm_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_groupnorm},
     {CT_MS, "SkipGroupNorm", 1, skip_groupnorm_infer, groupnorm_cost,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(4), 0},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(4), 0, NULL, ctk_skip_groupnorm},
     /* activations and bias fusions */
     {CT_MS, "Gelu", 1, same_infer, cost1, 0, 0, NULL, ctk_gelu},
     {CT_MS, "QuickGelu", 1, same_infer, cost1, 0, 0, NULL, ctk_quick_gelu},
@@ -2253,20 +2616,20 @@ const mp_op mp_ops_contrib[] = {
      CT_BIT(1) | CT_BIT(2) | CT_BIT(4) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qlinear_mul},
     {CT_MS, "MulInteger", 1, mul_integer_infer, out1_cost, 0, CT_BIT(1) | CT_BIT(3), NULL, ctk_mul_integer},
     {CT_MS, "QLinearWhere", 1, qlinear_where_infer, out1_cost, 0,
-     CT_BIT(2) | CT_BIT(3) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7) | CT_BIT(8)},
+     CT_BIT(2) | CT_BIT(3) | CT_BIT(5) | CT_BIT(6) | CT_BIT(7) | CT_BIT(8), NULL, ctk_qlinear_where},
     {CT_MS, "QLinearSigmoid", 1, qlinear_unary_infer, cost1, 0,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qunary},
     {CT_MS, "QLinearLeakyRelu", 1, qlinear_unary_infer, cost1, 0,
      CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qunary},
     {CT_MS, "QLinearSoftmax", 1, qlinear_unary_infer, cost1, 0,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qlinear_softmax},
     {CT_MS, "QLinearGlobalAveragePool", 1, qlinear_gap_infer, cost1, 0,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qlinear_gap},
     {CT_MS, "QLinearReduceMean", 1, qlinear_reduce_mean_infer, cost1, 0,
-     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4)},
+     CT_BIT(1) | CT_BIT(2) | CT_BIT(3) | CT_BIT(4), NULL, ctk_qlinear_reduce_mean},
     /* every input but the tensors of the triples (inputs 2, 5, 8, ...) */
-    {CT_MS, "QLinearConcat", 1, qlinear_concat_infer, zero_cost, 0, 0xDB6DB6DBu},
+    {CT_MS, "QLinearConcat", 1, qlinear_concat_infer, zero_cost, 0, 0xDB6DB6DBu, NULL, ctk_qlinear_concat},
     {CT_MS, "GatherBlockQuantized", 1, gather_bq_infer, out2_cost, CT_BIT(0),
-     CT_BIT(2) | CT_BIT(3), mp_contrib_param_view},
+     CT_BIT(2) | CT_BIT(3), mp_contrib_param_view, ctk_gather_bq},
 };
 const int mp_ops_contrib_count = (int)MP_ARRAY_LEN(mp_ops_contrib);

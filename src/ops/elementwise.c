@@ -698,7 +698,9 @@ static bool ew_row_f32(ew_code op, float *o, const float *a, int64_t sa, const f
     case EW_MAX: EW_LOOP(isnan(x) || isnan(y) ? NAN : (x > y ? x : y)) return true;
     case EW_MIN: EW_LOOP(isnan(x) || isnan(y) ? NAN : (x < y ? x : y)) return true;
     case EW_PRELU: EW_LOOP(x >= 0 ? x : y * x) return true;
-    case EW_POW: EW_LOOP(y == 2.0f ? x * x : y == 0.5f ? sqrtf(x) : powf(x, y)) return true;
+    case EW_POW: /* small integral exponents (GELU's x^3, variances' x^2) by products */
+        EW_LOOP(y == 2.0f ? x * x : y == 3.0f ? x * x * x : y == 1.0f ? x : y == 0.5f ? sqrtf(x) : powf(x, y))
+        return true;
     default: return false;
     }
 #undef EW_LOOP

@@ -45,6 +45,15 @@ void mp_kset_i(void *data, int dt, int64_t i, int64_t v);
 /* n elements from src (dtype sdt) to dst (dtype ddt), converting as Cast
  * does (float to int truncates toward zero). */
 void mp_kconvert(void *dst, int ddt, const void *src, int sdt, int64_t n);
+/* A double as an int64 without undefined behaviour: NaN is 0, values out
+ * of range saturate. For coordinates computed from data (Resize, GridSample,
+ * RoiAlign, OneHot). */
+static inline int64_t mp_kf2i(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9.2e18) return INT64_MAX;
+    if (v <= -9.2e18) return INT64_MIN;
+    return (int64_t)v;
+}
 /* Element copy for any >= 8-bit dtype: dst[di] = src[si]. */
 static inline void mp_kcopy1(void *dst, int64_t di, const void *src, int64_t si, size_t es) {
     memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, es);
@@ -113,6 +122,9 @@ void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars,
  * stored transposed. A 1-D A is [1, K], a 1-D B [K, 1]. */
 void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
                 const void *B, void *Y, bool ta, bool tb);
+/* The same with row blocks split across k's threads (mp_kparallel). */
+void mp_kmatmul_par(mp_kctx *k, const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32,
+                    const void *A, const void *B, void *Y, bool ta, bool tb);
 
 /* Kernels shared by the default domain and com.microsoft (linalg.c,
  * nn.c). */
@@ -156,6 +168,11 @@ void mp_kquant_store(void *y, int dt, int64_t i, double v);
 /* Cubic convolution weight at distance d with coefficient a (Resize's
  * cubic_coeff_a; -0.75 for GridSample). */
 double mp_kcubic(double d, double a);
+
+/* A node's portable kernel run once outside a plan: prepare (with
+ * scratch), run, release. For kernels that run other operators' kernels
+ * (control-flow bodies, the quantized wrappers). */
+mp_status mp_krun_node(const mp_op *op, mp_kctx *k);
 
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */

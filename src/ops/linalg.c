@@ -699,7 +699,7 @@ static mp_status lak_matmul_run(mp_kctx *k) {
     mp_rtensor *y = &k->out[0];
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     if (a->dtype == MP_DT_FLOAT && b->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT) {
-        mp_kmatmul(a, b, y, true, a->data, b->data, y->data, false, false);
+        mp_kmatmul_par(k, a, b, y, true, a->data, b->data, y->data, false, false);
         return MP_OK;
     }
     mp_status st = MP_OK;

@@ -1221,7 +1221,19 @@ mp_status mp_klayernorm(mp_kctx *k) {
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= x->dims[i];
     for (int i = axis; i < x->rank; i++) inner *= x->dims[i];
-    for (int64_t o = 0; o < outer; o++) {
+    bool f32 = nnk_f32(x) && nnk_f32(y) && nnk_f32(sc) && (!bi || nnk_f32(bi)) && sc->numel == inner &&
+               (!bi || bi->numel == inner) && !(k->n_out > 1 && k->out[1].data) && !(k->n_out > 2 && k->out[2].data);
+    for (int64_t o = 0; f32 && o < outer; o++) { /* fp32 rows: typed loops (sums in double) */
+        const float *xs = (const float *)x->data + o * inner, *g = sc->data, *b = bi ? bi->data : NULL;
+        float *ys = (float *)y->data + o * inner;
+        double s = 0, s2 = 0;
+        for (int64_t j = 0; j < inner; j++) s += xs[j];
+        double mean = s / (double)inner;
+        for (int64_t j = 0; j < inner; j++) s2 += ((double)xs[j] - mean) * ((double)xs[j] - mean);
+        float m = (float)mean, inv = (float)(1.0 / sqrt(s2 / (double)inner + eps));
+        for (int64_t j = 0; j < inner; j++) ys[j] = (xs[j] - m) * inv * g[j] + (b ? b[j] : 0.0f);
+    }
+    for (int64_t o = 0; !f32 && o < outer; o++) {
         double mean, inv;
         nnk_norm_group(x, y, o * inner, inner, 1, eps, &mean, &inv);
         if (k->n_out > 1 && k->out[1].data) mp_kset_f(k->out[1].data, k->out[1].dtype, o, mean);
@@ -1343,6 +1355,21 @@ static mp_status nnk_reduce(mp_kctx *k) {
         for (int64_t o = 0; o < on; o++) acc[o] = 0;
     }
     mp_kbcast_init(&it, x->rank, x->dims, 2, ranks, dims);
+    if (x->dtype == MP_DT_FLOAT && it.step[1] == 0 && it.step[0] == 1 &&
+        (op == RK_SUM || op == RK_MEAN || op == RK_SUMSQ || op == RK_L2)) {
+        /* fp32 rows reduced whole (the common last-axis case): a typed loop */
+        bool sq = op == RK_SUMSQ || op == RK_L2;
+        for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it)) {
+            const float *xs = (const float *)x->data + it.off[0];
+            double s = 0;
+            if (sq)
+                for (int64_t j = 0; j < it.len; j++) s += (double)xs[j] * xs[j];
+            else
+                for (int64_t j = 0; j < it.len; j++) s += xs[j];
+            acc[it.off[1]] += s;
+        }
+        it.rows = 0; /* done */
+    }
     for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
         for (int64_t j = 0; j < it.len; j++) {
             double v = mp_kget_f(x->data, x->dtype, it.off[0] + j * it.step[0]);
@@ -1581,8 +1608,13 @@ static mp_status nnk_resize(mp_kctx *k) {
     for (int a = 0; a < r && !st; a++) {
         int64_t in = x->dims[a], out = y->dims[a];
         double s = scale[a];
+        if (out > 0 && (!(s > 0) || !isfinite(s))) {
+            st = mp_kfail(k, MP_ERR_USAGE, "scale %g on axis %d", s, a);
+            break;
+        }
         bool anti = aa && m > 0 && s < 1;
         double support = (m == 2 ? 2.0 : 1.0) * (anti ? 1.0 / s : 1.0);
+        if (support > (double)in + 2) support = (double)in + 2; /* more taps would all clamp */
         int t = m == 0 ? 1 : (int)ceil(support) * 2 + 1;
         if (in == out && s == 1 && strcmp(ctm, "tf_crop_and_resize")) t = 1;
         taps[a].t = t;
@@ -1616,10 +1648,10 @@ static mp_status nnk_resize(mp_kctx *k) {
             }
             if (m == 0) {
                 int64_t q;
-                if (!strcmp(nmode, "floor")) q = (int64_t)floor(c);
-                else if (!strcmp(nmode, "ceil")) q = (int64_t)ceil(c);
-                else if (!strcmp(nmode, "round_prefer_ceil")) q = (int64_t)floor(c + 0.5);
-                else q = c - floor(c) == 0.5 ? (int64_t)floor(c) : (int64_t)floor(c + 0.5);
+                if (!strcmp(nmode, "floor")) q = mp_kf2i(floor(c));
+                else if (!strcmp(nmode, "ceil")) q = mp_kf2i(ceil(c));
+                else if (!strcmp(nmode, "round_prefer_ceil")) q = mp_kf2i(floor(c + 0.5));
+                else q = c - floor(c) == 0.5 ? mp_kf2i(floor(c)) : mp_kf2i(floor(c + 0.5));
                 ix[0] = q < 0 ? 0 : q >= in ? in - 1 : q;
                 w[0] = 1;
                 continue;
@@ -1627,7 +1659,7 @@ static mp_status nnk_resize(mp_kctx *k) {
             double f = floor(c), sum = 0;
             int half = t / 2;
             for (int j = 0; j < t; j++) {
-                int64_t q = (int64_t)f - half + 1 + j - (m == 1 && !anti ? 0 : 0);
+                int64_t q = mp_kf2i(f) - half + 1 + j;
                 double d = c - (double)q, wt;
                 if (m == 1) wt = anti ? fmax(0.0, 1.0 - fabs(d) * s) : fmax(0.0, 1.0 - fabs(d));
                 else wt = anti ? mp_kcubic(d * s, ca) : mp_kcubic(d, ca);

@@ -166,14 +166,98 @@ typedef struct dk {
     void *own[DK_MAXOWN];
     int n_own;
     int threads;
+    /* a blocked result reordered into the plain output (a Conv reading a
+     * blocked input whose own readers want plain) */
+    dnnl_primitive_t reo;
+    dnnl_exec_arg_t rex[2];
+    const void *lay_plan;    /* the value this kernel registered a blocked */
+    const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
+    int lay_v;
 } dk;
+
+/* ---- blocked activations between oneDNN kernels ----
+ * oneDNN's fast convolutions work on channel-blocked layouts (nChw16c);
+ * on plain NCHW they fall back to im2col+GEMM, several times slower. So a
+ * kernel whose output is read only by oneDNN kernels that take any layout
+ * (Conv, pooling, and the element-wise ops whose own readers do) leaves it
+ * in the layout its primitive chose, and records that here, keyed by the
+ * plan and value; each reader looks its inputs up at prepare. Only layouts
+ * of exactly the plain size qualify (channels a multiple of the block), so
+ * the planner's buffer fits. Graph outputs and anything a portable kernel
+ * reads stay plain. Without a plan (unit tests) everything is plain. */
+typedef struct lay_ent {
+    const void *plan;
+    const mp_graph *g;
+    int v;
+    dnnl_memory_desc_t md;
+} lay_ent;
+
+static pthread_mutex_t g_lay_mu = PTHREAD_MUTEX_INITIALIZER;
+static lay_ent *g_lay;
+static int g_nlay, g_caplay;
+
+static bool lay_find(const mp_kctx *k, int v, dnnl_memory_desc_t *md) {
+    if (!k->plan || v < 0) return false;
+    bool found = false;
+    pthread_mutex_lock(&g_lay_mu);
+    for (int i = 0; i < g_nlay; i++)
+        if (g_lay[i].plan == k->plan && g_lay[i].g == k->g && g_lay[i].v == v) {
+            *md = g_lay[i].md;
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&g_lay_mu);
+    return found;
+}
+
+static bool lay_add(const mp_kctx *k, dk *s, int v, const dnnl_memory_desc_t *md) {
+    bool ok = false;
+    pthread_mutex_lock(&g_lay_mu);
+    if (g_nlay == g_caplay) {
+        int cap = g_caplay ? g_caplay * 2 : 64;
+        lay_ent *n = realloc(g_lay, sizeof *n * (size_t)cap);
+        if (n) {
+            g_lay = n;
+            g_caplay = cap;
+        }
+    }
+    if (g_nlay < g_caplay) {
+        g_lay[g_nlay++] = (lay_ent){k->plan, k->g, v, *md};
+        s->lay_plan = k->plan;
+        s->lay_g = k->g;
+        s->lay_v = v;
+        ok = true;
+    }
+    pthread_mutex_unlock(&g_lay_mu);
+    return ok;
+}
+
+static void lay_remove(dk *s) {
+    if (s->lay_v < 0) return;
+    pthread_mutex_lock(&g_lay_mu);
+    for (int i = 0; i < g_nlay; i++)
+        if (g_lay[i].plan == s->lay_plan && g_lay[i].g == s->lay_g && g_lay[i].v == s->lay_v) {
+            g_lay[i] = g_lay[--g_nlay];
+            break;
+        }
+    if (g_nlay == 0) {
+        free(g_lay);
+        g_lay = NULL;
+        g_caplay = 0;
+    }
+    pthread_mutex_unlock(&g_lay_mu);
+}
 
 static void dk_release(void *state) {
     dk *s = state;
     if (!s) return;
+    lay_remove(s);
     for (int i = 0; i < s->n; i++)
         if (s->ex[i].memory) dnnl_memory_destroy(s->ex[i].memory);
     if (s->prim) dnnl_primitive_destroy(s->prim);
+    if (s->reo) dnnl_primitive_destroy(s->reo);
+    for (int i = 0; i < 2; i++)
+        if (s->rex[i].memory) dnnl_memory_destroy(s->rex[i].memory);
     for (int i = 0; i < s->n_own; i++) free(s->own[i]);
     free(s);
 }
@@ -222,7 +306,31 @@ static mp_status dk_run(mp_kctx *k) {
         }
     }
     DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
+    if (s->reo) {
+        void *p = k->out[0].data;
+        if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): output buffer missing", k->n->name, k->n->op);
+        DN(dnnl_memory_set_data_handle(s->rex[1].memory, p), "set data handle");
+        DN(dnnl_primitive_execute(s->reo, g_strm, 2, s->rex), "reorder");
+    }
     DN(dnnl_stream_wait(g_strm), "wait");
+    return MP_OK;
+}
+
+/* The primitive writes `from` (blocked) into a buffer of the kernel's; a
+ * reorder then writes the plain output `to`. Bind DST with dk_arg_dst. */
+static mp_status dk_post_reorder(mp_kctx *k, dk *s, const dnnl_memory_desc_t *from,
+                                 const dnnl_memory_desc_t *to, void **buf) {
+    *buf = dk_alloc_own(s, dnnl_memory_desc_get_size(from));
+    if (!*buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    dnnl_primitive_desc_t rpd;
+    DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
+    dnnl_status_t st = dnnl_primitive_create(&s->reo, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    if (st) return dfail(k, st, "reorder");
+    s->rex[0].arg = DNNL_ARG_FROM;
+    s->rex[1].arg = DNNL_ARG_TO;
+    DN(dnnl_memory_create(&s->rex[0].memory, from, g_eng, *buf), "memory");
+    DN(dnnl_memory_create(&s->rex[1].memory, to, g_eng, DNNL_MEMORY_NONE), "memory");
     return MP_OK;
 }
 
@@ -233,6 +341,7 @@ static mp_status dk_new(mp_kctx *k, dk **out) {
     dk *s = calloc(1, sizeof *s);
     if (!s) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     s->threads = k->threads > 0 ? k->threads : omp_get_max_threads();
+    s->lay_v = -1;
     set_threads(s->threads);
     k->state = s;
     *out = s;
@@ -352,6 +461,7 @@ typedef struct chain {
     float bn_eps;
     /* MatMul folded to 2-D: output dims as the graph has them */
     bool fold2d;
+    int final_v;             /* the value the kernel writes after fusion */
 } chain;
 
 typedef struct eltw {
@@ -524,6 +634,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
                 dnnl_memory_desc_t md;
                 dnnl_status_t s = ch->fold2d ? md_plain(&md, 2, d2) : md_plain_pad(&md, rank, o->rank, o->dims);
                 if (s != dnnl_success) return dfail(k, s, "binary post-op operand");
+                if (!ch->fold2d && o->rank == rank) lay_find(k, c->in[oi], &md);
                 DN(dnnl_post_ops_append_binary(ch->po, alg, &md), "binary post-op");
                 ch->bin_po[ch->n_bin] = ch->n_po;
                 ch->bin_in[ch->n_bin] = base;
@@ -536,6 +647,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
         }
         v = c->out[0];
     }
+    ch->final_v = v;
     return MP_OK;
 }
 
@@ -571,6 +683,58 @@ static mp_status make_pd(mp_kctx *k, const void *desc, dnnl_primitive_attr_t att
     }
     if (s != dnnl_success) return dfail(k, s, "primitive descriptor");
     return MP_OK;
+}
+
+/* Whether every reader of value v takes a blocked layout: oneDNN Conv
+ * (as its data input), pooling, and the element-wise ops oneDNN serves
+ * whose own readers do (an Add joining two blocked branches). */
+static bool conv_ok(const mp_graph *g, const mp_node *n, bool transpose);
+static bool pool_ok(const mp_graph *g, const mp_node *n);
+static bool eltwise_ok(const mp_graph *g, const mp_node *n);
+static bool binary_ok(const mp_graph *g, const mp_node *n, bool *swap);
+
+static bool readers_walk(const mp_graph *g, int v, int depth, int *budget);
+
+/* The walk follows residual chains through a whole network (each block's
+ * output feeds the next block's Add); a budget of node visits bounds it
+ * on odd graphs (past it: plain). */
+static bool readers_take_blocked(const mp_graph *g, int v, int depth) {
+    int budget = 1 << 22;
+    return readers_walk(g, v, depth, &budget);
+}
+
+static bool readers_walk(const mp_graph *g, int v, int depth, int *budget) {
+    const mp_value *val = &g->values[v];
+    *budget -= g->n_nodes;
+    if (*budget < 0 || depth > 256 || (val->flags & MP_VAL_OUTPUT) || val->n_consumers <= 0 || val->rank < 3 ||
+        !mp_shape_known(val))
+        return false;
+    int seen = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        for (int j = 0; j < c->n_in; j++) {
+            if (c->in[j] != v) continue;
+            seen++;
+            bool swap;
+            dnnl_alg_kind_t alg;
+            if (is_op(c, "Conv")) {
+                if (j != 0 || !conv_ok(g, c, false)) return false;
+            } else if (is_op(c, "MaxPool") || is_op(c, "AveragePool") || is_op(c, "GlobalAveragePool") ||
+                       is_op(c, "GlobalMaxPool")) {
+                if (j != 0 || !pool_ok(g, c)) return false;
+            } else if (binary_of(c, &alg)) {
+                const mp_value *a = gval(g, c, 0), *b = gval(g, c, 1);
+                if (!a || !b || !same_dims(a, b->rank, b->dims) || !binary_ok(g, c, &swap) ||
+                    !readers_walk(g, c->out[0], depth + 1, budget))
+                    return false;
+            } else if (c->n_in == 1 && eltwise_ok(g, c)) {
+                if (!readers_walk(g, c->out[0], depth + 1, budget)) return false;
+            } else {
+                return false;
+            }
+        }
+    }
+    return seen > 0;
 }
 
 /* ---------------------------------------------------- Conv, ConvTranspose */
@@ -620,9 +784,12 @@ static bool conv_params(const mp_node *n, int sp, const int64_t *xin, const int6
                 if (tot < 0) tot = 0;
                 p->pl[i] = upper ? tot / 2 : tot - tot / 2;
             }
-            /* the right pad that gives exactly the inferred output */
+            /* the right pad that gives exactly the inferred output (a
+             * strided window may leave the last rows unread: pad 0) */
             p->pr[i] = (yout[i] - 1) * p->stride[i] + ke - xin[i] - p->pl[i];
-            if (p->pr[i] < 0 || p->pl[i] < 0) return false;
+            if (p->pr[i] < 0) p->pr[i] = 0;
+            int64_t span = xin[i] + p->pl[i] + p->pr[i] - ke;
+            if (p->pl[i] < 0 || span < 0 || span / p->stride[i] + 1 != yout[i]) return false;
         } else {
             const int64_t *op = NULL;
             int no = mp_attr_ints(n, "output_padding", &op);
@@ -701,26 +868,70 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     bool bias = has_b || ch.bn_in >= 0;
     if ((ds = md_plain(&bmd, 1, &cout))) goto dfail_;
 
-    dnnl_primitive_attr_t attr;
-    if ((st = attr_new(k, &attr))) goto fail;
-    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
-    dnnl_primitive_desc_t pd;
-    if (!transpose) {
-        dnnl_convolution_desc_t cd;
-        ds = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                        &xmd, &wmd, bias ? &bmd : NULL, &ymd, p.stride,
-                                                        p.dil, p.pl, p.pr);
-        if (ds) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
-        st = make_pd(k, &cd, attr, &ch, &pd);
-    } else {
-        dnnl_deconvolution_desc_t cd;
-        ds = dnnl_dilated_deconvolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_deconvolution_direct,
-                                                          &xmd, &wmd, bias ? &bmd : NULL, &ymd, p.stride,
-                                                          p.dil, p.pl, p.pr);
-        if (ds) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
-        st = make_pd(k, &cd, attr, &ch, &pd);
+    /* activations: the input as its producer left it; the output blocked
+     * when every reader takes it (and the layout is of the plain size) */
+    bool in_blocked = lay_find(k, n->in[0], &xmd);
+    bool want_blocked = k->plan && readers_take_blocked(g, ch.final_v, 0);
+    /* a blocked input with a plain output has only oneDNN's reference
+     * convolution: compute blocked, then reorder */
+    bool reorder_out = in_blocked && !want_blocked && ch.n_bin == 0;
+    if (reorder_out) want_blocked = true;
+    dnnl_memory_desc_t yany;
+    if (want_blocked && (ds = md_any(&yany, r, y->dims))) goto dfail_;
+    dnnl_primitive_desc_t pd = NULL;
+    void *yown = NULL;
+    for (int attempt = want_blocked ? 0 : 1; attempt < 2; attempt++) {
+        const dnnl_memory_desc_t *yd = attempt == 0 ? &yany : &ymd;
+        dnnl_primitive_attr_t attr;
+        if ((st = attr_new(k, &attr))) goto fail;
+        if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
+        if (!transpose) {
+            dnnl_convolution_desc_t cd;
+            ds = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                            &xmd, &wmd, bias ? &bmd : NULL, yd, p.stride,
+                                                            p.dil, p.pl, p.pr);
+            if (!ds) ds = dnnl_primitive_desc_create(&pd, &cd, attr, g_eng, NULL);
+        } else {
+            dnnl_deconvolution_desc_t cd;
+            ds = dnnl_dilated_deconvolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                              dnnl_deconvolution_direct, &xmd, &wmd,
+                                                              bias ? &bmd : NULL, yd, p.stride, p.dil, p.pl, p.pr);
+            if (!ds) ds = dnnl_primitive_desc_create(&pd, &cd, attr, g_eng, NULL);
+        }
+        dnnl_primitive_attr_destroy(attr);
+        if (ds) goto dfail_;
+        if (attempt == 0) {
+            const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            if (reorder_out) {
+                dnnl_memory_desc_t plain = ymd;
+                ymd = *got;
+                if (!dnnl_memory_desc_equal(&plain, &ymd)) {
+                    void *buf;
+                    if ((st = dk_post_reorder(k, s, &ymd, &plain, &buf))) {
+                        dnnl_primitive_desc_destroy(pd);
+                        goto fail;
+                    }
+                    yown = buf;
+                }
+                break;
+            }
+            if (dnnl_memory_desc_get_size(got) == dnnl_memory_desc_get_size(&ymd)) {
+                dnnl_memory_desc_t plain = ymd;
+                ymd = *got;
+                /* a plain choice needs no record */
+                if (!dnnl_memory_desc_equal(&plain, &ymd) && !lay_add(k, s, ch.final_v, &ymd)) {
+                    st = mp_error(MP_ERR_NOMEM, "node %s: out of memory", n->name);
+                    dnnl_primitive_desc_destroy(pd);
+                    goto fail;
+                }
+                break;
+            }
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+        }
     }
-    if (st) goto fail;
+    dnnl_post_ops_destroy(ch.po);
+    ch.po = NULL;
 
     /* weights (and bias) with the BatchNormalization folded in */
     const float *wuse = wd, *buse = bd;
@@ -746,7 +957,7 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
         buse = bf;
     }
     st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, yown ? FROM_OWN : FROM_OUT, 0, yown);
     if (!st) {
         if (wuse) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &wplain, wuse,
                                       dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
@@ -1009,6 +1220,8 @@ static bool pool_params(const mp_graph *g, const mp_node *n, dnnl_dims_t ks, dnn
             pr[i] = tot - pl[i];
         }
         int64_t need = (out - 1) * st[i] + kse[i] - in - pl[i];
+        if (need < 0 && pr[i] == 0 && (in + pl[i] - kse[i]) >= 0 && (in + pl[i] - kse[i]) / st[i] + 1 == out)
+            need = 0;  /* a strided window leaves the last rows unread */
         /* ceil_mode's extra window reaches past the pads: counted only
          * when padding is excluded (what ONNX Runtime does) */
         if (need != pr[i] && incl) return false;
@@ -1035,18 +1248,56 @@ static mp_status pool_prepare(mp_kctx *k, size_t *scratch) {
     dk *s;
     mp_status st = dk_new(k, &s);
     if (st) return st;
-    dnnl_memory_desc_t xmd, ymd;
+    dnnl_memory_desc_t xmd, ymd, yany;
     DN(md_plain(&xmd, x->rank, x->dims), "memory descriptor");
     DN(md_plain(&ymd, y->rank, y->dims), "memory descriptor");
-    dnnl_pooling_v2_desc_t pdsc;
-    DN(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &xmd, &ymd, st_, ks, dil, pl, pr),
-       "pooling");
-    dnnl_primitive_attr_t attr;
-    if ((st = attr_new(k, &attr))) return st;
-    dnnl_primitive_desc_t pd;
-    if ((st = make_pd(k, &pdsc, attr, NULL, &pd))) return st;
+    DN(md_any(&yany, y->rank, y->dims), "memory descriptor");
+    /* blocked in as the producer left it; blocked out when the readers take it */
+    bool in_blocked = lay_find(k, k->n->in[0], &xmd);
+    bool want_blocked = in_blocked && readers_take_blocked(k->g, k->n->out[0], 0);
+    /* blocked in, plain out has only a reference version: pool blocked,
+     * then reorder (or nothing when the output is one pixel per channel
+     * of one sample: both layouts are then the same bytes) */
+    bool reorder_out = in_blocked && !want_blocked;
+    bool same_bytes = y->dims[0] == 1 && numel_of(y->rank - 2, y->dims + 2) == 1;
+    void *yown = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    for (int attempt = in_blocked ? 0 : 1; attempt < 2; attempt++) {
+        dnnl_pooling_v2_desc_t pdsc;
+        DN(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &xmd,
+                                             attempt == 0 ? &yany : &ymd, st_, ks, dil, pl, pr),
+           "pooling");
+        dnnl_primitive_attr_t attr;
+        if ((st = attr_new(k, &attr))) return st;
+        if ((st = make_pd(k, &pdsc, attr, NULL, &pd))) return st;
+        if (attempt == 0) {
+            const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+            if (reorder_out) {
+                dnnl_memory_desc_t plain = ymd;
+                ymd = *got;
+                if (!dnnl_memory_desc_equal(&plain, &ymd) &&
+                    !(same_bytes && dnnl_memory_desc_get_size(&ymd) == dnnl_memory_desc_get_size(&plain)) &&
+                    (st = dk_post_reorder(k, s, &ymd, &plain, &yown))) {
+                    dnnl_primitive_desc_destroy(pd);
+                    return st;
+                }
+                break;
+            }
+            if (dnnl_memory_desc_get_size(got) == dnnl_memory_desc_get_size(&ymd)) {
+                dnnl_memory_desc_t plain = ymd;
+                ymd = *got;
+                if (!dnnl_memory_desc_equal(&plain, &ymd) && !lay_add(k, s, k->n->out[0], &ymd)) {
+                    dnnl_primitive_desc_destroy(pd);
+                    return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+                }
+                break;
+            }
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+        }
+    }
     st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, yown ? FROM_OWN : FROM_OUT, 0, yown);
     if (!st) st = dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
     return st;
@@ -1234,8 +1485,12 @@ static mp_status eltwise_prepare(mp_kctx *k, size_t *scratch) {
     mp_status st = dk_new(k, &s);
     if (st) return st;
     int64_t ne = mp_value_numel(x);
-    dnnl_memory_desc_t md;
+    dnnl_memory_desc_t md, blk;
     DN(md_plain(&md, 1, &ne), "memory descriptor");
+    /* a blocked input (of the plain size) is the same bytes in another
+     * order: the flat view computes it, and the output keeps the layout */
+    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, k->n->out[0], &blk))
+        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
     DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, e.alg[0], &md, e.a[0], e.b[0]), "eltwise");
     dnnl_primitive_attr_t attr;
@@ -1285,18 +1540,29 @@ static mp_status binary_prepare(mp_kctx *k, size_t *scratch) {
     chain ch;
     if ((st = chain_init(k, &ch))) return st;
     if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
-    dnnl_memory_desc_t ymd, omd;
+    dnnl_memory_desc_t ymd, omd, s0md;
     dnnl_status_t ds;
     if ((ds = md_plain(&ymd, y->rank, y->dims)) || (ds = md_plain_pad(&omd, y->rank > 0 ? y->rank : 1, o->rank, o->dims)))
         goto dfail_;
+    /* operands as their producers left them; a blocked first operand
+     * makes a blocked output when its readers take it */
+    s0md = ymd;
+    if (o->rank == y->rank) lay_find(k, n->in[swap ? 0 : 1], &omd);
+    if (lay_find(k, n->in[swap ? 1 : 0], &s0md) && readers_take_blocked(k->g, ch.final_v, 0)) {
+        ymd = s0md;
+        if (!lay_add(k, s, ch.final_v, &ymd)) {
+            st = mp_error(MP_ERR_NOMEM, "node %s: out of memory", n->name);
+            goto fail;
+        }
+    }
     dnnl_binary_desc_t bd;
-    if ((ds = dnnl_binary_desc_init(&bd, alg, &ymd, &omd, &ymd))) goto dfail_;
+    if ((ds = dnnl_binary_desc_init(&bd, alg, &s0md, &omd, &ymd))) goto dfail_;
     dnnl_primitive_attr_t attr;
     if ((st = attr_new(k, &attr))) goto fail;
     if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
     dnnl_primitive_desc_t pd;
     if ((st = make_pd(k, &bd, attr, &ch, &pd))) goto fail;
-    st = dk_arg(k, s, DNNL_ARG_SRC_0, &ymd, FROM_IN, swap ? 1 : 0, NULL);
+    st = dk_arg(k, s, DNNL_ARG_SRC_0, &s0md, FROM_IN, swap ? 1 : 0, NULL);
     if (!st) st = dk_arg(k, s, DNNL_ARG_SRC_1, &omd, FROM_IN, swap ? 0 : 1, NULL);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
     if (!st) st = chain_bind(k, s, &ch);

@@ -1,0 +1,87 @@
+/* modelprof's side of the speed comparison (bench/run_peers.py): plans a
+ * model once through the library API, then serves timing requests on
+ * stdin so the driver can alternate engines without counting process
+ * start. Protocol: a line "N" runs the plan N times and answers one line
+ * with the N wall times in milliseconds; "q" or end of input quits.
+ *
+ *   bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse]
+ *
+ * Runs are whole-plan runs without per-node timers (node_timing 0), as
+ * ONNX Runtime's and PyTorch's are timed: like with like. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "modelprof.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int die(const char *what) {
+    fprintf(stderr, "bench_run: %s: %s\n", what, mp_last_error());
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse]\n");
+        return 1;
+    }
+    mp_model *m;
+    if (mp_model_load(argv[1], &m)) return die(argv[1]);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.node_timing = 0;
+    o.progress = 0;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            o.threads = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--no-fuse") == 0) {
+            o.fuse = 0;
+        } else if (strcmp(argv[i], "--dim") == 0 && i + 1 < argc) {
+            char name[128];
+            const char *a = argv[++i], *eq = strchr(a, '=');
+            if (!eq || (size_t)(eq - a) >= sizeof name) return die("--dim wants NAME=V");
+            memcpy(name, a, (size_t)(eq - a));
+            name[eq - a] = 0;
+            if (mp_model_set_dim(m, name, atoll(eq + 1))) return die("--dim");
+        } else {
+            fprintf(stderr, "bench_run: unknown argument %s\n", argv[i]);
+            return 1;
+        }
+    }
+    mp_profile *p;
+    if (mp_profile_static(m, &p)) return die("profile");
+    mp_plan *pl;
+    if (mp_plan_create(p, &o, &pl)) return die("plan");
+    if (mp_plan_run(pl)) return die("run");
+    printf("ready\n");
+    fflush(stdout);
+    char line[64];
+    double *t = NULL;
+    while (fgets(line, sizeof line, stdin)) {
+        if (line[0] == 'q') break;
+        int n = atoi(line);
+        if (n <= 0) continue;
+        double *nt = realloc(t, (size_t)n * sizeof *t);
+        if (!nt) return die("out of memory");
+        t = nt;
+        for (int i = 0; i < n; i++) {
+            double t0 = now_ms();
+            if (mp_plan_run(pl)) return die("run");
+            t[i] = now_ms() - t0;
+        }
+        for (int i = 0; i < n; i++) printf(i ? " %.4f" : "%.4f", t[i]);
+        printf("\n");
+        fflush(stdout);
+    }
+    free(t);
+    mp_plan_free(pl);
+    mp_profile_free(p);
+    mp_model_free(m);
+    return 0;
+}
