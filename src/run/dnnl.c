@@ -521,7 +521,19 @@ typedef struct chain {
     /* MatMul folded to 2-D: output dims as the graph has them */
     bool fold2d;
     int final_v;             /* the value the kernel writes after fusion */
+    dnnl_alg_kind_t used[16]; /* eltwise algorithms in the chain so far */
+    int n_used;
 } chain;
+
+/* oneDNN 2.6 computes wrong results when one eltwise algorithm appears
+ * twice in a post-op chain with different parameters (linear, tanh,
+ * linear: tests/test_dnnl.c plan_matmul_chain), so a chain holds each
+ * algorithm once. */
+static bool chain_has(const chain *ch, dnnl_alg_kind_t alg) {
+    for (int i = 0; i < ch->n_used; i++)
+        if (ch->used[i] == alg) return true;
+    return false;
+}
 
 typedef struct eltw {
     dnnl_alg_kind_t alg[2];
@@ -576,6 +588,7 @@ static bool eltwise_of(const mp_graph *g, const mp_node *c, eltw *e) {
 
 static mp_status po_eltwise(mp_kctx *k, chain *ch, dnnl_alg_kind_t alg, float a, float b) {
     DN(dnnl_post_ops_append_eltwise(ch->po, 1.0f, alg, a, b), "eltwise post-op");
+    if (ch->n_used < 16) ch->used[ch->n_used++] = alg;
     ch->n_po++;
     return MP_OK;
 }
@@ -649,6 +662,9 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
             ch->bn_in = base;
             ch->bn_eps = (float)mp_attr_f(c, "epsilon", 1e-5);
         } else if (c->n_in >= 1 && c->in[0] == v && eltwise_of(g, c, &e)) {
+            if (chain_has(ch, e.alg[0]) || (e.n > 1 && chain_has(ch, e.alg[1])) ||
+                (e.n > 1 && e.alg[0] == e.alg[1]))
+                break;
             if (mp_kfuse(k, ci) != MP_OK) break;
             if (is_op(c, "Clip")) {
                 /* c's inputs 1, 2 (min, max) are now k->in[base + 0, 1] */
@@ -673,6 +689,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
             bool v_first = oi == 1;
             if (mp_value_numel(o) == 1 && is_const_in(g, o)) {
                 if (alg == dnnl_binary_div && !v_first) break;
+                if (chain_has(ch, dnnl_eltwise_linear)) break;
                 if (mp_kfuse(k, ci) != MP_OK) break;
                 const mp_rtensor *b = &k->in[base];
                 if (!b->data) return mp_error(MP_ERR_USAGE, "node %s: constant has no data at plan time", c->name);
@@ -1610,7 +1627,11 @@ static mp_status binary_prepare(mp_kctx *k, size_t *scratch) {
     if (st) return st;
     chain ch;
     if ((st = chain_init(k, &ch))) return st;
-    if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
+    /* no post-ops here: oneDNN 2.6's binary primitive (jit:uni) computes
+     * wrong results with some eltwise post-op chains (a linear step after
+     * another eltwise, found on GPT-2's tanh GELU; tests/test_dnnl.c
+     * plan_gelu_tanh), so element-wise chains run one op at a time */
+    ch.final_v = n->out[0];
     dnnl_memory_desc_t ymd, omd, s0md;
     dnnl_status_t ds;
     if ((ds = md_plain(&ymd, y->rank, y->dims)) || (ds = md_plain_pad(&omd, y->rank > 0 ? y->rank : 1, o->rank, o->dims)))
@@ -1647,6 +1668,81 @@ fail:
     return st;
 }
 
+/* ------------------------------------- GELU as PyTorch exports it */
+
+/* A scalar constant's value as the graph knows it. */
+static bool const_scalar(const mp_graph *g, const mp_value *v, double *out) {
+    if (!v || !is_const_in(g, v) || mp_value_numel(v) != 1) return false;
+    if (v->kn == 1 && v->fv) {
+        *out = v->fv[0];
+        return true;
+    }
+    return false;
+}
+
+/* x * 0.5 * (1 + erf(x / sqrt(2))): before opset 20 (no Gelu node)
+ * PyTorch writes nn.GELU as Div(x, 1.414) -> Erf -> Add(1) -> Mul(x, .) ->
+ * Mul(0.5). Found from the Div; nodes[] gets Erf, Add, Mul, Mul. */
+static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]) {
+    if (!is_op(n, "Div") || n->n_in != 2 || n->n_out != 1) return false;
+    const mp_value *x = gval(g, n, 0);
+    double c;
+    if (!is_f32(x) || !const_scalar(g, gval(g, n, 1), &c) || fabs(c - 1.4142135623730951) > 1e-3) return false;
+    int v = n->out[0];
+    static const char *ops[4] = {"Erf", "Add", "Mul", "Mul"};
+    for (int i = 0; i < 4; i++) {
+        int ci = sole_consumer(g, v);
+        if (ci < 0) return false;
+        const mp_node *c2 = &g->nodes[ci];
+        if (!is_op(c2, ops[i]) || c2->n_out != 1 || !is_f32(gout(g, c2, 0)) ||
+            !same_dims(gout(g, c2, 0), x->rank, x->dims))
+            return false;
+        if (i > 0) {
+            if (c2->n_in != 2) return false;
+            int other = c2->in[0] == v ? c2->in[1] : c2->in[0];
+            if (c2->in[0] != v && c2->in[1] != v) return false;
+            double k;
+            if (i == 1 && !(const_scalar(g, &g->values[other], &k) && fabs(k - 1.0) < 1e-6)) return false;
+            if (i == 2 && other != n->in[0]) return false;
+            if (i == 3 && !(const_scalar(g, &g->values[other], &k) && fabs(k - 0.5) < 1e-6)) return false;
+        }
+        nodes[i] = ci;
+        v = c2->out[0];
+    }
+    return true;
+}
+
+static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
+    int nodes[4];
+    gelu_pattern(k->g, k->n, nodes);
+    /* without fusion (or if the planner declines) the Div runs alone */
+    if (!k->fuse || mp_kfuse(k, nodes[0]) != MP_OK) return binary_prepare(k, scratch);
+    for (int i = 1; i < 4; i++)
+        if (mp_kfuse(k, nodes[i]) != MP_OK)
+            return mp_error(MP_ERR_UNSUPPORTED, "node %s: the GELU pattern could not be fused whole (at %s)",
+                            k->n->name, k->g->nodes[nodes[i]].name);
+    const mp_value *x = gval(k->g, k->n, 0);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    int64_t ne = mp_value_numel(x);
+    dnnl_memory_desc_t md, blk;
+    DN(md_plain(&md, 1, &ne), "memory descriptor");
+    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, k->g->nodes[nodes[3]].out[0], &blk))
+        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    dnnl_eltwise_desc_t ed;
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_gelu_erf, &md, 0, 0), "eltwise");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &ed, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 /* --------------------------------------------------------------- the table */
 
 static const mp_kernel k_conv = {"onednn:conv", conv_prepare, dk_run, dk_release};
@@ -1659,6 +1755,7 @@ static const mp_kernel k_layernorm = {"onednn:layernorm", layernorm_prepare, dk_
 static const mp_kernel k_batchnorm = {"onednn:batchnorm", batchnorm_prepare, dk_run, dk_release};
 static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, dk_release};
 static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
+static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain) return NULL;
@@ -1672,6 +1769,11 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     case 'B':
         if (mp_streq(op, "BatchNormalization")) return batchnorm_ok(g, n) ? &k_batchnorm : NULL;
         break;
+    case 'D': {
+        int gn[4];
+        if (mp_streq(op, "Div") && gelu_pattern(g, n, gn)) return &k_gelu;
+        break;
+    }
     case 'C':
         if (mp_streq(op, "Conv")) return conv_ok(g, n, false) ? &k_conv : NULL;
         if (mp_streq(op, "ConvTranspose")) return conv_ok(g, n, true) ? &k_convt : NULL;
