@@ -825,6 +825,45 @@ static void test_plan_matmul_chain(void) {
     tb_done(m, p);
 }
 
+/* nn.GELU as PyTorch exports it before opset 20: Div(x, sqrt 2) -> Erf ->
+ * Add(1) -> Mul(x, .) -> Mul(0.5), run as one gelu_erf kernel */
+static void test_plan_gelu_erf(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 2, TB_DIMS(16, 512));
+    tb_const_f(m, "r2", F, 0, NULL, (const double[]){1.4142135381698608});
+    tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
+    tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
+    int d = tb_node(m, "Div", "x,r2", "q");
+    tb_node(m, "Erf", "q", "e");
+    tb_node(m, "Add", "e,one", "a");
+    tb_node(m, "Mul", "x,a", "b");
+    tb_node(m, "Mul", "b,half", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, d));
+    T_CHECK(kern && strcmp(kern->name, "onednn:gelu") == 0);
+    const int64_t n = 16 * 512;
+    float *xv = rnd(n), *want = zeros(n);
+    for (int64_t i = 0; i < n; i++) {
+        xv[i] *= 4;
+        want[i] = (float)(0.5 * xv[i] * (1 + erf(xv[i] / sqrt(2.0))));
+    }
+    const char *names[1] = {"x"};
+    float *data[1] = {xv};
+    const int64_t *dims[1] = {TB_DIMS(16, 512)};
+    int ranks[1] = {2};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        int64_t got_n = 0;
+        float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
+        T_EQ(got_n, n);
+        if (y && got_n == n && rel_l2(y, want, n) > 1e-5)
+            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, n));
+        free(y);
+    }
+    free(xv), free(want);
+    tb_done(m, p);
+}
+
 MP_TESTS(dnnl){
     {"conv_hand", test_conv_hand},
     {"conv_random", test_conv_random},
@@ -844,5 +883,6 @@ MP_TESTS(dnnl){
     {"plan_binary_chain", test_plan_binary_chain},
     {"plan_gelu_tanh", test_plan_gelu_tanh},
     {"plan_matmul_chain", test_plan_matmul_chain},
+    {"plan_gelu_erf", test_plan_gelu_erf},
 };
 MP_TESTS_END(dnnl)
