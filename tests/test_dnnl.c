@@ -864,6 +864,62 @@ static void test_plan_gelu_erf(void) {
     tb_done(m, p);
 }
 
+/* Channels-last activations between oneDNN kernels, through the planner:
+ * Conv+Relu -> Conv -> Add(residual)+Relu -> MaxPool -> Conv -> output
+ * (plain), against the reference loops, fused and not. */
+static void test_plan_conv_layouts(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 16, 12, 12));
+    tb_input(m, "w1", F, 4, TB_DIMS(32, 16, 3, 3));
+    tb_input(m, "w2", F, 4, TB_DIMS(32, 32, 1, 1));
+    tb_input(m, "w3", F, 4, TB_DIMS(16, 32, 1, 1));
+    int c1 = tb_node(m, "Conv", "x,w1", "c1");
+    tb_attr_ints(m, c1, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_node(m, "Relu", "c1", "r1");
+    tb_node(m, "Conv", "r1,w2", "c2");
+    tb_node(m, "Add", "c2,r1", "s");
+    tb_node(m, "Relu", "s", "r2");
+    int mx = tb_node(m, "MaxPool", "r2", "mp");
+    tb_attr_ints(m, mx, "kernel_shape", 2, TB_DIMS(2, 2));
+    tb_attr_ints(m, mx, "strides", 2, TB_DIMS(2, 2));
+    tb_node(m, "Conv", "mp,w3", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(16 * 144), *w1 = rnd(32 * 16 * 9), *w2 = rnd(32 * 32), *w3 = rnd(16 * 32);
+    float *r1 = zeros(32 * 144), *c2 = zeros(32 * 144), *mp = zeros(32 * 36), *want = zeros(16 * 36);
+    ref_conv2d(x, w1, NULL, r1, 1, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1, 12, 12);
+    for (int i = 0; i < 32 * 144; i++) r1[i] = r1[i] > 0 ? r1[i] : 0;
+    ref_conv2d(r1, w2, NULL, c2, 1, 32, 12, 12, 32, 1, 1, 1, 1, 0, 1, 12, 12);
+    for (int i = 0; i < 32 * 144; i++) {
+        float v = c2[i] + r1[i];
+        c2[i] = v > 0 ? v : 0;
+    }
+    for (int c = 0; c < 32; c++)
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++) {
+                float v = -INFINITY;
+                for (int a = 0; a < 2; a++)
+                    for (int b = 0; b < 2; b++) v = fmaxf(v, c2[c * 144 + (2 * i + a) * 12 + 2 * j + b]);
+                mp[c * 36 + i * 6 + j] = v;
+            }
+    ref_conv2d(mp, w3, NULL, want, 1, 32, 6, 6, 16, 1, 1, 1, 1, 0, 1, 6, 6);
+    const char *names[4] = {"x", "w1", "w2", "w3"};
+    float *data[4] = {x, w1, w2, w3};
+    const int64_t *dims[4] = {TB_DIMS(1, 16, 12, 12), TB_DIMS(32, 16, 3, 3), TB_DIMS(32, 32, 1, 1),
+                              TB_DIMS(16, 32, 1, 1)};
+    int ranks[4] = {4, 4, 4, 4};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        int64_t got_n = 0;
+        float *y = plan_run(m, p, 4, names, data, dims, ranks, fuse, &got_n);
+        T_EQ(got_n, 16 * 36);
+        if (y && got_n == 16 * 36 && rel_l2(y, want, got_n) > 1e-5)
+            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
+        free(y);
+    }
+    free(x), free(w1), free(w2), free(w3), free(r1), free(c2), free(mp), free(want);
+    tb_done(m, p);
+}
+
 MP_TESTS(dnnl){
     {"conv_hand", test_conv_hand},
     {"conv_random", test_conv_random},
@@ -884,5 +940,6 @@ MP_TESTS(dnnl){
     {"plan_gelu_tanh", test_plan_gelu_tanh},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
+    {"plan_conv_layouts", test_plan_conv_layouts},
 };
 MP_TESTS_END(dnnl)
