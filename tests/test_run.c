@@ -201,6 +201,13 @@ static void test_run_fuse_fold(void) {
     T_EQ(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(3, 2), x, sizeof x), MP_ERR_USAGE);
     T_CHECK(strstr(mp_last_error(), "X") != NULL);
     T_EQ(mp_plan_set_input(pl, "X", MP_DT_INT64, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
+    /* fp64 data for an fp32 input is converted */
+    double x64[6] = {-3, 0, 1, 2, 5, -1};
+    T_EQ(mp_plan_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x), MP_ERR_USAGE);
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x64));
+    T_OK(mp_plan_run(pl));
+    y = t_out(pl, 0, &n);
+    for (int i = 0; i < 6; i++) T_CHECK(y[i] == want[i]);
     T_EQ(mp_plan_set_input(pl, "Z", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
     /* timed runs fill the profile */
     T_OK(mp_profile_run(pl, p));
