@@ -815,6 +815,11 @@ static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options 
     if (!st && parent) pl->pool = parent->pool; /* shared, freed by the main plan */
     else if (!st && pl->threads > 1) st = mp_pool_create(pl->threads, &pl->pool);
     if (!st) st = mp__build_steps(pl);
+    /* graph outputs that no node reads nor makes (an initializer given
+     * back as an output) */
+    for (int i = 0; !st && i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0 && pl->vals[g->outputs[i]].kind == MP_RV_UNUSED)
+            st = mp__need(pl, g->outputs[i]);
     if (!st) st = mp__arena_plan(pl);
     if (!st) {
         size_t in_b = 0;
