@@ -320,7 +320,10 @@ bool mp_run_portable_only;
 static const mp_kernel *mp__pick(const mp_graph *g, const mp_node *n, mp_kernel *portable) {
     const mp_kernel *kern = mp_run_portable_only ? NULL : mp_dnnl_kernel(g, n);
     if (kern) return kern;
-    if (!n->desc || !n->desc->run) return mp_control_kernel(n);
+    /* If, Loop, Scan: the executor's own, which run their bodies through
+     * plans (oneDNN kernels, fusion, shapes known only at run time) */
+    if ((kern = mp_control_kernel(n))) return kern;
+    if (!n->desc || !n->desc->run) return NULL;
     portable->name = "portable";
     portable->prepare = n->desc->prepare;
     portable->run = n->desc->run;
