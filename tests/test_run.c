@@ -240,6 +240,47 @@ static void test_run_fuse_fold(void) {
     tb_done(m, p);
 }
 
+/* A fused group spanning modules: its time goes to the first node's
+ * module; the other module says where it went */
+static void test_run_fused_modules(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(64));
+    tb_const_f(m, "C", MP_DT_FLOAT, 1, TB_DIMS(1), (const double[]){1});
+    int a = tb_node(m, "Add", "X,C", "A");
+    int r = tb_node(m, "Relu", "A", "Y");
+    tb_output(m, "Y");
+    m->graph->nodes[a].module = mp_model_module(m, "blk.add", 7);
+    m->graph->nodes[r].module = mp_model_module(m, "blk.act", 7);
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Add", tk_add_fuse, tk_add_fuse_prepare, tk_release);
+    t_kernel(m, "Relu", tk_relu, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    o.iters = 3;
+    o.peak_gflops = 10;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_OK(mp_profile_run(pl, p));
+    int ma = tb_nodep(m, a)->module, mr = tb_nodep(m, r)->module;
+    T_CHECK(ma != mr && ma > 0 && mr > 0);
+    T_CHECK(p->mods[ma].latency_s > 0);
+    T_CHECK(p->mods[mr].latency_s == 0);
+    T_EQ(p->mod_fused[mr], ma + 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mp_report_options ro;
+    mp_report_options_default(&ro);
+    T_OK(mp_report_write(p, &ro, f));
+    fclose(f);
+    T_CHECK(buf && strstr(buf, "fused into blk.add's kernel") != NULL);
+    T_CHECK(buf && strstr(buf, "Add+Relu") != NULL);
+    free(buf);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* A chain of Relu/Neg: the arena holds two live buffers, not six; threads */
 static void test_run_arena_threads(void) {
     mp_model *m = tb_new(17);
@@ -521,6 +562,7 @@ static void test_run_no_kernel(void) {
 
 MP_TESTS(run){
     {"run_fuse_fold", test_run_fuse_fold},
+    {"run_fused_modules", test_run_fused_modules},
     {"run_arena_threads", test_run_arena_threads},
     {"run_dynamic", test_run_dynamic},
     {"run_reinfer", test_run_reinfer},

@@ -76,6 +76,7 @@ struct mp_profile {
     int *node_head;         /* fused: the head node of its group; else itself */
     const char **node_group; /* head of a fused group: the group's name; else NULL */
     const char **node_kernel; /* head: its kernel's name ("portable", "onednn:conv", ...); else NULL */
+    int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
 };

@@ -557,7 +557,7 @@ typedef struct tx_tree {
     int n_open;
 } tx_tree;
 
-static void tx_figs(tx *t, const mp_fig *fig) {
+static void tx_figs(tx *t, const mp_fig *fig, int module) {
     const mp_fig *tot = &t->p->total;
     tx_cat(t, mp_fmt_count(fig->params).s, " = ", mp_fmt_pct(fig->params, tot->params).s,
            " Params", TX_END);
@@ -572,7 +572,12 @@ static void tx_figs(tx *t, const mp_fig *fig) {
     else /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs */
         tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
                " MACs", TX_END);
-    if (t->p->measured && fig->latency_s >= 0) {
+    if (t->p->measured && fig->latency_s == 0 && t->p->mod_fused && module >= 0 &&
+        t->p->mod_fused[module] > 0) {
+        int h = t->p->mod_fused[module] - 1;
+        const char *hp = h >= 0 && h < t->m->n_modules ? t->m->modules[h].path : NULL;
+        tx_cat(t, ", fused into ", hp && hp[0] ? tx_safe(t, hp, "?") : "its parent", "'s kernel", TX_END);
+    } else if (t->p->measured && fig->latency_s >= 0) {
         tx_cat(t, ", ", mp_fmt_seconds(fig->latency_s).s, " = ",
                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s, " latency", TX_END);
         if (!mp_fig_unknown(fig) && !mp_fig_uncountable(fig))
@@ -611,12 +616,12 @@ static bool tx_tree_visit(const mp_profile *p, int module, void *ud) {
     }
     tx_putc(t, '(');
     if (leaf) {
-        tx_figs(t, &p->mods[module]);
+        tx_figs(t, &p->mods[module], module);
         tx_puts(t, ")\n");
     } else {
         tx_putc(t, '\n');
         tx_indent(t, mod->depth + 1);
-        tx_figs(t, &p->mods[module]);
+        tx_figs(t, &p->mods[module], module);
         tx_putc(t, '\n');
         tr->open[tr->n_open++] = mod->depth;
     }

@@ -503,19 +503,6 @@ static mp_status mp__need(mp_plan *pl, int v) {
                     pl->m->path ? pl->m->path : "model", val->name);
 }
 
-static int mp__module_common(const mp_model *m, int a, int b) {
-    if (a < 0 || b < 0 || !m->modules) return a < 0 ? b : a;
-    while (a != b) {
-        if (m->modules[a].depth >= m->modules[b].depth && m->modules[a].parent >= 0)
-            a = m->modules[a].parent;
-        else if (m->modules[b].parent >= 0)
-            b = m->modules[b].parent;
-        else
-            return 0;
-    }
-    return a;
-}
-
 /* Walk the order: fold, pick kernels, prepare (which may fuse). */
 /* First pass, in order: nodes whose outputs are known (shape arithmetic,
  * Constant) and nodes whose inputs are all constant (a weight transposed,
@@ -612,7 +599,6 @@ static mp_status mp__build_steps(mp_plan *pl) {
             for (int j = 0; j < s->n_nodes; j++) {
                 if (j) strcat(name, "+");
                 strcat(name, g->nodes[s->nodes[j]].op);
-                s->module = mp__module_common(pl->m, s->module, g->nodes[s->nodes[j]].module);
             }
             s->group = name;
         }
