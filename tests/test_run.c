@@ -277,6 +277,12 @@ static void test_run_fused_modules(void) {
     T_CHECK(buf && strstr(buf, "fused into blk.add's kernel") != NULL);
     T_CHECK(buf && strstr(buf, "Add+Relu") != NULL);
     free(buf);
+    f = open_memstream(&buf, &len);
+    ro.format = MP_FORMAT_JSON;
+    T_OK(mp_report_write(p, &ro, f));
+    fclose(f);
+    T_CHECK(buf && strstr(buf, "\"fused_into\": \"blk.add\"") != NULL);
+    free(buf);
     mp_plan_free(pl);
     tb_done(m, p);
 }

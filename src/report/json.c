@@ -475,6 +475,10 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
     jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
                              ? u->id[mod->parent] : -1);
     js_fig(w, &p->mods[module], p->measured);
+    if (p->measured && p->mod_fused && p->mod_fused[module] > 0 && p->mod_fused[module] <= p->m->n_modules) {
+        const char *hp = p->m->modules[p->mod_fused[module] - 1].path;
+        jw_kstr(w, "fused_into", hp ? hp : "");
+    }
     jw_close(w, '}');
     return true;
 }
