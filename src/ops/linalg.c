@@ -967,6 +967,7 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
     int layout = (int)mp_attr_i(k->n, "layout", 0);
     const char *dir = mp_attr_s(k->n, "direction", "forward");
     int dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+    if (X->rank != 3 || W->rank != 3 || R->rank != 3) return mp_kfail(k, MP_ERR_SHAPE, "X, W and R must be 3-D");
     int64_t S = X->dims[layout ? 1 : 0], Bn = X->dims[layout ? 0 : 1], I = X->dims[2], H = R->dims[2];
     double clip = mp_attr_f(k->n, "clip", 0);
     bool lbr = mp_attr_i(k->n, "linear_before_reset", 0) != 0;
@@ -984,6 +985,18 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
             A[d].beta[f] = nbe > j ? be[j] : (!strcmp(A[d].f[f], "HardSigmoid") ? 0.5 : 0.0);
         }
     int64_t G = gates * H;
+    /* every operand's size, as the loops below index it */
+    if (W->numel != dirs * G * I || R->numel != dirs * G * H || (B && B->numel != dirs * 2 * G) ||
+        (H0 && H0->numel != dirs * Bn * H) || (C0 && C0->numel != dirs * Bn * H) || (P && P->numel != dirs * 3 * H) ||
+        (SL && SL->numel != Bn))
+        return mp_kfail(k, MP_ERR_SHAPE, "an input's size does not match X, W and R (%lld directions, hidden %lld)",
+                        (long long)dirs, (long long)H);
+    for (int64_t b = 0; SL && b < Bn; b++) {
+        int64_t len = mp_kget_i(SL->data, SL->dtype, b);
+        if (len < 0 || len > S)
+            return mp_kfail(k, MP_ERR_USAGE, "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
+                            (long long)len, (long long)S);
+    }
     mp_status st = MP_OK;
     double *h = lak_buf(k, H, &st), *c = st ? NULL : lak_buf(k, H, &st), *g = st ? NULL : lak_buf(k, 2 * G, &st);
     double *hn = st ? NULL : lak_buf(k, H, &st);

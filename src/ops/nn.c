@@ -1160,8 +1160,8 @@ static void nnk_affine(mp_rtensor *y, const mp_rtensor *scale, const mp_rtensor 
     for (int64_t e = 0; e < y->numel; e++) {
         int64_t c = (e / inner) % C;
         double v = mp_kget_f(y->data, y->dtype, e);
-        if (scale) v *= mp_kget_f(scale->data, scale->dtype, scale->numel == 1 ? 0 : c);
-        if (bias) v += mp_kget_f(bias->data, bias->dtype, bias->numel == 1 ? 0 : c);
+        if (scale) v *= mp_kget_f(scale->data, scale->dtype, scale->numel == 1 ? 0 : c % scale->numel);
+        if (bias) v += mp_kget_f(bias->data, bias->dtype, bias->numel == 1 ? 0 : c % bias->numel);
         mp_kset_f(y->data, y->dtype, e, v);
     }
 }
@@ -1173,6 +1173,8 @@ static mp_status nnk_batchnorm(mp_kctx *k) {
     int64_t C = x->rank > 1 ? x->dims[1] : 1, inner = 1, N = x->dims[0];
     for (int i = 2; i < x->rank; i++) inner *= x->dims[i];
     bool training = mp_attr_i(k->n, "training_mode", 0) != 0 && k->n_out >= 3;
+    if (sc->numel < C || bi->numel < C || mean->numel < C || var->numel < C)
+        return mp_kfail(k, MP_ERR_SHAPE, "scale, B, mean and var must hold %lld values", (long long)C);
     for (int64_t c = 0; c < C; c++) {
         double m = mp_kget_f(mean->data, mean->dtype, c), v = mp_kget_f(var->data, var->dtype, c);
         if (training) {
