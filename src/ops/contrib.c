@@ -1792,6 +1792,9 @@ static mp_status ctk_matmul_nbits(mp_kctx *k) {
         return mp_kfail(k, MP_ERR_SHAPE, "bad K, N, bits or block_size");
     int64_t kb = (K + blk - 1) / blk, blob = blk * bits / 8, per = 8 / bits, mask = (1 << bits) - 1;
     int64_t zrow = (kb * bits + 7) / 8;
+    if (b->numel != N * kb * blob || sc->numel != N * kb || a->numel % K || (bias && bias->numel != N) ||
+        (zp && zp->numel != (zp->dtype == MP_DT_UINT8 ? N * zrow : N * kb)))
+        return mp_kfail(k, MP_ERR_SHAPE, "B, scales, zero points or bias do not match K, N, bits and block_size");
     double *W = malloc(sizeof(double) * (size_t)(N * K + 1)), *A = malloc(sizeof(double) * (size_t)(a->numel + 1));
     double *Y = malloc(sizeof(double) * (size_t)(k->out[0].numel + 1));
     mp_status st = MP_OK;
@@ -1841,6 +1844,7 @@ static mp_status ctk_fused_conv(mp_kctx *k) {
     mp_status st = mp_kconv(k);
     k->n_in = n_in;
     const mp_rtensor *z = mp_kin(k, 3);
+    if (!st && z && z->numel != k->out[0].numel) st = mp_kfail(k, MP_ERR_SHAPE, "Z must be shaped like Y");
     const char *act = mp_attr_s(k->n, "activation", "");
     const double *ap;
     int na = mp_attr_floats(k->n, "activation_params", &ap);
@@ -1955,6 +1959,7 @@ static mp_status ctk_inverse(mp_kctx *k) {
 static mp_status ctk_bias_split_gelu(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *b = &k->in[1];
     int64_t D = x->dims[x->rank - 1], h = D / 2, rows = D ? x->numel / D : 0;
+    if (b->numel < D || k->out[0].numel != rows * h) return mp_kfail(k, MP_ERR_SHAPE, "bias or output size");
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < h; j++) {
             double l = mp_kget_f(x->data, x->dtype, r * D + j) + mp_kget_f(b->data, b->dtype, j);
@@ -2306,6 +2311,7 @@ static mp_status ctk_groupnorm(mp_kctx *k) {
     double eps = mp_attr_f(k->n, "epsilon", 1e-5);
     if (G < 1 || C % G) return mp_kfail(k, MP_ERR_SHAPE, "groups does not divide the channels");
     int64_t sp = N * C != 0 ? x->numel / (N * C) : 0, cg = C / G;
+    if (g->numel < C || b->numel < C) return mp_kfail(k, MP_ERR_SHAPE, "gamma and beta must hold one value per channel");
     for (int64_t n = 0; n < N; n++)
         for (int64_t gi = 0; gi < G; gi++) {
             double s = 0, s2 = 0, cnt = (double)(cg * sp);

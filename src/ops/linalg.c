@@ -789,6 +789,10 @@ mp_status mp_kgemm_run(mp_kctx *k) {
         /* y = alpha * y + beta * C (C broadcast to [M, N]) */
         int64_t cr = c && c->rank == 2 ? c->dims[0] : 1;
         int64_t cc = c && c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        if (c && (c->rank > 2 || (cr != 1 && cr != M) || (cc != 1 && cc != N))) {
+            free(Y);
+            return mp_kfail(k, MP_ERR_SHAPE, "C does not broadcast to [%lld, %lld]", (long long)M, (long long)N);
+        }
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 int64_t e = i * N + j;
@@ -886,6 +890,8 @@ mp_status mp_kquantize(mp_kctx *k) {
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
     bool sat = mp_attr_i(k->n, "saturate", 1) != 0;
+    if ((s->numel > 1 && (axis < 0 || s->numel != x->dims[axis])) || (z && z->numel != s->numel))
+        return mp_kfail(k, MP_ERR_SHAPE, "scale and zero point must be scalars or one per index of the axis");
     bool fp8 = y->dtype >= MP_DT_FLOAT8E4M3FN && y->dtype <= MP_DT_FLOAT8E5M2FNUZ;
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t i = lak_axis_index(x, s, axis, e);
@@ -908,6 +914,8 @@ mp_status mp_kdequantize(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *s = &k->in[1], *z = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
+    if ((s->numel > 1 && (axis < 0 || s->numel != x->dims[axis])) || (z && z->numel != s->numel))
+        return mp_kfail(k, MP_ERR_SHAPE, "scale and zero point must be scalars or one per index of the axis");
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t i = lak_axis_index(x, s, axis, e);
         double v = mp_kget_f(x->data, x->dtype, e);

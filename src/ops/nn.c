@@ -949,6 +949,8 @@ mp_status mp_kconv(mp_kctx *k) {
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], G = mp_attr_i(k->n, "group", 1);
     if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
     int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    if (w->dims[1] != cg || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
     for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
     bool f32 = nnk_f32(x) && nnk_f32(w) && nnk_f32(y) && (!b || nnk_f32(b));
     if (f32) {
@@ -989,6 +991,8 @@ static mp_status nnk_conv_transpose(mp_kctx *k) {
     if (nsp < 1 || w->rank != x->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
     int64_t N = x->dims[0], C = x->dims[1], G = mp_attr_i(k->n, "group", 1);
     int64_t mg = w->dims[1], M = mg * G, cg = C / (G ? G : 1);
+    if (G < 1 || C % G || w->dims[0] != C || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
     int64_t stride[MP_MAX_RANK], dil[MP_MAX_RANK], pad[MP_MAX_RANK], kn = 1, in_n = 1, on = 1;
     const int64_t *v;
     int ns = mp_attr_ints(k->n, "strides", &v);
