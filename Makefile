@@ -178,11 +178,11 @@ $(BUILD)/bench_run: bench/bench_run.c $(BUILD)/libmodelprof.a
 
 bench:
 	@sh tools/deps.sh bench
-	$(MAKE) bench-timing
 	$(MAKE) all $(BUILD)/bench_static $(BUILD)/bench_run
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
 	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
+	$(MAKE) bench-timing
 
 .PHONY: all objs clean demo test bench bench-timing
 clean:

@@ -85,14 +85,23 @@ static bool is_f32(const mp_value *v) {
     return v && v->dtype == MP_DT_FLOAT && mp_shape_known(v);
 }
 /* fp32, or fp16/bf16 that prepare converts once (constant weights). */
-static bool is_wt(const mp_value *v) {
+static bool is_const_in(const mp_graph *g, const mp_value *v);
+static bool is_wt(const mp_graph *g, const mp_value *v) {
     return v && mp_shape_known(v) &&
            (v->dtype == MP_DT_FLOAT ||
-            ((v->dtype == MP_DT_FLOAT16 || v->dtype == MP_DT_BFLOAT16) &&
-             (v->flags & (MP_VAL_INIT | MP_VAL_CONST))));
+            ((v->dtype == MP_DT_FLOAT16 || v->dtype == MP_DT_BFLOAT16) && is_const_in(g, v)));
 }
-static bool is_const_v(const mp_value *v) {
-    return v && (v->flags & (MP_VAL_INIT | MP_VAL_CONST));
+/* Constant at plan time as far as the graph tells: an initializer, a
+ * Constant node's output, or contents the inference worked out. */
+static bool is_const_in(const mp_graph *g, const mp_value *v) {
+    if (!v) return false;
+    if (v->flags & (MP_VAL_INIT | MP_VAL_CONST)) return true;
+    if (v->kn >= 0 && v->kn == mp_value_numel(v)) return true;
+    if (v->producer >= 0 && v->producer < g->n_nodes) {
+        const mp_node *p = &g->nodes[v->producer];
+        return mp_streq(p->op, "Constant") && p->domain[0] == 0;
+    }
+    return false;
 }
 static bool same_dims(const mp_value *a, int rank, const int64_t *dims) {
     if (a->rank != rank) return false;
@@ -143,6 +152,20 @@ static dnnl_status_t md_plain_pad(dnnl_memory_desc_t *md, int rank, int r0, cons
     for (int i = 0; i < rank; i++) d[i] = i < off ? 1 : d0[i - off];
     return md_plain(md, rank, d);
 }
+/* Channels-last (NHWC, NDHWC, NWC): the layout activations take between
+ * oneDNN kernels. */
+static dnnl_status_t md_nhwc(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
+    dnnl_dims_t d = {0}, st = {0};
+    for (int i = 0; i < rank && i < DNNL_MAX_NDIMS; i++) d[i] = dims[i];
+    st[1] = 1;
+    int64_t acc = d[1];
+    for (int i = rank - 1; i >= 2; i--) {
+        st[i] = acc;
+        acc *= d[i];
+    }
+    st[0] = acc;
+    return dnnl_memory_desc_init_by_strides(md, rank, d, dnnl_f32, st);
+}
 static dnnl_status_t md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dims) {
     dnnl_dims_t d;
     for (int i = 0; i < rank; i++) d[i] = dims[i];
@@ -170,21 +193,27 @@ typedef struct dk {
      * blocked input whose own readers want plain) */
     dnnl_primitive_t reo;
     dnnl_exec_arg_t rex[2];
+    /* a plain input reordered to channels-last first (into the kernel's
+     * buffer): input pre_in, -1 none */
+    dnnl_primitive_t pre;
+    dnnl_exec_arg_t prex[2];
+    int pre_in;
     const void *lay_plan;    /* the value this kernel registered a blocked */
     const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
     int lay_v;
 } dk;
 
-/* ---- blocked activations between oneDNN kernels ----
- * oneDNN's fast convolutions work on channel-blocked layouts (nChw16c);
- * on plain NCHW they fall back to im2col+GEMM, several times slower. So a
- * kernel whose output is read only by oneDNN kernels that take any layout
- * (Conv, pooling, and the element-wise ops whose own readers do) leaves it
- * in the layout its primitive chose, and records that here, keyed by the
- * plan and value; each reader looks its inputs up at prepare. Only layouts
- * of exactly the plain size qualify (channels a multiple of the block), so
- * the planner's buffer fits. Graph outputs and anything a portable kernel
- * reads stay plain. Without a plan (unit tests) everything is plain. */
+/* ---- channels-last activations between oneDNN kernels ----
+ * oneDNN's fast convolutions work on channels-last (NHWC) or channel-
+ * blocked layouts; on plain NCHW they fall back to im2col+GEMM, several
+ * times slower, or to reference code. So a kernel whose output is read
+ * only by oneDNN kernels that take any layout (Conv, pooling, and the
+ * element-wise ops whose own readers do) leaves it channels-last, and
+ * records that here, keyed by the plan and value; each reader looks its
+ * inputs up at prepare. Channels-last has exactly the plain size, so the
+ * planner's buffer fits. Graph outputs and anything a portable kernel
+ * reads stay plain. Without a plan (unit tests) only a Conv's own
+ * reorders in and out are exercised. */
 typedef struct lay_ent {
     const void *plan;
     const mp_graph *g;
@@ -256,8 +285,11 @@ static void dk_release(void *state) {
         if (s->ex[i].memory) dnnl_memory_destroy(s->ex[i].memory);
     if (s->prim) dnnl_primitive_destroy(s->prim);
     if (s->reo) dnnl_primitive_destroy(s->reo);
-    for (int i = 0; i < 2; i++)
+    if (s->pre) dnnl_primitive_destroy(s->pre);
+    for (int i = 0; i < 2; i++) {
         if (s->rex[i].memory) dnnl_memory_destroy(s->rex[i].memory);
+        if (s->prex[i].memory) dnnl_memory_destroy(s->prex[i].memory);
+    }
     for (int i = 0; i < s->n_own; i++) free(s->own[i]);
     free(s);
 }
@@ -305,6 +337,12 @@ static mp_status dk_run(mp_kctx *k) {
             s->last[i] = p;
         }
     }
+    if (s->pre) {
+        void *p = k->in[s->pre_in].data;
+        if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): input buffer missing", k->n->name, k->n->op);
+        DN(dnnl_memory_set_data_handle(s->prex[0].memory, p), "set data handle");
+        DN(dnnl_primitive_execute(s->pre, g_strm, 2, s->prex), "reorder");
+    }
     DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
     if (s->reo) {
         void *p = k->out[0].data;
@@ -313,6 +351,26 @@ static mp_status dk_run(mp_kctx *k) {
         DN(dnnl_primitive_execute(s->reo, g_strm, 2, s->rex), "reorder");
     }
     DN(dnnl_stream_wait(g_strm), "wait");
+    return MP_OK;
+}
+
+/* Input `in` (plain, `from`) is reordered into a buffer of the kernel's
+ * laid out as `to` before the primitive runs; bind the primitive's
+ * argument to *buf (FROM_OWN). */
+static mp_status dk_pre_reorder(mp_kctx *k, dk *s, int in, const dnnl_memory_desc_t *from,
+                                const dnnl_memory_desc_t *to, void **buf) {
+    *buf = dk_alloc_own(s, dnnl_memory_desc_get_size(to));
+    if (!*buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    dnnl_primitive_desc_t rpd;
+    DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
+    dnnl_status_t st = dnnl_primitive_create(&s->pre, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    if (st) return dfail(k, st, "reorder");
+    s->pre_in = in;
+    s->prex[0].arg = DNNL_ARG_FROM;
+    s->prex[1].arg = DNNL_ARG_TO;
+    DN(dnnl_memory_create(&s->prex[0].memory, from, g_eng, DNNL_MEMORY_NONE), "memory");
+    DN(dnnl_memory_create(&s->prex[1].memory, to, g_eng, *buf), "memory");
     return MP_OK;
 }
 
@@ -342,6 +400,7 @@ static mp_status dk_new(mp_kctx *k, dk **out) {
     if (!s) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     s->threads = k->threads > 0 ? k->threads : omp_get_max_threads();
     s->lay_v = -1;
+    s->pre_in = -1;
     set_threads(s->threads);
     k->state = s;
     *out = s;
@@ -462,7 +521,19 @@ typedef struct chain {
     /* MatMul folded to 2-D: output dims as the graph has them */
     bool fold2d;
     int final_v;             /* the value the kernel writes after fusion */
+    dnnl_alg_kind_t used[16]; /* eltwise algorithms in the chain so far */
+    int n_used;
 } chain;
+
+/* oneDNN 2.6 computes wrong results when one eltwise algorithm appears
+ * twice in a post-op chain with different parameters (linear, tanh,
+ * linear: tests/test_dnnl.c plan_matmul_chain), so a chain holds each
+ * algorithm once. */
+static bool chain_has(const chain *ch, dnnl_alg_kind_t alg) {
+    for (int i = 0; i < ch->n_used; i++)
+        if (ch->used[i] == alg) return true;
+    return false;
+}
 
 typedef struct eltw {
     dnnl_alg_kind_t alg[2];
@@ -507,7 +578,7 @@ static bool eltwise_of(const mp_graph *g, const mp_node *c, eltw *e) {
         e->b[0] = (float)mp_attr_f(c, "max", INFINITY);
         for (int j = 1; j < c->n_in && j < 3; j++) {
             const mp_value *b = gval(g, c, j);
-            if (b && (!is_const_v(b) || b->dtype != MP_DT_FLOAT || mp_value_numel(b) != 1)) return false;
+            if (b && (!is_const_in(g, b) || b->dtype != MP_DT_FLOAT || mp_value_numel(b) != 1)) return false;
         }
     } else {
         return false;
@@ -517,6 +588,7 @@ static bool eltwise_of(const mp_graph *g, const mp_node *c, eltw *e) {
 
 static mp_status po_eltwise(mp_kctx *k, chain *ch, dnnl_alg_kind_t alg, float a, float b) {
     DN(dnnl_post_ops_append_eltwise(ch->po, 1.0f, alg, a, b), "eltwise post-op");
+    if (ch->n_used < 16) ch->used[ch->n_used++] = alg;
     ch->n_po++;
     return MP_OK;
 }
@@ -583,13 +655,16 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
             bool ok = true;
             for (int j = 1; j < 5; j++) {
                 const mp_value *p = gval(g, c, j);
-                if (!is_const_v(p) || !is_wt(p) || mp_value_numel(p) != dims[1]) ok = false;
+                if (!is_const_in(g, p) || !is_wt(g, p) || mp_value_numel(p) != dims[1]) ok = false;
             }
             if (!ok) break;
             if (mp_kfuse(k, ci) != MP_OK) break;
             ch->bn_in = base;
             ch->bn_eps = (float)mp_attr_f(c, "epsilon", 1e-5);
         } else if (c->n_in >= 1 && c->in[0] == v && eltwise_of(g, c, &e)) {
+            if (chain_has(ch, e.alg[0]) || (e.n > 1 && chain_has(ch, e.alg[1])) ||
+                (e.n > 1 && e.alg[0] == e.alg[1]))
+                break;
             if (mp_kfuse(k, ci) != MP_OK) break;
             if (is_op(c, "Clip")) {
                 /* c's inputs 1, 2 (min, max) are now k->in[base + 0, 1] */
@@ -612,8 +687,9 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
             const mp_value *o = gval(g, c, oi);
             if (!is_f32(o) || !fits_into(o, rank, dims)) break;
             bool v_first = oi == 1;
-            if (mp_value_numel(o) == 1 && is_const_v(o)) {
+            if (mp_value_numel(o) == 1 && is_const_in(g, o)) {
                 if (alg == dnnl_binary_div && !v_first) break;
+                if (chain_has(ch, dnnl_eltwise_linear)) break;
                 if (mp_kfuse(k, ci) != MP_OK) break;
                 const mp_rtensor *b = &k->in[base];
                 if (!b->data) return mp_error(MP_ERR_USAGE, "node %s: constant has no data at plan time", c->name);
@@ -807,7 +883,7 @@ static bool conv_params(const mp_node *n, int sp, const int64_t *xin, const int6
 
 static bool conv_ok(const mp_graph *g, const mp_node *n, bool transpose) {
     const mp_value *x = gval(g, n, 0), *w = gval(g, n, 1), *b = gval(g, n, 2), *y = gout(g, n, 0);
-    if (!is_f32(x) || !is_wt(w) || !is_f32(y) || (b && !is_wt(b))) return false;
+    if (!is_f32(x) || !is_wt(g, w) || !is_f32(y) || (b && !is_wt(g, b))) return false;
     if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || y->rank != x->rank) return false;
     convp p;
     if (!conv_params(n, x->rank - 2, x->dims + 2, w->dims + 2, y->dims + 2, transpose, &p)) return false;
@@ -870,14 +946,26 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
 
     /* activations: the input as its producer left it; the output blocked
      * when every reader takes it (and the layout is of the plain size) */
+    /* oneDNN's fast convolutions are channels-last (or channel-blocked)
+     * ones; on plain NCHW it falls back to im2col+GEMM (1x1 convs at a
+     * few GFLOPS) or to its reference code when the two sides differ. So
+     * a Conv always computes channels-last: a plain input is reordered
+     * first (once per run, into the kernel's buffer), and a plain output
+     * (one a portable kernel or the caller reads) is reordered after. */
     bool in_blocked = lay_find(k, n->in[0], &xmd);
     bool want_blocked = k->plan && readers_take_blocked(g, ch.final_v, 0);
-    /* a blocked input with a plain output has only oneDNN's reference
-     * convolution: compute blocked, then reorder */
+    void *xown = NULL;
+    if (!in_blocked && sp >= 1) {
+        dnnl_memory_desc_t xplain = xmd;
+        if ((ds = md_nhwc(&xmd, r, x->dims))) goto dfail_;
+        if ((st = dk_pre_reorder(k, s, 0, &xplain, &xmd, &xown))) goto fail;
+        in_blocked = true;
+    }
+    /* binary post-op operands are read in the output's layout */
     bool reorder_out = in_blocked && !want_blocked && ch.n_bin == 0;
     if (reorder_out) want_blocked = true;
     dnnl_memory_desc_t yany;
-    if (want_blocked && (ds = md_any(&yany, r, y->dims))) goto dfail_;
+    if (want_blocked && (ds = md_nhwc(&yany, r, y->dims))) goto dfail_;
     dnnl_primitive_desc_t pd = NULL;
     void *yown = NULL;
     for (int attempt = want_blocked ? 0 : 1; attempt < 2; attempt++) {
@@ -956,7 +1044,7 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
         wuse = wf;
         buse = bf;
     }
-    st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, FROM_IN, 0, NULL);
+    st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, xown ? FROM_OWN : FROM_IN, 0, xown);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, yown ? FROM_OWN : FROM_OUT, 0, yown);
     if (!st) {
         if (wuse) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &wplain, wuse,
@@ -986,7 +1074,7 @@ static mp_status convt_prepare(mp_kctx *k, size_t *scratch) { return conv_prepar
 
 static bool matmul_ok(const mp_graph *g, const mp_node *n) {
     const mp_value *a = gval(g, n, 0), *b = gval(g, n, 1), *y = gout(g, n, 0);
-    if (!is_f32(a) || !is_wt(b) || !is_f32(y)) return false;
+    if (!is_f32(a) || !is_wt(g, b) || !is_f32(y)) return false;
     if (a->rank < 1 || b->rank < 1 || a->rank > 12 || b->rank > 12) return false;
     if (mp_value_numel(a) == 0 || mp_value_numel(b) == 0) return false;
     return true;
@@ -1077,11 +1165,11 @@ fail:
 
 static bool gemm_ok(const mp_graph *g, const mp_node *n) {
     const mp_value *a = gval(g, n, 0), *b = gval(g, n, 1), *c = gval(g, n, 2), *y = gout(g, n, 0);
-    if (!is_f32(a) || !is_wt(b) || !is_f32(y) || a->rank != 2 || b->rank != 2 || y->rank != 2) return false;
+    if (!is_f32(a) || !is_wt(g, b) || !is_f32(y) || a->rank != 2 || b->rank != 2 || y->rank != 2) return false;
     if (c) {
-        if (!is_wt(c) || c->rank > 2 || !fits_into(c, 2, y->dims)) return false;
+        if (!is_wt(g, c) || c->rank > 2 || !fits_into(c, 2, y->dims)) return false;
         double beta = mp_attr_f(n, "beta", 1.0);
-        if (beta != 1.0 && !is_const_v(c)) return false;
+        if (beta != 1.0 && !is_const_in(g, c)) return false;
     }
     return mp_value_numel(a) > 0 && mp_value_numel(b) > 0;
 }
@@ -1251,7 +1339,7 @@ static mp_status pool_prepare(mp_kctx *k, size_t *scratch) {
     dnnl_memory_desc_t xmd, ymd, yany;
     DN(md_plain(&xmd, x->rank, x->dims), "memory descriptor");
     DN(md_plain(&ymd, y->rank, y->dims), "memory descriptor");
-    DN(md_any(&yany, y->rank, y->dims), "memory descriptor");
+    DN(md_nhwc(&yany, y->rank, y->dims), "memory descriptor");
     /* blocked in as the producer left it; blocked out when the readers take it */
     bool in_blocked = lay_find(k, k->n->in[0], &xmd);
     bool want_blocked = in_blocked && readers_take_blocked(k->g, k->n->out[0], 0);
@@ -1368,7 +1456,7 @@ static mp_status softmax_prepare(mp_kctx *k, size_t *scratch) {
 
 static bool layernorm_ok(const mp_graph *g, const mp_node *n) {
     const mp_value *x = gval(g, n, 0), *sc = gval(g, n, 1), *b = gval(g, n, 2), *y = gout(g, n, 0);
-    if (!is_f32(x) || !is_f32(y) || x->rank < 1 || !sc || !is_wt(sc)) return false;
+    if (!is_f32(x) || !is_f32(y) || x->rank < 1 || !sc || !is_wt(g, sc)) return false;
     for (int j = 1; j < n->n_out; j++)
         if (n->out[j] >= 0) return false;   /* Mean, InvStdDev */
     int64_t ax = mp_attr_i(n, "axis", -1);
@@ -1539,7 +1627,11 @@ static mp_status binary_prepare(mp_kctx *k, size_t *scratch) {
     if (st) return st;
     chain ch;
     if ((st = chain_init(k, &ch))) return st;
-    if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
+    /* no post-ops here: oneDNN 2.6's binary primitive (jit:uni) computes
+     * wrong results with some eltwise post-op chains (a linear step after
+     * another eltwise, found on GPT-2's tanh GELU; tests/test_dnnl.c
+     * plan_gelu_tanh), so element-wise chains run one op at a time */
+    ch.final_v = n->out[0];
     dnnl_memory_desc_t ymd, omd, s0md;
     dnnl_status_t ds;
     if ((ds = md_plain(&ymd, y->rank, y->dims)) || (ds = md_plain_pad(&omd, y->rank > 0 ? y->rank : 1, o->rank, o->dims)))
@@ -1576,6 +1668,81 @@ fail:
     return st;
 }
 
+/* ------------------------------------- GELU as PyTorch exports it */
+
+/* A scalar constant's value as the graph knows it. */
+static bool const_scalar(const mp_graph *g, const mp_value *v, double *out) {
+    if (!v || !is_const_in(g, v) || mp_value_numel(v) != 1) return false;
+    if (v->kn == 1 && v->fv) {
+        *out = v->fv[0];
+        return true;
+    }
+    return false;
+}
+
+/* x * 0.5 * (1 + erf(x / sqrt(2))): before opset 20 (no Gelu node)
+ * PyTorch writes nn.GELU as Div(x, 1.414) -> Erf -> Add(1) -> Mul(x, .) ->
+ * Mul(0.5). Found from the Div; nodes[] gets Erf, Add, Mul, Mul. */
+static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]) {
+    if (!is_op(n, "Div") || n->n_in != 2 || n->n_out != 1) return false;
+    const mp_value *x = gval(g, n, 0);
+    double c;
+    if (!is_f32(x) || !const_scalar(g, gval(g, n, 1), &c) || fabs(c - 1.4142135623730951) > 1e-3) return false;
+    int v = n->out[0];
+    static const char *ops[4] = {"Erf", "Add", "Mul", "Mul"};
+    for (int i = 0; i < 4; i++) {
+        int ci = sole_consumer(g, v);
+        if (ci < 0) return false;
+        const mp_node *c2 = &g->nodes[ci];
+        if (!is_op(c2, ops[i]) || c2->n_out != 1 || !is_f32(gout(g, c2, 0)) ||
+            !same_dims(gout(g, c2, 0), x->rank, x->dims))
+            return false;
+        if (i > 0) {
+            if (c2->n_in != 2) return false;
+            int other = c2->in[0] == v ? c2->in[1] : c2->in[0];
+            if (c2->in[0] != v && c2->in[1] != v) return false;
+            double k;
+            if (i == 1 && !(const_scalar(g, &g->values[other], &k) && fabs(k - 1.0) < 1e-6)) return false;
+            if (i == 2 && other != n->in[0]) return false;
+            if (i == 3 && !(const_scalar(g, &g->values[other], &k) && fabs(k - 0.5) < 1e-6)) return false;
+        }
+        nodes[i] = ci;
+        v = c2->out[0];
+    }
+    return true;
+}
+
+static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
+    int nodes[4];
+    gelu_pattern(k->g, k->n, nodes);
+    /* without fusion (or if the planner declines) the Div runs alone */
+    if (!k->fuse || mp_kfuse(k, nodes[0]) != MP_OK) return binary_prepare(k, scratch);
+    for (int i = 1; i < 4; i++)
+        if (mp_kfuse(k, nodes[i]) != MP_OK)
+            return mp_error(MP_ERR_UNSUPPORTED, "node %s: the GELU pattern could not be fused whole (at %s)",
+                            k->n->name, k->g->nodes[nodes[i]].name);
+    const mp_value *x = gval(k->g, k->n, 0);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    int64_t ne = mp_value_numel(x);
+    dnnl_memory_desc_t md, blk;
+    DN(md_plain(&md, 1, &ne), "memory descriptor");
+    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, k->g->nodes[nodes[3]].out[0], &blk))
+        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    dnnl_eltwise_desc_t ed;
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_gelu_erf, &md, 0, 0), "eltwise");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &ed, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 /* --------------------------------------------------------------- the table */
 
 static const mp_kernel k_conv = {"onednn:conv", conv_prepare, dk_run, dk_release};
@@ -1588,6 +1755,7 @@ static const mp_kernel k_layernorm = {"onednn:layernorm", layernorm_prepare, dk_
 static const mp_kernel k_batchnorm = {"onednn:batchnorm", batchnorm_prepare, dk_run, dk_release};
 static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, dk_release};
 static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
+static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain) return NULL;
@@ -1601,6 +1769,11 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     case 'B':
         if (mp_streq(op, "BatchNormalization")) return batchnorm_ok(g, n) ? &k_batchnorm : NULL;
         break;
+    case 'D': {
+        int gn[4];
+        if (mp_streq(op, "Div") && gelu_pattern(g, n, gn)) return &k_gelu;
+        break;
+    }
     case 'C':
         if (mp_streq(op, "Conv")) return conv_ok(g, n, false) ? &k_conv : NULL;
         if (mp_streq(op, "ConvTranspose")) return conv_ok(g, n, true) ? &k_convt : NULL;
