@@ -85,6 +85,8 @@ conformance:
 	@sh tools/deps.sh test
 	$(MAKE) $(BUILD)/conformance
 	$(BUILD)/conformance --skip tests/conformance_skip.txt $(CONFORMANCE_FLAGS)
+	@echo "== the same cases with every node on its portable kernel (none on oneDNN)"
+	$(BUILD)/conformance --skip tests/conformance_skip.txt --portable $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance
 
