@@ -61,9 +61,11 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(ops_contrib)       \
     X(ops_quant)         \
     X(ops_misc)          \
+    X(ops_opset23)       \
     X(analyze)           \
     X(report)            \
     X(models)            \
+    X(dynamo)            \
     X(cli)               \
     X(malformed)
 

@@ -15,19 +15,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The newest IR version and default-domain opset whose rules modelprof
+ * has (ONNX 1.19: IR 12, opset 24). */
+#define MP_IR_MAX 12
+#define MP_OPSET_MAX 24
+
 /* ---- field numbers of onnx.proto ---- */
 enum {
     MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3,
     MODEL_GRAPH = 7, MODEL_OPSET = 8, MODEL_FUNCTIONS = 25,
     OPSET_DOMAIN = 1, OPSET_VERSION = 2,
     GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INIT = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12,
-    GRAPH_VALUE_INFO = 13, GRAPH_SPARSE_INIT = 15,
+    GRAPH_VALUE_INFO = 13, GRAPH_SPARSE_INIT = 15, GRAPH_METADATA = 16,
     NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP = 4, NODE_ATTR = 5,
     NODE_DOMAIN = 7, NODE_METADATA = 9,
     ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_S = 4, ATTR_T = 5, ATTR_G = 6,
     ATTR_FLOATS = 7, ATTR_INTS = 8, ATTR_STRINGS = 9, ATTR_TENSORS = 10, ATTR_GRAPHS = 11,
     ATTR_TYPE = 20, ATTR_REF = 21, ATTR_SPARSE = 22,
-    VI_NAME = 1, VI_TYPE = 2,
+    VI_NAME = 1, VI_TYPE = 2, VI_METADATA = 4, T_METADATA = 16, MODEL_METADATA = 14,
     TYPE_TENSOR = 1, TYPE_SPARSE = 8,
     TT_ELEM = 1, TT_SHAPE = 2, SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2,
     T_DIMS = 1, T_DTYPE = 2, T_FLOAT = 4, T_INT32 = 5, T_STRING = 6, T_INT64 = 7,
@@ -194,6 +199,28 @@ static bool mp__pbeq(pb s, const char *z) {
 }
 
 #define NOMEM() mp__nomem(L)
+
+static bool mp__kv(pb *msg, pb *key, pb *val);
+
+/* torch.export's input kinds, as the dynamo exporter writes them. */
+static const char mp__kind_key[] = "pkg.torch.export.graph_signature.InputSpec.kind";
+
+static uint32_t mp__kind_bits(const uint8_t *p, size_t n) {
+    pb s = {p, p + n};
+    if (mp__pbeq(s, "PARAMETER")) return MP_VAL_DECL_PARAM;
+    if (mp__pbeq(s, "BUFFER")) return MP_VAL_DECL_BUFFER;
+    if (mp__pbeq(s, "CONSTANT_TENSOR")) return MP_VAL_DECL_CONST;
+    return 0;
+}
+
+/* A metadata_props entry of a tensor or value info: the input kind it
+ * declares (MP_VAL_DECL_*), 0 for any other entry; false when malformed. */
+static bool mp__decl_kind(pb entry, uint32_t *decl) {
+    pb key = {0}, val = {0};
+    if (!mp__kv(&entry, &key, &val)) return false;
+    if (mp__pbeq(key, mp__kind_key)) *decl |= mp__kind_bits(val.p, (size_t)(val.end - val.p));
+    return true;
+}
 
 /* ---- types and dims ---- */
 
@@ -433,6 +460,10 @@ static mp_status mp__tensor(mp__loader *L, pb msg, mp_tensor **out) {
         } else if (f == T_RAW && w == PB_LEN) {
             if (!pb_len(&scan, &raw)) return mp__bad(L, "bad raw_data", &scan);
             has_raw = true;
+        } else if (f == T_METADATA && w == PB_LEN) {
+            pb e = {0};
+            if (!pb_len(&scan, &e) || !mp__decl_kind(e, &t->decl))
+                return mp__bad(L, "bad tensor metadata", &scan);
         } else if (f == T_LOCATION && w == PB_VARINT) {
             uint64_t v = 0;
             if (!pb_varint(&scan, &v)) return mp__bad(L, "bad data_location", &scan);
@@ -985,6 +1016,16 @@ static bool mp__pylist_next(pb *r, char *buf, size_t cap, size_t *len) {
     return true;
 }
 
+/* A scope the exporter makes up for nodes that had no module stack (its
+ * last path segment is "_empty_nn_module_stack_from_metadata_hook"): no
+ * module of the model. */
+static bool mp__scope_artefact(const char *path, size_t len) {
+    static const char art[] = "_empty_nn_module_stack_from_metadata_hook";
+    const char *seg = memrchr(path, '.', len);
+    seg = seg ? seg + 1 : path;
+    return (size_t)(path + len - seg) >= sizeof art - 1 && memcmp(seg, art, sizeof art - 1) == 0;
+}
+
 /* Module of a node from the dynamo exporter's metadata: name_scopes lists
  * the cumulative module paths from the root ('') to the node's own name
  * (last); class_hierarchy lists their classes (last: the aten target).
@@ -1001,6 +1042,7 @@ static int mp__module_from_metadata(mp_model *m, pb scopes, pb classes) {
     for (int i = 0; i < n - 1; i++) {
         mp__pylist_next(&r, path, sizeof path, &pl);
         bool has_cls = c.p && mp__pylist_next(&c, cls, sizeof cls, &cl);
+        if (mp__scope_artefact(path, pl)) continue; /* its nodes stay in the parent */
         int md = mp_model_module(m, path, pl);
         if (md < 0) return -1;
         module = md;
@@ -1354,9 +1396,14 @@ static mp_status mp__value_info(mp__loader *L, mp_graph *g, pb msg, int *out) {
     int w = 0;
     pb name = {0}, type = {0};
     bool has_type = false;
+    uint32_t decl = 0;
     while (pb_more(&msg)) {
         if (!pb_key(&msg, &f, &w)) return mp__bad(L, "bad value info", &msg);
-        if (f == VI_NAME && w == PB_LEN) {
+        if (f == VI_METADATA && w == PB_LEN) {
+            pb e = {0};
+            if (!pb_len(&msg, &e) || !mp__decl_kind(e, &decl))
+                return mp__bad(L, "bad value info metadata", &msg);
+        } else if (f == VI_NAME && w == PB_LEN) {
             if (!pb_len(&msg, &name)) return mp__bad(L, "bad value name", &msg);
         } else if (f == VI_TYPE && w == PB_LEN) {
             if (!pb_len(&msg, &type)) return mp__bad(L, "bad value type", &msg);
@@ -1371,6 +1418,7 @@ static mp_status mp__value_info(mp__loader *L, mp_graph *g, pb msg, int *out) {
     int v = mp__value(L, g, (const char *)name.p, (size_t)(name.end - name.p), &st);
     if (v < 0) return st;
     *out = v;
+    g->values[v].flags |= decl;
     if (has_type) {
         int dt, rank;
         int64_t *dims;
@@ -1400,6 +1448,61 @@ static mp_status mp__same_as_init(mp__loader *L, const mp_value *v) {
                         "%s: '%s' is both a graph input and an initializer, with different "
                         "shapes (rank %d and rank %d, or a dim differs)",
                         L->m->path, v->name, v->decl_rank, t->rank);
+    return MP_OK;
+}
+
+/* The model's graph signature, as torch.export prints it: one line per
+ * input, "NAME: KIND target='a.b.w' persistent=False". Records each name
+ * and target's kind, and which modules own parameters and buffers. */
+static mp_status mp__signature(mp__loader *L, pb text) {
+    mp_model *m = L->m;
+    m->has_signature = true;
+    const uint8_t *p = text.p, *end = text.end;
+    while (p < end) {
+        const uint8_t *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol) eol = end;
+        const uint8_t *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon && colon > p && colon + 2 < eol && colon[1] == ' ') {
+            const uint8_t *k = colon + 2, *ke = k;
+            while (ke < eol && *ke != ' ') ke++;
+            uint32_t kind = mp__kind_bits(k, (size_t)(ke - k));
+            const uint8_t *tg = NULL, *te = NULL;
+            static const char tkey[] = "target='";
+            for (const uint8_t *q = ke; q + sizeof tkey - 1 < eol; q++)
+                if (memcmp(q, tkey, sizeof tkey - 1) == 0) {
+                    tg = q + sizeof tkey - 1;
+                    te = memchr(tg, '\'', (size_t)(eol - tg));
+                    break;
+                }
+            if (kind) {
+                char *name = mp_arena_strndup(&m->arena, (const char *)p, (size_t)(colon - p));
+                if (!name || mp_strmap_put(&m->sig_kind, name, (int)kind)) return NOMEM();
+                if (tg && te) {
+                    char *target = mp_arena_strndup(&m->arena, (const char *)tg, (size_t)(te - tg));
+                    if (!target || mp_strmap_put(&m->sig_kind, target, (int)kind)) return NOMEM();
+                    const char *dot = strrchr(target, '.');
+                    char *owner = mp_arena_strndup(&m->arena, target, dot ? (size_t)(dot - target) : 0);
+                    if (!owner) return NOMEM();
+                    int bits = mp_strmap_get(&m->sig_owner, owner);
+                    bits = (bits < 0 ? 0 : bits) |
+                           (kind == MP_VAL_DECL_PARAM ? MP_SIG_OWNS_PARAM
+                            : kind == MP_VAL_DECL_BUFFER ? MP_SIG_OWNS_BUFFER : 0);
+                    if (mp_strmap_put(&m->sig_owner, owner, bits)) return NOMEM();
+                }
+            }
+        }
+        p = eol + 1;
+    }
+    return MP_OK;
+}
+
+/* A metadata_props entry of the model or its main graph: the graph
+ * signature is read, the rest is skipped. */
+static mp_status mp__metadata_entry(mp__loader *L, pb entry) {
+    pb key = {0}, val = {0};
+    if (!mp__kv(&entry, &key, &val)) return mp__bad(L, "bad metadata entry", &entry);
+    if (mp__pbeq(key, "pkg.torch.export.ExportedProgram.graph_signature") && !L->m->has_signature)
+        return mp__signature(L, val);
     return MP_OK;
 }
 
@@ -1451,10 +1554,12 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
                 if (g->values[v].flags & MP_VAL_INIT)
                     return mp_error(MP_ERR_FORMAT, "%s: initializer '%s' is defined twice",
                                     m->path, t->name);
-                g->values[v].flags |= MP_VAL_INIT;
+                g->values[v].flags |= MP_VAL_INIT | t->decl;
                 g->values[v].init = t;
             } else if (pass == 0 && f == GRAPH_NAME) {
                 if (!(g->name = mp__str(L, s))) return NOMEM();
+            } else if (pass == 0 && f == GRAPH_METADATA && g == m->graph) {
+                if ((st = mp__metadata_entry(L, s))) return st;
             } else if (pass == 1 && (f == GRAPH_INPUT || f == GRAPH_OUTPUT || f == GRAPH_VALUE_INFO)) {
                 int v = -1;
                 if ((st = mp__value_info(L, g, s, &v))) return st;
@@ -1959,6 +2064,10 @@ static mp_status mp__model(mp__loader *L, pb msg) {
         } else if (f == MODEL_GRAPH && w == PB_LEN) {
             pb_len(&scan, &graph);
             has_graph = true;
+        } else if (f == MODEL_METADATA && w == PB_LEN) {
+            if (!pb_len(&scan, &s)) return mp__bad(L, "bad model metadata", &scan);
+            mp_status st = mp__metadata_entry(L, s);
+            if (st) return st;
         } else if (f == MODEL_OPSET && w == PB_LEN) {
             pb_len(&scan, &s);
             mp_opset *o = &m->opsets[m->n_opsets++];
@@ -2000,19 +2109,19 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     }
     if (!has_graph)
         return mp_error(MP_ERR_FORMAT, "%s: not an ONNX model (no graph found)", m->path);
-    if (m->ir_version < 3 || m->ir_version > 10) {
+    if (m->ir_version < 3 || m->ir_version > MP_IR_MAX) {
         if (m->ir_version <= 0)
             return mp_error(MP_ERR_FORMAT, "%s: not an ONNX model (no IR version)", m->path);
-        mp_status st = mp_model_warn(m, "IR version %lld is outside the supported 3-10",
-                                     (long long)m->ir_version);
+        mp_status st = mp_model_warn(m, "IR version %lld is outside the supported 3-%d",
+                                     (long long)m->ir_version, MP_IR_MAX);
         if (st) return st;
     }
     int def = mp__opset(m, "");
     if (def < 0)
         return mp_error(MP_ERR_FORMAT, "%s: the model imports no default-domain opset", m->path);
-    if (def < 7 || def > 21) {
-        mp_status st = mp_model_warn(m, "default-domain opset %d is outside the supported 7-21",
-                                     def);
+    if (def < 7 || def > MP_OPSET_MAX) {
+        mp_status st = mp_model_warn(m, "default-domain opset %d is outside the supported 7-%d",
+                                     def, MP_OPSET_MAX);
         if (st) return st;
     }
     mp_status st = mp__functions(L, msg);

@@ -588,6 +588,12 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     js_total(w, p);
     js_by_dtype(w, "params_by_dtype", p->params_by_dtype);
     js_by_dtype(w, "param_bytes_by_dtype", p->param_bytes_by_dtype);
+    jw_key(w, "buffers");
+    jw_open(w, '{');
+    jw_ku64(w, "tensors", p->buffers);
+    jw_ku64(w, "elements", p->buffer_elems);
+    jw_ku64(w, "bytes", p->buffer_bytes);
+    jw_close(w, '}');
     js_ops(w, p);
     mp_status st = js_modules(w, p);
     js_nodes(w, p);

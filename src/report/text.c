@@ -270,6 +270,12 @@ static void tx_summary(tx *t) {
     tx_puts(t, mp_fmt_bytes(tot->param_bytes).s);
     tx_dtype_breakdown(t, p->param_bytes_by_dtype, true);
     tx_putc(t, '\n');
+    if (p->buffers) {
+        tx_label(t, "buffers:");
+        tx_printf(t, "%llu %s, %s (state that is not learned: not in params)\n",
+                  (unsigned long long)p->buffers, p->buffers == 1 ? "tensor" : "tensors",
+                  mp_fmt_bytes(p->buffer_bytes).s);
+    }
     if (m->weightless) {
         tx_label(t, "weights:");
         tx_puts(t, "absent (external data not found); the profile is computed from shapes\n");
