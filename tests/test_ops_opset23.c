@@ -268,7 +268,29 @@ static void t_narrow_dtypes(void) {
     tb_done(m, p);
 }
 
+/* Cast (23, 24) to the new dtypes: fp4e2m1 (23), fp8e8m0 (24); activation
+ * bytes follow: 10 fp4 elements are 5 bytes, 10 fp8 elements 10. */
+static void t_cast_narrow(void) {
+    mp_model *m = tb_new(24);
+    tb_input(m, "x", MP_DT_FLOAT, 1, TB_DIMS(10));
+    int a = tb_node(m, "Cast", "x", "f4");
+    tb_attr_i(m, a, "to", MP_DT_FLOAT4E2M1);
+    int b = tb_node(m, "Cast", "x", "e8");
+    tb_attr_i(m, b, "to", MP_DT_FLOAT8E8M0);
+    tb_output(m, "f4");
+    tb_output(m, "e8");
+    mp_profile *p = tb_prof(m);
+    if (p) {
+        T_EQ(tb_val(m, "f4")->dtype, MP_DT_FLOAT4E2M1);
+        T_EQ(tb_val(m, "e8")->dtype, MP_DT_FLOAT8E8M0);
+        T_EQ_U64(tb_nodep(m, a)->cost.bytes_written, 5);
+        T_EQ_U64(tb_nodep(m, b)->cost.bytes_written, 10);
+    }
+    tb_done(m, p);
+}
+
 MP_TESTS(ops_opset23){
+    {"cast_narrow", t_cast_narrow},
     {"attention_4d_gqa_past", t_attention_4d_gqa_past},
     {"attention_3d_causal_softcap", t_attention_3d_causal_softcap},
     {"attention_symbolic", t_attention_symbolic},

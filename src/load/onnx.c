@@ -87,6 +87,7 @@ typedef struct mp__loader {
     int n_graphs, cap_graphs;
     mp_strmap interned;       /* op types, domains, attribute names: one copy each */
     bool own_map;             /* m->map is our mapping of the file (mp__release) */
+    const uint8_t *rel_lo, *rel_hi; /* pages read and not yet given back */
     struct { const char *str; size_t len; } icache[64]; /* recent interned strings */
     struct { const char *name; int want; } acache[64];  /* attribute name -> ONNX type */
 } mp__loader;
@@ -692,19 +693,34 @@ static int mp__opset(const mp_model *m, const char *domain);
  * caller's buffer. */
 #define MP__RELEASE_MIN ((size_t)64 << 10)
 
-static void mp__release(const mp__loader *L, const uint8_t *from, const uint8_t *to) {
-    if (!L || !L->own_map || (size_t)(to - from) < MP__RELEASE_MIN) return;
+#define MP__RELEASE_BATCH ((size_t)8 << 20)
+
+/* Give back the pages of the pending range now. */
+static void mp__release_flush(mp__loader *L) {
+    if (!L || L->rel_hi <= L->rel_lo) return;
     static size_t page;
     if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)from & ~(uintptr_t)(page - 1);
-    uintptr_t b = ((uintptr_t)to + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t a = (uintptr_t)L->rel_lo & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)L->rel_hi + page - 1) & ~(uintptr_t)(page - 1);
     uintptr_t base = (uintptr_t)L->m->map, end = base + ((L->m->map_size + page - 1) & ~(page - 1));
     if (a < base) a = base;
     if (b > end) b = end;
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    L->rel_lo = L->rel_hi = NULL;
 }
 
-static bool mp__count_fields(const mp__loader *L, pb msg, int counts[32]) {
+/* The pages of [from, to), a field just read, may go back: ranges are
+ * gathered while reading goes forward and given back in one call per
+ * MP__RELEASE_BATCH bytes, which bounds what stays mapped. */
+static void mp__release(mp__loader *L, const uint8_t *from, const uint8_t *to) {
+    if (!L || !L->own_map || (size_t)(to - from) < MP__RELEASE_MIN) return;
+    if (L->rel_hi && from < L->rel_lo) mp__release_flush(L); /* a new pass: start again */
+    if (!L->rel_hi) L->rel_lo = from;
+    if (to > L->rel_hi) L->rel_hi = to;
+    if ((size_t)(L->rel_hi - L->rel_lo) >= MP__RELEASE_BATCH) mp__release_flush(L);
+}
+
+static bool mp__count_fields(mp__loader *L, pb msg, int counts[32]) {
     uint32_t f = 0;
     int w = 0;
     memset(counts, 0, sizeof(int) * 32);
@@ -1537,8 +1553,42 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     uint32_t f = 0;
     int w = 0;
     pb scan = msg;
-    int counts[32];
-    if (!mp__count_fields(L, msg, counts)) return mp__bad(L, "bad graph", &msg);
+    int counts[32] = {0};
+    /* One scan counts the fields and notes the large ones (mp__release):
+     * the passes below step over a large field they do not want without
+     * reading its key, so its pages are not mapped again. */
+    struct { const uint8_t *at, *end; uint32_t f; } *big = NULL;
+    int n_big = 0, cap_big = 0;
+    /* initializers are decoded in this scan, registered as values below:
+     * their headers are read once */
+    mp_tensor **inits = NULL;
+    int n_inits = 0, cap_inits = 0;
+    while (pb_more(&scan)) {
+        const uint8_t *at = scan.p;
+        if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad graph", &scan);
+        if (w == PB_LEN && (f == GRAPH_INIT || f == GRAPH_SPARSE_INIT)) {
+            pb s = {0};
+            if (!pb_len(&scan, &s)) return mp__bad(L, "bad graph field", &scan);
+            inits = mp_arena_grow(&m->arena, inits, sizeof *inits, &cap_inits, n_inits + 1);
+            if (!inits) return NOMEM();
+            mp_status st = f == GRAPH_INIT ? mp__tensor(L, s, &inits[n_inits])
+                                           : mp__sparse_tensor(L, s, &inits[n_inits]);
+            if (st) return st;
+            n_inits++;
+        } else if (!pb_skip(&scan, w)) {
+            return mp__bad(L, "bad graph", &scan);
+        }
+        if (f < 32) counts[f]++;
+        if (L->own_map && (size_t)(scan.p - at) >= MP__RELEASE_MIN) {
+            big = mp_arena_grow(&m->arena, big, sizeof *big, &cap_big, n_big + 1);
+            if (!big) return NOMEM();
+            big[n_big].at = at;
+            big[n_big].end = scan.p;
+            big[n_big++].f = f;
+            mp__release(L, at, scan.p);
+        }
+    }
+    mp__release_flush(L);
     int n_in = counts[GRAPH_INPUT], n_out = counts[GRAPH_OUTPUT];
     /* Room for the usual numbers of nodes and values up front, so the
      * tables do not grow (and copy) while the graph decodes. */
@@ -1558,10 +1608,35 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     g->outputs = mp_arena_calloc(&m->arena, (size_t)(n_out ? n_out : 1), sizeof(int));
     if (!g->inputs || !g->outputs) return NOMEM();
     /* initializers first, then declared values, then nodes */
+    for (int i = 0; i < n_inits; i++) {
+        mp_tensor *t = inits[i];
+        mp_status st = MP_OK;
+        if (!t->name[0]) return mp_error(MP_ERR_FORMAT, "%s: an initializer has no name", m->path);
+        int v = mp__value(L, g, t->name, strlen(t->name), &st);
+        if (v < 0) return st;
+        if (g->values[v].flags & MP_VAL_INIT)
+            return mp_error(MP_ERR_FORMAT, "%s: initializer '%s' is defined twice", m->path,
+                            t->name);
+        g->values[v].flags |= MP_VAL_INIT | t->decl;
+        g->values[v].init = t;
+    }
     for (int pass = 0; pass < 3; pass++) {
         scan = msg;
+        int next_big = 0;
         while (pb_more(&scan)) {
             const uint8_t *at = scan.p;
+            if (next_big < n_big && at == big[next_big].at) {
+                uint32_t bf = big[next_big].f;
+                bool wanted = pass == 0   ? bf == GRAPH_NAME || bf == GRAPH_METADATA
+                              : pass == 1 ? bf == GRAPH_INPUT || bf == GRAPH_OUTPUT ||
+                                                bf == GRAPH_VALUE_INFO
+                                          : bf == GRAPH_NODE;
+                if (!wanted) {
+                    scan.p = big[next_big++].end;
+                    continue;
+                }
+                next_big++;
+            }
             if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad key in a graph", &scan);
             if (w != PB_LEN) {
                 if (!pb_skip(&scan, w)) return mp__bad(L, "bad graph field", &scan);
@@ -1570,20 +1645,7 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
             pb s = {0};
             if (!pb_len(&scan, &s)) return mp__bad(L, "bad graph field", &scan);
             mp_status st = MP_OK;
-            if (pass == 0 && (f == GRAPH_INIT || f == GRAPH_SPARSE_INIT)) {
-                mp_tensor *t;
-                st = f == GRAPH_INIT ? mp__tensor(L, s, &t) : mp__sparse_tensor(L, s, &t);
-                if (st) return st;
-                if (!t->name[0])
-                    return mp_error(MP_ERR_FORMAT, "%s: an initializer has no name", m->path);
-                int v = mp__value(L, g, t->name, strlen(t->name), &st);
-                if (v < 0) return st;
-                if (g->values[v].flags & MP_VAL_INIT)
-                    return mp_error(MP_ERR_FORMAT, "%s: initializer '%s' is defined twice",
-                                    m->path, t->name);
-                g->values[v].flags |= MP_VAL_INIT | t->decl;
-                g->values[v].init = t;
-            } else if (pass == 0 && f == GRAPH_NAME) {
+            if (pass == 0 && f == GRAPH_NAME) {
                 if (!(g->name = mp__str(L, s))) return NOMEM();
             } else if (pass == 0 && f == GRAPH_METADATA && g == m->graph) {
                 if ((st = mp__metadata_entry(L, s))) return st;
@@ -1611,6 +1673,7 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
             }
             mp__release(L, at, s.end); /* a large field: its pages go back */
         }
+        mp__release_flush(L);
     }
     return MP_OK;
 }
