@@ -53,65 +53,58 @@ static void t_attention_3d_causal_softcap(void) {
     tb_done(m, p);
 }
 
-/* Symbolic batch and sequence pass through; the cost waits for values. */
+/* Symbolic batch and sequence pass through; the cost waits for values,
+ * then follows them. */
 static void t_attention_symbolic(void) {
-    mp_model *m = tb_new(24);
-    int64_t b = tb_sym(m, "batch"), s = tb_sym(m, "seq");
-    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(b, 4, s, 16));
-    tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(b, 4, s, 16));
-    tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(b, 4, s, 16));
-    int n = tb_node(m, "Attention", "q,k,v", "y");
-    mp_profile *p = tb_prof(m);
-    if (p) {
-        T_EQ_STR(tb_shape(m, "y"), "batchx4xseqx16");
-        T_CHECK(tb_nodep(m, n)->cost.flags & MP_COST_UNKNOWN);
+    for (int given = 0; given < 2; given++) {
+        mp_model *m = tb_new(24);
+        int64_t b = tb_sym(m, "batch"), s = tb_sym(m, "seq");
+        const int64_t *d = TB_DIMS(b, 4, s, 16);
+        tb_input(m, "q", MP_DT_FLOAT, 4, d);
+        tb_input(m, "k", MP_DT_FLOAT, 4, d);
+        tb_input(m, "v", MP_DT_FLOAT, 4, d);
+        int n = tb_node(m, "Attention", "q,k,v", "y");
+        if (given) {
+            T_OK(mp_model_set_dim(m, "batch", 3));
+            T_OK(mp_model_set_dim(m, "seq", 5));
+        }
+        mp_profile *p = tb_prof(m);
+        if (p && !given) {
+            T_EQ_STR(tb_shape(m, "y"), "batchx4xseqx16");
+            T_CHECK(tb_nodep(m, n)->cost.flags & MP_COST_UNKNOWN);
+        }
+        if (p && given) T_EQ_U64(tb_nodep(m, n)->cost.macs, 3ull * 4 * 5 * 5 * (16 + 16));
+        tb_done(m, p);
     }
-    tb_done(m, p);
-    m = tb_new(24);
-    b = tb_sym(m, "batch");
-    s = tb_sym(m, "seq");
-    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(b, 4, s, 16));
-    tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(b, 4, s, 16));
-    tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(b, 4, s, 16));
-    n = tb_node(m, "Attention", "q,k,v", "y");
-    T_OK(mp_model_set_dim(m, "batch", 3));
-    T_OK(mp_model_set_dim(m, "seq", 5));
-    p = tb_prof(m);
-    if (p) T_EQ_U64(tb_nodep(m, n)->cost.macs, 3ull * 4 * 5 * 5 * (16 + 16));
-    tb_done(m, p);
+}
+
+static mp_model *att_model(int rank, const int64_t *q, const int64_t *k, const int64_t *v,
+                           int64_t heads) {
+    mp_model *m = tb_new(23);
+    tb_input(m, "q", MP_DT_FLOAT, rank, q);
+    tb_input(m, "k", MP_DT_FLOAT, rank, k);
+    tb_input(m, "v", MP_DT_FLOAT, rank, v);
+    int n = tb_node(m, "Attention", "q,k,v", "y");
+    if (heads > 0) {
+        tb_attr_i(m, n, "q_num_heads", heads);
+        tb_attr_i(m, n, "kv_num_heads", heads);
+    }
+    return m;
 }
 
 static void t_attention_errors(void) {
     /* rank 3 without head counts */
-    mp_model *m = tb_new(23);
-    tb_input(m, "q", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 96));
-    tb_input(m, "k", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 96));
-    tb_input(m, "v", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 96));
-    tb_node(m, "Attention", "q,k,v", "y");
-    tb_expect_shape_error(m, "q_num_heads");
+    tb_expect_shape_error(att_model(3, TB_DIMS(1, 10, 96), TB_DIMS(1, 10, 96),
+                                    TB_DIMS(1, 10, 96), 0), "q_num_heads");
     /* 6 query heads over 4 key/value heads */
-    m = tb_new(23);
-    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(1, 6, 10, 8));
-    tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(1, 4, 10, 8));
-    tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(1, 4, 10, 8));
-    tb_node(m, "Attention", "q,k,v", "y");
-    tb_expect_shape_error(m, "heads");
+    tb_expect_shape_error(att_model(4, TB_DIMS(1, 6, 10, 8), TB_DIMS(1, 4, 10, 8),
+                                    TB_DIMS(1, 4, 10, 8), 0), "heads");
     /* head sizes of Q and K differ */
-    m = tb_new(23);
-    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 10, 8));
-    tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 10, 16));
-    tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 10, 8));
-    tb_node(m, "Attention", "q,k,v", "y");
-    tb_expect_shape_error(m, "head size");
+    tb_expect_shape_error(att_model(4, TB_DIMS(1, 2, 10, 8), TB_DIMS(1, 2, 10, 16),
+                                    TB_DIMS(1, 2, 10, 8), 0), "head size");
     /* a packed hidden size that is not a multiple of the heads */
-    m = tb_new(23);
-    tb_input(m, "q", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 100));
-    tb_input(m, "k", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 96));
-    tb_input(m, "v", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 96));
-    int n = tb_node(m, "Attention", "q,k,v", "y");
-    tb_attr_i(m, n, "q_num_heads", 3);
-    tb_attr_i(m, n, "kv_num_heads", 3);
-    tb_expect_shape_error(m, "multiple");
+    tb_expect_shape_error(att_model(3, TB_DIMS(1, 10, 100), TB_DIMS(1, 10, 96),
+                                    TB_DIMS(1, 10, 96), 3), "multiple");
 }
 
 /* X [2,4,10,64] rotating 32 of each head's 64: 2*4*10 rows * 32 rotated
@@ -146,24 +139,20 @@ static void t_rotary_embedding(void) {
     }
     tb_done(m, p);
 
-    /* an odd rotary dim, one larger than the head, a cache of the wrong width */
-    m = tb_new(23);
-    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 1, 4, 8));
-    tb_input(m, "c", MP_DT_FLOAT, 3, TB_DIMS(1, 4, 4));
-    n = tb_node(m, "RotaryEmbedding", "x,c,c", "y");
-    tb_attr_i(m, n, "rotary_embedding_dim", 5);
-    tb_expect_shape_error(m, "odd");
-    m = tb_new(23);
-    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 1, 4, 8));
-    tb_input(m, "c", MP_DT_FLOAT, 3, TB_DIMS(1, 4, 8));
-    n = tb_node(m, "RotaryEmbedding", "x,c,c", "y");
-    tb_attr_i(m, n, "rotary_embedding_dim", 16);
-    tb_expect_shape_error(m, "exceeds");
-    m = tb_new(23);
-    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 1, 4, 8));
-    tb_input(m, "c", MP_DT_FLOAT, 3, TB_DIMS(1, 4, 3));
-    tb_node(m, "RotaryEmbedding", "x,c,c", "y");
-    tb_expect_shape_error(m, "cos_cache");
+    /* an odd rotary dim, one larger than the head, a cache of the wrong
+     * width (X [1,1,4,8]) */
+    static const struct {
+        int64_t rot, cache;
+        const char *msg;
+    } bad[] = {{5, 4, "odd"}, {16, 8, "exceeds"}, {0, 3, "cos_cache"}};
+    for (size_t i = 0; i < MP_ARRAY_LEN(bad); i++) {
+        m = tb_new(23);
+        tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 1, 4, 8));
+        tb_input(m, "c", MP_DT_FLOAT, 3, TB_DIMS(1, 4, bad[i].cache));
+        n = tb_node(m, "RotaryEmbedding", "x,c,c", "y");
+        if (bad[i].rot) tb_attr_i(m, n, "rotary_embedding_dim", bad[i].rot);
+        tb_expect_shape_error(m, bad[i].msg);
+    }
 }
 
 /* X [2,16,512] normalized over the last axis with a learnable [512]
