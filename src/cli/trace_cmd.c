@@ -58,16 +58,27 @@ static bool ends_with(const char *s, const char *suf) {
     return n >= k && strcmp(s + n - k, suf) == 0;
 }
 
-/* The traces of a folder: *.json and *.json.gz, by name. */
+/* The traces of a folder, by name: *trace.json and *trace.json.gz (what
+ * export_chrome_trace and tensorboard_trace_handler are usually given),
+ * or, when there are none, every *.json and *.json.gz. */
+static bool is_trace_name(const char *s, bool strict) {
+    if (strict) return ends_with(s, "trace.json") || ends_with(s, "trace.json.gz");
+    return ends_with(s, ".json") || ends_with(s, ".json.gz");
+}
+
 static int list_folder(const char *dir, char ***out, int *n) {
     DIR *d = opendir(dir);
     if (!d) return -1;
+    bool strict = false;
     struct dirent *e;
+    while ((e = readdir(d)))
+        if (is_trace_name(e->d_name, true)) strict = true;
+    rewinddir(d);
     int cap = 0;
     *n = 0;
     *out = NULL;
     while ((e = readdir(d))) {
-        if (!ends_with(e->d_name, ".json") && !ends_with(e->d_name, ".json.gz")) continue;
+        if (!is_trace_name(e->d_name, strict)) continue;
         if (*n == cap) {
             cap = cap ? cap * 2 : 16;
             char **nn = realloc(*out, (size_t)cap * sizeof **out);

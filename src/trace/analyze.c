@@ -108,6 +108,7 @@ static int category(const char *k, int kind, const char *op) {
             if (strcmp(op, gemm[i]) == 0) return MP_TC_GEMM;
         if (has(op, "attention") || has(op, "flash") || has(op, "sdpa")) return MP_TC_ATTN;
         if (has(op, "conv") && starts(op, "aten::")) return MP_TC_CONV;
+        if (has(op, "norm") || has(op, "softmax")) return MP_TC_ELEM;
     }
     if (has_ci(k, "flash") || has_ci(k, "fmha") || has_ci(k, "attention") || has_ci(k, "sdpa"))
         return MP_TC_ATTN;
@@ -117,7 +118,8 @@ static int category(const char *k, int kind, const char *op) {
         has(k, "xmma") || has(k, "Kernel2") || has_ci(k, "gemv"))
         return MP_TC_GEMM;
     if (has(k, "elementwise") || has(k, "reduce") || has_ci(k, "norm") || has_ci(k, "softmax") ||
-        has(k, "Welford") || has(k, "multi_tensor") || has(k, "at::native") || has(k, "GammaBeta"))
+        has(k, "Welford") || has(k, "multi_tensor") || has(k, "at::native") || has(k, "GammaBeta") ||
+        has(k, "bn_fw") || has(k, "bn_bw"))
         return MP_TC_ELEM;
     return MP_TC_OTHER;
 }
@@ -367,7 +369,7 @@ typedef struct work {
 
 /* The name of the module tree's root: "step". */
 static int intern_root(mp_trace_raw *raw) {
-    const char *s = "(step)";
+    const char *s = "trace";
     uint32_t h = mp_strmap_hash(s, strlen(s));
     int v = mp_strmap_getn_h(&raw->names_map, s, strlen(s), h);
     if (v >= 0) return v;
@@ -547,8 +549,10 @@ static mp_status link_backward(work *w) {
         int32_t fo = imap_get(&at, (int64_t)mix64((uint64_t)b->tid) ^ b->ts);
         int32_t bo = imap_get(&at, (int64_t)mix64((uint64_t)e->tid) ^ e->ts);
         if (fo >= 0 && bo >= 0 && fo != bo && sp[fo].tid == b->tid && sp[fo].ts == b->ts &&
-            sp[bo].tid == e->tid && sp[bo].ts == e->ts)
+            sp[bo].tid == e->tid && sp[bo].ts == e->ts) {
             w->fwd[bo] = fo;
+            w->t->linked_flow++;
+        }
     }
     imap_free(&flows);
     imap_free(&at);
@@ -758,7 +762,8 @@ static mp_status tables(work *w) {
             memset(k, 0, sizeof *k);
             k->name = raw->names[dv->name];
             char sh[256];
-            mp_trace_short_name(k->name, sh, sizeof sh);
+            if (dv->kind == MP_TD_KERNEL) mp_trace_short_name(k->name, sh, sizeof sh);
+            else snprintf(sh, sizeof sh, "%s", k->name);
             k->short_name = mp_arena_strdup(&raw->arena, sh);
             if (!k->short_name) {
                 st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
@@ -1137,7 +1142,7 @@ static void findings(mp_trace *t) {
                     ms(pageable), pct(pageable, devtot));
     double util = pct(t->busy_total, wall);
     if (util < 60)
-        add_finding(t, &cap, 100 - util,
+        add_finding(t, &cap, (100 - util) / 2,
                     "Low device utilisation: the device was busy %.1f%% of step time (%.1f of "
                     "%.1f ms).",
                     util, ms(t->busy_total), ms(wall));
@@ -1220,7 +1225,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
                 by[raw->spans[i].dtype] += raw->spans[i].flops;
         t->dominant_dtype = MP_TDT_NONE;
         for (int d = 1; d < MP_TDT_COUNT; d++)
-            if (by[d] > by[t->dominant_dtype]) t->dominant_dtype = d;
+            if (by[d] > (t->dominant_dtype ? by[t->dominant_dtype] : 0)) t->dominant_dtype = d;
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;
             t->peak_source = "--peak-tflops";

@@ -508,8 +508,8 @@ static int cat_of(const char *s, size_t n) {
     case 6:
         if (KEY_IS(s, n, "cpu_op")) return C_CPU_OP;
         if (KEY_IS(s, n, "kernel")) return C_KERNEL;
+        if (KEY_IS(s, n, "fwdbwd")) return C_FWDBWD;
         break;
-    case 7: if (KEY_IS(s, n, "fwdbwd")) return C_FWDBWD; break;
     case 10:
         if (KEY_IS(s, n, "gpu_memcpy")) return C_MEMCPY;
         if (KEY_IS(s, n, "gpu_memset")) return C_MEMSET;
@@ -1069,11 +1069,16 @@ static mp_status rd_run(rd *r) {
         switch (state) {
         case S_BEGIN:
             if ((st = ws(&p, e))) break;
-            if (*p != '{')
+            if (*p != '{') {
+                bool json = strchr("[\"-0123456789tfn", *p) != NULL;
                 return mp_error(MP_ERR_FORMAT,
-                                "%s: byte %llu: not a Kineto trace: the file is not a JSON "
-                                "object (torch.profiler's export_chrome_trace writes one)",
+                                json ? "%s: byte %llu: not a Kineto trace: the top level is not "
+                                       "a JSON object (torch.profiler's export_chrome_trace "
+                                       "writes one)"
+                                     : "%s: byte %llu: not JSON (a Kineto trace is a JSON "
+                                       "object, plain or gzipped)",
                                 r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
+            }
             p++;
             if ((st = ws(&p, e))) break;
             if (*p == '}') {

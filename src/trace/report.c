@@ -194,16 +194,16 @@ static void text_memory(tr *w, const mp_trace *t) {
     put(w, " in the profiled window\n");
     /* operators that allocate most */
     int idx[10], n = 0;
-    for (int i = 0; i < t->n_ops; i++) {
-        if (t->ops[i].alloc_bytes <= 0) continue;
-        int j = n < 10 ? n++ : 9;
-        if (j == 9 && n == 10 && t->ops[idx[9]].alloc_bytes >= t->ops[i].alloc_bytes) continue;
-        idx[j] = i;
-        for (; j > 0 && t->ops[idx[j - 1]].alloc_bytes < t->ops[idx[j]].alloc_bytes; j--) {
-            int x = idx[j];
-            idx[j] = idx[j - 1];
-            idx[j - 1] = x;
+    for (; n < 10; n++) {   /* the ten largest, by selection */
+        int best = -1;
+        for (int i = 0; i < t->n_ops; i++) {
+            if (t->ops[i].alloc_bytes <= 0) continue;
+            bool taken = false;
+            for (int j = 0; j < n && !taken; j++) taken = idx[j] == i;
+            if (!taken && (best < 0 || t->ops[i].alloc_bytes > t->ops[best].alloc_bytes)) best = i;
         }
+        if (best < 0) break;
+        idx[n] = best;
     }
     if (n) put(w, "operators that allocate most (bytes allocated inside them, all steps):\n");
     for (int i = 0; i < n; i++) {
@@ -284,10 +284,11 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         return MP_OK;
     }
     const mp_tmod *r = &t->mfig[0];
-    pf(w, "module forward device time %s, backward %s (backward operators tied to their forward\n"
-          "operator: %lld of %lld by fwdbwd flow or sequence number); forward FLOPs %s\n",
-       secs(r->fwd, a), secs(r->bwd, b), (long long)t->linked_bwd, (long long)t->bwd_ops,
-       mp_fmt_flops(r->flops).s);
+    pf(w, "module forward device time %s, backward %s; forward FLOPs %s\n", secs(r->fwd, a),
+       secs(r->bwd, b), mp_fmt_flops(r->flops).s);
+    pf(w, "backward operators tied to their forward operator: %lld of %lld (%lld flows followed,\n"
+          "the rest by sequence number)\n",
+       (long long)t->linked_bwd, (long long)t->bwd_ops, (long long)t->linked_flow);
     /* top modules per depth, classes at one depth summed (DeepSpeed's
      * aggregated block) */
     mgroup *g = calloc((size_t)t->n_mods, sizeof *g);
@@ -575,6 +576,7 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
     pf(w, "%s]", t->n_mods ? "\n  " : "");
     pf(w, ",\n%s  ", ind); j_k(w, "backward_link"); put(w, "{");
     j_k(w, "backward_operators"); j_i(w, t->bwd_ops);
+    put(w, ", "); j_k(w, "flows_followed"); j_i(w, t->linked_flow);
     put(w, ", "); j_k(w, "linked"); j_i(w, t->linked_bwd); put(w, "}");
     /* memory */
     pf(w, ",\n%s  ", ind); j_k(w, "memory"); put(w, "{");

@@ -164,6 +164,7 @@ typedef struct mp_trace {
     uint64_t flops_total;
     int64_t wall_total, busy_total;
     int64_t linked_bwd, bwd_ops;    /* backward operators tied to a forward one */
+    int64_t linked_flow;            /* links made by fwdbwd flows (the rest: sequence numbers) */
     mp_tfinding *findings; int n_findings;
 } mp_trace;
 
