@@ -34,7 +34,7 @@ const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
 typedef struct imap {
     int64_t *keys;
     int32_t *vals;   /* -1: empty */
-    size_t mask;
+    size_t mask, n;
 } imap;
 
 static uint64_t mix64(uint64_t x) {
@@ -48,10 +48,11 @@ static uint64_t mix64(uint64_t x) {
 
 static bool imap_init(imap *m, size_t n) {
     size_t cap = 16;
-    while (cap < n * 2 + 16) cap *= 2;
+    while (cap - cap / 4 < n + 16) cap *= 2;
     m->keys = malloc(cap * sizeof *m->keys);
     m->vals = malloc(cap * sizeof *m->vals);
     m->mask = cap - 1;
+    m->n = 0;
     if (!m->keys || !m->vals) return false;
     memset(m->vals, 0xff, cap * sizeof *m->vals);
     return true;
@@ -63,8 +64,10 @@ static void imap_free(imap *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* Insert when absent (the first value stays). */
+/* Insert when absent (the first value stays). Maps are sized for their
+ * keys up front; a full one (a caller's miscount) takes no more. */
 static void imap_put(imap *m, int64_t k, int32_t v) {
+    if (m->n + 1 > m->mask - m->mask / 4) return;
     size_t i = mix64((uint64_t)k) & m->mask;
     while (m->vals[i] >= 0) {
         if (m->keys[i] == k) return;
@@ -72,6 +75,7 @@ static void imap_put(imap *m, int64_t k, int32_t v) {
     }
     m->keys[i] = k;
     m->vals[i] = v;
+    m->n++;
 }
 
 static int32_t imap_get(const imap *m, int64_t k) {
@@ -97,9 +101,9 @@ static bool has_ci(const char *s, const char *sub) {
 
 static bool starts(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
-static int category(const char *k, int kind, const char *op) {
-    if (kind == MP_TD_MEMCPY || kind == MP_TD_MEMSET) return MP_TC_MEM;
-    if (has_ci(k, "nccl")) return MP_TC_COMM;
+/* The category an operator's name decides alone; -1 when its kernels
+ * decide. */
+static int op_category(const char *op) {
     if (op) {
         static const char *const gemm[] = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
                                            "aten::matmul", "aten::linear", "aten::_scaled_mm",
@@ -110,6 +114,12 @@ static int category(const char *k, int kind, const char *op) {
         if (has(op, "conv") && starts(op, "aten::")) return MP_TC_CONV;
         if (has(op, "norm") || has(op, "softmax")) return MP_TC_ELEM;
     }
+    return -1;
+}
+
+/* The category a kernel's name decides. */
+static int kernel_category(const char *k) {
+    if (has_ci(k, "nccl")) return MP_TC_COMM;
     if (has_ci(k, "flash") || has_ci(k, "fmha") || has_ci(k, "attention") || has_ci(k, "sdpa"))
         return MP_TC_ATTN;
     if (has_ci(k, "conv") || has(k, "wgrad") || has(k, "dgrad") || has(k, "fprop"))
@@ -122,6 +132,14 @@ static int category(const char *k, int kind, const char *op) {
         has(k, "bn_fw") || has(k, "bn_bw"))
         return MP_TC_ELEM;
     return MP_TC_OTHER;
+}
+
+static int category(const char *k, int kind, const char *op) {
+    if (kind == MP_TD_MEMCPY || kind == MP_TD_MEMSET) return MP_TC_MEM;
+    int kc = kernel_category(k);
+    if (kc == MP_TC_COMM) return kc;
+    int oc = op_category(op);
+    return oc >= 0 ? oc : kc;
 }
 
 void mp_trace_short_name(const char *name, char *out, size_t n) {
@@ -220,9 +238,6 @@ static int skey_cmp(const void *x, const void *y) {
     if (a->modfirst != b->modfirst) return a->modfirst < b->modfirst ? -1 : 1;
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
-
-/* Device events longer than this are not looked for before a window. */
-#define RD_LOOKBACK INT64_C(60000000000)
 
 typedef struct dkey {
     int64_t ts, end;
@@ -352,7 +367,8 @@ typedef struct work {
     mp_trace *t;
     mp_trace_raw *raw;
     size_t S, D;
-    skey *order;        /* all spans sorted per thread by time */
+    skey *order;        /* all spans sorted per thread by time (while linking) */
+    int32_t *ord;       /* the same order, span indices */
     int32_t *parent;    /* operator tree (after merging), -1 */
     int32_t *nchild;
     int32_t *alias;     /* merged-away span -> the parent it went into; -1 */
@@ -392,7 +408,12 @@ static mp_status link_all(work *w) {
     mp_trace_raw *raw = w->raw;
     size_t S = w->S;
     mp_tspan *sp = raw->spans;
-    if (!imap_init(&w->ext, S) || !imap_init(&w->corr, S))
+    size_t n_ext = 0, n_corr = 0;
+    for (size_t i = 0; i < S; i++) {
+        n_ext += (sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0;
+        n_corr += sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0;
+    }
+    if (!imap_init(&w->ext, n_ext) || !imap_init(&w->corr, n_corr))
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t i = 0; i < S; i++) {
         if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
@@ -491,6 +512,11 @@ static mp_status link_all(work *w) {
     free(mstack);
     free(mnode);
     imap_free(&mt.index);
+    w->ord = malloc((S + 1) * sizeof *w->ord);
+    if (!w->ord && st == MP_OK) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t k = 0; w->ord && k < S; k++) w->ord[k] = w->order[k].idx;
+    free(w->order);
+    w->order = NULL;
     w->t->mods = mt.mods;
     w->t->mfig = mt.fig;
     w->t->n_mods = mt.n;
@@ -498,7 +524,7 @@ static mp_status link_all(work *w) {
 
     /* _remove_dup_nodes: parents come before their children in the order */
     for (size_t k = 0; k < S; k++) {
-        int32_t i = w->order[k].idx;
+        int32_t i = w->ord[k];
         if (sp[i].kind == MP_TS_MODULE) continue;
         int32_t p = resolve(w, w->parent[i]);
         w->parent[i] = p;
@@ -511,7 +537,7 @@ static mp_status link_all(work *w) {
     /* device totals: children after parents, so walk backwards */
     for (size_t i = 0; i < S; i++) w->dtot[i] = w->kern[i];
     for (size_t k = S; k-- > 0;) {
-        int32_t i = w->order[k].idx;
+        int32_t i = w->ord[k];
         if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
         int32_t p = w->parent[i];
         if (p >= 0) w->dtot[p] += w->dtot[i];
@@ -528,13 +554,16 @@ static mp_status link_backward(work *w) {
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
     imap at, flows;   /* (tid, ts) -> outermost operator; flow id -> its start */
-    if (!imap_init(&at, S) || !imap_init(&flows, raw->n_flows)) {
+    size_t n_ops = 0;
+    for (size_t i = 0; i < S; i++) n_ops += sp[i].kind == MP_TS_OP;
+    memset(&flows, 0, sizeof flows);
+    if (!imap_init(&at, raw->n_flows ? n_ops : 0) || !imap_init(&flows, raw->n_flows)) {
         imap_free(&at);
         imap_free(&flows);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
-    for (size_t k = 0; k < S; k++) {
-        int32_t i = w->order[k].idx;
+    for (size_t k = 0; raw->n_flows && k < S; k++) {
+        int32_t i = w->ord[k];
         if (sp[i].kind != MP_TS_OP) continue;
         imap_put(&at, (int64_t)mix64((uint64_t)sp[i].tid) ^ sp[i].ts, i);
     }
@@ -558,10 +587,12 @@ static mp_status link_backward(work *w) {
     imap_free(&at);
     /* sequence numbers for backward operators without a flow */
     imap seq;
-    if (!imap_init(&seq, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    size_t n_seq = 0;
+    for (size_t i = 0; i < S; i++) n_seq += sp[i].kind == MP_TS_OP && sp[i].seq >= 0;
+    if (!imap_init(&seq, n_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     const char **nm = raw->names;
     for (size_t k = 0; k < S; k++) {
-        int32_t i = w->order[k].idx;
+        int32_t i = w->ord[k];
         if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
         const char *n = nm[sp[i].name];
         if (!has(n, "Backward") && !starts(n, "autograd::")) imap_put(&seq, sp[i].seq, i);
@@ -706,15 +737,14 @@ static mp_status tables(work *w) {
         size_t lo = 0, hi = S;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            const skey *k = &w->order[mid];
+            const mp_tspan *k = &sp[w->ord[mid]];
             if (k->tid < me->tid || (k->tid == me->tid && k->ts <= me->ts)) lo = mid + 1;
             else hi = mid;
         }
         int32_t o = -1;
         for (size_t k = lo; k-- > 0;) {
-            const skey *kk = &w->order[k];
-            if (kk->tid != me->tid) break;
-            int32_t i = kk->idx;
+            int32_t i = w->ord[k];
+            if (sp[i].tid != me->tid) break;
             if (sp[i].kind == MP_TS_MODULE) continue;
             o = resolve(w, i);
             break;
@@ -916,9 +946,23 @@ static mp_status steps(work *w) {
         goto out;
     }
     size_t nd = 0;
+    int64_t maxdur = 0;
     for (size_t d = 0; d < D; d++)
-        if (raw->devs[d].kind != MP_TD_ANNOT)
+        if (raw->devs[d].kind != MP_TD_ANNOT) {
             dk[nd++] = (dkey){raw->devs[d].ts, raw->devs[d].end, (int32_t)d};
+            maxdur = MP_MAX(maxdur, raw->devs[d].end - raw->devs[d].ts);
+        }
+    /* categories: by kernel name once, by launching operator name once */
+    int N = raw->n_names;
+    int8_t *kc = malloc((size_t)N + 1), *oc = malloc((size_t)N + 1);
+    if (!kc || !oc) {
+        free(kc);
+        free(oc);
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto out;
+    }
+    memset(kc, 0x7f, (size_t)N + 1);
+    memset(oc, 0x7f, (size_t)N + 1);
     qsort(dk, nd, sizeof *dk, dkey_cmp);
     for (size_t i = 0; i < nd; i++) u[i] = (ival){dk[i].ts, dk[i].end, dk[i].idx};
     size_t nu = merge_ivals(u, nd);
@@ -991,7 +1035,7 @@ static mp_status steps(work *w) {
         size_t d0 = 0, lo = 0, hi = nd;
         while (lo < hi) {   /* first event starting at or after a0 - longest duration */
             size_t mid = lo + (hi - lo) / 2;
-            if (dk[mid].ts < a0 - RD_LOOKBACK) lo = mid + 1;
+            if (dk[mid].ts < a0 - maxdur) lo = mid + 1;
             else hi = mid;
         }
         d0 = lo;
@@ -1000,7 +1044,19 @@ static mp_status steps(work *w) {
             if (!ov) continue;
             const mp_tdev *dv = &raw->devs[dk[i].idx];
             int32_t o = w->devop[dk[i].idx];
-            s->cat[category(nm[dv->name], dv->kind, o >= 0 ? nm[sp[o].name] : NULL)] += ov;
+            int c;
+            if (dv->kind == MP_TD_MEMCPY || dv->kind == MP_TD_MEMSET) {
+                c = MP_TC_MEM;
+            } else {
+                if (kc[dv->name] == 0x7f) kc[dv->name] = (int8_t)kernel_category(nm[dv->name]);
+                c = kc[dv->name];
+                if (c != MP_TC_COMM && o >= 0) {
+                    uint32_t on = sp[o].name;
+                    if (oc[on] == 0x7f) oc[on] = (int8_t)op_category(nm[on]);
+                    if (oc[on] >= 0) c = oc[on];
+                }
+            }
+            s->cat[c] += ov;
         }
         t->wall_total += s->wall;
         t->busy_total += s->busy;
@@ -1047,6 +1103,8 @@ static mp_status steps(work *w) {
         if (s->mem_peak < s->mem_start) s->mem_peak = s->mem_start;
         if (s->mem_end < 0) s->mem_end = s->mem_start;
     }
+    free(kc);
+    free(oc);
 out:
     free(dk);
     free(u);
@@ -1241,6 +1299,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     imap_free(&w.ext);
     imap_free(&w.corr);
     free(w.order);
+    free(w.ord);
     free(w.parent);
     free(w.alias);
     free(w.kern);

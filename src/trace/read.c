@@ -194,6 +194,16 @@ static inline int str(rd *r, const char **pp, const char *e, const char **s, siz
     p++;
     const char *start = p;
     *esc = false;
+    /* short strings (keys, categories) by a plain loop */
+    for (const char *lim = p + 32 < e ? p + 32 : e; p < lim; p++) {
+        if (*p == '"') {
+            *s = start;
+            *n = (size_t)(p - start);
+            *pp = p + 1;
+            return RS_OK;
+        }
+        if (*p == '\\') break;
+    }
     for (;;) {
         const char *q = memchr(p, '"', (size_t)(e - p));
         if (!q) return RS_MORE;
@@ -383,16 +393,14 @@ static int skip(rd *r, const char **pp, const char *e) {
         return RS_MORE;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
-        int64_t v;
-        int st = num(r, &p, e, 0, &v);
-        if (st == RS_BAD && r->err && strcmp(r->err, "number out of range") == 0) {
-            /* a huge number we do not keep is still valid JSON */
-            while (p < e && strchr("+-.eE0123456789", *p)) p++;
-            if (p >= e) return RS_MORE;
-            *pp = p;
-            return RS_OK;
-        }
-        if (st) return st;
+        /* a number we do not keep: its characters are checked, not its value */
+        const char *s0 = p;
+        p++;
+        while (p < e && ((unsigned)(*p - '0') < 10 || *p == '.' || *p == 'e' || *p == 'E' ||
+                         *p == '+' || *p == '-'))
+            p++;
+        if (p >= e) return RS_MORE;
+        if (c == '-' && p == s0 + 1) return rd_bad(r, s0, "expected a number");
         *pp = p;
         return RS_OK;
     }
@@ -872,6 +880,8 @@ static uint64_t flops_of(const ev *v, int fk) {
     return f > 0 && f < 1.8e19 ? (uint64_t)f : 0;
 }
 
+static int32_t id32(int64_t v) { return v >= 0 && v <= INT32_MAX ? (int32_t)v : -1; }
+
 /* Keep what the analysis needs of one event. Returns 0, -1 (out of
  * memory) or 1 (a field is missing or absurd: *why says which). */
 static int keep(rd *r, ev *v, const char **why) {
@@ -927,9 +937,9 @@ static int keep(rd *r, ev *v, const char **why) {
         PUSH(t->spans, t->n_spans, t->cap_spans, s);
         s->ts = v->ts;
         s->end = v->ts + v->dur;
-        s->ext = kind == MP_TS_RUNTIME ? v->ext : v->ext;
-        s->corr = kind == MP_TS_RUNTIME ? v->corr : -1;
-        s->seq = v->seq;
+        s->ext = id32(v->ext);
+        s->corr = kind == MP_TS_RUNTIME ? id32(v->corr) : -1;
+        s->seq = id32(v->seq);
         s->name = (uint32_t)ni;
         s->tid = ti;
         s->kind = kind;
@@ -945,8 +955,8 @@ static int keep(rd *r, ev *v, const char **why) {
         PUSH(t->devs, t->n_devs, t->cap_devs, d);
         d->ts = v->ts;
         d->end = v->ts + v->dur;
-        d->ext = v->ext;
-        d->corr = v->corr;
+        d->ext = id32(v->ext);
+        d->corr = id32(v->corr);
         d->name = (uint32_t)ni;
         d->stream = (int32_t)(v->stream >= 0 && v->stream < INT32_MAX ? v->stream : v->tid);
         d->device = (int32_t)(v->device >= 0 && v->device < INT32_MAX ? v->device : v->pid);

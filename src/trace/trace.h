@@ -14,7 +14,10 @@
  * report.c text and JSON writers (tree through src/report/tree.c).
  *
  * Times are integer nanoseconds throughout (Kineto writes microseconds
- * with three decimals; a double would lose the last digit at 4.5e12 us). */
+ * with three decimals; a double would lose the last digit at 4.5e12 us).
+ * Ids (External id, correlation, Sequence number) are kept as 32-bit
+ * values, as Kineto and CUPTI count them; one outside 0..2^31-1 is kept as
+ * "none" (the event stays, unlinked). */
 #ifndef MP_TRACE_H
 #define MP_TRACE_H
 
@@ -32,10 +35,10 @@ enum { MP_TD_KERNEL, MP_TD_MEMCPY, MP_TD_MEMSET, MP_TD_ANNOT };   /* device kind
  * call or an nn.Module scope. */
 typedef struct mp_tspan {
     int64_t ts, end;       /* ns */
-    int64_t ext;           /* External id (operators, annotations, launches); -1 */
-    int64_t corr;          /* correlation (runtime calls); -1 */
-    int64_t seq;           /* Sequence number; -1 */
     uint64_t flops;        /* computed from the recorded shapes; 0 */
+    int32_t ext;           /* External id (operators, annotations, launches); -1 */
+    int32_t corr;          /* correlation (runtime calls); -1 */
+    int32_t seq;           /* Sequence number; -1 */
     uint32_t name;         /* interned name */
     int32_t tid;           /* thread index */
     uint8_t kind;
@@ -45,8 +48,8 @@ typedef struct mp_tspan {
 /* A device-side interval: kernel, memcpy, memset, device annotation. */
 typedef struct mp_tdev {
     int64_t ts, end;
-    int64_t ext;           /* External id of the launching operator; -1 */
-    int64_t corr;          /* correlation of the launch; -1 */
+    int32_t ext;           /* External id of the launching operator; -1 */
+    int32_t corr;          /* correlation of the launch; -1 */
     uint32_t name;
     int32_t stream;
     int32_t device;
