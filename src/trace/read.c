@@ -166,6 +166,24 @@ static mp_status rd_fill(rd *r) {
     return MP_OK;
 }
 
+/* Byte classes for scanning values we skip: 1 quote, 2 open, 3 close. */
+static const uint8_t rd_cls[256] = {['"'] = 1, ['{'] = 2, ['['] = 2, ['}'] = 3, [']'] = 3};
+
+/* The first '"' or '\\' in [p, e), 8 bytes a step; e when none. */
+static inline const char *find_quote(const char *p, const char *e) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    while (e - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        uint64_t m = ((q - ones) & ~q & high) | ((b - ones) & ~b & high);
+        if (m) return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
+    while (p < e && *p != '"' && *p != '\\') p++;
+    return p;
+}
+
 static inline int ws(const char **pp, const char *e) {
     const char *p = *pp;
     while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
@@ -194,16 +212,14 @@ static inline int str(rd *r, const char **pp, const char *e, const char **s, siz
     p++;
     const char *start = p;
     *esc = false;
-    /* short strings (keys, categories) by a plain loop */
-    for (const char *lim = p + 32 < e ? p + 32 : e; p < lim; p++) {
-        if (*p == '"') {
-            *s = start;
-            *n = (size_t)(p - start);
-            *pp = p + 1;
-            return RS_OK;
-        }
-        if (*p == '\\') break;
+    p = find_quote(p, e);
+    if (p < e && *p == '"') {
+        *s = start;
+        *n = (size_t)(p - start);
+        *pp = p + 1;
+        return RS_OK;
     }
+    if (p >= e) return RS_MORE;
     for (;;) {
         const char *q = memchr(p, '"', (size_t)(e - p));
         if (!q) return RS_MORE;
@@ -366,27 +382,28 @@ static int skip(rd *r, const char **pp, const char *e) {
     if (c == '{' || c == '[') {
         int depth = 0;
         while (p < e) {
-            c = *p;
-            if (c == '"') {
+            uint8_t k = rd_cls[(unsigned char)*p];
+            if (!k) {
                 p++;
-                for (;;) {
-                    const char *q = memchr(p, '"', (size_t)(e - p));
-                    if (!q) return RS_MORE;
-                    /* count the backslashes before it */
-                    const char *b = q;
-                    while (b > p && b[-1] == '\\') b--;
-                    p = q + 1;
-                    if (((q - b) & 1) == 0) break;
-                }
                 continue;
             }
-            if (c == '{' || c == '[') {
-                if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
-            } else if (c == '}' || c == ']') {
-                if (--depth == 0) {
-                    *pp = p + 1;
-                    return RS_OK;
+            if (k == 1) {
+                p++;
+                for (;;) {   /* to the closing quote, over escapes */
+                    p = find_quote(p, e);
+                    if (p >= e) return RS_MORE;
+                    if (*p == '"') break;
+                    if (p + 1 >= e) return RS_MORE;
+                    p += 2;
                 }
+                p++;
+                continue;
+            }
+            if (k == 2) {
+                if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
+            } else if (--depth == 0) {
+                *pp = p + 1;
+                return RS_OK;
             }
             p++;
         }
@@ -776,7 +793,10 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
         if (ws(&p, e)) return RS_MORE;
         char c = *p;
         bool isnum = c == '-' || (c >= '0' && c <= '9');
-        if (KEY_IS(k, kn, "ph") && c == '"') {
+        if (kn > 4) {
+            if (KEY_IS(k, kn, "args") && c == '{') TRY(parse_args(r, &p, e, v));
+            else TRY(skip(r, &p, e));
+        } else if (KEY_IS(k, kn, "ph") && c == '"') {
             const char *s;
             size_t n;
             TRY(str(r, &p, e, &s, &n, &esc));
