@@ -239,6 +239,65 @@ static int skey_cmp(const void *x, const void *y) {
     return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
+/* Sort keys that are already in a few ascending runs (a trace lists each
+ * thread's events mostly in time order): natural merge sort, linear when
+ * sorted, O(n log runs) otherwise. Returns false when out of memory. */
+static bool skey_sort(skey *a, size_t n) {
+    if (n < 2) return true;
+    size_t *runs = NULL, nr = 0, cap = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && skey_cmp(&a[j - 1], &a[j]) <= 0) j++;
+        if (nr + 2 > cap) {
+            cap = cap ? cap * 2 : 64;
+            size_t *nrn = realloc(runs, cap * sizeof *runs);
+            if (!nrn) {
+                free(runs);
+                return false;
+            }
+            runs = nrn;
+        }
+        runs[nr++] = i;
+        i = j;
+    }
+    if (nr == 1) {
+        free(runs);
+        return true;
+    }
+    if (nr > n / 8) {   /* no order to use */
+        free(runs);
+        qsort(a, n, sizeof *a, skey_cmp);
+        return true;
+    }
+    skey *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        free(runs);
+        return false;
+    }
+    runs[nr] = n;
+    skey *src = a, *dst = tmp;
+    while (nr > 1) {
+        size_t out = 0;
+        for (size_t r = 0; r < nr; r += 2) {
+            size_t lo = runs[r], mid = runs[MP_MIN(r + 1, nr)], hi = runs[MP_MIN(r + 2, nr)];
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = skey_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+            runs[out++] = lo;
+        }
+        runs[out] = n;
+        nr = out;
+        skey *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != a) memcpy(a, src, n * sizeof *a);
+    free(tmp);
+    free(runs);
+    return true;
+}
+
 typedef struct dkey {
     int64_t ts, end;
     int32_t idx;
@@ -426,6 +485,30 @@ static mp_status link_all(work *w) {
         int32_t o = imap_get(&w->ext, sp[i].ext);
         if (o >= 0) sp[i].tid = sp[o].tid;
     }
+    /* sort (before the per-span arrays exist: the merge's scratch and
+     * they are never held at once) */
+    w->order = malloc((S + 1) * sizeof *w->order);
+    if (!w->order) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++)
+        w->order[i] = (skey){sp[i].tid, (int32_t)i, sp[i].ts, sp[i].end,
+                             sp[i].kind == MP_TS_MODULE ? 0 : 1};
+    if (!skey_sort(w->order, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    size_t S1 = S + 1, D1 = w->D + 1;
+    w->parent = malloc(S1 * sizeof *w->parent);
+    w->nchild = malloc(S1 * sizeof *w->nchild);
+    w->alias = malloc(S1 * sizeof *w->alias);
+    w->kern = calloc(S1, sizeof *w->kern);
+    w->dtot = malloc(S1 * sizeof *w->dtot);
+    w->mod = malloc(S1 * sizeof *w->mod);
+    w->fwd = malloc(S1 * sizeof *w->fwd);
+    w->devop = malloc(D1 * sizeof *w->devop);
+    if (!w->parent || !w->nchild || !w->alias || !w->kern || !w->dtot || !w->mod || !w->fwd ||
+        !w->devop)
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++) {
+        w->parent[i] = w->alias[i] = w->mod[i] = w->fwd[i] = -1;
+        w->nchild[i] = 0;
+    }
     /* device events -> operator; self device time */
     for (size_t d = 0; d < w->D; d++) {
         mp_tdev *dv = &raw->devs[d];
@@ -435,16 +518,6 @@ static mp_status link_all(work *w) {
         w->devop[d] = o;
         if (o >= 0) w->kern[o] += dv->end - dv->ts;
     }
-    /* sort and nest */
-    for (size_t i = 0; i < S; i++) {
-        w->order[i] = (skey){sp[i].tid, (int32_t)i, sp[i].ts, sp[i].end,
-                             sp[i].kind == MP_TS_MODULE ? 0 : 1};
-        w->parent[i] = w->alias[i] = w->mod[i] = w->fwd[i] = -1;
-        w->nchild[i] = 0;
-    }
-    bool sorted = true;
-    for (size_t i = 1; i < S && sorted; i++) sorted = skey_cmp(&w->order[i - 1], &w->order[i]) <= 0;
-    if (!sorted) qsort(w->order, S, sizeof *w->order, skey_cmp);
 
     int32_t *stack = malloc((S + 1) * sizeof *stack);
     int32_t *mstack = malloc((S + 1) * sizeof *mstack);   /* module spans */
@@ -1247,20 +1320,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.raw = raw;
     w.S = raw->n_spans;
     w.D = raw->n_devs;
-    size_t S1 = w.S + 1, D1 = w.D + 1;
-    w.order = malloc(S1 * sizeof *w.order);
-    w.parent = malloc(S1 * sizeof *w.parent);
-    w.nchild = malloc(S1 * sizeof *w.nchild);
-    w.alias = malloc(S1 * sizeof *w.alias);
-    w.kern = calloc(S1, sizeof *w.kern);
-    w.dtot = malloc(S1 * sizeof *w.dtot);
-    w.mod = malloc(S1 * sizeof *w.mod);
-    w.fwd = malloc(S1 * sizeof *w.fwd);
-    w.devop = malloc(D1 * sizeof *w.devop);
     mp_status st = MP_OK;
-    if (!w.order || !w.parent || !w.nchild || !w.alias || !w.kern || !w.dtot || !w.mod || !w.fwd ||
-        !w.devop)
-        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     if (raw->n_mems > 1) qsort(raw->mems, raw->n_mems, sizeof *raw->mems, mem_cmp);
     if (st == MP_OK) st = link_all(&w);
     free(w.nchild);

@@ -434,6 +434,39 @@ static int skip(rd *r, const char **pp, const char *e) {
     return rd_bad(r, p, "expected a JSON value");
 }
 
+/* The rest of an object whose '{' is behind p (members not needed). */
+static int skip_rest(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    int depth = 1;
+    while (p < e) {
+        uint8_t k = rd_cls[(unsigned char)*p];
+        if (!k) {
+            p++;
+            continue;
+        }
+        if (k == 1) {
+            p++;
+            for (;;) {
+                p = find_quote(p, e);
+                if (p >= e) return RS_MORE;
+                if (*p == '"') break;
+                if (p + 1 >= e) return RS_MORE;
+                p += 2;
+            }
+            p++;
+            continue;
+        }
+        if (k == 2) {
+            if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
+        } else if (--depth == 0) {
+            *pp = p + 1;
+            return RS_OK;
+        }
+        p++;
+    }
+    return RS_MORE;
+}
+
 /* After a member or element: ',' (returns RS_OK, *more = true) or the
  * closing bracket (RS_OK, *more = false). */
 static int sep(rd *r, const char **pp, const char *e, char close, bool *more) {
@@ -808,6 +841,14 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
             v->cat = cat_of(s, n);
         } else if (KEY_IS(k, kn, "name") && c == '"') {
             TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
+            /* Python frames other than nn.Module scopes are not kept: the
+             * rest of the event is only scanned */
+            if (v->cat == C_PYTHON &&
+                !(v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0)) {
+                TRY(skip_rest(r, &p, e));
+                *pp = p;
+                return RS_OK;
+            }
         } else if (KEY_IS(k, kn, "ts") && isnum) {
             TRY(num(r, &p, e, 3, &v->ts));
             v->has_ts = true;
