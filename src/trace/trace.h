@@ -6,11 +6,11 @@
  * read.c   one streaming pass: gzip (zlib inflate) or plain bytes, a
  *          hand-written JSON tokenizer, each event reduced to a compact
  *          record with interned names; nothing else of the file is kept.
- * link.c   kernel -> operator (External id), operator tree per thread
- *          (PyTorch's EventList rules), backward -> forward operator
- *          (fwdbwd flows, sequence numbers), operator -> nn.Module scope.
- * analyze.c steps, operator and kernel tables, module tree, memory, FLOPs,
- *          efficiency and findings.
+ * analyze.c linking: kernel -> operator (External id), operator tree per
+ *          thread (PyTorch's EventList rules), backward -> forward operator
+ *          (fwdbwd flows, sequence numbers), operator -> nn.Module scope;
+ *          then steps, operator and kernel tables, module tree, memory,
+ *          FLOPs, efficiency and findings.
  * report.c text and JSON writers (tree through src/report/tree.c).
  *
  * Times are integer nanoseconds throughout (Kineto writes microseconds
