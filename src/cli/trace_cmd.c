@@ -85,10 +85,12 @@ static int list_folder(const char *dir, char ***out, int *n) {
             if (!nn) break;
             *out = nn;
         }
-        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        size_t dl = strlen(dir);
+        while (dl > 1 && dir[dl - 1] == '/') dl--;
+        size_t len = dl + strlen(e->d_name) + 2;
         char *p = malloc(len);
         if (!p) break;
-        snprintf(p, len, "%s/%s", dir, e->d_name);
+        snprintf(p, len, "%.*s/%s", (int)dl, dir, e->d_name);
         (*out)[(*n)++] = p;
     }
     closedir(d);

@@ -516,7 +516,7 @@ static mp_status link_all(work *w) {
         if (dv->kind == MP_TD_ANNOT || dv->ext < 0) continue;
         int32_t o = imap_get(&w->ext, dv->ext);
         w->devop[d] = o;
-        if (o >= 0) w->kern[o] += dv->end - dv->ts;
+        if (o >= 0) MP_SADD(w->kern[o], dv->end - dv->ts);
     }
 
     int32_t *stack = malloc((S + 1) * sizeof *stack);
@@ -613,7 +613,7 @@ static mp_status link_all(work *w) {
         int32_t i = w->ord[k];
         if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
         int32_t p = w->parent[i];
-        if (p >= 0) w->dtot[p] += w->dtot[i];
+        if (p >= 0) MP_SADD(w->dtot[p], w->dtot[i]);
     }
     return MP_OK;
 }
@@ -763,7 +763,7 @@ static mp_status tables(work *w) {
     memset(row_dev, 0xff, (size_t)N * sizeof *row_dev);
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0 || w->parent[i] < 0) continue;
-        childcpu[w->parent[i]] += sp[i].end - sp[i].ts;
+        MP_SADD(childcpu[w->parent[i]], sp[i].end - sp[i].ts);
     }
     int cap = 0;
     mp_status st = MP_OK;
@@ -777,11 +777,11 @@ static mp_status tables(work *w) {
         mp_top *o = &t->ops[r];
         int64_t dur = sp[i].end - sp[i].ts;
         o->count++;
-        o->cpu_total += dur;
-        o->self_cpu += dur - childcpu[i];
-        o->dev_total += w->dtot[i];
-        o->self_dev += w->kern[i];
-        o->flops += sp[i].flops;
+        MP_SADD(o->cpu_total, dur);
+        MP_SADD(o->self_cpu, dur - childcpu[i]);
+        MP_SADD(o->dev_total, w->dtot[i]);
+        MP_SADD(o->self_dev, w->kern[i]);
+        MP_SADD(o->flops, sp[i].flops);
     }
     for (size_t d = 0; d < D && st == MP_OK; d++) {
         const mp_tdev *dv = &raw->devs[d];
@@ -792,8 +792,8 @@ static mp_status tables(work *w) {
         }
         mp_top *o = &t->ops[r];
         o->count++;
-        o->dev_total += dv->end - dv->ts;
-        o->self_dev += dv->end - dv->ts;
+        MP_SADD(o->dev_total, dv->end - dv->ts);
+        MP_SADD(o->self_dev, dv->end - dv->ts);
     }
     free(childcpu);
     if (st != MP_OK) {
@@ -827,11 +827,11 @@ static mp_status tables(work *w) {
             o = w->parent[o];
         if (o < 0) continue;
         int nid = starts(raw->names[sp[o].name], "ProfilerStep#") ? star : (int)sp[o].name;
-        if (row_cpu[nid] >= 0) t->ops[row_cpu[nid]].alloc_bytes += me->bytes;
+        if (row_cpu[nid] >= 0) MP_SADD(t->ops[row_cpu[nid]].alloc_bytes, me->bytes);
     }
     free(row_cpu);
     free(row_dev);
-    qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, top_cmp);
+    if (t->n_ops > 1) qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, top_cmp);
 
     /* kernels by name, with the operator that launched most of their time */
     int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);
@@ -877,8 +877,8 @@ static mp_status tables(work *w) {
         mp_tkernel *k = &t->kernels[r];
         int64_t dur = dv->end - dv->ts;
         k->count++;
-        k->total += dur;
-        t->kernel_total += dur;
+        MP_SADD(k->total, dur);
+        MP_SADD(t->kernel_total, dur);
         int64_t key = ((int64_t)r << 32) | (int64_t)(uint32_t)(o >= 0 ? (int32_t)sp[o].name : -1);
         int32_t pi = imap_get(&pair, key);
         if (pi < 0) {
@@ -887,7 +887,7 @@ static mp_status tables(work *w) {
             pkr[pi] = r;
             pop[pi] = o >= 0 ? (int32_t)sp[o].name : -1;
         }
-        ptime[pi] += dur;
+        MP_SADD(ptime[pi], dur);
         (void)opn;
     }
     if (st == MP_OK) {
@@ -903,7 +903,7 @@ static mp_status tables(work *w) {
         free(best);
         for (int i = 0; i < t->n_kernels; i++)
             t->kernels[i].cat = (uint8_t)category(t->kernels[i].name, t->kernels[i].kind, t->kernels[i].op);
-        qsort(t->kernels, (size_t)t->n_kernels, sizeof *t->kernels, kern_cmp);
+        if (t->n_kernels > 1) qsort(t->kernels, (size_t)t->n_kernels, sizeof *t->kernels, kern_cmp);
     }
     imap_free(&pair);
     free(krow);
@@ -927,9 +927,9 @@ static void modules(work *w) {
         while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
         if (x >= 0) {
             int m = w->mod[w->fwd[x]];
-            if (m >= 0) t->mfig[m].bwd += dur;
+            if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
         } else if (w->mod[o] >= 0) {
-            t->mfig[w->mod[o]].fwd += dur;
+            MP_SADD(t->mfig[w->mod[o]].fwd, dur);
         }
     }
     for (size_t i = 0; i < w->S; i++) {
@@ -937,14 +937,14 @@ static void modules(work *w) {
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
             if (sp[x].flops || w->fwd[x] >= 0) outer = false;
-        if (outer && w->fwd[i] < 0) t->mfig[w->mod[i]].flops += sp[i].flops;
+        if (outer && w->fwd[i] < 0) MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
     }
     for (int m = t->n_mods - 1; m > 0; m--) {
         int p = t->mods[m].parent;
         if (p < 0) continue;
-        t->mfig[p].fwd += t->mfig[m].fwd;
-        t->mfig[p].bwd += t->mfig[m].bwd;
-        t->mfig[p].flops += t->mfig[m].flops;
+        MP_SADD(t->mfig[p].fwd, t->mfig[m].fwd);
+        MP_SADD(t->mfig[p].bwd, t->mfig[m].bwd);
+        MP_SADD(t->mfig[p].flops, t->mfig[m].flops);
     }
 }
 
@@ -1036,7 +1036,7 @@ static mp_status steps(work *w) {
     }
     memset(kc, 0x7f, (size_t)N + 1);
     memset(oc, 0x7f, (size_t)N + 1);
-    qsort(dk, nd, sizeof *dk, dkey_cmp);
+    if (nd > 1) qsort(dk, nd, sizeof *dk, dkey_cmp);
     for (size_t i = 0; i < nd; i++) u[i] = (ival){dk[i].ts, dk[i].end, dk[i].idx};
     size_t nu = merge_ivals(u, nd);
     size_t nl = 0, nsy = 0;
@@ -1047,7 +1047,7 @@ static mp_status steps(work *w) {
         if (sp[i].kind == MP_TS_RUNTIME && (has(n, "Synchronize") || strcmp(n, "cudaMemcpy") == 0))
             sync[nsy++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
     }
-    qsort(loader, nl, sizeof *loader, ival_cmp);
+    if (nl > 1) qsort(loader, nl, sizeof *loader, ival_cmp);
     nl = merge_ivals(loader, nl);
     /* sync calls by end time */
     for (size_t i = 0; i < nsy; i++) {
@@ -1055,7 +1055,7 @@ static mp_status steps(work *w) {
         sync[i].a = sync[i].b;
         sync[i].b = a;
     }
-    qsort(sync, nsy, sizeof *sync, ival_cmp);   /* .a = end */
+    if (nsy > 1) qsort(sync, nsy, sizeof *sync, ival_cmp);   /* .a = end */
 
     for (int k = 0; k < t->n_steps; k++) {
         mp_tstep *s = &t->steps[k];
@@ -1072,7 +1072,7 @@ static mp_status steps(work *w) {
             if (c1 > c0) {
                 int64_t len = c1 - c0;
                 int64_t ld = ival_overlap(loader, nl, c0, c1);
-                s->idle[MP_TI_LOADER] += ld;
+                MP_SADD(s->idle[MP_TI_LOADER], ld);
                 len -= ld;
                 int cause = MP_TI_OTHER;
                 if (j < nu) {
@@ -1100,7 +1100,7 @@ static mp_status steps(work *w) {
                             break;
                         }
                 }
-                s->idle[cause] += len;
+                MP_SADD(s->idle[cause], len);
             }
             if (j >= nu) break;
         }
@@ -1129,10 +1129,10 @@ static mp_status steps(work *w) {
                     if (oc[on] >= 0) c = oc[on];
                 }
             }
-            s->cat[c] += ov;
+            MP_SADD(s->cat[c], ov);
         }
-        t->wall_total += s->wall;
-        t->busy_total += s->busy;
+        MP_SADD(t->wall_total, s->wall);
+        MP_SADD(t->busy_total, s->busy);
         s->mem_start = s->mem_peak = s->mem_end = -1;
     }
     /* optimizer time and FLOPs: each span counts for the step it starts in */
@@ -1142,14 +1142,14 @@ static mp_status steps(work *w) {
         int k = step_at(t, sp[i].ts);
         if (k < 0) continue;
         mp_tstep *s = &t->steps[k];
-        if (opt) s->optimizer += overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall);
+        if (opt) MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
         if (sp[i].flops) {
             bool outer = true;
             for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
                 if (sp[x].flops) outer = false;
             if (outer) {
-                s->flops += sp[i].flops;
-                t->flops_total += sp[i].flops;
+                MP_SADD(s->flops, sp[i].flops);
+                MP_SADD(t->flops_total, sp[i].flops);
             }
         }
     }
@@ -1218,9 +1218,9 @@ static void findings(mp_trace *t) {
     int worst = 0;
     for (int k = 0; k < t->n_steps; k++) {
         const mp_tstep *s = &t->steps[k];
-        for (int c = 0; c < MP_TI_COUNT; c++) idle[c] += s->idle[c];
-        for (int c = 0; c < MP_TC_COUNT; c++) cat[c] += s->cat[c];
-        opt += s->optimizer;
+        for (int c = 0; c < MP_TI_COUNT; c++) MP_SADD(idle[c], s->idle[c]);
+        for (int c = 0; c < MP_TC_COUNT; c++) MP_SADD(cat[c], s->cat[c]);
+        MP_SADD(opt, s->optimizer);
         if (pct(s->idle[MP_TI_LOADER], s->wall) >
             pct(t->steps[worst].idle[MP_TI_LOADER], t->steps[worst].wall))
             worst = k;
@@ -1262,8 +1262,8 @@ static void findings(mp_trace *t) {
                     ms(opt), pct(opt, wall));
     int64_t pageable = 0, devtot = 0;
     for (int i = 0; i < t->n_kernels; i++) {
-        devtot += t->kernels[i].total;
-        if (has(t->kernels[i].name, "HtoD (Pageable")) pageable += t->kernels[i].total;
+        MP_SADD(devtot, t->kernels[i].total);
+        if (has(t->kernels[i].name, "HtoD (Pageable")) MP_SADD(pageable, t->kernels[i].total);
     }
     if (pct(pageable, devtot) >= 2)
         add_finding(t, &cap, pct(pageable, wall),
@@ -1295,7 +1295,7 @@ static void findings(mp_trace *t) {
                     (double)t->flops_total / ((double)wall / 1e9) / 1e12, mfu, t->peak_tflops,
                     dtype_names[t->dominant_dtype], t->peak_source ? t->peak_source : "?");
     }
-    qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
+    if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
 }
 
 /* ---- entry points ---- */
@@ -1340,7 +1340,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         uint64_t by[MP_TDT_COUNT] = {0};
         for (size_t i = 0; i < w.S; i++)
             if (raw->spans[i].flops && raw->spans[i].dtype < MP_TDT_COUNT)
-                by[raw->spans[i].dtype] += raw->spans[i].flops;
+                MP_SADD(by[raw->spans[i].dtype], raw->spans[i].flops);
         t->dominant_dtype = MP_TDT_NONE;
         for (int d = 1; d < MP_TDT_COUNT; d++)
             if (by[d] > (t->dominant_dtype ? by[t->dominant_dtype] : 0)) t->dominant_dtype = d;

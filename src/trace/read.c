@@ -44,6 +44,7 @@ typedef struct rsrc {
 static ssize_t src_raw(rsrc *s, void *dst, size_t n) {
     if (s->fd < 0) {
         size_t k = MP_MIN(n, s->mem_len - s->mem_pos);
+        if (k == 0) return 0;
         memcpy(dst, s->mem + s->mem_pos, k);
         s->mem_pos += k;
         return (ssize_t)k;
@@ -1026,6 +1027,10 @@ static int keep(rd *r, ev *v, const char **why) {
     }
     if (mem) {
         if (!v->has_alloc || !v->has_reserved) return *why = "[memory] without totals", 1;
+        const int64_t lim = INT64_C(1) << 60;
+        if (v->alloc < -lim || v->alloc > lim || v->reserved < -lim || v->reserved > lim ||
+            v->bytes < -lim || v->bytes > lim)
+            return *why = "absurd [memory] figures", 1;
         int ti = thread_index(t, v->pid, v->tid);
         if (ti < 0) return -1;
         mp_tmem *m;

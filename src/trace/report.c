@@ -145,7 +145,7 @@ static void text_ops(tr *w, const mp_trace *t) {
     pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
        "dev total", "self dev", "self dev%");
     int64_t tot = 0;
-    for (int i = 0; i < t->n_ops; i++) tot += t->ops[i].self_dev;
+    for (int i = 0; i < t->n_ops; i++) MP_SADD(tot, t->ops[i].self_dev);
     int shown = 0;
     for (int i = 0; i < t->n_ops && (top < 0 || shown < top); i++) {
         const mp_top *o = &t->ops[i];
@@ -305,10 +305,10 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
             g[ng].depth = md->depth;
             ng++;
         }
-        g[j].time += t->mfig[m].fwd + t->mfig[m].bwd;
-        g[j].flops += t->mfig[m].flops;
+        MP_SADD(g[j].time, t->mfig[m].fwd + t->mfig[m].bwd);
+        MP_SADD(g[j].flops, t->mfig[m].flops);
     }
-    qsort(g, (size_t)ng, sizeof *g, mgroup_cmp);
+    if (ng > 1) qsort(g, (size_t)ng, sizeof *g, mgroup_cmp);
     put(w, "\nTop modules per depth by forward + backward device time (a class at one depth summed):\n");
     for (int d = 1; d <= maxd; d++) {
         pf(w, "depth %d: {", d);
@@ -366,15 +366,16 @@ static void text_ranks(tr *w, const mp_trace *const *t, int n) {
         int64_t ns = x->n_steps ? x->n_steps : 1;
         int64_t l = 0, la = 0, sy = 0;
         for (int k = 0; k < x->n_steps; k++) {
-            l += x->steps[k].idle[MP_TI_LOADER];
-            la += x->steps[k].idle[MP_TI_LAUNCH];
-            sy += x->steps[k].idle[MP_TI_SYNC];
+            MP_SADD(l, x->steps[k].idle[MP_TI_LOADER]);
+            MP_SADD(la, x->steps[k].idle[MP_TI_LAUNCH]);
+            MP_SADD(sy, x->steps[k].idle[MP_TI_SYNC]);
         }
         if (x->n_steps && t[slow]->n_steps &&
             x->wall_total / x->n_steps > t[slow]->wall_total / t[slow]->n_steps)
             slow = i;
         pf(w, "%-5d ", x->raw.rank >= 0 ? x->raw.rank : i);
-        cell(w, x->path, 40, false);
+        const char *base = x->path ? strrchr(x->path, '/') : NULL;
+        cell(w, base ? base + 1 : x->path, 40, false);
         pf(w, " %6d %11s %11s %7s %11s %11s %11s\n", x->n_steps, secs(x->wall_total / ns, a[0]),
            secs(x->busy_total / ns, a[1]),
            mp_fmt_pct((uint64_t)x->busy_total, (uint64_t)x->wall_total).s, secs(l / ns, a[2]),

@@ -26,6 +26,19 @@
 
 #include <stdio.h>
 
+/* x += y, saturating at the type's bounds (x is int64_t or uint64_t): a
+ * hostile trace's sums (durations of deeply nested spans, FLOPs) must not
+ * overflow. */
+#define MP_SADD(x, y)                                                                   \
+    do {                                                                                \
+        __typeof__(x) *sadd_p_ = &(x);                                                  \
+        __typeof__(x) sadd_y_ = (__typeof__(x))(y), sadd_v_;                            \
+        if (__builtin_add_overflow(*sadd_p_, sadd_y_, &sadd_v_))                        \
+            sadd_v_ = (__typeof__(x))-1 > 0 ? (__typeof__(x))-1                         \
+                    : sadd_y_ > 0 ? (__typeof__(x))INT64_MAX : (__typeof__(x))INT64_MIN; \
+        *sadd_p_ = sadd_v_;                                                             \
+    } while (0)
+
 /* ---- records kept from the file ---- */
 
 enum { MP_TS_OP, MP_TS_ANNOT, MP_TS_RUNTIME, MP_TS_MODULE };      /* span kinds */
