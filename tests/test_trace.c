@@ -121,6 +121,11 @@ static void t_ref_vit(void) {
     }
     T_EQ(blocks, 12);
     T_CHECK(t.peak_tflops > 900 && t.dominant_dtype == MP_TDT_BF16);
+    /* a launch-bound device, the optimizer's share on the device */
+    T_CHECK(t.n_findings > 0 && strstr(t.findings[0].text, "Launch-bound"));
+    bool opt = false;
+    for (int i = 0; i < t.n_findings; i++) opt |= strstr(t.findings[i].text, "Optimizer") != NULL;
+    T_CHECK(opt);
     mp_trace_free(&t);
 }
 

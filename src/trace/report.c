@@ -101,19 +101,19 @@ static void text_steps(tr *w, const mp_trace *t) {
         putn(w, "\n", 1);
     }
     putn(w, "\n", 1);
-    pf(w, "%-16s %12s %12s %12s %12s %12s\n", "step", "optimizer", "FLOPs", "alloc start",
-       "alloc peak", "alloc end");
+    pf(w, "%-16s %12s %12s %12s %12s %12s %12s\n", "step", "optim host", "optim dev",
+       "FLOPs", "alloc start", "alloc peak", "alloc end");
     for (int k = 0; k < t->n_steps; k++) {
         const mp_tstep *s = &t->steps[k];
         cell(w, s->name, 16, false);
-        pf(w, " %12s %12s", secs(s->optimizer, a), mp_fmt_flops(s->flops).s);
+        pf(w, " %12s %12s %12s", secs(s->optimizer, a), secs(s->optimizer_dev, b),
+           mp_fmt_flops(s->flops).s);
         for (int i = 0; i < 3; i++) {
             int64_t v = i == 0 ? s->mem_start : i == 1 ? s->mem_peak : s->mem_end;
             pf(w, " %12s", v >= 0 ? mp_fmt_bytes((uint64_t)v).s : "?");
         }
         putn(w, "\n", 1);
     }
-    (void)b;
 }
 
 static void text_findings(tr *w, const mp_trace *t) {
@@ -509,6 +509,7 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
             j_us(w, s->cat[c]);
         }
         put(w, "}, "); j_k(w, "optimizer_us"); j_us(w, s->optimizer);
+        put(w, ", "); j_k(w, "optimizer_device_us"); j_us(w, s->optimizer_dev);
         put(w, ", "); j_k(w, "data_loader_cpu_us"); j_us(w, s->loader_wall);
         put(w, ", "); j_k(w, "flops"); j_u(w, s->flops);
         put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tflops(s->flops, s->wall));

@@ -134,6 +134,7 @@ typedef struct mp_tstep {
     int64_t cat[MP_TC_COUNT];       /* device time by category (streams summed) */
     int64_t loader_wall;            /* CPU time in data loader calls */
     int64_t optimizer;              /* CPU wall time of Optimizer.step */
+    int64_t optimizer_dev;          /* device span of Optimizer.step (gpu_user_annotation) */
     uint64_t flops;
     int64_t mem_start, mem_peak, mem_end;   /* allocated bytes; -1 unknown */
 } mp_tstep;
