@@ -353,6 +353,22 @@ static void t_streaming(void) {
     T_EQ(z.raw.bytes, len);
     T_CHECK(z.raw.gzipped && !a.raw.gzipped);
     T_EQ(a.n_ops, 7);
+    /* the same bytes from a file: a plain file this large is mapped */
+    char path[] = "/tmp/mp-trace-big-XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0 && write(fd, b, len) == (ssize_t)len);
+    close(fd);
+    mp_trace f;
+    T_OK(mp_trace_open(path, NULL, &f));
+    T_EQ(f.raw.n_spans, n);
+    T_EQ(f.raw.bytes, len);
+    T_EQ(f.ops[0].cpu_total, a.ops[0].cpu_total);
+    mp_trace_free(&f);
+    /* cut short: the message names the file and the byte where it ends */
+    T_CHECK(truncate(path, (off_t)(len - 100)) == 0);
+    T_EQ(mp_trace_open(path, NULL, &f), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), path) && strstr(mp_last_error(), "truncated"));
+    unlink(path);
     const mp_top *o = find_op(&a, "op\"3\xc3\xa9", false);
     T_CHECK(o != NULL);
     if (o) T_EQ(o->cpu_total, (int64_t)((n + 3) / 7) * 1250);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -129,8 +130,22 @@ typedef struct rd {
     const char *err_at;          /* where a RS_BAD was found */
     const char *err;             /* what */
     mp_trace_raw *t;
+    bool mapped;                 /* buf is the whole (plain) file, mapped */
+    size_t released;             /* mapped bytes before this were given back */
     char scratch[4096];          /* unescaped names */
 } rd;
+
+/* A mapped file's pages behind the parser are given back every 32 MB, so
+ * the mapping never holds more of the file than that in memory. */
+#define RD_RELEASE ((size_t)32 << 20)
+
+static void rd_release(rd *r) {
+    size_t upto = r->pos & ~(RD_RELEASE - 1);
+    if (upto > r->released) {
+        madvise(r->buf + r->released, upto - r->released, MADV_DONTNEED);
+        r->released = upto;
+    }
+}
 
 static int rd_bad(rd *r, const char *at, const char *what) {
     r->err_at = at;
@@ -1245,6 +1260,7 @@ static mp_status rd_run(rd *r) {
         }
         if (st == RS_OK) {
             r->pos = (size_t)(p - r->buf);
+            if (r->mapped && r->pos - r->released >= 2 * RD_RELEASE) rd_release(r);
             continue;
         }
         if (st == RS_BAD) {
@@ -1275,6 +1291,10 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
     t->rank = -1;
     r->t = t;
     r->label = label;
+    if (r->mapped) {   /* the whole file is the window */
+        t->bytes = r->len;
+        return MP_OK;
+    }
     r->cap = RD_WINDOW;
     r->buf = malloc(r->cap);
     if (!r->buf) return mp_error(MP_ERR_NOMEM, "%s: out of memory", label);
@@ -1305,7 +1325,8 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
 static void rd_end(rd *r) {
     if (r->src.z_init) inflateEnd(&r->src.z);
     free(r->src.zin);
-    free(r->buf);
+    if (r->mapped) munmap(r->buf, r->len);
+    else free(r->buf);
 }
 
 static mp_status rd_all(rd *r, mp_trace_raw *t, const char *label) {
@@ -1325,13 +1346,28 @@ mp_status mp_trace_read_file(const char *path, mp_trace_raw *t) {
         return mp_error(MP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat sb;
-    if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    bool have_st = fstat(fd, &sb) == 0;
+    if (have_st && S_ISDIR(sb.st_mode)) {
         close(fd);
         memset(t, 0, sizeof *t);
         return mp_error(MP_ERR_IO, "%s: is a folder", path);
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     r.src.fd = fd;
+    /* a large plain file is mapped and parsed in place (no copy into a
+     * window); gzip goes through inflate into the window */
+    unsigned char magic[2] = {0, 0};
+    if (have_st && S_ISREG(sb.st_mode) && sb.st_size >= (off_t)RD_WINDOW && (uint64_t)sb.st_size < SIZE_MAX &&
+        pread(fd, magic, 2, 0) == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b)) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
+            r.buf = m;
+            r.len = r.cap = (size_t)sb.st_size;
+            r.eof = true;
+            r.mapped = true;
+        }
+    }
     mp_status st = rd_all(&r, t, path);
     close(fd);
     return st;
