@@ -29,7 +29,7 @@ def run(cmd, stdout=subprocess.DEVNULL):
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit(f"bench_trace: {' '.join(cmd)} failed ({code}): {err}")
-    return dt, ru.ru_maxrss * 1024
+    return dt, ru.ru_maxrss * 1024, ru.ru_utime + ru.ru_stime
 
 
 def main():
@@ -61,14 +61,17 @@ def main():
             o["count"] == copies * s["count"]
             for o, s in zip(sorted(rep["operators"], key=lambda x: (x["name"], x["device_side"])),
                             sorted(src["operators"], key=lambda x: (x["name"], x["device_side"]))))
-        times, rss = [], 0
+        times, cpus, rss = [], [], 0
         for _ in range(a.runs):
-            dt, r = run([a.modelprof, "trace", a.big, "--format", "json"])
+            dt, r, cpu = run([a.modelprof, "trace", a.big, "--format", "json"])
             times.append(dt)
+            cpus.append(cpu)
             rss = max(rss, r)
         times.sort()
+        cpus.sort()
         best, med = times[0], times[len(times) // 2]
-        py_t, py_rss = run([sys.executable, "-c", "import json,sys; json.load(open(sys.argv[1]))", a.big])
+        load = os.getloadavg()[0]
+        py_t, py_rss, py_cpu = run([sys.executable, "-c", "import json,sys; json.load(open(sys.argv[1]))", a.big])
     finally:
         if made and not os.environ.get("BENCH_TRACE_KEEP"):
             os.unlink(a.big)
@@ -80,8 +83,10 @@ def main():
     print(f"modelprof trace --format json : best {best:.2f} s, median {med:.2f} s "
           f"({mb / best:.0f} MB/s best, {mb / med:.0f} MB/s median), peak RSS {rss / 1e6:.0f} MB "
           f"({100 * rss / size:.1f}% of the file)")
+    print(f"  CPU time (user + sys)       : best {cpus[0]:.2f} s ({mb / cpus[0]:.0f} MB/s of CPU time); "
+          f"load average {load:.1f} on {os.cpu_count()} cores during the runs")
     print(f"python3 json.load alone       : {py_t:.2f} s ({mb / py_t:.0f} MB/s), "
-          f"peak RSS {py_rss / 1e6:.0f} MB")
+          f"CPU {py_cpu:.2f} s, peak RSS {py_rss / 1e6:.0f} MB")
     ratio_b, ratio_m = py_t / best, py_t / med
     print(f"ratio                         : {ratio_b:.1f}x faster (best), {ratio_m:.1f}x (median)")
     targets = [("speed >= 10x json.load", ratio_b >= 10),
