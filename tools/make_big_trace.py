@@ -35,7 +35,18 @@ def main():
     steps = [int(m.group(1)) for e in events
              for m in [re.match(r"ProfilerStep#(\d+)$", e.get("name", ""))] if m]
     nsteps = max(steps) - min(steps) + 1 if steps else 1
-    id_off = 10_000_000
+    # ids continue where the previous copy's ended, as in one long run
+    # (External ids, correlations and sequence numbers are counters)
+    id_max = 0
+    for e in events:
+        if isinstance(e.get("id"), int):
+            id_max = max(id_max, e["id"])
+        args = e.get("args")
+        if isinstance(args, dict):
+            for k in ("External id", "correlation", "Sequence number"):
+                if isinstance(args.get(k), int):
+                    id_max = max(id_max, args[k])
+    id_off = id_max + 1
     # the events as text once, with the fields that change per copy as
     # format fields; the rest of each event is copied verbatim
     def template(e):

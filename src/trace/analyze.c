@@ -32,9 +32,10 @@ const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
 /* ---- an int64 -> int32 hash map (open addressing) ---- */
 
 typedef struct imap {
-    int64_t *keys;
+    int64_t *keys;   /* NULL in a dense map */
     int32_t *vals;   /* -1: empty */
     size_t mask, n;
+    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
 } imap;
 
 static uint64_t mix64(uint64_t x) {
@@ -46,17 +47,30 @@ static uint64_t mix64(uint64_t x) {
     return x;
 }
 
-static bool imap_init(imap *m, size_t n) {
+/* A map for n keys. When every key is known to lie in 0..max_key and
+ * that range is not much larger than n (External ids and correlations are
+ * counters, so they are dense), the map is a plain array indexed by the
+ * key: no hashing, 4 bytes a slot. max_key < 0: keys of any value. */
+static bool imap_init_range(imap *m, size_t n, int64_t max_key) {
+    memset(m, 0, sizeof *m);
+    if (max_key >= 0 && (uint64_t)max_key < 4 * (uint64_t)n + 4096) {
+        m->dense = (size_t)max_key + 1;
+        m->vals = malloc(m->dense * sizeof *m->vals);
+        if (!m->vals) return false;
+        memset(m->vals, 0xff, m->dense * sizeof *m->vals);
+        return true;
+    }
     size_t cap = 16;
     while (cap - cap / 4 < n + 16) cap *= 2;
     m->keys = malloc(cap * sizeof *m->keys);
     m->vals = malloc(cap * sizeof *m->vals);
     m->mask = cap - 1;
-    m->n = 0;
     if (!m->keys || !m->vals) return false;
     memset(m->vals, 0xff, cap * sizeof *m->vals);
     return true;
 }
+
+static bool imap_init(imap *m, size_t n) { return imap_init_range(m, n, -1); }
 
 static void imap_free(imap *m) {
     free(m->keys);
@@ -67,6 +81,10 @@ static void imap_free(imap *m) {
 /* Insert when absent (the first value stays). Maps are sized for their
  * keys up front; a full one (a caller's miscount) takes no more. */
 static void imap_put(imap *m, int64_t k, int32_t v) {
+    if (m->dense) {
+        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
+        return;
+    }
     if (m->n + 1 > m->mask - m->mask / 4) return;
     size_t i = mix64((uint64_t)k) & m->mask;
     while (m->vals[i] >= 0) {
@@ -80,6 +98,7 @@ static void imap_put(imap *m, int64_t k, int32_t v) {
 
 static int32_t imap_get(const imap *m, int64_t k) {
     if (!m->vals) return -1;
+    if (m->dense) return k >= 0 && (uint64_t)k < m->dense ? m->vals[k] : -1;
     size_t i = mix64((uint64_t)k) & m->mask;
     while (m->vals[i] >= 0) {
         if (m->keys[i] == k) return m->vals[i];
@@ -468,11 +487,18 @@ static mp_status link_all(work *w) {
     size_t S = w->S;
     mp_tspan *sp = raw->spans;
     size_t n_ext = 0, n_corr = 0;
+    int64_t max_ext = 0, max_corr = 0;
     for (size_t i = 0; i < S; i++) {
-        n_ext += (sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0;
-        n_corr += sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0;
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0) {
+            n_ext++;
+            max_ext = MP_MAX(max_ext, sp[i].ext);
+        }
+        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) {
+            n_corr++;
+            max_corr = MP_MAX(max_corr, sp[i].corr);
+        }
     }
-    if (!imap_init(&w->ext, n_ext) || !imap_init(&w->corr, n_corr))
+    if (!imap_init_range(&w->ext, n_ext, max_ext) || !imap_init_range(&w->corr, n_corr, max_corr))
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t i = 0; i < S; i++) {
         if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
@@ -661,8 +687,13 @@ static mp_status link_backward(work *w) {
     /* sequence numbers for backward operators without a flow */
     imap seq;
     size_t n_seq = 0;
-    for (size_t i = 0; i < S; i++) n_seq += sp[i].kind == MP_TS_OP && sp[i].seq >= 0;
-    if (!imap_init(&seq, n_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    int64_t max_seq = 0;
+    for (size_t i = 0; i < S; i++)
+        if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0) {
+            n_seq++;
+            max_seq = MP_MAX(max_seq, sp[i].seq);
+        }
+    if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     const char **nm = raw->names;
     for (size_t k = 0; k < S; k++) {
         int32_t i = w->ord[k];
