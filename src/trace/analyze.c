@@ -1331,8 +1331,8 @@ static void findings(mp_trace *t) {
     if (t->peak_tflops > 0 && t->flops_total > 0) {
         double mfu = (double)t->flops_total / ((double)wall / 1e9) / (t->peak_tflops * 1e12) * 100;
         add_finding(t, &cap, mfu < 30 ? 30 - mfu : 0,
-                    "Efficiency: %.1f TFLOPS achieved over the steps (matrix and convolution "
-                    "FLOPs), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
+                    "Efficiency: %.1f TFLOPS achieved over the steps (the FLOPs of matrix "
+                    "products, convolutions and adds), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
                     (double)t->flops_total / ((double)wall / 1e9) / 1e12, mfu, t->peak_tflops,
                     dtype_names[t->dominant_dtype], t->peak_source ? t->peak_source : "?");
     }
