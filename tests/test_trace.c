@@ -493,6 +493,49 @@ static void t_cli(void) {
     free(out);
 }
 
+/* A folder of ranks: distributedInfo.rank read, the slowest rank named. */
+static void t_ranks(void) {
+    char dir[] = "/tmp/mp-trace-ranks-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    static const char *const body[] = {
+        "{\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":0,\"world_size\":2},\"traceEvents\":["
+        ANNOT("ProfilerStep#1", 0, 1000) "," KERN("ncclDevKernel_AllReduce_Sum_f32", 100, 500, -1, 1) "]}",
+        "{\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":1,\"world_size\":2},\"traceEvents\":["
+        ANNOT("ProfilerStep#1", 0, 3000) "," KERN("ncclDevKernel_AllReduce_Sum_f32", 100, 500, -1, 1) "]}"};
+    char path[2][64];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path[i], sizeof path[i], "%s/r%d.trace.json", dir, i);
+        FILE *f = fopen(path[i], "w");
+        T_CHECK(f != NULL);
+        if (!f) return;
+        fputs(body[i], f);
+        fclose(f);
+    }
+    char *out;
+    int rc = run_cli((const char *const[]){"trace", "--format", "json", dir, NULL}, &out);
+    T_EQ(rc, 0);
+    size_t err;
+    jr *j = jr_parse(out, strlen(out), &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        T_EQ(jr_len(jr_get(j, "ranks")), 2);
+        T_CHECK(jr_path(j, "slowest.rank")->num == 1);
+        const jr *r0 = jr_at(jr_get(j, "ranks"), 0);
+        T_CHECK(jr_get(r0, "rank")->num == 0);
+        const jr *cat = jr_get(jr_at(jr_get(r0, "steps"), 0), "device_time_us");
+        T_CHECK(jr_get(cat, "communication")->num == 500);
+        jr_free(j);
+    }
+    free(out);
+    rc = run_cli((const char *const[]){"trace", dir, NULL}, &out);
+    T_EQ(rc, 0);
+    T_CHECK(strstr(out, "slowest rank: 1 (") != NULL);
+    free(out);
+    unlink(path[0]);
+    unlink(path[1]);
+    rmdir(dir);
+}
+
 static void t_peaks(void) {
     const char *l;
     T_CHECK(mp_trace_peak("NVIDIA H100 80GB HBM3", MP_TDT_BF16, &l) == 989.4 && strcmp(l, "H100 SXM") == 0);
@@ -520,6 +563,7 @@ MP_TESTS(trace) {
     {"streaming", t_streaming},
     {"bad_input", t_bad_input},
     {"cli", t_cli},
+    {"ranks", t_ranks},
     {"peaks", t_peaks},
 };
 MP_TESTS_END(trace)
