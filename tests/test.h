@@ -67,7 +67,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(models)            \
     X(dynamo)            \
     X(cli)               \
-    X(malformed)
+    X(malformed)         \
+    X(trace)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

@@ -3,7 +3,7 @@
 # usage: tools/deps.sh build|test|bench|sanitize|fuzz
 # Runs apt-get only when something is missing, and only as root.
 set -e
-want="gcc make libc6-dev"
+want="gcc make libc6-dev zlib1g-dev"
 case "$1" in
     test) want="$want clang libonnx-testdata" ;;
     sanitize|fuzz) want="$want clang-14 libclang-rt-14-dev" ;;
