@@ -138,6 +138,22 @@ static void t_ref_mobilenet(void) {
     T_CHECK(t.steps[0].idle[MP_TI_LOADER] > t.steps[0].wall / 2);
     T_CHECK(t.n_findings > 0 && strstr(t.findings[0].text, "data loader"));
     T_EQ(t.n_mods, 0);
+    /* the operator table's "self dev%" is PyTorch's "Self CUDA %": 25.94%
+     * for convolution_backward in the reference's own table */
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    const mp_trace *one = &t;
+    mp_trace_options o = {0, -1, 20};
+    T_OK(mp_trace_report_text(&one, 1, &o, f));
+    fclose(f);
+    const char *row = buf ? strstr(buf, "\naten::convolution_backward ") : NULL;
+    T_CHECK(row != NULL);
+    if (row) {
+        const char *eol = strchr(row + 1, '\n');
+        T_CHECK(eol && eol - row > 8 && memcmp(eol - 6, "25.94%", 6) == 0);
+    }
+    free(buf);
     mp_trace_free(&t);
 }
 

@@ -144,8 +144,9 @@ static void text_ops(tr *w, const mp_trace *t) {
     rule(w, "Operators (key_averages), by self device time");
     pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
        "dev total", "self dev", "self dev%");
-    int64_t tot = 0;
-    for (int i = 0; i < t->n_ops; i++) MP_SADD(tot, t->ops[i].self_dev);
+    /* PyTorch's "Self CUDA %": of the summed time of the device's own
+     * events (kernels, copies, sets; not annotations) */
+    int64_t tot = t->kernel_total;
     int shown = 0;
     for (int i = 0; i < t->n_ops && (top < 0 || shown < top); i++) {
         const mp_top *o = &t->ops[i];
