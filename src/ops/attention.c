@@ -2,7 +2,10 @@
  * Attention (23, 24), RotaryEmbedding (23), RMSNormalization (23),
  * TensorScatter (24) and Swish (24). Shape rules from the operator specs,
  * cost rules in docs/COUNTING.md ("Opsets 23 and 24"). */
-#include "ops/ops.h"
+#include "ops/kernel.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 /* A dim from a rank-3 packed hidden size: hidden / heads, -1 (unknown)
  * when either is unknown. Fails when it does not divide. */
@@ -258,12 +261,234 @@ static mp_status at_tscatter_infer(mp_ctx *c) {
     return mp_set_out_like(c, 0, p);
 }
 
+/* ------------------------------------------------------------------ */
+/* kernels                                                             */
+/* ------------------------------------------------------------------ */
+/* In double, as ONNX's reference implementations compute them. */
+
+/* Element (b, h, s, i) of a [B, H, S, d] tensor, or of its [B, S, H*d]
+ * packed form. */
+static int64_t atk_at(const mp_rtensor *t, int64_t H, int64_t S, int64_t d, int64_t b, int64_t h, int64_t s,
+                      int64_t i) {
+    return t->rank == 4 ? ((b * H + h) * S + s) * d + i : ((b * S + s) * H + h) * d + i;
+}
+
+/* Attention (23, 24): scaled dot product with grouped key/value heads,
+ * past key/value prepended, a boolean (keep) or additive mask broadcast to
+ * [B, Hq, Sq, T], causal top-left aligned as ONNX's reference, softcap
+ * applied to the scores before the mask (as ONNX Runtime does: a masked
+ * score stays -inf), nonpad_kv_seqlen (24); outputs Y, present_key,
+ * present_value and the scores at qk_matmul_output_mode (0 raw, 1 and 2
+ * softcapped and masked, 3 softmax). Checked against ONNX Runtime by
+ * tools/contrib_check.py. */
+static mp_status atk_attention(mp_kctx *k) {
+    const mp_rtensor *q = &k->in[0], *kx = &k->in[1], *vx = &k->in[2], *mask = mp_kin(k, 3);
+    const mp_rtensor *pk = mp_kin(k, 4), *pv = mp_kin(k, 5), *npad = k->n->opset >= 24 ? mp_kin(k, 6) : NULL;
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    bool packed = q->rank == 3;
+    int64_t B = q->dims[0], Hq, Hkv, Sq, Skv, dh, dv;
+    if (packed) {
+        Hq = mp_attr_i(k->n, "q_num_heads", 0), Hkv = mp_attr_i(k->n, "kv_num_heads", 0);
+        if (Hq <= 0 || Hkv <= 0) return mp_kfail(k, MP_ERR_SHAPE, "3-D inputs need q_num_heads and kv_num_heads");
+        Sq = q->dims[1], Skv = kx->dims[1], dh = q->dims[2] / Hq, dv = vx->dims[2] / Hkv;
+    } else {
+        Hq = q->dims[1], Hkv = kx->dims[1], Sq = q->dims[2], Skv = kx->dims[2], dh = q->dims[3], dv = vx->dims[3];
+    }
+    int64_t P = pk ? pk->dims[2] : 0, T = P + Skv;
+    if (Hkv <= 0 || Hq % Hkv || q->numel != B * Hq * Sq * dh || kx->numel != B * Hkv * Skv * dh ||
+        vx->numel != B * Hkv * Skv * dv || (pk && (pk->numel != B * Hkv * P * dh || !pv || pv->numel != B * Hkv * P * dv)) ||
+        k->out[0].numel != B * Hq * Sq * dv || (npad && npad->numel != B))
+        return mp_kfail(k, MP_ERR_SHAPE, "Q, K, V, past and output sizes do not agree");
+    int mr = mask ? mask->rank : 0;
+    if (mask && (mr < 2 || mr > 4 || mask->dims[mr - 2] != Sq || mask->dims[mr - 1] != T))
+        return mp_kfail(k, MP_ERR_SHAPE, "attn_mask must end in [Sq, T] = [%lld, %lld]", (long long)Sq, (long long)T);
+    double scale = mp_attr_f(k->n, "scale", 0.0), softcap = mp_attr_f(k->n, "softcap", 0.0);
+    if (scale == 0) scale = 1.0 / sqrt((double)dh);
+    bool causal = mp_attr_i(k->n, "is_causal", 0) != 0;
+    int64_t mode = mp_attr_i(k->n, "qk_matmul_output_mode", 0);
+    mp_rtensor *pko = k->n_out > 1 && k->out[1].data ? &k->out[1] : NULL, *pvo = k->n_out > 2 && k->out[2].data ? &k->out[2] : NULL;
+    mp_rtensor *qko = k->n_out > 3 && k->out[3].data ? &k->out[3] : NULL;
+    double *K = malloc(sizeof(double) * (size_t)(B * Hkv * T * dh + 1)), *V = malloc(sizeof(double) * (size_t)(B * Hkv * T * dv + 1));
+    double *w = malloc(sizeof(double) * (size_t)(T + 1));
+    if (!K || !V || !w) {
+        free(K), free(V), free(w);
+        return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t g = 0; g < Hkv; g++)
+            for (int64_t t = 0; t < T; t++) {
+                for (int64_t i = 0; i < dh; i++)
+                    K[((b * Hkv + g) * T + t) * dh + i] =
+                        t < P ? mp_kget_f(pk->data, pk->dtype, ((b * Hkv + g) * P + t) * dh + i)
+                              : mp_kget_f(kx->data, kx->dtype, atk_at(kx, Hkv, Skv, dh, b, g, t - P, i));
+                for (int64_t i = 0; i < dv; i++)
+                    V[((b * Hkv + g) * T + t) * dv + i] =
+                        t < P ? mp_kget_f(pv->data, pv->dtype, ((b * Hkv + g) * P + t) * dv + i)
+                              : mp_kget_f(vx->data, vx->dtype, atk_at(vx, Hkv, Skv, dv, b, g, t - P, i));
+            }
+    if (pko) mp_kconvert(pko->data, pko->dtype, K, MP_DT_DOUBLE, B * Hkv * T * dh);
+    if (pvo) mp_kconvert(pvo->data, pvo->dtype, V, MP_DT_DOUBLE, B * Hkv * T * dv);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t valid = npad ? mp_kget_i(npad->data, npad->dtype, b) : T;
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t g = h / (Hq / Hkv);
+            for (int64_t s = 0; s < Sq; s++) {
+                double m = -INFINITY;
+                for (int64_t t = 0; t < T; t++) {
+                    double d = 0;
+                    for (int64_t i = 0; i < dh; i++)
+                        d += mp_kget_f(q->data, q->dtype, atk_at(q, Hq, Sq, dh, b, h, s, i)) * K[((b * Hkv + g) * T + t) * dh + i];
+                    d *= scale;
+                    int64_t qi = ((b * Hq + h) * Sq + s) * T + t;
+                    if (qko && mode == 0) mp_kset_f(qko->data, qko->dtype, qi, d);
+                    if (softcap > 0) d = softcap * tanh(d / softcap);
+                    if (mask) { /* leading dims broadcast to [B, Hq] */
+                        int64_t mb = mr == 4 ? (mask->dims[0] == 1 ? 0 : b) : 0;
+                        int64_t mh = mr >= 3 ? (mask->dims[mr - 3] == 1 ? 0 : h) : 0;
+                        int64_t mi = ((mr == 4 ? mb * mask->dims[1] : 0) + (mr >= 3 ? mh : 0)) * Sq * T + s * T + t;
+                        if (mask->dtype == MP_DT_BOOL) d = mp_kget_i(mask->data, mask->dtype, mi) ? d : -INFINITY;
+                        else d += mp_kget_f(mask->data, mask->dtype, mi);
+                    }
+                    if ((causal && t > s) || t >= valid) d = -INFINITY;
+                    if (qko && (mode == 1 || mode == 2)) mp_kset_f(qko->data, qko->dtype, qi, d);
+                    w[t] = d;
+                    m = fmax(m, d);
+                }
+                double sum = 0;
+                for (int64_t t = 0; t < T; t++) sum += (w[t] = isinf(m) ? 0 : exp(w[t] - m));
+                for (int64_t t = 0; t < T; t++) {
+                    w[t] = sum > 0 ? w[t] / sum : 0;
+                    if (qko && mode == 3) mp_kset_f(qko->data, qko->dtype, ((b * Hq + h) * Sq + s) * T + t, w[t]);
+                }
+                for (int64_t i = 0; i < dv; i++) {
+                    double o = 0;
+                    for (int64_t t = 0; t < T; t++) o += w[t] * V[((b * Hkv + g) * T + t) * dv + i];
+                    mp_kset_f(k->out[0].data, k->out[0].dtype, atk_at(&k->out[0], Hq, Sq, dv, b, h, s, i), o);
+                }
+            }
+        }
+    }
+    free(K), free(V), free(w);
+    return MP_OK;
+}
+
+/* RotaryEmbedding (23): pairs of the first rot dims of each head (halves,
+ * or adjacent when interleaved) rotated by cos/sin: caches [max_pos,
+ * rot/2] indexed by position_ids [B, S], or [B, S, rot/2] without them. */
+static mp_status atk_rope(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *cs = &k->in[1], *sn = &k->in[2], *pos = mp_kin(k, 3);
+    mp_rtensor *y = &k->out[0];
+    bool four = x->rank == 4, inter = mp_attr_i(k->n, "interleaved", 0) != 0;
+    int64_t B = x->dims[0], H = four ? x->dims[1] : mp_attr_i(k->n, "num_heads", 0);
+    int64_t S = four ? x->dims[2] : x->dims[1], d = four ? x->dims[3] : (H > 0 ? x->dims[2] / H : 0);
+    int64_t rot = mp_attr_i(k->n, "rotary_embedding_dim", 0), half;
+    if (rot <= 0) rot = d;
+    half = rot / 2;
+    if (H <= 0 || d <= 0 || rot > d || cs->numel != sn->numel || cs->dims[cs->rank - 1] != half ||
+        (pos && pos->numel != B * S) || (!pos && cs->numel != B * S * half) || y->numel != x->numel)
+        return mp_kfail(k, MP_ERR_SHAPE, "X, caches and position_ids sizes do not agree");
+    int64_t rows = cs->numel / (half ? half : 1);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++) {
+                int64_t p = pos ? mp_kget_i(pos->data, pos->dtype, b * S + s) : b * S + s;
+                if (p < 0 || p >= rows) return mp_kfail(k, MP_ERR_USAGE, "position %lld outside the caches", (long long)p);
+                int64_t base = atk_at(x, H, S, d, b, h, s, 0);
+                for (int64_t i = rot; i < d; i++) mp_kset_f(y->data, y->dtype, base + i, mp_kget_f(x->data, x->dtype, base + i));
+                for (int64_t i = 0; i < half; i++) {
+                    int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
+                    double c = mp_kget_f(cs->data, cs->dtype, p * half + i), si = mp_kget_f(sn->data, sn->dtype, p * half + i);
+                    double x1 = mp_kget_f(x->data, x->dtype, base + i1), x2 = mp_kget_f(x->data, x->dtype, base + i2);
+                    mp_kset_f(y->data, y->dtype, base + i1, x1 * c - x2 * si);
+                    mp_kset_f(y->data, y->dtype, base + i2, x2 * c + x1 * si);
+                }
+            }
+    return MP_OK;
+}
+
+/* RMSNormalization (23): x / sqrt(mean(x^2) + epsilon) * scale over the
+ * dims from axis on, scale broadcast onto them. */
+static mp_status atk_rms(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *sc = &k->in[1];
+    mp_rtensor *y = &k->out[0];
+    int axis = mp_axis(mp_attr_i(k->n, "axis", -1), x->rank);
+    if (axis < 0 || sc->numel < 1) return mp_kfail(k, MP_ERR_SHAPE, "axis or scale");
+    double eps = mp_attr_f(k->n, "epsilon", 1e-5);
+    int64_t len = 1;
+    for (int i = axis; i < x->rank; i++) len *= x->dims[i];
+    int64_t rows = len ? x->numel / len : 0;
+    /* scale broadcast (right-aligned) onto the normalized dims */
+    int64_t sd[MP_MAX_RANK], sst[MP_MAX_RANK];
+    int nr = x->rank - axis;
+    if (sc->rank > nr) return mp_kfail(k, MP_ERR_SHAPE, "scale has more dims than the normalized ones");
+    mp_kstrides(sc->rank, sc->dims, sst);
+    for (int i = 0; i < nr; i++) {
+        int j = i - (nr - sc->rank);
+        sd[i] = j >= 0 && sc->dims[j] != 1 ? sst[j] : 0;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int64_t j = 0; j < len; j++) {
+            double v = mp_kget_f(x->data, x->dtype, r * len + j);
+            ss += v * v;
+        }
+        double inv = 1.0 / sqrt(ss / (double)len + eps);
+        for (int64_t j = 0; j < len; j++) {
+            int64_t rem = j, so = 0;
+            for (int i = nr - 1; i >= 0; i--) so += (rem % x->dims[axis + i]) * sd[i], rem /= x->dims[axis + i];
+            mp_kset_f(y->data, y->dtype, r * len + j,
+                      mp_kget_f(x->data, x->dtype, r * len + j) * inv * mp_kget_f(sc->data, sc->dtype, so));
+        }
+    }
+    return MP_OK;
+}
+
+/* TensorScatter (24): present = past_cache with, for each batch row b,
+ * update's rows written along `axis` from write_indices[b] (0 when
+ * absent); mode "circular" wraps around the axis. */
+static mp_status atk_tscatter(mp_kctx *k) {
+    const mp_rtensor *p = &k->in[0], *u = &k->in[1], *wi = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    int a = mp_axis(mp_attr_i(k->n, "axis", -2), p->rank);
+    size_t es = mp_kesize(p->dtype);
+    if (a <= 0 || u->rank != p->rank || !es || y->numel != p->numel || (wi && wi->numel != p->dims[0]))
+        return mp_kfail(k, MP_ERR_SHAPE, "past_cache, update, write_indices or axis");
+    bool circ = !strcmp(mp_attr_s(k->n, "mode", "linear"), "circular");
+    if (y->data != p->data) memcpy(y->data, p->data, (size_t)p->numel * es);
+    int64_t outer, inner, n = p->dims[a], m = u->dims[a], per_b = 1;
+    mp_kouter_inner(p->rank, p->dims, a, &outer, &inner);
+    for (int i = 1; i < a; i++) per_b *= p->dims[i];
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t b = per_b ? o / per_b : 0, start = wi ? mp_kget_i(wi->data, wi->dtype, b) : 0;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t at = circ ? ((start + j) % n + n) % n : start + j;
+            if (at < 0 || at >= n)
+                return mp_kfail(k, MP_ERR_USAGE, "write index %lld + %lld is past the cache (%lld)", (long long)start,
+                                (long long)j, (long long)n);
+            memcpy((char *)y->data + (size_t)((o * n + at) * inner) * es,
+                   (const char *)u->data + (size_t)((o * m + j) * inner) * es, (size_t)inner * es);
+        }
+    }
+    return MP_OK;
+}
+
+/* Swish (24): x * sigmoid(alpha * x). */
+static mp_status atk_swish(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0];
+    double alpha = mp_attr_f(k->n, "alpha", 1.0);
+    for (int64_t e = 0; e < x->numel; e++) {
+        double v = mp_kget_f(x->data, x->dtype, e);
+        mp_kset_f(k->out[0].data, k->out[0].dtype, e, v / (1.0 + exp(-alpha * v)));
+    }
+    return MP_OK;
+}
+
 const mp_op mp_ops_attention[] = {
-    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL},
-    {"", "RotaryEmbedding", 23, at_rope_infer, at_rope_cost, 0, 0, NULL},
+    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention},
+    {"", "RotaryEmbedding", 23, at_rope_infer, at_rope_cost, 0, 0, NULL, atk_rope},
     /* scale is learnable */
-    {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL},
-    {"", "TensorScatter", 24, at_tscatter_infer, mp_cost_zero, 0, 0, NULL},
-    {"", "Swish", 24, mp_infer_same, mp_cost_out1, 0, 0, NULL},
+    {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL, atk_rms},
+    {"", "TensorScatter", 24, at_tscatter_infer, mp_cost_zero, 0, 0, NULL, atk_tscatter},
+    {"", "Swish", 24, mp_infer_same, mp_cost_out1, 0, 0, NULL, atk_swish},
 };
 const int mp_ops_attention_count = (int)MP_ARRAY_LEN(mp_ops_attention);
