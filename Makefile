@@ -88,6 +88,14 @@ conformance:
 
 .PHONY: conformance
 
+# ---- the com.microsoft contrib kernels against ONNX Runtime (npm
+# onnxruntime-node under $(BUILD)/ort; tools/contrib_check.py) ----
+contrib-check: $(BUILD)/modelprof
+	/usr/bin/python3 tools/contrib_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/contrib_check \
+	    --ort $(BUILD)/ort
+
+.PHONY: contrib-check
+
 # ---- sanitizers and fuzzing (docs/SECURITY.md) ----
 SAN_CC ?= clang-14
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -157,6 +165,14 @@ fuzz-ci:
 $(BUILD)/bench_static: bench/bench_static.c $(BUILD)/libmodelprof.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bench_timing: bench/bench_timing.c $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# the per-node timer's cost against untimed passes of the same plan (<= 2%)
+bench-timing: $(BUILD)/bench_timing
+	$(BUILD)/bench_timing 21 models/resnet50.onnx batch=1 -- models/mobilenet_v2.onnx batch=1 \
+	    -- models/bert_base.onnx batch=1 seq=32 -- models/llama_small.onnx batch=1 seq=8
+
 $(BUILD)/bench_run: bench/bench_run.c $(BUILD)/libmodelprof.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -166,7 +182,8 @@ bench:
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
 	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
+	$(MAKE) bench-timing
 
-.PHONY: all objs clean demo test bench
+.PHONY: all objs clean demo test bench bench-timing
 clean:
 	rm -rf $(BUILD)

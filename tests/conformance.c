@@ -62,6 +62,7 @@ typedef struct cf_case {
     int run;                  /* run phase: CR_PASS, CR_FAIL, CR_OUT */
     char *run_msg;            /* CR_FAIL: what differs; CR_OUT: why out of scope */
     double run_err;           /* CR_PASS/CR_FAIL on values: worst relative L2 error */
+    int shape_only;           /* random cases, run and compared by shape: 1 match, -1 not, 0 not run */
 } cf_case;
 
 typedef struct cf_skip {
@@ -702,8 +703,8 @@ done:
  * Every case whose shape phase did not skip it and whose operators have
  * numeric semantics is planned (one thread), fed its input_N.pb and run;
  * each output is compared with output_N.pb: float outputs by relative L2
- * error (tolerance 1e-4, or the operator's own below; 1e-2 for 16- and
- * 8-bit float outputs), integer and bool outputs exactly. A case runs in
+ * error (tolerance 1e-4; 1e-2 for 16- and 8-bit float outputs), integer
+ * and bool outputs exactly. A case runs in
  * a child process with a time limit, so a crash or a hang is a failure
  * with its cause, not the end of the run. */
 
@@ -721,18 +722,11 @@ static const struct { const char *op, *why; } cf_run_out[] = {
     {"OptionalHasElement", "optional"},
 };
 
-/* Per-operator tolerances (relative L2) where 1e-4 is too tight for an
- * fp32 result computed another way (docs/CONFORMANCE.md). */
-static const struct { const char *op; double tol; } cf_run_tol[] = {
-    {"Resize", 1e-3}, {"Upsample", 1e-3},
-};
-
+/* Relative L2 tolerance of fp32 outputs: 1e-4 for every operator (no
+ * kernel needs a looser one: docs/CONFORMANCE.md). */
 static double cf_tol(const cf_case *c) {
-    double t = 1e-4;
-    for (int j = 0; j < c->n_ops; j++)
-        for (size_t i = 0; i < sizeof cf_run_tol / sizeof cf_run_tol[0]; i++)
-            if (strcmp(c->ops[j], cf_run_tol[i].op) == 0 && cf_run_tol[i].tol > t) t = cf_run_tol[i].tol;
-    return t;
+    (void)c;
+    return 1e-4;
 }
 
 /* The case's operators out of scope, or NULL. */
@@ -766,9 +760,11 @@ static bool cf_tensor_bytes(mp_model *m, const mp_tensor *t, int dt, cf_tdata *d
     d->own = NULL;
     d->p = NULL;
     size_t bytes = (size_t)mp_dtype_bytes(dt, t->numel);
-    if (t->loc == MP_DATA_RAW) {
+    if (t->loc == MP_DATA_RAW) { /* copied: the file's bytes are not aligned for their type */
         if (t->size != bytes) return false;
-        d->p = t->data;
+        d->own = cf_xmalloc(bytes + 8);
+        memcpy(d->own, t->data, bytes);
+        d->p = d->own;
         return true;
     }
     if (t->numel == 0) {
@@ -790,6 +786,9 @@ static bool cf_tensor_bytes(mp_model *m, const mp_tensor *t, int dt, cf_tdata *d
 
 static bool cf_is_float(int dt) { return mp_dtype_is_float(dt); }
 
+/* Set for a random case: outputs are compared by dtype and shape only. */
+static bool cf_shape_only;
+
 /* Compare a produced output with the expected tensor; false with msg. */
 static bool cf_compare(const char *what, int dt, int rank, const int64_t *dims, const void *data,
                        const mp_tensor *want, int want_dt, const cf_tdata *wd, double tol, double *worst,
@@ -810,6 +809,7 @@ static bool cf_compare(const char *what, int dt, int rank, const int64_t *dims, 
         return false;
     }
     int64_t n = want->numel;
+    if (cf_shape_only) return true;
     if (cf_is_float(dt)) {
         if (mp_dtype_bits(dt) < 32 && tol < 1e-2) tol = 1e-2;
         double e2 = 0, r2 = 0;
@@ -1020,10 +1020,14 @@ static void cf_run_values(const char *data, cf_case *c) {
         c->run_msg = cf_printf("%s", c->category ? c->category : "skipped");
         return;
     }
+    cf_shape_only = false;
     if ((why = cf_out_of_scope(c, &op))) {
         c->run = CR_OUT;
-        c->run_msg = cf_printf("%s (%s)", why, op);
-        return;
+        if (strcmp(why, "random") != 0) {
+            c->run_msg = cf_printf("%s (%s)", why, op);
+            return;
+        }
+        cf_shape_only = true; /* run it, compare dtypes and shapes */
     }
     char *dir = cf_printf("%s/%s/%s", data, cf_suites[c->suite], c->name);
     int fds[2];
@@ -1055,6 +1059,7 @@ static void cf_run_values(const char *data, cf_case *c) {
         if (nofork) {
             printf("%s\n", out);
             close(fds[1]);
+            free(dir);
             exit(0);
         }
         if (n > 0 && write(fds[1], out, (size_t)(n < (int)sizeof out ? n : (int)sizeof out - 1)) < 0) _exit(3);
@@ -1088,6 +1093,14 @@ static void cf_run_values(const char *data, cf_case *c) {
         c->run = r;
         c->run_err = worst;
         c->run_msg = cf_strdup(buf + off);
+    }
+    if (cf_shape_only) {
+        c->shape_only = c->run == CR_PASS ? 1 : -1;
+        char *m2 = cf_printf("random (%s): %s", op, c->run == CR_PASS ? "ran, dtypes and shapes match"
+                                                                       : (c->run_msg ? c->run_msg : "failed"));
+        free(c->run_msg);
+        c->run_msg = m2;
+        c->run = CR_OUT;
     }
 }
 
@@ -1368,6 +1381,15 @@ int main(int argc, char **argv) {
                    "not run\n", n_real, with_model);
         }
         free(real);
+        int so_ok = 0, so_bad = 0;
+        for (int i = 0; i < n_cases; i++) {
+            so_ok += cases[i].shape_only > 0;
+            so_bad += cases[i].shape_only < 0;
+            if (cases[i].shape_only < 0)
+                printf("RUN SHAPE FAIL %s: %s\n", cases[i].name, cases[i].run_msg ? cases[i].run_msg : "");
+        }
+        printf("run shape-only (random operators): %d ran with matching dtypes and shapes, %d did not\n", so_ok,
+               so_bad);
         run_in = rt[CR_PASS] + rt[CR_FAIL];
         double rr = run_in ? (double)rt[CR_PASS] / run_in : 0.0;
         run_rate_ok = run_in > 0 && rr >= run_min_pass;

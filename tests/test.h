@@ -66,6 +66,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(models)            \
     X(cli)               \
     X(malformed)         \
+    X(kernels)           \
     X(run)               \
     X(run_cli)           \
     X(dnnl)

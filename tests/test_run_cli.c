@@ -135,7 +135,7 @@ static void t_run_json(void) {
     T_CHECK(jr_path(j, "run.peak_rss_bytes")->i > 0);
     T_CHECK(jr_len(jr_path(j, "run.kernel_groups")) >= 3);
     /* every op type and node carries the fields; node times add up to at
-     * most the whole pass (medians of parts can exceed a little: 25%) */
+     * most the whole pass (medians of parts can exceed it on a loaded machine: 2x) */
     const jr *ops = jr_get(j, "ops");
     for (int i = 0; i < jr_len(ops); i++) {
         T_CHECK(jr_get(jr_at(ops, i), "latency_s") != NULL);
@@ -154,7 +154,7 @@ static void t_run_json(void) {
         folded += strcmp(st, "folded") == 0;
         if (strcmp(st, "fused") == 0) T_CHECK(jr_get(n, "fused_into") != NULL);
     }
-    T_CHECK(sum > 0 && sum <= 1.25 * jr_path(j, "run.latency_s.p90")->num);
+    T_CHECK(sum > 0 && sum <= 2 * jr_path(j, "run.latency_s.p90")->num);
     T_EQ(fused, jr_path(j, "run.fused_nodes")->i);
     T_EQ(folded, jr_path(j, "run.folded_nodes")->i);
     T_CHECK(folded > 0); /* the shape arithmetic of the exported attention */

@@ -801,6 +801,7 @@ void mp_profile_free(mp_profile *p) {
     free(p->node_state);
     free(p->node_head);
     free(p->node_group);
+    free(p->node_kernel);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
     free(p);

@@ -47,6 +47,7 @@ typedef struct mp_runinfo {
 /* A fused group's figures, or a lone kernel's: the by-kernel view. */
 typedef struct mp_groupstat {
     const char *name;       /* "Conv+BatchNormalization+Relu", or the op type */
+    const char *kernel;     /* the kernel of its first step ("portable", "onednn:conv", ...) */
     int count;              /* steps of this kind per pass */
     bool fused;
     double latency_s, latency_min_s; /* summed per pass: median, fastest */
@@ -74,6 +75,7 @@ struct mp_profile {
     int *node_state;        /* MP_NODE_RUN, MP_NODE_FOLDED, MP_NODE_FUSED */
     int *node_head;         /* fused: the head node of its group; else itself */
     const char **node_group; /* head of a fused group: the group's name; else NULL */
+    const char **node_kernel; /* head: its kernel's name ("portable", "onednn:conv", ...); else NULL */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
 };

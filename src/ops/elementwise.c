@@ -698,10 +698,72 @@ static bool ew_row_f32(ew_code op, float *o, const float *a, int64_t sa, const f
     case EW_MAX: EW_LOOP(isnan(x) || isnan(y) ? NAN : (x > y ? x : y)) return true;
     case EW_MIN: EW_LOOP(isnan(x) || isnan(y) ? NAN : (x < y ? x : y)) return true;
     case EW_PRELU: EW_LOOP(x >= 0 ? x : y * x) return true;
-    case EW_POW: EW_LOOP(y == 2.0f ? x * x : y == 0.5f ? sqrtf(x) : powf(x, y)) return true;
+    case EW_POW: /* small integral exponents (GELU's x^3, variances' x^2) by products */
+        EW_LOOP(y == 2.0f ? x * x : y == 3.0f ? x * x * x : y == 1.0f ? x : y == 0.5f ? sqrtf(x) : powf(x, y))
+        return true;
     default: return false;
     }
 #undef EW_LOOP
+}
+
+/* fp32 unary ops with float math, the op chosen outside the loop. */
+static void ew_unary_f32(ew_code op, const ew_attrs *a, const float *x, float *y, int64_t n) {
+#define EW_U(expr) for (int64_t j = 0; j < n; j++) { float v = x[j]; y[j] = (expr); } break;
+    switch (op) {
+    case EW_RELU: EW_U(v > 0 ? v : 0)
+    case EW_SIGMOID: EW_U(1.0f / (1.0f + expf(-v)))
+    case EW_TANH: EW_U(tanhf(v))
+    case EW_ERF: EW_U(erff(v))
+    case EW_EXP: EW_U(expf(v))
+    case EW_SQRT: EW_U(sqrtf(v))
+    case EW_NEG: EW_U(-v)
+    case EW_ABS: EW_U(fabsf(v))
+    case EW_RECIPROCAL: EW_U(1.0f / v)
+    case EW_LEAKYRELU: { float al = (float)a->alpha; EW_U(v >= 0 ? v : al * v) }
+    default:
+        for (int64_t j = 0; j < n; j++) {
+            double v = x[j];
+            y[j] = (float)ew_eval_f(op, a, &v);
+        }
+        break;
+    }
+#undef EW_U
+}
+
+/* Work split for mp_kparallel: blocks of EW_BLOCK output elements. */
+#define EW_BLOCK 16384
+
+typedef struct ew_par {
+    ew_code op;
+    ew_attrs a;
+    int n_in;
+    const mp_kbcast *it;
+    const float *x0, *x1;
+    float *y;
+    int64_t numel;
+} ew_par;
+
+static void ew_unary_f32_range(void *arg, int64_t lo, int64_t hi) {
+    const ew_par *p = arg;
+    int64_t b = lo * EW_BLOCK, e = hi * EW_BLOCK < p->numel ? hi * EW_BLOCK : p->numel;
+    ew_unary_f32(p->op, &p->a, p->x0 + b, p->y + b, e - b);
+}
+
+static void ew_binary_f32_range(void *arg, int64_t lo, int64_t hi) {
+    const ew_par *p = arg;
+    mp_kbcast it = *p->it;
+    int64_t b = lo * EW_BLOCK, e = hi * EW_BLOCK < p->numel ? hi * EW_BLOCK : p->numel;
+    if (b >= e || it.len <= 0) return;
+    int64_t r = b / it.len, j = b % it.len;
+    mp_kbcast_seek(&it, r);
+    while (b < e) {
+        int64_t n = it.len - j < e - b ? it.len - j : e - b;
+        ew_row_f32(p->op, p->y + b, p->x0 + it.off[0] + j * it.step[0], it.step[0], p->x1 + it.off[1] + j * it.step[1],
+                   it.step[1], n);
+        b += n;
+        j = 0;
+        mp_kbcast_next(&it);
+    }
 }
 
 static mp_status ew_krun(mp_kctx *k) {
@@ -744,23 +806,10 @@ static mp_status ew_krun(mp_kctx *k) {
 
     bool all_f32 = out->dtype == MP_DT_FLOAT;
     for (int i = 0; i < n_in; i++) all_f32 = all_f32 && k->in[i].dtype == MP_DT_FLOAT;
-    if (all_f32 && n_in == 2) {
-        float *o = out->data;
-        const float *pa = k->in[0].data, *pb = k->in[1].data;
-        if (ew_row_f32(op, o, pa, it.step[0], pb, it.step[1], 0)) {
-            for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
-                ew_row_f32(op, o + r * it.len, pa + it.off[0], it.step[0], pb + it.off[1],
-                           it.step[1], it.len);
-            return MP_OK;
-        }
-    }
-    if (all_f32 && n_in == 1) {
-        float *o = out->data;
-        const float *x = k->in[0].data;
-        for (int64_t j = 0; j < out->numel; j++) {
-            double v = x[j];
-            o[j] = (float)ew_eval_f(op, &a, &v);
-        }
+    if (all_f32 && (n_in == 1 || (n_in == 2 && ew_row_f32(op, NULL, NULL, 1, NULL, 1, 0)))) {
+        ew_par par = {op, a, n_in, &it, k->in[0].data, n_in == 2 ? k->in[1].data : NULL, out->data, out->numel};
+        mp_kparallel(k, (out->numel + EW_BLOCK - 1) / EW_BLOCK, n_in == 1 ? ew_unary_f32_range : ew_binary_f32_range,
+                     &par);
         return MP_OK;
     }
     if (op == EW_WHERE) {

@@ -45,6 +45,15 @@ void mp_kset_i(void *data, int dt, int64_t i, int64_t v);
 /* n elements from src (dtype sdt) to dst (dtype ddt), converting as Cast
  * does (float to int truncates toward zero). */
 void mp_kconvert(void *dst, int ddt, const void *src, int sdt, int64_t n);
+/* A double as an int64 without undefined behaviour: NaN is 0, values out
+ * of range saturate. For coordinates computed from data (Resize, GridSample,
+ * RoiAlign, OneHot). */
+static inline int64_t mp_kf2i(double v) {
+    if (!(v == v)) return 0;
+    if (v >= 9.2e18) return INT64_MAX;
+    if (v <= -9.2e18) return INT64_MIN;
+    return (int64_t)v;
+}
 /* Element copy for any >= 8-bit dtype: dst[di] = src[si]. */
 static inline void mp_kcopy1(void *dst, int64_t di, const void *src, int64_t si, size_t es) {
     memcpy((char *)dst + (size_t)di * es, (const char *)src + (size_t)si * es, es);
@@ -89,6 +98,8 @@ void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
 /* The same over a node's inputs first..first+n-1 and output 0. */
 void mp_kbcast_node(mp_kbcast *it, const mp_kctx *k, int first, int n);
 void mp_kbcast_next(mp_kbcast *it);
+/* Position the iterator at row r (after init). */
+void mp_kbcast_seek(mp_kbcast *it, int64_t r);
 
 /* ---- axes ---- */
 /* Bit mask of axes (negative counted from the end); false when one is out
@@ -105,6 +116,28 @@ void mp_kgemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, 
                   const float *B, int64_t brs, int64_t bcs, float *C, int64_t ldc, bool acc);
 void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs,
                   const double *B, int64_t brs, int64_t bcs, double *C, int64_t ldc, bool acc);
+
+/* numpy matmul y = op(a) @ op(b) over broadcast batch dims on f32 (f32)
+ * or f64 buffers laid out as a, b, y; ta/tb: A's/B's last two dims are
+ * stored transposed. A 1-D A is [1, K], a 1-D B [K, 1]. */
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb);
+/* The same with row blocks split across k's threads (mp_kparallel). */
+void mp_kmatmul_par(mp_kctx *k, const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32,
+                    const void *A, const void *B, void *Y, bool ta, bool tb);
+
+/* Kernels shared by the default domain and com.microsoft (linalg.c,
+ * nn.c). */
+mp_status mp_kquantize(mp_kctx *k);
+mp_status mp_kdequantize(mp_kctx *k);
+mp_status mp_klayernorm(mp_kctx *k);
+mp_status mp_ktrilu(mp_kctx *k);
+mp_status mp_kgemm_run(mp_kctx *k);   /* Gemm (transA, transB, alpha, beta) */
+mp_status mp_kconv(mp_kctx *k);       /* Conv */
+/* An activation by its ONNX name (RNN activations, FusedGemm/FusedConv):
+ * Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid, ...; unknown names are
+ * the identity. */
+double mp_kact(const char *name, double x, double alpha, double beta);
 
 /* ---- sliding windows (Conv, pooling) ---- */
 typedef struct mp_kwin {
@@ -131,6 +164,15 @@ mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, 
 /* Store v into element i of a quantized dtype: integers round half to
  * even and saturate; fp8 types convert (saturating). */
 void mp_kquant_store(void *y, int dt, int64_t i, double v);
+
+/* Cubic convolution weight at distance d with coefficient a (Resize's
+ * cubic_coeff_a; -0.75 for GridSample). */
+double mp_kcubic(double d, double a);
+
+/* A node's portable kernel run once outside a plan: prepare (with
+ * scratch), run, release. For kernels that run other operators' kernels
+ * (control-flow bodies, the quantized wrappers). */
+mp_status mp_krun_node(const mp_op *op, mp_kctx *k);
 
 /* Plan-time state holding a copy of a fixed-size struct (freed by
  * mp_kstate_release). */

@@ -177,7 +177,8 @@ double mp_kget_f(const void *data, int dt, int64_t i) {
     case MP_DT_FLOAT8E5M2FNUZ:
         return mp_fp8_to_float(((const uint8_t *)data)[i], dt);
     case MP_DT_UINT64: return (double)((const uint64_t *)data)[i];
-    default: return (double)mp_kget_i(data, dt, i);
+    default: /* integers; other dtypes (strings, complex, fp4) read as 0 */
+        return mp_dtype_is_int(dt) ? (double)mp_kget_i(data, dt, i) : 0.0;
     }
 }
 
@@ -194,8 +195,9 @@ int64_t mp_kget_i(const void *data, int dt, int64_t i) {
     case MP_DT_UINT64: return (int64_t)((const uint64_t *)data)[i];
     case MP_DT_INT4: case MP_DT_UINT4: return ku_nibble(data, dt, i);
     default: {
+        if (!mp_dtype_is_float(dt)) return 0; /* strings, complex: no integer reading */
         double v = mp_kget_f(data, dt, i);
-        if (!(v > -9.2e18 && v < 9.2e18)) return v > 0 ? INT64_MAX : INT64_MIN;
+        if (!(v > -9.2e18 && v < 9.2e18)) return v > 0 ? INT64_MAX : v < 0 ? INT64_MIN : 0;
         return (int64_t)v;
     }
     }
@@ -219,7 +221,9 @@ void mp_kset_i(void *data, int dt, int64_t i, int64_t v) {
     case MP_DT_INT64: ((int64_t *)data)[i] = v; return;
     case MP_DT_UINT64: ((uint64_t *)data)[i] = (uint64_t)v; return;
     case MP_DT_INT4: case MP_DT_UINT4: ku_set_nibble(data, i, v); return;
-    default: mp_kset_f(data, dt, i, (double)v); return;
+    default:
+        if (mp_dtype_is_float(dt)) mp_kset_f(data, dt, i, (double)v);
+        return; /* strings, complex: not written */
     }
 }
 
@@ -247,7 +251,9 @@ void mp_kset_f(void *data, int dt, int64_t i, double v) {
                                                            : (uint64_t)ku_ftoi(v);
         return;
     case MP_DT_UINT32: ((uint32_t *)data)[i] = (uint32_t)ku_ftoi(v); return;
-    default: mp_kset_i(data, dt, i, ku_ftoi(v)); return;
+    default:
+        if (mp_dtype_is_int(dt)) mp_kset_i(data, dt, i, ku_ftoi(v));
+        return; /* strings, complex, fp4: not written */
     }
 }
 
@@ -277,10 +283,10 @@ int64_t mp_kints(const mp_rtensor *t, int64_t *v, int64_t cap) {
 }
 
 void mp_kstrides(int rank, const int64_t *dims, int64_t *strides) {
-    int64_t s = 1;
+    uint64_t s = 1; /* wraps instead of overflowing when a tensor is empty */
     for (int i = rank - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= dims[i];
+        strides[i] = (int64_t)s;
+        s *= (uint64_t)dims[i];
     }
 }
 
@@ -322,6 +328,13 @@ void mp_kbcast_init(mp_kbcast *it, int out_rank, const int64_t *out_dims, int n,
     int64_t od[MP_MAX_RANK];
     int r = 0;
     it->n = n;
+    it->rank = 0;
+    for (int k = 0; k < n; k++) it->off[k] = it->step[k] = 0;
+    for (int i = 0; i < out_rank; i++)
+        if (out_dims[i] == 0) { /* nothing to walk (and dims may be absurd) */
+            it->len = it->rows = 0;
+            return;
+        }
     /* per-input strides in the output's index space; size-1 output dims dropped */
     for (int i = 0; i < out_rank; i++) {
         if (out_dims[i] == 1) continue;
@@ -394,6 +407,15 @@ void mp_kbcast_next(mp_kbcast *it) {
     }
 }
 
+void mp_kbcast_seek(mp_kbcast *it, int64_t r) {
+    for (int k = 0; k < it->n; k++) it->off[k] = 0;
+    for (int i = it->rank - 1; i >= 0; i--) {
+        it->idx[i] = r % it->dims[i];
+        r /= it->dims[i];
+        for (int k = 0; k < it->n; k++) it->off[k] += it->idx[i] * it->stride[k][i];
+    }
+}
+
 /* ---- axes ---- */
 
 bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, uint64_t *mask) {
@@ -412,10 +434,11 @@ bool mp_kaxes_mask(const int64_t *axes, int64_t n, int rank, bool all_default, u
 }
 
 void mp_kouter_inner(int rank, const int64_t *dims, int axis, int64_t *outer, int64_t *inner) {
-    *outer = 1;
-    *inner = 1;
-    for (int i = 0; i < axis; i++) *outer *= dims[i];
-    for (int i = axis + 1; i < rank; i++) *inner *= dims[i];
+    uint64_t o = 1, n = 1; /* wraps instead of overflowing when a tensor is empty */
+    for (int i = 0; i < axis; i++) o *= (uint64_t)dims[i];
+    for (int i = axis + 1; i < rank; i++) n *= (uint64_t)dims[i];
+    *outer = (int64_t)o;
+    *inner = (int64_t)n;
 }
 
 void *mp_kstate_new(mp_kctx *k, size_t bytes) {
@@ -599,3 +622,94 @@ void mp_kquant_store(void *y, int dt, int64_t i, double v) {
     mp_kset_i(y, dt, i, (int64_t)v);
 }
 
+
+double mp_kcubic(double d, double a) {
+    d = fabs(d);
+    if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+    if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+    return 0;
+}
+
+/* numpy matmul over broadcast batch dims; a 1-D A is [1, K], a 1-D B
+ * [K, 1]; ta/tb: the last two dims of A/B are stored transposed. Work
+ * units are blocks of KU_MB rows of one batch matrix, split across k's
+ * threads (k NULL: serial). */
+typedef struct ku_mm {
+    mp_kbcast it;
+    int64_t M, N, K, ars, acs, brs, bcs, mblocks;
+    bool f32;
+    const void *A, *B;
+    void *Y;
+} ku_mm;
+
+static void ku_mm_range(void *arg, int64_t lo, int64_t hi) {
+    const ku_mm *p = arg;
+    mp_kbcast it = p->it;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t yb = u / p->mblocks, i0 = (u % p->mblocks) * KU_MB;
+        int64_t m = p->M - i0 < KU_MB ? p->M - i0 : KU_MB;
+        int64_t r = it.len ? yb / it.len : 0, j = it.len ? yb % it.len : 0;
+        mp_kbcast_seek(&it, r);
+        int64_t ao = (it.off[0] + j * it.step[0]) * p->M * p->K + i0 * p->ars;
+        int64_t bo = (it.off[1] + j * it.step[1]) * p->K * p->N, yo = yb * p->M * p->N + i0 * p->N;
+        if (p->f32)
+            mp_kgemm_f32(m, p->N, p->K, (const float *)p->A + ao, p->ars, p->acs, (const float *)p->B + bo, p->brs,
+                         p->bcs, (float *)p->Y + yo, p->N, false);
+        else
+            mp_kgemm_f64(m, p->N, p->K, (const double *)p->A + ao, p->ars, p->acs, (const double *)p->B + bo, p->brs,
+                         p->bcs, (double *)p->Y + yo, p->N, false);
+    }
+}
+
+void mp_kmatmul_par(mp_kctx *k, const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32,
+                    const void *A, const void *B, void *Y, bool ta, bool tb) {
+    int ar = a->rank, br = b->rank;
+    int64_t a0 = ar >= 2 ? a->dims[ar - 2] : 1, a1 = a->dims[ar - 1];
+    int64_t b0 = br >= 2 ? b->dims[br - 2] : b->dims[0], b1 = br >= 2 ? b->dims[br - 1] : 1;
+    ku_mm p;
+    p.M = ta ? a1 : a0, p.K = ta ? a0 : a1, p.N = tb ? b0 : b1;
+    int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
+    int ybr = abr > bbr ? abr : bbr;
+    int64_t ybd[MP_MAX_RANK], nb = 1;
+    for (int i = 0; i < ybr; i++) {
+        int ia = i - (ybr - abr), ib = i - (ybr - bbr);
+        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+        ybd[i] = da == 1 ? db : da;
+        nb *= ybd[i];
+    }
+    int ranks[2] = {abr, bbr};
+    const int64_t *dims[2] = {a->dims, b->dims};
+    mp_kbcast_init(&p.it, ybr, ybd, 2, ranks, dims);
+    p.ars = ta ? 1 : p.K, p.acs = ta ? p.M : 1, p.brs = tb ? 1 : p.N, p.bcs = tb ? p.K : 1;
+    p.mblocks = (p.M + KU_MB - 1) / KU_MB;
+    p.f32 = f32, p.A = A, p.B = B, p.Y = Y;
+    if (nb <= 0 || p.M <= 0 || p.N <= 0) return;
+    if (p.K <= 0) { /* an empty sum */
+        for (int64_t e = 0; e < nb * p.M * p.N; e++)
+            if (f32) ((float *)Y)[e] = 0;
+            else ((double *)Y)[e] = 0;
+        return;
+    }
+    int64_t units = nb * p.mblocks;
+    if (k) mp_kparallel(k, units, ku_mm_range, &p);
+    else ku_mm_range(&p, 0, units);
+}
+
+void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
+                const void *B, void *Y, bool ta, bool tb) {
+    mp_kmatmul_par(NULL, a, b, y, f32, A, B, Y, ta, tb);
+}
+
+mp_status mp_krun_node(const mp_op *op, mp_kctx *k) {
+    if (!op || !op->run) return mp_kfail(k, MP_ERR_UNSUPPORTED, "no portable kernel");
+    size_t scratch = 0;
+    void *sb = NULL;
+    mp_status st = op->prepare ? op->prepare(k, &scratch) : MP_OK;
+    if (!st && scratch && !(k->scratch = sb = calloc(1, scratch))) st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    if (!st) st = op->run(k);
+    if (op->release && k->state) op->release(k->state);
+    k->state = NULL;
+    k->scratch = NULL;
+    free(sb);
+    return st;
+}

@@ -681,38 +681,6 @@ static void lstm_cost(mp_ctx *c, mp_cost *k) { la_rnn_cost(c, k, 4, 13); }
  * are exact in double up to 2^53. oneDNN serves MatMul and Gemm in real
  * runs. */
 
-/* numpy matmul: y = a @ b over broadcast batch dims, on f32 or f64
- * buffers laid out as a, b, y (a 1-D A is [1, K], a 1-D B is [K, 1]). */
-static void lak_matmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32,
-                       const void *A, const void *B, void *Y) {
-    int ar = a->rank, br = b->rank;
-    int64_t M = ar >= 2 ? a->dims[ar - 2] : 1, K = a->dims[ar - 1];
-    int64_t N = br >= 2 ? b->dims[br - 1] : 1;
-    int abr = ar > 2 ? ar - 2 : 0, bbr = br > 2 ? br - 2 : 0;
-    int ybr = abr > bbr ? abr : bbr;
-    int64_t ybd[MP_MAX_RANK];
-    for (int i = 0; i < ybr; i++) {
-        int ia = i - (ybr - abr), ib = i - (ybr - bbr);
-        int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-        ybd[i] = da == 1 ? db : da;
-    }
-    int ranks[2] = {abr, bbr};
-    const int64_t *dims[2] = {a->dims, b->dims};
-    mp_kbcast it;
-    mp_kbcast_init(&it, ybr, ybd, 2, ranks, dims);
-    int64_t yb = 0;
-    for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
-        for (int64_t j = 0; j < it.len; j++, yb++) {
-            int64_t ao = (it.off[0] + j * it.step[0]) * M * K, bo = (it.off[1] + j * it.step[1]) * K * N;
-            if (f32)
-                mp_kgemm_f32(M, N, K, (const float *)A + ao, K, 1, (const float *)B + bo, N, 1,
-                             (float *)Y + yb * M * N, N, false);
-            else
-                mp_kgemm_f64(M, N, K, (const double *)A + ao, K, 1, (const double *)B + bo, N, 1,
-                             (double *)Y + yb * M * N, N, false);
-        }
-}
-
 static double *lak_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
     double *p = malloc(sizeof(double) * (size_t)(t->numel > 0 ? t->numel : 1));
     if (!p) *st = mp_kfail(k, MP_ERR_NOMEM, "out of memory");
@@ -731,13 +699,13 @@ static mp_status lak_matmul_run(mp_kctx *k) {
     mp_rtensor *y = &k->out[0];
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     if (a->dtype == MP_DT_FLOAT && b->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT) {
-        lak_matmul(a, b, y, true, a->data, b->data, y->data);
+        mp_kmatmul_par(k, a, b, y, true, a->data, b->data, y->data, false, false);
         return MP_OK;
     }
     mp_status st = MP_OK;
     double *A = lak_load(k, a, &st), *B = st ? NULL : lak_load(k, b, &st), *Y = st ? NULL : lak_buf(k, y->numel, &st);
     if (!st) {
-        lak_matmul(a, b, y, false, A, B, Y);
+        mp_kmatmul(a, b, y, false, A, B, Y, false, false);
         mp_kconvert(y->data, y->dtype, Y, MP_DT_DOUBLE, y->numel);
     }
     free(A), free(B), free(Y);
@@ -764,7 +732,7 @@ static mp_status lak_matmul_integer(mp_kctx *k) {
     if (!st) {
         lak_sub_zp(A, a, mp_kin(k, 2), true);
         lak_sub_zp(B, b, mp_kin(k, 3), false);
-        lak_matmul(a, b, y, false, A, B, Y);
+        mp_kmatmul(a, b, y, false, A, B, Y, false, false);
         mp_kconvert(y->data, y->dtype, Y, MP_DT_DOUBLE, y->numel);
     }
     free(A), free(B), free(Y);
@@ -787,7 +755,7 @@ static mp_status lak_qlinear_matmul(mp_kctx *k) {
             A[e] *= mp_kget_f(as->data, as->dtype, as->numel <= 1 ? 0 : (e / a->dims[ar - 1]) % rows);
         for (int64_t e = 0; e < b->numel; e++)
             B[e] *= mp_kget_f(bs->data, bs->dtype, bs->numel <= 1 ? 0 : e % cols);
-        lak_matmul(a, b, y, false, A, B, Y);
+        mp_kmatmul(a, b, y, false, A, B, Y, false, false);
         int64_t ycols = y->rank ? y->dims[y->rank - 1] : 1;
         for (int64_t e = 0; e < y->numel; e++) {
             int64_t c = e % ycols;
@@ -800,7 +768,7 @@ static mp_status lak_qlinear_matmul(mp_kctx *k) {
     return st;
 }
 
-static mp_status lak_gemm(mp_kctx *k) {
+mp_status mp_kgemm_run(mp_kctx *k) {
     const mp_rtensor *a = &k->in[0], *b = &k->in[1], *c = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
@@ -913,7 +881,7 @@ static int64_t lak_axis_index(const mp_rtensor *x, const mp_rtensor *p, int axis
     return (e / inner) % x->dims[axis];
 }
 
-static mp_status lak_quantize(mp_kctx *k) {
+mp_status mp_kquantize(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *s = &k->in[1], *z = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
@@ -936,7 +904,7 @@ static mp_status lak_quantize(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status lak_dequantize(mp_kctx *k) {
+mp_status mp_kdequantize(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *s = &k->in[1], *z = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
@@ -972,7 +940,7 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
 /* ---- RNN, GRU, LSTM (layout 0 and 1, both directions, sequence_lens,
  * clip, the activation attribute) ---- */
 
-static double lak_act(const char *name, double x, double alpha, double beta) {
+double mp_kact(const char *name, double x, double alpha, double beta) {
     if (!strcmp(name, "Sigmoid")) return 1.0 / (1.0 + exp(-x));
     if (!strcmp(name, "Tanh")) return tanh(x);
     if (!strcmp(name, "Relu")) return x > 0 ? x : 0;
@@ -1050,33 +1018,33 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
                 for (int64_t j = 0; j < H; j++) {
 #define LAK_CLIP(v) (clip > 0 ? fmax(-clip, fmin(clip, (v))) : (v))
                     if (gates == 1) {
-                        hn[j] = lak_act(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
+                        hn[j] = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
                     } else if (gates == 3) {
-                        double z = lak_act(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
-                        double rr = lak_act(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j]), ac->alpha[0], ac->beta[0]);
+                        double z = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
+                        double rr = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j]), ac->alpha[0], ac->beta[0]);
                         double hh;
                         if (lbr) {
                             hh = g[2 * H + j] + rr * g[G + 2 * H + j];
                         } else { /* (r * h) R_h^T: r element-wise on h */
                             double s2 = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + G + 2 * H + j) : 0;
                             for (int64_t i = 0; i < H; i++) {
-                                double ri = lak_act(ac->f[0], LAK_CLIP(g[H + i] + g[G + H + i]), ac->alpha[0], ac->beta[0]);
+                                double ri = mp_kact(ac->f[0], LAK_CLIP(g[H + i] + g[G + H + i]), ac->alpha[0], ac->beta[0]);
                                 s2 += ri * h[i] * mp_kget_f(R->data, R->dtype, (d * G + 2 * H + j) * H + i);
                             }
                             hh = g[2 * H + j] + s2;
                         }
-                        hh = lak_act(ac->f[1], LAK_CLIP(hh), ac->alpha[1], ac->beta[1]);
+                        hh = mp_kact(ac->f[1], LAK_CLIP(hh), ac->alpha[1], ac->beta[1]);
                         hn[j] = (1 - z) * hh + z * h[j];
                     } else {
                         double pi = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + j) : 0;
                         double po = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + H + j) : 0;
                         double pf = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + 2 * H + j) : 0;
-                        double gi = lak_act(ac->f[0], LAK_CLIP(g[j] + g[G + j] + pi * c[j]), ac->alpha[0], ac->beta[0]);
-                        double gf = lak_act(ac->f[0], LAK_CLIP(g[2 * H + j] + g[G + 2 * H + j] + pf * c[j]), ac->alpha[0], ac->beta[0]);
-                        double gc = lak_act(ac->f[1], LAK_CLIP(g[3 * H + j] + g[G + 3 * H + j]), ac->alpha[1], ac->beta[1]);
+                        double gi = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j] + pi * c[j]), ac->alpha[0], ac->beta[0]);
+                        double gf = mp_kact(ac->f[0], LAK_CLIP(g[2 * H + j] + g[G + 2 * H + j] + pf * c[j]), ac->alpha[0], ac->beta[0]);
+                        double gc = mp_kact(ac->f[1], LAK_CLIP(g[3 * H + j] + g[G + 3 * H + j]), ac->alpha[1], ac->beta[1]);
                         double cn = gf * c[j] + gi * gc;
-                        double go = lak_act(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j] + po * cn), ac->alpha[0], ac->beta[0]);
-                        hn[j] = go * lak_act(ac->f[2], cn, ac->alpha[2], ac->beta[2]);
+                        double go = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j] + po * cn), ac->alpha[0], ac->beta[0]);
+                        hn[j] = go * mp_kact(ac->f[2], cn, ac->alpha[2], ac->beta[2]);
                         g[j] = cn; /* the new cell state, kept until every j is done */
                     }
 #undef LAK_CLIP
@@ -1112,15 +1080,15 @@ static mp_status lak_lstm(mp_kctx *k) { return lak_rnn(k, 4); }
 
 const mp_op mp_ops_linalg[] = {
     {"", "MatMul", 1, matmul_infer, matmul_cost, LA_BIT(0) | LA_BIT(1), 0, NULL, lak_matmul_run},
-    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, lak_gemm},
+    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, mp_kgemm_run},
     {"", "Einsum", 12, einsum_infer, einsum_cost, 0, 0, NULL, lak_einsum},
     {"", "MatMulInteger", 10, matmul_integer_infer, matmul_cost, LA_BIT(1),
      LA_BIT(2) | LA_BIT(3), NULL, lak_matmul_integer},
     {"", "QLinearMatMul", 10, qlinear_matmul_infer, qlinear_matmul_cost, LA_BIT(3),
      LA_BIT(1) | LA_BIT(2) | LA_BIT(4) | LA_BIT(5) | LA_BIT(6) | LA_BIT(7), NULL, lak_qlinear_matmul},
-    {"", "QuantizeLinear", 10, quantize_infer, la_cost_2_per_elem, 0, LA_BIT(1) | LA_BIT(2), NULL, lak_quantize},
+    {"", "QuantizeLinear", 10, quantize_infer, la_cost_2_per_elem, 0, LA_BIT(1) | LA_BIT(2), NULL, mp_kquantize},
     {"", "DequantizeLinear", 10, dequantize_infer, la_cost_2_per_elem, LA_BIT(0),
-     LA_BIT(1) | LA_BIT(2), NULL, lak_dequantize},
+     LA_BIT(1) | LA_BIT(2), NULL, mp_kdequantize},
     {"", "DynamicQuantizeLinear", 11, dyn_quantize_infer, dyn_quantize_cost, 0, 0, NULL, lak_dyn_quantize},
     {"", "RNN", 1, rnn_infer, rnn_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_rnn1},
     {"", "GRU", 1, gru_infer, gru_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_gru},

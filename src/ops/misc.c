@@ -1272,6 +1272,306 @@ static mp_status msk_nms(mp_kctx *k) {
     return st;
 }
 
+/* GridSample (2-D): each output pixel samples X at the grid's normalized
+ * (x, y) as PyTorch's grid_sample does: unnormalize (align_corners),
+ * padding zeros / border / reflection, nearest (half to even), bilinear,
+ * bicubic (A = -0.75, taps through the padding rule). */
+static double msk_gs_reflect(double v, double lo2, double hi2) {
+    if (lo2 == hi2) return 0;
+    double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+    v = fabs(v - mn);
+    double extra = fmod(v, span);
+    int64_t flips = mp_kf2i(floor(v / span));
+    return flips % 2 == 0 ? extra + mn : span - extra + mn;
+}
+
+/* The padding rule on a source coordinate of an axis of `size`. */
+static double msk_gs_pad(double v, int64_t size, int pad, bool align) {
+    if (pad == 1) return fmin((double)(size - 1), fmax(v, 0.0));
+    if (pad == 2) {
+        v = align ? msk_gs_reflect(v, 0, 2.0 * (double)(size - 1)) : msk_gs_reflect(v, -1, 2.0 * (double)size - 1);
+        return fmin((double)(size - 1), fmax(v, 0.0));
+    }
+    return v;
+}
+
+static double msk_gs_px(const mp_rtensor *x, int64_t base, int64_t H, int64_t W, int64_t yy, int64_t xx) {
+    if (yy < 0 || yy >= H || xx < 0 || xx >= W) return 0;
+    return mp_kget_f(x->data, x->dtype, base + yy * W + xx);
+}
+
+static mp_status msk_gridsample(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *g = &k->in[1];
+    mp_rtensor *y = &k->out[0];
+    if (x->rank != 4) return mp_kfail(k, MP_ERR_UNSUPPORTED, "only 2-D sampling (4-D X)");
+    const char *mode = mp_attr_s(k->n, "mode", k->n->opset >= 20 ? "linear" : "bilinear");
+    const char *pm = mp_attr_s(k->n, "padding_mode", "zeros");
+    int m = !strcmp(mode, "nearest") ? 0 : (!strcmp(mode, "bicubic") || !strcmp(mode, "cubic")) ? 2 : 1;
+    int pad = !strcmp(pm, "border") ? 1 : !strcmp(pm, "reflection") ? 2 : 0;
+    bool align = mp_attr_i(k->n, "align_corners", 0) != 0;
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = y->dims[2], Wo = y->dims[3];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < Ho * Wo; i++) {
+            double gx = mp_kget_f(g->data, g->dtype, (n * Ho * Wo + i) * 2);
+            double gy = mp_kget_f(g->data, g->dtype, (n * Ho * Wo + i) * 2 + 1);
+            double fx = align ? (gx + 1) / 2 * (double)(W - 1) : ((gx + 1) * (double)W - 1) / 2;
+            double fy = align ? (gy + 1) / 2 * (double)(H - 1) : ((gy + 1) * (double)H - 1) / 2;
+            if (m != 2) {
+                fx = msk_gs_pad(fx, W, pad, align);
+                fy = msk_gs_pad(fy, H, pad, align);
+            }
+            for (int64_t c = 0; c < C; c++) {
+                int64_t base = (n * C + c) * H * W;
+                double v = 0;
+                if (m == 0) {
+                    v = msk_gs_px(x, base, H, W, mp_kf2i(nearbyint(fy)), mp_kf2i(nearbyint(fx)));
+                } else if (m == 1) {
+                    double x0 = floor(fx), y0 = floor(fy), ax = fx - x0, ay = fy - y0;
+                    int64_t ix = mp_kf2i(x0), iy = mp_kf2i(y0);
+                    v = msk_gs_px(x, base, H, W, iy, ix) * (1 - ax) * (1 - ay) +
+                        msk_gs_px(x, base, H, W, iy, ix + 1) * ax * (1 - ay) +
+                        msk_gs_px(x, base, H, W, iy + 1, ix) * (1 - ax) * ay +
+                        msk_gs_px(x, base, H, W, iy + 1, ix + 1) * ax * ay;
+                } else {
+                    double x0 = floor(fx), y0 = floor(fy), tx = fx - x0, ty = fy - y0, wx[4], wy[4];
+                    for (int q = 0; q < 4; q++) {
+                        wx[q] = mp_kcubic(tx - (double)(q - 1), -0.75);
+                        wy[q] = mp_kcubic(ty - (double)(q - 1), -0.75);
+                    }
+                    for (int a = 0; a < 4; a++)
+                        for (int b = 0; b < 4; b++) {
+                            double sy = msk_gs_pad(y0 - 1 + a, H, pad, align), sx = msk_gs_pad(x0 - 1 + b, W, pad, align);
+                            v += wy[a] * wx[b] * msk_gs_px(x, base, H, W, mp_kf2i(sy), mp_kf2i(sx));
+                        }
+                }
+                mp_kset_f(y->data, y->dtype, ((n * C + c) * Ho * Wo) + i, v);
+            }
+        }
+    return MP_OK;
+}
+
+/* TfIdfVectorizer (integer tokens): counts of the pool's n-grams in each
+ * row (n-grams of n >= 2 taken with every skip 0..max_skip_count, unigrams
+ * once), then TF, IDF (weight when present) or TFIDF (count * weight). */
+static mp_status msk_tfidf(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0];
+    mp_rtensor *y = &k->out[0];
+    const int64_t *pool, *counts, *idx;
+    const double *wts;
+    int np = mp_attr_ints(k->n, "pool_int64s", &pool), nc = mp_attr_ints(k->n, "ngram_counts", &counts);
+    int ni = mp_attr_ints(k->n, "ngram_indexes", &idx), nw = mp_attr_floats(k->n, "weights", &wts);
+    int64_t minn = mp_attr_i(k->n, "min_gram_length", 1), maxn = mp_attr_i(k->n, "max_gram_length", 1);
+    int64_t maxskip = mp_attr_i(k->n, "max_skip_count", 0);
+    const char *mode = mp_attr_s(k->n, "mode", "TF");
+    if (np < 0 || nc < 1 || ni < 0) return mp_kfail(k, MP_ERR_UNSUPPORTED, "integer pool attributes required");
+    int64_t rows = x->rank == 2 ? x->dims[0] : 1, len = x->rank ? x->dims[x->rank - 1] : 1;
+    int64_t cols = y->dims[y->rank - 1];
+    double *cnt = calloc((size_t)cols + 1, sizeof(double));
+    if (!cnt) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    for (int64_t r = 0; r < rows; r++) {
+        memset(cnt, 0, sizeof(double) * (size_t)cols);
+        for (int64_t n = minn < 1 ? 1 : minn; n <= maxn && n <= nc; n++) {
+            int64_t start = counts[n - 1], end = n < nc ? counts[n] : np, gram0 = 0;
+            for (int64_t q = 0; q < n - 1; q++) gram0 += ((q + 1 < nc ? counts[q + 1] : np) - counts[q]) / (q + 1);
+            for (int64_t skip = 0; skip <= (n == 1 ? 0 : maxskip); skip++)
+                for (int64_t i = 0; i + (n - 1) * (skip + 1) < len; i++)
+                    for (int64_t g = 0; start + (g + 1) * n <= end; g++) {
+                        bool match = true;
+                        for (int64_t q = 0; q < n && match; q++)
+                            match = pool[start + g * n + q] ==
+                                    mp_kget_i(x->data, x->dtype, r * len + i + q * (skip + 1));
+                        if (match && gram0 + g < ni && idx[gram0 + g] < cols) cnt[idx[gram0 + g]] += 1;
+                    }
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            double w = 1;
+            for (int j = 0; j < ni && j < nw; j++)
+                if (idx[j] == c) w = wts[j];
+            double v = !strcmp(mode, "IDF") ? (cnt[c] > 0 ? w : 0) : !strcmp(mode, "TFIDF") ? cnt[c] * w : cnt[c];
+            mp_kset_f(y->data, y->dtype, r * cols + c, v);
+        }
+    }
+    free(cnt);
+    return MP_OK;
+}
+
+/* MelWeightMatrix: triangular filters between mel-spaced bins (nmel + 2
+ * points, the mel step (high - low) / (nmel + 2) as ONNX computes it) of a
+ * dft_length-point spectrum (ONNX's definition: bin edges floor((dft_length
+ * + 1) * hz / sample_rate)). Output [dft_length / 2 + 1, num_mel_bins]. */
+static mp_status msk_melweight(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    mp_rtensor *y = &k->out[0];
+    int64_t nmel = mp_kget_i(k->in[0].data, k->in[0].dtype, 0), dft = mp_kget_i(k->in[1].data, k->in[1].dtype, 0);
+    double sr = mp_kget_f(k->in[2].data, k->in[2].dtype, 0), lo = mp_kget_f(k->in[3].data, k->in[3].dtype, 0);
+    double hi = mp_kget_f(k->in[4].data, k->in[4].dtype, 0);
+    int64_t nspec = dft / 2 + 1;
+    if (nmel < 0 || y->numel != nspec * nmel || sr <= 0) return mp_kfail(k, MP_ERR_SHAPE, "bad sizes");
+    int64_t *fb = malloc(sizeof(int64_t) * (size_t)(nmel + 3));
+    if (!fb) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    double lmel = 2595 * log10(1 + lo / 700), hmel = 2595 * log10(1 + hi / 700), step = (hmel - lmel) / (double)(nmel + 2);
+    for (int64_t i = 0; i < nmel + 2; i++) {
+        double hz = 700 * (pow(10, ((double)i * step + lmel) / 2595) - 1);
+        fb[i] = mp_kf2i(floor((double)(dft + 1) * hz / sr));
+    }
+    for (int64_t e = 0; e < y->numel; e++) mp_kset_f(y->data, y->dtype, e, 0);
+    for (int64_t i = 0; i < nmel; i++) {
+        int64_t l = fb[i], c = fb[i + 1], h = fb[i + 2];
+        if (c - l == 0) {
+            if (c >= 0 && c < nspec) mp_kset_f(y->data, y->dtype, c * nmel + i, 1);
+        } else {
+            for (int64_t j = l; j <= c; j++)
+                if (j >= 0 && j < nspec) mp_kset_f(y->data, y->dtype, j * nmel + i, (double)(j - l) / (double)(c - l));
+        }
+        for (int64_t j = c; h - c > 0 && j < h; j++)
+            if (j >= 0 && j < nspec) mp_kset_f(y->data, y->dtype, j * nmel + i, (double)(h - j) / (double)(h - c));
+    }
+    free(fb);
+    return MP_OK;
+}
+
+/* RoiAlign: each output bin averages (or takes the max of) a grid of
+ * bilinear samples of its roi (x1, y1, x2, y2 scaled by spatial_scale;
+ * half_pixel shifts by -0.5; output_half_pixel keeps rois at least 1). */
+static mp_status msk_roialign(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *rois = &k->in[1], *bi = &k->in[2];
+    mp_rtensor *y = &k->out[0];
+    if (x->rank != 4) return mp_kfail(k, MP_ERR_SHAPE, "X must be 4-D");
+    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    int64_t ph_n = y->dims[2], pw_n = y->dims[3], sr = mp_attr_i(k->n, "sampling_ratio", 0);
+    double scale = mp_attr_f(k->n, "spatial_scale", 1.0);
+    bool is_max = !strcmp(mp_attr_s(k->n, "mode", "avg"), "max");
+    bool half = !strcmp(mp_attr_s(k->n, "coordinate_transformation_mode", k->n->opset >= 16 ? "half_pixel" : "output_half_pixel"),
+                        "half_pixel");
+    double off = half ? 0.5 : 0;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = mp_kget_i(bi->data, bi->dtype, r);
+        if (b < 0 || b >= x->dims[0]) return mp_kfail(k, MP_ERR_USAGE, "batch index %lld out of range", (long long)b);
+        double x1 = mp_kget_f(rois->data, rois->dtype, r * 4) * scale - off, y1 = mp_kget_f(rois->data, rois->dtype, r * 4 + 1) * scale - off;
+        double x2 = mp_kget_f(rois->data, rois->dtype, r * 4 + 2) * scale - off, y2 = mp_kget_f(rois->data, rois->dtype, r * 4 + 3) * scale - off;
+        double rw = x2 - x1, rh = y2 - y1;
+        if (!half) rw = fmax(rw, 1.0), rh = fmax(rh, 1.0);
+        double bh = rh / (double)ph_n, bw = rw / (double)pw_n;
+        int64_t gh = sr > 0 ? sr : mp_kf2i(ceil(rh / (double)ph_n)), gw = sr > 0 ? sr : mp_kf2i(ceil(rw / (double)pw_n));
+        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096 || gh * gw > (1 << 20))
+            return mp_kfail(k, MP_ERR_LIMIT, "roi %lld: a sampling grid of %lld x %lld points", (long long)r,
+                            (long long)gh, (long long)gw);
+        double cnt = (double)(gh * gw > 0 ? gh * gw : 1);
+        for (int64_t c = 0; c < C; c++) {
+            int64_t base = (b * C + c) * H * W;
+            for (int64_t ph = 0; ph < ph_n; ph++)
+                for (int64_t pw = 0; pw < pw_n; pw++) {
+                    double acc = is_max ? -INFINITY : 0;
+                    bool any = false;
+                    for (int64_t iy = 0; iy < gh; iy++)
+                        for (int64_t ix = 0; ix < gw; ix++) {
+                            double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+                            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+                            double v = 0;
+                            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                                yy = fmax(yy, 0), xx = fmax(xx, 0);
+                                int64_t yl = mp_kf2i(yy), xl = mp_kf2i(xx), yh2, xh2;
+                                if (yl >= H - 1) yh2 = yl = H - 1, yy = (double)yl;
+                                else yh2 = yl + 1;
+                                if (xl >= W - 1) xh2 = xl = W - 1, xx = (double)xl;
+                                else xh2 = xl + 1;
+                                double ly = yy - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
+                                double v1 = hy * hx * mp_kget_f(x->data, x->dtype, base + yl * W + xl);
+                                double v2 = hy * lx * mp_kget_f(x->data, x->dtype, base + yl * W + xh2);
+                                double v3 = ly * hx * mp_kget_f(x->data, x->dtype, base + yh2 * W + xl);
+                                double v4 = ly * lx * mp_kget_f(x->data, x->dtype, base + yh2 * W + xh2);
+                                v = is_max ? fmax(fmax(v1, v2), fmax(v3, v4)) : v1 + v2 + v3 + v4;
+                            }
+                            if (is_max) acc = any ? fmax(acc, v) : v;
+                            else acc += v;
+                            any = true;
+                        }
+                    mp_kset_f(y->data, y->dtype, ((r * C + c) * ph_n + ph) * pw_n + pw, is_max ? (any ? acc : 0) : acc / cnt);
+                }
+        }
+    }
+    return MP_OK;
+}
+
+/* Random operators: a splitmix64 stream per node, seeded by the `seed`
+ * attribute (else by the node's name), advancing run after run. Their
+ * values are not comparable with another generator's (the run phase of
+ * the conformance compares them by shape only); they make models that
+ * use them runnable. */
+typedef struct msk_rng {
+    uint64_t s;
+} msk_rng;
+
+static uint64_t msk_next(msk_rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double msk_unit(msk_rng *r) { return (double)(msk_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+static mp_status msk_rng_prep(mp_kctx *k, size_t *scratch) {
+    (void)scratch;
+    msk_rng *r = mp_kstate_new(k, sizeof *r);
+    if (!r) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    const mp_attr *sd = mp_node_attr(k->n, "seed");
+    if (sd) {
+        double f = sd->type == MP_ATTR_INT ? (double)sd->i : sd->f;
+        memcpy(&r->s, &f, sizeof f);
+    } else {
+        r->s = 0x243f6a8885a308d3ull;
+        for (const char *c = k->n->name ? k->n->name : ""; *c; c++) r->s = (r->s ^ (uint8_t)*c) * 0x100000001b3ull;
+    }
+    return MP_OK;
+}
+
+static mp_status msk_random(mp_kctx *k) {
+    msk_rng *r = k->state;
+    mp_rtensor *y = &k->out[0];
+    if (!r) return mp_kfail(k, MP_ERR_USAGE, "kernel not prepared");
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    const char *op = k->n->op;
+    if (!strcmp(op, "Bernoulli")) {
+        const mp_rtensor *p = &k->in[0];
+        for (int64_t e = 0; e < y->numel; e++) mp_kset_i(y->data, y->dtype, e, msk_unit(r) < mp_kget_f(p->data, p->dtype, e));
+        return MP_OK;
+    }
+    if (!strcmp(op, "Multinomial")) { /* [B, C] unnormalized log-probabilities -> [B, sample_size] */
+        const mp_rtensor *x = &k->in[0];
+        int64_t B = x->dims[0], C = x->dims[1], n = y->dims[1];
+        for (int64_t b = 0; b < B; b++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t c = 0; c < C; c++) m = fmax(m, mp_kget_f(x->data, x->dtype, b * C + c));
+            for (int64_t c = 0; c < C; c++) sum += exp(mp_kget_f(x->data, x->dtype, b * C + c) - m);
+            for (int64_t j = 0; j < n; j++) {
+                double u = msk_unit(r) * sum, acc = 0;
+                int64_t c = 0;
+                for (; c < C - 1; c++) {
+                    acc += exp(mp_kget_f(x->data, x->dtype, b * C + c) - m);
+                    if (u < acc) break;
+                }
+                mp_kset_i(y->data, y->dtype, b * n + j, c);
+            }
+        }
+        return MP_OK;
+    }
+    bool normal = strstr(op, "Normal") != NULL;
+    double a = normal ? mp_attr_f(k->n, "mean", 0.0) : mp_attr_f(k->n, "low", 0.0);
+    double b = normal ? mp_attr_f(k->n, "scale", 1.0) : mp_attr_f(k->n, "high", 1.0);
+    for (int64_t e = 0; e < y->numel; e++) {
+        double v;
+        if (normal) { /* Box-Muller */
+            double u1 = msk_unit(r), u2 = msk_unit(r);
+            v = a + b * sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(2 * 3.14159265358979323846 * u2);
+        } else {
+            v = a + (b - a) * msk_unit(r);
+        }
+        mp_kset_f(y->data, y->dtype, e, v);
+    }
+    return MP_OK;
+}
+
 /* ---- the table ---- */
 
 #define MS_IN(i) (1u << (i))
@@ -1283,14 +1583,14 @@ const mp_op mp_ops_misc[] = {
     /* thresholds are buffers */
     {"", "NonMaxSuppression", 10, infer_nms, cost_nms, 0, MS_IN(2) | MS_IN(3) | MS_IN(4), NULL,
      msk_nms},
-    {"", "GridSample", 16, infer_gridsample16, cost_gridsample, 0, MS_IN(1), NULL},
-    {"", "GridSample", 20, infer_gridsample20, cost_gridsample, 0, MS_IN(1), NULL},
-    {"", "RandomUniform", 1, infer_random, mp_cost_out1, 0, 0, NULL},
-    {"", "RandomNormal", 1, infer_random, mp_cost_out1, 0, 0, NULL},
-    {"", "RandomUniformLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL},
-    {"", "RandomNormalLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL},
-    {"", "Bernoulli", 15, infer_bernoulli, mp_cost_out1, 0, 0, NULL},
-    {"", "Multinomial", 7, infer_multinomial, mp_cost_out1, 0, 0, NULL},
+    {"", "GridSample", 16, infer_gridsample16, cost_gridsample, 0, MS_IN(1), NULL, msk_gridsample},
+    {"", "GridSample", 20, infer_gridsample20, cost_gridsample, 0, MS_IN(1), NULL, msk_gridsample},
+    {"", "RandomUniform", 1, infer_random, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "RandomNormal", 1, infer_random, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "RandomUniformLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "RandomNormalLike", 1, infer_random_like, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "Bernoulli", 15, infer_bernoulli, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
+    {"", "Multinomial", 7, infer_multinomial, mp_cost_out1, 0, 0, NULL, msk_random, msk_rng_prep, mp_kstate_release},
     {"", "BlackmanWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
     {"", "HammingWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
     {"", "HannWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
@@ -1299,13 +1599,14 @@ const mp_op mp_ops_misc[] = {
     {"", "DFT", 17, infer_dft, cost_dft, 0, 0, NULL, msk_dft},
     {"", "DFT", 20, infer_dft, cost_dft, 0, 0, NULL, msk_dft},
     {"", "STFT", 17, infer_stft, cost_stft, 0, MS_IN(2), NULL, msk_stft},
-    {"", "MelWeightMatrix", 17, infer_melweight, mp_cost_out1, 0, MS_IN(3) | MS_IN(4), NULL},
-    {"", "RoiAlign", 10, infer_roialign, cost_roialign, 0, MS_IN(1), NULL},
-    {"", "RoiAlign", 16, infer_roialign, cost_roialign, 0, MS_IN(1), NULL},
+    {"", "MelWeightMatrix", 17, infer_melweight, mp_cost_out1, 0, MS_IN(3) | MS_IN(4), NULL,
+     msk_melweight},
+    {"", "RoiAlign", 10, infer_roialign, cost_roialign, 0, MS_IN(1), NULL, msk_roialign},
+    {"", "RoiAlign", 16, infer_roialign, cost_roialign, 0, MS_IN(1), NULL, msk_roialign},
     {"", "MaxUnpool", 9, infer_maxunpool, mp_cost_zero, 0, 0, NULL, msk_maxunpool},
     {"", "MaxUnpool", 11, infer_maxunpool, mp_cost_zero, 0, 0, NULL, msk_maxunpool},
     {"", "Det", 11, infer_det, cost_det, 0, 0, NULL, msk_det},
-    {"", "TfIdfVectorizer", 9, infer_tfidf, cost_tfidf, 0, 0, NULL},
+    {"", "TfIdfVectorizer", 9, infer_tfidf, cost_tfidf, 0, 0, NULL, msk_tfidf},
 };
 const int mp_ops_misc_count = (int)MP_ARRAY_LEN(mp_ops_misc);
 

@@ -937,7 +937,7 @@ static double *nnk_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
 
 /* ---- Conv: im2col + GEMM per image and group ---- */
 
-static mp_status nnk_conv(mp_kctx *k) {
+mp_status mp_kconv(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
@@ -1212,7 +1212,7 @@ static mp_status nnk_instancenorm(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status nnk_layernorm(mp_kctx *k) {
+mp_status mp_klayernorm(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *sc = &k->in[1], *bi = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", -1), x->rank);
@@ -1221,7 +1221,19 @@ static mp_status nnk_layernorm(mp_kctx *k) {
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= x->dims[i];
     for (int i = axis; i < x->rank; i++) inner *= x->dims[i];
-    for (int64_t o = 0; o < outer; o++) {
+    bool f32 = nnk_f32(x) && nnk_f32(y) && nnk_f32(sc) && (!bi || nnk_f32(bi)) && sc->numel == inner &&
+               (!bi || bi->numel == inner) && !(k->n_out > 1 && k->out[1].data) && !(k->n_out > 2 && k->out[2].data);
+    for (int64_t o = 0; f32 && o < outer; o++) { /* fp32 rows: typed loops (sums in double) */
+        const float *xs = (const float *)x->data + o * inner, *g = sc->data, *b = bi ? bi->data : NULL;
+        float *ys = (float *)y->data + o * inner;
+        double s = 0, s2 = 0;
+        for (int64_t j = 0; j < inner; j++) s += xs[j];
+        double mean = s / (double)inner;
+        for (int64_t j = 0; j < inner; j++) s2 += ((double)xs[j] - mean) * ((double)xs[j] - mean);
+        float m = (float)mean, inv = (float)(1.0 / sqrt(s2 / (double)inner + eps));
+        for (int64_t j = 0; j < inner; j++) ys[j] = (xs[j] - m) * inv * g[j] + (b ? b[j] : 0.0f);
+    }
+    for (int64_t o = 0; !f32 && o < outer; o++) {
         double mean, inv;
         nnk_norm_group(x, y, o * inner, inner, 1, eps, &mean, &inv);
         if (k->n_out > 1 && k->out[1].data) mp_kset_f(k->out[1].data, k->out[1].dtype, o, mean);
@@ -1343,6 +1355,21 @@ static mp_status nnk_reduce(mp_kctx *k) {
         for (int64_t o = 0; o < on; o++) acc[o] = 0;
     }
     mp_kbcast_init(&it, x->rank, x->dims, 2, ranks, dims);
+    if (x->dtype == MP_DT_FLOAT && it.step[1] == 0 && it.step[0] == 1 &&
+        (op == RK_SUM || op == RK_MEAN || op == RK_SUMSQ || op == RK_L2)) {
+        /* fp32 rows reduced whole (the common last-axis case): a typed loop */
+        bool sq = op == RK_SUMSQ || op == RK_L2;
+        for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it)) {
+            const float *xs = (const float *)x->data + it.off[0];
+            double s = 0;
+            if (sq)
+                for (int64_t j = 0; j < it.len; j++) s += (double)xs[j] * xs[j];
+            else
+                for (int64_t j = 0; j < it.len; j++) s += xs[j];
+            acc[it.off[1]] += s;
+        }
+        it.rows = 0; /* done */
+    }
     for (int64_t r = 0; r < it.rows; r++, mp_kbcast_next(&it))
         for (int64_t j = 0; j < it.len; j++) {
             double v = mp_kget_f(x->data, x->dtype, it.off[0] + j * it.step[0]);
@@ -1524,13 +1551,6 @@ typedef struct nnk_taps {
     double *w;
 } nnk_taps;
 
-static double nnk_cubic(double x, double a) {
-    x = fabs(x);
-    if (x <= 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
-    if (x < 2) return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
-    return 0;
-}
-
 static mp_status nnk_resize(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
@@ -1588,8 +1608,13 @@ static mp_status nnk_resize(mp_kctx *k) {
     for (int a = 0; a < r && !st; a++) {
         int64_t in = x->dims[a], out = y->dims[a];
         double s = scale[a];
+        if (out > 0 && (!(s > 0) || !isfinite(s))) {
+            st = mp_kfail(k, MP_ERR_USAGE, "scale %g on axis %d", s, a);
+            break;
+        }
         bool anti = aa && m > 0 && s < 1;
         double support = (m == 2 ? 2.0 : 1.0) * (anti ? 1.0 / s : 1.0);
+        if (support > (double)in + 2) support = (double)in + 2; /* more taps would all clamp */
         int t = m == 0 ? 1 : (int)ceil(support) * 2 + 1;
         if (in == out && s == 1 && strcmp(ctm, "tf_crop_and_resize")) t = 1;
         taps[a].t = t;
@@ -1623,10 +1648,10 @@ static mp_status nnk_resize(mp_kctx *k) {
             }
             if (m == 0) {
                 int64_t q;
-                if (!strcmp(nmode, "floor")) q = (int64_t)floor(c);
-                else if (!strcmp(nmode, "ceil")) q = (int64_t)ceil(c);
-                else if (!strcmp(nmode, "round_prefer_ceil")) q = (int64_t)floor(c + 0.5);
-                else q = c - floor(c) == 0.5 ? (int64_t)floor(c) : (int64_t)floor(c + 0.5);
+                if (!strcmp(nmode, "floor")) q = mp_kf2i(floor(c));
+                else if (!strcmp(nmode, "ceil")) q = mp_kf2i(ceil(c));
+                else if (!strcmp(nmode, "round_prefer_ceil")) q = mp_kf2i(floor(c + 0.5));
+                else q = c - floor(c) == 0.5 ? mp_kf2i(floor(c)) : mp_kf2i(floor(c + 0.5));
                 ix[0] = q < 0 ? 0 : q >= in ? in - 1 : q;
                 w[0] = 1;
                 continue;
@@ -1634,10 +1659,10 @@ static mp_status nnk_resize(mp_kctx *k) {
             double f = floor(c), sum = 0;
             int half = t / 2;
             for (int j = 0; j < t; j++) {
-                int64_t q = (int64_t)f - half + 1 + j - (m == 1 && !anti ? 0 : 0);
+                int64_t q = mp_kf2i(f) - half + 1 + j;
                 double d = c - (double)q, wt;
                 if (m == 1) wt = anti ? fmax(0.0, 1.0 - fabs(d) * s) : fmax(0.0, 1.0 - fabs(d));
-                else wt = anti ? nnk_cubic(d * s, ca) : nnk_cubic(d, ca);
+                else wt = anti ? mp_kcubic(d * s, ca) : mp_kcubic(d, ca);
                 if (q < 0 || q >= in) {
                     if (excl) wt = 0;
                     q = q < 0 ? 0 : in - 1;
@@ -1695,7 +1720,7 @@ static mp_status nnk_resize(mp_kctx *k) {
 #define NN_W_B ((1u << 1) | (1u << 2))  /* inputs 1, 2 are parameters */
 
 const mp_op mp_ops_nn[] = {
-    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, nnk_conv},
+    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv},
     {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose},
     {"", "MaxPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_maxpool},
     {"", "AveragePool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_avgpool},
@@ -1707,7 +1732,7 @@ const mp_op mp_ops_nn[] = {
     {"", "BatchNormalization", 1, infer_batchnorm, cost_batchnorm, NN_W_B,
      (1u << 3) | (1u << 4), NULL, nnk_batchnorm},
     {"", "InstanceNormalization", 1, infer_instancenorm, cost_norm5, NN_W_B, 0, NULL, nnk_instancenorm},
-    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, nnk_layernorm},
+    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, mp_klayernorm},
     {"", "GroupNormalization", 18, infer_groupnorm18, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
     {"", "GroupNormalization", 21, infer_groupnorm21, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
     {"", "LpNormalization", 1, infer_lpnorm, cost_lpnorm, 0, 0, NULL, nnk_lpnorm},

@@ -101,6 +101,10 @@ mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims);
  * Constant, or a value folded: an Identity or Transpose of a weight);
  * NULL when k has no plan or v is out of range. */
 const mp_rtensor *mp_kvalue(const mp_kctx *k, int v);
+/* Constant input i (in prepare or run) as fp32: fp16 and bf16 weights are
+ * decoded once per plan and kept by it (freed with the plan); fp32 data is
+ * returned as is. NULL when input i is not a constant float tensor. */
+const float *mp_kinput_f32(mp_kctx *k, int i);
 /* Run fn(arg, lo, hi) over [0, n) split into chunks across the plan's
  * threads (serially when threads is 1 or n is small). */
 typedef void (*mp_range_fn)(void *arg, int64_t lo, int64_t hi);

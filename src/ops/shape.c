@@ -2092,10 +2092,17 @@ static mp_status unique_infer(mp_ctx *c) {
  * kernels only compute where each output element comes from. Elements are
  * moved as bytes (any dtype of 8 bits or more). */
 
-static size_t shk_es(mp_kctx *k, int dt, mp_status *st) {
+/* Element size of dt (an error for sub-byte and string types). */
+static size_t shk_esize(mp_kctx *k, int dt, mp_status *st) {
     size_t es = mp_kesize(dt);
     if (!es) *st = mp_kfail(k, MP_ERR_UNSUPPORTED, "dtype %s", mp_dtype_name(dt));
     return es;
+}
+
+/* The same, checking first that the outputs are shaped. */
+static size_t shk_es(mp_kctx *k, int dt, mp_status *st) {
+    if ((*st = mp_kout_known(k))) return 0;
+    return shk_esize(k, dt, st);
 }
 
 static int shk_axis(const mp_kctx *k, int64_t axis, int rank, mp_status *st) {
@@ -2150,7 +2157,6 @@ static mp_status shk_cast(mp_kctx *k) {
 }
 
 static mp_status shk_transpose(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2171,7 +2177,6 @@ static mp_status shk_transpose(mp_kctx *k) {
 
 /* Concat: each input's block of (its axis extent * inner) per outer index. */
 static mp_status shk_concat(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
@@ -2192,7 +2197,6 @@ static mp_status shk_concat(mp_kctx *k) {
 }
 
 static mp_status shk_split(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2214,7 +2218,6 @@ static mp_status shk_split(mp_kctx *k) {
 
 /* Slice: output index i on axis a reads start[a] + i * step[a]. */
 static mp_status shk_slice(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2260,7 +2263,6 @@ static mp_status shk_slice(mp_kctx *k) {
 
 /* Expand: a broadcast copy. */
 static mp_status shk_expand(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2278,7 +2280,6 @@ static mp_status shk_expand(mp_kctx *k) {
 
 /* Tile: output index i on each axis reads i mod the input's extent. */
 static mp_status shk_tile(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2309,7 +2310,6 @@ static mp_status shk_tile(mp_kctx *k) {
 
 /* Gather: out[outer, idx..., inner] = x[outer, indices[idx...], inner]. */
 static mp_status shk_gather(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2356,7 +2356,6 @@ static int64_t shk_offset_at(int r, const int64_t *idims, int64_t e, const int64
 }
 
 static mp_status shk_gather_elements(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
@@ -2414,7 +2413,6 @@ static mp_status shk_scatter_elements(mp_kctx *k) {
 /* GatherND / ScatterND: index tuples of length q over data's leading dims
  * (after batch_dims), each selecting a slice of `inner` elements. */
 static mp_status shk_nd(mp_kctx *k, bool scatter) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2455,7 +2453,6 @@ static mp_status shk_scatter_nd(mp_kctx *k) { return shk_nd(k, true); }
 
 /* Pad: constant, reflect, edge, wrap. */
 static mp_status shk_pad(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2539,7 +2536,6 @@ static mp_status shk_attr_scalar(mp_kctx *k, const mp_tensor *t, int dt, uint8_t
 }
 
 static mp_status shk_constant_of_shape(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
@@ -2594,8 +2590,7 @@ static mp_status shk_eye_like(mp_kctx *k) {
     return MP_OK;
 }
 
-static mp_status shk_trilu(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+mp_status mp_ktrilu(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
@@ -2615,19 +2610,18 @@ static mp_status shk_trilu(mp_kctx *k) {
 }
 
 static mp_status shk_one_hot(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *ix = &k->in[0], *vals = &k->in[2];
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
     int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", -1), y->rank, &st);
     if (st) return st;
-    int64_t depth = (int64_t)mp_kget_f(k->in[1].data, k->in[1].dtype, 0), outer, inner;
+    int64_t depth = mp_kf2i(mp_kget_f(k->in[1].data, k->in[1].dtype, 0)), outer, inner;
     mp_kouter_inner(y->rank, y->dims, axis, &outer, &inner);
     for (int64_t e = 0; e < y->numel; e++) mp_kcopy1(y->data, e, vals->data, 0, es);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++) {
-            int64_t i = (int64_t)mp_kget_f(ix->data, ix->dtype, o * inner + in);
+            int64_t i = mp_kf2i(mp_kget_f(ix->data, ix->dtype, o * inner + in));
             if (i < 0) i += depth;
             if (i >= 0 && i < depth) mp_kcopy1(y->data, (o * depth + i) * inner + in, vals->data, 1, es);
         }
@@ -2737,7 +2731,7 @@ static mp_status shk_non_zero(mp_kctx *k) {
 static mp_status shk_compress(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *cnd = &k->in[1];
     mp_status st = MP_OK;
-    size_t es = shk_es(k, x->dtype, &st);
+    size_t es = shk_esize(k, x->dtype, &st);
     if (st) return st;
     const mp_attr *ax = mp_node_attr(k->n, "axis");
     int axis = -1;
@@ -2783,7 +2777,7 @@ static int shk_row_cmp(const shk_uq *u, int64_t a, int64_t b) {
 static mp_status shk_unique(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
     mp_status st = MP_OK;
-    size_t es = shk_es(k, x->dtype, &st);
+    size_t es = shk_esize(k, x->dtype, &st);
     if (st) return st;
     const mp_attr *ax = mp_node_attr(k->n, "axis");
     bool sorted = mp_attr_i(k->n, "sorted", 1) != 0;
@@ -2903,7 +2897,7 @@ const mp_op mp_ops_shape[] = {
     SH_OP("Split", 2, split_infer_v2, shk_split),
     SH_OP("Split", 13, split_infer_v13, shk_split),
     SH_OP("Split", 18, split_infer_v18, shk_split),
-    SH_OP("Trilu", 14, trilu_infer, shk_trilu),
+    SH_OP("Trilu", 14, trilu_infer, mp_ktrilu),
     {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd},
     {"", "ScatterElements", 11, scatter_elements_infer, scatter_cost, 0, 0, NULL,
      shk_scatter_elements},

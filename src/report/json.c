@@ -297,6 +297,8 @@ static uint64_t js_count(int n) { return n > 0 ? (uint64_t)n : 0; }
 /* A measured set's time: latency_s (median over the timed runs),
  * latency_min_s and achieved_flops_per_s (counted FLOPs / latency_s);
  * null when not measured (node timing off, zero time). */
+static double js_peak; /* the run's peak FLOP/s while a measured report is written; 0 unknown */
+
 static void js_lat(jw *w, double lat, double lat_min, uint64_t flops, bool flops_known) {
     jw_key(w, "latency_s");
     if (lat >= 0) jw_double(w, lat);
@@ -306,6 +308,9 @@ static void js_lat(jw *w, double lat, double lat_min, uint64_t flops, bool flops
     else jw_null(w);
     jw_key(w, "achieved_flops_per_s");
     if (lat > 0 && flops_known) jw_double(w, (double)flops / lat);
+    else jw_null(w);
+    jw_key(w, "fraction_of_peak");
+    if (lat > 0 && flops_known && js_peak > 0) jw_double(w, (double)flops / lat / js_peak);
     else jw_null(w);
 }
 
@@ -526,6 +531,7 @@ static void js_node_run(jw *w, const mp_profile *p, int i) {
         jw_kstr(w, "fused_into", h >= 0 && h < g->n_nodes && g->nodes[h].name ? g->nodes[h].name : "");
     }
     if (p->node_group[i]) jw_kstr(w, "group", p->node_group[i]);
+    if (p->node_kernel && p->node_kernel[i]) jw_kstr(w, "kernel", p->node_kernel[i]);
     const mp_cost *k = &g->nodes[i].cost;
     js_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !(k->flags & MP_COST_UNKNOWN));
 }
@@ -586,6 +592,7 @@ static void js_run(jw *w, const mp_profile *p) {
         jw_open(w, '{');
         jw_kstr(w, "name", gs->name ? gs->name : "");
         jw_kbool(w, "fused", gs->fused);
+        jw_kstr(w, "kernel", gs->kernel ? gs->kernel : "");
         jw_ki64(w, "count", gs->count);
         jw_ku64(w, "flops", gs->flops);
         js_lat(w, gs->latency_s, gs->latency_min_s, gs->flops, true);
@@ -667,6 +674,7 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     w->o.f = f;
     w->o.buf = w->buf;
     w->o.cap = JW_BUF;
+    js_peak = p->measured ? p->run.peak_flops_per_s : 0;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     js_model(w, m);

@@ -222,7 +222,7 @@ static void tx_measured_summary(tx *t) {
         tx_printf(t, "%s of ", mp_fmt_pct_d(fl, r->peak_flops_per_s).s);
         tx_printf(t, "%s (%s)\n", mp_fmt_si_d(r->peak_flops_per_s, "FLOPS").s,
                   r->peak_source && r->peak_source[0] == 'g' ? "given with --peak-gflops"
-                                                             : "measured: fp32 GEMM at start");
+                                                             : "measured: fp32 GEMM on this machine");
     } else {
         tx_puts(t, "unknown (no peak)\n");
     }
@@ -233,7 +233,8 @@ static void tx_measured_summary(tx *t) {
               r->folded, r->node_timing ? "" : "; nodes not timed");
     tx_label(t, "run memory:");
     tx_printf(t, "%s (activation arena ", mp_fmt_bytes(r->peak_memory_bytes).s);
-    tx_printf(t, "%s, weights ", mp_fmt_bytes(r->arena_bytes).s);
+    tx_printf(t, "%s (static estimate ", mp_fmt_bytes(r->arena_bytes).s);
+    tx_printf(t, "%s), weights ", mp_fmt_bytes(p->activation_peak_bytes).s);
     tx_printf(t, "%s, inputs ", mp_fmt_bytes(r->weight_bytes).s);
     tx_printf(t, "%s, scratch ", mp_fmt_bytes(r->input_bytes).s);
     tx_printf(t, "%s)\n", mp_fmt_bytes(r->scratch_bytes + r->dynamic_bytes).s);
@@ -744,19 +745,23 @@ static void tx_times(tx *t) {
     tx_rule(t, "Measured time by operator");
     tx_puts(t, "Sorted by total time per pass (median over the timed runs); a fused group (A+B) is\n"
                "one kernel, counted under its first node; % = share of the summed kernel times\n");
-    tx_printf(t, "%-*s  %5s  %10s  %10s  %10s  %7s  %12s\n", w, "op", "count", "total", "mean", "min",
-              "%", "FLOPS");
+    tx_printf(t, "%-*s  %5s  %10s  %10s  %10s  %7s  %12s  %7s\n", w, "op", "count", "total", "mean", "min",
+              "%", "FLOPS", "% peak");
     for (int i = 0; i < p->n_groups; i++) {
         const mp_groupstat *g = &p->groups[i];
         char tot[64], mean[64], mn[64];
         snprintf(tot, sizeof tot, "%s", mp_fmt_seconds(g->latency_s).s);
         snprintf(mean, sizeof mean, "%s", mp_fmt_seconds(g->count ? g->latency_s / g->count : 0).s);
         snprintf(mn, sizeof mn, "%s", mp_fmt_seconds(g->latency_min_s).s);
-        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %10s  %7s  %12s\n", w, w, tx_safe(t, g->name, "?"), g->count,
-                  tot, mean, mn, mp_fmt_pct_d(g->latency_s, run_sum).s,
-                  g->latency_s > 0 ? mp_fmt_si_d((double)g->flops / g->latency_s, "FLOPS").s : "-");
+        double fl = g->latency_s > 0 ? (double)g->flops / g->latency_s : -1;
+        char flb[64], pk[64];
+        snprintf(flb, sizeof flb, "%s", fl >= 0 ? mp_fmt_si_d(fl, "FLOPS").s : "-");
+        snprintf(pk, sizeof pk, "%s", fl >= 0 && p->run.peak_flops_per_s > 0
+                                          ? mp_fmt_pct_d(fl, p->run.peak_flops_per_s).s : "-");
+        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %10s  %7s  %12s  %7s\n", w, w, tx_safe(t, g->name, "?"),
+                  g->count, tot, mean, mn, mp_fmt_pct_d(g->latency_s, run_sum).s, flb, pk);
     }
-    for (int i = 0; i < w + 70; i++) tx_putc(t, '-');
+    for (int i = 0; i < w + 79; i++) tx_putc(t, '-');
     tx_putc(t, '\n');
     tx_printf(t, "%-*s  %5d  %10s\n", w, "sum of kernels", p->run.steps, mp_fmt_seconds(run_sum).s);
     tx_printf(t, "%-*s  %5s  %10s  (timer and dispatch: the rest)\n", w, "whole pass", "",

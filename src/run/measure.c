@@ -101,6 +101,12 @@ static int mp__op_index(const mp_profile *p, const mp_node *n) {
     return -1;
 }
 
+/* Kernel names outlive the plan: the oneDNN glue's and ours are string
+ * constants; the portable kernel's record is the plan's, its name is not. */
+static const char *mp__kernel_name(const char *name) {
+    return strcmp(name, "portable") == 0 ? "portable" : name;
+}
+
 static int mp__grp_cmp(const void *a, const void *b) {
     const mp_groupstat *x = a, *y = b;
     if (x->latency_s != y->latency_s) return x->latency_s < y->latency_s ? 1 : -1;
@@ -117,6 +123,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     free(p->node_state);
     free(p->node_head);
     free(p->node_group);
+    free(p->node_kernel);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
     p->groups = NULL;
@@ -126,6 +133,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     p->node_state = calloc((size_t)nn + 1, sizeof *p->node_state);
     p->node_head = calloc((size_t)nn + 1, sizeof *p->node_head);
     p->node_group = calloc((size_t)nn + 1, sizeof *p->node_group);
+    p->node_kernel = calloc((size_t)nn + 1, sizeof *p->node_kernel);
     p->groups = calloc((size_t)ns + 1, sizeof *p->groups);
     double *col = malloc(sizeof *col * (size_t)(iters + 1));
     double *mod = calloc((size_t)nm * (size_t)iters + 1, sizeof *mod);
@@ -133,7 +141,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     double *grp = calloc((size_t)(ns + 1) * (size_t)iters, sizeof *grp);
     int *step_grp = calloc((size_t)ns + 1, sizeof *step_grp);
     mp_status st = MP_OK;
-    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group ||
+    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group || !p->node_kernel ||
         !p->groups || !col || !mod || !ops || !grp || !step_grp)
         st = mp_error(MP_ERR_NOMEM, "out of memory");
     if (st) goto done;
@@ -160,6 +168,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
                 goto done;
             }
             p->groups[gi].fused = sp->group != NULL;
+            p->groups[gi].kernel = sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
         }
         step_grp[s] = gi;
         p->groups[gi].count++;
@@ -173,6 +182,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
             }
         }
         if (sp->group) p->node_group[sp->node] = p->groups[gi].name;
+        p->node_kernel[sp->node] = sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
     }
     if (timed) {
         for (int s = 0; s < ns; s++) {

@@ -8,6 +8,7 @@
 #include "run/run.h"
 #include "run/dnnl.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -75,7 +76,7 @@ mp_status mp_kfuse(mp_kctx *k, int node) {
             return MP_ERR_USAGE;
         }
         int kd = pl->vals[v].kind;
-        if (kd == MP_RV_CONST || kd == MP_RV_INPUT) continue;
+        if (kd == MP_RV_CONST || kd == MP_RV_INPUT || kd == MP_RV_OUTER) continue;
         int prod = g->values[v].producer;
         if (prod < 0 || pl->step_of[prod] < 0 || pl->step_of[prod] >= pl->cur) return MP_ERR_USAGE;
     }
@@ -125,6 +126,58 @@ const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
     mp_rval *rv = &pl->vals[v];
     if (rv->kind == MP_RV_UNUSED && mp__need(pl, v) != MP_OK) mp_error_clear();
     return &rv->rt;
+}
+
+static float mp__h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0) {
+        if (!m) {
+            x = sign;
+        } else { /* subnormal: normalise */
+            e = 113;
+            while (!(m & 0x400)) {
+                m <<= 1;
+                e--;
+            }
+            x = sign | e << 23 | (m & 0x3ff) << 13;
+        }
+    } else if (e == 31) {
+        x = sign | 0x7f800000u | m << 13;
+    } else {
+        x = sign | (e + 112) << 23 | m << 13;
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+const float *mp_kinput_f32(mp_kctx *k, int i) {
+    mp_plan *pl = k ? k->plan : NULL;
+    if (!pl || i < 0 || i >= k->n_in || !k->in[i].data) return NULL;
+    const mp_step *s = (const mp_step *)(const void *)((const char *)k - offsetof(mp_step, k));
+    int v = s->in_v[i];
+    if (v < 0 || pl->vals[v].kind != MP_RV_CONST) return NULL;
+    mp_rval *rv = &pl->vals[v];
+    int dt = rv->rt.dtype;
+    if (dt == MP_DT_FLOAT) return rv->rt.data;
+    if (dt != MP_DT_FLOAT16 && dt != MP_DT_BFLOAT16) return NULL;
+    if (!rv->f32) {
+        int64_t n = rv->rt.numel;
+        float *f = malloc(sizeof *f * (size_t)(n > 0 ? n : 1));
+        if (!f) return NULL;
+        const uint16_t *h = rv->rt.data;
+        for (int64_t j = 0; j < n; j++) {
+            if (dt == MP_DT_FLOAT16) {
+                f[j] = mp__h2f(h[j]);
+            } else {
+                uint32_t x = (uint32_t)h[j] << 16;
+                memcpy(&f[j], &x, 4);
+            }
+        }
+        rv->f32 = f;
+        pl->const_bytes += sizeof *f * (size_t)(n > 0 ? n : 1);
+    }
+    return rv->f32;
 }
 
 mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
@@ -257,7 +310,7 @@ bool mp_run_portable_only;
 static const mp_kernel *mp__pick(const mp_graph *g, const mp_node *n, mp_kernel *portable) {
     const mp_kernel *kern = mp_run_portable_only ? NULL : mp_dnnl_kernel(g, n);
     if (kern) return kern;
-    if (!n->desc || !n->desc->run) return NULL;
+    if (!n->desc || !n->desc->run) return mp_control_kernel(n);
     portable->name = "portable";
     portable->prepare = n->desc->prepare;
     portable->run = n->desc->run;
@@ -380,6 +433,27 @@ static mp_status mp__classify(mp_plan *pl) {
         mp_value *val = &g->values[v];
         mp_rval *rv = &pl->vals[v];
         mp__rt_init(pl, v);
+        /* kernels multiply dims freely (outer x inner): an empty tensor
+         * whose other dims multiply past 2^50 is refused here, once */
+        if (mp_shape_known(val)) {
+            int64_t prod = 1;
+            for (int d = 0; d < val->rank; d++)
+                if (__builtin_mul_overflow(prod, val->dims[d] > 0 ? val->dims[d] : 1, &prod) ||
+                    prod > (INT64_C(1) << 50))
+                    return mp_error(MP_ERR_LIMIT, "%s: value '%s': its dims multiply past 2^50: too "
+                                    "large to run", pl->m->path ? pl->m->path : "model", val->name);
+        }
+        if ((val->flags & MP_VAL_OUTER) && pl->parent) {
+            mp_plan *up = pl->parent;
+            if (val->outer < 0 || val->outer >= up->g->n_values)
+                return mp_error(MP_ERR_FORMAT, "value '%s' refers to no value of the enclosing graph",
+                                val->name);
+            const mp_rval *src = &up->vals[val->outer];
+            rv->rt = src->rt;
+            rv->bytes = src->bytes;
+            rv->kind = src->kind == MP_RV_CONST ? MP_RV_CONST : MP_RV_OUTER;
+            continue;
+        }
         if (val->flags & MP_VAL_INPUT) {
             rv->kind = MP_RV_INPUT;
             if (!mp_shape_known(val))
@@ -392,6 +466,14 @@ static mp_status mp__classify(mp_plan *pl) {
         const mp_node *n = &g->nodes[k];
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0) pl->vals[n->in[i]].consumers++;
+        /* a body reading a value makes it used (never fused away) */
+        for (int b = 0; b < n->n_sub; b++) {
+            const mp_graph *sg = n->sub[b];
+            for (int u = 0; sg && u < sg->n_values; u++)
+                if ((sg->values[u].flags & MP_VAL_OUTER) && sg->values[u].outer >= 0 &&
+                    sg->values[u].outer < g->n_values)
+                    pl->vals[sg->values[u].outer].consumers++;
+        }
     }
     return MP_OK;
 }
@@ -503,7 +585,9 @@ static mp_status mp__build_steps(mp_plan *pl) {
         }
         if (s->scratch > pl->scratch_bytes) pl->scratch_bytes = s->scratch;
         for (int i = 0; i < s->n_in; i++)
-            if (s->in_v[i] >= 0 && pl->vals[s->in_v[i]].kind == MP_RV_DYN) s->dyn = true;
+            if (s->in_v[i] >= 0 &&
+                (pl->vals[s->in_v[i]].kind == MP_RV_DYN || pl->vals[s->in_v[i]].kind == MP_RV_OUTER))
+                s->dyn = true;
         for (int i = 0; i < s->n_out; i++)
             if (s->out_v[i] >= 0 && pl->vals[s->out_v[i]].kind == MP_RV_DYN) s->dyn = true;
         if (s->n_nodes > 1) {
@@ -676,7 +760,7 @@ static mp_status mp__bind(mp_plan *pl) {
         mp_status st = mp__own(pl, v);
         if (st) return st;
         pl->input_bytes += pl->vals[v].own_cap;
-        mp_run_random_input(pl, v);
+        if (!pl->parent) mp_run_random_input(pl, v); /* a body's inputs are set each run */
     }
     for (int si = 0; si < pl->n_steps; si++) {
         mp_step *s = &pl->steps[si];
@@ -689,14 +773,19 @@ static mp_status mp__bind(mp_plan *pl) {
     return MP_OK;
 }
 
-mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) {
+/* A plan of graph g: the main graph (parent NULL) or a control-flow body
+ * (parent: the plan of the graph holding it; the body's inputs are set by
+ * the control-flow kernel before each run, its outer values come from the
+ * parent). */
+static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options *o, mp_plan *parent,
+                               mp_plan **out) {
     *out = NULL;
-    if (!p || !p->m || !p->m->graph) return mp_error(MP_ERR_USAGE, "no profile to plan");
     mp_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return mp_error(MP_ERR_NOMEM, "out of memory");
     pl->p = p;
     pl->m = p->m;
-    pl->g = p->m->graph;
+    pl->g = g;
+    pl->parent = parent;
     if (o)
         pl->o = *o;
     else
@@ -710,7 +799,6 @@ mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) 
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     pl->threads = pl->o.threads > 0 ? pl->o.threads : (int)(nc > 0 ? nc : 1);
     pl->seed = pl->o.seed;
-    mp_graph *g = pl->g;
     pl->vals = calloc((size_t)g->n_values + 1, sizeof *pl->vals);
     pl->steps = calloc((size_t)g->n_nodes + 1, sizeof *pl->steps);
     pl->step_of = malloc(sizeof *pl->step_of * ((size_t)g->n_nodes + 1));
@@ -719,13 +807,19 @@ mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) 
     if (!pl->vals || !pl->steps || !pl->step_of || !pl->folded) st = mp_error(MP_ERR_NOMEM, "out of memory");
     for (int i = 0; !st && i < g->n_nodes; i++) pl->step_of[i] = -1;
     if (!st) st = mp__classify(pl);
-    if (!st && pl->o.max_memory > 0 && mp__estimate(pl) > (uint64_t)pl->o.max_memory)
+    if (!st && !parent && pl->o.max_memory > 0 && mp__estimate(pl) > (uint64_t)pl->o.max_memory)
         st = mp_error(MP_ERR_LIMIT, "%s: the run needs at least %llu bytes (inputs, weight copies, "
                       "activations) and --max-memory allows %lld: refused before allocating",
                       pl->m->path ? pl->m->path : "model", (unsigned long long)mp__estimate(pl),
                       (long long)pl->o.max_memory);
-    if (!st && pl->threads > 1) st = mp_pool_create(pl->threads, &pl->pool);
+    if (!st && parent) pl->pool = parent->pool; /* shared, freed by the main plan */
+    else if (!st && pl->threads > 1) st = mp_pool_create(pl->threads, &pl->pool);
     if (!st) st = mp__build_steps(pl);
+    /* graph outputs that no node reads nor makes (an initializer given
+     * back as an output) */
+    for (int i = 0; !st && i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0 && pl->vals[g->outputs[i]].kind == MP_RV_UNUSED)
+            st = mp__need(pl, g->outputs[i]);
     if (!st) st = mp__arena_plan(pl);
     if (!st) {
         size_t in_b = 0;
@@ -735,7 +829,7 @@ mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) 
         st = mp__memory_check(pl, in_b, "weights, inputs, activation arena, scratch");
     }
     if (!st) st = mp__bind(pl);
-    if (!st && pl->random_weights)
+    if (!st && pl->random_weights && !parent)
         mp_model_warn(pl->m, "weights are absent: the run uses seeded random weights (seed %llu)",
                       (unsigned long long)pl->seed);
     if (st) {
@@ -744,6 +838,29 @@ mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) 
     }
     *out = pl;
     return MP_OK;
+}
+
+mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) {
+    *out = NULL;
+    if (!p || !p->m || !p->m->graph) return mp_error(MP_ERR_USAGE, "no profile to plan");
+    return mp__plan_make(p, p->m->graph, o, NULL, out);
+}
+
+void mp_subplan_bind_outer(mp_plan *pl) {
+    const mp_graph *g = pl->g;
+    for (int v = 0; v < g->n_values; v++)
+        if (pl->vals[v].kind == MP_RV_OUTER) pl->vals[v].rt = pl->parent->vals[g->values[v].outer].rt;
+}
+
+mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan **out) {
+    mp_run_options o = parent->o;
+    o.fuse = fuse;
+    o.threads = parent->threads;
+    mp_status st = mp__plan_make(parent->p, body, &o, parent, out);
+    if (!st) /* a body's buffers count in the run's memory */
+        parent->dyn_bytes += (*out)->arena_bytes + (*out)->const_bytes + (*out)->input_bytes +
+                             (*out)->scratch_bytes + (*out)->dyn_bytes;
+    return st;
 }
 
 void mp_plan_free(mp_plan *pl) {
@@ -759,8 +876,9 @@ void mp_plan_free(mp_plan *pl) {
         for (int v = 0; v < pl->g->n_values; v++) {
             free(pl->vals[v].own);
             free(pl->vals[v].dyn_dims);
+            free(pl->vals[v].f32);
         }
-    mp_pool_free(pl->pool);
+    if (!pl->parent) mp_pool_free(pl->pool);
     mp_run_unmap(pl);
     free(pl->vals);
     free(pl->steps);
@@ -770,6 +888,10 @@ void mp_plan_free(mp_plan *pl) {
     free(pl->scratch);
     free(pl->t_step);
     free(pl->t_run);
+    if (pl->shadow_m) mp_arena_free(&pl->shadow_m->arena);
+    free(pl->shadow_m);
+    free(pl->shadow_g);
+    free(pl->shadow_vals);
     free(pl);
 }
 
@@ -783,7 +905,11 @@ mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, 
     if (v < 0) return mp_error(MP_ERR_USAGE, "input '%s': the model has no such input", name);
     mp_rval *rv = &pl->vals[v];
     const mp_value *val = &g->values[v];
-    if (dtype != val->dtype)
+    /* integers into integers, floats into floats (int32 token ids for an
+     * int64 input, fp64 for fp32): converted */
+    bool same_kind = (mp_dtype_is_float(dtype) && mp_dtype_is_float(val->dtype)) ||
+                     (mp_dtype_is_int(dtype) && mp_dtype_is_int(val->dtype));
+    if (dtype != val->dtype && (!same_kind || mp_dtype_bits(dtype) < 8 || mp_dtype_bits(val->dtype) < 8))
         return mp_error(MP_ERR_USAGE, "input '%s': dtype %s given, the plan has %s", name,
                         mp_dtype_name(dtype), mp_dtype_name(val->dtype));
     bool same = rank == val->rank;
@@ -797,23 +923,127 @@ mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, 
         return mp_error(MP_ERR_USAGE, "input '%s': shape [%s] given, the plan has [%s] (set dims with --dim)",
                         name, a, b);
     }
-    if (bytes != rv->bytes)
-        return mp_error(MP_ERR_USAGE, "input '%s': %zu bytes given, %zu expected", name, bytes, rv->bytes);
+    uint64_t want = mp_dtype_bytes(dtype, rv->rt.numel);
+    if (bytes != want)
+        return mp_error(MP_ERR_USAGE, "input '%s': %zu bytes given, %llu expected", name, bytes,
+                        (unsigned long long)want);
     if (rv->kind != MP_RV_INPUT) return MP_OK; /* folded away: its contents were known */
-    if (bytes) memcpy((void *)rv->rt.data, data, bytes);
+    if (dtype != val->dtype) {
+        if (!mp_run_convert(val->dtype, (void *)rv->rt.data, dtype, data, rv->rt.numel))
+            return mp_error(MP_ERR_USAGE, "input '%s': cannot convert %s to %s", name, mp_dtype_name(dtype),
+                            mp_dtype_name(val->dtype));
+    } else if (bytes) {
+        memcpy((void *)rv->rt.data, data, bytes);
+    }
     rv->given = true;
+    return MP_OK;
+}
+
+/* Shapes at run time: a node downstream of a data-dependent shape (a
+ * Transpose of NonZero's output, a Slice by a Loop's iteration number) has
+ * outputs the static inference could not size. Before its kernel runs, the
+ * op's own shape rule runs again on a shadow copy of the node's values
+ * holding the inputs' run-time dims (and the contents of small inputs, as
+ * shape arithmetic needs), in an arena of its own emptied after each use:
+ * the graph itself is never touched. The outputs get buffers of that
+ * shape (mp_kout_alloc); a kernel may still size them itself. */
+static mp_status mp__reinfer(mp_plan *pl, mp_step *s) {
+    mp_graph *g = pl->g;
+    const mp_node *n = &g->nodes[s->node];
+    if (s->n_nodes != 1 || !n->desc || !n->desc->infer) return MP_OK;
+    if (!pl->shadow_vals) {
+        pl->shadow_vals = malloc(sizeof *pl->shadow_vals * ((size_t)g->n_values + 1));
+        pl->shadow_m = malloc(sizeof *pl->shadow_m);
+        pl->shadow_g = malloc(sizeof *pl->shadow_g);
+        if (!pl->shadow_vals || !pl->shadow_m || !pl->shadow_g) return mp_error(MP_ERR_NOMEM, "out of memory");
+        *pl->shadow_m = *pl->m;
+        mp_arena_init(&pl->shadow_m->arena);
+        *pl->shadow_g = *g;
+        pl->shadow_g->values = pl->shadow_vals;
+        pl->shadow_g->model = pl->shadow_m;
+    }
+    mp_arena *a = &pl->shadow_m->arena;
+    mp_value *sv = pl->shadow_vals;
+    mp_status st = MP_OK;
+    for (int i = 0; i < n->n_in && !st; i++) {
+        int v = n->in[i];
+        if (v < 0) continue;
+        const mp_rtensor *rt = &pl->vals[v].rt;
+        sv[v] = g->values[v];
+        if (!rt->data && pl->vals[v].kind != MP_RV_CONST) continue;
+        sv[v].rank = rt->rank;
+        sv[v].dims = (int64_t *)rt->dims;
+        sv[v].kn = -1;
+        sv[v].iv = NULL;
+        sv[v].fv = NULL;
+        int64_t cnt = rt->numel;
+        if (!rt->data || cnt < 0 || cnt > MP_KNOWN_MAX) continue;
+        bool fl = rt->dtype == MP_DT_FLOAT || rt->dtype == MP_DT_DOUBLE;
+        bool in = rt->dtype == MP_DT_INT64 || rt->dtype == MP_DT_INT32 || rt->dtype == MP_DT_BOOL ||
+                  rt->dtype == MP_DT_UINT8 || rt->dtype == MP_DT_INT8;
+        if (!fl && !in) continue;
+        void *buf = mp_arena_calloc(a, (size_t)(cnt ? cnt : 1), 8);
+        if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; j < cnt; j++) {
+            switch (rt->dtype) {
+            case MP_DT_FLOAT: ((double *)buf)[j] = ((const float *)rt->data)[j]; break;
+            case MP_DT_DOUBLE: ((double *)buf)[j] = ((const double *)rt->data)[j]; break;
+            case MP_DT_INT64: ((int64_t *)buf)[j] = ((const int64_t *)rt->data)[j]; break;
+            case MP_DT_INT32: ((int64_t *)buf)[j] = ((const int32_t *)rt->data)[j]; break;
+            case MP_DT_INT8: ((int64_t *)buf)[j] = ((const int8_t *)rt->data)[j]; break;
+            default: ((int64_t *)buf)[j] = ((const uint8_t *)rt->data)[j]; break;
+            }
+        }
+        if (fl) sv[v].fv = buf;
+        else sv[v].iv = buf;
+        sv[v].kn = cnt;
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        int v = n->out[i];
+        if (v < 0) continue;
+        sv[v] = g->values[v];
+        sv[v].rank = -1;
+        sv[v].dims = NULL;
+        sv[v].kn = -1;
+        sv[v].iv = NULL;
+        sv[v].fv = NULL;
+    }
+    mp_ctx c = {pl->shadow_m, pl->shadow_g, (mp_node *)n, s->node};
+    st = n->desc->infer(&c);
+    for (int i = 0; !st && i < s->n_out; i++) {
+        int v = s->out_v[i];
+        if (v < 0 || pl->vals[v].kind != MP_RV_DYN || !mp_shape_known(&sv[v])) continue;
+        if (sv[v].dtype != pl->vals[v].rt.dtype) continue;
+        st = mp_kout_alloc(&s->k, i, sv[v].rank, sv[v].dims);
+    }
+    mp_arena_free(a);
+    mp_arena_init(a);
+    if (st) {
+        char inner[600];
+        snprintf(inner, sizeof inner, "%s", mp_last_error());
+        return mp_error(st, "run: sizing the outputs of node '%s' from its inputs' run-time shapes: %s",
+                        mp__node_name(g, s->node), inner);
+    }
     return MP_OK;
 }
 
 static mp_status mp__step_run(mp_plan *pl, mp_step *s) {
     if (s->dyn) {
+        bool dyn_out = false;
         for (int i = 0; i < s->n_in; i++)
             if (s->in_v[i] >= 0) s->in[i] = pl->vals[s->in_v[i]].rt;
         for (int i = 0; i < s->n_out; i++) {
             int v = s->out_v[i];
             if (v < 0) continue;
             s->out[i] = pl->vals[v].rt;
-            if (pl->vals[v].kind == MP_RV_DYN) s->out[i].data = NULL;
+            if (pl->vals[v].kind == MP_RV_DYN) {
+                s->out[i].data = NULL;
+                dyn_out = true;
+            }
+        }
+        if (dyn_out) {
+            mp_status st = mp__reinfer(pl, s);
+            if (st) return st;
         }
     }
     mp_status st = s->kern->run(&s->k);

@@ -17,6 +17,7 @@ enum {
     MP_RV_ACT,        /* produced by a step: a slot in the activation arena */
     MP_RV_DYN,        /* shape known only at run time (mp_kout_alloc) */
     MP_RV_FUSED,      /* internal to a fused group: never materialised */
+    MP_RV_OUTER,      /* a body's reference to a value of the enclosing plan */
 };
 
 typedef struct mp_rval {
@@ -30,6 +31,7 @@ typedef struct mp_rval {
     int def, last;    /* first and last step touching it (ACT liveness) */
     int consumers;    /* main-graph consumer nodes */
     bool given;       /* INPUT: data given by mp_plan_set_input */
+    float *f32;       /* CONST fp16/bf16: decoded once (mp_kinput_f32) */
 } mp_rval;
 
 typedef struct mp_step {
@@ -49,6 +51,7 @@ typedef struct mp_step {
 typedef struct mp_pool mp_pool;
 
 struct mp_plan {
+    struct mp_plan *parent; /* the enclosing plan of a control-flow body */
     mp_profile *p;
     mp_model *m;
     mp_graph *g;
@@ -75,6 +78,11 @@ struct mp_plan {
     /* external data files mapped once */
     struct mp_extmap { char *path; void *map; size_t size; } *ext;
     int n_ext, cap_ext;
+    /* run-time shape inference (mp__reinfer): copies of the model and graph
+     * with values and an arena of their own */
+    mp_model *shadow_m;
+    mp_graph *shadow_g;
+    mp_value *shadow_vals;
     /* timing of the last mp_profile_run: iters x n_steps seconds */
     double *t_step;
     double *t_run;
@@ -89,6 +97,9 @@ mp_status mp_run_known(mp_plan *pl, int v);
 /* Fill a graph input that was not given with seeded random data. */
 void mp_run_random_input(mp_plan *pl, int v);
 void mp_run_unmap(mp_plan *pl);
+/* n elements from src (dtype src_dt) into dst (dst_dt), numerically;
+ * false for a dtype that holds no numbers (string, sub-byte). */
+bool mp_run_convert(int dst_dt, void *dst, int src_dt, const void *src, int64_t n);
 uint64_t mp_run_rng(uint64_t *s);
 
 /* ---- pool.c ---- */
@@ -103,6 +114,14 @@ void mp_pool_run(mp_pool *pool, int64_t n, mp_range_fn fn, void *arg);
 extern bool mp_run_portable_only;
 /* One run; with t (n_steps entries), each step's time in seconds. */
 mp_status mp_plan_run_timed(mp_plan *pl, double *t);
+
+/* A plan of control-flow body `body` inside `parent` (control.c). */
+mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan **out);
+/* Bring a body plan's outer values up to date from its parent (before
+ * each run of the body). */
+void mp_subplan_bind_outer(mp_plan *pl);
+/* The built-in kernels of If, Loop and Scan (control.c); NULL otherwise. */
+const mp_kernel *mp_control_kernel(const mp_node *n);
 
 /* ---- measure.c ---- */
 double mp_run_now(void);

@@ -7,7 +7,14 @@
  * input cannot take more than a fraction of a second or a few hundred MB;
  * the defaults are tested by the malformed suite. The last input byte
  * picks the values given to the model's symbolic dims, from ordinary
- * sizes to ones whose products overflow 64 bits, one for all or mixed. */
+ * sizes to ones whose products overflow 64 bits, one for all or mixed.
+ *
+ * Small graphs are then planned and run (mp_plan_create, one timed pass
+ * through mp_profile_run, the outputs read, the measured reports): at most
+ * 50 MFLOPs and 16 MB of activations, 64 MB for the whole run, one thread,
+ * the peak given (no calibration GEMM). A plan may refuse a graph (no
+ * kernel, limit) and a run may fail (an index out of range): with a
+ * message, never a crash. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +38,41 @@ static void report(const mp_profile *p, mp_format fmt, int depth, int top) {
     (void)mp_report_write(p, &o, f);
     fclose(f);
     free(buf);
+}
+
+static void run_small(mp_profile *p) {
+    mp_totals t;
+    mp_profile_totals(p, &t);
+    if (t.unknown_nodes || t.flops > 50000000 || t.activation_peak_bytes > (16u << 20) ||
+        t.bytes_read > (64u << 20) || t.nodes > 2000)
+        return;
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.warmup = 0;
+    o.iters = 1;
+    o.threads = 1;
+    o.progress = 0;
+    o.peak_gflops = 1;
+    o.max_memory = 64 << 20;
+    mp_plan *pl = NULL;
+    if (mp_plan_create(p, &o, &pl) != MP_OK) {
+        if (!mp_last_error()[0]) abort();
+        return;
+    }
+    if (mp_profile_run(pl, p) == MP_OK) {
+        for (int i = 0; i < mp_plan_output_count(pl); i++) {
+            const char *name;
+            int dt, rank;
+            const int64_t *dims;
+            const void *d;
+            (void)mp_plan_output(pl, i, &name, &dt, &rank, &dims, &d);
+        }
+        report(p, MP_FORMAT_TEXT, -1, 3);
+        report(p, MP_FORMAT_JSON, -1, 3);
+    } else if (!mp_last_error()[0]) {
+        abort();
+    }
+    mp_plan_free(pl);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -63,6 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mp_profile_totals(p, &t);
         report(p, MP_FORMAT_TEXT, (sel & 0x10) ? 2 : -1, (sel & 0x20) ? -1 : 3);
         report(p, MP_FORMAT_JSON, -1, 3);
+        if (sel & 0x08) run_small(p);
         /* a second profile of the same model must work too */
         if (sel & 0x40) {
             mp_profile *p2 = NULL;

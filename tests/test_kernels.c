@@ -1,0 +1,390 @@
+/* Portable kernels called directly through a hand-made mp_kctx (no plan):
+ * the shared machinery (dtype conversions, broadcast rows, GEMM) and a
+ * few kernels per family against values computed by hand (numpy in the
+ * comments). The ONNX backend test data checks every kernel end to end
+ * (tests/conformance.c, run phase). */
+#include "test.h"
+
+#include "modelprof.h"
+#include "ops/kernel.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* ---- a node and a context by hand ---- */
+
+typedef struct tk_node {
+    mp_node n;
+    mp_attr attr[4];
+    int in[8], out[4];
+    mp_rtensor rin[8], rout[4];
+    mp_kctx k;
+} tk_node;
+
+static void tk_init(tk_node *t, const char *op, int opset, int n_in, int n_out) {
+    memset(t, 0, sizeof *t);
+    t->n.name = "n0";
+    t->n.op = op;
+    t->n.domain = "";
+    t->n.opset = opset;
+    t->n.n_in = n_in;
+    t->n.n_out = n_out;
+    t->n.in = t->in;
+    t->n.out = t->out;
+    t->n.attr = t->attr;
+    for (int i = 0; i < n_in; i++) t->in[i] = i;
+    for (int i = 0; i < n_out; i++) t->out[i] = n_in + i;
+    t->k.n = &t->n;
+    t->k.n_in = n_in;
+    t->k.n_out = n_out;
+    t->k.in = t->rin;
+    t->k.out = t->rout;
+    t->k.threads = 1;
+}
+
+static void tk_attr_i(tk_node *t, const char *name, int64_t v) {
+    mp_attr *a = &t->attr[t->n.n_attr++];
+    a->name = name;
+    a->type = MP_ATTR_INT;
+    a->i = v;
+}
+
+static void tk_attr_ints(tk_node *t, const char *name, int64_t *v, int n) {
+    mp_attr *a = &t->attr[t->n.n_attr++];
+    a->name = name;
+    a->type = MP_ATTR_INTS;
+    a->ints = v;
+    a->n = n;
+}
+
+static mp_rtensor tk_t(void *data, int dt, int rank, const int64_t *dims) {
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++) n *= dims[i];
+    return (mp_rtensor){data, dt, rank, dims, n};
+}
+
+/* Prepare (when the op has one), run, release through the descriptor. */
+static mp_status tk_run(tk_node *t) {
+    const mp_op *op = mp_op_find(t->n.domain, t->n.op, t->n.opset);
+    if (!op || !op->run) return MP_ERR_UNSUPPORTED;
+    return mp_krun_node(op, &t->k);
+}
+
+static bool tk_close(const float *a, const float *b, int n, double tol) {
+    for (int i = 0; i < n; i++)
+        if (!(fabs((double)a[i] - (double)b[i]) <= tol * (1 + fabs((double)b[i])))) {
+            fprintf(stderr, "    element %d: %g, expected %g\n", i, (double)a[i], (double)b[i]);
+            return false;
+        }
+    return true;
+}
+
+/* ---- machinery ---- */
+
+static void test_kernels_half_bf16_fp8(void) {
+    T_EQ(mp_float_to_half(1.0f), 0x3c00);
+    T_EQ(mp_float_to_half(-2.0f), 0xc000);
+    T_EQ(mp_float_to_half(65504.0f), 0x7bff);
+    T_EQ(mp_float_to_half(65520.0f), 0x7c00);          /* rounds up to inf */
+    T_EQ(mp_float_to_half(5.9604645e-8f), 0x0001);     /* smallest subnormal */
+    T_EQ(mp_float_to_half(1.0f + 1.0f / 2048), 0x3c00); /* tie to even */
+    T_CHECK(mp_half_to_float(0x3555) == 0.33325195f); /* nearest half to 1/3 */
+    T_CHECK(isnan(mp_half_to_float(mp_float_to_half(NAN))));
+    for (uint32_t h = 0; h < 0x7c00; h++) /* every finite positive half round-trips */
+        if (mp_float_to_half(mp_half_to_float((uint16_t)h)) != h) {
+            T_EQ(mp_float_to_half(mp_half_to_float((uint16_t)h)), h);
+            break;
+        }
+    T_EQ(mp_float_to_bf16(1.0f), 0x3f80);
+    T_EQ(mp_float_to_bf16(1.00390625f), 0x3f80);       /* tie to even */
+    T_EQ(mp_float_to_bf16(1.01171875f), 0x3f82);       /* tie to even, up */
+    T_CHECK(mp_bf16_to_float(0x4049) == 3.140625f);
+    /* e4m3fn: 1.0 = 0x38, max 448 = 0x7e, saturating */
+    T_EQ(mp_float_to_fp8(1.0f, MP_DT_FLOAT8E4M3FN, true), 0x38);
+    T_EQ(mp_float_to_fp8(448.0f, MP_DT_FLOAT8E4M3FN, true), 0x7e);
+    T_EQ(mp_float_to_fp8(1000.0f, MP_DT_FLOAT8E4M3FN, true), 0x7e);
+    T_EQ(mp_float_to_fp8(-1000.0f, MP_DT_FLOAT8E4M3FN, false), 0xff);
+    T_EQ(mp_float_to_fp8(1.0f, MP_DT_FLOAT8E5M2, true), 0x3c);
+    T_EQ(mp_float_to_fp8(INFINITY, MP_DT_FLOAT8E5M2, false), 0x7c);
+    for (int v = 0; v < 256; v++) { /* every finite fp8 value round-trips */
+        int dts[4] = {MP_DT_FLOAT8E4M3FN, MP_DT_FLOAT8E4M3FNUZ, MP_DT_FLOAT8E5M2, MP_DT_FLOAT8E5M2FNUZ};
+        for (int d = 0; d < 4; d++) {
+            float f = mp_fp8_to_float((uint8_t)v, dts[d]);
+            if (isnan(f) || isinf(f) || (f == 0 && v)) continue;
+            T_EQ(mp_float_to_fp8(f, dts[d], true), v);
+        }
+    }
+    /* int4: two per byte, low nibble first, sign-extended */
+    uint8_t packed[1] = {0};
+    mp_kset_i(packed, MP_DT_INT4, 0, -3);
+    mp_kset_i(packed, MP_DT_INT4, 1, 7);
+    T_EQ(packed[0], 0x7d);
+    T_EQ(mp_kget_i(packed, MP_DT_INT4, 0), -3);
+    T_EQ(mp_kget_i(packed, MP_DT_UINT4, 0), 13);
+}
+
+static void test_kernels_bcast_rows(void) {
+    /* [2,3,4] op [3,1]: rows of 4 with the second input still (step 0) */
+    int64_t od[3] = {2, 3, 4}, bd[2] = {3, 1};
+    int ranks[2] = {3, 2};
+    const int64_t *dims[2] = {od, bd};
+    mp_kbcast it;
+    mp_kbcast_init(&it, 3, od, 2, ranks, dims);
+    T_EQ(it.len, 4);
+    T_EQ(it.rows, 6);
+    T_EQ(it.step[0], 1);
+    T_EQ(it.step[1], 0);
+    int64_t seen[6];
+    for (int r = 0; r < it.rows; r++, mp_kbcast_next(&it)) seen[r] = it.off[1];
+    int64_t want[6] = {0, 1, 2, 0, 1, 2};
+    for (int r = 0; r < 6; r++) T_EQ(seen[r], want[r]);
+    /* same shapes merge into one row */
+    int64_t sd[3] = {2, 3, 4};
+    const int64_t *dims2[2] = {sd, sd};
+    int ranks2[2] = {3, 3};
+    mp_kbcast_init(&it, 3, od, 2, ranks2, dims2);
+    T_EQ(it.len, 24);
+    T_EQ(it.rows, 1);
+}
+
+static void test_kernels_gemm(void) {
+    enum { M = 37, N = 53, K = 29 };
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *c = malloc(sizeof(float) * M * N), *ct = malloc(sizeof(float) * M * N), *ref = malloc(sizeof(float) * M * N);
+    float *bt = malloc(sizeof(float) * K * N);
+    unsigned s = 12345;
+    for (int i = 0; i < M * K; i++) a[i] = (float)((s = s * 1103515245u + 12345u) >> 16 & 1023) / 512.0f - 1.0f;
+    for (int i = 0; i < K * N; i++) b[i] = (float)((s = s * 1103515245u + 12345u) >> 16 & 1023) / 512.0f - 1.0f;
+    for (int kk = 0; kk < K; kk++)
+        for (int j = 0; j < N; j++) bt[j * K + kk] = b[kk * N + j];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int kk = 0; kk < K; kk++) acc += (double)a[i * K + kk] * b[kk * N + j];
+            ref[i * N + j] = (float)acc;
+        }
+    mp_kgemm_f32(M, N, K, a, K, 1, b, N, 1, c, N, false);
+    T_CHECK(tk_close(c, ref, M * N, 1e-5));
+    mp_kgemm_f32(M, N, K, a, K, 1, bt, 1, K, ct, N, false); /* B given transposed */
+    T_CHECK(tk_close(ct, ref, M * N, 1e-5));
+    free(a), free(b), free(c), free(ct), free(ref), free(bt);
+}
+
+/* ---- kernels ---- */
+
+static void test_kernels_add_broadcast(void) {
+    /* numpy: np.array([[1,2,3],[4,5,6]], 'f4') + np.array([10,20,30], 'f4') */
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30}, y[6];
+    int64_t ad[2] = {2, 3}, bd[1] = {3};
+    tk_node t;
+    tk_init(&t, "Add", 14, 2, 1);
+    t.rin[0] = tk_t(a, MP_DT_FLOAT, 2, ad);
+    t.rin[1] = tk_t(b, MP_DT_FLOAT, 1, bd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, ad);
+    T_OK(tk_run(&t));
+    float want[6] = {11, 22, 33, 14, 25, 36};
+    T_CHECK(tk_close(y, want, 6, 0));
+    /* int32 division truncates toward zero; by zero is an error, not a crash */
+    int32_t ia[3] = {7, -7, 1}, ib[3] = {2, 2, 0}, iy[3];
+    int64_t d3[1] = {3};
+    tk_init(&t, "Div", 14, 2, 1);
+    t.rin[0] = tk_t(ia, MP_DT_INT32, 1, d3);
+    t.rin[1] = tk_t(ib, MP_DT_INT32, 1, d3);
+    t.rout[0] = tk_t(iy, MP_DT_INT32, 1, d3);
+    T_EQ(tk_run(&t), MP_ERR_USAGE);
+    ib[2] = 1;
+    T_OK(tk_run(&t));
+    T_EQ(iy[0], 3);
+    T_EQ(iy[1], -3);
+}
+
+static void test_kernels_reduce_softmax(void) {
+    /* ReduceSum over axis 1 (input form): [[1,2,3],[4,5,6]] -> [[6],[15]] */
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[2];
+    int64_t xd[2] = {2, 3}, yd[2] = {2, 1}, axes[1] = {1}, ad[1] = {1};
+    tk_node t;
+    tk_init(&t, "ReduceSum", 13, 2, 1);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(axes, MP_DT_INT64, 1, ad);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, yd);
+    T_OK(tk_run(&t));
+    float want[2] = {6, 15};
+    T_CHECK(tk_close(y, want, 2, 0));
+    /* Softmax (13) over the last axis of [1, 2, 3]: exp(x) / sum */
+    float s[3] = {1, 2, 3}, sy[3];
+    int64_t sd[1] = {3};
+    tk_init(&t, "Softmax", 13, 1, 1);
+    t.rin[0] = tk_t(s, MP_DT_FLOAT, 1, sd);
+    t.rout[0] = tk_t(sy, MP_DT_FLOAT, 1, sd);
+    T_OK(tk_run(&t));
+    float sw[3] = {0.09003057f, 0.24472847f, 0.66524096f};
+    T_CHECK(tk_close(sy, sw, 3, 1e-6));
+}
+
+static void test_kernels_conv_pool(void) {
+    /* Conv: x = arange(9).reshape(1,1,3,3), w = ones(1,1,2,2), bias 1 ->
+     * [[0+1+3+4, 1+2+4+5], [3+4+6+7, 4+5+7+8]] + 1 */
+    float x[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8}, w[4] = {1, 1, 1, 1}, b[1] = {1}, y[4];
+    int64_t xd[4] = {1, 1, 3, 3}, wd[4] = {1, 1, 2, 2}, bd[1] = {1}, yd[4] = {1, 1, 2, 2};
+    tk_node t;
+    tk_init(&t, "Conv", 11, 3, 1);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 4, xd);
+    t.rin[1] = tk_t(w, MP_DT_FLOAT, 4, wd);
+    t.rin[2] = tk_t(b, MP_DT_FLOAT, 1, bd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 4, yd);
+    T_OK(tk_run(&t));
+    float want[4] = {9, 13, 21, 25};
+    T_CHECK(tk_close(y, want, 4, 0));
+    /* MaxPool 2x2 stride 1 with pads 1 at the end: [[4,5,5],[7,8,8],[7,8,8]] */
+    float p[9];
+    int64_t pd[4] = {1, 1, 3, 3}, ks[2] = {2, 2}, pads[4] = {0, 0, 1, 1};
+    tk_init(&t, "MaxPool", 12, 1, 1);
+    tk_attr_ints(&t, "kernel_shape", ks, 2);
+    tk_attr_ints(&t, "pads", pads, 4);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 4, xd);
+    t.rout[0] = tk_t(p, MP_DT_FLOAT, 4, pd);
+    T_OK(tk_run(&t));
+    float pw[9] = {4, 5, 5, 7, 8, 8, 7, 8, 8};
+    T_CHECK(tk_close(p, pw, 9, 0));
+}
+
+static void test_kernels_gather_transpose(void) {
+    /* Gather axis 0 with a negative index: x[[-1, 0]] of [[1,2],[3,4],[5,6]] */
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[4];
+    int64_t ix[2] = {-1, 0}, xd[2] = {3, 2}, id[1] = {2}, yd[2] = {2, 2};
+    tk_node t;
+    tk_init(&t, "Gather", 13, 2, 1);
+    tk_attr_i(&t, "axis", 0);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(ix, MP_DT_INT64, 1, id);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, yd);
+    T_OK(tk_run(&t));
+    float want[4] = {5, 6, 1, 2};
+    T_CHECK(tk_close(y, want, 4, 0));
+    ix[0] = 3; /* out of range: an error naming the node, no crash */
+    T_EQ(tk_run(&t), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "n0") != NULL);
+    /* Transpose perm (1, 0) of [3, 2] */
+    float tt[6];
+    int64_t td[2] = {2, 3}, perm[2] = {1, 0};
+    tk_init(&t, "Transpose", 13, 1, 1);
+    tk_attr_ints(&t, "perm", perm, 2);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rout[0] = tk_t(tt, MP_DT_FLOAT, 2, td);
+    T_OK(tk_run(&t));
+    float tw[6] = {1, 3, 5, 2, 4, 6};
+    T_CHECK(tk_close(tt, tw, 6, 0));
+}
+
+static void test_kernels_quantize_matmul_integer(void) {
+    /* QuantizeLinear: round half to even, saturate: x / 2 + 128 in uint8 */
+    float x[5] = {-300, 1, 3, 5, 600}, s[1] = {2};
+    uint8_t z[1] = {128}, q[5];
+    int64_t d5[1] = {5};
+    tk_node t;
+    tk_init(&t, "QuantizeLinear", 13, 3, 1);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 1, d5);
+    t.rin[1] = tk_t(s, MP_DT_FLOAT, 0, NULL);
+    t.rin[2] = tk_t(z, MP_DT_UINT8, 0, NULL);
+    t.rout[0] = tk_t(q, MP_DT_UINT8, 1, d5);
+    T_OK(tk_run(&t));
+    uint8_t want[5] = {0, 128, 130, 130, 255}; /* 0.5 -> 0, 1.5 -> 2, 2.5 -> 2 */
+    for (int i = 0; i < 5; i++) T_EQ(q[i], want[i]);
+    /* MatMulInteger: (A - 1) @ (B - 0) with A [[2, 3]], B [[4], [5]] -> 1*4 + 2*5 */
+    uint8_t a[2] = {2, 3}, az[1] = {1};
+    int8_t b[2] = {4, 5};
+    int32_t y[1];
+    int64_t ad[2] = {1, 2}, bd[2] = {2, 1}, yd[2] = {1, 1};
+    tk_init(&t, "MatMulInteger", 10, 3, 1);
+    t.rin[0] = tk_t(a, MP_DT_UINT8, 2, ad);
+    t.rin[1] = tk_t(b, MP_DT_INT8, 2, bd);
+    t.rin[2] = tk_t(az, MP_DT_UINT8, 0, NULL);
+    t.rout[0] = tk_t(y, MP_DT_INT32, 2, yd);
+    T_OK(tk_run(&t));
+    T_EQ(y[0], 14);
+}
+
+static void test_kernels_contrib(void) {
+    /* SkipLayerNormalization: s = x + skip + bias = [1, 2, 3, 6] per row;
+     * mean 3, var (4 + 1 + 0 + 9) / 4 = 3.5; y = (s - 3) / sqrt(3.5 + eps) * 2 + 1 */
+    float x[4] = {1, 1, 1, 1}, skip[4] = {0, 1, 2, 5}, g[4] = {2, 2, 2, 2}, be[4] = {1, 1, 1, 1};
+    float bi[4] = {0, 0, 0, 0}, y[4], sum[4];
+    int64_t xd[2] = {1, 4}, hd[1] = {4};
+    tk_node t;
+    tk_init(&t, "SkipLayerNormalization", 1, 5, 4);
+    t.n.domain = "com.microsoft";
+    t.n.out[1] = t.n.out[2] = -1; /* mean and inv_std_var omitted */
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(skip, MP_DT_FLOAT, 2, xd);
+    t.rin[2] = tk_t(g, MP_DT_FLOAT, 1, hd);
+    t.rin[3] = tk_t(be, MP_DT_FLOAT, 1, hd);
+    t.rin[4] = tk_t(bi, MP_DT_FLOAT, 1, hd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, xd);
+    t.rout[3] = tk_t(sum, MP_DT_FLOAT, 2, xd);
+    T_OK(tk_run(&t));
+    double inv = 1.0 / sqrt(3.5 + 1e-5);
+    float want[4] = {(float)(-2 * inv * 2 + 1), (float)(-1 * inv * 2 + 1), 1.0f, (float)(3 * inv * 2 + 1)};
+    T_CHECK(tk_close(y, want, 4, 1e-6));
+    float wsum[4] = {1, 2, 3, 6};
+    T_CHECK(tk_close(sum, wsum, 4, 0));
+    /* FusedMatMul transB, alpha 0.5: [[1, 2]] @ [[3, 4], [5, 6]]^T * 0.5 = [[5.5, 8.5]] */
+    float a[2] = {1, 2}, b[4] = {3, 4, 5, 6}, mm[2];
+    int64_t ad[2] = {1, 2}, bd[2] = {2, 2}, yd[2] = {1, 2};
+    tk_init(&t, "FusedMatMul", 1, 2, 1);
+    t.n.domain = "com.microsoft";
+    tk_attr_i(&t, "transB", 1);
+    t.attr[t.n.n_attr] = (mp_attr){.name = "alpha", .type = MP_ATTR_FLOAT, .f = 0.5};
+    t.n.n_attr++;
+    t.rin[0] = tk_t(a, MP_DT_FLOAT, 2, ad);
+    t.rin[1] = tk_t(b, MP_DT_FLOAT, 2, bd);
+    t.rout[0] = tk_t(mm, MP_DT_FLOAT, 2, yd);
+    T_OK(tk_run(&t));
+    float mw[2] = {5.5f, 8.5f};
+    T_CHECK(tk_close(mm, mw, 2, 0));
+}
+
+static void test_kernels_layernorm(void) {
+    /* rows [1, 2, 3, 4] and [2, 2, 2, 6]: (x - mean) / sqrt(var + 1e-5) * g + b */
+    float x[8] = {1, 2, 3, 4, 2, 2, 2, 6}, g[4] = {1, 2, 1, 1}, b[4] = {0, 0, 1, 0}, y[8], y64[8];
+    int64_t xd[2] = {2, 4}, gd[1] = {4};
+    tk_node t;
+    tk_init(&t, "LayerNormalization", 17, 3, 1);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(g, MP_DT_FLOAT, 1, gd);
+    t.rin[2] = tk_t(b, MP_DT_FLOAT, 1, gd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 2, xd);
+    T_OK(tk_run(&t));
+    double i0 = 1 / sqrt(1.25 + 1e-5), i1 = 1 / sqrt(3.0 + 1e-5);
+    float want[8] = {(float)(-1.5 * i0), (float)(-0.5 * i0 * 2), (float)(0.5 * i0 + 1), (float)(1.5 * i0),
+                     (float)(-1 * i1), (float)(-1 * i1 * 2), (float)(-1 * i1 + 1), (float)(3 * i1)};
+    T_CHECK(tk_close(y, want, 8, 1e-6));
+    /* the generic path (statistics outputs requested) agrees */
+    float mean[2], inv[2];
+    int64_t sd[2] = {2, 1};
+    tk_init(&t, "LayerNormalization", 17, 3, 3);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 2, xd);
+    t.rin[1] = tk_t(g, MP_DT_FLOAT, 1, gd);
+    t.rin[2] = tk_t(b, MP_DT_FLOAT, 1, gd);
+    t.rout[0] = tk_t(y64, MP_DT_FLOAT, 2, xd);
+    t.rout[1] = tk_t(mean, MP_DT_FLOAT, 2, sd);
+    t.rout[2] = tk_t(inv, MP_DT_FLOAT, 2, sd);
+    T_OK(tk_run(&t));
+    T_CHECK(tk_close(y64, want, 8, 1e-6));
+    float wm[2] = {2.5f, 3.0f}, wi[2] = {(float)i0, (float)i1};
+    T_CHECK(tk_close(mean, wm, 2, 1e-6));
+    T_CHECK(tk_close(inv, wi, 2, 1e-6));
+}
+
+MP_TESTS(kernels){
+    {"layernorm", test_kernels_layernorm},
+    {"contrib", test_kernels_contrib},
+    {"half_bf16_fp8", test_kernels_half_bf16_fp8},
+    {"bcast_rows", test_kernels_bcast_rows},
+    {"gemm", test_kernels_gemm},
+    {"add_broadcast", test_kernels_add_broadcast},
+    {"reduce_softmax", test_kernels_reduce_softmax},
+    {"conv_pool", test_kernels_conv_pool},
+    {"gather_transpose", test_kernels_gather_transpose},
+    {"quantize_matmul_integer", test_kernels_quantize_matmul_integer},
+};
+MP_TESTS_END(kernels)
