@@ -949,6 +949,8 @@ mp_status mp_kconv(mp_kctx *k) {
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], G = mp_attr_i(k->n, "group", 1);
     if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
     int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    if (w->dims[1] != cg || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
     for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
     bool f32 = nnk_f32(x) && nnk_f32(w) && nnk_f32(y) && (!b || nnk_f32(b));
     if (f32) {
@@ -989,6 +991,8 @@ static mp_status nnk_conv_transpose(mp_kctx *k) {
     if (nsp < 1 || w->rank != x->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
     int64_t N = x->dims[0], C = x->dims[1], G = mp_attr_i(k->n, "group", 1);
     int64_t mg = w->dims[1], M = mg * G, cg = C / (G ? G : 1);
+    if (G < 1 || C % G || w->dims[0] != C || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
     int64_t stride[MP_MAX_RANK], dil[MP_MAX_RANK], pad[MP_MAX_RANK], kn = 1, in_n = 1, on = 1;
     const int64_t *v;
     int ns = mp_attr_ints(k->n, "strides", &v);
@@ -1160,8 +1164,8 @@ static void nnk_affine(mp_rtensor *y, const mp_rtensor *scale, const mp_rtensor 
     for (int64_t e = 0; e < y->numel; e++) {
         int64_t c = (e / inner) % C;
         double v = mp_kget_f(y->data, y->dtype, e);
-        if (scale) v *= mp_kget_f(scale->data, scale->dtype, scale->numel == 1 ? 0 : c);
-        if (bias) v += mp_kget_f(bias->data, bias->dtype, bias->numel == 1 ? 0 : c);
+        if (scale) v *= mp_kget_f(scale->data, scale->dtype, scale->numel == 1 ? 0 : c % scale->numel);
+        if (bias) v += mp_kget_f(bias->data, bias->dtype, bias->numel == 1 ? 0 : c % bias->numel);
         mp_kset_f(y->data, y->dtype, e, v);
     }
 }
@@ -1173,6 +1177,8 @@ static mp_status nnk_batchnorm(mp_kctx *k) {
     int64_t C = x->rank > 1 ? x->dims[1] : 1, inner = 1, N = x->dims[0];
     for (int i = 2; i < x->rank; i++) inner *= x->dims[i];
     bool training = mp_attr_i(k->n, "training_mode", 0) != 0 && k->n_out >= 3;
+    if (sc->numel < C || bi->numel < C || mean->numel < C || var->numel < C)
+        return mp_kfail(k, MP_ERR_SHAPE, "scale, B, mean and var must hold %lld values", (long long)C);
     for (int64_t c = 0; c < C; c++) {
         double m = mp_kget_f(mean->data, mean->dtype, c), v = mp_kget_f(var->data, var->dtype, c);
         if (training) {
