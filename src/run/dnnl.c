@@ -50,14 +50,10 @@ static void engine_init(void) {
         g_init_st = dnnl_stream_create(&g_strm, g_eng, dnnl_stream_default_flags);
 }
 
-static _Thread_local int t_threads;
-
+/* The calling thread's OpenMP thread count (an ICV read, cheap): set only
+ * when it differs, whoever set it last. */
 static void set_threads(int n) {
-    if (n <= 0) return;
-    if (t_threads != n) {
-        omp_set_num_threads(n);
-        t_threads = n;
-    }
+    if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
 static mp_status dfail(const mp_kctx *k, dnnl_status_t s, const char *what) {
