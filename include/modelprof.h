@@ -155,8 +155,10 @@ typedef struct mp_plan mp_plan;
  * must be known). Made once: order, buffers, kernels, weights. */
 mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out);
 void mp_plan_free(mp_plan *pl);
-/* Data for graph input `name`: dtype (ONNX numbering) and dims must be the
- * planned ones. Inputs never given get seeded random data. */
+/* Data for graph input `name`: dims must be the planned ones; dtype (ONNX
+ * numbering) the planned one, or another of the same kind (integers for an
+ * integer input, floats for a float one), converted. Inputs never given
+ * get seeded random data. */
 mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank,
                             const int64_t *dims, const void *data, size_t bytes);
 /* One untimed run. */
@@ -170,7 +172,8 @@ mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the
- * caller frees it). mp_npy_write writes one array. */
+ * caller frees it). mp_npy_write writes one array (bf16, which numpy
+ * lacks, as fp32). */
 mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, void **data,
                       size_t *bytes);
 mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,

@@ -201,6 +201,13 @@ static void test_run_fuse_fold(void) {
     T_EQ(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(3, 2), x, sizeof x), MP_ERR_USAGE);
     T_CHECK(strstr(mp_last_error(), "X") != NULL);
     T_EQ(mp_plan_set_input(pl, "X", MP_DT_INT64, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
+    /* fp64 data for an fp32 input is converted */
+    double x64[6] = {-3, 0, 1, 2, 5, -1};
+    T_EQ(mp_plan_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x), MP_ERR_USAGE);
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x64));
+    T_OK(mp_plan_run(pl));
+    y = t_out(pl, 0, &n);
+    for (int i = 0; i < 6; i++) T_CHECK(y[i] == want[i]);
     T_EQ(mp_plan_set_input(pl, "Z", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
     /* timed runs fill the profile */
     T_OK(mp_profile_run(pl, p));
@@ -392,6 +399,27 @@ static void test_run_f16_weights(void) {
     tb_done(m, p);
 }
 
+/* an initializer given back as a graph output has its data */
+static void test_run_init_output(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(2));
+    tb_const_f(m, "C", MP_DT_FLOAT, 1, TB_DIMS(3), (const double[]){1, 2, 3});
+    tb_node(m, "Relu", "X", "Y");
+    tb_output(m, "Y");
+    tb_output(m, "C");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Relu", tk_relu, NULL, NULL);
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, NULL, &pl));
+    T_OK(mp_plan_run(pl));
+    int64_t n = 0;
+    const float *c = t_out(pl, 1, &n);
+    T_EQ(n, 3);
+    T_CHECK(c && c[0] == 1 && c[2] == 3);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* --max-memory: refused before allocating, with the figures */
 static void test_run_max_memory(void) {
     mp_model *m = tb_new(17);
@@ -440,6 +468,7 @@ MP_TESTS(run){
     {"run_random_data", test_run_random_data},
     {"run_max_memory", test_run_max_memory},
     {"run_f16_weights", test_run_f16_weights},
+    {"run_init_output", test_run_init_output},
     {"run_no_kernel", test_run_no_kernel},
 };
 MP_TESTS_END(run)

@@ -223,7 +223,8 @@ static void tx_measured_summary(tx *t) {
               r->folded, r->node_timing ? "" : "; nodes not timed");
     tx_label(t, "run memory:");
     tx_printf(t, "%s (activation arena ", mp_fmt_bytes(r->peak_memory_bytes).s);
-    tx_printf(t, "%s, weights ", mp_fmt_bytes(r->arena_bytes).s);
+    tx_printf(t, "%s (static estimate ", mp_fmt_bytes(r->arena_bytes).s);
+    tx_printf(t, "%s), weights ", mp_fmt_bytes(p->activation_peak_bytes).s);
     tx_printf(t, "%s, inputs ", mp_fmt_bytes(r->weight_bytes).s);
     tx_printf(t, "%s, scratch ", mp_fmt_bytes(r->input_bytes).s);
     tx_printf(t, "%s)\n", mp_fmt_bytes(r->scratch_bytes + r->dynamic_bytes).s);

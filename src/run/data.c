@@ -345,3 +345,49 @@ void mp_run_random_input(mp_plan *pl, int v) {
     for (int64_t i = 0; i < n; i++)
         mp__store(val->dtype, rv->own, i, lo + (int64_t)(mp_run_rng(&s) % (span ? span : 1)), 0, false);
 }
+
+/* Element i of a buffer of dtype dt as an int64 (is_float false) or a
+ * double; false for a dtype without numbers here. */
+static bool mp__load(int dt, const void *buf, int64_t i, int64_t *iv, double *fv, bool *is_float) {
+    *is_float = false;
+    switch (dt) {
+    case MP_DT_FLOAT: *fv = ((const float *)buf)[i]; *is_float = true; return true;
+    case MP_DT_DOUBLE: *fv = ((const double *)buf)[i]; *is_float = true; return true;
+    case MP_DT_FLOAT16: {
+        uint16_t h = ((const uint16_t *)buf)[i];
+        int e = (h >> 10) & 0x1f, f = h & 0x3ff;
+        double v = e == 0 ? ldexp(f, -24) : e == 31 ? (f ? NAN : INFINITY) : ldexp(f + 1024, e - 25);
+        *fv = (h & 0x8000) ? -v : v;
+        *is_float = true;
+        return true;
+    }
+    case MP_DT_BFLOAT16: {
+        uint32_t x = (uint32_t)((const uint16_t *)buf)[i] << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        *fv = f;
+        *is_float = true;
+        return true;
+    }
+    case MP_DT_INT8: *iv = ((const int8_t *)buf)[i]; return true;
+    case MP_DT_UINT8: case MP_DT_BOOL: *iv = ((const uint8_t *)buf)[i]; return true;
+    case MP_DT_INT16: *iv = ((const int16_t *)buf)[i]; return true;
+    case MP_DT_UINT16: *iv = ((const uint16_t *)buf)[i]; return true;
+    case MP_DT_INT32: *iv = ((const int32_t *)buf)[i]; return true;
+    case MP_DT_UINT32: *iv = ((const uint32_t *)buf)[i]; return true;
+    case MP_DT_INT64: *iv = ((const int64_t *)buf)[i]; return true;
+    case MP_DT_UINT64: *iv = (int64_t)((const uint64_t *)buf)[i]; return true;
+    default: return false;
+    }
+}
+
+bool mp_run_convert(int dst_dt, void *dst, int src_dt, const void *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t iv = 0;
+        double fv = 0;
+        bool fl;
+        if (!mp__load(src_dt, src, i, &iv, &fv, &fl)) return false;
+        mp__store(dst_dt, dst, i, iv, fv, fl);
+    }
+    return true;
+}

@@ -133,6 +133,16 @@ out:
 }
 
 mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims, const void *data) {
+    if (dtype == MP_DT_BFLOAT16) { /* numpy has no bfloat16: written as fp32 */
+        int64_t n = 1;
+        for (int d = 0; d < rank; d++) n *= dims[d];
+        float *f = malloc(sizeof *f * (size_t)(n > 0 ? n : 1));
+        if (!f) return mp_error(MP_ERR_NOMEM, "%s: out of memory", path);
+        mp_run_convert(MP_DT_FLOAT, f, MP_DT_BFLOAT16, data, n);
+        mp_status st = mp_npy_write(path, MP_DT_FLOAT, rank, dims, f);
+        free(f);
+        return st;
+    }
     const char *descr = NULL;
     for (size_t i = 0; i < MP_ARRAY_LEN(mp__npy_types); i++)
         if (mp__npy_types[i].dtype == dtype) descr = mp__npy_types[i].descr;

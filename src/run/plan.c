@@ -821,6 +821,11 @@ static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options 
     if (!st && parent) pl->pool = parent->pool; /* shared, freed by the main plan */
     else if (!st && pl->threads > 1) st = mp_pool_create(pl->threads, &pl->pool);
     if (!st) st = mp__build_steps(pl);
+    /* graph outputs that no node reads nor makes (an initializer given
+     * back as an output) */
+    for (int i = 0; !st && i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0 && pl->vals[g->outputs[i]].kind == MP_RV_UNUSED)
+            st = mp__need(pl, g->outputs[i]);
     if (!st) st = mp__arena_plan(pl);
     if (!st) {
         size_t in_b = 0;
@@ -906,7 +911,11 @@ mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, 
     if (v < 0) return mp_error(MP_ERR_USAGE, "input '%s': the model has no such input", name);
     mp_rval *rv = &pl->vals[v];
     const mp_value *val = &g->values[v];
-    if (dtype != val->dtype)
+    /* integers into integers, floats into floats (int32 token ids for an
+     * int64 input, fp64 for fp32): converted */
+    bool same_kind = (mp_dtype_is_float(dtype) && mp_dtype_is_float(val->dtype)) ||
+                     (mp_dtype_is_int(dtype) && mp_dtype_is_int(val->dtype));
+    if (dtype != val->dtype && (!same_kind || mp_dtype_bits(dtype) < 8 || mp_dtype_bits(val->dtype) < 8))
         return mp_error(MP_ERR_USAGE, "input '%s': dtype %s given, the plan has %s", name,
                         mp_dtype_name(dtype), mp_dtype_name(val->dtype));
     bool same = rank == val->rank;
@@ -920,10 +929,18 @@ mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, 
         return mp_error(MP_ERR_USAGE, "input '%s': shape [%s] given, the plan has [%s] (set dims with --dim)",
                         name, a, b);
     }
-    if (bytes != rv->bytes)
-        return mp_error(MP_ERR_USAGE, "input '%s': %zu bytes given, %zu expected", name, bytes, rv->bytes);
+    uint64_t want = mp_dtype_bytes(dtype, rv->rt.numel);
+    if (bytes != want)
+        return mp_error(MP_ERR_USAGE, "input '%s': %zu bytes given, %llu expected", name, bytes,
+                        (unsigned long long)want);
     if (rv->kind != MP_RV_INPUT) return MP_OK; /* folded away: its contents were known */
-    if (bytes) memcpy((void *)rv->rt.data, data, bytes);
+    if (dtype != val->dtype) {
+        if (!mp_run_convert(val->dtype, (void *)rv->rt.data, dtype, data, rv->rt.numel))
+            return mp_error(MP_ERR_USAGE, "input '%s': cannot convert %s to %s", name, mp_dtype_name(dtype),
+                            mp_dtype_name(val->dtype));
+    } else if (bytes) {
+        memcpy((void *)rv->rt.data, data, bytes);
+    }
     rv->given = true;
     return MP_OK;
 }

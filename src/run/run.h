@@ -97,6 +97,9 @@ mp_status mp_run_known(mp_plan *pl, int v);
 /* Fill a graph input that was not given with seeded random data. */
 void mp_run_random_input(mp_plan *pl, int v);
 void mp_run_unmap(mp_plan *pl);
+/* n elements from src (dtype src_dt) into dst (dst_dt), numerically;
+ * false for a dtype that holds no numbers (string, sub-byte). */
+bool mp_run_convert(int dst_dt, void *dst, int src_dt, const void *src, int64_t n);
 uint64_t mp_run_rng(uint64_t *s);
 
 /* ---- pool.c ---- */
