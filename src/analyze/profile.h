@@ -60,6 +60,9 @@ struct mp_profile {
     uint64_t params_by_dtype[MP_DT_COUNT];
     uint64_t param_bytes_by_dtype[MP_DT_COUNT];
     uint64_t activation_peak_bytes;
+    /* buffers: non-learnable state the model keeps (declared BUFFERs,
+     * BatchNorm statistics, tables derived from buffers) */
+    uint64_t buffers, buffer_elems, buffer_bytes;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */

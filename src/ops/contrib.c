@@ -1792,6 +1792,9 @@ static mp_status ctk_matmul_nbits(mp_kctx *k) {
         return mp_kfail(k, MP_ERR_SHAPE, "bad K, N, bits or block_size");
     int64_t kb = (K + blk - 1) / blk, blob = blk * bits / 8, per = 8 / bits, mask = (1 << bits) - 1;
     int64_t zrow = (kb * bits + 7) / 8;
+    if (b->numel != N * kb * blob || sc->numel != N * kb || a->numel % K || (bias && bias->numel != N) ||
+        (zp && zp->numel != (zp->dtype == MP_DT_UINT8 ? N * zrow : N * kb)))
+        return mp_kfail(k, MP_ERR_SHAPE, "B, scales, zero points or bias do not match K, N, bits and block_size");
     double *W = malloc(sizeof(double) * (size_t)(N * K + 1)), *A = malloc(sizeof(double) * (size_t)(a->numel + 1));
     double *Y = malloc(sizeof(double) * (size_t)(k->out[0].numel + 1));
     mp_status st = MP_OK;
@@ -1841,6 +1844,7 @@ static mp_status ctk_fused_conv(mp_kctx *k) {
     mp_status st = mp_kconv(k);
     k->n_in = n_in;
     const mp_rtensor *z = mp_kin(k, 3);
+    if (!st && z && z->numel != k->out[0].numel) st = mp_kfail(k, MP_ERR_SHAPE, "Z must be shaped like Y");
     const char *act = mp_attr_s(k->n, "activation", "");
     const double *ap;
     int na = mp_attr_floats(k->n, "activation_params", &ap);
@@ -1955,6 +1959,7 @@ static mp_status ctk_inverse(mp_kctx *k) {
 static mp_status ctk_bias_split_gelu(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *b = &k->in[1];
     int64_t D = x->dims[x->rank - 1], h = D / 2, rows = D ? x->numel / D : 0;
+    if (b->numel < D || k->out[0].numel != rows * h) return mp_kfail(k, MP_ERR_SHAPE, "bias or output size");
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < h; j++) {
             double l = mp_kget_f(x->data, x->dtype, r * D + j) + mp_kget_f(b->data, b->dtype, j);
@@ -2061,6 +2066,10 @@ static mp_status ctk_attention(mp_kctx *k) {
     const int64_t *qkv;
     int nq = mp_attr_ints(k->n, "qkv_hidden_sizes", &qkv);
     int64_t hq = nq == 3 ? qkv[0] : tot / 3, hk = nq == 3 ? qkv[1] : tot / 3, hv = nq == 3 ? qkv[2] : tot / 3;
+    if (x->rank != 3 || w->rank != 2 || w->dims[0] != Hin || N <= 0 || hq % N || hk % N || hv % N || hq != hk ||
+        hq + hk + hv != tot || (bias && bias->numel != tot) || k->out[0].numel != B * S * hv ||
+        (mask && mask->numel != B && mask->numel != B * S))
+        return mp_kfail(k, MP_ERR_SHAPE, "input, weights, bias and mask sizes do not agree");
     mp_status st = MP_OK;
     double *X = ctk_deq(k, x, NULL, NULL, &st), *W = st ? NULL : ctk_deq(k, w, NULL, NULL, &st);
     double *bb = st || !bias ? NULL : ctk_deq(k, bias, NULL, NULL, &st);
@@ -2092,6 +2101,12 @@ static mp_status ctk_mha(mp_kctx *k) {
         return mp_kfail(k, MP_ERR_UNSUPPORTED, "packed, cached or past forms");
     int64_t B = q->dims[0], S = q->dims[1], L = kx->dims[1], N = mp_attr_i(k->n, "num_heads", 1);
     int64_t hq = q->dims[2], hk = kx->dims[2], hv = vx->dims[2];
+    const mp_rtensor *kpm = mp_kin(k, 4), *ab = mp_kin(k, 5);
+    if (N <= 0 || hq % N || hk % N || hv % N || hq != hk || kx->dims[0] != B || vx->dims[0] != B || vx->dims[1] != L ||
+        (bias && bias->numel != hq + hk + hv) || k->out[0].numel != B * S * hv ||
+        (kpm && kpm->numel != B && kpm->numel != B * L) ||
+        (ab && (ab->rank != 4 || ab->numel != (ab->dims[0] == 1 ? 1 : B) * (ab->dims[1] == 1 ? 1 : N) * S * L)))
+        return mp_kfail(k, MP_ERR_SHAPE, "query, key, value, bias and mask sizes do not agree");
     mp_status st = MP_OK;
     double *Q = ctk_deq(k, q, NULL, NULL, &st), *K = st ? NULL : ctk_deq(k, kx, NULL, NULL, &st);
     double *V = st ? NULL : ctk_deq(k, vx, NULL, NULL, &st), *bb = st || !bias ? NULL : ctk_deq(k, bias, NULL, NULL, &st);
@@ -2119,6 +2134,10 @@ static mp_status ctk_embed_ln(mp_kctx *k) {
     const mp_rtensor *se = mp_kin(k, 4), *g = &k->in[5], *be = &k->in[6], *mask = mp_kin(k, 7), *pid = mp_kin(k, 8);
     mp_rtensor *y = &k->out[0];
     int64_t B = ids->dims[0], S = ids->dims[1], H = we->dims[1];
+    if (ids->rank != 2 || we->rank != 2 || pe->rank != 2 || pe->dims[1] != H || (se && (se->rank != 2 || se->dims[1] != H)) ||
+        g->numel < H || be->numel < H || (seg && seg->numel != B * S) || (mask && mask->numel != B * S) ||
+        (pid && pid->numel != S && pid->numel != B * S) || y->numel != B * S * H)
+        return mp_kfail(k, MP_ERR_SHAPE, "ids, embeddings, gamma, beta and mask sizes do not agree");
     double eps = mp_attr_f(k->n, "epsilon", 1e-12);
     double *row = malloc(sizeof(double) * (size_t)(H + 1));
     if (!row) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
@@ -2174,6 +2193,8 @@ static mp_status ctk_rope(mp_kctx *k) {
         for (int64_t n = 0; n < N; n++)
             for (int64_t s = 0; s < S; s++) {
                 int64_t p = pos->numel == 1 ? mp_kget_i(pos->data, pos->dtype, 0) + s : mp_kget_i(pos->data, pos->dtype, b * S + s);
+                if (p < 0 || p >= cs->dims[0] || p >= sn->dims[0] || rot / 2 > half)
+                    return mp_kfail(k, MP_ERR_USAGE, "position %lld is outside the cos/sin caches", (long long)p);
                 int64_t base = four ? ((b * N + n) * S + s) * h : ((b * S + s) * N + n) * h;
                 for (int64_t i = rot; i < h; i++) mp_kcopy1(y->data, base + i, x->data, base + i, mp_kesize(x->dtype));
                 for (int64_t i = 0; i < rot / 2; i++) {
@@ -2290,6 +2311,7 @@ static mp_status ctk_groupnorm(mp_kctx *k) {
     double eps = mp_attr_f(k->n, "epsilon", 1e-5);
     if (G < 1 || C % G) return mp_kfail(k, MP_ERR_SHAPE, "groups does not divide the channels");
     int64_t sp = N * C != 0 ? x->numel / (N * C) : 0, cg = C / G;
+    if (g->numel < C || b->numel < C) return mp_kfail(k, MP_ERR_SHAPE, "gamma and beta must hold one value per channel");
     for (int64_t n = 0; n < N; n++)
         for (int64_t gi = 0; gi < G; gi++) {
             double s = 0, s2 = 0, cnt = (double)(cg * sp);
@@ -2417,6 +2439,11 @@ static mp_status ctk_gqa(mp_kctx *k) {
     int64_t B = q->dims[0], S = q->dims[1], packed = !vx;
     int64_t h = packed ? q->dims[2] / (N + 2 * Nkv) : q->dims[2] / N;
     int64_t P = pk ? pk->dims[2] : 0, T = k->out[1].data ? k->out[1].dims[2] : P + S;
+    if (h <= 0 || q->numel != B * S * (packed ? (N + 2 * Nkv) * h : N * h) ||
+        (!packed && (!kx || kx->numel != B * S * Nkv * h || vx->numel != B * S * Nkv * h)) ||
+        (pk && (pk->rank != 4 || pk->numel != B * Nkv * P * h || !pv || pv->numel != pk->numel)) || sl->numel < B ||
+        (k->out[1].data && k->out[1].numel != B * Nkv * T * h))
+        return mp_kfail(k, MP_ERR_SHAPE, "query, key, value, past and present sizes do not agree");
     int64_t total = mp_kget_i(tsl->data, tsl->dtype, 0);
     double scale = mp_attr_f(k->n, "scale", 0.0);
     if (scale == 0) scale = 1.0 / sqrt((double)h);
@@ -2451,6 +2478,10 @@ static mp_status ctk_gqa(mp_kctx *k) {
                 for (int64_t i = 0; i < h; i++) dst[i] = mp_kget_f(src->data, src->dtype, base + i);
                 if (rotary && cs && sn && hh < N + Nkv) {
                     int64_t half = cs->dims[cs->rank - 1];
+                    if (pos >= cs->dims[0] || pos >= sn->dims[0] || 2 * half > h || sn->numel != cs->numel) {
+                        st = mp_kfail(k, MP_ERR_USAGE, "position %lld is outside the cos/sin caches", (long long)pos);
+                        break;
+                    }
                     for (int64_t i = 0; i < half && 2 * i + 1 < 2 * half; i++) {
                         int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
                         double c = mp_kget_f(cs->data, cs->dtype, pos * half + i), si = mp_kget_f(sn->data, sn->dtype, pos * half + i);

@@ -592,6 +592,8 @@ mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, 
     int64_t N = xt->dims[0], C = xt->dims[1], M = wt->dims[0], G = mp_attr_i(k->n, "group", 1);
     if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
     int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    if (wt->dims[1] != cg || yt->dims[1] != M || yt->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W and Y do not match X's channels and the group");
     for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
     double *col = malloc(sizeof(double) * (size_t)(cg * kn * on + 1));
     if (!col) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");

@@ -789,6 +789,10 @@ mp_status mp_kgemm_run(mp_kctx *k) {
         /* y = alpha * y + beta * C (C broadcast to [M, N]) */
         int64_t cr = c && c->rank == 2 ? c->dims[0] : 1;
         int64_t cc = c && c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        if (c && (c->rank > 2 || (cr != 1 && cr != M) || (cc != 1 && cc != N))) {
+            free(Y);
+            return mp_kfail(k, MP_ERR_SHAPE, "C does not broadcast to [%lld, %lld]", (long long)M, (long long)N);
+        }
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 int64_t e = i * N + j;
@@ -886,6 +890,8 @@ mp_status mp_kquantize(mp_kctx *k) {
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
     bool sat = mp_attr_i(k->n, "saturate", 1) != 0;
+    if ((s->numel > 1 && (axis < 0 || s->numel != x->dims[axis])) || (z && z->numel != s->numel))
+        return mp_kfail(k, MP_ERR_SHAPE, "scale and zero point must be scalars or one per index of the axis");
     bool fp8 = y->dtype >= MP_DT_FLOAT8E4M3FN && y->dtype <= MP_DT_FLOAT8E5M2FNUZ;
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t i = lak_axis_index(x, s, axis, e);
@@ -908,6 +914,8 @@ mp_status mp_kdequantize(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *s = &k->in[1], *z = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
     int axis = mp_axis(mp_attr_i(k->n, "axis", 1), x->rank);
+    if ((s->numel > 1 && (axis < 0 || s->numel != x->dims[axis])) || (z && z->numel != s->numel))
+        return mp_kfail(k, MP_ERR_SHAPE, "scale and zero point must be scalars or one per index of the axis");
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t i = lak_axis_index(x, s, axis, e);
         double v = mp_kget_f(x->data, x->dtype, e);
@@ -967,6 +975,7 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
     int layout = (int)mp_attr_i(k->n, "layout", 0);
     const char *dir = mp_attr_s(k->n, "direction", "forward");
     int dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+    if (X->rank != 3 || W->rank != 3 || R->rank != 3) return mp_kfail(k, MP_ERR_SHAPE, "X, W and R must be 3-D");
     int64_t S = X->dims[layout ? 1 : 0], Bn = X->dims[layout ? 0 : 1], I = X->dims[2], H = R->dims[2];
     double clip = mp_attr_f(k->n, "clip", 0);
     bool lbr = mp_attr_i(k->n, "linear_before_reset", 0) != 0;
@@ -984,6 +993,18 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
             A[d].beta[f] = nbe > j ? be[j] : (!strcmp(A[d].f[f], "HardSigmoid") ? 0.5 : 0.0);
         }
     int64_t G = gates * H;
+    /* every operand's size, as the loops below index it */
+    if (W->numel != dirs * G * I || R->numel != dirs * G * H || (B && B->numel != dirs * 2 * G) ||
+        (H0 && H0->numel != dirs * Bn * H) || (C0 && C0->numel != dirs * Bn * H) || (P && P->numel != dirs * 3 * H) ||
+        (SL && SL->numel != Bn))
+        return mp_kfail(k, MP_ERR_SHAPE, "an input's size does not match X, W and R (%lld directions, hidden %lld)",
+                        (long long)dirs, (long long)H);
+    for (int64_t b = 0; SL && b < Bn; b++) {
+        int64_t len = mp_kget_i(SL->data, SL->dtype, b);
+        if (len < 0 || len > S)
+            return mp_kfail(k, MP_ERR_USAGE, "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
+                            (long long)len, (long long)S);
+    }
     mp_status st = MP_OK;
     double *h = lak_buf(k, H, &st), *c = st ? NULL : lak_buf(k, H, &st), *g = st ? NULL : lak_buf(k, 2 * G, &st);
     double *hn = st ? NULL : lak_buf(k, H, &st);

@@ -945,6 +945,7 @@ static mp_status msk_nll(mp_kctx *k, const mp_rtensor *lp, const double *lpd, co
                          const mp_rtensor *w, mp_rtensor *out) {
     int64_t N = lp->dims[0], C = lp->rank > 1 ? lp->dims[1] : 1, inner = 1;
     for (int i = 2; i < lp->rank; i++) inner *= lp->dims[i];
+    if (t->numel != N * inner || (w && w->numel < C)) return mp_kfail(k, MP_ERR_SHAPE, "target or weight size");
     const mp_attr *ig = mp_node_attr(k->n, "ignore_index");
     const char *red = mp_attr_s(k->n, "reduction", "mean");
     bool none = !strcmp(red, "none"), mean = !strcmp(red, "mean");
@@ -1104,6 +1105,8 @@ static mp_status msk_maxunpool(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     size_t es = mp_kesize(y->dtype);
     int r = x->rank, nsp = r - 2;
+    if (ix->numel != x->numel || nsp < 0 || y->rank != r || !es)
+        return mp_kfail(k, MP_ERR_SHAPE, "indices must be shaped like X");
     const int64_t *ks, *sv, *pv;
     int nk = mp_attr_ints(k->n, "kernel_shape", &ks), ns = mp_attr_ints(k->n, "strides", &sv);
     int np = mp_attr_ints(k->n, "pads", &pv);
@@ -1200,6 +1203,9 @@ static mp_status msk_stft(mp_kctx *k) {
     mp_kints(mp_kin(k, 3), &flen, 1);
     bool cplx = x->rank == 3 && x->dims[2] == 2;
     int64_t B = x->dims[0], L = x->dims[1], F = y->dims[1], bins = y->dims[2], c = cplx ? 2 : 1;
+    if (x->rank < 2 || step < 1 || flen < 1 || (win && win->numel < flen) || (F > 0 && (F - 1) * step + flen > L))
+        return mp_kfail(k, MP_ERR_SHAPE, "frames do not fit the signal (step %lld, length %lld)", (long long)step,
+                        (long long)flen);
     for (int64_t b = 0; b < B; b++)
         for (int64_t f = 0; f < F; f++)
             msk_dft1(x, (b * L + f * step) * c, c, flen, flen, cplx, win, false, y, ((b * F + f) * bins) * 2, 2, bins);
@@ -1233,6 +1239,8 @@ static double msk_iou(msk_box a, msk_box b) {
 static mp_status msk_nms(mp_kctx *k) {
     const mp_rtensor *bx = &k->in[0], *sc = &k->in[1];
     const mp_rtensor *mo = mp_kin(k, 2), *it = mp_kin(k, 3), *stt = mp_kin(k, 4);
+    if (sc->rank != 3 || bx->rank != 3 || bx->dims[0] != sc->dims[0] || bx->dims[1] != sc->dims[2] || bx->dims[2] != 4)
+        return mp_kfail(k, MP_ERR_SHAPE, "boxes must be [B, S, 4] and scores [B, C, S]");
     int64_t B = sc->dims[0], C = sc->dims[1], S = sc->dims[2];
     int64_t maxo = mo && mo->numel ? mp_kget_i(mo->data, mo->dtype, 0) : 0;
     double iou_t = it && it->numel ? mp_kget_f(it->data, it->dtype, 0) : 0;
@@ -1310,6 +1318,8 @@ static mp_status msk_gridsample(mp_kctx *k) {
     int pad = !strcmp(pm, "border") ? 1 : !strcmp(pm, "reflection") ? 2 : 0;
     bool align = mp_attr_i(k->n, "align_corners", 0) != 0;
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = y->dims[2], Wo = y->dims[3];
+    if (g->numel != N * Ho * Wo * 2 || y->dims[0] != N || y->dims[1] != C)
+        return mp_kfail(k, MP_ERR_SHAPE, "grid must be [N, H_out, W_out, 2]");
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = 0; i < Ho * Wo; i++) {
             double gx = mp_kget_f(g->data, g->dtype, (n * Ho * Wo + i) * 2);
@@ -1437,7 +1447,9 @@ static mp_status msk_roialign(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *rois = &k->in[1], *bi = &k->in[2];
     mp_rtensor *y = &k->out[0];
     if (x->rank != 4) return mp_kfail(k, MP_ERR_SHAPE, "X must be 4-D");
-    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->rank == 2 ? rois->dims[0] : 0;
+    if (rois->numel != R * 4 || bi->numel != R || y->numel != R * C * y->dims[2] * y->dims[3])
+        return mp_kfail(k, MP_ERR_SHAPE, "rois must be [R, 4] with R batch indices");
     int64_t ph_n = y->dims[2], pw_n = y->dims[3], sr = mp_attr_i(k->n, "sampling_ratio", 0);
     double scale = mp_attr_f(k->n, "spatial_scale", 1.0);
     bool is_max = !strcmp(mp_attr_s(k->n, "mode", "avg"), "max");

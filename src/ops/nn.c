@@ -949,6 +949,8 @@ mp_status mp_kconv(mp_kctx *k) {
     int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], G = mp_attr_i(k->n, "group", 1);
     if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
     int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    if (w->dims[1] != cg || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
     for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
     bool f32 = nnk_f32(x) && nnk_f32(w) && nnk_f32(y) && (!b || nnk_f32(b));
     if (f32) {
@@ -989,6 +991,8 @@ static mp_status nnk_conv_transpose(mp_kctx *k) {
     if (nsp < 1 || w->rank != x->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
     int64_t N = x->dims[0], C = x->dims[1], G = mp_attr_i(k->n, "group", 1);
     int64_t mg = w->dims[1], M = mg * G, cg = C / (G ? G : 1);
+    if (G < 1 || C % G || w->dims[0] != C || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
     int64_t stride[MP_MAX_RANK], dil[MP_MAX_RANK], pad[MP_MAX_RANK], kn = 1, in_n = 1, on = 1;
     const int64_t *v;
     int ns = mp_attr_ints(k->n, "strides", &v);
@@ -1084,11 +1088,40 @@ static mp_status nnk_pool_run(mp_kctx *k, nnk_pool kind, bool global) {
     mp_rtensor *ind = k->n_out > 1 && k->out[1].data ? &k->out[1] : NULL;
     int64_t NC = x->dims[0] * (x->rank > 1 ? x->dims[1] : 1), in_n = 1, on = 1, kn = 1;
     for (int i = 0; i < nsp; i++) in_n *= win.in[i], on *= win.out[i], kn *= kernel[i];
-    int64_t oidx[MP_MAX_RANK], kidx[MP_MAX_RANK];
+    int64_t oidx[MP_MAX_RANK], kidx[MP_MAX_RANK], istr[MP_MAX_RANK];
+    mp_kstrides(nsp, win.in, istr);
+    /* fp32 windows wholly inside the input: offsets of the kernel points
+     * computed once, the window read without bounds checks */
+    int64_t *koff = x->dtype == MP_DT_FLOAT && !ind && kind != NNK_LP ? malloc(sizeof(int64_t) * (size_t)(kn + 1)) : NULL;
+    for (int64_t kp = 0; koff && kp < kn; kp++) {
+        int64_t r = kp, off = 0;
+        for (int i = nsp - 1; i >= 0; i--) off += (r % kernel[i]) * win.dil[i] * istr[i], r /= kernel[i];
+        koff[kp] = off;
+    }
     for (int64_t nc = 0; nc < NC; nc++)
         for (int64_t o = 0; o < on; o++) {
             int64_t r = o;
             for (int i = nsp - 1; i >= 0; i--) oidx[i] = r % win.out[i], r /= win.out[i];
+            if (koff) {
+                int64_t base = 0;
+                bool whole = true;
+                for (int i = 0; i < nsp && whole; i++) {
+                    int64_t q0 = oidx[i] * win.stride[i] - win.pad[i];
+                    whole = q0 >= 0 && q0 + (kernel[i] - 1) * win.dil[i] < win.in[i];
+                    base += q0 * istr[i];
+                }
+                if (whole && kn > 0) {
+                    const float *xp = (const float *)x->data + nc * in_n + base;
+                    float m = xp[koff[0]];
+                    double sum = 0;
+                    if (kind == NNK_MAX)
+                        for (int64_t kp = 1; kp < kn; kp++) m = xp[koff[kp]] > m ? xp[koff[kp]] : m;
+                    else
+                        for (int64_t kp = 0; kp < kn; kp++) sum += xp[koff[kp]];
+                    mp_kset_f(y->data, y->dtype, nc * on + o, kind == NNK_MAX ? (double)m : sum / (double)kn);
+                    continue;
+                }
+            }
             double acc = kind == NNK_MAX ? -INFINITY : 0;
             int64_t cnt = 0, arg = -1;
             for (int64_t kp = 0; kp < kn; kp++) {
@@ -1122,6 +1155,7 @@ static mp_status nnk_pool_run(mp_kctx *k, nnk_pool kind, bool global) {
             mp_kset_f(y->data, y->dtype, nc * on + o, out);
             if (ind) mp_kset_i(ind->data, ind->dtype, nc * on + o, nc * in_n + arg);
         }
+    free(koff);
     return MP_OK;
 }
 
@@ -1160,8 +1194,8 @@ static void nnk_affine(mp_rtensor *y, const mp_rtensor *scale, const mp_rtensor 
     for (int64_t e = 0; e < y->numel; e++) {
         int64_t c = (e / inner) % C;
         double v = mp_kget_f(y->data, y->dtype, e);
-        if (scale) v *= mp_kget_f(scale->data, scale->dtype, scale->numel == 1 ? 0 : c);
-        if (bias) v += mp_kget_f(bias->data, bias->dtype, bias->numel == 1 ? 0 : c);
+        if (scale) v *= mp_kget_f(scale->data, scale->dtype, scale->numel == 1 ? 0 : c % scale->numel);
+        if (bias) v += mp_kget_f(bias->data, bias->dtype, bias->numel == 1 ? 0 : c % bias->numel);
         mp_kset_f(y->data, y->dtype, e, v);
     }
 }
@@ -1173,6 +1207,8 @@ static mp_status nnk_batchnorm(mp_kctx *k) {
     int64_t C = x->rank > 1 ? x->dims[1] : 1, inner = 1, N = x->dims[0];
     for (int i = 2; i < x->rank; i++) inner *= x->dims[i];
     bool training = mp_attr_i(k->n, "training_mode", 0) != 0 && k->n_out >= 3;
+    if (sc->numel < C || bi->numel < C || mean->numel < C || var->numel < C)
+        return mp_kfail(k, MP_ERR_SHAPE, "scale, B, mean and var must hold %lld values", (long long)C);
     for (int64_t c = 0; c < C; c++) {
         double m = mp_kget_f(mean->data, mean->dtype, c), v = mp_kget_f(var->data, var->dtype, c);
         if (training) {

@@ -154,6 +154,10 @@ static mp_status qck_run(mp_kctx *k, bool qlinear) {
         double sx = mp_kget_f(xs->data, xs->dtype, 0), sy = mp_kget_f(ys->data, ys->dtype, 0);
         double zy = yz ? mp_kget_f(yz->data, yz->dtype, 0) : 0;
         int64_t M = y->dims[1];
+        if (ws->numel != 1 && ws->numel != M) {
+            free(xd), free(wd), free(yd), free(bd);
+            return mp_kfail(k, MP_ERR_SHAPE, "w_scale must be a scalar or one per output channel");
+        }
         for (int64_t e = 0; e < y->numel; e++) {
             int64_t m = (e / y_inner) % M;
             double sw = mp_kget_f(ws->data, ws->dtype, ws->numel <= 1 ? 0 : m);

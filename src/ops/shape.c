@@ -2616,7 +2616,9 @@ static mp_status shk_one_hot(mp_kctx *k) {
     size_t es = shk_es(k, y->dtype, &st);
     int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", -1), y->rank, &st);
     if (st) return st;
+    if (vals->numel < 2 || k->in[1].numel < 1) return mp_kfail(k, MP_ERR_SHAPE, "values must hold [off, on]");
     int64_t depth = mp_kf2i(mp_kget_f(k->in[1].data, k->in[1].dtype, 0)), outer, inner;
+    if (depth != y->dims[axis]) return mp_kfail(k, MP_ERR_SHAPE, "depth does not match the output");
     mp_kouter_inner(y->rank, y->dims, axis, &outer, &inner);
     for (int64_t e = 0; e < y->numel; e++) mp_kcopy1(y->data, e, vals->data, 0, es);
     for (int64_t o = 0; o < outer; o++)

@@ -50,14 +50,10 @@ static void engine_init(void) {
         g_init_st = dnnl_stream_create(&g_strm, g_eng, dnnl_stream_default_flags);
 }
 
-static _Thread_local int t_threads;
-
+/* The calling thread's OpenMP thread count (an ICV read, cheap): set only
+ * when it differs, whoever set it last. */
 static void set_threads(int n) {
-    if (n <= 0) return;
-    if (t_threads != n) {
-        omp_set_num_threads(n);
-        t_threads = n;
-    }
+    if (n > 0 && omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
 static mp_status dfail(const mp_kctx *k, dnnl_status_t s, const char *what) {
@@ -194,10 +190,12 @@ typedef struct dk {
     dnnl_primitive_t reo;
     dnnl_exec_arg_t rex[2];
     /* a plain input reordered to channels-last first (into the kernel's
-     * buffer): input pre_in, -1 none */
-    dnnl_primitive_t pre;
-    dnnl_exec_arg_t prex[2];
-    int pre_in;
+     * buffer), and weights known only at run time reordered into the
+     * primitive's layout: up to two, input pre_in[i] */
+    dnnl_primitive_t pre[2];
+    dnnl_exec_arg_t prex[2][2];
+    int pre_in[2];
+    int n_pre;
     const void *lay_plan;    /* the value this kernel registered a blocked */
     const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
     int lay_v;
@@ -285,10 +283,12 @@ static void dk_release(void *state) {
         if (s->ex[i].memory) dnnl_memory_destroy(s->ex[i].memory);
     if (s->prim) dnnl_primitive_destroy(s->prim);
     if (s->reo) dnnl_primitive_destroy(s->reo);
-    if (s->pre) dnnl_primitive_destroy(s->pre);
+    for (int i = 0; i < s->n_pre; i++)
+        if (s->pre[i]) dnnl_primitive_destroy(s->pre[i]);
     for (int i = 0; i < 2; i++) {
         if (s->rex[i].memory) dnnl_memory_destroy(s->rex[i].memory);
-        if (s->prex[i].memory) dnnl_memory_destroy(s->prex[i].memory);
+        for (int j = 0; j < 2; j++)
+            if (s->prex[j][i].memory) dnnl_memory_destroy(s->prex[j][i].memory);
     }
     for (int i = 0; i < s->n_own; i++) free(s->own[i]);
     free(s);
@@ -337,11 +337,11 @@ static mp_status dk_run(mp_kctx *k) {
             s->last[i] = p;
         }
     }
-    if (s->pre) {
-        void *p = k->in[s->pre_in].data;
+    for (int i = 0; i < s->n_pre; i++) {
+        void *p = k->in[s->pre_in[i]].data;
         if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): input buffer missing", k->n->name, k->n->op);
-        DN(dnnl_memory_set_data_handle(s->prex[0].memory, p), "set data handle");
-        DN(dnnl_primitive_execute(s->pre, g_strm, 2, s->prex), "reorder");
+        DN(dnnl_memory_set_data_handle(s->prex[i][0].memory, p), "set data handle");
+        DN(dnnl_primitive_execute(s->pre[i], g_strm, 2, s->prex[i]), "reorder");
     }
     DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
     if (s->reo) {
@@ -363,14 +363,20 @@ static mp_status dk_pre_reorder(mp_kctx *k, dk *s, int in, const dnnl_memory_des
     if (!*buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_primitive_desc_t rpd;
     DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
-    dnnl_status_t st = dnnl_primitive_create(&s->pre, rpd);
+    if (s->n_pre >= 2) {
+        dnnl_primitive_desc_destroy(rpd);
+        return mp_error(MP_ERR_LIMIT, "node %s: too many input reorders", k->n->name);
+    }
+    int j = s->n_pre;
+    dnnl_status_t st = dnnl_primitive_create(&s->pre[j], rpd);
     dnnl_primitive_desc_destroy(rpd);
     if (st) return dfail(k, st, "reorder");
-    s->pre_in = in;
-    s->prex[0].arg = DNNL_ARG_FROM;
-    s->prex[1].arg = DNNL_ARG_TO;
-    DN(dnnl_memory_create(&s->prex[0].memory, from, g_eng, DNNL_MEMORY_NONE), "memory");
-    DN(dnnl_memory_create(&s->prex[1].memory, to, g_eng, *buf), "memory");
+    s->n_pre++;
+    s->pre_in[j] = in;
+    s->prex[j][0].arg = DNNL_ARG_FROM;
+    s->prex[j][1].arg = DNNL_ARG_TO;
+    DN(dnnl_memory_create(&s->prex[j][0].memory, from, g_eng, DNNL_MEMORY_NONE), "memory");
+    DN(dnnl_memory_create(&s->prex[j][1].memory, to, g_eng, *buf), "memory");
     return MP_OK;
 }
 
@@ -400,7 +406,6 @@ static mp_status dk_new(mp_kctx *k, dk **out) {
     if (!s) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     s->threads = k->threads > 0 ? k->threads : omp_get_max_threads();
     s->lay_v = -1;
-    s->pre_in = -1;
     set_threads(s->threads);
     k->state = s;
     *out = s;
@@ -938,8 +943,10 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
         ds = dnnl_memory_desc_init_by_tag(&wplain, wr, d, dnnl_f32, G > 1 ? tg[sp - 1] : t1[sp - 1]);
     }
     if (ds) goto dfail_;
-    if (wd) ds = md_any(&wmd, wr, wdims);
-    else wmd = wplain;
+    /* weights in the primitive's layout: reordered once when constant,
+     * at each run when computed (a plain weight would pick oneDNN's
+     * reference convolution next to channels-last data) */
+    ds = md_any(&wmd, wr, wdims);
     if (ds) goto dfail_;
     bool bias = has_b || ch.bn_in >= 0;
     if ((ds = md_plain(&bmd, 1, &cout))) goto dfail_;
@@ -1047,9 +1054,16 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     st = dk_arg(k, s, DNNL_ARG_SRC, &xmd, xown ? FROM_OWN : FROM_IN, 0, xown);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, yown ? FROM_OWN : FROM_OUT, 0, yown);
     if (!st) {
-        if (wuse) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &wplain, wuse,
-                                      dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
-        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &wplain, FROM_IN, 1, NULL);
+        const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        if (wuse) {
+            st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &wplain, wuse, wq);
+        } else if (dnnl_memory_desc_equal(wq, &wplain)) {
+            st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &wplain, FROM_IN, 1, NULL);
+        } else {
+            void *wbuf;
+            st = dk_pre_reorder(k, s, 1, &wplain, wq, &wbuf);
+            if (!st) st = dk_arg(k, s, DNNL_ARG_WEIGHTS, wq, FROM_OWN, 0, wbuf);
+        }
     }
     if (!st && bias) {
         if (buse) st = dk_arg(k, s, DNNL_ARG_BIAS, &bmd, FROM_OWN, 0, (void *)buse);

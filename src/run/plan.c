@@ -518,11 +518,17 @@ static mp_status mp__fold_pass(mp_plan *pl) {
         mp_status st;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && (st = mp__need(pl, n->in[i]))) return st;
-        bool all_known = n->n_out > 0;
+        bool all_known = n->n_out > 0, any_out = false;
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
             if (v < 0) continue;
+            any_out = true;
             if (!mp__fully_known(&g->values[v])) all_known = false;
+        }
+        if (!any_out) { /* no output at all: nothing to compute (kernels index output 0) */
+            pl->folded[node] = true;
+            pl->n_folded++;
+            continue;
         }
         const mp_tensor *ct = mp__constant_tensor(n);
         if (all_known || ct) {
