@@ -340,6 +340,56 @@ static void test_convtranspose(void) {
     tb_done(m, p);
 }
 
+/* ConvTranspose with groups, stride, pads and output_padding, random data
+ * against a scatter loop (ONNX W is [Cin, Cout/group, kH, kW]) */
+static void test_convtranspose_grouped(void) {
+    const int C = 4, G = 2, OG = 3, H = 5, K = 3, S = 2, P = 1;
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, C, H, H));
+    tb_weight(m, "w", F, 4, TB_DIMS(C, OG, K, K));
+    tb_weight(m, "b", F, 1, TB_DIMS(G * OG));
+    int c = tb_node(m, "ConvTranspose", "x,w,b", "y");
+    tb_attr_i(m, c, "group", G);
+    tb_attr_ints(m, c, "strides", 2, TB_DIMS(S, S));
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(P, P, P, P));
+    tb_attr_ints(m, c, "output_padding", 2, TB_DIMS(1, 1));
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y"), "1x6x10x10");
+    const int OH = 10, O = G * OG, IG = C / G;
+    float *x = rnd(C * H * H), *w = rnd(C * OG * K * K), *b = rnd(O), *y = zeros(O * OH * OH),
+          *want = zeros(O * OH * OH);
+    for (int o = 0; o < O; o++)
+        for (int i = 0; i < OH * OH; i++) want[o * OH * OH + i] = b[o];
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < IG; i++)
+            for (int o = 0; o < OG; o++)
+                for (int ih = 0; ih < H; ih++)
+                    for (int iw = 0; iw < H; iw++)
+                        for (int kh = 0; kh < K; kh++)
+                            for (int kw = 0; kw < K; kw++) {
+                                int oh = ih * S - P + kh, ow = iw * S - P + kw;
+                                if (oh < 0 || oh >= OH || ow < 0 || ow >= OH) continue;
+                                int ci = g * IG + i, co = g * OG + o;
+                                want[(co * OH + oh) * OH + ow] +=
+                                    x[(ci * H + ih) * H + iw] * w[((ci * OG + o) * K + kh) * K + kw];
+                            }
+    tk t = {0};
+    tk_give(&t, "x", x);
+    tk_give(&t, "w", w);
+    tk_give(&t, "b", b);
+    tk_give(&t, "y", y);
+    const mp_kernel *kern = tk_prepare(&t, m, c, true);
+    if (kern) {
+        T_EQ_STR(kern->name, "onednn:deconv");
+        tk_run(&t, kern);
+        T_CLOSE(y, want, O * OH * OH);
+    }
+    tk_done(&t, kern);
+    free(x), free(w), free(b), free(y), free(want);
+    tb_done(m, p);
+}
+
 /* ---- MatMul, Gemm ---- */
 
 static void test_matmul_broadcast(void) {
@@ -436,6 +486,42 @@ static void test_gemm(void) {
     }
     tk_done(&t, kern);
     free(a), free(b), free(c);
+    tb_done(m, p);
+}
+
+/* Gemm with C a run-time [M, N] tensor (beta 1), and MatMul by a 1-D B */
+static void test_gemm_runtime_c_matvec(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "a", F, 2, TB_DIMS(4, 6));
+    tb_input(m, "b", F, 2, TB_DIMS(6, 5));
+    tb_input(m, "c", F, 2, TB_DIMS(4, 5));
+    tb_input(m, "v", F, 1, TB_DIMS(6));
+    int g = tb_node(m, "Gemm", "a,b,c", "y");
+    int mv = tb_node(m, "MatMul", "a,v", "z");
+    tb_output(m, "y");
+    tb_output(m, "z");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "z"), "4");
+    float *a = rnd(24), *b = rnd(30), *c = rnd(20), *v = rnd(6), y[20], z[4], want[20];
+    tk t = {0};
+    tk_give(&t, "a", a);
+    tk_give(&t, "b", b);
+    tk_give(&t, "c", c);
+    tk_give(&t, "v", v);
+    tk_give(&t, "y", y);
+    tk_give(&t, "z", z);
+    const mp_kernel *kern = tk_prepare(&t, m, g, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    ref_matmul(a, b, want, 4, 6, 5);
+    for (int i = 0; i < 20; i++) want[i] += c[i];
+    T_CLOSE(y, want, 20);
+    kern = tk_prepare(&t, m, mv, true);
+    if (kern) tk_run(&t, kern);
+    tk_done(&t, kern);
+    ref_matmul(a, v, want, 4, 6, 1);
+    T_CLOSE(z, want, 4);
+    free(a), free(b), free(c), free(v);
     tb_done(m, p);
 }
 
@@ -926,9 +1012,11 @@ MP_TESTS(dnnl){
     {"conv_fused", test_conv_fused},
     {"conv_unfused", test_conv_unfused},
     {"convtranspose", test_convtranspose},
+    {"convtranspose_grouped", test_convtranspose_grouped},
     {"matmul_broadcast", test_matmul_broadcast},
     {"matmul_bias_act", test_matmul_bias_act},
     {"gemm", test_gemm},
+    {"gemm_runtime_c_matvec", test_gemm_runtime_c_matvec},
     {"pools", test_pools},
     {"softmax", test_softmax},
     {"layernorm", test_layernorm},
