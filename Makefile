@@ -10,12 +10,12 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unu
         -Wno-missing-field-initializers
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Iinclude -Isrc
 # oneDNN (Debian libdnnl-dev) runs on OpenMP (libgomp): the glue sets its thread count
-LDLIBS := -ldnnl -lgomp -lm -lpthread
+LDLIBS := -ldnnl -lgomp -lz -lm -lpthread
 BUILD ?= build
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c \
+LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c))
-CLI_SRC := src/cli/main.c
+CLI_SRC := src/cli/main.c src/cli/trace_cmd.c
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -85,6 +85,8 @@ conformance:
 	@sh tools/deps.sh test
 	$(MAKE) $(BUILD)/conformance
 	$(BUILD)/conformance --skip tests/conformance_skip.txt $(CONFORMANCE_FLAGS)
+	@echo "== the same cases with every node on its portable kernel (none on oneDNN)"
+	$(BUILD)/conformance --skip tests/conformance_skip.txt --portable $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance
 
@@ -136,7 +138,15 @@ $(FUZZ_BUILD)/obj/%.o: %.c
 $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
--include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d
+$(FUZZ_BUILD)/fuzz_trace: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.o $(FUZZ_OBJ)
+	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.d
+
+# the trace fuzzer: seeds are windows of the shared traces (plain and gzip)
+FUZZ_TRACE_SECONDS ?= $(FUZZ_SECONDS)
+FUZZ_TRACE_CI_SECONDS ?= 30
+FUZZ_TRACE_CORPUS ?= $(FUZZ_BUILD)/corpus-trace
 
 # `make fuzz`: FUZZ_SECONDS (default 600; 0 = until stopped) on a corpus
 # kept in $(FUZZ_CORPUS), seeded with the fixtures and tests/corpus.
@@ -147,6 +157,10 @@ fuzz:
 	$(FUZZ_BUILD)/fuzz_load $(FUZZ_ARGS) -max_total_time=$(FUZZ_SECONDS) \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_CORPUS) models tests/corpus/seeds \
 	    tests/corpus/malformed $(FUZZ_ONNX_SEEDS)
+	$(MAKE) $(FUZZ_BUILD)/fuzz_trace
+	@mkdir -p $(FUZZ_TRACE_CORPUS)
+	$(FUZZ_BUILD)/fuzz_trace $(FUZZ_ARGS) -max_total_time=$(FUZZ_TRACE_SECONDS) \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_TRACE_CORPUS) tests/corpus/trace
 
 # `make fuzz-ci`: the committed cases once, then 60 s; any crash, leak,
 # timeout or sanitizer report fails.
@@ -159,6 +173,11 @@ fuzz-ci:
 	$(FUZZ_BUILD)/fuzz_load $(FUZZ_ARGS) -max_total_time=60 -seed=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci models tests/corpus/seeds \
 	    tests/corpus/malformed $(FUZZ_ONNX_SEEDS)
+	$(MAKE) $(FUZZ_BUILD)/fuzz_trace
+	@rm -rf $(FUZZ_BUILD)/ci-trace && mkdir -p $(FUZZ_BUILD)/ci-trace
+	$(FUZZ_BUILD)/fuzz_trace -runs=0 $(FUZZ_ARGS) tests/corpus/trace
+	$(FUZZ_BUILD)/fuzz_trace $(FUZZ_ARGS) -max_total_time=$(FUZZ_TRACE_CI_SECONDS) -seed=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-trace tests/corpus/trace
 
 .PHONY: test-sanitize fuzz fuzz-ci
 
@@ -183,7 +202,18 @@ bench:
 	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
 	$(MAKE) bench-timing
+	$(MAKE) bench-trace
 
-.PHONY: all objs clean demo test bench bench-timing
+# The trace analysis on a >= 1 GB trace built from a shared one (build/,
+# removed afterwards unless BENCH_TRACE_KEEP=1), against Python's json.load.
+BENCH_TRACE_BYTES ?= 1050000000
+bench-trace:
+	@sh tools/deps.sh build
+	$(MAKE) all
+	/usr/bin/python3 bench/bench_trace.py --modelprof $(BUILD)/modelprof \
+	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
+	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES)
+
+.PHONY: all objs clean demo test bench bench-timing bench-trace
 clean:
 	rm -rf $(BUILD)

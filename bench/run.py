@@ -9,6 +9,12 @@ Models (generated into build/bench/ when missing, never committed):
                          (tools/export_fixtures.py --keep-weights --only resnet50)
   llama7b.onnx           Llama-2-7B-sized decoder, weights absent (external)
                          (tools/make_llama7b.py)
+  bert_inline.onnx       BERT-base-sized encoder with ~530 MB of weights inline
+                         (tools/make_bert_inline.py)
+
+The files with inline weights are rewritten before each run, so their pages
+sit in the page cache as freshly written data (large folios): the case where
+reading each initializer's header used to map most of the file.
 
 For each model, two comparisons, each like with like:
 
@@ -28,9 +34,10 @@ For each model, two comparisons, each like with like:
               infer_shapes(m)` timed inside one Python process,
               --baseline-runs times (no interpreter start or import).
 
-Targets: ResNet-50 <= 20 ms, llama7b <= 50 ms (modelprof command median),
-and python3/modelprof >= 20x (command medians); the in-process ratio is
-printed beside it.  The verdict is printed; the exit status is 0 whatever
+Targets: ResNet-50 <= 20 ms, llama7b <= 50 ms, bert_inline <= 50 ms
+(modelprof command median), python3/modelprof >= 20x (command medians), and
+peak RSS <= 64 MB for the models with inline weights; the in-process ratio
+is printed beside it.  The verdict is printed; the exit status is 0 whatever
 the verdict and non-zero only when a command failed.
 """
 
@@ -46,9 +53,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 MODELS = [
-    # name, file, extra modelprof args, target ms
-    ("resnet50", "resnet50_weights.onnx", [], 20.0),
-    ("llama7b", "llama7b.onnx", ["--dim", "batch=1", "--dim", "seq=128"], 50.0),
+    # name, file, extra modelprof args, target ms, peak RSS target MB (None: none)
+    ("resnet50", "resnet50_weights.onnx", [], 20.0, 64.0),
+    ("llama7b", "llama7b.onnx", ["--dim", "batch=1", "--dim", "seq=128"], 50.0, None),
+    ("bert_inline", "bert_inline.onnx", [], 50.0, 64.0),
 ]
 TARGET_RATIO = 20.0
 
@@ -119,6 +127,26 @@ def ensure_models(args):
     if not os.path.exists(llama):
         print("generating %s ..." % llama, flush=True)
         subprocess.check_call([args.python, os.path.join(ROOT, "tools", "make_llama7b.py"), llama])
+    bert = os.path.join(args.bench_dir, "bert_inline.onnx")
+    if not os.path.exists(bert):
+        print("generating %s ..." % bert, flush=True)
+        subprocess.check_call([args.python, os.path.join(ROOT, "tools", "make_bert_inline.py"),
+                               bert])
+    for path in (resnet, bert):
+        rewrite(path)
+
+
+def rewrite(path):
+    """Write the file anew (copy, then rename over it): its pages are then
+    in the page cache as freshly written data, as after an export."""
+    tmp = path + ".tmp"
+    with open(path, "rb") as src, open(tmp, "wb") as dst:
+        while True:
+            block = src.read(1 << 24)
+            if not block:
+                break
+            dst.write(block)
+    os.replace(tmp, path)
 
 
 def summarize(seconds):
@@ -219,12 +247,13 @@ def main():
         run_tool = False
 
     results = []
-    for name, fname, extra, target in MODELS:
+    for name, fname, extra, target, rss_target in MODELS:
         if args.only and name not in args.only:
             continue
         path = os.path.join(args.bench_dir, fname)
         row = {"model": name, "file": path, "bytes": os.path.getsize(path),
-               "target_ms": target, "modelprof": None, "baseline": None}
+               "target_ms": target, "target_rss_mb": rss_target, "modelprof": None,
+               "baseline": None}
         print("benchmarking %s (%.1f MB) ..." % (name, row["bytes"] / 2**20), flush=True)
         try:
             row["baseline"] = bench_baseline(args, path)
@@ -252,7 +281,7 @@ def main():
     print()
     head = ("model", "modelprof cmd min/med ms", "peak RSS MB", "python3 cmd med ms",
             "baseline RSS MB", "ratio (commands)", "verdict")
-    widths = (10, 24, 12, 18, 16, 17, 0)
+    widths = (12, 24, 12, 18, 16, 17, 0)
     line = "  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip()
     print(line)
     print("-" * len(line))
@@ -264,10 +293,12 @@ def main():
             ratio = bc["median_ms"] / mp["median_ms"] if mp["median_ms"] > 0 else float("inf")
             ok_time = mp["median_ms"] <= row["target_ms"]
             ok_ratio = ratio >= TARGET_RATIO
-            verdict = "PASS" if ok_time and ok_ratio else "FAIL (%s)" % ", ".join(
+            ok_rss = row["target_rss_mb"] is None or mp["peak_rss_mb"] <= row["target_rss_mb"]
+            verdict = "PASS" if ok_time and ok_ratio and ok_rss else "FAIL (%s)" % ", ".join(
                 x for x, ok in (("> %g ms" % row["target_ms"], ok_time),
-                                ("ratio < %gx" % TARGET_RATIO, ok_ratio)) if not ok)
-            all_pass = all_pass and ok_time and ok_ratio
+                                ("ratio < %gx" % TARGET_RATIO, ok_ratio),
+                                ("RSS > %s MB" % row["target_rss_mb"], ok_rss)) if not ok)
+            all_pass = all_pass and ok_time and ok_ratio and ok_rss
         else:
             all_pass = False
             verdict = "baseline only" if args.baseline_only else "not measured"
@@ -301,8 +332,9 @@ def main():
     print("floor (/bin/true through the same harness): min %.2f ms, median %.2f ms, "
           "peak RSS %.1f MB [RSS by %s]"
           % (floor["min_ms"], floor["median_ms"], floor["peak_rss_mb"], floor["rss_method"]))
-    print("targets: resnet50 <= 20 ms, llama7b <= 50 ms (modelprof median, process "
-          "spawn to exit), python3/modelprof >= %gx (median commands)" % TARGET_RATIO)
+    print("targets: resnet50 <= 20 ms, llama7b <= 50 ms, bert_inline <= 50 ms (modelprof "
+          "median, process spawn to exit), python3/modelprof >= %gx (median commands), peak RSS "
+          "<= 64 MB with inline weights (resnet50, bert_inline)" % TARGET_RATIO)
     if not args.baseline_only:
         print("verdict: %s" % ("PASS" if all_pass and not failed else "FAIL"))
 

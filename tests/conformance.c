@@ -17,6 +17,7 @@
 #include "load/load.h"
 #include "load/pb.h"
 #include "ops/kernel.h"
+#include "run/run.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1161,7 +1162,7 @@ static const char *cf_op_under_test(const cf_case *cases, int n, const cf_case *
 static void cf_usage(FILE *f) {
     fprintf(f,
             "usage: conformance [--data DIR] [--skip FILE] [--min-pass R] [--only SUBSTR] [--no-run]\n"
-            "                   [--run-min-pass R] [-v]\n"
+            "                   [--portable] [--run-min-pass R] [-v]\n"
             "  --data DIR      ONNX backend test data (default: the first of");
     for (size_t i = 0; i < sizeof cf_data_dirs / sizeof cf_data_dirs[0]; i++)
         fprintf(f, " %s", cf_data_dirs[i]);
@@ -1171,6 +1172,7 @@ static void cf_usage(FILE *f) {
             "  --min-pass R    exit 1 when passed/(passed+failed) < R (default 0.98)\n"
             "  --only SUBSTR   run only the cases whose name contains SUBSTR\n"
             "  --no-run        shapes only: skip the run phase (executing each case)\n"
+            "  --portable      run every node on its portable kernel (none on oneDNN)\n"
             "  --run-min-pass R  exit 1 when the run phase's passed/(passed+failed) < R (default 0.95)\n"
             "  -v              also list passed and skipped cases\n",
             CF_DEFAULT_SKIP);
@@ -1208,6 +1210,8 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(a, "--no-run") == 0) {
             run = false;
+        } else if (strcmp(a, "--portable") == 0) {
+            mp_run_portable_only = true; /* every node on its portable kernel, none on oneDNN */
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             verbose = true;
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

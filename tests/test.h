@@ -61,15 +61,18 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(ops_contrib)       \
     X(ops_quant)         \
     X(ops_misc)          \
+    X(ops_opset23)       \
     X(analyze)           \
     X(report)            \
     X(models)            \
+    X(dynamo)            \
     X(cli)               \
     X(malformed)         \
     X(kernels)           \
     X(run)               \
     X(run_cli)           \
-    X(dnnl)
+    X(dnnl)              \
+    X(trace)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

@@ -217,6 +217,9 @@ static void t_golden_reports(void) {
     golden("llama_small.json",
            (const char *const[]){"models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=64",
                                  "--format", "json", NULL});
+    golden("qwen3_2layers_d2.txt",
+           (const char *const[]){"models/dynamo/qwen3_2layers.onnx", "--input", "input_ids=2x128",
+                                 "--depth", "2", "--top", "2", NULL});
     golden("resnet18_functions_d2.txt",
            (const char *const[]){"models/resnet18_functions.onnx", "--dim", "batch=1", "--depth",
                                  "2", "--no-ops", NULL});

@@ -246,6 +246,17 @@ static void test_kernels_conv_pool(void) {
     T_OK(tk_run(&t));
     float pw[9] = {4, 5, 5, 7, 8, 8, 7, 8, 8};
     T_CHECK(tk_close(p, pw, 9, 0));
+    /* AveragePool 2x2 stride 1, same pads: windows inside (the fast path)
+     * and at the border (count_include_pad 0 divides by the points inside) */
+    float a[9];
+    tk_init(&t, "AveragePool", 19, 1, 1);
+    tk_attr_ints(&t, "kernel_shape", ks, 2);
+    tk_attr_ints(&t, "pads", pads, 4);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 4, xd);
+    t.rout[0] = tk_t(a, MP_DT_FLOAT, 4, pd);
+    T_OK(tk_run(&t));
+    float aw[9] = {2, 3, 3.5f, 5, 6, 6.5f, 6.5f, 7.5f, 8};
+    T_CHECK(tk_close(a, aw, 9, 1e-6));
 }
 
 static void test_kernels_gather_transpose(void) {

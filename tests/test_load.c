@@ -367,6 +367,90 @@ static void t_dynamo_metadata(void) {
     mp_model_free(m);
 }
 
+/* A StringStringEntryProto as field `field` of msg. */
+static void kv_entry(pbw *msg, uint32_t field, const char *key, const char *value) {
+    pbw kv = {0};
+    pbw_str(&kv, 1, key);
+    pbw_str(&kv, 2, value);
+    pbw_msg(msg, field, &kv);
+}
+
+static void t_dynamo_kinds(void) {
+    /* What the dynamo exporter declares decides parameter or buffer: W by
+     * its value info (PARAMETER), B by its own metadata (BUFFER); Wt, a
+     * weight the exporter's optimizer transposed, is undeclared but used by
+     * enc.fc2, which owns a parameter in the graph signature; R, a table it
+     * folded from rope's inv_freq, is used only by rope, which owns only a
+     * buffer. Opset 23 and IR 11 load without a warning; the exporter's
+     * artefact scope is no module. */
+    static const char kind[] = "pkg.torch.export.graph_signature.InputSpec.kind";
+    const char *syms[] = {NULL, NULL};
+    pbw g = {0}, md[5] = {{0}};
+    metadata(&md[0], "pkg.torch.onnx.name_scopes", "['', 'enc', 'enc.fc', 'linear']");
+    metadata(&md[0], "pkg.torch.onnx.class_hierarchy",
+             "['m.Net', 'm.Enc', 'torch.nn.modules.linear.Linear', 'aten.linear.default']");
+    onx_node(&g, 1, "MatMul", "n0", "x,W", "h", &md[0]);
+    metadata(&md[1], "pkg.torch.onnx.name_scopes", "['', 'enc', 'enc.fc2', 'linear_1']");
+    onx_node(&g, 1, "MatMul", "n1", "h,Wt", "h2", &md[1]);
+    metadata(&md[2], "pkg.torch.onnx.name_scopes", "['', 'rope', 'mul']");
+    onx_node(&g, 1, "Mul", "n2", "h2,R", "h3", &md[2]);
+    metadata(&md[3], "pkg.torch.onnx.name_scopes",
+             "['_empty_nn_module_stack_from_metadata_hook', 'add']");
+    onx_node(&g, 1, "Add", "n3", "h3,B", "h4", &md[3]);
+    metadata(&md[4], "pkg.torch.onnx.name_scopes", "['', 'norm', 'rms_norm']");
+    onx_node(&g, 1, "RMSNormalization", "n4", "h4,G", "y", &md[4]);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_value_info(&g, 12, "y", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_tensor_external(&g, 5, "W", 1, 2, (const int64_t[]){4, 4}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "Wt", 1, 2, (const int64_t[]){4, 4}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "R", 1, 1, (const int64_t[]){4}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "G", 1, 1, (const int64_t[]){4}, "absent.bin", NULL, NULL);
+    pbw t = {0};
+    pbw_int(&t, 1, 4);      /* dims */
+    pbw_int(&t, 2, 1);      /* fp32 */
+    pbw_str(&t, 8, "B");
+    pbw_bytes(&t, 9, (const float[4]){0}, 16);
+    kv_entry(&t, 16, kind, "BUFFER");
+    pbw_msg(&g, 5, &t);
+    pbw vi = {0};
+    pbw_str(&vi, 1, "W");
+    kv_entry(&vi, 4, kind, "PARAMETER");
+    pbw_msg(&g, 13, &vi);
+    kv_entry(&g, 16, "pkg.torch.export.ExportedProgram.graph_signature",
+             "# inputs\np_enc_fc_weight: PARAMETER target='enc.fc.weight'\n"
+             "p_enc_fc2_weight: PARAMETER target='enc.fc2.weight'\n"
+             "p_norm_weight: PARAMETER target='norm.weight'\n"
+             "b_rope_inv_freq: BUFFER target='rope.inv_freq' persistent=False\n"
+             "x: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n");
+    pbw model = {0};
+    onx_model(&model, 11, 23, &g);
+    const char *path = tpath("dynamo_kinds.onnx");
+    if (pbw_write(&model, path)) abort();
+    pbw_free(&model);
+    mp_model *m = NULL;
+    T_OK(mp_model_load(path, &m));
+    if (!m) return;
+    T_CHECK(m->has_signature);
+    for (int i = 0; i < m->n_warnings; i++)
+        T_CHECK(!strstr(m->warnings[i], "opset") && !strstr(m->warnings[i], "IR version"));
+    T_EQ(m->graph->nodes[3].module, 0);
+    for (int i = 0; i < m->n_modules; i++) T_CHECK(!strstr(m->modules[i].path, "_empty"));
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    if (p) {
+        T_EQ_U64(p->total.params, 16 + 16 + 4);
+        T_EQ_U64(p->buffers, 2);
+        T_EQ_U64(p->buffer_elems, 8);
+        T_EQ_U64(p->buffer_bytes, 32);
+        int rope = mp_strmap_get(&m->module_paths, "rope");
+        T_CHECK(rope > 0);
+        if (rope > 0) T_EQ_U64(p->mods[rope].params, 0);
+        T_EQ(p->total.uncounted, 0);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 static void t_missing_file(void) {
     mp_model *m = NULL;
     T_CHECK(mp_model_load("/nonexistent/model.onnx", &m) == MP_ERR_IO);
@@ -389,6 +473,7 @@ MP_TESTS(load){
     {"function_inlined", t_function_inlined},
     {"if_outer_scope", t_if_outer_scope},
     {"dynamo_metadata", t_dynamo_metadata},
+    {"dynamo_kinds", t_dynamo_kinds},
     {"missing_file", t_missing_file},
 };
 MP_TESTS_END(load)

@@ -2,12 +2,15 @@
  * defined here (the real ones live beside each operator and in the oneDNN
  * glue): folding, fusion, the arena, data-dependent outputs, threads,
  * inputs, timing and the memory limit. */
+#include "pbw.h"
 #include "run/run.h"
 #include "tbuild.h"
 #include "test.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* ---- test kernels ---- */
 static int t_runs; /* kernel calls, to see what was folded */
@@ -237,6 +240,53 @@ static void test_run_fuse_fold(void) {
     tb_done(m, p);
 }
 
+/* A fused group spanning modules: its time goes to the first node's
+ * module; the other module says where it went */
+static void test_run_fused_modules(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(64));
+    tb_const_f(m, "C", MP_DT_FLOAT, 1, TB_DIMS(1), (const double[]){1});
+    int a = tb_node(m, "Add", "X,C", "A");
+    int r = tb_node(m, "Relu", "A", "Y");
+    tb_output(m, "Y");
+    m->graph->nodes[a].module = mp_model_module(m, "blk.add", 7);
+    m->graph->nodes[r].module = mp_model_module(m, "blk.act", 7);
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Add", tk_add_fuse, tk_add_fuse_prepare, tk_release);
+    t_kernel(m, "Relu", tk_relu, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    o.iters = 3;
+    o.peak_gflops = 10;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_OK(mp_profile_run(pl, p));
+    int ma = tb_nodep(m, a)->module, mr = tb_nodep(m, r)->module;
+    T_CHECK(ma != mr && ma > 0 && mr > 0);
+    T_CHECK(p->mods[ma].latency_s > 0);
+    T_CHECK(p->mods[mr].latency_s == 0);
+    T_EQ(p->mod_fused[mr], ma + 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mp_report_options ro;
+    mp_report_options_default(&ro);
+    T_OK(mp_report_write(p, &ro, f));
+    fclose(f);
+    T_CHECK(buf && strstr(buf, "fused into blk.add's kernel") != NULL);
+    T_CHECK(buf && strstr(buf, "Add+Relu") != NULL);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    ro.format = MP_FORMAT_JSON;
+    T_OK(mp_report_write(p, &ro, f));
+    fclose(f);
+    T_CHECK(buf && strstr(buf, "\"fused_into\": \"blk.add\"") != NULL);
+    free(buf);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* A chain of Relu/Neg: the arena holds two live buffers, not six; threads */
 static void test_run_arena_threads(void) {
     mp_model *m = tb_new(17);
@@ -420,6 +470,62 @@ static void test_run_init_output(void) {
     tb_done(m, p);
 }
 
+/* Weights from an external data file: mapped, used in place when aligned
+ * for their dtype, copied once when not; with the real kernels */
+static void test_run_external_weights(void) {
+    char dir[] = "/tmp/mp-run-ext-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char path[256], bin[256];
+    snprintf(bin, sizeof bin, "%s/w.bin", dir);
+    snprintf(path, sizeof path, "%s/ext.onnx", dir);
+    float w[16], b[4] = {0.5f, -1, 2, 0};
+    uint8_t file[200] = {0};
+    for (int i = 0; i < 16; i++) w[i] = (float)(i % 5) - 2;
+    memcpy(file + 64, w, sizeof w);      /* aligned: used in place */
+    memcpy(file + 130, b, sizeof b);     /* misaligned for floats: copied */
+    FILE *f = fopen(bin, "wb");
+    T_CHECK(f && fwrite(file, 1, sizeof file, f) == sizeof file);
+    if (f) fclose(f);
+    pbw g = {0}, model = {0};
+    onx_node(&g, 1, "MatMul", "mm", "x,W", "y", NULL);
+    onx_node(&g, 1, "Add", "add", "y,B", "z", NULL);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){1, 4}, NULL);
+    onx_value_info(&g, 12, "z", 1, 2, (const int64_t[]){1, 4}, NULL);
+    onx_tensor_external(&g, 5, "W", 1, 2, (const int64_t[]){4, 4}, "w.bin", "64", "64");
+    onx_tensor_external(&g, 5, "B", 1, 1, (const int64_t[]){4}, "w.bin", "130", "16");
+    onx_model(&model, 8, 14, &g);
+    T_CHECK(pbw_write(&model, path) == 0);
+    pbw_free(&model);
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    mp_plan *pl = NULL;
+    T_OK(mp_model_load(path, &m));
+    T_OK(mp_profile_static(m, &p));
+    T_OK(mp_plan_create(p, NULL, &pl));
+    if (pl) {
+        T_CHECK(pl->view_bytes >= sizeof w); /* W in place */
+        T_CHECK(pl->const_bytes >= sizeof b); /* B copied */
+        T_CHECK(!pl->random_weights);
+        float x[4] = {1, 2, -1, 0.5f};
+        T_OK(mp_plan_set_input(pl, "x", MP_DT_FLOAT, 2, TB_DIMS(1, 4), x, sizeof x));
+        T_OK(mp_plan_run(pl));
+        int64_t n = 0;
+        const float *z = t_out(pl, 0, &n);
+        T_EQ(n, 4);
+        for (int j = 0; j < 4 && z; j++) {
+            float want = b[j];
+            for (int k = 0; k < 4; k++) want += x[k] * w[k * 4 + j];
+            T_CHECK(fabsf(z[j] - want) < 1e-5f);
+        }
+    }
+    mp_plan_free(pl);
+    mp_profile_free(p);
+    mp_model_free(m);
+    unlink(bin);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* --max-memory: refused before allocating, with the figures */
 static void test_run_max_memory(void) {
     mp_model *m = tb_new(17);
@@ -462,6 +568,7 @@ static void test_run_no_kernel(void) {
 
 MP_TESTS(run){
     {"run_fuse_fold", test_run_fuse_fold},
+    {"run_fused_modules", test_run_fused_modules},
     {"run_arena_threads", test_run_arena_threads},
     {"run_dynamic", test_run_dynamic},
     {"run_reinfer", test_run_reinfer},
@@ -469,6 +576,7 @@ MP_TESTS(run){
     {"run_max_memory", test_run_max_memory},
     {"run_f16_weights", test_run_f16_weights},
     {"run_init_output", test_run_init_output},
+    {"run_external_weights", test_run_external_weights},
     {"run_no_kernel", test_run_no_kernel},
 };
 MP_TESTS_END(run)

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Real-model agreement: modelprof's measured run against PyTorch.
 
-For each model (ResNet-18, ResNet-50, MobileNet-V2, ViT-B/16 from
-torchvision; BERT-base, a GPT-2-style and a Llama-style small decoder from
+For each model (ResNet-18 (also with BatchNormalization kept as nodes),
+ResNet-50, MobileNet-V2, ViT-B/16 from torchvision; BERT-base, a GPT-2-style and a Llama-style small decoder from
 tools/fixture_models.py), randomly initialised with a fixed seed:
 
 1. export it WITH its weights (TorchScript exporter, eval mode, constant
@@ -74,6 +74,9 @@ def tokens(vocab, seq, mask):
 
 MODELS = {
     "resnet18": vision("resnet18"),
+    # BatchNormalization kept as nodes (training=PRESERVE on an eval model):
+    # the planner's folding and the Conv+BatchNormalization fusion path
+    "resnet18_bn": vision("resnet18"),
     "resnet50": vision("resnet50"),
     "mobilenet_v2": vision("mobilenet_v2"),
     "vit_b_16": vision("vit_b_16"),
@@ -110,9 +113,12 @@ def prepare(name, out_dir):
             ref = [t.detach().numpy() for t in outputs_of(model(*inputs))]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            extra = {}
+            if name.endswith("_bn"):
+                extra["training"] = torch.onnx.TrainingMode.PRESERVE
             torch.onnx.export(model, inputs, onnx_path, opset_version=OPSET,
                               input_names=in_names, output_names=out_names,
-                              do_constant_folding=False)
+                              do_constant_folding=False, **extra)
         for n, t in zip(in_names, inputs):
             np.save(os.path.join(d, "in_%s.npy" % n), t.numpy())
         for n, a in zip(out_names, ref):

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""The com.microsoft contrib kernels against ONNX Runtime: small models, one
+"""The com.microsoft contrib kernels and the default domain's opset 23/24
+transformer kernels (Attention, RotaryEmbedding, RMSNormalization, Swish,
+TensorScatter) against ONNX Runtime: small models, one
 per op or form (the layer norms, the Gelus, Attention, QAttention,
 MultiHeadAttention, GroupQueryAttention (prompt with rotary, decode with
 past), EmbedLayerNormalization, RotaryEmbedding, MatMulNBits,
@@ -38,11 +40,11 @@ rng = np.random.default_rng(0)
 MS = "com.microsoft"
 cases = {}
 cases={}
-def model(name, nodes, inputs, outputs, inits=()):
+def model(name, nodes, inputs, outputs, inits=(), opset=17):
     g=helper.make_graph(nodes,name,[helper.make_tensor_value_info(n,dt,s) for n,dt,s in inputs],
         [helper.make_tensor_value_info(n,dt,s) for n,dt,s in outputs], initializer=list(inits))
-    m=helper.make_model(g,opset_imports=[helper.make_opsetid("",17),helper.make_opsetid(MS,1)])
-    m.ir_version=8
+    m=helper.make_model(g,opset_imports=[helper.make_opsetid("",opset),helper.make_opsetid(MS,1)])
+    m.ir_version=8 if opset < 23 else 10
     onnx.save(m,f"{name}.onnx")
     cases[name]=[n for n,_,_ in inputs]
 def f(*s): return rng.standard_normal(s).astype(np.float32)
@@ -180,6 +182,34 @@ model("gbq", [helper.make_node("GatherBlockQuantized", ["tab", "ids", "sc", "zp"
       [nh.from_array(rng.integers(0, 256, (6, 16)).astype(np.uint8), "tab"),
        nh.from_array((rng.random((6, 2)) * 0.1).astype(np.float32), "sc"),
        nh.from_array(rng.integers(0, 256, (6, 1)).astype(np.uint8), "zp")])
+# the default domain's opset 23/24 transformer operators (src/ops/attention.c)
+B2, Hq2, Hkv2, S2, P2, d2 = 2, 4, 2, 3, 2, 8
+save("att23", q=f(B2, Hq2, S2, d2), k=f(B2, Hkv2, S2, d2), v=f(B2, Hkv2, S2, d2), pk=f(B2, Hkv2, P2, d2),
+     pv=f(B2, Hkv2, P2, d2), m=(rng.random((S2, S2 + P2)) > 0.3))
+model("att23", [helper.make_node("Attention", ["q", "k", "v", "m", "pk", "pv"], ["y", "ok", "ov"])],
+      [("q", T.FLOAT, [B2, Hq2, S2, d2]), ("k", T.FLOAT, [B2, Hkv2, S2, d2]), ("v", T.FLOAT, [B2, Hkv2, S2, d2]),
+       ("m", T.BOOL, [S2, S2 + P2]), ("pk", T.FLOAT, [B2, Hkv2, P2, d2]), ("pv", T.FLOAT, [B2, Hkv2, P2, d2])],
+      [("y", T.FLOAT, [B2, Hq2, S2, d2]), ("ok", T.FLOAT, [B2, Hkv2, S2 + P2, d2]),
+       ("ov", T.FLOAT, [B2, Hkv2, S2 + P2, d2])], opset=23)
+save("att23c", q=f(B2, S2, Hq2 * d2), k=f(B2, S2, Hkv2 * d2), v=f(B2, S2, Hkv2 * d2))
+model("att23c", [helper.make_node("Attention", ["q", "k", "v"], ["y"], q_num_heads=Hq2, kv_num_heads=Hkv2,
+                                  is_causal=1, softcap=2.0)],
+      [("q", T.FLOAT, [B2, S2, Hq2 * d2]), ("k", T.FLOAT, [B2, S2, Hkv2 * d2]), ("v", T.FLOAT, [B2, S2, Hkv2 * d2])],
+      [("y", T.FLOAT, [B2, S2, Hq2 * d2])], opset=23)
+save("rope23", x=f(B2, Hq2, S2, d2), pos=rng.integers(0, 10, (B2, S2)).astype(np.int64))
+model("rope23", [helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], interleaved=1)],
+      [("x", T.FLOAT, [B2, Hq2, S2, d2]), ("pos", T.INT64, [B2, S2])], [("y", T.FLOAT, [B2, Hq2, S2, d2])],
+      [nh.from_array(np.cos(f(10, d2 // 2)), "cos"), nh.from_array(np.sin(f(10, d2 // 2)), "sin")], opset=23)
+save("rms23", x=f(B2, S2, d2))
+model("rms23", [helper.make_node("RMSNormalization", ["x", "g"], ["y"], epsilon=1e-6)], [("x", T.FLOAT, [B2, S2, d2])],
+      [("y", T.FLOAT, [B2, S2, d2])], [nh.from_array(f(d2), "g")], opset=23)
+save("swish24", x=f(B2, S2, d2))
+model("swish24", [helper.make_node("Swish", ["x"], ["y"], alpha=0.7)], [("x", T.FLOAT, [B2, S2, d2])],
+      [("y", T.FLOAT, [B2, S2, d2])], opset=24)
+save("tscatter24", p=f(B2, Hkv2, 6, d2), u=f(B2, Hkv2, 2, d2), wi=np.array([1, 3], np.int64))
+model("tscatter24", [helper.make_node("TensorScatter", ["p", "u", "wi"], ["y"])],
+      [("p", T.FLOAT, [B2, Hkv2, 6, d2]), ("u", T.FLOAT, [B2, Hkv2, 2, d2]), ("wi", T.INT64, [B2])],
+      [("y", T.FLOAT, [B2, Hkv2, 6, d2])], opset=24)
 json.dump(cases, open("cases.json", "w"))
 env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
 r = subprocess.run(["node", os.path.join(here, "contrib_ort.js")], env=env, capture_output=True, text=True)
@@ -217,5 +247,5 @@ for name, inputs in cases.items():
         bad += not ok
         res.append(f"{k}: rel L2 {err:.2e}" + ("" if ok else " <-- BAD"))
     print(f"{name:8s} " + ", ".join(res))
-print(f"contrib kernels against ONNX Runtime: {len(cases) - min(bad, len(cases))}/{len(cases)} cases agree")
+print(f"contrib and opset 23/24 kernels against ONNX Runtime: {len(cases) - min(bad, len(cases))}/{len(cases)} cases agree")
 sys.exit(1 if bad else 0)

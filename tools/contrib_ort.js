@@ -13,7 +13,7 @@ function readNpy(p) {
   const shape = /'shape': \(([^)]*)\)/.exec(hdr)[1].split(',').map(s => s.trim()).filter(s => s).map(Number);
   const off = 10 + hl;
   const buf = b.buffer.slice(b.byteOffset + off, b.byteOffset + b.length);
-  const map = {'<f4': ['float32', Float32Array], '<i4': ['int32', Int32Array], '<i8': ['int64', BigInt64Array], '|u1': ['uint8', Uint8Array], '|i1': ['int8', Int8Array]};
+  const map = {'<f4': ['float32', Float32Array], '<i4': ['int32', Int32Array], '<i8': ['int64', BigInt64Array], '|u1': ['uint8', Uint8Array], '|i1': ['int8', Int8Array], '|b1': ['bool', Uint8Array]};
   const [t, A] = map[descr];
   return new ort.Tensor(t, new A(buf.slice(0)), shape);
 }

@@ -492,7 +492,8 @@ static mp_status mp__walk_graph(mp__walk *w) {
  * an op takes a (quantized) weight; never when every use is a buffer slot
  * (BatchNormalization mean and variance). Copies are judged by their own
  * uses. */
-static bool mp__is_param(const mp__walk *w, int v, const mp_tensor *t) {
+static bool mp__is_param_by_use(const mp__walk *w, int v, const mp_tensor *t, bool *buffer) {
+    *buffer = false;
     if (t->numel <= 0) return false;
     bool any = false, all_buffer = true, param_slot = false;
     for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
@@ -504,9 +505,72 @@ static bool mp__is_param(const mp__walk *w, int v, const mp_tensor *t) {
         if (!n->desc || !(n->desc->buffer_inputs & bit)) all_buffer = false;
         if (n->desc && (n->desc->param_inputs & bit)) param_slot = true;
     }
-    if (any && all_buffer) return false;
+    if (any && all_buffer) {
+        *buffer = t->rank >= 1;
+        return false;
+    }
     if (param_slot) return true;
     return mp_dtype_is_float(t->dtype) && t->rank >= 1;
+}
+
+/* What the exporter declares of value v (MP_VAL_DECL_*): its own metadata,
+ * else the graph signature's entry for its name. */
+static uint32_t mp__declared(const mp__walk *w, int v) {
+    const mp_model *m = w->p->m;
+    const mp_value *val = &w->g->values[v];
+    uint32_t d = val->flags & MP_VAL_DECL_ANY;
+    if (!d && m->has_signature && w->g == m->graph) {
+        int k = mp_strmap_get(&m->sig_kind, val->name);
+        if (k > 0) d = (uint32_t)k;
+    }
+    return d;
+}
+
+/* MP_SIG_OWNS_* of the modules whose nodes use v, by the graph signature. */
+static int mp__owners(const mp__walk *w, int v) {
+    const mp_model *m = w->p->m;
+    int bits = 0;
+    for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+        if (w->uses[e].copy) continue;
+        int md = w->g->nodes[w->uses[e].node].module;
+        int b = md >= 0 ? mp_strmap_get(&m->sig_owner, m->modules[md].path) : -1;
+        if (b > 0) bits |= b;
+    }
+    return bits;
+}
+
+/* Parameter or buffer? (docs/COUNTING.md, "Parameters and buffers")
+ * 1. What the model declares wins: a PARAMETER is a parameter, a BUFFER a
+ *    buffer, a CONSTANT_TENSOR neither.
+ * 2. Otherwise the uses decide (mp__is_param_by_use).
+ * 3. A model with a graph signature (PyTorch's dynamo exporter) names
+ *    every parameter; what its optimizer derived (a transposed weight, a
+ *    folded BatchNorm, a rotary table expanded from inv_freq) is a new,
+ *    undeclared initializer. Such a tensor stays a parameter only when a
+ *    module using it owns parameters in the signature; used only by
+ *    modules that own buffers, it is a buffer. */
+static bool mp__is_param(const mp__walk *w, int v, const mp_tensor *t, bool *buffer) {
+    uint32_t d = mp__declared(w, v);
+    *buffer = false;
+    if (d & MP_VAL_DECL_PARAM) return t->numel > 0;
+    if (d) {
+        *buffer = (d & MP_VAL_DECL_BUFFER) && t->numel > 0;
+        return false;
+    }
+    bool param = mp__is_param_by_use(w, v, t, buffer);
+    if (!param || !w->p->m->has_signature || w->g != w->p->m->graph) return param;
+    int owners = mp__owners(w, v);
+    if (owners & MP_SIG_OWNS_PARAM) return true;
+    *buffer = (owners & MP_SIG_OWNS_BUFFER) != 0;
+    return false;
+}
+
+/* A buffer: counted in the profile's buffer figure. */
+static void mp__buffer(mp__walk *w, const mp_tensor *t) {
+    mp_profile *p = w->p;
+    p->buffers++;
+    p->buffer_elems = mp_uadd(p->buffer_elems, (uint64_t)t->numel, &w->ovf);
+    p->buffer_bytes = mp_uadd(p->buffer_bytes, mp_dtype_bytes(t->dtype, t->numel), &w->ovf);
 }
 
 /* The tensor a Constant node holds in its `value` attribute. */
@@ -648,14 +712,16 @@ static mp_status mp__params(mp__walk *w) {
     mp_profile *p = w->p;
     mp_model *m = p->m;
     mp_graph *g = w->g;
+    bool buffer;
     for (int i = 0; i < w->n_inits; i++) {
         mp_value *val = &g->values[w->inits[i]];
-        if (mp__is_param(w, w->inits[i], val->init)) val->flags |= MP_VAL_PARAM;
+        if (mp__is_param(w, w->inits[i], val->init, &buffer)) val->flags |= MP_VAL_PARAM;
+        else if (buffer) mp__buffer(w, val->init);
     }
     for (int c = 0; c < w->n_copies; c++) {
         const mp_node *n = &g->nodes[w->copies[c]];
         const mp_value *src = &g->values[n->in[0]];
-        if (mp__is_param(w, n->out[0], src->init)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
+        if (mp__is_param(w, n->out[0], src->init, &buffer)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
     }
     int n_chain = 0, *chain = NULL;
     if (w->any_dequant) {
@@ -802,6 +868,7 @@ void mp_profile_free(mp_profile *p) {
     free(p->node_head);
     free(p->node_group);
     free(p->node_kernel);
+    free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
     free(p);

@@ -60,6 +60,9 @@ struct mp_profile {
     uint64_t params_by_dtype[MP_DT_COUNT];
     uint64_t param_bytes_by_dtype[MP_DT_COUNT];
     uint64_t activation_peak_bytes;
+    /* buffers: non-learnable state the model keeps (declared BUFFERs,
+     * BatchNorm statistics, tables derived from buffers) */
+    uint64_t buffers, buffer_elems, buffer_bytes;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */
@@ -76,6 +79,7 @@ struct mp_profile {
     int *node_head;         /* fused: the head node of its group; else itself */
     const char **node_group; /* head of a fused group: the group's name; else NULL */
     const char **node_kernel; /* head: its kernel's name ("portable", "onednn:conv", ...); else NULL */
+    int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
 };

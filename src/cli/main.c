@@ -482,7 +482,10 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
     return rc;
 }
 
+int mp_trace_main(int argc, char **argv); /* trace_cmd.c */
+
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "trace") == 0) return mp_trace_main(argc - 1, argv + 1);
     const char **dim_args = calloc((size_t)argc, sizeof *dim_args);
     input_spec *inputs = calloc((size_t)argc, sizeof *inputs);
     run_args ra;

@@ -26,7 +26,7 @@ bool mp_dtype_is_float(int dt) {
     switch (dt) {
     case MP_DT_FLOAT: case MP_DT_FLOAT16: case MP_DT_DOUBLE: case MP_DT_BFLOAT16:
     case MP_DT_FLOAT8E4M3FN: case MP_DT_FLOAT8E4M3FNUZ: case MP_DT_FLOAT8E5M2:
-    case MP_DT_FLOAT8E5M2FNUZ: case MP_DT_FLOAT4E2M1:
+    case MP_DT_FLOAT8E5M2FNUZ: case MP_DT_FLOAT4E2M1: case MP_DT_FLOAT8E8M0:
         return true;
     default:
         return false;

@@ -30,7 +30,8 @@
     X(FLOAT8E5M2FNUZ, "fp8e5m2fnuz", 8)  \
     X(UINT4, "uint4", 4)                 \
     X(INT4, "int4", 4)                   \
-    X(FLOAT4E2M1, "fp4e2m1", 4)
+    X(FLOAT4E2M1, "fp4e2m1", 4)          \
+    X(FLOAT8E8M0, "fp8e8m0", 8)
 
 typedef enum mp_dtype {
 #define MP__DT(id, name, bits) MP_DT_##id,
@@ -120,6 +121,7 @@ typedef struct mp_tensor {
     bool typed_packed;
     const char *ext_path; /* resolved path (EXTERNAL/ABSENT) */
     uint64_t ext_offset, ext_length;
+    uint32_t decl;        /* MP_VAL_DECL_* from the tensor's metadata_props */
 } mp_tensor;
 
 /* ---- values ---- */
@@ -131,7 +133,14 @@ enum {
     MP_VAL_OUTER = 1u << 4,   /* subgraph reference to an outer value */
     MP_VAL_CONST = 1u << 5,   /* produced by a Constant node */
     MP_VAL_BUFFER = 1u << 6,  /* non-learnable state (BN statistics) */
+    /* What the exporter declares (torch.export's InputSpec kind, written by
+     * PyTorch's dynamo exporter on the initializer or its value info, or
+     * named in the model's graph signature). */
+    MP_VAL_DECL_PARAM = 1u << 7,  /* PARAMETER */
+    MP_VAL_DECL_BUFFER = 1u << 8, /* BUFFER */
+    MP_VAL_DECL_CONST = 1u << 9,  /* CONSTANT_TENSOR (a lifted constant) */
 };
+#define MP_VAL_DECL_ANY (MP_VAL_DECL_PARAM | MP_VAL_DECL_BUFFER | MP_VAL_DECL_CONST)
 
 typedef struct mp_value {
     const char *name;
@@ -254,9 +263,15 @@ struct mp_model {
     char **warnings;
     int n_warnings, cap_warnings;
     bool weightless;          /* some external data file is absent */
+    /* torch.export's graph signature (model metadata of dynamo exports):
+     * sig_kind maps each input's name and target to MP_VAL_DECL_*;
+     * sig_owner maps the module path owning a target to MP_SIG_OWNS_*. */
+    bool has_signature;
+    mp_strmap sig_kind, sig_owner;
     int module_source;        /* MP_MODSRC_* */
 };
 
+enum { MP_SIG_OWNS_PARAM = 1, MP_SIG_OWNS_BUFFER = 2 };
 enum { MP_MODSRC_NONE = 0, MP_MODSRC_NAMES, MP_MODSRC_FUNCTIONS, MP_MODSRC_METADATA };
 
 /* ---- construction helpers (graph.c) ---- */

@@ -26,6 +26,8 @@ void mp_model_free(mp_model *m) {
     mp_graph_release(m->graph);
     mp_strmap_free(&m->module_paths);
     mp_strmap_free(&m->sym_names);
+    mp_strmap_free(&m->sig_kind);
+    mp_strmap_free(&m->sig_owner);
     /* the map is ours when the model was loaded from a file (fd open);
      * mp_model_load_memory's buffer belongs to its caller */
     if (m->map && m->map_size && m->fd >= 0) munmap((void *)m->map, m->map_size);

@@ -15,19 +15,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The newest IR version and default-domain opset whose rules modelprof
+ * has (ONNX 1.19: IR 12, opset 24). */
+#define MP_IR_MAX 12
+#define MP_OPSET_MAX 24
+
 /* ---- field numbers of onnx.proto ---- */
 enum {
     MODEL_IR_VERSION = 1, MODEL_PRODUCER = 2, MODEL_PRODUCER_VERSION = 3,
     MODEL_GRAPH = 7, MODEL_OPSET = 8, MODEL_FUNCTIONS = 25,
     OPSET_DOMAIN = 1, OPSET_VERSION = 2,
     GRAPH_NODE = 1, GRAPH_NAME = 2, GRAPH_INIT = 5, GRAPH_INPUT = 11, GRAPH_OUTPUT = 12,
-    GRAPH_VALUE_INFO = 13, GRAPH_SPARSE_INIT = 15,
+    GRAPH_VALUE_INFO = 13, GRAPH_SPARSE_INIT = 15, GRAPH_METADATA = 16,
     NODE_INPUT = 1, NODE_OUTPUT = 2, NODE_NAME = 3, NODE_OP = 4, NODE_ATTR = 5,
     NODE_DOMAIN = 7, NODE_METADATA = 9,
     ATTR_NAME = 1, ATTR_F = 2, ATTR_I = 3, ATTR_S = 4, ATTR_T = 5, ATTR_G = 6,
     ATTR_FLOATS = 7, ATTR_INTS = 8, ATTR_STRINGS = 9, ATTR_TENSORS = 10, ATTR_GRAPHS = 11,
     ATTR_TYPE = 20, ATTR_REF = 21, ATTR_SPARSE = 22,
-    VI_NAME = 1, VI_TYPE = 2,
+    VI_NAME = 1, VI_TYPE = 2, VI_METADATA = 4, T_METADATA = 16, MODEL_METADATA = 14,
     TYPE_TENSOR = 1, TYPE_SPARSE = 8,
     TT_ELEM = 1, TT_SHAPE = 2, SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2,
     T_DIMS = 1, T_DTYPE = 2, T_FLOAT = 4, T_INT32 = 5, T_STRING = 6, T_INT64 = 7,
@@ -81,6 +86,8 @@ typedef struct mp__loader {
     mp_graph **graphs;        /* every subgraph made, to release orphans */
     int n_graphs, cap_graphs;
     mp_strmap interned;       /* op types, domains, attribute names: one copy each */
+    bool own_map;             /* m->map is our mapping of the file (mp__release) */
+    const uint8_t *rel_lo, *rel_hi; /* pages read and not yet given back */
     struct { const char *str; size_t len; } icache[64]; /* recent interned strings */
     struct { const char *name; int want; } acache[64];  /* attribute name -> ONNX type */
 } mp__loader;
@@ -194,6 +201,28 @@ static bool mp__pbeq(pb s, const char *z) {
 }
 
 #define NOMEM() mp__nomem(L)
+
+static bool mp__kv(pb *msg, pb *key, pb *val);
+
+/* torch.export's input kinds, as the dynamo exporter writes them. */
+static const char mp__kind_key[] = "pkg.torch.export.graph_signature.InputSpec.kind";
+
+static uint32_t mp__kind_bits(const uint8_t *p, size_t n) {
+    pb s = {p, p + n};
+    if (mp__pbeq(s, "PARAMETER")) return MP_VAL_DECL_PARAM;
+    if (mp__pbeq(s, "BUFFER")) return MP_VAL_DECL_BUFFER;
+    if (mp__pbeq(s, "CONSTANT_TENSOR")) return MP_VAL_DECL_CONST;
+    return 0;
+}
+
+/* A metadata_props entry of a tensor or value info: the input kind it
+ * declares (MP_VAL_DECL_*), 0 for any other entry; false when malformed. */
+static bool mp__decl_kind(pb entry, uint32_t *decl) {
+    pb key = {0}, val = {0};
+    if (!mp__kv(&entry, &key, &val)) return false;
+    if (mp__pbeq(key, mp__kind_key)) *decl |= mp__kind_bits(val.p, (size_t)(val.end - val.p));
+    return true;
+}
 
 /* ---- types and dims ---- */
 
@@ -433,6 +462,10 @@ static mp_status mp__tensor(mp__loader *L, pb msg, mp_tensor **out) {
         } else if (f == T_RAW && w == PB_LEN) {
             if (!pb_len(&scan, &raw)) return mp__bad(L, "bad raw_data", &scan);
             has_raw = true;
+        } else if (f == T_METADATA && w == PB_LEN) {
+            pb e = {0};
+            if (!pb_len(&scan, &e) || !mp__decl_kind(e, &t->decl))
+                return mp__bad(L, "bad tensor metadata", &scan);
         } else if (f == T_LOCATION && w == PB_VARINT) {
             uint64_t v = 0;
             if (!pb_varint(&scan, &v)) return mp__bad(L, "bad data_location", &scan);
@@ -649,13 +682,53 @@ static int mp__opset(const mp_model *m, const char *domain);
 
 /* Occurrences of every field number below 32 in one pass; false when the
  * message is malformed. */
-static bool mp__count_fields(pb msg, int counts[32]) {
+/* Reading a field's key maps the page cache's folio around it into the
+ * process, and this kernel maps large folios (up to 2 MB) whole: touching
+ * each initializer's header of a model with inline weights would map most
+ * of the file (a 530 MB BERT: 155 MB of RSS). Past a field of at least
+ * MP__RELEASE_MIN bytes the loader gives its pages back (MADV_DONTNEED on
+ * a read-only file mapping only unmaps them: they stay in the page cache
+ * and a later read maps them again), so RSS stays near what one field
+ * maps whatever the weights. Only our own mapping of the file, never a
+ * caller's buffer. */
+#define MP__RELEASE_MIN ((size_t)64 << 10)
+
+#define MP__RELEASE_BATCH ((size_t)8 << 20)
+
+/* Give back the pages of the pending range now. */
+static void mp__release_flush(mp__loader *L) {
+    if (!L || L->rel_hi <= L->rel_lo) return;
+    static size_t page;
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)L->rel_lo & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)L->rel_hi + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t base = (uintptr_t)L->m->map, end = base + ((L->m->map_size + page - 1) & ~(page - 1));
+    if (a < base) a = base;
+    if (b > end) b = end;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    L->rel_lo = L->rel_hi = NULL;
+}
+
+/* The pages of [from, to), a field just read, may go back: ranges are
+ * gathered while reading goes forward and given back in one call per
+ * MP__RELEASE_BATCH bytes, which bounds what stays mapped. */
+static void mp__release(mp__loader *L, const uint8_t *from, const uint8_t *to) {
+    if (!L || !L->own_map || (size_t)(to - from) < MP__RELEASE_MIN) return;
+    if (L->rel_hi && from < L->rel_lo) mp__release_flush(L); /* a new pass: start again */
+    if (!L->rel_hi) L->rel_lo = from;
+    if (to > L->rel_hi) L->rel_hi = to;
+    if ((size_t)(L->rel_hi - L->rel_lo) >= MP__RELEASE_BATCH) mp__release_flush(L);
+}
+
+static bool mp__count_fields(mp__loader *L, pb msg, int counts[32]) {
     uint32_t f = 0;
     int w = 0;
     memset(counts, 0, sizeof(int) * 32);
     while (pb_more(&msg)) {
+        const uint8_t *at = msg.p;
         if (!pb_key(&msg, &f, &w) || !pb_skip(&msg, w)) return false;
         if (f < 32) counts[f]++;
+        mp__release(L, at, msg.p);
     }
     return true;
 }
@@ -985,6 +1058,16 @@ static bool mp__pylist_next(pb *r, char *buf, size_t cap, size_t *len) {
     return true;
 }
 
+/* A scope the exporter makes up for nodes that had no module stack (its
+ * last path segment is "_empty_nn_module_stack_from_metadata_hook"): no
+ * module of the model. */
+static bool mp__scope_artefact(const char *path, size_t len) {
+    static const char art[] = "_empty_nn_module_stack_from_metadata_hook";
+    const char *seg = memrchr(path, '.', len);
+    seg = seg ? seg + 1 : path;
+    return (size_t)(path + len - seg) >= sizeof art - 1 && memcmp(seg, art, sizeof art - 1) == 0;
+}
+
 /* Module of a node from the dynamo exporter's metadata: name_scopes lists
  * the cumulative module paths from the root ('') to the node's own name
  * (last); class_hierarchy lists their classes (last: the aten target).
@@ -1001,6 +1084,7 @@ static int mp__module_from_metadata(mp_model *m, pb scopes, pb classes) {
     for (int i = 0; i < n - 1; i++) {
         mp__pylist_next(&r, path, sizeof path, &pl);
         bool has_cls = c.p && mp__pylist_next(&c, cls, sizeof cls, &cl);
+        if (mp__scope_artefact(path, pl)) continue; /* its nodes stay in the parent */
         int md = mp_model_module(m, path, pl);
         if (md < 0) return -1;
         module = md;
@@ -1354,9 +1438,14 @@ static mp_status mp__value_info(mp__loader *L, mp_graph *g, pb msg, int *out) {
     int w = 0;
     pb name = {0}, type = {0};
     bool has_type = false;
+    uint32_t decl = 0;
     while (pb_more(&msg)) {
         if (!pb_key(&msg, &f, &w)) return mp__bad(L, "bad value info", &msg);
-        if (f == VI_NAME && w == PB_LEN) {
+        if (f == VI_METADATA && w == PB_LEN) {
+            pb e = {0};
+            if (!pb_len(&msg, &e) || !mp__decl_kind(e, &decl))
+                return mp__bad(L, "bad value info metadata", &msg);
+        } else if (f == VI_NAME && w == PB_LEN) {
             if (!pb_len(&msg, &name)) return mp__bad(L, "bad value name", &msg);
         } else if (f == VI_TYPE && w == PB_LEN) {
             if (!pb_len(&msg, &type)) return mp__bad(L, "bad value type", &msg);
@@ -1371,6 +1460,7 @@ static mp_status mp__value_info(mp__loader *L, mp_graph *g, pb msg, int *out) {
     int v = mp__value(L, g, (const char *)name.p, (size_t)(name.end - name.p), &st);
     if (v < 0) return st;
     *out = v;
+    g->values[v].flags |= decl;
     if (has_type) {
         int dt, rank;
         int64_t *dims;
@@ -1403,13 +1493,102 @@ static mp_status mp__same_as_init(mp__loader *L, const mp_value *v) {
     return MP_OK;
 }
 
+/* The model's graph signature, as torch.export prints it: one line per
+ * input, "NAME: KIND target='a.b.w' persistent=False". Records each name
+ * and target's kind, and which modules own parameters and buffers. */
+static mp_status mp__signature(mp__loader *L, pb text) {
+    mp_model *m = L->m;
+    m->has_signature = true;
+    const uint8_t *p = text.p, *end = text.end;
+    while (p < end) {
+        const uint8_t *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol) eol = end;
+        const uint8_t *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon && colon > p && colon + 2 < eol && colon[1] == ' ') {
+            const uint8_t *k = colon + 2, *ke = k;
+            while (ke < eol && *ke != ' ') ke++;
+            uint32_t kind = mp__kind_bits(k, (size_t)(ke - k));
+            const uint8_t *tg = NULL, *te = NULL;
+            static const char tkey[] = "target='";
+            for (const uint8_t *q = ke; q + sizeof tkey - 1 < eol; q++)
+                if (memcmp(q, tkey, sizeof tkey - 1) == 0) {
+                    tg = q + sizeof tkey - 1;
+                    te = memchr(tg, '\'', (size_t)(eol - tg));
+                    break;
+                }
+            if (kind) {
+                char *name = mp_arena_strndup(&m->arena, (const char *)p, (size_t)(colon - p));
+                if (!name || mp_strmap_put(&m->sig_kind, name, (int)kind)) return NOMEM();
+                if (tg && te) {
+                    char *target = mp_arena_strndup(&m->arena, (const char *)tg, (size_t)(te - tg));
+                    if (!target || mp_strmap_put(&m->sig_kind, target, (int)kind)) return NOMEM();
+                    const char *dot = strrchr(target, '.');
+                    char *owner = mp_arena_strndup(&m->arena, target, dot ? (size_t)(dot - target) : 0);
+                    if (!owner) return NOMEM();
+                    int bits = mp_strmap_get(&m->sig_owner, owner);
+                    bits = (bits < 0 ? 0 : bits) |
+                           (kind == MP_VAL_DECL_PARAM ? MP_SIG_OWNS_PARAM
+                            : kind == MP_VAL_DECL_BUFFER ? MP_SIG_OWNS_BUFFER : 0);
+                    if (mp_strmap_put(&m->sig_owner, owner, bits)) return NOMEM();
+                }
+            }
+        }
+        p = eol + 1;
+    }
+    return MP_OK;
+}
+
+/* A metadata_props entry of the model or its main graph: the graph
+ * signature is read, the rest is skipped. */
+static mp_status mp__metadata_entry(mp__loader *L, pb entry) {
+    pb key = {0}, val = {0};
+    if (!mp__kv(&entry, &key, &val)) return mp__bad(L, "bad metadata entry", &entry);
+    if (mp__pbeq(key, "pkg.torch.export.ExportedProgram.graph_signature") && !L->m->has_signature)
+        return mp__signature(L, val);
+    return MP_OK;
+}
+
 static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     mp_model *m = L->m;
     uint32_t f = 0;
     int w = 0;
     pb scan = msg;
-    int counts[32];
-    if (!mp__count_fields(msg, counts)) return mp__bad(L, "bad graph", &msg);
+    int counts[32] = {0};
+    /* One scan counts the fields and notes the large ones (mp__release):
+     * the passes below step over a large field they do not want without
+     * reading its key, so its pages are not mapped again. */
+    struct { const uint8_t *at, *end; uint32_t f; } *big = NULL;
+    int n_big = 0, cap_big = 0;
+    /* initializers are decoded in this scan, registered as values below:
+     * their headers are read once */
+    mp_tensor **inits = NULL;
+    int n_inits = 0, cap_inits = 0;
+    while (pb_more(&scan)) {
+        const uint8_t *at = scan.p;
+        if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad graph", &scan);
+        if (w == PB_LEN && (f == GRAPH_INIT || f == GRAPH_SPARSE_INIT)) {
+            pb s = {0};
+            if (!pb_len(&scan, &s)) return mp__bad(L, "bad graph field", &scan);
+            inits = mp_arena_grow(&m->arena, inits, sizeof *inits, &cap_inits, n_inits + 1);
+            if (!inits) return NOMEM();
+            mp_status st = f == GRAPH_INIT ? mp__tensor(L, s, &inits[n_inits])
+                                           : mp__sparse_tensor(L, s, &inits[n_inits]);
+            if (st) return st;
+            n_inits++;
+        } else if (!pb_skip(&scan, w)) {
+            return mp__bad(L, "bad graph", &scan);
+        }
+        if (f < 32) counts[f]++;
+        if (L->own_map && (size_t)(scan.p - at) >= MP__RELEASE_MIN) {
+            big = mp_arena_grow(&m->arena, big, sizeof *big, &cap_big, n_big + 1);
+            if (!big) return NOMEM();
+            big[n_big].at = at;
+            big[n_big].end = scan.p;
+            big[n_big++].f = f;
+            mp__release(L, at, scan.p);
+        }
+    }
+    mp__release_flush(L);
     int n_in = counts[GRAPH_INPUT], n_out = counts[GRAPH_OUTPUT];
     /* Room for the usual numbers of nodes and values up front, so the
      * tables do not grow (and copy) while the graph decodes. */
@@ -1429,9 +1608,35 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
     g->outputs = mp_arena_calloc(&m->arena, (size_t)(n_out ? n_out : 1), sizeof(int));
     if (!g->inputs || !g->outputs) return NOMEM();
     /* initializers first, then declared values, then nodes */
+    for (int i = 0; i < n_inits; i++) {
+        mp_tensor *t = inits[i];
+        mp_status st = MP_OK;
+        if (!t->name[0]) return mp_error(MP_ERR_FORMAT, "%s: an initializer has no name", m->path);
+        int v = mp__value(L, g, t->name, strlen(t->name), &st);
+        if (v < 0) return st;
+        if (g->values[v].flags & MP_VAL_INIT)
+            return mp_error(MP_ERR_FORMAT, "%s: initializer '%s' is defined twice", m->path,
+                            t->name);
+        g->values[v].flags |= MP_VAL_INIT | t->decl;
+        g->values[v].init = t;
+    }
     for (int pass = 0; pass < 3; pass++) {
         scan = msg;
+        int next_big = 0;
         while (pb_more(&scan)) {
+            const uint8_t *at = scan.p;
+            if (next_big < n_big && at == big[next_big].at) {
+                uint32_t bf = big[next_big].f;
+                bool wanted = pass == 0   ? bf == GRAPH_NAME || bf == GRAPH_METADATA
+                              : pass == 1 ? bf == GRAPH_INPUT || bf == GRAPH_OUTPUT ||
+                                                bf == GRAPH_VALUE_INFO
+                                          : bf == GRAPH_NODE;
+                if (!wanted) {
+                    scan.p = big[next_big++].end;
+                    continue;
+                }
+                next_big++;
+            }
             if (!pb_key(&scan, &f, &w)) return mp__bad(L, "bad key in a graph", &scan);
             if (w != PB_LEN) {
                 if (!pb_skip(&scan, w)) return mp__bad(L, "bad graph field", &scan);
@@ -1440,21 +1645,10 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
             pb s = {0};
             if (!pb_len(&scan, &s)) return mp__bad(L, "bad graph field", &scan);
             mp_status st = MP_OK;
-            if (pass == 0 && (f == GRAPH_INIT || f == GRAPH_SPARSE_INIT)) {
-                mp_tensor *t;
-                st = f == GRAPH_INIT ? mp__tensor(L, s, &t) : mp__sparse_tensor(L, s, &t);
-                if (st) return st;
-                if (!t->name[0])
-                    return mp_error(MP_ERR_FORMAT, "%s: an initializer has no name", m->path);
-                int v = mp__value(L, g, t->name, strlen(t->name), &st);
-                if (v < 0) return st;
-                if (g->values[v].flags & MP_VAL_INIT)
-                    return mp_error(MP_ERR_FORMAT, "%s: initializer '%s' is defined twice",
-                                    m->path, t->name);
-                g->values[v].flags |= MP_VAL_INIT;
-                g->values[v].init = t;
-            } else if (pass == 0 && f == GRAPH_NAME) {
+            if (pass == 0 && f == GRAPH_NAME) {
                 if (!(g->name = mp__str(L, s))) return NOMEM();
+            } else if (pass == 0 && f == GRAPH_METADATA && g == m->graph) {
+                if ((st = mp__metadata_entry(L, s))) return st;
             } else if (pass == 1 && (f == GRAPH_INPUT || f == GRAPH_OUTPUT || f == GRAPH_VALUE_INFO)) {
                 int v = -1;
                 if ((st = mp__value_info(L, g, s, &v))) return st;
@@ -1477,7 +1671,9 @@ static mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
             } else if (pass == 2 && f == GRAPH_NODE) {
                 if ((st = mp__emit_node(L, g, s, NULL))) return st;
             }
+            mp__release(L, at, s.end); /* a large field: its pages go back */
         }
+        mp__release_flush(L);
     }
     return MP_OK;
 }
@@ -1841,7 +2037,7 @@ static mp_status mp__functions(mp__loader *L, pb msg) {
         fn->msg = s;
         fn->name = fn->domain = "";
         int counts[32];
-        if (!mp__count_fields(s, counts)) return mp__bad(L, "bad function", &s);
+        if (!mp__count_fields(L, s, counts)) return mp__bad(L, "bad function", &s);
         int n_in = counts[FN_INPUT], n_out = counts[FN_OUTPUT], n_def = counts[FN_ATTR_PROTO];
         fn->in = mp_arena_calloc(&m->arena, (size_t)n_in + 1, sizeof(pb));
         fn->out = mp_arena_calloc(&m->arena, (size_t)n_out + 1, sizeof(pb));
@@ -1934,7 +2130,7 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     pb scan = msg, graph = {0};
     bool has_graph = false;
     int counts[32];
-    if (!mp__count_fields(msg, counts))
+    if (!mp__count_fields(NULL, msg, counts))
         return mp__bad(L, "not an ONNX model (bad protobuf structure)", &msg);
     int n_opsets = counts[MODEL_OPSET];
     if (n_opsets > MP_OPSETS_MAX)
@@ -1959,6 +2155,10 @@ static mp_status mp__model(mp__loader *L, pb msg) {
         } else if (f == MODEL_GRAPH && w == PB_LEN) {
             pb_len(&scan, &graph);
             has_graph = true;
+        } else if (f == MODEL_METADATA && w == PB_LEN) {
+            if (!pb_len(&scan, &s)) return mp__bad(L, "bad model metadata", &scan);
+            mp_status st = mp__metadata_entry(L, s);
+            if (st) return st;
         } else if (f == MODEL_OPSET && w == PB_LEN) {
             pb_len(&scan, &s);
             mp_opset *o = &m->opsets[m->n_opsets++];
@@ -2000,19 +2200,19 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     }
     if (!has_graph)
         return mp_error(MP_ERR_FORMAT, "%s: not an ONNX model (no graph found)", m->path);
-    if (m->ir_version < 3 || m->ir_version > 10) {
+    if (m->ir_version < 3 || m->ir_version > MP_IR_MAX) {
         if (m->ir_version <= 0)
             return mp_error(MP_ERR_FORMAT, "%s: not an ONNX model (no IR version)", m->path);
-        mp_status st = mp_model_warn(m, "IR version %lld is outside the supported 3-10",
-                                     (long long)m->ir_version);
+        mp_status st = mp_model_warn(m, "IR version %lld is outside the supported 3-%d",
+                                     (long long)m->ir_version, MP_IR_MAX);
         if (st) return st;
     }
     int def = mp__opset(m, "");
     if (def < 0)
         return mp_error(MP_ERR_FORMAT, "%s: the model imports no default-domain opset", m->path);
-    if (def < 7 || def > 21) {
-        mp_status st = mp_model_warn(m, "default-domain opset %d is outside the supported 7-21",
-                                     def);
+    if (def < 7 || def > MP_OPSET_MAX) {
+        mp_status st = mp_model_warn(m, "default-domain opset %d is outside the supported 7-%d",
+                                     def, MP_OPSET_MAX);
         if (st) return st;
     }
     mp_status st = mp__functions(L, msg);
@@ -2093,7 +2293,7 @@ mp_status mp_tensor_decode(mp_model *m, const uint8_t *bytes, size_t len, mp_ten
 /* Decode m->map (the file or the caller's buffer) into m. Frees m on
  * failure. */
 static mp_status mp__load(mp_model *m, const mp_limits *lim, mp_model **out) {
-    mp__loader L = {.m = m};
+    mp__loader L = {.m = m, .own_map = m->fd >= 0 && m->map_size > 0};
     mp_status s = mp_limits_check(lim, &L.lim);
     if (!s) {
         m->arena.limit = (size_t)L.lim.max_memory;

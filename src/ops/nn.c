@@ -1088,11 +1088,40 @@ static mp_status nnk_pool_run(mp_kctx *k, nnk_pool kind, bool global) {
     mp_rtensor *ind = k->n_out > 1 && k->out[1].data ? &k->out[1] : NULL;
     int64_t NC = x->dims[0] * (x->rank > 1 ? x->dims[1] : 1), in_n = 1, on = 1, kn = 1;
     for (int i = 0; i < nsp; i++) in_n *= win.in[i], on *= win.out[i], kn *= kernel[i];
-    int64_t oidx[MP_MAX_RANK], kidx[MP_MAX_RANK];
+    int64_t oidx[MP_MAX_RANK], kidx[MP_MAX_RANK], istr[MP_MAX_RANK];
+    mp_kstrides(nsp, win.in, istr);
+    /* fp32 windows wholly inside the input: offsets of the kernel points
+     * computed once, the window read without bounds checks */
+    int64_t *koff = x->dtype == MP_DT_FLOAT && !ind && kind != NNK_LP ? malloc(sizeof(int64_t) * (size_t)(kn + 1)) : NULL;
+    for (int64_t kp = 0; koff && kp < kn; kp++) {
+        int64_t r = kp, off = 0;
+        for (int i = nsp - 1; i >= 0; i--) off += (r % kernel[i]) * win.dil[i] * istr[i], r /= kernel[i];
+        koff[kp] = off;
+    }
     for (int64_t nc = 0; nc < NC; nc++)
         for (int64_t o = 0; o < on; o++) {
             int64_t r = o;
             for (int i = nsp - 1; i >= 0; i--) oidx[i] = r % win.out[i], r /= win.out[i];
+            if (koff) {
+                int64_t base = 0;
+                bool whole = true;
+                for (int i = 0; i < nsp && whole; i++) {
+                    int64_t q0 = oidx[i] * win.stride[i] - win.pad[i];
+                    whole = q0 >= 0 && q0 + (kernel[i] - 1) * win.dil[i] < win.in[i];
+                    base += q0 * istr[i];
+                }
+                if (whole && kn > 0) {
+                    const float *xp = (const float *)x->data + nc * in_n + base;
+                    float m = xp[koff[0]];
+                    double sum = 0;
+                    if (kind == NNK_MAX)
+                        for (int64_t kp = 1; kp < kn; kp++) m = xp[koff[kp]] > m ? xp[koff[kp]] : m;
+                    else
+                        for (int64_t kp = 0; kp < kn; kp++) sum += xp[koff[kp]];
+                    mp_kset_f(y->data, y->dtype, nc * on + o, kind == NNK_MAX ? (double)m : sum / (double)kn);
+                    continue;
+                }
+            }
             double acc = kind == NNK_MAX ? -INFINITY : 0;
             int64_t cnt = 0, arg = -1;
             for (int64_t kp = 0; kp < kn; kp++) {
@@ -1126,6 +1155,7 @@ static mp_status nnk_pool_run(mp_kctx *k, nnk_pool kind, bool global) {
             mp_kset_f(y->data, y->dtype, nc * on + o, out);
             if (ind) mp_kset_i(ind->data, ind->dtype, nc * on + o, nc * in_n + arg);
         }
+    free(koff);
     return MP_OK;
 }
 

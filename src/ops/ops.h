@@ -133,6 +133,7 @@ typedef struct mp_op {
     X(control)            \
     X(contrib)            \
     X(quant)              \
+    X(attention)          \
     X(misc)
 
 #define MP__DECL_FAMILY(f)        \

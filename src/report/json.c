@@ -104,9 +104,9 @@ static size_t jw_plain_len(const unsigned char *s, size_t len) {
  * copied into the buffer quoted, 8 bytes a step (the last step overlaps the
  * one before it rather than pass the string's end). False, with nothing
  * written, when some byte needs work. */
-static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
-    size_t n = mp_out_room(&w->o, len + 2);
-    char *o = w->o.buf + n;
+static bool jw_plain_copy(mp_out *out, const unsigned char *c, size_t len) {
+    size_t n = mp_out_room(out, len + 2);
+    char *o = out->buf + n;
     o[0] = '"';
     if (len >= 8) {
         uint64_t x;
@@ -125,47 +125,47 @@ static bool jw_plain_copy(jw *w, const unsigned char *c, size_t len) {
         }
     }
     o[len + 1] = '"';
-    w->o.n = n + len + 2;
+    out->n = n + len + 2;
     return true;
 }
 
 /* A JSON string: quotes, backslash and control characters escaped; valid
  * UTF-8 passes through; an invalid byte becomes U+FFFD so the output stays
  * valid JSON whatever the model holds. */
-static void jw_raw_string(jw *w, const char *s) {
+void mp_json_string(mp_out *out, const char *s) {
     const unsigned char *c = (const unsigned char *)(s ? s : "");
     size_t len = strlen((const char *)c);
-    if (len <= JW_BUF - 2 && jw_plain_copy(w, c, len)) return;
+    if (len + 2 <= out->cap && jw_plain_copy(out, c, len)) return;
     size_t run = jw_plain_len(c, len);
     const unsigned char *end = c + len;
-    mp_out_putc(&w->o, '"');
+    mp_out_putc(out, '"');
     for (;;) {
         /* a run of plain printable ASCII goes out in one copy */
-        if (run) mp_out_write(&w->o, c, run);
+        if (run) mp_out_write(out, c, run);
         c += run;
         if (c == end) break;
         unsigned char b = *c;
         if (b == '"' || b == '\\') {
-            mp_out_putc(&w->o, '\\');
-            mp_out_putc(&w->o, (char)b);
+            mp_out_putc(out, '\\');
+            mp_out_putc(out, (char)b);
             c++;
         } else if (b < 0x20) {
             switch (b) {
-            case '\n': mp_out_puts(&w->o, "\\n"); break;
-            case '\r': mp_out_puts(&w->o, "\\r"); break;
-            case '\t': mp_out_puts(&w->o, "\\t"); break;
-            case '\b': mp_out_puts(&w->o, "\\b"); break;
-            case '\f': mp_out_puts(&w->o, "\\f"); break;
+            case '\n': mp_out_puts(out, "\\n"); break;
+            case '\r': mp_out_puts(out, "\\r"); break;
+            case '\t': mp_out_puts(out, "\\t"); break;
+            case '\b': mp_out_puts(out, "\\b"); break;
+            case '\f': mp_out_puts(out, "\\f"); break;
             default: {
                 char u[8];
                 snprintf(u, sizeof u, "\\u%04x", b);
-                mp_out_puts(&w->o, u);
+                mp_out_puts(out, u);
                 break;
             }
             }
             c++;
         } else if (b < 0x80) {
-            mp_out_putc(&w->o, (char)b);
+            mp_out_putc(out, (char)b);
             c++;
         } else {
             /* length and validity of a UTF-8 sequence (a NUL fails the
@@ -181,17 +181,19 @@ static void jw_raw_string(jw *w, const char *s) {
                 if ((b == 0xf0 && c[1] < 0x90) || (b == 0xf4 && c[1] >= 0x90)) ok = false;
             }
             if (ok) {
-                mp_out_write(&w->o, c, (size_t)n);
+                mp_out_write(out, c, (size_t)n);
                 c += n;
             } else {
-                mp_out_puts(&w->o, "\xef\xbf\xbd");
+                mp_out_puts(out, "\xef\xbf\xbd");
                 c++;
             }
         }
         run = jw_plain_len(c, (size_t)(end - c));
     }
-    mp_out_putc(&w->o, '"');
+    mp_out_putc(out, '"');
 }
+
+static void jw_raw_string(jw *w, const char *s) { mp_json_string(&w->o, s); }
 
 static inline void jw_open(jw *w, char ch) {
     jw_sep(w);
@@ -475,6 +477,10 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
     jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
                              ? u->id[mod->parent] : -1);
     js_fig(w, &p->mods[module], p->measured);
+    if (p->measured && p->mod_fused && p->mod_fused[module] > 0 && p->mod_fused[module] <= p->m->n_modules) {
+        const char *hp = p->m->modules[p->mod_fused[module] - 1].path;
+        jw_kstr(w, "fused_into", hp ? hp : "");
+    }
     jw_close(w, '}');
     return true;
 }
@@ -683,6 +689,12 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     if (p->measured) js_run(w, p);
     js_by_dtype(w, "params_by_dtype", p->params_by_dtype);
     js_by_dtype(w, "param_bytes_by_dtype", p->param_bytes_by_dtype);
+    jw_key(w, "buffers");
+    jw_open(w, '{');
+    jw_ku64(w, "tensors", p->buffers);
+    jw_ku64(w, "elements", p->buffer_elems);
+    jw_ku64(w, "bytes", p->buffer_bytes);
+    jw_close(w, '}');
     js_ops(w, p);
     mp_status st = js_modules(w, p);
     js_nodes(w, p);

@@ -59,6 +59,29 @@ uint64_t mp_sat_mul(uint64_t a, uint64_t b);
 
 /* ---- the module tree (tree.c; mp_module_walk is declared in profile.h) */
 
+/* Any module tree: a model's (mp_model.modules) or a trace's (the
+ * nn.Module scopes of a torch.profiler trace). Pre-order, iterative. */
+struct mp_out;
+typedef bool (*mp_tree_visit)(const mp_module *mods, int module, void *ud);
+void mp_tree_walk(const mp_module *mods, int n, int max_depth, mp_tree_visit fn, void *ud);
+
+/* The detailed tree in DeepSpeed's layout, the one tree printer:
+ *   root(figures
+ *     (label): Class(figures)
+ *     (label): Class(
+ *       figures
+ *       ...children...
+ *     )
+ *   )
+ * label() gives the text shown for a module (already safe for a
+ * terminal), cls() its class or NULL, figs() writes its figures. */
+typedef struct mp_tree_style {
+    const char *(*label)(int module, void *ud);
+    const char *(*cls)(int module, void *ud);
+    void (*figs)(struct mp_out *o, int module, void *ud);
+    void *ud;
+} mp_tree_style;
+
 /* The name a module is shown under in aggregated lists: its class when
  * known, else its dotted path; the root without a class shows the root
  * module's name, else the graph name, else "model". */
@@ -112,6 +135,12 @@ static inline void mp_out_putc(mp_out *o, char c) {
 }
 
 static inline void mp_out_puts(mp_out *o, const char *s) { mp_out_write(o, s, strlen(s)); }
+
+mp_status mp_tree_print(mp_out *o, const mp_module *mods, int n, int max_depth,
+                        const mp_tree_style *st);
+
+/* A JSON string (escaped; invalid UTF-8 becomes U+FFFD), json.c. */
+void mp_json_string(mp_out *o, const char *s);
 
 /* ---- writers ----
  * Options are already validated (mp_report_write). They return MP_OK or an

@@ -25,7 +25,6 @@ typedef struct tx {
 
 /* ---- output: through the shared buffer of report.h ---- */
 
-static void tx_write(tx *t, const char *s, size_t len) { mp_out_write(&t->out, s, len); }
 static void tx_puts(tx *t, const char *s) { mp_out_puts(&t->out, s); }
 static void tx_putc(tx *t, char c) { mp_out_putc(&t->out, c); }
 
@@ -114,15 +113,6 @@ static void tx_rule(tx *t, const char *title) {
 
 static void tx_label(tx *t, const char *label) {
     tx_printf(t, "%-*s", TX_LABEL_WIDTH, label);
-}
-
-static void tx_indent(tx *t, int depth) {
-    static const char spaces[] = "                                ";
-    for (size_t n = depth > 0 ? 2 * (size_t)depth : 0; n;) {
-        size_t k = MP_MIN(n, sizeof spaces - 1);
-        tx_write(t, spaces, k);
-        n -= k;
-    }
 }
 
 /* ---- (a) summary ---- */
@@ -316,6 +306,12 @@ static void tx_summary(tx *t) {
     tx_puts(t, mp_fmt_bytes(tot->param_bytes).s);
     tx_dtype_breakdown(t, p->param_bytes_by_dtype, true);
     tx_putc(t, '\n');
+    if (p->buffers) {
+        tx_label(t, "buffers:");
+        tx_printf(t, "%llu %s, %s (state that is not learned: not in params)\n",
+                  (unsigned long long)p->buffers, p->buffers == 1 ? "tensor" : "tensors",
+                  mp_fmt_bytes(p->buffer_bytes).s);
+    }
     if (m->weightless) {
         tx_label(t, "weights:");
         tx_puts(t, "absent (external data not found); the profile is computed from shapes\n");
@@ -551,13 +547,7 @@ static void tx_aggregated(tx *t) {
 
 /* ---- (c) detailed: the module tree ---- */
 
-typedef struct tx_tree {
-    tx *t;
-    int *open;      /* depths of modules whose "(" is still open */
-    int n_open;
-} tx_tree;
-
-static void tx_figs(tx *t, const mp_fig *fig) {
+static void tx_figs(tx *t, const mp_fig *fig, int module) {
     const mp_fig *tot = &t->p->total;
     tx_cat(t, mp_fmt_count(fig->params).s, " = ", mp_fmt_pct(fig->params, tot->params).s,
            " Params", TX_END);
@@ -572,7 +562,12 @@ static void tx_figs(tx *t, const mp_fig *fig) {
     else /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs */
         tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
                " MACs", TX_END);
-    if (t->p->measured && fig->latency_s >= 0) {
+    if (t->p->measured && fig->latency_s == 0 && t->p->mod_fused && module >= 0 &&
+        t->p->mod_fused[module] > 0) {
+        int h = t->p->mod_fused[module] - 1;
+        const char *hp = h >= 0 && h < t->m->n_modules ? t->m->modules[h].path : NULL;
+        tx_cat(t, ", fused into ", hp && hp[0] ? tx_safe(t, hp, "?") : "its parent", "'s kernel", TX_END);
+    } else if (t->p->measured && fig->latency_s >= 0) {
         tx_cat(t, ", ", mp_fmt_seconds(fig->latency_s).s, " = ",
                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s, " latency", TX_END);
         if (!mp_fig_unknown(fig) && !mp_fig_uncountable(fig))
@@ -586,41 +581,22 @@ static void tx_figs(tx *t, const mp_fig *fig) {
         tx_printf(t, ", %d uncounted node%s", fig->uncounted, fig->uncounted == 1 ? "" : "s");
 }
 
-static void tx_tree_close(tx_tree *tr, int depth) {
-    while (tr->n_open > 0 && tr->open[tr->n_open - 1] >= depth) {
-        int d = tr->open[--tr->n_open];
-        tx_indent(tr->t, d);
-        tx_puts(tr->t, ")\n");
-    }
+static const char *tx_tree_label(int module, void *ud) {
+    tx *t = ud;
+    return tx_safe(t, t->m->modules[module].parent < 0 ? mp_module_display(t->p, module)
+                                                       : mp_module_label(t->p, module), "?");
 }
 
-static bool tx_tree_visit(const mp_profile *p, int module, void *ud) {
-    tx_tree *tr = ud;
-    tx *t = tr->t;
-    const mp_module *mod = &p->m->modules[module];
-    int maxd = t->o->depth;
-    bool leaf = mod->first_child < 0 || (maxd >= 0 && mod->depth >= maxd);
+static const char *tx_tree_cls(int module, void *ud) {
+    tx *t = ud;
+    const char *cls = t->m->modules[module].cls;
+    return cls && cls[0] ? tx_safe(t, cls, "?") : NULL;
+}
 
-    tx_tree_close(tr, mod->depth);
-    tx_indent(t, mod->depth);
-    if (mod->parent < 0) {
-        tx_puts(t, tx_safe(t, mp_module_display(p, module), "?"));
-    } else {
-        tx_printf(t, "(%s)", tx_safe(t, mp_module_label(p, module), "?"));
-        if (mod->cls && mod->cls[0]) tx_printf(t, ": %s", tx_safe(t, mod->cls, "?"));
-    }
-    tx_putc(t, '(');
-    if (leaf) {
-        tx_figs(t, &p->mods[module]);
-        tx_puts(t, ")\n");
-    } else {
-        tx_putc(t, '\n');
-        tx_indent(t, mod->depth + 1);
-        tx_figs(t, &p->mods[module]);
-        tx_putc(t, '\n');
-        tr->open[tr->n_open++] = mod->depth;
-    }
-    return true;
+static void tx_tree_figs(mp_out *o, int module, void *ud) {
+    tx *t = ud;
+    (void)o; /* tx writes through t->out, the same buffer */
+    tx_figs(t, &t->p->mods[module], module);
 }
 
 static void tx_detailed(tx *t) {
@@ -636,10 +612,9 @@ static void tx_detailed(tx *t) {
     tx_puts(t, "Figures include submodules; nodes of a module outside its submodules "
                "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
                "not in the MACs and FLOPs.\n\n");
-    tx_tree tr = {t, tx_alloc(t, (size_t)t->m->n_modules + 1, sizeof(int)), 0};
-    if (!tr.open) return;
-    mp_module_walk(p, t->o->depth, tx_tree_visit, &tr);
-    tx_tree_close(&tr, 0);
+    mp_tree_style st = {tx_tree_label, tx_tree_cls, tx_tree_figs, t};
+    if (mp_tree_print(&t->out, t->m->modules, t->m->n_modules, t->o->depth, &st) != MP_OK)
+        t->nomem = true;
 }
 
 /* ---- (d) by operator type ---- */

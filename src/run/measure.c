@@ -124,6 +124,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     free(p->node_head);
     free(p->node_group);
     free(p->node_kernel);
+    free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
     p->groups = NULL;
@@ -134,6 +135,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     p->node_head = calloc((size_t)nn + 1, sizeof *p->node_head);
     p->node_group = calloc((size_t)nn + 1, sizeof *p->node_group);
     p->node_kernel = calloc((size_t)nn + 1, sizeof *p->node_kernel);
+    p->mod_fused = calloc((size_t)nm + 1, sizeof *p->mod_fused);
     p->groups = calloc((size_t)ns + 1, sizeof *p->groups);
     double *col = malloc(sizeof *col * (size_t)(iters + 1));
     double *mod = calloc((size_t)nm * (size_t)iters + 1, sizeof *mod);
@@ -141,7 +143,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     double *grp = calloc((size_t)(ns + 1) * (size_t)iters, sizeof *grp);
     int *step_grp = calloc((size_t)ns + 1, sizeof *step_grp);
     mp_status st = MP_OK;
-    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group || !p->node_kernel ||
+    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group || !p->node_kernel || !p->mod_fused ||
         !p->groups || !col || !mod || !ops || !grp || !step_grp)
         st = mp_error(MP_ERR_NOMEM, "out of memory");
     if (st) goto done;
@@ -179,6 +181,8 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
                 p->node_state[k] = MP_NODE_FUSED;
                 p->node_head[k] = sp->node;
                 p->run.fused++;
+                int km = g->nodes[k].module;
+                if (km >= 0 && km < nm && km != sp->module) p->mod_fused[km] = sp->module + 1;
             }
         }
         if (sp->group) p->node_group[sp->node] = p->groups[gi].name;

@@ -42,29 +42,39 @@ static mp_status mp__need(mp_plan *pl, int v);
 
 mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
 
+/* A refusal to fuse: not a failure of the plan (the kernel carries on
+ * alone), but said like every other status. */
+static mp_status mp__nofuse(const mp_kctx *k, int node) {
+    const mp_graph *g = k->g;
+    const char *nm = g && node >= 0 && node < g->n_nodes && g->nodes[node].name ? g->nodes[node].name : "?";
+    return mp_error(MP_ERR_USAGE, "node '%s' cannot be absorbed by '%s' (not the sole consumer of its "
+                    "output, already planned, or an input not ready)", nm,
+                    k->n && k->n->name ? k->n->name : "?");
+}
+
 mp_status mp_kfuse(mp_kctx *k, int node) {
     mp_plan *pl = k->plan;
     if (!pl && k->fuse && mp_kfuse_unplanned) return mp_kfuse_unplanned(k, node);
-    if (!pl || !k->fuse) return MP_ERR_USAGE;
+    if (!pl || !k->fuse) return mp__nofuse(k, node);
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
-        return MP_ERR_USAGE;
+        return mp__nofuse(k, node);
     mp_step *s = &pl->steps[pl->cur];
-    if (&s->k != k || s->n_out < 1) return MP_ERR_USAGE;
+    if (&s->k != k || s->n_out < 1) return mp__nofuse(k, node);
     int mid = s->out_v[0];
-    if (mid < 0) return MP_ERR_USAGE;
+    if (mid < 0) return mp__nofuse(k, node);
     mp_rval *mv = &pl->vals[mid];
-    if (mv->consumers != 1 || (g->values[mid].flags & MP_VAL_OUTPUT)) return MP_ERR_USAGE;
+    if (mv->consumers != 1 || (g->values[mid].flags & MP_VAL_OUTPUT)) return mp__nofuse(k, node);
     const mp_node *n = &g->nodes[node];
     int uses = 0;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] == mid) uses++;
-    if (uses != 1 || n->n_out < 1 || n->out[0] < 0 || n->n_sub) return MP_ERR_USAGE;
+    if (uses != 1 || n->n_out < 1 || n->out[0] < 0 || n->n_sub) return mp__nofuse(k, node);
     /* the absorbed node's other outputs must be unused */
     for (int i = 1; i < n->n_out; i++) {
         int v = n->out[i];
         if (v >= 0 && (pl->vals[v].consumers || (g->values[v].flags & MP_VAL_OUTPUT)))
-            return MP_ERR_USAGE;
+            return mp__nofuse(k, node);
     }
     /* its other inputs must exist when the group runs: constants, inputs,
      * or outputs of steps before this one */
@@ -73,29 +83,29 @@ mp_status mp_kfuse(mp_kctx *k, int node) {
         if (v < 0 || v == mid) continue;
         if (mp__need(pl, v) != MP_OK) {
             mp_error_clear();
-            return MP_ERR_USAGE;
+            return mp__nofuse(k, node);
         }
         int kd = pl->vals[v].kind;
         if (kd == MP_RV_CONST || kd == MP_RV_INPUT || kd == MP_RV_OUTER) continue;
         int prod = g->values[v].producer;
-        if (prod < 0 || pl->step_of[prod] < 0 || pl->step_of[prod] >= pl->cur) return MP_ERR_USAGE;
+        if (prod < 0 || pl->step_of[prod] < 0 || pl->step_of[prod] >= pl->cur) return mp__nofuse(k, node);
     }
     int out = n->out[0];
-    if (!mp_shape_known(&g->values[out])) return MP_ERR_USAGE;
+    if (!mp_shape_known(&g->values[out])) return mp__nofuse(k, node);
     /* grow the input list */
     int need = s->n_in + n->n_in;
     if (need > s->cap_in) {
         int cap = need + 4;
         mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
-        if (!in) return MP_ERR_NOMEM;
+        if (!in) return mp_error(MP_ERR_NOMEM, "out of memory");
         s->in = in;
         int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
-        if (!iv) return MP_ERR_NOMEM;
+        if (!iv) return mp_error(MP_ERR_NOMEM, "out of memory");
         s->in_v = iv;
         s->cap_in = cap;
     }
     int *nodes = realloc(s->nodes, sizeof *nodes * (size_t)(s->n_nodes + 1));
-    if (!nodes) return MP_ERR_NOMEM;
+    if (!nodes) return mp_error(MP_ERR_NOMEM, "out of memory");
     s->nodes = nodes;
     s->nodes[s->n_nodes++] = node;
     for (int i = 0; i < n->n_in; i++) {
@@ -310,7 +320,10 @@ bool mp_run_portable_only;
 static const mp_kernel *mp__pick(const mp_graph *g, const mp_node *n, mp_kernel *portable) {
     const mp_kernel *kern = mp_run_portable_only ? NULL : mp_dnnl_kernel(g, n);
     if (kern) return kern;
-    if (!n->desc || !n->desc->run) return mp_control_kernel(n);
+    /* If, Loop, Scan: the executor's own, which run their bodies through
+     * plans (oneDNN kernels, fusion, shapes known only at run time) */
+    if ((kern = mp_control_kernel(n))) return kern;
+    if (!n->desc || !n->desc->run) return NULL;
     portable->name = "portable";
     portable->prepare = n->desc->prepare;
     portable->run = n->desc->run;
@@ -490,19 +503,6 @@ static mp_status mp__need(mp_plan *pl, int v) {
                     pl->m->path ? pl->m->path : "model", val->name);
 }
 
-static int mp__module_common(const mp_model *m, int a, int b) {
-    if (a < 0 || b < 0 || !m->modules) return a < 0 ? b : a;
-    while (a != b) {
-        if (m->modules[a].depth >= m->modules[b].depth && m->modules[a].parent >= 0)
-            a = m->modules[a].parent;
-        else if (m->modules[b].parent >= 0)
-            b = m->modules[b].parent;
-        else
-            return 0;
-    }
-    return a;
-}
-
 /* Walk the order: fold, pick kernels, prepare (which may fuse). */
 /* First pass, in order: nodes whose outputs are known (shape arithmetic,
  * Constant) and nodes whose inputs are all constant (a weight transposed,
@@ -518,11 +518,17 @@ static mp_status mp__fold_pass(mp_plan *pl) {
         mp_status st;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && (st = mp__need(pl, n->in[i]))) return st;
-        bool all_known = n->n_out > 0;
+        bool all_known = n->n_out > 0, any_out = false;
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
             if (v < 0) continue;
+            any_out = true;
             if (!mp__fully_known(&g->values[v])) all_known = false;
+        }
+        if (!any_out) { /* no output at all: nothing to compute (kernels index output 0) */
+            pl->folded[node] = true;
+            pl->n_folded++;
+            continue;
         }
         const mp_tensor *ct = mp__constant_tensor(n);
         if (all_known || ct) {
@@ -599,7 +605,6 @@ static mp_status mp__build_steps(mp_plan *pl) {
             for (int j = 0; j < s->n_nodes; j++) {
                 if (j) strcat(name, "+");
                 strcat(name, g->nodes[s->nodes[j]].op);
-                s->module = mp__module_common(pl->m, s->module, g->nodes[s->nodes[j]].module);
             }
             s->group = name;
         }

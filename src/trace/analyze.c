@@ -1,0 +1,1446 @@
+/* Linking and analysis of a read trace (trace.h).
+ *
+ * Linking follows the trace's own links, as PyTorch does for key_averages
+ * (torch/autograd/profiler.py, profiler_util.py):
+ *  - a device event belongs to the operator whose External id it carries;
+ *  - operators nest per thread by time: sorted by (start, -end), each one's
+ *    parent is the innermost open span that contains it; a child with the
+ *    same name as a parent whose only child it is, is merged into it
+ *    (EventList._remove_dup_nodes), its kernels replacing the parent's;
+ *  - a runtime call carrying an operator's External id counts on that
+ *    operator's thread;
+ *  - a backward operator is tied to the forward operator where its fwdbwd
+ *    flow starts (or, without flows, the forward operator with its
+ *    Sequence number); an operator belongs to the innermost nn.Module scope
+ *    open around it on its thread. */
+#include "trace/trace.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+const char *const mp_tcat_names[MP_TC_COUNT] = {"gemm", "conv", "attention", "elementwise",
+                                                "memcpy_memset", "communication", "other"};
+const char *const mp_tcat_labels[MP_TC_COUNT] = {
+    "GEMM", "convolution", "attention", "element-wise/reduction/norm", "memcpy/memset",
+    "communication (NCCL)", "other"};
+const char *const mp_tidle_names[MP_TI_COUNT] = {"data_loader", "launch_bound",
+                                                 "synchronization", "other"};
+const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
+                                                  "launch-bound (host late)",
+                                                  "after synchronisation", "other"};
+
+/* ---- an int64 -> int32 hash map (open addressing) ---- */
+
+typedef struct imap {
+    int64_t *keys;   /* NULL in a dense map */
+    int32_t *vals;   /* -1: empty */
+    size_t mask, n;
+    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
+} imap;
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+/* A map for n keys. When every key is known to lie in 0..max_key and
+ * that range is not much larger than n (External ids and correlations are
+ * counters, so they are dense), the map is a plain array indexed by the
+ * key: no hashing, 4 bytes a slot. max_key < 0: keys of any value. */
+static bool imap_init_range(imap *m, size_t n, int64_t max_key) {
+    memset(m, 0, sizeof *m);
+    if (max_key >= 0 && (uint64_t)max_key < 4 * (uint64_t)n + 4096) {
+        m->dense = (size_t)max_key + 1;
+        m->vals = malloc(m->dense * sizeof *m->vals);
+        if (!m->vals) return false;
+        memset(m->vals, 0xff, m->dense * sizeof *m->vals);
+        return true;
+    }
+    size_t cap = 16;
+    while (cap - cap / 4 < n + 16) cap *= 2;
+    m->keys = malloc(cap * sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->mask = cap - 1;
+    if (!m->keys || !m->vals) return false;
+    memset(m->vals, 0xff, cap * sizeof *m->vals);
+    return true;
+}
+
+static bool imap_init(imap *m, size_t n) { return imap_init_range(m, n, -1); }
+
+static void imap_free(imap *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* Insert when absent (the first value stays). Maps are sized for their
+ * keys up front; a full one (a caller's miscount) takes no more. */
+static void imap_put(imap *m, int64_t k, int32_t v) {
+    if (m->dense) {
+        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
+        return;
+    }
+    if (m->n + 1 > m->mask - m->mask / 4) return;
+    size_t i = mix64((uint64_t)k) & m->mask;
+    while (m->vals[i] >= 0) {
+        if (m->keys[i] == k) return;
+        i = (i + 1) & m->mask;
+    }
+    m->keys[i] = k;
+    m->vals[i] = v;
+    m->n++;
+}
+
+static int32_t imap_get(const imap *m, int64_t k) {
+    if (!m->vals) return -1;
+    if (m->dense) return k >= 0 && (uint64_t)k < m->dense ? m->vals[k] : -1;
+    size_t i = mix64((uint64_t)k) & m->mask;
+    while (m->vals[i] >= 0) {
+        if (m->keys[i] == k) return m->vals[i];
+        i = (i + 1) & m->mask;
+    }
+    return -1;
+}
+
+/* ---- helpers ---- */
+
+static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+static bool has_ci(const char *s, const char *sub) {
+    size_t n = strlen(sub);
+    for (; *s; s++)
+        if (strncasecmp(s, sub, n) == 0) return true;
+    return false;
+}
+
+static bool starts(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
+
+/* The category an operator's name decides alone; -1 when its kernels
+ * decide. */
+static int op_category(const char *op) {
+    if (op) {
+        static const char *const gemm[] = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                                           "aten::matmul", "aten::linear", "aten::_scaled_mm",
+                                           "aten::addmv", "aten::mv", "aten::dot"};
+        for (size_t i = 0; i < MP_ARRAY_LEN(gemm); i++)
+            if (strcmp(op, gemm[i]) == 0) return MP_TC_GEMM;
+        if (has(op, "attention") || has(op, "flash") || has(op, "sdpa")) return MP_TC_ATTN;
+        if (has(op, "conv") && starts(op, "aten::")) return MP_TC_CONV;
+        if (has(op, "norm") || has(op, "softmax")) return MP_TC_ELEM;
+    }
+    return -1;
+}
+
+/* The category a kernel's name decides. */
+static int kernel_category(const char *k) {
+    if (has_ci(k, "nccl")) return MP_TC_COMM;
+    if (has_ci(k, "flash") || has_ci(k, "fmha") || has_ci(k, "attention") || has_ci(k, "sdpa"))
+        return MP_TC_ATTN;
+    if (has_ci(k, "conv") || has(k, "wgrad") || has(k, "dgrad") || has(k, "fprop"))
+        return MP_TC_CONV;
+    if (has_ci(k, "gemm") || has(k, "nvjet") || has_ci(k, "cutlass") || has_ci(k, "cublas") ||
+        has(k, "xmma") || has(k, "Kernel2") || has_ci(k, "gemv"))
+        return MP_TC_GEMM;
+    if (has(k, "elementwise") || has(k, "reduce") || has_ci(k, "norm") || has_ci(k, "softmax") ||
+        has(k, "Welford") || has(k, "multi_tensor") || has(k, "at::native") || has(k, "GammaBeta") ||
+        has(k, "bn_fw") || has(k, "bn_bw"))
+        return MP_TC_ELEM;
+    return MP_TC_OTHER;
+}
+
+static int category(const char *k, int kind, const char *op) {
+    if (kind == MP_TD_MEMCPY || kind == MP_TD_MEMSET) return MP_TC_MEM;
+    int kc = kernel_category(k);
+    if (kc == MP_TC_COMM) return kc;
+    int oc = op_category(op);
+    return oc >= 0 ? oc : kc;
+}
+
+void mp_trace_short_name(const char *name, char *out, size_t n) {
+    if (!n) return;
+    const char *s = name;
+    if (starts(s, "void ")) s += 5;
+    size_t len = strlen(s);
+    /* drop the parameter list: the last top-level "(...)" at the end */
+    if (len && s[len - 1] == ')') {
+        int depth = 0;
+        for (size_t i = len; i-- > 0;) {
+            if (s[i] == ')') depth++;
+            else if (s[i] == '(' && --depth == 0) {
+                if (i > 0) len = i;
+                break;
+            }
+        }
+    }
+    size_t o = 0;
+    static const char *const drop[] = {"(anonymous namespace)::", "at::native::", "at::cuda::",
+                                       "c10::", "std::"};
+    for (size_t i = 0; i < len && o + 1 < n;) {
+        bool skipped = false;
+        for (size_t d = 0; d < MP_ARRAY_LEN(drop); d++) {
+            size_t dl = strlen(drop[d]);
+            if (i + dl <= len && memcmp(s + i, drop[d], dl) == 0) {
+                i += dl;
+                skipped = true;
+                break;
+            }
+        }
+        if (!skipped) out[o++] = s[i++];
+    }
+    out[o] = 0;
+    const size_t max = 72;
+    if (o > max && n > max + 4) memcpy(out + max - 3, "...", 4);
+}
+
+/* ---- datasheet peaks (dense, no sparsity), TFLOPS ---- */
+
+typedef struct peak_row {
+    const char *match;     /* substring of deviceProperties.name */
+    const char *label;
+    double tf[MP_TDT_COUNT];   /* none, fp32, fp16, bf16, fp8, fp64 */
+} peak_row;
+
+/* NVIDIA datasheets: A100 (SXM4/PCIe), H100 SXM5 and PCIe, H100 NVL, H200
+ * SXM, L4, L40S, A10, V100. fp32 is the non-tensor-core rate: PyTorch's
+ * default for fp32 matmul (torch.backends.cuda.matmul.allow_tf32 off).
+ * Order matters: more specific names first. */
+static const peak_row peaks[] = {
+    {"H100 PCIe", "H100 PCIe", {0, 51.2, 756.5, 756.5, 1513, 25.6}},
+    {"H100 NVL", "H100 NVL", {0, 60, 835, 835, 1670, 30}},
+    {"H100", "H100 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5}},
+    {"H200", "H200 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5}},
+    {"GH200", "GH200", {0, 66.9, 989.4, 989.4, 1978.9, 33.5}},
+    {"A100", "A100", {0, 19.5, 312, 312, 0, 9.7}},
+    {"L40S", "L40S", {0, 91.6, 362.05, 362.05, 733, 0}},
+    {"L4", "L4", {0, 30.3, 121, 121, 242.5, 0}},
+    {"A10G", "A10G", {0, 31.2, 70, 70, 0, 0}},
+    {"A10", "A10", {0, 31.2, 125, 125, 0, 0}},
+    {"V100", "V100", {0, 15.7, 125, 0, 0, 7.8}},
+};
+
+static const char *const dtype_names[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+
+double mp_trace_peak(const char *device, int dtype, const char **label) {
+    if (label) *label = NULL;
+    if (!device || dtype <= 0 || dtype >= MP_TDT_COUNT) return 0;
+    for (size_t i = 0; i < MP_ARRAY_LEN(peaks); i++) {
+        if (!strstr(device, peaks[i].match)) continue;
+        /* "L4" must not match "L40S"; "A10" not "A100" */
+        const char *at = strstr(device, peaks[i].match);
+        char after = at[strlen(peaks[i].match)];
+        if ((after >= '0' && after <= '9') || (after >= 'A' && after <= 'Z')) continue;
+        if (label) *label = peaks[i].label;
+        return peaks[i].tf[dtype];
+    }
+    return 0;
+}
+
+/* ---- sorting ---- */
+
+typedef struct skey {
+    int32_t tid;
+    int32_t idx;
+    int64_t ts, end;
+    int32_t modfirst;    /* 0 for module scopes: they open before an op at the same time */
+} skey;
+
+static int skey_cmp(const void *x, const void *y) {
+    const skey *a = x, *b = y;
+    if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    if (a->end != b->end) return a->end > b->end ? -1 : 1;
+    if (a->modfirst != b->modfirst) return a->modfirst < b->modfirst ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Sort keys that are already in a few ascending runs (a trace lists each
+ * thread's events mostly in time order): natural merge sort, linear when
+ * sorted, O(n log runs) otherwise. Returns false when out of memory. */
+static bool skey_sort(skey *a, size_t n) {
+    if (n < 2) return true;
+    size_t *runs = NULL, nr = 0, cap = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && skey_cmp(&a[j - 1], &a[j]) <= 0) j++;
+        if (nr + 2 > cap) {
+            cap = cap ? cap * 2 : 64;
+            size_t *nrn = realloc(runs, cap * sizeof *runs);
+            if (!nrn) {
+                free(runs);
+                return false;
+            }
+            runs = nrn;
+        }
+        runs[nr++] = i;
+        i = j;
+    }
+    if (nr == 1) {
+        free(runs);
+        return true;
+    }
+    if (nr > n / 8) {   /* no order to use */
+        free(runs);
+        qsort(a, n, sizeof *a, skey_cmp);
+        return true;
+    }
+    skey *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        free(runs);
+        return false;
+    }
+    runs[nr] = n;
+    skey *src = a, *dst = tmp;
+    while (nr > 1) {
+        size_t out = 0;
+        for (size_t r = 0; r < nr; r += 2) {
+            size_t lo = runs[r], mid = runs[MP_MIN(r + 1, nr)], hi = runs[MP_MIN(r + 2, nr)];
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = skey_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+            runs[out++] = lo;
+        }
+        runs[out] = n;
+        nr = out;
+        skey *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != a) memcpy(a, src, n * sizeof *a);
+    free(tmp);
+    free(runs);
+    return true;
+}
+
+typedef struct dkey {
+    int64_t ts, end;
+    int32_t idx;
+} dkey;
+
+static int dkey_cmp(const void *x, const void *y) {
+    const dkey *a = x, *b = y;
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    if (a->end != b->end) return a->end < b->end ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+typedef struct ival {
+    int64_t a, b;
+    int32_t first;   /* device event that opens it */
+} ival;
+
+static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+    int64_t lo = MP_MAX(a0, b0), hi = MP_MIN(a1, b1);
+    return hi > lo ? hi - lo : 0;
+}
+
+/* First interval whose end is after t. */
+static size_t ival_after(const ival *v, size_t n, int64_t t) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].b <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int64_t ival_overlap(const ival *v, size_t n, int64_t a, int64_t b) {
+    int64_t s = 0;
+    for (size_t i = ival_after(v, n, a); i < n && v[i].a < b; i++) s += overlap(v[i].a, v[i].b, a, b);
+    return s;
+}
+
+static size_t merge_ivals(ival *v, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (o && v[i].a <= v[o - 1].b) {
+            if (v[i].b > v[o - 1].b) v[o - 1].b = v[i].b;
+        } else {
+            v[o++] = v[i];
+        }
+    }
+    return o;
+}
+
+static int ival_cmp(const void *x, const void *y) {
+    const ival *a = x, *b = y;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    return (a->b > b->b) - (a->b < b->b);
+}
+
+/* ---- the module tree ---- */
+
+typedef struct mtree {
+    mp_module *mods;
+    mp_tmod *fig;
+    int n, cap, cap2;
+    imap index;          /* (parent << 32 | name) -> node */
+    mp_arena *arena;
+    const char **names;
+} mtree;
+
+static int mtree_node(mtree *m, int parent, uint32_t name) {
+    int64_t key = (int64_t)(((uint64_t)(uint32_t)parent << 32) | name);
+    int32_t v = imap_get(&m->index, key);
+    if (v >= 0) return v;
+    if (m->n + 1 > m->cap) {
+        int cap = m->cap;
+        mp_module *nm = mp_grow(m->mods, sizeof *m->mods, &cap, m->n + 1);
+        if (!nm) return -1;
+        m->mods = nm;
+        int cap2 = m->cap;
+        mp_tmod *nf = mp_grow(m->fig, sizeof *m->fig, &cap2, m->n + 1);
+        if (!nf) return -1;
+        m->fig = nf;
+        m->cap = MP_MIN(cap, cap2);
+    }
+    int i = m->n++;
+    mp_module *md = &m->mods[i];
+    memset(md, 0, sizeof *md);
+    memset(&m->fig[i], 0, sizeof m->fig[i]);
+    const char *label = m->names[name];
+    md->name = label;
+    md->parent = parent;
+    md->first_child = md->last_child = md->next_sibling = -1;
+    md->depth = parent >= 0 ? m->mods[parent].depth + 1 : 0;
+    /* class: the label without its "_N" instance suffix */
+    size_t len = strlen(label), cut = len;
+    while (cut > 0 && label[cut - 1] >= '0' && label[cut - 1] <= '9') cut--;
+    if (cut > 0 && cut < len && label[cut - 1] == '_') cut--;
+    else cut = len;
+    md->cls = mp_arena_strndup(m->arena, label, cut);
+    if (parent >= 0 && m->mods[parent].parent >= 0)
+        md->path = mp_arena_printf(m->arena, "%s.%s", m->mods[parent].path, label);
+    else
+        md->path = parent >= 0 ? label : "";
+    if (!md->cls || !md->path) return -1;
+    if (parent >= 0) {
+        mp_module *p = &m->mods[parent];
+        if (p->last_child >= 0) m->mods[p->last_child].next_sibling = i;
+        else p->first_child = i;
+        p->last_child = i;
+    }
+    if (m->n > 64 && (size_t)m->n * 2 > m->index.mask) {
+        /* rebuild the index larger */
+        imap bigger;
+        if (!imap_init(&bigger, (size_t)m->n * 2)) return -1;
+        for (size_t s = 0; s <= m->index.mask; s++)
+            if (m->index.vals[s] >= 0) imap_put(&bigger, m->index.keys[s], m->index.vals[s]);
+        imap_free(&m->index);
+        m->index = bigger;
+    }
+    imap_put(&m->index, key, i);
+    return i;
+}
+
+/* ---- the analysis ---- */
+
+typedef struct work {
+    mp_trace *t;
+    mp_trace_raw *raw;
+    size_t S, D;
+    skey *order;        /* all spans sorted per thread by time (while linking) */
+    int32_t *ord;       /* the same order, span indices */
+    int32_t *parent;    /* operator tree (after merging), -1 */
+    int32_t *nchild;
+    int32_t *alias;     /* merged-away span -> the parent it went into; -1 */
+    int64_t *kern;      /* self device ns */
+    int64_t *dtot;      /* device total ns */
+    int32_t *mod;       /* innermost module node for operators; -1 */
+    int32_t *fwd;       /* backward op -> forward op; -1 */
+    int32_t *devop;     /* device event -> operator; -1 */
+    int32_t *memop;     /* memory event -> innermost operator; -1 */
+    imap ext;           /* External id -> operator/annotation */
+    imap corr;          /* correlation -> runtime span */
+    bool bwd_ops_seen;
+} work;
+
+/* The name of the module tree's root: "step". */
+static int intern_root(mp_trace_raw *raw) {
+    const char *s = "trace";
+    uint32_t h = mp_strmap_hash(s, strlen(s));
+    int v = mp_strmap_getn_h(&raw->names_map, s, strlen(s), h);
+    if (v >= 0) return v;
+    char *copy = mp_arena_strdup(&raw->arena, s);
+    if (!copy) return -1;
+    const char **nn = mp_grow(raw->names, sizeof *raw->names, &raw->cap_names, raw->n_names + 1);
+    if (!nn) return -1;
+    raw->names = nn;
+    if (mp_strmap_put_h(&raw->names_map, copy, strlen(s), h, raw->n_names) != MP_OK) return -1;
+    raw->names[raw->n_names] = copy;
+    return raw->n_names++;
+}
+
+static int32_t resolve(const work *w, int32_t s) {
+    while (s >= 0 && w->alias[s] >= 0) s = w->alias[s];
+    return s;
+}
+
+static mp_status link_all(work *w) {
+    mp_trace_raw *raw = w->raw;
+    size_t S = w->S;
+    mp_tspan *sp = raw->spans;
+    size_t n_ext = 0, n_corr = 0;
+    int64_t max_ext = 0, max_corr = 0;
+    for (size_t i = 0; i < S; i++) {
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0) {
+            n_ext++;
+            max_ext = MP_MAX(max_ext, sp[i].ext);
+        }
+        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) {
+            n_corr++;
+            max_corr = MP_MAX(max_corr, sp[i].corr);
+        }
+    }
+    if (!imap_init_range(&w->ext, n_ext, max_ext) || !imap_init_range(&w->corr, n_corr, max_corr))
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++) {
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
+            imap_put(&w->ext, sp[i].ext, (int32_t)i);
+        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) imap_put(&w->corr, sp[i].corr, (int32_t)i);
+    }
+    /* runtime calls count on their operator's thread */
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
+        int32_t o = imap_get(&w->ext, sp[i].ext);
+        if (o >= 0) sp[i].tid = sp[o].tid;
+    }
+    /* sort (before the per-span arrays exist: the merge's scratch and
+     * they are never held at once) */
+    w->order = malloc((S + 1) * sizeof *w->order);
+    if (!w->order) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++)
+        w->order[i] = (skey){sp[i].tid, (int32_t)i, sp[i].ts, sp[i].end,
+                             sp[i].kind == MP_TS_MODULE ? 0 : 1};
+    if (!skey_sort(w->order, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    size_t S1 = S + 1, D1 = w->D + 1;
+    w->parent = malloc(S1 * sizeof *w->parent);
+    w->nchild = malloc(S1 * sizeof *w->nchild);
+    w->alias = malloc(S1 * sizeof *w->alias);
+    w->kern = calloc(S1, sizeof *w->kern);
+    w->dtot = malloc(S1 * sizeof *w->dtot);
+    w->mod = malloc(S1 * sizeof *w->mod);
+    w->fwd = malloc(S1 * sizeof *w->fwd);
+    w->devop = malloc(D1 * sizeof *w->devop);
+    if (!w->parent || !w->nchild || !w->alias || !w->kern || !w->dtot || !w->mod || !w->fwd ||
+        !w->devop)
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++) {
+        w->parent[i] = w->alias[i] = w->mod[i] = w->fwd[i] = -1;
+        w->nchild[i] = 0;
+    }
+    /* device events -> operator; self device time */
+    for (size_t d = 0; d < w->D; d++) {
+        mp_tdev *dv = &raw->devs[d];
+        w->devop[d] = -1;
+        if (dv->kind == MP_TD_ANNOT || dv->ext < 0) continue;
+        int32_t o = imap_get(&w->ext, dv->ext);
+        w->devop[d] = o;
+        if (o >= 0) MP_SADD(w->kern[o], dv->end - dv->ts);
+    }
+
+    int32_t *stack = malloc((S + 1) * sizeof *stack);
+    int32_t *mstack = malloc((S + 1) * sizeof *mstack);   /* module spans */
+    int32_t *mnode = malloc((S + 1) * sizeof *mnode);     /* their tree nodes */
+    if (!stack || !mstack || !mnode) {
+        free(stack);
+        free(mstack);
+        free(mnode);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    int root_name = intern_root(raw);
+    mtree mt = {0};
+    mt.arena = &raw->arena;
+    mt.names = raw->names;
+    mp_status st = MP_OK;
+    if (!imap_init(&mt.index, 256)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    /* the root of the module tree */
+    int root = -1;
+    size_t ns = 0, nm = 0;
+    int32_t cur_tid = INT32_MIN;
+    for (size_t k = 0; k < S && st == MP_OK; k++) {
+        const skey *key = &w->order[k];
+        int32_t i = key->idx;
+        if (key->tid != cur_tid) {
+            cur_tid = key->tid;
+            ns = nm = 0;
+        }
+        if (sp[i].kind == MP_TS_MODULE) {
+            while (nm && sp[mstack[nm - 1]].end <= sp[i].ts) nm--;
+            while (nm && sp[mstack[nm - 1]].end < sp[i].end) nm--;   /* partial overlap */
+            if (root < 0) {
+                root = root_name >= 0 ? mtree_node(&mt, -1, (uint32_t)root_name) : -1;
+                if (root < 0) {
+                    st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                    break;
+                }
+            }
+            int parent = nm ? mnode[nm - 1] : root;
+            int node = mtree_node(&mt, parent, sp[i].name);
+            if (node < 0) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                break;
+            }
+            mt.fig[node].calls++;
+            mstack[nm] = i;
+            mnode[nm++] = node;
+            continue;
+        }
+        while (nm && sp[mstack[nm - 1]].end <= sp[i].ts) nm--;
+        if (sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) w->mod[i] = nm ? mnode[nm - 1] : -1;
+        /* PyTorch's _populate_cpu_children */
+        while (ns) {
+            int32_t p = stack[ns - 1];
+            if (sp[i].ts >= sp[p].end || sp[i].end > sp[p].end) {
+                ns--;
+            } else {
+                w->parent[i] = p;
+                w->nchild[p]++;
+                break;
+            }
+        }
+        stack[ns++] = i;
+    }
+    free(stack);
+    free(mstack);
+    free(mnode);
+    imap_free(&mt.index);
+    w->ord = malloc((S + 1) * sizeof *w->ord);
+    if (!w->ord && st == MP_OK) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t k = 0; w->ord && k < S; k++) w->ord[k] = w->order[k].idx;
+    free(w->order);
+    w->order = NULL;
+    w->t->mods = mt.mods;
+    w->t->mfig = mt.fig;
+    w->t->n_mods = mt.n;
+    if (st != MP_OK) return st;
+
+    /* _remove_dup_nodes: parents come before their children in the order */
+    for (size_t k = 0; k < S; k++) {
+        int32_t i = w->ord[k];
+        if (sp[i].kind == MP_TS_MODULE) continue;
+        int32_t p = resolve(w, w->parent[i]);
+        w->parent[i] = p;
+        if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
+            w->alias[i] = p;
+            w->kern[p] = w->kern[i];
+            w->nchild[p] = w->nchild[i];
+        }
+    }
+    /* device totals: children after parents, so walk backwards */
+    for (size_t i = 0; i < S; i++) w->dtot[i] = w->kern[i];
+    for (size_t k = S; k-- > 0;) {
+        int32_t i = w->ord[k];
+        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
+        int32_t p = w->parent[i];
+        if (p >= 0) MP_SADD(w->dtot[p], w->dtot[i]);
+    }
+    return MP_OK;
+}
+
+
+/* Backward operator -> forward operator: the fwdbwd flow's start ('s', on
+ * the forward operator's thread and start time) and end ('f', on the
+ * backward operator's). Without a flow, the Sequence number. */
+static mp_status link_backward(work *w) {
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S;
+    imap at, flows;   /* (tid, ts) -> outermost operator; flow id -> its start */
+    size_t n_ops = 0;
+    for (size_t i = 0; i < S; i++) n_ops += sp[i].kind == MP_TS_OP;
+    memset(&flows, 0, sizeof flows);
+    if (!imap_init(&at, raw->n_flows ? n_ops : 0) || !imap_init(&flows, raw->n_flows)) {
+        imap_free(&at);
+        imap_free(&flows);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (size_t k = 0; raw->n_flows && k < S; k++) {
+        int32_t i = w->ord[k];
+        if (sp[i].kind != MP_TS_OP) continue;
+        imap_put(&at, (int64_t)mix64((uint64_t)sp[i].tid) ^ sp[i].ts, i);
+    }
+    for (size_t f = 0; f < raw->n_flows; f++)
+        if (raw->flows[f].start) imap_put(&flows, raw->flows[f].id, (int32_t)f);
+    for (size_t f = 0; f < raw->n_flows; f++) {
+        const mp_tflow *e = &raw->flows[f];
+        if (e->start) continue;
+        int32_t s = imap_get(&flows, e->id);
+        if (s < 0) continue;
+        const mp_tflow *b = &raw->flows[s];
+        int32_t fo = imap_get(&at, (int64_t)mix64((uint64_t)b->tid) ^ b->ts);
+        int32_t bo = imap_get(&at, (int64_t)mix64((uint64_t)e->tid) ^ e->ts);
+        if (fo >= 0 && bo >= 0 && fo != bo && sp[fo].tid == b->tid && sp[fo].ts == b->ts &&
+            sp[bo].tid == e->tid && sp[bo].ts == e->ts) {
+            w->fwd[bo] = fo;
+            w->t->linked_flow++;
+        }
+    }
+    imap_free(&flows);
+    imap_free(&at);
+    /* sequence numbers for backward operators without a flow */
+    imap seq;
+    size_t n_seq = 0;
+    int64_t max_seq = 0;
+    for (size_t i = 0; i < S; i++)
+        if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0) {
+            n_seq++;
+            max_seq = MP_MAX(max_seq, sp[i].seq);
+        }
+    if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    const char **nm = raw->names;
+    for (size_t k = 0; k < S; k++) {
+        int32_t i = w->ord[k];
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
+        const char *n = nm[sp[i].name];
+        if (!has(n, "Backward") && !starts(n, "autograd::")) imap_put(&seq, sp[i].seq, i);
+    }
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || w->fwd[i] >= 0) continue;
+        const char *n = nm[sp[i].name];
+        if (!has(n, "Backward")) continue;
+        w->bwd_ops_seen = true;
+        int32_t fo = imap_get(&seq, sp[i].seq);
+        if (fo >= 0 && sp[fo].ts < sp[i].ts) w->fwd[i] = fo;
+    }
+    imap_free(&seq);
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind != MP_TS_OP) continue;
+        const char *n = nm[sp[i].name];
+        if (has(n, "Backward") && !starts(n, "autograd::")) {
+            w->t->bwd_ops++;
+            if (w->fwd[i] >= 0) w->t->linked_bwd++;
+        }
+    }
+    return MP_OK;
+}
+
+/* ---- operator and kernel tables ---- */
+
+static int intern_str(mp_trace_raw *raw, const char *s) {
+    size_t n = strlen(s);
+    uint32_t h = mp_strmap_hash(s, n);
+    int v = mp_strmap_getn_h(&raw->names_map, s, n, h);
+    if (v >= 0) return v;
+    char *copy = mp_arena_strdup(&raw->arena, s);
+    if (!copy) return -1;
+    const char **nn = mp_grow(raw->names, sizeof *raw->names, &raw->cap_names, raw->n_names + 1);
+    if (!nn) return -1;
+    raw->names = nn;
+    if (mp_strmap_put_h(&raw->names_map, copy, n, h, raw->n_names) != MP_OK) return -1;
+    raw->names[raw->n_names] = copy;
+    return raw->n_names++;
+}
+
+static int top_cmp(const void *x, const void *y) {
+    const mp_top *a = x, *b = y;
+    if (a->self_dev != b->self_dev) return a->self_dev > b->self_dev ? -1 : 1;
+    if (a->cpu_total != b->cpu_total) return a->cpu_total > b->cpu_total ? -1 : 1;
+    if (a->device != b->device) return a->device ? 1 : -1;
+    return strcmp(a->name, b->name);
+}
+
+static int kern_cmp(const void *x, const void *y) {
+    const mp_tkernel *a = x, *b = y;
+    if (a->total != b->total) return a->total > b->total ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static bool allocator_op(const char *n) {
+    return starts(n, "aten::empty") || starts(n, "aten::new_empty") || strcmp(n, "aten::resize_") == 0;
+}
+
+/* The key_averages row of a name (ProfilerStep#N -> ProfilerStep*); -1
+ * when out of memory. */
+static int32_t op_row(mp_trace *t, mp_trace_raw *raw, int32_t *map, int nid, int star, bool dev,
+                      int *cap) {
+    if (starts(raw->names[nid], "ProfilerStep#")) nid = star;
+    int32_t r = map[nid];
+    if (r >= 0) return r;
+    mp_top *no = mp_grow(t->ops, sizeof *t->ops, cap, t->n_ops + 1);
+    if (!no) return -1;
+    t->ops = no;
+    r = map[nid] = t->n_ops++;
+    memset(&t->ops[r], 0, sizeof t->ops[r]);
+    t->ops[r].name = raw->names[nid];
+    t->ops[r].device = dev;
+    return r;
+}
+
+static mp_status tables(work *w) {
+    mp_trace *t = w->t;
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S, D = w->D;
+    int star = intern_str(raw, "ProfilerStep*");
+    if (star < 0) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    int N = raw->n_names;
+    int32_t *row_cpu = malloc((size_t)N * sizeof *row_cpu);
+    int32_t *row_dev = malloc((size_t)N * sizeof *row_dev);
+    int64_t *childcpu = calloc(S + 1, sizeof *childcpu);
+    if (!row_cpu || !row_dev || !childcpu) {
+        free(row_cpu);
+        free(row_dev);
+        free(childcpu);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    memset(row_cpu, 0xff, (size_t)N * sizeof *row_cpu);
+    memset(row_dev, 0xff, (size_t)N * sizeof *row_dev);
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0 || w->parent[i] < 0) continue;
+        MP_SADD(childcpu[w->parent[i]], sp[i].end - sp[i].ts);
+    }
+    int cap = 0;
+    mp_status st = MP_OK;
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
+        int32_t r = op_row(t, raw, row_cpu, (int)sp[i].name, star, false, &cap);
+        if (r < 0) {
+            st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            break;
+        }
+        mp_top *o = &t->ops[r];
+        int64_t dur = sp[i].end - sp[i].ts;
+        o->count++;
+        MP_SADD(o->cpu_total, dur);
+        MP_SADD(o->self_cpu, dur - childcpu[i]);
+        MP_SADD(o->dev_total, w->dtot[i]);
+        MP_SADD(o->self_dev, w->kern[i]);
+        MP_SADD(o->flops, sp[i].flops);
+    }
+    for (size_t d = 0; d < D && st == MP_OK; d++) {
+        const mp_tdev *dv = &raw->devs[d];
+        int32_t r = op_row(t, raw, row_dev, (int)dv->name, star, true, &cap);
+        if (r < 0) {
+            st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            break;
+        }
+        mp_top *o = &t->ops[r];
+        o->count++;
+        MP_SADD(o->dev_total, dv->end - dv->ts);
+        MP_SADD(o->self_dev, dv->end - dv->ts);
+    }
+    free(childcpu);
+    if (st != MP_OK) {
+        free(row_cpu);
+        free(row_dev);
+        return st;
+    }
+    /* device memory allocated inside each operator (allocator calls count
+     * for the operator that asked for them) */
+    for (size_t m = 0; m < raw->n_mems; m++) {
+        const mp_tmem *me = &raw->mems[m];
+        if (me->device_type != 1 || me->bytes <= 0) continue;
+        /* last span started at or before it on its thread */
+        size_t lo = 0, hi = S;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            const mp_tspan *k = &sp[w->ord[mid]];
+            if (k->tid < me->tid || (k->tid == me->tid && k->ts <= me->ts)) lo = mid + 1;
+            else hi = mid;
+        }
+        int32_t o = -1;
+        for (size_t k = lo; k-- > 0;) {
+            int32_t i = w->ord[k];
+            if (sp[i].tid != me->tid) break;
+            if (sp[i].kind == MP_TS_MODULE) continue;
+            o = resolve(w, i);
+            break;
+        }
+        while (o >= 0 && (sp[o].end < me->ts || sp[o].kind == MP_TS_RUNTIME ||
+                          allocator_op(raw->names[sp[o].name])))
+            o = w->parent[o];
+        if (o < 0) continue;
+        int nid = starts(raw->names[sp[o].name], "ProfilerStep#") ? star : (int)sp[o].name;
+        if (row_cpu[nid] >= 0) MP_SADD(t->ops[row_cpu[nid]].alloc_bytes, me->bytes);
+    }
+    free(row_cpu);
+    free(row_dev);
+    if (t->n_ops > 1) qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, top_cmp);
+
+    /* kernels by name, with the operator that launched most of their time */
+    int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);
+    imap pair;
+    int64_t *ptime = calloc(D + 1, sizeof *ptime);
+    int32_t *pkr = malloc((D + 1) * sizeof *pkr), *pop = malloc((D + 1) * sizeof *pop);
+    if (!krow || !ptime || !pkr || !pop || !imap_init(&pair, D)) {
+        free(krow);
+        free(ptime);
+        free(pkr);
+        free(pop);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    memset(krow, 0xff, (size_t)raw->n_names * sizeof *krow);
+    int kcap = 0, np = 0;
+    for (size_t d = 0; d < D; d++) {
+        const mp_tdev *dv = &raw->devs[d];
+        if (dv->kind == MP_TD_ANNOT) continue;
+        int32_t r = krow[dv->name];
+        int32_t o = w->devop[d];
+        const char *opn = o >= 0 ? raw->names[sp[o].name] : NULL;
+        if (r < 0) {
+            mp_tkernel *nk = mp_grow(t->kernels, sizeof *t->kernels, &kcap, t->n_kernels + 1);
+            if (!nk) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                break;
+            }
+            t->kernels = nk;
+            r = krow[dv->name] = t->n_kernels++;
+            mp_tkernel *k = &t->kernels[r];
+            memset(k, 0, sizeof *k);
+            k->name = raw->names[dv->name];
+            char sh[256];
+            if (dv->kind == MP_TD_KERNEL) mp_trace_short_name(k->name, sh, sizeof sh);
+            else snprintf(sh, sizeof sh, "%s", k->name);
+            k->short_name = mp_arena_strdup(&raw->arena, sh);
+            if (!k->short_name) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                break;
+            }
+            k->kind = dv->kind;
+        }
+        mp_tkernel *k = &t->kernels[r];
+        int64_t dur = dv->end - dv->ts;
+        k->count++;
+        MP_SADD(k->total, dur);
+        MP_SADD(t->kernel_total, dur);
+        int64_t key = ((int64_t)r << 32) | (int64_t)(uint32_t)(o >= 0 ? (int32_t)sp[o].name : -1);
+        int32_t pi = imap_get(&pair, key);
+        if (pi < 0) {
+            pi = np++;
+            imap_put(&pair, key, pi);
+            pkr[pi] = r;
+            pop[pi] = o >= 0 ? (int32_t)sp[o].name : -1;
+        }
+        MP_SADD(ptime[pi], dur);
+        (void)opn;
+    }
+    if (st == MP_OK) {
+        int64_t *best = calloc((size_t)t->n_kernels + 1, sizeof *best);
+        if (!best) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        for (int pi = 0; best && pi < np; pi++) {
+            mp_tkernel *k = &t->kernels[pkr[pi]];
+            if (ptime[pi] > best[pkr[pi]] || !k->op) {
+                best[pkr[pi]] = ptime[pi];
+                k->op = pop[pi] >= 0 ? raw->names[pop[pi]] : NULL;
+            }
+        }
+        free(best);
+        for (int i = 0; i < t->n_kernels; i++)
+            t->kernels[i].cat = (uint8_t)category(t->kernels[i].name, t->kernels[i].kind, t->kernels[i].op);
+        if (t->n_kernels > 1) qsort(t->kernels, (size_t)t->n_kernels, sizeof *t->kernels, kern_cmp);
+    }
+    imap_free(&pair);
+    free(krow);
+    free(ptime);
+    free(pkr);
+    free(pop);
+    return st;
+}
+
+/* ---- modules: forward and backward device time, FLOPs ---- */
+
+static void modules(work *w) {
+    mp_trace *t = w->t;
+    if (t->n_mods <= 0) return;
+    mp_tspan *sp = w->raw->spans;
+    for (size_t d = 0; d < w->D; d++) {
+        int32_t o = w->devop[d];
+        if (o < 0) continue;
+        int64_t dur = w->raw->devs[d].end - w->raw->devs[d].ts;
+        int32_t x = o;
+        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        if (x >= 0) {
+            int m = w->mod[w->fwd[x]];
+            if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
+        } else if (w->mod[o] >= 0) {
+            MP_SADD(t->mfig[w->mod[o]].fwd, dur);
+        }
+    }
+    for (size_t i = 0; i < w->S; i++) {
+        if (!sp[i].flops || w->mod[i] < 0) continue;
+        bool outer = true;
+        for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
+            if (sp[x].flops || w->fwd[x] >= 0) outer = false;
+        if (outer && w->fwd[i] < 0) MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
+    }
+    for (int m = t->n_mods - 1; m > 0; m--) {
+        int p = t->mods[m].parent;
+        if (p < 0) continue;
+        MP_SADD(t->mfig[p].fwd, t->mfig[m].fwd);
+        MP_SADD(t->mfig[p].bwd, t->mfig[m].bwd);
+        MP_SADD(t->mfig[p].flops, t->mfig[m].flops);
+    }
+}
+
+/* The step whose window holds ts; -1. Steps are in time order. */
+static int step_at(const mp_trace *t, int64_t ts) {
+    int lo = 0, hi = t->n_steps;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (t->steps[mid].ts <= ts) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == 0) return -1;
+    const mp_tstep *s = &t->steps[lo - 1];
+    return ts < s->ts + s->wall ? lo - 1 : -1;
+}
+
+/* ---- steps: busy, idle by cause, device time by category, memory ---- */
+
+static mp_status steps(work *w) {
+    mp_trace *t = w->t;
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S, D = w->D;
+    const char **nm = raw->names;
+    mp_status st = MP_OK;
+
+    /* the steps: ProfilerStep#N annotations, else the whole trace */
+    int scap = 0;
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind != MP_TS_ANNOT || !starts(nm[sp[i].name], "ProfilerStep#")) continue;
+        mp_tstep *ns = mp_grow(t->steps, sizeof *t->steps, &scap, t->n_steps + 1);
+        if (!ns) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        t->steps = ns;
+        mp_tstep *s = &t->steps[t->n_steps++];
+        memset(s, 0, sizeof *s);
+        s->name = nm[sp[i].name];
+        s->ts = sp[i].ts;
+        s->wall = sp[i].end - sp[i].ts;
+    }
+    if (t->n_steps == 0 && (S || D)) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (size_t i = 0; i < S; i++) {
+            lo = MP_MIN(lo, sp[i].ts);
+            hi = MP_MAX(hi, sp[i].end);
+        }
+        for (size_t d = 0; d < D; d++) {
+            lo = MP_MIN(lo, raw->devs[d].ts);
+            hi = MP_MAX(hi, raw->devs[d].end);
+        }
+        t->steps = calloc(1, sizeof *t->steps);
+        if (!t->steps) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        t->n_steps = 1;
+        t->steps[0].name = "(whole trace)";
+        t->steps[0].ts = lo;
+        t->steps[0].wall = hi - lo;
+    }
+    /* steps in time order (bubble-free insertion: a handful) */
+    for (int i = 1; i < t->n_steps; i++)
+        for (int j = i; j > 0 && t->steps[j - 1].ts > t->steps[j].ts; j--) {
+            mp_tstep tmp = t->steps[j];
+            t->steps[j] = t->steps[j - 1];
+            t->steps[j - 1] = tmp;
+        }
+
+    /* device busy intervals (kernels, copies, sets: every stream) */
+    dkey *dk = malloc((D + 1) * sizeof *dk);
+    ival *u = malloc((D + 1) * sizeof *u);
+    ival *loader = malloc((S + 1) * sizeof *loader);
+    ival *sync = malloc((S + 1) * sizeof *sync);
+    if (!dk || !u || !loader || !sync) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto out;
+    }
+    size_t nd = 0;
+    int64_t maxdur = 0;
+    for (size_t d = 0; d < D; d++)
+        if (raw->devs[d].kind != MP_TD_ANNOT) {
+            dk[nd++] = (dkey){raw->devs[d].ts, raw->devs[d].end, (int32_t)d};
+            maxdur = MP_MAX(maxdur, raw->devs[d].end - raw->devs[d].ts);
+        }
+    /* categories: by kernel name once, by launching operator name once */
+    int N = raw->n_names;
+    int8_t *kc = malloc((size_t)N + 1), *oc = malloc((size_t)N + 1);
+    if (!kc || !oc) {
+        free(kc);
+        free(oc);
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto out;
+    }
+    memset(kc, 0x7f, (size_t)N + 1);
+    memset(oc, 0x7f, (size_t)N + 1);
+    if (nd > 1) qsort(dk, nd, sizeof *dk, dkey_cmp);
+    for (size_t i = 0; i < nd; i++) u[i] = (ival){dk[i].ts, dk[i].end, dk[i].idx};
+    size_t nu = merge_ivals(u, nd);
+    size_t nl = 0, nsy = 0;
+    for (size_t i = 0; i < S; i++) {
+        const char *n = nm[sp[i].name];
+        if ((sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && has(n, "DataLoader"))
+            loader[nl++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
+        if (sp[i].kind == MP_TS_RUNTIME && (has(n, "Synchronize") || strcmp(n, "cudaMemcpy") == 0))
+            sync[nsy++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
+    }
+    if (nl > 1) qsort(loader, nl, sizeof *loader, ival_cmp);
+    nl = merge_ivals(loader, nl);
+    /* sync calls by end time */
+    for (size_t i = 0; i < nsy; i++) {
+        int64_t a = sync[i].a;
+        sync[i].a = sync[i].b;
+        sync[i].b = a;
+    }
+    if (nsy > 1) qsort(sync, nsy, sizeof *sync, ival_cmp);   /* .a = end */
+
+    for (int k = 0; k < t->n_steps; k++) {
+        mp_tstep *s = &t->steps[k];
+        int64_t a0 = s->ts, a1 = s->ts + s->wall;
+        s->busy = ival_overlap(u, nu, a0, a1);
+        s->loader_wall = ival_overlap(loader, nl, a0, a1);
+        /* the gaps: before u[j] for j from the first interval ending after a0 */
+        size_t j = ival_after(u, nu, a0);
+        for (;; j++) {
+            int64_t g0 = j == 0 ? INT64_MIN : u[j - 1].b;   /* device went idle */
+            int64_t g1 = j < nu ? u[j].a : INT64_MAX;
+            int64_t c0 = MP_MAX(g0, a0), c1 = MP_MIN(g1, a1);
+            if (c0 >= a1) break;
+            if (c1 > c0) {
+                int64_t len = c1 - c0;
+                int64_t ld = ival_overlap(loader, nl, c0, c1);
+                MP_SADD(s->idle[MP_TI_LOADER], ld);
+                len -= ld;
+                int cause = MP_TI_OTHER;
+                if (j < nu) {
+                    const mp_tdev *nx = &raw->devs[u[j].first];
+                    int32_t rt = nx->corr >= 0 ? imap_get(&w->corr, nx->corr) : -1;
+                    int64_t launch = rt >= 0 ? sp[rt].ts : -1;
+                    if (rt >= 0 && launch > g0) {
+                        cause = MP_TI_LAUNCH;
+                        /* a sync call that returned after the device went idle and
+                         * before the launch: the host had waited on the device */
+                        int64_t from = g0 == INT64_MIN ? a0 : g0;
+                        size_t lo = 0, hi = nsy;
+                        while (lo < hi) {
+                            size_t mid = lo + (hi - lo) / 2;
+                            if (sync[mid].a < from) lo = mid + 1;
+                            else hi = mid;
+                        }
+                        if (lo < nsy && sync[lo].a <= launch) cause = MP_TI_SYNC;
+                    }
+                } else {
+                    int64_t from = g0 == INT64_MIN ? a0 : g0;
+                    for (size_t q = 0; q < nsy; q++)
+                        if (sync[q].a >= from && sync[q].a <= a1) {
+                            cause = MP_TI_SYNC;
+                            break;
+                        }
+                }
+                MP_SADD(s->idle[cause], len);
+            }
+            if (j >= nu) break;
+        }
+        /* device time by category, clipped to the step */
+        size_t d0 = 0, lo = 0, hi = nd;
+        while (lo < hi) {   /* first event starting at or after a0 - longest duration */
+            size_t mid = lo + (hi - lo) / 2;
+            if (dk[mid].ts < a0 - maxdur) lo = mid + 1;
+            else hi = mid;
+        }
+        d0 = lo;
+        for (size_t i = d0; i < nd && dk[i].ts < a1; i++) {
+            int64_t ov = overlap(dk[i].ts, dk[i].end, a0, a1);
+            if (!ov) continue;
+            const mp_tdev *dv = &raw->devs[dk[i].idx];
+            int32_t o = w->devop[dk[i].idx];
+            int c;
+            if (dv->kind == MP_TD_MEMCPY || dv->kind == MP_TD_MEMSET) {
+                c = MP_TC_MEM;
+            } else {
+                if (kc[dv->name] == 0x7f) kc[dv->name] = (int8_t)kernel_category(nm[dv->name]);
+                c = kc[dv->name];
+                if (c != MP_TC_COMM && o >= 0) {
+                    uint32_t on = sp[o].name;
+                    if (oc[on] == 0x7f) oc[on] = (int8_t)op_category(nm[on]);
+                    if (oc[on] >= 0) c = oc[on];
+                }
+            }
+            MP_SADD(s->cat[c], ov);
+        }
+        MP_SADD(t->wall_total, s->wall);
+        MP_SADD(t->busy_total, s->busy);
+        s->mem_start = s->mem_peak = s->mem_end = -1;
+    }
+    /* optimizer time and FLOPs: each span counts for the step it starts in */
+    for (size_t i = 0; i < S; i++) {
+        bool opt = sp[i].kind == MP_TS_ANNOT && starts(nm[sp[i].name], "Optimizer.step#");
+        if (!opt && !sp[i].flops) continue;
+        int k = step_at(t, sp[i].ts);
+        if (k < 0) continue;
+        mp_tstep *s = &t->steps[k];
+        if (opt) MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
+        if (sp[i].flops) {
+            bool outer = true;
+            for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
+                if (sp[x].flops) outer = false;
+            if (outer) {
+                MP_SADD(s->flops, sp[i].flops);
+                MP_SADD(t->flops_total, sp[i].flops);
+            }
+        }
+    }
+    /* the optimizer's device span (its gpu_user_annotation) */
+    for (size_t d = 0; d < D; d++) {
+        const mp_tdev *dv = &raw->devs[d];
+        if (dv->kind != MP_TD_ANNOT || !starts(nm[dv->name], "Optimizer.step#")) continue;
+        int k = step_at(t, dv->ts);
+        if (k >= 0) MP_SADD(t->steps[k].optimizer_dev, dv->end - dv->ts);
+    }
+    /* memory: device allocations, in time order per step */
+    int64_t last = -1;
+    int cur = -1;
+    for (size_t m = 0; m < raw->n_mems; m++) {
+        const mp_tmem *me = &raw->mems[m];
+        if (me->device_type != 1) continue;
+        int k = step_at(t, me->ts);
+        if (k != cur && k >= 0) {
+            mp_tstep *s = &t->steps[k];
+            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : me->allocated - me->bytes;
+        }
+        cur = k;
+        last = me->allocated;
+        if (k < 0) continue;
+        mp_tstep *s = &t->steps[k];
+        if (me->allocated > s->mem_peak) s->mem_peak = me->allocated;
+        s->mem_end = me->allocated;
+    }
+    for (int k = 0; k < t->n_steps; k++) {
+        mp_tstep *s = &t->steps[k];
+        if (s->mem_peak < s->mem_start) s->mem_peak = s->mem_start;
+        if (s->mem_end < 0) s->mem_end = s->mem_start;
+    }
+    free(kc);
+    free(oc);
+out:
+    free(dk);
+    free(u);
+    free(loader);
+    free(sync);
+    return st;
+}
+
+/* ---- findings: plain words, each with its figure ---- */
+
+static void add_finding(mp_trace *t, int *cap, double score, const char *fmt, ...)
+    MP_PRINTF(4, 5);
+static void add_finding(mp_trace *t, int *cap, double score, const char *fmt, ...) {
+    mp_tfinding *nf = mp_grow(t->findings, sizeof *t->findings, cap, t->n_findings + 1);
+    if (!nf) return;
+    t->findings = nf;
+    mp_tfinding *f = &t->findings[t->n_findings++];
+    f->score = score;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->text, sizeof f->text, fmt, ap);
+    va_end(ap);
+}
+
+static int finding_cmp(const void *x, const void *y) {
+    const mp_tfinding *a = x, *b = y;
+    return (a->score < b->score) - (a->score > b->score);
+}
+
+static double ms(int64_t ns) { return (double)ns / 1e6; }
+static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0; }
+
+static void findings(mp_trace *t) {
+    int cap = 0;
+    int64_t wall = t->wall_total;
+    if (wall <= 0 || t->n_steps == 0) return;
+    int64_t idle[MP_TI_COUNT] = {0}, opt = 0, cat[MP_TC_COUNT] = {0};
+    int worst = 0;
+    for (int k = 0; k < t->n_steps; k++) {
+        const mp_tstep *s = &t->steps[k];
+        for (int c = 0; c < MP_TI_COUNT; c++) MP_SADD(idle[c], s->idle[c]);
+        for (int c = 0; c < MP_TC_COUNT; c++) MP_SADD(cat[c], s->cat[c]);
+        MP_SADD(opt, s->optimizer);
+        if (pct(s->idle[MP_TI_LOADER], s->wall) >
+            pct(t->steps[worst].idle[MP_TI_LOADER], t->steps[worst].wall))
+            worst = k;
+    }
+    const mp_tstep *ws = &t->steps[worst];
+    if (pct(idle[MP_TI_LOADER], wall) >= 5)
+        add_finding(t, &cap, pct(idle[MP_TI_LOADER], wall),
+                    "Data loading: the device waited on the data loader for %.1f ms of %.1f ms "
+                    "(%.1f%% of step time; %s %.1f%%). Give the DataLoader more workers "
+                    "(num_workers), pin_memory=True and persistent_workers=True, prefetch, or "
+                    "make per-sample transforms cheaper.",
+                    ms(idle[MP_TI_LOADER]), ms(wall), pct(idle[MP_TI_LOADER], wall), ws->name,
+                    pct(ws->idle[MP_TI_LOADER], ws->wall));
+    int64_t nk = 0;
+    for (int i = 0; i < t->n_kernels; i++)
+        if (t->kernels[i].kind == MP_TD_KERNEL) nk += t->kernels[i].count;
+    if (pct(idle[MP_TI_LAUNCH], wall) >= 10)
+        add_finding(t, &cap, pct(idle[MP_TI_LAUNCH], wall),
+                    "Launch-bound: the device sat idle %.1f ms (%.1f%% of step time) between "
+                    "kernels because the host launched the next one late (%.0f kernels per step, "
+                    "%.1f us each on average). CUDA graphs or torch.compile "
+                    "(mode=\"reduce-overhead\"), fewer and larger kernels (fusion, a bigger "
+                    "batch) cut this.",
+                    ms(idle[MP_TI_LAUNCH]), pct(idle[MP_TI_LAUNCH], wall),
+                    (double)nk / t->n_steps,
+                    nk ? (double)cat[MP_TC_GEMM] / 1e3 * 0 + (double)t->busy_total / 1e3 / (double)nk : 0);
+    if (pct(idle[MP_TI_SYNC], wall) >= 5)
+        add_finding(t, &cap, pct(idle[MP_TI_SYNC], wall),
+                    "Synchronisation: after the host waited on the device (cudaStreamSynchronize, "
+                    "cudaDeviceSynchronize: .item(), .cpu(), printing a loss) the device idled "
+                    "%.1f ms (%.1f%% of step time) until new work arrived. Avoid per-step "
+                    "synchronisation or defer it.",
+                    ms(idle[MP_TI_SYNC]), pct(idle[MP_TI_SYNC], wall));
+    int64_t optd = 0;
+    for (int k = 0; k < t->n_steps; k++) MP_SADD(optd, t->steps[k].optimizer_dev);
+    if (pct(opt, wall) >= 10 || pct(optd, t->busy_total) >= 20)
+        add_finding(t, &cap, MP_MAX(pct(opt, wall), pct(optd, wall)),
+                    "Optimizer: Optimizer.step took %.1f ms of host time (%.1f%% of step time) "
+                    "and its device span %.1f ms (%.1f%% of device busy time). A fused "
+                    "implementation (e.g. torch.optim.AdamW(..., fused=True)) updates all "
+                    "parameters in a few kernels.",
+                    ms(opt), pct(opt, wall), ms(optd), pct(optd, t->busy_total));
+    int64_t pageable = 0, devtot = 0;
+    for (int i = 0; i < t->n_kernels; i++) {
+        MP_SADD(devtot, t->kernels[i].total);
+        if (has(t->kernels[i].name, "HtoD (Pageable")) MP_SADD(pageable, t->kernels[i].total);
+    }
+    if (pct(pageable, devtot) >= 2)
+        add_finding(t, &cap, pct(pageable, wall),
+                    "Host-to-device copies from pageable memory took %.1f ms (%.1f%% of device "
+                    "time): pin the host buffers (DataLoader pin_memory=True) and copy with "
+                    "non_blocking=True so copies overlap compute.",
+                    ms(pageable), pct(pageable, devtot));
+    double util = pct(t->busy_total, wall);
+    if (util < 60)
+        add_finding(t, &cap, (100 - util) / 2,
+                    "Low device utilisation: the device was busy %.1f%% of step time (%.1f of "
+                    "%.1f ms).",
+                    util, ms(t->busy_total), ms(wall));
+    if (t->mem_peak_reserved >= 0 && t->raw.device_mem > 0) {
+        double m = 100.0 * (double)t->mem_peak_reserved / (double)t->raw.device_mem;
+        if (m >= 85)
+            add_finding(t, &cap, m - 50,
+                        "Memory near capacity: peak reserved %.2f GB of the device's %.2f GB "
+                        "(%.1f%%); peak allocated %.2f GB. A larger batch will not fit; "
+                        "activation checkpointing or a smaller batch leave headroom.",
+                        (double)t->mem_peak_reserved / 1e9, (double)t->raw.device_mem / 1e9, m,
+                        (double)t->mem_peak_alloc / 1e9);
+    }
+    if (t->peak_tflops > 0 && t->flops_total > 0) {
+        double mfu = (double)t->flops_total / ((double)wall / 1e9) / (t->peak_tflops * 1e12) * 100;
+        add_finding(t, &cap, mfu < 30 ? 30 - mfu : 0,
+                    "Efficiency: %.1f TFLOPS achieved over the steps (the FLOPs of matrix "
+                    "products, convolutions and adds), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
+                    (double)t->flops_total / ((double)wall / 1e9) / 1e12, mfu, t->peak_tflops,
+                    dtype_names[t->dominant_dtype], t->peak_source ? t->peak_source : "?");
+    }
+    if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
+}
+
+/* ---- entry points ---- */
+
+static int mem_cmp(const void *x, const void *y) {
+    const mp_tmem *a = x, *b = y;
+    return (a->ts > b->ts) - (a->ts < b->ts);
+}
+
+mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t) {
+    memset(t, 0, sizeof *t);
+    t->raw = *raw;
+    memset(raw, 0, sizeof *raw);
+    raw = &t->raw;
+    mp_trace_options def = {0, -1, 20};
+    if (!o) o = &def;
+    if (raw->n_spans >= INT32_MAX || raw->n_devs >= INT32_MAX)
+        return mp_error(MP_ERR_LIMIT, "trace: more than 2^31 events of one kind");
+    work w;
+    memset(&w, 0, sizeof w);
+    w.t = t;
+    w.raw = raw;
+    w.S = raw->n_spans;
+    w.D = raw->n_devs;
+    mp_status st = MP_OK;
+    if (raw->n_mems > 1) qsort(raw->mems, raw->n_mems, sizeof *raw->mems, mem_cmp);
+    if (st == MP_OK) st = link_all(&w);
+    free(w.nchild);
+    w.nchild = NULL;
+    if (st == MP_OK) st = link_backward(&w);
+    if (st == MP_OK) st = tables(&w);
+    if (st == MP_OK) modules(&w);
+    if (st == MP_OK) st = steps(&w);
+    if (st == MP_OK) {
+        t->mem_peak_alloc = t->mem_peak_reserved = -1;
+        for (size_t m = 0; m < raw->n_mems; m++) {
+            if (raw->mems[m].device_type != 1) continue;
+            t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, raw->mems[m].allocated);
+            t->mem_peak_reserved = MP_MAX(t->mem_peak_reserved, raw->mems[m].reserved);
+        }
+        /* the dtype doing most of the counted FLOPs */
+        uint64_t by[MP_TDT_COUNT] = {0};
+        for (size_t i = 0; i < w.S; i++)
+            if (raw->spans[i].flops && raw->spans[i].dtype < MP_TDT_COUNT)
+                MP_SADD(by[raw->spans[i].dtype], raw->spans[i].flops);
+        t->dominant_dtype = MP_TDT_NONE;
+        for (int d = 1; d < MP_TDT_COUNT; d++)
+            if (by[d] > (t->dominant_dtype ? by[t->dominant_dtype] : 0)) t->dominant_dtype = d;
+        if (o->peak_tflops > 0) {
+            t->peak_tflops = o->peak_tflops;
+            t->peak_source = "--peak-tflops";
+        } else {
+            const char *label;
+            t->peak_tflops = mp_trace_peak(raw->device_name, t->dominant_dtype, &label);
+            if (t->peak_tflops > 0)
+                t->peak_source = mp_arena_printf(&raw->arena, "datasheet: %s %s dense", label,
+                                                 dtype_names[t->dominant_dtype]);
+        }
+        findings(t);
+    }
+    imap_free(&w.ext);
+    imap_free(&w.corr);
+    free(w.order);
+    free(w.ord);
+    free(w.parent);
+    free(w.alias);
+    free(w.kern);
+    free(w.dtot);
+    free(w.mod);
+    free(w.fwd);
+    free(w.devop);
+    if (st != MP_OK) mp_trace_free(t);
+    return st;
+}
+
+mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t) {
+    mp_trace_raw raw;
+    memset(t, 0, sizeof *t);
+    mp_status st = mp_trace_read_file(path, &raw);
+    if (st != MP_OK) return st;
+    st = mp_trace_analyze(&raw, o, t);
+    if (st == MP_OK) t->path = path;
+    return st;
+}
+
+mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
+                               const mp_trace_options *o, mp_trace *t) {
+    mp_trace_raw raw;
+    memset(t, 0, sizeof *t);
+    mp_status st = mp_trace_read_memory(data, size, label, &raw);
+    if (st != MP_OK) return st;
+    st = mp_trace_analyze(&raw, o, t);
+    if (st == MP_OK) t->path = label;
+    return st;
+}
+
+void mp_trace_free(mp_trace *t) {
+    if (!t) return;
+    mp_trace_raw_free(&t->raw);
+    free(t->steps);
+    free(t->ops);
+    free(t->kernels);
+    free(t->mods);
+    free(t->mfig);
+    free(t->findings);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,1397 @@
+/* The trace reader: one streaming pass over Kineto's Chrome trace JSON,
+ * plain or gzipped, keeping compact records (trace.h) and interned names.
+ *
+ * Bytes come through a window buffer (4 MB, grown only when one event is
+ * larger). The tokenizer works inside the window with bounds checks; when
+ * a unit (one top-level member, or one element of traceEvents) runs past
+ * the end of the window, the window slides (the unparsed tail moves to the
+ * front), more bytes are read, and the unit is parsed again from its
+ * start. Memory is the window plus the records, whatever the file's size.
+ * Why the tokenizer is hand-written, with measured figures: docs/DESIGN.md. */
+#include "trace/trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define RD_WINDOW ((size_t)4 << 20)
+#define RD_MAX_UNIT ((size_t)256 << 20)   /* one event or top-level member */
+#define RD_MAX_DEPTH 512
+/* Times beyond this (about 106 days in ns, or a year of us since the
+ * epoch scaled) are absurd for a profile: ts in us since boot or epoch is
+ * below 1e17 ns; a duration above 1e15 ns (11 days) is rejected. */
+#define RD_MAX_TS INT64_C(4000000000000000000)
+#define RD_MAX_DUR INT64_C(1000000000000000)
+
+/* ---- byte source: plain file, gzip file, memory ---- */
+
+typedef struct rsrc {
+    int fd;                       /* -1: memory */
+    mp_status err;                /* of the last failed src_read */
+    const uint8_t *mem;
+    size_t mem_len, mem_pos;
+    bool gz, z_init, z_done, raw_eof;
+    z_stream z;
+    uint8_t *zin;
+    size_t zin_cap;
+    uint64_t raw_read;            /* compressed bytes consumed */
+} rsrc;
+
+static ssize_t src_raw(rsrc *s, void *dst, size_t n) {
+    if (s->fd < 0) {
+        size_t k = MP_MIN(n, s->mem_len - s->mem_pos);
+        if (k == 0) return 0;
+        memcpy(dst, s->mem + s->mem_pos, k);
+        s->mem_pos += k;
+        return (ssize_t)k;
+    }
+    for (;;) {
+        ssize_t k = read(s->fd, dst, n);
+        if (k < 0 && errno == EINTR) continue;
+        return k;
+    }
+}
+
+/* Up to n decompressed bytes; 0 at the end; -1 with the error set. */
+static ssize_t src_read(rsrc *s, char *dst, size_t n, const char *label) {
+    if (!s->gz) {
+        ssize_t k = src_raw(s, dst, n);
+        if (k < 0) s->err = mp_error(MP_ERR_IO, "%s: cannot read: %s", label, strerror(errno));
+        return k;
+    }
+    if (s->z_done) return 0;
+    s->z.next_out = (Bytef *)dst;
+    s->z.avail_out = (uInt)MP_MIN(n, (size_t)UINT_MAX);
+    while (s->z.avail_out > 0) {
+        if (s->z.avail_in == 0 && !s->raw_eof) {
+            ssize_t k = src_raw(s, s->zin, s->zin_cap);
+            if (k < 0) {
+                s->err = mp_error(MP_ERR_IO, "%s: cannot read: %s", label, strerror(errno));
+                return -1;
+            }
+            if (k == 0) s->raw_eof = true;
+            s->z.next_in = s->zin;
+            s->z.avail_in = (uInt)k;
+        }
+        int zr = inflate(&s->z, Z_NO_FLUSH);
+        if (zr == Z_STREAM_END) {
+            /* concatenated members continue; the end of the file or
+             * anything but a gzip header (trailing zeros) ends it */
+            if (s->z.avail_in == 0 && !s->raw_eof) {
+                ssize_t k = src_raw(s, s->zin, s->zin_cap);
+                if (k < 0) {
+                    s->err = mp_error(MP_ERR_IO, "%s: cannot read: %s", label, strerror(errno));
+                    return -1;
+                }
+                if (k == 0) s->raw_eof = true;
+                s->z.next_in = s->zin;
+                s->z.avail_in = (uInt)k;
+            }
+            if (s->z.avail_in == 0 || s->z.next_in[0] != 0x1f) {
+                s->z_done = true;
+                break;
+            }
+            inflateReset(&s->z);
+            continue;
+        }
+        if (zr == Z_BUF_ERROR && s->raw_eof && s->z.avail_in == 0) {
+            s->err = mp_error(MP_ERR_FORMAT,
+                     "%s: the gzip stream is truncated (after %llu compressed bytes)", label,
+                     (unsigned long long)s->z.total_in);
+            return -1;
+        }
+        if (zr != Z_OK && zr != Z_BUF_ERROR) {
+            s->err = mp_error(MP_ERR_FORMAT, "%s: gzip data error at compressed byte %llu: %s", label,
+                     (unsigned long long)s->z.total_in, s->z.msg ? s->z.msg : "inflate failed");
+            return -1;
+        }
+        if (zr == Z_BUF_ERROR && s->z.avail_in == 0 && !s->raw_eof) continue;
+        if (zr == Z_BUF_ERROR) break;
+    }
+    return (ssize_t)(n - s->z.avail_out);
+}
+
+/* ---- the window and the tokenizer ---- */
+
+enum { RS_OK = 0, RS_MORE = 1, RS_BAD = 2 };
+
+typedef struct rd {
+    rsrc src;
+    const char *label;
+    char *buf;
+    size_t cap, len, pos;
+    uint64_t base;               /* file offset of buf[0] (uncompressed) */
+    bool eof;
+    const char *err_at;          /* where a RS_BAD was found */
+    const char *err;             /* what */
+    mp_trace_raw *t;
+    bool mapped;                 /* buf is the whole (plain) file, mapped */
+    size_t released;             /* mapped bytes before this were given back */
+    char scratch[4096];          /* unescaped names */
+} rd;
+
+/* A mapped file's pages behind the parser are given back every 32 MB, so
+ * the mapping never holds more of the file than that in memory. */
+#define RD_RELEASE ((size_t)32 << 20)
+
+static void rd_release(rd *r) {
+    size_t upto = r->pos & ~(RD_RELEASE - 1);
+    if (upto > r->released) {
+        madvise(r->buf + r->released, upto - r->released, MADV_DONTNEED);
+        r->released = upto;
+    }
+}
+
+static int rd_bad(rd *r, const char *at, const char *what) {
+    r->err_at = at;
+    r->err = what;
+    return RS_BAD;
+}
+
+/* Slide and fill. Returns MP_OK, or an error (I/O, unit too large). */
+static mp_status rd_fill(rd *r) {
+    if (r->pos > 0) {
+        memmove(r->buf, r->buf + r->pos, r->len - r->pos);
+        r->base += r->pos;
+        r->len -= r->pos;
+        r->pos = 0;
+    }
+    if (r->len == r->cap) {
+        if (r->cap >= RD_MAX_UNIT)
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: byte %llu: one event or member is larger than %zu MB", r->label,
+                            (unsigned long long)r->base, RD_MAX_UNIT >> 20);
+        char *nb = realloc(r->buf, r->cap * 2);
+        if (!nb) return mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
+        r->buf = nb;
+        r->cap *= 2;
+    }
+    while (r->len < r->cap && !r->eof) {
+        ssize_t k = src_read(&r->src, r->buf + r->len, r->cap - r->len, r->label);
+        if (k < 0) return r->src.err;
+        if (k == 0) r->eof = true;
+        r->len += (size_t)k;
+        r->t->bytes += (uint64_t)k;
+        if (k > 0) break;
+    }
+    return MP_OK;
+}
+
+/* Byte classes for scanning values we skip: 1 quote, 2 open, 3 close. */
+static const uint8_t rd_cls[256] = {['"'] = 1, ['{'] = 2, ['['] = 2, ['}'] = 3, [']'] = 3};
+
+/* The first '"' or '\\' in [p, e), 8 bytes a step; e when none. */
+static inline const char *find_quote(const char *p, const char *e) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    while (e - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        uint64_t m = ((q - ones) & ~q & high) | ((b - ones) & ~b & high);
+        if (m) return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
+    while (p < e && *p != '"' && *p != '\\') p++;
+    return p;
+}
+
+static inline int ws(const char **pp, const char *e) {
+    const char *p = *pp;
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    *pp = p;
+    return p < e ? RS_OK : RS_MORE;
+}
+
+static inline int expect(rd *r, const char **pp, const char *e, char c) {
+    if (ws(pp, e)) return RS_MORE;
+    if (**pp != c) {
+        static const char *const msg[] = {"expected '{'", "expected '['", "expected ':'",
+                                          "expected '\"'"};
+        return rd_bad(r, *pp, c == '{' ? msg[0] : c == '[' ? msg[1] : c == ':' ? msg[2] : msg[3]);
+    }
+    (*pp)++;
+    return RS_OK;
+}
+
+/* A string: *s..*s+*n is its raw text (escapes not undone), *esc set when
+ * it holds a backslash. */
+static inline int str(rd *r, const char **pp, const char *e, const char **s, size_t *n,
+                      bool *esc) {
+    const char *p = *pp;
+    if (ws(&p, e)) return RS_MORE;
+    if (*p != '"') return rd_bad(r, p, "expected a string");
+    p++;
+    const char *start = p;
+    *esc = false;
+    p = find_quote(p, e);
+    if (p < e && *p == '"') {
+        *s = start;
+        *n = (size_t)(p - start);
+        *pp = p + 1;
+        return RS_OK;
+    }
+    if (p >= e) return RS_MORE;
+    for (;;) {
+        const char *q = memchr(p, '"', (size_t)(e - p));
+        if (!q) return RS_MORE;
+        if (!*esc && memchr(p, '\\', (size_t)(q - p))) *esc = true;
+        if (!*esc) {
+            p = q;
+            break;
+        }
+        /* slow path: walk escapes */
+        while (p < e && *p != '"') {
+            if (*p == '\\') {
+                if (p + 1 >= e) return RS_MORE;
+                p += 2;
+            } else {
+                p++;
+            }
+        }
+        if (p >= e) return RS_MORE;
+        break;
+    }
+    *s = start;
+    *n = (size_t)(p - start);
+    *pp = p + 1;
+    return RS_OK;
+}
+
+static int hexv(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Undo JSON escapes into out (n bytes at most, UTF-8); returns the length.
+ * Unpaired surrogates and bad escapes become '?'. */
+static size_t unescape(const char *s, size_t len, char *out, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 4 < n; i++) {
+        char c = s[i];
+        if (c != '\\' || i + 1 >= len) {
+            out[o++] = c;
+            continue;
+        }
+        c = s[++i];
+        switch (c) {
+        case 'n': out[o++] = '\n'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'u': {
+            unsigned v = 0;
+            bool ok = i + 4 < len;
+            for (int k = 1; ok && k <= 4; k++) {
+                int h = hexv(s[i + (size_t)k]);
+                if (h < 0) ok = false;
+                else v = v * 16 + (unsigned)h;
+            }
+            if (!ok) {
+                out[o++] = '?';
+                break;
+            }
+            i += 4;
+            if (v == 0 || (v >= 0xd800 && v <= 0xdfff)) {
+                out[o++] = '?';
+            } else if (v < 0x80) {
+                out[o++] = (char)v;
+            } else if (v < 0x800) {
+                out[o++] = (char)(0xc0 | (v >> 6));
+                out[o++] = (char)(0x80 | (v & 0x3f));
+            } else {
+                out[o++] = (char)(0xe0 | (v >> 12));
+                out[o++] = (char)(0x80 | ((v >> 6) & 0x3f));
+                out[o++] = (char)(0x80 | (v & 0x3f));
+            }
+            break;
+        }
+        default: out[o++] = c; break;   /* \" \\ \/ */
+        }
+    }
+    return o;
+}
+
+/* A number as fixed point: value * 10^scale rounded toward zero (scale 3:
+ * us -> ns). Accepts JSON numbers; exponents go through strtod. *isnull
+ * is set for the literal null. */
+static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
+    const char *p = *pp;
+    if (ws(&p, e)) return RS_MORE;
+    const char *start = p;
+    bool neg = false;
+    if (*p == '-') {
+        neg = true;
+        p++;
+    }
+    uint64_t v = 0;
+    int digits = 0, frac = 0;
+    bool big = false, expo = false;
+    while (p < e && (unsigned)(*p - '0') < 10) {
+        if (v > (UINT64_MAX - 9) / 10) big = true;
+        else v = v * 10 + (uint64_t)(*p - '0');
+        p++;
+        digits++;
+    }
+    if (p < e && *p == '.') {
+        p++;
+        while (p < e && (unsigned)(*p - '0') < 10) {
+            if (frac < scale) {
+                if (v > (UINT64_MAX - 9) / 10) big = true;
+                else v = v * 10 + (uint64_t)(*p - '0');
+                frac++;
+            }
+            p++;
+        }
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        expo = true;
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        while (p < e && (unsigned)(*p - '0') < 10) p++;
+    }
+    if (p >= e) return RS_MORE;
+    if (!digits) return rd_bad(r, start, "expected a number");
+    if (expo || big) {
+        char tmp[64];
+        size_t k = MP_MIN((size_t)(p - start), sizeof tmp - 1);
+        memcpy(tmp, start, k);
+        tmp[k] = 0;
+        double d = strtod(tmp, NULL);
+        for (int i = 0; i < scale; i++) d *= 10;
+        if (!(d > -9.2e18 && d < 9.2e18)) return rd_bad(r, start, "number out of range");
+        *out = (int64_t)d;
+        *pp = p;
+        return RS_OK;
+    }
+    for (; frac < scale; frac++) {
+        if (v > UINT64_MAX / 10) return rd_bad(r, start, "number out of range");
+        v *= 10;
+    }
+    if (v > (uint64_t)INT64_MAX) return rd_bad(r, start, "number out of range");
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    *pp = p;
+    return RS_OK;
+}
+
+/* Skip any value. Containers are scanned iteratively (depth counted). */
+static int skip(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    if (ws(&p, e)) return RS_MORE;
+    char c = *p;
+    if (c == '"') {
+        const char *s;
+        size_t n;
+        bool esc;
+        int st = str(r, &p, e, &s, &n, &esc);
+        if (st) return st;
+        *pp = p;
+        return RS_OK;
+    }
+    if (c == '{' || c == '[') {
+        int depth = 0;
+        while (p < e) {
+            uint8_t k = rd_cls[(unsigned char)*p];
+            if (!k) {
+                p++;
+                continue;
+            }
+            if (k == 1) {
+                p++;
+                for (;;) {   /* to the closing quote, over escapes */
+                    p = find_quote(p, e);
+                    if (p >= e) return RS_MORE;
+                    if (*p == '"') break;
+                    if (p + 1 >= e) return RS_MORE;
+                    p += 2;
+                }
+                p++;
+                continue;
+            }
+            if (k == 2) {
+                if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
+            } else if (--depth == 0) {
+                *pp = p + 1;
+                return RS_OK;
+            }
+            p++;
+        }
+        return RS_MORE;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        /* a number we do not keep: its characters are checked, not its value */
+        const char *s0 = p;
+        p++;
+        while (p < e && ((unsigned)(*p - '0') < 10 || *p == '.' || *p == 'e' || *p == 'E' ||
+                         *p == '+' || *p == '-'))
+            p++;
+        if (p >= e) return RS_MORE;
+        if (c == '-' && p == s0 + 1) return rd_bad(r, s0, "expected a number");
+        *pp = p;
+        return RS_OK;
+    }
+    static const char *const lit[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t k = strlen(lit[i]);
+        if (c == lit[i][0]) {
+            if ((size_t)(e - p) < k) return RS_MORE;
+            if (memcmp(p, lit[i], k) != 0) break;
+            *pp = p + k;
+            return RS_OK;
+        }
+    }
+    return rd_bad(r, p, "expected a JSON value");
+}
+
+/* The rest of an object whose '{' is behind p (members not needed). */
+static int skip_rest(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    int depth = 1;
+    while (p < e) {
+        uint8_t k = rd_cls[(unsigned char)*p];
+        if (!k) {
+            p++;
+            continue;
+        }
+        if (k == 1) {
+            p++;
+            for (;;) {
+                p = find_quote(p, e);
+                if (p >= e) return RS_MORE;
+                if (*p == '"') break;
+                if (p + 1 >= e) return RS_MORE;
+                p += 2;
+            }
+            p++;
+            continue;
+        }
+        if (k == 2) {
+            if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
+        } else if (--depth == 0) {
+            *pp = p + 1;
+            return RS_OK;
+        }
+        p++;
+    }
+    return RS_MORE;
+}
+
+/* After a member or element: ',' (returns RS_OK, *more = true) or the
+ * closing bracket (RS_OK, *more = false). */
+static int sep(rd *r, const char **pp, const char *e, char close, bool *more) {
+    if (ws(pp, e)) return RS_MORE;
+    if (**pp == ',') {
+        (*pp)++;
+        *more = true;
+        return RS_OK;
+    }
+    if (**pp == close) {
+        (*pp)++;
+        *more = false;
+        return RS_OK;
+    }
+    return rd_bad(r, *pp, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+}
+
+#define KEY_IS(s, n, lit) ((n) == sizeof(lit) - 1 && memcmp((s), (lit), sizeof(lit) - 1) == 0)
+#define TRY(x)                  \
+    do {                        \
+        int st_ = (x);          \
+        if (st_) return st_;    \
+    } while (0)
+
+/* ---- records ---- */
+
+static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
+    if (need <= *cap) return old;
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need) nc *= 2;
+    if (nc > SIZE_MAX / elem) return NULL;
+    void *p = realloc(old, nc * elem);
+    if (p) *cap = nc;
+    return p;
+}
+
+#define PUSH(arr, n, cap, out)                                                   \
+    do {                                                                         \
+        void *np_ = grow_arr((arr), sizeof *(arr), &(cap), (n) + 1);             \
+        if (!np_) return -1;                                                     \
+        (arr) = np_;                                                             \
+        (out) = &(arr)[(n)++];                                                   \
+    } while (0)
+
+static int intern(mp_trace_raw *t, const char *s, size_t n) {
+    uint32_t h = mp_strmap_hash(s, n);
+    int v = mp_strmap_getn_h(&t->names_map, s, n, h);
+    if (v >= 0) return v;
+    char *copy = mp_arena_strndup(&t->arena, s, n);
+    if (!copy) return -1;
+    int *cap = &t->cap_names;
+    const char **nn = mp_grow(t->names, sizeof *t->names, cap, t->n_names + 1);
+    if (!nn) return -1;
+    t->names = nn;
+    if (mp_strmap_put_h(&t->names_map, copy, n, h, t->n_names) != MP_OK) return -1;
+    t->names[t->n_names] = copy;
+    return t->n_names++;
+}
+
+static int thread_index(mp_trace_raw *t, int64_t pid, int64_t tid) {
+    int64_t key = (int64_t)((uint64_t)pid << 32) ^ (int64_t)(uint32_t)tid;
+    for (int i = t->n_threads - 1; i >= 0; i--)
+        if (t->threads[i] == key) return i;
+    int64_t *nt = mp_grow(t->threads, sizeof *t->threads, &t->cap_threads, t->n_threads + 1);
+    if (!nt) return -1;
+    t->threads = nt;
+    t->threads[t->n_threads] = key;
+    return t->n_threads++;
+}
+
+/* ---- one event ---- */
+
+enum { C_OTHER, C_CPU_OP, C_ANNOT, C_RUNTIME, C_DRIVER, C_PYTHON, C_KERNEL, C_MEMCPY, C_MEMSET,
+       C_GPU_ANNOT, C_FWDBWD, C_INSTANT };
+
+typedef struct ev {
+    char ph;
+    int cat;
+    const char *name;
+    size_t name_len;
+    bool name_esc;
+    int64_t pid, tid, ts, dur, id;
+    bool has_pid, has_tid, has_ts, has_dur, has_id;
+    int64_t ext, corr, seq, alloc, reserved, bytes, dev_type, device, stream;
+    bool has_alloc, has_reserved;
+    int nin;                    /* Input Dims kept */
+    int nd[3];
+    int64_t dims[3][5];
+    int64_t conv[3][3];         /* stride, padding, dilation */
+    int nconv[3];
+    int64_t groups;
+    uint8_t dtype;
+} ev;
+
+static int cat_of(const char *s, size_t n) {
+    switch (n) {
+    case 6:
+        if (KEY_IS(s, n, "cpu_op")) return C_CPU_OP;
+        if (KEY_IS(s, n, "kernel")) return C_KERNEL;
+        if (KEY_IS(s, n, "fwdbwd")) return C_FWDBWD;
+        break;
+    case 10:
+        if (KEY_IS(s, n, "gpu_memcpy")) return C_MEMCPY;
+        if (KEY_IS(s, n, "gpu_memset")) return C_MEMSET;
+        break;
+    case 11: if (KEY_IS(s, n, "cuda_driver")) return C_DRIVER; break;
+    case 12: if (KEY_IS(s, n, "cuda_runtime")) return C_RUNTIME; break;
+    case 15:
+        if (KEY_IS(s, n, "user_annotation")) return C_ANNOT;
+        if (KEY_IS(s, n, "python_function")) return C_PYTHON;
+        break;
+    case 17: if (KEY_IS(s, n, "cpu_instant_event")) return C_INSTANT; break;
+    case 19: if (KEY_IS(s, n, "gpu_user_annotation")) return C_GPU_ANNOT; break;
+    default: break;
+    }
+    return C_OTHER;
+}
+
+/* Ops whose FLOPs PyTorch counts from their shapes (with_flops); we count
+ * them the same way from "Input Dims" (docs/DESIGN.md). */
+enum { F_NONE, F_MM, F_ADDMM, F_BMM, F_BADDBMM, F_CONV2D, F_ADD, F_MUL };
+
+static int flop_kind(const char *s, size_t n) {
+    if (KEY_IS(s, n, "aten::mm")) return F_MM;
+    if (KEY_IS(s, n, "aten::addmm")) return F_ADDMM;
+    if (KEY_IS(s, n, "aten::bmm")) return F_BMM;
+    if (KEY_IS(s, n, "aten::baddbmm")) return F_BADDBMM;
+    if (KEY_IS(s, n, "aten::conv2d")) return F_CONV2D;
+    if (KEY_IS(s, n, "aten::add")) return F_ADD;
+    if (KEY_IS(s, n, "aten::mul")) return F_MUL;
+    return F_NONE;
+}
+
+static int parse_int_array(rd *r, const char **pp, const char *e, int64_t *out, int max,
+                           int *n) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    *n = 0;
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (;;) {
+        int64_t v;
+        TRY(num(r, &p, e, 0, &v));
+        if (*n < max) out[*n] = v;
+        (*n)++;
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    if (*n > max) *n = max + 1;   /* too many: marked unusable */
+    *pp = p;
+    return RS_OK;
+}
+
+static int parse_dims(rd *r, const char **pp, const char *e, ev *v) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    v->nin = 0;
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (;;) {
+        if (ws(&p, e)) return RS_MORE;
+        if (v->nin < 3 && *p == '[') {
+            TRY(parse_int_array(r, &p, e, v->dims[v->nin], 5, &v->nd[v->nin]));
+            v->nin++;
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+/* "[2, 2]" inside a string of Concrete Inputs. */
+static void small_list(const char *s, size_t n, int64_t *out, int *cnt) {
+    *cnt = 0;
+    size_t i = 0;
+    while (i < n && *cnt < 3) {
+        while (i < n && (s[i] < '0' || s[i] > '9')) i++;
+        if (i >= n) break;
+        int64_t v = 0;
+        while (i < n && s[i] >= '0' && s[i] <= '9' && v < INT64_C(1) << 40) v = v * 10 + (s[i++] - '0');
+        out[(*cnt)++] = v;
+    }
+}
+
+static int parse_concrete(rd *r, const char **pp, const char *e, ev *v) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (int i = 0;; i++) {
+        if (ws(&p, e)) return RS_MORE;
+        if (*p == '"') {
+            const char *s;
+            size_t n;
+            bool esc;
+            TRY(str(r, &p, e, &s, &n, &esc));
+            if (i >= 3 && i <= 5) small_list(s, n, v->conv[i - 3], &v->nconv[i - 3]);
+            if (i == 6) {
+                int64_t g[3];
+                int c;
+                small_list(s, n, g, &c);
+                if (c == 1) v->groups = g[0];
+            }
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+static uint8_t dtype_of(const char *s, size_t n) {
+    if (KEY_IS(s, n, "float")) return MP_TDT_FP32;
+    if (KEY_IS(s, n, "c10::BFloat16")) return MP_TDT_BF16;
+    if (KEY_IS(s, n, "c10::Half")) return MP_TDT_FP16;
+    if (KEY_IS(s, n, "double")) return MP_TDT_FP64;
+    if (n > 14 && memcmp(s, "c10::Float8_", 12) == 0) return MP_TDT_FP8;
+    return MP_TDT_NONE;
+}
+
+static int parse_types(rd *r, const char **pp, const char *e, ev *v) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (int i = 0;; i++) {
+        if (ws(&p, e)) return RS_MORE;
+        if (*p == '"') {
+            const char *s;
+            size_t n;
+            bool esc;
+            TRY(str(r, &p, e, &s, &n, &esc));
+            if (i == 0) v->dtype = dtype_of(s, n);
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '{'));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == '}') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    int fk = (v->cat == C_CPU_OP && v->name) ? flop_kind(v->name, v->name_len) : F_NONE;
+    for (;;) {
+        const char *k;
+        size_t kn;
+        bool esc;
+        TRY(str(r, &p, e, &k, &kn, &esc));
+        TRY(expect(r, &p, e, ':'));
+        if (ws(&p, e)) return RS_MORE;
+        bool isnum = *p == '-' || (*p >= '0' && *p <= '9');
+        int64_t *dst = NULL;
+        bool *flag = NULL;
+        switch (kn) {
+        case 5:
+            if (KEY_IS(k, kn, "Bytes")) dst = &v->bytes;
+            break;
+        case 6:
+            if (KEY_IS(k, kn, "stream")) dst = &v->stream;
+            else if (KEY_IS(k, kn, "device")) dst = &v->device;
+            break;
+        case 11:
+            if (KEY_IS(k, kn, "External id")) dst = &v->ext;
+            else if (KEY_IS(k, kn, "correlation")) dst = &v->corr;
+            else if (KEY_IS(k, kn, "Device Type")) dst = &v->dev_type;
+            break;
+        case 10:
+            if (fk && KEY_IS(k, kn, "Input Dims")) {
+                TRY(parse_dims(r, &p, e, v));
+                goto next;
+            }
+            if (fk && KEY_IS(k, kn, "Input type")) {
+                TRY(parse_types(r, &p, e, v));
+                goto next;
+            }
+            break;
+        case 14:
+            if (KEY_IS(k, kn, "Total Reserved")) {
+                dst = &v->reserved;
+                flag = &v->has_reserved;
+            }
+            break;
+        case 15:
+            if (KEY_IS(k, kn, "Sequence number")) dst = &v->seq;
+            else if (KEY_IS(k, kn, "Total Allocated")) {
+                dst = &v->alloc;
+                flag = &v->has_alloc;
+            } else if (fk == F_CONV2D && KEY_IS(k, kn, "Concrete Inputs")) {
+                TRY(parse_concrete(r, &p, e, v));
+                goto next;
+            }
+            break;
+        default: break;
+        }
+        if (dst && isnum) {
+            TRY(num(r, &p, e, 0, dst));
+            if (flag) *flag = true;
+        } else {
+            TRY(skip(r, &p, e));
+        }
+    next:;
+        bool more;
+        TRY(sep(r, &p, e, '}', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
+    const char *p = *pp;
+    memset(v, 0, sizeof *v);
+    v->ext = v->corr = v->seq = v->dev_type = v->device = v->stream = -1;
+    v->groups = 1;
+    TRY(expect(r, &p, e, '{'));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == '}') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (;;) {
+        const char *k;
+        size_t kn;
+        bool esc;
+        TRY(str(r, &p, e, &k, &kn, &esc));
+        TRY(expect(r, &p, e, ':'));
+        if (ws(&p, e)) return RS_MORE;
+        char c = *p;
+        bool isnum = c == '-' || (c >= '0' && c <= '9');
+        if (kn > 4) {
+            if (KEY_IS(k, kn, "args") && c == '{') TRY(parse_args(r, &p, e, v));
+            else TRY(skip(r, &p, e));
+        } else if (KEY_IS(k, kn, "ph") && c == '"') {
+            const char *s;
+            size_t n;
+            TRY(str(r, &p, e, &s, &n, &esc));
+            v->ph = n == 1 ? s[0] : '?';
+        } else if (KEY_IS(k, kn, "cat") && c == '"') {
+            const char *s;
+            size_t n;
+            TRY(str(r, &p, e, &s, &n, &esc));
+            v->cat = cat_of(s, n);
+        } else if (KEY_IS(k, kn, "name") && c == '"') {
+            TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
+            /* Python frames other than nn.Module scopes are not kept: the
+             * rest of the event is only scanned */
+            if (v->cat == C_PYTHON &&
+                !(v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0)) {
+                TRY(skip_rest(r, &p, e));
+                *pp = p;
+                return RS_OK;
+            }
+        } else if (KEY_IS(k, kn, "ts") && isnum) {
+            TRY(num(r, &p, e, 3, &v->ts));
+            v->has_ts = true;
+        } else if (KEY_IS(k, kn, "dur") && isnum) {
+            TRY(num(r, &p, e, 3, &v->dur));
+            v->has_dur = true;
+        } else if (KEY_IS(k, kn, "pid") && isnum) {
+            TRY(num(r, &p, e, 0, &v->pid));
+            v->has_pid = true;
+        } else if (KEY_IS(k, kn, "tid") && isnum) {
+            TRY(num(r, &p, e, 0, &v->tid));
+            v->has_tid = true;
+        } else if (KEY_IS(k, kn, "id") && isnum) {
+            TRY(num(r, &p, e, 0, &v->id));
+            v->has_id = true;
+        } else if (KEY_IS(k, kn, "args") && c == '{') {
+            TRY(parse_args(r, &p, e, v));
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        bool more;
+        TRY(sep(r, &p, e, '}', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+/* The names key_averages leaves out (PyTorch's _filter_name). */
+static bool filtered(const char *s, size_t n) {
+    static const char *const names[] = {
+        "[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+        "aten::is_leaf", "aten::output_nr", "aten::_version"};
+    for (size_t i = 0; i < MP_ARRAY_LEN(names); i++)
+        if (n == strlen(names[i]) && memcmp(s, names[i], n) == 0) return true;
+    return false;
+}
+
+static int64_t prod(const int64_t *d, int n) {
+    int64_t p = 1;
+    for (int i = 0; i < n; i++) {
+        if (d[i] < 0 || (d[i] && p > INT64_MAX / d[i])) return 0;
+        p *= d[i];
+    }
+    return p;
+}
+
+/* FLOPs as PyTorch's profiler counts them (torch/csrc/profiler/util.cpp):
+ * mm/addmm 2*M*K*N, bmm/baddbmm 2*B*M*K*N, conv2d 2*N*Hout*Wout*kh*kw*Cin*Cout/groups,
+ * add/mul: elements of the first input. */
+static uint64_t flops_of(const ev *v, int fk) {
+    const int64_t *a = v->dims[0], *b = v->dims[1], *c = v->dims[2];
+    double f = 0;
+    switch (fk) {
+    case F_MM:
+        if (v->nin >= 2 && v->nd[0] == 2 && v->nd[1] == 2) f = 2.0 * a[0] * a[1] * b[1];
+        break;
+    case F_ADDMM:
+        if (v->nin >= 3 && v->nd[1] == 2 && v->nd[2] == 2) f = 2.0 * b[0] * b[1] * c[1];
+        break;
+    case F_BMM:
+        if (v->nin >= 2 && v->nd[0] == 3 && v->nd[1] == 3) f = 2.0 * a[0] * a[1] * a[2] * b[2];
+        break;
+    case F_BADDBMM:
+        if (v->nin >= 3 && v->nd[1] == 3 && v->nd[2] == 3) f = 2.0 * b[0] * b[1] * b[2] * c[2];
+        break;
+    case F_CONV2D: {
+        if (v->nin < 2 || v->nd[0] != 4 || v->nd[1] != 4) break;
+        int64_t st[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
+        if (v->nconv[0] == 2) memcpy(st, v->conv[0], sizeof st);
+        if (v->nconv[1] == 2) memcpy(pad, v->conv[1], sizeof pad);
+        if (v->nconv[2] == 2) memcpy(dil, v->conv[2], sizeof dil);
+        int64_t out[2];
+        for (int i = 0; i < 2; i++) {
+            if (st[i] <= 0) return 0;
+            int64_t num_ = a[2 + i] + 2 * pad[i] - dil[i] * (b[2 + i] - 1) - 1;
+            out[i] = num_ < 0 ? 0 : num_ / st[i] + 1;
+        }
+        if (v->groups <= 0) return 0;
+        f = 2.0 * a[0] * out[0] * out[1] * b[2] * b[3] * a[1] * (double)b[0] / (double)v->groups;
+        break;
+    }
+    case F_ADD:
+    case F_MUL:
+        if (v->nin >= 1 && v->nd[0] <= 5) f = (double)prod(a, v->nd[0]);
+        break;
+    default: break;
+    }
+    return f > 0 && f < 1.8e19 ? (uint64_t)f : 0;
+}
+
+static int32_t id32(int64_t v) { return v >= 0 && v <= INT32_MAX ? (int32_t)v : -1; }
+
+/* Keep what the analysis needs of one event. Returns 0, -1 (out of
+ * memory) or 1 (a field is missing or absurd: *why says which). */
+static int keep(rd *r, ev *v, const char **why) {
+    mp_trace_raw *t = r->t;
+    bool span = false, dev = false;
+    uint8_t kind = 0;
+    switch (v->cat) {
+    case C_CPU_OP: span = true; kind = MP_TS_OP; break;
+    case C_ANNOT: span = true; kind = MP_TS_ANNOT; break;
+    case C_RUNTIME:
+    case C_DRIVER: span = true; kind = MP_TS_RUNTIME; break;
+    case C_PYTHON:
+        span = v->name && v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0;
+        kind = MP_TS_MODULE;
+        break;
+    case C_KERNEL: dev = true; kind = MP_TD_KERNEL; break;
+    case C_MEMCPY: dev = true; kind = MP_TD_MEMCPY; break;
+    case C_MEMSET: dev = true; kind = MP_TD_MEMSET; break;
+    case C_GPU_ANNOT: dev = true; kind = MP_TD_ANNOT; break;
+    default: break;
+    }
+    bool mem = v->ph == 'i' && v->name && KEY_IS(v->name, v->name_len, "[memory]");
+    bool flow = v->cat == C_FWDBWD && (v->ph == 's' || v->ph == 'f');
+    if ((span || dev) && v->ph != 'X') return 0;
+    if (!span && !dev && !mem && !flow) return 0;
+    if (!v->name && (span || dev)) return *why = "no \"name\"", 1;
+    if (!v->has_ts) return *why = "no \"ts\"", 1;
+    if (v->ts < 0 || v->ts > RD_MAX_TS) return *why = "absurd \"ts\"", 1;
+    if ((span || dev) && !v->has_dur) return *why = "no \"dur\"", 1;
+    if (v->has_dur && (v->dur < 0 || v->dur > RD_MAX_DUR)) return *why = "absurd \"dur\"", 1;
+    if (!v->has_tid || !v->has_pid) return *why = "no numeric \"pid\" and \"tid\"", 1;
+    if (v->pid < INT32_MIN || v->pid > INT64_C(0xffffffff) || v->tid < INT32_MIN ||
+        v->tid > INT64_C(0xffffffff))
+        return *why = "absurd \"pid\" or \"tid\"", 1;
+
+    const char *name = v->name;
+    size_t nlen = v->name_len;
+    if (name && v->name_esc) {
+        nlen = unescape(name, nlen, r->scratch, sizeof r->scratch);
+        name = r->scratch;
+    }
+    if (span) {
+        if (kind == MP_TS_MODULE) {
+            name += 11;
+            nlen -= 11;
+        } else if (filtered(name, nlen)) {
+            return 0;
+        }
+        int ni = intern(t, name, nlen);
+        int ti = thread_index(t, v->pid, v->tid);
+        if (ni < 0 || ti < 0) return -1;
+        mp_tspan *s;
+        PUSH(t->spans, t->n_spans, t->cap_spans, s);
+        s->ts = v->ts;
+        s->end = v->ts + v->dur;
+        s->ext = id32(v->ext);
+        s->corr = kind == MP_TS_RUNTIME ? id32(v->corr) : -1;
+        s->seq = id32(v->seq);
+        s->name = (uint32_t)ni;
+        s->tid = ti;
+        s->kind = kind;
+        s->dtype = v->dtype;
+        int fk = v->cat == C_CPU_OP ? flop_kind(v->name, v->name_len) : F_NONE;
+        s->flops = fk ? flops_of(v, fk) : 0;
+        return 0;
+    }
+    if (dev) {
+        int ni = intern(t, name, nlen);
+        if (ni < 0) return -1;
+        mp_tdev *d;
+        PUSH(t->devs, t->n_devs, t->cap_devs, d);
+        d->ts = v->ts;
+        d->end = v->ts + v->dur;
+        d->ext = id32(v->ext);
+        d->corr = id32(v->corr);
+        d->name = (uint32_t)ni;
+        d->stream = (int32_t)(v->stream >= 0 && v->stream < INT32_MAX ? v->stream : v->tid);
+        d->device = (int32_t)(v->device >= 0 && v->device < INT32_MAX ? v->device : v->pid);
+        d->kind = kind;
+        return 0;
+    }
+    if (mem) {
+        if (!v->has_alloc || !v->has_reserved) return *why = "[memory] without totals", 1;
+        const int64_t lim = INT64_C(1) << 60;
+        if (v->alloc < -lim || v->alloc > lim || v->reserved < -lim || v->reserved > lim ||
+            v->bytes < -lim || v->bytes > lim)
+            return *why = "absurd [memory] figures", 1;
+        int ti = thread_index(t, v->pid, v->tid);
+        if (ti < 0) return -1;
+        mp_tmem *m;
+        PUSH(t->mems, t->n_mems, t->cap_mems, m);
+        m->ts = v->ts;
+        m->bytes = v->bytes;
+        m->allocated = v->alloc;
+        m->reserved = v->reserved;
+        m->tid = ti;
+        m->device_type = (int8_t)(v->dev_type == 1 ? 1 : v->dev_type == 0 ? 0 : -1);
+        return 0;
+    }
+    if (!v->has_id) return *why = "flow without \"id\"", 1;
+    int ti = thread_index(t, v->pid, v->tid);
+    if (ti < 0) return -1;
+    mp_tflow *fl;
+    PUSH(t->flows, t->n_flows, t->cap_flows, fl);
+    fl->id = v->id;
+    fl->ts = v->ts;
+    fl->tid = ti;
+    fl->start = v->ph == 's';
+    return 0;
+}
+
+/* ---- the top level ---- */
+
+static int parse_devprops(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (int i = 0;; i++) {
+        if (ws(&p, e)) return RS_MORE;
+        if (i == 0 && *p == '{') {
+            p++;
+            if (ws(&p, e)) return RS_MORE;
+            bool more = *p != '}';
+            if (!more) p++;
+            while (more) {
+                const char *k;
+                size_t kn;
+                bool esc;
+                TRY(str(r, &p, e, &k, &kn, &esc));
+                TRY(expect(r, &p, e, ':'));
+                if (ws(&p, e)) return RS_MORE;
+                if (KEY_IS(k, kn, "name") && *p == '"') {
+                    const char *s;
+                    size_t n;
+                    TRY(str(r, &p, e, &s, &n, &esc));
+                    size_t m = unescape(s, n, r->t->device_name, sizeof r->t->device_name - 1);
+                    r->t->device_name[m] = 0;
+                } else if (KEY_IS(k, kn, "totalGlobalMem") && *p >= '0' && *p <= '9') {
+                    TRY(num(r, &p, e, 0, &r->t->device_mem));
+                } else if (KEY_IS(k, kn, "numSms") && *p >= '0' && *p <= '9') {
+                    TRY(num(r, &p, e, 0, &r->t->device_sms));
+                } else {
+                    TRY(skip(r, &p, e));
+                }
+                TRY(sep(r, &p, e, '}', &more));
+            }
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+static int parse_distinfo(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '{'));
+    if (ws(&p, e)) return RS_MORE;
+    bool more = *p != '}';
+    if (!more) p++;
+    while (more) {
+        const char *k;
+        size_t kn;
+        bool esc;
+        TRY(str(r, &p, e, &k, &kn, &esc));
+        TRY(expect(r, &p, e, ':'));
+        if (ws(&p, e)) return RS_MORE;
+        if (KEY_IS(k, kn, "rank") && *p >= '0' && *p <= '9') {
+            int64_t v;
+            TRY(num(r, &p, e, 0, &v));
+            if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        TRY(sep(r, &p, e, '}', &more));
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+enum { S_BEGIN, S_MEMBER, S_AFTER_MEMBER, S_EVENTS_FIRST, S_EVENT, S_AFTER_EVENT, S_END };
+
+static mp_status rd_run(rd *r) {
+    int state = S_BEGIN;
+    bool seen_events = false;
+    ev v;
+    for (;;) {
+        const char *p = r->buf + r->pos, *e = r->buf + r->len;
+        const char *unit = p;
+        int st = RS_OK;
+        bool more;
+        switch (state) {
+        case S_BEGIN:
+            if ((st = ws(&p, e))) break;
+            if (*p != '{') {
+                bool json = strchr("[\"-0123456789tfn", *p) != NULL;
+                return mp_error(MP_ERR_FORMAT,
+                                json ? "%s: byte %llu: not a Kineto trace: the top level is not "
+                                       "a JSON object (torch.profiler's export_chrome_trace "
+                                       "writes one)"
+                                     : "%s: byte %llu: not JSON (a Kineto trace is a JSON "
+                                       "object, plain or gzipped)",
+                                r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
+            }
+            p++;
+            if ((st = ws(&p, e))) break;
+            if (*p == '}') {
+                p++;
+                state = S_END;
+            } else {
+                state = S_MEMBER;
+            }
+            break;
+        case S_MEMBER: {
+            const char *k;
+            size_t kn;
+            bool esc;
+            if ((st = str(r, &p, e, &k, &kn, &esc))) break;
+            if ((st = expect(r, &p, e, ':'))) break;
+            if (KEY_IS(k, kn, "traceEvents")) {
+                if ((st = expect(r, &p, e, '['))) break;
+                seen_events = true;
+                state = S_EVENTS_FIRST;
+            } else if (KEY_IS(k, kn, "deviceProperties")) {
+                if ((st = parse_devprops(r, &p, e))) break;
+                state = S_AFTER_MEMBER;
+            } else if (KEY_IS(k, kn, "distributedInfo")) {
+                if ((st = ws(&p, e))) break;
+                st = *p == '{' ? parse_distinfo(r, &p, e) : skip(r, &p, e);
+                if (st) break;
+                state = S_AFTER_MEMBER;
+            } else {
+                if ((st = skip(r, &p, e))) break;
+                state = S_AFTER_MEMBER;
+            }
+            break;
+        }
+        case S_AFTER_MEMBER:
+            if ((st = sep(r, &p, e, '}', &more))) break;
+            state = more ? S_MEMBER : S_END;
+            break;
+        case S_EVENTS_FIRST:
+            if ((st = ws(&p, e))) break;
+            if (*p == ']') {
+                p++;
+                state = S_AFTER_MEMBER;
+            } else {
+                state = S_EVENT;
+            }
+            break;
+        case S_EVENT: {
+            if ((st = ws(&p, e))) break;
+            if (*p != '{') {
+                st = rd_bad(r, p, "an element of traceEvents is not an object");
+                break;
+            }
+            const char *at = p;
+            if ((st = parse_event(r, &p, e, &v))) break;
+            if ((st = sep(r, &p, e, ']', &more))) break;
+            r->t->n_events++;
+            const char *why = NULL;
+            int k = keep(r, &v, &why);
+            if (k < 0) return mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
+            if (k > 0) {
+                char nm[80];
+                size_t nl = v.name ? MP_MIN(v.name_len, sizeof nm - 1) : 0;
+                if (v.name) memcpy(nm, v.name, nl);
+                nm[nl] = 0;
+                for (size_t i = 0; i < nl; i++)
+                    if ((unsigned char)nm[i] < 0x20) nm[i] = '?';
+                return mp_error(MP_ERR_FORMAT, "%s: byte %llu: event %llu ('%s'): %s", r->label,
+                                (unsigned long long)(r->base + (size_t)(at - r->buf)),
+                                (unsigned long long)r->t->n_events - 1, v.name ? nm : "?", why);
+            }
+            state = more ? S_EVENT : S_AFTER_MEMBER;
+            break;
+        }
+        case S_END:
+            ws(&p, e);
+            if (p < e)
+                return mp_error(MP_ERR_FORMAT, "%s: byte %llu: data after the end of the JSON",
+                                r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
+            if (r->eof) {
+                if (!seen_events)
+                    return mp_error(MP_ERR_FORMAT,
+                                    "%s: not a Kineto trace: no \"traceEvents\" array", r->label);
+                return MP_OK;
+            }
+            st = RS_MORE;
+            break;
+        default: break;
+        }
+        if (st == RS_OK) {
+            r->pos = (size_t)(p - r->buf);
+            if (r->mapped && r->pos - r->released >= 2 * RD_RELEASE) rd_release(r);
+            continue;
+        }
+        if (st == RS_BAD) {
+            if (r->base == 0 && r->err_at == r->buf && state == S_BEGIN)
+                return mp_error(MP_ERR_FORMAT, "%s: not JSON", r->label);
+            return mp_error(MP_ERR_FORMAT, "%s: byte %llu: %s", r->label,
+                            (unsigned long long)(r->base + (size_t)(r->err_at - r->buf)), r->err);
+        }
+        /* RS_MORE: the unit continues past the window */
+        r->pos = (size_t)(unit - r->buf);
+        if (r->eof) {
+            if (state == S_END) return MP_OK;
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: byte %llu: the file ends inside %s (truncated?)", r->label,
+                            (unsigned long long)r->t->bytes,
+                            state == S_EVENT ? "an event" : state == S_BEGIN ? "nothing: it is empty" : "the JSON");
+        }
+        mp_status ms = rd_fill(r);
+        if (ms != MP_OK) return ms;
+    }
+}
+
+static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
+    memset(t, 0, sizeof *t);
+    mp_arena_init(&t->arena);
+    t->device_mem = -1;
+    t->device_sms = -1;
+    t->rank = -1;
+    r->t = t;
+    r->label = label;
+    if (r->mapped) {   /* the whole file is the window */
+        t->bytes = r->len;
+        return MP_OK;
+    }
+    r->cap = RD_WINDOW;
+    r->buf = malloc(r->cap);
+    if (!r->buf) return mp_error(MP_ERR_NOMEM, "%s: out of memory", label);
+    /* gzip? look at the first two bytes of the raw source */
+    uint8_t magic[2];
+    ssize_t k = src_raw(&r->src, magic, 2);
+    if (k < 0) return mp_error(MP_ERR_IO, "%s: cannot read: %s", label, strerror(errno));
+    if (k == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+        r->src.gz = true;
+        t->gzipped = true;
+        r->src.zin_cap = (size_t)1 << 20;
+        r->src.zin = malloc(r->src.zin_cap);
+        if (!r->src.zin) return mp_error(MP_ERR_NOMEM, "%s: out of memory", label);
+        if (inflateInit2(&r->src.z, 15 + 32) != Z_OK)
+            return mp_error(MP_ERR_NOMEM, "%s: zlib: cannot start inflate", label);
+        r->src.z_init = true;
+        memcpy(r->src.zin, magic, 2);
+        r->src.z.next_in = r->src.zin;
+        r->src.z.avail_in = 2;
+    } else {
+        memcpy(r->buf, magic, (size_t)k);
+        r->len = (size_t)k;
+        t->bytes = (uint64_t)k;
+    }
+    return MP_OK;
+}
+
+static void rd_end(rd *r) {
+    if (r->src.z_init) inflateEnd(&r->src.z);
+    free(r->src.zin);
+    if (r->mapped) munmap(r->buf, r->len);
+    else free(r->buf);
+}
+
+static mp_status rd_all(rd *r, mp_trace_raw *t, const char *label) {
+    mp_status st = rd_start(r, t, label);
+    if (st == MP_OK) st = rd_run(r);
+    rd_end(r);
+    if (st != MP_OK) mp_trace_raw_free(t);
+    return st;
+}
+
+mp_status mp_trace_read_file(const char *path, mp_trace_raw *t) {
+    rd r;
+    memset(&r, 0, sizeof r);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        memset(t, 0, sizeof *t);
+        return mp_error(MP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    struct stat sb;
+    bool have_st = fstat(fd, &sb) == 0;
+    if (have_st && S_ISDIR(sb.st_mode)) {
+        close(fd);
+        memset(t, 0, sizeof *t);
+        return mp_error(MP_ERR_IO, "%s: is a folder", path);
+    }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    r.src.fd = fd;
+    /* a large plain file is mapped and parsed in place (no copy into a
+     * window); gzip goes through inflate into the window */
+    unsigned char magic[2] = {0, 0};
+    if (have_st && S_ISREG(sb.st_mode) && sb.st_size >= (off_t)RD_WINDOW && (uint64_t)sb.st_size < SIZE_MAX &&
+        pread(fd, magic, 2, 0) == 2 && !(magic[0] == 0x1f && magic[1] == 0x8b)) {
+        void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
+            r.buf = m;
+            r.len = r.cap = (size_t)sb.st_size;
+            r.eof = true;
+            r.mapped = true;
+        }
+    }
+    mp_status st = rd_all(&r, t, path);
+    close(fd);
+    return st;
+}
+
+mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
+                               mp_trace_raw *t) {
+    rd r;
+    memset(&r, 0, sizeof r);
+    r.src.fd = -1;
+    r.src.mem = data;
+    r.src.mem_len = data ? size : 0;
+    return rd_all(&r, t, label ? label : "(memory)");
+}
+
+void mp_trace_raw_free(mp_trace_raw *t) {
+    if (!t) return;
+    mp_arena_free(&t->arena);
+    mp_strmap_free(&t->names_map);
+    free(t->names);
+    free(t->spans);
+    free(t->devs);
+    free(t->mems);
+    free(t->flows);
+    free(t->threads);
+    memset(t, 0, sizeof *t);
+}

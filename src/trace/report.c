@@ -1,0 +1,637 @@
+/* Trace analysis reports: text (summary, steps, findings, operator and
+ * kernel tables, memory, module tree) and JSON (docs/JSON.md). Figures go
+ * through the one number formatter (src/report/format.c), the module tree
+ * through the one tree printer (src/report/tree.c), JSON strings through
+ * the JSON writer's escaper, all into one mp_out buffer. */
+#include "report/report.h"
+#include "trace/trace.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#define TR_BUF (64 * 1024)
+
+typedef struct tr {
+    mp_out out;
+    const mp_trace_options *o;
+    char buf[TR_BUF];
+} tr;
+
+static void put(tr *w, const char *s) { mp_out_puts(&w->out, s); }
+static void putn(tr *w, const char *s, size_t n) { mp_out_write(&w->out, s, n); }
+
+static void pf(tr *w, const char *fmt, ...) MP_PRINTF(2, 3);
+static void pf(tr *w, const char *fmt, ...) {
+    char b[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    if (n > 0) putn(w, b, MP_MIN((size_t)n, sizeof b - 1));
+}
+
+/* A name made safe for a terminal and cut to `width` columns (bytes). */
+static void cell(tr *w, const char *s, int width, bool right) {
+    char b[512];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : "?"); *p && n < sizeof b - 1; p++)
+        b[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+    b[n] = 0;
+    if (width > 0 && n > (size_t)width) {
+        if (width > 3) memcpy(b + width - 3, "...", 3);
+        b[width] = 0;
+        n = (size_t)width;
+    }
+    if (right)
+        for (size_t i = n; (int)i < width; i++) putn(w, " ", 1);
+    putn(w, b, n);
+    if (!right)
+        for (size_t i = n; (int)i < width; i++) putn(w, " ", 1);
+}
+
+static const char *secs(int64_t ns, char *b) {
+    mp_fmtbuf f = mp_fmt_seconds((double)ns / 1e9);
+    strcpy(b, f.s);
+    return b;
+}
+
+static void rule(tr *w, const char *title) {
+    int len = title ? (int)strlen(title) + 2 : 0;
+    int left = (100 - len) / 2, right = 100 - len - left;
+    for (int i = 0; i < left; i++) putn(w, "-", 1);
+    if (title) pf(w, " %s ", title);
+    for (int i = 0; i < right; i++) putn(w, "-", 1);
+    putn(w, "\n", 1);
+}
+
+static double tflops(uint64_t flops, int64_t ns) {
+    return ns > 0 ? (double)flops / ((double)ns / 1e9) / 1e12 : 0;
+}
+
+/* ---- text: one trace ---- */
+
+static void text_steps(tr *w, const mp_trace *t) {
+    char a[MP_FMT_MAX], b[MP_FMT_MAX];
+    rule(w, "Steps");
+    pf(w, "%-16s %10s %10s %7s | %10s %10s %10s %10s %10s\n", "step", "wall", "dev busy", "util",
+       "idle", "loader", "launch", "sync", "other");
+    for (int k = 0; k < t->n_steps; k++) {
+        const mp_tstep *s = &t->steps[k];
+        int64_t idle = s->wall > s->busy ? s->wall - s->busy : 0;
+        cell(w, s->name, 16, false);
+        pf(w, " %10s", secs(s->wall, a));
+        pf(w, " %10s %7s |", secs(s->busy, b), mp_fmt_pct((uint64_t)s->busy, (uint64_t)s->wall).s);
+        pf(w, " %10s", secs(idle, a));
+        for (int c = 0; c < MP_TI_COUNT; c++) pf(w, " %10s", secs(s->idle[c], a));
+        putn(w, "\n", 1);
+    }
+    put(w, "\nIdle time by cause (Holistic Trace Analysis' idle breakdown, adapted): loader = the\n"
+           "device idle while the host was inside the data loader; launch = the next kernel was\n"
+           "launched after the device went idle (host late); sync = the same right after the host\n"
+           "waited on the device; other = the next kernel was queued already (dependencies).\n\n");
+    pf(w, "%-16s", "device time by");
+    for (int c = 0; c < MP_TC_COUNT; c++) pf(w, " %12s", mp_tcat_names[c]);
+    putn(w, "\n", 1);
+    for (int k = 0; k < t->n_steps; k++) {
+        const mp_tstep *s = &t->steps[k];
+        cell(w, s->name, 16, false);
+        for (int c = 0; c < MP_TC_COUNT; c++) pf(w, " %12s", secs(s->cat[c], a));
+        putn(w, "\n", 1);
+    }
+    putn(w, "\n", 1);
+    pf(w, "%-16s %12s %12s %12s %12s %12s %12s\n", "step", "optim host", "optim dev",
+       "FLOPs", "alloc start", "alloc peak", "alloc end");
+    for (int k = 0; k < t->n_steps; k++) {
+        const mp_tstep *s = &t->steps[k];
+        cell(w, s->name, 16, false);
+        pf(w, " %12s %12s %12s", secs(s->optimizer, a), secs(s->optimizer_dev, b),
+           mp_fmt_flops(s->flops).s);
+        for (int i = 0; i < 3; i++) {
+            int64_t v = i == 0 ? s->mem_start : i == 1 ? s->mem_peak : s->mem_end;
+            pf(w, " %12s", v >= 0 ? mp_fmt_bytes((uint64_t)v).s : "?");
+        }
+        putn(w, "\n", 1);
+    }
+}
+
+static void text_findings(tr *w, const mp_trace *t) {
+    rule(w, "Findings");
+    if (!t->n_findings) put(w, "(nothing stands out)\n");
+    for (int i = 0; i < t->n_findings; i++) pf(w, "%d. %s\n", i + 1, t->findings[i].text);
+}
+
+static void text_efficiency(tr *w, const mp_trace *t) {
+    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+    rule(w, "Efficiency");
+    double tf = tflops(t->flops_total, t->wall_total);
+    pf(w, "counted FLOPs over %d steps: %s (matrix products, convolutions and adds, counted from the\n"
+          "recorded shapes as PyTorch's with_flops does), dominant dtype %s\n",
+       t->n_steps, mp_fmt_flops(t->flops_total).s, dt[t->dominant_dtype]);
+    pf(w, "achieved: %s\n", mp_fmt_si_d(tf * 1e12, "FLOPS").s);
+    if (t->peak_tflops > 0)
+        pf(w, "peak: %s (%s); MFU %s\n", mp_fmt_si_d(t->peak_tflops * 1e12, "FLOPS").s,
+           t->peak_source, mp_fmt_pct_d(tf, t->peak_tflops).s);
+    else
+        pf(w, "peak: unknown for '%s' and %s (give --peak-tflops); MFU unknown\n",
+           t->raw.device_name[0] ? t->raw.device_name : "?", dt[t->dominant_dtype]);
+}
+
+static void text_ops(tr *w, const mp_trace *t) {
+    char a[4][MP_FMT_MAX];
+    int top = w->o->top;
+    rule(w, "Operators (key_averages), by self device time");
+    pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
+       "dev total", "self dev", "self dev%");
+    /* PyTorch's "Self CUDA %": of the summed time of the device's own
+     * events (kernels, copies, sets; not annotations) */
+    int64_t tot = t->kernel_total;
+    int shown = 0;
+    for (int i = 0; i < t->n_ops && (top < 0 || shown < top); i++) {
+        const mp_top *o = &t->ops[i];
+        if (o->device) continue;   /* device rows: the kernel table */
+        cell(w, o->name, 48, false);
+        pf(w, " %7lld %10s %10s %10s %10s %8s\n", (long long)o->count, secs(o->cpu_total, a[0]),
+           secs(o->self_cpu, a[1]), secs(o->dev_total, a[2]), secs(o->self_dev, a[3]),
+           mp_fmt_pct((uint64_t)o->self_dev, (uint64_t)tot).s);
+        shown++;
+    }
+    int n_cpu = 0;
+    for (int i = 0; i < t->n_ops; i++) n_cpu += !t->ops[i].device;
+    if (shown < n_cpu) pf(w, "(%d more operators: --top -1 shows all; the JSON has all)\n", n_cpu - shown);
+}
+
+static void text_kernels(tr *w, const mp_trace *t) {
+    char a[2][MP_FMT_MAX];
+    int top = w->o->top;
+    rule(w, "Kernels, by total device time");
+    pf(w, "%-56s %6s %10s %9s %7s %-12s %s\n", "kernel", "count", "total", "mean", "%", "category",
+       "launched by");
+    int n = top < 0 ? t->n_kernels : MP_MIN(top, t->n_kernels);
+    for (int i = 0; i < n; i++) {
+        const mp_tkernel *k = &t->kernels[i];
+        cell(w, k->short_name, 56, false);
+        pf(w, " %6lld %10s %9s %7s %-12s ", (long long)k->count, secs(k->total, a[0]),
+           secs(k->count ? k->total / k->count : 0, a[1]),
+           mp_fmt_pct((uint64_t)k->total, (uint64_t)t->kernel_total).s, mp_tcat_names[k->cat]);
+        cell(w, k->op ? k->op : "-", 0, false);
+        putn(w, "\n", 1);
+    }
+    if (n < t->n_kernels) pf(w, "(%d more kernels)\n", t->n_kernels - n);
+}
+
+static void text_memory(tr *w, const mp_trace *t) {
+    rule(w, "Memory (device)");
+    if (t->mem_peak_alloc < 0) {
+        put(w, "no [memory] events (profile_memory=True records them)\n");
+        return;
+    }
+    pf(w, "peak allocated %s, peak reserved %s", mp_fmt_bytes((uint64_t)t->mem_peak_alloc).s,
+       mp_fmt_bytes((uint64_t)t->mem_peak_reserved).s);
+    if (t->raw.device_mem > 0)
+        pf(w, " of %s (%s)", mp_fmt_bytes((uint64_t)t->raw.device_mem).s,
+           mp_fmt_pct((uint64_t)t->mem_peak_reserved, (uint64_t)t->raw.device_mem).s);
+    put(w, " in the profiled window\n");
+    /* operators that allocate most */
+    int idx[10], n = 0;
+    for (; n < 10; n++) {   /* the ten largest, by selection */
+        int best = -1;
+        for (int i = 0; i < t->n_ops; i++) {
+            if (t->ops[i].alloc_bytes <= 0) continue;
+            bool taken = false;
+            for (int j = 0; j < n && !taken; j++) taken = idx[j] == i;
+            if (!taken && (best < 0 || t->ops[i].alloc_bytes > t->ops[best].alloc_bytes)) best = i;
+        }
+        if (best < 0) break;
+        idx[n] = best;
+    }
+    if (n) put(w, "operators that allocate most (bytes allocated inside them, all steps):\n");
+    for (int i = 0; i < n; i++) {
+        put(w, "  ");
+        cell(w, t->ops[idx[i]].name, 48, false);
+        pf(w, " %12s\n", mp_fmt_bytes((uint64_t)t->ops[idx[i]].alloc_bytes).s);
+    }
+}
+
+/* the module tree through the one tree printer */
+typedef struct mod_ud {
+    const mp_trace *t;
+    char lab[256];
+    char cls[256];
+} mod_ud;
+
+static const char *mod_label(int m, void *ud) {
+    mod_ud *u = ud;
+    const mp_module *md = &u->t->mods[m];
+    size_t n = 0;
+    for (const char *p = md->name ? md->name : "?"; *p && n < sizeof u->lab - 1; p++)
+        u->lab[n++] = (unsigned char)*p < 0x20 ? '?' : *p;
+    u->lab[n] = 0;
+    return u->lab;
+}
+
+static const char *mod_cls(int m, void *ud) {
+    mod_ud *u = ud;
+    const mp_module *md = &u->t->mods[m];
+    if (!md->cls) return NULL;
+    size_t n = 0;
+    for (const char *p = md->cls; *p && n < sizeof u->cls - 1; p++)
+        u->cls[n++] = (unsigned char)*p < 0x20 ? '?' : *p;
+    u->cls[n] = 0;
+    return u->cls;
+}
+
+static void mod_figs(mp_out *o, int m, void *ud) {
+    mod_ud *u = ud;
+    const mp_trace *t = u->t;
+    const mp_tmod *f = &t->mfig[m], *root = &t->mfig[0];
+    char a[MP_FMT_MAX], b[MP_FMT_MAX];
+    char line[512];
+    int64_t tot = root->fwd + root->bwd;
+    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of device time", secs(f->fwd, a),
+                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s);
+    if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
+    if (f->flops) {
+        n = snprintf(line, sizeof line, ", %s fwd, %s", mp_fmt_flops(f->flops).s,
+                     f->fwd > 0 ? mp_fmt_si_d(tflops(f->flops, f->fwd) * 1e12, "FLOPS").s : "?");
+        if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
+    }
+    if (m > 0 && f->calls > 1) {
+        n = snprintf(line, sizeof line, ", %lld calls", (long long)f->calls);
+        if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
+    }
+}
+
+typedef struct mgroup {
+    const char *cls;
+    int depth;
+    int64_t time;
+    uint64_t flops;
+} mgroup;
+
+static int mgroup_cmp(const void *x, const void *y) {
+    const mgroup *a = x, *b = y;
+    if (a->depth != b->depth) return a->depth - b->depth;
+    return (a->time < b->time) - (a->time > b->time);
+}
+
+static mp_status text_modules(tr *w, const mp_trace *t) {
+    char a[MP_FMT_MAX], b[MP_FMT_MAX];
+    rule(w, "Modules");
+    if (t->n_mods <= 1) {
+        put(w, "no nn.Module scopes in this trace (profile with with_stack=True and "
+               "with_modules=True)\n");
+        return MP_OK;
+    }
+    const mp_tmod *r = &t->mfig[0];
+    pf(w, "module forward device time %s, backward %s; forward FLOPs %s\n", secs(r->fwd, a),
+       secs(r->bwd, b), mp_fmt_flops(r->flops).s);
+    pf(w, "backward operators tied to their forward operator: %lld of %lld (%lld flows followed,\n"
+          "the rest by sequence number)\n",
+       (long long)t->linked_bwd, (long long)t->bwd_ops, (long long)t->linked_flow);
+    /* top modules per depth, classes at one depth summed (DeepSpeed's
+     * aggregated block) */
+    mgroup *g = calloc((size_t)t->n_mods, sizeof *g);
+    if (!g) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    int ng = 0, maxd = 0;
+    for (int m = 1; m < t->n_mods; m++) {
+        const mp_module *md = &t->mods[m];
+        if (w->o->depth >= 0 && md->depth > w->o->depth) continue;
+        maxd = MP_MAX(maxd, md->depth);
+        int j = 0;
+        while (j < ng && !(g[j].depth == md->depth && strcmp(g[j].cls, md->cls) == 0)) j++;
+        if (j == ng) {
+            g[ng].cls = md->cls;
+            g[ng].depth = md->depth;
+            ng++;
+        }
+        MP_SADD(g[j].time, t->mfig[m].fwd + t->mfig[m].bwd);
+        MP_SADD(g[j].flops, t->mfig[m].flops);
+    }
+    if (ng > 1) qsort(g, (size_t)ng, sizeof *g, mgroup_cmp);
+    put(w, "\nTop modules per depth by forward + backward device time (a class at one depth summed):\n");
+    for (int d = 1; d <= maxd; d++) {
+        pf(w, "depth %d: {", d);
+        int shown = 0;
+        for (int j = 0; j < ng; j++) {
+            if (g[j].depth != d || (w->o->top >= 0 && shown >= MP_MIN(w->o->top, 5))) continue;
+            if (g[j].time <= 0) continue;
+            pf(w, "%s'%s': '%s'", shown ? ", " : "", g[j].cls, secs(g[j].time, a));
+            shown++;
+        }
+        put(w, "}\n");
+    }
+    free(g);
+    put(w, "\nDetailed module tree (all calls in the window; figures include submodules):\n");
+    mod_ud u = {t, {0}, {0}};
+    mp_tree_style st = {mod_label, mod_cls, mod_figs, &u};
+    return mp_tree_print(&w->out, t->mods, t->n_mods, w->o->depth, &st);
+}
+
+static mp_status text_one(tr *w, const mp_trace *t) {
+    char a[MP_FMT_MAX], b[MP_FMT_MAX];
+    rule(w, "Trace analysis");
+    pf(w, "trace:   %s (%s of JSON%s, %llu events)\n", t->path ? t->path : "?",
+       mp_fmt_bytes(t->raw.bytes).s, t->raw.gzipped ? ", gzipped" : "",
+       (unsigned long long)t->raw.n_events);
+    pf(w, "device:  %s", t->raw.device_name[0] ? t->raw.device_name : "?");
+    if (t->raw.device_sms > 0) pf(w, ", %lld SMs", (long long)t->raw.device_sms);
+    if (t->raw.device_mem > 0) pf(w, ", %s", mp_fmt_bytes((uint64_t)t->raw.device_mem).s);
+    if (t->raw.rank >= 0) pf(w, "; rank %d", t->raw.rank);
+    putn(w, "\n", 1);
+    int64_t idle = t->wall_total > t->busy_total ? t->wall_total - t->busy_total : 0;
+    char c[MP_FMT_MAX];
+    pf(w, "steps:   %d, wall %s, device busy %s (%s utilisation), idle %s\n", t->n_steps,
+       secs(t->wall_total, a), secs(t->busy_total, b),
+       mp_fmt_pct((uint64_t)t->busy_total, (uint64_t)t->wall_total).s, secs(idle, c));
+    text_findings(w, t);
+    text_steps(w, t);
+    text_efficiency(w, t);
+    text_ops(w, t);
+    text_kernels(w, t);
+    text_memory(w, t);
+    return text_modules(w, t);
+}
+
+/* ---- several ranks side by side ---- */
+
+static void text_ranks(tr *w, const mp_trace *const *t, int n) {
+    char a[5][MP_FMT_MAX];
+    rule(w, "Ranks");
+    pf(w, "%-5s %-40s %6s %11s %11s %7s %11s %11s %11s\n", "rank", "trace", "steps", "mean wall",
+       "mean busy", "util", "loader", "launch", "sync");
+    int slow = 0;
+    for (int i = 0; i < n; i++) {
+        const mp_trace *x = t[i];
+        int64_t ns = x->n_steps ? x->n_steps : 1;
+        int64_t l = 0, la = 0, sy = 0;
+        for (int k = 0; k < x->n_steps; k++) {
+            MP_SADD(l, x->steps[k].idle[MP_TI_LOADER]);
+            MP_SADD(la, x->steps[k].idle[MP_TI_LAUNCH]);
+            MP_SADD(sy, x->steps[k].idle[MP_TI_SYNC]);
+        }
+        if (x->n_steps && t[slow]->n_steps &&
+            x->wall_total / x->n_steps > t[slow]->wall_total / t[slow]->n_steps)
+            slow = i;
+        pf(w, "%-5d ", x->raw.rank >= 0 ? x->raw.rank : i);
+        const char *base = x->path ? strrchr(x->path, '/') : NULL;
+        cell(w, base ? base + 1 : x->path, 40, false);
+        pf(w, " %6d %11s %11s %7s %11s %11s %11s\n", x->n_steps, secs(x->wall_total / ns, a[0]),
+           secs(x->busy_total / ns, a[1]),
+           mp_fmt_pct((uint64_t)x->busy_total, (uint64_t)x->wall_total).s, secs(l / ns, a[2]),
+           secs(la / ns, a[3]), secs(sy / ns, a[4]));
+    }
+    const mp_trace *s = t[slow];
+    pf(w, "slowest rank: %d (%s), mean step %s\n\n", s->raw.rank >= 0 ? s->raw.rank : slow,
+       s->path ? s->path : "?", secs(s->n_steps ? s->wall_total / s->n_steps : 0, a[0]));
+}
+
+mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
+                               FILE *f) {
+    tr *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    w->out = (mp_out){f, 0, TR_BUF, w->buf};
+    w->o = o;
+    mp_status st = MP_OK;
+    if (n > 1) text_ranks(w, t, n);
+    for (int i = 0; i < n && st == MP_OK; i++) st = text_one(w, t[i]);
+    rule(w, NULL);
+    mp_out_flush(&w->out);
+    free(w);
+    return st;
+}
+
+/* ---- JSON ---- */
+
+static void j_us(tr *w, int64_t ns) {
+    char b[MP_DEC_MAX + 8];
+    size_t n = 0;
+    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    if (ns < 0) b[n++] = '-';
+    n += mp_fmt_dec(b + n, v / 1000);
+    unsigned r = (unsigned)(v % 1000);
+    if (r) {
+        b[n++] = '.';
+        b[n++] = (char)('0' + r / 100);
+        b[n++] = (char)('0' + r / 10 % 10);
+        b[n++] = (char)('0' + r % 10);
+        while (b[n - 1] == '0') n--;
+    }
+    putn(w, b, n);
+}
+
+static void j_i(tr *w, int64_t v) {
+    char b[MP_DEC_MAX + 2];
+    size_t n = 0;
+    if (v < 0) b[n++] = '-';
+    n += mp_fmt_dec(b + n, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
+    putn(w, b, n);
+}
+
+static void j_u(tr *w, uint64_t v) {
+    char b[MP_DEC_MAX];
+    putn(w, b, mp_fmt_dec(b, v));
+}
+
+static void j_d(tr *w, double v) {
+    if (!isfinite(v)) {
+        put(w, "null");
+        return;
+    }
+    pf(w, "%.6g", v);
+}
+
+static void j_s(tr *w, const char *s) {
+    if (!s) put(w, "null");
+    else mp_json_string(&w->out, s);
+}
+
+static void j_k(tr *w, const char *k) {   /* "key": */
+    putn(w, "\"", 1);
+    put(w, k);
+    putn(w, "\": ", 3);
+}
+
+static void json_one(tr *w, const mp_trace *t, const char *ind) {
+    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+    pf(w, "{\n%s  ", ind);
+    j_k(w, "trace"); j_s(w, t->path);
+    pf(w, ",\n%s  ", ind); j_k(w, "json_bytes"); j_u(w, t->raw.bytes);
+    pf(w, ",\n%s  ", ind); j_k(w, "events"); j_u(w, t->raw.n_events);
+    pf(w, ",\n%s  ", ind); j_k(w, "rank");
+    if (t->raw.rank >= 0) j_i(w, t->raw.rank); else put(w, "null");
+    pf(w, ",\n%s  ", ind); j_k(w, "device");
+    put(w, "{"); j_k(w, "name"); j_s(w, t->raw.device_name[0] ? t->raw.device_name : NULL);
+    put(w, ", "); j_k(w, "memory_bytes");
+    if (t->raw.device_mem >= 0) j_i(w, t->raw.device_mem); else put(w, "null");
+    put(w, ", "); j_k(w, "sms");
+    if (t->raw.device_sms >= 0) j_i(w, t->raw.device_sms); else put(w, "null");
+    put(w, "}");
+    /* totals and efficiency */
+    double tf = tflops(t->flops_total, t->wall_total);
+    pf(w, ",\n%s  ", ind); j_k(w, "summary");
+    put(w, "{"); j_k(w, "steps"); j_i(w, t->n_steps);
+    put(w, ", "); j_k(w, "wall_us"); j_us(w, t->wall_total);
+    put(w, ", "); j_k(w, "device_busy_us"); j_us(w, t->busy_total);
+    put(w, ", "); j_k(w, "utilization");
+    j_d(w, t->wall_total > 0 ? (double)t->busy_total / (double)t->wall_total : 0);
+    put(w, ", "); j_k(w, "flops"); j_u(w, t->flops_total);
+    put(w, ", "); j_k(w, "dtype"); j_s(w, dt[t->dominant_dtype]);
+    put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tf);
+    put(w, ", "); j_k(w, "peak_tflops");
+    if (t->peak_tflops > 0) j_d(w, t->peak_tflops); else put(w, "null");
+    put(w, ", "); j_k(w, "peak_source"); j_s(w, t->peak_source);
+    put(w, ", "); j_k(w, "mfu");
+    if (t->peak_tflops > 0) j_d(w, tf / t->peak_tflops); else put(w, "null");
+    put(w, "}");
+    /* steps */
+    pf(w, ",\n%s  ", ind); j_k(w, "steps"); put(w, "[");
+    for (int k = 0; k < t->n_steps; k++) {
+        const mp_tstep *s = &t->steps[k];
+        pf(w, "%s\n%s    {", k ? "," : "", ind);
+        j_k(w, "name"); j_s(w, s->name);
+        put(w, ", "); j_k(w, "start_us"); j_us(w, s->ts);
+        put(w, ", "); j_k(w, "wall_us"); j_us(w, s->wall);
+        put(w, ", "); j_k(w, "device_busy_us"); j_us(w, s->busy);
+        put(w, ", "); j_k(w, "utilization");
+        j_d(w, s->wall > 0 ? (double)s->busy / (double)s->wall : 0);
+        put(w, ", "); j_k(w, "idle_us"); j_us(w, s->wall > s->busy ? s->wall - s->busy : 0);
+        put(w, ", "); j_k(w, "idle_causes_us"); put(w, "{");
+        for (int c = 0; c < MP_TI_COUNT; c++) {
+            if (c) put(w, ", ");
+            j_k(w, mp_tidle_names[c]);
+            j_us(w, s->idle[c]);
+        }
+        put(w, "}, "); j_k(w, "device_time_us"); put(w, "{");
+        for (int c = 0; c < MP_TC_COUNT; c++) {
+            if (c) put(w, ", ");
+            j_k(w, mp_tcat_names[c]);
+            j_us(w, s->cat[c]);
+        }
+        put(w, "}, "); j_k(w, "optimizer_us"); j_us(w, s->optimizer);
+        put(w, ", "); j_k(w, "optimizer_device_us"); j_us(w, s->optimizer_dev);
+        put(w, ", "); j_k(w, "data_loader_cpu_us"); j_us(w, s->loader_wall);
+        put(w, ", "); j_k(w, "flops"); j_u(w, s->flops);
+        put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tflops(s->flops, s->wall));
+        put(w, ", "); j_k(w, "memory"); put(w, "{");
+        j_k(w, "start_allocated_bytes"); if (s->mem_start >= 0) j_i(w, s->mem_start); else put(w, "null");
+        put(w, ", "); j_k(w, "peak_allocated_bytes"); if (s->mem_peak >= 0) j_i(w, s->mem_peak); else put(w, "null");
+        put(w, ", "); j_k(w, "end_allocated_bytes"); if (s->mem_end >= 0) j_i(w, s->mem_end); else put(w, "null");
+        put(w, "}}");
+    }
+    pf(w, "\n%s  ]", ind);
+    /* operators */
+    pf(w, ",\n%s  ", ind); j_k(w, "operators"); put(w, "[");
+    for (int i = 0; i < t->n_ops; i++) {
+        const mp_top *o = &t->ops[i];
+        pf(w, "%s\n%s    {", i ? "," : "", ind);
+        j_k(w, "name"); j_s(w, o->name);
+        put(w, ", "); j_k(w, "device_side"); put(w, o->device ? "true" : "false");
+        put(w, ", "); j_k(w, "count"); j_i(w, o->count);
+        put(w, ", "); j_k(w, "cpu_total_us"); j_us(w, o->cpu_total);
+        put(w, ", "); j_k(w, "self_cpu_us"); j_us(w, o->self_cpu);
+        put(w, ", "); j_k(w, "device_total_us"); j_us(w, o->dev_total);
+        put(w, ", "); j_k(w, "self_device_us"); j_us(w, o->self_dev);
+        put(w, ", "); j_k(w, "flops"); j_u(w, o->flops);
+        put(w, ", "); j_k(w, "device_alloc_bytes"); j_i(w, o->alloc_bytes);
+        put(w, "}");
+    }
+    pf(w, "\n%s  ]", ind);
+    /* kernels */
+    pf(w, ",\n%s  ", ind); j_k(w, "kernels"); put(w, "[");
+    for (int i = 0; i < t->n_kernels; i++) {
+        const mp_tkernel *k = &t->kernels[i];
+        pf(w, "%s\n%s    {", i ? "," : "", ind);
+        j_k(w, "name"); j_s(w, k->name);
+        put(w, ", "); j_k(w, "short_name"); j_s(w, k->short_name);
+        put(w, ", "); j_k(w, "kind");
+        j_s(w, k->kind == MP_TD_KERNEL ? "kernel" : k->kind == MP_TD_MEMCPY ? "memcpy" : "memset");
+        put(w, ", "); j_k(w, "category"); j_s(w, mp_tcat_names[k->cat]);
+        put(w, ", "); j_k(w, "count"); j_i(w, k->count);
+        put(w, ", "); j_k(w, "total_us"); j_us(w, k->total);
+        put(w, ", "); j_k(w, "mean_us"); j_us(w, k->count ? k->total / k->count : 0);
+        put(w, ", "); j_k(w, "percent");
+        j_d(w, t->kernel_total > 0 ? 100.0 * (double)k->total / (double)t->kernel_total : 0);
+        put(w, ", "); j_k(w, "operator"); j_s(w, k->op);
+        put(w, "}");
+    }
+    pf(w, "\n%s  ]", ind);
+    /* modules */
+    pf(w, ",\n%s  ", ind); j_k(w, "modules"); put(w, "[");
+    for (int m = 0; m < t->n_mods; m++) {
+        const mp_module *md = &t->mods[m];
+        const mp_tmod *f = &t->mfig[m];
+        pf(w, "%s\n%s    {", m ? "," : "", ind);
+        j_k(w, "path"); j_s(w, md->path);
+        put(w, ", "); j_k(w, "name"); j_s(w, md->name);
+        put(w, ", "); j_k(w, "class"); j_s(w, m ? md->cls : NULL);
+        put(w, ", "); j_k(w, "depth"); j_i(w, md->depth);
+        put(w, ", "); j_k(w, "parent"); j_i(w, md->parent);
+        put(w, ", "); j_k(w, "calls"); j_i(w, f->calls);
+        put(w, ", "); j_k(w, "fwd_device_us"); j_us(w, f->fwd);
+        put(w, ", "); j_k(w, "bwd_device_us"); j_us(w, f->bwd);
+        put(w, ", "); j_k(w, "flops"); j_u(w, f->flops);
+        put(w, ", "); j_k(w, "fwd_tflops");
+        if (f->flops && f->fwd > 0) j_d(w, tflops(f->flops, f->fwd)); else put(w, "null");
+        put(w, "}");
+    }
+    pf(w, "%s]", t->n_mods ? "\n  " : "");
+    pf(w, ",\n%s  ", ind); j_k(w, "backward_link"); put(w, "{");
+    j_k(w, "backward_operators"); j_i(w, t->bwd_ops);
+    put(w, ", "); j_k(w, "flows_followed"); j_i(w, t->linked_flow);
+    put(w, ", "); j_k(w, "linked"); j_i(w, t->linked_bwd); put(w, "}");
+    /* memory */
+    pf(w, ",\n%s  ", ind); j_k(w, "memory"); put(w, "{");
+    j_k(w, "peak_allocated_bytes");
+    if (t->mem_peak_alloc >= 0) j_i(w, t->mem_peak_alloc); else put(w, "null");
+    put(w, ", "); j_k(w, "peak_reserved_bytes");
+    if (t->mem_peak_reserved >= 0) j_i(w, t->mem_peak_reserved); else put(w, "null");
+    put(w, ", "); j_k(w, "device_memory_bytes");
+    if (t->raw.device_mem >= 0) j_i(w, t->raw.device_mem); else put(w, "null");
+    put(w, "}");
+    /* findings */
+    pf(w, ",\n%s  ", ind); j_k(w, "findings"); put(w, "[");
+    for (int i = 0; i < t->n_findings; i++) {
+        pf(w, "%s\n%s    {", i ? "," : "", ind);
+        j_k(w, "rank"); j_i(w, i + 1);
+        put(w, ", "); j_k(w, "score"); j_d(w, t->findings[i].score);
+        put(w, ", "); j_k(w, "text"); j_s(w, t->findings[i].text);
+        put(w, "}");
+    }
+    pf(w, "%s]", t->n_findings ? "\n  " : "");
+    pf(w, "\n%s}", ind);
+}
+
+mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
+                               FILE *f) {
+    tr *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    w->out = (mp_out){f, 0, TR_BUF, w->buf};
+    w->o = o;
+    if (n == 1) {
+        json_one(w, t[0], "");
+    } else {
+        put(w, "{\n  \"ranks\": [\n    ");
+        int slow = 0;
+        for (int i = 0; i < n; i++) {
+            if (i) put(w, ",\n    ");
+            json_one(w, t[i], "    ");
+            if (t[i]->n_steps && t[slow]->n_steps &&
+                t[i]->wall_total / t[i]->n_steps > t[slow]->wall_total / t[slow]->n_steps)
+                slow = i;
+        }
+        put(w, "\n  ],\n  \"slowest\": {");
+        j_k(w, "index"); j_i(w, slow);
+        put(w, ", "); j_k(w, "rank");
+        if (t[slow]->raw.rank >= 0) j_i(w, t[slow]->raw.rank); else put(w, "null");
+        put(w, ", "); j_k(w, "trace"); j_s(w, t[slow]->path);
+        put(w, ", "); j_k(w, "mean_step_us");
+        j_us(w, t[slow]->n_steps ? t[slow]->wall_total / t[slow]->n_steps : 0);
+        put(w, "}\n}");
+    }
+    put(w, "\n");
+    mp_out_flush(&w->out);
+    free(w);
+    return MP_OK;
+}

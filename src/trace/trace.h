@@ -1,0 +1,214 @@
+/* Trace analysis: torch.profiler (Kineto) Chrome traces of GPU training.
+ *
+ *   trace.json(.gz) --read (streaming)--> compact records --link--> steps,
+ *   operators, kernels, modules, memory, findings --report--> text | json
+ *
+ * read.c   one streaming pass: gzip (zlib inflate) or plain bytes, a
+ *          hand-written JSON tokenizer, each event reduced to a compact
+ *          record with interned names; nothing else of the file is kept.
+ * analyze.c linking: kernel -> operator (External id), operator tree per
+ *          thread (PyTorch's EventList rules), backward -> forward operator
+ *          (fwdbwd flows, sequence numbers), operator -> nn.Module scope;
+ *          then steps, operator and kernel tables, module tree, memory,
+ *          FLOPs, efficiency and findings.
+ * report.c text and JSON writers (tree through src/report/tree.c).
+ *
+ * Times are integer nanoseconds throughout (Kineto writes microseconds
+ * with three decimals; a double would lose the last digit at 4.5e12 us).
+ * Ids (External id, correlation, Sequence number) are kept as 32-bit
+ * values, as Kineto and CUPTI count them; one outside 0..2^31-1 is kept as
+ * "none" (the event stays, unlinked). */
+#ifndef MP_TRACE_H
+#define MP_TRACE_H
+
+#include "base/base.h"
+#include "graph/graph.h"
+
+#include <stdio.h>
+
+/* x += y, saturating at the type's bounds (x is int64_t or uint64_t): a
+ * hostile trace's sums (durations of deeply nested spans, FLOPs) must not
+ * overflow. */
+#define MP_SADD(x, y)                                                                   \
+    do {                                                                                \
+        __typeof__(x) *sadd_p_ = &(x);                                                  \
+        __typeof__(x) sadd_y_ = (__typeof__(x))(y), sadd_v_;                            \
+        if (__builtin_add_overflow(*sadd_p_, sadd_y_, &sadd_v_))                        \
+            sadd_v_ = (__typeof__(x))-1 > 0 ? (__typeof__(x))-1                         \
+                    : sadd_y_ > 0 ? (__typeof__(x))INT64_MAX : (__typeof__(x))INT64_MIN; \
+        *sadd_p_ = sadd_v_;                                                             \
+    } while (0)
+
+/* ---- records kept from the file ---- */
+
+enum { MP_TS_OP, MP_TS_ANNOT, MP_TS_RUNTIME, MP_TS_MODULE };      /* span kinds */
+enum { MP_TD_KERNEL, MP_TD_MEMCPY, MP_TD_MEMSET, MP_TD_ANNOT };   /* device kinds */
+
+/* A CPU-side span: ATen operator, user annotation, CUDA runtime/driver
+ * call or an nn.Module scope. */
+typedef struct mp_tspan {
+    int64_t ts, end;       /* ns */
+    uint64_t flops;        /* computed from the recorded shapes; 0 */
+    int32_t ext;           /* External id (operators, annotations, launches); -1 */
+    int32_t corr;          /* correlation (runtime calls); -1 */
+    int32_t seq;           /* Sequence number; -1 */
+    uint32_t name;         /* interned name */
+    int32_t tid;           /* thread index */
+    uint8_t kind;
+    uint8_t dtype;         /* MP_TDT_* of the first input, for FLOP-counted ops */
+} mp_tspan;
+
+/* A device-side interval: kernel, memcpy, memset, device annotation. */
+typedef struct mp_tdev {
+    int64_t ts, end;
+    int32_t ext;           /* External id of the launching operator; -1 */
+    int32_t corr;          /* correlation of the launch; -1 */
+    uint32_t name;
+    int32_t stream;
+    int32_t device;
+    uint8_t kind;
+} mp_tdev;
+
+/* A [memory] instant event. */
+typedef struct mp_tmem {
+    int64_t ts;
+    int64_t bytes;         /* + allocation, - free */
+    int64_t allocated;     /* Total Allocated after it */
+    int64_t reserved;      /* Total Reserved after it */
+    int32_t tid;
+    int8_t device_type;    /* 1: CUDA, 0: CPU */
+} mp_tmem;
+
+/* One end of a fwdbwd flow. */
+typedef struct mp_tflow {
+    int64_t id, ts;
+    int32_t tid;
+    uint8_t start;         /* 's' (forward) or 'f' (backward) */
+} mp_tflow;
+
+enum { MP_TDT_NONE, MP_TDT_FP32, MP_TDT_FP16, MP_TDT_BF16, MP_TDT_FP8, MP_TDT_FP64, MP_TDT_COUNT };
+
+typedef struct mp_trace_raw {
+    mp_arena arena;        /* names */
+    mp_strmap names_map;
+    const char **names;    /* index -> name */
+    int n_names, cap_names;
+    mp_tspan *spans;  size_t n_spans, cap_spans;
+    mp_tdev *devs;    size_t n_devs, cap_devs;
+    mp_tmem *mems;    size_t n_mems, cap_mems;
+    mp_tflow *flows;  size_t n_flows, cap_flows;
+    int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
+    /* top-level fields */
+    char device_name[128];
+    int64_t device_mem;    /* totalGlobalMem; -1 unknown */
+    int64_t device_sms;
+    int rank;              /* distributedInfo.rank; -1 */
+    uint64_t bytes;        /* uncompressed JSON bytes read */
+    uint64_t n_events;     /* traceEvents elements */
+    bool gzipped;
+} mp_trace_raw;
+
+/* Read a whole trace. `label` names the input in messages. Returns
+ * MP_ERR_IO (cannot open/read), MP_ERR_FORMAT (with the byte offset or
+ * event) or MP_ERR_NOMEM; on error `t` is freed. */
+mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
+mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
+                               mp_trace_raw *t);
+void mp_trace_raw_free(mp_trace_raw *t);
+
+/* ---- the analysis ---- */
+
+enum { MP_TC_GEMM, MP_TC_CONV, MP_TC_ATTN, MP_TC_ELEM, MP_TC_MEM, MP_TC_COMM, MP_TC_OTHER,
+       MP_TC_COUNT };
+extern const char *const mp_tcat_names[MP_TC_COUNT];      /* "gemm", ... (JSON keys) */
+extern const char *const mp_tcat_labels[MP_TC_COUNT];     /* "GEMM", ... (text) */
+
+enum { MP_TI_LOADER, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
+extern const char *const mp_tidle_names[MP_TI_COUNT];
+extern const char *const mp_tidle_labels[MP_TI_COUNT];
+
+typedef struct mp_tstep {
+    const char *name;
+    int64_t ts, wall, busy;
+    int64_t idle[MP_TI_COUNT];
+    int64_t cat[MP_TC_COUNT];       /* device time by category (streams summed) */
+    int64_t loader_wall;            /* CPU time in data loader calls */
+    int64_t optimizer;              /* CPU wall time of Optimizer.step */
+    int64_t optimizer_dev;          /* device span of Optimizer.step (gpu_user_annotation) */
+    uint64_t flops;
+    int64_t mem_start, mem_peak, mem_end;   /* allocated bytes; -1 unknown */
+} mp_tstep;
+
+typedef struct mp_top {            /* a key_averages row */
+    const char *name;
+    bool device;                    /* a device-side row (kernel, memcpy, annotation) */
+    int64_t count;
+    int64_t cpu_total, self_cpu, dev_total, self_dev;   /* ns */
+    uint64_t flops;
+    int64_t alloc_bytes;            /* device bytes allocated directly inside it */
+} mp_top;
+
+typedef struct mp_tkernel {
+    const char *name, *short_name, *op;
+    uint8_t kind, cat;
+    int64_t count, total;
+} mp_tkernel;
+
+typedef struct mp_tmod {            /* per module tree node, rolled up */
+    int64_t fwd, bwd;               /* device ns */
+    uint64_t flops;                 /* forward FLOPs */
+    int64_t calls;
+} mp_tmod;
+
+typedef struct mp_tfinding {
+    double score;                   /* share of step time it concerns (ranking) */
+    char text[480];
+} mp_tfinding;
+
+typedef struct mp_trace {
+    mp_trace_raw raw;
+    const char *path;
+    mp_tstep *steps; int n_steps;
+    mp_top *ops; int n_ops;
+    mp_tkernel *kernels; int n_kernels;
+    int64_t kernel_total;           /* sum of device event time */
+    /* module tree: the same record as a model's, walked by the tree writer */
+    mp_module *mods; mp_tmod *mfig; int n_mods;
+    int64_t mem_peak_alloc, mem_peak_reserved;  /* -1: no memory events */
+    int dominant_dtype;
+    double peak_tflops;             /* used peak (0: unknown) */
+    const char *peak_source;        /* "table: H100 SXM bf16 dense", "--peak-tflops" */
+    uint64_t flops_total;
+    int64_t wall_total, busy_total;
+    int64_t linked_bwd, bwd_ops;    /* backward operators tied to a forward one */
+    int64_t linked_flow;            /* links made by fwdbwd flows (the rest: sequence numbers) */
+    mp_tfinding *findings; int n_findings;
+} mp_trace;
+
+typedef struct mp_trace_options {
+    double peak_tflops;             /* > 0: override */
+    int depth;                      /* module tree depth, -1 all */
+    int top;                        /* rows per table, -1 all */
+} mp_trace_options;
+
+/* Read and analyse one file. */
+mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t);
+mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
+                               const mp_trace_options *o, mp_trace *t);
+/* Analyse records already read (takes ownership of raw). */
+mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t);
+void mp_trace_free(mp_trace *t);
+
+/* A datasheet peak for a device name and dtype (TFLOPS, dense); 0 when
+ * unknown. `label` gets the table row's name. */
+double mp_trace_peak(const char *device, int dtype, const char **label);
+/* "void at::native::foo<...>(...)" -> "foo<...>" shortened for tables. */
+void mp_trace_short_name(const char *name, char *out, size_t n);
+
+/* Writers. Several traces (one per rank) print side by side. */
+mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
+                               FILE *f);
+mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
+                               FILE *f);
+
+#endif

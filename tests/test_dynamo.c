@@ -1,0 +1,246 @@
+/* Models from PyTorch's dynamo exporter (torch 2.11, IR 10, opset 20;
+ * models/dynamo/, weights left out) against PyTorch's own figures beside
+ * each (NAME.json): parameters, MACs (FlopCounterMode's total / 2) and the
+ * module tree (paths, parameter counts, classes). Run from the repository
+ * root. */
+#include <stdlib.h>
+
+#include "analyze/profile.h"
+#include "graph/graph.h"
+#include "jsonr.h"
+#include "tbuild.h"
+#include "test.h"
+
+static const char *const fixtures[] = {
+    "distilbert_base", "opt_125m", "pythia_70m", "qwen3_2layers",
+    "timm_deit_small_distilled_patch16_224", "timm_mobilenetv3_large_100",
+    "timm_resnet18_folded",
+};
+
+/* DeiT's reference leaves out its fused attention's two products
+ * (FlopCounterMode has no rule for the CPU kernel): 12 layers x 2 products
+ * x batch 2 x 6 heads x 198 x 198 x 64 (models/dynamo/README.md). */
+#define DEIT_ATTENTION_MACS (12ull * 2 * 2 * 6 * 198 * 198 * 64)
+/* The folded ResNet-18: PyTorch's 11,689,512 less each folded
+ * BatchNorm's scale and shift (2 x 4,800) plus the bias each convolution
+ * gained (4,800): what the graph holds. */
+#define RESNET18_FOLDED_PARAMS 11684712ull
+
+typedef struct fixture {
+    jr *ref;
+    char *bytes;              /* the .onnx file, to look for a scope name */
+    size_t n_bytes;
+    mp_model *m;
+    mp_profile *p;
+} fixture;
+
+static void fixture_free(fixture *f) {
+    mp_profile_free(f->p);
+    mp_model_free(f->m);
+    jr_free(f->ref);
+    free(f->bytes);
+}
+
+/* Load models/dynamo/NAME.onnx with the input shapes of its reference
+ * (scaled by `batch` when > 0) and profile it. */
+static bool fixture_load(const char *name, int64_t batch, fixture *f) {
+    memset(f, 0, sizeof *f);
+    char path[256];
+    size_t len;
+    snprintf(path, sizeof path, "models/dynamo/%s.json", name);
+    char *text = jr_slurp(path, &len);
+    if (!text || !(f->ref = jr_parse(text, len, NULL))) {
+        mp_t_fail(__FILE__, __LINE__, "%s: cannot read the reference", path);
+        free(text);
+        return false;
+    }
+    free(text);
+    snprintf(path, sizeof path, "models/dynamo/%s.onnx", name);
+    f->bytes = jr_slurp(path, &f->n_bytes);
+    if (mp_model_load(path, &f->m)) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        return false;
+    }
+    for (const jr *in = jr_get(f->ref, "inputs")->child; in; in = in->next) {
+        int64_t dims[8];
+        int rank = 0;
+        for (const jr *d = in->child; d && rank < 8; d = d->next) dims[rank++] = d->i;
+        if (batch > 0) dims[0] = batch;
+        if (mp_model_set_input_shape(f->m, in->key, dims, rank)) {
+            mp_t_fail(__FILE__, __LINE__, "%s: input %s: %s", path, in->key, mp_last_error());
+            return false;
+        }
+    }
+    if (mp_profile_static(f->m, &f->p)) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        return false;
+    }
+    return true;
+}
+
+/* Does the file name module `path` as a scope: "'path'" as an element of
+ * a name_scopes list ("['', 'a', 'a.b', ...]")? */
+static bool file_names_scope(const fixture *f, const char *path) {
+    char pat[300];
+    int n = snprintf(pat, sizeof pat, ", '%s'", path);
+    if (n <= 0 || (size_t)n >= sizeof pat || !f->bytes) return false;
+    for (size_t i = 0; i + (size_t)n <= f->n_bytes; i++)
+        if (f->bytes[i] == ',' && memcmp(f->bytes + i, pat, (size_t)n) == 0 &&
+            (f->bytes[i + (size_t)n] == ',' || f->bytes[i + (size_t)n] == ']'))
+            return true;
+    return false;
+}
+
+static void t_dynamo_params_and_macs(void) {
+    for (size_t i = 0; i < MP_ARRAY_LEN(fixtures); i++) {
+        fixture f;
+        if (!fixture_load(fixtures[i], 0, &f)) {
+            fixture_free(&f);
+            continue;
+        }
+        bool folded = strcmp(fixtures[i], "timm_resnet18_folded") == 0;
+        uint64_t want = folded ? RESNET18_FOLDED_PARAMS
+                               : (uint64_t)jr_get(f.ref, "torch_params")->i;
+        if (f.p->total.params != want)
+            mp_t_fail(__FILE__, __LINE__, "%s: params %llu, expected %llu", fixtures[i],
+                      (unsigned long long)f.p->total.params, (unsigned long long)want);
+        uint64_t macs = (uint64_t)jr_path(f.ref, "flop_counter.total")->i / 2;
+        if (strstr(fixtures[i], "deit")) macs += DEIT_ATTENTION_MACS;
+        if (f.p->total.macs != macs)
+            mp_t_fail(__FILE__, __LINE__, "%s: MACs %llu, expected %llu", fixtures[i],
+                      (unsigned long long)f.p->total.macs, (unsigned long long)macs);
+        T_EQ(f.p->total.uncounted, 0);
+        T_EQ(f.p->total.unknown, 0);
+        /* every parameter is fp32 in these exports: no other dtype line */
+        for (int dt = 0; dt < MP_DT_COUNT; dt++)
+            if (dt != MP_DT_FLOAT && f.p->params_by_dtype[dt])
+                mp_t_fail(__FILE__, __LINE__, "%s: %llu params of %s", fixtures[i],
+                          (unsigned long long)f.p->params_by_dtype[dt], mp_dtype_name(dt));
+        fixture_free(&f);
+    }
+}
+
+/* Every module of the reference's module_params (depth <= 3) is in the
+ * tree with the same parameter count and, where ours names a class, the
+ * same class; every module the file names as a scope has its class. A
+ * module missing from the tree must hold no parameters and appear nowhere
+ * in the file's scopes (an Identity or an eval-mode Dropout leaves no
+ * node). The folded ResNet-18 is left out: its tree is what the folding
+ * left. */
+static void t_dynamo_module_tree(void) {
+    for (size_t i = 0; i < MP_ARRAY_LEN(fixtures); i++) {
+        if (strcmp(fixtures[i], "timm_resnet18_folded") == 0) continue;
+        fixture f;
+        if (!fixture_load(fixtures[i], 0, &f)) {
+            fixture_free(&f);
+            continue;
+        }
+        const jr *classes = jr_get(f.ref, "classes");
+        int matched = 0, absent = 0, total = 0;
+        for (const jr *e = jr_get(f.ref, "module_params")->child; e; e = e->next) {
+            total++;
+            const jr *cls = jr_get(classes, e->key);
+            int md = e->key[0] ? mp_strmap_get(&f.m->module_paths, e->key) : 0;
+            if (md < 0) {
+                absent++;
+                if (e->i != 0 || file_names_scope(&f, e->key))
+                    mp_t_fail(__FILE__, __LINE__, "%s: module '%s' (%lld params) is missing",
+                              fixtures[i], e->key, (long long)e->i);
+                continue;
+            }
+            const mp_module *mod = &f.m->modules[md];
+            if (f.p->mods[md].params != (uint64_t)e->i)
+                mp_t_fail(__FILE__, __LINE__, "%s: module '%s' has %llu params, PyTorch %lld",
+                          fixtures[i], e->key, (unsigned long long)f.p->mods[md].params,
+                          (long long)e->i);
+            else if (mod->cls && cls && strcmp(mod->cls, cls->s) != 0)
+                mp_t_fail(__FILE__, __LINE__, "%s: module '%s' is a %s, PyTorch says %s",
+                          fixtures[i], e->key, mod->cls, cls->s);
+            else if (!mod->cls && cls && e->key[0] && file_names_scope(&f, e->key))
+                mp_t_fail(__FILE__, __LINE__, "%s: module '%s' has no class, the file says %s",
+                          fixtures[i], e->key, cls->s);
+            else
+                matched++;
+        }
+        T_EQ(matched + absent, total);
+        T_CHECK(matched > total / 2);
+        /* exporter artefacts are no modules */
+        for (int md = 0; md < f.m->n_modules; md++)
+            if (strstr(f.m->modules[md].path, "_empty_nn_module_stack"))
+                mp_t_fail(__FILE__, __LINE__, "%s: artefact module '%s'", fixtures[i],
+                          f.m->modules[md].path);
+        fixture_free(&f);
+    }
+}
+
+/* Buffers the exporter declares are not parameters but a figure of their
+ * own: Qwen3's rotary inv_freq (64 fp32, folded by the exporter into an
+ * expanded table of the same size), Pythia's partial rotary inv_freq (8). */
+static void t_dynamo_buffers(void) {
+    struct {
+        const char *name;
+        uint64_t tensors, bytes;
+    } want[] = {{"qwen3_2layers", 1, 64 * 4}, {"pythia_70m", 1, 8 * 4}};
+    for (size_t i = 0; i < MP_ARRAY_LEN(want); i++) {
+        fixture f;
+        if (fixture_load(want[i].name, 0, &f)) {
+            T_EQ_U64(f.p->buffers, want[i].tensors);
+            T_EQ_U64(f.p->buffer_bytes, want[i].bytes);
+            const mp_module *rot = NULL;
+            for (int md = 0; md < f.m->n_modules; md++)
+                if (strstr(f.m->modules[md].path, "rotary_emb")) {
+                    rot = &f.m->modules[md];
+                    T_EQ_U64(f.p->mods[md].params, 0);
+                }
+            T_CHECK(rot != NULL);
+        }
+        fixture_free(&f);
+    }
+}
+
+/* Parameter counts do not depend on the input shapes: DeiT's class and
+ * distillation tokens are expanded over the batch, the text models'
+ * position tables are sliced by the sequence. */
+static void t_dynamo_params_fixed(void) {
+    const char *names[] = {"distilbert_base", "qwen3_2layers", "opt_125m"};
+    for (size_t i = 0; i < MP_ARRAY_LEN(names); i++) {
+        fixture a, b;
+        if (fixture_load(names[i], 1, &a) && fixture_load(names[i], 7, &b)) {
+            T_EQ_U64(a.p->total.params, b.p->total.params);
+            T_EQ_U64(a.p->total.params, (uint64_t)jr_get(a.ref, "torch_params")->i);
+            T_CHECK(b.p->total.macs > a.p->total.macs);
+        }
+        fixture_free(&a);
+        fixture_free(&b);
+    }
+}
+
+/* The same rule on a model built here: a [1, 1, 4] token expanded to
+ * [batch, 1, 4] and concatenated counts 4 parameters at any batch. */
+static void t_expand_param_any_batch(void) {
+    for (int64_t batch = 1; batch <= 16; batch *= 4) {
+        mp_model *m = tb_new(18);
+        tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(batch, 5, 4));
+        tb_weight(m, "tok", MP_DT_FLOAT, 3, TB_DIMS(1, 1, 4));
+        tb_const_i(m, "shape", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(batch, 1, 4));
+        tb_node(m, "Expand", "tok,shape", "e");
+        int cat = tb_node(m, "Concat", "e,x", "y");
+        tb_attr_i(m, cat, "axis", 1);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        if (p) {
+            T_EQ_U64(p->total.params, 4);
+            T_EQ_STR(tb_shape(m, "y"), batch == 1 ? "1x6x4" : batch == 4 ? "4x6x4" : "16x6x4");
+        }
+        tb_done(m, p);
+    }
+}
+
+MP_TESTS(dynamo){
+    {"dynamo_params_and_macs", t_dynamo_params_and_macs},
+    {"dynamo_module_tree", t_dynamo_module_tree},
+    {"dynamo_buffers", t_dynamo_buffers},
+    {"dynamo_params_fixed", t_dynamo_params_fixed},
+    {"expand_param_any_batch", t_expand_param_any_batch},
+};
+MP_TESTS_END(dynamo)

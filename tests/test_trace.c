@@ -1,0 +1,585 @@
+/* Trace analysis: the shared torch.profiler traces against PyTorch's own
+ * figures (key_averages, step times, peak memory), and each rule on small
+ * hand-made traces (nesting and self times, idle causes, forward/backward
+ * linking, module tree, memory peak, streaming, gzip, bad input). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "jsonr.h"
+#include "test.h"
+#include "trace/trace.h"
+
+/* ---- the shared traces against their references ---- */
+
+static const mp_top *find_op(const mp_trace *t, const char *name, bool device) {
+    for (int i = 0; i < t->n_ops; i++)
+        if (t->ops[i].device == device && strcmp(t->ops[i].name, name) == 0) return &t->ops[i];
+    return NULL;
+}
+
+static double rel(double ours, double ref) {
+    if (ours == ref) return 0;
+    return fabs(ours - ref) / (fabs(ref) > 1e-9 ? fabs(ref) : 1e-9);
+}
+
+/* Returns the worst relative error over the checked operators. */
+static double check_reference(const char *name, const int64_t *step_ns) {
+    char tpath[256], rpath[256];
+    snprintf(tpath, sizeof tpath, "tests/traces/%s.trace.json.gz", name);
+    snprintf(rpath, sizeof rpath, "tests/traces/%s.ref.json", name);
+    mp_trace t;
+    T_OK(mp_trace_open(tpath, NULL, &t));
+    size_t len;
+    char *text = jr_slurp(rpath, &len);
+    T_CHECK(text != NULL);
+    if (!text) return 1;
+    size_t err;
+    jr *ref = jr_parse(text, len, &err);
+    T_CHECK(ref != NULL);
+    if (!ref) return 1;
+    const jr *ka = jr_get(ref, "key_averages");
+    T_CHECK(ka && jr_len(ka) > 100);
+    double total = 0;
+    for (int i = 0; i < jr_len(ka); i++) total += jr_get(jr_at(ka, i), "self_device_time_total")->num;
+    double worst = 0;
+    int checked = 0, rows = 0;
+    for (int i = 0; i < jr_len(ka); i++) {
+        const jr *r = jr_at(ka, i);
+        const char *key = jr_get(r, "key")->s;
+        double cpu = jr_get(r, "cpu_time_total")->num;
+        /* a key can have a CPU row and a device row (ProfilerStep*): a
+         * device row has no CPU time and a device-side twin in ours */
+        const mp_top *o = NULL;
+        if (cpu == 0) o = find_op(&t, key, true);
+        if (!o) o = find_op(&t, key, false);
+        T_CHECK(o != NULL);
+        if (!o) {
+            fprintf(stderr, "  missing operator %s\n", key);
+            continue;
+        }
+        rows++;
+        T_EQ(o->count, (int64_t)jr_get(r, "count")->num);
+        double flops = jr_get(r, "flops")->num;
+        T_CHECK(rel((double)o->flops, flops) < 1e-9);
+        if (jr_get(r, "self_device_time_total")->num < 0.005 * total) continue;
+        checked++;
+        static const char *const f[] = {"cpu_time_total", "self_cpu_time_total",
+                                        "device_time_total", "self_device_time_total"};
+        int64_t ours[] = {o->cpu_total, o->self_cpu, o->dev_total, o->self_dev};
+        for (int k = 0; k < 4; k++) {
+            double e = rel((double)ours[k] / 1e3, jr_get(r, f[k])->num);
+            if (e > worst) worst = e;
+            T_CHECK(e < 0.01);
+        }
+    }
+    T_EQ(rows, jr_len(ka));
+    T_CHECK(checked >= 20);
+    /* steps: the ProfilerStep#N durations, and within 1% of the step times
+     * measured outside the profiler */
+    const jr *all = jr_get(ref, "step_ms_all"), *prof = jr_get(ref, "profiled_steps");
+    T_EQ(t.n_steps, jr_len(prof));
+    for (int k = 0; k < t.n_steps && k < jr_len(prof); k++) {
+        T_EQ(t.steps[k].wall, step_ns[k]);
+        double ms = jr_at(all, (int)jr_at(prof, k)->num)->num;
+        T_CHECK(rel((double)t.steps[k].wall / 1e6, ms) < 0.01);
+        T_CHECK(t.steps[k].busy > 0 && t.steps[k].busy <= t.steps[k].wall);
+        int64_t idle = 0;
+        for (int c = 0; c < MP_TI_COUNT; c++) idle += t.steps[k].idle[c];
+        T_EQ(idle, t.steps[k].wall - t.steps[k].busy);
+    }
+    /* peak memory: max_memory_allocated over the run peaks inside the window */
+    T_EQ(t.mem_peak_alloc, (int64_t)jr_get(ref, "peak_allocated_bytes")->num);
+    printf("  %s: %d operators, %d checked (>= 0.5%% of self device time), worst relative "
+           "error %.3g\n",
+           name, rows, checked, worst);
+    jr_free(ref);
+    free(text);
+    mp_trace_free(&t);
+    return worst;
+}
+
+static void t_ref_vit(void) {
+    /* ProfilerStep#3..5 "dur" in the file */
+    static const int64_t steps[] = {153751561, 130894298, 151884419};
+    check_reference("vit_b16_adamw_stack", steps);
+    /* every backward operator tied to a forward one; module tree by nesting */
+    mp_trace t;
+    T_OK(mp_trace_open("tests/traces/vit_b16_adamw_stack.trace.json.gz", NULL, &t));
+    T_EQ(t.linked_bwd, t.bwd_ops);
+    T_CHECK(t.bwd_ops > 1000);
+    int blocks = 0;
+    for (int m = 0; m < t.n_mods; m++) {
+        if (strcmp(t.mods[m].cls, "EncoderBlock") != 0) continue;
+        blocks++;
+        T_EQ(t.mfig[m].calls, 3);
+        T_CHECK(t.mfig[m].fwd > 0 && t.mfig[m].bwd > t.mfig[m].fwd);
+        T_CHECK(strncmp(t.mods[m].path, "VisionTransformer_0.Encoder_0.Sequential_0.EncoderBlock_", 56) == 0);
+    }
+    T_EQ(blocks, 12);
+    T_CHECK(t.peak_tflops > 900 && t.dominant_dtype == MP_TDT_BF16);
+    /* a launch-bound device, the optimizer's share on the device */
+    T_CHECK(t.n_findings > 0 && strstr(t.findings[0].text, "Launch-bound"));
+    bool opt = false;
+    for (int i = 0; i < t.n_findings; i++) opt |= strstr(t.findings[i].text, "Optimizer") != NULL;
+    T_CHECK(opt);
+    mp_trace_free(&t);
+}
+
+static void t_ref_mobilenet(void) {
+    static const int64_t steps[] = {314395846, 84178526, 85666781};
+    check_reference("mobilenet_v2_sgd_loader", steps);
+    mp_trace t;
+    T_OK(mp_trace_open("tests/traces/mobilenet_v2_sgd_loader.trace.json.gz", NULL, &t));
+    /* the first step waited on the loader for most of its time */
+    T_CHECK(t.steps[0].idle[MP_TI_LOADER] > t.steps[0].wall / 2);
+    T_CHECK(t.n_findings > 0 && strstr(t.findings[0].text, "data loader"));
+    T_EQ(t.n_mods, 0);
+    /* the operator table's "self dev%" is PyTorch's "Self CUDA %": 25.94%
+     * for convolution_backward in the reference's own table */
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    const mp_trace *one = &t;
+    mp_trace_options o = {0, -1, 20};
+    T_OK(mp_trace_report_text(&one, 1, &o, f));
+    fclose(f);
+    const char *row = buf ? strstr(buf, "\naten::convolution_backward ") : NULL;
+    T_CHECK(row != NULL);
+    if (row) {
+        const char *eol = strchr(row + 1, '\n');
+        T_CHECK(eol && eol - row > 8 && memcmp(eol - 6, "25.94%", 6) == 0);
+    }
+    free(buf);
+    mp_trace_free(&t);
+}
+
+/* ---- hand-made traces ---- */
+
+static mp_status open_text(const char *json, mp_trace *t) {
+    return mp_trace_open_memory(json, strlen(json), "test.json", NULL, t);
+}
+
+#define OP(name, tid, ts, dur, ext) \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"" name "\",\"pid\":1,\"tid\":" #tid ",\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{\"External id\":" #ext "}}"
+#define OPSEQ(name, tid, ts, dur, ext, seq) \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"" name "\",\"pid\":1,\"tid\":" #tid ",\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{\"External id\":" #ext ",\"Sequence number\":" #seq "}}"
+#define ANNOT(name, ts, dur) \
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{}}"
+#define RT(name, ts, dur, ext, corr) \
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{\"External id\":" #ext ",\"correlation\":" #corr "}}"
+#define KERN(name, ts, dur, ext, corr) \
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"" name "\",\"pid\":0,\"tid\":7,\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{\"External id\":" #ext ",\"correlation\":" #corr ",\"stream\":7}}"
+#define MOD(name, tid, ts, dur) \
+    "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"nn.Module: " name "\",\"pid\":1,\"tid\":" #tid ",\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{}}"
+#define FLOW(ph, id, tid, ts) \
+    "{\"ph\":\"" ph "\",\"id\":" #id ",\"pid\":1,\"tid\":" #tid ",\"ts\":" #ts ",\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"}"
+#define MEM(ts, bytes, alloc, res) \
+    "{\"ph\":\"i\",\"cat\":\"cpu_instant_event\",\"s\":\"t\",\"name\":\"[memory]\",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"args\":{\"Total Reserved\":" #res ",\"Total Allocated\":" #alloc ",\"Bytes\":" #bytes ",\"Device Type\":1}}"
+#define TRACE(...) "{\"deviceProperties\":[{\"name\":\"NVIDIA H100 80GB HBM3\",\"totalGlobalMem\":1000}],\"traceEvents\":[" __VA_ARGS__ "]}"
+
+/* Self CPU excludes children on the thread; device total includes the
+ * children's kernels; a child with its parent's name and no sibling is
+ * merged into it (key_averages counts it once). */
+static void t_nesting(void) {
+    const char *j = TRACE(
+        OP("outer", 1, 0, 100, 1) "," OP("aten::linear", 1, 10, 60, 2) ","
+        OP("aten::linear", 1, 12, 50, 3) "," OP("aten::mm", 1, 15, 40, 4) ","
+        RT("cudaLaunchKernel", 20, 5, 4, 100) "," KERN("gemm_kernel", 30, 25, 4, 100) ","
+        OP("aten::add", 1, 80, 10, 5) "," RT("cudaLaunchKernel", 82, 3, 5, 101) ","
+        KERN("add_kernel", 90, 4, 5, 101) "," KERN("other_kernel", 95, 2.5, 1, 102));
+    mp_trace t;
+    T_OK(open_text(j, &t));
+    const mp_top *outer = find_op(&t, "outer", false), *lin = find_op(&t, "aten::linear", false),
+                 *mm = find_op(&t, "aten::mm", false), *rt = find_op(&t, "cudaLaunchKernel", false),
+                 *gk = find_op(&t, "gemm_kernel", true);
+    T_CHECK(outer && lin && mm && rt && gk);
+    if (!outer || !lin || !mm || !rt || !gk) return;
+    T_EQ(lin->count, 1);                         /* merged */
+    T_EQ(lin->cpu_total, 60000);
+    T_EQ(lin->self_cpu, 60000 - 40000);          /* its child's child mm */
+    T_EQ(mm->self_cpu, 40000 - 5000);            /* the launch is a child */
+    T_EQ(mm->self_dev, 25000);
+    T_EQ(lin->dev_total, 25000);
+    T_EQ(lin->self_dev, 0);
+    T_EQ(outer->dev_total, 25000 + 4000 + 2500);
+    T_EQ(outer->self_dev, 2500);
+    T_EQ(outer->self_cpu, 100000 - 60000 - 10000);
+    T_EQ(rt->count, 2);
+    T_EQ(gk->count, 1);
+    T_EQ(gk->self_dev, 25000);
+    T_EQ(t.n_kernels, 3);
+    T_EQ_STR(t.kernels[0].name, "gemm_kernel");
+    T_EQ_STR(t.kernels[0].op, "aten::mm");
+    T_EQ(t.kernels[0].cat, MP_TC_GEMM);
+    mp_trace_free(&t);
+}
+
+/* Idle time by cause on one step of 1000 us:
+ *   [0,100)   loader call, device idle            -> data loader 100
+ *   k1 [100,200]
+ *   [200,300) k2 launched at 250, after the device went idle -> launch 100
+ *   k2 [300,400]; k3 launched at 350 (queued) -> [400,420) other 20
+ *   k3 [420,500]; sync call returns at 510; k4 launched at 650 -> [500,700) sync 200
+ *   k4 [700,800]; [800,1000) nothing follows -> other 200 */
+static void t_idle_causes(void) {
+    const char *j = TRACE(
+        ANNOT("ProfilerStep#1", 0, 1000) ","
+        ANNOT("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 100) ","
+        RT("cudaLaunchKernel", 90, 5, -1, 1) "," KERN("k1", 100, 100, -1, 1) ","
+        RT("cudaLaunchKernel", 250, 5, -1, 2) "," KERN("k2", 300, 100, -1, 2) ","
+        RT("cudaLaunchKernel", 350, 5, -1, 3) "," KERN("k3", 420, 80, -1, 3) ","
+        RT("cudaStreamSynchronize", 450, 60, -1, 4) ","
+        RT("cudaLaunchKernel", 650, 5, -1, 5) "," KERN("k4", 700, 100, -1, 5));
+    mp_trace t;
+    T_OK(open_text(j, &t));
+    T_EQ(t.n_steps, 1);
+    const mp_tstep *s = &t.steps[0];
+    T_EQ(s->wall, 1000000);
+    T_EQ(s->busy, 380000);
+    T_EQ(s->idle[MP_TI_LOADER], 100000);
+    T_EQ(s->idle[MP_TI_LAUNCH], 100000);
+    T_EQ(s->idle[MP_TI_SYNC], 200000);
+    T_EQ(s->idle[MP_TI_OTHER], 220000);
+    T_EQ(s->cat[MP_TC_OTHER], 380000);
+    mp_trace_free(&t);
+}
+
+/* Backward kernels count for the module of the forward operator the
+ * fwdbwd flow (or, without one, the sequence number) ties them to; the
+ * module tree comes from nesting: Block_0 holds Lin_0 and Lin_1. */
+static void t_fwd_bwd_modules(void) {
+    const char *j = TRACE(
+        MOD("Block_0", 1, 0, 200) "," MOD("Lin_0", 1, 0, 100) ","
+        OPSEQ("aten::mm", 1, 10, 40, 5, 7) "," KERN("fwd_a", 20, 10, 5, 1) ","
+        FLOW("s", 1, 1, 10) "," MOD("Lin_1", 1, 100, 100) ","
+        OPSEQ("aten::addmm", 1, 110, 40, 6, 8) "," KERN("fwd_b", 120, 30, 6, 2) ","
+        OPSEQ("MmBackward0", 2, 300, 60, 9, 7) "," OP("aten::mm", 2, 310, 40, 10) ","
+        KERN("bwd_a", 320, 20, 10, 3) "," FLOW("f", 1, 2, 300) ","
+        OPSEQ("AddmmBackward0", 2, 400, 60, 11, 8) "," OP("aten::mm", 2, 410, 40, 12) ","
+        KERN("bwd_b", 420, 50, 12, 4));
+    mp_trace t;
+    T_OK(open_text(j, &t));
+    T_EQ(t.bwd_ops, 2);
+    T_EQ(t.linked_bwd, 2);
+    T_EQ(t.n_mods, 4);   /* the root and three modules */
+    int block = -1, l0 = -1, l1 = -1;
+    for (int m = 0; m < t.n_mods; m++) {
+        if (strcmp(t.mods[m].name, "Block_0") == 0) block = m;
+        if (strcmp(t.mods[m].name, "Lin_0") == 0) l0 = m;
+        if (strcmp(t.mods[m].name, "Lin_1") == 0) l1 = m;
+    }
+    T_CHECK(block > 0 && l0 > 0 && l1 > 0);
+    if (block < 0 || l0 < 0 || l1 < 0) return;
+    T_EQ(t.mods[l0].parent, block);
+    T_EQ(t.mods[l1].parent, block);
+    T_EQ_STR(t.mods[l1].path, "Block_0.Lin_1");
+    T_EQ_STR(t.mods[l1].cls, "Lin");
+    T_EQ(t.mfig[l0].fwd, 10000);
+    T_EQ(t.mfig[l0].bwd, 20000);   /* by the flow */
+    T_EQ(t.mfig[l1].fwd, 30000);
+    T_EQ(t.mfig[l1].bwd, 50000);   /* by the sequence number */
+    T_EQ(t.mfig[block].fwd, 40000);
+    T_EQ(t.mfig[block].bwd, 70000);
+    mp_trace_free(&t);
+}
+
+/* Memory: the peak of Total Allocated/Reserved; bytes allocated count for
+ * the operator around them (allocator calls lifted to their caller). */
+static void t_memory(void) {
+    const char *j = TRACE(
+        ANNOT("ProfilerStep#1", 0, 100) "," OP("aten::mm", 1, 10, 20, 1) ","
+        OP("aten::empty", 1, 11, 2, 2) "," MEM(12, 200, 300, 512) ","
+        MEM(40, 50, 350, 1024) "," MEM(60, -150, 200, 1024) ","
+        ANNOT("ProfilerStep#2", 100, 100) "," MEM(150, 700, 900, 950));
+    mp_trace t;
+    T_OK(open_text(j, &t));
+    T_EQ(t.mem_peak_alloc, 900);
+    T_EQ(t.mem_peak_reserved, 1024);
+    T_EQ(t.n_steps, 2);
+    T_EQ(t.steps[0].mem_start, 100);
+    T_EQ(t.steps[0].mem_peak, 350);
+    T_EQ(t.steps[0].mem_end, 200);
+    T_EQ(t.steps[1].mem_start, 200);
+    T_EQ(t.steps[1].mem_peak, 900);
+    const mp_top *mm = find_op(&t, "aten::mm", false);
+    T_CHECK(mm && mm->alloc_bytes == 200);
+    /* reserved 1024 of a 1000-byte device: near capacity */
+    bool found = false;
+    for (int i = 0; i < t.n_findings; i++) found |= strstr(t.findings[i].text, "Memory near capacity") != NULL;
+    T_CHECK(found);
+    mp_trace_free(&t);
+}
+
+/* FLOPs counted from the recorded shapes, as PyTorch's with_flops. */
+static void t_flops(void) {
+    const char *j = TRACE(
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":2,"
+        "\"args\":{\"Input Dims\":[[32,1000],[1000,768]],\"Input type\":[\"c10::BFloat16\",\"c10::BFloat16\"]}},"
+        "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::conv2d\",\"pid\":1,\"tid\":1,\"ts\":5,\"dur\":2,"
+        "\"args\":{\"Concrete Inputs\":[\"\",\"\",\"\",\"[2, 2]\",\"[1, 1]\",\"[1, 1]\",\"1\"],"
+        "\"Input Dims\":[[128,3,224,224],[32,3,3,3],[],[],[],[],[]]}}");
+    mp_trace t;
+    T_OK(open_text(j, &t));
+    const mp_top *mm = find_op(&t, "aten::mm", false), *cv = find_op(&t, "aten::conv2d", false);
+    T_CHECK(mm && cv);
+    if (!mm || !cv) return;
+    T_EQ_U64(mm->flops, UINT64_C(2) * 32 * 1000 * 768);
+    /* 2 * N * Hout * Wout * kh * kw * Cin * Cout: 112x112 out */
+    T_EQ_U64(cv->flops, UINT64_C(2) * 128 * 112 * 112 * 3 * 3 * 3 * 32);
+    T_EQ(t.dominant_dtype, MP_TDT_BF16);   /* the conv has no recorded dtype */
+    mp_trace_free(&t);
+}
+
+/* A trace larger than the reader's window, plain and gzipped, read the
+ * same; names with escapes are undone. */
+static void t_streaming(void) {
+    size_t n = 60000;
+    size_t cap = n * 200 + 1024, len = 0;
+    char *b = malloc(cap);
+    len += (size_t)sprintf(b + len, "{\"traceEvents\":[");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(b + len,
+                               "%s{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"op\\\"%zu\\u00e9\","
+                               "\"pid\":1,\"tid\":1,\"ts\":%zu.5,\"dur\":1.25,\"args\":{\"External id\":%zu}}",
+                               i ? "," : "", i % 7, i * 10, i + 1);
+    len += (size_t)sprintf(b + len, "],\"traceName\":\"x\"}");
+    mp_trace a, z;
+    T_OK(mp_trace_open_memory(b, len, "big.json", NULL, &a));
+    /* gzip it */
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    T_EQ(deflateInit2(&zs, 1, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t zcap = deflateBound(&zs, len) + 64;
+    unsigned char *zb = malloc(zcap);
+    zs.next_in = (unsigned char *)b;
+    zs.avail_in = (uInt)len;
+    zs.next_out = zb;
+    zs.avail_out = (uInt)zcap;
+    T_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    size_t zlen = zs.total_out;
+    deflateEnd(&zs);
+    T_OK(mp_trace_open_memory(zb, zlen, "big.json.gz", NULL, &z));
+    T_EQ(a.raw.n_spans, n);
+    T_EQ(z.raw.n_spans, n);
+    T_EQ(a.raw.bytes, len);
+    T_EQ(z.raw.bytes, len);
+    T_CHECK(z.raw.gzipped && !a.raw.gzipped);
+    T_EQ(a.n_ops, 7);
+    /* the same bytes from a file: a plain file this large is mapped */
+    char path[] = "/tmp/mp-trace-big-XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0 && write(fd, b, len) == (ssize_t)len);
+    close(fd);
+    mp_trace f;
+    T_OK(mp_trace_open(path, NULL, &f));
+    T_EQ(f.raw.n_spans, n);
+    T_EQ(f.raw.bytes, len);
+    T_EQ(f.ops[0].cpu_total, a.ops[0].cpu_total);
+    mp_trace_free(&f);
+    /* cut short: the message names the file and the byte where it ends */
+    T_CHECK(truncate(path, (off_t)(len - 100)) == 0);
+    T_EQ(mp_trace_open(path, NULL, &f), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), path) && strstr(mp_last_error(), "truncated"));
+    unlink(path);
+    const mp_top *o = find_op(&a, "op\"3\xc3\xa9", false);
+    T_CHECK(o != NULL);
+    if (o) T_EQ(o->cpu_total, (int64_t)((n + 3) / 7) * 1250);
+    /* a truncated gzip stream is an error, not a shorter trace */
+    mp_trace c;
+    T_EQ(mp_trace_open_memory(zb, zlen / 2, "cut.json.gz", NULL, &c), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "cut.json.gz") && strstr(mp_last_error(), "gzip"));
+    mp_trace_free(&a);
+    mp_trace_free(&z);
+    free(zb);
+    free(b);
+}
+
+/* Bad input: a clear message naming the file and the byte or event. */
+static void t_bad_input(void) {
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"", "empty"},
+        {"hello", "not JSON"},
+        {"[1,2]", "not a Kineto trace"},
+        {"{\"a\":1}", "no \"traceEvents\""},
+        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1", "truncated"},
+        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1}]}", "no \"dur\""},
+        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":1,\"dur\":-5}]}", "absurd \"dur\""},
+        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":1e300,\"dur\":5}]}", "out of range"},
+        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"dur\":5}]}", "no \"ts\""},
+        {"{\"traceEvents\":[{\"ph\":\"X\" \"cat\":1}]}", "expected ',' or '}'"},
+        {"{\"traceEvents\":[1]}", "not an object"},
+        {"{\"traceEvents\":[]} x", "after the end"},
+        {"{\"traceEvents\":[{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"pid\":1,\"tid\":1,\"ts\":3}]}", "without \"id\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_trace t;
+        mp_status st = mp_trace_open_memory(cases[i].text, strlen(cases[i].text), "bad.json", NULL, &t);
+        T_EQ(st, MP_ERR_FORMAT);
+        const char *msg = mp_last_error();
+        if (!strstr(msg, "bad.json") || !strstr(msg, cases[i].want))
+            mp_t_fail(__FILE__, __LINE__, "case %zu: message '%s' lacks '%s'", i, msg, cases[i].want);
+    }
+    /* the event is named with its byte offset */
+    const char *j = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"kk\",\"pid\":0,\"tid\":7,\"ts\":1}]}";
+    mp_trace t;
+    T_EQ(mp_trace_open_memory(j, strlen(j), "bad.json", NULL, &t), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "byte 16") && strstr(mp_last_error(), "event 0 ('kk')"));
+}
+
+/* The command: text and JSON, a folder of ranks, exit 2 on a bad file. */
+static int run_cli(const char *const *args, char **out) {
+    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
+    char name[] = "/tmp/mp-trace-out-XXXXXX";
+    int fo = mkstemp(name);
+    unlink(name);
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = bin;
+    for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fo, 2);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap);
+    lseek(fo, 0, SEEK_SET);
+    for (;;) {
+        if (len + 4096 > cap) b = realloc(b, cap *= 2);
+        ssize_t r = read(fo, b + len, cap - len - 1);
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    b[len] = 0;
+    close(fo);
+    *out = b;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void t_cli(void) {
+    char *out;
+    int rc = run_cli((const char *const[]){"trace", "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz", NULL}, &out);
+    T_EQ(rc, 0);
+    T_CHECK(strstr(out, "Findings") && strstr(out, "ProfilerStep#3") && strstr(out, "Kernels") &&
+            strstr(out, "aten::convolution_backward"));
+    free(out);
+    rc = run_cli((const char *const[]){"trace", "--format", "json", "tests/traces/vit_b16_adamw_stack.trace.json.gz", NULL}, &out);
+    T_EQ(rc, 0);
+    size_t err;
+    jr *j = jr_parse(out, strlen(out), &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        T_EQ(jr_len(jr_get(j, "steps")), 3);
+        T_CHECK(jr_path(j, "memory.peak_allocated_bytes")->num == 3853049856.0);
+        const jr *s0 = jr_at(jr_get(j, "steps"), 0);
+        T_CHECK(jr_get(s0, "wall_us")->num == 153751.561);
+        T_CHECK(jr_get(jr_get(s0, "idle_causes_us"), "launch_bound") != NULL);
+        const jr *m = jr_at(jr_get(j, "modules"), 1);
+        T_CHECK(m && jr_get(m, "fwd_device_us") && jr_get(m, "bwd_device_us") && jr_get(m, "flops"));
+        T_CHECK(jr_len(jr_get(j, "operators")) == 193 && jr_len(jr_get(j, "findings")) > 0);
+        jr_free(j);
+    }
+    free(out);
+    rc = run_cli((const char *const[]){"trace", "tests/traces", NULL}, &out);
+    T_EQ(rc, 0);
+    T_CHECK(strstr(out, "Ranks") && strstr(out, "slowest rank: 0 (tests/traces/mobilenet"));
+    free(out);
+    char bad[] = "/tmp/mp-trace-bad-XXXXXX";
+    int fd = mkstemp(bad);
+    T_CHECK(write(fd, "{\"traceEvents\":[{\"ph\":", 22) == 22);
+    close(fd);
+    rc = run_cli((const char *const[]){"trace", bad, NULL}, &out);
+    T_EQ(rc, 2);
+    T_CHECK(strstr(out, bad) && strstr(out, "truncated"));
+    free(out);
+    unlink(bad);
+    rc = run_cli((const char *const[]){"trace", "--bogus", "x", NULL}, &out);
+    T_EQ(rc, 1);
+    free(out);
+}
+
+/* A folder of ranks: distributedInfo.rank read, the slowest rank named. */
+static void t_ranks(void) {
+    char dir[] = "/tmp/mp-trace-ranks-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    static const char *const body[] = {
+        "{\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":0,\"world_size\":2},\"traceEvents\":["
+        ANNOT("ProfilerStep#1", 0, 1000) "," KERN("ncclDevKernel_AllReduce_Sum_f32", 100, 500, -1, 1) "]}",
+        "{\"distributedInfo\":{\"backend\":\"nccl\",\"rank\":1,\"world_size\":2},\"traceEvents\":["
+        ANNOT("ProfilerStep#1", 0, 3000) "," KERN("ncclDevKernel_AllReduce_Sum_f32", 100, 500, -1, 1) "]}"};
+    char path[2][64];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path[i], sizeof path[i], "%s/r%d.trace.json", dir, i);
+        FILE *f = fopen(path[i], "w");
+        T_CHECK(f != NULL);
+        if (!f) return;
+        fputs(body[i], f);
+        fclose(f);
+    }
+    char *out;
+    int rc = run_cli((const char *const[]){"trace", "--format", "json", dir, NULL}, &out);
+    T_EQ(rc, 0);
+    size_t err;
+    jr *j = jr_parse(out, strlen(out), &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        T_EQ(jr_len(jr_get(j, "ranks")), 2);
+        T_CHECK(jr_path(j, "slowest.rank")->num == 1);
+        const jr *r0 = jr_at(jr_get(j, "ranks"), 0);
+        T_CHECK(jr_get(r0, "rank")->num == 0);
+        const jr *cat = jr_get(jr_at(jr_get(r0, "steps"), 0), "device_time_us");
+        T_CHECK(jr_get(cat, "communication")->num == 500);
+        jr_free(j);
+    }
+    free(out);
+    rc = run_cli((const char *const[]){"trace", dir, NULL}, &out);
+    T_EQ(rc, 0);
+    T_CHECK(strstr(out, "slowest rank: 1 (") != NULL);
+    free(out);
+    unlink(path[0]);
+    unlink(path[1]);
+    rmdir(dir);
+}
+
+static void t_peaks(void) {
+    const char *l;
+    T_CHECK(mp_trace_peak("NVIDIA H100 80GB HBM3", MP_TDT_BF16, &l) == 989.4 && strcmp(l, "H100 SXM") == 0);
+    T_CHECK(mp_trace_peak("NVIDIA H100 PCIe", MP_TDT_BF16, &l) == 756.5);
+    T_CHECK(mp_trace_peak("NVIDIA H200", MP_TDT_FP16, &l) == 989.4);
+    T_CHECK(mp_trace_peak("NVIDIA A100-SXM4-80GB", MP_TDT_BF16, &l) == 312);
+    T_CHECK(mp_trace_peak("NVIDIA L4", MP_TDT_BF16, &l) == 121 && strcmp(l, "L4") == 0);
+    T_CHECK(mp_trace_peak("NVIDIA L40S", MP_TDT_BF16, &l) == 362.05);
+    T_CHECK(mp_trace_peak("Some GPU", MP_TDT_BF16, &l) == 0 && l == NULL);
+    char b[128];
+    mp_trace_short_name("void at::native::vectorized_elementwise_kernel<8, at::native::FillFunctor<float>, "
+                        "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
+                        b, sizeof b);
+    T_EQ_STR(b, "vectorized_elementwise_kernel<8, FillFunctor<float>, array<char*, 1ul> >");
+}
+
+MP_TESTS(trace) {
+    {"ref_vit", t_ref_vit},
+    {"ref_mobilenet", t_ref_mobilenet},
+    {"nesting", t_nesting},
+    {"idle_causes", t_idle_causes},
+    {"fwd_bwd_modules", t_fwd_bwd_modules},
+    {"memory", t_memory},
+    {"flops", t_flops},
+    {"streaming", t_streaming},
+    {"bad_input", t_bad_input},
+    {"cli", t_cli},
+    {"ranks", t_ranks},
+    {"peaks", t_peaks},
+};
+MP_TESTS_END(trace)
