@@ -40,13 +40,17 @@ import subprocess
 import sys
 import time
 
-# OpenMP (libgomp: oneDNN in modelprof, and PyTorch) waits passively
-# between parallel regions: on a 2-core machine where anything else runs,
-# spinning workers steal the core the other thread needs (ResNet-50 took
-# 300-440 ms with libgomp's default spin and 57 ms passive, the same for
-# both OpenMP engines). Read once when libgomp loads, so set before torch
-# is imported and inherited by bench_run.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+# OpenMP (libgomp: oneDNN in modelprof, and PyTorch) spins only briefly
+# between parallel regions. libgomp's default (300,000 spins) is best on an
+# idle machine but on these 2 shared cores a spinning worker steals the
+# core the other thread needs (ResNet-50: 300-440 ms instead of 57 ms when
+# another job held a core); OMP_WAIT_POLICY=passive fixes that but pays a
+# futex wake per region on an idle machine (MobileNet-V2 7.4 ms instead of
+# 2.9). 20,000 spins (tens of microseconds, longer than the gap between two
+# kernels) kept 3.1 ms and 29.8 ms idle. Read once when libgomp loads, so
+# set before torch is imported; bench_run inherits it. Same for both
+# OpenMP engines.
+os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
