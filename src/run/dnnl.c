@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlfcn.h>
 #include <dnnl.h>
 #include <dnnl_debug.h>
 
@@ -36,6 +37,121 @@
  * rather than through <omp.h>, which clang does not ship on Debian. */
 extern void omp_set_num_threads(int n);
 extern int omp_get_max_threads(void);
+
+/* ----------------------------------------------------- loading oneDNN
+ * oneDNN (with libgomp and libstdc++ behind it) is loaded when a run first
+ * asks for it, not when the program starts: linked in, the dynamic loader
+ * spent about 1.5 ms on it at every start of the command, a third of a
+ * static profile of a 7B graph, which never runs a kernel. Each function
+ * the glue calls is reached through a pointer found by dlsym; the macros
+ * below make the calls read as the API's own. Without the library the glue
+ * serves no node and every node runs on its portable kernel. */
+#define MP__DL_FNS(X) \
+    X(dnnl_batch_normalization_forward_desc_init) \
+    X(dnnl_binary_desc_init) \
+    X(dnnl_dilated_convolution_forward_desc_init) \
+    X(dnnl_dilated_deconvolution_forward_desc_init) \
+    X(dnnl_eltwise_forward_desc_init) \
+    X(dnnl_engine_create) \
+    X(dnnl_layer_normalization_forward_desc_init) \
+    X(dnnl_logsoftmax_forward_desc_init) \
+    X(dnnl_matmul_desc_init) \
+    X(dnnl_memory_create) \
+    X(dnnl_memory_desc_equal) \
+    X(dnnl_memory_desc_get_size) \
+    X(dnnl_memory_desc_init_by_strides) \
+    X(dnnl_memory_desc_init_by_tag) \
+    X(dnnl_memory_destroy) \
+    X(dnnl_memory_set_data_handle) \
+    X(dnnl_pooling_v2_forward_desc_init) \
+    X(dnnl_post_ops_append_binary) \
+    X(dnnl_post_ops_append_eltwise) \
+    X(dnnl_post_ops_create) \
+    X(dnnl_post_ops_destroy) \
+    X(dnnl_primitive_attr_create) \
+    X(dnnl_primitive_attr_destroy) \
+    X(dnnl_primitive_attr_set_output_scales) \
+    X(dnnl_primitive_attr_set_post_ops) \
+    X(dnnl_primitive_attr_set_scratchpad_mode) \
+    X(dnnl_primitive_create) \
+    X(dnnl_primitive_desc_create) \
+    X(dnnl_primitive_desc_destroy) \
+    X(dnnl_primitive_desc_query_md) \
+    X(dnnl_primitive_destroy) \
+    X(dnnl_primitive_execute) \
+    X(dnnl_reorder_primitive_desc_create) \
+    X(dnnl_softmax_forward_desc_init) \
+    X(dnnl_status2str) \
+    X(dnnl_stream_create) \
+    X(dnnl_stream_wait) \
+    X(dnnl_sgemm) \
+    X(omp_get_max_threads) \
+    X(omp_set_num_threads)
+
+#define MP__DL_PTR(f) static __typeof__(f) *mp__dl_##f;
+MP__DL_FNS(MP__DL_PTR)
+#undef MP__DL_PTR
+
+static pthread_once_t mp__dl_once = PTHREAD_ONCE_INIT;
+static bool mp__dl_ok;
+
+static void mp__dl_load(void) {
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libdnnl.so", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    bool ok = true;
+    /* dlsym on the handle also searches libdnnl's dependencies (libgomp) */
+#define MP__DL_SYM(f) ok = ok && (*(void **)&mp__dl_##f = dlsym(h, #f)) != NULL;
+    MP__DL_FNS(MP__DL_SYM)
+#undef MP__DL_SYM
+    mp__dl_ok = ok;
+}
+
+bool mp_dnnl_available(void) {
+    pthread_once(&mp__dl_once, mp__dl_load);
+    return mp__dl_ok;
+}
+
+#define dnnl_batch_normalization_forward_desc_init (*mp__dl_dnnl_batch_normalization_forward_desc_init)
+#define dnnl_binary_desc_init (*mp__dl_dnnl_binary_desc_init)
+#define dnnl_dilated_convolution_forward_desc_init (*mp__dl_dnnl_dilated_convolution_forward_desc_init)
+#define dnnl_dilated_deconvolution_forward_desc_init (*mp__dl_dnnl_dilated_deconvolution_forward_desc_init)
+#define dnnl_eltwise_forward_desc_init (*mp__dl_dnnl_eltwise_forward_desc_init)
+#define dnnl_engine_create (*mp__dl_dnnl_engine_create)
+#define dnnl_layer_normalization_forward_desc_init (*mp__dl_dnnl_layer_normalization_forward_desc_init)
+#define dnnl_logsoftmax_forward_desc_init (*mp__dl_dnnl_logsoftmax_forward_desc_init)
+#define dnnl_matmul_desc_init (*mp__dl_dnnl_matmul_desc_init)
+#define dnnl_memory_create (*mp__dl_dnnl_memory_create)
+#define dnnl_memory_desc_equal (*mp__dl_dnnl_memory_desc_equal)
+#define dnnl_memory_desc_get_size (*mp__dl_dnnl_memory_desc_get_size)
+#define dnnl_memory_desc_init_by_strides (*mp__dl_dnnl_memory_desc_init_by_strides)
+#define dnnl_memory_desc_init_by_tag (*mp__dl_dnnl_memory_desc_init_by_tag)
+#define dnnl_memory_destroy (*mp__dl_dnnl_memory_destroy)
+#define dnnl_memory_set_data_handle (*mp__dl_dnnl_memory_set_data_handle)
+#define dnnl_pooling_v2_forward_desc_init (*mp__dl_dnnl_pooling_v2_forward_desc_init)
+#define dnnl_post_ops_append_binary (*mp__dl_dnnl_post_ops_append_binary)
+#define dnnl_post_ops_append_eltwise (*mp__dl_dnnl_post_ops_append_eltwise)
+#define dnnl_post_ops_create (*mp__dl_dnnl_post_ops_create)
+#define dnnl_post_ops_destroy (*mp__dl_dnnl_post_ops_destroy)
+#define dnnl_primitive_attr_create (*mp__dl_dnnl_primitive_attr_create)
+#define dnnl_primitive_attr_destroy (*mp__dl_dnnl_primitive_attr_destroy)
+#define dnnl_primitive_attr_set_output_scales (*mp__dl_dnnl_primitive_attr_set_output_scales)
+#define dnnl_primitive_attr_set_post_ops (*mp__dl_dnnl_primitive_attr_set_post_ops)
+#define dnnl_primitive_attr_set_scratchpad_mode (*mp__dl_dnnl_primitive_attr_set_scratchpad_mode)
+#define dnnl_primitive_create (*mp__dl_dnnl_primitive_create)
+#define dnnl_primitive_desc_create (*mp__dl_dnnl_primitive_desc_create)
+#define dnnl_primitive_desc_destroy (*mp__dl_dnnl_primitive_desc_destroy)
+#define dnnl_primitive_desc_query_md (*mp__dl_dnnl_primitive_desc_query_md)
+#define dnnl_primitive_destroy (*mp__dl_dnnl_primitive_destroy)
+#define dnnl_primitive_execute (*mp__dl_dnnl_primitive_execute)
+#define dnnl_reorder_primitive_desc_create (*mp__dl_dnnl_reorder_primitive_desc_create)
+#define dnnl_softmax_forward_desc_init (*mp__dl_dnnl_softmax_forward_desc_init)
+#define dnnl_status2str (*mp__dl_dnnl_status2str)
+#define dnnl_stream_create (*mp__dl_dnnl_stream_create)
+#define dnnl_stream_wait (*mp__dl_dnnl_stream_wait)
+#define dnnl_sgemm (*mp__dl_dnnl_sgemm)
+#define omp_get_max_threads (*mp__dl_omp_get_max_threads)
+#define omp_set_num_threads (*mp__dl_omp_set_num_threads)
 
 /* ---------------------------------------------------------------- engine */
 
@@ -1772,7 +1888,7 @@ static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_r
 static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
-    if (!g || !n || !n->op || !n->domain) return NULL;
+    if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
     if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return NULL;
     const char *op = n->op;
     bool swap;
@@ -1814,4 +1930,10 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (binary_ok(g, n, &swap)) return &k_binary;
     if (eltwise_ok(g, n)) return &k_eltwise;
     return NULL;
+}
+
+bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c) {
+    if (!mp_dnnl_available()) return false;
+    if (threads > 0) omp_set_num_threads(threads);
+    return dnnl_sgemm('N', 'N', s, s, s, 1.0f, a, s, b, s, 0.0f, c, s) == dnnl_success;
 }

@@ -10,4 +10,10 @@
  * when oneDNN does not serve it. */
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n);
 
+/* oneDNN is loaded on first use (dlopen): false when it cannot be. */
+bool mp_dnnl_available(void);
+/* C = A B on s x s row-major fp32 matrices with `threads` threads (0:
+ * as set), for the peak calibration; false without oneDNN or on failure. */
+bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c);
+
 #endif

@@ -5,7 +5,7 @@
  * fields. */
 #include "run/run.h"
 
-#include <dnnl.h>
+#include "run/dnnl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +47,6 @@ static double mp__min(const double *v, int n, int stride) {
 
 /* The fp32 peak of this machine with `threads` threads: the best of a few
  * 512^3 GEMMs through oneDNN (~0.15 s), in FLOP/s; 0 when the GEMM fails. */
-/* oneDNN runs on OpenMP (libgomp); the GEMM uses the run's threads. */
-extern void omp_set_num_threads(int n);
 
 double mp_run_peak_flops(int threads) {
     enum { S = 512 };
@@ -66,11 +64,10 @@ double mp_run_peak_flops(int threads) {
         b[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
         c[i] = 0;
     }
-    if (threads > 0) omp_set_num_threads(threads);
     double best = 0, spent = 0;
     for (int it = 0; it < 60 && (it < 4 || spent < 0.15); it++) {
         double t0 = mp_run_now();
-        if (dnnl_sgemm('N', 'N', S, S, S, 1.0f, a, S, b, S, 0.0f, c, S) != dnnl_success) {
+        if (!mp_dnnl_sgemm_peak(it == 0 ? threads : 0, S, a, b, c)) {
             best = 0;
             break;
         }
