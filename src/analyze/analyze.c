@@ -857,11 +857,7 @@ mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     return MP_OK;
 }
 
-void mp_profile_free(mp_profile *p) {
-    if (!p) return;
-    free(p->mods);
-    free(p->ops);
-    free(p->unresolved);
+void mp_profile_free_measured(mp_profile *p) {
     free(p->node_lat);
     free(p->node_lat_min);
     free(p->node_state);
@@ -871,6 +867,20 @@ void mp_profile_free(mp_profile *p) {
     free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
+    p->node_lat = p->node_lat_min = NULL;
+    p->node_state = p->node_head = NULL;
+    p->node_group = p->node_kernel = NULL;
+    p->mod_fused = NULL;
+    p->groups = NULL;
+    p->n_groups = 0;
+}
+
+void mp_profile_free(mp_profile *p) {
+    if (!p) return;
+    free(p->mods);
+    free(p->ops);
+    free(p->unresolved);
+    mp_profile_free_measured(p);
     free(p);
 }
 

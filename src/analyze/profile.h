@@ -86,6 +86,9 @@ struct mp_profile {
 
 enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };
 
+/* Free the measured fields (a run fills them again). */
+void mp_profile_free_measured(mp_profile *p);
+
 /* Walk the module tree depth-first (pre-order), skipping modules deeper
  * than max_depth (-1: all). The callback returns false to skip children. */
 typedef bool (*mp_module_visit)(const mp_profile *p, int module, void *ud);

@@ -115,17 +115,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
     mp_model *m = pl->m;
     int ns = pl->n_steps, nm = m->n_modules ? m->n_modules : 1;
     int nn = g->n_nodes;
-    free(p->node_lat);
-    free(p->node_lat_min);
-    free(p->node_state);
-    free(p->node_head);
-    free(p->node_group);
-    free(p->node_kernel);
-    free(p->mod_fused);
-    for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
-    free(p->groups);
-    p->groups = NULL;
-    p->n_groups = 0;
+    mp_profile_free_measured(p); /* a profile measured before */
     p->node_lat = calloc((size_t)nn + 1, sizeof *p->node_lat);
     p->node_lat_min = calloc((size_t)nn + 1, sizeof *p->node_lat_min);
     p->node_state = calloc((size_t)nn + 1, sizeof *p->node_state);

@@ -381,76 +381,8 @@ static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
     return RS_OK;
 }
 
-/* Skip any value. Containers are scanned iteratively (depth counted). */
-static int skip(rd *r, const char **pp, const char *e) {
-    const char *p = *pp;
-    if (ws(&p, e)) return RS_MORE;
-    char c = *p;
-    if (c == '"') {
-        const char *s;
-        size_t n;
-        bool esc;
-        int st = str(r, &p, e, &s, &n, &esc);
-        if (st) return st;
-        *pp = p;
-        return RS_OK;
-    }
-    if (c == '{' || c == '[') {
-        int depth = 0;
-        while (p < e) {
-            uint8_t k = rd_cls[(unsigned char)*p];
-            if (!k) {
-                p++;
-                continue;
-            }
-            if (k == 1) {
-                p++;
-                for (;;) {   /* to the closing quote, over escapes */
-                    p = find_quote(p, e);
-                    if (p >= e) return RS_MORE;
-                    if (*p == '"') break;
-                    if (p + 1 >= e) return RS_MORE;
-                    p += 2;
-                }
-                p++;
-                continue;
-            }
-            if (k == 2) {
-                if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
-            } else if (--depth == 0) {
-                *pp = p + 1;
-                return RS_OK;
-            }
-            p++;
-        }
-        return RS_MORE;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        /* a number we do not keep: its characters are checked, not its value */
-        const char *s0 = p;
-        p++;
-        while (p < e && ((unsigned)(*p - '0') < 10 || *p == '.' || *p == 'e' || *p == 'E' ||
-                         *p == '+' || *p == '-'))
-            p++;
-        if (p >= e) return RS_MORE;
-        if (c == '-' && p == s0 + 1) return rd_bad(r, s0, "expected a number");
-        *pp = p;
-        return RS_OK;
-    }
-    static const char *const lit[] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++) {
-        size_t k = strlen(lit[i]);
-        if (c == lit[i][0]) {
-            if ((size_t)(e - p) < k) return RS_MORE;
-            if (memcmp(p, lit[i], k) != 0) break;
-            *pp = p + k;
-            return RS_OK;
-        }
-    }
-    return rd_bad(r, p, "expected a JSON value");
-}
-
-/* The rest of an object whose '{' is behind p (members not needed). */
+/* The rest of an object or array whose opening bracket is behind p
+ * (members not needed), scanned iteratively with a depth count. */
 static int skip_rest(rd *r, const char **pp, const char *e) {
     const char *p = *pp;
     int depth = 1;
@@ -481,6 +413,51 @@ static int skip_rest(rd *r, const char **pp, const char *e) {
         p++;
     }
     return RS_MORE;
+}
+
+/* Skip any value. Containers are scanned iteratively (depth counted). */
+static int skip(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    if (ws(&p, e)) return RS_MORE;
+    char c = *p;
+    if (c == '"') {
+        const char *s;
+        size_t n;
+        bool esc;
+        int st = str(r, &p, e, &s, &n, &esc);
+        if (st) return st;
+        *pp = p;
+        return RS_OK;
+    }
+    if (c == '{' || c == '[') {
+        const char *q = p + 1;
+        int st = skip_rest(r, &q, e);
+        if (st == RS_OK) *pp = q;
+        return st;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        /* a number we do not keep: its characters are checked, not its value */
+        const char *s0 = p;
+        p++;
+        while (p < e && ((unsigned)(*p - '0') < 10 || *p == '.' || *p == 'e' || *p == 'E' ||
+                         *p == '+' || *p == '-'))
+            p++;
+        if (p >= e) return RS_MORE;
+        if (c == '-' && p == s0 + 1) return rd_bad(r, s0, "expected a number");
+        *pp = p;
+        return RS_OK;
+    }
+    static const char *const lit[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t k = strlen(lit[i]);
+        if (c == lit[i][0]) {
+            if ((size_t)(e - p) < k) return RS_MORE;
+            if (memcmp(p, lit[i], k) != 0) break;
+            *pp = p + k;
+            return RS_OK;
+        }
+    }
+    return rd_bad(r, p, "expected a JSON value");
 }
 
 /* After a member or element: ',' (returns RS_OK, *more = true) or the
