@@ -2355,11 +2355,31 @@ static int64_t shk_offset_at(int r, const int64_t *idims, int64_t e, const int64
     return off;
 }
 
+/* GatherElements / ScatterElements: indices (and updates, u) of data's
+ * rank, no longer than data along any axis but `axis` (where the index
+ * values choose): an element's coordinates then address data. */
+static mp_status shk_elements_fit(mp_kctx *k, const mp_rtensor *x, const mp_rtensor *ix,
+                                  const mp_rtensor *u, int axis) {
+    if (ix->rank != x->rank || (u && (u->rank != ix->rank)))
+        return mp_error(MP_ERR_SHAPE, "node %s (%s): indices of rank %d for data of rank %d",
+                        k->n->name, k->n->op, ix->rank, x->rank);
+    for (int d = 0; d < x->rank; d++) {
+        if (u && u->dims[d] != ix->dims[d])
+            return mp_error(MP_ERR_SHAPE, "node %s (%s): updates and indices differ in dim %d",
+                            k->n->name, k->n->op, d);
+        if (d != axis && ix->dims[d] > x->dims[d])
+            return mp_error(MP_ERR_SHAPE, "node %s (%s): indices dim %d is %lld, data has %lld",
+                            k->n->name, k->n->op, d, (long long)ix->dims[d], (long long)x->dims[d]);
+    }
+    return MP_OK;
+}
+
 static mp_status shk_gather_elements(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1];
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
     int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", 0), x->rank, &st);
+    if (!st) st = shk_elements_fit(k, x, ix, NULL, axis);
     if (st) return st;
     int64_t xs[MP_MAX_RANK];
     mp_kstrides(x->rank, x->dims, xs);
@@ -2397,6 +2417,7 @@ static mp_status shk_scatter_elements(mp_kctx *k) {
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
     int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", 0), x->rank, &st);
+    if (!st) st = shk_elements_fit(k, x, ix, u, axis);
     if (st) return st;
     if (y->data != x->data) memcpy(y->data, x->data, (size_t)x->numel * es);
     int64_t xs[MP_MAX_RANK];
