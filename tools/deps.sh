@@ -12,6 +12,13 @@ case "$1" in
 esac
 missing=""
 for p in $want; do
+    # Node.js and npm count as present when their commands are: a machine
+    # may carry another build of Node.js that bundles npm (and conflicts
+    # with Debian's npm package)
+    case "$p" in
+        nodejs) command -v node >/dev/null 2>&1 && continue ;;
+        npm) command -v npm >/dev/null 2>&1 && continue ;;
+    esac
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
