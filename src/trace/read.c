@@ -655,7 +655,11 @@ static void small_list(const char *s, size_t n, int64_t *out, int *cnt) {
     }
 }
 
-static int parse_concrete(rd *r, const char **pp, const char *e, ev *v) {
+/* An array whose string elements matter by position (the other elements
+ * are skipped): each string goes to take(v, i, s, n). */
+typedef void (*str_elem_fn)(ev *v, int i, const char *s, size_t n);
+
+static int parse_str_array(rd *r, const char **pp, const char *e, ev *v, str_elem_fn take) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '['));
     if (ws(&p, e)) return RS_MORE;
@@ -670,13 +674,7 @@ static int parse_concrete(rd *r, const char **pp, const char *e, ev *v) {
             size_t n;
             bool esc;
             TRY(str(r, &p, e, &s, &n, &esc));
-            if (i >= 3 && i <= 5) small_list(s, n, v->conv[i - 3], &v->nconv[i - 3]);
-            if (i == 6) {
-                int64_t g[3];
-                int c;
-                small_list(s, n, g, &c);
-                if (c == 1) v->groups = g[0];
-            }
+            take(v, i, s, n);
         } else {
             TRY(skip(r, &p, e));
         }
@@ -686,6 +684,18 @@ static int parse_concrete(rd *r, const char **pp, const char *e, ev *v) {
     }
     *pp = p;
     return RS_OK;
+}
+
+/* "Concrete Inputs": a convolution's stride, padding and dilation lists
+ * (elements 3-5) and its groups (6). */
+static void take_concrete(ev *v, int i, const char *s, size_t n) {
+    if (i >= 3 && i <= 5) small_list(s, n, v->conv[i - 3], &v->nconv[i - 3]);
+    if (i == 6) {
+        int64_t g[3];
+        int c;
+        small_list(s, n, g, &c);
+        if (c == 1) v->groups = g[0];
+    }
 }
 
 static uint8_t dtype_of(const char *s, size_t n) {
@@ -697,31 +707,9 @@ static uint8_t dtype_of(const char *s, size_t n) {
     return MP_TDT_NONE;
 }
 
-static int parse_types(rd *r, const char **pp, const char *e, ev *v) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '['));
-    if (ws(&p, e)) return RS_MORE;
-    if (*p == ']') {
-        *pp = p + 1;
-        return RS_OK;
-    }
-    for (int i = 0;; i++) {
-        if (ws(&p, e)) return RS_MORE;
-        if (*p == '"') {
-            const char *s;
-            size_t n;
-            bool esc;
-            TRY(str(r, &p, e, &s, &n, &esc));
-            if (i == 0) v->dtype = dtype_of(s, n);
-        } else {
-            TRY(skip(r, &p, e));
-        }
-        bool more;
-        TRY(sep(r, &p, e, ']', &more));
-        if (!more) break;
-    }
-    *pp = p;
-    return RS_OK;
+/* "Input type": the first input's dtype. */
+static void take_type(ev *v, int i, const char *s, size_t n) {
+    if (i == 0) v->dtype = dtype_of(s, n);
 }
 
 static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
@@ -762,7 +750,7 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
                 goto next;
             }
             if (fk && KEY_IS(k, kn, "Input type")) {
-                TRY(parse_types(r, &p, e, v));
+                TRY(parse_str_array(r, &p, e, v, take_type));
                 goto next;
             }
             break;
@@ -778,7 +766,7 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
                 dst = &v->alloc;
                 flag = &v->has_alloc;
             } else if (fk == F_CONV2D && KEY_IS(k, kn, "Concrete Inputs")) {
-                TRY(parse_concrete(r, &p, e, v));
+                TRY(parse_str_array(r, &p, e, v, take_concrete));
                 goto next;
             }
             break;
