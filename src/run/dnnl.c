@@ -1210,6 +1210,38 @@ static bool matmul_ok(const mp_graph *g, const mp_node *n) {
     return true;
 }
 
+/* The matmul primitive MatMul and Gemm both make: A from input 0, Y to
+ * output 0, B (bmd, as the primitive may lay it out; bplain, as stored)
+ * from the constant bdat, reordered once into the primitive's layout, or
+ * from input 1. attr (and the chain's post-ops) go into the primitive and
+ * are consumed either way. *pd is NULL when no primitive was made; made,
+ * the caller binds the rest and destroys it, even after an error here. */
+static mp_status matmul_pd_bind(mp_kctx *k, dk *s, const dnnl_memory_desc_t *amd,
+                                const dnnl_memory_desc_t *bmd, const dnnl_memory_desc_t *bplain,
+                                const dnnl_memory_desc_t *ymd, const float *bdat,
+                                dnnl_primitive_attr_t attr, chain *ch, dnnl_primitive_desc_t *pd) {
+    *pd = NULL;
+    mp_status st = chain_attr(k, ch, attr);
+    dnnl_matmul_desc_t md;
+    dnnl_status_t ds = st ? dnnl_success : dnnl_matmul_desc_init(&md, amd, bmd, NULL, ymd);
+    if (st || ds) {
+        dnnl_primitive_attr_destroy(attr);
+        return st ? st : dfail(k, ds, "memory descriptor");
+    }
+    if ((st = make_pd(k, &md, attr, ch, pd))) {
+        *pd = NULL;
+        return st;
+    }
+    st = dk_arg(k, s, DNNL_ARG_SRC, amd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, ymd, FROM_OUT, 0, NULL);
+    if (!st) {
+        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, bplain, bdat,
+                                      dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0));
+        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, bplain, FROM_IN, 1, NULL);
+    }
+    return st;
+}
+
 static mp_status matmul_prepare(mp_kctx *k, size_t *scratch) {
     const mp_graph *g = k->g;
     const mp_node *n = k->n;
@@ -1270,18 +1302,9 @@ static mp_status matmul_prepare(mp_kctx *k, size_t *scratch) {
     if (ds) goto dfail_;
     dnnl_primitive_attr_t attr;
     if ((st = attr_new(k, &attr))) goto fail;
-    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
-    dnnl_matmul_desc_t md;
-    if ((ds = dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &ymd))) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
-    dnnl_primitive_desc_t pd;
-    if ((st = make_pd(k, &md, attr, &ch, &pd))) goto fail;
-    st = dk_arg(k, s, DNNL_ARG_SRC, &amd, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
-    if (!st) {
-        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &bplain, bdat,
-                                      dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
-        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &bplain, FROM_IN, 1, NULL);
-    }
+    dnnl_primitive_desc_t pd = NULL;
+    st = matmul_pd_bind(k, s, &amd, &bmd, &bplain, &ymd, bdat, attr, &ch, &pd);
+    if (!pd) goto fail;
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
@@ -1351,18 +1374,9 @@ static mp_status gemm_prepare(mp_kctx *k, size_t *scratch) {
         dnnl_primitive_attr_destroy(attr);
         goto dfail_;
     }
-    if ((st = chain_attr(k, &ch, attr))) { dnnl_primitive_attr_destroy(attr); goto fail; }
-    dnnl_matmul_desc_t md;
-    if ((ds = dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &ymd))) { dnnl_primitive_attr_destroy(attr); goto dfail_; }
-    dnnl_primitive_desc_t pd;
-    if ((st = make_pd(k, &md, attr, &ch, &pd))) goto fail;
-    st = dk_arg(k, s, DNNL_ARG_SRC, &amd, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &ymd, FROM_OUT, 0, NULL);
-    if (!st) {
-        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, &bplain, bdat,
-                                      dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
-        else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &bplain, FROM_IN, 1, NULL);
-    }
+    dnnl_primitive_desc_t pd = NULL;
+    st = matmul_pd_bind(k, s, &amd, &bmd, &bplain, &ymd, bdat, attr, &ch, &pd);
+    if (!pd) goto fail;
     if (!st && c && beta != 0.0f) {
         int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
         if (cs) st = dk_arg(k, s, arg, &cmd, FROM_OWN, 0, cs);
