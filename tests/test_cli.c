@@ -7,62 +7,12 @@
 #include <unistd.h>
 
 #include "jsonr.h"
+#include "tcli.h"
 #include "test.h"
 
-typedef struct {
-    int code;
-    char *out, *err;
-    size_t out_len;
-} run_result;
-
-static char *slurp_fd(int fd, size_t *len) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (n + 4096 > cap) b = realloc(b, cap *= 2);
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    b[n] = 0;
-    if (len) *len = n;
-    return b;
-}
-
-static run_result run(const char *const *args) {
-    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
-    char out_name[] = "/tmp/mp-cli-out-XXXXXX", err_name[] = "/tmp/mp-cli-err-XXXXXX";
-    int fo = mkstemp(out_name), fe = mkstemp(err_name);
-    unlink(out_name);
-    unlink(err_name);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    run_result r = {0};
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp_fd(fo, &r.out_len);
-    r.err = slurp_fd(fe, NULL);
-    close(fo);
-    close(fe);
-    return r;
-}
-
-static void done(run_result *r) {
-    free(r->out);
-    free(r->err);
-}
+typedef t_cli run_result;
+static run_result run(const char *const *args) { return t_cli_run(args, 0, 0); }
+static void done(run_result *r) { t_cli_free(r); }
 
 #define RUN(...) run((const char *const[]){__VA_ARGS__, NULL})
 

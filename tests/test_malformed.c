@@ -21,6 +21,7 @@
 #include "graph/graph.h"
 #include "pbw.h"
 #include "tbuild.h"
+#include "tcli.h"
 #include "test.h"
 
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -79,68 +80,9 @@ static const char *write_model(const char *name, pbw *g, int opset) {
 
 /* ---- the command line ---- */
 
-typedef struct {
-    int code;
-    char *out, *err;
-} cli_res;
-
-static char *slurp(int fd) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (n + 4096 > cap) b = realloc(b, cap *= 2);
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    b[n] = 0;
-    return b;
-}
-
-/* Run the CLI; fsize_limit > 0 caps the size of files it writes. */
-static cli_res cli_run(const char *const *args, long fsize_limit) {
-    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
-    char on[] = "/tmp/mp-mal-out-XXXXXX", en[] = "/tmp/mp-mal-err-XXXXXX";
-    int fo = mkstemp(on), fe = mkstemp(en);
-    unlink(on);
-    unlink(en);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        if (fsize_limit > 0) {
-            struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
-            signal(SIGXFSZ, SIG_IGN);
-            setrlimit(RLIMIT_FSIZE, &rl);
-        }
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    cli_res r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(fo);
-    r.err = slurp(fe);
-    close(fo);
-    close(fe);
-    return r;
-}
-
-static cli_res cli(const char *const *args) { return cli_run(args, 0); }
-
-static void cli_free(cli_res *r) {
-    free(r->out);
-    free(r->err);
-}
+typedef t_cli cli_res;
+static cli_res cli(const char *const *args) { return t_cli_run(args, 0, 0); }
+static void cli_free(cli_res *r) { t_cli_free(r); }
 
 static int lines(const char *s) {
     int n = 0;
@@ -1396,7 +1338,7 @@ static void t_no_partial_output(void) {
     T_EQ_STR(line, "previous report\n");
     /* a write that fails half-way (files capped at 2 KB): exit 2, the old
      * report untouched, no temporary file left */
-    r = cli_run(ARGS("-o", out, "--dim", "batch=1", "models/resnet18.onnx"), 2048);
+    r = t_cli_run(ARGS("-o", out, "--dim", "batch=1", "models/resnet18.onnx"), 0, 2048);
     T_EQ(r.code, 2);
     T_EQ(lines(r.err), 1);
     T_CHECK(strstr(r.err, "report.txt") != NULL);

@@ -11,65 +11,13 @@
 
 #include "jsonr.h"
 #include "graph/graph.h"
+#include "tcli.h"
 #include "test.h"
 
-typedef struct {
-    int code;
-    char *out, *err;
-} rr;
+typedef t_cli rr;
+static void rr_done(rr *r) { t_cli_free(r); }
 
-static char *rr_slurp(int fd) {
-    size_t cap = 4096, n = 0;
-    char *b = malloc(cap);
-    lseek(fd, 0, SEEK_SET);
-    for (;;) {
-        if (n + 4096 > cap) b = realloc(b, cap *= 2);
-        ssize_t r = read(fd, b + n, cap - n - 1);
-        if (r <= 0) break;
-        n += (size_t)r;
-    }
-    b[n] = 0;
-    return b;
-}
-
-/* Run the CLI; a run that takes more than `secs` is killed (SIGALRM
- * survives exec) and reported as 128 + 14. */
-static rr rr_run(int secs, const char *const *args) {
-    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
-    char on[] = "/tmp/mp-run-out-XXXXXX", en[] = "/tmp/mp-run-err-XXXXXX";
-    int fo = mkstemp(on), fe = mkstemp(en);
-    unlink(on);
-    unlink(en);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        alarm((unsigned)secs);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    rr r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = rr_slurp(fo);
-    r.err = rr_slurp(fe);
-    close(fo);
-    close(fe);
-    return r;
-}
-
-static void rr_done(rr *r) {
-    free(r->out);
-    free(r->err);
-}
-
-#define RUN(secs, ...) rr_run(secs, (const char *const[]){__VA_ARGS__, NULL})
+#define RUN(secs, ...) t_cli_run((const char *const[]){__VA_ARGS__, NULL}, secs, 0)
 
 /* Every file of the malformed corpus and the seeds under --run: exit 2 or
  * a measured profile; never a crash, a hang or a usage error. */

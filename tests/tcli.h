@@ -1,0 +1,20 @@
+/* Running the command line from a test: one child process, its output and
+ * errors captured. Shared by the CLI, malformed-input and --run tests. */
+#ifndef MP_TCLI_H
+#define MP_TCLI_H
+
+#include <stddef.h>
+
+typedef struct t_cli {
+    int code;         /* exit status; 128 + signal when killed */
+    char *out, *err;  /* NUL-terminated */
+    size_t out_len;
+} t_cli;
+
+/* Run $MP_BIN (default build/modelprof) with args (NULL-terminated).
+ * secs > 0: killed after secs (SIGALRM survives exec, code 128 + 14);
+ * fsize > 0: files it writes are capped at fsize bytes. */
+t_cli t_cli_run(const char *const *args, int secs, long fsize);
+void t_cli_free(t_cli *r);
+
+#endif
