@@ -110,7 +110,16 @@ SAN_DNNL := -Wl,--no-as-needed -ldnnl -lgomp -Wl,--as-needed
 test-sanitize:
 	@sh tools/deps.sh sanitize
 	$(MAKE) BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS="-O1 -g $(SAN_FLAGS)" CLI_LDFLAGS= \
-	    LDLIBS="$(SAN_FLAGS) $(LDLIBS) $(SAN_DNNL)" $(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
+	    LDLIBS="$(SAN_FLAGS) $(LDLIBS) $(SAN_DNNL)" $(SAN_BUILD)/modelprof $(SAN_BUILD)/tests \
+	    $(SAN_BUILD)/conformance
+	@echo "== every conformance case on adversarial inputs (NaN, infinities, extreme integers): no crash"
+	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison \
+	    > $(SAN_BUILD)/poison.log 2>&1 || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison.log | head -40; exit 1; }
+	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison --portable \
+	    > $(SAN_BUILD)/poison-portable.log 2>&1 || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison-portable.log | head -40; exit 1; }
+	@grep -h "^run in scope" $(SAN_BUILD)/poison.log $(SAN_BUILD)/poison-portable.log
+	@echo "== the contrib and opset 23/24 kernels on adversarial contents: no crash"
+	/usr/bin/python3 tools/contrib_check.py --poison --modelprof $(SAN_BUILD)/modelprof --out $(SAN_BUILD)/contrib_poison
 	@echo "== the suite under ASan+UBSan, one process per test, then in one process (leaks)"
 	MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
 	MP_TEST_INPROC=1 MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests > $(SAN_BUILD)/inproc.log \

@@ -790,6 +790,32 @@ static bool cf_is_float(int dt) { return mp_dtype_is_float(dt); }
 /* Set for a random case: outputs are compared by dtype and shape only. */
 static bool cf_shape_only;
 
+/* --poison: each case is run with adversarial contents in place of its
+ * test data, once per variant, and passes when every run either finishes
+ * or refuses with a message (no crash, no sanitizer report, no hang):
+ * the inputs a fuzzer's random weights produce, met by every kernel.
+ * Variant 1 mixes special floats, 2 is all NaN, 3 all 1e30, 4 all -inf,
+ * 5 puts extreme integers in integer inputs (floats as given). */
+static int cf_poison;
+#define CF_POISONS 5
+
+static void cf_poison_data(uint8_t *p, int dt, int64_t n, int variant) {
+    static const double mixed[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e30, -1e30, 3e9, -3e9, 1e-40, 0.5, -2.5};
+    static const int64_t ints[] = {INT64_MIN, INT64_MAX, -1, 0, INT64_C(1) << 40, -(INT64_C(1) << 40),
+                                   INT64_C(2147483648), -INT64_C(2147483649), 1, 2};
+    bool fl = mp_dtype_is_float(dt);
+    if (variant == 5 ? (fl || !mp_dtype_is_int(dt)) : !fl) return;
+    for (int64_t i = 0; i < n; i++) {
+        if (variant == 5) {
+            mp_kset_i(p, dt, i, ints[i % (int64_t)(sizeof ints / sizeof ints[0])]);
+            continue;
+        }
+        double v = variant == 1 ? mixed[i % (int64_t)(sizeof mixed / sizeof mixed[0])]
+                 : variant == 2 ? NAN : variant == 3 ? 1e30 : -INFINITY;
+        mp_kset_f(p, dt, i, v);
+    }
+}
+
 /* Compare a produced output with the expected tensor; false with msg. */
 static bool cf_compare(const char *what, int dt, int rank, const int64_t *dims, const void *data,
                        const mp_tensor *want, int want_dt, const cf_tdata *wd, double tol, double *worst,
@@ -915,6 +941,7 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
             snprintf(msg, cap, "input %d: contents unreadable", i);
             goto done_in;
         }
+        if (cf_poison && tds[n_tds].own) cf_poison_data(tds[n_tds].own, dt, t->numel, cf_poison);
         n_tds++;
     }
     if ((st = mp_profile_static(m, &prof))) {
@@ -933,6 +960,7 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
     o.warmup = 0;
     o.iters = 1;
     o.progress = 0;
+    if (cf_poison) o.max_memory = INT64_C(1) << 30;
     if ((st = mp_plan_create(prof, &o, &pl))) {
         snprintf(msg, cap, "plan: %s", mp_last_error());
         goto done_in;
@@ -948,6 +976,10 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
     }
     if ((st = mp_plan_run(pl))) {
         snprintf(msg, cap, "run: %s", mp_last_error());
+        goto done_in;
+    }
+    if (cf_poison) { /* ran: the values are not compared */
+        result = CR_PASS;
         goto done_in;
     }
     int n_out = mp_plan_output_count(pl);
@@ -1048,7 +1080,28 @@ static void cf_run_values(const char *data, cf_case *c) {
         if (!nofork) alarm(CF_RUN_SECONDS);
         char msg[600] = "";
         double worst = 0;
-        int r = cf_run_attempt(dir, c, false, &worst, msg, sizeof msg);
+        int r = -1;
+        if (cf_poison) { /* every variant; refusing with a message is fine */
+            int ran = 0, refused = 0;
+            for (int v = 1; v <= CF_POISONS; v++) {
+                cf_poison = v;
+                char m2[600] = "";
+                int r1 = cf_run_attempt(dir, c, false, &worst, m2, sizeof m2);
+                if (r1 < 0) r1 = cf_run_attempt(dir, c, true, &worst, m2, sizeof m2);
+                if (r1 < 0 && !m2[0]) {
+                    snprintf(msg, sizeof msg, "variant %d failed without a message", v);
+                    r = CR_FAIL;
+                    break;
+                }
+                ran += r1 >= 0;
+                refused += r1 < 0;
+            }
+            if (r < 0) {
+                r = CR_PASS;
+                snprintf(msg, sizeof msg, "poisoned: %d variants ran, %d refused with a message", ran, refused);
+            }
+        } else
+            r = cf_run_attempt(dir, c, false, &worst, msg, sizeof msg);
         if (r < 0) {
             char msg2[600] = "";
             r = cf_run_attempt(dir, c, true, &worst, msg2, sizeof msg2);
@@ -1083,6 +1136,9 @@ static void cf_run_values(const char *data, cf_case *c) {
         c->run = CR_FAIL;
         c->run_msg = cf_printf("%s (signal %d)", WTERMSIG(status) == SIGALRM ? "timed out" : "crashed",
                                WTERMSIG(status));
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        c->run = CR_FAIL; /* a sanitizer's report ends the child with a status */
+        c->run_msg = cf_printf("exited with status %d (a sanitizer report is on stderr)", WEXITSTATUS(status));
     } else {
         int r = CR_FAIL;
         double worst = 0;
@@ -1162,7 +1218,7 @@ static const char *cf_op_under_test(const cf_case *cases, int n, const cf_case *
 static void cf_usage(FILE *f) {
     fprintf(f,
             "usage: conformance [--data DIR] [--skip FILE] [--min-pass R] [--only SUBSTR] [--no-run]\n"
-            "                   [--portable] [--run-min-pass R] [-v]\n"
+            "                   [--portable] [--poison] [--run-min-pass R] [-v]\n"
             "  --data DIR      ONNX backend test data (default: the first of");
     for (size_t i = 0; i < sizeof cf_data_dirs / sizeof cf_data_dirs[0]; i++)
         fprintf(f, " %s", cf_data_dirs[i]);
@@ -1173,6 +1229,8 @@ static void cf_usage(FILE *f) {
             "  --only SUBSTR   run only the cases whose name contains SUBSTR\n"
             "  --no-run        shapes only: skip the run phase (executing each case)\n"
             "  --portable      run every node on its portable kernel (none on oneDNN)\n"
+            "  --poison        run every case on adversarial inputs (NaN, infinities, huge and\n"
+            "                  extreme integer values) in place of its data: pass = no crash\n"
             "  --run-min-pass R  exit 1 when the run phase's passed/(passed+failed) < R (default 0.95)\n"
             "  -v              also list passed and skipped cases\n",
             CF_DEFAULT_SKIP);
@@ -1210,6 +1268,8 @@ int main(int argc, char **argv) {
             }
         } else if (strcmp(a, "--no-run") == 0) {
             run = false;
+        } else if (strcmp(a, "--poison") == 0) {
+            cf_poison = 1;
         } else if (strcmp(a, "--portable") == 0) {
             mp_run_portable_only = true; /* every node on its portable kernel, none on oneDNN */
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
@@ -1396,7 +1456,7 @@ int main(int argc, char **argv) {
                so_bad);
         run_in = rt[CR_PASS] + rt[CR_FAIL];
         double rr = run_in ? (double)rt[CR_PASS] / run_in : 0.0;
-        run_rate_ok = run_in > 0 && rr >= run_min_pass;
+        run_rate_ok = run_in > 0 && rr >= run_min_pass && !(cf_poison && rt[CR_FAIL]);
         double rsecs = (double)(t2.tv_sec - t1.tv_sec) + (double)(t2.tv_nsec - t1.tv_nsec) * 1e-9;
         printf("run in scope: %d cases, pass rate %.2f%% (threshold %.2f%%), %.2f s\n", run_in, 100.0 * rr,
                100.0 * run_min_pass, rsecs);

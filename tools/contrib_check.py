@@ -14,7 +14,13 @@ output must agree within relative L2 1e-4.
 
 onnxruntime-node is installed under build/ort (npm --ignore-scripts) when
 missing. Exit 0 when every case agrees, 1 otherwise, 2 when ORT cannot be
-set up."""
+set up.
+
+With --poison (no ONNX Runtime), each case instead runs on adversarial
+contents: its float inputs and weights all NaN, all 1e30, all -inf, or a
+mix of special values, then its integer inputs at extremes; every run
+must end with the outputs or with a message and exit 2, never with a
+crash or a sanitizer report (run under `make test-sanitize`)."""
 import argparse, json, os, shutil, subprocess, sys
 import numpy as np, onnx
 from onnx import helper, TensorProto as T, numpy_helper as nh
@@ -23,11 +29,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--modelprof", default="build/modelprof")
 ap.add_argument("--out", default="build/contrib_check")
 ap.add_argument("--ort", default="build/ort")
+ap.add_argument("--poison", action="store_true", help="adversarial contents, no ORT: no crash")
 args = ap.parse_args()
 here = os.path.dirname(os.path.abspath(__file__))
 modelprof = os.path.abspath(args.modelprof)
 ort_dir = os.path.abspath(args.ort)
-if not os.path.isdir(os.path.join(ort_dir, "node_modules", "onnxruntime-node")):
+if not args.poison and not os.path.isdir(os.path.join(ort_dir, "node_modules", "onnxruntime-node")):
     os.makedirs(ort_dir, exist_ok=True)
     r = subprocess.run(["npm", "install", "--ignore-scripts", "--prefix", ort_dir, "onnxruntime-node"],
                        capture_output=True, text=True)
@@ -211,6 +218,49 @@ model("tscatter24", [helper.make_node("TensorScatter", ["p", "u", "wi"], ["y"])]
       [("p", T.FLOAT, [B2, Hkv2, 6, d2]), ("u", T.FLOAT, [B2, Hkv2, 2, d2]), ("wi", T.INT64, [B2])],
       [("y", T.FLOAT, [B2, Hkv2, 6, d2])], opset=24)
 json.dump(cases, open("cases.json", "w"))
+
+
+def poison(a, variant):
+    """a's contents replaced: variants 1-4 float, 5 integer (others kept)."""
+    a = np.array(a)
+    if a.dtype.kind == "f" and variant <= 4:
+        mixed = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e30, 3e9, -3e9, 1e-40, 0.5, -2.5])
+        v = {1: np.resize(mixed, a.size), 2: np.nan, 3: 1e30, 4: -np.inf}[variant]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (np.zeros(a.size) + v).astype(a.dtype).reshape(a.shape)
+    if a.dtype.kind in "iu" and variant == 5:
+        info = np.iinfo(a.dtype)
+        ext = np.array([info.min, info.max, info.min + 1, info.max - 1, 0, 1], dtype=object)
+        return np.array(np.resize(ext, a.size).tolist(), dtype=a.dtype).reshape(a.shape)
+    return a
+
+
+if args.poison:
+    san = dict(os.environ, ASAN_OPTIONS="exitcode=99:detect_leaks=1", UBSAN_OPTIONS="exitcode=99")
+    bad = runs = refused = 0
+    for name, inputs in cases.items():
+        for variant in range(1, 6):
+            pd = f"poison/{name}_{variant}"
+            os.makedirs(pd, exist_ok=True)
+            mod = onnx.load(f"{name}.onnx")
+            for t in mod.graph.initializer:
+                t.CopyFrom(nh.from_array(poison(nh.to_array(t), variant), t.name))
+            onnx.save(mod, f"{pd}/model.onnx")
+            cmd = [modelprof, "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "-q"]
+            for i in inputs:
+                np.save(f"{pd}/{i}.npy", poison(np.load(f"{name}/{i}.npy"), variant))
+                cmd += ["--input-data", f"{i}={pd}/{i}.npy"]
+            cmd += ["--save-outputs", f"{pd}/out", f"{pd}/model.onnx"]
+            r = subprocess.run(cmd, env=san, capture_output=True, text=True, timeout=120)
+            runs += 1
+            if r.returncode == 2 and r.stderr.strip():
+                refused += 1
+            elif r.returncode:
+                bad += 1
+                print(f"{name} variant {variant}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+    print(f"contrib and opset 23/24 kernels on adversarial contents: {runs} runs, {runs - refused - bad} ran, "
+          f"{refused} refused with a message, {bad} crashed or reported")
+    sys.exit(1 if bad else 0)
 env = dict(os.environ, NODE_PATH=os.path.join(ort_dir, "node_modules"))
 r = subprocess.run(["node", os.path.join(here, "contrib_ort.js")], env=env, capture_output=True, text=True)
 if r.returncode:

@@ -45,13 +45,14 @@ void mp_kset_i(void *data, int dt, int64_t i, int64_t v);
 /* n elements from src (dtype sdt) to dst (dtype ddt), converting as Cast
  * does (float to int truncates toward zero). */
 void mp_kconvert(void *dst, int ddt, const void *src, int sdt, int64_t n);
-/* A double as an int64 without undefined behaviour: NaN is 0, values out
- * of range saturate. For coordinates computed from data (Resize, GridSample,
- * RoiAlign, OneHot). */
+/* A double as an int64 without undefined behaviour: NaN is 0, values
+ * beyond +-2^62 saturate there, so that a coordinate plus or minus a
+ * window still fits. For coordinates and counts computed from data
+ * (Resize, GridSample, RoiAlign, OneHot, quantization). */
 static inline int64_t mp_kf2i(double v) {
     if (!(v == v)) return 0;
-    if (v >= 9.2e18) return INT64_MAX;
-    if (v <= -9.2e18) return INT64_MIN;
+    if (v >= 4611686018427387904.0) return INT64_C(1) << 62;
+    if (v <= -4611686018427387904.0) return -(INT64_C(1) << 62);
     return (int64_t)v;
 }
 /* Element copy for any >= 8-bit dtype: dst[di] = src[si]. */

@@ -620,8 +620,8 @@ void mp_kquant_store(void *y, int dt, int64_t i, double v) {
     double hi = dt == MP_DT_UINT8 ? 255 : dt == MP_DT_INT8 ? 127 : dt == MP_DT_UINT16 ? 65535 : dt == MP_DT_INT16 ? 32767
               : dt == MP_DT_INT4 ? 7 : dt == MP_DT_UINT4 ? 15 : dt == MP_DT_INT32 ? 2147483647.0 : 4294967295.0;
     v = nearbyint(v);
-    v = v < lo ? lo : v > hi ? hi : v;
-    mp_kset_i(y, dt, i, (int64_t)v);
+    v = v < lo ? lo : v > hi ? hi : v; /* NaN stays NaN: mp_kf2i makes it 0 */
+    mp_kset_i(y, dt, i, mp_kf2i(v));
 }
 
 

@@ -941,7 +941,7 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
         mp_kquant_store(k->out[0].data, MP_DT_UINT8, e,
                         scale != 0 ? nearbyintf((float)mp_kget_f(x->data, x->dtype, e) / scale) + zp : zp);
     mp_kset_f(k->out[1].data, k->out[1].dtype, 0, scale);
-    mp_kset_i(k->out[2].data, k->out[2].dtype, 0, (int64_t)zp);
+    mp_kset_i(k->out[2].data, k->out[2].dtype, 0, mp_kf2i(zp)); /* NaN when x holds inf */
     return MP_OK;
 }
 

@@ -2498,6 +2498,11 @@ static mp_status shk_pad(mp_kctx *k) {
     for (int64_t i = 0; i < nax; i++) {
         int a = na >= 0 ? shk_axis(k, axes[i], r, &st) : (int)i;
         if (st) return st;
+        /* a pad beyond +-2^40 cannot give a tensor that fits in memory */
+        if (pads[i] > (INT64_C(1) << 40) || pads[i] < -(INT64_C(1) << 40) || pads[i + nax] > (INT64_C(1) << 40) ||
+            pads[i + nax] < -(INT64_C(1) << 40))
+            return mp_kfail(k, MP_ERR_SHAPE, "pads (%lld, %lld) for axis %d are out of range", (long long)pads[i],
+                            (long long)pads[i + nax], a);
         begin[a] = pads[i];
     }
     const char *mode = mp_attr_s(k->n, "mode", "constant");
@@ -2724,6 +2729,9 @@ static mp_status shk_reverse_sequence(mp_kctx *k) {
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t t = (e / xs[ta]) % x->dims[ta], b = (e / xs[ba]) % x->dims[ba];
         int64_t L = mp_kget_i(lens->data, lens->dtype, b);
+        if (L < 0 || L > x->dims[ta])
+            return mp_kfail(k, MP_ERR_SHAPE, "sequence_lens[%lld] is %lld, outside [0, %lld]", (long long)b,
+                            (long long)L, (long long)x->dims[ta]);
         int64_t src = t < L ? e + (L - 1 - 2 * t) * xs[ta] : e;
         mp_kcopy1(y->data, e, x->data, src, es);
     }
