@@ -1817,6 +1817,10 @@ static mp_status trilu_infer(mp_ctx *c) {
     mp_value *x = sh_in(c, 0, &st);
     if (!x) return st;
     if (x->rank >= 0 && x->rank < 2) return mp_fail(c, "input must have rank >= 2, not %d", x->rank);
+    int64_t ba = mp_attr_i(c->n, "batch_axis", 1), ta = mp_attr_i(c->n, "time_axis", 0);
+    if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
+        return mp_fail(c, "batch_axis %lld and time_axis %lld must be 0 and 1, one each", (long long)ba,
+                       (long long)ta);
     return mp_set_out_like(c, 0, x);
 }
 
@@ -1994,6 +1998,10 @@ static mp_status reverse_sequence_infer(mp_ctx *c) {
     if (!x) return st;
     if (!sh_in(c, 1, &st)) return st;
     if (x->rank >= 0 && x->rank < 2) return mp_fail(c, "input must have rank >= 2, not %d", x->rank);
+    int64_t ba = mp_attr_i(c->n, "batch_axis", 1), ta = mp_attr_i(c->n, "time_axis", 0);
+    if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
+        return mp_fail(c, "batch_axis %lld and time_axis %lld must be 0 and 1, one each", (long long)ba,
+                       (long long)ta);
     return mp_set_out_like(c, 0, x);
 }
 
@@ -2723,7 +2731,14 @@ static mp_status shk_reverse_sequence(mp_kctx *k) {
     mp_status st = MP_OK;
     size_t es = shk_es(k, x->dtype, &st);
     if (st) return st;
-    int ba = (int)mp_attr_i(k->n, "batch_axis", 1), ta = (int)mp_attr_i(k->n, "time_axis", 0);
+    int64_t ba64 = mp_attr_i(k->n, "batch_axis", 1), ta64 = mp_attr_i(k->n, "time_axis", 0);
+    if ((ba64 != 0 && ba64 != 1) || (ta64 != 0 && ta64 != 1) || ba64 == ta64 || x->rank < 2)
+        return mp_kfail(k, MP_ERR_SHAPE, "batch_axis %lld and time_axis %lld must be 0 and 1 of a rank >= 2 input",
+                        (long long)ba64, (long long)ta64);
+    int ba = (int)ba64, ta = (int)ta64;
+    if (lens->numel < x->dims[ba])
+        return mp_kfail(k, MP_ERR_SHAPE, "sequence_lens has %lld values for a batch of %lld", (long long)lens->numel,
+                        (long long)x->dims[ba]);
     int64_t xs[MP_MAX_RANK];
     mp_kstrides(x->rank, x->dims, xs);
     for (int64_t e = 0; e < x->numel; e++) {
