@@ -1374,8 +1374,18 @@ static mp_status msk_tfidf(mp_kctx *k) {
     int64_t maxskip = mp_attr_i(k->n, "max_skip_count", 0);
     const char *mode = mp_attr_s(k->n, "mode", "TF");
     if (np < 0 || nc < 1 || ni < 0) return mp_kfail(k, MP_ERR_UNSUPPORTED, "integer pool attributes required");
+    for (int j = 0; j < nc; j++)
+        if (counts[j] < 0 || counts[j] > np || (j && counts[j] < counts[j - 1]))
+            return mp_kfail(k, MP_ERR_SHAPE, "ngram_counts[%d] = %lld is not an ascending start in the pool of %d", j,
+                            (long long)counts[j], np);
+    for (int j = 0; j < ni; j++)
+        if (idx[j] < 0) return mp_kfail(k, MP_ERR_SHAPE, "ngram_indexes[%d] = %lld is negative", j, (long long)idx[j]);
+    if (maxskip < 0 || minn > maxn)
+        return mp_kfail(k, MP_ERR_SHAPE, "max_skip_count %lld, gram lengths %lld..%lld", (long long)maxskip,
+                        (long long)minn, (long long)maxn);
     int64_t rows = x->rank == 2 ? x->dims[0] : 1, len = x->rank ? x->dims[x->rank - 1] : 1;
     int64_t cols = y->dims[y->rank - 1];
+    if (maxskip > len) maxskip = len; /* a longer skip fits no n-gram of n >= 2 */
     double *cnt = calloc((size_t)cols + 1, sizeof(double));
     if (!cnt) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows; r++) {
