@@ -12,6 +12,12 @@
 mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **iv,
                          double **fv);
 
+/* Walk a tensor's typed fields (t->loc == MP_DATA_TYPED): put(ctx, k,
+ * iv, fv, is_float) once per element k, in order. False when they are
+ * malformed or hold other than t->numel elements. */
+typedef void (*mp_typed_put)(void *ctx, int64_t k, int64_t iv, double fv, bool is_float);
+bool mp_tensor_typed_walk(const mp_tensor *t, mp_typed_put put, void *ctx);
+
 /* Decode one serialized TensorProto (e.g. a test's input_0.pb, read into
  * memory that outlives the tensor) into the model's arena. External data
  * is resolved against the model's folder like the model's own. */

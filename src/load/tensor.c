@@ -2,6 +2,7 @@
  * never read: callers only ask for tensors up to MP_KNOWN_MAX elements. */
 #include "load/load.h"
 #include "load/pb.h"
+#include "ops/kernel.h"
 #include "ops/ops.h"
 
 #include <errno.h>
@@ -51,20 +52,6 @@ static int mp__open_external(const mp_model *m, const char *path) {
 
 int mp_external_open(const mp_model *m, const char *path) { return mp__open_external(m, path); }
 
-static double mp__half(uint16_t h) {
-    int e = (h >> 10) & 0x1f, f = h & 0x3ff;
-    double v;
-    if (e == 0)
-        v = ldexp(f, -24);
-    else if (e == 31)
-        v = f ? NAN : INFINITY;
-    else
-        v = ldexp(f + 1024, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static double mp__bf16(uint16_t h) { return pb_f32((uint32_t)h << 16); }
-
 /* A float stored in an integer tensor: saturated, NaN as 0 (a plain cast
  * of an out-of-range value is undefined). */
 static int64_t mp__f2i(double x) {
@@ -83,8 +70,8 @@ static bool mp__raw_elem(int dt, const uint8_t *p, int64_t i, int64_t *iv, doubl
     switch (dt) {
     case MP_DT_FLOAT: *fv = pb_f32((uint32_t)u); return true;
     case MP_DT_DOUBLE: *fv = pb_f64(u); return true;
-    case MP_DT_FLOAT16: *fv = mp__half((uint16_t)u); return true;
-    case MP_DT_BFLOAT16: *fv = mp__bf16((uint16_t)u); return true;
+    case MP_DT_FLOAT16: *fv = mp_half_to_float((uint16_t)u); return true;
+    case MP_DT_BFLOAT16: *fv = mp_bf16_to_float((uint16_t)u); return true;
     case MP_DT_INT8: *iv = (int8_t)u; return true;
     case MP_DT_UINT8: case MP_DT_BOOL: *iv = (int64_t)(uint8_t)u; return true;
     case MP_DT_INT16: *iv = (int16_t)u; return true;
@@ -116,6 +103,65 @@ static bool mp__raw_copy(int dt, const uint8_t *raw, int64_t n, int64_t *iv, dou
     }
 #endif
     return false;
+}
+
+/* The typed fields (float_data, int32_data, ...), packed or not: one call
+ * of put per element, in order; false when they are malformed or their
+ * count is not the tensor's. float_data and double_data give doubles;
+ * fp16/bf16 bit patterns in int32_data give their values as doubles;
+ * other varints give integers (int32_data sign-extended, except for the
+ * unsigned 8/16-bit and bool types), as doubles for float dtypes. */
+bool mp_tensor_typed_walk(const mp_tensor *t, mp_typed_put put, void *ctx) {
+    pb r = pb_view(t->data, t->size);
+    int64_t k = 0, n = t->numel;
+    uint32_t f = 0;
+    int w = 0;
+    bool flt = mp_dtype_is_float(t->dtype);
+    while (pb_more(&r)) {
+        if (!pb_key(&r, &f, &w)) return false;
+        if ((int)f != t->typed_field) {
+            if (!pb_skip(&r, w)) return false;
+            continue;
+        }
+        pb s = r;
+        bool packed = w == PB_LEN;
+        if (packed && !pb_len(&r, &s)) return false;
+        do {
+            if (k >= n) return false;
+            uint64_t u;
+            uint32_t x = 0;
+            if (f == 4) { /* float_data */
+                if (!pb_fixed32(&s, &x)) return false;
+                put(ctx, k, 0, pb_f32(x), true);
+            } else if (f == 10) { /* double_data */
+                if (!pb_fixed64(&s, &u)) return false;
+                put(ctx, k, 0, pb_f64(u), true);
+            } else { /* int32_data, int64_data, uint64_data: varints */
+                if (!pb_varint(&s, &u)) return false;
+                if (t->dtype == MP_DT_FLOAT16) put(ctx, k, 0, mp_half_to_float((uint16_t)u), true);
+                else if (t->dtype == MP_DT_BFLOAT16) put(ctx, k, 0, mp_bf16_to_float((uint16_t)u), true);
+                else if (flt) put(ctx, k, 0, (double)(int64_t)u, true);
+                else if (f == 5 && (t->dtype == MP_DT_UINT8 || t->dtype == MP_DT_UINT16 || t->dtype == MP_DT_BOOL))
+                    put(ctx, k, (int64_t)(uint32_t)u, 0, false);
+                else if (f == 5) put(ctx, k, (int32_t)(uint32_t)u, 0, false);
+                else put(ctx, k, (int64_t)u, 0, false);
+            }
+            k++;
+        } while (packed && pb_more(&s));
+        if (!packed) r = s;
+    }
+    return k == n;
+}
+
+typedef struct mp__read_ctx {
+    int64_t *iv;
+    double *fv;
+} mp__read_ctx;
+
+static void mp__read_put(void *ctx, int64_t k, int64_t iv, double fv, bool isf) {
+    mp__read_ctx *c = ctx;
+    if (c->fv) c->fv[k] = isf ? fv : (double)iv;
+    else c->iv[k] = isf ? mp__f2i(fv) : iv;
 }
 
 mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, double **pfv) {
@@ -165,58 +211,13 @@ mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **piv, 
         break;
     }
     case MP_DATA_TYPED: {
-        /* typed fields: packed or not; float_data holds fp32 (and fp16/bf16
-         * bit patterns in int32_data), int64_data, double_data, ... */
-        pb r = pb_view(t->data, t->size);
-        int64_t k = 0;
-        uint32_t f = 0;
-        int w = 0;
-        while (pb_more(&r)) {
-            if (!pb_key(&r, &f, &w)) goto bad;
-            if ((int)f != t->typed_field) {
-                if (!pb_skip(&r, w)) goto bad;
-                continue;
-            }
-            pb s = r;
-            bool packed = w == PB_LEN;
-            if (packed) {
-                if (!pb_len(&r, &s)) goto bad;
-            }
-            do {
-                if (k >= n) goto bad;
-                uint64_t u;
-                uint32_t x = 0;
-                if (f == 4) { /* float_data */
-                    if (!pb_fixed32(&s, &x)) goto bad;
-                    if (fv) fv[k] = pb_f32(x); else iv[k] = mp__f2i(pb_f32(x));
-                } else if (f == 10) { /* double_data */
-                    if (!pb_fixed64(&s, &u)) goto bad;
-                    if (fv) fv[k] = pb_f64(u); else iv[k] = mp__f2i(pb_f64(u));
-                } else { /* int32_data, int64_data, uint64_data: varints */
-                    if (!pb_varint(&s, &u)) goto bad;
-                    if (fv) {
-                        if (t->dtype == MP_DT_FLOAT16) fv[k] = mp__half((uint16_t)u);
-                        else if (t->dtype == MP_DT_BFLOAT16) fv[k] = mp__bf16((uint16_t)u);
-                        else fv[k] = (double)(int64_t)u;
-                    } else if (f == 5) {
-                        iv[k] = (int32_t)(uint32_t)u;
-                        if (t->dtype == MP_DT_UINT8 || t->dtype == MP_DT_UINT16 || t->dtype == MP_DT_BOOL)
-                            iv[k] = (int64_t)(uint32_t)u;
-                    } else {
-                        iv[k] = (int64_t)u;
-                    }
-                }
-                k++;
-            } while (packed && pb_more(&s));
-            if (!packed) r = s;
-        }
-        if (k != n) goto bad;
+        mp__read_ctx rc = {iv, fv};
+        if (!mp_tensor_typed_walk(t, mp__read_put, &rc))
+            return mp_error(MP_ERR_FORMAT, "%s: tensor '%s': typed data does not match its %lld elements",
+                            m->path, t->name, (long long)n);
         *piv = iv;
         *pfv = fv;
         return MP_OK;
-    bad:
-        return mp_error(MP_ERR_FORMAT, "%s: tensor '%s': typed data does not match its %lld elements",
-                        m->path, t->name, (long long)n);
     }
     case MP_DATA_ABSENT:
         return mp_error(MP_ERR_UNSUPPORTED, "tensor '%s': data is absent (weightless model)",

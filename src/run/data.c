@@ -3,7 +3,7 @@
  * once otherwise, seeded random when absent), values the static inference
  * already knows, and seeded random inputs of the right dtype and range. */
 #include "load/load.h"
-#include "load/pb.h"
+#include "ops/kernel.h"
 #include "run/run.h"
 
 #include <math.h>
@@ -27,62 +27,10 @@ static uint64_t mp__name_seed(uint64_t seed, const char *name) {
     return h;
 }
 
-static uint16_t mp__f2h(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
-    int e = (int)((x >> 23) & 0xff);
-    if (e == 255) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
-    e = e - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7c00);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        mant |= 0x800000;
-        int shift = 14 - e;
-        uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = (uint32_t)e << 10 | mant >> 13, rem = mant & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static uint16_t mp__f2bf(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);
-    x += 0x7fff + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
-
-static int64_t mp__sat(double x) {
-    if (x != x) return 0;
-    if (x >= 9.2e18) return INT64_MAX;
-    if (x <= -9.2e18) return INT64_MIN;
-    return (int64_t)x;
-}
-
 /* Element i of a buffer of dtype dt from an int (isf false) or a double. */
 static void mp__store(int dt, void *buf, int64_t i, int64_t iv, double fv, bool isf) {
-    if (!isf) fv = (double)iv;
-    else iv = mp__sat(fv);
-    switch (dt) {
-    case MP_DT_FLOAT: ((float *)buf)[i] = (float)fv; break;
-    case MP_DT_DOUBLE: ((double *)buf)[i] = fv; break;
-    case MP_DT_FLOAT16: ((uint16_t *)buf)[i] = mp__f2h((float)fv); break;
-    case MP_DT_BFLOAT16: ((uint16_t *)buf)[i] = mp__f2bf((float)fv); break;
-    case MP_DT_INT8: ((int8_t *)buf)[i] = (int8_t)iv; break;
-    case MP_DT_UINT8: ((uint8_t *)buf)[i] = (uint8_t)iv; break;
-    case MP_DT_BOOL: ((uint8_t *)buf)[i] = iv != 0; break;
-    case MP_DT_INT16: ((int16_t *)buf)[i] = (int16_t)iv; break;
-    case MP_DT_UINT16: ((uint16_t *)buf)[i] = (uint16_t)iv; break;
-    case MP_DT_INT32: ((int32_t *)buf)[i] = (int32_t)iv; break;
-    case MP_DT_UINT32: ((uint32_t *)buf)[i] = (uint32_t)iv; break;
-    case MP_DT_INT64: ((int64_t *)buf)[i] = iv; break;
-    case MP_DT_UINT64: ((uint64_t *)buf)[i] = (uint64_t)iv; break;
-    default: break;
-    }
+    if (isf) mp_kset_f(buf, dt, i, fv);
+    else mp_kset_i(buf, dt, i, iv);
 }
 
 static mp_status mp__own_bytes(mp_plan *pl, int v, size_t bytes) {
@@ -140,54 +88,21 @@ static void mp__random_weight(mp_plan *pl, int v) {
 
 /* Typed fields (float_data, int32_data, ...) decoded into the dtype's
  * own layout. */
+typedef struct mp__typed_ctx {
+    int dt;
+    void *buf;
+} mp__typed_ctx;
+
+static void mp__typed_put(void *ctx, int64_t k, int64_t iv, double fv, bool isf) {
+    const mp__typed_ctx *c = ctx;
+    mp__store(c->dt, c->buf, k, iv, fv, isf);
+}
+
 static mp_status mp__typed(mp_plan *pl, int v, const mp_tensor *t) {
-    mp_rval *rv = &pl->vals[v];
-    int dt = t->dtype;
-    int64_t n = t->numel, k = 0;
-    pb r = pb_view(t->data, t->size);
-    uint32_t f = 0;
-    int w = 0;
-    while (pb_more(&r)) {
-        if (!pb_key(&r, &f, &w)) goto bad;
-        if ((int)f != t->typed_field) {
-            if (!pb_skip(&r, w)) goto bad;
-            continue;
-        }
-        pb s = r;
-        bool packed = w == PB_LEN;
-        if (packed && !pb_len(&r, &s)) goto bad;
-        do {
-            if (k >= n) goto bad;
-            uint64_t u = 0;
-            uint32_t x = 0;
-            if (f == 4) {
-                if (!pb_fixed32(&s, &x)) goto bad;
-                float fl;
-                memcpy(&fl, &x, 4);
-                mp__store(dt, rv->own, k, 0, fl, true);
-            } else if (f == 10) {
-                if (!pb_fixed64(&s, &u)) goto bad;
-                double d;
-                memcpy(&d, &u, 8);
-                mp__store(dt, rv->own, k, 0, d, true);
-            } else {
-                if (!pb_varint(&s, &u)) goto bad;
-                if (dt == MP_DT_FLOAT16 || dt == MP_DT_BFLOAT16)
-                    ((uint16_t *)rv->own)[k] = (uint16_t)u;
-                else if (f == 5)
-                    mp__store(dt, rv->own, k, (int32_t)(uint32_t)u, 0, false);
-                else
-                    mp__store(dt, rv->own, k, (int64_t)u, 0, false);
-            }
-            k++;
-        } while (packed && pb_more(&s));
-        if (!packed) r = s;
-    }
-    if (k != n) goto bad;
-    return MP_OK;
-bad:
+    mp__typed_ctx c = {t->dtype, pl->vals[v].own};
+    if (mp_tensor_typed_walk(t, mp__typed_put, &c)) return MP_OK;
     return mp_error(MP_ERR_FORMAT, "%s: tensor '%s': typed data does not match its %lld elements",
-                    pl->m->path ? pl->m->path : "model", t->name, (long long)n);
+                    pl->m->path ? pl->m->path : "model", t->name, (long long)t->numel);
 }
 
 static const void *mp__map_external(mp_plan *pl, const mp_tensor *t, size_t *size) {
@@ -346,48 +261,13 @@ void mp_run_random_input(mp_plan *pl, int v) {
         mp__store(val->dtype, rv->own, i, lo + (int64_t)(mp_run_rng(&s) % (span ? span : 1)), 0, false);
 }
 
-/* Element i of a buffer of dtype dt as an int64 (is_float false) or a
- * double; false for a dtype without numbers here. */
-static bool mp__load(int dt, const void *buf, int64_t i, int64_t *iv, double *fv, bool *is_float) {
-    *is_float = false;
-    switch (dt) {
-    case MP_DT_FLOAT: *fv = ((const float *)buf)[i]; *is_float = true; return true;
-    case MP_DT_DOUBLE: *fv = ((const double *)buf)[i]; *is_float = true; return true;
-    case MP_DT_FLOAT16: {
-        uint16_t h = ((const uint16_t *)buf)[i];
-        int e = (h >> 10) & 0x1f, f = h & 0x3ff;
-        double v = e == 0 ? ldexp(f, -24) : e == 31 ? (f ? NAN : INFINITY) : ldexp(f + 1024, e - 25);
-        *fv = (h & 0x8000) ? -v : v;
-        *is_float = true;
-        return true;
-    }
-    case MP_DT_BFLOAT16: {
-        uint32_t x = (uint32_t)((const uint16_t *)buf)[i] << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        *fv = f;
-        *is_float = true;
-        return true;
-    }
-    case MP_DT_INT8: *iv = ((const int8_t *)buf)[i]; return true;
-    case MP_DT_UINT8: case MP_DT_BOOL: *iv = ((const uint8_t *)buf)[i]; return true;
-    case MP_DT_INT16: *iv = ((const int16_t *)buf)[i]; return true;
-    case MP_DT_UINT16: *iv = ((const uint16_t *)buf)[i]; return true;
-    case MP_DT_INT32: *iv = ((const int32_t *)buf)[i]; return true;
-    case MP_DT_UINT32: *iv = ((const uint32_t *)buf)[i]; return true;
-    case MP_DT_INT64: *iv = ((const int64_t *)buf)[i]; return true;
-    case MP_DT_UINT64: *iv = (int64_t)((const uint64_t *)buf)[i]; return true;
-    default: return false;
-    }
+/* Buffers of numbers only: no strings, complex or sub-byte types. */
+static bool mp__numeric(int dt) {
+    return dt == MP_DT_BOOL || ((mp_dtype_is_float(dt) || mp_dtype_is_int(dt)) && mp_dtype_bits(dt) >= 8);
 }
 
 bool mp_run_convert(int dst_dt, void *dst, int src_dt, const void *src, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        int64_t iv = 0;
-        double fv = 0;
-        bool fl;
-        if (!mp__load(src_dt, src, i, &iv, &fv, &fl)) return false;
-        mp__store(dst_dt, dst, i, iv, fv, fl);
-    }
+    if (!mp__numeric(dst_dt) || !mp__numeric(src_dt)) return false;
+    mp_kconvert(dst, dst_dt, src, src_dt, n);
     return true;
 }
