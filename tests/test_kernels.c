@@ -386,6 +386,56 @@ static void test_kernels_layernorm(void) {
     T_CHECK(tk_close(inv, wi, 2, 1e-6));
 }
 
+/* Data a fuzzer or a broken model gives: NaN and infinities into integer
+ * stores, extreme pads and lengths. Defined results or a message naming
+ * the node, never undefined behaviour (make test-sanitize runs the whole
+ * backend suite this way: conformance --poison). */
+static void test_kernels_adversarial(void) {
+    /* QuantizeLinear: NaN -> 0, +inf -> 255, -inf -> 0 (zero point 0) */
+    float x[3] = {NAN, INFINITY, -INFINITY}, s[1] = {1};
+    uint8_t z[1] = {0}, q[3] = {7, 7, 7};
+    int64_t d3[1] = {3};
+    tk_node t;
+    tk_init(&t, "QuantizeLinear", 13, 3, 1);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 1, d3);
+    t.rin[1] = tk_t(s, MP_DT_FLOAT, 0, NULL);
+    t.rin[2] = tk_t(z, MP_DT_UINT8, 0, NULL);
+    t.rout[0] = tk_t(q, MP_DT_UINT8, 1, d3);
+    T_OK(tk_run(&t));
+    T_EQ(q[0], 0);
+    T_EQ(q[1], 255);
+    T_EQ(q[2], 0);
+    /* the one float-to-index conversion: NaN 0, saturated at +-2^62 */
+    T_EQ(mp_kf2i(NAN), 0);
+    T_EQ(mp_kf2i(1e300), INT64_C(1) << 62);
+    T_EQ(mp_kf2i(-INFINITY), -(INT64_C(1) << 62));
+    T_EQ(mp_kf2i(-2.9), -2);
+    /* Pad with a pad near INT64_MIN: refused with the axis named */
+    float px[2] = {1, 2}, py[2];
+    int64_t pd[1] = {2}, pads[2] = {INT64_MIN, INT64_MAX}, pn[1] = {2};
+    tk_init(&t, "Pad", 18, 2, 1);
+    t.rin[0] = tk_t(px, MP_DT_FLOAT, 1, pd);
+    t.rin[1] = tk_t(pads, MP_DT_INT64, 1, pn);
+    t.rout[0] = tk_t(py, MP_DT_FLOAT, 1, pd);
+    T_EQ(tk_run(&t), MP_ERR_SHAPE);
+    T_CHECK(strstr(mp_last_error(), "out of range") != NULL);
+    /* ReverseSequence: a length past the time axis, then a bad axis */
+    float rx[4] = {1, 2, 3, 4}, ry[4];
+    int64_t rd[2] = {2, 2}, lens[2] = {INT64_MAX, 1}, ld[1] = {2};
+    tk_init(&t, "ReverseSequence", 10, 2, 1);
+    t.rin[0] = tk_t(rx, MP_DT_FLOAT, 2, rd);
+    t.rin[1] = tk_t(lens, MP_DT_INT64, 1, ld);
+    t.rout[0] = tk_t(ry, MP_DT_FLOAT, 2, rd);
+    T_EQ(tk_run(&t), MP_ERR_SHAPE);
+    T_CHECK(strstr(mp_last_error(), "sequence_lens[0]") != NULL);
+    lens[0] = 2;
+    T_OK(tk_run(&t));
+    float rw[4] = {3, 2, 1, 4}; /* time axis 0: column 0 reversed over 2 steps, column 1 over 1 */
+    T_CHECK(tk_close(ry, rw, 4, 0));
+    tk_attr_i(&t, "time_axis", 38);
+    T_EQ(tk_run(&t), MP_ERR_SHAPE);
+}
+
 MP_TESTS(kernels){
     {"layernorm", test_kernels_layernorm},
     {"contrib", test_kernels_contrib},
@@ -397,5 +447,6 @@ MP_TESTS(kernels){
     {"conv_pool", test_kernels_conv_pool},
     {"gather_transpose", test_kernels_gather_transpose},
     {"quantize_matmul_integer", test_kernels_quantize_matmul_integer},
+    {"adversarial", test_kernels_adversarial},
 };
 MP_TESTS_END(kernels)
