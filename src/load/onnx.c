@@ -208,7 +208,7 @@ static bool mp__kv(pb *msg, pb *key, pb *val);
 static const char mp__kind_key[] = "pkg.torch.export.graph_signature.InputSpec.kind";
 
 static uint32_t mp__kind_bits(const uint8_t *p, size_t n) {
-    pb s = {p, p + n};
+    pb s = {p, n ? p + n : p}; /* an absent value is a NULL view: no offset on it */
     if (mp__pbeq(s, "PARAMETER")) return MP_VAL_DECL_PARAM;
     if (mp__pbeq(s, "BUFFER")) return MP_VAL_DECL_BUFFER;
     if (mp__pbeq(s, "CONSTANT_TENSOR")) return MP_VAL_DECL_CONST;
