@@ -112,7 +112,7 @@ test-sanitize:
 	$(MAKE) BUILD=$(SAN_BUILD) CC=$(SAN_CC) CFLAGS="-O1 -g $(SAN_FLAGS)" CLI_LDFLAGS= \
 	    LDLIBS="$(SAN_FLAGS) $(LDLIBS) $(SAN_DNNL)" $(SAN_BUILD)/modelprof $(SAN_BUILD)/tests \
 	    $(SAN_BUILD)/conformance
-	@echo "== every conformance case on adversarial inputs (NaN, infinities, extreme integers): no crash"
+	@echo "== every conformance case on adversarial inputs (NaN, infinities, extreme integers, shapes that do not fit): no crash"
 	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison \
 	    > $(SAN_BUILD)/poison.log 2>&1 || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison.log | head -40; exit 1; }
 	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison --portable \

@@ -798,13 +798,33 @@ static bool cf_shape_only;
  * 5 puts extreme integers in integer inputs (floats as given). */
 static int cf_poison;
 #define CF_POISONS 5
+/* Then shape variants: input j's shape changed (its last dim one shorter,
+ * one longer, or its first dim one longer; contents cycled from the test
+ * data), so that a kernel meets inputs that do not fit each other where
+ * the static inference lets them through. Variant CF_POISONS + 1 + 3j + s. */
+#define CF_SHAPE_INPUTS 6
+#define CF_VARIANTS (CF_POISONS + 3 * CF_SHAPE_INPUTS)
+
+/* The shape variant's input and its new dims, or -1 (none, or the input
+ * has no dim to change). */
+static int cf_shape_variant(int variant, int i, const mp_tensor *t, int64_t *dims) {
+    if (variant <= CF_POISONS) return -1;
+    int j = (variant - CF_POISONS - 1) / 3, how = (variant - CF_POISONS - 1) % 3;
+    if (j != i || t->rank < 1) return -1;
+    memcpy(dims, t->dims, sizeof *dims * (size_t)t->rank);
+    if (how == 0 && dims[t->rank - 1] > 0) dims[t->rank - 1]--;
+    else if (how == 1) dims[t->rank - 1]++;
+    else if (how == 2) dims[0]++;
+    else return -1;
+    return j;
+}
 
 static void cf_poison_data(uint8_t *p, int dt, int64_t n, int variant) {
     static const double mixed[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e30, -1e30, 3e9, -3e9, 1e-40, 0.5, -2.5};
     static const int64_t ints[] = {INT64_MIN, INT64_MAX, -1, 0, INT64_C(1) << 40, -(INT64_C(1) << 40),
                                    INT64_C(2147483648), -INT64_C(2147483649), 1, 2};
     bool fl = mp_dtype_is_float(dt);
-    if (variant == 5 ? (fl || !mp_dtype_is_int(dt)) : !fl) return;
+    if (variant > CF_POISONS || (variant == 5 ? (fl || !mp_dtype_is_int(dt)) : !fl)) return;
     for (int64_t i = 0; i < n; i++) {
         if (variant == 5) {
             mp_kset_i(p, dt, i, ints[i % (int64_t)(sizeof ints / sizeof ints[0])]);
@@ -913,6 +933,27 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
             result = CR_OUT;
             goto done_in;
         }
+        int64_t sdims[MP_MAX_RANK];
+        if (cf_poison && t->rank <= MP_MAX_RANK && cf_shape_variant(cf_poison, i, t, sdims) >= 0) {
+            /* the same input with one dim changed, its bytes cycled */
+            cf_tdata od;
+            if (!cf_tensor_bytes(m, t, dt, &od)) {
+                snprintf(msg, cap, "input %d: contents unreadable", i);
+                goto done_in;
+            }
+            int64_t sn = mp_dims_product(sdims, t->rank);
+            size_t ob = (size_t)mp_dtype_bytes(dt, t->numel), nb = (size_t)mp_dtype_bytes(dt, sn);
+            uint8_t *d = calloc(1, nb + 8);
+            for (size_t q = 0; ob && q < nb; q++) d[q] = od.p[q % ob];
+            free(od.own);
+            int64_t *nd = cf_xmalloc(sizeof *nd * (size_t)t->rank);
+            memcpy(nd, sdims, sizeof *nd * (size_t)t->rank);
+            mp_tensor *nt = cf_xmalloc(sizeof *nt);
+            *nt = (mp_tensor){.name = t->name, .dtype = t->dtype, .rank = t->rank, .dims = nd, .numel = sn,
+                              .loc = MP_DATA_RAW, .data = d, .size = nb};
+            quirk[i] = nt;
+            ins[i] = t = nt;
+        }
         int64_t *iv = NULL;
         double *fv = NULL;
         if (contents && (mp_dtype_is_int(dt) || mp_dtype_is_float(dt)) && mp_dtype_bits(dt) >= 8 &&
@@ -926,9 +967,12 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
             int64_t n = mp_dims_product(v->decl_dims, v->decl_rank);
             mp_tensor *nt = cf_xmalloc(sizeof *nt);
             uint8_t *zeros = calloc(1, (size_t)mp_dtype_bytes(dt, n) + 8);
-            *nt = (mp_tensor){.name = t->name, .dtype = t->dtype, .rank = v->decl_rank, .dims = v->decl_dims,
+            int64_t *nd = cf_xmalloc(sizeof *nd * (size_t)(v->decl_rank + 1));
+            if (v->decl_rank) memcpy(nd, v->decl_dims, sizeof *nd * (size_t)v->decl_rank);
+            *nt = (mp_tensor){.name = t->name, .dtype = t->dtype, .rank = v->decl_rank, .dims = nd,
                               .numel = n, .loc = MP_DATA_RAW, .data = zeros,
                               .size = (size_t)mp_dtype_bytes(dt, n)};
+            if (quirk[i]) free((void *)quirk[i]->data), free((void *)quirk[i]->dims), free(quirk[i]);
             quirk[i] = nt;
             ins[i] = t = nt;
             st = mp_model_set_input_data(m, v->name, dt, t->rank, t->dims, NULL, NULL, 0);
@@ -1029,7 +1073,7 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
 done_in:
     for (int i = 0; i < n_tds; i++) free(tds[i].own);
     for (int i = 0; quirk && i < g->n_inputs; i++)
-        if (quirk[i]) free((void *)quirk[i]->data), free(quirk[i]);
+        if (quirk[i]) free((void *)quirk[i]->data), free((void *)quirk[i]->dims), free(quirk[i]);
     free(quirk);
     free(ins);
     free(in_dt);
@@ -1083,7 +1127,7 @@ static void cf_run_values(const char *data, cf_case *c) {
         int r = -1;
         if (cf_poison) { /* every variant; refusing with a message is fine */
             int ran = 0, refused = 0;
-            for (int v = 1; v <= CF_POISONS; v++) {
+            for (int v = 1; v <= CF_VARIANTS; v++) {
                 cf_poison = v;
                 char m2[600] = "";
                 int r1 = cf_run_attempt(dir, c, false, &worst, m2, sizeof m2);

@@ -18,9 +18,10 @@ set up.
 
 With --poison (no ONNX Runtime), each case instead runs on adversarial
 contents: its float inputs and weights all NaN, all 1e30, all -inf, or a
-mix of special values, then its integer inputs at extremes; every run
-must end with the outputs or with a message and exit 2, never with a
-crash or a sanitizer report (run under `make test-sanitize`)."""
+mix of special values, then its integer inputs at extremes, then each
+input with a dim one shorter or longer; every run must end with the
+outputs or with a message and exit 2, never with a crash or a sanitizer
+report (run under `make test-sanitize`)."""
 import argparse, json, os, shutil, subprocess, sys
 import numpy as np, onnx
 from onnx import helper, TensorProto as T, numpy_helper as nh
@@ -239,7 +240,10 @@ if args.poison:
     san = dict(os.environ, ASAN_OPTIONS="exitcode=99:detect_leaks=1", UBSAN_OPTIONS="exitcode=99")
     bad = runs = refused = 0
     for name, inputs in cases.items():
-        for variant in range(1, 6):
+        # 1-5: contents; then for each input, its last dim one shorter, one
+        # longer, its first dim one longer (contents cycled): inputs that do
+        # not fit each other
+        for variant in range(1, 6 + 3 * len(inputs)):
             pd = f"poison/{name}_{variant}"
             os.makedirs(pd, exist_ok=True)
             mod = onnx.load(f"{name}.onnx")
@@ -247,8 +251,15 @@ if args.poison:
                 t.CopyFrom(nh.from_array(poison(nh.to_array(t), variant), t.name))
             onnx.save(mod, f"{pd}/model.onnx")
             cmd = [modelprof, "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "-q"]
-            for i in inputs:
-                np.save(f"{pd}/{i}.npy", poison(np.load(f"{name}/{i}.npy"), variant))
+            for j, i in enumerate(inputs):
+                a = poison(np.load(f"{name}/{i}.npy"), variant)
+                if variant > 5 and (variant - 6) // 3 == j and a.ndim:
+                    shape, how = list(a.shape), (variant - 6) % 3
+                    if how == 0: shape[-1] = max(shape[-1] - 1, 0)
+                    elif how == 1: shape[-1] += 1
+                    else: shape[0] += 1
+                    a = np.resize(a, shape) if a.size else np.zeros(shape, a.dtype)
+                np.save(f"{pd}/{i}.npy", a)
                 cmd += ["--input-data", f"{i}={pd}/{i}.npy"]
             cmd += ["--save-outputs", f"{pd}/out", f"{pd}/model.onnx"]
             r = subprocess.run(cmd, env=san, capture_output=True, text=True, timeout=120)
@@ -257,7 +268,9 @@ if args.poison:
                 refused += 1
             elif r.returncode:
                 bad += 1
-                print(f"{name} variant {variant}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+                err = [l for l in r.stderr.splitlines() if "ERROR" in l or "runtime error" in l or " #0 " in l
+                       or " #1 " in l] or r.stderr.strip().splitlines()[-3:]
+                print(f"{name} variant {variant}: exit {r.returncode}: " + " | ".join(err[:4]))
     print(f"contrib and opset 23/24 kernels on adversarial contents: {runs} runs, {runs - refused - bad} ran, "
           f"{refused} refused with a message, {bad} crashed or reported")
     sys.exit(1 if bad else 0)

@@ -2189,6 +2189,11 @@ static mp_status ctk_rope(mp_kctx *k) {
     if (!four && N <= 0) N = x->dims[2] / h;
     int64_t rot = mp_attr_i(k->n, "rotary_embedding_dim", 0);
     if (rot <= 0) rot = 2 * half;
+    if ((x->rank != 3 && x->rank != 4) || cs->rank != 2 || sn->rank != 2 || sn->dims[1] != half || h <= 0 ||
+        N <= 0 || (!four && N * h != x->dims[2]) || rot > h || rot / 2 > half || y->numel != x->numel ||
+        (pos->numel != 1 && pos->numel != B * S))
+        return mp_kfail(k, MP_ERR_SHAPE, "input, position_ids, caches and rotary_embedding_dim do not fit "
+                                         "each other");
     for (int64_t b = 0; b < B; b++)
         for (int64_t n = 0; n < N; n++)
             for (int64_t s = 0; s < S; s++) {

@@ -2455,7 +2455,14 @@ static mp_status shk_nd(mp_kctx *k, bool scatter) {
     for (int i = 0; i < b; i++) batch *= x->dims[i];
     for (int i = b + (int)q; i < x->rank; i++) inner *= x->dims[i];
     mp_kstrides(x->rank, x->dims, xs);
-    int64_t per_batch = batch ? (ix->numel / q) / batch : 0, bstride = b ? xs[b - 1] : 0;
+    int64_t tuples = 1; /* index tuples: the product of the indices' dims but the last */
+    for (int i = 0; i < ix->rank - 1; i++) tuples *= ix->dims[i];
+    int64_t per_batch = batch ? tuples / batch : 0, bstride = b ? xs[b - 1] : 0;
+    const mp_rtensor *upd = scatter ? mp_kin(k, 2) : NULL;
+    if (per_batch * batch != tuples || (scatter ? !upd || upd->numel != tuples * inner || upd->dtype != x->dtype
+                                                : y->numel != tuples * inner))
+        return mp_kfail(k, MP_ERR_SHAPE, "%s do not fit %lld index tuples of %lld elements each",
+                        scatter ? "updates" : "output", (long long)tuples, (long long)inner);
     int red = scatter ? shk_reduction(k->n) : 0;
     if (scatter && y->data != x->data) memcpy(y->data, x->data, (size_t)x->numel * es);
     for (int64_t bi = 0; bi < batch; bi++)
@@ -2471,7 +2478,7 @@ static mp_status shk_nd(mp_kctx *k, bool scatter) {
                        (size_t)inner * es);
             } else {
                 for (int64_t j = 0; j < inner; j++)
-                    shk_scatter1(y->data, x->dtype, off + j, k->in[2].data, tup * inner + j, red, es);
+                    shk_scatter1(y->data, x->dtype, off + j, upd->data, tup * inner + j, red, es);
             }
         }
     return MP_OK;
