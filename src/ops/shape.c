@@ -2188,11 +2188,26 @@ static mp_status shk_concat(mp_kctx *k) {
     mp_rtensor *y = &k->out[0];
     mp_status st = MP_OK;
     size_t es = shk_es(k, y->dtype, &st);
-    int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", 1), y->rank, &st);
+    /* the shape rule's default: 1 before opset 4, else required (a typeless
+     * 'axis' reads as 0 there) */
+    int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", k->n->opset < 4 ? 1 : 0), y->rank, &st);
     if (st) return st;
     int64_t outer, inner;
     mp_kouter_inner(y->rank, y->dims, axis, &outer, &inner);
     size_t orow = (size_t)(y->dims[axis] * inner) * es, pos = 0;
+    int64_t along = 0;
+    for (int i = 0; i < k->n_in; i++) {
+        const mp_rtensor *x = &k->in[i];
+        if (!x->data || x->rank != y->rank) continue;
+        for (int d = 0; d < y->rank; d++)
+            if (d != axis && x->dims[d] != y->dims[d])
+                return mp_kfail(k, MP_ERR_SHAPE, "input %d: dim %d is %lld, the output's %lld", i, d,
+                                (long long)x->dims[d], (long long)y->dims[d]);
+        along += x->dims[axis];
+    }
+    if (along != y->dims[axis])
+        return mp_kfail(k, MP_ERR_SHAPE, "the inputs give %lld along axis %d, the output has %lld", (long long)along,
+                        axis, (long long)y->dims[axis]);
     for (int i = 0; i < k->n_in; i++) {
         const mp_rtensor *x = &k->in[i];
         if (!x->data || x->rank != y->rank) continue;
