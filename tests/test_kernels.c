@@ -70,6 +70,20 @@ static mp_status tk_run(tk_node *t) {
     return mp_krun_node(op, &t->k);
 }
 
+/* QuantizeLinear (13) of n floats to uint8 with one scale and zero point. */
+static mp_status tk_quantize(tk_node *t, float *x, int64_t n, float scale, uint8_t zero, uint8_t *q) {
+    static float s[1];
+    static uint8_t z[1];
+    static int64_t d[1];
+    s[0] = scale, z[0] = zero, d[0] = n;
+    tk_init(t, "QuantizeLinear", 13, 3, 1);
+    t->rin[0] = tk_t(x, MP_DT_FLOAT, 1, d);
+    t->rin[1] = tk_t(s, MP_DT_FLOAT, 0, NULL);
+    t->rin[2] = tk_t(z, MP_DT_UINT8, 0, NULL);
+    t->rout[0] = tk_t(q, MP_DT_UINT8, 1, d);
+    return tk_run(t);
+}
+
 static bool tk_close(const float *a, const float *b, int n, double tol) {
     for (int i = 0; i < n; i++)
         if (!(fabs((double)a[i] - (double)b[i]) <= tol * (1 + fabs((double)b[i])))) {
@@ -289,16 +303,10 @@ static void test_kernels_gather_transpose(void) {
 
 static void test_kernels_quantize_matmul_integer(void) {
     /* QuantizeLinear: round half to even, saturate: x / 2 + 128 in uint8 */
-    float x[5] = {-300, 1, 3, 5, 600}, s[1] = {2};
-    uint8_t z[1] = {128}, q[5];
-    int64_t d5[1] = {5};
+    float x[5] = {-300, 1, 3, 5, 600};
+    uint8_t q[5];
     tk_node t;
-    tk_init(&t, "QuantizeLinear", 13, 3, 1);
-    t.rin[0] = tk_t(x, MP_DT_FLOAT, 1, d5);
-    t.rin[1] = tk_t(s, MP_DT_FLOAT, 0, NULL);
-    t.rin[2] = tk_t(z, MP_DT_UINT8, 0, NULL);
-    t.rout[0] = tk_t(q, MP_DT_UINT8, 1, d5);
-    T_OK(tk_run(&t));
+    T_OK(tk_quantize(&t, x, 5, 2, 128, q));
     uint8_t want[5] = {0, 128, 130, 130, 255}; /* 0.5 -> 0, 1.5 -> 2, 2.5 -> 2 */
     for (int i = 0; i < 5; i++) T_EQ(q[i], want[i]);
     /* MatMulInteger: (A - 1) @ (B - 0) with A [[2, 3]], B [[4], [5]] -> 1*4 + 2*5 */
@@ -392,16 +400,10 @@ static void test_kernels_layernorm(void) {
  * backend suite this way: conformance --poison). */
 static void test_kernels_adversarial(void) {
     /* QuantizeLinear: NaN -> 0, +inf -> 255, -inf -> 0 (zero point 0) */
-    float x[3] = {NAN, INFINITY, -INFINITY}, s[1] = {1};
-    uint8_t z[1] = {0}, q[3] = {7, 7, 7};
-    int64_t d3[1] = {3};
+    float x[3] = {NAN, INFINITY, -INFINITY};
+    uint8_t q[3] = {7, 7, 7};
     tk_node t;
-    tk_init(&t, "QuantizeLinear", 13, 3, 1);
-    t.rin[0] = tk_t(x, MP_DT_FLOAT, 1, d3);
-    t.rin[1] = tk_t(s, MP_DT_FLOAT, 0, NULL);
-    t.rin[2] = tk_t(z, MP_DT_UINT8, 0, NULL);
-    t.rout[0] = tk_t(q, MP_DT_UINT8, 1, d3);
-    T_OK(tk_run(&t));
+    T_OK(tk_quantize(&t, x, 3, 1, 0, q));
     T_EQ(q[0], 0);
     T_EQ(q[1], 255);
     T_EQ(q[2], 0);
