@@ -461,21 +461,10 @@ typedef struct work {
     bool bwd_ops_seen;
 } work;
 
-/* The name of the module tree's root: "step". */
-static int intern_root(mp_trace_raw *raw) {
-    const char *s = "trace";
-    uint32_t h = mp_strmap_hash(s, strlen(s));
-    int v = mp_strmap_getn_h(&raw->names_map, s, strlen(s), h);
-    if (v >= 0) return v;
-    char *copy = mp_arena_strdup(&raw->arena, s);
-    if (!copy) return -1;
-    const char **nn = mp_grow(raw->names, sizeof *raw->names, &raw->cap_names, raw->n_names + 1);
-    if (!nn) return -1;
-    raw->names = nn;
-    if (mp_strmap_put_h(&raw->names_map, copy, strlen(s), h, raw->n_names) != MP_OK) return -1;
-    raw->names[raw->n_names] = copy;
-    return raw->n_names++;
-}
+static int intern_str(mp_trace_raw *raw, const char *s);
+
+/* The name of the module tree's root: "trace". */
+static int intern_root(mp_trace_raw *raw) { return intern_str(raw, "trace"); }
 
 static int32_t resolve(const work *w, int32_t s) {
     while (s >= 0 && w->alias[s] >= 0) s = w->alias[s];
