@@ -16,4 +16,15 @@ bool mp_dnnl_available(void);
  * as set), for the peak calibration; false without oneDNN or on failure. */
 bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c);
 
+/* ---- the recurrent layers (dnnl_rnn.c) ----
+ * LSTM, GRU and RNN through oneDNN's RNN primitives, or NULL when the node
+ * has what the primitives cannot do (mp_dnnl_kernel asks it). */
+const mp_kernel *mp_dnnl_rnn_kernel(const mp_graph *g, const mp_node *n);
+/* A symbol of the loaded oneDNN (or its libgomp); NULL without it. */
+void *mp_dnnl_sym(const char *name);
+/* The glue's one CPU engine and stream, written to *(dnnl_engine_t *)eng
+ * and *(dnnl_stream_t *)strm (void * so that this header needs no dnnl.h);
+ * false without oneDNN. */
+bool mp_dnnl_engine(void *eng, void *strm);
+
 #endif
