@@ -2,7 +2,8 @@
  * (src/run/dnnl_rnn.c) and the portable kernel (src/ops/linalg.c), each
  * run through a plan on random data against the ONNX operator's equations
  * written out in double below, over the attributes the two paths treat
- * differently: directions, layout 1, initial states, peepholes, biases,
+ * differently: directions (a bidirectional layer on 2 threads runs its
+ * directions side by side), layout 1, initial states, peepholes, biases,
  * linear_before_reset, sequence_lens (constant and given at run time),
  * clip and other activations (portable only), weights constant at plan
  * time (packed once) or given as inputs (converted each run). A tiny RNN
@@ -231,11 +232,14 @@ static void run_case(const rcase *c) {
     float *bf = d.b ? to_f32(d.b, D * 2 * GH) : NULL, *pf = d.p ? to_f32(d.p, D * 3 * H) : NULL;
     int32_t lens32[16];
     for (int64_t b = 0; c->lens && b < N; b++) lens32[b] = (int32_t)c->lens[b];
-    for (int portable = 0; portable < 2; portable++) {
+    /* oneDNN on 2 threads (a bidirectional layer: the directions side by
+     * side) and on 1 (one bidirectional primitive), then portable */
+    for (int mode = 0; mode < 3; mode++) {
+        int portable = mode == 2;
         mp_run_portable_only = portable;
         mp_run_options o;
         mp_run_options_default(&o);
-        o.threads = 2;
+        o.threads = mode == 1 ? 1 : 2;
         mp_plan *pl = NULL;
         T_OK(mp_plan_create(p, &o, &pl));
         if (!pl) break;
@@ -266,8 +270,8 @@ static void run_case(const rcase *c) {
                 T_EQ(mp_dims_product(dims, rank), nw[o2]);
                 double e = rel_err(data, want[o2], nw[o2]);
                 if (!(e <= 2e-6))
-                    mp_t_fail(__FILE__, __LINE__, "%s %s layout %d %s: output %d, relative L2 error %g", c->op,
-                              c->dir, c->layout, portable ? "portable" : "oneDNN", o2, e);
+                    mp_t_fail(__FILE__, __LINE__, "%s %s layout %d %s, %d threads: output %d, relative L2 error %g",
+                              c->op, c->dir, c->layout, portable ? "portable" : "oneDNN", o.threads, o2, e);
             }
         }
         mp_plan_free(pl);
