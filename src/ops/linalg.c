@@ -955,7 +955,8 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
  * HR [N, G*H] = H_{t-1} [N, H] R^T, and the gates' element-wise work. GRU
  * with linear_before_reset = 0 applies r to h before its candidate's
  * product, so its step is two GEMMs (the z and r columns, then
- * (r . h) R_h^T). A row whose sequence_lens is shorter stops there (its
+ * (r . h) R_h^T). The two directions of a bidirectional layer run side by
+ * side on two threads. A row whose sequence_lens is shorter stops there (its
  * state kept, Y zero past it). W^T, R^T and the summed biases are packed
  * once at prepare when constant, into the scratch each run otherwise.
  * Real runs take oneDNN's RNN primitives where they can
@@ -1068,7 +1069,7 @@ static void lak_rnn_bias(float *dst, const mp_rtensor *b, const lak_rnn_cfg *c, 
  * not done at prepare, fp32 copies of non-fp32 X and outputs. */
 static size_t lak_rnn_work(const lak_rnn_cfg *c, const mp_kctx *k, int64_t S, int64_t N, int64_t I, int64_t H, bool packed) {
     int64_t GH = c->gates * H, D = c->dirs;
-    int64_t n = S * N * GH + N * GH + 3 * N * H + 12 * 16; /* + rounding of 12 takes */
+    int64_t n = D * (S * N * GH + N * GH + 3 * N * H) + 12 * 16; /* + rounding of the takes */
     if (!packed) n += D * I * GH + D * H * GH + D * (GH + H);
     if (k->in[0].dtype != MP_DT_FLOAT) n += S * N * I;
     for (int o = 0; o < k->n_out && o < 3; o++)
@@ -1126,6 +1127,120 @@ static void lak_xw_range(void *arg, int64_t lo, int64_t hi) {
     mp_kgemm_f32(r1 - r0, p->GH, p->I, p->x + r0 * p->I, p->I, 1, p->wt, p->GH, 1, p->xw + r0 * p->GH, p->GH, true);
 }
 
+/* One direction's pass, on its own buffers (the directions of a
+ * bidirectional layer run side by side on two threads). */
+typedef struct lak_job {
+    mp_kctx *k;
+    const lak_rnn_cfg *c;
+    int gates, layout, D;
+    int64_t S, N, I, H;
+    const float *x, *wt, *rt, *bias;
+    const mp_rtensor *SL, *H0, *C0, *P;
+    float *y, *yh, *yc;
+    float *buf;                    /* per direction: XW, HR, h, c, r.h */
+    int64_t per_dir;               /* floats of buf per direction */
+    bool par;                      /* split XW across threads (one direction at a time) */
+} lak_job;
+
+static void lak_rnn_dir(const lak_job *j, int d) {
+    const lak_rnn_cfg *c = j->c;
+    const mp_rtensor *SL = j->SL, *H0 = j->H0, *C0 = j->C0, *P = j->P;
+    int gates = j->gates, layout = j->layout, D = j->D;
+    int64_t S = j->S, N = j->N, I = j->I, H = j->H, GH = gates * H;
+    float *xw = j->buf + d * j->per_dir, *hr = xw + S * N * GH, *h = hr + N * GH, *cs = h + N * H, *rh = cs + N * H;
+    float *y = j->y, *yh = j->yh, *yc = j->yc;
+    bool rev = c->rev || d == 1;
+    const lak_act *ac = c->act[d];
+    const float *wtd = j->wt + d * I * GH, *rtd = j->rt + d * H * GH, *xb = j->bias + d * (GH + H), *hb = xb + GH;
+    const float clip = c->clip;
+    lak_xw xp = {j->x, wtd, xb, xw, S * N, I, GH};
+    if (j->par) mp_kparallel(j->k, (S * N + LAK_ROWS - 1) / LAK_ROWS, lak_xw_range, &xp);
+    else lak_xw_range(&xp, 0, (S * N + LAK_ROWS - 1) / LAK_ROWS);
+    /* rows of X and XW: layout 0 [t][b], layout 1 [b][t] */
+#define LAK_ROW(t, b) (layout ? (b) * S + (t) : (t) * N + (b))
+#define LAK_Y(t, d, b) (layout ? (((b) * S + (t)) * D + (d)) * H : (((t) * D + (d)) * N + (b)) * H)
+#define LAK_HS(d, b) (layout ? ((b) * D + (d)) * H : ((d) * N + (b)) * H)
+#define LAK_CLIP(v) (clip > 0 ? fmaxf(-clip, fminf(clip, (v))) : (v))
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t q = 0; q < H; q++) {
+            h[b * H + q] = H0 ? lak_getf(H0, LAK_HS(d, b) + q) : 0;
+            cs[b * H + q] = C0 ? lak_getf(C0, LAK_HS(d, b) + q) : 0;
+        }
+    bool two = gates == 3 && !c->lbr;
+    for (int64_t s = 0; s < S; s++) {
+        bool any = false;
+        for (int64_t b = 0; b < N && !any; b++) any = !SL || mp_kget_i(SL->data, SL->dtype, b) > s;
+        if (!any) break;
+        /* HR = h R^T (GRU without linear_before_reset: the z and r columns first) */
+        mp_kgemm_f32(N, two ? 2 * H : GH, H, h, H, 1, rtd, GH, 1, hr, GH, false);
+        if (two) { /* z, r; then r.h R_h^T into the candidate's columns */
+            for (int64_t b = 0; b < N; b++) {
+                int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
+                int64_t t = rev ? len - 1 - s : s;
+                const float *xr = xw + LAK_ROW(t < 0 ? 0 : t, b) * GH;
+                float *hrr = hr + b * GH;
+                for (int64_t q = 0; q < H; q++) {
+                    float z = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q]));
+                    float r = lak_apply(&ac[0], LAK_CLIP(xr[H + q] + hrr[H + q]));
+                    hrr[q] = z;
+                    rh[b * H + q] = r * h[b * H + q];
+                }
+            }
+            mp_kgemm_f32(N, H, H, rh, H, 1, rtd + 2 * H, GH, 1, hr + 2 * H, GH, false);
+        }
+        for (int64_t b = 0; b < N; b++) {
+            int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
+            if (s >= len) continue;
+            int64_t t = rev ? len - 1 - s : s;
+            const float *xr = xw + LAK_ROW(t, b) * GH;
+            const float *hrr = hr + b * GH;
+            float *hv = h + b * H, *cv = cs + b * H;
+            if (gates == 1) {
+                for (int64_t q = 0; q < H; q++) hv[q] = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q]));
+            } else if (gates == 3) {
+                for (int64_t q = 0; q < H; q++) {
+                    float z, hh;
+                    if (two) {
+                        z = hrr[q];
+                        hh = xr[2 * H + q] + hrr[2 * H + q];
+                    } else {
+                        z = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q]));
+                        float r = lak_apply(&ac[0], LAK_CLIP(xr[H + q] + hrr[H + q]));
+                        hh = xr[2 * H + q] + r * (hrr[2 * H + q] + hb[q]);
+                    }
+                    hh = lak_apply(&ac[1], LAK_CLIP(hh));
+                    hv[q] = (1 - z) * hh + z * hv[q];
+                }
+            } else {
+                for (int64_t q = 0; q < H; q++) {
+                    float pi = P ? lak_getf(P, d * 3 * H + q) : 0, po = P ? lak_getf(P, d * 3 * H + H + q) : 0;
+                    float pf = P ? lak_getf(P, d * 3 * H + 2 * H + q) : 0, cp = cv[q];
+                    float gi = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q] + pi * cp));
+                    float gf = c->coupled ? 1 - gi : lak_apply(&ac[0], LAK_CLIP(xr[2 * H + q] + hrr[2 * H + q] + pf * cp));
+                    float gc = lak_apply(&ac[1], LAK_CLIP(xr[3 * H + q] + hrr[3 * H + q]));
+                    float cn = gf * cp + gi * gc;
+                    float go = lak_apply(&ac[0], LAK_CLIP(xr[H + q] + hrr[H + q] + po * cn));
+                    cv[q] = cn;
+                    hv[q] = go * lak_apply(&ac[2], cn);
+                }
+            }
+            if (y) memcpy(y + LAK_Y(t, d, b), hv, sizeof(float) * (size_t)H);
+        }
+    }
+    for (int64_t b = 0; b < N; b++) {
+        if (yh) memcpy(yh + LAK_HS(d, b), h + b * H, sizeof(float) * (size_t)H);
+        if (yc) memcpy(yc + LAK_HS(d, b), cs + b * H, sizeof(float) * (size_t)H);
+    }
+#undef LAK_ROW
+#undef LAK_Y
+#undef LAK_HS
+#undef LAK_CLIP
+}
+
+static void lak_rnn_dirs(void *arg, int64_t lo, int64_t hi) {
+    for (int64_t d = lo; d < hi; d++) lak_rnn_dir(arg, (int)d);
+}
+
 static mp_status lak_rnn(mp_kctx *k, int gates) {
     lak_rnn_cfg local, *c = k->state;
     if (!c) {
@@ -1160,8 +1275,8 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
     if (!work && !(work = heap = malloc(sizeof(float) * need))) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     float *cur = work;
 #define LAK_TAKE(n) (cur += ((n) + 15) / 16 * 16, cur - ((n) + 15) / 16 * 16)
-    float *xw = LAK_TAKE(S * N * GH), *hr = LAK_TAKE(N * GH), *h = LAK_TAKE(N * H), *cs = LAK_TAKE(N * H);
-    float *rh = LAK_TAKE(N * H);
+    int64_t per_dir = S * N * GH + N * GH + 3 * N * H;
+    float *buf = LAK_TAKE(D * per_dir);
     const float *wt = c->wt, *rt = c->rt, *bias = c->bias;
     if (!packed) {
         float *w2 = LAK_TAKE(D * I * GH), *r2 = LAK_TAKE(D * H * GH), *b2 = LAK_TAKE(D * (GH + H));
@@ -1181,100 +1296,16 @@ static mp_status lak_rnn(mp_kctx *k, int gates) {
     float *yc = Yc ? (Yc->dtype == MP_DT_FLOAT ? Yc->data : LAK_TAKE(Yc->numel)) : NULL;
 #undef LAK_TAKE
     if (y && SL) memset(y, 0, sizeof(float) * (size_t)(S * D * N * H));
-    /* rows of X and XW: layout 0 [t][b], layout 1 [b][t] */
-#define LAK_ROW(t, b) (layout ? (b) * S + (t) : (t) * N + (b))
-#define LAK_Y(t, d, b) (layout ? (((b) * S + (t)) * D + (d)) * H : (((t) * D + (d)) * N + (b)) * H)
-#define LAK_HS(d, b) (layout ? ((b) * D + (d)) * H : ((d) * N + (b)) * H)
-#define LAK_CLIP(v) (clip > 0 ? fmaxf(-clip, fminf(clip, (v))) : (v))
-    const float clip = c->clip;
-    for (int d = 0; d < D; d++) {
-        bool rev = c->rev || d == 1;
-        const lak_act *ac = c->act[d];
-        const float *wtd = wt + d * I * GH, *rtd = rt + d * H * GH, *xb = bias + d * (GH + H), *hb = xb + GH;
-        lak_xw xp = {x, wtd, xb, xw, S * N, I, GH};
-        mp_kparallel(k, (S * N + LAK_ROWS - 1) / LAK_ROWS, lak_xw_range, &xp);
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t j = 0; j < H; j++) {
-                h[b * H + j] = H0 ? lak_getf(H0, LAK_HS(d, b) + j) : 0;
-                cs[b * H + j] = C0 ? lak_getf(C0, LAK_HS(d, b) + j) : 0;
-            }
-        for (int64_t s = 0; s < S; s++) {
-            bool any = false;
-            for (int64_t b = 0; b < N && !any; b++) any = !SL || mp_kget_i(SL->data, SL->dtype, b) > s;
-            if (!any) break;
-            /* HR = h R^T (GRU without linear_before_reset: the z and r columns first) */
-            bool two = gates == 3 && !c->lbr;
-            mp_kgemm_f32(N, two ? 2 * H : GH, H, h, H, 1, rtd, GH, 1, hr, GH, false);
-            if (two) { /* z, r; then r.h R_h^T into the candidate's columns */
-                for (int64_t b = 0; b < N; b++) {
-                    int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
-                    int64_t t = rev ? len - 1 - s : s;
-                    const float *xr = xw + LAK_ROW(t < 0 ? 0 : t, b) * GH;
-                    float *hrr = hr + b * GH;
-                    for (int64_t j = 0; j < H; j++) {
-                        float z = lak_apply(&ac[0], LAK_CLIP(xr[j] + hrr[j]));
-                        float r = lak_apply(&ac[0], LAK_CLIP(xr[H + j] + hrr[H + j]));
-                        hrr[j] = z;
-                        rh[b * H + j] = r * h[b * H + j];
-                    }
-                }
-                mp_kgemm_f32(N, H, H, rh, H, 1, rtd + 2 * H, GH, 1, hr + 2 * H, GH, false);
-            }
-            for (int64_t b = 0; b < N; b++) {
-                int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
-                if (s >= len) continue;
-                int64_t t = rev ? len - 1 - s : s;
-                const float *xr = xw + LAK_ROW(t, b) * GH;
-                const float *hrr = hr + b * GH;
-                float *hv = h + b * H, *cv = cs + b * H;
-                if (gates == 1) {
-                    for (int64_t j = 0; j < H; j++) hv[j] = lak_apply(&ac[0], LAK_CLIP(xr[j] + hrr[j]));
-                } else if (gates == 3) {
-                    for (int64_t j = 0; j < H; j++) {
-                        float z, hh;
-                        if (two) {
-                            z = hrr[j];
-                            hh = xr[2 * H + j] + hrr[2 * H + j];
-                        } else {
-                            z = lak_apply(&ac[0], LAK_CLIP(xr[j] + hrr[j]));
-                            float r = lak_apply(&ac[0], LAK_CLIP(xr[H + j] + hrr[H + j]));
-                            hh = xr[2 * H + j] + r * (hrr[2 * H + j] + hb[j]);
-                        }
-                        hh = lak_apply(&ac[1], LAK_CLIP(hh));
-                        hv[j] = (1 - z) * hh + z * hv[j];
-                    }
-                } else {
-                    for (int64_t j = 0; j < H; j++) {
-                        float pi = P ? lak_getf(P, d * 3 * H + j) : 0, po = P ? lak_getf(P, d * 3 * H + H + j) : 0;
-                        float pf = P ? lak_getf(P, d * 3 * H + 2 * H + j) : 0, cp = cv[j];
-                        float gi = lak_apply(&ac[0], LAK_CLIP(xr[j] + hrr[j] + pi * cp));
-                        float gf = c->coupled ? 1 - gi : lak_apply(&ac[0], LAK_CLIP(xr[2 * H + j] + hrr[2 * H + j] + pf * cp));
-                        float gc = lak_apply(&ac[1], LAK_CLIP(xr[3 * H + j] + hrr[3 * H + j]));
-                        float cn = gf * cp + gi * gc;
-                        float go = lak_apply(&ac[0], LAK_CLIP(xr[H + j] + hrr[H + j] + po * cn));
-                        cv[j] = cn;
-                        hv[j] = go * lak_apply(&ac[2], cn);
-                    }
-                }
-                if (y) memcpy(y + LAK_Y(t, d, b), hv, sizeof(float) * (size_t)H);
-            }
-        }
-        for (int64_t b = 0; b < N; b++) {
-            if (yh) memcpy(yh + LAK_HS(d, b), h + b * H, sizeof(float) * (size_t)H);
-            if (yc) memcpy(yc + LAK_HS(d, b), cs + b * H, sizeof(float) * (size_t)H);
-        }
-    }
-#undef LAK_ROW
-#undef LAK_Y
-#undef LAK_HS
-#undef LAK_CLIP
+    lak_job job = {k, c, gates, layout, D, S, N, I, H, x, wt, rt, bias, SL, H0, C0, P, y, yh, yc, buf, per_dir,
+                   D == 1 || k->threads <= 1};
+    if (job.par) lak_rnn_dirs(&job, 0, D);
+    else mp_kparallel(k, D, lak_rnn_dirs, &job); /* the two directions side by side */
     if (Y && y != Y->data) mp_kconvert(Y->data, Y->dtype, y, MP_DT_FLOAT, Y->numel);
     if (Yh && yh != Yh->data) mp_kconvert(Yh->data, Yh->dtype, yh, MP_DT_FLOAT, Yh->numel);
     if (Yc && yc != Yc->data) mp_kconvert(Yc->data, Yc->dtype, yc, MP_DT_FLOAT, Yc->numel);
     free(heap);
     return MP_OK;
 }
-
 static mp_status lak_rnn1(mp_kctx *k) { return lak_rnn(k, 1); }
 static mp_status lak_gru(mp_kctx *k) { return lak_rnn(k, 3); }
 static mp_status lak_lstm(mp_kctx *k) { return lak_rnn(k, 4); }
