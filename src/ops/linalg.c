@@ -677,9 +677,9 @@ static void lstm_cost(mp_ctx *c, mp_cost *k) { la_rnn_cost(c, k, 4, 13); }
 /* ------------------------------------------------------------------ */
 /* Reference kernels: fp32 products through the blocked GEMM of
  * kernel_util.c, everything else (integer and quantized products, other
- * float types, Einsum, the recurrent layers) in double; integer products
- * are exact in double up to 2^53. oneDNN serves MatMul and Gemm in real
- * runs. */
+ * float types, Einsum) in double; integer products are exact in double up
+ * to 2^53. The recurrent layers compute in fp32 on the GEMM (below).
+ * oneDNN serves MatMul, Gemm and the recurrent layers in real runs. */
 
 static double *lak_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
     double *p = malloc(sizeof(double) * (size_t)(t->numel > 0 ? t->numel : 1));
