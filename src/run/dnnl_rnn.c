@@ -22,10 +22,11 @@
  *
  * What the primitive cannot do is left to the portable kernel (linalg.c):
  * mp_dnnl_rnn_kernel refuses the node (clip, non-default activations,
- * LSTM input_forget, other dtypes, sequence_lens known to be shorter than
- * the sequence). sequence_lens known only at run time are checked each run:
- * when one is shorter than T, that run goes to the portable kernel, which
- * prepare made ready beside the primitive. */
+ * LSTM input_forget, other dtypes, sequence_lens the inference knows to be
+ * shorter than the sequence). Given sequence_lens are checked each run
+ * (those the inference did not read, constant or not): when one is shorter
+ * than T, that run goes to the portable kernel, which prepare made ready
+ * beside the primitive. */
 #include "run/dnnl.h"
 
 #include <pthread.h>
@@ -537,7 +538,7 @@ static mp_status rnn_build(mp_kctx *k, rk *s, size_t *scratch) {
         (SL && SL->numel != N))
         return mp_error(MP_ERR_SHAPE, "node %s (%s): an input's size does not match X, W and R (%lld directions, "
                         "hidden %lld)", n->name, n->op, (long long)D, (long long)H);
-    if (SL && !SL->data) s->sl_rt = true;
+    s->sl_rt = SL != NULL; /* checked each run (a constant one too: inference may not have read it) */
     /* both directions side by side: two threads or more, layout 0 */
     bool split = D == 2 && s->threads >= 2 && s->layout == 0;
     s->n_part = split ? 2 : 1;
