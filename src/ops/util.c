@@ -336,3 +336,44 @@ mp_status mp_infer_broadcast(mp_ctx *c) {
     }
     return mp_set_out(c, 0, x->dtype, rank, dims);
 }
+
+/* ---- shared train rules (ops.h; docs/PLANNING.md "what the backward keeps") ---- */
+
+void mp_train_none(mp_ctx *c, mp_train *t) {
+    (void)c;
+    t->amp = MP_AMP_PROMOTE;
+}
+
+void mp_train_view(mp_ctx *c, mp_train *t) {
+    (void)c;
+    t->view = true;
+}
+
+void mp_train_save_in0(mp_ctx *c, mp_train *t) {
+    (void)c;
+    if (t->rg & 1u) t->save_in = 1u;
+    t->bwd_flops = t->rg ? t->fwd->flops : 0;
+}
+
+void mp_train_save_out0(mp_ctx *c, mp_train *t) {
+    (void)c;
+    if (t->rg & 1u) t->save_out = 1u;
+    t->bwd_flops = t->rg ? t->fwd->flops : 0;
+}
+
+void mp_train_product(mp_ctx *c, mp_train *t) {
+    (void)c;
+    t->amp = MP_AMP_LOWER;
+    uint64_t mm = t->fwd->macs > UINT64_MAX / 2 ? UINT64_MAX : 2 * t->fwd->macs;
+    uint64_t bias = t->fwd->flops > mm ? t->fwd->flops - mm : 0;
+    t->bwd_flops = 0;
+    if (t->rg & 1u) { /* dX = dY . W^T needs W */
+        t->save_in |= 2u;
+        t->bwd_flops += mm;
+    }
+    if (t->rg & 2u) { /* dW = X^T . dY needs X */
+        t->save_in |= 1u;
+        t->bwd_flops += mm;
+    }
+    if (t->rg & 4u) t->bwd_flops += bias; /* the bias's gradient: a sum over rows */
+}
