@@ -13,9 +13,9 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Iinclude -Isrc
 LDLIBS := -lz -lm -lpthread -ldl
 BUILD ?= build
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c \
+LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/plan/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c))
-CLI_SRC := src/cli/main.c src/cli/trace_cmd.c
+CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)

@@ -708,3 +708,37 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     free(w);
     return st;
 }
+
+/* ---- the same writer for the other JSON documents (the training plan):
+ * report.h mp_jw_* ---- */
+
+mp_jw *mp_jw_begin(FILE *f) {
+    jw *w = malloc(sizeof *w);
+    if (!w) return NULL;
+    memset(w, 0, offsetof(jw, buf));
+    w->o.f = f;
+    w->o.buf = w->buf;
+    w->o.cap = JW_BUF;
+    return w;
+}
+void mp_jw_open(mp_jw *w, char ch) { jw_open(w, ch); }
+void mp_jw_close(mp_jw *w, char ch) { jw_close(w, ch); }
+void mp_jw_key(mp_jw *w, const char *k) { jw_key_str(w, k); }
+void mp_jw_str(mp_jw *w, const char *s) {
+    if (s) jw_str(w, s);
+    else jw_null(w);
+}
+void mp_jw_u64(mp_jw *w, uint64_t v) { jw_u64(w, v); }
+void mp_jw_i64(mp_jw *w, int64_t v) { jw_i64(w, v); }
+void mp_jw_double(mp_jw *w, double v) { jw_double(w, v); }
+void mp_jw_bool(mp_jw *w, bool v) {
+    jw_sep(w);
+    mp_out_puts(&w->o, v ? "true" : "false");
+}
+void mp_jw_null(mp_jw *w) { jw_null(w); }
+void mp_jw_end(mp_jw *w) {
+    if (!w) return;
+    mp_out_putc(&w->o, '\n');
+    mp_out_flush(&w->o);
+    free(w);
+}

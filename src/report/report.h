@@ -142,10 +142,34 @@ mp_status mp_tree_print(mp_out *o, const mp_module *mods, int n, int max_depth,
 /* A JSON string (escaped; invalid UTF-8 becomes U+FFFD), json.c. */
 void mp_json_string(mp_out *o, const char *s);
 
+/* Write a file atomically (a temporary file next to it, then rename; a
+ * device or pipe is written in place): write(ud, f) fills it. report.c. */
+mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud);
+
+/* ---- the one JSON writer (json.c) for documents other than the profile
+ * (the training plan): the same layout (members of the two outer levels
+ * one a line), escaping and number formatting. mp_jw_key writes a key, the
+ * next call its value; mp_jw_double writes null for a non-finite value,
+ * mp_jw_str null for NULL. mp_jw_end ends the line, flushes, frees. */
+typedef struct jw mp_jw;
+mp_jw *mp_jw_begin(FILE *f);
+void mp_jw_open(mp_jw *w, char ch);
+void mp_jw_close(mp_jw *w, char ch);
+void mp_jw_key(mp_jw *w, const char *k);
+void mp_jw_str(mp_jw *w, const char *s);
+void mp_jw_u64(mp_jw *w, uint64_t v);
+void mp_jw_i64(mp_jw *w, int64_t v);
+void mp_jw_double(mp_jw *w, double v);
+void mp_jw_bool(mp_jw *w, bool v);
+void mp_jw_null(mp_jw *w);
+void mp_jw_end(mp_jw *w);
+
 /* ---- writers ----
  * Options are already validated (mp_report_write). They return MP_OK or an
  * error set with mp_error; stream errors are checked by the caller. */
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f);
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f);
+/* The GPU table with the source of each row (`modelprof plan --gpu list`), plan.c. */
+mp_status mp_gpu_table_write(FILE *f);
 
 #endif

@@ -1,0 +1,578 @@
+/* The training plan's writers: text in the house layout (rules, labels at
+ * column 24, every figure through the one number formatter, every
+ * assumption beside the figure it affects) and JSON through the one JSON
+ * writer (docs/JSON.md "plan", docs/schema/plan.schema.json). They read
+ * only the plan (and the profile and model it points to). */
+#include "plan/plan.h"
+#include "report/report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PL_RULE_WIDTH 92
+#define PL_LABEL_WIDTH 24
+
+typedef struct pw {
+    mp_out o;
+    char buf[16384];
+} pw;
+
+static void pf(pw *w, const char *fmt, ...) MP_PRINTF(2, 3);
+static void pf(pw *w, const char *fmt, ...) {
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    mp_out_write(&w->o, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void rule(pw *w, const char *title) {
+    int len = title ? (int)strlen(title) + 2 : 0;
+    int left = (PL_RULE_WIDTH - len) / 2, right = PL_RULE_WIDTH - len - left;
+    for (int i = 0; i < left; i++) mp_out_putc(&w->o, '-');
+    if (title) pf(w, " %s ", title);
+    for (int i = 0; i < right; i++) mp_out_putc(&w->o, '-');
+    mp_out_putc(&w->o, '\n');
+}
+
+static void label(pw *w, const char *l) { pf(w, "%-*s", PL_LABEL_WIDTH, l); }
+
+/* A model-supplied name safe for a terminal (control bytes as '?'). */
+static void safe(pw *w, const char *s) {
+    for (; s && *s; s++) mp_out_putc(&w->o, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+}
+
+static const char *prec_text(mp_precision p) {
+    switch (p) {
+    case MP_PREC_FP32: return "fp32 everywhere";
+    case MP_PREC_BF16: return "pure bf16 (weights, gradients, states and activations in bf16)";
+    case MP_PREC_FP16: return "pure fp16 (weights, gradients, states and activations in fp16)";
+    case MP_PREC_BF16_MIXED:
+        return "autocast bf16: matmul/conv/linear in bf16 (bf16 copies kept), norms, softmax, "
+               "losses in fp32; fp32 master weights";
+    case MP_PREC_FP16_MIXED:
+        return "autocast fp16 + GradScaler: matmul/conv/linear in fp16, norms, softmax, losses "
+               "in fp32; fp32 master weights";
+    default: return "?";
+    }
+}
+
+static const char *opt_text(mp_optimizer o) {
+    switch (o) {
+    case MP_OPT_ADAM:
+    case MP_OPT_ADAMW: return "2 states per parameter (exp_avg, exp_avg_sq)";
+    case MP_OPT_SGD_MOMENTUM: return "1 state per parameter (momentum)";
+    case MP_OPT_SGD: return "no state";
+    case MP_OPT_ADAFACTOR: return "factored second moment: a row and a column vector per matrix, no first moment";
+    default: return "no optimizer (gradients only)";
+    }
+}
+
+static double per_param(uint64_t bytes, uint64_t params) {
+    return params ? (double)bytes / (double)params : 0;
+}
+
+static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, uint64_t params, int in_flight) {
+    const mp_train_options *o = &pl->o;
+    const char *z = pl->zero >= 3 ? "partitioned over dp" : "";
+    label(w, "  weights:");
+    pf(w, "%s (%.3g B/param%s%s)\n", mp_fmt_bytes(m->weights_bytes).s, per_param(m->weights_bytes, params),
+       o->precision >= MP_PREC_BF16_MIXED ? ", the low-precision working copy" : "", *z ? ", ZeRO-3: partitioned over dp" : "");
+    label(w, "  gradients:");
+    pf(w, "%s (%.3g B/param%s)\n", mp_fmt_bytes(m->grads_bytes).s, per_param(m->grads_bytes, params),
+       pl->zero >= 2 ? ", ZeRO-2: partitioned over dp" : "");
+    label(w, "  optimizer states:");
+    pf(w, "%s (%s: %s%s)\n", mp_fmt_bytes(m->optimizer_bytes).s, mp_optimizer_name(o->optimizer),
+       opt_text(o->optimizer), pl->zero >= 1 ? "; ZeRO-1: partitioned over dp" : "");
+    label(w, "  master weights:");
+    pf(w, "%s (%s)\n", mp_fmt_bytes(m->master_weights_bytes).s,
+       o->precision >= MP_PREC_BF16_MIXED ? "fp32 copy, 4 B/param" : "none: the weights are updated in place");
+    label(w, "  activations:");
+    pf(w, "%s (kept for the backward, from each operator's train rule", mp_fmt_bytes(m->activations_bytes).s);
+    if (in_flight > 1) pf(w, "; x %d micro-batches in flight (1F1B)", in_flight);
+    if (pl->cast_param_bytes) pf(w, "; incl. autocast's weight copies %s", mp_fmt_bytes(pl->cast_param_bytes).s);
+    if (pl->loss_bytes && o->loss) pf(w, "; incl. the loss's %s", mp_fmt_bytes(pl->loss_bytes).s);
+    pf(w, ")\n");
+    label(w, "  temporary:");
+    pf(w, "%s (the largest operator's backward transient%s)\n", mp_fmt_bytes(m->temporary_bytes).s,
+       o->checkpointing ? " + the largest checkpointed block's recomputed set" : "");
+    label(w, "  peak:");
+    pf(w, "%s (what the allocator holds at its peak: torch.cuda.max_memory_allocated)\n",
+       mp_fmt_bytes(m->peak_bytes).s);
+}
+
+static void write_text(const mp_train_plan *pl, pw *w) {
+    const mp_train_options *o = &pl->o;
+    const mp_model *m = pl->p->m;
+    rule(w, o->inference ? "modelprof inference plan" : "modelprof training plan");
+    label(w, "model:");
+    safe(w, m->path);
+    pf(w, "\n");
+    label(w, "params:");
+    pf(w, "%s\n", mp_fmt_count(pl->params).s);
+    label(w, "layout:");
+    pf(w, "dp %d x tp %d x pp %d = %d GPU%s; ZeRO stage %d%s; %d micro-batch%s per step (the graph's batch "
+          "is one micro-batch)\n",
+       pl->dp, pl->tp, pl->pp, pl->dp * pl->tp * pl->pp, pl->dp * pl->tp * pl->pp > 1 ? "s" : "", pl->zero,
+       o->fsdp ? " (FSDP full shard)" : "", pl->m, pl->m > 1 ? "es" : "");
+    label(w, "precision:");
+    pf(w, "%s: %s\n", mp_precision_name(o->precision), prec_text(o->precision));
+    if (!o->inference) {
+        label(w, "optimizer:");
+        pf(w, "%s\n", mp_optimizer_name(o->optimizer));
+        label(w, "loss:");
+        pf(w, "%s\n", o->loss ? "cross-entropy on output 0 (keeps its log-probabilities in fp32 under autocast)"
+                              : "none (--no-loss)");
+    }
+    label(w, "repeated blocks:");
+    if (pl->n_blocks) {
+        pf(w, "%d (", pl->n_blocks);
+        safe(w, m->modules[pl->blocks[0]].path);
+        if (pl->n_blocks > 1) {
+            pf(w, " ... ");
+            safe(w, m->modules[pl->blocks[pl->n_blocks - 1]].path);
+        }
+        pf(w, ")%s\n", o->checkpointing ? ": checkpoint boundaries, each recomputed in the backward" : "");
+    } else {
+        pf(w, "none found\n");
+    }
+    if (pl->tp > 1) {
+        label(w, "tensor parallel:");
+        pf(w, "%d nodes split (Megatron column/row splits of the weight products in the blocks and "
+              "what lies between them), %d block nodes replicated; embeddings and head replicated",
+           pl->split_nodes, pl->replicated_nodes);
+        if (pl->heads) pf(w, "; %d heads", pl->heads);
+        pf(w, "\n");
+    }
+    label(w, "GPU:");
+    if (pl->gpu) {
+        pf(w, "%s: %s FLOPS %s, %s FLOPS %s; %s; %s/s (source: %s)\n", pl->gpu->label,
+           mp_fmt_si_d(pl->peak_low_flops, "").s, pl->peak_dtype, mp_fmt_si_d(pl->peak_flops, "").s,
+           o->precision == MP_PREC_FP32 ? "fp32" : "fp32 (the ops autocast leaves in fp32)",
+           mp_fmt_bytes((uint64_t)pl->mem_bytes).s, mp_fmt_bytes((uint64_t)pl->bw).s, pl->gpu->source);
+    } else if (pl->have_gpu || pl->mem_bytes > 0) {
+        pf(w, "given: peak %s FLOPS, memory %s, bandwidth %s/s\n", mp_fmt_si_d(pl->peak_low_flops, "").s,
+           mp_fmt_bytes((uint64_t)pl->mem_bytes).s, mp_fmt_bytes((uint64_t)pl->bw).s);
+    } else {
+        pf(w, "none (give --gpu NAME, --gpu list, or --peak-tflops, --mem-gb, --bandwidth-gbs): no step time\n");
+    }
+
+    mp_out_putc(&w->o, '\n');
+    rule(w, pl->pp > 1 ? "memory per GPU (the fullest pipeline stage)" : "memory per GPU");
+    if (o->inference) {
+        label(w, "  weights:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->mem.weights_bytes).s);
+        label(w, "  activation peak:");
+        pf(w, "%s (live activations over the execution order, in the plan's dtype)\n",
+           mp_fmt_bytes(pl->mem.activations_bytes).s);
+        label(w, "  inputs:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->infer_inputs).s);
+        label(w, "  peak:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->mem.peak_bytes).s);
+    } else {
+        const mp_pstage *ws = &pl->stages[pl->worst];
+        mem_lines(w, pl, &pl->mem, ws->params, ws->in_flight);
+    }
+    label(w, "  framework reserve:");
+    pf(w, "%s (assumption: CUDA context and allocator slack; --reserve-gb)\n", mp_fmt_bytes(pl->mem.reserve_bytes).s);
+    label(w, "  needed:");
+    uint64_t need = pl->mem.peak_bytes + pl->mem.reserve_bytes;
+    if (pl->mem_bytes > 0)
+        pf(w, "%s of %s: %s\n", mp_fmt_bytes(need).s, mp_fmt_bytes((uint64_t)pl->mem_bytes).s,
+           (double)need <= pl->mem_bytes ? "fits" : "does NOT fit");
+    else
+        pf(w, "%s\n", mp_fmt_bytes(need).s);
+    if (!o->inference) {
+        label(w, "  DeepSpeed estimate:");
+        pf(w, "model states %s under ZeRO-2, %s under ZeRO-3 (estimate_zero2/3_model_states_mem_needs, "
+              "no offload, %d GPUs)\n",
+           mp_fmt_bytes(pl->ds_zero2).s, mp_fmt_bytes(pl->ds_zero3).s, pl->dp);
+    }
+    if (pl->pp > 1) {
+        pf(w, "\n  %-6s %-9s %-10s %-10s %-10s %-10s %-9s %s\n", "stage", "blocks", "params", "states",
+           "activations", "temporary", "in-flight", "peak");
+        for (int s = 0; s < pl->pp; s++) {
+            const mp_pstage *ps = &pl->stages[s];
+            const mp_train_memory *mm = &ps->mem;
+            uint64_t states = mm->weights_bytes + mm->grads_bytes + mm->optimizer_bytes + mm->master_weights_bytes;
+            char blk[32];
+            snprintf(blk, sizeof blk, "%d-%d", ps->first_block, ps->first_block + ps->n_blocks - 1);
+            pf(w, "  %-6d %-9s %-10s %-10s %-10s %-10s %-9d %s\n", s, blk, mp_fmt_count(ps->params).s,
+               mp_fmt_bytes(states).s, mp_fmt_bytes(mm->activations_bytes).s, mp_fmt_bytes(mm->temporary_bytes).s,
+               ps->in_flight, mp_fmt_bytes(mm->peak_bytes).s);
+        }
+    }
+
+    mp_out_putc(&w->o, '\n');
+    rule(w, o->inference ? "forward time" : "step time");
+    if (!pl->have_gpu) {
+        pf(w, "unknown: no GPU given\n");
+    } else {
+        const mp_pstage *s0 = &pl->stages[0];
+        double f = 0, b = 0, r = 0;
+        for (int s = 0; s < pl->pp; s++) {
+            f += pl->stages[s].fwd_s;
+            b += pl->stages[s].bwd_s;
+            r += pl->stages[s].recompute_s;
+        }
+        (void)s0;
+        label(w, "  forward:");
+        pf(w, "%s per micro-batch, all stages (%s)\n", mp_fmt_seconds(f).s, mp_fmt_flops(pl->fwd_flops).s);
+        if (!o->inference) {
+            label(w, "  backward:");
+            pf(w, "%s (%s: each operator's own backward rule)\n", mp_fmt_seconds(b).s, mp_fmt_flops(pl->bwd_flops).s);
+            label(w, "  recompute:");
+            pf(w, "%s (%s)\n", mp_fmt_seconds(r).s, mp_fmt_flops(pl->recompute_flops).s);
+            label(w, "  compute:");
+            pf(w, "%s (%d micro-batch%s x the slowest stage)\n", mp_fmt_seconds(pl->compute_s).s, pl->m,
+               pl->m > 1 ? "es" : "");
+            label(w, "  pipeline bubble:");
+            pf(w, "%s ((pp - 1) x the slowest stage's micro-batch, 1F1B)\n", mp_fmt_seconds(pl->bubble_s).s);
+            label(w, "  tensor-parallel comm:");
+            pf(w, "%s per micro-batch (all-reduces inside the blocks, in the compute above)\n",
+               mp_fmt_seconds(pl->tp_comm_s).s);
+            label(w, "  pipeline p2p:");
+            pf(w, "%s per micro-batch (in the compute above)\n", mp_fmt_seconds(pl->p2p_s).s);
+            label(w, "  data-parallel comm:");
+            pf(w, "%s (%s %s per step, not overlapped)\n", mp_fmt_seconds(pl->dp_comm_s).s,
+               mp_fmt_bytes(pl->dp_comm_bytes).s,
+               pl->zero >= 3 ? "reduce-scatter of gradients + 2 all-gathers of weights"
+               : pl->zero >= 1 ? "reduce-scatter of gradients + all-gather of weights"
+                               : "all-reduce of gradients");
+            label(w, "  optimizer step:");
+            pf(w, "%s (memory-bound: reads and writes the states of this rank)\n", mp_fmt_seconds(pl->optimizer_s).s);
+        }
+        label(w, "  step:");
+        pf(w, "%s\n", mp_fmt_seconds(pl->step_s).s);
+        label(w, "  MFU implied:");
+        pf(w, "%.1f%% (model FLOPs / (step x GPUs x %s peak))\n", pl->mfu_implied * 100, pl->peak_dtype);
+        label(w, "  assumptions:");
+        pf(w, "a node reaches %.0f%% of the dtype peak (--compute-eff) and %.0f%% of the bandwidth "
+              "(--memory-eff), max of the two (roofline), + %s per node and pass (--node-overhead-us); "
+              "links %s/s inside a node of 8, %s/s across (--link-gbs)\n",
+           o->compute_eff * 100, o->memory_eff * 100, mp_fmt_seconds(o->node_overhead_s).s,
+           mp_fmt_bytes((uint64_t)mp_plan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_plan_link_bw(pl, 16)).s);
+    }
+
+    if (!o->inference) {
+        mp_out_putc(&w->o, '\n');
+        rule(w, "time to train");
+        label(w, "  per step:");
+        if (pl->has_tokens)
+            pf(w, "%s tokens, %s samples\n", mp_fmt_count((uint64_t)pl->tokens_per_step).s,
+               mp_fmt_count((uint64_t)pl->samples_per_step).s);
+        else
+            pf(w, "%s samples\n", mp_fmt_count((uint64_t)pl->samples_per_step).s);
+        label(w, "  graph-based:");
+        if (pl->train_s >= 0)
+            pf(w, "%.3g days on %d GPUs (steps x step time)\n", pl->train_s / 86400, pl->gpus);
+        else
+            pf(w, "? (give --tokens or --samples, and a GPU)\n");
+        label(w, "  cross-check:");
+        if (pl->train_6nd_s >= 0)
+            pf(w, "%.3g days: %s at %.0f%% MFU (--mfu, an assumption) on %d GPUs\n", pl->train_6nd_s / 86400,
+               o->checkpointing ? "8 N D (recomputation)" : "6 N D", o->mfu * 100, pl->gpus);
+        else
+            pf(w, "? (give --tokens or --samples, and a GPU)\n");
+        if (pl->flops_6nd > 0) {
+            label(w, "  FLOPs per step:");
+            pf(w, "graph %s vs %s %s\n", mp_fmt_flops(pl->fwd_flops + pl->bwd_flops + pl->recompute_flops).s,
+               o->checkpointing ? "8ND" : "6ND", mp_fmt_flops((uint64_t)pl->flops_6nd).s);
+        }
+    } else if (o->kv_cache) {
+        mp_out_putc(&w->o, '\n');
+        rule(w, "KV cache");
+        label(w, "  per token:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->kv_bytes_per_token).s);
+        label(w, "  at this context:");
+        pf(w, "%s (%s tokens: the graph's batch x sequence)\n",
+           mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb).s, mp_fmt_count(pl->tokens_per_mb).s);
+        label(w, "  prefill:");
+        pf(w, "%s, %s read (weights and activations)\n", mp_fmt_flops(pl->fwd_flops).s,
+           mp_fmt_bytes(pl->mem.weights_bytes + pl->mem.activations_bytes).s);
+        label(w, "  decode per token:");
+        pf(w, "%s, %s read (weights + the KV cache at this context)\n",
+           mp_fmt_flops(pl->tokens_per_mb ? pl->fwd_flops / pl->tokens_per_mb : 0).s,
+           mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb).s);
+    }
+    if (pl->n_default_ops) {
+        label(w, "default train rule:");
+        for (int i = 0; i < pl->n_default_ops; i++) {
+            pf(w, "%s%d x ", i ? ", " : "", pl->default_counts[i]);
+            safe(w, pl->default_ops[i]);
+        }
+        pf(w, " (no rule of their own: all inputs kept, bwd = 2 x fwd)\n");
+    }
+    if (pl->n_fit) {
+        mp_out_putc(&w->o, '\n');
+        rule(w, "layouts that fit (--fit), best first");
+        pf(w, "  %-5s %-4s %-4s %-5s %-12s %-10s %s\n", "dp", "tp", "pp", "zero", "needed", "step",
+           pl->has_tokens ? "tokens/s" : "samples/s");
+        int shown = 0, fits = 0;
+        for (int i = 0; i < pl->n_fit; i++) fits += pl->fit[i].fits;
+        for (int i = 0; i < pl->n_fit && shown < 10; i++) {
+            const mp_fit_row *r = &pl->fit[i];
+            if (!r->fits && fits) break;
+            pf(w, "  %-5d %-4d %-4d %-5d %-12s %-10s %s%s\n", r->dp, r->tp, r->pp, r->zero,
+               mp_fmt_bytes(r->peak_bytes).s, mp_fmt_seconds(r->step_s).s, mp_fmt_si_d(r->tokens_per_s, "").s,
+               r->fits ? "" : "  (does not fit)");
+            shown++;
+        }
+        pf(w, "  %d of %d layouts fit\n", fits, pl->n_fit);
+    }
+    rule(w, NULL);
+}
+
+/* ---- JSON ---- */
+
+static void jmem(mp_jw *w, const mp_train_memory *m, double cap) {
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "weights_bytes"); mp_jw_u64(w, m->weights_bytes);
+    mp_jw_key(w, "grads_bytes"); mp_jw_u64(w, m->grads_bytes);
+    mp_jw_key(w, "optimizer_bytes"); mp_jw_u64(w, m->optimizer_bytes);
+    mp_jw_key(w, "master_weights_bytes"); mp_jw_u64(w, m->master_weights_bytes);
+    mp_jw_key(w, "activations_bytes"); mp_jw_u64(w, m->activations_bytes);
+    mp_jw_key(w, "temporary_bytes"); mp_jw_u64(w, m->temporary_bytes);
+    mp_jw_key(w, "peak_bytes"); mp_jw_u64(w, m->peak_bytes);
+    mp_jw_key(w, "reserve_bytes"); mp_jw_u64(w, m->reserve_bytes);
+    mp_jw_key(w, "required_bytes"); mp_jw_u64(w, m->peak_bytes + m->reserve_bytes);
+    mp_jw_key(w, "fits");
+    if (cap > 0) mp_jw_bool(w, (double)(m->peak_bytes + m->reserve_bytes) <= cap);
+    else mp_jw_null(w);
+    mp_jw_close(w, '}');
+}
+
+static void jnum_or_null(mp_jw *w, double v) {
+    if (v >= 0) mp_jw_double(w, v);
+    else mp_jw_null(w);
+}
+
+static void write_json(const mp_train_plan *pl, mp_jw *w) {
+    const mp_train_options *o = &pl->o;
+    const mp_model *m = pl->p->m;
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "modelprof_version"); mp_jw_str(w, MP_VERSION_STRING);
+    mp_jw_key(w, "model");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "path"); mp_jw_str(w, m->path);
+    mp_jw_key(w, "params"); mp_jw_u64(w, pl->params);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "plan");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "mode"); mp_jw_str(w, o->inference ? "inference" : "training");
+    mp_jw_key(w, "precision"); mp_jw_str(w, mp_precision_name(o->precision));
+    mp_jw_key(w, "optimizer"); mp_jw_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
+    mp_jw_key(w, "checkpointing"); mp_jw_bool(w, o->checkpointing != 0);
+    mp_jw_key(w, "blocks");
+    mp_jw_open(w, '[');
+    for (int i = 0; i < pl->n_blocks; i++) mp_jw_str(w, m->modules[pl->blocks[i]].path);
+    mp_jw_close(w, ']');
+    mp_jw_key(w, "zero"); mp_jw_i64(w, pl->zero);
+    mp_jw_key(w, "fsdp"); mp_jw_bool(w, o->fsdp != 0);
+    mp_jw_key(w, "dp"); mp_jw_i64(w, pl->dp);
+    mp_jw_key(w, "tp"); mp_jw_i64(w, pl->tp);
+    mp_jw_key(w, "pp"); mp_jw_i64(w, pl->pp);
+    mp_jw_key(w, "micro_batches"); mp_jw_i64(w, pl->m);
+    mp_jw_key(w, "gpus"); mp_jw_i64(w, pl->gpus);
+    mp_jw_key(w, "params"); mp_jw_u64(w, pl->params);
+    mp_jw_key(w, "tokens_per_step");
+    if (pl->has_tokens) mp_jw_double(w, pl->tokens_per_step);
+    else mp_jw_null(w);
+    mp_jw_key(w, "samples_per_step"); mp_jw_double(w, pl->samples_per_step);
+    mp_jw_key(w, "gpu");
+    if (pl->gpu || pl->have_gpu || pl->mem_bytes > 0) {
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "id"); mp_jw_str(w, pl->gpu ? pl->gpu->id : NULL);
+        mp_jw_key(w, "label"); mp_jw_str(w, pl->gpu ? pl->gpu->label : "given");
+        mp_jw_key(w, "peak_flops_per_s"); mp_jw_double(w, pl->peak_low_flops);
+        mp_jw_key(w, "peak_dtype"); mp_jw_str(w, pl->peak_dtype);
+        mp_jw_key(w, "fp32_peak_flops_per_s"); mp_jw_double(w, pl->peak_flops);
+        mp_jw_key(w, "memory_bytes"); mp_jw_double(w, pl->mem_bytes);
+        mp_jw_key(w, "bandwidth_bytes_per_s"); mp_jw_double(w, pl->bw);
+        mp_jw_key(w, "link_bytes_per_s"); mp_jw_double(w, mp_plan_link_bw(pl, pl->dp * pl->tp * pl->pp));
+        mp_jw_key(w, "source"); mp_jw_str(w, pl->gpu ? pl->gpu->source : "given on the command line");
+        mp_jw_close(w, '}');
+    } else {
+        mp_jw_null(w);
+    }
+    mp_jw_key(w, "memory");
+    jmem(w, &pl->mem, pl->mem_bytes);
+    mp_jw_key(w, "stages");
+    mp_jw_open(w, '[');
+    for (int s = 0; s < pl->pp && !o->inference; s++) {
+        const mp_pstage *ps = &pl->stages[s];
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "stage"); mp_jw_i64(w, s);
+        mp_jw_key(w, "first_block"); mp_jw_i64(w, ps->first_block);
+        mp_jw_key(w, "blocks"); mp_jw_i64(w, ps->n_blocks);
+        mp_jw_key(w, "params"); mp_jw_u64(w, ps->params);
+        mp_jw_key(w, "in_flight"); mp_jw_i64(w, ps->in_flight);
+        mp_jw_key(w, "memory"); jmem(w, &ps->mem, pl->mem_bytes);
+        mp_jw_key(w, "fwd_flops"); mp_jw_u64(w, ps->fwd_flops);
+        mp_jw_key(w, "bwd_flops"); mp_jw_u64(w, ps->bwd_flops);
+        mp_jw_key(w, "recompute_flops"); mp_jw_u64(w, ps->recompute_flops);
+        mp_jw_key(w, "fwd_s"); mp_jw_double(w, pl->have_gpu ? ps->fwd_s : NAN);
+        mp_jw_key(w, "bwd_s"); mp_jw_double(w, pl->have_gpu ? ps->bwd_s : NAN);
+        mp_jw_key(w, "recompute_s"); mp_jw_double(w, pl->have_gpu ? ps->recompute_s : NAN);
+        mp_jw_close(w, '}');
+    }
+    mp_jw_close(w, ']');
+    mp_jw_key(w, "step_time_s"); mp_jw_double(w, pl->have_gpu ? pl->step_s : NAN);
+    mp_jw_key(w, "breakdown");
+    mp_jw_open(w, '{');
+    double hv = pl->have_gpu ? 1 : NAN;
+    mp_jw_key(w, "compute_s"); mp_jw_double(w, pl->compute_s * hv);
+    mp_jw_key(w, "bubble_s"); mp_jw_double(w, pl->bubble_s * hv);
+    mp_jw_key(w, "tp_comm_s"); mp_jw_double(w, pl->tp_comm_s * hv);
+    mp_jw_key(w, "p2p_s"); mp_jw_double(w, pl->p2p_s * hv);
+    mp_jw_key(w, "dp_comm_s"); mp_jw_double(w, pl->dp_comm_s * hv);
+    mp_jw_key(w, "dp_comm_bytes"); mp_jw_u64(w, pl->dp_comm_bytes);
+    mp_jw_key(w, "optimizer_s"); mp_jw_double(w, pl->optimizer_s * hv);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "flops");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "fwd_flops"); mp_jw_u64(w, pl->fwd_flops);
+    mp_jw_key(w, "bwd_flops"); mp_jw_u64(w, pl->bwd_flops);
+    mp_jw_key(w, "recompute_flops"); mp_jw_u64(w, pl->recompute_flops);
+    mp_jw_key(w, "nd_flops");
+    if (pl->flops_6nd > 0) mp_jw_double(w, pl->flops_6nd);
+    else mp_jw_null(w);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "mfu_assumed"); mp_jw_double(w, o->mfu);
+    mp_jw_key(w, "mfu_implied"); mp_jw_double(w, pl->mfu_implied >= 0 ? pl->mfu_implied : NAN);
+    mp_jw_key(w, "time_to_train_s"); jnum_or_null(w, pl->train_s);
+    mp_jw_key(w, "time_to_train_nd_s"); jnum_or_null(w, pl->train_6nd_s);
+    mp_jw_key(w, "assumptions");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "compute_efficiency"); mp_jw_double(w, o->compute_eff);
+    mp_jw_key(w, "memory_efficiency"); mp_jw_double(w, o->memory_eff);
+    mp_jw_key(w, "node_overhead_s"); mp_jw_double(w, o->node_overhead_s);
+    mp_jw_key(w, "reserve_bytes"); mp_jw_u64(w, pl->mem.reserve_bytes);
+    mp_jw_key(w, "loss"); mp_jw_str(w, o->loss && !o->inference ? "cross_entropy" : NULL);
+    mp_jw_key(w, "comm_overlap"); mp_jw_bool(w, false);
+    mp_jw_key(w, "grads_freed_between_steps"); mp_jw_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "deepspeed");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "zero2_model_states_bytes"); mp_jw_u64(w, pl->ds_zero2);
+    mp_jw_key(w, "zero3_model_states_bytes"); mp_jw_u64(w, pl->ds_zero3);
+    mp_jw_key(w, "largest_layer_params"); mp_jw_u64(w, pl->largest_layer);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "activations");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "autocast_weight_copies_bytes"); mp_jw_u64(w, pl->cast_param_bytes);
+    mp_jw_key(w, "loss_bytes"); mp_jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "tensor_parallel");
+    mp_jw_open(w, '{');
+    mp_jw_key(w, "split_nodes"); mp_jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
+    mp_jw_key(w, "replicated_nodes"); mp_jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
+    mp_jw_key(w, "heads"); mp_jw_i64(w, pl->heads);
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "default_train_rule");
+    mp_jw_open(w, '[');
+    for (int i = 0; i < pl->n_default_ops; i++) {
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "op"); mp_jw_str(w, pl->default_ops[i]);
+        mp_jw_key(w, "count"); mp_jw_i64(w, pl->default_counts[i]);
+        mp_jw_close(w, '}');
+    }
+    mp_jw_close(w, ']');
+    if (o->inference) {
+        mp_jw_key(w, "inference");
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "inputs_bytes"); mp_jw_u64(w, pl->infer_inputs);
+        mp_jw_key(w, "kv_cache_bytes_per_token");
+        if (o->kv_cache) mp_jw_u64(w, pl->kv_bytes_per_token);
+        else mp_jw_null(w);
+        mp_jw_key(w, "kv_cache_bytes");
+        if (o->kv_cache) mp_jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
+        else mp_jw_null(w);
+        mp_jw_key(w, "prefill_flops"); mp_jw_u64(w, pl->fwd_flops);
+        mp_jw_key(w, "decode_flops_per_token");
+        if (pl->tokens_per_mb) mp_jw_u64(w, pl->fwd_flops / pl->tokens_per_mb);
+        else mp_jw_null(w);
+        mp_jw_key(w, "decode_bytes_per_token");
+        mp_jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb);
+        mp_jw_close(w, '}');
+    }
+    mp_jw_key(w, "fit");
+    mp_jw_open(w, '[');
+    for (int i = 0; i < pl->n_fit; i++) {
+        const mp_fit_row *r = &pl->fit[i];
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "dp"); mp_jw_i64(w, r->dp);
+        mp_jw_key(w, "tp"); mp_jw_i64(w, r->tp);
+        mp_jw_key(w, "pp"); mp_jw_i64(w, r->pp);
+        mp_jw_key(w, "zero"); mp_jw_i64(w, r->zero);
+        mp_jw_key(w, "required_bytes"); mp_jw_u64(w, r->peak_bytes);
+        mp_jw_key(w, "step_time_s"); mp_jw_double(w, pl->have_gpu ? r->step_s : NAN);
+        mp_jw_key(w, "per_s"); mp_jw_double(w, pl->have_gpu ? r->tokens_per_s : NAN);
+        mp_jw_key(w, "fits"); mp_jw_bool(w, r->fits);
+        mp_jw_close(w, '}');
+    }
+    mp_jw_close(w, ']');
+    mp_jw_close(w, '}');
+    mp_jw_key(w, "warnings");
+    mp_jw_open(w, '[');
+    for (int i = 0; i < m->n_warnings; i++) mp_jw_str(w, m->warnings[i] ? m->warnings[i] : "");
+    mp_jw_close(w, ']');
+    mp_jw_close(w, '}');
+}
+
+mp_status mp_train_plan_write(const mp_train_plan *pl, mp_format format, FILE *f) {
+    if (!pl || !f) return mp_error(MP_ERR_USAGE, "no plan or file");
+    if (format == MP_FORMAT_JSON) {
+        mp_jw *w = mp_jw_begin(f);
+        if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the plan");
+        write_json(pl, w);
+        mp_jw_end(w);
+        return MP_OK;
+    }
+    if (format != MP_FORMAT_TEXT) return mp_error(MP_ERR_USAGE, "unknown report format");
+    pw *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the plan");
+    w->o.f = f;
+    w->o.n = 0;
+    w->o.cap = sizeof w->buf;
+    w->o.buf = w->buf;
+    write_text(pl, w);
+    mp_out_flush(&w->o);
+    free(w);
+    return MP_OK;
+}
+
+typedef struct plan_job {
+    const mp_train_plan *pl;
+    mp_format format;
+} plan_job;
+
+static mp_status plan_job_write(void *ud, FILE *f) {
+    const plan_job *j = ud;
+    return mp_train_plan_write(j->pl, j->format, f);
+}
+
+mp_status mp_train_plan_write_file(const mp_train_plan *pl, mp_format format, const char *path) {
+    plan_job j = {pl, format};
+    return mp_write_file_atomic(path, plan_job_write, &j);
+}
+
+mp_status mp_gpu_table_write(FILE *f) {
+    fprintf(f, "%-10s %-18s %8s %8s %8s %8s %8s %8s %7s %8s  %s\n", "name", "GPU", "fp32", "tf32", "fp16",
+            "bf16", "fp8", "fp64", "memory", "GB/s", "source");
+    for (int i = 0; i < mp_gpu_count(); i++) {
+        const mp_gpu *g = mp_gpu_at(i);
+        fprintf(f, "%-10s %-18s", g->id, g->label);
+        for (int d = 0; d < MP_GPU_DT_COUNT; d++) {
+            if (g->tflops[d] > 0) fprintf(f, " %8g", g->tflops[d]);
+            else fprintf(f, " %8s", "-");
+        }
+        fprintf(f, " %4g GB %8g  %s\n", g->mem_gb, g->bandwidth_gbs, g->source);
+    }
+    fprintf(f, "peaks in TFLOPS, dense (no sparsity); fp32 without tensor cores; '-': not in the datasheet\n");
+    return ferror(f) ? mp_error(MP_ERR_IO, "cannot write the GPU table") : MP_OK;
+}
