@@ -197,7 +197,8 @@ static mp_status module_blocks(pctx *c, int **out) {
 }
 
 static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
-    if (!n->desc || n->desc->train != mp_train_product) return false;
+    if (!n->desc || n->desc->train != mp_train_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
+        return false;
     if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
     const mp_value *w = &c->g->values[n->in[1]];
     if (!(w->flags & MP_VAL_PARAM)) return false;
@@ -805,8 +806,15 @@ static mp_status plan_build(mp_train_plan *pl) {
     mp_model *m = pl->p->m;
     mp_status st = check_options(o, pl);
     if (st) return st;
-    if (pl->p->total.unknown > 0 || pl->p->n_unresolved > 0)
-        return mp_error(MP_ERR_USAGE, "the plan needs every dim: give --dim NAME=VALUE for each unresolved dim");
+    if (pl->p->n_unresolved > 0) {
+        int sym = pl->p->unresolved[0];
+        return mp_error(MP_ERR_USAGE, "the plan needs every dim: give --dim %s=VALUE%s",
+                        sym > 0 && sym < m->n_syms ? m->syms[sym].name : "NAME",
+                        pl->p->n_unresolved > 1 ? " (and the other unresolved dims)" : "");
+    }
+    if (pl->p->total.unknown > 0)
+        return mp_error(MP_ERR_USAGE, "the plan needs every dim: %d nodes have shapes that depend on "
+                        "unknown dims (give --dim or --input)", pl->p->total.unknown);
     pl->dp = o->dp;
     pl->tp = o->tp;
     pl->pp = o->pp;
@@ -867,15 +875,31 @@ static mp_status plan_build(mp_train_plan *pl) {
                             if (q->in[1] >= 0) kv += v_bytes(&c, q->in[1]);
                             break;
                         }
-                        prod = q->n_in > 0 && q->in[0] >= 0 ? g->values[q->in[0]].producer : -1;
+                        /* up through the mask and the scaling: the largest input */
+                        int big = -1;
+                        for (int i = 0; i < q->n_in; i++)
+                            if (q->in[i] >= 0 && !c.cst[q->in[i]] &&
+                                (big < 0 || v_numel(&g->values[q->in[i]]) > v_numel(&g->values[big])))
+                                big = q->in[i];
+                        prod = big >= 0 ? g->values[big].producer : -1;
                     }
+                    /* V: the other operand of the product the probabilities
+                     * feed, through casts and dropouts */
                     int sv = n->out[0];
-                    for (int k2 = 0; sv >= 0 && k2 < pl->n_nodes; k2++) {
-                        const mp_node *q = &g->nodes[g->order[k2]];
-                        if (mp_streq(q->op, "MatMul") && q->n_in == 2 && q->in[0] == sv) {
-                            if (q->in[1] >= 0) kv += v_bytes(&c, q->in[1]);
+                    for (int hop = 0; hop < 4 && sv >= 0; hop++) {
+                        int next = -1;
+                        for (int k2 = k + 1; k2 < pl->n_nodes; k2++) {
+                            const mp_node *q = &g->nodes[g->order[k2]];
+                            if (q->n_in < 1 || q->in[0] != sv) continue;
+                            if (mp_streq(q->op, "MatMul") && q->n_in == 2) {
+                                if (q->in[1] >= 0) kv += v_bytes(&c, q->in[1]);
+                            } else if ((mp_streq(q->op, "Cast") || mp_streq(q->op, "Dropout") ||
+                                        mp_streq(q->op, "Identity")) && q->n_out > 0) {
+                                next = q->out[0];
+                            }
                             break;
                         }
+                        sv = next;
                     }
                 }
                 pl->kv_bytes_per_token = pl->tokens_per_mb ? kv / pl->tokens_per_mb : 0;
