@@ -6,6 +6,7 @@
 #include "plan/plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,6 +108,7 @@ typedef struct pctx {
     int *stor;                    /* per value: storage (view chains) */
     int *seen;                    /* per storage: stamp of the set it was counted in */
     int *node_block;              /* per node index: block or -1 */
+    int8_t *ovr;                  /* per node index: OVR_* (decomposed operators) */
 } pctx;
 
 static int dt_size(int dt) {
@@ -200,7 +202,7 @@ static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
     if (!n->desc || n->desc->train != mp_train_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
         return false;
     if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
-    const mp_value *w = &c->g->values[n->in[1]];
+    const mp_value *w = &c->g->values[c->stor[n->in[1]]];
     if (!(w->flags & MP_VAL_PARAM)) return false;
     *act = n->in[0];
     return true;
@@ -219,8 +221,9 @@ static void note_default(mp_train_plan *pl, const char *op) {
 /* A kept value's bytes (its storage counted once per stamp); under
  * autocast a value kept in another type is a copy of its own. */
 static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split) {
-    const mp_value *val = &c->g->values[v];
     *split = c->split[v];
+    if (c->g->values[c->stor[v]].flags & MP_VAL_PARAM) v = c->stor[v]; /* a view of a weight */
+    const mp_value *val = &c->g->values[v];
     if (val->flags & MP_VAL_PARAM) {
         /* the parameter itself is no activation; autocast's cached
          * low-precision copy of it is (once per parameter) */
@@ -240,6 +243,130 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split) {
     return v_numel(&c->g->values[s]) * (uint64_t)dt_size(c->adt[s]);
 }
 
+/* ---- operators the exporter decomposed ----
+ * Opsets before 17 (LayerNormalization) and before 20 (Gelu) have no such
+ * operator: torch.onnx writes LayerNorm as ReduceMean, Sub, Pow,
+ * ReduceMean, Add, Sqrt, Div (then Mul, Add for the affine part) and
+ * F.gelu as Div, Erf, Add, Mul, Mul. PyTorch runs one operator that keeps
+ * its input (and, for LayerNorm, a mean and 1/std per row): the planner
+ * recognises the pattern and applies that operator's rule to the group.
+ * ovr per node: -1 none, 0 a member (keeps nothing), 1 LayerNorm's head,
+ * 2 GELU's head. */
+enum { OVR_NONE = -1, OVR_MEMBER = 0, OVR_LAYERNORM = 1, OVR_GELU = 2 };
+
+typedef struct consumers {
+    int *start, *list; /* CSR: consumers of value v are list[start[v] .. start[v+1]) */
+} consumers;
+
+static int only_consumer(const pctx *c, const consumers *cs, int v, const char *op) {
+    if (v < 0 || cs->start[v + 1] - cs->start[v] < 1) return -1;
+    for (int i = cs->start[v]; i < cs->start[v + 1]; i++) {
+        const mp_node *n = &c->g->nodes[cs->list[i]];
+        if (mp_streq(n->op, op)) return cs->list[i];
+    }
+    return -1;
+}
+
+static bool has_in(const mp_node *n, int v) {
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] == v) return true;
+    return false;
+}
+
+static int other_in(const mp_node *n, int v) {
+    if (n->n_in != 2) return -1;
+    return n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : -1;
+}
+
+static void find_decomposed(pctx *c, const consumers *cs, int8_t *ovr) {
+    mp_graph *g = c->g;
+    for (int ni = 0; ni < g->n_nodes; ni++) {
+        const mp_node *n = &g->nodes[ni];
+        if (mp_streq(n->op, "ReduceMean") && n->n_in >= 1 && n->n_out >= 1 && ovr[ni] == OVR_NONE) {
+            int x = n->in[0], mean = n->out[0];
+            int sub = only_consumer(c, cs, mean, "Sub");
+            if (sub < 0 || g->nodes[sub].n_in != 2 || g->nodes[sub].in[0] != x) continue;
+            int d = g->nodes[sub].out[0];
+            int pw = only_consumer(c, cs, d, "Pow");
+            int dv = only_consumer(c, cs, d, "Div");
+            if (pw < 0 || dv < 0) continue;
+            int r2 = only_consumer(c, cs, g->nodes[pw].out[0], "ReduceMean");
+            if (r2 < 0) continue;
+            int ad = only_consumer(c, cs, g->nodes[r2].out[0], "Add");
+            if (ad < 0) continue;
+            int sq = only_consumer(c, cs, g->nodes[ad].out[0], "Sqrt");
+            if (sq < 0 || !has_in(&g->nodes[dv], g->nodes[sq].out[0])) continue;
+            int members[] = {sub, pw, r2, ad, sq, dv};
+            ovr[ni] = OVR_LAYERNORM;
+            for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) ovr[members[i]] = OVR_MEMBER;
+            /* the affine part: x_hat * gamma (+ beta) needs no x_hat of its own */
+            int mul = only_consumer(c, cs, g->nodes[dv].out[0], "Mul");
+            if (mul >= 0) {
+                int w = other_in(&g->nodes[mul], g->nodes[dv].out[0]);
+                if (w >= 0 && (g->values[c->stor[w]].flags & MP_VAL_PARAM)) ovr[mul] = OVR_MEMBER;
+            }
+        } else if (mp_streq(n->op, "Erf") && n->n_in == 1 && n->n_out == 1) {
+            int pre = g->values[n->in[0]].producer;
+            if (pre < 0) continue;
+            const mp_node *p = &g->nodes[pre];
+            if (!(mp_streq(p->op, "Div") || mp_streq(p->op, "Mul")) || p->n_in != 2 || p->in[1] < 0 ||
+                !c->cst[p->in[1]])
+                continue;
+            int x = p->in[0];
+            int ad = only_consumer(c, cs, n->out[0], "Add");
+            if (ad < 0) continue;
+            int mul = -1;
+            for (int i = cs->start[g->nodes[ad].out[0]]; i < cs->start[g->nodes[ad].out[0] + 1]; i++) {
+                const mp_node *q = &g->nodes[cs->list[i]];
+                if (mp_streq(q->op, "Mul") && other_in(q, g->nodes[ad].out[0]) >= 0) mul = cs->list[i];
+            }
+            if (mul < 0) continue;
+            int y = other_in(&g->nodes[mul], g->nodes[ad].out[0]);
+            /* x * (1 + erf) (then * 0.5), or (x * 0.5) * (1 + erf) */
+            int half = -1;
+            if (y != x) {
+                int yp = y >= 0 ? g->values[y].producer : -1;
+                if (yp < 0 || !mp_streq(g->nodes[yp].op, "Mul") || !has_in(&g->nodes[yp], x)) continue;
+                half = yp;
+            } else {
+                half = only_consumer(c, cs, g->nodes[mul].out[0], "Mul");
+                if (half >= 0 && !(g->nodes[half].n_in == 2 && g->nodes[half].in[1] >= 0 &&
+                                   c->cst[g->nodes[half].in[1]]))
+                    half = -1;
+            }
+            ovr[pre] = OVR_GELU;
+            ovr[ni] = ovr[ad] = ovr[mul] = OVR_MEMBER;
+            if (half >= 0) ovr[half] = OVR_MEMBER;
+            if (half >= 0 && y != x) { /* (x * 0.5) runs first: it is the head */
+                ovr[half] = OVR_GELU;
+                ovr[pre] = OVR_MEMBER;
+            }
+        }
+    }
+}
+
+static mp_status build_consumers(const mp_graph *g, consumers *cs) {
+    cs->start = calloc((size_t)g->n_values + 2, sizeof(int));
+    int total = 0;
+    for (int ni = 0; ni < g->n_nodes; ni++) total += g->nodes[ni].n_in;
+    cs->list = malloc(sizeof(int) * (size_t)(total ? total : 1));
+    if (!cs->start || !cs->list) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int ni = 0; ni < g->n_nodes; ni++)
+        for (int i = 0; i < g->nodes[ni].n_in; i++)
+            if (g->nodes[ni].in[i] >= 0) cs->start[g->nodes[ni].in[i] + 1]++;
+    for (int v = 0; v < g->n_values; v++) cs->start[v + 1] += cs->start[v];
+    int *fill = calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!fill) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int ni = 0; ni < g->n_nodes; ni++)
+        for (int i = 0; i < g->nodes[ni].n_in; i++) {
+            int v = g->nodes[ni].in[i];
+            if (v >= 0) cs->list[cs->start[v] + fill[v]++] = ni;
+        }
+    free(fill);
+    cs->start[g->n_values + 1] = cs->start[g->n_values];
+    return MP_OK;
+}
+
 static mp_status graph_pass(pctx *c) {
     mp_train_plan *pl = c->pl;
     mp_graph *g = c->g;
@@ -253,11 +380,12 @@ static mp_status graph_pass(pctx *c) {
     c->cst = calloc((size_t)nv + 1, 1);
     c->split = calloc((size_t)nv + 1, 1);
     c->pflag = calloc((size_t)nv + 1, 1);
+    pl->param_split = mp_arena_calloc(&pl->arena, (size_t)nv + 1, 1);
     c->adt = calloc((size_t)nv + 1, sizeof(int));
     c->stor = calloc((size_t)nv + 1, sizeof(int));
     c->seen = calloc((size_t)nv + 1, sizeof(int));
     c->node_block = calloc((size_t)nn + 1, sizeof(int));
-    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !c->rg || !c->cst || !c->split || !c->pflag ||
+    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !c->rg || !c->cst || !c->split || !c->pflag || !pl->param_split ||
         !c->adt || !c->stor || !c->seen || !c->node_block)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
@@ -276,6 +404,31 @@ static mp_status graph_pass(pctx *c) {
     for (int d = 0; d < MP_DT_COUNT; d++)
         if (by[d] > by[c->model_dt]) c->model_dt = d;
     for (int v = 0; v < nv; v++) c->adt[v] = map_float(c, g->values[v].dtype);
+
+    /* constants first (the patterns ask which inputs are constant) */
+    for (int k = 0; k < nn; k++) {
+        const mp_node *n = &g->nodes[g->order[k]];
+        bool all_const = n->n_in > 0 || mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && !c->cst[n->in[i]]) all_const = false;
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && (all_const || g->values[n->out[i]].kn >= 0)) c->cst[n->out[i]] = 1;
+    }
+    consumers cs = {NULL, NULL};
+    int8_t *ovr = malloc((size_t)(nn ? nn : 1));
+    mp_status st0 = build_consumers(g, &cs);
+    if (!st0 && !ovr) st0 = mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!st0) {
+        memset(ovr, OVR_NONE, (size_t)(nn ? nn : 1));
+        find_decomposed(c, &cs, ovr);
+    }
+    free(cs.start);
+    free(cs.list);
+    if (st0) {
+        free(ovr);
+        return st0;
+    }
+    c->ovr = ovr;
 
     int *mblock = NULL;
     mp_status st = find_blocks(c);
@@ -321,7 +474,24 @@ static mp_status graph_pass(pctx *c) {
         memset(&t, 0, sizeof t);
         t.rg = rg;
         t.fwd = &n->cost;
-        if (n->desc && n->desc->train) {
+        if (c->ovr[ni] != OVR_NONE) {
+            /* a member of a decomposed LayerNorm or GELU, or its head */
+            const mp_value *x = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
+            t.bwd_flops = rg ? 2 * n->cost.flops : 0;
+            if (c->ovr[ni] == OVR_LAYERNORM) {
+                t.amp = MP_AMP_FP32;
+                t.save_in = rg & 1u;
+                uint64_t rows = x && x->rank >= 1 && x->dims[x->rank - 1] > 0
+                                    ? v_numel(x) / (uint64_t)x->dims[x->rank - 1] : 0;
+                t.extra_bytes = rg ? 2 * 4 * rows : 0;
+            } else if (c->ovr[ni] == OVR_GELU) {
+                t.save_in = rg & 1u;
+            } else {
+                /* members run in the type the head chose: fp32 after a
+                 * LayerNorm's head under autocast */
+                t.amp = MP_AMP_PROMOTE;
+            }
+        } else if (n->desc && n->desc->train) {
             mp_ctx cx = {c->m, g, n, ni};
             n->desc->train(&cx, &t);
         } else {
@@ -362,6 +532,8 @@ static mp_status graph_pass(pctx *c) {
         if (tp_on && blk >= 0) {
             if (is_weight_product(c, n, &act)) {
                 split = true;
+                pl->param_split[c->stor[n->in[1]]] = 1;
+                if (n->n_in > 2 && n->in[2] >= 0) pl->param_split[c->stor[n->in[2]]] = 1;
                 bool row = c->split[act];
                 for (int i = 0; i < n->n_out; i++)
                     if (n->out[i] >= 0) c->split[n->out[i]] = !row;
@@ -374,6 +546,9 @@ static mp_status graph_pass(pctx *c) {
                     if (n->in[i] >= 0 && c->split[n->in[i]]) split = true;
                 for (int i = 0; i < n->n_out && split; i++)
                     if (n->out[i] >= 0) c->split[n->out[i]] = 1;
+                for (int i = 0; i < n->n_in && split; i++) /* a split product's bias */
+                    if (n->in[i] >= 0 && (g->values[c->stor[n->in[i]]].flags & MP_VAL_PARAM))
+                        pl->param_split[c->stor[n->in[i]]] = 1;
             }
         }
         pn->split = split;
@@ -402,6 +577,8 @@ static mp_status graph_pass(pctx *c) {
         else rep += t.extra_bytes;
         pn->saved_rep = rep;
         pn->saved_split = spl;
+        if (getenv("MP_PLAN_DEBUG") && rep + spl)
+            fprintf(stderr, "%s %s saved %llu\n", n->op, n->name ? n->name : "", (unsigned long long)(rep + spl));
 
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
@@ -634,7 +811,7 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
                 if ((uint64_t)stamp[v] == stamp_base + (uint64_t)s + 1) continue;
                 stamp[v] = (int)(stamp_base + (uint64_t)s + 1);
                 uint64_t e = v_numel(&g->values[v]);
-                if (pn->split) p_split += e;
+                if (pl->param_split[v]) p_split += e;
                 else p_rep += e;
                 if (o->optimizer == MP_OPT_ADAFACTOR) {
                     const mp_value *val = &g->values[v];
@@ -914,6 +1091,7 @@ static mp_status plan_build(mp_train_plan *pl) {
     free(c.stor);
     free(c.seen);
     free(c.node_block);
+    free(c.ovr);
     if (st) return st;
 
     /* layouts that cannot be planned */

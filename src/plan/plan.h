@@ -84,6 +84,7 @@ struct mp_train_plan {
     int block_parent;            /* their parent module, -1 none */
     int n_nodes;
     mp_pnode *nodes;             /* by position in g->order */
+    uint8_t *param_split;        /* per value: a parameter tensor parallelism divides */
     int split_nodes, replicated_nodes;
     const char **default_ops;    /* op types that used the default train rule */
     int *default_counts;
