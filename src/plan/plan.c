@@ -198,12 +198,25 @@ static mp_status module_blocks(pctx *c, int **out) {
     return MP_OK;
 }
 
+/* A parameter, or a view of one (Identity, Transpose, Reshape of a weight:
+ * PyTorch's W.t() shares the weight's storage). */
+static bool param_like(const pctx *c, int v) {
+    for (int hop = 0; v >= 0 && hop < 8; hop++) {
+        const mp_value *val = &c->g->values[v];
+        if (val->flags & MP_VAL_PARAM) return true;
+        if (val->producer < 0) return false;
+        const mp_node *p = &c->g->nodes[val->producer];
+        if (!p->desc || p->desc->train != mp_train_view || p->n_in < 1) return false;
+        v = p->in[0];
+    }
+    return false;
+}
+
 static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
     if (!n->desc || n->desc->train != mp_train_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
         return false;
     if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
-    const mp_value *w = &c->g->values[c->stor[n->in[1]]];
-    if (!(w->flags & MP_VAL_PARAM)) return false;
+    if (!param_like(c, n->in[1])) return false;
     *act = n->in[0];
     return true;
 }
@@ -303,7 +316,7 @@ static void find_decomposed(pctx *c, const consumers *cs, int8_t *ovr) {
             int mul = only_consumer(c, cs, g->nodes[dv].out[0], "Mul");
             if (mul >= 0) {
                 int w = other_in(&g->nodes[mul], g->nodes[dv].out[0]);
-                if (w >= 0 && (g->values[c->stor[w]].flags & MP_VAL_PARAM)) ovr[mul] = OVR_MEMBER;
+                if (w >= 0 && param_like(c, w)) ovr[mul] = OVR_MEMBER;
             }
         } else if (mp_streq(n->op, "Erf") && n->n_in == 1 && n->n_out == 1) {
             int pre = g->values[n->in[0]].producer;
@@ -510,7 +523,7 @@ static mp_status graph_pass(pctx *c) {
             int v = n->in[i];
             if (v < 0 || !mp_dtype_is_float(c->adt[v])) continue;
             any_dt = wider(any_dt, c->adt[v]);
-            if (!c->cst[v] && !(g->values[v].flags & MP_VAL_PARAM)) act_dt = wider(act_dt, c->adt[v]);
+            if (!c->cst[v] && !param_like(c, v)) act_dt = wider(act_dt, c->adt[v]);
         }
         int out_dt = act_dt >= 0 ? act_dt : any_dt >= 0 ? any_dt : c->base_dt;
         if (amp == MP_AMP_LOWER) out_dt = c->low_dt;
@@ -547,8 +560,7 @@ static mp_status graph_pass(pctx *c) {
                 for (int i = 0; i < n->n_out && split; i++)
                     if (n->out[i] >= 0) c->split[n->out[i]] = 1;
                 for (int i = 0; i < n->n_in && split; i++) /* a split product's bias */
-                    if (n->in[i] >= 0 && (g->values[c->stor[n->in[i]]].flags & MP_VAL_PARAM))
-                        pl->param_split[c->stor[n->in[i]]] = 1;
+                    if (n->in[i] >= 0 && param_like(c, n->in[i])) pl->param_split[c->stor[n->in[i]]] = 1;
             }
         }
         pn->split = split;
@@ -578,7 +590,7 @@ static mp_status graph_pass(pctx *c) {
         pn->saved_rep = rep;
         pn->saved_split = spl;
         if (getenv("MP_PLAN_DEBUG") && rep + spl)
-            fprintf(stderr, "%s %s saved %llu\n", n->op, n->name ? n->name : "", (unsigned long long)(rep + spl));
+            fprintf(stderr, "%s %s saved %llu out_dt %d amp %d\n", n->op, n->name ? n->name : "", (unsigned long long)(rep + spl), n->n_out ? c->adt[n->out[0]] : -1, amp);
 
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
@@ -604,7 +616,7 @@ static mp_status graph_pass(pctx *c) {
                 if (c->mixed && amp == MP_AMP_LOWER && mp_dtype_is_float(c->adt[n->in[i]]))
                     b = v_numel(&g->values[n->in[i]]) * (uint64_t)dt_size(c->low_dt);
                 io += b;
-                if (!(g->values[n->in[i]].flags & MP_VAL_PARAM)) act_io += b;
+                if (!param_like(c, n->in[i])) act_io += b;
             }
         for (int i = 0; i < n->n_out; i++)
             if (n->out[i] >= 0) {
@@ -630,7 +642,7 @@ static mp_status graph_pass(pctx *c) {
             uint64_t rep = 0, spl = 0;
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
-                if (v < 0 || c->cst[v] || (g->values[v].flags & MP_VAL_PARAM)) continue;
+                if (v < 0 || c->cst[v] || param_like(c, v)) continue;
                 int prod = g->values[v].producer;
                 if (prod >= 0 && c->node_block[prod] == pn->block) continue;
                 bool sp;
