@@ -66,6 +66,7 @@ test:
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
 	$(MAKE) agree
+	$(MAKE) plan-check
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----
@@ -75,6 +76,15 @@ agree: $(BUILD)/modelprof
 	/usr/bin/python3 tools/agree.py --modelprof $(BUILD)/modelprof --out $(AGREE_OUT)
 
 .PHONY: agree
+
+# ---- the planner's kept activations against PyTorch's saved_tensors_hooks
+# (tools/plan_check.py: 4 models x fp32/bf16 autocast x checkpointing, +-10%)
+# and its H100 predictions against measured runs (tools/plan_h100.py) ----
+plan-check: $(BUILD)/modelprof
+	@sh tools/deps.sh agree
+	/usr/bin/python3 tools/plan_check.py --modelprof $(BUILD)/modelprof
+
+.PHONY: plan-check
 
 # ---- conformance against the ONNX backend test data (docs/CONFORMANCE.md) ----
 $(BUILD)/conformance: $(BUILD)/obj/tests/conformance.o $(BUILD)/libmodelprof.a

@@ -28,6 +28,7 @@ static void pl_usage(FILE *f) {
           "training:\n"
           "  --precision P           fp32 (default), bf16, fp16, bf16-mixed, fp16-mixed (autocast)\n"
           "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
+          "  --autocast-device D     cuda (default) or cpu: whose autocast op lists apply\n"
           "  --checkpointing         recompute each repeated block in the backward\n"
           "  --zero 0|1|2|3          ZeRO stage (default 0); --fsdp: FSDP full shard (= ZeRO-3)\n"
           "  --dp N --tp N --pp N    data, tensor (Megatron) and pipeline (1F1B) parallel degrees\n"
@@ -179,6 +180,10 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             if (v < 0) return pl_usage_error("--optimizer '%s': expected adamw, adam, sgd, sgd-momentum, adafactor or none",
                                              val ? val : "");
             o.optimizer = (mp_optimizer)v;
+        } else if (TAKES("--autocast-device")) {
+            if (val && strcmp(val, "cuda") == 0) o.autocast_cpu = 0;
+            else if (val && strcmp(val, "cpu") == 0) o.autocast_cpu = 1;
+            else return pl_usage_error("--autocast-device '%s': expected cuda or cpu", val ? val : "");
         } else if (TAKES("--zero")) {
             if (!pl_int(val, 0, 3, &o.zero)) return pl_usage_error("--zero '%s': expected 0, 1, 2 or 3", val ? val : "");
         } else if (TAKES("--dp") || TAKES("--tp") || TAKES("--pp") || TAKES("--micro-batches") || TAKES("--gpus")) {

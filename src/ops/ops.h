@@ -130,8 +130,10 @@ void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg);
 enum {
     MP_AMP_PROMOTE = 0, /* runs in the widest float type of its inputs */
     MP_AMP_LOWER,       /* autocast's lower-precision list: matmul, conv, linear */
-    MP_AMP_FP32,        /* autocast's fp32 list: softmax, norms, losses, exp, log, pow */
-    MP_AMP_KEEP         /* output dtype is the op's own (Cast, Shape, indices) */
+    MP_AMP_FP32,        /* CUDA autocast's fp32 list: softmax, norms, exp, log, pow (CPU
+                         * autocast runs them in their input's type) */
+    MP_AMP_KEEP,        /* output dtype is the op's own (Cast, Shape, indices) */
+    MP_AMP_LOSS         /* losses: fp32 under CUDA and CPU autocast alike */
 };
 typedef struct mp_train {
     uint32_t rg;              /* in: inputs that need a gradient */

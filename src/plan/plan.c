@@ -517,7 +517,10 @@ static mp_status graph_pass(pctx *c) {
         if (!rg) t.bwd_flops = 0;
 
         /* types under the plan */
-        int amp = c->mixed ? t.amp : (t.amp == MP_AMP_KEEP ? MP_AMP_KEEP : MP_AMP_PROMOTE);
+        int amp = t.amp;
+        if (amp == MP_AMP_LOSS) amp = MP_AMP_FP32;
+        else if (amp == MP_AMP_FP32 && pl->o.autocast_cpu) amp = MP_AMP_PROMOTE;
+        if (!c->mixed && amp != MP_AMP_KEEP) amp = MP_AMP_PROMOTE;
         int act_dt = -1, any_dt = -1;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
