@@ -32,10 +32,17 @@ static void t_zero_table(void) {
     /* the parts: 2 + 2 + 12 bytes per parameter (fp16 weights and
      * gradients; fp32 master weights, momentum and variance) */
     mp_train_memory m;
-    mp_plan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 0, 1, &m);
+    mp_plan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 1, 1, &m);
     T_EQ_U64(m.weights_bytes, 2000);
     T_EQ_U64(m.grads_bytes, 2000);
     T_EQ_U64(m.master_weights_bytes, 4000);
+    T_EQ_U64(m.optimizer_bytes, 8000);
+    /* without ZeRO, mixed precision is PyTorch AMP: fp32 parameters (the
+     * master copy) and fp32 gradients: the same 16 bytes */
+    mp_plan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 0, 1, &m);
+    T_EQ_U64(m.weights_bytes, 4000);
+    T_EQ_U64(m.grads_bytes, 4000);
+    T_EQ_U64(m.master_weights_bytes, 0);
     T_EQ_U64(m.optimizer_bytes, 8000);
     mp_plan_model_states(1000, MP_PREC_FP32, MP_OPT_SGD_MOMENTUM, 0, 1, &m);
     T_EQ_U64(m.weights_bytes + m.grads_bytes + m.master_weights_bytes + m.optimizer_bytes, 12000);
@@ -104,7 +111,8 @@ static void t_saved_hand(void) {
     if (pl) {
         T_EQ_U64(pl->mem.activations_bytes, 64 + 128 + 96);
         T_EQ_U64(pl->cast_param_bytes, 96);
-        T_EQ_U64(pl->mem.master_weights_bytes, 176 * 4);
+        T_EQ_U64(pl->mem.weights_bytes, 176 * 4); /* AMP: the fp32 parameters */
+        T_EQ_U64(pl->mem.master_weights_bytes, 0);
     }
     mp_train_plan_free(pl);
     /* the loss keeps fp32 log-probabilities and int64 targets: 12*4 + 4*8 */

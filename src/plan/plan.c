@@ -76,6 +76,15 @@ void mp_plan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, 
                           mp_train_memory *m) {
     mp_state_bytes b;
     mp_plan_state_bytes(prec, opt, &b);
+    if (prec_mixed(prec) && zero == 0) {
+        /* PyTorch AMP (torch.autocast + GradScaler) without sharding: the
+         * fp32 parameters are the master copy and the gradients are fp32;
+         * autocast's low-precision weight copies are kept tensors of the
+         * step (counted with the activations). Same 16 B/param for Adam. */
+        b.weights = 4;
+        b.grads = 4;
+        b.master = 0;
+    }
     if (dp < 1) dp = 1;
     double d = (double)dp;
     m->weights_bytes = dbytes(zero >= 3 ? b.weights / d : b.weights, params);
@@ -263,8 +272,10 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split) {
  * F.gelu as Div, Erf, Add, Mul, Mul. PyTorch runs one operator that keeps
  * its input (and, for LayerNorm, a mean and 1/std per row): the planner
  * recognises the pattern and applies that operator's rule to the group.
+ * nn.SiLU exports as Sigmoid and Mul(x, sigmoid(x)) at every opset, and
+ * F.silu keeps its input only.
  * ovr per node: -1 none, 0 a member (keeps nothing), 1 LayerNorm's head,
- * 2 GELU's head. */
+ * 2 GELU's or SiLU's head (keeps its input). */
 enum { OVR_NONE = -1, OVR_MEMBER = 0, OVR_LAYERNORM = 1, OVR_GELU = 2 };
 
 typedef struct consumers {
@@ -317,6 +328,16 @@ static void find_decomposed(pctx *c, const consumers *cs, int8_t *ovr) {
             if (mul >= 0) {
                 int w = other_in(&g->nodes[mul], g->nodes[dv].out[0]);
                 if (w >= 0 && param_like(c, w)) ovr[mul] = OVR_MEMBER;
+            }
+        } else if (mp_streq(n->op, "Sigmoid") && n->n_in == 1 && n->n_out == 1 && n->in[0] >= 0) {
+            int x = n->in[0];
+            for (int i = cs->start[n->out[0]]; i < cs->start[n->out[0] + 1]; i++) {
+                const mp_node *q = &g->nodes[cs->list[i]];
+                if (mp_streq(q->op, "Mul") && other_in(q, n->out[0]) == x &&
+                    cs->start[n->out[0] + 1] - cs->start[n->out[0]] == 1) {
+                    ovr[ni] = OVR_GELU;
+                    ovr[cs->list[i]] = OVR_MEMBER;
+                }
             }
         } else if (mp_streq(n->op, "Erf") && n->n_in == 1 && n->n_out == 1) {
             int pre = g->values[n->in[0]].producer;
@@ -537,9 +558,14 @@ static mp_status graph_pass(pctx *c) {
             if (v < 0) continue;
             if (amp != MP_AMP_KEEP && mp_dtype_is_float(g->values[v].dtype)) c->adt[v] = out_dt;
         }
-        if (t.view && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0 &&
-            c->adt[n->out[0]] == c->adt[n->in[0]])
+        /* a Cast to the type it already has is PyTorch's no-op .to() */
+        bool same_cast = (mp_streq(n->op, "Cast") || mp_streq(n->op, "CastLike")) && n->n_in > 0 &&
+                         n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0;
+        if ((t.view || same_cast) && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0 &&
+            c->adt[n->out[0]] == c->adt[n->in[0]]) {
             c->stor[n->out[0]] = c->stor[n->in[0]];
+            t.view = true;
+        }
 
         /* tensor parallelism: Megatron's column / row split of the weight
          * products inside the blocks; everything between them splits too */
