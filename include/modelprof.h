@@ -210,6 +210,8 @@ typedef struct mp_train_options {
     int inference;            /* plan a forward only (weights + activation peak + inputs) */
     int kv_cache;             /* inference of a decoder: KV-cache figures */
     int loss;                 /* training: a cross-entropy on output 0 (default 1) */
+    int attention_fused;      /* attention as one fused kernel (PyTorch 2's SDPA): the
+                               * scores are never kept (default 1) */
     int autocast_cpu;         /* mixed precision: CPU autocast's op lists (only matmul/conv
                                * lowered, only losses in fp32) instead of CUDA's */
     const char *gpu;          /* id in the GPU table ("h100-sxm"); NULL: none */

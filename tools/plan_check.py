@@ -128,7 +128,8 @@ def ce(y):
 
 def plan(modelprof, name, dims, bf16, ckpt):
     args = [modelprof, "plan", os.path.join(ROOT, "models", name + ".onnx"), "--format", "json", "-q",
-            "--precision", "bf16-mixed" if bf16 else "fp32", "--autocast-device", "cpu"] + dims
+            "--precision", "bf16-mixed" if bf16 else "fp32", "--autocast-device", "cpu",
+            "--attention", "eager"] + dims
     if ckpt:
         args.append("--checkpointing")
     r = subprocess.run(args, capture_output=True, text=True)

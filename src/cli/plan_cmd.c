@@ -29,6 +29,8 @@ static void pl_usage(FILE *f) {
           "  --precision P           fp32 (default), bf16, fp16, bf16-mixed, fp16-mixed (autocast)\n"
           "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
           "  --autocast-device D     cuda (default) or cpu: whose autocast op lists apply\n"
+          "  --attention A           fused (default: PyTorch 2's scaled_dot_product_attention\n"
+          "                          keeps no scores) or eager (Q.K^T, softmax, P.V as written)\n"
           "  --checkpointing         recompute each repeated block in the backward\n"
           "  --zero 0|1|2|3          ZeRO stage (default 0); --fsdp: FSDP full shard (= ZeRO-3)\n"
           "  --dp N --tp N --pp N    data, tensor (Megatron) and pipeline (1F1B) parallel degrees\n"
@@ -180,6 +182,10 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             if (v < 0) return pl_usage_error("--optimizer '%s': expected adamw, adam, sgd, sgd-momentum, adafactor or none",
                                              val ? val : "");
             o.optimizer = (mp_optimizer)v;
+        } else if (TAKES("--attention")) {
+            if (val && strcmp(val, "fused") == 0) o.attention_fused = 1;
+            else if (val && strcmp(val, "eager") == 0) o.attention_fused = 0;
+            else return pl_usage_error("--attention '%s': expected fused or eager", val ? val : "");
         } else if (TAKES("--autocast-device")) {
             if (val && strcmp(val, "cuda") == 0) o.autocast_cpu = 0;
             else if (val && strcmp(val, "cpu") == 0) o.autocast_cpu = 1;

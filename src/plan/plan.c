@@ -42,6 +42,7 @@ void mp_train_options_default(mp_train_options *o) {
     o->optimizer = MP_OPT_ADAMW;
     o->dp = o->tp = o->pp = 1;
     o->loss = 1;
+    o->attention_fused = 1;
     o->mfu = 0.4;
     o->compute_eff = 0.6;
     o->memory_eff = 0.8;
@@ -276,7 +277,13 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split) {
  * F.silu keeps its input only.
  * ovr per node: -1 none, 0 a member (keeps nothing), 1 LayerNorm's head,
  * 2 GELU's or SiLU's head (keeps its input). */
-enum { OVR_NONE = -1, OVR_MEMBER = 0, OVR_LAYERNORM = 1, OVR_GELU = 2 };
+enum { OVR_NONE = -1, OVR_MEMBER = 0, OVR_LAYERNORM = 1, OVR_GELU = 2, OVR_ATTN = 3, OVR_ATTN_PV = 4 };
+/* Fused attention (--attention fused: PyTorch 2's scaled_dot_product_attention,
+ * flash or memory-efficient): Q.K^T, its scaling and mask, the softmax and
+ * the product with V are one kernel that never writes the scores; its
+ * backward keeps q, k, v, the output and one fp32 log-sum-exp per row.
+ * OVR_ATTN: a member (no traffic, keeps nothing); OVR_ATTN_PV: the product
+ * with V (keeps V, its output and the log-sum-exp). */
 
 typedef struct consumers {
     int *start, *list; /* CSR: consumers of value v are list[start[v] .. start[v+1]) */
@@ -379,6 +386,59 @@ static void find_decomposed(pctx *c, const consumers *cs, int8_t *ovr) {
     }
 }
 
+/* The attention core around a rank-4 Softmax: back to the product Q.K^T
+ * through scaling, masking and casts; on to the product with V through
+ * casts and dropouts. */
+static void find_attention(pctx *c, const consumers *cs, int8_t *ovr) {
+    mp_graph *g = c->g;
+    for (int ni = 0; ni < g->n_nodes; ni++) {
+        const mp_node *n = &g->nodes[ni];
+        if (!mp_streq(n->op, "Softmax") || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0) continue;
+        if (g->values[n->in[0]].rank < 3) continue; /* [b, h, s, s] or bmm's [b*h, s, s] */
+        int chain[12], nc = 0, qk = -1;
+        int v = n->in[0];
+        for (int hop = 0; hop < 6 && v >= 0; hop++) {
+            int p = g->values[v].producer;
+            if (p < 0) break;
+            const mp_node *q = &g->nodes[p];
+            if (mp_streq(q->op, "MatMul")) {
+                qk = p;
+                break;
+            }
+            if (!(mp_streq(q->op, "Div") || mp_streq(q->op, "Mul") || mp_streq(q->op, "Add") ||
+                  mp_streq(q->op, "Where") || mp_streq(q->op, "Cast") || mp_streq(q->op, "Sub")))
+                break;
+            chain[nc++] = p;
+            /* on through the operand that carries the scores (the largest) */
+            int big = -1;
+            for (int i = 0; i < q->n_in; i++)
+                if (q->in[i] >= 0 && !c->cst[q->in[i]] &&
+                    (big < 0 || v_numel(&g->values[q->in[i]]) > v_numel(&g->values[big])))
+                    big = q->in[i];
+            v = big;
+        }
+        if (qk < 0) continue;
+        int pv = -1;
+        v = n->out[0];
+        for (int hop = 0; hop < 4 && v >= 0 && pv < 0; hop++) {
+            int next = -1;
+            for (int i = cs->start[v]; i < cs->start[v + 1]; i++) {
+                const mp_node *q = &g->nodes[cs->list[i]];
+                if (mp_streq(q->op, "MatMul") && q->n_in == 2 && q->in[0] == v) pv = cs->list[i];
+                else if ((mp_streq(q->op, "Cast") || mp_streq(q->op, "Dropout")) && q->n_out > 0 && nc < 11) {
+                    chain[nc++] = cs->list[i];
+                    next = q->out[0];
+                }
+            }
+            v = next;
+        }
+        if (pv < 0) continue;
+        for (int i = 0; i < nc; i++) ovr[chain[i]] = OVR_ATTN;
+        ovr[ni] = OVR_ATTN;
+        ovr[pv] = OVR_ATTN_PV;
+    }
+}
+
 static mp_status build_consumers(const mp_graph *g, consumers *cs) {
     cs->start = calloc((size_t)g->n_values + 2, sizeof(int));
     int total = 0;
@@ -455,6 +515,7 @@ static mp_status graph_pass(pctx *c) {
     if (!st0) {
         memset(ovr, OVR_NONE, (size_t)(nn ? nn : 1));
         find_decomposed(c, &cs, ovr);
+        if (c->pl->o.attention_fused && c->training) find_attention(c, &cs, ovr);
     }
     free(cs.start);
     free(cs.list);
@@ -508,7 +569,19 @@ static mp_status graph_pass(pctx *c) {
         memset(&t, 0, sizeof t);
         t.rg = rg;
         t.fwd = &n->cost;
-        if (c->ovr[ni] != OVR_NONE) {
+        if (c->ovr[ni] == OVR_ATTN) {
+            /* inside a fused attention kernel: nothing kept, nothing written */
+            t.bwd_flops = rg ? 2 * n->cost.flops : 0;
+            t.view = false;
+        } else if (c->ovr[ni] == OVR_ATTN_PV) {
+            mp_ctx cx = {c->m, g, n, ni};
+            mp_train_product(&cx, &t);
+            t.save_in = rg ? 2u : 0;  /* V (the probabilities are never kept) */
+            t.save_out = rg ? 1u : 0; /* the attention's output */
+            const mp_value *y = n->n_out > 0 && n->out[0] >= 0 ? &g->values[n->out[0]] : NULL;
+            if (y && y->rank >= 1 && y->dims[y->rank - 1] > 0 && rg)
+                t.extra_bytes = 4 * (v_numel(y) / (uint64_t)y->dims[y->rank - 1]); /* log-sum-exp */
+        } else if (c->ovr[ni] != OVR_NONE) {
             /* a member of a decomposed LayerNorm or GELU, or its head */
             const mp_value *x = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
             t.bwd_flops = rg ? 2 * n->cost.flops : 0;
@@ -652,8 +725,15 @@ static mp_status graph_pass(pctx *c) {
                 io += v_bytes(c, n->out[i]);
                 act_io += v_bytes(c, n->out[i]);
             }
-        pn->bytes = t.view ? 0 : io;
-        pn->temp = act_io;
+        bool fused_member = c->ovr[ni] == OVR_ATTN;
+        pn->bytes = t.view || fused_member ? 0 : io;
+        pn->temp = fused_member ? 0 : act_io;
+        if (c->ovr[ni] == OVR_ATTN_PV && n->n_in > 0 && n->in[0] >= 0) {
+            /* the product with V reads q, k, v and writes the output: not the scores */
+            uint64_t sc = v_bytes(c, n->in[0]);
+            pn->bytes = pn->bytes > sc ? pn->bytes - sc : 0;
+            pn->temp = pn->temp > sc ? pn->temp - sc : 0;
+        }
         (void)logits;
     }
     pl->largest_layer = largest_layer;
