@@ -83,6 +83,7 @@ agree: $(BUILD)/modelprof
 plan-check: $(BUILD)/modelprof
 	@sh tools/deps.sh agree
 	/usr/bin/python3 tools/plan_check.py --modelprof $(BUILD)/modelprof
+	/usr/bin/python3 tools/plan_h100.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
 
 .PHONY: plan-check
 
@@ -219,6 +220,18 @@ bench-timing: $(BUILD)/bench_timing
 $(BUILD)/bench_run: bench/bench_run.c $(BUILD)/libmodelprof.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+$(BUILD)/bench_plan: bench/bench_plan.c $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# the training planner on a weightless Llama-2-70B (exported once, ~2 min):
+# every option < 100 ms, --fit over 1,024 GPUs < 1 s
+$(BUILD)/bench/llama70b.onnx:
+	@mkdir -p $(BUILD)/bench
+	/usr/bin/python3 tools/make_llama7b.py $@ 70b
+
+bench-plan: $(BUILD)/bench_plan $(BUILD)/bench/llama70b.onnx
+	$(BUILD)/bench_plan $(BUILD)/bench/llama70b.onnx 7 batch=1 seq=4096
+
 bench:
 	@sh tools/deps.sh bench
 	$(MAKE) all $(BUILD)/bench_static $(BUILD)/bench_run
@@ -227,6 +240,7 @@ bench:
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
+	$(MAKE) bench-plan
 
 # The trace analysis on a >= 1 GB trace built from a shared one (build/,
 # removed afterwards unless BENCH_TRACE_KEEP=1), against Python's json.load.
@@ -238,6 +252,6 @@ bench-trace:
 	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
 	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES)
 
-.PHONY: all objs clean demo test bench bench-timing bench-trace
+.PHONY: all objs clean demo test bench bench-timing bench-trace bench-plan
 clean:
 	rm -rf $(BUILD)

@@ -306,6 +306,10 @@ LLAMA_SMALL = dict(vocab_size=32000, hidden_size=512, num_hidden_layers=4,
 LLAMA_1B_4LAYERS = dict(LLAMA_SMALL, vocab_size=128256, hidden_size=2048, num_hidden_layers=4,
                         num_attention_heads=32, num_key_value_heads=8, head_dim=64,
                         intermediate_size=8192, rope_theta=500000.0, tie_word_embeddings=True)
+# Llama-2-70B's sizes (GQA 64/8 heads): the planner's speed benchmark.
+LLAMA_70B = dict(LLAMA_SMALL, hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
+                 num_key_value_heads=8, head_dim=128, intermediate_size=28672,
+                 max_position_embeddings=4096)
 LLAMA_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32,
                 num_attention_heads=32, head_dim=128, intermediate_size=11008,
                 max_position_embeddings=4096)
