@@ -243,7 +243,7 @@ static void note_default(mp_train_plan *pl, const char *op) {
 
 /* A kept value's bytes (its storage counted once per stamp); under
  * autocast a value kept in another type is a copy of its own. */
-static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split) {
+static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64_t *cast) {
     *split = c->split[v];
     if (c->g->values[c->stor[v]].flags & MP_VAL_PARAM) v = c->stor[v]; /* a view of a weight */
     const mp_value *val = &c->g->values[v];
@@ -255,6 +255,7 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split) {
         c->pflag[v] |= 1;
         uint64_t b = v_numel(val) * (uint64_t)dt_size(c->low_dt);
         c->pl->cast_param_bytes += b;
+        if (cast) *cast += b;
         return b;
     }
     if (c->cst[v]) return 0;
@@ -563,7 +564,10 @@ static mp_status graph_pass(pctx *c) {
             if (all_const || val->kn >= 0) c->cst[v] = 1;
             if (any_rg && mp_dtype_is_float(val->dtype)) c->rg[v] = 1;
         }
-        if (all_const) continue;
+        if (all_const) {
+            pn->block = -1; /* folded: no stage's work */
+            continue;
+        }
 
         mp_train t;
         memset(&t, 0, sizeof t);
@@ -676,14 +680,17 @@ static mp_status graph_pass(pctx *c) {
             if (!(t.save_in & (1u << i)) || n->in[i] < 0) continue;
             int want = amp == MP_AMP_LOWER ? c->low_dt : amp == MP_AMP_FP32 ? MP_DT_FLOAT : -1;
             bool sp;
-            uint64_t b = keep(c, n->in[i], want, stamp, &sp);
+            uint64_t cb = 0;
+            uint64_t b = keep(c, n->in[i], want, stamp, &sp, &cb);
             if (sp) spl += b;
             else rep += b;
+            if (cb && (sp || pl->param_split[c->stor[n->in[i]]])) pn->cast_split += cb;
+            else pn->cast_rep += cb;
         }
         for (int i = 0; i < n->n_out && i < 32; i++) {
             if (!(t.save_out & (1u << i)) || n->out[i] < 0) continue;
             bool sp;
-            uint64_t b = keep(c, n->out[i], -1, stamp, &sp);
+            uint64_t b = keep(c, n->out[i], -1, stamp, &sp, NULL);
             if (sp) spl += b;
             else rep += b;
         }
@@ -755,7 +762,7 @@ static mp_status graph_pass(pctx *c) {
                 int prod = g->values[v].producer;
                 if (prod >= 0 && c->node_block[prod] == pn->block) continue;
                 bool sp;
-                uint64_t b = keep(c, v, -1, stamp_global, &sp);
+                uint64_t b = keep(c, v, -1, stamp_global, &sp, NULL);
                 if (sp) spl += b;
                 else rep += b;
             }
@@ -901,6 +908,7 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
     double worst_mb = 0;
     uint64_t worst_peak = 0;
     int last_block = -1;
+    (void)last_block;
     int k = 0;
     for (int s = 0; s < pp; s++) {
         mp_pstage *ps = st ? &st[s] : &local[0];
@@ -920,9 +928,10 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
         for (; k < pl->n_nodes; k++) {
             const mp_pnode *pn = &pl->nodes[k];
             int b = pn->block;
+            /* a node of a later stage's block ends this stage; nodes outside
+             * the blocks stay with the block before them */
+            if (s < pp - 1 && b >= first_block[s + 1]) break;
             if (b >= 0) last_block = b;
-            int want = b >= 0 ? b : last_block;
-            if (s < pp - 1 && want >= first_block[s + 1]) break;
             const mp_node *n = &g->nodes[g->order[k]];
             double div = pn->split ? (double)tp : 1.0;
             /* parameters held by this stage (a shared one counts once per stage) */
@@ -946,6 +955,7 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
                 }
             }
             acts += pn->saved_rep + pn->saved_split / (uint64_t)tp;
+            if (!o->checkpointing || b < 0) ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
             uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp;
             if (tmp > temp) temp = tmp;
             if (o->checkpointing && b >= 0) {

@@ -33,6 +33,7 @@ typedef struct mp_pstage {
     uint64_t params;             /* parameters held (after tp) */
     mp_train_memory mem;
     int in_flight;               /* micro-batches whose activations it holds (1F1B) */
+    uint64_t cast_bytes;         /* of its activations: autocast's weight copies (one micro-batch) */
     uint64_t fwd_flops, bwd_flops, recompute_flops; /* per micro-batch, per GPU */
     double fwd_s, bwd_s, recompute_s, tp_comm_s, p2p_s; /* per micro-batch */
     double mb_s;                 /* all of the above */
@@ -51,6 +52,7 @@ typedef struct mp_fit_row {
 typedef struct mp_pnode {
     uint64_t saved_rep, saved_split;  /* activation bytes kept, per micro-batch */
     uint64_t ckpt_rep, ckpt_split;    /* checkpointed: what it keeps when recomputed */
+    uint64_t cast_rep, cast_split;    /* of the kept bytes: autocast's weight copies */
     uint64_t params_rep, params_split; /* parameters first used here */
     uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
     uint64_t bytes;                   /* bytes moved by the forward */

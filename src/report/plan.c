@@ -76,7 +76,8 @@ static double per_param(uint64_t bytes, uint64_t params) {
     return params ? (double)bytes / (double)params : 0;
 }
 
-static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, uint64_t params, int in_flight) {
+static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, uint64_t params, int in_flight,
+                      uint64_t cast) {
     const mp_train_options *o = &pl->o;
     const char *z = pl->zero >= 3 ? "partitioned over dp" : "";
     label(w, "  weights:");
@@ -94,7 +95,7 @@ static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, 
     label(w, "  activations:");
     pf(w, "%s (kept for the backward, from each operator's train rule", mp_fmt_bytes(m->activations_bytes).s);
     if (in_flight > 1) pf(w, "; x %d micro-batches in flight (1F1B)", in_flight);
-    if (pl->cast_param_bytes) pf(w, "; incl. autocast's weight copies %s", mp_fmt_bytes(pl->cast_param_bytes).s);
+    if (cast) pf(w, "; incl. autocast's weight copies %s", mp_fmt_bytes(cast).s);
     if (pl->loss_bytes && o->loss) pf(w, "; incl. the loss's %s", mp_fmt_bytes(pl->loss_bytes).s);
     pf(w, ")\n");
     label(w, "  temporary:");
@@ -175,7 +176,7 @@ static void write_text(const mp_train_plan *pl, pw *w) {
         pf(w, "%s\n", mp_fmt_bytes(pl->mem.peak_bytes).s);
     } else {
         const mp_pstage *ws = &pl->stages[pl->worst];
-        mem_lines(w, pl, &pl->mem, ws->params, ws->in_flight);
+        mem_lines(w, pl, &pl->mem, ws->params, ws->in_flight, ws->cast_bytes);
     }
     label(w, "  framework reserve:");
     pf(w, "%s (assumption: CUDA context and allocator slack; --reserve-gb)\n", mp_fmt_bytes(pl->mem.reserve_bytes).s);
@@ -221,12 +222,13 @@ static void write_text(const mp_train_plan *pl, pw *w) {
         }
         (void)s0;
         label(w, "  forward:");
-        pf(w, "%s per micro-batch, all stages (%s)\n", mp_fmt_seconds(f).s, mp_fmt_flops(pl->fwd_flops).s);
+        pf(w, "%s per micro-batch, all stages (%s per step)\n", mp_fmt_seconds(f).s, mp_fmt_flops(pl->fwd_flops).s);
         if (!o->inference) {
             label(w, "  backward:");
-            pf(w, "%s (%s: each operator's own backward rule)\n", mp_fmt_seconds(b).s, mp_fmt_flops(pl->bwd_flops).s);
+            pf(w, "%s (%s per step: each operator's own backward rule)\n", mp_fmt_seconds(b).s,
+               mp_fmt_flops(pl->bwd_flops).s);
             label(w, "  recompute:");
-            pf(w, "%s (%s)\n", mp_fmt_seconds(r).s, mp_fmt_flops(pl->recompute_flops).s);
+            pf(w, "%s (%s per step)\n", mp_fmt_seconds(r).s, mp_fmt_flops(pl->recompute_flops).s);
             label(w, "  compute:");
             pf(w, "%s (%d micro-batch%s x the slowest stage)\n", mp_fmt_seconds(pl->compute_s).s, pl->m,
                pl->m > 1 ? "es" : "");
@@ -464,7 +466,8 @@ static void write_json(const mp_train_plan *pl, mp_jw *w) {
     mp_jw_close(w, '}');
     mp_jw_key(w, "activations");
     mp_jw_open(w, '{');
-    mp_jw_key(w, "autocast_weight_copies_bytes"); mp_jw_u64(w, pl->cast_param_bytes);
+    mp_jw_key(w, "autocast_weight_copies_bytes");
+    mp_jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
     mp_jw_key(w, "loss_bytes"); mp_jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
     mp_jw_close(w, '}');
     mp_jw_key(w, "tensor_parallel");
