@@ -698,8 +698,6 @@ static mp_status graph_pass(pctx *c) {
         else rep += t.extra_bytes;
         pn->saved_rep = rep;
         pn->saved_split = spl;
-        if (getenv("MP_PLAN_DEBUG") && rep + spl)
-            fprintf(stderr, "%s %s saved %llu out_dt %d amp %d\n", n->op, n->name ? n->name : "", (unsigned long long)(rep + spl), n->n_out ? c->adt[n->out[0]] : -1, amp);
 
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
@@ -849,9 +847,15 @@ static void stage_cuts(const mp_train_plan *pl, int pp, int *first_block) {
     int nb = pl->n_blocks;
     double *cost = calloc((size_t)(nb ? nb : 1), sizeof(double));
     double total = 0;
+    /* a node outside the blocks weighs with the block before it (the first
+     * block for those before any: the embeddings go to stage 0, the head to
+     * the last stage) */
+    int last = -1;
     for (int k = 0; cost && k < pl->n_nodes; k++) {
         int b = pl->nodes[k].block;
-        if (b < 0) continue;
+        if (b >= 0) last = b;
+        else b = last >= 0 ? last : 0;
+        if (b >= nb) continue;
         double w = (double)pl->nodes[k].fwd_flops + (double)pl->nodes[k].bwd_flops + 1;
         cost[b] += w;
         total += w;
