@@ -293,6 +293,32 @@ static void t_cli_fit_inference(void) {
     }
     jr_free(j);
     t_cli_free(&r);
+    /* GPUs needed: GPT-2 at batch 8 x 1,024 in fp32 on 8 GB cards needs more
+     * than one; with that many a layout fits, with half none does */
+    r = RUN("models/gpt2.onnx", "--dim", "batch=8", "--dim", "seq=1024", "--mem-gb", "8", "--peak-tflops", "100",
+            "--bandwidth-gbs", "1000", "--reserve-gb", "0", "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    j = jr_parse(r.out, r.out_len, &err);
+    int need = 0;
+    if (j) {
+        const jr *g = jr_path(j, "plan.gpus_needed.gpus"), *b = jr_path(j, "plan.gpus_needed.required_bytes");
+        T_CHECK(g && g->i > 1 && b && b->i <= 8000000000);
+        need = g ? (int)g->i : 0;
+    }
+    jr_free(j);
+    t_cli_free(&r);
+    for (int half = 0; half < 2 && need > 1; half++) {
+        char gpus[16];
+        snprintf(gpus, sizeof gpus, "%d", half ? need / 2 : need);
+        r = RUN("models/gpt2.onnx", "--dim", "batch=8", "--dim", "seq=1024", "--mem-gb", "8", "--peak-tflops", "100",
+                "--bandwidth-gbs", "1000", "--reserve-gb", "0", "--fit", "--gpus", gpus, "--format", "json", "-q");
+        j = jr_parse(r.out, r.out_len, &err);
+        const jr *first = j ? jr_path(j, "plan.fit") : NULL;
+        const jr *fits = first && jr_len(first) > 0 ? jr_get(jr_at(first, 0), "fits") : NULL;
+        T_CHECK(fits && fits->b == !half);
+        jr_free(j);
+        t_cli_free(&r);
+    }
     r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=1024", "--inference", "--kv-cache",
             "--precision", "fp16", "--format", "json", "-q");
     T_EQ(r.code, 0);

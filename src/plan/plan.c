@@ -971,15 +971,10 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
                 blk_cur += pn->ckpt_rep + pn->ckpt_split / (uint64_t)tp;
                 if (blk_cur > blk_max) blk_max = blk_cur;
             }
-            double peak = pn->lower ? pl->peak_low_flops : pl->peak_flops;
+            /* roof(f / tp, b / tp) = roof(f, b) / tp: the node's roofline once */
             bool works = pn->fwd_flops > 0 || pn->bytes > 0;
-            double tf = works ? roof((double)pn->fwd_flops / div, peak, (double)pn->bytes / div, pl->bw, o) +
-                                    o->node_overhead_s
-                              : 0;
-            double tb = pn->bwd_flops > 0 ? roof((double)pn->bwd_flops / div, peak,
-                                                 2.0 * (double)pn->bytes / div, pl->bw, o) +
-                                                o->node_overhead_s
-                                          : 0;
+            double tf = works ? pn->roof_fwd / div + o->node_overhead_s : 0;
+            double tb = pn->bwd_flops > 0 ? pn->roof_bwd / div + o->node_overhead_s : 0;
             fwd_s += tf;
             bwd_s += tb;
             if (o->checkpointing && b >= 0) rec_s += tf;
@@ -1113,6 +1108,52 @@ static uint64_t inference_peak(mp_train_plan *pl, const pctx *c) {
     return in;
 }
 
+/* Every dp x tp x pp = G (tp a power of two up to 8 dividing the heads,
+ * pp up to the block count) and every ZeRO stage: rows[0..n). */
+/* prune: for the GPUs-needed search, a (tp, pp) whose most frugal ZeRO
+ * stage (3; 0 with one data-parallel rank) does not fit is not tried with
+ * the others (memory never drops from stage 3 to stage 0). */
+static int enumerate_layouts(mp_train_plan *pl, int G, int *stamp, mp_fit_row *rows, int cap, bool prune) {
+    const mp_train_options *o = &pl->o;
+    const mp_graph *g = pl->p->m->graph;
+    int n = 0;
+    for (int tp = 1; tp <= 8 && tp <= G; tp *= 2) {
+        if (G % tp) continue;
+        if (tp > 1 && (pl->split_nodes == 0 || (pl->heads > 0 && pl->heads % tp))) continue;
+        for (int pp = 1; pp <= G / tp && pp <= 1024; pp++) {
+            if ((G / tp) % pp || (pp > 1 && pp > pl->n_blocks)) continue;
+            int dp = G / tp / pp;
+            for (int zi = 0; zi <= 3 && n < cap; zi++) {
+                int z = prune ? 3 - zi : zi;
+                if (dp == 1 && z > 0) {
+                    if (prune) continue;
+                    break;
+                }
+                layout_out fo;
+                int mm = o->micro_batches > 0 ? o->micro_batches : (pp > 1 ? 4 * pp : 1);
+                if (pl->stamp_base + (uint64_t)pp + 1 > (uint64_t)0x3fffffff) { /* stamps wrap */
+                    memset(stamp, 0, sizeof(int) * ((size_t)g->n_values + 1));
+                    pl->stamp_base = 1;
+                }
+                layout(pl, dp, tp, pp, mm, z, NULL, &fo, stamp, pl->stamp_base);
+                pl->stamp_base += (uint64_t)pp + 1;
+                mp_fit_row *r = &rows[n++];
+                r->dp = dp;
+                r->tp = tp;
+                r->pp = pp;
+                r->zero = z;
+                r->peak_bytes = fo.mem.peak_bytes + fo.mem.reserve_bytes;
+                r->step_s = fo.step_s;
+                double per_step = (pl->has_tokens ? (double)pl->tokens_per_mb : (double)pl->samples_per_mb) * mm * dp;
+                r->tokens_per_s = fo.step_s > 0 ? per_step / fo.step_s : 0;
+                r->fits = pl->mem_bytes <= 0 || (double)r->peak_bytes <= pl->mem_bytes;
+                if (prune && !r->fits) break;
+            }
+        }
+    }
+    return n;
+}
+
 static mp_status plan_build(mp_train_plan *pl) {
     const mp_train_options *o = &pl->o;
     mp_model *m = pl->p->m;
@@ -1243,6 +1284,12 @@ static mp_status plan_build(mp_train_plan *pl) {
     if (o->checkpointing && pl->n_blocks == 0)
         return mp_error(MP_ERR_USAGE, "--checkpointing: the model has no repeated blocks to checkpoint");
 
+    for (int k = 0; k < pl->n_nodes; k++) {
+        mp_pnode *pn = &pl->nodes[k];
+        double peak = pn->lower ? pl->peak_low_flops : pl->peak_flops;
+        pn->roof_fwd = roof((double)pn->fwd_flops, peak, (double)pn->bytes, pl->bw, o);
+        pn->roof_bwd = roof((double)pn->bwd_flops, peak, 2.0 * (double)pn->bytes, pl->bw, o);
+    }
     pl->stages = mp_arena_calloc(&pl->arena, (size_t)pl->pp, sizeof(mp_pstage));
     int *stamp = calloc((size_t)g->n_values + 1, sizeof(int));
     if (!pl->stages || !stamp) {
@@ -1251,6 +1298,7 @@ static mp_status plan_build(mp_train_plan *pl) {
     }
     layout_out lo;
     layout(pl, pl->dp, pl->tp, pl->pp, pl->m, pl->zero, pl->stages, &lo, stamp, 0);
+    pl->stamp_base = (uint64_t)pl->pp + 1;
     pl->mem = lo.mem;
     pl->worst = lo.worst;
     pl->compute_s = lo.compute_s;
@@ -1308,46 +1356,29 @@ static mp_status plan_build(mp_train_plan *pl) {
 
     /* --fit: every dp x tp x pp of the GPUs and every ZeRO stage */
     if (o->fit && !o->inference) {
-        int G = o->gpus > 0 ? o->gpus : 8;
         int cap = 4096;
         pl->fit = mp_arena_calloc(&pl->arena, (size_t)cap, sizeof(mp_fit_row));
         if (!pl->fit) {
             free(stamp);
             return mp_error(MP_ERR_NOMEM, "out of memory");
         }
-        uint64_t base = (uint64_t)pl->pp + 1;
-        for (int tp = 1; tp <= 8 && tp <= G; tp *= 2) {
-            if (G % tp) continue;
-            if (tp > 1 && (pl->split_nodes == 0 && pl->tp == 1)) {
-                /* split figures exist only when the graph pass ran with tp > 1 */
-            }
-            if (tp > 1 && pl->heads > 0 && pl->heads % tp) continue;
-            for (int pp = 1; pp <= G / tp; pp++) {
-                if ((G / tp) % pp || (pp > 1 && pp > pl->n_blocks) || pp > 1024) continue;
-                int dp = G / tp / pp;
-                for (int z = 0; z <= 3 && pl->n_fit < cap; z++) {
-                    if (dp == 1 && z > 0) break;
-                    layout_out fo;
-                    int mm = o->micro_batches > 0 ? o->micro_batches : (pp > 1 ? 4 * pp : 1);
-                    layout(pl, dp, tp, pp, mm, z, NULL, &fo, stamp, base);
-                    base += (uint64_t)pp + 1;
-                    if (base > (uint64_t)0x3fffffff) { /* stamps wrap: clear them */
-                        memset(stamp, 0, sizeof(int) * ((size_t)g->n_values + 1));
-                        base = 1;
-                    }
-                    mp_fit_row *r = &pl->fit[pl->n_fit++];
-                    r->dp = dp;
-                    r->tp = tp;
-                    r->pp = pp;
-                    r->zero = z;
-                    r->peak_bytes = fo.mem.peak_bytes + fo.mem.reserve_bytes;
-                    r->step_s = fo.step_s;
-                    double per_step = (pl->has_tokens ? (double)pl->tokens_per_mb : (double)pl->samples_per_mb) *
-                                      mm * dp;
-                    r->tokens_per_s = fo.step_s > 0 ? per_step / fo.step_s : 0;
-                    r->fits = pl->mem_bytes <= 0 || (double)r->peak_bytes <= pl->mem_bytes;
-                }
-            }
+        pl->n_fit = enumerate_layouts(pl, o->gpus > 0 ? o->gpus : 8, stamp, pl->fit, cap, false);
+    }
+    /* GPUs needed: the fewest (powers of two) with a layout that fits */
+    if (!o->inference && pl->mem_bytes > 0) {
+        mp_fit_row rows[512];
+        /* no layout of G GPUs holds less than the model states over G
+         * (ZeRO-3): start at that bound */
+        mp_train_memory ms;
+        mp_plan_model_states(pl->params, o->precision, o->optimizer, 0, 1, &ms);
+        double states = (double)(ms.weights_bytes + ms.grads_bytes + ms.master_weights_bytes + ms.optimizer_bytes);
+        int G = 1;
+        while (G < 65536 && states / G > pl->mem_bytes) G *= 2;
+        for (; G <= 65536 && !pl->need.dp; G *= 2) {
+            int n = enumerate_layouts(pl, G, stamp, rows, (int)MP_ARRAY_LEN(rows), true);
+            for (int i = 0; i < n; i++)
+                if (rows[i].fits && (!pl->need.dp || rows[i].tokens_per_s > pl->need.tokens_per_s))
+                    pl->need = rows[i];
         }
     }
     free(stamp);

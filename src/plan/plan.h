@@ -58,6 +58,7 @@ typedef struct mp_pnode {
     uint64_t bytes;                   /* bytes moved by the forward */
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
+    double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
     int block;                        /* checkpointed block index, -1 outside */
     bool split;                       /* its work divides by tp */
     bool lower;                       /* runs at the low-precision peak */
@@ -113,6 +114,8 @@ struct mp_train_plan {
     /* --fit */
     mp_fit_row *fit;
     int n_fit;
+    mp_fit_row need;             /* the fewest GPUs (a power of two) with a layout that fits; dp 0: none */
+    uint64_t stamp_base;         /* per-stage parameter stamps used so far */
 };
 
 /* Bandwidth of a collective over `span` GPUs, bytes/s: --link-gbs, else

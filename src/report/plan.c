@@ -187,6 +187,17 @@ static void write_text(const mp_train_plan *pl, pw *w) {
            (double)need <= pl->mem_bytes ? "fits" : "does NOT fit");
     else
         pf(w, "%s\n", mp_fmt_bytes(need).s);
+    if (!o->inference && pl->mem_bytes > 0) {
+        label(w, "  GPUs needed:");
+        if (pl->need.dp)
+            pf(w, "%d (dp %d x tp %d x pp %d, ZeRO %d: %s; the fewest, in powers of two, with a layout "
+                  "that fits)\n",
+               pl->need.dp * pl->need.tp * pl->need.pp, pl->need.dp, pl->need.tp, pl->need.pp, pl->need.zero,
+               mp_fmt_bytes(pl->need.peak_bytes).s);
+        else
+            pf(w, "none up to 65,536 (the activations of one micro-batch do not fit: a smaller batch or "
+                  "--checkpointing)\n");
+    }
     if (!o->inference) {
         label(w, "  DeepSpeed estimate:");
         pf(w, "model states %s under ZeRO-2, %s under ZeRO-3 (estimate_zero2/3_model_states_mem_needs, "
@@ -502,6 +513,19 @@ static void write_json(const mp_train_plan *pl, mp_jw *w) {
         mp_jw_key(w, "decode_bytes_per_token");
         mp_jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb);
         mp_jw_close(w, '}');
+    }
+    mp_jw_key(w, "gpus_needed");
+    if (pl->need.dp) {
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "gpus"); mp_jw_i64(w, pl->need.dp * pl->need.tp * pl->need.pp);
+        mp_jw_key(w, "dp"); mp_jw_i64(w, pl->need.dp);
+        mp_jw_key(w, "tp"); mp_jw_i64(w, pl->need.tp);
+        mp_jw_key(w, "pp"); mp_jw_i64(w, pl->need.pp);
+        mp_jw_key(w, "zero"); mp_jw_i64(w, pl->need.zero);
+        mp_jw_key(w, "required_bytes"); mp_jw_u64(w, pl->need.peak_bytes);
+        mp_jw_close(w, '}');
+    } else {
+        mp_jw_null(w);
     }
     mp_jw_key(w, "fit");
     mp_jw_open(w, '[');
