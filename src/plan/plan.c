@@ -471,6 +471,9 @@ static mp_status graph_pass(pctx *c) {
     pl->nodes = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(mp_pnode));
     pl->default_ops = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(char *));
     pl->default_counts = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(int));
+    pl->tp_ops = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(char *));
+    pl->tp_split = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(int));
+    pl->tp_rep = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(int));
     c->rg = calloc((size_t)nv + 1, 1);
     c->cst = calloc((size_t)nv + 1, 1);
     c->split = calloc((size_t)nv + 1, 1);
@@ -480,7 +483,7 @@ static mp_status graph_pass(pctx *c) {
     c->stor = calloc((size_t)nv + 1, sizeof(int));
     c->seen = calloc((size_t)nv + 1, sizeof(int));
     c->node_block = calloc((size_t)nn + 1, sizeof(int));
-    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !c->rg || !c->cst || !c->split || !c->pflag || !pl->param_split ||
+    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep || !c->rg || !c->cst || !c->split || !c->pflag || !pl->param_split ||
         !c->adt || !c->stor || !c->seen || !c->node_block)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
@@ -670,8 +673,23 @@ static mp_status graph_pass(pctx *c) {
             }
         }
         pn->split = split;
-        if (split) pl->split_nodes++;
-        else if (blk >= 0) pl->replicated_nodes++;
+        bool shape_only = n->n_out > 0; /* Shape, Size: outputs known, no work */
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape_only = false;
+        if (shape_only) {
+            /* counted nowhere */
+        } else if (split) {
+            pl->split_nodes++;
+        } else if (blk >= 0) {
+            pl->replicated_nodes++;
+        }
+        if (blk >= 0 && !shape_only) {
+            int i = 0;
+            while (i < pl->n_tp_ops && !mp_streq(pl->tp_ops[i], n->op)) i++;
+            if (i == pl->n_tp_ops) pl->tp_ops[pl->n_tp_ops++] = n->op;
+            if (split) pl->tp_split[i]++;
+            else pl->tp_rep[i]++;
+        }
 
         /* what the backward keeps */
         int stamp = (pl->o.checkpointing && blk >= 0) ? -(blk + 10) : stamp_global;

@@ -89,6 +89,9 @@ struct mp_train_plan {
     mp_pnode *nodes;             /* by position in g->order */
     uint8_t *param_split;        /* per value: a parameter tensor parallelism divides */
     int split_nodes, replicated_nodes;
+    const char **tp_ops;         /* op types of the block nodes, with how many split / replicated */
+    int *tp_split, *tp_rep;
+    int n_tp_ops;
     const char **default_ops;    /* op types that used the default train rule */
     int *default_counts;
     int n_default_ops;

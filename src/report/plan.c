@@ -148,6 +148,17 @@ static void write_text(const mp_train_plan *pl, pw *w) {
            pl->split_nodes, pl->replicated_nodes);
         if (pl->heads) pf(w, "; %d heads", pl->heads);
         pf(w, "\n");
+        for (int pass = 0; pass < 2; pass++) {
+            label(w, pass ? "  replicated:" : "  split:");
+            int shown = 0;
+            for (int i = 0; i < pl->n_tp_ops; i++) {
+                int c = pass ? pl->tp_rep[i] : pl->tp_split[i];
+                if (!c) continue;
+                pf(w, "%s%d x ", shown++ ? ", " : "", c);
+                safe(w, pl->tp_ops[i]);
+            }
+            pf(w, "%s\n", shown ? "" : "none");
+        }
     }
     label(w, "GPU:");
     if (pl->gpu) {
@@ -486,6 +497,16 @@ static void write_json(const mp_train_plan *pl, mp_jw *w) {
     mp_jw_key(w, "split_nodes"); mp_jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
     mp_jw_key(w, "replicated_nodes"); mp_jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
     mp_jw_key(w, "heads"); mp_jw_i64(w, pl->heads);
+    mp_jw_key(w, "by_op");
+    mp_jw_open(w, '[');
+    for (int i = 0; pl->tp > 1 && i < pl->n_tp_ops; i++) {
+        mp_jw_open(w, '{');
+        mp_jw_key(w, "op"); mp_jw_str(w, pl->tp_ops[i]);
+        mp_jw_key(w, "split"); mp_jw_i64(w, pl->tp_split[i]);
+        mp_jw_key(w, "replicated"); mp_jw_i64(w, pl->tp_rep[i]);
+        mp_jw_close(w, '}');
+    }
+    mp_jw_close(w, ']');
     mp_jw_close(w, '}');
     mp_jw_key(w, "default_train_rule");
     mp_jw_open(w, '[');
