@@ -79,10 +79,12 @@ static double per_param(uint64_t bytes, uint64_t params) {
 static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, uint64_t params, int in_flight,
                       uint64_t cast) {
     const mp_train_options *o = &pl->o;
-    const char *z = pl->zero >= 3 ? "partitioned over dp" : "";
+    bool mixed = o->precision >= MP_PREC_BF16_MIXED, amp = mixed && pl->zero == 0;
     label(w, "  weights:");
     pf(w, "%s (%.3g B/param%s%s)\n", mp_fmt_bytes(m->weights_bytes).s, per_param(m->weights_bytes, params),
-       o->precision >= MP_PREC_BF16_MIXED ? ", the low-precision working copy" : "", *z ? ", ZeRO-3: partitioned over dp" : "");
+       amp ? ", fp32: PyTorch AMP's parameters are the master copy"
+           : mixed ? ", the low-precision working copy" : "",
+       pl->zero >= 3 ? ", ZeRO-3: partitioned over dp" : "");
     label(w, "  gradients:");
     pf(w, "%s (%.3g B/param%s)\n", mp_fmt_bytes(m->grads_bytes).s, per_param(m->grads_bytes, params),
        pl->zero >= 2 ? ", ZeRO-2: partitioned over dp" : "");
@@ -91,7 +93,8 @@ static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, 
        opt_text(o->optimizer), pl->zero >= 1 ? "; ZeRO-1: partitioned over dp" : "");
     label(w, "  master weights:");
     pf(w, "%s (%s)\n", mp_fmt_bytes(m->master_weights_bytes).s,
-       o->precision >= MP_PREC_BF16_MIXED ? "fp32 copy, 4 B/param" : "none: the weights are updated in place");
+       amp ? "none apart: the fp32 parameters are the master copy"
+           : mixed ? "fp32 copy, 4 B/param" : "none: the weights are updated in place");
     label(w, "  activations:");
     pf(w, "%s (kept for the backward, from each operator's train rule", mp_fmt_bytes(m->activations_bytes).s);
     if (in_flight > 1) pf(w, "; x %d micro-batches in flight (1F1B)", in_flight);
