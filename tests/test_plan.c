@@ -123,6 +123,83 @@ static void t_saved_hand(void) {
     tb_done(m, p);
 }
 
+/* Two blocks, layers.0 and layers.1, each MatMul W[8,8] -> Relu inside a
+ * child module fc: x[4,8] -> r0 -> r1. */
+static mp_model *two_blocks(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W0", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    int n[4];
+    n[0] = tb_node(m, "MatMul", "x,W0", "h0");
+    n[1] = tb_node(m, "Relu", "h0", "r0");
+    n[2] = tb_node(m, "MatMul", "r0,W1", "h1");
+    n[3] = tb_node(m, "Relu", "h1", "r1");
+    tb_output(m, "r1");
+    mp_model_module(m, "", 0);
+    int f0 = mp_model_module(m, "layers.0.fc", 11), f1 = mp_model_module(m, "layers.1.fc", 11);
+    tb_nodep(m, n[0])->module = tb_nodep(m, n[1])->module = f0;
+    tb_nodep(m, n[2])->module = tb_nodep(m, n[3])->module = f1;
+    return m;
+}
+
+static void t_blocks_hand(void) {
+    mp_model *m = two_blocks();
+    mp_profile *p = tb_prof(m);
+    mp_train_options o;
+    mp_train_options_default(&o);
+    o.loss = 0;
+    mp_train_plan *pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ(pl->n_blocks, 2);
+        /* x (W0's gradient), r0 (Relu; the second product's too), r1: 3 x 128 */
+        T_EQ_U64(pl->mem.activations_bytes, 384);
+        T_EQ_U64(pl->mem.temporary_bytes, 256);
+    }
+    mp_train_plan_free(pl);
+    /* checkpointing: each block keeps its input (x, r0): 256; its own set
+     * (256 each) comes back in its backward on top of the transient */
+    o.checkpointing = 1;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ_U64(pl->mem.activations_bytes, 256);
+        T_EQ_U64(pl->mem.temporary_bytes, 256 + 256);
+        /* recompute: both blocks' forward, 2 x (2*4*8*8 + 32) */
+        T_EQ_U64(pl->recompute_flops, 2 * (512 + 32));
+    }
+    mp_train_plan_free(pl);
+    /* tensor parallelism over 2: the first product is column-split (its
+     * output r0 is split), the second row-split (r1 replicated after an
+     * all-reduce). Kept: x 128 + r0 / 2 + r1 128; both weights split. */
+    o.checkpointing = 0;
+    o.tp = 2;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ_U64(pl->mem.activations_bytes, 128 + 64 + 128);
+        T_EQ_U64(pl->stages[0].params, 64);
+        /* all-reduces: the column split's input gradient (x, 128 B) in the
+         * backward, the row split's output (128 B) in the forward */
+        T_EQ_U64(pl->nodes[0].tp_comm + pl->nodes[2].tp_comm, 256);
+    }
+    mp_train_plan_free(pl);
+    /* pipeline over 2 with 8 micro-batches: a block a stage; 1F1B keeps 2
+     * micro-batches in flight on stage 0 (x, r0: 256 each), 1 on stage 1 (r1:
+     * r0 arrived from stage 0 and is counted there) */
+    o.tp = 1;
+    o.pp = 2;
+    o.micro_batches = 8;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ(pl->stages[0].in_flight, 2);
+        T_EQ(pl->stages[1].in_flight, 1);
+        T_EQ_U64(pl->stages[0].mem.activations_bytes, 2 * 256);
+        T_EQ_U64(pl->stages[1].mem.activations_bytes, 128);
+        T_EQ_U64(pl->stages[0].params + pl->stages[1].params, 128);
+    }
+    mp_train_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* Roofline of one node: max(FLOPs / (peak x eff), bytes / (bw x eff)) + overhead. */
 static void t_roofline(void) {
     mp_model *m = mlp();
@@ -145,6 +222,37 @@ static void t_roofline(void) {
         T_CHECK(fabs(pl->stages[0].bwd_s - 2 * fwd) < 1e-6);
         T_CHECK(pl->step_s >= pl->compute_s);
     }
+    mp_train_plan_free(pl);
+    tb_done(m, p);
+}
+
+/* Communication volumes (ring algorithms) and time to train, by hand on the
+ * MLP: 176 fp32 parameters, 704 B of gradients and of weights. */
+static void t_comm_train(void) {
+    mp_model *m = mlp();
+    mp_profile *p = tb_prof(m);
+    mp_train_options o;
+    mp_train_options_default(&o);
+    o.loss = 0;
+    o.peak_tflops = 1e-9;
+    o.bandwidth_gbs = 1e-9;
+    o.link_gbs = 1e-9; /* 1 B/s */
+    o.dp = 4;
+    const uint64_t want[4] = {2 * 528, 528 + 528, 528 + 528, 528 + 2 * 528}; /* f = 3/4 */
+    for (int z = 0; z <= 3; z++) {
+        o.zero = z;
+        mp_train_plan *pl = plan_of(p, &o);
+        if (!pl) continue;
+        T_EQ_U64(pl->dp_comm_bytes, want[z]);
+        T_CHECK(fabs(pl->dp_comm_s - (double)want[z]) < 1e-6);
+        /* 4 samples a micro-batch x 4 ranks; 160 samples: 10 steps */
+        T_CHECK(pl->samples_per_step == 16);
+        mp_train_plan_free(pl);
+    }
+    o.zero = 0;
+    o.samples = 160;
+    mp_train_plan *pl = plan_of(p, &o);
+    if (pl) T_CHECK(fabs(pl->train_s - 10 * pl->step_s) < 1e-9 * pl->train_s);
     mp_train_plan_free(pl);
     tb_done(m, p);
 }
@@ -199,6 +307,9 @@ static void t_cli_json(void) {
         }
         const jr *st = jr_path(j, "plan.stages");
         T_CHECK(st && jr_len(st) == 1);
+        /* 6 N D per step: 2 x 128 tokens x 8 ranks */
+        const jr *nd = jr_path(j, "plan.flops.nd_flops"), *tps = jr_path(j, "plan.tokens_per_step");
+        T_CHECK(nd && tps && par && tps->num == 2 * 128 * 8 && fabs(nd->num - 6 * par->num * tps->num) < 1e3);
         const jr *blocks = jr_path(j, "plan.blocks");
         T_CHECK(blocks && jr_len(blocks) == 12);
     }
@@ -336,7 +447,9 @@ MP_TESTS(plan) {
     {"zero_table", t_zero_table},
     {"deepspeed", t_deepspeed},
     {"saved_hand", t_saved_hand},
+    {"blocks_hand", t_blocks_hand},
     {"roofline", t_roofline},
+    {"comm_train", t_comm_train},
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},

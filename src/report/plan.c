@@ -165,10 +165,11 @@ static void write_text(const mp_train_plan *pl, pw *w) {
     }
     label(w, "GPU:");
     if (pl->gpu) {
-        pf(w, "%s: %s FLOPS %s, %s FLOPS %s; %s; %s/s (source: %s)\n", pl->gpu->label,
-           mp_fmt_si_d(pl->peak_low_flops, "").s, pl->peak_dtype, mp_fmt_si_d(pl->peak_flops, "").s,
-           o->precision == MP_PREC_FP32 ? "fp32" : "fp32 (the ops autocast leaves in fp32)",
-           mp_fmt_bytes((uint64_t)pl->mem_bytes).s, mp_fmt_bytes((uint64_t)pl->bw).s, pl->gpu->source);
+        pf(w, "%s: %s FLOPS %s", pl->gpu->label, mp_fmt_si_d(pl->peak_low_flops, "").s, pl->peak_dtype);
+        if (o->precision >= MP_PREC_BF16_MIXED)
+            pf(w, ", %s FLOPS fp32 (the ops autocast leaves in fp32)", mp_fmt_si_d(pl->peak_flops, "").s);
+        pf(w, " (dense); %s; %s/s (source: %s)\n", mp_fmt_bytes((uint64_t)pl->mem_bytes).s,
+           mp_fmt_bytes((uint64_t)pl->bw).s, pl->gpu->source);
     } else if (pl->have_gpu || pl->mem_bytes > 0) {
         pf(w, "given: peak %s FLOPS, memory %s, bandwidth %s/s\n", mp_fmt_si_d(pl->peak_low_flops, "").s,
            mp_fmt_bytes((uint64_t)pl->mem_bytes).s, mp_fmt_bytes((uint64_t)pl->bw).s);
@@ -215,8 +216,8 @@ static void write_text(const mp_train_plan *pl, pw *w) {
     if (!o->inference) {
         label(w, "  DeepSpeed estimate:");
         pf(w, "model states %s under ZeRO-2, %s under ZeRO-3 (estimate_zero2/3_model_states_mem_needs, "
-              "no offload, %d GPUs)\n",
-           mp_fmt_bytes(pl->ds_zero2).s, mp_fmt_bytes(pl->ds_zero3).s, pl->dp);
+              "no offload, %d GPU%s)\n",
+           mp_fmt_bytes(pl->ds_zero2).s, mp_fmt_bytes(pl->ds_zero3).s, pl->dp, pl->dp > 1 ? "s" : "");
     }
     if (pl->pp > 1) {
         pf(w, "\n  %-6s %-9s %-10s %-10s %-10s %-10s %-9s %s\n", "stage", "blocks", "params", "states",
