@@ -183,8 +183,8 @@ static void t_blocks_hand(void) {
     }
     mp_train_plan_free(pl);
     /* pipeline over 2 with 8 micro-batches: a block a stage; 1F1B keeps 2
-     * micro-batches in flight on stage 0 (x, r0: 256 each), 1 on stage 1 (r1:
-     * r0 arrived from stage 0 and is counted there) */
+     * micro-batches in flight on stage 0 (x, r0: 256 each), 1 on stage 1 (r1,
+     * and r0 again: stage 1 receives its own copy and its product keeps it) */
     o.tp = 1;
     o.pp = 2;
     o.micro_batches = 8;
@@ -193,7 +193,7 @@ static void t_blocks_hand(void) {
         T_EQ(pl->stages[0].in_flight, 2);
         T_EQ(pl->stages[1].in_flight, 1);
         T_EQ_U64(pl->stages[0].mem.activations_bytes, 2 * 256);
-        T_EQ_U64(pl->stages[1].mem.activations_bytes, 128);
+        T_EQ_U64(pl->stages[1].mem.activations_bytes, 128 + 128);
         T_EQ_U64(pl->stages[0].params + pl->stages[1].params, 128);
     }
     mp_train_plan_free(pl);

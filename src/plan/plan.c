@@ -119,6 +119,10 @@ typedef struct pctx {
     int *seen;                    /* per storage: stamp of the set it was counted in */
     int *node_block;              /* per node index: block or -1 */
     int8_t *ovr;                  /* per node index: OVR_* (decomposed operators) */
+    int *first_unit;              /* per storage: the unit (block) of the node that kept it first */
+    int cur_unit;                 /* the unit of the node being planned */
+    uint64_t *cross;              /* that node's bytes kept again on another stage, or NULL */
+    int *cross_unit;
 } pctx;
 
 static int dt_size(int dt) {
@@ -262,9 +266,20 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
     if (want_dt >= 0 && mp_dtype_is_float(c->adt[v]) && want_dt != c->adt[v])
         return v_numel(val) * (uint64_t)dt_size(want_dt);
     int s = c->stor[v];
-    if (c->seen[s] == stamp) return 0;
+    uint64_t b = v_numel(&c->g->values[s]) * (uint64_t)dt_size(c->adt[s]);
+    if (c->seen[s] == stamp) {
+        /* kept already; by a node of another unit (block), it is kept again
+         * when a pipeline puts the two on different stages (the later stage
+         * receives its own copy) */
+        if (stamp == 1 && c->first_unit[s] != c->cur_unit && c->cross) {
+            *c->cross += b;
+            if (c->first_unit[s] > *c->cross_unit) *c->cross_unit = c->first_unit[s];
+        }
+        return 0;
+    }
     c->seen[s] = stamp;
-    return v_numel(&c->g->values[s]) * (uint64_t)dt_size(c->adt[s]);
+    if (stamp == 1) c->first_unit[s] = c->cur_unit;
+    return b;
 }
 
 /* ---- operators the exporter decomposed ----
@@ -483,8 +498,9 @@ static mp_status graph_pass(pctx *c) {
     c->stor = calloc((size_t)nv + 1, sizeof(int));
     c->seen = calloc((size_t)nv + 1, sizeof(int));
     c->node_block = calloc((size_t)nn + 1, sizeof(int));
+    c->first_unit = calloc((size_t)nv + 1, sizeof(int));
     if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep || !c->rg || !c->cst || !c->split || !c->pflag || !pl->param_split ||
-        !c->adt || !c->stor || !c->seen || !c->node_block)
+        !c->adt || !c->stor || !c->seen || !c->node_block || !c->first_unit)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
     /* the model's float type: that of most parameter elements */
@@ -537,7 +553,7 @@ static mp_status graph_pass(pctx *c) {
     /* the loss's logits: output 0 when it is a float tensor of rank >= 2 */
     int logits = g->n_outputs > 0 ? g->outputs[0] : -1;
     bool tp_on = true; /* split figures for --tp and for --fit's layouts */
-    int stamp_global = 1;
+    int stamp_global = 1, last_unit = -1;
     uint64_t largest_layer = 0;
     for (int k = 0; k < nn; k++) {
         int ni = g->order[k];
@@ -546,6 +562,9 @@ static mp_status graph_pass(pctx *c) {
         int blk = n->module >= 0 && n->module < c->m->n_modules ? mblock[n->module] : -1;
         pn->block = blk;
         c->node_block[ni] = blk;
+        if (blk >= 0) last_unit = blk;
+        pn->unit = blk >= 0 ? blk : (last_unit >= 0 ? last_unit : 0);
+        c->cur_unit = pn->unit;
         /* constants and shape arithmetic: outputs of nodes whose inputs are
          * all constant are constant (folded: no memory, no time) */
         bool all_const = true, any_rg = false;
@@ -693,6 +712,10 @@ static mp_status graph_pass(pctx *c) {
 
         /* what the backward keeps */
         int stamp = (pl->o.checkpointing && blk >= 0) ? -(blk + 10) : stamp_global;
+        uint64_t cross = 0;
+        int cross_unit = -1;
+        c->cross = &cross;
+        c->cross_unit = &cross_unit;
         uint64_t rep = 0, spl = 0;
         for (int i = 0; i < n->n_in && i < 32; i++) {
             if (!(t.save_in & (1u << i)) || n->in[i] < 0) continue;
@@ -716,6 +739,9 @@ static mp_status graph_pass(pctx *c) {
         else rep += t.extra_bytes;
         pn->saved_rep = rep;
         pn->saved_split = spl;
+        c->cross = NULL;
+        pn->cross = cross;
+        pn->cross_unit = cross_unit;
 
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
@@ -771,7 +797,11 @@ static mp_status graph_pass(pctx *c) {
             mp_node *n = &g->nodes[ni];
             mp_pnode *pn = &pl->nodes[k];
             if (pn->block < 0) continue;
-            uint64_t rep = 0, spl = 0;
+            uint64_t rep = 0, spl = 0, cross = 0;
+            int cross_unit = -1;
+            c->cur_unit = pn->unit;
+            c->cross = &cross;
+            c->cross_unit = &cross_unit;
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
                 if (v < 0 || c->cst[v] || param_like(c, v)) continue;
@@ -783,10 +813,13 @@ static mp_status graph_pass(pctx *c) {
                 else rep += b;
             }
             /* the node's own set comes back when its block is recomputed */
+            c->cross = NULL;
             pn->ckpt_rep = pn->saved_rep;
             pn->ckpt_split = pn->saved_split;
             pn->saved_rep = rep;
             pn->saved_split = spl;
+            pn->cross = cross;
+            pn->cross_unit = cross_unit;
         }
     }
     return MP_OK;
@@ -977,6 +1010,8 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
                 }
             }
             acts += pn->saved_rep + pn->saved_split / (uint64_t)tp;
+            if (pn->cross && pp > 1 && pn->cross_unit >= 0 && pn->cross_unit < first_block[s])
+                acts += pn->cross; /* received from an earlier stage and kept here too */
             if (!o->checkpointing || b < 0) ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
             uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp;
             if (tmp > temp) temp = tmp;
@@ -1285,6 +1320,7 @@ static mp_status plan_build(mp_train_plan *pl) {
     free(c.stor);
     free(c.seen);
     free(c.node_block);
+    free(c.first_unit);
     free(c.ovr);
     if (st) return st;
 

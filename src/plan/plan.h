@@ -59,7 +59,10 @@ typedef struct mp_pnode {
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
-    int block;                        /* checkpointed block index, -1 outside */
+    int block;                        /* block index, -1 outside */
+    int unit;                         /* the block it goes with for pipeline stages */
+    uint64_t cross;                   /* bytes it keeps that an earlier unit kept first */
+    int cross_unit;                   /* the latest such unit, -1 none */
     bool split;                       /* its work divides by tp */
     bool lower;                       /* runs at the low-precision peak */
     bool default_rule;
