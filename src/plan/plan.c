@@ -775,6 +775,7 @@ static mp_status graph_pass(pctx *c) {
                 act_io += v_bytes(c, n->out[i]);
             }
         bool fused_member = c->ovr[ni] == OVR_ATTN;
+        pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0;
         pn->bytes = t.view || fused_member ? 0 : io;
         pn->temp = fused_member ? 0 : act_io;
         if (c->ovr[ni] == OVR_ATTN_PV && n->n_in > 0 && n->in[0] >= 0) {
@@ -1070,13 +1071,15 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
         ps->bwd_s = bwd_s;
         ps->recompute_s = rec_s;
         ps->tp_comm_s = tpc_s;
-        if (pp > 1) {
-            /* the activation crossing a stage boundary, forward and back */
+        if (pp > 1 && s < pp - 1) {
+            /* the activation crossing to the next stage (the output of this
+             * stage's last block node), forward and its gradient back */
             uint64_t boundary = 0;
-            if (ps->last >= ps->first && ps->last >= 0) {
-                const mp_node *n = &g->nodes[g->order[ps->last]];
-                if (n->n_out > 0 && n->out[0] >= 0) boundary = v_numel(&g->values[n->out[0]]) * 4;
-            }
+            for (int q = ps->last; q >= ps->first && q >= 0; q--)
+                if (pl->nodes[q].block >= 0 && pl->nodes[q].out_bytes) {
+                    boundary = pl->nodes[q].out_bytes;
+                    break;
+                }
             ps->p2p_s = 2.0 * (double)boundary / lb_pp;
         }
         ps->mb_s = fwd_s + bwd_s + rec_s + tpc_s + ps->p2p_s;
@@ -1365,7 +1368,12 @@ static mp_status plan_build(mp_train_plan *pl) {
     pl->step_s = lo.step_s;
     if (o->inference) {
         memset(&pl->mem, 0, sizeof pl->mem);
-        pl->mem.weights_bytes = pl->infer_weights / (uint64_t)pl->tp;
+        /* the stage holding the most parameters (after tensor parallelism) */
+        uint64_t most = 0;
+        for (int s = 0; s < pl->pp; s++)
+            if (pl->stages[s].params > most) most = pl->stages[s].params;
+        pl->mem.weights_bytes = pl->params ? (uint64_t)((double)pl->infer_weights * (double)most / (double)pl->params)
+                                           : 0;
         pl->mem.activations_bytes = pl->infer_acts;
         pl->mem.reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
         pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_inputs;

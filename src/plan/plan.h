@@ -56,6 +56,7 @@ typedef struct mp_pnode {
     uint64_t params_rep, params_split; /* parameters first used here */
     uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
     uint64_t bytes;                   /* bytes moved by the forward */
+    uint64_t out_bytes;               /* its output 0, in the plan's type */
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
