@@ -1377,6 +1377,8 @@ static mp_status plan_build(mp_train_plan *pl) {
         pl->mem.activations_bytes = pl->infer_acts;
         pl->mem.reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
         pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_inputs;
+        /* generation keeps K and V of every token of the context (split by tp) */
+        if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp;
         double t = 0;
         for (int s = 0; s < pl->pp; s++) t += pl->stages[s].fwd_s;
         pl->step_s = t;

@@ -187,6 +187,11 @@ static void write_text(const mp_train_plan *pl, pw *w) {
            mp_fmt_bytes(pl->mem.activations_bytes).s);
         label(w, "  inputs:");
         pf(w, "%s\n", mp_fmt_bytes(pl->infer_inputs).s);
+        if (o->kv_cache) {
+            label(w, "  KV cache:");
+            pf(w, "%s (the graph's batch x sequence tokens; split by tp)\n",
+               mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp).s);
+        }
         label(w, "  peak:");
         pf(w, "%s\n", mp_fmt_bytes(pl->mem.peak_bytes).s);
     } else {
