@@ -499,8 +499,11 @@ static mp_status graph_pass(pctx *c) {
     c->seen = calloc((size_t)nv + 1, sizeof(int));
     c->node_block = calloc((size_t)nn + 1, sizeof(int));
     c->first_unit = calloc((size_t)nv + 1, sizeof(int));
+    size_t all_in = 1;
+    for (int ni = 0; ni < nn; ni++) all_in += (size_t)g->nodes[ni].n_in;
+    pl->pparams = mp_arena_calloc(&pl->arena, all_in, sizeof(int));
     if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep || !c->rg || !c->cst || !c->split || !c->pflag || !pl->param_split ||
-        !c->adt || !c->stor || !c->seen || !c->node_block || !c->first_unit)
+        !c->adt || !c->stor || !c->seen || !c->node_block || !c->first_unit || !pl->pparams)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
     /* the model's float type: that of most parameter elements */
@@ -745,9 +748,12 @@ static mp_status graph_pass(pctx *c) {
 
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
+        pn->first_param = pl->n_pparams;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
             if (v < 0 || !(g->values[v].flags & MP_VAL_PARAM)) continue;
+            pl->pparams[pl->n_pparams++] = v;
+            pn->n_params++;
             uint64_t e = v_numel(&g->values[v]);
             node_params += e;
             if (c->pflag[v] & 2) continue;
@@ -988,12 +994,10 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
              * the blocks stay with the block before them */
             if (s < pp - 1 && b >= first_block[s + 1]) break;
             if (b >= 0) last_block = b;
-            const mp_node *n = &g->nodes[g->order[k]];
             double div = pn->split ? (double)tp : 1.0;
             /* parameters held by this stage (a shared one counts once per stage) */
-            for (int i = 0; i < n->n_in; i++) {
-                int v = n->in[i];
-                if (v < 0 || !(g->values[v].flags & MP_VAL_PARAM)) continue;
+            for (int i = 0; i < pn->n_params; i++) {
+                int v = pl->pparams[pn->first_param + i];
                 if ((uint64_t)stamp[v] == stamp_base + (uint64_t)s + 1) continue;
                 stamp[v] = (int)(stamp_base + (uint64_t)s + 1);
                 uint64_t e = v_numel(&g->values[v]);

@@ -62,6 +62,7 @@ typedef struct mp_pnode {
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
     int block;                        /* block index, -1 outside */
     int unit;                         /* the block it goes with for pipeline stages */
+    int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
     uint64_t cross;                   /* bytes it keeps that an earlier unit kept first */
     int cross_unit;                   /* the latest such unit, -1 none */
     bool split;                       /* its work divides by tp */
@@ -92,6 +93,8 @@ struct mp_train_plan {
     int n_nodes;
     mp_pnode *nodes;             /* by position in g->order */
     uint8_t *param_split;        /* per value: a parameter tensor parallelism divides */
+    int *pparams;                /* the parameter inputs of every node, in node order */
+    int n_pparams;
     int split_nodes, replicated_nodes;
     const char **tp_ops;         /* op types of the block nodes, with how many split / replicated */
     int *tp_split, *tp_rep;
