@@ -200,6 +200,47 @@ static void t_blocks_hand(void) {
     tb_done(m, p);
 }
 
+/* Attention by hand: x[1,2,4,8] (batch, heads, seq, features) projected by
+ * Wq, Wk, Wv [8,4]; scores q.k^T / c, softmax, times v. */
+static void t_attention_hand(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 4, 8));
+    tb_weight(m, "Wq", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
+    tb_weight(m, "Wk", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
+    tb_weight(m, "Wv", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
+    tb_const_f(m, "c", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    tb_node(m, "MatMul", "x,Wq", "q");
+    tb_node(m, "MatMul", "x,Wk", "k");
+    tb_node(m, "MatMul", "x,Wv", "v");
+    int t = tb_node(m, "Transpose", "k", "kT");
+    tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    tb_node(m, "MatMul", "q,kT", "s");
+    tb_node(m, "Div", "s,c", "sd");
+    int sm = tb_node(m, "Softmax", "sd", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "MatMul", "p,v", "o");
+    tb_output(m, "o");
+    mp_profile *p = tb_prof(m);
+    mp_train_options o;
+    mp_train_options_default(&o);
+    o.loss = 0;
+    o.attention_fused = 0;
+    mp_train_plan *pl = plan_of(p, &o);
+    /* eager: x (the projections' weight gradients, one storage) 256; q 128
+     * and k^T (a view of k) 128 for the scores; the probabilities 128 (the
+     * softmax's output, kept by the product with v too); v 128 */
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 256 + 128 + 128 + 128 + 128);
+    mp_train_plan_free(pl);
+    /* fused (scaled_dot_product_attention): x 256, q and k 256, v 128, the
+     * output 128 and an fp32 log-sum-exp per row (1 x 2 x 4 rows): 32; never
+     * the probabilities */
+    o.attention_fused = 1;
+    pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 256 + 256 + 128 + 128 + 32);
+    mp_train_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* Roofline of one node: max(FLOPs / (peak x eff), bytes / (bw x eff)) + overhead. */
 static void t_roofline(void) {
     mp_model *m = mlp();
@@ -448,6 +489,7 @@ MP_TESTS(plan) {
     {"deepspeed", t_deepspeed},
     {"saved_hand", t_saved_hand},
     {"blocks_hand", t_blocks_hand},
+    {"attention_hand", t_attention_hand},
     {"roofline", t_roofline},
     {"comm_train", t_comm_train},
     {"gpu_table", t_gpu_table},
