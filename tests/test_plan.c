@@ -241,6 +241,61 @@ static void t_attention_hand(void) {
     tb_done(m, p);
 }
 
+/* Operators the exporter decomposed keep what PyTorch's one operator keeps:
+ * x[4,8] -> MatMul W[8,8] -> h -> (GELU | LayerNorm | SiLU as ONNX writes
+ * them before opsets 20 / 17). fp32, no loss: x 128 B always. */
+static uint64_t decomposed_kept(int which) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_const_f(m, "sqrt2", MP_DT_FLOAT, 0, NULL, (const double[]){1.4142135});
+    tb_const_f(m, "one", MP_DT_FLOAT, 0, NULL, (const double[]){1.0});
+    tb_const_f(m, "half", MP_DT_FLOAT, 0, NULL, (const double[]){0.5});
+    tb_const_f(m, "two", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "eps", MP_DT_FLOAT, 0, NULL, (const double[]){1e-5});
+    tb_weight(m, "gamma", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_weight(m, "beta", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_node(m, "MatMul", "x,W", "h");
+    if (which == 0) { /* F.gelu */
+        tb_node(m, "Div", "h,sqrt2", "g0");
+        tb_node(m, "Erf", "g0", "g1");
+        tb_node(m, "Add", "g1,one", "g2");
+        tb_node(m, "Mul", "h,g2", "g3");
+        tb_node(m, "Mul", "g3,half", "y");
+    } else if (which == 1) { /* nn.LayerNorm */
+        int r = tb_node(m, "ReduceMean", "h", "mu");
+        tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+        tb_node(m, "Sub", "h,mu", "d");
+        tb_node(m, "Pow", "d,two", "d2");
+        r = tb_node(m, "ReduceMean", "d2", "var");
+        tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+        tb_node(m, "Add", "var,eps", "ve");
+        tb_node(m, "Sqrt", "ve", "sd");
+        tb_node(m, "Div", "d,sd", "xh");
+        tb_node(m, "Mul", "xh,gamma", "xg");
+        tb_node(m, "Add", "xg,beta", "y");
+    } else { /* nn.SiLU */
+        tb_node(m, "Sigmoid", "h", "sg");
+        tb_node(m, "Mul", "h,sg", "y");
+    }
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_train_options o;
+    mp_train_options_default(&o);
+    o.loss = 0;
+    mp_train_plan *pl = plan_of(p, &o);
+    uint64_t kept = pl ? pl->mem.activations_bytes : 0;
+    mp_train_plan_free(pl);
+    tb_done(m, p);
+    return kept;
+}
+
+static void t_decomposed_hand(void) {
+    T_EQ_U64(decomposed_kept(0), 128 + 128);          /* GELU keeps h */
+    T_EQ_U64(decomposed_kept(1), 128 + 128 + 2 * 4 * 4); /* LayerNorm: h, mean and 1/std per row */
+    T_EQ_U64(decomposed_kept(2), 128 + 128);          /* SiLU keeps h */
+}
+
 /* Roofline of one node: max(FLOPs / (peak x eff), bytes / (bw x eff)) + overhead. */
 static void t_roofline(void) {
     mp_model *m = mlp();
@@ -490,6 +545,7 @@ MP_TESTS(plan) {
     {"saved_hand", t_saved_hand},
     {"blocks_hand", t_blocks_hand},
     {"attention_hand", t_attention_hand},
+    {"decomposed_hand", t_decomposed_hand},
     {"roofline", t_roofline},
     {"comm_train", t_comm_train},
     {"gpu_table", t_gpu_table},
