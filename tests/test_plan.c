@@ -5,6 +5,7 @@
  * tools/plan_check.py (make plan-check, part of make test). */
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "base/gpu.h"
 #include "jsonr.h"
@@ -470,6 +471,32 @@ static void t_cli_errors(void) {
     T_EQ(r.code, 2);
     T_CHECK(strstr(r.err, "--tp 2") != NULL);
     t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--format", "csv");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--format 'csv'") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--inference", "--zero", "2", "--dim", "batch=1", "--dim", "seq=8", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--inference") && strstr(r.err, "--zero"));
+    t_cli_free(&r);
+    /* -o writes the file (atomically, as every report) */
+    char path[] = "/tmp/mp_plan_XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "--format", "json", "-o", path, "-q");
+        T_EQ(r.code, 0);
+        T_EQ(r.out_len, 0);
+        size_t len = 0, err = 0;
+        char *text = jr_slurp(path, &len);
+        jr *j = text ? jr_parse(text, len, &err) : NULL;
+        T_CHECK(j && jr_path(j, "plan.memory.peak_bytes"));
+        jr_free(j);
+        free(text);
+        unlink(path);
+        t_cli_free(&r);
+    }
     r = RUN("--gpu", "list");
     T_EQ(r.code, 0);
     T_CHECK(strstr(r.out, "h100-sxm") && strstr(r.out, "datasheet") && strstr(r.out, "rtx4090"));
