@@ -114,6 +114,7 @@ typedef struct pctx {
     bool mixed, training;
     uint8_t *rg, *cst, *split;   /* per value */
     uint8_t *pflag;               /* per parameter: 1 cast copy counted, 2 counted in a layer */
+    uint8_t *noncontig;           /* per value: a transposed view (not contiguous) */
     int *adt;                     /* per value: dtype in the plan */
     int *stor;                    /* per value: storage (view chains) */
     int *seen;                    /* per storage: stamp of the set it was counted in */
@@ -222,6 +223,23 @@ static bool param_like(const pctx *c, int v) {
         const mp_node *p = &c->g->nodes[val->producer];
         if (!p->desc || p->desc->train != mp_train_view || p->n_in < 1) return false;
         v = p->in[0];
+    }
+    return false;
+}
+
+/* Does Transpose n move a dim of size > 1 past another (leave its input
+ * non-contiguous)? */
+static bool perm_moves(const mp_node *n, const mp_value *x) {
+    const int64_t *perm = NULL;
+    int np = mp_attr_ints(n, "perm", &perm);
+    if (x->rank < 2) return false;
+    int last = -1;
+    for (int i = 0; i < x->rank; i++) {
+        int src = np == x->rank ? (int)perm[i] : x->rank - 1 - i; /* default: reverse */
+        if (src < 0 || src >= x->rank) return true;
+        if (x->dims[src] == 1) continue;
+        if (src < last) return true;
+        last = src;
     }
     return false;
 }
@@ -493,6 +511,7 @@ static mp_status graph_pass(pctx *c) {
     c->cst = calloc((size_t)nv + 1, 1);
     c->split = calloc((size_t)nv + 1, 1);
     c->pflag = calloc((size_t)nv + 1, 1);
+    c->noncontig = calloc((size_t)nv + 1, 1);
     pl->param_split = mp_arena_calloc(&pl->arena, (size_t)nv + 1, 1);
     c->adt = calloc((size_t)nv + 1, sizeof(int));
     c->stor = calloc((size_t)nv + 1, sizeof(int));
@@ -502,7 +521,7 @@ static mp_status graph_pass(pctx *c) {
     size_t all_in = 1;
     for (int ni = 0; ni < nn; ni++) all_in += (size_t)g->nodes[ni].n_in;
     pl->pparams = mp_arena_calloc(&pl->arena, all_in, sizeof(int));
-    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep || !c->rg || !c->cst || !c->split || !c->pflag || !pl->param_split ||
+    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep || !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !pl->param_split ||
         !c->adt || !c->stor || !c->seen || !c->node_block || !c->first_unit || !pl->pparams)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
@@ -665,8 +684,18 @@ static mp_status graph_pass(pctx *c) {
                          n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0;
         if ((t.view || same_cast) && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0 &&
             c->adt[n->out[0]] == c->adt[n->in[0]]) {
-            c->stor[n->out[0]] = c->stor[n->in[0]];
-            t.view = true;
+            /* PyTorch's transpose is a view with other strides; reshaping a
+             * non-contiguous tensor copies it (reshape, contiguous().view) */
+            bool transpose = mp_streq(n->op, "Transpose");
+            int x = n->in[0], y = n->out[0];
+            if (!transpose && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
+                t.view = false; /* a copy: the output is a storage of its own */
+            } else {
+                c->stor[y] = c->stor[x];
+                c->noncontig[y] = transpose ? (uint8_t)(c->noncontig[x] | perm_moves(n, &g->values[x]))
+                                            : c->noncontig[x];
+                t.view = true;
+            }
         }
 
         /* tensor parallelism: Megatron's column / row split of the weight
@@ -1323,6 +1352,7 @@ static mp_status plan_build(mp_train_plan *pl) {
     free(c.cst);
     free(c.split);
     free(c.pflag);
+    free(c.noncontig);
     free(c.adt);
     free(c.stor);
     free(c.seen);
