@@ -572,9 +572,6 @@ static mp_status graph_pass(pctx *c) {
     if (!st) st = module_blocks(c, &mblock);
     if (st) return st;
 
-    /* the loss's logits: output 0 when it is a float tensor of rank >= 2 */
-    int logits = g->n_outputs > 0 ? g->outputs[0] : -1;
-    bool tp_on = true; /* split figures for --tp and for --fit's layouts */
     int stamp_global = 1, last_unit = -1;
     uint64_t largest_layer = 0;
     for (int k = 0; k < nn; k++) {
@@ -702,7 +699,7 @@ static mp_status graph_pass(pctx *c) {
          * products inside the blocks; everything between them splits too */
         bool split = false;
         int act;
-        if (tp_on && blk >= 0) {
+        if (blk >= 0) { /* split figures always: --tp and --fit's layouts use them */
             if (is_weight_product(c, n, &act)) {
                 split = true;
                 pl->param_split[c->stor[n->in[1]]] = 1;
@@ -819,7 +816,6 @@ static mp_status graph_pass(pctx *c) {
             pn->bytes = pn->bytes > sc ? pn->bytes - sc : 0;
             pn->temp = pn->temp > sc ? pn->temp - sc : 0;
         }
-        (void)logits;
     }
     pl->largest_layer = largest_layer;
     free(mblock);
@@ -998,8 +994,6 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
     double lb_tp = mp_plan_link_bw(pl, tp), lb_dp = mp_plan_link_bw(pl, gpus), lb_pp = mp_plan_link_bw(pl, gpus);
     double worst_mb = 0;
     uint64_t worst_peak = 0;
-    int last_block = -1;
-    (void)last_block;
     int k = 0;
     for (int s = 0; s < pp; s++) {
         mp_pstage *ps = st ? &st[s] : &local[0];
@@ -1022,7 +1016,6 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
             /* a node of a later stage's block ends this stage; nodes outside
              * the blocks stay with the block before them */
             if (s < pp - 1 && b >= first_block[s + 1]) break;
-            if (b >= 0) last_block = b;
             double div = pn->split ? (double)tp : 1.0;
             /* parameters held by this stage (a shared one counts once per stage) */
             for (int i = 0; i < pn->n_params; i++) {

@@ -244,14 +244,12 @@ static void write_text(const mp_train_plan *pl, pw *w) {
     if (!pl->have_gpu) {
         pf(w, "unknown: no GPU given\n");
     } else {
-        const mp_pstage *s0 = &pl->stages[0];
         double f = 0, b = 0, r = 0;
         for (int s = 0; s < pl->pp; s++) {
             f += pl->stages[s].fwd_s;
             b += pl->stages[s].bwd_s;
             r += pl->stages[s].recompute_s;
         }
-        (void)s0;
         label(w, "  forward:");
         pf(w, "%s per micro-batch, all stages (%s per step)\n", mp_fmt_seconds(f).s, mp_fmt_flops(pl->fwd_flops).s);
         if (!o->inference) {
