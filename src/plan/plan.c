@@ -581,9 +581,6 @@ static mp_status graph_pass(pctx *c) {
         int blk = n->module >= 0 && n->module < c->m->n_modules ? mblock[n->module] : -1;
         pn->block = blk;
         c->node_block[ni] = blk;
-        if (blk >= 0) last_unit = blk;
-        pn->unit = blk >= 0 ? blk : (last_unit >= 0 ? last_unit : 0);
-        c->cur_unit = pn->unit;
         /* constants and shape arithmetic: outputs of nodes whose inputs are
          * all constant are constant (folded: no memory, no time) */
         bool all_const = true, any_rg = false;
@@ -609,6 +606,10 @@ static mp_status graph_pass(pctx *c) {
             pn->block = -1; /* folded: no stage's work */
             continue;
         }
+        /* the block a node outside the blocks goes with: the one before it */
+        if (blk >= 0) last_unit = blk;
+        pn->unit = blk >= 0 ? blk : (last_unit >= 0 ? last_unit : 0);
+        c->cur_unit = pn->unit;
 
         mp_train t;
         memset(&t, 0, sizeof t);
