@@ -280,12 +280,12 @@ static void write_text(const mp_train_plan *pl, pw *w) {
         label(w, "  step:");
         pf(w, "%s\n", mp_fmt_seconds(pl->step_s).s);
         label(w, "  MFU implied:");
-        pf(w, "%.1f%% (model FLOPs / (step x GPUs x %s peak))\n", pl->mfu_implied * 100, pl->peak_dtype);
+        pf(w, "%s (model FLOPs / (step x GPUs x %s peak))\n", mp_fmt_pct_d(pl->mfu_implied, 1).s, pl->peak_dtype);
         label(w, "  assumptions:");
-        pf(w, "a node reaches %.0f%% of the dtype peak (--compute-eff) and %.0f%% of the bandwidth "
+        pf(w, "a node reaches %s of the dtype peak (--compute-eff) and %s of the bandwidth "
               "(--memory-eff), max of the two (roofline), + %s per node and pass (--node-overhead-us); "
               "links %s/s inside a node of 8, %s/s across (--link-gbs)\n",
-           o->compute_eff * 100, o->memory_eff * 100, mp_fmt_seconds(o->node_overhead_s).s,
+           mp_fmt_pct_d(o->compute_eff, 1).s, mp_fmt_pct_d(o->memory_eff, 1).s, mp_fmt_seconds(o->node_overhead_s).s,
            mp_fmt_bytes((uint64_t)mp_plan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_plan_link_bw(pl, 16)).s);
     }
 
@@ -305,8 +305,8 @@ static void write_text(const mp_train_plan *pl, pw *w) {
             pf(w, "? (give --tokens or --samples, and a GPU)\n");
         label(w, "  cross-check:");
         if (pl->train_6nd_s >= 0)
-            pf(w, "%.3g days: %s at %.0f%% MFU (--mfu, an assumption) on %d GPUs\n", pl->train_6nd_s / 86400,
-               o->checkpointing ? "8 N D (recomputation)" : "6 N D", o->mfu * 100, pl->gpus);
+            pf(w, "%.3g days: %s at %s MFU (--mfu, an assumption) on %d GPUs\n", pl->train_6nd_s / 86400,
+               o->checkpointing ? "8 N D (recomputation)" : "6 N D", mp_fmt_pct_d(o->mfu, 1).s, pl->gpus);
         else
             pf(w, "? (give --tokens or --samples, and a GPU)\n");
         if (pl->flops_6nd > 0) {
