@@ -300,13 +300,15 @@ static void write_text(const mp_train_plan *pl, pw *w) {
             pf(w, "%s samples\n", mp_fmt_count((uint64_t)pl->samples_per_step).s);
         label(w, "  graph-based:");
         if (pl->train_s >= 0)
-            pf(w, "%.3g days on %d GPUs (steps x step time)\n", pl->train_s / 86400, pl->gpus);
+            pf(w, "%.3g days on %d GPU%s (steps x step time)\n", pl->train_s / 86400, pl->gpus,
+               pl->gpus > 1 ? "s" : "");
         else
             pf(w, "? (give --tokens or --samples, and a GPU)\n");
         label(w, "  cross-check:");
         if (pl->train_6nd_s >= 0)
-            pf(w, "%.3g days: %s at %s MFU (--mfu, an assumption) on %d GPUs\n", pl->train_6nd_s / 86400,
-               o->checkpointing ? "8 N D (recomputation)" : "6 N D", mp_fmt_pct_d(o->mfu, 1).s, pl->gpus);
+            pf(w, "%.3g days: %s at %s MFU (--mfu, an assumption) on %d GPU%s\n", pl->train_6nd_s / 86400,
+               o->checkpointing ? "8 N D (recomputation)" : "6 N D", mp_fmt_pct_d(o->mfu, 1).s, pl->gpus,
+               pl->gpus > 1 ? "s" : "");
         else
             pf(w, "? (give --tokens or --samples, and a GPU)\n");
         if (pl->flops_6nd > 0) {
