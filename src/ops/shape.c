@@ -2927,7 +2927,8 @@ done:
 /* ------------------------------------------------------------------ */
 
 /* Data movement keeps nothing for the backward; views share their input's
- * storage (PyTorch's view, reshape of a contiguous tensor, transpose). */
+ * storage (PyTorch's view, reshape of a contiguous tensor, transpose, and
+ * basic indexing: slices, splits, a scalar index). */
 #define SH_OP(name, since, infer, run) \
     {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_train_none}
 #define SH_VIEW(name, since, infer, run) \
@@ -2936,6 +2937,12 @@ done:
 /* Gather keeps its indices (an embedding's backward scatters the output's
  * gradient into the table's rows). */
 static void sh_train_gather(mp_ctx *c, mp_train *t) {
+    /* a scalar index selects one slice: PyTorch's select, a view */
+    const mp_value *ix = mp_in(c, 1);
+    if (ix && ix->rank == 0 && ix->kn >= 0) {
+        t->view = true;
+        return;
+    }
     if (!(t->rg & 1u)) return;
     t->save_in = 2u;
     const mp_value *y = mp_out(c, 0);
@@ -2957,8 +2964,8 @@ const mp_op mp_ops_shape[] = {
     SH_OP("GatherND", 11, gather_nd_infer, shk_gather_nd),
     SH_OP("Concat", 1, concat_infer_v1, shk_concat),
     SH_OP("Concat", 4, concat_infer_v4, shk_concat),
-    SH_OP("Slice", 1, slice_infer_v1, shk_slice),
-    SH_OP("Slice", 10, slice_infer_v10, shk_slice),
+    SH_VIEW("Slice", 1, slice_infer_v1, shk_slice),
+    SH_VIEW("Slice", 10, slice_infer_v10, shk_slice),
     SH_VIEW("Unsqueeze", 1, unsqueeze_infer_v1, shk_copy),
     SH_VIEW("Unsqueeze", 13, unsqueeze_infer_v13, shk_copy),
     SH_VIEW("Squeeze", 1, squeeze_infer_v1, shk_copy),
@@ -2982,10 +2989,10 @@ const mp_op mp_ops_shape[] = {
     {"", "CastLike", 15, cast_like_infer, cast_like_cost, 0, 0, NULL, shk_cast, .train = sh_train_keep},
     SH_VIEW("Identity", 1, identity_infer, shk_copy),
     SH_VIEW("Transpose", 1, transpose_infer, shk_transpose),
-    SH_OP("Split", 1, split_infer_v1, shk_split),
-    SH_OP("Split", 2, split_infer_v2, shk_split),
-    SH_OP("Split", 13, split_infer_v13, shk_split),
-    SH_OP("Split", 18, split_infer_v18, shk_split),
+    SH_VIEW("Split", 1, split_infer_v1, shk_split),
+    SH_VIEW("Split", 2, split_infer_v2, shk_split),
+    SH_VIEW("Split", 13, split_infer_v13, shk_split),
+    SH_VIEW("Split", 18, split_infer_v18, shk_split),
     SH_OP("Trilu", 14, trilu_infer, mp_ktrilu),
     {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd},
     {"", "ScatterElements", 11, scatter_elements_infer, scatter_cost, 0, 0, NULL,

@@ -244,6 +244,32 @@ static bool perm_moves(const mp_node *n, const mp_value *x) {
     return false;
 }
 
+/* Is a slice of x along its axis strided (not the leading dim of size > 1)? */
+static bool slice_strided(const pctx *c, const mp_node *n, const mp_value *x) {
+    int axis = 0;
+    if (mp_streq(n->op, "Slice")) {
+        const int64_t *ax = NULL;
+        int64_t na = 0;
+        mp_ctx cx = {c->m, c->g, (mp_node *)n, 0};
+        if (n->opset >= 10) {
+            if (n->n_in < 4 || n->in[3] < 0) return true; /* every axis */
+            if (!mp_ints(&cx, 3, &ax, &na) || na != 1) return true;
+            axis = (int)ax[0];
+        } else {
+            na = mp_attr_ints(n, "axes", &ax);
+            if (na != 1) return true;
+            axis = (int)ax[0];
+        }
+    } else {
+        axis = (int)mp_attr_i(n, "axis", 0);
+    }
+    axis = mp_axis(axis, x->rank);
+    if (axis < 0) return true;
+    for (int i = 0; i < axis; i++)
+        if (x->dims[i] != 1) return true;
+    return false;
+}
+
 static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
     if (!n->desc || n->desc->train != mp_train_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
         return false;
@@ -682,16 +708,25 @@ static mp_status graph_pass(pctx *c) {
                          n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0;
         if ((t.view || same_cast) && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0 &&
             c->adt[n->out[0]] == c->adt[n->in[0]]) {
-            /* PyTorch's transpose is a view with other strides; reshaping a
-             * non-contiguous tensor copies it (reshape, contiguous().view) */
+            /* PyTorch's transpose is a view with other strides, and so are
+             * slices (Slice, Split, a scalar Gather) off the leading dim;
+             * reshaping a non-contiguous tensor copies it (reshape,
+             * contiguous().view) */
             bool transpose = mp_streq(n->op, "Transpose");
-            int x = n->in[0], y = n->out[0];
-            if (!transpose && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
+            bool slice = mp_streq(n->op, "Slice") || mp_streq(n->op, "Split") || mp_streq(n->op, "Gather");
+            int x = n->in[0];
+            if (!transpose && !slice && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
                 t.view = false; /* a copy: the output is a storage of its own */
             } else {
-                c->stor[y] = c->stor[x];
-                c->noncontig[y] = transpose ? (uint8_t)(c->noncontig[x] | perm_moves(n, &g->values[x]))
-                                            : c->noncontig[x];
+                uint8_t nc = c->noncontig[x];
+                if (transpose) nc |= perm_moves(n, &g->values[x]);
+                if (slice) nc |= slice_strided(c, n, &g->values[x]);
+                for (int i = 0; i < n->n_out; i++) {
+                    int y = n->out[i];
+                    if (y < 0) continue;
+                    c->stor[y] = c->stor[x];
+                    c->noncontig[y] = nc;
+                }
                 t.view = true;
             }
         }
