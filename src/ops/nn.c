@@ -1760,6 +1760,15 @@ static uint64_t nn_numel(const mp_value *v) {
     return n > 0 ? (uint64_t)n : 0;
 }
 
+/* Convolutions: PyTorch's convolution_backward is one formula for input,
+ * weight and bias, so the forward keeps both input and weight whenever any
+ * gradient is needed (under autocast, the weight's low-precision copy even
+ * for a first layer whose input needs none). */
+static void train_conv(mp_ctx *c, mp_train *t) {
+    mp_train_product(c, t);
+    if (t->rg) t->save_in |= 3u;
+}
+
 /* Max pooling keeps its input and the int64 index of each output's max
  * (PyTorch max_pool2d_with_indices). */
 static void train_maxpool(mp_ctx *c, mp_train *t) {
@@ -1870,8 +1879,8 @@ static void train_lrn(mp_ctx *c, mp_train *t) {
 #define NN_W_B ((1u << 1) | (1u << 2))  /* inputs 1, 2 are parameters */
 
 const mp_op mp_ops_nn[] = {
-    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv, .train = mp_train_product},
-    {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose, .train = mp_train_product},
+    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv, .train = train_conv},
+    {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose, .train = train_conv},
     {"", "MaxPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_maxpool, .train = train_maxpool},
     {"", "AveragePool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_avgpool, .train = train_pool},
     {"", "LpPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_lppool, .train = train_pool},
