@@ -78,11 +78,12 @@ agree: $(BUILD)/modelprof
 .PHONY: agree
 
 # ---- the planner's kept activations against PyTorch's saved_tensors_hooks
-# (tools/plan_check.py: 4 models x fp32/bf16 autocast x checkpointing, +-10%)
+# (tools/plan_check.py: 4 models x fp32/bf16 autocast x checkpointing; the
+# acceptance is +-10%, held to +-2% here so that a regression shows)
 # and its H100 predictions against measured runs (tools/plan_h100.py) ----
 plan-check: $(BUILD)/modelprof
 	@sh tools/deps.sh agree
-	/usr/bin/python3 tools/plan_check.py --modelprof $(BUILD)/modelprof
+	/usr/bin/python3 tools/plan_check.py --modelprof $(BUILD)/modelprof --tol 0.02
 	/usr/bin/python3 tools/plan_h100.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
 
 .PHONY: plan-check
