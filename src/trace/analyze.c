@@ -689,7 +689,13 @@ static mp_status link_backward(work *w) {
         }
     if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     const char **nm = raw->names;
-    for (size_t k = 0; k < S; k++) {
+    /* Several forward operators share a sequence number: an operator that
+     * creates no autograd node (a p=0 dropout, a view) leaves the counter
+     * where it was, so it carries the number of the next one that does.
+     * The node's creator is the last operator started with the number
+     * (itself or one of its children, in its module): walk backwards and
+     * keep the first seen. */
+    for (size_t k = S; k-- > 0;) {
         int32_t i = w->ord[k];
         if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
         const char *n = nm[sp[i].name];
@@ -1437,6 +1443,44 @@ static void findings(mp_trace *t) {
                     dtype_names[t->dominant_dtype], t->peak_source ? t->peak_source : "?");
     }
     if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
+}
+
+/* ---- several traces: ranks of one run, or separate jobs ---- */
+
+bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy) {
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        nwhy = sizeof dummy;
+    }
+    if (nwhy) why[0] = 0;
+    if (n < 2) return true;
+    for (int i = 0; i < n; i++) {
+        const mp_trace_raw *a = &t[i]->raw;
+        if (a->rank < 0) {
+            snprintf(why, nwhy, "%s has no distributedInfo rank", t[i]->path ? t[i]->path : "a trace");
+            return false;
+        }
+        for (int j = 0; j < i; j++) {
+            const mp_trace_raw *b = &t[j]->raw;
+            const char *pa = t[i]->path ? t[i]->path : "?", *pb = t[j]->path ? t[j]->path : "?";
+            if (a->rank == b->rank) {
+                snprintf(why, nwhy, "%s and %s are both rank %d", pb, pa, a->rank);
+                return false;
+            }
+            if (a->world_size != b->world_size) {
+                snprintf(why, nwhy, "%s and %s have different world sizes (%d, %d)", pb, pa,
+                         b->world_size, a->world_size);
+                return false;
+            }
+            if (strcmp(a->device_name, b->device_name) != 0) {
+                snprintf(why, nwhy, "%s and %s ran on different devices (%s, %s)", pb, pa,
+                         b->device_name, a->device_name);
+                return false;
+            }
+        }
+    }
+    return true;
 }
 
 /* ---- entry points ---- */

@@ -1042,6 +1042,10 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
             int64_t v;
             TRY(num(r, &p, e, 0, &v));
             if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
+        } else if (KEY_IS(k, kn, "world_size") && *p >= '0' && *p <= '9') {
+            int64_t v;
+            TRY(num(r, &p, e, 0, &v));
+            if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
         } else {
             TRY(skip(r, &p, e));
         }
@@ -1194,6 +1198,7 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
     t->device_mem = -1;
     t->device_sms = -1;
     t->rank = -1;
+    t->world_size = -1;
     r->t = t;
     r->label = label;
     if (r->mapped) {   /* the whole file is the window */

@@ -417,7 +417,10 @@ mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_o
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
     w->o = o;
     mp_status st = MP_OK;
-    if (n > 1) text_ranks(w, t, n);
+    char why[600];
+    if (n > 1 && mp_trace_one_run(t, n, why, sizeof why)) text_ranks(w, t, n);
+    else if (n > 1) pf(w, "%d traces from different jobs, not ranks of one run: each is analysed "
+                          "apart.\n(%s)\n\n", n, why);
     for (int i = 0; i < n && st == MP_OK; i++) st = text_one(w, t[i]);
     rule(w, NULL);
     mp_out_flush(&w->out);
@@ -643,8 +646,19 @@ mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_o
     if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
     w->o = o;
+    char why[600];
     if (n == 1) {
         json_one(w, t[0], "");
+    } else if (!mp_trace_one_run(t, n, why, sizeof why)) {
+        /* separate jobs: each analysed apart, no slowest rank */
+        put(w, "{\n  \"separate_jobs\": ");
+        j_s(w, why);
+        put(w, ",\n  \"traces\": [\n    ");
+        for (int i = 0; i < n; i++) {
+            if (i) put(w, ",\n    ");
+            json_one(w, t[i], "    ");
+        }
+        put(w, "\n  ]\n}");
     } else {
         put(w, "{\n  \"ranks\": [\n    ");
         int slow = 0;

@@ -130,6 +130,7 @@ typedef struct mp_trace_raw {
     int64_t device_mem;    /* totalGlobalMem; -1 unknown */
     int64_t device_sms;
     int rank;              /* distributedInfo.rank; -1 */
+    int world_size;        /* distributedInfo.world_size; -1 */
     uint64_t bytes;        /* uncompressed JSON bytes read */
     uint64_t n_events;     /* traceEvents elements */
     bool gzipped;
@@ -241,6 +242,11 @@ void mp_trace_free(mp_trace *t);
 double mp_trace_peak(const char *device, int dtype, const char **label);
 /* "void at::native::foo<...>(...)" -> "foo<...>" shortened for tables. */
 void mp_trace_short_name(const char *name, char *out, size_t n);
+
+/* Whether several traces are the ranks of one run: each has a distinct
+ * distributedInfo rank, and they agree on world_size and device. When not,
+ * `why` (may be NULL) says what differs and the writers analyse them apart. */
+bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy);
 
 /* Writers. Several traces (one per rank) print side by side. */
 mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
