@@ -402,6 +402,8 @@ static void t_flops_backward(void) {
     /* recomputed scores, grad P, grad V, grad Q, grad K */
     T_EQ_U64(sb->flops, 5 * mm);
     T_EQ_U64(t.flops_total, cb->flops + sf->flops + sb->flops);
+    /* no flows or sequence numbers here: backward by name */
+    T_EQ_U64(t.flops_bwd, cb->flops + sb->flops);
     /* gelu launched nothing: not listed as uncounted; no kernels at all here */
     T_EQ(t.n_uncounted, 0);
     mp_trace_free(&t);
@@ -719,6 +721,17 @@ static void t_ranks(void) {
     T_EQ(rc, 0);
     T_CHECK(strstr(out, "slowest rank: 1 (") != NULL);
     free(out);
+    /* the same rank twice: two jobs, not ranks of one run */
+    FILE *f = fopen(path[1], "w");
+    T_CHECK(f != NULL);
+    if (f) {
+        fputs(body[0], f);
+        fclose(f);
+    }
+    rc = run_cli((const char *const[]){"trace", dir, NULL}, &out);
+    T_EQ(rc, 0);
+    T_CHECK(strstr(out, "different jobs") && strstr(out, "both rank 0") && !strstr(out, "slowest"));
+    free(out);
     unlink(path[0]);
     unlink(path[1]);
     rmdir(dir);
@@ -733,6 +746,10 @@ static void t_peaks(void) {
     T_CHECK(mp_trace_peak("NVIDIA L4", MP_TDT_BF16, &l) == 121 && strcmp(l, "L4") == 0);
     T_CHECK(mp_trace_peak("NVIDIA L40S", MP_TDT_BF16, &l) == 362.05);
     T_CHECK(mp_trace_peak("Some GPU", MP_TDT_BF16, &l) == 0 && l == NULL);
+    /* TF32: the datasheets' sparse figure halved; none on V100 */
+    T_CHECK(mp_trace_peak("NVIDIA H100 80GB HBM3", MP_TDT_TF32, &l) == 494.7);
+    T_CHECK(mp_trace_peak("NVIDIA A100-SXM4-80GB", MP_TDT_TF32, &l) == 156);
+    T_CHECK(mp_trace_peak("Tesla V100-SXM2-16GB", MP_TDT_TF32, &l) == 0);
     char b[128];
     mp_trace_short_name("void at::native::vectorized_elementwise_kernel<8, at::native::FillFunctor<float>, "
                         "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",

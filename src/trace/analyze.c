@@ -1286,8 +1286,12 @@ static mp_status flop_summary(work *w) {
         int dt = sp[i].dtype < MP_TDT_COUNT ? sp[i].dtype : MP_TDT_NONE;
         if (dt == MP_TDT_FP32 && tc[i]) dt = MP_TDT_TF32;
         MP_SADD(by[dt], sp[i].flops);
+        /* backward: tied to a forward operator, or named so (itself or an
+         * enclosing operator: a trace without flows or sequence numbers) */
         int32_t x = (int32_t)i;
-        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        while (x >= 0 && w->fwd[x] < 0 && !has(nm[sp[x].name], "Backward") &&
+               !has(nm[sp[x].name], "_backward"))
+            x = w->parent[x];
         if (x < 0) continue;
         int k = step_at(t, sp[i].ts);
         if (k < 0) continue;
