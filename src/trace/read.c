@@ -545,12 +545,8 @@ typedef struct ev {
     bool has_pid, has_tid, has_ts, has_dur, has_id;
     int64_t ext, corr, seq, alloc, reserved, bytes, dev_type, device, stream;
     bool has_alloc, has_reserved;
-    int nin;                    /* Input Dims kept */
-    int nd[3];
-    int64_t dims[3][5];
-    int64_t conv[3][3];         /* stride, padding, dilation */
-    int nconv[3];
-    int64_t groups;
+    mp_tshapes sh;              /* Input Dims and Concrete Inputs the FLOP rule reads */
+    int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
 } ev;
 
@@ -576,21 +572,6 @@ static int cat_of(const char *s, size_t n) {
     default: break;
     }
     return C_OTHER;
-}
-
-/* Ops whose FLOPs PyTorch counts from their shapes (with_flops); we count
- * them the same way from "Input Dims" (docs/DESIGN.md). */
-enum { F_NONE, F_MM, F_ADDMM, F_BMM, F_BADDBMM, F_CONV2D, F_ADD, F_MUL };
-
-static int flop_kind(const char *s, size_t n) {
-    if (KEY_IS(s, n, "aten::mm")) return F_MM;
-    if (KEY_IS(s, n, "aten::addmm")) return F_ADDMM;
-    if (KEY_IS(s, n, "aten::bmm")) return F_BMM;
-    if (KEY_IS(s, n, "aten::baddbmm")) return F_BADDBMM;
-    if (KEY_IS(s, n, "aten::conv2d")) return F_CONV2D;
-    if (KEY_IS(s, n, "aten::add")) return F_ADD;
-    if (KEY_IS(s, n, "aten::mul")) return F_MUL;
-    return F_NONE;
 }
 
 static int parse_int_array(rd *r, const char **pp, const char *e, int64_t *out, int max,
@@ -620,7 +601,7 @@ static int parse_int_array(rd *r, const char **pp, const char *e, int64_t *out, 
 static int parse_dims(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '['));
-    v->nin = 0;
+    v->sh.nin = 0;
     if (ws(&p, e)) return RS_MORE;
     if (*p == ']') {
         *pp = p + 1;
@@ -628,9 +609,9 @@ static int parse_dims(rd *r, const char **pp, const char *e, ev *v) {
     }
     for (;;) {
         if (ws(&p, e)) return RS_MORE;
-        if (v->nin < 3 && *p == '[') {
-            TRY(parse_int_array(r, &p, e, v->dims[v->nin], 5, &v->nd[v->nin]));
-            v->nin++;
+        if (v->sh.nin < MP_TFL_IN && *p == '[') {
+            TRY(parse_int_array(r, &p, e, v->sh.dims[v->sh.nin], 5, &v->sh.nd[v->sh.nin]));
+            v->sh.nin++;
         } else {
             TRY(skip(r, &p, e));
         }
@@ -689,12 +670,22 @@ static int parse_str_array(rd *r, const char **pp, const char *e, ev *v, str_ele
 /* "Concrete Inputs": a convolution's stride, padding and dilation lists
  * (elements 3-5) and its groups (6). */
 static void take_concrete(ev *v, int i, const char *s, size_t n) {
-    if (i >= 3 && i <= 5) small_list(s, n, v->conv[i - 3], &v->nconv[i - 3]);
-    if (i == 6) {
-        int64_t g[3];
-        int c;
-        small_list(s, n, g, &c);
-        if (c == 1) v->groups = g[0];
+    if (v->fconc == MP_TFC_CONV2D) {
+        if (i >= 3 && i <= 5) small_list(s, n, v->sh.conv[i - 3], &v->sh.nconv[i - 3]);
+        if (i == 6) {
+            int64_t g[3];
+            int c;
+            small_list(s, n, g, &c);
+            if (c == 1) v->sh.groups = g[0];
+        }
+    } else if (v->fconc == MP_TFC_CONV_BWD && i == 10) {
+        /* output_mask: "[True, True, False]" */
+        int k = 0;
+        for (size_t j = 0; j < n && k < 3; j++)
+            if (s[j] == 'T' || s[j] == 'F') {
+                v->sh.mask[k++] = s[j] == 'T';
+                while (j + 1 < n && s[j + 1] >= 'a' && s[j + 1] <= 'z') j++;
+            }
     }
 }
 
@@ -720,7 +711,9 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
         *pp = p + 1;
         return RS_OK;
     }
-    int fk = (v->cat == C_CPU_OP && v->name) ? flop_kind(v->name, v->name_len) : F_NONE;
+    if (v->cat == C_CPU_OP && v->name)
+        v->frule = mp_trace_flop_rule(v->name, v->name_len, &v->fconc);
+    int fk = v->frule;
     for (;;) {
         const char *k;
         size_t kn;
@@ -765,7 +758,7 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
             else if (KEY_IS(k, kn, "Total Allocated")) {
                 dst = &v->alloc;
                 flag = &v->has_alloc;
-            } else if (fk == F_CONV2D && KEY_IS(k, kn, "Concrete Inputs")) {
+            } else if (v->fconc && KEY_IS(k, kn, "Concrete Inputs")) {
                 TRY(parse_str_array(r, &p, e, v, take_concrete));
                 goto next;
             }
@@ -791,7 +784,8 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     memset(v, 0, sizeof *v);
     v->ext = v->corr = v->seq = v->dev_type = v->device = v->stream = -1;
-    v->groups = 1;
+    v->sh.groups = 1;
+    memset(v->sh.mask, 0xff, sizeof v->sh.mask);
     TRY(expect(r, &p, e, '{'));
     if (ws(&p, e)) return RS_MORE;
     if (*p == '}') {
@@ -869,59 +863,6 @@ static bool filtered(const char *s, size_t n) {
     return false;
 }
 
-static int64_t prod(const int64_t *d, int n) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (d[i] < 0 || (d[i] && p > INT64_MAX / d[i])) return 0;
-        p *= d[i];
-    }
-    return p;
-}
-
-/* FLOPs as PyTorch's profiler counts them (torch/csrc/profiler/util.cpp):
- * mm/addmm 2*M*K*N, bmm/baddbmm 2*B*M*K*N, conv2d 2*N*Hout*Wout*kh*kw*Cin*Cout/groups,
- * add/mul: elements of the first input. */
-static uint64_t flops_of(const ev *v, int fk) {
-    const int64_t *a = v->dims[0], *b = v->dims[1], *c = v->dims[2];
-    double f = 0;
-    switch (fk) {
-    case F_MM:
-        if (v->nin >= 2 && v->nd[0] == 2 && v->nd[1] == 2) f = 2.0 * a[0] * a[1] * b[1];
-        break;
-    case F_ADDMM:
-        if (v->nin >= 3 && v->nd[1] == 2 && v->nd[2] == 2) f = 2.0 * b[0] * b[1] * c[1];
-        break;
-    case F_BMM:
-        if (v->nin >= 2 && v->nd[0] == 3 && v->nd[1] == 3) f = 2.0 * a[0] * a[1] * a[2] * b[2];
-        break;
-    case F_BADDBMM:
-        if (v->nin >= 3 && v->nd[1] == 3 && v->nd[2] == 3) f = 2.0 * b[0] * b[1] * b[2] * c[2];
-        break;
-    case F_CONV2D: {
-        if (v->nin < 2 || v->nd[0] != 4 || v->nd[1] != 4) break;
-        int64_t st[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
-        if (v->nconv[0] == 2) memcpy(st, v->conv[0], sizeof st);
-        if (v->nconv[1] == 2) memcpy(pad, v->conv[1], sizeof pad);
-        if (v->nconv[2] == 2) memcpy(dil, v->conv[2], sizeof dil);
-        int64_t out[2];
-        for (int i = 0; i < 2; i++) {
-            if (st[i] <= 0) return 0;
-            int64_t num_ = a[2 + i] + 2 * pad[i] - dil[i] * (b[2 + i] - 1) - 1;
-            out[i] = num_ < 0 ? 0 : num_ / st[i] + 1;
-        }
-        if (v->groups <= 0) return 0;
-        f = 2.0 * a[0] * out[0] * out[1] * b[2] * b[3] * a[1] * (double)b[0] / (double)v->groups;
-        break;
-    }
-    case F_ADD:
-    case F_MUL:
-        if (v->nin >= 1 && v->nd[0] <= 5) f = (double)prod(a, v->nd[0]);
-        break;
-    default: break;
-    }
-    return f > 0 && f < 1.8e19 ? (uint64_t)f : 0;
-}
-
 static int32_t id32(int64_t v) { return v >= 0 && v <= INT32_MAX ? (int32_t)v : -1; }
 
 /* Keep what the analysis needs of one event. Returns 0, -1 (out of
@@ -986,8 +927,7 @@ static int keep(rd *r, ev *v, const char **why) {
         s->tid = ti;
         s->kind = kind;
         s->dtype = v->dtype;
-        int fk = v->cat == C_CPU_OP ? flop_kind(v->name, v->name_len) : F_NONE;
-        s->flops = fk ? flops_of(v, fk) : 0;
+        s->flops = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
         return 0;
     }
     if (dev) {
@@ -1102,6 +1042,10 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
             int64_t v;
             TRY(num(r, &p, e, 0, &v));
             if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
+        } else if (KEY_IS(k, kn, "world_size") && *p >= '0' && *p <= '9') {
+            int64_t v;
+            TRY(num(r, &p, e, 0, &v));
+            if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
         } else {
             TRY(skip(r, &p, e));
         }
@@ -1254,6 +1198,7 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
     t->device_mem = -1;
     t->device_sms = -1;
     t->rank = -1;
+    t->world_size = -1;
     r->t = t;
     r->label = label;
     if (r->mapped) {   /* the whole file is the window */
