@@ -131,6 +131,7 @@ typedef struct rd {
     const char *err;             /* what */
     mp_trace_raw *t;
     bool mapped;                 /* buf is the whole (plain) file, mapped */
+    bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
     char scratch[4096];          /* unescaped names */
 } rd;
@@ -824,8 +825,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
             TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
             /* Python frames other than nn.Module scopes are not kept: the
              * rest of the event is only scanned */
-            if (v->cat == C_PYTHON &&
-                !(v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0)) {
+            if (v->cat == C_PYTHON && !mp_trace_module_range(v->name, v->name_len, NULL)) {
                 TRY(skip_rest(r, &p, e));
                 *pp = p;
                 return RS_OK;
@@ -836,6 +836,10 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
         } else if (KEY_IS(k, kn, "dur") && isnum) {
             TRY(num(r, &p, e, 3, &v->dur));
             v->has_dur = true;
+        } else if (KEY_IS(k, kn, "pid") && c == '"' && r->legacy) {
+            TRY(skip(r, &p, e));   /* "CPU functions": one process */
+            v->pid = 0;
+            v->has_pid = true;
         } else if (KEY_IS(k, kn, "pid") && isnum) {
             TRY(num(r, &p, e, 0, &v->pid));
             v->has_pid = true;
@@ -930,13 +934,21 @@ static int keep(rd *r, ev *v, const char **why) {
     mp_trace_raw *t = r->t;
     bool span = false, dev = false;
     uint8_t kind = 0;
+    if (r->legacy && v->cat == C_OTHER && v->ph == 'X') {
+        int lk = mp_trace_legacy_kind(v->name, v->name_len);
+        v->cat = lk == MP_TS_MODULE ? C_PYTHON : lk == MP_TS_ANNOT ? C_ANNOT : C_CPU_OP;
+    }
     switch (v->cat) {
     case C_CPU_OP: span = true; kind = MP_TS_OP; break;
-    case C_ANNOT: span = true; kind = MP_TS_ANNOT; break;
+    case C_ANNOT:
+        span = true;
+        /* FlopsProfiler's backward ranges are record_function ranges */
+        kind = mp_trace_module_range(v->name, v->name_len, NULL) == 2 ? MP_TS_MODULE : MP_TS_ANNOT;
+        break;
     case C_RUNTIME:
     case C_DRIVER: span = true; kind = MP_TS_RUNTIME; break;
     case C_PYTHON:
-        span = v->name && v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0;
+        span = mp_trace_module_range(v->name, v->name_len, NULL) != 0;
         kind = MP_TS_MODULE;
         break;
     case C_KERNEL: dev = true; kind = MP_TD_KERNEL; break;
@@ -966,9 +978,11 @@ static int keep(rd *r, ev *v, const char **why) {
         name = r->scratch;
     }
     if (span) {
+        size_t pre = 0;
+        int range = kind == MP_TS_MODULE ? mp_trace_module_range(name, nlen, &pre) : 0;
         if (kind == MP_TS_MODULE) {
-            name += 11;
-            nlen -= 11;
+            name += pre;
+            nlen -= pre;
         } else if (filtered(name, nlen)) {
             return 0;
         }
@@ -986,6 +1000,7 @@ static int keep(rd *r, ev *v, const char **why) {
         s->tid = ti;
         s->kind = kind;
         s->dtype = v->dtype;
+        s->bwd = range == 2;
         int fk = v->cat == C_CPU_OP ? flop_kind(v->name, v->name_len) : F_NONE;
         s->flops = fk ? flops_of(v, fk) : 0;
         return 0;
@@ -1125,12 +1140,19 @@ static mp_status rd_run(rd *r) {
         switch (state) {
         case S_BEGIN:
             if ((st = ws(&p, e))) break;
+            if (*p == '[') {   /* PyTorch without Kineto: the events alone */
+                p++;
+                r->legacy = true;
+                seen_events = true;
+                state = S_EVENTS_FIRST;
+                break;
+            }
             if (*p != '{') {
                 bool json = strchr("[\"-0123456789tfn", *p) != NULL;
                 return mp_error(MP_ERR_FORMAT,
-                                json ? "%s: byte %llu: not a Kineto trace: the top level is not "
-                                       "a JSON object (torch.profiler's export_chrome_trace "
-                                       "writes one)"
+                                json ? "%s: byte %llu: not a torch.profiler trace: the top level "
+                                       "is neither a JSON object (Kineto) nor an array of "
+                                       "events (PyTorch without Kineto)"
                                      : "%s: byte %llu: not JSON (a Kineto trace is a JSON "
                                        "object, plain or gzipped)",
                                 r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
@@ -1176,7 +1198,7 @@ static mp_status rd_run(rd *r) {
             if ((st = ws(&p, e))) break;
             if (*p == ']') {
                 p++;
-                state = S_AFTER_MEMBER;
+                state = r->legacy ? S_END : S_AFTER_MEMBER;
             } else {
                 state = S_EVENT;
             }
@@ -1205,7 +1227,7 @@ static mp_status rd_run(rd *r) {
                                 (unsigned long long)(r->base + (size_t)(at - r->buf)),
                                 (unsigned long long)r->t->n_events - 1, v.name ? nm : "?", why);
             }
-            state = more ? S_EVENT : S_AFTER_MEMBER;
+            state = more ? S_EVENT : r->legacy ? S_END : S_AFTER_MEMBER;
             break;
         }
         case S_END:
