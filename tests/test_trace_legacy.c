@@ -86,6 +86,35 @@ static void t_modules(void) {
     mp_trace_free(&t);
 }
 
+/* The same ranges as Kineto user annotations (FlopsProfiler on a PyTorch
+ * with Kineto): module spans, not annotations; no device rows: CPU times. */
+#define UA(name, ts, dur) \
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"" name "\",\"pid\":1,\"tid\":1," \
+    "\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{}}"
+#define CPUOP(name, ts, dur) \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"" name "\",\"pid\":1,\"tid\":1," \
+    "\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{}}"
+
+static void t_kineto_ranges(void) {
+    static const char k[] =
+        "{\"traceEvents\":[" UA("nn.Module: Net_0", 10.5, 300) ","
+        UA("nn.Module: Linear_0", 20, 100.25) "," CPUOP("aten::linear", 25, 90) ","
+        UA("nn.Module.backward: Net_0", 410, 500) ","
+        UA("nn.Module.backward: Linear_0", 490, 200) "," CPUOP("aten::mm", 500, 150) "]}";
+    mp_trace t;
+    T_OK(mp_trace_open_memory(k, strlen(k), "kineto.json", NULL, &t));
+    int net = find(&t, "Net_0"), lin = find(&t, "Net_0.Linear_0");
+    T_CHECK(net > 0 && lin > 0 && t.cpu_modules);
+    if (net > 0 && lin > 0) {
+        T_EQ(t.mfig[net].fwd, 300000);
+        T_EQ(t.mfig[net].bwd, 500000);
+        T_EQ(t.mfig[lin].fwd, 100250);   /* Kineto's nanoseconds kept */
+        T_EQ(t.mfig[lin].bwd, 200000);
+    }
+    for (int i = 0; i < t.n_ops; i++) T_CHECK(strncmp(t.ops[i].name, "nn.Module", 9) != 0);
+    mp_trace_free(&t);
+}
+
 static void t_through_api(void) {
     /* mp_trace_string reads the file and gives the text report */
     char path[] = "/tmp/mp-legacy-XXXXXX";
@@ -140,6 +169,7 @@ static void t_report_string(void) {
 
 MP_TESTS(trace_legacy) {
     {"modules", t_modules},
+    {"kineto_ranges", t_kineto_ranges},
     {"through_api", t_through_api},
     {"report_string", t_report_string},
 };

@@ -9,8 +9,8 @@ Forward and backward ranges per module (docs/JSON.md, "Module ranges"):
                                  inputs are complete (a tensor hook on each
                                  input), or at the end of backward for inputs
                                  that need no gradient (the data, token ids)
-A PyTorch with Kineto records module scopes itself (with_modules): then the
-forward hooks are left out and only the backward ranges are added.
+The ranges are written on every PyTorch (with Kineto too, instead of its
+with_modules scopes: one naming for both trees).
 FLOPs, MACs and params come from the library's static profile of the same
 model (exported to ONNX with the first recorded call's inputs), module by
 module; times from the trace. Nothing is counted here."""
@@ -139,18 +139,18 @@ class FlopsProfiler:
         for name, m in self.model.named_modules():
             if ignore and isinstance(m, ignore):
                 continue
-            self._hook(m, labels[name], forward=not kineto, root=(name == ""))
+            self._hook(m, labels[name], root=(name == ""))
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
+        # the module ranges are ours on every PyTorch (one naming for the
+        # forward and backward trees); with Kineto, shapes for its FLOP counts
         kw = dict(activities=acts, record_shapes=kineto)
-        if kineto:
-            kw.update(with_modules=True, with_stack=True, with_flops=True)
         self._prof = torch.profiler.profile(**kw)
         self._prof.__enter__()
         self.started = True
 
-    def _hook(self, m, label, forward, root):
+    def _hook(self, m, label, root):
         ranges = self._ranges
         fwd_name = "nn.Module: " + label
         bwd_name = "nn.Module.backward: " + label
@@ -163,7 +163,7 @@ class FlopsProfiler:
         def pre(mod, inp):
             if root and self._args is None:
                 self._args = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in inp)
-            st = {"fwd": ranges.enter(fwd_name) if forward else None, "bwd": None,
+            st = {"fwd": ranges.enter(fwd_name), "bwd": None,
                   "inputs": [t for t in _tensors(inp) if t.requires_grad]}
             calls.append(st)
 
@@ -357,11 +357,15 @@ def _print(f, r, step, depth, top, detailed):
     w("fwd+bwd FLOPS per device = 3 * fwd flops / (fwd+bwd latency): %s\n"
       % _rate(3 * fl, fwd + bwd))
     if steps and wall > 0:
-        n = len(steps)
+        # ProfilerStep ranges when the loop called prof.step(); else the
+        # whole trace holds the profiled calls
+        whole = len(steps) == 1 and not str(steps[0].get("name", "")).startswith("ProfilerStep")
+        n = calls if whole else len(steps)
         w("step latency (optimizer):                                     %s\n" % _dur(opt / n))
         w("iter latency (profiled step, wall):                           %s\n" % _dur(wall / n))
     w("\n----------------------------- Aggregated Profile per device -----------------------------\n")
-    w("Top modules in terms of params, MACs or fwd latency at different model depths:\n")
+    w("Top modules in terms of params, MACs or fwd latency at different model depths\n"
+      "(MACs and latencies summed over the %d profiled calls):\n" % root["calls"])
     maxd = max(x["depth"] for x in rows.values())
     for d in range(0, maxd + 1 if depth < 0 else min(depth, maxd) + 1):
         agg = {}
@@ -385,6 +389,7 @@ def _print(f, r, step, depth, top, detailed):
         w("    bwd latency - %s\n" % best(3, _dur))
     if detailed:
         w("\n------------------------------ Detailed Profile per device ------------------------------\n")
+        w("Figures summed over the %d profiled calls. " % root["calls"])
         w("Each module profile is listed after its name in the following order:\n"
           "params, percentage of total params, MACs, percentage of total MACs, fwd latency, "
           "percentage of total fwd latency, bwd latency, percentage of total bwd latency, "

@@ -942,8 +942,8 @@ static int keep(rd *r, ev *v, const char **why) {
     case C_CPU_OP: span = true; kind = MP_TS_OP; break;
     case C_ANNOT:
         span = true;
-        /* FlopsProfiler's backward ranges are record_function ranges */
-        kind = mp_trace_module_range(v->name, v->name_len, NULL) == 2 ? MP_TS_MODULE : MP_TS_ANNOT;
+        /* FlopsProfiler's module ranges are record_function ranges */
+        kind = mp_trace_module_range(v->name, v->name_len, NULL) ? MP_TS_MODULE : MP_TS_ANNOT;
         break;
     case C_RUNTIME:
     case C_DRIVER: span = true; kind = MP_TS_RUNTIME; break;
