@@ -47,6 +47,8 @@ LIB.mp_status_name.restype = _c.c_char_p
 LIB.mp_status_name.argtypes = [_c.c_int]
 LIB.mp_model_load.argtypes = [_c.c_char_p, _c.POINTER(_c.c_void_p)]
 LIB.mp_model_free.argtypes = [_c.c_void_p]
+LIB.mp_model_load_memory.argtypes = [_c.c_char_p, _c.c_size_t, _c.c_char_p, _c.c_void_p,
+                                     _c.POINTER(_c.c_void_p)]
 LIB.mp_model_warning_count.argtypes = [_c.c_void_p]
 LIB.mp_model_warning.argtypes = [_c.c_void_p, _c.c_int]
 LIB.mp_model_warning.restype = _c.c_char_p
@@ -97,10 +99,17 @@ class Profile:
     """A static profile (and, after run(), the measured run) held by the
     library: the model is loaded, dims set, profiled."""
 
-    def __init__(self, path, dims=None, inputs=None):
+    def __init__(self, path, dims=None, inputs=None, data=None, name=None):
+        """path: an ONNX file; or data: its bytes (kept alive here, as
+        mp_model_load_memory asks), named `name` in the report and messages."""
         self._m = _c.c_void_p()
         self._p = _c.c_void_p()
-        check(LIB.mp_model_load(os.fsencode(path), _c.byref(self._m)))
+        if data is not None:
+            self._data = data
+            check(LIB.mp_model_load_memory(data, len(data), (name or "<memory>").encode(), None,
+                                           _c.byref(self._m)))
+        else:
+            check(LIB.mp_model_load(os.fsencode(path), _c.byref(self._m)))
         try:
             for name, value in (dims or {}).items():
                 check(LIB.mp_model_set_dim(self._m, name.encode(), int(value)))

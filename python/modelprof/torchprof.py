@@ -208,8 +208,11 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
     try:
         path = os.path.join(tmp, type(model).__name__ + ".onnx")
         export_onnx(model, args, kwargs, path)
-        _name_root(path, type(model).__name__)
-        with _lib.Profile(path) as p:
+        data = _name_root(path, type(model).__name__)
+        import torch
+        label = "%s (exported by torch %s)" % (type(model).__name__, torch.__version__)
+        with (_lib.Profile(None, data=data, name=label) if data is not None
+              else _lib.Profile(path)) as p:
             d = p.json()
             if print_profile:
                 text = p.report(_lib.TEXT, depth=module_depth, top=top_modules,
@@ -231,11 +234,16 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
 
 def _name_root(path, name):
     """The graph's name is the module tree's root: the model's class, not
-    the exporter's 'torch_jit'."""
+    the exporter's 'torch_jit'. Returns the model's bytes (profiled from
+    memory, named after the class) or None (profile the file)."""
     try:
         import onnx
     except ImportError:
         return
     m = onnx.load(path)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
+        m.graph.name = name   # weights beside the file: profiled from the file
+        onnx.save(m, path)
+        return None
     m.graph.name = name
-    onnx.save(m, path)
+    return m.SerializeToString()
