@@ -31,8 +31,11 @@ $(BUILD)/libmodelprof.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# versioned soname: libmodelprof.so.0 -> libmodelprof.so.0.1.0 (install)
+SO_MAJOR := 0
+SO_VERSION := 0.1.0
 $(BUILD)/libmodelprof.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libmodelprof.so.$(SO_MAJOR) -o $@ $^ $(LDLIBS)
 
 # The command links dynamically: Debian's libdnnl-dev ships only the shared
 # libdnnl.so (no libdnnl.a), so a static link is not possible any more
@@ -66,6 +69,51 @@ test:
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
 	$(MAKE) agree
+	$(MAKE) pytest-ish
+
+# ---- the Python package (python/modelprof) and `make install`, tested
+# (tests/python/run.py: get_model_profile on torchvision models, FlopsProfiler
+# on a CPU training loop, the installed tree from another folder) ----
+pytest-ish: all
+	@sh tools/deps.sh test
+	/usr/bin/python3 tools/manpage.py --check $(BUILD)/modelprof docs/modelprof.1
+	/usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
+
+# ---- make install / make uninstall (PREFIX, DESTDIR) ----
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+INCDIR := $(DESTDIR)$(PREFIX)/include
+PCDIR := $(DESTDIR)$(PREFIX)/lib/pkgconfig
+MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
+PYDIR := $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/modelprof
+PY_SRC := $(sort $(wildcard python/modelprof/*.py))
+# every installed path, for uninstall (folders removed only when left empty)
+INSTALLED := $(BINDIR)/modelprof $(LIBDIR)/libmodelprof.so.$(SO_VERSION) \
+    $(LIBDIR)/libmodelprof.so.$(SO_MAJOR) $(LIBDIR)/libmodelprof.so $(LIBDIR)/libmodelprof.a \
+    $(INCDIR)/modelprof.h $(PCDIR)/modelprof.pc $(MANDIR)/modelprof.1 \
+    $(PY_SRC:python/modelprof/%=$(PYDIR)/%)
+
+install: all
+	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(PCDIR) $(MANDIR) $(PYDIR)
+	install -m 755 $(BUILD)/modelprof $(BINDIR)/modelprof
+	install -m 755 $(BUILD)/libmodelprof.so $(LIBDIR)/libmodelprof.so.$(SO_VERSION)
+	ln -sf libmodelprof.so.$(SO_VERSION) $(LIBDIR)/libmodelprof.so.$(SO_MAJOR)
+	ln -sf libmodelprof.so.$(SO_MAJOR) $(LIBDIR)/libmodelprof.so
+	install -m 644 $(BUILD)/libmodelprof.a $(LIBDIR)/libmodelprof.a
+	install -m 644 include/modelprof.h $(INCDIR)/modelprof.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SO_VERSION)|' tools/modelprof.pc.in \
+	    > $(PCDIR)/modelprof.pc
+	install -m 644 docs/modelprof.1 $(MANDIR)/modelprof.1
+	install -m 644 $(PY_SRC) $(PYDIR)/
+
+uninstall:
+	rm -f $(INSTALLED)
+	rm -rf $(PYDIR)/__pycache__
+	-rmdir $(PYDIR) $(PCDIR) 2>/dev/null || true
+
+.PHONY: pytest-ish install uninstall
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----

@@ -136,6 +136,15 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *o,
 mp_status mp_report_write_file(const mp_profile *p,
                                const mp_report_options *o, const char *path);
 
+/* The report as a NUL-terminated string (malloc'd; free it with
+ * mp_string_free). For bindings that have no FILE *. */
+mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char **out);
+/* Read and analyse a torch.profiler trace (Kineto JSON, gzip or plain, or
+ * the bare event array of a PyTorch built without Kineto) and give the
+ * trace report (MP_FORMAT_TEXT or MP_FORMAT_JSON) as a string. */
+mp_status mp_trace_string(const char *path, mp_format format, char **out);
+void mp_string_free(char *s);
+
 /* ---- the measured run: execute the profiled graph on the CPU ---- */
 typedef struct mp_run_options {
     int warmup;            /* untimed runs before timing (default 3) */

@@ -564,7 +564,8 @@ static void t_bad_input(void) {
     } cases[] = {
         {"", "empty"},
         {"hello", "not JSON"},
-        {"[1,2]", "not a Kineto trace"},
+        {"[1,2]", "not an object"},   /* a bare array: PyTorch without Kineto */
+        {"\"x\"", "not a torch.profiler trace"},
         {"{\"a\":1}", "no \"traceEvents\""},
         {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1", "truncated"},
         {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1}]}", "no \"dur\""},

@@ -581,13 +581,16 @@ static mp_status link_all(work *w) {
                 st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
                 break;
             }
-            mt.fig[node].calls++;
+            if (!sp[i].bwd) mt.fig[node].calls++;
+            w->mod[i] = node;   /* module spans: their node (CPU-only times, modules()) */
             mstack[nm] = i;
             mnode[nm++] = node;
             continue;
         }
         while (nm && sp[mstack[nm - 1]].end <= sp[i].ts) nm--;
-        if (sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) w->mod[i] = nm ? mnode[nm - 1] : -1;
+        /* an operator inside a backward range belongs to no forward module */
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && !(nm && sp[mstack[nm - 1]].bwd))
+            w->mod[i] = nm ? mnode[nm - 1] : -1;
         /* PyTorch's _populate_cpu_children */
         while (ns) {
             int32_t p = stack[ns - 1];
@@ -981,11 +984,14 @@ static void modules(work *w) {
             MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
         }
     }
+    bool cpu = mp_trace_cpu_modules(t, sp, w->S, w->mod, w->D);
     for (int m = t->n_mods - 1; m > 0; m--) {
         int p = t->mods[m].parent;
         if (p < 0) continue;
-        MP_SADD(t->mfig[p].fwd, t->mfig[m].fwd);
-        MP_SADD(t->mfig[p].bwd, t->mfig[m].bwd);
+        if (!cpu) {
+            MP_SADD(t->mfig[p].fwd, t->mfig[m].fwd);
+            MP_SADD(t->mfig[p].bwd, t->mfig[m].bwd);
+        }
         MP_SADD(t->mfig[p].flops, t->mfig[m].flops);
         MP_SADD(t->mfig[p].bwd_flops, t->mfig[m].bwd_flops);
     }

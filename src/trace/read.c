@@ -131,6 +131,7 @@ typedef struct rd {
     const char *err;             /* what */
     mp_trace_raw *t;
     bool mapped;                 /* buf is the whole (plain) file, mapped */
+    bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
     char scratch[4096];          /* unescaped names */
 } rd;
@@ -711,7 +712,9 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
         *pp = p + 1;
         return RS_OK;
     }
-    if (v->cat == C_CPU_OP && v->name)
+    /* a bare event array (legacy.c) has no categories: its operators are
+     * known by name only once kept, so every name is asked */
+    if ((v->cat == C_CPU_OP || (r->legacy && v->cat == C_OTHER)) && v->name)
         v->frule = mp_trace_flop_rule(v->name, v->name_len, &v->fconc);
     int fk = v->frule;
     for (;;) {
@@ -818,8 +821,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
             TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
             /* Python frames other than nn.Module scopes are not kept: the
              * rest of the event is only scanned */
-            if (v->cat == C_PYTHON &&
-                !(v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0)) {
+            if (v->cat == C_PYTHON && !mp_trace_module_range(v->name, v->name_len, NULL)) {
                 TRY(skip_rest(r, &p, e));
                 *pp = p;
                 return RS_OK;
@@ -830,6 +832,10 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
         } else if (KEY_IS(k, kn, "dur") && isnum) {
             TRY(num(r, &p, e, 3, &v->dur));
             v->has_dur = true;
+        } else if (KEY_IS(k, kn, "pid") && c == '"' && r->legacy) {
+            TRY(skip(r, &p, e));   /* "CPU functions": one process */
+            v->pid = 0;
+            v->has_pid = true;
         } else if (KEY_IS(k, kn, "pid") && isnum) {
             TRY(num(r, &p, e, 0, &v->pid));
             v->has_pid = true;
@@ -871,13 +877,21 @@ static int keep(rd *r, ev *v, const char **why) {
     mp_trace_raw *t = r->t;
     bool span = false, dev = false;
     uint8_t kind = 0;
+    if (r->legacy && v->cat == C_OTHER && v->ph == 'X') {
+        int lk = mp_trace_legacy_kind(v->name, v->name_len);
+        v->cat = lk == MP_TS_MODULE ? C_PYTHON : lk == MP_TS_ANNOT ? C_ANNOT : C_CPU_OP;
+    }
     switch (v->cat) {
     case C_CPU_OP: span = true; kind = MP_TS_OP; break;
-    case C_ANNOT: span = true; kind = MP_TS_ANNOT; break;
+    case C_ANNOT:
+        span = true;
+        /* FlopsProfiler's module ranges are record_function ranges */
+        kind = mp_trace_module_range(v->name, v->name_len, NULL) ? MP_TS_MODULE : MP_TS_ANNOT;
+        break;
     case C_RUNTIME:
     case C_DRIVER: span = true; kind = MP_TS_RUNTIME; break;
     case C_PYTHON:
-        span = v->name && v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0;
+        span = mp_trace_module_range(v->name, v->name_len, NULL) != 0;
         kind = MP_TS_MODULE;
         break;
     case C_KERNEL: dev = true; kind = MP_TD_KERNEL; break;
@@ -907,9 +921,11 @@ static int keep(rd *r, ev *v, const char **why) {
         name = r->scratch;
     }
     if (span) {
+        size_t pre = 0;
+        int range = kind == MP_TS_MODULE ? mp_trace_module_range(name, nlen, &pre) : 0;
         if (kind == MP_TS_MODULE) {
-            name += 11;
-            nlen -= 11;
+            name += pre;
+            nlen -= pre;
         } else if (filtered(name, nlen)) {
             return 0;
         }
@@ -927,6 +943,7 @@ static int keep(rd *r, ev *v, const char **why) {
         s->tid = ti;
         s->kind = kind;
         s->dtype = v->dtype;
+        s->bwd = range == 2;
         s->flops = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
         return 0;
     }
@@ -1069,12 +1086,19 @@ static mp_status rd_run(rd *r) {
         switch (state) {
         case S_BEGIN:
             if ((st = ws(&p, e))) break;
+            if (*p == '[') {   /* PyTorch without Kineto: the events alone */
+                p++;
+                r->legacy = true;
+                seen_events = true;
+                state = S_EVENTS_FIRST;
+                break;
+            }
             if (*p != '{') {
                 bool json = strchr("[\"-0123456789tfn", *p) != NULL;
                 return mp_error(MP_ERR_FORMAT,
-                                json ? "%s: byte %llu: not a Kineto trace: the top level is not "
-                                       "a JSON object (torch.profiler's export_chrome_trace "
-                                       "writes one)"
+                                json ? "%s: byte %llu: not a torch.profiler trace: the top level "
+                                       "is neither a JSON object (Kineto) nor an array of "
+                                       "events (PyTorch without Kineto)"
                                      : "%s: byte %llu: not JSON (a Kineto trace is a JSON "
                                        "object, plain or gzipped)",
                                 r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
@@ -1120,7 +1144,7 @@ static mp_status rd_run(rd *r) {
             if ((st = ws(&p, e))) break;
             if (*p == ']') {
                 p++;
-                state = S_AFTER_MEMBER;
+                state = r->legacy ? S_END : S_AFTER_MEMBER;
             } else {
                 state = S_EVENT;
             }
@@ -1149,7 +1173,7 @@ static mp_status rd_run(rd *r) {
                                 (unsigned long long)(r->base + (size_t)(at - r->buf)),
                                 (unsigned long long)r->t->n_events - 1, v.name ? nm : "?", why);
             }
-            state = more ? S_EVENT : S_AFTER_MEMBER;
+            state = more ? S_EVENT : r->legacy ? S_END : S_AFTER_MEMBER;
             break;
         }
         case S_END:

@@ -268,8 +268,9 @@ static void mod_figs(mp_out *o, int m, void *ud) {
     char a[MP_FMT_MAX], b[MP_FMT_MAX];
     char line[512];
     int64_t tot = root->fwd + root->bwd;
-    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of device time", secs(f->fwd, a),
-                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s);
+    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of %s time", secs(f->fwd, a),
+                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s,
+                     t->cpu_modules ? "CPU" : "device");
     if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
     if (f->flops) {
         n = snprintf(line, sizeof line, ", %s fwd, %s", mp_fmt_flops(f->flops).s,
@@ -308,7 +309,8 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         return MP_OK;
     }
     const mp_tmod *r = &t->mfig[0];
-    pf(w, "module forward device time %s, backward %s; forward FLOPs %s\n", secs(r->fwd, a),
+    pf(w, "module forward %s time %s, backward %s; forward FLOPs %s\n",
+       t->cpu_modules ? "CPU" : "device", secs(r->fwd, a),
        secs(r->bwd, b), mp_fmt_flops(r->flops).s);
     pf(w, "backward operators tied to their forward operator: %lld of %lld (%lld flows followed,\n"
           "the rest by sequence number)\n",
@@ -333,7 +335,8 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         MP_SADD(g[j].flops, t->mfig[m].flops);
     }
     if (ng > 1) qsort(g, (size_t)ng, sizeof *g, mgroup_cmp);
-    put(w, "\nTop modules per depth by forward + backward device time (a class at one depth summed):\n");
+    pf(w, "\nTop modules per depth by forward + backward %s time (a class at one depth summed):\n",
+       t->cpu_modules ? "CPU" : "device");
     for (int d = 1; d <= maxd; d++) {
         pf(w, "depth %d: {", d);
         int shown = 0;
@@ -593,7 +596,10 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
         put(w, "}");
     }
     pf(w, "\n%s  ]", ind);
-    /* modules */
+    /* modules: "module_time" says what their fwd/bwd times are ("device": the
+     * kernels' time; "cpu": the wall time of the module ranges, a trace
+     * without device rows) */
+    pf(w, ",\n%s  ", ind); j_k(w, "module_time"); j_s(w, t->cpu_modules ? "cpu" : "device");
     pf(w, ",\n%s  ", ind); j_k(w, "modules"); put(w, "[");
     for (int m = 0; m < t->n_mods; m++) {
         const mp_module *md = &t->mods[m];

@@ -56,6 +56,7 @@ typedef struct mp_tspan {
     int32_t tid;           /* thread index */
     uint8_t kind;
     uint8_t dtype;         /* MP_TDT_* of the first input, for FLOP-counted ops */
+    uint8_t bwd;           /* MP_TS_MODULE: a "nn.Module.backward: " range (legacy.c) */
 } mp_tspan;
 
 /* A device-side interval: kernel, memcpy, memset, device annotation. */
@@ -144,6 +145,17 @@ mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
 void mp_trace_raw_free(mp_trace_raw *t);
 
+/* legacy.c: traces without Kineto (a bare event array, no categories) and
+ * the module range names. mp_trace_module_range: 1 "nn.Module: ", 2
+ * "nn.Module.backward: ", 0 neither (*prefix: its length). */
+int mp_trace_module_range(const char *name, size_t n, size_t *prefix);
+/* MP_TS_OP, MP_TS_ANNOT or MP_TS_MODULE for an event known by name only. */
+int mp_trace_legacy_kind(const char *name, size_t n);
+struct mp_trace;
+/* Module times of a trace without device rows (legacy.c). */
+bool mp_trace_cpu_modules(struct mp_trace *t, const mp_tspan *sp, size_t n, const int32_t *mod,
+                          size_t n_dev);
+
 /* ---- the analysis ---- */
 
 enum { MP_TC_GEMM, MP_TC_CONV, MP_TC_ATTN, MP_TC_ELEM, MP_TC_MEM, MP_TC_COMM, MP_TC_OTHER,
@@ -210,6 +222,7 @@ typedef struct mp_trace {
     int64_t kernel_total;           /* sum of device event time */
     /* module tree: the same record as a model's, walked by the tree writer */
     mp_module *mods; mp_tmod *mfig; int n_mods;
+    bool cpu_modules;               /* module fwd/bwd are CPU ranges' wall time (no device rows) */
     int64_t mem_peak_alloc, mem_peak_reserved;  /* -1: no memory events */
     int dominant_dtype;
     double peak_tflops;             /* used peak (0: unknown) */
