@@ -47,6 +47,14 @@ $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 
 objs: $(LIB_OBJ)
 
+# The HTML report's template, embedded as C strings (never committed).
+HTML_TPL := src/report/html/report.html src/report/html/report.css src/report/html/report.js
+$(BUILD)/gen/report_html.h: $(HTML_TPL) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh mp_html $(HTML_TPL) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
+$(BUILD)/obj/src/report/html.o: ALL_CFLAGS += -I$(BUILD)/gen
+
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
 # ---- the two commands of the README ----
@@ -146,7 +154,8 @@ $(FUZZ_ONNX_SEEDS):
 
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -MMD -MP -c $< -o $@
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -I$(BUILD)/gen -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
 
 $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)

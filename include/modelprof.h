@@ -114,7 +114,18 @@ typedef struct mp_totals {
 
 void mp_profile_totals(const mp_profile *p, mp_totals *out);
 
-typedef enum mp_format { MP_FORMAT_TEXT = 0, MP_FORMAT_JSON = 1 } mp_format;
+typedef enum mp_format {
+    MP_FORMAT_TEXT = 0,
+    MP_FORMAT_JSON = 1,
+    MP_FORMAT_HTML = 2, /* self-contained page embedding the JSON */
+    MP_FORMAT_CSV = 3   /* one table, chosen by csv_table */
+} mp_format;
+
+typedef enum mp_csv_table {
+    MP_CSV_NODES = 0,
+    MP_CSV_MODULES = 1,
+    MP_CSV_OPS = 2
+} mp_csv_table;
 
 typedef struct mp_report_options {
     mp_format format;
@@ -122,6 +133,7 @@ typedef struct mp_report_options {
     int top;         /* modules per depth in the aggregated block; -1 = all, 0 = omit */
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
+    mp_csv_table csv_table; /* MP_FORMAT_CSV: which table (default nodes) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
  * detailed and show_ops shape the text report only. mp_report_write

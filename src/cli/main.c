@@ -21,7 +21,9 @@ static void usage(FILE *f) {
           "options:\n"
           "  --dim NAME=VALUE        give the symbolic dim NAME a value (repeatable)\n"
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
-          "  --format text|json      report format (default text)\n"
+          "  --format text|json|html|csv  report format (default text); html is one\n"
+          "                          self-contained page, csv one table (below)\n"
+          "  --csv-table nodes|modules|ops  the table --format csv writes (default nodes)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
           "  --top K                 modules per depth in the aggregated block (default 3)\n"
@@ -348,13 +350,27 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                 }
             }
         } else if (TAKES_VALUE("--format")) {
-            if (!val) return usage_error("--format needs text or json", "");
+            if (!val) return usage_error("--format needs text, json, html or csv", "");
             if (strcmp(val, "text") == 0)
                 ro.format = MP_FORMAT_TEXT;
             else if (strcmp(val, "json") == 0)
                 ro.format = MP_FORMAT_JSON;
+            else if (strcmp(val, "html") == 0)
+                ro.format = MP_FORMAT_HTML;
+            else if (strcmp(val, "csv") == 0)
+                ro.format = MP_FORMAT_CSV;
             else
-                return usage_error("--format '%s': expected text or json", val);
+                return usage_error("--format '%s': expected text, json, html or csv", val);
+        } else if (TAKES_VALUE("--csv-table")) {
+            if (!val) return usage_error("--csv-table needs nodes, modules or ops", "");
+            if (strcmp(val, "nodes") == 0)
+                ro.csv_table = MP_CSV_NODES;
+            else if (strcmp(val, "modules") == 0)
+                ro.csv_table = MP_CSV_MODULES;
+            else if (strcmp(val, "ops") == 0)
+                ro.csv_table = MP_CSV_OPS;
+            else
+                return usage_error("--csv-table '%s': expected nodes, modules or ops", val);
         } else if (TAKES_VALUE("-o") || TAKES_VALUE("--output")) {
             if (!val || !*val) return usage_error("-o needs a file name", "");
             out_path = val;
