@@ -72,8 +72,18 @@ test:
 	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
 	@echo "== unit, model and CLI tests"
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
+	$(MAKE) test-html
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
 	$(MAKE) agree
+
+# ---- the HTML reports in headless Chromium (tools/html_check.py): the
+# static, measured, trace and 7B reports render, their tree expands, their
+# tables sort, no script errors; screenshots and load times in build/html ----
+test-html: $(BUILD)/modelprof
+	/usr/bin/python3 tools/html_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/html \
+	    --llama7b $(BUILD)/bench/llama7b.onnx
+
+.PHONY: test-html
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----

@@ -1,0 +1,203 @@
+/* The CSV and HTML reports against the JSON report of the same model: every
+ * CSV cell equals the JSON field of its column (the same figures, nothing
+ * formatted), and the HTML page embeds the JSON unchanged. */
+#include "test.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "jsonr.h"
+#include "tcli.h"
+
+/* An RFC 4180 reader: rows of fields, CRLF line ends, quoted fields with
+ * doubled quotes. Returns the number of rows (at most max), -1 on a syntax
+ * error. Fields point into `s`, which it rewrites in place. */
+typedef struct csv_row {
+    char *f[48];
+    int n;
+} csv_row;
+
+static int csv_parse(char *s, csv_row *rows, int max) {
+    int nr = 0;
+    while (*s && nr < max) {
+        csv_row *r = &rows[nr++];
+        r->n = 0;
+        for (;;) {
+            if (r->n >= 48) return -1;
+            char *out = s;
+            r->f[r->n++] = out;
+            if (*s == '"') {
+                s++;
+                for (;;) {
+                    if (!*s) return -1;
+                    if (*s == '"') {
+                        if (s[1] != '"') break;
+                        s++;
+                    }
+                    *out++ = *s++;
+                }
+                s++; /* closing quote */
+                if (*s != ',' && *s != '\r') return -1;
+            } else {
+                while (*s && *s != ',' && *s != '\r' && *s != '\n' && *s != '"') *out++ = *s++;
+                if (*s == '"' || *s == '\n') return -1; /* a bare quote or LF without CR */
+            }
+            char end = *s;
+            *out = '\0';
+            if (end == ',') {
+                s++;
+                continue;
+            }
+            if (end != '\r' || s[1] != '\n') return -1;
+            s += 2;
+            break;
+        }
+    }
+    return nr;
+}
+
+static t_cli run(const char *model, const char *const *extra) {
+    const char *args[24] = {model, "-q"};
+    int n = 2;
+    if (strstr(model, "resnet18")) {
+        args[n++] = "--dim";
+        args[n++] = "batch=1";
+    }
+    for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    return t_cli_run(args, 120, 0);
+}
+
+/* Every cell of a CSV table equals the JSON array's field of its column:
+ * integers exactly, reals to the JSON's 9 digits, null as an empty field,
+ * strings as they are; returns the data rows compared. */
+static int compare_table(const char *model, const char *const *run_args, const char *table,
+                         const char *json_key) {
+    const char *ja[12], *ca[12];
+    int k = 0;
+    for (; run_args[k]; k++) ja[k] = ca[k] = run_args[k];
+    ja[k] = "--format", ja[k + 1] = "json", ja[k + 2] = NULL;
+    ca[k] = "--format", ca[k + 1] = "csv", ca[k + 2] = "--csv-table", ca[k + 3] = table, ca[k + 4] = NULL;
+    t_cli j = run(model, ja), c = run(model, ca);
+    T_EQ(j.code, 0);
+    T_EQ(c.code, 0);
+    size_t err = 0;
+    jr *root = jr_parse(j.out, j.out_len, &err);
+    T_CHECK(root != NULL);
+    const jr *arr = root ? jr_get(root, json_key) : NULL;
+    int max = 20000;
+    csv_row *rows = calloc((size_t)max, sizeof *rows);
+    int nr = rows ? csv_parse(c.out, rows, max) : -1;
+    T_CHECK(nr >= 1);
+    int compared = 0;
+    if (arr && nr >= 1) {
+        T_EQ(nr - 1, jr_len(arr));
+        for (int r = 1; r < nr && r - 1 < jr_len(arr); r++) {
+            const jr *o = jr_at(arr, r - 1);
+            T_EQ(rows[r].n, rows[0].n);
+            for (int f = 0; f < rows[0].n && f < rows[r].n; f++) {
+                const char *col = rows[0].f[f], *cell = rows[r].f[f];
+                const jr *v = jr_get(o, col);
+                if (!v) {
+                    /* absent in the JSON: an empty cell (fused_into of a
+                     * node run alone, a module without a class) */
+                    if (cell[0]) mp_t_fail(__FILE__, __LINE__, "%s row %d %s: '%s', absent in the JSON", table, r, col, cell);
+                    continue;
+                }
+                bool ok;
+                if (v->type == JR_NULL) ok = !cell[0];
+                else if (v->type == JR_STR) ok = strcmp(v->s, cell) == 0;
+                else if (v->type == JR_NUM && v->is_int) ok = cell[0] && strtoll(cell, NULL, 10) == v->i;
+                else if (v->type == JR_NUM) ok = cell[0] && strtod(cell, NULL) == v->num;
+                else if (v->type == JR_ARR) {   /* flags: joined by ';' */
+                    char buf[256] = "";
+                    for (const jr *e = v->child; e; e = e->next) {
+                        if (buf[0]) strcat(buf, ";");
+                        if (e->type == JR_STR && strlen(buf) + strlen(e->s) < 200) strcat(buf, e->s);
+                    }
+                    ok = strcmp(buf, cell) == 0;
+                } else ok = false;
+                if (!ok) mp_t_fail(__FILE__, __LINE__, "%s row %d column %s: csv '%s' differs from the JSON", table, r, col, cell);
+            }
+            compared++;
+        }
+    }
+    free(rows);
+    jr_free(root);
+    t_cli_free(&j);
+    t_cli_free(&c);
+    return compared;
+}
+
+static void t_csv_static(void) {
+    const char *none[] = {NULL};
+    T_CHECK(compare_table("models/resnet18.onnx", none, "nodes", "nodes") > 100);
+    T_CHECK(compare_table("models/resnet18.onnx", none, "modules", "modules") > 10);
+    T_CHECK(compare_table("models/resnet18.onnx", none, "ops", "ops") >= 5);
+}
+
+/* The measured run: its times differ from run to run, so the CSV of one
+ * run is checked against itself: the latency columns are there and
+ * achieved_flops_per_s = flops / latency_s (to the 9 digits written). */
+static void t_csv_measured_columns(void) {
+    const char *args[] = {"models/mobilenet_v2.onnx", "-q", "--dim", "batch=1", "--run", "--warmup", "0",
+                          "--iters", "1", "--format", "csv", "--csv-table", "ops", NULL};
+    t_cli c = t_cli_run(args, 120, 0);
+    T_EQ(c.code, 0);
+    csv_row rows[64];
+    int nr = csv_parse(c.out, rows, 64);
+    T_CHECK(nr > 2);
+    int lat = -1, fl = -1, rate = -1;
+    for (int f = 0; nr > 0 && f < rows[0].n; f++) {
+        if (!strcmp(rows[0].f[f], "latency_s")) lat = f;
+        if (!strcmp(rows[0].f[f], "flops")) fl = f;
+        if (!strcmp(rows[0].f[f], "achieved_flops_per_s")) rate = f;
+    }
+    T_CHECK(lat >= 0 && fl >= 0 && rate >= 0);
+    for (int r = 1; r < nr && lat >= 0 && fl >= 0 && rate >= 0; r++) {
+        double l = strtod(rows[r].f[lat], NULL), flops = strtod(rows[r].f[fl], NULL);
+        if (l > 0 && rows[r].f[rate][0]) {
+            double want = flops / l, got = strtod(rows[r].f[rate], NULL);
+            T_CHECK(got - want <= 1e-7 * want && want - got <= 1e-7 * want); /* %.9g of each */
+        }
+    }
+    t_cli_free(&c);
+}
+
+static void t_csv_usage(void) {
+    const char *args[] = {"models/resnet18.onnx", "--format", "csv", "--csv-table", "steps", NULL};
+    t_cli c = t_cli_run(args, 60, 0);
+    T_EQ(c.code, 1);
+    T_CHECK(strstr(c.err, "--csv-table") != NULL);
+    t_cli_free(&c);
+}
+
+/* The HTML page holds the JSON report unchanged (each '<' as \u003c) in
+ * its data block, and nothing loaded from elsewhere. */
+static void t_html_embeds_json(void) {
+    const char *h[] = {"--format", "html", NULL}, *js[] = {"--format", "json", NULL};
+    t_cli a = run("models/resnet18.onnx", h), b = run("models/resnet18.onnx", js);
+    T_EQ(a.code, 0);
+    T_EQ(b.code, 0);
+    const char *start = strstr(a.out, "id=\"mp-data\" data-kind=\"profile\">");
+    T_CHECK(start != NULL);
+    if (start) {
+        start = strchr(start, '>') + 1;
+        const char *end = strstr(start, "</script>");
+        T_CHECK(end != NULL);
+        T_CHECK(end && (size_t)(end - start) == b.out_len && memcmp(start, b.out, b.out_len) == 0);
+    }
+    T_CHECK(strstr(a.out, "http://") == NULL || strstr(a.out, "http://www.w3.org/2000/svg") != NULL);
+    T_CHECK(strstr(a.out, "https://") == NULL);
+    T_CHECK(strstr(a.out, "<script src") == NULL && strstr(a.out, "<link") == NULL);
+    t_cli_free(&a);
+    t_cli_free(&b);
+}
+
+MP_TESTS(report_formats){
+    {"csv_static", t_csv_static},
+    {"csv_measured_columns", t_csv_measured_columns},
+    {"csv_usage", t_csv_usage},
+    {"html_embeds_json", t_html_embeds_json},
+};
+MP_TESTS_END(report_formats)
