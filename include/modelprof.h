@@ -159,6 +159,8 @@ typedef struct mp_run_options {
     uint64_t seed;         /* random inputs and absent weights */
     int64_t max_memory;    /* bytes a run may take; refused before allocating */
     int progress;          /* progress on stderr when it is a terminal */
+    int keep_timestamps;   /* 1: keep each timed step's start (mp_report_chrome_trace);
+                              0 (default): durations only */
 } mp_run_options;
 void mp_run_options_default(mp_run_options *o);
 
@@ -181,6 +183,13 @@ mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype
                          int *rank, const int64_t **dims, const void **data);
 /* Warm-up and timed runs; fills the profile's measured fields. */
 mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
+
+/* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
+ * timed runs of mp_profile_run, which must have been planned with
+ * keep_timestamps and node_timing: one complete event per node or fused
+ * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
+ * run as enclosing slices. `modelprof trace` reads it back. */
+mp_status mp_report_chrome_trace(const mp_plan *pl, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "jsonr.h"
 #include "tcli.h"
@@ -194,7 +195,72 @@ static void t_html_embeds_json(void) {
     t_cli_free(&b);
 }
 
+/* --chrome-trace round trip: `modelprof trace` reads the Chrome trace of a
+ * one-pass run back, and its operator table's CPU total per operator type
+ * equals the run's per-operator latency (one timed pass: the median is that
+ * pass; the trace keeps nanoseconds, so within 1 ns per event). */
+static void t_chrome_trace_round_trip(void) {
+    char dir[] = "/tmp/mp-chrome-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char ctp[64], runp[64], backp[64];
+    snprintf(ctp, sizeof ctp, "%s/run.trace.json", dir);
+    snprintf(runp, sizeof runp, "%s/run.json", dir);
+    snprintf(backp, sizeof backp, "%s/back.json", dir);
+    const char *a[] = {"models/mobilenet_v2.onnx", "-q", "--dim", "batch=1", "--run", "--warmup", "1",
+                       "--iters", "1", "--chrome-trace", ctp, "--format", "json", "-o", runp, NULL};
+    t_cli r = t_cli_run(a, 120, 0);
+    T_EQ(r.code, 0);
+    const char *b[] = {"trace", ctp, "--format", "json", "-o", backp, NULL};
+    t_cli t = t_cli_run(b, 60, 0);
+    T_EQ(t.code, 0);
+    size_t n1 = 0, n2 = 0, err = 0;
+    char *s1 = jr_slurp(runp, &n1), *s2 = jr_slurp(backp, &n2);
+    jr *run = s1 ? jr_parse(s1, n1, &err) : NULL, *back = s2 ? jr_parse(s2, n2, &err) : NULL;
+    T_CHECK(run && back);
+    const jr *ops = run ? jr_get(run, "ops") : NULL, *tops = back ? jr_get(back, "operators") : NULL;
+    int matched = 0;
+    for (int i = 0; ops && tops && i < jr_len(ops); i++) {
+        const jr *o = jr_at(ops, i), *lat = jr_get(o, "latency_s"), *cnt = jr_get(o, "count");
+        if (!lat || lat->type != JR_NUM || !(lat->num > 0)) continue;
+        const char *op = jr_get(o, "op")->s;
+        const jr *hit = NULL;
+        for (int k = 0; k < jr_len(tops); k++)
+            if (!strcmp(jr_get(jr_at(tops, k), "name")->s, op)) hit = jr_at(tops, k);
+        T_CHECK(hit != NULL);
+        if (!hit) continue;
+        const jr *tot = jr_get(hit, "cpu_total_s");
+        double got = tot ? tot->num : jr_get(hit, "cpu_total_us")->num * 1e-6;
+        double tol = 1e-9 * (double)(cnt ? cnt->i : 1) + 1e-9;
+        if (got - lat->num > tol || lat->num - got > tol)
+            mp_t_fail(__FILE__, __LINE__, "op %s: trace %.9g s, run %.9g s", op, got, lat->num);
+        matched++;
+    }
+    T_CHECK(matched >= 5);
+    /* the steps: one pass, its wall the sum of the run's steps at least */
+    T_EQ(back ? jr_path(back, "summary.steps")->i : 0, 1);
+    jr_free(run);
+    jr_free(back);
+    free(s1);
+    free(s2);
+    unlink(ctp);
+    unlink(runp);
+    unlink(backp);
+    rmdir(dir);
+    t_cli_free(&r);
+    t_cli_free(&t);
+}
+
+static void t_chrome_trace_needs_run(void) {
+    const char *a[] = {"models/resnet18.onnx", "--chrome-trace", "/tmp/never.json", NULL};
+    t_cli r = t_cli_run(a, 60, 0);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--run") != NULL);
+    t_cli_free(&r);
+}
+
 MP_TESTS(report_formats){
+    {"chrome_trace_round_trip", t_chrome_trace_round_trip},
+    {"chrome_trace_needs_run", t_chrome_trace_needs_run},
     {"csv_static", t_csv_static},
     {"csv_measured_columns", t_csv_measured_columns},
     {"csv_usage", t_csv_usage},
