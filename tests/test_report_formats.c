@@ -250,6 +250,40 @@ static void t_chrome_trace_round_trip(void) {
     t_cli_free(&t);
 }
 
+/* The trace summary's memory curve: at most 256 points in time order
+ * inside the steps' window, its highest point the trace's peak allocation
+ * (the slice holding the peak keeps it). */
+static void t_trace_memory_curve(void) {
+    const char *a[] = {"trace", "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz", "--format", "json", NULL};
+    t_cli r = t_cli_run(a, 60, 0);
+    T_EQ(r.code, 0);
+    size_t err = 0;
+    jr *j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    const jr *c = j ? jr_path(j, "memory.curve") : NULL, *peak = j ? jr_path(j, "memory.peak_allocated_bytes") : NULL;
+    T_CHECK(c && c->type == JR_ARR && peak);
+    int n = c ? jr_len(c) : 0;
+    T_CHECK(n > 10 && n <= 256);
+    double prev = -1, wall = 0;
+    const jr *steps = jr_get(j, "steps");
+    for (int i = 0; steps && i < jr_len(steps); i++) {
+        const jr *s = jr_at(steps, i), *w = jr_get(s, "wall_s");
+        wall += w ? w->num : jr_get(s, "wall_us")->num * 1e-6;
+    }
+    int64_t top = -1;
+    for (int i = 0; i < n; i++) {
+        const jr *pt = jr_at(c, i);
+        double ts = jr_at(pt, 0)->num;
+        int64_t b = jr_at(pt, 1)->i;
+        T_CHECK(ts >= prev && ts >= 0 && ts <= wall * 1.01 + 1e-3);
+        prev = ts;
+        if (b > top) top = b;
+    }
+    T_EQ(top, peak ? peak->i : -2);
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 static void t_chrome_trace_needs_run(void) {
     const char *a[] = {"models/resnet18.onnx", "--chrome-trace", "/tmp/never.json", NULL};
     t_cli r = t_cli_run(a, 60, 0);
@@ -261,6 +295,7 @@ static void t_chrome_trace_needs_run(void) {
 MP_TESTS(report_formats){
     {"chrome_trace_round_trip", t_chrome_trace_round_trip},
     {"chrome_trace_needs_run", t_chrome_trace_needs_run},
+    {"trace_memory_curve", t_trace_memory_curve},
     {"csv_static", t_csv_static},
     {"csv_measured_columns", t_csv_measured_columns},
     {"csv_usage", t_csv_usage},

@@ -70,6 +70,7 @@ typedef struct mp_tdev {
 } mp_tdev;
 
 /* A [memory] instant event. */
+#define MP_MEM_CURVE 256
 typedef struct mp_tmem {
     int64_t ts;
     int64_t bytes;         /* + allocation, - free */
@@ -175,6 +176,9 @@ typedef struct mp_trace {
     /* module tree: the same record as a model's, walked by the tree writer */
     mp_module *mods; mp_tmod *mfig; int n_mods;
     int64_t mem_peak_alloc, mem_peak_reserved;  /* -1: no memory events */
+    /* device memory over the steps' window: at most MP_MEM_CURVE points,
+     * each the highest allocation of its slice of time (peaks kept) */
+    struct mp_tmempt { int64_t ts, allocated; } *mem_curve; int n_mem_curve;
     int dominant_dtype;
     double peak_tflops;             /* used peak (0: unknown) */
     const char *peak_source;        /* "table: H100 SXM bf16 dense", "--peak-tflops" */
