@@ -463,6 +463,7 @@ function memoryCurve(parent, D, steps) {
     var svg = document.createElementNS(NS, 'svg');
     svg.setAttribute('viewBox', '0 0 ' + W + ' ' + (H + 20));
     svg.setAttribute('width', '100%');
+    svg.setAttribute('preserveAspectRatio', 'none');
     svg.setAttribute('height', H + 20);
     svg.setAttribute('id', 'mp-memory-curve');
     var d = pts.map(function (p) {
@@ -473,6 +474,7 @@ function memoryCurve(parent, D, steps) {
     pl.setAttribute('fill', 'none');
     pl.setAttribute('stroke', '#2f6fdb');
     pl.setAttribute('stroke-width', '2');
+    pl.setAttribute('vector-effect', 'non-scaling-stroke');
     svg.appendChild(pl);
     var tx = document.createElementNS(NS, 'text');
     tx.setAttribute('x', 4); tx.setAttribute('y', H + 16); tx.setAttribute('font-size', '11');
