@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "jsonr.h"
+#include "tbuild.h"
 #include "tcli.h"
 
 /* An RFC 4180 reader: rows of fields, CRLF line ends, quoted fields with
@@ -165,6 +166,36 @@ static void t_csv_measured_columns(void) {
     t_cli_free(&c);
 }
 
+/* RFC 4180 quoting: a node name with a comma, quotes and a line break
+ * comes back whole from the CSV, and the row keeps its column count. */
+static void t_csv_quoting(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(2, 3));
+    int n = tb_node(m, "Relu", "x", "y");
+    const char *name = "relu, \"the\" first\r\nnode";
+    tb_name(m, n, name);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mp_report_options o;
+    mp_report_options_default(&o);
+    o.format = MP_FORMAT_CSV;
+    o.csv_table = MP_CSV_NODES;
+    T_OK(mp_report_write(p, &o, f));
+    fclose(f);
+    T_CHECK(strstr(buf, "\"relu, \"\"the\"\" first\r\nnode\"") != NULL);
+    csv_row rows[4];
+    T_EQ(csv_parse(buf, rows, 4), 2);
+    T_EQ_STR(rows[1].f[0], name);
+    T_EQ(rows[1].n, rows[0].n);
+    T_EQ_STR(rows[1].f[1], "Relu");
+    T_EQ_STR(rows[1].f[9], "0"); /* params */
+    free(buf);
+    tb_done(m, p);
+}
+
 static void t_csv_usage(void) {
     const char *args[] = {"models/resnet18.onnx", "--format", "csv", "--csv-table", "steps", NULL};
     t_cli c = t_cli_run(args, 60, 0);
@@ -299,6 +330,7 @@ MP_TESTS(report_formats){
     {"csv_static", t_csv_static},
     {"csv_measured_columns", t_csv_measured_columns},
     {"csv_usage", t_csv_usage},
+    {"csv_quoting", t_csv_quoting},
     {"html_embeds_json", t_html_embeds_json},
 };
 MP_TESTS_END(report_formats)
