@@ -41,7 +41,7 @@ def main():
         ('measured', [mp, 'models/mobilenet_v2.onnx', '--dim', 'batch=1', '-q', '--run',
                       '--warmup', '1', '--iters', '2']),
         ('trace', [mp, 'trace', 'tests/traces/mobilenet_v2_sgd_loader.trace.json.gz']),
-        ('llama7b', [mp, a.llama7b, '-q']),
+        ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
     ]
     failed = 0
     for name, cmd in reports:
