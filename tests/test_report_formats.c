@@ -196,6 +196,68 @@ static void t_csv_quoting(void) {
     tb_done(m, p);
 }
 
+/* A JSON time field in seconds: the new name, else the old microseconds. */
+static double jsec(const jr *o, const char *base) {
+    char k[64];
+    snprintf(k, sizeof k, "%s_s", base);
+    const jr *v = jr_get(o, k);
+    if (v && v->type == JR_NUM) return v->num;
+    snprintf(k, sizeof k, "%s_us", base);
+    v = jr_get(o, k);
+    return v && v->type == JR_NUM ? v->num * 1e-6 : -1;
+}
+
+static bool near(double a, double b) { return a - b <= 1e-9 * (b < 0 ? -b : b) + 1e-12 && b - a <= 1e-9 * (b < 0 ? -b : b) + 1e-12; }
+
+/* The trace tables against the trace JSON: steps (wall, busy, idle by cause,
+ * FLOPs, memory) and kernels (count, total, share). */
+static void t_csv_trace(void) {
+    const char *tr = "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz";
+    const char *a[] = {"trace", tr, "--format", "json", NULL};
+    const char *b[] = {"trace", tr, "--format", "csv", NULL};
+    const char *c[] = {"trace", tr, "--format", "csv", "--csv-table", "kernels", NULL};
+    t_cli j = t_cli_run(a, 60, 0), st = t_cli_run(b, 60, 0), kr = t_cli_run(c, 60, 0);
+    T_EQ(j.code + st.code + kr.code, 0);
+    size_t err = 0;
+    jr *root = jr_parse(j.out, j.out_len, &err);
+    T_CHECK(root != NULL);
+    if (!root) return;
+    static csv_row rows[4096];
+    const jr *steps = jr_get(root, "steps");
+    int nr = csv_parse(st.out, rows, 4096);
+    T_EQ(nr - 1, jr_len(steps));
+    for (int r = 1; r < nr; r++) {
+        const jr *o = jr_at(steps, r - 1);
+        T_EQ_STR(rows[r].f[1], jr_get(o, "name")->s);
+        T_CHECK(near(strtod(rows[r].f[3], NULL), jsec(o, "wall")));
+        T_CHECK(near(strtod(rows[r].f[4], NULL), jsec(o, "device_busy")));
+        T_CHECK(near(strtod(rows[r].f[6], NULL), jsec(o, "idle")));
+        const jr *ic = jr_get(o, "idle_causes_s");
+        double scale = ic ? 1 : 1e-6;
+        if (!ic) ic = jr_get(o, "idle_causes_us");
+        T_CHECK(near(strtod(rows[r].f[7], NULL), jr_get(ic, "data_loader")->num * scale));
+        T_EQ(strtoll(rows[r].f[21], NULL, 10), jr_get(o, "flops")->i);
+        T_EQ(strtoll(rows[r].f[24], NULL, 10), jr_path(o, "memory.peak_allocated_bytes")->i);
+    }
+    const jr *ks = jr_get(root, "kernels");
+    nr = csv_parse(kr.out, rows, 4096);
+    T_EQ(nr - 1, jr_len(ks));
+    for (int r = 1; r < nr; r++) {
+        const jr *o = jr_at(ks, r - 1);
+        T_EQ_STR(rows[r].f[1], jr_get(o, "name")->s);
+        T_EQ(strtoll(rows[r].f[5], NULL, 10), jr_get(o, "count")->i);
+        T_CHECK(near(strtod(rows[r].f[6], NULL), jsec(o, "total")));
+        const jr *fr = jr_get(o, "fraction");
+        double want = fr ? fr->num : jr_get(o, "percent")->num / 100;
+        double got = strtod(rows[r].f[8], NULL);
+        T_CHECK(got - want <= 1e-5 && want - got <= 1e-5); /* the JSON's percent has 6 digits */
+    }
+    jr_free(root);
+    t_cli_free(&j);
+    t_cli_free(&st);
+    t_cli_free(&kr);
+}
+
 static void t_csv_usage(void) {
     const char *args[] = {"models/resnet18.onnx", "--format", "csv", "--csv-table", "steps", NULL};
     t_cli c = t_cli_run(args, 60, 0);
@@ -331,6 +393,7 @@ MP_TESTS(report_formats){
     {"csv_measured_columns", t_csv_measured_columns},
     {"csv_usage", t_csv_usage},
     {"csv_quoting", t_csv_quoting},
+    {"csv_trace", t_csv_trace},
     {"html_embeds_json", t_html_embeds_json},
 };
 MP_TESTS_END(report_formats)

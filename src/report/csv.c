@@ -238,3 +238,108 @@ mp_status mp_report_csv(const mp_profile *p, const mp_report_options *o, FILE *f
     mp_out_flush(&w.o);
     return st;
 }
+
+/* ---- the trace analysis' tables: steps, kernels ---- */
+#include "trace/trace.h"
+
+/* Nanoseconds as seconds, exactly: "0.000123456", "2", "-0.5". */
+static void cw_ns(cw *w, int64_t ns) {
+    cw_sep(w);
+    char b[MP_DEC_MAX + 16];
+    size_t n = 0;
+    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    if (ns < 0) b[n++] = '-';
+    n += mp_fmt_dec(b + n, v / 1000000000u);
+    uint64_t r = v % 1000000000u;
+    if (r) {
+        b[n++] = '.';
+        for (uint64_t d = 100000000u; d; d /= 10) b[n++] = (char)('0' + r / d % 10);
+        while (b[n - 1] == '0') n--;
+    }
+    mp_out_write(&w->o, b, n);
+}
+
+static void cw_opt_i64(cw *w, int64_t v) {
+    if (v < 0) cw_sep(w);
+    else cw_i64(w, v);
+}
+
+static void csv_steps(cw *w, const mp_trace *const *t, int n) {
+    cw_str(w, "rank");
+    static const char *const a[] = {"name", "start_s", "wall_s", "device_busy_s", "utilization", "idle_s"};
+    cw_header(w, a, NCOLS(a));
+    char col[64];
+    for (int c = 0; c < MP_TI_COUNT; c++) {
+        snprintf(col, sizeof col, "idle_%s_s", mp_tidle_names[c]);
+        cw_str(w, col);
+    }
+    for (int c = 0; c < MP_TC_COUNT; c++) {
+        snprintf(col, sizeof col, "device_%s_s", mp_tcat_names[c]);
+        cw_str(w, col);
+    }
+    static const char *const b[] = {"optimizer_s", "optimizer_device_s", "data_loader_cpu_s", "flops",
+                                    "achieved_flops_per_s", "start_allocated_bytes",
+                                    "peak_allocated_bytes", "end_allocated_bytes"};
+    cw_header(w, b, NCOLS(b));
+    cw_end(w);
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < t[r]->n_steps; i++) {
+            const mp_tstep *s = &t[r]->steps[i];
+            cw_i64(w, t[r]->raw.rank >= 0 ? t[r]->raw.rank : r);
+            cw_str(w, s->name);
+            cw_ns(w, s->ts);
+            cw_ns(w, s->wall);
+            cw_ns(w, s->busy);
+            cw_double(w, s->wall > 0 ? (double)s->busy / (double)s->wall : 0, s->wall > 0);
+            cw_ns(w, s->wall > s->busy ? s->wall - s->busy : 0);
+            for (int c = 0; c < MP_TI_COUNT; c++) cw_ns(w, s->idle[c]);
+            for (int c = 0; c < MP_TC_COUNT; c++) cw_ns(w, s->cat[c]);
+            cw_ns(w, s->optimizer);
+            cw_ns(w, s->optimizer_dev);
+            cw_ns(w, s->loader_wall);
+            cw_u64(w, s->flops);
+            cw_double(w, s->wall > 0 ? (double)s->flops / ((double)s->wall * 1e-9) : 0, s->wall > 0);
+            cw_opt_i64(w, s->mem_start);
+            cw_opt_i64(w, s->mem_peak);
+            cw_opt_i64(w, s->mem_end);
+            cw_end(w);
+        }
+    }
+}
+
+static void csv_kernels(cw *w, const mp_trace *const *t, int n) {
+    static const char *const a[] = {"rank", "name", "short_name", "kind", "category", "count",
+                                    "total_s", "mean_s", "fraction", "operator"};
+    cw_header(w, a, NCOLS(a));
+    cw_end(w);
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < t[r]->n_kernels; i++) {
+            const mp_tkernel *k = &t[r]->kernels[i];
+            cw_i64(w, t[r]->raw.rank >= 0 ? t[r]->raw.rank : r);
+            cw_str(w, k->name);
+            cw_str(w, k->short_name);
+            cw_str(w, k->kind == MP_TD_KERNEL ? "kernel" : k->kind == MP_TD_MEMCPY ? "memcpy" : "memset");
+            cw_str(w, k->cat < MP_TC_COUNT ? mp_tcat_names[k->cat] : "");
+            cw_i64(w, k->count);
+            cw_ns(w, k->total);
+            cw_ns(w, k->count ? k->total / k->count : 0);
+            cw_double(w, t[r]->kernel_total > 0 ? (double)k->total / (double)t[r]->kernel_total : 0,
+                      t[r]->kernel_total > 0);
+            cw_str(w, k->op);
+            cw_end(w);
+        }
+    }
+}
+
+mp_status mp_trace_report_csv(const mp_trace *const *t, int n, const char *table, FILE *f) {
+    bool steps = table && strcmp(table, "steps") == 0;
+    if (!steps && !(table && strcmp(table, "kernels") == 0))
+        return mp_error(MP_ERR_USAGE, "--csv-table '%s': a trace has the tables steps and kernels",
+                        table ? table : "");
+    char buf[1 << 16];
+    cw w = {{f, 0, sizeof buf, buf}, true};
+    if (steps) csv_steps(&w, t, n);
+    else csv_kernels(&w, t, n);
+    mp_out_flush(&w.o);
+    return MP_OK;
+}

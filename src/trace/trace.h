@@ -214,6 +214,8 @@ mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_o
                                FILE *f);
 mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
                                FILE *f);
+/* One table ("steps" or "kernels") as CSV (src/report/csv.c; docs/REPORTS.md). */
+mp_status mp_trace_report_csv(const mp_trace *const *t, int n, const char *table, FILE *f);
 /* The JSON above inside one self-contained HTML page (src/report/html.c). */
 mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_trace_options *o,
                                FILE *f);
