@@ -50,6 +50,14 @@ $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 
 objs: $(LIB_OBJ)
 
+# The HTML report's template, embedded as C strings (never committed).
+HTML_TPL := src/report/html/report.html src/report/html/report.css src/report/html/report.js
+$(BUILD)/gen/report_html.h: $(HTML_TPL) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh mp_html $(HTML_TPL) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
+$(BUILD)/obj/src/report/html.o: ALL_CFLAGS += -I$(BUILD)/gen
+
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
 # ---- the two commands of the README ----
@@ -67,6 +75,7 @@ test:
 	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
 	@echo "== unit, model and CLI tests"
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
+	$(MAKE) test-html
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
 	$(MAKE) agree
 	$(MAKE) pytest-ish
@@ -114,6 +123,15 @@ uninstall:
 	-rmdir $(PYDIR) $(PCDIR) 2>/dev/null || true
 
 .PHONY: pytest-ish install uninstall
+
+# ---- the HTML reports in headless Chromium (tools/html_check.py): the
+# static, measured, trace and 7B reports render, their tree expands, their
+# tables sort, no script errors; screenshots and load times in build/html ----
+test-html: $(BUILD)/modelprof
+	/usr/bin/python3 tools/html_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/html \
+	    --llama7b $(BUILD)/bench/llama7b.onnx
+
+.PHONY: test-html
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----
@@ -195,7 +213,8 @@ $(FUZZ_ONNX_SEEDS):
 
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -MMD -MP -c $< -o $@
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -I$(BUILD)/gen -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
 
 $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)

@@ -114,7 +114,18 @@ typedef struct mp_totals {
 
 void mp_profile_totals(const mp_profile *p, mp_totals *out);
 
-typedef enum mp_format { MP_FORMAT_TEXT = 0, MP_FORMAT_JSON = 1 } mp_format;
+typedef enum mp_format {
+    MP_FORMAT_TEXT = 0,
+    MP_FORMAT_JSON = 1,
+    MP_FORMAT_HTML = 2, /* self-contained page embedding the JSON */
+    MP_FORMAT_CSV = 3   /* one table, chosen by csv_table */
+} mp_format;
+
+typedef enum mp_csv_table {
+    MP_CSV_NODES = 0,
+    MP_CSV_MODULES = 1,
+    MP_CSV_OPS = 2
+} mp_csv_table;
 
 typedef struct mp_report_options {
     mp_format format;
@@ -122,6 +133,7 @@ typedef struct mp_report_options {
     int top;         /* modules per depth in the aggregated block; -1 = all, 0 = omit */
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
+    mp_csv_table csv_table; /* MP_FORMAT_CSV: which table (default nodes) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
  * detailed and show_ops shape the text report only. mp_report_write
@@ -156,6 +168,8 @@ typedef struct mp_run_options {
     uint64_t seed;         /* random inputs and absent weights */
     int64_t max_memory;    /* bytes a run may take; refused before allocating */
     int progress;          /* progress on stderr when it is a terminal */
+    int keep_timestamps;   /* 1: keep each timed step's start (mp_report_chrome_trace);
+                              0 (default): durations only */
 } mp_run_options;
 void mp_run_options_default(mp_run_options *o);
 
@@ -178,6 +192,13 @@ mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype
                          int *rank, const int64_t **dims, const void **data);
 /* Warm-up and timed runs; fills the profile's measured fields. */
 mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
+
+/* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
+ * timed runs of mp_profile_run, which must have been planned with
+ * keep_timestamps and node_timing: one complete event per node or fused
+ * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
+ * run as enclosing slices. `modelprof trace` reads it back. */
+mp_status mp_report_chrome_trace(const mp_plan *pl, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the

@@ -64,6 +64,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(ops_opset23)       \
     X(analyze)           \
     X(report)            \
+    X(report_formats)    \
     X(models)            \
     X(dynamo)            \
     X(cli)               \

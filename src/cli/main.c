@@ -21,7 +21,9 @@ static void usage(FILE *f) {
           "options:\n"
           "  --dim NAME=VALUE        give the symbolic dim NAME a value (repeatable)\n"
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
-          "  --format text|json      report format (default text)\n"
+          "  --format text|json|html|csv  report format (default text); html is one\n"
+          "                          self-contained page, csv one table (below)\n"
+          "  --csv-table nodes|modules|ops  the table --format csv writes (default nodes)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
           "  --top K                 modules per depth in the aggregated block (default 3)\n"
@@ -40,6 +42,7 @@ static void usage(FILE *f) {
           "  --threads N             threads (default: all cores)\n"
           "  --no-fuse               time every node alone (no fused groups)\n"
           "  --no-node-timing        time whole runs only (no per-node timer)\n"
+          "  --chrome-trace FILE     write the timed runs as a Chrome/Perfetto trace (JSON)\n"
           "  --peak-gflops G         the machine's peak (default: measured by a short GEMM)\n"
           "  --seed N                seed of random inputs and absent weights (default 1)\n"
           "  --input-data NAME=FILE.npy  data of graph input NAME (repeatable; else random)\n"
@@ -112,6 +115,7 @@ typedef struct run_args {
     const char **data_args; /* NAME=FILE.npy, argc entries */
     int n_data;
     const char *save_dir;
+    const char *chrome_trace; /* --chrome-trace FILE */
     /* the .npy files, read before profiling (their shapes set the inputs') */
     struct run_data {
         char *name;
@@ -126,7 +130,8 @@ typedef struct run_args {
 static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_memory) {
     const char *a = argv[*i];
     static const char *const with_value[] = {"--warmup", "--iters", "--threads", "--peak-gflops",
-                                             "--seed", "--input-data", "--save-outputs"};
+                                             "--seed", "--input-data", "--save-outputs",
+                                             "--chrome-trace"};
     if (strcmp(a, "--run") == 0) {
         ra->run = 1;
         return 1;
@@ -158,6 +163,10 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
         if (!eq || eq == val || !eq[1])
             return usage_error("--input-data '%s': expected NAME=FILE.npy", val), -1;
         ra->data_args[ra->n_data++] = val;
+    } else if (strcmp(flag, "--chrome-trace") == 0) {
+        if (!*val) return usage_error("--chrome-trace needs a file name", ""), -1;
+        ra->chrome_trace = val;
+        ra->o.keep_timestamps = 1;
     } else if (strcmp(flag, "--save-outputs") == 0) {
         if (!*val) return usage_error("--save-outputs needs a folder", ""), -1;
         ra->save_dir = val;
@@ -254,6 +263,10 @@ static int run_measure(run_args *ra, mp_profile *p) {
         print_error("--run: ", mp_last_error());
         rc = EXIT_MODEL;
     }
+    if (!rc && ra->chrome_trace && mp_report_chrome_trace(pl, ra->chrome_trace)) {
+        print_error("--chrome-trace: ", mp_last_error());
+        rc = EXIT_MODEL;
+    }
     if (!rc && ra->save_dir) {
         struct stat sb;
         if (stat(ra->save_dir, &sb) != 0 && mkdir(ra->save_dir, 0777) != 0 && errno != EEXIST) {
@@ -348,13 +361,27 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                 }
             }
         } else if (TAKES_VALUE("--format")) {
-            if (!val) return usage_error("--format needs text or json", "");
+            if (!val) return usage_error("--format needs text, json, html or csv", "");
             if (strcmp(val, "text") == 0)
                 ro.format = MP_FORMAT_TEXT;
             else if (strcmp(val, "json") == 0)
                 ro.format = MP_FORMAT_JSON;
+            else if (strcmp(val, "html") == 0)
+                ro.format = MP_FORMAT_HTML;
+            else if (strcmp(val, "csv") == 0)
+                ro.format = MP_FORMAT_CSV;
             else
-                return usage_error("--format '%s': expected text or json", val);
+                return usage_error("--format '%s': expected text, json, html or csv", val);
+        } else if (TAKES_VALUE("--csv-table")) {
+            if (!val) return usage_error("--csv-table needs nodes, modules or ops", "");
+            if (strcmp(val, "nodes") == 0)
+                ro.csv_table = MP_CSV_NODES;
+            else if (strcmp(val, "modules") == 0)
+                ro.csv_table = MP_CSV_MODULES;
+            else if (strcmp(val, "ops") == 0)
+                ro.csv_table = MP_CSV_OPS;
+            else
+                return usage_error("--csv-table '%s': expected nodes, modules or ops", val);
         } else if (TAKES_VALUE("-o") || TAKES_VALUE("--output")) {
             if (!val || !*val) return usage_error("-o needs a file name", "");
             out_path = val;
@@ -407,6 +434,8 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
 #undef TAKES_VALUE
     }
+    if (ra->chrome_trace && (!ra->run || !ra->o.node_timing))
+        return usage_error("--chrome-trace %s: needs --run with node timing", ra->chrome_trace);
     if (!model_path) {
         usage(stderr);
         return EXIT_USAGE;

@@ -52,6 +52,12 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *o, FILE 
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
+    case MP_FORMAT_HTML: st = mp_report_html(p, o, f); break;
+    case MP_FORMAT_CSV:
+        if ((unsigned)o->csv_table > MP_CSV_OPS)
+            return mp_error(MP_ERR_USAGE, "unknown CSV table %d", (int)o->csv_table);
+        st = mp_report_csv(p, o, f);
+        break;
     default: return mp_error(MP_ERR_USAGE, "unknown report format %d", (int)o->format);
     }
     if (st != MP_OK) return st;

@@ -147,5 +147,14 @@ void mp_json_string(mp_out *o, const char *s);
  * error set with mp_error; stream errors are checked by the caller. */
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f);
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f);
+/* HTML (html.c): the JSON above inside one self-contained page. */
+mp_status mp_report_html(const mp_profile *p, const mp_report_options *o, FILE *f);
+/* CSV (csv.c): one table (o->csv_table) of the JSON's figures, unformatted. */
+mp_status mp_report_csv(const mp_profile *p, const mp_report_options *o, FILE *f);
+
+/* The page around any JSON writer: json(ud, f) writes the JSON; kind
+ * ("profile", "trace") tells report.js how to render it. */
+typedef mp_status (*mp_html_json_fn)(const void *ud, FILE *f);
+mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, const void *ud);
 
 #endif

@@ -250,6 +250,12 @@ mp_status mp_profile_run(mp_plan *pl, mp_profile *p) {
     int iters = pl->o.iters, ns = pl->n_steps;
     free(pl->t_step);
     free(pl->t_run);
+    free(pl->t_start);
+    pl->t_start = NULL;
+    if (pl->o.keep_timestamps && pl->o.node_timing) {
+        pl->t_start = calloc((size_t)iters * (size_t)(ns ? ns : 1), sizeof *pl->t_start);
+        if (!pl->t_start) return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
     pl->t_step = calloc((size_t)iters * (size_t)(ns ? ns : 1), sizeof *pl->t_step);
     pl->t_run = calloc((size_t)iters, sizeof *pl->t_run);
     if (!pl->t_step || !pl->t_run) return mp_error(MP_ERR_NOMEM, "out of memory");
@@ -265,7 +271,7 @@ mp_status mp_profile_run(mp_plan *pl, mp_profile *p) {
     for (int it = 0; it < iters; it++) {
         double *row = pl->o.node_timing ? &pl->t_step[(size_t)it * (size_t)ns] : NULL;
         double t0 = mp_run_now();
-        mp_status st = mp_plan_run_timed(pl, row);
+        mp_status st = mp_plan_run_stamped(pl, row, row && pl->t_start ? &pl->t_start[(size_t)it * (size_t)ns] : NULL);
         pl->t_run[it] = mp_run_now() - t0;
         if (st) return st;
         mp__progress(pl, start, pl->o.warmup + it + 1, total, &shown);

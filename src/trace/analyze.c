@@ -741,6 +741,49 @@ static int intern_str(mp_trace_raw *raw, const char *s) {
     return raw->n_names++;
 }
 
+/* The memory curve: device allocation events inside the steps' window (the
+ * whole trace without steps), split into MP_MEM_CURVE equal slices of time,
+ * each giving its highest point, so the peaks survive. */
+static mp_status mem_curve(mp_trace *t, const mp_trace_raw *raw) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int i = 0; i < t->n_steps; i++) {
+        lo = MP_MIN(lo, t->steps[i].ts);
+        hi = MP_MAX(hi, t->steps[i].ts + t->steps[i].wall);
+    }
+    if (!t->n_steps)
+        for (size_t m = 0; m < raw->n_mems; m++) {
+            lo = MP_MIN(lo, raw->mems[m].ts);
+            hi = MP_MAX(hi, raw->mems[m].ts);
+        }
+    t->mem_curve = NULL;
+    t->n_mem_curve = 0;
+    if (lo > hi) return MP_OK;
+    struct mp_tmempt *c = calloc(MP_MEM_CURVE, sizeof *c);
+    if (!c) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < MP_MEM_CURVE; b++) c[b].allocated = -1;
+    double span = (double)(hi - lo) + 1;
+    for (size_t m = 0; m < raw->n_mems; m++) {
+        const mp_tmem *e = &raw->mems[m];
+        if (e->device_type != 1 || e->ts < lo || e->ts > hi) continue;
+        int b = (int)((double)(e->ts - lo) / span * MP_MEM_CURVE);
+        if (b >= MP_MEM_CURVE) b = MP_MEM_CURVE - 1;
+        if (e->allocated > c[b].allocated) {
+            c[b].allocated = e->allocated;
+            c[b].ts = e->ts;
+        }
+    }
+    int n = 0;
+    for (int b = 0; b < MP_MEM_CURVE; b++)
+        if (c[b].allocated >= 0) c[n++] = c[b];
+    if (!n) {
+        free(c);
+        return MP_OK;
+    }
+    t->mem_curve = c;
+    t->n_mem_curve = n;
+    return MP_OK;
+}
+
 static int top_cmp(const void *x, const void *y) {
     const mp_top *a = x, *b = y;
     if (a->self_dev != b->self_dev) return a->self_dev > b->self_dev ? -1 : 1;
@@ -1532,6 +1575,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
             t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, raw->mems[m].allocated);
             t->mem_peak_reserved = MP_MAX(t->mem_peak_reserved, raw->mems[m].reserved);
         }
+        st = mem_curve(t, raw);
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;
             t->peak_source = "--peak-tflops";
@@ -1541,11 +1585,11 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
             if (t->peak_tflops > 0)
                 t->peak_source = mp_arena_printf(&raw->arena, "datasheet: %s %s dense", label,
                                                  dtype_names[t->dominant_dtype]);
-        if (t->peak_tflops > 0 && t->dominant_dtype == MP_TDT_TF32)
-            t->peak_source = mp_arena_printf(&raw->arena,
-                                             "datasheet: %s tf32 dense (fp32 operators whose "
-                                             "matrix kernels ran on tensor cores as TF32)",
-                                             label);
+            if (t->peak_tflops > 0 && t->dominant_dtype == MP_TDT_TF32)
+                t->peak_source = mp_arena_printf(&raw->arena,
+                                                 "datasheet: %s tf32 dense (fp32 operators whose "
+                                                 "matrix kernels ran on tensor cores as TF32)",
+                                                 label);
         }
         findings(t);
     }
@@ -1588,6 +1632,7 @@ mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
 void mp_trace_free(mp_trace *t) {
     if (!t) return;
     mp_trace_raw_free(&t->raw);
+    free(t->mem_curve);
     free(t->steps);
     free(t->ops);
     free(t->kernels);

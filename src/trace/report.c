@@ -632,7 +632,17 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
     if (t->mem_peak_reserved >= 0) j_i(w, t->mem_peak_reserved); else put(w, "null");
     put(w, ", "); j_k(w, "device_memory_bytes");
     if (t->raw.device_mem >= 0) j_i(w, t->raw.device_mem); else put(w, "null");
-    put(w, "}");
+    /* [seconds from the first step (or the first memory event), bytes] */
+    put(w, ", "); j_k(w, "curve"); put(w, "[");
+    int64_t c0 = t->n_steps ? t->steps[0].ts : t->n_mem_curve ? t->mem_curve[0].ts : 0;
+    for (int i = 0; i < t->n_mem_curve; i++) {
+        char num[40];
+        snprintf(num, sizeof num, "%s[%.9g, ", i ? ", " : "", (double)(t->mem_curve[i].ts - c0) * 1e-9);
+        put(w, num);
+        j_i(w, t->mem_curve[i].allocated);
+        put(w, "]");
+    }
+    put(w, "]}");
     /* findings */
     pf(w, ",\n%s  ", ind); j_k(w, "findings"); put(w, "[");
     for (int i = 0; i < t->n_findings; i++) {

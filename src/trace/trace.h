@@ -71,6 +71,7 @@ typedef struct mp_tdev {
 } mp_tdev;
 
 /* A [memory] instant event. */
+#define MP_MEM_CURVE 256
 typedef struct mp_tmem {
     int64_t ts;
     int64_t bytes;         /* + allocation, - free */
@@ -224,6 +225,9 @@ typedef struct mp_trace {
     mp_module *mods; mp_tmod *mfig; int n_mods;
     bool cpu_modules;               /* module fwd/bwd are CPU ranges' wall time (no device rows) */
     int64_t mem_peak_alloc, mem_peak_reserved;  /* -1: no memory events */
+    /* device memory over the steps' window: at most MP_MEM_CURVE points,
+     * each the highest allocation of its slice of time (peaks kept) */
+    struct mp_tmempt { int64_t ts, allocated; } *mem_curve; int n_mem_curve;
     int dominant_dtype;
     double peak_tflops;             /* used peak (0: unknown) */
     const char *peak_source;        /* "table: H100 SXM bf16 dense", "--peak-tflops" */
@@ -265,6 +269,11 @@ bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy);
 mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
                                FILE *f);
 mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
+                               FILE *f);
+/* One table ("steps" or "kernels") as CSV (src/report/csv.c; docs/REPORTS.md). */
+mp_status mp_trace_report_csv(const mp_trace *const *t, int n, const char *table, FILE *f);
+/* The JSON above inside one self-contained HTML page (src/report/html.c). */
+mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_trace_options *o,
                                FILE *f);
 
 #endif
