@@ -250,11 +250,14 @@ def tiny_transformer():
             self.emb = nn.Embedding(vocab, d)
             self.blocks = nn.Sequential(*[Block(d) for _ in range(layers)])
             self.head = nn.Linear(d, vocab)
+            self.loss = nn.CrossEntropyLoss()
 
         def forward(self, ids, targets):
-            # the loss inside the model, as Hugging Face models have it
+            # the loss inside the model, as Hugging Face models have it, as a
+            # module of its own: the model's own operators are then only the
+            # two flattens, and its children's times add up to its own
             logits = self.head(self.blocks(self.emb(ids)))
-            return nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+            return self.loss(logits.flatten(0, 1), targets.flatten())
     return Tiny()
 
 
