@@ -1,12 +1,14 @@
 /* modelprof command line: flags -> library calls -> report writers.
  * Exit codes: 0 success, 1 usage error, 2 model the tool cannot read. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "modelprof.h"
 
@@ -26,7 +28,7 @@ static void usage(FILE *f) {
           "  --csv-table nodes|modules|ops  the table --format csv writes (default nodes)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
-          "  --top K                 modules per depth in the aggregated block (default 3)\n"
+          "  --top K                 modules per depth in the aggregated block (default 3; -1 all)\n"
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
           "  -q, --quiet             do not print warnings on stderr\n"
@@ -55,9 +57,12 @@ static void usage(FILE *f) {
           f);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fputs("modelprof: ", stderr);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputs("\n(see modelprof --help)\n", stderr);
     return EXIT_USAGE;
 }
@@ -116,6 +121,7 @@ typedef struct run_args {
     int n_data;
     const char *save_dir;
     const char *chrome_trace; /* --chrome-trace FILE */
+    const char *run_only;     /* the first flag given that only a measured run uses */
     /* the .npy files, read before profiling (their shapes set the inputs') */
     struct run_data {
         char *name;
@@ -138,10 +144,12 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
     }
     if (strcmp(a, "--no-fuse") == 0) {
         ra->o.fuse = 0;
+        if (!ra->run_only) ra->run_only = a;
         return 1;
     }
     if (strcmp(a, "--no-node-timing") == 0) {
         ra->o.node_timing = 0;
+        if (!ra->run_only) ra->run_only = a;
         return 1;
     }
     const char *flag = NULL, *val = NULL;
@@ -157,6 +165,7 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
     }
     if (!flag) return 0;
     if (!val) return usage_error("%s needs a value", flag), -1;
+    if (!ra->run_only) ra->run_only = flag;
     int64_t v = 0;
     if (strcmp(flag, "--input-data") == 0) {
         const char *eq = strchr(val, '=');
@@ -185,8 +194,17 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
         if (v < 1) return usage_error("--iters '%s': at least 1", val), -1;
         ra->o.iters = (int)v;
     } else if (strcmp(flag, "--threads") == 0) {
+        if (v < 1)
+            return usage_error("--threads '%s': at least 1 (leave --threads out to use every core)", val), -1;
         if (v > 4096) return usage_error("--threads '%s': at most 4096", val), -1;
         ra->o.threads = (int)v;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cores > 0 && v > cores)
+            fprintf(stderr,
+                    "modelprof: warning: --threads %lld is more than the %ld cores of this machine: "
+                    "the extra threads take turns on the cores and every parallel operator waits "
+                    "for the slowest, so the run is slower, not faster (--threads %ld or fewer)\n",
+                    (long long)v, cores, cores);
     } else {
         ra->o.seed = (uint64_t)v;
     }
@@ -333,7 +351,13 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             const char *eq = strchr(val, '=');
             int64_t v;
             if (!eq || eq == val || !parse_int(eq + 1, &v))
-                return usage_error("--dim '%s': expected NAME=VALUE with a non-negative integer", val);
+                return usage_error("--dim '%s': expected NAME=VALUE with a positive integer", val);
+            if (v == 0)
+                return usage_error("--dim '%s': a dimension must be at least 1", val);
+            for (int k = 0; k < n_dims; k++)
+                if (strncmp(dim_args[k], val, (size_t)(eq - val) + 1) == 0)
+                    return usage_error("--dim '%s': the dimension is already given (%s)", val,
+                                       dim_args[k]);
             dim_args[n_dims++] = val;
         } else if (TAKES_VALUE("--input")) {
             if (!val) return usage_error("--input needs NAME=D0xD1x...", "");
@@ -392,8 +416,11 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             ro.depth = (int)v;
         } else if (TAKES_VALUE("--top")) {
             int64_t v;
-            if (!val || !parse_int(val, &v) || v > 1000000)
-                return usage_error("--top '%s': expected a non-negative integer", val ? val : "");
+            if (val && strcmp(val, "-1") == 0)
+                v = -1; /* all */
+            else if (!val || !parse_int(val, &v) || v > 1000000)
+                return usage_error("--top '%s': expected a non-negative integer, or -1 for all",
+                                   val ? val : "");
             ro.top = (int)v;
         } else if (TAKES_VALUE("--limit") || TAKES_VALUE("--max-nodes") ||
                    TAKES_VALUE("--max-memory")) {
@@ -434,6 +461,9 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
 #undef TAKES_VALUE
     }
+    if (ra->run_only && !ra->run)
+        return usage_error("%s: only a measured run uses it, and --run is not given (add --run, "
+                           "or leave the flag out)", ra->run_only);
     if (ra->chrome_trace && (!ra->run || !ra->o.node_timing))
         return usage_error("--chrome-trace %s: needs --run with node timing", ra->chrome_trace);
     if (!model_path) {

@@ -562,6 +562,18 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_key(w, "min");
     jw_double(w, r->lat_min_s);
     jw_close(w, '}');
+    /* each pass's kernels summed (never above the pass): median, fastest */
+    jw_key(w, "kernels");
+    if (r->kernels_median_s >= 0) {
+        jw_open(w, '{');
+        jw_key(w, "median_s");
+        jw_double(w, r->kernels_median_s);
+        jw_key(w, "min_s");
+        jw_double(w, r->kernels_min_s);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "samples_per_s");
     if (r->lat_median_s > 0) jw_double(w, (double)r->batch / r->lat_median_s);
     else jw_null(w);

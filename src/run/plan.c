@@ -471,7 +471,7 @@ static mp_status mp__classify(mp_plan *pl) {
             rv->kind = MP_RV_INPUT;
             if (!mp_shape_known(val))
                 return mp_error(MP_ERR_USAGE, "%s: input '%s' has unknown dims: give them with --dim "
-                                "or --input-shape before a run", pl->m->path ? pl->m->path : "model",
+                                "or --input before a run", pl->m->path ? pl->m->path : "model",
                                 val->name);
         }
     }

@@ -1093,6 +1093,12 @@ static mp_status rd_run(rd *r) {
                 state = S_EVENTS_FIRST;
                 break;
             }
+            if (*p != '{' && r->base == 0 && p == r->buf && (uint8_t)*p == 0x08)
+                /* a ModelProto starts with ir_version, field 1 as a varint */
+                return mp_error(MP_ERR_FORMAT,
+                                "%s: an ONNX model (or another protobuf), not a torch.profiler "
+                                "trace: profile a model with `modelprof %s`",
+                                r->label, r->label);
             if (*p != '{') {
                 bool json = strchr("[\"-0123456789tfn", *p) != NULL;
                 return mp_error(MP_ERR_FORMAT,
