@@ -157,6 +157,41 @@ mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char
 mp_status mp_trace_string(const char *path, mp_format format, char **out);
 void mp_string_free(char *s);
 
+/* ---- a training profile: a torch.profiler trace of real training steps,
+ * its per-module forward and backward times joined with the static profile
+ * of the same model (params, MACs, FLOPs per module). What the Python
+ * FlopsProfiler prints and returns (docs/JSON.md, "Training profile"). ---- */
+
+/* One module of the PyTorch model, as the binding knows it. */
+typedef struct mp_torch_module {
+    const char *name;       /* qualified name in named_modules(): "blocks.0.attn"; "" the model */
+    const char *class_name; /* type(module).__name__ */
+    const char *trace_path; /* its path in the trace's module tree: the labels of its
+                               "nn.Module: LABEL" ranges from the model down, joined by '.' */
+    int64_t params;         /* its parameters (numel, submodules included): used where the
+                               static profile has no such module; -1 unknown */
+} mp_torch_module;
+
+typedef struct mp_train mp_train;
+
+/* Read and analyse the trace, profile the ONNX export of the same model
+ * (model_path; NULL: no static figures, MACs and FLOPs 0) and join them
+ * over the modules (named_modules order: each module after its parent). */
+mp_status mp_train_open(const char *trace_path, const char *model_path,
+                        const mp_torch_module *mods, int n, mp_train **out);
+void mp_train_free(mp_train *t);
+
+typedef struct mp_train_options {
+    mp_format format;   /* MP_FORMAT_TEXT (DeepSpeed's FlopsProfiler layout) or MP_FORMAT_JSON */
+    int step;           /* the step number in the text's header (default 1) */
+    int depth;          /* deepest module depth shown; -1 all (default) */
+    int top;            /* modules per depth in the aggregated block; -1 all (default 1) */
+    int detailed;       /* the per-module tree (default 1) */
+} mp_train_options;
+void mp_train_options_default(mp_train_options *o);
+/* The training profile as a string (malloc'd; mp_string_free). */
+mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out);
+
 /* ---- the measured run: execute the profiled graph on the CPU ---- */
 typedef struct mp_run_options {
     int warmup;            /* untimed runs before timing (default 3) */

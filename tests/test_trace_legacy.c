@@ -4,7 +4,11 @@
  * with no device rows, against the hand sums of the ranges. */
 #include "test.h"
 #include "trace/trace.h"
+#include "trace/train.h"
+#include "jsonr.h"
+#include "pbw.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -167,7 +171,112 @@ static void t_report_string(void) {
     mp_model_free(m);
 }
 
+
+/* The training profile (src/trace/train.c): the legacy trace above joined
+ * with a model Net { fc: Linear(4 -> 3), act: ReLU, drop: Dropout } whose
+ * export holds /fc/Gemm (x [2,4], W [3,4]) and /act/Relu. */
+static void t_train(void) {
+    char dir[] = "/tmp/mp-train-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char tpath[64], mpath[64];
+    snprintf(tpath, sizeof tpath, "%s/trace.json", dir);
+    snprintf(mpath, sizeof mpath, "%s/net.onnx", dir);
+    FILE *f = fopen(tpath, "w");
+    T_CHECK(f != NULL);
+    if (!f) return;
+    fputs(legacy, f);
+    fclose(f);
+    pbw g = {0}, model = {0};
+    pbw at = {0};
+    onx_attr_int(&at, "transB", 1);
+    onx_node(&g, 1, "Gemm", "/fc/Gemm", "x,fc.weight", "h", &at);
+    onx_node(&g, 1, "Relu", "/act/Relu", "h", "y", NULL);
+    pbw_str(&g, 2, "main_graph");
+    static const float w[12] = {0};
+    onx_tensor(&g, 5, "fc.weight", 1, 2, (const int64_t[]){3, 4}, w, sizeof w);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, NULL);
+    onx_value_info(&g, 12, "y", 1, 2, (const int64_t[]){2, 3}, NULL);
+    onx_model(&model, 8, 14, &g);
+    T_EQ(pbw_write(&model, mpath), 0);
+    pbw_free(&model);
+    mp_torch_module mods[] = {{"", "Net", "Net_0", 15},
+                              {"fc", "Linear", "Net_0.Linear_0", 15},
+                              {"act", "ReLU", "Net_0.ReLU_0", 0},
+                              {"drop", "Dropout", "Net_0.Dropout_0", 0}};
+    mp_train *t = NULL;
+    mp_status st = mp_train_open(tpath, NULL, mods, 4, &t);
+    T_OK(st);
+    if (t) {
+        /* times from the trace: the ranges' wall time, summed over calls */
+        T_EQ(t->rows[0].calls, 1);
+        T_CHECK(fabs(t->rows[0].fwd_s - 300e-6) < 1e-12 && fabs(t->rows[0].bwd_s - 500e-6) < 1e-12);
+        T_CHECK(fabs(t->rows[1].fwd_s - 100e-6) < 1e-12 && fabs(t->rows[1].bwd_s - 200e-6) < 1e-12);
+        T_CHECK(fabs(t->rows[2].fwd_s - 50e-6) < 1e-12 && fabs(t->rows[2].bwd_s - 60e-6) < 1e-12);
+        T_CHECK(!t->rows[3].in_trace && t->rows[3].calls == 0);
+        T_CHECK(t->cpu_time && t->profiler_steps && t->n_steps == 1);
+        T_CHECK(fabs(t->wall_s - 1000e-6) < 1e-12 && fabs(t->optimizer_s - 50e-6) < 1e-12);
+        /* no model: the binding's params, no MACs */
+        T_EQ(t->rows[1].params, 15);
+        T_EQ(t->rows[1].macs, 0);
+        /* the tree: fc, act and drop under the model, in order */
+        T_EQ(t->mods[0].first_child, 1);
+        T_EQ(t->mods[1].next_sibling, 2);
+        T_EQ(t->mods[2].next_sibling, 3);
+        T_EQ(t->mods[3].depth, 1);
+        mp_train_free(t);
+        t = NULL;
+    }
+    T_OK(mp_train_open(tpath, mpath, mods, 4, &t));
+    if (t) {
+        /* params and MACs from the static profile, times the calls */
+        T_CHECK(t->rows[0].in_static && t->rows[1].in_static && t->rows[2].in_static);
+        T_EQ(t->rows[1].params, 12); /* the export's weight: [3,4] (no bias) */
+        T_EQ(t->rows[0].params, 12);
+        T_EQ(t->rows[1].macs, 24);   /* 2 x 4 x 3, one call */
+        T_CHECK(!t->rows[3].in_static);
+        mp_train_options o;
+        mp_train_options_default(&o);
+        char *text = NULL;
+        T_OK(mp_train_string(t, &o, &text));
+        T_CHECK(text && strstr(text, "(fc): Linear(12, 100% Params, 24 MACs, 100% MACs, 100 us") &&
+                strstr(text, "step latency (optimizer):") && strstr(text, "depth 1:"));
+        mp_string_free(text);
+        o.format = MP_FORMAT_JSON;
+        text = NULL;
+        T_OK(mp_train_string(t, &o, &text));
+        size_t err = 0;
+        jr *j = text ? jr_parse(text, strlen(text), &err) : NULL;
+        T_CHECK(j != NULL);
+        if (j) {
+            const jr *ms = jr_get(j, "modules");
+            T_EQ(jr_len(ms), 4);
+            T_EQ_STR(jr_get(jr_at(ms, 1), "name")->s, "fc");
+            T_EQ(jr_get(jr_at(ms, 1), "macs")->i, 24);
+            T_CHECK(fabs(jr_get(jr_at(ms, 1), "bwd_s")->num - 200e-6) < 1e-12);
+            T_EQ_STR(jr_get(j, "module_time")->s, "cpu");
+            jr_free(j);
+        }
+        mp_string_free(text);
+        o.format = MP_FORMAT_TEXT;
+        o.top = -2;
+        text = NULL;
+        T_EQ(mp_train_string(t, &o, &text), MP_ERR_USAGE);
+        mp_train_free(t);
+    }
+    /* a child before its parent, and a missing model file, are errors */
+    mp_torch_module bad[] = {{"", "Net", "Net_0", 0}, {"fc.inner", "X", "Net_0.X_0", 0}};
+    t = NULL;
+    T_EQ(mp_train_open(tpath, NULL, bad, 2, &t), MP_ERR_USAGE);
+    T_CHECK(t == NULL && strstr(mp_last_error(), "fc.inner"));
+    T_CHECK(mp_train_open(tpath, "/nonexistent.onnx", mods, 4, &t) != MP_OK && t == NULL);
+    T_CHECK(strstr(mp_last_error(), "/nonexistent.onnx") != NULL);
+    unlink(tpath);
+    unlink(mpath);
+    rmdir(dir);
+}
+
 MP_TESTS(trace_legacy) {
+    {"train", t_train},
     {"modules", t_modules},
     {"kineto_ranges", t_kineto_ranges},
     {"through_api", t_through_api},

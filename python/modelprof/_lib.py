@@ -73,7 +73,8 @@ class ReportOptions(_c.Structure):
 class RunOptions(_c.Structure):
     _fields_ = [("warmup", _c.c_int), ("iters", _c.c_int), ("threads", _c.c_int),
                 ("fuse", _c.c_int), ("node_timing", _c.c_int), ("peak_gflops", _c.c_double),
-                ("seed", _c.c_uint64), ("max_memory", _c.c_int64), ("progress", _c.c_int)]
+                ("seed", _c.c_uint64), ("max_memory", _c.c_int64), ("progress", _c.c_int),
+                ("keep_timestamps", _c.c_int)]
 
 
 LIB.mp_report_options_default.argtypes = [_c.POINTER(ReportOptions)]
@@ -161,6 +162,60 @@ class Profile:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class TorchModule(_c.Structure):
+    _fields_ = [("name", _c.c_char_p), ("class_name", _c.c_char_p), ("trace_path", _c.c_char_p),
+                ("params", _c.c_int64)]
+
+
+class TrainOptions(_c.Structure):
+    _fields_ = [("format", _c.c_int), ("step", _c.c_int), ("depth", _c.c_int), ("top", _c.c_int),
+                ("detailed", _c.c_int)]
+
+
+LIB.mp_train_open.argtypes = [_c.c_char_p, _c.c_char_p, _c.POINTER(TorchModule), _c.c_int,
+                              _c.POINTER(_c.c_void_p)]
+LIB.mp_train_free.argtypes = [_c.c_void_p]
+LIB.mp_train_options_default.argtypes = [_c.POINTER(TrainOptions)]
+LIB.mp_train_string.argtypes = [_c.c_void_p, _c.POINTER(TrainOptions), _c.POINTER(_c.c_void_p)]
+
+
+class Train:
+    """A training profile held by the library (mp_train_open): a trace's
+    module times joined with the static profile of the model's export.
+    modules: (name, class, trace path, params) in named_modules order."""
+
+    def __init__(self, trace_path, model_path, modules):
+        arr = (TorchModule * len(modules))()
+        self._keep = []
+        for i, (name, cls, tpath, params) in enumerate(modules):
+            b = (name.encode(), cls.encode(), tpath.encode())
+            self._keep.append(b)
+            arr[i] = TorchModule(b[0], b[1], b[2], int(params))
+        self._t = _c.c_void_p()
+        check(LIB.mp_train_open(os.fsencode(trace_path),
+                                os.fsencode(model_path) if model_path else None,
+                                arr, len(modules), _c.byref(self._t)))
+
+    def report(self, fmt=TEXT, step=1, depth=-1, top=1, detailed=True):
+        o = TrainOptions()
+        LIB.mp_train_options_default(_c.byref(o))
+        o.format, o.step, o.depth, o.top, o.detailed = fmt, step, depth, top, int(bool(detailed))
+        out = _c.c_void_p()
+        check(LIB.mp_train_string(self._t, _c.byref(o), _c.byref(out)))
+        return take_string(out)
+
+    def json(self):
+        return json.loads(self.report(JSON))
+
+    def close(self):
+        if self._t:
+            LIB.mp_train_free(self._t)
+            self._t = _c.c_void_p()
 
     def __del__(self):
         self.close()

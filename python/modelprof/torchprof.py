@@ -68,6 +68,14 @@ def flops_to_string(flops, units=None, precision=2):
     return _num(flops, units, precision) + "FLOPS"
 
 
+def duration_to_string(duration, units=None, precision=2):
+    """Seconds as DeepSpeed's duration_to_string writes them."""
+    for u, s in ((1, "s"), (1e-3, "ms")):
+        if duration >= u and units in (None, s):
+            return "%s %s" % (round(duration / u, precision), s)
+    return "%s us" % round(duration * 1e6, precision)
+
+
 def params_to_string(params, units=None, precision=2):
     return _num(params, units, precision).rstrip()
 

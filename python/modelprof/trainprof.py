@@ -213,7 +213,9 @@ class FlopsProfiler:
             path = os.path.join(tmp, "trace.json")
             self._prof.export_chrome_trace(path)
             self._trace = torchprof.analyze_trace(path)
-            self._static = self._static_profile(tmp)
+            model_path = self._export(tmp)
+            self._close_train()
+            self._train = _lib.Train(path, model_path, self._modules())
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self._result = self._combine()
@@ -225,46 +227,36 @@ class FlopsProfiler:
 
     def reset_profile(self):
         self._result = None
+        self._close_train()
 
     # ---- the figures ----
-    def _static_profile(self, tmp):
+    def _export(self, tmp):
+        """The model exported (in the mode it trains in) with the first
+        recorded call's inputs; None when no call was recorded."""
         if self._args is None:
             return None
         path = os.path.join(tmp, "model.onnx")
-        # exported in the mode it trains in (training=PRESERVE)
         torchprof.export_onnx(self.model, self._args, {}, path)
-        with _lib.Profile(path) as p:
-            return p.json()
+        return path
 
-    def _combine(self):
-        t = self._trace
-        mods = t["modules"]
-        scale = 1.0 if any("fwd_device_s" in x for x in mods[:1]) else 1e-6
-        fkey = "fwd_device_s" if scale == 1.0 else "fwd_device_us"
-        bkey = "bwd_device_s" if scale == 1.0 else "bwd_device_us"
-        by_path = {x["path"]: x for x in mods}
+    def _modules(self):
+        """(name, class, path in the trace's module tree, params) per module,
+        named_modules order: what the library joins on."""
         labels = _labels(self.model)
         tpaths = _trace_paths(self.model, labels)
-        static = {}
-        if self._static:
-            static = {x["path"]: x for x in self._static["modules"]}
-        rows = {}
-        for name, m in self.model.named_modules():
-            tr = by_path.get(tpaths[name], {})
-            st = static.get(name, {})
-            calls = tr.get("calls", 0)
-            rows[name] = {
-                "name": name, "class": type(m).__name__, "label": labels[name],
-                "depth": 0 if not name else name.count(".") + 1,
-                "calls": calls,
-                "fwd_s": tr.get(fkey, 0) * scale, "bwd_s": tr.get(bkey, 0) * scale,
-                "params": st.get("params", sum(p.numel() for p in m.parameters())),
-                "macs": st.get("macs", 0) * max(calls, 1 if not tr else calls),
-                "flops": st.get("flops", 0) * max(calls, 1 if not tr else calls),
-            }
-        steps = t.get("steps", [])
-        return {"rows": rows, "trace": t, "steps": steps,
-                "module_time": t.get("module_time", "device")}
+        return [(name, type(m).__name__, tpaths[name], sum(p.numel() for p in m.parameters()))
+                for name, m in self.model.named_modules()]
+
+    def _close_train(self):
+        t = getattr(self, "_train", None)
+        if t is not None:
+            t.close()
+            self._train = None
+
+    def _combine(self):
+        j = self._train.json()
+        rows = {x["name"]: x for x in j["modules"]}
+        return {"rows": rows, "trace": self._trace, "module_time": j["module_time"]}
 
     def _need(self):
         if self.started:
@@ -292,11 +284,11 @@ class FlopsProfiler:
     def get_total_duration(self, as_string=False):
         """Forward time of the model over the profiled calls (seconds)."""
         v = self._root()["fwd_s"]
-        return _dur(v) if as_string else v
+        return torchprof.duration_to_string(v) if as_string else v
 
     def get_total_backward_duration(self, as_string=False):
         v = self._root()["bwd_s"]
-        return _dur(v) if as_string else v
+        return torchprof.duration_to_string(v) if as_string else v
 
     def get_module_profile(self):
         """Per module (by its name in named_modules): calls, fwd_s, bwd_s,
@@ -305,112 +297,11 @@ class FlopsProfiler:
 
     def print_model_profile(self, profile_step=1, module_depth=-1, top_modules=1,
                             detailed=True, output_file=None):
-        r = self._need()
-        f = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
-        try:
-            _print(f, r, profile_step, module_depth, top_modules, detailed)
-        finally:
-            if output_file:
-                f.close()
-
-
-def _dur(s):
-    if s >= 1:
-        return "%s s" % round(s, 2)
-    if s >= 1e-3:
-        return "%s ms" % round(s * 1e3, 2)
-    return "%s us" % round(s * 1e6, 2)
-
-
-def _rate(flops, s):
-    return torchprof.flops_to_string(flops / s) if s > 0 else "?"
-
-
-def _print(f, r, step, depth, top, detailed):
-    rows = r["rows"]
-    root = rows[""]
-    w = f.write
-    where = "CPU" if r["module_time"] == "cpu" else "device"
-    calls = max(root["calls"], 1)
-    steps = r["steps"]
-    wall = sum(s.get("wall_s", s.get("wall_us", 0) * 1e-6) for s in steps)
-    opt = sum(s.get("optimizer_s", s.get("optimizer_us", 0) * 1e-6) for s in steps)
-    w("-------------------------- modelprof Flops Profiler (DeepSpeed layout) --------------------------\n")
-    w("Profile Summary at step %d (%d forward call%s recorded; times are %s time from the trace):\n"
-      % (step, root["calls"], "" if root["calls"] == 1 else "s", where))
-    w("Notations:\nnumber of parameters (params), number of multiply-accumulate operations(MACs),\n"
-      "number of floating-point operations (flops), floating-point operations per second (FLOPS),\n"
-      "fwd latency (forward propagation latency), bwd latency (backward propagation latency),\n"
-      "step (weights update latency), iter latency (sum of fwd, bwd and step latency)\n\n")
-    fwd, bwd = root["fwd_s"] / calls, root["bwd_s"] / calls
-    fl = root["flops"] / calls
-    w("params per device:                                            %s\n"
-      % torchprof.params_to_string(root["params"]))
-    w("fwd MACs per device:                                          %s\n"
-      % torchprof.macs_to_string(root["macs"] / calls))
-    w("fwd flops per device:                                         %s\n"
-      % torchprof.number_to_string(fl))
-    w("fwd latency:                                                  %s\n" % _dur(fwd))
-    w("bwd latency:                                                  %s\n" % _dur(bwd))
-    w("fwd FLOPS per device = fwd flops per device / fwd latency:    %s\n" % _rate(fl, fwd))
-    w("bwd FLOPS per device = 2 * fwd flops per device / bwd latency: %s\n" % _rate(2 * fl, bwd))
-    w("fwd+bwd FLOPS per device = 3 * fwd flops / (fwd+bwd latency): %s\n"
-      % _rate(3 * fl, fwd + bwd))
-    if steps and wall > 0:
-        # ProfilerStep ranges when the loop called prof.step(); else the
-        # whole trace holds the profiled calls
-        whole = len(steps) == 1 and not str(steps[0].get("name", "")).startswith("ProfilerStep")
-        n = calls if whole else len(steps)
-        w("step latency (optimizer):                                     %s\n" % _dur(opt / n))
-        w("iter latency (profiled step, wall):                           %s\n" % _dur(wall / n))
-    w("\n----------------------------- Aggregated Profile per device -----------------------------\n")
-    w("Top modules in terms of params, MACs or fwd latency at different model depths\n"
-      "(MACs and latencies summed over the %d profiled calls):\n" % root["calls"])
-    maxd = max(x["depth"] for x in rows.values())
-    for d in range(0, maxd + 1 if depth < 0 else min(depth, maxd) + 1):
-        agg = {}
-        for x in rows.values():
-            if x["depth"] != d:
-                continue
-            a = agg.setdefault(x["class"], [0, 0, 0.0, 0.0])
-            a[0] += x["params"]
-            a[1] += x["macs"]
-            a[2] += x["fwd_s"]
-            a[3] += x["bwd_s"]
-        k = top if top >= 0 else len(agg)
-
-        def best(i, fmt):
-            items = sorted(agg.items(), key=lambda kv: -kv[1][i])[:k]
-            return "{" + ", ".join("'%s': '%s'" % (c, fmt(v[i])) for c, v in items) + "}"
-        w("depth %d:\n" % d)
-        w("    params      - %s\n" % best(0, torchprof.params_to_string))
-        w("    MACs        - %s\n" % best(1, torchprof.macs_to_string))
-        w("    fwd latency - %s\n" % best(2, _dur))
-        w("    bwd latency - %s\n" % best(3, _dur))
-    if detailed:
-        w("\n------------------------------ Detailed Profile per device ------------------------------\n")
-        w("Figures summed over the %d profiled calls. " % root["calls"])
-        w("Each module profile is listed after its name in the following order:\n"
-          "params, percentage of total params, MACs, percentage of total MACs, fwd latency, "
-          "percentage of total fwd latency, bwd latency, percentage of total bwd latency, "
-          "fwd FLOPS\n\n")
-        tot = root
-
-        def pct(a, b):
-            return "%.2f%%" % (100.0 * a / b) if b else "0%"
-
-        def line(x, ind):
-            return ("%s(%s): %s(%s, %s Params, %s, %s MACs, %s, %s fwd latency, %s, %s bwd "
-                    "latency, %s)" % (
-                        ind, x["name"].split(".")[-1] or x["class"], x["class"],
-                        torchprof.params_to_string(x["params"]), pct(x["params"], tot["params"]),
-                        torchprof.macs_to_string(x["macs"]), pct(x["macs"], tot["macs"]),
-                        _dur(x["fwd_s"]), pct(x["fwd_s"], tot["fwd_s"]),
-                        _dur(x["bwd_s"]), pct(x["bwd_s"], tot["bwd_s"]),
-                        _rate(x["flops"], x["fwd_s"])))
-        for name in rows:
-            x = rows[name]
-            if depth >= 0 and x["depth"] > depth:
-                continue
-            w(line(x, "  " * x["depth"]) + "\n")
-    w("------------------------------------------------------------------------------------------\n")
+        self._need()
+        text = self._train.report(_lib.TEXT, step=profile_step, depth=module_depth,
+                                  top=top_modules, detailed=detailed)
+        if output_file:
+            with open(output_file, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -24,6 +25,26 @@ void mp_out_write(mp_out *o, const void *p, size_t len) {
     size_t n = o->n;
     memcpy(o->buf + n, p, len);
     o->n = n + len;
+}
+
+void mp_out_printf(mp_out *o, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (len < 0) return;
+    if ((size_t)len < sizeof small) {
+        mp_out_write(o, small, (size_t)len);
+        return;
+    }
+    char *big = malloc((size_t)len + 1);
+    if (!big) return; /* out of memory: the piece is left out */
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    mp_out_write(o, big, (size_t)len);
+    free(big);
 }
 
 void mp_report_options_default(mp_report_options *o) {

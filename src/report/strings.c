@@ -60,4 +60,19 @@ mp_status mp_trace_string(const char *path, mp_format format, char **out) {
     return st;
 }
 
+static mp_status train_fn(const void *a, const void *b, FILE *f) {
+    const mp_train_options *o = b;
+    return o->format == MP_FORMAT_JSON ? mp_report_train_json(a, f) : mp_report_train_text(a, o, f);
+}
+
+mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out) {
+    if (out) *out = NULL;
+    if (!t || !o || !out) return mp_error(MP_ERR_USAGE, "mp_train_string: no profile, options or output pointer");
+    if (o->format != MP_FORMAT_TEXT && o->format != MP_FORMAT_JSON)
+        return mp_error(MP_ERR_USAGE, "mp_train_string: unknown format %d", (int)o->format);
+    if (o->depth < -1 || o->top < -1)
+        return mp_error(MP_ERR_USAGE, "mp_train_string: depth %d, top %d (need -1 or more)", o->depth, o->top);
+    return to_string(train_fn, t, o, out);
+}
+
 void mp_string_free(char *s) { free(s); }
