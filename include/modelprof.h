@@ -94,6 +94,15 @@ mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
 mp_status mp_model_set_input_shape(mp_model *m, const char *name,
                                    const int64_t *dims, int rank);
 
+/* Name the class of the module at dotted path `path` ("layer1.0.conv1";
+ * "" the model), for exports that do not carry classes (the TorchScript
+ * exporter): the detailed tree shows "(conv1): Conv2d(...)" and the
+ * aggregated block sums modules by class, as DeepSpeed does. A binding that
+ * holds the model object (python/modelprof) calls it for every module.
+ * MP_ERR_USAGE when the model has no module at that path (nothing of it
+ * was exported: it ran no operator). */
+mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls);
+
 /* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
  * The profile keeps a reference to the model: free it first. */
 mp_status mp_profile_static(mp_model *m, mp_profile **out);

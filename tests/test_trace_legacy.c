@@ -275,7 +275,38 @@ static void t_train(void) {
     rmdir(dir);
 }
 
+/* Classes named by the binding (mp_model_set_module_class): the tree says
+ * "(conv1): Conv2d(" and the aggregated block sums by class. */
+static void t_module_classes(void) {
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    T_OK(mp_model_load("models/resnet18.onnx", &m));
+    if (!m) return;
+    T_OK(mp_model_set_dim(m, "batch", 1));
+    T_OK(mp_model_set_module_class(m, "", "ResNet"));
+    T_OK(mp_model_set_module_class(m, "conv1", "Conv2d"));
+    T_OK(mp_model_set_module_class(m, "layer1.0", "BasicBlock"));
+    T_OK(mp_model_set_module_class(m, "layer1.1", "BasicBlock"));
+    T_EQ(mp_model_set_module_class(m, "layer9", "Sequential"), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "layer9") != NULL);
+    T_OK(mp_profile_static(m, &p));
+    mp_report_options o;
+    mp_report_options_default(&o);
+    o.depth = 2;
+    char *s = NULL;
+    T_OK(mp_report_string(p, &o, &s));
+    T_CHECK(s && strstr(s, "\nResNet(\n") && strstr(s, "(conv1): Conv2d(") &&
+            strstr(s, "(0): BasicBlock(") && strstr(s, "(bn1)("));
+    /* depth 2: the two BasicBlocks of layer1 summed under their class
+     * (2 x 231.21 MMACs), beside the blocks still named by path */
+    T_CHECK(s && strstr(s, "'BasicBlock': '462.42 MMACs'"));
+    mp_string_free(s);
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 MP_TESTS(trace_legacy) {
+    {"module_classes", t_module_classes},
     {"train", t_train},
     {"modules", t_modules},
     {"kineto_ranges", t_kineto_ranges},

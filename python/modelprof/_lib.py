@@ -55,6 +55,7 @@ LIB.mp_model_warning.restype = _c.c_char_p
 LIB.mp_model_set_dim.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_int64]
 LIB.mp_model_set_input_shape.argtypes = [_c.c_void_p, _c.c_char_p, _c.POINTER(_c.c_int64),
                                          _c.c_int]
+LIB.mp_model_set_module_class.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_char_p]
 LIB.mp_profile_static.argtypes = [_c.c_void_p, _c.POINTER(_c.c_void_p)]
 LIB.mp_profile_free.argtypes = [_c.c_void_p]
 LIB.mp_report_string.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
@@ -100,9 +101,11 @@ class Profile:
     """A static profile (and, after run(), the measured run) held by the
     library: the model is loaded, dims set, profiled."""
 
-    def __init__(self, path, dims=None, inputs=None, data=None, name=None):
+    def __init__(self, path, dims=None, inputs=None, data=None, name=None, classes=None):
         """path: an ONNX file; or data: its bytes (kept alive here, as
-        mp_model_load_memory asks), named `name` in the report and messages."""
+        mp_model_load_memory asks), named `name` in the report and messages.
+        classes: {module path: class name} for exports without classes
+        (modules the export does not hold are skipped)."""
         self._m = _c.c_void_p()
         self._p = _c.c_void_p()
         if data is not None:
@@ -117,6 +120,9 @@ class Profile:
             for name, shape in (inputs or {}).items():
                 arr = (_c.c_int64 * len(shape))(*shape)
                 check(LIB.mp_model_set_input_shape(self._m, name.encode(), arr, len(shape)))
+            for mpath, cls in (classes or {}).items():
+                # a module that ran no operator is not in the export: skipped
+                LIB.mp_model_set_module_class(self._m, mpath.encode(), cls.encode())
             check(LIB.mp_profile_static(self._m, _c.byref(self._p)))
         except BaseException:
             self.close()

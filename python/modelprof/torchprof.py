@@ -219,8 +219,9 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
         data = _name_root(path, type(model).__name__)
         import torch
         label = "%s (exported by torch %s)" % (type(model).__name__, torch.__version__)
-        with (_lib.Profile(None, data=data, name=label) if data is not None
-              else _lib.Profile(path)) as p:
+        classes = {n: type(x).__name__ for n, x in model.named_modules()}
+        with (_lib.Profile(None, data=data, name=label, classes=classes) if data is not None
+              else _lib.Profile(path, classes=classes)) as p:
             d = p.json()
             if print_profile:
                 text = p.report(_lib.TEXT, depth=module_depth, top=top_modules,

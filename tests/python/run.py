@@ -90,6 +90,9 @@ def lenet5_deepspeed_figures():
     check(flops >= 2 * macs, "flops %d < 2 x MACs" % flops)
     text = out.getvalue()
     check("Aggregated profile per depth" in text and "LeNet5(" in text, "report layout:\n" + text)
+    # the classes of the model's modules, as DeepSpeed prints them (the
+    # TorchScript export carries none: the package names them)
+    check("): Conv2d(" in text and "'Conv2d': " in text, "module classes:\n" + text)
     s = modelprof.get_model_profile(model, input_shape=(1024, 1, 32, 32), print_profile=False)
     check(s[1] == "426.52 MMACs" and s[2] == "61.71 K", "strings %r" % (s,))
     check(tmp_leftovers() == before, "temporary files left")
