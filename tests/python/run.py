@@ -264,8 +264,10 @@ def tiny_transformer():
     return Tiny()
 
 
-@test
-def flops_profiler_cpu_training():
+def _flops_profiler_run():
+    """One profiled training run: (profiler, None) when forward + backward +
+    optimizer make the profiled steps within 5%, else (profiler, why). The
+    other checks (calls, MACs, params, children) fail at once."""
     import torch
     import modelprof
     torch.manual_seed(0)
@@ -298,19 +300,34 @@ def flops_profiler_cpu_training():
     check(fwd > 0 and bwd > 0, "no forward or backward time: %r" % root)
     kids = [r for n, r in rows.items() if n and "." not in n]
     kf, kb = sum(r["fwd_s"] for r in kids), sum(r["bwd_s"] for r in kids)
-    check(abs(kf - fwd) <= 0.05 * fwd and abs(kb - bwd) <= 0.05 * bwd,
-          "children fwd %.4f/%.4f bwd %.4f/%.4f" % (kf, fwd, kb, bwd))
     trace = prof._result["trace"]
     summ = trace["summary"]
     wall = summ.get("wall_s", summ.get("wall_us", 0) * 1e-6)
     optim = sum(s.get("optimizer_s", s.get("optimizer_us", 0) * 1e-6) for s in trace["steps"])
     total = fwd + bwd + optim
-    check(abs(total - wall) <= 0.05 * wall, "fwd %.4f + bwd %.4f + optimizer %.4f = %.4f s, "
-          "profiled steps %.4f s" % (fwd, bwd, optim, total, wall))
+    if abs(kf - fwd) > 0.05 * fwd or abs(kb - bwd) > 0.05 * bwd:
+        return prof, "children fwd %.4f/%.4f bwd %.4f/%.4f" % (kf, fwd, kb, bwd)
+    if abs(total - wall) > 0.05 * wall:
+        return prof, ("fwd %.4f + bwd %.4f + optimizer %.4f = %.4f s, profiled steps %.4f s"
+                      % (fwd, bwd, optim, total, wall))
     print("    %d steps: fwd %.1f ms + bwd %.1f ms + optimizer %.1f ms = %.1f ms of %.1f ms "
           "profiled (%.1f%%); children fwd %.1f%% bwd %.1f%% of the model's"
           % (steps, fwd * 1e3, bwd * 1e3, optim * 1e3, total * 1e3, wall * 1e3,
              100 * total / wall, 100 * kf / fwd, 100 * kb / bwd))
+    return prof, None
+
+
+@test
+def flops_profiler_cpu_training():
+    # times are wall clock: on a machine busy with other work a thread can
+    # be descheduled between two ranges, so a miss of the 5% is tried again
+    # (three runs at most); a broken accounting misses every time
+    for attempt in range(3):
+        prof, err = _flops_profiler_run()
+        if err is None:
+            break
+        print("    attempt %d: %s" % (attempt + 1, err))
+    check(err is None, err or "")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         prof.print_model_profile(profile_step=1, module_depth=2)
