@@ -302,8 +302,8 @@ def _flops_profiler_run():
     kf, kb = sum(r["fwd_s"] for r in kids), sum(r["bwd_s"] for r in kids)
     trace = prof._result["trace"]
     summ = trace["summary"]
-    wall = summ.get("wall_s", summ.get("wall_us", 0) * 1e-6)
-    optim = sum(s.get("optimizer_s", s.get("optimizer_us", 0) * 1e-6) for s in trace["steps"])
+    wall = summ["wall_s"]
+    optim = sum(s["optimizer_s"] for s in trace["steps"])
     total = fwd + bwd + optim
     if abs(kf - fwd) > 0.05 * fwd or abs(kb - bwd) > 0.05 * bwd:
         return prof, "children fwd %.4f/%.4f bwd %.4f/%.4f" % (kf, fwd, kb, bwd)
