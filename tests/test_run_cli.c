@@ -105,7 +105,7 @@ static void t_run_json(void) {
     T_CHECK(sum > 0 && sum <= 2 * jr_path(j, "run.latency.p90_s")->num);
     /* each pass's kernels lie inside it: their median and fastest never
      * exceed the pass's (issue 18 point 5) */
-    double kmed = jr_path(j, "run.kernels.median_s")->num, kmin = jr_path(j, "run.kernels.min_s")->num;
+    double kmed = jr_path(j, "run.kernel_time.median_s")->num, kmin = jr_path(j, "run.kernel_time.min_s")->num;
     T_CHECK(kmed > 0 && kmed <= med && kmin > 0 && kmin <= mn && kmin <= kmed);
     T_EQ(fused, jr_path(j, "run.fused_nodes")->i);
     T_EQ(folded, jr_path(j, "run.folded_nodes")->i);

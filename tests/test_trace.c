@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "jsonr.h"
+#include "tcli.h"
 #include "test.h"
 #include "trace/trace.h"
 
@@ -592,42 +593,20 @@ static void t_bad_input(void) {
     T_CHECK(strstr(mp_last_error(), "byte 16") && strstr(mp_last_error(), "event 0 ('kk')"));
 }
 
-/* The command: text and JSON, a folder of ranks, exit 2 on a bad file. */
+/* The command: text and JSON, a folder of ranks, exit 2 on a bad file.
+ * `out` gets its output and then its errors. */
 static int run_cli(const char *const *args, char **out) {
-    const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
-    char name[] = "/tmp/mp-trace-out-XXXXXX";
-    int fo = mkstemp(name);
-    unlink(name);
-    const char *argv[16];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fo, 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    lseek(fo, 0, SEEK_SET);
-    for (;;) {
-        if (len + 4096 > cap) b = realloc(b, cap *= 2);
-        ssize_t r = read(fo, b + len, cap - len - 1);
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    b[len] = 0;
-    close(fo);
+    t_cli r = t_cli_run(args, 0, 0);
+    size_t e = strlen(r.err);
+    char *b = malloc(r.out_len + e + 1);
+    memcpy(b, r.out, r.out_len);
+    memcpy(b + r.out_len, r.err, e + 1);
     *out = b;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    t_cli_free(&r);
+    return r.code;
 }
 
-static void t_cli(void) {
+static void t_trace_cli(void) {
     char *out;
     int rc = run_cli((const char *const[]){"trace", "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz", NULL}, &out);
     T_EQ(rc, 0);
@@ -770,7 +749,7 @@ MP_TESTS(trace) {
     {"flops_traces", t_flops_traces},
     {"streaming", t_streaming},
     {"bad_input", t_bad_input},
-    {"cli", t_cli},
+    {"cli", t_trace_cli},
     {"ranks", t_ranks},
     {"peaks", t_peaks},
 };

@@ -415,7 +415,7 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_double(w, r->lat_min_s);
     jw_close(w, '}');
     /* each pass's kernels summed (never above the pass): median, fastest */
-    jw_key(w, "kernels");
+    jw_key(w, "kernel_time");
     if (r->kernels_median_s >= 0) {
         jw_open(w, '{');
         jw_key(w, "median_s");
