@@ -66,6 +66,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(report)            \
     X(models)            \
     X(dynamo)            \
+    X(params)            \
     X(cli)               \
     X(malformed)         \
     X(kernels)           \

@@ -1,0 +1,269 @@
+/* Parameters the exporters folded or tied (docs/COUNTING.md, "Folded and
+ * tied parameters"): files written byte by byte (tests/pbw.c) the way
+ * PyTorch's dynamo exporter writes them (a graph signature, node scopes,
+ * constants its optimizer folded) and the way the TorchScript exporter
+ * does (an anonymous transposed copy of a tied weight). */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/profile.h"
+#include "graph/graph.h"
+#include "pbw.h"
+#include "report/report.h"
+#include "test.h"
+
+static char tdir[64];
+
+static const char *tpath(const char *name) {
+    static char buf[256];
+    if (!tdir[0]) {
+        snprintf(tdir, sizeof tdir, "/tmp/mp-params-XXXXXX");
+        if (!mkdtemp(tdir)) abort();
+    }
+    snprintf(buf, sizeof buf, "%s/%s", tdir, name);
+    return buf;
+}
+
+static void kv_entry(pbw *msg, uint32_t field, const char *key, const char *value) {
+    pbw kv = {0};
+    pbw_str(&kv, 1, key);
+    pbw_str(&kv, 2, value);
+    pbw_msg(msg, field, &kv);
+}
+
+/* Node metadata putting a node in module `path` (dynamo's name scopes). */
+static void scope(pbw *md, const char *scopes) {
+    kv_entry(md, 9, "pkg.torch.onnx.name_scopes", scopes);
+}
+
+/* One folded constant as the dynamo exporter leaves it. */
+typedef struct fold {
+    const char *tensor;       /* the constant's name: the torch.fx node's (`expand`, `view`, ...) */
+    int dtype, rank;
+    int64_t dims[4];
+    const float *data;        /* its values (fp32), NULL: weights absent */
+    const char *consumer;     /* "Concat" (axis 1, with x) or "Add" (x + it) */
+    const char *params;       /* the signature's lines for the module's parameters */
+    const char *decl;         /* a value info declaring this parameter's shape, or NULL */
+    int decl_rank;
+    int64_t decl_dims[4];
+} fold;
+
+/* x[B,3,4] -> consumer (in module `embeddings`, with the folded constant)
+ * -> MatMul with head.weight[4,4] (declared, present) -> y. Profiled. */
+static mp_profile *fold_profile(const fold *f, int64_t batch, const char *file, mp_model **pm) {
+    const char *syms[] = {NULL, NULL};
+    pbw g = {0}, md1 = {0}, md2 = {0};
+    scope(&md1, "['', 'embeddings', 'cat']");
+    bool cat = strcmp(f->consumer, "Concat") == 0;
+    if (cat) onx_attr_int(&md1, "axis", 1); /* the node's extra fields: metadata and attributes */
+    char ins[128];
+    snprintf(ins, sizeof ins, cat ? "%s,x" : "x,%s", f->tensor);
+    onx_node(&g, 1, f->consumer, "node_embed", ins, "h", &md1);
+    scope(&md2, "['', 'head', 'linear']");
+    onx_node(&g, 1, "MatMul", "node_head", "h,head.weight", "y", &md2);
+    onx_value_info(&g, 11, "x", 1, 3, (const int64_t[]){batch, 3, 4}, syms);
+    onx_value_info(&g, 12, "y", 1, -1, NULL, syms);
+    int64_t n = 1;
+    for (int i = 0; i < f->rank; i++) n *= f->dims[i] < 0 ? batch : f->dims[i];
+    int64_t dims[4];
+    for (int i = 0; i < f->rank; i++) dims[i] = f->dims[i] < 0 ? batch : f->dims[i];
+    if (f->data) {
+        float *raw = malloc(sizeof(float) * (size_t)n);
+        int64_t per = n / (f->dims[0] < 0 ? batch : 1);
+        for (int64_t i = 0; i < n; i++) raw[i] = f->data[i % per];
+        onx_tensor(&g, 5, f->tensor, f->dtype, f->rank, dims, raw, sizeof(float) * (size_t)n);
+        free(raw);
+    } else {
+        onx_tensor_external(&g, 5, f->tensor, f->dtype, f->rank, dims, "absent.bin", NULL, NULL);
+    }
+    onx_tensor_external(&g, 5, "head.weight", 1, 2, (const int64_t[]){4, 4}, "absent.bin", NULL,
+                        NULL);
+    if (f->decl) onx_value_info(&g, 13, f->decl, 1, f->decl_rank, f->decl_dims, syms);
+    char sig[1024];
+    snprintf(sig, sizeof sig,
+             "# inputs\n%sp_head_weight: PARAMETER target='head.weight'\nx: USER_INPUT\n\n"
+             "# outputs\ny: USER_OUTPUT\n",
+             f->params);
+    kv_entry(&g, 16, "pkg.torch.export.ExportedProgram.graph_signature", sig);
+    pbw model = {0};
+    onx_model(&model, 10, 20, &g);
+    const char *path = tpath(file);
+    if (pbw_write(&model, path)) abort();
+    pbw_free(&model);
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    *pm = NULL;
+    if (mp_model_load(path, &m) != MP_OK) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        return NULL;
+    }
+    if (mp_profile_static(m, &p) != MP_OK) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        mp_model_free(m);
+        return NULL;
+    }
+    *pm = m;
+    return p;
+}
+
+static void fold_done(mp_model *m, mp_profile *p) {
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+/* The note on the folded constant (the first, or NULL). */
+static const mp_param_note *note_of(const mp_profile *p) { return p->n_pnotes ? &p->pnotes[0] : NULL; }
+
+/* The text report of p, in a static buffer. */
+static const char *text_of(const mp_profile *p) {
+    static char buf[1 << 16];
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    if (!f) return "";
+    mp_report_options o;
+    mp_report_options_default(&o);
+    o.detailed = 0;
+    o.show_ops = 0;
+    mp_report_write(p, &o, f);
+    long n = ftell(f);
+    fclose(f);
+    buf[n > 0 && n < (long)sizeof buf ? n : 0] = 0;
+    return buf;
+}
+
+static const float tok[8] = {0.5f, -1.25f, 2.0f, 0.75f, 1.5f, -0.5f, 0.25f, 3.0f};
+#define HEAD 16 /* head.weight [4, 4] */
+#define CLS "p_embeddings_cls_token: PARAMETER target='embeddings.cls_token'\n"
+
+/* Issue 13: the class token [1, 1, 4] expanded over the batch and folded
+ * by the optimizer into `expand` [B, 1, 4], which a Concat prepends. It is
+ * the parameter: 4 elements at any batch, by its values when the weights
+ * are there, by its declared shape when the file gives one; without
+ * either, its own B x 4 elements are an upper bound, and the report says
+ * so (both batch sizes). Before: B x 4 at every batch, said nowhere. */
+static void t_folded_expand_two_batches(void) {
+    for (int64_t batch = 2; batch <= 4; batch += 2) {
+        fold f = {"expand", 1, 3, {-1, 1, 4}, tok, "Concat", CLS, NULL, 0, {0}};
+        mp_model *m;
+        mp_profile *p = fold_profile(&f, batch, "expand_values.onnx", &m);
+        if (p) {
+            T_EQ_U64(p->total.params, 4 + HEAD);
+            T_CHECK(!p->params_bound);
+            const mp_param_note *n = note_of(p);
+            T_CHECK(n && n->kind == MP_PNOTE_DERIVED && n->counted == 4 &&
+                    n->elems == (uint64_t)batch * 4 && n->n_src == 1);
+            T_CHECK(strstr(text_of(p), "from embeddings.cls_token: counted as the parameter's 4 "
+                                       "elements") != NULL);
+            int emb = mp_strmap_get(&m->module_paths, "embeddings");
+            T_CHECK(emb > 0 && p->mods[emb].params == 4);
+        }
+        fold_done(m, p);
+
+        fold d = {"expand", 1, 3, {-1, 1, 4}, NULL, "Concat", CLS, "embeddings.cls_token", 3, {1, 1, 4}};
+        p = fold_profile(&d, batch, "expand_declared.onnx", &m);
+        if (p) {
+            T_EQ_U64(p->total.params, 4 + HEAD);
+            T_CHECK(!p->params_bound);
+        }
+        fold_done(m, p);
+
+        fold u = {"expand", 1, 3, {-1, 1, 4}, NULL, "Concat", CLS, NULL, 0, {0}};
+        p = fold_profile(&u, batch, "expand_unknown.onnx", &m);
+        if (p) {
+            T_EQ_U64(p->total.params, (uint64_t)batch * 4 + HEAD);
+            T_CHECK(p->params_bound);
+            const mp_param_note *n = note_of(p);
+            T_CHECK(n && n->kind == MP_PNOTE_BOUND);
+            const char *txt = text_of(p);
+            T_CHECK(strstr(txt, "an upper bound (see param notes)") != NULL);
+            T_CHECK(strstr(txt, "expand [") && strstr(txt, "was broadcast by the exporter from "
+                                                       "embeddings.cls_token, whose shape the file "
+                                                       "does not give"));
+        }
+        fold_done(m, p);
+    }
+}
+
+/* Tile (torch's repeat, `repeat` [B, 1, 4]): the same at both batches. */
+static void t_folded_tile(void) {
+    for (int64_t batch = 2; batch <= 4; batch += 2) {
+        fold f = {"repeat", 1, 3, {-1, 1, 4}, tok, "Concat", CLS, NULL, 0, {0}};
+        mp_model *m;
+        mp_profile *p = fold_profile(&f, batch, "tile.onnx", &m);
+        if (p) {
+            T_EQ_U64(p->total.params, 4 + HEAD);
+            const mp_param_note *n = note_of(p);
+            T_CHECK(n && n->kind == MP_PNOTE_DERIVED && strcmp(n->how, "tile") == 0);
+        }
+        fold_done(m, p);
+        fold u = {"repeat_1", 1, 3, {-1, 1, 4}, NULL, "Concat", CLS, NULL, 0, {0}};
+        p = fold_profile(&u, batch, "tile_unknown.onnx", &m);
+        if (p) {
+            T_EQ_U64(p->total.params, (uint64_t)batch * 4 + HEAD);
+            T_CHECK(p->params_bound);
+        }
+        fold_done(m, p);
+    }
+}
+
+/* The rearrangements keep the parameter's elements, weights or not:
+ * Reshape (`view` [4] of [1, 1, 4]), Cast (`_to_copy`, fp16),
+ * Unsqueeze (`unsqueeze` [1, 4] of [4]); each is named as derived from
+ * its parameter and never an upper bound. */
+static void t_folded_layouts(void) {
+    static const struct {
+        fold f;
+        const char *how;
+    } cases[] = {
+        {{"view", 1, 1, {4}, NULL, "Add", CLS, NULL, 0, {0}}, "reshape"},
+        {{"_to_copy", 10, 3, {1, 1, 4}, NULL, "Add", CLS, NULL, 0, {0}}, "cast"},
+        {{"unsqueeze", 1, 2, {1, 4}, NULL, "Add",
+          "p_embeddings_scale: PARAMETER target='embeddings.scale'\n", NULL, 0, {0}},
+         "unsqueeze"},
+        {{"view_3", 1, 1, {4}, tok, "Add", CLS, "embeddings.cls_token", 3, {1, 1, 4}}, "reshape"},
+    };
+    for (size_t i = 0; i < MP_ARRAY_LEN(cases); i++) {
+        for (int64_t batch = 2; batch <= 4; batch += 2) {
+            mp_model *m;
+            mp_profile *p = fold_profile(&cases[i].f, batch, "layout.onnx", &m);
+            if (p) {
+                T_EQ_U64(p->total.params, 4 + HEAD);
+                T_CHECK(!p->params_bound);
+                const mp_param_note *n = note_of(p);
+                T_CHECK(n && n->kind == MP_PNOTE_DERIVED && n->counted == 4 && n->how &&
+                        strcmp(n->how, cases[i].how) == 0);
+                char buf[512];
+                T_CHECK(n && strstr(mp_pnote_text(p, n, buf, sizeof buf), "embeddings.") != NULL);
+            }
+            fold_done(m, p);
+        }
+    }
+}
+
+/* Concat of several parameters (`cat` [3, 4] of a [1, 4] and b [2, 4]):
+ * both named, their 12 elements; with their shapes declared the same, each
+ * counted once. */
+static void t_folded_concat(void) {
+    const char *params = "p_embeddings_a: PARAMETER target='embeddings.a'\n"
+                         "p_embeddings_b: PARAMETER target='embeddings.b'\n";
+    fold f = {"cat", 1, 2, {3, 4}, NULL, "Add", params, NULL, 0, {0}};
+    mp_model *m;
+    mp_profile *p = fold_profile(&f, 2, "concat.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 12 + HEAD);
+        const mp_param_note *n = note_of(p);
+        T_CHECK(n && n->kind == MP_PNOTE_DERIVED && n->n_src == 2 && strcmp(n->how, "concat") == 0);
+        char buf[512];
+        T_CHECK(n && strstr(mp_pnote_text(p, n, buf, sizeof buf), "embeddings.a, embeddings.b"));
+    }
+    fold_done(m, p);
+}
+
+MP_TESTS(params){
+    {"folded_expand_two_batches", t_folded_expand_two_batches},
+    {"folded_tile", t_folded_tile},
+    {"folded_layouts", t_folded_layouts},
+    {"folded_concat", t_folded_concat},
+};
+MP_TESTS_END(params)
