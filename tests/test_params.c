@@ -13,6 +13,8 @@
 #include "report/report.h"
 #include "test.h"
 
+uint16_t mp_float_to_half(float f); /* ops/kernel.h, whose names clash with report.h */
+
 static char tdir[64];
 
 static const char *tpath(const char *name) {
@@ -260,10 +262,170 @@ static void t_folded_concat(void) {
     fold_done(m, p);
 }
 
+/* A TorchScript-style language model (no signature): ids -> Gather of
+ * tok.weight [10, 4] -> MatMul with `head` (the output head, tied to the
+ * embedding and folded by the exporter into an anonymous copy) -> y.
+ * head_data NULL: weights absent. */
+static mp_profile *tied_profile(const char *head, int head_dtype, int rank, const int64_t *hdims,
+                                const void *head_data, size_t head_len, bool weights,
+                                const char *file, mp_model **pm) {
+    const char *syms[] = {NULL, NULL};
+    pbw g = {0};
+    char ins[128];
+    onx_node(&g, 1, "Gather", "/tok/Gather", "tok.weight,ids", "h", NULL);
+    /* the head as a MatMul when it is [4, 10], else a second lookup */
+    bool mm = rank == 2 && hdims[0] == 4 && hdims[1] == 10;
+    snprintf(ins, sizeof ins, mm ? "h,%s" : "%s,ids", head);
+    onx_node(&g, 1, mm ? "MatMul" : "Gather", "/head/MatMul", ins, "y", NULL);
+    onx_value_info(&g, 11, "ids", 7, 2, (const int64_t[]){1, 3}, syms);
+    onx_value_info(&g, 12, "y", 1, -1, NULL, syms);
+    float emb[40];
+    for (int i = 0; i < 40; i++) emb[i] = (float)((i * 7) % 13) * 0.25f - 1.0f;
+    if (weights) {
+        onx_tensor(&g, 5, "tok.weight", 1, 2, (const int64_t[]){10, 4}, emb, sizeof emb);
+        onx_tensor(&g, 5, head, head_dtype, rank, hdims, head_data, head_len);
+    } else {
+        onx_tensor_external(&g, 5, "tok.weight", 1, 2, (const int64_t[]){10, 4}, "absent.bin", NULL, NULL);
+        onx_tensor_external(&g, 5, head, head_dtype, rank, hdims, "absent.bin", NULL, NULL);
+    }
+    pbw model = {0};
+    onx_model(&model, 7, 14, &g);
+    const char *path = tpath(file);
+    if (pbw_write(&model, path)) abort();
+    pbw_free(&model);
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    *pm = NULL;
+    if (mp_model_load(path, &m) != MP_OK || mp_profile_static(m, &p) != MP_OK) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        mp_model_free(m);
+        return NULL;
+    }
+    *pm = m;
+    return p;
+}
+
+/* tok.weight's values, as the head's layout and dtype holds them. */
+static void head_values(float *out_t, uint16_t *out_h) {
+    for (int r = 0; r < 10; r++)
+        for (int c = 0; c < 4; c++) {
+            float v = (float)(((r * 4 + c) * 7) % 13) * 0.25f - 1.0f;
+            if (out_t) out_t[c * 10 + r] = v;  /* [4, 10]: transposed */
+            if (out_h) out_h[r * 4 + c] = mp_float_to_half(v); /* [10, 4] in fp16 */
+        }
+}
+
+/* Issue 18 point 3: the output head tied to the embedding, carried as a
+ * transposed copy `onnx::MatMul_5` [4, 10]. With weights, its values are
+ * tok.weight transposed: the same parameter, 40 params (PyTorch's count;
+ * 80 before), named in the report; the head's module still shows it. A
+ * head of other values is a parameter of its own. Without weights it is
+ * counted and flagged as a possible copy of tok.weight. */
+static void t_tied_transposed_copy(void) {
+    float ht[40];
+    head_values(ht, NULL);
+    const int64_t hd[2] = {4, 10};
+    mp_model *m;
+    mp_profile *p = tied_profile("onnx::MatMul_5", 1, 2, hd, ht, sizeof ht, true, "tied.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 40);
+        T_CHECK(p->n_pnotes == 1 && p->pnotes[0].kind == MP_PNOTE_SAME &&
+                strcmp(p->pnotes[0].how, "transpose") == 0);
+        T_CHECK(strstr(text_of(p), "onnx::MatMul_5 [4, 10] equals tok.weight [10, 4] "
+                                   "(transpose): the same parameter, counted once") != NULL);
+        T_EQ_U64(m->graph->nodes[1].cost.params, 40); /* the head's MatMul uses it */
+    }
+    fold_done(m, p);
+
+    ht[7] += 1.0f; /* one value differs: not a copy */
+    p = tied_profile("onnx::MatMul_5", 1, 2, hd, ht, sizeof ht, true, "untied.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 80);
+        T_EQ(p->n_pnotes, 0);
+    }
+    fold_done(m, p);
+
+    p = tied_profile("onnx::MatMul_5", 1, 2, hd, NULL, 0, false, "tied_weightless.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 80);
+        T_EQ_U64(p->params_maybe_copies, 40);
+        T_CHECK(p->n_pnotes == 1 && p->pnotes[0].kind == MP_PNOTE_MAYBE_COPY);
+        const char *txt = text_of(p);
+        T_CHECK(strstr(txt, "params:                 80 (fp32 80); 40 of them may be copies") != NULL);
+        T_CHECK(strstr(txt, "onnx::MatMul_5 [4, 10] may be a copy of tok.weight [10, 4]") != NULL);
+    }
+    fold_done(m, p);
+}
+
+/* A cast (fp16) and a reshape ([40]... as [2, 20]) of the embedding are
+ * it too. */
+static void t_tied_cast_and_reshape(void) {
+    uint16_t hh[40];
+    head_values(NULL, hh);
+    mp_model *m;
+    mp_profile *p = tied_profile("onnx::MatMul_9", 10, 2, (const int64_t[]){10, 4}, hh, sizeof hh,
+                                 true, "tied_cast.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 40);
+        T_CHECK(p->n_pnotes == 1 && strcmp(p->pnotes[0].how, "cast") == 0);
+    }
+    fold_done(m, p);
+    float flat[40];
+    for (int i = 0; i < 40; i++) flat[i] = (float)((i * 7) % 13) * 0.25f - 1.0f;
+    p = tied_profile("onnx::MatMul_9", 1, 2, (const int64_t[]){2, 20}, flat, sizeof flat, true,
+                     "tied_reshape.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 40);
+        T_CHECK(p->n_pnotes == 1 && strcmp(p->pnotes[0].how, "reshape") == 0);
+    }
+    fold_done(m, p);
+}
+
+/* TorchScript's eval-mode export folds each BatchNorm into the
+ * convolution before it: the convolution's weight becomes an anonymous
+ * `onnx::Conv_N`. The report says the count is the folded graph's and how
+ * to export for PyTorch's; a convolution with its named weight says
+ * nothing. */
+static void t_bn_folded_note(void) {
+    for (int folded = 0; folded <= 1; folded++) {
+        const char *syms[] = {NULL, NULL};
+        const char *w = folded ? "onnx::Conv_5" : "conv1.weight";
+        pbw g = {0};
+        char ins[64];
+        snprintf(ins, sizeof ins, "x,%s,onnx::Conv_6", w);
+        onx_node(&g, 1, "Conv", "/conv1/Conv", ins, "y", NULL);
+        onx_value_info(&g, 11, "x", 1, 4, (const int64_t[]){1, 3, 8, 8}, syms);
+        onx_value_info(&g, 12, "y", 1, -1, NULL, syms);
+        onx_tensor_external(&g, 5, w, 1, 4, (const int64_t[]){8, 3, 3, 3}, "absent.bin", NULL, NULL);
+        onx_tensor_external(&g, 5, "onnx::Conv_6", 1, 1, (const int64_t[]){8}, "absent.bin", NULL, NULL);
+        pbw model = {0};
+        onx_model(&model, 7, 14, &g);
+        const char *path = tpath("bn_folded.onnx");
+        if (pbw_write(&model, path)) abort();
+        pbw_free(&model);
+        mp_model *m = NULL;
+        mp_profile *p = NULL;
+        T_OK(mp_model_load(path, &m));
+        if (m) T_OK(mp_profile_static(m, &p));
+        if (p) {
+            T_EQ(p->bn_folded, folded);
+            T_EQ_U64(p->total.params, 8 * 27 + 8);
+            const char *txt = text_of(p);
+            T_EQ(strstr(txt, "batchnorm folded:") != NULL, folded);
+            T_EQ(strstr(txt, "training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False") != NULL,
+                 folded);
+        }
+        fold_done(m, p);
+    }
+}
+
 MP_TESTS(params){
     {"folded_expand_two_batches", t_folded_expand_two_batches},
     {"folded_tile", t_folded_tile},
     {"folded_layouts", t_folded_layouts},
     {"folded_concat", t_folded_concat},
+    {"tied_transposed_copy", t_tied_transposed_copy},
+    {"tied_cast_and_reshape", t_tied_cast_and_reshape},
+    {"bn_folded_note", t_bn_folded_note},
 };
 MP_TESTS_END(params)
