@@ -65,7 +65,16 @@ test:
 	@echo "== unit, model and CLI tests"
 	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) params-check
 	$(MAKE) agree
+
+# ---- tied and folded weights of Debian PyTorch's exports against PyTorch's
+# parameter count (tools/params_check.py; docs/COUNTING.md) ----
+params-check: $(BUILD)/modelprof
+	@sh tools/deps.sh agree
+	/usr/bin/python3 tools/params_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/params_check
+
+.PHONY: params-check
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----
