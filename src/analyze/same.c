@@ -132,6 +132,19 @@ static bool mp__match(const mp__tview *a, const mp__tview *b, const mp_tensor *t
             s *= tb->dims[d];
         }
     }
+    if (perm && step == 1) { /* every element: j follows i as an odometer */
+        int64_t j = 0;
+        for (int64_t i = 0; i < a->n; i++) {
+            if (mp__get(a, i) != mp__round_to(mp__get(b, j), a->dtype)) return false;
+            for (int d = r - 1; d >= 0; d--) {
+                j += sb[perm[d]];
+                if (++idx[d] < ta->dims[d]) break;
+                j -= idx[d] * sb[perm[d]];
+                idx[d] = 0;
+            }
+        }
+        return true;
+    }
     for (int64_t i = 0; i < a->n; i += step) {
         int64_t j = i;
         if (perm) {
