@@ -50,6 +50,9 @@ typedef struct fold {
     const char *decl;         /* a value info declaring this parameter's shape, or NULL */
     int decl_rank;
     int64_t decl_dims[4];
+    const char *tensor2;      /* a second constant folded from it (an Add in the module), or NULL */
+    int rank2;
+    int64_t dims2[4];
 } fold;
 
 /* x[B,3,4] -> consumer (in module `embeddings`, with the folded constant)
@@ -62,7 +65,14 @@ static mp_profile *fold_profile(const fold *f, int64_t batch, const char *file, 
     if (cat) onx_attr_int(&md1, "axis", 1); /* the node's extra fields: metadata and attributes */
     char ins[128];
     snprintf(ins, sizeof ins, cat ? "%s,x" : "x,%s", f->tensor);
-    onx_node(&g, 1, f->consumer, "node_embed", ins, "h", &md1);
+    onx_node(&g, 1, f->consumer, "node_embed", ins, f->tensor2 ? "h0" : "h", &md1);
+    if (f->tensor2) {
+        pbw md3 = {0};
+        scope(&md3, "['', 'embeddings', 'add']");
+        snprintf(ins, sizeof ins, "h0,%s", f->tensor2);
+        onx_node(&g, 1, "Add", "node_add", ins, "h", &md3);
+        onx_tensor_external(&g, 5, f->tensor2, 1, f->rank2, f->dims2, "absent.bin", NULL, NULL);
+    }
     scope(&md2, "['', 'head', 'linear']");
     onx_node(&g, 1, "MatMul", "node_head", "h,head.weight", "y", &md2);
     onx_value_info(&g, 11, "x", 1, 3, (const int64_t[]){batch, 3, 4}, syms);
@@ -185,6 +195,23 @@ static void t_folded_expand_two_batches(void) {
         }
         fold_done(m, p);
     }
+}
+
+/* Two constants folded from one declared parameter (the token expanded
+ * for the Concat, and reshaped for an Add): the parameter counts once,
+ * both constants' modules show it. */
+static void t_folded_twice_counted_once(void) {
+    fold f = {"expand", 1, 3, {-1, 1, 4}, NULL, "Concat", CLS, "p_embeddings_cls_token", 3, {1, 1, 4},
+              "view", 1, {4}};
+    mp_model *m;
+    mp_profile *p = fold_profile(&f, 2, "twice.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.params, 4 + HEAD);
+        T_EQ(p->n_pnotes, 2);
+        T_CHECK(p->n_pnotes == 2 && p->pnotes[0].counted + p->pnotes[1].counted == 4);
+        T_EQ_U64(m->graph->nodes[0].cost.params + m->graph->nodes[1].cost.params, 8);
+    }
+    fold_done(m, p);
 }
 
 /* Tile (torch's repeat, `repeat` [B, 1, 4]): the same at both batches. */
@@ -422,6 +449,7 @@ static void t_bn_folded_note(void) {
 MP_TESTS(params){
     {"folded_expand_two_batches", t_folded_expand_two_batches},
     {"folded_tile", t_folded_tile},
+    {"folded_twice_counted_once", t_folded_twice_counted_once},
     {"folded_layouts", t_folded_layouts},
     {"folded_concat", t_folded_concat},
     {"tied_transposed_copy", t_tied_transposed_copy},

@@ -725,6 +725,25 @@ static bool mp__pnote(mp_profile *p, const mp_param_note *n) {
     return true;
 }
 
+/* Set value v's count (count >= 0) or the value counting it instead
+ * (alias >= 0); the tables are made on the first call (most models need
+ * none). False when out of memory. */
+static bool mp__judged(mp__walk *w, int v, int64_t count, int alias) {
+    if (!w->pcount) {
+        size_t nv = (size_t)(w->g->n_values ? w->g->n_values : 1);
+        w->pcount = malloc(sizeof *w->pcount * nv);
+        w->alias = malloc(sizeof *w->alias * nv);
+        if (!w->pcount || !w->alias) return false;
+        for (size_t i = 0; i < nv; i++) {
+            w->pcount[i] = -1;
+            w->alias[i] = -1;
+        }
+    }
+    if (count >= 0) w->pcount[v] = count;
+    if (alias >= 0) w->alias[v] = alias;
+    return true;
+}
+
 /* How the exporter made a folded constant, from its name: the dynamo
  * exporter names a value after the torch.fx node that computed it, and
  * torch.fx names a node after its op (`expand`, `expand_2`, `_to_copy`,
@@ -877,10 +896,12 @@ static mp_status mp__derived(mp__walk *w) {
         }
         /* a parameter with a declared shape already counted by another
          * derived constant: that one counts this one's uses too */
+        bool aliased = false;
         if (note.n_src == 1 && shape[note.src[0]] >= 0) {
             int first = claim[note.src[0]];
             if (first >= 0) {
-                w->alias[v] = first;
+                aliased = true;
+                if (!mp__judged(w, v, -1, first)) st = mp_error(MP_ERR_NOMEM, "out of memory");
                 note.counted = 0;
             } else {
                 claim[note.src[0]] = v;
@@ -889,7 +910,8 @@ static mp_status mp__derived(mp__walk *w) {
             for (int c = 0; c < n_cand; c++)
                 if (claim[cand[c]] < 0) claim[cand[c]] = v;
         }
-        if (note.counted != note.elems && w->alias[v] < 0) w->pcount[v] = (int64_t)note.counted;
+        if (note.counted != note.elems && !aliased && !mp__judged(w, v, (int64_t)note.counted, -1))
+            st = mp_error(MP_ERR_NOMEM, "out of memory");
         if (note.kind == MP_PNOTE_BOUND && note.elems > 1)
             p->params_bound_excess = mp_uadd(p->params_bound_excess, note.elems - 1, &w->ovf);
         if (!mp__pnote(p, &note)) st = mp_error(MP_ERR_NOMEM, "out of memory");
@@ -975,7 +997,7 @@ static mp_status mp__copies(mp__walk *w) {
                     note.source = named[i];
                     note.how = how;
                     note.counted = 0;
-                    w->alias[v] = named[i];
+                    if (!mp__judged(w, v, -1, named[i])) st = mp_error(MP_ERR_NOMEM, "out of memory");
                     break;
                 }
             } else if (permuted && note.kind == 0) {
@@ -997,17 +1019,9 @@ static mp_status mp__copies(mp__walk *w) {
  * tensor counted by another onto that one. */
 static mp_status mp__judge(mp__walk *w) {
     mp_graph *g = w->g;
-    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
-    w->pcount = malloc(sizeof *w->pcount * nv);
-    w->alias = malloc(sizeof *w->alias * nv);
-    if (!w->pcount || !w->alias) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < nv; i++) {
-        w->pcount[i] = -1;
-        w->alias[i] = -1;
-    }
     mp_status st = mp__derived(w);
     if (!st) st = mp__copies(w);
-    for (int k = 0; k < w->n_inits && !st; k++) {
+    for (int k = 0; k < w->n_inits && !st && w->alias; k++) {
         int v = w->inits[k], r = w->alias[v];
         if (r < 0) continue;
         for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
