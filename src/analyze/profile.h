@@ -30,6 +30,10 @@ typedef struct mp_runinfo {
     int iters, warmup, threads;
     bool fuse, node_timing;
     double lat_median_s, lat_p90_s, lat_min_s;  /* whole forward passes */
+    /* the kernels' summed time in each pass (without the timer and the
+     * dispatch between them): median and fastest over the passes; never
+     * above the pass's: < 0 without node timing */
+    double kernels_median_s, kernels_min_s;
     int64_t batch;                  /* samples per pass: dim 0 of the first input */
     double peak_flops_per_s;        /* the machine's fp32 peak; 0 unknown */
     const char *peak_source;        /* "measured" or "given" */

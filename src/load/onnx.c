@@ -2131,6 +2131,71 @@ static int mp__count_calls(mp__loader *L, pb graph) {
     return n;
 }
 
+/* The top level does not parse as a ModelProto: say what the file is
+ * instead where that can be told (a torch.profiler trace, a gzip file, a
+ * file cut short), else where the structure breaks. */
+static mp_status mp__not_a_model(mp__loader *L, pb msg) {
+    const char *path = L->m->path;
+    size_t size = (size_t)(msg.end - msg.p);
+    const uint8_t *q = msg.p;
+    while (q < msg.end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q++;
+    if (size >= 2 && msg.p[0] == 0x1f && msg.p[1] == 0x8b)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: a gzip file, not an ONNX model (a gzipped torch.profiler trace is "
+                        "analysed with `modelprof trace %s`)",
+                        path, path);
+    if (q < msg.end && (*q == '{' || *q == '[')) {
+        size_t look = MP_MIN(size, (size_t)65536);
+        bool trace = false;
+        for (const uint8_t *x = msg.p; !trace && x + 11 <= msg.p + look; x++)
+            trace = memcmp(x, "traceEvents", 11) == 0 || memcmp(x, "\"ph\"", 4) == 0;
+        return mp_error(MP_ERR_FORMAT,
+                        trace ? "%s: a torch.profiler (Chrome/Kineto) trace, not an ONNX model: "
+                                "analyse it with `modelprof trace %s`"
+                              : "%s: a JSON file, not an ONNX model (a torch.profiler trace is "
+                                "analysed with `modelprof trace %s`)",
+                        path, path);
+    }
+    /* walk the top-level fields to the one that breaks */
+    static const char *const names[26] = {[1] = "ir_version", [2] = "producer_name",
+                                          [3] = "producer_version", [4] = "domain",
+                                          [5] = "model_version", [6] = "doc_string",
+                                          [7] = "graph", [8] = "opset_import",
+                                          [14] = "metadata_props", [20] = "training_info",
+                                          [25] = "functions"};
+    pb r = msg;
+    while (pb_more(&r)) {
+        const uint8_t *at = r.p;
+        uint32_t f = 0;
+        int w = 0;
+        if (!pb_key(&r, &f, &w)) break;
+        pb c = r;
+        uint64_t n = 0;
+        if (w == PB_LEN && pb_varint(&c, &n) && n > (uint64_t)(c.end - c.p) &&
+            n < ((uint64_t)1 << 42))
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: malformed ONNX protobuf: truncated: the file ends at byte %zu, but "
+                            "the model's %s (field "
+                            "%u) at byte %zu declares %llu bytes, which would end at byte %llu "
+                            "(an interrupted download or copy?)",
+                            path, size, f < 26 && names[f] ? names[f] : "field", f,
+                            (size_t)(at - msg.p), (unsigned long long)n,
+                            (unsigned long long)((size_t)(c.p - msg.p) + n));
+        if ((w == PB_I64 || w == PB_I32 || w == PB_VARINT) && !pb_skip(&c, w))
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: malformed ONNX protobuf: truncated: the file ends at byte %zu "
+                            "inside the model's %s "
+                            "(field %u)",
+                            path, size, f < 26 && names[f] ? names[f] : "field", f);
+        if (!pb_skip(&r, w)) {
+            pb here = {at, msg.end};
+            return mp__bad(L, "not an ONNX model (bad protobuf structure)", &here);
+        }
+    }
+    pb here = {r.p, msg.end};
+    return mp__bad(L, "not an ONNX model (bad protobuf structure)", &here);
+}
+
 static mp_status mp__model(mp__loader *L, pb msg) {
     mp_model *m = L->m;
     uint32_t f = 0;
@@ -2138,8 +2203,7 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     pb scan = msg, graph = {0};
     bool has_graph = false;
     int counts[32];
-    if (!mp__count_fields(NULL, msg, counts))
-        return mp__bad(L, "not an ONNX model (bad protobuf structure)", &msg);
+    if (!mp__count_fields(NULL, msg, counts)) return mp__not_a_model(L, msg);
     int n_opsets = counts[MODEL_OPSET];
     if (n_opsets > MP_OPSETS_MAX)
         return mp_error(MP_ERR_LIMIT, "%s: the model imports %d opsets (limit %d)", m->path,

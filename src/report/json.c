@@ -2,6 +2,7 @@
  * layout is documented in docs/JSON.md. It always holds the whole profile:
  * --depth, --top, --no-detailed and show_ops shape the text report only. */
 #include "report/report.h"
+#include "trace/train.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -562,6 +563,18 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_key(w, "min");
     jw_double(w, r->lat_min_s);
     jw_close(w, '}');
+    /* each pass's kernels summed (never above the pass): median, fastest */
+    jw_key(w, "kernels");
+    if (r->kernels_median_s >= 0) {
+        jw_open(w, '{');
+        jw_key(w, "median_s");
+        jw_double(w, r->kernels_median_s);
+        jw_key(w, "min_s");
+        jw_double(w, r->kernels_min_s);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "samples_per_s");
     if (r->lat_median_s > 0) jw_double(w, (double)r->batch / r->lat_median_s);
     else jw_null(w);
@@ -756,4 +769,55 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     mp_out_flush(&w->o);
     free(w);
     return st;
+}
+
+/* ---- the training profile (trace/train.h; docs/JSON.md "Training
+ * profile") ---- */
+mp_status mp_report_train_json(const mp_train *t, FILE *f) {
+    jw *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    memset(w, 0, offsetof(jw, buf));
+    w->o.f = f;
+    w->o.buf = w->buf;
+    w->o.cap = JW_BUF;
+    jw_open(w, '{');
+    jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
+    jw_kstr(w, "trace", t->trace_path ? t->trace_path : "");
+    jw_key(w, "model");
+    if (t->model_path) jw_str(w, t->model_path);
+    else jw_null(w);
+    jw_kstr(w, "module_time", t->cpu_time ? "cpu" : "device");
+    jw_ki64(w, "steps", t->n_steps);
+    jw_kbool(w, "profiler_steps", t->profiler_steps);
+    jw_key(w, "wall_s");
+    jw_double(w, t->wall_s);
+    jw_key(w, "optimizer_s");
+    jw_double(w, t->optimizer_s);
+    jw_key(w, "modules");
+    jw_open(w, '[');
+    for (int i = 0; i < t->n; i++) {
+        const mp_train_row *r = &t->rows[i];
+        jw_open(w, '{');
+        jw_kstr(w, "name", r->name);
+        jw_kstr(w, "class", r->cls);
+        jw_ki64(w, "depth", t->mods[i].depth);
+        jw_ki64(w, "parent", t->mods[i].parent);
+        jw_ki64(w, "calls", r->calls);
+        jw_key(w, "fwd_s");
+        jw_double(w, r->fwd_s);
+        jw_key(w, "bwd_s");
+        jw_double(w, r->bwd_s);
+        jw_ku64(w, "params", r->params);
+        jw_ku64(w, "macs", r->macs);
+        jw_ku64(w, "flops", r->flops);
+        jw_kbool(w, "in_trace", r->in_trace);
+        jw_kbool(w, "in_static", r->in_static);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+    mp_out_putc(&w->o, '\n');
+    mp_out_flush(&w->o);
+    free(w);
+    return MP_OK;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -25,6 +26,26 @@ void mp_out_write(mp_out *o, const void *p, size_t len) {
     size_t n = o->n;
     memcpy(o->buf + n, p, len);
     o->n = n + len;
+}
+
+void mp_out_printf(mp_out *o, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (len < 0) return;
+    if ((size_t)len < sizeof small) {
+        mp_out_write(o, small, (size_t)len);
+        return;
+    }
+    char *big = malloc((size_t)len + 1);
+    if (!big) return; /* out of memory: the piece is left out */
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    mp_out_write(o, big, (size_t)len);
+    free(big);
 }
 
 void mp_report_options_default(mp_report_options *o) {
@@ -53,6 +74,12 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *o, FILE 
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
+    case MP_FORMAT_HTML: st = mp_report_html(p, o, f); break;
+    case MP_FORMAT_CSV:
+        if ((unsigned)o->csv_table > MP_CSV_OPS)
+            return mp_error(MP_ERR_USAGE, "unknown CSV table %d", (int)o->csv_table);
+        st = mp_report_csv(p, o, f);
+        break;
     default: return mp_error(MP_ERR_USAGE, "unknown report format %d", (int)o->format);
     }
     if (st != MP_OK) return st;

@@ -123,12 +123,31 @@ static void text_findings(tr *w, const mp_trace *t) {
 }
 
 static void text_efficiency(tr *w, const mp_trace *t) {
-    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64", "tf32"};
     rule(w, "Efficiency");
     double tf = tflops(t->flops_total, t->wall_total);
-    pf(w, "counted FLOPs over %d steps: %s (matrix products, convolutions and adds, counted from the\n"
-          "recorded shapes as PyTorch's with_flops does), dominant dtype %s\n",
-       t->n_steps, mp_fmt_flops(t->flops_total).s, dt[t->dominant_dtype]);
+    pf(w, "counted FLOPs over %d steps: %s, backward %s of them (from the recorded shapes:\n"
+          "with_flops' forward rules; convolution and attention backward as\n"
+          "torch.utils.flop_counter counts them), dominant dtype %s\n",
+       t->n_steps, mp_fmt_flops(t->flops_total).s, mp_fmt_flops(t->flops_bwd).s,
+       dt[t->dominant_dtype]);
+    if (t->n_uncounted) {
+        put(w, "uncounted (launched kernels, no FLOP rule):");
+        int col = 43;
+        for (int i = 0; i < t->n_uncounted; i++) {
+            char item[160];
+            int n = snprintf(item, sizeof item, " %lld x %s%s", (long long)t->uncounted[i].count,
+                             t->uncounted[i].name, i + 1 < t->n_uncounted ? "," : "");
+            if (n < 0) continue;
+            if (col + n > 100) {
+                put(w, "\n");
+                col = 0;
+            }
+            put(w, item);
+            col += n;
+        }
+        put(w, "\n");
+    }
     pf(w, "achieved: %s\n", mp_fmt_si_d(tf * 1e12, "FLOPS").s);
     if (t->peak_tflops > 0)
         pf(w, "peak: %s (%s); MFU %s\n", mp_fmt_si_d(t->peak_tflops * 1e12, "FLOPS").s,
@@ -249,12 +268,17 @@ static void mod_figs(mp_out *o, int m, void *ud) {
     char a[MP_FMT_MAX], b[MP_FMT_MAX];
     char line[512];
     int64_t tot = root->fwd + root->bwd;
-    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of device time", secs(f->fwd, a),
-                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s);
+    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of %s time", secs(f->fwd, a),
+                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s,
+                     t->cpu_modules ? "CPU" : "device");
     if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
     if (f->flops) {
         n = snprintf(line, sizeof line, ", %s fwd, %s", mp_fmt_flops(f->flops).s,
                      f->fwd > 0 ? mp_fmt_si_d(tflops(f->flops, f->fwd) * 1e12, "FLOPS").s : "?");
+        if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
+    }
+    if (f->bwd_flops) {
+        n = snprintf(line, sizeof line, ", %s bwd", mp_fmt_flops(f->bwd_flops).s);
         if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
     }
     if (m > 0 && f->calls > 1) {
@@ -285,7 +309,8 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         return MP_OK;
     }
     const mp_tmod *r = &t->mfig[0];
-    pf(w, "module forward device time %s, backward %s; forward FLOPs %s\n", secs(r->fwd, a),
+    pf(w, "module forward %s time %s, backward %s; forward FLOPs %s\n",
+       t->cpu_modules ? "CPU" : "device", secs(r->fwd, a),
        secs(r->bwd, b), mp_fmt_flops(r->flops).s);
     pf(w, "backward operators tied to their forward operator: %lld of %lld (%lld flows followed,\n"
           "the rest by sequence number)\n",
@@ -310,7 +335,8 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         MP_SADD(g[j].flops, t->mfig[m].flops);
     }
     if (ng > 1) qsort(g, (size_t)ng, sizeof *g, mgroup_cmp);
-    put(w, "\nTop modules per depth by forward + backward device time (a class at one depth summed):\n");
+    pf(w, "\nTop modules per depth by forward + backward %s time (a class at one depth summed):\n",
+       t->cpu_modules ? "CPU" : "device");
     for (int d = 1; d <= maxd; d++) {
         pf(w, "depth %d: {", d);
         int shown = 0;
@@ -394,7 +420,10 @@ mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_o
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
     w->o = o;
     mp_status st = MP_OK;
-    if (n > 1) text_ranks(w, t, n);
+    char why[600];
+    if (n > 1 && mp_trace_one_run(t, n, why, sizeof why)) text_ranks(w, t, n);
+    else if (n > 1) pf(w, "%d traces from different jobs, not ranks of one run: each is analysed "
+                          "apart.\n(%s)\n\n", n, why);
     for (int i = 0; i < n && st == MP_OK; i++) st = text_one(w, t[i]);
     rule(w, NULL);
     mp_out_flush(&w->out);
@@ -454,7 +483,7 @@ static void j_k(tr *w, const char *k) {   /* "key": */
 }
 
 static void json_one(tr *w, const mp_trace *t, const char *ind) {
-    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64", "tf32"};
     pf(w, "{\n%s  ", ind);
     j_k(w, "trace"); j_s(w, t->path);
     pf(w, ",\n%s  ", ind); j_k(w, "json_bytes"); j_u(w, t->raw.bytes);
@@ -477,6 +506,15 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
     put(w, ", "); j_k(w, "utilization");
     j_d(w, t->wall_total > 0 ? (double)t->busy_total / (double)t->wall_total : 0);
     put(w, ", "); j_k(w, "flops"); j_u(w, t->flops_total);
+    put(w, ", "); j_k(w, "backward_flops"); j_u(w, t->flops_bwd);
+    put(w, ", "); j_k(w, "uncounted"); put(w, "[");
+    for (int i = 0; i < t->n_uncounted; i++) {
+        put(w, i ? ", {" : "{"); j_k(w, "name"); j_s(w, t->uncounted[i].name);
+        put(w, ", "); j_k(w, "count"); j_i(w, t->uncounted[i].count);
+        put(w, ", "); j_k(w, "self_device_s"); j_d(w, (double)t->uncounted[i].device / 1e9);
+        put(w, "}");
+    }
+    put(w, "]");
     put(w, ", "); j_k(w, "dtype"); j_s(w, dt[t->dominant_dtype]);
     put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tf);
     put(w, ", "); j_k(w, "peak_tflops");
@@ -513,6 +551,7 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
         put(w, ", "); j_k(w, "optimizer_device_us"); j_us(w, s->optimizer_dev);
         put(w, ", "); j_k(w, "data_loader_cpu_us"); j_us(w, s->loader_wall);
         put(w, ", "); j_k(w, "flops"); j_u(w, s->flops);
+        put(w, ", "); j_k(w, "backward_flops"); j_u(w, s->flops_bwd);
         put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tflops(s->flops, s->wall));
         put(w, ", "); j_k(w, "memory"); put(w, "{");
         j_k(w, "start_allocated_bytes"); if (s->mem_start >= 0) j_i(w, s->mem_start); else put(w, "null");
@@ -557,7 +596,10 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
         put(w, "}");
     }
     pf(w, "\n%s  ]", ind);
-    /* modules */
+    /* modules: "module_time" says what their fwd/bwd times are ("device": the
+     * kernels' time; "cpu": the wall time of the module ranges, a trace
+     * without device rows) */
+    pf(w, ",\n%s  ", ind); j_k(w, "module_time"); j_s(w, t->cpu_modules ? "cpu" : "device");
     pf(w, ",\n%s  ", ind); j_k(w, "modules"); put(w, "[");
     for (int m = 0; m < t->n_mods; m++) {
         const mp_module *md = &t->mods[m];
@@ -572,6 +614,7 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
         put(w, ", "); j_k(w, "fwd_device_us"); j_us(w, f->fwd);
         put(w, ", "); j_k(w, "bwd_device_us"); j_us(w, f->bwd);
         put(w, ", "); j_k(w, "flops"); j_u(w, f->flops);
+        put(w, ", "); j_k(w, "bwd_flops"); j_u(w, f->bwd_flops);
         put(w, ", "); j_k(w, "fwd_tflops");
         if (f->flops && f->fwd > 0) j_d(w, tflops(f->flops, f->fwd)); else put(w, "null");
         put(w, "}");
@@ -589,7 +632,17 @@ static void json_one(tr *w, const mp_trace *t, const char *ind) {
     if (t->mem_peak_reserved >= 0) j_i(w, t->mem_peak_reserved); else put(w, "null");
     put(w, ", "); j_k(w, "device_memory_bytes");
     if (t->raw.device_mem >= 0) j_i(w, t->raw.device_mem); else put(w, "null");
-    put(w, "}");
+    /* [seconds from the first step (or the first memory event), bytes] */
+    put(w, ", "); j_k(w, "curve"); put(w, "[");
+    int64_t c0 = t->n_steps ? t->steps[0].ts : t->n_mem_curve ? t->mem_curve[0].ts : 0;
+    for (int i = 0; i < t->n_mem_curve; i++) {
+        char num[40];
+        snprintf(num, sizeof num, "%s[%.9g, ", i ? ", " : "", (double)(t->mem_curve[i].ts - c0) * 1e-9);
+        put(w, num);
+        j_i(w, t->mem_curve[i].allocated);
+        put(w, "]");
+    }
+    put(w, "]}");
     /* findings */
     pf(w, ",\n%s  ", ind); j_k(w, "findings"); put(w, "[");
     for (int i = 0; i < t->n_findings; i++) {
@@ -609,8 +662,19 @@ mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_o
     if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
     w->o = o;
+    char why[600];
     if (n == 1) {
         json_one(w, t[0], "");
+    } else if (!mp_trace_one_run(t, n, why, sizeof why)) {
+        /* separate jobs: each analysed apart, no slowest rank */
+        put(w, "{\n  \"separate_jobs\": ");
+        j_s(w, why);
+        put(w, ",\n  \"traces\": [\n    ");
+        for (int i = 0; i < n; i++) {
+            if (i) put(w, ",\n    ");
+            json_one(w, t[i], "    ");
+        }
+        put(w, "\n  ]\n}");
     } else {
         put(w, "{\n  \"ranks\": [\n    ");
         int slow = 0;
