@@ -962,12 +962,7 @@ static mp_status mp__copies(mp__walk *w) {
             named[n_named++] = w->inits[k];
     }
     /* sorted by elements: the candidates of a tensor are one run */
-    for (int i = 1; i < n_named; i++) /* insertion sort is enough: few are named matrices */
-        for (int j = i; j > 0 && mp__by_numel(&named[j - 1], &named[j], g) > 0; j--) {
-            int tmp = named[j];
-            named[j] = named[j - 1];
-            named[j - 1] = tmp;
-        }
+    qsort_r(named, (size_t)n_named, sizeof *named, mp__by_numel, g);
     mp_status st = MP_OK;
     for (int k = 0; k < w->n_inits && !st; k++) {
         int v = w->inits[k];
