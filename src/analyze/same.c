@@ -51,7 +51,10 @@ static bool mp__tview_open(const mp_model *m, const mp_tensor *t, mp__tview *v) 
         v->raw = t->data;
         return true;
     case MP_DATA_TYPED:
-        if ((uint64_t)t->numel > SIZE_MAX / sizeof(double)) return false;
+        /* every element takes a byte of the payload at least: a count the
+         * payload cannot hold is refused before anything is allocated */
+        if ((uint64_t)t->numel > t->size || (uint64_t)t->numel > SIZE_MAX / sizeof(double))
+            return false;
         v->dec = malloc((size_t)t->numel * sizeof(double));
         if (!v->dec || !mp_tensor_typed_walk(t, mp__put, v->dec)) {
             mp__tview_close(v);
