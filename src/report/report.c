@@ -247,7 +247,9 @@ const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *
         }
         if (note->n_src > MP_PNOTE_SRC) mp__sput(&b, " and %d more", note->n_src - MP_PNOTE_SRC);
         if (bound) {
-            mp__sput(&b, ", whose shape the file does not give (weights absent): counted as its ");
+            mp__sput(&b, ", whose shape the file does not give (%s): counted as its ",
+                     val->init && val->init->loc == MP_DATA_ABSENT ? "weights absent"
+                                                                   : "values not readable");
             mp__sput_count(&b, note->elems);
             mp__sput(&b, " elements, an upper bound (the parameter has at most as many)");
         } else if (note->counted == note->elems) {
