@@ -53,6 +53,7 @@ typedef struct fold {
     const char *tensor2;      /* a second constant folded from it (an Add in the module), or NULL */
     int rank2;
     int64_t dims2[4];
+    const char *scopes;       /* the consumer's name scopes; NULL: in `embeddings` */
 } fold;
 
 /* x[B,3,4] -> consumer (in module `embeddings`, with the folded constant)
@@ -60,7 +61,7 @@ typedef struct fold {
 static mp_profile *fold_profile(const fold *f, int64_t batch, const char *file, mp_model **pm) {
     const char *syms[] = {NULL, NULL};
     pbw g = {0}, md1 = {0}, md2 = {0};
-    scope(&md1, "['', 'embeddings', 'cat']");
+    scope(&md1, f->scopes ? f->scopes : "['', 'embeddings', 'cat']");
     bool cat = strcmp(f->consumer, "Concat") == 0;
     if (cat) onx_attr_int(&md1, "axis", 1); /* the node's extra fields: metadata and attributes */
     char ins[128];
@@ -212,6 +213,23 @@ static void t_folded_twice_counted_once(void) {
         T_EQ_U64(m->graph->nodes[0].cost.params + m->graph->nodes[1].cost.params, 8);
     }
     fold_done(m, p);
+}
+
+/* timm's ViT keeps its class token on the root module (target
+ * `cls_token`, owner ""), and the Concat runs at the root. */
+static void t_folded_root_token(void) {
+    for (int64_t batch = 2; batch <= 4; batch += 2) {
+        fold f = {"expand", 1, 3, {-1, 1, 4}, tok, "Concat", "p_cls_token: PARAMETER target='cls_token'\n",
+                  NULL, 0, {0}, NULL, 0, {0}, "['', 'cat']"};
+        mp_model *m;
+        mp_profile *p = fold_profile(&f, batch, "root_token.onnx", &m);
+        if (p) {
+            T_EQ_U64(p->total.params, 4 + HEAD);
+            const mp_param_note *n = note_of(p);
+            T_CHECK(n && n->kind == MP_PNOTE_DERIVED && n->counted == 4);
+        }
+        fold_done(m, p);
+    }
 }
 
 /* Tile (torch's repeat, `repeat` [B, 1, 4]): the same at both batches. */
@@ -450,6 +468,7 @@ MP_TESTS(params){
     {"folded_expand_two_batches", t_folded_expand_two_batches},
     {"folded_tile", t_folded_tile},
     {"folded_twice_counted_once", t_folded_twice_counted_once},
+    {"folded_root_token", t_folded_root_token},
     {"folded_layouts", t_folded_layouts},
     {"folded_concat", t_folded_concat},
     {"tied_transposed_copy", t_tied_transposed_copy},
