@@ -464,6 +464,45 @@ static void t_bn_folded_note(void) {
     }
 }
 
+/* The dynamo fixtures (models/dynamo/): the folded ResNet-18 says its
+ * count is the folded graph's (11,684,712, PyTorch's 11,689,512 less the
+ * BatchNorms' 9,600 plus the 4,800 biases the convolutions gained);
+ * MobileNet-V3, exported without the optimizer, says nothing; Qwen3's 14
+ * transposed projection weights are named as derived, counted as their own
+ * elements (PyTorch's 187,045,376), and not shown in the text. */
+static void t_dynamo_fixtures(void) {
+    static const struct {
+        const char *name;
+        bool bn;
+        int derived;
+        uint64_t params;
+    } cases[] = {
+        {"timm_resnet18_folded", true, 20, 11684712},
+        {"timm_mobilenetv3_large_100", false, 0, 5483032},
+        {"qwen3_2layers", false, 14, 187045376},
+    };
+    for (size_t i = 0; i < MP_ARRAY_LEN(cases); i++) {
+        char path[256];
+        snprintf(path, sizeof path, "models/dynamo/%s.onnx", cases[i].name);
+        mp_model *m = NULL;
+        mp_profile *p = NULL;
+        T_OK(mp_model_load(path, &m));
+        if (m) T_OK(mp_profile_static(m, &p));
+        if (p) {
+            T_EQ(p->bn_folded, cases[i].bn);
+            T_EQ(p->n_pnotes, cases[i].derived);
+            T_EQ_U64(p->total.params, cases[i].params);
+            T_CHECK(!p->params_bound && !p->params_maybe_copies);
+            for (int k = 0; k < p->n_pnotes; k++)
+                T_CHECK(p->pnotes[k].kind == MP_PNOTE_DERIVED && p->pnotes[k].counted == p->pnotes[k].elems);
+            const char *txt = text_of(p);
+            T_CHECK(!strstr(txt, "param notes:"));
+            T_EQ(strstr(txt, "batchnorm folded:") != NULL, cases[i].bn);
+        }
+        fold_done(m, p);
+    }
+}
+
 MP_TESTS(params){
     {"folded_expand_two_batches", t_folded_expand_two_batches},
     {"folded_tile", t_folded_tile},
@@ -474,5 +513,6 @@ MP_TESTS(params){
     {"tied_transposed_copy", t_tied_transposed_copy},
     {"tied_cast_and_reshape", t_tied_cast_and_reshape},
     {"bn_folded_note", t_bn_folded_note},
+    {"dynamo_fixtures", t_dynamo_fixtures},
 };
 MP_TESTS_END(params)
