@@ -933,6 +933,16 @@ static bool mp__dims_permuted(const mp_tensor *a, const mp_tensor *b) {
     return true;
 }
 
+/* A name the TorchScript exporter gives a tensor it computed: `onnx::MatMul_12`
+ * (torch >= 1.10), or a bare number (older releases). */
+static bool mp__anonymous(const char *name) {
+    if (strncmp(name, "onnx::", 6) == 0) return true;
+    if (!name[0]) return false;
+    for (const char *c = name; *c; c++)
+        if (*c < '0' || *c > '9') return false;
+    return true;
+}
+
 static int mp__by_numel(const void *x, const void *y, void *ctx) {
     const mp_graph *g = ctx;
     int64_t a = g->values[*(const int *)x].init->numel, b = g->values[*(const int *)y].init->numel;
@@ -957,8 +967,7 @@ static mp_status mp__copies(mp__walk *w) {
     int n_named = 0;
     for (int k = 0; k < w->n_inits; k++) {
         const mp_value *val = &g->values[w->inits[k]];
-        if ((val->flags & MP_VAL_PARAM) && strncmp(val->name, "onnx::", 6) != 0 &&
-            val->init->rank >= 2)
+        if ((val->flags & MP_VAL_PARAM) && !mp__anonymous(val->name) && val->init->rank >= 2)
             named[n_named++] = w->inits[k];
     }
     /* sorted by elements: the candidates of a tensor are one run */
@@ -968,8 +977,7 @@ static mp_status mp__copies(mp__walk *w) {
         int v = w->inits[k];
         const mp_value *val = &g->values[v];
         const mp_tensor *t = val->init;
-        if (!(val->flags & MP_VAL_PARAM) || strncmp(val->name, "onnx::", 6) != 0 || t->rank < 2)
-            continue;
+        if (!(val->flags & MP_VAL_PARAM) || !mp__anonymous(val->name) || t->rank < 2) continue;
         if (strncmp(val->name, "onnx::Conv_", 11) == 0) {
             for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next)
                 if (w->uses[e].slot == 1 && strcmp(g->nodes[w->uses[e].node].op, "Conv") == 0)
