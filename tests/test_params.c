@@ -402,6 +402,45 @@ static void t_tied_transposed_copy(void) {
     fold_done(m, p);
 }
 
+/* The same with the weights in an external data file next to the model
+ * (tok.weight at offset 0, the head at 160): read through a mapping of
+ * each range. */
+static void t_tied_external(void) {
+    float emb[40], ht[40];
+    for (int i = 0; i < 40; i++) emb[i] = (float)((i * 7) % 13) * 0.25f - 1.0f;
+    head_values(ht, NULL);
+    const char *bin = tpath("tied_ext.bin");
+    FILE *f = fopen(bin, "wb");
+    if (!f) abort();
+    fwrite(emb, sizeof emb, 1, f);
+    fwrite(ht, sizeof ht, 1, f);
+    fclose(f);
+    const char *syms[] = {NULL, NULL};
+    pbw g = {0};
+    onx_node(&g, 1, "Gather", "/tok/Gather", "tok.weight,ids", "h", NULL);
+    onx_node(&g, 1, "MatMul", "/head/MatMul", "h,onnx::MatMul_5", "y", NULL);
+    onx_value_info(&g, 11, "ids", 7, 2, (const int64_t[]){1, 3}, syms);
+    onx_value_info(&g, 12, "y", 1, -1, NULL, syms);
+    onx_tensor_external(&g, 5, "tok.weight", 1, 2, (const int64_t[]){10, 4}, "tied_ext.bin", "0", "160");
+    onx_tensor_external(&g, 5, "onnx::MatMul_5", 1, 2, (const int64_t[]){4, 10}, "tied_ext.bin", "160",
+                        "160");
+    pbw model = {0};
+    onx_model(&model, 7, 14, &g);
+    const char *path = tpath("tied_ext.onnx");
+    if (pbw_write(&model, path)) abort();
+    pbw_free(&model);
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    T_OK(mp_model_load(path, &m));
+    if (m) T_OK(mp_profile_static(m, &p));
+    if (p) {
+        T_CHECK(!m->weightless);
+        T_EQ_U64(p->total.params, 40);
+        T_CHECK(p->n_pnotes == 1 && p->pnotes[0].kind == MP_PNOTE_SAME);
+    }
+    fold_done(m, p);
+}
+
 /* A cast (fp16) and a reshape ([40]... as [2, 20]) of the embedding are
  * it too. */
 static void t_tied_cast_and_reshape(void) {
@@ -511,6 +550,7 @@ MP_TESTS(params){
     {"folded_layouts", t_folded_layouts},
     {"folded_concat", t_folded_concat},
     {"tied_transposed_copy", t_tied_transposed_copy},
+    {"tied_external", t_tied_external},
     {"tied_cast_and_reshape", t_tied_cast_and_reshape},
     {"bn_folded_note", t_bn_folded_note},
     {"dynamo_fixtures", t_dynamo_fixtures},
