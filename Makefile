@@ -80,6 +80,7 @@ test:
 	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
 	$(MAKE) test-html
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) params-check
 	$(MAKE) agree
 	$(MAKE) pytest-ish
 
@@ -135,6 +136,14 @@ test-html: $(BUILD)/modelprof
 	    --llama7b $(BUILD)/bench/llama7b.onnx
 
 .PHONY: test-html
+
+# ---- tied and folded weights of Debian PyTorch's exports against PyTorch's
+# parameter count (tools/params_check.py; docs/COUNTING.md) ----
+params-check: $(BUILD)/modelprof
+	@sh tools/deps.sh agree
+	/usr/bin/python3 tools/params_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/params_check
+
+.PHONY: params-check
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----

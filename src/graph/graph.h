@@ -269,6 +269,11 @@ struct mp_model {
      * sig_owner maps the module path owning a target to MP_SIG_OWNS_*. */
     bool has_signature;
     mp_strmap sig_kind, sig_owner;
+    /* the signature's PARAMETER inputs, in its order (name and target;
+     * target NULL when the line has none): what the optimizer may have
+     * folded into constants of its own (docs/COUNTING.md) */
+    struct mp_sig_param { const char *name, *target; } *sig_params;
+    int n_sig_params, cap_sig_params;
     int module_source;        /* MP_MODSRC_* */
 };
 

@@ -1519,8 +1519,9 @@ static mp_status mp__signature(mp__loader *L, pb text) {
             if (kind) {
                 char *name = mp_arena_strndup(&m->arena, (const char *)p, (size_t)(colon - p));
                 if (!name || mp_strmap_put(&m->sig_kind, name, (int)kind)) return NOMEM();
+                char *target = NULL;
                 if (tg && te) {
-                    char *target = mp_arena_strndup(&m->arena, (const char *)tg, (size_t)(te - tg));
+                    target = mp_arena_strndup(&m->arena, (const char *)tg, (size_t)(te - tg));
                     if (!target || mp_strmap_put(&m->sig_kind, target, (int)kind)) return NOMEM();
                     const char *dot = strrchr(target, '.');
                     char *owner = mp_arena_strndup(&m->arena, target, dot ? (size_t)(dot - target) : 0);
@@ -1530,6 +1531,13 @@ static mp_status mp__signature(mp__loader *L, pb text) {
                            (kind == MP_VAL_DECL_PARAM ? MP_SIG_OWNS_PARAM
                             : kind == MP_VAL_DECL_BUFFER ? MP_SIG_OWNS_BUFFER : 0);
                     if (mp_strmap_put(&m->sig_owner, owner, bits)) return NOMEM();
+                }
+                if (kind == MP_VAL_DECL_PARAM) {
+                    m->sig_params = mp_arena_grow(&m->arena, m->sig_params, sizeof *m->sig_params,
+                                                  &m->cap_sig_params, m->n_sig_params + 1);
+                    if (!m->sig_params) return NOMEM();
+                    m->sig_params[m->n_sig_params].name = name;
+                    m->sig_params[m->n_sig_params++].target = target;
                 }
             }
         }

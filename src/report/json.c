@@ -536,6 +536,54 @@ static void js_nodes(jw *w, const mp_profile *p) {
     jw_close(w, ']');
 }
 
+/* The parameters counted by judgement (docs/COUNTING.md, "Folded and
+ * tied parameters"), every one, each with the sentence the text gives. */
+static void js_param_counting(jw *w, const mp_profile *p) {
+    const mp_model *m = p->m;
+    const mp_graph *g = m->graph;
+    jw_key(w, "param_counting");
+    jw_open(w, '{');
+    jw_kbool(w, "upper_bound", p->params_bound);
+    jw_ku64(w, "possible_copy_elements", p->params_maybe_copies);
+    jw_kbool(w, "batchnorm_folded", p->bn_folded);
+    jw_key(w, "batchnorm_folded_text");
+    if (p->bn_folded) jw_str(w, mp_bn_folded_text);
+    else jw_null(w);
+    jw_key(w, "notes");
+    jw_open(w, '[');
+    for (int i = 0; i < p->n_pnotes; i++) {
+        const mp_param_note *n = &p->pnotes[i];
+        const mp_value *val = &g->values[n->value];
+        jw_open(w, '{');
+        jw_kstr(w, "kind", mp_pnote_kind(n));
+        jw_kstr(w, "tensor", val->name);
+        jw_key(w, "shape");
+        jw_open(w, '[');
+        for (int d = 0; val->init && d < val->init->rank; d++) jw_i64(w, val->init->dims[d]);
+        jw_close(w, ']');
+        jw_kstr(w, "dtype", mp_dtype_name(val->init ? val->init->dtype : MP_DT_UNDEFINED));
+        jw_ku64(w, "elements", n->elems);
+        jw_ku64(w, "counted", n->counted);
+        jw_key(w, "how");
+        if (n->how) jw_str(w, n->how);
+        else jw_null(w);
+        jw_key(w, "parameters");
+        jw_open(w, '[');
+        if (n->source >= 0) jw_str(w, g->values[n->source].name);
+        for (int k = 0; n->source < 0 && k < n->n_src && k < MP_PNOTE_SRC; k++) {
+            const struct mp_sig_param *sp = &m->sig_params[n->src[k]];
+            jw_str(w, sp->target ? sp->target : sp->name);
+        }
+        jw_close(w, ']');
+        jw_ku64(w, "parameters_total", (uint64_t)(n->source >= 0 ? 1 : n->n_src));
+        char buf[1024];
+        jw_kstr(w, "text", mp_pnote_text(p, n, buf, sizeof buf));
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f) {
     const mp_model *m = p->m;
     jw *w = jw_begin(f);
@@ -555,6 +603,7 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     jw_ku64(w, "elements", p->buffer_elems);
     jw_ku64(w, "bytes", p->buffer_bytes);
     jw_close(w, '}');
+    js_param_counting(w, p);
     js_ops(w, p);
     mp_status st = js_modules(w, p);
     js_nodes(w, p);

@@ -99,6 +99,20 @@ static inline bool mp_fig_uncountable(const mp_fig *f) {
     return f->nodes > 0 && f->uncounted >= f->nodes;
 }
 
+/* ---- parameters counted by judgement (report.c) ----
+ * The sentence a report gives a judged tensor (mp_param_note), the same in
+ * text and JSON: into buf (n bytes), truncated when longer; returns buf.
+ * Model strings go in as they are: each writer escapes them its own way. */
+const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *buf, size_t n);
+/* The note's kind as a stable snake_case id: "derived", "upper_bound",
+ * "same_parameter", "possible_copy". */
+const char *mp_pnote_kind(const mp_param_note *note);
+/* Does the text report show it? (a derived constant counted as its own
+ * elements changes nothing a reader sees: the JSON lists it) */
+bool mp_pnote_shown(const mp_param_note *note);
+/* The note on a BatchNorm folded into the convolutions (p->bn_folded). */
+extern const char mp_bn_folded_text[];
+
 /* "Conv" or "com.microsoft.FusedConv" (default domain: "" or "ai.onnx"). */
 const char *mp_op_display(const char *domain, const char *op, char *buf, size_t n);
 

@@ -117,6 +117,33 @@ static void tx_label(tx *t, const char *label) {
 
 /* ---- (a) summary ---- */
 
+/* The judged parameters (docs/COUNTING.md, "Folded and tied parameters"):
+ * those that change the reading, at most TX_PNOTES_MAX lines, and the
+ * note on a BatchNorm folded into the convolutions. */
+#define TX_PNOTES_MAX 5
+static void tx_param_notes(tx *t) {
+    const mp_profile *p = t->p;
+    int shown = 0, more = 0;
+    for (int i = 0; i < p->n_pnotes; i++) {
+        if (!mp_pnote_shown(&p->pnotes[i])) continue;
+        if (shown == TX_PNOTES_MAX) {
+            more++;
+            continue;
+        }
+        char buf[1024];
+        tx_label(t, shown++ ? "" : "param notes:");
+        tx_printf(t, "%s\n", tx_safe(t, mp_pnote_text(p, &p->pnotes[i], buf, sizeof buf), "?"));
+    }
+    if (more) {
+        tx_label(t, "");
+        tx_printf(t, "... and %d more (the JSON report lists every one)\n", more);
+    }
+    if (p->bn_folded) {
+        tx_label(t, "batchnorm folded:");
+        tx_printf(t, "%s\n", mp_bn_folded_text);
+    }
+}
+
 /* "(fp32 25.56 M, fp16 1.2 M)": the non-zero entries by decreasing value;
  * nothing when there are none. */
 static void tx_dtype_breakdown(tx *t, const uint64_t *by, bool bytes) {
@@ -301,7 +328,12 @@ static void tx_summary(tx *t) {
     tx_label(t, "params:");
     tx_puts(t, mp_fmt_count(tot->params).s);
     tx_dtype_breakdown(t, p->params_by_dtype, false);
+    if (p->params_bound) tx_puts(t, "; an upper bound (see param notes)");
+    if (p->params_maybe_copies)
+        tx_printf(t, "; %s of them may be copies (see param notes)",
+                  mp_fmt_count(p->params_maybe_copies).s);
     tx_putc(t, '\n');
+    tx_param_notes(t);
     tx_label(t, "weight memory:");
     tx_puts(t, mp_fmt_bytes(tot->param_bytes).s);
     tx_dtype_breakdown(t, p->param_bytes_by_dtype, true);

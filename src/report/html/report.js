@@ -286,6 +286,15 @@ function profile(D) {
     var notes = [];
     if (t.unknown_nodes) notes.push(t.unknown_nodes + ' nodes depend on unresolved dims');
     if (t.uncounted_nodes) notes.push(t.uncounted_nodes + ' nodes have no cost rule');
+    var pc = D.param_counting; /* parameters counted by judgement (docs/COUNTING.md) */
+    if (pc) {
+        if (pc.upper_bound) notes.push('params is an upper bound (see below)');
+        if (pc.possible_copy_elements) notes.push(si(pc.possible_copy_elements) + ' of the params may be copies (see below)');
+        (pc.notes || []).forEach(function (n) {
+            if (n.kind !== 'derived' || n.counted !== n.elements) notes.push(n.text);
+        });
+        if (pc.batchnorm_folded_text) notes.push(pc.batchnorm_folded_text);
+    }
     (D.warnings || []).forEach(function (w) { notes.push(w); });
     if (D.findings) D.findings.forEach(function (f) { notes.push(f.text); });
     if (notes.length) {
