@@ -63,8 +63,8 @@ int main(int argc, char **argv) {
     mp_totals tot;
     mp_profile_totals(p, &tot);
     /* every option on */
-    mp_train_options all;
-    mp_train_options_default(&all);
+    mp_tplan_options all;
+    mp_tplan_options_default(&all);
     all.precision = MP_PREC_BF16_MIXED;
     all.optimizer = MP_OPT_ADAMW;
     all.checkpointing = 1;
@@ -75,8 +75,8 @@ int main(int argc, char **argv) {
     all.micro_batches = 32;
     all.gpu = "h100-sxm";
     all.tokens = 2e12;
-    mp_train_options fo;
-    mp_train_options_default(&fo);
+    mp_tplan_options fo;
+    mp_tplan_options_default(&fo);
     fo.precision = MP_PREC_BF16_MIXED;
     fo.checkpointing = 1;
     fo.gpu = "h100-sxm";
@@ -93,21 +93,21 @@ int main(int argc, char **argv) {
         mp_profile_free(p2);
         mp_model_free(m2);
         double t2 = now();
-        mp_train_plan *pl = NULL;
-        if (mp_train_plan_create(p, &all, &pl)) goto fail;
+        mp_tplan *pl = NULL;
+        if (mp_tplan_create(p, &all, &pl)) goto fail;
         double t3 = now();
-        mp_train_plan_free(pl);
+        mp_tplan_free(pl);
         double t4 = now();
-        if (mp_train_plan_create(p, &fo, &pl)) goto fail;
+        if (mp_tplan_create(p, &fo, &pl)) goto fail;
         double t5 = now();
         if (r == 0) {
             FILE *f = fopen("/dev/null", "w");
             if (f) {
-                mp_train_plan_write(pl, MP_FORMAT_JSON, f);
+                mp_tplan_write(pl, MP_FORMAT_JSON, f);
                 fclose(f);
             }
         }
-        mp_train_plan_free(pl);
+        mp_tplan_free(pl);
         prof[r] = t1 - t0;
         plan[r] = t3 - t2;
         fit[r] = t5 - t4;

@@ -64,8 +64,10 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(ops_opset23)       \
     X(analyze)           \
     X(report)            \
+    X(report_formats)    \
     X(models)            \
     X(dynamo)            \
+    X(params)            \
     X(cli)               \
     X(malformed)         \
     X(kernels)           \
@@ -74,6 +76,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(dnnl)              \
     X(rnn)               \
     X(trace)             \
+    X(trace_legacy)      \
     X(plan)
 
 #define MP__DECL_TESTS(f)              \

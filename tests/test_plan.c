@@ -22,9 +22,9 @@ static void t_zero_table(void) {
     const uint64_t want[4] = {120000000000ull, 31406250000ull, 16640625000ull, 1875000000ull};
     const double paper_gb[4] = {120, 31.4, 16.6, 1.9};
     for (int z = 0; z <= 3; z++) {
-        mp_train_memory m;
+        mp_tplan_mem m;
         memset(&m, 0, sizeof m);
-        mp_plan_model_states(psi, MP_PREC_FP16_MIXED, MP_OPT_ADAM, z, 64, &m);
+        mp_tplan_model_states(psi, MP_PREC_FP16_MIXED, MP_OPT_ADAM, z, 64, &m);
         uint64_t states = m.weights_bytes + m.grads_bytes + m.master_weights_bytes + m.optimizer_bytes;
         T_EQ_U64(states, want[z]);
         /* the paper's figure, rounded as it prints it */
@@ -32,32 +32,32 @@ static void t_zero_table(void) {
     }
     /* the parts: 2 + 2 + 12 bytes per parameter (fp16 weights and
      * gradients; fp32 master weights, momentum and variance) */
-    mp_train_memory m;
-    mp_plan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 1, 1, &m);
+    mp_tplan_mem m;
+    mp_tplan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 1, 1, &m);
     T_EQ_U64(m.weights_bytes, 2000);
     T_EQ_U64(m.grads_bytes, 2000);
     T_EQ_U64(m.master_weights_bytes, 4000);
     T_EQ_U64(m.optimizer_bytes, 8000);
     /* without ZeRO, mixed precision is PyTorch AMP: fp32 parameters (the
      * master copy) and fp32 gradients: the same 16 bytes */
-    mp_plan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 0, 1, &m);
+    mp_tplan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 0, 1, &m);
     T_EQ_U64(m.weights_bytes, 4000);
     T_EQ_U64(m.grads_bytes, 4000);
     T_EQ_U64(m.master_weights_bytes, 0);
     T_EQ_U64(m.optimizer_bytes, 8000);
-    mp_plan_model_states(1000, MP_PREC_FP32, MP_OPT_SGD_MOMENTUM, 0, 1, &m);
+    mp_tplan_model_states(1000, MP_PREC_FP32, MP_OPT_SGD_MOMENTUM, 0, 1, &m);
     T_EQ_U64(m.weights_bytes + m.grads_bytes + m.master_weights_bytes + m.optimizer_bytes, 12000);
-    mp_plan_model_states(1000, MP_PREC_BF16, MP_OPT_ADAMW, 0, 1, &m);
+    mp_tplan_model_states(1000, MP_PREC_BF16, MP_OPT_ADAMW, 0, 1, &m);
     T_EQ_U64(m.optimizer_bytes, 4000); /* pure bf16: states in bf16 */
 }
 
 /* DeepSpeed's estimate_zero2/3_model_states_mem_needs (no offload):
  * 4 P + 16 P / N and 4 L + 18 P / N. */
 static void t_deepspeed(void) {
-    T_EQ_U64(mp_plan_deepspeed_zero2(7500000000ull, 64), 30000000000ull + 1875000000ull);
-    T_EQ_U64(mp_plan_deepspeed_zero3(7500000000ull, 500000000ull, 64),
+    T_EQ_U64(mp_tplan_deepspeed_zero2(7500000000ull, 64), 30000000000ull + 1875000000ull);
+    T_EQ_U64(mp_tplan_deepspeed_zero3(7500000000ull, 500000000ull, 64),
              2000000000ull + 2109375000ull);
-    T_EQ_U64(mp_plan_deepspeed_zero2(1000, 1), 20000);
+    T_EQ_U64(mp_tplan_deepspeed_zero2(1000, 1), 20000);
 }
 
 /* x[4,8] -> MatMul W1[8,16] -> Relu -> MatMul W2[16,3] -> y[4,3] */
@@ -73,19 +73,19 @@ static mp_model *mlp(void) {
     return m;
 }
 
-static mp_train_plan *plan_of(mp_profile *p, mp_train_options *o) {
-    mp_train_plan *pl = NULL;
-    T_OK(mp_train_plan_create(p, o, &pl));
+static mp_tplan *plan_of(mp_profile *p, mp_tplan_options *o) {
+    mp_tplan *pl = NULL;
+    T_OK(mp_tplan_create(p, o, &pl));
     return pl;
 }
 
 static void t_saved_hand(void) {
     mp_model *m = mlp();
     mp_profile *p = tb_prof(m);
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     o.loss = 0;
-    mp_train_plan *pl = plan_of(p, &o);
+    mp_tplan *pl = plan_of(p, &o);
     if (pl) {
         /* fp32: the first product keeps x (W1's gradient), Relu its output
          * r, the second product r again (one storage) and W2 (a parameter):
@@ -104,7 +104,7 @@ static void t_saved_hand(void) {
         T_EQ_U64(pl->bwd_flops, 2 * 2 * 192 + 2 * 512 + 2 * 64);
         T_EQ(pl->n_default_ops, 0);
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     /* bf16 autocast: x's bf16 copy (64), r in bf16 (128), W2's cached bf16
      * copy (96) */
     o.precision = MP_PREC_BF16_MIXED;
@@ -115,12 +115,12 @@ static void t_saved_hand(void) {
         T_EQ_U64(pl->mem.weights_bytes, 176 * 4); /* AMP: the fp32 parameters */
         T_EQ_U64(pl->mem.master_weights_bytes, 0);
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     /* the loss keeps fp32 log-probabilities and int64 targets: 12*4 + 4*8 */
     o.loss = 1;
     pl = plan_of(p, &o);
     if (pl) T_EQ_U64(pl->loss_bytes, 48 + 32);
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     tb_done(m, p);
 }
 
@@ -147,17 +147,17 @@ static mp_model *two_blocks(void) {
 static void t_blocks_hand(void) {
     mp_model *m = two_blocks();
     mp_profile *p = tb_prof(m);
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     o.loss = 0;
-    mp_train_plan *pl = plan_of(p, &o);
+    mp_tplan *pl = plan_of(p, &o);
     if (pl) {
         T_EQ(pl->n_blocks, 2);
         /* x (W0's gradient), r0 (Relu; the second product's too), r1: 3 x 128 */
         T_EQ_U64(pl->mem.activations_bytes, 384);
         T_EQ_U64(pl->mem.temporary_bytes, 256);
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     /* checkpointing: each block keeps its input (x, r0): 256; its own set
      * (256 each) comes back in its backward on top of the transient */
     o.checkpointing = 1;
@@ -168,7 +168,7 @@ static void t_blocks_hand(void) {
         /* recompute: both blocks' forward, 2 x (2*4*8*8 + 32) */
         T_EQ_U64(pl->recompute_flops, 2 * (512 + 32));
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     /* tensor parallelism over 2: the first product is column-split (its
      * output r0 is split), the second row-split (r1 replicated after an
      * all-reduce). Kept: x 128 + r0 / 2 + r1 128; both weights split. */
@@ -182,7 +182,7 @@ static void t_blocks_hand(void) {
          * backward, the row split's output (128 B) in the forward */
         T_EQ_U64(pl->nodes[0].tp_comm + pl->nodes[2].tp_comm, 256);
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     /* pipeline over 2 with 8 micro-batches: a block a stage; 1F1B keeps 2
      * micro-batches in flight on stage 0 (x, r0: 256 each), 1 on stage 1 (r1,
      * and r0 again: stage 1 receives its own copy and its product keeps it) */
@@ -197,7 +197,7 @@ static void t_blocks_hand(void) {
         T_EQ_U64(pl->stages[1].mem.activations_bytes, 128 + 128);
         T_EQ_U64(pl->stages[0].params + pl->stages[1].params, 128);
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     tb_done(m, p);
 }
 
@@ -222,23 +222,23 @@ static void t_attention_hand(void) {
     tb_node(m, "MatMul", "p,v", "o");
     tb_output(m, "o");
     mp_profile *p = tb_prof(m);
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     o.loss = 0;
     o.attention_fused = 0;
-    mp_train_plan *pl = plan_of(p, &o);
+    mp_tplan *pl = plan_of(p, &o);
     /* eager: x (the projections' weight gradients, one storage) 256; q 128
      * and k^T (a view of k) 128 for the scores; the probabilities 128 (the
      * softmax's output, kept by the product with v too); v 128 */
     if (pl) T_EQ_U64(pl->mem.activations_bytes, 256 + 128 + 128 + 128 + 128);
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     /* fused (scaled_dot_product_attention): x 256, q and k 256, v 128, the
      * output 128 and an fp32 log-sum-exp per row (1 x 2 x 4 rows): 32; never
      * the probabilities */
     o.attention_fused = 1;
     pl = plan_of(p, &o);
     if (pl) T_EQ_U64(pl->mem.activations_bytes, 256 + 256 + 128 + 128 + 32);
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     tb_done(m, p);
 }
 
@@ -281,12 +281,12 @@ static uint64_t decomposed_kept(int which) {
     }
     tb_output(m, "y");
     mp_profile *p = tb_prof(m);
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     o.loss = 0;
-    mp_train_plan *pl = plan_of(p, &o);
+    mp_tplan *pl = plan_of(p, &o);
     uint64_t kept = pl ? pl->mem.activations_bytes : 0;
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     tb_done(m, p);
     return kept;
 }
@@ -301,8 +301,8 @@ static void t_decomposed_hand(void) {
 static void t_roofline(void) {
     mp_model *m = mlp();
     mp_profile *p = tb_prof(m);
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     o.loss = 0;
     o.peak_tflops = 1e-9; /* 1000 FLOP/s */
     o.bandwidth_gbs = 1e-9; /* 1 B/s */
@@ -310,7 +310,7 @@ static void t_roofline(void) {
     o.memory_eff = 1;
     o.node_overhead_s = 0;
     o.optimizer = MP_OPT_NONE;
-    mp_train_plan *pl = plan_of(p, &o);
+    mp_tplan *pl = plan_of(p, &o);
     if (pl) {
         /* forward bytes dominate: each node's inputs and outputs at 1 B/s:
          * MatMul1 128 + 512 + 256, Relu 256 + 256, MatMul2 256 + 192 + 48 */
@@ -319,7 +319,7 @@ static void t_roofline(void) {
         T_CHECK(fabs(pl->stages[0].bwd_s - 2 * fwd) < 1e-6);
         T_CHECK(pl->step_s >= pl->compute_s);
     }
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     tb_done(m, p);
 }
 
@@ -328,8 +328,8 @@ static void t_roofline(void) {
 static void t_comm_train(void) {
     mp_model *m = mlp();
     mp_profile *p = tb_prof(m);
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     o.loss = 0;
     o.peak_tflops = 1e-9;
     o.bandwidth_gbs = 1e-9;
@@ -338,19 +338,19 @@ static void t_comm_train(void) {
     const uint64_t want[4] = {2 * 528, 528 + 528, 528 + 528, 528 + 2 * 528}; /* f = 3/4 */
     for (int z = 0; z <= 3; z++) {
         o.zero = z;
-        mp_train_plan *pl = plan_of(p, &o);
+        mp_tplan *pl = plan_of(p, &o);
         if (!pl) continue;
         T_EQ_U64(pl->dp_comm_bytes, want[z]);
         T_CHECK(fabs(pl->dp_comm_s - (double)want[z]) < 1e-6);
         /* 4 samples a micro-batch x 4 ranks; 160 samples: 10 steps */
         T_CHECK(pl->samples_per_step == 16);
-        mp_train_plan_free(pl);
+        mp_tplan_free(pl);
     }
     o.zero = 0;
     o.samples = 160;
-    mp_train_plan *pl = plan_of(p, &o);
+    mp_tplan *pl = plan_of(p, &o);
     if (pl) T_CHECK(fabs(pl->train_s - 10 * pl->step_s) < 1e-9 * pl->train_s);
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     tb_done(m, p);
 }
 

@@ -117,8 +117,8 @@ typedef struct pl_input {
 } pl_input;
 
 static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, int *n_inputs) {
-    mp_train_options o;
-    mp_train_options_default(&o);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
     const char *model_path = NULL, *out_path = NULL;
     mp_format format = MP_FORMAT_TEXT;
     int quiet = 0, n_dims = 0;
@@ -259,17 +259,17 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             rc = PL_EXIT_USAGE;
         }
     mp_profile *p = NULL;
-    mp_train_plan *pl = NULL;
+    mp_tplan *pl = NULL;
     if (!rc && mp_profile_static(m, &p)) {
         pl_print_error(NULL, mp_last_error());
         rc = PL_EXIT_MODEL;
     }
-    if (!rc && mp_train_plan_create(p, &o, &pl)) {
+    if (!rc && mp_tplan_create(p, &o, &pl)) {
         pl_print_error(NULL, mp_last_error());
         rc = PL_EXIT_MODEL;
     }
     if (!rc) {
-        mp_status st = out_path ? mp_train_plan_write_file(pl, format, out_path) : mp_train_plan_write(pl, format, stdout);
+        mp_status st = out_path ? mp_tplan_write_file(pl, format, out_path) : mp_tplan_write(pl, format, stdout);
         if (!st && !out_path && fflush(stdout) != 0) st = MP_ERR_IO;
         if (st) {
             pl_print_error(NULL, mp_last_error()[0] ? mp_last_error() : "cannot write the plan");
@@ -278,7 +278,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
     }
     if (!rc && !quiet)
         for (int i = 0; i < mp_model_warning_count(m); i++) pl_print_error("warning: ", mp_model_warning(m, i));
-    mp_train_plan_free(pl);
+    mp_tplan_free(pl);
     mp_profile_free(p);
     mp_model_free(m);
     return rc;

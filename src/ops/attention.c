@@ -485,7 +485,7 @@ static mp_status atk_swish(mp_kctx *k) {
 
 /* RMSNorm keeps its input and one fp32 statistic per row (autocast's
  * fp32 list, as layer norms); Swish keeps its input. */
-static void at_train_rms(mp_ctx *c, mp_train *t) {
+static void at_train_rms(mp_ctx *c, mp_bwd *t) {
     t->amp = MP_AMP_FP32;
     if (!t->rg) return;
     t->save_in = 1u;
@@ -506,6 +506,6 @@ const mp_op mp_ops_attention[] = {
      .train = at_train_rms},
     {"", "TensorScatter", 24, at_tscatter_infer, mp_cost_zero, 0, 0, NULL, atk_tscatter},
     {"", "Swish", 24, mp_infer_same, mp_cost_out1, 0, 0, NULL, atk_swish,
-     .train = mp_train_save_in0},
+     .train = mp_bwd_save_in0},
 };
 const int mp_ops_attention_count = (int)MP_ARRAY_LEN(mp_ops_attention);

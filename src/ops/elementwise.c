@@ -871,7 +871,7 @@ EW_DEF_PREP(where, 1, EW_WHERE)
 #define EW_K(p) ew_krun, prep_##p, mp_kstate_release
 
 
-/* ---- training: what the backward keeps (ops.h mp_train; PyTorch's
+/* ---- training: what the backward keeps (ops.h mp_bwd; PyTorch's
  * derivatives.yaml): ---- */
 static bool ew_is(const char *op, const char *const *names) {
     for (; *names; names++)
@@ -879,7 +879,7 @@ static bool ew_is(const char *op, const char *const *names) {
     return false;
 }
 
-static void ew_train(mp_ctx *c, mp_train *t) {
+static void ew_train(mp_ctx *c, mp_bwd *t) {
     static const char *const keep_out[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal",
                                            "Elu", "Selu", NULL};
     static const char *const keep_in[] = {"LeakyRelu", "HardSigmoid", "HardSwish", "Erf", "Gelu",

@@ -1600,7 +1600,7 @@ static mp_status msk_random(mp_kctx *k) {
 
 /* Losses keep their input (log-probabilities, logits) and target, in
  * fp32 (autocast's fp32 list); the backward is one pass over the input. */
-static void ms_train_loss(mp_ctx *c, mp_train *t) {
+static void ms_train_loss(mp_ctx *c, mp_bwd *t) {
     t->amp = MP_AMP_LOSS;
     if (!(t->rg & 1u)) return;
     t->save_in = 3u;

@@ -1753,7 +1753,7 @@ static mp_status nnk_resize(mp_kctx *k) {
 
 /* ---- the table ---- */
 
-/* ---- training: what the backward keeps (ops.h mp_train) ---- */
+/* ---- training: what the backward keeps (ops.h mp_bwd) ---- */
 
 static uint64_t nn_numel(const mp_value *v) {
     int64_t n = v ? mp_value_numel(v) : -1;
@@ -1764,14 +1764,14 @@ static uint64_t nn_numel(const mp_value *v) {
  * weight and bias, so the forward keeps both input and weight whenever any
  * gradient is needed (under autocast, the weight's low-precision copy even
  * for a first layer whose input needs none). */
-static void train_conv(mp_ctx *c, mp_train *t) {
-    mp_train_product(c, t);
+static void train_conv(mp_ctx *c, mp_bwd *t) {
+    mp_bwd_product(c, t);
     if (t->rg) t->save_in |= 3u;
 }
 
 /* Max pooling keeps its input and the int64 index of each output's max
  * (PyTorch max_pool2d_with_indices). */
-static void train_maxpool(mp_ctx *c, mp_train *t) {
+static void train_maxpool(mp_ctx *c, mp_bwd *t) {
     if (!(t->rg & 1u)) return;
     t->save_in = 1u;
     t->extra_bytes = 8 * nn_numel(mp_out(c, 0));
@@ -1780,7 +1780,7 @@ static void train_maxpool(mp_ctx *c, mp_train *t) {
 
 /* Average and global pools keep their input (PyTorch avg_pool2d,
  * adaptive_avg_pool2d save self). */
-static void train_pool(mp_ctx *c, mp_train *t) {
+static void train_pool(mp_ctx *c, mp_bwd *t) {
     if (!(t->rg & 1u)) return;
     t->save_in = 1u;
     t->bwd_flops = nn_numel(mp_in(c, 0));
@@ -1790,7 +1790,7 @@ static void train_pool(mp_ctx *c, mp_train *t) {
  * group (mean and 1/std); the backward costs about twice the forward.
  * BatchNorm runs in its input's type (cuDNN takes bf16 with fp32 scale);
  * layer and group norms are on autocast's fp32 list. */
-static void nn_train_norm(mp_ctx *c, mp_train *t, uint64_t groups, int amp) {
+static void nn_train_norm(mp_ctx *c, mp_bwd *t, uint64_t groups, int amp) {
     t->amp = (uint8_t)amp;
     if (!t->rg) return;
     t->save_in = 1u;
@@ -1798,12 +1798,12 @@ static void nn_train_norm(mp_ctx *c, mp_train *t, uint64_t groups, int amp) {
     t->bwd_flops = 2 * t->fwd->flops;
 }
 
-static void train_batchnorm(mp_ctx *c, mp_train *t) {
+static void train_batchnorm(mp_ctx *c, mp_bwd *t) {
     const mp_value *x = mp_in(c, 0);
     nn_train_norm(c, t, x && x->rank >= 2 && x->dims[1] > 0 ? (uint64_t)x->dims[1] : 0, MP_AMP_PROMOTE);
 }
 
-static void train_layernorm(mp_ctx *c, mp_train *t) {
+static void train_layernorm(mp_ctx *c, mp_bwd *t) {
     const mp_value *x = mp_in(c, 0);
     uint64_t rows = 0;
     if (x && x->rank >= 1) {
@@ -1814,7 +1814,7 @@ static void train_layernorm(mp_ctx *c, mp_train *t) {
     nn_train_norm(c, t, rows, MP_AMP_FP32);
 }
 
-static void train_groupnorm(mp_ctx *c, mp_train *t) {
+static void train_groupnorm(mp_ctx *c, mp_bwd *t) {
     const mp_value *x = mp_in(c, 0);
     uint64_t n = x && x->rank >= 1 && x->dims[0] > 0 ? (uint64_t)x->dims[0] : 0;
     int64_t g = mp_streq(c->n->op, "InstanceNormalization")
@@ -1824,7 +1824,7 @@ static void train_groupnorm(mp_ctx *c, mp_train *t) {
 }
 
 /* Softmax and LogSoftmax keep their output (autocast's fp32 list). */
-static void train_softmax(mp_ctx *c, mp_train *t) {
+static void train_softmax(mp_ctx *c, mp_bwd *t) {
     t->amp = MP_AMP_FP32;
     if (mp_streq(c->n->op, "Hardmax") || !t->rg) return;
     t->save_out = 1u;
@@ -1833,7 +1833,7 @@ static void train_softmax(mp_ctx *c, mp_train *t) {
 
 /* Sum and mean need only the input's shape; max/min, prod and the norms
  * keep input and output. */
-static void train_reduce(mp_ctx *c, mp_train *t) {
+static void train_reduce(mp_ctx *c, mp_bwd *t) {
     const char *op = c->n->op;
     if (mp_streq(op, "ArgMax") || mp_streq(op, "ArgMin")) {
         t->amp = MP_AMP_KEEP;
@@ -1849,7 +1849,7 @@ static void train_reduce(mp_ctx *c, mp_train *t) {
 
 /* Dropout keeps its mask, one byte per element (a bool tensor), unless
  * its ratio is known to be 0 (then it is the identity: a view). */
-static void train_dropout(mp_ctx *c, mp_train *t) {
+static void train_dropout(mp_ctx *c, mp_bwd *t) {
     double ratio = 0.5;
     const double *v;
     int64_t n;
@@ -1865,11 +1865,11 @@ static void train_dropout(mp_ctx *c, mp_train *t) {
 }
 
 /* Resizing keeps nothing but shapes; the backward scatters each output. */
-static void train_resize(mp_ctx *c, mp_train *t) {
+static void train_resize(mp_ctx *c, mp_bwd *t) {
     if (t->rg & 1u) t->bwd_flops = 2 * nn_numel(mp_out(c, 0));
 }
 
-static void train_lrn(mp_ctx *c, mp_train *t) {
+static void train_lrn(mp_ctx *c, mp_bwd *t) {
     if (!(t->rg & 1u)) return;
     t->save_in = 1u;
     t->save_out = 1u;

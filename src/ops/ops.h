@@ -135,7 +135,7 @@ enum {
     MP_AMP_KEEP,        /* output dtype is the op's own (Cast, Shape, indices) */
     MP_AMP_LOSS         /* losses: fp32 under CUDA and CPU autocast alike */
 };
-typedef struct mp_train {
+typedef struct mp_bwd {
     uint32_t rg;              /* in: inputs that need a gradient */
     const mp_cost *fwd;       /* in: the node's forward cost */
     uint32_t save_in, save_out;
@@ -143,18 +143,18 @@ typedef struct mp_train {
     uint64_t bwd_flops;
     uint8_t amp;
     bool view;
-} mp_train;
-typedef void (*mp_train_fn)(mp_ctx *c, mp_train *t);
+} mp_bwd;
+typedef void (*mp_bwd_fn)(mp_ctx *c, mp_bwd *t);
 
 /* Shared train rules (util.c). */
-void mp_train_none(mp_ctx *c, mp_train *t);      /* data movement: keeps nothing, 0 FLOPs */
-void mp_train_view(mp_ctx *c, mp_train *t);      /* a view of input 0 (Reshape, Transpose) */
-void mp_train_save_in0(mp_ctx *c, mp_train *t);  /* keeps input 0: bwd = fwd FLOPs */
-void mp_train_save_out0(mp_ctx *c, mp_train *t); /* keeps output 0: bwd = fwd FLOPs */
+void mp_bwd_none(mp_ctx *c, mp_bwd *t);      /* data movement: keeps nothing, 0 FLOPs */
+void mp_bwd_view(mp_ctx *c, mp_bwd *t);      /* a view of input 0 (Reshape, Transpose) */
+void mp_bwd_save_in0(mp_ctx *c, mp_bwd *t);  /* keeps input 0: bwd = fwd FLOPs */
+void mp_bwd_save_out0(mp_ctx *c, mp_bwd *t); /* keeps output 0: bwd = fwd FLOPs */
 /* The product rule of a dot product (MatMul, Gemm, Conv): the gradient of
  * input 0 needs input 1 and the other way round; each costs the forward's
  * MACs again (2 x MACs FLOPs). */
-void mp_train_product(mp_ctx *c, mp_train *t);
+void mp_bwd_product(mp_ctx *c, mp_bwd *t);
 
 typedef struct mp_op {
     const char *domain;       /* "" for ai.onnx, "com.microsoft", ... */
@@ -168,7 +168,7 @@ typedef struct mp_op {
     mp_run_fn run;            /* portable kernel; NULL: not runnable here */
     mp_prepare_fn prepare;    /* optional plan-time preparation */
     mp_release_fn release;    /* frees what prepare left in state */
-    mp_train_fn train;        /* training: what the backward keeps and costs; NULL: the default */
+    mp_bwd_fn train;        /* training: what the backward keeps and costs; NULL: the default */
 } mp_op;
 
 /* Family tables (each file: const mp_op mp_ops_X[]; const int mp_ops_X_count;) */

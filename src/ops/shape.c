@@ -2199,6 +2199,9 @@ static mp_status shk_concat(mp_kctx *k) {
     for (int i = 0; i < k->n_in; i++) {
         const mp_rtensor *x = &k->in[i];
         if (!x->data || x->rank != y->rank) continue;
+        if (x->dtype != y->dtype) /* its rows would be copied at the output's element size */
+            return mp_kfail(k, MP_ERR_SHAPE, "input %d is %s, the output %s", i, mp_dtype_name(x->dtype),
+                            mp_dtype_name(y->dtype));
         for (int d = 0; d < y->rank; d++)
             if (d != axis && x->dims[d] != y->dims[d])
                 return mp_kfail(k, MP_ERR_SHAPE, "input %d: dim %d is %lld, the output's %lld", i, d,
@@ -2930,13 +2933,13 @@ done:
  * storage (PyTorch's view, reshape of a contiguous tensor, transpose, and
  * basic indexing: slices, splits, a scalar index). */
 #define SH_OP(name, since, infer, run) \
-    {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_train_none}
+    {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_bwd_none}
 #define SH_VIEW(name, since, infer, run) \
-    {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_train_view}
+    {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_bwd_view}
 
 /* Gather keeps its indices (an embedding's backward scatters the output's
  * gradient into the table's rows). */
-static void sh_train_gather(mp_ctx *c, mp_train *t) {
+static void sh_train_gather(mp_ctx *c, mp_bwd *t) {
     /* a scalar index selects one slice: PyTorch's select, a view */
     const mp_value *ix = mp_in(c, 1);
     if (ix && ix->rank == 0 && ix->kn >= 0) {
@@ -2951,7 +2954,7 @@ static void sh_train_gather(mp_ctx *c, mp_train *t) {
 }
 
 /* Cast's output type is its own; Shape, Size and the rest give integers. */
-static void sh_train_keep(mp_ctx *c, mp_train *t) {
+static void sh_train_keep(mp_ctx *c, mp_bwd *t) {
     (void)c;
     t->amp = MP_AMP_KEEP;
 }
@@ -2977,7 +2980,7 @@ const mp_op mp_ops_shape[] = {
     SH_OP("Range", 11, range_infer, shk_range),
     SH_OP("ConstantOfShape", 9, constant_of_shape_infer, shk_constant_of_shape),
     SH_OP("Constant", 1, constant_infer, shk_constant),
-    {"", "EyeLike", 9, eye_like_infer, meta_cost, 0, 0, NULL, shk_eye_like, .train = mp_train_none},
+    {"", "EyeLike", 9, eye_like_infer, meta_cost, 0, 0, NULL, shk_eye_like, .train = mp_bwd_none},
     SH_OP("Expand", 8, expand_infer, shk_expand),
     SH_OP("Tile", 1, tile_infer_v1, shk_tile),
     SH_OP("Tile", 6, tile_infer_v6, shk_tile),

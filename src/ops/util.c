@@ -339,29 +339,29 @@ mp_status mp_infer_broadcast(mp_ctx *c) {
 
 /* ---- shared train rules (ops.h; docs/PLANNING.md "what the backward keeps") ---- */
 
-void mp_train_none(mp_ctx *c, mp_train *t) {
+void mp_bwd_none(mp_ctx *c, mp_bwd *t) {
     (void)c;
     t->amp = MP_AMP_PROMOTE;
 }
 
-void mp_train_view(mp_ctx *c, mp_train *t) {
+void mp_bwd_view(mp_ctx *c, mp_bwd *t) {
     (void)c;
     t->view = true;
 }
 
-void mp_train_save_in0(mp_ctx *c, mp_train *t) {
+void mp_bwd_save_in0(mp_ctx *c, mp_bwd *t) {
     (void)c;
     if (t->rg & 1u) t->save_in = 1u;
     t->bwd_flops = t->rg ? t->fwd->flops : 0;
 }
 
-void mp_train_save_out0(mp_ctx *c, mp_train *t) {
+void mp_bwd_save_out0(mp_ctx *c, mp_bwd *t) {
     (void)c;
     if (t->rg & 1u) t->save_out = 1u;
     t->bwd_flops = t->rg ? t->fwd->flops : 0;
 }
 
-void mp_train_product(mp_ctx *c, mp_train *t) {
+void mp_bwd_product(mp_ctx *c, mp_bwd *t) {
     (void)c;
     t->amp = MP_AMP_LOWER;
     uint64_t mm = t->fwd->macs > UINT64_MAX / 2 ? UINT64_MAX : 2 * t->fwd->macs;

@@ -36,7 +36,7 @@ int mp_optimizer_parse(const char *s) {
     return -1;
 }
 
-void mp_train_options_default(mp_train_options *o) {
+void mp_tplan_options_default(mp_tplan_options *o) {
     memset(o, 0, sizeof *o);
     o->precision = MP_PREC_FP32;
     o->optimizer = MP_OPT_ADAMW;
@@ -54,7 +54,7 @@ static bool prec_mixed(mp_precision p) { return p == MP_PREC_BF16_MIXED || p == 
 
 /* ---- model states (docs/PLANNING.md "model states"; ZeRO paper §3) ---- */
 
-void mp_plan_state_bytes(mp_precision prec, mp_optimizer opt, mp_state_bytes *b) {
+void mp_tplan_state_bytes(mp_precision prec, mp_optimizer opt, mp_state_bytes *b) {
     double w = prec == MP_PREC_FP32 ? 4 : 2;
     b->weights = w;
     b->grads = w;
@@ -73,10 +73,10 @@ void mp_plan_state_bytes(mp_precision prec, mp_optimizer opt, mp_state_bytes *b)
 
 static uint64_t dbytes(double per, uint64_t n) { return (uint64_t)llround(per * (double)n); }
 
-void mp_plan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, int zero, int dp,
-                          mp_train_memory *m) {
+void mp_tplan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, int zero, int dp,
+                          mp_tplan_mem *m) {
     mp_state_bytes b;
-    mp_plan_state_bytes(prec, opt, &b);
+    mp_tplan_state_bytes(prec, opt, &b);
     if (prec_mixed(prec) && zero == 0) {
         /* PyTorch AMP (torch.autocast + GradScaler) without sharding: the
          * fp32 parameters are the master copy and the gradients are fp32;
@@ -94,12 +94,12 @@ void mp_plan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, 
     m->optimizer_bytes = dbytes(zero >= 1 ? b.optimizer / d : b.optimizer, params);
 }
 
-uint64_t mp_plan_deepspeed_zero2(uint64_t params, int gpus) {
+uint64_t mp_tplan_deepspeed_zero2(uint64_t params, int gpus) {
     if (gpus < 1) gpus = 1;
     return 4 * params + (uint64_t)(16 * (double)params / gpus);
 }
 
-uint64_t mp_plan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gpus) {
+uint64_t mp_tplan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gpus) {
     if (gpus < 1) gpus = 1;
     return 4 * largest_layer + (uint64_t)(18 * (double)params / gpus);
 }
@@ -107,7 +107,7 @@ uint64_t mp_plan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gp
 /* ---- the graph pass ---- */
 
 typedef struct pctx {
-    mp_train_plan *pl;
+    mp_tplan *pl;
     mp_model *m;
     mp_graph *g;
     int base_dt, low_dt, model_dt;
@@ -158,7 +158,7 @@ static int wider(int a, int b) {
  * at that depth is a block (ResNet's 16 bottlenecks, a transformer's
  * layers). */
 static mp_status find_blocks(pctx *c) {
-    mp_train_plan *pl = c->pl;
+    mp_tplan *pl = c->pl;
     const mp_model *m = c->m;
     const mp_profile *p = pl->p;
     int best = -1, best_n = 1;
@@ -221,7 +221,7 @@ static bool param_like(const pctx *c, int v) {
         if (val->flags & MP_VAL_PARAM) return true;
         if (val->producer < 0) return false;
         const mp_node *p = &c->g->nodes[val->producer];
-        if (!p->desc || p->desc->train != mp_train_view || p->n_in < 1) return false;
+        if (!p->desc || p->desc->train != mp_bwd_view || p->n_in < 1) return false;
         v = p->in[0];
     }
     return false;
@@ -271,7 +271,7 @@ static bool slice_strided(const pctx *c, const mp_node *n, const mp_value *x) {
 }
 
 static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
-    if (!n->desc || n->desc->train != mp_train_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
+    if (!n->desc || n->desc->train != mp_bwd_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
         return false;
     if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
     if (!param_like(c, n->in[1])) return false;
@@ -279,7 +279,7 @@ static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
     return true;
 }
 
-static void note_default(mp_train_plan *pl, const char *op) {
+static void note_default(mp_tplan *pl, const char *op) {
     for (int i = 0; i < pl->n_default_ops; i++)
         if (mp_streq(pl->default_ops[i], op)) {
             pl->default_counts[i]++;
@@ -522,9 +522,9 @@ static mp_status build_consumers(const mp_graph *g, consumers *cs) {
 }
 
 static mp_status graph_pass(pctx *c) {
-    mp_train_plan *pl = c->pl;
+    mp_tplan *pl = c->pl;
     mp_graph *g = c->g;
-    const mp_train_options *o = &pl->o;
+    const mp_tplan_options *o = &pl->o;
     int nv = g->n_values, nn = g->n_nodes;
     pl->n_nodes = nn;
     pl->nodes = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(mp_pnode));
@@ -637,7 +637,7 @@ static mp_status graph_pass(pctx *c) {
         pn->unit = blk >= 0 ? blk : (last_unit >= 0 ? last_unit : 0);
         c->cur_unit = pn->unit;
 
-        mp_train t;
+        mp_bwd t;
         memset(&t, 0, sizeof t);
         t.rg = rg;
         t.fwd = &n->cost;
@@ -647,7 +647,7 @@ static mp_status graph_pass(pctx *c) {
             t.view = false;
         } else if (c->ovr[ni] == OVR_ATTN_PV) {
             mp_ctx cx = {c->m, g, n, ni};
-            mp_train_product(&cx, &t);
+            mp_bwd_product(&cx, &t);
             t.save_in = rg ? 2u : 0;  /* V (the probabilities are never kept) */
             t.save_out = rg ? 1u : 0; /* the attention's output */
             const mp_value *y = n->n_out > 0 && n->out[0] >= 0 ? &g->values[n->out[0]] : NULL;
@@ -895,8 +895,8 @@ static mp_status graph_pass(pctx *c) {
 
 /* ---- the GPU ---- */
 
-static mp_status pick_gpu(mp_train_plan *pl) {
-    const mp_train_options *o = &pl->o;
+static mp_status pick_gpu(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
     const mp_gpu *gp = NULL;
     if (o->gpu) {
         gp = mp_gpu_find(o->gpu);
@@ -947,7 +947,7 @@ static mp_status pick_gpu(mp_train_plan *pl) {
 
 /* Bandwidth of a collective spanning `ranks` GPUs: the GPU's NVLink (or
  * PCIe) inside one node of 8, else 400 Gb/s InfiniBand per GPU. */
-double mp_plan_link_bw(const mp_train_plan *pl, int span) {
+double mp_tplan_link_bw(const mp_tplan *pl, int span) {
     if (pl->o.link_gbs > 0) return pl->o.link_gbs * 1e9;
     if (span <= 8 && pl->link > 0) return pl->link;
     return 50e9;
@@ -955,14 +955,14 @@ double mp_plan_link_bw(const mp_train_plan *pl, int span) {
 
 /* ---- a layout: stages, memory, time ---- */
 
-static double roof(double flops, double peak, double bytes, double bw, const mp_train_options *o) {
+static double roof(double flops, double peak, double bytes, double bw, const mp_tplan_options *o) {
     double tc = peak > 0 ? flops / (peak * o->compute_eff) : 0;
     double tm = bw > 0 ? bytes / (bw * o->memory_eff) : 0;
     return tc > tm ? tc : tm;
 }
 
 /* Stage of each block: contiguous runs balanced by the blocks' FLOPs. */
-static void stage_cuts(const mp_train_plan *pl, int pp, int *first_block) {
+static void stage_cuts(const mp_tplan *pl, int pp, int *first_block) {
     int nb = pl->n_blocks;
     double *cost = calloc((size_t)(nb ? nb : 1), sizeof(double));
     double total = 0;
@@ -1002,16 +1002,16 @@ static void stage_cuts(const mp_train_plan *pl, int pp, int *first_block) {
 }
 
 typedef struct layout_out {
-    mp_train_memory mem;
+    mp_tplan_mem mem;
     double step_s, compute_s, bubble_s, dp_comm_s, tp_comm_s, p2p_s, optimizer_s;
     uint64_t dp_comm_bytes;
     int worst;
 } layout_out;
 
 /* Plan one layout from the per-node figures. stages: pp entries or NULL. */
-static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, mp_pstage *stages,
+static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pstage *stages,
                    layout_out *out, int *stamp, uint64_t stamp_base) {
-    const mp_train_options *o = &pl->o;
+    const mp_tplan_options *o = &pl->o;
     const mp_model *mm = pl->p->m;
     const mp_graph *g = mm->graph;
     mp_pstage local[1];
@@ -1024,10 +1024,10 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
         first_block[1] = pl->n_blocks;
     }
     mp_state_bytes sb;
-    mp_plan_state_bytes(o->precision, o->optimizer, &sb);
+    mp_tplan_state_bytes(o->precision, o->optimizer, &sb);
     memset(out, 0, sizeof *out);
     int gpus = dp * tp * pp;
-    double lb_tp = mp_plan_link_bw(pl, tp), lb_dp = mp_plan_link_bw(pl, gpus), lb_pp = mp_plan_link_bw(pl, gpus);
+    double lb_tp = mp_tplan_link_bw(pl, tp), lb_dp = mp_tplan_link_bw(pl, gpus), lb_pp = mp_tplan_link_bw(pl, gpus);
     double worst_mb = 0;
     uint64_t worst_peak = 0;
     int k = 0;
@@ -1103,8 +1103,8 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
         if (s == pp - 1 && o->loss && !o->inference) acts += pl->loss_bytes;
         uint64_t P = p_rep + p_split / (uint64_t)tp;
         ps->params = P;
-        mp_train_memory *mem = &ps->mem;
-        mp_plan_model_states(P, o->precision, o->optimizer, zero, dp, mem);
+        mp_tplan_mem *mem = &ps->mem;
+        mp_tplan_model_states(P, o->precision, o->optimizer, zero, dp, mem);
         if (o->optimizer == MP_OPT_ADAFACTOR)
             mem->optimizer_bytes = dbytes((prec_mixed(o->precision) || o->precision == MP_PREC_FP32 ? 4.0 : 2.0) /
                                               (zero >= 1 ? dp : 1),
@@ -1177,7 +1177,7 @@ static void layout(mp_train_plan *pl, int dp, int tp, int pp, int m, int zero, m
 
 /* ---- the plan ---- */
 
-static mp_status check_options(const mp_train_options *o, const mp_train_plan *pl) {
+static mp_status check_options(const mp_tplan_options *o, const mp_tplan *pl) {
     if (o->precision < 0 || o->precision >= MP_PREC_COUNT)
         return mp_error(MP_ERR_USAGE, "--precision: unknown precision");
     if (o->optimizer < 0 || o->optimizer >= MP_OPT_COUNT)
@@ -1203,7 +1203,7 @@ static mp_status check_options(const mp_train_options *o, const mp_train_plan *p
 }
 
 /* Heads: the second dim of the rank-4 softmax inputs inside the blocks. */
-static int find_heads(const mp_train_plan *pl) {
+static int find_heads(const mp_tplan *pl) {
     const mp_graph *g = pl->p->m->graph;
     for (int k = 0; k < pl->n_nodes; k++) {
         if (pl->nodes[k].block < 0) continue;
@@ -1215,7 +1215,7 @@ static int find_heads(const mp_train_plan *pl) {
     return 0;
 }
 
-static uint64_t inference_peak(mp_train_plan *pl, const pctx *c) {
+static uint64_t inference_peak(mp_tplan *pl, const pctx *c) {
     const mp_profile *p = pl->p;
     const mp_graph *g = c->g;
     uint64_t in = 0;
@@ -1231,8 +1231,8 @@ static uint64_t inference_peak(mp_train_plan *pl, const pctx *c) {
 /* prune: for the GPUs-needed search, a (tp, pp) whose most frugal ZeRO
  * stage (3; 0 with one data-parallel rank) does not fit is not tried with
  * the others (memory never drops from stage 3 to stage 0). */
-static int enumerate_layouts(mp_train_plan *pl, int G, int *stamp, mp_fit_row *rows, int cap, bool prune) {
-    const mp_train_options *o = &pl->o;
+static int enumerate_layouts(mp_tplan *pl, int G, int *stamp, mp_fit_row *rows, int cap, bool prune) {
+    const mp_tplan_options *o = &pl->o;
     const mp_graph *g = pl->p->m->graph;
     int n = 0;
     for (int tp = 1; tp <= 8 && tp <= G; tp *= 2) {
@@ -1272,8 +1272,8 @@ static int enumerate_layouts(mp_train_plan *pl, int G, int *stamp, mp_fit_row *r
     return n;
 }
 
-static mp_status plan_build(mp_train_plan *pl) {
-    const mp_train_options *o = &pl->o;
+static mp_status plan_build(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
     mp_status st = check_options(o, pl);
     if (st) return st;
@@ -1478,8 +1478,8 @@ static mp_status plan_build(mp_train_plan *pl) {
         else if (steps > 0) total = steps * (model_flops + (double)pl->recompute_flops);
         if (total > 0) pl->train_6nd_s = total / (pl->gpus * pl->peak_low_flops * o->mfu);
     }
-    pl->ds_zero2 = mp_plan_deepspeed_zero2(pl->params, pl->dp);
-    pl->ds_zero3 = mp_plan_deepspeed_zero3(pl->params, pl->largest_layer, pl->dp);
+    pl->ds_zero2 = mp_tplan_deepspeed_zero2(pl->params, pl->dp);
+    pl->ds_zero3 = mp_tplan_deepspeed_zero3(pl->params, pl->largest_layer, pl->dp);
 
     /* --fit: every dp x tp x pp of the GPUs and every ZeRO stage */
     if (o->fit && !o->inference) {
@@ -1496,8 +1496,8 @@ static mp_status plan_build(mp_train_plan *pl) {
         mp_fit_row rows[512];
         /* no layout of G GPUs holds less than the model states over G
          * (ZeRO-3): start at that bound */
-        mp_train_memory ms;
-        mp_plan_model_states(pl->params, o->precision, o->optimizer, 0, 1, &ms);
+        mp_tplan_mem ms;
+        mp_tplan_model_states(pl->params, o->precision, o->optimizer, 0, 1, &ms);
         double states = (double)(ms.weights_bytes + ms.grads_bytes + ms.master_weights_bytes + ms.optimizer_bytes);
         int G = 1;
         while (G < 65536 && states / G > pl->mem_bytes) G *= 2;
@@ -1520,10 +1520,10 @@ static int fit_cmp(const void *a, const void *b) {
     return 0;
 }
 
-mp_status mp_train_plan_create(const mp_profile *p, const mp_train_options *o, mp_train_plan **out) {
+mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tplan **out) {
     *out = NULL;
     if (!p || !o) return mp_error(MP_ERR_USAGE, "no profile or options");
-    mp_train_plan *pl = calloc(1, sizeof *pl);
+    mp_tplan *pl = calloc(1, sizeof *pl);
     if (!pl) return mp_error(MP_ERR_NOMEM, "out of memory");
     mp_arena_init(&pl->arena);
     pl->p = p;
@@ -1532,7 +1532,7 @@ mp_status mp_train_plan_create(const mp_profile *p, const mp_train_options *o, m
     /* --tp: the split figures come from the graph pass with tp > 1; --fit
      * over tp > 1 needs them too: plan once more with tp 2 figures */
     if (st) {
-        mp_train_plan_free(pl);
+        mp_tplan_free(pl);
         return st;
     }
     if (pl->n_fit > 1) qsort(pl->fit, (size_t)pl->n_fit, sizeof *pl->fit, fit_cmp);
@@ -1540,19 +1540,19 @@ mp_status mp_train_plan_create(const mp_profile *p, const mp_train_options *o, m
     return MP_OK;
 }
 
-void mp_train_plan_free(mp_train_plan *pl) {
+void mp_tplan_free(mp_tplan *pl) {
     if (!pl) return;
     mp_arena_free(&pl->arena);
     free(pl);
 }
 
-mp_status mp_train_plan_memory(const mp_train_plan *pl, int stage, mp_train_memory *out) {
+mp_status mp_tplan_memory(const mp_tplan *pl, int stage, mp_tplan_mem *out) {
     if (!pl || !out) return mp_error(MP_ERR_USAGE, "no plan");
     if (stage < -1 || stage >= pl->pp) return mp_error(MP_ERR_USAGE, "stage %d: the plan has %d", stage, pl->pp);
     *out = stage < 0 ? pl->mem : pl->stages[stage].mem;
     return MP_OK;
 }
 
-double mp_train_plan_step_time(const mp_train_plan *pl) {
+double mp_tplan_step_time(const mp_tplan *pl) {
     return pl && pl->have_gpu ? pl->step_s : -1;
 }

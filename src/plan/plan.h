@@ -14,24 +14,24 @@
 typedef struct mp_state_bytes {
     double weights, grads, master, optimizer; /* per parameter */
 } mp_state_bytes;
-void mp_plan_state_bytes(mp_precision prec, mp_optimizer opt, mp_state_bytes *b);
+void mp_tplan_state_bytes(mp_precision prec, mp_optimizer opt, mp_state_bytes *b);
 /* Model states of `params` parameters on one GPU under ZeRO stage `zero`
  * over `dp` data-parallel ranks (fills the four states of m). */
-void mp_plan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, int zero, int dp,
-                          mp_train_memory *m);
+void mp_tplan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, int zero, int dp,
+                          mp_tplan_mem *m);
 /* DeepSpeed's estimators without offload (deepspeed.runtime.zero):
  * estimate_zero2_model_states_mem_needs: 4 P + 16 P / gpus;
  * estimate_zero3_model_states_mem_needs: 4 L + 18 P / gpus (L: the
  * largest layer's params). */
-uint64_t mp_plan_deepspeed_zero2(uint64_t params, int gpus);
-uint64_t mp_plan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gpus);
+uint64_t mp_tplan_deepspeed_zero2(uint64_t params, int gpus);
+uint64_t mp_tplan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gpus);
 
 /* One pipeline stage. */
 typedef struct mp_pstage {
     int first, last;             /* positions in g->order, inclusive */
     int first_block, n_blocks;   /* repeated blocks it holds */
     uint64_t params;             /* parameters held (after tp) */
-    mp_train_memory mem;
+    mp_tplan_mem mem;
     int in_flight;               /* micro-batches whose activations it holds (1F1B) */
     uint64_t cast_bytes;         /* of its activations: autocast's weight copies (one micro-batch) */
     uint64_t fwd_flops, bwd_flops, recompute_flops; /* per micro-batch, per GPU */
@@ -70,9 +70,9 @@ typedef struct mp_pnode {
     bool default_rule;
 } mp_pnode;
 
-struct mp_train_plan {
+struct mp_tplan {
     const mp_profile *p;
-    mp_train_options o;
+    mp_tplan_options o;
     mp_arena arena;
     /* the GPU */
     const mp_gpu *gpu;           /* table row, NULL when none or all given */
@@ -108,7 +108,7 @@ struct mp_train_plan {
     int dp, tp, pp, m, gpus, zero;
     mp_pstage *stages;
     int worst;                   /* stage with the largest peak */
-    mp_train_memory mem;         /* per GPU: the worst stage */
+    mp_tplan_mem mem;         /* per GPU: the worst stage */
     uint64_t ds_zero2, ds_zero3; /* DeepSpeed's estimates for the same layout */
     /* time */
     uint64_t fwd_flops, bwd_flops, recompute_flops; /* per step, whole model, all GPUs */
@@ -130,6 +130,6 @@ struct mp_train_plan {
 
 /* Bandwidth of a collective over `span` GPUs, bytes/s: --link-gbs, else
  * the GPU's NVLink/PCIe inside a node of 8, else 400 Gb/s InfiniBand. */
-double mp_plan_link_bw(const mp_train_plan *pl, int span);
+double mp_tplan_link_bw(const mp_tplan *pl, int span);
 
 #endif

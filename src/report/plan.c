@@ -4,6 +4,7 @@
  * writer (docs/JSON.md "plan", docs/schema/plan.schema.json). They read
  * only the plan (and the profile and model it points to). */
 #include "plan/plan.h"
+#include "report/jw.h"
 #include "report/report.h"
 
 #include <math.h>
@@ -76,9 +77,9 @@ static double per_param(uint64_t bytes, uint64_t params) {
     return params ? (double)bytes / (double)params : 0;
 }
 
-static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, uint64_t params, int in_flight,
+static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t params, int in_flight,
                       uint64_t cast) {
-    const mp_train_options *o = &pl->o;
+    const mp_tplan_options *o = &pl->o;
     bool mixed = o->precision >= MP_PREC_BF16_MIXED, amp = mixed && pl->zero == 0;
     label(w, "  weights:");
     pf(w, "%s (%.3g B/param%s%s)\n", mp_fmt_bytes(m->weights_bytes).s, per_param(m->weights_bytes, params),
@@ -109,8 +110,8 @@ static void mem_lines(pw *w, const mp_train_plan *pl, const mp_train_memory *m, 
        mp_fmt_bytes(m->peak_bytes).s);
 }
 
-static void write_text(const mp_train_plan *pl, pw *w) {
-    const mp_train_options *o = &pl->o;
+static void write_text(const mp_tplan *pl, pw *w) {
+    const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
     rule(w, o->inference ? "modelprof inference plan" : "modelprof training plan");
     label(w, "model:");
@@ -229,7 +230,7 @@ static void write_text(const mp_train_plan *pl, pw *w) {
            "activations", "temporary", "in-flight", "peak");
         for (int s = 0; s < pl->pp; s++) {
             const mp_pstage *ps = &pl->stages[s];
-            const mp_train_memory *mm = &ps->mem;
+            const mp_tplan_mem *mm = &ps->mem;
             uint64_t states = mm->weights_bytes + mm->grads_bytes + mm->optimizer_bytes + mm->master_weights_bytes;
             char blk[32];
             snprintf(blk, sizeof blk, "%d-%d", ps->first_block, ps->first_block + ps->n_blocks - 1);
@@ -286,7 +287,7 @@ static void write_text(const mp_train_plan *pl, pw *w) {
               "(--memory-eff), max of the two (roofline), + %s per node and pass (--node-overhead-us); "
               "links %s/s inside a node of 8, %s/s across (--link-gbs)\n",
            mp_fmt_pct_d(o->compute_eff, 1).s, mp_fmt_pct_d(o->memory_eff, 1).s, mp_fmt_seconds(o->node_overhead_s).s,
-           mp_fmt_bytes((uint64_t)mp_plan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_plan_link_bw(pl, 16)).s);
+           mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 16)).s);
     }
 
     if (!o->inference) {
@@ -360,234 +361,244 @@ static void write_text(const mp_train_plan *pl, pw *w) {
     rule(w, NULL);
 }
 
-/* ---- JSON ---- */
+/* ---- JSON (the one writer, report/jw.h) ---- */
 
-static void jmem(mp_jw *w, const mp_train_memory *m, double cap) {
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "weights_bytes"); mp_jw_u64(w, m->weights_bytes);
-    mp_jw_key(w, "grads_bytes"); mp_jw_u64(w, m->grads_bytes);
-    mp_jw_key(w, "optimizer_bytes"); mp_jw_u64(w, m->optimizer_bytes);
-    mp_jw_key(w, "master_weights_bytes"); mp_jw_u64(w, m->master_weights_bytes);
-    mp_jw_key(w, "activations_bytes"); mp_jw_u64(w, m->activations_bytes);
-    mp_jw_key(w, "temporary_bytes"); mp_jw_u64(w, m->temporary_bytes);
-    mp_jw_key(w, "peak_bytes"); mp_jw_u64(w, m->peak_bytes);
-    mp_jw_key(w, "reserve_bytes"); mp_jw_u64(w, m->reserve_bytes);
-    mp_jw_key(w, "required_bytes"); mp_jw_u64(w, m->peak_bytes + m->reserve_bytes);
-    mp_jw_key(w, "fits");
-    if (cap > 0) mp_jw_bool(w, (double)(m->peak_bytes + m->reserve_bytes) <= cap);
-    else mp_jw_null(w);
-    mp_jw_close(w, '}');
+static void pj_str(jw *w, const char *s) {
+    if (s) jw_str(w, s);
+    else jw_null(w);
 }
 
-static void jnum_or_null(mp_jw *w, double v) {
-    if (v >= 0) mp_jw_double(w, v);
-    else mp_jw_null(w);
+static void pj_bool(jw *w, bool v) {
+    jw_sep(w);
+    mp_out_puts(&w->o, v ? "true" : "false");
 }
 
-static void write_json(const mp_train_plan *pl, mp_jw *w) {
-    const mp_train_options *o = &pl->o;
+static void jmem(jw *w, const mp_tplan_mem *m, double cap) {
+    jw_open(w, '{');
+    jw_key(w, "weights_bytes"); jw_u64(w, m->weights_bytes);
+    jw_key(w, "grads_bytes"); jw_u64(w, m->grads_bytes);
+    jw_key(w, "optimizer_bytes"); jw_u64(w, m->optimizer_bytes);
+    jw_key(w, "master_weights_bytes"); jw_u64(w, m->master_weights_bytes);
+    jw_key(w, "activations_bytes"); jw_u64(w, m->activations_bytes);
+    jw_key(w, "temporary_bytes"); jw_u64(w, m->temporary_bytes);
+    jw_key(w, "peak_bytes"); jw_u64(w, m->peak_bytes);
+    jw_key(w, "reserve_bytes"); jw_u64(w, m->reserve_bytes);
+    jw_key(w, "required_bytes"); jw_u64(w, m->peak_bytes + m->reserve_bytes);
+    jw_key(w, "fits");
+    if (cap > 0) pj_bool(w, (double)(m->peak_bytes + m->reserve_bytes) <= cap);
+    else jw_null(w);
+    jw_close(w, '}');
+}
+
+static void jnum_or_null(jw *w, double v) {
+    if (v >= 0) jw_double(w, v);
+    else jw_null(w);
+}
+
+static void write_json(const mp_tplan *pl, jw *w) {
+    const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "modelprof_version"); mp_jw_str(w, MP_VERSION_STRING);
-    mp_jw_key(w, "model");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "path"); mp_jw_str(w, m->path);
-    mp_jw_key(w, "params"); mp_jw_u64(w, pl->params);
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "plan");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "mode"); mp_jw_str(w, o->inference ? "inference" : "training");
-    mp_jw_key(w, "precision"); mp_jw_str(w, mp_precision_name(o->precision));
-    mp_jw_key(w, "optimizer"); mp_jw_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
-    mp_jw_key(w, "checkpointing"); mp_jw_bool(w, o->checkpointing != 0);
-    mp_jw_key(w, "blocks");
-    mp_jw_open(w, '[');
-    for (int i = 0; i < pl->n_blocks; i++) mp_jw_str(w, m->modules[pl->blocks[i]].path);
-    mp_jw_close(w, ']');
-    mp_jw_key(w, "zero"); mp_jw_i64(w, pl->zero);
-    mp_jw_key(w, "fsdp"); mp_jw_bool(w, o->fsdp != 0);
-    mp_jw_key(w, "dp"); mp_jw_i64(w, pl->dp);
-    mp_jw_key(w, "tp"); mp_jw_i64(w, pl->tp);
-    mp_jw_key(w, "pp"); mp_jw_i64(w, pl->pp);
-    mp_jw_key(w, "micro_batches"); mp_jw_i64(w, pl->m);
-    mp_jw_key(w, "gpus"); mp_jw_i64(w, pl->gpus);
-    mp_jw_key(w, "params"); mp_jw_u64(w, pl->params);
-    mp_jw_key(w, "tokens_per_step");
-    if (pl->has_tokens) mp_jw_double(w, pl->tokens_per_step);
-    else mp_jw_null(w);
-    mp_jw_key(w, "samples_per_step"); mp_jw_double(w, pl->samples_per_step);
-    mp_jw_key(w, "gpu");
+    jw_open(w, '{');
+    jw_key(w, "modelprof_version"); pj_str(w, MP_VERSION_STRING);
+    jw_key(w, "model");
+    jw_open(w, '{');
+    jw_key(w, "path"); pj_str(w, m->path);
+    jw_key(w, "params"); jw_u64(w, pl->params);
+    jw_close(w, '}');
+    jw_key(w, "plan");
+    jw_open(w, '{');
+    jw_key(w, "mode"); pj_str(w, o->inference ? "inference" : "training");
+    jw_key(w, "precision"); pj_str(w, mp_precision_name(o->precision));
+    jw_key(w, "optimizer"); pj_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
+    jw_key(w, "checkpointing"); pj_bool(w, o->checkpointing != 0);
+    jw_key(w, "blocks");
+    jw_open(w, '[');
+    for (int i = 0; i < pl->n_blocks; i++) pj_str(w, m->modules[pl->blocks[i]].path);
+    jw_close(w, ']');
+    jw_key(w, "zero"); jw_i64(w, pl->zero);
+    jw_key(w, "fsdp"); pj_bool(w, o->fsdp != 0);
+    jw_key(w, "dp"); jw_i64(w, pl->dp);
+    jw_key(w, "tp"); jw_i64(w, pl->tp);
+    jw_key(w, "pp"); jw_i64(w, pl->pp);
+    jw_key(w, "micro_batches"); jw_i64(w, pl->m);
+    jw_key(w, "gpus"); jw_i64(w, pl->gpus);
+    jw_key(w, "params"); jw_u64(w, pl->params);
+    jw_key(w, "tokens_per_step");
+    if (pl->has_tokens) jw_double(w, pl->tokens_per_step);
+    else jw_null(w);
+    jw_key(w, "samples_per_step"); jw_double(w, pl->samples_per_step);
+    jw_key(w, "gpu");
     if (pl->gpu || pl->have_gpu || pl->mem_bytes > 0) {
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "id"); mp_jw_str(w, pl->gpu ? pl->gpu->id : NULL);
-        mp_jw_key(w, "label"); mp_jw_str(w, pl->gpu ? pl->gpu->label : "given");
-        mp_jw_key(w, "peak_flops_per_s"); mp_jw_double(w, pl->peak_low_flops);
-        mp_jw_key(w, "peak_dtype"); mp_jw_str(w, pl->peak_dtype);
-        mp_jw_key(w, "fp32_peak_flops_per_s"); mp_jw_double(w, pl->peak_flops);
-        mp_jw_key(w, "memory_bytes"); mp_jw_double(w, pl->mem_bytes);
-        mp_jw_key(w, "bandwidth_bytes_per_s"); mp_jw_double(w, pl->bw);
-        mp_jw_key(w, "link_bytes_per_s"); mp_jw_double(w, mp_plan_link_bw(pl, pl->dp * pl->tp * pl->pp));
-        mp_jw_key(w, "source"); mp_jw_str(w, pl->gpu ? pl->gpu->source : "given on the command line");
-        mp_jw_close(w, '}');
+        jw_open(w, '{');
+        jw_key(w, "id"); pj_str(w, pl->gpu ? pl->gpu->id : NULL);
+        jw_key(w, "label"); pj_str(w, pl->gpu ? pl->gpu->label : "given");
+        jw_key(w, "peak_flops_per_s"); jw_double(w, pl->peak_low_flops);
+        jw_key(w, "peak_dtype"); pj_str(w, pl->peak_dtype);
+        jw_key(w, "fp32_peak_flops_per_s"); jw_double(w, pl->peak_flops);
+        jw_key(w, "memory_bytes"); jw_double(w, pl->mem_bytes);
+        jw_key(w, "bandwidth_bytes_per_s"); jw_double(w, pl->bw);
+        jw_key(w, "link_bytes_per_s"); jw_double(w, mp_tplan_link_bw(pl, pl->dp * pl->tp * pl->pp));
+        jw_key(w, "source"); pj_str(w, pl->gpu ? pl->gpu->source : "given on the command line");
+        jw_close(w, '}');
     } else {
-        mp_jw_null(w);
+        jw_null(w);
     }
-    mp_jw_key(w, "memory");
+    jw_key(w, "memory");
     jmem(w, &pl->mem, pl->mem_bytes);
-    mp_jw_key(w, "stages");
-    mp_jw_open(w, '[');
+    jw_key(w, "stages");
+    jw_open(w, '[');
     for (int s = 0; s < pl->pp && !o->inference; s++) {
         const mp_pstage *ps = &pl->stages[s];
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "stage"); mp_jw_i64(w, s);
-        mp_jw_key(w, "first_block"); mp_jw_i64(w, ps->first_block);
-        mp_jw_key(w, "blocks"); mp_jw_i64(w, ps->n_blocks);
-        mp_jw_key(w, "params"); mp_jw_u64(w, ps->params);
-        mp_jw_key(w, "in_flight"); mp_jw_i64(w, ps->in_flight);
-        mp_jw_key(w, "memory"); jmem(w, &ps->mem, pl->mem_bytes);
-        mp_jw_key(w, "fwd_flops"); mp_jw_u64(w, ps->fwd_flops);
-        mp_jw_key(w, "bwd_flops"); mp_jw_u64(w, ps->bwd_flops);
-        mp_jw_key(w, "recompute_flops"); mp_jw_u64(w, ps->recompute_flops);
-        mp_jw_key(w, "fwd_s"); mp_jw_double(w, pl->have_gpu ? ps->fwd_s : NAN);
-        mp_jw_key(w, "bwd_s"); mp_jw_double(w, pl->have_gpu ? ps->bwd_s : NAN);
-        mp_jw_key(w, "recompute_s"); mp_jw_double(w, pl->have_gpu ? ps->recompute_s : NAN);
-        mp_jw_close(w, '}');
+        jw_open(w, '{');
+        jw_key(w, "stage"); jw_i64(w, s);
+        jw_key(w, "first_block"); jw_i64(w, ps->first_block);
+        jw_key(w, "blocks"); jw_i64(w, ps->n_blocks);
+        jw_key(w, "params"); jw_u64(w, ps->params);
+        jw_key(w, "in_flight"); jw_i64(w, ps->in_flight);
+        jw_key(w, "memory"); jmem(w, &ps->mem, pl->mem_bytes);
+        jw_key(w, "fwd_flops"); jw_u64(w, ps->fwd_flops);
+        jw_key(w, "bwd_flops"); jw_u64(w, ps->bwd_flops);
+        jw_key(w, "recompute_flops"); jw_u64(w, ps->recompute_flops);
+        jw_key(w, "fwd_s"); jw_double(w, pl->have_gpu ? ps->fwd_s : NAN);
+        jw_key(w, "bwd_s"); jw_double(w, pl->have_gpu ? ps->bwd_s : NAN);
+        jw_key(w, "recompute_s"); jw_double(w, pl->have_gpu ? ps->recompute_s : NAN);
+        jw_close(w, '}');
     }
-    mp_jw_close(w, ']');
-    mp_jw_key(w, "step_time_s"); mp_jw_double(w, pl->have_gpu ? pl->step_s : NAN);
-    mp_jw_key(w, "breakdown");
-    mp_jw_open(w, '{');
+    jw_close(w, ']');
+    jw_key(w, "step_time_s"); jw_double(w, pl->have_gpu ? pl->step_s : NAN);
+    jw_key(w, "breakdown");
+    jw_open(w, '{');
     double hv = pl->have_gpu ? 1 : NAN;
-    mp_jw_key(w, "compute_s"); mp_jw_double(w, pl->compute_s * hv);
-    mp_jw_key(w, "bubble_s"); mp_jw_double(w, pl->bubble_s * hv);
-    mp_jw_key(w, "tp_comm_s"); mp_jw_double(w, pl->tp_comm_s * hv);
-    mp_jw_key(w, "p2p_s"); mp_jw_double(w, pl->p2p_s * hv);
-    mp_jw_key(w, "dp_comm_s"); mp_jw_double(w, pl->dp_comm_s * hv);
-    mp_jw_key(w, "dp_comm_bytes"); mp_jw_u64(w, pl->dp_comm_bytes);
-    mp_jw_key(w, "optimizer_s"); mp_jw_double(w, pl->optimizer_s * hv);
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "flops");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "fwd_flops"); mp_jw_u64(w, pl->fwd_flops);
-    mp_jw_key(w, "bwd_flops"); mp_jw_u64(w, pl->bwd_flops);
-    mp_jw_key(w, "recompute_flops"); mp_jw_u64(w, pl->recompute_flops);
-    mp_jw_key(w, "nd_flops");
-    if (pl->flops_6nd > 0) mp_jw_double(w, pl->flops_6nd);
-    else mp_jw_null(w);
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "mfu_assumed"); mp_jw_double(w, o->mfu);
-    mp_jw_key(w, "mfu_implied"); mp_jw_double(w, pl->mfu_implied >= 0 ? pl->mfu_implied : NAN);
-    mp_jw_key(w, "time_to_train_s"); jnum_or_null(w, pl->train_s);
-    mp_jw_key(w, "time_to_train_nd_s"); jnum_or_null(w, pl->train_6nd_s);
-    mp_jw_key(w, "assumptions");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "compute_efficiency"); mp_jw_double(w, o->compute_eff);
-    mp_jw_key(w, "memory_efficiency"); mp_jw_double(w, o->memory_eff);
-    mp_jw_key(w, "node_overhead_s"); mp_jw_double(w, o->node_overhead_s);
-    mp_jw_key(w, "reserve_bytes"); mp_jw_u64(w, pl->mem.reserve_bytes);
-    mp_jw_key(w, "loss"); mp_jw_str(w, o->loss && !o->inference ? "cross_entropy" : NULL);
-    mp_jw_key(w, "comm_overlap"); mp_jw_bool(w, false);
-    mp_jw_key(w, "grads_freed_between_steps"); mp_jw_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "deepspeed");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "zero2_model_states_bytes"); mp_jw_u64(w, pl->ds_zero2);
-    mp_jw_key(w, "zero3_model_states_bytes"); mp_jw_u64(w, pl->ds_zero3);
-    mp_jw_key(w, "largest_layer_params"); mp_jw_u64(w, pl->largest_layer);
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "activations");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "autocast_weight_copies_bytes");
-    mp_jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
-    mp_jw_key(w, "loss_bytes"); mp_jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "tensor_parallel");
-    mp_jw_open(w, '{');
-    mp_jw_key(w, "split_nodes"); mp_jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
-    mp_jw_key(w, "replicated_nodes"); mp_jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
-    mp_jw_key(w, "heads"); mp_jw_i64(w, pl->heads);
-    mp_jw_key(w, "by_op");
-    mp_jw_open(w, '[');
+    jw_key(w, "compute_s"); jw_double(w, pl->compute_s * hv);
+    jw_key(w, "bubble_s"); jw_double(w, pl->bubble_s * hv);
+    jw_key(w, "tp_comm_s"); jw_double(w, pl->tp_comm_s * hv);
+    jw_key(w, "p2p_s"); jw_double(w, pl->p2p_s * hv);
+    jw_key(w, "dp_comm_s"); jw_double(w, pl->dp_comm_s * hv);
+    jw_key(w, "dp_comm_bytes"); jw_u64(w, pl->dp_comm_bytes);
+    jw_key(w, "optimizer_s"); jw_double(w, pl->optimizer_s * hv);
+    jw_close(w, '}');
+    jw_key(w, "flops");
+    jw_open(w, '{');
+    jw_key(w, "fwd_flops"); jw_u64(w, pl->fwd_flops);
+    jw_key(w, "bwd_flops"); jw_u64(w, pl->bwd_flops);
+    jw_key(w, "recompute_flops"); jw_u64(w, pl->recompute_flops);
+    jw_key(w, "nd_flops");
+    if (pl->flops_6nd > 0) jw_double(w, pl->flops_6nd);
+    else jw_null(w);
+    jw_close(w, '}');
+    jw_key(w, "mfu_assumed"); jw_double(w, o->mfu);
+    jw_key(w, "mfu_implied"); jw_double(w, pl->mfu_implied >= 0 ? pl->mfu_implied : NAN);
+    jw_key(w, "time_to_train_s"); jnum_or_null(w, pl->train_s);
+    jw_key(w, "time_to_train_nd_s"); jnum_or_null(w, pl->train_6nd_s);
+    jw_key(w, "assumptions");
+    jw_open(w, '{');
+    jw_key(w, "compute_efficiency"); jw_double(w, o->compute_eff);
+    jw_key(w, "memory_efficiency"); jw_double(w, o->memory_eff);
+    jw_key(w, "node_overhead_s"); jw_double(w, o->node_overhead_s);
+    jw_key(w, "reserve_bytes"); jw_u64(w, pl->mem.reserve_bytes);
+    jw_key(w, "loss"); pj_str(w, o->loss && !o->inference ? "cross_entropy" : NULL);
+    jw_key(w, "comm_overlap"); pj_bool(w, false);
+    jw_key(w, "grads_freed_between_steps"); pj_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
+    jw_close(w, '}');
+    jw_key(w, "deepspeed");
+    jw_open(w, '{');
+    jw_key(w, "zero2_model_states_bytes"); jw_u64(w, pl->ds_zero2);
+    jw_key(w, "zero3_model_states_bytes"); jw_u64(w, pl->ds_zero3);
+    jw_key(w, "largest_layer_params"); jw_u64(w, pl->largest_layer);
+    jw_close(w, '}');
+    jw_key(w, "activations");
+    jw_open(w, '{');
+    jw_key(w, "autocast_weight_copies_bytes");
+    jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
+    jw_key(w, "loss_bytes"); jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
+    jw_close(w, '}');
+    jw_key(w, "tensor_parallel");
+    jw_open(w, '{');
+    jw_key(w, "split_nodes"); jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
+    jw_key(w, "replicated_nodes"); jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
+    jw_key(w, "heads"); jw_i64(w, pl->heads);
+    jw_key(w, "by_op");
+    jw_open(w, '[');
     for (int i = 0; pl->tp > 1 && i < pl->n_tp_ops; i++) {
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "op"); mp_jw_str(w, pl->tp_ops[i]);
-        mp_jw_key(w, "split"); mp_jw_i64(w, pl->tp_split[i]);
-        mp_jw_key(w, "replicated"); mp_jw_i64(w, pl->tp_rep[i]);
-        mp_jw_close(w, '}');
+        jw_open(w, '{');
+        jw_key(w, "op"); pj_str(w, pl->tp_ops[i]);
+        jw_key(w, "split"); jw_i64(w, pl->tp_split[i]);
+        jw_key(w, "replicated"); jw_i64(w, pl->tp_rep[i]);
+        jw_close(w, '}');
     }
-    mp_jw_close(w, ']');
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "default_train_rule");
-    mp_jw_open(w, '[');
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_key(w, "default_train_rule");
+    jw_open(w, '[');
     for (int i = 0; i < pl->n_default_ops; i++) {
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "op"); mp_jw_str(w, pl->default_ops[i]);
-        mp_jw_key(w, "count"); mp_jw_i64(w, pl->default_counts[i]);
-        mp_jw_close(w, '}');
+        jw_open(w, '{');
+        jw_key(w, "op"); pj_str(w, pl->default_ops[i]);
+        jw_key(w, "count"); jw_i64(w, pl->default_counts[i]);
+        jw_close(w, '}');
     }
-    mp_jw_close(w, ']');
+    jw_close(w, ']');
     if (o->inference) {
-        mp_jw_key(w, "inference");
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "inputs_bytes"); mp_jw_u64(w, pl->infer_inputs);
-        mp_jw_key(w, "kv_cache_bytes_per_token");
-        if (o->kv_cache) mp_jw_u64(w, pl->kv_bytes_per_token);
-        else mp_jw_null(w);
-        mp_jw_key(w, "kv_cache_bytes");
-        if (o->kv_cache) mp_jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
-        else mp_jw_null(w);
-        mp_jw_key(w, "prefill_flops"); mp_jw_u64(w, pl->fwd_flops);
-        mp_jw_key(w, "decode_flops_per_token");
-        if (pl->tokens_per_mb) mp_jw_u64(w, pl->fwd_flops / pl->tokens_per_mb);
-        else mp_jw_null(w);
-        mp_jw_key(w, "decode_bytes_per_token");
-        mp_jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb);
-        mp_jw_close(w, '}');
+        jw_key(w, "inference");
+        jw_open(w, '{');
+        jw_key(w, "inputs_bytes"); jw_u64(w, pl->infer_inputs);
+        jw_key(w, "kv_cache_bytes_per_token");
+        if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token);
+        else jw_null(w);
+        jw_key(w, "kv_cache_bytes");
+        if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
+        else jw_null(w);
+        jw_key(w, "prefill_flops"); jw_u64(w, pl->fwd_flops);
+        jw_key(w, "decode_flops_per_token");
+        if (pl->tokens_per_mb) jw_u64(w, pl->fwd_flops / pl->tokens_per_mb);
+        else jw_null(w);
+        jw_key(w, "decode_bytes_per_token");
+        jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb);
+        jw_close(w, '}');
     }
-    mp_jw_key(w, "gpus_needed");
+    jw_key(w, "gpus_needed");
     if (pl->need.dp) {
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "gpus"); mp_jw_i64(w, pl->need.dp * pl->need.tp * pl->need.pp);
-        mp_jw_key(w, "dp"); mp_jw_i64(w, pl->need.dp);
-        mp_jw_key(w, "tp"); mp_jw_i64(w, pl->need.tp);
-        mp_jw_key(w, "pp"); mp_jw_i64(w, pl->need.pp);
-        mp_jw_key(w, "zero"); mp_jw_i64(w, pl->need.zero);
-        mp_jw_key(w, "required_bytes"); mp_jw_u64(w, pl->need.peak_bytes);
-        mp_jw_close(w, '}');
+        jw_open(w, '{');
+        jw_key(w, "gpus"); jw_i64(w, pl->need.dp * pl->need.tp * pl->need.pp);
+        jw_key(w, "dp"); jw_i64(w, pl->need.dp);
+        jw_key(w, "tp"); jw_i64(w, pl->need.tp);
+        jw_key(w, "pp"); jw_i64(w, pl->need.pp);
+        jw_key(w, "zero"); jw_i64(w, pl->need.zero);
+        jw_key(w, "required_bytes"); jw_u64(w, pl->need.peak_bytes);
+        jw_close(w, '}');
     } else {
-        mp_jw_null(w);
+        jw_null(w);
     }
-    mp_jw_key(w, "fit");
-    mp_jw_open(w, '[');
+    jw_key(w, "fit");
+    jw_open(w, '[');
     for (int i = 0; i < pl->n_fit; i++) {
         const mp_fit_row *r = &pl->fit[i];
-        mp_jw_open(w, '{');
-        mp_jw_key(w, "dp"); mp_jw_i64(w, r->dp);
-        mp_jw_key(w, "tp"); mp_jw_i64(w, r->tp);
-        mp_jw_key(w, "pp"); mp_jw_i64(w, r->pp);
-        mp_jw_key(w, "zero"); mp_jw_i64(w, r->zero);
-        mp_jw_key(w, "required_bytes"); mp_jw_u64(w, r->peak_bytes);
-        mp_jw_key(w, "step_time_s"); mp_jw_double(w, pl->have_gpu ? r->step_s : NAN);
-        mp_jw_key(w, "per_s"); mp_jw_double(w, pl->have_gpu ? r->tokens_per_s : NAN);
-        mp_jw_key(w, "fits"); mp_jw_bool(w, r->fits);
-        mp_jw_close(w, '}');
+        jw_open(w, '{');
+        jw_key(w, "dp"); jw_i64(w, r->dp);
+        jw_key(w, "tp"); jw_i64(w, r->tp);
+        jw_key(w, "pp"); jw_i64(w, r->pp);
+        jw_key(w, "zero"); jw_i64(w, r->zero);
+        jw_key(w, "required_bytes"); jw_u64(w, r->peak_bytes);
+        jw_key(w, "step_time_s"); jw_double(w, pl->have_gpu ? r->step_s : NAN);
+        jw_key(w, "per_s"); jw_double(w, pl->have_gpu ? r->tokens_per_s : NAN);
+        jw_key(w, "fits"); pj_bool(w, r->fits);
+        jw_close(w, '}');
     }
-    mp_jw_close(w, ']');
-    mp_jw_close(w, '}');
-    mp_jw_key(w, "warnings");
-    mp_jw_open(w, '[');
-    for (int i = 0; i < m->n_warnings; i++) mp_jw_str(w, m->warnings[i] ? m->warnings[i] : "");
-    mp_jw_close(w, ']');
-    mp_jw_close(w, '}');
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_key(w, "warnings");
+    jw_open(w, '[');
+    for (int i = 0; i < m->n_warnings; i++) pj_str(w, m->warnings[i] ? m->warnings[i] : "");
+    jw_close(w, ']');
+    jw_close(w, '}');
 }
 
-mp_status mp_train_plan_write(const mp_train_plan *pl, mp_format format, FILE *f) {
+mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f) {
     if (!pl || !f) return mp_error(MP_ERR_USAGE, "no plan or file");
     if (format == MP_FORMAT_JSON) {
-        mp_jw *w = mp_jw_begin(f);
-        if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the plan");
+        jw *w = jw_begin(f);
+        if (!w) return MP_ERR_NOMEM;
         write_json(pl, w);
-        mp_jw_end(w);
+        jw_end(w);
         return MP_OK;
     }
     if (format != MP_FORMAT_TEXT) return mp_error(MP_ERR_USAGE, "unknown report format");
@@ -604,16 +615,16 @@ mp_status mp_train_plan_write(const mp_train_plan *pl, mp_format format, FILE *f
 }
 
 typedef struct plan_job {
-    const mp_train_plan *pl;
+    const mp_tplan *pl;
     mp_format format;
 } plan_job;
 
 static mp_status plan_job_write(void *ud, FILE *f) {
     const plan_job *j = ud;
-    return mp_train_plan_write(j->pl, j->format, f);
+    return mp_tplan_write(j->pl, j->format, f);
 }
 
-mp_status mp_train_plan_write_file(const mp_train_plan *pl, mp_format format, const char *path) {
+mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path) {
     plan_job j = {pl, format};
     return mp_write_file_atomic(path, plan_job_write, &j);
 }
