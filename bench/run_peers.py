@@ -48,8 +48,9 @@ import time
 # futex wake per region on an idle machine (MobileNet-V2 7.4 ms instead of
 # 2.9). 20,000 spins (tens of microseconds, longer than the gap between two
 # kernels) kept 3.1 ms and 29.8 ms idle. Read once when libgomp loads, so
-# set before torch is imported; bench_run inherits it. Same for both
-# OpenMP engines.
+# set before torch is imported. modelprof sets the same default itself
+# when the user set none (src/run/dnnl.c, mp_dnnl_spin_choice); set here
+# for PyTorch, and so that both OpenMP engines run the same policy.
 os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
 HERE = os.path.dirname(os.path.abspath(__file__))

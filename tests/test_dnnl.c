@@ -1006,7 +1006,19 @@ static void test_plan_conv_layouts(void) {
     tb_done(m, p);
 }
 
+/* The OpenMP spin default: set only when the user chose nothing and
+ * libgomp is not loaded yet (it reads the variable once, when it loads). */
+static void test_spin_default(void) {
+    T_EQ_STR(mp_dnnl_spin_choice(NULL, NULL, false), "20000");
+    T_CHECK(mp_dnnl_spin_choice("300000", NULL, false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice("", NULL, false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice(NULL, "passive", false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice(NULL, "active", false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice(NULL, NULL, true) == NULL);
+}
+
 MP_TESTS(dnnl){
+    {"spin_default", test_spin_default},
     {"conv_hand", test_conv_hand},
     {"conv_random", test_conv_random},
     {"conv_fused", test_conv_fused},

@@ -95,7 +95,27 @@ MP__DL_FNS(MP__DL_PTR)
 static pthread_once_t mp__dl_once = PTHREAD_ONCE_INIT;
 static bool mp__dl_ok;
 
+/* libgomp reads its spin policy once, when it loads, and it loads with
+ * oneDNN here: when the user chose no policy (neither GOMP_SPINCOUNT nor
+ * OMP_WAIT_POLICY set, even empty) and no libgomp is in the process yet,
+ * the tool's default is a short spin, GOMP_SPINCOUNT=20000
+ * (docs/DESIGN.md, "Threads"). Setting either variable overrides it. */
+const char *mp_dnnl_spin_choice(const char *spincount, const char *wait_policy,
+                                bool gomp_loaded) {
+    if (spincount || wait_policy || gomp_loaded) return NULL;
+    return "20000";
+}
+
+static void mp__spin_default(void) {
+    void *g = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (g) dlclose(g);
+    const char *v = mp_dnnl_spin_choice(getenv("GOMP_SPINCOUNT"),
+                                        getenv("OMP_WAIT_POLICY"), g != NULL);
+    if (v) setenv("GOMP_SPINCOUNT", v, 0);
+}
+
 static void mp__dl_load(void) {
+    mp__spin_default();
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libdnnl.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) return;

@@ -12,6 +12,11 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n);
 
 /* oneDNN is loaded on first use (dlopen): false when it cannot be. */
 bool mp_dnnl_available(void);
+/* The OpenMP spin count the glue sets before it loads oneDNN (and libgomp
+ * with it), given the user's GOMP_SPINCOUNT and OMP_WAIT_POLICY (NULL:
+ * unset) and whether libgomp is already loaded: NULL sets nothing. */
+const char *mp_dnnl_spin_choice(const char *spincount, const char *wait_policy,
+                                bool gomp_loaded);
 /* C = A B on s x s row-major fp32 matrices with `threads` threads (0:
  * as set), for the peak calibration; false without oneDNN or on failure. */
 bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c);
