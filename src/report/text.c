@@ -210,9 +210,10 @@ static void tx_measured_summary(tx *t) {
     tx_label(t, "% of peak:");
     if (fl >= 0 && r->peak_flops_per_s > 0) {
         tx_printf(t, "%s of ", mp_fmt_pct_d(fl, r->peak_flops_per_s).s);
-        tx_printf(t, "%s (%s)\n", mp_fmt_si_d(r->peak_flops_per_s, "FLOPS").s,
-                  r->peak_source && r->peak_source[0] == 'g' ? "given with --peak-gflops"
-                                                             : "measured: fp32 GEMM on this machine");
+        bool given = r->peak_source && r->peak_source[0] == 'g';
+        tx_printf(t, "%s (%s%s)\n", mp_fmt_si_d(r->peak_flops_per_s, "FLOPS").s,
+                  given ? "given with --peak-gflops" : "measured: ",
+                  given ? "" : r->peak_method ? r->peak_method : "fp32 GEMM on this machine");
     } else {
         tx_puts(t, "unknown (no peak)\n");
     }

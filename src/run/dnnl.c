@@ -1966,8 +1966,84 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     return NULL;
 }
 
-bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c) {
-    if (!mp_dnnl_available()) return false;
-    if (threads > 0) omp_set_num_threads(threads);
-    return dnnl_sgemm('N', 'N', s, s, s, 1.0f, a, s, b, s, 0.0f, c, s) == dnnl_success;
+/* The peak probe (measure.c times it): C = A B on s x s x s fp32 through
+ * one of the two ways the glue multiplies, the matmul primitive with B
+ * reordered once into the layout it chose (as MatMul and Gemm nodes run:
+ * a blocked layout and brgemm on AVX-512) or plain dnnl_sgemm. */
+struct mp_dnnl_probe {
+    int which, s;
+    const float *a, *b;
+    float *c;
+    dnnl_primitive_t p;
+    dnnl_memory_t ma, mb, mc;
+};
+
+void mp_dnnl_probe_free(mp_dnnl_probe *pr) {
+    if (!pr) return;
+    if (pr->p) dnnl_primitive_destroy(pr->p);
+    if (pr->ma) dnnl_memory_destroy(pr->ma);
+    if (pr->mb) dnnl_memory_destroy(pr->mb);
+    if (pr->mc) dnnl_memory_destroy(pr->mc);
+    free(pr);
+}
+
+static dnnl_status_t probe_make(mp_dnnl_probe *pr) {
+    int64_t d[2] = {pr->s, pr->s};
+    dnnl_memory_desc_t amd, bplain, bmd, cmd;
+    dnnl_status_t ds;
+    if ((ds = md_plain(&amd, 2, d)) || (ds = md_plain(&bplain, 2, d)) || (ds = md_any(&bmd, 2, d)) ||
+        (ds = md_plain(&cmd, 2, d)))
+        return ds;
+    dnnl_matmul_desc_t md;
+    if ((ds = dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd))) return ds;
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t rp = NULL;
+    dnnl_memory_t braw = NULL;
+    if ((ds = dnnl_primitive_desc_create(&pd, &md, NULL, g_eng, NULL))) return ds;
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (!(ds = dnnl_primitive_create(&pr->p, pd)) &&
+        !(ds = dnnl_memory_create(&pr->ma, &amd, g_eng, (void *)pr->a)) &&
+        !(ds = dnnl_memory_create(&pr->mc, &cmd, g_eng, pr->c)) &&
+        !(ds = dnnl_memory_create(&pr->mb, wmd, g_eng, DNNL_MEMORY_ALLOCATE)) &&
+        !(ds = dnnl_memory_create(&braw, &bplain, g_eng, (void *)pr->b)) &&
+        !(ds = dnnl_reorder_primitive_desc_create(&rpd, &bplain, g_eng, wmd, g_eng, NULL)) &&
+        !(ds = dnnl_primitive_create(&rp, rpd))) {
+        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, braw}, {DNNL_ARG_TO, pr->mb}};
+        ds = dnnl_primitive_execute(rp, g_strm, 2, ra);
+        if (!ds) ds = dnnl_stream_wait(g_strm);
+    }
+    if (rp) dnnl_primitive_destroy(rp);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (braw) dnnl_memory_destroy(braw);
+    dnnl_primitive_desc_destroy(pd);
+    return ds;
+}
+
+mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, const float *b, float *c) {
+    if (!mp_dnnl_available()) return NULL;
+    pthread_once(&g_once, engine_init);
+    if (g_init_st != dnnl_success) return NULL;
+    mp_dnnl_probe *pr = calloc(1, sizeof *pr);
+    if (!pr) return NULL;
+    pr->which = which;
+    pr->s = s;
+    pr->a = a;
+    pr->b = b;
+    pr->c = c;
+    set_threads(threads);
+    if (which == 0 && probe_make(pr) != dnnl_success) {
+        mp_dnnl_probe_free(pr);
+        return NULL;
+    }
+    return pr;
+}
+
+bool mp_dnnl_probe_run(mp_dnnl_probe *pr, int threads) {
+    set_threads(threads);
+    int s = pr->s;
+    if (pr->which == 1)
+        return dnnl_sgemm('N', 'N', s, s, s, 1.0f, pr->a, s, pr->b, s, 0.0f, pr->c, s) == dnnl_success;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, pr->ma}, {DNNL_ARG_WEIGHTS, pr->mb}, {DNNL_ARG_DST, pr->mc}};
+    return dnnl_primitive_execute(pr->p, g_strm, 3, args) == dnnl_success &&
+           dnnl_stream_wait(g_strm) == dnnl_success;
 }

@@ -17,8 +17,13 @@ bool mp_dnnl_available(void);
  * unset) and whether libgomp is already loaded: NULL sets nothing. */
 const char *mp_dnnl_spin_choice(const char *spincount, const char *wait_policy,
                                 bool gomp_loaded);
-/* C = A B on s x s row-major fp32 matrices with `threads` threads (0:
- * as set), for the peak calibration; false without oneDNN or on failure. */
-bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c);
+/* The peak probe: C = A B on s x s row-major fp32 matrices with `threads`
+ * threads, which 0 through the matmul primitive (B reordered once into its
+ * layout), 1 through dnnl_sgemm. new returns NULL without oneDNN or on
+ * failure; A and B must outlive it. */
+typedef struct mp_dnnl_probe mp_dnnl_probe;
+mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, const float *b, float *c);
+bool mp_dnnl_probe_run(mp_dnnl_probe *pr, int threads);
+void mp_dnnl_probe_free(mp_dnnl_probe *pr);
 
 #endif
