@@ -208,12 +208,24 @@ bench-timing: $(BUILD)/bench_timing
 $(BUILD)/bench_run: bench/bench_run.c $(BUILD)/libmodelprof.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The per-shape GEMM table (issue 16): modelprof's MatMul against
+# dnnl_sgemm and OpenBLAS, on the native ISA and on AVX2
+$(BUILD)/bench_gemm: bench/bench_gemm.c $(BUILD)/obj/tests/tbuild.o $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $^ $(LDLIBS)
+
+bench-gemm:
+	@sh tools/deps.sh bench
+	$(MAKE) all $(BUILD)/bench_gemm
+	$(BUILD)/bench_gemm
+	ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell $(BUILD)/bench_gemm
+
 bench:
 	@sh tools/deps.sh bench
 	$(MAKE) all $(BUILD)/bench_static $(BUILD)/bench_run
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
 	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
+	$(MAKE) bench-gemm
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
 
@@ -227,6 +239,6 @@ bench-trace:
 	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
 	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES)
 
-.PHONY: all objs clean demo test bench bench-timing bench-trace
+.PHONY: all objs clean demo test bench bench-gemm bench-timing bench-trace
 clean:
 	rm -rf $(BUILD)

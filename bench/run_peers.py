@@ -57,7 +57,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 MODELS = ["resnet50", "mobilenet_v2", "vit_b_16", "bert_base"]
-TARGET_ORT, TARGET_TORCH = 1.25, 0.7
+TARGET_ORT, TARGET_TORCH = 1.1, 0.5  # issue 16
 
 
 # ---------------------------------------------------------------- models
@@ -203,6 +203,33 @@ def ensure_ort(prefix):
     return os.path.join(prefix, "node_modules")
 
 
+def cpu_isa():
+    """The CPU's widest vector ISA from /proc/cpuinfo, and its model name."""
+    flags, model = set(), "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                k = k.strip()
+                if k == "flags" and not flags:
+                    flags = set(v.split())
+                elif k == "model name" and model == "?":
+                    model = v.strip()
+    except OSError:
+        pass
+    if "amx_tile" in flags:
+        isa = "AMX, fp32 on AVX-512"
+    elif "avx512f" in flags:
+        isa = "AVX-512"
+    elif "avx2" in flags and "fma" in flags:
+        isa = "AVX2"
+    else:
+        isa = "SSE4.1 or older"
+    extra = [n for f, n in (("avx512_vnni", "VNNI"), ("avx512_bf16", "BF16"), ("amx_bf16", "AMX-BF16"))
+             if f in flags]
+    return isa + (f" ({', '.join(extra)})" if extra else ""), model
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench-run", default=os.path.join(ROOT, "build", "bench_run"))
@@ -213,7 +240,17 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--dir", default=os.path.join(ROOT, "build", "bench", "peers"))
     ap.add_argument("--engines", default="modelprof,ORT,PyTorch")
+    ap.add_argument("--max-isa", default=None,
+                    help="ONEDNN_MAX_CPU_ISA for modelprof's oneDNN (e.g. AVX2 on an AVX-512 machine)")
     args = ap.parse_args()
+
+    isa, model = cpu_isa()
+    print(f"CPU: {model}; ISA: {isa}", flush=True)
+    mp_env = dict(os.environ)
+    if args.max_isa:
+        mp_env["ONEDNN_MAX_CPU_ISA"] = args.max_isa
+    if mp_env.get("ONEDNN_MAX_CPU_ISA"):
+        print(f"modelprof's oneDNN limited to ONEDNN_MAX_CPU_ISA={mp_env['ONEDNN_MAX_CPU_ISA']}", flush=True)
 
     os.makedirs(args.dir, exist_ok=True)
     node_path = ensure_ort(os.path.join(ROOT, "build", "ort"))
@@ -228,7 +265,8 @@ def main():
         engines = []
         try:
             if "modelprof" in want:
-                engines.append(Server("modelprof", [args.bench_run, path, "--threads", str(args.threads)]))
+                engines.append(Server("modelprof", [args.bench_run, path, "--threads", str(args.threads)],
+                                      env=mp_env))
             if "ORT" in want:
                 engines.append(Server("ORT", ["node", os.path.join(HERE, "ort_run.js"), path,
                                               str(args.threads)], env=env))
@@ -256,7 +294,8 @@ def main():
         print(f"{name:13s} {cells}", flush=True)
 
     print()
-    print(f"threads {args.threads}, {args.rounds} rounds x {args.burst} runs per engine, medians")
+    print(f"threads {args.threads}, {args.rounds} rounds x {args.burst} runs per engine, medians; "
+          f"ISA {isa}" + (f", modelprof at most {mp_env['ONEDNN_MAX_CPU_ISA']}" if mp_env.get("ONEDNN_MAX_CPU_ISA") else ""))
     print(f"{'model':13s} {'modelprof':>10s} {'ORT':>10s} {'PyTorch':>10s} {'mp/ORT':>8s} {'mp/PyTorch':>10s}  verdict")
     for name, med, _ in rows:
         mp, ort, pt = med.get("modelprof"), med.get("ORT"), med.get("PyTorch")

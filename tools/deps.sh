@@ -9,7 +9,7 @@ case "$1" in
     agree) want="$want python3 python3-numpy python3-onnx python3-torch python3-torchvision" ;;
     sanitize) want="$want clang-14 libclang-rt-14-dev libonnx-testdata python3 python3-numpy python3-onnx" ;;
     fuzz) want="$want clang-14 libclang-rt-14-dev" ;;
-    bench) want="$want python3 python3-onnx python3-torch python3-torchvision nodejs npm" ;;
+    bench) want="$want python3 python3-onnx python3-torch python3-torchvision nodejs npm libopenblas0-pthread" ;;
 esac
 missing=""
 for p in $want; do
