@@ -225,6 +225,11 @@ bench:
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
 	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
+	@echo "== the same against ONNX Runtime: opset-14 exports, and both export styles with oneDNN at most AVX2"
+	@echo "   (PyTorch eager runs the same modules whatever the export: measured once, above)"
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --opset 14
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --max-isa AVX2
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --opset 14 --max-isa AVX2
 	$(MAKE) bench-gemm
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
