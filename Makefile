@@ -69,9 +69,10 @@ test:
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----
+AGREE_OUT ?= $(BUILD)/agree
 agree: $(BUILD)/modelprof
 	@sh tools/deps.sh agree
-	/usr/bin/python3 tools/agree.py --modelprof $(BUILD)/modelprof --out $(BUILD)/agree
+	/usr/bin/python3 tools/agree.py --modelprof $(BUILD)/modelprof --out $(AGREE_OUT)
 
 .PHONY: agree
 

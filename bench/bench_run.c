@@ -4,16 +4,22 @@
  * start. Protocol: a line "N" runs the plan N times and answers one line
  * with the N wall times in milliseconds; "q" or end of input quits.
  *
- *   bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse]
+ *   bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse] [--portable]
+ *
+ * --portable runs every node on its portable kernel (none on oneDNN), to
+ * time the portable kernels themselves.
  *
  * Runs are whole-plan runs without per-node timers (node_timing 0), as
  * ONNX Runtime's and PyTorch's are timed: like with like. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "modelprof.h"
+
+extern bool mp_run_portable_only; /* the library's internal switch (src/run/run.h) */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -28,7 +34,7 @@ static int die(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse]\n");
+        fprintf(stderr, "usage: bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse] [--portable]\n");
         return 1;
     }
     mp_model *m;
@@ -42,6 +48,8 @@ int main(int argc, char **argv) {
             o.threads = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--no-fuse") == 0) {
             o.fuse = 0;
+        } else if (strcmp(argv[i], "--portable") == 0) {
+            mp_run_portable_only = true;
         } else if (strcmp(argv[i], "--dim") == 0 && i + 1 < argc) {
             char name[128];
             const char *a = argv[++i], *eq = strchr(a, '=');

@@ -162,6 +162,13 @@ void tb_attr_ints(mp_model *m, int node, const char *name, int n, const int64_t 
     if (n) memcpy(a->ints, v, sizeof(int64_t) * (size_t)n);
     a->n = n;
 }
+void tb_attr_strings(mp_model *m, int node, const char *name, int n, const char *const *v) {
+    mp_attr *a = tb_attr(m, node, name, MP_ATTR_STRINGS);
+    const char **l = mp_arena_calloc(A(m), (size_t)(n ? n : 1), sizeof *l);
+    for (int i = 0; i < n; i++) l[i] = mp_arena_strdup(A(m), v[i]);
+    a->strings = l;
+    a->n = n;
+}
 void tb_attr_floats(mp_model *m, int node, const char *name, int n, const double *v) {
     mp_attr *a = tb_attr(m, node, name, MP_ATTR_FLOATS);
     a->floats = mp_arena_calloc(A(m), (size_t)(n ? n : 1), sizeof(double));

@@ -29,6 +29,7 @@ void tb_attr_f(mp_model *m, int node, const char *name, double v);
 void tb_attr_s(mp_model *m, int node, const char *name, const char *s);
 void tb_attr_ints(mp_model *m, int node, const char *name, int n, const int64_t *v);
 void tb_attr_floats(mp_model *m, int node, const char *name, int n, const double *v);
+void tb_attr_strings(mp_model *m, int node, const char *name, int n, const char *const *v);
 void tb_output(mp_model *m, const char *name);
 /* Infer and cost: returns the status of mp_profile_static. */
 mp_status tb_profile(mp_model *m, mp_profile **p);

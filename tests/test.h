@@ -72,6 +72,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(run)               \
     X(run_cli)           \
     X(dnnl)              \
+    X(rnn)               \
     X(trace)
 
 #define MP__DECL_TESTS(f)              \

@@ -2,8 +2,9 @@
 """Real-model agreement: modelprof's measured run against PyTorch.
 
 For each model (ResNet-18 (also with BatchNormalization kept as nodes),
-ResNet-50, MobileNet-V2, ViT-B/16 from torchvision; BERT-base, a GPT-2-style and a Llama-style small decoder from
-tools/fixture_models.py), randomly initialised with a fixed seed:
+ResNet-50, MobileNet-V2, ViT-B/16 from torchvision; BERT-base, a GPT-2-style and a Llama-style small decoder,
+the LSTM and GRU token taggers and the LSTM+GRU benchmark model (2-layer bidirectional LSTM, then a GRU)
+from tools/fixture_models.py), randomly initialised with a fixed seed:
 
 1. export it WITH its weights (TorchScript exporter, eval mode, constant
    folding off so BatchNorm stays a node for the planner to fold) into
@@ -72,6 +73,13 @@ def tokens(vocab, seq, mask):
     return example
 
 
+def rnn_input(c):
+    def example():
+        g = torch.Generator().manual_seed(3)
+        return (torch.randn(c["seq"], c["batch"], c["input_size"], generator=g),)
+    return example
+
+
 MODELS = {
     "resnet18": vision("resnet18"),
     # BatchNormalization kept as nodes (training=PRESERVE on an eval model):
@@ -86,6 +94,12 @@ MODELS = {
              ["input_ids"], ["logits"]),
     "llama_small": (lambda: fm.LlamaForCausalLM(fm.LLAMA_SMALL),
                     tokens(fm.LLAMA_SMALL["vocab_size"], 32, False), ["input_ids"], ["logits"]),
+    # recurrent layers (LSTM, GRU with linear_before_reset=1, both directions)
+    "lstm_tagger": (lambda: fm.RNNTagger(fm.RNN_TAGGER, "lstm"), tokens(fm.RNN_TAGGER["vocab_size"], 32, False),
+                    ["input_ids"], ["logits"]),
+    "gru_tagger": (lambda: fm.RNNTagger(fm.RNN_TAGGER, "gru"), tokens(fm.RNN_TAGGER["vocab_size"], 32, False),
+                   ["input_ids"], ["logits"]),
+    "lstm_gru": (lambda: fm.LSTMGRU(), rnn_input(fm.LSTM_GRU), ["x"], ["y", "h"]),
 }
 
 

@@ -446,6 +446,31 @@ class RNNTagger(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# The recurrent benchmark of issue 18: a 2-layer bidirectional LSTM, then a
+# GRU over its output (sequence-major, as nn.LSTM's default)
+# --------------------------------------------------------------------------
+
+LSTM_GRU = dict(input_size=64, hidden_size=128, lstm_layers=2, seq=20, batch=4)
+
+
+class LSTMGRU(nn.Module):
+    """nn.LSTM(64, 128, 2 layers, bidirectional) -> nn.GRU(256, 128): two
+    ONNX LSTM nodes (direction=bidirectional) and one GRU node
+    (linear_before_reset=1, as PyTorch's GRU computes)."""
+
+    def __init__(self, c=LSTM_GRU):
+        super().__init__()
+        h = c["hidden_size"]
+        self.lstm = nn.LSTM(c["input_size"], h, num_layers=c["lstm_layers"], bidirectional=True)
+        self.gru = nn.GRU(2 * h, h)
+
+    def forward(self, x):                                   # [seq, batch, input]
+        y, _ = self.lstm(x)
+        z, h = self.gru(y)
+        return z, h
+
+
+# --------------------------------------------------------------------------
 # Small CNN with a statically quantized section (eager mode, qnnpack)
 # --------------------------------------------------------------------------
 

@@ -677,9 +677,9 @@ static void lstm_cost(mp_ctx *c, mp_cost *k) { la_rnn_cost(c, k, 4, 13); }
 /* ------------------------------------------------------------------ */
 /* Reference kernels: fp32 products through the blocked GEMM of
  * kernel_util.c, everything else (integer and quantized products, other
- * float types, Einsum, the recurrent layers) in double; integer products
- * are exact in double up to 2^53. oneDNN serves MatMul and Gemm in real
- * runs. */
+ * float types, Einsum) in double; integer products are exact in double up
+ * to 2^53. The recurrent layers compute in fp32 on the GEMM (below).
+ * oneDNN serves MatMul, Gemm and the recurrent layers in real runs. */
 
 static double *lak_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
     double *p = malloc(sizeof(double) * (size_t)(t->numel > 0 ? t->numel : 1));
@@ -946,7 +946,21 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
 }
 
 /* ---- RNN, GRU, LSTM (layout 0 and 1, both directions, sequence_lens,
- * clip, the activation attribute) ---- */
+ * initial states, peepholes, clip, input_forget, the activation
+ * attributes) ----
+ * Computed in fp32 whatever the float dtype (others are converted in and
+ * out). Per direction, the input projection of every time step is one
+ * GEMM, XW [T*N, G*H] = X [T*N, I] W^T + biases (row blocks split across
+ * the plan's threads); then each step is one GEMM for the recurrence,
+ * HR [N, G*H] = H_{t-1} [N, H] R^T, and the gates' element-wise work. GRU
+ * with linear_before_reset = 0 applies r to h before its candidate's
+ * product, so its step is two GEMMs (the z and r columns, then
+ * (r . h) R_h^T). The two directions of a bidirectional layer run side by
+ * side on two threads. A row whose sequence_lens is shorter stops there (its
+ * state kept, Y zero past it). W^T, R^T and the summed biases are packed
+ * once at prepare when constant, into the scratch each run otherwise.
+ * Real runs take oneDNN's RNN primitives where they can
+ * (src/run/dnnl_rnn.c); this kernel does everything else. */
 
 double mp_kact(const char *name, double x, double alpha, double beta) {
     if (!strcmp(name, "Sigmoid")) return 1.0 / (1.0 + exp(-x));
@@ -963,135 +977,341 @@ double mp_kact(const char *name, double x, double alpha, double beta) {
     return x;
 }
 
-typedef struct lak_acts {
-    const char *f[3];
-    double alpha[3], beta[3];
-} lak_acts;
+enum { LAK_SIGMOID, LAK_TANH, LAK_RELU, LAK_OTHER };
+
+typedef struct lak_act {
+    int kind;
+    const char *name;
+    double alpha, beta;
+} lak_act;
+
+static inline float lak_apply(const lak_act *a, float x) {
+    switch (a->kind) {
+    case LAK_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case LAK_TANH: return tanhf(x);
+    case LAK_RELU: return x > 0 ? x : 0;
+    default: return (float)mp_kact(a->name, x, a->alpha, a->beta);
+    }
+}
+
+/* What the node asks for, read once (prepare) and the packed weights. */
+typedef struct lak_rnn_cfg {
+    int gates, dirs, layout;
+    bool lbr, coupled, rev;        /* coupled: LSTM input_forget (f = 1 - i) */
+    float clip;                    /* 0: none */
+    lak_act act[2][3];
+    int64_t pI, pH;                /* dims the packed weights were made for */
+    float *wt, *rt, *bias;         /* NULL: packed each run */
+    size_t work;                   /* floats of scratch asked for at prepare */
+} lak_rnn_cfg;
+
+static void lak_rnn_config(const mp_kctx *k, int gates, lak_rnn_cfg *c) {
+    memset(c, 0, sizeof *c);
+    const mp_node *n = k->n;
+    const char *dir = mp_attr_s(n, "direction", "forward");
+    c->gates = gates;
+    c->dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+    c->rev = !strcmp(dir, "reverse");
+    c->layout = (int)mp_attr_i(n, "layout", 0);
+    c->lbr = gates == 3 && mp_attr_i(n, "linear_before_reset", 0) != 0;
+    c->coupled = gates == 4 && mp_attr_i(n, "input_forget", 0) != 0;
+    c->clip = (float)mp_attr_f(n, "clip", 0);
+    if (!(c->clip > 0)) c->clip = 0;
+    int nf = gates == 1 ? 1 : gates == 3 ? 2 : 3;
+    static const char *const defs[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    const mp_attr *aa = mp_node_attr(n, "activations");
+    const double *al, *be;
+    int nal = mp_attr_floats(n, "activation_alpha", &al), nbe = mp_attr_floats(n, "activation_beta", &be);
+    for (int d = 0; d < c->dirs; d++)
+        for (int f = 0; f < nf; f++) {
+            int j = d * nf + f;
+            lak_act *a = &c->act[d][f];
+            a->name = aa && aa->type == MP_ATTR_STRINGS && aa->n > j ? aa->strings[j]
+                                                                     : defs[gates == 1 ? 0 : gates == 3 ? 1 : 2][f];
+            a->kind = !strcmp(a->name, "Sigmoid") ? LAK_SIGMOID
+                      : !strcmp(a->name, "Tanh")  ? LAK_TANH
+                      : !strcmp(a->name, "Relu")  ? LAK_RELU
+                                                  : LAK_OTHER;
+            a->alpha = nal > j ? al[j] : (!strcmp(a->name, "LeakyRelu") ? 0.01 : !strcmp(a->name, "HardSigmoid") ? 0.2 : 1.0);
+            a->beta = nbe > j ? be[j] : (!strcmp(a->name, "HardSigmoid") ? 0.5 : 0.0);
+        }
+}
+
+static inline float lak_getf(const mp_rtensor *t, int64_t i) {
+    return t->dtype == MP_DT_FLOAT ? ((const float *)t->data)[i] : (float)mp_kget_f(t->data, t->dtype, i);
+}
+
+/* W [D, G*H, C] -> per direction W^T [C, G*H] */
+static void lak_rnn_pack(float *dst, const mp_rtensor *w, int D, int64_t GH, int64_t C) {
+    for (int d = 0; d < D; d++)
+        for (int64_t r = 0; r < GH; r++)
+            for (int64_t i = 0; i < C; i++) dst[(d * C + i) * GH + r] = lak_getf(w, (d * GH + r) * C + i);
+}
+
+/* Per direction [G*H + H]: the bias added to XW (Wb + Rb; the LBR GRU's
+ * candidate takes only Wb there) and the LBR GRU's Rb_h, added to its
+ * recurrent product before r multiplies it. */
+static void lak_rnn_bias(float *dst, const mp_rtensor *b, const lak_rnn_cfg *c, int64_t H) {
+    int64_t GH = c->gates * H;
+    for (int d = 0; d < c->dirs; d++) {
+        float *xb = dst + d * (GH + H), *hb = xb + GH;
+        for (int64_t r = 0; r < GH; r++) {
+            float wb = b ? lak_getf(b, d * 2 * GH + r) : 0, rb = b ? lak_getf(b, d * 2 * GH + GH + r) : 0;
+            xb[r] = c->lbr && r >= 2 * H ? wb : wb + rb;
+            if (c->lbr && r >= 2 * H) hb[r - 2 * H] = rb;
+        }
+        if (!c->lbr)
+            for (int64_t j = 0; j < H; j++) hb[j] = 0;
+    }
+}
+
+/* Scratch floats for dims S, N, I, H: XW, HR, h, c, r.h, the packing when
+ * not done at prepare, fp32 copies of non-fp32 X and outputs. */
+static size_t lak_rnn_work(const lak_rnn_cfg *c, const mp_kctx *k, int64_t S, int64_t N, int64_t I, int64_t H, bool packed) {
+    int64_t GH = c->gates * H, D = c->dirs;
+    int64_t n = D * (S * N * GH + N * GH + 3 * N * H) + 12 * 16; /* + rounding of the takes */
+    if (!packed) n += D * I * GH + D * H * GH + D * (GH + H);
+    if (k->in[0].dtype != MP_DT_FLOAT) n += S * N * I;
+    for (int o = 0; o < k->n_out && o < 3; o++)
+        if (k->n->out[o] >= 0 && k->out[o].dtype != MP_DT_FLOAT) n += o == 0 ? S * D * N * H : D * N * H;
+    return (size_t)n;
+}
+
+static void lak_rnn_release(void *state) {
+    lak_rnn_cfg *c = state;
+    if (!c) return;
+    free(c->wt), free(c->rt), free(c->bias);
+    free(c);
+}
+
+static mp_status lak_rnn_prepare_g(mp_kctx *k, size_t *scratch, int gates) {
+    lak_rnn_cfg *c = calloc(1, sizeof *c);
+    if (!c) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    lak_rnn_config(k, gates, c);
+    k->state = c;
+    const mp_rtensor *X = &k->in[0], *W = &k->in[1], *R = &k->in[2], *B = mp_kin(k, 3);
+    if (X->rank != 3 || W->rank != 3 || R->rank != 3) return MP_OK; /* said at run */
+    int64_t S = X->dims[c->layout ? 1 : 0], N = X->dims[c->layout ? 0 : 1], I = X->dims[2], H = R->dims[2];
+    int64_t GH = gates * H, D = c->dirs;
+    if (S < 0 || N < 0 || I < 0 || H <= 0 || W->numel != D * GH * I || R->numel != D * GH * H ||
+        (k->n_in > 3 && k->n->in[3] >= 0 && B == NULL) || (B && B->numel != D * 2 * GH))
+        return MP_OK; /* sizes said at run; B known only then: packed then */
+    if (W->data && R->data) {
+        c->wt = malloc(sizeof(float) * (size_t)(D * I * GH));
+        c->rt = malloc(sizeof(float) * (size_t)(D * H * GH));
+        c->bias = malloc(sizeof(float) * (size_t)(D * (GH + H)));
+        if (!c->wt || !c->rt || !c->bias) return mp_kfail(k, MP_ERR_NOMEM, "out of memory packing weights");
+        lak_rnn_pack(c->wt, W, (int)D, GH, I);
+        lak_rnn_pack(c->rt, R, (int)D, GH, H);
+        lak_rnn_bias(c->bias, B, c, H);
+        c->pI = I;
+        c->pH = H;
+    }
+    c->work = lak_rnn_work(c, k, S, N, I, H, c->wt != NULL);
+    *scratch = c->work * sizeof(float);
+    return MP_OK;
+}
+
+/* XW rows [lo, hi) blocks of LAK_ROWS: bias, then + X W^T */
+#define LAK_ROWS 16
+typedef struct lak_xw {
+    const float *x, *wt, *xb;
+    float *xw;
+    int64_t rows, I, GH;
+} lak_xw;
+
+static void lak_xw_range(void *arg, int64_t lo, int64_t hi) {
+    const lak_xw *p = arg;
+    int64_t r0 = lo * LAK_ROWS, r1 = hi * LAK_ROWS < p->rows ? hi * LAK_ROWS : p->rows;
+    for (int64_t r = r0; r < r1; r++) memcpy(p->xw + r * p->GH, p->xb, sizeof(float) * (size_t)p->GH);
+    mp_kgemm_f32(r1 - r0, p->GH, p->I, p->x + r0 * p->I, p->I, 1, p->wt, p->GH, 1, p->xw + r0 * p->GH, p->GH, true);
+}
+
+/* One direction's pass, on its own buffers (the directions of a
+ * bidirectional layer run side by side on two threads). */
+typedef struct lak_job {
+    mp_kctx *k;
+    const lak_rnn_cfg *c;
+    int gates, layout, D;
+    int64_t S, N, I, H;
+    const float *x, *wt, *rt, *bias;
+    const mp_rtensor *SL, *H0, *C0, *P;
+    float *y, *yh, *yc;
+    float *buf;                    /* per direction: XW, HR, h, c, r.h */
+    int64_t per_dir;               /* floats of buf per direction */
+    bool par;                      /* split XW across threads (one direction at a time) */
+} lak_job;
+
+static void lak_rnn_dir(const lak_job *j, int d) {
+    const lak_rnn_cfg *c = j->c;
+    const mp_rtensor *SL = j->SL, *H0 = j->H0, *C0 = j->C0, *P = j->P;
+    int gates = j->gates, layout = j->layout, D = j->D;
+    int64_t S = j->S, N = j->N, I = j->I, H = j->H, GH = gates * H;
+    float *xw = j->buf + d * j->per_dir, *hr = xw + S * N * GH, *h = hr + N * GH, *cs = h + N * H, *rh = cs + N * H;
+    float *y = j->y, *yh = j->yh, *yc = j->yc;
+    bool rev = c->rev || d == 1;
+    const lak_act *ac = c->act[d];
+    const float *wtd = j->wt + d * I * GH, *rtd = j->rt + d * H * GH, *xb = j->bias + d * (GH + H), *hb = xb + GH;
+    const float clip = c->clip;
+    lak_xw xp = {j->x, wtd, xb, xw, S * N, I, GH};
+    if (j->par) mp_kparallel(j->k, (S * N + LAK_ROWS - 1) / LAK_ROWS, lak_xw_range, &xp);
+    else lak_xw_range(&xp, 0, (S * N + LAK_ROWS - 1) / LAK_ROWS);
+    /* rows of X and XW: layout 0 [t][b], layout 1 [b][t] */
+#define LAK_ROW(t, b) (layout ? (b) * S + (t) : (t) * N + (b))
+#define LAK_Y(t, d, b) (layout ? (((b) * S + (t)) * D + (d)) * H : (((t) * D + (d)) * N + (b)) * H)
+#define LAK_HS(d, b) (layout ? ((b) * D + (d)) * H : ((d) * N + (b)) * H)
+#define LAK_CLIP(v) (clip > 0 ? fmaxf(-clip, fminf(clip, (v))) : (v))
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t q = 0; q < H; q++) {
+            h[b * H + q] = H0 ? lak_getf(H0, LAK_HS(d, b) + q) : 0;
+            cs[b * H + q] = C0 ? lak_getf(C0, LAK_HS(d, b) + q) : 0;
+        }
+    bool two = gates == 3 && !c->lbr;
+    for (int64_t s = 0; s < S; s++) {
+        bool any = false;
+        for (int64_t b = 0; b < N && !any; b++) any = !SL || mp_kget_i(SL->data, SL->dtype, b) > s;
+        if (!any) break;
+        /* HR = h R^T (GRU without linear_before_reset: the z and r columns first) */
+        mp_kgemm_f32(N, two ? 2 * H : GH, H, h, H, 1, rtd, GH, 1, hr, GH, false);
+        if (two) { /* z, r; then r.h R_h^T into the candidate's columns */
+            for (int64_t b = 0; b < N; b++) {
+                int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
+                int64_t t = rev ? len - 1 - s : s;
+                const float *xr = xw + LAK_ROW(t < 0 ? 0 : t, b) * GH;
+                float *hrr = hr + b * GH;
+                for (int64_t q = 0; q < H; q++) {
+                    float z = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q]));
+                    float r = lak_apply(&ac[0], LAK_CLIP(xr[H + q] + hrr[H + q]));
+                    hrr[q] = z;
+                    rh[b * H + q] = r * h[b * H + q];
+                }
+            }
+            mp_kgemm_f32(N, H, H, rh, H, 1, rtd + 2 * H, GH, 1, hr + 2 * H, GH, false);
+        }
+        for (int64_t b = 0; b < N; b++) {
+            int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
+            if (s >= len) continue;
+            int64_t t = rev ? len - 1 - s : s;
+            const float *xr = xw + LAK_ROW(t, b) * GH;
+            const float *hrr = hr + b * GH;
+            float *hv = h + b * H, *cv = cs + b * H;
+            if (gates == 1) {
+                for (int64_t q = 0; q < H; q++) hv[q] = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q]));
+            } else if (gates == 3) {
+                for (int64_t q = 0; q < H; q++) {
+                    float z, hh;
+                    if (two) {
+                        z = hrr[q];
+                        hh = xr[2 * H + q] + hrr[2 * H + q];
+                    } else {
+                        z = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q]));
+                        float r = lak_apply(&ac[0], LAK_CLIP(xr[H + q] + hrr[H + q]));
+                        hh = xr[2 * H + q] + r * (hrr[2 * H + q] + hb[q]);
+                    }
+                    hh = lak_apply(&ac[1], LAK_CLIP(hh));
+                    hv[q] = (1 - z) * hh + z * hv[q];
+                }
+            } else {
+                for (int64_t q = 0; q < H; q++) {
+                    float pi = P ? lak_getf(P, d * 3 * H + q) : 0, po = P ? lak_getf(P, d * 3 * H + H + q) : 0;
+                    float pf = P ? lak_getf(P, d * 3 * H + 2 * H + q) : 0, cp = cv[q];
+                    float gi = lak_apply(&ac[0], LAK_CLIP(xr[q] + hrr[q] + pi * cp));
+                    float gf = c->coupled ? 1 - gi : lak_apply(&ac[0], LAK_CLIP(xr[2 * H + q] + hrr[2 * H + q] + pf * cp));
+                    float gc = lak_apply(&ac[1], LAK_CLIP(xr[3 * H + q] + hrr[3 * H + q]));
+                    float cn = gf * cp + gi * gc;
+                    float go = lak_apply(&ac[0], LAK_CLIP(xr[H + q] + hrr[H + q] + po * cn));
+                    cv[q] = cn;
+                    hv[q] = go * lak_apply(&ac[2], cn);
+                }
+            }
+            if (y) memcpy(y + LAK_Y(t, d, b), hv, sizeof(float) * (size_t)H);
+        }
+    }
+    for (int64_t b = 0; b < N; b++) {
+        if (yh) memcpy(yh + LAK_HS(d, b), h + b * H, sizeof(float) * (size_t)H);
+        if (yc) memcpy(yc + LAK_HS(d, b), cs + b * H, sizeof(float) * (size_t)H);
+    }
+#undef LAK_ROW
+#undef LAK_Y
+#undef LAK_HS
+#undef LAK_CLIP
+}
+
+static void lak_rnn_dirs(void *arg, int64_t lo, int64_t hi) {
+    for (int64_t d = lo; d < hi; d++) lak_rnn_dir(arg, (int)d);
+}
 
 static mp_status lak_rnn(mp_kctx *k, int gates) {
+    lak_rnn_cfg local, *c = k->state;
+    if (!c) {
+        lak_rnn_config(k, gates, &local);
+        c = &local;
+    }
     const mp_rtensor *X = &k->in[0], *W = &k->in[1], *R = &k->in[2];
     const mp_rtensor *B = mp_kin(k, 3), *SL = mp_kin(k, 4), *H0 = mp_kin(k, 5);
     const mp_rtensor *C0 = gates == 4 ? mp_kin(k, 6) : NULL, *P = gates == 4 ? mp_kin(k, 7) : NULL;
-    int layout = (int)mp_attr_i(k->n, "layout", 0);
-    const char *dir = mp_attr_s(k->n, "direction", "forward");
-    int dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
+    int layout = c->layout, D = c->dirs;
     if (X->rank != 3 || W->rank != 3 || R->rank != 3) return mp_kfail(k, MP_ERR_SHAPE, "X, W and R must be 3-D");
-    int64_t S = X->dims[layout ? 1 : 0], Bn = X->dims[layout ? 0 : 1], I = X->dims[2], H = R->dims[2];
-    double clip = mp_attr_f(k->n, "clip", 0);
-    bool lbr = mp_attr_i(k->n, "linear_before_reset", 0) != 0;
-    int nf = gates == 1 ? 1 : gates == 3 ? 2 : 3;
-    static const char *const defs[3][3] = {{"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
-    lak_acts A[2];
-    const mp_attr *aa = mp_node_attr(k->n, "activations");
-    const double *al, *be;
-    int nal = mp_attr_floats(k->n, "activation_alpha", &al), nbe = mp_attr_floats(k->n, "activation_beta", &be);
-    for (int d = 0; d < dirs; d++)
-        for (int f = 0; f < nf; f++) {
-            int j = d * nf + f;
-            A[d].f[f] = aa && aa->n > j ? aa->strings[j] : defs[gates == 1 ? 0 : gates == 3 ? 1 : 2][f];
-            A[d].alpha[f] = nal > j ? al[j] : (!strcmp(A[d].f[f], "LeakyRelu") ? 0.01 : !strcmp(A[d].f[f], "HardSigmoid") ? 0.2 : 1.0);
-            A[d].beta[f] = nbe > j ? be[j] : (!strcmp(A[d].f[f], "HardSigmoid") ? 0.5 : 0.0);
-        }
-    int64_t G = gates * H;
+    int64_t S = X->dims[layout ? 1 : 0], N = X->dims[layout ? 0 : 1], I = X->dims[2], H = R->dims[2];
+    int64_t G = gates, GH = G * H;
     /* every operand's size, as the loops below index it */
-    if (W->numel != dirs * G * I || R->numel != dirs * G * H || (B && B->numel != dirs * 2 * G) ||
-        (H0 && H0->numel != dirs * Bn * H) || (C0 && C0->numel != dirs * Bn * H) || (P && P->numel != dirs * 3 * H) ||
-        (SL && SL->numel != Bn))
+    if (H <= 0 || W->numel != D * GH * I || R->numel != D * GH * H || (B && B->numel != D * 2 * GH) ||
+        (H0 && H0->numel != D * N * H) || (C0 && C0->numel != D * N * H) || (P && P->numel != D * 3 * H) ||
+        (SL && SL->numel != N))
         return mp_kfail(k, MP_ERR_SHAPE, "an input's size does not match X, W and R (%lld directions, hidden %lld)",
-                        (long long)dirs, (long long)H);
-    for (int64_t b = 0; SL && b < Bn; b++) {
+                        (long long)D, (long long)H);
+    for (int64_t b = 0; SL && b < N; b++) {
         int64_t len = mp_kget_i(SL->data, SL->dtype, b);
         if (len < 0 || len > S)
             return mp_kfail(k, MP_ERR_USAGE, "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
                             (long long)len, (long long)S);
     }
-    mp_status st = MP_OK;
-    double *h = lak_buf(k, H, &st), *c = st ? NULL : lak_buf(k, H, &st), *g = st ? NULL : lak_buf(k, 2 * G, &st);
-    double *hn = st ? NULL : lak_buf(k, H, &st);
     mp_rtensor *Y = k->n_out > 0 && k->out[0].data ? &k->out[0] : NULL;
     mp_rtensor *Yh = k->n_out > 1 && k->out[1].data ? &k->out[1] : NULL;
-    mp_rtensor *Yc = k->n_out > 2 && k->out[2].data ? &k->out[2] : NULL;
-    if (Y)
-        for (int64_t e = 0; e < Y->numel; e++) mp_kset_f(Y->data, Y->dtype, e, 0);
-#define LAK_X(t, b, i) mp_kget_f(X->data, X->dtype, (layout ? ((b) * S + (t)) : ((t) * Bn + (b))) * I + (i))
-#define LAK_Y(t, d, b) (layout ? (((b) * S + (t)) * dirs + (d)) * H : (((t) * dirs + (d)) * Bn + (b)) * H)
-#define LAK_HS(d, b) (layout ? ((b) * dirs + (d)) * H : ((d) * Bn + (b)) * H)
-    for (int d = 0; !st && d < dirs; d++) {
-        bool rev = !strcmp(dir, "reverse") || d == 1;
-        const lak_acts *ac = &A[d];
-        for (int64_t b = 0; b < Bn; b++) {
-            int64_t len = SL ? mp_kget_i(SL->data, SL->dtype, b) : S;
-            for (int64_t j = 0; j < H; j++) {
-                h[j] = H0 ? mp_kget_f(H0->data, H0->dtype, LAK_HS(d, b) + j) : 0;
-                c[j] = C0 ? mp_kget_f(C0->data, C0->dtype, LAK_HS(d, b) + j) : 0;
-            }
-            for (int64_t s = 0; s < len; s++) {
-                int64_t t = rev ? len - 1 - s : s;
-                /* g[0..G) = x W^T + Wb; g[G..2G) = h R^T + Rb */
-                for (int64_t r = 0; r < G; r++) {
-                    double xw = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + r) : 0;
-                    double hr = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + G + r) : 0;
-                    for (int64_t i = 0; i < I; i++) xw += LAK_X(t, b, i) * mp_kget_f(W->data, W->dtype, (d * G + r) * I + i);
-                    for (int64_t i = 0; i < H; i++) hr += h[i] * mp_kget_f(R->data, R->dtype, (d * G + r) * H + i);
-                    g[r] = xw;
-                    g[G + r] = hr;
-                }
-                for (int64_t j = 0; j < H; j++) {
-#define LAK_CLIP(v) (clip > 0 ? fmax(-clip, fmin(clip, (v))) : (v))
-                    if (gates == 1) {
-                        hn[j] = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
-                    } else if (gates == 3) {
-                        double z = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j]), ac->alpha[0], ac->beta[0]);
-                        double rr = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j]), ac->alpha[0], ac->beta[0]);
-                        double hh;
-                        if (lbr) {
-                            hh = g[2 * H + j] + rr * g[G + 2 * H + j];
-                        } else { /* (r * h) R_h^T: r element-wise on h */
-                            double s2 = B ? mp_kget_f(B->data, B->dtype, d * 2 * G + G + 2 * H + j) : 0;
-                            for (int64_t i = 0; i < H; i++) {
-                                double ri = mp_kact(ac->f[0], LAK_CLIP(g[H + i] + g[G + H + i]), ac->alpha[0], ac->beta[0]);
-                                s2 += ri * h[i] * mp_kget_f(R->data, R->dtype, (d * G + 2 * H + j) * H + i);
-                            }
-                            hh = g[2 * H + j] + s2;
-                        }
-                        hh = mp_kact(ac->f[1], LAK_CLIP(hh), ac->alpha[1], ac->beta[1]);
-                        hn[j] = (1 - z) * hh + z * h[j];
-                    } else {
-                        double pi = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + j) : 0;
-                        double po = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + H + j) : 0;
-                        double pf = P ? mp_kget_f(P->data, P->dtype, d * 3 * H + 2 * H + j) : 0;
-                        double gi = mp_kact(ac->f[0], LAK_CLIP(g[j] + g[G + j] + pi * c[j]), ac->alpha[0], ac->beta[0]);
-                        double gf = mp_kact(ac->f[0], LAK_CLIP(g[2 * H + j] + g[G + 2 * H + j] + pf * c[j]), ac->alpha[0], ac->beta[0]);
-                        double gc = mp_kact(ac->f[1], LAK_CLIP(g[3 * H + j] + g[G + 3 * H + j]), ac->alpha[1], ac->beta[1]);
-                        double cn = gf * c[j] + gi * gc;
-                        double go = mp_kact(ac->f[0], LAK_CLIP(g[H + j] + g[G + H + j] + po * cn), ac->alpha[0], ac->beta[0]);
-                        hn[j] = go * mp_kact(ac->f[2], cn, ac->alpha[2], ac->beta[2]);
-                        g[j] = cn; /* the new cell state, kept until every j is done */
-                    }
-#undef LAK_CLIP
-                }
-                for (int64_t j = 0; j < H; j++) {
-                    h[j] = hn[j];
-                    if (gates == 4) c[j] = g[j];
-                    if (Y) mp_kset_f(Y->data, Y->dtype, LAK_Y(t, d, b) + j, h[j]);
-                }
-            }
-            for (int64_t j = 0; j < H; j++) {
-                if (Yh) mp_kset_f(Yh->data, Yh->dtype, LAK_HS(d, b) + j, h[j]);
-                if (Yc) mp_kset_f(Yc->data, Yc->dtype, LAK_HS(d, b) + j, c[j]);
-            }
-        }
+    mp_rtensor *Yc = gates == 4 && k->n_out > 2 && k->out[2].data ? &k->out[2] : NULL;
+    bool packed = c->wt && c->pI == I && c->pH == H;
+    size_t need = lak_rnn_work(c, k, S, N, I, H, packed);
+    float *work = c == k->state && k->scratch && c->work >= need ? k->scratch : NULL, *heap = NULL;
+    if (!work && !(work = heap = malloc(sizeof(float) * need))) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    float *cur = work;
+#define LAK_TAKE(n) (cur += ((n) + 15) / 16 * 16, cur - ((n) + 15) / 16 * 16)
+    int64_t per_dir = S * N * GH + N * GH + 3 * N * H;
+    float *buf = LAK_TAKE(D * per_dir);
+    const float *wt = c->wt, *rt = c->rt, *bias = c->bias;
+    if (!packed) {
+        float *w2 = LAK_TAKE(D * I * GH), *r2 = LAK_TAKE(D * H * GH), *b2 = LAK_TAKE(D * (GH + H));
+        lak_rnn_pack(w2, W, D, GH, I);
+        lak_rnn_pack(r2, R, D, GH, H);
+        lak_rnn_bias(b2, B, c, H);
+        wt = w2, rt = r2, bias = b2;
     }
-#undef LAK_X
-#undef LAK_Y
-#undef LAK_HS
-    free(h), free(c), free(g), free(hn);
-    return st;
+    const float *x = X->data;
+    if (X->dtype != MP_DT_FLOAT) {
+        float *x2 = LAK_TAKE(S * N * I);
+        mp_kconvert(x2, MP_DT_FLOAT, X->data, X->dtype, S * N * I);
+        x = x2;
+    }
+    float *y = Y ? (Y->dtype == MP_DT_FLOAT ? Y->data : LAK_TAKE(Y->numel)) : NULL;
+    float *yh = Yh ? (Yh->dtype == MP_DT_FLOAT ? Yh->data : LAK_TAKE(Yh->numel)) : NULL;
+    float *yc = Yc ? (Yc->dtype == MP_DT_FLOAT ? Yc->data : LAK_TAKE(Yc->numel)) : NULL;
+#undef LAK_TAKE
+    if (y && SL) memset(y, 0, sizeof(float) * (size_t)(S * D * N * H));
+    lak_job job = {k, c, gates, layout, D, S, N, I, H, x, wt, rt, bias, SL, H0, C0, P, y, yh, yc, buf, per_dir,
+                   D == 1 || k->threads <= 1};
+    if (job.par) lak_rnn_dirs(&job, 0, D);
+    else mp_kparallel(k, D, lak_rnn_dirs, &job); /* the two directions side by side */
+    if (Y && y != Y->data) mp_kconvert(Y->data, Y->dtype, y, MP_DT_FLOAT, Y->numel);
+    if (Yh && yh != Yh->data) mp_kconvert(Yh->data, Yh->dtype, yh, MP_DT_FLOAT, Yh->numel);
+    if (Yc && yc != Yc->data) mp_kconvert(Yc->data, Yc->dtype, yc, MP_DT_FLOAT, Yc->numel);
+    free(heap);
+    return MP_OK;
 }
-
 static mp_status lak_rnn1(mp_kctx *k) { return lak_rnn(k, 1); }
 static mp_status lak_gru(mp_kctx *k) { return lak_rnn(k, 3); }
 static mp_status lak_lstm(mp_kctx *k) { return lak_rnn(k, 4); }
+static mp_status lak_rnn1_prepare(mp_kctx *k, size_t *scratch) { return lak_rnn_prepare_g(k, scratch, 1); }
+static mp_status lak_gru_prepare(mp_kctx *k, size_t *scratch) { return lak_rnn_prepare_g(k, scratch, 3); }
+static mp_status lak_lstm_prepare(mp_kctx *k, size_t *scratch) { return lak_rnn_prepare_g(k, scratch, 4); }
 
 /* ------------------------------------------------------------------ */
 /* the table                                                           */
@@ -1111,9 +1331,11 @@ const mp_op mp_ops_linalg[] = {
     {"", "DequantizeLinear", 10, dequantize_infer, la_cost_2_per_elem, LA_BIT(0),
      LA_BIT(1) | LA_BIT(2), NULL, mp_kdequantize},
     {"", "DynamicQuantizeLinear", 11, dyn_quantize_infer, dyn_quantize_cost, 0, 0, NULL, lak_dyn_quantize},
-    {"", "RNN", 1, rnn_infer, rnn_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_rnn1},
-    {"", "GRU", 1, gru_infer, gru_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_gru},
+    {"", "RNN", 1, rnn_infer, rnn_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_rnn1,
+     lak_rnn1_prepare, lak_rnn_release},
+    {"", "GRU", 1, gru_infer, gru_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3), LA_BIT(5), NULL, lak_gru,
+     lak_gru_prepare, lak_rnn_release},
     {"", "LSTM", 1, lstm_infer, lstm_cost, LA_BIT(1) | LA_BIT(2) | LA_BIT(3) | LA_BIT(7),
-     LA_BIT(5) | LA_BIT(6), NULL, lak_lstm},
+     LA_BIT(5) | LA_BIT(6), NULL, lak_lstm, lak_lstm_prepare, lak_rnn_release},
 };
 const int mp_ops_linalg_count = (int)MP_ARRAY_LEN(mp_ops_linalg);

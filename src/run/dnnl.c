@@ -94,6 +94,7 @@ MP__DL_FNS(MP__DL_PTR)
 
 static pthread_once_t mp__dl_once = PTHREAD_ONCE_INIT;
 static bool mp__dl_ok;
+static void *mp__dl_handle;
 
 /* libgomp reads its spin policy once, when it loads, and it loads with
  * oneDNN here: when the user chose no policy (neither GOMP_SPINCOUNT nor
@@ -119,6 +120,7 @@ static void mp__dl_load(void) {
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libdnnl.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) return;
+    mp__dl_handle = h;
     bool ok = true;
     /* dlsym on the handle also searches libdnnl's dependencies (libgomp) */
 #define MP__DL_SYM(f) ok = ok && (*(void **)&mp__dl_##f = dlsym(h, #f)) != NULL;
@@ -1925,6 +1927,7 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
     if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return NULL;
     const char *op = n->op;
+    if (mp_streq(op, "LSTM") || mp_streq(op, "GRU") || mp_streq(op, "RNN")) return mp_dnnl_rnn_kernel(g, n);
     bool swap;
     switch (op[0]) {
     case 'A':
@@ -1964,6 +1967,21 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (binary_ok(g, n, &swap)) return &k_binary;
     if (eltwise_ok(g, n)) return &k_eltwise;
     return NULL;
+}
+
+/* ---- for the recurrent layers' glue (dnnl_rnn.c) ---- */
+
+void *mp_dnnl_sym(const char *name) {
+    return mp_dnnl_available() ? dlsym(mp__dl_handle, name) : NULL;
+}
+
+bool mp_dnnl_engine(void *eng, void *strm) {
+    if (!mp_dnnl_available()) return false;
+    pthread_once(&g_once, engine_init);
+    if (g_init_st != dnnl_success) return false;
+    *(dnnl_engine_t *)eng = g_eng;
+    *(dnnl_stream_t *)strm = g_strm;
+    return true;
 }
 
 /* The peak probe (measure.c times it): C = A B on s x s x s fp32 through

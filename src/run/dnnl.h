@@ -26,4 +26,15 @@ mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, 
 bool mp_dnnl_probe_run(mp_dnnl_probe *pr, int threads);
 void mp_dnnl_probe_free(mp_dnnl_probe *pr);
 
+/* ---- the recurrent layers (dnnl_rnn.c) ----
+ * LSTM, GRU and RNN through oneDNN's RNN primitives, or NULL when the node
+ * has what the primitives cannot do (mp_dnnl_kernel asks it). */
+const mp_kernel *mp_dnnl_rnn_kernel(const mp_graph *g, const mp_node *n);
+/* A symbol of the loaded oneDNN (or its libgomp); NULL without it. */
+void *mp_dnnl_sym(const char *name);
+/* The glue's one CPU engine and stream, written to *(dnnl_engine_t *)eng
+ * and *(dnnl_stream_t *)strm (void * so that this header needs no dnnl.h);
+ * false without oneDNN. */
+bool mp_dnnl_engine(void *eng, void *strm);
+
 #endif
