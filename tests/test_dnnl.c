@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "modelprof.h"
+#include "run/blas.h"
 #include "run/dnnl.h"
 #include "tbuild.h"
 #include "test.h"
@@ -525,6 +526,88 @@ static void test_gemm_runtime_c_matvec(void) {
     tb_done(m, p);
 }
 
+/* The product on each GEMM candidate (tests force it; a run times them):
+ * x [1,40,64] @ W [64,96] + bias + residual (MatMul+Add+Add), and Gemm
+ * with transB and a [N] C; with a Relu in the chain only the primitive
+ * can run it. Each against the reference loops. */
+static void test_gemm_choice(void) {
+    static const char *want_name[3] = {NULL, "onednn:sgemm", "openblas:sgemm"};
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 3, TB_DIMS(1, 40, 64));
+    tb_input(m, "r", F, 3, TB_DIMS(1, 40, 96));
+    tb_weight(m, "w", F, 2, TB_DIMS(64, 96));
+    tb_weight(m, "bias", F, 1, TB_DIMS(96));
+    tb_input(m, "a", F, 2, TB_DIMS(40, 64));
+    tb_weight(m, "bt", F, 2, TB_DIMS(96, 64));
+    tb_weight(m, "c", F, 1, TB_DIMS(96));
+    tb_input(m, "z", F, 2, TB_DIMS(40, 64));
+    int mm = tb_node(m, "MatMul", "x,w", "h");
+    tb_node(m, "Add", "h,bias", "hb");
+    tb_node(m, "Add", "r,hb", "y");
+    int gm = tb_node(m, "Gemm", "a,bt,c", "g");
+    tb_attr_i(m, gm, "transB", 1);
+    tb_attr_f(m, gm, "alpha", 0.5);
+    tb_attr_f(m, gm, "beta", 2.0);
+    int mr = tb_node(m, "MatMul", "z,w", "q");
+    tb_node(m, "Relu", "q", "qr");
+    tb_output(m, "y");
+    tb_output(m, "g");
+    tb_output(m, "qr");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(2560), *r = rnd(3840), *w = rnd(6144), *bias = rnd(96), *a = rnd(2560), *bt = rnd(6144),
+          *c = rnd(96), *z = rnd(2560), *y = zeros(3840), *g = zeros(3840), *qr = zeros(3840),
+          *want = zeros(3840), *wantg = zeros(3840), *wantq = zeros(3840);
+    ref_matmul(x, w, want, 40, 64, 96);
+    for (int i = 0; i < 3840; i++) want[i] += bias[i % 96] + r[i];
+    for (int i = 0; i < 40; i++)
+        for (int j = 0; j < 96; j++) {
+            double acc = 0;
+            for (int q = 0; q < 64; q++) acc += (double)a[i * 64 + q] * bt[j * 64 + q];
+            wantg[i * 96 + j] = (float)(0.5 * acc + 2.0 * c[j]);
+        }
+    ref_matmul(z, w, wantq, 40, 64, 96);
+    for (int i = 0; i < 3840; i++) wantq[i] = wantq[i] > 0 ? wantq[i] : 0;
+    int old = mp_dnnl_gemm_force(-1);
+    for (int which = -1; which < 3; which++) {
+        mp_dnnl_gemm_force(which);
+        const char *expect = which < 0 ? NULL : want_name[which];
+        if (which == 2 && !mp_blas_available()) expect = want_name[1];
+        for (int node = 0; node < 3; node++) {
+            tk t = {0};
+            tk_give(&t, "x", x), tk_give(&t, "r", r), tk_give(&t, "w", w), tk_give(&t, "bias", bias);
+            tk_give(&t, "a", a), tk_give(&t, "bt", bt), tk_give(&t, "c", c), tk_give(&t, "z", z);
+            tk_give(&t, "y", y), tk_give(&t, "g", g), tk_give(&t, "qr", qr);
+            const mp_kernel *kern = tk_prepare(&t, m, node == 0 ? mm : node == 1 ? gm : mr, true);
+            if (kern) {
+                if (node == 2) T_CHECK(t.k.kname == NULL); /* an activation: the primitive only */
+                else if (which >= 0)
+                    T_EQ_STR(t.k.kname ? t.k.kname : "primitive", expect ? expect : "primitive");
+                T_EQ(t.n_fused, node == 0 ? 2 : node == 1 ? 0 : 1);
+                float *out = node == 0 ? y : node == 1 ? g : qr;
+                memset(out, 0, 3840 * sizeof(float));
+                tk_run(&t, kern);
+                tk_run(&t, kern); /* twice: the addends are written again */
+                T_CLOSE(out, node == 0 ? want : node == 1 ? wantg : wantq, 3840);
+            }
+            tk_done(&t, kern);
+        }
+    }
+    mp_dnnl_gemm_force(old);
+    free(x), free(r), free(w), free(bias), free(a), free(bt), free(c), free(z), free(y), free(g), free(qr);
+    free(want), free(wantg), free(wantq);
+    tb_done(m, p);
+}
+
+/* OpenBLAS follows ONEDNN_MAX_CPU_ISA unless the user chose a core type */
+static void test_blas_coretype(void) {
+    T_EQ_STR(mp_blas_coretype_choice("AVX2", NULL), "Haswell");
+    T_EQ_STR(mp_blas_coretype_choice("avx2_vnni", NULL), "Haswell");
+    T_CHECK(mp_blas_coretype_choice("AVX2", "") == NULL);
+    T_CHECK(mp_blas_coretype_choice("AVX2", "Zen") == NULL);
+    T_CHECK(mp_blas_coretype_choice(NULL, NULL) == NULL);
+    T_CHECK(mp_blas_coretype_choice("AVX512_CORE", NULL) == NULL);
+}
+
 /* ---- pooling ---- */
 
 static void test_pools(void) {
@@ -1029,6 +1112,8 @@ MP_TESTS(dnnl){
     {"matmul_bias_act", test_matmul_bias_act},
     {"gemm", test_gemm},
     {"gemm_runtime_c_matvec", test_gemm_runtime_c_matvec},
+    {"gemm_choice", test_gemm_choice},
+    {"blas_coretype", test_blas_coretype},
     {"pools", test_pools},
     {"softmax", test_softmax},
     {"layernorm", test_layernorm},

@@ -57,6 +57,7 @@ typedef struct mp_kctx {
     void *scratch;            /* prepare's *scratch bytes, 64-byte aligned */
     int threads;
     bool fuse;                /* prepare may absorb consumers (mp_kfuse) */
+    const char *kname;        /* prepare may name what it chose ("openblas:sgemm"); NULL: the kernel's name */
 } mp_kctx;
 
 /* prepare (optional): once, when the plan is made. Inputs that are

@@ -721,8 +721,8 @@ static void tx_times(tx *t) {
     tx_rule(t, "Measured time by operator");
     tx_puts(t, "Sorted by total time per pass (median over the timed runs); a fused group (A+B) is\n"
                "one kernel, counted under its first node; % = share of the summed kernel times\n");
-    tx_printf(t, "%-*s  %5s  %10s  %10s  %10s  %7s  %12s  %7s\n", w, "op", "count", "total", "mean", "min",
-              "%", "FLOPS", "% peak");
+    tx_printf(t, "%-*s  %5s  %10s  %10s  %10s  %7s  %12s  %7s  %s\n", w, "op", "count", "total", "mean", "min",
+              "%", "FLOPS", "% peak", "kernel");
     for (int i = 0; i < p->n_groups; i++) {
         const mp_groupstat *g = &p->groups[i];
         char tot[64], mean[64], mn[64];
@@ -734,10 +734,11 @@ static void tx_times(tx *t) {
         snprintf(flb, sizeof flb, "%s", fl >= 0 ? mp_fmt_si_d(fl, "FLOPS").s : "-");
         snprintf(pk, sizeof pk, "%s", fl >= 0 && p->run.peak_flops_per_s > 0
                                           ? mp_fmt_pct_d(fl, p->run.peak_flops_per_s).s : "-");
-        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %10s  %7s  %12s  %7s\n", w, w, tx_safe(t, g->name, "?"),
-                  g->count, tot, mean, mn, mp_fmt_pct_d(g->latency_s, run_sum).s, flb, pk);
+        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %10s  %7s  %12s  %7s  %s\n", w, w, tx_safe(t, g->name, "?"),
+                  g->count, tot, mean, mn, mp_fmt_pct_d(g->latency_s, run_sum).s, flb, pk,
+                  tx_safe(t, g->kernel, ""));
     }
-    for (int i = 0; i < w + 79; i++) tx_putc(t, '-');
+    for (int i = 0; i < w + 95; i++) tx_putc(t, '-');
     tx_putc(t, '\n');
     tx_printf(t, "%-*s  %5d  %10s\n", w, "sum of kernels", p->run.steps, mp_fmt_seconds(run_sum).s);
     tx_printf(t, "%-*s  %5s  %10s  (timer and dispatch: the rest)\n", w, "whole pass", "",

@@ -23,11 +23,13 @@
  * with omp_set_num_threads before primitives are made and before each run
  * (only when it changes). */
 #include "run/dnnl.h"
+#include "run/blas.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -337,6 +339,18 @@ typedef struct dk {
     const void *lay_plan;    /* the value this kernel registered a blocked */
     const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
     int lay_v;
+    /* a matrix product run by a GEMM library instead of the primitive
+     * (gemm_choose, below): alt is GEMM_SGEMM or GEMM_BLAS, 0 the primitive */
+    int alt;
+    bool alt_ta, alt_tb;
+    int64_t alt_m, alt_n, alt_k, alt_lda, alt_ldb;
+    float alt_alpha;
+    const float *alt_b;      /* B as stored (a constant the plan holds) */
+    int alt_nadd;            /* tensors added to the product (bias, residual) */
+    int alt_add_in[8];       /* k->in index, or -1: alt_add_own */
+    const float *alt_add_own[8];
+    bool alt_add_row[8];     /* an [N] row broadcast over the M rows, else [M, N] */
+    int wown;                /* own[] index of the primitive's weights, -1 */
 } dk;
 
 /* ---- channels-last activations between oneDNN kernels ----
@@ -457,8 +471,11 @@ static mp_status dk_arg(mp_kctx *k, dk *s, int arg, const dnnl_memory_desc_t *md
     return MP_OK;
 }
 
+static mp_status gemm_alt_run(mp_kctx *k, dk *s);
+
 static mp_status dk_run(mp_kctx *k) {
     dk *s = k->state;
+    if (s->alt) return gemm_alt_run(k, s);
     set_threads(s->threads);
     for (int i = 0; i < s->n; i++) {
         void *p;
@@ -544,6 +561,7 @@ static mp_status dk_new(mp_kctx *k, dk **out) {
     if (!s) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     s->threads = k->threads > 0 ? k->threads : omp_get_max_threads();
     s->lay_v = -1;
+    s->wown = -1;
     set_threads(s->threads);
     k->state = s;
     *out = s;
@@ -657,6 +675,7 @@ typedef struct chain {
     int n_bin;
     int bin_po[8];           /* post-op index of each binary post-op */
     int bin_in[8];           /* its operand: k->in index */
+    dnnl_alg_kind_t bin_alg[8];
     dnnl_memory_desc_t bin_md[8];
     /* BatchNormalization folded (Conv only): k->in index of scale, else -1 */
     int bn_in;
@@ -857,6 +876,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
                 DN(dnnl_post_ops_append_binary(ch->po, alg, &md), "binary post-op");
                 ch->bin_po[ch->n_bin] = ch->n_po;
                 ch->bin_in[ch->n_bin] = base;
+                ch->bin_alg[ch->n_bin] = alg;
                 ch->bin_md[ch->n_bin] = md;
                 ch->n_bin++;
                 ch->n_po++;
@@ -1222,6 +1242,281 @@ fail:
 static mp_status conv_prepare(mp_kctx *k, size_t *scratch) { return conv_prepare_any(k, scratch, false); }
 static mp_status convt_prepare(mp_kctx *k, size_t *scratch) { return conv_prepare_any(k, scratch, true); }
 
+/* ------------------------------------ the GEMM chosen per product shape
+ * On AVX2, oneDNN 2.6's matmul primitive is gemm:jit on plain weights (no
+ * brgemm below AVX-512), and which library multiplies fastest depends on
+ * the CPU and the shape (the reference note on a 2-core AMD EPYC: OpenBLAS
+ * twice dnnl_sgemm on 128x768x3072, dnnl_sgemm ahead on 197x768x2304). So
+ * a 2-D product with constant B whose fused chain only adds tensors (a
+ * bias row, a residual) is timed once at plan time on each candidate: the
+ * primitive with its post-ops, dnnl_sgemm and OpenBLAS's cblas_sgemm (each
+ * after a pass writing the summed addends into Y, then beta = 1), and the
+ * fastest is kept, per (M, K, N, addends, threads) for the process. The
+ * report names the choice (the node's `kernel`). */
+
+enum { GEMM_PRIM = 0, GEMM_SGEMM = 1, GEMM_BLAS = 2 };
+static const char *const gemm_names[] = {NULL, "onednn:sgemm", "openblas:sgemm"};
+
+static int g_gemm_force = -1;   /* tests and benches: always this candidate */
+
+int mp_dnnl_gemm_force(int which) {
+    int old = g_gemm_force;
+    g_gemm_force = which;
+    return old;
+}
+
+typedef struct gemm_key {
+    int64_t m, n, k;
+    int rows, fulls, threads, tr, prim_kind;
+    int choice;
+} gemm_key;
+
+static pthread_mutex_t g_gemm_mu = PTHREAD_MUTEX_INITIALIZER;
+static gemm_key g_gemm_cache[64];
+static int g_gemm_ncache;
+
+static double gemm_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct gemm_fill {
+    float *y;
+    int64_t n;
+    int nadd;
+    const float *add[8];
+    bool row[8];
+} gemm_fill;
+
+/* Rows [lo, hi) of Y = the sum of the addends */
+static void gemm_fill_rows(void *arg, int64_t lo, int64_t hi) {
+    const gemm_fill *f = arg;
+    int64_t n = f->n;
+    for (int64_t r = lo; r < hi; r++) {
+        float *y = f->y + r * n;
+        const float *a0 = f->add[0] + (f->row[0] ? 0 : r * n);
+        if (f->nadd == 1) {
+            memcpy(y, a0, (size_t)n * sizeof(float));
+            continue;
+        }
+        const float *a1 = f->add[1] + (f->row[1] ? 0 : r * n);
+        for (int64_t j = 0; j < n; j++) y[j] = a0[j] + a1[j];
+        for (int i = 2; i < f->nadd; i++) {
+            const float *ai = f->add[i] + (f->row[i] ? 0 : r * n);
+            for (int64_t j = 0; j < n; j++) y[j] += ai[j];
+        }
+    }
+}
+
+/* The product through library `which` (GEMM_SGEMM, GEMM_BLAS): Y = the
+ * addends (add[i], NULL: from k->in), then Y += alpha op(A) op(B). */
+static mp_status gemm_lib(mp_kctx *k, dk *s, int which, const float *A, float *Y, const float *const *add) {
+    float beta = 0.0f;
+    if (s->alt_nadd > 0) {
+        gemm_fill f = {Y, s->alt_n, s->alt_nadd, {NULL}, {false}};
+        for (int i = 0; i < s->alt_nadd; i++) {
+            f.add[i] = add[i];
+            f.row[i] = s->alt_add_row[i];
+            if (!f.add[i]) return mp_error(MP_ERR_USAGE, "node %s (%s): an addend's buffer is missing",
+                                           k->n->name, k->n->op);
+        }
+        /* a few rows per chunk: a chunk is worth a thread only past ~32 KB */
+        if (s->threads > 1 && s->alt_m * s->alt_n >= 16384) mp_kparallel(k, s->alt_m, gemm_fill_rows, &f);
+        else gemm_fill_rows(&f, 0, s->alt_m);
+        beta = 1.0f;
+    }
+    if (which == GEMM_BLAS) {
+        mp_blas_sgemm(s->threads, s->alt_ta, s->alt_tb, s->alt_m, s->alt_n, s->alt_k, s->alt_alpha, A, s->alt_lda,
+                      s->alt_b, s->alt_ldb, beta, Y, s->alt_n);
+        return MP_OK;
+    }
+    set_threads(s->threads);
+    DN(dnnl_sgemm(s->alt_ta ? 'T' : 'N', s->alt_tb ? 'T' : 'N', s->alt_m, s->alt_n, s->alt_k, s->alt_alpha, A,
+                  s->alt_lda, s->alt_b, s->alt_ldb, beta, Y, s->alt_n),
+       "sgemm");
+    return MP_OK;
+}
+
+static mp_status gemm_alt_run(mp_kctx *k, dk *s) {
+    const float *A = k->in[0].data;
+    float *Y = k->out[0].data;
+    if (!A || !Y) return mp_error(MP_ERR_USAGE, "node %s (%s): a buffer the product needs is missing",
+                                  k->n->name, k->n->op);
+    const float *add[8];
+    for (int i = 0; i < s->alt_nadd; i++)
+        add[i] = s->alt_add_in[i] >= 0 ? k->in[s->alt_add_in[i]].data : s->alt_add_own[i];
+    return gemm_lib(k, s, s->alt, A, Y, add);
+}
+
+/* One call of the primitive on the timing buffers (handles set here;
+ * dk_run sets the run's again: last[] is cleared after). */
+static mp_status gemm_prim_call(mp_kctx *k, dk *s, void *A, void *Y, void *scr, void *const *ins) {
+    for (int i = 0; i < s->n; i++) {
+        void *p;
+        switch (s->from[i]) {
+        case FROM_IN: p = s->idx[i] == 0 ? A : ins[s->idx[i]]; break;
+        case FROM_OUT: p = Y; break;
+        case FROM_SCRATCH: p = scr; break;
+        default: continue;
+        }
+        DN(dnnl_memory_set_data_handle(s->ex[i].memory, p), "set data handle");
+        s->last[i] = NULL;
+    }
+    DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
+    DN(dnnl_stream_wait(g_strm), "wait");
+    return MP_OK;
+}
+
+/* What gemm_choose needs from matmul_prepare / gemm_prepare. */
+typedef struct gemm_desc {
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha;
+    const float *b;          /* constant B as stored, NULL: none */
+    int nadd;
+    int add_in[8];
+    const float *add_own[8];
+    bool add_row[8];
+    bool ok;                 /* false: only the primitive can run it */
+} gemm_desc;
+
+/* The chain's binary post-ops as addends of a product Y[m, n] (Gemm's C,
+ * when there, is already addend 0); ok false when the chain has anything
+ * else (an activation, a scale, a Mul, a column broadcast, a blocked
+ * operand). */
+static void gemm_desc_chain(const mp_kctx *k, const chain *ch, int first_po, gemm_desc *d) {
+    if (ch->bn_in >= 0 || ch->n_po != first_po + ch->n_bin) d->ok = false;
+    for (int i = 0; d->ok && i < ch->n_bin; i++) {
+        const dnnl_memory_desc_t *md = &ch->bin_md[i];
+        int64_t numel = 1;
+        for (int j = 0; j < md->ndims; j++) numel *= md->dims[j];
+        dnnl_memory_desc_t pl;
+        if (ch->bin_alg[i] != dnnl_binary_add || d->nadd >= 8 ||
+            md_plain(&pl, md->ndims, md->dims) != dnnl_success || !dnnl_memory_desc_equal(&pl, md)) {
+            d->ok = false;
+            break;
+        }
+        bool row = numel == d->n && md->ndims >= 1 && md->dims[md->ndims - 1] == d->n;
+        if (!row && numel != d->m * d->n) {
+            d->ok = false;
+            break;
+        }
+        d->add_in[d->nadd] = ch->bin_in[i];
+        d->add_own[d->nadd] = NULL;
+        d->add_row[d->nadd] = row;
+        d->nadd++;
+    }
+}
+
+/* Time the candidates for the product d once (per shape, cached) and keep
+ * the fastest in s; the primitive stays when it wins or nothing else can
+ * run the product. *scratch: the primitive's scratch bytes. */
+static mp_status gemm_choose(mp_kctx *k, dk *s, const gemm_desc *d, size_t scratch) {
+    if (!d->ok || !d->b || !s->prim || g_gemm_force == GEMM_PRIM) return MP_OK;
+    if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return MP_OK;
+    /* below ~1 MFLOP a call is dominated by its overheads: keep the primitive */
+    double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    if (g_gemm_force < 0 && flops < 4e6) return MP_OK;
+    bool blas = mp_blas_available();
+    s->alt_ta = d->ta;
+    s->alt_tb = d->tb;
+    s->alt_m = d->m;
+    s->alt_n = d->n;
+    s->alt_k = d->k;
+    s->alt_lda = d->ta ? d->m : d->k;
+    s->alt_ldb = d->tb ? d->k : d->n;
+    s->alt_alpha = d->alpha;
+    s->alt_b = d->b;
+    s->alt_nadd = d->nadd;
+    int rows = 0, fulls = 0;
+    for (int i = 0; i < d->nadd; i++) {
+        s->alt_add_in[i] = d->add_in[i];
+        s->alt_add_own[i] = d->add_own[i];
+        s->alt_add_row[i] = d->add_row[i];
+        if (d->add_row[i]) rows++;
+        else fulls++;
+    }
+    int choice = g_gemm_force;
+    if (choice == GEMM_BLAS && !blas) choice = GEMM_SGEMM;
+    gemm_key key = {d->m, d->n, d->k, rows, fulls, s->threads, (d->ta ? 1 : 0) | (d->tb ? 2 : 0), 0, -1};
+    if (choice < 0) {
+        pthread_mutex_lock(&g_gemm_mu);
+        for (int i = 0; i < g_gemm_ncache; i++) {
+            const gemm_key *c = &g_gemm_cache[i];
+            if (c->m == key.m && c->n == key.n && c->k == key.k && c->rows == rows && c->fulls == fulls &&
+                c->threads == key.threads && c->tr == key.tr)
+                choice = c->choice;
+        }
+        pthread_mutex_unlock(&g_gemm_mu);
+    }
+    mp_status st = MP_OK;
+    if (choice < 0) {
+        /* timing buffers: A, Y, the primitive's scratch, addends known
+         * only at run time (values do not matter: no NaN, no denormal) */
+        size_t na = (size_t)(d->m * d->k), ny = (size_t)(d->m * d->n);
+        float *A = malloc(na * sizeof(float)), *Y = malloc(ny * sizeof(float));
+        void *scr = scratch ? malloc(scratch) : NULL;
+        void *ins[64] = {NULL};
+        float *tmp[8] = {NULL};
+        const float *add[8];
+        bool ok = A && Y && (!scratch || scr) && k->n_in <= 64;
+        for (size_t i = 0; ok && i < na; i++) A[i] = (float)((i * 7) % 13) * 0.01f;
+        for (int i = 0; ok && i < k->n_in; i++) ins[i] = k->in[i].data;
+        for (int i = 0; ok && i < d->nadd; i++) {
+            add[i] = d->add_in[i] >= 0 ? k->in[d->add_in[i]].data : d->add_own[i];
+            if (!add[i]) {
+                size_t ne = d->add_row[i] ? (size_t)d->n : ny;
+                if (!(tmp[i] = calloc(ne, sizeof(float)))) ok = false;
+                add[i] = tmp[i];
+                if (d->add_in[i] >= 0) ins[d->add_in[i]] = tmp[i];
+            }
+        }
+        for (int i = 0; ok && i < s->n; i++) /* binary operands of the primitive */
+            if (s->from[i] == FROM_IN && s->idx[i] > 0 && s->idx[i] < 64 && !ins[s->idx[i]]) ok = false;
+        double best[3] = {1e30, 1e30, 1e30};
+        int ncand = blas ? 3 : 2;
+        /* one warm-up call each, then three rounds alternating */
+        for (int r = 0; ok && !st && r < 4; r++)
+            for (int c = 0; c < ncand && !st; c++) {
+                double t0 = gemm_now();
+                st = c == GEMM_PRIM ? gemm_prim_call(k, s, A, Y, scr, ins) : gemm_lib(k, s, c, A, Y, add);
+                double t = gemm_now() - t0;
+                if (r > 0 && t < best[c]) best[c] = t;
+            }
+        choice = GEMM_PRIM;
+        /* another library only when clearly faster (3%: timing noise) */
+        for (int c = 1; ok && c < ncand; c++)
+            if (best[c] < 0.97 * best[GEMM_PRIM] && best[c] < best[choice]) choice = c;
+        free(A);
+        free(Y);
+        free(scr);
+        for (int i = 0; i < 8; i++) free(tmp[i]);
+        if (st) return st;
+        if (ok) {
+            key.choice = choice;
+            pthread_mutex_lock(&g_gemm_mu);
+            if (g_gemm_ncache < (int)(sizeof g_gemm_cache / sizeof g_gemm_cache[0]))
+                g_gemm_cache[g_gemm_ncache++] = key;
+            pthread_mutex_unlock(&g_gemm_mu);
+        }
+    }
+    if (choice == GEMM_PRIM) {
+        s->alt_nadd = 0;
+        return MP_OK;
+    }
+    /* the library runs it: the primitive and its copy of the weights go */
+    s->alt = choice;
+    k->kname = gemm_names[choice];
+    dnnl_primitive_destroy(s->prim);
+    s->prim = NULL;
+    if (s->wown >= 0 && s->wown < s->n_own) {
+        free(s->own[s->wown]);
+        s->own[s->wown] = NULL;
+    }
+    return MP_OK;
+}
+
 /* ------------------------------------------------------------ MatMul, Gemm */
 
 static bool matmul_ok(const mp_graph *g, const mp_node *n) {
@@ -1257,8 +1552,11 @@ static mp_status matmul_pd_bind(mp_kctx *k, dk *s, const dnnl_memory_desc_t *amd
     st = dk_arg(k, s, DNNL_ARG_SRC, amd, FROM_IN, 0, NULL);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, ymd, FROM_OUT, 0, NULL);
     if (!st) {
-        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, bplain, bdat,
-                                      dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0));
+        if (bdat) {
+            s->wown = s->n_own;
+            st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, bplain, bdat,
+                                dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0));
+        }
         else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, bplain, FROM_IN, 1, NULL);
     }
     return st;
@@ -1330,6 +1628,11 @@ static mp_status matmul_prepare(mp_kctx *k, size_t *scratch) {
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
+    if (!st && rr == 2 && bdat) {
+        gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true};
+        gemm_desc_chain(k, &ch, 0, &d);
+        st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
+    }
     return st;
 dfail_:
     st = dfail(k, ds, "memory descriptor");
@@ -1408,6 +1711,19 @@ static mp_status gemm_prepare(mp_kctx *k, size_t *scratch) {
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
+    if (!st && bdat) {
+        gemm_desc d = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .alpha = alpha, .b = bdat, .ok = true};
+        if (c && beta != 0.0f) {
+            int64_t cn = mp_value_numel(c);
+            d.add_row[0] = cn == N && c->rank >= 1 && c->dims[c->rank - 1] == N;
+            if (!d.add_row[0] && cn != M * N) d.ok = false;
+            d.add_in[0] = cs || cdat ? -1 : 2;
+            d.add_own[0] = cs ? cs : cdat;
+            d.nadd = 1;
+        }
+        gemm_desc_chain(k, &ch, d.nadd, &d);
+        st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
+    }
     return st;
 dfail_:
     st = dfail(k, ds, "memory descriptor");

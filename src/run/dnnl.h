@@ -26,6 +26,13 @@ mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, 
 bool mp_dnnl_probe_run(mp_dnnl_probe *pr, int threads);
 void mp_dnnl_probe_free(mp_dnnl_probe *pr);
 
+/* Matrix products (MatMul, Gemm with constant B) may run on dnnl_sgemm or
+ * OpenBLAS when timing at plan time finds one faster than the matmul
+ * primitive. Tests and benches force a candidate for the plans made after:
+ * 0 the primitive, 1 dnnl_sgemm, 2 OpenBLAS (dnnl_sgemm without it), -1
+ * the timed choice (the default). Returns the previous setting. */
+int mp_dnnl_gemm_force(int which);
+
 /* ---- the recurrent layers (dnnl_rnn.c) ----
  * LSTM, GRU and RNN through oneDNN's RNN primitives, or NULL when the node
  * has what the primitives cannot do (mp_dnnl_kernel asks it). */

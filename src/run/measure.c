@@ -158,6 +158,12 @@ static const char *mp__kernel_name(const char *name) {
     return strcmp(name, "portable") == 0 ? "portable" : name;
 }
 
+/* What ran the step: the kernel's name, or what its prepare chose */
+static const char *mp__step_kernel(const mp_step *sp) {
+    if (sp->k.kname) return sp->k.kname;
+    return sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
+}
+
 static int mp__grp_cmp(const void *a, const void *b) {
     const mp_groupstat *x = a, *y = b;
     if (x->latency_s != y->latency_s) return x->latency_s < y->latency_s ? 1 : -1;
@@ -201,8 +207,9 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
         const mp_step *sp = &pl->steps[s];
         const char *key = sp->group ? sp->group : g->nodes[sp->node].op;
         int gi = -1;
+        const char *kern = mp__step_kernel(sp);
         for (int j = 0; j < p->n_groups; j++)
-            if (strcmp(p->groups[j].name, key) == 0) gi = j;
+            if (strcmp(p->groups[j].name, key) == 0 && strcmp(p->groups[j].kernel, kern) == 0) gi = j;
         if (gi < 0) {
             gi = p->n_groups++;
             p->groups[gi].name = strdup(key);
@@ -211,7 +218,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
                 goto done;
             }
             p->groups[gi].fused = sp->group != NULL;
-            p->groups[gi].kernel = sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
+            p->groups[gi].kernel = mp__step_kernel(sp);
         }
         step_grp[s] = gi;
         p->groups[gi].count++;
@@ -227,7 +234,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
             }
         }
         if (sp->group) p->node_group[sp->node] = p->groups[gi].name;
-        p->node_kernel[sp->node] = sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
+        p->node_kernel[sp->node] = mp__step_kernel(sp);
     }
     if (timed) {
         for (int s = 0; s < ns; s++) {
