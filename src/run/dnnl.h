@@ -19,7 +19,7 @@ const char *mp_dnnl_spin_choice(const char *spincount, const char *wait_policy,
                                 bool gomp_loaded);
 /* The peak probe: C = A B on s x s row-major fp32 matrices with `threads`
  * threads, which 0 through the matmul primitive (B reordered once into its
- * layout), 1 through dnnl_sgemm. new returns NULL without oneDNN or on
+ * layout), 1 through dnnl_sgemm, 2 through OpenBLAS (NULL without it). new returns NULL without oneDNN or on
  * failure; A and B must outlive it. */
 typedef struct mp_dnnl_probe mp_dnnl_probe;
 mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, const float *b, float *c);
