@@ -1033,6 +1033,98 @@ static void test_plan_gelu_erf(void) {
     tb_done(m, p);
 }
 
+/* LayerNormalization as the TorchScript exporter writes it at opset 14
+ * (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul, Add),
+ * blk.ln's nodes; then a Relu in blk.act. Fused: one onednn:layernorm
+ * kernel for the nine nodes; not fused: each alone. Outputs against the
+ * reference loop; MACs and FLOPs per module and the kernel groups' FLOPs
+ * are the same both ways (fusion moves time, never counts). */
+static void test_plan_layernorm_pattern(void) {
+    enum { R = 6, D = 96 };
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 3, D));
+    double gv[D], bv[D];
+    for (int i = 0; i < D; i++) gv[i] = 0.5 + i * 0.01, bv[i] = -0.25 + i * 0.005;
+    tb_const_f(m, "gamma", F, 1, TB_DIMS(D), gv);
+    tb_const_f(m, "beta", F, 1, TB_DIMS(D), bv);
+    tb_const_f(m, "two", F, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "eps", F, 0, NULL, (const double[]){1e-6});
+    int nodes[10];
+    nodes[0] = tb_node(m, "ReduceMean", "x", "mu");
+    tb_attr_ints(m, nodes[0], "axes", 1, TB_DIMS(-1));
+    nodes[1] = tb_node(m, "Sub", "x,mu", "d");
+    nodes[2] = tb_node(m, "Pow", "d,two", "p");
+    nodes[3] = tb_node(m, "ReduceMean", "p", "var");
+    tb_attr_ints(m, nodes[3], "axes", 1, TB_DIMS(-1));
+    nodes[4] = tb_node(m, "Add", "var,eps", "ve");
+    nodes[5] = tb_node(m, "Sqrt", "ve", "sd");
+    nodes[6] = tb_node(m, "Div", "d,sd", "q");
+    nodes[7] = tb_node(m, "Mul", "q,gamma", "o");
+    nodes[8] = tb_node(m, "Add", "o,beta", "ln");
+    nodes[9] = tb_node(m, "Relu", "ln", "y");
+    tb_output(m, "y");
+    int mln = mp_model_module(m, "blk.ln", 6), mact = mp_model_module(m, "blk.act", 7);
+    for (int i = 0; i < 10; i++) m->graph->nodes[nodes[i]].module = i < 9 ? mln : mact;
+    mp_profile *p = tb_prof(m);
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, nodes[0]));
+    T_CHECK(kern && strcmp(kern->name, "onednn:layernorm") == 0);
+    float *xv = rnd(R * D), *want = zeros(R * D);
+    for (int r = 0; r < R; r++) {
+        double mu = 0, var = 0;
+        for (int i = 0; i < D; i++) mu += xv[r * D + i];
+        mu /= D;
+        for (int i = 0; i < D; i++) var += (xv[r * D + i] - mu) * (xv[r * D + i] - mu);
+        var /= D;
+        for (int i = 0; i < D; i++) {
+            double v = (xv[r * D + i] - mu) / sqrt(var + 1e-6) * gv[i] + bv[i];
+            want[r * D + i] = (float)(v > 0 ? v : 0);
+        }
+    }
+    const char *names[1] = {"x"};
+    float *data[1] = {xv};
+    const int64_t *dims[1] = {TB_DIMS(2, 3, D)};
+    int ranks[1] = {3};
+    int nm = m->n_modules;
+    uint64_t *macs0 = calloc((size_t)nm + 1, sizeof *macs0), *flops0 = calloc((size_t)nm + 1, sizeof *flops0);
+    for (int i = 0; i < nm; i++) macs0[i] = p->mods[i].macs, flops0[i] = p->mods[i].flops;
+    for (int fuse = 0; fuse < 2; fuse++) {
+        int64_t got_n = 0;
+        float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
+        T_EQ(got_n, R * D);
+        if (y && got_n == R * D && rel_l2(y, want, got_n) > 1e-5)
+            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
+        free(y);
+        /* measured: counts per module unchanged, groups sum to the total */
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 2, o.fuse = fuse, o.iters = 2, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
+        mp_plan *pl = NULL;
+        T_OK(mp_plan_create(p, &o, &pl));
+        if (!pl) continue;
+        T_OK(mp_profile_run(pl, p));
+        for (int i = 0; i < nm; i++) {
+            T_EQ(p->mods[i].macs, macs0[i]);
+            T_EQ(p->mods[i].flops, flops0[i]);
+        }
+        uint64_t gsum = 0;
+        int lngroups = 0;
+        for (int i = 0; i < p->n_groups; i++) {
+            gsum += p->groups[i].flops;
+            if (strcmp(p->groups[i].name, "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add") == 0) {
+                lngroups++;
+                T_EQ_STR(p->groups[i].kernel, "onednn:layernorm");
+                T_EQ(p->groups[i].flops, p->mods[mln].flops);
+            }
+        }
+        T_EQ(gsum, p->total.flops);
+        T_EQ(lngroups, fuse);
+        T_EQ(p->run.fused, fuse ? 8 : 0);
+        mp_plan_free(pl);
+    }
+    free(macs0), free(flops0), free(xv), free(want);
+    tb_done(m, p);
+}
+
 /* Channels-last activations between oneDNN kernels, through the planner:
  * Conv+Relu -> Conv -> Add(residual)+Relu -> MaxPool -> Conv -> output
  * (plain), against the reference loops, fused and not. */
@@ -1125,6 +1217,7 @@ MP_TESTS(dnnl){
     {"plan_gelu_tanh", test_plan_gelu_tanh},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
+    {"plan_layernorm_pattern", test_plan_layernorm_pattern},
     {"plan_conv_layouts", test_plan_conv_layouts},
 };
 MP_TESTS_END(dnnl)

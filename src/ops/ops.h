@@ -91,6 +91,16 @@ mp_status mp_kfuse(mp_kctx *k, int node);
 /* A kernel driven without a plan (k->plan NULL: a unit test of kernels
  * alone) has its mp_kfuse calls go here when set (else MP_ERR_USAGE). */
 extern mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
+/* Absorb a whole subgraph at once (a decomposed LayerNormalization, whose
+ * intermediate values have several readers): nodes[0..n) in topological
+ * order, none planned yet. Every value the group makes but the last node's
+ * output 0 (this kernel's output 0 included) must be read only by the
+ * group's nodes and be no graph output; the nodes' other inputs must exist
+ * before this step. Each node's inputs not made inside the group are
+ * appended to k->in in order (node by node, input by input); output 0
+ * becomes nodes[n-1]'s output 0. All or nothing: MP_ERR_USAGE absorbs
+ * none. */
+mp_status mp_kfuse_nodes(mp_kctx *k, const int *nodes, int n);
 
 /* For an output whose shape the static inference left unknown because it
  * depends on data (NonZero, Unique, ...): give it its shape now; the

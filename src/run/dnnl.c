@@ -81,6 +81,7 @@ extern int omp_get_max_threads(void);
     X(dnnl_primitive_desc_query_md) \
     X(dnnl_primitive_destroy) \
     X(dnnl_primitive_execute) \
+    X(dnnl_reduction_desc_init) \
     X(dnnl_reorder_primitive_desc_create) \
     X(dnnl_softmax_forward_desc_init) \
     X(dnnl_status2str) \
@@ -168,6 +169,7 @@ bool mp_dnnl_available(void) {
 #define dnnl_primitive_desc_query_md (*mp__dl_dnnl_primitive_desc_query_md)
 #define dnnl_primitive_destroy (*mp__dl_dnnl_primitive_destroy)
 #define dnnl_primitive_execute (*mp__dl_dnnl_primitive_execute)
+#define dnnl_reduction_desc_init (*mp__dl_dnnl_reduction_desc_init)
 #define dnnl_reorder_primitive_desc_create (*mp__dl_dnnl_reorder_primitive_desc_create)
 #define dnnl_softmax_forward_desc_init (*mp__dl_dnnl_softmax_forward_desc_init)
 #define dnnl_status2str (*mp__dl_dnnl_status2str)
@@ -2225,6 +2227,194 @@ static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
     return st;
 }
 
+
+/* LayerNormalization as exporters before opset 17 write it (PyTorch's
+ * TorchScript exporter, opset 14):
+ *   m = ReduceMean(x, last axis); d = Sub(x, m); p = Pow(d, 2);
+ *   v = ReduceMean(p, last axis); e = Add(v, eps); s = Sqrt(e);
+ *   q = Div(d, s); [o = Mul(q, gamma); [y = Add(o, beta)]]
+ * Found from the first ReduceMean; nodes[] gets the rest in that order
+ * (topological), *eps the constant, *gamma / *beta the value index of the
+ * scale and shift (-1: absent). */
+typedef struct lnpat {
+    int nodes[8], n;
+    double eps;
+    int gamma, beta;
+    int64_t rows, d;
+} lnpat;
+
+/* ReduceMean over the last axis only, keeping it (axes an attribute:
+ * before opset 18) */
+static bool mean_last(const mp_graph *g, const mp_node *n, const mp_value **x) {
+    if (!is_op(n, "ReduceMean") || n->n_in != 1 || n->n_out != 1) return false;
+    *x = gval(g, n, 0);
+    if (!is_f32(*x) || (*x)->rank < 1 || mp_attr_i(n, "keepdims", 1) != 1) return false;
+    const int64_t *ax;
+    if (mp_attr_ints(n, "axes", &ax) != 1) return false;
+    int64_t a = ax[0] < 0 ? ax[0] + (*x)->rank : ax[0];
+    return a == (*x)->rank - 1;
+}
+
+/* The sole reader of value v when it is op `op` with one fp32 output
+ * (shaped like `like` when given): its index, else -1. */
+static int next_op(const mp_graph *g, int v, const char *op, const mp_value *like) {
+    int ci = sole_consumer(g, v);
+    if (ci < 0) return -1;
+    const mp_node *c = &g->nodes[ci];
+    if (!is_op(c, op) || c->n_out != 1 || !is_f32(gout(g, c, 0))) return -1;
+    if (like && !same_dims(gout(g, c, 0), like->rank, like->dims)) return -1;
+    return ci;
+}
+
+static int other_in(const mp_node *c, int v) {
+    if (c->n_in != 2 || (c->in[0] == v) == (c->in[1] == v)) return -1;
+    return c->in[0] == v ? c->in[1] : c->in[0];
+}
+
+/* A per-channel constant of the normalized axis: [D] (leading 1s) */
+static bool chan_const(const mp_graph *g, int v, int64_t d) {
+    const mp_value *c = v >= 0 ? &g->values[v] : NULL;
+    return c && c->dtype == MP_DT_FLOAT && mp_shape_known(c) && is_const_in(g, c) && c->rank >= 1 &&
+           mp_value_numel(c) == d && c->dims[c->rank - 1] == d;
+}
+
+static bool ln_pattern(const mp_graph *g, const mp_node *n, lnpat *p) {
+    const mp_value *x, *x2;
+    if (!mean_last(g, n, &x)) return false;
+    p->n = 0;
+    p->gamma = p->beta = -1;
+    p->d = x->dims[x->rank - 1];
+    p->rows = mp_value_numel(x) / (p->d > 0 ? p->d : 1);
+    if (p->d <= 0 || p->rows <= 0) return false;
+    int sub = next_op(g, n->out[0], "Sub", x);
+    if (sub < 0 || g->nodes[sub].in[0] != n->in[0] || g->nodes[sub].in[1] != n->out[0]) return false;
+    int dv = g->nodes[sub].out[0];
+    const mp_value *dval = &g->values[dv];
+    if (dval->n_consumers != 2 || (dval->flags & MP_VAL_OUTPUT)) return false;
+    int pw = -1, dvn = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        for (int j = 0; j < c->n_in; j++) {
+            if (c->in[j] != dv) continue;
+            if (is_op(c, "Pow") && j == 0) pw = i;
+            else if (is_op(c, "Div") && j == 0) dvn = i;
+            else return false;
+        }
+    }
+    double k;
+    if (pw < 0 || dvn < 0 || !const_scalar(g, gval(g, &g->nodes[pw], 1), &k) || k != 2.0 ||
+        !is_f32(gout(g, &g->nodes[pw], 0)) || !same_dims(gout(g, &g->nodes[pw], 0), x->rank, x->dims))
+        return false;
+    int rm = sole_consumer(g, g->nodes[pw].out[0]);
+    if (rm < 0 || !mean_last(g, &g->nodes[rm], &x2)) return false;
+    const mp_value *var = gout(g, &g->nodes[rm], 0);
+    int add = next_op(g, g->nodes[rm].out[0], "Add", var);
+    int ev = add >= 0 ? other_in(&g->nodes[add], g->nodes[rm].out[0]) : -1;
+    if (ev < 0 || !const_scalar(g, &g->values[ev], &p->eps) || !(p->eps >= 0)) return false;
+    int sq = next_op(g, g->nodes[add].out[0], "Sqrt", var);
+    if (sq < 0) return false;
+    int dvs = sole_consumer(g, g->nodes[sq].out[0]);
+    if (dvs != dvn || g->nodes[dvn].n_in != 2 || g->nodes[dvn].in[1] != g->nodes[sq].out[0] ||
+        !is_f32(gout(g, &g->nodes[dvn], 0)) || !same_dims(gout(g, &g->nodes[dvn], 0), x->rank, x->dims))
+        return false;
+    int list[8] = {sub, pw, rm, add, sq, dvn};
+    int cnt = 6, last = g->nodes[dvn].out[0];
+    int mul = next_op(g, last, "Mul", x);
+    if (mul >= 0 && chan_const(g, other_in(&g->nodes[mul], last), p->d)) {
+        p->gamma = other_in(&g->nodes[mul], last);
+        list[cnt++] = mul;
+        last = g->nodes[mul].out[0];
+        int ad = next_op(g, last, "Add", x);
+        if (ad >= 0 && chan_const(g, other_in(&g->nodes[ad], last), p->d)) {
+            p->beta = other_in(&g->nodes[ad], last);
+            list[cnt++] = ad;
+        }
+    }
+    memcpy(p->nodes, list, sizeof list);
+    p->n = cnt;
+    return true;
+}
+
+/* Where mp_kfuse_nodes put value v among k->in: after the head's own
+ * inputs, each node's inputs not made inside the group, in order. */
+static int fused_in_index(const mp_graph *g, const mp_node *head, const int *nodes, int n, int v) {
+    int at = head->n_in;
+    for (int i = 0; i < n; i++) {
+        const mp_node *c = &g->nodes[nodes[i]];
+        for (int j = 0; j < c->n_in; j++) {
+            int u = c->in[j];
+            if (u < 0) continue;
+            bool inside = u == head->out[0];
+            for (int q = 0; q < i && !inside; q++)
+                if (g->nodes[nodes[q]].out[0] == u) inside = true;
+            if (inside) continue;
+            if (u == v) return at;
+            at++;
+        }
+    }
+    return -1;
+}
+
+/* The head alone (fusion off or declined): the mean over the last axis */
+static mp_status mean_last_prepare(mp_kctx *k, const lnpat *p, size_t *scratch) {
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    k->kname = "onednn:reduction";
+    int64_t sd[2] = {p->rows, p->d}, dd[2] = {p->rows, 1};
+    dnnl_memory_desc_t smd, dmd;
+    DN(md_plain(&smd, 2, sd), "memory descriptor");
+    DN(md_plain(&dmd, 2, dd), "memory descriptor");
+    dnnl_reduction_desc_t rd;
+    DN(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &smd, &dmd, 0.0f, 0.0f), "reduction");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &rd, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &smd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &dmd, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
+    lnpat p;
+    if (!ln_pattern(k->g, k->n, &p))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a LayerNormalization pattern", k->n->name);
+    if (!k->fuse || mp_kfuse_nodes(k, p.nodes, p.n) != MP_OK) {
+        mp_error_clear();
+        return mean_last_prepare(k, &p, scratch);
+    }
+    int gi = p.gamma >= 0 ? fused_in_index(k->g, k->n, p.nodes, p.n, p.gamma) : -1;
+    int bi = p.beta >= 0 ? fused_in_index(k->g, k->n, p.nodes, p.n, p.beta) : -1;
+    if ((p.gamma >= 0 && (gi < 0 || gi >= k->n_in)) || (p.beta >= 0 && (bi < 0 || bi >= k->n_in)))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: the LayerNormalization pattern's inputs are not where "
+                        "expected", k->n->name);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    int64_t d2[2] = {p.rows, p.d};
+    dnnl_memory_desc_t md, cmd;
+    DN(md_plain(&md, 2, d2), "memory descriptor");
+    DN(md_plain(&cmd, 1, &p.d), "memory descriptor");
+    unsigned flags = (gi >= 0 ? dnnl_use_scale : 0) | (bi >= 0 ? dnnl_use_shift : 0);
+    dnnl_layer_normalization_desc_t ld;
+    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL, (float)p.eps, flags),
+       "layer normalization");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &ld, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st && gi >= 0) st = dk_arg(k, s, DNNL_ARG_SCALE, &cmd, FROM_IN, gi, NULL);
+    if (!st && bi >= 0) st = dk_arg(k, s, DNNL_ARG_SHIFT, &cmd, FROM_IN, bi, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 /* --------------------------------------------------------------- the table */
 
 static const mp_kernel k_conv = {"onednn:conv", conv_prepare, dk_run, dk_release};
@@ -2238,6 +2428,7 @@ static const mp_kernel k_batchnorm = {"onednn:batchnorm", batchnorm_prepare, dk_
 static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, dk_release};
 static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
 static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
+static const mp_kernel k_lnorm = {"onednn:layernorm", lnorm_prepare, dk_run, dk_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
@@ -2274,6 +2465,11 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "MatMul")) return matmul_ok(g, n) ? &k_matmul : NULL;
         if (mp_streq(op, "MaxPool")) return pool_ok(g, n) ? &k_pool : NULL;
         break;
+    case 'R': {
+        lnpat lp;
+        if (mp_streq(op, "ReduceMean") && ln_pattern(g, n, &lp)) return &k_lnorm;
+        break;
+    }
     case 'S':
         if (mp_streq(op, "Softmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
         break;

@@ -130,6 +130,106 @@ mp_status mp_kfuse(mp_kctx *k, int node) {
     return MP_OK;
 }
 
+/* Whether value v is made inside the group being formed: the step's
+ * output 0 (mid) or output 0 of nodes[0..upto). */
+static bool mp__made_in(const mp_graph *g, int v, int mid, const int *nodes, int upto) {
+    if (v < 0) return false;
+    if (v == mid) return true;
+    for (int j = 0; j < upto; j++)
+        if (g->nodes[nodes[j]].out[0] == v) return true;
+    return false;
+}
+
+mp_status mp_kfuse_nodes(mp_kctx *k, const int *nodes, int n) {
+    mp_plan *pl = k->plan;
+    if (!pl || !k->fuse || n < 1 || n > 64) return mp__nofuse(k, n >= 1 ? nodes[0] : -1);
+    mp_graph *g = pl->g;
+    mp_step *s = &pl->steps[pl->cur];
+    if (&s->k != k || s->n_out < 1 || s->out_v[0] < 0) return mp__nofuse(k, nodes[0]);
+    int mid = s->out_v[0];
+    int extra = 0;
+    for (int i = 0; i < n; i++) {
+        int node = nodes[i];
+        if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
+            return mp__nofuse(k, node);
+        for (int j = 0; j < i; j++)
+            if (nodes[j] == node) return mp__nofuse(k, node);
+        const mp_node *nd = &g->nodes[node];
+        if (nd->n_out < 1 || nd->out[0] < 0 || nd->n_sub || !mp_shape_known(&g->values[nd->out[0]]))
+            return mp__nofuse(k, node);
+        for (int o = 1; o < nd->n_out; o++) {
+            int v = nd->out[o];
+            if (v >= 0 && (pl->vals[v].consumers || (g->values[v].flags & MP_VAL_OUTPUT)))
+                return mp__nofuse(k, node);
+        }
+        /* every input: made earlier in the group, or existing before */
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0 || mp__made_in(g, v, mid, nodes, i)) continue;
+            if (mp__need(pl, v) != MP_OK) {
+                mp_error_clear();
+                return mp__nofuse(k, node);
+            }
+            int kd = pl->vals[v].kind;
+            extra++;
+            if (kd == MP_RV_CONST || kd == MP_RV_INPUT || kd == MP_RV_OUTER) continue;
+            int prod = g->values[v].producer;
+            if (prod < 0 || pl->step_of[prod] < 0 || pl->step_of[prod] >= pl->cur) return mp__nofuse(k, node);
+        }
+    }
+    /* the values made inside (all but the last output) are read only
+     * inside: count their reads by the group's nodes */
+    for (int i = -1; i < n - 1; i++) {
+        int v = i < 0 ? mid : g->nodes[nodes[i]].out[0];
+        if (g->values[v].flags & MP_VAL_OUTPUT) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
+        int uses = 0;
+        for (int j = 0; j < n; j++) {
+            const mp_node *nd = &g->nodes[nodes[j]];
+            for (int q = 0; q < nd->n_in; q++)
+                if (nd->in[q] == v) uses++;
+        }
+        if (uses != pl->vals[v].consumers || uses == 0) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
+    }
+    /* grow the lists, then commit */
+    int need = s->n_in + extra;
+    if (need > s->cap_in) {
+        int cap = need + 4;
+        mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
+        if (!in) return mp_error(MP_ERR_NOMEM, "out of memory");
+        s->in = in;
+        int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
+        if (!iv) return mp_error(MP_ERR_NOMEM, "out of memory");
+        s->in_v = iv;
+        s->cap_in = cap;
+    }
+    int *ns = realloc(s->nodes, sizeof *ns * (size_t)(s->n_nodes + n));
+    if (!ns) return mp_error(MP_ERR_NOMEM, "out of memory");
+    s->nodes = ns;
+    for (int i = 0; i < n; i++) {
+        const mp_node *nd = &g->nodes[nodes[i]];
+        s->nodes[s->n_nodes++] = nodes[i];
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0 || mp__made_in(g, v, mid, nodes, i)) continue;
+            s->in_v[s->n_in] = v;
+            s->in[s->n_in] = pl->vals[v].rt;
+            s->n_in++;
+        }
+        if (i < n - 1) pl->vals[nd->out[0]].kind = MP_RV_FUSED;
+        pl->step_of[nodes[i]] = pl->cur;
+    }
+    int out = g->nodes[nodes[n - 1]].out[0];
+    pl->vals[mid].kind = MP_RV_FUSED;
+    pl->vals[out].kind = MP_RV_ACT;
+    s->out_v[0] = out;
+    s->out[0] = pl->vals[out].rt;
+    s->out[0].data = NULL;
+    s->k.in = s->in;
+    s->k.n_in = s->n_in;
+    s->k.out = s->out;
+    return MP_OK;
+}
+
 const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || v < 0 || v >= pl->g->n_values) return NULL;
