@@ -928,7 +928,7 @@ static void test_plan_gelu_tanh(void) {
     tb_const_f(m, "c", F, 0, NULL, (const double[]){0.044715});
     tb_const_f(m, "k", F, 0, NULL, (const double[]){0.7978845834732056});
     tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
-    tb_node(m, "Mul", "x,half", "h");
+    int head = tb_node(m, "Mul", "x,half", "h");
     tb_node(m, "Pow", "x,three", "p3");
     tb_node(m, "Mul", "p3,c", "m1");
     tb_node(m, "Add", "x,m1", "a");
@@ -938,6 +938,8 @@ static void test_plan_gelu_tanh(void) {
     tb_node(m, "Mul", "h,a1", "y");
     tb_output(m, "y");
     mp_profile *p = tb_prof(m);
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, head));
+    T_CHECK(kern && strcmp(kern->name, "onednn:gelu") == 0);
     const int64_t n = 32 * 3072;
     float *xv = rnd(n), *want = zeros(n);
     for (int64_t i = 0; i < n; i++) {
@@ -1125,6 +1127,79 @@ static void test_plan_layernorm_pattern(void) {
     tb_done(m, p);
 }
 
+/* Linear + GELU as opset-14 exports write them: MatMul -> Add(bias) ->
+ * the erf GELU (Div, Erf, Add, Mul, Mul) or the tanh GELU (Mul 0.5, Pow,
+ * Mul, Add, Mul, Tanh, Add, Mul): one matmul kernel with bias and GELU as
+ * post-ops when fused, against the reference loops both ways. */
+static void test_plan_matmul_gelu(void) {
+    for (int form = 0; form < 2; form++) {
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", F, 3, TB_DIMS(1, 24, 64));
+        tb_input(m, "w", F, 2, TB_DIMS(64, 80));
+        tb_input(m, "b", F, 1, TB_DIMS(80));
+        tb_const_f(m, "r2", F, 0, NULL, (const double[]){1.4142135381698608});
+        tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
+        tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
+        tb_const_f(m, "three", F, 0, NULL, (const double[]){3.0});
+        tb_const_f(m, "c", F, 0, NULL, (const double[]){0.044715});
+        tb_const_f(m, "k", F, 0, NULL, (const double[]){0.7978845834732056});
+        int mm = tb_node(m, "MatMul", "x,w", "h");
+        tb_node(m, "Add", "h,b", "hb");
+        if (form == 0) {
+            tb_node(m, "Div", "hb,r2", "q");
+            tb_node(m, "Erf", "q", "e");
+            tb_node(m, "Add", "e,one", "a");
+            tb_node(m, "Mul", "hb,a", "g");
+            tb_node(m, "Mul", "g,half", "y");
+        } else {
+            tb_node(m, "Mul", "hb,half", "hh");
+            tb_node(m, "Pow", "hb,three", "p3");
+            tb_node(m, "Mul", "p3,c", "m1");
+            tb_node(m, "Add", "hb,m1", "a");
+            tb_node(m, "Mul", "a,k", "m2");
+            tb_node(m, "Tanh", "m2", "t");
+            tb_node(m, "Add", "t,one", "a1");
+            tb_node(m, "Mul", "hh,a1", "y");
+        }
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        float *xv = rnd(24 * 64), *wv = rnd(64 * 80), *bv = rnd(80), *want = zeros(24 * 80);
+        ref_matmul(xv, wv, want, 24, 64, 80);
+        for (int i = 0; i < 24 * 80; i++) {
+            double v = (double)want[i] + bv[i % 80];
+            want[i] = (float)(form == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
+                                        : 0.5 * v * (1 + tanh(0.7978845834732056 * (v + 0.044715 * v * v * v))));
+        }
+        const char *names[3] = {"x", "w", "b"};
+        float *data[3] = {xv, wv, bv};
+        const int64_t *dims[3] = {TB_DIMS(1, 24, 64), TB_DIMS(64, 80), TB_DIMS(80)};
+        int ranks[3] = {3, 2, 1};
+        for (int fuse = 0; fuse < 2; fuse++) {
+            int64_t got_n = 0;
+            float *y = plan_run(m, p, 3, names, data, dims, ranks, fuse, &got_n);
+            T_EQ(got_n, 24 * 80);
+            if (y && got_n == 24 * 80 && rel_l2(y, want, got_n) > 1e-5)
+                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
+                          rel_l2(y, want, got_n));
+            free(y);
+        }
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 2, o.iters = 1, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
+        mp_plan *pl = NULL;
+        T_OK(mp_plan_create(p, &o, &pl));
+        if (pl) {
+            T_OK(mp_profile_run(pl, p));
+            T_EQ(p->run.steps, 1);
+            T_EQ_STR(p->node_group[mm], form == 0 ? "MatMul+Add+Div+Erf+Add+Mul+Mul"
+                                                  : "MatMul+Add+Mul+Pow+Mul+Add+Mul+Tanh+Add+Mul");
+            mp_plan_free(pl);
+        }
+        free(xv), free(wv), free(bv), free(want);
+        tb_done(m, p);
+    }
+}
+
 /* Channels-last activations between oneDNN kernels, through the planner:
  * Conv+Relu -> Conv -> Add(residual)+Relu -> MaxPool -> Conv -> output
  * (plain), against the reference loops, fused and not. */
@@ -1218,6 +1293,7 @@ MP_TESTS(dnnl){
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},
+    {"plan_matmul_gelu", test_plan_matmul_gelu},
     {"plan_conv_layouts", test_plan_conv_layouts},
 };
 MP_TESTS_END(dnnl)

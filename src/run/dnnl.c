@@ -261,6 +261,23 @@ static int sole_consumer(const mp_graph *g, int v) {
     }
     return -1;
 }
+/* The sole reader of value v when it is op `op` with one fp32 output
+ * (shaped like `like` when given): its index, else -1. */
+static int next_op(const mp_graph *g, int v, const char *op, const mp_value *like) {
+    int ci = sole_consumer(g, v);
+    if (ci < 0) return -1;
+    const mp_node *c = &g->nodes[ci];
+    if (!is_op(c, op) || c->n_out != 1 || !is_f32(gout(g, c, 0))) return -1;
+    if (like && !same_dims(gout(g, c, 0), like->rank, like->dims)) return -1;
+    return ci;
+}
+
+/* The other operand of a two-input node reading v once, else -1 */
+static int other_in(const mp_node *c, int v) {
+    if (c->n_in != 2 || (c->in[0] == v) == (c->in[1] == v)) return -1;
+    return c->in[0] == v ? c->in[1] : c->in[0];
+}
+
 static int64_t numel_of(int rank, const int64_t *dims) {
     int64_t p = 1;
     for (int i = 0; i < rank; i++) p *= dims[i];
@@ -795,6 +812,35 @@ static bool fold_dims(const mp_value *o, int rank, const int64_t *dims, int64_t 
     return true;
 }
 
+static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]);
+static bool gelu_tanh_pattern(const mp_graph *g, const mp_node *n, int nodes[7]);
+
+/* A GELU as exporters before opset 20 write it, reading value v (erf
+ * form: Div(v, sqrt 2) ... Mul(v, .) ...; tanh form: Mul(v, 0.5),
+ * Pow(v, 3) ... Add(v, .) ...), every reader of v inside it: its nodes in
+ * topological order (*n of them) and its oneDNN algorithm. */
+static bool gelu_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t *alg) {
+    const mp_value *val = &g->values[v];
+    if (val->flags & MP_VAL_OUTPUT) return false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        if (c->n_in < 1 || c->in[0] != v) continue;
+        if (val->n_consumers == 2 && is_op(c, "Div") && gelu_pattern(g, c, nodes + 1)) {
+            nodes[0] = i;
+            *n = 5;
+            *alg = dnnl_eltwise_gelu_erf;
+            return true;
+        }
+        if (val->n_consumers == 3 && is_op(c, "Mul") && gelu_tanh_pattern(g, c, nodes + 1)) {
+            nodes[0] = i;
+            *n = 8;
+            *alg = dnnl_eltwise_gelu_tanh;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Absorb the chain of single consumers of the node's output value `v`
  * (dims: rank, dims) that oneDNN can apply after the main computation.
  * allow_bn: a BatchNormalization right after may be folded (Conv). */
@@ -802,6 +848,20 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
                               chain *ch) {
     const mp_graph *g = k->g;
     while (k->fuse) {
+        /* a whole GELU (several nodes read v) as one eltwise post-op */
+        int gn[8], ng = 0;
+        dnnl_alg_kind_t galg;
+        if (k->plan && !allow_bn && gelu_at(g, v, gn, &ng, &galg)) {
+            if (chain_has(ch, galg) || !same_dims(&g->values[g->nodes[gn[ng - 1]].out[0]], rank, dims)) break;
+            if (mp_kfuse_nodes(k, gn, ng) != MP_OK) {
+                mp_error_clear();
+                break;
+            }
+            mp_status st = po_eltwise(k, ch, galg, 0, 0);
+            if (st) return st;
+            v = g->nodes[gn[ng - 1]].out[0];
+            continue;
+        }
         int ci = sole_consumer(g, v);
         if (ci < 0) break;
         const mp_node *c = &g->nodes[ci];
@@ -2196,6 +2256,8 @@ static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]) {
     return true;
 }
 
+static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch);
+
 static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
     int nodes[4];
     gelu_pattern(k->g, k->n, nodes);
@@ -2205,6 +2267,53 @@ static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
         if (mp_kfuse(k, nodes[i]) != MP_OK)
             return mp_error(MP_ERR_UNSUPPORTED, "node %s: the GELU pattern could not be fused whole (at %s)",
                             k->n->name, k->g->nodes[nodes[i]].name);
+    return gelu_kernel(k, dnnl_eltwise_gelu_erf, k->g->nodes[nodes[3]].out[0], scratch);
+}
+
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's GELU as its
+ * exports write it: h = Mul(x, 0.5); Pow(x, 3) -> Mul(c) -> Add(x, .) ->
+ * Mul(k) -> Tanh -> Add(1) -> Mul(h, .). Found from the first Mul;
+ * nodes[] gets the other seven in that order. */
+static bool gelu_tanh_pattern(const mp_graph *g, const mp_node *n, int nodes[7]) {
+    if (!is_op(n, "Mul") || n->n_in != 2 || n->n_out != 1) return false;
+    const mp_value *x = gval(g, n, 0);
+    double c;
+    if (!is_f32(x) || !const_scalar(g, gval(g, n, 1), &c) || c != 0.5) return false;
+    int xv = n->in[0], pw = -1;
+    for (int i = 0; i < g->n_nodes && pw < 0; i++) {
+        const mp_node *q = &g->nodes[i];
+        if (is_op(q, "Pow") && q->n_in == 2 && q->in[0] == xv && const_scalar(g, gval(g, q, 1), &c) && c == 3.0 &&
+            is_f32(gout(g, q, 0)) && same_dims(gout(g, q, 0), x->rank, x->dims))
+            pw = i;
+    }
+    if (pw < 0) return false;
+    nodes[0] = pw;
+    int v = g->nodes[pw].out[0];
+    static const char *ops[6] = {"Mul", "Add", "Mul", "Tanh", "Add", "Mul"};
+    static const double ks[6] = {0.044715, 0, 0.7978845608028654, 0, 1.0, 0};
+    for (int i = 0; i < 6; i++) {
+        int ci = next_op(g, v, ops[i], x);
+        if (ci < 0) return false;
+        const mp_node *q = &g->nodes[ci];
+        if (i != 3) {
+            int o = other_in(q, v);
+            if (o < 0) return false;
+            if (i == 1 && o != xv) return false;
+            if (i == 5 && o != n->out[0]) return false;
+            if ((i == 0 || i == 2 || i == 4) &&
+                !(const_scalar(g, &g->values[o], &c) && fabs(c - ks[i]) < 1e-4 * ks[i]))
+                return false;
+        }
+        nodes[i + 1] = ci;
+        v = q->out[0];
+    }
+    return sole_consumer(g, n->out[0]) == nodes[6];
+}
+
+/* The elementwise GELU kernel of a pattern fused whole: x (k->in[0]) to
+ * the group's output, laid out as x is. */
+static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch) {
     const mp_value *x = gval(k->g, k->n, 0);
     dk *s;
     mp_status st = dk_new(k, &s);
@@ -2212,10 +2321,10 @@ static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
     int64_t ne = mp_value_numel(x);
     dnnl_memory_desc_t md, blk;
     DN(md_plain(&md, 1, &ne), "memory descriptor");
-    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, k->g->nodes[nodes[3]].out[0], &blk))
+    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, out_v, &blk))
         return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_gelu_erf, &md, 0, 0), "eltwise");
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, 0, 0), "eltwise");
     dnnl_primitive_attr_t attr;
     if ((st = attr_new(k, &attr))) return st;
     dnnl_primitive_desc_t pd;
@@ -2227,6 +2336,17 @@ static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
     return st;
 }
 
+static mp_status gelu_tanh_prepare(mp_kctx *k, size_t *scratch) {
+    int nodes[7];
+    if (!gelu_tanh_pattern(k->g, k->n, nodes))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a GELU pattern", k->n->name);
+    /* without fusion (or if the planner declines) the Mul runs alone */
+    if (!k->fuse || mp_kfuse_nodes(k, nodes, 7) != MP_OK) {
+        mp_error_clear();
+        return binary_prepare(k, scratch);
+    }
+    return gelu_kernel(k, dnnl_eltwise_gelu_tanh, k->g->nodes[nodes[6]].out[0], scratch);
+}
 
 /* LayerNormalization as exporters before opset 17 write it (PyTorch's
  * TorchScript exporter, opset 14):
@@ -2255,21 +2375,7 @@ static bool mean_last(const mp_graph *g, const mp_node *n, const mp_value **x) {
     return a == (*x)->rank - 1;
 }
 
-/* The sole reader of value v when it is op `op` with one fp32 output
- * (shaped like `like` when given): its index, else -1. */
-static int next_op(const mp_graph *g, int v, const char *op, const mp_value *like) {
-    int ci = sole_consumer(g, v);
-    if (ci < 0) return -1;
-    const mp_node *c = &g->nodes[ci];
-    if (!is_op(c, op) || c->n_out != 1 || !is_f32(gout(g, c, 0))) return -1;
-    if (like && !same_dims(gout(g, c, 0), like->rank, like->dims)) return -1;
-    return ci;
-}
 
-static int other_in(const mp_node *c, int v) {
-    if (c->n_in != 2 || (c->in[0] == v) == (c->in[1] == v)) return -1;
-    return c->in[0] == v ? c->in[1] : c->in[0];
-}
 
 /* A per-channel constant of the normalized axis: [D] (leading 1s) */
 static bool chan_const(const mp_graph *g, int v, int64_t d) {
@@ -2429,6 +2535,7 @@ static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, d
 static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
 static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
 static const mp_kernel k_lnorm = {"onednn:layernorm", lnorm_prepare, dk_run, dk_release};
+static const mp_kernel k_gelu_tanh = {"onednn:gelu", gelu_tanh_prepare, dk_run, dk_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
@@ -2461,10 +2568,13 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "LayerNormalization")) return layernorm_ok(g, n) ? &k_layernorm : NULL;
         if (mp_streq(op, "LogSoftmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
         break;
-    case 'M':
+    case 'M': {
         if (mp_streq(op, "MatMul")) return matmul_ok(g, n) ? &k_matmul : NULL;
         if (mp_streq(op, "MaxPool")) return pool_ok(g, n) ? &k_pool : NULL;
+        int gn[7];
+        if (mp_streq(op, "Mul") && gelu_tanh_pattern(g, n, gn) && binary_ok(g, n, &swap)) return &k_gelu_tanh;
         break;
+    }
     case 'R': {
         lnpat lp;
         if (mp_streq(op, "ReduceMean") && ln_pattern(g, n, &lp)) return &k_lnorm;
