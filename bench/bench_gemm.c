@@ -1,11 +1,12 @@
 /* The per-shape GEMM table (issue 16): C[M,N] = A[M,K] B[K,N] in fp32 on
- * the shapes of the bench models, through modelprof's own MatMul (a
- * one-node plan: B a weight, oneDNN's matmul primitive with B in the
- * layout it chose), plain dnnl_sgemm and OpenBLAS's cblas_sgemm (Debian
- * libopenblas0-pthread, dlopened; "-" when absent), and modelprof's
- * MatMul+Add with a bias (the fused group of a Linear layer, A as
- * [1, M, K] as exporters write it), GFLOP/s (of the product) of the best
- * call. The engines alternate per round so a shared machine's noise falls
+ * the shapes of the bench models: oneDNN's matmul primitive as modelprof
+ * makes it (a one-node plan forced onto it: B a weight, reordered once
+ * into the layout the primitive chose), plain dnnl_sgemm and OpenBLAS's
+ * cblas_sgemm (Debian libopenblas0-pthread, dlopened; "-" when absent),
+ * then modelprof's own MatMul (a one-node plan with the library timed at
+ * plan time, named in the last column) and its MatMul+Add with a bias
+ * (the fused group of a Linear layer, A as [1, M, K] as exporters write
+ * it), GFLOP/s (of the product) of the best call. The engines alternate per round so a shared machine's noise falls
  * on all of them alike. ONEDNN_MAX_CPU_ISA=AVX2 limits oneDNN (ours and
  * dnnl_sgemm) to AVX2, OPENBLAS_CORETYPE=Haswell OpenBLAS (make
  * bench-gemm sets both for its second table).
@@ -20,6 +21,8 @@
 #include <time.h>
 
 #include "modelprof.h"
+#include "run/dnnl.h"
+#include "run/run.h"
 #include "tbuild.h"
 
 /* tbuild's checks report here (a bench has no test runner) */
@@ -78,8 +81,8 @@ int main(int argc, char **argv) {
     const char *isa = getenv("ONEDNN_MAX_CPU_ISA");
     printf("GEMM fp32, %d thread%s, best of %d rounds x 3 calls, GFLOP/s; oneDNN ISA %s\n", threads,
            threads == 1 ? "" : "s", rounds, isa && *isa ? isa : "native");
-    printf("%-16s %10s %10s %10s %9s %10s\n", "M x K x N", "modelprof", "dnnl_sgemm", "OpenBLAS", "ours/best",
-           "+bias");
+    printf("%-16s %10s %10s %10s %10s %9s %10s  %s\n", "M x K x N", "primitive", "dnnl_sgemm", "OpenBLAS",
+           "modelprof", "ours/best", "+bias", "modelprof's choice");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
         mp_model *m = tb_new(17);
@@ -102,11 +105,15 @@ int main(int argc, char **argv) {
         o.threads = threads;
         o.progress = 0;
         o.node_timing = 0;
-        mp_plan *pl = NULL, *pl2 = NULL;
-        if (mp_plan_create(p, &o, &pl) || mp_plan_create(p2, &o, &pl2)) {
+        mp_plan *pl = NULL, *pl2 = NULL, *plp = NULL;
+        int old = mp_dnnl_gemm_force(0);
+        mp_status pst = mp_plan_create(p, &o, &plp);
+        mp_dnnl_gemm_force(old);
+        if (pst || mp_plan_create(p, &o, &pl) || mp_plan_create(p2, &o, &pl2)) {
             fprintf(stderr, "bench_gemm: %s\n", mp_last_error());
             return 2;
         }
+        const char *choice = pl->n_steps > 0 && pl->steps[0].k.kname ? pl->steps[0].k.kname : "onednn:matmul";
         float *a = malloc(sizeof(float) * (size_t)M * (size_t)K);
         float *b = malloc(sizeof(float) * (size_t)K * (size_t)N);
         float *c = malloc(sizeof(float) * (size_t)M * (size_t)N);
@@ -114,37 +121,43 @@ int main(int argc, char **argv) {
         for (long i = 0; i < (long)M * K; i++) a[i] = (float)(i % 7) * 0.1f - 0.3f;
         for (long i = 0; i < (long)K * N; i++) b[i] = (float)(i % 5) * 0.1f - 0.2f;
         if (mp_plan_set_input(pl, "A", MP_DT_FLOAT, 2, TB_DIMS(M, K), a, sizeof(float) * (size_t)M * (size_t)K) ||
+            mp_plan_set_input(plp, "A", MP_DT_FLOAT, 2, TB_DIMS(M, K), a, sizeof(float) * (size_t)M * (size_t)K) ||
             mp_plan_set_input(pl2, "A", MP_DT_FLOAT, 3, TB_DIMS(1, M, K), a,
                               sizeof(float) * (size_t)M * (size_t)K)) {
             fprintf(stderr, "bench_gemm: %s\n", mp_last_error());
             return 2;
         }
-        double best[4] = {1e30, 1e30, 1e30, 1e30};
+        /* engines: 0 the primitive, 1 dnnl_sgemm, 2 OpenBLAS, 3 modelprof,
+         * 4 modelprof + bias */
+        double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
         for (int r = 0; r < rounds + 1; r++)
-            for (int e0 = 0; e0 < 4; e0++) {
-                int e = r % 2 ? 3 - e0 : e0;
+            for (int e0 = 0; e0 < 5; e0++) {
+                int e = r % 2 ? 4 - e0 : e0;
                 nanosleep(&(struct timespec){0, 5000000}, NULL); /* the last engine's threads settle */
                 for (int k = 0; k < 3; k++) {
                     double t = now();
-                    if (e == 0) mp_plan_run(pl);
+                    if (e == 0) mp_plan_run(plp);
                     else if (e == 1 && fd) fd('N', 'N', M, N, K, 1.f, a, K, b, N, 0.f, c, N);
                     else if (e == 2 && fo) fo(101, 111, 111, M, N, K, 1.f, a, K, b, N, 0.f, c, N);
-                    else if (e == 3) mp_plan_run(pl2);
+                    else if (e == 3) mp_plan_run(pl);
+                    else if (e == 4) mp_plan_run(pl2);
                     else break;
                     t = now() - t;
                     if (r > 0 && t < best[e]) best[e] = t; /* round 0 warms up */
                 }
             }
-        double fl = 2.0 * M * N * K, g[4];
-        for (int e = 0; e < 4; e++) g[e] = best[e] < 1e29 ? fl / best[e] / 1e9 : 0;
-        double other = g[1] > g[2] ? g[1] : g[2];
+        double fl = 2.0 * M * N * K, g[5];
+        for (int e = 0; e < 5; e++) g[e] = best[e] < 1e29 ? fl / best[e] / 1e9 : 0;
+        double other = g[0] > g[1] ? g[0] : g[1];
+        if (g[2] > other) other = g[2];
         char shape[32];
         snprintf(shape, sizeof shape, "%dx%dx%d", M, K, N);
         printf("%-16s %10.1f %10.1f ", shape, g[0], g[1]);
         if (g[2] > 0) printf("%10.1f", g[2]);
         else printf("%10s", "-");
-        printf(" %8.2fx %10.1f\n", other > 0 ? g[0] / other : 0, g[3]);
+        printf(" %10.1f %8.2fx %10.1f  %s\n", g[3], other > 0 ? g[3] / other : 0, g[4], choice);
         fflush(stdout);
+        mp_plan_free(plp);
         mp_plan_free(pl);
         mp_plan_free(pl2);
         tb_done(m, p);
