@@ -1089,6 +1089,9 @@ static void test_plan_layernorm_pattern(void) {
     int nm = m->n_modules;
     uint64_t *macs0 = calloc((size_t)nm + 1, sizeof *macs0), *flops0 = calloc((size_t)nm + 1, sizeof *flops0);
     for (int i = 0; i < nm; i++) macs0[i] = p->mods[i].macs, flops0[i] = p->mods[i].flops;
+    /* by hand (docs/DESIGN.md): 7 nodes of 576 elements, Add eps and Sqrt on 6 */
+    T_EQ(p->mods[mln].flops, 7 * 576 + 6 + 6);
+    T_EQ(p->mods[mln].macs, 0);
     for (int fuse = 0; fuse < 2; fuse++) {
         int64_t got_n = 0;
         float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
