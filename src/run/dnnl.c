@@ -78,6 +78,7 @@ extern int omp_get_max_threads(void);
     X(dnnl_primitive_create) \
     X(dnnl_primitive_desc_create) \
     X(dnnl_primitive_desc_destroy) \
+    X(dnnl_primitive_desc_query) \
     X(dnnl_primitive_desc_query_md) \
     X(dnnl_primitive_destroy) \
     X(dnnl_primitive_execute) \
@@ -166,6 +167,7 @@ bool mp_dnnl_available(void) {
 #define dnnl_primitive_create (*mp__dl_dnnl_primitive_create)
 #define dnnl_primitive_desc_create (*mp__dl_dnnl_primitive_desc_create)
 #define dnnl_primitive_desc_destroy (*mp__dl_dnnl_primitive_desc_destroy)
+#define dnnl_primitive_desc_query (*mp__dl_dnnl_primitive_desc_query)
 #define dnnl_primitive_desc_query_md (*mp__dl_dnnl_primitive_desc_query_md)
 #define dnnl_primitive_destroy (*mp__dl_dnnl_primitive_destroy)
 #define dnnl_primitive_execute (*mp__dl_dnnl_primitive_execute)
@@ -1312,9 +1314,11 @@ static mp_status convt_prepare(mp_kctx *k, size_t *scratch) { return conv_prepar
  * a 2-D product with constant B whose fused chain only adds tensors (a
  * bias row, a residual) is timed once at plan time on each candidate: the
  * primitive with its post-ops, dnnl_sgemm and OpenBLAS's cblas_sgemm (each
- * after a pass writing the summed addends into Y, then beta = 1), and the
- * fastest is kept, per (M, K, N, addends, threads) for the process. The
- * report names the choice (the node's `kernel`). */
+ * after a pass writing the summed addends into Y, then beta = 1), and a
+ * library replaces the primitive when the median over 5 alternated rounds
+ * of its time over the primitive's in the same round is below 0.9; kept
+ * per (M, K, N, addends, threads) for the process. The report names the
+ * choice (the node's `kernel`). */
 
 enum { GEMM_PRIM = 0, GEMM_SGEMM = 1, GEMM_BLAS = 2 };
 static const char *const gemm_names[] = {NULL, "onednn:sgemm", "openblas:sgemm"};
@@ -1441,7 +1445,18 @@ typedef struct gemm_desc {
     const float *add_own[8];
     bool add_row[8];
     bool ok;                 /* false: only the primitive can run it */
+    bool jit_gemm;           /* the primitive is oneDNN's gemm:jit (no brgemm) */
 } gemm_desc;
+
+/* Whether pd's implementation is oneDNN's GEMM-based one ("gemm:jit"):
+ * below AVX-512, oneDNN 2.6 has no brgemm matmul and runs plain weights
+ * through its sgemm, where other libraries may be faster on some CPUs;
+ * brgemm with weights blocked once leads every library measured. */
+static bool pd_is_gemm(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
+    return strncmp(impl, "gemm", 4) == 0;
+}
 
 /* The chain's binary post-ops as addends of a product Y[m, n] (Gemm's C,
  * when there, is already addend 0); ok false when the chain has anything
@@ -1476,6 +1491,7 @@ static void gemm_desc_chain(const mp_kctx *k, const chain *ch, int first_po, gem
  * run the product. *scratch: the primitive's scratch bytes. */
 static mp_status gemm_choose(mp_kctx *k, dk *s, const gemm_desc *d, size_t scratch) {
     if (!d->ok || !d->b || !s->prim || g_gemm_force == GEMM_PRIM) return MP_OK;
+    if (g_gemm_force < 0 && !d->jit_gemm) return MP_OK;
     if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return MP_OK;
     /* below ~1 MFLOP a call is dominated by its overheads: keep the primitive */
     double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
@@ -1536,20 +1552,38 @@ static mp_status gemm_choose(mp_kctx *k, dk *s, const gemm_desc *d, size_t scrat
         }
         for (int i = 0; ok && i < s->n; i++) /* binary operands of the primitive */
             if (s->from[i] == FROM_IN && s->idx[i] > 0 && s->idx[i] < 64 && !ins[s->idx[i]]) ok = false;
-        double best[3] = {1e30, 1e30, 1e30};
+        enum { ROUNDS = 5 };
+        double t[3][ROUNDS + 1];
         int ncand = blas ? 3 : 2;
-        /* one warm-up call each, then three rounds alternating */
-        for (int r = 0; ok && !st && r < 4; r++)
-            for (int c = 0; c < ncand && !st; c++) {
+        /* one warm-up call each, then rounds alternating the candidates
+         * (the order turned each round) */
+        for (int r = 0; ok && !st && r <= ROUNDS; r++)
+            for (int c0 = 0; c0 < ncand && !st; c0++) {
+                int c = (c0 + r) % ncand;
                 double t0 = gemm_now();
                 st = c == GEMM_PRIM ? gemm_prim_call(k, s, A, Y, scr, ins) : gemm_lib(k, s, c, A, Y, add);
-                double t = gemm_now() - t0;
-                if (r > 0 && t < best[c]) best[c] = t;
+                t[c][r] = gemm_now() - t0;
             }
+        /* each library against the primitive in the same round (another
+         * job slowing a round slows both), the median of the ratios; a
+         * library wins only when clearly faster: 10% (a shared machine's
+         * noise between two calls) */
         choice = GEMM_PRIM;
-        /* another library only when clearly faster (3%: timing noise) */
-        for (int c = 1; ok && c < ncand; c++)
-            if (best[c] < 0.97 * best[GEMM_PRIM] && best[c] < best[choice]) choice = c;
+        double best_ratio = 0.90;
+        for (int c = 1; ok && !st && c < ncand; c++) {
+            double q[ROUNDS];
+            for (int r = 0; r < ROUNDS; r++) q[r] = t[c][r + 1] / (t[GEMM_PRIM][r + 1] > 0 ? t[GEMM_PRIM][r + 1] : 1e-9);
+            for (int i = 1; i < ROUNDS; i++) /* insertion sort: 5 values */
+                for (int j = i; j > 0 && q[j - 1] > q[j]; j--) {
+                    double x = q[j];
+                    q[j] = q[j - 1];
+                    q[j - 1] = x;
+                }
+            if (q[ROUNDS / 2] < best_ratio) {
+                best_ratio = q[ROUNDS / 2];
+                choice = c;
+            }
+        }
         free(A);
         free(Y);
         free(scr);
@@ -1689,9 +1723,10 @@ static mp_status matmul_prepare(mp_kctx *k, size_t *scratch) {
     if (!pd) goto fail;
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
+    bool jit_gemm = pd_is_gemm(pd);
     dnnl_primitive_desc_destroy(pd);
     if (!st && rr == 2 && bdat) {
-        gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true};
+        gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true, .jit_gemm = jit_gemm};
         gemm_desc_chain(k, &ch, 0, &d);
         st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
     }
@@ -1772,9 +1807,11 @@ static mp_status gemm_prepare(mp_kctx *k, size_t *scratch) {
     }
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
+    bool jit_gemm = pd_is_gemm(pd);
     dnnl_primitive_desc_destroy(pd);
     if (!st && bdat) {
-        gemm_desc d = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .alpha = alpha, .b = bdat, .ok = true};
+        gemm_desc d = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .alpha = alpha, .b = bdat, .ok = true,
+                       .jit_gemm = jit_gemm};
         if (c && beta != 0.0f) {
             int64_t cn = mp_value_numel(c);
             d.add_row[0] = cn == N && c->rank >= 1 && c->dims[c->rank - 1] == N;
