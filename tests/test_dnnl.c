@@ -8,6 +8,7 @@
 #include "modelprof.h"
 #include "run/blas.h"
 #include "run/dnnl.h"
+#include "run/run.h"
 #include "tbuild.h"
 #include "test.h"
 
@@ -1043,6 +1044,8 @@ static void test_plan_gelu_erf(void) {
  * are the same both ways (fusion moves time, never counts). */
 static void test_plan_layernorm_pattern(void) {
     enum { R = 6, D = 96 };
+    bool was_portable = mp_run_portable_only; /* another file's test may have left it set */
+    mp_run_portable_only = false;
     mp_model *m = tb_new(14);
     tb_input(m, "x", F, 3, TB_DIMS(2, 3, D));
     double gv[D], bv[D];
@@ -1128,6 +1131,7 @@ static void test_plan_layernorm_pattern(void) {
     }
     free(macs0), free(flops0), free(xv), free(want);
     tb_done(m, p);
+    mp_run_portable_only = was_portable;
 }
 
 /* Linear + GELU as opset-14 exports write them: MatMul -> Add(bias) ->
@@ -1135,6 +1139,8 @@ static void test_plan_layernorm_pattern(void) {
  * Mul, Add, Mul, Tanh, Add, Mul): one matmul kernel with bias and GELU as
  * post-ops when fused, against the reference loops both ways. */
 static void test_plan_matmul_gelu(void) {
+    bool was_portable = mp_run_portable_only; /* another file's test may have left it set */
+    mp_run_portable_only = false;
     for (int form = 0; form < 2; form++) {
         mp_model *m = tb_new(14);
         tb_input(m, "x", F, 3, TB_DIMS(1, 24, 64));
@@ -1201,6 +1207,7 @@ static void test_plan_matmul_gelu(void) {
         free(xv), free(wv), free(bv), free(want);
         tb_done(m, p);
     }
+    mp_run_portable_only = was_portable;
 }
 
 /* Channels-last activations between oneDNN kernels, through the planner:
