@@ -31,8 +31,11 @@ $(BUILD)/libmodelprof.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# versioned soname: libmodelprof.so.0 -> libmodelprof.so.0.1.0 (install)
+SO_MAJOR := 0
+SO_VERSION := 0.1.0
 $(BUILD)/libmodelprof.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libmodelprof.so.$(SO_MAJOR) -o $@ $^ $(LDLIBS)
 
 # The command links dynamically: Debian's libdnnl-dev ships only the shared
 # libdnnl.so (no libdnnl.a), so a static link is not possible any more
@@ -46,6 +49,14 @@ $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 objs: $(LIB_OBJ)
+
+# The HTML report's template, embedded as C strings (never committed).
+HTML_TPL := src/report/html/report.html src/report/html/report.css src/report/html/report.js
+$(BUILD)/gen/report_html.h: $(HTML_TPL) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh mp_html $(HTML_TPL) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
+$(BUILD)/obj/src/report/html.o: ALL_CFLAGS += -I$(BUILD)/gen
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
@@ -63,9 +74,76 @@ test:
 	@echo "== clang build (warnings are errors)"
 	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
 	@echo "== unit, model and CLI tests"
-	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
+	rm -rf $(BUILD)/json-out && mkdir -p $(BUILD)/json-out
+	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
+	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
+	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
+	$(MAKE) test-html
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) params-check
 	$(MAKE) agree
+	$(MAKE) pytest-ish
+
+# ---- the Python package (python/modelprof) and `make install`, tested
+# (tests/python/run.py: get_model_profile on torchvision models, FlopsProfiler
+# on a CPU training loop, the installed tree from another folder) ----
+pytest-ish: all
+	@sh tools/deps.sh test
+	/usr/bin/python3 tools/manpage.py --check $(BUILD)/modelprof docs/modelprof.1
+	/usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
+
+# ---- make install / make uninstall (PREFIX, DESTDIR) ----
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+LIBDIR := $(DESTDIR)$(PREFIX)/lib
+INCDIR := $(DESTDIR)$(PREFIX)/include
+PCDIR := $(DESTDIR)$(PREFIX)/lib/pkgconfig
+MANDIR := $(DESTDIR)$(PREFIX)/share/man/man1
+PYDIR := $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/modelprof
+PY_SRC := $(sort $(wildcard python/modelprof/*.py))
+# every installed path, for uninstall (folders removed only when left empty)
+INSTALLED := $(BINDIR)/modelprof $(LIBDIR)/libmodelprof.so.$(SO_VERSION) \
+    $(LIBDIR)/libmodelprof.so.$(SO_MAJOR) $(LIBDIR)/libmodelprof.so $(LIBDIR)/libmodelprof.a \
+    $(INCDIR)/modelprof.h $(PCDIR)/modelprof.pc $(MANDIR)/modelprof.1 \
+    $(PY_SRC:python/modelprof/%=$(PYDIR)/%)
+
+install: all
+	install -d $(BINDIR) $(LIBDIR) $(INCDIR) $(PCDIR) $(MANDIR) $(PYDIR)
+	install -m 755 $(BUILD)/modelprof $(BINDIR)/modelprof
+	install -m 755 $(BUILD)/libmodelprof.so $(LIBDIR)/libmodelprof.so.$(SO_VERSION)
+	ln -sf libmodelprof.so.$(SO_VERSION) $(LIBDIR)/libmodelprof.so.$(SO_MAJOR)
+	ln -sf libmodelprof.so.$(SO_MAJOR) $(LIBDIR)/libmodelprof.so
+	install -m 644 $(BUILD)/libmodelprof.a $(LIBDIR)/libmodelprof.a
+	install -m 644 include/modelprof.h $(INCDIR)/modelprof.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SO_VERSION)|' tools/modelprof.pc.in \
+	    > $(PCDIR)/modelprof.pc
+	install -m 644 docs/modelprof.1 $(MANDIR)/modelprof.1
+	install -m 644 $(PY_SRC) $(PYDIR)/
+
+uninstall:
+	rm -f $(INSTALLED)
+	rm -rf $(PYDIR)/__pycache__
+	-rmdir $(PYDIR) $(PCDIR) 2>/dev/null || true
+
+.PHONY: pytest-ish install uninstall
+
+# ---- the HTML reports in headless Chromium (tools/html_check.py): the
+# static, measured, trace and 7B reports render, their tree expands, their
+# tables sort, no script errors; screenshots and load times in build/html ----
+test-html: $(BUILD)/modelprof
+	/usr/bin/python3 tools/html_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/html \
+	    --llama7b $(BUILD)/bench/llama7b.onnx
+
+.PHONY: test-html
+
+# ---- tied and folded weights of Debian PyTorch's exports against PyTorch's
+# parameter count (tools/params_check.py; docs/COUNTING.md) ----
+params-check: $(BUILD)/modelprof
+	@sh tools/deps.sh agree
+	/usr/bin/python3 tools/params_check.py --modelprof $(BUILD)/modelprof --out $(BUILD)/params_check
+
+.PHONY: params-check
 
 # ---- the measured run against PyTorch on real models (tools/agree.py):
 # exported with weights into build/agree (once), rel L2 error <= 1e-3 ----
@@ -147,7 +225,8 @@ $(FUZZ_ONNX_SEEDS):
 
 $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -MMD -MP -c $< -o $@
+	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -I$(BUILD)/gen -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
 
 $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)

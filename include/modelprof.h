@@ -94,6 +94,15 @@ mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
 mp_status mp_model_set_input_shape(mp_model *m, const char *name,
                                    const int64_t *dims, int rank);
 
+/* Name the class of the module at dotted path `path` ("layer1.0.conv1";
+ * "" the model), for exports that do not carry classes (the TorchScript
+ * exporter): the detailed tree shows "(conv1): Conv2d(...)" and the
+ * aggregated block sums modules by class, as DeepSpeed does. A binding that
+ * holds the model object (python/modelprof) calls it for every module.
+ * MP_ERR_USAGE when the model has no module at that path (nothing of it
+ * was exported: it ran no operator). */
+mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls);
+
 /* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
  * The profile keeps a reference to the model: free it first. */
 mp_status mp_profile_static(mp_model *m, mp_profile **out);
@@ -114,7 +123,18 @@ typedef struct mp_totals {
 
 void mp_profile_totals(const mp_profile *p, mp_totals *out);
 
-typedef enum mp_format { MP_FORMAT_TEXT = 0, MP_FORMAT_JSON = 1 } mp_format;
+typedef enum mp_format {
+    MP_FORMAT_TEXT = 0,
+    MP_FORMAT_JSON = 1,
+    MP_FORMAT_HTML = 2, /* self-contained page embedding the JSON */
+    MP_FORMAT_CSV = 3   /* one table, chosen by csv_table */
+} mp_format;
+
+typedef enum mp_csv_table {
+    MP_CSV_NODES = 0,
+    MP_CSV_MODULES = 1,
+    MP_CSV_OPS = 2
+} mp_csv_table;
 
 typedef struct mp_report_options {
     mp_format format;
@@ -122,6 +142,7 @@ typedef struct mp_report_options {
     int top;         /* modules per depth in the aggregated block; -1 = all, 0 = omit */
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
+    mp_csv_table csv_table; /* MP_FORMAT_CSV: which table (default nodes) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
  * detailed and show_ops shape the text report only. mp_report_write
@@ -136,6 +157,50 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *o,
 mp_status mp_report_write_file(const mp_profile *p,
                                const mp_report_options *o, const char *path);
 
+/* The report as a NUL-terminated string (malloc'd; free it with
+ * mp_string_free). For bindings that have no FILE *. */
+mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char **out);
+/* Read and analyse a torch.profiler trace (Kineto JSON, gzip or plain, or
+ * the bare event array of a PyTorch built without Kineto) and give the
+ * trace report (MP_FORMAT_TEXT or MP_FORMAT_JSON) as a string. */
+mp_status mp_trace_string(const char *path, mp_format format, char **out);
+void mp_string_free(char *s);
+
+/* ---- a training profile: a torch.profiler trace of real training steps,
+ * its per-module forward and backward times joined with the static profile
+ * of the same model (params, MACs, FLOPs per module). What the Python
+ * FlopsProfiler prints and returns (docs/JSON.md, "Training profile"). ---- */
+
+/* One module of the PyTorch model, as the binding knows it. */
+typedef struct mp_torch_module {
+    const char *name;       /* qualified name in named_modules(): "blocks.0.attn"; "" the model */
+    const char *class_name; /* type(module).__name__ */
+    const char *trace_path; /* its path in the trace's module tree: the labels of its
+                               "nn.Module: LABEL" ranges from the model down, joined by '.' */
+    int64_t params;         /* its parameters (numel, submodules included): used where the
+                               static profile has no such module; -1 unknown */
+} mp_torch_module;
+
+typedef struct mp_train mp_train;
+
+/* Read and analyse the trace, profile the ONNX export of the same model
+ * (model_path; NULL: no static figures, MACs and FLOPs 0) and join them
+ * over the modules (named_modules order: each module after its parent). */
+mp_status mp_train_open(const char *trace_path, const char *model_path,
+                        const mp_torch_module *mods, int n, mp_train **out);
+void mp_train_free(mp_train *t);
+
+typedef struct mp_train_options {
+    mp_format format;   /* MP_FORMAT_TEXT (DeepSpeed's FlopsProfiler layout) or MP_FORMAT_JSON */
+    int step;           /* the step number in the text's header (default 1) */
+    int depth;          /* deepest module depth shown; -1 all (default) */
+    int top;            /* modules per depth in the aggregated block; -1 all (default 1) */
+    int detailed;       /* the per-module tree (default 1) */
+} mp_train_options;
+void mp_train_options_default(mp_train_options *o);
+/* The training profile as a string (malloc'd; mp_string_free). */
+mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out);
+
 /* ---- the measured run: execute the profiled graph on the CPU ---- */
 typedef struct mp_run_options {
     int warmup;            /* untimed runs before timing (default 3) */
@@ -147,6 +212,8 @@ typedef struct mp_run_options {
     uint64_t seed;         /* random inputs and absent weights */
     int64_t max_memory;    /* bytes a run may take; refused before allocating */
     int progress;          /* progress on stderr when it is a terminal */
+    int keep_timestamps;   /* 1: keep each timed step's start (mp_report_chrome_trace);
+                              0 (default): durations only */
 } mp_run_options;
 void mp_run_options_default(mp_run_options *o);
 
@@ -169,6 +236,13 @@ mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype
                          int *rank, const int64_t **dims, const void **data);
 /* Warm-up and timed runs; fills the profile's measured fields. */
 mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
+
+/* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
+ * timed runs of mp_profile_run, which must have been planned with
+ * keep_timestamps and node_timing: one complete event per node or fused
+ * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
+ * run as enclosing slices. `modelprof trace` reads it back. */
+mp_status mp_report_chrome_trace(const mp_plan *pl, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the

@@ -64,8 +64,10 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(ops_opset23)       \
     X(analyze)           \
     X(report)            \
+    X(report_formats)    \
     X(models)            \
     X(dynamo)            \
+    X(params)            \
     X(cli)               \
     X(malformed)         \
     X(kernels)           \
@@ -73,7 +75,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(run_cli)           \
     X(dnnl)              \
     X(rnn)               \
-    X(trace)
+    X(trace)             \
+    X(trace_legacy)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

@@ -182,9 +182,92 @@ static void t_unresolved_dims_reported(void) {
     done(&r);
 }
 
+
+/* Issue 18 point 4: flags that would do nothing are refused, a truncated
+ * model or a trace given to the wrong command is said for what it is. */
+static void t_flags_that_do_nothing(void) {
+    static const char *const run_only[][2] = {
+        {"--save-outputs", "/tmp"}, {"--iters", "3"},      {"--warmup", "1"},
+        {"--peak-gflops", "100"},   {"--threads", "2"},    {"--input-data", "x=a.npy"},
+        {"--seed", "1"},            {"--no-fuse", NULL},   {"--no-node-timing", NULL}};
+    for (size_t k = 0; k < sizeof run_only / sizeof run_only[0]; k++) {
+        run_result r = run_only[k][1]
+                           ? RUN("models/resnet18.onnx", run_only[k][0], run_only[k][1])
+                           : RUN("models/resnet18.onnx", run_only[k][0]);
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, run_only[k][0]) && strstr(r.err, "--run"));
+        T_EQ(r.out_len, 0);
+        done(&r);
+    }
+    run_result r = RUN("models/resnet18.onnx", "--run", "--threads", "0");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--threads '0'") != NULL);
+    done(&r);
+    /* more threads than cores: a warning, and the run still happens */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char many[32];
+    snprintf(many, sizeof many, "%ld", cores + 3);
+    r = RUN("models/resnet18.onnx", "--run", "--threads", many, "--iters", "1", "--warmup", "0",
+            "--dim", "batch=1", "--format", "json");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.err, "warning: --threads") && strstr(r.err, "cores"));
+    done(&r);
+    r = RUN("models/resnet18.onnx", "--dim", "batch=2", "--dim", "batch=3");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "batch=3") && strstr(r.err, "already"));
+    done(&r);
+    r = RUN("models/resnet18.onnx", "--dim", "batch=0");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "batch=0") && strstr(r.err, "at least 1"));
+    done(&r);
+    /* --top -1: every module of each depth in the aggregated block */
+    run_result all = RUN("models/resnet18.onnx", "--dim", "batch=1", "--top", "-1");
+    run_result three = RUN("models/resnet18.onnx", "--dim", "batch=1");
+    T_EQ(all.code, 0);
+    T_EQ(three.code, 0);
+    T_CHECK(all.out_len > three.out_len);
+    done(&all);
+    done(&three);
+    r = RUN("trace", "--top", "-1", "../shared/traces/mobilenet_v2_sgd_loader.trace.json.gz");
+    T_EQ(r.code, 0);
+    done(&r);
+    /* a torch.profiler trace given to the static command */
+    r = RUN("../shared/traces/mobilenet_v2_sgd_loader.trace.json.gz");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "modelprof trace") != NULL);
+    done(&r);
+    r = RUN("tests/corpus/trace/flops_backward.json");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "torch.profiler") && strstr(r.err, "modelprof trace"));
+    done(&r);
+    /* and a model given to the trace command */
+    r = RUN("trace", "models/resnet18.onnx");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "ONNX model") && strstr(r.err, "modelprof models/resnet18.onnx"));
+    done(&r);
+    /* a model cut short */
+    char path[] = "/tmp/mp-trunc-XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    FILE *in = fopen("models/resnet18.onnx", "rb");
+    T_CHECK(in != NULL);
+    char buf[4096];
+    size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+    if (in) fclose(in);
+    T_CHECK(n == sizeof buf);
+    T_CHECK(write(fd, buf, n) == (ssize_t)n);
+    close(fd);
+    r = RUN(path);
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, path) && strstr(r.err, "truncated") && strstr(r.err, "4096"));
+    done(&r);
+    unlink(path);
+}
+
 MP_TESTS(cli){
     {"help_version", t_help_version},
     {"usage_errors", t_usage_errors},
+    {"flags_that_do_nothing", t_flags_that_do_nothing},
     {"model_errors", t_model_errors},
     {"json_file", t_json_file},
     {"output_through_symlink", t_output_through_symlink},

@@ -71,8 +71,8 @@ static void t_run_json(void) {
     T_EQ(jr_path(j, "run.iters")->i, 4);
     T_EQ(jr_path(j, "run.warmup")->i, 1);
     T_EQ(jr_path(j, "run.threads")->i, 1);
-    double med = jr_path(j, "run.latency_s.median")->num, mn = jr_path(j, "run.latency_s.min")->num;
-    double p90 = jr_path(j, "run.latency_s.p90")->num;
+    double med = jr_path(j, "run.latency.median_s")->num, mn = jr_path(j, "run.latency.min_s")->num;
+    double p90 = jr_path(j, "run.latency.p90_s")->num;
     T_CHECK(med > 0 && mn <= med && med <= p90);
     T_CHECK(fabs(jr_path(j, "run.samples_per_s")->num - 1.0 / med) < 1e-6 / med);
     T_EQ_STR(jr_path(j, "run.peak_source")->s, "given");
@@ -102,13 +102,38 @@ static void t_run_json(void) {
         folded += strcmp(st, "folded") == 0;
         if (strcmp(st, "fused") == 0) T_CHECK(jr_get(n, "fused_into") != NULL);
     }
-    T_CHECK(sum > 0 && sum <= 2 * jr_path(j, "run.latency_s.p90")->num);
+    T_CHECK(sum > 0 && sum <= 2 * jr_path(j, "run.latency.p90_s")->num);
+    /* each pass's kernels lie inside it: their median and fastest never
+     * exceed the pass's (issue 18 point 5) */
+    double kmed = jr_path(j, "run.kernel_time.median_s")->num, kmin = jr_path(j, "run.kernel_time.min_s")->num;
+    T_CHECK(kmed > 0 && kmed <= med && kmin > 0 && kmin <= mn && kmin <= kmed);
     T_EQ(fused, jr_path(j, "run.fused_nodes")->i);
     T_EQ(folded, jr_path(j, "run.folded_nodes")->i);
     T_CHECK(folded > 0); /* the shape arithmetic of the exported attention */
     const jr *mods = jr_get(j, "modules");
     T_CHECK(jr_get(jr_at(mods, 0), "latency_s")->num > 0);
     jr_free(j);
+    rr_done(&r);
+    /* the text table names per pass and per call, and its kernels line
+     * is never above the whole pass */
+    r = RUN(120, "-q", "--run", "--warmup", "0", "--iters", "3", "--threads", "1", "--dim", "batch=1",
+            "--dim", "seq=8", "models/llama_small.onnx");
+    T_EQ(r.code, 0);
+    const char *tab = strstr(r.out, "Measured time by operator");
+    T_CHECK(tab && strstr(tab, "per pass") && strstr(tab, "per call") && strstr(tab, "median") &&
+            strstr(tab, "fastest"));
+    const char *kl = tab ? strstr(tab, "\nkernels ") : NULL, *wl = tab ? strstr(tab, "\nwhole pass ") : NULL;
+    T_CHECK(kl && wl);
+    if (kl && wl) {
+        double kv = 0, wv = 0;
+        char ku[8] = "", wu[8] = "";
+        int calls = 0;
+        T_EQ(sscanf(kl, " kernels %d %lf %7s", &calls, &kv, ku), 3);
+        T_EQ(sscanf(wl, " whole pass %lf %7s", &wv, wu), 2);
+        double ks = kv * (ku[0] == 'm' ? 1e-3 : ku[0] == 'u' ? 1e-6 : 1);
+        double ws = wv * (wu[0] == 'm' ? 1e-3 : wu[0] == 'u' ? 1e-6 : 1);
+        T_CHECK(ks > 0 && ks <= ws * 1.0001);
+    }
     rr_done(&r);
     /* --no-fuse: no node is fused */
     r = RUN(120, "-q", "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "--dim", "batch=1",

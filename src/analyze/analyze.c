@@ -8,6 +8,8 @@
  * the whole graph through the cache again every time. */
 #include "analyze/analyze.h"
 
+#include "analyze/same.h"
+
 #include <stdlib.h>
 
 /* What the parameter rules ask of an op type: found once per type, by
@@ -73,6 +75,10 @@ typedef struct mp__walk {
     int n_uses, cap_uses;
     int *inits, n_inits;      /* the initializers */
     int *copies, n_copies;    /* Identity nodes copying a weight */
+    /* parameters judged (mp__judge): per value, the elements it counts
+     * (-1: its own) and the value that counts it instead (-1: itself) */
+    int64_t *pcount;
+    int *alias;
     /* liveness */
     int *live;                /* per value: an MP__ state, the uses to come or kept */
     uint64_t live_now, births;
@@ -672,6 +678,7 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
             dt = d;
         }
     }
+    if (w->pcount && w->pcount[v] >= 0) count = w->pcount[v];
     uint64_t n = (uint64_t)count;
     uint64_t bytes = mp_dtype_bytes(dt, (int64_t)n);
     if (bytes == UINT64_MAX) *ovf = true; /* saturated */
@@ -706,6 +713,330 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
     }
 }
 
+/* ---- parameters the exporter folded or copied (docs/COUNTING.md,
+ * "Folded and tied parameters") ---- */
+
+/* A judged tensor into the profile's notes (false: out of memory). */
+static bool mp__pnote(mp_profile *p, const mp_param_note *n) {
+    mp_param_note *nn = mp_grow(p->pnotes, sizeof *nn, &p->cap_pnotes, p->n_pnotes + 1);
+    if (!nn) return false;
+    p->pnotes = nn;
+    nn[p->n_pnotes++] = *n;
+    return true;
+}
+
+/* Set value v's count (count >= 0) or the value counting it instead
+ * (alias >= 0); the tables are made on the first call (most models need
+ * none). False when out of memory. */
+static bool mp__judged(mp__walk *w, int v, int64_t count, int alias) {
+    if (!w->pcount) {
+        size_t nv = (size_t)(w->g->n_values ? w->g->n_values : 1);
+        w->pcount = malloc(sizeof *w->pcount * nv);
+        w->alias = malloc(sizeof *w->alias * nv);
+        if (!w->pcount || !w->alias) return false;
+        for (size_t i = 0; i < nv; i++) {
+            w->pcount[i] = -1;
+            w->alias[i] = -1;
+        }
+    }
+    if (count >= 0) w->pcount[v] = count;
+    if (alias >= 0) w->alias[v] = alias;
+    return true;
+}
+
+/* How the exporter made a folded constant, from its name: the dynamo
+ * exporter names a value after the torch.fx node that computed it, and
+ * torch.fx names a node after its op (`expand`, `expand_2`, `_to_copy`,
+ * `cat`); values inside one op's lowering are `val_N` (NULL). */
+static const char *mp__fold_how(const char *name) {
+    static const char *const tab[][2] = {
+        {"expand", "expand"},      {"expand_as", "expand"},   {"broadcast_to", "expand"},
+        {"repeat", "tile"},        {"tile", "tile"},          {"view", "reshape"},
+        {"reshape", "reshape"},    {"_unsafe_view", "reshape"}, {"flatten", "reshape"},
+        {"_to_copy", "cast"},      {"to", "cast"},            {"type_as", "cast"},
+        {"unsqueeze", "unsqueeze"}, {"squeeze", "squeeze"},   {"cat", "concat"},
+        {"concat", "concat"},      {"permute", "transpose"},  {"transpose", "transpose"},
+        {"t", "transpose"},        {"clone", "copy"},
+    };
+    size_t n = strlen(name), e = n;
+    while (e > 0 && name[e - 1] >= '0' && name[e - 1] <= '9') e--;
+    if (e > 1 && e < n && name[e - 1] == '_') n = e - 1;
+    for (size_t i = 0; i < MP_ARRAY_LEN(tab); i++)
+        if (strlen(tab[i][0]) == n && memcmp(tab[i][0], name, n) == 0) return tab[i][1];
+    return NULL;
+}
+
+/* Is the signature's parameter in the graph (an initializer or an input,
+ * by its name or target)? */
+static bool mp__sig_present(const mp_graph *g, const struct mp_sig_param *sp) {
+    const char *names[2] = {sp->target, sp->name};
+    for (int i = 0; i < 2; i++) {
+        int v = names[i] ? mp_graph_find(g, names[i]) : -1;
+        if (v >= 0 && (g->values[v].flags & (MP_VAL_INIT | MP_VAL_INPUT))) return true;
+    }
+    return false;
+}
+
+/* The declared shape of an absent parameter (a value info by its name or
+ * target with every dim known): its value, -1 when none. */
+static int mp__sig_shape(const mp_graph *g, const struct mp_sig_param *sp) {
+    const char *names[2] = {sp->target, sp->name};
+    for (int i = 0; i < 2; i++) {
+        int v = names[i] ? mp_graph_find(g, names[i]) : -1;
+        if (v < 0 || g->values[v].decl_rank < 0) continue;
+        const mp_value *val = &g->values[v];
+        bool known = true;
+        for (int d = 0; d < val->decl_rank; d++)
+            if (val->decl_dims[d] < 0) known = false;
+        if (known) return v;
+    }
+    return -1;
+}
+
+/* Does shape (rank, dims) broadcast (numpy rules) to t's shape? */
+static bool mp__broadcasts_to(int rank, const int64_t *dims, const mp_tensor *t) {
+    if (rank > t->rank) return false;
+    for (int i = 0; i < rank; i++) {
+        int64_t s = dims[rank - 1 - i], d = t->dims[t->rank - 1 - i];
+        if (s != d && s != 1) return false;
+    }
+    return true;
+}
+
+/* Constants a model with a graph signature derived from its declared
+ * parameters (the optimizer of PyTorch's dynamo exporter folds a weight's
+ * transpose, a token's expand over the batch, a cast, a concat): each is
+ * undeclared, used in a module that owns a declared parameter the graph no
+ * longer holds. It counts as that parameter, once: by the parameter's
+ * declared shape when the file gives one; a broadcast (expand, tile)
+ * otherwise by the values (a dim whose slices are all equal was
+ * broadcast), or, with weights absent, by its own elements as an upper
+ * bound; a rearrangement (transpose, reshape, cast, unsqueeze) or a
+ * concat keeps the elements of what it was made from. */
+static mp_status mp__derived(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    int ns = m->n_sig_params, nm = m->n_modules;
+    if (!m->has_signature || g != m->graph || ns == 0 || nm == 0) return MP_OK;
+    /* the absent parameters, listed per owning module */
+    int *head = malloc(sizeof(int) * ((size_t)nm + 3 * (size_t)ns));
+    if (!head) return mp_error(MP_ERR_NOMEM, "out of memory");
+    int *next = head + nm, *shape = next + ns, *claim = shape + ns;
+    for (int i = 0; i < nm; i++) head[i] = -1;
+    for (int i = ns - 1; i >= 0; i--) {
+        const struct mp_sig_param *sp = &m->sig_params[i];
+        shape[i] = claim[i] = -1;
+        if (!sp->target || mp__sig_present(g, sp)) continue;
+        const char *dot = strrchr(sp->target, '.');
+        int md = mp_strmap_getn(&m->module_paths, sp->target, dot ? (size_t)(dot - sp->target) : 0);
+        if (md < 0) continue;
+        const char *cls = m->modules[md].cls;
+        if (cls && strstr(cls, "BatchNorm")) p->bn_folded = true;
+        shape[i] = mp__sig_shape(g, sp);
+        next[i] = head[md];
+        head[md] = i;
+    }
+    mp_status st = MP_OK;
+    for (int k = 0; k < w->n_inits && !st; k++) {
+        int v = w->inits[k];
+        mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_PARAM) || mp__declared(w, v)) continue;
+        const mp_tensor *t = val->init;
+        mp_param_note note = {.kind = MP_PNOTE_DERIVED, .value = v, .source = -1};
+        note.how = mp__fold_how(val->name);
+        note.elems = note.counted = (uint64_t)t->numel;
+        /* its candidates: the absent parameters of the modules using it */
+        int cand[64], n_cand = 0;
+        for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+            int md = w->uses[e].copy ? -1 : g->nodes[w->uses[e].node].module;
+            for (int i = md >= 0 ? head[md] : -1; i >= 0 && n_cand < 64; i = next[i]) {
+                bool dup = false;
+                for (int c = 0; c < n_cand; c++) dup |= cand[c] == i;
+                if (!dup) cand[n_cand++] = i;
+            }
+        }
+        if (!n_cand) continue;
+        bool bcast = note.how && (strcmp(note.how, "expand") == 0 || strcmp(note.how, "tile") == 0);
+        bool all_known = true;
+        for (int c = 0; c < n_cand; c++) all_known &= shape[cand[c]] >= 0;
+        int pick = -1;
+        if (bcast) { /* the first whose declared shape broadcasts to it */
+            for (int c = 0; c < n_cand && pick < 0; c++) {
+                const mp_value *sv = shape[cand[c]] >= 0 ? &g->values[shape[cand[c]]] : NULL;
+                if (sv && mp__broadcasts_to(sv->decl_rank, sv->decl_dims, t)) pick = cand[c];
+            }
+        }
+        if (pick >= 0) {
+            note.src[0] = pick;
+            note.n_src = 1;
+        } else {
+            for (int c = 0; c < n_cand; c++)
+                if (c < MP_PNOTE_SRC) note.src[c] = cand[c];
+            note.n_src = n_cand;
+        }
+        if (pick >= 0) {
+            const mp_value *sv = &g->values[shape[pick]];
+            note.counted = (uint64_t)mp_dims_product(sv->decl_dims, sv->decl_rank);
+        } else if (bcast) {
+            int64_t e = mp_tensor_broadcast_source(m, t);
+            if (e > 0) {
+                note.counted = (uint64_t)e;
+            } else {
+                note.kind = MP_PNOTE_BOUND;
+                p->params_bound = true;
+            }
+        } else if (all_known) { /* their declared elements, each once */
+            note.counted = 0;
+            for (int c = 0; c < n_cand; c++) {
+                const mp_value *sv = &g->values[shape[cand[c]]];
+                if (claim[cand[c]] < 0)
+                    note.counted += (uint64_t)mp_dims_product(sv->decl_dims, sv->decl_rank);
+            }
+        }
+        /* a parameter with a declared shape already counted by another
+         * derived constant: that one counts this one's uses too */
+        bool aliased = false;
+        if (note.n_src == 1 && shape[note.src[0]] >= 0) {
+            int first = claim[note.src[0]];
+            if (first >= 0) {
+                aliased = true;
+                if (!mp__judged(w, v, -1, first)) st = mp_error(MP_ERR_NOMEM, "out of memory");
+                note.counted = 0;
+            } else {
+                claim[note.src[0]] = v;
+            }
+        } else if (all_known && !bcast) {
+            for (int c = 0; c < n_cand; c++)
+                if (claim[cand[c]] < 0) claim[cand[c]] = v;
+        }
+        if (note.counted != note.elems && !aliased && !mp__judged(w, v, (int64_t)note.counted, -1))
+            st = mp_error(MP_ERR_NOMEM, "out of memory");
+        if (note.kind == MP_PNOTE_BOUND && note.elems > 1)
+            p->params_bound_excess = mp_uadd(p->params_bound_excess, note.elems - 1, &w->ovf);
+        if (!mp__pnote(p, &note)) st = mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    free(head);
+    return st;
+}
+
+/* Is a's shape a permutation of b's (the same dims in some order)? */
+static bool mp__dims_permuted(const mp_tensor *a, const mp_tensor *b) {
+    if (a->rank != b->rank || a->rank > 8) return false;
+    unsigned used = 0;
+    for (int i = 0; i < a->rank; i++) {
+        int k = 0;
+        while (k < b->rank && ((used & (1u << k)) || b->dims[k] != a->dims[i])) k++;
+        if (k == b->rank) return false;
+        used |= 1u << k;
+    }
+    return true;
+}
+
+/* A name the TorchScript exporter gives a tensor it computed: `onnx::MatMul_12`
+ * (torch >= 1.10), or a bare number (older releases). */
+static bool mp__anonymous(const char *name) {
+    if (strncmp(name, "onnx::", 6) == 0) return true;
+    if (!name[0]) return false;
+    for (const char *c = name; *c; c++)
+        if (*c < '0' || *c > '9') return false;
+    return true;
+}
+
+static int mp__by_numel(const void *x, const void *y, void *ctx) {
+    const mp_graph *g = ctx;
+    int64_t a = g->values[*(const int *)x].init->numel, b = g->values[*(const int *)y].init->numel;
+    return a < b ? -1 : a > b;
+}
+
+/* A model without a signature (TorchScript's exporter): an anonymous
+ * initializer (`onnx::MatMul_N`, a constant the exporter computed) equal
+ * to a transpose, cast or reshape of a named parameter is that parameter
+ * (a tied weight folded into a copy): counted once, with the named one.
+ * With weights absent, one whose shape is a permutation of a named
+ * parameter's is counted and said to be a possible copy. Values are read
+ * only for pairs whose shapes already match. Also notes convolutions whose
+ * weights the exporter computed (BatchNorm folded into them). */
+static mp_status mp__copies(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    if (m->has_signature || g != m->graph) return MP_OK;
+    int *named = malloc(sizeof(int) * (size_t)(w->n_inits ? w->n_inits : 1));
+    if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
+    int n_named = 0;
+    for (int k = 0; k < w->n_inits; k++) {
+        const mp_value *val = &g->values[w->inits[k]];
+        if ((val->flags & MP_VAL_PARAM) && !mp__anonymous(val->name) && val->init->rank >= 2)
+            named[n_named++] = w->inits[k];
+    }
+    /* sorted by elements: the candidates of a tensor are one run */
+    qsort_r(named, (size_t)n_named, sizeof *named, mp__by_numel, g);
+    mp_status st = MP_OK;
+    for (int k = 0; k < w->n_inits && !st; k++) {
+        int v = w->inits[k];
+        const mp_value *val = &g->values[v];
+        const mp_tensor *t = val->init;
+        if (!(val->flags & MP_VAL_PARAM) || !mp__anonymous(val->name) || t->rank < 2) continue;
+        if (strncmp(val->name, "onnx::Conv_", 11) == 0) {
+            for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next)
+                if (w->uses[e].slot == 1 && strcmp(g->nodes[w->uses[e].node].op, "Conv") == 0)
+                    p->bn_folded = true;
+        }
+        int lo = 0, hi = n_named;
+        while (lo < hi) { /* the first named tensor with as many elements */
+            int mid = (lo + hi) / 2;
+            if (g->values[named[mid]].init->numel < t->numel) lo = mid + 1;
+            else hi = mid;
+        }
+        mp_param_note note = {.value = v, .source = -1, .elems = (uint64_t)t->numel};
+        for (int i = lo; i < n_named && g->values[named[i]].init->numel == t->numel; i++) {
+            const mp_tensor *nt = g->values[named[i]].init;
+            bool permuted = mp__dims_permuted(t, nt);
+            if (mp_tensor_has_values(t) && mp_tensor_has_values(nt)) {
+                const char *how = NULL;
+                if (mp_tensor_same(m, t, nt, &how)) {
+                    note.kind = MP_PNOTE_SAME;
+                    note.source = named[i];
+                    note.how = how;
+                    note.counted = 0;
+                    if (!mp__judged(w, v, -1, named[i])) st = mp_error(MP_ERR_NOMEM, "out of memory");
+                    break;
+                }
+            } else if (permuted && note.kind == 0) {
+                note.kind = MP_PNOTE_MAYBE_COPY;
+                note.source = named[i];
+                note.how = "transpose";
+                note.counted = note.elems;
+            }
+        }
+        if (note.kind == MP_PNOTE_MAYBE_COPY)
+            p->params_maybe_copies = mp_uadd(p->params_maybe_copies, note.elems, &w->ovf);
+        if (note.kind && !mp__pnote(p, &note)) st = mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    free(named);
+    return st;
+}
+
+/* Judge what the exporters folded or copied, then move the uses of each
+ * tensor counted by another onto that one. */
+static mp_status mp__judge(mp__walk *w) {
+    mp_graph *g = w->g;
+    mp_status st = mp__derived(w);
+    if (!st) st = mp__copies(w);
+    for (int k = 0; k < w->n_inits && !st && w->alias; k++) {
+        int v = w->inits[k], r = w->alias[v];
+        if (r < 0) continue;
+        for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+            const mp__use *u = &w->uses[e];
+            if (!mp__use_add(w, r, u->node, u->op, u->copy, u->slot))
+                return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+        g->values[v].flags &= ~MP_VAL_PARAM;
+    }
+    return st;
+}
+
 /* Mark the parameters (weights, their copies, quantized constants) and
  * count them. */
 static mp_status mp__params(mp__walk *w) {
@@ -723,6 +1054,8 @@ static mp_status mp__params(mp__walk *w) {
         const mp_value *src = &g->values[n->in[0]];
         if (mp__is_param(w, n->out[0], src->init, &buffer)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
     }
+    mp_status jst = mp__judge(w);
+    if (jst) return jst;
     int n_chain = 0, *chain = NULL;
     if (w->any_dequant) {
         chain = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
@@ -848,6 +1181,8 @@ mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     mp_strmap_free(&w->by_name);
     free(w->op_kind);
     free(w->uses);
+    free(w->pcount);
+    free(w->alias);
     free(w);
     if (st) {
         mp_profile_free(p);
@@ -880,6 +1215,7 @@ void mp_profile_free(mp_profile *p) {
     free(p->mods);
     free(p->ops);
     free(p->unresolved);
+    free(p->pnotes);
     mp_profile_free_measured(p);
     free(p);
 }

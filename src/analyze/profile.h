@@ -30,6 +30,10 @@ typedef struct mp_runinfo {
     int iters, warmup, threads;
     bool fuse, node_timing;
     double lat_median_s, lat_p90_s, lat_min_s;  /* whole forward passes */
+    /* the kernels' summed time in each pass (without the timer and the
+     * dispatch between them): median and fastest over the passes; never
+     * above the pass's: < 0 without node timing */
+    double kernels_median_s, kernels_min_s;
     int64_t batch;                  /* samples per pass: dim 0 of the first input */
     double peak_flops_per_s;        /* the machine's fp32 peak; 0 unknown */
     const char *peak_source;        /* "measured" or "given" */
@@ -55,6 +59,28 @@ typedef struct mp_groupstat {
     uint64_t flops;
 } mp_groupstat;
 
+/* A tensor whose parameter count needed judging (docs/COUNTING.md,
+ * "Folded and tied parameters"): a constant the exporter derived from
+ * declared parameters, or a tensor that is (or may be) a copy of a named
+ * parameter. */
+enum {
+    MP_PNOTE_DERIVED = 1, /* derived from declared parameters: counted as them */
+    MP_PNOTE_BOUND,       /* broadcast from a parameter of unknown shape: its own elements, an upper bound */
+    MP_PNOTE_SAME,        /* equal to a transpose / cast / reshape of a named parameter: that parameter */
+    MP_PNOTE_MAYBE_COPY,  /* weights absent: its shape is a permutation of a named parameter's */
+};
+#define MP_PNOTE_SRC 4
+typedef struct mp_param_note {
+    int kind;               /* MP_PNOTE_* */
+    int value;              /* the tensor (a main-graph value) */
+    int source;             /* SAME, MAYBE_COPY: the named parameter (a value); else -1 */
+    int src[MP_PNOTE_SRC];  /* DERIVED, BOUND: its declared parameters (m->sig_params indexes) */
+    int n_src;              /* how many there are (the first MP_PNOTE_SRC are kept) */
+    const char *how;        /* "expand", "transpose", "cast", ...; NULL when not known */
+    uint64_t elems;         /* the tensor's own elements */
+    uint64_t counted;       /* what it adds to params */
+} mp_param_note;
+
 struct mp_profile {
     struct mp_model *m;
     mp_fig total;
@@ -64,6 +90,15 @@ struct mp_profile {
     /* buffers: non-learnable state the model keeps (declared BUFFERs,
      * BatchNorm statistics, tables derived from buffers) */
     uint64_t buffers, buffer_elems, buffer_bytes;
+    /* parameters counted by judgement (mp_param_note), the upper bound and
+     * possible copies they leave, and whether the exporter folded
+     * BatchNorm into the convolutions (params are then the folded graph's) */
+    mp_param_note *pnotes;
+    int n_pnotes, cap_pnotes;
+    bool params_bound;             /* params is an upper bound (MP_PNOTE_BOUND) */
+    uint64_t params_bound_excess;  /* elements the bound may count too many, at most */
+    uint64_t params_maybe_copies;  /* elements counted that may be copies (MP_PNOTE_MAYBE_COPY) */
+    bool bn_folded;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */

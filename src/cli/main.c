@@ -1,12 +1,14 @@
 /* modelprof command line: flags -> library calls -> report writers.
  * Exit codes: 0 success, 1 usage error, 2 model the tool cannot read. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "modelprof.h"
 
@@ -21,10 +23,12 @@ static void usage(FILE *f) {
           "options:\n"
           "  --dim NAME=VALUE        give the symbolic dim NAME a value (repeatable)\n"
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
-          "  --format text|json      report format (default text)\n"
+          "  --format text|json|html|csv  report format (default text); html is one\n"
+          "                          self-contained page, csv one table (below)\n"
+          "  --csv-table nodes|modules|ops  the table --format csv writes (default nodes)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
-          "  --top K                 modules per depth in the aggregated block (default 3)\n"
+          "  --top K                 modules per depth in the aggregated block (default 3; -1 all)\n"
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
           "  -q, --quiet             do not print warnings on stderr\n"
@@ -40,6 +44,7 @@ static void usage(FILE *f) {
           "  --threads N             threads (default: all cores)\n"
           "  --no-fuse               time every node alone (no fused groups)\n"
           "  --no-node-timing        time whole runs only (no per-node timer)\n"
+          "  --chrome-trace FILE     write the timed runs as a Chrome/Perfetto trace (JSON)\n"
           "  --peak-gflops G         the machine's peak (default: measured by a short GEMM)\n"
           "  --seed N                seed of random inputs and absent weights (default 1)\n"
           "  --input-data NAME=FILE.npy  data of graph input NAME (repeatable; else random)\n"
@@ -52,9 +57,12 @@ static void usage(FILE *f) {
           f);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fputs("modelprof: ", stderr);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputs("\n(see modelprof --help)\n", stderr);
     return EXIT_USAGE;
 }
@@ -112,6 +120,8 @@ typedef struct run_args {
     const char **data_args; /* NAME=FILE.npy, argc entries */
     int n_data;
     const char *save_dir;
+    const char *chrome_trace; /* --chrome-trace FILE */
+    const char *run_only;     /* the first flag given that only a measured run uses */
     /* the .npy files, read before profiling (their shapes set the inputs') */
     struct run_data {
         char *name;
@@ -126,17 +136,20 @@ typedef struct run_args {
 static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_memory) {
     const char *a = argv[*i];
     static const char *const with_value[] = {"--warmup", "--iters", "--threads", "--peak-gflops",
-                                             "--seed", "--input-data", "--save-outputs"};
+                                             "--seed", "--input-data", "--save-outputs",
+                                             "--chrome-trace"};
     if (strcmp(a, "--run") == 0) {
         ra->run = 1;
         return 1;
     }
     if (strcmp(a, "--no-fuse") == 0) {
         ra->o.fuse = 0;
+        if (!ra->run_only) ra->run_only = a;
         return 1;
     }
     if (strcmp(a, "--no-node-timing") == 0) {
         ra->o.node_timing = 0;
+        if (!ra->run_only) ra->run_only = a;
         return 1;
     }
     const char *flag = NULL, *val = NULL;
@@ -152,12 +165,17 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
     }
     if (!flag) return 0;
     if (!val) return usage_error("%s needs a value", flag), -1;
+    if (!ra->run_only) ra->run_only = flag;
     int64_t v = 0;
     if (strcmp(flag, "--input-data") == 0) {
         const char *eq = strchr(val, '=');
         if (!eq || eq == val || !eq[1])
             return usage_error("--input-data '%s': expected NAME=FILE.npy", val), -1;
         ra->data_args[ra->n_data++] = val;
+    } else if (strcmp(flag, "--chrome-trace") == 0) {
+        if (!*val) return usage_error("--chrome-trace needs a file name", ""), -1;
+        ra->chrome_trace = val;
+        ra->o.keep_timestamps = 1;
     } else if (strcmp(flag, "--save-outputs") == 0) {
         if (!*val) return usage_error("--save-outputs needs a folder", ""), -1;
         ra->save_dir = val;
@@ -176,8 +194,17 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
         if (v < 1) return usage_error("--iters '%s': at least 1", val), -1;
         ra->o.iters = (int)v;
     } else if (strcmp(flag, "--threads") == 0) {
+        if (v < 1)
+            return usage_error("--threads '%s': at least 1 (leave --threads out to use every core)", val), -1;
         if (v > 4096) return usage_error("--threads '%s': at most 4096", val), -1;
         ra->o.threads = (int)v;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cores > 0 && v > cores)
+            fprintf(stderr,
+                    "modelprof: warning: --threads %lld is more than the %ld cores of this machine: "
+                    "the extra threads take turns on the cores and every parallel operator waits "
+                    "for the slowest, so the run is slower, not faster (--threads %ld or fewer)\n",
+                    (long long)v, cores, cores);
     } else {
         ra->o.seed = (uint64_t)v;
     }
@@ -254,6 +281,10 @@ static int run_measure(run_args *ra, mp_profile *p) {
         print_error("--run: ", mp_last_error());
         rc = EXIT_MODEL;
     }
+    if (!rc && ra->chrome_trace && mp_report_chrome_trace(pl, ra->chrome_trace)) {
+        print_error("--chrome-trace: ", mp_last_error());
+        rc = EXIT_MODEL;
+    }
     if (!rc && ra->save_dir) {
         struct stat sb;
         if (stat(ra->save_dir, &sb) != 0 && mkdir(ra->save_dir, 0777) != 0 && errno != EEXIST) {
@@ -320,7 +351,13 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             const char *eq = strchr(val, '=');
             int64_t v;
             if (!eq || eq == val || !parse_int(eq + 1, &v))
-                return usage_error("--dim '%s': expected NAME=VALUE with a non-negative integer", val);
+                return usage_error("--dim '%s': expected NAME=VALUE with a positive integer", val);
+            if (v == 0)
+                return usage_error("--dim '%s': a dimension must be at least 1", val);
+            for (int k = 0; k < n_dims; k++)
+                if (strncmp(dim_args[k], val, (size_t)(eq - val) + 1) == 0)
+                    return usage_error("--dim '%s': the dimension is already given (%s)", val,
+                                       dim_args[k]);
             dim_args[n_dims++] = val;
         } else if (TAKES_VALUE("--input")) {
             if (!val) return usage_error("--input needs NAME=D0xD1x...", "");
@@ -348,13 +385,27 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                 }
             }
         } else if (TAKES_VALUE("--format")) {
-            if (!val) return usage_error("--format needs text or json", "");
+            if (!val) return usage_error("--format needs text, json, html or csv", "");
             if (strcmp(val, "text") == 0)
                 ro.format = MP_FORMAT_TEXT;
             else if (strcmp(val, "json") == 0)
                 ro.format = MP_FORMAT_JSON;
+            else if (strcmp(val, "html") == 0)
+                ro.format = MP_FORMAT_HTML;
+            else if (strcmp(val, "csv") == 0)
+                ro.format = MP_FORMAT_CSV;
             else
-                return usage_error("--format '%s': expected text or json", val);
+                return usage_error("--format '%s': expected text, json, html or csv", val);
+        } else if (TAKES_VALUE("--csv-table")) {
+            if (!val) return usage_error("--csv-table needs nodes, modules or ops", "");
+            if (strcmp(val, "nodes") == 0)
+                ro.csv_table = MP_CSV_NODES;
+            else if (strcmp(val, "modules") == 0)
+                ro.csv_table = MP_CSV_MODULES;
+            else if (strcmp(val, "ops") == 0)
+                ro.csv_table = MP_CSV_OPS;
+            else
+                return usage_error("--csv-table '%s': expected nodes, modules or ops", val);
         } else if (TAKES_VALUE("-o") || TAKES_VALUE("--output")) {
             if (!val || !*val) return usage_error("-o needs a file name", "");
             out_path = val;
@@ -365,8 +416,11 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             ro.depth = (int)v;
         } else if (TAKES_VALUE("--top")) {
             int64_t v;
-            if (!val || !parse_int(val, &v) || v > 1000000)
-                return usage_error("--top '%s': expected a non-negative integer", val ? val : "");
+            if (val && strcmp(val, "-1") == 0)
+                v = -1; /* all */
+            else if (!val || !parse_int(val, &v) || v > 1000000)
+                return usage_error("--top '%s': expected a non-negative integer, or -1 for all",
+                                   val ? val : "");
             ro.top = (int)v;
         } else if (TAKES_VALUE("--limit") || TAKES_VALUE("--max-nodes") ||
                    TAKES_VALUE("--max-memory")) {
@@ -407,6 +461,11 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
 #undef TAKES_VALUE
     }
+    if (ra->run_only && !ra->run)
+        return usage_error("%s: only a measured run uses it, and --run is not given (add --run, "
+                           "or leave the flag out)", ra->run_only);
+    if (ra->chrome_trace && (!ra->run || !ra->o.node_timing))
+        return usage_error("--chrome-trace %s: needs --run with node timing", ra->chrome_trace);
     if (!model_path) {
         usage(stderr);
         return EXIT_USAGE;

@@ -24,7 +24,8 @@ static void tr_usage(FILE *f) {
           "A folder of traces (one per rank) is analysed side by side.\n"
           "\n"
           "options:\n"
-          "  --format text|json      report format (default text)\n"
+          "  --format text|json|html|csv  report format (default text; html: one self-contained page)\n"
+          "  --csv-table steps|kernels  the table --format csv writes (default steps)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --peak-tflops X         device peak for MFU (default: datasheet table)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
@@ -100,7 +101,8 @@ static int list_folder(const char *dir, char ***out, int *n) {
 
 int mp_trace_main(int argc, char **argv) {
     mp_trace_options o = {0, -1, 20};
-    bool json = false;
+    int format = 0; /* 0 text, 1 json, 2 html, 3 csv */
+    const char *csv_table = "steps";
     const char *out_path = NULL, *input = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -111,9 +113,16 @@ int mp_trace_main(int argc, char **argv) {
         } else if (strcmp(a, "--format") == 0) {
             if (!has_val) return tr_usage_error("missing value for", a);
             const char *v = argv[++i];
-            if (strcmp(v, "json") == 0) json = true;
-            else if (strcmp(v, "text") == 0) json = false;
+            if (strcmp(v, "json") == 0) format = 1;
+            else if (strcmp(v, "text") == 0) format = 0;
+            else if (strcmp(v, "html") == 0) format = 2;
+            else if (strcmp(v, "csv") == 0) format = 3;
             else return tr_usage_error("unknown format", v);
+        } else if (strcmp(a, "--csv-table") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", a);
+            csv_table = argv[++i];
+            if (strcmp(csv_table, "steps") != 0 && strcmp(csv_table, "kernels") != 0)
+                return tr_usage_error("--csv-table wants steps or kernels, not", csv_table);
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             if (!has_val) return tr_usage_error("missing value for", a);
             out_path = argv[++i];
@@ -198,8 +207,10 @@ int mp_trace_main(int argc, char **argv) {
             }
         }
         if (!rc) {
-            mp_status st = json ? mp_trace_report_json(ptr, count, &o, f)
-                                : mp_trace_report_text(ptr, count, &o, f);
+            mp_status st = format == 1   ? mp_trace_report_json(ptr, count, &o, f)
+                           : format == 2 ? mp_trace_report_html(ptr, count, &o, f)
+                           : format == 3 ? mp_trace_report_csv(ptr, count, csv_table, f)
+                                         : mp_trace_report_text(ptr, count, &o, f);
             bool bad = st != MP_OK || fflush(f) != 0 || ferror(f);
             if (out_path) {
                 bad |= fclose(f) != 0;

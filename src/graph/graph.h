@@ -246,6 +246,7 @@ struct mp_model {
     mp_arena arena;
     char *path;
     char *dir;                /* folder of the model (for external data) */
+    const char *stem;         /* the file's name without folder and ".onnx" (NULL: from memory) */
     const uint8_t *map;       /* the mapped file */
     size_t map_size;
     int fd;
@@ -268,6 +269,11 @@ struct mp_model {
      * sig_owner maps the module path owning a target to MP_SIG_OWNS_*. */
     bool has_signature;
     mp_strmap sig_kind, sig_owner;
+    /* the signature's PARAMETER inputs, in its order (name and target;
+     * target NULL when the line has none): what the optimizer may have
+     * folded into constants of its own (docs/COUNTING.md) */
+    struct mp_sig_param { const char *name, *target; } *sig_params;
+    int n_sig_params, cap_sig_params;
     int module_source;        /* MP_MODSRC_* */
 };
 

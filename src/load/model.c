@@ -112,6 +112,21 @@ mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value) {
     return MP_OK;
 }
 
+mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls) {
+    if (!m || !path || !cls || !cls[0]) return mp_error(MP_ERR_USAGE, "no model, module path or class");
+    for (int i = 0; i < m->n_modules; i++) {
+        const mp_module *md = &m->modules[i];
+        bool root = md->parent < 0;
+        if (root ? path[0] != 0 : !md->path || strcmp(md->path, path) != 0) continue;
+        char *c = mp_arena_strdup(&m->arena, cls);
+        if (!c) return mp_error(MP_ERR_NOMEM, "out of memory");
+        m->modules[i].cls = c;
+        return MP_OK;
+    }
+    return mp_error(MP_ERR_USAGE, "%s: no module '%s' in the model's module tree",
+                    m->path ? m->path : "model", path);
+}
+
 mp_status mp_model_set_input_shape(mp_model *m, const char *name, const int64_t *dims,
                                    int rank) {
     if (!m || !name) return mp_error(MP_ERR_USAGE, "no model or input name");

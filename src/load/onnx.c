@@ -1519,8 +1519,9 @@ static mp_status mp__signature(mp__loader *L, pb text) {
             if (kind) {
                 char *name = mp_arena_strndup(&m->arena, (const char *)p, (size_t)(colon - p));
                 if (!name || mp_strmap_put(&m->sig_kind, name, (int)kind)) return NOMEM();
+                char *target = NULL;
                 if (tg && te) {
-                    char *target = mp_arena_strndup(&m->arena, (const char *)tg, (size_t)(te - tg));
+                    target = mp_arena_strndup(&m->arena, (const char *)tg, (size_t)(te - tg));
                     if (!target || mp_strmap_put(&m->sig_kind, target, (int)kind)) return NOMEM();
                     const char *dot = strrchr(target, '.');
                     char *owner = mp_arena_strndup(&m->arena, target, dot ? (size_t)(dot - target) : 0);
@@ -1530,6 +1531,13 @@ static mp_status mp__signature(mp__loader *L, pb text) {
                            (kind == MP_VAL_DECL_PARAM ? MP_SIG_OWNS_PARAM
                             : kind == MP_VAL_DECL_BUFFER ? MP_SIG_OWNS_BUFFER : 0);
                     if (mp_strmap_put(&m->sig_owner, owner, bits)) return NOMEM();
+                }
+                if (kind == MP_VAL_DECL_PARAM) {
+                    m->sig_params = mp_arena_grow(&m->arena, m->sig_params, sizeof *m->sig_params,
+                                                  &m->cap_sig_params, m->n_sig_params + 1);
+                    if (!m->sig_params) return NOMEM();
+                    m->sig_params[m->n_sig_params].name = name;
+                    m->sig_params[m->n_sig_params++].target = target;
                 }
             }
         }
@@ -2123,6 +2131,71 @@ static int mp__count_calls(mp__loader *L, pb graph) {
     return n;
 }
 
+/* The top level does not parse as a ModelProto: say what the file is
+ * instead where that can be told (a torch.profiler trace, a gzip file, a
+ * file cut short), else where the structure breaks. */
+static mp_status mp__not_a_model(mp__loader *L, pb msg) {
+    const char *path = L->m->path;
+    size_t size = (size_t)(msg.end - msg.p);
+    const uint8_t *q = msg.p;
+    while (q < msg.end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) q++;
+    if (size >= 2 && msg.p[0] == 0x1f && msg.p[1] == 0x8b)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: a gzip file, not an ONNX model (a gzipped torch.profiler trace is "
+                        "analysed with `modelprof trace %s`)",
+                        path, path);
+    if (q < msg.end && (*q == '{' || *q == '[')) {
+        size_t look = MP_MIN(size, (size_t)65536);
+        bool trace = false;
+        for (const uint8_t *x = msg.p; !trace && x + 11 <= msg.p + look; x++)
+            trace = memcmp(x, "traceEvents", 11) == 0 || memcmp(x, "\"ph\"", 4) == 0;
+        return mp_error(MP_ERR_FORMAT,
+                        trace ? "%s: a torch.profiler (Chrome/Kineto) trace, not an ONNX model: "
+                                "analyse it with `modelprof trace %s`"
+                              : "%s: a JSON file, not an ONNX model (a torch.profiler trace is "
+                                "analysed with `modelprof trace %s`)",
+                        path, path);
+    }
+    /* walk the top-level fields to the one that breaks */
+    static const char *const names[26] = {[1] = "ir_version", [2] = "producer_name",
+                                          [3] = "producer_version", [4] = "domain",
+                                          [5] = "model_version", [6] = "doc_string",
+                                          [7] = "graph", [8] = "opset_import",
+                                          [14] = "metadata_props", [20] = "training_info",
+                                          [25] = "functions"};
+    pb r = msg;
+    while (pb_more(&r)) {
+        const uint8_t *at = r.p;
+        uint32_t f = 0;
+        int w = 0;
+        if (!pb_key(&r, &f, &w)) break;
+        pb c = r;
+        uint64_t n = 0;
+        if (w == PB_LEN && pb_varint(&c, &n) && n > (uint64_t)(c.end - c.p) &&
+            n < ((uint64_t)1 << 42))
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: malformed ONNX protobuf: truncated: the file ends at byte %zu, but "
+                            "the model's %s (field "
+                            "%u) at byte %zu declares %llu bytes, which would end at byte %llu "
+                            "(an interrupted download or copy?)",
+                            path, size, f < 26 && names[f] ? names[f] : "field", f,
+                            (size_t)(at - msg.p), (unsigned long long)n,
+                            (unsigned long long)((size_t)(c.p - msg.p) + n));
+        if ((w == PB_I64 || w == PB_I32 || w == PB_VARINT) && !pb_skip(&c, w))
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: malformed ONNX protobuf: truncated: the file ends at byte %zu "
+                            "inside the model's %s "
+                            "(field %u)",
+                            path, size, f < 26 && names[f] ? names[f] : "field", f);
+        if (!pb_skip(&r, w)) {
+            pb here = {at, msg.end};
+            return mp__bad(L, "not an ONNX model (bad protobuf structure)", &here);
+        }
+    }
+    pb here = {r.p, msg.end};
+    return mp__bad(L, "not an ONNX model (bad protobuf structure)", &here);
+}
+
 static mp_status mp__model(mp__loader *L, pb msg) {
     mp_model *m = L->m;
     uint32_t f = 0;
@@ -2130,8 +2203,7 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     pb scan = msg, graph = {0};
     bool has_graph = false;
     int counts[32];
-    if (!mp__count_fields(NULL, msg, counts))
-        return mp__bad(L, "not an ONNX model (bad protobuf structure)", &msg);
+    if (!mp__count_fields(NULL, msg, counts)) return mp__not_a_model(L, msg);
     int n_opsets = counts[MODEL_OPSET];
     if (n_opsets > MP_OPSETS_MAX)
         return mp_error(MP_ERR_LIMIT, "%s: the model imports %d opsets (limit %d)", m->path,
@@ -2327,6 +2399,10 @@ mp_status mp_model_load_ex(const char *path, const mp_limits *lim, mp_model **ou
     const char *slash = strrchr(path, '/');
     m->dir = slash ? mp_arena_strndup(&m->arena, path, (size_t)(slash - path + (slash == path)))
                    : mp_arena_strdup(&m->arena, ".");
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    if (bl > 5 && strcmp(base + bl - 5, ".onnx") == 0) bl -= 5;
+    m->stem = mp_arena_strndup(&m->arena, base, bl);
     if (!m->path || !m->dir) {
         mp_model_free(m);
         return mp_error(MP_ERR_NOMEM, "out of memory");

@@ -2199,6 +2199,9 @@ static mp_status shk_concat(mp_kctx *k) {
     for (int i = 0; i < k->n_in; i++) {
         const mp_rtensor *x = &k->in[i];
         if (!x->data || x->rank != y->rank) continue;
+        if (x->dtype != y->dtype) /* its rows would be copied at the output's element size */
+            return mp_kfail(k, MP_ERR_SHAPE, "input %d is %s, the output %s", i, mp_dtype_name(x->dtype),
+                            mp_dtype_name(y->dtype));
         for (int d = 0; d < y->rank; d++)
             if (d != axis && x->dims[d] != y->dims[d])
                 return mp_kfail(k, MP_ERR_SHAPE, "input %d: dim %d is %lld, the output's %lld", i, d,

@@ -2,7 +2,9 @@
 #include "report/report.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -24,6 +26,26 @@ void mp_out_write(mp_out *o, const void *p, size_t len) {
     size_t n = o->n;
     memcpy(o->buf + n, p, len);
     o->n = n + len;
+}
+
+void mp_out_printf(mp_out *o, const char *fmt, ...) {
+    char small[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (len < 0) return;
+    if ((size_t)len < sizeof small) {
+        mp_out_write(o, small, (size_t)len);
+        return;
+    }
+    char *big = malloc((size_t)len + 1);
+    if (!big) return; /* out of memory: the piece is left out */
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    mp_out_write(o, big, (size_t)len);
+    free(big);
 }
 
 void mp_report_options_default(mp_report_options *o) {
@@ -52,6 +74,12 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *o, FILE 
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
+    case MP_FORMAT_HTML: st = mp_report_html(p, o, f); break;
+    case MP_FORMAT_CSV:
+        if ((unsigned)o->csv_table > MP_CSV_OPS)
+            return mp_error(MP_ERR_USAGE, "unknown CSV table %d", (int)o->csv_table);
+        st = mp_report_csv(p, o, f);
+        break;
     default: return mp_error(MP_ERR_USAGE, "unknown report format %d", (int)o->format);
     }
     if (st != MP_OK) return st;
@@ -135,4 +163,106 @@ mp_status mp_report_write_file(const mp_profile *p, const mp_report_options *o,
     free(tmp);
     free(real);
     return st;
+}
+
+/* ---- parameters counted by judgement ---- */
+
+const char mp_bn_folded_text[] =
+    "the exporter folded BatchNorm into the convolutions: params are the folded graph's "
+    "(each BatchNorm's scale and shift are gone, its convolution gained a bias), not "
+    "PyTorch's; for PyTorch's count export with "
+    "training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False";
+
+const char *mp_pnote_kind(const mp_param_note *note) {
+    switch (note->kind) {
+    case MP_PNOTE_DERIVED: return "derived";
+    case MP_PNOTE_BOUND: return "upper_bound";
+    case MP_PNOTE_SAME: return "same_parameter";
+    default: return "possible_copy";
+    }
+}
+
+bool mp_pnote_shown(const mp_param_note *note) {
+    return note->kind != MP_PNOTE_DERIVED || note->counted != note->elems;
+}
+
+typedef struct mp__sbuf {
+    char *p;
+    size_t n, len;
+} mp__sbuf;
+
+static void mp__sput(mp__sbuf *b, const char *fmt, ...) MP_PRINTF(2, 3);
+static void mp__sput(mp__sbuf *b, const char *fmt, ...) {
+    if (b->len + 1 >= b->n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->p + b->len, b->n - b->len, fmt, ap);
+    va_end(ap);
+    if (k > 0) b->len = b->len + (size_t)k < b->n ? b->len + (size_t)k : b->n - 1;
+}
+
+static void mp__sput_shape(mp__sbuf *b, const mp_tensor *t) {
+    mp__sput(b, "[");
+    for (int i = 0; t && i < t->rank; i++) mp__sput(b, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    mp__sput(b, "]");
+}
+
+static void mp__sput_count(mp__sbuf *b, uint64_t v) {
+    char d[MP_DEC_MAX + 1];
+    d[mp_fmt_dec(d, v)] = 0;
+    mp__sput(b, "%s", d);
+}
+
+const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *buf, size_t n) {
+    const mp_model *m = p->m;
+    const mp_graph *g = m->graph;
+    mp__sbuf b = {buf, n, 0};
+    if (n) buf[0] = 0;
+    const mp_value *val = &g->values[note->value];
+    const mp_value *src = note->source >= 0 ? &g->values[note->source] : NULL;
+    mp__sput(&b, "%s ", val->name);
+    mp__sput_shape(&b, val->init);
+    switch (note->kind) {
+    case MP_PNOTE_SAME:
+        mp__sput(&b, " equals %s ", src->name);
+        mp__sput_shape(&b, src->init);
+        mp__sput(&b, " (%s): the same parameter, counted once", note->how ? note->how : "copy");
+        break;
+    case MP_PNOTE_MAYBE_COPY:
+        mp__sput(&b, " may be a copy of %s ", src->name);
+        mp__sput_shape(&b, src->init);
+        mp__sput(&b, " (its shape is a permutation of it; weights absent, values not compared): "
+                     "counted; if it is a tied weight, params are ");
+        mp__sput_count(&b, note->elems);
+        mp__sput(&b, " fewer");
+        break;
+    default: {
+        bool bound = note->kind == MP_PNOTE_BOUND;
+        mp__sput(&b, bound ? " was broadcast by the exporter" : " was derived by the exporter");
+        if (note->how && !bound) mp__sput(&b, " (%s)", note->how);
+        mp__sput(&b, " from ");
+        for (int i = 0; i < note->n_src && i < MP_PNOTE_SRC; i++) {
+            const struct mp_sig_param *sp = &m->sig_params[note->src[i]];
+            mp__sput(&b, "%s%s", i ? ", " : "", sp->target ? sp->target : sp->name);
+        }
+        if (note->n_src > MP_PNOTE_SRC) mp__sput(&b, " and %d more", note->n_src - MP_PNOTE_SRC);
+        if (bound) {
+            mp__sput(&b, ", whose shape the file does not give (%s): counted as its ",
+                     val->init && val->init->loc == MP_DATA_ABSENT ? "weights absent"
+                                                                   : "values not readable");
+            mp__sput_count(&b, note->elems);
+            mp__sput(&b, " elements, an upper bound (the parameter has at most as many)");
+        } else if (note->counted == note->elems) {
+            mp__sput(&b, ": counted as its ");
+            mp__sput_count(&b, note->elems);
+            mp__sput(&b, " elements");
+        } else {
+            mp__sput(&b, ": counted as the parameter's ");
+            mp__sput_count(&b, note->counted);
+            mp__sput(&b, " elements, not its own ");
+            mp__sput_count(&b, note->elems);
+        }
+    }
+    }
+    return buf;
 }

@@ -99,6 +99,20 @@ static inline bool mp_fig_uncountable(const mp_fig *f) {
     return f->nodes > 0 && f->uncounted >= f->nodes;
 }
 
+/* ---- parameters counted by judgement (report.c) ----
+ * The sentence a report gives a judged tensor (mp_param_note), the same in
+ * text and JSON: into buf (n bytes), truncated when longer; returns buf.
+ * Model strings go in as they are: each writer escapes them its own way. */
+const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *buf, size_t n);
+/* The note's kind as a stable snake_case id: "derived", "upper_bound",
+ * "same_parameter", "possible_copy". */
+const char *mp_pnote_kind(const mp_param_note *note);
+/* Does the text report show it? (a derived constant counted as its own
+ * elements changes nothing a reader sees: the JSON lists it) */
+bool mp_pnote_shown(const mp_param_note *note);
+/* The note on a BatchNorm folded into the convolutions (p->bn_folded). */
+extern const char mp_bn_folded_text[];
+
 /* "Conv" or "com.microsoft.FusedConv" (default domain: "" or "ai.onnx"). */
 const char *mp_op_display(const char *domain, const char *op, char *buf, size_t n);
 
@@ -135,6 +149,8 @@ static inline void mp_out_putc(mp_out *o, char c) {
 }
 
 static inline void mp_out_puts(mp_out *o, const char *s) { mp_out_write(o, s, strlen(s)); }
+/* printf into the buffer (any length). */
+void mp_out_printf(mp_out *o, const char *fmt, ...) MP_PRINTF(2, 3);
 
 mp_status mp_tree_print(mp_out *o, const mp_module *mods, int n, int max_depth,
                         const mp_tree_style *st);
@@ -147,5 +163,20 @@ void mp_json_string(mp_out *o, const char *s);
  * error set with mp_error; stream errors are checked by the caller. */
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f);
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f);
+/* HTML (html.c): the JSON above inside one self-contained page. */
+mp_status mp_report_html(const mp_profile *p, const mp_report_options *o, FILE *f);
+/* CSV (csv.c): one table (o->csv_table) of the JSON's figures, unformatted. */
+mp_status mp_report_csv(const mp_profile *p, const mp_report_options *o, FILE *f);
+
+/* The training profile (trace/train.h): DeepSpeed's FlopsProfiler layout
+ * (train.c) and its JSON (json.c). */
+typedef struct mp_train mp_train;
+mp_status mp_report_train_text(const mp_train *t, const mp_train_options *o, FILE *f);
+mp_status mp_report_train_json(const mp_train *t, FILE *f);
+
+/* The page around any JSON writer: json(ud, f) writes the JSON; kind
+ * ("profile", "trace") tells report.js how to render it. */
+typedef mp_status (*mp_html_json_fn)(const void *ud, FILE *f);
+mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, const void *ud);
 
 #endif

@@ -117,6 +117,33 @@ static void tx_label(tx *t, const char *label) {
 
 /* ---- (a) summary ---- */
 
+/* The judged parameters (docs/COUNTING.md, "Folded and tied parameters"):
+ * those that change the reading, at most TX_PNOTES_MAX lines, and the
+ * note on a BatchNorm folded into the convolutions. */
+#define TX_PNOTES_MAX 5
+static void tx_param_notes(tx *t) {
+    const mp_profile *p = t->p;
+    int shown = 0, more = 0;
+    for (int i = 0; i < p->n_pnotes; i++) {
+        if (!mp_pnote_shown(&p->pnotes[i])) continue;
+        if (shown == TX_PNOTES_MAX) {
+            more++;
+            continue;
+        }
+        char buf[1024];
+        tx_label(t, shown++ ? "" : "param notes:");
+        tx_printf(t, "%s\n", tx_safe(t, mp_pnote_text(p, &p->pnotes[i], buf, sizeof buf), "?"));
+    }
+    if (more) {
+        tx_label(t, "");
+        tx_printf(t, "... and %d more (the JSON report lists every one)\n", more);
+    }
+    if (p->bn_folded) {
+        tx_label(t, "batchnorm folded:");
+        tx_printf(t, "%s\n", mp_bn_folded_text);
+    }
+}
+
 /* "(fp32 25.56 M, fp16 1.2 M)": the non-zero entries by decreasing value;
  * nothing when there are none. */
 static void tx_dtype_breakdown(tx *t, const uint64_t *by, bool bytes) {
@@ -302,7 +329,12 @@ static void tx_summary(tx *t) {
     tx_label(t, "params:");
     tx_puts(t, mp_fmt_count(tot->params).s);
     tx_dtype_breakdown(t, p->params_by_dtype, false);
+    if (p->params_bound) tx_puts(t, "; an upper bound (see param notes)");
+    if (p->params_maybe_copies)
+        tx_printf(t, "; %s of them may be copies (see param notes)",
+                  mp_fmt_count(p->params_maybe_copies).s);
     tx_putc(t, '\n');
+    tx_param_notes(t);
     tx_label(t, "weight memory:");
     tx_puts(t, mp_fmt_bytes(tot->param_bytes).s);
     tx_dtype_breakdown(t, p->param_bytes_by_dtype, true);
@@ -710,19 +742,23 @@ static void tx_ops(tx *t) {
  * analogue of torch.profiler's key_averages().table() ---- */
 static void tx_times(tx *t) {
     const mp_profile *p = t->p;
-    double run_sum = 0;
+    double row_sum = 0;
     int w = 2;
     for (int i = 0; i < p->n_groups; i++) {
-        if (p->groups[i].latency_s > 0) run_sum += p->groups[i].latency_s;
+        if (p->groups[i].latency_s > 0) row_sum += p->groups[i].latency_s;
         int l = (int)strlen(tx_safe(t, p->groups[i].name, "?"));
         if (l > w) w = l;
     }
     if (w > 60) w = 60;
     tx_rule(t, "Measured time by operator");
-    tx_puts(t, "Sorted by total time per pass (median over the timed runs); a fused group (A+B) is\n"
-               "one kernel, counted under its first node; % = share of the summed kernel times\n");
-    tx_printf(t, "%-*s  %5s  %10s  %10s  %10s  %7s  %12s  %7s  %s\n", w, "op", "count", "total", "mean", "min",
-              "%", "FLOPS", "% peak", "kernel");
+    tx_puts(t, "Per pass: the time of all the op's calls in one forward pass, median and fastest of\n"
+               "the timed passes; per call: that median divided by the calls. A fused group (A+B)\n"
+               "is one kernel, counted under its first node. % = share of the rows' sum. Sorted by\n"
+               "the per-pass median. kernel: what ran it (a matrix product: the library timed fastest).\n");
+    tx_printf(t, "%-*s  %5s  %-21s  %7s  %10s\n", w, "", "", "------ per pass -----", "",
+              "per call");
+    tx_printf(t, "%-*s  %5s  %10s  %10s  %7s  %10s  %12s  %7s  %s\n", w, "op", "calls", "median",
+              "fastest", "%", "mean", "FLOPS", "% peak", "kernel");
     for (int i = 0; i < p->n_groups; i++) {
         const mp_groupstat *g = &p->groups[i];
         char tot[64], mean[64], mn[64];
@@ -734,15 +770,28 @@ static void tx_times(tx *t) {
         snprintf(flb, sizeof flb, "%s", fl >= 0 ? mp_fmt_si_d(fl, "FLOPS").s : "-");
         snprintf(pk, sizeof pk, "%s", fl >= 0 && p->run.peak_flops_per_s > 0
                                           ? mp_fmt_pct_d(fl, p->run.peak_flops_per_s).s : "-");
-        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %10s  %7s  %12s  %7s  %s\n", w, w, tx_safe(t, g->name, "?"),
-                  g->count, tot, mean, mn, mp_fmt_pct_d(g->latency_s, run_sum).s, flb, pk,
-                  tx_safe(t, g->kernel, ""));
+        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %7s  %10s  %12s  %7s  %s\n", w, w,
+                  tx_safe(t, g->name, "?"), g->count, tot, mn, mp_fmt_pct_d(g->latency_s, row_sum).s,
+                  mean, flb, pk, tx_safe(t, g->kernel, ""));
     }
-    for (int i = 0; i < w + 95; i++) tx_putc(t, '-');
+    for (int i = 0; i < w + 96; i++) tx_putc(t, '-');
     tx_putc(t, '\n');
-    tx_printf(t, "%-*s  %5d  %10s\n", w, "sum of kernels", p->run.steps, mp_fmt_seconds(run_sum).s);
-    tx_printf(t, "%-*s  %5s  %10s  (timer and dispatch: the rest)\n", w, "whole pass", "",
-              mp_fmt_seconds(p->total.latency_s).s);
+    /* per-pass figures of the whole: each pass's kernels lie inside it, so
+     * the kernels' median never exceeds the pass's; the rows' medians come
+     * from different passes and need not add up to either */
+    char kmed[64], kmin[64], pmed[64], pmin[64];
+    snprintf(kmed, sizeof kmed, "%s", mp_fmt_seconds(p->run.kernels_median_s).s);
+    snprintf(kmin, sizeof kmin, "%s", mp_fmt_seconds(p->run.kernels_min_s).s);
+    snprintf(pmed, sizeof pmed, "%s", mp_fmt_seconds(p->run.lat_median_s).s);
+    snprintf(pmin, sizeof pmin, "%s", mp_fmt_seconds(p->run.lat_min_s).s);
+    tx_printf(t, "%-*s  %5d  %10s  %10s  (each pass's kernels summed)\n", w, "kernels", p->run.steps,
+              kmed, kmin);
+    tx_printf(t, "%-*s  %5s  %10s  %10s  (the rest: timer and dispatch between kernels)\n", w,
+              "whole pass", "", pmed, pmin);
+    if (row_sum > p->run.kernels_median_s * 1.02 && p->run.kernels_median_s > 0)
+        tx_printf(t, "(the rows' medians add up to %s: each row's median pass is another pass, so "
+                     "their sum is not a pass's time)\n",
+                  mp_fmt_seconds(row_sum).s);
 }
 
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f) {

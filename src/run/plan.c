@@ -571,7 +571,7 @@ static mp_status mp__classify(mp_plan *pl) {
             rv->kind = MP_RV_INPUT;
             if (!mp_shape_known(val))
                 return mp_error(MP_ERR_USAGE, "%s: input '%s' has unknown dims: give them with --dim "
-                                "or --input-shape before a run", pl->m->path ? pl->m->path : "model",
+                                "or --input before a run", pl->m->path ? pl->m->path : "model",
                                 val->name);
         }
     }
@@ -992,6 +992,7 @@ void mp_plan_free(mp_plan *pl) {
     free(pl->arena);
     free(pl->scratch);
     free(pl->t_step);
+    free(pl->t_start);
     free(pl->t_run);
     if (pl->shadow_m) mp_arena_free(&pl->shadow_m->arena);
     free(pl->shadow_m);
@@ -1165,8 +1166,10 @@ static mp_status mp__step_run(mp_plan *pl, mp_step *s) {
     return MP_OK;
 }
 
-/* One run; with t (n_steps entries) each step's time in seconds. */
-mp_status mp_plan_run_timed(mp_plan *pl, double *t) {
+/* One run; with t (n_steps entries) each step's time in seconds, with
+ * start (n_steps entries, may be NULL) each step's start on the monotonic
+ * clock. */
+mp_status mp_plan_run_stamped(mp_plan *pl, double *t, double *start) {
     for (int i = 0; i < pl->n_steps; i++) {
         pl->cur = i;
         mp_status st;
@@ -1174,6 +1177,7 @@ mp_status mp_plan_run_timed(mp_plan *pl, double *t) {
             double t0 = mp_run_now();
             st = mp__step_run(pl, &pl->steps[i]);
             t[i] = mp_run_now() - t0;
+            if (start) start[i] = t0;
         } else {
             st = mp__step_run(pl, &pl->steps[i]);
         }
@@ -1181,6 +1185,8 @@ mp_status mp_plan_run_timed(mp_plan *pl, double *t) {
     }
     return MP_OK;
 }
+
+mp_status mp_plan_run_timed(mp_plan *pl, double *t) { return mp_plan_run_stamped(pl, t, NULL); }
 
 mp_status mp_plan_run(mp_plan *pl) {
     if (!pl) return mp_error(MP_ERR_USAGE, "no plan");

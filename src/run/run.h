@@ -86,6 +86,7 @@ struct mp_plan {
     /* timing of the last mp_profile_run: iters x n_steps seconds */
     double *t_step;
     double *t_run;
+    double *t_start;  /* iters x n_steps start times (keep_timestamps), else NULL */
     int t_iters;
 };
 
@@ -114,6 +115,7 @@ void mp_pool_run(mp_pool *pool, int64_t n, mp_range_fn fn, void *arg);
 extern bool mp_run_portable_only;
 /* One run; with t (n_steps entries), each step's time in seconds. */
 mp_status mp_plan_run_timed(mp_plan *pl, double *t);
+mp_status mp_plan_run_stamped(mp_plan *pl, double *t, double *start);
 
 /* A plan of control-flow body `body` inside `parent` (control.c). */
 mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan **out);

@@ -207,23 +207,28 @@ typedef struct peak_row {
 
 /* NVIDIA datasheets: A100 (SXM4/PCIe), H100 SXM5 and PCIe, H100 NVL, H200
  * SXM, L4, L40S, A10, V100. fp32 is the non-tensor-core rate: PyTorch's
- * default for fp32 matmul (torch.backends.cuda.matmul.allow_tf32 off).
- * Order matters: more specific names first. */
+ * default for fp32 matmul (torch.backends.cuda.matmul.allow_tf32 off);
+ * tf32 the tensor-core rate fp32 operators get when their kernels ran as
+ * TF32 (cuDNN convolutions do by default), the datasheets' sparse figure
+ * halved (0: the datasheet gives none). Order matters: more specific
+ * names first. */
 static const peak_row peaks[] = {
-    {"H100 PCIe", "H100 PCIe", {0, 51.2, 756.5, 756.5, 1513, 25.6}},
-    {"H100 NVL", "H100 NVL", {0, 60, 835, 835, 1670, 30}},
-    {"H100", "H100 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5}},
-    {"H200", "H200 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5}},
-    {"GH200", "GH200", {0, 66.9, 989.4, 989.4, 1978.9, 33.5}},
-    {"A100", "A100", {0, 19.5, 312, 312, 0, 9.7}},
-    {"L40S", "L40S", {0, 91.6, 362.05, 362.05, 733, 0}},
-    {"L4", "L4", {0, 30.3, 121, 121, 242.5, 0}},
-    {"A10G", "A10G", {0, 31.2, 70, 70, 0, 0}},
-    {"A10", "A10", {0, 31.2, 125, 125, 0, 0}},
-    {"V100", "V100", {0, 15.7, 125, 0, 0, 7.8}},
+    /*                                  fp32  fp16   bf16   fp8     fp64  tf32 */
+    {"H100 PCIe", "H100 PCIe", {0, 51.2, 756.5, 756.5, 1513, 25.6, 378}},
+    {"H100 NVL", "H100 NVL", {0, 60, 835, 835, 1670, 30, 417.5}},
+    {"H100", "H100 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5, 494.7}},
+    {"H200", "H200 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5, 494.7}},
+    {"GH200", "GH200", {0, 66.9, 989.4, 989.4, 1978.9, 33.5, 494.7}},
+    {"A100", "A100", {0, 19.5, 312, 312, 0, 9.7, 156}},
+    {"L40S", "L40S", {0, 91.6, 362.05, 362.05, 733, 0, 183}},
+    {"L4", "L4", {0, 30.3, 121, 121, 242.5, 0, 60}},
+    {"A10G", "A10G", {0, 31.2, 70, 70, 0, 0, 0}},
+    {"A10", "A10", {0, 31.2, 125, 125, 0, 0, 62.5}},
+    {"V100", "V100", {0, 15.7, 125, 0, 0, 7.8, 0}},
 };
 
-static const char *const dtype_names[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+static const char *const dtype_names[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64",
+                                                      "tf32"};
 
 double mp_trace_peak(const char *device, int dtype, const char **label) {
     if (label) *label = NULL;
@@ -576,13 +581,16 @@ static mp_status link_all(work *w) {
                 st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
                 break;
             }
-            mt.fig[node].calls++;
+            if (!sp[i].bwd) mt.fig[node].calls++;
+            w->mod[i] = node;   /* module spans: their node (CPU-only times, modules()) */
             mstack[nm] = i;
             mnode[nm++] = node;
             continue;
         }
         while (nm && sp[mstack[nm - 1]].end <= sp[i].ts) nm--;
-        if (sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) w->mod[i] = nm ? mnode[nm - 1] : -1;
+        /* an operator inside a backward range belongs to no forward module */
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && !(nm && sp[mstack[nm - 1]].bwd))
+            w->mod[i] = nm ? mnode[nm - 1] : -1;
         /* PyTorch's _populate_cpu_children */
         while (ns) {
             int32_t p = stack[ns - 1];
@@ -684,7 +692,13 @@ static mp_status link_backward(work *w) {
         }
     if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     const char **nm = raw->names;
-    for (size_t k = 0; k < S; k++) {
+    /* Several forward operators share a sequence number: an operator that
+     * creates no autograd node (a p=0 dropout, a view) leaves the counter
+     * where it was, so it carries the number of the next one that does.
+     * The node's creator is the last operator started with the number
+     * (itself or one of its children, in its module): walk backwards and
+     * keep the first seen. */
+    for (size_t k = S; k-- > 0;) {
         int32_t i = w->ord[k];
         if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
         const char *n = nm[sp[i].name];
@@ -725,6 +739,49 @@ static int intern_str(mp_trace_raw *raw, const char *s) {
     if (mp_strmap_put_h(&raw->names_map, copy, n, h, raw->n_names) != MP_OK) return -1;
     raw->names[raw->n_names] = copy;
     return raw->n_names++;
+}
+
+/* The memory curve: device allocation events inside the steps' window (the
+ * whole trace without steps), split into MP_MEM_CURVE equal slices of time,
+ * each giving its highest point, so the peaks survive. */
+static mp_status mem_curve(mp_trace *t, const mp_trace_raw *raw) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int i = 0; i < t->n_steps; i++) {
+        lo = MP_MIN(lo, t->steps[i].ts);
+        hi = MP_MAX(hi, t->steps[i].ts + t->steps[i].wall);
+    }
+    if (!t->n_steps)
+        for (size_t m = 0; m < raw->n_mems; m++) {
+            lo = MP_MIN(lo, raw->mems[m].ts);
+            hi = MP_MAX(hi, raw->mems[m].ts);
+        }
+    t->mem_curve = NULL;
+    t->n_mem_curve = 0;
+    if (lo > hi) return MP_OK;
+    struct mp_tmempt *c = calloc(MP_MEM_CURVE, sizeof *c);
+    if (!c) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int b = 0; b < MP_MEM_CURVE; b++) c[b].allocated = -1;
+    double span = (double)(hi - lo) + 1;
+    for (size_t m = 0; m < raw->n_mems; m++) {
+        const mp_tmem *e = &raw->mems[m];
+        if (e->device_type != 1 || e->ts < lo || e->ts > hi) continue;
+        int b = (int)((double)(e->ts - lo) / span * MP_MEM_CURVE);
+        if (b >= MP_MEM_CURVE) b = MP_MEM_CURVE - 1;
+        if (e->allocated > c[b].allocated) {
+            c[b].allocated = e->allocated;
+            c[b].ts = e->ts;
+        }
+    }
+    int n = 0;
+    for (int b = 0; b < MP_MEM_CURVE; b++)
+        if (c[b].allocated >= 0) c[n++] = c[b];
+    if (!n) {
+        free(c);
+        return MP_OK;
+    }
+    t->mem_curve = c;
+    t->n_mem_curve = n;
+    return MP_OK;
 }
 
 static int top_cmp(const void *x, const void *y) {
@@ -952,19 +1009,34 @@ static void modules(work *w) {
             MP_SADD(t->mfig[w->mod[o]].fwd, dur);
         }
     }
+    /* FLOPs: the outermost counted operator; a backward one (itself or an
+     * enclosing operator tied to a forward one) counts for the module of
+     * that forward operator */
     for (size_t i = 0; i < w->S; i++) {
-        if (!sp[i].flops || w->mod[i] < 0) continue;
+        if (!sp[i].flops || sp[i].kind != MP_TS_OP || w->alias[i] >= 0) continue;
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
-            if (sp[x].flops || w->fwd[x] >= 0) outer = false;
-        if (outer && w->fwd[i] < 0) MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
+            if (sp[x].flops) outer = false;
+        if (!outer) continue;
+        int32_t x = i;
+        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        if (x >= 0) {
+            int m = w->mod[w->fwd[x]];
+            if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, sp[i].flops);
+        } else if (w->mod[i] >= 0) {
+            MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
+        }
     }
+    bool cpu = mp_trace_cpu_modules(t, sp, w->S, w->mod, w->D);
     for (int m = t->n_mods - 1; m > 0; m--) {
         int p = t->mods[m].parent;
         if (p < 0) continue;
-        MP_SADD(t->mfig[p].fwd, t->mfig[m].fwd);
-        MP_SADD(t->mfig[p].bwd, t->mfig[m].bwd);
+        if (!cpu) {
+            MP_SADD(t->mfig[p].fwd, t->mfig[m].fwd);
+            MP_SADD(t->mfig[p].bwd, t->mfig[m].bwd);
+        }
         MP_SADD(t->mfig[p].flops, t->mfig[m].flops);
+        MP_SADD(t->mfig[p].bwd_flops, t->mfig[m].bwd_flops);
     }
 }
 
@@ -1213,16 +1285,128 @@ out:
     return st;
 }
 
+/* ---- FLOPs: backward share, the math the kernels used, uncounted ops ---- */
+
+/* A kernel that ran fp32 operands on tensor cores (TF32): CUTLASS
+ * "tensorop_s1688"/"s16816" kernels, cuBLAS/cuDNN xmma kernels named tf32. */
+static bool tf32_kernel(const char *k) { return has_ci(k, "tf32") || has(k, "tensorop_s"); }
+
+static int unc_cmp(const void *x, const void *y) {
+    const mp_tuncounted *a = x, *b = y;
+    if (a->device != b->device) return a->device > b->device ? -1 : 1;
+    if (a->count != b->count) return a->count > b->count ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+/* Fills t->flops_bwd, steps' flops_bwd, t->dominant_dtype (fp32 operators
+ * whose kernels ran as TF32 count as tf32) and t->uncounted. */
+static mp_status flop_summary(work *w) {
+    mp_trace *t = w->t;
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S;
+    const char **nm = raw->names;
+    int32_t *outer = malloc((S + 1) * sizeof *outer);   /* the outermost counted op around; -1 */
+    uint8_t *tc = calloc(S + 1, 1), *launched = calloc(S + 1, 1);
+    int32_t *row = malloc(((size_t)raw->n_names + 1) * sizeof *row);
+    if (!outer || !tc || !launched || !row) {
+        free(outer);
+        free(tc);
+        free(launched);
+        free(row);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (size_t k = 0; k < S; k++) {   /* parents before children */
+        int32_t i = w->ord[k];
+        int32_t p = w->parent[i];
+        outer[i] = p >= 0 && outer[p] >= 0 ? outer[p] : sp[i].flops && sp[i].kind == MP_TS_OP ? i : -1;
+    }
+    for (size_t d = 0; d < w->D; d++) {
+        int32_t o = w->devop[d];
+        if (o < 0 || raw->devs[d].kind != MP_TD_KERNEL) continue;
+        o = resolve(w, o);
+        launched[o] = 1;
+        int32_t c = outer[o];
+        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && tf32_kernel(nm[raw->devs[d].name])) tc[c] = 1;
+    }
+    uint64_t by[MP_TDT_COUNT] = {0};
+    for (size_t i = 0; i < S; i++) {
+        if (outer[i] != (int32_t)i || w->alias[i] >= 0) continue;
+        int dt = sp[i].dtype < MP_TDT_COUNT ? sp[i].dtype : MP_TDT_NONE;
+        if (dt == MP_TDT_FP32 && tc[i]) dt = MP_TDT_TF32;
+        MP_SADD(by[dt], sp[i].flops);
+        /* backward: tied to a forward operator, or named so (itself or an
+         * enclosing operator: a trace without flows or sequence numbers) */
+        int32_t x = (int32_t)i;
+        while (x >= 0 && w->fwd[x] < 0 && !has(nm[sp[x].name], "Backward") &&
+               !has(nm[sp[x].name], "_backward"))
+            x = w->parent[x];
+        if (x < 0) continue;
+        int k = step_at(t, sp[i].ts);
+        if (k < 0) continue;
+        MP_SADD(t->flops_bwd, sp[i].flops);
+        MP_SADD(t->steps[k].flops_bwd, sp[i].flops);
+    }
+    t->dominant_dtype = MP_TDT_NONE;
+    for (int d = 1; d < MP_TDT_COUNT; d++)
+        if (by[d] > (t->dominant_dtype ? by[t->dominant_dtype] : 0)) t->dominant_dtype = d;
+    /* uncounted: operators that launched kernels themselves, inside no
+     * counted operator, with no rule, that do more than move data */
+    memset(row, 0xff, ((size_t)raw->n_names + 1) * sizeof *row);
+    int cap = 0;
+    mp_status st = MP_OK;
+    for (size_t i = 0; i < S && st == MP_OK; i++) {
+        if (!launched[i] || outer[i] >= 0 || sp[i].kind != MP_TS_OP || w->alias[i] >= 0 ||
+            step_at(t, sp[i].ts) < 0 || mp_trace_flop_free(nm[sp[i].name]))
+            continue;
+        int32_t r = row[sp[i].name];
+        if (r < 0) {
+            mp_tuncounted *nu = mp_grow(t->uncounted, sizeof *t->uncounted, &cap, t->n_uncounted + 1);
+            if (!nu) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                break;
+            }
+            t->uncounted = nu;
+            r = row[sp[i].name] = t->n_uncounted++;
+            memset(&t->uncounted[r], 0, sizeof t->uncounted[r]);
+            t->uncounted[r].name = nm[sp[i].name];
+        }
+        t->uncounted[r].count++;
+        MP_SADD(t->uncounted[r].device, w->kern[i]);
+    }
+    if (t->n_uncounted > 1)
+        qsort(t->uncounted, (size_t)t->n_uncounted, sizeof *t->uncounted, unc_cmp);
+    free(outer);
+    free(tc);
+    free(launched);
+    free(row);
+    return st;
+}
+
 /* ---- findings: plain words, each with its figure ---- */
 
-static void add_finding(mp_trace *t, int *cap, double score, const char *fmt, ...)
-    MP_PRINTF(4, 5);
-static void add_finding(mp_trace *t, int *cap, double score, const char *fmt, ...) {
+/* A finding: its kind, ranking score (percent of step time here, a
+ * fraction once stored), the figure it is about with its unit and share,
+ * and the text. */
+typedef struct fnd {
+    const char *kind;
+    double score_pct;
+    double value;
+    const char *unit;
+    double share;
+} fnd;
+
+static void add_finding(mp_trace *t, int *cap, fnd k, const char *fmt, ...) MP_PRINTF(4, 5);
+static void add_finding(mp_trace *t, int *cap, fnd k, const char *fmt, ...) {
     mp_tfinding *nf = mp_grow(t->findings, sizeof *t->findings, cap, t->n_findings + 1);
     if (!nf) return;
     t->findings = nf;
     mp_tfinding *f = &t->findings[t->n_findings++];
-    f->score = score;
+    f->kind = k.kind;
+    f->score = k.score_pct / 100;
+    f->value = k.value;
+    f->unit = k.unit;
+    f->share = k.share;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(f->text, sizeof f->text, fmt, ap);
@@ -1236,6 +1420,8 @@ static int finding_cmp(const void *x, const void *y) {
 
 static double ms(int64_t ns) { return (double)ns / 1e6; }
 static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0; }
+static double frac(int64_t a, int64_t b) { return b > 0 ? (double)a / (double)b : 0; }
+static double secs_of(int64_t ns) { return (double)ns * 1e-9; }
 
 static void findings(mp_trace *t) {
     int cap = 0;
@@ -1254,7 +1440,9 @@ static void findings(mp_trace *t) {
     }
     const mp_tstep *ws = &t->steps[worst];
     if (pct(idle[MP_TI_LOADER], wall) >= 5)
-        add_finding(t, &cap, pct(idle[MP_TI_LOADER], wall),
+        add_finding(t, &cap,
+                    (fnd){"data_loader", pct(idle[MP_TI_LOADER], wall), secs_of(idle[MP_TI_LOADER]),
+                          "s", frac(idle[MP_TI_LOADER], wall)},
                     "Data loading: the device waited on the data loader for %.1f ms of %.1f ms "
                     "(%.1f%% of step time; %s %.1f%%). Give the DataLoader more workers "
                     "(num_workers), pin_memory=True and persistent_workers=True, prefetch, or "
@@ -1265,7 +1453,9 @@ static void findings(mp_trace *t) {
     for (int i = 0; i < t->n_kernels; i++)
         if (t->kernels[i].kind == MP_TD_KERNEL) nk += t->kernels[i].count;
     if (pct(idle[MP_TI_LAUNCH], wall) >= 10)
-        add_finding(t, &cap, pct(idle[MP_TI_LAUNCH], wall),
+        add_finding(t, &cap,
+                    (fnd){"launch_bound", pct(idle[MP_TI_LAUNCH], wall), secs_of(idle[MP_TI_LAUNCH]),
+                          "s", frac(idle[MP_TI_LAUNCH], wall)},
                     "Launch-bound: the device sat idle %.1f ms (%.1f%% of step time) between "
                     "kernels because the host launched the next one late (%.0f kernels per step, "
                     "%.1f us each on average). CUDA graphs or torch.compile "
@@ -1275,7 +1465,9 @@ static void findings(mp_trace *t) {
                     (double)nk / t->n_steps,
                     nk ? (double)cat[MP_TC_GEMM] / 1e3 * 0 + (double)t->busy_total / 1e3 / (double)nk : 0);
     if (pct(idle[MP_TI_SYNC], wall) >= 5)
-        add_finding(t, &cap, pct(idle[MP_TI_SYNC], wall),
+        add_finding(t, &cap,
+                    (fnd){"synchronization", pct(idle[MP_TI_SYNC], wall), secs_of(idle[MP_TI_SYNC]),
+                          "s", frac(idle[MP_TI_SYNC], wall)},
                     "Synchronisation: after the host waited on the device (cudaStreamSynchronize, "
                     "cudaDeviceSynchronize: .item(), .cpu(), printing a loss) the device idled "
                     "%.1f ms (%.1f%% of step time) until new work arrived. Avoid per-step "
@@ -1284,7 +1476,9 @@ static void findings(mp_trace *t) {
     int64_t optd = 0;
     for (int k = 0; k < t->n_steps; k++) MP_SADD(optd, t->steps[k].optimizer_dev);
     if (pct(opt, wall) >= 10 || pct(optd, t->busy_total) >= 20)
-        add_finding(t, &cap, MP_MAX(pct(opt, wall), pct(optd, wall)),
+        add_finding(t, &cap,
+                    (fnd){"optimizer", MP_MAX(pct(opt, wall), pct(optd, wall)), secs_of(opt), "s",
+                          frac(opt, wall)},
                     "Optimizer: Optimizer.step took %.1f ms of host time (%.1f%% of step time) "
                     "and its device span %.1f ms (%.1f%% of device busy time). A fused "
                     "implementation (e.g. torch.optim.AdamW(..., fused=True)) updates all "
@@ -1296,21 +1490,25 @@ static void findings(mp_trace *t) {
         if (has(t->kernels[i].name, "HtoD (Pageable")) MP_SADD(pageable, t->kernels[i].total);
     }
     if (pct(pageable, devtot) >= 2)
-        add_finding(t, &cap, pct(pageable, wall),
+        add_finding(t, &cap,
+                    (fnd){"pageable_copies", pct(pageable, wall), secs_of(pageable), "s",
+                          frac(pageable, devtot)},
                     "Host-to-device copies from pageable memory took %.1f ms (%.1f%% of device "
                     "time): pin the host buffers (DataLoader pin_memory=True) and copy with "
                     "non_blocking=True so copies overlap compute.",
                     ms(pageable), pct(pageable, devtot));
     double util = pct(t->busy_total, wall);
     if (util < 60)
-        add_finding(t, &cap, (100 - util) / 2,
+        add_finding(t, &cap, (fnd){"low_utilization", (100 - util) / 2, util / 100, "fraction", 1 - util / 100},
                     "Low device utilisation: the device was busy %.1f%% of step time (%.1f of "
                     "%.1f ms).",
                     util, ms(t->busy_total), ms(wall));
     if (t->mem_peak_reserved >= 0 && t->raw.device_mem > 0) {
         double m = 100.0 * (double)t->mem_peak_reserved / (double)t->raw.device_mem;
         if (m >= 85)
-            add_finding(t, &cap, m - 50,
+            add_finding(t, &cap,
+                        (fnd){"memory_near_capacity", m - 50, (double)t->mem_peak_reserved, "bytes",
+                              m / 100},
                         "Memory near capacity: peak reserved %.2f GB of the device's %.2f GB "
                         "(%.1f%%); peak allocated %.2f GB. A larger batch will not fit; "
                         "activation checkpointing or a smaller batch leave headroom.",
@@ -1319,13 +1517,51 @@ static void findings(mp_trace *t) {
     }
     if (t->peak_tflops > 0 && t->flops_total > 0) {
         double mfu = (double)t->flops_total / ((double)wall / 1e9) / (t->peak_tflops * 1e12) * 100;
-        add_finding(t, &cap, mfu < 30 ? 30 - mfu : 0,
-                    "Efficiency: %.1f TFLOPS achieved over the steps (the FLOPs of matrix "
-                    "products, convolutions and adds), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
+        add_finding(t, &cap, (fnd){"efficiency", mfu < 30 ? 30 - mfu : 0, mfu / 100, "fraction", mfu / 100},
+                    "Efficiency: %.1f TFLOPS achieved over the steps (the counted FLOPs, "
+                    "backward included), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
                     (double)t->flops_total / ((double)wall / 1e9) / 1e12, mfu, t->peak_tflops,
                     dtype_names[t->dominant_dtype], t->peak_source ? t->peak_source : "?");
     }
     if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
+}
+
+/* ---- several traces: ranks of one run, or separate jobs ---- */
+
+bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy) {
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        nwhy = sizeof dummy;
+    }
+    if (nwhy) why[0] = 0;
+    if (n < 2) return true;
+    for (int i = 0; i < n; i++) {
+        const mp_trace_raw *a = &t[i]->raw;
+        if (a->rank < 0) {
+            snprintf(why, nwhy, "%s has no distributedInfo rank", t[i]->path ? t[i]->path : "a trace");
+            return false;
+        }
+        for (int j = 0; j < i; j++) {
+            const mp_trace_raw *b = &t[j]->raw;
+            const char *pa = t[i]->path ? t[i]->path : "?", *pb = t[j]->path ? t[j]->path : "?";
+            if (a->rank == b->rank) {
+                snprintf(why, nwhy, "%s and %s are both rank %d", pb, pa, a->rank);
+                return false;
+            }
+            if (a->world_size != b->world_size) {
+                snprintf(why, nwhy, "%s and %s have different world sizes (%d, %d)", pb, pa,
+                         b->world_size, a->world_size);
+                return false;
+            }
+            if (strcmp(a->device_name, b->device_name) != 0) {
+                snprintf(why, nwhy, "%s and %s ran on different devices (%s, %s)", pb, pa,
+                         b->device_name, a->device_name);
+                return false;
+            }
+        }
+    }
+    return true;
 }
 
 /* ---- entry points ---- */
@@ -1359,6 +1595,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     if (st == MP_OK) st = tables(&w);
     if (st == MP_OK) modules(&w);
     if (st == MP_OK) st = steps(&w);
+    if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
     if (st == MP_OK) {
         t->mem_peak_alloc = t->mem_peak_reserved = -1;
         for (size_t m = 0; m < raw->n_mems; m++) {
@@ -1366,14 +1603,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
             t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, raw->mems[m].allocated);
             t->mem_peak_reserved = MP_MAX(t->mem_peak_reserved, raw->mems[m].reserved);
         }
-        /* the dtype doing most of the counted FLOPs */
-        uint64_t by[MP_TDT_COUNT] = {0};
-        for (size_t i = 0; i < w.S; i++)
-            if (raw->spans[i].flops && raw->spans[i].dtype < MP_TDT_COUNT)
-                MP_SADD(by[raw->spans[i].dtype], raw->spans[i].flops);
-        t->dominant_dtype = MP_TDT_NONE;
-        for (int d = 1; d < MP_TDT_COUNT; d++)
-            if (by[d] > (t->dominant_dtype ? by[t->dominant_dtype] : 0)) t->dominant_dtype = d;
+        st = mem_curve(t, raw);
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;
             t->peak_source = "--peak-tflops";
@@ -1383,6 +1613,11 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
             if (t->peak_tflops > 0)
                 t->peak_source = mp_arena_printf(&raw->arena, "datasheet: %s %s dense", label,
                                                  dtype_names[t->dominant_dtype]);
+            if (t->peak_tflops > 0 && t->dominant_dtype == MP_TDT_TF32)
+                t->peak_source = mp_arena_printf(&raw->arena,
+                                                 "datasheet: %s tf32 dense (fp32 operators whose "
+                                                 "matrix kernels ran on tensor cores as TF32)",
+                                                 label);
         }
         findings(t);
     }
@@ -1425,11 +1660,13 @@ mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
 void mp_trace_free(mp_trace *t) {
     if (!t) return;
     mp_trace_raw_free(&t->raw);
+    free(t->mem_curve);
     free(t->steps);
     free(t->ops);
     free(t->kernels);
     free(t->mods);
     free(t->mfig);
     free(t->findings);
+    free(t->uncounted);
     memset(t, 0, sizeof *t);
 }

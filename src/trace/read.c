@@ -131,6 +131,7 @@ typedef struct rd {
     const char *err;             /* what */
     mp_trace_raw *t;
     bool mapped;                 /* buf is the whole (plain) file, mapped */
+    bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
     char scratch[4096];          /* unescaped names */
 } rd;
@@ -545,12 +546,8 @@ typedef struct ev {
     bool has_pid, has_tid, has_ts, has_dur, has_id;
     int64_t ext, corr, seq, alloc, reserved, bytes, dev_type, device, stream;
     bool has_alloc, has_reserved;
-    int nin;                    /* Input Dims kept */
-    int nd[3];
-    int64_t dims[3][5];
-    int64_t conv[3][3];         /* stride, padding, dilation */
-    int nconv[3];
-    int64_t groups;
+    mp_tshapes sh;              /* Input Dims and Concrete Inputs the FLOP rule reads */
+    int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
 } ev;
 
@@ -576,21 +573,6 @@ static int cat_of(const char *s, size_t n) {
     default: break;
     }
     return C_OTHER;
-}
-
-/* Ops whose FLOPs PyTorch counts from their shapes (with_flops); we count
- * them the same way from "Input Dims" (docs/DESIGN.md). */
-enum { F_NONE, F_MM, F_ADDMM, F_BMM, F_BADDBMM, F_CONV2D, F_ADD, F_MUL };
-
-static int flop_kind(const char *s, size_t n) {
-    if (KEY_IS(s, n, "aten::mm")) return F_MM;
-    if (KEY_IS(s, n, "aten::addmm")) return F_ADDMM;
-    if (KEY_IS(s, n, "aten::bmm")) return F_BMM;
-    if (KEY_IS(s, n, "aten::baddbmm")) return F_BADDBMM;
-    if (KEY_IS(s, n, "aten::conv2d")) return F_CONV2D;
-    if (KEY_IS(s, n, "aten::add")) return F_ADD;
-    if (KEY_IS(s, n, "aten::mul")) return F_MUL;
-    return F_NONE;
 }
 
 static int parse_int_array(rd *r, const char **pp, const char *e, int64_t *out, int max,
@@ -620,7 +602,7 @@ static int parse_int_array(rd *r, const char **pp, const char *e, int64_t *out, 
 static int parse_dims(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '['));
-    v->nin = 0;
+    v->sh.nin = 0;
     if (ws(&p, e)) return RS_MORE;
     if (*p == ']') {
         *pp = p + 1;
@@ -628,9 +610,9 @@ static int parse_dims(rd *r, const char **pp, const char *e, ev *v) {
     }
     for (;;) {
         if (ws(&p, e)) return RS_MORE;
-        if (v->nin < 3 && *p == '[') {
-            TRY(parse_int_array(r, &p, e, v->dims[v->nin], 5, &v->nd[v->nin]));
-            v->nin++;
+        if (v->sh.nin < MP_TFL_IN && *p == '[') {
+            TRY(parse_int_array(r, &p, e, v->sh.dims[v->sh.nin], 5, &v->sh.nd[v->sh.nin]));
+            v->sh.nin++;
         } else {
             TRY(skip(r, &p, e));
         }
@@ -689,12 +671,22 @@ static int parse_str_array(rd *r, const char **pp, const char *e, ev *v, str_ele
 /* "Concrete Inputs": a convolution's stride, padding and dilation lists
  * (elements 3-5) and its groups (6). */
 static void take_concrete(ev *v, int i, const char *s, size_t n) {
-    if (i >= 3 && i <= 5) small_list(s, n, v->conv[i - 3], &v->nconv[i - 3]);
-    if (i == 6) {
-        int64_t g[3];
-        int c;
-        small_list(s, n, g, &c);
-        if (c == 1) v->groups = g[0];
+    if (v->fconc == MP_TFC_CONV2D) {
+        if (i >= 3 && i <= 5) small_list(s, n, v->sh.conv[i - 3], &v->sh.nconv[i - 3]);
+        if (i == 6) {
+            int64_t g[3];
+            int c;
+            small_list(s, n, g, &c);
+            if (c == 1) v->sh.groups = g[0];
+        }
+    } else if (v->fconc == MP_TFC_CONV_BWD && i == 10) {
+        /* output_mask: "[True, True, False]" */
+        int k = 0;
+        for (size_t j = 0; j < n && k < 3; j++)
+            if (s[j] == 'T' || s[j] == 'F') {
+                v->sh.mask[k++] = s[j] == 'T';
+                while (j + 1 < n && s[j + 1] >= 'a' && s[j + 1] <= 'z') j++;
+            }
     }
 }
 
@@ -720,7 +712,11 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
         *pp = p + 1;
         return RS_OK;
     }
-    int fk = (v->cat == C_CPU_OP && v->name) ? flop_kind(v->name, v->name_len) : F_NONE;
+    /* a bare event array (legacy.c) has no categories: its operators are
+     * known by name only once kept, so every name is asked */
+    if ((v->cat == C_CPU_OP || (r->legacy && v->cat == C_OTHER)) && v->name)
+        v->frule = mp_trace_flop_rule(v->name, v->name_len, &v->fconc);
+    int fk = v->frule;
     for (;;) {
         const char *k;
         size_t kn;
@@ -765,7 +761,7 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
             else if (KEY_IS(k, kn, "Total Allocated")) {
                 dst = &v->alloc;
                 flag = &v->has_alloc;
-            } else if (fk == F_CONV2D && KEY_IS(k, kn, "Concrete Inputs")) {
+            } else if (v->fconc && KEY_IS(k, kn, "Concrete Inputs")) {
                 TRY(parse_str_array(r, &p, e, v, take_concrete));
                 goto next;
             }
@@ -791,7 +787,8 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     memset(v, 0, sizeof *v);
     v->ext = v->corr = v->seq = v->dev_type = v->device = v->stream = -1;
-    v->groups = 1;
+    v->sh.groups = 1;
+    memset(v->sh.mask, 0xff, sizeof v->sh.mask);
     TRY(expect(r, &p, e, '{'));
     if (ws(&p, e)) return RS_MORE;
     if (*p == '}') {
@@ -824,8 +821,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
             TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
             /* Python frames other than nn.Module scopes are not kept: the
              * rest of the event is only scanned */
-            if (v->cat == C_PYTHON &&
-                !(v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0)) {
+            if (v->cat == C_PYTHON && !mp_trace_module_range(v->name, v->name_len, NULL)) {
                 TRY(skip_rest(r, &p, e));
                 *pp = p;
                 return RS_OK;
@@ -836,6 +832,10 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
         } else if (KEY_IS(k, kn, "dur") && isnum) {
             TRY(num(r, &p, e, 3, &v->dur));
             v->has_dur = true;
+        } else if (KEY_IS(k, kn, "pid") && c == '"' && r->legacy) {
+            TRY(skip(r, &p, e));   /* "CPU functions": one process */
+            v->pid = 0;
+            v->has_pid = true;
         } else if (KEY_IS(k, kn, "pid") && isnum) {
             TRY(num(r, &p, e, 0, &v->pid));
             v->has_pid = true;
@@ -869,59 +869,6 @@ static bool filtered(const char *s, size_t n) {
     return false;
 }
 
-static int64_t prod(const int64_t *d, int n) {
-    int64_t p = 1;
-    for (int i = 0; i < n; i++) {
-        if (d[i] < 0 || (d[i] && p > INT64_MAX / d[i])) return 0;
-        p *= d[i];
-    }
-    return p;
-}
-
-/* FLOPs as PyTorch's profiler counts them (torch/csrc/profiler/util.cpp):
- * mm/addmm 2*M*K*N, bmm/baddbmm 2*B*M*K*N, conv2d 2*N*Hout*Wout*kh*kw*Cin*Cout/groups,
- * add/mul: elements of the first input. */
-static uint64_t flops_of(const ev *v, int fk) {
-    const int64_t *a = v->dims[0], *b = v->dims[1], *c = v->dims[2];
-    double f = 0;
-    switch (fk) {
-    case F_MM:
-        if (v->nin >= 2 && v->nd[0] == 2 && v->nd[1] == 2) f = 2.0 * a[0] * a[1] * b[1];
-        break;
-    case F_ADDMM:
-        if (v->nin >= 3 && v->nd[1] == 2 && v->nd[2] == 2) f = 2.0 * b[0] * b[1] * c[1];
-        break;
-    case F_BMM:
-        if (v->nin >= 2 && v->nd[0] == 3 && v->nd[1] == 3) f = 2.0 * a[0] * a[1] * a[2] * b[2];
-        break;
-    case F_BADDBMM:
-        if (v->nin >= 3 && v->nd[1] == 3 && v->nd[2] == 3) f = 2.0 * b[0] * b[1] * b[2] * c[2];
-        break;
-    case F_CONV2D: {
-        if (v->nin < 2 || v->nd[0] != 4 || v->nd[1] != 4) break;
-        int64_t st[2] = {1, 1}, pad[2] = {0, 0}, dil[2] = {1, 1};
-        if (v->nconv[0] == 2) memcpy(st, v->conv[0], sizeof st);
-        if (v->nconv[1] == 2) memcpy(pad, v->conv[1], sizeof pad);
-        if (v->nconv[2] == 2) memcpy(dil, v->conv[2], sizeof dil);
-        int64_t out[2];
-        for (int i = 0; i < 2; i++) {
-            if (st[i] <= 0) return 0;
-            int64_t num_ = a[2 + i] + 2 * pad[i] - dil[i] * (b[2 + i] - 1) - 1;
-            out[i] = num_ < 0 ? 0 : num_ / st[i] + 1;
-        }
-        if (v->groups <= 0) return 0;
-        f = 2.0 * a[0] * out[0] * out[1] * b[2] * b[3] * a[1] * (double)b[0] / (double)v->groups;
-        break;
-    }
-    case F_ADD:
-    case F_MUL:
-        if (v->nin >= 1 && v->nd[0] <= 5) f = (double)prod(a, v->nd[0]);
-        break;
-    default: break;
-    }
-    return f > 0 && f < 1.8e19 ? (uint64_t)f : 0;
-}
-
 static int32_t id32(int64_t v) { return v >= 0 && v <= INT32_MAX ? (int32_t)v : -1; }
 
 /* Keep what the analysis needs of one event. Returns 0, -1 (out of
@@ -930,13 +877,21 @@ static int keep(rd *r, ev *v, const char **why) {
     mp_trace_raw *t = r->t;
     bool span = false, dev = false;
     uint8_t kind = 0;
+    if (r->legacy && v->cat == C_OTHER && v->ph == 'X') {
+        int lk = mp_trace_legacy_kind(v->name, v->name_len);
+        v->cat = lk == MP_TS_MODULE ? C_PYTHON : lk == MP_TS_ANNOT ? C_ANNOT : C_CPU_OP;
+    }
     switch (v->cat) {
     case C_CPU_OP: span = true; kind = MP_TS_OP; break;
-    case C_ANNOT: span = true; kind = MP_TS_ANNOT; break;
+    case C_ANNOT:
+        span = true;
+        /* FlopsProfiler's module ranges are record_function ranges */
+        kind = mp_trace_module_range(v->name, v->name_len, NULL) ? MP_TS_MODULE : MP_TS_ANNOT;
+        break;
     case C_RUNTIME:
     case C_DRIVER: span = true; kind = MP_TS_RUNTIME; break;
     case C_PYTHON:
-        span = v->name && v->name_len > 11 && memcmp(v->name, "nn.Module: ", 11) == 0;
+        span = mp_trace_module_range(v->name, v->name_len, NULL) != 0;
         kind = MP_TS_MODULE;
         break;
     case C_KERNEL: dev = true; kind = MP_TD_KERNEL; break;
@@ -966,9 +921,11 @@ static int keep(rd *r, ev *v, const char **why) {
         name = r->scratch;
     }
     if (span) {
+        size_t pre = 0;
+        int range = kind == MP_TS_MODULE ? mp_trace_module_range(name, nlen, &pre) : 0;
         if (kind == MP_TS_MODULE) {
-            name += 11;
-            nlen -= 11;
+            name += pre;
+            nlen -= pre;
         } else if (filtered(name, nlen)) {
             return 0;
         }
@@ -986,8 +943,8 @@ static int keep(rd *r, ev *v, const char **why) {
         s->tid = ti;
         s->kind = kind;
         s->dtype = v->dtype;
-        int fk = v->cat == C_CPU_OP ? flop_kind(v->name, v->name_len) : F_NONE;
-        s->flops = fk ? flops_of(v, fk) : 0;
+        s->bwd = range == 2;
+        s->flops = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
         return 0;
     }
     if (dev) {
@@ -1102,6 +1059,10 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
             int64_t v;
             TRY(num(r, &p, e, 0, &v));
             if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
+        } else if (KEY_IS(k, kn, "world_size") && *p >= '0' && *p <= '9') {
+            int64_t v;
+            TRY(num(r, &p, e, 0, &v));
+            if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
         } else {
             TRY(skip(r, &p, e));
         }
@@ -1125,12 +1086,25 @@ static mp_status rd_run(rd *r) {
         switch (state) {
         case S_BEGIN:
             if ((st = ws(&p, e))) break;
+            if (*p == '[') {   /* PyTorch without Kineto: the events alone */
+                p++;
+                r->legacy = true;
+                seen_events = true;
+                state = S_EVENTS_FIRST;
+                break;
+            }
+            if (*p != '{' && r->base == 0 && p == r->buf && (uint8_t)*p == 0x08)
+                /* a ModelProto starts with ir_version, field 1 as a varint */
+                return mp_error(MP_ERR_FORMAT,
+                                "%s: an ONNX model (or another protobuf), not a torch.profiler "
+                                "trace: profile a model with `modelprof %s`",
+                                r->label, r->label);
             if (*p != '{') {
                 bool json = strchr("[\"-0123456789tfn", *p) != NULL;
                 return mp_error(MP_ERR_FORMAT,
-                                json ? "%s: byte %llu: not a Kineto trace: the top level is not "
-                                       "a JSON object (torch.profiler's export_chrome_trace "
-                                       "writes one)"
+                                json ? "%s: byte %llu: not a torch.profiler trace: the top level "
+                                       "is neither a JSON object (Kineto) nor an array of "
+                                       "events (PyTorch without Kineto)"
                                      : "%s: byte %llu: not JSON (a Kineto trace is a JSON "
                                        "object, plain or gzipped)",
                                 r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
@@ -1176,7 +1150,7 @@ static mp_status rd_run(rd *r) {
             if ((st = ws(&p, e))) break;
             if (*p == ']') {
                 p++;
-                state = S_AFTER_MEMBER;
+                state = r->legacy ? S_END : S_AFTER_MEMBER;
             } else {
                 state = S_EVENT;
             }
@@ -1205,7 +1179,7 @@ static mp_status rd_run(rd *r) {
                                 (unsigned long long)(r->base + (size_t)(at - r->buf)),
                                 (unsigned long long)r->t->n_events - 1, v.name ? nm : "?", why);
             }
-            state = more ? S_EVENT : S_AFTER_MEMBER;
+            state = more ? S_EVENT : r->legacy ? S_END : S_AFTER_MEMBER;
             break;
         }
         case S_END:
@@ -1254,6 +1228,7 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
     t->device_mem = -1;
     t->device_sms = -1;
     t->rank = -1;
+    t->world_size = -1;
     r->t = t;
     r->label = label;
     if (r->mapped) {   /* the whole file is the window */

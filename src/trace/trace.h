@@ -56,6 +56,7 @@ typedef struct mp_tspan {
     int32_t tid;           /* thread index */
     uint8_t kind;
     uint8_t dtype;         /* MP_TDT_* of the first input, for FLOP-counted ops */
+    uint8_t bwd;           /* MP_TS_MODULE: a "nn.Module.backward: " range (legacy.c) */
 } mp_tspan;
 
 /* A device-side interval: kernel, memcpy, memset, device annotation. */
@@ -70,6 +71,7 @@ typedef struct mp_tdev {
 } mp_tdev;
 
 /* A [memory] instant event. */
+#define MP_MEM_CURVE 256
 typedef struct mp_tmem {
     int64_t ts;
     int64_t bytes;         /* + allocation, - free */
@@ -86,7 +88,34 @@ typedef struct mp_tflow {
     uint8_t start;         /* 's' (forward) or 'f' (backward) */
 } mp_tflow;
 
-enum { MP_TDT_NONE, MP_TDT_FP32, MP_TDT_FP16, MP_TDT_BF16, MP_TDT_FP8, MP_TDT_FP64, MP_TDT_COUNT };
+/* MP_TDT_TF32: fp32 operators whose matrix kernels ran on tensor cores */
+enum { MP_TDT_NONE, MP_TDT_FP32, MP_TDT_FP16, MP_TDT_BF16, MP_TDT_FP8, MP_TDT_FP64, MP_TDT_TF32,
+       MP_TDT_COUNT };
+
+/* The recorded shapes of one operator, as the FLOP rules (flops.c) read
+ * them: the first MP_TFL_IN inputs' "Input Dims" (up to 5 dims each), a
+ * conv2d's stride, padding, dilation and groups, a convolution_backward's
+ * output_mask ("Concrete Inputs"). */
+#define MP_TFL_IN 4
+typedef struct mp_tshapes {
+    int nin;
+    int nd[MP_TFL_IN];
+    int64_t dims[MP_TFL_IN][5];
+    int64_t conv[3][3];
+    int nconv[3];
+    int64_t groups;
+    int8_t mask[3];        /* 1 true, 0 false, -1 not recorded */
+} mp_tshapes;
+
+enum { MP_TFC_NONE, MP_TFC_CONV2D, MP_TFC_CONV_BWD };   /* Concrete Inputs a rule reads */
+
+/* The rule for an operator name (1-based index into the table), 0 when
+ * there is none; *concrete says which Concrete Inputs it reads. */
+int mp_trace_flop_rule(const char *name, size_t n, int *concrete);
+/* FLOPs by a rule; 0 when the shapes do not fit it. */
+uint64_t mp_trace_flops(int rule, const mp_tshapes *s);
+/* Operators that only move or make data: never reported as uncounted. */
+bool mp_trace_flop_free(const char *name);
 
 typedef struct mp_trace_raw {
     mp_arena arena;        /* names */
@@ -103,6 +132,7 @@ typedef struct mp_trace_raw {
     int64_t device_mem;    /* totalGlobalMem; -1 unknown */
     int64_t device_sms;
     int rank;              /* distributedInfo.rank; -1 */
+    int world_size;        /* distributedInfo.world_size; -1 */
     uint64_t bytes;        /* uncompressed JSON bytes read */
     uint64_t n_events;     /* traceEvents elements */
     bool gzipped;
@@ -115,6 +145,17 @@ mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
 mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
 void mp_trace_raw_free(mp_trace_raw *t);
+
+/* legacy.c: traces without Kineto (a bare event array, no categories) and
+ * the module range names. mp_trace_module_range: 1 "nn.Module: ", 2
+ * "nn.Module.backward: ", 0 neither (*prefix: its length). */
+int mp_trace_module_range(const char *name, size_t n, size_t *prefix);
+/* MP_TS_OP, MP_TS_ANNOT or MP_TS_MODULE for an event known by name only. */
+int mp_trace_legacy_kind(const char *name, size_t n);
+struct mp_trace;
+/* Module times of a trace without device rows (legacy.c). */
+bool mp_trace_cpu_modules(struct mp_trace *t, const mp_tspan *sp, size_t n, const int32_t *mod,
+                          size_t n_dev);
 
 /* ---- the analysis ---- */
 
@@ -136,6 +177,7 @@ typedef struct mp_tstep {
     int64_t optimizer;              /* CPU wall time of Optimizer.step */
     int64_t optimizer_dev;          /* device span of Optimizer.step (gpu_user_annotation) */
     uint64_t flops;
+    uint64_t flops_bwd;             /* of flops: backward operators' */
     int64_t mem_start, mem_peak, mem_end;   /* allocated bytes; -1 unknown */
 } mp_tstep;
 
@@ -157,12 +199,23 @@ typedef struct mp_tkernel {
 typedef struct mp_tmod {            /* per module tree node, rolled up */
     int64_t fwd, bwd;               /* device ns */
     uint64_t flops;                 /* forward FLOPs */
+    uint64_t bwd_flops;             /* FLOPs of the backward operators tied to its forward ones */
     int64_t calls;
 } mp_tmod;
 
+typedef struct mp_tuncounted {      /* operators that launched work but have no FLOP rule */
+    const char *name;
+    int64_t count;
+    int64_t device;                 /* their self device ns */
+} mp_tuncounted;
+
 typedef struct mp_tfinding {
-    double score;                   /* share of step time it concerns (ranking) */
-    char text[480];
+    const char *kind;               /* stable snake_case id: "data_loader", "launch_bound", ... */
+    double score;                   /* ranking, 0-1: the share of step time it concerns */
+    double value;                   /* the figure it is about, in `unit` */
+    const char *unit;               /* "s", "bytes" or "fraction" */
+    double share;                   /* that figure's share of what it is measured against, 0-1 */
+    char text[480];                 /* the finding and the advice, for people */
 } mp_tfinding;
 
 typedef struct mp_trace {
@@ -174,11 +227,17 @@ typedef struct mp_trace {
     int64_t kernel_total;           /* sum of device event time */
     /* module tree: the same record as a model's, walked by the tree writer */
     mp_module *mods; mp_tmod *mfig; int n_mods;
+    bool cpu_modules;               /* module fwd/bwd are CPU ranges' wall time (no device rows) */
     int64_t mem_peak_alloc, mem_peak_reserved;  /* -1: no memory events */
+    /* device memory over the steps' window: at most MP_MEM_CURVE points,
+     * each the highest allocation of its slice of time (peaks kept) */
+    struct mp_tmempt { int64_t ts, allocated; } *mem_curve; int n_mem_curve;
     int dominant_dtype;
     double peak_tflops;             /* used peak (0: unknown) */
     const char *peak_source;        /* "table: H100 SXM bf16 dense", "--peak-tflops" */
     uint64_t flops_total;
+    uint64_t flops_bwd;             /* of flops_total: backward operators' */
+    mp_tuncounted *uncounted; int n_uncounted;   /* by device time, largest first */
     int64_t wall_total, busy_total;
     int64_t linked_bwd, bwd_ops;    /* backward operators tied to a forward one */
     int64_t linked_flow;            /* links made by fwdbwd flows (the rest: sequence numbers) */
@@ -205,10 +264,20 @@ double mp_trace_peak(const char *device, int dtype, const char **label);
 /* "void at::native::foo<...>(...)" -> "foo<...>" shortened for tables. */
 void mp_trace_short_name(const char *name, char *out, size_t n);
 
+/* Whether several traces are the ranks of one run: each has a distinct
+ * distributedInfo rank, and they agree on world_size and device. When not,
+ * `why` (may be NULL) says what differs and the writers analyse them apart. */
+bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy);
+
 /* Writers. Several traces (one per rank) print side by side. */
 mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
                                FILE *f);
 mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
+                               FILE *f);
+/* One table ("steps" or "kernels") as CSV (src/report/csv.c; docs/REPORTS.md). */
+mp_status mp_trace_report_csv(const mp_trace *const *t, int n, const char *table, FILE *f);
+/* The JSON above inside one self-contained HTML page (src/report/html.c). */
+mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_trace_options *o,
                                FILE *f);
 
 #endif

@@ -1,8 +1,8 @@
-/* Trace analysis reports: text (summary, steps, findings, operator and
- * kernel tables, memory, module tree) and JSON (docs/JSON.md). Figures go
- * through the one number formatter (src/report/format.c), the module tree
- * through the one tree printer (src/report/tree.c), JSON strings through
- * the JSON writer's escaper, all into one mp_out buffer. */
+/* The trace analysis as text: summary, steps, findings, operator and
+ * kernel tables, memory, module tree. It reads only the trace summary
+ * (mp_trace); figures go through the one number formatter (format.c), the
+ * module tree through the one tree printer (tree.c), into one mp_out
+ * buffer. The JSON is trace_json.c's. */
 #include "report/report.h"
 #include "trace/trace.h"
 
@@ -123,12 +123,31 @@ static void text_findings(tr *w, const mp_trace *t) {
 }
 
 static void text_efficiency(tr *w, const mp_trace *t) {
-    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
+    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64", "tf32"};
     rule(w, "Efficiency");
     double tf = tflops(t->flops_total, t->wall_total);
-    pf(w, "counted FLOPs over %d steps: %s (matrix products, convolutions and adds, counted from the\n"
-          "recorded shapes as PyTorch's with_flops does), dominant dtype %s\n",
-       t->n_steps, mp_fmt_flops(t->flops_total).s, dt[t->dominant_dtype]);
+    pf(w, "counted FLOPs over %d steps: %s, backward %s of them (from the recorded shapes:\n"
+          "with_flops' forward rules; convolution and attention backward as\n"
+          "torch.utils.flop_counter counts them), dominant dtype %s\n",
+       t->n_steps, mp_fmt_flops(t->flops_total).s, mp_fmt_flops(t->flops_bwd).s,
+       dt[t->dominant_dtype]);
+    if (t->n_uncounted) {
+        put(w, "uncounted (launched kernels, no FLOP rule):");
+        int col = 43;
+        for (int i = 0; i < t->n_uncounted; i++) {
+            char item[160];
+            int n = snprintf(item, sizeof item, " %lld x %s%s", (long long)t->uncounted[i].count,
+                             t->uncounted[i].name, i + 1 < t->n_uncounted ? "," : "");
+            if (n < 0) continue;
+            if (col + n > 100) {
+                put(w, "\n");
+                col = 0;
+            }
+            put(w, item);
+            col += n;
+        }
+        put(w, "\n");
+    }
     pf(w, "achieved: %s\n", mp_fmt_si_d(tf * 1e12, "FLOPS").s);
     if (t->peak_tflops > 0)
         pf(w, "peak: %s (%s); MFU %s\n", mp_fmt_si_d(t->peak_tflops * 1e12, "FLOPS").s,
@@ -249,12 +268,17 @@ static void mod_figs(mp_out *o, int m, void *ud) {
     char a[MP_FMT_MAX], b[MP_FMT_MAX];
     char line[512];
     int64_t tot = root->fwd + root->bwd;
-    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of device time", secs(f->fwd, a),
-                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s);
+    int n = snprintf(line, sizeof line, "fwd %s, bwd %s = %s of %s time", secs(f->fwd, a),
+                     secs(f->bwd, b), mp_fmt_pct((uint64_t)(f->fwd + f->bwd), (uint64_t)tot).s,
+                     t->cpu_modules ? "CPU" : "device");
     if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
     if (f->flops) {
         n = snprintf(line, sizeof line, ", %s fwd, %s", mp_fmt_flops(f->flops).s,
                      f->fwd > 0 ? mp_fmt_si_d(tflops(f->flops, f->fwd) * 1e12, "FLOPS").s : "?");
+        if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
+    }
+    if (f->bwd_flops) {
+        n = snprintf(line, sizeof line, ", %s bwd", mp_fmt_flops(f->bwd_flops).s);
         if (n > 0) mp_out_write(o, line, MP_MIN((size_t)n, sizeof line - 1));
     }
     if (m > 0 && f->calls > 1) {
@@ -285,7 +309,8 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         return MP_OK;
     }
     const mp_tmod *r = &t->mfig[0];
-    pf(w, "module forward device time %s, backward %s; forward FLOPs %s\n", secs(r->fwd, a),
+    pf(w, "module forward %s time %s, backward %s; forward FLOPs %s\n",
+       t->cpu_modules ? "CPU" : "device", secs(r->fwd, a),
        secs(r->bwd, b), mp_fmt_flops(r->flops).s);
     pf(w, "backward operators tied to their forward operator: %lld of %lld (%lld flows followed,\n"
           "the rest by sequence number)\n",
@@ -310,7 +335,8 @@ static mp_status text_modules(tr *w, const mp_trace *t) {
         MP_SADD(g[j].flops, t->mfig[m].flops);
     }
     if (ng > 1) qsort(g, (size_t)ng, sizeof *g, mgroup_cmp);
-    put(w, "\nTop modules per depth by forward + backward device time (a class at one depth summed):\n");
+    pf(w, "\nTop modules per depth by forward + backward %s time (a class at one depth summed):\n",
+       t->cpu_modules ? "CPU" : "device");
     for (int d = 1; d <= maxd; d++) {
         pf(w, "depth %d: {", d);
         int shown = 0;
@@ -394,244 +420,13 @@ mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_o
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
     w->o = o;
     mp_status st = MP_OK;
-    if (n > 1) text_ranks(w, t, n);
+    char why[600];
+    if (n > 1 && mp_trace_one_run(t, n, why, sizeof why)) text_ranks(w, t, n);
+    else if (n > 1) pf(w, "%d traces from different jobs, not ranks of one run: each is analysed "
+                          "apart.\n(%s)\n\n", n, why);
     for (int i = 0; i < n && st == MP_OK; i++) st = text_one(w, t[i]);
     rule(w, NULL);
     mp_out_flush(&w->out);
     free(w);
     return st;
-}
-
-/* ---- JSON ---- */
-
-static void j_us(tr *w, int64_t ns) {
-    char b[MP_DEC_MAX + 8];
-    size_t n = 0;
-    uint64_t v = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    if (ns < 0) b[n++] = '-';
-    n += mp_fmt_dec(b + n, v / 1000);
-    unsigned r = (unsigned)(v % 1000);
-    if (r) {
-        b[n++] = '.';
-        b[n++] = (char)('0' + r / 100);
-        b[n++] = (char)('0' + r / 10 % 10);
-        b[n++] = (char)('0' + r % 10);
-        while (b[n - 1] == '0') n--;
-    }
-    putn(w, b, n);
-}
-
-static void j_i(tr *w, int64_t v) {
-    char b[MP_DEC_MAX + 2];
-    size_t n = 0;
-    if (v < 0) b[n++] = '-';
-    n += mp_fmt_dec(b + n, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v);
-    putn(w, b, n);
-}
-
-static void j_u(tr *w, uint64_t v) {
-    char b[MP_DEC_MAX];
-    putn(w, b, mp_fmt_dec(b, v));
-}
-
-static void j_d(tr *w, double v) {
-    if (!isfinite(v)) {
-        put(w, "null");
-        return;
-    }
-    pf(w, "%.6g", v);
-}
-
-static void j_s(tr *w, const char *s) {
-    if (!s) put(w, "null");
-    else mp_json_string(&w->out, s);
-}
-
-static void j_k(tr *w, const char *k) {   /* "key": */
-    putn(w, "\"", 1);
-    put(w, k);
-    putn(w, "\": ", 3);
-}
-
-static void json_one(tr *w, const mp_trace *t, const char *ind) {
-    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64"};
-    pf(w, "{\n%s  ", ind);
-    j_k(w, "trace"); j_s(w, t->path);
-    pf(w, ",\n%s  ", ind); j_k(w, "json_bytes"); j_u(w, t->raw.bytes);
-    pf(w, ",\n%s  ", ind); j_k(w, "events"); j_u(w, t->raw.n_events);
-    pf(w, ",\n%s  ", ind); j_k(w, "rank");
-    if (t->raw.rank >= 0) j_i(w, t->raw.rank); else put(w, "null");
-    pf(w, ",\n%s  ", ind); j_k(w, "device");
-    put(w, "{"); j_k(w, "name"); j_s(w, t->raw.device_name[0] ? t->raw.device_name : NULL);
-    put(w, ", "); j_k(w, "memory_bytes");
-    if (t->raw.device_mem >= 0) j_i(w, t->raw.device_mem); else put(w, "null");
-    put(w, ", "); j_k(w, "sms");
-    if (t->raw.device_sms >= 0) j_i(w, t->raw.device_sms); else put(w, "null");
-    put(w, "}");
-    /* totals and efficiency */
-    double tf = tflops(t->flops_total, t->wall_total);
-    pf(w, ",\n%s  ", ind); j_k(w, "summary");
-    put(w, "{"); j_k(w, "steps"); j_i(w, t->n_steps);
-    put(w, ", "); j_k(w, "wall_us"); j_us(w, t->wall_total);
-    put(w, ", "); j_k(w, "device_busy_us"); j_us(w, t->busy_total);
-    put(w, ", "); j_k(w, "utilization");
-    j_d(w, t->wall_total > 0 ? (double)t->busy_total / (double)t->wall_total : 0);
-    put(w, ", "); j_k(w, "flops"); j_u(w, t->flops_total);
-    put(w, ", "); j_k(w, "dtype"); j_s(w, dt[t->dominant_dtype]);
-    put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tf);
-    put(w, ", "); j_k(w, "peak_tflops");
-    if (t->peak_tflops > 0) j_d(w, t->peak_tflops); else put(w, "null");
-    put(w, ", "); j_k(w, "peak_source"); j_s(w, t->peak_source);
-    put(w, ", "); j_k(w, "mfu");
-    if (t->peak_tflops > 0) j_d(w, tf / t->peak_tflops); else put(w, "null");
-    put(w, "}");
-    /* steps */
-    pf(w, ",\n%s  ", ind); j_k(w, "steps"); put(w, "[");
-    for (int k = 0; k < t->n_steps; k++) {
-        const mp_tstep *s = &t->steps[k];
-        pf(w, "%s\n%s    {", k ? "," : "", ind);
-        j_k(w, "name"); j_s(w, s->name);
-        put(w, ", "); j_k(w, "start_us"); j_us(w, s->ts);
-        put(w, ", "); j_k(w, "wall_us"); j_us(w, s->wall);
-        put(w, ", "); j_k(w, "device_busy_us"); j_us(w, s->busy);
-        put(w, ", "); j_k(w, "utilization");
-        j_d(w, s->wall > 0 ? (double)s->busy / (double)s->wall : 0);
-        put(w, ", "); j_k(w, "idle_us"); j_us(w, s->wall > s->busy ? s->wall - s->busy : 0);
-        put(w, ", "); j_k(w, "idle_causes_us"); put(w, "{");
-        for (int c = 0; c < MP_TI_COUNT; c++) {
-            if (c) put(w, ", ");
-            j_k(w, mp_tidle_names[c]);
-            j_us(w, s->idle[c]);
-        }
-        put(w, "}, "); j_k(w, "device_time_us"); put(w, "{");
-        for (int c = 0; c < MP_TC_COUNT; c++) {
-            if (c) put(w, ", ");
-            j_k(w, mp_tcat_names[c]);
-            j_us(w, s->cat[c]);
-        }
-        put(w, "}, "); j_k(w, "optimizer_us"); j_us(w, s->optimizer);
-        put(w, ", "); j_k(w, "optimizer_device_us"); j_us(w, s->optimizer_dev);
-        put(w, ", "); j_k(w, "data_loader_cpu_us"); j_us(w, s->loader_wall);
-        put(w, ", "); j_k(w, "flops"); j_u(w, s->flops);
-        put(w, ", "); j_k(w, "achieved_tflops"); j_d(w, tflops(s->flops, s->wall));
-        put(w, ", "); j_k(w, "memory"); put(w, "{");
-        j_k(w, "start_allocated_bytes"); if (s->mem_start >= 0) j_i(w, s->mem_start); else put(w, "null");
-        put(w, ", "); j_k(w, "peak_allocated_bytes"); if (s->mem_peak >= 0) j_i(w, s->mem_peak); else put(w, "null");
-        put(w, ", "); j_k(w, "end_allocated_bytes"); if (s->mem_end >= 0) j_i(w, s->mem_end); else put(w, "null");
-        put(w, "}}");
-    }
-    pf(w, "\n%s  ]", ind);
-    /* operators */
-    pf(w, ",\n%s  ", ind); j_k(w, "operators"); put(w, "[");
-    for (int i = 0; i < t->n_ops; i++) {
-        const mp_top *o = &t->ops[i];
-        pf(w, "%s\n%s    {", i ? "," : "", ind);
-        j_k(w, "name"); j_s(w, o->name);
-        put(w, ", "); j_k(w, "device_side"); put(w, o->device ? "true" : "false");
-        put(w, ", "); j_k(w, "count"); j_i(w, o->count);
-        put(w, ", "); j_k(w, "cpu_total_us"); j_us(w, o->cpu_total);
-        put(w, ", "); j_k(w, "self_cpu_us"); j_us(w, o->self_cpu);
-        put(w, ", "); j_k(w, "device_total_us"); j_us(w, o->dev_total);
-        put(w, ", "); j_k(w, "self_device_us"); j_us(w, o->self_dev);
-        put(w, ", "); j_k(w, "flops"); j_u(w, o->flops);
-        put(w, ", "); j_k(w, "device_alloc_bytes"); j_i(w, o->alloc_bytes);
-        put(w, "}");
-    }
-    pf(w, "\n%s  ]", ind);
-    /* kernels */
-    pf(w, ",\n%s  ", ind); j_k(w, "kernels"); put(w, "[");
-    for (int i = 0; i < t->n_kernels; i++) {
-        const mp_tkernel *k = &t->kernels[i];
-        pf(w, "%s\n%s    {", i ? "," : "", ind);
-        j_k(w, "name"); j_s(w, k->name);
-        put(w, ", "); j_k(w, "short_name"); j_s(w, k->short_name);
-        put(w, ", "); j_k(w, "kind");
-        j_s(w, k->kind == MP_TD_KERNEL ? "kernel" : k->kind == MP_TD_MEMCPY ? "memcpy" : "memset");
-        put(w, ", "); j_k(w, "category"); j_s(w, mp_tcat_names[k->cat]);
-        put(w, ", "); j_k(w, "count"); j_i(w, k->count);
-        put(w, ", "); j_k(w, "total_us"); j_us(w, k->total);
-        put(w, ", "); j_k(w, "mean_us"); j_us(w, k->count ? k->total / k->count : 0);
-        put(w, ", "); j_k(w, "percent");
-        j_d(w, t->kernel_total > 0 ? 100.0 * (double)k->total / (double)t->kernel_total : 0);
-        put(w, ", "); j_k(w, "operator"); j_s(w, k->op);
-        put(w, "}");
-    }
-    pf(w, "\n%s  ]", ind);
-    /* modules */
-    pf(w, ",\n%s  ", ind); j_k(w, "modules"); put(w, "[");
-    for (int m = 0; m < t->n_mods; m++) {
-        const mp_module *md = &t->mods[m];
-        const mp_tmod *f = &t->mfig[m];
-        pf(w, "%s\n%s    {", m ? "," : "", ind);
-        j_k(w, "path"); j_s(w, md->path);
-        put(w, ", "); j_k(w, "name"); j_s(w, md->name);
-        put(w, ", "); j_k(w, "class"); j_s(w, m ? md->cls : NULL);
-        put(w, ", "); j_k(w, "depth"); j_i(w, md->depth);
-        put(w, ", "); j_k(w, "parent"); j_i(w, md->parent);
-        put(w, ", "); j_k(w, "calls"); j_i(w, f->calls);
-        put(w, ", "); j_k(w, "fwd_device_us"); j_us(w, f->fwd);
-        put(w, ", "); j_k(w, "bwd_device_us"); j_us(w, f->bwd);
-        put(w, ", "); j_k(w, "flops"); j_u(w, f->flops);
-        put(w, ", "); j_k(w, "fwd_tflops");
-        if (f->flops && f->fwd > 0) j_d(w, tflops(f->flops, f->fwd)); else put(w, "null");
-        put(w, "}");
-    }
-    pf(w, "%s]", t->n_mods ? "\n  " : "");
-    pf(w, ",\n%s  ", ind); j_k(w, "backward_link"); put(w, "{");
-    j_k(w, "backward_operators"); j_i(w, t->bwd_ops);
-    put(w, ", "); j_k(w, "flows_followed"); j_i(w, t->linked_flow);
-    put(w, ", "); j_k(w, "linked"); j_i(w, t->linked_bwd); put(w, "}");
-    /* memory */
-    pf(w, ",\n%s  ", ind); j_k(w, "memory"); put(w, "{");
-    j_k(w, "peak_allocated_bytes");
-    if (t->mem_peak_alloc >= 0) j_i(w, t->mem_peak_alloc); else put(w, "null");
-    put(w, ", "); j_k(w, "peak_reserved_bytes");
-    if (t->mem_peak_reserved >= 0) j_i(w, t->mem_peak_reserved); else put(w, "null");
-    put(w, ", "); j_k(w, "device_memory_bytes");
-    if (t->raw.device_mem >= 0) j_i(w, t->raw.device_mem); else put(w, "null");
-    put(w, "}");
-    /* findings */
-    pf(w, ",\n%s  ", ind); j_k(w, "findings"); put(w, "[");
-    for (int i = 0; i < t->n_findings; i++) {
-        pf(w, "%s\n%s    {", i ? "," : "", ind);
-        j_k(w, "rank"); j_i(w, i + 1);
-        put(w, ", "); j_k(w, "score"); j_d(w, t->findings[i].score);
-        put(w, ", "); j_k(w, "text"); j_s(w, t->findings[i].text);
-        put(w, "}");
-    }
-    pf(w, "%s]", t->n_findings ? "\n  " : "");
-    pf(w, "\n%s}", ind);
-}
-
-mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
-                               FILE *f) {
-    tr *w = malloc(sizeof *w);
-    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
-    w->out = (mp_out){f, 0, TR_BUF, w->buf};
-    w->o = o;
-    if (n == 1) {
-        json_one(w, t[0], "");
-    } else {
-        put(w, "{\n  \"ranks\": [\n    ");
-        int slow = 0;
-        for (int i = 0; i < n; i++) {
-            if (i) put(w, ",\n    ");
-            json_one(w, t[i], "    ");
-            if (t[i]->n_steps && t[slow]->n_steps &&
-                t[i]->wall_total / t[i]->n_steps > t[slow]->wall_total / t[slow]->n_steps)
-                slow = i;
-        }
-        put(w, "\n  ],\n  \"slowest\": {");
-        j_k(w, "index"); j_i(w, slow);
-        put(w, ", "); j_k(w, "rank");
-        if (t[slow]->raw.rank >= 0) j_i(w, t[slow]->raw.rank); else put(w, "null");
-        put(w, ", "); j_k(w, "trace"); j_s(w, t[slow]->path);
-        put(w, ", "); j_k(w, "mean_step_us");
-        j_us(w, t[slow]->n_steps ? t[slow]->wall_total / t[slow]->n_steps : 0);
-        put(w, "}\n}");
-    }
-    put(w, "\n");
-    mp_out_flush(&w->out);
-    free(w);
-    return MP_OK;
 }

@@ -1,0 +1,25 @@
+"""modelprof from PyTorch: a thin layer over the C library
+(include/modelprof.h): no counting happens in Python.
+
+    import modelprof
+    flops, macs, params = modelprof.get_model_profile(model, input_shape=(1, 3, 224, 224))
+    prof = modelprof.FlopsProfiler(model)   # per-module fwd/bwd time of real steps
+"""
+from ._lib import LIB_PATH, ModelprofError
+from .torchprof import (analyze_trace, flops_to_string, get_model_profile, macs_to_string,
+                        number_to_string, params_to_string, profile_onnx)
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # FlopsProfiler imports torch; `import modelprof` alone does not
+    if name == "FlopsProfiler":
+        from .trainprof import FlopsProfiler
+        return FlopsProfiler
+    raise AttributeError(name)
+
+
+__all__ = ["FlopsProfiler", "ModelprofError", "analyze_trace", "get_model_profile",
+           "profile_onnx", "number_to_string", "macs_to_string", "flops_to_string",
+           "params_to_string", "LIB_PATH"]

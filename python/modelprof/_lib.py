@@ -1,0 +1,233 @@
+"""ctypes over include/modelprof.h: the one place the package touches the C
+library. The library is found next to the package after `make install`
+(PREFIX/lib/python3/dist-packages/modelprof -> PREFIX/lib/libmodelprof.so.0),
+in build/ of a checkout (python/modelprof -> build/libmodelprof.so), or at
+$MODELPROF_LIB."""
+import ctypes
+import json
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class ModelprofError(Exception):
+    """A failure of the library (its message names the file, node, event or
+    flag) or of the export to ONNX (naming the module)."""
+
+    def __init__(self, message, status="error"):
+        super().__init__(message)
+        self.status = status
+
+
+def _candidates():
+    env = os.environ.get("MODELPROF_LIB")
+    if env:
+        yield env
+    # installed: PREFIX/lib/python3/dist-packages/modelprof -> PREFIX/lib
+    lib = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
+    yield os.path.join(lib, "libmodelprof.so.0")
+    # a checkout: python/modelprof -> build/
+    yield os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libmodelprof.so"))
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.exists(path):
+            return ctypes.CDLL(path), path
+        tried.append(path)
+    raise ImportError("modelprof: libmodelprof not found (looked at %s; set MODELPROF_LIB)"
+                      % ", ".join(tried))
+
+
+LIB, LIB_PATH = _load()
+_c = ctypes
+LIB.mp_last_error.restype = _c.c_char_p
+LIB.mp_status_name.restype = _c.c_char_p
+LIB.mp_status_name.argtypes = [_c.c_int]
+LIB.mp_model_load.argtypes = [_c.c_char_p, _c.POINTER(_c.c_void_p)]
+LIB.mp_model_free.argtypes = [_c.c_void_p]
+LIB.mp_model_load_memory.argtypes = [_c.c_char_p, _c.c_size_t, _c.c_char_p, _c.c_void_p,
+                                     _c.POINTER(_c.c_void_p)]
+LIB.mp_model_warning_count.argtypes = [_c.c_void_p]
+LIB.mp_model_warning.argtypes = [_c.c_void_p, _c.c_int]
+LIB.mp_model_warning.restype = _c.c_char_p
+LIB.mp_model_set_dim.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_int64]
+LIB.mp_model_set_input_shape.argtypes = [_c.c_void_p, _c.c_char_p, _c.POINTER(_c.c_int64),
+                                         _c.c_int]
+LIB.mp_model_set_module_class.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_char_p]
+LIB.mp_profile_static.argtypes = [_c.c_void_p, _c.POINTER(_c.c_void_p)]
+LIB.mp_profile_free.argtypes = [_c.c_void_p]
+LIB.mp_report_string.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
+LIB.mp_trace_string.argtypes = [_c.c_char_p, _c.c_int, _c.POINTER(_c.c_void_p)]
+LIB.mp_string_free.argtypes = [_c.c_void_p]
+LIB.mp_plan_create.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
+LIB.mp_plan_free.argtypes = [_c.c_void_p]
+LIB.mp_profile_run.argtypes = [_c.c_void_p, _c.c_void_p]
+
+
+class ReportOptions(_c.Structure):
+    _fields_ = [("format", _c.c_int), ("depth", _c.c_int), ("top", _c.c_int),
+                ("detailed", _c.c_int), ("show_ops", _c.c_int)]
+
+
+class RunOptions(_c.Structure):
+    _fields_ = [("warmup", _c.c_int), ("iters", _c.c_int), ("threads", _c.c_int),
+                ("fuse", _c.c_int), ("node_timing", _c.c_int), ("peak_gflops", _c.c_double),
+                ("seed", _c.c_uint64), ("max_memory", _c.c_int64), ("progress", _c.c_int),
+                ("keep_timestamps", _c.c_int)]
+
+
+LIB.mp_report_options_default.argtypes = [_c.POINTER(ReportOptions)]
+LIB.mp_run_options_default.argtypes = [_c.POINTER(RunOptions)]
+
+TEXT, JSON = 0, 1
+
+
+def check(status):
+    if status != 0:
+        name = LIB.mp_status_name(status).decode()
+        raise ModelprofError(LIB.mp_last_error().decode("utf-8", "replace"), name)
+
+
+def take_string(ptr):
+    try:
+        return _c.string_at(ptr.value).decode("utf-8", "replace")
+    finally:
+        LIB.mp_string_free(ptr)
+
+
+class Profile:
+    """A static profile (and, after run(), the measured run) held by the
+    library: the model is loaded, dims set, profiled."""
+
+    def __init__(self, path, dims=None, inputs=None, data=None, name=None, classes=None):
+        """path: an ONNX file; or data: its bytes (kept alive here, as
+        mp_model_load_memory asks), named `name` in the report and messages.
+        classes: {module path: class name} for exports without classes
+        (modules the export does not hold are skipped)."""
+        self._m = _c.c_void_p()
+        self._p = _c.c_void_p()
+        if data is not None:
+            self._data = data
+            check(LIB.mp_model_load_memory(data, len(data), (name or "<memory>").encode(), None,
+                                           _c.byref(self._m)))
+        else:
+            check(LIB.mp_model_load(os.fsencode(path), _c.byref(self._m)))
+        try:
+            for name, value in (dims or {}).items():
+                check(LIB.mp_model_set_dim(self._m, name.encode(), int(value)))
+            for name, shape in (inputs or {}).items():
+                arr = (_c.c_int64 * len(shape))(*shape)
+                check(LIB.mp_model_set_input_shape(self._m, name.encode(), arr, len(shape)))
+            for mpath, cls in (classes or {}).items():
+                # a module that ran no operator is not in the export: skipped
+                LIB.mp_model_set_module_class(self._m, mpath.encode(), cls.encode())
+            check(LIB.mp_profile_static(self._m, _c.byref(self._p)))
+        except BaseException:
+            self.close()
+            raise
+
+    def warnings(self):
+        return [LIB.mp_model_warning(self._m, i).decode("utf-8", "replace")
+                for i in range(LIB.mp_model_warning_count(self._m))]
+
+    def run(self, warmup=3, iters=20, threads=0):
+        o = RunOptions()
+        LIB.mp_run_options_default(_c.byref(o))
+        o.warmup, o.iters, o.threads = warmup, iters, threads
+        plan = _c.c_void_p()
+        check(LIB.mp_plan_create(self._p, _c.byref(o), _c.byref(plan)))
+        try:
+            check(LIB.mp_profile_run(plan, self._p))
+        finally:
+            LIB.mp_plan_free(plan)
+
+    def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True):
+        o = ReportOptions()
+        LIB.mp_report_options_default(_c.byref(o))
+        o.format, o.depth, o.top = fmt, depth, top
+        o.detailed, o.show_ops = int(bool(detailed)), int(bool(show_ops))
+        out = _c.c_void_p()
+        check(LIB.mp_report_string(self._p, _c.byref(o), _c.byref(out)))
+        return take_string(out)
+
+    def json(self):
+        return json.loads(self.report(JSON))
+
+    def close(self):
+        if self._p:
+            LIB.mp_profile_free(self._p)
+            self._p = _c.c_void_p()
+        if self._m:
+            LIB.mp_model_free(self._m)
+            self._m = _c.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class TorchModule(_c.Structure):
+    _fields_ = [("name", _c.c_char_p), ("class_name", _c.c_char_p), ("trace_path", _c.c_char_p),
+                ("params", _c.c_int64)]
+
+
+class TrainOptions(_c.Structure):
+    _fields_ = [("format", _c.c_int), ("step", _c.c_int), ("depth", _c.c_int), ("top", _c.c_int),
+                ("detailed", _c.c_int)]
+
+
+LIB.mp_train_open.argtypes = [_c.c_char_p, _c.c_char_p, _c.POINTER(TorchModule), _c.c_int,
+                              _c.POINTER(_c.c_void_p)]
+LIB.mp_train_free.argtypes = [_c.c_void_p]
+LIB.mp_train_options_default.argtypes = [_c.POINTER(TrainOptions)]
+LIB.mp_train_string.argtypes = [_c.c_void_p, _c.POINTER(TrainOptions), _c.POINTER(_c.c_void_p)]
+
+
+class Train:
+    """A training profile held by the library (mp_train_open): a trace's
+    module times joined with the static profile of the model's export.
+    modules: (name, class, trace path, params) in named_modules order."""
+
+    def __init__(self, trace_path, model_path, modules):
+        arr = (TorchModule * len(modules))()
+        self._keep = []
+        for i, (name, cls, tpath, params) in enumerate(modules):
+            b = (name.encode(), cls.encode(), tpath.encode())
+            self._keep.append(b)
+            arr[i] = TorchModule(b[0], b[1], b[2], int(params))
+        self._t = _c.c_void_p()
+        check(LIB.mp_train_open(os.fsencode(trace_path),
+                                os.fsencode(model_path) if model_path else None,
+                                arr, len(modules), _c.byref(self._t)))
+
+    def report(self, fmt=TEXT, step=1, depth=-1, top=1, detailed=True):
+        o = TrainOptions()
+        LIB.mp_train_options_default(_c.byref(o))
+        o.format, o.step, o.depth, o.top, o.detailed = fmt, step, depth, top, int(bool(detailed))
+        out = _c.c_void_p()
+        check(LIB.mp_train_string(self._t, _c.byref(o), _c.byref(out)))
+        return take_string(out)
+
+    def json(self):
+        return json.loads(self.report(JSON))
+
+    def close(self):
+        if self._t:
+            LIB.mp_train_free(self._t)
+            self._t = _c.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+
+def trace_report(path, fmt=JSON):
+    out = _c.c_void_p()
+    check(LIB.mp_trace_string(os.fsencode(path), fmt, _c.byref(out)))
+    return take_string(out)

@@ -1,0 +1,29 @@
+/* Values of weights, read only to judge a parameter count (docs/COUNTING.md,
+ * "Folded and tied parameters"): is one tensor a transpose, cast or reshape
+ * of another, and over which dims was a folded constant broadcast. The
+ * static profile reads no weight otherwise; these read only candidates
+ * whose shapes already match (docs/DESIGN.md, "Parameters judged by
+ * value"). */
+#ifndef MP_SAME_H
+#define MP_SAME_H
+
+#include "graph/graph.h"
+
+/* Does tensor t have values to read here (raw, typed, or an external
+ * file that is present), in a float dtype these functions compare? */
+bool mp_tensor_has_values(const mp_tensor *t);
+
+/* Is a equal, element for element, to b transposed (any permutation of
+ * b's dims that gives a's), reshaped, or cast to a's dtype (rounded as a
+ * cast rounds)? *how: "copy", "transpose", "reshape", "cast",
+ * "transpose+cast" or "reshape+cast". False when not, or when either
+ * cannot be read. */
+bool mp_tensor_same(const mp_model *m, const mp_tensor *a, const mp_tensor *b,
+                    const char **how);
+
+/* The elements of the tensor a broadcast made t from: t's elements less
+ * every dim whose slices are all equal (an Expand or Tile repeats its
+ * source along a dim). -1 when t cannot be read. */
+int64_t mp_tensor_broadcast_source(const mp_model *m, const mp_tensor *t);
+
+#endif

@@ -1,0 +1,545 @@
+/* modelprof HTML report: renders the embedded JSON (the JSON writer's
+ * output, unchanged) with plain JavaScript. No network, no libraries. */
+(function () {
+'use strict';
+var T0 = performance.now();
+var errors = [];
+window.addEventListener('error', function (e) { errors.push(String(e.message)); showErrors(); });
+function showErrors() {
+    var p = document.getElementById('mp-errors');
+    p.hidden = !errors.length;
+    p.textContent = errors.join('\n');
+}
+
+/* ---- helpers ---- */
+function el(tag, attrs, kids) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) {
+        if (k === 'text') e.textContent = attrs[k];
+        else if (k === 'cls') e.className = attrs[k];
+        else if (k === 'style') e.style.cssText = attrs[k];
+        else if (k.slice(0, 2) === 'on') e.addEventListener(k.slice(2), attrs[k]);
+        else e.setAttribute(k, attrs[k]);
+    }
+    if (kids) kids.forEach(function (c) { if (c != null) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
+    return e;
+}
+function isnum(v) { return typeof v === 'number' && isFinite(v); }
+/* Display only: decimal prefixes as the text report (the JSON holds the exact figures). */
+var PFX = ['', ' K', ' M', ' G', ' T', ' P', ' E'];
+function si(v, unit) {
+    if (!isnum(v)) return '?';
+    var i = 0, a = Math.abs(v);
+    while (a >= 999.995 && i < PFX.length - 1) { a /= 1000; v /= 1000; i++; }
+    var s = (Math.round(v * 100) / 100).toString();
+    var u = PFX[i] + (unit || '');
+    return s + (u && u[0] !== ' ' ? ' ' : '') + u;
+}
+function secs(s) {
+    if (!isnum(s)) return '?';
+    if (s === 0) return '0 s';
+    var a = Math.abs(s);
+    var r = a >= 1 ? [s, ' s'] : a >= 1e-3 ? [s * 1e3, ' ms'] : a >= 1e-6 ? [s * 1e6, ' us'] : [s * 1e9, ' ns'];
+    return (Math.round(r[0] * 100) / 100) + r[1];
+}
+function pct(f) { return isnum(f) ? (Math.round(f * 10000) / 100) + '%' : '?'; }
+/* A time in seconds ("wall" -> wall_s) and a rate in FLOP/s ("achieved"
+ * -> achieved_flops_per_s): docs/JSON.md's convention. */
+function sec(o, base) { return o && isnum(o[base + '_s']) ? o[base + '_s'] : null; }
+function rate(o, base) { return o && isnum(o[base + '_flops_per_s']) ? o[base + '_flops_per_s'] : null; }
+function card(k, v) { return el('div', { cls: 'card' }, [el('div', { cls: 'k', text: k }), el('div', { cls: 'v', text: v })]); }
+function section(title, id) {
+    var s = el('section', { id: id }, [el('h2', { text: title })]);
+    main.appendChild(s);
+    return s;
+}
+function fmtOf(c) {
+    return c.fmt === 'si' ? function (v) { return si(v, c.unit); } :
+        c.fmt === 'bytes' ? function (v) { return si(v, 'B'); } :
+        c.fmt === 'sec' ? secs : c.fmt === 'pct' ? pct : c.fmt === 'rate' ? function (v) { return si(v, 'FLOP/s'); } :
+        function (v) { return v == null ? '' : String(v); };
+}
+function cmpBy(key, dir, get) {
+    return function (a, b) {
+        var x = get(a, key), y = get(b, key);
+        var nx = x == null || x === '', ny = y == null || y === '';
+        if (nx || ny) return nx === ny ? 0 : nx ? 1 : -1;   /* blanks last */
+        if (typeof x === 'number' && typeof y === 'number') return dir * (x - y);
+        return dir * String(x).localeCompare(String(y));
+    };
+}
+function header(cols, state, resort) {
+    return el('tr', null, cols.map(function (c, i) {
+        var th = el('th', { cls: c.num ? 'num' : '', text: c.label, 'data-col': c.key });
+        if (state.key === c.key) th.className += state.dir > 0 ? ' sorted-asc' : ' sorted-desc';
+        th.addEventListener('click', function () {
+            state.dir = state.key === c.key ? -state.dir : (c.num ? -1 : 1);
+            state.key = c.key;
+            resort();
+        });
+        return th;
+    }));
+}
+/* A flat sortable table; get(row, key) reads a cell. */
+function sortable(parent, cols, rows, get, initial, limit) {
+    get = get || function (r, k) { return r[k]; };
+    var state = { key: initial || null, dir: -1 };
+    var box = el('div', { cls: 'scroll' });
+    var tbl = el('table', { cls: 'sortable' });
+    box.appendChild(tbl);
+    parent.appendChild(box);
+    var shown = limit || 1000;
+    function render() {
+        tbl.textContent = '';
+        var th = el('thead', null, [header(cols, state, render)]);
+        var list = rows.slice();
+        if (state.key) list.sort(cmpBy(state.key, state.dir, get));
+        var tb = el('tbody');
+        var fm = cols.map(fmtOf);
+        list.slice(0, shown).forEach(function (r) {
+            tb.appendChild(el('tr', null, cols.map(function (c, i) {
+                var v = get(r, c.key);
+                return el('td', { cls: c.num ? 'num' : 'name', text: fm[i](v), title: c.num ? String(v) : String(v) });
+            })));
+        });
+        tbl.appendChild(th);
+        tbl.appendChild(tb);
+        if (list.length > shown) {
+            tb.appendChild(el('tr', null, [el('td', { colspan: cols.length, cls: 'muted' }, [
+                (list.length - shown) + ' more rows ',
+                el('a', { href: '#', text: 'show all', onclick: function (e) { e.preventDefault(); shown = list.length; render(); } })])]));
+        }
+    }
+    render();
+    return tbl;
+}
+
+/* ---- the module tree: collapsible, sortable, searchable, lazy ---- */
+function moduleTree(parent, mods, cols) {
+    var kids = mods.map(function () { return []; });
+    var roots = [];
+    mods.forEach(function (m, i) {
+        if (m.parent >= 0 && m.parent < mods.length) kids[m.parent].push(i); else roots.push(i);
+    });
+    var open = {};
+    roots.forEach(function (r) { open[r] = true; });
+    var state = { key: null, dir: -1 };
+    var query = '';
+    var tools = el('div', { cls: 'tools' });
+    var search = el('input', { type: 'search', placeholder: 'search modules (path, name, class)', id: 'mp-tree-search' });
+    tools.appendChild(search);
+    var btnAll = el('button', { text: 'expand all', type: 'button' });
+    var btnNone = el('button', { text: 'collapse', type: 'button' });
+    tools.appendChild(btnAll);
+    tools.appendChild(btnNone);
+    parent.appendChild(tools);
+    var box = el('div', { cls: 'scroll' });
+    var tbl = el('table', { id: 'mp-tree' });
+    box.appendChild(tbl);
+    parent.appendChild(box);
+    var fm = cols.map(fmtOf);
+    function get(i, k) { return k === 'name' ? label(i) : mods[i][k]; }
+    function label(i) { var m = mods[i]; return m.name || m.path || '(root)'; }
+    function order(list) {
+        list = list.slice();
+        if (state.key) list.sort(cmpBy(state.key, state.dir, get));
+        return list;
+    }
+    function row(i, depth) {
+        var m = mods[i];
+        var tr = el('tr', { 'data-id': i, 'data-depth': depth });
+        var has = kids[i].length > 0;
+        var tog = el('span', { cls: 'tog', text: has ? (open[i] ? '\u25BE' : '\u25B8') : '' });
+        if (has) tog.addEventListener('click', function () { toggle(i, tr); });
+        var name = el('td', { cls: 'name', title: m.path || '' }, [
+            el('span', { style: 'display:inline-block;width:' + (depth * 14) + 'px' }), tog, label(i),
+            m['class'] ? el('span', { cls: 'cls', text: m['class'] }) : null]);
+        tr.appendChild(name);
+        cols.forEach(function (c, j) {
+            if (j === 0) return;
+            var v = m[c.key];
+            tr.appendChild(el('td', { cls: 'num', text: fm[j](v), title: v == null ? '' : String(v) }));
+        });
+        return tr;
+    }
+    function addRows(i, depth, after, out) {   /* children of open i, lazily */
+        order(kids[i]).forEach(function (c) {
+            var tr = row(c, depth);
+            out.push(tr);
+            if (open[c]) addRows(c, depth + 1, null, out);
+        });
+        return out;
+    }
+    function toggle(i, tr) {
+        var depth = +tr.getAttribute('data-depth');
+        if (open[i]) {
+            open[i] = false;
+            var n = tr.nextSibling;
+            while (n && +n.getAttribute('data-depth') > depth) { var x = n.nextSibling; n.remove(); n = x; }
+        } else {
+            open[i] = true;
+            var frag = document.createDocumentFragment();
+            addRows(i, depth + 1, null, []).forEach(function (r) { frag.appendChild(r); });
+            tr.parentNode.insertBefore(frag, tr.nextSibling);
+        }
+        tr.querySelector('.tog').textContent = open[i] ? '\u25BE' : '\u25B8';
+    }
+    function render() {
+        tbl.textContent = '';
+        var th = el('thead', null, [header(cols, state, render)]);
+        var tb = el('tbody');
+        var frag = document.createDocumentFragment();
+        if (query) {   /* matches as a flat list, at most 2000 */
+            var q = query.toLowerCase(), hits = [];
+            for (var i = 0; i < mods.length && hits.length < 2000; i++) {
+                var m = mods[i];
+                if ((m.path || '').toLowerCase().indexOf(q) >= 0 || (m.name || '').toLowerCase().indexOf(q) >= 0 ||
+                    (m['class'] || '').toLowerCase().indexOf(q) >= 0) hits.push(i);
+            }
+            order(hits).forEach(function (i) { var r = row(i, 0); r.firstChild.title = mods[i].path; frag.appendChild(r); });
+        } else {
+            order(roots).forEach(function (r) {
+                frag.appendChild(row(r, 0));
+                if (open[r]) addRows(r, 1, null, []).forEach(function (x) { frag.appendChild(x); });
+            });
+        }
+        tb.appendChild(frag);
+        tbl.appendChild(th);
+        tbl.appendChild(tb);
+    }
+    search.addEventListener('input', function () { query = search.value.trim(); render(); });
+    btnAll.addEventListener('click', function () {
+        if (mods.length > 20000) return;   /* a huge tree stays lazy */
+        mods.forEach(function (m, i) { open[i] = true; });
+        render();
+    });
+    btnNone.addEventListener('click', function () { open = {}; roots.forEach(function (r) { open[r] = true; }); render(); });
+    render();
+    return { kids: kids, roots: roots };
+}
+
+/* ---- icicle of the module tree: width by the chosen metric ---- */
+function icicle(parent, mods, tree, metrics) {
+    var tools = el('div', { cls: 'tools' }, ['size by ']);
+    var sel = el('select', { id: 'mp-icicle-metric' });
+    metrics.forEach(function (m) { sel.appendChild(el('option', { value: m.key, text: m.label })); });
+    tools.appendChild(sel);
+    parent.appendChild(tools);
+    var box = el('div', { cls: 'icicle', id: 'mp-icicle' });
+    parent.appendChild(box);
+    var colors = ['#2f6fdb', '#2f9e5b', '#c2702e', '#8a4fc7', '#c23b5b', '#1f8f9e', '#7b8a2e'];
+    function draw() {
+        box.textContent = '';
+        var key = sel.value, W = box.clientWidth || 1000, H = 22, maxd = 0, cells = 0;
+        var fmt = metrics.filter(function (m) { return m.key === key; })[0].fmt;
+        function val(i) { var v = mods[i][key]; return isnum(v) && v > 0 ? v : 0; }
+        function place(i, x, w, d) {
+            if (w < 1 || cells > 4000) return;
+            cells++;
+            if (d > maxd) maxd = d;
+            var m = mods[i];
+            var c = el('div', { style: 'left:' + x + 'px;top:' + d * H + 'px;width:' + w + 'px;background:' +
+                colors[d % colors.length], title: (m.path || m.name || '(root)') + ': ' + fmt(mods[i][key]),
+                text: w > 30 ? (m.name || m.path || '(root)') : '' });
+            box.appendChild(c);
+            var tot = val(i), cx = x;
+            if (!tot) return;
+            tree.kids[i].slice().sort(function (a, b) { return val(b) - val(a); }).forEach(function (k) {
+                var cw = w * val(k) / tot;
+                place(k, cx, cw, d + 1);
+                cx += cw;
+            });
+        }
+        var rsum = 0;
+        tree.roots.forEach(function (r) { rsum += val(r); });
+        var x = 0;
+        tree.roots.forEach(function (r) { var w = rsum ? W * val(r) / rsum : 0; place(r, x, w, 0); x += w; });
+        box.style.height = ((maxd + 1) * H + 2) + 'px';
+    }
+    sel.addEventListener('change', draw);
+    draw();
+}
+
+/* ---- the profile (static or measured) ---- */
+function profile(D) {
+    var t = D.total || {}, run = D.run || null, model = D.model || {};
+    document.getElementById('mp-title').textContent = 'modelprof: ' + (model.path || model.graph || 'model');
+    document.getElementById('mp-sub').textContent = (run ? 'measured run on the CPU' : 'static profile') +
+        (model.producer ? ' \u00b7 ' + model.producer + ' ' + (model.producer_version || '') : '') +
+        (model.graph ? ' \u00b7 graph ' + model.graph : '');
+    var s = section('Summary', 'mp-summary');
+    var cards = el('div', { cls: 'cards', id: 'mp-totals' });
+    cards.appendChild(card('params', si(t.params)));
+    cards.appendChild(card('MACs', si(t.macs, 'MACs')));
+    cards.appendChild(card('FLOPs', si(t.flops, 'FLOPs')));
+    cards.appendChild(card('activation peak', si(t.activation_peak_bytes, 'B')));
+    cards.appendChild(card('param bytes', si(t.param_bytes, 'B')));
+    cards.appendChild(card('nodes', String(t.nodes)));
+    if (run) {
+        var med = (run.latency || {}).median_s;
+        cards.appendChild(card('latency (median)', secs(med)));
+        cards.appendChild(card('achieved', si(run.achieved_flops_per_s, 'FLOP/s')));
+        cards.appendChild(card('of peak', pct(run.fraction_of_peak)));
+        cards.appendChild(card('peak memory', si(run.peak_memory_bytes, 'B')));
+    }
+    s.appendChild(cards);
+    var notes = [];
+    if (t.unknown_nodes) notes.push(t.unknown_nodes + ' nodes depend on unresolved dims');
+    if (t.uncounted_nodes) notes.push(t.uncounted_nodes + ' nodes have no cost rule');
+    var pc = D.param_counting; /* parameters counted by judgement (docs/COUNTING.md) */
+    if (pc) {
+        if (pc.upper_bound) notes.push('params is an upper bound (see below)');
+        if (pc.possible_copy_elements) notes.push(si(pc.possible_copy_elements) + ' of the params may be copies (see below)');
+        (pc.notes || []).forEach(function (n) {
+            if (n.kind !== 'derived' || n.counted !== n.elements) notes.push(n.text);
+        });
+        if (pc.batchnorm_folded_text) notes.push(pc.batchnorm_folded_text);
+    }
+    (D.warnings || []).forEach(function (w) { notes.push(w); });
+    if (D.findings) D.findings.forEach(function (f) { notes.push(f.text); });
+    if (notes.length) {
+        s.appendChild(el('h2', { text: 'Findings' }));
+        s.appendChild(el('ol', { cls: 'findings', id: 'mp-findings' }, notes.map(function (n) { return el('li', { text: n }); })));
+    }
+    var mods = D.modules || [];
+    var cols = [{ key: 'name', label: 'module' },
+        { key: 'params', label: 'params', num: 1, fmt: 'si' },
+        { key: 'macs', label: 'MACs', num: 1, fmt: 'si' },
+        { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
+        { key: 'act_bytes', label: 'activations', num: 1, fmt: 'bytes' },
+        { key: 'param_bytes', label: 'param bytes', num: 1, fmt: 'bytes' }];
+    if (run) cols.push({ key: 'latency_s', label: 'latency', num: 1, fmt: 'sec' },
+        { key: 'achieved_flops_per_s', label: 'FLOP/s', num: 1, fmt: 'rate' },
+        { key: 'fraction_of_peak', label: 'of peak', num: 1, fmt: 'pct' });
+    if (mods.length) {
+        var tree = moduleTree(section('Module tree (' + mods.length + ' modules)', 'mp-modules'), mods, cols);
+        var metrics = [];
+        if (run) metrics.push({ key: 'latency_s', label: 'latency (measured)', fmt: secs });
+        metrics.push({ key: 'flops', label: 'FLOPs', fmt: function (v) { return si(v, 'FLOPs'); } },
+            { key: 'params', label: 'params', fmt: si });
+        icicle(section('Icicle of the module tree', 'mp-icicle-sec'), mods, tree, metrics);
+    }
+    var ocols = [{ key: 'op', label: 'operator' }, { key: 'count', label: 'count', num: 1 },
+        { key: 'params', label: 'params', num: 1, fmt: 'si' },
+        { key: 'macs', label: 'MACs', num: 1, fmt: 'si' }, { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
+        { key: 'bytes_read', label: 'read', num: 1, fmt: 'bytes' },
+        { key: 'bytes_written', label: 'written', num: 1, fmt: 'bytes' }];
+    if (run) ocols.push({ key: 'latency_s', label: 'latency', num: 1, fmt: 'sec' },
+        { key: 'achieved_flops_per_s', label: 'FLOP/s', num: 1, fmt: 'rate' });
+    var ops = (D.ops || []).map(function (o) {
+        var r = Object.assign({}, o);
+        if (o.domain) r.op = o.domain + '.' + o.op;
+        return r;
+    });
+    sortable(section('By operator type', 'mp-ops'), ocols, ops, null, run ? 'latency_s' : 'flops').id = 'mp-ops-table';
+    if (run && run.kernel_groups) {
+        sortable(section('Kernels (fused groups)', 'mp-kgroups'), [{ key: 'name', label: 'group' },
+            { key: 'kernel', label: 'kernel' }, { key: 'count', label: 'count', num: 1 },
+            { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' }, { key: 'latency_s', label: 'latency', num: 1, fmt: 'sec' },
+            { key: 'achieved_flops_per_s', label: 'FLOP/s', num: 1, fmt: 'rate' },
+            { key: 'fraction_of_peak', label: 'of peak', num: 1, fmt: 'pct' }], run.kernel_groups, null, 'latency_s');
+    }
+}
+
+/* ---- the trace analysis ---- */
+var CAUSE_COLORS = { data_loader: '#c2702e', launch_bound: '#8a4fc7', synchronization: '#c23b5b', other: '#9aa3b2' };
+function trace(D) {
+    var list = D.ranks || D.traces;   /* several ranks, or traces of separate jobs: each */
+    if (list) {
+        list.forEach(function (r, i) { traceOne(r, i, !D.ranks); });
+        return;
+    }
+    traceOne(D, -1);
+}
+function traceOne(D, idx, separate) {
+    var sfx = idx < 0 ? '' : separate ? ' (trace ' + (idx + 1) + ')' : ' (rank ' + (D.rank != null ? D.rank : idx) + ')';
+    var id = function (x) { return idx > 0 ? x + '-' + idx : x; };
+    var sm = D.summary || {};
+    if (idx <= 0) {
+        document.getElementById('mp-title').textContent = 'modelprof trace: ' + (D.trace || '');
+        document.getElementById('mp-sub').textContent = (D.device && D.device.name ? D.device.name + ' \u00b7 ' : '') +
+            (D.events || 0) + ' events';
+    }
+    var s = section('Summary' + sfx, id('mp-summary'));
+    var cards = el('div', { cls: 'cards', id: id('mp-totals') });
+    cards.appendChild(card('steps', String(sm.steps)));
+    cards.appendChild(card('wall', secs(sec(sm, 'wall'))));
+    cards.appendChild(card('device busy', secs(sec(sm, 'device_busy'))));
+    cards.appendChild(card('utilization', pct(sm.utilization)));
+    cards.appendChild(card('FLOPs', si(sm.flops, 'FLOPs')));
+    cards.appendChild(card('achieved', si(rate(sm, 'achieved'), 'FLOP/s')));
+    cards.appendChild(card('MFU', pct(sm.mfu)));
+    if (D.memory) cards.appendChild(card('peak allocated', si(D.memory.peak_allocated_bytes, 'B')));
+    s.appendChild(cards);
+    var fs = (D.findings || []).slice().sort(function (a, b) { return a.priority - b.priority; });
+    if (fs.length) {
+        s.appendChild(el('h2', { text: 'Findings' }));
+        s.appendChild(el('ol', { cls: 'findings', id: id('mp-findings') }, fs.map(function (f) { return el('li', { text: f.text }); })));
+    }
+    var steps = D.steps || [];
+    if (steps.length) {
+        var st = section('Steps: device busy and idle by cause' + sfx, id('mp-steps'));
+        var maxw = 0;
+        steps.forEach(function (x) { maxw = Math.max(maxw, sec(x, 'wall') || 0); });
+        var causes = Object.keys(CAUSE_COLORS);
+        var leg = el('div', { cls: 'legend' }, [el('span', null, [el('i', { style: 'background:var(--busy)' }), 'busy'])]);
+        causes.forEach(function (c) { leg.appendChild(el('span', null, [el('i', { style: 'background:' + CAUSE_COLORS[c] }), c.replace('_', ' ')])); });
+        st.appendChild(leg);
+        var bars = el('div', { cls: 'bars' });
+        steps.forEach(function (x) {
+            var w = sec(x, 'wall') || 0, ic = x.idle_causes_s || {};
+            var bar = el('div', { cls: 'bar', style: 'flex:none;width:' + (maxw ? 100 * w / maxw : 0) + '%' });
+            function seg(v, color, what) {
+                if (!(v > 0) || !w) return;
+                bar.appendChild(el('span', { style: 'width:' + (100 * v / w) + '%;background:' + color, title: what + ': ' + secs(v) }));
+            }
+            seg(sec(x, 'device_busy'), 'var(--busy)', 'busy');
+            causes.forEach(function (c) { seg(ic[c] || 0, CAUSE_COLORS[c], c); });
+            bars.appendChild(el('div', { cls: 'row' }, [el('div', { cls: 'lbl', text: x.name, title: x.name }),
+                el('div', { style: 'flex:1' }, [bar]), el('div', { cls: 'muted', text: secs(w) })]));
+        });
+        st.appendChild(bars);
+        memoryCurve(section('Device memory over the window' + sfx, id('mp-memory')), D, steps);
+    }
+    var kr = (D.kernels || []).map(function (k) {
+        var r = Object.assign({}, k);
+        r.total_s = sec(k, 'total'); r.mean_s = sec(k, 'mean');
+        r.fraction = isnum(k.fraction) ? k.fraction : null;
+        return r;
+    });
+    sortable(section('Kernels' + sfx, id('mp-kernels')), [{ key: 'short_name', label: 'kernel' },
+        { key: 'category', label: 'category' }, { key: 'count', label: 'count', num: 1 },
+        { key: 'total_s', label: 'total', num: 1, fmt: 'sec' }, { key: 'mean_s', label: 'mean', num: 1, fmt: 'sec' },
+        { key: 'fraction', label: 'share', num: 1, fmt: 'pct' }, { key: 'operator', label: 'operator' }], kr, null, 'total_s', 500);
+    var or = (D.operators || []).map(function (o) {
+        var r = Object.assign({}, o);
+        ['cpu_total', 'self_cpu', 'device_total', 'self_device'].forEach(function (k) { r[k + '_s'] = sec(o, k); });
+        return r;
+    });
+    sortable(section('Operators' + sfx, id('mp-ops')), [{ key: 'name', label: 'operator' },
+        { key: 'count', label: 'count', num: 1 }, { key: 'cpu_total_s', label: 'CPU total', num: 1, fmt: 'sec' },
+        { key: 'self_cpu_s', label: 'self CPU', num: 1, fmt: 'sec' },
+        { key: 'device_total_s', label: 'device total', num: 1, fmt: 'sec' },
+        { key: 'self_device_s', label: 'self device', num: 1, fmt: 'sec' },
+        { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
+        { key: 'device_alloc_bytes', label: 'allocated', num: 1, fmt: 'bytes' }], or, null, 'self_device_s', 500);
+    var mods = (D.modules || []).map(function (m) {
+        var r = Object.assign({}, m);
+        r.fwd_device_s = sec(m, 'fwd_device'); r.bwd_device_s = sec(m, 'bwd_device');
+        r.fwd_flops_per_s = rate(m, 'fwd');
+        return r;
+    });
+    if (mods.length) {
+        var cols = [{ key: 'name', label: 'module' }, { key: 'calls', label: 'calls', num: 1 },
+            { key: 'fwd_device_s', label: 'forward', num: 1, fmt: 'sec' },
+            { key: 'bwd_device_s', label: 'backward', num: 1, fmt: 'sec' },
+            { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
+            { key: 'fwd_flops_per_s', label: 'fwd FLOP/s', num: 1, fmt: 'rate' }];
+        var tree = moduleTree(section('Module tree' + sfx, id('mp-modules')), mods, cols);
+        icicle(section('Icicle of the module tree' + sfx, id('mp-icicle-sec')), mods, tree,
+            [{ key: 'fwd_device_s', label: 'forward device time', fmt: secs },
+             { key: 'flops', label: 'FLOPs', fmt: function (v) { return si(v, 'FLOPs'); } }]);
+    }
+}
+/* The memory curve: the summary's samples when it carries them
+ * (memory.curve: [[t_s, allocated_bytes], ...]), else each step's start,
+ * peak and end allocation. */
+function memoryCurve(parent, D, steps) {
+    var pts = [];
+    var mc = D.memory && D.memory.curve;
+    if (mc && mc.length) pts = mc.map(function (p) { return [p[0], p[1]]; });
+    else steps.forEach(function (x) {
+        var m = x.memory || {}, t0 = sec(x, 'start') || 0, w = sec(x, 'wall') || 0;
+        if (isnum(m.start_allocated_bytes)) pts.push([t0, m.start_allocated_bytes]);
+        if (isnum(m.peak_allocated_bytes)) pts.push([t0 + w / 2, m.peak_allocated_bytes]);
+        if (isnum(m.end_allocated_bytes)) pts.push([t0 + w, m.end_allocated_bytes]);
+    });
+    if (pts.length < 2) { parent.appendChild(el('p', { cls: 'muted', text: 'no memory events in the trace' })); return; }
+    pts.sort(function (a, b) { return a[0] - b[0]; });
+    var x0 = pts[0][0], x1 = pts[pts.length - 1][0], ymax = 0;
+    pts.forEach(function (p) { ymax = Math.max(ymax, p[1]); });
+    var W = 900, H = 160, NS = 'http://www.w3.org/2000/svg';
+    var svg = document.createElementNS(NS, 'svg');
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + (H + 20));
+    svg.setAttribute('width', '100%');
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.setAttribute('height', H + 20);
+    svg.setAttribute('id', 'mp-memory-curve');
+    var d = pts.map(function (p) {
+        return ((p[0] - x0) / ((x1 - x0) || 1) * W).toFixed(1) + ',' + (H - (ymax ? p[1] / ymax * H : 0)).toFixed(1);
+    }).join(' ');
+    var pl = document.createElementNS(NS, 'polyline');
+    pl.setAttribute('points', d);
+    pl.setAttribute('fill', 'none');
+    pl.setAttribute('stroke', '#2f6fdb');
+    pl.setAttribute('stroke-width', '2');
+    pl.setAttribute('vector-effect', 'non-scaling-stroke');
+    svg.appendChild(pl);
+    var tx = document.createElementNS(NS, 'text');
+    tx.setAttribute('x', 4); tx.setAttribute('y', H + 16); tx.setAttribute('font-size', '11');
+    tx.textContent = 'peak ' + si(ymax, 'B') + ' over ' + secs(x1 - x0);
+    svg.appendChild(tx);
+    parent.appendChild(svg);
+}
+
+/* ---- self-test (tools/html_check.py opens the page with #selftest) ---- */
+function selftest() {
+    var out = [];
+    function check(name, ok) { out.push((ok ? 'PASS ' : 'FAIL ') + name); }
+    var tot = document.getElementById('mp-totals');
+    check('totals present', !!tot && tot.children.length >= 4 && !/\?$/.test(tot.children[0].lastChild.textContent));
+    var tree = document.getElementById('mp-tree');
+    if (tree) {
+        var before = tree.tBodies[0].rows.length;
+        var tog = null, rows = tree.tBodies[0].rows;
+        for (var i = 0; i < rows.length && !tog; i++) {
+            var t = rows[i].querySelector('.tog');
+            if (t && t.textContent === '\u25B8') tog = t;
+        }
+        if (tog) { tog.click(); check('tree node expands', tree.tBodies[0].rows.length > before); }
+        else check('tree node expands (all open)', before > 1 || document.querySelectorAll('#mp-tree tbody tr').length >= 1);
+    }
+    var tbl = document.querySelector('table.sortable');
+    if (tbl) {
+        var col = function (c) {   /* the data rows' cells of column c */
+            var out = [];
+            Array.prototype.forEach.call(tbl.tBodies[0].rows, function (r) { if (r.cells.length > 1) out.push(r.cells[c]); });
+            return out;
+        };
+        var names = function () { return col(0).map(function (td) { return td.textContent; }); };
+        var b = names().join('|');
+        tbl.tHead.rows[0].cells[0].click();
+        var a1 = names();
+        var asc = a1.every(function (x, i) { return !i || a1[i - 1].localeCompare(x) <= 0; });
+        var ths = tbl.tHead.rows[0].cells, nc = 1;
+        while (nc < ths.length - 1 && ths[nc].className.indexOf('num') < 0) nc++;
+        tbl.tHead.rows[0].cells[nc].click();   /* a number column: largest first */
+        var v = col(nc).map(function (td) { return +td.title; });
+        var desc = v.every(function (x, i) { return !i || v[i - 1] >= x; });
+        check('sort reorders rows', a1.length < 2 || a1.join('|') !== b || v.join('|') !== b);
+        check('sort by name is ascending', asc);
+        check('sort by number is descending', desc);
+    }
+    check('no console errors', errors.length === 0);
+    var res = el('pre', { id: 'mp-selftest', text: out.join('\n') + '\nrender_ms ' + RENDER_MS.toFixed(1) +
+        '\nload_ms ' + LOAD_MS.toFixed(1) });
+    document.body.appendChild(res);
+}
+
+var main = document.getElementById('mp-main');
+var RENDER_MS = 0, LOAD_MS = 0;
+try {
+    var node = document.getElementById('mp-data');
+    var D = JSON.parse(node.textContent);
+    node.textContent = '';   /* the parsed copy is enough */
+    main.textContent = '';
+    if (node.getAttribute('data-kind') === 'trace') trace(D); else profile(D);
+    RENDER_MS = performance.now() - T0;
+    LOAD_MS = performance.now();   /* since navigation start: parse and render */
+    document.body.setAttribute('data-render-ms', RENDER_MS.toFixed(1));
+} catch (e) {
+    errors.push('render: ' + (e && e.stack || e));
+    showErrors();
+}
+if (location.hash === '#selftest') selftest();
+})();

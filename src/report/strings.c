@@ -1,0 +1,78 @@
+/* Reports as strings in memory: the entry points a binding without a
+ * FILE * (the Python package's ctypes layer) calls. The writers are the
+ * same as the files' (a memory stream in front of them). */
+#include "report/report.h"
+#include "trace/trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef mp_status (*write_fn)(const void *a, const void *b, FILE *f);
+
+static mp_status to_string(write_fn fn, const void *a, const void *b, char **out) {
+    if (!out) return mp_error(MP_ERR_USAGE, "report to string: no output pointer");
+    *out = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    mp_status st = fn(a, b, f);
+    if (fclose(f) != 0 && st == MP_OK) st = mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    if (st != MP_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    return MP_OK;
+}
+
+static mp_status profile_fn(const void *a, const void *b, FILE *f) {
+    return mp_report_write(a, b, f);
+}
+
+mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char **out) {
+    if (!p || !o) {
+        if (out) *out = NULL;
+        return mp_error(MP_ERR_USAGE, "mp_report_string: no profile or options");
+    }
+    return to_string(profile_fn, p, o, out);
+}
+
+static mp_status trace_fn(const void *a, const void *b, FILE *f) {
+    const mp_trace *t = a;
+    const int *json = b;
+    mp_trace_options o = {0, -1, 20};
+    return *json ? mp_trace_report_json(&t, 1, &o, f) : mp_trace_report_text(&t, 1, &o, f);
+}
+
+mp_status mp_trace_string(const char *path, mp_format format, char **out) {
+    if (out) *out = NULL;
+    if (!path || !out) return mp_error(MP_ERR_USAGE, "mp_trace_string: no path or output pointer");
+    if (format != MP_FORMAT_TEXT && format != MP_FORMAT_JSON)
+        return mp_error(MP_ERR_USAGE, "mp_trace_string: unknown format %d", (int)format);
+    mp_trace_options o = {0, -1, 20};
+    mp_trace t;
+    mp_status st = mp_trace_open(path, &o, &t);
+    if (st != MP_OK) return st;
+    int json = format == MP_FORMAT_JSON;
+    st = to_string(trace_fn, &t, &json, out);
+    mp_trace_free(&t);
+    return st;
+}
+
+static mp_status train_fn(const void *a, const void *b, FILE *f) {
+    const mp_train_options *o = b;
+    return o->format == MP_FORMAT_JSON ? mp_report_train_json(a, f) : mp_report_train_text(a, o, f);
+}
+
+mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out) {
+    if (out) *out = NULL;
+    if (!t || !o || !out) return mp_error(MP_ERR_USAGE, "mp_train_string: no profile, options or output pointer");
+    if (o->format != MP_FORMAT_TEXT && o->format != MP_FORMAT_JSON)
+        return mp_error(MP_ERR_USAGE, "mp_train_string: unknown format %d", (int)o->format);
+    if (o->depth < -1 || o->top < -1)
+        return mp_error(MP_ERR_USAGE, "mp_train_string: depth %d, top %d (need -1 or more)", o->depth, o->top);
+    return to_string(train_fn, t, o, out);
+}
+
+void mp_string_free(char *s) { free(s); }

@@ -1,0 +1,198 @@
+/* The training profile's text, in the layout of DeepSpeed's FlopsProfiler
+ * print_model_profile (summary, aggregated profile per depth by class,
+ * detailed tree), from the joined trace and static profile (trace/train.h).
+ * The JSON is json.c's mp_report_train_json. */
+#include "report/report.h"
+#include "trace/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TR_BUF (64 * 1024)
+
+typedef struct trw {
+    const mp_train *t;
+    const mp_train_options *o;
+    mp_out out;
+    char buf[TR_BUF];
+} trw;
+
+static double per_call(double v, int64_t calls) { return calls > 0 ? v / (double)calls : v; }
+
+/* FLOPs over seconds, "?" without time. */
+static mp_fmtbuf rate(double flops, double s) {
+    if (!(s > 0)) {
+        mp_fmtbuf b;
+        snprintf(b.s, sizeof b.s, "%s", MP_FMT_UNKNOWN);
+        return b;
+    }
+    return mp_fmt_si_d(flops / s, "FLOPS");
+}
+
+static void summary(trw *w) {
+    const mp_train *t = w->t;
+    const mp_train_row *root = &t->rows[0];
+    mp_out *o = &w->out;
+    int64_t calls = root->calls > 0 ? root->calls : 1;
+    mp_out_puts(o, "-------------------------- modelprof Flops Profiler (DeepSpeed layout) "
+                   "--------------------------\n");
+    mp_out_printf(o, "Profile Summary at step %d (%lld forward call%s recorded; times are %s time "
+                     "from the trace):\n",
+                  w->o->step, (long long)root->calls, root->calls == 1 ? "" : "s",
+                  t->cpu_time ? "CPU" : "device");
+    mp_out_puts(o, "Notations:\n"
+                   "number of parameters (params), number of multiply-accumulate operations (MACs),\n"
+                   "number of floating-point operations (flops), floating-point operations per "
+                   "second (FLOPS),\n"
+                   "fwd latency (forward propagation latency), bwd latency (backward propagation "
+                   "latency),\n"
+                   "step (weights update latency), iter latency (sum of fwd, bwd and step latency)\n\n");
+    double fwd = per_call(root->fwd_s, calls), bwd = per_call(root->bwd_s, calls);
+    double fl = per_call((double)root->flops, calls);
+    const int c = 64;
+    mp_out_printf(o, "%-*s%s\n", c, "params per device:", mp_fmt_count(root->params).s);
+    mp_out_printf(o, "%-*s%s\n", c, "fwd MACs per device:",
+                  mp_fmt_macs((uint64_t)per_call((double)root->macs, calls)).s);
+    mp_out_printf(o, "%-*s%s\n", c, "fwd flops per device:", mp_fmt_flops((uint64_t)fl).s);
+    mp_out_printf(o, "%-*s%s\n", c, "fwd latency:", mp_fmt_seconds(fwd).s);
+    mp_out_printf(o, "%-*s%s\n", c, "bwd latency:", mp_fmt_seconds(bwd).s);
+    mp_out_printf(o, "%-*s%s\n", c, "fwd FLOPS per device = fwd flops per device / fwd latency:",
+                  rate(fl, fwd).s);
+    mp_out_printf(o, "%-*s%s\n", c, "bwd FLOPS per device = 2 * fwd flops per device / bwd latency:",
+                  rate(2 * fl, bwd).s);
+    mp_out_printf(o, "%-*s%s\n", c, "fwd+bwd FLOPS per device = 3 * fwd flops / (fwd+bwd latency):",
+                  rate(3 * fl, fwd + bwd).s);
+    if (t->n_steps > 0 && t->wall_s > 0) {
+        /* ProfilerStep ranges when the loop called prof.step(); else the
+         * whole trace holds the profiled calls */
+        double n = t->profiler_steps ? t->n_steps : (double)calls;
+        mp_out_printf(o, "%-*s%s\n", c, "step latency (optimizer):",
+                      mp_fmt_seconds(t->optimizer_s / n).s);
+        mp_out_printf(o, "%-*s%s\n", c, "iter latency (profiled step, wall):",
+                      mp_fmt_seconds(t->wall_s / n).s);
+    }
+}
+
+/* One class at one depth, summed. */
+typedef struct agg {
+    const char *cls;
+    uint64_t params, macs;
+    double fwd, bwd;
+} agg;
+
+static int agg_key;   /* which figure sorts (qsort has no user data) */
+static double agg_val(const agg *a) {
+    switch (agg_key) {
+    case 0: return (double)a->params;
+    case 1: return (double)a->macs;
+    case 2: return a->fwd;
+    default: return a->bwd;
+    }
+}
+static int agg_cmp(const void *x, const void *y) {
+    double a = agg_val(x), b = agg_val(y);
+    if (a != b) return a < b ? 1 : -1;
+    return strcmp(((const agg *)x)->cls, ((const agg *)y)->cls);
+}
+
+static mp_status aggregated(trw *w) {
+    const mp_train *t = w->t;
+    mp_out *o = &w->out;
+    mp_out_puts(o, "\n----------------------------- Aggregated Profile per device "
+                   "-----------------------------\n");
+    mp_out_printf(o, "Top modules in terms of params, MACs or fwd latency at different model depths\n"
+                     "(modules of one class at one depth summed; MACs and latencies over the %lld "
+                     "profiled calls):\n",
+                  (long long)t->rows[0].calls);
+    agg *a = malloc(sizeof *a * (size_t)t->n);
+    if (!a) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    int maxd = w->o->depth >= 0 && w->o->depth < t->max_depth ? w->o->depth : t->max_depth;
+    static const char *const what[4] = {"params     ", "MACs       ", "fwd latency", "bwd latency"};
+    for (int d = 0; d <= maxd; d++) {
+        int na = 0;
+        for (int i = 0; i < t->n; i++) {
+            if (t->mods[i].depth != d) continue;
+            const mp_train_row *r = &t->rows[i];
+            int k = 0;
+            while (k < na && strcmp(a[k].cls, r->cls) != 0) k++;
+            if (k == na) a[na++] = (agg){r->cls, 0, 0, 0, 0};
+            a[k].params += r->params;
+            a[k].macs += r->macs;
+            a[k].fwd += r->fwd_s;
+            a[k].bwd += r->bwd_s;
+        }
+        int top = w->o->top < 0 || w->o->top > na ? na : w->o->top;
+        mp_out_printf(o, "depth %d:\n", d);
+        for (int key = 0; key < 4; key++) {
+            agg_key = key;
+            qsort(a, (size_t)na, sizeof *a, agg_cmp);
+            mp_out_printf(o, "    %s - {", what[key]);
+            for (int k = 0; k < top; k++) {
+                mp_fmtbuf v = key == 0   ? mp_fmt_count(a[k].params)
+                              : key == 1 ? mp_fmt_macs(a[k].macs)
+                              : key == 2 ? mp_fmt_seconds(a[k].fwd)
+                                         : mp_fmt_seconds(a[k].bwd);
+                mp_out_printf(o, "%s'%s': '%s'", k ? ", " : "", a[k].cls, v.s);
+            }
+            mp_out_puts(o, "}\n");
+        }
+    }
+    free(a);
+    return MP_OK;
+}
+
+static const char *tr_label(int module, void *ud) {
+    const trw *w = ud;
+    return w->t->mods[module].name;
+}
+
+static const char *tr_cls(int module, void *ud) {
+    const trw *w = ud;
+    return w->t->mods[module].cls;
+}
+
+static void tr_figs(mp_out *o, int module, void *ud) {
+    const trw *w = ud;
+    const mp_train_row *r = &w->t->rows[module], *tot = &w->t->rows[0];
+    mp_out_printf(o, "%s, %s Params, %s, %s MACs, %s, %s fwd latency, %s, %s bwd latency, %s",
+                  mp_fmt_count(r->params).s, mp_fmt_pct(r->params, tot->params).s,
+                  mp_fmt_macs(r->macs).s, mp_fmt_pct(r->macs, tot->macs).s,
+                  mp_fmt_seconds(r->fwd_s).s, mp_fmt_pct_d(r->fwd_s, tot->fwd_s).s,
+                  mp_fmt_seconds(r->bwd_s).s, mp_fmt_pct_d(r->bwd_s, tot->bwd_s).s,
+                  rate((double)r->flops, r->fwd_s).s);
+}
+
+static mp_status detailed(trw *w) {
+    const mp_train *t = w->t;
+    mp_out *o = &w->out;
+    mp_out_puts(o, "\n------------------------------ Detailed Profile per device "
+                   "------------------------------\n");
+    mp_out_printf(o, "Figures summed over the %lld profiled calls. Each module profile is listed "
+                     "after its name in the following order:\n"
+                     "params, percentage of total params, MACs, percentage of total MACs, fwd "
+                     "latency, percentage of total fwd latency, bwd latency, percentage of total "
+                     "bwd latency, fwd FLOPS\n\n",
+                  (long long)t->rows[0].calls);
+    mp_tree_style st = {tr_label, tr_cls, tr_figs, w};
+    return mp_tree_print(o, t->mods, t->n, w->o->depth, &st);
+}
+
+mp_status mp_report_train_text(const mp_train *t, const mp_train_options *o, FILE *f) {
+    trw *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
+    w->t = t;
+    w->o = o;
+    w->out.f = f;
+    w->out.n = 0;
+    w->out.cap = TR_BUF;
+    w->out.buf = w->buf;
+    summary(w);
+    mp_status st = aggregated(w);
+    if (!st && o->detailed) st = detailed(w);
+    if (!st)
+        mp_out_puts(&w->out, "------------------------------------------------------------------"
+                             "------------------------\n");
+    mp_out_flush(&w->out);
+    free(w);
+    return st;
+}

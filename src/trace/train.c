@@ -1,0 +1,194 @@
+/* The training profile: a torch.profiler trace of real training steps
+ * (module ranges "nn.Module: LABEL" / "nn.Module.backward: LABEL", written
+ * by the Python FlopsProfiler or by with_modules) joined, module by module,
+ * with the static profile of the same model's ONNX export. The binding
+ * names the modules (named_modules order) and where each sits in the
+ * trace's tree; times come from the trace analysis, counts from the static
+ * profile. Nothing here formats output (src/report/train.c does). */
+#include "trace/train.h"
+
+#include "analyze/profile.h"
+#include "trace/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void mp_train_options_default(mp_train_options *o) {
+    if (!o) return;
+    o->format = MP_FORMAT_TEXT;
+    o->step = 1;
+    o->depth = -1;
+    o->top = 1;
+    o->detailed = 1;
+}
+
+void mp_train_free(mp_train *t) {
+    if (!t) return;
+    mp_arena_free(&t->arena);
+    free(t);
+}
+
+/* The index of the module whose path is `path` in a module array, or -1.
+ * Paths are compared whole. */
+static int find_path(const mp_module *mods, int n, const char *path) {
+    for (int i = 0; i < n; i++)
+        if (mods[i].path && strcmp(mods[i].path, path) == 0) return i;
+    return -1;
+}
+
+/* Is `parent` the name `name` sits directly under: "a.b" for "a.b.c",
+ * "" (the model) for "a"? */
+static bool is_parent(const char *parent, const char *name) {
+    const char *dot = strrchr(name, '.');
+    size_t n = dot ? (size_t)(dot - name) : 0;
+    return strlen(parent) == n && strncmp(parent, name, n) == 0;
+}
+
+/* Rows and the tree from the binding's module list. */
+static mp_status build(mp_train *t, const mp_torch_module *mods, int n) {
+    t->rows = mp_arena_calloc(&t->arena, (size_t)n, sizeof *t->rows);
+    t->mods = mp_arena_calloc(&t->arena, (size_t)n, sizeof *t->mods);
+    int *stack = malloc(sizeof *stack * (size_t)n);
+    int *last = malloc(sizeof *last * (size_t)n);
+    if (!t->rows || !t->mods || !stack || !last) {
+        free(stack);
+        free(last);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    int sp = 0;
+    for (int i = 0; i < n; i++) {
+        const mp_torch_module *m = &mods[i];
+        if (!m->name || !m->class_name || !m->trace_path) {
+            free(stack);
+            free(last);
+            return mp_error(MP_ERR_USAGE, "training profile: module %d has no name, class or trace path", i);
+        }
+        if ((i == 0) != (m->name[0] == 0)) {
+            free(stack);
+            free(last);
+            return mp_error(MP_ERR_USAGE,
+                            "training profile: module %d ('%s'): the model (name \"\") must come first "
+                            "and only once (named_modules order)",
+                            i, m->name);
+        }
+        /* named_modules is pre-order: the parent is on the stack */
+        while (sp > 0 && !is_parent(t->rows[stack[sp - 1]].name, m->name)) sp--;
+        if (i > 0 && sp == 0) {
+            free(stack);
+            free(last);
+            return mp_error(MP_ERR_USAGE,
+                            "training profile: module '%s' comes before its parent (named_modules "
+                            "order puts each module after its parent)",
+                            m->name);
+        }
+        mp_train_row *r = &t->rows[i];
+        r->name = mp_arena_strdup(&t->arena, m->name);
+        r->cls = mp_arena_strdup(&t->arena, m->class_name);
+        r->params = m->params > 0 ? (uint64_t)m->params : 0;
+        mp_module *md = &t->mods[i];
+        int parent = sp ? stack[sp - 1] : -1;
+        const char *dot = strrchr(m->name, '.');
+        md->name = parent < 0 ? r->cls : dot ? r->name + (dot - m->name) + 1 : r->name;
+        md->path = r->name;
+        md->cls = r->cls;
+        md->parent = parent;
+        md->depth = parent < 0 ? 0 : t->mods[parent].depth + 1;
+        md->first_child = md->last_child = md->next_sibling = -1;
+        if (parent >= 0) {
+            if (t->mods[parent].first_child < 0)
+                t->mods[parent].first_child = i;
+            else
+                t->mods[last[parent]].next_sibling = i;
+            last[parent] = i;
+            t->mods[parent].last_child = i;
+        }
+        if (md->depth > t->max_depth) t->max_depth = md->depth;
+        stack[sp++] = i;
+        last[i] = -1;
+        if (!r->name || !r->cls) {
+            free(stack);
+            free(last);
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+    }
+    free(stack);
+    free(last);
+    t->n = n;
+    return MP_OK;
+}
+
+/* Times and calls from the trace analysis. */
+static void join_trace(mp_train *t, const mp_torch_module *mods, const mp_trace *tr) {
+    t->cpu_time = tr->cpu_modules;
+    t->n_steps = tr->n_steps;
+    t->profiler_steps = tr->n_steps > 0 && tr->steps[0].name &&
+                        strncmp(tr->steps[0].name, "ProfilerStep", 12) == 0;
+    for (int s = 0; s < tr->n_steps; s++) {
+        t->wall_s += (double)tr->steps[s].wall * 1e-9;
+        t->optimizer_s += (double)tr->steps[s].optimizer * 1e-9;
+    }
+    for (int i = 0; i < t->n; i++) {
+        int k = find_path(tr->mods, tr->n_mods, mods[i].trace_path);
+        if (k < 0) continue;
+        mp_train_row *r = &t->rows[i];
+        r->in_trace = true;
+        r->calls = tr->mfig[k].calls;
+        r->fwd_s = (double)tr->mfig[k].fwd * 1e-9;
+        r->bwd_s = (double)tr->mfig[k].bwd * 1e-9;
+    }
+}
+
+/* Params, MACs and FLOPs from the static profile: per call, times the
+ * calls the trace recorded (a module the trace does not know counts once). */
+static void join_static(mp_train *t, const mp_profile *p) {
+    const mp_model *m = p->m;
+    for (int i = 0; i < t->n; i++) {
+        mp_train_row *r = &t->rows[i];
+        int k = i == 0 ? 0 : find_path(m->modules, m->n_modules, r->name);
+        if (k < 0 || k >= m->n_modules) continue;
+        const mp_fig *f = &p->mods[k];
+        uint64_t times = r->in_trace ? (uint64_t)(r->calls > 0 ? r->calls : 0) : 1;
+        r->in_static = true;
+        r->params = f->params;
+        r->macs = f->macs * times;
+        r->flops = f->flops * times;
+    }
+}
+
+mp_status mp_train_open(const char *trace_path, const char *model_path,
+                        const mp_torch_module *mods, int n, mp_train **out) {
+    if (!out) return mp_error(MP_ERR_USAGE, "mp_train_open: no output pointer");
+    *out = NULL;
+    if (!trace_path || !mods || n <= 0)
+        return mp_error(MP_ERR_USAGE, "mp_train_open: needs a trace and at least the model's module");
+    mp_train *t = calloc(1, sizeof *t);
+    if (!t) return mp_error(MP_ERR_NOMEM, "out of memory");
+    mp_arena_init(&t->arena);
+    mp_status st = build(t, mods, n);
+    if (!st) {
+        t->trace_path = mp_arena_strdup(&t->arena, trace_path);
+        t->model_path = model_path ? mp_arena_strdup(&t->arena, model_path) : NULL;
+        mp_trace_options o = {0, -1, -1};
+        mp_trace tr;
+        st = mp_trace_open(trace_path, &o, &tr);
+        if (!st) {
+            join_trace(t, mods, &tr);
+            mp_trace_free(&tr);
+        }
+    }
+    if (!st && model_path) {
+        mp_model *m = NULL;
+        mp_profile *p = NULL;
+        st = mp_model_load(model_path, &m);
+        if (!st) st = mp_profile_static(m, &p);
+        if (!st) join_static(t, p);
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
+    if (st) {
+        mp_train_free(t);
+        return st;
+    }
+    *out = t;
+    return MP_OK;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""The HTML reports in a real browser (make test): headless Chromium loads
+each report with #selftest, report.js checks its own rendered DOM (totals
+present, a module tree node expands, sorting reorders rows, no script
+errors) and writes the results into the page, which --dump-dom returns.
+A screenshot of each report goes into OUT. The 7B graph's report must load
+in < 3 s (measured in the browser: navigation start to rendered) and weigh
+< 20 MB.
+
+usage: tools/html_check.py --modelprof build/modelprof --out build/html
+"""
+import argparse, os, re, shutil, subprocess, sys, tempfile, time
+
+FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+
+def chromium(args, timeout=120):
+    ud = tempfile.mkdtemp(prefix='mp-chromium-')
+    try:
+        r = subprocess.run(['chromium'] + FLAGS + ['--user-data-dir=' + ud] + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+        return r.stdout.decode('utf-8', 'replace')
+    finally:
+        shutil.rmtree(ud, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--modelprof', default='build/modelprof')
+    ap.add_argument('--out', default='build/html')
+    ap.add_argument('--llama7b', default='build/bench/llama7b.onnx')
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    if not os.path.exists(a.llama7b):
+        subprocess.run(['/usr/bin/python3', 'tools/make_llama7b.py', a.llama7b], check=True,
+                       stdout=subprocess.DEVNULL)
+    mp = a.modelprof
+    reports = [
+        ('static', [mp, 'models/resnet18.onnx', '--dim', 'batch=1', '-q']),
+        ('measured', [mp, 'models/mobilenet_v2.onnx', '--dim', 'batch=1', '-q', '--run',
+                      '--warmup', '1', '--iters', '2']),
+        ('trace', [mp, 'trace', 'tests/traces/mobilenet_v2_sgd_loader.trace.json.gz']),
+        ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
+    ]
+    failed = 0
+    for name, cmd in reports:
+        path = os.path.abspath(os.path.join(a.out, name + '.html'))
+        subprocess.run(cmd + ['--format', 'html', '-o', path], check=True)
+        size = os.path.getsize(path)
+        t = time.time()
+        dom = chromium(['--dump-dom', 'file://' + path + '#selftest'])
+        wall = time.time() - t
+        m = re.search(r'<pre id="mp-selftest">(.*?)</pre>', dom, re.S)
+        lines = m.group(1).split('\n') if m else ['FAIL the page did not run its self-test']
+        err = re.search(r'<pre id="mp-errors"[^>]*>(.*?)</pre>', dom, re.S)
+        if err and err.group(1).strip():
+            lines.append('FAIL script errors: ' + err.group(1).strip())
+        load = next((float(x.split()[1]) for x in lines if x.startswith('load_ms')), None)
+        if name == 'llama7b':
+            lines.append(('PASS' if load is not None and load < 3000 else 'FAIL') + ' loads in < 3 s')
+            lines.append(('PASS' if size < 20e6 else 'FAIL') + ' size < 20 MB')
+        shot = os.path.join(a.out, name + '.png')
+        chromium(['--screenshot=' + os.path.abspath(shot), '--window-size=1400,1100', 'file://' + path])
+        bad = [x for x in lines if x.startswith('FAIL')]
+        failed += len(bad)
+        print('html %-8s %s: %.2f MB, load %s ms in the browser (chromium run %.1f s), screenshot %s%s' % (
+            name, 'ok' if not bad else 'FAILED', size / 1e6, load, wall, shot,
+            ''.join('\n    ' + x for x in lines if x.startswith(('PASS', 'FAIL')))))
+    if failed:
+        print('html: %d checks failed' % failed)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
