@@ -65,6 +65,9 @@ static mp_status tk_kfuse(mp_kctx *k, int node) {
     return MP_OK;
 }
 
+/* The executor as these tests play it: fusion only (tk_kfuse) */
+static const mp_kexec tk_exec = {.fuse = tk_kfuse};
+
 static void tk_give(tk *t, const char *name, float *d) {
     t->names[t->n_data] = name;
     t->data[t->n_data++] = d;
@@ -73,7 +76,6 @@ static void tk_give(tk *t, const char *name, float *d) {
 /* Prepare node `node`'s oneDNN kernel (data given so far: constants). */
 static const mp_kernel *tk_prepare(tk *t, mp_model *m, int node, bool fuse) {
     t->m = m;
-    mp_kfuse_unplanned = tk_kfuse;
     const mp_node *n = &m->graph->nodes[node];
     const mp_kernel *kern = mp_dnnl_kernel(m->graph, n);
     T_CHECK(kern != NULL);
@@ -87,6 +89,7 @@ static const mp_kernel *tk_prepare(tk *t, mp_model *m, int node, bool fuse) {
     t->k.out = t->out;
     t->k.threads = 2;
     t->k.fuse = fuse;
+    t->k.exec = &tk_exec;
     for (int i = 0; i < n->n_in; i++) tk_rt(t, &t->in[i], n->in[i]);
     for (int i = 0; i < n->n_out && i < 2; i++) tk_rt(t, &t->out[i], n->out[i]);
     for (int i = 0; i < n->n_in; i++)

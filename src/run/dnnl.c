@@ -609,26 +609,6 @@ static mp_status dk_finish(mp_kctx *k, dk *s, const_dnnl_primitive_desc_t pd, si
     return MP_OK;
 }
 
-/* fp16/bf16 -> fp32 */
-static float half_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0) {
-        if (m == 0) {
-            u = sign;
-        } else {
-            float f = (float)m * 0x1p-24f;
-            return sign ? -f : f;
-        }
-    } else if (e == 31) {
-        u = sign | 0x7f800000u | (m << 13);
-    } else {
-        u = sign | ((e + 112) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* Constant input i as fp32: its own data, or a converted copy the kernel
  * owns. NULL when the input has no data at prepare (known at run only). */
 static mp_status const_f32(mp_kctx *k, dk *s, int i, const float **out) {
@@ -646,12 +626,7 @@ static mp_status const_f32(mp_kctx *k, dk *s, int i, const float **out) {
     if (!f) return mp_error(MP_ERR_NOMEM, "node %s: out of memory converting weights", k->n->name);
     const uint16_t *h = t->data;
     for (int64_t j = 0; j < t->numel; j++) {
-        if (t->dtype == MP_DT_FLOAT16) {
-            f[j] = half_to_f32(h[j]);
-        } else {
-            uint32_t u = (uint32_t)h[j] << 16;
-            memcpy(&f[j], &u, 4);
-        }
+        f[j] = t->dtype == MP_DT_FLOAT16 ? mp_half_to_float(h[j]) : mp_bf16_to_float(h[j]);
     }
     *out = f;
     return MP_OK;

@@ -6,6 +6,7 @@
  * kernel in order and allocates nothing (except outputs whose shape
  * depends on the data, mp_kout_alloc). */
 #include "run/run.h"
+#include "analyze/analyze.h"
 #include "run/dnnl.h"
 
 #include <stddef.h>
@@ -40,7 +41,8 @@ static const char *mp__node_name(const mp_graph *g, int node) {
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_plan *pl, int v);
 
-mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
+/* These are the executor's side of mp_kexec (ops.h): kernels reach them
+ * through the context the planner hands them (mp__plan_exec, below). */
 
 /* A refusal to fuse: not a failure of the plan (the kernel carries on
  * alone), but said like every other status. */
@@ -52,9 +54,8 @@ static mp_status mp__nofuse(const mp_kctx *k, int node) {
                     k->n && k->n->name ? k->n->name : "?");
 }
 
-mp_status mp_kfuse(mp_kctx *k, int node) {
+static mp_status mp__x_fuse(mp_kctx *k, int node) {
     mp_plan *pl = k->plan;
-    if (!pl && k->fuse && mp_kfuse_unplanned) return mp_kfuse_unplanned(k, node);
     if (!pl || !k->fuse) return mp__nofuse(k, node);
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
@@ -140,7 +141,7 @@ static bool mp__made_in(const mp_graph *g, int v, int mid, const int *nodes, int
     return false;
 }
 
-mp_status mp_kfuse_nodes(mp_kctx *k, const int *nodes, int n) {
+static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
     mp_plan *pl = k->plan;
     if (!pl || !k->fuse || n < 1 || n > 64) return mp__nofuse(k, n >= 1 ? nodes[0] : -1);
     mp_graph *g = pl->g;
@@ -230,7 +231,7 @@ mp_status mp_kfuse_nodes(mp_kctx *k, const int *nodes, int n) {
     return MP_OK;
 }
 
-const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
+static const mp_rtensor *mp__x_value(const mp_kctx *k, int v) {
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || v < 0 || v >= pl->g->n_values) return NULL;
     mp_rval *rv = &pl->vals[v];
@@ -238,30 +239,7 @@ const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
     return &rv->rt;
 }
 
-static float mp__h2f(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-    if (e == 0) {
-        if (!m) {
-            x = sign;
-        } else { /* subnormal: normalise */
-            e = 113;
-            while (!(m & 0x400)) {
-                m <<= 1;
-                e--;
-            }
-            x = sign | e << 23 | (m & 0x3ff) << 13;
-        }
-    } else if (e == 31) {
-        x = sign | 0x7f800000u | m << 13;
-    } else {
-        x = sign | (e + 112) << 23 | m << 13;
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-const float *mp_kinput_f32(mp_kctx *k, int i) {
+static const float *mp__x_input_f32(mp_kctx *k, int i) {
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || i < 0 || i >= k->n_in || !k->in[i].data) return NULL;
     const mp_step *s = (const mp_step *)(const void *)((const char *)k - offsetof(mp_step, k));
@@ -278,10 +256,9 @@ const float *mp_kinput_f32(mp_kctx *k, int i) {
         const uint16_t *h = rv->rt.data;
         for (int64_t j = 0; j < n; j++) {
             if (dt == MP_DT_FLOAT16) {
-                f[j] = mp__h2f(h[j]);
+                f[j] = mp_half_to_float(h[j]);
             } else {
-                uint32_t x = (uint32_t)h[j] << 16;
-                memcpy(&f[j], &x, 4);
+                f[j] = mp_bf16_to_float(h[j]);
             }
         }
         rv->f32 = f;
@@ -290,7 +267,7 @@ const float *mp_kinput_f32(mp_kctx *k, int i) {
     return rv->f32;
 }
 
-mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
+static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
     mp_plan *pl = k->plan;
     if (!pl) return mp_error(MP_ERR_USAGE, "mp_kout_alloc outside a plan");
     mp_step *s = &pl->steps[pl->cur];
@@ -343,7 +320,7 @@ typedef struct {
     void *arg;
 } mp__par;
 
-void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
+static void mp__x_parallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     if (n <= 0) return;
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || !pl->pool || pl->threads <= 1 || n < 2 || mp__in_parallel) {
@@ -354,6 +331,15 @@ void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     mp_pool_run(pl->pool, n, fn, arg);
     mp__in_parallel = 0;
 }
+
+static const mp_kexec mp__plan_exec = {
+    .out_alloc = mp__x_out_alloc,
+    .parallel = mp__x_parallel,
+    .fuse = mp__x_fuse,
+    .fuse_nodes = mp__x_fuse_nodes,
+    .value = mp__x_value,
+    .input_f32 = mp__x_input_f32,
+};
 
 /* ---- planning ---- */
 
@@ -466,6 +452,7 @@ static mp_status mp__step_init(mp_plan *pl, mp_step *s, int node, const mp_kerne
     s->k.n = n;
     s->k.g = pl->g;
     s->k.plan = pl;
+    s->k.exec = &mp__plan_exec;
     s->k.n_in = s->n_in;
     s->k.n_out = s->n_out;
     s->k.in = s->in;
@@ -1114,7 +1101,7 @@ static mp_status mp__reinfer(mp_plan *pl, mp_step *s) {
         sv[v].iv = NULL;
         sv[v].fv = NULL;
     }
-    mp_ctx c = {pl->shadow_m, pl->shadow_g, (mp_node *)n, s->node};
+    mp_ctx c = {pl->shadow_m, pl->shadow_g, (mp_node *)n, s->node, mp_infer_graph};
     st = n->desc->infer(&c);
     for (int i = 0; !st && i < s->n_out; i++) {
         int v = s->out_v[i];
