@@ -312,12 +312,29 @@ $(BUILD)/bench/llama70b.onnx:
 bench-plan: $(BUILD)/bench_plan $(BUILD)/bench/llama70b.onnx
 	$(BUILD)/bench_plan $(BUILD)/bench/llama70b.onnx 7 batch=1 seq=4096
 
+# The per-shape GEMM table (issue 16): modelprof's MatMul against
+# dnnl_sgemm and OpenBLAS, on the native ISA and on AVX2
+$(BUILD)/bench_gemm: bench/bench_gemm.c $(BUILD)/obj/tests/tbuild.o $(BUILD)/libmodelprof.a
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $^ $(LDLIBS)
+
+bench-gemm:
+	@sh tools/deps.sh bench
+	$(MAKE) all $(BUILD)/bench_gemm
+	$(BUILD)/bench_gemm
+	ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell $(BUILD)/bench_gemm
+
 bench:
 	@sh tools/deps.sh bench
 	$(MAKE) all $(BUILD)/bench_static $(BUILD)/bench_run
 	/usr/bin/python3 bench/run.py --modelprof $(BUILD)/modelprof --bench-static $(BUILD)/bench_static
 	@echo "== the measured run against ONNX Runtime and PyTorch eager (bench/run_peers.py)"
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run
+	@echo "== the same against ONNX Runtime: opset-14 exports, and both export styles with oneDNN at most AVX2"
+	@echo "   (PyTorch eager runs the same modules whatever the export: measured once, above)"
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --opset 14
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --max-isa AVX2
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --opset 14 --max-isa AVX2
+	$(MAKE) bench-gemm
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
 	$(MAKE) bench-plan
@@ -332,6 +349,6 @@ bench-trace:
 	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
 	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES)
 
-.PHONY: all objs clean demo test bench bench-timing bench-trace bench-plan
+.PHONY: all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan
 clean:
 	rm -rf $(BUILD)

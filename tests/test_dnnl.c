@@ -6,7 +6,9 @@
 #include <stdlib.h>
 
 #include "modelprof.h"
+#include "run/blas.h"
 #include "run/dnnl.h"
+#include "run/run.h"
 #include "tbuild.h"
 #include "test.h"
 
@@ -63,6 +65,9 @@ static mp_status tk_kfuse(mp_kctx *k, int node) {
     return MP_OK;
 }
 
+/* The executor as these tests play it: fusion only (tk_kfuse) */
+static const mp_kexec tk_exec = {.fuse = tk_kfuse};
+
 static void tk_give(tk *t, const char *name, float *d) {
     t->names[t->n_data] = name;
     t->data[t->n_data++] = d;
@@ -71,7 +76,6 @@ static void tk_give(tk *t, const char *name, float *d) {
 /* Prepare node `node`'s oneDNN kernel (data given so far: constants). */
 static const mp_kernel *tk_prepare(tk *t, mp_model *m, int node, bool fuse) {
     t->m = m;
-    mp_kfuse_unplanned = tk_kfuse;
     const mp_node *n = &m->graph->nodes[node];
     const mp_kernel *kern = mp_dnnl_kernel(m->graph, n);
     T_CHECK(kern != NULL);
@@ -85,6 +89,7 @@ static const mp_kernel *tk_prepare(tk *t, mp_model *m, int node, bool fuse) {
     t->k.out = t->out;
     t->k.threads = 2;
     t->k.fuse = fuse;
+    t->k.exec = &tk_exec;
     for (int i = 0; i < n->n_in; i++) tk_rt(t, &t->in[i], n->in[i]);
     for (int i = 0; i < n->n_out && i < 2; i++) tk_rt(t, &t->out[i], n->out[i]);
     for (int i = 0; i < n->n_in; i++)
@@ -525,6 +530,88 @@ static void test_gemm_runtime_c_matvec(void) {
     tb_done(m, p);
 }
 
+/* The product on each GEMM candidate (tests force it; a run times them):
+ * x [1,40,64] @ W [64,96] + bias + residual (MatMul+Add+Add), and Gemm
+ * with transB and a [N] C; with a Relu in the chain only the primitive
+ * can run it. Each against the reference loops. */
+static void test_gemm_choice(void) {
+    static const char *want_name[3] = {NULL, "onednn:sgemm", "openblas:sgemm"};
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 3, TB_DIMS(1, 40, 64));
+    tb_input(m, "r", F, 3, TB_DIMS(1, 40, 96));
+    tb_weight(m, "w", F, 2, TB_DIMS(64, 96));
+    tb_weight(m, "bias", F, 1, TB_DIMS(96));
+    tb_input(m, "a", F, 2, TB_DIMS(40, 64));
+    tb_weight(m, "bt", F, 2, TB_DIMS(96, 64));
+    tb_weight(m, "c", F, 1, TB_DIMS(96));
+    tb_input(m, "z", F, 2, TB_DIMS(40, 64));
+    int mm = tb_node(m, "MatMul", "x,w", "h");
+    tb_node(m, "Add", "h,bias", "hb");
+    tb_node(m, "Add", "r,hb", "y");
+    int gm = tb_node(m, "Gemm", "a,bt,c", "g");
+    tb_attr_i(m, gm, "transB", 1);
+    tb_attr_f(m, gm, "alpha", 0.5);
+    tb_attr_f(m, gm, "beta", 2.0);
+    int mr = tb_node(m, "MatMul", "z,w", "q");
+    tb_node(m, "Relu", "q", "qr");
+    tb_output(m, "y");
+    tb_output(m, "g");
+    tb_output(m, "qr");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(2560), *r = rnd(3840), *w = rnd(6144), *bias = rnd(96), *a = rnd(2560), *bt = rnd(6144),
+          *c = rnd(96), *z = rnd(2560), *y = zeros(3840), *g = zeros(3840), *qr = zeros(3840),
+          *want = zeros(3840), *wantg = zeros(3840), *wantq = zeros(3840);
+    ref_matmul(x, w, want, 40, 64, 96);
+    for (int i = 0; i < 3840; i++) want[i] += bias[i % 96] + r[i];
+    for (int i = 0; i < 40; i++)
+        for (int j = 0; j < 96; j++) {
+            double acc = 0;
+            for (int q = 0; q < 64; q++) acc += (double)a[i * 64 + q] * bt[j * 64 + q];
+            wantg[i * 96 + j] = (float)(0.5 * acc + 2.0 * c[j]);
+        }
+    ref_matmul(z, w, wantq, 40, 64, 96);
+    for (int i = 0; i < 3840; i++) wantq[i] = wantq[i] > 0 ? wantq[i] : 0;
+    int old = mp_dnnl_gemm_force(-1);
+    for (int which = -1; which < 3; which++) {
+        mp_dnnl_gemm_force(which);
+        const char *expect = which < 0 ? NULL : want_name[which];
+        if (which == 2 && !mp_blas_available()) expect = want_name[1];
+        for (int node = 0; node < 3; node++) {
+            tk t = {0};
+            tk_give(&t, "x", x), tk_give(&t, "r", r), tk_give(&t, "w", w), tk_give(&t, "bias", bias);
+            tk_give(&t, "a", a), tk_give(&t, "bt", bt), tk_give(&t, "c", c), tk_give(&t, "z", z);
+            tk_give(&t, "y", y), tk_give(&t, "g", g), tk_give(&t, "qr", qr);
+            const mp_kernel *kern = tk_prepare(&t, m, node == 0 ? mm : node == 1 ? gm : mr, true);
+            if (kern) {
+                if (node == 2) T_CHECK(t.k.kname == NULL); /* an activation: the primitive only */
+                else if (which >= 0)
+                    T_EQ_STR(t.k.kname ? t.k.kname : "primitive", expect ? expect : "primitive");
+                T_EQ(t.n_fused, node == 0 ? 2 : node == 1 ? 0 : 1);
+                float *out = node == 0 ? y : node == 1 ? g : qr;
+                memset(out, 0, 3840 * sizeof(float));
+                tk_run(&t, kern);
+                tk_run(&t, kern); /* twice: the addends are written again */
+                T_CLOSE(out, node == 0 ? want : node == 1 ? wantg : wantq, 3840);
+            }
+            tk_done(&t, kern);
+        }
+    }
+    mp_dnnl_gemm_force(old);
+    free(x), free(r), free(w), free(bias), free(a), free(bt), free(c), free(z), free(y), free(g), free(qr);
+    free(want), free(wantg), free(wantq);
+    tb_done(m, p);
+}
+
+/* OpenBLAS follows ONEDNN_MAX_CPU_ISA unless the user chose a core type */
+static void test_blas_coretype(void) {
+    T_EQ_STR(mp_blas_coretype_choice("AVX2", NULL), "Haswell");
+    T_EQ_STR(mp_blas_coretype_choice("avx2_vnni", NULL), "Haswell");
+    T_CHECK(mp_blas_coretype_choice("AVX2", "") == NULL);
+    T_CHECK(mp_blas_coretype_choice("AVX2", "Zen") == NULL);
+    T_CHECK(mp_blas_coretype_choice(NULL, NULL) == NULL);
+    T_CHECK(mp_blas_coretype_choice("AVX512_CORE", NULL) == NULL);
+}
+
 /* ---- pooling ---- */
 
 static void test_pools(void) {
@@ -845,7 +932,7 @@ static void test_plan_gelu_tanh(void) {
     tb_const_f(m, "c", F, 0, NULL, (const double[]){0.044715});
     tb_const_f(m, "k", F, 0, NULL, (const double[]){0.7978845834732056});
     tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
-    tb_node(m, "Mul", "x,half", "h");
+    int head = tb_node(m, "Mul", "x,half", "h");
     tb_node(m, "Pow", "x,three", "p3");
     tb_node(m, "Mul", "p3,c", "m1");
     tb_node(m, "Add", "x,m1", "a");
@@ -855,6 +942,8 @@ static void test_plan_gelu_tanh(void) {
     tb_node(m, "Mul", "h,a1", "y");
     tb_output(m, "y");
     mp_profile *p = tb_prof(m);
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, head));
+    T_CHECK(kern && strcmp(kern->name, "onednn:gelu") == 0);
     const int64_t n = 32 * 3072;
     float *xv = rnd(n), *want = zeros(n);
     for (int64_t i = 0; i < n; i++) {
@@ -950,6 +1039,180 @@ static void test_plan_gelu_erf(void) {
     tb_done(m, p);
 }
 
+/* LayerNormalization as the TorchScript exporter writes it at opset 14
+ * (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul, Add),
+ * blk.ln's nodes; then a Relu in blk.act. Fused: one onednn:layernorm
+ * kernel for the nine nodes; not fused: each alone. Outputs against the
+ * reference loop; MACs and FLOPs per module and the kernel groups' FLOPs
+ * are the same both ways (fusion moves time, never counts). */
+static void test_plan_layernorm_pattern(void) {
+    enum { R = 6, D = 96 };
+    bool was_portable = mp_run_portable_only; /* another file's test may have left it set */
+    mp_run_portable_only = false;
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 3, D));
+    double gv[D], bv[D];
+    for (int i = 0; i < D; i++) gv[i] = 0.5 + i * 0.01, bv[i] = -0.25 + i * 0.005;
+    tb_const_f(m, "gamma", F, 1, TB_DIMS(D), gv);
+    tb_const_f(m, "beta", F, 1, TB_DIMS(D), bv);
+    tb_const_f(m, "two", F, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "eps", F, 0, NULL, (const double[]){1e-6});
+    int nodes[10];
+    nodes[0] = tb_node(m, "ReduceMean", "x", "mu");
+    tb_attr_ints(m, nodes[0], "axes", 1, TB_DIMS(-1));
+    nodes[1] = tb_node(m, "Sub", "x,mu", "d");
+    nodes[2] = tb_node(m, "Pow", "d,two", "p");
+    nodes[3] = tb_node(m, "ReduceMean", "p", "var");
+    tb_attr_ints(m, nodes[3], "axes", 1, TB_DIMS(-1));
+    nodes[4] = tb_node(m, "Add", "var,eps", "ve");
+    nodes[5] = tb_node(m, "Sqrt", "ve", "sd");
+    nodes[6] = tb_node(m, "Div", "d,sd", "q");
+    nodes[7] = tb_node(m, "Mul", "q,gamma", "o");
+    nodes[8] = tb_node(m, "Add", "o,beta", "ln");
+    nodes[9] = tb_node(m, "Relu", "ln", "y");
+    tb_output(m, "y");
+    int mln = mp_model_module(m, "blk.ln", 6), mact = mp_model_module(m, "blk.act", 7);
+    for (int i = 0; i < 10; i++) m->graph->nodes[nodes[i]].module = i < 9 ? mln : mact;
+    mp_profile *p = tb_prof(m);
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, nodes[0]));
+    T_CHECK(kern && strcmp(kern->name, "onednn:layernorm") == 0);
+    float *xv = rnd(R * D), *want = zeros(R * D);
+    for (int r = 0; r < R; r++) {
+        double mu = 0, var = 0;
+        for (int i = 0; i < D; i++) mu += xv[r * D + i];
+        mu /= D;
+        for (int i = 0; i < D; i++) var += (xv[r * D + i] - mu) * (xv[r * D + i] - mu);
+        var /= D;
+        for (int i = 0; i < D; i++) {
+            double v = (xv[r * D + i] - mu) / sqrt(var + 1e-6) * gv[i] + bv[i];
+            want[r * D + i] = (float)(v > 0 ? v : 0);
+        }
+    }
+    const char *names[1] = {"x"};
+    float *data[1] = {xv};
+    const int64_t *dims[1] = {TB_DIMS(2, 3, D)};
+    int ranks[1] = {3};
+    int nm = m->n_modules;
+    uint64_t *macs0 = calloc((size_t)nm + 1, sizeof *macs0), *flops0 = calloc((size_t)nm + 1, sizeof *flops0);
+    for (int i = 0; i < nm; i++) macs0[i] = p->mods[i].macs, flops0[i] = p->mods[i].flops;
+    /* by hand (docs/DESIGN.md): 7 nodes of 576 elements, Add eps and Sqrt on 6 */
+    T_EQ(p->mods[mln].flops, 7 * 576 + 6 + 6);
+    T_EQ(p->mods[mln].macs, 0);
+    for (int fuse = 0; fuse < 2; fuse++) {
+        int64_t got_n = 0;
+        float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
+        T_EQ(got_n, R * D);
+        if (y && got_n == R * D && rel_l2(y, want, got_n) > 1e-5)
+            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
+        free(y);
+        /* measured: counts per module unchanged, groups sum to the total */
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 2, o.fuse = fuse, o.iters = 2, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
+        mp_plan *pl = NULL;
+        T_OK(mp_plan_create(p, &o, &pl));
+        if (!pl) continue;
+        T_OK(mp_profile_run(pl, p));
+        for (int i = 0; i < nm; i++) {
+            T_EQ(p->mods[i].macs, macs0[i]);
+            T_EQ(p->mods[i].flops, flops0[i]);
+        }
+        uint64_t gsum = 0;
+        int lngroups = 0;
+        for (int i = 0; i < p->n_groups; i++) {
+            gsum += p->groups[i].flops;
+            if (strcmp(p->groups[i].name, "ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add") == 0) {
+                lngroups++;
+                T_EQ_STR(p->groups[i].kernel, "onednn:layernorm");
+                T_EQ(p->groups[i].flops, p->mods[mln].flops);
+            }
+        }
+        T_EQ(gsum, p->total.flops);
+        T_EQ(lngroups, fuse);
+        T_EQ(p->run.fused, fuse ? 8 : 0);
+        mp_plan_free(pl);
+    }
+    free(macs0), free(flops0), free(xv), free(want);
+    tb_done(m, p);
+    mp_run_portable_only = was_portable;
+}
+
+/* Linear + GELU as opset-14 exports write them: MatMul -> Add(bias) ->
+ * the erf GELU (Div, Erf, Add, Mul, Mul) or the tanh GELU (Mul 0.5, Pow,
+ * Mul, Add, Mul, Tanh, Add, Mul): one matmul kernel with bias and GELU as
+ * post-ops when fused, against the reference loops both ways. */
+static void test_plan_matmul_gelu(void) {
+    bool was_portable = mp_run_portable_only; /* another file's test may have left it set */
+    mp_run_portable_only = false;
+    for (int form = 0; form < 2; form++) {
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", F, 3, TB_DIMS(1, 24, 64));
+        tb_input(m, "w", F, 2, TB_DIMS(64, 80));
+        tb_input(m, "b", F, 1, TB_DIMS(80));
+        tb_const_f(m, "r2", F, 0, NULL, (const double[]){1.4142135381698608});
+        tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
+        tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
+        tb_const_f(m, "three", F, 0, NULL, (const double[]){3.0});
+        tb_const_f(m, "c", F, 0, NULL, (const double[]){0.044715});
+        tb_const_f(m, "k", F, 0, NULL, (const double[]){0.7978845834732056});
+        int mm = tb_node(m, "MatMul", "x,w", "h");
+        tb_node(m, "Add", "h,b", "hb");
+        if (form == 0) {
+            tb_node(m, "Div", "hb,r2", "q");
+            tb_node(m, "Erf", "q", "e");
+            tb_node(m, "Add", "e,one", "a");
+            tb_node(m, "Mul", "hb,a", "g");
+            tb_node(m, "Mul", "g,half", "y");
+        } else {
+            tb_node(m, "Mul", "hb,half", "hh");
+            tb_node(m, "Pow", "hb,three", "p3");
+            tb_node(m, "Mul", "p3,c", "m1");
+            tb_node(m, "Add", "hb,m1", "a");
+            tb_node(m, "Mul", "a,k", "m2");
+            tb_node(m, "Tanh", "m2", "t");
+            tb_node(m, "Add", "t,one", "a1");
+            tb_node(m, "Mul", "hh,a1", "y");
+        }
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        float *xv = rnd(24 * 64), *wv = rnd(64 * 80), *bv = rnd(80), *want = zeros(24 * 80);
+        ref_matmul(xv, wv, want, 24, 64, 80);
+        for (int i = 0; i < 24 * 80; i++) {
+            double v = (double)want[i] + bv[i % 80];
+            want[i] = (float)(form == 0 ? 0.5 * v * (1 + erf(v / sqrt(2.0)))
+                                        : 0.5 * v * (1 + tanh(0.7978845834732056 * (v + 0.044715 * v * v * v))));
+        }
+        const char *names[3] = {"x", "w", "b"};
+        float *data[3] = {xv, wv, bv};
+        const int64_t *dims[3] = {TB_DIMS(1, 24, 64), TB_DIMS(64, 80), TB_DIMS(80)};
+        int ranks[3] = {3, 2, 1};
+        for (int fuse = 0; fuse < 2; fuse++) {
+            int64_t got_n = 0;
+            float *y = plan_run(m, p, 3, names, data, dims, ranks, fuse, &got_n);
+            T_EQ(got_n, 24 * 80);
+            if (y && got_n == 24 * 80 && rel_l2(y, want, got_n) > 1e-5)
+                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
+                          rel_l2(y, want, got_n));
+            free(y);
+        }
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 2, o.iters = 1, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
+        mp_plan *pl = NULL;
+        T_OK(mp_plan_create(p, &o, &pl));
+        if (pl) {
+            T_OK(mp_profile_run(pl, p));
+            T_EQ(p->run.steps, 1);
+            T_EQ_STR(p->node_group[mm], form == 0 ? "MatMul+Add+Div+Erf+Add+Mul+Mul"
+                                                  : "MatMul+Add+Mul+Pow+Mul+Add+Mul+Tanh+Add+Mul");
+            mp_plan_free(pl);
+        }
+        free(xv), free(wv), free(bv), free(want);
+        tb_done(m, p);
+    }
+    mp_run_portable_only = was_portable;
+}
+
 /* Channels-last activations between oneDNN kernels, through the planner:
  * Conv+Relu -> Conv -> Add(residual)+Relu -> MaxPool -> Conv -> output
  * (plain), against the reference loops, fused and not. */
@@ -1006,7 +1269,19 @@ static void test_plan_conv_layouts(void) {
     tb_done(m, p);
 }
 
+/* The OpenMP spin default: set only when the user chose nothing and
+ * libgomp is not loaded yet (it reads the variable once, when it loads). */
+static void test_spin_default(void) {
+    T_EQ_STR(mp_dnnl_spin_choice(NULL, NULL, false), "20000");
+    T_CHECK(mp_dnnl_spin_choice("300000", NULL, false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice("", NULL, false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice(NULL, "passive", false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice(NULL, "active", false) == NULL);
+    T_CHECK(mp_dnnl_spin_choice(NULL, NULL, true) == NULL);
+}
+
 MP_TESTS(dnnl){
+    {"spin_default", test_spin_default},
     {"conv_hand", test_conv_hand},
     {"conv_random", test_conv_random},
     {"conv_fused", test_conv_fused},
@@ -1017,6 +1292,8 @@ MP_TESTS(dnnl){
     {"matmul_bias_act", test_matmul_bias_act},
     {"gemm", test_gemm},
     {"gemm_runtime_c_matvec", test_gemm_runtime_c_matvec},
+    {"gemm_choice", test_gemm_choice},
+    {"blas_coretype", test_blas_coretype},
     {"pools", test_pools},
     {"softmax", test_softmax},
     {"layernorm", test_layernorm},
@@ -1028,6 +1305,8 @@ MP_TESTS(dnnl){
     {"plan_gelu_tanh", test_plan_gelu_tanh},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
+    {"plan_layernorm_pattern", test_plan_layernorm_pattern},
+    {"plan_matmul_gelu", test_plan_matmul_gelu},
     {"plan_conv_layouts", test_plan_conv_layouts},
 };
 MP_TESTS_END(dnnl)

@@ -227,6 +227,15 @@ static void test_run_fuse_fold(void) {
     T_EQ(p->run.fused, 1);
     T_EQ(p->run.folded, 1);
     T_EQ(p->run.iters, 20);
+    /* the measured peak says how it was obtained, once per thread count */
+    if (p->run.peak_flops_per_s > 0) {
+        T_EQ_STR(p->run.peak_source, "measured");
+        T_CHECK(p->run.peak_method && strstr(p->run.peak_method, "1024x1024x1024 fp32 GEMM") &&
+                strstr(p->run.peak_method, ", 1 thread, best of "));
+        const char *how = NULL;
+        T_CHECK(mp_run_peak_flops(1, &how) == p->run.peak_flops_per_s);
+        T_CHECK(how == p->run.peak_method);
+    }
     mp_plan_free(pl);
     /* without fusion: two steps, the same numbers */
     o.fuse = 0;

@@ -1156,9 +1156,38 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
     return st;
 }
 
+/* Each node's operator descriptor: the registry's entry for its op,
+ * domain and opset (the loader set the opset; it knows no operators).
+ * Remembered per (op, domain) string pair: the decoder interns both, so
+ * nodes of one type share the pointers and all but the first skip the
+ * registry. Bodies too; a node that has one already keeps it. */
+typedef struct mp__desc_cache {
+    struct { const char *op, *domain; int opset; const mp_op *desc; } e[64];
+} mp__desc_cache;
+
+static void mp__resolve_descs(mp_graph *g, mp__desc_cache *c, int depth) {
+    if (!g || depth > 64) return;
+    for (int k = 0; k < g->n_nodes; k++) {
+        mp_node *n = &g->nodes[k];
+        for (int s = 0; s < n->n_sub; s++) mp__resolve_descs(n->sub[s], c, depth + 1);
+        if (n->desc || !n->op || !n->domain) continue;
+        unsigned slot = (unsigned)(((uintptr_t)n->op >> 4) ^ ((uintptr_t)n->domain >> 6)) & 63u;
+        if (c->e[slot].op != n->op || c->e[slot].domain != n->domain || c->e[slot].opset != n->opset) {
+            c->e[slot].op = n->op;
+            c->e[slot].domain = n->domain;
+            c->e[slot].opset = n->opset;
+            c->e[slot].desc = n->opset >= 0 ? mp_op_find(n->domain, n->op, n->opset) : NULL;
+        }
+        n->desc = c->e[slot].desc;
+    }
+}
+
 mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     *out = NULL;
     if (!m) return mp_error(MP_ERR_USAGE, "no model");
+    mp__desc_cache dc;
+    memset(&dc, 0, sizeof dc);
+    mp__resolve_descs(m->graph, &dc, 0);
     mp_profile *p = calloc(1, sizeof *p);
     /* a model without modules gets a root once inferred (room for it now) */
     int n_mods = m->n_modules ? m->n_modules : 1;

@@ -14,5 +14,8 @@ mp_status mp_infer_model(mp_model *m);
  * then mp_infer_node on each node of g->order in turn. */
 mp_status mp_infer_begin(mp_model *m, int *inits, int *n_inits);
 mp_status mp_infer_node(mp_model *m, mp_graph *g, int k);
+/* Infer (and cost) a subgraph whose outer values are already known: the
+ * driver control-flow rules get through mp_ctx.infer_graph. */
+mp_status mp_infer_graph(mp_model *m, mp_graph *g);
 
 #endif

@@ -127,7 +127,7 @@ static void mp__cost_bytes(mp_graph *g, mp_node *n) {
 
 mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
     mp_node *n = &g->nodes[k];
-    mp_ctx c = {.m = m, .g = g, .n = n, .node = k};
+    mp_ctx c = {.m = m, .g = g, .n = n, .node = k, .infer_graph = mp_infer_graph};
     memset(&n->cost, 0, sizeof n->cost);
     if (n->desc && n->desc->infer) {
         mp_status st = n->desc->infer(&c);
@@ -181,18 +181,6 @@ mp_status mp_infer_graph(mp_model *m, mp_graph *g) {
         if (st) return st;
     }
     return MP_OK;
-}
-
-void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum) {
-    bool ovf = false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mp_cost *k = &g->nodes[i].cost;
-        sum->macs = mp_uadd(sum->macs, k->macs, &ovf);
-        sum->flops = mp_uadd(sum->flops, k->flops, &ovf);
-        sum->flags |= k->flags & (MP_COST_UNKNOWN | MP_COST_BOUND | MP_COST_PER_ITER |
-                                  MP_COST_OVERFLOW | MP_COST_UNCOUNTED);
-    }
-    if (ovf) sum->flags |= MP_COST_OVERFLOW;
 }
 
 mp_status mp_infer_begin(mp_model *m, int *inits, int *n_inits) {

@@ -37,6 +37,7 @@ typedef struct mp_runinfo {
     int64_t batch;                  /* samples per pass: dim 0 of the first input */
     double peak_flops_per_s;        /* the machine's fp32 peak; 0 unknown */
     const char *peak_source;        /* "measured" or "given" */
+    const char *peak_method;        /* how a measured peak was obtained (static) */
     uint64_t arena_bytes;           /* activation arena */
     uint64_t weight_bytes;          /* weights used in place (mapped) and copies */
     uint64_t weight_copy_bytes;     /* the copies among them (decoded, random, folded) */

@@ -46,7 +46,22 @@ static inline int mp_dtype_bits(int dt) {
     return (dt >= 0 && dt < MP_DT_COUNT) ? mp_dtype_bits_table[dt] : 0;
 }
 const char *mp_dtype_name(int dt);  /* "fp32", ...; "dtype(N)" never: "?" */
+/* The largest tensor whose contents the graph tracks (mp_value kn/iv/fv):
+ * shape arithmetic needs only small ones */
+#define MP_KNOWN_MAX 1024
+
 bool mp_dtype_is_float(int dt);     /* fp16/bf16/fp32/fp64/fp8/fp4 */
+
+/* Element conversions (src/graph/convert.c): fp16, bf16 and the fp8
+ * formats (dt: MP_DT_FLOAT8E4M3FN, ...FNUZ, MP_DT_FLOAT8E5M2, ...FNUZ) to
+ * and from fp32; fp32 to bf16 rounds to nearest even, to fp8 with
+ * saturation or not as Cast's attribute says. */
+float mp_half_to_float(uint16_t h);
+uint16_t mp_float_to_half(float f);
+float mp_bf16_to_float(uint16_t h);
+uint16_t mp_float_to_bf16(float f);
+float mp_fp8_to_float(uint8_t v, int dt);
+uint8_t mp_float_to_fp8(float f, int dt, bool saturate);
 bool mp_dtype_is_int(int dt);       /* signed/unsigned ints and bool */
 /* Bytes of `numel` elements (sub-byte types round up; UINT64_MAX past 64
  * bits). Inline: costing asks it of every input and output. */

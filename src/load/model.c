@@ -1,6 +1,5 @@
 /* Model lifetime and the user's dims. */
 #include "load/load.h"
-#include "ops/ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

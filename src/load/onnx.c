@@ -4,7 +4,6 @@
  * a module. */
 #include "load/load.h"
 #include "load/pb.h"
-#include "ops/ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1695,24 +1694,23 @@ static int mp__opset(const mp_model *m, const char *domain) {
     return -1;
 }
 
-/* Operator resolution, remembered per (op, domain) string pair: the
- * decoder interns both, so nodes of one type share the pointers and all
- * but the first skip the registry (other pointers just miss the cache). */
+/* Each node's opset (of its domain), remembered per (op, domain) string
+ * pair: the decoder interns both, so nodes of one type share the pointers
+ * and all but the first skip the search (other pointers just miss the
+ * cache). The operator's descriptor is the analysis' to find
+ * (src/analyze/analyze.c): the loader knows no operators. */
 typedef struct mp__desc_cache {
-    struct { const char *op, *domain; int opset; const mp_op *desc; } e[64];
+    struct { const char *op, *domain; int opset; } e[64];
 } mp__desc_cache;
 
 static void mp__resolve_op(const mp_model *m, mp__desc_cache *c, mp_node *n) {
     unsigned slot = (unsigned)(((uintptr_t)n->op >> 4) ^ ((uintptr_t)n->domain >> 6)) & 63u;
     if (c->e[slot].op != n->op || c->e[slot].domain != n->domain) {
-        int opset = mp__opset(m, n->domain);
         c->e[slot].op = n->op;
         c->e[slot].domain = n->domain;
-        c->e[slot].opset = opset;
-        c->e[slot].desc = opset >= 0 ? mp_op_find(n->domain, n->op, opset) : NULL;
+        c->e[slot].opset = mp__opset(m, n->domain);
     }
     n->opset = c->e[slot].opset;
-    n->desc = c->e[slot].desc;
 }
 
 /* A name used but not defined in g: find it in the enclosing graphs. */

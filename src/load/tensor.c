@@ -2,8 +2,6 @@
  * never read: callers only ask for tensors up to MP_KNOWN_MAX elements. */
 #include "load/load.h"
 #include "load/pb.h"
-#include "ops/kernel.h"
-#include "ops/ops.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -63,7 +63,8 @@ static mp_status mp__refine_from_decl(mp_ctx *c, mp_graph *b) {
 }
 
 static mp_status mp__run_body(mp_ctx *c, mp_graph *b) {
-    mp_status st = mp_infer_graph(c->m, b);
+    if (!c->infer_graph) return mp_fail(c, "its body cannot be inferred here (no inference driver)");
+    mp_status st = c->infer_graph(c->m, b);
     if (st) {
         /* keep the inner message, say where it came from */
         char inner[512];

@@ -29,12 +29,7 @@ static inline bool mp_kis_float(int dt) { return mp_dtype_is_float(dt); }
 /* The float / integer dtypes a kernel can read and write element-wise. */
 bool mp_kdtype_ok(int dt);
 
-float mp_half_to_float(uint16_t h);
-uint16_t mp_float_to_half(float f);
-float mp_bf16_to_float(uint16_t h);
-uint16_t mp_float_to_bf16(float f);          /* round to nearest even */
-float mp_fp8_to_float(uint8_t v, int dt);
-uint8_t mp_float_to_fp8(float f, int dt, bool saturate);
+/* fp16, bf16 and fp8 conversions: graph/graph.h (src/graph/convert.c) */
 
 /* Element i of data (dtype dt) as a double / int64, and the reverse.
  * Integer stores wrap to the type's width; bool stores v != 0. */

@@ -12,6 +12,10 @@ typedef struct mp_ctx {
     mp_graph *g;
     mp_node *n;
     int node;                 /* index of n in g->nodes */
+    /* the inference driver (src/analyze/), for control-flow ops: infers
+     * (and costs) a subgraph whose outer values are already known; NULL
+     * where no driver runs the rule (a body then cannot be inferred) */
+    mp_status (*infer_graph)(struct mp_model *m, mp_graph *g);
 } mp_ctx;
 
 /* infer: set every output's dtype and shape (mp_set_out), and where cheap
@@ -46,10 +50,13 @@ typedef struct mp_rtensor {
     int64_t numel;
 } mp_rtensor;
 
+typedef struct mp_kexec mp_kexec;
+
 typedef struct mp_kctx {
     const mp_node *n;
     const mp_graph *g;
-    struct mp_plan *plan;     /* the executor's, for mp_kout_alloc/mp_kparallel */
+    struct mp_plan *plan;     /* the executor's (opaque here): a key, and "planned" when set */
+    const mp_kexec *exec;     /* what the executor does for kernels (mp_kfuse ...); NULL: run alone */
     int n_in, n_out;
     const mp_rtensor *in;     /* in[i] for each node input */
     mp_rtensor *out;          /* out[i] for each node output */
@@ -57,6 +64,7 @@ typedef struct mp_kctx {
     void *scratch;            /* prepare's *scratch bytes, 64-byte aligned */
     int threads;
     bool fuse;                /* prepare may absorb consumers (mp_kfuse) */
+    const char *kname;        /* prepare may name what it chose ("openblas:sgemm"); NULL: the kernel's name */
 } mp_kctx;
 
 /* prepare (optional): once, when the plan is made. Inputs that are
@@ -87,9 +95,16 @@ typedef struct mp_kernel {
  * grows) in their order. Returns MP_ERR_USAGE when `node` cannot be
  * absorbed (not the sole consumer, already planned). */
 mp_status mp_kfuse(mp_kctx *k, int node);
-/* A kernel driven without a plan (k->plan NULL: a unit test of kernels
- * alone) has its mp_kfuse calls go here when set (else MP_ERR_USAGE). */
-extern mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
+/* Absorb a whole subgraph at once (a decomposed LayerNormalization, whose
+ * intermediate values have several readers): nodes[0..n) in topological
+ * order, none planned yet. Every value the group makes but the last node's
+ * output 0 (this kernel's output 0 included) must be read only by the
+ * group's nodes and be no graph output; the nodes' other inputs must exist
+ * before this step. Each node's inputs not made inside the group are
+ * appended to k->in in order (node by node, input by input); output 0
+ * becomes nodes[n-1]'s output 0. All or nothing: MP_ERR_USAGE absorbs
+ * none. */
+mp_status mp_kfuse_nodes(mp_kctx *k, const int *nodes, int n);
 
 /* For an output whose shape the static inference left unknown because it
  * depends on data (NonZero, Unique, ...): give it its shape now; the
@@ -109,6 +124,20 @@ const float *mp_kinput_f32(mp_kctx *k, int i);
  * threads (serially when threads is 1 or n is small). */
 typedef void (*mp_range_fn)(void *arg, int64_t lo, int64_t hi);
 void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg);
+
+/* The executor behind the functions above (src/ops/kernel_util.c calls
+ * through k->exec; the planner in src/run/ fills one in every context it
+ * hands a kernel, and a test may give its own). Without one (k->exec
+ * NULL): no fusion, no value beyond the inputs, no run-time output shapes,
+ * ranges run serially, mp_kinput_f32 gives NULL. */
+struct mp_kexec {
+    mp_status (*out_alloc)(mp_kctx *k, int i, int rank, const int64_t *dims);
+    void (*parallel)(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg);
+    mp_status (*fuse)(mp_kctx *k, int node);
+    mp_status (*fuse_nodes)(mp_kctx *k, const int *nodes, int n);
+    const mp_rtensor *(*value)(const mp_kctx *k, int v);
+    const float *(*input_f32)(mp_kctx *k, int i);
+};
 
 /* ---- training: what an operator's backward keeps, and what it costs ----
  * The training planner (src/plan/, docs/PLANNING.md) asks each node's
@@ -196,8 +225,7 @@ int mp_op_registry_size(void);
 const mp_op *mp_op_registry_at(int i);
 
 /* ---- helpers for operator code (util.c) ---- */
-#define MP_KNOWN_MAX 1024     /* largest tensor whose contents we track: shape
-                                 * arithmetic needs only small ones */
+/* MP_KNOWN_MAX: graph/graph.h */
 
 static inline mp_value *mp_in(mp_ctx *c, int i) {
     if (i < 0 || i >= c->n->n_in || c->n->in[i] < 0) return NULL;
@@ -298,9 +326,8 @@ mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype);
 mp_status mp_infer_same(mp_ctx *c);              /* out0 = in0 (dtype, shape) */
 mp_status mp_infer_broadcast(mp_ctx *c);         /* out0 = broadcast of all inputs, dtype of in0 */
 
-/* The inference driver, for control-flow ops: infers (and costs) a
- * subgraph whose outer values are already known; sums its node costs. */
-mp_status mp_infer_graph(struct mp_model *m, mp_graph *g);
+/* For control-flow ops: a subgraph's node costs summed (after the driver
+ * inferred it through c->infer_graph). */
 void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum);
 
 #endif

@@ -772,7 +772,7 @@ static int sh_trace(mp_ctx *c, int i, int64_t *val, uint8_t *kind, int depth, in
     if (depth <= 0 || --*budget < 0 || v->producer < 0 || v->producer >= c->g->n_nodes)
         return (int)n;
     mp_node *p = &c->g->nodes[v->producer];
-    mp_ctx pc = {c->m, c->g, p, v->producer};
+    mp_ctx pc = {c->m, c->g, p, v->producer, c->infer_graph};
     const char *op = p->op;
     if (p->domain[0]) return (int)n;
     if (strcmp(op, "Shape") == 0) {

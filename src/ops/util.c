@@ -337,6 +337,19 @@ mp_status mp_infer_broadcast(mp_ctx *c) {
     return mp_set_out(c, 0, x->dtype, rank, dims);
 }
 
+/* A body's node costs summed (control-flow cost rules) */
+void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum) {
+    bool ovf = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_cost *k = &g->nodes[i].cost;
+        sum->macs = mp_uadd(sum->macs, k->macs, &ovf);
+        sum->flops = mp_uadd(sum->flops, k->flops, &ovf);
+        sum->flags |= k->flags & (MP_COST_UNKNOWN | MP_COST_BOUND | MP_COST_PER_ITER |
+                                  MP_COST_OVERFLOW | MP_COST_UNCOUNTED);
+    }
+    if (ovf) sum->flags |= MP_COST_OVERFLOW;
+}
+
 /* ---- shared train rules (ops.h; docs/PLANNING.md "what the backward keeps") ---- */
 
 void mp_bwd_none(mp_ctx *c, mp_bwd *t) {

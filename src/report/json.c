@@ -440,6 +440,9 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_key(w, "peak_source");
     if (r->peak_source) jw_str(w, r->peak_source);
     else jw_null(w);
+    jw_key(w, "peak_method");
+    if (r->peak_method) jw_str(w, r->peak_method);
+    else jw_null(w);
     jw_key(w, "fraction_of_peak");
     if (fl >= 0 && r->peak_flops_per_s > 0) jw_double(w, fl / r->peak_flops_per_s);
     else jw_null(w);

@@ -237,9 +237,10 @@ static void tx_measured_summary(tx *t) {
     tx_label(t, "% of peak:");
     if (fl >= 0 && r->peak_flops_per_s > 0) {
         tx_printf(t, "%s of ", mp_fmt_pct_d(fl, r->peak_flops_per_s).s);
-        tx_printf(t, "%s (%s)\n", mp_fmt_si_d(r->peak_flops_per_s, "FLOPS").s,
-                  r->peak_source && r->peak_source[0] == 'g' ? "given with --peak-gflops"
-                                                             : "measured: fp32 GEMM on this machine");
+        bool given = r->peak_source && r->peak_source[0] == 'g';
+        tx_printf(t, "%s (%s%s)\n", mp_fmt_si_d(r->peak_flops_per_s, "FLOPS").s,
+                  given ? "given with --peak-gflops" : "measured: ",
+                  given ? "" : r->peak_method ? r->peak_method : "fp32 GEMM on this machine");
     } else {
         tx_puts(t, "unknown (no peak)\n");
     }
@@ -753,11 +754,11 @@ static void tx_times(tx *t) {
     tx_puts(t, "Per pass: the time of all the op's calls in one forward pass, median and fastest of\n"
                "the timed passes; per call: that median divided by the calls. A fused group (A+B)\n"
                "is one kernel, counted under its first node. % = share of the rows' sum. Sorted by\n"
-               "the per-pass median.\n");
+               "the per-pass median. kernel: what ran it (a matrix product: the library timed fastest).\n");
     tx_printf(t, "%-*s  %5s  %-21s  %7s  %10s\n", w, "", "", "------ per pass -----", "",
               "per call");
-    tx_printf(t, "%-*s  %5s  %10s  %10s  %7s  %10s  %12s  %7s\n", w, "op", "calls", "median",
-              "fastest", "%", "mean", "FLOPS", "% peak");
+    tx_printf(t, "%-*s  %5s  %10s  %10s  %7s  %10s  %12s  %7s  %s\n", w, "op", "calls", "median",
+              "fastest", "%", "mean", "FLOPS", "% peak", "kernel");
     for (int i = 0; i < p->n_groups; i++) {
         const mp_groupstat *g = &p->groups[i];
         char tot[64], mean[64], mn[64];
@@ -769,11 +770,11 @@ static void tx_times(tx *t) {
         snprintf(flb, sizeof flb, "%s", fl >= 0 ? mp_fmt_si_d(fl, "FLOPS").s : "-");
         snprintf(pk, sizeof pk, "%s", fl >= 0 && p->run.peak_flops_per_s > 0
                                           ? mp_fmt_pct_d(fl, p->run.peak_flops_per_s).s : "-");
-        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %7s  %10s  %12s  %7s\n", w, w,
+        tx_printf(t, "%-*.*s  %5d  %10s  %10s  %7s  %10s  %12s  %7s  %s\n", w, w,
                   tx_safe(t, g->name, "?"), g->count, tot, mn, mp_fmt_pct_d(g->latency_s, row_sum).s,
-                  mean, flb, pk);
+                  mean, flb, pk, tx_safe(t, g->kernel, ""));
     }
-    for (int i = 0; i < w + 80; i++) tx_putc(t, '-');
+    for (int i = 0; i < w + 96; i++) tx_putc(t, '-');
     tx_putc(t, '\n');
     /* per-pass figures of the whole: each pass's kernels lie inside it, so
      * the kernels' median never exceeds the pass's; the rows' medians come

@@ -23,11 +23,13 @@
  * with omp_set_num_threads before primitives are made and before each run
  * (only when it changes). */
 #include "run/dnnl.h"
+#include "run/blas.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <dlfcn.h>
 #include <dnnl.h>
@@ -76,9 +78,11 @@ extern int omp_get_max_threads(void);
     X(dnnl_primitive_create) \
     X(dnnl_primitive_desc_create) \
     X(dnnl_primitive_desc_destroy) \
+    X(dnnl_primitive_desc_query) \
     X(dnnl_primitive_desc_query_md) \
     X(dnnl_primitive_destroy) \
     X(dnnl_primitive_execute) \
+    X(dnnl_reduction_desc_init) \
     X(dnnl_reorder_primitive_desc_create) \
     X(dnnl_softmax_forward_desc_init) \
     X(dnnl_status2str) \
@@ -96,7 +100,27 @@ static pthread_once_t mp__dl_once = PTHREAD_ONCE_INIT;
 static bool mp__dl_ok;
 static void *mp__dl_handle;
 
+/* libgomp reads its spin policy once, when it loads, and it loads with
+ * oneDNN here: when the user chose no policy (neither GOMP_SPINCOUNT nor
+ * OMP_WAIT_POLICY set, even empty) and no libgomp is in the process yet,
+ * the tool's default is a short spin, GOMP_SPINCOUNT=20000
+ * (docs/DESIGN.md, "Threads"). Setting either variable overrides it. */
+const char *mp_dnnl_spin_choice(const char *spincount, const char *wait_policy,
+                                bool gomp_loaded) {
+    if (spincount || wait_policy || gomp_loaded) return NULL;
+    return "20000";
+}
+
+static void mp__spin_default(void) {
+    void *g = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (g) dlclose(g);
+    const char *v = mp_dnnl_spin_choice(getenv("GOMP_SPINCOUNT"),
+                                        getenv("OMP_WAIT_POLICY"), g != NULL);
+    if (v) setenv("GOMP_SPINCOUNT", v, 0);
+}
+
 static void mp__dl_load(void) {
+    mp__spin_default();
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libdnnl.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) return;
@@ -143,9 +167,11 @@ bool mp_dnnl_available(void) {
 #define dnnl_primitive_create (*mp__dl_dnnl_primitive_create)
 #define dnnl_primitive_desc_create (*mp__dl_dnnl_primitive_desc_create)
 #define dnnl_primitive_desc_destroy (*mp__dl_dnnl_primitive_desc_destroy)
+#define dnnl_primitive_desc_query (*mp__dl_dnnl_primitive_desc_query)
 #define dnnl_primitive_desc_query_md (*mp__dl_dnnl_primitive_desc_query_md)
 #define dnnl_primitive_destroy (*mp__dl_dnnl_primitive_destroy)
 #define dnnl_primitive_execute (*mp__dl_dnnl_primitive_execute)
+#define dnnl_reduction_desc_init (*mp__dl_dnnl_reduction_desc_init)
 #define dnnl_reorder_primitive_desc_create (*mp__dl_dnnl_reorder_primitive_desc_create)
 #define dnnl_softmax_forward_desc_init (*mp__dl_dnnl_softmax_forward_desc_init)
 #define dnnl_status2str (*mp__dl_dnnl_status2str)
@@ -237,6 +263,23 @@ static int sole_consumer(const mp_graph *g, int v) {
     }
     return -1;
 }
+/* The sole reader of value v when it is op `op` with one fp32 output
+ * (shaped like `like` when given): its index, else -1. */
+static int next_op(const mp_graph *g, int v, const char *op, const mp_value *like) {
+    int ci = sole_consumer(g, v);
+    if (ci < 0) return -1;
+    const mp_node *c = &g->nodes[ci];
+    if (!is_op(c, op) || c->n_out != 1 || !is_f32(gout(g, c, 0))) return -1;
+    if (like && !same_dims(gout(g, c, 0), like->rank, like->dims)) return -1;
+    return ci;
+}
+
+/* The other operand of a two-input node reading v once, else -1 */
+static int other_in(const mp_node *c, int v) {
+    if (c->n_in != 2 || (c->in[0] == v) == (c->in[1] == v)) return -1;
+    return c->in[0] == v ? c->in[1] : c->in[0];
+}
+
 static int64_t numel_of(int rank, const int64_t *dims) {
     int64_t p = 1;
     for (int i = 0; i < rank; i++) p *= dims[i];
@@ -317,6 +360,18 @@ typedef struct dk {
     const void *lay_plan;    /* the value this kernel registered a blocked */
     const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
     int lay_v;
+    /* a matrix product run by a GEMM library instead of the primitive
+     * (gemm_choose, below): alt is GEMM_SGEMM or GEMM_BLAS, 0 the primitive */
+    int alt;
+    bool alt_ta, alt_tb;
+    int64_t alt_m, alt_n, alt_k, alt_lda, alt_ldb;
+    float alt_alpha;
+    const float *alt_b;      /* B as stored (a constant the plan holds) */
+    int alt_nadd;            /* tensors added to the product (bias, residual) */
+    int alt_add_in[8];       /* k->in index, or -1: alt_add_own */
+    const float *alt_add_own[8];
+    bool alt_add_row[8];     /* an [N] row broadcast over the M rows, else [M, N] */
+    int wown;                /* own[] index of the primitive's weights, -1 */
 } dk;
 
 /* ---- channels-last activations between oneDNN kernels ----
@@ -437,8 +492,11 @@ static mp_status dk_arg(mp_kctx *k, dk *s, int arg, const dnnl_memory_desc_t *md
     return MP_OK;
 }
 
+static mp_status gemm_alt_run(mp_kctx *k, dk *s);
+
 static mp_status dk_run(mp_kctx *k) {
     dk *s = k->state;
+    if (s->alt) return gemm_alt_run(k, s);
     set_threads(s->threads);
     for (int i = 0; i < s->n; i++) {
         void *p;
@@ -524,6 +582,7 @@ static mp_status dk_new(mp_kctx *k, dk **out) {
     if (!s) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     s->threads = k->threads > 0 ? k->threads : omp_get_max_threads();
     s->lay_v = -1;
+    s->wown = -1;
     set_threads(s->threads);
     k->state = s;
     *out = s;
@@ -550,26 +609,6 @@ static mp_status dk_finish(mp_kctx *k, dk *s, const_dnnl_primitive_desc_t pd, si
     return MP_OK;
 }
 
-/* fp16/bf16 -> fp32 */
-static float half_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0) {
-        if (m == 0) {
-            u = sign;
-        } else {
-            float f = (float)m * 0x1p-24f;
-            return sign ? -f : f;
-        }
-    } else if (e == 31) {
-        u = sign | 0x7f800000u | (m << 13);
-    } else {
-        u = sign | ((e + 112) << 23) | (m << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* Constant input i as fp32: its own data, or a converted copy the kernel
  * owns. NULL when the input has no data at prepare (known at run only). */
 static mp_status const_f32(mp_kctx *k, dk *s, int i, const float **out) {
@@ -587,12 +626,7 @@ static mp_status const_f32(mp_kctx *k, dk *s, int i, const float **out) {
     if (!f) return mp_error(MP_ERR_NOMEM, "node %s: out of memory converting weights", k->n->name);
     const uint16_t *h = t->data;
     for (int64_t j = 0; j < t->numel; j++) {
-        if (t->dtype == MP_DT_FLOAT16) {
-            f[j] = half_to_f32(h[j]);
-        } else {
-            uint32_t u = (uint32_t)h[j] << 16;
-            memcpy(&f[j], &u, 4);
-        }
+        f[j] = t->dtype == MP_DT_FLOAT16 ? mp_half_to_float(h[j]) : mp_bf16_to_float(h[j]);
     }
     *out = f;
     return MP_OK;
@@ -637,6 +671,7 @@ typedef struct chain {
     int n_bin;
     int bin_po[8];           /* post-op index of each binary post-op */
     int bin_in[8];           /* its operand: k->in index */
+    dnnl_alg_kind_t bin_alg[8];
     dnnl_memory_desc_t bin_md[8];
     /* BatchNormalization folded (Conv only): k->in index of scale, else -1 */
     int bn_in;
@@ -754,6 +789,35 @@ static bool fold_dims(const mp_value *o, int rank, const int64_t *dims, int64_t 
     return true;
 }
 
+static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]);
+static bool gelu_tanh_pattern(const mp_graph *g, const mp_node *n, int nodes[7]);
+
+/* A GELU as exporters before opset 20 write it, reading value v (erf
+ * form: Div(v, sqrt 2) ... Mul(v, .) ...; tanh form: Mul(v, 0.5),
+ * Pow(v, 3) ... Add(v, .) ...), every reader of v inside it: its nodes in
+ * topological order (*n of them) and its oneDNN algorithm. */
+static bool gelu_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t *alg) {
+    const mp_value *val = &g->values[v];
+    if (val->flags & MP_VAL_OUTPUT) return false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        if (c->n_in < 1 || c->in[0] != v) continue;
+        if (val->n_consumers == 2 && is_op(c, "Div") && gelu_pattern(g, c, nodes + 1)) {
+            nodes[0] = i;
+            *n = 5;
+            *alg = dnnl_eltwise_gelu_erf;
+            return true;
+        }
+        if (val->n_consumers == 3 && is_op(c, "Mul") && gelu_tanh_pattern(g, c, nodes + 1)) {
+            nodes[0] = i;
+            *n = 8;
+            *alg = dnnl_eltwise_gelu_tanh;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Absorb the chain of single consumers of the node's output value `v`
  * (dims: rank, dims) that oneDNN can apply after the main computation.
  * allow_bn: a BatchNormalization right after may be folded (Conv). */
@@ -761,6 +825,20 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
                               chain *ch) {
     const mp_graph *g = k->g;
     while (k->fuse) {
+        /* a whole GELU (several nodes read v) as one eltwise post-op */
+        int gn[8], ng = 0;
+        dnnl_alg_kind_t galg;
+        if (k->plan && !allow_bn && gelu_at(g, v, gn, &ng, &galg)) {
+            if (chain_has(ch, galg) || !same_dims(&g->values[g->nodes[gn[ng - 1]].out[0]], rank, dims)) break;
+            if (mp_kfuse_nodes(k, gn, ng) != MP_OK) {
+                mp_error_clear();
+                break;
+            }
+            mp_status st = po_eltwise(k, ch, galg, 0, 0);
+            if (st) return st;
+            v = g->nodes[gn[ng - 1]].out[0];
+            continue;
+        }
         int ci = sole_consumer(g, v);
         if (ci < 0) break;
         const mp_node *c = &g->nodes[ci];
@@ -837,6 +915,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
                 DN(dnnl_post_ops_append_binary(ch->po, alg, &md), "binary post-op");
                 ch->bin_po[ch->n_bin] = ch->n_po;
                 ch->bin_in[ch->n_bin] = base;
+                ch->bin_alg[ch->n_bin] = alg;
                 ch->bin_md[ch->n_bin] = md;
                 ch->n_bin++;
                 ch->n_po++;
@@ -1202,6 +1281,315 @@ fail:
 static mp_status conv_prepare(mp_kctx *k, size_t *scratch) { return conv_prepare_any(k, scratch, false); }
 static mp_status convt_prepare(mp_kctx *k, size_t *scratch) { return conv_prepare_any(k, scratch, true); }
 
+/* ------------------------------------ the GEMM chosen per product shape
+ * On AVX2, oneDNN 2.6's matmul primitive is gemm:jit on plain weights (no
+ * brgemm below AVX-512), and which library multiplies fastest depends on
+ * the CPU and the shape (the reference note on a 2-core AMD EPYC: OpenBLAS
+ * twice dnnl_sgemm on 128x768x3072, dnnl_sgemm ahead on 197x768x2304). So
+ * a 2-D product with constant B whose fused chain only adds tensors (a
+ * bias row, a residual) is timed once at plan time on each candidate: the
+ * primitive with its post-ops, dnnl_sgemm and OpenBLAS's cblas_sgemm (each
+ * after a pass writing the summed addends into Y, then beta = 1), and a
+ * library replaces the primitive when its time over the primitive's in
+ * the same round is below 0.9 in 4 of 5 alternated rounds; kept
+ * per (M, K, N, addends, threads) for the process. The report names the
+ * choice (the node's `kernel`). */
+
+enum { GEMM_PRIM = 0, GEMM_SGEMM = 1, GEMM_BLAS = 2 };
+static const char *const gemm_names[] = {NULL, "onednn:sgemm", "openblas:sgemm"};
+
+static int g_gemm_force = -1;   /* tests and benches: always this candidate */
+
+int mp_dnnl_gemm_force(int which) {
+    int old = g_gemm_force;
+    g_gemm_force = which;
+    return old;
+}
+
+typedef struct gemm_key {
+    int64_t m, n, k;
+    int rows, fulls, threads, tr, prim_kind;
+    int choice;
+} gemm_key;
+
+static pthread_mutex_t g_gemm_mu = PTHREAD_MUTEX_INITIALIZER;
+static gemm_key g_gemm_cache[64];
+static int g_gemm_ncache;
+
+static double gemm_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct gemm_fill {
+    float *y;
+    int64_t n;
+    int nadd;
+    const float *add[8];
+    bool row[8];
+} gemm_fill;
+
+/* Rows [lo, hi) of Y = the sum of the addends */
+static void gemm_fill_rows(void *arg, int64_t lo, int64_t hi) {
+    const gemm_fill *f = arg;
+    int64_t n = f->n;
+    for (int64_t r = lo; r < hi; r++) {
+        float *y = f->y + r * n;
+        const float *a0 = f->add[0] + (f->row[0] ? 0 : r * n);
+        if (f->nadd == 1) {
+            memcpy(y, a0, (size_t)n * sizeof(float));
+            continue;
+        }
+        const float *a1 = f->add[1] + (f->row[1] ? 0 : r * n);
+        for (int64_t j = 0; j < n; j++) y[j] = a0[j] + a1[j];
+        for (int i = 2; i < f->nadd; i++) {
+            const float *ai = f->add[i] + (f->row[i] ? 0 : r * n);
+            for (int64_t j = 0; j < n; j++) y[j] += ai[j];
+        }
+    }
+}
+
+/* The product through library `which` (GEMM_SGEMM, GEMM_BLAS): Y = the
+ * addends (add[i], NULL: from k->in), then Y += alpha op(A) op(B). */
+static mp_status gemm_lib(mp_kctx *k, dk *s, int which, const float *A, float *Y, const float *const *add) {
+    float beta = 0.0f;
+    if (s->alt_nadd > 0) {
+        gemm_fill f = {Y, s->alt_n, s->alt_nadd, {NULL}, {false}};
+        for (int i = 0; i < s->alt_nadd; i++) {
+            f.add[i] = add[i];
+            f.row[i] = s->alt_add_row[i];
+            if (!f.add[i]) return mp_error(MP_ERR_USAGE, "node %s (%s): an addend's buffer is missing",
+                                           k->n->name, k->n->op);
+        }
+        /* a few rows per chunk: a chunk is worth a thread only past ~32 KB */
+        if (s->threads > 1 && s->alt_m * s->alt_n >= 16384) mp_kparallel(k, s->alt_m, gemm_fill_rows, &f);
+        else gemm_fill_rows(&f, 0, s->alt_m);
+        beta = 1.0f;
+    }
+    if (which == GEMM_BLAS) {
+        mp_blas_sgemm(s->threads, s->alt_ta, s->alt_tb, s->alt_m, s->alt_n, s->alt_k, s->alt_alpha, A, s->alt_lda,
+                      s->alt_b, s->alt_ldb, beta, Y, s->alt_n);
+        return MP_OK;
+    }
+    set_threads(s->threads);
+    DN(dnnl_sgemm(s->alt_ta ? 'T' : 'N', s->alt_tb ? 'T' : 'N', s->alt_m, s->alt_n, s->alt_k, s->alt_alpha, A,
+                  s->alt_lda, s->alt_b, s->alt_ldb, beta, Y, s->alt_n),
+       "sgemm");
+    return MP_OK;
+}
+
+static mp_status gemm_alt_run(mp_kctx *k, dk *s) {
+    const float *A = k->in[0].data;
+    float *Y = k->out[0].data;
+    if (!A || !Y) return mp_error(MP_ERR_USAGE, "node %s (%s): a buffer the product needs is missing",
+                                  k->n->name, k->n->op);
+    const float *add[8];
+    for (int i = 0; i < s->alt_nadd; i++)
+        add[i] = s->alt_add_in[i] >= 0 ? k->in[s->alt_add_in[i]].data : s->alt_add_own[i];
+    return gemm_lib(k, s, s->alt, A, Y, add);
+}
+
+/* One call of the primitive on the timing buffers (handles set here;
+ * dk_run sets the run's again: last[] is cleared after). */
+static mp_status gemm_prim_call(mp_kctx *k, dk *s, void *A, void *Y, void *scr, void *const *ins) {
+    for (int i = 0; i < s->n; i++) {
+        void *p;
+        switch (s->from[i]) {
+        case FROM_IN: p = s->idx[i] == 0 ? A : ins[s->idx[i]]; break;
+        case FROM_OUT: p = Y; break;
+        case FROM_SCRATCH: p = scr; break;
+        default: continue;
+        }
+        DN(dnnl_memory_set_data_handle(s->ex[i].memory, p), "set data handle");
+        s->last[i] = NULL;
+    }
+    DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
+    DN(dnnl_stream_wait(g_strm), "wait");
+    return MP_OK;
+}
+
+/* What gemm_choose needs from matmul_prepare / gemm_prepare. */
+typedef struct gemm_desc {
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha;
+    const float *b;          /* constant B as stored, NULL: none */
+    int nadd;
+    int add_in[8];
+    const float *add_own[8];
+    bool add_row[8];
+    bool ok;                 /* false: only the primitive can run it */
+    bool jit_gemm;           /* the primitive is oneDNN's gemm:jit (no brgemm) */
+} gemm_desc;
+
+/* Whether pd's implementation is oneDNN's GEMM-based one ("gemm:jit"):
+ * below AVX-512, oneDNN 2.6 has no brgemm matmul and runs plain weights
+ * through its sgemm, where other libraries may be faster on some CPUs;
+ * brgemm with weights blocked once leads every library measured. */
+static bool pd_is_gemm(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
+    return strncmp(impl, "gemm", 4) == 0;
+}
+
+/* The chain's binary post-ops as addends of a product Y[m, n] (Gemm's C,
+ * when there, is already addend 0); ok false when the chain has anything
+ * else (an activation, a scale, a Mul, a column broadcast, a blocked
+ * operand). */
+static void gemm_desc_chain(const mp_kctx *k, const chain *ch, int first_po, gemm_desc *d) {
+    if (ch->bn_in >= 0 || ch->n_po != first_po + ch->n_bin) d->ok = false;
+    for (int i = 0; d->ok && i < ch->n_bin; i++) {
+        const dnnl_memory_desc_t *md = &ch->bin_md[i];
+        int64_t numel = 1;
+        for (int j = 0; j < md->ndims; j++) numel *= md->dims[j];
+        dnnl_memory_desc_t pl;
+        if (ch->bin_alg[i] != dnnl_binary_add || d->nadd >= 8 ||
+            md_plain(&pl, md->ndims, md->dims) != dnnl_success || !dnnl_memory_desc_equal(&pl, md)) {
+            d->ok = false;
+            break;
+        }
+        bool row = numel == d->n && md->ndims >= 1 && md->dims[md->ndims - 1] == d->n;
+        if (!row && numel != d->m * d->n) {
+            d->ok = false;
+            break;
+        }
+        d->add_in[d->nadd] = ch->bin_in[i];
+        d->add_own[d->nadd] = NULL;
+        d->add_row[d->nadd] = row;
+        d->nadd++;
+    }
+}
+
+/* Time the candidates for the product d once (per shape, cached) and keep
+ * the fastest in s; the primitive stays when it wins or nothing else can
+ * run the product. *scratch: the primitive's scratch bytes. */
+static mp_status gemm_choose(mp_kctx *k, dk *s, const gemm_desc *d, size_t scratch) {
+    if (!d->ok || !d->b || !s->prim || g_gemm_force == GEMM_PRIM) return MP_OK;
+    if (g_gemm_force < 0 && !d->jit_gemm) return MP_OK;
+    if (d->m > INT32_MAX / 2 || d->n > INT32_MAX / 2 || d->k > INT32_MAX / 2) return MP_OK;
+    /* below ~1 MFLOP a call is dominated by its overheads: keep the primitive */
+    double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k;
+    if (g_gemm_force < 0 && flops < 4e6) return MP_OK;
+    bool blas = mp_blas_available();
+    s->alt_ta = d->ta;
+    s->alt_tb = d->tb;
+    s->alt_m = d->m;
+    s->alt_n = d->n;
+    s->alt_k = d->k;
+    s->alt_lda = d->ta ? d->m : d->k;
+    s->alt_ldb = d->tb ? d->k : d->n;
+    s->alt_alpha = d->alpha;
+    s->alt_b = d->b;
+    s->alt_nadd = d->nadd;
+    int rows = 0, fulls = 0;
+    for (int i = 0; i < d->nadd; i++) {
+        s->alt_add_in[i] = d->add_in[i];
+        s->alt_add_own[i] = d->add_own[i];
+        s->alt_add_row[i] = d->add_row[i];
+        if (d->add_row[i]) rows++;
+        else fulls++;
+    }
+    int choice = g_gemm_force;
+    if (choice == GEMM_BLAS && !blas) choice = GEMM_SGEMM;
+    gemm_key key = {d->m, d->n, d->k, rows, fulls, s->threads, (d->ta ? 1 : 0) | (d->tb ? 2 : 0), 0, -1};
+    if (choice < 0) {
+        pthread_mutex_lock(&g_gemm_mu);
+        for (int i = 0; i < g_gemm_ncache; i++) {
+            const gemm_key *c = &g_gemm_cache[i];
+            if (c->m == key.m && c->n == key.n && c->k == key.k && c->rows == rows && c->fulls == fulls &&
+                c->threads == key.threads && c->tr == key.tr)
+                choice = c->choice;
+        }
+        pthread_mutex_unlock(&g_gemm_mu);
+    }
+    mp_status st = MP_OK;
+    if (choice < 0) {
+        /* timing buffers: A, Y, the primitive's scratch, addends known
+         * only at run time (values do not matter: no NaN, no denormal) */
+        size_t na = (size_t)(d->m * d->k), ny = (size_t)(d->m * d->n);
+        float *A = malloc(na * sizeof(float)), *Y = malloc(ny * sizeof(float));
+        void *scr = scratch ? malloc(scratch) : NULL;
+        void *ins[64] = {NULL};
+        float *tmp[8] = {NULL};
+        const float *add[8];
+        bool ok = A && Y && (!scratch || scr) && k->n_in <= 64;
+        for (size_t i = 0; ok && i < na; i++) A[i] = (float)((i * 7) % 13) * 0.01f;
+        for (int i = 0; ok && i < k->n_in; i++) ins[i] = k->in[i].data;
+        for (int i = 0; ok && i < d->nadd; i++) {
+            add[i] = d->add_in[i] >= 0 ? k->in[d->add_in[i]].data : d->add_own[i];
+            if (!add[i]) {
+                size_t ne = d->add_row[i] ? (size_t)d->n : ny;
+                if (!(tmp[i] = calloc(ne, sizeof(float)))) ok = false;
+                add[i] = tmp[i];
+                if (d->add_in[i] >= 0) ins[d->add_in[i]] = tmp[i];
+            }
+        }
+        for (int i = 0; ok && i < s->n; i++) /* binary operands of the primitive */
+            if (s->from[i] == FROM_IN && s->idx[i] > 0 && s->idx[i] < 64 && !ins[s->idx[i]]) ok = false;
+        enum { ROUNDS = 5 };
+        double t[3][ROUNDS + 1];
+        int ncand = blas ? 3 : 2;
+        /* one warm-up call each, then rounds alternating the candidates
+         * (the order turned each round) */
+        for (int r = 0; ok && !st && r <= ROUNDS; r++)
+            for (int c0 = 0; c0 < ncand && !st; c0++) {
+                int c = (c0 + r) % ncand;
+                double t0 = gemm_now();
+                st = c == GEMM_PRIM ? gemm_prim_call(k, s, A, Y, scr, ins) : gemm_lib(k, s, c, A, Y, add);
+                t[c][r] = gemm_now() - t0;
+            }
+        /* each library against the primitive in the same round (another
+         * job slowing a round slows both); a library wins only when
+         * clearly faster: by 10% (a shared machine's noise between two
+         * calls) in 4 rounds of 5 */
+        choice = GEMM_PRIM;
+        double best_ratio = 0.90;
+        for (int c = 1; ok && !st && c < ncand; c++) {
+            double q[ROUNDS];
+            for (int r = 0; r < ROUNDS; r++) q[r] = t[c][r + 1] / (t[GEMM_PRIM][r + 1] > 0 ? t[GEMM_PRIM][r + 1] : 1e-9);
+            for (int i = 1; i < ROUNDS; i++) /* insertion sort: 5 values */
+                for (int j = i; j > 0 && q[j - 1] > q[j]; j--) {
+                    double x = q[j];
+                    q[j] = q[j - 1];
+                    q[j - 1] = x;
+                }
+            /* faster in 4 rounds of 5 (the 4th smallest ratio): a
+             * library that wins only while a burst of load lasts stays out */
+            if (q[ROUNDS - 2] < best_ratio) {
+                best_ratio = q[ROUNDS - 2];
+                choice = c;
+            }
+        }
+        free(A);
+        free(Y);
+        free(scr);
+        for (int i = 0; i < 8; i++) free(tmp[i]);
+        if (st) return st;
+        if (ok) {
+            key.choice = choice;
+            pthread_mutex_lock(&g_gemm_mu);
+            if (g_gemm_ncache < (int)(sizeof g_gemm_cache / sizeof g_gemm_cache[0]))
+                g_gemm_cache[g_gemm_ncache++] = key;
+            pthread_mutex_unlock(&g_gemm_mu);
+        }
+    }
+    if (choice == GEMM_PRIM) {
+        s->alt_nadd = 0;
+        return MP_OK;
+    }
+    /* the library runs it: the primitive and its copy of the weights go */
+    s->alt = choice;
+    k->kname = gemm_names[choice];
+    dnnl_primitive_destroy(s->prim);
+    s->prim = NULL;
+    if (s->wown >= 0 && s->wown < s->n_own) {
+        free(s->own[s->wown]);
+        s->own[s->wown] = NULL;
+    }
+    return MP_OK;
+}
+
 /* ------------------------------------------------------------ MatMul, Gemm */
 
 static bool matmul_ok(const mp_graph *g, const mp_node *n) {
@@ -1237,8 +1625,11 @@ static mp_status matmul_pd_bind(mp_kctx *k, dk *s, const dnnl_memory_desc_t *amd
     st = dk_arg(k, s, DNNL_ARG_SRC, amd, FROM_IN, 0, NULL);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, ymd, FROM_OUT, 0, NULL);
     if (!st) {
-        if (bdat) st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, bplain, bdat,
-                                      dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0));
+        if (bdat) {
+            s->wown = s->n_own;
+            st = bind_reordered(k, s, DNNL_ARG_WEIGHTS, bplain, bdat,
+                                dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0));
+        }
         else st = dk_arg(k, s, DNNL_ARG_WEIGHTS, bplain, FROM_IN, 1, NULL);
     }
     return st;
@@ -1309,7 +1700,13 @@ static mp_status matmul_prepare(mp_kctx *k, size_t *scratch) {
     if (!pd) goto fail;
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
+    bool jit_gemm = pd_is_gemm(pd);
     dnnl_primitive_desc_destroy(pd);
+    if (!st && rr == 2 && bdat) {
+        gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true, .jit_gemm = jit_gemm};
+        gemm_desc_chain(k, &ch, 0, &d);
+        st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
+    }
     return st;
 dfail_:
     st = dfail(k, ds, "memory descriptor");
@@ -1387,7 +1784,22 @@ static mp_status gemm_prepare(mp_kctx *k, size_t *scratch) {
     }
     if (!st) st = chain_bind(k, s, &ch);
     if (!st) st = dk_finish(k, s, pd, scratch);
+    bool jit_gemm = pd_is_gemm(pd);
     dnnl_primitive_desc_destroy(pd);
+    if (!st && bdat) {
+        gemm_desc d = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .alpha = alpha, .b = bdat, .ok = true,
+                       .jit_gemm = jit_gemm};
+        if (c && beta != 0.0f) {
+            int64_t cn = mp_value_numel(c);
+            d.add_row[0] = cn == N && c->rank >= 1 && c->dims[c->rank - 1] == N;
+            if (!d.add_row[0] && cn != M * N) d.ok = false;
+            d.add_in[0] = cs || cdat ? -1 : 2;
+            d.add_own[0] = cs ? cs : cdat;
+            d.nadd = 1;
+        }
+        gemm_desc_chain(k, &ch, d.nadd, &d);
+        st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
+    }
     return st;
 dfail_:
     st = dfail(k, ds, "memory descriptor");
@@ -1858,6 +2270,8 @@ static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]) {
     return true;
 }
 
+static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch);
+
 static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
     int nodes[4];
     gelu_pattern(k->g, k->n, nodes);
@@ -1867,6 +2281,53 @@ static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
         if (mp_kfuse(k, nodes[i]) != MP_OK)
             return mp_error(MP_ERR_UNSUPPORTED, "node %s: the GELU pattern could not be fused whole (at %s)",
                             k->n->name, k->g->nodes[nodes[i]].name);
+    return gelu_kernel(k, dnnl_eltwise_gelu_erf, k->g->nodes[nodes[3]].out[0], scratch);
+}
+
+
+/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's GELU as its
+ * exports write it: h = Mul(x, 0.5); Pow(x, 3) -> Mul(c) -> Add(x, .) ->
+ * Mul(k) -> Tanh -> Add(1) -> Mul(h, .). Found from the first Mul;
+ * nodes[] gets the other seven in that order. */
+static bool gelu_tanh_pattern(const mp_graph *g, const mp_node *n, int nodes[7]) {
+    if (!is_op(n, "Mul") || n->n_in != 2 || n->n_out != 1) return false;
+    const mp_value *x = gval(g, n, 0);
+    double c;
+    if (!is_f32(x) || !const_scalar(g, gval(g, n, 1), &c) || c != 0.5) return false;
+    int xv = n->in[0], pw = -1;
+    for (int i = 0; i < g->n_nodes && pw < 0; i++) {
+        const mp_node *q = &g->nodes[i];
+        if (is_op(q, "Pow") && q->n_in == 2 && q->in[0] == xv && const_scalar(g, gval(g, q, 1), &c) && c == 3.0 &&
+            is_f32(gout(g, q, 0)) && same_dims(gout(g, q, 0), x->rank, x->dims))
+            pw = i;
+    }
+    if (pw < 0) return false;
+    nodes[0] = pw;
+    int v = g->nodes[pw].out[0];
+    static const char *ops[6] = {"Mul", "Add", "Mul", "Tanh", "Add", "Mul"};
+    static const double ks[6] = {0.044715, 0, 0.7978845608028654, 0, 1.0, 0};
+    for (int i = 0; i < 6; i++) {
+        int ci = next_op(g, v, ops[i], x);
+        if (ci < 0) return false;
+        const mp_node *q = &g->nodes[ci];
+        if (i != 3) {
+            int o = other_in(q, v);
+            if (o < 0) return false;
+            if (i == 1 && o != xv) return false;
+            if (i == 5 && o != n->out[0]) return false;
+            if ((i == 0 || i == 2 || i == 4) &&
+                !(const_scalar(g, &g->values[o], &c) && fabs(c - ks[i]) < 1e-4 * ks[i]))
+                return false;
+        }
+        nodes[i + 1] = ci;
+        v = q->out[0];
+    }
+    return sole_consumer(g, n->out[0]) == nodes[6];
+}
+
+/* The elementwise GELU kernel of a pattern fused whole: x (k->in[0]) to
+ * the group's output, laid out as x is. */
+static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch) {
     const mp_value *x = gval(k->g, k->n, 0);
     dk *s;
     mp_status st = dk_new(k, &s);
@@ -1874,16 +2335,201 @@ static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
     int64_t ne = mp_value_numel(x);
     dnnl_memory_desc_t md, blk;
     DN(md_plain(&md, 1, &ne), "memory descriptor");
-    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, k->g->nodes[nodes[3]].out[0], &blk))
+    if (lay_find(k, k->n->in[0], &blk) && !lay_add(k, s, out_v, &blk))
         return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_gelu_erf, &md, 0, 0), "eltwise");
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, 0, 0), "eltwise");
     dnnl_primitive_attr_t attr;
     if ((st = attr_new(k, &attr))) return st;
     dnnl_primitive_desc_t pd;
     if ((st = make_pd(k, &ed, attr, NULL, &pd))) return st;
     st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static mp_status gelu_tanh_prepare(mp_kctx *k, size_t *scratch) {
+    int nodes[7];
+    if (!gelu_tanh_pattern(k->g, k->n, nodes))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a GELU pattern", k->n->name);
+    /* without fusion (or if the planner declines) the Mul runs alone */
+    if (!k->fuse || mp_kfuse_nodes(k, nodes, 7) != MP_OK) {
+        mp_error_clear();
+        return binary_prepare(k, scratch);
+    }
+    return gelu_kernel(k, dnnl_eltwise_gelu_tanh, k->g->nodes[nodes[6]].out[0], scratch);
+}
+
+/* LayerNormalization as exporters before opset 17 write it (PyTorch's
+ * TorchScript exporter, opset 14):
+ *   m = ReduceMean(x, last axis); d = Sub(x, m); p = Pow(d, 2);
+ *   v = ReduceMean(p, last axis); e = Add(v, eps); s = Sqrt(e);
+ *   q = Div(d, s); [o = Mul(q, gamma); [y = Add(o, beta)]]
+ * Found from the first ReduceMean; nodes[] gets the rest in that order
+ * (topological), *eps the constant, *gamma / *beta the value index of the
+ * scale and shift (-1: absent). */
+typedef struct lnpat {
+    int nodes[8], n;
+    double eps;
+    int gamma, beta;
+    int64_t rows, d;
+} lnpat;
+
+/* ReduceMean over the last axis only, keeping it (axes an attribute:
+ * before opset 18) */
+static bool mean_last(const mp_graph *g, const mp_node *n, const mp_value **x) {
+    if (!is_op(n, "ReduceMean") || n->n_in != 1 || n->n_out != 1) return false;
+    *x = gval(g, n, 0);
+    if (!is_f32(*x) || (*x)->rank < 1 || mp_attr_i(n, "keepdims", 1) != 1) return false;
+    const int64_t *ax;
+    if (mp_attr_ints(n, "axes", &ax) != 1) return false;
+    int64_t a = ax[0] < 0 ? ax[0] + (*x)->rank : ax[0];
+    return a == (*x)->rank - 1;
+}
+
+
+
+/* A per-channel constant of the normalized axis: [D] (leading 1s) */
+static bool chan_const(const mp_graph *g, int v, int64_t d) {
+    const mp_value *c = v >= 0 ? &g->values[v] : NULL;
+    return c && c->dtype == MP_DT_FLOAT && mp_shape_known(c) && is_const_in(g, c) && c->rank >= 1 &&
+           mp_value_numel(c) == d && c->dims[c->rank - 1] == d;
+}
+
+static bool ln_pattern(const mp_graph *g, const mp_node *n, lnpat *p) {
+    const mp_value *x, *x2;
+    if (!mean_last(g, n, &x)) return false;
+    p->n = 0;
+    p->gamma = p->beta = -1;
+    p->d = x->dims[x->rank - 1];
+    p->rows = mp_value_numel(x) / (p->d > 0 ? p->d : 1);
+    if (p->d <= 0 || p->rows <= 0) return false;
+    int sub = next_op(g, n->out[0], "Sub", x);
+    if (sub < 0 || g->nodes[sub].in[0] != n->in[0] || g->nodes[sub].in[1] != n->out[0]) return false;
+    int dv = g->nodes[sub].out[0];
+    const mp_value *dval = &g->values[dv];
+    if (dval->n_consumers != 2 || (dval->flags & MP_VAL_OUTPUT)) return false;
+    int pw = -1, dvn = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        for (int j = 0; j < c->n_in; j++) {
+            if (c->in[j] != dv) continue;
+            if (is_op(c, "Pow") && j == 0) pw = i;
+            else if (is_op(c, "Div") && j == 0) dvn = i;
+            else return false;
+        }
+    }
+    double k;
+    if (pw < 0 || dvn < 0 || !const_scalar(g, gval(g, &g->nodes[pw], 1), &k) || k != 2.0 ||
+        !is_f32(gout(g, &g->nodes[pw], 0)) || !same_dims(gout(g, &g->nodes[pw], 0), x->rank, x->dims))
+        return false;
+    int rm = sole_consumer(g, g->nodes[pw].out[0]);
+    if (rm < 0 || !mean_last(g, &g->nodes[rm], &x2)) return false;
+    const mp_value *var = gout(g, &g->nodes[rm], 0);
+    int add = next_op(g, g->nodes[rm].out[0], "Add", var);
+    int ev = add >= 0 ? other_in(&g->nodes[add], g->nodes[rm].out[0]) : -1;
+    if (ev < 0 || !const_scalar(g, &g->values[ev], &p->eps) || !(p->eps >= 0)) return false;
+    int sq = next_op(g, g->nodes[add].out[0], "Sqrt", var);
+    if (sq < 0) return false;
+    int dvs = sole_consumer(g, g->nodes[sq].out[0]);
+    if (dvs != dvn || g->nodes[dvn].n_in != 2 || g->nodes[dvn].in[1] != g->nodes[sq].out[0] ||
+        !is_f32(gout(g, &g->nodes[dvn], 0)) || !same_dims(gout(g, &g->nodes[dvn], 0), x->rank, x->dims))
+        return false;
+    int list[8] = {sub, pw, rm, add, sq, dvn};
+    int cnt = 6, last = g->nodes[dvn].out[0];
+    int mul = next_op(g, last, "Mul", x);
+    if (mul >= 0 && chan_const(g, other_in(&g->nodes[mul], last), p->d)) {
+        p->gamma = other_in(&g->nodes[mul], last);
+        list[cnt++] = mul;
+        last = g->nodes[mul].out[0];
+        int ad = next_op(g, last, "Add", x);
+        if (ad >= 0 && chan_const(g, other_in(&g->nodes[ad], last), p->d)) {
+            p->beta = other_in(&g->nodes[ad], last);
+            list[cnt++] = ad;
+        }
+    }
+    memcpy(p->nodes, list, sizeof list);
+    p->n = cnt;
+    return true;
+}
+
+/* Where mp_kfuse_nodes put value v among k->in: after the head's own
+ * inputs, each node's inputs not made inside the group, in order. */
+static int fused_in_index(const mp_graph *g, const mp_node *head, const int *nodes, int n, int v) {
+    int at = head->n_in;
+    for (int i = 0; i < n; i++) {
+        const mp_node *c = &g->nodes[nodes[i]];
+        for (int j = 0; j < c->n_in; j++) {
+            int u = c->in[j];
+            if (u < 0) continue;
+            bool inside = u == head->out[0];
+            for (int q = 0; q < i && !inside; q++)
+                if (g->nodes[nodes[q]].out[0] == u) inside = true;
+            if (inside) continue;
+            if (u == v) return at;
+            at++;
+        }
+    }
+    return -1;
+}
+
+/* The head alone (fusion off or declined): the mean over the last axis */
+static mp_status mean_last_prepare(mp_kctx *k, const lnpat *p, size_t *scratch) {
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    k->kname = "onednn:reduction";
+    int64_t sd[2] = {p->rows, p->d}, dd[2] = {p->rows, 1};
+    dnnl_memory_desc_t smd, dmd;
+    DN(md_plain(&smd, 2, sd), "memory descriptor");
+    DN(md_plain(&dmd, 2, dd), "memory descriptor");
+    dnnl_reduction_desc_t rd;
+    DN(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &smd, &dmd, 0.0f, 0.0f), "reduction");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &rd, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &smd, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &dmd, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
+    lnpat p;
+    if (!ln_pattern(k->g, k->n, &p))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a LayerNormalization pattern", k->n->name);
+    if (!k->fuse || mp_kfuse_nodes(k, p.nodes, p.n) != MP_OK) {
+        mp_error_clear();
+        return mean_last_prepare(k, &p, scratch);
+    }
+    int gi = p.gamma >= 0 ? fused_in_index(k->g, k->n, p.nodes, p.n, p.gamma) : -1;
+    int bi = p.beta >= 0 ? fused_in_index(k->g, k->n, p.nodes, p.n, p.beta) : -1;
+    if ((p.gamma >= 0 && (gi < 0 || gi >= k->n_in)) || (p.beta >= 0 && (bi < 0 || bi >= k->n_in)))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: the LayerNormalization pattern's inputs are not where "
+                        "expected", k->n->name);
+    dk *s;
+    mp_status st = dk_new(k, &s);
+    if (st) return st;
+    int64_t d2[2] = {p.rows, p.d};
+    dnnl_memory_desc_t md, cmd;
+    DN(md_plain(&md, 2, d2), "memory descriptor");
+    DN(md_plain(&cmd, 1, &p.d), "memory descriptor");
+    unsigned flags = (gi >= 0 ? dnnl_use_scale : 0) | (bi >= 0 ? dnnl_use_shift : 0);
+    dnnl_layer_normalization_desc_t ld;
+    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL, (float)p.eps, flags),
+       "layer normalization");
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, &ld, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st && gi >= 0) st = dk_arg(k, s, DNNL_ARG_SCALE, &cmd, FROM_IN, gi, NULL);
+    if (!st && bi >= 0) st = dk_arg(k, s, DNNL_ARG_SHIFT, &cmd, FROM_IN, bi, NULL);
     if (!st) st = dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
     return st;
@@ -1902,6 +2548,8 @@ static const mp_kernel k_batchnorm = {"onednn:batchnorm", batchnorm_prepare, dk_
 static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, dk_release};
 static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
 static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
+static const mp_kernel k_lnorm = {"onednn:layernorm", lnorm_prepare, dk_run, dk_release};
+static const mp_kernel k_gelu_tanh = {"onednn:gelu", gelu_tanh_prepare, dk_run, dk_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
@@ -1934,10 +2582,18 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "LayerNormalization")) return layernorm_ok(g, n) ? &k_layernorm : NULL;
         if (mp_streq(op, "LogSoftmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
         break;
-    case 'M':
+    case 'M': {
         if (mp_streq(op, "MatMul")) return matmul_ok(g, n) ? &k_matmul : NULL;
         if (mp_streq(op, "MaxPool")) return pool_ok(g, n) ? &k_pool : NULL;
+        int gn[7];
+        if (mp_streq(op, "Mul") && gelu_tanh_pattern(g, n, gn) && binary_ok(g, n, &swap)) return &k_gelu_tanh;
         break;
+    }
+    case 'R': {
+        lnpat lp;
+        if (mp_streq(op, "ReduceMean") && ln_pattern(g, n, &lp)) return &k_lnorm;
+        break;
+    }
     case 'S':
         if (mp_streq(op, "Softmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
         break;
@@ -1964,8 +2620,89 @@ bool mp_dnnl_engine(void *eng, void *strm) {
     return true;
 }
 
-bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c) {
-    if (!mp_dnnl_available()) return false;
-    if (threads > 0) omp_set_num_threads(threads);
-    return dnnl_sgemm('N', 'N', s, s, s, 1.0f, a, s, b, s, 0.0f, c, s) == dnnl_success;
+/* The peak probe (measure.c times it): C = A B on s x s x s fp32 through
+ * one of the two ways the glue multiplies, the matmul primitive with B
+ * reordered once into the layout it chose (as MatMul and Gemm nodes run:
+ * a blocked layout and brgemm on AVX-512) or plain dnnl_sgemm. */
+struct mp_dnnl_probe {
+    int which, s;
+    const float *a, *b;
+    float *c;
+    dnnl_primitive_t p;
+    dnnl_memory_t ma, mb, mc;
+};
+
+void mp_dnnl_probe_free(mp_dnnl_probe *pr) {
+    if (!pr) return;
+    if (pr->p) dnnl_primitive_destroy(pr->p);
+    if (pr->ma) dnnl_memory_destroy(pr->ma);
+    if (pr->mb) dnnl_memory_destroy(pr->mb);
+    if (pr->mc) dnnl_memory_destroy(pr->mc);
+    free(pr);
+}
+
+static dnnl_status_t probe_make(mp_dnnl_probe *pr) {
+    int64_t d[2] = {pr->s, pr->s};
+    dnnl_memory_desc_t amd, bplain, bmd, cmd;
+    dnnl_status_t ds;
+    if ((ds = md_plain(&amd, 2, d)) || (ds = md_plain(&bplain, 2, d)) || (ds = md_any(&bmd, 2, d)) ||
+        (ds = md_plain(&cmd, 2, d)))
+        return ds;
+    dnnl_matmul_desc_t md;
+    if ((ds = dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd))) return ds;
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t rp = NULL;
+    dnnl_memory_t braw = NULL;
+    if ((ds = dnnl_primitive_desc_create(&pd, &md, NULL, g_eng, NULL))) return ds;
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    if (!(ds = dnnl_primitive_create(&pr->p, pd)) &&
+        !(ds = dnnl_memory_create(&pr->ma, &amd, g_eng, (void *)pr->a)) &&
+        !(ds = dnnl_memory_create(&pr->mc, &cmd, g_eng, pr->c)) &&
+        !(ds = dnnl_memory_create(&pr->mb, wmd, g_eng, DNNL_MEMORY_ALLOCATE)) &&
+        !(ds = dnnl_memory_create(&braw, &bplain, g_eng, (void *)pr->b)) &&
+        !(ds = dnnl_reorder_primitive_desc_create(&rpd, &bplain, g_eng, wmd, g_eng, NULL)) &&
+        !(ds = dnnl_primitive_create(&rp, rpd))) {
+        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, braw}, {DNNL_ARG_TO, pr->mb}};
+        ds = dnnl_primitive_execute(rp, g_strm, 2, ra);
+        if (!ds) ds = dnnl_stream_wait(g_strm);
+    }
+    if (rp) dnnl_primitive_destroy(rp);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (braw) dnnl_memory_destroy(braw);
+    dnnl_primitive_desc_destroy(pd);
+    return ds;
+}
+
+mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, const float *b, float *c) {
+    if (!mp_dnnl_available()) return NULL;
+    pthread_once(&g_once, engine_init);
+    if (g_init_st != dnnl_success) return NULL;
+    if (which == 2 && !mp_blas_available()) return NULL;
+    mp_dnnl_probe *pr = calloc(1, sizeof *pr);
+    if (!pr) return NULL;
+    pr->which = which;
+    pr->s = s;
+    pr->a = a;
+    pr->b = b;
+    pr->c = c;
+    set_threads(threads);
+    if (which == 0 && probe_make(pr) != dnnl_success) {
+        mp_dnnl_probe_free(pr);
+        return NULL;
+    }
+    return pr;
+}
+
+bool mp_dnnl_probe_run(mp_dnnl_probe *pr, int threads) {
+    int s = pr->s;
+    if (pr->which == 2) {
+        mp_blas_sgemm(threads, false, false, s, s, s, 1.0f, pr->a, s, pr->b, s, 0.0f, pr->c, s);
+        return true;
+    }
+    set_threads(threads);
+    if (pr->which == 1)
+        return dnnl_sgemm('N', 'N', s, s, s, 1.0f, pr->a, s, pr->b, s, 0.0f, pr->c, s) == dnnl_success;
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, pr->ma}, {DNNL_ARG_WEIGHTS, pr->mb}, {DNNL_ARG_DST, pr->mc}};
+    return dnnl_primitive_execute(pr->p, g_strm, 3, args) == dnnl_success &&
+           dnnl_stream_wait(g_strm) == dnnl_success;
 }

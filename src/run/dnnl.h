@@ -12,9 +12,26 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n);
 
 /* oneDNN is loaded on first use (dlopen): false when it cannot be. */
 bool mp_dnnl_available(void);
-/* C = A B on s x s row-major fp32 matrices with `threads` threads (0:
- * as set), for the peak calibration; false without oneDNN or on failure. */
-bool mp_dnnl_sgemm_peak(int threads, int s, const float *a, const float *b, float *c);
+/* The OpenMP spin count the glue sets before it loads oneDNN (and libgomp
+ * with it), given the user's GOMP_SPINCOUNT and OMP_WAIT_POLICY (NULL:
+ * unset) and whether libgomp is already loaded: NULL sets nothing. */
+const char *mp_dnnl_spin_choice(const char *spincount, const char *wait_policy,
+                                bool gomp_loaded);
+/* The peak probe: C = A B on s x s row-major fp32 matrices with `threads`
+ * threads, which 0 through the matmul primitive (B reordered once into its
+ * layout), 1 through dnnl_sgemm, 2 through OpenBLAS (NULL without it). new returns NULL without oneDNN or on
+ * failure; A and B must outlive it. */
+typedef struct mp_dnnl_probe mp_dnnl_probe;
+mp_dnnl_probe *mp_dnnl_probe_new(int which, int threads, int s, const float *a, const float *b, float *c);
+bool mp_dnnl_probe_run(mp_dnnl_probe *pr, int threads);
+void mp_dnnl_probe_free(mp_dnnl_probe *pr);
+
+/* Matrix products (MatMul, Gemm with constant B) may run on dnnl_sgemm or
+ * OpenBLAS when timing at plan time finds one faster than the matmul
+ * primitive. Tests and benches force a candidate for the plans made after:
+ * 0 the primitive, 1 dnnl_sgemm, 2 OpenBLAS (dnnl_sgemm without it), -1
+ * the timed choice (the default). Returns the previous setting. */
+int mp_dnnl_gemm_force(int which);
 
 /* ---- the recurrent layers (dnnl_rnn.c) ----
  * LSTM, GRU and RNN through oneDNN's RNN primitives, or NULL when the node

@@ -7,6 +7,7 @@
 
 #include "run/dnnl.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -45,40 +46,98 @@ static double mp__min(const double *v, int n, int stride) {
     return m;
 }
 
-/* The fp32 peak of this machine with `threads` threads: the best of a few
- * 512^3 GEMMs through oneDNN (~0.15 s), in FLOP/s; 0 when the GEMM fails. */
+/* The fp32 peak of this machine with `threads` threads, in FLOP/s (0: no
+ * oneDNN). Two candidates multiply 1024x1024x1024 fp32 matrices (large
+ * enough for every thread to reach its FMA rate, small enough to stay in
+ * cache tiles): the matmul primitive with its weights in the layout it
+ * chose (as MatMul, Gemm and the fused groups run), dnnl_sgemm and
+ * OpenBLAS (when it loads: a product may run on either). Each is
+ * called after one warm-up until its best call has not improved by more
+ * than 1% for 8 calls (at least 10 calls, then at most 0.5 s; another job
+ * on a core slows some calls, rarely all), and the peak is
+ * the faster candidate's best call. Measured once per process and thread
+ * count. `how` (may be NULL) receives a line saying how it was obtained. */
+enum { MP__PEAK_S = 1024, MP__PEAK_MAXT = 256 };
 
-double mp_run_peak_flops(int threads) {
-    enum { S = 512 };
-    float *a = NULL, *b = NULL, *c = NULL;
-    if (posix_memalign((void **)&a, 64, sizeof(float) * S * S) ||
-        posix_memalign((void **)&b, 64, sizeof(float) * S * S) ||
-        posix_memalign((void **)&c, 64, sizeof(float) * S * S)) {
-        free(a);
-        free(b);
+static double mp__peak_cache[MP__PEAK_MAXT + 1];
+static char mp__peak_how[MP__PEAK_MAXT + 1][112];
+static pthread_mutex_t mp__peak_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double mp__peak_one(int which, int threads, const float *a, const float *b, float *c, int *calls) {
+    mp_dnnl_probe *pr = mp_dnnl_probe_new(which, threads, MP__PEAK_S, a, b, c);
+    *calls = 0;
+    if (!pr || !mp_dnnl_probe_run(pr, threads)) { /* the warm-up */
+        mp_dnnl_probe_free(pr);
         return 0;
     }
-    uint64_t s = 7;
-    for (int i = 0; i < S * S; i++) {
-        a[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
-        b[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
-        c[i] = 0;
-    }
     double best = 0, spent = 0;
-    for (int it = 0; it < 60 && (it < 4 || spent < 0.15); it++) {
+    int since = 0, n = 0;
+    while (n < 10 || (since < 8 && spent < 0.5)) {
         double t0 = mp_run_now();
-        if (!mp_dnnl_sgemm_peak(it == 0 ? threads : 0, S, a, b, c)) {
+        if (!mp_dnnl_probe_run(pr, threads)) {
             best = 0;
             break;
         }
         double dt = mp_run_now() - t0;
         spent += dt;
-        if (it >= 1 && (best == 0 || dt < best)) best = dt; /* the first warms up */
+        n++;
+        if (best == 0 || dt < best * 0.99) since = 0;
+        else since++;
+        if (best == 0 || dt < best) best = dt;
+        if (n >= 200) break;
+    }
+    mp_dnnl_probe_free(pr);
+    *calls = n;
+    double S = MP__PEAK_S;
+    return best > 0 ? 2.0 * S * S * S / best : 0;
+}
+
+double mp_run_peak_flops(int threads, const char **how) {
+    if (how) *how = NULL;
+    int slot = threads > 0 && threads <= MP__PEAK_MAXT ? threads : 0;
+    pthread_mutex_lock(&mp__peak_mu);
+    double peak = mp__peak_cache[slot];
+    if (peak > 0) {
+        if (how) *how = mp__peak_how[slot];
+        pthread_mutex_unlock(&mp__peak_mu);
+        return peak;
+    }
+    size_t nb = sizeof(float) * MP__PEAK_S * MP__PEAK_S;
+    float *a = NULL, *b = NULL, *c = NULL;
+    if (posix_memalign((void **)&a, 64, nb) || posix_memalign((void **)&b, 64, nb) ||
+        posix_memalign((void **)&c, 64, nb)) {
+        free(a);
+        free(b);
+        pthread_mutex_unlock(&mp__peak_mu);
+        return 0;
+    }
+    uint64_t s = 7;
+    for (int i = 0; i < MP__PEAK_S * MP__PEAK_S; i++) {
+        a[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
+        b[i] = (float)((double)(mp_run_rng(&s) >> 11) / 9007199254740992.0) - 0.5f;
+        c[i] = 0;
+    }
+    /* the libraries a product may run on (dnnl.c's per-shape choice) */
+    static const char *const names[3] = {"oneDNN matmul", "dnnl_sgemm", "OpenBLAS sgemm"};
+    int n[3] = {0, 0, 0}, bi = 0;
+    double pk[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        pk[i] = mp__peak_one(i, threads, a, b, c, &n[i]);
+        if (pk[i] > pk[bi]) bi = i;
     }
     free(a);
     free(b);
     free(c);
-    return best > 0 ? 2.0 * S * S * (double)S / best : 0;
+    peak = pk[bi];
+    if (peak > 0) {
+        snprintf(mp__peak_how[slot], sizeof mp__peak_how[slot],
+                 "best %dx%dx%d fp32 GEMM, %s, %d thread%s, best of %d calls", MP__PEAK_S, MP__PEAK_S,
+                 MP__PEAK_S, names[bi], threads, threads == 1 ? "" : "s", n[bi]);
+        mp__peak_cache[slot] = peak;
+        if (how) *how = mp__peak_how[slot];
+    }
+    pthread_mutex_unlock(&mp__peak_mu);
+    return peak;
 }
 
 static void mp__progress(const mp_plan *pl, double start, int done, int total, bool *shown) {
@@ -102,6 +161,12 @@ static int mp__op_index(const mp_profile *p, const mp_node *n) {
  * constants; the portable kernel's record is the plan's, its name is not. */
 static const char *mp__kernel_name(const char *name) {
     return strcmp(name, "portable") == 0 ? "portable" : name;
+}
+
+/* What ran the step: the kernel's name, or what its prepare chose */
+static const char *mp__step_kernel(const mp_step *sp) {
+    if (sp->k.kname) return sp->k.kname;
+    return sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
 }
 
 static int mp__grp_cmp(const void *a, const void *b) {
@@ -147,8 +212,9 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
         const mp_step *sp = &pl->steps[s];
         const char *key = sp->group ? sp->group : g->nodes[sp->node].op;
         int gi = -1;
+        const char *kern = mp__step_kernel(sp);
         for (int j = 0; j < p->n_groups; j++)
-            if (strcmp(p->groups[j].name, key) == 0) gi = j;
+            if (strcmp(p->groups[j].name, key) == 0 && strcmp(p->groups[j].kernel, kern) == 0) gi = j;
         if (gi < 0) {
             gi = p->n_groups++;
             p->groups[gi].name = strdup(key);
@@ -157,7 +223,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
                 goto done;
             }
             p->groups[gi].fused = sp->group != NULL;
-            p->groups[gi].kernel = sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
+            p->groups[gi].kernel = mp__step_kernel(sp);
         }
         step_grp[s] = gi;
         p->groups[gi].count++;
@@ -173,7 +239,7 @@ static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
             }
         }
         if (sp->group) p->node_group[sp->node] = p->groups[gi].name;
-        p->node_kernel[sp->node] = sp->kern && sp->kern->name ? mp__kernel_name(sp->kern->name) : "";
+        p->node_kernel[sp->node] = mp__step_kernel(sp);
     }
     if (timed) {
         for (int s = 0; s < ns; s++) {
@@ -312,7 +378,7 @@ mp_status mp_profile_run(mp_plan *pl, mp_profile *p) {
         r->peak_flops_per_s = pl->o.peak_gflops * 1e9;
         r->peak_source = "given";
     } else {
-        r->peak_flops_per_s = mp_run_peak_flops(pl->threads);
+        r->peak_flops_per_s = mp_run_peak_flops(pl->threads, &r->peak_method);
         r->peak_source = r->peak_flops_per_s > 0 ? "measured" : NULL;
     }
     r->arena_bytes = pl->arena_bytes;

@@ -6,6 +6,7 @@
  * kernel in order and allocates nothing (except outputs whose shape
  * depends on the data, mp_kout_alloc). */
 #include "run/run.h"
+#include "analyze/analyze.h"
 #include "run/dnnl.h"
 
 #include <stddef.h>
@@ -40,7 +41,8 @@ static const char *mp__node_name(const mp_graph *g, int node) {
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_plan *pl, int v);
 
-mp_status (*mp_kfuse_unplanned)(mp_kctx *k, int node);
+/* These are the executor's side of mp_kexec (ops.h): kernels reach them
+ * through the context the planner hands them (mp__plan_exec, below). */
 
 /* A refusal to fuse: not a failure of the plan (the kernel carries on
  * alone), but said like every other status. */
@@ -52,9 +54,8 @@ static mp_status mp__nofuse(const mp_kctx *k, int node) {
                     k->n && k->n->name ? k->n->name : "?");
 }
 
-mp_status mp_kfuse(mp_kctx *k, int node) {
+static mp_status mp__x_fuse(mp_kctx *k, int node) {
     mp_plan *pl = k->plan;
-    if (!pl && k->fuse && mp_kfuse_unplanned) return mp_kfuse_unplanned(k, node);
     if (!pl || !k->fuse) return mp__nofuse(k, node);
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
@@ -130,7 +131,107 @@ mp_status mp_kfuse(mp_kctx *k, int node) {
     return MP_OK;
 }
 
-const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
+/* Whether value v is made inside the group being formed: the step's
+ * output 0 (mid) or output 0 of nodes[0..upto). */
+static bool mp__made_in(const mp_graph *g, int v, int mid, const int *nodes, int upto) {
+    if (v < 0) return false;
+    if (v == mid) return true;
+    for (int j = 0; j < upto; j++)
+        if (g->nodes[nodes[j]].out[0] == v) return true;
+    return false;
+}
+
+static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
+    mp_plan *pl = k->plan;
+    if (!pl || !k->fuse || n < 1 || n > 64) return mp__nofuse(k, n >= 1 ? nodes[0] : -1);
+    mp_graph *g = pl->g;
+    mp_step *s = &pl->steps[pl->cur];
+    if (&s->k != k || s->n_out < 1 || s->out_v[0] < 0) return mp__nofuse(k, nodes[0]);
+    int mid = s->out_v[0];
+    int extra = 0;
+    for (int i = 0; i < n; i++) {
+        int node = nodes[i];
+        if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
+            return mp__nofuse(k, node);
+        for (int j = 0; j < i; j++)
+            if (nodes[j] == node) return mp__nofuse(k, node);
+        const mp_node *nd = &g->nodes[node];
+        if (nd->n_out < 1 || nd->out[0] < 0 || nd->n_sub || !mp_shape_known(&g->values[nd->out[0]]))
+            return mp__nofuse(k, node);
+        for (int o = 1; o < nd->n_out; o++) {
+            int v = nd->out[o];
+            if (v >= 0 && (pl->vals[v].consumers || (g->values[v].flags & MP_VAL_OUTPUT)))
+                return mp__nofuse(k, node);
+        }
+        /* every input: made earlier in the group, or existing before */
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0 || mp__made_in(g, v, mid, nodes, i)) continue;
+            if (mp__need(pl, v) != MP_OK) {
+                mp_error_clear();
+                return mp__nofuse(k, node);
+            }
+            int kd = pl->vals[v].kind;
+            extra++;
+            if (kd == MP_RV_CONST || kd == MP_RV_INPUT || kd == MP_RV_OUTER) continue;
+            int prod = g->values[v].producer;
+            if (prod < 0 || pl->step_of[prod] < 0 || pl->step_of[prod] >= pl->cur) return mp__nofuse(k, node);
+        }
+    }
+    /* the values made inside (all but the last output) are read only
+     * inside: count their reads by the group's nodes */
+    for (int i = -1; i < n - 1; i++) {
+        int v = i < 0 ? mid : g->nodes[nodes[i]].out[0];
+        if (g->values[v].flags & MP_VAL_OUTPUT) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
+        int uses = 0;
+        for (int j = 0; j < n; j++) {
+            const mp_node *nd = &g->nodes[nodes[j]];
+            for (int q = 0; q < nd->n_in; q++)
+                if (nd->in[q] == v) uses++;
+        }
+        if (uses != pl->vals[v].consumers || uses == 0) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
+    }
+    /* grow the lists, then commit */
+    int need = s->n_in + extra;
+    if (need > s->cap_in) {
+        int cap = need + 4;
+        mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
+        if (!in) return mp_error(MP_ERR_NOMEM, "out of memory");
+        s->in = in;
+        int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
+        if (!iv) return mp_error(MP_ERR_NOMEM, "out of memory");
+        s->in_v = iv;
+        s->cap_in = cap;
+    }
+    int *ns = realloc(s->nodes, sizeof *ns * (size_t)(s->n_nodes + n));
+    if (!ns) return mp_error(MP_ERR_NOMEM, "out of memory");
+    s->nodes = ns;
+    for (int i = 0; i < n; i++) {
+        const mp_node *nd = &g->nodes[nodes[i]];
+        s->nodes[s->n_nodes++] = nodes[i];
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0 || mp__made_in(g, v, mid, nodes, i)) continue;
+            s->in_v[s->n_in] = v;
+            s->in[s->n_in] = pl->vals[v].rt;
+            s->n_in++;
+        }
+        if (i < n - 1) pl->vals[nd->out[0]].kind = MP_RV_FUSED;
+        pl->step_of[nodes[i]] = pl->cur;
+    }
+    int out = g->nodes[nodes[n - 1]].out[0];
+    pl->vals[mid].kind = MP_RV_FUSED;
+    pl->vals[out].kind = MP_RV_ACT;
+    s->out_v[0] = out;
+    s->out[0] = pl->vals[out].rt;
+    s->out[0].data = NULL;
+    s->k.in = s->in;
+    s->k.n_in = s->n_in;
+    s->k.out = s->out;
+    return MP_OK;
+}
+
+static const mp_rtensor *mp__x_value(const mp_kctx *k, int v) {
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || v < 0 || v >= pl->g->n_values) return NULL;
     mp_rval *rv = &pl->vals[v];
@@ -138,30 +239,7 @@ const mp_rtensor *mp_kvalue(const mp_kctx *k, int v) {
     return &rv->rt;
 }
 
-static float mp__h2f(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
-    if (e == 0) {
-        if (!m) {
-            x = sign;
-        } else { /* subnormal: normalise */
-            e = 113;
-            while (!(m & 0x400)) {
-                m <<= 1;
-                e--;
-            }
-            x = sign | e << 23 | (m & 0x3ff) << 13;
-        }
-    } else if (e == 31) {
-        x = sign | 0x7f800000u | m << 13;
-    } else {
-        x = sign | (e + 112) << 23 | m << 13;
-    }
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-const float *mp_kinput_f32(mp_kctx *k, int i) {
+static const float *mp__x_input_f32(mp_kctx *k, int i) {
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || i < 0 || i >= k->n_in || !k->in[i].data) return NULL;
     const mp_step *s = (const mp_step *)(const void *)((const char *)k - offsetof(mp_step, k));
@@ -178,10 +256,9 @@ const float *mp_kinput_f32(mp_kctx *k, int i) {
         const uint16_t *h = rv->rt.data;
         for (int64_t j = 0; j < n; j++) {
             if (dt == MP_DT_FLOAT16) {
-                f[j] = mp__h2f(h[j]);
+                f[j] = mp_half_to_float(h[j]);
             } else {
-                uint32_t x = (uint32_t)h[j] << 16;
-                memcpy(&f[j], &x, 4);
+                f[j] = mp_bf16_to_float(h[j]);
             }
         }
         rv->f32 = f;
@@ -190,7 +267,7 @@ const float *mp_kinput_f32(mp_kctx *k, int i) {
     return rv->f32;
 }
 
-mp_status mp_kout_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
+static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
     mp_plan *pl = k->plan;
     if (!pl) return mp_error(MP_ERR_USAGE, "mp_kout_alloc outside a plan");
     mp_step *s = &pl->steps[pl->cur];
@@ -243,7 +320,7 @@ typedef struct {
     void *arg;
 } mp__par;
 
-void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
+static void mp__x_parallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     if (n <= 0) return;
     mp_plan *pl = k ? k->plan : NULL;
     if (!pl || !pl->pool || pl->threads <= 1 || n < 2 || mp__in_parallel) {
@@ -254,6 +331,15 @@ void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     mp_pool_run(pl->pool, n, fn, arg);
     mp__in_parallel = 0;
 }
+
+static const mp_kexec mp__plan_exec = {
+    .out_alloc = mp__x_out_alloc,
+    .parallel = mp__x_parallel,
+    .fuse = mp__x_fuse,
+    .fuse_nodes = mp__x_fuse_nodes,
+    .value = mp__x_value,
+    .input_f32 = mp__x_input_f32,
+};
 
 /* ---- planning ---- */
 
@@ -366,6 +452,7 @@ static mp_status mp__step_init(mp_plan *pl, mp_step *s, int node, const mp_kerne
     s->k.n = n;
     s->k.g = pl->g;
     s->k.plan = pl;
+    s->k.exec = &mp__plan_exec;
     s->k.n_in = s->n_in;
     s->k.n_out = s->n_out;
     s->k.in = s->in;
@@ -1014,7 +1101,7 @@ static mp_status mp__reinfer(mp_plan *pl, mp_step *s) {
         sv[v].iv = NULL;
         sv[v].fv = NULL;
     }
-    mp_ctx c = {pl->shadow_m, pl->shadow_g, (mp_node *)n, s->node};
+    mp_ctx c = {pl->shadow_m, pl->shadow_g, (mp_node *)n, s->node, mp_infer_graph};
     st = n->desc->infer(&c);
     for (int i = 0; !st && i < s->n_out; i++) {
         int v = s->out_v[i];

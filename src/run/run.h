@@ -127,7 +127,8 @@ const mp_kernel *mp_control_kernel(const mp_node *n);
 
 /* ---- measure.c ---- */
 double mp_run_now(void);
-/* The machine's fp32 peak from a short oneDNN GEMM, FLOP/s (0: failed). */
-double mp_run_peak_flops(int threads);
+/* The machine's fp32 peak, the best of two oneDNN GEMMs run until stable,
+ * FLOP/s (0: failed); *how (may be NULL) says how (static storage). */
+double mp_run_peak_flops(int threads, const char **how);
 
 #endif
