@@ -74,7 +74,10 @@ test:
 	@echo "== clang build (warnings are errors)"
 	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
 	@echo "== unit, model and CLI tests"
-	cd . && MP_BIN=$(BUILD)/modelprof $(BUILD)/tests
+	rm -rf $(BUILD)/json-out && mkdir -p $(BUILD)/json-out
+	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
+	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
+	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
 	$(MAKE) test-html
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
 	$(MAKE) params-check

@@ -1,9 +1,12 @@
 /* See tcli.h. */
 #include "tcli.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +24,55 @@ static char *t_cli_slurp(int fd, size_t *len) {
     b[n] = 0;
     if (len) *len = n;
     return b;
+}
+
+/* With MP_JSON_DUMP set (make test), every JSON the command writes on
+ * success (stdout, or the -o file) is copied into that folder as
+ * KIND-PID-N.json, KIND from the subcommand: tools/schema_check.py checks
+ * each against docs/schema/KIND.schema.json. */
+static void t_cli_dump_json(const char *const *args, const t_cli *r) {
+    const char *dir = getenv("MP_JSON_DUMP");
+    if (!dir || !*dir || r->code != 0) return;
+    bool json = false;
+    const char *ofile = NULL, *chrome = NULL;
+    for (int i = 0; args[i]; i++) {
+        if (strcmp(args[i], "--format=json") == 0 || (strcmp(args[i], "--format") == 0 && args[i + 1] &&
+                                                      strcmp(args[i + 1], "json") == 0))
+            json = true;
+        if ((strcmp(args[i], "-o") == 0 || strcmp(args[i], "--output") == 0) && args[i + 1])
+            ofile = args[i + 1];
+        if (strcmp(args[i], "--chrome-trace") == 0 && args[i + 1]) chrome = args[i + 1];
+    }
+    const char *kind = args[0] && strcmp(args[0], "trace") == 0  ? "trace"
+                       : args[0] && strcmp(args[0], "plan") == 0 ? "plan"
+                                                                 : "profile";
+    static int seq;
+    const char *srcs[2] = {json ? (ofile ? ofile : "") : NULL, chrome};
+    const char *kinds[2] = {kind, "chrome_trace"};
+    for (int k = 0; k < 2; k++) {
+        if (!srcs[k]) continue;
+        size_t len = 0;
+        char *own = NULL;
+        const char *body = r->out;
+        len = r->out_len;
+        if (srcs[k][0]) {
+            int fd = open(srcs[k], O_RDONLY);
+            if (fd < 0) continue;
+            own = t_cli_slurp(fd, &len);
+            close(fd);
+            body = own;
+        }
+        if (len && (body[0] == '{' || body[0] == '[')) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s-%d-%d.json", dir, kinds[k], (int)getpid(), seq++);
+            FILE *f = fopen(path, "w");
+            if (f) {
+                fwrite(body, 1, len, f);
+                fclose(f);
+            }
+        }
+        free(own);
+    }
 }
 
 t_cli t_cli_run(const char *const *args, int secs, long fsize) {
@@ -57,6 +109,7 @@ t_cli t_cli_run(const char *const *args, int secs, long fsize) {
     r.err = t_cli_slurp(fe, NULL);
     close(fo);
     close(fe);
+    t_cli_dump_json(args, &r);
     return r;
 }
 

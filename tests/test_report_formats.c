@@ -196,15 +196,12 @@ static void t_csv_quoting(void) {
     tb_done(m, p);
 }
 
-/* A JSON time field in seconds: the new name, else the old microseconds. */
+/* A JSON time field in seconds ("wall" -> "wall_s"); -1 when absent. */
 static double jsec(const jr *o, const char *base) {
     char k[64];
     snprintf(k, sizeof k, "%s_s", base);
     const jr *v = jr_get(o, k);
-    if (v && v->type == JR_NUM) return v->num;
-    snprintf(k, sizeof k, "%s_us", base);
-    v = jr_get(o, k);
-    return v && v->type == JR_NUM ? v->num * 1e-6 : -1;
+    return v && v->type == JR_NUM ? v->num : -1;
 }
 
 static bool near(double a, double b) { return a - b <= 1e-9 * (b < 0 ? -b : b) + 1e-12 && b - a <= 1e-9 * (b < 0 ? -b : b) + 1e-12; }
@@ -233,9 +230,7 @@ static void t_csv_trace(void) {
         T_CHECK(near(strtod(rows[r].f[4], NULL), jsec(o, "device_busy")));
         T_CHECK(near(strtod(rows[r].f[6], NULL), jsec(o, "idle")));
         const jr *ic = jr_get(o, "idle_causes_s");
-        double scale = ic ? 1 : 1e-6;
-        if (!ic) ic = jr_get(o, "idle_causes_us");
-        T_CHECK(near(strtod(rows[r].f[7], NULL), jr_get(ic, "data_loader")->num * scale));
+        T_CHECK(ic && near(strtod(rows[r].f[7], NULL), jr_get(ic, "data_loader")->num));
         T_EQ(strtoll(rows[r].f[21], NULL, 10), jr_get(o, "flops")->i);
         T_EQ(strtoll(rows[r].f[24], NULL, 10), jr_path(o, "memory.peak_allocated_bytes")->i);
     }
@@ -247,10 +242,9 @@ static void t_csv_trace(void) {
         T_EQ_STR(rows[r].f[1], jr_get(o, "name")->s);
         T_EQ(strtoll(rows[r].f[5], NULL, 10), jr_get(o, "count")->i);
         T_CHECK(near(strtod(rows[r].f[6], NULL), jsec(o, "total")));
-        const jr *fr = jr_get(o, "fraction");
-        double want = fr ? fr->num : jr_get(o, "percent")->num / 100;
+        double want = jr_get(o, "fraction")->num;
         double got = strtod(rows[r].f[8], NULL);
-        T_CHECK(got - want <= 1e-5 && want - got <= 1e-5); /* the JSON's percent has 6 digits */
+        T_CHECK(got - want <= 1e-9 && want - got <= 1e-9);
     }
     jr_free(root);
     t_cli_free(&j);
@@ -321,8 +315,7 @@ static void t_chrome_trace_round_trip(void) {
             if (!strcmp(jr_get(jr_at(tops, k), "name")->s, op)) hit = jr_at(tops, k);
         T_CHECK(hit != NULL);
         if (!hit) continue;
-        const jr *tot = jr_get(hit, "cpu_total_s");
-        double got = tot ? tot->num : jr_get(hit, "cpu_total_us")->num * 1e-6;
+        double got = jr_get(hit, "cpu_total_s")->num;
         double tol = 1e-9 * (double)(cnt ? cnt->i : 1) + 1e-9;
         if (got - lat->num > tol || lat->num - got > tol)
             mp_t_fail(__FILE__, __LINE__, "op %s: trace %.9g s, run %.9g s", op, got, lat->num);
@@ -360,8 +353,7 @@ static void t_trace_memory_curve(void) {
     double prev = -1, wall = 0;
     const jr *steps = jr_get(j, "steps");
     for (int i = 0; steps && i < jr_len(steps); i++) {
-        const jr *s = jr_at(steps, i), *w = jr_get(s, "wall_s");
-        wall += w ? w->num : jr_get(s, "wall_us")->num * 1e-6;
+        wall += jr_get(jr_at(steps, i), "wall_s")->num;
     }
     int64_t top = -1;
     for (int i = 0; i < n; i++) {

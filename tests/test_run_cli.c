@@ -71,8 +71,8 @@ static void t_run_json(void) {
     T_EQ(jr_path(j, "run.iters")->i, 4);
     T_EQ(jr_path(j, "run.warmup")->i, 1);
     T_EQ(jr_path(j, "run.threads")->i, 1);
-    double med = jr_path(j, "run.latency_s.median")->num, mn = jr_path(j, "run.latency_s.min")->num;
-    double p90 = jr_path(j, "run.latency_s.p90")->num;
+    double med = jr_path(j, "run.latency.median_s")->num, mn = jr_path(j, "run.latency.min_s")->num;
+    double p90 = jr_path(j, "run.latency.p90_s")->num;
     T_CHECK(med > 0 && mn <= med && med <= p90);
     T_CHECK(fabs(jr_path(j, "run.samples_per_s")->num - 1.0 / med) < 1e-6 / med);
     T_EQ_STR(jr_path(j, "run.peak_source")->s, "given");
@@ -102,10 +102,10 @@ static void t_run_json(void) {
         folded += strcmp(st, "folded") == 0;
         if (strcmp(st, "fused") == 0) T_CHECK(jr_get(n, "fused_into") != NULL);
     }
-    T_CHECK(sum > 0 && sum <= 2 * jr_path(j, "run.latency_s.p90")->num);
+    T_CHECK(sum > 0 && sum <= 2 * jr_path(j, "run.latency.p90_s")->num);
     /* each pass's kernels lie inside it: their median and fastest never
      * exceed the pass's (issue 18 point 5) */
-    double kmed = jr_path(j, "run.kernels.median_s")->num, kmin = jr_path(j, "run.kernels.min_s")->num;
+    double kmed = jr_path(j, "run.kernel_time.median_s")->num, kmin = jr_path(j, "run.kernel_time.min_s")->num;
     T_CHECK(kmed > 0 && kmed <= med && kmin > 0 && kmin <= mn && kmin <= kmed);
     T_EQ(fused, jr_path(j, "run.fused_nodes")->i);
     T_EQ(folded, jr_path(j, "run.folded_nodes")->i);

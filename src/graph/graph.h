@@ -246,6 +246,7 @@ struct mp_model {
     mp_arena arena;
     char *path;
     char *dir;                /* folder of the model (for external data) */
+    const char *stem;         /* the file's name without folder and ".onnx" (NULL: from memory) */
     const uint8_t *map;       /* the mapped file */
     size_t map_size;
     int fd;

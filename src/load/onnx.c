@@ -2399,6 +2399,10 @@ mp_status mp_model_load_ex(const char *path, const mp_limits *lim, mp_model **ou
     const char *slash = strrchr(path, '/');
     m->dir = slash ? mp_arena_strndup(&m->arena, path, (size_t)(slash - path + (slash == path)))
                    : mp_arena_strdup(&m->arena, ".");
+    const char *base = slash ? slash + 1 : path;
+    size_t bl = strlen(base);
+    if (bl > 5 && strcmp(base + bl - 5, ".onnx") == 0) bl -= 5;
+    m->stem = mp_arena_strndup(&m->arena, base, bl);
     if (!m->path || !m->dir) {
         mp_model_free(m);
         return mp_error(MP_ERR_NOMEM, "out of memory");

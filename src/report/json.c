@@ -1,6 +1,7 @@
 /* The JSON report: one object, raw integers, every string escaped; the
  * layout is documented in docs/JSON.md. It always holds the whole profile:
  * --depth, --top, --no-detailed and show_ops shape the text report only. */
+#include "report/jw.h"
 #include "report/report.h"
 #include "trace/train.h"
 
@@ -9,57 +10,6 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* ---- a tiny streaming writer ----
- * It fills its own buffer and hands it to stdio in large writes (a 7B
- * graph's report is megabytes of short tokens: one stdio call per token
- * cost more than the profile itself).
- * Containers at nesting level 0 and 1 put each member on its own line;
- * deeper ones (one node, one module, a shape) stay on one line. */
-#define JW_MAX_LEVEL 16
-#define JW_MULTILINE_LEVELS 2
-#define JW_BUF (64 * 1024)
-
-typedef struct jw {
-    mp_out o;
-    int level;                  /* open containers */
-    bool first[JW_MAX_LEVEL];   /* no member written yet at that level */
-    bool after_key;             /* a key was written: the value follows */
-    char buf[JW_BUF];           /* o's storage */
-} jw;
-
-static void jw_newline(jw *w, int level) {
-    mp_out_putc(&w->o, '\n');
-    for (int i = 0; i < level; i++) mp_out_write(&w->o, "  ", 2);
-}
-
-/* Separator in a container with one member a line (levels 0 and 1). */
-static void jw_sep_lines(jw *w) {
-    if (w->level == 0) return;
-    int l = w->level - 1;
-    if (!w->first[l]) mp_out_putc(&w->o, ',');
-    jw_newline(w, w->level);
-    w->first[l] = false;
-}
-
-/* Separator before a value or a key at the current level: nothing right
- * after a key, ", " between the members of a one-line container. */
-static inline void jw_sep(jw *w) {
-    if (w->after_key) {
-        w->after_key = false;
-        return;
-    }
-    int l = w->level - 1;
-    if (l < JW_MULTILINE_LEVELS) {
-        jw_sep_lines(w);
-        return;
-    }
-    bool first = w->first[l];
-    w->first[l] = false;
-    size_t n = mp_out_room(&w->o, 2);
-    memcpy(w->o.buf + n, ", ", 2);
-    w->o.n = n + (first ? 0 : 2);
-}
 
 /* Bytes that go out as they are: printable ASCII but the quote and the
  * backslash (NUL is not plain: it ends the string). */
@@ -193,105 +143,6 @@ void mp_json_string(mp_out *out, const char *s) {
     }
     mp_out_putc(out, '"');
 }
-
-static void jw_raw_string(jw *w, const char *s) { mp_json_string(&w->o, s); }
-
-static inline void jw_open(jw *w, char ch) {
-    jw_sep(w);
-    int level = w->level;
-    if (level < JW_MAX_LEVEL) w->first[level] = true;
-    w->level = level + 1;
-    mp_out_putc(&w->o, ch);
-}
-
-/* A container with members at levels 0 and 1 ends on a line of its own. */
-static inline void jw_close(jw *w, char ch) {
-    int level = --w->level;
-    if (level < JW_MULTILINE_LEVELS && !w->first[level]) jw_newline(w, level);
-    mp_out_putc(&w->o, ch);
-}
-
-/* A key from the model (a symbol or dtype name), escaped like any string;
- * the value that follows goes through jw_sep. */
-static void jw_key_str(jw *w, const char *k) {
-    jw_sep(w);
-    jw_raw_string(w, k);
-    mp_out_write(&w->o, ": ", 2);
-    w->after_key = true;
-}
-
-/* A key that is a string literal goes out pre-quoted with its ", "
- * separator in one copy: such keys are plain ASCII and never need
- * escaping. The value is written right after it, without jw_sep. */
-#define JW_KEY_TEXT(k) ", \"" k "\": "
-#define jw_kput(w, k) jw_key_lit(w, JW_KEY_TEXT(k), sizeof JW_KEY_TEXT(k) - 1)
-
-static inline void jw_key_lit(jw *w, const char *lit, size_t len) {
-    int l = w->level - 1;
-    if (l < JW_MULTILINE_LEVELS) { /* one member a line: the general way */
-        jw_sep(w);
-        mp_out_write(&w->o, lit + 2, len - 2);
-        return;
-    }
-    size_t sep = w->first[l] ? 0 : 2; /* the first member has no ", " */
-    w->first[l] = false;
-    size_t n = mp_out_room(&w->o, len);
-    char *o = w->o.buf + n;
-    memcpy(o, lit, 2);
-    memcpy(o + sep, lit + 2, len - 2);
-    w->o.n = n + sep + len - 2;
-}
-
-static void jw_str(jw *w, const char *s) {
-    jw_sep(w);
-    jw_raw_string(w, s);
-}
-/* Decimal digits straight into the buffer (mp_fmt_dec, format.c). */
-static void jw_digits_long(jw *w, uint64_t v) {
-    size_t n = mp_out_room(&w->o, MP_DEC_MAX);
-    w->o.n = n + mp_fmt_dec(w->o.buf + n, v);
-}
-static inline void jw_digits(jw *w, uint64_t v) {
-    if (v < 10) mp_out_putc(&w->o, (char)('0' + v));
-    else jw_digits_long(w, v);
-}
-static void jw_sdigits(jw *w, int64_t v) {
-    if (v < 0) {
-        mp_out_putc(&w->o, '-');
-        jw_digits(w, (uint64_t)0 - (uint64_t)v);
-    } else {
-        jw_digits(w, (uint64_t)v);
-    }
-}
-static void jw_u64(jw *w, uint64_t v) {
-    jw_sep(w);
-    jw_digits(w, v);
-}
-static void jw_i64(jw *w, int64_t v) {
-    jw_sep(w);
-    jw_sdigits(w, v);
-}
-static void jw_null(jw *w) {
-    jw_sep(w);
-    mp_out_puts(&w->o, "null");
-}
-static void jw_double(jw *w, double v) {
-    jw_sep(w);
-    if (isfinite(v)) {
-        char d[32];
-        snprintf(d, sizeof d, "%.9g", v);
-        mp_out_puts(&w->o, d);
-    } else {
-        mp_out_puts(&w->o, "null");
-    }
-}
-
-/* A literal key and its value. */
-#define jw_key(w, k) (jw_kput(w, k), (w)->after_key = true)
-#define jw_kstr(w, k, s) (jw_kput(w, k), jw_raw_string(w, s))
-#define jw_ku64(w, k, v) (jw_kput(w, k), jw_digits(w, v))
-#define jw_ki64(w, k, v) (jw_kput(w, k), jw_sdigits(w, v))
-#define jw_kbool(w, k, v) (jw_kput(w, k), mp_out_puts(&w->o, (v) ? "true" : "false"))
 
 /* ---- sections ---- */
 
@@ -554,17 +405,17 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_kbool(w, "fuse", r->fuse);
     jw_kbool(w, "node_timing", r->node_timing);
     jw_ki64(w, "batch", r->batch);
-    jw_key(w, "latency_s");
+    jw_key(w, "latency");
     jw_open(w, '{');
-    jw_key(w, "median");
+    jw_key(w, "median_s");
     jw_double(w, r->lat_median_s);
-    jw_key(w, "p90");
+    jw_key(w, "p90_s");
     jw_double(w, r->lat_p90_s);
-    jw_key(w, "min");
+    jw_key(w, "min_s");
     jw_double(w, r->lat_min_s);
     jw_close(w, '}');
     /* each pass's kernels summed (never above the pass): median, fastest */
-    jw_key(w, "kernels");
+    jw_key(w, "kernel_time");
     if (r->kernels_median_s >= 0) {
         jw_open(w, '{');
         jw_key(w, "median_s");
@@ -735,12 +586,8 @@ static void js_param_counting(jw *w, const mp_profile *p) {
 
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f) {
     const mp_model *m = p->m;
-    jw *w = malloc(sizeof *w);
-    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
-    memset(w, 0, offsetof(jw, buf));
-    w->o.f = f;
-    w->o.buf = w->buf;
-    w->o.cap = JW_BUF;
+    jw *w = jw_begin(f);
+    if (!w) return MP_ERR_NOMEM;
     js_peak = p->measured ? p->run.peak_flops_per_s : 0;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
@@ -765,21 +612,15 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     for (int i = 0; i < m->n_warnings; i++) jw_str(w, m->warnings[i] ? m->warnings[i] : "");
     jw_close(w, ']');
     jw_close(w, '}');
-    mp_out_putc(&w->o, '\n');
-    mp_out_flush(&w->o);
-    free(w);
+    jw_end(w);
     return st;
 }
 
 /* ---- the training profile (trace/train.h; docs/JSON.md "Training
  * profile") ---- */
 mp_status mp_report_train_json(const mp_train *t, FILE *f) {
-    jw *w = malloc(sizeof *w);
-    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
-    memset(w, 0, offsetof(jw, buf));
-    w->o.f = f;
-    w->o.buf = w->buf;
-    w->o.cap = JW_BUF;
+    jw *w = jw_begin(f);
+    if (!w) return MP_ERR_NOMEM;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     jw_kstr(w, "trace", t->trace_path ? t->trace_path : "");
@@ -816,8 +657,6 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     }
     jw_close(w, ']');
     jw_close(w, '}');
-    mp_out_putc(&w->o, '\n');
-    mp_out_flush(&w->o);
-    free(w);
+    jw_end(w);
     return MP_OK;
 }

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static bool tree_valid(const mp_model *m, int i) { return i >= 0 && i < m->n_modules; }
 
@@ -135,9 +136,18 @@ const char *mp_module_display(const mp_profile *p, int module) {
     const mp_module *mod = &m->modules[module];
     if (mod->cls && mod->cls[0]) return mod->cls;
     if (mod->parent >= 0 && mod->path && mod->path[0]) return mod->path;
-    if (mod->name && mod->name[0]) return mod->name;
-    if (m->graph && m->graph->name && m->graph->name[0]) return m->graph->name;
-    return "model";
+    /* the model: its graph's name unless an exporter's generic one, else
+     * the file's stem (resnet18.onnx -> resnet18), as DeepSpeed names the
+     * model by its class */
+    const char *g = m->graph && m->graph->name ? m->graph->name : "";
+    static const char *const generic[] = {"torch_jit", "main_graph", "torch-jit-export", "tf2onnx",
+                                          "graph", ""};
+    bool gen = false;
+    for (size_t i = 0; i < MP_ARRAY_LEN(generic); i++) gen |= strcmp(g, generic[i]) == 0;
+    if (!gen) return g;
+    if (m->stem && m->stem[0]) return m->stem;
+    if (mod->name && mod->name[0] && strcmp(mod->name, g) != 0) return mod->name;
+    return g[0] ? g : "model";
 }
 
 const char *mp_module_label(const mp_profile *p, int module) {

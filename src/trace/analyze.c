@@ -1385,14 +1385,28 @@ static mp_status flop_summary(work *w) {
 
 /* ---- findings: plain words, each with its figure ---- */
 
-static void add_finding(mp_trace *t, int *cap, double score, const char *fmt, ...)
-    MP_PRINTF(4, 5);
-static void add_finding(mp_trace *t, int *cap, double score, const char *fmt, ...) {
+/* A finding: its kind, ranking score (percent of step time here, a
+ * fraction once stored), the figure it is about with its unit and share,
+ * and the text. */
+typedef struct fnd {
+    const char *kind;
+    double score_pct;
+    double value;
+    const char *unit;
+    double share;
+} fnd;
+
+static void add_finding(mp_trace *t, int *cap, fnd k, const char *fmt, ...) MP_PRINTF(4, 5);
+static void add_finding(mp_trace *t, int *cap, fnd k, const char *fmt, ...) {
     mp_tfinding *nf = mp_grow(t->findings, sizeof *t->findings, cap, t->n_findings + 1);
     if (!nf) return;
     t->findings = nf;
     mp_tfinding *f = &t->findings[t->n_findings++];
-    f->score = score;
+    f->kind = k.kind;
+    f->score = k.score_pct / 100;
+    f->value = k.value;
+    f->unit = k.unit;
+    f->share = k.share;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(f->text, sizeof f->text, fmt, ap);
@@ -1406,6 +1420,8 @@ static int finding_cmp(const void *x, const void *y) {
 
 static double ms(int64_t ns) { return (double)ns / 1e6; }
 static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0; }
+static double frac(int64_t a, int64_t b) { return b > 0 ? (double)a / (double)b : 0; }
+static double secs_of(int64_t ns) { return (double)ns * 1e-9; }
 
 static void findings(mp_trace *t) {
     int cap = 0;
@@ -1424,7 +1440,9 @@ static void findings(mp_trace *t) {
     }
     const mp_tstep *ws = &t->steps[worst];
     if (pct(idle[MP_TI_LOADER], wall) >= 5)
-        add_finding(t, &cap, pct(idle[MP_TI_LOADER], wall),
+        add_finding(t, &cap,
+                    (fnd){"data_loader", pct(idle[MP_TI_LOADER], wall), secs_of(idle[MP_TI_LOADER]),
+                          "s", frac(idle[MP_TI_LOADER], wall)},
                     "Data loading: the device waited on the data loader for %.1f ms of %.1f ms "
                     "(%.1f%% of step time; %s %.1f%%). Give the DataLoader more workers "
                     "(num_workers), pin_memory=True and persistent_workers=True, prefetch, or "
@@ -1435,7 +1453,9 @@ static void findings(mp_trace *t) {
     for (int i = 0; i < t->n_kernels; i++)
         if (t->kernels[i].kind == MP_TD_KERNEL) nk += t->kernels[i].count;
     if (pct(idle[MP_TI_LAUNCH], wall) >= 10)
-        add_finding(t, &cap, pct(idle[MP_TI_LAUNCH], wall),
+        add_finding(t, &cap,
+                    (fnd){"launch_bound", pct(idle[MP_TI_LAUNCH], wall), secs_of(idle[MP_TI_LAUNCH]),
+                          "s", frac(idle[MP_TI_LAUNCH], wall)},
                     "Launch-bound: the device sat idle %.1f ms (%.1f%% of step time) between "
                     "kernels because the host launched the next one late (%.0f kernels per step, "
                     "%.1f us each on average). CUDA graphs or torch.compile "
@@ -1445,7 +1465,9 @@ static void findings(mp_trace *t) {
                     (double)nk / t->n_steps,
                     nk ? (double)cat[MP_TC_GEMM] / 1e3 * 0 + (double)t->busy_total / 1e3 / (double)nk : 0);
     if (pct(idle[MP_TI_SYNC], wall) >= 5)
-        add_finding(t, &cap, pct(idle[MP_TI_SYNC], wall),
+        add_finding(t, &cap,
+                    (fnd){"synchronization", pct(idle[MP_TI_SYNC], wall), secs_of(idle[MP_TI_SYNC]),
+                          "s", frac(idle[MP_TI_SYNC], wall)},
                     "Synchronisation: after the host waited on the device (cudaStreamSynchronize, "
                     "cudaDeviceSynchronize: .item(), .cpu(), printing a loss) the device idled "
                     "%.1f ms (%.1f%% of step time) until new work arrived. Avoid per-step "
@@ -1454,7 +1476,9 @@ static void findings(mp_trace *t) {
     int64_t optd = 0;
     for (int k = 0; k < t->n_steps; k++) MP_SADD(optd, t->steps[k].optimizer_dev);
     if (pct(opt, wall) >= 10 || pct(optd, t->busy_total) >= 20)
-        add_finding(t, &cap, MP_MAX(pct(opt, wall), pct(optd, wall)),
+        add_finding(t, &cap,
+                    (fnd){"optimizer", MP_MAX(pct(opt, wall), pct(optd, wall)), secs_of(opt), "s",
+                          frac(opt, wall)},
                     "Optimizer: Optimizer.step took %.1f ms of host time (%.1f%% of step time) "
                     "and its device span %.1f ms (%.1f%% of device busy time). A fused "
                     "implementation (e.g. torch.optim.AdamW(..., fused=True)) updates all "
@@ -1466,21 +1490,25 @@ static void findings(mp_trace *t) {
         if (has(t->kernels[i].name, "HtoD (Pageable")) MP_SADD(pageable, t->kernels[i].total);
     }
     if (pct(pageable, devtot) >= 2)
-        add_finding(t, &cap, pct(pageable, wall),
+        add_finding(t, &cap,
+                    (fnd){"pageable_copies", pct(pageable, wall), secs_of(pageable), "s",
+                          frac(pageable, devtot)},
                     "Host-to-device copies from pageable memory took %.1f ms (%.1f%% of device "
                     "time): pin the host buffers (DataLoader pin_memory=True) and copy with "
                     "non_blocking=True so copies overlap compute.",
                     ms(pageable), pct(pageable, devtot));
     double util = pct(t->busy_total, wall);
     if (util < 60)
-        add_finding(t, &cap, (100 - util) / 2,
+        add_finding(t, &cap, (fnd){"low_utilization", (100 - util) / 2, util / 100, "fraction", 1 - util / 100},
                     "Low device utilisation: the device was busy %.1f%% of step time (%.1f of "
                     "%.1f ms).",
                     util, ms(t->busy_total), ms(wall));
     if (t->mem_peak_reserved >= 0 && t->raw.device_mem > 0) {
         double m = 100.0 * (double)t->mem_peak_reserved / (double)t->raw.device_mem;
         if (m >= 85)
-            add_finding(t, &cap, m - 50,
+            add_finding(t, &cap,
+                        (fnd){"memory_near_capacity", m - 50, (double)t->mem_peak_reserved, "bytes",
+                              m / 100},
                         "Memory near capacity: peak reserved %.2f GB of the device's %.2f GB "
                         "(%.1f%%); peak allocated %.2f GB. A larger batch will not fit; "
                         "activation checkpointing or a smaller batch leave headroom.",
@@ -1489,7 +1517,7 @@ static void findings(mp_trace *t) {
     }
     if (t->peak_tflops > 0 && t->flops_total > 0) {
         double mfu = (double)t->flops_total / ((double)wall / 1e9) / (t->peak_tflops * 1e12) * 100;
-        add_finding(t, &cap, mfu < 30 ? 30 - mfu : 0,
+        add_finding(t, &cap, (fnd){"efficiency", mfu < 30 ? 30 - mfu : 0, mfu / 100, "fraction", mfu / 100},
                     "Efficiency: %.1f TFLOPS achieved over the steps (the counted FLOPs, "
                     "backward included), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
                     (double)t->flops_total / ((double)wall / 1e9) / 1e12, mfu, t->peak_tflops,

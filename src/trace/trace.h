@@ -210,8 +210,12 @@ typedef struct mp_tuncounted {      /* operators that launched work but have no 
 } mp_tuncounted;
 
 typedef struct mp_tfinding {
-    double score;                   /* share of step time it concerns (ranking) */
-    char text[480];
+    const char *kind;               /* stable snake_case id: "data_loader", "launch_bound", ... */
+    double score;                   /* ranking, 0-1: the share of step time it concerns */
+    double value;                   /* the figure it is about, in `unit` */
+    const char *unit;               /* "s", "bytes" or "fraction" */
+    double share;                   /* that figure's share of what it is measured against, 0-1 */
+    char text[480];                 /* the finding and the advice, for people */
 } mp_tfinding;
 
 typedef struct mp_trace {

@@ -43,19 +43,10 @@ function secs(s) {
     return (Math.round(r[0] * 100) / 100) + r[1];
 }
 function pct(f) { return isnum(f) ? (Math.round(f * 10000) / 100) + '%' : '?'; }
-/* New field names (seconds) first, the old microsecond ones as a fallback. */
-function sec(o, base) {
-    if (!o) return null;
-    if (isnum(o[base + '_s'])) return o[base + '_s'];
-    if (isnum(o[base + '_us'])) return o[base + '_us'] * 1e-6;
-    return null;
-}
-function rate(o, base) {
-    if (!o) return null;
-    if (isnum(o[base + '_flops_per_s'])) return o[base + '_flops_per_s'];
-    if (isnum(o[base + '_tflops'])) return o[base + '_tflops'] * 1e12;
-    return null;
-}
+/* A time in seconds ("wall" -> wall_s) and a rate in FLOP/s ("achieved"
+ * -> achieved_flops_per_s): docs/JSON.md's convention. */
+function sec(o, base) { return o && isnum(o[base + '_s']) ? o[base + '_s'] : null; }
+function rate(o, base) { return o && isnum(o[base + '_flops_per_s']) ? o[base + '_flops_per_s'] : null; }
 function card(k, v) { return el('div', { cls: 'card' }, [el('div', { cls: 'k', text: k }), el('div', { cls: 'v', text: v })]); }
 function section(title, id) {
     var s = el('section', { id: id }, [el('h2', { text: title })]);
@@ -285,8 +276,7 @@ function profile(D) {
     cards.appendChild(card('param bytes', si(t.param_bytes, 'B')));
     cards.appendChild(card('nodes', String(t.nodes)));
     if (run) {
-        var lat = run.latency || run.latency_s || {};
-        var med = isnum(lat.median_s) ? lat.median_s : lat.median;
+        var med = (run.latency || {}).median_s;
         cards.appendChild(card('latency (median)', secs(med)));
         cards.appendChild(card('achieved', si(run.achieved_flops_per_s, 'FLOP/s')));
         cards.appendChild(card('of peak', pct(run.fraction_of_peak)));
@@ -354,14 +344,15 @@ function profile(D) {
 /* ---- the trace analysis ---- */
 var CAUSE_COLORS = { data_loader: '#c2702e', launch_bound: '#8a4fc7', synchronization: '#c23b5b', other: '#9aa3b2' };
 function trace(D) {
-    if (D.ranks) {   /* several ranks: show each */
-        D.ranks.forEach(function (r, i) { traceOne(r, i); });
+    var list = D.ranks || D.traces;   /* several ranks, or traces of separate jobs: each */
+    if (list) {
+        list.forEach(function (r, i) { traceOne(r, i, !D.ranks); });
         return;
     }
     traceOne(D, -1);
 }
-function traceOne(D, idx) {
-    var sfx = idx >= 0 ? ' (rank ' + (D.rank != null ? D.rank : idx) + ')' : '';
+function traceOne(D, idx, separate) {
+    var sfx = idx < 0 ? '' : separate ? ' (trace ' + (idx + 1) + ')' : ' (rank ' + (D.rank != null ? D.rank : idx) + ')';
     var id = function (x) { return idx > 0 ? x + '-' + idx : x; };
     var sm = D.summary || {};
     if (idx <= 0) {
@@ -380,7 +371,7 @@ function traceOne(D, idx) {
     cards.appendChild(card('MFU', pct(sm.mfu)));
     if (D.memory) cards.appendChild(card('peak allocated', si(D.memory.peak_allocated_bytes, 'B')));
     s.appendChild(cards);
-    var fs = (D.findings || []).slice().sort(function (a, b) { return (a.priority || a.rank || 0) - (b.priority || b.rank || 0); });
+    var fs = (D.findings || []).slice().sort(function (a, b) { return a.priority - b.priority; });
     if (fs.length) {
         s.appendChild(el('h2', { text: 'Findings' }));
         s.appendChild(el('ol', { cls: 'findings', id: id('mp-findings') }, fs.map(function (f) { return el('li', { text: f.text }); })));
@@ -396,15 +387,14 @@ function traceOne(D, idx) {
         st.appendChild(leg);
         var bars = el('div', { cls: 'bars' });
         steps.forEach(function (x) {
-            var w = sec(x, 'wall') || 0, ic = x.idle_causes_s || x.idle_causes_us || {};
-            var scale = x.idle_causes_s ? 1 : 1e-6;
+            var w = sec(x, 'wall') || 0, ic = x.idle_causes_s || {};
             var bar = el('div', { cls: 'bar', style: 'flex:none;width:' + (maxw ? 100 * w / maxw : 0) + '%' });
             function seg(v, color, what) {
                 if (!(v > 0) || !w) return;
                 bar.appendChild(el('span', { style: 'width:' + (100 * v / w) + '%;background:' + color, title: what + ': ' + secs(v) }));
             }
             seg(sec(x, 'device_busy'), 'var(--busy)', 'busy');
-            causes.forEach(function (c) { seg((ic[c] || 0) * scale, CAUSE_COLORS[c], c); });
+            causes.forEach(function (c) { seg(ic[c] || 0, CAUSE_COLORS[c], c); });
             bars.appendChild(el('div', { cls: 'row' }, [el('div', { cls: 'lbl', text: x.name, title: x.name }),
                 el('div', { style: 'flex:1' }, [bar]), el('div', { cls: 'muted', text: secs(w) })]));
         });
@@ -414,7 +404,7 @@ function traceOne(D, idx) {
     var kr = (D.kernels || []).map(function (k) {
         var r = Object.assign({}, k);
         r.total_s = sec(k, 'total'); r.mean_s = sec(k, 'mean');
-        r.fraction = isnum(k.fraction) ? k.fraction : isnum(k.percent) ? k.percent / 100 : null;
+        r.fraction = isnum(k.fraction) ? k.fraction : null;
         return r;
     });
     sortable(section('Kernels' + sfx, id('mp-kernels')), [{ key: 'short_name', label: 'kernel' },
