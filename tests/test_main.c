@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "modelprof.h"
+#include "run/run.h"
 
 int mp_t_failures;
 
@@ -50,6 +51,9 @@ int main(int argc, char **argv) {
             fflush(stderr);
             if (inproc) {
                 mp_t_failures = 0;
+                /* every test starts from the library's defaults: a test that
+                 * forces the portable kernels does not leak it to the next */
+                mp_run_portable_only = false;
                 t->fn();
                 ok = mp_t_failures == 0;
             } else {
