@@ -20,25 +20,10 @@ typedef struct pw {
     char buf[16384];
 } pw;
 
-static void pf(pw *w, const char *fmt, ...) MP_PRINTF(2, 3);
-static void pf(pw *w, const char *fmt, ...) {
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    mp_out_write(&w->o, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
+/* printf into the writer's buffer (the one output buffer, report.c) */
+#define pf(w, ...) mp_out_printf(&(w)->o, __VA_ARGS__)
 
-static void rule(pw *w, const char *title) {
-    int len = title ? (int)strlen(title) + 2 : 0;
-    int left = (PL_RULE_WIDTH - len) / 2, right = PL_RULE_WIDTH - len - left;
-    for (int i = 0; i < left; i++) mp_out_putc(&w->o, '-');
-    if (title) pf(w, " %s ", title);
-    for (int i = 0; i < right; i++) mp_out_putc(&w->o, '-');
-    mp_out_putc(&w->o, '\n');
-}
+static void rule(pw *w, const char *title) { mp_out_rule(&w->o, title, PL_RULE_WIDTH); }
 
 static void label(pw *w, const char *l) { pf(w, "%-*s", PL_LABEL_WIDTH, l); }
 

@@ -28,6 +28,21 @@ void mp_out_write(mp_out *o, const void *p, size_t len) {
     o->n = n + len;
 }
 
+void mp_out_rule(mp_out *o, const char *title, int width) {
+    int len = title ? (int)strlen(title) + 2 : 0;
+    int left = (width - len) / 2, right = width - len - left;
+    if (left < 3) left = 3;
+    if (right < 3) right = 3;
+    for (int i = 0; i < left; i++) mp_out_putc(o, '-');
+    if (title) {
+        mp_out_putc(o, ' ');
+        mp_out_puts(o, title);
+        mp_out_putc(o, ' ');
+    }
+    for (int i = 0; i < right; i++) mp_out_putc(o, '-');
+    mp_out_putc(o, '\n');
+}
+
 void mp_out_printf(mp_out *o, const char *fmt, ...) {
     char small[512];
     va_list ap;

@@ -149,6 +149,9 @@ static inline void mp_out_putc(mp_out *o, char c) {
 }
 
 static inline void mp_out_puts(mp_out *o, const char *s) { mp_out_write(o, s, strlen(s)); }
+/* A section rule of `width` columns with the title centred:
+ * "------ Title ------" (no title: dashes only). Every text report's. */
+void mp_out_rule(mp_out *o, const char *title, int width);
 /* printf into the buffer (any length). */
 void mp_out_printf(mp_out *o, const char *fmt, ...) MP_PRINTF(2, 3);
 

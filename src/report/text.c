@@ -100,16 +100,7 @@ static const char *tx_cell(tx *t, const char *s) {
     return r;
 }
 
-static void tx_rule(tx *t, const char *title) {
-    int len = title ? (int)strlen(title) + 2 : 0;
-    int left = (TX_RULE_WIDTH - len) / 2, right = TX_RULE_WIDTH - len - left;
-    if (left < 3) left = 3;
-    if (right < 3) right = 3;
-    for (int i = 0; i < left; i++) tx_putc(t, '-');
-    if (title) tx_printf(t, " %s ", title);
-    for (int i = 0; i < right; i++) tx_putc(t, '-');
-    tx_putc(t, '\n');
-}
+static void tx_rule(tx *t, const char *title) { mp_out_rule(&t->out, title, TX_RULE_WIDTH); }
 
 static void tx_label(tx *t, const char *label) {
     tx_printf(t, "%-*s", TX_LABEL_WIDTH, label);

@@ -22,15 +22,8 @@ typedef struct tr {
 static void put(tr *w, const char *s) { mp_out_puts(&w->out, s); }
 static void putn(tr *w, const char *s, size_t n) { mp_out_write(&w->out, s, n); }
 
-static void pf(tr *w, const char *fmt, ...) MP_PRINTF(2, 3);
-static void pf(tr *w, const char *fmt, ...) {
-    char b[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b, sizeof b, fmt, ap);
-    va_end(ap);
-    if (n > 0) putn(w, b, MP_MIN((size_t)n, sizeof b - 1));
-}
+/* printf into the writer's buffer (the one output buffer, report.c) */
+#define pf(w, ...) mp_out_printf(&(w)->out, __VA_ARGS__)
 
 /* A name made safe for a terminal and cut to `width` columns (bytes). */
 static void cell(tr *w, const char *s, int width, bool right) {
@@ -57,14 +50,7 @@ static const char *secs(int64_t ns, char *b) {
     return b;
 }
 
-static void rule(tr *w, const char *title) {
-    int len = title ? (int)strlen(title) + 2 : 0;
-    int left = (100 - len) / 2, right = 100 - len - left;
-    for (int i = 0; i < left; i++) putn(w, "-", 1);
-    if (title) pf(w, " %s ", title);
-    for (int i = 0; i < right; i++) putn(w, "-", 1);
-    putn(w, "\n", 1);
-}
+static void rule(tr *w, const char *title) { mp_out_rule(&w->out, title, 100); }
 
 static double tflops(uint64_t flops, int64_t ns) {
     return ns > 0 ? (double)flops / ((double)ns / 1e9) / 1e12 : 0;
