@@ -13,6 +13,7 @@
 #include "analyze/profile.h"
 #include "report/report.h"
 #include "jsonr.h"
+#include "tcli.h"
 
 /* ---- formatter ---- */
 
@@ -637,6 +638,7 @@ static void t_json_report(void) {
     o.detailed = 0;
     o.show_ops = 0;
     char *s = render(&x, &o);
+    t_json_dump("profile", s, strlen(s));
     jr *j = json_parse(s);
     T_CHECK(j != NULL);
     if (!j) exit(1);
@@ -744,6 +746,7 @@ static void t_json_utf8(void) {
     mp_report_options_default(&o);
     o.format = MP_FORMAT_JSON;
     char *s = render(&x, &o);
+    t_json_dump("profile", s, strlen(s));
     jr *j = json_parse(s);
     T_CHECK(j != NULL);
     jr_free(j);
