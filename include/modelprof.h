@@ -253,6 +253,79 @@ mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, vo
 mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
                        const void *data);
 
+
+/* ---- the training planner (`modelprof plan`, docs/PLANNING.md) ----
+ * Memory per GPU, step time and time to train of the profiled model
+ * under a precision, an optimizer, activation checkpointing, ZeRO/FSDP
+ * and data, tensor and pipeline parallelism. The graph's batch dim is one
+ * micro-batch on one data-parallel rank. */
+typedef enum mp_precision {
+    MP_PREC_FP32, MP_PREC_BF16, MP_PREC_FP16, MP_PREC_BF16_MIXED, MP_PREC_FP16_MIXED, MP_PREC_COUNT
+} mp_precision;
+typedef enum mp_optimizer {
+    MP_OPT_ADAMW, MP_OPT_ADAM, MP_OPT_SGD, MP_OPT_SGD_MOMENTUM, MP_OPT_ADAFACTOR, MP_OPT_NONE,
+    MP_OPT_COUNT
+} mp_optimizer;
+/* "fp32", "bf16-mixed", ...; "adamw", "sgd-momentum", ... (NULL out of range);
+ * the parse functions return -1 for an unknown name. */
+const char *mp_precision_name(mp_precision p);
+const char *mp_optimizer_name(mp_optimizer o);
+int mp_precision_parse(const char *s);
+int mp_optimizer_parse(const char *s);
+
+typedef struct mp_tplan_options {
+    mp_precision precision;   /* default fp32 */
+    mp_optimizer optimizer;   /* default adamw */
+    int checkpointing;        /* recompute each repeated block in the backward */
+    int zero;                 /* ZeRO stage 0-3 */
+    int fsdp;                 /* FSDP full shard: the ZeRO-3 layout */
+    int dp, tp, pp;           /* parallel degrees (default 1) */
+    int micro_batches;        /* per step (gradient accumulation; 1F1B with pp); 0: pp */
+    int inference;            /* plan a forward only (weights + activation peak + inputs) */
+    int kv_cache;             /* inference of a decoder: KV-cache figures */
+    int loss;                 /* training: a cross-entropy on output 0 (default 1) */
+    int attention_fused;      /* attention as one fused kernel (PyTorch 2's SDPA): the
+                               * scores are never kept (default 1) */
+    int autocast_cpu;         /* mixed precision: CPU autocast's op lists (only matmul/conv
+                               * lowered, only losses in fp32) instead of CUDA's */
+    const char *gpu;          /* id in the GPU table ("h100-sxm"); NULL: none */
+    double peak_tflops;       /* > 0: dense peak of the training dtype, overrides the table */
+    double mem_gb, bandwidth_gbs, link_gbs; /* > 0: override the table */
+    double tokens, samples;   /* > 0: time to train this many tokens / samples */
+    int gpus;                 /* GPUs for time to train and --fit (0: dp*tp*pp) */
+    double mfu;               /* model FLOPs utilisation for the 6ND time (default 0.4) */
+    double compute_eff;       /* fraction of the dtype peak a node reaches (default 0.6) */
+    double memory_eff;        /* fraction of the bandwidth (default 0.8) */
+    double node_overhead_s;   /* fixed time per node and pass (kernel launch; default 10 us) */
+    double reserve_gb;        /* framework reserve: CUDA context, allocator slack (default 2) */
+    int fit;                  /* list the layouts of `gpus` GPUs that fit the GPU, best first */
+} mp_tplan_options;
+void mp_tplan_options_default(mp_tplan_options *o);
+
+/* Memory per GPU (or of one pipeline stage), bytes. */
+typedef struct mp_tplan_mem {
+    uint64_t weights_bytes, grads_bytes, optimizer_bytes, master_weights_bytes;
+    uint64_t activations_bytes;   /* kept for the backward (x in-flight micro-batches) */
+    uint64_t temporary_bytes;     /* the largest operator's transient (and recompute) */
+    uint64_t peak_bytes;          /* what the allocator holds at its peak */
+    uint64_t reserve_bytes;       /* framework reserve (an assumption) */
+} mp_tplan_mem;
+
+typedef struct mp_tplan mp_tplan;
+/* Plan the profiled model (p from mp_profile_static). MP_ERR_USAGE with a
+ * message naming the flag when the layout cannot be planned (a --tp that
+ * does not divide the heads, a --pp larger than the layer count, a
+ * precision the GPU lacks). */
+mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tplan **out);
+void mp_tplan_free(mp_tplan *pl);
+/* stage -1: per GPU (the largest stage); 0..pp-1: that pipeline stage. */
+mp_status mp_tplan_memory(const mp_tplan *pl, int stage, mp_tplan_mem *out);
+/* Seconds of one optimizer step (< 0 without a GPU). */
+double mp_tplan_step_time(const mp_tplan *pl);
+/* The plan as text or JSON (docs/JSON.md "plan"). */
+mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f);
+mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -76,7 +76,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(dnnl)              \
     X(rnn)               \
     X(trace)             \
-    X(trace_legacy)
+    X(trace_legacy)      \
+    X(plan)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

@@ -301,6 +301,15 @@ LLAMA_SMALL = dict(vocab_size=32000, hidden_size=512, num_hidden_layers=4,
                    num_attention_heads=8, head_dim=64, intermediate_size=1376,
                    rms_norm_eps=1e-6, rope_theta=10000.0,
                    max_position_embeddings=2048, tie_word_embeddings=False)
+# The 4-layer Llama of the H100 reference runs (docs/PLANNING.md): Llama
+# 3.2 1B's sizes (vocabulary 128,256, GQA 32/8 heads, tied embeddings).
+LLAMA_1B_4LAYERS = dict(LLAMA_SMALL, vocab_size=128256, hidden_size=2048, num_hidden_layers=4,
+                        num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                        intermediate_size=8192, rope_theta=500000.0, tie_word_embeddings=True)
+# Llama-2-70B's sizes (GQA 64/8 heads): the planner's speed benchmark.
+LLAMA_70B = dict(LLAMA_SMALL, hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
+                 num_key_value_heads=8, head_dim=128, intermediate_size=28672,
+                 max_position_embeddings=4096)
 LLAMA_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32,
                 num_attention_heads=32, head_dim=128, intermediate_size=11008,
                 max_position_embeddings=4096)
@@ -341,21 +350,29 @@ class LlamaAttention(nn.Module):
         super().__init__()
         h = c["hidden_size"]
         self.num_heads = c["num_attention_heads"]
+        # grouped-query attention when num_key_value_heads < num_attention_heads
+        self.num_kv = c.get("num_key_value_heads", self.num_heads)
         self.head_dim = c["head_dim"]
         self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
         self.rotary_emb = LlamaRotaryEmbedding(self.head_dim, c["rope_theta"])
 
     def forward(self, x, mask):
         b, s = x.size(0), x.size(1)
         q = self.q_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, s, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, self.num_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, self.num_kv, self.head_dim).transpose(1, 2)
         cos, sin = self.rotary_emb(v, s)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if self.num_kv != self.num_heads:  # HF's repeat_kv: expand, then reshape (a copy)
+            n = self.num_heads // self.num_kv
+            k = k[:, :, None].expand(b, self.num_kv, n, s, self.head_dim).reshape(
+                b, self.num_heads, s, self.head_dim)
+            v = v[:, :, None].expand(b, self.num_kv, n, s, self.head_dim).reshape(
+                b, self.num_heads, s, self.head_dim)
         w = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim)
         w = torch.softmax(w + mask, dim=-1, dtype=torch.float32).to(q.dtype)
         o = torch.matmul(w, v).transpose(1, 2).contiguous()
@@ -411,6 +428,8 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.model = LlamaModel(c)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
+        if c.get("tie_word_embeddings"):
+            self.lm_head.weight = self.model.embed_tokens.weight
 
     def forward(self, input_ids):
         return self.lm_head(self.model(input_ids))

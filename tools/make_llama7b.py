@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Write a weightless Llama-2-7B-sized decoder (fp16) for the benchmark.
 
-    /usr/bin/python3 tools/make_llama7b.py [OUT.onnx]     (default build/bench/llama7b.onnx)
+    /usr/bin/python3 tools/make_llama7b.py [OUT.onnx] [7b|70b]   (default build/bench/llama7b.onnx, 7b)
+
+(70b: Llama-2-70B's sizes, 68,976,648,192 parameters, for the planner's
+benchmark: bench/bench_plan.c.)
 
 The model is the same hand-written LlamaForCausalLM as the llama_small
 fixture (tools/fixture_models.py) with the 7B config: vocab 32000, hidden
@@ -149,7 +152,8 @@ def main():
         print("warning: written for torch 1.13 (private exporter passes are patched); "
               "this is torch %s" % torch.__version__, file=sys.stderr)
     t0 = time.time()
-    model, inv_freq = build(fm.LLAMA_7B)
+    cfg = {"7b": fm.LLAMA_7B, "70b": fm.LLAMA_70B}[sys.argv[2] if len(sys.argv) > 2 else "7b"]
+    model, inv_freq = build(cfg)
     params = sum(p.numel() for p in model.parameters())
     m = export(model)
     onnx.checker.check_model(m)            # before the weights go to an absent file
@@ -162,7 +166,7 @@ def main():
     inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True)
     logits = [d.dim_param or d.dim_value for d in
               inferred.graph.output[0].type.tensor_type.shape.dim]
-    if logits != ["batch", "seq", fm.LLAMA_7B["vocab_size"]]:
+    if logits != ["batch", "seq", cfg["vocab_size"]]:
         raise SystemExit("unexpected logits shape %r" % logits)
 
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)

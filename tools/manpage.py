@@ -30,11 +30,13 @@ def page(binary):
     run = lambda *a: subprocess.run([binary, *a], check=True, capture_output=True,
                                     text=True).stdout
     main, trace, version = run("--help"), run("trace", "--help"), run("--version").split()[-1]
+    plan = run("plan", "--help")
     out = [VERSION_LINE % version, ".SH NAME\n",
            "modelprof \\- profiler for neural networks (ONNX static profile, measured run, "
            "torch.profiler traces)\n"]
     out += section("SYNOPSIS AND OPTIONS", main)
     out += section("TRACE ANALYSIS", trace)
+    out += section("TRAINING PLANNER", plan)
     out += [".SH SEE ALSO\n", "The README and docs/ of the modelprof sources; "
             "the Python package modelprof (get_model_profile, FlopsProfiler).\n"]
     return "".join(out)

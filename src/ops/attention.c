@@ -483,12 +483,29 @@ static mp_status atk_swish(mp_kctx *k) {
     return MP_OK;
 }
 
+/* RMSNorm keeps its input and one fp32 statistic per row (autocast's
+ * fp32 list, as layer norms); Swish keeps its input. */
+static void at_train_rms(mp_ctx *c, mp_bwd *t) {
+    t->amp = MP_AMP_FP32;
+    if (!t->rg) return;
+    t->save_in = 1u;
+    const mp_value *x = mp_in(c, 0);
+    if (x && x->rank >= 1) {
+        int ax = mp_axis(mp_attr_i(c->n, "axis", -1), x->rank);
+        int64_t r = ax >= 0 ? mp_dims_product(x->dims, ax) : -1;
+        t->extra_bytes = r > 0 ? 4 * (uint64_t)r : 0;
+    }
+    t->bwd_flops = 2 * t->fwd->flops;
+}
+
 const mp_op mp_ops_attention[] = {
     {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention},
     {"", "RotaryEmbedding", 23, at_rope_infer, at_rope_cost, 0, 0, NULL, atk_rope},
     /* scale is learnable */
-    {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL, atk_rms},
+    {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL, atk_rms,
+     .train = at_train_rms},
     {"", "TensorScatter", 24, at_tscatter_infer, mp_cost_zero, 0, 0, NULL, atk_tscatter},
-    {"", "Swish", 24, mp_infer_same, mp_cost_out1, 0, 0, NULL, atk_swish},
+    {"", "Swish", 24, mp_infer_same, mp_cost_out1, 0, 0, NULL, atk_swish,
+     .train = mp_bwd_save_in0},
 };
 const int mp_ops_attention_count = (int)MP_ARRAY_LEN(mp_ops_attention);

@@ -870,25 +870,86 @@ EW_DEF_PREP(where, 1, EW_WHERE)
 
 #define EW_K(p) ew_krun, prep_##p, mp_kstate_release
 
+
+/* ---- training: what the backward keeps (ops.h mp_bwd; PyTorch's
+ * derivatives.yaml): ---- */
+static bool ew_is(const char *op, const char *const *names) {
+    for (; *names; names++)
+        if (mp_streq(op, *names)) return true;
+    return false;
+}
+
+static void ew_train(mp_ctx *c, mp_bwd *t) {
+    static const char *const keep_out[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal",
+                                           "Elu", "Selu", NULL};
+    static const char *const keep_in[] = {"LeakyRelu", "HardSigmoid", "HardSwish", "Erf", "Gelu",
+                                          "Softplus", "Softsign", "Celu", "ThresholdedRelu", "Mish",
+                                          "Log", "Abs", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
+                                          "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Shrink", "Clip",
+                                          NULL};
+    static const char *const flow[] = {"Add", "Sub", "Neg", "Sum", "Mean", NULL};
+    /* autocast's fp32 list (CUDA): exp, log, pow, reciprocal, rsqrt, erfinv, ... */
+    static const char *const fp32[] = {"Exp", "Log", "Pow", "Reciprocal", NULL};
+    const char *op = c->n->op;
+    const mp_value *y = mp_out(c, 0);
+    int64_t ne = y ? mp_value_numel(y) : -1;
+    uint64_t out = ne > 0 ? (uint64_t)ne : 0;
+    int grads = __builtin_popcount(t->rg);
+    t->amp = ew_is(op, fp32) ? MP_AMP_FP32 : MP_AMP_PROMOTE;
+    if (!t->rg) return;
+    if (ew_is(op, keep_out)) {
+        t->save_out = 1u;
+        t->bwd_flops = 2 * out;
+    } else if (ew_is(op, keep_in)) {
+        t->save_in = 1u;
+        t->bwd_flops = 3 * out;
+    } else if (ew_is(op, flow)) {
+        t->bwd_flops = out * (uint64_t)(grads > 1 ? grads - 1 : 0); /* reductions of broadcasts */
+    } else if (mp_streq(op, "Mul")) { /* d(a*b) = b.da + a.db */
+        if (t->rg & 1u) t->save_in |= 2u;
+        if (t->rg & 2u) t->save_in |= 1u;
+        t->bwd_flops = out * (uint64_t)grads;
+    } else if (mp_streq(op, "Div")) { /* da = g/b; db = -g.a/b^2 */
+        t->save_in |= 2u;
+        if (t->rg & 2u) t->save_in |= 1u;
+        t->bwd_flops = 3 * out * (uint64_t)grads;
+    } else if (mp_streq(op, "Pow")) { /* da = g.b.a^(b-1); db = g.out.log(a) */
+        t->save_in = 3u;
+        if (t->rg & 2u) t->save_out = 1u;
+        t->bwd_flops = 3 * out * (uint64_t)grads;
+    } else if (mp_streq(op, "Max") || mp_streq(op, "Min") || mp_streq(op, "PRelu")) {
+        t->save_in = (1u << c->n->n_in) - 1u;
+        t->save_out = mp_streq(op, "PRelu") ? 0 : 1u;
+        t->bwd_flops = 2 * out * (uint64_t)grads;
+    } else if (mp_streq(op, "Where")) { /* the condition routes the gradient */
+        t->save_in = 1u;
+        t->bwd_flops = out * (uint64_t)grads;
+    } else {
+        /* comparisons, logic, rounding: no gradient flows through them */
+        t->amp = MP_AMP_KEEP;
+    }
+}
+
 /* ---- the table ---- */
 
-#define EW_ROW(name, since, code) {"", #name, since, infer_##name, mp_cost_out1, 0, 0, NULL, EW_K(name)},
+#define EW_ROW(name, since, code) \
+    {"", #name, since, infer_##name, mp_cost_out1, 0, 0, NULL, EW_K(name), .train = ew_train},
 
 const mp_op mp_ops_elementwise[] = {
     EW_UNARY_OPS(EW_ROW)
     EW_BINARY_OPS(EW_ROW)
     /* Clip bounds: buffer bits keep float bound tensors out of the params */
-    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0, NULL, EW_K(clip)},
+    {"", "Clip", 1, infer_clip_attrs, mp_cost_out1, 0, 0, NULL, EW_K(clip), .train = ew_train},
     {"", "Clip", 11, infer_clip_inputs, mp_cost_out1, 0, (1u << 1) | (1u << 2), NULL,
-     EW_K(clip)},
+     EW_K(clip), .train = ew_train},
     /* PRelu's slope is a learnable parameter */
-    {"", "PRelu", 1, infer_prelu_legacy, mp_cost_out1, 1u << 1, 0, NULL, EW_K(prelu)},
-    {"", "PRelu", 7, infer_prelu, mp_cost_out1, 1u << 1, 0, NULL, EW_K(prelu)},
-    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0, NULL, EW_K(sum)},
-    {"", "Max", 1, infer_max, cost_variadic, 0, 0, NULL, EW_K(max)},
-    {"", "Min", 1, infer_min, cost_variadic, 0, 0, NULL, EW_K(min)},
-    {"", "Mean", 1, infer_mean, cost_mean, 0, 0, NULL, EW_K(mean)},
-    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0, NULL, EW_K(where)},
+    {"", "PRelu", 1, infer_prelu_legacy, mp_cost_out1, 1u << 1, 0, NULL, EW_K(prelu), .train = ew_train},
+    {"", "PRelu", 7, infer_prelu, mp_cost_out1, 1u << 1, 0, NULL, EW_K(prelu), .train = ew_train},
+    {"", "Sum", 1, infer_sum, cost_variadic, 0, 0, NULL, EW_K(sum), .train = ew_train},
+    {"", "Max", 1, infer_max, cost_variadic, 0, 0, NULL, EW_K(max), .train = ew_train},
+    {"", "Min", 1, infer_min, cost_variadic, 0, 0, NULL, EW_K(min), .train = ew_train},
+    {"", "Mean", 1, infer_mean, cost_mean, 0, 0, NULL, EW_K(mean), .train = ew_train},
+    {"", "Where", 9, infer_where, mp_cost_out1, 0, 0, NULL, EW_K(where), .train = ew_train},
 };
 const int mp_ops_elementwise_count = (int)MP_ARRAY_LEN(mp_ops_elementwise);
 

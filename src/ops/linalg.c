@@ -1320,9 +1320,11 @@ static mp_status lak_lstm_prepare(mp_kctx *k, size_t *scratch) { return lak_rnn_
 #define LA_BIT(i) (1u << (i))
 
 const mp_op mp_ops_linalg[] = {
-    {"", "MatMul", 1, matmul_infer, matmul_cost, LA_BIT(0) | LA_BIT(1), 0, NULL, lak_matmul_run},
-    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, mp_kgemm_run},
-    {"", "Einsum", 12, einsum_infer, einsum_cost, 0, 0, NULL, lak_einsum},
+    {"", "MatMul", 1, matmul_infer, matmul_cost, LA_BIT(0) | LA_BIT(1), 0, NULL, lak_matmul_run,
+     .train = mp_bwd_product},
+    {"", "Gemm", 1, gemm_infer, gemm_cost, LA_BIT(1) | LA_BIT(2), 0, NULL, mp_kgemm_run,
+     .train = mp_bwd_product},
+    {"", "Einsum", 12, einsum_infer, einsum_cost, 0, 0, NULL, lak_einsum, .train = mp_bwd_product},
     {"", "MatMulInteger", 10, matmul_integer_infer, matmul_cost, LA_BIT(1),
      LA_BIT(2) | LA_BIT(3), NULL, lak_matmul_integer},
     {"", "QLinearMatMul", 10, qlinear_matmul_infer, qlinear_matmul_cost, LA_BIT(3),

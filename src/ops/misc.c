@@ -1598,10 +1598,23 @@ static mp_status msk_random(mp_kctx *k) {
 
 #define MS_IN(i) (1u << (i))
 
+/* Losses keep their input (log-probabilities, logits) and target, in
+ * fp32 (autocast's fp32 list); the backward is one pass over the input. */
+static void ms_train_loss(mp_ctx *c, mp_bwd *t) {
+    t->amp = MP_AMP_LOSS;
+    if (!(t->rg & 1u)) return;
+    t->save_in = 3u;
+    const mp_value *x = mp_in(c, 0);
+    int64_t n = x ? mp_value_numel(x) : -1;
+    t->bwd_flops = n > 0 ? 2 * (uint64_t)n : 0;
+}
+
 const mp_op mp_ops_misc[] = {
     /* class weights are buffers */
-    {"", "NegativeLogLikelihoodLoss", 12, infer_nll, cost_nll, 0, MS_IN(2), NULL, msk_nll_run},
-    {"", "SoftmaxCrossEntropyLoss", 12, infer_sce, cost_sce, 0, MS_IN(2), NULL, msk_sce},
+    {"", "NegativeLogLikelihoodLoss", 12, infer_nll, cost_nll, 0, MS_IN(2), NULL, msk_nll_run,
+     .train = ms_train_loss},
+    {"", "SoftmaxCrossEntropyLoss", 12, infer_sce, cost_sce, 0, MS_IN(2), NULL, msk_sce,
+     .train = ms_train_loss},
     /* thresholds are buffers */
     {"", "NonMaxSuppression", 10, infer_nms, cost_nms, 0, MS_IN(2) | MS_IN(3) | MS_IN(4), NULL,
      msk_nms},

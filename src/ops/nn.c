@@ -1753,60 +1753,183 @@ static mp_status nnk_resize(mp_kctx *k) {
 
 /* ---- the table ---- */
 
+/* ---- training: what the backward keeps (ops.h mp_bwd) ---- */
+
+static uint64_t nn_numel(const mp_value *v) {
+    int64_t n = v ? mp_value_numel(v) : -1;
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+/* Convolutions: PyTorch's convolution_backward is one formula for input,
+ * weight and bias, so the forward keeps both input and weight whenever any
+ * gradient is needed (under autocast, the weight's low-precision copy even
+ * for a first layer whose input needs none). */
+static void train_conv(mp_ctx *c, mp_bwd *t) {
+    mp_bwd_product(c, t);
+    if (t->rg) t->save_in |= 3u;
+}
+
+/* Max pooling keeps its input and the int64 index of each output's max
+ * (PyTorch max_pool2d_with_indices). */
+static void train_maxpool(mp_ctx *c, mp_bwd *t) {
+    if (!(t->rg & 1u)) return;
+    t->save_in = 1u;
+    t->extra_bytes = 8 * nn_numel(mp_out(c, 0));
+    t->bwd_flops = nn_numel(mp_out(c, 0));
+}
+
+/* Average and global pools keep their input (PyTorch avg_pool2d,
+ * adaptive_avg_pool2d save self). */
+static void train_pool(mp_ctx *c, mp_bwd *t) {
+    if (!(t->rg & 1u)) return;
+    t->save_in = 1u;
+    t->bwd_flops = nn_numel(mp_in(c, 0));
+}
+
+/* Normalisations keep their input and two fp32 statistics per normalised
+ * group (mean and 1/std); the backward costs about twice the forward.
+ * BatchNorm runs in its input's type (cuDNN takes bf16 with fp32 scale);
+ * layer and group norms are on autocast's fp32 list. */
+static void nn_train_norm(mp_ctx *c, mp_bwd *t, uint64_t groups, int amp) {
+    t->amp = (uint8_t)amp;
+    if (!t->rg) return;
+    t->save_in = 1u;
+    t->extra_bytes = 2 * 4 * groups;
+    t->bwd_flops = 2 * t->fwd->flops;
+}
+
+static void train_batchnorm(mp_ctx *c, mp_bwd *t) {
+    const mp_value *x = mp_in(c, 0);
+    nn_train_norm(c, t, x && x->rank >= 2 && x->dims[1] > 0 ? (uint64_t)x->dims[1] : 0, MP_AMP_PROMOTE);
+}
+
+static void train_layernorm(mp_ctx *c, mp_bwd *t) {
+    const mp_value *x = mp_in(c, 0);
+    uint64_t rows = 0;
+    if (x && x->rank >= 1) {
+        int ax = mp_axis(mp_attr_i(c->n, "axis", -1), x->rank);
+        int64_t r = ax >= 0 ? mp_dims_product(x->dims, ax) : -1;
+        rows = r > 0 ? (uint64_t)r : 0;
+    }
+    nn_train_norm(c, t, rows, MP_AMP_FP32);
+}
+
+static void train_groupnorm(mp_ctx *c, mp_bwd *t) {
+    const mp_value *x = mp_in(c, 0);
+    uint64_t n = x && x->rank >= 1 && x->dims[0] > 0 ? (uint64_t)x->dims[0] : 0;
+    int64_t g = mp_streq(c->n->op, "InstanceNormalization")
+                    ? (x && x->rank >= 2 ? x->dims[1] : 0)
+                    : mp_attr_i(c->n, "num_groups", 1);
+    nn_train_norm(c, t, n * (uint64_t)(g > 0 ? g : 0), MP_AMP_FP32);
+}
+
+/* Softmax and LogSoftmax keep their output (autocast's fp32 list). */
+static void train_softmax(mp_ctx *c, mp_bwd *t) {
+    t->amp = MP_AMP_FP32;
+    if (mp_streq(c->n->op, "Hardmax") || !t->rg) return;
+    t->save_out = 1u;
+    t->bwd_flops = 2 * t->fwd->flops;
+}
+
+/* Sum and mean need only the input's shape; max/min, prod and the norms
+ * keep input and output. */
+static void train_reduce(mp_ctx *c, mp_bwd *t) {
+    const char *op = c->n->op;
+    if (mp_streq(op, "ArgMax") || mp_streq(op, "ArgMin")) {
+        t->amp = MP_AMP_KEEP;
+        return;
+    }
+    if (!(t->rg & 1u)) return;
+    t->bwd_flops = nn_numel(mp_in(c, 0));
+    if (mp_streq(op, "ReduceSum") || mp_streq(op, "ReduceMean")) return;
+    t->save_in = 1u;
+    if (!mp_streq(op, "ReduceSumSquare")) t->save_out = 1u;
+    t->bwd_flops *= 2;
+}
+
+/* Dropout keeps its mask, one byte per element (a bool tensor), unless
+ * its ratio is known to be 0 (then it is the identity: a view). */
+static void train_dropout(mp_ctx *c, mp_bwd *t) {
+    double ratio = 0.5;
+    const double *v;
+    int64_t n;
+    if (c->n->opset < 12 || !mp_in(c, 1)) ratio = mp_attr_f(c->n, "ratio", 0.5);
+    else if (mp_floats(c, 1, &v, &n) && n == 1) ratio = v[0];
+    if (ratio == 0) {
+        t->view = true;
+        return;
+    }
+    if (!(t->rg & 1u)) return;
+    t->extra_bytes = nn_numel(mp_out(c, 0));
+    t->bwd_flops = nn_numel(mp_out(c, 0));
+}
+
+/* Resizing keeps nothing but shapes; the backward scatters each output. */
+static void train_resize(mp_ctx *c, mp_bwd *t) {
+    if (t->rg & 1u) t->bwd_flops = 2 * nn_numel(mp_out(c, 0));
+}
+
+static void train_lrn(mp_ctx *c, mp_bwd *t) {
+    if (!(t->rg & 1u)) return;
+    t->save_in = 1u;
+    t->save_out = 1u;
+    t->bwd_flops = 2 * t->fwd->flops;
+}
+
 #define NN_W_B ((1u << 1) | (1u << 2))  /* inputs 1, 2 are parameters */
 
 const mp_op mp_ops_nn[] = {
-    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv},
-    {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose},
-    {"", "MaxPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_maxpool},
-    {"", "AveragePool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_avgpool},
-    {"", "LpPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_lppool},
-    {"", "GlobalAveragePool", 1, infer_global_pool, mp_cost_in1, 0, 0, NULL, nnk_gavgpool},
-    {"", "GlobalMaxPool", 1, infer_global_pool, mp_cost_in1, 0, 0, NULL, nnk_gmaxpool},
-    {"", "GlobalLpPool", 2, infer_global_pool, mp_cost_in1, 0, 0, NULL, nnk_glppool},
+    {"", "Conv", 1, infer_conv, cost_conv, NN_W_B, 0, NULL, mp_kconv, .train = train_conv},
+    {"", "ConvTranspose", 1, infer_conv_transpose, cost_conv_transpose, NN_W_B, 0, NULL, nnk_conv_transpose, .train = train_conv},
+    {"", "MaxPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_maxpool, .train = train_maxpool},
+    {"", "AveragePool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_avgpool, .train = train_pool},
+    {"", "LpPool", 1, infer_pool, mp_cost_in1, 0, 0, NULL, nnk_lppool, .train = train_pool},
+    {"", "GlobalAveragePool", 1, infer_global_pool, mp_cost_in1, 0, 0, NULL, nnk_gavgpool, .train = train_pool},
+    {"", "GlobalMaxPool", 1, infer_global_pool, mp_cost_in1, 0, 0, NULL, nnk_gmaxpool, .train = train_pool},
+    {"", "GlobalLpPool", 2, infer_global_pool, mp_cost_in1, 0, 0, NULL, nnk_glppool, .train = train_pool},
     /* scale, B: parameters; mean, var: buffers */
     {"", "BatchNormalization", 1, infer_batchnorm, cost_batchnorm, NN_W_B,
-     (1u << 3) | (1u << 4), NULL, nnk_batchnorm},
-    {"", "InstanceNormalization", 1, infer_instancenorm, cost_norm5, NN_W_B, 0, NULL, nnk_instancenorm},
-    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, mp_klayernorm},
-    {"", "GroupNormalization", 18, infer_groupnorm18, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
-    {"", "GroupNormalization", 21, infer_groupnorm21, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm},
-    {"", "LpNormalization", 1, infer_lpnorm, cost_lpnorm, 0, 0, NULL, nnk_lpnorm},
-    {"", "MeanVarianceNormalization", 9, infer_mvn, cost_norm4, 0, 0, NULL, nnk_mvn},
-    {"", "LRN", 1, infer_lrn, cost_lrn, 0, 0, NULL, nnk_lrn},
-    {"", "Softmax", 1, infer_softmax, mp_cost_in1, 0, 0, NULL, nnk_softmax},
-    {"", "LogSoftmax", 1, infer_softmax, mp_cost_in1, 0, 0, NULL, nnk_softmax},
-    {"", "Hardmax", 1, infer_softmax, mp_cost_in1, 0, 0, NULL, nnk_softmax},
-    {"", "ReduceSum", 1, infer_rsum_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceSum", 13, infer_rsum_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceProd", 1, infer_rprod_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceProd", 18, infer_rprod_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceMax", 1, infer_rmax_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceMax", 18, infer_rmax_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceMin", 1, infer_rmin_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceMin", 18, infer_rmin_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceMean", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceMean", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceL1", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceL1", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceL2", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceL2", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceLogSum", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceLogSum", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceLogSumExp", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceLogSumExp", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceSumSquare", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ReduceSumSquare", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce},
-    {"", "ArgMax", 1, infer_argminmax, mp_cost_in1, 0, 0, NULL, nnk_argminmax},
-    {"", "ArgMin", 1, infer_argminmax, mp_cost_in1, 0, 0, NULL, nnk_argminmax},
+     (1u << 3) | (1u << 4), NULL, nnk_batchnorm, .train = train_batchnorm},
+    {"", "InstanceNormalization", 1, infer_instancenorm, cost_norm5, NN_W_B, 0, NULL, nnk_instancenorm, .train = train_groupnorm},
+    {"", "LayerNormalization", 17, infer_layernorm, cost_layernorm, NN_W_B, 0, NULL, mp_klayernorm, .train = train_layernorm},
+    {"", "GroupNormalization", 18, infer_groupnorm18, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm, .train = train_groupnorm},
+    {"", "GroupNormalization", 21, infer_groupnorm21, cost_norm5, NN_W_B, 0, NULL, nnk_groupnorm, .train = train_groupnorm},
+    {"", "LpNormalization", 1, infer_lpnorm, cost_lpnorm, 0, 0, NULL, nnk_lpnorm, .train = train_lrn},
+    {"", "MeanVarianceNormalization", 9, infer_mvn, cost_norm4, 0, 0, NULL, nnk_mvn, .train = train_lrn},
+    {"", "LRN", 1, infer_lrn, cost_lrn, 0, 0, NULL, nnk_lrn, .train = train_lrn},
+    {"", "Softmax", 1, infer_softmax, mp_cost_in1, 0, 0, NULL, nnk_softmax, .train = train_softmax},
+    {"", "LogSoftmax", 1, infer_softmax, mp_cost_in1, 0, 0, NULL, nnk_softmax, .train = train_softmax},
+    {"", "Hardmax", 1, infer_softmax, mp_cost_in1, 0, 0, NULL, nnk_softmax, .train = train_softmax},
+    {"", "ReduceSum", 1, infer_rsum_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceSum", 13, infer_rsum_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceProd", 1, infer_rprod_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceProd", 18, infer_rprod_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceMax", 1, infer_rmax_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceMax", 18, infer_rmax_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceMin", 1, infer_rmin_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceMin", 18, infer_rmin_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceMean", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceMean", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceL1", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceL1", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceL2", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceL2", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceLogSum", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceLogSum", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceLogSumExp", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceLogSumExp", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceSumSquare", 1, infer_reduce_attr, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ReduceSumSquare", 18, infer_reduce_input, mp_cost_in1, 0, 0, NULL, nnk_reduce, .train = train_reduce},
+    {"", "ArgMax", 1, infer_argminmax, mp_cost_in1, 0, 0, NULL, nnk_argminmax, .train = train_reduce},
+    {"", "ArgMin", 1, infer_argminmax, mp_cost_in1, 0, 0, NULL, nnk_argminmax, .train = train_reduce},
     /* ratio (and training_mode) are not parameters */
-    {"", "Dropout", 1, infer_dropout1, mp_cost_zero, 0, 0, NULL, nnk_dropout},
-    {"", "Dropout", 10, infer_dropout10, mp_cost_zero, 0, (1u << 1) | (1u << 2), NULL, nnk_dropout},
+    {"", "Dropout", 1, infer_dropout1, mp_cost_zero, 0, 0, NULL, nnk_dropout, .train = train_dropout},
+    {"", "Dropout", 10, infer_dropout10, mp_cost_zero, 0, (1u << 1) | (1u << 2), NULL, nnk_dropout, .train = train_dropout},
     /* scales and roi are float constants, not parameters */
-    {"", "Upsample", 7, infer_upsample7, cost_resize, 0, 0, NULL, nnk_resize},
-    {"", "Upsample", 9, infer_upsample9, cost_resize, 0, 1u << 1, NULL, nnk_resize},
-    {"", "Resize", 10, infer_resize10, cost_resize, 0, 1u << 1, NULL, nnk_resize},
-    {"", "Resize", 11, infer_resize11, cost_resize, 0, (1u << 1) | (1u << 2), NULL, nnk_resize},
-    {"", "Resize", 18, infer_resize18, cost_resize, 0, (1u << 1) | (1u << 2), NULL, nnk_resize},
+    {"", "Upsample", 7, infer_upsample7, cost_resize, 0, 0, NULL, nnk_resize, .train = train_resize},
+    {"", "Upsample", 9, infer_upsample9, cost_resize, 0, 1u << 1, NULL, nnk_resize, .train = train_resize},
+    {"", "Resize", 10, infer_resize10, cost_resize, 0, 1u << 1, NULL, nnk_resize, .train = train_resize},
+    {"", "Resize", 11, infer_resize11, cost_resize, 0, (1u << 1) | (1u << 2), NULL, nnk_resize, .train = train_resize},
+    {"", "Resize", 18, infer_resize18, cost_resize, 0, (1u << 1) | (1u << 2), NULL, nnk_resize, .train = train_resize},
 };
 const int mp_ops_nn_count = (int)MP_ARRAY_LEN(mp_ops_nn);

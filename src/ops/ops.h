@@ -139,6 +139,52 @@ struct mp_kexec {
     const float *(*input_f32)(mp_kctx *k, int i);
 };
 
+/* ---- training: what an operator's backward keeps, and what it costs ----
+ * The training planner (src/plan/, docs/PLANNING.md) asks each node's
+ * train rule, beside its forward cost rule, what PyTorch's autograd keeps
+ * for the backward and how many FLOPs the backward takes. On entry t->rg
+ * has bit i set when input i needs a gradient (a parameter, or a value
+ * computed from one), and t->fwd is the node's forward cost. The rule sets
+ *   save_in / save_out  bit i: input / output i is kept (a kept input that
+ *                       is a parameter or a constant costs no activation
+ *                       memory; the planner knows which are);
+ *   extra_bytes         other state kept, at the node's size (statistics,
+ *                       masks, max-pool indices), in bytes;
+ *   bwd_flops           FLOPs of the backward (the gradients of the inputs
+ *                       in rg; 0 for data movement);
+ *   amp                 how autocast runs it (MP_AMP_*);
+ *   view                output 0 shares input 0's storage (Reshape, ...).
+ * An op without a rule (train NULL) gets the default: every input kept,
+ * bwd = 2 x fwd FLOPs, types promoted; the plan lists the ops that did. */
+enum {
+    MP_AMP_PROMOTE = 0, /* runs in the widest float type of its inputs */
+    MP_AMP_LOWER,       /* autocast's lower-precision list: matmul, conv, linear */
+    MP_AMP_FP32,        /* CUDA autocast's fp32 list: softmax, norms, exp, log, pow (CPU
+                         * autocast runs them in their input's type) */
+    MP_AMP_KEEP,        /* output dtype is the op's own (Cast, Shape, indices) */
+    MP_AMP_LOSS         /* losses: fp32 under CUDA and CPU autocast alike */
+};
+typedef struct mp_bwd {
+    uint32_t rg;              /* in: inputs that need a gradient */
+    const mp_cost *fwd;       /* in: the node's forward cost */
+    uint32_t save_in, save_out;
+    uint64_t extra_bytes;
+    uint64_t bwd_flops;
+    uint8_t amp;
+    bool view;
+} mp_bwd;
+typedef void (*mp_bwd_fn)(mp_ctx *c, mp_bwd *t);
+
+/* Shared train rules (util.c). */
+void mp_bwd_none(mp_ctx *c, mp_bwd *t);      /* data movement: keeps nothing, 0 FLOPs */
+void mp_bwd_view(mp_ctx *c, mp_bwd *t);      /* a view of input 0 (Reshape, Transpose) */
+void mp_bwd_save_in0(mp_ctx *c, mp_bwd *t);  /* keeps input 0: bwd = fwd FLOPs */
+void mp_bwd_save_out0(mp_ctx *c, mp_bwd *t); /* keeps output 0: bwd = fwd FLOPs */
+/* The product rule of a dot product (MatMul, Gemm, Conv): the gradient of
+ * input 0 needs input 1 and the other way round; each costs the forward's
+ * MACs again (2 x MACs FLOPs). */
+void mp_bwd_product(mp_ctx *c, mp_bwd *t);
+
 typedef struct mp_op {
     const char *domain;       /* "" for ai.onnx, "com.microsoft", ... */
     const char *name;
@@ -151,6 +197,7 @@ typedef struct mp_op {
     mp_run_fn run;            /* portable kernel; NULL: not runnable here */
     mp_prepare_fn prepare;    /* optional plan-time preparation */
     mp_release_fn release;    /* frees what prepare left in state */
+    mp_bwd_fn train;        /* training: what the backward keeps and costs; NULL: the default */
 } mp_op;
 
 /* Family tables (each file: const mp_op mp_ops_X[]; const int mp_ops_X_count;) */

@@ -2929,30 +2929,58 @@ done:
 /* the table                                                           */
 /* ------------------------------------------------------------------ */
 
-#define SH_OP(name, since, infer, run) {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run}
+/* Data movement keeps nothing for the backward; views share their input's
+ * storage (PyTorch's view, reshape of a contiguous tensor, transpose, and
+ * basic indexing: slices, splits, a scalar index). */
+#define SH_OP(name, since, infer, run) \
+    {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_bwd_none}
+#define SH_VIEW(name, since, infer, run) \
+    {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_bwd_view}
+
+/* Gather keeps its indices (an embedding's backward scatters the output's
+ * gradient into the table's rows). */
+static void sh_train_gather(mp_ctx *c, mp_bwd *t) {
+    /* a scalar index selects one slice: PyTorch's select, a view */
+    const mp_value *ix = mp_in(c, 1);
+    if (ix && ix->rank == 0 && ix->kn >= 0) {
+        t->view = true;
+        return;
+    }
+    if (!(t->rg & 1u)) return;
+    t->save_in = 2u;
+    const mp_value *y = mp_out(c, 0);
+    int64_t n = y ? mp_value_numel(y) : -1;
+    t->bwd_flops = n > 0 ? (uint64_t)n : 0;
+}
+
+/* Cast's output type is its own; Shape, Size and the rest give integers. */
+static void sh_train_keep(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    t->amp = MP_AMP_KEEP;
+}
 
 const mp_op mp_ops_shape[] = {
-    {"", "Shape", 1, shape_infer, meta_cost, 0, 0, NULL, shk_shape},
-    {"", "Size", 1, size_infer, meta_cost, 0, 0, NULL, shk_size},
-    SH_OP("Gather", 1, gather_infer, shk_gather),
+    {"", "Shape", 1, shape_infer, meta_cost, 0, 0, NULL, shk_shape, .train = sh_train_keep},
+    {"", "Size", 1, size_infer, meta_cost, 0, 0, NULL, shk_size, .train = sh_train_keep},
+    {"", "Gather", 1, gather_infer, mp_cost_zero, 0, 0, NULL, shk_gather, .train = sh_train_gather},
     SH_OP("GatherElements", 11, gather_elements_infer, shk_gather_elements),
     SH_OP("GatherND", 11, gather_nd_infer, shk_gather_nd),
     SH_OP("Concat", 1, concat_infer_v1, shk_concat),
     SH_OP("Concat", 4, concat_infer_v4, shk_concat),
-    SH_OP("Slice", 1, slice_infer_v1, shk_slice),
-    SH_OP("Slice", 10, slice_infer_v10, shk_slice),
-    SH_OP("Unsqueeze", 1, unsqueeze_infer_v1, shk_copy),
-    SH_OP("Unsqueeze", 13, unsqueeze_infer_v13, shk_copy),
-    SH_OP("Squeeze", 1, squeeze_infer_v1, shk_copy),
-    SH_OP("Squeeze", 13, squeeze_infer_v13, shk_copy),
-    SH_OP("Reshape", 1, reshape_infer_v1, shk_copy),
-    SH_OP("Reshape", 5, reshape_infer_v5, shk_copy),
-    SH_OP("Reshape", 14, reshape_infer_v5, shk_copy),
-    SH_OP("Flatten", 1, flatten_infer, shk_copy),
+    SH_VIEW("Slice", 1, slice_infer_v1, shk_slice),
+    SH_VIEW("Slice", 10, slice_infer_v10, shk_slice),
+    SH_VIEW("Unsqueeze", 1, unsqueeze_infer_v1, shk_copy),
+    SH_VIEW("Unsqueeze", 13, unsqueeze_infer_v13, shk_copy),
+    SH_VIEW("Squeeze", 1, squeeze_infer_v1, shk_copy),
+    SH_VIEW("Squeeze", 13, squeeze_infer_v13, shk_copy),
+    SH_VIEW("Reshape", 1, reshape_infer_v1, shk_copy),
+    SH_VIEW("Reshape", 5, reshape_infer_v5, shk_copy),
+    SH_VIEW("Reshape", 14, reshape_infer_v5, shk_copy),
+    SH_VIEW("Flatten", 1, flatten_infer, shk_copy),
     SH_OP("Range", 11, range_infer, shk_range),
     SH_OP("ConstantOfShape", 9, constant_of_shape_infer, shk_constant_of_shape),
     SH_OP("Constant", 1, constant_infer, shk_constant),
-    {"", "EyeLike", 9, eye_like_infer, meta_cost, 0, 0, NULL, shk_eye_like},
+    {"", "EyeLike", 9, eye_like_infer, meta_cost, 0, 0, NULL, shk_eye_like, .train = mp_bwd_none},
     SH_OP("Expand", 8, expand_infer, shk_expand),
     SH_OP("Tile", 1, tile_infer_v1, shk_tile),
     SH_OP("Tile", 6, tile_infer_v6, shk_tile),
@@ -2960,14 +2988,14 @@ const mp_op mp_ops_shape[] = {
     SH_OP("Pad", 2, pad_infer_v2, shk_pad),
     SH_OP("Pad", 11, pad_infer_v11, shk_pad),
     SH_OP("Pad", 18, pad_infer_v11, shk_pad),
-    SH_OP("Cast", 1, cast_infer, shk_cast),
-    {"", "CastLike", 15, cast_like_infer, cast_like_cost, 0, 0, NULL, shk_cast},
-    SH_OP("Identity", 1, identity_infer, shk_copy),
-    SH_OP("Transpose", 1, transpose_infer, shk_transpose),
-    SH_OP("Split", 1, split_infer_v1, shk_split),
-    SH_OP("Split", 2, split_infer_v2, shk_split),
-    SH_OP("Split", 13, split_infer_v13, shk_split),
-    SH_OP("Split", 18, split_infer_v18, shk_split),
+    {"", "Cast", 1, cast_infer, mp_cost_zero, 0, 0, NULL, shk_cast, .train = sh_train_keep},
+    {"", "CastLike", 15, cast_like_infer, cast_like_cost, 0, 0, NULL, shk_cast, .train = sh_train_keep},
+    SH_VIEW("Identity", 1, identity_infer, shk_copy),
+    SH_VIEW("Transpose", 1, transpose_infer, shk_transpose),
+    SH_VIEW("Split", 1, split_infer_v1, shk_split),
+    SH_VIEW("Split", 2, split_infer_v2, shk_split),
+    SH_VIEW("Split", 13, split_infer_v13, shk_split),
+    SH_VIEW("Split", 18, split_infer_v18, shk_split),
     SH_OP("Trilu", 14, trilu_infer, mp_ktrilu),
     {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd},
     {"", "ScatterElements", 11, scatter_elements_infer, scatter_cost, 0, 0, NULL,

@@ -349,3 +349,44 @@ void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum) {
     }
     if (ovf) sum->flags |= MP_COST_OVERFLOW;
 }
+
+/* ---- shared train rules (ops.h; docs/PLANNING.md "what the backward keeps") ---- */
+
+void mp_bwd_none(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    t->amp = MP_AMP_PROMOTE;
+}
+
+void mp_bwd_view(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    t->view = true;
+}
+
+void mp_bwd_save_in0(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    if (t->rg & 1u) t->save_in = 1u;
+    t->bwd_flops = t->rg ? t->fwd->flops : 0;
+}
+
+void mp_bwd_save_out0(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    if (t->rg & 1u) t->save_out = 1u;
+    t->bwd_flops = t->rg ? t->fwd->flops : 0;
+}
+
+void mp_bwd_product(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    t->amp = MP_AMP_LOWER;
+    uint64_t mm = t->fwd->macs > UINT64_MAX / 2 ? UINT64_MAX : 2 * t->fwd->macs;
+    uint64_t bias = t->fwd->flops > mm ? t->fwd->flops - mm : 0;
+    t->bwd_flops = 0;
+    if (t->rg & 1u) { /* dX = dY . W^T needs W */
+        t->save_in |= 2u;
+        t->bwd_flops += mm;
+    }
+    if (t->rg & 2u) { /* dW = X^T . dY needs X */
+        t->save_in |= 1u;
+        t->bwd_flops += mm;
+    }
+    if (t->rg & 4u) t->bwd_flops += bias; /* the bias's gradient: a sum over rows */
+}

@@ -107,8 +107,23 @@ static int report_tmp_open(const char *path, char *tmp, size_t cap) {
     return -1;
 }
 
+typedef struct report_job {
+    const mp_profile *p;
+    const mp_report_options *o;
+} report_job;
+
+static mp_status report_job_write(void *ud, FILE *f) {
+    const report_job *j = ud;
+    return mp_report_write(j->p, j->o, f);
+}
+
 mp_status mp_report_write_file(const mp_profile *p, const mp_report_options *o,
                                const char *path) {
+    report_job j = {p, o};
+    return mp_write_file_atomic(path, report_job_write, &j);
+}
+
+mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud) {
     if (!path || !path[0]) return mp_error(MP_ERR_USAGE, "no report file name");
     const char *slash = strrchr(path, '/');
     if (slash && !slash[1])
@@ -121,7 +136,7 @@ mp_status mp_report_write_file(const mp_profile *p, const mp_report_options *o,
             return mp_error(MP_ERR_IO, "report file %s: is a folder", path);
         FILE *df = fopen(path, "w");
         if (!df) return mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-        mp_status dst = mp_report_write(p, o, df);
+        mp_status dst = write(ud, df);
         if (fclose(df) != 0 && dst == MP_OK)
             dst = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         return dst;
@@ -152,7 +167,7 @@ mp_status mp_report_write_file(const mp_profile *p, const mp_report_options *o,
         free(real);
         return st;
     }
-    mp_status st = mp_report_write(p, o, f);
+    mp_status st = write(ud, f);
     if (st == MP_OK && fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS)
         st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (fclose(f) != 0 && st == MP_OK)

@@ -164,11 +164,18 @@ mp_status mp_tree_print(mp_out *o, const mp_module *mods, int n, int max_depth,
 /* A JSON string (escaped; invalid UTF-8 becomes U+FFFD), json.c. */
 void mp_json_string(mp_out *o, const char *s);
 
+/* Write a file atomically (a temporary file next to it, then rename; a
+ * device or pipe is written in place): write(ud, f) fills it. report.c. */
+mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud);
+
+
 /* ---- writers ----
  * Options are already validated (mp_report_write). They return MP_OK or an
  * error set with mp_error; stream errors are checked by the caller. */
 mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *f);
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f);
+/* The GPU table with the source of each row (`modelprof plan --gpu list`), plan.c. */
+mp_status mp_gpu_table_write(FILE *f);
 /* HTML (html.c): the JSON above inside one self-contained page. */
 mp_status mp_report_html(const mp_profile *p, const mp_report_options *o, FILE *f);
 /* CSV (csv.c): one table (o->csv_table) of the JSON's figures, unformatted. */

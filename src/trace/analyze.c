@@ -14,6 +14,7 @@
  *    Sequence number); an operator belongs to the innermost nn.Module scope
  *    open around it on its thread. */
 #include "trace/trace.h"
+#include "base/gpu.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -197,52 +198,24 @@ void mp_trace_short_name(const char *name, char *out, size_t n) {
     if (o > max && n > max + 4) memcpy(out + max - 3, "...", 4);
 }
 
-/* ---- datasheet peaks (dense, no sparsity), TFLOPS ---- */
-
-typedef struct peak_row {
-    const char *match;     /* substring of deviceProperties.name */
-    const char *label;
-    double tf[MP_TDT_COUNT];   /* none, fp32, fp16, bf16, fp8, fp64 */
-} peak_row;
-
-/* NVIDIA datasheets: A100 (SXM4/PCIe), H100 SXM5 and PCIe, H100 NVL, H200
- * SXM, L4, L40S, A10, V100. fp32 is the non-tensor-core rate: PyTorch's
- * default for fp32 matmul (torch.backends.cuda.matmul.allow_tf32 off);
- * tf32 the tensor-core rate fp32 operators get when their kernels ran as
- * TF32 (cuDNN convolutions do by default), the datasheets' sparse figure
- * halved (0: the datasheet gives none). Order matters: more specific
- * names first. */
-static const peak_row peaks[] = {
-    /*                                  fp32  fp16   bf16   fp8     fp64  tf32 */
-    {"H100 PCIe", "H100 PCIe", {0, 51.2, 756.5, 756.5, 1513, 25.6, 378}},
-    {"H100 NVL", "H100 NVL", {0, 60, 835, 835, 1670, 30, 417.5}},
-    {"H100", "H100 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5, 494.7}},
-    {"H200", "H200 SXM", {0, 66.9, 989.4, 989.4, 1978.9, 33.5, 494.7}},
-    {"GH200", "GH200", {0, 66.9, 989.4, 989.4, 1978.9, 33.5, 494.7}},
-    {"A100", "A100", {0, 19.5, 312, 312, 0, 9.7, 156}},
-    {"L40S", "L40S", {0, 91.6, 362.05, 362.05, 733, 0, 183}},
-    {"L4", "L4", {0, 30.3, 121, 121, 242.5, 0, 60}},
-    {"A10G", "A10G", {0, 31.2, 70, 70, 0, 0, 0}},
-    {"A10", "A10", {0, 31.2, 125, 125, 0, 0, 62.5}},
-    {"V100", "V100", {0, 15.7, 125, 0, 0, 7.8, 0}},
-};
+/* ---- datasheet peaks (dense, no sparsity), TFLOPS: the one GPU table
+ * (src/base/gpu.c) the planner reads too. fp32 is the non-tensor-core
+ * rate (PyTorch's fp32 matmul with TF32 off); tf32 the tensor-core rate
+ * fp32 operators get when their kernels ran as TF32 (cuDNN convolutions
+ * do by default) ---- */
 
 static const char *const dtype_names[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64",
                                                       "tf32"};
 
 double mp_trace_peak(const char *device, int dtype, const char **label) {
+    static const int col[MP_TDT_COUNT] = {-1, MP_GPU_FP32, MP_GPU_FP16, MP_GPU_BF16, MP_GPU_FP8,
+                                          MP_GPU_FP64, MP_GPU_TF32};
     if (label) *label = NULL;
     if (!device || dtype <= 0 || dtype >= MP_TDT_COUNT) return 0;
-    for (size_t i = 0; i < MP_ARRAY_LEN(peaks); i++) {
-        if (!strstr(device, peaks[i].match)) continue;
-        /* "L4" must not match "L40S"; "A10" not "A100" */
-        const char *at = strstr(device, peaks[i].match);
-        char after = at[strlen(peaks[i].match)];
-        if ((after >= '0' && after <= '9') || (after >= 'A' && after <= 'Z')) continue;
-        if (label) *label = peaks[i].label;
-        return peaks[i].tf[dtype];
-    }
-    return 0;
+    const mp_gpu *g = mp_gpu_match(device);
+    if (!g) return 0;
+    if (label) *label = g->label;
+    return g->tflops[col[dtype]];
 }
 
 /* ---- sorting ---- */

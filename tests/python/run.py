@@ -417,6 +417,10 @@ def main():
     BUILD_ARG = a.build
     BIN = os.path.join(ROOT, a.build, "modelprof")
     os.environ.setdefault("MODELPROF_LIB", os.path.join(ROOT, a.build, "libmodelprof.so"))
+    # a temporary folder of this run's own: the leftover checks must not see
+    # another process's modelprof-* folders on a shared machine
+    tempfile.tempdir = tempfile.mkdtemp(prefix="mp-pytest-")
+    os.environ["TMPDIR"] = tempfile.tempdir
     passed = failed = 0
     for t in TESTS:
         if a.filter not in t.__name__:
@@ -439,4 +443,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if tempfile.tempdir and os.path.basename(tempfile.tempdir).startswith("mp-pytest-"):
+        shutil.rmtree(tempfile.tempdir, ignore_errors=True)
+    sys.exit(rc)

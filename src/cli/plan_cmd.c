@@ -1,0 +1,301 @@
+/* `modelprof plan`: memory per GPU, step time and time to train of a model
+ * under a training layout (docs/PLANNING.md).
+ * Exit codes: 0 success, 1 usage error, 2 a model or a layout that cannot
+ * be planned (the message names the flag). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modelprof.h"
+#include "report/report.h"
+
+int mp_plan_main(int argc, char **argv);
+
+enum { PL_EXIT_USAGE = 1, PL_EXIT_MODEL = 2 };
+
+static void pl_usage(FILE *f) {
+    fputs("usage: modelprof plan [OPTIONS] MODEL.onnx\n"
+          "\n"
+          "Plan training (or inference) of the model: memory per GPU (weights, gradients,\n"
+          "optimizer states, master weights, activations kept for the backward, temporaries),\n"
+          "step time by roofline, time to train, and the layouts that fit.\n"
+          "The graph's batch dim is one micro-batch on one data-parallel rank.\n"
+          "\n"
+          "model:\n"
+          "  --dim NAME=VALUE        give the symbolic dim NAME a value (repeatable)\n"
+          "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
+          "training:\n"
+          "  --precision P           fp32 (default), bf16, fp16, bf16-mixed, fp16-mixed (autocast)\n"
+          "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
+          "  --autocast-device D     cuda (default) or cpu: whose autocast op lists apply\n"
+          "  --attention A           fused (default: PyTorch 2's scaled_dot_product_attention\n"
+          "                          keeps no scores) or eager (Q.K^T, softmax, P.V as written)\n"
+          "  --checkpointing         recompute each repeated block in the backward\n"
+          "  --zero 0|1|2|3          ZeRO stage (default 0); --fsdp: FSDP full shard (= ZeRO-3)\n"
+          "  --dp N --tp N --pp N    data, tensor (Megatron) and pipeline (1F1B) parallel degrees\n"
+          "  --micro-batches N       micro-batches per step (default 1; 4 x pp with --pp)\n"
+          "  --no-loss               no cross-entropy on output 0 (default: one)\n"
+          "inference:\n"
+          "  --inference             weights + activation peak + inputs\n"
+          "  --kv-cache              with --inference: KV-cache bytes per token, prefill vs decode\n"
+          "GPU:\n"
+          "  --gpu NAME              from the built-in table; --gpu list prints it with sources\n"
+          "  --peak-tflops X --mem-gb Y --bandwidth-gbs Z   a GPU of your own (or overrides)\n"
+          "  --link-gbs X            GPU-to-GPU bandwidth per direction (default: NVLink/PCIe of\n"
+          "                          the GPU inside a node of 8, 50 GB/s InfiniBand across)\n"
+          "time to train:\n"
+          "  --tokens N | --samples N   data to train on (K, M, G, T suffixes, or 1e12)\n"
+          "  --gpus N                GPUs (default dp x tp x pp)\n"
+          "  --mfu X                 MFU of the 6ND cross-check (default 0.4)\n"
+          "  --fit                   every dp x tp x pp x ZeRO layout of --gpus GPUs (default 8)\n"
+          "                          that fits the GPU, best first\n"
+          "assumptions:\n"
+          "  --compute-eff X         fraction of the dtype peak a node reaches (default 0.6)\n"
+          "  --memory-eff X          fraction of the bandwidth (default 0.8)\n"
+          "  --node-overhead-us X    fixed time per node and pass (default 10)\n"
+          "  --reserve-gb X          framework reserve (default 2)\n"
+          "output:\n"
+          "  --format text|json      report format (default text)\n"
+          "  -o, --output FILE       write the plan to FILE (default stdout)\n"
+          "  -q, --quiet             do not print warnings on stderr\n"
+          "  -h, --help              this help\n"
+          "\n"
+          "exit status: 0 ok, 1 usage error, 2 a model or a layout that cannot be planned\n",
+          f);
+}
+
+static int pl_usage_error(const char *fmt, const char *arg) {
+    fputs("modelprof plan: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(see modelprof plan --help)\n", stderr);
+    return PL_EXIT_USAGE;
+}
+
+static void pl_print_error(const char *prefix, const char *msg) {
+    fputs("modelprof plan: ", stderr);
+    if (prefix) fputs(prefix, stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
+}
+
+static int pl_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo || v > hi) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static int pl_num(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || errno || !(v >= 0) || v > 1e30) return 0;
+    double mul = 1;
+    switch (*end) {
+    case 'K': case 'k': mul = 1e3; end++; break;
+    case 'M': mul = 1e6; end++; break;
+    case 'G': case 'B': mul = 1e9; end++; break;
+    case 'T': mul = 1e12; end++; break;
+    case 'P': mul = 1e15; end++; break;
+    default: break;
+    }
+    if (*end) return 0;
+    *out = v * mul;
+    return 1;
+}
+
+typedef struct pl_input {
+    char *name;
+    int64_t dims[64];
+    int rank;
+} pl_input;
+
+static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, int *n_inputs) {
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    const char *model_path = NULL, *out_path = NULL;
+    mp_format format = MP_FORMAT_TEXT;
+    int quiet = 0, n_dims = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+#define TAKES(flag)                                                                                 \
+    (strcmp(a, flag) == 0 ? (val = i + 1 < argc ? argv[++i] : NULL, 1)                              \
+                          : (strncmp(a, flag "=", sizeof(flag)) == 0 ? (val = a + sizeof(flag), 1) : 0))
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            pl_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--checkpointing") == 0) {
+            o.checkpointing = 1;
+        } else if (strcmp(a, "--fsdp") == 0) {
+            o.fsdp = 1;
+        } else if (strcmp(a, "--inference") == 0) {
+            o.inference = 1;
+        } else if (strcmp(a, "--kv-cache") == 0) {
+            o.kv_cache = 1;
+        } else if (strcmp(a, "--no-loss") == 0) {
+            o.loss = 0;
+        } else if (strcmp(a, "--fit") == 0) {
+            o.fit = 1;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            quiet = 1;
+        } else if (TAKES("--dim")) {
+            const char *eq = val ? strchr(val, '=') : NULL;
+            int v;
+            if (!eq || eq == val || !pl_int(eq + 1, 0, 2000000000, &v))
+                return pl_usage_error("--dim '%s': expected NAME=VALUE with a non-negative integer", val ? val : "");
+            dims[n_dims++] = val;
+        } else if (TAKES("--input")) {
+            const char *eq = val ? strrchr(val, '=') : NULL;
+            if (!eq || eq == val) return pl_usage_error("--input '%s': expected NAME=D0xD1x...", val ? val : "");
+            pl_input *s = &inputs[(*n_inputs)++];
+            s->name = strndup(val, (size_t)(eq - val));
+            if (!s->name) return PL_EXIT_MODEL;
+            for (const char *p = eq + 1; *p;) {
+                char *end;
+                errno = 0;
+                long long d = strtoll(p, &end, 10);
+                if (end == p || errno || d < 0 || s->rank >= 64 || (*end && *end != 'x'))
+                    return pl_usage_error("--input '%s': dims must be non-negative integers separated by 'x'", val);
+                s->dims[s->rank++] = d;
+                p = *end ? end + 1 : end;
+            }
+        } else if (TAKES("--format")) {
+            if (val && strcmp(val, "text") == 0) format = MP_FORMAT_TEXT;
+            else if (val && strcmp(val, "json") == 0) format = MP_FORMAT_JSON;
+            else return pl_usage_error("--format '%s': expected text or json", val ? val : "");
+        } else if (TAKES("-o") || TAKES("--output")) {
+            if (!val || !*val) return pl_usage_error("%s needs a file name", a);
+            out_path = val;
+        } else if (TAKES("--precision")) {
+            int v = mp_precision_parse(val);
+            if (v < 0) return pl_usage_error("--precision '%s': expected fp32, bf16, fp16, bf16-mixed or fp16-mixed",
+                                             val ? val : "");
+            o.precision = (mp_precision)v;
+        } else if (TAKES("--optimizer")) {
+            int v = mp_optimizer_parse(val);
+            if (v < 0) return pl_usage_error("--optimizer '%s': expected adamw, adam, sgd, sgd-momentum, adafactor or none",
+                                             val ? val : "");
+            o.optimizer = (mp_optimizer)v;
+        } else if (TAKES("--attention")) {
+            if (val && strcmp(val, "fused") == 0) o.attention_fused = 1;
+            else if (val && strcmp(val, "eager") == 0) o.attention_fused = 0;
+            else return pl_usage_error("--attention '%s': expected fused or eager", val ? val : "");
+        } else if (TAKES("--autocast-device")) {
+            if (val && strcmp(val, "cuda") == 0) o.autocast_cpu = 0;
+            else if (val && strcmp(val, "cpu") == 0) o.autocast_cpu = 1;
+            else return pl_usage_error("--autocast-device '%s': expected cuda or cpu", val ? val : "");
+        } else if (TAKES("--zero")) {
+            if (!pl_int(val, 0, 3, &o.zero)) return pl_usage_error("--zero '%s': expected 0, 1, 2 or 3", val ? val : "");
+        } else if (TAKES("--dp") || TAKES("--tp") || TAKES("--pp") || TAKES("--micro-batches") || TAKES("--gpus")) {
+            int v;
+            if (!pl_int(val, 1, 1000000, &v)) return pl_usage_error("%s: expected a positive integer", a);
+            if (strncmp(a, "--dp", 4) == 0) o.dp = v;
+            else if (strncmp(a, "--tp", 4) == 0) o.tp = v;
+            else if (strncmp(a, "--pp", 4) == 0) o.pp = v;
+            else if (strncmp(a, "--micro", 7) == 0) o.micro_batches = v;
+            else o.gpus = v;
+        } else if (TAKES("--gpu")) {
+            if (!val || !*val) return pl_usage_error("--gpu needs a name (or list)", "");
+            if (strcmp(val, "list") == 0) {
+                if (mp_gpu_table_write(stdout) || fflush(stdout)) return PL_EXIT_MODEL;
+                return 0;
+            }
+            o.gpu = val;
+        } else if (TAKES("--peak-tflops") || TAKES("--mem-gb") || TAKES("--bandwidth-gbs") || TAKES("--link-gbs") ||
+                   TAKES("--tokens") || TAKES("--samples") || TAKES("--mfu") || TAKES("--compute-eff") ||
+                   TAKES("--memory-eff") || TAKES("--node-overhead-us") || TAKES("--reserve-gb")) {
+            double v;
+            if (!pl_num(val, &v)) return pl_usage_error("%s: expected a non-negative number", a);
+            if (strncmp(a, "--peak", 6) == 0) o.peak_tflops = v;
+            else if (strncmp(a, "--mem-gb", 8) == 0) o.mem_gb = v;
+            else if (strncmp(a, "--bandwidth", 11) == 0) o.bandwidth_gbs = v;
+            else if (strncmp(a, "--link", 6) == 0) o.link_gbs = v;
+            else if (strncmp(a, "--tokens", 8) == 0) o.tokens = v;
+            else if (strncmp(a, "--samples", 9) == 0) o.samples = v;
+            else if (strncmp(a, "--mfu", 5) == 0) o.mfu = v;
+            else if (strncmp(a, "--compute", 9) == 0) o.compute_eff = v;
+            else if (strncmp(a, "--memory-eff", 12) == 0) o.memory_eff = v;
+            else if (strncmp(a, "--node", 6) == 0) o.node_overhead_s = v * 1e-6;
+            else o.reserve_gb = v;
+        } else if (a[0] == '-' && a[1]) {
+            return pl_usage_error("unknown option '%s'", a);
+        } else {
+            if (model_path) return pl_usage_error("more than one model given ('%s')", a);
+            model_path = a;
+        }
+#undef TAKES
+    }
+    if (!model_path) {
+        pl_usage(stderr);
+        return PL_EXIT_USAGE;
+    }
+    mp_model *m = NULL;
+    if (mp_model_load(model_path, &m)) {
+        pl_print_error(NULL, mp_last_error());
+        return PL_EXIT_MODEL;
+    }
+    int rc = 0;
+    for (int i = 0; i < n_dims && !rc; i++) {
+        const char *eq = strchr(dims[i], '=');
+        char name[256];
+        size_t nl = (size_t)(eq - dims[i]);
+        if (nl >= sizeof name) nl = sizeof name - 1;
+        memcpy(name, dims[i], nl);
+        name[nl] = 0;
+        if (mp_model_set_dim(m, name, atoll(eq + 1))) {
+            pl_print_error("--dim: ", mp_last_error());
+            rc = PL_EXIT_USAGE;
+        }
+    }
+    for (int i = 0; i < *n_inputs && !rc; i++)
+        if (mp_model_set_input_shape(m, inputs[i].name, inputs[i].dims, inputs[i].rank)) {
+            pl_print_error("--input: ", mp_last_error());
+            rc = PL_EXIT_USAGE;
+        }
+    mp_profile *p = NULL;
+    mp_tplan *pl = NULL;
+    if (!rc && mp_profile_static(m, &p)) {
+        pl_print_error(NULL, mp_last_error());
+        rc = PL_EXIT_MODEL;
+    }
+    if (!rc && mp_tplan_create(p, &o, &pl)) {
+        pl_print_error(NULL, mp_last_error());
+        rc = PL_EXIT_MODEL;
+    }
+    if (!rc) {
+        mp_status st = out_path ? mp_tplan_write_file(pl, format, out_path) : mp_tplan_write(pl, format, stdout);
+        if (!st && !out_path && fflush(stdout) != 0) st = MP_ERR_IO;
+        if (st) {
+            pl_print_error(NULL, mp_last_error()[0] ? mp_last_error() : "cannot write the plan");
+            rc = PL_EXIT_MODEL;
+        }
+    }
+    if (!rc && !quiet)
+        for (int i = 0; i < mp_model_warning_count(m); i++) pl_print_error("warning: ", mp_model_warning(m, i));
+    mp_tplan_free(pl);
+    mp_profile_free(p);
+    mp_model_free(m);
+    return rc;
+}
+
+int mp_plan_main(int argc, char **argv) {
+    const char **dims = calloc((size_t)argc + 1, sizeof *dims);
+    pl_input *inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    int n_inputs = 0, rc;
+    if (!dims || !inputs) {
+        fputs("modelprof plan: out of memory\n", stderr);
+        rc = PL_EXIT_MODEL;
+    } else {
+        rc = pl_run(argc, argv, dims, inputs, &n_inputs);
+    }
+    for (int i = 0; inputs && i < n_inputs; i++) free(inputs[i].name);
+    free(inputs);
+    free(dims);
+    return rc;
+}

@@ -1,0 +1,135 @@
+/* The training planner (internal): reads the shaped graph and the profile,
+ * asks each operator's train rule (src/ops/, mp_op.train) what its
+ * backward keeps and costs, and sums them over a layout. It knows no
+ * output format: src/report/plan.c writes the plan. Formulas and sources:
+ * docs/PLANNING.md. */
+#ifndef MP_PLAN_PLAN_H
+#define MP_PLAN_PLAN_H
+
+#include "analyze/profile.h"
+#include "base/gpu.h"
+
+/* Model states per parameter, bytes, and how ZeRO divides them
+ * (docs/PLANNING.md "model states"). */
+typedef struct mp_state_bytes {
+    double weights, grads, master, optimizer; /* per parameter */
+} mp_state_bytes;
+void mp_tplan_state_bytes(mp_precision prec, mp_optimizer opt, mp_state_bytes *b);
+/* Model states of `params` parameters on one GPU under ZeRO stage `zero`
+ * over `dp` data-parallel ranks (fills the four states of m). */
+void mp_tplan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt, int zero, int dp,
+                          mp_tplan_mem *m);
+/* DeepSpeed's estimators without offload (deepspeed.runtime.zero):
+ * estimate_zero2_model_states_mem_needs: 4 P + 16 P / gpus;
+ * estimate_zero3_model_states_mem_needs: 4 L + 18 P / gpus (L: the
+ * largest layer's params). */
+uint64_t mp_tplan_deepspeed_zero2(uint64_t params, int gpus);
+uint64_t mp_tplan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gpus);
+
+/* One pipeline stage. */
+typedef struct mp_pstage {
+    int first, last;             /* positions in g->order, inclusive */
+    int first_block, n_blocks;   /* repeated blocks it holds */
+    uint64_t params;             /* parameters held (after tp) */
+    mp_tplan_mem mem;
+    int in_flight;               /* micro-batches whose activations it holds (1F1B) */
+    uint64_t cast_bytes;         /* of its activations: autocast's weight copies (one micro-batch) */
+    uint64_t fwd_flops, bwd_flops, recompute_flops; /* per micro-batch, per GPU */
+    double fwd_s, bwd_s, recompute_s, tp_comm_s, p2p_s; /* per micro-batch */
+    double mb_s;                 /* all of the above */
+} mp_pstage;
+
+/* One layout --fit considered. */
+typedef struct mp_fit_row {
+    int dp, tp, pp, zero;
+    uint64_t peak_bytes;         /* + reserve: what must fit */
+    double step_s;
+    double tokens_per_s;         /* samples when the model has no tokens */
+    bool fits;
+} mp_fit_row;
+
+/* Per node: what the train rule said, once. */
+typedef struct mp_pnode {
+    uint64_t saved_rep, saved_split;  /* activation bytes kept, per micro-batch */
+    uint64_t ckpt_rep, ckpt_split;    /* checkpointed: what it keeps when recomputed */
+    uint64_t cast_rep, cast_split;    /* of the kept bytes: autocast's weight copies */
+    uint64_t params_rep, params_split; /* parameters first used here */
+    uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
+    uint64_t bytes;                   /* bytes moved by the forward */
+    uint64_t out_bytes;               /* its output 0, in the plan's type */
+    uint64_t temp;                    /* transient bytes of its backward */
+    uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
+    double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
+    int block;                        /* block index, -1 outside */
+    int unit;                         /* the block it goes with for pipeline stages */
+    int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
+    uint64_t cross;                   /* bytes it keeps that an earlier unit kept first */
+    int cross_unit;                   /* the latest such unit, -1 none */
+    bool split;                       /* its work divides by tp */
+    bool lower;                       /* runs at the low-precision peak */
+    bool default_rule;
+} mp_pnode;
+
+struct mp_tplan {
+    const mp_profile *p;
+    mp_tplan_options o;
+    mp_arena arena;
+    /* the GPU */
+    const mp_gpu *gpu;           /* table row, NULL when none or all given */
+    const char *gpu_label;
+    double peak_flops, peak_low_flops; /* FLOP/s: training dtype, autocast's low dtype */
+    const char *peak_dtype;
+    double mem_bytes, bw, link;  /* bytes, bytes/s, bytes/s */
+    const char *link_source;
+    bool have_gpu;
+    /* the model */
+    uint64_t params, largest_layer;
+    uint64_t tokens_per_mb, samples_per_mb; /* per micro-batch */
+    bool has_tokens;
+    int heads;                   /* attention heads (softmax dim 1), 0 unknown */
+    int n_blocks;
+    int *blocks;                 /* module ids of the repeated blocks */
+    int block_parent;            /* their parent module, -1 none */
+    int n_nodes;
+    mp_pnode *nodes;             /* by position in g->order */
+    uint8_t *param_split;        /* per value: a parameter tensor parallelism divides */
+    int *pparams;                /* the parameter inputs of every node, in node order */
+    int n_pparams;
+    int split_nodes, replicated_nodes;
+    const char **tp_ops;         /* op types of the block nodes, with how many split / replicated */
+    int *tp_split, *tp_rep;
+    int n_tp_ops;
+    const char **default_ops;    /* op types that used the default train rule */
+    int *default_counts;
+    int n_default_ops;
+    uint64_t loss_bytes;         /* the cross-entropy's kept log-probabilities */
+    uint64_t cast_param_bytes;   /* autocast's low-precision weight copies */
+    /* the layout */
+    int dp, tp, pp, m, gpus, zero;
+    mp_pstage *stages;
+    int worst;                   /* stage with the largest peak */
+    mp_tplan_mem mem;         /* per GPU: the worst stage */
+    uint64_t ds_zero2, ds_zero3; /* DeepSpeed's estimates for the same layout */
+    /* time */
+    uint64_t fwd_flops, bwd_flops, recompute_flops; /* per step, whole model, all GPUs */
+    double compute_s, bubble_s, dp_comm_s, tp_comm_s, p2p_s, optimizer_s, step_s;
+    uint64_t dp_comm_bytes;
+    double mfu_implied;
+    double tokens_per_step, samples_per_step;
+    double flops_6nd;            /* 6 N D (8 N D with recomputation) per step */
+    double train_s, train_6nd_s; /* time to train the given tokens/samples; < 0 none */
+    /* inference */
+    uint64_t kv_bytes_per_token;
+    uint64_t infer_weights, infer_acts, infer_inputs;
+    /* --fit */
+    mp_fit_row *fit;
+    int n_fit;
+    mp_fit_row need;             /* the fewest GPUs (a power of two) with a layout that fits; dp 0: none */
+    uint64_t stamp_base;         /* per-stage parameter stamps used so far */
+};
+
+/* Bandwidth of a collective over `span` GPUs, bytes/s: --link-gbs, else
+ * the GPU's NVLink/PCIe inside a node of 8, else 400 Gb/s InfiniBand. */
+double mp_tplan_link_bw(const mp_tplan *pl, int span);
+
+#endif

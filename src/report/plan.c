@@ -1,0 +1,646 @@
+/* The training plan's writers: text in the house layout (rules, labels at
+ * column 24, every figure through the one number formatter, every
+ * assumption beside the figure it affects) and JSON through the one JSON
+ * writer (docs/JSON.md "plan", docs/schema/plan.schema.json). They read
+ * only the plan (and the profile and model it points to). */
+#include "plan/plan.h"
+#include "report/jw.h"
+#include "report/report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PL_RULE_WIDTH 92
+#define PL_LABEL_WIDTH 24
+
+typedef struct pw {
+    mp_out o;
+    char buf[16384];
+} pw;
+
+static void pf(pw *w, const char *fmt, ...) MP_PRINTF(2, 3);
+static void pf(pw *w, const char *fmt, ...) {
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    mp_out_write(&w->o, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+static void rule(pw *w, const char *title) {
+    int len = title ? (int)strlen(title) + 2 : 0;
+    int left = (PL_RULE_WIDTH - len) / 2, right = PL_RULE_WIDTH - len - left;
+    for (int i = 0; i < left; i++) mp_out_putc(&w->o, '-');
+    if (title) pf(w, " %s ", title);
+    for (int i = 0; i < right; i++) mp_out_putc(&w->o, '-');
+    mp_out_putc(&w->o, '\n');
+}
+
+static void label(pw *w, const char *l) { pf(w, "%-*s", PL_LABEL_WIDTH, l); }
+
+/* A model-supplied name safe for a terminal (control bytes as '?'). */
+static void safe(pw *w, const char *s) {
+    for (; s && *s; s++) mp_out_putc(&w->o, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
+}
+
+static const char *prec_text(mp_precision p) {
+    switch (p) {
+    case MP_PREC_FP32: return "fp32 everywhere";
+    case MP_PREC_BF16: return "pure bf16 (weights, gradients, states and activations in bf16)";
+    case MP_PREC_FP16: return "pure fp16 (weights, gradients, states and activations in fp16)";
+    case MP_PREC_BF16_MIXED:
+        return "autocast bf16: matmul/conv/linear in bf16 (bf16 copies kept), norms, softmax, "
+               "losses in fp32; fp32 master weights";
+    case MP_PREC_FP16_MIXED:
+        return "autocast fp16 + GradScaler: matmul/conv/linear in fp16, norms, softmax, losses "
+               "in fp32; fp32 master weights";
+    default: return "?";
+    }
+}
+
+static const char *opt_text(mp_optimizer o) {
+    switch (o) {
+    case MP_OPT_ADAM:
+    case MP_OPT_ADAMW: return "2 states per parameter (exp_avg, exp_avg_sq)";
+    case MP_OPT_SGD_MOMENTUM: return "1 state per parameter (momentum)";
+    case MP_OPT_SGD: return "no state";
+    case MP_OPT_ADAFACTOR: return "factored second moment: a row and a column vector per matrix, no first moment";
+    default: return "no optimizer (gradients only)";
+    }
+}
+
+static double per_param(uint64_t bytes, uint64_t params) {
+    return params ? (double)bytes / (double)params : 0;
+}
+
+static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t params, int in_flight,
+                      uint64_t cast) {
+    const mp_tplan_options *o = &pl->o;
+    bool mixed = o->precision >= MP_PREC_BF16_MIXED, amp = mixed && pl->zero == 0;
+    label(w, "  weights:");
+    pf(w, "%s (%.3g B/param%s%s)\n", mp_fmt_bytes(m->weights_bytes).s, per_param(m->weights_bytes, params),
+       amp ? ", fp32: PyTorch AMP's parameters are the master copy"
+           : mixed ? ", the low-precision working copy" : "",
+       pl->zero >= 3 ? ", ZeRO-3: partitioned over dp" : "");
+    label(w, "  gradients:");
+    pf(w, "%s (%.3g B/param%s)\n", mp_fmt_bytes(m->grads_bytes).s, per_param(m->grads_bytes, params),
+       pl->zero >= 2 ? ", ZeRO-2: partitioned over dp" : "");
+    label(w, "  optimizer states:");
+    pf(w, "%s (%s: %s%s)\n", mp_fmt_bytes(m->optimizer_bytes).s, mp_optimizer_name(o->optimizer),
+       opt_text(o->optimizer), pl->zero >= 1 ? "; ZeRO-1: partitioned over dp" : "");
+    label(w, "  master weights:");
+    pf(w, "%s (%s)\n", mp_fmt_bytes(m->master_weights_bytes).s,
+       amp ? "none apart: the fp32 parameters are the master copy"
+           : mixed ? "fp32 copy, 4 B/param" : "none: the weights are updated in place");
+    label(w, "  activations:");
+    pf(w, "%s (kept for the backward, from each operator's train rule", mp_fmt_bytes(m->activations_bytes).s);
+    if (in_flight > 1) pf(w, "; x %d micro-batches in flight (1F1B)", in_flight);
+    if (cast) pf(w, "; incl. autocast's weight copies %s", mp_fmt_bytes(cast).s);
+    if (pl->loss_bytes && o->loss) pf(w, "; incl. the loss's %s", mp_fmt_bytes(pl->loss_bytes).s);
+    pf(w, ")\n");
+    label(w, "  temporary:");
+    pf(w, "%s (the largest operator's backward transient%s)\n", mp_fmt_bytes(m->temporary_bytes).s,
+       o->checkpointing ? " + the largest checkpointed block's recomputed set" : "");
+    label(w, "  peak:");
+    pf(w, "%s (what the allocator holds at its peak: torch.cuda.max_memory_allocated)\n",
+       mp_fmt_bytes(m->peak_bytes).s);
+}
+
+static void write_text(const mp_tplan *pl, pw *w) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_model *m = pl->p->m;
+    rule(w, o->inference ? "modelprof inference plan" : "modelprof training plan");
+    label(w, "model:");
+    safe(w, m->path);
+    pf(w, "\n");
+    label(w, "params:");
+    pf(w, "%s\n", mp_fmt_count(pl->params).s);
+    label(w, "layout:");
+    pf(w, "dp %d x tp %d x pp %d = %d GPU%s; ZeRO stage %d%s; %d micro-batch%s per step (the graph's batch "
+          "is one micro-batch)\n",
+       pl->dp, pl->tp, pl->pp, pl->dp * pl->tp * pl->pp, pl->dp * pl->tp * pl->pp > 1 ? "s" : "", pl->zero,
+       o->fsdp ? " (FSDP full shard)" : "", pl->m, pl->m > 1 ? "es" : "");
+    label(w, "precision:");
+    pf(w, "%s: %s\n", mp_precision_name(o->precision), prec_text(o->precision));
+    if (!o->inference) {
+        label(w, "optimizer:");
+        pf(w, "%s\n", mp_optimizer_name(o->optimizer));
+        label(w, "loss:");
+        pf(w, "%s\n", o->loss ? "cross-entropy on output 0 (keeps its log-probabilities in fp32 under autocast)"
+                              : "none (--no-loss)");
+    }
+    label(w, "repeated blocks:");
+    if (pl->n_blocks) {
+        pf(w, "%d (", pl->n_blocks);
+        safe(w, m->modules[pl->blocks[0]].path);
+        if (pl->n_blocks > 1) {
+            pf(w, " ... ");
+            safe(w, m->modules[pl->blocks[pl->n_blocks - 1]].path);
+        }
+        pf(w, ")%s\n", o->checkpointing ? ": checkpoint boundaries, each recomputed in the backward" : "");
+    } else {
+        pf(w, "none found\n");
+    }
+    if (pl->tp > 1) {
+        label(w, "tensor parallel:");
+        pf(w, "%d nodes split (Megatron column/row splits of the weight products in the blocks and "
+              "what lies between them), %d block nodes replicated; embeddings and head replicated",
+           pl->split_nodes, pl->replicated_nodes);
+        if (pl->heads) pf(w, "; %d heads", pl->heads);
+        pf(w, "\n");
+        for (int pass = 0; pass < 2; pass++) {
+            label(w, pass ? "  replicated:" : "  split:");
+            int shown = 0;
+            for (int i = 0; i < pl->n_tp_ops; i++) {
+                int c = pass ? pl->tp_rep[i] : pl->tp_split[i];
+                if (!c) continue;
+                pf(w, "%s%d x ", shown++ ? ", " : "", c);
+                safe(w, pl->tp_ops[i]);
+            }
+            pf(w, "%s\n", shown ? "" : "none");
+        }
+    }
+    label(w, "GPU:");
+    if (pl->gpu) {
+        pf(w, "%s: %s FLOPS %s", pl->gpu->label, mp_fmt_si_d(pl->peak_low_flops, "").s, pl->peak_dtype);
+        if (o->precision >= MP_PREC_BF16_MIXED)
+            pf(w, ", %s FLOPS fp32 (the ops autocast leaves in fp32)", mp_fmt_si_d(pl->peak_flops, "").s);
+        pf(w, " (dense); %s; %s/s (source: %s)\n", mp_fmt_bytes((uint64_t)pl->mem_bytes).s,
+           mp_fmt_bytes((uint64_t)pl->bw).s, pl->gpu->source);
+    } else if (pl->have_gpu || pl->mem_bytes > 0) {
+        pf(w, "given: peak %s FLOPS, memory %s, bandwidth %s/s\n", mp_fmt_si_d(pl->peak_low_flops, "").s,
+           mp_fmt_bytes((uint64_t)pl->mem_bytes).s, mp_fmt_bytes((uint64_t)pl->bw).s);
+    } else {
+        pf(w, "none (give --gpu NAME, --gpu list, or --peak-tflops, --mem-gb, --bandwidth-gbs): no step time\n");
+    }
+
+    mp_out_putc(&w->o, '\n');
+    rule(w, pl->pp > 1 ? "memory per GPU (the fullest pipeline stage)" : "memory per GPU");
+    if (o->inference) {
+        label(w, "  weights:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->mem.weights_bytes).s);
+        label(w, "  activation peak:");
+        pf(w, "%s (live activations over the execution order, in the plan's dtype)\n",
+           mp_fmt_bytes(pl->mem.activations_bytes).s);
+        label(w, "  inputs:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->infer_inputs).s);
+        if (o->kv_cache) {
+            label(w, "  KV cache:");
+            pf(w, "%s (the graph's batch x sequence tokens; split by tp)\n",
+               mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp).s);
+        }
+        label(w, "  peak:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->mem.peak_bytes).s);
+    } else {
+        const mp_pstage *ws = &pl->stages[pl->worst];
+        mem_lines(w, pl, &pl->mem, ws->params, ws->in_flight, ws->cast_bytes);
+    }
+    label(w, "  framework reserve:");
+    pf(w, "%s (assumption: CUDA context and allocator slack; --reserve-gb)\n", mp_fmt_bytes(pl->mem.reserve_bytes).s);
+    label(w, "  needed:");
+    uint64_t need = pl->mem.peak_bytes + pl->mem.reserve_bytes;
+    if (pl->mem_bytes > 0)
+        pf(w, "%s of %s: %s\n", mp_fmt_bytes(need).s, mp_fmt_bytes((uint64_t)pl->mem_bytes).s,
+           (double)need <= pl->mem_bytes ? "fits" : "does NOT fit");
+    else
+        pf(w, "%s\n", mp_fmt_bytes(need).s);
+    if (!o->inference && pl->mem_bytes > 0) {
+        label(w, "  GPUs needed:");
+        if (pl->need.dp)
+            pf(w, "%d (dp %d x tp %d x pp %d, ZeRO %d: %s; the fewest, in powers of two, with a layout "
+                  "that fits)\n",
+               pl->need.dp * pl->need.tp * pl->need.pp, pl->need.dp, pl->need.tp, pl->need.pp, pl->need.zero,
+               mp_fmt_bytes(pl->need.peak_bytes).s);
+        else
+            pf(w, "none up to 65,536 (the activations of one micro-batch do not fit: a smaller batch or "
+                  "--checkpointing)\n");
+    }
+    if (!o->inference) {
+        label(w, "  DeepSpeed estimate:");
+        pf(w, "model states %s under ZeRO-2, %s under ZeRO-3 (estimate_zero2/3_model_states_mem_needs, "
+              "no offload, %d GPU%s)\n",
+           mp_fmt_bytes(pl->ds_zero2).s, mp_fmt_bytes(pl->ds_zero3).s, pl->dp, pl->dp > 1 ? "s" : "");
+    }
+    if (pl->pp > 1) {
+        pf(w, "\n  %-6s %-9s %-10s %-10s %-10s %-10s %-9s %s\n", "stage", "blocks", "params", "states",
+           "activations", "temporary", "in-flight", "peak");
+        for (int s = 0; s < pl->pp; s++) {
+            const mp_pstage *ps = &pl->stages[s];
+            const mp_tplan_mem *mm = &ps->mem;
+            uint64_t states = mm->weights_bytes + mm->grads_bytes + mm->optimizer_bytes + mm->master_weights_bytes;
+            char blk[32];
+            snprintf(blk, sizeof blk, "%d-%d", ps->first_block, ps->first_block + ps->n_blocks - 1);
+            pf(w, "  %-6d %-9s %-10s %-10s %-10s %-10s %-9d %s\n", s, blk, mp_fmt_count(ps->params).s,
+               mp_fmt_bytes(states).s, mp_fmt_bytes(mm->activations_bytes).s, mp_fmt_bytes(mm->temporary_bytes).s,
+               ps->in_flight, mp_fmt_bytes(mm->peak_bytes).s);
+        }
+    }
+
+    mp_out_putc(&w->o, '\n');
+    rule(w, o->inference ? "forward time" : "step time");
+    if (!pl->have_gpu) {
+        pf(w, "unknown: no GPU given\n");
+    } else {
+        double f = 0, b = 0, r = 0;
+        for (int s = 0; s < pl->pp; s++) {
+            f += pl->stages[s].fwd_s;
+            b += pl->stages[s].bwd_s;
+            r += pl->stages[s].recompute_s;
+        }
+        label(w, "  forward:");
+        pf(w, "%s per micro-batch, all stages (%s per step)\n", mp_fmt_seconds(f).s, mp_fmt_flops(pl->fwd_flops).s);
+        if (!o->inference) {
+            label(w, "  backward:");
+            pf(w, "%s (%s per step: each operator's own backward rule)\n", mp_fmt_seconds(b).s,
+               mp_fmt_flops(pl->bwd_flops).s);
+            label(w, "  recompute:");
+            pf(w, "%s (%s per step)\n", mp_fmt_seconds(r).s, mp_fmt_flops(pl->recompute_flops).s);
+            label(w, "  compute:");
+            pf(w, "%s (%d micro-batch%s x the slowest stage)\n", mp_fmt_seconds(pl->compute_s).s, pl->m,
+               pl->m > 1 ? "es" : "");
+            label(w, "  pipeline bubble:");
+            pf(w, "%s ((pp - 1) x the slowest stage's micro-batch, 1F1B)\n", mp_fmt_seconds(pl->bubble_s).s);
+            label(w, "  tensor-parallel comm:");
+            pf(w, "%s per micro-batch (all-reduces inside the blocks, in the compute above)\n",
+               mp_fmt_seconds(pl->tp_comm_s).s);
+            label(w, "  pipeline p2p:");
+            pf(w, "%s per micro-batch (in the compute above)\n", mp_fmt_seconds(pl->p2p_s).s);
+            label(w, "  data-parallel comm:");
+            pf(w, "%s (%s %s per step, not overlapped)\n", mp_fmt_seconds(pl->dp_comm_s).s,
+               mp_fmt_bytes(pl->dp_comm_bytes).s,
+               pl->zero >= 3 ? "reduce-scatter of gradients + 2 all-gathers of weights"
+               : pl->zero >= 1 ? "reduce-scatter of gradients + all-gather of weights"
+                               : "all-reduce of gradients");
+            label(w, "  optimizer step:");
+            pf(w, "%s (memory-bound: reads and writes the states of this rank)\n", mp_fmt_seconds(pl->optimizer_s).s);
+        }
+        label(w, "  step:");
+        pf(w, "%s\n", mp_fmt_seconds(pl->step_s).s);
+        label(w, "  MFU implied:");
+        pf(w, "%s (model FLOPs / (step x GPUs x %s peak))\n", mp_fmt_pct_d(pl->mfu_implied, 1).s, pl->peak_dtype);
+        label(w, "  assumptions:");
+        pf(w, "a node reaches %s of the dtype peak (--compute-eff) and %s of the bandwidth "
+              "(--memory-eff), max of the two (roofline), + %s per node and pass (--node-overhead-us); "
+              "links %s/s inside a node of 8, %s/s across (--link-gbs)\n",
+           mp_fmt_pct_d(o->compute_eff, 1).s, mp_fmt_pct_d(o->memory_eff, 1).s, mp_fmt_seconds(o->node_overhead_s).s,
+           mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 16)).s);
+    }
+
+    if (!o->inference) {
+        mp_out_putc(&w->o, '\n');
+        rule(w, "time to train");
+        label(w, "  per step:");
+        if (pl->has_tokens)
+            pf(w, "%s tokens, %s samples\n", mp_fmt_count((uint64_t)pl->tokens_per_step).s,
+               mp_fmt_count((uint64_t)pl->samples_per_step).s);
+        else
+            pf(w, "%s samples\n", mp_fmt_count((uint64_t)pl->samples_per_step).s);
+        label(w, "  graph-based:");
+        if (pl->train_s >= 0)
+            pf(w, "%.3g days on %d GPU%s (steps x step time)\n", pl->train_s / 86400, pl->gpus,
+               pl->gpus > 1 ? "s" : "");
+        else
+            pf(w, "? (give --tokens or --samples, and a GPU)\n");
+        label(w, "  cross-check:");
+        if (pl->train_6nd_s >= 0)
+            pf(w, "%.3g days: %s at %s MFU (--mfu, an assumption) on %d GPU%s\n", pl->train_6nd_s / 86400,
+               o->checkpointing ? "8 N D (recomputation)" : "6 N D", mp_fmt_pct_d(o->mfu, 1).s, pl->gpus,
+               pl->gpus > 1 ? "s" : "");
+        else
+            pf(w, "? (give --tokens or --samples, and a GPU)\n");
+        if (pl->flops_6nd > 0) {
+            label(w, "  FLOPs per step:");
+            pf(w, "graph %s vs %s %s\n", mp_fmt_flops(pl->fwd_flops + pl->bwd_flops + pl->recompute_flops).s,
+               o->checkpointing ? "8ND" : "6ND", mp_fmt_flops((uint64_t)pl->flops_6nd).s);
+        }
+    } else if (o->kv_cache) {
+        mp_out_putc(&w->o, '\n');
+        rule(w, "KV cache");
+        label(w, "  per token:");
+        pf(w, "%s\n", mp_fmt_bytes(pl->kv_bytes_per_token).s);
+        label(w, "  at this context:");
+        pf(w, "%s (%s tokens: the graph's batch x sequence)\n",
+           mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb).s, mp_fmt_count(pl->tokens_per_mb).s);
+        label(w, "  prefill:");
+        pf(w, "%s, %s read (weights and activations)\n", mp_fmt_flops(pl->fwd_flops).s,
+           mp_fmt_bytes(pl->mem.weights_bytes + pl->mem.activations_bytes).s);
+        label(w, "  decode per token:");
+        pf(w, "%s, %s read (weights + the KV cache at this context)\n",
+           mp_fmt_flops(pl->tokens_per_mb ? pl->fwd_flops / pl->tokens_per_mb : 0).s,
+           mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb).s);
+    }
+    if (pl->n_default_ops) {
+        label(w, "default train rule:");
+        for (int i = 0; i < pl->n_default_ops; i++) {
+            pf(w, "%s%d x ", i ? ", " : "", pl->default_counts[i]);
+            safe(w, pl->default_ops[i]);
+        }
+        pf(w, " (no rule of their own: all inputs kept, bwd = 2 x fwd)\n");
+    }
+    if (pl->n_fit) {
+        mp_out_putc(&w->o, '\n');
+        rule(w, "layouts that fit (--fit), best first");
+        pf(w, "  %-5s %-4s %-4s %-5s %-12s %-10s %s\n", "dp", "tp", "pp", "zero", "needed", "step",
+           pl->has_tokens ? "tokens/s" : "samples/s");
+        int shown = 0, fits = 0;
+        for (int i = 0; i < pl->n_fit; i++) fits += pl->fit[i].fits;
+        for (int i = 0; i < pl->n_fit && shown < 10; i++) {
+            const mp_fit_row *r = &pl->fit[i];
+            if (!r->fits && fits) break;
+            pf(w, "  %-5d %-4d %-4d %-5d %-12s %-10s %s%s\n", r->dp, r->tp, r->pp, r->zero,
+               mp_fmt_bytes(r->peak_bytes).s, mp_fmt_seconds(r->step_s).s, mp_fmt_si_d(r->tokens_per_s, "").s,
+               r->fits ? "" : "  (does not fit)");
+            shown++;
+        }
+        pf(w, "  %d of %d layouts fit\n", fits, pl->n_fit);
+    }
+    rule(w, NULL);
+}
+
+/* ---- JSON (the one writer, report/jw.h) ---- */
+
+static void pj_str(jw *w, const char *s) {
+    if (s) jw_str(w, s);
+    else jw_null(w);
+}
+
+static void pj_bool(jw *w, bool v) {
+    jw_sep(w);
+    mp_out_puts(&w->o, v ? "true" : "false");
+}
+
+static void jmem(jw *w, const mp_tplan_mem *m, double cap) {
+    jw_open(w, '{');
+    jw_key(w, "weights_bytes"); jw_u64(w, m->weights_bytes);
+    jw_key(w, "grads_bytes"); jw_u64(w, m->grads_bytes);
+    jw_key(w, "optimizer_bytes"); jw_u64(w, m->optimizer_bytes);
+    jw_key(w, "master_weights_bytes"); jw_u64(w, m->master_weights_bytes);
+    jw_key(w, "activations_bytes"); jw_u64(w, m->activations_bytes);
+    jw_key(w, "temporary_bytes"); jw_u64(w, m->temporary_bytes);
+    jw_key(w, "peak_bytes"); jw_u64(w, m->peak_bytes);
+    jw_key(w, "reserve_bytes"); jw_u64(w, m->reserve_bytes);
+    jw_key(w, "required_bytes"); jw_u64(w, m->peak_bytes + m->reserve_bytes);
+    jw_key(w, "fits");
+    if (cap > 0) pj_bool(w, (double)(m->peak_bytes + m->reserve_bytes) <= cap);
+    else jw_null(w);
+    jw_close(w, '}');
+}
+
+static void jnum_or_null(jw *w, double v) {
+    if (v >= 0) jw_double(w, v);
+    else jw_null(w);
+}
+
+static void write_json(const mp_tplan *pl, jw *w) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_model *m = pl->p->m;
+    jw_open(w, '{');
+    jw_key(w, "modelprof_version"); pj_str(w, MP_VERSION_STRING);
+    jw_key(w, "model");
+    jw_open(w, '{');
+    jw_key(w, "path"); pj_str(w, m->path);
+    jw_key(w, "params"); jw_u64(w, pl->params);
+    jw_close(w, '}');
+    jw_key(w, "plan");
+    jw_open(w, '{');
+    jw_key(w, "mode"); pj_str(w, o->inference ? "inference" : "training");
+    jw_key(w, "precision"); pj_str(w, mp_precision_name(o->precision));
+    jw_key(w, "optimizer"); pj_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
+    jw_key(w, "checkpointing"); pj_bool(w, o->checkpointing != 0);
+    jw_key(w, "blocks");
+    jw_open(w, '[');
+    for (int i = 0; i < pl->n_blocks; i++) pj_str(w, m->modules[pl->blocks[i]].path);
+    jw_close(w, ']');
+    jw_key(w, "zero"); jw_i64(w, pl->zero);
+    jw_key(w, "fsdp"); pj_bool(w, o->fsdp != 0);
+    jw_key(w, "dp"); jw_i64(w, pl->dp);
+    jw_key(w, "tp"); jw_i64(w, pl->tp);
+    jw_key(w, "pp"); jw_i64(w, pl->pp);
+    jw_key(w, "micro_batches"); jw_i64(w, pl->m);
+    jw_key(w, "gpus"); jw_i64(w, pl->gpus);
+    jw_key(w, "params"); jw_u64(w, pl->params);
+    jw_key(w, "tokens_per_step");
+    if (pl->has_tokens) jw_double(w, pl->tokens_per_step);
+    else jw_null(w);
+    jw_key(w, "samples_per_step"); jw_double(w, pl->samples_per_step);
+    jw_key(w, "gpu");
+    if (pl->gpu || pl->have_gpu || pl->mem_bytes > 0) {
+        jw_open(w, '{');
+        jw_key(w, "id"); pj_str(w, pl->gpu ? pl->gpu->id : NULL);
+        jw_key(w, "label"); pj_str(w, pl->gpu ? pl->gpu->label : "given");
+        jw_key(w, "peak_flops_per_s"); jw_double(w, pl->peak_low_flops);
+        jw_key(w, "peak_dtype"); pj_str(w, pl->peak_dtype);
+        jw_key(w, "fp32_peak_flops_per_s"); jw_double(w, pl->peak_flops);
+        jw_key(w, "memory_bytes"); jw_double(w, pl->mem_bytes);
+        jw_key(w, "bandwidth_bytes_per_s"); jw_double(w, pl->bw);
+        jw_key(w, "link_bytes_per_s"); jw_double(w, mp_tplan_link_bw(pl, pl->dp * pl->tp * pl->pp));
+        jw_key(w, "source"); pj_str(w, pl->gpu ? pl->gpu->source : "given on the command line");
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
+    jw_key(w, "memory");
+    jmem(w, &pl->mem, pl->mem_bytes);
+    jw_key(w, "stages");
+    jw_open(w, '[');
+    for (int s = 0; s < pl->pp && !o->inference; s++) {
+        const mp_pstage *ps = &pl->stages[s];
+        jw_open(w, '{');
+        jw_key(w, "stage"); jw_i64(w, s);
+        jw_key(w, "first_block"); jw_i64(w, ps->first_block);
+        jw_key(w, "blocks"); jw_i64(w, ps->n_blocks);
+        jw_key(w, "params"); jw_u64(w, ps->params);
+        jw_key(w, "in_flight"); jw_i64(w, ps->in_flight);
+        jw_key(w, "memory"); jmem(w, &ps->mem, pl->mem_bytes);
+        jw_key(w, "fwd_flops"); jw_u64(w, ps->fwd_flops);
+        jw_key(w, "bwd_flops"); jw_u64(w, ps->bwd_flops);
+        jw_key(w, "recompute_flops"); jw_u64(w, ps->recompute_flops);
+        jw_key(w, "fwd_s"); jw_double(w, pl->have_gpu ? ps->fwd_s : NAN);
+        jw_key(w, "bwd_s"); jw_double(w, pl->have_gpu ? ps->bwd_s : NAN);
+        jw_key(w, "recompute_s"); jw_double(w, pl->have_gpu ? ps->recompute_s : NAN);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_key(w, "step_time_s"); jw_double(w, pl->have_gpu ? pl->step_s : NAN);
+    jw_key(w, "breakdown");
+    jw_open(w, '{');
+    double hv = pl->have_gpu ? 1 : NAN;
+    jw_key(w, "compute_s"); jw_double(w, pl->compute_s * hv);
+    jw_key(w, "bubble_s"); jw_double(w, pl->bubble_s * hv);
+    jw_key(w, "tp_comm_s"); jw_double(w, pl->tp_comm_s * hv);
+    jw_key(w, "p2p_s"); jw_double(w, pl->p2p_s * hv);
+    jw_key(w, "dp_comm_s"); jw_double(w, pl->dp_comm_s * hv);
+    jw_key(w, "dp_comm_bytes"); jw_u64(w, pl->dp_comm_bytes);
+    jw_key(w, "optimizer_s"); jw_double(w, pl->optimizer_s * hv);
+    jw_close(w, '}');
+    jw_key(w, "flops");
+    jw_open(w, '{');
+    jw_key(w, "fwd_flops"); jw_u64(w, pl->fwd_flops);
+    jw_key(w, "bwd_flops"); jw_u64(w, pl->bwd_flops);
+    jw_key(w, "recompute_flops"); jw_u64(w, pl->recompute_flops);
+    jw_key(w, "nd_flops");
+    if (pl->flops_6nd > 0) jw_double(w, pl->flops_6nd);
+    else jw_null(w);
+    jw_close(w, '}');
+    jw_key(w, "mfu_assumed"); jw_double(w, o->mfu);
+    jw_key(w, "mfu_implied"); jw_double(w, pl->mfu_implied >= 0 ? pl->mfu_implied : NAN);
+    jw_key(w, "time_to_train_s"); jnum_or_null(w, pl->train_s);
+    jw_key(w, "time_to_train_nd_s"); jnum_or_null(w, pl->train_6nd_s);
+    jw_key(w, "assumptions");
+    jw_open(w, '{');
+    jw_key(w, "compute_efficiency"); jw_double(w, o->compute_eff);
+    jw_key(w, "memory_efficiency"); jw_double(w, o->memory_eff);
+    jw_key(w, "node_overhead_s"); jw_double(w, o->node_overhead_s);
+    jw_key(w, "reserve_bytes"); jw_u64(w, pl->mem.reserve_bytes);
+    jw_key(w, "loss"); pj_str(w, o->loss && !o->inference ? "cross_entropy" : NULL);
+    jw_key(w, "comm_overlap"); pj_bool(w, false);
+    jw_key(w, "grads_freed_between_steps"); pj_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
+    jw_close(w, '}');
+    jw_key(w, "deepspeed");
+    jw_open(w, '{');
+    jw_key(w, "zero2_model_states_bytes"); jw_u64(w, pl->ds_zero2);
+    jw_key(w, "zero3_model_states_bytes"); jw_u64(w, pl->ds_zero3);
+    jw_key(w, "largest_layer_params"); jw_u64(w, pl->largest_layer);
+    jw_close(w, '}');
+    jw_key(w, "activations");
+    jw_open(w, '{');
+    jw_key(w, "autocast_weight_copies_bytes");
+    jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
+    jw_key(w, "loss_bytes"); jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
+    jw_close(w, '}');
+    jw_key(w, "tensor_parallel");
+    jw_open(w, '{');
+    jw_key(w, "split_nodes"); jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
+    jw_key(w, "replicated_nodes"); jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
+    jw_key(w, "heads"); jw_i64(w, pl->heads);
+    jw_key(w, "by_op");
+    jw_open(w, '[');
+    for (int i = 0; pl->tp > 1 && i < pl->n_tp_ops; i++) {
+        jw_open(w, '{');
+        jw_key(w, "op"); pj_str(w, pl->tp_ops[i]);
+        jw_key(w, "split"); jw_i64(w, pl->tp_split[i]);
+        jw_key(w, "replicated"); jw_i64(w, pl->tp_rep[i]);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_key(w, "default_train_rule");
+    jw_open(w, '[');
+    for (int i = 0; i < pl->n_default_ops; i++) {
+        jw_open(w, '{');
+        jw_key(w, "op"); pj_str(w, pl->default_ops[i]);
+        jw_key(w, "count"); jw_i64(w, pl->default_counts[i]);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    if (o->inference) {
+        jw_key(w, "inference");
+        jw_open(w, '{');
+        jw_key(w, "inputs_bytes"); jw_u64(w, pl->infer_inputs);
+        jw_key(w, "kv_cache_bytes_per_token");
+        if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token);
+        else jw_null(w);
+        jw_key(w, "kv_cache_bytes");
+        if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
+        else jw_null(w);
+        jw_key(w, "prefill_flops"); jw_u64(w, pl->fwd_flops);
+        jw_key(w, "decode_flops_per_token");
+        if (pl->tokens_per_mb) jw_u64(w, pl->fwd_flops / pl->tokens_per_mb);
+        else jw_null(w);
+        jw_key(w, "decode_bytes_per_token");
+        jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb);
+        jw_close(w, '}');
+    }
+    jw_key(w, "gpus_needed");
+    if (pl->need.dp) {
+        jw_open(w, '{');
+        jw_key(w, "gpus"); jw_i64(w, pl->need.dp * pl->need.tp * pl->need.pp);
+        jw_key(w, "dp"); jw_i64(w, pl->need.dp);
+        jw_key(w, "tp"); jw_i64(w, pl->need.tp);
+        jw_key(w, "pp"); jw_i64(w, pl->need.pp);
+        jw_key(w, "zero"); jw_i64(w, pl->need.zero);
+        jw_key(w, "required_bytes"); jw_u64(w, pl->need.peak_bytes);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
+    jw_key(w, "fit");
+    jw_open(w, '[');
+    for (int i = 0; i < pl->n_fit; i++) {
+        const mp_fit_row *r = &pl->fit[i];
+        jw_open(w, '{');
+        jw_key(w, "dp"); jw_i64(w, r->dp);
+        jw_key(w, "tp"); jw_i64(w, r->tp);
+        jw_key(w, "pp"); jw_i64(w, r->pp);
+        jw_key(w, "zero"); jw_i64(w, r->zero);
+        jw_key(w, "required_bytes"); jw_u64(w, r->peak_bytes);
+        jw_key(w, "step_time_s"); jw_double(w, pl->have_gpu ? r->step_s : NAN);
+        jw_key(w, "per_s"); jw_double(w, pl->have_gpu ? r->tokens_per_s : NAN);
+        jw_key(w, "fits"); pj_bool(w, r->fits);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_key(w, "warnings");
+    jw_open(w, '[');
+    for (int i = 0; i < m->n_warnings; i++) pj_str(w, m->warnings[i] ? m->warnings[i] : "");
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
+mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f) {
+    if (!pl || !f) return mp_error(MP_ERR_USAGE, "no plan or file");
+    if (format == MP_FORMAT_JSON) {
+        jw *w = jw_begin(f);
+        if (!w) return MP_ERR_NOMEM;
+        write_json(pl, w);
+        jw_end(w);
+        return MP_OK;
+    }
+    if (format != MP_FORMAT_TEXT) return mp_error(MP_ERR_USAGE, "unknown report format");
+    pw *w = malloc(sizeof *w);
+    if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the plan");
+    w->o.f = f;
+    w->o.n = 0;
+    w->o.cap = sizeof w->buf;
+    w->o.buf = w->buf;
+    write_text(pl, w);
+    mp_out_flush(&w->o);
+    free(w);
+    return MP_OK;
+}
+
+typedef struct plan_job {
+    const mp_tplan *pl;
+    mp_format format;
+} plan_job;
+
+static mp_status plan_job_write(void *ud, FILE *f) {
+    const plan_job *j = ud;
+    return mp_tplan_write(j->pl, j->format, f);
+}
+
+mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path) {
+    plan_job j = {pl, format};
+    return mp_write_file_atomic(path, plan_job_write, &j);
+}
+
+mp_status mp_gpu_table_write(FILE *f) {
+    fprintf(f, "%-10s %-18s %8s %8s %8s %8s %8s %8s %7s %8s  %s\n", "name", "GPU", "fp32", "tf32", "fp16",
+            "bf16", "fp8", "fp64", "memory", "GB/s", "source");
+    for (int i = 0; i < mp_gpu_count(); i++) {
+        const mp_gpu *g = mp_gpu_at(i);
+        fprintf(f, "%-10s %-18s", g->id, g->label);
+        for (int d = 0; d < MP_GPU_DT_COUNT; d++) {
+            if (g->tflops[d] > 0) fprintf(f, " %8g", g->tflops[d]);
+            else fprintf(f, " %8s", "-");
+        }
+        fprintf(f, " %4g GB %8g  %s\n", g->mem_gb, g->bandwidth_gbs, g->source);
+    }
+    fprintf(f, "peaks in TFLOPS, dense (no sparsity); fp32 without tensor cores; '-': not in the datasheet\n");
+    return ferror(f) ? mp_error(MP_ERR_IO, "cannot write the GPU table") : MP_OK;
+}

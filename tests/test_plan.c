@@ -1,0 +1,583 @@
+/* The training planner (docs/PLANNING.md): model states against the ZeRO
+ * paper's Figure 1 and DeepSpeed's estimators, kept activations against a
+ * hand calculation, the GPU table, the command line's JSON and its exit
+ * codes. The comparison with PyTorch's own saved tensors is
+ * tools/plan_check.py (make plan-check, part of make test). */
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "base/gpu.h"
+#include "jsonr.h"
+#include "plan/plan.h"
+#include "tbuild.h"
+#include "tcli.h"
+#include "test.h"
+
+/* Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+ * Parameter Models" (SC20), Figure 1: Psi = 7.5B, Nd = 64, mixed-precision
+ * Adam (K = 12): 120 GB, 31.4 GB, 16.6 GB, 1.9 GB per device. */
+static void t_zero_table(void) {
+    const uint64_t psi = 7500000000ull;
+    const uint64_t want[4] = {120000000000ull, 31406250000ull, 16640625000ull, 1875000000ull};
+    const double paper_gb[4] = {120, 31.4, 16.6, 1.9};
+    for (int z = 0; z <= 3; z++) {
+        mp_tplan_mem m;
+        memset(&m, 0, sizeof m);
+        mp_tplan_model_states(psi, MP_PREC_FP16_MIXED, MP_OPT_ADAM, z, 64, &m);
+        uint64_t states = m.weights_bytes + m.grads_bytes + m.master_weights_bytes + m.optimizer_bytes;
+        T_EQ_U64(states, want[z]);
+        /* the paper's figure, rounded as it prints it */
+        T_CHECK(fabs(round((double)states / 1e8) / 10 - paper_gb[z]) < 1e-9);
+    }
+    /* the parts: 2 + 2 + 12 bytes per parameter (fp16 weights and
+     * gradients; fp32 master weights, momentum and variance) */
+    mp_tplan_mem m;
+    mp_tplan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 1, 1, &m);
+    T_EQ_U64(m.weights_bytes, 2000);
+    T_EQ_U64(m.grads_bytes, 2000);
+    T_EQ_U64(m.master_weights_bytes, 4000);
+    T_EQ_U64(m.optimizer_bytes, 8000);
+    /* without ZeRO, mixed precision is PyTorch AMP: fp32 parameters (the
+     * master copy) and fp32 gradients: the same 16 bytes */
+    mp_tplan_model_states(1000, MP_PREC_BF16_MIXED, MP_OPT_ADAMW, 0, 1, &m);
+    T_EQ_U64(m.weights_bytes, 4000);
+    T_EQ_U64(m.grads_bytes, 4000);
+    T_EQ_U64(m.master_weights_bytes, 0);
+    T_EQ_U64(m.optimizer_bytes, 8000);
+    mp_tplan_model_states(1000, MP_PREC_FP32, MP_OPT_SGD_MOMENTUM, 0, 1, &m);
+    T_EQ_U64(m.weights_bytes + m.grads_bytes + m.master_weights_bytes + m.optimizer_bytes, 12000);
+    mp_tplan_model_states(1000, MP_PREC_BF16, MP_OPT_ADAMW, 0, 1, &m);
+    T_EQ_U64(m.optimizer_bytes, 4000); /* pure bf16: states in bf16 */
+}
+
+/* DeepSpeed's estimate_zero2/3_model_states_mem_needs (no offload):
+ * 4 P + 16 P / N and 4 L + 18 P / N. */
+static void t_deepspeed(void) {
+    T_EQ_U64(mp_tplan_deepspeed_zero2(7500000000ull, 64), 30000000000ull + 1875000000ull);
+    T_EQ_U64(mp_tplan_deepspeed_zero3(7500000000ull, 500000000ull, 64),
+             2000000000ull + 2109375000ull);
+    T_EQ_U64(mp_tplan_deepspeed_zero2(1000, 1), 20000);
+}
+
+/* x[4,8] -> MatMul W1[8,16] -> Relu -> MatMul W2[16,3] -> y[4,3] */
+static mp_model *mlp(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 16));
+    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(16, 3));
+    tb_node(m, "MatMul", "x,W1", "h");
+    tb_node(m, "Relu", "h", "r");
+    tb_node(m, "MatMul", "r,W2", "y");
+    tb_output(m, "y");
+    return m;
+}
+
+static mp_tplan *plan_of(mp_profile *p, mp_tplan_options *o) {
+    mp_tplan *pl = NULL;
+    T_OK(mp_tplan_create(p, o, &pl));
+    return pl;
+}
+
+static void t_saved_hand(void) {
+    mp_model *m = mlp();
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) {
+        /* fp32: the first product keeps x (W1's gradient), Relu its output
+         * r, the second product r again (one storage) and W2 (a parameter):
+         * 4*8*4 + 4*16*4 = 384 */
+        T_EQ_U64(pl->mem.activations_bytes, 384);
+        T_EQ_U64(pl->mem.weights_bytes, 176 * 4);
+        T_EQ_U64(pl->mem.grads_bytes, 176 * 4);
+        T_EQ_U64(pl->mem.optimizer_bytes, 176 * 8);
+        /* the largest transient: Relu's input and output, 2 x 256 */
+        T_EQ_U64(pl->mem.temporary_bytes, 512);
+        /* one rank, no accumulation: gradients are allocated as the
+         * backward frees activations: W + opt + max(A + T, G + T) */
+        T_EQ_U64(pl->mem.peak_bytes, 704 + 1408 + (704 + 512));
+        /* backward: the second product's two gradients (2 x 2 x 4*16*3),
+         * the first's weight gradient only (2 x 4*8*16), Relu 2 x 64 */
+        T_EQ_U64(pl->bwd_flops, 2 * 2 * 192 + 2 * 512 + 2 * 64);
+        T_EQ(pl->n_default_ops, 0);
+    }
+    mp_tplan_free(pl);
+    /* bf16 autocast: x's bf16 copy (64), r in bf16 (128), W2's cached bf16
+     * copy (96) */
+    o.precision = MP_PREC_BF16_MIXED;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ_U64(pl->mem.activations_bytes, 64 + 128 + 96);
+        T_EQ_U64(pl->cast_param_bytes, 96);
+        T_EQ_U64(pl->mem.weights_bytes, 176 * 4); /* AMP: the fp32 parameters */
+        T_EQ_U64(pl->mem.master_weights_bytes, 0);
+    }
+    mp_tplan_free(pl);
+    /* the loss keeps fp32 log-probabilities and int64 targets: 12*4 + 4*8 */
+    o.loss = 1;
+    pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->loss_bytes, 48 + 32);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+/* Two blocks, layers.0 and layers.1, each MatMul W[8,8] -> Relu inside a
+ * child module fc: x[4,8] -> r0 -> r1. */
+static mp_model *two_blocks(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W0", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    int n[4];
+    n[0] = tb_node(m, "MatMul", "x,W0", "h0");
+    n[1] = tb_node(m, "Relu", "h0", "r0");
+    n[2] = tb_node(m, "MatMul", "r0,W1", "h1");
+    n[3] = tb_node(m, "Relu", "h1", "r1");
+    tb_output(m, "r1");
+    mp_model_module(m, "", 0);
+    int f0 = mp_model_module(m, "layers.0.fc", 11), f1 = mp_model_module(m, "layers.1.fc", 11);
+    tb_nodep(m, n[0])->module = tb_nodep(m, n[1])->module = f0;
+    tb_nodep(m, n[2])->module = tb_nodep(m, n[3])->module = f1;
+    return m;
+}
+
+static void t_blocks_hand(void) {
+    mp_model *m = two_blocks();
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ(pl->n_blocks, 2);
+        /* x (W0's gradient), r0 (Relu; the second product's too), r1: 3 x 128 */
+        T_EQ_U64(pl->mem.activations_bytes, 384);
+        T_EQ_U64(pl->mem.temporary_bytes, 256);
+    }
+    mp_tplan_free(pl);
+    /* checkpointing: each block keeps its input (x, r0): 256; its own set
+     * (256 each) comes back in its backward on top of the transient */
+    o.checkpointing = 1;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ_U64(pl->mem.activations_bytes, 256);
+        T_EQ_U64(pl->mem.temporary_bytes, 256 + 256);
+        /* recompute: both blocks' forward, 2 x (2*4*8*8 + 32) */
+        T_EQ_U64(pl->recompute_flops, 2 * (512 + 32));
+    }
+    mp_tplan_free(pl);
+    /* tensor parallelism over 2: the first product is column-split (its
+     * output r0 is split), the second row-split (r1 replicated after an
+     * all-reduce). Kept: x 128 + r0 / 2 + r1 128; both weights split. */
+    o.checkpointing = 0;
+    o.tp = 2;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ_U64(pl->mem.activations_bytes, 128 + 64 + 128);
+        T_EQ_U64(pl->stages[0].params, 64);
+        /* all-reduces: the column split's input gradient (x, 128 B) in the
+         * backward, the row split's output (128 B) in the forward */
+        T_EQ_U64(pl->nodes[0].tp_comm + pl->nodes[2].tp_comm, 256);
+    }
+    mp_tplan_free(pl);
+    /* pipeline over 2 with 8 micro-batches: a block a stage; 1F1B keeps 2
+     * micro-batches in flight on stage 0 (x, r0: 256 each), 1 on stage 1 (r1,
+     * and r0 again: stage 1 receives its own copy and its product keeps it) */
+    o.tp = 1;
+    o.pp = 2;
+    o.micro_batches = 8;
+    pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ(pl->stages[0].in_flight, 2);
+        T_EQ(pl->stages[1].in_flight, 1);
+        T_EQ_U64(pl->stages[0].mem.activations_bytes, 2 * 256);
+        T_EQ_U64(pl->stages[1].mem.activations_bytes, 128 + 128);
+        T_EQ_U64(pl->stages[0].params + pl->stages[1].params, 128);
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+/* Attention by hand: x[1,2,4,8] (batch, heads, seq, features) projected by
+ * Wq, Wk, Wv [8,4]; scores q.k^T / c, softmax, times v. */
+static void t_attention_hand(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 4, 8));
+    tb_weight(m, "Wq", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
+    tb_weight(m, "Wk", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
+    tb_weight(m, "Wv", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
+    tb_const_f(m, "c", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    tb_node(m, "MatMul", "x,Wq", "q");
+    tb_node(m, "MatMul", "x,Wk", "k");
+    tb_node(m, "MatMul", "x,Wv", "v");
+    int t = tb_node(m, "Transpose", "k", "kT");
+    tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    tb_node(m, "MatMul", "q,kT", "s");
+    tb_node(m, "Div", "s,c", "sd");
+    int sm = tb_node(m, "Softmax", "sd", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "MatMul", "p,v", "o");
+    tb_output(m, "o");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    o.attention_fused = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    /* eager: x (the projections' weight gradients, one storage) 256; q 128
+     * and k^T (a view of k) 128 for the scores; the probabilities 128 (the
+     * softmax's output, kept by the product with v too); v 128 */
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 256 + 128 + 128 + 128 + 128);
+    mp_tplan_free(pl);
+    /* fused (scaled_dot_product_attention): x 256, q and k 256, v 128, the
+     * output 128 and an fp32 log-sum-exp per row (1 x 2 x 4 rows): 32; never
+     * the probabilities */
+    o.attention_fused = 1;
+    pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 256 + 256 + 128 + 128 + 32);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+/* Operators the exporter decomposed keep what PyTorch's one operator keeps:
+ * x[4,8] -> MatMul W[8,8] -> h -> (GELU | LayerNorm | SiLU as ONNX writes
+ * them before opsets 20 / 17). fp32, no loss: x 128 B always. */
+static uint64_t decomposed_kept(int which) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_const_f(m, "sqrt2", MP_DT_FLOAT, 0, NULL, (const double[]){1.4142135});
+    tb_const_f(m, "one", MP_DT_FLOAT, 0, NULL, (const double[]){1.0});
+    tb_const_f(m, "half", MP_DT_FLOAT, 0, NULL, (const double[]){0.5});
+    tb_const_f(m, "two", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "eps", MP_DT_FLOAT, 0, NULL, (const double[]){1e-5});
+    tb_weight(m, "gamma", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_weight(m, "beta", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_node(m, "MatMul", "x,W", "h");
+    if (which == 0) { /* F.gelu */
+        tb_node(m, "Div", "h,sqrt2", "g0");
+        tb_node(m, "Erf", "g0", "g1");
+        tb_node(m, "Add", "g1,one", "g2");
+        tb_node(m, "Mul", "h,g2", "g3");
+        tb_node(m, "Mul", "g3,half", "y");
+    } else if (which == 1) { /* nn.LayerNorm */
+        int r = tb_node(m, "ReduceMean", "h", "mu");
+        tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+        tb_node(m, "Sub", "h,mu", "d");
+        tb_node(m, "Pow", "d,two", "d2");
+        r = tb_node(m, "ReduceMean", "d2", "var");
+        tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+        tb_node(m, "Add", "var,eps", "ve");
+        tb_node(m, "Sqrt", "ve", "sd");
+        tb_node(m, "Div", "d,sd", "xh");
+        tb_node(m, "Mul", "xh,gamma", "xg");
+        tb_node(m, "Add", "xg,beta", "y");
+    } else { /* nn.SiLU */
+        tb_node(m, "Sigmoid", "h", "sg");
+        tb_node(m, "Mul", "h,sg", "y");
+    }
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    uint64_t kept = pl ? pl->mem.activations_bytes : 0;
+    mp_tplan_free(pl);
+    tb_done(m, p);
+    return kept;
+}
+
+static void t_decomposed_hand(void) {
+    T_EQ_U64(decomposed_kept(0), 128 + 128);          /* GELU keeps h */
+    T_EQ_U64(decomposed_kept(1), 128 + 128 + 2 * 4 * 4); /* LayerNorm: h, mean and 1/std per row */
+    T_EQ_U64(decomposed_kept(2), 128 + 128);          /* SiLU keeps h */
+}
+
+/* Roofline of one node: max(FLOPs / (peak x eff), bytes / (bw x eff)) + overhead. */
+static void t_roofline(void) {
+    mp_model *m = mlp();
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    o.peak_tflops = 1e-9; /* 1000 FLOP/s */
+    o.bandwidth_gbs = 1e-9; /* 1 B/s */
+    o.compute_eff = 1;
+    o.memory_eff = 1;
+    o.node_overhead_s = 0;
+    o.optimizer = MP_OPT_NONE;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) {
+        /* forward bytes dominate: each node's inputs and outputs at 1 B/s:
+         * MatMul1 128 + 512 + 256, Relu 256 + 256, MatMul2 256 + 192 + 48 */
+        double fwd = (128 + 512 + 256) + (256 + 256) + (256 + 192 + 48);
+        T_CHECK(fabs(pl->stages[0].fwd_s - fwd) < 1e-6);
+        T_CHECK(fabs(pl->stages[0].bwd_s - 2 * fwd) < 1e-6);
+        T_CHECK(pl->step_s >= pl->compute_s);
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+/* Communication volumes (ring algorithms) and time to train, by hand on the
+ * MLP: 176 fp32 parameters, 704 B of gradients and of weights. */
+static void t_comm_train(void) {
+    mp_model *m = mlp();
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    o.peak_tflops = 1e-9;
+    o.bandwidth_gbs = 1e-9;
+    o.link_gbs = 1e-9; /* 1 B/s */
+    o.dp = 4;
+    const uint64_t want[4] = {2 * 528, 528 + 528, 528 + 528, 528 + 2 * 528}; /* f = 3/4 */
+    for (int z = 0; z <= 3; z++) {
+        o.zero = z;
+        mp_tplan *pl = plan_of(p, &o);
+        if (!pl) continue;
+        T_EQ_U64(pl->dp_comm_bytes, want[z]);
+        T_CHECK(fabs(pl->dp_comm_s - (double)want[z]) < 1e-6);
+        /* 4 samples a micro-batch x 4 ranks; 160 samples: 10 steps */
+        T_CHECK(pl->samples_per_step == 16);
+        mp_tplan_free(pl);
+    }
+    o.zero = 0;
+    o.samples = 160;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) T_CHECK(fabs(pl->train_s - 10 * pl->step_s) < 1e-9 * pl->train_s);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+static void t_gpu_table(void) {
+    const mp_gpu *h = mp_gpu_find("h100-sxm");
+    T_CHECK(h && h->tflops[MP_GPU_BF16] == 989.4 && h->mem_gb == 80 && h->bandwidth_gbs == 3350);
+    const char *need[] = {"a100-40g", "a100-80g", "h100-sxm", "h100-pcie", "h200", "b200", "l4", "rtx4090"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        const mp_gpu *g = mp_gpu_find(need[i]);
+        T_CHECK(g != NULL);
+        if (!g) continue;
+        T_CHECK(g->source && strlen(g->source) > 10);
+        T_CHECK(g->tflops[MP_GPU_FP32] > 0 && g->tflops[MP_GPU_BF16] > 0 && g->mem_gb > 0 && g->bandwidth_gbs > 0);
+    }
+    T_CHECK(mp_gpu_find("H200") && mp_gpu_find("H200")->mem_gb == 141);
+    T_CHECK(mp_gpu_find("nosuch") == NULL);
+    T_CHECK(mp_gpu_match("NVIDIA L4") == mp_gpu_find("l4"));
+}
+
+#define RUN(...) t_cli_run((const char *const[]){"plan", __VA_ARGS__, NULL}, 60, 0)
+
+static const jr *num_at(const jr *root, const char *path) {
+    const jr *v = jr_path(root, path);
+    T_CHECK(v && v->type == JR_NUM);
+    return v;
+}
+
+static void t_cli_json(void) {
+    t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=2", "--dim", "seq=128", "--gpu", "h100-sxm",
+                  "--precision", "bf16-mixed", "--zero", "2", "--dp", "8", "--tokens", "1e9", "--format",
+                  "json", "-q");
+    T_EQ(r.code, 0);
+    size_t err = 0;
+    jr *j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        const char *keys[] = {"plan.memory.weights_bytes", "plan.memory.grads_bytes", "plan.memory.optimizer_bytes",
+                              "plan.memory.master_weights_bytes", "plan.memory.activations_bytes",
+                              "plan.memory.temporary_bytes", "plan.memory.peak_bytes", "plan.step_time_s",
+                              "plan.mfu_assumed", "plan.breakdown.dp_comm_s", "plan.time_to_train_s",
+                              "plan.time_to_train_nd_s"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) num_at(j, keys[i]);
+        const jr *w = jr_path(j, "plan.memory.weights_bytes"), *g = jr_path(j, "plan.memory.grads_bytes");
+        const jr *o = jr_path(j, "plan.memory.optimizer_bytes"), *ms = jr_path(j, "plan.memory.master_weights_bytes");
+        const jr *par = jr_path(j, "plan.params");
+        if (w && g && o && ms && par) {
+            double P = par->num;
+            /* ZeRO-2 over 8: 2 P + (2 + 4 + 8) P / 8 */
+            T_CHECK(fabs(w->num - 2 * P) <= 1 && fabs(g->num - 2 * P / 8) <= 1);
+            T_CHECK(fabs(ms->num - 4 * P / 8) <= 1 && fabs(o->num - 8 * P / 8) <= 1);
+        }
+        const jr *st = jr_path(j, "plan.stages");
+        T_CHECK(st && jr_len(st) == 1);
+        /* 6 N D per step: 2 x 128 tokens x 8 ranks */
+        const jr *nd = jr_path(j, "plan.flops.nd_flops"), *tps = jr_path(j, "plan.tokens_per_step");
+        T_CHECK(nd && tps && par && tps->num == 2 * 128 * 8 && fabs(nd->num - 6 * par->num * tps->num) < 1e3);
+        const jr *blocks = jr_path(j, "plan.blocks");
+        T_CHECK(blocks && jr_len(blocks) == 12);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+
+    /* pipeline stages: 12 blocks over 4 stages, 1F1B in flight 4, 3, 2, 1 */
+    r = RUN("models/gpt2.onnx", "--dim", "batch=2", "--dim", "seq=128", "--gpu", "a100-80g", "--pp", "4",
+            "--tp", "2", "--checkpointing", "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        const jr *st = jr_path(j, "plan.stages");
+        T_CHECK(st && jr_len(st) == 4);
+        int blocks = 0;
+        for (int s = 0; st && s < jr_len(st); s++) {
+            const jr *in = jr_get(jr_at(st, s), "in_flight"), *b = jr_get(jr_at(st, s), "blocks");
+            T_CHECK(in && in->i == 4 - s);
+            if (b) blocks += (int)b->i;
+        }
+        T_EQ(blocks, 12);
+        const jr *sp = jr_path(j, "plan.tensor_parallel.split_nodes");
+        T_CHECK(sp && sp->i > 0);
+        num_at(j, "plan.flops.recompute_flops");
+    }
+    jr_free(j);
+    t_cli_free(&r);
+}
+
+static void t_cli_errors(void) {
+    /* GPT-2 small has 12 heads */
+    t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--tp", "5", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--tp 5") && strstr(r.err, "12 attention heads"));
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--pp", "13", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--pp 13") && strstr(r.err, "12 layers"));
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--gpu", "v100", "--precision", "bf16-mixed",
+            "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--precision bf16-mixed") && strstr(r.err, "V100"));
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--gpu", "nosuch", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--gpu nosuch") && strstr(r.err, "h100-sxm"));
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=1", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--dim seq=") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--precision", "fp8");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--precision 'fp8'") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--zero", "4");
+    T_EQ(r.code, 1);
+    t_cli_free(&r);
+    r = RUN("models/resnet50.onnx", "--dim", "batch=2", "--tp", "2", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--tp 2") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--format", "csv");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--format 'csv'") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--inference", "--zero", "2", "--dim", "batch=1", "--dim", "seq=8", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--inference") && strstr(r.err, "--zero"));
+    t_cli_free(&r);
+    /* -o writes the file (atomically, as every report) */
+    char path[] = "/tmp/mp_plan_XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "--format", "json", "-o", path, "-q");
+        T_EQ(r.code, 0);
+        T_EQ(r.out_len, 0);
+        size_t len = 0, err = 0;
+        char *text = jr_slurp(path, &len);
+        jr *j = text ? jr_parse(text, len, &err) : NULL;
+        T_CHECK(j && jr_path(j, "plan.memory.peak_bytes"));
+        jr_free(j);
+        free(text);
+        unlink(path);
+        t_cli_free(&r);
+    }
+    r = RUN("--gpu", "list");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "h100-sxm") && strstr(r.out, "datasheet") && strstr(r.out, "rtx4090"));
+    t_cli_free(&r);
+}
+
+/* --fit: layouts of 8 GPUs, the best first, every one that fits before
+ * any that does not; inference with a KV cache. */
+static void t_cli_fit_inference(void) {
+    t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=4", "--dim", "seq=512", "--gpu", "l4", "--fit", "--gpus", "8",
+                  "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    size_t err;
+    jr *j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        const jr *fit = jr_path(j, "plan.fit");
+        T_CHECK(fit && jr_len(fit) > 4);
+        bool seen_nofit = false;
+        for (int i = 0; fit && i < jr_len(fit); i++) {
+            const jr *row = jr_at(fit, i);
+            const jr *f = jr_get(row, "fits");
+            const jr *dp = jr_get(row, "dp"), *tp = jr_get(row, "tp"), *pp = jr_get(row, "pp");
+            T_CHECK(dp && tp && pp && dp->i * tp->i * pp->i == 8);
+            if (f && !f->b) seen_nofit = true;
+            if (f && f->b) T_CHECK(!seen_nofit);
+        }
+    }
+    jr_free(j);
+    t_cli_free(&r);
+    /* GPUs needed: GPT-2 at batch 8 x 1,024 in fp32 on 8 GB cards needs more
+     * than one; with that many a layout fits, with half none does */
+    r = RUN("models/gpt2.onnx", "--dim", "batch=8", "--dim", "seq=1024", "--mem-gb", "8", "--peak-tflops", "100",
+            "--bandwidth-gbs", "1000", "--reserve-gb", "0", "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    j = jr_parse(r.out, r.out_len, &err);
+    int need = 0;
+    if (j) {
+        const jr *g = jr_path(j, "plan.gpus_needed.gpus"), *b = jr_path(j, "plan.gpus_needed.required_bytes");
+        T_CHECK(g && g->i > 1 && b && b->i <= 8000000000);
+        need = g ? (int)g->i : 0;
+    }
+    jr_free(j);
+    t_cli_free(&r);
+    for (int half = 0; half < 2 && need > 1; half++) {
+        char gpus[16];
+        snprintf(gpus, sizeof gpus, "%d", half ? need / 2 : need);
+        r = RUN("models/gpt2.onnx", "--dim", "batch=8", "--dim", "seq=1024", "--mem-gb", "8", "--peak-tflops", "100",
+                "--bandwidth-gbs", "1000", "--reserve-gb", "0", "--fit", "--gpus", gpus, "--format", "json", "-q");
+        j = jr_parse(r.out, r.out_len, &err);
+        const jr *first = j ? jr_path(j, "plan.fit") : NULL;
+        const jr *fits = first && jr_len(first) > 0 ? jr_get(jr_at(first, 0), "fits") : NULL;
+        T_CHECK(fits && fits->b == !half);
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=1024", "--inference", "--kv-cache",
+            "--precision", "fp16", "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    j = jr_parse(r.out, r.out_len, &err);
+    if (j) {
+        /* GPT-2 small: 12 layers x (K + V) x 768 x 2 bytes per token */
+        const jr *kv = jr_path(j, "plan.inference.kv_cache_bytes_per_token");
+        T_CHECK(kv && kv->i == 12 * 2 * 768 * 2);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+}
+
+MP_TESTS(plan) {
+    {"zero_table", t_zero_table},
+    {"deepspeed", t_deepspeed},
+    {"saved_hand", t_saved_hand},
+    {"blocks_hand", t_blocks_hand},
+    {"attention_hand", t_attention_hand},
+    {"decomposed_hand", t_decomposed_hand},
+    {"roofline", t_roofline},
+    {"comm_train", t_comm_train},
+    {"gpu_table", t_gpu_table},
+    {"cli_json", t_cli_json},
+    {"cli_errors", t_cli_errors},
+    {"cli_fit_inference", t_cli_fit_inference},
+};
+MP_TESTS_END(plan)
