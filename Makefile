@@ -78,6 +78,7 @@ test:
 	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
 	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
 	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
+	/usr/bin/python3 tools/schema_check.py --self-test $(BUILD)/json-out profile:tests/golden/llama_small.json
 	$(MAKE) test-html
 	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
 	$(MAKE) params-check

@@ -26,6 +26,21 @@ static char *t_cli_slurp(int fd, size_t *len) {
     return b;
 }
 
+void t_json_dump(const char *kind, const char *body, size_t len) {
+    const char *dir = getenv("MP_JSON_DUMP");
+    if (!dir || !*dir || !kind || !body) return;
+    while (len && (*body == ' ' || *body == '\n')) body++, len--;
+    if (!len || (body[0] != '{' && body[0] != '[')) return;
+    static int seq;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s-%d-%d.json", dir, kind, (int)getpid(), seq++);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fwrite(body, 1, len, f);
+        fclose(f);
+    }
+}
+
 /* With MP_JSON_DUMP set (make test), every JSON the command writes on
  * success (stdout, or the -o file) is copied into that folder as
  * KIND-PID-N.json, KIND from the subcommand: tools/schema_check.py checks
@@ -46,31 +61,20 @@ static void t_cli_dump_json(const char *const *args, const t_cli *r) {
     const char *kind = args[0] && strcmp(args[0], "trace") == 0  ? "trace"
                        : args[0] && strcmp(args[0], "plan") == 0 ? "plan"
                                                                  : "profile";
-    static int seq;
     const char *srcs[2] = {json ? (ofile ? ofile : "") : NULL, chrome};
     const char *kinds[2] = {kind, "chrome_trace"};
     for (int k = 0; k < 2; k++) {
         if (!srcs[k]) continue;
+        if (!srcs[k][0]) {
+            t_json_dump(kinds[k], r->out, r->out_len);
+            continue;
+        }
+        int fd = open(srcs[k], O_RDONLY);
+        if (fd < 0) continue;
         size_t len = 0;
-        char *own = NULL;
-        const char *body = r->out;
-        len = r->out_len;
-        if (srcs[k][0]) {
-            int fd = open(srcs[k], O_RDONLY);
-            if (fd < 0) continue;
-            own = t_cli_slurp(fd, &len);
-            close(fd);
-            body = own;
-        }
-        if (len && (body[0] == '{' || body[0] == '[')) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s-%d-%d.json", dir, kinds[k], (int)getpid(), seq++);
-            FILE *f = fopen(path, "w");
-            if (f) {
-                fwrite(body, 1, len, f);
-                fclose(f);
-            }
-        }
+        char *own = t_cli_slurp(fd, &len);
+        close(fd);
+        t_json_dump(kinds[k], own, len);
         free(own);
     }
 }

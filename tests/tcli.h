@@ -17,4 +17,11 @@ typedef struct t_cli {
 t_cli t_cli_run(const char *const *args, int secs, long fsize);
 void t_cli_free(t_cli *r);
 
+/* With MP_JSON_DUMP set (make test), copy a JSON output (body, len bytes)
+ * into that folder as KIND-PID-N.json: tools/schema_check.py validates it
+ * against docs/schema/KIND.schema.json (KIND: profile, trace, train, plan,
+ * chrome_trace). Tests that call the library's JSON writers directly pass
+ * their output here, so every JSON the suite produces is validated. */
+void t_json_dump(const char *kind, const char *body, size_t len);
+
 #endif

@@ -4,6 +4,7 @@
 #include "analyze/profile.h"
 #include "graph/graph.h"
 #include "pbw.h"
+#include "tcli.h"
 #include "test.h"
 
 static mp_model *load(pbw *g, const char *file) {
@@ -93,6 +94,7 @@ static void t_loop_unknown_trip(void) {
         T_OK(mp_report_write(p, &o, f));
         fclose(f);
         T_CHECK(text && strstr(text, "\"per_iteration\""));
+        if (text) t_json_dump("profile", text, len);
         free(text);
     }
     mp_profile_free(p);

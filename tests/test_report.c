@@ -13,6 +13,7 @@
 #include "analyze/profile.h"
 #include "report/report.h"
 #include "jsonr.h"
+#include "tcli.h"
 
 /* ---- formatter ---- */
 
@@ -353,6 +354,16 @@ static void t_walk(void) {
     T_EQ_STR(mp_module_label(x.p, mp_model_module(x.m, "head.custom", 11)), "custom");
     x.m->modules[0].cls = NULL;
     T_EQ_STR(mp_module_display(x.p, 0), "main_graph");
+    /* loaded from a file: the file's stem, not the exporter's generic name */
+    x.m->stem = "tiny";
+    T_EQ_STR(mp_module_display(x.p, 0), "tiny");
+    T_EQ_STR(mp_model_name(x.p), "tiny");
+    T_EQ_STR(mp_module_name(x.p, 0), "tiny");
+    T_EQ_STR(mp_module_name(x.p, mp_model_module(x.m, "head.custom", 11)), "custom");
+    x.m->graph->name = "TinyGraph"; /* a graph named by its author is the name */
+    T_EQ_STR(mp_model_name(x.p), "TinyGraph");
+    x.m->graph->name = "main_graph";
+    x.m->stem = NULL;
     x.m->modules[0].name = "";
     x.m->graph->name = "";
     T_EQ_STR(mp_module_display(x.p, 0), "model");
@@ -637,6 +648,7 @@ static void t_json_report(void) {
     o.detailed = 0;
     o.show_ops = 0;
     char *s = render(&x, &o);
+    t_json_dump("profile", s, strlen(s));
     jr *j = json_parse(s);
     T_CHECK(j != NULL);
     if (!j) exit(1);
@@ -690,7 +702,11 @@ static void t_json_report(void) {
     T_EQ_STR(jstr(conv, "class"), "Conv2d");
     T_EQ(jr_get(conv, "parent")->i, 2);
     T_EQ(jr_get(conv, "params")->i, 36864);
-    T_EQ_STR(jstr(jr_at(mods, 0), "name"), "main_graph");
+    /* the root is named after the model (issue 18 point 8): its class
+     * here, never the exporter's generic graph name */
+    T_EQ_STR(jstr(jr_at(mods, 0), "name"), "TinyNet");
+    T_EQ_STR(jstr(model, "name"), "TinyNet");
+    T_EQ_STR(jstr(model, "graph"), "main_graph");
     T_EQ_STR(jstr(jr_at(mods, 0), "path"), "");
     T_CHECK(jr_get(jr_at(mods, 8), "class") == NULL); /* "head": no class, none invented */
     T_EQ(jr_get(jr_at(mods, 8), "uncounted_nodes")->i, 1);
@@ -744,6 +760,7 @@ static void t_json_utf8(void) {
     mp_report_options_default(&o);
     o.format = MP_FORMAT_JSON;
     char *s = render(&x, &o);
+    t_json_dump("profile", s, strlen(s));
     jr *j = json_parse(s);
     T_CHECK(j != NULL);
     jr_free(j);

@@ -5,6 +5,7 @@
 #include "pbw.h"
 #include "run/run.h"
 #include "tbuild.h"
+#include "tcli.h"
 #include "test.h"
 
 #include <math.h>
@@ -291,6 +292,7 @@ static void test_run_fused_modules(void) {
     T_OK(mp_report_write(p, &ro, f));
     fclose(f);
     T_CHECK(buf && strstr(buf, "\"fused_into\": \"blk.add\"") != NULL);
+    if (buf) t_json_dump("profile", buf, len);
     free(buf);
     mp_plan_free(pl);
     tb_done(m, p);

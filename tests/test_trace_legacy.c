@@ -7,6 +7,7 @@
 #include "trace/train.h"
 #include "jsonr.h"
 #include "pbw.h"
+#include "tcli.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -86,6 +87,7 @@ static void t_modules(void) {
     T_OK(mp_trace_report_json(&tp, 1, &o, f));
     fclose(f);
     T_CHECK(buf && strstr(buf, "\"module_time\": \"cpu\""));
+    if (buf) t_json_dump("trace", buf, len);
     free(buf);
     mp_trace_free(&t);
 }
@@ -161,6 +163,7 @@ static void t_report_string(void) {
     T_OK(mp_report_write(p, &o, f));
     fclose(f);
     T_CHECK(s && buf && strcmp(s, buf) == 0);
+    if (s) t_json_dump("profile", s, strlen(s));
     free(buf);
     mp_string_free(s);
     o.depth = -5;
@@ -244,6 +247,7 @@ static void t_train(void) {
         o.format = MP_FORMAT_JSON;
         text = NULL;
         T_OK(mp_train_string(t, &o, &text));
+        if (text) t_json_dump("train", text, strlen(text));
         size_t err = 0;
         jr *j = text ? jr_parse(text, strlen(text), &err) : NULL;
         T_CHECK(j != NULL);

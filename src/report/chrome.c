@@ -6,7 +6,7 @@
  * annotations), and one "cpu_op" event per step (a node, or a fused group
  * under its head node's op type, as the run's per-operator times count it).
  * The names follow torch.profiler's, so `modelprof trace` reads it back. */
-#include "report/report.h"
+#include "report/jw.h"
 #include "run/stamps.h"
 
 #include <errno.h>
@@ -14,114 +14,105 @@
 
 #define CT_MAX_DEPTH 64
 
+/* The events go through the one JSON writer (jw.h): one event a line. */
 typedef struct ct {
-    mp_out o;
-    bool first;
+    jw *w;
     double t0;
 } ct;
 
-static void ct_num(ct *w, double us) {
+/* A time in microseconds from the first timed pass, to the nanosecond
+ * (the Trace Event Format's unit; the convention's seconds do not apply to
+ * a foreign format). */
+static void ct_us(ct *c, const char *key_lit, size_t len, double t) {
+    jw_key_lit(c->w, key_lit, len);
     char d[40];
-    snprintf(d, sizeof d, "%.3f", us < 0 ? 0 : us);
-    mp_out_puts(&w->o, d);
+    snprintf(d, sizeof d, "%.3f", t < 0 ? 0 : t);
+    mp_out_puts(&c->w->o, d);
+}
+#define CT_US(c, k, t) ct_us(c, JW_KEY_TEXT(k), sizeof JW_KEY_TEXT(k) - 1, t)
+
+/* The start of an event: {"ph": "X", "cat": .., "name": .., "pid": 1, "tid": 1, "ts": .., "dur": .. */
+static void ct_begin(ct *c, const char *cat, const char *name, double start, double end) {
+    jw *w = c->w;
+    jw_open(w, '{');
+    jw_kstr(w, "ph", "X");
+    jw_kstr(w, "cat", cat);
+    jw_kstr(w, "name", name);
+    jw_ki64(w, "pid", 1);
+    jw_ki64(w, "tid", 1);
+    CT_US(c, "ts", (start - c->t0) * 1e6);
+    CT_US(c, "dur", (end - start) * 1e6);
 }
 
-static void ct_u64(ct *w, uint64_t v) {
-    char d[MP_DEC_MAX];
-    mp_out_write(&w->o, d, mp_fmt_dec(d, v));
+static void ct_annot(ct *c, const char *name, double start, double end) {
+    ct_begin(c, "user_annotation", name, start, end);
+    jw_close(c->w, '}');
 }
 
-/* The start of an event: {"ph":"X","cat":..,"name":..,"pid":1,"tid":1,"ts":..,"dur":.. */
-static void ct_begin(ct *w, const char *cat, const char *name, double start, double end) {
-    mp_out_puts(&w->o, w->first ? "\n{" : ",\n{");
-    w->first = false;
-    mp_out_puts(&w->o, "\"ph\":\"X\",\"cat\":\"");
-    mp_out_puts(&w->o, cat);
-    mp_out_puts(&w->o, "\",\"name\":");
-    mp_json_string(&w->o, name);
-    mp_out_puts(&w->o, ",\"pid\":1,\"tid\":1,\"ts\":");
-    ct_num(w, (start - w->t0) * 1e6);
-    mp_out_puts(&w->o, ",\"dur\":");
-    ct_num(w, (end - start) * 1e6);
-}
-
-static void ct_annot(ct *w, const char *name, double start, double end) {
-    ct_begin(w, "user_annotation", name, start, end);
-    mp_out_putc(&w->o, '}');
-}
-
-static void ct_module(ct *w, const mp_model *m, int mod, double start, double end) {
+static void ct_module(ct *c, const mp_model *m, int mod, double start, double end) {
     const char *path = m->modules[mod].path ? m->modules[mod].path : "";
     size_t n = strlen(path) + 16;
     char *name = malloc(n);
     if (!name) return;
     snprintf(name, n, "module: %s", path);
-    ct_annot(w, name, start, end);
+    ct_annot(c, name, start, end);
     free(name);
 }
 
-static void ct_shapes(ct *w, const mp_graph *g, const int *vals, int n) {
-    mp_out_putc(&w->o, '[');
+static void ct_shapes(jw *w, const mp_graph *g, const int *vals, int n) {
+    jw_open(w, '[');
     for (int i = 0; i < n; i++) {
-        if (i) mp_out_putc(&w->o, ',');
         int v = vals[i];
-        if (v < 0 || v >= g->n_values || g->values[v].rank < 0 || (g->values[v].rank > 0 && !g->values[v].dims)) {
-            mp_out_puts(&w->o, "[]");
-            continue;
+        jw_open(w, '[');
+        if (v >= 0 && v < g->n_values && g->values[v].rank >= 0 && (g->values[v].rank == 0 || g->values[v].dims)) {
+            const mp_value *val = &g->values[v];
+            for (int d = 0; d < val->rank; d++) {
+                int64_t x = val->dims[d];
+                jw_u64(w, MP_DIM_KNOWN(x) && x >= 0 ? (uint64_t)x : 0);
+            }
         }
-        const mp_value *val = &g->values[v];
-        mp_out_putc(&w->o, '[');
-        for (int d = 0; d < val->rank; d++) {
-            if (d) mp_out_putc(&w->o, ',');
-            int64_t x = val->dims[d];
-            ct_u64(w, MP_DIM_KNOWN(x) && x >= 0 ? (uint64_t)x : 0);
-        }
-        mp_out_putc(&w->o, ']');
+        jw_close(w, ']');
     }
-    mp_out_putc(&w->o, ']');
+    jw_close(w, ']');
 }
 
-static void ct_step(ct *w, const mp_run_stamps *r, const mp_run_stamp_step *sp, double start, double end) {
+static void ct_step(ct *c, const mp_run_stamps *r, const mp_run_stamp_step *sp, double start, double end) {
+    jw *w = c->w;
     const mp_graph *g = r->g;
     const mp_model *m = r->m;
     const mp_node *head = &g->nodes[sp->node];
     char opbuf[160];
-    ct_begin(w, "cpu_op", mp_op_display(head->domain, head->op ? head->op : "", opbuf, sizeof opbuf), start, end);
-    mp_out_puts(&w->o, ",\"args\":{\"node\":");
-    mp_json_string(&w->o, head->name ? head->name : "");
+    ct_begin(c, "cpu_op", mp_op_display(head->domain, head->op ? head->op : "", opbuf, sizeof opbuf), start, end);
+    jw_key(w, "args");
+    jw_open(w, '{');
+    jw_kstr(w, "node", head->name ? head->name : "");
     if (sp->group) {
-        mp_out_puts(&w->o, ",\"group\":");
-        mp_json_string(&w->o, sp->group);
-        mp_out_puts(&w->o, ",\"nodes\":[");
+        jw_kstr(w, "group", sp->group);
+        jw_key(w, "nodes");
+        jw_open(w, '[');
         for (int j = 0; j < sp->n_nodes; j++) {
-            if (j) mp_out_putc(&w->o, ',');
             const char *nm = g->nodes[sp->nodes[j]].name;
-            mp_json_string(&w->o, nm ? nm : "");
+            jw_str(w, nm ? nm : "");
         }
-        mp_out_putc(&w->o, ']');
+        jw_close(w, ']');
     }
-    mp_out_puts(&w->o, ",\"module\":");
     int md = sp->module;
-    mp_json_string(&w->o, md >= 0 && md < m->n_modules && m->modules[md].path ? m->modules[md].path : "");
-    if (sp->kernel) {
-        mp_out_puts(&w->o, ",\"kernel\":");
-        mp_json_string(&w->o, sp->kernel);
-    }
+    jw_kstr(w, "module", md >= 0 && md < m->n_modules && m->modules[md].path ? m->modules[md].path : "");
+    if (sp->kernel) jw_kstr(w, "kernel", sp->kernel);
     uint64_t macs = 0, flops = 0;
     for (int j = 0; j < sp->n_nodes; j++) {
         macs = mp_sat_add(macs, g->nodes[sp->nodes[j]].cost.macs);
         flops = mp_sat_add(flops, g->nodes[sp->nodes[j]].cost.flops);
     }
-    mp_out_puts(&w->o, ",\"Input Dims\":");
+    jw_key(w, "Input Dims");
     ct_shapes(w, g, head->in, head->n_in);
     const mp_node *last = &g->nodes[sp->nodes[sp->n_nodes > 0 ? sp->n_nodes - 1 : 0]];
-    mp_out_puts(&w->o, ",\"Output Dims\":");
+    jw_key(w, "Output Dims");
     ct_shapes(w, g, last->out, last->n_out);
-    mp_out_puts(&w->o, ",\"macs\":");
-    ct_u64(w, macs);
-    mp_out_puts(&w->o, ",\"flops\":");
-    ct_u64(w, flops);
-    mp_out_puts(&w->o, "}}");
+    jw_ku64(w, "macs", macs);
+    jw_ku64(w, "flops", flops);
+    jw_close(w, '}');
+    jw_close(w, '}');
 }
 
 /* The chain of modules (depth >= 1) of module md, outermost first. */
@@ -180,15 +171,37 @@ mp_status mp_report_chrome_trace(const mp_plan *pl, const char *path) {
         return mp_error(MP_ERR_USAGE, "--chrome-trace %s: the run kept no step times (it needs node timing)", path);
     FILE *f = fopen(path, "w");
     if (!f) return mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    char buf[1 << 16];
-    ct w = {{f, 0, sizeof buf, buf}, true, r.n_steps ? r.start[0] : 0};
-    mp_out_puts(&w.o, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"modelprof --run\"},\n\"traceEvents\":[");
-    mp_out_puts(&w.o, "\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"modelprof run\"}}");
-    mp_out_puts(&w.o, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"run thread\"}}");
-    w.first = false;
-    for (int it = 0; it < r.iters; it++) ct_pass(&w, pl, &r, it, it + 1);
-    mp_out_puts(&w.o, "\n]}\n");
-    mp_out_flush(&w.o);
+    ct c = {jw_begin(f), r.n_steps ? r.start[0] : 0};
+    if (!c.w) {
+        fclose(f);
+        return mp_error(MP_ERR_NOMEM, "out of memory while writing %s", path);
+    }
+    jw *w = c.w;
+    jw_open(w, '{');
+    jw_kstr(w, "displayTimeUnit", "ms");
+    jw_key(w, "otherData");
+    jw_open(w, '{');
+    jw_kstr(w, "producer", "modelprof --run");
+    jw_close(w, '}');
+    jw_key(w, "traceEvents");
+    jw_open(w, '[');
+    static const char *const meta[2][2] = {{"process_name", "modelprof run"}, {"thread_name", "run thread"}};
+    for (int i = 0; i < 2; i++) {
+        jw_open(w, '{');
+        jw_kstr(w, "ph", "M");
+        jw_kstr(w, "name", meta[i][0]);
+        jw_ki64(w, "pid", 1);
+        jw_ki64(w, "tid", 1);
+        jw_key(w, "args");
+        jw_open(w, '{');
+        jw_kstr(w, "name", meta[i][1]);
+        jw_close(w, '}');
+        jw_close(w, '}');
+    }
+    for (int it = 0; it < r.iters; it++) ct_pass(&c, pl, &r, it, it + 1);
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_end(w);
     mp_status st = MP_OK;
     if (ferror(f)) st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     if (fclose(f) != 0 && st == MP_OK) st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));

@@ -146,7 +146,7 @@ static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     const mp_fig *f = &p->mods[module];
     cw_i64(w, u->id[module]);
     cw_str(w, mod->path ? mod->path : "");
-    cw_str(w, mod->name ? mod->name : "");
+    cw_str(w, mp_module_name(p, module));
     cw_str(w, mod->cls ? mod->cls : "");
     cw_i64(w, mod->depth);
     cw_i64(w, mod->parent >= 0 && mod->parent < p->m->n_modules ? u->id[mod->parent] : -1);

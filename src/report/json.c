@@ -183,10 +183,12 @@ static void js_fig(jw *w, const mp_fig *fig, bool measured) {
     if (measured) js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, fig->unknown <= 0);
 }
 
-static void js_model(jw *w, const mp_model *m) {
+static void js_model(jw *w, const mp_profile *p) {
     static const char *const src[] = {"none", "names", "functions", "metadata"};
+    const mp_model *m = p->m;
     jw_key(w, "model");
     jw_open(w, '{');
+    jw_kstr(w, "name", mp_model_name(p));
     jw_kstr(w, "path", m->path ? m->path : "");
     jw_kstr(w, "producer", m->producer ? m->producer : "");
     jw_kstr(w, "producer_version", m->producer_version ? m->producer_version : "");
@@ -323,7 +325,7 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
     jw_open(w, '{');
     jw_ki64(w, "id", u->id[module]);
     jw_kstr(w, "path", mod->path ? mod->path : "");
-    jw_kstr(w, "name", mod->name ? mod->name : "");
+    jw_kstr(w, "name", mp_module_name(p, module));
     if (mod->cls && mod->cls[0]) jw_kstr(w, "class", mod->cls);
     jw_ki64(w, "depth", mod->depth);
     jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
@@ -594,7 +596,7 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     js_peak = p->measured ? p->run.peak_flops_per_s : 0;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
-    js_model(w, m);
+    js_model(w, p);
     js_dims(w, p);
     js_total(w, p);
     if (p->measured) js_run(w, p);

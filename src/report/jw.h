@@ -1,6 +1,6 @@
 /* The one JSON writer (internal): a streaming writer every JSON output
  * goes through (the profile, the trace analysis, the training profile, the
- * plan). Strings are escaped by mp_json_string (json.c). */
+ * plan, the Chrome trace of a run). Strings are escaped by mp_json_string (json.c). */
 #ifndef MP_JW_H
 #define MP_JW_H
 

@@ -82,9 +82,15 @@ typedef struct mp_tree_style {
     void *ud;
 } mp_tree_style;
 
+/* The model's name (issue 18 point 8): the root module's class where known
+ * (the dynamo exporter's), else the graph's name unless an exporter's
+ * generic one (torch_jit, main_graph), else the file's stem. */
+const char *mp_model_name(const mp_profile *p);
+/* A module's own name in the JSON and CSV ("conv1"); the root's is the
+ * model's name. */
+const char *mp_module_name(const mp_profile *p, int module);
 /* The name a module is shown under in aggregated lists: its class when
- * known, else its dotted path; the root without a class shows the root
- * module's name, else the graph name, else "model". */
+ * known, else its dotted path; the root without a class: mp_model_name. */
 const char *mp_module_display(const mp_profile *p, int module);
 /* The label of a module inside its parent ("conv1", "0"); for the root, as
  * mp_module_display. */

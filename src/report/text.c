@@ -420,6 +420,7 @@ typedef struct tx_agg {
     mp_strmap index;    /* "depth\x1fname" -> group */
     tx_group *groups;
     int n, cap;
+    int n_class, n_path; /* modules below the root with a class, without one */
 } tx_agg;
 
 /* "depth\x1fname" in scratch memory, as "%d\x1f%s" would print it, built
@@ -443,6 +444,10 @@ static bool tx_agg_visit(const mp_profile *p, int module, void *ud) {
     const mp_module *mod = &p->m->modules[module];
     const mp_fig *fig = &p->mods[module];
     const char *name = mp_module_display(p, module);
+    if (mod->parent >= 0) {
+        if (mod->cls && mod->cls[0]) a->n_class++;
+        else a->n_path++;
+    }
     char *key = tx_group_key(&a->t->scratch, mod->depth, name);
     if (!key) {
         a->t->nomem = true;
@@ -551,8 +556,18 @@ static void tx_aggregated(tx *t) {
         tx_printf(t, "Top %d modules", t->o->top);
     tx_printf(t, " in terms of params, MACs or FLOPs%s at different model depths\n",
               p->measured ? " or fwd latency" : "");
-    tx_puts(t, "(modules of one class at one depth are summed; a module without a class\n"
-               "is listed under its path):\n");
+    /* say which: summed by class (DeepSpeed's way) where the export names
+     * the classes, by path where it does not */
+    if (a.n_path == 0 && a.n_class > 0)
+        tx_puts(t, "(by class: modules of one class at one depth are summed, as DeepSpeed does)\n");
+    else if (a.n_class == 0)
+        tx_puts(t, "(by path: the export names no module classes, so each module is listed\n"
+                   "under its path, not summed by class)\n");
+    else
+        tx_printf(t, "(by class where known: modules of one class at one depth are summed; the %d\n"
+                     "module%s the export gives no class %s listed under %s path)\n",
+                  a.n_path, a.n_path == 1 ? "" : "s", a.n_path == 1 ? "is" : "are",
+                  a.n_path == 1 ? "its" : "their");
     if (at && rk) {
         for (int d = 0; d <= maxd; d++) {
             int n_at = 0;

@@ -130,15 +130,17 @@ mp_status mp_tree_print(mp_out *o, const mp_module *mods, int n, int max_depth,
     return MP_OK;
 }
 
-const char *mp_module_display(const mp_profile *p, int module) {
-    const mp_model *m = p->m;
-    if (!tree_valid(m, module)) return "?";
-    const mp_module *mod = &m->modules[module];
-    if (mod->cls && mod->cls[0]) return mod->cls;
-    if (mod->parent >= 0 && mod->path && mod->path[0]) return mod->path;
-    /* the model: its graph's name unless an exporter's generic one, else
-     * the file's stem (resnet18.onnx -> resnet18), as DeepSpeed names the
-     * model by its class */
+/* The model's name: the root's class where the export names it (the dynamo
+ * exporter's, or a binding's), else the graph's name unless an exporter's
+ * generic one (torch_jit, main_graph), else the file's stem
+ * (resnet18.onnx -> resnet18), as DeepSpeed names the model by its class. */
+const char *mp_model_name(const mp_profile *p) {
+    const mp_model *m = p ? p->m : NULL;
+    if (!m) return "model";
+    const mp_module *root = NULL;
+    for (int i = 0; m->modules && i < m->n_modules && !root; i++)
+        if (m->modules[i].parent < 0) root = &m->modules[i];
+    if (root && root->cls && root->cls[0]) return root->cls;
     const char *g = m->graph && m->graph->name ? m->graph->name : "";
     static const char *const generic[] = {"torch_jit", "main_graph", "torch-jit-export", "tf2onnx",
                                           "graph", ""};
@@ -146,8 +148,25 @@ const char *mp_module_display(const mp_profile *p, int module) {
     for (size_t i = 0; i < MP_ARRAY_LEN(generic); i++) gen |= strcmp(g, generic[i]) == 0;
     if (!gen) return g;
     if (m->stem && m->stem[0]) return m->stem;
-    if (mod->name && mod->name[0] && strcmp(mod->name, g) != 0) return mod->name;
+    if (root && root->name && root->name[0] && strcmp(root->name, g) != 0) return root->name;
     return g[0] ? g : "model";
+}
+
+const char *mp_module_name(const mp_profile *p, int module) {
+    if (!p || !p->m || !tree_valid(p->m, module)) return "";
+    const mp_module *mod = &p->m->modules[module];
+    if (mod->parent < 0) return mp_model_name(p);
+    return mod->name ? mod->name : "";
+}
+
+const char *mp_module_display(const mp_profile *p, int module) {
+    const mp_model *m = p->m;
+    if (!tree_valid(m, module)) return "?";
+    const mp_module *mod = &m->modules[module];
+    if (mod->cls && mod->cls[0]) return mod->cls;
+    if (mod->parent >= 0 && mod->path && mod->path[0]) return mod->path;
+    if (mod->parent >= 0 && mod->name && mod->name[0]) return mod->name;
+    return mp_model_name(p);
 }
 
 const char *mp_module_label(const mp_profile *p, int module) {

@@ -263,7 +263,8 @@ function icicle(parent, mods, tree, metrics) {
 /* ---- the profile (static or measured) ---- */
 function profile(D) {
     var t = D.total || {}, run = D.run || null, model = D.model || {};
-    document.getElementById('mp-title').textContent = 'modelprof: ' + (model.path || model.graph || 'model');
+    document.getElementById('mp-title').textContent = 'modelprof: ' + (model.name || 'model') +
+        (model.path ? ' (' + model.path + ')' : '');
     document.getElementById('mp-sub').textContent = (run ? 'measured run on the CPU' : 'static profile') +
         (model.producer ? ' \u00b7 ' + model.producer + ' ' + (model.producer_version || '') : '') +
         (model.graph ? ' \u00b7 graph ' + model.graph : '');
