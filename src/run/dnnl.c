@@ -963,6 +963,23 @@ static mp_status make_pd(mp_kctx *k, const void *desc, dnnl_primitive_attr_t att
     return MP_OK;
 }
 
+/* A primitive of one source (input 0) and one destination (output 0):
+ * eltwise, reduction. */
+static mp_status dk_src_dst(mp_kctx *k, dk *s, const void *desc, const dnnl_memory_desc_t *src,
+                            const dnnl_memory_desc_t *dst, size_t *scratch) {
+    mp_status st;
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd;
+    if ((st = make_pd(k, desc, attr, NULL, &pd))) return st;
+    st = dk_arg(k, s, DNNL_ARG_SRC, src, FROM_IN, 0, NULL);
+    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, dst, FROM_OUT, 0, NULL);
+    if (!st) st = dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+
 /* Whether every reader of value v takes a blocked layout: oneDNN Conv
  * (as its data input), pooling, and the element-wise ops oneDNN serves
  * whose own readers do (an Add joining two blocked branches). */
@@ -2139,15 +2156,7 @@ static mp_status eltwise_prepare(mp_kctx *k, size_t *scratch) {
         return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
     DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, e.alg[0], &md, e.a[0], e.b[0]), "eltwise");
-    dnnl_primitive_attr_t attr;
-    if ((st = attr_new(k, &attr))) return st;
-    dnnl_primitive_desc_t pd;
-    if ((st = make_pd(k, &ed, attr, NULL, &pd))) return st;
-    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
-    if (!st) st = dk_finish(k, s, pd, scratch);
-    dnnl_primitive_desc_destroy(pd);
-    return st;
+    return dk_src_dst(k, s, &ed, &md, &md, scratch);
 }
 
 /* Binary ops: the output must have src0's shape (oneDNN broadcasts src1
@@ -2339,15 +2348,7 @@ static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t 
         return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
     DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, 0, 0), "eltwise");
-    dnnl_primitive_attr_t attr;
-    if ((st = attr_new(k, &attr))) return st;
-    dnnl_primitive_desc_t pd;
-    if ((st = make_pd(k, &ed, attr, NULL, &pd))) return st;
-    st = dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
-    if (!st) st = dk_finish(k, s, pd, scratch);
-    dnnl_primitive_desc_destroy(pd);
-    return st;
+    return dk_src_dst(k, s, &ed, &md, &md, scratch);
 }
 
 static mp_status gelu_tanh_prepare(mp_kctx *k, size_t *scratch) {
@@ -2487,15 +2488,7 @@ static mp_status mean_last_prepare(mp_kctx *k, const lnpat *p, size_t *scratch) 
     DN(md_plain(&dmd, 2, dd), "memory descriptor");
     dnnl_reduction_desc_t rd;
     DN(dnnl_reduction_desc_init(&rd, dnnl_reduction_mean, &smd, &dmd, 0.0f, 0.0f), "reduction");
-    dnnl_primitive_attr_t attr;
-    if ((st = attr_new(k, &attr))) return st;
-    dnnl_primitive_desc_t pd;
-    if ((st = make_pd(k, &rd, attr, NULL, &pd))) return st;
-    st = dk_arg(k, s, DNNL_ARG_SRC, &smd, FROM_IN, 0, NULL);
-    if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &dmd, FROM_OUT, 0, NULL);
-    if (!st) st = dk_finish(k, s, pd, scratch);
-    dnnl_primitive_desc_destroy(pd);
-    return st;
+    return dk_src_dst(k, s, &rd, &smd, &dmd, scratch);
 }
 
 static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
