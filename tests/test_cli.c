@@ -228,11 +228,11 @@ static void t_flags_that_do_nothing(void) {
     T_CHECK(all.out_len > three.out_len);
     done(&all);
     done(&three);
-    r = RUN("trace", "--top", "-1", "../shared/traces/mobilenet_v2_sgd_loader.trace.json.gz");
+    r = RUN("trace", "--top", "-1", "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz");
     T_EQ(r.code, 0);
     done(&r);
     /* a torch.profiler trace given to the static command */
-    r = RUN("../shared/traces/mobilenet_v2_sgd_loader.trace.json.gz");
+    r = RUN("tests/traces/mobilenet_v2_sgd_loader.trace.json.gz");
     T_EQ(r.code, 2);
     T_CHECK(strstr(r.err, "modelprof trace") != NULL);
     done(&r);
