@@ -76,6 +76,8 @@ test:
 	@echo "== unit, model and CLI tests"
 	rm -rf $(BUILD)/json-out && mkdir -p $(BUILD)/json-out
 	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
+	@echo "== the oneDNN suite again with oneDNN at most AVX2 (gemm:jit matmul, padded weights: docs/DESIGN.md)"
+	ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell MP_BIN=$(BUILD)/modelprof $(BUILD)/tests dnnl.
 	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
 	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
 	/usr/bin/python3 tools/schema_check.py --self-test $(BUILD)/json-out profile:tests/golden/llama_small.json
@@ -153,6 +155,8 @@ AGREE_OUT ?= $(BUILD)/agree
 agree: $(BUILD)/modelprof
 	@sh tools/deps.sh agree
 	/usr/bin/python3 tools/agree.py --modelprof $(BUILD)/modelprof --out $(AGREE_OUT)
+	@echo "== the same models with oneDNN at most AVX2 (its other kernels: gemm:jit, jit:avx2)"
+	ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell /usr/bin/python3 tools/agree.py --modelprof $(BUILD)/modelprof --out $(AGREE_OUT)
 
 .PHONY: agree
 

@@ -951,14 +951,20 @@ static mp_status chain_bind(mp_kctx *k, dk *s, chain *ch) {
 }
 
 /* One place creating pd (and cleaning up attr, post-ops). */
-static mp_status make_pd(mp_kctx *k, const void *desc, dnnl_primitive_attr_t attr, chain *ch,
-                         dnnl_primitive_desc_t *pd) {
-    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, g_eng, NULL);
+/* The attributes and post-ops a primitive descriptor was made with are
+ * consumed: freed here, made or not. */
+static void attr_done(dnnl_primitive_attr_t attr, chain *ch) {
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (ch && ch->po) {
         dnnl_post_ops_destroy(ch->po);
         ch->po = NULL;
     }
+}
+
+static mp_status make_pd(mp_kctx *k, const void *desc, dnnl_primitive_attr_t attr, chain *ch,
+                         dnnl_primitive_desc_t *pd) {
+    dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, g_eng, NULL);
+    attr_done(attr, ch);
     if (s != dnnl_success) return dfail(k, s, "primitive descriptor");
     return MP_OK;
 }
@@ -1617,6 +1623,30 @@ static bool matmul_ok(const mp_graph *g, const mp_node *n) {
     return true;
 }
 
+/* Constant weights for oneDNN 2.6's gemm:jit (its matmul below AVX-512,
+ * on plain weights) get rows padded by 16 floats (64 bytes) when a row is
+ * 256 floats or more. On the plain layout the kernel's speed depended on
+ * where the weights sat in memory: 197x768x3072 ran at 100-105 GFLOP/s with
+ * the copy 64-byte or page aligned and 167-188 GFLOP/s 16 bytes past a
+ * page, 211-222 with rows of 3,088 floats at any of those offsets (2-core
+ * AMD EPYC, ONEDNN_MAX_CPU_ISA=AVX2, 2 threads; docs/DESIGN.md "Matrix
+ * products on AVX2"). No shape measured was slower padded. w: the weights
+ * descriptor oneDNN chose for the plain product. */
+static int g_padded_products;
+
+int mp_dnnl_padded_products(void) {
+    return __atomic_load_n(&g_padded_products, __ATOMIC_RELAXED);
+}
+
+static bool gemm_padded_weights(const dnnl_memory_desc_t *w, dnnl_memory_desc_t *out) {
+    if (!w || w->ndims != 2 || w->format_kind != dnnl_blocked || w->data_type != dnnl_f32) return false;
+    const dnnl_blocking_desc_t *b = &w->format_desc.blocking;
+    int64_t n = w->dims[1];
+    if (b->inner_nblks != 0 || b->strides[1] != 1 || b->strides[0] != n || n < 256) return false;
+    dnnl_dims_t strides = {n + 16, 1};
+    return dnnl_memory_desc_init_by_strides(out, 2, w->dims, dnnl_f32, strides) == dnnl_success;
+}
+
 /* The matmul primitive MatMul and Gemm both make: A from input 0, Y to
  * output 0, B (bmd, as the primitive may lay it out; bplain, as stored)
  * from the constant bdat, reordered once into the primitive's layout, or
@@ -1635,9 +1665,24 @@ static mp_status matmul_pd_bind(mp_kctx *k, dk *s, const dnnl_memory_desc_t *amd
         dnnl_primitive_attr_destroy(attr);
         return st ? st : dfail(k, ds, "memory descriptor");
     }
-    if ((st = make_pd(k, &md, attr, ch, pd))) {
+    ds = dnnl_primitive_desc_create(pd, &md, attr, g_eng, NULL);
+    dnnl_memory_desc_t bpad;
+    if (ds == dnnl_success && bdat && pd_is_gemm(*pd) &&
+        gemm_padded_weights(dnnl_primitive_desc_query_md(*pd, dnnl_query_weights_md, 0), &bpad)) {
+        /* the same product on weights with padded rows: kept when oneDNN
+         * makes it (it has so far), else the plain one stays */
+        dnnl_primitive_desc_t pd2 = NULL;
+        if (dnnl_matmul_desc_init(&md, amd, &bpad, NULL, ymd) == dnnl_success &&
+            dnnl_primitive_desc_create(&pd2, &md, attr, g_eng, NULL) == dnnl_success) {
+            dnnl_primitive_desc_destroy(*pd);
+            *pd = pd2;
+            __atomic_add_fetch(&g_padded_products, 1, __ATOMIC_RELAXED);
+        }
+    }
+    attr_done(attr, ch);
+    if (ds != dnnl_success) {
         *pd = NULL;
-        return st;
+        return dfail(k, ds, "primitive descriptor");
     }
     st = dk_arg(k, s, DNNL_ARG_SRC, amd, FROM_IN, 0, NULL);
     if (!st) st = dk_arg(k, s, DNNL_ARG_DST, ymd, FROM_OUT, 0, NULL);

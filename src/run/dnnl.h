@@ -33,6 +33,10 @@ void mp_dnnl_probe_free(mp_dnnl_probe *pr);
  * the timed choice (the default). Returns the previous setting. */
 int mp_dnnl_gemm_force(int which);
 
+/* How many matmul primitives this process made on weights with padded rows
+ * (gemm:jit below AVX-512, dnnl.c gemm_padded_weights): for tests. */
+int mp_dnnl_padded_products(void);
+
 /* ---- the recurrent layers (dnnl_rnn.c) ----
  * LSTM, GRU and RNN through oneDNN's RNN primitives, or NULL when the node
  * has what the primitives cannot do (mp_dnnl_kernel asks it). */
