@@ -947,6 +947,17 @@ static float *plan_run(mp_model *m, mp_profile *p, int n_in, const char **names,
     return r;
 }
 
+/* A plan for a measured run of p: 2 threads, no warm-up, a fixed peak;
+ * NULL (the failure recorded) when it cannot be made. */
+static mp_plan *measure_plan(mp_profile *p, int fuse, int iters) {
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 2, o.fuse = fuse, o.iters = iters, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    return pl;
+}
+
 /* GPT-2's tanh GELU inner part: Mul(p, c) -> Add(x, .) -> Tanh, where the
  * binary kernel for the Mul absorbs the Add (x as a binary post-op) and
  * the Tanh. */
@@ -1162,11 +1173,7 @@ static void test_plan_layernorm_pattern(void) {
             mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
         free(y);
         /* measured: counts per module unchanged, groups sum to the total */
-        mp_run_options o;
-        mp_run_options_default(&o);
-        o.threads = 2, o.fuse = fuse, o.iters = 2, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
-        mp_plan *pl = NULL;
-        T_OK(mp_plan_create(p, &o, &pl));
+        mp_plan *pl = measure_plan(p, fuse, 2);
         if (!pl) continue;
         T_OK(mp_profile_run(pl, p));
         for (int i = 0; i < nm; i++) {
@@ -1190,6 +1197,111 @@ static void test_plan_layernorm_pattern(void) {
     }
     free(macs0), free(flops0), free(xv), free(want);
     tb_done(m, p);
+    mp_run_portable_only = was_portable;
+}
+
+/* Attention as exporters before opset 23 write it: MatMul(Q, Kt) -> Div
+ * -> Add(mask) -> Softmax -> MatMul(., V) (form 0, rank 4, a [B,1,1,Sk]
+ * mask), MatMul(Q, Kt) -> Mul -> Softmax -> Cast -> MatMul (form 1, rank
+ * 3, no mask) and MatMul -> Softmax -> MatMul (form 2): one
+ * onednn:attention group when fused, the plain kernels unfused, against
+ * the reference loops both ways; counts per module unchanged. */
+static void test_plan_attention(void) {
+    enum { B = 2, H = 3, SQ = 5, SK = 7, D = 8, DV = 4 };
+    bool was_portable = mp_run_portable_only;
+    mp_run_portable_only = false;
+    for (int form = 0; form < 3; form++) {
+        mp_model *m = tb_new(14);
+        int r = form == 0 ? 4 : 3;
+        int64_t bq[4] = {B, H, SQ, D}, bk[4] = {B, H, D, SK}, bv[4] = {B, H, SK, DV};
+        int64_t q3[3] = {B * H, SQ, D}, k3[3] = {B * H, D, SK}, v3[3] = {B * H, SK, DV};
+        tb_input(m, "q", F, r, r == 4 ? bq : q3);
+        tb_input(m, "kt", F, r, r == 4 ? bk : k3);
+        tb_input(m, "v", F, r, r == 4 ? bv : v3);
+        if (form == 0) tb_input(m, "mask", F, 4, TB_DIMS(B, 1, 1, SK));
+        tb_const_f(m, "scale", F, 0, NULL, (const double[]){form == 0 ? 2.0 : 0.25});
+        int head = tb_node(m, "MatMul", "q,kt", "s");
+        const char *last = "s";
+        if (form == 0) {
+            tb_node(m, "Div", "s,scale", "sd");
+            tb_node(m, "Add", "sd,mask", "sm");
+            last = "sm";
+        } else if (form == 1) {
+            tb_node(m, "Mul", "s,scale", "sd");
+            last = "sd";
+        }
+        char in[16];
+        snprintf(in, sizeof in, "%s", last);
+        int sm = tb_node(m, "Softmax", in, "p");
+        tb_attr_i(m, sm, "axis", -1);
+        if (form == 1) {
+            int c = tb_node(m, "Cast", "p", "pc");
+            tb_attr_i(m, c, "to", F);
+            tb_node(m, "MatMul", "pc,v", "y");
+        } else {
+            tb_node(m, "MatMul", "p,v", "y");
+        }
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, head));
+        T_CHECK(kern && strcmp(kern->name, "onednn:attention") == 0);
+        int nb = B * H;
+        float *q = rnd(nb * SQ * D), *kt = rnd(nb * D * SK), *v = rnd(nb * SK * DV), *mask = rnd(B * SK);
+        float *want = zeros(nb * SQ * DV);
+        for (int bh = 0; bh < nb; bh++)
+            for (int i = 0; i < SQ; i++) {
+                double sc[SK], mx = -1e300, sum = 0;
+                for (int j = 0; j < SK; j++) {
+                    double acc = 0;
+                    for (int t = 0; t < D; t++) acc += (double)q[(bh * SQ + i) * D + t] * kt[(bh * D + t) * SK + j];
+                    if (form == 0) acc = acc / 2.0 + mask[(bh / H) * SK + j];
+                    if (form == 1) acc *= 0.25;
+                    sc[j] = acc;
+                    mx = acc > mx ? acc : mx;
+                }
+                for (int j = 0; j < SK; j++) sum += sc[j] = exp(sc[j] - mx);
+                for (int c = 0; c < DV; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < SK; j++) acc += sc[j] / sum * v[(bh * SK + j) * DV + c];
+                    want[(bh * SQ + i) * DV + c] = (float)acc;
+                }
+            }
+        const char *names[4] = {"q", "kt", "v", "mask"};
+        float *data[4] = {q, kt, v, mask};
+        const int64_t *dims[4] = {r == 4 ? bq : q3, r == 4 ? bk : k3, r == 4 ? bv : v3, TB_DIMS(B, 1, 1, SK)};
+        int ranks[4] = {r, r, r, 4};
+        uint64_t flops0 = p->total.flops;
+        for (int fuse = 0; fuse < 2; fuse++) {
+            int64_t got_n = 0;
+            float *y = plan_run(m, p, form == 0 ? 4 : 3, names, data, dims, ranks, fuse, &got_n);
+            T_EQ(got_n, nb * SQ * DV);
+            if (y && got_n == nb * SQ * DV && rel_l2(y, want, got_n) > 1e-5)
+                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
+                          rel_l2(y, want, got_n));
+            free(y);
+            /* measured: one group of every node when fused */
+            mp_plan *pl = measure_plan(p, fuse, 1);
+            if (!pl) continue;
+            for (int i = 0; i < (form == 0 ? 4 : 3); i++)
+                T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
+                                       sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+            T_OK(mp_profile_run(pl, p));
+            int groups = 0;
+            for (int i = 0; i < p->n_groups; i++)
+                if (strcmp(p->groups[i].kernel, "onednn:attention") == 0) {
+                    groups++;
+                    T_EQ_STR(p->groups[i].name, form == 0   ? "MatMul+Div+Add+Softmax+MatMul"
+                                                : form == 1 ? "MatMul+Mul+Softmax+Cast+MatMul"
+                                                            : "MatMul+Softmax+MatMul");
+                    T_EQ(p->groups[i].flops, flops0);
+                }
+            T_EQ(groups, fuse);
+            T_EQ(p->total.flops, flops0);
+            mp_plan_free(pl);
+        }
+        free(q), free(kt), free(v), free(mask), free(want);
+        tb_done(m, p);
+    }
     mp_run_portable_only = was_portable;
 }
 
@@ -1251,11 +1363,7 @@ static void test_plan_matmul_gelu(void) {
                           rel_l2(y, want, got_n));
             free(y);
         }
-        mp_run_options o;
-        mp_run_options_default(&o);
-        o.threads = 2, o.iters = 1, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
-        mp_plan *pl = NULL;
-        T_OK(mp_plan_create(p, &o, &pl));
+        mp_plan *pl = measure_plan(p, 1, 1);
         if (pl) {
             T_OK(mp_profile_run(pl, p));
             T_EQ(p->run.steps, 1);
@@ -1364,6 +1472,7 @@ MP_TESTS(dnnl){
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},
     {"plan_matmul_gelu", test_plan_matmul_gelu},
+    {"plan_attention", test_plan_attention},
     {"plan_conv_layouts", test_plan_conv_layouts},
 };
 MP_TESTS_END(dnnl)

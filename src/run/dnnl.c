@@ -334,7 +334,9 @@ static dnnl_status_t md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dim
 #define DK_MAXARG 20
 #define DK_MAXOWN 6
 
-enum { FROM_IN, FROM_OUT, FROM_OWN, FROM_SCRATCH };
+/* FROM_SCRATCH: the per-run scratch at its start (oneDNN's scratchpad);
+ * FROM_SCRATCH_AT: at the kernel's offset scr_at (a buffer of its own there) */
+enum { FROM_IN, FROM_OUT, FROM_OWN, FROM_SCRATCH, FROM_SCRATCH_AT };
 
 typedef struct dk {
     dnnl_primitive_t prim;
@@ -372,6 +374,7 @@ typedef struct dk {
     const float *alt_add_own[8];
     bool alt_add_row[8];     /* an [N] row broadcast over the M rows, else [M, N] */
     int wown;                /* own[] index of the primitive's weights, -1 */
+    size_t scr_at;           /* FROM_SCRATCH_AT's offset into the scratch */
 } dk;
 
 /* ---- channels-last activations between oneDNN kernels ----
@@ -504,6 +507,7 @@ static mp_status dk_run(mp_kctx *k) {
         case FROM_IN: p = k->in[s->idx[i]].data; break;
         case FROM_OUT: p = k->out[s->idx[i]].data; break;
         case FROM_SCRATCH: p = k->scratch; break;
+        case FROM_SCRATCH_AT: p = k->scratch ? (char *)k->scratch + s->scr_at : NULL; break;
         default: continue;
         }
         if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): a buffer oneDNN needs is missing",
@@ -2573,6 +2577,271 @@ static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
     return st;
 }
 
+/* ------------------------------------------------------------ attention
+ * Scaled dot-product attention as the exporters before opset 23 write it:
+ * MatMul(Q, Kt) [-> Mul or Div by a constant scalar] [-> Add a mask]
+ * -> Softmax over the last axis [-> Cast to float, twice at most]
+ * -> MatMul(., V), each
+ * value between read
+ * once, by the next node. Q [..., Sq, D], Kt [..., D, Sk], V [..., Sk, Dv]
+ * with the same leading (batch x head) dims; the mask broadcasts to the
+ * scores [..., Sq, Sk]. Fused, one kernel runs the chain: the scores by
+ * oneDNN's batched matmul with the scale as its output scale and the mask
+ * as a binary post-op, into the kernel's scratch; the softmax in place
+ * there; the product with V into the output. The scores take the per-run
+ * scratch instead of two buffers of the plan's, and the report shows one
+ * group (docs/DESIGN.md has the figures: about as fast as the three
+ * kernels apart). A per-head version (dnnl_sgemm on blocks of query rows,
+ * the softmax in cache) took BERT-base's attention from 4.9 to 10.5 ms a
+ * pass: oneDNN 2.6's sgemm is slow on 64 x 64 x 128 products. Unfused
+ * (--no-fuse, or the group refused), the head is the plain MatMul kernel.
+ * Counting is the nodes' own. */
+
+typedef struct attnpat {
+    int nodes[6];            /* after the head: [scale] [mask] softmax [cast, cast] product */
+    int n;
+    float alpha;             /* the scale on the scores (1: none) */
+    int mask_v;              /* value added to the scores, -1: none */
+    int v_v;                 /* V */
+} attnpat;
+
+static bool attn_batch_same(const mp_value *a, const mp_value *b, int r) {
+    if (a->rank != r || b->rank != r) return false;
+    for (int i = 0; i < r - 2; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
+    if (!is_op(n, "MatMul") || n->n_in != 2 || n->n_out != 1) return false;
+    const mp_value *q = gval(g, n, 0), *kt = gval(g, n, 1), *sc = gout(g, n, 0);
+    if (!is_f32(q) || !is_f32(kt) || !is_f32(sc)) return false;
+    int r = q->rank;
+    if (r < 3 || r > DNNL_MAX_NDIMS || !attn_batch_same(q, kt, r) || !attn_batch_same(q, sc, r)) return false;
+    int64_t sq = q->dims[r - 2], d = q->dims[r - 1], sk = kt->dims[r - 1];
+    if (kt->dims[r - 2] != d || sc->dims[r - 2] != sq || sc->dims[r - 1] != sk) return false;
+    if (mp_value_numel(sc) <= 0 || d <= 0) return false;
+    p->n = 0;
+    p->alpha = 1.0f;
+    p->mask_v = -1;
+    int cur = n->out[0];
+    int c = sole_consumer(g, cur);
+    if (c < 0) return false;
+    const mp_node *cn = &g->nodes[c];
+    double kv;
+    if ((is_op(cn, "Mul") || is_op(cn, "Div")) && cn->n_out == 1) {
+        int o = other_in(cn, cur);
+        if (o < 0 || !const_scalar(g, &g->values[o], &kv) || !isfinite(kv) || kv == 0) return false;
+        if ((is_op(cn, "Div") && cn->in[0] != cur) || !is_f32(gout(g, cn, 0)) ||
+            !same_dims(gout(g, cn, 0), r, sc->dims))
+            return false;
+        p->alpha = (float)(is_op(cn, "Div") ? 1.0 / kv : kv);
+        p->nodes[p->n++] = c;
+        cur = cn->out[0];
+        if ((c = sole_consumer(g, cur)) < 0) return false;
+        cn = &g->nodes[c];
+    }
+    if (is_op(cn, "Add") && cn->n_out == 1) {
+        int o = other_in(cn, cur);
+        const mp_value *m = o >= 0 ? &g->values[o] : NULL;
+        if (!is_f32(m) || m->rank > r || !is_f32(gout(g, cn, 0)) || !same_dims(gout(g, cn, 0), r, sc->dims))
+            return false;
+        for (int i = 0; i < m->rank; i++) {
+            int64_t sd = sc->dims[r - m->rank + i];
+            if (m->dims[i] != 1 && m->dims[i] != sd) return false;
+        }
+        p->mask_v = o;
+        p->nodes[p->n++] = c;
+        cur = cn->out[0];
+        if ((c = sole_consumer(g, cur)) < 0) return false;
+        cn = &g->nodes[c];
+    }
+    int64_t outer, inner, rest;
+    if (!is_op(cn, "Softmax") || cn->n_in != 1 || cn->n_out != 1 || !is_f32(gout(g, cn, 0)) ||
+        !softmax_axis(g, cn, &outer, &inner, &rest) || rest != 1 || inner != sk ||
+        !same_dims(gout(g, cn, 0), r, sc->dims))
+        return false;
+    p->nodes[p->n++] = c;
+    cur = cn->out[0];
+    if ((c = sole_consumer(g, cur)) < 0) return false;
+    cn = &g->nodes[c];
+    /* a Cast to float of the fp32 probabilities does nothing (Hugging
+     * Face's Llama has two: softmax in fp32, then to the query's type) */
+    for (int casts = 0; casts < 2 && is_op(cn, "Cast") && cn->n_in == 1 && cn->n_out == 1 &&
+                        mp_attr_i(cn, "to", 0) == MP_DT_FLOAT && is_f32(gout(g, cn, 0)) &&
+                        same_dims(gout(g, cn, 0), r, sc->dims);
+         casts++) {
+        p->nodes[p->n++] = c;
+        cur = cn->out[0];
+        if ((c = sole_consumer(g, cur)) < 0) return false;
+        cn = &g->nodes[c];
+    }
+    if (!is_op(cn, "MatMul") || cn->n_in != 2 || cn->n_out != 1 || cn->in[0] != cur || cn->in[1] == cur) return false;
+    const mp_value *v = gval(g, cn, 1), *y = gout(g, cn, 0);
+    if (!is_f32(v) || !is_f32(y) || !attn_batch_same(q, v, r) || !attn_batch_same(q, y, r)) return false;
+    if (v->dims[r - 2] != sk || y->dims[r - 2] != sq || y->dims[r - 1] != v->dims[r - 1]) return false;
+    p->v_v = cn->in[1];
+    p->nodes[p->n++] = c;
+    return true;
+}
+
+typedef struct attnk {
+    dk *d[3];                /* scores, softmax, product; d[0] alone: the unfused MatMul */
+    int nd;
+} attnk;
+
+static void attn_release(void *state) {
+    attnk *a = state;
+    if (!a) return;
+    for (int i = 0; i < a->nd; i++) dk_release(a->d[i]);
+    free(a);
+}
+
+static mp_status attn_run(mp_kctx *k) {
+    attnk *a = k->state;
+    mp_status st = MP_OK;
+    for (int i = 0; i < a->nd && !st; i++) {
+        k->state = a->d[i];
+        st = dk_run(k);
+    }
+    k->state = a;
+    return st;
+}
+
+/* The three primitive descriptors of a fused attention. */
+static mp_status attn_pds(mp_kctx *k, const attnpat *p, int mi, dnnl_primitive_desc_t pd[3],
+                          dnnl_memory_desc_t md[7]) {
+    const mp_graph *g = k->g;
+    const mp_value *q = gval(g, k->n, 0), *kt = gval(g, k->n, 1), *sc = gout(g, k->n, 0);
+    const mp_value *v = &g->values[p->v_v], *y = gout(g, &g->nodes[p->nodes[p->n - 1]], 0);
+    int r = q->rank;
+    int64_t rows[2] = {mp_value_numel(sc) / sc->dims[r - 1], sc->dims[r - 1]};
+    /* md: Q, Kt, scores, V, Y, the scores as [rows, Sk], the mask */
+    dnnl_status_t ds;
+    if ((ds = md_plain(&md[0], r, q->dims)) || (ds = md_plain(&md[1], r, kt->dims)) ||
+        (ds = md_plain(&md[2], r, sc->dims)) || (ds = md_plain(&md[3], r, v->dims)) ||
+        (ds = md_plain(&md[4], r, y->dims)) || (ds = md_plain(&md[5], 2, rows)))
+        return dfail(k, ds, "memory descriptor");
+    mp_status st;
+    dnnl_primitive_attr_t attr;
+    if ((st = attr_new(k, &attr))) return st;
+    if (p->alpha != 1.0f && (ds = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p->alpha))) {
+        dnnl_primitive_attr_destroy(attr);
+        return dfail(k, ds, "output scale");
+    }
+    chain ch = {0};
+    if (mi >= 0) {
+        const mp_value *m = &g->values[p->mask_v];
+        int64_t mdims[DNNL_MAX_NDIMS];
+        for (int i = 0; i < r; i++) {
+            int j = i - (r - m->rank);
+            mdims[i] = j >= 0 ? m->dims[j] : 1;
+        }
+        if ((ds = md_plain(&md[6], r, mdims)) || (ds = dnnl_post_ops_create(&ch.po)) ||
+            (ds = dnnl_post_ops_append_binary(ch.po, dnnl_binary_add, &md[6])) ||
+            (ds = dnnl_primitive_attr_set_post_ops(attr, ch.po))) {
+            attr_done(attr, &ch);
+            return dfail(k, ds, "attention mask");
+        }
+    }
+    dnnl_matmul_desc_t mm;
+    if ((ds = dnnl_matmul_desc_init(&mm, &md[0], &md[1], NULL, &md[2]))) {
+        attr_done(attr, &ch);
+        return dfail(k, ds, "attention scores");
+    }
+    if ((st = make_pd(k, &mm, attr, &ch, &pd[0]))) return st;
+    dnnl_softmax_desc_t sd;
+    if ((ds = dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &md[5], 1)))
+        return dfail(k, ds, "attention softmax");
+    if ((st = attr_new(k, &attr)) || (st = make_pd(k, &sd, attr, NULL, &pd[1]))) return st;
+    if ((ds = dnnl_matmul_desc_init(&mm, &md[2], &md[3], NULL, &md[4]))) return dfail(k, ds, "attention product");
+    if ((st = attr_new(k, &attr)) || (st = make_pd(k, &mm, attr, NULL, &pd[2]))) return st;
+    return MP_OK;
+}
+
+static mp_status attn_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_graph *g = k->g;
+    attnpat p;
+    if (!attn_pattern(g, k->n, &p))
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: not an attention pattern", k->n->name);
+    attnk *a = calloc(1, sizeof *a);
+    if (!a) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    /* every operand plain (no blocked layout from a oneDNN producer) */
+    dnnl_memory_desc_t lmd;
+    bool plain = !lay_find(k, k->n->in[0], &lmd) && !lay_find(k, k->n->in[1], &lmd) && !lay_find(k, p.v_v, &lmd) &&
+                 (p.mask_v < 0 || !lay_find(k, p.mask_v, &lmd));
+    if (!plain || !k->fuse || mp_kfuse_nodes(k, p.nodes, p.n) != MP_OK) {
+        /* the head alone: the plain MatMul kernel (with its own chain) */
+        mp_error_clear();
+        mp_status st = matmul_prepare(k, scratch);
+        a->d[0] = k->state;
+        a->nd = a->d[0] ? 1 : 0;
+        k->state = a;
+        if (!k->kname) k->kname = "onednn:matmul";
+        if (st) {
+            attn_release(a);
+            k->state = NULL;
+        }
+        return st;
+    }
+    int vi = fused_in_index(g, k->n, p.nodes, p.n, p.v_v);
+    int mi = p.mask_v >= 0 ? fused_in_index(g, k->n, p.nodes, p.n, p.mask_v) : -1;
+    if (vi < 0 || vi >= k->n_in || (p.mask_v >= 0 && (mi < 0 || mi >= k->n_in))) {
+        free(a);
+        return mp_error(MP_ERR_UNSUPPORTED, "node %s: the attention pattern's inputs are not where expected",
+                        k->n->name);
+    }
+    pthread_once(&g_once, engine_init);
+    if (g_init_st != dnnl_success) {
+        free(a);
+        return dfail(k, g_init_st, "engine");
+    }
+    dnnl_primitive_desc_t pd[3] = {NULL, NULL, NULL};
+    dnnl_memory_desc_t md[7];
+    mp_status st = attn_pds(k, &p, mi, pd, md);
+    /* the scores after the primitives' scratchpads (which share the
+     * start of the scratch: the three run one after another) */
+    size_t pad = 0;
+    for (int i = 0; !st && i < 3; i++) {
+        const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd[i], dnnl_query_scratchpad_md, 0);
+        size_t sz = smd ? dnnl_memory_desc_get_size(smd) : 0;
+        if (sz > pad) pad = sz;
+    }
+    size_t at = (pad + 63) / 64 * 64;
+    for (int i = 0; !st && i < 3; i++) {
+        if ((st = dk_new(k, &a->d[i]))) break;
+        a->nd = i + 1;
+        dk *s = a->d[i];
+        s->scr_at = at;
+        if (i == 0) {
+            st = dk_arg(k, s, DNNL_ARG_SRC, &md[0], FROM_IN, 0, NULL);
+            if (!st) st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &md[1], FROM_IN, 1, NULL);
+            if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md[2], FROM_SCRATCH_AT, 0, NULL);
+            if (!st && mi >= 0)
+                st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &md[6], FROM_IN, mi, NULL);
+        } else if (i == 1) {
+            st = dk_arg(k, s, DNNL_ARG_SRC, &md[5], FROM_SCRATCH_AT, 0, NULL);
+            if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md[5], FROM_SCRATCH_AT, 0, NULL);
+        } else {
+            st = dk_arg(k, s, DNNL_ARG_SRC, &md[2], FROM_SCRATCH_AT, 0, NULL);
+            if (!st) st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &md[3], FROM_IN, vi, NULL);
+            if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md[4], FROM_OUT, 0, NULL);
+        }
+        if (!st) st = dk_finish(k, s, pd[i], scratch);
+    }
+    for (int i = 0; i < 3; i++)
+        if (pd[i]) dnnl_primitive_desc_destroy(pd[i]);
+    k->state = a;
+    if (st) {
+        attn_release(a);
+        k->state = NULL;
+        return st;
+    }
+    size_t need = at + dnnl_memory_desc_get_size(&md[2]);
+    if (scratch && *scratch < need) *scratch = need;
+    return MP_OK;
+}
+
 /* --------------------------------------------------------------- the table */
 
 static const mp_kernel k_conv = {"onednn:conv", conv_prepare, dk_run, dk_release};
@@ -2588,6 +2857,7 @@ static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_r
 static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
 static const mp_kernel k_lnorm = {"onednn:layernorm", lnorm_prepare, dk_run, dk_release};
 static const mp_kernel k_gelu_tanh = {"onednn:gelu", gelu_tanh_prepare, dk_run, dk_release};
+static const mp_kernel k_attn = {"onednn:attention", attn_prepare, attn_run, attn_release};
 
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
@@ -2621,7 +2891,11 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "LogSoftmax")) return softmax_ok(g, n) ? &k_softmax : NULL;
         break;
     case 'M': {
-        if (mp_streq(op, "MatMul")) return matmul_ok(g, n) ? &k_matmul : NULL;
+        if (mp_streq(op, "MatMul")) {
+            attnpat ap;
+            if (!matmul_ok(g, n)) return NULL;
+            return attn_pattern(g, n, &ap) ? &k_attn : &k_matmul;
+        }
         if (mp_streq(op, "MaxPool")) return pool_ok(g, n) ? &k_pool : NULL;
         int gn[7];
         if (mp_streq(op, "Mul") && gelu_tanh_pattern(g, n, gn) && binary_ok(g, n, &swap)) return &k_gelu_tanh;
