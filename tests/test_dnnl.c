@@ -530,10 +530,6 @@ static void test_gemm_runtime_c_matvec(void) {
     tb_done(m, p);
 }
 
-/* The product on each GEMM candidate (tests force it; a run times them):
- * x [1,40,64] @ W [64,96] + bias + residual (MatMul+Add+Add), and Gemm
- * with transB and a [N] C; with a Relu in the chain only the primitive
- * can run it. Each against the reference loops. */
 /* Constant weights of 256 columns or more run with padded rows on oneDNN's
  * gemm:jit (below AVX-512): the same results as the plain layout. make
  * test runs this suite again with ONEDNN_MAX_CPU_ISA=AVX2, where the
@@ -590,6 +586,10 @@ static void test_matmul_padded_weights(void) {
     tb_done(m, p);
 }
 
+/* The product on each GEMM candidate (tests force it; a run times them):
+ * x [1,40,64] @ W [64,96] + bias + residual (MatMul+Add+Add), and Gemm
+ * with transB and a [N] C; with a Relu in the chain only the primitive
+ * can run it. Each against the reference loops. */
 static void test_gemm_choice(void) {
     static const char *want_name[3] = {NULL, "onednn:sgemm", "openblas:sgemm"};
     mp_model *m = tb_new(17);
@@ -1205,7 +1205,8 @@ static void test_plan_layernorm_pattern(void) {
  * mask), MatMul(Q, Kt) -> Mul -> Softmax -> Cast -> MatMul (form 1, rank
  * 3, no mask) and MatMul -> Softmax -> MatMul (form 2): one
  * onednn:attention group when fused, the plain kernels unfused, against
- * the reference loops both ways; counts per module unchanged. */
+ * the reference loops both ways; the group's FLOPs are the nodes' own,
+ * fused or not. */
 static void test_plan_attention(void) {
     enum { B = 2, H = 3, SQ = 5, SK = 7, D = 8, DV = 4 };
     bool was_portable = mp_run_portable_only;
@@ -1230,9 +1231,7 @@ static void test_plan_attention(void) {
             tb_node(m, "Mul", "s,scale", "sd");
             last = "sd";
         }
-        char in[16];
-        snprintf(in, sizeof in, "%s", last);
-        int sm = tb_node(m, "Softmax", in, "p");
+        int sm = tb_node(m, "Softmax", last, "p");
         tb_attr_i(m, sm, "axis", -1);
         if (form == 1) {
             int c = tb_node(m, "Cast", "p", "pc");

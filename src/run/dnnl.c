@@ -954,7 +954,6 @@ static mp_status chain_bind(mp_kctx *k, dk *s, chain *ch) {
     return MP_OK;
 }
 
-/* One place creating pd (and cleaning up attr, post-ops). */
 /* The attributes and post-ops a primitive descriptor was made with are
  * consumed: freed here, made or not. */
 static void attr_done(dnnl_primitive_attr_t attr, chain *ch) {
@@ -965,6 +964,7 @@ static void attr_done(dnnl_primitive_attr_t attr, chain *ch) {
     }
 }
 
+/* One place creating pd (and cleaning up attr, post-ops). */
 static mp_status make_pd(mp_kctx *k, const void *desc, dnnl_primitive_attr_t attr, chain *ch,
                          dnnl_primitive_desc_t *pd) {
     dnnl_status_t s = dnnl_primitive_desc_create(pd, desc, attr, g_eng, NULL);
@@ -1627,21 +1627,21 @@ static bool matmul_ok(const mp_graph *g, const mp_node *n) {
     return true;
 }
 
+static int g_padded_products;   /* dnnl.h mp_dnnl_padded_products */
+
+int mp_dnnl_padded_products(void) {
+    return __atomic_load_n(&g_padded_products, __ATOMIC_RELAXED);
+}
+
 /* Constant weights for oneDNN 2.6's gemm:jit (its matmul below AVX-512,
  * on plain weights) get rows padded by 16 floats (64 bytes) when a row is
  * 256 floats or more. On the plain layout the kernel's speed depended on
  * where the weights sat in memory: 197x768x3072 ran at 100-105 GFLOP/s with
  * the copy 64-byte or page aligned and 167-188 GFLOP/s 16 bytes past a
  * page, 211-222 with rows of 3,088 floats at any of those offsets (2-core
- * AMD EPYC, ONEDNN_MAX_CPU_ISA=AVX2, 2 threads; docs/DESIGN.md "Matrix
- * products on AVX2"). No shape measured was slower padded. w: the weights
- * descriptor oneDNN chose for the plain product. */
-static int g_padded_products;
-
-int mp_dnnl_padded_products(void) {
-    return __atomic_load_n(&g_padded_products, __ATOMIC_RELAXED);
-}
-
+ * AMD EPYC, ONEDNN_MAX_CPU_ISA=AVX2, 2 threads; docs/DESIGN.md "Padded
+ * weight rows for gemm:jit"). No shape measured was slower padded. w: the
+ * weights descriptor oneDNN chose for the plain product. */
 static bool gemm_padded_weights(const dnnl_memory_desc_t *w, dnnl_memory_desc_t *out) {
     if (!w || w->ndims != 2 || w->format_kind != dnnl_blocked || w->data_type != dnnl_f32) return false;
     const dnnl_blocking_desc_t *b = &w->format_desc.blocking;
@@ -2581,9 +2581,8 @@ static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
  * Scaled dot-product attention as the exporters before opset 23 write it:
  * MatMul(Q, Kt) [-> Mul or Div by a constant scalar] [-> Add a mask]
  * -> Softmax over the last axis [-> Cast to float, twice at most]
- * -> MatMul(., V), each
- * value between read
- * once, by the next node. Q [..., Sq, D], Kt [..., D, Sk], V [..., Sk, Dv]
+ * -> MatMul(., V), each value between read once, by the next node.
+ * Q [..., Sq, D], Kt [..., D, Sk], V [..., Sk, Dv]
  * with the same leading (batch x head) dims; the mask broadcasts to the
  * scores [..., Sq, Sk]. Fused, one kernel runs the chain: the scores by
  * oneDNN's batched matmul with the scale as its output scale and the mask
