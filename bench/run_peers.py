@@ -17,7 +17,18 @@ has no network to fetch trained ones, which does not change the work):
                GRU (hidden 128), batch 4, sequence 20 (tools/fixture_models.py
                LSTMGRU): the recurrent layers of issue 18
 
-All exported at opset 17 (LayerNormalization is one node).
+All exported at opset 17 (LayerNormalization is one node); --opset 14
+gives the older TorchScript graphs (LayerNorm and GELU decomposed).
+
+--dynamo times the dynamo exporter's graphs instead (PyTorch 2.x's
+torch.onnx.export(dynamo=True), opset 20: decomposed attention with its
+IsNaN guard, scalars as initializers), the weightless fixtures of
+models/dynamo/ given seeded weights written here into
+build/bench/dynamo/NAME.onnx.data (floats normal with sigma 0.02, integer
+buffers 0): DistilBERT, OPT-125m, Pythia-70m, Qwen3 (2 layers) at batch 1,
+sequence 128; DeiT-small, ResNet-18 (BatchNorm folded), MobileNet-V3 at
+their batch 2. ONNX Runtime and modelprof only (Debian's PyTorch 1.13 has
+no dynamo exporter, and these modules are not in Debian).
 
 Engines, each a warm process answering timing requests (process start is
 never counted), all with the same intra-op thread count:
@@ -61,6 +72,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 MODELS = ["resnet50", "mobilenet_v2", "vit_b_16", "bert_base", "lstm_gru"]
+DYNAMO = ["distilbert_base", "opt_125m", "pythia_70m", "qwen3_2layers",
+          "timm_deit_small_distilled_patch16_224", "timm_resnet18_folded", "timm_mobilenetv3_large_100"]
+DYNAMO_DIMS = {"batch": 1, "seq": 128}  # the language models' symbolic dims
 TARGET_ORT, TARGET_TORCH = 1.1, 0.5  # issue 16
 TARGETS = {"lstm_gru": (1.0, 1.0)}  # (ORT, PyTorch) where not the above (issue 18)
 
@@ -148,6 +162,40 @@ def export(name, path, opset=17):
     torch.onnx.export(model, args, tmp, opset_version=opset, input_names=ins,
                       output_names=outs, do_constant_folding=True)
     os.replace(tmp, path)
+
+
+def dynamo_with_weights(name, out_dir):
+    """models/dynamo/NAME.onnx copied into out_dir beside a seeded external
+    data file at the offsets the model names; the copy's path."""
+    import numpy as np
+    import onnx
+
+    src = os.path.join(ROOT, "models", "dynamo", name + ".onnx")
+    dst = os.path.join(out_dir, name + ".onnx")
+    m = onnx.load(src, load_external_data=False)
+    rng = np.random.default_rng(0)
+    files = {}
+    for t in m.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        ext = {e.key: e.value for e in t.external_data}
+        dt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+        n = int(np.prod(t.dims)) if len(t.dims) else 1
+        if np.issubdtype(dt, np.floating):
+            a = (rng.standard_normal(n) * 0.02).astype(dt)
+        else:
+            a = np.zeros(n, dtype=dt)
+        off = int(ext.get("offset", 0))
+        files.setdefault(ext["location"], []).append((off, a.tobytes()))
+    for loc, parts in files.items():
+        with open(os.path.join(out_dir, loc), "wb") as f:
+            for off, b in sorted(parts, key=lambda x: x[0]):
+                f.seek(off)
+                f.write(b)
+    with open(src, "rb") as f, open(dst + ".tmp", "wb") as g:
+        g.write(f.read())
+    os.replace(dst + ".tmp", dst)
+    return dst
 
 
 # ------------------------------------------------------------------ engines
@@ -249,7 +297,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--burst", type=int, default=5)
     ap.add_argument("--pause", type=float, default=0.2)
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=None, help="comma-separated (default: all of the mode's)")
+    ap.add_argument("--dynamo", action="store_true",
+                    help="the dynamo exporter's fixtures (models/dynamo/) with seeded weights")
     ap.add_argument("--dir", default=os.path.join(ROOT, "build", "bench", "peers"))
     ap.add_argument("--engines", default="modelprof,ORT,PyTorch")
     ap.add_argument("--opset", type=int, default=17,
@@ -268,24 +318,38 @@ def main():
               "ONNX Runtime's own kernels (MLAS) are not limited by it and use the CPU's widest ISA, "
               "so mp/ORT here is against a faster peer than on a machine with that ISA only", flush=True)
 
+    if args.dynamo:
+        args.dir = os.path.join(os.path.dirname(args.dir), "dynamo")
+        if "PyTorch" in args.engines.split(","):
+            args.engines = ",".join(e for e in args.engines.split(",") if e != "PyTorch")
+    models = args.models.split(",") if args.models else (DYNAMO if args.dynamo else MODELS)
+    w = max([13] + [len(n) for n in models])
     os.makedirs(args.dir, exist_ok=True)
     node_path = ensure_ort(os.path.join(ROOT, "build", "ort"))
     env = dict(os.environ, NODE_PATH=node_path)
     want = args.engines.split(",")
     rows, failed = [], False
-    for name in args.models.split(","):
-        path = os.path.join(args.dir, name + ("" if args.opset == 17 else f"_op{args.opset}") + ".onnx")
-        if not os.path.exists(path):
-            print(f"exporting {name} (opset {args.opset}) -> {path}", flush=True)
-            export(name, path, args.opset)
+    for name in models:
+        dims = []
+        if args.dynamo:
+            path = os.path.join(args.dir, name + ".onnx")
+            if not os.path.exists(path):
+                print(f"writing seeded weights for {name} -> {path}.data", flush=True)
+                dynamo_with_weights(name, args.dir)
+            dims = [f"{k}={v}" for k, v in DYNAMO_DIMS.items()]
+        else:
+            path = os.path.join(args.dir, name + ("" if args.opset == 17 else f"_op{args.opset}") + ".onnx")
+            if not os.path.exists(path):
+                print(f"exporting {name} (opset {args.opset}) -> {path}", flush=True)
+                export(name, path, args.opset)
         engines = []
         try:
             if "modelprof" in want:
-                engines.append(Server("modelprof", [args.bench_run, path, "--threads", str(args.threads)],
-                                      env=mp_env))
+                engines.append(Server("modelprof", [args.bench_run, path, "--threads", str(args.threads)] +
+                                      [x for d in dims for x in ("--dim", d)], env=mp_env))
             if "ORT" in want:
                 engines.append(Server("ORT", ["node", os.path.join(HERE, "ort_run.js"), path,
-                                              str(args.threads)], env=env))
+                                              str(args.threads)] + dims, env=env))
             if "PyTorch" in want:
                 engines.append(TorchEngine(name, args.threads))
             times = {e.label: [] for e in engines}
@@ -307,12 +371,14 @@ def main():
         mn = {k: min(v) for k, v in times.items()}
         rows.append((name, med, mn))
         cells = "  ".join(f"{k} {med[k]:8.2f} ms (min {mn[k]:.2f})" for k in med)
-        print(f"{name:13s} {cells}", flush=True)
+        print(f"{name:{w}s} {cells}", flush=True)
 
     print()
+    graphs = "dynamo exports (opset 20)" if args.dynamo else f"opset {args.opset}"
+    cap = mp_env.get("ONEDNN_MAX_CPU_ISA")
     print(f"threads {args.threads}, {args.rounds} rounds x {args.burst} runs per engine, medians; "
-          f"opset {args.opset}, ISA {isa}" + (f", modelprof at most {mp_env['ONEDNN_MAX_CPU_ISA']}" if mp_env.get("ONEDNN_MAX_CPU_ISA") else ""))
-    print(f"{'model':13s} {'modelprof':>10s} {'ORT':>10s} {'PyTorch':>10s} {'mp/ORT':>8s} {'mp/PyTorch':>10s}  verdict")
+          f"{graphs}, ISA {isa}" + (f", modelprof at most {cap}" if cap else ""))
+    print(f"{'model':{w}s} {'modelprof':>10s} {'ORT':>10s} {'PyTorch':>10s} {'mp/ORT':>8s} {'mp/PyTorch':>10s}  verdict")
     for name, med, _ in rows:
         mp, ort, pt = med.get("modelprof"), med.get("ORT"), med.get("PyTorch")
         r1 = mp / ort if mp and ort else None
@@ -323,7 +389,7 @@ def main():
             (r2 is None or r2 <= t_torch)
         fmt = lambda x: f"{x:10.2f}" if x else f"{'-':>10s}"
         rf = lambda x, w: f"{x:{w}.2f}x" if x else f"{'-':>{w + 1}s}"
-        print(f"{name:13s} {fmt(mp)} {fmt(ort)} {fmt(pt)} {rf(r1, 7)} {rf(r2, 9)}  "
+        print(f"{name:{w}s} {fmt(mp)} {fmt(ort)} {fmt(pt)} {rf(r1, 7)} {rf(r2, 9)}  "
               f"{'meets' if ok else 'misses'} (<= {t_ort}x ORT, <= {t_torch}x PyTorch)")
     return 1 if failed else 0
 

@@ -1200,36 +1200,67 @@ static void test_plan_layernorm_pattern(void) {
     mp_run_portable_only = was_portable;
 }
 
-/* Attention as exporters before opset 23 write it: MatMul(Q, Kt) -> Div
- * -> Add(mask) -> Softmax -> MatMul(., V) (form 0, rank 4, a [B,1,1,Sk]
- * mask), MatMul(Q, Kt) -> Mul -> Softmax -> Cast -> MatMul (form 1, rank
- * 3, no mask) and MatMul -> Softmax -> MatMul (form 2): one
- * onednn:attention group when fused, the plain kernels unfused, against
- * the reference loops both ways; the group's FLOPs are the nodes' own,
- * fused or not. */
+/* Attention as exporters before opset 23 write it, one onednn:attention
+ * group when fused, the plain kernels unfused, against the reference loops
+ * both ways; the group's FLOPs are the nodes' own, fused or not. Forms:
+ *   0  MatMul(Q, Kt) -> Div -> Add(mask [B,1,1,Sk]) -> Softmax -> MatMul (rank 4)
+ *   1  MatMul -> Mul -> Softmax -> Cast -> MatMul (rank 3, no mask)
+ *   2  MatMul -> Softmax -> MatMul
+ *   3  MatMul -> Div -> Where(causal constant, s, -inf) -> Softmax -> MatMul
+ *      (TorchScript's GPT-2)
+ *   4  MatMul -> Where(mask > 0, lowest, s) -> Softmax -> MatMul: the
+ *      condition made each run, the fill where it is true
+ *   5  MatMul -> Add(mask) -> Softmax -> IsNaN/Where(., 0, p) -> MatMul
+ *      (the dynamo exporter), the mask -inf over batch 1's every key: its
+ *      rows are NaN before the guard, 0 after */
 static void test_plan_attention(void) {
-    enum { B = 2, H = 3, SQ = 5, SK = 7, D = 8, DV = 4 };
+    enum { B = 2, H = 3, SQ = 5, SK = 7, D = 8, DV = 4, FORMS = 6 };
+    static const char *const group[FORMS] = {"MatMul+Div+Add+Softmax+MatMul", "MatMul+Mul+Softmax+Cast+MatMul",
+                                             "MatMul+Softmax+MatMul", "MatMul+Div+Where+Softmax+MatMul",
+                                             "MatMul+Where+Softmax+MatMul",
+                                             "MatMul+Add+Softmax+IsNaN+Where+MatMul"};
+    const double lowest = -3.4028234663852886e38;
     bool was_portable = mp_run_portable_only;
     mp_run_portable_only = false;
-    for (int form = 0; form < 3; form++) {
+    for (int form = 0; form < FORMS; form++) {
         mp_model *m = tb_new(14);
-        int r = form == 0 ? 4 : 3;
+        int r = form == 1 || form == 2 ? 3 : 4;
+        bool has_mask = form == 0 || form == 4 || form == 5;
         int64_t bq[4] = {B, H, SQ, D}, bk[4] = {B, H, D, SK}, bv[4] = {B, H, SK, DV};
         int64_t q3[3] = {B * H, SQ, D}, k3[3] = {B * H, D, SK}, v3[3] = {B * H, SK, DV};
         tb_input(m, "q", F, r, r == 4 ? bq : q3);
         tb_input(m, "kt", F, r, r == 4 ? bk : k3);
         tb_input(m, "v", F, r, r == 4 ? bv : v3);
-        if (form == 0) tb_input(m, "mask", F, 4, TB_DIMS(B, 1, 1, SK));
-        tb_const_f(m, "scale", F, 0, NULL, (const double[]){form == 0 ? 2.0 : 0.25});
+        if (has_mask) tb_input(m, "mask", F, 4, TB_DIMS(B, 1, 1, SK));
+        tb_const_f(m, "scale", F, 0, NULL, (const double[]){form == 1 ? 0.25 : 2.0});
+        int64_t causal[SQ * SK];
+        for (int i = 0; i < SQ; i++)
+            for (int j = 0; j < SK; j++) causal[i * SK + j] = j <= i + 1;
+        if (form == 4) { /* the condition before the head: made when the group runs */
+            tb_const_f(m, "zero", F, 0, NULL, (const double[]){0.0});
+            tb_node(m, "Greater", "mask,zero", "cond");
+        }
         int head = tb_node(m, "MatMul", "q,kt", "s");
         const char *last = "s";
-        if (form == 0) {
+        if (form == 0 || form == 3) {
             tb_node(m, "Div", "s,scale", "sd");
-            tb_node(m, "Add", "sd,mask", "sm");
-            last = "sm";
+            last = "sd";
         } else if (form == 1) {
             tb_node(m, "Mul", "s,scale", "sd");
             last = "sd";
+        }
+        if (form == 0 || form == 5) {
+            tb_node(m, "Add", form == 0 ? "sd,mask" : "s,mask", "sm");
+            last = "sm";
+        } else if (form == 3) {
+            tb_const_i(m, "causal", MP_DT_BOOL, 2, TB_DIMS(SQ, SK), causal);
+            tb_const_f(m, "fill", F, 0, NULL, (const double[]){-INFINITY});
+            tb_node(m, "Where", "causal,sd,fill", "sm");
+            last = "sm";
+        } else if (form == 4) {
+            tb_const_f(m, "fill", F, 0, NULL, (const double[]){lowest});
+            tb_node(m, "Where", "cond,fill,s", "sm");
+            last = "sm";
         }
         int sm = tb_node(m, "Softmax", last, "p");
         tb_attr_i(m, sm, "axis", -1);
@@ -1237,27 +1268,40 @@ static void test_plan_attention(void) {
             int c = tb_node(m, "Cast", "p", "pc");
             tb_attr_i(m, c, "to", F);
             tb_node(m, "MatMul", "pc,v", "y");
+        } else if (form == 5) {
+            tb_const_f(m, "zero", F, 0, NULL, (const double[]){0.0});
+            tb_node(m, "IsNaN", "p", "pn");
+            tb_node(m, "Where", "pn,zero,p", "pg");
+            tb_node(m, "MatMul", "pg,v", "y");
         } else {
             tb_node(m, "MatMul", "p,v", "y");
         }
         tb_output(m, "y");
         mp_profile *p = tb_prof(m);
         const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, head));
-        T_CHECK(kern && strcmp(kern->name, "onednn:attention") == 0);
+        if (!kern || strcmp(kern->name, "onednn:attention") != 0)
+            mp_t_fail(__FILE__, __LINE__, "form %d: the head's kernel is %s", form, kern ? kern->name : "none");
         int nb = B * H;
         float *q = rnd(nb * SQ * D), *kt = rnd(nb * D * SK), *v = rnd(nb * SK * DV), *mask = rnd(B * SK);
+        if (form == 5) /* batch 0: keys 1 and 4 masked; batch 1: every key */
+            for (int j = 0; j < B * SK; j++)
+                if (j >= SK || j == 1 || j == 4) mask[j] = -INFINITY;
         float *want = zeros(nb * SQ * DV);
         for (int bh = 0; bh < nb; bh++)
             for (int i = 0; i < SQ; i++) {
-                double sc[SK], mx = -1e300, sum = 0;
+                double sc[SK], mx = -INFINITY, sum = 0;
                 for (int j = 0; j < SK; j++) {
-                    double acc = 0;
+                    double acc = 0, mk = mask[(bh / H) * SK + j];
                     for (int t = 0; t < D; t++) acc += (double)q[(bh * SQ + i) * D + t] * kt[(bh * D + t) * SK + j];
-                    if (form == 0) acc = acc / 2.0 + mask[(bh / H) * SK + j];
+                    if (form == 0 || form == 3) acc /= 2.0;
                     if (form == 1) acc *= 0.25;
+                    if (form == 0 || form == 5) acc += mk;
+                    if (form == 3 && !causal[i * SK + j]) acc = -INFINITY;
+                    if (form == 4 && mk > 0) acc = lowest;
                     sc[j] = acc;
                     mx = acc > mx ? acc : mx;
                 }
+                if (mx == -INFINITY) continue; /* every key masked: NaN, and the guard's 0 */
                 for (int j = 0; j < SK; j++) sum += sc[j] = exp(sc[j] - mx);
                 for (int c = 0; c < DV; c++) {
                     double acc = 0;
@@ -1269,19 +1313,22 @@ static void test_plan_attention(void) {
         float *data[4] = {q, kt, v, mask};
         const int64_t *dims[4] = {r == 4 ? bq : q3, r == 4 ? bk : k3, r == 4 ? bv : v3, TB_DIMS(B, 1, 1, SK)};
         int ranks[4] = {r, r, r, 4};
-        uint64_t flops0 = p->total.flops;
+        int n_in = has_mask ? 4 : 3;
+        uint64_t flops0 = p->total.flops, gflops = flops0; /* the group's: all but form 4's Greater */
+        for (int i = 0; i < p->n_ops; i++)
+            if (strcmp(p->ops[i].op, "Greater") == 0) gflops -= p->ops[i].fig.flops;
         for (int fuse = 0; fuse < 2; fuse++) {
             int64_t got_n = 0;
-            float *y = plan_run(m, p, form == 0 ? 4 : 3, names, data, dims, ranks, fuse, &got_n);
+            float *y = plan_run(m, p, n_in, names, data, dims, ranks, fuse, &got_n);
             T_EQ(got_n, nb * SQ * DV);
-            if (y && got_n == nb * SQ * DV && rel_l2(y, want, got_n) > 1e-5)
+            if (y && got_n == nb * SQ * DV && !(rel_l2(y, want, got_n) <= 1e-5))
                 mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
                           rel_l2(y, want, got_n));
             free(y);
             /* measured: one group of every node when fused */
             mp_plan *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
-            for (int i = 0; i < (form == 0 ? 4 : 3); i++)
+            for (int i = 0; i < n_in; i++)
                 T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
                                        sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
             T_OK(mp_profile_run(pl, p));
@@ -1289,12 +1336,10 @@ static void test_plan_attention(void) {
             for (int i = 0; i < p->n_groups; i++)
                 if (strcmp(p->groups[i].kernel, "onednn:attention") == 0) {
                     groups++;
-                    T_EQ_STR(p->groups[i].name, form == 0   ? "MatMul+Div+Add+Softmax+MatMul"
-                                                : form == 1 ? "MatMul+Mul+Softmax+Cast+MatMul"
-                                                            : "MatMul+Softmax+MatMul");
-                    T_EQ(p->groups[i].flops, flops0);
+                    T_EQ_STR(p->groups[i].name, group[form]);
+                    T_EQ(p->groups[i].flops, gflops);
                 }
-            T_EQ(groups, fuse);
+            if (groups != fuse) mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: %d attention groups", form, fuse, groups);
             T_EQ(p->total.flops, flops0);
             mp_plan_free(pl);
         }
@@ -1302,6 +1347,40 @@ static void test_plan_attention(void) {
         tb_done(m, p);
     }
     mp_run_portable_only = was_portable;
+}
+
+/* The attention heads of real exports get the attention kernel: the
+ * TorchScript exporter's GPT-2 (a Where mask, its fill a Constant node)
+ * and the dynamo exporter's decomposed scaled_dot_product_attention (an
+ * Add mask, the IsNaN guard, scalars as initializers no shape rule read),
+ * weightless fixtures profiled at batch 1, sequence 16. */
+static void test_attention_exports(void) {
+    static const struct {
+        const char *file, *node;
+    } cases[] = {
+        {"models/gpt2.onnx", "/transformer/h.0/attn/MatMul"},
+        {"models/dynamo/distilbert_base.onnx", "node_MatMul_113"},
+        {"models/dynamo/qwen3_2layers.onnx", "node_MatMul_303"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mp_model *m = NULL;
+        mp_profile *p = NULL;
+        if (mp_model_load(cases[c].file, &m) || mp_model_set_dim(m, "batch", 1) || mp_model_set_dim(m, "seq", 16) ||
+            mp_profile_static(m, &p)) {
+            mp_t_fail(__FILE__, __LINE__, "%s: %s", cases[c].file, mp_last_error());
+            mp_model_free(m);
+            continue;
+        }
+        const mp_node *head = NULL;
+        for (int i = 0; i < m->graph->n_nodes && !head; i++)
+            if (strcmp(m->graph->nodes[i].name, cases[c].node) == 0) head = &m->graph->nodes[i];
+        const mp_kernel *k = head ? mp_dnnl_kernel(m->graph, head) : NULL;
+        if (!k || strcmp(k->name, "onednn:attention") != 0)
+            mp_t_fail(__FILE__, __LINE__, "%s: node %s: kernel %s", cases[c].file, cases[c].node,
+                      k ? k->name : head ? "none" : "(node not found)");
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
 }
 
 /* Linear + GELU as opset-14 exports write them: MatMul -> Add(bias) ->
@@ -1472,6 +1551,7 @@ MP_TESTS(dnnl){
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},
     {"plan_matmul_gelu", test_plan_matmul_gelu},
     {"plan_attention", test_plan_attention},
+    {"attention_exports", test_attention_exports},
     {"plan_conv_layouts", test_plan_conv_layouts},
 };
 MP_TESTS_END(dnnl)

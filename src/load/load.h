@@ -12,6 +12,12 @@
 mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **iv,
                          double **fv);
 
+/* The value of a one-element tensor stored in the model itself (raw or
+ * typed fields; not external data), read in place without allocating:
+ * for a pattern asking whether an initializer is a given constant. False
+ * when t is not such a tensor. */
+bool mp_tensor_scalar(const mp_tensor *t, double *out);
+
 /* Walk a tensor's typed fields (t->loc == MP_DATA_TYPED): put(ctx, k,
  * iv, fv, is_float) once per element k, in order. False when they are
  * malformed or hold other than t->numel elements. */

@@ -151,6 +151,25 @@ bool mp_tensor_typed_walk(const mp_tensor *t, mp_typed_put put, void *ctx) {
     return k == n;
 }
 
+static void mp__scalar_put(void *ctx, int64_t k, int64_t iv, double fv, bool isf) {
+    (void)k;
+    *(double *)ctx = isf ? fv : (double)iv;
+}
+
+bool mp_tensor_scalar(const mp_tensor *t, double *out) {
+    if (!t || t->numel != 1) return false;
+    int64_t x = 0;
+    double d = 0;
+    if (t->loc == MP_DATA_RAW) {
+        if (!t->data || t->size < mp_dtype_bytes(t->dtype, 1) || !mp__raw_elem(t->dtype, t->data, 0, &x, &d))
+            return false;
+        *out = mp_dtype_is_float(t->dtype) ? d : (double)x;
+        return true;
+    }
+    if (t->loc == MP_DATA_TYPED) return mp_tensor_typed_walk(t, mp__scalar_put, out);
+    return false;
+}
+
 typedef struct mp__read_ctx {
     int64_t *iv;
     double *fv;

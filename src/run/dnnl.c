@@ -24,6 +24,7 @@
  * (only when it changes). */
 #include "run/dnnl.h"
 #include "run/blas.h"
+#include "load/load.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -2293,7 +2294,8 @@ static bool const_scalar(const mp_graph *g, const mp_value *v, double *out) {
         *out = v->fv[0];
         return true;
     }
-    return false;
+    /* an initializer no shape rule read (the dynamo exporter's scalars) */
+    return (v->flags & MP_VAL_INIT) && mp_dtype_is_float(v->dtype) && mp_tensor_scalar(v->init, out);
 }
 
 /* x * 0.5 * (1 + erf(x / sqrt(2))): before opset 20 (no Gelu node)
@@ -2579,9 +2581,11 @@ static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
 
 /* ------------------------------------------------------------ attention
  * Scaled dot-product attention as the exporters before opset 23 write it:
- * MatMul(Q, Kt) [-> Mul or Div by a constant scalar] [-> Add a mask]
- * -> Softmax over the last axis [-> Cast to float, twice at most]
- * -> MatMul(., V), each value between read once, by the next node.
+ * MatMul(Q, Kt) [-> Mul or Div by a constant scalar] [-> a mask: Add of a
+ * tensor, or Where(cond, scores, fill) with fill -inf or float's lowest]
+ * -> Softmax over the last axis [-> the NaN guard Where(IsNaN(p), c, p)]
+ * [-> Cast to float, twice at most] -> MatMul(., V), each value between
+ * read only by the next node (and the guard's IsNaN).
  * Q [..., Sq, D], Kt [..., D, Sk], V [..., Sk, Dv]
  * with the same leading (batch x head) dims; the mask broadcasts to the
  * scores [..., Sq, Sk]. Fused, one kernel runs the chain: the scores by
@@ -2594,13 +2598,27 @@ static mp_status lnorm_prepare(mp_kctx *k, size_t *scratch) {
  * the softmax in cache) took BERT-base's attention from 4.9 to 10.5 ms a
  * pass: oneDNN 2.6's sgemm is slow on 64 x 64 x 128 products. Unfused
  * (--no-fuse, or the group refused), the head is the plain MatMul kernel.
- * Counting is the nodes' own. */
+ * Counting is the nodes' own.
+ *
+ * The Where mask (PyTorch's TorchScript export of GPT-2's causal mask)
+ * becomes the additive mask (cond selects the fill: 0 elsewhere), kept by
+ * the kernel: made once when cond is a constant, else each run. The
+ * same softmax follows: a fill of -inf gives -inf either way, and float's
+ * lowest (-3.4e38) absorbs any score below 1e30 in magnitude, the sum
+ * rounding to the fill. The NaN guard (the dynamo exporter's decomposed
+ * scaled_dot_product_attention: a row masked whole gives NaN, replaced
+ * by c) is a pass over the probabilities in place. */
 
 typedef struct attnpat {
-    int nodes[6];            /* after the head: [scale] [mask] softmax [cast, cast] product */
+    int nodes[8];            /* after the head: [scale] [mask] softmax [isnan, where] [cast, cast] product */
     int n;
     float alpha;             /* the scale on the scores (1: none) */
-    int mask_v;              /* value added to the scores, -1: none */
+    int mask_v;              /* value added to the scores, or Where's condition; -1: none */
+    bool where;              /* mask_v is a Where's condition: */
+    bool fill_on_true;       /* the fill where it is true (else where false) */
+    float fill;
+    bool guard;              /* NaN probabilities become guard_c */
+    float guard_c;
     int v_v;                 /* V */
 } attnpat;
 
@@ -2609,6 +2627,39 @@ static bool attn_batch_same(const mp_value *a, const mp_value *b, int r) {
     for (int i = 0; i < r - 2; i++)
         if (a->dims[i] != b->dims[i]) return false;
     return true;
+}
+
+/* The dynamo exporter's guard on the probabilities p: exactly two
+ * readers, IsNaN(p) and Where(that, c, p) with c a constant scalar.
+ * Found: both appended to p->nodes, *next = the Where's output, 1. Not
+ * there (p has one reader): 0. Half there: -1. */
+static int attn_guard(const mp_graph *g, int v, attnpat *p, int *next) {
+    const mp_value *pv = &g->values[v];
+    if (pv->n_consumers != 2 || (pv->flags & MP_VAL_OUTPUT)) return pv->n_consumers == 1 ? 0 : -1;
+    int isn = -1, wh = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *c = &g->nodes[i];
+        for (int j = 0; j < c->n_in; j++)
+            if (c->in[j] == v) {
+                if (is_op(c, "IsNaN") && c->n_in == 1 && c->n_out == 1 && isn < 0) isn = i;
+                else if (is_op(c, "Where") && c->n_in == 3 && c->n_out == 1 && wh < 0) wh = i;
+                else return -1;
+                break;
+            }
+    }
+    if (isn < 0 || wh < 0 || isn > wh) return -1;
+    const mp_node *in = &g->nodes[isn], *w = &g->nodes[wh];
+    double c;
+    if (w->in[0] != in->out[0] || w->in[2] != v || w->in[1] == v || sole_consumer(g, in->out[0]) != wh ||
+        !const_scalar(g, &g->values[w->in[1]], &c) || !isfinite(c) || !is_f32(gout(g, w, 0)) ||
+        !same_dims(gout(g, w, 0), pv->rank, pv->dims))
+        return -1;
+    p->nodes[p->n++] = isn;
+    p->nodes[p->n++] = wh;
+    p->guard = true;
+    p->guard_c = (float)c;
+    *next = w->out[0];
+    return 1;
 }
 
 static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
@@ -2640,11 +2691,28 @@ static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
         if ((c = sole_consumer(g, cur)) < 0) return false;
         cn = &g->nodes[c];
     }
-    if (is_op(cn, "Add") && cn->n_out == 1) {
-        int o = other_in(cn, cur);
-        const mp_value *m = o >= 0 ? &g->values[o] : NULL;
-        if (!is_f32(m) || m->rank > r || !is_f32(gout(g, cn, 0)) || !same_dims(gout(g, cn, 0), r, sc->dims))
-            return false;
+    p->where = p->guard = false;
+    if ((is_op(cn, "Add") || is_op(cn, "Where")) && cn->n_out == 1) {
+        int o = -1;
+        const mp_value *m = NULL;
+        if (is_op(cn, "Add")) {
+            o = other_in(cn, cur);
+            m = o >= 0 ? &g->values[o] : NULL;
+            if (!is_f32(m)) return false;
+        } else {
+            /* Where(cond, scores, fill) or Where(cond, fill, scores) */
+            int si = cn->n_in != 3 || cn->in[0] == cur ? 0 : cn->in[1] == cur ? 1 : cn->in[2] == cur ? 2 : 0;
+            if (!si || cn->in[3 - si] == cur || cn->in[0] < 0) return false;
+            double f;
+            if (!const_scalar(g, &g->values[cn->in[3 - si]], &f) || !(f <= -1e30)) return false;
+            o = cn->in[0];
+            m = &g->values[o];
+            if (m->dtype != MP_DT_BOOL || !mp_shape_known(m)) return false;
+            p->where = true;
+            p->fill_on_true = si == 2;
+            p->fill = (float)f;
+        }
+        if (m->rank > r || !is_f32(gout(g, cn, 0)) || !same_dims(gout(g, cn, 0), r, sc->dims)) return false;
         for (int i = 0; i < m->rank; i++) {
             int64_t sd = sc->dims[r - m->rank + i];
             if (m->dims[i] != 1 && m->dims[i] != sd) return false;
@@ -2662,6 +2730,7 @@ static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
         return false;
     p->nodes[p->n++] = c;
     cur = cn->out[0];
+    if (attn_guard(g, cur, p, &cur) < 0) return false;
     if ((c = sole_consumer(g, cur)) < 0) return false;
     cn = &g->nodes[c];
     /* a Cast to float of the fp32 probabilities does nothing (Hugging
@@ -2687,7 +2756,32 @@ static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
 typedef struct attnk {
     dk *d[3];                /* scores, softmax, product; d[0] alone: the unfused MatMul */
     int nd;
+    /* a Where mask as the additive one (d[0]'s own buffer), made from the
+     * condition, input cond_in, each run when that is not a constant */
+    float *wmask;
+    int64_t wn;
+    int cond_in;             /* -1: made once at prepare */
+    bool fill_on_true;
+    float fill;
+    bool guard;              /* NaN probabilities (in the scratch at d[1]->scr_at) become guard_c */
+    float guard_c;
+    int64_t np;              /* the number of probabilities */
 } attnk;
+
+static void attn_where_mask(attnk *a, const uint8_t *cond) {
+    for (int64_t i = 0; i < a->wn; i++) a->wmask[i] = (cond[i] != 0) == a->fill_on_true ? a->fill : 0.0f;
+}
+
+typedef struct attn_guard_arg {
+    float *p;
+    float c;
+} attn_guard_arg;
+
+static void attn_guard_range(void *arg, int64_t lo, int64_t hi) {
+    attn_guard_arg *ga = arg;
+    for (int64_t i = lo; i < hi; i++)
+        if (isnan(ga->p[i])) ga->p[i] = ga->c;
+}
 
 static void attn_release(void *state) {
     attnk *a = state;
@@ -2699,9 +2793,18 @@ static void attn_release(void *state) {
 static mp_status attn_run(mp_kctx *k) {
     attnk *a = k->state;
     mp_status st = MP_OK;
+    if (a->wmask && a->cond_in >= 0) {
+        const void *cond = k->in[a->cond_in].data;
+        if (!cond) return mp_error(MP_ERR_USAGE, "node %s (%s): the mask's condition is missing", k->n->name, k->n->op);
+        attn_where_mask(a, cond);
+    }
     for (int i = 0; i < a->nd && !st; i++) {
         k->state = a->d[i];
         st = dk_run(k);
+        if (!st && i == 1 && a->guard) {
+            attn_guard_arg ga = {(float *)((char *)k->scratch + a->d[1]->scr_at), a->guard_c};
+            mp_kparallel(k, a->np, attn_guard_range, &ga);
+        }
     }
     k->state = a;
     return st;
@@ -2816,8 +2919,19 @@ static mp_status attn_prepare(mp_kctx *k, size_t *scratch) {
             st = dk_arg(k, s, DNNL_ARG_SRC, &md[0], FROM_IN, 0, NULL);
             if (!st) st = dk_arg(k, s, DNNL_ARG_WEIGHTS, &md[1], FROM_IN, 1, NULL);
             if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md[2], FROM_SCRATCH_AT, 0, NULL);
-            if (!st && mi >= 0)
+            if (!st && mi >= 0 && p.where) {
+                a->wn = mp_value_numel(&g->values[p.mask_v]);
+                a->wmask = dk_alloc_own(s, sizeof(float) * (size_t)a->wn);
+                if (!a->wmask) st = mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+                a->fill = p.fill, a->fill_on_true = p.fill_on_true;
+                a->cond_in = k->in[mi].data ? -1 : mi;
+                if (!st && a->cond_in < 0) attn_where_mask(a, k->in[mi].data);
+                if (!st)
+                    st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &md[6], FROM_OWN, 0,
+                                a->wmask);
+            } else if (!st && mi >= 0) {
                 st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &md[6], FROM_IN, mi, NULL);
+            }
         } else if (i == 1) {
             st = dk_arg(k, s, DNNL_ARG_SRC, &md[5], FROM_SCRATCH_AT, 0, NULL);
             if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md[5], FROM_SCRATCH_AT, 0, NULL);
@@ -2836,6 +2950,8 @@ static mp_status attn_prepare(mp_kctx *k, size_t *scratch) {
         k->state = NULL;
         return st;
     }
+    a->guard = p.guard, a->guard_c = p.guard_c;
+    a->np = mp_value_numel(gout(g, k->n, 0));
     size_t need = at + dnnl_memory_desc_get_size(&md[2]);
     if (scratch && *scratch < need) *scratch = need;
     return MP_OK;
