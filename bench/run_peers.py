@@ -24,8 +24,8 @@ gives the older TorchScript graphs (LayerNorm and GELU decomposed).
 torch.onnx.export(dynamo=True), opset 20: decomposed attention with its
 IsNaN guard, scalars as initializers), the weightless fixtures of
 models/dynamo/ given seeded weights written here into
-build/bench/dynamo/NAME.onnx.data (floats normal with sigma 0.02, integer
-buffers 0): DistilBERT, OPT-125m, Pythia-70m, Qwen3 (2 layers) at batch 1,
+build/bench/dynamo/NAME.onnx.data (floats normal with sigma 0.02,
+BatchNorm variances uniform in [0.5, 1.5], integer buffers 0): DistilBERT, OPT-125m, Pythia-70m, Qwen3 (2 layers) at batch 1,
 sequence 128; DeiT-small, ResNet-18 (BatchNorm folded), MobileNet-V3 at
 their batch 2. ONNX Runtime and modelprof only (Debian's PyTorch 1.13 has
 no dynamo exporter, and these modules are not in Debian).
@@ -74,7 +74,8 @@ ROOT = os.path.dirname(HERE)
 MODELS = ["resnet50", "mobilenet_v2", "vit_b_16", "bert_base", "lstm_gru"]
 DYNAMO = ["distilbert_base", "opt_125m", "pythia_70m", "qwen3_2layers",
           "timm_deit_small_distilled_patch16_224", "timm_resnet18_folded", "timm_mobilenetv3_large_100"]
-DYNAMO_DIMS = {"batch": 1, "seq": 128}  # the language models' symbolic dims
+DYNAMO_DIMS = {"batch": 1, "seq": 128}  # the language models' symbolic dims (the first four)
+DYNAMO_LM = DYNAMO[:4]
 TARGET_ORT, TARGET_TORCH = 1.1, 0.5  # issue 16
 TARGETS = {"lstm_gru": (1.0, 1.0)}  # (ORT, PyTorch) where not the above (issue 18)
 
@@ -179,9 +180,11 @@ def dynamo_with_weights(name, out_dir):
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
         ext = {e.key: e.value for e in t.external_data}
-        dt = onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+        dt = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t.data_type])  # Debian's onnx 1.12
         n = int(np.prod(t.dims)) if len(t.dims) else 1
-        if np.issubdtype(dt, np.floating):
+        if np.issubdtype(dt, np.floating) and "running_var" in t.name:
+            a = rng.uniform(0.5, 1.5, n).astype(dt)  # a variance: positive
+        elif np.issubdtype(dt, np.floating):
             a = (rng.standard_normal(n) * 0.02).astype(dt)
         else:
             a = np.zeros(n, dtype=dt)
@@ -336,7 +339,8 @@ def main():
             if not os.path.exists(path):
                 print(f"writing seeded weights for {name} -> {path}.data", flush=True)
                 dynamo_with_weights(name, args.dir)
-            dims = [f"{k}={v}" for k, v in DYNAMO_DIMS.items()]
+            if name in DYNAMO_LM:
+                dims = [f"{k}={v}" for k, v in DYNAMO_DIMS.items()]
         else:
             path = os.path.join(args.dir, name + ("" if args.opset == 17 else f"_op{args.opset}") + ".onnx")
             if not os.path.exists(path):

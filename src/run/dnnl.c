@@ -333,7 +333,8 @@ static dnnl_status_t md_any(dnnl_memory_desc_t *md, int rank, const int64_t *dim
 /* -------------------------------------------------------- kernel state */
 
 #define DK_MAXARG 20
-#define DK_MAXOWN 6
+#define DK_MAXOWN 8
+#define DK_MAXPRE 4
 
 /* FROM_SCRATCH: the per-run scratch at its start (oneDNN's scratchpad);
  * FROM_SCRATCH_AT: at the kernel's offset scr_at (a buffer of its own there) */
@@ -354,11 +355,12 @@ typedef struct dk {
     dnnl_primitive_t reo;
     dnnl_exec_arg_t rex[2];
     /* a plain input reordered to channels-last first (into the kernel's
-     * buffer), and weights known only at run time reordered into the
-     * primitive's layout: up to two, input pre_in[i] */
-    dnnl_primitive_t pre[2];
-    dnnl_exec_arg_t prex[2][2];
-    int pre_in[2];
+     * buffer), weights known only at run time reordered into the
+     * primitive's layout, a Conv's plain residual reordered to
+     * channels-last: input pre_in[i] */
+    dnnl_primitive_t pre[DK_MAXPRE];
+    dnnl_exec_arg_t prex[DK_MAXPRE][2];
+    int pre_in[DK_MAXPRE];
     int n_pre;
     const void *lay_plan;    /* the value this kernel registered a blocked */
     const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
@@ -464,7 +466,7 @@ static void dk_release(void *state) {
         if (s->pre[i]) dnnl_primitive_destroy(s->pre[i]);
     for (int i = 0; i < 2; i++) {
         if (s->rex[i].memory) dnnl_memory_destroy(s->rex[i].memory);
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < DK_MAXPRE; j++)
             if (s->prex[j][i].memory) dnnl_memory_destroy(s->prex[j][i].memory);
     }
     for (int i = 0; i < s->n_own; i++) free(s->own[i]);
@@ -544,7 +546,7 @@ static mp_status dk_pre_reorder(mp_kctx *k, dk *s, int in, const dnnl_memory_des
     if (!*buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_primitive_desc_t rpd;
     DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
-    if (s->n_pre >= 2) {
+    if (s->n_pre >= DK_MAXPRE) {
         dnnl_primitive_desc_destroy(rpd);
         return mp_error(MP_ERR_LIMIT, "node %s: too many input reorders", k->n->name);
     }
@@ -602,8 +604,18 @@ static mp_status attr_new(mp_kctx *k, dnnl_primitive_attr_t *attr) {
 }
 
 /* Create the primitive from pd, bind its scratchpad, ask for its size. */
+static int g_ref_primitives; /* dnnl.h mp_dnnl_reference_primitives */
+
+int mp_dnnl_reference_primitives(void) {
+    return __atomic_load_n(&g_ref_primitives, __ATOMIC_RELAXED);
+}
+
 static mp_status dk_finish(mp_kctx *k, dk *s, const_dnnl_primitive_desc_t pd, size_t *scratch) {
     DN(dnnl_primitive_create(&s->prim, pd), "primitive");
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+        strncmp(impl, "ref", 3) == 0)
+        __atomic_add_fetch(&g_ref_primitives, 1, __ATOMIC_RELAXED);
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t sz = smd ? dnnl_memory_desc_get_size(smd) : 0;
     if (sz) {
@@ -678,6 +690,12 @@ typedef struct chain {
     int bin_in[8];           /* its operand: k->in index */
     dnnl_alg_kind_t bin_alg[8];
     dnnl_memory_desc_t bin_md[8];
+    /* channels-last (a Conv's chain; rank, 0: no): a plain operand of the
+     * output's size is reordered to channels-last before the primitive
+     * runs (bin_cl[i]), as oneDNN's fast convolutions read a residual in
+     * the output's layout and fall to the reference code otherwise */
+    int cl_rank;
+    bool bin_cl[8];
     /* BatchNormalization folded (Conv only): k->in index of scale, else -1 */
     int bn_in;
     float bn_eps;
@@ -916,7 +934,10 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
                 dnnl_memory_desc_t md;
                 dnnl_status_t s = ch->fold2d ? md_plain(&md, 2, d2) : md_plain_pad(&md, rank, o->rank, o->dims);
                 if (s != dnnl_success) return dfail(k, s, "binary post-op operand");
-                if (!ch->fold2d && o->rank == rank) lay_find(k, c->in[oi], &md);
+                bool laid = !ch->fold2d && o->rank == rank && lay_find(k, c->in[oi], &md);
+                ch->bin_cl[ch->n_bin] = !laid && ch->cl_rank == rank && same_dims(o, rank, dims);
+                if (ch->bin_cl[ch->n_bin] && (s = md_nhwc(&md, rank, dims)) != dnnl_success)
+                    return dfail(k, s, "binary post-op operand");
                 DN(dnnl_post_ops_append_binary(ch->po, alg, &md), "binary post-op");
                 ch->bin_po[ch->n_bin] = ch->n_po;
                 ch->bin_in[ch->n_bin] = base;
@@ -948,8 +969,19 @@ static mp_status chain_attr(mp_kctx *k, chain *ch, dnnl_primitive_attr_t attr) {
 }
 static mp_status chain_bind(mp_kctx *k, dk *s, chain *ch) {
     for (int i = 0; i < ch->n_bin; i++) {
-        mp_status st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(ch->bin_po[i]) | DNNL_ARG_SRC_1,
-                              &ch->bin_md[i], FROM_IN, ch->bin_in[i], NULL);
+        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ch->bin_po[i]) | DNNL_ARG_SRC_1;
+        mp_status st;
+        if (ch->bin_cl[i]) {
+            const mp_rtensor *o = &k->in[ch->bin_in[i]];
+            dnnl_memory_desc_t plain;
+            void *buf;
+            dnnl_status_t ds = md_plain(&plain, o->rank, o->dims);
+            if (ds) return dfail(k, ds, "binary post-op operand");
+            st = dk_pre_reorder(k, s, ch->bin_in[i], &plain, &ch->bin_md[i], &buf);
+            if (!st) st = dk_arg(k, s, arg, &ch->bin_md[i], FROM_OWN, 0, buf);
+        } else {
+            st = dk_arg(k, s, arg, &ch->bin_md[i], FROM_IN, ch->bin_in[i], NULL);
+        }
         if (st) return st;
     }
     return MP_OK;
@@ -1142,6 +1174,7 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
 
     chain ch;
     if ((st = chain_init(k, &ch))) return st;
+    ch.cl_rank = sp >= 1 ? y->rank : 0; /* the Conv computes channels-last (below) */
     /* BN folds only into constant weights (and a constant bias or none) */
     bool can_fold = !transpose && wd && (!has_b || bd);
     if ((st = absorb_chain(k, n->out[0], y->rank, y->dims, can_fold, &ch))) goto fail;
@@ -1193,8 +1226,9 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
         if ((st = dk_pre_reorder(k, s, 0, &xplain, &xmd, &xown))) goto fail;
         in_blocked = true;
     }
-    /* binary post-op operands are read in the output's layout */
-    bool reorder_out = in_blocked && !want_blocked && ch.n_bin == 0;
+    /* binary post-op operands are read in the output's layout: a residual
+     * of the output's size is channels-last already, or made so (chain) */
+    bool reorder_out = in_blocked && !want_blocked;
     if (reorder_out) want_blocked = true;
     dnnl_memory_desc_t yany;
     if (want_blocked && (ds = md_nhwc(&yany, r, y->dims))) goto dfail_;

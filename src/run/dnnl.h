@@ -36,6 +36,10 @@ int mp_dnnl_gemm_force(int which);
 /* How many matmul primitives this process made on weights with padded rows
  * (gemm:jit below AVX-512, dnnl.c gemm_padded_weights): for tests. */
 int mp_dnnl_padded_products(void);
+/* How many kernel primitives oneDNN made with its reference code (an
+ * implementation named "ref..."), this process: a layout mismatch that
+ * turns a fast kernel into a slow one. For tests. */
+int mp_dnnl_reference_primitives(void);
 
 /* ---- the recurrent layers (dnnl_rnn.c) ----
  * LSTM, GRU and RNN through oneDNN's RNN primitives, or NULL when the node
