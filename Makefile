@@ -339,6 +339,9 @@ bench:
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --opset 14
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --max-isa AVX2
 	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --opset 14 --max-isa AVX2
+	@echo "== the dynamo exporter's graphs (models/dynamo/, seeded weights) against ONNX Runtime, native and at most AVX2"
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --dynamo
+	/usr/bin/python3 bench/run_peers.py --bench-run $(BUILD)/bench_run --engines modelprof,ORT --rounds 4 --dynamo --max-isa AVX2
 	$(MAKE) bench-gemm
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
