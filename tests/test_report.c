@@ -574,11 +574,26 @@ static void t_text_measured(void) {
     T_CHECK(has(s, "fwd FLOPS:              30.91 GFLOPS\n"));
     T_CHECK(has(s, "samples/second:         66.67 (batch 1)\n"));
     T_CHECK(has(s, "% of peak:              30.91% of 100 GFLOPS (given with --peak-gflops)\n"));
+    T_CHECK(!has(s, "ran above this peak"));
     T_CHECK(has(s, "run memory:             3 KB (activation arena 1 KB (static estimate "));
     T_CHECK(has(s, "fwd latency - {'TinyNet': '15 ms'}"));
     /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs and weights */
     T_CHECK(has(s, "(conv1): Conv2d(36.86 K = 6.28% Params, 115.61 MMACs = 49.89% MACs, "
                    "1 ms = 6.67% latency, 231.21 GFLOPS, 231.21 MFLOPs, 147.46 KB weights)"));
+    check_clean_lines(s);
+    free(s);
+    /* rows faster than the peak are said to be, with what to do */
+    x.p->run.kernels_above_peak = 2;
+    s = render(&x, NULL);
+    T_CHECK(has(s, "% of peak:              30.91% of 100 GFLOPS (given with --peak-gflops)\n"
+                   "                        note: 2 rows of the by-operator table ran above this peak "
+                   "(the given peak is low for this machine)\n"));
+    free(s);
+    x.p->run.peak_source = "measured";
+    x.p->run.kernels_above_peak = 1;
+    s = render(&x, NULL);
+    T_CHECK(has(s, "note: 1 row of the by-operator table ran above this peak (measured twice, the machine "
+                   "busier then than during the run: give --peak-gflops)\n"));
     check_clean_lines(s);
     free(s);
     fx_free(&x);

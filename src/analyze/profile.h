@@ -38,6 +38,8 @@ typedef struct mp_runinfo {
     double peak_flops_per_s;        /* the machine's fp32 peak; 0 unknown */
     const char *peak_source;        /* "measured" or "given" */
     const char *peak_method;        /* how a measured peak was obtained (static) */
+    int kernels_above_peak;         /* by-operator rows whose median rate is above the peak
+                                       (measured: after measuring it again) */
     uint64_t arena_bytes;           /* activation arena */
     uint64_t weight_bytes;          /* weights used in place (mapped) and copies */
     uint64_t weight_copy_bytes;     /* the copies among them (decoded, random, folded) */

@@ -448,6 +448,7 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_key(w, "fraction_of_peak");
     if (fl >= 0 && r->peak_flops_per_s > 0) jw_double(w, fl / r->peak_flops_per_s);
     else jw_null(w);
+    jw_ku64(w, "kernels_above_peak", (uint64_t)(r->kernels_above_peak > 0 ? r->kernels_above_peak : 0));
     jw_ku64(w, "peak_memory_bytes", r->peak_memory_bytes);
     jw_ku64(w, "arena_bytes", r->arena_bytes);
     jw_ku64(w, "weight_bytes", r->weight_bytes);

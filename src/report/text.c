@@ -235,6 +235,14 @@ static void tx_measured_summary(tx *t) {
     } else {
         tx_puts(t, "unknown (no peak)\n");
     }
+    if (r->kernels_above_peak > 0 && r->peak_flops_per_s > 0) {
+        bool given = r->peak_source && r->peak_source[0] == 'g';
+        tx_label(t, "");
+        tx_printf(t, "note: %d row%s of the by-operator table ran above this peak (%s)\n", r->kernels_above_peak,
+                  r->kernels_above_peak == 1 ? "" : "s",
+                  given ? "the given peak is low for this machine"
+                        : "measured twice, the machine busier then than during the run: give --peak-gflops");
+    }
     tx_label(t, "run:");
     tx_printf(t, "%d timed after %d warm-up, %d thread%s, %d kernel%s per pass", r->iters, r->warmup,
               r->threads, r->threads == 1 ? "" : "s", r->steps, r->steps == 1 ? "" : "s");

@@ -130,5 +130,8 @@ double mp_run_now(void);
 /* The machine's fp32 peak, the best of two oneDNN GEMMs run until stable,
  * FLOP/s (0: failed); *how (may be NULL) says how (static storage). */
 double mp_run_peak_flops(int threads, const char **how);
+/* The same measured again now (another job may have held a core the first
+ * time); the higher of the two is kept and returned. */
+double mp_run_peak_flops_again(int threads, const char **how);
 
 #endif
