@@ -1572,6 +1572,67 @@ static void test_plan_conv_plain_residual(void) {
     mp_run_portable_only = was_portable;
 }
 
+/* ReduceMean or ReduceMax over exactly the spatial axes (the dynamo
+ * exporter's global pooling, `x.mean((2, 3))`) runs as oneDNN's global
+ * pooling and reads a Conv's channels-last output as it is: axes as an
+ * attribute (opset 13, negative) or an input (opset 18), kept or not;
+ * against the reference loops, fused and not, no reference primitive. */
+static void test_plan_reduce_global(void) {
+    enum { N = 2, C = 8, H = 5, W = 6 };
+    bool was_portable = mp_run_portable_only;
+    mp_run_portable_only = false;
+    for (int form = 0; form < 3; form++) {
+        bool keep = form != 1, mean = form != 2;
+        mp_model *m = tb_new(form == 1 ? 18 : 13);
+        tb_input(m, "x", F, 4, TB_DIMS(N, C, H, W));
+        tb_input(m, "w", F, 4, TB_DIMS(C, C, 1, 1));
+        tb_node(m, "Conv", "x,w", "c");
+        tb_node(m, "Relu", "c", "r");
+        int rn;
+        if (form == 1) {
+            tb_const_i(m, "axes", MP_DT_INT64, 1, TB_DIMS(2), (const int64_t[]){2, 3});
+            rn = tb_node(m, "ReduceMean", "r,axes", "y");
+        } else {
+            rn = tb_node(m, mean ? "ReduceMean" : "ReduceMax", "r", "y");
+            tb_attr_ints(m, rn, "axes", 2, TB_DIMS(-1, -2));
+        }
+        tb_attr_i(m, rn, "keepdims", keep);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        const mp_kernel *k = mp_dnnl_kernel(m->graph, tb_nodep(m, rn));
+        if (!k || strcmp(k->name, "onednn:pool") != 0)
+            mp_t_fail(__FILE__, __LINE__, "form %d: kernel %s", form, k ? k->name : "none");
+        float *x = rnd(N * C * H * W), *w = rnd(C * C), *r = zeros(N * C * H * W), *want = zeros(N * C);
+        ref_conv2d(x, w, NULL, r, N, C, H, W, C, 1, 1, 1, 1, 0, 1, H, W);
+        for (int i = 0; i < N * C; i++) {
+            double acc = mean ? 0 : -INFINITY;
+            for (int j = 0; j < H * W; j++) {
+                double v = fmax(r[i * H * W + j], 0.0);
+                acc = mean ? acc + v : fmax(acc, v);
+            }
+            want[i] = (float)(mean ? acc / (H * W) : acc);
+        }
+        const char *names[2] = {"x", "w"};
+        float *data[2] = {x, w};
+        const int64_t *dims[2] = {TB_DIMS(N, C, H, W), TB_DIMS(C, C, 1, 1)};
+        int ranks[2] = {4, 4};
+        for (int fuse = 0; fuse < 2; fuse++) {
+            int refs = mp_dnnl_reference_primitives();
+            int64_t got_n = 0;
+            float *y = plan_run(m, p, 2, names, data, dims, ranks, fuse, &got_n);
+            T_EQ(got_n, N * C);
+            if (y && got_n == N * C && rel_l2(y, want, got_n) > 1e-5)
+                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
+                          rel_l2(y, want, got_n));
+            free(y);
+            T_EQ(mp_dnnl_reference_primitives(), refs);
+        }
+        free(x), free(w), free(r), free(want);
+        tb_done(m, p);
+    }
+    mp_run_portable_only = was_portable;
+}
+
 /* The OpenMP spin default: set only when the user chose nothing and
  * libgomp is not loaded yet (it reads the variable once, when it loads). */
 static void test_spin_default(void) {
@@ -1615,5 +1676,6 @@ MP_TESTS(dnnl){
     {"attention_exports", test_attention_exports},
     {"plan_conv_layouts", test_plan_conv_layouts},
     {"plan_conv_plain_residual", test_plan_conv_plain_residual},
+    {"plan_reduce_global", test_plan_reduce_global},
 };
 MP_TESTS_END(dnnl)

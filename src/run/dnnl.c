@@ -1028,6 +1028,7 @@ static mp_status dk_src_dst(mp_kctx *k, dk *s, const void *desc, const dnnl_memo
  * whose own readers do (an Add joining two blocked branches). */
 static bool conv_ok(const mp_graph *g, const mp_node *n, bool transpose);
 static bool pool_ok(const mp_graph *g, const mp_node *n);
+static bool reduce_global(const mp_graph *g, const mp_node *n);
 static bool eltwise_ok(const mp_graph *g, const mp_node *n);
 static bool binary_ok(const mp_graph *g, const mp_node *n, bool *swap);
 
@@ -1058,7 +1059,7 @@ static bool readers_walk(const mp_graph *g, int v, int depth, int *budget) {
             if (is_op(c, "Conv")) {
                 if (j != 0 || !conv_ok(g, c, false)) return false;
             } else if (is_op(c, "MaxPool") || is_op(c, "AveragePool") || is_op(c, "GlobalAveragePool") ||
-                       is_op(c, "GlobalMaxPool")) {
+                       is_op(c, "GlobalMaxPool") || reduce_global(g, c)) {
                 if (j != 0 || !pool_ok(g, c)) return false;
             } else if (binary_of(c, &alg)) {
                 const mp_value *a = gval(g, c, 0), *b = gval(g, c, 1);
@@ -1911,15 +1912,51 @@ fail:
 
 /* ----------------------------------------------------------------- pooling */
 
+/* ReduceMean or ReduceMax over exactly the spatial axes of an N, C,
+ * spatial... tensor (the dynamo exporter's global pooling: `x.mean((2,
+ * 3))`), keeping them or not: a global pooling. */
+static bool reduce_global(const mp_graph *g, const mp_node *n) {
+    if (!(is_op(n, "ReduceMean") || is_op(n, "ReduceMax")) || n->n_out != 1) return false;
+    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
+    if (!is_f32(x) || !is_f32(y) || x->rank < 3 || x->rank > 5 || !mp_shape_known(x)) return false;
+    int r = x->rank;
+    int64_t ax[8];
+    int na = -1;
+    const int64_t *v;
+    if (n->n_in >= 2 && n->in[1] >= 0) {
+        const mp_value *a = &g->values[n->in[1]];
+        if (a->kn < 1 || a->kn > 8 || !a->iv) return false;
+        na = (int)a->kn;
+        for (int i = 0; i < na; i++) ax[i] = a->iv[i];
+    } else if ((na = mp_attr_ints(n, "axes", &v)) >= 1 && na <= 8) {
+        for (int i = 0; i < na; i++) ax[i] = v[i];
+    } else {
+        return false;
+    }
+    if (na != r - 2) return false;
+    unsigned seen = 0;
+    for (int i = 0; i < na; i++) {
+        int64_t a = ax[i] < 0 ? ax[i] + r : ax[i];
+        if (a < 2 || a >= r || (seen & (1u << a))) return false;
+        seen |= 1u << a;
+    }
+    bool keep = mp_attr_i(n, "keepdims", 1) != 0;
+    if (y->rank != (keep ? r : 2) || y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1]) return false;
+    for (int i = 2; i < y->rank; i++)
+        if (y->dims[i] != 1) return false;
+    return true;
+}
+
 static bool pool_params(const mp_graph *g, const mp_node *n, dnnl_dims_t ks, dnnl_dims_t st,
                         dnnl_dims_t dil, dnnl_dims_t pl, dnnl_dims_t pr, dnnl_alg_kind_t *alg) {
     const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
-    if (!is_f32(x) || !is_f32(y) || x->rank < 3 || x->rank > 5 || y->rank != x->rank) return false;
+    bool reduce = reduce_global(g, n);
+    if (!is_f32(x) || !is_f32(y) || x->rank < 3 || x->rank > 5 || (y->rank != x->rank && !reduce)) return false;
     for (int j = 1; j < n->n_out; j++)
         if (n->out[j] >= 0) return false;  /* MaxPool's Indices */
     int sp = x->rank - 2;
-    bool global = is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool");
-    bool avg = is_op(n, "AveragePool") || is_op(n, "GlobalAveragePool");
+    bool global = is_op(n, "GlobalAveragePool") || is_op(n, "GlobalMaxPool") || reduce;
+    bool avg = is_op(n, "AveragePool") || is_op(n, "GlobalAveragePool") || is_op(n, "ReduceMean");
     if (global) {
         for (int i = 0; i < sp; i++) {
             ks[i] = x->dims[2 + i];
@@ -1996,9 +2033,13 @@ static mp_status pool_prepare(mp_kctx *k, size_t *scratch) {
     mp_status st = dk_new(k, &s);
     if (st) return st;
     dnnl_memory_desc_t xmd, ymd, yany;
+    /* the output as pooled: N, C, 1... (a ReduceMean not keeping its
+     * axes writes the same bytes as N, C) */
+    int64_t yd[DNNL_MAX_NDIMS];
+    for (int i = 0; i < x->rank; i++) yd[i] = i < y->rank ? y->dims[i] : 1;
     DN(md_plain(&xmd, x->rank, x->dims), "memory descriptor");
-    DN(md_plain(&ymd, y->rank, y->dims), "memory descriptor");
-    DN(md_nhwc(&yany, y->rank, y->dims), "memory descriptor");
+    DN(md_plain(&ymd, x->rank, yd), "memory descriptor");
+    DN(md_nhwc(&yany, x->rank, yd), "memory descriptor");
     /* blocked in as the producer left it; blocked out when the readers take it */
     bool in_blocked = lay_find(k, k->n->in[0], &xmd);
     bool want_blocked = in_blocked && readers_take_blocked(k->g, k->n->out[0], 0);
@@ -2006,7 +2047,7 @@ static mp_status pool_prepare(mp_kctx *k, size_t *scratch) {
      * then reorder (or nothing when the output is one pixel per channel
      * of one sample: both layouts are then the same bytes) */
     bool reorder_out = in_blocked && !want_blocked;
-    bool same_bytes = y->dims[0] == 1 && numel_of(y->rank - 2, y->dims + 2) == 1;
+    bool same_bytes = yd[0] == 1 && numel_of(x->rank - 2, yd + 2) == 1;
     void *yown = NULL;
     dnnl_primitive_desc_t pd = NULL;
     for (int attempt = in_blocked ? 0 : 1; attempt < 2; attempt++) {
@@ -3053,6 +3094,7 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     case 'R': {
         lnpat lp;
         if (mp_streq(op, "ReduceMean") && ln_pattern(g, n, &lp)) return &k_lnorm;
+        if ((mp_streq(op, "ReduceMean") || mp_streq(op, "ReduceMax")) && pool_ok(g, n)) return &k_pool;
         break;
     }
     case 'S':
