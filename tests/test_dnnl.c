@@ -1633,6 +1633,68 @@ static void test_plan_reduce_global(void) {
     mp_run_portable_only = was_portable;
 }
 
+/* Transpose of fp32 tensors of 16384 elements or more as oneDNN's
+ * reorder (split over the threads), smaller ones portable; perms of the
+ * attention heads ([0,2,1,3], [0,2,3,1]), rank 3 and 5, and the default
+ * (reversed), against the index arithmetic. */
+static void test_plan_transpose(void) {
+    static const struct {
+        int r;
+        int64_t dims[5];
+        int np;
+        int64_t perm[5];
+    } cases[] = {
+        {4, {1, 128, 12, 64}, 4, {0, 2, 1, 3}},
+        {4, {2, 64, 8, 32}, 4, {0, 2, 3, 1}},
+        {3, {40, 30, 20}, 0, {0}},
+        {5, {2, 3, 16, 20, 18}, 5, {4, 0, 3, 1, 2}},
+        {4, {2, 3, 4, 5}, 4, {3, 2, 0, 1}}, /* small: portable */
+    };
+    bool was_portable = mp_run_portable_only;
+    mp_run_portable_only = false;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int r = cases[c].r;
+        const int64_t *xd = cases[c].dims;
+        int64_t perm[5], yd[5], xs[5], n = 1;
+        for (int i = 0; i < r; i++) perm[i] = cases[c].np ? cases[c].perm[i] : r - 1 - i;
+        for (int i = r - 1; i >= 0; i--) {
+            xs[i] = n;
+            n *= xd[i];
+        }
+        for (int i = 0; i < r; i++) yd[i] = xd[perm[i]];
+        mp_model *m = tb_new(13);
+        tb_input(m, "x", F, r, xd);
+        int t = tb_node(m, "Transpose", "x", "y");
+        if (cases[c].np) tb_attr_ints(m, t, "perm", r, perm);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        const mp_kernel *k = mp_dnnl_kernel(m->graph, tb_nodep(m, t));
+        bool big = n >= 16384;
+        if (big != (k && strcmp(k->name, "onednn:reorder") == 0))
+            mp_t_fail(__FILE__, __LINE__, "case %zu: kernel %s", c, k ? k->name : "portable");
+        float *x = rnd(n), *want = zeros(n);
+        int64_t idx[5] = {0};
+        for (int64_t o = 0; o < n; o++) {
+            int64_t off = 0;
+            for (int i = 0; i < r; i++) off += idx[i] * xs[perm[i]];
+            want[o] = x[off];
+            for (int i = r - 1; i >= 0 && ++idx[i] == yd[i]; i--) idx[i] = 0;
+        }
+        const char *names[1] = {"x"};
+        float *data[1] = {x};
+        const int64_t *dims[1] = {xd};
+        int ranks[1] = {r};
+        int64_t got_n = 0;
+        float *y = plan_run(m, p, 1, names, data, dims, ranks, 1, &got_n);
+        T_EQ(got_n, n);
+        if (y && got_n == n && memcmp(y, want, sizeof(float) * (size_t)n) != 0)
+            mp_t_fail(__FILE__, __LINE__, "case %zu: the output differs", c);
+        free(y), free(x), free(want);
+        tb_done(m, p);
+    }
+    mp_run_portable_only = was_portable;
+}
+
 /* The OpenMP spin default: set only when the user chose nothing and
  * libgomp is not loaded yet (it reads the variable once, when it loads). */
 static void test_spin_default(void) {
@@ -1677,5 +1739,6 @@ MP_TESTS(dnnl){
     {"plan_conv_layouts", test_plan_conv_layouts},
     {"plan_conv_plain_residual", test_plan_conv_plain_residual},
     {"plan_reduce_global", test_plan_reduce_global},
+    {"plan_transpose", test_plan_transpose},
 };
 MP_TESTS_END(dnnl)

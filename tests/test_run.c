@@ -336,6 +336,54 @@ static void test_run_arena_threads(void) {
     tb_done(m, p);
 }
 
+/* Reshape and Unsqueeze of an activation share its bytes (no copy): the
+ * root lives as long as its last view, so values made after its last
+ * direct reader (f, h) cannot take its bytes while a view (b, c) is still
+ * read; a Reshape of a graph input copies. */
+static void test_run_views(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_FLOAT, 2, TB_DIMS(100, 100));
+    tb_const_i(m, "shape", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){10000});
+    tb_const_i(m, "axes", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){0});
+    tb_node(m, "Neg", "X", "a");
+    tb_node(m, "Reshape", "a,shape", "b");
+    tb_node(m, "Neg", "X", "f");
+    tb_node(m, "Neg", "f", "h");
+    tb_node(m, "Unsqueeze", "b,axes", "c");
+    tb_node(m, "Neg", "c", "d");
+    tb_node(m, "Reshape", "X,shape", "xi");
+    tb_output(m, "d");
+    tb_output(m, "h");
+    tb_output(m, "b");
+    tb_output(m, "xi");
+    mp_profile *p = tb_prof(m);
+    t_kernel(m, "Neg", tk_neg, NULL, NULL);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    T_EQ(pl->n_views, 2); /* b and c; xi reads a graph input */
+    float *x = malloc(sizeof(float) * 10000);
+    for (int i = 0; i < 10000; i++) x[i] = (float)(i % 13) - 6;
+    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(100, 100), x, sizeof(float) * 10000));
+    for (int rep = 0; rep < 2; rep++) {
+        T_OK(mp_plan_run(pl));
+        int64_t n[4];
+        const float *d = t_out(pl, 0, &n[0]), *h = t_out(pl, 1, &n[1]), *b = t_out(pl, 2, &n[2]),
+                    *xi = t_out(pl, 3, &n[3]);
+        for (int j = 0; j < 4; j++) T_EQ(n[j], 10000);
+        int bad = 0;
+        for (int i = 0; i < 10000; i++)
+            bad += d[i] != x[i] || h[i] != x[i] || b[i] != -x[i] || xi[i] != x[i];
+        T_EQ(bad, 0);
+        T_CHECK(xi != x);
+    }
+    free(x);
+    mp_plan_free(pl);
+    tb_done(m, p);
+}
+
 /* NonZero: an output shaped at run time (mp_kout_alloc) */
 static void test_run_dynamic(void) {
     mp_model *m = tb_new(17);
@@ -581,6 +629,7 @@ MP_TESTS(run){
     {"run_fuse_fold", test_run_fuse_fold},
     {"run_fused_modules", test_run_fused_modules},
     {"run_arena_threads", test_run_arena_threads},
+    {"run_views", test_run_views},
     {"run_dynamic", test_run_dynamic},
     {"run_reinfer", test_run_reinfer},
     {"run_random_data", test_run_random_data},

@@ -722,6 +722,27 @@ static int mp__iv_cmp(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* A step that only gives its input's bytes another shape (Reshape,
+ * Flatten, Squeeze, Unsqueeze, Identity on their portable kernel): its
+ * output can share the input's bytes, the copy then skipped (the kernel
+ * sees one buffer). Both activations of the arena, of one size. */
+static bool mp__view_step(const mp_plan *pl, const mp_step *s) {
+    if (s->n_nodes != 1 || !s->kern || !mp_streq(s->kern->name, "portable") || s->n_out < 1 || s->n_in < 1)
+        return false;
+    const mp_node *n = &pl->g->nodes[s->node];
+    if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return false;
+    if (!mp_streq(n->op, "Reshape") && !mp_streq(n->op, "Flatten") && !mp_streq(n->op, "Squeeze") &&
+        !mp_streq(n->op, "Unsqueeze") && !mp_streq(n->op, "Identity"))
+        return false;
+    for (int i = 1; i < s->n_out; i++)
+        if (s->out_v[i] >= 0) return false;
+    int u = s->in_v[0], v = s->out_v[0];
+    if (u < 0 || v < 0 || u == v) return false;
+    const mp_rval *a = &pl->vals[u], *b = &pl->vals[v];
+    return a->kind == MP_RV_ACT && b->kind == MP_RV_ACT && a->bytes == b->bytes && a->bytes > 0 &&
+           a->rt.dtype == b->rt.dtype;
+}
+
 static mp_status mp__arena_plan(mp_plan *pl) {
     mp_graph *g = pl->g;
     for (int v = 0; v < g->n_values; v++) {
@@ -758,17 +779,33 @@ static mp_status mp__arena_plan(mp_plan *pl) {
     int n = 0;
     mp__slot *sl = malloc(sizeof *sl * (size_t)(g->n_values + 1));
     mp__iv *ivs = malloc(sizeof *ivs * (size_t)(g->n_values + 1));
-    if (!sl || !ivs) {
+    int *root = malloc(sizeof *root * (size_t)(g->n_values + 1));
+    if (!sl || !ivs || !root) {
         free(sl);
         free(ivs);
+        free(root);
         return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    /* views share their input's bytes: the root value lives as long as
+     * the last of its views (steps in order: a view of a view has the
+     * first one's root) */
+    for (int v = 0; v < g->n_values; v++) root[v] = -1;
+    pl->n_views = 0;
+    for (int si = 0; si < pl->n_steps; si++) {
+        const mp_step *s = &pl->steps[si];
+        if (!mp__view_step(pl, s)) continue;
+        int u = s->in_v[0], v = s->out_v[0];
+        int r = root[u] >= 0 ? root[u] : u;
+        root[v] = r;
+        if (pl->vals[r].last < pl->vals[v].last) pl->vals[r].last = pl->vals[v].last;
+        pl->n_views++;
     }
     for (int v = 0; v < g->n_values; v++) {
         mp_rval *rv = &pl->vals[v];
         if (rv->kind != MP_RV_ACT) continue;
         if (rv->def < 0) rv->def = rv->last < 0 ? 0 : rv->last;
         if (rv->last < rv->def) rv->last = rv->def;
-        if (rv->bytes == 0) continue;
+        if (rv->bytes == 0 || root[v] >= 0) continue;
         sl[n].v = v;
         sl[n].bytes = mp__round(rv->bytes);
         n++;
@@ -795,8 +832,11 @@ static mp_status mp__arena_plan(mp_plan *pl) {
         rv->off = off;
         if (off + sl[i].bytes > top) top = off + sl[i].bytes;
     }
+    for (int v = 0; v < g->n_values; v++)
+        if (root[v] >= 0) pl->vals[v].off = pl->vals[root[v]].off;
     free(sl);
     free(ivs);
+    free(root);
     pl->arena_bytes = top;
     return MP_OK;
 }

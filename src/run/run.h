@@ -66,6 +66,7 @@ struct mp_plan {
     int n_folded;
     uint8_t *arena;
     size_t arena_bytes;
+    int n_views;         /* steps whose output shares its input's bytes (Reshape ...) */
     void *scratch;
     size_t scratch_bytes;
     size_t const_bytes;  /* weights and folded values held by the plan */
