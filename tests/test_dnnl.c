@@ -1572,6 +1572,94 @@ static void test_plan_conv_plain_residual(void) {
     mp_run_portable_only = was_portable;
 }
 
+/* A residual added to a Conv is a sum post-op (oneDNN's brgemm 1x1
+ * convolution takes that, not a full-size binary add): the residual is
+ * put in the output first, or the output takes the residual's bytes when
+ * nothing reads them after (mp_kshare). Three forms, 3x3 convolutions,
+ * against the reference loops, fused and not:
+ *   0  a = Relu(Conv(x)); y = Relu(Conv3x3(a) + a): the residual is the
+ *      Conv's own input, so its bytes are not taken (the Conv would
+ *      overwrite what it reads)
+ *   1  a = Relu(Conv(x)); b = Relu(Conv(x)); y = Relu(Conv3x3(b) + a):
+ *      a is read last here, the output takes its bytes
+ *   2  as 1, and a is also a graph output: copied, not taken
+ * and z = Conv(y) the graph output, so that everything is channels-last. */
+static void test_plan_conv_residual_sum(void) {
+    enum { C = 16, H = 20, W = 20 }; /* 6400 elements: oneDNN takes the Add (4096 or more) */
+    bool was_portable = mp_run_portable_only;
+    mp_run_portable_only = false;
+    for (int form = 0; form < 3; form++) {
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", F, 4, TB_DIMS(1, C, H, W));
+        tb_input(m, "w1", F, 4, TB_DIMS(C, C, 1, 1));
+        tb_input(m, "w2", F, 4, TB_DIMS(C, C, 1, 1));
+        tb_input(m, "w3", F, 4, TB_DIMS(C, C, 3, 3));
+        tb_node(m, "Conv", "x,w1", "c1");
+        tb_node(m, "Relu", "c1", "a");
+        const char *bsrc = "a";
+        if (form > 0) {
+            tb_node(m, "Conv", "x,w2", "c2");
+            tb_node(m, "Relu", "c2", "b");
+            bsrc = "b";
+        }
+        char ins[16];
+        snprintf(ins, sizeof ins, "%s,w3", bsrc);
+        int c3 = tb_node(m, "Conv", ins, "c3");
+        tb_attr_ints(m, c3, "pads", 4, TB_DIMS(1, 1, 1, 1));
+        tb_node(m, "Add", "c3,a", "s");
+        tb_node(m, "Relu", "s", "y");
+        tb_node(m, "Conv", "y,w1", "z"); /* a Conv reads y: all channels-last */
+        tb_output(m, "z");
+        if (form == 2) tb_output(m, "a");
+        mp_profile *p = tb_prof(m);
+        float *x = rnd(C * H * W), *w1 = rnd(C * C), *w2 = rnd(C * C), *w3 = rnd(C * C * 9);
+        float *a = zeros(C * H * W), *bb = zeros(C * H * W), *want = zeros(C * H * W);
+        ref_conv2d(x, w1, NULL, a, 1, C, H, W, C, 1, 1, 1, 1, 0, 1, H, W);
+        ref_conv2d(x, w2, NULL, bb, 1, C, H, W, C, 1, 1, 1, 1, 0, 1, H, W);
+        for (int i = 0; i < C * H * W; i++) a[i] = fmaxf(a[i], 0), bb[i] = fmaxf(bb[i], 0);
+        ref_conv2d(form > 0 ? bb : a, w3, NULL, want, 1, C, H, W, C, 3, 3, 1, 1, 1, 1, H, W);
+        for (int i = 0; i < C * H * W; i++) bb[i] = fmaxf(want[i] + a[i], 0);
+        ref_conv2d(bb, w1, NULL, want, 1, C, H, W, C, 1, 1, 1, 1, 0, 1, H, W);
+        const char *names[4] = {"x", "w1", "w2", "w3"};
+        float *data[4] = {x, w1, w2, w3};
+        const int64_t *dims[4] = {TB_DIMS(1, C, H, W), TB_DIMS(C, C, 1, 1), TB_DIMS(C, C, 1, 1), TB_DIMS(C, C, 3, 3)};
+        int ranks[4] = {4, 4, 4, 4};
+        for (int fuse = 0; fuse < 2; fuse++) {
+            mp_run_options o;
+            mp_run_options_default(&o);
+            o.threads = 2, o.fuse = fuse, o.progress = 0;
+            mp_plan *pl = NULL;
+            T_OK(mp_plan_create(p, &o, &pl));
+            if (!pl) continue;
+            /* form 1, fused: the one step that may take its residual's bytes does */
+            if (pl->n_shared != (form == 1 && fuse ? 1 : 0))
+                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: %d outputs took an input's bytes", form, fuse,
+                          pl->n_shared);
+            for (int i = 0; i < 4; i++)
+                T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
+                                       sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+            for (int rep = 0; rep < 2; rep++) {
+                T_OK(mp_plan_run(pl));
+                const char *name;
+                int dt, rank;
+                const int64_t *od;
+                const void *out;
+                T_OK(mp_plan_output(pl, 0, &name, &dt, &rank, &od, &out));
+                double e = out ? rel_l2(out, want, C * H * W) : 1;
+                if (!(e <= 1e-5)) mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse, e);
+                if (form == 2 && !mp_plan_output(pl, 1, &name, &dt, &rank, &od, &out)) {
+                    e = out ? rel_l2(out, a, C * H * W) : 1;
+                    if (!(e <= 1e-5)) mp_t_fail(__FILE__, __LINE__, "form 2 fuse %d: a: relative L2 error %g", fuse, e);
+                }
+            }
+            mp_plan_free(pl);
+        }
+        free(x), free(w1), free(w2), free(w3), free(a), free(bb), free(want);
+        tb_done(m, p);
+    }
+    mp_run_portable_only = was_portable;
+}
+
 /* ReduceMean or ReduceMax over exactly the spatial axes (the dynamo
  * exporter's global pooling, `x.mean((2, 3))`) runs as oneDNN's global
  * pooling and reads a Conv's channels-last output as it is: axes as an
@@ -1738,6 +1826,7 @@ MP_TESTS(dnnl){
     {"attention_exports", test_attention_exports},
     {"plan_conv_layouts", test_plan_conv_layouts},
     {"plan_conv_plain_residual", test_plan_conv_plain_residual},
+    {"plan_conv_residual_sum", test_plan_conv_residual_sum},
     {"plan_reduce_global", test_plan_reduce_global},
     {"plan_transpose", test_plan_transpose},
 };

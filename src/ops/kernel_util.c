@@ -47,6 +47,10 @@ const float *mp_kinput_f32(mp_kctx *k, int i) {
     return k && k->exec && k->exec->input_f32 ? k->exec->input_f32(k, i) : NULL;
 }
 
+void mp_kshare(mp_kctx *k, int i) {
+    if (k && k->exec && k->exec->share) k->exec->share(k, i);
+}
+
 void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     if (n <= 0) return;
     if (k && k->exec && k->exec->parallel) k->exec->parallel(k, n, fn, arg);

@@ -120,6 +120,12 @@ const mp_rtensor *mp_kvalue(const mp_kctx *k, int v);
  * decoded once per plan and kept by it (freed with the plan); fp32 data is
  * returned as is. NULL when input i is not a constant float tensor. */
 const float *mp_kinput_f32(mp_kctx *k, int i);
+/* In place (from prepare): output 0 may take the bytes of input i, of
+ * the same size and layout, when nothing reads input i after this kernel;
+ * the executor decides when it plans its memory, so the kernel must work
+ * both ways (its output buffer being input i's, or another). No executor:
+ * nothing happens. */
+void mp_kshare(mp_kctx *k, int i);
 /* Run fn(arg, lo, hi) over [0, n) split into chunks across the plan's
  * threads (serially when threads is 1 or n is small). */
 typedef void (*mp_range_fn)(void *arg, int64_t lo, int64_t hi);
@@ -137,6 +143,7 @@ struct mp_kexec {
     mp_status (*fuse_nodes)(mp_kctx *k, const int *nodes, int n);
     const mp_rtensor *(*value)(const mp_kctx *k, int v);
     const float *(*input_f32)(mp_kctx *k, int i);
+    void (*share)(mp_kctx *k, int i);
 };
 
 /* ---- training: what an operator's backward keeps, and what it costs ----

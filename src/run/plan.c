@@ -332,8 +332,15 @@ static void mp__x_parallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     mp__in_parallel = 0;
 }
 
+static void mp__x_share(mp_kctx *k, int i) {
+    if (!k || !k->plan || i < 0 || i >= k->n_in) return;
+    mp_step *s = (mp_step *)(void *)((char *)k - offsetof(mp_step, k));
+    s->share_in = i;
+}
+
 static const mp_kexec mp__plan_exec = {
     .out_alloc = mp__x_out_alloc,
+    .share = mp__x_share,
     .parallel = mp__x_parallel,
     .fuse = mp__x_fuse,
     .fuse_nodes = mp__x_fuse_nodes,
@@ -422,6 +429,7 @@ static mp_status mp__step_init(mp_plan *pl, mp_step *s, int node, const mp_kerne
     s->node = node;
     s->kern = kern;
     s->module = n->module;
+    s->share_in = -1;
     s->nodes = malloc(sizeof *s->nodes);
     s->cap_in = n->n_in + 1;
     s->in = calloc((size_t)s->cap_in, sizeof *s->in);
@@ -743,6 +751,27 @@ static bool mp__view_step(const mp_plan *pl, const mp_step *s) {
            a->rt.dtype == b->rt.dtype;
 }
 
+/* A step whose kernel asked for its output 0 to take input share_in's
+ * bytes (mp_kshare), and may: both arena activations of one size, the
+ * input (with every view of its bytes) read last by this step. */
+static bool mp__share_step(const mp_plan *pl, const mp_step *s, int si, const int *root) {
+    if (s->share_in < 0 || s->share_in >= s->n_in || s->n_out < 1) return false;
+    int u = s->in_v[s->share_in], v = s->out_v[0];
+    if (u < 0 || v < 0 || u == v || root[v] >= 0) return false;
+    const mp_rval *a = &pl->vals[u], *b = &pl->vals[v];
+    int r = root[u] >= 0 ? root[u] : u;
+    if (a->kind != MP_RV_ACT || b->kind != MP_RV_ACT || a->bytes != b->bytes || a->bytes == 0 ||
+        pl->vals[r].last != si || a->last != si)
+        return false;
+    /* no other input of the step reads those bytes (a Conv of x adding x
+     * itself would overwrite its own input) */
+    for (int j = 0; j < s->n_in; j++) {
+        int w = s->in_v[j];
+        if (j != s->share_in && w >= 0 && (w == u || w == r || (root[w] >= 0 && root[w] == r))) return false;
+    }
+    return true;
+}
+
 static mp_status mp__arena_plan(mp_plan *pl) {
     mp_graph *g = pl->g;
     for (int v = 0; v < g->n_values; v++) {
@@ -790,15 +819,23 @@ static mp_status mp__arena_plan(mp_plan *pl) {
      * the last of its views (steps in order: a view of a view has the
      * first one's root) */
     for (int v = 0; v < g->n_values; v++) root[v] = -1;
-    pl->n_views = 0;
+    pl->n_views = pl->n_shared = 0;
     for (int si = 0; si < pl->n_steps; si++) {
         const mp_step *s = &pl->steps[si];
-        if (!mp__view_step(pl, s)) continue;
-        int u = s->in_v[0], v = s->out_v[0];
+        int u, v;
+        if (mp__view_step(pl, s)) {
+            u = s->in_v[0], v = s->out_v[0];
+            pl->n_views++;
+        } else if (mp__share_step(pl, s, si, root)) {
+            /* the output takes an input's bytes: nothing reads them after */
+            u = s->in_v[s->share_in], v = s->out_v[0];
+            pl->n_shared++;
+        } else {
+            continue;
+        }
         int r = root[u] >= 0 ? root[u] : u;
         root[v] = r;
         if (pl->vals[r].last < pl->vals[v].last) pl->vals[r].last = pl->vals[v].last;
-        pl->n_views++;
     }
     for (int v = 0; v < g->n_values; v++) {
         mp_rval *rv = &pl->vals[v];

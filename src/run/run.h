@@ -46,6 +46,7 @@ typedef struct mp_step {
     bool dyn;         /* touches DYN values: reload tensors each run */
     int module;       /* module the group's time goes to */
     const char *group; /* "Conv+Relu" for a fused group, NULL alone */
+    int share_in;     /* mp_kshare: output 0 may take this input's bytes (k.in index), -1 none */
 } mp_step;
 
 typedef struct mp_pool mp_pool;
@@ -67,6 +68,7 @@ struct mp_plan {
     uint8_t *arena;
     size_t arena_bytes;
     int n_views;         /* steps whose output shares its input's bytes (Reshape ...) */
+    int n_shared;        /* steps whose output took an input's bytes (mp_kshare) */
     void *scratch;
     size_t scratch_bytes;
     size_t const_bytes;  /* weights and folded values held by the plan */
