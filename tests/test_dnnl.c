@@ -915,6 +915,27 @@ static void test_not_served(void) {
 
 /* ---- through the planner (the real mp_kfuse, arena, layouts) ---- */
 
+/* Give a plan its fp32 inputs: names[i] with data[i] of dims[i]. */
+static void set_inputs(mp_plan *pl, int n_in, const char **names, float **data, const int64_t *const *dims,
+                       const int *ranks) {
+    for (int i = 0; i < n_in; i++)
+        T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
+                               sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+}
+
+/* Output i of a plan that ran, and its number of values (*n; 0 and NULL
+ * when it cannot be read). */
+static const float *plan_out(mp_plan *pl, int i, int64_t *n) {
+    const char *name;
+    int dt, rank;
+    const int64_t *od;
+    const void *out = NULL;
+    *n = 0;
+    T_OK(mp_plan_output(pl, i, &name, &dt, &rank, &od, &out));
+    if (out) *n = mp_dims_product(od, rank);
+    return out;
+}
+
 /* Run model m's plan on inputs (name, data) and return output 0's copy. */
 static float *plan_run(mp_model *m, mp_profile *p, int n_in, const char **names, float **data,
                        const int64_t *const *dims, const int *ranks, int fuse, int64_t *numel) {
@@ -926,16 +947,10 @@ static float *plan_run(mp_model *m, mp_profile *p, int n_in, const char **names,
     mp_plan *pl = NULL;
     T_OK(mp_plan_create(p, &o, &pl));
     if (!pl) return NULL;
-    for (int i = 0; i < n_in; i++)
-        T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
-                               sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+    set_inputs(pl, n_in, names, data, dims, ranks);
     T_OK(mp_plan_run(pl));
-    const char *name;
-    int dt, rank;
-    const int64_t *od;
-    const void *out;
-    T_OK(mp_plan_output(pl, 0, &name, &dt, &rank, &od, &out));
-    int64_t ne = mp_dims_product(od, rank);
+    int64_t ne;
+    const float *out = plan_out(pl, 0, &ne);
     float *r = NULL;
     if (ne > 0 && ne < (INT64_C(1) << 30)) {
         r = malloc(sizeof(float) * (size_t)ne);
@@ -945,6 +960,22 @@ static float *plan_run(mp_model *m, mp_profile *p, int n_in, const char **names,
     mp_plan_free(pl);
     (void)m;
     return r;
+}
+
+/* plan_run, then its output against want (n values, relative L2 error at
+ * most 1e-5); failures name the place and `tag` ("form 2"), then fuse. */
+#define EXPECT_PLAN(m, p, n_in, names, data, dims, ranks, fuse, want, n, tag) \
+    expect_plan(__FILE__, __LINE__, m, p, n_in, names, data, dims, ranks, fuse, want, n, tag)
+static void expect_plan(const char *file, int line, mp_model *m, mp_profile *p, int n_in, const char **names,
+                        float **data, const int64_t *const *dims, const int *ranks, int fuse, const float *want,
+                        int64_t n, const char *tag) {
+    int64_t got_n = 0;
+    float *y = plan_run(m, p, n_in, names, data, dims, ranks, fuse, &got_n);
+    if (got_n != n)
+        mp_t_fail(file, line, "%s fuse %d: %lld values out, %lld expected", tag, fuse, (long long)got_n, (long long)n);
+    else if (y && !(rel_l2(y, want, n) <= 1e-5))
+        mp_t_fail(file, line, "%s fuse %d: relative L2 error %g", tag, fuse, rel_l2(y, want, n));
+    free(y);
 }
 
 /* A plan for a measured run of p: 2 threads, no warm-up, a fixed peak;
@@ -1022,12 +1053,7 @@ static void test_plan_gelu_tanh(void) {
     const int64_t *dims[1] = {TB_DIMS(1, 32, 3072)};
     int ranks[1] = {3};
     for (int fuse = 0; fuse < 2; fuse++) {
-        int64_t got_n = 0;
-        float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
-        T_EQ(got_n, n);
-        if (y && got_n == n && rel_l2(y, want, n) > 1e-5)
-            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, n));
-        free(y);
+        EXPECT_PLAN(m, p, 1, names, data, dims, ranks, fuse, want, n, "the chain");
     }
     free(xv), free(want);
     tb_done(m, p);
@@ -1056,12 +1082,7 @@ static void test_plan_matmul_chain(void) {
     const int64_t *dims[2] = {TB_DIMS(64, 256), TB_DIMS(256, 128)};
     int ranks[2] = {2, 2};
     for (int fuse = 0; fuse < 2; fuse++) {
-        int64_t got_n = 0;
-        float *y = plan_run(m, p, 2, names, data, dims, ranks, fuse, &got_n);
-        T_EQ(got_n, 64 * 128);
-        if (y && got_n == 64 * 128 && rel_l2(y, want, got_n) > 1e-5)
-            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
-        free(y);
+        EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, 64 * 128, "the chain");
     }
     free(xv), free(wv), free(want);
     tb_done(m, p);
@@ -1095,12 +1116,7 @@ static void test_plan_gelu_erf(void) {
     const int64_t *dims[1] = {TB_DIMS(16, 512)};
     int ranks[1] = {2};
     for (int fuse = 0; fuse < 2; fuse++) {
-        int64_t got_n = 0;
-        float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
-        T_EQ(got_n, n);
-        if (y && got_n == n && rel_l2(y, want, n) > 1e-5)
-            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, n));
-        free(y);
+        EXPECT_PLAN(m, p, 1, names, data, dims, ranks, fuse, want, n, "the chain");
     }
     free(xv), free(want);
     tb_done(m, p);
@@ -1166,12 +1182,7 @@ static void test_plan_layernorm_pattern(void) {
     T_EQ(p->mods[mln].flops, 7 * 576 + 6 + 6);
     T_EQ(p->mods[mln].macs, 0);
     for (int fuse = 0; fuse < 2; fuse++) {
-        int64_t got_n = 0;
-        float *y = plan_run(m, p, 1, names, data, dims, ranks, fuse, &got_n);
-        T_EQ(got_n, R * D);
-        if (y && got_n == R * D && rel_l2(y, want, got_n) > 1e-5)
-            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
-        free(y);
+        EXPECT_PLAN(m, p, 1, names, data, dims, ranks, fuse, want, R * D, "the pattern");
         /* measured: counts per module unchanged, groups sum to the total */
         mp_plan *pl = measure_plan(p, fuse, 2);
         if (!pl) continue;
@@ -1318,19 +1329,13 @@ static void test_plan_attention(void) {
         for (int i = 0; i < p->n_ops; i++)
             if (strcmp(p->ops[i].op, "Greater") == 0) gflops -= p->ops[i].fig.flops;
         for (int fuse = 0; fuse < 2; fuse++) {
-            int64_t got_n = 0;
-            float *y = plan_run(m, p, n_in, names, data, dims, ranks, fuse, &got_n);
-            T_EQ(got_n, nb * SQ * DV);
-            if (y && got_n == nb * SQ * DV && !(rel_l2(y, want, got_n) <= 1e-5))
-                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
-                          rel_l2(y, want, got_n));
-            free(y);
+            char tag[32];
+            snprintf(tag, sizeof tag, "form %d", form);
+            EXPECT_PLAN(m, p, n_in, names, data, dims, ranks, fuse, want, nb * SQ * DV, tag);
             /* measured: one group of every node when fused */
             mp_plan *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
-            for (int i = 0; i < n_in; i++)
-                T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
-                                       sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+            set_inputs(pl, n_in, names, data, dims, ranks);
             T_OK(mp_profile_run(pl, p));
             int groups = 0;
             for (int i = 0; i < p->n_groups; i++)
@@ -1433,13 +1438,9 @@ static void test_plan_matmul_gelu(void) {
         const int64_t *dims[3] = {TB_DIMS(1, 24, 64), TB_DIMS(64, 80), TB_DIMS(80)};
         int ranks[3] = {3, 2, 1};
         for (int fuse = 0; fuse < 2; fuse++) {
-            int64_t got_n = 0;
-            float *y = plan_run(m, p, 3, names, data, dims, ranks, fuse, &got_n);
-            T_EQ(got_n, 24 * 80);
-            if (y && got_n == 24 * 80 && rel_l2(y, want, got_n) > 1e-5)
-                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
-                          rel_l2(y, want, got_n));
-            free(y);
+            char tag[32];
+            snprintf(tag, sizeof tag, "form %d", form);
+            EXPECT_PLAN(m, p, 3, names, data, dims, ranks, fuse, want, 24 * 80, tag);
         }
         mp_plan *pl = measure_plan(p, 1, 1);
         if (pl) {
@@ -1500,12 +1501,7 @@ static void test_plan_conv_layouts(void) {
                               TB_DIMS(16, 32, 1, 1)};
     int ranks[4] = {4, 4, 4, 4};
     for (int fuse = 0; fuse < 2; fuse++) {
-        int64_t got_n = 0;
-        float *y = plan_run(m, p, 4, names, data, dims, ranks, fuse, &got_n);
-        T_EQ(got_n, 16 * 36);
-        if (y && got_n == 16 * 36 && rel_l2(y, want, got_n) > 1e-5)
-            mp_t_fail(__FILE__, __LINE__, "fuse %d: relative L2 error %g", fuse, rel_l2(y, want, got_n));
-        free(y);
+        EXPECT_PLAN(m, p, 4, names, data, dims, ranks, fuse, want, 16 * 36, "the layouts");
     }
     free(x), free(w1), free(w2), free(w3), free(r1), free(c2), free(mp), free(want);
     tb_done(m, p);
@@ -1544,21 +1540,15 @@ static void test_plan_conv_plain_residual(void) {
         int ranks[4] = {4, 4, 4, 1};
         for (int fuse = 0; fuse < 2; fuse++) {
             int refs = mp_dnnl_reference_primitives();
-            int64_t got_n = 0;
-            float *y = plan_run(m, p, 4, names, data, dims, ranks, fuse, &got_n);
-            T_EQ(got_n, 32 * 100);
-            if (y && got_n == 32 * 100 && rel_l2(y, want, got_n) > 1e-5)
-                mp_t_fail(__FILE__, __LINE__, "order %d fuse %d: relative L2 error %g", order, fuse,
-                          rel_l2(y, want, got_n));
-            free(y);
+            char tag[32];
+            snprintf(tag, sizeof tag, "order %d", order);
+            EXPECT_PLAN(m, p, 4, names, data, dims, ranks, fuse, want, 32 * 100, tag);
             if (mp_dnnl_reference_primitives() != refs)
                 mp_t_fail(__FILE__, __LINE__, "order %d fuse %d: %d reference primitives", order, fuse,
                           mp_dnnl_reference_primitives() - refs);
             mp_plan *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
-            for (int i = 0; i < 4; i++)
-                T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
-                                       sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+            set_inputs(pl, 4, names, data, dims, ranks);
             T_OK(mp_profile_run(pl, p));
             int groups = 0;
             for (int i = 0; i < p->n_groups; i++)
@@ -1635,20 +1625,16 @@ static void test_plan_conv_residual_sum(void) {
             if (pl->n_shared != (form == 1 && fuse ? 1 : 0))
                 mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: %d outputs took an input's bytes", form, fuse,
                           pl->n_shared);
-            for (int i = 0; i < 4; i++)
-                T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
-                                       sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
+            set_inputs(pl, 4, names, data, dims, ranks);
             for (int rep = 0; rep < 2; rep++) {
                 T_OK(mp_plan_run(pl));
-                const char *name;
-                int dt, rank;
-                const int64_t *od;
-                const void *out;
-                T_OK(mp_plan_output(pl, 0, &name, &dt, &rank, &od, &out));
-                double e = out ? rel_l2(out, want, C * H * W) : 1;
+                int64_t got_n;
+                const float *out = plan_out(pl, 0, &got_n);
+                double e = out && got_n == C * H * W ? rel_l2(out, want, got_n) : 1;
                 if (!(e <= 1e-5)) mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse, e);
-                if (form == 2 && !mp_plan_output(pl, 1, &name, &dt, &rank, &od, &out)) {
-                    e = out ? rel_l2(out, a, C * H * W) : 1;
+                if (form == 2) {
+                    out = plan_out(pl, 1, &got_n);
+                    e = out && got_n == C * H * W ? rel_l2(out, a, got_n) : 1;
                     if (!(e <= 1e-5)) mp_t_fail(__FILE__, __LINE__, "form 2 fuse %d: a: relative L2 error %g", fuse, e);
                 }
             }
@@ -1706,13 +1692,9 @@ static void test_plan_reduce_global(void) {
         int ranks[2] = {4, 4};
         for (int fuse = 0; fuse < 2; fuse++) {
             int refs = mp_dnnl_reference_primitives();
-            int64_t got_n = 0;
-            float *y = plan_run(m, p, 2, names, data, dims, ranks, fuse, &got_n);
-            T_EQ(got_n, N * C);
-            if (y && got_n == N * C && rel_l2(y, want, got_n) > 1e-5)
-                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: relative L2 error %g", form, fuse,
-                          rel_l2(y, want, got_n));
-            free(y);
+            char tag[32];
+            snprintf(tag, sizeof tag, "form %d", form);
+            EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, N * C, tag);
             T_EQ(mp_dnnl_reference_primitives(), refs);
         }
         free(x), free(w), free(r), free(want);
