@@ -1615,11 +1615,7 @@ static void test_plan_conv_residual_sum(void) {
         const int64_t *dims[4] = {TB_DIMS(1, C, H, W), TB_DIMS(C, C, 1, 1), TB_DIMS(C, C, 1, 1), TB_DIMS(C, C, 3, 3)};
         int ranks[4] = {4, 4, 4, 4};
         for (int fuse = 0; fuse < 2; fuse++) {
-            mp_run_options o;
-            mp_run_options_default(&o);
-            o.threads = 2, o.fuse = fuse, o.progress = 0;
-            mp_plan *pl = NULL;
-            T_OK(mp_plan_create(p, &o, &pl));
+            mp_plan *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
             /* form 1, fused: the one step that may take its residual's bytes does */
             if (pl->n_shared != (form == 1 && fuse ? 1 : 0))

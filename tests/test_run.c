@@ -162,6 +162,17 @@ static const float *t_out(mp_plan *pl, int i, int64_t *numel) {
     return data;
 }
 
+/* A plan of p with default options but for the thread count (the
+ * failure recorded when it cannot be made). */
+static mp_plan *t_plan(mp_profile *p, int threads) {
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = threads;
+    mp_plan *pl = NULL;
+    T_OK(mp_plan_create(p, &o, &pl));
+    return pl;
+}
+
 /* Add(X, C) -> Relu -> Y, fused; a node whose output is known is folded */
 static void test_run_fuse_fold(void) {
     mp_model *m = tb_new(17);
@@ -312,11 +323,7 @@ static void test_run_arena_threads(void) {
     mp_profile *p = tb_prof(m);
     t_kernel(m, "Neg", tk_neg, NULL, NULL);
     t_kernel(m, "Relu", tk_relu, NULL, NULL);
-    mp_run_options o;
-    mp_run_options_default(&o);
-    o.threads = 2;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_plan *pl = t_plan(p, 2);
     T_EQ(pl->n_steps, 6);
     T_CHECK(pl->arena_bytes <= 2 * 40064);
     T_CHECK(pl->arena_bytes >= 2 * 40000);
@@ -358,11 +365,7 @@ static void test_run_views(void) {
     tb_output(m, "xi");
     mp_profile *p = tb_prof(m);
     t_kernel(m, "Neg", tk_neg, NULL, NULL);
-    mp_run_options o;
-    mp_run_options_default(&o);
-    o.threads = 1;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_plan *pl = t_plan(p, 1);
     T_EQ(pl->n_views, 2); /* b and c; xi reads a graph input */
     float *x = malloc(sizeof(float) * 10000);
     for (int i = 0; i < 10000; i++) x[i] = (float)(i % 13) - 6;
@@ -392,11 +395,7 @@ static void test_run_dynamic(void) {
     tb_output(m, "Y");
     mp_profile *p = tb_prof(m);
     t_kernel(m, "NonZero", tk_nonzero, NULL, NULL);
-    mp_run_options o;
-    mp_run_options_default(&o);
-    o.threads = 1;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_plan *pl = t_plan(p, 1);
     float x[5] = {0, 2, 0, 3, 4};
     T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(5), x, sizeof x));
     T_OK(mp_plan_run(pl));

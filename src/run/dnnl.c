@@ -510,6 +510,33 @@ static mp_status dk_arg(mp_kctx *k, dk *s, int arg, const dnnl_memory_desc_t *md
     return MP_OK;
 }
 
+/* A reorder from `from` to `to` with its two arguments; a buffer given
+ * (from_buf, to_buf) is bound now, one left NULL is set at each run
+ * (reorder_run). */
+static mp_status reorder_new(mp_kctx *k, const dnnl_memory_desc_t *from, void *from_buf,
+                             const dnnl_memory_desc_t *to, void *to_buf, dnnl_primitive_t *prim,
+                             dnnl_exec_arg_t x[2]) {
+    dnnl_primitive_desc_t rpd;
+    DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
+    dnnl_status_t st = dnnl_primitive_create(prim, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    if (st) return dfail(k, st, "reorder");
+    x[0].arg = DNNL_ARG_FROM;
+    x[1].arg = DNNL_ARG_TO;
+    DN(dnnl_memory_create(&x[0].memory, from, g_eng, from_buf ? from_buf : DNNL_MEMORY_NONE), "memory");
+    DN(dnnl_memory_create(&x[1].memory, to, g_eng, to_buf ? to_buf : DNNL_MEMORY_NONE), "memory");
+    return MP_OK;
+}
+
+/* Run a reorder of reorder_new, first pointing the sides given (not
+ * NULL) at these buffers. */
+static mp_status reorder_run(mp_kctx *k, dnnl_primitive_t prim, dnnl_exec_arg_t x[2], void *from, void *to) {
+    if (from) DN(dnnl_memory_set_data_handle(x[0].memory, from), "set data handle");
+    if (to) DN(dnnl_memory_set_data_handle(x[1].memory, to), "set data handle");
+    DN(dnnl_primitive_execute(prim, g_strm, 2, x), "reorder");
+    return MP_OK;
+}
+
 static mp_status gemm_alt_run(mp_kctx *k, dk *s);
 
 static mp_status dk_run(mp_kctx *k) {
@@ -532,28 +559,23 @@ static mp_status dk_run(mp_kctx *k) {
             s->last[i] = p;
         }
     }
+    mp_status st;
     for (int i = 0; i < s->n_pre; i++) {
         void *p = k->in[s->pre_in[i]].data;
         if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): input buffer missing", k->n->name, k->n->op);
-        DN(dnnl_memory_set_data_handle(s->prex[i][0].memory, p), "set data handle");
-        DN(dnnl_primitive_execute(s->pre[i], g_strm, 2, s->prex[i]), "reorder");
+        if ((st = reorder_run(k, s->pre[i], s->prex[i], p, NULL))) return st;
     }
     if (s->sumr) {
         void *from = k->in[s->sum_in].data, *to = s->sum_own ? s->sum_own : k->out[0].data;
         if (!from || !to) return mp_error(MP_ERR_USAGE, "node %s (%s): the residual's buffer is missing",
                                           k->n->name, k->n->op);
-        if (from != to) {
-            DN(dnnl_memory_set_data_handle(s->sumx[0].memory, from), "set data handle");
-            DN(dnnl_memory_set_data_handle(s->sumx[1].memory, to), "set data handle");
-            DN(dnnl_primitive_execute(s->sumr, g_strm, 2, s->sumx), "reorder");
-        }
+        if (from != to && (st = reorder_run(k, s->sumr, s->sumx, from, to))) return st;
     }
     DN(dnnl_primitive_execute(s->prim, g_strm, s->n, s->ex), "execute");
     if (s->reo) {
         void *p = k->out[0].data;
         if (!p) return mp_error(MP_ERR_USAGE, "node %s (%s): output buffer missing", k->n->name, k->n->op);
-        DN(dnnl_memory_set_data_handle(s->rex[1].memory, p), "set data handle");
-        DN(dnnl_primitive_execute(s->reo, g_strm, 2, s->rex), "reorder");
+        if ((st = reorder_run(k, s->reo, s->rex, NULL, p))) return st;
     }
     DN(dnnl_stream_wait(g_strm), "wait");
     return MP_OK;
@@ -564,25 +586,14 @@ static mp_status dk_run(mp_kctx *k) {
  * argument to *buf (FROM_OWN). */
 static mp_status dk_pre_reorder(mp_kctx *k, dk *s, int in, const dnnl_memory_desc_t *from,
                                 const dnnl_memory_desc_t *to, void **buf) {
+    if (s->n_pre >= DK_MAXPRE) return mp_error(MP_ERR_LIMIT, "node %s: too many input reorders", k->n->name);
     *buf = dk_alloc_own(s, dnnl_memory_desc_get_size(to));
     if (!*buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
-    dnnl_primitive_desc_t rpd;
-    DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
-    if (s->n_pre >= DK_MAXPRE) {
-        dnnl_primitive_desc_destroy(rpd);
-        return mp_error(MP_ERR_LIMIT, "node %s: too many input reorders", k->n->name);
-    }
     int j = s->n_pre;
-    dnnl_status_t st = dnnl_primitive_create(&s->pre[j], rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    if (st) return dfail(k, st, "reorder");
-    s->n_pre++;
     s->pre_in[j] = in;
-    s->prex[j][0].arg = DNNL_ARG_FROM;
-    s->prex[j][1].arg = DNNL_ARG_TO;
-    DN(dnnl_memory_create(&s->prex[j][0].memory, from, g_eng, DNNL_MEMORY_NONE), "memory");
-    DN(dnnl_memory_create(&s->prex[j][1].memory, to, g_eng, *buf), "memory");
-    return MP_OK;
+    mp_status st = reorder_new(k, from, NULL, to, *buf, &s->pre[j], s->prex[j]);
+    if (s->pre[j]) s->n_pre++;
+    return st;
 }
 
 /* The primitive writes `from` (blocked) into a buffer of the kernel's; a
@@ -591,16 +602,7 @@ static mp_status dk_post_reorder(mp_kctx *k, dk *s, const dnnl_memory_desc_t *fr
                                  const dnnl_memory_desc_t *to, void **buf) {
     *buf = dk_alloc_own(s, dnnl_memory_desc_get_size(from));
     if (!*buf) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
-    dnnl_primitive_desc_t rpd;
-    DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
-    dnnl_status_t st = dnnl_primitive_create(&s->reo, rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    if (st) return dfail(k, st, "reorder");
-    s->rex[0].arg = DNNL_ARG_FROM;
-    s->rex[1].arg = DNNL_ARG_TO;
-    DN(dnnl_memory_create(&s->rex[0].memory, from, g_eng, *buf), "memory");
-    DN(dnnl_memory_create(&s->rex[1].memory, to, g_eng, DNNL_MEMORY_NONE), "memory");
-    return MP_OK;
+    return reorder_new(k, from, *buf, to, NULL, &s->reo, s->rex);
 }
 
 /* The residual (input `in`, stored as `from`) is put into the buffer the
@@ -608,21 +610,12 @@ static mp_status dk_post_reorder(mp_kctx *k, dk *s, const dnnl_memory_desc_t *fr
  * runs, for a sum post-op. */
 static mp_status dk_sum_source(mp_kctx *k, dk *s, int in, const dnnl_memory_desc_t *from,
                                const dnnl_memory_desc_t *to, void *own) {
-    dnnl_primitive_desc_t rpd;
-    DN(dnnl_reorder_primitive_desc_create(&rpd, from, g_eng, to, g_eng, NULL), "reorder");
-    dnnl_status_t st = dnnl_primitive_create(&s->sumr, rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    if (st) return dfail(k, st, "reorder");
     s->sum_in = in;
     s->sum_own = own;
     /* the residual's bytes, laid out as the primitive writes: then the
      * output may be them (no copy) when nothing reads the residual after */
     if (!own && dnnl_memory_desc_equal(from, to)) mp_kshare(k, in);
-    s->sumx[0].arg = DNNL_ARG_FROM;
-    s->sumx[1].arg = DNNL_ARG_TO;
-    DN(dnnl_memory_create(&s->sumx[0].memory, from, g_eng, DNNL_MEMORY_NONE), "memory");
-    DN(dnnl_memory_create(&s->sumx[1].memory, to, g_eng, DNNL_MEMORY_NONE), "memory");
-    return MP_OK;
+    return reorder_new(k, from, NULL, to, NULL, &s->sumr, s->sumx);
 }
 
 /* A fresh state with the engine up and the thread count set. */
@@ -1093,7 +1086,6 @@ static mp_status dk_src_dst(mp_kctx *k, dk *s, const void *desc, const dnnl_memo
  * whose own readers do (an Add joining two blocked branches). */
 static bool conv_ok(const mp_graph *g, const mp_node *n, bool transpose);
 static bool pool_ok(const mp_graph *g, const mp_node *n);
-static bool reduce_global(const mp_graph *g, const mp_node *n);
 static bool eltwise_ok(const mp_graph *g, const mp_node *n);
 static bool binary_ok(const mp_graph *g, const mp_node *n, bool *swap);
 
@@ -1124,7 +1116,7 @@ static bool readers_walk(const mp_graph *g, int v, int depth, int *budget) {
             if (is_op(c, "Conv")) {
                 if (j != 0 || !conv_ok(g, c, false)) return false;
             } else if (is_op(c, "MaxPool") || is_op(c, "AveragePool") || is_op(c, "GlobalAveragePool") ||
-                       is_op(c, "GlobalMaxPool") || reduce_global(g, c)) {
+                       is_op(c, "GlobalMaxPool") || is_op(c, "ReduceMean") || is_op(c, "ReduceMax")) {
                 if (j != 0 || !pool_ok(g, c)) return false;
             } else if (binary_of(c, &alg)) {
                 const mp_value *a = gval(g, c, 0), *b = gval(g, c, 1);
@@ -3067,12 +3059,11 @@ static mp_status attn_prepare(mp_kctx *k, size_t *scratch) {
                 a->fill = p.fill, a->fill_on_true = p.fill_on_true;
                 a->cond_in = k->in[mi].data ? -1 : mi;
                 if (!st && a->cond_in < 0) attn_where_mask(a, k->in[mi].data);
-                if (!st)
-                    st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &md[6], FROM_OWN, 0,
-                                a->wmask);
-            } else if (!st && mi >= 0) {
-                st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &md[6], FROM_IN, mi, NULL);
             }
+            /* the mask: an input, or the additive form of a Where's kept here */
+            if (!st && mi >= 0)
+                st = dk_arg(k, s, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, &md[6],
+                            a->wmask ? FROM_OWN : FROM_IN, mi, a->wmask);
         } else if (i == 1) {
             st = dk_arg(k, s, DNNL_ARG_SRC, &md[5], FROM_SCRATCH_AT, 0, NULL);
             if (!st) st = dk_arg(k, s, DNNL_ARG_DST, &md[5], FROM_SCRATCH_AT, 0, NULL);
@@ -3109,44 +3100,49 @@ static mp_status attn_prepare(mp_kctx *k, size_t *scratch) {
 
 enum { TRANSPOSE_MIN = 1 << 14 };  /* elements: below, oneDNN's call costs more than the copy */
 
-static bool transpose_ok(const mp_graph *g, const mp_node *n) {
-    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
-    if (!is_f32(x) || !is_f32(y) || x->rank < 2 || x->rank > DNNL_MAX_NDIMS || y->rank != x->rank ||
-        n->n_out != 1 || mp_value_numel(x) < TRANSPOSE_MIN)
-        return false;
+/* The input axis of each output axis (perm, or reversed without it);
+ * false when perm is not a permutation of the rank r axes. */
+static bool transpose_perm(const mp_node *n, int r, int64_t *p) {
     const int64_t *perm = NULL;
     int np = mp_attr_ints(n, "perm", &perm);
-    if (np >= 0 && np != x->rank) return false;
+    if (np >= 0 && np != r) return false;
     unsigned seen = 0;
-    for (int i = 0; i < x->rank; i++) {
-        int64_t p = np == x->rank ? perm[i] : x->rank - 1 - i;
-        if (p < 0 || p >= x->rank || (seen & (1u << p)) || y->dims[i] != x->dims[p]) return false;
-        seen |= 1u << p;
+    for (int i = 0; i < r; i++) {
+        p[i] = np == r ? perm[i] : r - 1 - i;
+        if (p[i] < 0 || p[i] >= r || (seen & (1u << p[i]))) return false;
+        seen |= 1u << p[i];
     }
+    return true;
+}
+
+static bool transpose_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *x = gval(g, n, 0), *y = gout(g, n, 0);
+    int64_t p[DNNL_MAX_NDIMS];
+    if (!is_f32(x) || !is_f32(y) || x->rank < 2 || x->rank > DNNL_MAX_NDIMS || y->rank != x->rank ||
+        n->n_out != 1 || mp_value_numel(x) < TRANSPOSE_MIN || !transpose_perm(n, x->rank, p))
+        return false;
+    for (int i = 0; i < x->rank; i++)
+        if (y->dims[i] != x->dims[p[i]]) return false;
     return true;
 }
 
 static mp_status transpose_prepare(mp_kctx *k, size_t *scratch) {
     const mp_value *x = gval(k->g, k->n, 0), *y = gout(k->g, k->n, 0);
     int r = x->rank;
-    const int64_t *perm = NULL;
-    int np = mp_attr_ints(k->n, "perm", &perm);
-    int64_t xs[DNNL_MAX_NDIMS];
-    dnnl_dims_t d, st;
-    int64_t acc = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        xs[i] = acc;
-        acc *= x->dims[i];
-    }
-    for (int i = 0; i < r; i++) {
-        d[i] = y->dims[i];
-        st[i] = xs[np == r ? perm[i] : r - 1 - i];
-    }
+    int64_t p[DNNL_MAX_NDIMS];
     dk *s;
     mp_status rs = dk_new(k, &s);
     if (rs) return rs;
     k->kname = "onednn:reorder";
-    dnnl_memory_desc_t smd, dmd;
+    /* the input read through its plain strides, permuted */
+    dnnl_memory_desc_t xmd, smd, dmd;
+    DN(md_plain(&xmd, r, x->dims), "memory descriptor");
+    if (!transpose_perm(k->n, r, p)) return mp_error(MP_ERR_UNSUPPORTED, "node %s: bad perm", k->n->name);
+    dnnl_dims_t d, st;
+    for (int i = 0; i < r; i++) {
+        d[i] = y->dims[i];
+        st[i] = xmd.format_desc.blocking.strides[p[i]];
+    }
     DN(dnnl_memory_desc_init_by_strides(&smd, r, d, dnnl_f32, st), "memory descriptor");
     DN(md_plain(&dmd, r, y->dims), "memory descriptor");
     dnnl_primitive_desc_t pd;

@@ -114,33 +114,34 @@ double mp_run_peak_flops_again(int threads, const char **how) { return mp__peak(
  * core) pairs among the CPUs this process may run on, at most threads
  * (threads when the topology cannot be read). Two threads on the
  * siblings of one core share its FMA units. */
+/* CPU cpu's topology number `leaf` (core_id, physical_package_id); -1
+ * when it cannot be read. */
+static long mp__topology(int cpu, const char *leaf) {
+    char path[128];
+    long v = -1;
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, leaf);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 static int mp__cores(int threads) {
     cpu_set_t set;
     if (threads <= 1 || sched_getaffinity(0, sizeof set, &set) != 0) return threads;
-    int n = 0, keys_n = 0;
+    int n = 0;
     long keys[256];
-    for (int cpu = 0; cpu < CPU_SETSIZE && keys_n < 256; cpu++) {
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < 256; cpu++) {
         if (!CPU_ISSET(cpu, &set)) continue;
-        long pkg = -1, core = -1;
-        char path[128];
-        FILE *f;
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu);
-        if ((f = fopen(path, "r"))) {
-            if (fscanf(f, "%ld", &pkg) != 1) pkg = -1;
-            fclose(f);
-        }
-        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/core_id", cpu);
-        if ((f = fopen(path, "r"))) {
-            if (fscanf(f, "%ld", &core) != 1) core = -1;
-            fclose(f);
-        }
+        long pkg = mp__topology(cpu, "physical_package_id"), core = mp__topology(cpu, "core_id");
         if (pkg < 0 || core < 0) return threads;
         long key = pkg * 1000000 + core;
         bool seen = false;
-        for (int i = 0; i < keys_n && !seen; i++) seen = keys[i] == key;
-        if (!seen) keys[keys_n++] = key;
+        for (int i = 0; i < n && !seen; i++) seen = keys[i] == key;
+        if (!seen) keys[n++] = key;
     }
-    n = keys_n;
     return n > 0 && n < threads ? n : threads;
 }
 
