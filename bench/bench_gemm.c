@@ -105,11 +105,11 @@ int main(int argc, char **argv) {
         o.threads = threads;
         o.progress = 0;
         o.node_timing = 0;
-        mp_plan *pl = NULL, *pl2 = NULL, *plp = NULL;
+        mp_exec *pl = NULL, *pl2 = NULL, *plp = NULL;
         int old = mp_dnnl_gemm_force(0);
-        mp_status pst = mp_plan_create(p, &o, &plp);
+        mp_status pst = mp_exec_create(p, &o, &plp);
         mp_dnnl_gemm_force(old);
-        if (pst || mp_plan_create(p, &o, &pl) || mp_plan_create(p2, &o, &pl2)) {
+        if (pst || mp_exec_create(p, &o, &pl) || mp_exec_create(p2, &o, &pl2)) {
             fprintf(stderr, "bench_gemm: %s\n", mp_last_error());
             return 2;
         }
@@ -120,9 +120,9 @@ int main(int argc, char **argv) {
         if (!a || !b || !c) return 2;
         for (long i = 0; i < (long)M * K; i++) a[i] = (float)(i % 7) * 0.1f - 0.3f;
         for (long i = 0; i < (long)K * N; i++) b[i] = (float)(i % 5) * 0.1f - 0.2f;
-        if (mp_plan_set_input(pl, "A", MP_DT_FLOAT, 2, TB_DIMS(M, K), a, sizeof(float) * (size_t)M * (size_t)K) ||
-            mp_plan_set_input(plp, "A", MP_DT_FLOAT, 2, TB_DIMS(M, K), a, sizeof(float) * (size_t)M * (size_t)K) ||
-            mp_plan_set_input(pl2, "A", MP_DT_FLOAT, 3, TB_DIMS(1, M, K), a,
+        if (mp_exec_set_input(pl, "A", MP_DT_FLOAT, 2, TB_DIMS(M, K), a, sizeof(float) * (size_t)M * (size_t)K) ||
+            mp_exec_set_input(plp, "A", MP_DT_FLOAT, 2, TB_DIMS(M, K), a, sizeof(float) * (size_t)M * (size_t)K) ||
+            mp_exec_set_input(pl2, "A", MP_DT_FLOAT, 3, TB_DIMS(1, M, K), a,
                               sizeof(float) * (size_t)M * (size_t)K)) {
             fprintf(stderr, "bench_gemm: %s\n", mp_last_error());
             return 2;
@@ -136,11 +136,11 @@ int main(int argc, char **argv) {
                 nanosleep(&(struct timespec){0, 5000000}, NULL); /* the last engine's threads settle */
                 for (int k = 0; k < 3; k++) {
                     double t = now();
-                    if (e == 0) mp_plan_run(plp);
+                    if (e == 0) mp_exec_run(plp);
                     else if (e == 1 && fd) fd('N', 'N', M, N, K, 1.f, a, K, b, N, 0.f, c, N);
                     else if (e == 2 && fo) fo(101, 111, 111, M, N, K, 1.f, a, K, b, N, 0.f, c, N);
-                    else if (e == 3) mp_plan_run(pl);
-                    else if (e == 4) mp_plan_run(pl2);
+                    else if (e == 3) mp_exec_run(pl);
+                    else if (e == 4) mp_exec_run(pl2);
                     else break;
                     t = now() - t;
                     if (r > 0 && t < best[e]) best[e] = t; /* round 0 warms up */
@@ -157,9 +157,9 @@ int main(int argc, char **argv) {
         else printf("%10s", "-");
         printf(" %10.1f %8.2fx %10.1f  %s\n", g[3], other > 0 ? g[3] / other : 0, g[4], choice);
         fflush(stdout);
-        mp_plan_free(plp);
-        mp_plan_free(pl);
-        mp_plan_free(pl2);
+        mp_exec_free(plp);
+        mp_exec_free(pl);
+        mp_exec_free(pl2);
         tb_done(m, p);
         tb_done(m2, p2);
         free(a), free(b), free(c);

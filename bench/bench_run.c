@@ -64,9 +64,9 @@ int main(int argc, char **argv) {
     }
     mp_profile *p;
     if (mp_profile_static(m, &p)) return die("profile");
-    mp_plan *pl;
-    if (mp_plan_create(p, &o, &pl)) return die("plan");
-    if (mp_plan_run(pl)) return die("run");
+    mp_exec *pl;
+    if (mp_exec_create(p, &o, &pl)) return die("plan");
+    if (mp_exec_run(pl)) return die("run");
     printf("ready\n");
     fflush(stdout);
     char line[64];
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         t = nt;
         for (int i = 0; i < n; i++) {
             double t0 = now_ms();
-            if (mp_plan_run(pl)) return die("run");
+            if (mp_exec_run(pl)) return die("run");
             t[i] = now_ms() - t0;
         }
         for (int i = 0; i < n; i++) printf(i ? " %.4f" : "%.4f", t[i]);
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     free(t);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     mp_profile_free(p);
     mp_model_free(m);
     return 0;

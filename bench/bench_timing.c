@@ -26,7 +26,7 @@ static double median(double *v, int n) {
 static int bench(const char *path, char **dims, int n_dims, int rounds, double *overhead) {
     mp_model *m = NULL;
     mp_profile *p = NULL;
-    mp_plan *pl = NULL;
+    mp_exec *pl = NULL;
     if (mp_model_load(path, &m)) goto fail;
     for (int i = 0; i < n_dims; i++) {
         char *eq = strchr(dims[i], '=');
@@ -40,18 +40,18 @@ static int bench(const char *path, char **dims, int n_dims, int rounds, double *
     mp_run_options o;
     mp_run_options_default(&o);
     o.threads = 1; /* a loaded 2-core machine: one thread is the least noisy */
-    if (mp_plan_create(p, &o, &pl)) goto fail;
+    if (mp_exec_create(p, &o, &pl)) goto fail;
     double *t = calloc((size_t)pl->n_steps + 1, sizeof *t);
     double *on = calloc((size_t)rounds, sizeof *on), *off = calloc((size_t)rounds, sizeof *off);
     double *ratio = calloc((size_t)rounds, sizeof *ratio);
     for (int w = 0; w < 3; w++)
-        if (mp_plan_run_timed(pl, t)) goto fail;
+        if (mp_exec_run_timed(pl, t)) goto fail;
     for (int r = 0; r < rounds; r++) {
         /* alternate which goes first so drift hits both alike */
         for (int k = 0; k < 2; k++) {
             bool timed = (k ^ (r & 1)) != 0;
             double t0 = mp_run_now();
-            if (mp_plan_run_timed(pl, timed ? t : NULL)) goto fail;
+            if (mp_exec_run_timed(pl, timed ? t : NULL)) goto fail;
             double dt = mp_run_now() - t0;
             (timed ? on : off)[r] = dt;
         }
@@ -83,13 +83,13 @@ static int bench(const char *path, char **dims, int n_dims, int rounds, double *
     free(t);
     free(on);
     free(off);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     mp_profile_free(p);
     mp_model_free(m);
     return 0;
 fail:
     fprintf(stderr, "bench_timing: %s: %s\n", path, mp_last_error());
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     mp_profile_free(p);
     mp_model_free(m);
     return 1;

@@ -217,32 +217,32 @@ typedef struct mp_run_options {
 } mp_run_options;
 void mp_run_options_default(mp_run_options *o);
 
-typedef struct mp_plan mp_plan;
+typedef struct mp_exec mp_exec;
 /* Plan a run of the profiled model (p from mp_profile_static; every dim
  * must be known). Made once: order, buffers, kernels, weights. */
-mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out);
-void mp_plan_free(mp_plan *pl);
+mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out);
+void mp_exec_free(mp_exec *pl);
 /* Data for graph input `name`: dims must be the planned ones; dtype (ONNX
  * numbering) the planned one, or another of the same kind (integers for an
  * integer input, floats for a float one), converted. Inputs never given
  * get seeded random data. */
-mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank,
+mp_status mp_exec_set_input(mp_exec *pl, const char *name, int dtype, int rank,
                             const int64_t *dims, const void *data, size_t bytes);
 /* One untimed run. */
-mp_status mp_plan_run(mp_plan *pl);
+mp_status mp_exec_run(mp_exec *pl);
 /* Graph outputs after a run. */
-int mp_plan_output_count(const mp_plan *pl);
-mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype,
+int mp_exec_output_count(const mp_exec *pl);
+mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int *dtype,
                          int *rank, const int64_t **dims, const void **data);
 /* Warm-up and timed runs; fills the profile's measured fields. */
-mp_status mp_profile_run(mp_plan *pl, mp_profile *p);
+mp_status mp_profile_run(mp_exec *pl, mp_profile *p);
 
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
  * timed runs of mp_profile_run, which must have been planned with
  * keep_timestamps and node_timing: one complete event per node or fused
  * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
  * run as enclosing slices. `modelprof trace` reads it back. */
-mp_status mp_report_chrome_trace(const mp_plan *pl, const char *path);
+mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the

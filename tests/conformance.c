@@ -902,7 +902,7 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
     cf_bufs bufs = {0};
     mp_model *m = NULL;
     mp_profile *prof = NULL;
-    mp_plan *pl = NULL;
+    mp_exec *pl = NULL;
     cf_tdata *tds = NULL;
     int n_tds = 0, result = -1;
     size_t len = 0;
@@ -1005,20 +1005,20 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
     o.iters = 1;
     o.progress = 0;
     if (cf_poison) o.max_memory = INT64_C(1) << 30;
-    if ((st = mp_plan_create(prof, &o, &pl))) {
+    if ((st = mp_exec_create(prof, &o, &pl))) {
         snprintf(msg, cap, "plan: %s", mp_last_error());
         goto done_in;
     }
     for (int i = 0; i < g->n_inputs; i++) {
         const mp_tensor *t = ins[i];
-        st = mp_plan_set_input(pl, g->values[g->inputs[i]].name, in_dt[i], t->rank, t->dims, tds[i].p,
+        st = mp_exec_set_input(pl, g->values[g->inputs[i]].name, in_dt[i], t->rank, t->dims, tds[i].p,
                                (size_t)mp_dtype_bytes(in_dt[i], t->numel));
         if (st) {
             snprintf(msg, cap, "input %d: %s", i, mp_last_error());
             goto done_in;
         }
     }
-    if ((st = mp_plan_run(pl))) {
+    if ((st = mp_exec_run(pl))) {
         snprintf(msg, cap, "run: %s", mp_last_error());
         goto done_in;
     }
@@ -1026,7 +1026,7 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
         result = CR_PASS;
         goto done_in;
     }
-    int n_out = mp_plan_output_count(pl);
+    int n_out = mp_exec_output_count(pl);
     if (n_out != g->n_outputs) {
         snprintf(msg, cap, "%d outputs, the graph has %d", n_out, g->n_outputs);
         result = CR_FAIL;
@@ -1039,7 +1039,7 @@ static int cf_run_attempt(const char *dir, const cf_case *c, bool contents, doub
         int dt, rank;
         const int64_t *dims;
         const void *data;
-        if ((st = mp_plan_output(pl, i, &name, &dt, &rank, &dims, &data))) {
+        if ((st = mp_exec_output(pl, i, &name, &dt, &rank, &dims, &data))) {
             snprintf(msg, cap, "output %d: %s", i, mp_last_error());
             result = CR_FAIL;
             break;
@@ -1079,7 +1079,7 @@ done_in:
     free(in_dt);
 done:
     free(tds);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     mp_profile_free(prof);
     mp_model_free(m);
     cf_bufs_free(&bufs);

@@ -916,22 +916,22 @@ static void test_not_served(void) {
 /* ---- through the planner (the real mp_kfuse, arena, layouts) ---- */
 
 /* Give a plan its fp32 inputs: names[i] with data[i] of dims[i]. */
-static void set_inputs(mp_plan *pl, int n_in, const char **names, float **data, const int64_t *const *dims,
+static void set_inputs(mp_exec *pl, int n_in, const char **names, float **data, const int64_t *const *dims,
                        const int *ranks) {
     for (int i = 0; i < n_in; i++)
-        T_OK(mp_plan_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
+        T_OK(mp_exec_set_input(pl, names[i], F, ranks[i], dims[i], data[i],
                                sizeof(float) * (size_t)mp_dims_product(dims[i], ranks[i])));
 }
 
 /* Output i of a plan that ran, and its number of values (*n; 0 and NULL
  * when it cannot be read). */
-static const float *plan_out(mp_plan *pl, int i, int64_t *n) {
+static const float *plan_out(mp_exec *pl, int i, int64_t *n) {
     const char *name;
     int dt, rank;
     const int64_t *od;
     const void *out = NULL;
     *n = 0;
-    T_OK(mp_plan_output(pl, i, &name, &dt, &rank, &od, &out));
+    T_OK(mp_exec_output(pl, i, &name, &dt, &rank, &od, &out));
     if (out) *n = mp_dims_product(od, rank);
     return out;
 }
@@ -944,11 +944,11 @@ static float *plan_run(mp_model *m, mp_profile *p, int n_in, const char **names,
     o.threads = 2;
     o.fuse = fuse;
     o.progress = 0;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, &o, &pl));
     if (!pl) return NULL;
     set_inputs(pl, n_in, names, data, dims, ranks);
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_run(pl));
     int64_t ne;
     const float *out = plan_out(pl, 0, &ne);
     float *r = NULL;
@@ -957,7 +957,7 @@ static float *plan_run(mp_model *m, mp_profile *p, int n_in, const char **names,
         if (r) memcpy(r, out, sizeof(float) * (size_t)ne);
     }
     *numel = ne;
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     (void)m;
     return r;
 }
@@ -980,12 +980,12 @@ static void expect_plan(const char *file, int line, mp_model *m, mp_profile *p, 
 
 /* A plan for a measured run of p: 2 threads, no warm-up, a fixed peak;
  * NULL (the failure recorded) when it cannot be made. */
-static mp_plan *measure_plan(mp_profile *p, int fuse, int iters) {
+static mp_exec *measure_plan(mp_profile *p, int fuse, int iters) {
     mp_run_options o;
     mp_run_options_default(&o);
     o.threads = 2, o.fuse = fuse, o.iters = iters, o.warmup = 0, o.peak_gflops = 100, o.progress = 0;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, &o, &pl));
     return pl;
 }
 
@@ -1184,7 +1184,7 @@ static void test_plan_layernorm_pattern(void) {
     for (int fuse = 0; fuse < 2; fuse++) {
         EXPECT_PLAN(m, p, 1, names, data, dims, ranks, fuse, want, R * D, "the pattern");
         /* measured: counts per module unchanged, groups sum to the total */
-        mp_plan *pl = measure_plan(p, fuse, 2);
+        mp_exec *pl = measure_plan(p, fuse, 2);
         if (!pl) continue;
         T_OK(mp_profile_run(pl, p));
         for (int i = 0; i < nm; i++) {
@@ -1204,7 +1204,7 @@ static void test_plan_layernorm_pattern(void) {
         T_EQ(gsum, p->total.flops);
         T_EQ(lngroups, fuse);
         T_EQ(p->run.fused, fuse ? 8 : 0);
-        mp_plan_free(pl);
+        mp_exec_free(pl);
     }
     free(macs0), free(flops0), free(xv), free(want);
     tb_done(m, p);
@@ -1333,7 +1333,7 @@ static void test_plan_attention(void) {
             snprintf(tag, sizeof tag, "form %d", form);
             EXPECT_PLAN(m, p, n_in, names, data, dims, ranks, fuse, want, nb * SQ * DV, tag);
             /* measured: one group of every node when fused */
-            mp_plan *pl = measure_plan(p, fuse, 1);
+            mp_exec *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
             set_inputs(pl, n_in, names, data, dims, ranks);
             T_OK(mp_profile_run(pl, p));
@@ -1346,7 +1346,7 @@ static void test_plan_attention(void) {
                 }
             if (groups != fuse) mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: %d attention groups", form, fuse, groups);
             T_EQ(p->total.flops, flops0);
-            mp_plan_free(pl);
+            mp_exec_free(pl);
         }
         free(q), free(kt), free(v), free(mask), free(want);
         tb_done(m, p);
@@ -1442,13 +1442,13 @@ static void test_plan_matmul_gelu(void) {
             snprintf(tag, sizeof tag, "form %d", form);
             EXPECT_PLAN(m, p, 3, names, data, dims, ranks, fuse, want, 24 * 80, tag);
         }
-        mp_plan *pl = measure_plan(p, 1, 1);
+        mp_exec *pl = measure_plan(p, 1, 1);
         if (pl) {
             T_OK(mp_profile_run(pl, p));
             T_EQ(p->run.steps, 1);
             T_EQ_STR(p->node_group[mm], form == 0 ? "MatMul+Add+Div+Erf+Add+Mul+Mul"
                                                   : "MatMul+Add+Mul+Pow+Mul+Add+Mul+Tanh+Add+Mul");
-            mp_plan_free(pl);
+            mp_exec_free(pl);
         }
         free(xv), free(wv), free(bv), free(want);
         tb_done(m, p);
@@ -1546,7 +1546,7 @@ static void test_plan_conv_plain_residual(void) {
             if (mp_dnnl_reference_primitives() != refs)
                 mp_t_fail(__FILE__, __LINE__, "order %d fuse %d: %d reference primitives", order, fuse,
                           mp_dnnl_reference_primitives() - refs);
-            mp_plan *pl = measure_plan(p, fuse, 1);
+            mp_exec *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
             set_inputs(pl, 4, names, data, dims, ranks);
             T_OK(mp_profile_run(pl, p));
@@ -1554,7 +1554,7 @@ static void test_plan_conv_plain_residual(void) {
             for (int i = 0; i < p->n_groups; i++)
                 if (strcmp(p->groups[i].name, "Conv+Add+Relu") == 0) groups++;
             T_EQ(groups, fuse);
-            mp_plan_free(pl);
+            mp_exec_free(pl);
         }
         free(x), free(r), free(w), free(bv), free(want);
         tb_done(m, p);
@@ -1615,7 +1615,7 @@ static void test_plan_conv_residual_sum(void) {
         const int64_t *dims[4] = {TB_DIMS(1, C, H, W), TB_DIMS(C, C, 1, 1), TB_DIMS(C, C, 1, 1), TB_DIMS(C, C, 3, 3)};
         int ranks[4] = {4, 4, 4, 4};
         for (int fuse = 0; fuse < 2; fuse++) {
-            mp_plan *pl = measure_plan(p, fuse, 1);
+            mp_exec *pl = measure_plan(p, fuse, 1);
             if (!pl) continue;
             /* form 1, fused: the one step that may take its residual's bytes does */
             if (pl->n_shared != (form == 1 && fuse ? 1 : 0))
@@ -1623,7 +1623,7 @@ static void test_plan_conv_residual_sum(void) {
                           pl->n_shared);
             set_inputs(pl, 4, names, data, dims, ranks);
             for (int rep = 0; rep < 2; rep++) {
-                T_OK(mp_plan_run(pl));
+                T_OK(mp_exec_run(pl));
                 int64_t got_n;
                 const float *out = plan_out(pl, 0, &got_n);
                 double e = out && got_n == C * H * W ? rel_l2(out, want, got_n) : 1;
@@ -1634,7 +1634,7 @@ static void test_plan_conv_residual_sum(void) {
                     if (!(e <= 1e-5)) mp_t_fail(__FILE__, __LINE__, "form 2 fuse %d: a: relative L2 error %g", fuse, e);
                 }
             }
-            mp_plan_free(pl);
+            mp_exec_free(pl);
         }
         free(x), free(w1), free(w2), free(w3), free(a), free(bb), free(want);
         tb_done(m, p);

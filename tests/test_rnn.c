@@ -240,24 +240,24 @@ static void run_case(const rcase *c) {
         mp_run_options o;
         mp_run_options_default(&o);
         o.threads = mode == 1 ? 1 : 2;
-        mp_plan *pl = NULL;
-        T_OK(mp_plan_create(p, &o, &pl));
+        mp_exec *pl = NULL;
+        T_OK(mp_exec_create(p, &o, &pl));
         if (!pl) break;
         T_EQ(pl->n_steps, 1);
         T_EQ_STR(pl->steps[0].kern->name, !portable && dk ? "onednn:rnn" : "portable");
-        T_OK(mp_plan_set_input(pl, "X", F, 3, xd, xf, sizeof(float) * (size_t)(S * N * I)));
+        T_OK(mp_exec_set_input(pl, "X", F, 3, xd, xf, sizeof(float) * (size_t)(S * N * I)));
         if (!c->w_const) {
-            T_OK(mp_plan_set_input(pl, "W", F, 3, TB_DIMS(D, GH, I), wf, sizeof(float) * (size_t)(D * GH * I)));
-            T_OK(mp_plan_set_input(pl, "R", F, 3, TB_DIMS(D, GH, H), rf, sizeof(float) * (size_t)(D * GH * H)));
-            if (bf) T_OK(mp_plan_set_input(pl, "B", F, 2, TB_DIMS(D, 2 * GH), bf, sizeof(float) * (size_t)(D * 2 * GH)));
-            if (pf) T_OK(mp_plan_set_input(pl, "P", F, 2, TB_DIMS(D, 3 * H), pf, sizeof(float) * (size_t)(D * 3 * H)));
+            T_OK(mp_exec_set_input(pl, "W", F, 3, TB_DIMS(D, GH, I), wf, sizeof(float) * (size_t)(D * GH * I)));
+            T_OK(mp_exec_set_input(pl, "R", F, 3, TB_DIMS(D, GH, H), rf, sizeof(float) * (size_t)(D * GH * H)));
+            if (bf) T_OK(mp_exec_set_input(pl, "B", F, 2, TB_DIMS(D, 2 * GH), bf, sizeof(float) * (size_t)(D * 2 * GH)));
+            if (pf) T_OK(mp_exec_set_input(pl, "P", F, 2, TB_DIMS(D, 3 * H), pf, sizeof(float) * (size_t)(D * 3 * H)));
         }
         if (c->lens && !c->lens_const)
-            T_OK(mp_plan_set_input(pl, "L", MP_DT_INT32, 1, TB_DIMS(N), lens32, sizeof(int32_t) * (size_t)N));
-        if (h0f) T_OK(mp_plan_set_input(pl, "H0", F, 3, sd, h0f, sizeof(float) * (size_t)(D * N * H)));
-        if (c0f) T_OK(mp_plan_set_input(pl, "C0", F, 3, sd, c0f, sizeof(float) * (size_t)(D * N * H)));
+            T_OK(mp_exec_set_input(pl, "L", MP_DT_INT32, 1, TB_DIMS(N), lens32, sizeof(int32_t) * (size_t)N));
+        if (h0f) T_OK(mp_exec_set_input(pl, "H0", F, 3, sd, h0f, sizeof(float) * (size_t)(D * N * H)));
+        if (c0f) T_OK(mp_exec_set_input(pl, "C0", F, 3, sd, c0f, sizeof(float) * (size_t)(D * N * H)));
         for (int rep = 0; rep < 2; rep++) { /* twice: nothing left over from the first run */
-            T_OK(mp_plan_run(pl));
+            T_OK(mp_exec_run(pl));
             const double *want[3] = {d.y, d.yh, d.yc};
             int64_t nw[3] = {S * D * N * H, D * N * H, D * N * H};
             for (int o2 = 0; o2 < (G == 4 ? 3 : 2); o2++) {
@@ -265,7 +265,7 @@ static void run_case(const rcase *c) {
                 int dt, rank;
                 const int64_t *dims;
                 const void *data;
-                T_OK(mp_plan_output(pl, o2, &nm, &dt, &rank, &dims, &data));
+                T_OK(mp_exec_output(pl, o2, &nm, &dt, &rank, &dims, &data));
                 if (!data) continue;
                 T_EQ(mp_dims_product(dims, rank), nw[o2]);
                 double e = rel_err(data, want[o2], nw[o2]);
@@ -274,7 +274,7 @@ static void run_case(const rcase *c) {
                               c->op, c->dir, c->layout, portable ? "portable" : "oneDNN", o.threads, o2, e);
             }
         }
-        mp_plan_free(pl);
+        mp_exec_free(pl);
     }
     mp_run_portable_only = false;
     free(xf), free(h0f), free(c0f), free(wf), free(rf), free(bf), free(pf);
@@ -373,20 +373,20 @@ static void test_rnn_hand(void) {
         tb_output(m, "Y");
         mp_profile *p = tb_prof(m);
         mp_run_portable_only = portable;
-        mp_plan *pl = NULL;
-        T_OK(mp_plan_create(p, NULL, &pl));
+        mp_exec *pl = NULL;
+        T_OK(mp_exec_create(p, NULL, &pl));
         float x[2] = {1, -2};
-        T_OK(mp_plan_set_input(pl, "X", F, 3, TB_DIMS(2, 1, 1), x, sizeof x));
-        T_OK(mp_plan_run(pl));
+        T_OK(mp_exec_set_input(pl, "X", F, 3, TB_DIMS(2, 1, 1), x, sizeof x));
+        T_OK(mp_exec_run(pl));
         const char *nm;
         int dt, rank;
         const int64_t *dims;
         const void *data;
-        T_OK(mp_plan_output(pl, 0, &nm, &dt, &rank, &dims, &data));
+        T_OK(mp_exec_output(pl, 0, &nm, &dt, &rank, &dims, &data));
         const float *y = data;
         T_CHECK(fabs(y[0] - 0.848283640) < 1e-6);
         T_CHECK(fabs(y[1] - -0.8682334) < 1e-6);
-        mp_plan_free(pl);
+        mp_exec_free(pl);
         mp_run_portable_only = false;
         tb_done(m, p);
     }

@@ -152,24 +152,24 @@ static void t_kernel(mp_model *m, const char *name, mp_run_fn run, mp_prepare_fn
     }
 }
 
-static const float *t_out(mp_plan *pl, int i, int64_t *numel) {
+static const float *t_out(mp_exec *pl, int i, int64_t *numel) {
     const char *name;
     int dt, rank;
     const int64_t *dims;
     const void *data;
-    T_OK(mp_plan_output(pl, i, &name, &dt, &rank, &dims, &data));
+    T_OK(mp_exec_output(pl, i, &name, &dt, &rank, &dims, &data));
     *numel = mp_dims_product(dims, rank);
     return data;
 }
 
 /* A plan of p with default options but for the thread count (the
  * failure recorded when it cannot be made). */
-static mp_plan *t_plan(mp_profile *p, int threads) {
+static mp_exec *t_plan(mp_profile *p, int threads) {
     mp_run_options o;
     mp_run_options_default(&o);
     o.threads = threads;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, &o, &pl));
     return pl;
 }
 
@@ -189,15 +189,15 @@ static void test_run_fuse_fold(void) {
     mp_run_options o;
     mp_run_options_default(&o);
     o.threads = 1;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, &o, &pl));
     T_EQ(pl->n_steps, 1);
     T_EQ(pl->n_folded, 1);
     T_EQ_STR(pl->steps[0].group, "Add+Relu");
     float x[6] = {-3, 0, 1, 2, 5, -1};
-    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x));
+    T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x));
     t_runs = 0;
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_run(pl));
     T_EQ(t_runs, 1);
     int64_t n;
     const float *y = t_out(pl, 0, &n);
@@ -208,22 +208,22 @@ static void test_run_fuse_fold(void) {
     int dt, rank;
     const int64_t *dims;
     const void *data;
-    T_OK(mp_plan_output(pl, 1, &nm, &dt, &rank, &dims, &data));
+    T_OK(mp_exec_output(pl, 1, &nm, &dt, &rank, &dims, &data));
     T_EQ(dt, MP_DT_INT64);
     T_EQ(((const int64_t *)data)[0], 2);
     T_EQ(((const int64_t *)data)[1], 3);
     /* wrong shape, dtype, name */
-    T_EQ(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(3, 2), x, sizeof x), MP_ERR_USAGE);
+    T_EQ(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(3, 2), x, sizeof x), MP_ERR_USAGE);
     T_CHECK(strstr(mp_last_error(), "X") != NULL);
-    T_EQ(mp_plan_set_input(pl, "X", MP_DT_INT64, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
+    T_EQ(mp_exec_set_input(pl, "X", MP_DT_INT64, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
     /* fp64 data for an fp32 input is converted */
     double x64[6] = {-3, 0, 1, 2, 5, -1};
-    T_EQ(mp_plan_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x), MP_ERR_USAGE);
-    T_OK(mp_plan_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x64));
-    T_OK(mp_plan_run(pl));
+    T_EQ(mp_exec_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x), MP_ERR_USAGE);
+    T_OK(mp_exec_set_input(pl, "X", MP_DT_DOUBLE, 2, TB_DIMS(2, 3), x64, sizeof x64));
+    T_OK(mp_exec_run(pl));
     y = t_out(pl, 0, &n);
     for (int i = 0; i < 6; i++) T_CHECK(y[i] == want[i]);
-    T_EQ(mp_plan_set_input(pl, "Z", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
+    T_EQ(mp_exec_set_input(pl, "Z", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x), MP_ERR_USAGE);
     /* timed runs fill the profile */
     T_OK(mp_profile_run(pl, p));
     T_CHECK(p->measured);
@@ -248,16 +248,16 @@ static void test_run_fuse_fold(void) {
         T_CHECK(mp_run_peak_flops(1, &how) == p->run.peak_flops_per_s);
         T_CHECK(how == p->run.peak_method);
     }
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     /* without fusion: two steps, the same numbers */
     o.fuse = 0;
-    T_OK(mp_plan_create(p, &o, &pl));
+    T_OK(mp_exec_create(p, &o, &pl));
     T_EQ(pl->n_steps, 2);
-    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x));
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(2, 3), x, sizeof x));
+    T_OK(mp_exec_run(pl));
     y = t_out(pl, 0, &n);
     for (int i = 0; i < 6; i++) T_CHECK(y[i] == want[i]);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -280,8 +280,8 @@ static void test_run_fused_modules(void) {
     o.threads = 1;
     o.iters = 3;
     o.peak_gflops = 10;
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, &o, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, &o, &pl));
     T_OK(mp_profile_run(pl, p));
     int ma = tb_nodep(m, a)->module, mr = tb_nodep(m, r)->module;
     T_CHECK(ma != mr && ma > 0 && mr > 0);
@@ -305,7 +305,7 @@ static void test_run_fused_modules(void) {
     T_CHECK(buf && strstr(buf, "\"fused_into\": \"blk.add\"") != NULL);
     if (buf) t_json_dump("profile", buf, len);
     free(buf);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -323,14 +323,14 @@ static void test_run_arena_threads(void) {
     mp_profile *p = tb_prof(m);
     t_kernel(m, "Neg", tk_neg, NULL, NULL);
     t_kernel(m, "Relu", tk_relu, NULL, NULL);
-    mp_plan *pl = t_plan(p, 2);
+    mp_exec *pl = t_plan(p, 2);
     T_EQ(pl->n_steps, 6);
     T_CHECK(pl->arena_bytes <= 2 * 40064);
     T_CHECK(pl->arena_bytes >= 2 * 40000);
     float *x = malloc(sizeof(float) * 10000);
     for (int i = 0; i < 10000; i++) x[i] = (float)(i % 7) - 3;
-    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(10000), x, sizeof(float) * 10000));
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(10000), x, sizeof(float) * 10000));
+    T_OK(mp_exec_run(pl));
     int64_t n;
     const float *y = t_out(pl, 0, &n);
     /* -relu(-relu(-x)) negated twice more: relu(relu(-x) negated)... computed plainly */
@@ -339,7 +339,7 @@ static void test_run_arena_threads(void) {
         T_CHECK(y[i] == w);
     }
     free(x);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -365,13 +365,13 @@ static void test_run_views(void) {
     tb_output(m, "xi");
     mp_profile *p = tb_prof(m);
     t_kernel(m, "Neg", tk_neg, NULL, NULL);
-    mp_plan *pl = t_plan(p, 1);
+    mp_exec *pl = t_plan(p, 1);
     T_EQ(pl->n_views, 2); /* b and c; xi reads a graph input */
     float *x = malloc(sizeof(float) * 10000);
     for (int i = 0; i < 10000; i++) x[i] = (float)(i % 13) - 6;
-    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(100, 100), x, sizeof(float) * 10000));
+    T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(100, 100), x, sizeof(float) * 10000));
     for (int rep = 0; rep < 2; rep++) {
-        T_OK(mp_plan_run(pl));
+        T_OK(mp_exec_run(pl));
         int64_t n[4];
         const float *d = t_out(pl, 0, &n[0]), *h = t_out(pl, 1, &n[1]), *b = t_out(pl, 2, &n[2]),
                     *xi = t_out(pl, 3, &n[3]);
@@ -383,7 +383,7 @@ static void test_run_views(void) {
         T_CHECK(xi != x);
     }
     free(x);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -395,19 +395,19 @@ static void test_run_dynamic(void) {
     tb_output(m, "Y");
     mp_profile *p = tb_prof(m);
     t_kernel(m, "NonZero", tk_nonzero, NULL, NULL);
-    mp_plan *pl = t_plan(p, 1);
+    mp_exec *pl = t_plan(p, 1);
     float x[5] = {0, 2, 0, 3, 4};
-    T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(5), x, sizeof x));
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(5), x, sizeof x));
+    T_OK(mp_exec_run(pl));
     const char *nm;
     int dt, rank;
     const int64_t *dims;
     const void *data;
-    T_OK(mp_plan_output(pl, 0, &nm, &dt, &rank, &dims, &data));
+    T_OK(mp_exec_output(pl, 0, &nm, &dt, &rank, &dims, &data));
     T_EQ(rank, 2);
     T_EQ(dims[1], 3);
     T_EQ(((const int64_t *)data)[2], 4);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -423,18 +423,18 @@ static void test_run_reinfer(void) {
     T_CHECK(!mp_shape_known(tb_val(m, "Z")));
     t_kernel(m, "NonZero", tk_nonzero, NULL, NULL);
     t_kernel(m, "Transpose", tk_transpose2, NULL, NULL);
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, NULL, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, NULL, &pl));
     for (int round = 0; round < 2; round++) { /* the shape changes with the data */
         float x[6] = {0, 1, 0, 2, 3, 0};
         if (round) x[0] = 5;
-        T_OK(mp_plan_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(6), x, sizeof x));
-        T_OK(mp_plan_run(pl));
+        T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 1, TB_DIMS(6), x, sizeof x));
+        T_OK(mp_exec_run(pl));
         const char *nm;
         int dt, rank;
         const int64_t *dims;
         const void *data;
-        T_OK(mp_plan_output(pl, 0, &nm, &dt, &rank, &dims, &data));
+        T_OK(mp_exec_output(pl, 0, &nm, &dt, &rank, &dims, &data));
         T_EQ(rank, 2);
         T_EQ(dims[0], round ? 4 : 3);
         T_EQ(dims[1], 1);
@@ -442,7 +442,7 @@ static void test_run_reinfer(void) {
     }
     /* the graph keeps its static shapes (the report reads them) */
     T_CHECK(!mp_shape_known(tb_val(m, "Z")));
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -458,12 +458,12 @@ static void test_run_random_data(void) {
     mp_run_options o;
     mp_run_options_default(&o);
     o.threads = 1;
-    mp_plan *pl = NULL;
+    mp_exec *pl = NULL;
     int nw = mp_model_warning_count(m);
-    T_OK(mp_plan_create(p, &o, &pl));
+    T_OK(mp_exec_create(p, &o, &pl));
     T_EQ(mp_model_warning_count(m), nw + 1);
     T_CHECK(strstr(mp_model_warning(m, nw), "random") != NULL);
-    T_OK(mp_plan_run(pl)); /* fails if an index is out of range */
+    T_OK(mp_exec_run(pl)); /* fails if an index is out of range */
     int64_t n;
     const float *y = t_out(pl, 0, &n);
     T_EQ(n, 256);
@@ -471,20 +471,20 @@ static void test_run_random_data(void) {
     bool nonzero = false;
     for (int i = 0; i < 256; i++) nonzero |= y[i] != 0;
     T_CHECK(nonzero);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     /* the same seed gives the same data; another seed other data */
-    T_OK(mp_plan_create(p, &o, &pl));
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_create(p, &o, &pl));
+    T_OK(mp_exec_run(pl));
     T_CHECK(t_out(pl, 0, &n)[0] == first);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     o.seed = 99;
-    T_OK(mp_plan_create(p, &o, &pl));
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_create(p, &o, &pl));
+    T_OK(mp_exec_run(pl));
     const float *y2 = t_out(pl, 0, &n);
     bool differ = false;
     for (int i = 0; i < 256; i++) differ |= y2[i] != first;
     T_CHECK(differ);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -497,13 +497,13 @@ static void test_run_f16_weights(void) {
     tb_output(m, "Y");
     mp_profile *p = tb_prof(m);
     t_kernel(m, "Gather", tk_gather_f16, NULL, NULL);
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, NULL, &pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, NULL, &pl));
     int64_t ids[2] = {2, 0};
-    T_OK(mp_plan_set_input(pl, "ids", MP_DT_INT64, 1, TB_DIMS(2), ids, sizeof ids));
-    T_OK(mp_plan_run(pl));
+    T_OK(mp_exec_set_input(pl, "ids", MP_DT_INT64, 1, TB_DIMS(2), ids, sizeof ids));
+    T_OK(mp_exec_run(pl));
     T_CHECK(t_f32[0] == -0.125f && t_f32[1] == 65504.0f && t_f32[2] == 0.5f && t_f32[3] == -2.0f);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -517,14 +517,14 @@ static void test_run_init_output(void) {
     tb_output(m, "C");
     mp_profile *p = tb_prof(m);
     t_kernel(m, "Relu", tk_relu, NULL, NULL);
-    mp_plan *pl = NULL;
-    T_OK(mp_plan_create(p, NULL, &pl));
-    T_OK(mp_plan_run(pl));
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, NULL, &pl));
+    T_OK(mp_exec_run(pl));
     int64_t n = 0;
     const float *c = t_out(pl, 1, &n);
     T_EQ(n, 3);
     T_CHECK(c && c[0] == 1 && c[2] == 3);
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -556,17 +556,17 @@ static void test_run_external_weights(void) {
     pbw_free(&model);
     mp_model *m = NULL;
     mp_profile *p = NULL;
-    mp_plan *pl = NULL;
+    mp_exec *pl = NULL;
     T_OK(mp_model_load(path, &m));
     T_OK(mp_profile_static(m, &p));
-    T_OK(mp_plan_create(p, NULL, &pl));
+    T_OK(mp_exec_create(p, NULL, &pl));
     if (pl) {
         T_CHECK(pl->view_bytes >= sizeof w); /* W in place */
         T_CHECK(pl->const_bytes >= sizeof b); /* B copied */
         T_CHECK(!pl->random_weights);
         float x[4] = {1, 2, -1, 0.5f};
-        T_OK(mp_plan_set_input(pl, "x", MP_DT_FLOAT, 2, TB_DIMS(1, 4), x, sizeof x));
-        T_OK(mp_plan_run(pl));
+        T_OK(mp_exec_set_input(pl, "x", MP_DT_FLOAT, 2, TB_DIMS(1, 4), x, sizeof x));
+        T_OK(mp_exec_run(pl));
         int64_t n = 0;
         const float *z = t_out(pl, 0, &n);
         T_EQ(n, 4);
@@ -576,7 +576,7 @@ static void test_run_external_weights(void) {
             T_CHECK(fabsf(z[j] - want) < 1e-5f);
         }
     }
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     mp_profile_free(p);
     mp_model_free(m);
     unlink(bin);
@@ -595,13 +595,13 @@ static void test_run_max_memory(void) {
     mp_run_options o;
     mp_run_options_default(&o);
     o.max_memory = 1000000;
-    mp_plan *pl = NULL;
-    T_EQ(mp_plan_create(p, &o, &pl), MP_ERR_LIMIT);
+    mp_exec *pl = NULL;
+    T_EQ(mp_exec_create(p, &o, &pl), MP_ERR_LIMIT);
     T_CHECK(pl == NULL);
     T_CHECK(strstr(mp_last_error(), "max-memory") != NULL);
     o.max_memory = 9000000;
-    T_OK(mp_plan_create(p, &o, &pl));
-    mp_plan_free(pl);
+    T_OK(mp_exec_create(p, &o, &pl));
+    mp_exec_free(pl);
     tb_done(m, p);
 }
 
@@ -618,8 +618,8 @@ static void test_run_no_kernel(void) {
     bare.run = NULL;
     bare.prepare = NULL;
     tb_nodep(m, k)->desc = &bare;
-    mp_plan *pl = NULL;
-    T_EQ(mp_plan_create(p, NULL, &pl), MP_ERR_UNSUPPORTED);
+    mp_exec *pl = NULL;
+    T_EQ(mp_exec_create(p, NULL, &pl), MP_ERR_UNSUPPORTED);
     T_CHECK(strstr(mp_last_error(), "the_neg") != NULL);
     tb_done(m, p);
 }

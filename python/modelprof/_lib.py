@@ -61,8 +61,8 @@ LIB.mp_profile_free.argtypes = [_c.c_void_p]
 LIB.mp_report_string.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
 LIB.mp_trace_string.argtypes = [_c.c_char_p, _c.c_int, _c.POINTER(_c.c_void_p)]
 LIB.mp_string_free.argtypes = [_c.c_void_p]
-LIB.mp_plan_create.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
-LIB.mp_plan_free.argtypes = [_c.c_void_p]
+LIB.mp_exec_create.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
+LIB.mp_exec_free.argtypes = [_c.c_void_p]
 LIB.mp_profile_run.argtypes = [_c.c_void_p, _c.c_void_p]
 
 
@@ -137,11 +137,11 @@ class Profile:
         LIB.mp_run_options_default(_c.byref(o))
         o.warmup, o.iters, o.threads = warmup, iters, threads
         plan = _c.c_void_p()
-        check(LIB.mp_plan_create(self._p, _c.byref(o), _c.byref(plan)))
+        check(LIB.mp_exec_create(self._p, _c.byref(o), _c.byref(plan)))
         try:
             check(LIB.mp_profile_run(plan, self._p))
         finally:
-            LIB.mp_plan_free(plan)
+            LIB.mp_exec_free(plan)
 
     def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True):
         o = ReportOptions()

@@ -263,15 +263,15 @@ static void run_out_path(char *buf, size_t cap, const char *dir, const char *nam
 
 /* Plan, feed, time, save: fills p's measured fields. */
 static int run_measure(run_args *ra, mp_profile *p) {
-    mp_plan *pl = NULL;
-    if (mp_plan_create(p, &ra->o, &pl)) {
+    mp_exec *pl = NULL;
+    if (mp_exec_create(p, &ra->o, &pl)) {
         print_error("--run: ", mp_last_error());
         return EXIT_MODEL;
     }
     int rc = 0;
     for (int i = 0; i < ra->n_data && !rc; i++) {
         struct run_data *d = &ra->data[i];
-        mp_status st = mp_plan_set_input(pl, d->name, d->dtype, d->rank, d->dims, d->data, d->bytes);
+        mp_status st = mp_exec_set_input(pl, d->name, d->dtype, d->rank, d->dims, d->data, d->bytes);
         if (st) {
             print_error("--input-data: ", mp_last_error());
             rc = st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
@@ -293,13 +293,13 @@ static int run_measure(run_args *ra, mp_profile *p) {
             print_error("--save-outputs: ", msg);
             rc = EXIT_MODEL;
         }
-        for (int i = 0; !rc && i < mp_plan_output_count(pl); i++) {
+        for (int i = 0; !rc && i < mp_exec_output_count(pl); i++) {
             const char *name;
             int dt, rank;
             const int64_t *dims;
             const void *data;
             char path[4400];
-            if (mp_plan_output(pl, i, &name, &dt, &rank, &dims, &data)) {
+            if (mp_exec_output(pl, i, &name, &dt, &rank, &dims, &data)) {
                 print_error("--save-outputs: ", mp_last_error());
                 rc = EXIT_MODEL;
                 break;
@@ -311,7 +311,7 @@ static int run_measure(run_args *ra, mp_profile *p) {
             }
         }
     }
-    mp_plan_free(pl);
+    mp_exec_free(pl);
     return rc;
 }
 

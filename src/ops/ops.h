@@ -55,7 +55,7 @@ typedef struct mp_kexec mp_kexec;
 typedef struct mp_kctx {
     const mp_node *n;
     const mp_graph *g;
-    struct mp_plan *plan;     /* the executor's (opaque here): a key, and "planned" when set */
+    struct mp_exec *plan;     /* the executor's (opaque here): a key, and "planned" when set */
     const mp_kexec *exec;     /* what the executor does for kernels (mp_kfuse ...); NULL: run alone */
     int n_in, n_out;
     const mp_rtensor *in;     /* in[i] for each node input */

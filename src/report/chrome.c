@@ -127,7 +127,7 @@ static int ct_chain(const mp_model *m, int md, int *out) {
 }
 
 /* Is module md (at chain level k) in step s's module chain? */
-static bool ct_in(const mp_plan *pl, const mp_run_stamps *r, int s, int k, int md) {
+static bool ct_in(const mp_exec *pl, const mp_run_stamps *r, int s, int k, int md) {
     mp_run_stamp_step st;
     mp_run_stamp_step_get(pl, s, &st);
     int chain[CT_MAX_DEPTH];
@@ -138,7 +138,7 @@ static bool ct_in(const mp_plan *pl, const mp_run_stamps *r, int s, int k, int m
 /* One timed pass. Every slice is written before the slices it encloses
  * (a module's end is found by looking ahead), so that a reader sorting by
  * start time keeps an enclosing slice first when two start together. */
-static void ct_pass(ct *w, const mp_plan *pl, const mp_run_stamps *r, int it, int pass) {
+static void ct_pass(ct *w, const mp_exec *pl, const mp_run_stamps *r, int it, int pass) {
     int ns = r->n_steps;
     if (!ns) return;
     const double *start = &r->start[(size_t)it * (size_t)ns];
@@ -164,7 +164,7 @@ static void ct_pass(ct *w, const mp_plan *pl, const mp_run_stamps *r, int it, in
     }
 }
 
-mp_status mp_report_chrome_trace(const mp_plan *pl, const char *path) {
+mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path) {
     if (!pl || !path || !path[0]) return mp_error(MP_ERR_USAGE, "mp_report_chrome_trace: no plan or file");
     mp_run_stamps r;
     if (!mp_run_stamps_get(pl, &r))

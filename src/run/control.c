@@ -1,5 +1,5 @@
 /* Control flow in the measured run: If, Loop and Scan run their bodies
- * through plans of their own (mp_subplan_create), made once when the
+ * through plans of their own (mp_subexec_create), made once when the
  * node is prepared: the body's inputs are buffers the kernel fills before
  * each pass of the body, its outer values are the enclosing plan's. A body
  * whose values change shape from one pass to the next (a loop-carried
@@ -19,8 +19,8 @@ static const mp_graph *mp__attr_graph(const mp_node *n, const char *name) {
 
 static const char *mp__nm(const mp_node *n) { return n->name && n->name[0] ? n->name : n->op; }
 
-static mp_rval *mp__body_in(mp_plan *b, int i) { return &b->vals[b->g->inputs[i]]; }
-static mp_rval *mp__body_out(mp_plan *b, int i) { return &b->vals[b->g->outputs[i]]; }
+static mp_rval *mp__body_in(mp_exec *b, int i) { return &b->vals[b->g->inputs[i]]; }
+static mp_rval *mp__body_out(mp_exec *b, int i) { return &b->vals[b->g->outputs[i]]; }
 
 static size_t mp__bytes(const mp_rtensor *t) {
     return t->numel > 0 ? (size_t)mp_dtype_bytes(t->dtype, t->numel) : 0;
@@ -47,7 +47,7 @@ static mp_status mp__put_out(mp_kctx *k, int o, const mp_rtensor *src) {
 }
 
 /* Fill body input i from src (same dtype and element count as planned). */
-static mp_status mp__put_in(const mp_node *n, mp_plan *b, int i, const mp_rtensor *src) {
+static mp_status mp__put_in(const mp_node *n, mp_exec *b, int i, const mp_rtensor *src) {
     if (i >= b->g->n_inputs) return MP_OK;
     mp_rval *rv = mp__body_in(b, i);
     if (rv->kind != MP_RV_INPUT) return MP_OK; /* unused by the body */
@@ -61,23 +61,23 @@ static mp_status mp__put_in(const mp_node *n, mp_plan *b, int i, const mp_rtenso
     return MP_OK;
 }
 
-static mp_status mp__body_run(mp_plan *b) {
-    mp_subplan_bind_outer(b);
-    return mp_plan_run_timed(b, NULL);
+static mp_status mp__body_run(mp_exec *b) {
+    mp_subexec_bind_outer(b);
+    return mp_exec_run_timed(b, NULL);
 }
 
 static void mp__free_bodies(void *state) {
-    mp_plan **b = state;
+    mp_exec **b = state;
     if (!b) return;
-    for (int i = 0; i < 2; i++) mp_plan_free(b[i]);
+    for (int i = 0; i < 2; i++) mp_exec_free(b[i]);
     free(b);
 }
 
-static mp_status mp__need_body(mp_kctx *k, const char *attr, mp_plan **out) {
+static mp_status mp__need_body(mp_kctx *k, const char *attr, mp_exec **out) {
     const mp_graph *g = mp__attr_graph(k->n, attr);
     if (!g) return mp_error(MP_ERR_FORMAT, "node '%s': no '%s' graph", mp__nm(k->n), attr);
     if (!k->plan) return mp_error(MP_ERR_USAGE, "node '%s': control flow runs inside a plan", mp__nm(k->n));
-    mp_status st = mp_subplan_create(k->plan, (mp_graph *)g, k->fuse, out);
+    mp_status st = mp_subexec_create(k->plan, (mp_graph *)g, k->fuse, out);
     if (st) {
         char inner[512];
         snprintf(inner, sizeof inner, "%s", mp_last_error());
@@ -89,7 +89,7 @@ static mp_status mp__need_body(mp_kctx *k, const char *attr, mp_plan **out) {
 /* ---- If ---- */
 
 static mp_status mp__if_prepare(mp_kctx *k, size_t *scratch) {
-    mp_plan **b = calloc(2, sizeof *b);
+    mp_exec **b = calloc(2, sizeof *b);
     if (!b) return mp_error(MP_ERR_NOMEM, "out of memory");
     k->state = b;
     mp_status st = mp__need_body(k, "then_branch", &b[0]);
@@ -102,10 +102,10 @@ static mp_status mp__if_prepare(mp_kctx *k, size_t *scratch) {
 }
 
 static mp_status mp__if_run(mp_kctx *k) {
-    mp_plan **b = k->state;
+    mp_exec **b = k->state;
     if (!k->in[0].data || k->in[0].numel < 1)
         return mp_error(MP_ERR_SHAPE, "node '%s': the condition is empty", mp__nm(k->n));
-    mp_plan *br = *(const uint8_t *)k->in[0].data ? b[0] : b[1];
+    mp_exec *br = *(const uint8_t *)k->in[0].data ? b[0] : b[1];
     mp_status st = mp__body_run(br);
     for (int o = 0; !st && o < k->n_out; o++) st = mp__put_out(k, o, &mp__body_out(br, o)->rt);
     return st;
@@ -114,7 +114,7 @@ static mp_status mp__if_run(mp_kctx *k) {
 /* ---- Loop ---- */
 
 typedef struct {
-    mp_plan *body[2];   /* [0] the body; [1] unused (freed alike) */
+    mp_exec *body[2];   /* [0] the body; [1] unused (freed alike) */
     uint8_t **scan;     /* per scan output: the stacked values so far */
     size_t *scan_cap;
 } mp__loop;
@@ -127,7 +127,7 @@ static void mp__loop_release(void *state) {
     for (int i = 0; l->scan && i < ns; i++) free(l->scan[i]);
     free(l->scan);
     free(l->scan_cap);
-    mp_plan_free(l->body[0]);
+    mp_exec_free(l->body[0]);
     free(l);
 }
 
@@ -150,7 +150,7 @@ static mp_status mp__loop_prepare(mp_kctx *k, size_t *scratch) {
 
 static mp_status mp__loop_run(mp_kctx *k) {
     mp__loop *l = k->state;
-    mp_plan *b = l->body[0];
+    mp_exec *b = l->body[0];
     const mp_node *n = k->n;
     int n_carried = n->n_in - 2, n_scan = b->g->n_outputs - 1 - n_carried;
     int64_t trips = INT64_MAX;
@@ -218,7 +218,7 @@ static mp_status mp__loop_run(mp_kctx *k) {
 /* ---- Scan (opset 9 and later) ---- */
 
 typedef struct {
-    mp_plan *body;
+    mp_exec *body;
     int n_state, n_in_scan, n_out_scan;
     int64_t in_axis[64], in_dir[64], out_axis[64], out_dir[64];
 } mp__scan;
@@ -226,7 +226,7 @@ typedef struct {
 static void mp__scan_release(void *state) {
     mp__scan *sc = state;
     if (!sc) return;
-    mp_plan_free(sc->body);
+    mp_exec_free(sc->body);
     free(sc);
 }
 
@@ -261,7 +261,7 @@ static mp_status mp__scan_prepare(mp_kctx *k, size_t *scratch) {
 
 static mp_status mp__scan_run(mp_kctx *k) {
     mp__scan *sc = k->state;
-    mp_plan *b = sc->body;
+    mp_exec *b = sc->body;
     const mp_node *n = k->n;
     int ns = sc->n_state;
     mp_status st = MP_OK;
@@ -357,7 +357,7 @@ static mp_status mp__scan8_prepare(mp_kctx *k, size_t *scratch) {
 
 static mp_status mp__scan8_run(mp_kctx *k) {
     mp__scan *sc = k->state;
-    mp_plan *b = sc->body;
+    mp_exec *b = sc->body;
     const mp_node *n = k->n;
     int ns = sc->n_state, first = ns + 1;
     if (sc->n_in_scan < 1 || !k->in[first].data || k->in[first].rank < 2)

@@ -33,7 +33,7 @@ static void mp__store(int dt, void *buf, int64_t i, int64_t iv, double fv, bool 
     else mp_kset_i(buf, dt, i, iv);
 }
 
-static mp_status mp__own_bytes(mp_plan *pl, int v, size_t bytes) {
+static mp_status mp__own_bytes(mp_exec *pl, int v, size_t bytes) {
     mp_rval *rv = &pl->vals[v];
     void *b = NULL;
     size_t cap = (bytes + 63) & ~(size_t)63;
@@ -48,7 +48,7 @@ static mp_status mp__own_bytes(mp_plan *pl, int v, size_t bytes) {
     return MP_OK;
 }
 
-mp_status mp_run_known(mp_plan *pl, int v) {
+mp_status mp_run_known(mp_exec *pl, int v) {
     mp_value *val = &pl->g->values[v];
     mp_rval *rv = &pl->vals[v];
     if (rv->kind == MP_RV_CONST) return MP_OK;
@@ -69,7 +69,7 @@ mp_status mp_run_known(mp_plan *pl, int v) {
 /* Random weights for an absent tensor: floats uniform in +-1/sqrt(fan in)
  * (scales, biases and statistics (rank <= 1) in [0.5, 1.5): variances
  * must be positive), integers zero. */
-static void mp__random_weight(mp_plan *pl, int v) {
+static void mp__random_weight(mp_exec *pl, int v) {
     mp_value *val = &pl->g->values[v];
     mp_rval *rv = &pl->vals[v];
     uint64_t s = mp__name_seed(pl->seed, val->name);
@@ -98,14 +98,14 @@ static void mp__typed_put(void *ctx, int64_t k, int64_t iv, double fv, bool isf)
     mp__store(c->dt, c->buf, k, iv, fv, isf);
 }
 
-static mp_status mp__typed(mp_plan *pl, int v, const mp_tensor *t) {
+static mp_status mp__typed(mp_exec *pl, int v, const mp_tensor *t) {
     mp__typed_ctx c = {t->dtype, pl->vals[v].own};
     if (mp_tensor_typed_walk(t, mp__typed_put, &c)) return MP_OK;
     return mp_error(MP_ERR_FORMAT, "%s: tensor '%s': typed data does not match its %lld elements",
                     pl->m->path ? pl->m->path : "model", t->name, (long long)t->numel);
 }
 
-static const void *mp__map_external(mp_plan *pl, const mp_tensor *t, size_t *size) {
+static const void *mp__map_external(mp_exec *pl, const mp_tensor *t, size_t *size) {
     for (int i = 0; i < pl->n_ext; i++)
         if (strcmp(pl->ext[i].path, t->ext_path) == 0) {
             *size = pl->ext[i].size;
@@ -144,7 +144,7 @@ static const void *mp__map_external(mp_plan *pl, const mp_tensor *t, size_t *siz
     return map;
 }
 
-void mp_run_unmap(mp_plan *pl) {
+void mp_run_unmap(mp_exec *pl) {
     for (int i = 0; i < pl->n_ext; i++) {
         munmap(pl->ext[i].map, pl->ext[i].size);
         free(pl->ext[i].path);
@@ -155,7 +155,7 @@ void mp_run_unmap(mp_plan *pl) {
 }
 
 /* Bytes used in place when aligned for their dtype, else copied once. */
-static mp_status mp__view(mp_plan *pl, int v, const uint8_t *p) {
+static mp_status mp__view(mp_exec *pl, int v, const uint8_t *p) {
     mp_rval *rv = &pl->vals[v];
     size_t al = (size_t)(mp_dtype_bits(rv->rt.dtype) / 8);
     if (al < 1) al = 1;
@@ -169,7 +169,7 @@ static mp_status mp__view(mp_plan *pl, int v, const uint8_t *p) {
     return st;
 }
 
-mp_status mp_run_load_tensor(mp_plan *pl, int v, const mp_tensor *t) {
+mp_status mp_run_load_tensor(mp_exec *pl, int v, const mp_tensor *t) {
     mp_value *val = &pl->g->values[v];
     mp_rval *rv = &pl->vals[v];
     const char *path = pl->m->path ? pl->m->path : "model";
@@ -220,7 +220,7 @@ mp_status mp_run_load_tensor(mp_plan *pl, int v, const mp_tensor *t) {
 
 /* The range of integer input v: within the gathered axis when it indexes
  * a Gather (token ids into an embedding), ones for masks, else {0, 1}. */
-static void mp__int_range(const mp_plan *pl, int v, int64_t *lo, int64_t *hi) {
+static void mp__int_range(const mp_exec *pl, int v, int64_t *lo, int64_t *hi) {
     const mp_graph *g = pl->g;
     const char *name = g->values[v].name;
     *lo = 0;
@@ -244,7 +244,7 @@ static void mp__int_range(const mp_plan *pl, int v, int64_t *lo, int64_t *hi) {
     }
 }
 
-void mp_run_random_input(mp_plan *pl, int v) {
+void mp_run_random_input(mp_exec *pl, int v) {
     mp_value *val = &pl->g->values[v];
     mp_rval *rv = &pl->vals[v];
     uint64_t s = mp__name_seed(pl->seed ^ 0x5bd1e995ull, val->name);

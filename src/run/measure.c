@@ -225,7 +225,7 @@ static double mp__peak(int threads, const char **how, bool again) {
     return peak;
 }
 
-static void mp__progress(const mp_plan *pl, double start, int done, int total, bool *shown) {
+static void mp__progress(const mp_exec *pl, double start, int done, int total, bool *shown) {
     if (!pl->o.progress || !isatty(2)) return;
     double el = mp_run_now() - start;
     if (el < 1.0 && !*shown) return;
@@ -260,7 +260,7 @@ static int mp__grp_cmp(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-static mp_status mp__fill(mp_plan *pl, mp_profile *p, int iters) {
+static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
     mp_graph *g = pl->g;
     mp_model *m = pl->m;
     int ns = pl->n_steps, nm = m->n_modules ? m->n_modules : 1;
@@ -407,7 +407,7 @@ done:
     return st;
 }
 
-mp_status mp_profile_run(mp_plan *pl, mp_profile *p) {
+mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     if (!pl || !p) return mp_error(MP_ERR_USAGE, "no plan or profile");
     if (p != pl->p) return mp_error(MP_ERR_USAGE, "the profile is not the one the plan was made from");
     int iters = pl->o.iters, ns = pl->n_steps;
@@ -427,14 +427,14 @@ mp_status mp_profile_run(mp_plan *pl, mp_profile *p) {
     bool shown = false;
     int total = pl->o.warmup + iters;
     for (int i = 0; i < pl->o.warmup; i++) {
-        mp_status st = mp_plan_run_timed(pl, NULL);
+        mp_status st = mp_exec_run_timed(pl, NULL);
         if (st) return st;
         mp__progress(pl, start, i + 1, total, &shown);
     }
     for (int it = 0; it < iters; it++) {
         double *row = pl->o.node_timing ? &pl->t_step[(size_t)it * (size_t)ns] : NULL;
         double t0 = mp_run_now();
-        mp_status st = mp_plan_run_stamped(pl, row, row && pl->t_start ? &pl->t_start[(size_t)it * (size_t)ns] : NULL);
+        mp_status st = mp_exec_run_stamped(pl, row, row && pl->t_start ? &pl->t_start[(size_t)it * (size_t)ns] : NULL);
         pl->t_run[it] = mp_run_now() - t0;
         if (st) return st;
         mp__progress(pl, start, pl->o.warmup + it + 1, total, &shown);

@@ -1,4 +1,4 @@
-/* The measured run's internals: the plan (plan.c), the data it starts
+/* The measured run's internals: the exec (exec.c), the data it starts
  * from (data.c: weights, random inputs, .npy), the thread pool (pool.c)
  * and the timed runs that fill the profile (measure.c). */
 #ifndef MP_RUN_H
@@ -30,7 +30,7 @@ typedef struct mp_rval {
     int64_t *dyn_dims; /* DYN: dims given at run time */
     int def, last;    /* first and last step touching it (ACT liveness) */
     int consumers;    /* main-graph consumer nodes */
-    bool given;       /* INPUT: data given by mp_plan_set_input */
+    bool given;       /* INPUT: data given by mp_exec_set_input */
     float *f32;       /* CONST fp16/bf16: decoded once (mp_kinput_f32) */
 } mp_rval;
 
@@ -51,8 +51,8 @@ typedef struct mp_step {
 
 typedef struct mp_pool mp_pool;
 
-struct mp_plan {
-    struct mp_plan *parent; /* the enclosing plan of a control-flow body */
+struct mp_exec {
+    struct mp_exec *parent; /* the enclosing plan of a control-flow body */
     mp_profile *p;
     mp_model *m;
     mp_graph *g;
@@ -95,12 +95,12 @@ struct mp_plan {
 
 /* ---- data.c ---- */
 /* Make value v (an initializer or a Constant's tensor t) a CONST tensor. */
-mp_status mp_run_load_tensor(mp_plan *pl, int v, const mp_tensor *t);
+mp_status mp_run_load_tensor(mp_exec *pl, int v, const mp_tensor *t);
 /* Materialise the known contents of value v (kn == numel). */
-mp_status mp_run_known(mp_plan *pl, int v);
+mp_status mp_run_known(mp_exec *pl, int v);
 /* Fill a graph input that was not given with seeded random data. */
-void mp_run_random_input(mp_plan *pl, int v);
-void mp_run_unmap(mp_plan *pl);
+void mp_run_random_input(mp_exec *pl, int v);
+void mp_run_unmap(mp_exec *pl);
 /* n elements from src (dtype src_dt) into dst (dst_dt), numerically;
  * false for a dtype that holds no numbers (string, sub-byte). */
 bool mp_run_convert(int dst_dt, void *dst, int src_dt, const void *src, int64_t n);
@@ -111,20 +111,20 @@ mp_status mp_pool_create(int threads, mp_pool **out);
 void mp_pool_free(mp_pool *pool);
 void mp_pool_run(mp_pool *pool, int64_t n, mp_range_fn fn, void *arg);
 
-/* ---- plan.c ---- */
+/* ---- exec.c ---- */
 /* When set, plans use the operators' portable kernels only (oneDNN's are
  * not asked): for tests of the planner with kernels of their own, and for
  * checking portable kernels against the library's. */
 extern bool mp_run_portable_only;
 /* One run; with t (n_steps entries), each step's time in seconds. */
-mp_status mp_plan_run_timed(mp_plan *pl, double *t);
-mp_status mp_plan_run_stamped(mp_plan *pl, double *t, double *start);
+mp_status mp_exec_run_timed(mp_exec *pl, double *t);
+mp_status mp_exec_run_stamped(mp_exec *pl, double *t, double *start);
 
 /* A plan of control-flow body `body` inside `parent` (control.c). */
-mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan **out);
+mp_status mp_subexec_create(mp_exec *parent, mp_graph *body, bool fuse, mp_exec **out);
 /* Bring a body plan's outer values up to date from its parent (before
  * each run of the body). */
-void mp_subplan_bind_outer(mp_plan *pl);
+void mp_subexec_bind_outer(mp_exec *pl);
 /* The built-in kernels of If, Loop and Scan (control.c); NULL otherwise. */
 const mp_kernel *mp_control_kernel(const mp_node *n);
 

@@ -2,7 +2,7 @@
 #include "run/run.h"
 #include "run/stamps.h"
 
-bool mp_run_stamps_get(const mp_plan *pl, mp_run_stamps *out) {
+bool mp_run_stamps_get(const mp_exec *pl, mp_run_stamps *out) {
     memset(out, 0, sizeof *out);
     if (!pl || !pl->t_start || !pl->t_step || pl->t_iters <= 0) return false;
     out->m = pl->m;
@@ -14,7 +14,7 @@ bool mp_run_stamps_get(const mp_plan *pl, mp_run_stamps *out) {
     return true;
 }
 
-void mp_run_stamp_step_get(const mp_plan *pl, int s, mp_run_stamp_step *out) {
+void mp_run_stamp_step_get(const mp_exec *pl, int s, mp_run_stamp_step *out) {
     const mp_step *sp = &pl->steps[s];
     out->node = sp->node;
     out->nodes = sp->nodes;

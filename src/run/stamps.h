@@ -25,7 +25,7 @@ typedef struct mp_run_stamps {
 } mp_run_stamps;
 
 /* false when the run kept no start times (keep_timestamps, node timing). */
-bool mp_run_stamps_get(const mp_plan *pl, mp_run_stamps *out);
-void mp_run_stamp_step_get(const mp_plan *pl, int s, mp_run_stamp_step *out);
+bool mp_run_stamps_get(const mp_exec *pl, mp_run_stamps *out);
+void mp_run_stamp_step_get(const mp_exec *pl, int s, mp_run_stamp_step *out);
 
 #endif

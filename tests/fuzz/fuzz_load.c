@@ -9,7 +9,7 @@
  * picks the values given to the model's symbolic dims, from ordinary
  * sizes to ones whose products overflow 64 bits, one for all or mixed.
  *
- * Small graphs are then planned and run (mp_plan_create, one timed pass
+ * Small graphs are then planned and run (mp_exec_create, one timed pass
  * through mp_profile_run, the outputs read, the measured reports): at most
  * 50 MFLOPs (and as much hidden work: pooling windows, Loop trip counts)
  * and 16 MB of activations, 64 MB for the whole run, one thread,
@@ -81,25 +81,25 @@ static void run_small(const mp_model *m, mp_profile *p) {
     o.progress = 0;
     o.peak_gflops = 1;
     o.max_memory = 64 << 20;
-    mp_plan *pl = NULL;
-    if (mp_plan_create(p, &o, &pl) != MP_OK) {
+    mp_exec *pl = NULL;
+    if (mp_exec_create(p, &o, &pl) != MP_OK) {
         if (!mp_last_error()[0]) abort();
         return;
     }
     if (mp_profile_run(pl, p) == MP_OK) {
-        for (int i = 0; i < mp_plan_output_count(pl); i++) {
+        for (int i = 0; i < mp_exec_output_count(pl); i++) {
             const char *name;
             int dt, rank;
             const int64_t *dims;
             const void *d;
-            (void)mp_plan_output(pl, i, &name, &dt, &rank, &dims, &d);
+            (void)mp_exec_output(pl, i, &name, &dt, &rank, &dims, &d);
         }
         report(p, MP_FORMAT_TEXT, -1, 3);
         report(p, MP_FORMAT_JSON, -1, 3);
     } else if (!mp_last_error()[0]) {
         abort();
     }
-    mp_plan_free(pl);
+    mp_exec_free(pl);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -39,7 +39,7 @@ static const char *mp__node_name(const mp_graph *g, int node) {
 }
 
 /* ---- the kernel-side API (ops.h) ---- */
-static mp_status mp__need(mp_plan *pl, int v);
+static mp_status mp__need(mp_exec *pl, int v);
 
 /* These are the executor's side of mp_kexec (ops.h): kernels reach them
  * through the context the planner hands them (mp__plan_exec, below). */
@@ -55,7 +55,7 @@ static mp_status mp__nofuse(const mp_kctx *k, int node) {
 }
 
 static mp_status mp__x_fuse(mp_kctx *k, int node) {
-    mp_plan *pl = k->plan;
+    mp_exec *pl = k->plan;
     if (!pl || !k->fuse) return mp__nofuse(k, node);
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
@@ -142,7 +142,7 @@ static bool mp__made_in(const mp_graph *g, int v, int mid, const int *nodes, int
 }
 
 static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
-    mp_plan *pl = k->plan;
+    mp_exec *pl = k->plan;
     if (!pl || !k->fuse || n < 1 || n > 64) return mp__nofuse(k, n >= 1 ? nodes[0] : -1);
     mp_graph *g = pl->g;
     mp_step *s = &pl->steps[pl->cur];
@@ -232,7 +232,7 @@ static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
 }
 
 static const mp_rtensor *mp__x_value(const mp_kctx *k, int v) {
-    mp_plan *pl = k ? k->plan : NULL;
+    mp_exec *pl = k ? k->plan : NULL;
     if (!pl || v < 0 || v >= pl->g->n_values) return NULL;
     mp_rval *rv = &pl->vals[v];
     if (rv->kind == MP_RV_UNUSED && mp__need(pl, v) != MP_OK) mp_error_clear();
@@ -240,7 +240,7 @@ static const mp_rtensor *mp__x_value(const mp_kctx *k, int v) {
 }
 
 static const float *mp__x_input_f32(mp_kctx *k, int i) {
-    mp_plan *pl = k ? k->plan : NULL;
+    mp_exec *pl = k ? k->plan : NULL;
     if (!pl || i < 0 || i >= k->n_in || !k->in[i].data) return NULL;
     const mp_step *s = (const mp_step *)(const void *)((const char *)k - offsetof(mp_step, k));
     int v = s->in_v[i];
@@ -268,7 +268,7 @@ static const float *mp__x_input_f32(mp_kctx *k, int i) {
 }
 
 static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
-    mp_plan *pl = k->plan;
+    mp_exec *pl = k->plan;
     if (!pl) return mp_error(MP_ERR_USAGE, "mp_kout_alloc outside a plan");
     mp_step *s = &pl->steps[pl->cur];
     if (i < 0 || i >= s->n_out || s->out_v[i] < 0 || rank < 0 || rank > MP_MAX_RANK)
@@ -322,7 +322,7 @@ typedef struct {
 
 static void mp__x_parallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     if (n <= 0) return;
-    mp_plan *pl = k ? k->plan : NULL;
+    mp_exec *pl = k ? k->plan : NULL;
     if (!pl || !pl->pool || pl->threads <= 1 || n < 2 || mp__in_parallel) {
         fn(arg, 0, n);
         return;
@@ -363,7 +363,7 @@ static const mp_tensor *mp__constant_tensor(const mp_node *n) {
 }
 
 /* The rtensor of value v as planned (data set later). */
-static void mp__rt_init(mp_plan *pl, int v) {
+static void mp__rt_init(mp_exec *pl, int v) {
     mp_value *val = &pl->g->values[v];
     mp_rval *rv = &pl->vals[v];
     rv->rt.dtype = val->dtype;
@@ -373,7 +373,7 @@ static void mp__rt_init(mp_plan *pl, int v) {
     rv->bytes = rv->rt.numel > 0 ? (size_t)mp_dtype_bytes(val->dtype, rv->rt.numel) : 0;
 }
 
-static mp_status mp__own(mp_plan *pl, int v) {
+static mp_status mp__own(mp_exec *pl, int v) {
     mp_rval *rv = &pl->vals[v];
     if (rv->bytes == 0) {
         rv->rt.data = mp__empty;
@@ -391,7 +391,7 @@ static mp_status mp__own(mp_plan *pl, int v) {
 }
 
 /* Does every present input of node n hold a constant? */
-static bool mp__inputs_const(const mp_plan *pl, const mp_node *n) {
+static bool mp__inputs_const(const mp_exec *pl, const mp_node *n) {
     int present = 0;
     for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
@@ -402,7 +402,7 @@ static bool mp__inputs_const(const mp_plan *pl, const mp_node *n) {
     return present > 0 && n->n_sub == 0;
 }
 
-static mp_status mp__no_kernel(mp_plan *pl, const mp_node *n) {
+static mp_status mp__no_kernel(mp_exec *pl, const mp_node *n) {
     return mp_error(MP_ERR_UNSUPPORTED, "%s: node '%s' (%s%s%s): no kernel for this operator, the "
                     "model cannot run here", pl->m->path ? pl->m->path : "model",
                     n->name && n->name[0] ? n->name : "?", n->domain, n->domain[0] ? "." : "", n->op);
@@ -424,7 +424,7 @@ static const mp_kernel *mp__pick(const mp_graph *g, const mp_node *n, mp_kernel 
     return portable;
 }
 
-static mp_status mp__step_init(mp_plan *pl, mp_step *s, int node, const mp_kernel *kern) {
+static mp_status mp__step_init(mp_exec *pl, mp_step *s, int node, const mp_kernel *kern) {
     const mp_node *n = &pl->g->nodes[node];
     s->node = node;
     s->kern = kern;
@@ -483,7 +483,7 @@ static void mp__step_free(mp_step *s) {
 
 /* Run node `node` once now, all inputs constant: its outputs become
  * constants held by the plan. */
-static mp_status mp__fold_run(mp_plan *pl, int node, const mp_kernel *kern) {
+static mp_status mp__fold_run(mp_exec *pl, int node, const mp_kernel *kern) {
     const mp_node *n = &pl->g->nodes[node];
     for (int i = 0; i < n->n_out; i++) {
         int v = n->out[i];
@@ -535,7 +535,7 @@ static mp_status mp__fold_run(mp_plan *pl, int node, const mp_kernel *kern) {
 }
 
 /* Which values are constant, which nodes are folded. */
-static mp_status mp__classify(mp_plan *pl) {
+static mp_status mp__classify(mp_exec *pl) {
     mp_graph *g = pl->g;
     for (int v = 0; v < g->n_values; v++) {
         mp_value *val = &g->values[v];
@@ -552,7 +552,7 @@ static mp_status mp__classify(mp_plan *pl) {
                                     "large to run", pl->m->path ? pl->m->path : "model", val->name);
         }
         if ((val->flags & MP_VAL_OUTER) && pl->parent) {
-            mp_plan *up = pl->parent;
+            mp_exec *up = pl->parent;
             if (val->outer < 0 || val->outer >= up->g->n_values)
                 return mp_error(MP_ERR_FORMAT, "value '%s' refers to no value of the enclosing graph",
                                 val->name);
@@ -587,7 +587,7 @@ static mp_status mp__classify(mp_plan *pl) {
 }
 
 /* A value read by a step: make sure constants are loaded. */
-static mp_status mp__need(mp_plan *pl, int v) {
+static mp_status mp__need(mp_exec *pl, int v) {
     mp_rval *rv = &pl->vals[v];
     mp_value *val = &pl->g->values[v];
     if (rv->kind != MP_RV_UNUSED) return MP_OK;
@@ -605,7 +605,7 @@ static mp_status mp__need(mp_plan *pl, int v) {
  * before any kernel is prepared, so that prepare sees every constant (a
  * Conv folding a BatchNormalization whose scales come through Identity
  * nodes later in the order). */
-static mp_status mp__fold_pass(mp_plan *pl) {
+static mp_status mp__fold_pass(mp_exec *pl) {
     mp_graph *g = pl->g;
     for (int oi = 0; oi < g->n_nodes; oi++) {
         int node = g->order ? g->order[oi] : oi;
@@ -653,7 +653,7 @@ static mp_status mp__fold_pass(mp_plan *pl) {
 }
 
 /* Second pass, in order: pick kernels, prepare (which may fuse). */
-static mp_status mp__build_steps(mp_plan *pl) {
+static mp_status mp__build_steps(mp_exec *pl) {
     mp_graph *g = pl->g;
     mp_status st = mp__fold_pass(pl);
     if (st) return st;
@@ -734,7 +734,7 @@ static int mp__iv_cmp(const void *a, const void *b) {
  * Flatten, Squeeze, Unsqueeze, Identity on their portable kernel): its
  * output can share the input's bytes, the copy then skipped (the kernel
  * sees one buffer). Both activations of the arena, of one size. */
-static bool mp__view_step(const mp_plan *pl, const mp_step *s) {
+static bool mp__view_step(const mp_exec *pl, const mp_step *s) {
     if (s->n_nodes != 1 || !s->kern || !mp_streq(s->kern->name, "portable") || s->n_out < 1 || s->n_in < 1)
         return false;
     const mp_node *n = &pl->g->nodes[s->node];
@@ -754,7 +754,7 @@ static bool mp__view_step(const mp_plan *pl, const mp_step *s) {
 /* A step whose kernel asked for its output 0 to take input share_in's
  * bytes (mp_kshare), and may: both arena activations of one size, the
  * input (with every view of its bytes) read last by this step. */
-static bool mp__share_step(const mp_plan *pl, const mp_step *s, int si, const int *root) {
+static bool mp__share_step(const mp_exec *pl, const mp_step *s, int si, const int *root) {
     if (s->share_in < 0 || s->share_in >= s->n_in || s->n_out < 1) return false;
     int u = s->in_v[s->share_in], v = s->out_v[0];
     if (u < 0 || v < 0 || u == v || root[v] >= 0) return false;
@@ -772,7 +772,7 @@ static bool mp__share_step(const mp_plan *pl, const mp_step *s, int si, const in
     return true;
 }
 
-static mp_status mp__arena_plan(mp_plan *pl) {
+static mp_status mp__arena_plan(mp_exec *pl) {
     mp_graph *g = pl->g;
     for (int v = 0; v < g->n_values; v++) {
         pl->vals[v].def = -1;
@@ -878,7 +878,7 @@ static mp_status mp__arena_plan(mp_plan *pl) {
     return MP_OK;
 }
 
-static mp_status mp__memory_check(const mp_plan *pl, size_t more, const char *when) {
+static mp_status mp__memory_check(const mp_exec *pl, size_t more, const char *when) {
     if (pl->o.max_memory <= 0) return MP_OK;
     uint64_t need = (uint64_t)pl->const_bytes + pl->input_bytes + pl->arena_bytes + pl->scratch_bytes + more;
     if (need > (uint64_t)pl->o.max_memory)
@@ -891,7 +891,7 @@ static mp_status mp__memory_check(const mp_plan *pl, size_t more, const char *wh
 /* Bytes the run will take at least, before anything is allocated: the
  * static peak of live activations (graph inputs included) and the weights
  * that are not used in place (absent, typed). */
-static uint64_t mp__estimate(const mp_plan *pl) {
+static uint64_t mp__estimate(const mp_exec *pl) {
     const mp_graph *g = pl->g;
     uint64_t b = 0;
     for (int v = 0; v < g->n_values; v++) {
@@ -904,7 +904,7 @@ static uint64_t mp__estimate(const mp_plan *pl) {
     return b + pl->p->activation_peak_bytes;
 }
 
-static mp_status mp__bind(mp_plan *pl) {
+static mp_status mp__bind(mp_exec *pl) {
     if (pl->arena_bytes) {
         void *a = NULL;
         if (posix_memalign(&a, MP__ALIGN, pl->arena_bytes))
@@ -946,10 +946,10 @@ static mp_status mp__bind(mp_plan *pl) {
  * (parent: the plan of the graph holding it; the body's inputs are set by
  * the control-flow kernel before each run, its outer values come from the
  * parent). */
-static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options *o, mp_plan *parent,
-                               mp_plan **out) {
+static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options *o, mp_exec *parent,
+                               mp_exec **out) {
     *out = NULL;
-    mp_plan *pl = calloc(1, sizeof *pl);
+    mp_exec *pl = calloc(1, sizeof *pl);
     if (!pl) return mp_error(MP_ERR_NOMEM, "out of memory");
     pl->p = p;
     pl->m = p->m;
@@ -1002,26 +1002,26 @@ static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options 
         mp_model_warn(pl->m, "weights are absent: the run uses seeded random weights (seed %llu)",
                       (unsigned long long)pl->seed);
     if (st) {
-        mp_plan_free(pl);
+        mp_exec_free(pl);
         return st;
     }
     *out = pl;
     return MP_OK;
 }
 
-mp_status mp_plan_create(mp_profile *p, const mp_run_options *o, mp_plan **out) {
+mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out) {
     *out = NULL;
     if (!p || !p->m || !p->m->graph) return mp_error(MP_ERR_USAGE, "no profile to plan");
     return mp__plan_make(p, p->m->graph, o, NULL, out);
 }
 
-void mp_subplan_bind_outer(mp_plan *pl) {
+void mp_subexec_bind_outer(mp_exec *pl) {
     const mp_graph *g = pl->g;
     for (int v = 0; v < g->n_values; v++)
         if (pl->vals[v].kind == MP_RV_OUTER) pl->vals[v].rt = pl->parent->vals[g->values[v].outer].rt;
 }
 
-mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan **out) {
+mp_status mp_subexec_create(mp_exec *parent, mp_graph *body, bool fuse, mp_exec **out) {
     mp_run_options o = parent->o;
     o.fuse = fuse;
     o.threads = parent->threads;
@@ -1032,7 +1032,7 @@ mp_status mp_subplan_create(mp_plan *parent, mp_graph *body, bool fuse, mp_plan 
     return st;
 }
 
-void mp_plan_free(mp_plan *pl) {
+void mp_exec_free(mp_exec *pl) {
     if (!pl) return;
     for (int i = 0; pl->steps && i < pl->n_steps; i++) {
         mp_step *s = &pl->steps[i];
@@ -1065,7 +1065,7 @@ void mp_plan_free(mp_plan *pl) {
     free(pl);
 }
 
-mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, const int64_t *dims,
+mp_status mp_exec_set_input(mp_exec *pl, const char *name, int dtype, int rank, const int64_t *dims,
                             const void *data, size_t bytes) {
     if (!pl || !name) return mp_error(MP_ERR_USAGE, "no plan or input name");
     mp_graph *g = pl->g;
@@ -1117,7 +1117,7 @@ mp_status mp_plan_set_input(mp_plan *pl, const char *name, int dtype, int rank, 
  * shape arithmetic needs), in an arena of its own emptied after each use:
  * the graph itself is never touched. The outputs get buffers of that
  * shape (mp_kout_alloc); a kernel may still size them itself. */
-static mp_status mp__reinfer(mp_plan *pl, mp_step *s) {
+static mp_status mp__reinfer(mp_exec *pl, mp_step *s) {
     mp_graph *g = pl->g;
     const mp_node *n = &g->nodes[s->node];
     if (s->n_nodes != 1 || !n->desc || !n->desc->infer) return MP_OK;
@@ -1197,7 +1197,7 @@ static mp_status mp__reinfer(mp_plan *pl, mp_step *s) {
     return MP_OK;
 }
 
-static mp_status mp__step_run(mp_plan *pl, mp_step *s) {
+static mp_status mp__step_run(mp_exec *pl, mp_step *s) {
     if (s->dyn) {
         bool dyn_out = false;
         for (int i = 0; i < s->n_in; i++)
@@ -1233,7 +1233,7 @@ static mp_status mp__step_run(mp_plan *pl, mp_step *s) {
 /* One run; with t (n_steps entries) each step's time in seconds, with
  * start (n_steps entries, may be NULL) each step's start on the monotonic
  * clock. */
-mp_status mp_plan_run_stamped(mp_plan *pl, double *t, double *start) {
+mp_status mp_exec_run_stamped(mp_exec *pl, double *t, double *start) {
     for (int i = 0; i < pl->n_steps; i++) {
         pl->cur = i;
         mp_status st;
@@ -1250,16 +1250,16 @@ mp_status mp_plan_run_stamped(mp_plan *pl, double *t, double *start) {
     return MP_OK;
 }
 
-mp_status mp_plan_run_timed(mp_plan *pl, double *t) { return mp_plan_run_stamped(pl, t, NULL); }
+mp_status mp_exec_run_timed(mp_exec *pl, double *t) { return mp_exec_run_stamped(pl, t, NULL); }
 
-mp_status mp_plan_run(mp_plan *pl) {
+mp_status mp_exec_run(mp_exec *pl) {
     if (!pl) return mp_error(MP_ERR_USAGE, "no plan");
-    return mp_plan_run_timed(pl, NULL);
+    return mp_exec_run_timed(pl, NULL);
 }
 
-int mp_plan_output_count(const mp_plan *pl) { return pl ? pl->g->n_outputs : 0; }
+int mp_exec_output_count(const mp_exec *pl) { return pl ? pl->g->n_outputs : 0; }
 
-mp_status mp_plan_output(const mp_plan *pl, int i, const char **name, int *dtype, int *rank,
+mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int *dtype, int *rank,
                          const int64_t **dims, const void **data) {
     if (!pl || i < 0 || i >= pl->g->n_outputs)
         return mp_error(MP_ERR_USAGE, "output %d: the model has %d outputs", i, pl ? pl->g->n_outputs : 0);
