@@ -9,6 +9,8 @@
 #include "analyze/profile.h"
 #include "base/gpu.h"
 
+#include <math.h>
+
 /* Model states per parameter, bytes, and how ZeRO divides them
  * (docs/PLANNING.md "model states"). */
 typedef struct mp_state_bytes {
@@ -131,5 +133,25 @@ struct mp_tplan {
 /* Bandwidth of a collective over `span` GPUs, bytes/s: --link-gbs, else
  * the GPU's NVLink/PCIe inside a node of 8, else 400 Gb/s InfiniBand. */
 double mp_tplan_link_bw(const mp_tplan *pl, int span);
+
+/* The planner's parts (one file each):
+ * graph.c    the graph pass: per-node figures, model facts (parameters,
+ *            heads, tokens, the loss, inference and KV-cache figures);
+ * layout.c   the plan's layout (stages, memory, time), --fit's layouts and
+ *            the GPUs-needed search;
+ * states.c   model states (above). */
+mp_status mp_tplan_graph(mp_tplan *pl);
+mp_status mp_tplan_layouts(mp_tplan *pl);
+
+static inline bool mp_tplan_mixed(mp_precision p) {
+    return p == MP_PREC_BF16_MIXED || p == MP_PREC_FP16_MIXED;
+}
+static inline uint64_t mp_tplan_numel(const mp_value *v) {
+    int64_t n = mp_value_numel(v);
+    return n > 0 ? (uint64_t)n : 0;
+}
+static inline uint64_t mp_tplan_dbytes(double per, uint64_t n) {
+    return (uint64_t)llround(per * (double)n);
+}
 
 #endif
