@@ -260,7 +260,9 @@ mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dim
  * and data, tensor and pipeline parallelism. The graph's batch dim is one
  * micro-batch on one data-parallel rank. */
 typedef enum mp_precision {
-    MP_PREC_FP32, MP_PREC_BF16, MP_PREC_FP16, MP_PREC_BF16_MIXED, MP_PREC_FP16_MIXED, MP_PREC_COUNT
+    MP_PREC_FP32, MP_PREC_BF16, MP_PREC_FP16, MP_PREC_BF16_MIXED, MP_PREC_FP16_MIXED,
+    MP_PREC_AUTO, /* the export's own type: fp32, bf16 or fp16 as most weights are stored */
+    MP_PREC_COUNT
 } mp_precision;
 typedef enum mp_optimizer {
     MP_OPT_ADAMW, MP_OPT_ADAM, MP_OPT_SGD, MP_OPT_SGD_MOMENTUM, MP_OPT_ADAFACTOR, MP_OPT_NONE,
@@ -274,12 +276,15 @@ int mp_precision_parse(const char *s);
 int mp_optimizer_parse(const char *s);
 
 typedef struct mp_tplan_options {
-    mp_precision precision;   /* default fp32 */
+    mp_precision precision;   /* default MP_PREC_AUTO: the export's dtype (pure bf16/fp16
+                               * training of a bf16/fp16 export) */
     mp_optimizer optimizer;   /* default adamw */
     int checkpointing;        /* recompute each repeated block in the backward */
     int zero;                 /* ZeRO stage 0-3 */
     int fsdp;                 /* FSDP full shard: the ZeRO-3 layout */
     int dp, tp, pp;           /* parallel degrees (default 1) */
+    int sequence_parallel;    /* with tp > 1: Megatron's sequence parallelism (norms, dropouts
+                               * and residuals split along the sequence) */
     int micro_batches;        /* per step (gradient accumulation; 1F1B with pp); 0: pp */
     int inference;            /* plan a forward only (weights + activation peak + inputs) */
     int kv_cache;             /* inference of a decoder: KV-cache figures */
@@ -301,6 +306,11 @@ typedef struct mp_tplan_options {
     int fit;                  /* list the layouts of `gpus` GPUs that fit the GPU, best first */
 } mp_tplan_options;
 void mp_tplan_options_default(mp_tplan_options *o);
+/* MP_ERR_USAGE with a message naming the flags when the options conflict
+ * or describe an impossible layout, whatever the model (--fsdp with
+ * --zero 1 or 2, --gpus not a multiple of dp x tp x pp, ...);
+ * mp_tplan_create checks them too. */
+mp_status mp_tplan_options_check(const mp_tplan_options *o);
 
 /* Memory per GPU (or of one pipeline stage), bytes. */
 typedef struct mp_tplan_mem {

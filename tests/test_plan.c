@@ -475,10 +475,33 @@ static void t_cli_errors(void) {
     T_EQ(r.code, 1);
     T_CHECK(strstr(r.err, "--format 'csv'") != NULL);
     t_cli_free(&r);
-    r = RUN("models/gpt2.onnx", "--inference", "--zero", "2", "--dim", "batch=1", "--dim", "seq=8", "-q");
-    T_EQ(r.code, 2);
-    T_CHECK(strstr(r.err, "--inference") && strstr(r.err, "--zero"));
-    t_cli_free(&r);
+    /* flags that conflict whatever the model: exit 1, the message names them */
+    static const struct {
+        const char *a[6];
+        const char *says[2];
+    } conflicts[] = {
+        {{"--inference", "--zero", "2"}, {"--inference", "--zero"}},
+        {{"--fsdp", "--zero", "2"}, {"--fsdp", "--zero 2"}},
+        {{"--fsdp", "--zero", "1"}, {"--fsdp", "--zero 1"}},
+        {{"--dp", "2", "--gpus", "1"}, {"--gpus 1", "--dp 2"}},
+        {{"--gpus", "3", "--dp", "2"}, {"--gpus 3", "multiple"}},
+        {{"--gpus", "4", "--tp", "8"}, {"--gpus 4", "--tp 8"}},
+        {{"--sequence-parallel"}, {"--sequence-parallel", "--tp"}},
+        {{"--inference", "--fit"}, {"--inference", "--fit"}},
+        {{"--inference", "--tokens", "1G"}, {"--inference", "--tokens"}},
+        {{"--autocast-device", "cpu", "--precision", "fp32"}, {"--autocast-device", "--precision"}},
+        {{"--kv-cache"}, {"--kv-cache", "--inference"}},
+    };
+    for (size_t i = 0; i < sizeof conflicts / sizeof conflicts[0]; i++) {
+        const char *argv[16] = {"plan", "models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "-q"};
+        int n = 7;
+        for (int k = 0; k < 6 && conflicts[i].a[k]; k++) argv[n++] = conflicts[i].a[k];
+        argv[n] = NULL;
+        r = t_cli_run(argv, 60, 0);
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, conflicts[i].says[0]) && strstr(r.err, conflicts[i].says[1]));
+        t_cli_free(&r);
+    }
     /* -o writes the file (atomically, as every report) */
     char path[] = "/tmp/mp_plan_XXXXXX";
     int fd = mkstemp(path);
@@ -527,6 +550,32 @@ static void t_cli_fit_inference(void) {
     }
     jr_free(j);
     t_cli_free(&r);
+    /* --fit without a GPU: memory only (no step time, no rate, no fit), the
+     * layouts by the memory they need */
+    r = RUN("models/gpt2.onnx", "--dim", "batch=4", "--dim", "seq=512", "--fit", "--gpus", "8", "--format", "json",
+            "-q");
+    T_EQ(r.code, 0);
+    j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        const jr *fit = jr_path(j, "plan.fit");
+        T_CHECK(fit && jr_len(fit) > 4);
+        int64_t last = 0;
+        for (int i = 0; fit && i < jr_len(fit); i++) {
+            const jr *row = jr_at(fit, i);
+            const jr *need = jr_get(row, "required_bytes");
+            T_CHECK(jr_get(row, "step_time_s")->type == JR_NULL && jr_get(row, "per_s")->type == JR_NULL &&
+                    jr_get(row, "fits")->type == JR_NULL);
+            T_CHECK(need && need->i >= last);
+            last = need ? need->i : last;
+        }
+    }
+    jr_free(j);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=4", "--dim", "seq=512", "--fit", "--gpus", "8", "-q");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "by memory") && !strstr(r.out, "tokens/s"));
+    t_cli_free(&r);
     /* GPUs needed: GPT-2 at batch 8 x 1,024 in fp32 on 8 GB cards needs more
      * than one; with that many a layout fits, with half none does */
     r = RUN("models/gpt2.onnx", "--dim", "batch=8", "--dim", "seq=1024", "--mem-gb", "8", "--peak-tflops", "100",
@@ -566,7 +615,51 @@ static void t_cli_fit_inference(void) {
     t_cli_free(&r);
 }
 
+/* A bf16 export (tools/make_bf16.py of the Qwen3 fixture) plans in bf16 by
+ * default: weights at 2 bytes a parameter, pure bf16 training (gradients 2,
+ * AdamW's two states 2 each), and exactly what the fp32 export planned with
+ * --precision bf16 gives. */
+static void t_bf16_export(void) {
+    static const char *const bf = "models/dynamo/qwen3_2layers_bf16.onnx", *const f32 = "models/dynamo/qwen3_2layers.onnx";
+    int64_t acts[3] = {0}, peak[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        t_cli r = k == 0 ? RUN(bf, "--dim", "batch=2", "--dim", "seq=128", "--format", "json", "-q")
+                  : k == 1 ? RUN(f32, "--dim", "batch=2", "--dim", "seq=128", "--precision", "bf16", "--format", "json", "-q")
+                           : RUN(f32, "--dim", "batch=2", "--dim", "seq=128", "--format", "json", "-q");
+        T_EQ(r.code, 0);
+        size_t err;
+        jr *j = jr_parse(r.out, r.out_len, &err);
+        const jr *P = j ? jr_path(j, "plan.params") : NULL, *w = j ? jr_path(j, "plan.memory.weights_bytes") : NULL;
+        const jr *g = j ? jr_path(j, "plan.memory.grads_bytes") : NULL, *s = j ? jr_path(j, "plan.memory.optimizer_bytes") : NULL;
+        const jr *a = j ? jr_path(j, "plan.memory.activations_bytes") : NULL, *pk = j ? jr_path(j, "plan.memory.peak_bytes") : NULL;
+        const jr *pr = j ? jr_path(j, "plan.precision") : NULL, *auto_ = j ? jr_path(j, "plan.precision_from_export") : NULL;
+        T_CHECK(P && w && g && s && a && pk && pr && auto_);
+        if (P && w && g && s && a && pk && pr && auto_) {
+            int bytes = k < 2 ? 2 : 4;
+            T_CHECK(P->i == 187045376);
+            T_CHECK(w->i == bytes * P->i && g->i == bytes * P->i && s->i == 2 * bytes * P->i);
+            T_CHECK(strcmp(pr->s, k < 2 ? "bf16" : "fp32") == 0);
+            T_CHECK(auto_->b == (k != 1));
+            acts[k] = a->i;
+            peak[k] = pk->i;
+        }
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    T_EQ(acts[0], acts[1]);
+    T_EQ(peak[0], peak[1]);
+    T_CHECK(acts[0] < acts[2] * 55 / 100); /* bf16 activations: half, but for fp32 statistics and int64 targets */
+    t_cli r = RUN(bf, "--dim", "batch=2", "--dim", "seq=128", "--inference", "--format", "json", "-q");
+    size_t err;
+    jr *j = jr_parse(r.out, r.out_len, &err);
+    const jr *w = j ? jr_path(j, "plan.memory.weights_bytes") : NULL;
+    T_CHECK(w && w->i == 2 * 187045376);
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 MP_TESTS(plan) {
+    {"bf16_export", t_bf16_export},
     {"zero_table", t_zero_table},
     {"deepspeed", t_deepspeed},
     {"saved_hand", t_saved_hand},

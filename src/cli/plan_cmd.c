@@ -26,7 +26,8 @@ static void pl_usage(FILE *f) {
           "  --dim NAME=VALUE        give the symbolic dim NAME a value (repeatable)\n"
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
           "training:\n"
-          "  --precision P           fp32 (default), bf16, fp16, bf16-mixed, fp16-mixed (autocast)\n"
+          "  --precision P           auto (default: the export's dtype), fp32, bf16, fp16 (pure:\n"
+          "                          model.to(dtype)), bf16-mixed, fp16-mixed (autocast)\n"
           "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
           "  --autocast-device D     cuda (default) or cpu: whose autocast op lists apply\n"
           "  --attention A           fused (default: PyTorch 2's scaled_dot_product_attention\n"
@@ -34,6 +35,8 @@ static void pl_usage(FILE *f) {
           "  --checkpointing         recompute each repeated block in the backward\n"
           "  --zero 0|1|2|3          ZeRO stage (default 0); --fsdp: FSDP full shard (= ZeRO-3)\n"
           "  --dp N --tp N --pp N    data, tensor (Megatron) and pipeline (1F1B) parallel degrees\n"
+          "  --sequence-parallel     with --tp: Megatron's sequence parallelism (norms, dropouts\n"
+          "                          and residuals split along the sequence)\n"
           "  --micro-batches N       micro-batches per step (default 1; 4 x pp with --pp)\n"
           "  --no-loss               no cross-entropy on output 0 (default: one)\n"
           "inference:\n"
@@ -49,7 +52,7 @@ static void pl_usage(FILE *f) {
           "  --gpus N                GPUs (default dp x tp x pp)\n"
           "  --mfu X                 MFU of the 6ND cross-check (default 0.4)\n"
           "  --fit                   every dp x tp x pp x ZeRO layout of --gpus GPUs (default 8)\n"
-          "                          that fits the GPU, best first\n"
+          "                          that fits the GPU, best first (memory only without --gpu)\n"
           "assumptions:\n"
           "  --compute-eff X         fraction of the dtype peak a node reaches (default 0.6)\n"
           "  --memory-eff X          fraction of the bandwidth (default 0.8)\n"
@@ -134,6 +137,8 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             o.checkpointing = 1;
         } else if (strcmp(a, "--fsdp") == 0) {
             o.fsdp = 1;
+        } else if (strcmp(a, "--sequence-parallel") == 0) {
+            o.sequence_parallel = 1;
         } else if (strcmp(a, "--inference") == 0) {
             o.inference = 1;
         } else if (strcmp(a, "--kv-cache") == 0) {
@@ -174,7 +179,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             out_path = val;
         } else if (TAKES("--precision")) {
             int v = mp_precision_parse(val);
-            if (v < 0) return pl_usage_error("--precision '%s': expected fp32, bf16, fp16, bf16-mixed or fp16-mixed",
+            if (v < 0) return pl_usage_error("--precision '%s': expected auto, fp32, bf16, fp16, bf16-mixed or fp16-mixed",
                                              val ? val : "");
             o.precision = (mp_precision)v;
         } else if (TAKES("--optimizer")) {
@@ -233,6 +238,11 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
     }
     if (!model_path) {
         pl_usage(stderr);
+        return PL_EXIT_USAGE;
+    }
+    /* flags that conflict whatever the model: a usage error */
+    if (mp_tplan_options_check(&o)) {
+        pl_print_error(NULL, mp_last_error());
         return PL_EXIT_USAGE;
     }
     mp_model *m = NULL;

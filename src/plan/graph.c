@@ -455,20 +455,13 @@ static mp_status graph_pass(pctx *c) {
         !c->adt || !c->stor || !c->seen || !c->node_block || !c->first_unit || !pl->pparams)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
-    /* the model's float type: that of most parameter elements */
-    uint64_t by[MP_DT_COUNT] = {0};
     for (int v = 0; v < nv; v++) {
         const mp_value *val = &g->values[v];
         c->stor[v] = v;
-        if (val->flags & MP_VAL_PARAM) {
-            c->rg[v] = 1;
-            if (mp_dtype_is_float(val->dtype)) by[val->dtype] += mp_tplan_numel(val);
-        }
+        if (val->flags & MP_VAL_PARAM) c->rg[v] = 1;
         if ((val->flags & (MP_VAL_INIT | MP_VAL_CONST)) && !(val->flags & MP_VAL_PARAM)) c->cst[v] = 1;
     }
-    c->model_dt = MP_DT_FLOAT;
-    for (int d = 0; d < MP_DT_COUNT; d++)
-        if (by[d] > by[c->model_dt]) c->model_dt = d;
+    c->model_dt = pl->model_dt;
     for (int v = 0; v < nv; v++) c->adt[v] = map_float(c, g->values[v].dtype);
 
     /* constants first (the patterns ask which inputs are constant) */
@@ -822,6 +815,22 @@ static uint64_t inference_peak(mp_tplan *pl, const pctx *c) {
     return in;
 }
 
+
+/* The model's float type: that of most parameter elements (fp32 when it
+ * has none). */
+int mp_tplan_model_dtype(const mp_graph *g) {
+    uint64_t by[MP_DT_COUNT] = {0};
+    for (int v = 0; v < g->n_values; v++) {
+        const mp_value *val = &g->values[v];
+        if ((val->flags & MP_VAL_PARAM) && mp_dtype_is_float(val->dtype) && val->dtype >= 0 &&
+            val->dtype < MP_DT_COUNT)
+            by[val->dtype] += mp_tplan_numel(val);
+    }
+    int dt = MP_DT_FLOAT;
+    for (int d = 0; d < MP_DT_COUNT; d++)
+        if (by[d] > by[dt]) dt = d;
+    return dt;
+}
 
 /* The graph pass and what the plan reads off the graph: parameters, heads,
  * tokens, the loss's kept bytes, the inference figures. */

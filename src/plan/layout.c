@@ -93,6 +93,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
     mp_tplan_state_bytes(o->precision, o->optimizer, &sb);
     memset(out, 0, sizeof *out);
     int gpus = dp * tp * pp;
+    bool sp = o->sequence_parallel && tp > 1;
     double lb_tp = mp_tplan_link_bw(pl, tp), lb_dp = mp_tplan_link_bw(pl, gpus), lb_pp = mp_tplan_link_bw(pl, gpus);
     double worst_mb = 0;
     uint64_t worst_peak = 0;
@@ -138,11 +139,16 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     }
                 }
             }
-            acts += pn->saved_rep + pn->saved_split / (uint64_t)tp;
+            /* sequence parallelism (Korthikanti et al. 2022): inside the
+             * blocks what tensor parallelism replicates (norms, residuals,
+             * dropouts, a column-split product's input) is split along the
+             * sequence: every kept byte of a layer divides by tp */
+            uint64_t rdiv = sp && b >= 0 ? (uint64_t)tp : 1;
+            acts += pn->saved_rep / rdiv + pn->saved_split / (uint64_t)tp;
             if (pn->cross && pp > 1 && pn->cross_unit >= 0 && pn->cross_unit < first_block[s])
                 acts += pn->cross; /* received from an earlier stage and kept here too */
             if (!o->checkpointing || b < 0) ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
-            uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp;
+            uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp / rdiv;
             if (tmp > temp) temp = tmp;
             if (o->checkpointing && b >= 0) {
                 if (b != blk_id) {
@@ -150,7 +156,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     blk_cur = 0;
                 }
                 /* what the node would keep: recomputed during its block's backward */
-                blk_cur += pn->ckpt_rep + pn->ckpt_split / (uint64_t)tp;
+                blk_cur += pn->ckpt_rep / rdiv + pn->ckpt_split / (uint64_t)tp;
                 if (blk_cur > blk_max) blk_max = blk_cur;
             }
             /* roof(f / tp, b / tp) = roof(f, b) / tp: the node's roofline once */
@@ -277,9 +283,11 @@ static int enumerate_layouts(mp_tplan *pl, int G, int *stamp, mp_fit_row *rows, 
                 r->pp = pp;
                 r->zero = z;
                 r->peak_bytes = fo.mem.peak_bytes + fo.mem.reserve_bytes;
-                r->step_s = fo.step_s;
+                /* without a GPU there is no step time: the layouts are
+                 * listed by memory only */
+                r->step_s = pl->have_gpu ? fo.step_s : -1;
                 double per_step = (pl->has_tokens ? (double)pl->tokens_per_mb : (double)pl->samples_per_mb) * mm * dp;
-                r->tokens_per_s = fo.step_s > 0 ? per_step / fo.step_s : 0;
+                r->tokens_per_s = pl->have_gpu && fo.step_s > 0 ? per_step / fo.step_s : -1;
                 r->fits = pl->mem_bytes <= 0 || (double)r->peak_bytes <= pl->mem_bytes;
                 if (prune && !r->fits) break;
             }

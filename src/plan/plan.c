@@ -15,7 +15,7 @@
 /* ---- names ---- */
 
 static const char *const prec_names[MP_PREC_COUNT] = {"fp32", "bf16", "fp16", "bf16-mixed",
-                                                      "fp16-mixed"};
+                                                      "fp16-mixed", "auto"};
 static const char *const opt_names[MP_OPT_COUNT] = {"adamw", "adam", "sgd", "sgd-momentum",
                                                     "adafactor", "none"};
 
@@ -38,7 +38,7 @@ int mp_optimizer_parse(const char *s) {
 
 void mp_tplan_options_default(mp_tplan_options *o) {
     memset(o, 0, sizeof *o);
-    o->precision = MP_PREC_FP32;
+    o->precision = MP_PREC_AUTO;
     o->optimizer = MP_OPT_ADAMW;
     o->dp = o->tp = o->pp = 1;
     o->loss = 1;
@@ -104,7 +104,8 @@ static mp_status pick_gpu(mp_tplan *pl) {
 
 /* ---- the plan ---- */
 
-static mp_status check_options(const mp_tplan_options *o, const mp_tplan *pl) {
+mp_status mp_tplan_options_check(const mp_tplan_options *o) {
+    if (!o) return mp_error(MP_ERR_USAGE, "no options");
     if (o->precision < 0 || o->precision >= MP_PREC_COUNT)
         return mp_error(MP_ERR_USAGE, "--precision: unknown precision");
     if (o->optimizer < 0 || o->optimizer >= MP_OPT_COUNT)
@@ -115,24 +116,49 @@ static mp_status check_options(const mp_tplan_options *o, const mp_tplan *pl) {
     if (o->pp < 1 || o->pp > 1024) return mp_error(MP_ERR_USAGE, "--pp %d: expected 1 to 1024", o->pp);
     if (o->micro_batches < 0 || o->micro_batches > 1000000)
         return mp_error(MP_ERR_USAGE, "--micro-batches %d: expected 1 to 1000000", o->micro_batches);
+    if (o->fsdp && (o->zero == 1 || o->zero == 2))
+        return mp_error(MP_ERR_USAGE, "--fsdp and --zero %d conflict: FSDP's full shard is ZeRO stage 3 "
+                        "(give --fsdp, or --zero alone)", o->zero);
     if (o->inference && (o->zero || o->fsdp || o->checkpointing))
         return mp_error(MP_ERR_USAGE, "--inference: %s applies to training only",
                         o->zero ? "--zero" : o->fsdp ? "--fsdp" : "--checkpointing");
+    if (o->inference && o->fit)
+        return mp_error(MP_ERR_USAGE, "--inference and --fit conflict: --fit lists training layouts");
+    if (o->inference && (o->tokens > 0 || o->samples > 0))
+        return mp_error(MP_ERR_USAGE, "--inference and %s conflict: time to train applies to training",
+                        o->tokens > 0 ? "--tokens" : "--samples");
     if (o->kv_cache && !o->inference) return mp_error(MP_ERR_USAGE, "--kv-cache needs --inference");
+    if (o->sequence_parallel && o->tp < 2)
+        return mp_error(MP_ERR_USAGE, "--sequence-parallel needs --tp 2 or more (it splits what tensor "
+                        "parallelism replicates)");
+    if (o->autocast_cpu && o->precision != MP_PREC_BF16_MIXED && o->precision != MP_PREC_FP16_MIXED)
+        return mp_error(MP_ERR_USAGE, "--autocast-device cpu needs --precision bf16-mixed or fp16-mixed "
+                        "(autocast's op lists)");
     if (!(o->mfu > 0 && o->mfu <= 1)) return mp_error(MP_ERR_USAGE, "--mfu %g: expected a fraction in (0, 1]", o->mfu);
     if (!(o->compute_eff > 0 && o->compute_eff <= 1) || !(o->memory_eff > 0 && o->memory_eff <= 1))
         return mp_error(MP_ERR_USAGE, "--compute-eff/--memory-eff: expected fractions in (0, 1]");
     if (o->gpus < 0) return mp_error(MP_ERR_USAGE, "--gpus %d: expected a positive count", o->gpus);
+    if (o->gpus > 0) {
+        /* --gpus is the job's size: the layout's GPUs, or a multiple of them
+         * (the extra GPUs are more data-parallel replicas) */
+        long long need = (long long)o->dp * o->tp * o->pp;
+        if (o->gpus < need)
+            return mp_error(MP_ERR_USAGE, "--gpus %d is fewer than the layout's --dp %d x --tp %d x --pp %d = %lld "
+                            "GPUs", o->gpus, o->dp, o->tp, o->pp, need);
+        if (o->gpus % need)
+            return mp_error(MP_ERR_USAGE, "--gpus %d is not a multiple of the layout's --dp %d x --tp %d x --pp %d "
+                            "= %lld GPUs (the extra GPUs are data-parallel replicas of the layout)",
+                            o->gpus, o->dp, o->tp, o->pp, need);
+    }
     if (o->tokens < 0 || o->samples < 0) return mp_error(MP_ERR_USAGE, "--tokens/--samples: expected a positive count");
     if (o->tokens > 0 && o->samples > 0) return mp_error(MP_ERR_USAGE, "--tokens and --samples: give one");
-    (void)pl;
     return MP_OK;
 }
 
 static mp_status plan_build(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
-    mp_status st = check_options(o, pl);
+    mp_status st = mp_tplan_options_check(o);
     if (st) return st;
     if (pl->p->n_unresolved > 0) {
         int sym = pl->p->unresolved[0];
@@ -149,6 +175,15 @@ static mp_status plan_build(mp_tplan *pl) {
     pl->zero = o->fsdp ? 3 : o->zero;
     pl->m = o->micro_batches > 0 ? o->micro_batches : (o->pp > 1 ? 4 * o->pp : 1);
     pl->gpus = o->gpus > 0 ? o->gpus : pl->dp * pl->tp * pl->pp;
+    /* the default precision is the export's: a bf16 or fp16 export trains
+     * (or infers) in that type, weights, gradients, optimizer states and
+     * activations alike */
+    pl->model_dt = mp_tplan_model_dtype(m->graph);
+    if (o->precision == MP_PREC_AUTO) {
+        pl->precision_auto = true;
+        pl->o.precision = pl->model_dt == MP_DT_BFLOAT16 ? MP_PREC_BF16
+                          : pl->model_dt == MP_DT_FLOAT16 ? MP_PREC_FP16 : MP_PREC_FP32;
+    }
     if ((st = pick_gpu(pl))) return st;
 
     if ((st = mp_tplan_graph(pl))) return st;

@@ -85,6 +85,8 @@ struct mp_tplan {
     const char *link_source;
     bool have_gpu;
     /* the model */
+    int model_dt;                /* the export's float type (most parameter elements) */
+    bool precision_auto;         /* o.precision was MP_PREC_AUTO: resolved to the export's type */
     uint64_t params, largest_layer;
     uint64_t tokens_per_mb, samples_per_mb; /* per micro-batch */
     bool has_tokens;
@@ -141,6 +143,7 @@ double mp_tplan_link_bw(const mp_tplan *pl, int span);
  *            the GPUs-needed search;
  * states.c   model states (above). */
 mp_status mp_tplan_graph(mp_tplan *pl);
+int mp_tplan_model_dtype(const mp_graph *g);
 mp_status mp_tplan_layouts(mp_tplan *pl);
 
 static inline bool mp_tplan_mixed(mp_precision p) {
