@@ -93,6 +93,14 @@ mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
 /* Override the shape of graph input `name`. */
 mp_status mp_model_set_input_shape(mp_model *m, const char *name,
                                    const int64_t *dims, int rank);
+/* Graph inputs (initializers excluded): how many, and the name of input i
+ * (NULL out of range). */
+int mp_model_input_count(const mp_model *m);
+const char *mp_model_input_name(const mp_model *m, int i);
+/* The shape graph input `name` declares (or was given): *rank dims into
+ * dims (room for 64), -1 for a symbolic or unknown dim; *rank -1 when the
+ * rank is not declared. MP_ERR_USAGE when the model has no such input. */
+mp_status mp_model_input_shape(const mp_model *m, const char *name, int64_t *dims, int *rank);
 
 /* Name the class of the module at dotted path `path` ("layer1.0.conv1";
  * "" the model), for exports that do not carry classes (the TorchScript
@@ -286,6 +294,10 @@ typedef struct mp_tplan_options {
     int sequence_parallel;    /* with tp > 1: Megatron's sequence parallelism (norms, dropouts
                                * and residuals split along the sequence) */
     int micro_batches;        /* per step (gradient accumulation; 1F1B with pp); 0: pp */
+    int64_t batch;            /* > 0: samples per micro-batch for an export whose batch is fixed
+                               * in its shapes (static: the dynamo exporter's default): the graph
+                               * is planned at its own batch and every per-sample figure scaled;
+                               * 0: the graph's batch */
     int inference;            /* plan a forward only (weights + activation peak + inputs) */
     int kv_cache;             /* inference of a decoder: KV-cache figures */
     int loss;                 /* training: a cross-entropy on output 0 (default 1) */

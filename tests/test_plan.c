@@ -658,7 +658,61 @@ static void t_bf16_export(void) {
     t_cli_free(&r);
 }
 
+/* A static export (the dynamo exporter's default; the DeiT fixture is fixed
+ * at batch 2, its Reshape and Expand shapes baked) planned at batch 64 by
+ * --input, --dim batch= or --batch: the graph is planned at 2 and every
+ * per-sample figure scaled by 32, which is exact: a dynamic export (ViT-B/16)
+ * planned directly at 2 and 64 gives activations exactly 32 x apart. */
+static void t_static_batch(void) {
+    static const char *const deit = "models/dynamo/timm_deit_small_distilled_patch16_224.onnx";
+    int64_t a[5] = {0}, f[5] = {0};
+    for (int k = 0; k < 5; k++) {
+        t_cli r = k == 0   ? RUN(deit, "--format", "json", "-q")
+                  : k == 1 ? RUN(deit, "--input", "x=64x3x224x224", "--format", "json", "-q")
+                  : k == 2 ? RUN(deit, "--dim", "batch=64", "--format", "json", "-q")
+                  : k == 3 ? RUN(deit, "--batch", "64", "--format", "json", "-q")
+                           : RUN(deit, "--input", "x=64x3x224x224", "--format", "text", "-q");
+        T_EQ(r.code, 0);
+        if (k == 4) {
+            T_CHECK(strstr(r.out, "export's batch 2 is fixed") && strstr(r.out, "scaled by 64/2"));
+            t_cli_free(&r);
+            break;
+        }
+        size_t err;
+        jr *j = jr_parse(r.out, r.out_len, &err);
+        const jr *x = j ? jr_path(j, "plan.memory.activations_bytes") : NULL, *y = j ? jr_path(j, "plan.flops.fwd_flops") : NULL;
+        const jr *s = j ? jr_path(j, "plan.batch.scaled") : NULL, *sp = j ? jr_path(j, "plan.samples_per_step") : NULL;
+        T_CHECK(x && y && sp);
+        a[k] = x ? x->i : 0;
+        f[k] = y ? y->i : 0;
+        if (k > 0) T_CHECK(s && s->b && sp && sp->num == 64);
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    for (int k = 1; k < 4; k++) {
+        T_EQ(a[k], 32 * a[0]);
+        T_EQ(f[k], 32 * f[0]);
+    }
+    int64_t v[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        t_cli r = RUN("models/vit_b_16.onnx", "--dim", k ? "batch=64" : "batch=2", "--format", "json", "-q");
+        size_t err;
+        jr *j = jr_parse(r.out, r.out_len, &err);
+        const jr *x = j ? jr_path(j, "plan.memory.activations_bytes") : NULL;
+        v[k] = x ? x->i : 0;
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    T_CHECK(v[0] > 0 && v[1] == 32 * v[0]);
+    /* --batch on a dynamic export: give the dim instead */
+    t_cli r = RUN("models/gpt2.onnx", "--batch", "4", "--dim", "batch=2", "--dim", "seq=8", "-q");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--batch 4") && strstr(r.err, "symbolic"));
+    t_cli_free(&r);
+}
+
 MP_TESTS(plan) {
+    {"static_batch", t_static_batch},
     {"bf16_export", t_bf16_export},
     {"zero_table", t_zero_table},
     {"deepspeed", t_deepspeed},

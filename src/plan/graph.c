@@ -33,7 +33,17 @@ typedef struct pctx {
     int cur_unit;                 /* the unit of the node being planned */
     uint64_t *cross;              /* that node's bytes kept again on another stage, or NULL */
     int *cross_unit;
+    uint64_t b_num, b_den;        /* per-sample figures x b_num / b_den (a static export
+                                   * planned at another batch); 1 / 1 otherwise */
 } pctx;
+
+/* A per-sample figure at the batch planned: x at the export's batch, times
+ * b_num / b_den (exact when x divides by the export's batch, as every
+ * per-sample figure does). */
+static uint64_t bscale(const pctx *c, uint64_t x) {
+    if (c->b_num == c->b_den) return x;
+    return x / c->b_den * c->b_num + (x % c->b_den) * c->b_num / c->b_den;
+}
 
 static int dt_size(int dt) {
     int b = mp_dtype_bits(dt);
@@ -212,9 +222,9 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
     }
     if (c->cst[v]) return 0;
     if (want_dt >= 0 && mp_dtype_is_float(c->adt[v]) && want_dt != c->adt[v])
-        return mp_tplan_numel(val) * (uint64_t)dt_size(want_dt);
+        return bscale(c, mp_tplan_numel(val) * (uint64_t)dt_size(want_dt));
     int s = c->stor[v];
-    uint64_t b = mp_tplan_numel(&c->g->values[s]) * (uint64_t)dt_size(c->adt[s]);
+    uint64_t b = bscale(c, mp_tplan_numel(&c->g->values[s]) * (uint64_t)dt_size(c->adt[s]));
     if (c->seen[s] == stamp) {
         /* kept already; by a node of another unit (block), it is kept again
          * when a pipeline puts the two on different stages (the later stage
@@ -642,8 +652,8 @@ static mp_status graph_pass(pctx *c) {
                     if (n->out[i] >= 0) c->split[n->out[i]] = !row;
                 /* fwd all-reduce of a row split's output, bwd all-reduce of a
                  * column split's input gradient */
-                pn->tp_comm = row ? (n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0)
-                                  : v_bytes(c, act);
+                pn->tp_comm = bscale(c, row ? (n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0)
+                                            : v_bytes(c, act));
             } else {
                 for (int i = 0; i < n->n_in; i++)
                     if (n->in[i] >= 0 && c->split[n->in[i]]) split = true;
@@ -697,8 +707,8 @@ static mp_status graph_pass(pctx *c) {
             if (sp) spl += b;
             else rep += b;
         }
-        if (split) spl += t.extra_bytes;
-        else rep += t.extra_bytes;
+        if (split) spl += bscale(c, t.extra_bytes);
+        else rep += bscale(c, t.extra_bytes);
         pn->saved_rep = rep;
         pn->saved_split = spl;
         c->cross = NULL;
@@ -722,33 +732,33 @@ static mp_status graph_pass(pctx *c) {
         }
         if (node_params > largest_layer) largest_layer = node_params;
 
-        /* work and traffic */
-        pn->fwd_flops = n->cost.flops;
-        pn->bwd_flops = t.bwd_flops;
-        uint64_t io = 0, act_io = 0;
+        /* work and traffic; a node reading an activation works per sample */
+        bool per_sample = false;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && !c->cst[n->in[i]] && !param_like(c, n->in[i])) per_sample = true;
+        pn->fwd_flops = per_sample ? bscale(c, n->cost.flops) : n->cost.flops;
+        pn->bwd_flops = per_sample ? bscale(c, t.bwd_flops) : t.bwd_flops;
+        uint64_t w_io = 0, act_io = 0;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && !c->cst[n->in[i]]) {
                 uint64_t b = v_bytes(c, n->in[i]);
                 if (c->mixed && amp == MP_AMP_LOWER && mp_dtype_is_float(c->adt[n->in[i]]))
                     b = mp_tplan_numel(&g->values[n->in[i]]) * (uint64_t)dt_size(c->low_dt);
-                io += b;
                 if (!param_like(c, n->in[i])) act_io += b;
+                else w_io += b;
             }
         for (int i = 0; i < n->n_out; i++)
-            if (n->out[i] >= 0) {
-                io += v_bytes(c, n->out[i]);
-                act_io += v_bytes(c, n->out[i]);
-            }
+            if (n->out[i] >= 0) act_io += v_bytes(c, n->out[i]);
         bool fused_member = c->ovr[ni] == OVR_ATTN;
-        pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0;
-        pn->bytes = t.view || fused_member ? 0 : io;
-        pn->temp = fused_member ? 0 : act_io;
         if (c->ovr[ni] == OVR_ATTN_PV && n->n_in > 0 && n->in[0] >= 0) {
             /* the product with V reads q, k, v and writes the output: not the scores */
             uint64_t sc = v_bytes(c, n->in[0]);
-            pn->bytes = pn->bytes > sc ? pn->bytes - sc : 0;
-            pn->temp = pn->temp > sc ? pn->temp - sc : 0;
+            act_io = act_io > sc ? act_io - sc : 0;
         }
+        if (per_sample) act_io = bscale(c, act_io);
+        pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? bscale(c, v_bytes(c, n->out[0])) : 0;
+        pn->bytes = t.view || fused_member ? 0 : act_io + w_io;
+        pn->temp = fused_member ? 0 : act_io;
     }
     pl->largest_layer = largest_layer;
     free(mblock);
@@ -808,10 +818,10 @@ static uint64_t inference_peak(mp_tplan *pl, const pctx *c) {
     const mp_profile *p = pl->p;
     const mp_graph *g = c->g;
     uint64_t in = 0;
-    for (int i = 0; i < g->n_inputs; i++) in += v_bytes(c, g->inputs[i]);
+    for (int i = 0; i < g->n_inputs; i++) in += bscale(c, v_bytes(c, g->inputs[i]));
     pl->infer_inputs = in;
     double ratio = (double)dt_size(c->base_dt) / (double)dt_size(c->model_dt);
-    pl->infer_acts = (uint64_t)((double)p->activation_peak_bytes * ratio);
+    pl->infer_acts = bscale(c, (uint64_t)((double)p->activation_peak_bytes * ratio));
     return in;
 }
 
@@ -848,6 +858,8 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
     c.base_dt = o->precision == MP_PREC_BF16 ? MP_DT_BFLOAT16 : o->precision == MP_PREC_FP16 ? MP_DT_FLOAT16 : MP_DT_FLOAT;
     c.low_dt = o->precision == MP_PREC_BF16_MIXED ? MP_DT_BFLOAT16
                : o->precision == MP_PREC_FP16_MIXED ? MP_DT_FLOAT16 : c.base_dt;
+    c.b_num = pl->batch_scaled ? (uint64_t)pl->batch : 1;
+    c.b_den = pl->batch_scaled ? (uint64_t)pl->export_batch : 1;
     st = graph_pass(&c);
     const mp_graph *g = c.g;
     if (!st) {
@@ -856,10 +868,11 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
         /* tokens: an integer input of rank 2 is (batch, seq) ids */
         for (int i = 0; i < g->n_inputs; i++) {
             const mp_value *v = &g->values[g->inputs[i]];
-            if (v->rank >= 1 && v->dims[0] > 0 && !pl->samples_per_mb) pl->samples_per_mb = (uint64_t)v->dims[0];
+            if (v->rank >= 1 && v->dims[0] > 0 && !pl->samples_per_mb)
+                pl->samples_per_mb = bscale(&c, (uint64_t)v->dims[0]);
             if (v->rank == 2 && mp_dtype_is_int(v->dtype) && !pl->has_tokens) {
                 pl->has_tokens = true;
-                pl->tokens_per_mb = mp_tplan_numel(v);
+                pl->tokens_per_mb = bscale(&c, mp_tplan_numel(v));
             }
         }
         /* the loss: cross-entropy on output 0 keeps its log-probabilities */
@@ -869,7 +882,7 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
             if (mp_dtype_is_float(v->dtype) && v->rank >= 2) {
                 int ldt = c.mixed ? MP_DT_FLOAT : c.base_dt;
                 uint64_t n = mp_tplan_numel(v), C = (uint64_t)v->dims[v->rank - 1];
-                pl->loss_bytes = n * (uint64_t)dt_size(ldt) + (C ? n / C * 8 : 0);
+                pl->loss_bytes = bscale(&c, n * (uint64_t)dt_size(ldt) + (C ? n / C * 8 : 0));
             }
         }
         /* inference */
@@ -917,7 +930,7 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                         sv = next;
                     }
                 }
-                pl->kv_bytes_per_token = pl->tokens_per_mb ? kv / pl->tokens_per_mb : 0;
+                pl->kv_bytes_per_token = pl->tokens_per_mb ? bscale(&c, kv) / pl->tokens_per_mb : 0;
             }
         }
     }

@@ -114,6 +114,8 @@ mp_status mp_tplan_options_check(const mp_tplan_options *o) {
     if (o->dp < 1 || o->dp > 1000000) return mp_error(MP_ERR_USAGE, "--dp %d: expected 1 to 1000000", o->dp);
     if (o->tp < 1 || o->tp > 1024) return mp_error(MP_ERR_USAGE, "--tp %d: expected 1 to 1024", o->tp);
     if (o->pp < 1 || o->pp > 1024) return mp_error(MP_ERR_USAGE, "--pp %d: expected 1 to 1024", o->pp);
+    if (o->batch < 0 || o->batch > 1000000000)
+        return mp_error(MP_ERR_USAGE, "--batch %lld: expected 1 to 1000000000", (long long)o->batch);
     if (o->micro_batches < 0 || o->micro_batches > 1000000)
         return mp_error(MP_ERR_USAGE, "--micro-batches %d: expected 1 to 1000000", o->micro_batches);
     if (o->fsdp && (o->zero == 1 || o->zero == 2))
@@ -155,6 +157,33 @@ mp_status mp_tplan_options_check(const mp_tplan_options *o) {
     return MP_OK;
 }
 
+/* --batch on an export whose batch is fixed: the graph inputs' dim 0 is a
+ * number in the file (no symbol) and every input agrees on it. The graph
+ * is planned at that batch and the per-sample figures scaled (graph.c). */
+static mp_status static_batch(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_graph *g = pl->p->m->graph;
+    if (o->batch <= 0) return MP_OK;
+    int64_t b0 = -1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const mp_value *v = &g->values[g->inputs[i]];
+        if (v->rank < 1) continue;
+        if (v->decl_rank >= 1 && v->decl_dims && !MP_DIM_KNOWN(v->decl_dims[0]))
+            return mp_error(MP_ERR_USAGE, "--batch %lld: input '%s' has a symbolic batch dim: give it with "
+                            "--dim or --input instead", (long long)o->batch, v->name);
+        if (v->dims[0] <= 0) continue;
+        if (b0 > 0 && v->dims[0] != b0)
+            return mp_error(MP_ERR_USAGE, "--batch %lld: the inputs disagree on the batch (%lld and %lld at dim 0)",
+                            (long long)o->batch, (long long)b0, (long long)v->dims[0]);
+        b0 = v->dims[0];
+    }
+    if (b0 <= 0) return mp_error(MP_ERR_USAGE, "--batch %lld: the model's inputs have no batch dim", (long long)o->batch);
+    pl->export_batch = b0;
+    pl->batch = o->batch;
+    pl->batch_scaled = b0 != o->batch;
+    return MP_OK;
+}
+
 static mp_status plan_build(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
@@ -185,6 +214,7 @@ static mp_status plan_build(mp_tplan *pl) {
                           : pl->model_dt == MP_DT_FLOAT16 ? MP_PREC_FP16 : MP_PREC_FP32;
     }
     if ((st = pick_gpu(pl))) return st;
+    if ((st = static_batch(pl))) return st;
 
     if ((st = mp_tplan_graph(pl))) return st;
 

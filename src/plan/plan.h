@@ -87,6 +87,8 @@ struct mp_tplan {
     /* the model */
     int model_dt;                /* the export's float type (most parameter elements) */
     bool precision_auto;         /* o.precision was MP_PREC_AUTO: resolved to the export's type */
+    int64_t export_batch, batch; /* --batch on a static export: its own batch, the one planned */
+    bool batch_scaled;           /* per-sample figures scaled by batch / export_batch */
     uint64_t params, largest_layer;
     uint64_t tokens_per_mb, samples_per_mb; /* per micro-batch */
     bool has_tokens;

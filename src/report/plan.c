@@ -126,6 +126,14 @@ static void write_text(const mp_tplan *pl, pw *w) {
           "is one micro-batch)\n",
        pl->dp, pl->tp, pl->pp, pl->dp * pl->tp * pl->pp, pl->dp * pl->tp * pl->pp > 1 ? "s" : "", pl->zero,
        o->fsdp ? " (FSDP full shard)" : "", pl->m, pl->m > 1 ? "es" : "");
+    if (pl->batch_scaled) {
+        label(w, "batch:");
+        pf(w, "%lld samples per micro-batch: the export's batch %lld is fixed in its shapes, so the graph was "
+              "planned at %lld and every per-sample figure (activations, their traffic and FLOPs, inputs, "
+              "tokens) scaled by %lld/%lld\n",
+           (long long)pl->batch, (long long)pl->export_batch, (long long)pl->export_batch, (long long)pl->batch,
+           (long long)pl->export_batch);
+    }
     label(w, "precision:");
     pf(w, "%s: %s%s\n", mp_precision_name(o->precision), prec_text(o->precision),
        pl->precision_auto ? " (the export's type, the default; --precision to change)" : "");
@@ -431,6 +439,16 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "mode"); pj_str(w, o->inference ? "inference" : "training");
     jw_key(w, "precision"); pj_str(w, mp_precision_name(o->precision));
     jw_key(w, "precision_from_export"); pj_bool(w, pl->precision_auto);
+    jw_key(w, "batch");
+    if (pl->batch > 0) {
+        jw_open(w, '{');
+        jw_key(w, "export"); jw_i64(w, pl->export_batch);
+        jw_key(w, "planned"); jw_i64(w, pl->batch);
+        jw_key(w, "scaled"); pj_bool(w, pl->batch_scaled);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "optimizer"); pj_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
     jw_key(w, "checkpointing"); pj_bool(w, o->checkpointing != 0);
     jw_key(w, "blocks");
