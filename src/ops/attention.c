@@ -103,6 +103,25 @@ static mp_status at_attention_dims(mp_ctx *c, at_dims *d) {
     return MP_OK;
 }
 
+bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d) {
+    const mp_node *n = c->n;
+    memset(d, 0, sizeof *d);
+    if (!mp_streq(n->op, "Attention") || !(n->domain[0] == 0 || mp_streq(n->domain, "ai.onnx")))
+        return mp_contrib_attention_dims(c, d);
+    at_dims a;
+    if (at_attention_dims(c, &a)) {
+        mp_error_clear();
+        return false;
+    }
+    d->b = a.b, d->sq = a.sq, d->skv = a.skv, d->past = a.past, d->t = a.total;
+    d->hq = a.hq, d->hkv = a.hkv, d->dk = a.dh, d->dv = a.dv;
+    d->packed = a.packed;
+    d->causal = mp_attr_i(n, "is_causal", 0) != 0;
+    double s = mp_attr_f(n, "scale", 0.0);
+    d->scale = s != 0 ? s : a.dh > 0 ? 1.0 / sqrt((double)a.dh) : 0;
+    return true;
+}
+
 static mp_status at_attention_infer(mp_ctx *c) {
     at_dims d;
     mp_status st = at_attention_dims(c, &d);

@@ -864,6 +864,28 @@ static bool ct_att_gqa(mp_ctx *c, ct_att *a, char *err, size_t en) {
     return true;
 }
 
+bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d) {
+    const mp_node *n = c->n;
+    ct_att a;
+    char err[320];
+    bool ok;
+    memset(d, 0, sizeof *d);
+    if (!mp_streq(n->domain, CT_MS)) return false;
+    if (mp_streq(n->op, "Attention")) ok = ct_att_proj(c, false, &a, err, sizeof err);
+    else if (mp_streq(n->op, "MultiHeadAttention")) ok = ct_att_mha(c, &a, err, sizeof err);
+    else if (mp_streq(n->op, "GroupQueryAttention")) ok = ct_att_gqa(c, &a, err, sizeof err);
+    else return false;
+    if (!ok) return false;
+    d->b = a.b, d->sq = a.s, d->skv = a.l, d->past = a.past, d->t = a.t;
+    d->hq = a.n, d->hkv = a.nkv, d->dk = a.dk, d->dv = a.dv;
+    d->causal = mp_streq(n->op, "GroupQueryAttention") || mp_attr_i(n, "unidirectional", 0) != 0;
+    const mp_value *q = mp_in(c, 0);
+    d->packed = q && q->rank != 4;
+    double s = mp_attr_f(n, "scale", 0.0);
+    d->scale = s != 0 ? s : a.dk > 0 ? 1.0 / sqrt((double)a.dk) : 0;
+    return true;
+}
+
 /* Core cost of an attention op: the score and context products, scaling
  * and softmax (and `bias_e` more per score element); extra_macs and
  * extra_flops carry the op's own terms. */

@@ -333,6 +333,26 @@ mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype);
 mp_status mp_infer_same(mp_ctx *c);              /* out0 = in0 (dtype, shape) */
 mp_status mp_infer_broadcast(mp_ctx *c);         /* out0 = broadcast of all inputs, dtype of in0 */
 
+/* ---- attention operators (attention.c, contrib.c) ----
+ * The dims an attention operator works on: Attention (opset 23, 24) and
+ * com.microsoft's Attention, MultiHeadAttention and GroupQueryAttention.
+ * Dims are as the graph has them (< 0: unknown or a symbol). False when
+ * the node is none of these or its inputs do not give its dims (no error
+ * is left set). The pattern layer and the train rules read them. */
+typedef struct mp_attn_dims {
+    int64_t b;                /* batch */
+    int64_t sq;               /* query length */
+    int64_t skv, past, t;     /* new key/value length, past length (0 without), attended length */
+    int64_t hq, hkv;          /* query heads, key/value heads */
+    int64_t dk, dv;           /* head sizes of q/k and of v */
+    double scale;             /* the scale on Q.K^T: the attribute, else 1/sqrt(dk); 0 unknown */
+    bool causal;              /* is_causal, unidirectional, GroupQueryAttention */
+    bool packed;              /* Q, K, V given as [B, S, heads * d] (or packed QKV) */
+} mp_attn_dims;
+bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d);
+/* com.microsoft's three (contrib.c); mp_attention_dims dispatches. */
+bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d);
+
 /* For control-flow ops: a subgraph's node costs summed (after the driver
  * inferred it through c->infer_graph). */
 void mp_graph_cost_sum(const mp_graph *g, mp_cost *sum);
