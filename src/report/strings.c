@@ -3,7 +3,7 @@
  * same as the files' (a memory stream in front of them). */
 #include "report/report.h"
 #include "trace/trace.h"
-#include "trace/train.h"
+#include "train/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>

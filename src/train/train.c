@@ -5,7 +5,7 @@
  * names the modules (named_modules order) and where each sits in the
  * trace's tree; times come from the trace analysis, counts from the static
  * profile. Nothing here formats output (src/report/train.c does). */
-#include "trace/train.h"
+#include "train/train.h"
 
 #include "analyze/profile.h"
 #include "trace/trace.h"
