@@ -36,8 +36,11 @@ int mp_optimizer_parse(const char *s) {
     return -1;
 }
 
-void mp_tplan_options_default(mp_tplan_options *o) {
+#define TPLAN_OPTIONS_V1 MP_FIELD_END(mp_tplan_options, fit)
+
+static void tplan_defaults(mp_tplan_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->precision = MP_PREC_AUTO;
     o->optimizer = MP_OPT_ADAMW;
     o->dp = o->tp = o->pp = 1;
@@ -48,6 +51,12 @@ void mp_tplan_options_default(mp_tplan_options *o) {
     o->memory_eff = 0.8;
     o->node_overhead_s = 10e-6;
     o->reserve_gb = 2;
+}
+
+mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size) {
+    mp_tplan_options d;
+    tplan_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, TPLAN_OPTIONS_V1, "mp_tplan_options");
 }
 
 /* ---- the GPU ---- */
@@ -104,8 +113,14 @@ static mp_status pick_gpu(mp_tplan *pl) {
 
 /* ---- the plan ---- */
 
-mp_status mp_tplan_options_check(const mp_tplan_options *o) {
-    if (!o) return mp_error(MP_ERR_USAGE, "no options");
+mp_status mp_tplan_options_check(const mp_tplan_options *given) {
+    if (!given) return mp_error(MP_ERR_USAGE, "no options");
+    /* read through the caller's size: fields newer than its struct are the defaults */
+    mp_tplan_options opts;
+    tplan_defaults(&opts);
+    mp_status st = mp_opts_take(&opts, sizeof opts, given, TPLAN_OPTIONS_V1, "mp_tplan_options");
+    if (st) return st;
+    const mp_tplan_options *o = &opts;
     if (o->precision < 0 || o->precision >= MP_PREC_COUNT)
         return mp_error(MP_ERR_USAGE, "--precision: unknown precision");
     if (o->optimizer < 0 || o->optimizer >= MP_OPT_COUNT)
@@ -292,12 +307,16 @@ static mp_status plan_build(mp_tplan *pl) {
 mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tplan **out) {
     *out = NULL;
     if (!p || !o) return mp_error(MP_ERR_USAGE, "no profile or options");
+    mp_tplan_options opts;
+    tplan_defaults(&opts);
+    mp_status st = mp_opts_take(&opts, sizeof opts, o, TPLAN_OPTIONS_V1, "mp_tplan_options");
+    if (st) return st;
     mp_tplan *pl = calloc(1, sizeof *pl);
     if (!pl) return mp_error(MP_ERR_NOMEM, "out of memory");
     mp_arena_init(&pl->arena);
     pl->p = p;
-    pl->o = *o;
-    mp_status st = plan_build(pl);
+    pl->o = opts;
+    st = plan_build(pl);
     if (st) {
         mp_tplan_free(pl);
         return st;
