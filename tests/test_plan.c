@@ -489,7 +489,6 @@ static void t_cli_errors(void) {
         {{"--sequence-parallel"}, {"--sequence-parallel", "--tp"}},
         {{"--inference", "--fit"}, {"--inference", "--fit"}},
         {{"--inference", "--tokens", "1G"}, {"--inference", "--tokens"}},
-        {{"--autocast-device", "cpu", "--precision", "fp32"}, {"--autocast-device", "--precision"}},
         {{"--kv-cache"}, {"--kv-cache", "--inference"}},
     };
     for (size_t i = 0; i < sizeof conflicts / sizeof conflicts[0]; i++) {

@@ -517,8 +517,51 @@ static void at_train_rms(mp_ctx *c, mp_bwd *t) {
     t->bwd_flops = 2 * t->fwd->flops;
 }
 
+/* ---- scaled dot-product attention in a training step ----
+ * PyTorch's fused kernels (flash, memory-efficient, cuDNN) and the
+ * attention operators. FLOPs as torch.utils.flop_counter counts them: the
+ * forward's two products, 2 B H Sq Sk (Dq + Dv); the backward's five
+ * (the scores recomputed, grad of the probabilities, grad V, grad Q, grad
+ * K), 2 B H Sq Sk (3 Dq + 2 Dv): 2.5 x the forward when Dq = Dv. */
+uint64_t mp_sdpa_flops(int64_t bh, int64_t sq, int64_t sk, int64_t dq, int64_t dv, bool backward) {
+    if (bh <= 0 || sq <= 0 || sk <= 0 || dq <= 0 || dv <= 0) return 0;
+    double f = 2.0 * (double)bh * (double)sq * (double)sk * (backward ? 3.0 * (double)dq + 2.0 * (double)dv
+                                                                        : (double)dq + (double)dv);
+    return f < 1.8e19 ? (uint64_t)f : 0;
+}
+
+/* The attention operators run as one fused kernel: the backward keeps the
+ * query, key and value as given, the output and one fp32 log-sum-exp per
+ * query row and head (what _scaled_dot_product_flash_attention saves), and
+ * recomputes the scores. Autocast's lower-precision list has
+ * scaled_dot_product_attention. A com.microsoft Attention computes Q, K, V
+ * from its input and weights inside: that part's backward is the product
+ * rule's (2 x its forward). The planner applies the same rule to the
+ * attentions an exporter decomposed when it plans them fused. */
+void mp_bwd_attention(mp_ctx *c, mp_bwd *t) {
+    t->amp = MP_AMP_LOWER;
+    if (!t->rg) return;
+    mp_attn_dims d;
+    if (!mp_attention_dims(c, &d)) {
+        t->save_in = t->rg;
+        t->bwd_flops = 2 * t->fwd->flops;
+        return;
+    }
+    const mp_node *n = c->n;
+    bool inner_qkv = mp_streq(n->op, "Attention") && mp_streq(n->domain, "com.microsoft");
+    t->save_in = inner_qkv ? 1u : (n->n_in >= 3 && n->in[1] >= 0 && n->in[2] >= 0 ? 7u : 1u);
+    t->save_out = 1u;
+    int64_t rows = d.b * d.hq * d.sq;
+    t->extra_bytes = rows > 0 ? 4 * (uint64_t)rows : 0;
+    int64_t bh = d.b > 0 && d.hq > 0 ? d.b * d.hq : -1;
+    uint64_t core = mp_sdpa_flops(bh, d.sq, d.t, d.dk, d.dv, false);
+    uint64_t rest = t->fwd->flops > core ? t->fwd->flops - core : 0;
+    t->bwd_flops = mp_sdpa_flops(bh, d.sq, d.t, d.dk, d.dv, true) + 2 * rest;
+}
+
 const mp_op mp_ops_attention[] = {
-    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention},
+    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention,
+     .train = mp_bwd_attention},
     {"", "RotaryEmbedding", 23, at_rope_infer, at_rope_cost, 0, 0, NULL, atk_rope},
     /* scale is learnable */
     {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL, atk_rms,

@@ -2634,11 +2634,11 @@ const mp_op mp_ops_contrib[] = {
      CT_BIT(1) | CT_BIT(6), CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5), NULL, ctk_matmul_int_to_float},
     {CT_MS, "MatMulInteger16", 1, matmul_int16_infer, matmul2_cost, CT_BIT(1), 0, NULL, ctk_matmul_integer16},
     /* attention */
-    {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention},
+    {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention, .train = mp_bwd_attention},
     {CT_MS, "QAttention", 1, qattention_infer, qattention_cost, CT_BIT(1) | CT_BIT(2),
      CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qattention},
-    {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha},
-    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa},
+    {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha, .train = mp_bwd_attention},
+    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa, .train = mp_bwd_attention},
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0, NULL, ctk_rope},
     /* normalizations (onnxruntime registers LayerNormalization and
      * SimplifiedLayerNormalization in the default domain, opset 1) */

@@ -352,6 +352,12 @@ typedef struct mp_attn_dims {
 bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d);
 /* com.microsoft's three (contrib.c); mp_attention_dims dispatches. */
 bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d);
+/* Scaled dot-product attention's FLOPs over bh = batch x heads (0 when a
+ * dim is unknown): the forward's two products, or the fused backward's
+ * five (flop_counter's sdpa rules; attention.c). */
+uint64_t mp_sdpa_flops(int64_t bh, int64_t sq, int64_t sk, int64_t dq, int64_t dv, bool backward);
+/* The attention operators' train rule: one fused kernel (attention.c). */
+void mp_bwd_attention(mp_ctx *c, mp_bwd *t);
 
 /* For control-flow ops: a subgraph's node costs summed (after the driver
  * inferred it through c->infer_graph). */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/patterns.h"
 #include "ops/ops.h"
 
 /* ---- the graph pass ---- */
@@ -28,7 +29,11 @@ typedef struct pctx {
     int *stor;                    /* per value: storage (view chains) */
     int *seen;                    /* per storage: stamp of the set it was counted in */
     int *node_block;              /* per node index: block or -1 */
-    int8_t *ovr;                  /* per node index: OVR_* (decomposed operators) */
+    uint8_t *role;                /* per node index: ROLE_* (what its pattern makes of it) */
+    uint8_t *tpc;                 /* per node index: TPC_* (its tensor-parallel class) */
+    uint8_t *charged;             /* per storage: its gradient's all-reduce counted */
+    const mp_patterns *P;         /* what the pattern layer recognised */
+    bool kv_rep;                  /* --tp does not divide the KV heads: K and V stay whole */
     int *first_unit;              /* per storage: the unit (block) of the node that kept it first */
     int cur_unit;                 /* the unit of the node being planned */
     uint64_t *cross;              /* that node's bytes kept again on another stage, or NULL */
@@ -240,205 +245,154 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
     return b;
 }
 
-/* ---- operators the exporter decomposed ----
- * Opsets before 17 (LayerNormalization) and before 20 (Gelu) have no such
- * operator: torch.onnx writes LayerNorm as ReduceMean, Sub, Pow,
- * ReduceMean, Add, Sqrt, Div (then Mul, Add for the affine part) and
- * F.gelu as Div, Erf, Add, Mul, Mul. PyTorch runs one operator that keeps
- * its input (and, for LayerNorm, a mean and 1/std per row): the planner
- * recognises the pattern and applies that operator's rule to the group.
- * nn.SiLU exports as Sigmoid and Mul(x, sigmoid(x)) at every opset, and
- * F.silu keeps its input only.
- * ovr per node: -1 none, 0 a member (keeps nothing), 1 LayerNorm's head,
- * 2 GELU's or SiLU's head (keeps its input). */
-enum { OVR_NONE = -1, OVR_MEMBER = 0, OVR_LAYERNORM = 1, OVR_GELU = 2, OVR_ATTN = 3, OVR_ATTN_PV = 4 };
-/* Fused attention (--attention fused: PyTorch 2's scaled_dot_product_attention,
- * flash or memory-efficient): Q.K^T, its scaling and mask, the softmax and
- * the product with V are one kernel that never writes the scores; its
- * backward keeps q, k, v, the output and one fp32 log-sum-exp per row.
- * OVR_ATTN: a member (no traffic, keeps nothing); OVR_ATTN_PV: the product
- * with V (keeps V, its output and the log-sum-exp). */
+/* ---- what the pattern layer recognised, as PyTorch runs it ----
+ * The pattern layer (analyze/patterns.h) names norms, activations,
+ * attentions and blocks in every export form. The planner keeps what
+ * PyTorch keeps, so a pattern is planned as the operator PyTorch runs:
+ *  - a LayerNorm the exporter decomposed (opsets before 17) is one
+ *    F.layer_norm: it keeps its input and a mean and 1/std per row;
+ *  - a GELU in erf form (F.gelu before opset 20) and x * sigmoid(x)
+ *    (nn.SiLU, exported decomposed at every opset) are one F.gelu / F.silu:
+ *    they keep their input;
+ *  - a decomposed RMSNorm, a GELU in tanh form and a rotary embedding are
+ *    planned as written: Hugging Face writes them in Python (LlamaRMSNorm,
+ *    GPT-2's gelu_new, rotate_half), and eager PyTorch runs and keeps them
+ *    operator by operator;
+ *  - an attention planned fused (--attention fused) is one
+ *    scaled_dot_product_attention kernel (mp_bwd_attention's rule): it keeps
+ *    Q, K and V before any repetition of grouped K/V heads (SDPA's
+ *    enable_gqa) and before a scale split over Q and K, its output and a
+ *    log-sum-exp per row, and never writes the scores; planned eager it is
+ *    what its operators keep, but for the dynamo exporter's NaN guard after
+ *    the softmax (IsNaN and Where), which eager attention does not have: a
+ *    view of the probabilities.
+ * A pattern run as one operator is one kernel: its head (first member)
+ * carries the group's FLOPs and its traffic (inputs and output once), the
+ * other members none. */
+enum {
+    ROLE_OWN = 0,       /* the node's own train rule */
+    ROLE_MEMBER,        /* inside a pattern run as one operator */
+    ROLE_LN_HEAD,       /* a decomposed LayerNorm's first member */
+    ROLE_ACT_HEAD,      /* a decomposed GELU (erf) or SiLU's first member */
+    ROLE_ATTN_HEAD,     /* a fused attention's first member */
+    ROLE_ATTN_OUT,      /* a fused attention's product with V (keeps the output) */
+    ROLE_GUARD          /* eager: the NaN guard, a view of the probabilities */
+};
 
-typedef struct consumers {
-    int *start, *list; /* CSR: consumers of value v are list[start[v] .. start[v+1]) */
-} consumers;
+/* Tensor-parallel class of a node (Megatron-LM's splits by role). */
+enum { TPC_NONE = 0, TPC_COL, TPC_ROW, TPC_REP, TPC_EMBED, TPC_HEAD };
 
-static int only_consumer(const pctx *c, const consumers *cs, int v, const char *op) {
-    if (v < 0 || cs->start[v + 1] - cs->start[v] < 1) return -1;
-    for (int i = cs->start[v]; i < cs->start[v + 1]; i++) {
-        const mp_node *n = &c->g->nodes[cs->list[i]];
-        if (mp_streq(n->op, op)) return cs->list[i];
+static bool norm_whole(const mp_pnorm *nm) {
+    return nm->form == MP_FORM_DECOMPOSED && nm->kind == MP_NORM_LAYER;
+}
+
+static bool act_whole(const mp_pact *a) {
+    return a->form == MP_FORM_DECOMPOSED && (a->kind == MP_ACT_GELU || a->kind == MP_ACT_SILU) && a->n > 1;
+}
+
+/* What attention a reads as Q, K or V, before a member of its own (a scale
+ * split over Q and K, the transposes and reshapes of K, a repetition of
+ * grouped heads): the tensor scaled_dot_product_attention is given. */
+static int attn_source(const pctx *c, int a, int v) {
+    const mp_graph *g = c->g;
+    for (int hop = 0; v >= 0 && hop < 16; hop++) {
+        int p = g->values[v].producer;
+        if (p < 0) break;
+        mp_pref r = mp_pattern_at(c->P, p);
+        if (r.kind != MP_PAT_ATTN || r.index != a) break;
+        const mp_node *n = &g->nodes[p];
+        int next = -1;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && !c->cst[n->in[i]] && mp_dtype_is_float(g->values[n->in[i]].dtype)) {
+                next = n->in[i];
+                break;
+            }
+        v = next;
     }
-    return -1;
+    return v;
 }
 
-static bool has_in(const mp_node *n, int v) {
-    for (int i = 0; i < n->n_in; i++)
-        if (n->in[i] == v) return true;
-    return false;
-}
-
-static int other_in(const mp_node *n, int v) {
-    if (n->n_in != 2) return -1;
-    return n->in[0] == v ? n->in[1] : n->in[1] == v ? n->in[0] : -1;
-}
-
-static void find_decomposed(pctx *c, const consumers *cs, int8_t *ovr) {
-    mp_graph *g = c->g;
-    for (int ni = 0; ni < g->n_nodes; ni++) {
-        const mp_node *n = &g->nodes[ni];
-        if (mp_streq(n->op, "ReduceMean") && n->n_in >= 1 && n->n_out >= 1 && ovr[ni] == OVR_NONE) {
-            int x = n->in[0], mean = n->out[0];
-            int sub = only_consumer(c, cs, mean, "Sub");
-            if (sub < 0 || g->nodes[sub].n_in != 2 || g->nodes[sub].in[0] != x) continue;
-            int d = g->nodes[sub].out[0];
-            int pw = only_consumer(c, cs, d, "Pow");
-            int dv = only_consumer(c, cs, d, "Div");
-            if (pw < 0 || dv < 0) continue;
-            int r2 = only_consumer(c, cs, g->nodes[pw].out[0], "ReduceMean");
-            if (r2 < 0) continue;
-            int ad = only_consumer(c, cs, g->nodes[r2].out[0], "Add");
-            if (ad < 0) continue;
-            int sq = only_consumer(c, cs, g->nodes[ad].out[0], "Sqrt");
-            if (sq < 0 || !has_in(&g->nodes[dv], g->nodes[sq].out[0])) continue;
-            int members[] = {sub, pw, r2, ad, sq, dv};
-            ovr[ni] = OVR_LAYERNORM;
-            for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) ovr[members[i]] = OVR_MEMBER;
-            /* the affine part: x_hat * gamma (+ beta) needs no x_hat of its own */
-            int mul = only_consumer(c, cs, g->nodes[dv].out[0], "Mul");
-            if (mul >= 0) {
-                int w = other_in(&g->nodes[mul], g->nodes[dv].out[0]);
-                if (w >= 0 && param_like(c, w)) ovr[mul] = OVR_MEMBER;
-            }
-        } else if (mp_streq(n->op, "Sigmoid") && n->n_in == 1 && n->n_out == 1 && n->in[0] >= 0) {
-            int x = n->in[0];
-            for (int i = cs->start[n->out[0]]; i < cs->start[n->out[0] + 1]; i++) {
-                const mp_node *q = &g->nodes[cs->list[i]];
-                if (mp_streq(q->op, "Mul") && other_in(q, n->out[0]) == x &&
-                    cs->start[n->out[0] + 1] - cs->start[n->out[0]] == 1) {
-                    ovr[ni] = OVR_GELU;
-                    ovr[cs->list[i]] = OVR_MEMBER;
-                }
-            }
-        } else if (mp_streq(n->op, "Erf") && n->n_in == 1 && n->n_out == 1) {
-            int pre = g->values[n->in[0]].producer;
-            if (pre < 0) continue;
-            const mp_node *p = &g->nodes[pre];
-            if (!(mp_streq(p->op, "Div") || mp_streq(p->op, "Mul")) || p->n_in != 2 || p->in[1] < 0 ||
-                !c->cst[p->in[1]])
-                continue;
-            int x = p->in[0];
-            int ad = only_consumer(c, cs, n->out[0], "Add");
-            if (ad < 0) continue;
-            int mul = -1;
-            for (int i = cs->start[g->nodes[ad].out[0]]; i < cs->start[g->nodes[ad].out[0] + 1]; i++) {
-                const mp_node *q = &g->nodes[cs->list[i]];
-                if (mp_streq(q->op, "Mul") && other_in(q, g->nodes[ad].out[0]) >= 0) mul = cs->list[i];
-            }
-            if (mul < 0) continue;
-            int y = other_in(&g->nodes[mul], g->nodes[ad].out[0]);
-            /* x * (1 + erf) (then * 0.5), or (x * 0.5) * (1 + erf) */
-            int half = -1;
-            if (y != x) {
-                int yp = y >= 0 ? g->values[y].producer : -1;
-                if (yp < 0 || !mp_streq(g->nodes[yp].op, "Mul") || !has_in(&g->nodes[yp], x)) continue;
-                half = yp;
-            } else {
-                half = only_consumer(c, cs, g->nodes[mul].out[0], "Mul");
-                if (half >= 0 && !(g->nodes[half].n_in == 2 && g->nodes[half].in[1] >= 0 &&
-                                   c->cst[g->nodes[half].in[1]]))
-                    half = -1;
-            }
-            ovr[pre] = OVR_GELU;
-            ovr[ni] = ovr[ad] = ovr[mul] = OVR_MEMBER;
-            if (half >= 0) ovr[half] = OVR_MEMBER;
-            if (half >= 0 && y != x) { /* (x * 0.5) runs first: it is the head */
-                ovr[half] = OVR_GELU;
-                ovr[pre] = OVR_MEMBER;
-            }
+/* Roles and tensor-parallel classes of every node from the patterns. */
+static void plan_roles(pctx *c) {
+    const mp_patterns *P = c->P;
+    const mp_graph *g = c->g;
+    bool fused = c->pl->o.attention_fused && c->training;
+    for (int i = 0; P && i < P->n_norms; i++) {
+        const mp_pnorm *nm = &P->norms[i];
+        if (!norm_whole(nm)) continue;
+        for (int k = 0; k < nm->n; k++) c->role[P->members[nm->first + k].node] = k ? ROLE_MEMBER : ROLE_LN_HEAD;
+    }
+    for (int i = 0; P && i < P->n_acts; i++) {
+        const mp_pact *a = &P->acts[i];
+        if (!act_whole(a)) continue;
+        for (int k = 0; k < a->n; k++) c->role[P->members[a->first + k].node] = k ? ROLE_MEMBER : ROLE_ACT_HEAD;
+    }
+    for (int i = 0; P && i < P->n_attn; i++) {
+        const mp_pattn *a = &P->attn[i];
+        if (a->op >= 0) continue; /* an operator: its own rule */
+        for (int k = 0; k < a->n; k++) {
+            const mp_pmember *mb = &P->members[a->first + k];
+            if (fused) c->role[mb->node] = mb->node == a->pv ? ROLE_ATTN_OUT : k ? ROLE_MEMBER : ROLE_ATTN_HEAD;
+            else if (mb->part == MP_PART_GUARD) c->role[mb->node] = ROLE_GUARD;
+        }
+        if (fused && a->pv >= 0 && P->members[a->first].node == a->pv) c->role[a->pv] = ROLE_ATTN_HEAD;
+    }
+    /* tensor parallelism: column-parallel q, k, v, qkv, up, gate; row-parallel
+     * o and down; K and V replicated where tp does not divide the KV heads;
+     * the embedding and the LM head split over the vocabulary */
+    for (int b = 0; P && b < P->n_blocks; b++) {
+        const mp_pblock *B = &P->blocks[b];
+        for (int r = 0; r < MP_WROLE_COUNT; r++) {
+            int n = B->w[r].node;
+            if (n < 0) continue;
+            bool kv = r == MP_WROLE_K || r == MP_WROLE_V;
+            c->tpc[n] = r == MP_WROLE_O || r == MP_WROLE_DOWN ? TPC_ROW
+                        : kv && c->kv_rep ? TPC_REP : TPC_COL;
         }
     }
+    if (P && P->embed >= 0) c->tpc[P->embed] = TPC_EMBED;
+    if (P && P->lm_head >= 0) c->tpc[P->lm_head] = TPC_HEAD;
+    (void)g;
 }
 
-/* The attention core around a rank-4 Softmax: back to the product Q.K^T
- * through scaling, masking and casts; on to the product with V through
- * casts and dropouts. */
-static void find_attention(pctx *c, const consumers *cs, int8_t *ovr) {
-    mp_graph *g = c->g;
-    for (int ni = 0; ni < g->n_nodes; ni++) {
-        const mp_node *n = &g->nodes[ni];
-        if (!mp_streq(n->op, "Softmax") || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0) continue;
-        if (g->values[n->in[0]].rank < 3) continue; /* [b, h, s, s] or bmm's [b*h, s, s] */
-        int chain[12], nc = 0, qk = -1;
-        int v = n->in[0];
-        for (int hop = 0; hop < 6 && v >= 0; hop++) {
+/* The group a head node runs as one kernel: the FLOPs of its members and
+ * their traffic (what the group reads from outside it and writes for
+ * outside it, once). */
+static void group_figures(const pctx *c, int kind, int index, uint64_t *flops, uint64_t *act_io, uint64_t *w_io) {
+    const mp_patterns *P = c->P;
+    const mp_graph *g = c->g;
+    int first = 0, n = 0;
+    if (kind == MP_PAT_NORM) first = P->norms[index].first, n = P->norms[index].n;
+    else if (kind == MP_PAT_ACT) first = P->acts[index].first, n = P->acts[index].n;
+    else first = P->attn[index].first, n = P->attn[index].n;
+    *flops = *act_io = *w_io = 0;
+    int seen[16], ns = 0;
+    for (int k = 0; k < n; k++) {
+        const mp_node *m = &g->nodes[P->members[first + k].node];
+        *flops += m->cost.flops;
+        for (int i = 0; i < m->n_in; i++) {
+            int v = m->in[i];
+            if (v < 0 || c->cst[v]) continue;
             int p = g->values[v].producer;
-            if (p < 0) break;
-            const mp_node *q = &g->nodes[p];
-            if (mp_streq(q->op, "MatMul")) {
-                qk = p;
-                break;
-            }
-            if (!(mp_streq(q->op, "Div") || mp_streq(q->op, "Mul") || mp_streq(q->op, "Add") ||
-                  mp_streq(q->op, "Where") || mp_streq(q->op, "Cast") || mp_streq(q->op, "Sub")))
-                break;
-            chain[nc++] = p;
-            /* on through the operand that carries the scores (the largest) */
-            int big = -1;
-            for (int i = 0; i < q->n_in; i++)
-                if (q->in[i] >= 0 && !c->cst[q->in[i]] &&
-                    (big < 0 || mp_tplan_numel(&g->values[q->in[i]]) > mp_tplan_numel(&g->values[big])))
-                    big = q->in[i];
-            v = big;
+            mp_pref r = p >= 0 ? mp_pattern_at(P, p) : (mp_pref){MP_PAT_NONE, -1, 0};
+            if (r.kind == kind && r.index == index) continue; /* made inside */
+            int s = 0;
+            while (s < ns && seen[s] != v) s++;
+            if (s < ns) continue; /* read once */
+            if (ns < 16) seen[ns++] = v;
+            if (param_like(c, v)) *w_io += v_bytes(c, v);
+            else *act_io += v_bytes(c, v);
         }
-        if (qk < 0) continue;
-        int pv = -1;
-        v = n->out[0];
-        for (int hop = 0; hop < 4 && v >= 0 && pv < 0; hop++) {
-            int next = -1;
-            for (int i = cs->start[v]; i < cs->start[v + 1]; i++) {
-                const mp_node *q = &g->nodes[cs->list[i]];
-                if (mp_streq(q->op, "MatMul") && q->n_in == 2 && q->in[0] == v) pv = cs->list[i];
-                else if ((mp_streq(q->op, "Cast") || mp_streq(q->op, "Dropout")) && q->n_out > 0 && nc < 11) {
-                    chain[nc++] = cs->list[i];
-                    next = q->out[0];
-                }
-            }
-            v = next;
-        }
-        if (pv < 0) continue;
-        for (int i = 0; i < nc; i++) ovr[chain[i]] = OVR_ATTN;
-        ovr[ni] = OVR_ATTN;
-        ovr[pv] = OVR_ATTN_PV;
     }
-}
-
-static mp_status build_consumers(const mp_graph *g, consumers *cs) {
-    cs->start = calloc((size_t)g->n_values + 2, sizeof(int));
-    int total = 0;
-    for (int ni = 0; ni < g->n_nodes; ni++) total += g->nodes[ni].n_in;
-    cs->list = malloc(sizeof(int) * (size_t)(total ? total : 1));
-    if (!cs->start || !cs->list) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int ni = 0; ni < g->n_nodes; ni++)
-        for (int i = 0; i < g->nodes[ni].n_in; i++)
-            if (g->nodes[ni].in[i] >= 0) cs->start[g->nodes[ni].in[i] + 1]++;
-    for (int v = 0; v < g->n_values; v++) cs->start[v + 1] += cs->start[v];
-    int *fill = calloc((size_t)g->n_values + 1, sizeof(int));
-    if (!fill) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int ni = 0; ni < g->n_nodes; ni++)
-        for (int i = 0; i < g->nodes[ni].n_in; i++) {
-            int v = g->nodes[ni].in[i];
-            if (v >= 0) cs->list[cs->start[v] + fill[v]++] = ni;
-        }
-    free(fill);
-    cs->start[g->n_values + 1] = cs->start[g->n_values];
-    return MP_OK;
+    if (kind == MP_PAT_NORM) *act_io += v_bytes(c, P->norms[index].y);
+    else if (kind == MP_PAT_ACT) *act_io += v_bytes(c, P->acts[index].y);
 }
 
 static mp_status graph_pass(pctx *c) {
     mp_tplan *pl = c->pl;
     mp_graph *g = c->g;
     const mp_tplan_options *o = &pl->o;
+    const mp_patterns *P = c->P;
     int nv = g->n_values, nn = g->n_nodes;
     pl->n_nodes = nn;
     pl->nodes = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(mp_pnode));
@@ -452,17 +406,22 @@ static mp_status graph_pass(pctx *c) {
     c->split = calloc((size_t)nv + 1, 1);
     c->pflag = calloc((size_t)nv + 1, 1);
     c->noncontig = calloc((size_t)nv + 1, 1);
+    c->charged = calloc((size_t)nv + 1, 1);
     pl->param_split = mp_arena_calloc(&pl->arena, (size_t)nv + 1, 1);
     c->adt = calloc((size_t)nv + 1, sizeof(int));
     c->stor = calloc((size_t)nv + 1, sizeof(int));
     c->seen = calloc((size_t)nv + 1, sizeof(int));
     c->node_block = calloc((size_t)nn + 1, sizeof(int));
+    c->role = calloc((size_t)nn + 1, 1);
+    c->tpc = calloc((size_t)nn + 1, 1);
     c->first_unit = calloc((size_t)nv + 1, sizeof(int));
     size_t all_in = 1;
     for (int ni = 0; ni < nn; ni++) all_in += (size_t)g->nodes[ni].n_in;
     pl->pparams = mp_arena_calloc(&pl->arena, all_in, sizeof(int));
-    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep || !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !pl->param_split ||
-        !c->adt || !c->stor || !c->seen || !c->node_block || !c->first_unit || !pl->pparams)
+    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep ||
+        !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !c->charged || !pl->param_split ||
+        !c->adt || !c->stor || !c->seen || !c->node_block || !c->role || !c->tpc || !c->first_unit ||
+        !pl->pparams)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
     for (int v = 0; v < nv; v++) {
@@ -474,7 +433,7 @@ static mp_status graph_pass(pctx *c) {
     c->model_dt = pl->model_dt;
     for (int v = 0; v < nv; v++) c->adt[v] = map_float(c, g->values[v].dtype);
 
-    /* constants first (the patterns ask which inputs are constant) */
+    /* constants first (the groups ask which inputs are constant) */
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[g->order[k]];
         bool all_const = n->n_in > 0 || mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
@@ -483,22 +442,8 @@ static mp_status graph_pass(pctx *c) {
         for (int i = 0; i < n->n_out; i++)
             if (n->out[i] >= 0 && (all_const || g->values[n->out[i]].kn >= 0)) c->cst[n->out[i]] = 1;
     }
-    consumers cs = {NULL, NULL};
-    int8_t *ovr = malloc((size_t)(nn ? nn : 1));
-    mp_status st0 = build_consumers(g, &cs);
-    if (!st0 && !ovr) st0 = mp_error(MP_ERR_NOMEM, "out of memory");
-    if (!st0) {
-        memset(ovr, OVR_NONE, (size_t)(nn ? nn : 1));
-        find_decomposed(c, &cs, ovr);
-        if (c->pl->o.attention_fused && c->training) find_attention(c, &cs, ovr);
-    }
-    free(cs.start);
-    free(cs.list);
-    if (st0) {
-        free(ovr);
-        return st0;
-    }
-    c->ovr = ovr;
+    plan_roles(c);
+    bool by_role = P && P->n_blocks > 0; /* else: the weight products of the blocks alternate */
 
     int *mblock = NULL;
     mp_status st = find_blocks(c);
@@ -544,53 +489,61 @@ static mp_status graph_pass(pctx *c) {
         pn->unit = blk >= 0 ? blk : (last_unit >= 0 ? last_unit : 0);
         c->cur_unit = pn->unit;
 
+        /* the node's own rule gives its autocast class and whether it is a
+         * view; its role in a pattern may say what is kept instead */
+        int role = c->role[ni];
+        mp_pref ref = mp_pattern_at(P, ni);
         mp_bwd t;
         memset(&t, 0, sizeof t);
         t.rg = rg;
         t.fwd = &n->cost;
-        if (c->ovr[ni] == OVR_ATTN) {
-            /* inside a fused attention kernel: nothing kept, nothing written */
-            t.bwd_flops = rg ? 2 * n->cost.flops : 0;
-            t.view = false;
-        } else if (c->ovr[ni] == OVR_ATTN_PV) {
-            mp_ctx cx = {c->m, g, n, ni};
-            mp_bwd_product(&cx, &t);
-            t.save_in = rg ? 2u : 0;  /* V (the probabilities are never kept) */
-            t.save_out = rg ? 1u : 0; /* the attention's output */
-            const mp_value *y = n->n_out > 0 && n->out[0] >= 0 ? &g->values[n->out[0]] : NULL;
-            if (y && y->rank >= 1 && y->dims[y->rank - 1] > 0 && rg)
-                t.extra_bytes = 4 * (mp_tplan_numel(y) / (uint64_t)y->dims[y->rank - 1]); /* log-sum-exp */
-        } else if (c->ovr[ni] != OVR_NONE) {
-            /* a member of a decomposed LayerNorm or GELU, or its head */
-            const mp_value *x = n->n_in > 0 && n->in[0] >= 0 ? &g->values[n->in[0]] : NULL;
-            t.bwd_flops = rg ? 2 * n->cost.flops : 0;
-            if (c->ovr[ni] == OVR_LAYERNORM) {
-                t.amp = MP_AMP_FP32;
-                t.save_in = rg & 1u;
-                uint64_t rows = x && x->rank >= 1 && x->dims[x->rank - 1] > 0
-                                    ? mp_tplan_numel(x) / (uint64_t)x->dims[x->rank - 1] : 0;
-                t.extra_bytes = rg ? 2 * 4 * rows : 0;
-            } else if (c->ovr[ni] == OVR_GELU) {
-                t.save_in = rg & 1u;
-            } else {
-                /* members run in the type the head chose: fp32 after a
-                 * LayerNorm's head under autocast */
-                t.amp = MP_AMP_PROMOTE;
-            }
-        } else if (n->desc && n->desc->train) {
+        if (n->desc && n->desc->train) {
             mp_ctx cx = {c->m, g, n, ni};
             n->desc->train(&cx, &t);
         } else {
             /* the default: every input kept, bwd = 2 x fwd */
-            pn->default_rule = true;
-            note_default(pl, n->op);
+            if (role == ROLE_OWN) {
+                pn->default_rule = true;
+                note_default(pl, n->op);
+            }
             if (rg) t.save_in = n->n_in >= 32 ? 0xffffffffu : (1u << n->n_in) - 1u;
             t.bwd_flops = rg ? 2 * n->cost.flops : 0;
         }
         if (!rg) t.bwd_flops = 0;
+        int keep_v[3] = {-1, -1, -1}; /* values a group's head keeps for the group */
+        if (role != ROLE_OWN && role != ROLE_GUARD) {
+            t.save_in = t.save_out = 0;
+            t.extra_bytes = 0;
+            t.bwd_flops = 0;
+            t.view = false;
+        }
+        if (role == ROLE_LN_HEAD && rg) {
+            /* F.layer_norm: its input and a mean and 1/std per row, fp32 */
+            const mp_pnorm *nm = &P->norms[ref.index];
+            const mp_value *x = &g->values[nm->x];
+            uint64_t rows = x->rank >= 1 && x->dims[x->rank - 1] > 0 ? mp_tplan_numel(x) / (uint64_t)x->dims[x->rank - 1] : 0;
+            keep_v[0] = nm->x;
+            t.extra_bytes = 2 * 4 * rows;
+            t.amp = MP_AMP_FP32;
+        } else if (role == ROLE_ACT_HEAD && rg) {
+            keep_v[0] = P->acts[ref.index].x; /* F.gelu, F.silu: the input */
+        } else if (role == ROLE_ATTN_HEAD && rg) {
+            const mp_pattn *a = &P->attn[ref.index];
+            keep_v[0] = attn_source(c, ref.index, a->q);
+            keep_v[1] = attn_source(c, ref.index, a->k_kv);
+            keep_v[2] = attn_source(c, ref.index, a->v_kv);
+        }
+        if (role == ROLE_ATTN_OUT && rg) {
+            /* the attention's output and a log-sum-exp per query row and head */
+            const mp_pattn *a = &P->attn[ref.index];
+            t.save_out = 1u;
+            int64_t rows = a->batch * a->heads * a->seq_q;
+            t.extra_bytes = a->batch > 0 && a->heads > 0 && a->seq_q > 0 ? 4 * (uint64_t)rows : 0;
+        }
 
         /* types under the plan */
         int amp = t.amp;
+        if (role == ROLE_ATTN_HEAD || role == ROLE_ATTN_OUT) amp = MP_AMP_LOWER; /* SDPA */
         if (amp == MP_AMP_LOSS) amp = MP_AMP_FP32;
         else if (amp == MP_AMP_FP32 && pl->o.autocast_cpu) amp = MP_AMP_PROMOTE;
         if (!c->mixed && amp != MP_AMP_KEEP) amp = MP_AMP_PROMOTE;
@@ -605,16 +558,31 @@ static mp_status graph_pass(pctx *c) {
         if (amp == MP_AMP_LOWER) out_dt = c->low_dt;
         else if (amp == MP_AMP_FP32) out_dt = MP_DT_FLOAT;
         pn->lower = amp == MP_AMP_LOWER || (!c->mixed && c->base_dt != MP_DT_FLOAT);
-        for (int i = 0; i < n->n_out; i++) {
-            int v = n->out[i];
-            if (v < 0) continue;
-            if (amp != MP_AMP_KEEP && mp_dtype_is_float(g->values[v].dtype)) c->adt[v] = out_dt;
+        if (role != ROLE_GUARD)
+            for (int i = 0; i < n->n_out; i++) {
+                int v = n->out[i];
+                if (v < 0) continue;
+                if (amp != MP_AMP_KEEP && mp_dtype_is_float(g->values[v].dtype)) c->adt[v] = out_dt;
+            }
+        if (role == ROLE_GUARD) {
+            /* eager attention has no NaN guard: IsNaN is nothing, its Where
+             * the probabilities themselves */
+            t.save_in = t.save_out = 0;
+            t.extra_bytes = t.bwd_flops = 0;
+            int p = -1;
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i] >= 0 && !c->cst[n->in[i]] && mp_dtype_is_float(g->values[n->in[i]].dtype)) p = n->in[i];
+            if (p >= 0 && n->n_out > 0 && n->out[0] >= 0 && mp_dtype_is_float(g->values[n->out[0]].dtype)) {
+                c->adt[n->out[0]] = c->adt[p];
+                c->stor[n->out[0]] = c->stor[p];
+                c->noncontig[n->out[0]] = c->noncontig[p];
+            }
         }
         /* a Cast to the type it already has is PyTorch's no-op .to() */
         bool same_cast = (mp_streq(n->op, "Cast") || mp_streq(n->op, "CastLike")) && n->n_in > 0 &&
                          n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0;
-        if ((t.view || same_cast) && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0 &&
-            c->adt[n->out[0]] == c->adt[n->in[0]]) {
+        if ((t.view || same_cast) && role != ROLE_GUARD && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 &&
+            n->out[0] >= 0 && c->adt[n->out[0]] == c->adt[n->in[0]]) {
             /* PyTorch's transpose is a view with other strides, and so are
              * slices (Slice, Split, a scalar Gather) off the leading dim;
              * reshaping a non-contiguous tensor copies it (reshape,
@@ -638,30 +606,45 @@ static mp_status graph_pass(pctx *c) {
             }
         }
 
-        /* tensor parallelism: Megatron's column / row split of the weight
-         * products inside the blocks; everything between them splits too */
+        /* tensor parallelism (Megatron-LM): column-parallel products split
+         * their output, row-parallel ones their input (an all-reduce of the
+         * output after); what lies between works on split tensors; norms
+         * and residuals stay whole. Split figures always: --tp and --fit's
+         * layouts use them. */
         bool split = false;
-        int act;
-        if (blk >= 0) { /* split figures always: --tp and --fit's layouts use them */
-            if (is_weight_product(c, n, &act)) {
-                split = true;
-                pl->param_split[c->stor[n->in[1]]] = 1;
-                if (n->n_in > 2 && n->in[2] >= 0) pl->param_split[c->stor[n->in[2]]] = 1;
-                bool row = c->split[act];
-                for (int i = 0; i < n->n_out; i++)
-                    if (n->out[i] >= 0) c->split[n->out[i]] = !row;
-                /* fwd all-reduce of a row split's output, bwd all-reduce of a
-                 * column split's input gradient */
-                pn->tp_comm = bscale(c, row ? (n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0)
-                                            : v_bytes(c, act));
-            } else {
-                for (int i = 0; i < n->n_in; i++)
-                    if (n->in[i] >= 0 && c->split[n->in[i]]) split = true;
-                for (int i = 0; i < n->n_out && split; i++)
-                    if (n->out[i] >= 0) c->split[n->out[i]] = 1;
-                for (int i = 0; i < n->n_in && split; i++) /* a split product's bias */
-                    if (n->in[i] >= 0 && param_like(c, n->in[i])) pl->param_split[c->stor[n->in[i]]] = 1;
+        int act = n->n_in > 0 ? n->in[0] : -1;
+        int cls = c->tpc[ni];
+        if (!by_role && blk >= 0 && is_weight_product(c, n, &act)) cls = c->split[act] ? TPC_ROW : TPC_COL;
+        if (cls == TPC_COL || cls == TPC_HEAD || cls == TPC_ROW) {
+            split = true;
+            int w = n->n_in > 1 ? n->in[1] : -1;
+            if (w >= 0) pl->param_split[c->stor[w]] = 1;
+            /* a column split's bias is split; a row split adds its bias after the all-reduce */
+            if (cls != TPC_ROW && n->n_in > 2 && n->in[2] >= 0) pl->param_split[c->stor[n->in[2]]] = 1;
+            for (int i = 0; i < n->n_out; i++)
+                if (n->out[i] >= 0) c->split[n->out[i]] = cls != TPC_ROW;
+            if (cls == TPC_ROW) {
+                /* forward: an all-reduce of the output */
+                pn->tp_comm = bscale(c, n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0);
+            } else if (act >= 0 && !c->charged[c->stor[act]]) {
+                /* backward: an all-reduce of the input's gradient, once for
+                 * the products sharing an input (q, k and v; gate and up) */
+                c->charged[c->stor[act]] = 1;
+                pn->tp_comm = bscale(c, v_bytes(c, act));
             }
+        } else if (cls == TPC_EMBED) {
+            /* vocabulary-parallel: each rank holds rows of the table, the
+             * output is all-reduced in the forward */
+            split = true;
+            if (n->n_in > 0 && n->in[0] >= 0 && param_like(c, n->in[0])) pl->param_split[c->stor[n->in[0]]] = 1;
+            pn->tp_comm = bscale(c, n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0);
+        } else if (cls == TPC_NONE && ref.kind != MP_PAT_NORM) {
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i] >= 0 && c->split[n->in[i]]) split = true;
+            for (int i = 0; i < n->n_out && split; i++)
+                if (n->out[i] >= 0) c->split[n->out[i]] = 1;
+            for (int i = 0; i < n->n_in && split; i++) /* a split product's bias */
+                if (n->in[i] >= 0 && param_like(c, n->in[i])) pl->param_split[c->stor[n->in[i]]] = 1;
         }
         pn->split = split;
         bool shape_only = n->n_out > 0; /* Shape, Size: outputs known, no work */
@@ -674,7 +657,7 @@ static mp_status graph_pass(pctx *c) {
         } else if (blk >= 0) {
             pl->replicated_nodes++;
         }
-        if (blk >= 0 && !shape_only) {
+        if ((blk >= 0 || split) && !shape_only) {
             int i = 0;
             while (i < pl->n_tp_ops && !mp_streq(pl->tp_ops[i], n->op)) i++;
             if (i == pl->n_tp_ops) pl->tp_ops[pl->n_tp_ops++] = n->op;
@@ -689,15 +672,22 @@ static mp_status graph_pass(pctx *c) {
         c->cross = &cross;
         c->cross_unit = &cross_unit;
         uint64_t rep = 0, spl = 0;
-        for (int i = 0; i < n->n_in && i < 32; i++) {
-            if (!(t.save_in & (1u << i)) || n->in[i] < 0) continue;
-            int want = amp == MP_AMP_LOWER ? c->low_dt : amp == MP_AMP_FP32 ? MP_DT_FLOAT : -1;
+        int want = amp == MP_AMP_LOWER ? c->low_dt : amp == MP_AMP_FP32 ? MP_DT_FLOAT : -1;
+        for (int i = 0; i < n->n_in + 3 && i < 32 + 3; i++) {
+            int v;
+            if (i < n->n_in) {
+                if (i >= 32 || !(t.save_in & (1u << i))) continue;
+                v = n->in[i];
+            } else {
+                v = keep_v[i - n->n_in];
+            }
+            if (v < 0) continue;
             bool sp;
             uint64_t cb = 0;
-            uint64_t b = keep(c, n->in[i], want, stamp, &sp, &cb);
+            uint64_t b = keep(c, v, want, stamp, &sp, &cb);
             if (sp) spl += b;
             else rep += b;
-            if (cb && (sp || pl->param_split[c->stor[n->in[i]]])) pn->cast_split += cb;
+            if (cb && (sp || pl->param_split[c->stor[v]])) pn->cast_split += cb;
             else pn->cast_rep += cb;
         }
         for (int i = 0; i < n->n_out && i < 32; i++) {
@@ -732,33 +722,52 @@ static mp_status graph_pass(pctx *c) {
         }
         if (node_params > largest_layer) largest_layer = node_params;
 
-        /* work and traffic; a node reading an activation works per sample */
+        /* work and traffic; a node reading an activation works per sample.
+         * A pattern run as one operator is one kernel: its head has the
+         * group's FLOPs and traffic, its members none. */
         bool per_sample = false;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && !c->cst[n->in[i]] && !param_like(c, n->in[i])) per_sample = true;
-        pn->fwd_flops = per_sample ? bscale(c, n->cost.flops) : n->cost.flops;
-        pn->bwd_flops = per_sample ? bscale(c, t.bwd_flops) : t.bwd_flops;
-        uint64_t w_io = 0, act_io = 0;
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] >= 0 && !c->cst[n->in[i]]) {
-                uint64_t b = v_bytes(c, n->in[i]);
-                if (c->mixed && amp == MP_AMP_LOWER && mp_dtype_is_float(c->adt[n->in[i]]))
-                    b = mp_tplan_numel(&g->values[n->in[i]]) * (uint64_t)dt_size(c->low_dt);
-                if (!param_like(c, n->in[i])) act_io += b;
-                else w_io += b;
+        uint64_t fwd = n->cost.flops, bwd = t.bwd_flops, w_io = 0, act_io = 0;
+        if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) {
+            group_figures(c, ref.kind, ref.index, &fwd, &act_io, &w_io);
+            if (role == ROLE_ATTN_HEAD) {
+                const mp_pattn *a = &P->attn[ref.index];
+                /* q, k, v as given to the kernel and its output, in its type */
+                int dt = c->mixed ? c->low_dt : -1;
+                act_io = 0;
+                int io_v[4] = {keep_v[0], keep_v[1], keep_v[2], a->y};
+                for (int i = 0; i < 4; i++)
+                    if (io_v[i] >= 0)
+                        act_io += mp_tplan_numel(&g->values[io_v[i]]) * (uint64_t)dt_size(dt >= 0 ? dt : c->adt[io_v[i]]);
+                int64_t bh = a->batch > 0 && a->heads > 0 ? a->batch * a->heads : -1;
+                bwd = rg ? mp_sdpa_flops(bh, a->seq_q, a->seq_k, a->head_dim, a->v_head_dim, true) : 0;
+            } else {
+                bwd = rg ? 2 * fwd : 0;
             }
-        for (int i = 0; i < n->n_out; i++)
-            if (n->out[i] >= 0) act_io += v_bytes(c, n->out[i]);
-        bool fused_member = c->ovr[ni] == OVR_ATTN;
-        if (c->ovr[ni] == OVR_ATTN_PV && n->n_in > 0 && n->in[0] >= 0) {
-            /* the product with V reads q, k, v and writes the output: not the scores */
-            uint64_t sc = v_bytes(c, n->in[0]);
-            act_io = act_io > sc ? act_io - sc : 0;
+        } else if (role == ROLE_MEMBER || role == ROLE_ATTN_OUT || role == ROLE_GUARD) {
+            fwd = bwd = 0;
+        } else if (shape_only) {
+            fwd = bwd = 0; /* outputs known at plan time: no work */
+        } else {
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i] >= 0 && !c->cst[n->in[i]]) {
+                    uint64_t b = v_bytes(c, n->in[i]);
+                    if (c->mixed && amp == MP_AMP_LOWER && mp_dtype_is_float(c->adt[n->in[i]]))
+                        b = mp_tplan_numel(&g->values[n->in[i]]) * (uint64_t)dt_size(c->low_dt);
+                    if (!param_like(c, n->in[i])) act_io += b;
+                    else w_io += b;
+                }
+            for (int i = 0; i < n->n_out; i++)
+                if (n->out[i] >= 0) act_io += v_bytes(c, n->out[i]);
+            if (t.view) act_io = w_io = 0;
         }
+        pn->fwd_flops = per_sample ? bscale(c, fwd) : fwd;
+        pn->bwd_flops = per_sample ? bscale(c, bwd) : bwd;
         if (per_sample) act_io = bscale(c, act_io);
         pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? bscale(c, v_bytes(c, n->out[0])) : 0;
-        pn->bytes = t.view || fused_member ? 0 : act_io + w_io;
-        pn->temp = fused_member ? 0 : act_io;
+        pn->bytes = act_io + w_io;
+        pn->temp = act_io;
     }
     pl->largest_layer = largest_layer;
     free(mblock);
@@ -800,19 +809,6 @@ static mp_status graph_pass(pctx *c) {
     return MP_OK;
 }
 
-
-/* Heads: the second dim of the rank-4 softmax inputs inside the blocks. */
-static int find_heads(const mp_tplan *pl) {
-    const mp_graph *g = pl->p->m->graph;
-    for (int k = 0; k < pl->n_nodes; k++) {
-        if (pl->nodes[k].block < 0) continue;
-        const mp_node *n = &g->nodes[g->order[k]];
-        if (!mp_streq(n->op, "Softmax") || n->n_in < 1 || n->in[0] < 0) continue;
-        const mp_value *v = &g->values[n->in[0]];
-        if (v->rank == 4 && v->dims[1] > 0) return (int)v->dims[1];
-    }
-    return 0;
-}
 
 static uint64_t inference_peak(mp_tplan *pl, const pctx *c) {
     const mp_profile *p = pl->p;
@@ -860,11 +856,20 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                : o->precision == MP_PREC_FP16_MIXED ? MP_DT_FLOAT16 : c.base_dt;
     c.b_num = pl->batch_scaled ? (uint64_t)pl->batch : 1;
     c.b_den = pl->batch_scaled ? (uint64_t)pl->export_batch : 1;
+    c.P = mp_patterns_of(c.g);
+    if (!c.P) return mp_error(MP_ERR_NOMEM, "out of memory finding the model's patterns");
+    pl->pats = c.P;
+    pl->heads = c.P->heads > 0 ? (int)c.P->heads : 0;
+    pl->kv_heads = c.P->kv_heads > 0 ? (int)c.P->kv_heads : 0;
+    c.kv_rep = o->tp > 1 && pl->kv_heads > 0 && pl->kv_heads % o->tp != 0;
+    pl->kv_replicated = c.kv_rep;
     st = graph_pass(&c);
     const mp_graph *g = c.g;
     if (!st) {
         pl->params = pl->p->total.params;
-        pl->heads = find_heads(pl);
+        /* the LM head split over the vocabulary: the cross-entropy is too
+         * (Megatron's vocab-parallel cross-entropy) */
+        pl->vocab_split = c.P->lm_head >= 0;
         /* tokens: an integer input of rank 2 is (batch, seq) ids */
         for (int i = 0; i < g->n_inputs; i++) {
             const mp_value *v = &g->values[g->inputs[i]];
@@ -890,47 +895,13 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
             inference_peak(pl, &c);
             pl->infer_weights = mp_tplan_dbytes(c.mixed ? 2 : dt_size(c.base_dt), pl->params);
             if (o->kv_cache) {
-                /* K and V: the operands of the two products around each
-                 * softmax that are not the softmax's own */
-                uint64_t kv = 0;
-                for (int k = 0; k < pl->n_nodes; k++) {
-                    const mp_node *n = &g->nodes[g->order[k]];
-                    if (!mp_streq(n->op, "Softmax") || n->n_in < 1 || n->in[0] < 0) continue;
-                    int prod = g->values[n->in[0]].producer;
-                    for (int hop = 0; hop < 4 && prod >= 0; hop++) {
-                        const mp_node *q = &g->nodes[prod];
-                        if (mp_streq(q->op, "MatMul") && q->n_in == 2) {
-                            if (q->in[1] >= 0) kv += v_bytes(&c, q->in[1]);
-                            break;
-                        }
-                        /* up through the mask and the scaling: the largest input */
-                        int big = -1;
-                        for (int i = 0; i < q->n_in; i++)
-                            if (q->in[i] >= 0 && !c.cst[q->in[i]] &&
-                                (big < 0 || mp_tplan_numel(&g->values[q->in[i]]) > mp_tplan_numel(&g->values[big])))
-                                big = q->in[i];
-                        prod = big >= 0 ? g->values[big].producer : -1;
-                    }
-                    /* V: the other operand of the product the probabilities
-                     * feed, through casts and dropouts */
-                    int sv = n->out[0];
-                    for (int hop = 0; hop < 4 && sv >= 0; hop++) {
-                        int next = -1;
-                        for (int k2 = k + 1; k2 < pl->n_nodes; k2++) {
-                            const mp_node *q = &g->nodes[g->order[k2]];
-                            if (q->n_in < 1 || q->in[0] != sv) continue;
-                            if (mp_streq(q->op, "MatMul") && q->n_in == 2) {
-                                if (q->in[1] >= 0) kv += v_bytes(&c, q->in[1]);
-                            } else if ((mp_streq(q->op, "Cast") || mp_streq(q->op, "Dropout") ||
-                                        mp_streq(q->op, "Identity")) && q->n_out > 0) {
-                                next = q->out[0];
-                            }
-                            break;
-                        }
-                        sv = next;
-                    }
-                }
-                pl->kv_bytes_per_token = pl->tokens_per_mb ? bscale(&c, kv) / pl->tokens_per_mb : 0;
+                /* K and V of every attention, per token: KV heads x head
+                 * dim before any repetition of grouped heads (the pattern
+                 * layer), in the type K and V are computed in */
+                int unknown = 0;
+                uint64_t e = mp_patterns_kv_elems_per_token(c.P, &unknown);
+                pl->kv_unknown = unknown;
+                pl->kv_bytes_per_token = unknown ? 0 : e * (uint64_t)dt_size(c.mixed ? c.low_dt : c.base_dt);
             }
         }
     }
@@ -944,7 +915,8 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
     free(c.seen);
     free(c.node_block);
     free(c.first_unit);
-    free(c.ovr);
-    if (st) return st;
+    free(c.role);
+    free(c.tpc);
+    free(c.charged);
     return st;
 }

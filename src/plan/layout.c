@@ -172,7 +172,9 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             if (tp > 1 && pn->tp_comm) tpc_s += 2.0 * (tp - 1) / tp * (double)pn->tp_comm / lb_tp;
         }
         ps->last = k - 1;
-        if (s == pp - 1 && o->loss && !o->inference) acts += pl->loss_bytes;
+        /* the loss's log-probabilities: split over the vocabulary with the LM head */
+        uint64_t loss = pl->vocab_split ? pl->loss_bytes / (uint64_t)tp : pl->loss_bytes;
+        if (s == pp - 1 && o->loss && !o->inference) acts += loss;
         uint64_t P = p_rep + p_split / (uint64_t)tp;
         ps->params = P;
         mp_tplan_mem *mem = &ps->mem;
@@ -183,7 +185,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                                           adafactor);
         mem->activations_bytes = acts * (uint64_t)in_flight;
         if (o->checkpointing) temp += blk_max; /* a block's recomputed set and its transient */
-        if (s == pp - 1 && o->loss && pl->loss_bytes > 0 && 2 * pl->loss_bytes > temp) temp = 2 * pl->loss_bytes;
+        if (s == pp - 1 && o->loss && loss > 0 && 2 * loss > temp) temp = 2 * loss;
         mem->temporary_bytes = temp;
         mem->reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
         /* the peak: at the start of the backward every kept activation and
@@ -259,7 +261,10 @@ static int enumerate_layouts(mp_tplan *pl, int G, int *stamp, mp_fit_row *rows, 
     int n = 0;
     for (int tp = 1; tp <= 8 && tp <= G; tp *= 2) {
         if (G % tp) continue;
-        if (tp > 1 && (pl->split_nodes == 0 || (pl->heads > 0 && pl->heads % tp))) continue;
+        /* Megatron-LM: tp divides the heads and the KV heads (query groups) */
+        if (tp > 1 && (pl->split_nodes == 0 || (pl->heads > 0 && pl->heads % tp) ||
+                       (pl->kv_heads > 0 && pl->kv_heads % tp)))
+            continue;
         for (int pp = 1; pp <= G / tp && pp <= 1024; pp++) {
             if ((G / tp) % pp || (pp > 1 && pp > pl->n_blocks)) continue;
             int dp = G / tp / pp;

@@ -148,9 +148,6 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
     if (o->sequence_parallel && o->tp < 2)
         return mp_error(MP_ERR_USAGE, "--sequence-parallel needs --tp 2 or more (it splits what tensor "
                         "parallelism replicates)");
-    if (o->autocast_cpu && o->precision != MP_PREC_BF16_MIXED && o->precision != MP_PREC_FP16_MIXED)
-        return mp_error(MP_ERR_USAGE, "--autocast-device cpu needs --precision bf16-mixed or fp16-mixed "
-                        "(autocast's op lists)");
     if (!(o->mfu > 0 && o->mfu <= 1)) return mp_error(MP_ERR_USAGE, "--mfu %g: expected a fraction in (0, 1]", o->mfu);
     if (!(o->compute_eff > 0 && o->compute_eff <= 1) || !(o->memory_eff > 0 && o->memory_eff <= 1))
         return mp_error(MP_ERR_USAGE, "--compute-eff/--memory-eff: expected fractions in (0, 1]");

@@ -92,7 +92,11 @@ struct mp_tplan {
     uint64_t params, largest_layer;
     uint64_t tokens_per_mb, samples_per_mb; /* per micro-batch */
     bool has_tokens;
-    int heads;                   /* attention heads (softmax dim 1), 0 unknown */
+    const struct mp_patterns *pats; /* what the pattern layer recognised (analyze/patterns.h) */
+    int heads, kv_heads;         /* attention heads and KV heads every block agrees on, 0 unknown */
+    bool kv_replicated;          /* --tp does not divide the KV heads: K and V stay whole */
+    bool vocab_split;            /* the LM head (and the loss) split over the vocabulary by tp */
+    int kv_unknown;              /* attentions whose KV heads or head dim are not known */
     int n_blocks;
     int *blocks;                 /* module ids of the repeated blocks */
     int block_parent;            /* their parent module, -1 none */
