@@ -722,6 +722,41 @@ static mp_status graph_pass(pctx *c) {
         }
         if (node_params > largest_layer) largest_layer = node_params;
 
+        /* autocast's casts (PyTorch's autocast casts every float input of
+         * an operator of its lower-precision list that is not in that type
+         * already: a kernel each, reading the input and writing the copy; a
+         * weight once per forward, autocast's cache; the backward casts each
+         * such gradient back) and the backward's kernels (one per gradient
+         * it computes; a view's gradient is a view) */
+        if (c->mixed && amp == MP_AMP_LOWER && role != ROLE_MEMBER && role != ROLE_ATTN_OUT) {
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || c->cst[v] || !mp_dtype_is_float(c->adt[v]) || c->adt[v] == c->low_dt) continue;
+                bool w = param_like(c, v);
+                if (w) {
+                    int s = c->stor[v];
+                    if (c->pflag[s] & 4) continue;
+                    c->pflag[s] |= 4;
+                }
+                uint64_t b = mp_tplan_numel(&g->values[v]) * (uint64_t)(dt_size(c->adt[v]) + dt_size(c->low_dt));
+                if (!w) b = bscale(c, b);
+                pn->cast_fwd += b;
+                pn->n_cast_fwd++;
+                if (c->rg[v]) {
+                    pn->cast_bwd += b;
+                    pn->n_cast_bwd++;
+                }
+            }
+        }
+        bool diff = false; /* it passes a gradient back: a float output that needs one */
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]] && c->rg[n->out[i]] && mp_dtype_is_float(g->values[n->out[i]].dtype))
+                diff = true;
+        if (diff && !t.view && role != ROLE_MEMBER && role != ROLE_ATTN_OUT && role != ROLE_GUARD)
+            for (int i = 0; i < n->n_in && i < 32; i++)
+                if ((rg & (1u << i)) && !c->cst[n->in[i]]) pn->n_bwd_kernels++;
+        if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) pn->n_bwd_kernels = rg ? 1 : 0;
+
         /* work and traffic; a node reading an activation works per sample.
          * A pattern run as one operator is one kernel: its head has the
          * group's FLOPs and traffic, its members none. */
@@ -771,6 +806,75 @@ static mp_status graph_pass(pctx *c) {
     }
     pl->largest_layer = largest_layer;
     free(mblock);
+
+    /* gradients accumulated: a value several nodes read, each computing
+     * its gradient, gets one add per extra use in the backward (autograd's
+     * input buffer), charged to the node that made it (or its first
+     * reader: a parameter, a graph input) */
+    int *uses = calloc((size_t)nv + 1, sizeof(int)), *first_reader = calloc((size_t)nv + 1, sizeof(int));
+    int *pos = calloc((size_t)nn + 1, sizeof(int));
+    if (!uses || !first_reader || !pos) {
+        free(uses);
+        free(first_reader);
+        free(pos);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < nn; k++) pos[g->order[k]] = k;
+    for (int k = c->training ? 0 : nn; k < nn; k++) {
+        int ni = g->order[k];
+        const mp_node *n = &g->nodes[ni];
+        if (pl->nodes[k].block < 0 && pl->nodes[k].fwd_flops == 0 && pl->nodes[k].bytes == 0 &&
+            !pl->nodes[k].n_bwd_kernels && c->role[ni] == ROLE_OWN)
+            continue; /* folded or free */
+        bool diff = false; /* it passes a gradient back: a float output that needs one */
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]] && c->rg[n->out[i]] && mp_dtype_is_float(g->values[n->out[i]].dtype))
+                diff = true;
+        if (!diff) continue;
+        int role = c->role[ni];
+        if (role == ROLE_MEMBER || role == ROLE_ATTN_OUT) continue; /* its group reads for it */
+        int ins[64], n_ins = 0;
+        if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) {
+            /* a group: what it reads from outside, once each */
+            mp_pref r = mp_pattern_at(P, ni);
+            int first = r.kind == MP_PAT_NORM ? P->norms[r.index].first
+                        : r.kind == MP_PAT_ACT ? P->acts[r.index].first : P->attn[r.index].first;
+            int cnt = r.kind == MP_PAT_NORM ? P->norms[r.index].n
+                      : r.kind == MP_PAT_ACT ? P->acts[r.index].n : P->attn[r.index].n;
+            for (int q = 0; q < cnt; q++) {
+                const mp_node *m = &g->nodes[P->members[first + q].node];
+                for (int i = 0; i < m->n_in; i++) {
+                    int v = m->in[i], p = v >= 0 ? g->values[v].producer : -1;
+                    mp_pref pr = p >= 0 ? mp_pattern_at(P, p) : (mp_pref){MP_PAT_NONE, -1, 0};
+                    if (v < 0 || (pr.kind == r.kind && pr.index == r.index)) continue;
+                    int s = 0;
+                    while (s < n_ins && ins[s] != v) s++;
+                    if (s == n_ins && n_ins < 64) ins[n_ins++] = v;
+                }
+            }
+        } else {
+            for (int i = 0; i < n->n_in && n_ins < 64; i++) ins[n_ins++] = n->in[i];
+        }
+        for (int i = 0; i < n_ins; i++) {
+            int v = ins[i];
+            if (v < 0 || c->cst[v] || !c->rg[v] || !mp_dtype_is_float(g->values[v].dtype)) continue;
+            if (!uses[v]++) first_reader[v] = k + 1;
+        }
+    }
+    for (int v = 0; v < nv && c->training; v++) {
+        if (uses[v] < 2) continue;
+        int p = g->values[v].producer;
+        int k = p >= 0 ? pos[p] : first_reader[v] - 1;
+        if (k < 0 || k >= nn) continue;
+        mp_pnode *pn = &pl->nodes[k];
+        uint64_t b = 3 * mp_tplan_numel(&g->values[v]) * (uint64_t)dt_size(c->adt[v]);
+        pn->acc_bytes += (c->g->values[v].flags & MP_VAL_PARAM) ? b * (uint64_t)(uses[v] - 1)
+                                                                : bscale(c, b) * (uint64_t)(uses[v] - 1);
+        pn->n_acc += (uint32_t)(uses[v] - 1);
+    }
+    free(uses);
+    free(first_reader);
+    free(pos);
 
     /* checkpointing: each block keeps its inputs (as given to it) instead
      * of what its nodes keep; the largest block's own set comes back
@@ -888,6 +992,18 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                 int ldt = c.mixed ? MP_DT_FLOAT : c.base_dt;
                 uint64_t n = mp_tplan_numel(v), C = (uint64_t)v->dims[v->rank - 1];
                 pl->loss_bytes = bscale(&c, n * (uint64_t)dt_size(ldt) + (C ? n / C * 8 : 0));
+                /* F.cross_entropy = log_softmax + nll_loss. Forward: the
+                 * logits cast to fp32 under autocast (its fp32 list), the
+                 * log-softmax read and written, the loss picked; backward:
+                 * nll_loss's gradient written (zeros, then the targets),
+                 * log_softmax's backward reading it and the log-probabilities
+                 * and writing the logits' gradient, cast back */
+                int ydt = c.adt[y], ls = dt_size(ldt), ys = dt_size(ydt);
+                bool cast = ydt != ldt;
+                pl->loss_fwd_io = bscale(&c, n * (uint64_t)((cast ? ys + ls : 0) + 2 * ls));
+                pl->loss_bwd_io = bscale(&c, n * (uint64_t)(ls + 3 * ls + (cast ? ls + ys : 0)));
+                pl->loss_fwd_kernels = 2 + cast;
+                pl->loss_bwd_kernels = 2 + cast;
             }
         }
         /* inference */

@@ -161,8 +161,18 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             }
             /* roof(f / tp, b / tp) = roof(f, b) / tp: the node's roofline once */
             bool works = pn->fwd_flops > 0 || pn->bytes > 0;
+            double bwe = pl->bw > 0 ? pl->bw * o->memory_eff : 0;
             double tf = works ? pn->roof_fwd / div + o->node_overhead_s : 0;
-            double tb = pn->bwd_flops > 0 ? pn->roof_bwd / div + o->node_overhead_s : 0;
+            double tb = pn->bwd_flops > 0 || pn->n_bwd_kernels
+                            ? pn->roof_bwd / div + o->node_overhead_s * (pn->n_bwd_kernels ? pn->n_bwd_kernels : 1)
+                            : 0;
+            /* autocast's casts around it, and gradients accumulated into its output */
+            if (bwe > 0) {
+                tf += (double)pn->cast_fwd / div / bwe;
+                tb += ((double)pn->cast_bwd + (double)pn->acc_bytes) / div / bwe;
+            }
+            tf += o->node_overhead_s * pn->n_cast_fwd;
+            tb += o->node_overhead_s * (pn->n_cast_bwd + pn->n_acc);
             fwd_s += tf;
             bwd_s += tb;
             if (o->checkpointing && b >= 0) rec_s += tf;
@@ -172,6 +182,13 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             if (tp > 1 && pn->tp_comm) tpc_s += 2.0 * (tp - 1) / tp * (double)pn->tp_comm / lb_tp;
         }
         ps->last = k - 1;
+        if (s == pp - 1 && o->loss && !o->inference && pl->loss_fwd_io) {
+            /* the cross-entropy's kernels (split over the vocabulary with the LM head) */
+            double ldiv = pl->vocab_split ? (double)tp : 1.0;
+            double bwe = pl->bw > 0 ? pl->bw * o->memory_eff : 0;
+            fwd_s += (bwe > 0 ? (double)pl->loss_fwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_fwd_kernels;
+            bwd_s += (bwe > 0 ? (double)pl->loss_bwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_bwd_kernels;
+        }
         /* the loss's log-probabilities: split over the vocabulary with the LM head */
         uint64_t loss = pl->vocab_split ? pl->loss_bytes / (uint64_t)tp : pl->loss_bytes;
         if (s == pp - 1 && o->loss && !o->inference) acts += loss;

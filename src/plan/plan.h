@@ -62,6 +62,13 @@ typedef struct mp_pnode {
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
+    uint64_t cast_fwd, cast_bwd;      /* autocast's casts around it: bytes moved in the forward
+                                       * and (the gradients cast back) in the backward */
+    uint32_t n_cast_fwd, n_cast_bwd;  /* those casts: one kernel each */
+    uint32_t n_bwd_kernels;           /* its backward's kernels: one per gradient it computes */
+    uint64_t acc_bytes;               /* gradients accumulated into its output (a value used by
+                                       * several nodes: one add per extra use) */
+    uint32_t n_acc;
     int block;                        /* block index, -1 outside */
     int unit;                         /* the block it goes with for pipeline stages */
     int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
@@ -113,6 +120,8 @@ struct mp_tplan {
     int *default_counts;
     int n_default_ops;
     uint64_t loss_bytes;         /* the cross-entropy's kept log-probabilities */
+    uint64_t loss_fwd_io, loss_bwd_io; /* its kernels' traffic: forward, backward */
+    int loss_fwd_kernels, loss_bwd_kernels;
     uint64_t cast_param_bytes;   /* autocast's low-precision weight copies */
     /* the layout */
     int dp, tp, pp, m, gpus, zero;
