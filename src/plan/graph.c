@@ -330,12 +330,21 @@ static void plan_roles(pctx *c) {
     for (int i = 0; P && i < P->n_attn; i++) {
         const mp_pattn *a = &P->attn[i];
         if (a->op >= 0) continue; /* an operator: its own rule */
+        /* scaled_dot_product_attention's backend (PyTorch's sdp_utils):
+         * flash in fp16 and bf16; memory-efficient in fp32, which does not
+         * take grouped K/V heads (enable_gqa): then the math backend, which
+         * repeats K and V and keeps the probabilities, as the graph's
+         * operators do */
+        bool math = fused && !c->mixed && c->base_dt == MP_DT_FLOAT && a->kv_heads > 0 && a->heads > a->kv_heads;
+        c->pl->attn_math += math;
+        c->pl->attn_fused += fused && !math;
+        bool f = fused && !math;
         for (int k = 0; k < a->n; k++) {
             const mp_pmember *mb = &P->members[a->first + k];
-            if (fused) c->role[mb->node] = mb->node == a->pv ? ROLE_ATTN_OUT : k ? ROLE_MEMBER : ROLE_ATTN_HEAD;
+            if (f) c->role[mb->node] = mb->node == a->pv ? ROLE_ATTN_OUT : k ? ROLE_MEMBER : ROLE_ATTN_HEAD;
             else if (mb->part == MP_PART_GUARD) c->role[mb->node] = ROLE_GUARD;
         }
-        if (fused && a->pv >= 0 && P->members[a->first].node == a->pv) c->role[a->pv] = ROLE_ATTN_HEAD;
+        if (f && a->pv >= 0 && P->members[a->first].node == a->pv) c->role[a->pv] = ROLE_ATTN_HEAD;
     }
     /* tensor parallelism: column-parallel q, k, v, qkv, up, gate; row-parallel
      * o and down; K and V replicated where tp does not divide the KV heads;

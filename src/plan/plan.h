@@ -104,6 +104,9 @@ struct mp_tplan {
     bool kv_replicated;          /* --tp does not divide the KV heads: K and V stay whole */
     bool vocab_split;            /* the LM head (and the loss) split over the vocabulary by tp */
     int kv_unknown;              /* attentions whose KV heads or head dim are not known */
+    int attn_fused, attn_math;   /* attentions planned as one SDPA kernel (flash or memory-
+                                  * efficient), or as SDPA's math backend (fp32 with grouped
+                                  * KV heads: what its operators keep) */
     int n_blocks;
     int *blocks;                 /* module ids of the repeated blocks */
     int block_parent;            /* their parent module, -1 none */
