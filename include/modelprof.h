@@ -354,6 +354,8 @@ typedef struct mp_tplan_options {
     double reserve_gb;        /* framework reserve: CUDA context, allocator slack (default 2) */
     int fit;                  /* list the layouts of `gpus` GPUs that fit the GPU, best first */
     /* since version 2 */
+    int channels_last;        /* 16-bit convolutions on channels-last tensors: no layout
+                               * transposes around cuDNN's tensor-core kernels */
     int sequence_parallel;    /* with tp > 1: Megatron's sequence parallelism (norms, dropouts
                                * and residuals split along the sequence) */
     int64_t batch;            /* > 0: samples per micro-batch for an export whose batch is fixed

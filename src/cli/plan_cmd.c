@@ -42,6 +42,8 @@ static void pl_usage(FILE *f) {
           "                          and residuals split along the sequence)\n"
           "  --micro-batches N       micro-batches per step (default 1; 4 x pp with --pp)\n"
           "  --no-loss               no cross-entropy on output 0 (default: one)\n"
+          "  --channels-last         the model runs channels-last (memory_format): 16-bit\n"
+          "                          convolutions need no layout transposes (default: NCHW)\n"
           "inference:\n"
           "  --inference             weights + activation peak + inputs\n"
           "  --kv-cache              with --inference: KV-cache bytes per token, prefill vs decode\n"
@@ -155,6 +157,8 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             o.fsdp = 1;
         } else if (strcmp(a, "--sequence-parallel") == 0) {
             o.sequence_parallel = 1;
+        } else if (strcmp(a, "--channels-last") == 0) {
+            o.channels_last = 1;
         } else if (strcmp(a, "--inference") == 0) {
             o.inference = 1;
         } else if (strcmp(a, "--kv-cache") == 0) {

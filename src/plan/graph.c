@@ -749,12 +749,29 @@ static mp_status graph_pass(pctx *c) {
                 }
                 uint64_t b = mp_tplan_numel(&g->values[v]) * (uint64_t)(dt_size(c->adt[v]) + dt_size(c->low_dt));
                 if (!w) b = bscale(c, b);
-                pn->cast_fwd += b;
-                pn->n_cast_fwd++;
+                pn->aux_fwd += b;
+                pn->n_aux_fwd++;
                 if (c->rg[v]) {
-                    pn->cast_bwd += b;
-                    pn->n_cast_bwd++;
+                    pn->aux_bwd += b;
+                    pn->n_aux_bwd++;
                 }
+            }
+        }
+        /* cuDNN's tensor-core convolutions work channels-last: a 16-bit
+         * convolution of PyTorch's default (channels-first, NCHW) tensors
+         * transposes its input in and its output back (nchwToNhwc,
+         * nhwcToNchw), and its backward the gradients and the input again
+         * (--channels-last: none) */
+        if (pn->lower && !o->channels_last && (mp_streq(n->op, "Conv") || mp_streq(n->op, "ConvTranspose")) &&
+            n->n_in > 0 && n->in[0] >= 0 && g->values[n->in[0]].rank >= 4 && n->n_out > 0 && n->out[0] >= 0) {
+            int ldt = c->mixed ? c->low_dt : c->base_dt;
+            uint64_t io = (mp_tplan_numel(&g->values[n->in[0]]) + mp_tplan_numel(&g->values[n->out[0]])) *
+                          (uint64_t)dt_size(ldt);
+            pn->aux_fwd += bscale(c, 2 * io);
+            pn->n_aux_fwd += 2;
+            if (rg) {
+                pn->aux_bwd += bscale(c, 4 * io);
+                pn->n_aux_bwd += 4;
             }
         }
         bool diff = false; /* it passes a gradient back: a float output that needs one */

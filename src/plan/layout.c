@@ -168,11 +168,11 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                             : 0;
             /* autocast's casts around it, and gradients accumulated into its output */
             if (bwe > 0) {
-                tf += (double)pn->cast_fwd / div / bwe;
-                tb += ((double)pn->cast_bwd + (double)pn->acc_bytes) / div / bwe;
+                tf += (double)pn->aux_fwd / div / bwe;
+                tb += ((double)pn->aux_bwd + (double)pn->acc_bytes) / div / bwe;
             }
-            tf += o->node_overhead_s * pn->n_cast_fwd;
-            tb += o->node_overhead_s * (pn->n_cast_bwd + pn->n_acc);
+            tf += o->node_overhead_s * pn->n_aux_fwd;
+            tb += o->node_overhead_s * (pn->n_aux_bwd + pn->n_acc);
             fwd_s += tf;
             bwd_s += tb;
             if (o->checkpointing && b >= 0) rec_s += tf;

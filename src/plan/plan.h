@@ -62,9 +62,10 @@ typedef struct mp_pnode {
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
-    uint64_t cast_fwd, cast_bwd;      /* autocast's casts around it: bytes moved in the forward
-                                       * and (the gradients cast back) in the backward */
-    uint32_t n_cast_fwd, n_cast_bwd;  /* those casts: one kernel each */
+    uint64_t aux_fwd, aux_bwd;        /* kernels PyTorch runs around it (autocast's casts, cuDNN's
+                                       * layout transposes): bytes moved in the forward and in the
+                                       * backward (the gradients cast or transposed back) */
+    uint32_t n_aux_fwd, n_aux_bwd;    /* those kernels */
     uint32_t n_bwd_kernels;           /* its backward's kernels: one per gradient it computes */
     uint64_t acc_bytes;               /* gradients accumulated into its output (a value used by
                                        * several nodes: one add per extra use) */
