@@ -208,6 +208,22 @@ static void note_default(mp_tplan *pl, const char *op) {
     pl->default_counts[pl->n_default_ops++] = 1;
 }
 
+/* A value the plan folds (its inputs are constant: a causal mask built from
+ * a range, a table of positions) that PyTorch computes at run time: kept
+ * by an operator, or given to a checkpointed block, it is an activation.
+ * Initializers and Constant outputs are not (parameters, buffers, Python
+ * constants), nor integer tensors whose contents inference knows (shape
+ * arithmetic: Python ints in PyTorch). */
+static bool run_made(const pctx *c, int v) {
+    const mp_value *val = &c->g->values[v];
+    if (val->flags & (MP_VAL_INIT | MP_VAL_CONST | MP_VAL_PARAM)) return false;
+    if (val->producer < 0) return false;
+    const mp_node *p = &c->g->nodes[val->producer];
+    if (mp_streq(p->op, "Constant")) return false;
+    if (mp_dtype_is_int(val->dtype) && val->kn >= 0) return false;
+    return true;
+}
+
 /* A kept value's bytes (its storage counted once per stamp); under
  * autocast a value kept in another type is a copy of its own. */
 static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64_t *cast) {
@@ -225,7 +241,7 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
         if (cast) *cast += b;
         return b;
     }
-    if (c->cst[v]) return 0;
+    if (c->cst[v] && !run_made(c, v)) return 0;
     if (want_dt >= 0 && mp_dtype_is_float(c->adt[v]) && want_dt != c->adt[v])
         return bscale(c, mp_tplan_numel(val) * (uint64_t)dt_size(want_dt));
     int s = c->stor[v];
@@ -442,14 +458,24 @@ static mp_status graph_pass(pctx *c) {
     c->model_dt = pl->model_dt;
     for (int v = 0; v < nv; v++) c->adt[v] = map_float(c, g->values[v].dtype);
 
-    /* constants first (the groups ask which inputs are constant) */
+    /* constants first (the groups ask which inputs are constant). Contents
+     * inference knows make a value constant (shape arithmetic), unless it is
+     * a float computed from a parameter (a small weight's transpose) */
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[g->order[k]];
         bool all_const = n->n_in > 0 || mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
-        for (int i = 0; i < n->n_in; i++)
+        bool any_rg = false;
+        for (int i = 0; i < n->n_in; i++) {
             if (n->in[i] >= 0 && !c->cst[n->in[i]]) all_const = false;
-        for (int i = 0; i < n->n_out; i++)
-            if (n->out[i] >= 0 && (all_const || g->values[n->out[i]].kn >= 0)) c->cst[n->out[i]] = 1;
+            if (n->in[i] >= 0 && c->rg[n->in[i]]) any_rg = true;
+        }
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (v < 0) continue;
+            bool fl = mp_dtype_is_float(g->values[v].dtype);
+            if (any_rg && fl) c->rg[v] = 1;
+            if (all_const || (g->values[v].kn >= 0 && !(any_rg && fl))) c->cst[v] = 1;
+        }
     }
     plan_roles(c);
     bool by_role = P && P->n_blocks > 0; /* else: the weight products of the blocks alternate */
@@ -486,8 +512,9 @@ static mp_status graph_pass(pctx *c) {
             int v = n->out[i];
             if (v < 0) continue;
             const mp_value *val = &g->values[v];
-            if (all_const || val->kn >= 0) c->cst[v] = 1;
-            if (any_rg && mp_dtype_is_float(val->dtype)) c->rg[v] = 1;
+            bool fl = mp_dtype_is_float(val->dtype);
+            if (all_const || (val->kn >= 0 && !(any_rg && fl))) c->cst[v] = 1;
+            if (any_rg && fl) c->rg[v] = 1;
         }
         if (all_const) {
             pn->block = -1; /* folded: no stage's work */
@@ -566,6 +593,15 @@ static mp_status graph_pass(pctx *c) {
         int out_dt = act_dt >= 0 ? act_dt : any_dt >= 0 ? any_dt : c->base_dt;
         if (amp == MP_AMP_LOWER) out_dt = c->low_dt;
         else if (amp == MP_AMP_FP32) out_dt = MP_DT_FLOAT;
+        /* softmax(x, dtype=D): the TorchScript exporter writes a Cast to D
+         * after the Softmax, PyTorch casts first and keeps D */
+        if ((mp_streq(n->op, "Softmax") || mp_streq(n->op, "LogSoftmax")) && n->n_out > 0 && n->out[0] >= 0) {
+            int u = mp_sole_use(g, n->out[0]);
+            const mp_node *q = u >= 0 ? &g->nodes[u] : NULL;
+            if (q && mp_streq(q->op, "Cast") && q->n_out > 0 && q->out[0] >= 0 &&
+                mp_dtype_is_float(g->values[q->out[0]].dtype))
+                out_dt = c->adt[q->out[0]];
+        }
         pn->lower = amp == MP_AMP_LOWER || (!c->mixed && c->base_dt != MP_DT_FLOAT);
         if (role != ROLE_GUARD)
             for (int i = 0; i < n->n_out; i++) {
@@ -918,7 +954,7 @@ static mp_status graph_pass(pctx *c) {
             c->cross_unit = &cross_unit;
             for (int i = 0; i < n->n_in; i++) {
                 int v = n->in[i];
-                if (v < 0 || c->cst[v] || param_like(c, v)) continue;
+                if (v < 0 || (c->cst[v] && !run_made(c, v)) || param_like(c, v)) continue;
                 int prod = g->values[v].producer;
                 if (prod >= 0 && c->node_block[prod] == pn->block) continue;
                 bool sp;
