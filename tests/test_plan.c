@@ -710,7 +710,122 @@ static void t_static_batch(void) {
     t_cli_free(&r);
 }
 
+/* Korthikanti et al., "Reducing Activation Recomputation in Large
+ * Transformer Models" (MLSys 2023), Table 2: a GPT layer with 16-bit
+ * activations and dropout keeps sbh(34 + 5as/h) bytes; with tensor
+ * parallelism over t, sbh(10 + 24/t + 5as/(ht)) (norms, the QKV and MLP
+ * inputs and the two hidden dropouts' masks stay whole); with sequence
+ * parallelism too, sbh(34/t + 5as/(ht)). The layer as the paper counts it,
+ * two of them in fp16 (the export's type): LayerNorm, a fused QKV product
+ * split into heads, softmax, dropout of the probabilities, the product
+ * with V, the output projection, dropout, residual; LayerNorm, fc1, GELU,
+ * fc2, dropout, residual. The planner's LayerNorm also keeps two fp32
+ * statistics per row, which the paper leaves out. */
+enum { KS = 16, KB = 2, KH = 32, KA = 4 };
+/* A copy of fmt with every '#' replaced by layer l's number. */
+static const char *kl(char *buf, size_t cap, const char *fmt, int l) {
+    size_t k = 0;
+    for (const char *p = fmt; *p && k + 8 < cap; p++) {
+        if (*p == '#') k += (size_t)snprintf(buf + k, cap - k, "%d", l);
+        else buf[k++] = *p;
+    }
+    buf[k] = 0;
+    return buf;
+}
+static int kn(mp_model *m, const char *op, const char *ins, const char *outs, int l) {
+    char a[256], b[256];
+    return tb_node(m, op, kl(a, sizeof a, ins, l), kl(b, sizeof b, outs, l));
+}
+static mp_model *korthikanti_layers(int layers) {
+    mp_model *m = tb_new(20);
+    const int D = KH / KA;
+    tb_input(m, "x0", MP_DT_FLOAT16, 3, TB_DIMS(KB, KS, KH));
+    tb_const_f(m, "c", MP_DT_FLOAT16, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "ratio", MP_DT_FLOAT, 0, NULL, (const double[]){0.1});
+    tb_const_i(m, "training", MP_DT_BOOL, 0, NULL, (const int64_t[]){1});
+    tb_const_i(m, "split3", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(KH, KH, KH));
+    tb_const_i(m, "heads", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(KB, KS, KA, D));
+    tb_const_i(m, "merged", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(KB, KS, KH));
+    mp_model_module(m, "", 0);
+    for (int l = 0; l < layers; l++) {
+        char nm[64], mod[64];
+        int first = m->graph->n_nodes;
+#define W(name, r, ...) (snprintf(nm, sizeof nm, "%s%d", name, l), tb_weight(m, nm, MP_DT_FLOAT16, r, TB_DIMS(__VA_ARGS__)))
+        W("g1_", 1, KH); W("b1_", 1, KH); W("Wqkv", 2, KH, 3 * KH); W("bqkv", 1, 3 * KH);
+        W("Wo", 2, KH, KH); W("bo", 1, KH); W("g2_", 1, KH); W("b2_", 1, KH);
+        W("Wf1_", 2, KH, 4 * KH); W("bf1_", 1, 4 * KH); W("Wf2_", 2, 4 * KH, KH); W("bf2_", 1, KH);
+        kn(m, "LayerNormalization", "x#,g1_#,b1_#", "ln1_#", l);
+        int attn0 = kn(m, "MatMul", "ln1_#,Wqkv#", "qkv#", l);
+        kn(m, "Add", "qkv#,bqkv#", "qkvb#", l);
+        int sp = kn(m, "Split", "qkvb#,split3", "q#,k#,v#", l);
+        tb_attr_i(m, sp, "axis", 2);
+        kn(m, "Reshape", "q#,heads", "q4_#", l);
+        kn(m, "Reshape", "k#,heads", "k4_#", l);
+        kn(m, "Reshape", "v#,heads", "v4_#", l);
+        tb_attr_ints(m, kn(m, "Transpose", "q4_#", "qh#", l), "perm", 4, TB_DIMS(0, 2, 1, 3));
+        tb_attr_ints(m, kn(m, "Transpose", "k4_#", "kT#", l), "perm", 4, TB_DIMS(0, 2, 3, 1));
+        tb_attr_ints(m, kn(m, "Transpose", "v4_#", "vh#", l), "perm", 4, TB_DIMS(0, 2, 1, 3));
+        kn(m, "MatMul", "qh#,kT#", "sc#", l);
+        kn(m, "Div", "sc#,c", "sd#", l);
+        tb_attr_i(m, kn(m, "Softmax", "sd#", "p#", l), "axis", -1);
+        kn(m, "Dropout", "p#,ratio,training", "pd#,pm#", l);
+        kn(m, "MatMul", "pd#,vh#", "o#", l);
+        tb_attr_ints(m, kn(m, "Transpose", "o#", "ot#", l), "perm", 4, TB_DIMS(0, 2, 1, 3));
+        kn(m, "Reshape", "ot#,merged", "om#", l);
+        kn(m, "MatMul", "om#,Wo#", "pr#", l);
+        kn(m, "Add", "pr#,bo#", "prb#", l);
+        int attn1 = kn(m, "Dropout", "prb#,ratio,training", "d1_#,m1_#", l);
+        kn(m, "Add", "x#,d1_#", "r1_#", l);
+        int mlp0 = kn(m, "LayerNormalization", "r1_#,g2_#,b2_#", "ln2_#", l);
+        kn(m, "MatMul", "ln2_#,Wf1_#", "f1_#", l);
+        kn(m, "Add", "f1_#,bf1_#", "f1b#", l);
+        kn(m, "Gelu", "f1b#", "ge#", l);
+        kn(m, "MatMul", "ge#,Wf2_#", "f2_#", l);
+        kn(m, "Add", "f2_#,bf2_#", "f2b#", l);
+        kn(m, "Dropout", "f2b#,ratio,training", "d2_#,m2_#", l);
+        char ins[64], next[16];
+        snprintf(next, sizeof next, "x%d", l + 1);
+        int last = tb_node(m, "Add", kl(ins, sizeof ins, "r1_#,d2_#", l), next);
+#undef W
+        int ma = (snprintf(mod, sizeof mod, "layers.%d.attn", l), mp_model_module(m, mod, strlen(mod)));
+        int mm = (snprintf(mod, sizeof mod, "layers.%d.mlp", l), mp_model_module(m, mod, strlen(mod)));
+        for (int k = first; k <= last; k++) tb_nodep(m, k)->module = k < attn0 || k > attn1 ? mm : ma;
+        (void)mlp0;
+    }
+    char outn[16];
+    snprintf(outn, sizeof outn, "x%d", layers);
+    tb_output(m, outn);
+    return m;
+}
+
+static void t_korthikanti(void) {
+    mp_model *m = korthikanti_layers(2);
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    o.attention_fused = 0; /* the paper's layer keeps its probabilities */
+    const uint64_t sbh = KS * KB * KH, as_h = KA * KS / KH, rows = KS * KB, L = 2;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ(pl->o.precision, MP_PREC_FP16); /* the export's type */
+        T_EQ(pl->n_blocks, 2);
+        T_EQ_U64(pl->mem.activations_bytes, L * (sbh * (34 + 5 * as_h) + 2 * 8 * rows));
+    }
+    mp_tplan_free(pl);
+    o.tp = 2;
+    pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, L * (sbh * 10 + sbh * 24 / 2 + sbh * 5 * as_h / 2 + 2 * 8 * rows));
+    mp_tplan_free(pl);
+    o.sequence_parallel = 1;
+    pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, L * (sbh * 34 / 2 + sbh * 5 * as_h / 2 + 2 * 8 * rows / 2));
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 MP_TESTS(plan) {
+    {"korthikanti", t_korthikanti},
     {"static_batch", t_static_batch},
     {"bf16_export", t_bf16_export},
     {"zero_table", t_zero_table},
