@@ -4,6 +4,7 @@
  * writer (docs/JSON.md "plan", docs/schema/plan.schema.json). They read
  * only the plan (and the profile and model it points to). */
 #include "plan/plan.h"
+#include "analyze/patterns.h"
 #include "report/jw.h"
 #include "report/report.h"
 
@@ -112,6 +113,111 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
        mp_fmt_count(params).s);
 }
 
+/* ---- what the pattern layer recognised (analyze/patterns.h) ---- */
+
+/* One transformer block described: its attention, norms, MLP and weight
+ * products. */
+static void block_text(char *buf, size_t cap, const mp_patterns *P, const mp_pblock *B) {
+    size_t k = 0;
+#define ADD(...) (k += k < cap ? (size_t)snprintf(buf + k, cap - k, __VA_ARGS__) : 0)
+    if (B->attn >= 0) {
+        const mp_pattn *a = &P->attn[B->attn];
+        ADD("attention (%s form", mp_pat_form_name(a->form));
+        if (a->heads > 0) ADD(", %lld heads", (long long)a->heads);
+        if (a->kv_heads > 0 && a->kv_heads != a->heads) ADD(", %lld KV heads", (long long)a->kv_heads);
+        if (a->head_dim > 0) ADD(", head dim %lld", (long long)a->head_dim);
+        if (a->mask != MP_MASK_NONE) ADD(", %s%s mask", a->causal ? "causal " : "", mp_mask_kind_name(a->mask));
+        else if (a->causal) ADD(", causal");
+        if (a->guard) ADD(", NaN guard");
+        if (a->rotary_q >= 0 || a->rotary_k >= 0) ADD(", rotary");
+        ADD(")");
+    } else {
+        ADD("no attention");
+    }
+    int norms = 0;
+    const char *nk = NULL, *nf = NULL;
+    for (int r = 0; r < MP_NROLE_COUNT; r++)
+        if (B->norm[r] >= 0) {
+            bool seen = false;
+            for (int q = 0; q < r; q++) seen |= B->norm[q] == B->norm[r];
+            if (seen) continue;
+            norms++;
+            nk = mp_norm_kind_name(P->norms[B->norm[r]].kind);
+            nf = mp_pat_form_name(P->norms[B->norm[r]].form);
+        }
+    if (norms) ADD("; %d x %s (%s)", norms, nk, nf);
+    if (B->mlp >= 0) {
+        const mp_pact *a = &P->acts[B->mlp];
+        ADD("; MLP %s (%s)", mp_act_kind_name(a->kind), mp_pat_form_name(a->form));
+    }
+    ADD("; weights");
+    int nw = 0;
+    for (int r = 0; r < MP_WROLE_COUNT; r++)
+        if (B->w[r].node >= 0) ADD(" %s", mp_wrole_name(r)), nw++;
+    if (!nw) ADD(" none");
+#undef ADD
+}
+
+static void recognised_text(pw *w, const mp_tplan *pl) {
+    const mp_patterns *P = pl->pats;
+    const mp_model *m = pl->p->m;
+    if (!P) return;
+    label(w, "recognised:");
+    if (!P->n_blocks) {
+        pf(w, "no transformer blocks (%d norms, %d activations, %d attentions)\n", P->n_norms, P->n_acts, P->n_attn);
+    } else {
+        char cur[512], nxt[512];
+        int run = 0;
+        for (int b = 0; b <= P->n_blocks; b++) {
+            if (b < P->n_blocks) block_text(nxt, sizeof nxt, P, &P->blocks[b]);
+            if (b > 0 && (b == P->n_blocks || strcmp(cur, nxt) != 0)) {
+                if (run > 0) label(w, "");
+                pf(w, "block%s %d", b - 1 > run ? "s" : "", run);
+                if (b - 1 > run) pf(w, "-%d", b - 1);
+                pf(w, ": ");
+                safe(w, cur);
+                pf(w, "\n");
+                run = b;
+            }
+            if (b < P->n_blocks) memcpy(cur, nxt, sizeof cur);
+        }
+    }
+    if (P->embed >= 0 || P->lm_head >= 0 || P->final_norm >= 0) {
+        label(w, "");
+        pf(w, "model: %s%s%s", P->embed >= 0 ? "token embedding" : "no token embedding",
+           P->lm_head >= 0 ? (P->tied ? ", LM head tied to it" : ", LM head") : "",
+           P->final_norm >= 0 ? ", final norm" : "");
+        if (P->vocab > 0) pf(w, "; vocabulary %lld", (long long)P->vocab);
+        pf(w, "\n");
+    }
+    if (P->n_attn && !pl->o.inference) {
+        label(w, "attention planned:");
+        if (pl->attn_fused)
+            pf(w, "%d fused (scaled_dot_product_attention's flash or memory-efficient kernel: Q, K, V, the "
+                  "output and a log-sum-exp kept, no scores)%s", pl->attn_fused, pl->attn_math ? "; " : "");
+        if (pl->attn_math)
+            pf(w, "%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
+                  "probabilities kept)", pl->attn_math);
+        if (!pl->attn_fused && !pl->attn_math)
+            pf(w, "%d eager (--attention eager: what their operators keep)", P->n_attn);
+        pf(w, "\n");
+    }
+    label(w, "not recognised:");
+    if (!P->n_miss) {
+        pf(w, "none\n");
+    } else {
+        for (int i = 0; i < P->n_miss; i++) {
+            const mp_pmiss *x = &P->miss[i];
+            if (i) label(w, "");
+            pf(w, "%s node '", mp_pat_kind_name(x->kind));
+            safe(w, x->node >= 0 && x->node < m->graph->n_nodes ? m->graph->nodes[x->node].name : "?");
+            pf(w, "' (%s): ", x->node >= 0 && x->node < m->graph->n_nodes ? m->graph->nodes[x->node].op : "?");
+            safe(w, x->why);
+            pf(w, "%s\n", x->kind == MP_PAT_ATTN ? "; planned as written (eager)" : "; planned as written");
+        }
+    }
+}
+
 static void write_text(const mp_tplan *pl, pw *w) {
     const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
@@ -156,6 +262,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
     } else {
         pf(w, "none found\n");
     }
+    recognised_text(w, pl);
     if (pl->tp > 1) {
         label(w, "tensor parallel:");
         pf(w, "%d nodes split (Megatron column/row splits of the weight products in the blocks and "
@@ -424,6 +531,62 @@ static void jnum_or_null(jw *w, double v) {
     else jw_null(w);
 }
 
+static void write_json(const mp_tplan *pl, jw *w);
+
+/* What the pattern layer recognised, as the text's "recognised" lines. */
+static void patterns_json(jw *w, const mp_tplan *pl) {
+    const mp_patterns *P = pl->pats;
+    const mp_graph *g = pl->p->m->graph;
+    if (!P) {
+        jw_null(w);
+        return;
+    }
+    jw_open(w, '{');
+    jw_key(w, "blocks");
+    jw_open(w, '[');
+    char cur[512], nxt[512];
+    int run = 0;
+    for (int b = 0; b <= P->n_blocks; b++) {
+        if (b < P->n_blocks) block_text(nxt, sizeof nxt, P, &P->blocks[b]);
+        if (b > 0 && (b == P->n_blocks || strcmp(cur, nxt) != 0)) {
+            jw_open(w, '{');
+            jw_key(w, "first"); jw_i64(w, run);
+            jw_key(w, "last"); jw_i64(w, b - 1);
+            jw_key(w, "text"); jw_str(w, cur);
+            jw_close(w, '}');
+            run = b;
+        }
+        if (b < P->n_blocks) memcpy(cur, nxt, sizeof cur);
+    }
+    jw_close(w, ']');
+    jw_key(w, "attentions"); jw_i64(w, P->n_attn);
+    jw_key(w, "attention_fused"); jw_i64(w, pl->o.inference ? 0 : pl->attn_fused);
+    jw_key(w, "attention_math"); jw_i64(w, pl->o.inference ? 0 : pl->attn_math);
+    jw_key(w, "norms"); jw_i64(w, P->n_norms);
+    jw_key(w, "activations"); jw_i64(w, P->n_acts);
+    jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
+    jw_key(w, "embedding"); pj_bool(w, P->embed >= 0);
+    jw_key(w, "lm_head"); pj_bool(w, P->lm_head >= 0);
+    jw_key(w, "tied"); pj_bool(w, P->tied);
+    jw_key(w, "vocab");
+    if (P->vocab > 0) jw_i64(w, P->vocab);
+    else jw_null(w);
+    jw_key(w, "not_recognised");
+    jw_open(w, '[');
+    for (int i = 0; i < P->n_miss; i++) {
+        const mp_pmiss *x = &P->miss[i];
+        bool ok = x->node >= 0 && x->node < g->n_nodes;
+        jw_open(w, '{');
+        jw_key(w, "kind"); pj_str(w, mp_pat_kind_name(x->kind));
+        jw_key(w, "node"); pj_str(w, ok ? g->nodes[x->node].name : NULL);
+        jw_key(w, "op"); pj_str(w, ok ? g->nodes[x->node].op : NULL);
+        jw_key(w, "why"); pj_str(w, x->why);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 static void write_json(const mp_tplan *pl, jw *w) {
     const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
@@ -552,6 +715,8 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
     jw_key(w, "loss_bytes"); jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
     jw_close(w, '}');
+    jw_key(w, "patterns");
+    patterns_json(w, pl);
     jw_key(w, "tensor_parallel");
     jw_open(w, '{');
     jw_key(w, "sequence_parallel"); pj_bool(w, pl->tp > 1 && o->sequence_parallel);
