@@ -263,6 +263,18 @@ static void t_shapes_change(void) {
 
 #define F MP_DT_FLOAT
 
+/* A model importing the default domain at `opset` and com.microsoft 1. */
+static mp_model *ms_new(int opset) {
+    mp_model *m = tb_new(opset);
+    mp_opset *o = mp_arena_calloc(&m->arena, 2, sizeof *o);
+    o[0] = m->opsets[0];
+    o[1].domain = "com.microsoft";
+    o[1].version = 1;
+    m->opsets = o;
+    m->n_opsets = 2;
+    return m;
+}
+
 static const mp_patterns *built(mp_model *m, mp_profile **p) {
     *p = tb_prof(m);
     const mp_patterns *pp = *p ? mp_patterns_of(m->graph) : NULL;
@@ -321,7 +333,7 @@ static void t_attention_op23(void) {
  * GroupQueryAttention fed by their own projections. */
 static void t_attention_contrib(void) {
     for (int form = 0; form < 3; form++) {
-        mp_model *m = tb_new(17);
+        mp_model *m = ms_new(17);
         tb_input(m, "x", F, 3, TB_DIMS(2, 5, 32));
         tb_weight(m, "g", F, 1, TB_DIMS(32));
         tb_weight(m, "b", F, 1, TB_DIMS(32));
@@ -415,7 +427,7 @@ static void t_whole_ops(void) {
         {"com.microsoft", "RotaryEmbedding", 17, MP_PAT_ROTARY, 8, MP_FORM_CONTRIB},
     };
     for (size_t i = 0; i < MP_ARRAY_LEN(ops); i++) {
-        mp_model *m = tb_new(ops[i].opset);
+        mp_model *m = ms_new(ops[i].opset);
         tb_input(m, "x", F, 4, TB_DIMS(2, 3, 5, 8));
         tb_weight(m, "s", F, 1, TB_DIMS(8));
         int n;
@@ -426,8 +438,9 @@ static void t_whole_ops(void) {
             tb_input(m, "pos", MP_DT_INT64, 2, TB_DIMS(2, 5));
             n = tb_node_d(m, ops[i].domain, ops[i].op, ms ? "x,pos,cos,sin" : "x,cos,sin,pos", "y");
             if (!ms) tb_attr_i(m, n, "rotary_embedding_dim", 4);
-        } else if (strstr(ops[i].op, "Skip")) {
-            n = tb_node_d(m, ops[i].domain, ops[i].op, "x,x,s", "y");
+        } else if (strstr(ops[i].op, "Skip")) { /* [B, S, H] */
+            tb_input(m, "x3", F, 3, TB_DIMS(2, 15, 8));
+            n = tb_node_d(m, ops[i].domain, ops[i].op, "x3,x3,s", "y");
         } else if (ops[i].kind == MP_PAT_NORM || strcmp(ops[i].op, "BiasGelu") == 0) {
             n = tb_node_d(m, ops[i].domain, ops[i].op, "x,s", "y");
         } else {

@@ -122,6 +122,47 @@ bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d) {
     return true;
 }
 
+mp_sdpa_cost mp_sdpa_flops(double bh, double sq, double sk, double dq, double dv) {
+    double e = 2.0 * bh * sq * sk; /* 2 FLOPs per MAC, per score */
+    mp_sdpa_cost f;
+    f.fwd = e * (dq + dv);
+    f.recompute = e * dq;
+    f.bwd = e * (2 * dq + 2 * dv) + f.recompute;
+    return f;
+}
+
+static uint64_t at_u64(double x) { return x > 0 && x < 1.8e19 ? (uint64_t)x : 0; }
+
+void mp_bwd_sdpa(const mp_attn_dims *d, mp_bwd *t) {
+    t->amp = MP_AMP_LOWER; /* scaled_dot_product_attention is on autocast's lower-precision list */
+    if (!t->rg) return;
+    t->save_out |= 1u;
+    if (d->b < 0 || d->hq < 0 || d->sq < 0 || d->t < 0 || d->dk < 0 || d->dv < 0) return; /* unknown: 0, flagged */
+    double bh = (double)d->b * (double)d->hq;
+    mp_sdpa_cost f = mp_sdpa_flops(bh, (double)d->sq, (double)d->t, (double)d->dk, (double)d->dv);
+    t->bwd_flops = at_u64(f.bwd);
+    t->recompute_flops = at_u64(f.recompute);
+    t->extra_bytes = at_u64(4.0 * bh * (double)d->sq); /* the log-sum-exp, fp32 */
+}
+
+/* Attention (23, 24) keeps Q, K, V (the present key and value when a past
+ * is prepended: what the product reads), the mask (a bias of the fused
+ * kernel), the output and the log-sum-exp. */
+static void at_train_attention(mp_ctx *c, mp_bwd *t) {
+    mp_attn_dims d;
+    if (!mp_attention_dims(c, &d)) {
+        t->amp = MP_AMP_LOWER;
+        t->save_in = t->rg ? 7u : 0; /* the dims unknown: its inputs, no FLOPs */
+        return;
+    }
+    mp_bwd_sdpa(&d, t);
+    if (!t->rg) return;
+    bool past = mp_in(c, 4) && mp_out(c, 1) && mp_out(c, 2);
+    t->save_in |= past ? 1u : 7u;
+    if (past) t->save_out |= 6u;
+    if (mp_in(c, 3)) t->save_in |= 8u;
+}
+
 static mp_status at_attention_infer(mp_ctx *c) {
     at_dims d;
     mp_status st = at_attention_dims(c, &d);
@@ -518,7 +559,8 @@ static void at_train_rms(mp_ctx *c, mp_bwd *t) {
 }
 
 const mp_op mp_ops_attention[] = {
-    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention},
+    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention,
+     .train = at_train_attention},
     {"", "RotaryEmbedding", 23, at_rope_infer, at_rope_cost, 0, 0, NULL, atk_rope},
     /* scale is learnable */
     {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL, atk_rms,

@@ -886,6 +886,60 @@ bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d) {
     return true;
 }
 
+/* Training (mp_bwd_sdpa: autograd's SDPA keeps q, k, v, the output and
+ * the log-sum-exp, never the scores). Attention projects Q, K and V
+ * inside: it keeps its input for the weights' gradient and Q, K, V (its
+ * own, B x S x (Hq + Hk + Hv) elements of the output's type) for the
+ * attention's; its backward adds the projection's two products (dX, dW)
+ * and the bias's sum. MultiHeadAttention and GroupQueryAttention keep
+ * their query, key and value (the present key and value when a past is
+ * prepended; one packed input when packed), the masks and biases of the
+ * scores. */
+static void ct_train_attention(mp_ctx *c, mp_bwd *t) {
+    mp_attn_dims d;
+    bool ok = mp_contrib_attention_dims(c, &d);
+    if (ok) mp_bwd_sdpa(&d, t);
+    t->amp = MP_AMP_LOWER;
+    if (!t->rg) return;
+    const mp_node *n = c->n;
+    if (!ok) {
+        t->save_in = n->n_in >= 32 ? 0xffffffffu : (1u << n->n_in) - 1u; /* dims unknown: every input */
+        return;
+    }
+    if (mp_streq(n->op, "Attention")) {
+        ct_att a;
+        char err[320];
+        if (!ct_att_proj(c, false, &a, err, sizeof err)) return;
+        const mp_value *y = mp_out(c, 0);
+        int64_t fq[3] = {a.b, a.s, a.width}, fp[4] = {a.b, a.s, a.hin, a.width};
+        mp_cost k = {0};
+        uint64_t qkv = mp_cost_prod(&k, fq, 3), proj = mp_cost_prod(&k, fp, 4);
+        bool ovf = false;
+        t->save_in |= 1u | 2u;
+        t->extra_bytes = mp_uadd(t->extra_bytes, mp_dtype_bytes(y ? y->dtype : MP_DT_FLOAT, (int64_t)qkv), &ovf);
+        uint64_t pb = 0;
+        if (t->rg & 1u) pb = mp_uadd(pb, mp_umul(2, proj, &ovf), &ovf); /* dX = dQKV . W^T */
+        if (t->rg & 2u) pb = mp_uadd(pb, mp_umul(2, proj, &ovf), &ovf); /* dW = X^T . dQKV */
+        if ((t->rg & 4u) && mp_in(c, 2)) pb = mp_uadd(pb, qkv, &ovf);   /* the bias: a sum over rows */
+        t->bwd_flops = mp_uadd(t->bwd_flops, pb, &ovf);
+        if (mp_in(c, 3)) t->save_in |= 8u;
+        if (mp_in(c, 5)) t->save_in |= 32u;
+        return;
+    }
+    bool gqa = mp_streq(n->op, "GroupQueryAttention");
+    int pk = gqa ? 3 : 6;
+    bool past = mp_in(c, pk) && mp_out(c, 1) && mp_out(c, 2);
+    t->save_in |= 1u;
+    if (!past) t->save_in |= (mp_in(c, 1) ? 2u : 0) | (mp_in(c, 2) ? 4u : 0);
+    else t->save_out |= 6u;
+    if (gqa) {
+        if (mp_in(c, 10)) t->save_in |= 1u << 10;
+    } else {
+        if (mp_in(c, 4)) t->save_in |= 16u;
+        if (mp_in(c, 5)) t->save_in |= 32u;
+    }
+}
+
 /* Core cost of an attention op: the score and context products, scaling
  * and softmax (and `bias_e` more per score element); extra_macs and
  * extra_flops carry the op's own terms. */
@@ -2634,11 +2688,12 @@ const mp_op mp_ops_contrib[] = {
      CT_BIT(1) | CT_BIT(6), CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5), NULL, ctk_matmul_int_to_float},
     {CT_MS, "MatMulInteger16", 1, matmul_int16_infer, matmul2_cost, CT_BIT(1), 0, NULL, ctk_matmul_integer16},
     /* attention */
-    {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention},
+    {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention,
+     .train = ct_train_attention},
     {CT_MS, "QAttention", 1, qattention_infer, qattention_cost, CT_BIT(1) | CT_BIT(2),
      CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qattention},
-    {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha},
-    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa},
+    {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha, .train = ct_train_attention},
+    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa, .train = ct_train_attention},
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0, NULL, ctk_rope},
     /* normalizations (onnxruntime registers LayerNormalization and
      * SimplifiedLayerNormalization in the default domain, opset 1) */
