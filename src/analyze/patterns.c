@@ -96,7 +96,8 @@ bool mp_value_scalar(const mp_graph *g, int v, double *out) {
 typedef struct pctx {
     mp_model *m;
     mp_graph *g;
-    int *pos;                 /* node -> position in g->order */
+    const int *order;         /* g->order (the nodes' own order in a graph built by hand without one) */
+    int *pos;                 /* node -> position in order */
     mp_pref *ref;             /* node -> pattern */
     mp_pmember *mem;
     int n_mem, cap_mem;
@@ -1623,7 +1624,7 @@ static void model_level(pctx *c, mp_patterns *p) {
     int last = c->n_blocks ? c->blocks[c->n_blocks - 1].last : -1;
     if (p->vocab > 0) {
         for (int i = g->n_nodes - 1; i >= 0; i--) {
-            int k = g->order[i];
+            int k = c->order[i];
             if (i <= last) break;
             int w;
             if (!weight_product(c, k, &w)) continue;
@@ -1652,23 +1653,23 @@ static mp_status find(pctx *c, mp_patterns **out) {
     int nn = g->n_nodes;
     /* whole operators */
     for (int i = 0; i < nn; i++) {
-        int k = g->order[i];
+        int k = c->order[i];
         norm_whole(c, k);
         act_whole(c, k);
         rotary_whole(c, k);
         attn_whole(c, k);
     }
-    for (int i = 0; i < nn; i++) norm_decomposed(c, g->order[i]);
+    for (int i = 0; i < nn; i++) norm_decomposed(c, c->order[i]);
     for (int i = 0; i < nn; i++) {
-        int k = g->order[i];
+        int k = c->order[i];
         gelu_erf(c, k);
         gelu_tanh(c, k);
         sigmoid_act(c, k);
     }
-    for (int i = 0; i < nn; i++) rotary_half(c, g->order[i]);
-    for (int i = 0; i < nn; i++) attn_decomposed(c, g->order[i]);
+    for (int i = 0; i < nn; i++) rotary_half(c, c->order[i]);
+    for (int i = 0; i < nn; i++) attn_decomposed(c, c->order[i]);
     for (int i = 0, n0 = c->n_acts; i < n0; i++) gated(c, i);
-    for (int i = 0; i < nn; i++) relu_mlp(c, g->order[i]);
+    for (int i = 0; i < nn; i++) relu_mlp(c, c->order[i]);
     /* attentions in graph order (whole ones were found first) */
     for (int i = 1; i < c->n_attn; i++)
         for (int j = i; j > 0; j--) {
@@ -1746,17 +1747,21 @@ const mp_patterns *mp_patterns_of(const mp_graph *cg) {
     int nn = g->n_nodes;
     c.pos = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
     c.ref = malloc(sizeof(mp_pref) * (size_t)(nn ? nn : 1));
+    int *own = g->order ? NULL : malloc(sizeof(int) * (size_t)(nn ? nn : 1));
     mp_patterns *p = NULL;
     mp_status st = MP_OK;
-    if (!c.pos || !c.ref) {
+    if (!c.pos || !c.ref || (!g->order && !own)) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
     } else {
+        for (int i = 0; own && i < nn; i++) own[i] = i;
+        c.order = g->order ? g->order : own;
         for (int i = 0; i < nn; i++) {
-            c.pos[g->order[i]] = i;
+            c.pos[c.order[i]] = i;
             c.ref[i] = (mp_pref){MP_PAT_NONE, -1, 0};
         }
         st = find(&c, &p);
     }
+    free(own);
     free(c.pos);
     free(c.ref);
     free(c.mem);

@@ -177,6 +177,8 @@ typedef struct mp_bwd {
     uint32_t save_in, save_out;
     uint64_t extra_bytes;
     uint64_t bwd_flops;
+    uint64_t recompute_flops; /* of bwd_flops: forward work the backward does again
+                                 (a fused attention's scores): executed, not model FLOPs */
     uint8_t amp;
     bool view;
 } mp_bwd;
@@ -352,12 +354,32 @@ typedef struct mp_attn_dims {
 bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d);
 /* com.microsoft's three (contrib.c); mp_attention_dims dispatches. */
 bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d);
-/* Scaled dot-product attention's FLOPs over bh = batch x heads (0 when a
- * dim is unknown): the forward's two products, or the fused backward's
- * five (flop_counter's sdpa rules; attention.c). */
-uint64_t mp_sdpa_flops(int64_t bh, int64_t sq, int64_t sk, int64_t dq, int64_t dv, bool backward);
-/* The attention operators' train rule: one fused kernel (attention.c). */
-void mp_bwd_attention(mp_ctx *c, mp_bwd *t);
+
+/* Scaled dot-product attention's FLOPs, one rule for the trace, the
+ * planner and the attention operators (docs/COUNTING.md "Attention's
+ * backward"), as torch.utils.flop_counter counts them, for bh = batch x
+ * query heads, query length sq, key length sk, head sizes dq (Q, K) and dv:
+ *   fwd        the two products, 2 bh sq sk (dq + dv);
+ *   bwd        what the fused backward executes (flop_counter's
+ *              sdpa_backward_flop_count): the four gradient products
+ *              dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q, 2 bh sq sk
+ *              (2 dq + 2 dv) = 2 x fwd, and the scores Q K^T recomputed
+ *              (flash and memory-efficient kernels keep no P), 2 bh sq sk dq:
+ *              2.5 x fwd when dq = dv;
+ *   recompute  of bwd, that recomputation: model FLOPs (MFU, 6ND) are
+ *              bwd - recompute = 2 x fwd.
+ * Causal masks are not discounted (flop_counter does not). */
+typedef struct mp_sdpa_cost {
+    double fwd, bwd, recompute;
+} mp_sdpa_cost;
+mp_sdpa_cost mp_sdpa_flops(double bh, double sq, double sk, double dq, double dv);
+/* What an attention operator's backward keeps and costs beyond its saved
+ * inputs (autograd's SDPA: q, k, v, the output and one fp32 log-sum-exp
+ * per query row and head; never the scores): sets t->extra_bytes (the
+ * log-sum-exp), t->bwd_flops and t->recompute_flops (mp_sdpa_flops over
+ * d), t->amp (autocast's lower precision); save_out bit 0 (the output).
+ * Nothing when no input needs a gradient (t->rg 0). */
+void mp_bwd_sdpa(const mp_attn_dims *d, mp_bwd *t);
 
 /* For control-flow ops: a subgraph's node costs summed (after the driver
  * inferred it through c->infer_graph). */

@@ -825,7 +825,7 @@ static mp_status graph_pass(pctx *c) {
         bool per_sample = false;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && !c->cst[n->in[i]] && !param_like(c, n->in[i])) per_sample = true;
-        uint64_t fwd = n->cost.flops, bwd = t.bwd_flops, w_io = 0, act_io = 0;
+        uint64_t fwd = n->cost.flops, bwd = t.bwd_flops, recompute = t.recompute_flops, w_io = 0, act_io = 0;
         if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) {
             group_figures(c, ref.kind, ref.index, &fwd, &act_io, &w_io);
             if (role == ROLE_ATTN_HEAD) {
@@ -837,15 +837,24 @@ static mp_status graph_pass(pctx *c) {
                 for (int i = 0; i < 4; i++)
                     if (io_v[i] >= 0)
                         act_io += mp_tplan_numel(&g->values[io_v[i]]) * (uint64_t)dt_size(dt >= 0 ? dt : c->adt[io_v[i]]);
-                int64_t bh = a->batch > 0 && a->heads > 0 ? a->batch * a->heads : -1;
-                bwd = rg ? mp_sdpa_flops(bh, a->seq_q, a->seq_k, a->head_dim, a->v_head_dim, true) : 0;
+                /* the fused backward (mp_sdpa_flops, the one rule): the
+                 * gradient products and the scores recomputed */
+                if (rg && a->batch > 0 && a->heads > 0 && a->seq_q > 0 && a->seq_k > 0 && a->head_dim > 0) {
+                    mp_sdpa_cost f = mp_sdpa_flops((double)a->batch * (double)a->heads, (double)a->seq_q,
+                                                   (double)a->seq_k, (double)a->head_dim,
+                                                   (double)(a->v_head_dim > 0 ? a->v_head_dim : a->head_dim));
+                    bwd = f.bwd > 0 && f.bwd < 1.8e19 ? (uint64_t)f.bwd : 0;
+                    recompute = f.recompute > 0 && f.recompute < 1.8e19 ? (uint64_t)f.recompute : 0;
+                } else {
+                    bwd = rg ? 2 * fwd : 0;
+                }
             } else {
                 bwd = rg ? 2 * fwd : 0;
             }
         } else if (role == ROLE_MEMBER || role == ROLE_ATTN_OUT || role == ROLE_GUARD) {
-            fwd = bwd = 0;
+            fwd = bwd = recompute = 0;
         } else if (shape_only) {
-            fwd = bwd = 0; /* outputs known at plan time: no work */
+            fwd = bwd = recompute = 0; /* outputs known at plan time: no work */
         } else {
             for (int i = 0; i < n->n_in; i++)
                 if (n->in[i] >= 0 && !c->cst[n->in[i]]) {
@@ -861,6 +870,7 @@ static mp_status graph_pass(pctx *c) {
         }
         pn->fwd_flops = per_sample ? bscale(c, fwd) : fwd;
         pn->bwd_flops = per_sample ? bscale(c, bwd) : bwd;
+        pn->bwd_recompute = per_sample ? bscale(c, recompute) : recompute;
         if (per_sample) act_io = bscale(c, act_io);
         pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? bscale(c, v_bytes(c, n->out[0])) : 0;
         pn->bytes = act_io + w_io;

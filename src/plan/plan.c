@@ -267,7 +267,7 @@ static mp_status plan_build(mp_tplan *pl) {
     /* the whole model's work per step */
     for (int k = 0; k < pl->n_nodes; k++) {
         pl->fwd_flops += pl->nodes[k].fwd_flops;
-        pl->bwd_flops += pl->nodes[k].bwd_flops;
+        pl->bwd_flops += pl->nodes[k].bwd_flops - pl->nodes[k].bwd_recompute; /* model FLOPs */
         if (o->checkpointing && pl->nodes[k].block >= 0) pl->recompute_flops += pl->nodes[k].fwd_flops;
     }
     double mbs = (double)pl->m * pl->dp;

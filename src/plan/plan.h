@@ -57,6 +57,8 @@ typedef struct mp_pnode {
     uint64_t cast_rep, cast_split;    /* of the kept bytes: autocast's weight copies */
     uint64_t params_rep, params_split; /* parameters first used here */
     uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
+    uint64_t bwd_recompute;           /* of bwd_flops: forward work done again (a fused
+                                       * attention's scores): executed, not model FLOPs */
     uint64_t bytes;                   /* bytes moved by the forward */
     uint64_t out_bytes;               /* its output 0, in the plan's type */
     uint64_t temp;                    /* transient bytes of its backward */
