@@ -204,7 +204,7 @@ static void t_blocks_hand(void) {
 
 /* Attention by hand: x[1,2,4,8] (batch, heads, seq, features) projected by
  * Wq, Wk, Wv [8,4]; scores q.k^T / c, softmax, times v. */
-static void t_attention_hand(void) {
+static mp_model *attention_graph(int softmax_axis) {
     mp_model *m = tb_new(17);
     tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 4, 8));
     tb_weight(m, "Wq", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
@@ -219,9 +219,14 @@ static void t_attention_hand(void) {
     tb_node(m, "MatMul", "q,kT", "s");
     tb_node(m, "Div", "s,c", "sd");
     int sm = tb_node(m, "Softmax", "sd", "p");
-    tb_attr_i(m, sm, "axis", -1);
+    tb_attr_i(m, sm, "axis", softmax_axis);
     tb_node(m, "MatMul", "p,v", "o");
     tb_output(m, "o");
+    return m;
+}
+
+static void t_attention_hand(void) {
+    mp_model *m = attention_graph(-1);
     mp_profile *p = tb_prof(m);
     mp_tplan_options o;
     mp_tplan_options_default(&o);
@@ -841,20 +846,7 @@ static void t_recognised(void) {
     t_cli_free(&r);
     /* a softmax over another axis than the last: named, planned as written */
     for (int axis = -1; axis <= 2; axis += 3) {
-        mp_model *m = tb_new(17);
-        tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 4, 8));
-        tb_weight(m, "Wq", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
-        tb_weight(m, "Wk", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
-        tb_weight(m, "Wv", MP_DT_FLOAT, 2, TB_DIMS(8, 4));
-        tb_node(m, "MatMul", "x,Wq", "qw");
-        tb_node(m, "MatMul", "x,Wk", "k");
-        tb_node(m, "MatMul", "x,Wv", "v");
-        int t = tb_node(m, "Transpose", "k", "kT");
-        tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 1, 3, 2));
-        tb_node(m, "MatMul", "qw,kT", "s");
-        tb_attr_i(m, tb_node(m, "Softmax", "s", "p"), "axis", axis);
-        tb_node(m, "MatMul", "p,v", "o");
-        tb_output(m, "o");
+        mp_model *m = attention_graph(axis);
         mp_profile *p = tb_prof(m);
         mp_tplan_options o;
         mp_tplan_options_default(&o);

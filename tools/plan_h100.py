@@ -31,17 +31,20 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 
-def export_llama(out):
-    path = os.path.join(out, "llama_1b_4layers.onnx")
+def export_decoder(out, stem, config_name):
+    """A decoder of tools/fixture_models.py's sizes `config_name`, exported
+    weightless (make_llama7b.py's meta-device export) into out/stem.onnx,
+    once."""
+    path = os.path.join(out, stem + ".onnx")
     if os.path.exists(path):
         return path
     import make_llama7b as ml
     import fixture_models as fm
     import onnx
     os.makedirs(out, exist_ok=True)
-    model, inv_freq = ml.build(fm.LLAMA_1B_4LAYERS)
+    model, inv_freq = ml.build(getattr(fm, config_name))
     m = ml.export(model)
-    ml.weights_to_external(m, inv_freq, "llama_1b_4layers.weights.bin")
+    ml.weights_to_external(m, inv_freq, stem + ".weights.bin")
     onnx.save(m, path)
     return path
 
@@ -109,7 +112,7 @@ def main():
         "vit_b_16": lambda r: [os.path.join(ROOT, "models", "vit_b_16.onnx")],
         # the reference Llama ran eager attention (scores kept); torchvision's ViT runs
         # nn.MultiheadAttention, which calls scaled_dot_product_attention in PyTorch 2
-        "llama_1b_4layers": lambda r: [export_llama(a.out), "--attention", "eager"],
+        "llama_1b_4layers": lambda r: [export_decoder(a.out, "llama_1b_4layers", "LLAMA_1B_4LAYERS"), "--attention", "eager"],
     }
     title = "H100 80GB SXM (%s): modelprof plan vs measured; --reserve-gb 0, default efficiencies" % ref["gpu"]
     return plan_rows(a.modelprof, ref, models, "h100-sxm", title)

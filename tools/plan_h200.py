@@ -32,22 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from plan_h100 import plan_rows  # noqa: E402
-
-
-def export_qwen(out):
-    path = os.path.join(out, "qwen25_05b.onnx")
-    if os.path.exists(path):
-        return path
-    import make_llama7b as ml
-    import fixture_models as fm
-    import onnx
-    os.makedirs(out, exist_ok=True)
-    model, inv_freq = ml.build(fm.QWEN25_05B)
-    m = ml.export(model)
-    ml.weights_to_external(m, inv_freq, "qwen25_05b.weights.bin")
-    onnx.save(m, path)
-    return path
+from plan_h100 import export_decoder, plan_rows  # noqa: E402
 
 
 def main():
@@ -59,7 +44,7 @@ def main():
     ref = json.load(open(a.ref))
     models = {
         "opt_125m": lambda r: [os.path.join(ROOT, "models", "dynamo", "opt_125m.onnx")],
-        "qwen25_05b": lambda r: [export_qwen(a.out)],
+        "qwen25_05b": lambda r: [export_decoder(a.out, "qwen25_05b", "QWEN25_05B")],
     }
     title = "H200 (%s): modelprof plan vs measured; --reserve-gb 0, default efficiencies, fused attention" % ref["gpu"]
     return plan_rows(a.modelprof, ref, models, "h200", title)
