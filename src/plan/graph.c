@@ -345,7 +345,10 @@ static void plan_roles(pctx *c) {
     }
     for (int i = 0; P && i < P->n_attn; i++) {
         const mp_pattn *a = &P->attn[i];
-        if (a->op >= 0) continue; /* an operator: its own rule */
+        if (a->op >= 0) { /* an operator: its own rule, one fused kernel */
+            c->pl->attn_fused += c->training;
+            continue;
+        }
         /* scaled_dot_product_attention's backend (PyTorch's sdp_utils):
          * flash in fp16 and bf16; memory-efficient in fp32, which does not
          * take grouped K/V heads (enable_gqa): then the math backend, which
@@ -683,7 +686,9 @@ static mp_status graph_pass(pctx *c) {
             split = true;
             if (n->n_in > 0 && n->in[0] >= 0 && param_like(c, n->in[0])) pl->param_split[c->stor[n->in[0]]] = 1;
             pn->tp_comm = bscale(c, n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0);
-        } else if (cls == TPC_NONE && ref.kind != MP_PAT_NORM) {
+        } else if (cls == TPC_NONE) {
+            /* a norm of the residual stream reads it whole and stays whole;
+             * one on split heads (Qwen3's q_norm, k_norm) is split with them */
             for (int i = 0; i < n->n_in; i++)
                 if (n->in[i] >= 0 && c->split[n->in[i]]) split = true;
             for (int i = 0; i < n->n_out && split; i++)

@@ -101,7 +101,10 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
     pf(w, ": kept for the backward, from each operator's train rule");
     if (in_flight > 1) pf(w, "; x %d micro-batches in flight (1F1B)", in_flight);
     if (cast) pf(w, "; incl. autocast's weight copies %s", mp_fmt_bytes(cast).s);
-    if (pl->loss_bytes && o->loss) pf(w, "; incl. the loss's %s", mp_fmt_bytes(pl->loss_bytes).s);
+    if (pl->loss_bytes && o->loss)
+        pf(w, "; incl. the loss's %s%s", mp_fmt_bytes(pl->vocab_split ? pl->loss_bytes / (uint64_t)pl->tp
+                                                                      : pl->loss_bytes).s,
+           pl->vocab_split && pl->tp > 1 ? ", split with the vocabulary" : "");
     pf(w, ")\n");
     mem_row(w, "  temporary:", m->temporary_bytes, params);
     pf(w, ": the largest operator's backward transient%s)\n",
@@ -192,14 +195,16 @@ static void recognised_text(pw *w, const mp_tplan *pl) {
     }
     if (P->n_attn && !pl->o.inference) {
         label(w, "attention planned:");
+        int eager = P->n_attn - pl->attn_fused - pl->attn_math, parts = 0;
         if (pl->attn_fused)
             pf(w, "%d fused (scaled_dot_product_attention's flash or memory-efficient kernel: Q, K, V, the "
-                  "output and a log-sum-exp kept, no scores)%s", pl->attn_fused, pl->attn_math ? "; " : "");
+                  "output and a log-sum-exp kept, no scores)", pl->attn_fused), parts++;
         if (pl->attn_math)
-            pf(w, "%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
-                  "probabilities kept)", pl->attn_math);
-        if (!pl->attn_fused && !pl->attn_math)
-            pf(w, "%d eager (--attention eager: what their operators keep)", P->n_attn);
+            pf(w, "%s%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
+                  "probabilities kept)", parts++ ? "; " : "", pl->attn_math);
+        if (eager > 0)
+            pf(w, "%s%d eager (%s: what their operators keep)", parts++ ? "; " : "", eager,
+               pl->o.attention_fused ? "not recognised" : "--attention eager");
         pf(w, "\n");
     }
     label(w, "not recognised:");
