@@ -331,7 +331,6 @@ static int attn_source(const pctx *c, int a, int v) {
 /* Roles and tensor-parallel classes of every node from the patterns. */
 static void plan_roles(pctx *c) {
     const mp_patterns *P = c->P;
-    const mp_graph *g = c->g;
     bool fused = c->pl->o.attention_fused && c->training;
     for (int i = 0; P && i < P->n_norms; i++) {
         const mp_pnorm *nm = &P->norms[i];
@@ -380,7 +379,6 @@ static void plan_roles(pctx *c) {
     }
     if (P && P->embed >= 0) c->tpc[P->embed] = TPC_EMBED;
     if (P && P->lm_head >= 0) c->tpc[P->lm_head] = TPC_HEAD;
-    (void)g;
 }
 
 /* The group a head node runs as one kernel: the FLOPs of its members and
