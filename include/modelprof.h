@@ -133,7 +133,8 @@ typedef enum mp_format {
 typedef enum mp_csv_table {
     MP_CSV_NODES = 0,
     MP_CSV_MODULES = 1,
-    MP_CSV_OPS = 2
+    MP_CSV_OPS = 2,
+    MP_CSV_MODULE_OPS = 3   /* one row per module and operator type (modules[].ops) */
 } mp_csv_table;
 
 typedef struct mp_report_options {
@@ -143,9 +144,13 @@ typedef struct mp_report_options {
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
     mp_csv_table csv_table; /* MP_FORMAT_CSV: which table (default nodes) */
+    int by_module_op; /* text: print the table by module and operator type (fvcore's
+                         flop_count_table layout: module rows, one column per op type) */
+    int op_top;       /* its operator columns: the op types with the most FLOPs, the rest
+                         summed in "other"; -1 = all (default 5) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
- * detailed and show_ops shape the text report only. mp_report_write
+ * detailed, show_ops, by_module_op and op_top shape the text report only. mp_report_write
  * returns MP_ERR_USAGE when depth or top is below -1 or the format is
  * unknown. */
 

@@ -138,6 +138,47 @@ static void t_csv_static(void) {
     T_CHECK(compare_table("models/resnet18.onnx", none, "ops", "ops") >= 5);
 }
 
+/* --csv-table module_ops: the JSON's modules[].ops rows, module after
+ * module in the JSON's order, each cell equal to the row's field ("module"
+ * the module's id, "path" its path). */
+static void t_csv_module_ops(void) {
+    const char *ja[] = {"--format", "json", NULL}, *ca[] = {"--format", "csv", "--csv-table", "module_ops", NULL};
+    t_cli j = run("models/resnet18.onnx", ja), c = run("models/resnet18.onnx", ca);
+    T_EQ(j.code, 0);
+    T_EQ(c.code, 0);
+    size_t err = 0;
+    jr *root = jr_parse(j.out, j.out_len, &err);
+    const jr *mods = root ? jr_get(root, "modules") : NULL;
+    int max = 4000;
+    csv_row *rows = calloc((size_t)max, sizeof *rows);
+    int nr = rows ? csv_parse(c.out, rows, max) : -1;
+    T_CHECK(mods != NULL && nr > 100);
+    int r = 1, compared = 0;
+    for (int i = 0; mods && i < jr_len(mods); i++) {
+        const jr *m = jr_at(mods, i), *ops = jr_get(m, "ops");
+        for (int k = 0; ops && k < jr_len(ops); k++, r++) {
+            T_CHECK(r < nr);
+            if (r >= nr) break;
+            const jr *o = jr_at(ops, k);
+            for (int f = 0; f < rows[0].n; f++) {
+                const char *col = rows[0].f[f], *cell = rows[r].f[f];
+                const jr *v = !strcmp(col, "module") ? jr_get(m, "id") : !strcmp(col, "path") ? jr_get(m, "path")
+                                                                                           : jr_get(o, col);
+                bool ok = v && ((v->type == JR_STR && !strcmp(v->s, cell)) ||
+                                (v->type == JR_NUM && v->is_int && cell[0] && strtoll(cell, NULL, 10) == v->i));
+                if (!ok) mp_t_fail(__FILE__, __LINE__, "module_ops row %d column %s: '%s' differs from the JSON", r, col, cell);
+            }
+            compared++;
+        }
+    }
+    T_EQ(r, nr);
+    T_CHECK(compared > 100);
+    free(rows);
+    jr_free(root);
+    t_cli_free(&j);
+    t_cli_free(&c);
+}
+
 /* The measured run: its times differ from run to run, so the CSV of one
  * run is checked against itself: the latency columns are there and
  * achieved_flops_per_s = flops / latency_s (to the 9 digits written). */
@@ -378,6 +419,7 @@ static void t_chrome_trace_needs_run(void) {
 }
 
 MP_TESTS(report_formats){
+    {"csv_module_ops", t_csv_module_ops},
     {"chrome_trace_round_trip", t_chrome_trace_round_trip},
     {"chrome_trace_needs_run", t_chrome_trace_needs_run},
     {"trace_memory_curve", t_trace_memory_curve},

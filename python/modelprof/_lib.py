@@ -68,7 +68,8 @@ LIB.mp_profile_run.argtypes = [_c.c_void_p, _c.c_void_p]
 
 class ReportOptions(_c.Structure):
     _fields_ = [("format", _c.c_int), ("depth", _c.c_int), ("top", _c.c_int),
-                ("detailed", _c.c_int), ("show_ops", _c.c_int)]
+                ("detailed", _c.c_int), ("show_ops", _c.c_int), ("csv_table", _c.c_int),
+                ("by_module_op", _c.c_int), ("op_top", _c.c_int)]
 
 
 class RunOptions(_c.Structure):

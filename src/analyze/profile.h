@@ -17,6 +17,8 @@ typedef struct mp_fig {
     int unknown;            /* nodes whose cost needs unknown dims */
     double latency_s;       /* measured run: median over the timed runs; < 0 when not measured */
     double latency_min_s;   /* measured run: fastest timed run; < 0 when not measured */
+    int fused;              /* measured run: nodes of the set that ran inside a kernel
+                               headed by another node (a fused group) */
 } mp_fig;
 
 typedef struct mp_opstat {
@@ -24,6 +26,17 @@ typedef struct mp_opstat {
     const char *op;
     mp_fig fig;
 } mp_opstat;
+
+/* One operator type inside one module (the module's nodes and its
+ * submodules'): the by-module-and-operator split (fvcore's
+ * by_module_and_operator). A module's rows sum exactly to its figures:
+ * params too, a parameter counted in the row of the first node that reads
+ * it in execution order among the module's nodes (docs/COUNTING.md,
+ * "By module and operator"). */
+typedef struct mp_modop {
+    int op;                 /* index into p->ops; -1: parameters no node reads (the root only) */
+    mp_fig fig;
+} mp_modop;
 
 /* What a measured run adds (mp_profile_run): the run as a whole. */
 typedef struct mp_runinfo {
@@ -105,6 +118,14 @@ struct mp_profile {
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */
     int n_ops;
+    /* the by-module-and-operator split: module i's rows are
+     * modops[modop_at[i] .. modop_at[i + 1]), by decreasing FLOPs, then
+     * MACs, then op index; NULL when not made (a profile built by hand) */
+    mp_modop *modops;
+    int *modop_at;          /* n_modules + 1 entries */
+    int n_modops;
+    int *node_modop;        /* per main-graph node: its row in its own module; -1 none */
+    int *modop_parent;      /* per row: the same op's row in the parent module; -1 root */
     int *unresolved;        /* symbols on inputs without a value */
     int n_unresolved;
     bool overflow;          /* some total saturated */

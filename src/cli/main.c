@@ -25,12 +25,18 @@ static void usage(FILE *f) {
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
           "  --format text|json|html|csv  report format (default text); html is one\n"
           "                          self-contained page, csv one table (below)\n"
-          "  --csv-table nodes|modules|ops  the table --format csv writes (default nodes)\n"
+          "  --csv-table nodes|modules|ops|module_ops  the table --format csv writes\n"
+          "                          (default nodes; module_ops: one row per module and\n"
+          "                          operator type)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
           "  --top K                 modules per depth in the aggregated block (default 3; -1 all)\n"
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
+          "  --by-module-op          add the table by module and operator type (fvcore's\n"
+          "                          flop_count_table layout; rows limited by --depth)\n"
+          "  --op-top K              its operator columns: the K op types with the most\n"
+          "                          FLOPs, the rest summed in \"other\" (default 5; -1 all)\n"
           "  -q, --quiet             do not print warnings on stderr\n"
           "  --limit NAME=VALUE      raise or lower a resource limit (repeatable): nodes,\n"
           "                          values, attr-elems, memory (bytes, K/M/G suffix), depth\n"
@@ -397,15 +403,17 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             else
                 return usage_error("--format '%s': expected text, json, html or csv", val);
         } else if (TAKES_VALUE("--csv-table")) {
-            if (!val) return usage_error("--csv-table needs nodes, modules or ops", "");
+            if (!val) return usage_error("--csv-table needs nodes, modules, ops or module_ops", "");
             if (strcmp(val, "nodes") == 0)
                 ro.csv_table = MP_CSV_NODES;
             else if (strcmp(val, "modules") == 0)
                 ro.csv_table = MP_CSV_MODULES;
             else if (strcmp(val, "ops") == 0)
                 ro.csv_table = MP_CSV_OPS;
+            else if (strcmp(val, "module_ops") == 0)
+                ro.csv_table = MP_CSV_MODULE_OPS;
             else
-                return usage_error("--csv-table '%s': expected nodes, modules or ops", val);
+                return usage_error("--csv-table '%s': expected nodes, modules, ops or module_ops", val);
         } else if (TAKES_VALUE("-o") || TAKES_VALUE("--output")) {
             if (!val || !*val) return usage_error("-o needs a file name", "");
             out_path = val;
@@ -449,6 +457,16 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             ro.detailed = 0;
         } else if (strcmp(a, "--no-ops") == 0) {
             ro.show_ops = 0;
+        } else if (strcmp(a, "--by-module-op") == 0) {
+            ro.by_module_op = 1;
+        } else if (TAKES_VALUE("--op-top")) {
+            int64_t v;
+            if (val && strcmp(val, "-1") == 0)
+                v = -1; /* all */
+            else if (!val || !parse_int(val, &v) || v > 1000000)
+                return usage_error("--op-top '%s': expected a non-negative integer, or -1 for all",
+                                   val ? val : "");
+            ro.op_top = (int)v;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if ((run_flag = run_parse(argc, argv, &i, ra, NULL)) != 0) {

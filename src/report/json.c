@@ -305,6 +305,32 @@ static void js_ops(jw *w, const mp_profile *p) {
     jw_close(w, ']');
 }
 
+/* A module's split by operator type (docs/JSON.md, modules[].ops): its
+ * rows add up to its figures. */
+static void js_mod_ops(jw *w, const mp_profile *p, int module) {
+    jw_key(w, "ops");
+    jw_open(w, '[');
+    for (int j = p->modops ? p->modop_at[module] : 0; p->modops && j < p->modop_at[module + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        const mp_opstat *os = r->op >= 0 && r->op < p->n_ops ? &p->ops[r->op] : NULL;
+        jw_open(w, '{');
+        jw_kstr(w, "op", os ? os->op : mp_modop_unused);
+        jw_kstr(w, "domain", os && os->domain ? os->domain : "");
+        jw_ku64(w, "count", js_count(r->fig.nodes));
+        jw_ku64(w, "params", r->fig.params);
+        jw_ku64(w, "macs", r->fig.macs);
+        jw_ku64(w, "flops", r->fig.flops);
+        jw_ku64(w, "uncounted_nodes", js_count(r->fig.uncounted));
+        jw_ku64(w, "unknown_nodes", js_count(r->fig.unknown));
+        if (p->measured) {
+            jw_ku64(w, "fused", js_count(r->fig.fused));
+            js_lat(w, r->fig.latency_s, r->fig.latency_min_s, r->fig.flops, r->fig.unknown <= 0);
+        }
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
 /* Modules in tree order (pre-order); "id" is the position in the array. */
 typedef struct js_mod_ud {
     jw *w;
@@ -335,6 +361,7 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
         const char *hp = p->m->modules[p->mod_fused[module] - 1].path;
         jw_kstr(w, "fused_into", hp ? hp : "");
     }
+    js_mod_ops(w, p, module);
     jw_close(w, '}');
     return true;
 }

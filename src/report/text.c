@@ -664,6 +664,128 @@ static void tx_detailed(tx *t) {
         t->nomem = true;
 }
 
+/* ---- (c') by module and operator type: fvcore's flop_count_table layout
+ * (a Markdown table, module rows indented by depth, their full paths), one
+ * column of FLOPs per op type: the op_top op types with the most FLOPs,
+ * the rest summed in "other" ---- */
+
+typedef struct tx_mo {
+    tx *t;
+    int ncol, nops;        /* columns; op columns shown */
+    bool other;            /* an "other" column */
+    const char **cell;     /* rows x ncol */
+    int rows, cap;
+} tx_mo;
+
+static bool tx_mo_row(const mp_profile *p, int module, void *ud) {
+    tx_mo *a = ud;
+    tx *t = a->t;
+    const mp_module *mod = &p->m->modules[module];
+    const mp_fig *fig = &p->mods[module];
+    const char **nc = mp_grow(a->cell, sizeof *a->cell * (size_t)a->ncol, &a->cap, a->rows + 1);
+    if (!nc) {
+        t->nomem = true;
+        return false;
+    }
+    a->cell = nc;
+    const char **row = a->cell + (size_t)a->rows * (size_t)a->ncol;
+    a->rows++;
+    int c = 0;
+    /* the indent of its depth, then its path (the root: the model's name) */
+    const char *name = tx_safe(t, mod->parent < 0 ? mp_module_display(p, module) : mod->path, "?");
+    size_t nl = strlen(name);
+    int depth = mod->depth > 0 ? mod->depth : 0;
+    char *lab = tx_alloc(t, (size_t)depth + nl + 1, 1);
+    if (!lab) return false;
+    memset(lab, ' ', (size_t)depth);
+    memcpy(lab + depth, name, nl + 1);
+    row[c++] = lab;
+    bool unk = mp_fig_unknown(fig) || mp_fig_uncountable(fig);
+    row[c++] = tx_cell(t, mp_fmt_count(fig->params).s);
+    row[c++] = tx_cell(t, mp_fmt_fig(fig->flops, unk, "").s);
+    uint64_t other = 0;
+    bool other_unk = false, other_any = false;
+    const char **ops = row + c;
+    for (int i = 0; i < a->nops; i++) ops[i] = "";
+    for (int j = p->modops ? p->modop_at[module] : 0; p->modops && j < p->modop_at[module + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        if (r->op < 0) continue; /* parameters only */
+        bool u = mp_fig_unknown(&r->fig) || mp_fig_uncountable(&r->fig);
+        if (r->op < a->nops) {
+            ops[r->op] = tx_cell(t, mp_fmt_fig(r->fig.flops, u, "").s);
+        } else {
+            other = mp_sat_add(other, r->fig.flops);
+            other_unk |= u;
+            other_any = true;
+        }
+    }
+    c += a->nops;
+    if (a->other) row[c++] = other_any ? tx_cell(t, mp_fmt_fig(other, other_unk, "").s) : "";
+    if (p->measured) row[c++] = tx_cell(t, fig->latency_s >= 0 ? mp_fmt_seconds(fig->latency_s).s : "-");
+    for (int i = 0; i < c; i++)
+        if (!row[i]) t->nomem = true;
+    return !t->nomem;
+}
+
+static void tx_modops(tx *t) {
+    const mp_profile *p = t->p;
+    if (!p->mods || t->m->n_modules <= 0) return;
+    tx_mo a;
+    memset(&a, 0, sizeof a);
+    a.t = t;
+    a.nops = t->o->op_top < 0 || t->o->op_top > p->n_ops ? p->n_ops : t->o->op_top;
+    a.other = a.nops < p->n_ops;
+    a.ncol = 3 + a.nops + (a.other ? 1 : 0) + (p->measured ? 1 : 0);
+    const char **head = tx_alloc(t, (size_t)a.ncol, sizeof *head);
+    int *width = tx_alloc(t, (size_t)a.ncol, sizeof *width);
+    if (!head || !width) return;
+    int c = 0;
+    head[c++] = "module";
+    head[c++] = "#params";
+    head[c++] = "#FLOPs";
+    for (int i = 0; i < a.nops; i++) {
+        char buf[256];
+        head[c++] = tx_cell(t, tx_safe(t, mp_op_display(p->ops[i].domain, p->ops[i].op, buf, sizeof buf), "?"));
+    }
+    if (a.other) head[c++] = "other";
+    if (p->measured) head[c++] = "latency";
+    mp_module_walk(p, t->o->depth, tx_mo_row, &a);
+    if (t->nomem) {
+        free(a.cell);
+        return;
+    }
+    for (c = 0; c < a.ncol; c++) {
+        width[c] = head[c] ? (int)strlen(head[c]) : 0;
+        for (int r = 0; r < a.rows; r++) {
+            int w = (int)strlen(a.cell[(size_t)r * (size_t)a.ncol + (size_t)c]);
+            if (w > width[c]) width[c] = w;
+        }
+    }
+    tx_rule(t, "Profile by module and operator type");
+    tx_printf(t, "FLOPs of each module (its submodules included) by operator type, as fvcore's\n"
+                 "flop_count_table; %s.%s\n",
+              a.other ? "the op types with the most FLOPs, the others summed in \"other\""
+                      : "every op type",
+              p->measured ? " latency: the module's measured time." : "");
+    for (int r = -2; r < a.rows; r++) {
+        const char *const *row = r >= 0 ? a.cell + (size_t)r * (size_t)a.ncol : head;
+        tx_putc(t, '|');
+        for (c = 0; c < a.ncol; c++) {
+            if (r == -1) { /* the alignment row: names left, figures right */
+                tx_putc(t, c ? '-' : ':');
+                for (int i = 0; i < width[c]; i++) tx_putc(t, '-');
+                tx_puts(t, c ? ":|" : "-|");
+            } else if (c == 0) {
+                tx_printf(t, " %-*s |", width[c], row[c]);
+            } else {
+                tx_printf(t, " %*s |", width[c], row[c]);
+            }
+        }
+        tx_putc(t, '\n');
+    }
+    free(a.cell);
+}
+
 /* ---- (d) by operator type ---- */
 
 enum { TX_C_OP, TX_C_COUNT, TX_C_MACS, TX_C_PMACS, TX_C_FLOPS, TX_C_PFLOPS, TX_C_BYTES,
@@ -822,6 +944,7 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     tx_summary(&t);
     if (o->top != 0) tx_aggregated(&t);
     if (o->detailed) tx_detailed(&t);
+    if (o->by_module_op) tx_modops(&t);
     if (o->show_ops && p->n_ops > 0) tx_ops(&t);
     if (o->show_ops && p->measured && p->run.node_timing && p->n_groups > 0) tx_times(&t);
     tx_rule(&t, NULL);
