@@ -325,7 +325,8 @@ static void t_html_embeds_json(void) {
 
 /* --chrome-trace round trip: `modelprof trace` reads the Chrome trace of a
  * one-pass run back, and its operator table's CPU total per operator type
- * equals the run's per-operator latency (one timed pass: the median is that
+ * equals the run's kernels headed by a node of that type (the kernel groups
+ * named after it, alone or as "Op+..."; one timed pass: the median is that
  * pass; the trace keeps nanoseconds, so within 1 ns per event). */
 static void t_chrome_trace_round_trip(void) {
     char dir[] = "/tmp/mp-chrome-XXXXXX";
@@ -346,11 +347,22 @@ static void t_chrome_trace_round_trip(void) {
     jr *run = s1 ? jr_parse(s1, n1, &err) : NULL, *back = s2 ? jr_parse(s2, n2, &err) : NULL;
     T_CHECK(run && back);
     const jr *ops = run ? jr_get(run, "ops") : NULL, *tops = back ? jr_get(back, "operators") : NULL;
+    const jr *kg = run ? jr_path(run, "run.kernel_groups") : NULL;
     int matched = 0;
-    for (int i = 0; ops && tops && i < jr_len(ops); i++) {
-        const jr *o = jr_at(ops, i), *lat = jr_get(o, "latency_s"), *cnt = jr_get(o, "count");
-        if (!lat || lat->type != JR_NUM || !(lat->num > 0)) continue;
+    for (int i = 0; ops && tops && kg && i < jr_len(ops); i++) {
+        const jr *o = jr_at(ops, i), *cnt = jr_get(o, "count");
         const char *op = jr_get(o, "op")->s;
+        size_t ol = strlen(op);
+        double want = 0;
+        for (int k = 0; k < jr_len(kg); k++) {
+            const jr *g = jr_at(kg, k);
+            const char *gn = jr_get(g, "name")->s;
+            const jr *gl = jr_get(g, "latency_s");
+            if (!strncmp(gn, op, ol) && (gn[ol] == 0 || gn[ol] == '+') && gl && gl->type == JR_NUM)
+                want += gl->num;
+        }
+        if (!(want > 0)) continue;
+        const jr lat0 = {.type = JR_NUM, .num = want}, *lat = &lat0;
         const jr *hit = NULL;
         for (int k = 0; k < jr_len(tops); k++)
             if (!strcmp(jr_get(jr_at(tops, k), "name")->s, op)) hit = jr_at(tops, k);

@@ -145,6 +145,28 @@ struct mp_profile {
 
 enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };
 
+/* The timed units of a measured run (a kernel: a node, or a fused group
+ * of nodes) or of an imported profile (ONNX Runtime's node events): unit u
+ * ran the nodes whose node_unit is u; its time in pass i is
+ * t[i * n_units + u] seconds. */
+typedef struct mp_timing {
+    int n_units, n_passes;
+    const double *t;        /* NULL: units not timed (whole passes only): latencies -1 */
+    const int *node_unit;   /* per main-graph node: its unit; -1 none (folded, not run) */
+    bool mean;              /* latency_s: the mean over the passes (else the median) */
+} mp_timing;
+
+/* Each node's share of its unit's time (by FLOPs; evenly among the unit's
+ * nodes when it has none) summed per pass into the modules (their
+ * submodules included), the op types and the module split's rows, whose
+ * latency_s (median, or mean) and latency_min_s (fastest pass) it sets;
+ * and their `fused` counts from p->node_state (set first). So no row mixes
+ * a fused node's FLOPs with another node's time (docs/COUNTING.md, "Time of
+ * a fused group"). */
+mp_status mp_profile_set_times(mp_profile *p, const mp_timing *tm);
+/* Node k's op type (index into p->ops), -1 when none. */
+int mp_profile_node_op(const mp_profile *p, int k);
+
 /* Free the measured fields (a run fills them again). */
 void mp_profile_free_measured(mp_profile *p);
 

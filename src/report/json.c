@@ -285,8 +285,10 @@ static void js_ops(jw *w, const mp_profile *p) {
         jw_ku64(w, "params", os->fig.params);
         jw_ku64(w, "uncounted", js_count(os->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(os->fig.unknown));
-        if (p->measured)
+        if (p->measured) {
+            jw_ku64(w, "fused", js_count(os->fig.fused));
             js_lat(w, os->fig.latency_s, os->fig.latency_min_s, os->fig.flops, os->fig.unknown <= 0);
+        }
         jw_close(w, '}');
     }
     jw_close(w, ']');

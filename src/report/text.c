@@ -609,17 +609,18 @@ static void tx_figs(tx *t, const mp_fig *fig, int module) {
     else /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs */
         tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
                " MACs", TX_END);
-    if (t->p->measured && fig->latency_s == 0 && t->p->mod_fused && module >= 0 &&
-        t->p->mod_fused[module] > 0) {
-        int h = t->p->mod_fused[module] - 1;
-        const char *hp = h >= 0 && h < t->m->n_modules ? t->m->modules[h].path : NULL;
-        tx_cat(t, ", fused into ", hp && hp[0] ? tx_safe(t, hp, "?") : "its parent", "'s kernel", TX_END);
-    } else if (t->p->measured && fig->latency_s >= 0) {
+    if (t->p->measured && fig->latency_s >= 0) {
         tx_cat(t, ", ", mp_fmt_seconds(fig->latency_s).s, " = ",
                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s, " latency", TX_END);
         if (!mp_fig_unknown(fig) && !mp_fig_uncountable(fig))
             tx_cat(t, ", ", fig->latency_s > 0 ? mp_fmt_si_d((double)fig->flops / fig->latency_s, "FLOPS").s
                                                : "- FLOPS", TX_END);
+    }
+    if (t->p->measured && t->p->mod_fused && module >= 0 && t->p->mod_fused[module] > 0) {
+        /* its time: its nodes' FLOPs' share of that kernel's */
+        int h = t->p->mod_fused[module] - 1;
+        const char *hp = h >= 0 && h < t->m->n_modules ? t->m->modules[h].path : NULL;
+        tx_cat(t, ", fused into ", hp && hp[0] ? tx_safe(t, hp, "?") : "its parent", "'s kernel", TX_END);
     }
     if (t->p->measured && !mp_fig_unknown(fig) && !mp_fig_uncountable(fig) && !mp_fig_unknown(tot))
         tx_cat(t, ", ", mp_fmt_flops(fig->flops).s, TX_END);
