@@ -242,6 +242,34 @@ mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int *dtype
 /* Warm-up and timed runs; fills the profile's measured fields. */
 mp_status mp_profile_run(mp_exec *pl, mp_profile *p);
 
+/* This machine's fp32 peak in FLOP/s with `threads` threads (0: all
+ * cores), measured as the measured run measures it (the best 1024^3 GEMM
+ * of oneDNN's matmul, dnnl_sgemm and OpenBLAS; once per process and thread
+ * count); 0 when it cannot be measured. `how` (may be NULL) gets how. */
+double mp_peak_flops(int threads, const char **how);
+
+/* ---- ONNX Runtime's own profile in the module tree (--ort-profile) ---- */
+typedef struct mp_ort_options {
+    int warmup;            /* profiled runs left out first; -1 (default): the first
+                              when the profile holds more than one (it pays for ORT's
+                              allocations and first-touch of the weights) */
+    double peak_gflops;    /* > 0: the peak, as given */
+    double (*measure_peak)(int threads, const char **how); /* else this measures it
+                              with the profile's thread count (mp_peak_flops: this
+                              machine's); NULL: no peak */
+} mp_ort_options;
+void mp_ort_options_default(mp_ort_options *o);
+/* Read ONNX Runtime's profiling JSON (SessionOptions.enableProfiling; plain
+ * or gzip) of a session of the profiled model, and place its node events
+ * on the graph's nodes: p gets the measured fields a measured run fills
+ * (per node, module, op type; run.source "onnxruntime"), each event's time
+ * averaged per run over the runs kept. Events of nodes ONNX Runtime fused
+ * go to the nodes they replaced, split by FLOPs (docs/JSON.md,
+ * "--ort-profile"). p: mp_profile_static of the model the session loaded,
+ * at the dims it ran with. MP_ERR_FORMAT when the file is not such a
+ * profile, naming the file and what is missing. */
+mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *o);
+
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
  * timed runs of mp_profile_run, which must have been planned with
  * keep_timestamps and node_timing: one complete event per node or fused

@@ -1517,6 +1517,10 @@ void mp_profile_free_measured(mp_profile *p) {
     free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
+    free(p->unplaced);
+    p->unplaced = NULL;
+    p->n_unplaced = 0;
+    memset(&p->run, 0, sizeof p->run);
     p->node_lat = p->node_lat_min = NULL;
     p->node_state = p->node_head = NULL;
     p->node_group = p->node_kernel = NULL;

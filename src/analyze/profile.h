@@ -38,8 +38,34 @@ typedef struct mp_modop {
     mp_fig fig;
 } mp_modop;
 
+/* A profile written by another runtime, placed on the graph's nodes
+ * (ONNX Runtime's: src/trace/ort.c). */
+typedef struct mp_importinfo {
+    const char *path;       /* the profile read */
+    int runs;               /* runs in the file (the run's iters + warmup) */
+    int events;             /* distinct node events per run */
+    int exact;              /* events placed by their node's name */
+    int renamed;            /* by a name the runtime made from a node's (a fusion's) */
+    int by_order;           /* by their place between placed events (a fusion named by its kind) */
+    int unmatched;          /* placed on no node */
+    int nodes_by_graph;     /* nodes put into a fused event's group by the graph around it */
+    int nodes_not_run;      /* nodes with no event: constant-folded or removed by the runtime */
+    double node_time_s;     /* the node events' time per run (mean over the runs kept) */
+    double unmatched_s;     /* of it, placed on no node */
+} mp_importinfo;
+
+/* An imported profile's event placed on no node (a layout conversion the
+ * runtime added, a name that matches nothing). */
+typedef struct mp_unplaced {
+    const char *name, *op;  /* the event's name; the runtime's op type ("" unknown) */
+    double latency_s;       /* its time per run (mean) */
+} mp_unplaced;
+
 /* What a measured run adds (mp_profile_run): the run as a whole. */
 typedef struct mp_runinfo {
+    const char *source;             /* "modelprof" (a run here) or "onnxruntime" (an imported profile) */
+    bool memory_known;              /* the memory figures below were measured (not for an import) */
+    mp_importinfo imported;         /* source "onnxruntime" */
     int iters, warmup, threads;
     bool fuse, node_timing;
     double lat_median_s, lat_p90_s, lat_min_s;  /* whole forward passes */
@@ -141,6 +167,8 @@ struct mp_profile {
     int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
+    mp_unplaced *unplaced;  /* an imported profile's events placed on no node, by time */
+    int n_unplaced;
 };
 
 enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };
@@ -166,6 +194,10 @@ typedef struct mp_timing {
 mp_status mp_profile_set_times(mp_profile *p, const mp_timing *tm);
 /* Node k's op type (index into p->ops), -1 when none. */
 int mp_profile_node_op(const mp_profile *p, int k);
+/* The kernel groups (p->groups) whose median rate is above peak (FLOP/s). */
+int mp_profile_groups_above(const mp_profile *p, double peak);
+/* Samples per pass: dim 0 of the first graph input that has one (1). */
+int64_t mp_profile_batch(const mp_profile *p);
 
 /* Free the measured fields (a run fills them again). */
 void mp_profile_free_measured(mp_profile *p);

@@ -96,3 +96,21 @@ mp_status mp_profile_set_times(mp_profile *p, const mp_timing *tm) {
     free(un);
     return MP_OK;
 }
+
+int mp_profile_groups_above(const mp_profile *p, double peak) {
+    int n = 0;
+    for (int i = 0; i < p->n_groups; i++) {
+        const mp_groupstat *g = &p->groups[i];
+        if (g->latency_s > 0 && g->flops > 0 && (double)g->flops / g->latency_s > peak) n++;
+    }
+    return n;
+}
+
+int64_t mp_profile_batch(const mp_profile *p) {
+    const mp_graph *g = p->m->graph;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const mp_value *v = &g->values[g->inputs[i]];
+        if (v->rank >= 1 && v->dims[0] > 0) return v->dims[0];
+    }
+    return 1;
+}

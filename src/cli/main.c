@@ -56,6 +56,15 @@ static void usage(FILE *f) {
           "  --input-data NAME=FILE.npy  data of graph input NAME (repeatable; else random)\n"
           "  --save-outputs DIR      write every graph output as DIR/NAME.npy\n"
           "  --max-memory BYTES      also bounds the run: refused before it allocates\n"
+          "\n"
+          "ONNX Runtime's profile (times measured by ONNX Runtime, placed on this model):\n"
+          "  --ort-profile FILE      read ONNX Runtime's profiling JSON (SessionOptions.\n"
+          "                          enableProfiling) of a session of this model: latency,\n"
+          "                          FLOPS and % of peak per node, module and op type; nodes\n"
+          "                          ONNX Runtime fused get its time split by FLOPs. Give the\n"
+          "                          dims it ran with. With it: --warmup N (runs to leave out;\n"
+          "                          default the first of several), --peak-gflops G (default\n"
+          "                          measured here)\n"
           "  -h, --help              this help\n"
           "  --version               print the version\n"
           "\n"
@@ -128,6 +137,9 @@ typedef struct run_args {
     const char *save_dir;
     const char *chrome_trace; /* --chrome-trace FILE */
     const char *run_only;     /* the first flag given that only a measured run uses */
+    const char *ort;          /* --ort-profile FILE */
+    const char *run_or_ort;   /* the first flag given that a measured run or --ort-profile uses */
+    bool warmup_given;
     /* the .npy files, read before profiling (their shapes set the inputs') */
     struct run_data {
         char *name;
@@ -171,7 +183,9 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
     }
     if (!flag) return 0;
     if (!val) return usage_error("%s needs a value", flag), -1;
-    if (!ra->run_only) ra->run_only = flag;
+    bool both = strcmp(flag, "--warmup") == 0 || strcmp(flag, "--peak-gflops") == 0;
+    if (both && !ra->run_or_ort) ra->run_or_ort = flag;
+    if (!both && !ra->run_only) ra->run_only = flag;
     int64_t v = 0;
     if (strcmp(flag, "--input-data") == 0) {
         const char *eq = strchr(val, '=');
@@ -196,6 +210,7 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
         return usage_error("%s: expected a non-negative integer", a), -1;
     } else if (strcmp(flag, "--warmup") == 0) {
         ra->o.warmup = (int)v;
+        ra->warmup_given = true;
     } else if (strcmp(flag, "--iters") == 0) {
         if (v < 1) return usage_error("--iters '%s': at least 1", val), -1;
         ra->o.iters = (int)v;
@@ -453,6 +468,9 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                                    val);
             if (mp_limits_set(&lim, name, v)) return usage_error("%s", mp_last_error());
             if (strcmp(name, "memory") == 0) ra->o.max_memory = v;
+        } else if (TAKES_VALUE("--ort-profile")) {
+            if (!val || !*val) return usage_error("--ort-profile needs a file (ONNX Runtime's profile JSON)", "");
+            ra->ort = val;
         } else if (strcmp(a, "--no-detailed") == 0) {
             ro.detailed = 0;
         } else if (strcmp(a, "--no-ops") == 0) {
@@ -479,9 +497,14 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
 #undef TAKES_VALUE
     }
-    if (ra->run_only && !ra->run)
-        return usage_error("%s: only a measured run uses it, and --run is not given (add --run, "
-                           "or leave the flag out)", ra->run_only);
+    if (ra->run && ra->ort)
+        return usage_error("--ort-profile %s with --run: the times come from one or the other", ra->ort);
+    if (ra->run_only && ra->ort)
+        return usage_error("%s: only a measured run uses it; --ort-profile reads the times ONNX Runtime "
+                           "measured (leave the flag out)", ra->run_only);
+    if ((ra->run_only || ra->run_or_ort) && !ra->run && !ra->ort)
+        return usage_error("%s: only a measured run (or --ort-profile) uses it, and --run is not given "
+                           "(add --run, or leave the flag out)", ra->run_only ? ra->run_only : ra->run_or_ort);
     if (ra->chrome_trace && (!ra->run || !ra->o.node_timing))
         return usage_error("--chrome-trace %s: needs --run with node timing", ra->chrome_trace);
     if (!model_path) {
@@ -537,6 +560,18 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
     }
     if (!rc && ra->run) rc = run_measure(ra, p);
+    if (!rc && ra->ort) {
+        mp_ort_options oo;
+        mp_ort_options_default(&oo);
+        if (ra->warmup_given) oo.warmup = ra->o.warmup;
+        oo.peak_gflops = ra->o.peak_gflops;
+        oo.measure_peak = mp_peak_flops;
+        st = mp_profile_ort(p, ra->ort, &oo);
+        if (st) {
+            print_error("--ort-profile: ", mp_last_error());
+            rc = st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
+        }
+    }
     if (!rc) {
         st = out_path ? mp_report_write_file(p, &ro, out_path) : mp_report_write(p, &ro, stdout);
         if (!st && !out_path && fflush(stdout) != 0)

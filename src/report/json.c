@@ -428,8 +428,40 @@ static void js_node_run(jw *w, const mp_profile *p, int i) {
 /* The measured run as a whole. */
 static void js_run(jw *w, const mp_profile *p) {
     const mp_runinfo *r = &p->run;
+    bool ort = r->source && !strcmp(r->source, "onnxruntime");
     jw_key(w, "run");
     jw_open(w, '{');
+    jw_kstr(w, "source", r->source ? r->source : "modelprof");
+    if (ort) { /* where the times come from, and how they were placed */
+        const mp_importinfo *im = &r->imported;
+        jw_key(w, "onnxruntime");
+        jw_open(w, '{');
+        jw_kstr(w, "profile", im->path ? im->path : "");
+        jw_ki64(w, "runs", im->runs);
+        jw_ki64(w, "events", im->events);
+        jw_ki64(w, "exact", im->exact);
+        jw_ki64(w, "renamed", im->renamed);
+        jw_ki64(w, "by_order", im->by_order);
+        jw_ki64(w, "unmatched", im->unmatched);
+        jw_ki64(w, "nodes_by_graph", im->nodes_by_graph);
+        jw_ki64(w, "nodes_not_run", im->nodes_not_run);
+        jw_key(w, "node_time_s");
+        jw_double(w, im->node_time_s);
+        jw_close(w, '}');
+        jw_key(w, "unmatched_s");
+        jw_double(w, im->unmatched_s);
+        jw_key(w, "unmatched");
+        jw_open(w, '[');
+        for (int i = 0; i < p->n_unplaced; i++) {
+            jw_open(w, '{');
+            jw_kstr(w, "name", p->unplaced[i].name);
+            jw_kstr(w, "op", p->unplaced[i].op);
+            jw_key(w, "latency_s");
+            jw_double(w, p->unplaced[i].latency_s);
+            jw_close(w, '}');
+        }
+        jw_close(w, ']');
+    }
     jw_ki64(w, "iters", r->iters);
     jw_ki64(w, "warmup", r->warmup);
     jw_ki64(w, "threads", r->threads);
@@ -478,15 +510,21 @@ static void js_run(jw *w, const mp_profile *p) {
     if (fl >= 0 && r->peak_flops_per_s > 0) jw_double(w, fl / r->peak_flops_per_s);
     else jw_null(w);
     jw_ku64(w, "kernels_above_peak", (uint64_t)(r->kernels_above_peak > 0 ? r->kernels_above_peak : 0));
-    jw_ku64(w, "peak_memory_bytes", r->peak_memory_bytes);
-    jw_ku64(w, "arena_bytes", r->arena_bytes);
-    jw_ku64(w, "weight_bytes", r->weight_bytes);
-    jw_ku64(w, "weight_copy_bytes", r->weight_copy_bytes);
-    jw_ku64(w, "input_bytes", r->input_bytes);
-    jw_ku64(w, "scratch_bytes", r->scratch_bytes);
-    jw_ku64(w, "dynamic_bytes", r->dynamic_bytes);
+    /* the memory a run here took; an imported profile's: null */
+    static const char *const mem_keys[] = {"peak_memory_bytes", "arena_bytes", "weight_bytes",
+                                           "weight_copy_bytes", "input_bytes", "scratch_bytes",
+                                           "dynamic_bytes"};
+    const uint64_t mem[] = {r->peak_memory_bytes, r->arena_bytes, r->weight_bytes, r->weight_copy_bytes,
+                            r->input_bytes, r->scratch_bytes, r->dynamic_bytes};
+    for (size_t i = 0; i < MP_ARRAY_LEN(mem_keys); i++) {
+        jw_key_str(w, mem_keys[i]);
+        if (r->memory_known) jw_u64(w, mem[i]);
+        else jw_null(w);
+    }
     jw_ku64(w, "static_activation_peak_bytes", p->activation_peak_bytes);
-    jw_ku64(w, "peak_rss_bytes", r->peak_rss_bytes);
+    jw_key(w, "peak_rss_bytes");
+    if (r->memory_known) jw_u64(w, r->peak_rss_bytes);
+    else jw_null(w);
     jw_ki64(w, "kernels", r->steps);
     jw_ki64(w, "fused_nodes", r->fused);
     jw_ki64(w, "folded_nodes", r->folded);

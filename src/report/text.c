@@ -205,6 +205,35 @@ static void tx_flagged(tx *t, const mp_profile *p, uint32_t flag, const char *la
     tx_printf(t, "%s): %s\n", total > 0 && n_ops == MAX_OPS ? ", ..." : "", meaning);
 }
 
+/* A profile ONNX Runtime wrote (--ort-profile): where the times come
+ * from and how its events were placed on the nodes. */
+static void tx_ort_summary(tx *t) {
+    const mp_profile *p = t->p;
+    const mp_runinfo *r = &p->run;
+    const mp_importinfo *im = &r->imported;
+    tx_label(t, "source:");
+    tx_printf(t, "ONNX Runtime's profile %s: %d run%s, ", tx_safe(t, im->path, "?"), im->runs,
+              im->runs == 1 ? "" : "s");
+    tx_printf(t, "%d left out as warm-up, figures per run averaged over the other %d; %d thread%s\n", r->warmup,
+              r->iters, r->threads, r->threads == 1 ? "" : "s");
+    tx_label(t, "node time:");
+    tx_printf(t, "%s per run (its node events summed)", mp_fmt_seconds(im->node_time_s).s);
+    tx_printf(t, "; unmatched %s", mp_fmt_seconds(im->unmatched_s).s);
+    tx_printf(t, " = %s", mp_fmt_pct_d(im->unmatched_s, im->node_time_s).s);
+    for (int i = 0; i < p->n_unplaced && i < 4; i++)
+        tx_printf(t, "%s%s", i ? ", " : " (", tx_safe(t, p->unplaced[i].name, "?"));
+    if (p->n_unplaced > 4) tx_printf(t, ", and %d more", p->n_unplaced - 4);
+    tx_puts(t, p->n_unplaced ? ")\n" : "\n");
+    tx_label(t, "events:");
+    tx_printf(t, "%d per run: %d by their node's name, %d by the name of a fused node, %d by their place "
+                 "among the others, %d unmatched\n",
+              im->events, im->exact, im->renamed, im->by_order, im->unmatched);
+    tx_label(t, "fused nodes:");
+    tx_printf(t, "%d fused by ONNX Runtime (each a share of its event's time by FLOPs; %d placed by the graph "
+                 "around), %d not run (constant-folded or removed by its optimisations)\n",
+              r->fused, im->nodes_by_graph, im->nodes_not_run);
+}
+
 /* The measured run's summary lines (DeepSpeed's fwd latency, fwd FLOPS,
  * samples/second), then the run's settings and memory. */
 static void tx_measured_summary(tx *t) {
@@ -238,10 +267,16 @@ static void tx_measured_summary(tx *t) {
     if (r->kernels_above_peak > 0 && r->peak_flops_per_s > 0) {
         bool given = r->peak_source && r->peak_source[0] == 'g';
         tx_label(t, "");
+        bool imported = r->source && !strcmp(r->source, "onnxruntime");
         tx_printf(t, "note: %d row%s of the by-operator table ran above this peak (%s)\n", r->kernels_above_peak,
                   r->kernels_above_peak == 1 ? "" : "s",
-                  given ? "the given peak is low for this machine"
-                        : "measured twice, the machine busier then than during the run: give --peak-gflops");
+                  given      ? "the given peak is low for this machine"
+                  : imported ? "this machine's, measured now: give --peak-gflops for the machine of the profile"
+                             : "measured twice, the machine busier then than during the run: give --peak-gflops");
+    }
+    if (r->source && !strcmp(r->source, "onnxruntime")) {
+        tx_ort_summary(t);
+        return;
     }
     tx_label(t, "run:");
     tx_printf(t, "%d timed after %d warm-up, %d thread%s, %d kernel%s per pass", r->iters, r->warmup,

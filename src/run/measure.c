@@ -21,17 +21,6 @@ double mp_run_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The kernel groups (per op or fused group: the by-operator table's rows)
- * whose median rate is above peak (FLOP/s). */
-static int mp__above_peak(const mp_profile *p, double peak) {
-    int n = 0;
-    for (int i = 0; i < p->n_groups; i++) {
-        const mp_groupstat *g = &p->groups[i];
-        if (g->latency_s > 0 && g->flops > 0 && (double)g->flops / g->latency_s > peak) n++;
-    }
-    return n;
-}
-
 /* The fp32 peak of this machine with `threads` threads, in FLOP/s (0: no
  * oneDNN). Two candidates multiply 1024x1024x1024 fp32 matrices (large
  * enough for every thread to reach its FMA rate, small enough to stay in
@@ -83,6 +72,11 @@ static double mp__peak_one(int which, int threads, const float *a, const float *
 double mp_run_peak_flops(int threads, const char **how) { return mp__peak(threads, how, false); }
 
 double mp_run_peak_flops_again(int threads, const char **how) { return mp__peak(threads, how, true); }
+
+double mp_peak_flops(int threads, const char **how) {
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    return mp__peak(threads > 0 ? threads : (int)(nc > 0 ? nc : 1), how, false);
+}
 
 /* The physical cores `threads` threads can occupy: distinct (package,
  * core) pairs among the CPUs this process may run on, at most threads
@@ -399,15 +393,9 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     r->node_timing = pl->o.node_timing != 0;
     r->steps = ns;
     r->folded = pl->n_folded;
-    r->batch = 1;
-    const mp_graph *g = pl->g;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const mp_value *v = &g->values[g->inputs[i]];
-        if (v->rank >= 1 && v->dims[0] > 0) {
-            r->batch = v->dims[0];
-            break;
-        }
-    }
+    r->batch = mp_profile_batch(p);
+    r->source = "modelprof";
+    r->memory_known = true;
     if (pl->o.peak_gflops > 0) {
         r->peak_flops_per_s = pl->o.peak_gflops * 1e9;
         r->peak_source = "given";
@@ -416,10 +404,10 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
         r->peak_source = r->peak_flops_per_s > 0 ? "measured" : NULL;
         /* a kernel faster than the peak means the machine was busier while
          * the peak was measured (another job on a core): measure again */
-        if (r->peak_flops_per_s > 0 && mp__above_peak(p, r->peak_flops_per_s) > 0)
+        if (r->peak_flops_per_s > 0 && mp_profile_groups_above(p, r->peak_flops_per_s) > 0)
             r->peak_flops_per_s = mp_run_peak_flops_again(pl->threads, &r->peak_method);
     }
-    r->kernels_above_peak = r->peak_flops_per_s > 0 ? mp__above_peak(p, r->peak_flops_per_s) : 0;
+    r->kernels_above_peak = r->peak_flops_per_s > 0 ? mp_profile_groups_above(p, r->peak_flops_per_s) : 0;
     r->arena_bytes = pl->arena_bytes;
     r->weight_copy_bytes = pl->const_bytes;
     r->weight_bytes = pl->const_bytes + pl->view_bytes;

@@ -313,7 +313,9 @@ function profile(D) {
     var t = D.total || {}, run = D.run || null, model = D.model || {};
     document.getElementById('mp-title').textContent = 'modelprof: ' + (model.name || 'model') +
         (model.path ? ' (' + model.path + ')' : '');
-    document.getElementById('mp-sub').textContent = (run ? 'measured run on the CPU' : 'static profile') +
+    var ortp = run && run.source === 'onnxruntime' ? run.onnxruntime || {} : null;
+    document.getElementById('mp-sub').textContent = (ortp ? 'ONNX Runtime profile ' + (ortp.profile || '') :
+        run ? 'measured run on the CPU' : 'static profile') +
         (model.producer ? ' \u00b7 ' + model.producer + ' ' + (model.producer_version || '') : '') +
         (model.graph ? ' \u00b7 graph ' + model.graph : '');
     var s = section('Summary', 'mp-summary');
@@ -329,7 +331,12 @@ function profile(D) {
         cards.appendChild(card('latency (median)', secs(med)));
         cards.appendChild(card('achieved', si(run.achieved_flops_per_s, 'FLOP/s')));
         cards.appendChild(card('of peak', pct(run.fraction_of_peak)));
-        cards.appendChild(card('peak memory', si(run.peak_memory_bytes, 'B')));
+        if (ortp) {
+            cards.appendChild(card('node time / run', secs(ortp.node_time_s)));
+            cards.appendChild(card('unmatched', secs(run.unmatched_s)));
+        } else {
+            cards.appendChild(card('peak memory', si(run.peak_memory_bytes, 'B')));
+        }
     }
     s.appendChild(cards);
     var notes = [];
@@ -343,6 +350,13 @@ function profile(D) {
             if (n.kind !== 'derived' || n.counted !== n.elements) notes.push(n.text);
         });
         if (pc.batchnorm_folded_text) notes.push(pc.batchnorm_folded_text);
+    }
+    if (ortp) {
+        notes.push('Times from ONNX Runtime\'s profile ' + ortp.profile + ': ' + run.iters + ' runs averaged (' +
+            run.warmup + ' left out as warm-up); ' + ortp.events + ' node events per run: ' + ortp.exact + ' by name, ' +
+            ortp.renamed + ' by a fused node\'s name, ' + ortp.by_order + ' by their place, ' + ortp.unmatched +
+            ' unmatched; ' + run.fused_nodes + ' nodes fused by ONNX Runtime share their event\'s time by FLOPs.');
+        (run.unmatched || []).forEach(function (u) { notes.push('unmatched: ' + u.name + ' (' + u.op + ', ' + secs(u.latency_s) + ' per run)'); });
     }
     (D.warnings || []).forEach(function (w) { notes.push(w); });
     if (D.findings) D.findings.forEach(function (f) { notes.push(f.text); });
