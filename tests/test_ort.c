@@ -429,6 +429,11 @@ static void t_cli_ort(void) {
                           "left out as warm-up") != NULL);
     T_CHECK(strstr(r.out, "ReorderOutput_kernel_time") != NULL);
     t_cli_free(&r);
+    /* `modelprof trace` says where such a profile goes */
+    r = t_cli_run((const char *const[]){"trace", "tests/ort/resnet50_all.json.gz", NULL}, 60, 0);
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--ort-profile tests/ort/resnet50_all.json.gz") != NULL);
+    t_cli_free(&r);
     /* flags: with --run, or a run's own, refused; a model that is not the profile's */
     r = t_cli_run((const char *const[]){"models/resnet50.onnx", "--run", "--ort-profile", "x.json", NULL}, 60, 0);
     T_EQ(r.code, 1);
