@@ -1529,6 +1529,25 @@ void mp_profile_free_measured(mp_profile *p) {
     p->n_groups = 0;
 }
 
+mp_status mp_profile_alloc_measured(mp_profile *p, int groups) {
+    size_t nn = (size_t)p->m->graph->n_nodes + 1, nm = (size_t)(p->m->n_modules ? p->m->n_modules : 1) + 1;
+    mp_profile_free_measured(p);
+    p->node_lat = calloc(nn, sizeof *p->node_lat);
+    p->node_lat_min = calloc(nn, sizeof *p->node_lat_min);
+    p->node_state = calloc(nn, sizeof *p->node_state);
+    p->node_head = calloc(nn, sizeof *p->node_head);
+    p->node_group = calloc(nn, sizeof *p->node_group);
+    p->node_kernel = calloc(nn, sizeof *p->node_kernel);
+    p->mod_fused = calloc(nm, sizeof *p->mod_fused);
+    p->groups = calloc((size_t)groups + 1, sizeof *p->groups);
+    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group ||
+        !p->node_kernel || !p->mod_fused || !p->groups) {
+        mp_profile_free_measured(p);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    return MP_OK;
+}
+
 void mp_profile_free(mp_profile *p) {
     if (!p) return;
     free(p->mods);

@@ -201,6 +201,9 @@ int64_t mp_profile_batch(const mp_profile *p);
 
 /* Free the measured fields (a run fills them again). */
 void mp_profile_free_measured(mp_profile *p);
+/* Free them, then make the per-node and per-module arrays (zeroed) and
+ * room for `groups` kernel groups; MP_ERR_NOMEM (nothing left half made). */
+mp_status mp_profile_alloc_measured(mp_profile *p, int groups);
 
 /* Walk the module tree depth-first (pre-order), skipping modules deeper
  * than max_depth (-1: all). The callback returns false to skip children. */

@@ -139,6 +139,18 @@ static bool cw_mod_number(const mp_profile *p, int module, void *ud) {
     return true;
 }
 
+/* Rows of the modules in the JSON's order, each module numbered first. */
+static mp_status cw_modules_walk(cw *w, const mp_profile *p, double peak, mp_module_visit row) {
+    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
+    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
+    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
+    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
+    mp_module_walk(p, -1, cw_mod_number, &u);
+    mp_module_walk(p, -1, row, &u);
+    free(u.id);
+    return MP_OK;
+}
+
 static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     cw_mod *u = ud;
     cw *w = u->w;
@@ -162,14 +174,7 @@ static mp_status csv_modules(cw *w, const mp_profile *p, double peak) {
     cw_header(w, FIG_COLS, NCOLS(FIG_COLS));
     if (p->measured) cw_header(w, LAT_COLS, NCOLS(LAT_COLS));
     cw_end(w);
-    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
-    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
-    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
-    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
-    mp_module_walk(p, -1, cw_mod_number, &u);
-    mp_module_walk(p, -1, cw_mod_row, &u);
-    free(u.id);
-    return MP_OK;
+    return cw_modules_walk(w, p, peak, cw_mod_row);
 }
 
 /* One row per module and operator type (the JSON's modules[].ops), the
@@ -209,14 +214,7 @@ static mp_status csv_module_ops(cw *w, const mp_profile *p, double peak) {
         cw_header(w, LAT_COLS, NCOLS(LAT_COLS));
     }
     cw_end(w);
-    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
-    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
-    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
-    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
-    mp_module_walk(p, -1, cw_mod_number, &u);
-    mp_module_walk(p, -1, cw_modop_rows, &u);
-    free(u.id);
-    return MP_OK;
+    return cw_modules_walk(w, p, peak, cw_modop_rows);
 }
 
 static void csv_nodes(cw *w, const mp_profile *p, double peak) {

@@ -168,6 +168,13 @@ static void js_lat(jw *w, double lat, double lat_min, uint64_t flops, bool flops
     else jw_null(w);
 }
 
+/* A row of nodes of one op type (an `ops` entry, a module's): measured,
+ * how many ran fused and its time. */
+static void js_op_measured(jw *w, const mp_fig *fig) {
+    jw_ku64(w, "fused", js_count(fig->fused));
+    js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, fig->unknown <= 0);
+}
+
 /* The figures every set (module, op type) carries. */
 static void js_fig(jw *w, const mp_fig *fig, bool measured) {
     jw_ku64(w, "params", fig->params);
@@ -285,10 +292,7 @@ static void js_ops(jw *w, const mp_profile *p) {
         jw_ku64(w, "params", os->fig.params);
         jw_ku64(w, "uncounted", js_count(os->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(os->fig.unknown));
-        if (p->measured) {
-            jw_ku64(w, "fused", js_count(os->fig.fused));
-            js_lat(w, os->fig.latency_s, os->fig.latency_min_s, os->fig.flops, os->fig.unknown <= 0);
-        }
+        if (p->measured) js_op_measured(w, &os->fig);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -324,10 +328,7 @@ static void js_mod_ops(jw *w, const mp_profile *p, int module) {
         jw_ku64(w, "flops", r->fig.flops);
         jw_ku64(w, "uncounted_nodes", js_count(r->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(r->fig.unknown));
-        if (p->measured) {
-            jw_ku64(w, "fused", js_count(r->fig.fused));
-            js_lat(w, r->fig.latency_s, r->fig.latency_min_s, r->fig.flops, r->fig.unknown <= 0);
-        }
+        if (p->measured) js_op_measured(w, &r->fig);
         jw_close(w, '}');
     }
     jw_close(w, ']');

@@ -227,22 +227,13 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
     mp_model *m = pl->m;
     int ns = pl->n_steps, nm = m->n_modules ? m->n_modules : 1;
     int nn = g->n_nodes;
-    mp_profile_free_measured(p); /* a profile measured before */
-    p->node_lat = calloc((size_t)nn + 1, sizeof *p->node_lat);
-    p->node_lat_min = calloc((size_t)nn + 1, sizeof *p->node_lat_min);
-    p->node_state = calloc((size_t)nn + 1, sizeof *p->node_state);
-    p->node_head = calloc((size_t)nn + 1, sizeof *p->node_head);
-    p->node_group = calloc((size_t)nn + 1, sizeof *p->node_group);
-    p->node_kernel = calloc((size_t)nn + 1, sizeof *p->node_kernel);
-    p->mod_fused = calloc((size_t)nm + 1, sizeof *p->mod_fused);
-    p->groups = calloc((size_t)ns + 1, sizeof *p->groups);
+    mp_status st = mp_profile_alloc_measured(p, ns); /* a profile measured before: freed */
+    if (st) return st;
     double *col = malloc(sizeof *col * (size_t)(iters + 1));
     double *grp = calloc((size_t)(ns + 1) * (size_t)iters, sizeof *grp);
     int *step_grp = calloc((size_t)ns + 1, sizeof *step_grp);
     int *node_step = malloc(sizeof *node_step * ((size_t)nn + 1));
-    mp_status st = MP_OK;
-    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group || !p->node_kernel || !p->mod_fused ||
-        !p->groups || !col || !grp || !step_grp || !node_step)
+    if (!col || !grp || !step_grp || !node_step)
         st = mp_error(MP_ERR_NOMEM, "out of memory");
     if (st) goto done;
     bool timed = pl->o.node_timing != 0;

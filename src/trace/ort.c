@@ -489,25 +489,15 @@ static mp_status ort_fill(ort *o, const mp_ort_options *opt, mp_importinfo *im) 
     mp_model *m = p->m;
     int nn = g->n_nodes, nu = o->n_units, np = o->kept, ns = o->n_slots;
     int nm = m->n_modules ? m->n_modules : 1;
-    mp_profile_free_measured(p);
-    p->node_lat = calloc((size_t)nn + 1, sizeof *p->node_lat);
-    p->node_lat_min = calloc((size_t)nn + 1, sizeof *p->node_lat_min);
-    p->node_state = calloc((size_t)nn + 1, sizeof *p->node_state);
-    p->node_head = calloc((size_t)nn + 1, sizeof *p->node_head);
-    p->node_group = calloc((size_t)nn + 1, sizeof *p->node_group);
-    p->node_kernel = calloc((size_t)nn + 1, sizeof *p->node_kernel);
-    p->mod_fused = calloc((size_t)nm + 1, sizeof *p->mod_fused);
-    p->groups = calloc((size_t)nu + 1, sizeof *p->groups);
+    mp_status st = mp_profile_alloc_measured(p, nu);
+    if (st) return st;
     p->unplaced = calloc((size_t)ns + 1, sizeof *p->unplaced);
     double *ut = calloc((size_t)np * (size_t)(nu + 1), sizeof *ut);   /* [run][unit] */
     double *gt = calloc((size_t)np * (size_t)(nu + 1), sizeof *gt);   /* [group][run] */
     double *col = malloc(sizeof *col * (size_t)(np + 1));
     int *head = malloc(sizeof *head * (size_t)(nu + 1)), *members = calloc((size_t)nu + 1, sizeof *members);
     int *uslot = malloc(sizeof *uslot * (size_t)(nu + 1)), *ugrp = malloc(sizeof *ugrp * (size_t)(nu + 1));
-    mp_status st = MP_OK;
-    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group ||
-        !p->node_kernel || !p->mod_fused || !p->groups || !p->unplaced || !ut || !gt || !col || !head ||
-        !members || !uslot || !ugrp) {
+    if (!p->unplaced || !ut || !gt || !col || !head || !members || !uslot || !ugrp) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
         goto done;
     }
