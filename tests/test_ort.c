@@ -1,4 +1,4 @@
-/* ONNX Runtime's profile in the module tree (--ort-profile, src/trace/ort.c):
+/* ONNX Runtime's profile in the module tree (--ort-profile, src/import/ort.c):
  * the naming rules on a profile written here by hand (every figure worked
  * out beside it), then the profiles ONNX Runtime itself wrote for ResNet-50
  * and BERT-base at optimisation levels disabled and all (tests/ort/,

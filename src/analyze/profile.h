@@ -39,7 +39,7 @@ typedef struct mp_modop {
 } mp_modop;
 
 /* A profile written by another runtime, placed on the graph's nodes
- * (ONNX Runtime's: src/trace/ort.c). */
+ * (ONNX Runtime's: src/import/ort.c). */
 typedef struct mp_importinfo {
     const char *path;       /* the profile read */
     int runs;               /* runs in the file (the run's iters + warmup) */

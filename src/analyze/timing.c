@@ -1,6 +1,6 @@
 /* The measured figures of the profile's sets from timed units: a measured
  * run's kernels (src/run/measure.c) or ONNX Runtime's node events
- * (src/trace/ort.c). A unit that ran several nodes (a fused group) gives
+ * (src/import/ort.c). A unit that ran several nodes (a fused group) gives
  * each node a share of its time by FLOPs, so that a row of nodes of one
  * kind (an op type, a module, a module's op type) reads their FLOPs against
  * their time, never against the time of another node that ran alone. */

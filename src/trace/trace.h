@@ -90,7 +90,7 @@ typedef struct mp_tflow {
 
 /* An event of ONNX Runtime's profile (SessionOptions.enableProfiling: a
  * bare array of complete events, cat "Node" for kernels, "Session" for
- * model_run and the session's own spans): src/trace/ort.c places them. */
+ * model_run and the session's own spans): src/import/ort.c places them. */
 #define MP_TORT_NONE UINT32_MAX
 typedef struct mp_tort {
     int64_t ts, end;       /* ns */

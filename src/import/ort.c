@@ -1,4 +1,7 @@
-/* ONNX Runtime's own profile in the module tree (`--ort-profile FILE`).
+/* ONNX Runtime's own profile in the module tree (`--ort-profile FILE`):
+ * a profile another runtime wrote, read by the trace reader, joined with
+ * the static profile of the same model (this folder is above trace and
+ * analyze, under report).
  *
  * ONNX Runtime's profiler (SessionOptions.enableProfiling) writes a bare
  * JSON array of complete events: cat "Session" for the session's spans (one
@@ -682,19 +685,27 @@ done:
     return st;
 }
 
-void mp_ort_options_default(mp_ort_options *o) {
-    if (!o) return;
+#define ORT_OPTIONS_V1 MP_FIELD_END(mp_ort_options, measure_peak)
+
+static void ort_defaults(mp_ort_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->warmup = -1;
 }
 
-mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *opt) {
+mp_status mp_ort_options_init(mp_ort_options *o, size_t size) {
+    mp_ort_options d;
+    ort_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, ORT_OPTIONS_V1, "mp_ort_options");
+}
+
+mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *opts) {
     if (!p || !path) return mp_error(MP_ERR_USAGE, "mp_profile_ort: no profile or file");
     mp_ort_options def;
-    if (!opt) {
-        mp_ort_options_default(&def);
-        opt = &def;
-    }
+    ort_defaults(&def);
+    mp_status st = mp_opts_take(&def, sizeof def, opts, ORT_OPTIONS_V1, "mp_ort_options");
+    if (st) return st;
+    const mp_ort_options *opt = &def;
     ort o;
     memset(&o, 0, sizeof o);
     o.p = p;
@@ -702,7 +713,7 @@ mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *
     o.path = path;
     mp_importinfo im;
     memset(&im, 0, sizeof im);
-    mp_status st = mp_trace_read_file(path, &o.raw);
+    st = mp_trace_read_file(path, &o.raw);
     if (!st && !o.raw.n_orts)
         st = mp_error(MP_ERR_FORMAT,
                       "%s: not an ONNX Runtime profile: no event of category \"Node\" or \"Session\" "
