@@ -507,34 +507,27 @@ static mp_status fx_grid(fx *s) {
     return MP_OK;
 }
 
-/* The last value at which the profile holds between good (holds) and bad
- * (does not), by bisection; *bad_idx the snapshot one step past. */
+/* The last value of dim `var` (the others at the base) at which the
+ * profile holds, between good (holds) and bad (does not: snapshot
+ * *bad_idx), by bisection; *bad_idx becomes the snapshot one step past. */
 static mp_status fx_bisect(fx *s, int var, int64_t good, int64_t bad, int64_t *last, int *bad_idx) {
     int64_t x[MP_FORMULA_VARS];
     mp_status st;
     char buf[8];
-    int bi = -1;
     while (bad - good > 1 || bad - good < -1) {
         int64_t mid = good + (bad - good) / 2;
         for (int t = 0; t < s->k; t++) x[t] = s->x0;
         x[var] = mid;
         int e = fx_eval(s, x, false, &st);
         if (e < 0) return st;
-        if (fx_holds(s, &s->snaps[e], buf, sizeof buf))
+        if (fx_holds(s, &s->snaps[e], buf, sizeof buf)) {
             good = mid;
-        else {
+        } else {
             bad = mid;
-            bi = e;
+            *bad_idx = e;
         }
     }
-    if (bi < 0) {
-        for (int t = 0; t < s->k; t++) x[t] = s->x0;
-        x[var] = bad;
-        bi = fx_eval(s, x, false, &st);
-        if (bi < 0) return st;
-    }
     *last = good;
-    *bad_idx = bi;
     return MP_OK;
 }
 
@@ -544,52 +537,46 @@ static mp_status fx_bisect(fx *s, int var, int64_t good, int64_t bad, int64_t *l
  * the last value at which it does. (The profile can hold again further
  * out, where contents too large to track stop a check: the range ends at
  * the first failure.) Both ends become check points. */
+/* Along dim i from `good` (where the profile holds) toward `limit`,
+ * doubling up or halving down until it does not hold, then a bisection:
+ * *end the last value at which it holds, *why (malloc'd) what happens one
+ * step past it; NULL when it holds up to limit. */
+static mp_status fx_sweep(fx *s, int i, int64_t good, int64_t limit, int64_t *end, char **why) {
+    int64_t x[MP_FORMULA_VARS];
+    mp_status st;
+    char buf[1200];
+    *end = limit;
+    *why = NULL;
+    while (good != limit) {
+        int64_t v = limit < good ? good / 2 : good > limit / 2 ? limit : 2 * good;
+        for (int t = 0; t < s->k; t++) x[t] = s->x0;
+        x[i] = v;
+        int e = fx_eval(s, x, false, &st);
+        if (e < 0) return st;
+        if (fx_holds(s, &s->snaps[e], buf, sizeof buf)) {
+            good = v;
+            continue;
+        }
+        int bi = e;
+        if ((st = fx_bisect(s, i, good, v, end, &bi))) return st;
+        fx_holds(s, &s->snaps[bi], buf, sizeof buf);
+        return (*why = strdup(buf)) ? MP_OK : fx_nomem();
+    }
+    return MP_OK;
+}
+
 static mp_status fx_ranges(fx *s) {
     int64_t x[MP_FORMULA_VARS];
     mp_status st;
-    char why[1200];
     for (int i = 0; i < s->k; i++) {
         mp_formula_range *r = &s->F->range[i];
-        int64_t far = fx_far(s->deg[i]);
-        int64_t good = s->x0 + MP_FORMULA_DEGREE + 1; /* the line's last point: holds */
-        if (far < good) far = good;
-        r->hi = far;
-        for (int64_t v = good; v < far;) {
-            v = v > far / 2 ? far : 2 * v;
-            for (int t = 0; t < s->k; t++) x[t] = s->x0;
-            x[i] = v;
-            int e = fx_eval(s, x, false, &st);
-            if (e < 0) return st;
-            if (fx_holds(s, &s->snaps[e], why, sizeof why)) {
-                good = v;
-                continue;
-            }
-            int bi;
-            if ((st = fx_bisect(s, i, good, v, &r->hi, &bi))) return st;
-            fx_holds(s, &s->snaps[bi], why, sizeof why);
-            r->hi_bounded = true;
-            if (!(r->hi_why = strdup(why))) return fx_nomem();
-            break;
-        }
-        r->lo = 1;
-        good = s->x0;
-        for (int64_t v = good; v > 1;) {
-            v /= 2;
-            for (int t = 0; t < s->k; t++) x[t] = s->x0;
-            x[i] = v;
-            int e = fx_eval(s, x, false, &st);
-            if (e < 0) return st;
-            if (fx_holds(s, &s->snaps[e], why, sizeof why)) {
-                good = v;
-                continue;
-            }
-            int bi;
-            if ((st = fx_bisect(s, i, good, v, &r->lo, &bi))) return st;
-            fx_holds(s, &s->snaps[bi], why, sizeof why);
-            r->lo_bounded = true;
-            if (!(r->lo_why = strdup(why))) return fx_nomem();
-            break;
-        }
+        int64_t top = s->x0 + MP_FORMULA_DEGREE + 1; /* the line's last point: holds */
+        int64_t far = fx_far(s->deg[i]) > top ? fx_far(s->deg[i]) : top;
+        if ((st = fx_sweep(s, i, top, far, &r->hi, &r->hi_why)) ||
+            (st = fx_sweep(s, i, s->x0, 1, &r->lo, &r->lo_why)))
+            return st;
+        r->hi_bounded = r->hi_why != NULL;
+        r->lo_bounded = r->lo_why != NULL;
         int64_t ends[2] = {r->lo, r->hi};
         for (int j = 0; j < 2; j++) {
             for (int t = 0; t < s->k; t++) x[t] = s->x0;
@@ -636,14 +623,8 @@ static size_t fx_check(fx *s, bool mark) {
     for (int j = 0; j < s->n_snaps; j++) {
         fx_snap *sn = &s->snaps[j];
         if (!sn->check || !sn->v || !fx_holds(s, sn, buf, sizeof buf)) continue;
-        for (size_t q = 0; q < s->S; q++) {
-            if (s->bad[q]) continue;
-            if (q < (size_t)s->N * FX_NF && sn->unk[q / FX_NF]) {
-                if (mark) fx_set_bad(s, q, MP_FX_UNKNOWN, j, sn->along);
-                miss++;
-                continue;
-            }
-            if (fx_matches(s, q, sn)) continue;
+        for (size_t q = 0; q < s->S; q++) { /* (a node unknown here is unknown at the base too) */
+            if (s->bad[q] || fx_matches(s, q, sn)) continue;
             miss++;
             if (mark) fx_set_bad(s, q, MP_FX_CHECK, j, sn->along);
         }
@@ -1033,7 +1014,11 @@ mp_status mp_profile_formulas(mp_profile *p) {
     if (!F) return fx_nomem();
     mp_arena_init(&F->arena);
     F->n_vars = p->n_unresolved;
-    for (int i = 0; i < F->n_vars; i++) F->vars[i] = p->unresolved[i];
+    int64_t saved[MP_FORMULA_VARS];
+    for (int i = 0; i < F->n_vars; i++) {
+        F->vars[i] = p->unresolved[i];
+        saved[i] = m->syms[F->vars[i]].value;
+    }
     fx s;
     memset(&s, 0, sizeof s);
     s.p = p;
@@ -1051,7 +1036,7 @@ mp_status mp_profile_formulas(mp_profile *p) {
     if (!st) st = fx_build(&s);
     /* the model back to the profile's dims (node costs and shapes are the
      * model's: the reports read them) */
-    for (int i = 0; i < F->n_vars; i++) m->syms[F->vars[i]].value = -1;
+    for (int i = 0; i < F->n_vars; i++) m->syms[F->vars[i]].value = saved[i];
     mp_profile *q = NULL;
     char keep_err[1200];
     snprintf(keep_err, sizeof keep_err, "%s", mp_last_error());
