@@ -153,7 +153,7 @@ MP_API void mp_profile_free(mp_profile *p);
  * "Formulas"). The reports then show them. It profiles the model again at
  * other dims and leaves it as p found it. MP_ERR_SHAPE when the profile
  * fails wherever it is tried, MP_ERR_UNSUPPORTED past 8 free dims. */
-mp_status mp_profile_formulas(mp_profile *p);
+MP_API mp_status mp_profile_formulas(mp_profile *p);
 
 typedef struct mp_totals {
     uint64_t params;                /* learnable parameters, shared counted once */
