@@ -697,7 +697,8 @@ static bool tx_formula_visit(const mp_profile *p, int module, void *ud) {
     tx_poly(t, &fs->f[MP_FF_MACS]);
     tx_puts(t, "; FLOPs = ");
     tx_poly(t, &fs->f[MP_FF_FLOPS]);
-    if (fs->left_out) tx_printf(t, " (without %d nodes left out)", fs->left_out);
+    if (fs->left_out)
+        tx_printf(t, " [without %d node%s left out]", fs->left_out, fs->left_out == 1 ? "" : "s");
     tx_putc(t, '\n');
     return true;
 }
