@@ -68,6 +68,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(models)            \
     X(dynamo)            \
     X(patterns)          \
+    X(formula)           \
     X(params)            \
     X(cli)               \
     X(malformed)         \
@@ -78,6 +79,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(rnn)               \
     X(trace)             \
     X(trace_legacy)      \
+    X(ort)               \
     X(plan)
 
 #define MP__DECL_TESTS(f)              \
