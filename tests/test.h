@@ -68,6 +68,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(models)            \
     X(dynamo)            \
     X(patterns)          \
+    X(formula)           \
     X(params)            \
     X(cli)               \
     X(malformed)         \
