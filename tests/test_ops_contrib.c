@@ -16,12 +16,7 @@
 /* A model importing the default domain at `opset` and com.microsoft 1. */
 static mp_model *ms_new(int opset) {
     mp_model *m = tb_new(opset);
-    mp_opset *o = mp_arena_calloc(&m->arena, 2, sizeof *o);
-    o[0] = m->opsets[0];
-    o[1].domain = MS;
-    o[1].version = 1;
-    m->opsets = o;
-    m->n_opsets = 2;
+    tb_opset(m, MS, 1);
     return m;
 }
 
@@ -1063,18 +1058,12 @@ static void t_attention_train(void) {
         }
         tb_attr_i(m, n, "num_heads", 4);
         mp_profile *p = tb_prof(m);
-        mp_node *nd = tb_nodep(m, n);
-        if (!p || !nd->desc || !nd->desc->train) {
+        mp_bwd t;
+        if (!p || !tb_train(m, n, 7u, &t)) {
             mp_t_fail(__FILE__, __LINE__, "form %d: no train rule", form);
             tb_done(m, p);
             continue;
         }
-        mp_bwd t;
-        memset(&t, 0, sizeof t);
-        t.rg = 7u;
-        t.fwd = &nd->cost;
-        mp_ctx cx = {m, m->graph, nd, n, NULL};
-        nd->desc->train(&cx, &t);
         static const uint64_t bwd[4] = {139840, 17920, 16000, 25600}, rec[4] = {3200, 4480, 3200, 5120};
         static const uint64_t extra[4] = {3840 + 160, 160, 160, 160};
         static const uint32_t sin_[4] = {3, 7, 7, 1}, sout[4] = {1, 1, 1, 7};

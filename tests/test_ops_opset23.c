@@ -313,14 +313,8 @@ static void t_attention_train(void) {
         tb_input(m, "pv", MP_DT_FLOAT, 4, TB_DIMS(2, 2, 8, 32));
         int n = tb_node(m, "Attention", past ? "q,k,v,mask,pk,pv" : "q,k,v", past ? "y,present_k,present_v" : "y");
         mp_profile *p = tb_prof(m);
-        mp_node *nd = tb_nodep(m, n);
-        if (p && nd->desc && nd->desc->train) {
-            mp_bwd t;
-            memset(&t, 0, sizeof t);
-            t.rg = 7u;
-            t.fwd = &nd->cost;
-            mp_ctx cx = {m, m->graph, nd, n, NULL};
-            nd->desc->train(&cx, &t);
+        mp_bwd t;
+        if (p && tb_train(m, n, 7u, &t)) {
             T_EQ(t.save_in, past ? 1u | 8u : 7u);
             T_EQ(t.save_out, past ? 7u : 1u);
             T_EQ_U64(t.extra_bytes, 4 * 2 * 8 * 16);
@@ -328,9 +322,7 @@ static void t_attention_train(void) {
             T_EQ_U64(t.recompute_flops, UINT64_C(1310720));
             T_EQ(t.amp, MP_AMP_LOWER);
             /* nothing needs a gradient: nothing kept, nothing done */
-            memset(&t, 0, sizeof t);
-            t.fwd = &nd->cost;
-            nd->desc->train(&cx, &t);
+            tb_train(m, n, 0, &t);
             T_EQ(t.save_in | t.save_out, 0);
             T_EQ_U64(t.bwd_flops, 0);
         } else {

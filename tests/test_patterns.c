@@ -266,12 +266,7 @@ static void t_shapes_change(void) {
 /* A model importing the default domain at `opset` and com.microsoft 1. */
 static mp_model *ms_new(int opset) {
     mp_model *m = tb_new(opset);
-    mp_opset *o = mp_arena_calloc(&m->arena, 2, sizeof *o);
-    o[0] = m->opsets[0];
-    o[1].domain = "com.microsoft";
-    o[1].version = 1;
-    m->opsets = o;
-    m->n_opsets = 2;
+    tb_opset(m, "com.microsoft", 1);
     return m;
 }
 

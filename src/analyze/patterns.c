@@ -580,38 +580,24 @@ static void act_whole(pctx *c, int k) {
     act_accept(c, a);
 }
 
-/* x * 0.5 * (1 + erf(x / sqrt 2)), from the Erf: Div(x, 1.414) or
- * Mul(x, 0.7071) -> Erf -> Add(1) -> Mul(x, .) [-> Mul(0.5)], or
- * Mul(Mul(x, 0.5), 1 + erf). */
-static void gelu_erf(pctx *c, int e) {
-    if (!free_node(c, e) || !is_op(NODE(c, e), "Erf")) return;
-    int pre = prod(c, in_at(c, e, 0));
-    if (pre < 0 || !free_node(c, pre)) return;
-    const mp_node *pn = NODE(c, pre);
-    double f;
-    int x = pn->n_in == 2 ? (is_op(pn, "Div") ? pn->in[0] : pn->in[0]) : -1;
-    if (x >= 0 && is_op(pn, "Mul") && mp_value_const(c->g, x)) x = pn->in[1];
-    if (x < 0 || !scaled_by(c, pre, x, &f) || !near(f, 0.7071067811865476, 1e-3)) return;
-    cand_reset(c);
-    cand(c, pre, MP_PART_BODY);
-    cand(c, e, MP_PART_BODY);
-    double one;
-    int ad = sole_op(c, out0(c, e), "Add");
-    if (ad < 0 || !scalar(c, other(c, ad, out0(c, e)), &one) || one != 1.0) return;
+/* The end both GELU forms share, from e, the Erf's or the Tanh's output:
+ * Add(e, 1), then Mul(x, .) and Mul(0.5), or Mul(Mul(x, 0.5), .). Adds
+ * them to the candidate and accepts it as `kind` when every value it makes
+ * but its output is read inside it. */
+static void gelu_end(pctx *c, int kind, int e, int x) {
+    double one, h;
+    int ad = sole_op(c, e, "Add");
+    if (ad < 0 || !scalar(c, other(c, ad, e), &one) || one != 1.0) return;
     cand(c, ad, MP_PART_BODY);
     int mu = sole_op(c, out0(c, ad), "Mul");
-    if (mu < 0) return;
+    if (mu < 0 || !cand(c, mu, MP_PART_BODY)) return;
     int o = other(c, mu, out0(c, ad)), y = out0(c, mu);
-    cand(c, mu, MP_PART_BODY);
-    double h;
     if (o == x) {
+        /* x * (1 + erf) without the half is no GELU */
         int half = sole_op(c, y, "Mul");
-        if (half >= 0 && scaled_by(c, half, y, &h) && h == 0.5) {
-            cand(c, half, MP_PART_BODY);
-            y = out0(c, half);
-        } else {
-            return; /* x * (1 + erf) without the half is no GELU */
-        }
+        if (half < 0 || !scaled_by(c, half, y, &h) || h != 0.5) return;
+        cand(c, half, MP_PART_BODY);
+        y = out0(c, half);
     } else {
         int hk = prod(c, o);
         if (hk < 0 || !free_node(c, hk) || !scaled_by(c, hk, x, &h) || h != 0.5 || sole(c, o) != mu) return;
@@ -621,8 +607,26 @@ static void gelu_erf(pctx *c, int e) {
         int ov = out0(c, c->cand[i].node);
         if (ov != y && !read_inside(c, ov)) return;
     }
-    mp_pact *a = act_new(c, MP_ACT_GELU, MP_FORM_DECOMPOSED, x, y);
+    mp_pact *a = act_new(c, kind, MP_FORM_DECOMPOSED, x, y);
     if (a) act_accept(c, a);
+}
+
+/* x * 0.5 * (1 + erf(x / sqrt 2)), from the Erf: Div(x, 1.414) or
+ * Mul(x, 0.7071) -> Erf -> Add(1) -> Mul(x, .) [-> Mul(0.5)], or
+ * Mul(Mul(x, 0.5), 1 + erf). */
+static void gelu_erf(pctx *c, int e) {
+    if (!free_node(c, e) || !is_op(NODE(c, e), "Erf")) return;
+    int pre = prod(c, in_at(c, e, 0));
+    if (pre < 0 || !free_node(c, pre)) return;
+    const mp_node *pn = NODE(c, pre);
+    double f;
+    int x = pn->n_in == 2 ? pn->in[0] : -1;
+    if (x >= 0 && is_op(pn, "Mul") && mp_value_const(c->g, x)) x = pn->in[1];
+    if (x < 0 || !scaled_by(c, pre, x, &f) || !near(f, 0.7071067811865476, 1e-3)) return;
+    cand_reset(c);
+    cand(c, pre, MP_PART_BODY);
+    cand(c, e, MP_PART_BODY);
+    gelu_end(c, MP_ACT_GELU, out0(c, e), x);
 }
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), from the Tanh:
@@ -662,30 +666,7 @@ static void gelu_tanh(pctx *c, int t) {
     cand(c, ak, MP_PART_BODY);
     cand(c, pre, MP_PART_BODY);
     cand(c, t, MP_PART_BODY);
-    double one, h;
-    int ad = sole_op(c, out0(c, t), "Add");
-    if (ad < 0 || !scalar(c, other(c, ad, out0(c, t)), &one) || one != 1.0) return;
-    cand(c, ad, MP_PART_BODY);
-    int mu = sole_op(c, out0(c, ad), "Mul");
-    if (mu < 0) return;
-    cand(c, mu, MP_PART_BODY);
-    int o = other(c, mu, out0(c, ad)), y = out0(c, mu);
-    if (o == x) {
-        int half = sole_op(c, y, "Mul");
-        if (half < 0 || !scaled_by(c, half, y, &h) || h != 0.5) return;
-        cand(c, half, MP_PART_BODY);
-        y = out0(c, half);
-    } else {
-        int hk = prod(c, o);
-        if (hk < 0 || !free_node(c, hk) || !scaled_by(c, hk, x, &h) || h != 0.5 || sole(c, o) != mu) return;
-        cand(c, hk, MP_PART_BODY);
-    }
-    for (int i = 0; i < c->n_cand; i++) {
-        int ov = out0(c, c->cand[i].node);
-        if (ov != y && !read_inside(c, ov)) return;
-    }
-    mp_pact *ap = act_new(c, MP_ACT_GELU_TANH, MP_FORM_DECOMPOSED, x, y);
-    if (ap) act_accept(c, ap);
+    gelu_end(c, MP_ACT_GELU_TANH, out0(c, t), x);
 }
 
 /* x * Sigmoid(x) (SiLU), x * Sigmoid(1.702 x) (QuickGELU), from the

@@ -336,7 +336,7 @@ typedef struct mp_patterns {
     int64_t heads, kv_heads, head_dim;
 } mp_patterns;
 
-/* The patterns of g's current shapes (the main graph: g->parent NULL):
+/* The patterns of g's current shapes (any graph; indices are g's own):
  * found on the first call after the graph was inferred, kept on the graph
  * (freed with it) until inference runs again. NULL, with mp_error set, when
  * out of memory. Not thread-safe on one graph. */

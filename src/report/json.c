@@ -665,14 +665,8 @@ static void js_param_counting(jw *w, const mp_profile *p) {
 
 /* ---- what the pattern layer recognised (analyze/patterns.h) ---- */
 
-static void js_int_or_null(jw *w, int64_t v) {
-    if (v >= 0) jw_i64(w, v);
-    else jw_null(w);
-}
-
 static void js_node_or_null(jw *w, const mp_graph *g, int node) {
-    if (node >= 0) jw_str(w, g->nodes[node].name ? g->nodes[node].name : "");
-    else jw_null(w);
+    jw_opt_str(w, node >= 0 ? (g->nodes[node].name ? g->nodes[node].name : "") : NULL);
 }
 
 /* One row of the summary per (pattern, kind, form). */
@@ -709,18 +703,17 @@ static void js_block(jw *w, const mp_model *m, const mp_patterns *pp, const mp_p
     const mp_graph *g = m->graph;
     jw_open(w, '{');
     jw_key(w, "module");
-    if (b->module >= 0) jw_str(w, m->modules[b->module].path);
-    else jw_null(w);
+    jw_opt_str(w, b->module >= 0 ? m->modules[b->module].path : NULL);
     jw_key(w, "heads");
-    js_int_or_null(w, b->heads);
+    jw_opt_i64(w, b->heads);
     jw_key(w, "kv_heads");
-    js_int_or_null(w, b->kv_heads);
+    jw_opt_i64(w, b->kv_heads);
     jw_key(w, "head_dim");
-    js_int_or_null(w, b->head_dim);
+    jw_opt_i64(w, b->head_dim);
     jw_key(w, "hidden");
-    js_int_or_null(w, b->hidden);
+    jw_opt_i64(w, b->hidden);
     jw_key(w, "ffn");
-    js_int_or_null(w, b->ffn);
+    jw_opt_i64(w, b->ffn);
     const mp_pattn *a = b->attn >= 0 ? &pp->attn[b->attn] : NULL;
     jw_key(w, "attention");
     if (a) {
@@ -733,7 +726,7 @@ static void js_block(jw *w, const mp_model *m, const mp_patterns *pp, const mp_p
         else jw_null(w);
         jw_kbool(w, "guard", a->guard);
         jw_key(w, "rotary_dim");
-        js_int_or_null(w, a->rotary_q >= 0 ? pp->rotary[a->rotary_q].rot_dim : -1);
+        jw_opt_i64(w, a->rotary_q >= 0 ? pp->rotary[a->rotary_q].rot_dim : -1);
         jw_key(w, "node");
         js_node_or_null(w, g, a->op >= 0 ? a->op : a->qk);
         jw_close(w, '}');
@@ -741,8 +734,7 @@ static void js_block(jw *w, const mp_model *m, const mp_patterns *pp, const mp_p
         jw_null(w);
     }
     jw_key(w, "mlp");
-    if (b->mlp_kind >= 0) jw_str(w, mp_act_kind_name(b->mlp_kind));
-    else jw_null(w);
+    jw_opt_str(w, b->mlp_kind >= 0 ? mp_act_kind_name(b->mlp_kind) : NULL);
     jw_kbool(w, "parallel", b->parallel);
     jw_key(w, "weights");
     jw_open(w, '{');
@@ -776,20 +768,20 @@ static void js_patterns(jw *w, const mp_profile *p) {
     const mp_graph *g = m->graph;
     jw_open(w, '{');
     jw_key(w, "heads");
-    js_int_or_null(w, pp->heads);
+    jw_opt_i64(w, pp->heads);
     jw_key(w, "kv_heads");
-    js_int_or_null(w, pp->kv_heads);
+    jw_opt_i64(w, pp->kv_heads);
     jw_key(w, "head_dim");
-    js_int_or_null(w, pp->head_dim);
+    jw_opt_i64(w, pp->head_dim);
     int unk;
     uint64_t kv = mp_patterns_kv_elems_per_token(pp, &unk);
     jw_key(w, "kv_elements_per_token");
     if (unk || !pp->n_attn) jw_null(w);
     else jw_u64(w, kv);
     jw_key(w, "vocab");
-    js_int_or_null(w, pp->vocab);
+    jw_opt_i64(w, pp->vocab);
     jw_key(w, "hidden");
-    js_int_or_null(w, pp->hidden);
+    jw_opt_i64(w, pp->hidden);
     jw_key(w, "embedding");
     js_node_or_null(w, g, pp->embed);
     jw_key(w, "lm_head");

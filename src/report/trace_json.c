@@ -14,15 +14,6 @@ static void rate(jw *w, uint64_t flops, int64_t ns) {
     else jw_null(w);
 }
 
-static void opt_i64(jw *w, int64_t v) {
-    if (v >= 0) jw_i64(w, v);
-    else jw_null(w);
-}
-
-static void opt_str(jw *w, const char *s) {
-    if (s) jw_str(w, s);
-    else jw_null(w);
-}
 
 static void summary(jw *w, const mp_trace *t) {
     static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64", "tf32"};
@@ -56,7 +47,7 @@ static void summary(jw *w, const mp_trace *t) {
     if (t->peak_tflops > 0) jw_double(w, t->peak_tflops * 1e12);
     else jw_null(w);
     jw_key(w, "peak_source");
-    opt_str(w, t->peak_source);
+    jw_opt_str(w, t->peak_source);
     jw_key(w, "mfu");
     if (t->peak_tflops > 0) jw_double(w, fps / (t->peak_tflops * 1e12));
     else jw_null(w);
@@ -107,11 +98,11 @@ static void steps(jw *w, const mp_trace *t) {
         jw_key(w, "memory");
         jw_open(w, '{');
         jw_key(w, "start_allocated_bytes");
-        opt_i64(w, s->mem_start);
+        jw_opt_i64(w, s->mem_start);
         jw_key(w, "peak_allocated_bytes");
-        opt_i64(w, s->mem_peak);
+        jw_opt_i64(w, s->mem_peak);
         jw_key(w, "end_allocated_bytes");
-        opt_i64(w, s->mem_end);
+        jw_opt_i64(w, s->mem_end);
         jw_close(w, '}');
         jw_close(w, '}');
     }
@@ -150,7 +141,7 @@ static void kernels(jw *w, const mp_trace *t) {
         jw_open(w, '{');
         jw_kstr(w, "name", k->name ? k->name : "");
         jw_key(w, "short_name");
-        opt_str(w, k->short_name);
+        jw_opt_str(w, k->short_name);
         jw_kstr(w, "kind", k->kind == MP_TD_KERNEL ? "kernel" : k->kind == MP_TD_MEMCPY ? "memcpy" : "memset");
         jw_kstr(w, "category", k->cat < MP_TC_COUNT ? mp_tcat_names[k->cat] : "other");
         jw_ki64(w, "count", k->count);
@@ -161,7 +152,7 @@ static void kernels(jw *w, const mp_trace *t) {
         jw_key(w, "fraction");
         jw_double(w, t->kernel_total > 0 ? (double)k->total / (double)t->kernel_total : 0);
         jw_key(w, "operator");
-        opt_str(w, k->op);
+        jw_opt_str(w, k->op);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -181,7 +172,7 @@ static void modules(jw *w, const mp_trace *t) {
         jw_kstr(w, "path", md->path ? md->path : "");
         jw_kstr(w, "name", md->name ? md->name : "");
         jw_key(w, "class");
-        opt_str(w, m ? md->cls : NULL);
+        jw_opt_str(w, m ? md->cls : NULL);
         jw_ki64(w, "depth", md->depth);
         jw_ki64(w, "parent", md->parent);
         jw_ki64(w, "calls", f->calls);
@@ -209,11 +200,11 @@ static void memory(jw *w, const mp_trace *t) {
     jw_key(w, "memory");
     jw_open(w, '{');
     jw_key(w, "peak_allocated_bytes");
-    opt_i64(w, t->mem_peak_alloc);
+    jw_opt_i64(w, t->mem_peak_alloc);
     jw_key(w, "peak_reserved_bytes");
-    opt_i64(w, t->mem_peak_reserved);
+    jw_opt_i64(w, t->mem_peak_reserved);
     jw_key(w, "device_memory_bytes");
-    opt_i64(w, t->raw.device_mem);
+    jw_opt_i64(w, t->raw.device_mem);
     /* [seconds from the first step (or the first memory event), bytes] */
     jw_key(w, "curve");
     jw_open(w, '[');
@@ -255,19 +246,19 @@ static void one(jw *w, const mp_trace *t) {
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     jw_key(w, "trace");
-    opt_str(w, t->path);
+    jw_opt_str(w, t->path);
     jw_ku64(w, "json_bytes", t->raw.bytes);
     jw_ku64(w, "events", t->raw.n_events);
     jw_key(w, "rank");
-    opt_i64(w, t->raw.rank);
+    jw_opt_i64(w, t->raw.rank);
     jw_key(w, "device");
     jw_open(w, '{');
     jw_key(w, "name");
-    opt_str(w, t->raw.device_name[0] ? t->raw.device_name : NULL);
+    jw_opt_str(w, t->raw.device_name[0] ? t->raw.device_name : NULL);
     jw_key(w, "memory_bytes");
-    opt_i64(w, t->raw.device_mem);
+    jw_opt_i64(w, t->raw.device_mem);
     jw_key(w, "sms");
-    opt_i64(w, t->raw.device_sms);
+    jw_opt_i64(w, t->raw.device_sms);
     jw_close(w, '}');
     summary(w, t);
     steps(w, t);
@@ -309,9 +300,9 @@ mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_o
             jw_open(w, '{');
             jw_ki64(w, "index", slow);
             jw_key(w, "rank");
-            opt_i64(w, t[slow]->raw.rank);
+            jw_opt_i64(w, t[slow]->raw.rank);
             jw_key(w, "trace");
-            opt_str(w, t[slow]->path);
+            jw_opt_str(w, t[slow]->path);
             jw_key(w, "mean_step_s");
             jw_double(w, t[slow]->n_steps ? ns_s(t[slow]->wall_total / t[slow]->n_steps) : 0);
             jw_close(w, '}');

@@ -238,14 +238,7 @@ static bool is_wt(const mp_graph *g, const mp_value *v) {
 /* Constant at plan time as far as the graph tells: an initializer, a
  * Constant node's output, or contents the inference worked out. */
 static bool is_const_in(const mp_graph *g, const mp_value *v) {
-    if (!v) return false;
-    if (v->flags & (MP_VAL_INIT | MP_VAL_CONST)) return true;
-    if (v->kn >= 0 && v->kn == mp_value_numel(v)) return true;
-    if (v->producer >= 0 && v->producer < g->n_nodes) {
-        const mp_node *p = &g->nodes[v->producer];
-        return mp_streq(p->op, "Constant") && p->domain[0] == 0;
-    }
-    return false;
+    return v && mp_value_const(g, (int)(v - g->values));
 }
 static bool same_dims(const mp_value *a, int rank, const int64_t *dims) {
     if (a->rank != rank) return false;
