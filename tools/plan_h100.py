@@ -17,7 +17,7 @@ Each row is planned with `--gpu h100-sxm --reserve-gb 0` (the reference
 counts the allocator's bytes, not the CUDA context) and the planner's
 stated defaults (compute 60% of the dtype peak, 80% of the bandwidth,
 10 us per node and pass). Targets: peak memory within +-15%, step time
-within 2x. Prints one line per row; exit status 1 when a row misses.
+within 0.5-2x. Prints one line per row; exit status 1 when a row misses.
 """
 
 import argparse
