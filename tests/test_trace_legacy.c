@@ -84,7 +84,7 @@ static void t_modules(void) {
     FILE *f = open_memstream(&buf, &len);
     const mp_trace *tp = &t;
     mp_trace_options o = {0, -1, 20};
-    T_OK(mp_trace_report_json(&tp, 1, &o, f));
+    T_OK(mp_trace_report_json(&tp, 1, NULL, &o, f));
     fclose(f);
     T_CHECK(buf && strstr(buf, "\"module_time\": \"cpu\""));
     if (buf) t_json_dump("trace", buf, len);

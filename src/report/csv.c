@@ -279,7 +279,8 @@ static void csv_steps(cw *w, const mp_trace *const *t, int n) {
     }
     static const char *const b[] = {"optimizer_s", "optimizer_device_s", "data_loader_cpu_s", "flops",
                                     "achieved_flops_per_s", "start_allocated_bytes",
-                                    "peak_allocated_bytes", "end_allocated_bytes"};
+                                    "peak_allocated_bytes", "end_allocated_bytes",
+                                    "communication_s", "collective_calls"};
     cw_header(w, b, NCOLS(b));
     cw_end(w);
     for (int r = 0; r < n; r++) {
@@ -302,6 +303,8 @@ static void csv_steps(cw *w, const mp_trace *const *t, int n) {
             cw_opt_i64(w, s->mem_start);
             cw_opt_i64(w, s->mem_peak);
             cw_opt_i64(w, s->mem_end);
+            cw_ns(w, s->comm);
+            cw_i64(w, s->n_calls);
             cw_end(w);
         }
     }

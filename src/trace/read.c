@@ -549,7 +549,40 @@ typedef struct ev {
     mp_tshapes sh;              /* Input Dims and Concrete Inputs the FLOP rule reads */
     int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
+    bool has_dims;              /* "Input Dims" recorded */
+    /* a collective (comm.c): read into the side table (mp_tcomm) */
+    bool comm;
+    uint8_t c_bytes;
+    int64_t c_in, c_out, c_dims, c_group, c_seq;
+    const char *c_coll, *c_pg, *c_ranks;
+    size_t c_coll_n, c_pg_n, c_ranks_n;
 } ev;
+
+/* ---- collectives: what the side table (mp_tcomm) keeps ---- */
+
+/* Events that are collectives by name: gloo:* and nccl:* annotations,
+ * c10d::* operators, record_param_comms, NCCL kernels. */
+static bool comm_name(const char *s, size_t n) {
+    return (n > 5 && (memcmp(s, "gloo:", 5) == 0 || memcmp(s, "nccl:", 5) == 0)) ||
+           (n > 6 && memcmp(s, "c10d::", 6) == 0) || KEY_IS(s, n, "record_param_comms") ||
+           (n > 14 && memcmp(s, "ncclDevKernel_", 14) == 0) ||
+           (n > 11 && memcmp(s, "ncclKernel_", 11) == 0);
+}
+
+/* Bytes of one element: Input type ("float", "long int", "c10::BFloat16")
+ * and record_param_comms' dtype ("Float", "BFloat16", "Long"). 0 unknown. */
+static uint8_t comm_elem_bytes(const char *s, size_t n) {
+    static const struct { const char *name; uint8_t bytes; } t[] = {
+        {"float", 4}, {"Float", 4}, {"double", 8}, {"Double", 8}, {"c10::Half", 2}, {"Half", 2},
+        {"c10::BFloat16", 2}, {"BFloat16", 2}, {"long int", 8}, {"Long", 8}, {"int", 4},
+        {"Int", 4}, {"short int", 2}, {"Short", 2}, {"bool", 1}, {"Bool", 1},
+        {"unsigned char", 1}, {"Byte", 1}, {"signed char", 1}, {"Char", 1}};
+    for (size_t i = 0; i < MP_ARRAY_LEN(t); i++)
+        if (n == strlen(t[i].name) && memcmp(s, t[i].name, n) == 0) return t[i].bytes;
+    if (n > 12 && (memcmp(s, "c10::Float8_", 12) == 0 || memcmp(s, "Float8_", 7) == 0)) return 1;
+    return 0;
+}
+
 
 static int cat_of(const char *s, size_t n) {
     switch (n) {
@@ -702,6 +735,75 @@ static uint8_t dtype_of(const char *s, size_t n) {
 /* "Input type": the first input's dtype. */
 static void take_type(ev *v, int i, const char *s, size_t n) {
     if (i == 0) v->dtype = dtype_of(s, n);
+    if (i == 0 && v->comm && !v->c_bytes) v->c_bytes = comm_elem_bytes(s, n);
+}
+
+static void take_comm_type(ev *v, int i, const char *s, size_t n) {
+    if (i == 0 && !v->c_bytes) v->c_bytes = comm_elem_bytes(s, n);
+}
+
+/* The elements of one "Input Dims" entry: a tensor's dims multiply, a
+ * tensor list's tensors add up ([[513000]] and [513000] are 513000). */
+static int numel_value(rd *r, const char **pp, const char *e, int64_t *out, int depth) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    int64_t prod = 1, sum = 0;
+    bool list = false, any = false;
+    if (*p != ']')
+        for (;;) {
+            if (ws(&p, e)) return RS_MORE;
+            if (*p == '[' && depth < 3) {
+                int64_t x;
+                TRY(numel_value(r, &p, e, &x, depth + 1));
+                list = true;
+                if (x > 0 && __builtin_add_overflow(sum, x, &sum)) sum = INT64_MAX / 2;
+            } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+                int64_t d;
+                TRY(num(r, &p, e, 0, &d));
+                if (d < 0 || __builtin_mul_overflow(prod, d, &prod)) prod = INT64_MAX / 2;
+            } else {
+                TRY(skip(r, &p, e));
+            }
+            any = true;
+            bool more;
+            TRY(sep(r, &p, e, ']', &more));
+            if (!more) break;
+        }
+    else
+        p++;
+    *out = !any ? -1 : list ? sum : prod;
+    *pp = p;
+    return RS_OK;
+}
+
+/* "Input Dims" of a collective: the first input's elements. */
+static int parse_numel(rd *r, const char **pp, const char *e, int64_t *out) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (int i = 0;; i++) {
+        if (ws(&p, e)) return RS_MORE;
+        if (i == 0 && *p == '[') TRY(numel_value(r, &p, e, out, 0));
+        else TRY(skip(r, &p, e));
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+/* A string arg of a collective (record_param_comms). */
+static int comm_str(rd *r, const char **pp, const char *e, const char **s, size_t *n) {
+    bool esc;
+    if (ws(pp, e)) return RS_MORE;
+    if (**pp != '"') return skip(r, pp, e);
+    return str(r, pp, e, s, n, &esc);
 }
 
 static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
@@ -728,8 +830,33 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
         int64_t *dst = NULL;
         bool *flag = NULL;
         switch (kn) {
+        case 3:
+            if (KEY_IS(k, kn, "Seq")) dst = &v->c_seq;
+            break;
         case 5:
             if (KEY_IS(k, kn, "Bytes")) dst = &v->bytes;
+            else if (KEY_IS(k, kn, "dtype") && *p == '"') {
+                const char *s;
+                size_t n;
+                TRY(comm_str(r, &p, e, &s, &n));
+                v->c_bytes = comm_elem_bytes(s, n);
+                goto next;
+            }
+            break;
+        case 13:
+            if (KEY_IS(k, kn, "In msg nelems")) dst = &v->c_in;
+            break;
+        case 18:
+            if (KEY_IS(k, kn, "Process Group Name")) {
+                TRY(comm_str(r, &p, e, &v->c_pg, &v->c_pg_n));
+                goto next;
+            }
+            break;
+        case 19:
+            if (KEY_IS(k, kn, "Process Group Ranks")) {
+                TRY(comm_str(r, &p, e, &v->c_ranks, &v->c_ranks_n));
+                goto next;
+            }
             break;
         case 6:
             if (KEY_IS(k, kn, "stream")) dst = &v->stream;
@@ -741,20 +868,25 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
             else if (KEY_IS(k, kn, "Device Type")) dst = &v->dev_type;
             break;
         case 10:
-            if (fk && KEY_IS(k, kn, "Input Dims")) {
-                TRY(parse_dims(r, &p, e, v));
+            if (KEY_IS(k, kn, "Input Dims")) {
+                v->has_dims = true;
+                if (fk) TRY(parse_dims(r, &p, e, v));
+                else if (v->comm) TRY(parse_numel(r, &p, e, &v->c_dims));
+                else TRY(skip(r, &p, e));
                 goto next;
             }
-            if (fk && KEY_IS(k, kn, "Input type")) {
-                TRY(parse_str_array(r, &p, e, v, take_type));
+            if ((fk || v->comm) && KEY_IS(k, kn, "Input type")) {
+                TRY(parse_str_array(r, &p, e, v, fk ? take_type : take_comm_type));
                 goto next;
             }
+            if (KEY_IS(k, kn, "Group size")) dst = &v->c_group;
             break;
         case 14:
             if (KEY_IS(k, kn, "Total Reserved")) {
                 dst = &v->reserved;
                 flag = &v->has_reserved;
             }
+            else if (KEY_IS(k, kn, "Out msg nelems")) dst = &v->c_out;
             break;
         case 15:
             if (KEY_IS(k, kn, "Sequence number")) dst = &v->seq;
@@ -763,6 +895,10 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
                 flag = &v->has_alloc;
             } else if (v->fconc && KEY_IS(k, kn, "Concrete Inputs")) {
                 TRY(parse_str_array(r, &p, e, v, take_concrete));
+                goto next;
+            } else if (KEY_IS(k, kn, "Collective name")) {
+                TRY(comm_str(r, &p, e, &v->c_coll, &v->c_coll_n));
+                v->comm = true;
                 goto next;
             }
             break;
@@ -787,6 +923,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     memset(v, 0, sizeof *v);
     v->ext = v->corr = v->seq = v->dev_type = v->device = v->stream = -1;
+    v->c_in = v->c_out = v->c_dims = v->c_group = v->c_seq = -1;
     v->sh.groups = 1;
     memset(v->sh.mask, 0xff, sizeof v->sh.mask);
     TRY(expect(r, &p, e, '{'));
@@ -819,6 +956,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
             v->cat = cat_of(s, n);
         } else if (KEY_IS(k, kn, "name") && c == '"') {
             TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
+            v->comm = comm_name(v->name, v->name_len);
             /* Python frames other than nn.Module scopes are not kept: the
              * rest of the event is only scanned */
             if (v->cat == C_PYTHON && !mp_trace_module_range(v->name, v->name_len, NULL)) {
@@ -870,6 +1008,52 @@ static bool filtered(const char *s, size_t n) {
 }
 
 static int32_t id32(int64_t v) { return v >= 0 && v <= INT32_MAX ? (int32_t)v : -1; }
+
+/* An arg string interned (unescaped when it has escapes); -1 when absent,
+ * -2 out of memory. */
+static int intern_arg(rd *r, const char *s, size_t n) {
+    if (!s) return -1;
+    if (memchr(s, '\\', n)) {
+        n = unescape(s, n, r->scratch, sizeof r->scratch);
+        s = r->scratch;
+    }
+    int i = intern(r->t, s, n);
+    return i < 0 ? -2 : i;
+}
+
+/* The side record of a collective kept as span or device record idx. */
+static int keep_comm(rd *r, const ev *v, size_t idx, bool on_dev) {
+    mp_trace_raw *t = r->t;
+    int coll = intern_arg(r, v->c_coll, v->c_coll_n), pg = intern_arg(r, v->c_pg, v->c_pg_n);
+    int ranks = intern_arg(r, v->c_ranks, v->c_ranks_n);
+    if (coll == -2 || pg == -2 || ranks == -2 || idx > UINT32_MAX) return -1;
+    mp_tcomm *c;
+    PUSH(t->comms, t->n_comms, t->cap_comms, c);
+    c->idx = (uint32_t)idx;
+    c->on_dev = on_dev;
+    c->elem_bytes = v->c_bytes;
+    c->seq = id32(v->c_seq);
+    c->group_size = id32(v->c_group);
+    c->coll = coll;
+    c->pg = pg;
+    c->pg_ranks = ranks;
+    c->in_elems = v->c_in >= 0 ? v->c_in : v->c_dims;
+    c->out_elems = v->c_out;
+    /* a process group seen here for the first time joins the table */
+    if (pg >= 0) {
+        int i = 0;
+        while (i < t->n_pgs && t->pgs[i].name != pg) i++;
+        if (i == t->n_pgs) {
+            mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+            if (!np) return -1;
+            t->pgs = np;
+            t->pgs[t->n_pgs++] = (mp_tpg){pg, -1, c->group_size, ranks};
+        } else if (t->pgs[i].ranks < 0) {
+            t->pgs[i].ranks = ranks;
+        }
+    }
+    return 0;
+}
 
 /* Keep what the analysis needs of one event. Returns 0, -1 (out of
  * memory) or 1 (a field is missing or absurd: *why says which). */
@@ -945,7 +1129,8 @@ static int keep(rd *r, ev *v, const char **why) {
         s->dtype = v->dtype;
         s->bwd = range == 2;
         s->flops = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
-        return 0;
+        if (kind == MP_TS_OP && v->has_dims) t->n_shaped++;
+        return v->comm ? keep_comm(r, v, t->n_spans - 1, false) : 0;
     }
     if (dev) {
         int ni = intern(t, name, nlen);
@@ -960,7 +1145,7 @@ static int keep(rd *r, ev *v, const char **why) {
         d->stream = (int32_t)(v->stream >= 0 && v->stream < INT32_MAX ? v->stream : v->tid);
         d->device = (int32_t)(v->device >= 0 && v->device < INT32_MAX ? v->device : v->pid);
         d->kind = kind;
-        return 0;
+        return v->comm ? keep_comm(r, v, t->n_devs - 1, true) : 0;
     }
     if (mem) {
         if (!v->has_alloc || !v->has_reserved) return *why = "[memory] without totals", 1;
@@ -1042,6 +1227,62 @@ static int parse_devprops(rd *r, const char **pp, const char *e) {
     return RS_OK;
 }
 
+/* distributedInfo.pg_config: [{pg_name, pg_desc, pg_size, ranks}, ...] */
+static int parse_pgconfig(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (;;) {
+        if (ws(&p, e)) return RS_MORE;
+        if (*p != '{') {
+            TRY(skip(r, &p, e));
+        } else {
+            p++;
+            const char *name = NULL, *desc = NULL;
+            size_t name_n = 0, desc_n = 0;
+            int64_t size = -1;
+            if (ws(&p, e)) return RS_MORE;
+            bool more = *p != '}';
+            if (!more) p++;
+            while (more) {
+                const char *k;
+                size_t kn;
+                bool esc;
+                TRY(str(r, &p, e, &k, &kn, &esc));
+                TRY(expect(r, &p, e, ':'));
+                if (ws(&p, e)) return RS_MORE;
+                if (KEY_IS(k, kn, "pg_name") && *p == '"') TRY(str(r, &p, e, &name, &name_n, &esc));
+                else if (KEY_IS(k, kn, "pg_desc") && *p == '"') TRY(str(r, &p, e, &desc, &desc_n, &esc));
+                else if (KEY_IS(k, kn, "pg_size") && *p >= '0' && *p <= '9') TRY(num(r, &p, e, 0, &size));
+                else TRY(skip(r, &p, e));
+                TRY(sep(r, &p, e, '}', &more));
+            }
+            int ni = intern_arg(r, name, name_n), di = intern_arg(r, desc, desc_n);
+            if (ni == -2 || di == -2) return rd_bad(r, p, "out of memory");
+            mp_trace_raw *t = r->t;
+            if (ni >= 0) {
+                int i = 0;
+                while (i < t->n_pgs && t->pgs[i].name != ni) i++;
+                if (i == t->n_pgs) {
+                    mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+                    if (!np) return rd_bad(r, p, "out of memory");
+                    t->pgs = np;
+                    t->pgs[t->n_pgs++] = (mp_tpg){ni, di, id32(size), -1};
+                }
+            }
+        }
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
 static int parse_distinfo(rd *r, const char **pp, const char *e) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '{'));
@@ -1063,6 +1304,14 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
             int64_t v;
             TRY(num(r, &p, e, 0, &v));
             if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
+        } else if (KEY_IS(k, kn, "backend") && *p == '"') {
+            const char *s;
+            size_t n;
+            TRY(str(r, &p, e, &s, &n, &esc));
+            size_t m = unescape(s, n, r->t->backend, sizeof r->t->backend - 1);
+            r->t->backend[m] = 0;
+        } else if (KEY_IS(k, kn, "pg_config") && *p == '[') {
+            TRY(parse_pgconfig(r, &p, e));
         } else {
             TRY(skip(r, &p, e));
         }
@@ -1130,6 +1379,11 @@ static mp_status rd_run(rd *r) {
                 state = S_EVENTS_FIRST;
             } else if (KEY_IS(k, kn, "deviceProperties")) {
                 if ((st = parse_devprops(r, &p, e))) break;
+                state = S_AFTER_MEMBER;
+            } else if (KEY_IS(k, kn, "baseTimeNanoseconds")) {
+                if ((st = ws(&p, e))) break;
+                st = *p >= '0' && *p <= '9' ? num(r, &p, e, 0, &r->t->base_ns) : skip(r, &p, e);
+                if (st) break;
                 state = S_AFTER_MEMBER;
             } else if (KEY_IS(k, kn, "distributedInfo")) {
                 if ((st = ws(&p, e))) break;
@@ -1332,6 +1586,8 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     free(t->devs);
     free(t->mems);
     free(t->flows);
+    free(t->comms);
+    free(t->pgs);
     free(t->threads);
     memset(t, 0, sizeof *t);
 }
