@@ -240,16 +240,22 @@ static const jv *jget(const jv *o, const char *key) {
 
 typedef struct dg {
     const char *label;
-    const char *field;        /* the field read last, for messages */
+    const char *field;        /* the field being read, for messages */
+    const char *bad_field;    /* where the first fault was */
     bool bad;
     mp_arena *a;              /* the trace's arena */
 } dg;
+
+static void fail(dg *g) {
+    if (!g->bad) g->bad_field = g->field;
+    g->bad = true;
+}
 
 static const jv *need(dg *g, const jv *o, const char *key, jv_type type) {
     const jv *v = jget(o, key);
     g->field = key;
     if (!v || (v->type != type && !(type == JV_STR && v->type == JV_NULL))) {
-        g->bad = true;
+        fail(g);
         return NULL;
     }
     return v;
@@ -257,7 +263,7 @@ static const jv *need(dg *g, const jv *o, const char *key, jv_type type) {
 
 static int64_t i64_of(dg *g, const jv *v) {
     if (!v || v->type != JV_NUM || !v->is_int) {
-        g->bad = true;
+        fail(g);
         return 0;
     }
     return v->i;
@@ -274,11 +280,11 @@ static bool getb(dg *g, const jv *o, const char *key) {
 static const char *str_of(dg *g, const jv *v) {
     if (!v || v->type == JV_NULL) return NULL;
     if (v->type != JV_STR) {
-        g->bad = true;
+        fail(g);
         return NULL;
     }
     const char *s = mp_arena_strdup(g->a, v->s);
-    if (!s) g->bad = true;
+    if (!s) fail(g);
     return s;
 }
 
@@ -290,14 +296,14 @@ static const char *gets(dg *g, const jv *o, const char *key) {
 static const jv *row(dg *g, const jv *tab, int r, int n) {
     const jv *x = &tab->kids[r];
     if (x->type != JV_ARR || x->n < n) {
-        g->bad = true;
+        fail(g);
         return NULL;
     }
     return x->kids;
 }
 
 static bool boolv(dg *g, const jv *v) {
-    if (v->type != JV_BOOL) g->bad = true;
+    if (v->type != JV_BOOL) fail(g);
     return v->type == JV_BOOL && v->b;
 }
 
@@ -308,7 +314,7 @@ static void *table(dg *g, const jv *root, const char *key, size_t size, int *n, 
     if (!*tab) return NULL;
     *n = (*tab)->n;
     void *p = calloc((size_t)*n + 1, size);
-    if (!p) g->bad = true;
+    if (!p) fail(g);
     return p;
 }
 
@@ -343,7 +349,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         r->pgs[i].desc = desc ? mp__trace_intern(r, desc) : -1;
         r->pgs[i].size = (int32_t)i64_of(g, &c[2]);
         r->pgs[i].ranks = rk ? mp__trace_intern(r, rk) : -1;
-        if (r->pgs[i].name < 0) g->bad = true;
+        if (r->pgs[i].name < 0) fail(g);
         r->n_pgs = r->cap_pgs = i + 1;
     }
     const jv *rec = need(g, root, "recorded", JV_ARR);
@@ -352,7 +358,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         t->no_shapes = !boolv(g, &rec->kids[1]);
         t->no_modules = !boolv(g, &rec->kids[2]);
     } else {
-        g->bad = true;
+        fail(g);
     }
     const jv *sm = need(g, root, "summary", JV_OBJ);
     if (!sm) return MP_OK;
@@ -380,7 +386,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
     t->steps = table(g, root, "steps", sizeof *t->steps, &t->n_steps, &tab);
     g->field = "steps";
     for (int k = 0; k < t->n_steps && !g->bad; k++) {
-        const jv *c = row(g, tab, k, 19);
+        const jv *c = row(g, tab, k, 17);
         if (!c) break;
         mp_tstep *x = &t->steps[k];
         x->name = str_of(g, &c[0]);
@@ -388,7 +394,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         x->wall = i64_of(g, &c[2]);
         x->busy = i64_of(g, &c[3]);
         if (c[4].type != JV_ARR || c[4].n != MP_TI_COUNT || c[5].type != JV_ARR || c[5].n != MP_TC_COUNT) {
-            g->bad = true;
+            fail(g);
             break;
         }
         for (int q = 0; q < MP_TI_COUNT; q++) x->idle[q] = i64_of(g, &c[4].kids[q]);
@@ -431,7 +437,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         k->short_name = str_of(g, &c[1]);
         k->op = str_of(g, &c[2]);
         int64_t kind = i64_of(g, &c[3]), cat = i64_of(g, &c[4]);
-        if (kind < 0 || kind > MP_TD_ANNOT || cat < 0 || cat >= MP_TC_COUNT) g->bad = true;
+        if (kind < 0 || kind > MP_TD_ANNOT || cat < 0 || cat >= MP_TC_COUNT) fail(g);
         k->kind = (uint8_t)kind;
         k->cat = (uint8_t)cat;
         k->count = i64_of(g, &c[5]);
@@ -439,7 +445,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
     }
     t->mods = table(g, root, "modules", sizeof *t->mods, &t->n_mods, &tab);
     t->mfig = calloc((size_t)t->n_mods + 1, sizeof *t->mfig);
-    if (!t->mfig) g->bad = true;
+    if (!t->mfig) fail(g);
     g->field = "modules";
     for (int m = 0; m < t->n_mods && !g->bad; m++) {
         const jv *c = row(g, tab, m, 9);
@@ -450,7 +456,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         md->path = str_of(g, &c[2]);
         int64_t p = i64_of(g, &c[3]);
         if (p < -1 || p >= m) {   /* parents come first */
-            g->bad = true;
+            fail(g);
             break;
         }
         md->parent = (int)p;
@@ -504,7 +510,7 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         x->elem_bytes = (int32_t)i64_of(g, &c[5]);
         x->seq = (int32_t)i64_of(g, &c[6]);
         int64_t st = i64_of(g, &c[7]);
-        if (st < -1 || st >= t->n_steps || !x->coll) g->bad = true;
+        if (st < -1 || st >= t->n_steps || !x->coll) fail(g);
         x->step = (int32_t)st;
         x->device = boolv(g, &c[8]);
         x->solo = i64_of(g, &c[9]);
@@ -514,13 +520,13 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         x->wait = -1;
         x->match = -1;
         if (c[13].type != JV_ARR || c[13].n > MP_TCALL_RANGES) {
-            g->bad = true;
+            fail(g);
             break;
         }
         for (int q = 0; q < c[13].n; q++) {
             const jv *e = &c[13].kids[q];
             if (e->type != JV_ARR || e->n != 2) {
-                g->bad = true;
+                fail(g);
                 break;
             }
             x->range[q].name = str_of(g, &e->kids[0]);
@@ -571,13 +577,13 @@ mp_status mp_trace_digest_read(const void *data, size_t size, const char *label,
         mp_trace_free(t);
         return st;
     }
-    dg g = {label, NULL, false, &t->raw.arena};
+    dg g = {label, NULL, NULL, false, &t->raw.arena};
     mp_status st = root.type == JV_OBJ ? build(&g, &root, t)
                                        : mp_error(MP_ERR_FORMAT, "%s: not a digest", label);
     mp_arena_free(&tree);
     if (st == MP_OK && g.bad)
         st = mp_error(MP_ERR_FORMAT, "%s: not a modelprof digest: field \"%s\" is missing or "
-                      "malformed (docs/schema/digest.schema.json)", label, g.field ? g.field : "?");
+                      "malformed (docs/schema/digest.schema.json)", label, g.bad_field ? g.bad_field : "?");
     if (st != MP_OK) {
         mp_trace_free(t);
         return st;

@@ -632,7 +632,7 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
                 if (acc.e[q].ns > acc.e[best].ns) best = q;
             snprintf(name, sizeof name, "range `%s`", acc.e[best].name);
         } else {
-            snprintf(name, sizeof name, "%s", kind ? kind : "host");
+            snprintf(name, sizeof name, "%s", !kind || strcmp(kind, "host") == 0 ? "host overhead" : strcmp(kind, "data_loader") == 0 ? "data loader" : kind);
         }
         int c = 0;
         while (c < job->n_causes && strcmp(job->causes[c].name, name) != 0) c++;
