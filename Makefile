@@ -16,12 +16,16 @@ BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/plan/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c))
 CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
+# modelprof-mpi (`mpirun -n N modelprof-mpi trace FOLDER`): built when Open
+# MPI's compiler wrapper is there (Debian: libopenmpi-dev, openmpi-bin)
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_BIN := $(if $(MPICC),$(BUILD)/modelprof-mpi)
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so
+all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so $(MPI_BIN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -44,6 +48,11 @@ CLI_LDFLAGS ?=
 
 $(BUILD)/modelprof: $(CLI_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# mpicc wraps the same compiler flags around mpi.h and -lmpi
+$(BUILD)/modelprof-mpi: src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o $(BUILD)/libmodelprof.a
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -o $@ src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o \
+		$(BUILD)/libmodelprof.a $(LDLIBS)
 
 $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) -o $@ $^ $(LDLIBS)
