@@ -224,10 +224,10 @@ static void t_csv_trace(void) {
     int nr = csv_parse(st.out, rows, 4096);
     T_EQ(nr - 1, jr_len(steps));
     int c_flops = -1, c_peak = -1, c_comm = -1;   /* columns by name */
-    for (int c = 0; nr > 0 && c < rows[0].n; c++) {
-        if (strcmp(rows[0].f[c], "flops") == 0) c_flops = c;
-        if (strcmp(rows[0].f[c], "peak_allocated_bytes") == 0) c_peak = c;
-        if (strcmp(rows[0].f[c], "communication_s") == 0) c_comm = c;
+    for (int col = 0; nr > 0 && col < rows[0].n; col++) {
+        if (strcmp(rows[0].f[col], "flops") == 0) c_flops = col;
+        if (strcmp(rows[0].f[col], "peak_allocated_bytes") == 0) c_peak = col;
+        if (strcmp(rows[0].f[col], "communication_s") == 0) c_comm = col;
     }
     T_CHECK(c_flops > 0 && c_peak > 0 && c_comm > 0);
     if (c_flops < 0 || c_peak < 0 || c_comm < 0) return;

@@ -1422,6 +1422,12 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
                                                  "matrix kernels ran on tensor cores as TF32)",
                                                  label);
         }
+        /* what the trace did not record (findings.c says what it costs) */
+        size_t nops = 0;
+        for (size_t i = 0; i < raw->n_spans; i++) nops += raw->spans[i].kind == MP_TS_OP;
+        t->no_device = raw->n_devs == 0 && t->mem_peak_alloc < 0;   /* no kernels, no device memory */
+        t->no_shapes = nops > 0 && raw->n_shaped == 0;
+        t->no_modules = nops > 0 && t->n_mods <= 1;
         mp_trace_findings(t);
     }
     imap_free(&w.ext);

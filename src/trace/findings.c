@@ -192,7 +192,7 @@ void mp_trace_findings(mp_trace *t) {
                     "Low device utilisation: the device was busy %.1f%% of step time (%.1f of "
                     "%.1f ms).",
                     util, ms(t->busy_total), ms(wall));
-    if (dev && t->mem_peak_reserved >= 0 && t->raw.device_mem > 0) {
+    if (t->mem_peak_reserved >= 0 && t->raw.device_mem > 0) {
         double m = 100.0 * (double)t->mem_peak_reserved / (double)t->raw.device_mem;
         if (m >= 85)
             add_finding(t, &cap,
