@@ -355,6 +355,7 @@ bench:
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
 	$(MAKE) bench-plan
+	$(MAKE) bench-ranks
 
 # The trace analysis on a >= 1 GB trace built from a shared one (build/,
 # removed afterwards unless BENCH_TRACE_KEEP=1), against Python's json.load.
@@ -366,6 +367,18 @@ bench-trace:
 	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
 	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES)
 
-.PHONY: all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan
+# The multi-rank analysis at scale: 1,024 rank traces made from the real
+# gloo rank (stragglers injected), analysed by mpirun -n 2 modelprof-mpi at
+# 1/8 .. all of the ranks: time linear in bytes, memory per process bounded
+# (bench/bench_ranks.py prints the figures). Not part of make test.
+BENCH_RANKS ?= 1024
+bench-ranks:
+	@sh tools/deps.sh bench
+	$(MAKE) all
+	@test -x $(BUILD)/modelprof-mpi || { echo "bench-ranks: no $(BUILD)/modelprof-mpi (Open MPI's mpicc missing)"; exit 1; }
+	/usr/bin/python3 bench/bench_ranks.py --mpi $(BUILD)/modelprof-mpi --out $(BUILD)/bench-ranks \
+	    --ranks $(BENCH_RANKS) --procs 2
+
+.PHONY: all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan bench-ranks
 clean:
 	rm -rf $(BUILD)
