@@ -4,12 +4,14 @@
  *
  * Process 0 lists the folder's traces and spreads them over the N
  * processes, largest first onto the least loaded (so each reads about the
- * same bytes). Each process reads its traces one at a time, keeping only
- * each one's digest (src/report/trace_digest.c: kilobytes, not the events),
- * and sends the digests to process 0, which rebuilds the summaries, runs the
- * job analysis and writes the report: the same output as `modelprof trace
- * FOLDER`, since the report and the job read only what a digest holds.
- * Memory per process: one trace's analysis at a time plus its digests. */
+ * same bytes). Each process reads its traces one at a time and sends each
+ * one's digest (src/report/trace_digest.c: kilobytes, not the events) to
+ * process 0 as soon as it is made; process 0 rebuilds the summaries, runs
+ * the job analysis and writes the report: the same output as `modelprof
+ * trace FOLDER`, since the report and the job read only what a digest holds.
+ * Memory: a process that reads traces holds one trace's analysis and at
+ * most MPI_OUT digests; process 0 also holds every rank's summary (about
+ * 75 KB a rank on the ddp2 job) for the report. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include "trace/trace.h"
 
 enum { TAG_DIGEST = 1 };
+#define MPI_OUT 4   /* digests a process has in flight */
 
 static void usage(void) {
     fputs("usage: mpirun -n N modelprof-mpi trace [OPTIONS] FOLDER | TRACE\n"
@@ -61,6 +64,20 @@ static char *digest_of(const char *path, const mp_trace_options *o, size_t *len)
         memcpy(buf + 1, m, *len - 1);
     }
     return buf;
+}
+
+/* A digest into a summary (the first error is printed, later ones not). */
+static void take(const char *d, size_t len, const char *path, mp_trace *t, bool *have, int *rc) {
+    if (*rc) return;
+    if (len && d[0] == 1) {
+        mp_trace_cli_error(d + 1);
+        *rc = TR_EXIT_INPUT;
+    } else if (mp_trace_digest_read(d, len, path, t) != MP_OK) {
+        mp_trace_cli_error(mp_last_error());
+        *rc = TR_EXIT_INPUT;
+    } else {
+        *have = true;
+    }
 }
 
 int main(int argc, char **argv) {
@@ -136,59 +153,95 @@ int main(int argc, char **argv) {
         free(order);
     }
     MPI_Bcast(owner, n, MPI_INT, 0, MPI_COMM_WORLD);
-    /* each process: its traces -> digests, kept; then sent to process 0 */
-    char **dig = calloc((size_t)n + 1, sizeof *dig);
-    size_t *dlen = calloc((size_t)n + 1, sizeof *dlen);
-    if (!dig || !dlen) MPI_Abort(MPI_COMM_WORLD, 2);
-    for (int i = 0; i < n; i++)
-        if (owner[i] == me) dig[i] = digest_of(files[i], &a.o, &dlen[i]);
+    /* Each process reads its traces one at a time. Process 0 turns its
+     * own digests straight into summaries and, between its traces, takes
+     * in the digests that have come; the others send each digest as soon
+     * as it is made, at most MPI_OUT of them in flight: no process holds
+     * more than one trace and a few digests. A message is the trace's
+     * index (8 bytes) and its digest (or "\x01message"). */
     if (me != 0) {
-        for (int i = 0; i < n; i++)
-            if (owner[i] == me) {
-                MPI_Send(dig[i], (int)dlen[i], MPI_CHAR, 0, TAG_DIGEST, MPI_COMM_WORLD);
-                free(dig[i]);
-                dig[i] = NULL;
+        MPI_Request req[MPI_OUT];
+        char *pending[MPI_OUT];
+        int used = 0, next = 0;
+        for (int i = 0; i < n; i++) {
+            if (owner[i] != me) continue;
+            size_t len;
+            char *d = digest_of(files[i], &a.o, &len);
+            char *msg = malloc(len + 8);
+            if (!msg) MPI_Abort(MPI_COMM_WORLD, 2);
+            int64_t idx = i;
+            memcpy(msg, &idx, 8);
+            memcpy(msg + 8, d, len);
+            free(d);
+            if (used == MPI_OUT) {   /* the oldest (at next) must be delivered first */
+                MPI_Wait(&req[next], MPI_STATUS_IGNORE);
+                free(pending[next]);
+                next = (next + 1) % MPI_OUT;
+                used--;
             }
+            int slot = (next + used) % MPI_OUT;
+            pending[slot] = msg;
+            MPI_Isend(msg, (int)(len + 8), MPI_CHAR, 0, TAG_DIGEST, MPI_COMM_WORLD, &req[slot]);
+            used++;
+        }
+        for (int k = 0; k < used; k++) {
+            int slot = (next + k) % MPI_OUT;
+            MPI_Wait(&req[slot], MPI_STATUS_IGNORE);
+            free(pending[slot]);
+        }
     } else {
         mp_trace *traces = calloc((size_t)n + 1, sizeof *traces);
-        mp_trace **ptr = calloc((size_t)n + 1, sizeof *ptr);
-        if (!traces || !ptr) MPI_Abort(MPI_COMM_WORLD, 2);
-        int opened = 0;
-        for (int i = 0; i < n; i++) {
-            if (owner[i] != 0) {   /* in file order: each sender sends its own in order */
+        bool *have = calloc((size_t)n + 1, sizeof *have);
+        if (!traces || !have) MPI_Abort(MPI_COMM_WORLD, 2);
+        int expect = 0, got = 0;
+        for (int i = 0; i < n; i++) expect += owner[i] != 0;
+        for (int i = 0; i <= n; i++) {
+            if (i < n && owner[i] == 0) {
+                size_t len;
+                char *d = digest_of(files[i], &a.o, &len);
+                take(d, len, files[i], &traces[i], &have[i], &rc);
+                free(d);
+            }
+            /* what has come meanwhile; at the end, all that is still to come */
+            for (;;) {
+                int flag = 0;
                 MPI_Status ms;
-                MPI_Probe(owner[i], TAG_DIGEST, MPI_COMM_WORLD, &ms);
+                if (i == n && got < expect) {
+                    MPI_Probe(MPI_ANY_SOURCE, TAG_DIGEST, MPI_COMM_WORLD, &ms);
+                    flag = 1;
+                } else {
+                    MPI_Iprobe(MPI_ANY_SOURCE, TAG_DIGEST, MPI_COMM_WORLD, &flag, &ms);
+                }
+                if (!flag) break;
                 int cnt = 0;
                 MPI_Get_count(&ms, MPI_CHAR, &cnt);
-                dig[i] = malloc((size_t)cnt + 1);
-                if (!dig[i]) MPI_Abort(MPI_COMM_WORLD, 2);
-                MPI_Recv(dig[i], cnt, MPI_CHAR, owner[i], TAG_DIGEST, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                dlen[i] = (size_t)cnt;
+                char *msg = malloc((size_t)cnt + 1);
+                if (!msg || cnt < 8) MPI_Abort(MPI_COMM_WORLD, 2);
+                MPI_Recv(msg, cnt, MPI_CHAR, ms.MPI_SOURCE, TAG_DIGEST, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                int64_t idx;
+                memcpy(&idx, msg, 8);
+                if (idx < 0 || idx >= n || owner[idx] != ms.MPI_SOURCE) MPI_Abort(MPI_COMM_WORLD, 2);
+                take(msg + 8, (size_t)cnt - 8, files[idx], &traces[idx], &have[idx], &rc);
+                free(msg);
+                got++;
+                if (i == n && got == expect) break;
             }
-            if (!rc && dlen[i] && dig[i][0] == 1) {
-                mp_trace_cli_error(dig[i] + 1);
-                rc = TR_EXIT_INPUT;
-            } else if (!rc && mp_trace_digest_read(dig[i], dlen[i], files[i], &traces[i]) != MP_OK) {
-                mp_trace_cli_error(mp_last_error());
-                rc = TR_EXIT_INPUT;
-            } else if (!rc) {
-                /* the digest names the trace it came from: the same path */
-                ptr[opened++] = &traces[i];
-            }
-            free(dig[i]);
-            dig[i] = NULL;
         }
+        /* the report, in file order (the digest names the trace it came from) */
+        mp_trace **ptr = calloc((size_t)n + 1, sizeof *ptr);
+        if (!ptr) MPI_Abort(MPI_COMM_WORLD, 2);
+        for (int i = 0; i < n; i++) ptr[i] = &traces[i];
         if (!rc) rc = mp_trace_cli_report(ptr, n, &a);
-        for (int i = 0; i < opened; i++) mp_trace_free(ptr[i]);
+        for (int i = 0; i < n; i++)
+            if (have[i]) mp_trace_free(&traces[i]);
         free(traces);
+        free(have);
         free(ptr);
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int i = 0; i < n; i++) free(files[i]);
     free(files);
     free(owner);
-    free(dig);
-    free(dlen);
     MPI_Finalize();
     return rc;
 }

@@ -184,6 +184,17 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         ROW_CLOSE(w);
     }
     jw_close(w, ']');
+    jw_key(w, "host_ranges");   /* [name, count, host ns, device idle ns] */
+    jw_open(w, '[');
+    for (int i = 0; i < t->n_hranges; i++) {
+        ROW_OPEN(w);
+        jw_str(w, t->hranges[i].name);
+        jw_i64(w, t->hranges[i].count);
+        jw_i64(w, t->hranges[i].host);
+        jw_i64(w, t->hranges[i].idle);
+        ROW_CLOSE(w);
+    }
+    jw_close(w, ']');
     jw_key(w, "memory_curve");   /* [ts, allocated] */
     jw_open(w, '[');
     for (int i = 0; i < t->n_mem_curve; i++) {

@@ -381,6 +381,19 @@ static void one(jw *w, const mp_trace *t, int64_t origin, int64_t clock) {
     modules(w, t);
     memory(w, t);
     findings(w, t);
+    jw_key(w, "host_ranges");   /* the user's ranges the device idled in */
+    jw_open(w, '[');
+    for (int i = 0; i < t->n_hranges; i++) {
+        jw_open(w, '{');
+        jw_kstr(w, "name", t->hranges[i].name);
+        jw_ki64(w, "count", t->hranges[i].count);
+        jw_key(w, "host_s");
+        jw_double(w, ns_s(t->hranges[i].host));
+        jw_key(w, "device_idle_s");
+        jw_double(w, ns_s(t->hranges[i].idle));
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
     collectives(w, t, origin, clock);
     timeline(w, t, origin, clock);
     jw_close(w, '}');

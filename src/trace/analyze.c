@@ -143,6 +143,15 @@ bool mp__trace_comm_kernel(const char *name) { return has_ci(name, "nccl"); }
 
 bool mp__trace_loader(const char *name) { return has(name, "DataLoader"); }
 
+bool mp__trace_user_range(const char *n) {
+    static const char *const framework[] = {"ProfilerStep#", "Optimizer.", "gloo:", "nccl:", "c10d::",
+                                            "record_param_comms", "DistributedDataParallel.",
+                                            "FullyShardedDataParallel", "## "};
+    for (size_t i = 0; i < MP_ARRAY_LEN(framework); i++)
+        if (starts(n, framework[i])) return false;
+    return !mp__trace_loader(n) && !mp_trace_module_range(n, strlen(n), NULL);
+}
+
 /* The category a kernel's name decides. */
 static int kernel_category(const char *k) {
     if (mp__trace_comm_kernel(k)) return MP_TC_COMM;
@@ -986,6 +995,105 @@ int mp__trace_step_at(const mp_trace *t, int64_t ts) {
     return ts < s->ts + s->wall ? lo - 1 : -1;
 }
 
+static int hr_cmp(const void *x, const void *y) {
+    const struct mp_thrange *a = x, *b = y;
+    if (a->idle != b->idle) return a->idle > b->idle ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+typedef struct nrng {
+    uint32_t name;
+    int64_t a, b;
+} nrng;
+
+static int nrng_cmp(const void *x, const void *y) {
+    const nrng *a = x, *b = y;
+    if (a->name != b->name) return a->name < b->name ? -1 : 1;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+/* The user's own host ranges and the device's idle time inside them (not
+ * already the data loader's or a collective's): `data`, logging,
+ * checkpointing the device waited on. gaps: the idle intervals of the
+ * steps, in time order. */
+static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *gaps, size_t ngap,
+                             const ival *loader, size_t nl, const ival *hc, size_t nhc) {
+    t->hranges = NULL;
+    t->n_hranges = 0;
+    if (!t->n_steps) return MP_OK;
+    int64_t w0 = t->steps[0].ts, w1 = w0;
+    for (int k = 0; k < t->n_steps; k++) w1 = MP_MAX(w1, t->steps[k].ts + t->steps[k].wall);
+    size_t n = 0;
+    for (size_t i = 0; i < raw->n_spans; i++)
+        n += raw->spans[i].kind == MP_TS_ANNOT && mp__trace_user_range(raw->names[raw->spans[i].name]);
+    if (!n) return MP_OK;
+    nrng *r = malloc(n * sizeof *r);
+    ival *ex = malloc((nl + nhc + 1) * sizeof *ex), *idle = malloc((2 * ngap + nl + nhc + 1) * sizeof *idle);
+    struct mp_thrange *out = NULL;
+    int cap = 0;
+    mp_status st = MP_OK;
+    if (!r || !ex || !idle) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto done;
+    }
+    n = 0;
+    for (size_t i = 0; i < raw->n_spans; i++) {
+        const mp_tspan *sp = &raw->spans[i];
+        if (sp->kind == MP_TS_ANNOT && mp__trace_user_range(raw->names[sp->name]))
+            r[n++] = (nrng){sp->name, MP_MAX(sp->ts, w0), MP_MIN(sp->end, w1)};
+    }
+    qsort(r, n, sizeof *r, nrng_cmp);
+    /* idle less the loader's and the collectives' */
+    size_t nex = 0, nid = 0;
+    for (size_t i = 0; i < nl; i++) ex[nex++] = loader[i];
+    for (size_t i = 0; i < nhc; i++) ex[nex++] = hc[i];
+    if (nex > 1) qsort(ex, nex, sizeof *ex, ival_cmp);
+    nex = merge_ivals(ex, nex);
+    for (size_t g = 0, e = 0; g < ngap; g++) {
+        int64_t cur = gaps[g].a;
+        while (e < nex && ex[e].b <= cur) e++;
+        for (size_t q = e; q < nex && ex[q].a < gaps[g].b; q++) {
+            if (ex[q].a > cur) idle[nid++] = (ival){cur, ex[q].a, -1};
+            cur = MP_MAX(cur, ex[q].b);
+        }
+        if (cur < gaps[g].b) idle[nid++] = (ival){cur, gaps[g].b, -1};
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int64_t host = 0, id = 0, cov = INT64_MIN, count = 0;
+        while (j < n && r[j].name == r[i].name) {   /* nested or repeated calls once */
+            count++;
+            int64_t a = MP_MAX(r[j].a, cov), b = r[j].b;
+            if (b > a) {
+                host += b - a;
+                id += ival_overlap(idle, nid, a, b);
+            }
+            cov = MP_MAX(cov, b);
+            j++;
+        }
+        if (id > 0) {
+            struct mp_thrange *no = mp_grow(out, sizeof *out, &cap, t->n_hranges + 1);
+            if (!no) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                goto done;
+            }
+            out = no;
+            out[t->n_hranges++] = (struct mp_thrange){raw->names[r[i].name], count, host, id};
+        }
+        i = j;
+    }
+    if (t->n_hranges > 1) qsort(out, (size_t)t->n_hranges, sizeof *out, hr_cmp);
+    if (t->n_hranges > MP_HRANGES) t->n_hranges = MP_HRANGES;
+    t->hranges = out;
+    out = NULL;
+done:
+    free(out);
+    free(r);
+    free(ex);
+    free(idle);
+    return st;
+}
+
 /* ---- steps: busy, idle by cause, device time by category, memory ---- */
 
 static mp_status steps(work *w) {
@@ -1040,7 +1148,9 @@ static mp_status steps(work *w) {
     ival *loader = malloc((S + 1) * sizeof *loader);
     ival *sync = malloc((S + 1) * sizeof *sync);
     ival *hc = malloc(((size_t)t->n_calls + 1) * sizeof *hc);   /* host-side collectives */
-    if (!dk || !u || !loader || !sync || !hc) {
+    size_t ngap = 0, capgap = D + 2 * (size_t)t->n_steps + 2;
+    ival *gaps = malloc(capgap * sizeof *gaps);   /* the device's idle time in the steps */
+    if (!dk || !u || !loader || !sync || !hc || !gaps) {
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
     }
@@ -1102,6 +1212,7 @@ static mp_status steps(work *w) {
             if (c0 >= a1) break;
             if (c1 > c0) {
                 int64_t len = c1 - c0;
+                if (ngap < capgap) gaps[ngap++] = (ival){c0, c1, -1};
                 int64_t ld = ival_overlap(loader, nl, c0, c1);
                 MP_SADD(s->idle[MP_TI_LOADER], ld);
                 len -= ld;
@@ -1220,12 +1331,14 @@ static mp_status steps(work *w) {
     }
     free(kc);
     free(oc);
+    st = host_ranges(t, raw, gaps, ngap, loader, nl, hc, nhc);
 out:
     free(dk);
     free(u);
     free(loader);
     free(sync);
     free(hc);
+    free(gaps);
     return st;
 }
 
@@ -1490,5 +1603,6 @@ void mp_trace_free(mp_trace *t) {
     free(t->uncounted);
     free(t->calls);
     free(t->timeline);
+    free(t->hranges);
     memset(t, 0, sizeof *t);
 }

@@ -166,13 +166,6 @@ static int rng_cmp(const void *x, const void *y) {
     return (int)cmp_i64(a->a, b->a);
 }
 
-/* The user ranges (record_function) that say what a rank did: every
- * annotation but the steps, the collectives' own and module ranges. */
-static bool own_range(const char *n) {
-    return !starts(n, "ProfilerStep#") && !starts(n, "gloo:") && !starts(n, "nccl:") &&
-           !starts(n, "c10d::") && !mp_trace_module_range(n, strlen(n), NULL);
-}
-
 /* The device's compute (every device event but the collective kernels)
  * over the steps' window, for timelines and the job's waits: gaps shorter than the window / MP_TIMELINE are closed, so at most about
  * MP_TIMELINE intervals remain whatever the trace's size. */
@@ -230,7 +223,7 @@ mp_status mp__trace_comm_steps(mp_trace *t) {
         const char *n = nm[sp->name];
         if ((sp->kind == MP_TS_ANNOT || sp->kind == MP_TS_OP) && mp__trace_loader(n))
             ld[nld++] = (ival){sp->ts, sp->end, (int32_t)i};
-        if (sp->kind == MP_TS_ANNOT && own_range(n)) {
+        if (sp->kind == MP_TS_ANNOT && mp__trace_user_range(n)) {
             rg[nrg++] = (rng){sp->ts, sp->end, n};
             maxr = MP_MAX(maxr, sp->end - sp->ts);
         }

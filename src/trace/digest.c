@@ -484,6 +484,17 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         t->uncounted[i].count = i64_of(g, &c[1]);
         t->uncounted[i].device = i64_of(g, &c[2]);
     }
+    t->hranges = table(g, root, "host_ranges", sizeof *t->hranges, &t->n_hranges, &tab);
+    g->field = "host_ranges";
+    for (int i = 0; i < t->n_hranges && !g->bad; i++) {
+        const jv *c = row(g, tab, i, 4);
+        if (!c) break;
+        t->hranges[i].name = str_of(g, &c[0]);
+        t->hranges[i].count = i64_of(g, &c[1]);
+        t->hranges[i].host = i64_of(g, &c[2]);
+        t->hranges[i].idle = i64_of(g, &c[3]);
+        if (!t->hranges[i].name) fail(g);
+    }
     t->mem_curve = table(g, root, "memory_curve", sizeof *t->mem_curve, &t->n_mem_curve, &tab);
     g->field = "memory_curve";
     for (int i = 0; i < t->n_mem_curve && !g->bad; i++) {

@@ -139,6 +139,20 @@ void mp_trace_findings(mp_trace *t) {
                     "overlap communication with compute.",
                     ms(idle[MP_TI_COLL]), pct(idle[MP_TI_COLL], wall), ncalls, who);
     }
+    /* the user's own host ranges the device idled in */
+    for (int i = 0; dev && i < t->n_hranges; i++) {
+        const struct mp_thrange *h = &t->hranges[i];
+        if (pct(h->idle, wall) < 5) continue;
+        add_finding(t, &cap,
+                    (fnd){"host_range", pct(h->idle, wall), secs_of(h->idle), "s", frac(h->idle, wall)},
+                    "Host range `%s` (record_function): the device sat idle %.1f ms (%.1f%% of step "
+                    "time) while the host was inside it (%.1f ms a step of host time, %lld calls). "
+                    "Whatever it does (preparing data, logging, checkpointing) holds the device: "
+                    "overlap it with the device's work (a DataLoader worker, a background thread, "
+                    "prefetching) or shorten it.",
+                    h->name, ms(h->idle), pct(h->idle, wall), ms(h->host) / t->n_steps,
+                    (long long)h->count);
+    }
     int64_t nk = 0;
     for (int i = 0; i < t->n_kernels; i++)
         if (t->kernels[i].kind == MP_TD_KERNEL) nk += t->kernels[i].count;

@@ -11,7 +11,13 @@
  *          (fwdbwd flows, sequence numbers), operator -> nn.Module scope;
  *          then steps, operator and kernel tables, module tree, memory,
  *          FLOPs, efficiency and findings.
- * report.c text and JSON writers (tree through src/report/tree.c).
+ * comm.c   collectives: the calls of each backend, time in collectives
+ *          per step and its overlap with compute, each call's segment.
+ * findings.c findings from the summary alone.
+ * job.c    several ranks: calls matched across ranks, waits, lateness,
+ *          the critical rank of each step, stragglers, causes, what-if.
+ * digest.c a rank's digest (src/report/trace_digest.c) read back.
+ * The writers are src/report/trace_*.c (tree through src/report/tree.c).
  *
  * Times are integer nanoseconds throughout (Kineto writes microseconds
  * with three decimals; a double would lose the last digit at 4.5e12 us).
@@ -314,6 +320,14 @@ typedef struct mp_trace {
      * window, for timelines and the job's waits: at most about MP_TIMELINE
      * intervals (gaps shorter than the window/MP_TIMELINE closed) */
     struct mp_tival { int64_t a, b; } *timeline; int n_timeline;
+    /* the user's own host ranges (record_function) the device idled in,
+     * most idle first (at most MP_HRANGES) */
+    struct mp_thrange {
+        const char *name;
+        int64_t count;
+        int64_t host;               /* host time inside it over the steps (nested calls once) */
+        int64_t idle;               /* device idle meanwhile, not waiting on the data loader or a collective */
+    } *hranges; int n_hranges;
     /* what the trace did not record (findings.c says what it costs) */
     bool no_device;                 /* no device events at all */
     bool no_shapes;                 /* operators without "Input Dims" (record_shapes off) */
@@ -324,6 +338,7 @@ typedef struct mp_trace {
 } mp_trace;
 
 #define MP_TIMELINE 600
+#define MP_HRANGES 8
 
 typedef struct mp_trace_options {
     double peak_tflops;             /* > 0: override */
@@ -457,6 +472,9 @@ const char *mp_trace_coll_name(const char *name, mp_arena *arena);
  * name; the step whose window holds ts (-1). */
 bool mp__trace_comm_kernel(const char *name);
 bool mp__trace_loader(const char *name);
+/* A record_function range of the user's own (not a step, the optimizer, a
+ * collective, the data loader, a DDP/FSDP wrapper or a module scope). */
+bool mp__trace_user_range(const char *name);
 int mp__trace_step_at(const mp_trace *t, int64_t ts);
 int mp__trace_intern(mp_trace_raw *raw, const char *s);   /* -1 out of memory */
 /* comm.c: the calls (before the steps), then per step the time in them,
