@@ -120,6 +120,16 @@ static void t_ddp2(void) {
             coll |= strcmp(jr_get(jr_at(fs, i), "kind")->s, "collective_wait") == 0;
         }
         if (r == 0) T_CHECK(coll && !launch);
+        /* rank 1's own `data` range held the device: a finding names it */
+        bool data = false;
+        for (int i = 0; i < jr_len(fs); i++)
+            data |= strcmp(jr_get(jr_at(fs, i), "kind")->s, "host_range") == 0 &&
+                    strstr(jr_get(jr_at(fs, i), "text")->s, "`data`") != NULL;
+        T_CHECK(data == (r == 1));
+        if (r == 1) {
+            const jr *h = jr_at(jr_get(ro, "host_ranges"), 0);
+            T_CHECK(h && strcmp(jr_get(h, "name")->s, "data") == 0 && near_ms(num(h, "host_s") / 4, 30.2, 0.5));
+        }
     }
     /* what-if: had rank 1 run like rank 0, about half of the job's time */
     T_CHECK(num(j, "job.what_if.share_lost") > 0.4 && num(j, "job.what_if.share_lost") < 0.6);
