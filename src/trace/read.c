@@ -1227,63 +1227,10 @@ static int parse_devprops(rd *r, const char **pp, const char *e) {
     return RS_OK;
 }
 
-/* distributedInfo.pg_config: [{pg_name, pg_desc, pg_size, ranks}, ...] */
-static int parse_pgconfig(rd *r, const char **pp, const char *e) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '['));
-    if (ws(&p, e)) return RS_MORE;
-    if (*p == ']') {
-        *pp = p + 1;
-        return RS_OK;
-    }
-    for (;;) {
-        if (ws(&p, e)) return RS_MORE;
-        if (*p != '{') {
-            TRY(skip(r, &p, e));
-        } else {
-            p++;
-            const char *name = NULL, *desc = NULL;
-            size_t name_n = 0, desc_n = 0;
-            int64_t size = -1;
-            if (ws(&p, e)) return RS_MORE;
-            bool more = *p != '}';
-            if (!more) p++;
-            while (more) {
-                const char *k;
-                size_t kn;
-                bool esc;
-                TRY(str(r, &p, e, &k, &kn, &esc));
-                TRY(expect(r, &p, e, ':'));
-                if (ws(&p, e)) return RS_MORE;
-                if (KEY_IS(k, kn, "pg_name") && *p == '"') TRY(str(r, &p, e, &name, &name_n, &esc));
-                else if (KEY_IS(k, kn, "pg_desc") && *p == '"') TRY(str(r, &p, e, &desc, &desc_n, &esc));
-                else if (KEY_IS(k, kn, "pg_size") && *p >= '0' && *p <= '9') TRY(num(r, &p, e, 0, &size));
-                else TRY(skip(r, &p, e));
-                TRY(sep(r, &p, e, '}', &more));
-            }
-            int ni = intern_arg(r, name, name_n), di = intern_arg(r, desc, desc_n);
-            if (ni == -2 || di == -2) return rd_bad(r, p, "out of memory");
-            mp_trace_raw *t = r->t;
-            if (ni >= 0) {
-                int i = 0;
-                while (i < t->n_pgs && t->pgs[i].name != ni) i++;
-                if (i == t->n_pgs) {
-                    mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
-                    if (!np) return rd_bad(r, p, "out of memory");
-                    t->pgs = np;
-                    t->pgs[t->n_pgs++] = (mp_tpg){ni, di, id32(size), -1};
-                }
-            }
-        }
-        bool more;
-        TRY(sep(r, &p, e, ']', &more));
-        if (!more) break;
-    }
-    *pp = p;
-    return RS_OK;
-}
+/* An object's members: fn reads (or skips) each member's value. */
+typedef int (*member_fn)(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud);
 
-static int parse_distinfo(rd *r, const char **pp, const char *e) {
+static int members(rd *r, const char **pp, const char *e, member_fn fn, void *ud) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '{'));
     if (ws(&p, e)) return RS_MORE;
@@ -1296,29 +1243,95 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
         TRY(str(r, &p, e, &k, &kn, &esc));
         TRY(expect(r, &p, e, ':'));
         if (ws(&p, e)) return RS_MORE;
-        if (KEY_IS(k, kn, "rank") && *p >= '0' && *p <= '9') {
-            int64_t v;
-            TRY(num(r, &p, e, 0, &v));
-            if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
-        } else if (KEY_IS(k, kn, "world_size") && *p >= '0' && *p <= '9') {
-            int64_t v;
-            TRY(num(r, &p, e, 0, &v));
-            if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
-        } else if (KEY_IS(k, kn, "backend") && *p == '"') {
-            const char *s;
-            size_t n;
-            TRY(str(r, &p, e, &s, &n, &esc));
-            size_t m = unescape(s, n, r->t->backend, sizeof r->t->backend - 1);
-            r->t->backend[m] = 0;
-        } else if (KEY_IS(k, kn, "pg_config") && *p == '[') {
-            TRY(parse_pgconfig(r, &p, e));
-        } else {
-            TRY(skip(r, &p, e));
-        }
+        TRY(fn(r, k, kn, &p, e, ud));
         TRY(sep(r, &p, e, '}', &more));
     }
     *pp = p;
     return RS_OK;
+}
+
+typedef struct pg_in {
+    const char *name, *desc, *ranks;
+    size_t name_n, desc_n, ranks_n;
+    int64_t size;
+} pg_in;
+
+static int pg_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    pg_in *g = ud;
+    bool esc;
+    if (KEY_IS(k, kn, "pg_name") && **pp == '"') return str(r, pp, e, &g->name, &g->name_n, &esc);
+    if (KEY_IS(k, kn, "pg_desc") && **pp == '"') return str(r, pp, e, &g->desc, &g->desc_n, &esc);
+    if (KEY_IS(k, kn, "pg_size") && **pp >= '0' && **pp <= '9') return num(r, pp, e, 0, &g->size);
+    if (KEY_IS(k, kn, "ranks") && **pp == '[') {   /* kept as its JSON text */
+        const char *at = *pp;
+        TRY(skip(r, pp, e));
+        g->ranks = at;
+        g->ranks_n = (size_t)(*pp - at);
+        return RS_OK;
+    }
+    return skip(r, pp, e);
+}
+
+/* distributedInfo.pg_config: [{pg_name, pg_desc, pg_size, ranks}, ...] */
+static int parse_pgconfig(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (;;) {
+        if (ws(&p, e)) return RS_MORE;
+        pg_in g = {NULL, NULL, NULL, 0, 0, 0, -1};
+        if (*p != '{') TRY(skip(r, &p, e));
+        else TRY(members(r, &p, e, pg_member, &g));
+        int ni = intern_arg(r, g.name, g.name_n), di = intern_arg(r, g.desc, g.desc_n);
+        int ri = intern_arg(r, g.ranks, g.ranks_n);
+        if (ni == -2 || di == -2 || ri == -2) return rd_bad(r, p, "out of memory");
+        mp_trace_raw *t = r->t;
+        int i = 0;
+        while (ni >= 0 && i < t->n_pgs && t->pgs[i].name != ni) i++;
+        if (ni >= 0 && i == t->n_pgs) {
+            mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+            if (!np) return rd_bad(r, p, "out of memory");
+            t->pgs = np;
+            t->pgs[t->n_pgs++] = (mp_tpg){ni, di, id32(g.size), ri};
+        }
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+static int dist_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    (void)ud;
+    int64_t v;
+    if (KEY_IS(k, kn, "rank") && **pp >= '0' && **pp <= '9') {
+        TRY(num(r, pp, e, 0, &v));
+        if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
+    } else if (KEY_IS(k, kn, "world_size") && **pp >= '0' && **pp <= '9') {
+        TRY(num(r, pp, e, 0, &v));
+        if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
+    } else if (KEY_IS(k, kn, "backend") && **pp == '"') {
+        const char *s;
+        size_t n;
+        bool esc;
+        TRY(str(r, pp, e, &s, &n, &esc));
+        size_t m = unescape(s, n, r->t->backend, sizeof r->t->backend - 1);
+        r->t->backend[m] = 0;
+    } else if (KEY_IS(k, kn, "pg_config") && **pp == '[') {
+        TRY(parse_pgconfig(r, pp, e));
+    } else {
+        TRY(skip(r, pp, e));
+    }
+    return RS_OK;
+}
+
+static int parse_distinfo(rd *r, const char **pp, const char *e) {
+    return members(r, pp, e, dist_member, NULL);
 }
 
 enum { S_BEGIN, S_MEMBER, S_AFTER_MEMBER, S_EVENTS_FIRST, S_EVENT, S_AFTER_EVENT, S_END };
