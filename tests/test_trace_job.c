@@ -9,7 +9,8 @@
  *    mpirun -n 2 modelprof-mpi, byte for byte;
  *  - a hand-made NCCL job (record_param_comms sequence numbers, collective
  *    kernels waiting on the device, a rank late on compute);
- *  - a CPU-only trace gets no device finding; -o files get mode 0644. */
+ *  - a CPU-only trace gets no device finding; -o files (trace reports,
+ *    digests, the profile, the plan) get mode 0644 under umask 022. */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -386,6 +387,26 @@ static void t_file_modes(void) {
                                                           "tests/traces/ddp2/rank0.trace.json.gz", NULL}, 60, 0)
                         : t_cli_run((const char *const[]){"trace", "--digest", "-o", path,
                                                           "tests/traces/ddp2/rank0.trace.json.gz", NULL}, 60, 0);
+        T_EQ(r.code, 0);
+        t_cli_free(&r);
+        struct stat sb;
+        T_CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0644);
+        unlink(path);
+    }
+    /* every other writer of -o: the static profile and the plan */
+    const char *const *others[] = {
+        (const char *const[]){"models/resnet18.onnx", "--dim", "batch=1", "-q", "--format", "json", "-o", NULL, NULL},
+        (const char *const[]){"plan", "models/resnet18.onnx", "--dim", "batch=1", "-o", NULL, NULL}};
+    const int hole[] = {7, 5};
+    for (int k = 0; k < 2; k++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/other%d", dir, k);
+        const char *args[10];
+        for (int i = 0; i < 10; i++) {
+            args[i] = i == hole[k] ? path : others[k][i];
+            if (!args[i] && i != hole[k]) break;
+        }
+        t_cli r = t_cli_run(args, 60, 0);
         T_EQ(r.code, 0);
         t_cli_free(&r);
         struct stat sb;
