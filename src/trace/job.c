@@ -57,6 +57,14 @@ static bool str_eq(const char *a, const char *b) {
     return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+typedef struct ordent {   /* a call's ordinal among the same calls of its step */
+    int64_t id;               /* the step run it belongs to; 0 empty */
+    uint64_t hash;
+    const char *pg, *coll;
+    int64_t elems;
+    int count;
+} ordent;
+
 typedef struct cmap {
     int32_t *slot;   /* collective index; -1 empty */
     size_t mask;
@@ -350,8 +358,20 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     map.mask = cap - 1;
     int capcl = 0;
     size_t at = 0;
+    /* ordinals: a map of (group, collective, size) -> count, per step run */
+    int maxc = 0;
+    for (int r = 0; r < n; r++) maxc = MP_MAX(maxc, t[r]->n_calls);
+    size_t ordmask = 15;
+    while (ordmask + 1 < 2 * (size_t)maxc) ordmask = ordmask * 2 + 1;
+    ordent *ord = calloc(ordmask + 1, sizeof *ord);
+    if (!ord) {
+        free(cid);
+        goto oom;
+    }
+    int64_t run_id = 0;
     for (int r = 0; r < n; r++) {
         mp_trace *tr = t[job->ranks[r].index];
+        int run_step = INT32_MIN;
         for (int c = 0; c < tr->n_calls; c++, at++) {
             mp_tcall *cl = &tr->calls[c];
             cl->wait = -1;
@@ -366,12 +386,19 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
             key.elems = seq ? -1 : cl->elems;
             key.seq = seq ? cl->seq : -1;
             key.ordinal = 0;
-            if (!seq)   /* its ordinal among the same calls of this step before it */
-                for (int q = c - 1; q >= 0 && tr->calls[q].step == cl->step; q--) {
-                    const mp_tcall *o = &tr->calls[q];
-                    if (str_eq(o->pg, cl->pg) && str_eq(o->coll, cl->coll) && o->elems == cl->elems)
-                        key.ordinal++;
+            if (!seq) {   /* its ordinal among the same calls of this step before it */
+                if (cl->step != run_step) {   /* a step's calls are contiguous (time order) */
+                    run_step = cl->step;
+                    run_id++;
                 }
+                uint64_t oh = h_mix(h_str(h_str(0, cl->pg), cl->coll), (uint64_t)cl->elems);
+                size_t q = oh & ordmask;
+                while (ord[q].id == run_id && !(ord[q].hash == oh && str_eq(ord[q].pg, cl->pg) &&
+                                                 str_eq(ord[q].coll, cl->coll) && ord[q].elems == cl->elems))
+                    q = (q + 1) & ordmask;
+                if (ord[q].id != run_id) ord[q] = (ordent){run_id, oh, cl->pg, cl->coll, cl->elems, 0};
+                key.ordinal = ord[q].count++;
+            }
             uint64_t h = h_str(h_str(h_str(0, key.step), key.pg), key.name);
             h = h_mix(h_mix(h_mix(h, (uint64_t)key.elems), (uint64_t)(uint32_t)key.seq),
                       (uint64_t)(uint32_t)key.ordinal);
@@ -392,6 +419,7 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
                 coll *nc = mp_grow(x.cl, sizeof *x.cl, &capcl, x.ncl + 1);
                 if (!nc) {
                     free(cid);
+                    free(ord);
                     goto oom;
                 }
                 x.cl = nc;
@@ -403,6 +431,7 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
             cid[at] = found;
         }
     }
+    free(ord);
     /* participants, collective by collective */
     x.part = malloc((total + 1) * sizeof *x.part);
     if (!x.part) {
@@ -437,13 +466,12 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     }
     for (int k = 0; k < x.ncl; k++) {
         coll *c = &x.cl[k];
-        if (c->n < 2) {
+        if (c->n < 2 || c->n > n) {   /* one rank only, or keys that collide (a rank twice) */
             job->n_unmatched += c->n;
             continue;
         }
         job->n_matched++;
-        int64_t *a = c->n <= n ? arr : NULL;   /* a rank appears once per collective */
-        if (!a) continue;
+        int64_t *a = arr;
         int last = -1;
         for (int p = 0; p < c->n; p++) {
             int r = x.part[c->first + p][0];
