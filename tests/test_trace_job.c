@@ -373,6 +373,31 @@ static void t_no_device(void) {
     mp_trace_free(&t);
 }
 
+/* The user's own ranges: one that gave the device no work ("save") holds
+ * it; one that launched its work ("forward") does not. */
+#define RANGE(name, ts, dur) \
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{}}"
+
+static void t_host_ranges(void) {
+    static const char tr[] = "{\"traceEvents\":[" STEP(0, 1000) "," RANGE("forward", 0, 400) ","
+        LAUNCH(10, 1, 1) "," KERNEL("ampere_sgemm_128x64_nn", 20, 30, 1, 1) ","
+        LAUNCH(200, 2, 2) "," KERNEL("ampere_sgemm_128x64_nn", 300, 50, 2, 2) ","
+        RANGE("save", 500, 400) "," LAUNCH(940, 3, 3) "," KERNEL("ampere_sgemm_128x64_nn", 950, 40, 3, 3) "]}";
+    mp_trace t;
+    T_OK(mp_trace_open_memory(tr, strlen(tr), "ranges.json", NULL, &t));
+    T_EQ(t.n_hranges, 1);
+    if (t.n_hranges == 1) {
+        T_EQ_STR(t.hranges[0].name, "save");
+        T_EQ(t.hranges[0].host, 400000);
+        T_EQ(t.hranges[0].idle, 400000);
+    }
+    int found = 0;
+    for (int i = 0; i < t.n_findings; i++)
+        if (strcmp(t.findings[i].kind, "host_range") == 0) found += strstr(t.findings[i].text, "`save`") != NULL ? 1 : 100;
+    T_EQ(found, 1);
+    mp_trace_free(&t);
+}
+
 /* ---- files ---- */
 
 static void t_file_modes(void) {
@@ -434,6 +459,7 @@ MP_TESTS(trace_job) {
     {"three_ways", t_three_ways},
     {"nccl", t_nccl},
     {"no_device", t_no_device},
+    {"host_ranges", t_host_ranges},
     {"file_modes", t_file_modes},
 };
 MP_TESTS_END(trace_job)

@@ -1001,6 +1001,17 @@ static int hr_cmp(const void *x, const void *y) {
     return strcmp(a->name, b->name);
 }
 
+typedef struct rtkey {
+    int32_t tid;
+    int64_t ts;
+} rtkey;
+
+static int rtkey_cmp(const void *x, const void *y) {
+    const rtkey *a = x, *b = y;
+    if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+    return (a->ts > b->ts) - (a->ts < b->ts);
+}
+
 typedef struct nrng {
     uint32_t name;
     int64_t a, b;
@@ -1012,9 +1023,9 @@ static int nrng_cmp(const void *x, const void *y) {
     return (a->a > b->a) - (a->a < b->a);
 }
 
-/* The user's own host ranges and the device's idle time inside them (not
- * already the data loader's or a collective's): `data`, logging,
- * checkpointing the device waited on. gaps: the idle intervals of the
+/* The user's own host ranges that gave the device no work, and the
+ * device's idle time inside them (not already the data loader's or a
+ * collective's): `data`, logging, checkpointing the device waited on. gaps: the idle intervals of the
  * steps, in time order. */
 static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *gaps, size_t ngap,
                              const ival *loader, size_t nl, const ival *hc, size_t nhc) {
@@ -1036,12 +1047,34 @@ static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *g
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto done;
     }
+    /* the host's calls into the device runtime, by thread and time: a range
+     * that launched work is not one the device waited on (a "forward"
+     * range's idle is launch-bound, not the range's) */
+    size_t nrt = 0;
+    for (size_t i = 0; i < raw->n_spans; i++) nrt += raw->spans[i].kind == MP_TS_RUNTIME;
+    rtkey *rt = malloc((nrt + 1) * sizeof *rt);
+    if (!rt) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto done;
+    }
+    nrt = 0;
+    for (size_t i = 0; i < raw->n_spans; i++)
+        if (raw->spans[i].kind == MP_TS_RUNTIME) rt[nrt++] = (rtkey){raw->spans[i].tid, raw->spans[i].ts};
+    qsort(rt, nrt, sizeof *rt, rtkey_cmp);
     n = 0;
     for (size_t i = 0; i < raw->n_spans; i++) {
         const mp_tspan *sp = &raw->spans[i];
-        if (sp->kind == MP_TS_ANNOT && mp__trace_user_range(raw->names[sp->name]))
-            r[n++] = (nrng){sp->name, MP_MAX(sp->ts, w0), MP_MIN(sp->end, w1)};
+        if (sp->kind != MP_TS_ANNOT || !mp__trace_user_range(raw->names[sp->name])) continue;
+        size_t lo = 0, hi = nrt;   /* the first runtime call of its thread at or after its start */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (rt[mid].tid < sp->tid || (rt[mid].tid == sp->tid && rt[mid].ts < sp->ts)) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < nrt && rt[lo].tid == sp->tid && rt[lo].ts < sp->end) continue;
+        r[n++] = (nrng){sp->name, MP_MAX(sp->ts, w0), MP_MIN(sp->end, w1)};
     }
+    free(rt);
     qsort(r, n, sizeof *r, nrng_cmp);
     /* idle less the loader's and the collectives' */
     size_t nex = 0, nid = 0;
