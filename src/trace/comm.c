@@ -82,6 +82,7 @@ static void take_meta(mp_tcall *c, const mp_tcomm *m, const mp_trace_raw *raw, b
     if (m->pg >= 0 && !c->pg) c->pg = raw->names[m->pg];
     if (m->seq >= 0 && c->seq < 0) c->seq = m->seq;
     if (c->elems < 0) c->elems = m->in_elems >= 0 ? m->in_elems : m->out_elems;
+    if (c->elems > (INT64_C(1) << 48)) c->elems = -1;   /* absurd: not a message size */
     if (!c->elem_bytes) c->elem_bytes = m->elem_bytes;
 }
 

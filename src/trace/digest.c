@@ -555,6 +555,71 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
     return MP_OK;
 }
 
+/* The figures within what a trace could give (read.c's limits), so that
+ * no sum the analysis and the writers make can overflow: the name of the
+ * first that is not, NULL when all are. */
+#define T_MAX INT64_C(4000000000000000000)   /* a time (ns since the trace's base) */
+#define D_MAX (INT64_C(1) << 53)             /* a duration or a sum of them */
+#define C_MAX (INT64_C(1) << 40)             /* a count */
+#define B_MAX (INT64_C(1) << 62)             /* bytes */
+#define IN(v, lo, hi) ((v) >= (lo) && (v) <= (hi))
+static const char *insane(const mp_trace *t) {
+    const mp_trace_raw *r = &t->raw;
+    if (!IN(r->base_ns, -(INT64_C(1) << 61), INT64_C(1) << 61)) return "base_ns";
+    if (!IN((int64_t)(r->bytes >> 1), 0, B_MAX) || !IN((int64_t)(r->n_events >> 1), 0, B_MAX)) return "json_bytes";
+    if (!IN(r->device_mem, -1, B_MAX) || !IN(r->device_sms, -1, C_MAX)) return "device_memory_bytes";
+    if (!IN(r->rank, -1, INT32_MAX - 1) || !IN(r->world_size, -1, INT32_MAX - 1)) return "rank";
+    if (!IN(t->wall_total, 0, D_MAX) || !IN(t->busy_total, 0, D_MAX) || !IN(t->kernel_total, 0, D_MAX) ||
+        !IN(t->comm_total, 0, D_MAX) || !IN(t->comm_overlap_total, 0, D_MAX))
+        return "summary";
+    if (!IN(t->mem_peak_alloc, -1, B_MAX) || !IN(t->mem_peak_reserved, -1, B_MAX)) return "summary";
+    if (!IN(t->bwd_ops, 0, C_MAX) || !IN(t->linked_bwd, 0, C_MAX) || !IN(t->linked_flow, 0, C_MAX)) return "summary";
+    if (!(t->peak_tflops >= 0 && t->peak_tflops < 1e9)) return "summary";
+    for (int k = 0; k < t->n_steps; k++) {
+        const mp_tstep *s = &t->steps[k];
+        if (!IN(s->ts, 0, T_MAX) || !IN(s->wall, 0, D_MAX) || !IN(s->busy, 0, D_MAX) ||
+            !IN(s->loader_wall, 0, D_MAX) || !IN(s->optimizer, 0, D_MAX) || !IN(s->optimizer_dev, 0, D_MAX) ||
+            !IN(s->comm, 0, D_MAX) || !IN(s->comm_overlap, 0, D_MAX) || !IN(s->n_calls, 0, INT32_MAX - 1) ||
+            !IN(s->mem_start, -1, B_MAX) || !IN(s->mem_peak, -1, B_MAX) || !IN(s->mem_end, -1, B_MAX))
+            return "steps";
+        for (int c = 0; c < MP_TI_COUNT; c++)
+            if (!IN(s->idle[c], 0, D_MAX)) return "steps";
+        for (int c = 0; c < MP_TC_COUNT; c++)
+            if (!IN(s->cat[c], 0, D_MAX)) return "steps";
+    }
+    for (int i = 0; i < t->n_ops; i++) {
+        const mp_top *o = &t->ops[i];
+        if (!IN(o->count, 0, C_MAX) || !IN(o->cpu_total, 0, D_MAX) || !IN(o->self_cpu, -D_MAX, D_MAX) ||
+            !IN(o->dev_total, 0, D_MAX) || !IN(o->self_dev, 0, D_MAX) || !IN(o->alloc_bytes, -B_MAX, B_MAX))
+            return "operators";
+    }
+    for (int i = 0; i < t->n_kernels; i++)
+        if (!IN(t->kernels[i].count, 0, C_MAX) || !IN(t->kernels[i].total, 0, D_MAX)) return "kernels";
+    for (int m = 0; m < t->n_mods; m++)
+        if (!IN(t->mfig[m].calls, 0, C_MAX) || !IN(t->mfig[m].fwd, 0, D_MAX) || !IN(t->mfig[m].bwd, 0, D_MAX))
+            return "modules";
+    for (int i = 0; i < t->n_uncounted; i++)
+        if (!IN(t->uncounted[i].count, 0, C_MAX) || !IN(t->uncounted[i].device, 0, D_MAX)) return "uncounted";
+    for (int i = 0; i < t->n_hranges; i++)
+        if (!IN(t->hranges[i].count, 0, C_MAX) || !IN(t->hranges[i].host, 0, D_MAX) ||
+            !IN(t->hranges[i].idle, 0, D_MAX))
+            return "host_ranges";
+    for (int i = 0; i < t->n_mem_curve; i++)
+        if (!IN(t->mem_curve[i].ts, 0, T_MAX) || !IN(t->mem_curve[i].allocated, -B_MAX, B_MAX)) return "memory_curve";
+    for (int i = 0; i < t->n_calls; i++) {
+        const mp_tcall *c = &t->calls[i];
+        if (!IN(c->ts, 0, T_MAX) || !IN(c->end, c->ts, T_MAX) || !IN(c->seg_start, 0, c->ts) ||
+            !IN(c->elems, -1, INT64_C(1) << 48) || !IN(c->elem_bytes, 0, 16) || !IN(c->seq, -1, INT32_MAX - 1) ||
+            !IN(c->solo, 0, D_MAX) || !IN(c->seg_busy, 0, D_MAX) || !IN(c->seg_loader, 0, D_MAX))
+            return "calls";
+        for (int q = 0; q < MP_TCALL_RANGES; q++)
+            if (!IN(c->range[q].ns, 0, D_MAX)) return "calls";
+    }
+    for (int i = 0; i < t->n_timeline; i++)
+        if (!IN(t->timeline[i].a, 0, T_MAX) || !IN(t->timeline[i].b, t->timeline[i].a, T_MAX)) return "timeline";
+    return NULL;
+}
+
 bool mp_trace_is_digest(const void *data, size_t n) {
     static const char key[] = "\"modelprof_digest\"";
     const char *p = data;
@@ -595,6 +660,10 @@ mp_status mp_trace_digest_read(const void *data, size_t size, const char *label,
     if (st == MP_OK && g.bad)
         st = mp_error(MP_ERR_FORMAT, "%s: not a modelprof digest: field \"%s\" is missing or "
                       "malformed (docs/schema/digest.schema.json)", label, g.bad_field ? g.bad_field : "?");
+    const char *odd = st == MP_OK ? insane(t) : NULL;
+    if (odd)
+        st = mp_error(MP_ERR_FORMAT, "%s: a figure of \"%s\" is out of range for a trace (a digest "
+                      "written by hand, or damaged)", label, odd);
     if (st != MP_OK) {
         mp_trace_free(t);
         return st;
