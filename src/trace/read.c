@@ -742,43 +742,10 @@ static void take_comm_type(ev *v, int i, const char *s, size_t n) {
     if (i == 0 && !v->c_bytes) v->c_bytes = comm_elem_bytes(s, n);
 }
 
-/* The elements of one "Input Dims" entry: a tensor's dims multiply, a
- * tensor list's tensors add up ([[513000]] and [513000] are 513000). */
-static int numel_value(rd *r, const char **pp, const char *e, int64_t *out, int depth) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '['));
-    if (ws(&p, e)) return RS_MORE;
-    int64_t prod = 1, sum = 0;
-    bool list = false, any = false;
-    if (*p != ']')
-        for (;;) {
-            if (ws(&p, e)) return RS_MORE;
-            if (*p == '[' && depth < 3) {
-                int64_t x;
-                TRY(numel_value(r, &p, e, &x, depth + 1));
-                list = true;
-                if (x > 0 && __builtin_add_overflow(sum, x, &sum)) sum = INT64_MAX / 2;
-            } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-                int64_t d;
-                TRY(num(r, &p, e, 0, &d));
-                if (d < 0 || __builtin_mul_overflow(prod, d, &prod)) prod = INT64_MAX / 2;
-            } else {
-                TRY(skip(r, &p, e));
-            }
-            any = true;
-            bool more;
-            TRY(sep(r, &p, e, ']', &more));
-            if (!more) break;
-        }
-    else
-        p++;
-    *out = !any ? -1 : list ? sum : prod;
-    *pp = p;
-    return RS_OK;
-}
+/* An array's elements: fn reads (or skips) element i. */
+typedef int (*elem_fn)(rd *r, int i, const char **pp, const char *e, void *ud);
 
-/* "Input Dims" of a collective: the first input's elements. */
-static int parse_numel(rd *r, const char **pp, const char *e, int64_t *out) {
+static int elements(rd *r, const char **pp, const char *e, elem_fn fn, void *ud) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '['));
     if (ws(&p, e)) return RS_MORE;
@@ -788,14 +755,60 @@ static int parse_numel(rd *r, const char **pp, const char *e, int64_t *out) {
     }
     for (int i = 0;; i++) {
         if (ws(&p, e)) return RS_MORE;
-        if (i == 0 && *p == '[') TRY(numel_value(r, &p, e, out, 0));
-        else TRY(skip(r, &p, e));
+        TRY(fn(r, i, &p, e, ud));
         bool more;
         TRY(sep(r, &p, e, ']', &more));
         if (!more) break;
     }
     *pp = p;
     return RS_OK;
+}
+
+/* The elements of one "Input Dims" entry: a tensor's dims multiply, a
+ * tensor list's tensors add up ([[513000]] and [513000] are 513000). */
+typedef struct numel_acc {
+    int64_t prod, sum;
+    bool list, any;
+    int depth;
+} numel_acc;
+
+static int numel_value(rd *r, const char **pp, const char *e, int64_t *out, int depth);
+
+static int numel_elem(rd *r, int i, const char **pp, const char *e, void *ud) {
+    (void)i;
+    numel_acc *x = ud;
+    x->any = true;
+    if (**pp == '[' && x->depth < 3) {
+        int64_t v;
+        TRY(numel_value(r, pp, e, &v, x->depth + 1));
+        x->list = true;
+        if (v > 0 && __builtin_add_overflow(x->sum, v, &x->sum)) x->sum = INT64_MAX / 2;
+        return RS_OK;
+    }
+    if (**pp == '-' || (**pp >= '0' && **pp <= '9')) {
+        int64_t d;
+        TRY(num(r, pp, e, 0, &d));
+        if (d < 0 || __builtin_mul_overflow(x->prod, d, &x->prod)) x->prod = INT64_MAX / 2;
+        return RS_OK;
+    }
+    return skip(r, pp, e);
+}
+
+static int numel_value(rd *r, const char **pp, const char *e, int64_t *out, int depth) {
+    numel_acc x = {1, 0, false, false, depth};
+    TRY(elements(r, pp, e, numel_elem, &x));
+    *out = !x.any ? -1 : x.list ? x.sum : x.prod;
+    return RS_OK;
+}
+
+/* "Input Dims" of a collective: the first input's elements. */
+static int first_numel(rd *r, int i, const char **pp, const char *e, void *ud) {
+    if (i == 0 && **pp == '[') return numel_value(r, pp, e, ud, 0);
+    return skip(r, pp, e);
+}
+
+static int parse_numel(rd *r, const char **pp, const char *e, int64_t *out) {
+    return elements(r, pp, e, first_numel, out);
 }
 
 /* A string arg of a collective (record_param_comms). */
@@ -1272,37 +1285,25 @@ static int pg_member(rd *r, const char *k, size_t kn, const char **pp, const cha
     return skip(r, pp, e);
 }
 
-/* distributedInfo.pg_config: [{pg_name, pg_desc, pg_size, ranks}, ...] */
-static int parse_pgconfig(rd *r, const char **pp, const char *e) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '['));
-    if (ws(&p, e)) return RS_MORE;
-    if (*p == ']') {
-        *pp = p + 1;
-        return RS_OK;
+/* One element of distributedInfo.pg_config: {pg_name, pg_desc, pg_size, ranks}. */
+static int pg_elem(rd *r, int i, const char **pp, const char *e, void *ud) {
+    (void)i;
+    (void)ud;
+    if (**pp != '{') return skip(r, pp, e);
+    pg_in g = {NULL, NULL, NULL, 0, 0, 0, -1};
+    TRY(members(r, pp, e, pg_member, &g));
+    int ni = intern_arg(r, g.name, g.name_n), di = intern_arg(r, g.desc, g.desc_n);
+    int ri = intern_arg(r, g.ranks, g.ranks_n);
+    if (ni == -2 || di == -2 || ri == -2) return rd_bad(r, *pp, "out of memory");
+    mp_trace_raw *t = r->t;
+    int k = 0;
+    while (ni >= 0 && k < t->n_pgs && t->pgs[k].name != ni) k++;
+    if (ni >= 0 && k == t->n_pgs) {
+        mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+        if (!np) return rd_bad(r, *pp, "out of memory");
+        t->pgs = np;
+        t->pgs[t->n_pgs++] = (mp_tpg){ni, di, id32(g.size), ri};
     }
-    for (;;) {
-        if (ws(&p, e)) return RS_MORE;
-        pg_in g = {NULL, NULL, NULL, 0, 0, 0, -1};
-        if (*p != '{') TRY(skip(r, &p, e));
-        else TRY(members(r, &p, e, pg_member, &g));
-        int ni = intern_arg(r, g.name, g.name_n), di = intern_arg(r, g.desc, g.desc_n);
-        int ri = intern_arg(r, g.ranks, g.ranks_n);
-        if (ni == -2 || di == -2 || ri == -2) return rd_bad(r, p, "out of memory");
-        mp_trace_raw *t = r->t;
-        int i = 0;
-        while (ni >= 0 && i < t->n_pgs && t->pgs[i].name != ni) i++;
-        if (ni >= 0 && i == t->n_pgs) {
-            mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
-            if (!np) return rd_bad(r, p, "out of memory");
-            t->pgs = np;
-            t->pgs[t->n_pgs++] = (mp_tpg){ni, di, id32(g.size), ri};
-        }
-        bool more;
-        TRY(sep(r, &p, e, ']', &more));
-        if (!more) break;
-    }
-    *pp = p;
     return RS_OK;
 }
 
@@ -1323,7 +1324,7 @@ static int dist_member(rd *r, const char *k, size_t kn, const char **pp, const c
         size_t m = unescape(s, n, r->t->backend, sizeof r->t->backend - 1);
         r->t->backend[m] = 0;
     } else if (KEY_IS(k, kn, "pg_config") && **pp == '[') {
-        TRY(parse_pgconfig(r, pp, e));
+        TRY(elements(r, pp, e, pg_elem, NULL));
     } else {
         TRY(skip(r, pp, e));
     }
