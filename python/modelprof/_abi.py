@@ -21,7 +21,7 @@ class ReportOptions(_c.Structure):
     C_NAME = "mp_report_options"
     _fields_ = [("size", _c.c_size_t), ("format", _c.c_int), ("depth", _c.c_int),
                 ("top", _c.c_int), ("detailed", _c.c_int), ("show_ops", _c.c_int),
-                ("csv_table", _c.c_int)]
+                ("csv_table", _c.c_int), ("by_module_op", _c.c_int), ("op_top", _c.c_int)]
 
 
 class RunOptions(_c.Structure):
@@ -67,6 +67,7 @@ FUNCTIONS = {
     "mp_model_set_module_class": (_ST, [_H, _c.c_char_p, _c.c_char_p]),
     "mp_profile_static": (_ST, [_H, _OUT]),
     "mp_profile_free": (None, [_H]),
+    "mp_profile_formulas": (_ST, [_H]),
     "mp_report_options_init": (_ST, [_P(ReportOptions), _c.c_size_t]),
     "mp_report_string": (_ST, [_H, _P(ReportOptions), _OUT]),
     "mp_trace_string": (_ST, [_c.c_char_p, _c.c_int, _OUT]),

@@ -1,10 +1,11 @@
-/* CSV: one table per file (nodes, modules or ops), RFC 4180 (CRLF line
+/* CSV: one table per file (nodes, modules, ops or module_ops), RFC 4180 (CRLF line
  * ends, fields with a comma, quote, CR or LF quoted, quotes doubled), the
  * JSON's field names as the header and its figures unformatted (integers in
  * full, reals as the JSON writes them, an absent figure an empty field). */
 #include "report/report.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct cw {
@@ -139,6 +140,36 @@ static bool cw_mod_number(const mp_profile *p, int module, void *ud) {
     return true;
 }
 
+/* Rows of the modules in the JSON's order, each module numbered first. */
+static mp_status cw_modules_walk(cw *w, const mp_profile *p, double peak, mp_module_visit row) {
+    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
+    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
+    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
+    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
+    mp_module_walk(p, -1, cw_mod_number, &u);
+    mp_module_walk(p, -1, row, &u);
+    free(u.id);
+    return MP_OK;
+}
+
+/* A formula as plain text ("85000000*batch*seq+1180*batch*seq^2"; empty
+ * without one), quoted as any field (dim names come from the model). */
+static void cw_poly(cw *w, const mp_profile *p, const mp_poly *q) {
+    char *text = NULL, local[256];
+    size_t len = 0;
+    FILE *ms = open_memstream(&text, &len);
+    if (!ms) {
+        cw_str(w, NULL);
+        return;
+    }
+    mp_out o = {ms, 0, sizeof local, local};
+    mp_poly_write(&o, q, p, true);
+    mp_out_flush(&o);
+    fclose(ms);
+    cw_str(w, text ? text : "");
+    free(text);
+}
+
 static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     cw_mod *u = ud;
     cw *w = u->w;
@@ -152,6 +183,10 @@ static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     cw_i64(w, mod->parent >= 0 && mod->parent < p->m->n_modules ? u->id[mod->parent] : -1);
     cw_fig(w, f);
     if (p->measured) cw_lat(w, f->latency_s, f->latency_min_s, f->flops, f->unknown <= 0, u->peak);
+    if (p->formulas && module < p->formulas->n_mods) {
+        const mp_formset *fs = &p->formulas->mods[module];
+        for (int i = 0; i < MP_FF_COUNT; i++) cw_poly(w, p, &fs->f[i]);
+    }
     cw_end(w);
     return true;
 }
@@ -161,15 +196,55 @@ static mp_status csv_modules(cw *w, const mp_profile *p, double peak) {
     cw_header(w, cols, NCOLS(cols));
     cw_header(w, FIG_COLS, NCOLS(FIG_COLS));
     if (p->measured) cw_header(w, LAT_COLS, NCOLS(LAT_COLS));
+    if (p->formulas) {
+        char col[64];
+        for (int i = 0; i < MP_FF_COUNT; i++) {
+            snprintf(col, sizeof col, "%s_formula", mp_formula_field_key[i]);
+            cw_str(w, col);
+        }
+    }
     cw_end(w);
-    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
-    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
-    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
-    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
-    mp_module_walk(p, -1, cw_mod_number, &u);
-    mp_module_walk(p, -1, cw_mod_row, &u);
-    free(u.id);
-    return MP_OK;
+    return cw_modules_walk(w, p, peak, cw_mod_row);
+}
+
+/* One row per module and operator type (the JSON's modules[].ops), the
+ * modules in the JSON's order: "module" is the module's id there. */
+static bool cw_modop_rows(const mp_profile *p, int module, void *ud) {
+    cw_mod *u = ud;
+    cw *w = u->w;
+    const mp_module *mod = &p->m->modules[module];
+    for (int j = p->modops ? p->modop_at[module] : 0; p->modops && j < p->modop_at[module + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        const mp_opstat *os = r->op >= 0 && r->op < p->n_ops ? &p->ops[r->op] : NULL;
+        cw_i64(w, u->id[module]);
+        cw_str(w, mod->path ? mod->path : "");
+        cw_str(w, os ? os->op : mp_modop_unused);
+        cw_str(w, os && os->domain ? os->domain : "");
+        cw_u64(w, cw_count(r->fig.nodes));
+        cw_u64(w, r->fig.params);
+        cw_u64(w, r->fig.macs);
+        cw_u64(w, r->fig.flops);
+        cw_u64(w, cw_count(r->fig.uncounted));
+        cw_u64(w, cw_count(r->fig.unknown));
+        if (p->measured) {
+            cw_u64(w, cw_count(r->fig.fused));
+            cw_lat(w, r->fig.latency_s, r->fig.latency_min_s, r->fig.flops, r->fig.unknown <= 0, u->peak);
+        }
+        cw_end(w);
+    }
+    return true;
+}
+
+static mp_status csv_module_ops(cw *w, const mp_profile *p, double peak) {
+    static const char *const cols[] = {"module", "path", "op", "domain", "count", "params", "macs",
+                                       "flops", "uncounted_nodes", "unknown_nodes"};
+    cw_header(w, cols, NCOLS(cols));
+    if (p->measured) {
+        cw_str(w, "fused");
+        cw_header(w, LAT_COLS, NCOLS(LAT_COLS));
+    }
+    cw_end(w);
+    return cw_modules_walk(w, p, peak, cw_modop_rows);
 }
 
 static void csv_nodes(cw *w, const mp_profile *p, double peak) {
@@ -234,6 +309,7 @@ mp_status mp_report_csv(const mp_profile *p, const mp_report_options *o, FILE *f
     case MP_CSV_NODES: csv_nodes(&w, p, peak); break;
     case MP_CSV_MODULES: st = csv_modules(&w, p, peak); break;
     case MP_CSV_OPS: csv_ops(&w, p, peak); break;
+    case MP_CSV_MODULE_OPS: st = csv_module_ops(&w, p, peak); break;
     }
     mp_out_flush(&w.o);
     return st;
