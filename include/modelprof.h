@@ -139,6 +139,12 @@ MP_API mp_status mp_model_set_input_shape(mp_model *m, const char *name,
  * MP_ERR_USAGE when the model has no module at that path (nothing of it
  * was exported: it ran no operator). */
 MP_API mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls);
+/* Leave the module at `path` out of the profile (DeepSpeed's
+ * ignore_modules): its nodes, and its submodules', count no MACs and no
+ * FLOPs, in it, its ancestors or the totals; their parameters still count.
+ * MP_ERR_USAGE when the model has no module at that path. Call before
+ * mp_profile_static. */
+MP_API mp_status mp_model_ignore_module(mp_model *m, const char *path);
 
 /* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
  * The profile keeps a reference to the model: free it first. */
@@ -181,11 +187,13 @@ typedef struct mp_report_options {
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
     mp_csv_table csv_table; /* MP_FORMAT_CSV: which table (default nodes) */
+    int tree_depth;  /* deepest depth of the detailed tree; -2 (default): depth. DeepSpeed's
+                        module_depth is depth with tree_depth -1 (the whole tree) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
- * detailed and show_ops shape the text report only. mp_report_write
- * returns MP_ERR_USAGE when depth or top is below -1 or the format is
- * unknown. */
+ * tree_depth, detailed and show_ops shape the text report only.
+ * mp_report_write returns MP_ERR_USAGE when depth or top is below -1,
+ * tree_depth below -2 or the format is unknown. */
 
 MP_API mp_status mp_report_options_init(mp_report_options *o, size_t size);
 #define mp_report_options_default(o) mp_report_options_init((o), sizeof *(o))
@@ -214,25 +222,49 @@ typedef struct mp_torch_module {
     const char *name;       /* qualified name in named_modules(): "blocks.0.attn"; "" the model */
     const char *class_name; /* type(module).__name__ */
     const char *trace_path; /* its path in the trace's module tree: the labels of its
-                               "nn.Module: LABEL" ranges from the model down, joined by '.' */
+                               "nn.Module: LABEL" ranges from the model down, joined by '.',
+                               as the module ran (a module that is never called, such as a
+                               ModuleList, is on no path: its children sit under its caller);
+                               several paths separated by '\n' for a module that ran under
+                               several callers; "" when it never ran */
     int64_t params;         /* its parameters (numel, submodules included): used where the
                                static profile has no such module; -1 unknown */
+    int64_t export_calls;   /* its forward calls in the forward pass that was exported: the
+                               static profile's figures cover these calls (0: taken as 1) */
+    int ignored;            /* left out (ignore_list): not timed, and its MACs and FLOPs,
+                               with its submodules', count nowhere (params still count) */
 } mp_torch_module;
 
 typedef struct mp_train mp_train;
 
 /* Read and analyse the trace, profile the ONNX export of the same model
  * (model_path; NULL: no static figures, MACs and FLOPs 0) and join them
- * over the modules (named_modules order: each module after its parent). */
+ * over the modules (named_modules order: each module after its parent). A
+ * module's MACs and FLOPs cover the calls its time covers: the static
+ * profile's figures over `export_calls`, times its calls in the trace. A
+ * module that was never called (a ModuleList, a ModuleDict) holds the sum
+ * of its children, time and counts alike. */
 MP_API mp_status mp_train_open(const char *trace_path, const char *model_path,
                         const mp_torch_module *mods, int n, mp_train **out);
 MP_API void mp_train_free(mp_train *t);
+/* The binding's plain-clock timing of the model's forward calls (Python's
+ * perf_counter, medians): the interval from one forward call to the next
+ * (an iteration: forward, backward, optimizer step, data) and the forward
+ * call itself, before profiling started (`before_calls` calls seen) and
+ * while it ran (`profiled_calls`). 0 calls: none seen. The report sets the
+ * profiled iteration beside the unprofiled one: how much the profiler's own
+ * hooks and ranges inflate a step. */
+MP_API mp_status mp_train_set_clock(mp_train *t, int before_calls, double before_iter_s,
+                                    double before_fwd_s, int profiled_calls,
+                                    double profiled_iter_s, double profiled_fwd_s);
 
 typedef struct mp_train_options {
     size_t size;        /* sizeof(mp_train_options): set by mp_train_options_default */
     mp_format format;   /* MP_FORMAT_TEXT (DeepSpeed's FlopsProfiler layout) or MP_FORMAT_JSON */
     int step;           /* the step number in the text's header (default 1) */
-    int depth;          /* deepest module depth shown; -1 all (default) */
+    int depth;          /* deepest depth of the aggregated block (DeepSpeed's module_depth;
+                           the detailed tree is always whole, as DeepSpeed prints it);
+                           -1 all (default) */
     int top;            /* modules per depth in the aggregated block; -1 all (default 1) */
     int detailed;       /* the per-module tree (default 1) */
 } mp_train_options;

@@ -191,6 +191,7 @@ enum {
     MP_COST_OVERFLOW = 1u << 2,  /* a figure saturated at UINT64_MAX */
     MP_COST_BOUND = 1u << 3,     /* an upper bound (data-dependent op) */
     MP_COST_PER_ITER = 1u << 4,  /* one iteration of a loop whose trip count is unknown */
+    MP_COST_IGNORED = 1u << 5,   /* in a module left out (mp_model_ignore_module): no MACs, FLOPs */
 };
 
 typedef struct mp_cost {
@@ -243,6 +244,7 @@ typedef struct mp_module {
     int parent;               /* -1 for the root */
     int depth;
     int first_child, last_child, next_sibling;
+    bool ignored;             /* left out with its submodules (mp_model_ignore_module) */
 } mp_module;
 
 /* ---- symbols (named dims) ---- */

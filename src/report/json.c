@@ -327,6 +327,7 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
     jw_kstr(w, "path", mod->path ? mod->path : "");
     jw_kstr(w, "name", mp_module_name(p, module));
     if (mod->cls && mod->cls[0]) jw_kstr(w, "class", mod->cls);
+    if (mod->ignored) jw_kbool(w, "ignored", true);
     jw_ki64(w, "depth", mod->depth);
     jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
                              ? u->id[mod->parent] : -1);
@@ -530,11 +531,8 @@ static void js_nodes(jw *w, const mp_profile *p) {
         jw_ku64(w, "param_bytes", k->param_bytes);
         jw_key(w, "flags");
         jw_open(w, '[');
-        if (k->flags & MP_COST_UNCOUNTED) jw_str(w, "uncounted");
-        if (k->flags & MP_COST_UNKNOWN) jw_str(w, "unknown");
-        if (k->flags & MP_COST_OVERFLOW) jw_str(w, "overflow");
-        if (k->flags & MP_COST_BOUND) jw_str(w, "bound");
-        if (k->flags & MP_COST_PER_ITER) jw_str(w, "per_iteration");
+        for (int j = 0; j < mp_cost_flag_count; j++)
+            if (k->flags & mp_cost_flag_names[j].bit) jw_str(w, mp_cost_flag_names[j].name);
         jw_close(w, ']');
         if (p->measured && p->node_state) js_node_run(w, p, i);
         jw_close(w, '}');
@@ -640,6 +638,24 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw_double(w, t->wall_s);
     jw_key(w, "optimizer_s");
     jw_double(w, t->optimizer_s);
+    jw_key(w, "clock");
+    if (t->clock.before_calls > 0 || t->clock.profiled_calls > 0) {
+        const mp_train_clock *k = &t->clock;
+        jw_open(w, '{');
+        jw_ki64(w, "before_calls", k->before_calls);
+        jw_key(w, "before_iter_s");
+        jw_double(w, k->before_iter_s);
+        jw_key(w, "before_fwd_s");
+        jw_double(w, k->before_fwd_s);
+        jw_ki64(w, "profiled_calls", k->profiled_calls);
+        jw_key(w, "profiled_iter_s");
+        jw_double(w, k->profiled_iter_s);
+        jw_key(w, "profiled_fwd_s");
+        jw_double(w, k->profiled_fwd_s);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "modules");
     jw_open(w, '[');
     for (int i = 0; i < t->n; i++) {
@@ -659,6 +675,9 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
         jw_ku64(w, "flops", r->flops);
         jw_kbool(w, "in_trace", r->in_trace);
         jw_kbool(w, "in_static", r->in_static);
+        jw_ki64(w, "export_calls", r->export_calls);
+        jw_kbool(w, "container", r->container);
+        jw_kbool(w, "ignored", r->ignored);
         jw_close(w, '}');
     }
     jw_close(w, ']');

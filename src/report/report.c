@@ -73,6 +73,7 @@ static void report_defaults(mp_report_options *o) {
     o->top = 3;
     o->detailed = 1;
     o->show_ops = 1;
+    o->tree_depth = -2;
 }
 
 mp_status mp_report_options_init(mp_report_options *o, size_t size) {
@@ -93,6 +94,9 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FI
     if (o->top < -1)
         return mp_error(MP_ERR_USAGE, "report top %d: use -1 (all), 0 (none) or a count",
                         o->top);
+    if (o->tree_depth < -2)
+        return mp_error(MP_ERR_USAGE, "report tree depth %d: use -2 (as depth), -1 (all) or a "
+                        "depth >= 0", o->tree_depth);
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
@@ -203,6 +207,12 @@ mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FI
 }
 
 /* ---- parameters counted by judgement ---- */
+
+const mp_cost_flag_name mp_cost_flag_names[] = {
+    {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
+    {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},
+    {MP_COST_PER_ITER, "per_iteration"}, {MP_COST_IGNORED, "ignored"}};
+const int mp_cost_flag_count = (int)MP_ARRAY_LEN(mp_cost_flag_names);
 
 const char mp_bn_folded_text[] =
     "the exporter folded BatchNorm into the convolutions: params are the folded graph's "

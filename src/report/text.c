@@ -660,7 +660,8 @@ static void tx_detailed(tx *t) {
                "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
                "not in the MACs and FLOPs.\n\n");
     mp_tree_style st = {tx_tree_label, tx_tree_cls, tx_tree_figs, t};
-    if (mp_tree_print(&t->out, t->m->modules, t->m->n_modules, t->o->depth, &st) != MP_OK)
+    int depth = t->o->tree_depth == -2 ? t->o->depth : t->o->tree_depth;
+    if (mp_tree_print(&t->out, t->m->modules, t->m->n_modules, depth, &st) != MP_OK)
         t->nomem = true;
 }
 

@@ -29,6 +29,39 @@ static mp_fmtbuf rate(double flops, double s) {
     return mp_fmt_si_d(flops / s, "FLOPS");
 }
 
+/* The binding's plain-clock timing: the same iteration before profiling
+ * started and while it ran, so that the profiler's own cost shows. */
+static void clock_lines(trw *w) {
+    const mp_train_clock *k = &w->t->clock;
+    mp_out *o = &w->out;
+    const int c = 64;
+    if (k->profiled_calls <= 0 && k->before_calls <= 0) return;
+    char label[96];
+    if (k->before_calls > 1 && k->before_iter_s > 0) {
+        snprintf(label, sizeof label, "iter latency before profiling (perf_counter, %d calls):",
+                 k->before_calls);
+        mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(k->before_iter_s).s);
+    } else {
+        mp_out_printf(o, "%-*s%s\n", c, "iter latency before profiling:",
+                      "unknown (no step ran before start_profile to compare)");
+    }
+    if (k->profiled_calls > 1 && k->profiled_iter_s > 0) {
+        snprintf(label, sizeof label, "iter latency while profiling (perf_counter, %d calls):",
+                 k->profiled_calls);
+        mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(k->profiled_iter_s).s);
+    }
+    if (k->before_calls > 1 && k->before_iter_s > 0 && k->profiled_calls > 1 &&
+        k->profiled_iter_s > 0) {
+        mp_out_printf(o, "%-*s%.2fx (%s a step: the profiler's hooks, ranges and op records)\n", c,
+                      "profiler overhead (profiled / unprofiled iter):",
+                      k->profiled_iter_s / k->before_iter_s,
+                      mp_fmt_seconds(k->profiled_iter_s - k->before_iter_s).s);
+    }
+    if (k->before_calls > 0 && k->before_fwd_s > 0)
+        mp_out_printf(o, "%-*s%s\n", c, "fwd latency before profiling (perf_counter):",
+                      mp_fmt_seconds(k->before_fwd_s).s);
+}
+
 static void summary(trw *w) {
     const mp_train *t = w->t;
     const mp_train_row *root = &t->rows[0];
@@ -71,6 +104,7 @@ static void summary(trw *w) {
         mp_out_printf(o, "%-*s%s\n", c, "iter latency (profiled step, wall):",
                       mp_fmt_seconds(t->wall_s / n).s);
     }
+    clock_lines(w);
 }
 
 /* One class at one depth, summed. */
@@ -174,7 +208,9 @@ static mp_status detailed(trw *w) {
                      "bwd latency, fwd FLOPS\n\n",
                   (long long)t->rows[0].calls);
     mp_tree_style st = {tr_label, tr_cls, tr_figs, w};
-    return mp_tree_print(o, t->mods, t->n, w->o->depth, &st);
+    /* the whole tree, as DeepSpeed prints the model (module_depth shapes
+     * the aggregated block only) */
+    return mp_tree_print(o, t->mods, t->n, -1, &st);
 }
 
 mp_status mp_report_train_text(const mp_train *t, const mp_train_options *o, FILE *f) {

@@ -12,11 +12,20 @@ typedef struct mp_train_row {
     const char *name;          /* qualified name; "" the model */
     const char *cls;           /* class */
     int64_t calls;             /* forward calls in the trace */
+    int64_t export_calls;      /* forward calls the static profile covers (the exported pass) */
     double fwd_s, bwd_s;       /* summed over the calls */
     uint64_t params;           /* the module's own count (static profile, else the binding's) */
-    uint64_t macs, flops;      /* forward, per call x calls */
+    uint64_t macs, flops;      /* forward, over the calls the time covers */
     bool in_trace, in_static;  /* found in the trace's module tree / the export's */
+    bool container;            /* never called (ModuleList, ModuleDict): the sum of its children */
+    bool ignored;              /* left out by the binding (ignore_list), with its submodules */
 } mp_train_row;
+
+/* The binding's plain-clock timing of forward calls (mp_train_set_clock). */
+typedef struct mp_train_clock {
+    int before_calls, profiled_calls;
+    double before_iter_s, before_fwd_s, profiled_iter_s, profiled_fwd_s;
+} mp_train_clock;
 
 struct mp_train {
     mp_arena arena;
@@ -28,6 +37,7 @@ struct mp_train {
     bool profiler_steps;       /* ProfilerStep ranges split the trace into steps */
     int n_steps;
     double wall_s, optimizer_s; /* summed over the steps */
+    mp_train_clock clock;
     const char *trace_path, *model_path;
 };
 
