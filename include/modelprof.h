@@ -257,6 +257,13 @@ MP_API void mp_train_free(mp_train *t);
 MP_API mp_status mp_train_set_clock(mp_train *t, int before_calls, double before_iter_s,
                                     double before_fwd_s, int profiled_calls,
                                     double profiled_iter_s, double profiled_fwd_s);
+/* What the profiler adds to a step, as the binding measured it when
+ * profiling started: the cost of one operator record (torch.profiler on
+ * against off, a small operator) and of one module range (the module hooks
+ * and the record_function range of a module call). The report estimates
+ * the profiled step's overhead from the trace's operator records and module
+ * ranges, and the step without it. */
+MP_API mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s);
 
 typedef struct mp_train_options {
     size_t size;        /* sizeof(mp_train_options): set by mp_train_options_default */

@@ -174,6 +174,9 @@ class Train:
                                 os.fsencode(model_path) if model_path else None,
                                 arr, len(modules), _c.byref(self._t)))
 
+    def set_overhead(self, op_record_s, range_s):
+        check(LIB.mp_train_set_overhead(self._t, op_record_s, range_s))
+
     def set_clock(self, before_calls, before_iter_s, before_fwd_s, profiled_calls,
                   profiled_iter_s, profiled_fwd_s):
         check(LIB.mp_train_set_clock(self._t, before_calls, before_iter_s, before_fwd_s,

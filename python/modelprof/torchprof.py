@@ -87,20 +87,41 @@ def _scope_names(model):
     return {m: (n or type(model).__name__) for n, m in model.named_modules()}
 
 
+def _unqualified(name):
+    """The scope segment PyTorch's TorchScript exporter writes for a module:
+    its qualified name from the last non-numeric atom on ("h.0.mlp.c_fc" ->
+    "c_fc", "h.0" -> "h.0")."""
+    atoms = name.split(".")
+    for i in range(len(atoms) - 1, -1, -1):
+        if not atoms[i].isnumeric():
+            return ".".join(atoms[i:])
+    return name
+
+
 @contextlib.contextmanager
 def _module_tracker(model):
-    """Which module was running when the export failed."""
+    """Which module was running when the export failed; and, for each
+    module called, the chain of TorchScript scope segments of the called
+    modules down to it (a module that is never called, a ModuleList or a
+    ModuleDict, has no segment) -> its qualified name."""
     names = _scope_names(model)
-    stack, handles = [], []
-    last = {"where": None}
+    qual = {m: n for n, m in model.named_modules()}
+    stack, handles, called = [], [], []
+    last = {"where": None, "scopes": {}}
 
     def pre(m, inp):
         stack.append((names.get(m, type(m).__name__), type(m).__name__))
         last["where"] = "%s (%s)" % stack[-1]
+        called.append(qual.get(m, ""))
+        if len(called) > 1:
+            segs = tuple(_unqualified(q) for q in called[1:])
+            last["scopes"].setdefault(segs, called[-1])
 
     def post(m, inp, out):
         if stack:
             stack.pop()
+        if called:
+            called.pop()
         if stack:
             last["where"] = "%s (%s)" % (stack[-1][0], stack[-1][1])
 
@@ -225,6 +246,40 @@ def _state_kept(model):
             torch.cuda.set_rng_state_all(cuda)
 
 
+def _qualify_scopes(path, scopes):
+    """TorchScript's node names carry each called module's last name only
+    ("/h.0/c_fc/MatMul" for h.0.mlp.c_fc: the ModuleDict mlp, never called,
+    is lost). Rewritten with the qualified names of the modules the hooks
+    saw ("/h/h.0/h.0.mlp/h.0.mlp.c_fc/MatMul"), the library's module tree
+    is PyTorch's: named_modules() names, containers included."""
+    try:
+        import onnx
+    except ImportError:
+        return
+    m = onnx.load(path, load_external_data=False)
+
+    def fix(graph):
+        for n in graph.node:
+            parts = n.name.split("/")
+            if len(parts) > 2 and parts[0] == "":
+                segs = tuple(parts[1:-1])
+                for k in range(len(segs), 0, -1):
+                    q = scopes.get(segs[:k])
+                    if q is not None:
+                        atoms = q.split(".")
+                        chain = [".".join(atoms[:i + 1]) for i in range(len(atoms))]
+                        n.name = "/" + "/".join(chain + list(segs[k:]) + [parts[-1]])
+                        break
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    fix(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for g in a.graphs:
+                        fix(g)
+    fix(m.graph)
+    onnx.save(m, path)
+
+
 def _dynamo_options():
     """Keyword arguments of torch.onnx.export for the dynamo exporter: the
     ones this torch's export takes (its signature, not its attributes)."""
@@ -266,6 +321,8 @@ def export_onnx(model, args, kwargs, path):
                 torch.onnx.export(model, xargs, path, opset_version=14,
                                   do_constant_folding=False,
                                   training=torch.onnx.TrainingMode.PRESERVE)
+            if not uses_dynamo():
+                _qualify_scopes(path, where["scopes"])
         except Exception as e:  # the exporter's own exception types vary by version
             reason = str(e).strip().split("\n")[0]
             if stack:   # failed while tracing: the module running then

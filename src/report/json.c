@@ -656,6 +656,22 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     } else {
         jw_null(w);
     }
+    jw_key(w, "overhead");
+    if (t->overhead.known) {
+        jw_open(w, '{');
+        jw_key(w, "op_record_s");
+        jw_double(w, t->overhead.op_s);
+        jw_key(w, "range_s");
+        jw_double(w, t->overhead.range_s);
+        jw_ki64(w, "op_records", t->overhead.ops);
+        jw_ki64(w, "ranges", t->overhead.ranges);
+        jw_key(w, "total_s");
+        jw_double(w, (double)t->overhead.ops * t->overhead.op_s +
+                         (double)t->overhead.ranges * t->overhead.range_s);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "modules");
     jw_open(w, '[');
     for (int i = 0; i < t->n; i++) {

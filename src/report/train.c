@@ -29,33 +29,36 @@ static mp_fmtbuf rate(double flops, double s) {
     return mp_fmt_si_d(flops / s, "FLOPS");
 }
 
-/* The binding's plain-clock timing: the same iteration before profiling
- * started and while it ran, so that the profiler's own cost shows. */
-static void clock_lines(trw *w) {
-    const mp_train_clock *k = &w->t->clock;
+/* The profiler's own cost in a profiled step: estimated from the trace's
+ * records and the costs the binding measured (mp_train_set_overhead), and
+ * the binding's plain-clock timing of steps before profiling
+ * (mp_train_set_clock), so that a reader sees by how much the profiled
+ * step is inflated. `step` is the profiled step's wall time, `n` the steps. */
+static void overhead_lines(trw *w, double step, double n) {
+    const mp_train *t = w->t;
+    const mp_train_clock *k = &t->clock;
+    const mp_train_overhead *h = &t->overhead;
     mp_out *o = &w->out;
     const int c = 64;
-    if (k->profiled_calls <= 0 && k->before_calls <= 0) return;
     char label[96];
+    if (h->known && n > 0) {
+        double per = ((double)h->ops * h->op_s + (double)h->ranges * h->range_s) / n;
+        mp_out_printf(o, "%-*s%s (%.0f operator records x %s + %.0f module ranges x %s a "
+                         "step; costs measured at start_profile)\n",
+                      c, "profiler overhead in it (estimated):", mp_fmt_seconds(per).s,
+                      (double)h->ops / n, mp_fmt_seconds(h->op_s).s, (double)h->ranges / n,
+                      mp_fmt_seconds(h->range_s).s);
+        if (step > per)
+            mp_out_printf(o, "%-*s%s\n", c, "iter latency without the profiler (estimated):",
+                          mp_fmt_seconds(step - per).s);
+    }
     if (k->before_calls > 1 && k->before_iter_s > 0) {
         snprintf(label, sizeof label, "iter latency before profiling (perf_counter, %d calls):",
                  k->before_calls);
         mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(k->before_iter_s).s);
-    } else {
+    } else if (k->profiled_calls > 0) {
         mp_out_printf(o, "%-*s%s\n", c, "iter latency before profiling:",
-                      "unknown (no step ran before start_profile to compare)");
-    }
-    if (k->profiled_calls > 1 && k->profiled_iter_s > 0) {
-        snprintf(label, sizeof label, "iter latency while profiling (perf_counter, %d calls):",
-                 k->profiled_calls);
-        mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(k->profiled_iter_s).s);
-    }
-    if (k->before_calls > 1 && k->before_iter_s > 0 && k->profiled_calls > 1 &&
-        k->profiled_iter_s > 0) {
-        mp_out_printf(o, "%-*s%.2fx (%s a step: the profiler's hooks, ranges and op records)\n", c,
-                      "profiler overhead (profiled / unprofiled iter):",
-                      k->profiled_iter_s / k->before_iter_s,
-                      mp_fmt_seconds(k->profiled_iter_s - k->before_iter_s).s);
+                      "not measured (fewer than two steps ran before start_profile)");
     }
     if (k->before_calls > 0 && k->before_fwd_s > 0)
         mp_out_printf(o, "%-*s%s\n", c, "fwd latency before profiling (perf_counter):",
@@ -103,8 +106,8 @@ static void summary(trw *w) {
                       mp_fmt_seconds(t->optimizer_s / n).s);
         mp_out_printf(o, "%-*s%s\n", c, "iter latency (profiled step, wall):",
                       mp_fmt_seconds(t->wall_s / n).s);
+        overhead_lines(w, t->wall_s / n, n);
     }
-    clock_lines(w);
 }
 
 /* One class at one depth, summed. */

@@ -139,6 +139,11 @@ static void join_trace(mp_train *t, const mp_torch_module *mods, const mp_trace 
         t->wall_s += (double)tr->steps[s].wall * 1e-9;
         t->optimizer_s += (double)tr->steps[s].optimizer * 1e-9;
     }
+    /* what the profiler recorded: each costs (mp_train_set_overhead) */
+    for (size_t i = 0; i < tr->raw.n_spans; i++) {
+        if (tr->raw.spans[i].kind == MP_TS_MODULE) t->overhead.ranges++;
+        else if (tr->raw.spans[i].kind == MP_TS_OP) t->overhead.ops++;
+    }
     for (int i = 0; i < t->n; i++) {
         mp_train_row *r = &t->rows[i];
         for (const char *p = mods[i].trace_path; *p;) {
@@ -220,6 +225,17 @@ static mp_status profile_model(const mp_train *t, const char *path, mp_model **m
     }
     if (!st) st = mp_profile_static(*m, p);
     return st;
+}
+
+mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s) {
+    if (!t) return mp_error(MP_ERR_USAGE, "mp_train_set_overhead: no training profile");
+    if (!(op_record_s >= 0 && op_record_s < 1) || !(range_s >= 0 && range_s < 1))
+        return mp_error(MP_ERR_USAGE, "mp_train_set_overhead: costs %g s and %g s are not the "
+                        "cost of one record", op_record_s, range_s);
+    t->overhead.known = true;
+    t->overhead.op_s = op_record_s;
+    t->overhead.range_s = range_s;
+    return MP_OK;
 }
 
 mp_status mp_train_set_clock(mp_train *t, int before_calls, double before_iter_s,

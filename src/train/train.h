@@ -27,6 +27,14 @@ typedef struct mp_train_clock {
     double before_iter_s, before_fwd_s, profiled_iter_s, profiled_fwd_s;
 } mp_train_clock;
 
+/* The profiler's own cost (mp_train_set_overhead): the binding's measured
+ * costs per record, the trace's counts. */
+typedef struct mp_train_overhead {
+    bool known;                /* set by the binding */
+    double op_s, range_s;      /* one operator record, one module range */
+    int64_t ops, ranges;       /* operator records and module ranges in the trace */
+} mp_train_overhead;
+
 struct mp_train {
     mp_arena arena;
     mp_train_row *rows;        /* named_modules order */
@@ -38,6 +46,7 @@ struct mp_train {
     int n_steps;
     double wall_s, optimizer_s; /* summed over the steps */
     mp_train_clock clock;
+    mp_train_overhead overhead;
     const char *trace_path, *model_path;
 };
 
