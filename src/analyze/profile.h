@@ -101,6 +101,11 @@ struct mp_profile {
     uint64_t params_bound_excess;  /* elements the bound may count too many, at most */
     uint64_t params_maybe_copies;  /* elements counted that may be copies (MP_PNOTE_MAYBE_COPY) */
     bool bn_folded;
+    /* declared parameters the dynamo exporter's optimizer merged with an
+     * equal one or folded away, counted by PyTorch's shape for their role
+     * in the fx node that took them (docs/COUNTING.md) */
+    int params_by_role_n;
+    uint64_t params_by_role;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */

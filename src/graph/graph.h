@@ -205,6 +205,21 @@ typedef struct mp_cost {
 
 struct mp_op;
 
+/* The torch.fx node a node of PyTorch's dynamo exporter was lowered from
+ * (its pkg.torch.onnx.fx_node metadata), kept for nodes whose fx node takes
+ * a parameter placeholder ("%p_bn1_weight"): the operator and which of its
+ * arguments are parameters, so that a parameter the exporter's optimizer
+ * merged with an equal one, or folded away, is still known by name. */
+typedef struct mp_fx {
+    const char *target;       /* the ATen operator: "linear", "layer_norm", "addmm",
+                                 "_native_batch_norm_legit_functional"; NULL another */
+    int n_params;
+    const char **params;      /* placeholder names, "p_bn1_weight" */
+    int *args;                /* each one's argument position (a list argument: its position) */
+    int64_t norm_numel;       /* normalized_shape given as a literal (args[1] of layer_norm,
+                                 rms_norm): its product; -1 */
+} mp_fx;
+
 typedef struct mp_node {
     const char *name;
     const char *op;
@@ -219,6 +234,7 @@ typedef struct mp_node {
     mp_cost cost;
     int n_sub;
     struct mp_graph **sub;    /* subgraphs (If/Loop/Scan bodies) */
+    const mp_fx *fx;          /* the dynamo exporter's fx node, when it takes parameters */
 } mp_node;
 
 typedef struct mp_graph {

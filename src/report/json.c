@@ -553,6 +553,11 @@ static void js_param_counting(jw *w, const mp_profile *p) {
     jw_key(w, "batchnorm_folded_text");
     if (p->bn_folded) jw_str(w, mp_bn_folded_text);
     else jw_null(w);
+    jw_key(w, "by_pytorch_shape");
+    jw_open(w, '{');
+    jw_ki64(w, "parameters", p->params_by_role_n);
+    jw_ku64(w, "elements", p->params_by_role);
+    jw_close(w, '}');
     jw_key(w, "notes");
     jw_open(w, '[');
     for (int i = 0; i < p->n_pnotes; i++) {

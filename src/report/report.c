@@ -230,7 +230,8 @@ const char *mp_pnote_kind(const mp_param_note *note) {
 }
 
 bool mp_pnote_shown(const mp_param_note *note) {
-    return note->kind != MP_PNOTE_DERIVED || note->counted != note->elems;
+    /* a fold of parameters counted on their own leaves PyTorch's count */
+    return note->kind != MP_PNOTE_DERIVED || (note->counted != note->elems && note->counted != 0);
 }
 
 typedef struct mp__sbuf {
@@ -299,6 +300,8 @@ const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *
                                                                    : "values not readable");
             mp__sput_count(&b, note->elems);
             mp__sput(&b, " elements, an upper bound (the parameter has at most as many)");
+        } else if (note->counted == 0) {
+            mp__sput(&b, ": a fold of parameters counted by their own shapes, it adds nothing");
         } else if (note->counted == note->elems) {
             mp__sput(&b, ": counted as its ");
             mp__sput_count(&b, note->elems);

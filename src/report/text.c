@@ -332,6 +332,10 @@ static void tx_summary(tx *t) {
     if (p->params_maybe_copies)
         tx_printf(t, "; %s of them may be copies (see param notes)",
                   mp_fmt_count(p->params_maybe_copies).s);
+    if (p->params_by_role_n)
+        tx_printf(t, "; %s in %d parameters the exporter merged or folded away, counted by "
+                     "PyTorch's shapes",
+                  mp_fmt_count(p->params_by_role).s, p->params_by_role_n);
     tx_putc(t, '\n');
     tx_param_notes(t);
     tx_label(t, "weight memory:");
