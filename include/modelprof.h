@@ -79,8 +79,10 @@ typedef struct mp_model mp_model;
 typedef struct mp_profile mp_profile;
 
 /* Load an ONNX model. The file is memory-mapped; weight bytes are never
- * read for a static profile. Warnings (e.g. absent external weights) are
- * kept on the model, see mp_model_warning(). Uses the default limits. */
+ * read for a static profile. Warnings are kept on the model, see
+ * mp_model_warning(); weights that are absent (external data not there, as
+ * in the bundled models) are not a warning for a static profile, see
+ * mp_model_absent_weights(). Uses the default limits. */
 MP_API mp_status mp_model_load(const char *path, mp_model **out);
 
 /* Resource limits: a model that needs more fails with MP_ERR_LIMIT and a
@@ -123,6 +125,11 @@ MP_API mp_status mp_model_load_memory(const void *buf, size_t len, const char *n
 MP_API void mp_model_free(mp_model *m);
 MP_API int mp_model_warning_count(const mp_model *m);
 MP_API const char *mp_model_warning(const mp_model *m, int i);
+/* The first external data file the model names that is not there (the
+ * weights are absent: a static profile needs none, a measured run fills
+ * them with seeded random values and warns); NULL when every weight is
+ * there. A model loaded from memory never opens external data. */
+MP_API const char *mp_model_absent_weights(const mp_model *m);
 
 /* Give a symbolic dim (e.g. "batch") a value. Fails with MP_ERR_USAGE when
  * the model has no such dim. */

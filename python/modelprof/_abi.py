@@ -62,6 +62,7 @@ FUNCTIONS = {
     "mp_model_free": (None, [_H]),
     "mp_model_warning_count": (_c.c_int, [_H]),
     "mp_model_warning": (_c.c_char_p, [_H, _c.c_int]),
+    "mp_model_absent_weights": (_c.c_char_p, [_H]),
     "mp_model_set_dim": (_ST, [_H, _c.c_char_p, _c.c_int64]),
     "mp_model_set_input_shape": (_ST, [_H, _c.c_char_p, _P(_c.c_int64), _c.c_int]),
     "mp_model_set_module_class": (_ST, [_H, _c.c_char_p, _c.c_char_p]),

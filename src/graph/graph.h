@@ -297,6 +297,7 @@ struct mp_model {
     char **warnings;
     int n_warnings, cap_warnings;
     bool weightless;          /* some external data file is absent */
+    const char *absent_weights; /* the first such file, as the model names it */
     /* torch.export's graph signature (model metadata of dynamo exports):
      * sig_kind maps each input's name and target to MP_VAL_DECL_*;
      * sig_owner maps the module path owning a target to MP_SIG_OWNS_*. */

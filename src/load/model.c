@@ -104,6 +104,8 @@ mp_status mp_limits_check(const mp_limits *in, mp_limits *out) {
 
 int mp_model_warning_count(const mp_model *m) { return m ? m->n_warnings : 0; }
 
+const char *mp_model_absent_weights(const mp_model *m) { return m ? m->absent_weights : NULL; }
+
 const char *mp_model_warning(const mp_model *m, int i) {
     if (!m || i < 0 || i >= m->n_warnings) return NULL;
     return m->warnings[i];

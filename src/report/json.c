@@ -204,6 +204,9 @@ static void js_model(jw *w, const mp_profile *p) {
     jw_close(w, ']');
     jw_kstr(w, "graph", m->graph && m->graph->name ? m->graph->name : "");
     jw_kbool(w, "weightless", m->weightless);
+    jw_key(w, "absent_weights");
+    if (m->absent_weights) jw_str(w, m->absent_weights);
+    else jw_null(w);
     int ms = m->module_source;
     jw_kstr(w, "module_source", ms >= 0 && ms < (int)MP_ARRAY_LEN(src) ? src[ms] : "none");
     jw_close(w, '}');

@@ -350,7 +350,15 @@ static void tx_summary(tx *t) {
     }
     if (m->weightless) {
         tx_label(t, "weights:");
-        tx_puts(t, "absent (external data not found); the profile is computed from shapes\n");
+        if (!m->dir)
+            tx_printf(t, "absent: loaded from memory, external data '%s' is not read (a static "
+                         "profile needs no weights: computed from shapes)\n",
+                      m->absent_weights ? m->absent_weights : "?");
+        else
+            tx_printf(t, "absent: external data '%s' is not next to the model (a static profile "
+                         "needs no weights: computed from shapes; a measured run fills them with "
+                         "seeded random values)\n",
+                      m->absent_weights ? m->absent_weights : "?");
     }
 
     uint64_t bwd = mp_sat_mul(tot->flops, 2);
@@ -410,9 +418,11 @@ static void tx_summary(tx *t) {
         tx_puts(t, "some figures exceed 2^64 and are shown saturated\n");
     }
 
-    tx_label(t, "warnings:");
-    if (!m->n_warnings) tx_puts(t, "none\n");
-    else tx_printf(t, "%d\n", m->n_warnings);
+    /* only when there are some: a report that needs no attention shows none */
+    if (m->n_warnings) {
+        tx_label(t, "warnings:");
+        tx_printf(t, "%d\n", m->n_warnings);
+    }
     for (int i = 0; i < m->n_warnings; i++)
         tx_printf(t, "  - %s\n", tx_safe(t, m->warnings[i], "?"));
 }
