@@ -326,11 +326,11 @@ MP_API mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int
 MP_API mp_status mp_profile_run(mp_exec *pl, mp_profile *p);
 
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
- * timed runs of mp_profile_run, which must have been planned with
+ * timed runs mp_profile_run filled into the profile, planned with
  * keep_timestamps and node_timing: one complete event per node or fused
  * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
  * run as enclosing slices. `modelprof trace` reads it back. */
-MP_API mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path);
+MP_API mp_status mp_report_chrome_trace(const mp_profile *p, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (free it with

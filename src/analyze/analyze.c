@@ -1457,6 +1457,13 @@ void mp_profile_free_measured(mp_profile *p) {
     free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
+    free(p->stamps.node);
+    free(p->stamps.module);
+    free(p->stamps.first);
+    free(p->stamps.nodes);
+    free(p->stamps.start);
+    free(p->stamps.dur);
+    memset(&p->stamps, 0, sizeof p->stamps);
     p->node_lat = p->node_lat_min = NULL;
     p->node_state = p->node_head = NULL;
     p->node_group = p->node_kernel = NULL;

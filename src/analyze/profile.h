@@ -83,6 +83,20 @@ typedef struct mp_param_note {
     uint64_t counted;       /* what it adds to params */
 } mp_param_note;
 
+/* The timed passes of a measured run, kept when the run was planned with
+ * keep_timestamps and node timing: the steps in the order they ran (a node,
+ * or a fused group: its head node first), and each pass's start time and
+ * duration of each step (seconds, monotonic clock). What the Chrome/Perfetto
+ * writer reports; iters 0 when not kept. */
+typedef struct mp_stamps {
+    int n_steps, iters;
+    int *node;              /* per step: its head node (main graph index) */
+    int *module;            /* per step: the module its time goes to */
+    int *first;             /* per step + 1: its nodes are nodes[first[s] .. first[s+1]) */
+    int *nodes;             /* head then absorbed nodes of every step */
+    double *start, *dur;    /* iters x n_steps */
+} mp_stamps;
+
 struct mp_profile {
     struct mp_model *m;
     mp_fig total;
@@ -125,6 +139,7 @@ struct mp_profile {
     int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
+    mp_stamps stamps;       /* the timed passes' step times (keep_timestamps) */
 };
 
 enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };
