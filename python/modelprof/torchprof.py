@@ -469,7 +469,9 @@ def _name_root(path, name):
         import onnx
     except ImportError:
         return
-    m = onnx.load(path)
+    # the weights stay where the exporter wrote them (the dynamo exporter
+    # writes them beside the file): not read, not copied
+    m = onnx.load(path, load_external_data=False)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
         m.graph.name = name   # weights beside the file: profiled from the file
         onnx.save(m, path)
