@@ -29,13 +29,18 @@ static void relu_graph(pbw *g) {
     onx_value_info(g, 12, "y", 1, 2, (const int64_t[]){-1, 4}, syms);
 }
 
-static mp_status load_graph(pbw *g, const char *file, mp_model **m) {
+/* The graph as a model file (IR version ir, default-domain opset), loaded. */
+static mp_status load_graph_at(pbw *g, const char *file, int ir, int opset, mp_model **m) {
     pbw model = {0};
-    onx_model(&model, 8, 14, g);
+    onx_model(&model, ir, opset, g);
     const char *p = tpath(file);
     if (pbw_write(&model, p)) abort();
     pbw_free(&model);
     return mp_model_load(p, m);
+}
+
+static mp_status load_graph(pbw *g, const char *file, mp_model **m) {
+    return load_graph_at(g, file, 8, 14, m);
 }
 
 static void t_minimal(void) {
@@ -423,13 +428,8 @@ static void t_dynamo_kinds(void) {
              "p_norm_weight: PARAMETER target='norm.weight'\n"
              "b_rope_inv_freq: BUFFER target='rope.inv_freq' persistent=False\n"
              "x: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n");
-    pbw model = {0};
-    onx_model(&model, 11, 23, &g);
-    const char *path = tpath("dynamo_kinds.onnx");
-    if (pbw_write(&model, path)) abort();
-    pbw_free(&model);
     mp_model *m = NULL;
-    T_OK(mp_model_load(path, &m));
+    T_OK(load_graph_at(&g, "dynamo_kinds.onnx", 11, 23, &m));
     if (!m) return;
     T_CHECK(m->has_signature);
     for (int i = 0; i < m->n_warnings; i++)
@@ -504,14 +504,9 @@ static void t_dynamo_fx_merged_folded(void) {
              "b_bn1_running_mean: BUFFER target='bn1.running_mean'\n"
              "b_bn1_running_var: BUFFER target='bn1.running_var'\n"
              "x: USER_INPUT\nz: USER_INPUT\n\n# outputs\ny2: USER_OUTPUT\nw: USER_OUTPUT\n");
-    pbw model = {0};
-    onx_model(&model, 10, 20, &g);
-    const char *path = tpath("dynamo_fx.onnx");
-    if (pbw_write(&model, path)) abort();
-    pbw_free(&model);
     mp_model *m = NULL;
     mp_profile *p = NULL;
-    T_OK(mp_model_load(path, &m));
+    T_OK(load_graph_at(&g, "dynamo_fx.onnx", 10, 20, &m));
     if (m) T_OK(mp_profile_static(m, &p));
     if (p) {
         T_EQ_U64(p->total.params, 158);

@@ -642,24 +642,18 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw_kstr(w, "module_time", t->cpu_time ? "cpu" : "device");
     jw_ki64(w, "steps", t->n_steps);
     jw_kbool(w, "profiler_steps", t->profiler_steps);
-    jw_key(w, "wall_s");
-    jw_double(w, t->wall_s);
-    jw_key(w, "optimizer_s");
-    jw_double(w, t->optimizer_s);
+    jw_kdouble(w, "wall_s", t->wall_s);
+    jw_kdouble(w, "optimizer_s", t->optimizer_s);
     jw_key(w, "clock");
     if (t->clock.before_calls > 0 || t->clock.profiled_calls > 0) {
         const mp_train_clock *k = &t->clock;
         jw_open(w, '{');
         jw_ki64(w, "before_calls", k->before_calls);
-        jw_key(w, "before_iter_s");
-        jw_double(w, k->before_iter_s);
-        jw_key(w, "before_fwd_s");
-        jw_double(w, k->before_fwd_s);
+        jw_kdouble(w, "before_iter_s", k->before_iter_s);
+        jw_kdouble(w, "before_fwd_s", k->before_fwd_s);
         jw_ki64(w, "profiled_calls", k->profiled_calls);
-        jw_key(w, "profiled_iter_s");
-        jw_double(w, k->profiled_iter_s);
-        jw_key(w, "profiled_fwd_s");
-        jw_double(w, k->profiled_fwd_s);
+        jw_kdouble(w, "profiled_iter_s", k->profiled_iter_s);
+        jw_kdouble(w, "profiled_fwd_s", k->profiled_fwd_s);
         jw_close(w, '}');
     } else {
         jw_null(w);
@@ -667,15 +661,11 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw_key(w, "overhead");
     if (t->overhead.known) {
         jw_open(w, '{');
-        jw_key(w, "op_record_s");
-        jw_double(w, t->overhead.op_s);
-        jw_key(w, "range_s");
-        jw_double(w, t->overhead.range_s);
+        jw_kdouble(w, "op_record_s", t->overhead.op_s);
+        jw_kdouble(w, "range_s", t->overhead.range_s);
         jw_ki64(w, "op_records", t->overhead.ops);
         jw_ki64(w, "ranges", t->overhead.ranges);
-        jw_key(w, "total_s");
-        jw_double(w, (double)t->overhead.ops * t->overhead.op_s +
-                         (double)t->overhead.ranges * t->overhead.range_s);
+        jw_kdouble(w, "total_s", mp_train_overhead_s(t));
         jw_close(w, '}');
     } else {
         jw_null(w);
@@ -690,10 +680,8 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
         jw_ki64(w, "depth", t->mods[i].depth);
         jw_ki64(w, "parent", t->mods[i].parent);
         jw_ki64(w, "calls", r->calls);
-        jw_key(w, "fwd_s");
-        jw_double(w, r->fwd_s);
-        jw_key(w, "bwd_s");
-        jw_double(w, r->bwd_s);
+        jw_kdouble(w, "fwd_s", r->fwd_s);
+        jw_kdouble(w, "bwd_s", r->bwd_s);
         jw_ku64(w, "params", r->params);
         jw_ku64(w, "macs", r->macs);
         jw_ku64(w, "flops", r->flops);

@@ -42,7 +42,7 @@ static void overhead_lines(trw *w, double step, double n) {
     const int c = 64;
     char label[96];
     if (h->known && n > 0) {
-        double per = ((double)h->ops * h->op_s + (double)h->ranges * h->range_s) / n;
+        double per = mp_train_overhead_s(t) / n;
         mp_out_printf(o, "%-*s%s (%.0f operator records x %s + %.0f module ranges x %s a "
                          "step; costs measured at start_profile)\n",
                       c, "profiler overhead in it (estimated):", mp_fmt_seconds(per).s,

@@ -227,6 +227,11 @@ static mp_status profile_model(const mp_train *t, const char *path, mp_model **m
     return st;
 }
 
+double mp_train_overhead_s(const mp_train *t) {
+    const mp_train_overhead *h = &t->overhead;
+    return h->known ? (double)h->ops * h->op_s + (double)h->ranges * h->range_s : 0;
+}
+
 mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s) {
     if (!t) return mp_error(MP_ERR_USAGE, "mp_train_set_overhead: no training profile");
     if (!(op_record_s >= 0 && op_record_s < 1) || !(range_s >= 0 && range_s < 1))

@@ -50,6 +50,10 @@ struct mp_train {
     const char *trace_path, *model_path;
 };
 
+/* What the profiler cost over the trace: its records times their measured
+ * costs (0 when the binding gave none). */
+double mp_train_overhead_s(const mp_train *t);
+
 /* The defaults of mp_train_options, and its first versioned size. */
 void mp_train_defaults(mp_train_options *o);
 #define MP_TRAIN_OPTIONS_V1 MP_FIELD_END(mp_train_options, detailed)
