@@ -265,6 +265,7 @@ class _Clock:
             self.t0 = None
 
     def start(self):
+        self.depth = 0
         self.phase = "profiled"
         self.calls["profiled"].clear()
         self.iters["profiled"].clear()
@@ -331,9 +332,11 @@ class FlopsProfiler:
         """Start recording. ignore_list: module types (as DeepSpeed compares
         them: type(module) in ignore_list) left out with their submodules:
         not timed, their MACs and FLOPs counted nowhere (params still are)."""
-        if self.started:
-            return
+        if self.started and self.func_patched:
+            return          # recording already
         self.reset_profile()
+        if not self._clock.handles:     # end_profile removed it: time again from now
+            self._clock = _Clock(self.model)
         self._costs = _calibrate()
         self._call = None
         self._first = {}              # name -> calls in the first recorded forward
