@@ -176,14 +176,16 @@ class _CallRecorder:
             self.patched = False
 
 
-def _calibrate(rounds=5, n=200):
+def _calibrate(activities, device, rounds=5, n=200):
     """What the profiler adds, measured on this machine now (best of
     `rounds`, `n` calls each): one operator recorded by torch.profiler (a
-    small add, profiler on against off) and one module call's hooks and
-    record_function range (a module that does nothing, with hooks like the
-    profiler's under torch.profiler, against without). Seconds each."""
-    x = torch.zeros(16)
-    y = torch.empty(16)
+    small add on the model's device, so that a GPU's launch records count
+    too; profiler with the same activities on, against off) and one module
+    call's hooks and record_function range (a module that does nothing, with
+    hooks like the profiler's, under torch.profiler, against without).
+    Seconds each."""
+    x = torch.zeros(16, device=device)
+    y = torch.empty(16, device=device)
 
     class Probe(torch.nn.Module):
         def forward(self, v):
@@ -217,11 +219,13 @@ def _calibrate(rounds=5, n=200):
 
     hooks = [probe.register_forward_pre_hook(pre), probe.register_forward_hook(post)]
     try:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        with torch.profiler.profile(activities=activities):
             op_on, call_on = per_call(op), per_call(call)
     finally:
         for h in hooks:
             h.remove()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
     return max(0.0, op_on - op_off), max(0.0, call_on - call_off)
 
 
@@ -337,7 +341,6 @@ class FlopsProfiler:
         self.reset_profile()
         if not self._clock.handles:     # end_profile removed it: time again from now
             self._clock = _Clock(self.model)
-        self._costs = _calibrate()
         self._call = None
         self._first = {}              # name -> calls in the first recorded forward
         self._first_state = 0         # 0 before it, 1 during it, 2 after
@@ -356,6 +359,11 @@ class FlopsProfiler:
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
+        try:
+            device = next(self.model.parameters()).device
+        except StopIteration:
+            device = torch.device("cpu")
+        self._costs = _calibrate(acts, device)
         kineto = torch.autograd.kineto_available() if hasattr(torch.autograd,
                                                                "kineto_available") else False
         # the module ranges are ours on every PyTorch (one naming for the
