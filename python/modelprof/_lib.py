@@ -127,6 +127,11 @@ class Profile:
         finally:
             LIB.mp_exec_free(plan)
 
+    def formulas(self):
+        """The costs as exact formulas in the dims left free (--formula):
+        the reports then carry them (docs/JSON.md, "formulas")."""
+        check(LIB.mp_profile_formulas(self._p))
+
     def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True, tree_depth=-2):
         o = options(ReportOptions)
         o.format, o.depth, o.top, o.tree_depth = fmt, depth, top, tree_depth

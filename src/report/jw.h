@@ -165,6 +165,12 @@ static inline void jw_double(jw *w, double v) {
 #define jw_kdouble(w, k, v) (jw_key(w, k), jw_double(w, v))
 
 
+/* Formulas as JSON (formula.c): a POLY (a list of terms, null without a
+ * formula), one set's formulas (an object), the profile's "formulas". */
+void mp_poly_json(jw *w, const mp_poly *q, const mp_profile *p);
+void mp_formset_json(jw *w, const mp_profile *p, const mp_formset *fs);
+void mp_formulas_json(jw *w, const mp_profile *p);
+
 /* A writer onto `f` (NULL when out of memory, the error set); jw_end
  * closes the last line, flushes and frees it. */
 static inline jw *jw_begin(FILE *f) {
