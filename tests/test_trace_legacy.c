@@ -175,20 +175,26 @@ static void t_report_string(void) {
 }
 
 
+/* A fresh folder (dir, "/tmp/mp-train-XXXXXX") holding the trace text as
+ * trace.json; tpath and mpath (64 bytes) name it and net.onnx there. */
+static bool train_files(char *dir, const char *trace, char *tpath, char *mpath) {
+    T_CHECK(mkdtemp(dir) != NULL);
+    snprintf(tpath, 64, "%s/trace.json", dir);
+    snprintf(mpath, 64, "%s/net.onnx", dir);
+    FILE *f = fopen(tpath, "w");
+    T_CHECK(f != NULL);
+    if (!f) return false;
+    fputs(trace, f);
+    fclose(f);
+    return true;
+}
+
 /* The training profile (src/train/train.c): the legacy trace above joined
  * with a model Net { fc: Linear(4 -> 3), act: ReLU, drop: Dropout } whose
  * export holds /fc/Gemm (x [2,4], W [3,4]) and /act/Relu. */
 static void t_train(void) {
-    char dir[] = "/tmp/mp-train-XXXXXX";
-    T_CHECK(mkdtemp(dir) != NULL);
-    char tpath[64], mpath[64];
-    snprintf(tpath, sizeof tpath, "%s/trace.json", dir);
-    snprintf(mpath, sizeof mpath, "%s/net.onnx", dir);
-    FILE *f = fopen(tpath, "w");
-    T_CHECK(f != NULL);
-    if (!f) return;
-    fputs(legacy, f);
-    fclose(f);
+    char dir[] = "/tmp/mp-train-XXXXXX", tpath[64], mpath[64];
+    if (!train_files(dir, legacy, tpath, mpath)) return;
     pbw g = {0}, model = {0};
     pbw at = {0};
     onx_attr_int(&at, "transB", 1);
@@ -296,16 +302,8 @@ static const char legacy2[] =
  * time covers, a container holds its children's sums, and an ignored
  * module counts nothing. */
 static void t_train_containers(void) {
-    char dir[] = "/tmp/mp-train2-XXXXXX";
-    T_CHECK(mkdtemp(dir) != NULL);
-    char tpath[64], mpath[64];
-    snprintf(tpath, sizeof tpath, "%s/trace.json", dir);
-    snprintf(mpath, sizeof mpath, "%s/net.onnx", dir);
-    FILE *f = fopen(tpath, "w");
-    T_CHECK(f != NULL);
-    if (!f) return;
-    fputs(legacy2, f);
-    fclose(f);
+    char dir[] = "/tmp/mp-train-XXXXXX", tpath[64], mpath[64];
+    if (!train_files(dir, legacy2, tpath, mpath)) return;
     pbw g = {0}, model = {0};
     onx_node(&g, 1, "MatMul", "/blocks/blocks.0/MatMul", "x,W0", "h0", NULL);
     onx_node(&g, 1, "Relu", "/act/Relu", "h0", "a0", NULL);
