@@ -176,20 +176,24 @@ class _CallRecorder:
             self.patched = False
 
 
-def _calibrate(activities, device, rounds=5, n=200):
+def _calibrate(activities, device, install, rounds=5, n=100):
     """What the profiler adds, measured on this machine now (best of
-    `rounds`, `n` calls each): one operator recorded by torch.profiler (a
-    small add on the model's device, so that a GPU's launch records count
-    too; profiler with the same activities on, against off) and one module
-    call's hooks and record_function range (a module that does nothing, with
-    hooks like the profiler's, under torch.profiler, against without).
+    `rounds`, `n` calls each), both with the profiler's own activities and
+    on the model's device (a GPU's launch records count too):
+      - one operator record: a small add that autograd records, with
+        torch.profiler on, against off;
+      - one module range: a module that only scales its input, called and
+        taken back through backward under torch.profiler, with the
+        profiler's own hooks (install(module) puts them on and returns
+        their handles: forward and backward ranges, tensor hooks, the path
+        bookkeeping), against without; half of that per range (a call makes
+        a forward and a backward range).
     Seconds each."""
-    x = torch.zeros(16, device=device)
-    y = torch.empty(16, device=device)
+    v = torch.zeros(16, device=device, requires_grad=True)
 
     class Probe(torch.nn.Module):
-        def forward(self, v):
-            return v
+        def forward(self, t):
+            return t * 2
 
     probe = Probe()
 
@@ -203,30 +207,26 @@ def _calibrate(activities, device, rounds=5, n=200):
         return best
 
     def op():
-        torch.add(x, 1, out=y)
+        # as a training step records them: autograd on (the profiler notes
+        # each operator's sequence number and the backward node it makes)
+        torch.add(v, 1)
 
     def call():
-        probe(x)
+        probe(v).sum().backward()
 
-    op_off, call_off = per_call(op), per_call(call)
-    ranges, open_ = _Ranges(), []
-
-    def pre(m, inp):
-        open_.append(ranges.enter("nn.Module: Probe_0"))
-
-    def post(m, inp, out):
-        ranges.exit(open_.pop())
-
-    hooks = [probe.register_forward_pre_hook(pre), probe.register_forward_hook(post)]
-    try:
-        with torch.profiler.profile(activities=activities):
-            op_on, call_on = per_call(op), per_call(call)
-    finally:
-        for h in hooks:
-            h.remove()
+    op_off = per_call(op)
+    with torch.profiler.profile(activities=activities):
+        op_on = per_call(op)
+        call_off = per_call(call)
+        hooks = install(probe)
+        try:
+            call_on = per_call(call)
+        finally:
+            for h in hooks:
+                h.remove()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return max(0.0, op_on - op_off), max(0.0, call_on - call_off)
+    return max(0.0, op_on - op_off), max(0.0, call_on - call_off) / 2
 
 
 class _Clock:
@@ -363,7 +363,8 @@ class FlopsProfiler:
             device = next(self.model.parameters()).device
         except StopIteration:
             device = torch.device("cpu")
-        self._costs = _calibrate(acts, device)
+        self._costs = _calibrate(acts, device, self._probe_hooks)
+        self._paths.pop(self._PROBE, None)
         kineto = torch.autograd.kineto_available() if hasattr(torch.autograd,
                                                                "kineto_available") else False
         # the module ranges are ours on every PyTorch (one naming for the
@@ -373,6 +374,17 @@ class FlopsProfiler:
         self._clock.start()
         self.started = True
         self.func_patched = True
+
+    _PROBE = "\0probe"
+
+    def _probe_hooks(self, probe):
+        """The profiler's own hooks on a probe module (calibration): their
+        handles, kept apart from the model's."""
+        n = len(self._hooks)
+        self._hook(probe, self._PROBE, "Probe_0", root=False)
+        hooks = self._hooks[n:]
+        del self._hooks[n:]
+        return hooks
 
     def _left_out(self, name):
         return any(name == x or name.startswith(x + ".") or x == "" for x in self._ignored)

@@ -501,7 +501,7 @@ def hf_decoder_training():
     model = hf_style_decoder()
     ids = torch.randint(0, 512, (4, 32))
     steps = 3
-    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps)
+    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps, 4)
     rows = prof.get_module_profile()
     static = modelprof.get_model_profile(model, kwargs={"input_ids": ids, "labels": ids},
                                          print_profile=False, as_string=False)
@@ -550,7 +550,8 @@ def hf_decoder_training():
     check("depth 1:" in text and "depth 2:" not in text, "module_depth limits the aggregated block")
     check("(h): ModuleList(" in text and "(c_fc): Linear(" in text and "(ln_1): LayerNorm(" in text,
           "the detailed tree is whole:\n" + text)
-    check("iter latency before profiling (perf_counter" in text and "profiler overhead" in text,
+    check("iter latency before profiling (perf_counter" in text and "profiler overhead" in text
+          and "iter latency without the profiler (estimated):" in text,
           "step time against the unprofiled steps:\n" + text)
     print("    %d steps: FLOPs per call %d (get_model_profile %d); fwd %.1f ms, perf_counter %.1f ms; "
           "iteration %.1f ms profiled, %.1f ms before (%.2fx)"
