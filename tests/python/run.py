@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""The Python package's tests (make pytest-ish): get_model_profile on
-torchvision models and DeepSpeed's LeNet-5 against PyTorch's parameter count
-and the published MACs, profile_onnx and analyze_trace against the command,
-FlopsProfiler on a CPU training loop, errors, and `make install` used from
+"""The Python package's tests (make pytest-ish, under PYTHONMALLOC=debug):
+get_model_profile on torchvision models and DeepSpeed's LeNet-5 against
+PyTorch's parameter count and the published MACs, profile_onnx and
+analyze_trace against the command, the C API contract (option sizes),
+FlopsProfiler on a CPU training loop and on a Hugging Face-style decoder
+(keyword and mixed calls, ModuleList and ModuleDict, an output object with
+.loss), ignore_modules / ignore_list, errors, and `make install` used from
 another folder. Prints "N passed, N failed"; exit 1 on a failure.
 
   tests/python/run.py [--build build] [FILTER]"""
