@@ -408,7 +408,7 @@ def flops_profiler_cpu_training():
 
 
 # ---- a Hugging Face-style decoder trained under the profiler ----
-def hf_style_decoder(vocab=512, d=96, heads=4, layers=2, seq=32):
+def hf_style_decoder(vocab=256, d=64, heads=4, layers=2, seq=16):
     """A decoder written as Hugging Face writes them, in plain torch: the
     blocks in an nn.ModuleList, called with keyword arguments
     (model(input_ids=..., labels=...)), returning an output object with
@@ -502,9 +502,9 @@ def hf_decoder_training():
     import modelprof
     torch.manual_seed(0)
     model = hf_style_decoder()
-    ids = torch.randint(0, 512, (4, 32))
+    ids = torch.randint(0, 256, (2, 16))
     steps = 3
-    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps, 4)
+    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps, 3)
     rows = prof.get_module_profile()
     static = modelprof.get_model_profile(model, kwargs={"input_ids": ids, "labels": ids},
                                          print_profile=False, as_string=False)
@@ -578,7 +578,7 @@ def ignore_modules_and_list():
     import modelprof
     torch.manual_seed(0)
     model = hf_style_decoder()
-    ids = torch.randint(0, 512, (4, 32))
+    ids = torch.randint(0, 256, (2, 16))
     kw = {"input_ids": ids, "labels": ids}
     full = modelprof.get_model_profile(model, kwargs=kw, print_profile=False, as_string=False)
     attn_cls = type(model.h[0].attn)
