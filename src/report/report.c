@@ -73,6 +73,7 @@ static void report_defaults(mp_report_options *o) {
     o->top = 3;
     o->detailed = 1;
     o->show_ops = 1;
+    o->op_top = 5;
     o->tree_depth = -2;
 }
 
@@ -94,6 +95,8 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FI
     if (o->top < -1)
         return mp_error(MP_ERR_USAGE, "report top %d: use -1 (all), 0 (none) or a count",
                         o->top);
+    if (o->op_top < -1)
+        return mp_error(MP_ERR_USAGE, "report op_top %d: use -1 (all) or a count", o->op_top);
     if (o->tree_depth < -2)
         return mp_error(MP_ERR_USAGE, "report tree depth %d: use -2 (as depth), -1 (all) or a "
                         "depth >= 0", o->tree_depth);
@@ -102,7 +105,7 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FI
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
     case MP_FORMAT_HTML: st = mp_report_html(p, o, f); break;
     case MP_FORMAT_CSV:
-        if ((unsigned)o->csv_table > MP_CSV_OPS)
+        if ((unsigned)o->csv_table > MP_CSV_MODULE_OPS)
             return mp_error(MP_ERR_USAGE, "unknown CSV table %d", (int)o->csv_table);
         st = mp_report_csv(p, o, f);
         break;
@@ -208,6 +211,7 @@ mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FI
 
 /* ---- parameters counted by judgement ---- */
 
+const char mp_modop_unused[] = "(unused)";
 const mp_cost_flag_name mp_cost_flag_names[] = {
     {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
     {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},

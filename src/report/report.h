@@ -127,6 +127,9 @@ extern const int mp_cost_flag_count;
 /* The note on a BatchNorm folded into the convolutions (p->bn_folded). */
 extern const char mp_bn_folded_text[];
 
+/* The op name of the root's row of parameters no node reads (mp_modop.op -1). */
+extern const char mp_modop_unused[];
+
 /* "Conv" or "com.microsoft.FusedConv" (default domain: "" or "ai.onnx"). */
 const char *mp_op_display(const char *domain, const char *op, char *buf, size_t n);
 

@@ -88,6 +88,19 @@ typedef struct mp_tflow {
     uint8_t start;         /* 's' (forward) or 'f' (backward) */
 } mp_tflow;
 
+/* An event of ONNX Runtime's profile (SessionOptions.enableProfiling: a
+ * bare array of complete events, cat "Node" for kernels, "Session" for
+ * model_run and the session's own spans): src/import/ort.c places them. */
+#define MP_TORT_NONE UINT32_MAX
+typedef struct mp_tort {
+    int64_t ts, end;       /* ns */
+    uint32_t name;         /* interned */
+    uint32_t op;           /* args.op_name, interned; MP_TORT_NONE */
+    uint32_t provider;     /* args.provider, interned; MP_TORT_NONE */
+    int16_t threads;       /* 1 + the sub_threads of args.thread_scheduling_stats; 0 not given */
+    uint8_t session;       /* cat "Session" (else "Node") */
+} mp_tort;
+
 /* MP_TDT_TF32: fp32 operators whose matrix kernels ran on tensor cores */
 enum { MP_TDT_NONE, MP_TDT_FP32, MP_TDT_FP16, MP_TDT_BF16, MP_TDT_FP8, MP_TDT_FP64, MP_TDT_TF32,
        MP_TDT_COUNT };
@@ -127,6 +140,7 @@ typedef struct mp_trace_raw {
     mp_tmem *mems;    size_t n_mems, cap_mems;
     mp_tflow *flows;  size_t n_flows, cap_flows;
     int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
+    mp_tort *orts;    size_t n_orts, cap_orts;     /* ONNX Runtime's events */
     /* top-level fields */
     char device_name[128];
     int64_t device_mem;    /* totalGlobalMem; -1 unknown */
