@@ -31,8 +31,9 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so $(BUILD)/abi.ok $(MPI_BIN)
 
 # objects are rebuilt when the compiler or its flags change (the stamp is
-# rewritten only then)
-COMPILE_ID := $(CC) $(ALL_CFLAGS)
+# rewritten only then); -Werror changes no object, so a -Werror build and a
+# plain one (make test, make install) share their objects
+COMPILE_ID := $(CC) $(filter-out -Werror,$(ALL_CFLAGS))
 $(BUILD)/cflags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(COMPILE_ID)' | cmp -s - $@ || echo '$(COMPILE_ID)' > $@
@@ -102,11 +103,15 @@ demo:
 	$(MAKE) all
 	$(BUILD)/modelprof $(DEMO_MODEL) --dim batch=1 --depth 2
 
+# the suite's one set of flags: objects rebuild when the flags change
+# (build/cflags), so every sub-make of the suite is given the same ones
+TEST_CFLAGS = $(OPT) -g -Werror
+
 test:
 	@sh tools/deps.sh test
-	$(MAKE) all $(BUILD)/tests CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) all $(BUILD)/tests CFLAGS="$(TEST_CFLAGS)"
 	@echo "== clang build (warnings are errors)"
-	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(TEST_CFLAGS)"
 	@echo "== unit, model and CLI tests"
 	rm -rf $(BUILD)/json-out && mkdir -p $(BUILD)/json-out
 	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
@@ -115,12 +120,12 @@ test:
 	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
 	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
 	/usr/bin/python3 tools/schema_check.py --self-test $(BUILD)/json-out profile:tests/golden/llama_small.json
-	$(MAKE) test-html
-	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
-	$(MAKE) params-check
-	$(MAKE) agree
-	$(MAKE) pytest-ish
-	$(MAKE) plan-check
+	$(MAKE) test-html CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) conformance CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) params-check CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) agree CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) pytest-ish CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) plan-check CFLAGS="$(TEST_CFLAGS)"
 
 # ---- the Python package (python/modelprof) and `make install`, tested
 # (tests/python/run.py: get_model_profile on torchvision models, FlopsProfiler

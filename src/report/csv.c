@@ -276,15 +276,11 @@ static void csv_nodes(cw *w, const mp_profile *p, double peak) {
         cw_u64(w, k->act_bytes);
         cw_u64(w, k->params);
         cw_u64(w, k->param_bytes);
-        char fl[80] = "";
-        static const struct { unsigned bit; const char *name; } flags[] = {
-            {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
-            {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},
-            {MP_COST_PER_ITER, "per_iteration"}};
-        for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++) {
-            if (!(k->flags & flags[j].bit)) continue;
+        char fl[96] = "";
+        for (int j = 0; j < mp_cost_flag_count; j++) {
+            if (!(k->flags & mp_cost_flag_names[j].bit)) continue;
             if (fl[0]) strcat(fl, ";");
-            strcat(fl, flags[j].name);
+            strcat(fl, mp_cost_flag_names[j].name);
         }
         cw_str(w, fl);
         if (run) {
