@@ -39,6 +39,7 @@ static unsigned mp__op_kind(const char *domain, const char *op) {
 typedef struct mp__use {
     int node, op, slot, next;
     bool copy;
+    bool stand_in;  /* the node took it for another, equal parameter (mp__fx_params) */
 } mp__use;
 
 /* Liveness state of a value during the walk (mp__walk.live): */
@@ -79,12 +80,20 @@ typedef struct mp__walk {
      * (-1: its own) and the value that counts it instead (-1: itself) */
     int64_t *pcount;
     int *alias;
+    /* declared parameters counted by PyTorch's shape (mp__fx_params), per
+     * m->sig_params index: elements (0: not), the node that took it, dtype */
+    int64_t *role_numel;
+    int *role_node, *role_dtype;
+    int *node_op;             /* per node: its op type (before the op types are sorted) */
+    int *pos;                 /* per node: its place in the execution order */
+    int *ubuf, cap_ubuf;      /* one value's uses in execution order (mp__param) */
     /* liveness */
     int *live;                /* per value: an MP__ state, the uses to come or kept */
     uint64_t live_now, births;
     int alive;                /* activations with uses to come */
     bool live_exact;          /* false: replay it exactly (mp__liveness_replay) */
     bool root_failed;         /* no room for the root module */
+    bool nomem;               /* out of memory where no status is returned */
     uint64_t *trace;          /* when not NULL: the live bytes at each step (mp_profile_static_live) */
     int step;
 } mp__walk;
@@ -373,6 +382,7 @@ static bool mp__use_add(mp__walk *w, int v, int k, int op, bool copy, int slot) 
     u->node = k;
     u->op = op;
     u->copy = copy;
+    u->stand_in = false;
     u->slot = slot;
     u->next = w->live[v] < MP__KEPT ? MP__KEPT_LAST(w->live[v]) : -1;
     w->live[v] = MP__KEPT - 1 - w->n_uses++;
@@ -400,6 +410,7 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
     const mp_node *n = &g->nodes[k];
     int op = mp__op_index(w, n);
     if (op < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
+    w->node_op[k] = op;
     unsigned kind = w->op_kind[op];
     bool copy = mp__is_copy(w, n, kind);
     mp_fig *mod = n->module >= 0 ? &p->mods[n->module] : &w->no_module;
@@ -494,6 +505,228 @@ static mp_status mp__walk_graph(mp__walk *w) {
         die = 0;
     }
     if (w->alive) w->live_exact = false; /* fewer uses than counted */
+    return MP_OK;
+}
+
+/* ---- by module and operator (docs/COUNTING.md, "By module and operator") ----
+ * Each module has one row per op type among its nodes and its submodules'.
+ * Made after the walk: the op types each module holds (its own nodes',
+ * then its children's, bottom up: a child's index is above its parent's),
+ * a module's rows by op index for the lookups; each node's cost into its
+ * own module's row, then each module's rows into its parent's. Parameters
+ * are added by mp__param; the rows take the report's order once the op
+ * types have theirs (mp__modops_order). */
+
+/* The row of op type `op` in module md, -1 when none (rows by op index). */
+static int mp__modop_find(const mp_profile *p, int md, int op) {
+    int lo = p->modop_at[md], end = p->modop_at[md + 1], hi = end;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (p->modops[mid].op < op) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < end && p->modops[lo].op == op ? lo : -1;
+}
+
+static int mp__int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+static mp_status mp__modops(mp__walk *w) {
+    mp_profile *p = w->p;
+    const mp_model *m = p->m;
+    const mp_graph *g = w->g;
+    int nm = m->n_modules, nn = g->n_nodes, no = p->n_ops;
+    if (nm <= 0) return MP_OK;
+    /* nodes by module (counting sort), children as sibling lists, and the
+     * op types of each module (lst[at[md] .. at[md] + n[md]), made bottom up) */
+    int *first = calloc((size_t)nm + 1, sizeof *first);
+    int *bymod = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    int *child = malloc(sizeof(int) * (size_t)nm * 4);
+    int *stamp = malloc(sizeof(int) * (size_t)(no ? no : 1));
+    int *lst = NULL, n_lst = 0, cap_lst = 0;
+    mp_status st = MP_OK;
+    if (!first || !bymod || !child || !stamp) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int *sib = child + nm, *at = child + 2 * (size_t)nm, *cnt = child + 3 * (size_t)nm;
+    memset(cnt, 0, sizeof(int) * (size_t)nm);
+    for (int k = 0; k < nn; k++) {
+        int md = g->nodes[k].module;
+        if (md >= 0 && md < nm) first[md + 1]++;
+    }
+    for (int i = 0; i < nm; i++) first[i + 1] += first[i];
+    for (int k = 0; k < nn; k++) { /* cnt as the fill pointer */
+        int md = g->nodes[k].module;
+        if (md >= 0 && md < nm) bymod[first[md] + cnt[md]++] = k;
+    }
+    for (int i = 0; i < nm; i++) child[i] = sib[i] = -1;
+    for (int i = nm - 1; i > 0; i--) {
+        int par = m->modules[i].parent;
+        if (par < 0 || par >= i) continue;
+        sib[i] = child[par];
+        child[par] = i;
+    }
+    for (int o = 0; o < no; o++) stamp[o] = -1;
+    for (int md = nm - 1; md >= 0; md--) {
+        at[md] = n_lst;
+        int before = n_lst;
+        for (int j = first[md]; j < first[md + 1]; j++) {
+            int op = w->node_op[bymod[j]];
+            if (op < 0 || op >= no || stamp[op] == md) continue;
+            stamp[op] = md;
+            int *nl = mp_grow(lst, sizeof *lst, &cap_lst, n_lst + 1);
+            if (!nl) goto nomem;
+            lst = nl;
+            lst[n_lst++] = op;
+        }
+        for (int c = child[md]; c >= 0; c = sib[c]) {
+            for (int j = at[c]; j < at[c] + cnt[c]; j++) {
+                int op = lst[j];
+                if (stamp[op] == md) continue;
+                stamp[op] = md;
+                int *nl = mp_grow(lst, sizeof *lst, &cap_lst, n_lst + 1);
+                if (!nl) goto nomem;
+                lst = nl;
+                lst[n_lst++] = op;
+            }
+        }
+        cnt[md] = n_lst - before;
+        qsort(lst + before, (size_t)cnt[md], sizeof *lst, mp__int_cmp);
+    }
+    p->modop_at = malloc(sizeof(int) * ((size_t)nm + 1));
+    p->modops = calloc((size_t)(n_lst ? n_lst : 1), sizeof *p->modops);
+    p->modop_parent = malloc(sizeof(int) * (size_t)(n_lst ? n_lst : 1));
+    p->node_modop = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    if (!p->modop_at || !p->modops || !p->modop_parent || !p->node_modop) goto nomem;
+    p->n_modops = n_lst;
+    int r = 0;
+    for (int md = 0; md < nm; md++) {
+        p->modop_at[md] = r;
+        for (int j = at[md]; j < at[md] + cnt[md]; j++, r++) {
+            p->modops[r].op = lst[j];
+            p->modops[r].fig.latency_s = p->modops[r].fig.latency_min_s = -1;
+            p->modop_parent[r] = -1;
+        }
+    }
+    p->modop_at[nm] = r;
+    /* each node into its own module's row, each module's rows into its parent's */
+    for (int k = 0; k < nn; k++) {
+        const mp_node *n = &g->nodes[k];
+        int row = n->module >= 0 && n->module < nm ? mp__modop_find(p, n->module, w->node_op[k]) : -1;
+        p->node_modop[k] = row;
+        if (row >= 0) mp__fig_add_cost(&p->modops[row].fig, &n->cost, &w->ovf);
+    }
+    for (int md = nm - 1; md > 0; md--) {
+        int par = m->modules[md].parent;
+        if (par < 0 || par >= md) continue;
+        for (int j = p->modop_at[md]; j < p->modop_at[md + 1]; j++) {
+            int pr = mp__modop_find(p, par, p->modops[j].op);
+            p->modop_parent[j] = pr;
+            if (pr >= 0) mp__fig_add_fig(&p->modops[pr].fig, &p->modops[j].fig, &w->ovf);
+        }
+    }
+    goto done;
+nomem:
+    st = mp_error(MP_ERR_NOMEM, "out of memory");
+done:
+    free(first);
+    free(bymod);
+    free(child);
+    free(stamp);
+    free(lst);
+    return st;
+}
+
+/* Row order within a module: FLOPs, then MACs (both decreasing), then the
+ * op types' order; the unused parameters last. */
+static int mp__modop_cmp(const void *a, const void *b) {
+    const mp_modop *x = a, *y = b;
+    if ((x->op < 0) != (y->op < 0)) return x->op < 0 ? 1 : -1;
+    if (x->fig.flops != y->fig.flops) return x->fig.flops < y->fig.flops ? 1 : -1;
+    if (x->fig.macs != y->fig.macs) return x->fig.macs < y->fig.macs ? 1 : -1;
+    return x->op < y->op ? -1 : x->op > y->op;
+}
+
+/* The op types were sorted (inv: old index -> new): the rows name the new
+ * indices and take the report's order; the root gains a row for the
+ * parameters no node reads (the root counts every parameter), so that its
+ * rows too add up to its figures. */
+static mp_status mp__modops_order(mp_profile *p, const int *inv) {
+    const mp_model *m = p->m;
+    int nm = m->n_modules, n = p->n_modops, nn = m->graph->n_nodes;
+    if (!p->modops || nm <= 0) return MP_OK;
+    uint64_t used = 0, used_bytes = 0;
+    bool ovf = false;
+    for (int j = p->modop_at[0]; j < p->modop_at[1]; j++) {
+        used = mp_uadd(used, p->modops[j].fig.params, &ovf);
+        used_bytes = mp_uadd(used_bytes, p->modops[j].fig.param_bytes, &ovf);
+    }
+    bool extra = p->mods[0].params > used && !ovf;
+    mp_modop *rows = calloc((size_t)n + 2, sizeof *rows);
+    int *perm = malloc(sizeof(int) * ((size_t)n + 1));
+    int *idx = malloc(sizeof(int) * ((size_t)n + 1));
+    if (!rows || !perm || !idx) {
+        free(rows);
+        free(perm);
+        free(idx);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < n; j++)
+        if (p->modops[j].op >= 0) p->modops[j].op = inv[p->modops[j].op];
+    int r = 0;
+    for (int md = 0; md < nm; md++) {
+        int a = p->modop_at[md], b = p->modop_at[md + 1];
+        int start = r;
+        for (int j = a; j < b; j++) rows[r++] = p->modops[j];
+        /* the copies sorted (insertion: a module has few rows), each
+         * remembering where it came from */
+        for (int j = 0; j < b - a; j++) idx[start + j] = a + j;
+        for (int i = start + 1; i < r; i++)
+            for (int k = i; k > start && mp__modop_cmp(&rows[k - 1], &rows[k]) > 0; k--) {
+                mp_modop t = rows[k];
+                rows[k] = rows[k - 1];
+                rows[k - 1] = t;
+                int ti = idx[k];
+                idx[k] = idx[k - 1];
+                idx[k - 1] = ti;
+            }
+        if (md == 0 && extra) {
+            rows[r].op = -1;
+            rows[r].fig.params = p->mods[0].params - used;
+            rows[r].fig.param_bytes =
+                p->mods[0].param_bytes > used_bytes ? p->mods[0].param_bytes - used_bytes : 0;
+            rows[r].fig.latency_s = rows[r].fig.latency_min_s = -1;
+            idx[r] = -1;
+            r++;
+        }
+        p->modop_at[md] = start;
+    }
+    p->modop_at[nm] = r;
+    for (int j = 0; j < r; j++)
+        if (idx[j] >= 0) perm[idx[j]] = j;
+    int *par = malloc(sizeof(int) * ((size_t)r + 1));
+    if (!par) {
+        free(rows);
+        free(perm);
+        free(idx);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < r; j++) {
+        int old = idx[j];
+        par[j] = old >= 0 && p->modop_parent[old] >= 0 ? perm[p->modop_parent[old]] : -1;
+    }
+    for (int k = 0; k < nn; k++)
+        if (p->node_modop[k] >= 0) p->node_modop[k] = perm[p->node_modop[k]];
+    free(p->modops);
+    free(p->modop_parent);
+    free(perm);
+    free(idx);
+    p->modops = rows;
+    p->modop_parent = par;
+    p->n_modops = r;
     return MP_OK;
 }
 
@@ -694,11 +927,34 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
         p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, ovf);
         p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, ovf);
     }
-    int last_node = -1;
+    /* its uses in execution order (a copy is its own param): in each module
+     * the first node that reads it counts it in its op type's row */
+    int nu = 0;
     for (int e = first; e >= 0; e = w->uses[e].next) {
+        /* the copy is its own param; a stand-in use counts for another one */
+        if (w->uses[e].copy || w->uses[e].stand_in) continue;
+        int *nb = mp_grow(w->ubuf, sizeof *w->ubuf, &w->cap_ubuf, nu + 1);
+        if (!nb) {
+            w->nomem = true;
+            return;
+        }
+        w->ubuf = nb;
+        int at = nu++;
+        const mp__use *u = &w->uses[e];
+        for (; at > 0; at--) { /* insertion: most weights have one or two uses */
+            const mp__use *b = &w->uses[w->ubuf[at - 1]];
+            if (w->pos[b->node] < w->pos[u->node] ||
+                (b->node == u->node && b->slot <= u->slot))
+                break;
+            w->ubuf[at] = w->ubuf[at - 1];
+        }
+        w->ubuf[at] = e;
+    }
+    int last_node = -1;
+    for (int i = 0; i < nu; i++) {
+        int e = w->ubuf[i];
         int k = w->uses[e].node;
         mp_node *nd = &g->nodes[k];
-        if (w->uses[e].copy) continue; /* the copy is its own param */
         if (k != last_node) { /* a node using a weight twice counts it once */
             nd->cost.params = mp_uadd(nd->cost.params, n, ovf);
             nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, ovf);
@@ -715,6 +971,11 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
             stamp[md] = v;
             p->mods[md].params = mp_uadd(p->mods[md].params, n, ovf);
             p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, ovf);
+            int row = p->modops ? mp__modop_find(p, md, op) : -1;
+            if (row >= 0) {
+                p->modops[row].fig.params = mp_uadd(p->modops[row].fig.params, n, ovf);
+                p->modops[row].fig.param_bytes = mp_uadd(p->modops[row].fig.param_bytes, bytes, ovf);
+            }
         }
     }
 }
@@ -772,6 +1033,179 @@ static const char *mp__fold_how(const char *name) {
     return NULL;
 }
 
+/* ---- parameters by their role in the fx node (docs/COUNTING.md,
+ * "Merged and folded parameters") ---- */
+
+/* Dim d of node k's first output (d < 0 counts from the end); -1 unknown. */
+static int64_t mp__out_dim(const mp_graph *g, const mp_node *n, int d) {
+    if (n->n_out < 1 || n->out[0] < 0) return -1;
+    const mp_value *v = &g->values[n->out[0]];
+    if (v->rank <= 0 || !v->dims) return -1;
+    int i = d < 0 ? v->rank + d : d;
+    return i >= 0 && i < v->rank ? v->dims[i] : -1;
+}
+
+/* The elements PyTorch gives the parameter at argument `arg` of the ATen
+ * operator `fx` took it in, from node k's output (-1: no rule). PyTorch's
+ * own shapes: Linear's bias has out_features elements (linear(x, W, b),
+ * addmm(b, x, W): the output's last dim); a convolution's bias out_channels
+ * (conv*(x, W, b): the output's dim 1); LayerNorm's and RMSNorm's weight and
+ * bias the normalized_shape (layer_norm(x, shape, w, b), rms_norm(x, shape,
+ * w): the literal shape, else the output's last dim); BatchNorm's,
+ * GroupNorm's and InstanceNorm's weight and bias num_features / channels
+ * (batch_norm(x, w, b, ...), group_norm(x, G, w, b), instance_norm(x, w, b,
+ * ...): the output's dim 1). A weight matrix has no such rule: what the
+ * exporter made of one is counted by mp__derived. */
+static int64_t mp__fx_role_numel(const mp_graph *g, const mp_node *n, const mp_fx *fx, int arg) {
+    const char *t = fx->target;
+    if (!t) return -1;
+    if (strcmp(t, "linear") == 0) return arg == 2 ? mp__out_dim(g, n, -1) : -1;
+    if (strcmp(t, "addmm") == 0) return arg == 0 ? mp__out_dim(g, n, -1) : -1;
+    if (strncmp(t, "conv", 4) == 0 || strcmp(t, "convolution") == 0 ||
+        strcmp(t, "_convolution") == 0)
+        return arg == 2 ? mp__out_dim(g, n, 1) : -1;
+    if (strcmp(t, "layer_norm") == 0 || strcmp(t, "native_layer_norm") == 0 ||
+        strcmp(t, "rms_norm") == 0)
+        return arg == 2 || (arg == 3 && t[0] != 'r')
+                   ? (fx->norm_numel > 0 ? fx->norm_numel : mp__out_dim(g, n, -1))
+                   : -1;
+    if (strcmp(t, "group_norm") == 0 || strcmp(t, "native_group_norm") == 0)
+        return arg == 2 || arg == 3 ? mp__out_dim(g, n, 1) : -1;
+    if (strstr(t, "batch_norm") || strcmp(t, "instance_norm") == 0)
+        return arg == 1 || arg == 2 ? mp__out_dim(g, n, 1) : -1;
+    return -1;
+}
+
+/* The m->sig_params index of a placeholder name, -1. */
+static int mp__sig_index(const mp_strmap *by_name, const char *name) {
+    return name ? mp_strmap_get(by_name, name) : -1;
+}
+
+static bool mp__sig_present(const mp_graph *g, const struct mp_sig_param *sp);
+
+/* A model with a graph signature whose nodes carry their fx node: a
+ * declared parameter the graph no longer holds by its name (the optimizer
+ * merged it with an equal tensor, or folded it into the node that took it)
+ * is still named among the fx node's arguments. When PyTorch's shape for
+ * its role there is known (mp__fx_role_numel) it counts as a parameter of
+ * its own, in the module that owns it; a node that took another declared
+ * parameter in its place (an equal tensor the optimizer kept) does not use
+ * that one (its use is a stand-in: the kept tensor's own module keeps
+ * it). */
+static mp_status mp__fx_params(mp__walk *w) {
+    mp_model *m = w->p->m;
+    mp_graph *g = w->g;
+    int ns = m->n_sig_params;
+    if (!m->has_signature || g != m->graph || ns <= 0) return MP_OK;
+    mp_strmap by_name = {0};
+    for (int i = 0; i < ns; i++)
+        if (m->sig_params[i].name && mp_strmap_put(&by_name, m->sig_params[i].name, i)) {
+            mp_strmap_free(&by_name);
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+    w->role_numel = calloc((size_t)ns, sizeof *w->role_numel);
+    w->role_node = malloc(sizeof *w->role_node * (size_t)ns);
+    w->role_dtype = calloc((size_t)ns, sizeof *w->role_dtype);
+    char *absent = calloc((size_t)ns, 1);
+    if (!w->role_numel || !w->role_node || !w->role_dtype || !absent) {
+        free(absent);
+        mp_strmap_free(&by_name);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < ns; i++) {
+        w->role_node[i] = -1;
+        absent[i] = !mp__sig_present(g, &m->sig_params[i]);
+    }
+    /* the shapes, from the first node (in order) that took each */
+    for (int oi = 0; oi < g->n_nodes; oi++) {
+        int k = g->order[oi];
+        const mp_node *n = &g->nodes[k];
+        if (!n->fx) continue;
+        for (int j = 0; j < n->fx->n_params; j++) {
+            int i = mp__sig_index(&by_name, n->fx->params[j]);
+            if (i < 0 || !absent[i] || w->role_numel[i] > 0) continue;
+            int64_t e = mp__fx_role_numel(g, n, n->fx, n->fx->args[j]);
+            if (e <= 0) continue;
+            w->role_numel[i] = e;
+            w->role_node[i] = k;
+            const mp_value *o = n->n_out > 0 && n->out[0] >= 0 ? &g->values[n->out[0]] : NULL;
+            w->role_dtype[i] = o && mp_dtype_is_float(o->dtype) ? o->dtype : MP_DT_FLOAT;
+        }
+    }
+    /* stand-ins: a use of a declared parameter by a node whose fx node
+     * names another, absent one of the same elements in its place */
+    for (int ii = 0; ii < w->n_inits; ii++) {
+        int v = w->inits[ii];
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_PARAM) || !val->init) continue;
+        int own = mp__sig_index(&by_name, val->name);
+        if (own < 0)
+            for (int i = 0; i < ns && own < 0; i++)
+                if (m->sig_params[i].target && strcmp(m->sig_params[i].target, val->name) == 0)
+                    own = i;
+        if (own < 0) continue;
+        const char *own_name = m->sig_params[own].name;
+        for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+            mp__use *u = &w->uses[e];
+            const mp_node *n = &g->nodes[u->node];
+            if (u->copy || !n->fx) continue;
+            bool takes_own = false;
+            for (int j = 0; j < n->fx->n_params; j++)
+                if (own_name && strcmp(n->fx->params[j], own_name) == 0) takes_own = true;
+            if (takes_own) continue;
+            for (int j = 0; j < n->fx->n_params; j++) {
+                int i = mp__sig_index(&by_name, n->fx->params[j]);
+                if (i >= 0 && absent[i] && w->role_numel[i] == val->init->numel) {
+                    u->stand_in = true;
+                    break;
+                }
+            }
+        }
+    }
+    free(absent);
+    mp_strmap_free(&by_name);
+    return MP_OK;
+}
+
+/* Count the parameters mp__fx_params resolved: the total, by dtype, the
+ * node that took each, its op type, and the module owning it (its
+ * target's path less the last name; the node's module when the tree has no
+ * such module) with its ancestors. */
+static void mp__fx_count(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    bool *ovf = &w->ovf;
+    for (int i = 0; w->role_numel && i < m->n_sig_params; i++) {
+        if (w->role_numel[i] <= 0) continue;
+        uint64_t n = (uint64_t)w->role_numel[i];
+        int dt = w->role_dtype[i];
+        uint64_t bytes = mp_dtype_bytes(dt, (int64_t)n);
+        p->total.params = mp_uadd(p->total.params, n, ovf);
+        p->total.param_bytes = mp_uadd(p->total.param_bytes, bytes, ovf);
+        p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, ovf);
+        p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, ovf);
+        p->params_by_role_n++;
+        p->params_by_role = mp_uadd(p->params_by_role, n, ovf);
+        mp_node *nd = &g->nodes[w->role_node[i]];
+        nd->cost.params = mp_uadd(nd->cost.params, n, ovf);
+        nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, ovf);
+        int op = mp__op_index(w, nd);
+        if (op >= 0) {
+            p->ops[op].fig.params = mp_uadd(p->ops[op].fig.params, n, ovf);
+            p->ops[op].fig.param_bytes = mp_uadd(p->ops[op].fig.param_bytes, bytes, ovf);
+        }
+        const char *t = m->sig_params[i].target;
+        const char *dot = t ? strrchr(t, '.') : NULL;
+        int md = dot ? mp_strmap_getn(&m->module_paths, t, (size_t)(dot - t)) : -1;
+        if (md < 0) md = nd->module;
+        for (; md >= 0; md = m->modules[md].parent) {
+            p->mods[md].params = mp_uadd(p->mods[md].params, n, ovf);
+            p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, ovf);
+        }
+    }
+}
+
 /* Is the signature's parameter in the graph (an initializer or an input,
  * by its name or target)? */
 static bool mp__sig_present(const mp_graph *g, const struct mp_sig_param *sp) {
@@ -809,6 +1243,37 @@ static bool mp__broadcasts_to(int rank, const int64_t *dims, const mp_tensor *t)
     return true;
 }
 
+/* Is the undeclared tensor v used only by nodes whose fx nodes name their
+ * parameters, each of them counted (in the graph by name, or by PyTorch's
+ * shape)? Then the exporter computed it from counted parameters: a fold
+ * that adds nothing. */
+static bool mp__fx_folded_counted(const mp__walk *w, int v, mp_param_note *note) {
+    const mp_model *m = w->p->m;
+    const mp_graph *g = w->g;
+    bool any = false;
+    for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+        if (w->uses[e].copy) continue;
+        const mp_fx *fx = g->nodes[w->uses[e].node].fx;
+        if (!fx || !w->role_numel) return false;
+        for (int j = 0; j < fx->n_params; j++) {
+            int i = -1;
+            for (int s = 0; s < m->n_sig_params && i < 0; s++)
+                if (m->sig_params[s].name && strcmp(m->sig_params[s].name, fx->params[j]) == 0)
+                    i = s;
+            if (i < 0) return false;
+            if (w->role_numel[i] <= 0 && !mp__sig_present(g, &m->sig_params[i])) return false;
+            bool dup = false;
+            for (int s = 0; s < note->n_src && s < MP_PNOTE_SRC; s++) dup |= note->src[s] == i;
+            if (!dup) {
+                if (note->n_src < MP_PNOTE_SRC) note->src[note->n_src] = i;
+                note->n_src++;
+            }
+        }
+        any = true;
+    }
+    return any;
+}
+
 /* Constants a model with a graph signature derived from its declared
  * parameters (the optimizer of PyTorch's dynamo exporter folds a weight's
  * transpose, a token's expand over the batch, a cast, a concat): each is
@@ -833,7 +1298,9 @@ static mp_status mp__derived(mp__walk *w) {
     for (int i = ns - 1; i >= 0; i--) {
         const struct mp_sig_param *sp = &m->sig_params[i];
         shape[i] = claim[i] = -1;
-        if (!sp->target || mp__sig_present(g, sp)) continue;
+        /* counted by PyTorch's shape (mp__fx_params): not a candidate */
+        if (!sp->target || mp__sig_present(g, sp) || (w->role_numel && w->role_numel[i] > 0))
+            continue;
         const char *dot = strrchr(sp->target, '.');
         int md = mp_strmap_getn(&m->module_paths, sp->target, dot ? (size_t)(dot - sp->target) : 0);
         if (md < 0) continue;
@@ -852,10 +1319,18 @@ static mp_status mp__derived(mp__walk *w) {
         mp_param_note note = {.kind = MP_PNOTE_DERIVED, .value = v, .source = -1};
         note.how = mp__fold_how(val->name);
         note.elems = note.counted = (uint64_t)t->numel;
+        if (mp__fx_folded_counted(w, v, &note)) {
+            /* a fold of parameters counted on their own (a BatchNorm's
+             * shift folded into the convolution's new bias) */
+            note.counted = 0;
+            if (!mp__judged(w, v, 0, -1) || !mp__pnote(p, &note))
+                st = mp_error(MP_ERR_NOMEM, "out of memory");
+            continue;
+        }
         /* its candidates: the absent parameters of the modules using it */
         int cand[64], n_cand = 0;
         for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
-            int md = w->uses[e].copy ? -1 : g->nodes[w->uses[e].node].module;
+            int md = w->uses[e].copy || w->uses[e].stand_in ? -1 : g->nodes[w->uses[e].node].module;
             for (int i = md >= 0 ? head[md] : -1; i >= 0 && n_cand < 64; i = next[i]) {
                 bool dup = false;
                 for (int c = 0; c < n_cand; c++) dup |= cand[c] == i;
@@ -1060,7 +1535,8 @@ static mp_status mp__params(mp__walk *w) {
         const mp_value *src = &g->values[n->in[0]];
         if (mp__is_param(w, n->out[0], src->init, &buffer)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
     }
-    mp_status jst = mp__judge(w);
+    mp_status jst = mp__fx_params(w);
+    if (!jst) jst = mp__judge(w);
     if (jst) return jst;
     int n_chain = 0, *chain = NULL;
     if (w->any_dequant) {
@@ -1081,6 +1557,7 @@ static mp_status mp__params(mp__walk *w) {
     int *op_stamp = stamp + ns;
     for (int i = 0; i < m->n_modules; i++) stamp[i] = -1;
     for (int i = 0; i < p->n_ops; i++) op_stamp[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) w->pos[g->order[i]] = i;
     for (int i = 0; i < w->n_inits; i++)
         if (g->values[w->inits[i]].flags & MP_VAL_PARAM) mp__param(w, w->inits[i], stamp, op_stamp);
     for (int c = 0; c < w->n_copies; c++) {
@@ -1088,8 +1565,10 @@ static mp_status mp__params(mp__walk *w) {
         if (g->values[v].flags & MP_VAL_PARAM) mp__param(w, v, stamp, op_stamp);
     }
     for (int c = 0; c < n_chain; c++) mp__param(w, chain[c], stamp, op_stamp);
+    mp__fx_count(w);
     free(stamp);
     free(chain);
+    if (w->nomem) return mp_error(MP_ERR_NOMEM, "out of memory");
     /* the root holds every parameter, used or not */
     if (m->n_modules > 0) {
         p->mods[0].params = p->total.params;
@@ -1100,13 +1579,39 @@ static mp_status mp__params(mp__walk *w) {
 
 /* ---- the profile ---- */
 
-static int mp__opstat_cmp(const void *a, const void *b) {
-    const mp_opstat *x = a, *y = b;
+static int mp__opstat_cmp(const void *a, const void *b, void *ctx) {
+    const mp_opstat *ops = ctx;
+    const mp_opstat *x = &ops[*(const int *)a], *y = &ops[*(const int *)b];
     if (x->fig.flops != y->fig.flops) return x->fig.flops < y->fig.flops ? 1 : -1;
     if (x->fig.macs != y->fig.macs) return x->fig.macs < y->fig.macs ? 1 : -1;
     if (x->fig.nodes != y->fig.nodes) return x->fig.nodes < y->fig.nodes ? 1 : -1;
     int d = strcmp(x->domain, y->domain);
     return d ? d : strcmp(x->op, y->op);
+}
+
+/* The op types by decreasing FLOPs, then MACs; the rows of the module
+ * split follow them. */
+static mp_status mp__ops_sort(mp_profile *p) {
+    int n = p->n_ops;
+    int *idx = malloc(sizeof(int) * (size_t)(2 * n + 1));
+    mp_opstat *sorted = malloc(sizeof *sorted * (size_t)(n + 1));
+    if (!idx || !sorted) {
+        free(idx);
+        free(sorted);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    int *inv = idx + n;
+    for (int i = 0; i < n; i++) idx[i] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, mp__opstat_cmp, p->ops);
+    for (int i = 0; i < n; i++) {
+        sorted[i] = p->ops[idx[i]];
+        inv[idx[i]] = i;
+    }
+    memcpy(p->ops, sorted, sizeof *sorted * (size_t)n);
+    mp_status st = mp__modops_order(p, inv);
+    free(idx);
+    free(sorted);
+    return st;
 }
 
 static mp_status mp__unresolved(mp_profile *p) {
@@ -1135,11 +1640,13 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
     /* scratch in one block: live (zeroed), then the initializers and the
      * copies (few of either are written) */
     size_t nn = (size_t)g->n_nodes, nv = (size_t)g->n_values;
-    int *s = malloc(sizeof(int) * (2 * nv + nn + 1));
+    int *s = malloc(sizeof(int) * (2 * nv + 3 * nn + 1));
     if (!s) return mp_error(MP_ERR_NOMEM, "out of memory");
     w->live = s;
     w->inits = s + nv;
     w->copies = s + 2 * nv;
+    w->node_op = s + 2 * nv + nn;
+    w->pos = s + 2 * nv + 2 * nn;
     memset(w->live, 0, sizeof(int) * nv);
     mp_status st = mp__walk_graph(w);
     if (!st && m->n_modules == 0 && mp_model_module(m, "", 0) < 0) {
@@ -1152,11 +1659,12 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
         /* children before parents: a child's index is always above its parent's */
         for (int i = m->n_modules - 1; i > 0; i--)
             mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &w->ovf);
-        st = mp__params(w);
+        st = mp__modops(w);
+        if (!st) st = mp__params(w);
     }
     if (!st && !w->live_exact) st = mp__liveness_replay(p, w->trace);
     if (!st) st = mp__unresolved(p);
-    if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
+    if (!st) st = mp__ops_sort(p);
     if (w->ovf) p->overflow = true;
     free(s);
     return st;
@@ -1221,8 +1729,12 @@ mp_status mp_profile_static_live(mp_model *m, uint64_t *live, mp_profile **out) 
     mp_strmap_free(&w->by_name);
     free(w->op_kind);
     free(w->uses);
+    free(w->ubuf);
     free(w->pcount);
     free(w->alias);
+    free(w->role_numel);
+    free(w->role_node);
+    free(w->role_dtype);
     free(w);
     if (st) {
         mp_profile_free(p);
@@ -1242,6 +1754,17 @@ void mp_profile_free_measured(mp_profile *p) {
     free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
+    free(p->stamps.node);
+    free(p->stamps.module);
+    free(p->stamps.first);
+    free(p->stamps.nodes);
+    free(p->stamps.start);
+    free(p->stamps.dur);
+    memset(&p->stamps, 0, sizeof p->stamps);
+    free(p->unplaced);
+    p->unplaced = NULL;
+    p->n_unplaced = 0;
+    memset(&p->run, 0, sizeof p->run);
     p->node_lat = p->node_lat_min = NULL;
     p->node_state = p->node_head = NULL;
     p->node_group = p->node_kernel = NULL;
@@ -1250,10 +1773,33 @@ void mp_profile_free_measured(mp_profile *p) {
     p->n_groups = 0;
 }
 
+mp_status mp_profile_alloc_measured(mp_profile *p, int groups) {
+    size_t nn = (size_t)p->m->graph->n_nodes + 1, nm = (size_t)(p->m->n_modules ? p->m->n_modules : 1) + 1;
+    mp_profile_free_measured(p);
+    p->node_lat = calloc(nn, sizeof *p->node_lat);
+    p->node_lat_min = calloc(nn, sizeof *p->node_lat_min);
+    p->node_state = calloc(nn, sizeof *p->node_state);
+    p->node_head = calloc(nn, sizeof *p->node_head);
+    p->node_group = calloc(nn, sizeof *p->node_group);
+    p->node_kernel = calloc(nn, sizeof *p->node_kernel);
+    p->mod_fused = calloc(nm, sizeof *p->mod_fused);
+    p->groups = calloc((size_t)groups + 1, sizeof *p->groups);
+    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group ||
+        !p->node_kernel || !p->mod_fused || !p->groups) {
+        mp_profile_free_measured(p);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    return MP_OK;
+}
+
 void mp_profile_free(mp_profile *p) {
     if (!p) return;
     free(p->mods);
     free(p->ops);
+    free(p->modops);
+    free(p->modop_at);
+    free(p->modop_parent);
+    free(p->node_modop);
     free(p->unresolved);
     free(p->pnotes);
     mp_formulas_free(p->formulas);
