@@ -595,7 +595,48 @@ static void t_attention_tile_dropout(void) {
     tb_done(m, prof);
 }
 
+/* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
+ * up) between weight products: an MLP of kind geglu with gate, up and down. */
+static void t_quick_gelu_geglu(void) {
+    mp_model *m = tb_new(20);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 5, 16));
+    tb_weight(m, "wg", F, 2, TB_DIMS(16, 32));
+    tb_weight(m, "wu", F, 2, TB_DIMS(16, 32));
+    tb_weight(m, "wd", F, 2, TB_DIMS(32, 16));
+    tb_const_f(m, "k", F, 0, NULL, (const double[]){1.702});
+    tb_node(m, "Mul", "x,k", "xk");
+    int sig = tb_node(m, "Sigmoid", "xk", "s");
+    tb_node(m, "Mul", "x,s", "qg");
+    tb_node(m, "MatMul", "qg,wg", "g");
+    tb_node(m, "MatMul", "qg,wu", "u");
+    int ge = tb_node(m, "Gelu", "g", "ga");
+    int gm = tb_node(m, "Mul", "ga,u", "h");
+    tb_node(m, "MatMul", "h,wd", "y");
+    tb_output(m, "y");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (p) {
+        mp_pref r = mp_pattern_at(p, sig);
+        T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_QUICK_GELU &&
+                p->acts[r.index].form == MP_FORM_DECOMPOSED && p->acts[r.index].n == 3);
+        r = mp_pattern_at(p, ge);
+        T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_GELU && p->acts[r.index].outer >= 0);
+        r = mp_pattern_at(p, gm);
+        T_CHECK(r.kind == MP_PAT_ACT && r.part == MP_PART_GATE);
+        if (r.kind == MP_PAT_ACT) {
+            const mp_pact *a = &p->acts[r.index];
+            T_EQ(a->kind, MP_ACT_GEGLU);
+            T_EQ(a->up, tb_val(m, "u") - m->graph->values);
+            T_EQ(a->act_out, tb_val(m, "ga") - m->graph->values);
+            T_EQ(a->x, tb_val(m, "g") - m->graph->values);
+            T_EQ(p->acts[a->inner].outer, r.index);
+        }
+    }
+    tb_done(m, prof);
+}
+
 MP_TESTS(patterns){
+    {"quick_gelu_geglu", t_quick_gelu_geglu},
     {"exports", t_exports},
     {"qwen3_config", t_qwen3_config},
     {"shapes_change", t_shapes_change},
