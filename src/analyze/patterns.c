@@ -63,14 +63,23 @@ MP__NAMEFN(mp_nrole_name, nrole_names)
 
 /* ---- values ---- */
 
+/* An Identity of a constant is one too: the TorchScript exporter keeps
+ * each merged parameter's name on an Identity of the kept initializer
+ * (BatchNorm scales and biases of a fresh model, LayerNorm gammas), and the
+ * run folds such nodes at plan time, weights present or absent. Followed
+ * through a bounded chain. */
 bool mp_value_const(const mp_graph *g, int v) {
-    if (v < 0 || v >= g->n_values) return false;
-    const mp_value *val = &g->values[v];
-    if (val->flags & (MP_VAL_INIT | MP_VAL_CONST)) return true;
-    if (val->kn >= 0 && val->kn == mp_value_numel(val)) return true;
-    if (val->producer >= 0 && val->producer < g->n_nodes) {
+    for (int hop = 0; hop < 16; hop++) {
+        if (v < 0 || v >= g->n_values) return false;
+        const mp_value *val = &g->values[v];
+        if (val->flags & (MP_VAL_INIT | MP_VAL_CONST)) return true;
+        if (val->kn >= 0 && val->kn == mp_value_numel(val)) return true;
+        if (val->producer < 0 || val->producer >= g->n_nodes) return false;
         const mp_node *p = &g->nodes[val->producer];
-        return mp_streq(p->op, "Constant") && p->domain[0] == 0;
+        if (p->domain[0] != 0) return false;
+        if (mp_streq(p->op, "Constant")) return true;
+        if (!mp_streq(p->op, "Identity") || p->n_in != 1) return false;
+        v = p->in[0];
     }
     return false;
 }
