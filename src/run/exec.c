@@ -55,6 +55,16 @@ static int mp__readers(const mp_graph *g, int v) {
     return n;
 }
 
+/* whether a node's outputs after its first are read or are graph outputs
+ * (a fused node may have only its first output in use) */
+static bool mp__extra_outs_used(const mp_graph *g, const mp_node *n) {
+    for (int o = 1; o < n->n_out; o++) {
+        int v = n->out[o];
+        if (v >= 0 && (mp__readers(g, v) || (g->values[v].flags & MP_VAL_OUTPUT))) return true;
+    }
+    return false;
+}
+
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_exec *pl, int v);
 
@@ -89,11 +99,7 @@ static mp_status mp__x_fuse(mp_kctx *k, int node) {
         if (n->in[i] == mid) uses++;
     if (uses != 1 || n->n_out < 1 || n->out[0] < 0 || n->n_sub) return mp__nofuse(k, node);
     /* the absorbed node's other outputs must be unused */
-    for (int i = 1; i < n->n_out; i++) {
-        int v = n->out[i];
-        if (v >= 0 && (mp__readers(g, v) || (g->values[v].flags & MP_VAL_OUTPUT)))
-            return mp__nofuse(k, node);
-    }
+    if (mp__extra_outs_used(g, n)) return mp__nofuse(k, node);
     /* its other inputs must exist when the group runs: constants, inputs,
      * or outputs of steps before this one */
     for (int i = 0; i < n->n_in; i++) {
@@ -175,11 +181,7 @@ static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
         const mp_node *nd = &g->nodes[node];
         if (nd->n_out < 1 || nd->out[0] < 0 || nd->n_sub || !mp_shape_known(&g->values[nd->out[0]]))
             return mp__nofuse(k, node);
-        for (int o = 1; o < nd->n_out; o++) {
-            int v = nd->out[o];
-            if (v >= 0 && (mp__readers(g, v) || (g->values[v].flags & MP_VAL_OUTPUT)))
-                return mp__nofuse(k, node);
-        }
+        if (mp__extra_outs_used(g, nd)) return mp__nofuse(k, node);
         /* every input: made earlier in the group, or existing before */
         for (int j = 0; j < nd->n_in; j++) {
             int v = nd->in[j];
