@@ -1072,6 +1072,19 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
     return RS_OK;
 }
 
+/* The end of the JSON: a trace must have had events. */
+static mp_status rd_finish(rd *r, bool seen_events) {
+    if (!seen_events)
+        return mp_error(MP_ERR_FORMAT, "%s: not a Kineto trace: no \"traceEvents\" array", r->label);
+    if (r->t->n_events == 0)
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: an empty trace: it holds no events (torch.profiler writes one when "
+                        "nothing ran inside the profiler's window, or when its CPU build records "
+                        "nothing)",
+                        r->label);
+    return MP_OK;
+}
+
 enum { S_BEGIN, S_MEMBER, S_AFTER_MEMBER, S_EVENTS_FIRST, S_EVENT, S_AFTER_EVENT, S_END };
 
 static mp_status rd_run(rd *r) {
@@ -1085,6 +1098,15 @@ static mp_status rd_run(rd *r) {
         bool more;
         switch (state) {
         case S_BEGIN:
+            /* a UTF-8 byte-order mark (some editors and tools write one)
+             * is skipped, as JSON parsers may (RFC 8259 section 8.1) */
+            if (r->base == 0 && p == r->buf && (uint8_t)*p == 0xef) {
+                if (e - p < 3 && !r->eof) {
+                    st = RS_MORE;
+                    break;
+                }
+                if (e - p >= 3 && (uint8_t)p[1] == 0xbb && (uint8_t)p[2] == 0xbf) p += 3;
+            }
             if ((st = ws(&p, e))) break;
             if (*p == '[') {   /* PyTorch without Kineto: the events alone */
                 p++;
@@ -1187,12 +1209,7 @@ static mp_status rd_run(rd *r) {
             if (p < e)
                 return mp_error(MP_ERR_FORMAT, "%s: byte %llu: data after the end of the JSON",
                                 r->label, (unsigned long long)(r->base + (size_t)(p - r->buf)));
-            if (r->eof) {
-                if (!seen_events)
-                    return mp_error(MP_ERR_FORMAT,
-                                    "%s: not a Kineto trace: no \"traceEvents\" array", r->label);
-                return MP_OK;
-            }
+            if (r->eof) return rd_finish(r, seen_events);
             st = RS_MORE;
             break;
         default: break;
@@ -1211,7 +1228,7 @@ static mp_status rd_run(rd *r) {
         /* RS_MORE: the unit continues past the window */
         r->pos = (size_t)(unit - r->buf);
         if (r->eof) {
-            if (state == S_END) return MP_OK;
+            if (state == S_END) return rd_finish(r, seen_events);
             return mp_error(MP_ERR_FORMAT,
                             "%s: byte %llu: the file ends inside %s (truncated?)", r->label,
                             (unsigned long long)r->t->bytes,
