@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "report/report.h"
+#include "trace/diff.h"
 #include "trace/trace.h"
 
 int mp_trace_main(int argc, char **argv);
@@ -17,11 +19,15 @@ enum { TR_EXIT_USAGE = 1, TR_EXIT_INPUT = 2 };
 
 static void tr_usage(FILE *f) {
     fputs("usage: modelprof trace [OPTIONS] TRACE.json[.gz] | FOLDER\n"
+          "       modelprof trace diff [OPTIONS] A.json[.gz] B.json[.gz]\n"
           "\n"
           "What a training step spent its time on, from torch.profiler's Chrome trace\n"
           "(export_chrome_trace): steps, idle time by cause, operators (key_averages),\n"
           "kernels, module tree (with_stack/with_modules), memory, efficiency, findings.\n"
           "A folder of traces (one per rank) is analysed side by side.\n"
+          "`trace diff A B` compares two runs (B - A): the mean step, and operators (self\n"
+          "device time; self CPU time without a device), kernels and modules, per step on\n"
+          "average, largest change first (text or json).\n"
           "\n"
           "options:\n"
           "  --format text|json|html|csv  report format (default text; html: one self-contained page)\n"
@@ -99,7 +105,90 @@ static int list_folder(const char *dir, char ***out, int *n) {
     return 0;
 }
 
+typedef struct diff_job {
+    const mp_trace_diff *d;
+    const mp_trace_options *o;
+    bool json;
+} diff_job;
+
+static mp_status diff_write(void *ud, FILE *f) {
+    const diff_job *j = ud;
+    mp_status st = j->json ? mp_trace_diff_report_json(j->d, j->o, f)
+                           : mp_trace_diff_report_text(j->d, j->o, f);
+    if (st == MP_OK && (fflush(f) != 0 || ferror(f)))
+        st = mp_error(MP_ERR_IO, "cannot write the report: %s", strerror(errno));
+    return st;
+}
+
+/* `modelprof trace diff A B`: two runs compared (src/trace/diff.h). */
+static int diff_main(int argc, char **argv) {
+    mp_trace_options o = {0, -1, 20};
+    bool json = false;
+    const char *out_path = NULL, *in[2] = {NULL, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_val = i + 1 < argc;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            tr_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--format") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", a);
+            const char *v = argv[++i];
+            if (strcmp(v, "json") == 0) json = true;
+            else if (strcmp(v, "text") == 0) json = false;
+            else return tr_usage_error("trace diff writes text or json, not", v);
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", a);
+            out_path = argv[++i];
+        } else if (strcmp(a, "--top") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", a);
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < -1 || v > 1000000) return tr_usage_error("bad number", argv[i]);
+            o.top = (int)v;
+        } else if (a[0] == '-' && a[1]) {
+            return tr_usage_error("unknown option", a);
+        } else if (!in[0]) {
+            in[0] = a;
+        } else if (!in[1]) {
+            in[1] = a;
+        } else {
+            return tr_usage_error("trace diff compares two traces; a third was given:", a);
+        }
+    }
+    if (!in[1]) {
+        fputs("modelprof trace diff: give two traces, A (control) and B (test)\n"
+              "(see modelprof trace --help)\n", stderr);
+        return TR_EXIT_USAGE;
+    }
+    mp_trace t[2];
+    memset(t, 0, sizeof t);
+    int rc = 0;
+    for (int s = 0; s < 2 && !rc; s++)
+        if (mp_trace_open(in[s], &o, &t[s]) != MP_OK) {
+            tr_print_error(mp_last_error());
+            rc = TR_EXIT_INPUT;
+        }
+    mp_trace_diff d;
+    if (!rc && mp_trace_diff_make(&t[0], &t[1], &d) != MP_OK) {
+        tr_print_error(mp_last_error());
+        rc = TR_EXIT_INPUT;
+    } else if (!rc) {
+        diff_job j = {&d, &o, json};
+        mp_status st = out_path ? mp_write_file_atomic(out_path, diff_write, &j) : diff_write(&j, stdout);
+        if (st != MP_OK) {
+            tr_print_error(mp_last_error());
+            rc = TR_EXIT_INPUT;
+        }
+        mp_trace_diff_free(&d);
+    }
+    mp_trace_free(&t[0]);
+    mp_trace_free(&t[1]);
+    return rc;
+}
+
 int mp_trace_main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) return diff_main(argc - 1, argv + 1);
     mp_trace_options o = {0, -1, 20};
     int format = 0; /* 0 text, 1 json, 2 html, 3 csv */
     const char *csv_table = "steps";
