@@ -58,7 +58,9 @@ static void t_cli_dump_json(const char *const *args, const t_cli *r) {
             ofile = args[i + 1];
         if (strcmp(args[i], "--chrome-trace") == 0 && args[i + 1]) chrome = args[i + 1];
     }
-    const char *kind = args[0] && strcmp(args[0], "trace") == 0  ? "trace"
+    const char *kind = args[0] && strcmp(args[0], "trace") == 0 && args[1] && strcmp(args[1], "diff") == 0
+                           ? "trace_diff"
+                       : args[0] && strcmp(args[0], "trace") == 0 ? "trace"
                        : args[0] && strcmp(args[0], "plan") == 0 ? "plan"
                                                                  : "profile";
     const char *srcs[2] = {json ? (ofile ? ofile : "") : NULL, chrome};

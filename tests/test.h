@@ -77,6 +77,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(rnn)               \
     X(trace)             \
     X(trace_legacy)      \
+    X(trace_diff)        \
     X(plan)
 
 #define MP__DECL_TESTS(f)              \

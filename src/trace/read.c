@@ -320,7 +320,7 @@ static size_t unescape(const char *s, size_t len, char *out, size_t n) {
     return o;
 }
 
-/* A number as fixed point: value * 10^scale rounded toward zero (scale 3:
+/* A number as fixed point: value * 10^scale rounded to nearest (scale 3:
  * us -> ns). Accepts JSON numbers; exponents go through strtod. *isnull
  * is set for the literal null. */
 static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
@@ -341,12 +341,16 @@ static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
         p++;
         digits++;
     }
+    bool up = false;   /* the first digit past the scale rounds to nearest */
     if (p < e && *p == '.') {
         p++;
         while (p < e && (unsigned)(*p - '0') < 10) {
             if (frac < scale) {
                 if (v > (UINT64_MAX - 9) / 10) big = true;
                 else v = v * 10 + (uint64_t)(*p - '0');
+                frac++;
+            } else if (frac == scale) {
+                up = *p >= '5';
                 frac++;
             }
             p++;
@@ -376,6 +380,7 @@ static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
         if (v > UINT64_MAX / 10) return rd_bad(r, start, "number out of range");
         v *= 10;
     }
+    v += up;
     if (v > (uint64_t)INT64_MAX) return rd_bad(r, start, "number out of range");
     *out = neg ? -(int64_t)v : (int64_t)v;
     *pp = p;
