@@ -183,11 +183,28 @@ static mp_status rd_fill(rd *r) {
     return MP_OK;
 }
 
-/* Byte classes for scanning values we skip: 1 quote, 2 open, 3 close. */
-static const uint8_t rd_cls[256] = {['"'] = 1, ['{'] = 2, ['['] = 2, ['}'] = 3, [']'] = 3};
+/* ---- scanning primitives ----
+ * Strings are scanned 16 bytes a step (SSE2, which every x86-64 has) and
+ * skipped containers 64 bytes a step (four SSE2 loads give 64-bit masks of
+ * quotes, backslashes, opening and closing brackets; the bytes inside
+ * strings are the prefix XOR of the quotes); other machines scan strings 8
+ * bytes a step in a 64-bit word and containers byte by byte. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define RD_SSE2 1
+#endif
 
-/* The first '"' or '\\' in [p, e), 8 bytes a step; e when none. */
+/* The first '"' or '\\' in [p, e); e when none. */
 static inline const char *find_quote(const char *p, const char *e) {
+#ifdef RD_SSE2
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
+    while (e - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, b)));
+        if (m) return p + __builtin_ctz(m);
+        p += 16;
+    }
+#else
     const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
     while (e - p >= 8) {
         uint64_t x;
@@ -197,15 +214,119 @@ static inline const char *find_quote(const char *p, const char *e) {
         if (m) return p + (__builtin_ctzll(m) >> 3);
         p += 8;
     }
+#endif
     while (p < e && *p != '"' && *p != '\\') p++;
     return p;
 }
 
+static inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Whitespace: most often none or one space (Kineto indents with runs of
+ * spaces after a newline). */
 static inline int ws(const char **pp, const char *e) {
     const char *p = *pp;
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    if (p < e && (unsigned char)*p > ' ') return RS_OK;
+    while (p < e && is_ws(*p)) p++;
     *pp = p;
     return p < e ? RS_OK : RS_MORE;
+}
+
+#ifdef RD_SSE2
+/* 64 bytes at p as bit masks (bit i: byte p[i]). */
+typedef struct rd_blk {
+    uint64_t quote, bslash, open, close;
+} rd_blk;
+
+static inline void rd_classify(const char *p, rd_blk *k) {
+    const __m128i q = _mm_set1_epi8('"'), bs = _mm_set1_epi8('\\'), op = _mm_set1_epi8('{'),
+                  cl = _mm_set1_epi8('}'), x20 = _mm_set1_epi8(0x20);
+    uint64_t mq = 0, mb = 0, mo = 0, mc = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+        __m128i lo = _mm_or_si128(v, x20);   /* '[' -> '{', ']' -> '}' */
+        mq |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, q)) << (16 * i);
+        mb |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, bs)) << (16 * i);
+        mo |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(lo, op)) << (16 * i);
+        mc |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(lo, cl)) << (16 * i);
+    }
+    k->quote = mq;
+    k->bslash = mb;
+    k->open = mo;
+    k->close = mc;
+}
+
+/* Bit i set when an odd number of bits at or below i are set in x: with x
+ * the quotes, the bytes inside strings (the opening quote counted in). */
+static inline uint64_t prefix_xor(uint64_t x) {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    return x;
+}
+#endif
+
+/* The rest of an object or array whose opening bracket is behind p
+ * (members not needed), scanned iteratively with a depth count: 64 bytes a
+ * step where a block holds no backslash, byte by byte where it does (an
+ * escape) and in the last bytes of the window. */
+static int skip_rest(rd *r, const char **pp, const char *e) {
+    const char *p = *pp;
+    int depth = 1;
+    bool instr = false;
+    for (;;) {
+#ifdef RD_SSE2
+        while (e - p >= 64) {
+            rd_blk k;
+            rd_classify(p, &k);
+            if (k.bslash) break;
+            uint64_t in = prefix_xor(k.quote) ^ (instr ? ~UINT64_C(0) : 0);
+            instr = in >> 63;
+            uint64_t op = k.open & ~in, cl = k.close & ~in;
+            for (uint64_t m = op | cl; m; m &= m - 1) {
+                int i = __builtin_ctzll(m);
+                if ((cl >> i) & 1) {
+                    if (--depth == 0) {
+                        *pp = p + i + 1;
+                        return RS_OK;
+                    }
+                } else if (++depth > RD_MAX_DEPTH) {
+                    return rd_bad(r, p + i, "nesting too deep");
+                }
+            }
+            p += 64;
+        }
+#endif
+        /* byte by byte: a block with a backslash, or the window's tail */
+        const char *stop = e - p > 64 ? p + 64 : e;
+        while (p < stop) {
+            char c = *p;
+            if (instr) {
+                if (c == '\\') {
+                    if (p + 1 >= e) return RS_MORE;
+                    p += 2;
+                    continue;
+                }
+                if (c == '"') instr = false;
+                p++;
+                continue;
+            }
+            if (c == '"') {
+                instr = true;
+            } else if (c == '{' || c == '[') {
+                if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
+            } else if (c == '}' || c == ']') {
+                if (--depth == 0) {
+                    *pp = p + 1;
+                    return RS_OK;
+                }
+            }
+            p++;
+        }
+        if (p >= e) return RS_MORE;
+    }
 }
 
 static inline int expect(rd *r, const char **pp, const char *e, char c) {
@@ -385,40 +506,6 @@ static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
     *out = neg ? -(int64_t)v : (int64_t)v;
     *pp = p;
     return RS_OK;
-}
-
-/* The rest of an object or array whose opening bracket is behind p
- * (members not needed), scanned iteratively with a depth count. */
-static int skip_rest(rd *r, const char **pp, const char *e) {
-    const char *p = *pp;
-    int depth = 1;
-    while (p < e) {
-        uint8_t k = rd_cls[(unsigned char)*p];
-        if (!k) {
-            p++;
-            continue;
-        }
-        if (k == 1) {
-            p++;
-            for (;;) {
-                p = find_quote(p, e);
-                if (p >= e) return RS_MORE;
-                if (*p == '"') break;
-                if (p + 1 >= e) return RS_MORE;
-                p += 2;
-            }
-            p++;
-            continue;
-        }
-        if (k == 2) {
-            if (++depth > RD_MAX_DEPTH) return rd_bad(r, p, "nesting too deep");
-        } else if (--depth == 0) {
-            *pp = p + 1;
-            return RS_OK;
-        }
-        p++;
-    }
-    return RS_MORE;
 }
 
 /* Skip any value. Containers are scanned iteratively (depth counted). */
@@ -865,12 +952,18 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
 
 /* The names key_averages leaves out (PyTorch's _filter_name). */
 static bool filtered(const char *s, size_t n) {
-    static const char *const names[] = {
-        "[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
-        "profiler::_record_function_enter_new", "profiler::_record_function_exit",
-        "aten::is_leaf", "aten::output_nr", "aten::_version"};
+#define RD_NAME(x) {x, sizeof x - 1}
+    static const struct {
+        const char *s;
+        size_t n;
+    } names[] = {RD_NAME("[memory]"), RD_NAME("[OutOfMemory]"),
+                 RD_NAME("profiler::_record_function_enter"),
+                 RD_NAME("profiler::_record_function_enter_new"),
+                 RD_NAME("profiler::_record_function_exit"), RD_NAME("aten::is_leaf"),
+                 RD_NAME("aten::output_nr"), RD_NAME("aten::_version")};
+#undef RD_NAME
     for (size_t i = 0; i < MP_ARRAY_LEN(names); i++)
-        if (n == strlen(names[i]) && memcmp(s, names[i], n) == 0) return true;
+        if (n == names[i].n && memcmp(s, names[i].s, n) == 0) return true;
     return false;
 }
 
