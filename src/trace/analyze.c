@@ -18,6 +18,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 const char *const mp_tcat_names[MP_TC_COUNT] = {"gemm", "conv", "attention", "elementwise",
                                                 "memcpy_memset", "communication", "other"};
@@ -218,81 +221,160 @@ double mp_trace_peak(const char *device, int dtype, const char **label) {
     return g->tflops[col[dtype]];
 }
 
+/* ---- an int32 -> int64 map (open addressing): a span's self device time,
+ * kept only for the spans that launched device work ---- */
+
+typedef struct kmap {
+    int32_t *keys;   /* -1: empty */
+    int64_t *vals;
+    size_t mask, n;
+} kmap;
+
+static bool kmap_init(kmap *m, size_t n) {
+    memset(m, 0, sizeof *m);
+    size_t cap = 16;
+    while (cap - cap / 4 < n + 16) cap *= 2;
+    m->keys = malloc(cap * sizeof *m->keys);
+    m->vals = malloc(cap * sizeof *m->vals);
+    m->mask = cap - 1;
+    if (!m->keys || !m->vals) return false;
+    memset(m->keys, 0xff, cap * sizeof *m->keys);
+    return true;
+}
+
+static void kmap_free(kmap *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* The slot of key k: its own, or the empty one it would take; -1 when the
+ * map is full (sized by its caller for every key it gets). */
+static ptrdiff_t kmap_slot(const kmap *m, int32_t k) {
+    if (!m->keys) return -1;
+    size_t i = mix64((uint64_t)(uint32_t)k) & m->mask;
+    for (size_t probes = 0; probes <= m->mask; probes++, i = (i + 1) & m->mask)
+        if (m->keys[i] == k || m->keys[i] < 0) return (ptrdiff_t)i;
+    return -1;
+}
+
+static int64_t kmap_get(const kmap *m, int32_t k) {
+    ptrdiff_t i = kmap_slot(m, k);
+    return i >= 0 && m->keys[i] == k ? m->vals[i] : 0;
+}
+
+static void kmap_set(kmap *m, int32_t k, int64_t v, bool add) {
+    ptrdiff_t i = kmap_slot(m, k);
+    if (i < 0) return;
+    if (m->keys[i] != k) {
+        if (!v || m->n + 1 > m->mask - m->mask / 4) return;
+        m->keys[i] = k;
+        m->vals[i] = 0;
+        m->n++;
+    }
+    if (add) MP_SADD(m->vals[i], v);
+    else m->vals[i] = v;
+}
+
 /* ---- sorting ---- */
 
-typedef struct skey {
-    int32_t tid;
-    int32_t idx;
-    int64_t ts, end;
-    int32_t modfirst;    /* 0 for module scopes: they open before an op at the same time */
-} skey;
-
-static int skey_cmp(const void *x, const void *y) {
-    const skey *a = x, *b = y;
+/* The order spans are linked in (PyTorch's _populate_cpu_children): by
+ * thread, start, longer first, module scopes before operators at the same
+ * times (they open before them), then file order. */
+static int span_cmp(const mp_tspan *sp, int32_t x, int32_t y) {
+    const mp_tspan *a = &sp[x], *b = &sp[y];
     if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
     if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
     if (a->end != b->end) return a->end > b->end ? -1 : 1;
-    if (a->modfirst != b->modfirst) return a->modfirst < b->modfirst ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+    int ma = a->kind != MP_TS_MODULE, mb = b->kind != MP_TS_MODULE;
+    if (ma != mb) return ma - mb;
+    return (x > y) - (x < y);
 }
 
-/* Sort keys that are already in a few ascending runs (a trace lists each
- * thread's events mostly in time order): natural merge sort, linear when
- * sorted, O(n log runs) otherwise. Returns false when out of memory. */
-static bool skey_sort(skey *a, size_t n) {
-    if (n < 2) return true;
-    size_t *runs = NULL, nr = 0, cap = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && skey_cmp(&a[j - 1], &a[j]) <= 0) j++;
-        if (nr + 2 > cap) {
-            cap = cap ? cap * 2 : 64;
-            size_t *nrn = realloc(runs, cap * sizeof *runs);
-            if (!nrn) {
-                free(runs);
-                return false;
+/* Sort span indices: bucketed by thread (a counting sort, file order kept
+ * within a thread), then a natural merge sort per thread (a trace lists a
+ * thread's events mostly in time order: linear when sorted, n log(runs)
+ * otherwise). `tmp` holds n indices of scratch. */
+static bool span_sort(const mp_tspan *sp, int32_t *a, int32_t *tmp, size_t n, int n_threads) {
+    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    uint32_t *runs = NULL;
+    size_t cap = 0;
+    if (!start) goto fallback;
+    for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
+    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
+    for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
+    memcpy(a, tmp, n * sizeof *a);
+    for (size_t lo = 0; lo < n;) {
+        size_t hi = lo + 1;
+        while (hi < n && sp[a[hi]].tid == sp[a[lo]].tid) hi++;
+        /* runs of [lo, hi) */
+        size_t nr = 0;
+        for (size_t i = lo; i < hi;) {
+            size_t j = i + 1;
+            while (j < hi && span_cmp(sp, a[j - 1], a[j]) <= 0) j++;
+            if (nr + 2 > cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                uint32_t *nrun = realloc(runs, nc * sizeof *runs);
+                if (!nrun) goto fallback;
+                runs = nrun;
+                cap = nc;
             }
-            runs = nrn;
+            runs[nr++] = (uint32_t)i;
+            i = j;
         }
-        runs[nr++] = i;
-        i = j;
-    }
-    if (nr == 1) {
-        free(runs);
-        return true;
-    }
-    if (nr > n / 8) {   /* no order to use */
-        free(runs);
-        qsort(a, n, sizeof *a, skey_cmp);
-        return true;
-    }
-    skey *tmp = malloc(n * sizeof *tmp);
-    if (!tmp) {
-        free(runs);
-        return false;
-    }
-    runs[nr] = n;
-    skey *src = a, *dst = tmp;
-    while (nr > 1) {
-        size_t out = 0;
-        for (size_t r = 0; r < nr; r += 2) {
-            size_t lo = runs[r], mid = runs[MP_MIN(r + 1, nr)], hi = runs[MP_MIN(r + 2, nr)];
-            size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = skey_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-            runs[out++] = lo;
+        runs[nr] = (uint32_t)hi;
+        int32_t *src = a, *dst = tmp;
+        while (nr > 1) {
+            size_t out = 0;
+            for (size_t r = 0; r < nr; r += 2) {
+                size_t l = runs[r], mid = runs[MP_MIN(r + 1, nr)], h = runs[MP_MIN(r + 2, nr)];
+                size_t i = l, j = mid, k = l;
+                while (i < mid && j < h) dst[k++] = span_cmp(sp, src[j], src[i]) < 0 ? src[j++] : src[i++];
+                while (i < mid) dst[k++] = src[i++];
+                while (j < h) dst[k++] = src[j++];
+                runs[out++] = (uint32_t)l;
+            }
+            runs[out] = (uint32_t)hi;
+            nr = out;
+            int32_t *x = src;
+            src = dst;
+            dst = x;
         }
-        runs[out] = n;
-        nr = out;
-        skey *x = src;
-        src = dst;
-        dst = x;
+        if (src != a) memcpy(a + lo, src + lo, (hi - lo) * sizeof *a);
+        lo = hi;
     }
-    if (src != a) memcpy(a, src, n * sizeof *a);
-    free(tmp);
+    free(start);
     free(runs);
     return true;
+fallback:
+    free(start);
+    free(runs);
+    return false;
+}
+
+/* Reorder the spans in place so that span k is the old span perm[k] (cycle
+ * by cycle; perm is used up). */
+static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        if (perm[k] == (int32_t)k) continue;
+        mp_tspan keep = sp[k];
+        size_t j = k;
+        for (;;) {
+            size_t src = (size_t)perm[j];
+            perm[j] = (int32_t)j;
+            if (src == k) {
+                sp[j] = keep;
+                break;
+            }
+            sp[j] = sp[src];
+            j = src;
+        }
+    }
+}
+
+static int flop_cmp(const void *x, const void *y) {
+    const mp_tflop *a = x, *b = y;
+    return (a->span > b->span) - (a->span < b->span);
 }
 
 typedef struct dkey {
@@ -423,98 +505,171 @@ typedef struct work {
     mp_trace *t;
     mp_trace_raw *raw;
     size_t S, D;
-    skey *order;        /* all spans sorted per thread by time (while linking) */
-    int32_t *ord;       /* the same order, span indices */
+    /* the spans are sorted in place (span_cmp): a thread's spans are
+     * contiguous, and each span's subtree follows it */
     int32_t *parent;    /* operator tree (after merging), -1 */
-    int32_t *nchild;
-    int32_t *alias;     /* merged-away span -> the parent it went into; -1 */
-    int64_t *kern;      /* self device ns */
-    int64_t *dtot;      /* device total ns */
+    uint8_t *nchild;    /* children, 2 for more (while linking) */
     int32_t *mod;       /* innermost module node for operators; -1 */
-    int32_t *fwd;       /* backward op -> forward op; -1 */
     int32_t *devop;     /* device event -> operator; -1 */
-    int32_t *memop;     /* memory event -> innermost operator; -1 */
-    imap ext;           /* External id -> operator/annotation */
+    kmap kern;          /* span -> self device ns (spans that launched device work) */
+    imap fwd;           /* backward operator -> forward operator (spans with has_fwd) */
     imap corr;          /* correlation -> runtime span */
+    uint8_t *nf;        /* name -> NF_* (what a name says, asked once) */
+    size_t launches;    /* device events with an operator */
     bool bwd_ops_seen;
 } work;
 
+/* What a name says: "...Backward..." (a backward operator), "autograd::..."
+ * (the engine's wrapper), "..._backward" (a backward ATen operator), a
+ * DataLoader call, a synchronising runtime call. */
+enum { NF_BACKWARD = 1, NF_AUTOGRAD = 2, NF_UBACKWARD = 4, NF_LOADER = 8, NF_SYNC = 16 };
+
+static uint8_t *name_flags(const mp_trace_raw *raw) {
+    uint8_t *b = malloc((size_t)raw->n_names + 1);
+    if (!b) return NULL;
+    for (int n = 0; n < raw->n_names; n++) {
+        const char *s = raw->names[n];
+        b[n] = (uint8_t)((has(s, "Backward") ? NF_BACKWARD : 0) |
+                         (starts(s, "autograd::") ? NF_AUTOGRAD : 0) |
+                         (has(s, "_backward") ? NF_UBACKWARD : 0) |
+                         (has(s, "DataLoader") ? NF_LOADER : 0) |
+                         (has(s, "Synchronize") || strcmp(s, "cudaMemcpy") == 0 ? NF_SYNC : 0));
+    }
+    return b;
+}
+
+/* The outermost FLOP-counted operator among i and its ancestors; -1. */
+static int32_t outer_of(const work *w, int32_t i) {
+    const mp_tspan *sp = w->raw->spans;
+    int32_t o = -1;
+    for (int32_t x = i; x >= 0; x = w->parent[x])
+        if (sp[x].has_flops && sp[x].kind == MP_TS_OP) o = x;
+    return o;
+}
+
 static int intern_str(mp_trace_raw *raw, const char *s);
+
+/* Freed memory goes back to the system now (glibc keeps freed heap memory
+ * for reuse; the analysis frees megabytes between its steps). */
+static void give_back(void) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
 
 /* The name of the module tree's root: "trace". */
 static int intern_root(mp_trace_raw *raw) { return intern_str(raw, "trace"); }
 
 static int32_t resolve(const work *w, int32_t s) {
-    while (s >= 0 && w->alias[s] >= 0) s = w->alias[s];
+    while (s >= 0 && w->raw->spans[s].merged) s = w->parent[s];
     return s;
 }
 
-static mp_status link_all(work *w) {
+static int64_t kern_of(const work *w, int32_t i) { return kmap_get(&w->kern, i); }
+
+static int32_t fwd_of(const work *w, int32_t i) {
+    return i >= 0 && w->raw->spans[i].has_fwd ? imap_get(&w->fwd, i) : -1;
+}
+
+/* The External id map over operators and annotations. */
+static bool ext_map(const mp_tspan *sp, size_t S, imap *m) {
+    size_t n = 0;
+    int64_t max = 0;
+    for (size_t i = 0; i < S; i++)
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0) {
+            n++;
+            max = MP_MAX(max, sp[i].ext);
+        }
+    if (!imap_init_range(m, n, max)) return false;
+    for (size_t i = 0; i < S; i++)
+        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
+            imap_put(m, sp[i].ext, (int32_t)i);
+    return true;
+}
+
+/* Runtime calls count on their operator's thread; then the spans are
+ * sorted in place (span_cmp), their FLOPs following them. */
+static mp_status sort_spans(work *w) {
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S;
+    imap ext;
+    if (!ext_map(sp, S, &ext)) {
+        imap_free(&ext);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
+        int32_t o = imap_get(&ext, sp[i].ext);
+        if (o >= 0) sp[i].tid = sp[o].tid;
+    }
+    imap_free(&ext);
+    int32_t *perm = malloc((S + 1) * sizeof *perm), *tmp = malloc((S + 1) * sizeof *tmp);
+    if (!perm || !tmp || !span_sort(sp, perm, tmp, S, raw->n_threads)) {
+        free(perm);
+        free(tmp);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    /* the FLOPs table is by span: old index -> new */
+    for (size_t k = 0; k < S; k++) tmp[perm[k]] = (int32_t)k;
+    for (size_t f = 0; f < raw->n_flops; f++) raw->flops[f].span = (uint32_t)tmp[raw->flops[f].span];
+    if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, flop_cmp);
+    free(tmp);
+    permute_spans(sp, perm, S);
+    free(perm);
+    give_back();
+    return MP_OK;
+}
+
+/* The spans sorted, and each device event's operator. */
+static mp_status link_devices(work *w) {
     mp_trace_raw *raw = w->raw;
     size_t S = w->S;
     mp_tspan *sp = raw->spans;
-    size_t n_ext = 0, n_corr = 0;
-    int64_t max_ext = 0, max_corr = 0;
-    for (size_t i = 0; i < S; i++) {
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0) {
-            n_ext++;
-            max_ext = MP_MAX(max_ext, sp[i].ext);
-        }
-        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) {
-            n_corr++;
-            max_corr = MP_MAX(max_corr, sp[i].corr);
-        }
-    }
-    if (!imap_init_range(&w->ext, n_ext, max_ext) || !imap_init_range(&w->corr, n_corr, max_corr))
+    mp_status st = sort_spans(w);
+    if (st != MP_OK) return st;
+    /* The arrays below are made one after the other, each freed as soon
+     * as it is done with, so that few are held at once (the reader's
+     * memory bound, docs/DESIGN.md). */
+    imap ext;
+    if (!ext_map(sp, S, &ext)) {
+        imap_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++) {
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
-            imap_put(&w->ext, sp[i].ext, (int32_t)i);
-        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) imap_put(&w->corr, sp[i].corr, (int32_t)i);
     }
-    /* runtime calls count on their operator's thread */
-    for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
-        int32_t o = imap_get(&w->ext, sp[i].ext);
-        if (o >= 0) sp[i].tid = sp[o].tid;
-    }
-    /* sort (before the per-span arrays exist: the merge's scratch and
-     * they are never held at once) */
-    w->order = malloc((S + 1) * sizeof *w->order);
-    if (!w->order) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++)
-        w->order[i] = (skey){sp[i].tid, (int32_t)i, sp[i].ts, sp[i].end,
-                             sp[i].kind == MP_TS_MODULE ? 0 : 1};
-    if (!skey_sort(w->order, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    size_t S1 = S + 1, D1 = w->D + 1;
-    w->parent = malloc(S1 * sizeof *w->parent);
-    w->nchild = malloc(S1 * sizeof *w->nchild);
-    w->alias = malloc(S1 * sizeof *w->alias);
-    w->kern = calloc(S1, sizeof *w->kern);
-    w->dtot = malloc(S1 * sizeof *w->dtot);
-    w->mod = malloc(S1 * sizeof *w->mod);
-    w->fwd = malloc(S1 * sizeof *w->fwd);
-    w->devop = malloc(D1 * sizeof *w->devop);
-    if (!w->parent || !w->nchild || !w->alias || !w->kern || !w->dtot || !w->mod || !w->fwd ||
-        !w->devop)
+    /* device events -> operator */
+    w->devop = malloc((w->D + 1) * sizeof *w->devop);
+    if (!w->devop) {
+        imap_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++) {
-        w->parent[i] = w->alias[i] = w->mod[i] = w->fwd[i] = -1;
-        w->nchild[i] = 0;
     }
-    /* device events -> operator; self device time */
+    size_t launches = 0;
     for (size_t d = 0; d < w->D; d++) {
-        mp_tdev *dv = &raw->devs[d];
-        w->devop[d] = -1;
-        if (dv->kind == MP_TD_ANNOT || dv->ext < 0) continue;
-        int32_t o = imap_get(&w->ext, dv->ext);
-        w->devop[d] = o;
-        if (o >= 0) MP_SADD(w->kern[o], dv->end - dv->ts);
+        const mp_tdev *dv = &raw->devs[d];
+        w->devop[d] = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : imap_get(&ext, dv->ext);
+        launches += w->devop[d] >= 0;
     }
+    imap_free(&ext);
+    w->launches = launches;
+    return MP_OK;
+}
 
-    int32_t *stack = malloc((S + 1) * sizeof *stack);
-    int32_t *mstack = malloc((S + 1) * sizeof *mstack);   /* module spans */
-    int32_t *mnode = malloc((S + 1) * sizeof *mnode);     /* their tree nodes */
+/* The operator tree per thread (parents, merged duplicates), the module of
+ * each operator and the module tree, each span's self device time. */
+static mp_status link_tree(work *w) {
+    mp_trace_raw *raw = w->raw;
+    size_t S = w->S;
+    mp_tspan *sp = raw->spans;
+    mp_status st = MP_OK;
+    size_t S1 = S + 1;
+    w->parent = malloc(S1 * sizeof *w->parent);
+    w->nchild = calloc(S1, sizeof *w->nchild);   /* 0, 1 or 2 (more) */
+    w->mod = malloc(S1 * sizeof *w->mod);
+    if (!w->parent || !w->nchild || !w->mod) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++) w->parent[i] = w->mod[i] = -1;
+
+    int32_t *stack = malloc(S1 * sizeof *stack);
+    int32_t *mstack = malloc(S1 * sizeof *mstack);   /* module spans */
+    int32_t *mnode = malloc(S1 * sizeof *mnode);     /* their tree nodes */
     if (!stack || !mstack || !mnode) {
         free(stack);
         free(mstack);
@@ -525,17 +680,15 @@ static mp_status link_all(work *w) {
     mtree mt = {0};
     mt.arena = &raw->arena;
     mt.names = raw->names;
-    mp_status st = MP_OK;
     if (!imap_init(&mt.index, 256)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* the root of the module tree */
     int root = -1;
     size_t ns = 0, nm = 0;
-    int32_t cur_tid = INT32_MIN;
+    int32_t cur_tid = -1;
     for (size_t k = 0; k < S && st == MP_OK; k++) {
-        const skey *key = &w->order[k];
-        int32_t i = key->idx;
-        if (key->tid != cur_tid) {
-            cur_tid = key->tid;
+        int32_t i = (int32_t)k;
+        if (sp[i].tid != cur_tid) {
+            cur_tid = sp[i].tid;
             ns = nm = 0;
         }
         if (sp[i].kind == MP_TS_MODULE) {
@@ -571,7 +724,7 @@ static mp_status link_all(work *w) {
                 ns--;
             } else {
                 w->parent[i] = p;
-                w->nchild[p]++;
+                if (w->nchild[p] < 2) w->nchild[p]++;
                 break;
             }
         }
@@ -581,37 +734,52 @@ static mp_status link_all(work *w) {
     free(mstack);
     free(mnode);
     imap_free(&mt.index);
-    w->ord = malloc((S + 1) * sizeof *w->ord);
-    if (!w->ord && st == MP_OK) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t k = 0; w->ord && k < S; k++) w->ord[k] = w->order[k].idx;
-    free(w->order);
-    w->order = NULL;
     w->t->mods = mt.mods;
     w->t->mfig = mt.fig;
     w->t->n_mods = mt.n;
     if (st != MP_OK) return st;
 
-    /* _remove_dup_nodes: parents come before their children in the order */
+    /* self device time: a merge below may give a launch's time to its
+     * parent, so room for two entries a launch */
+    if (!kmap_init(&w->kern, 2 * w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t d = 0; d < w->D; d++)
+        if (w->devop[d] >= 0) kmap_set(&w->kern, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true);
+    /* _remove_dup_nodes: parents come before their children */
     for (size_t k = 0; k < S; k++) {
-        int32_t i = w->ord[k];
+        int32_t i = (int32_t)k;
         if (sp[i].kind == MP_TS_MODULE) continue;
         int32_t p = resolve(w, w->parent[i]);
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
-            w->alias[i] = p;
-            w->kern[p] = w->kern[i];
+            sp[i].merged = 1;
+            kmap_set(&w->kern, p, kern_of(w, i), false);
             w->nchild[p] = w->nchild[i];
         }
     }
-    /* device totals: children after parents, so walk backwards */
-    for (size_t i = 0; i < S; i++) w->dtot[i] = w->kern[i];
-    for (size_t k = S; k-- > 0;) {
-        int32_t i = w->ord[k];
-        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
-        int32_t p = w->parent[i];
-        if (p >= 0) MP_SADD(w->dtot[p], w->dtot[i]);
-    }
     return MP_OK;
+}
+
+
+/* The outermost operator starting at ts on thread tid: the first operator
+ * of the sorted spans at (tid, ts) (longer spans sort first); -1. */
+static int32_t op_at(const mp_tspan *sp, size_t S, uint32_t tid, int64_t ts) {
+    size_t lo = 0, hi = S;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].tid < tid || (sp[mid].tid == tid && sp[mid].ts < ts)) lo = mid + 1;
+        else hi = mid;
+    }
+    for (; lo < S && sp[lo].tid == tid && sp[lo].ts == ts; lo++)
+        if (sp[lo].kind == MP_TS_OP) return (int32_t)lo;
+    return -1;
+}
+
+static int flow_cmp(const void *x, const void *y) {
+    const mp_tflow *a = x, *b = y;
+    if (a->id != b->id) return a->id < b->id ? -1 : 1;
+    if (a->start != b->start) return a->start ? -1 : 1;   /* the start first */
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    return (a->tid > b->tid) - (a->tid < b->tid);
 }
 
 
@@ -622,76 +790,66 @@ static mp_status link_backward(work *w) {
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
-    imap at, flows;   /* (tid, ts) -> outermost operator; flow id -> its start */
-    size_t n_ops = 0;
-    for (size_t i = 0; i < S; i++) n_ops += sp[i].kind == MP_TS_OP;
-    memset(&flows, 0, sizeof flows);
-    if (!imap_init(&at, raw->n_flows ? n_ops : 0) || !imap_init(&flows, raw->n_flows)) {
-        imap_free(&at);
-        imap_free(&flows);
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
-    for (size_t k = 0; raw->n_flows && k < S; k++) {
-        int32_t i = w->ord[k];
-        if (sp[i].kind != MP_TS_OP) continue;
-        imap_put(&at, (int64_t)mix64((uint64_t)sp[i].tid) ^ sp[i].ts, i);
-    }
-    for (size_t f = 0; f < raw->n_flows; f++)
-        if (raw->flows[f].start) imap_put(&flows, raw->flows[f].id, (int32_t)f);
-    for (size_t f = 0; f < raw->n_flows; f++) {
-        const mp_tflow *e = &raw->flows[f];
-        if (e->start) continue;
-        int32_t s = imap_get(&flows, e->id);
-        if (s < 0) continue;
-        const mp_tflow *b = &raw->flows[s];
-        int32_t fo = imap_get(&at, (int64_t)mix64((uint64_t)b->tid) ^ b->ts);
-        int32_t bo = imap_get(&at, (int64_t)mix64((uint64_t)e->tid) ^ e->ts);
-        if (fo >= 0 && bo >= 0 && fo != bo && sp[fo].tid == b->tid && sp[fo].ts == b->ts &&
-            sp[bo].tid == e->tid && sp[bo].ts == e->ts) {
-            w->fwd[bo] = fo;
-            w->t->linked_flow++;
-        }
-    }
-    imap_free(&flows);
-    imap_free(&at);
-    /* sequence numbers for backward operators without a flow */
-    imap seq;
-    size_t n_seq = 0;
+    const uint8_t *bn = w->nf;
+    size_t n_seq = 0, n_bwd = 0;
     int64_t max_seq = 0;
     for (size_t i = 0; i < S; i++)
         if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0) {
             n_seq++;
+            n_bwd += (bn[sp[i].name] & NF_BACKWARD) != 0;
             max_seq = MP_MAX(max_seq, sp[i].seq);
         }
+    if (!imap_init(&w->fwd, raw->n_flows / 2 + n_bwd)) {
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    /* flows: each end after its start, by id */
+    if (raw->n_flows > 1) qsort(raw->flows, raw->n_flows, sizeof *raw->flows, flow_cmp);
+    for (size_t f = 0; f < raw->n_flows;) {
+        size_t g = f;
+        while (g < raw->n_flows && raw->flows[g].id == raw->flows[f].id) g++;
+        const mp_tflow *b = &raw->flows[f];
+        int32_t fo = b->start ? op_at(sp, S, b->tid, b->ts) : -1;
+        for (size_t k = f + 1; fo >= 0 && k < g; k++) {
+            const mp_tflow *e = &raw->flows[k];
+            if (e->start) continue;
+            int32_t bo = op_at(sp, S, e->tid, e->ts);
+            if (bo >= 0 && bo != fo && !sp[bo].has_fwd) {
+                imap_put(&w->fwd, bo, fo);
+                sp[bo].has_fwd = 1;
+                w->t->linked_flow++;
+            }
+        }
+        f = g;
+    }
+    /* sequence numbers for backward operators without a flow */
+    imap seq;
     if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    const char **nm = raw->names;
     /* Several forward operators share a sequence number: an operator that
      * creates no autograd node (a p=0 dropout, a view) leaves the counter
      * where it was, so it carries the number of the next one that does.
      * The node's creator is the last operator started with the number
      * (itself or one of its children, in its module): walk backwards and
      * keep the first seen. */
-    for (size_t k = S; k-- > 0;) {
-        int32_t i = w->ord[k];
+    for (size_t i = S; i-- > 0;) {
         if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
-        const char *n = nm[sp[i].name];
-        if (!has(n, "Backward") && !starts(n, "autograd::")) imap_put(&seq, sp[i].seq, i);
+        if (!(bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD))) imap_put(&seq, sp[i].seq, (int32_t)i);
     }
     for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || w->fwd[i] >= 0) continue;
-        const char *n = nm[sp[i].name];
-        if (!has(n, "Backward")) continue;
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || sp[i].has_fwd) continue;
+        if (!(bn[sp[i].name] & NF_BACKWARD)) continue;
         w->bwd_ops_seen = true;
         int32_t fo = imap_get(&seq, sp[i].seq);
-        if (fo >= 0 && sp[fo].ts < sp[i].ts) w->fwd[i] = fo;
+        if (fo >= 0 && sp[fo].ts < sp[i].ts) {
+            imap_put(&w->fwd, (int64_t)i, fo);
+            sp[i].has_fwd = 1;
+        }
     }
     imap_free(&seq);
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_OP) continue;
-        const char *n = nm[sp[i].name];
-        if (has(n, "Backward") && !starts(n, "autograd::")) {
+        if ((bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD)) == NF_BACKWARD) {
             w->t->bwd_ops++;
-            if (w->fwd[i] >= 0) w->t->linked_bwd++;
+            if (sp[i].has_fwd) w->t->linked_bwd++;
         }
     }
     return MP_OK;
@@ -737,7 +895,7 @@ static mp_status mem_curve(mp_trace *t, const mp_trace_raw *raw) {
     double span = (double)(hi - lo) + 1;
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *e = &raw->mems[m];
-        if (e->device_type != 1 || e->ts < lo || e->ts > hi) continue;
+        if (e->ts < lo || e->ts > hi) continue;
         int b = (int)((double)(e->ts - lo) / span * MP_MEM_CURVE);
         if (b >= MP_MEM_CURVE) b = MP_MEM_CURVE - 1;
         if (e->allocated > c[b].allocated) {
@@ -802,37 +960,55 @@ static mp_status tables(work *w) {
     int N = raw->n_names;
     int32_t *row_cpu = malloc((size_t)N * sizeof *row_cpu);
     int32_t *row_dev = malloc((size_t)N * sizeof *row_dev);
-    int64_t *childcpu = calloc(S + 1, sizeof *childcpu);
-    if (!row_cpu || !row_dev || !childcpu) {
+    /* A span's device total and its children's CPU time, from a walk
+     * backwards: a span's subtree follows it, so its children are done
+     * when it is reached, and the spans still waiting for children's
+     * figures are its ancestors, a stack. */
+    typedef struct pend {
+        int32_t node;
+        int64_t dtot, child;
+    } pend;
+    pend *stk = malloc((S + 1) * sizeof *stk);
+    if (!row_cpu || !row_dev || !stk) {
         free(row_cpu);
         free(row_dev);
-        free(childcpu);
+        free(stk);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(row_cpu, 0xff, (size_t)N * sizeof *row_cpu);
     memset(row_dev, 0xff, (size_t)N * sizeof *row_dev);
-    for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0 || w->parent[i] < 0) continue;
-        MP_SADD(childcpu[w->parent[i]], sp[i].end - sp[i].ts);
-    }
     int cap = 0;
     mp_status st = MP_OK;
-    for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
+    size_t npend = 0;
+    for (size_t k = S; k-- > 0;) {
+        int32_t i = (int32_t)k;
+        if (sp[i].kind == MP_TS_MODULE || sp[i].merged) continue;
+        int64_t kern = kern_of(w, i), dtot = kern, child = 0, dur = sp[i].end - sp[i].ts;
+        if (npend && stk[npend - 1].node == i) {
+            MP_SADD(dtot, stk[npend - 1].dtot);
+            child = stk[npend - 1].child;
+            npend--;
+        }
+        int32_t p = w->parent[i];
+        if (p >= 0) {
+            if (!npend || stk[npend - 1].node != p) stk[npend++] = (pend){p, 0, 0};
+            MP_SADD(stk[npend - 1].dtot, dtot);
+            MP_SADD(stk[npend - 1].child, dur);
+        }
         int32_t r = op_row(t, raw, row_cpu, (int)sp[i].name, star, false, &cap);
         if (r < 0) {
             st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
             break;
         }
         mp_top *o = &t->ops[r];
-        int64_t dur = sp[i].end - sp[i].ts;
         o->count++;
         MP_SADD(o->cpu_total, dur);
-        MP_SADD(o->self_cpu, dur - childcpu[i]);
-        MP_SADD(o->dev_total, w->dtot[i]);
-        MP_SADD(o->self_dev, w->kern[i]);
-        MP_SADD(o->flops, sp[i].flops);
+        MP_SADD(o->self_cpu, dur - child);
+        MP_SADD(o->dev_total, dtot);
+        MP_SADD(o->self_dev, kern);
+        if (sp[i].has_flops) MP_SADD(o->flops, mp_trace_span_flops(raw, (size_t)i));
     }
+    free(stk);
     for (size_t d = 0; d < D && st == MP_OK; d++) {
         const mp_tdev *dv = &raw->devs[d];
         int32_t r = op_row(t, raw, row_dev, (int)dv->name, star, true, &cap);
@@ -845,7 +1021,6 @@ static mp_status tables(work *w) {
         MP_SADD(o->dev_total, dv->end - dv->ts);
         MP_SADD(o->self_dev, dv->end - dv->ts);
     }
-    free(childcpu);
     if (st != MP_OK) {
         free(row_cpu);
         free(row_dev);
@@ -855,18 +1030,18 @@ static mp_status tables(work *w) {
      * for the operator that asked for them) */
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
-        if (me->device_type != 1 || me->bytes <= 0) continue;
+        if (me->bytes <= 0) continue;
         /* last span started at or before it on its thread */
         size_t lo = 0, hi = S;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            const mp_tspan *k = &sp[w->ord[mid]];
+            const mp_tspan *k = &sp[mid];
             if (k->tid < me->tid || (k->tid == me->tid && k->ts <= me->ts)) lo = mid + 1;
             else hi = mid;
         }
         int32_t o = -1;
         for (size_t k = lo; k-- > 0;) {
-            int32_t i = w->ord[k];
+            int32_t i = (int32_t)k;
             if (sp[i].tid != me->tid) break;
             if (sp[i].kind == MP_TS_MODULE) continue;
             o = resolve(w, i);
@@ -974,9 +1149,9 @@ static void modules(work *w) {
         if (o < 0) continue;
         int64_t dur = w->raw->devs[d].end - w->raw->devs[d].ts;
         int32_t x = o;
-        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        while (x >= 0 && !sp[x].has_fwd) x = w->parent[x];
         if (x >= 0) {
-            int m = w->mod[w->fwd[x]];
+            int m = w->mod[fwd_of(w, x)];
             if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
         } else if (w->mod[o] >= 0) {
             MP_SADD(t->mfig[w->mod[o]].fwd, dur);
@@ -985,19 +1160,21 @@ static void modules(work *w) {
     /* FLOPs: the outermost counted operator; a backward one (itself or an
      * enclosing operator tied to a forward one) counts for the module of
      * that forward operator */
-    for (size_t i = 0; i < w->S; i++) {
-        if (!sp[i].flops || sp[i].kind != MP_TS_OP || w->alias[i] >= 0) continue;
+    for (size_t f = 0; f < w->raw->n_flops; f++) {
+        int32_t i = (int32_t)w->raw->flops[f].span;
+        uint64_t fl = w->raw->flops[f].flops;
+        if (sp[i].kind != MP_TS_OP || sp[i].merged) continue;
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
-            if (sp[x].flops) outer = false;
+            if (sp[x].has_flops) outer = false;
         if (!outer) continue;
         int32_t x = i;
-        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        while (x >= 0 && !sp[x].has_fwd) x = w->parent[x];
         if (x >= 0) {
-            int m = w->mod[w->fwd[x]];
-            if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, sp[i].flops);
+            int m = w->mod[fwd_of(w, x)];
+            if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, fl);
         } else if (w->mod[i] >= 0) {
-            MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
+            MP_SADD(t->mfig[w->mod[i]].flops, fl);
         }
     }
     bool cpu = mp_trace_cpu_modules(t, sp, w->S, w->mod, w->D);
@@ -1035,6 +1212,17 @@ static mp_status steps(work *w) {
     size_t S = w->S, D = w->D;
     const char **nm = raw->names;
     mp_status st = MP_OK;
+    /* correlation -> runtime call: when the host launched a kernel */
+    size_t n_corr = 0;
+    int64_t max_corr = 0;
+    for (size_t i = 0; i < S; i++)
+        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) {
+            n_corr++;
+            max_corr = MP_MAX(max_corr, sp[i].corr);
+        }
+    if (!imap_init_range(&w->corr, n_corr, max_corr)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++)
+        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) imap_put(&w->corr, sp[i].corr, (int32_t)i);
 
     /* the steps: ProfilerStep#N annotations, else the whole trace */
     int scap = 0;
@@ -1106,10 +1294,10 @@ static mp_status steps(work *w) {
     size_t nu = merge_ivals(u, nd);
     size_t nl = 0, nsy = 0;
     for (size_t i = 0; i < S; i++) {
-        const char *n = nm[sp[i].name];
-        if ((sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && has(n, "DataLoader"))
+        uint8_t f = w->nf[sp[i].name];
+        if ((sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && (f & NF_LOADER))
             loader[nl++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
-        if (sp[i].kind == MP_TS_RUNTIME && (has(n, "Synchronize") || strcmp(n, "cudaMemcpy") == 0))
+        if (sp[i].kind == MP_TS_RUNTIME && (f & NF_SYNC))
             sync[nsy++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
     }
     if (nl > 1) qsort(loader, nl, sizeof *loader, ival_cmp);
@@ -1202,20 +1390,23 @@ static mp_status steps(work *w) {
     }
     /* optimizer time and FLOPs: each span counts for the step it starts in */
     for (size_t i = 0; i < S; i++) {
-        bool opt = sp[i].kind == MP_TS_ANNOT && starts(nm[sp[i].name], "Optimizer.step#");
-        if (!opt && !sp[i].flops) continue;
+        if (sp[i].kind != MP_TS_ANNOT || !starts(nm[sp[i].name], "Optimizer.step#")) continue;
         int k = step_at(t, sp[i].ts);
         if (k < 0) continue;
         mp_tstep *s = &t->steps[k];
-        if (opt) MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
-        if (sp[i].flops) {
-            bool outer = true;
-            for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
-                if (sp[x].flops) outer = false;
-            if (outer) {
-                MP_SADD(s->flops, sp[i].flops);
-                MP_SADD(t->flops_total, sp[i].flops);
-            }
+        MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
+    }
+    for (size_t f = 0; f < raw->n_flops; f++) {
+        int32_t i = (int32_t)raw->flops[f].span;
+        uint64_t fl = raw->flops[f].flops;
+        int k = step_at(t, sp[i].ts);
+        if (k < 0) continue;
+        bool outer = true;
+        for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
+            if (sp[x].has_flops) outer = false;
+        if (outer) {
+            MP_SADD(t->steps[k].flops, fl);
+            MP_SADD(t->flops_total, fl);
         }
     }
     /* the optimizer's device span (its gpu_user_annotation) */
@@ -1230,7 +1421,6 @@ static mp_status steps(work *w) {
     int cur = -1;
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
-        if (me->device_type != 1) continue;
         int k = step_at(t, me->ts);
         if (k != cur && k >= 0) {
             mp_tstep *s = &t->steps[k];
@@ -1279,46 +1469,44 @@ static mp_status flop_summary(work *w) {
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
     const char **nm = raw->names;
-    int32_t *outer = malloc((S + 1) * sizeof *outer);   /* the outermost counted op around; -1 */
-    uint8_t *tc = calloc(S + 1, 1), *launched = calloc(S + 1, 1);
+    size_t words = S / 64 + 1;
+    /* bit sets over spans: launched kernels itself; its kernels ran fp32 on tensor cores */
+    uint64_t *launched = calloc(words, sizeof *launched), *tc = calloc(words, sizeof *tc);
     int32_t *row = malloc(((size_t)raw->n_names + 1) * sizeof *row);
-    if (!outer || !tc || !launched || !row) {
-        free(outer);
+    if (!tc || !launched || !row) {
         free(tc);
         free(launched);
         free(row);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
-    for (size_t k = 0; k < S; k++) {   /* parents before children */
-        int32_t i = w->ord[k];
-        int32_t p = w->parent[i];
-        outer[i] = p >= 0 && outer[p] >= 0 ? outer[p] : sp[i].flops && sp[i].kind == MP_TS_OP ? i : -1;
-    }
+#define BIT_SET(b, i) ((b)[(size_t)(i) / 64] |= UINT64_C(1) << ((size_t)(i) % 64))
+#define BIT_GET(b, i) (((b)[(size_t)(i) / 64] >> ((size_t)(i) % 64)) & 1)
     for (size_t d = 0; d < w->D; d++) {
         int32_t o = w->devop[d];
         if (o < 0 || raw->devs[d].kind != MP_TD_KERNEL) continue;
         o = resolve(w, o);
-        launched[o] = 1;
-        int32_t c = outer[o];
-        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && tf32_kernel(nm[raw->devs[d].name])) tc[c] = 1;
+        BIT_SET(launched, o);
+        int32_t c = outer_of(w, o);
+        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && tf32_kernel(nm[raw->devs[d].name])) BIT_SET(tc, c);
     }
     uint64_t by[MP_TDT_COUNT] = {0};
-    for (size_t i = 0; i < S; i++) {
-        if (outer[i] != (int32_t)i || w->alias[i] >= 0) continue;
+    for (size_t f = 0; f < raw->n_flops; f++) {
+        int32_t i = (int32_t)raw->flops[f].span;
+        uint64_t fl = raw->flops[f].flops;
+        if (sp[i].merged || outer_of(w, i) != i) continue;
         int dt = sp[i].dtype < MP_TDT_COUNT ? sp[i].dtype : MP_TDT_NONE;
-        if (dt == MP_TDT_FP32 && tc[i]) dt = MP_TDT_TF32;
-        MP_SADD(by[dt], sp[i].flops);
+        if (dt == MP_TDT_FP32 && BIT_GET(tc, i)) dt = MP_TDT_TF32;
+        MP_SADD(by[dt], fl);
         /* backward: tied to a forward operator, or named so (itself or an
          * enclosing operator: a trace without flows or sequence numbers) */
-        int32_t x = (int32_t)i;
-        while (x >= 0 && w->fwd[x] < 0 && !has(nm[sp[x].name], "Backward") &&
-               !has(nm[sp[x].name], "_backward"))
+        int32_t x = i;
+        while (x >= 0 && !sp[x].has_fwd && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
             x = w->parent[x];
         if (x < 0) continue;
         int k = step_at(t, sp[i].ts);
         if (k < 0) continue;
-        MP_SADD(t->flops_bwd, sp[i].flops);
-        MP_SADD(t->steps[k].flops_bwd, sp[i].flops);
+        MP_SADD(t->flops_bwd, fl);
+        MP_SADD(t->steps[k].flops_bwd, fl);
     }
     t->dominant_dtype = MP_TDT_NONE;
     for (int d = 1; d < MP_TDT_COUNT; d++)
@@ -1329,8 +1517,9 @@ static mp_status flop_summary(work *w) {
     int cap = 0;
     mp_status st = MP_OK;
     for (size_t i = 0; i < S && st == MP_OK; i++) {
-        if (!launched[i] || outer[i] >= 0 || sp[i].kind != MP_TS_OP || w->alias[i] >= 0 ||
-            step_at(t, sp[i].ts) < 0 || mp_trace_flop_free(nm[sp[i].name]))
+        if (!BIT_GET(launched, i) || sp[i].kind != MP_TS_OP || sp[i].merged ||
+            outer_of(w, (int32_t)i) >= 0 || step_at(t, sp[i].ts) < 0 ||
+            mp_trace_flop_free(nm[sp[i].name]))
             continue;
         int32_t r = row[sp[i].name];
         if (r < 0) {
@@ -1345,11 +1534,12 @@ static mp_status flop_summary(work *w) {
             t->uncounted[r].name = nm[sp[i].name];
         }
         t->uncounted[r].count++;
-        MP_SADD(t->uncounted[r].device, w->kern[i]);
+        MP_SADD(t->uncounted[r].device, kern_of(w, (int32_t)i));
     }
+#undef BIT_SET
+#undef BIT_GET
     if (t->n_uncounted > 1)
         qsort(t->uncounted, (size_t)t->n_uncounted, sizeof *t->uncounted, unc_cmp);
-    free(outer);
     free(tc);
     free(launched);
     free(row);
@@ -1561,21 +1751,32 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.D = raw->n_devs;
     mp_status st = MP_OK;
     if (raw->n_mems > 1) qsort(raw->mems, raw->n_mems, sizeof *raw->mems, mem_cmp);
-    if (st == MP_OK) st = link_all(&w);
-    free(w.nchild);
-    w.nchild = NULL;
+    w.nf = name_flags(raw);
+    if (!w.nf) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    /* Each step frees what the later ones do not read, so that few of the
+     * per-span arrays are held at once (memory: docs/DESIGN.md "Reading"). */
+    if (st == MP_OK) st = link_devices(&w);
     if (st == MP_OK) st = link_backward(&w);
+    free(raw->flows);   /* nothing reads the flows after */
+    raw->flows = NULL;
+    raw->n_flows = raw->cap_flows = 0;
+    give_back();
+    if (st == MP_OK) st = link_tree(&w);
+    free(w.nchild);     /* only merging needed it */
+    w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
     if (st == MP_OK) modules(&w);
+    free(w.mod);        /* modules() is the last to read these */
+    w.mod = NULL;
+    imap_free(&w.fwd);
+    give_back();
     if (st == MP_OK) st = steps(&w);
     if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
     if (st == MP_OK) {
-        t->mem_peak_alloc = t->mem_peak_reserved = -1;
-        for (size_t m = 0; m < raw->n_mems; m++) {
-            if (raw->mems[m].device_type != 1) continue;
+        t->mem_peak_alloc = -1;
+        t->mem_peak_reserved = raw->mem_reserved_peak;
+        for (size_t m = 0; m < raw->n_mems; m++)
             t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, raw->mems[m].allocated);
-            t->mem_peak_reserved = MP_MAX(t->mem_peak_reserved, raw->mems[m].reserved);
-        }
         st = mem_curve(t, raw);
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;
@@ -1594,17 +1795,14 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         }
         findings(t);
     }
-    imap_free(&w.ext);
     imap_free(&w.corr);
-    free(w.order);
-    free(w.ord);
+    imap_free(&w.fwd);
+    kmap_free(&w.kern);
+    free(w.nchild);
     free(w.parent);
-    free(w.alias);
-    free(w.kern);
-    free(w.dtot);
     free(w.mod);
-    free(w.fwd);
     free(w.devop);
+    free(w.nf);
     if (st != MP_OK) mp_trace_free(t);
     return st;
 }

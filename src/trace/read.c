@@ -138,7 +138,7 @@ typedef struct rd {
 
 /* A mapped file's pages behind the parser are given back every 32 MB, so
  * the mapping never holds more of the file than that in memory. */
-#define RD_RELEASE ((size_t)32 << 20)
+#define RD_RELEASE ((size_t)2 << 20)
 
 static void rd_release(rd *r) {
     size_t upto = r->pos & ~(RD_RELEASE - 1);
@@ -597,10 +597,14 @@ static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
         (out) = &(arr)[(n)++];                                                   \
     } while (0)
 
+/* intern and thread_index: -1 out of memory, -2 past what a record holds */
+#define RD_LIMIT (-2)
+
 static int intern(mp_trace_raw *t, const char *s, size_t n) {
     uint32_t h = mp_strmap_hash(s, n);
     int v = mp_strmap_getn_h(&t->names_map, s, n, h);
     if (v >= 0) return v;
+    if (t->n_names >= (1 << MP_TNAME_BITS) - 1) return RD_LIMIT;
     char *copy = mp_arena_strndup(&t->arena, s, n);
     if (!copy) return -1;
     int *cap = &t->cap_names;
@@ -616,6 +620,7 @@ static int thread_index(mp_trace_raw *t, int64_t pid, int64_t tid) {
     int64_t key = (int64_t)((uint64_t)pid << 32) ^ (int64_t)(uint32_t)tid;
     for (int i = t->n_threads - 1; i >= 0; i--)
         if (t->threads[i] == key) return i;
+    if (t->n_threads > UINT16_MAX) return RD_LIMIT;
     int64_t *nt = mp_grow(t->threads, sizeof *t->threads, &t->cap_threads, t->n_threads + 1);
     if (!nt) return -1;
     t->threads = nt;
@@ -969,6 +974,13 @@ static bool filtered(const char *s, size_t n) {
 
 static int32_t id32(int64_t v) { return v >= 0 && v <= INT32_MAX ? (int32_t)v : -1; }
 
+/* keep()'s answer when intern or thread_index failed (r < 0). */
+static int limit(int r, const char **why) {
+    if (r != RD_LIMIT) return -1;
+    *why = "more distinct names (2^23) or threads (2^16) than the reader keeps";
+    return 1;
+}
+
 /* Keep what the analysis needs of one event. Returns 0, -1 (out of
  * memory) or 1 (a field is missing or absurd: *why says which). */
 static int keep(rd *r, ev *v, const char **why) {
@@ -1029,34 +1041,45 @@ static int keep(rd *r, ev *v, const char **why) {
         }
         int ni = intern(t, name, nlen);
         int ti = thread_index(t, v->pid, v->tid);
-        if (ni < 0 || ti < 0) return -1;
+        if (ni < 0 || ti < 0) return limit(ni < 0 ? ni : ti, why);
+        if (t->n_spans >= UINT32_MAX) return *why = "more than 2^32 spans", 1;
+        uint64_t fl = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
+        if (fl) {
+            mp_tflop *f;
+            PUSH(t->flops, t->n_flops, t->cap_flops, f);
+            f->span = (uint32_t)t->n_spans;
+            f->flops = fl;
+        }
         mp_tspan *s;
         PUSH(t->spans, t->n_spans, t->cap_spans, s);
+        memset(s, 0, sizeof *s);
         s->ts = v->ts;
         s->end = v->ts + v->dur;
         s->ext = id32(v->ext);
-        s->corr = kind == MP_TS_RUNTIME ? id32(v->corr) : -1;
-        s->seq = id32(v->seq);
+        if (kind == MP_TS_RUNTIME) s->corr = id32(v->corr);
+        else s->seq = id32(v->seq);
         s->name = (uint32_t)ni;
-        s->tid = ti;
+        s->tid = (uint16_t)ti;
         s->kind = kind;
-        s->dtype = v->dtype;
+        s->dtype = v->dtype < MP_TDT_COUNT ? v->dtype : MP_TDT_NONE;
         s->bwd = range == 2;
-        s->flops = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
+        s->has_flops = fl != 0;
         return 0;
     }
     if (dev) {
         int ni = intern(t, name, nlen);
-        if (ni < 0) return -1;
+        if (ni < 0) return limit(ni, why);
         mp_tdev *d;
         PUSH(t->devs, t->n_devs, t->cap_devs, d);
+        memset(d, 0, sizeof *d);
         d->ts = v->ts;
         d->end = v->ts + v->dur;
         d->ext = id32(v->ext);
         d->corr = id32(v->corr);
         d->name = (uint32_t)ni;
-        d->stream = (int32_t)(v->stream >= 0 && v->stream < INT32_MAX ? v->stream : v->tid);
-        d->device = (int32_t)(v->device >= 0 && v->device < INT32_MAX ? v->device : v->pid);
+        int64_t stream = v->stream >= 0 ? v->stream : v->tid, device = v->device >= 0 ? v->device : v->pid;
+        d->stream = (int16_t)(stream >= 0 && stream <= INT16_MAX ? stream : -1);
+        d->device = (int16_t)(device >= 0 && device <= INT16_MAX ? device : -1);
         d->kind = kind;
         return 0;
     }
@@ -1066,21 +1089,21 @@ static int keep(rd *r, ev *v, const char **why) {
         if (v->alloc < -lim || v->alloc > lim || v->reserved < -lim || v->reserved > lim ||
             v->bytes < -lim || v->bytes > lim)
             return *why = "absurd [memory] figures", 1;
+        if (v->dev_type != 1) return 0;   /* host memory: nothing reads it */
         int ti = thread_index(t, v->pid, v->tid);
-        if (ti < 0) return -1;
+        if (ti < 0) return limit(ti, why);
         mp_tmem *m;
         PUSH(t->mems, t->n_mems, t->cap_mems, m);
         m->ts = v->ts;
         m->bytes = v->bytes;
         m->allocated = v->alloc;
-        m->reserved = v->reserved;
         m->tid = ti;
-        m->device_type = (int8_t)(v->dev_type == 1 ? 1 : v->dev_type == 0 ? 0 : -1);
+        t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, v->reserved);
         return 0;
     }
     if (!v->has_id) return *why = "flow without \"id\"", 1;
     int ti = thread_index(t, v->pid, v->tid);
-    if (ti < 0) return -1;
+    if (ti < 0) return limit(ti, why);
     mp_tflow *fl;
     PUSH(t->flows, t->n_flows, t->cap_flows, fl);
     fl->id = v->id;
@@ -1344,6 +1367,7 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
     t->device_sms = -1;
     t->rank = -1;
     t->world_size = -1;
+    t->mem_reserved_peak = -1;
     r->t = t;
     r->label = label;
     if (r->mapped) {   /* the whole file is the window */
@@ -1447,6 +1471,18 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     free(t->devs);
     free(t->mems);
     free(t->flows);
+    free(t->flops);
     free(t->threads);
     memset(t, 0, sizeof *t);
+}
+
+uint64_t mp_trace_span_flops(const mp_trace_raw *t, size_t i) {
+    if (i >= t->n_spans || !t->spans[i].has_flops) return 0;
+    size_t lo = 0, hi = t->n_flops;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->flops[mid].span < i) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < t->n_flops && t->flops[lo].span == i ? t->flops[lo].flops : 0;
 }
