@@ -18,6 +18,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -33,14 +34,41 @@ const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
                                                   "launch-bound (host late)",
                                                   "after synchronisation", "other"};
 
-/* ---- an int64 -> int32 hash map (open addressing) ---- */
+/* ---- big arrays: mapped from the system and given back whole when
+ * freed (the heap keeps freed memory for reuse: the analysis frees
+ * megabytes between its steps and would hold them all at once) ---- */
 
-typedef struct imap {
-    int64_t *keys;   /* NULL in a dense map */
-    int32_t *vals;   /* -1: empty */
-    size_t mask, n;
-    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
-} imap;
+#define BIG_MAP ((size_t)1 << 20)
+
+typedef struct big_head {
+    size_t size;     /* bytes after the header */
+    size_t mapped;   /* 1: mmap, 0: malloc */
+} big_head;
+
+static void *big_alloc(size_t n, bool zero) {
+    if (n > SIZE_MAX - sizeof(big_head) - 4096) return NULL;
+    size_t total = n + sizeof(big_head);
+    big_head *h;
+    if (total >= BIG_MAP) {
+        void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        h = p;   /* mapped memory is zero already */
+        h->mapped = 1;
+    } else {
+        h = zero ? calloc(1, total) : malloc(total);
+        if (!h) return NULL;
+        h->mapped = 0;
+    }
+    h->size = n;
+    return h + 1;
+}
+
+static void big_free(void *p) {
+    if (!p) return;
+    big_head *h = (big_head *)p - 1;
+    if (h->mapped) munmap(h, h->size + sizeof *h);
+    else free(h);
+}
 
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 33;
@@ -51,45 +79,53 @@ static uint64_t mix64(uint64_t x) {
     return x;
 }
 
-/* A map for n keys. When every key is known to lie in 0..max_key and
- * that range is not much larger than n (External ids and correlations are
- * counters, so they are dense), the map is a plain array indexed by the
- * key: no hashing, 4 bytes a slot. max_key < 0: keys of any value. */
+/* ---- an int64 -> int32 map (open addressing) ---- */
+
+typedef struct imap {
+    int64_t *keys;   /* NULL in a dense map */
+    int32_t *vals;   /* -1: empty */
+    size_t mask, n;
+    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
+} imap;
+
+static bool imap_alloc(imap *m, size_t cap) {
+    m->keys = big_alloc(cap * sizeof *m->keys, false);
+    m->vals = big_alloc(cap * sizeof *m->vals, false);
+    m->mask = cap - 1;
+    m->n = 0;
+    if (!m->keys || !m->vals) return false;
+    memset(m->vals, 0xff, cap * sizeof *m->vals);
+    return true;
+}
+
+/* A map for about n keys (it grows past them). When every key is known to
+ * lie in 0..max_key and that range is not much larger than n (External ids
+ * and correlations are counters, so they are dense), the map is a plain
+ * array indexed by the key: no hashing, 4 bytes a slot. max_key < 0: keys
+ * of any value. */
 static bool imap_init_range(imap *m, size_t n, int64_t max_key) {
     memset(m, 0, sizeof *m);
     if (max_key >= 0 && (uint64_t)max_key < 4 * (uint64_t)n + 4096) {
         m->dense = (size_t)max_key + 1;
-        m->vals = malloc(m->dense * sizeof *m->vals);
+        m->vals = big_alloc(m->dense * sizeof *m->vals, false);
         if (!m->vals) return false;
         memset(m->vals, 0xff, m->dense * sizeof *m->vals);
         return true;
     }
     size_t cap = 16;
     while (cap - cap / 4 < n + 16) cap *= 2;
-    m->keys = malloc(cap * sizeof *m->keys);
-    m->vals = malloc(cap * sizeof *m->vals);
-    m->mask = cap - 1;
-    if (!m->keys || !m->vals) return false;
-    memset(m->vals, 0xff, cap * sizeof *m->vals);
-    return true;
+    return imap_alloc(m, cap);
 }
 
 static bool imap_init(imap *m, size_t n) { return imap_init_range(m, n, -1); }
 
 static void imap_free(imap *m) {
-    free(m->keys);
-    free(m->vals);
+    big_free(m->keys);
+    big_free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-/* Insert when absent (the first value stays). Maps are sized for their
- * keys up front; a full one (a caller's miscount) takes no more. */
-static void imap_put(imap *m, int64_t k, int32_t v) {
-    if (m->dense) {
-        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
-        return;
-    }
-    if (m->n + 1 > m->mask - m->mask / 4) return;
+static void imap_put_slot(imap *m, int64_t k, int32_t v) {
     size_t i = mix64((uint64_t)k) & m->mask;
     while (m->vals[i] >= 0) {
         if (m->keys[i] == k) return;
@@ -98,6 +134,29 @@ static void imap_put(imap *m, int64_t k, int32_t v) {
     m->keys[i] = k;
     m->vals[i] = v;
     m->n++;
+}
+
+/* Insert when absent (the first value stays). False when out of memory
+ * (a full map grows to twice its size). */
+static bool imap_put(imap *m, int64_t k, int32_t v) {
+    if (m->dense) {
+        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
+        return true;
+    }
+    if (!m->vals) return false;
+    if (m->n + 1 > m->mask - m->mask / 4) {
+        imap old = *m;
+        if (!imap_alloc(m, (old.mask + 1) * 2)) {
+            imap_free(m);
+            *m = old;
+            return false;
+        }
+        for (size_t s = 0; s <= old.mask; s++)
+            if (old.vals[s] >= 0) imap_put_slot(m, old.keys[s], old.vals[s]);
+        imap_free(&old);
+    }
+    imap_put_slot(m, k, v);
+    return true;
 }
 
 static int32_t imap_get(const imap *m, int64_t k) {
@@ -230,50 +289,72 @@ typedef struct kmap {
     size_t mask, n;
 } kmap;
 
-static bool kmap_init(kmap *m, size_t n) {
-    memset(m, 0, sizeof *m);
-    size_t cap = 16;
-    while (cap - cap / 4 < n + 16) cap *= 2;
-    m->keys = malloc(cap * sizeof *m->keys);
-    m->vals = malloc(cap * sizeof *m->vals);
+static bool kmap_alloc(kmap *m, size_t cap) {
+    m->keys = big_alloc(cap * sizeof *m->keys, false);
+    m->vals = big_alloc(cap * sizeof *m->vals, false);
     m->mask = cap - 1;
+    m->n = 0;
     if (!m->keys || !m->vals) return false;
     memset(m->keys, 0xff, cap * sizeof *m->keys);
     return true;
 }
 
+static bool kmap_init(kmap *m, size_t n) {
+    memset(m, 0, sizeof *m);
+    size_t cap = 16;
+    while (cap - cap / 4 < n + 16) cap *= 2;
+    return kmap_alloc(m, cap);
+}
+
 static void kmap_free(kmap *m) {
-    free(m->keys);
-    free(m->vals);
+    big_free(m->keys);
+    big_free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-/* The slot of key k: its own, or the empty one it would take; -1 when the
- * map is full (sized by its caller for every key it gets). */
-static ptrdiff_t kmap_slot(const kmap *m, int32_t k) {
-    if (!m->keys) return -1;
+static size_t kmap_slot(const kmap *m, int32_t k) {
     size_t i = mix64((uint64_t)(uint32_t)k) & m->mask;
-    for (size_t probes = 0; probes <= m->mask; probes++, i = (i + 1) & m->mask)
-        if (m->keys[i] == k || m->keys[i] < 0) return (ptrdiff_t)i;
-    return -1;
+    while (m->keys[i] >= 0 && m->keys[i] != k) i = (i + 1) & m->mask;
+    return i;
 }
 
 static int64_t kmap_get(const kmap *m, int32_t k) {
-    ptrdiff_t i = kmap_slot(m, k);
-    return i >= 0 && m->keys[i] == k ? m->vals[i] : 0;
+    if (!m->keys) return 0;
+    size_t i = kmap_slot(m, k);
+    return m->keys[i] == k ? m->vals[i] : 0;
 }
 
-static void kmap_set(kmap *m, int32_t k, int64_t v, bool add) {
-    ptrdiff_t i = kmap_slot(m, k);
-    if (i < 0) return;
+/* Add v to k's value (add), or set it. False when out of memory (a full
+ * map grows to twice its size). */
+static bool kmap_set(kmap *m, int32_t k, int64_t v, bool add) {
+    if (!m->keys) return false;
+    size_t i = kmap_slot(m, k);
     if (m->keys[i] != k) {
-        if (!v || m->n + 1 > m->mask - m->mask / 4) return;
+        if (!v) return true;
+        if (m->n + 1 > m->mask - m->mask / 4) {
+            kmap old = *m;
+            if (!kmap_alloc(m, (old.mask + 1) * 2)) {
+                kmap_free(m);
+                *m = old;
+                return false;
+            }
+            for (size_t s = 0; s <= old.mask; s++)
+                if (old.keys[s] >= 0) {
+                    size_t j = kmap_slot(m, old.keys[s]);
+                    m->keys[j] = old.keys[s];
+                    m->vals[j] = old.vals[s];
+                    m->n++;
+                }
+            kmap_free(&old);
+            i = kmap_slot(m, k);
+        }
         m->keys[i] = k;
         m->vals[i] = 0;
         m->n++;
     }
     if (add) MP_SADD(m->vals[i], v);
     else m->vals[i] = v;
+    return true;
 }
 
 /* ---- sorting ---- */
@@ -291,65 +372,131 @@ static int span_cmp(const mp_tspan *sp, int32_t x, int32_t y) {
     return (x > y) - (x < y);
 }
 
+typedef int (*idx_cmp)(const void *ctx, int32_t x, int32_t y);
+
+static int span_cmp_ctx(const void *ctx, int32_t x, int32_t y) { return span_cmp(ctx, x, y); }
+
+/* Natural merge sort of the indices a[lo, hi) by cmp: the ascending runs
+ * already there, merged pairwise (linear when sorted, n log(runs)
+ * otherwise). tmp: scratch as long as a; *runs, *cap: a run list it may
+ * grow. False when out of memory. */
+static bool idx_msort(int32_t *a, int32_t *tmp, size_t lo, size_t hi, idx_cmp cmp, const void *ctx,
+                      uint32_t **runs, size_t *cap) {
+    if (hi - lo < 2) return true;
+    size_t nr = 0;
+    for (size_t i = lo; i < hi;) {
+        size_t j = i + 1;
+        while (j < hi && cmp(ctx, a[j - 1], a[j]) <= 0) j++;
+        if (nr + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 64;
+            uint32_t *nrun = realloc(*runs, nc * sizeof **runs);
+            if (!nrun) return false;
+            *runs = nrun;
+            *cap = nc;
+        }
+        (*runs)[nr++] = (uint32_t)i;
+        i = j;
+    }
+    uint32_t *r = *runs;
+    r[nr] = (uint32_t)hi;
+    int32_t *src = a, *dst = tmp;
+    while (nr > 1) {
+        size_t out = 0;
+        for (size_t q = 0; q < nr; q += 2) {
+            size_t l = r[q], mid = r[MP_MIN(q + 1, nr)], h = r[MP_MIN(q + 2, nr)];
+            size_t i = l, j = mid, k = l;
+            while (i < mid && j < h) dst[k++] = cmp(ctx, src[j], src[i]) < 0 ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < h) dst[k++] = src[j++];
+            r[out++] = (uint32_t)l;
+        }
+        r[out] = (uint32_t)hi;
+        nr = out;
+        int32_t *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != a) memcpy(a + lo, src + lo, (hi - lo) * sizeof *a);
+    return true;
+}
+
 /* Sort span indices: bucketed by thread (a counting sort, file order kept
  * within a thread), then a natural merge sort per thread (a trace lists a
- * thread's events mostly in time order: linear when sorted, n log(runs)
- * otherwise). `tmp` holds n indices of scratch. */
+ * thread's events mostly in time order). `tmp` holds n indices of
+ * scratch. False when out of memory. */
 static bool span_sort(const mp_tspan *sp, int32_t *a, int32_t *tmp, size_t n, int n_threads) {
     size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
     uint32_t *runs = NULL;
     size_t cap = 0;
-    if (!start) goto fallback;
-    for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
-    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
-    for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
-    memcpy(a, tmp, n * sizeof *a);
-    for (size_t lo = 0; lo < n;) {
+    bool ok = start != NULL;
+    if (ok) {
+        for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
+        for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
+        for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
+        memcpy(a, tmp, n * sizeof *a);
+    }
+    for (size_t lo = 0; ok && lo < n;) {
         size_t hi = lo + 1;
         while (hi < n && sp[a[hi]].tid == sp[a[lo]].tid) hi++;
-        /* runs of [lo, hi) */
-        size_t nr = 0;
-        for (size_t i = lo; i < hi;) {
-            size_t j = i + 1;
-            while (j < hi && span_cmp(sp, a[j - 1], a[j]) <= 0) j++;
-            if (nr + 2 > cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                uint32_t *nrun = realloc(runs, nc * sizeof *runs);
-                if (!nrun) goto fallback;
-                runs = nrun;
-                cap = nc;
-            }
-            runs[nr++] = (uint32_t)i;
-            i = j;
-        }
-        runs[nr] = (uint32_t)hi;
-        int32_t *src = a, *dst = tmp;
-        while (nr > 1) {
-            size_t out = 0;
-            for (size_t r = 0; r < nr; r += 2) {
-                size_t l = runs[r], mid = runs[MP_MIN(r + 1, nr)], h = runs[MP_MIN(r + 2, nr)];
-                size_t i = l, j = mid, k = l;
-                while (i < mid && j < h) dst[k++] = span_cmp(sp, src[j], src[i]) < 0 ? src[j++] : src[i++];
-                while (i < mid) dst[k++] = src[i++];
-                while (j < h) dst[k++] = src[j++];
-                runs[out++] = (uint32_t)l;
-            }
-            runs[out] = (uint32_t)hi;
-            nr = out;
-            int32_t *x = src;
-            src = dst;
-            dst = x;
-        }
-        if (src != a) memcpy(a + lo, src + lo, (hi - lo) * sizeof *a);
+        ok = idx_msort(a, tmp, lo, hi, span_cmp_ctx, sp, &runs, &cap);
         lo = hi;
     }
     free(start);
     free(runs);
-    return true;
-fallback:
-    free(start);
+    return ok;
+}
+
+/* Operators and annotations by External id: their indices sorted by
+ * (External id, index), found by binary search (a map over the ids would
+ * be as large as their range, and the ids of a long trace leave gaps). */
+typedef struct eidx {
+    const mp_tspan *sp;
+    int32_t *a;
+    size_t n;
+} eidx;
+
+static bool ext_keyed(const mp_tspan *s) {
+    return (s->kind == MP_TS_OP || s->kind == MP_TS_ANNOT) && s->ext >= 0;
+}
+
+static int ext_cmp(const void *ctx, int32_t x, int32_t y) {
+    const mp_tspan *sp = ctx;
+    if (sp[x].ext != sp[y].ext) return sp[x].ext < sp[y].ext ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static bool eidx_build(eidx *e, const mp_tspan *sp, size_t S) {
+    memset(e, 0, sizeof *e);
+    e->sp = sp;
+    size_t n = 0;
+    for (size_t i = 0; i < S; i++) n += ext_keyed(&sp[i]);
+    e->a = big_alloc((n + 1) * sizeof *e->a, false);
+    int32_t *tmp = big_alloc((n + 1) * sizeof *tmp, false);
+    uint32_t *runs = NULL;
+    size_t cap = 0;
+    bool ok = e->a && tmp;
+    for (size_t i = 0; ok && i < S; i++)
+        if (ext_keyed(&sp[i])) e->a[e->n++] = (int32_t)i;
+    ok = ok && idx_msort(e->a, tmp, 0, e->n, ext_cmp, sp, &runs, &cap);
+    big_free(tmp);
     free(runs);
-    return false;
+    return ok;
+}
+
+/* The first operator or annotation with External id k; -1. */
+static int32_t eidx_get(const eidx *e, int64_t k) {
+    size_t lo = 0, hi = e->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->sp[e->a[mid]].ext < k) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < e->n && e->sp[e->a[lo]].ext == k ? e->a[lo] : -1;
+}
+
+static void eidx_free(eidx *e) {
+    big_free(e->a);
+    memset(e, 0, sizeof *e);
 }
 
 /* Reorder the spans in place so that span k is the old span perm[k] (cycle
@@ -377,16 +524,12 @@ static int flop_cmp(const void *x, const void *y) {
     return (a->span > b->span) - (a->span < b->span);
 }
 
-typedef struct dkey {
-    int64_t ts, end;
-    int32_t idx;
-} dkey;
-
-static int dkey_cmp(const void *x, const void *y) {
-    const dkey *a = x, *b = y;
+/* Device events by start, end, then index. */
+static int dev_cmp(const void *ctx, int32_t x, int32_t y) {
+    const mp_tdev *a = (const mp_tdev *)ctx + x, *b = (const mp_tdev *)ctx + y;
     if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
     if (a->end != b->end) return a->end < b->end ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+    return (x > y) - (x < y);
 }
 
 typedef struct ival {
@@ -513,7 +656,6 @@ typedef struct work {
     int32_t *devop;     /* device event -> operator; -1 */
     kmap kern;          /* span -> self device ns (spans that launched device work) */
     imap fwd;           /* backward operator -> forward operator (spans with has_fwd) */
-    imap corr;          /* correlation -> runtime span */
     uint8_t *nf;        /* name -> NF_* (what a name says, asked once) */
     size_t launches;    /* device events with an operator */
     bool bwd_ops_seen;
@@ -571,52 +713,36 @@ static int32_t fwd_of(const work *w, int32_t i) {
     return i >= 0 && w->raw->spans[i].has_fwd ? imap_get(&w->fwd, i) : -1;
 }
 
-/* The External id map over operators and annotations. */
-static bool ext_map(const mp_tspan *sp, size_t S, imap *m) {
-    size_t n = 0;
-    int64_t max = 0;
-    for (size_t i = 0; i < S; i++)
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0) {
-            n++;
-            max = MP_MAX(max, sp[i].ext);
-        }
-    if (!imap_init_range(m, n, max)) return false;
-    for (size_t i = 0; i < S; i++)
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
-            imap_put(m, sp[i].ext, (int32_t)i);
-    return true;
-}
-
 /* Runtime calls count on their operator's thread; then the spans are
  * sorted in place (span_cmp), their FLOPs following them. */
 static mp_status sort_spans(work *w) {
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
-    imap ext;
-    if (!ext_map(sp, S, &ext)) {
-        imap_free(&ext);
+    eidx ext;
+    if (!eidx_build(&ext, sp, S)) {
+        eidx_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
-        int32_t o = imap_get(&ext, sp[i].ext);
+        int32_t o = eidx_get(&ext, sp[i].ext);
         if (o >= 0) sp[i].tid = sp[o].tid;
     }
-    imap_free(&ext);
-    int32_t *perm = malloc((S + 1) * sizeof *perm), *tmp = malloc((S + 1) * sizeof *tmp);
+    eidx_free(&ext);
+    int32_t *perm = big_alloc((S + 1) * sizeof *perm, false), *tmp = big_alloc((S + 1) * sizeof *tmp, false);
     if (!perm || !tmp || !span_sort(sp, perm, tmp, S, raw->n_threads)) {
-        free(perm);
-        free(tmp);
+        big_free(perm);
+        big_free(tmp);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     /* the FLOPs table is by span: old index -> new */
     for (size_t k = 0; k < S; k++) tmp[perm[k]] = (int32_t)k;
     for (size_t f = 0; f < raw->n_flops; f++) raw->flops[f].span = (uint32_t)tmp[raw->flops[f].span];
     if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, flop_cmp);
-    free(tmp);
+    big_free(tmp);
     permute_spans(sp, perm, S);
-    free(perm);
+    big_free(perm);
     give_back();
     return MP_OK;
 }
@@ -631,24 +757,24 @@ static mp_status link_devices(work *w) {
     /* The arrays below are made one after the other, each freed as soon
      * as it is done with, so that few are held at once (the reader's
      * memory bound, docs/DESIGN.md). */
-    imap ext;
-    if (!ext_map(sp, S, &ext)) {
-        imap_free(&ext);
+    eidx ext;
+    if (!eidx_build(&ext, sp, S)) {
+        eidx_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     /* device events -> operator */
-    w->devop = malloc((w->D + 1) * sizeof *w->devop);
+    w->devop = big_alloc((w->D + 1) * sizeof *w->devop, false);
     if (!w->devop) {
-        imap_free(&ext);
+        eidx_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     size_t launches = 0;
     for (size_t d = 0; d < w->D; d++) {
         const mp_tdev *dv = &raw->devs[d];
-        w->devop[d] = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : imap_get(&ext, dv->ext);
+        w->devop[d] = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&ext, dv->ext);
         launches += w->devop[d] >= 0;
     }
-    imap_free(&ext);
+    eidx_free(&ext);
     w->launches = launches;
     return MP_OK;
 }
@@ -661,19 +787,19 @@ static mp_status link_tree(work *w) {
     mp_tspan *sp = raw->spans;
     mp_status st = MP_OK;
     size_t S1 = S + 1;
-    w->parent = malloc(S1 * sizeof *w->parent);
-    w->nchild = calloc(S1, sizeof *w->nchild);   /* 0, 1 or 2 (more) */
-    w->mod = malloc(S1 * sizeof *w->mod);
+    w->parent = big_alloc(S1 * sizeof *w->parent, false);
+    w->nchild = big_alloc(S1 * sizeof *w->nchild, true);   /* 0, 1 or 2 (more) */
+    w->mod = big_alloc(S1 * sizeof *w->mod, false);
     if (!w->parent || !w->nchild || !w->mod) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t i = 0; i < S; i++) w->parent[i] = w->mod[i] = -1;
 
-    int32_t *stack = malloc(S1 * sizeof *stack);
-    int32_t *mstack = malloc(S1 * sizeof *mstack);   /* module spans */
-    int32_t *mnode = malloc(S1 * sizeof *mnode);     /* their tree nodes */
+    int32_t *stack = big_alloc(S1 * sizeof *stack, false);
+    int32_t *mstack = big_alloc(S1 * sizeof *mstack, false);   /* module spans */
+    int32_t *mnode = big_alloc(S1 * sizeof *mnode, false);     /* their tree nodes */
     if (!stack || !mstack || !mnode) {
-        free(stack);
-        free(mstack);
-        free(mnode);
+        big_free(stack);
+        big_free(mstack);
+        big_free(mnode);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     int root_name = intern_root(raw);
@@ -730,20 +856,20 @@ static mp_status link_tree(work *w) {
         }
         stack[ns++] = i;
     }
-    free(stack);
-    free(mstack);
-    free(mnode);
+    big_free(stack);
+    big_free(mstack);
+    big_free(mnode);
     imap_free(&mt.index);
     w->t->mods = mt.mods;
     w->t->mfig = mt.fig;
     w->t->n_mods = mt.n;
     if (st != MP_OK) return st;
 
-    /* self device time: a merge below may give a launch's time to its
-     * parent, so room for two entries a launch */
-    if (!kmap_init(&w->kern, 2 * w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    /* self device time of the spans that launched device work */
+    if (!kmap_init(&w->kern, w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t d = 0; d < w->D; d++)
-        if (w->devop[d] >= 0) kmap_set(&w->kern, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true);
+        if (w->devop[d] >= 0 && !kmap_set(&w->kern, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true))
+            return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* _remove_dup_nodes: parents come before their children */
     for (size_t k = 0; k < S; k++) {
         int32_t i = (int32_t)k;
@@ -752,7 +878,8 @@ static mp_status link_tree(work *w) {
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
             sp[i].merged = 1;
-            kmap_set(&w->kern, p, kern_of(w, i), false);
+            if (!kmap_set(&w->kern, p, kern_of(w, i), false))
+                return mp_error(MP_ERR_NOMEM, "trace: out of memory");
             w->nchild[p] = w->nchild[i];
         }
     }
@@ -799,7 +926,7 @@ static mp_status link_backward(work *w) {
             n_bwd += (bn[sp[i].name] & NF_BACKWARD) != 0;
             max_seq = MP_MAX(max_seq, sp[i].seq);
         }
-    if (!imap_init(&w->fwd, raw->n_flows / 2 + n_bwd)) {
+    if (!imap_init(&w->fwd, n_bwd)) {
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     /* flows: each end after its start, by id */
@@ -814,7 +941,7 @@ static mp_status link_backward(work *w) {
             if (e->start) continue;
             int32_t bo = op_at(sp, S, e->tid, e->ts);
             if (bo >= 0 && bo != fo && !sp[bo].has_fwd) {
-                imap_put(&w->fwd, bo, fo);
+                if (!imap_put(&w->fwd, bo, fo)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
                 sp[bo].has_fwd = 1;
                 w->t->linked_flow++;
             }
@@ -840,7 +967,10 @@ static mp_status link_backward(work *w) {
         w->bwd_ops_seen = true;
         int32_t fo = imap_get(&seq, sp[i].seq);
         if (fo >= 0 && sp[fo].ts < sp[i].ts) {
-            imap_put(&w->fwd, (int64_t)i, fo);
+            if (!imap_put(&w->fwd, (int64_t)i, fo)) {
+                imap_free(&seq);
+                return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            }
             sp[i].has_fwd = 1;
         }
     }
@@ -968,11 +1098,11 @@ static mp_status tables(work *w) {
         int32_t node;
         int64_t dtot, child;
     } pend;
-    pend *stk = malloc((S + 1) * sizeof *stk);
+    pend *stk = big_alloc((S + 1) * sizeof *stk, false);
     if (!row_cpu || !row_dev || !stk) {
         free(row_cpu);
         free(row_dev);
-        free(stk);
+        big_free(stk);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(row_cpu, 0xff, (size_t)N * sizeof *row_cpu);
@@ -1008,7 +1138,7 @@ static mp_status tables(work *w) {
         MP_SADD(o->self_dev, kern);
         if (sp[i].has_flops) MP_SADD(o->flops, mp_trace_span_flops(raw, (size_t)i));
     }
-    free(stk);
+    big_free(stk);
     for (size_t d = 0; d < D && st == MP_OK; d++) {
         const mp_tdev *dv = &raw->devs[d];
         int32_t r = op_row(t, raw, row_dev, (int)dv->name, star, true, &cap);
@@ -1061,13 +1191,13 @@ static mp_status tables(work *w) {
     /* kernels by name, with the operator that launched most of their time */
     int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);
     imap pair;
-    int64_t *ptime = calloc(D + 1, sizeof *ptime);
-    int32_t *pkr = malloc((D + 1) * sizeof *pkr), *pop = malloc((D + 1) * sizeof *pop);
-    if (!krow || !ptime || !pkr || !pop || !imap_init(&pair, D)) {
+    int64_t *ptime = big_alloc((D + 1) * sizeof *ptime, true);
+    int32_t *pkr = big_alloc((D + 1) * sizeof *pkr, false), *pop = big_alloc((D + 1) * sizeof *pop, false);
+    if (!krow || !ptime || !pkr || !pop || !imap_init(&pair, 1024)) {   /* it grows */
         free(krow);
-        free(ptime);
-        free(pkr);
-        free(pop);
+        big_free(ptime);
+        big_free(pkr);
+        big_free(pop);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(krow, 0xff, (size_t)raw->n_names * sizeof *krow);
@@ -1132,9 +1262,9 @@ static mp_status tables(work *w) {
     }
     imap_free(&pair);
     free(krow);
-    free(ptime);
-    free(pkr);
-    free(pop);
+    big_free(ptime);
+    big_free(pkr);
+    big_free(pop);
     return st;
 }
 
@@ -1203,6 +1333,53 @@ static int step_at(const mp_trace *t, int64_t ts) {
     return ts < s->ts + s->wall ? lo - 1 : -1;
 }
 
+/* When the host launched the kernel that opens each busy interval: the
+ * runtime call with its correlation (the first in span order), -1 when
+ * none. A join of the intervals' correlations, sorted, with the runtime
+ * calls: no map over every correlation. */
+typedef struct cpos {
+    int32_t corr;
+    int32_t j;
+} cpos;
+
+static int cpos_cmp(const void *x, const void *y) {
+    const cpos *a = x, *b = y;
+    if (a->corr != b->corr) return a->corr < b->corr ? -1 : 1;
+    return (a->j > b->j) - (a->j < b->j);
+}
+
+static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t **out) {
+    const mp_trace_raw *raw = w->raw;
+    const mp_tspan *sp = raw->spans;
+    int64_t *launch = malloc((nu + 1) * sizeof *launch);
+    cpos *c = malloc((nu + 1) * sizeof *c);
+    *out = launch;
+    if (!launch || !c) {
+        free(c);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    size_t nc = 0;
+    for (size_t j = 0; j < nu; j++) {
+        launch[j] = -1;
+        int32_t corr = raw->devs[u[j].first].corr;
+        if (corr >= 0) c[nc++] = (cpos){corr, (int32_t)j};
+    }
+    if (nc > 1) qsort(c, nc, sizeof *c, cpos_cmp);
+    for (size_t i = 0; nc && i < w->S; i++) {
+        if (sp[i].kind != MP_TS_RUNTIME || sp[i].corr < 0) continue;
+        size_t lo = 0, hi = nc;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (c[mid].corr < sp[i].corr) lo = mid + 1;
+            else hi = mid;
+        }
+        for (; lo < nc && c[lo].corr == sp[i].corr; lo++)
+            if (launch[c[lo].j] < 0) launch[c[lo].j] = sp[i].ts;
+    }
+    free(c);
+    return MP_OK;
+}
+
 /* ---- steps: busy, idle by cause, device time by category, memory ---- */
 
 static mp_status steps(work *w) {
@@ -1212,17 +1389,6 @@ static mp_status steps(work *w) {
     size_t S = w->S, D = w->D;
     const char **nm = raw->names;
     mp_status st = MP_OK;
-    /* correlation -> runtime call: when the host launched a kernel */
-    size_t n_corr = 0;
-    int64_t max_corr = 0;
-    for (size_t i = 0; i < S; i++)
-        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) {
-            n_corr++;
-            max_corr = MP_MAX(max_corr, sp[i].corr);
-        }
-    if (!imap_init_range(&w->corr, n_corr, max_corr)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++)
-        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) imap_put(&w->corr, sp[i].corr, (int32_t)i);
 
     /* the steps: ProfilerStep#N annotations, else the whole trace */
     int scap = 0;
@@ -1262,22 +1428,61 @@ static mp_status steps(work *w) {
             t->steps[j - 1] = tmp;
         }
 
-    /* device busy intervals (kernels, copies, sets: every stream) */
-    dkey *dk = malloc((D + 1) * sizeof *dk);
-    ival *u = malloc((D + 1) * sizeof *u);
-    ival *loader = malloc((S + 1) * sizeof *loader);
-    ival *sync = malloc((S + 1) * sizeof *sync);
-    if (!dk || !u || !loader || !sync) {
+    /* device busy intervals (kernels, copies, sets: every stream): the
+     * device events' indices by time, and their union */
+    size_t nd = 0, nl = 0, nsy = 0, nu = 0;
+    for (size_t d = 0; d < D; d++) nd += raw->devs[d].kind != MP_TD_ANNOT;
+    for (size_t i = 0; i < S; i++) {
+        uint8_t f = w->nf[sp[i].name];
+        nl += (sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && (f & NF_LOADER);
+        nsy += sp[i].kind == MP_TS_RUNTIME && (f & NF_SYNC);
+    }
+    int32_t *dk = big_alloc((nd + 1) * sizeof *dk, false), *dtmp = big_alloc((nd + 1) * sizeof *dtmp, false);
+    ival *loader = big_alloc((nl + 1) * sizeof *loader, false);
+    ival *sync = big_alloc((nsy + 1) * sizeof *sync, false);
+    ival *u = NULL;
+    int64_t *launch = NULL;   /* per interval of u: when the kernel that opens it was launched; -1 */
+    uint32_t *runs = NULL;
+    size_t rcap = 0;
+    if (!dk || !dtmp || !loader || !sync) {
+        big_free(dtmp);
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
     }
-    size_t nd = 0;
+    nd = 0;
     int64_t maxdur = 0;
     for (size_t d = 0; d < D; d++)
         if (raw->devs[d].kind != MP_TD_ANNOT) {
-            dk[nd++] = (dkey){raw->devs[d].ts, raw->devs[d].end, (int32_t)d};
+            dk[nd++] = (int32_t)d;
             maxdur = MP_MAX(maxdur, raw->devs[d].end - raw->devs[d].ts);
         }
+    bool sorted = idx_msort(dk, dtmp, 0, nd, dev_cmp, raw->devs, &runs, &rcap);
+    free(runs);
+    big_free(dtmp);
+    if (!sorted) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto out;
+    }
+    /* the union, as the events come in time order */
+    size_t ucap = 0;
+    for (size_t i = 0; i < nd; i++) {
+        const mp_tdev *dv = &raw->devs[dk[i]];
+        if (nu && dv->ts <= u[nu - 1].b) {
+            if (dv->end > u[nu - 1].b) u[nu - 1].b = dv->end;
+            continue;
+        }
+        if (nu == ucap) {
+            ucap = ucap ? ucap * 2 : 1024;
+            ival *nuv = realloc(u, ucap * sizeof *u);
+            if (!nuv) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                goto out;
+            }
+            u = nuv;
+        }
+        u[nu++] = (ival){dv->ts, dv->end, dk[i]};
+    }
+    if ((st = launch_times(w, u, nu, &launch)) != MP_OK) goto out;
     /* categories: by kernel name once, by launching operator name once */
     int N = raw->n_names;
     int8_t *kc = malloc((size_t)N + 1), *oc = malloc((size_t)N + 1);
@@ -1289,10 +1494,7 @@ static mp_status steps(work *w) {
     }
     memset(kc, 0x7f, (size_t)N + 1);
     memset(oc, 0x7f, (size_t)N + 1);
-    if (nd > 1) qsort(dk, nd, sizeof *dk, dkey_cmp);
-    for (size_t i = 0; i < nd; i++) u[i] = (ival){dk[i].ts, dk[i].end, dk[i].idx};
-    size_t nu = merge_ivals(u, nd);
-    size_t nl = 0, nsy = 0;
+    nl = nsy = 0;
     for (size_t i = 0; i < S; i++) {
         uint8_t f = w->nf[sp[i].name];
         if ((sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && (f & NF_LOADER))
@@ -1329,10 +1531,7 @@ static mp_status steps(work *w) {
                 len -= ld;
                 int cause = MP_TI_OTHER;
                 if (j < nu) {
-                    const mp_tdev *nx = &raw->devs[u[j].first];
-                    int32_t rt = nx->corr >= 0 ? imap_get(&w->corr, nx->corr) : -1;
-                    int64_t launch = rt >= 0 ? sp[rt].ts : -1;
-                    if (rt >= 0 && launch > g0) {
+                    if (launch[j] >= 0 && launch[j] > g0) {
                         cause = MP_TI_LAUNCH;
                         /* a sync call that returned after the device went idle and
                          * before the launch: the host had waited on the device */
@@ -1343,7 +1542,7 @@ static mp_status steps(work *w) {
                             if (sync[mid].a < from) lo = mid + 1;
                             else hi = mid;
                         }
-                        if (lo < nsy && sync[lo].a <= launch) cause = MP_TI_SYNC;
+                        if (lo < nsy && sync[lo].a <= launch[j]) cause = MP_TI_SYNC;
                     }
                 } else {
                     int64_t from = g0 == INT64_MIN ? a0 : g0;
@@ -1361,15 +1560,15 @@ static mp_status steps(work *w) {
         size_t d0 = 0, lo = 0, hi = nd;
         while (lo < hi) {   /* first event starting at or after a0 - longest duration */
             size_t mid = lo + (hi - lo) / 2;
-            if (dk[mid].ts < a0 - maxdur) lo = mid + 1;
+            if (raw->devs[dk[mid]].ts < a0 - maxdur) lo = mid + 1;
             else hi = mid;
         }
         d0 = lo;
-        for (size_t i = d0; i < nd && dk[i].ts < a1; i++) {
-            int64_t ov = overlap(dk[i].ts, dk[i].end, a0, a1);
+        for (size_t i = d0; i < nd && raw->devs[dk[i]].ts < a1; i++) {
+            int64_t ov = overlap(raw->devs[dk[i]].ts, raw->devs[dk[i]].end, a0, a1);
             if (!ov) continue;
-            const mp_tdev *dv = &raw->devs[dk[i].idx];
-            int32_t o = w->devop[dk[i].idx];
+            const mp_tdev *dv = &raw->devs[dk[i]];
+            int32_t o = w->devop[dk[i]];
             int c;
             if (dv->kind == MP_TD_MEMCPY || dv->kind == MP_TD_MEMSET) {
                 c = MP_TC_MEM;
@@ -1441,10 +1640,11 @@ static mp_status steps(work *w) {
     free(kc);
     free(oc);
 out:
-    free(dk);
+    big_free(dk);
     free(u);
-    free(loader);
-    free(sync);
+    free(launch);
+    big_free(loader);
+    big_free(sync);
     return st;
 }
 
@@ -1471,11 +1671,11 @@ static mp_status flop_summary(work *w) {
     const char **nm = raw->names;
     size_t words = S / 64 + 1;
     /* bit sets over spans: launched kernels itself; its kernels ran fp32 on tensor cores */
-    uint64_t *launched = calloc(words, sizeof *launched), *tc = calloc(words, sizeof *tc);
+    uint64_t *launched = big_alloc(words * sizeof *launched, true), *tc = big_alloc(words * sizeof *tc, true);
     int32_t *row = malloc(((size_t)raw->n_names + 1) * sizeof *row);
     if (!tc || !launched || !row) {
-        free(tc);
-        free(launched);
+        big_free(tc);
+        big_free(launched);
         free(row);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
@@ -1540,8 +1740,8 @@ static mp_status flop_summary(work *w) {
 #undef BIT_GET
     if (t->n_uncounted > 1)
         qsort(t->uncounted, (size_t)t->n_uncounted, sizeof *t->uncounted, unc_cmp);
-    free(tc);
-    free(launched);
+    big_free(tc);
+    big_free(launched);
     free(row);
     return st;
 }
@@ -1762,11 +1962,11 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     raw->n_flows = raw->cap_flows = 0;
     give_back();
     if (st == MP_OK) st = link_tree(&w);
-    free(w.nchild);     /* only merging needed it */
+    big_free(w.nchild);     /* only merging needed it */
     w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
     if (st == MP_OK) modules(&w);
-    free(w.mod);        /* modules() is the last to read these */
+    big_free(w.mod);        /* modules() is the last to read these */
     w.mod = NULL;
     imap_free(&w.fwd);
     give_back();
@@ -1795,13 +1995,12 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         }
         findings(t);
     }
-    imap_free(&w.corr);
     imap_free(&w.fwd);
     kmap_free(&w.kern);
-    free(w.nchild);
-    free(w.parent);
-    free(w.mod);
-    free(w.devop);
+    big_free(w.nchild);
+    big_free(w.parent);
+    big_free(w.mod);
+    big_free(w.devop);
     free(w.nf);
     if (st != MP_OK) mp_trace_free(t);
     return st;
