@@ -657,7 +657,7 @@ typedef struct work {
     kmap kern;          /* span -> self device ns (spans that launched device work) */
     imap fwd;           /* backward operator -> forward operator (spans with has_fwd) */
     uint8_t *nf;        /* name -> NF_* (what a name says, asked once) */
-    size_t launches;    /* device events with an operator */
+    size_t launches;    /* spans that launched device work */
     bool bwd_ops_seen;
 } work;
 
@@ -768,12 +768,23 @@ static mp_status link_devices(work *w) {
         eidx_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
+    /* the spans that launched device work, counted once (bits over spans) */
+    uint64_t *seen = big_alloc((S / 64 + 1) * sizeof *seen, true);
+    if (!seen) {
+        eidx_free(&ext);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
     size_t launches = 0;
     for (size_t d = 0; d < w->D; d++) {
         const mp_tdev *dv = &raw->devs[d];
-        w->devop[d] = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&ext, dv->ext);
-        launches += w->devop[d] >= 0;
+        int32_t o = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&ext, dv->ext);
+        w->devop[d] = o;
+        if (o >= 0 && !((seen[o / 64] >> (o % 64)) & 1)) {
+            seen[o / 64] |= UINT64_C(1) << (o % 64);
+            launches++;
+        }
     }
+    big_free(seen);
     eidx_free(&ext);
     w->launches = launches;
     return MP_OK;
@@ -1028,8 +1039,8 @@ static mp_status mem_curve(mp_trace *t, const mp_trace_raw *raw) {
         if (e->ts < lo || e->ts > hi) continue;
         int b = (int)((double)(e->ts - lo) / span * MP_MEM_CURVE);
         if (b >= MP_MEM_CURVE) b = MP_MEM_CURVE - 1;
-        if (e->allocated > c[b].allocated) {
-            c[b].allocated = e->allocated;
+        if ((int64_t)e->allocated > c[b].allocated) {
+            c[b].allocated = (int64_t)e->allocated;
             c[b].ts = e->ts;
         }
     }
@@ -1623,14 +1634,14 @@ static mp_status steps(work *w) {
         int k = step_at(t, me->ts);
         if (k != cur && k >= 0) {
             mp_tstep *s = &t->steps[k];
-            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : me->allocated - me->bytes;
+            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : (int64_t)me->allocated - me->bytes;
         }
         cur = k;
-        last = me->allocated;
+        last = (int64_t)me->allocated;
         if (k < 0) continue;
         mp_tstep *s = &t->steps[k];
-        if (me->allocated > s->mem_peak) s->mem_peak = me->allocated;
-        s->mem_end = me->allocated;
+        if ((int64_t)me->allocated > s->mem_peak) s->mem_peak = (int64_t)me->allocated;
+        s->mem_end = (int64_t)me->allocated;
     }
     for (int k = 0; k < t->n_steps; k++) {
         mp_tstep *s = &t->steps[k];
@@ -1976,7 +1987,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         t->mem_peak_alloc = -1;
         t->mem_peak_reserved = raw->mem_reserved_peak;
         for (size_t m = 0; m < raw->n_mems; m++)
-            t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, raw->mems[m].allocated);
+            t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, (int64_t)raw->mems[m].allocated);
         st = mem_curve(t, raw);
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;

@@ -138,7 +138,7 @@ typedef struct rd {
 
 /* A mapped file's pages behind the parser are given back every 32 MB, so
  * the mapping never holds more of the file than that in memory. */
-#define RD_RELEASE ((size_t)2 << 20)
+#define RD_RELEASE ((size_t)1 << 20)
 
 static void rd_release(rd *r) {
     size_t upto = r->pos & ~(RD_RELEASE - 1);
@@ -1085,8 +1085,8 @@ static int keep(rd *r, ev *v, const char **why) {
     }
     if (mem) {
         if (!v->has_alloc || !v->has_reserved) return *why = "[memory] without totals", 1;
-        const int64_t lim = INT64_C(1) << 60;
-        if (v->alloc < -lim || v->alloc > lim || v->reserved < -lim || v->reserved > lim ||
+        const int64_t lim = MP_MEM_MAX - 1;
+        if (v->alloc < 0 || v->alloc > lim || v->reserved < -lim || v->reserved > lim ||
             v->bytes < -lim || v->bytes > lim)
             return *why = "absurd [memory] figures", 1;
         if (v->dev_type != 1) return 0;   /* host memory: nothing reads it */
@@ -1096,8 +1096,8 @@ static int keep(rd *r, ev *v, const char **why) {
         PUSH(t->mems, t->n_mems, t->cap_mems, m);
         m->ts = v->ts;
         m->bytes = v->bytes;
-        m->allocated = v->alloc;
-        m->tid = ti;
+        m->allocated = (uint64_t)v->alloc;
+        m->tid = (uint64_t)ti;
         t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, v->reserved);
         return 0;
     }

@@ -81,13 +81,14 @@ typedef struct __attribute__((packed, aligned(4))) mp_tdev {
 } mp_tdev;
 
 /* A device [memory] instant event (CPU ones are not kept: nothing reads
- * them; the peak of Total Reserved is kept whole in mp_trace_raw). 28 bytes. */
+ * them; the peak of Total Reserved is kept whole in mp_trace_raw). 24 bytes. */
 #define MP_MEM_CURVE 256
-typedef struct __attribute__((packed, aligned(4))) mp_tmem {
+#define MP_MEM_MAX (INT64_C(1) << 48)   /* bytes: 281 TB */
+typedef struct mp_tmem {
     int64_t ts;
-    int64_t bytes;         /* + allocation, - free */
-    int64_t allocated;     /* Total Allocated after it */
-    int32_t tid;
+    int64_t bytes;              /* + allocation, - free */
+    uint64_t allocated : 48;    /* Total Allocated after it */
+    uint64_t tid : 16;
 } mp_tmem;
 
 /* One end of a fwdbwd flow. 20 bytes. */
