@@ -120,6 +120,14 @@ static ssize_t src_read(rsrc *s, char *dst, size_t n, const char *label) {
 
 enum { RS_OK = 0, RS_MORE = 1, RS_BAD = 2 };
 
+#define RD_FCACHE_BITS 8
+typedef struct rd_fslot {
+    uint8_t len;                 /* name length + 1; 0 empty */
+    int8_t conc;
+    int16_t rule;
+    char name[92];
+} rd_fslot;
+
 typedef struct rd {
     rsrc src;
     const char *label;
@@ -134,6 +142,7 @@ typedef struct rd {
     bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
     char scratch[4096];          /* unescaped names */
+    rd_fslot fcache[1 << RD_FCACHE_BITS];   /* flop_rule's cache */
 } rd;
 
 /* A mapped file's pages behind the parser are given back every 32 MB, so
@@ -226,6 +235,26 @@ static inline bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || 
 static inline int ws(const char **pp, const char *e) {
     const char *p = *pp;
     if (p < e && (unsigned char)*p > ' ') return RS_OK;
+    if (p < e && p[0] == ' ' && p + 1 < e && (unsigned char)p[1] > ' ') {   /* one space */
+        *pp = p + 1;
+        return RS_OK;
+    }
+#ifdef RD_SSE2
+    /* a newline and an indent: 16 bytes a step */
+    const __m128i sp = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
+                  tb = _mm_set1_epi8('\t');
+    while (e - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, sp), _mm_cmpeq_epi8(v, nl)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, tb)));
+        unsigned ws_bits = (unsigned)_mm_movemask_epi8(m);
+        if (ws_bits != 0xffff) {
+            *pp = p + __builtin_ctz(~ws_bits);
+            return RS_OK;
+        }
+        p += 16;
+    }
+#endif
     while (p < e && is_ws(*p)) p++;
     *pp = p;
     return p < e ? RS_OK : RS_MORE;
@@ -342,7 +371,7 @@ static inline int expect(rd *r, const char **pp, const char *e, char c) {
 
 /* A string: *s..*s+*n is its raw text (escapes not undone), *esc set when
  * it holds a backslash. */
-static inline int str(rd *r, const char **pp, const char *e, const char **s, size_t *n,
+static inline __attribute__((always_inline)) int str(rd *r, const char **pp, const char *e, const char **s, size_t *n,
                       bool *esc) {
     const char *p = *pp;
     if (ws(&p, e)) return RS_MORE;
@@ -441,10 +470,19 @@ static size_t unescape(const char *s, size_t len, char *out, size_t n) {
     return o;
 }
 
+/* The value of eight decimal digits, d holding them less '0' (little
+ * endian: the first digit in the lowest byte). */
+static inline uint64_t eight_digits(uint64_t d) {
+    d = d * 10 + (d >> 8);   /* pairs */
+    d = (((d & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x000F424000000064)) +
+         (((d >> 16) & UINT64_C(0x000000FF000000FF)) * UINT64_C(0x0000271000000001))) >> 32;
+    return d;
+}
+
 /* A number as fixed point: value * 10^scale rounded to nearest (scale 3:
  * us -> ns). Accepts JSON numbers; exponents go through strtod. *isnull
  * is set for the literal null. */
-static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
+static inline __attribute__((always_inline)) int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
     const char *p = *pp;
     if (ws(&p, e)) return RS_MORE;
     const char *start = p;
@@ -456,6 +494,19 @@ static int num(rd *r, const char **pp, const char *e, int scale, int64_t *out) {
     uint64_t v = 0;
     int digits = 0, frac = 0;
     bool big = false, expo = false;
+    /* eight digits at a time while they are there (a timestamp has 16) */
+    while (e - p >= 8 && digits <= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        /* every byte '0'..'9': high nibble 3, and still 3 after adding 6 */
+        if (((x & UINT64_C(0xF0F0F0F0F0F0F0F0)) |
+             (((x + UINT64_C(0x0606060606060606)) & UINT64_C(0xF0F0F0F0F0F0F0F0)) >> 4)) !=
+            UINT64_C(0x3333333333333333))
+            break;
+        v = v * 100000000 + eight_digits(x - UINT64_C(0x3030303030303030));
+        p += 8;
+        digits += 8;
+    }
     while (p < e && (unsigned)(*p - '0') < 10) {
         if (v > (UINT64_MAX - 9) / 10) big = true;
         else v = v * 10 + (uint64_t)(*p - '0');
@@ -530,11 +581,12 @@ static int skip(rd *r, const char **pp, const char *e) {
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
         /* a number we do not keep: its characters are checked, not its value */
+        static const uint8_t numc[256] = {['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1,
+                                          ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+                                          ['.'] = 1, ['e'] = 1, ['E'] = 1, ['+'] = 1, ['-'] = 1};
         const char *s0 = p;
         p++;
-        while (p < e && ((unsigned)(*p - '0') < 10 || *p == '.' || *p == 'e' || *p == 'E' ||
-                         *p == '+' || *p == '-'))
-            p++;
+        while (p < e && numc[(unsigned char)*p]) p++;
         if (p >= e) return RS_MORE;
         if (c == '-' && p == s0 + 1) return rd_bad(r, s0, "expected a number");
         *pp = p;
@@ -555,7 +607,7 @@ static int skip(rd *r, const char **pp, const char *e) {
 
 /* After a member or element: ',' (returns RS_OK, *more = true) or the
  * closing bracket (RS_OK, *more = false). */
-static int sep(rd *r, const char **pp, const char *e, char close, bool *more) {
+static inline __attribute__((always_inline)) int sep(rd *r, const char **pp, const char *e, char close, bool *more) {
     if (ws(pp, e)) return RS_MORE;
     if (**pp == ',') {
         (*pp)++;
@@ -801,6 +853,27 @@ static void take_type(ev *v, int i, const char *s, size_t n) {
     if (i == 0) v->dtype = dtype_of(s, n);
 }
 
+/* The FLOP rule of an operator name (flops.c), through a small cache: a
+ * trace asks it of every operator, and has a few hundred names. */
+static int flop_rule(rd *r, const char *name, size_t n, int *conc) {
+    if (n > sizeof r->fcache[0].name) return mp_trace_flop_rule(name, n, conc);
+    uint64_t a = 0, b = 0;
+    memcpy(&a, name, MP_MIN(n, 8));
+    if (n > 8) memcpy(&b, name + n - 8, 8);
+    uint64_t h = (a ^ (b * UINT64_C(0x9e3779b97f4a7c15)) ^ n) * UINT64_C(0xff51afd7ed558ccd);
+    rd_fslot *f = &r->fcache[h >> (64 - RD_FCACHE_BITS)];
+    if (f->len == n + 1 && memcmp(f->name, name, n) == 0) {
+        *conc = f->conc;
+        return f->rule;
+    }
+    int rule = mp_trace_flop_rule(name, n, conc);
+    f->len = (uint8_t)(n + 1);
+    memcpy(f->name, name, n);
+    f->rule = (int16_t)rule;
+    f->conc = (int8_t)*conc;
+    return rule;
+}
+
 static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '{'));
@@ -812,7 +885,7 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
     /* a bare event array (legacy.c) has no categories: its operators are
      * known by name only once kept, so every name is asked */
     if ((v->cat == C_CPU_OP || (r->legacy && v->cat == C_OTHER)) && v->name)
-        v->frule = mp_trace_flop_rule(v->name, v->name_len, &v->fconc);
+        v->frule = flop_rule(r, v->name, v->name_len, &v->fconc);
     int fk = v->frule;
     for (;;) {
         const char *k;
