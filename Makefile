@@ -10,7 +10,8 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unu
         -Wno-missing-field-initializers
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Iinclude -Isrc
 # oneDNN (Debian libdnnl-dev) runs on OpenMP (libgomp): the glue sets its thread count
-LDLIBS := -lz -lm -lpthread -ldl
+# gzip traces inflate through ISA-L (libisal-dev; docs/DESIGN.md); the tests write gzip with zlib
+LDLIBS := -lisal -lz -lm -lpthread -ldl
 BUILD ?= build
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/plan/*.c \
