@@ -174,12 +174,7 @@ static int32_t imap_get(const imap *m, int64_t k) {
 
 static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
-static bool has_ci(const char *s, const char *sub) {
-    size_t n = strlen(sub);
-    for (; *s; s++)
-        if (strncasecmp(s, sub, n) == 0) return true;
-    return false;
-}
+static bool has_ci(const char *s, const char *sub) { return strcasestr(s, sub) != NULL; }
 
 static bool starts(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
@@ -663,8 +658,10 @@ typedef struct work {
 
 /* What a name says: "...Backward..." (a backward operator), "autograd::..."
  * (the engine's wrapper), "..._backward" (a backward ATen operator), a
- * DataLoader call, a synchronising runtime call. */
-enum { NF_BACKWARD = 1, NF_AUTOGRAD = 2, NF_UBACKWARD = 4, NF_LOADER = 8, NF_SYNC = 16 };
+ * DataLoader call, a synchronising runtime call, an operator that only
+ * moves or makes data (flops.c). */
+enum { NF_BACKWARD = 1, NF_AUTOGRAD = 2, NF_UBACKWARD = 4, NF_LOADER = 8, NF_SYNC = 16,
+       NF_FLOP_FREE = 32 };
 
 static uint8_t *name_flags(const mp_trace_raw *raw) {
     uint8_t *b = malloc((size_t)raw->n_names + 1);
@@ -675,7 +672,8 @@ static uint8_t *name_flags(const mp_trace_raw *raw) {
                          (starts(s, "autograd::") ? NF_AUTOGRAD : 0) |
                          (has(s, "_backward") ? NF_UBACKWARD : 0) |
                          (has(s, "DataLoader") ? NF_LOADER : 0) |
-                         (has(s, "Synchronize") || strcmp(s, "cudaMemcpy") == 0 ? NF_SYNC : 0));
+                         (has(s, "Synchronize") || strcmp(s, "cudaMemcpy") == 0 ? NF_SYNC : 0) |
+                         (mp_trace_flop_free(s) ? NF_FLOP_FREE : 0));
     }
     return b;
 }
@@ -1730,7 +1728,7 @@ static mp_status flop_summary(work *w) {
     for (size_t i = 0; i < S && st == MP_OK; i++) {
         if (!BIT_GET(launched, i) || sp[i].kind != MP_TS_OP || sp[i].merged ||
             outer_of(w, (int32_t)i) >= 0 || step_at(t, sp[i].ts) < 0 ||
-            mp_trace_flop_free(nm[sp[i].name]))
+            (w->nf[sp[i].name] & NF_FLOP_FREE))
             continue;
         int32_t r = row[sp[i].name];
         if (r < 0) {
