@@ -8,13 +8,16 @@ OPT ?= -O2
 CFLAGS ?= $(OPT) -g
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
         -Wno-missing-field-initializers
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC $(WARN) $(CFLAGS) -Iinclude -Isrc
+# -fvisibility=hidden: the shared library exports only what include/modelprof.h
+# marks MP_API (tools/abi_check.py checks it); the tests and the command link
+# the static library and keep every internal symbol
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) -Iinclude -Isrc
 # oneDNN (Debian libdnnl-dev) runs on OpenMP (libgomp): the glue sets its thread count
 # gzip traces inflate through ISA-L (libisal-dev; docs/DESIGN.md); the tests write gzip with zlib
 LDLIBS := -lisal -lz -lm -lpthread -ldl
 BUILD ?= build
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/plan/*.c \
+LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/plan/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c))
 CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
@@ -22,9 +25,17 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so
+all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so $(BUILD)/abi.ok
 
-$(BUILD)/obj/%.o: %.c
+# objects are rebuilt when the compiler or its flags change (the stamp is
+# rewritten only then)
+COMPILE_ID := $(CC) $(ALL_CFLAGS)
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(COMPILE_ID)' | cmp -s - $@ || echo '$(COMPILE_ID)' > $@
+FORCE:
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/cflags
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -50,6 +61,20 @@ $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 objs: $(LIB_OBJ)
+
+# One source of truth for the C API: the Python package's structs and
+# prototypes (python/modelprof/_abi.py) against include/modelprof.h, and the
+# shared library's exports against the header's MP_API functions
+# (tools/abi_check.py). Skipped where there is no python3; `make test` runs
+# it always, with its self-test.
+PYTHON3 := $(firstword $(wildcard /usr/bin/python3) $(shell command -v python3 2>/dev/null))
+$(BUILD)/abi.ok: include/modelprof.h python/modelprof/_abi.py tools/abi_check.py $(BUILD)/libmodelprof.so
+ifneq ($(PYTHON3),)
+	$(PYTHON3) tools/abi_check.py --cc $(CC) --lib $(BUILD)/libmodelprof.so
+	@touch $@
+else
+	@echo "abi check skipped: no python3 (make test runs it)"
+endif
 
 # The HTML report's template, embedded as C strings (never committed).
 HTML_TPL := src/report/html/report.html src/report/html/report.css src/report/html/report.js
@@ -95,7 +120,10 @@ test:
 pytest-ish: all
 	@sh tools/deps.sh test
 	/usr/bin/python3 tools/manpage.py --check $(BUILD)/modelprof docs/modelprof.1
-	/usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
+	/usr/bin/python3 tools/abi_check.py --cc $(CC) --lib $(BUILD)/libmodelprof.so
+	/usr/bin/python3 tools/abi_check.py --cc $(CC) --self-test
+	@echo "== the Python tests under PYTHONMALLOC=debug (a ctypes struct shorter than C's aborts)"
+	PYTHONMALLOC=debug /usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
 
 # ---- make install / make uninstall (PREFIX, DESTDIR) ----
 PREFIX ?= /usr/local
@@ -359,6 +387,6 @@ bench-trace:
 	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
 	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES) --gz
 
-.PHONY: all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan
+.PHONY: FORCE all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan
 clean:
 	rm -rf $(BUILD)

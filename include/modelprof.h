@@ -15,7 +15,31 @@
 extern "C" {
 #endif
 
+#define MP_VERSION_MAJOR 0
+#define MP_VERSION_MINOR 1
+#define MP_VERSION_PATCH 0
 #define MP_VERSION_STRING "0.1.0"
+
+/* MP_API marks the public API. The shared library is built with
+ * -fvisibility=hidden: only what is declared here with MP_API is exported
+ * (every other symbol is internal; the tests and the command link the
+ * static library). */
+#ifndef MP_API
+#if defined(__GNUC__) || defined(__clang__)
+#define MP_API __attribute__((visibility("default")))
+#else
+#define MP_API
+#endif
+#endif
+
+/* Option structs (mp_limits, mp_report_options, mp_train_options,
+ * mp_run_options, mp_tplan_options) begin with their size, as libuv and
+ * SQLite version theirs. Fill one with its mp_X_default(o), a macro over
+ * mp_X_init(o, sizeof *o): the library writes the defaults into the
+ * caller's `size` bytes only, and every function taking the options
+ * refuses (MP_ERR_USAGE) a size it does not know, such as that of a struct
+ * never set by mp_X_default or built against another modelprof.h. Fields
+ * are only ever appended. */
 
 /* X-macro: status code, name, default message. */
 #define MP_STATUS_LIST(X)                                                   \
@@ -36,9 +60,20 @@ typedef enum mp_status {
 } mp_status;
 
 /* Short name of a status ("format", "io", ...). */
-const char *mp_status_name(mp_status st);
+/* The library's version ("0.1.0"): MP_VERSION_STRING of the modelprof.h it
+ * was built with, which may differ from the one a program was compiled
+ * against. */
+MP_API const char *mp_version(void);
+/* Free what the library allocated for the caller: the strings of
+ * mp_report_string, mp_trace_string and mp_train_string, and mp_npy_read's
+ * data. Handles (mp_model, mp_profile, ...) have their own mp_X_free. */
+MP_API void mp_free(void *p);
+/* The older name of mp_free for report strings. */
+#define mp_string_free(s) mp_free(s)
+
+MP_API const char *mp_status_name(mp_status st);
 /* Message of the last failure in this thread ("" when none). */
-const char *mp_last_error(void);
+MP_API const char *mp_last_error(void);
 
 typedef struct mp_model mp_model;
 typedef struct mp_profile mp_profile;
@@ -46,12 +81,13 @@ typedef struct mp_profile mp_profile;
 /* Load an ONNX model. The file is memory-mapped; weight bytes are never
  * read for a static profile. Warnings (e.g. absent external weights) are
  * kept on the model, see mp_model_warning(). Uses the default limits. */
-mp_status mp_model_load(const char *path, mp_model **out);
+MP_API mp_status mp_model_load(const char *path, mp_model **out);
 
 /* Resource limits: a model that needs more fails with MP_ERR_LIMIT and a
  * message naming the limit (docs/SECURITY.md). Zero or negative fields
  * take the default. */
 typedef struct mp_limits {
+    size_t size;            /* sizeof(mp_limits): set by mp_limits_default */
     int64_t max_nodes;      /* nodes of all graphs after inlining functions (10,000,000) */
     int64_t max_values;     /* named values of all graphs (20,000,000) */
     int64_t max_attr_elems; /* elements of one attribute: ints, floats, ... (64 Mi) */
@@ -70,28 +106,29 @@ typedef struct mp_limits {
     X(max_depth, "depth", INT64_C(64))
 #define MP_LIMIT_DEPTH_CAP 1024 /* the stack bounds nesting: depth above this is refused */
 
-void mp_limits_default(mp_limits *l);
+MP_API mp_status mp_limits_init(mp_limits *l, size_t size);
+#define mp_limits_default(l) mp_limits_init((l), sizeof *(l))
 /* Set limit `name` ("nodes", "values", "attr-elems", "memory", "depth");
  * MP_ERR_USAGE on an unknown name or a value below 1. */
-mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value);
+MP_API mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value);
 
 /* mp_model_load with limits (NULL: the defaults). */
-mp_status mp_model_load_ex(const char *path, const mp_limits *lim, mp_model **out);
+MP_API mp_status mp_model_load_ex(const char *path, const mp_limits *lim, mp_model **out);
 /* Decode a model held in memory. `buf` is not copied: it must stay valid
  * and unchanged until mp_model_free. `name` names the model in messages
  * (NULL: "<memory>"). Such a model has no folder: external data is never
  * opened and counts as absent (a weightless profile). */
-mp_status mp_model_load_memory(const void *buf, size_t len, const char *name,
+MP_API mp_status mp_model_load_memory(const void *buf, size_t len, const char *name,
                                const mp_limits *lim, mp_model **out);
-void mp_model_free(mp_model *m);
-int mp_model_warning_count(const mp_model *m);
-const char *mp_model_warning(const mp_model *m, int i);
+MP_API void mp_model_free(mp_model *m);
+MP_API int mp_model_warning_count(const mp_model *m);
+MP_API const char *mp_model_warning(const mp_model *m, int i);
 
 /* Give a symbolic dim (e.g. "batch") a value. Fails with MP_ERR_USAGE when
  * the model has no such dim. */
-mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
+MP_API mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
 /* Override the shape of graph input `name`. */
-mp_status mp_model_set_input_shape(mp_model *m, const char *name,
+MP_API mp_status mp_model_set_input_shape(mp_model *m, const char *name,
                                    const int64_t *dims, int rank);
 
 /* Name the class of the module at dotted path `path` ("layer1.0.conv1";
@@ -101,12 +138,12 @@ mp_status mp_model_set_input_shape(mp_model *m, const char *name,
  * holds the model object (python/modelprof) calls it for every module.
  * MP_ERR_USAGE when the model has no module at that path (nothing of it
  * was exported: it ran no operator). */
-mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls);
+MP_API mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls);
 
 /* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
  * The profile keeps a reference to the model: free it first. */
-mp_status mp_profile_static(mp_model *m, mp_profile **out);
-void mp_profile_free(mp_profile *p);
+MP_API mp_status mp_profile_static(mp_model *m, mp_profile **out);
+MP_API void mp_profile_free(mp_profile *p);
 
 typedef struct mp_totals {
     uint64_t params;                /* learnable parameters, shared counted once */
@@ -121,7 +158,7 @@ typedef struct mp_totals {
     int unknown_nodes;              /* nodes whose cost depends on unknown dims */
 } mp_totals;
 
-void mp_profile_totals(const mp_profile *p, mp_totals *out);
+MP_API void mp_profile_totals(const mp_profile *p, mp_totals *out);
 
 typedef enum mp_format {
     MP_FORMAT_TEXT = 0,
@@ -137,6 +174,7 @@ typedef enum mp_csv_table {
 } mp_csv_table;
 
 typedef struct mp_report_options {
+    size_t size;     /* sizeof(mp_report_options): set by mp_report_options_default */
     mp_format format;
     int depth;       /* deepest module depth shown; -1 = all */
     int top;         /* modules per depth in the aggregated block; -1 = all, 0 = omit */
@@ -149,22 +187,22 @@ typedef struct mp_report_options {
  * returns MP_ERR_USAGE when depth or top is below -1 or the format is
  * unknown. */
 
-void mp_report_options_default(mp_report_options *o);
+MP_API mp_status mp_report_options_init(mp_report_options *o, size_t size);
+#define mp_report_options_default(o) mp_report_options_init((o), sizeof *(o))
 /* Write a report to `f`. */
-mp_status mp_report_write(const mp_profile *p, const mp_report_options *o,
+MP_API mp_status mp_report_write(const mp_profile *p, const mp_report_options *o,
                           FILE *f);
 /* Write a report to `path` atomically (temporary file, then rename). */
-mp_status mp_report_write_file(const mp_profile *p,
+MP_API mp_status mp_report_write_file(const mp_profile *p,
                                const mp_report_options *o, const char *path);
 
-/* The report as a NUL-terminated string (malloc'd; free it with
- * mp_string_free). For bindings that have no FILE *. */
-mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char **out);
+/* The report as a NUL-terminated string (free it with mp_free). For
+ * bindings that have no FILE *. */
+MP_API mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char **out);
 /* Read and analyse a torch.profiler trace (Kineto JSON, gzip or plain, or
  * the bare event array of a PyTorch built without Kineto) and give the
  * trace report (MP_FORMAT_TEXT or MP_FORMAT_JSON) as a string. */
-mp_status mp_trace_string(const char *path, mp_format format, char **out);
-void mp_string_free(char *s);
+MP_API mp_status mp_trace_string(const char *path, mp_format format, char **out);
 
 /* ---- a training profile: a torch.profiler trace of real training steps,
  * its per-module forward and backward times joined with the static profile
@@ -186,23 +224,26 @@ typedef struct mp_train mp_train;
 /* Read and analyse the trace, profile the ONNX export of the same model
  * (model_path; NULL: no static figures, MACs and FLOPs 0) and join them
  * over the modules (named_modules order: each module after its parent). */
-mp_status mp_train_open(const char *trace_path, const char *model_path,
+MP_API mp_status mp_train_open(const char *trace_path, const char *model_path,
                         const mp_torch_module *mods, int n, mp_train **out);
-void mp_train_free(mp_train *t);
+MP_API void mp_train_free(mp_train *t);
 
 typedef struct mp_train_options {
+    size_t size;        /* sizeof(mp_train_options): set by mp_train_options_default */
     mp_format format;   /* MP_FORMAT_TEXT (DeepSpeed's FlopsProfiler layout) or MP_FORMAT_JSON */
     int step;           /* the step number in the text's header (default 1) */
     int depth;          /* deepest module depth shown; -1 all (default) */
     int top;            /* modules per depth in the aggregated block; -1 all (default 1) */
     int detailed;       /* the per-module tree (default 1) */
 } mp_train_options;
-void mp_train_options_default(mp_train_options *o);
-/* The training profile as a string (malloc'd; mp_string_free). */
-mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out);
+MP_API mp_status mp_train_options_init(mp_train_options *o, size_t size);
+#define mp_train_options_default(o) mp_train_options_init((o), sizeof *(o))
+/* The training profile as a string (free it with mp_free). */
+MP_API mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out);
 
 /* ---- the measured run: execute the profiled graph on the CPU ---- */
 typedef struct mp_run_options {
+    size_t size;           /* sizeof(mp_run_options): set by mp_run_options_default */
     int warmup;            /* untimed runs before timing (default 3) */
     int iters;             /* timed runs (default 20) */
     int threads;           /* 0: all cores */
@@ -215,42 +256,43 @@ typedef struct mp_run_options {
     int keep_timestamps;   /* 1: keep each timed step's start (mp_report_chrome_trace);
                               0 (default): durations only */
 } mp_run_options;
-void mp_run_options_default(mp_run_options *o);
+MP_API mp_status mp_run_options_init(mp_run_options *o, size_t size);
+#define mp_run_options_default(o) mp_run_options_init((o), sizeof *(o))
 
 typedef struct mp_exec mp_exec;
 /* Plan a run of the profiled model (p from mp_profile_static; every dim
  * must be known). Made once: order, buffers, kernels, weights. */
-mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out);
-void mp_exec_free(mp_exec *pl);
+MP_API mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out);
+MP_API void mp_exec_free(mp_exec *pl);
 /* Data for graph input `name`: dims must be the planned ones; dtype (ONNX
  * numbering) the planned one, or another of the same kind (integers for an
  * integer input, floats for a float one), converted. Inputs never given
  * get seeded random data. */
-mp_status mp_exec_set_input(mp_exec *pl, const char *name, int dtype, int rank,
+MP_API mp_status mp_exec_set_input(mp_exec *pl, const char *name, int dtype, int rank,
                             const int64_t *dims, const void *data, size_t bytes);
 /* One untimed run. */
-mp_status mp_exec_run(mp_exec *pl);
+MP_API mp_status mp_exec_run(mp_exec *pl);
 /* Graph outputs after a run. */
-int mp_exec_output_count(const mp_exec *pl);
-mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int *dtype,
+MP_API int mp_exec_output_count(const mp_exec *pl);
+MP_API mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int *dtype,
                          int *rank, const int64_t **dims, const void **data);
 /* Warm-up and timed runs; fills the profile's measured fields. */
-mp_status mp_profile_run(mp_exec *pl, mp_profile *p);
+MP_API mp_status mp_profile_run(mp_exec *pl, mp_profile *p);
 
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
  * timed runs of mp_profile_run, which must have been planned with
  * keep_timestamps and node_timing: one complete event per node or fused
  * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
  * run as enclosing slices. `modelprof trace` reads it back. */
-mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path);
+MP_API mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
- * (ONNX numbering), rank, dims (room for 64) and the data (malloc'd: the
- * caller frees it). mp_npy_write writes one array (bf16, which numpy
+ * (ONNX numbering), rank, dims (room for 64) and the data (free it with
+ * mp_free). mp_npy_write writes one array (bf16, which numpy
  * lacks, as fp32). */
-mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, void **data,
+MP_API mp_status mp_npy_read(const char *path, int *dtype, int *rank, int64_t *dims, void **data,
                       size_t *bytes);
-mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
+MP_API mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims,
                        const void *data);
 
 
@@ -268,12 +310,13 @@ typedef enum mp_optimizer {
 } mp_optimizer;
 /* "fp32", "bf16-mixed", ...; "adamw", "sgd-momentum", ... (NULL out of range);
  * the parse functions return -1 for an unknown name. */
-const char *mp_precision_name(mp_precision p);
-const char *mp_optimizer_name(mp_optimizer o);
-int mp_precision_parse(const char *s);
-int mp_optimizer_parse(const char *s);
+MP_API const char *mp_precision_name(mp_precision p);
+MP_API const char *mp_optimizer_name(mp_optimizer o);
+MP_API int mp_precision_parse(const char *s);
+MP_API int mp_optimizer_parse(const char *s);
 
 typedef struct mp_tplan_options {
+    size_t size;              /* sizeof(mp_tplan_options): set by mp_tplan_options_default */
     mp_precision precision;   /* default fp32 */
     mp_optimizer optimizer;   /* default adamw */
     int checkpointing;        /* recompute each repeated block in the backward */
@@ -300,7 +343,8 @@ typedef struct mp_tplan_options {
     double reserve_gb;        /* framework reserve: CUDA context, allocator slack (default 2) */
     int fit;                  /* list the layouts of `gpus` GPUs that fit the GPU, best first */
 } mp_tplan_options;
-void mp_tplan_options_default(mp_tplan_options *o);
+MP_API mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size);
+#define mp_tplan_options_default(o) mp_tplan_options_init((o), sizeof *(o))
 
 /* Memory per GPU (or of one pipeline stage), bytes. */
 typedef struct mp_tplan_mem {
@@ -316,15 +360,15 @@ typedef struct mp_tplan mp_tplan;
  * message naming the flag when the layout cannot be planned (a --tp that
  * does not divide the heads, a --pp larger than the layer count, a
  * precision the GPU lacks). */
-mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tplan **out);
-void mp_tplan_free(mp_tplan *pl);
+MP_API mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tplan **out);
+MP_API void mp_tplan_free(mp_tplan *pl);
 /* stage -1: per GPU (the largest stage); 0..pp-1: that pipeline stage. */
-mp_status mp_tplan_memory(const mp_tplan *pl, int stage, mp_tplan_mem *out);
+MP_API mp_status mp_tplan_memory(const mp_tplan *pl, int stage, mp_tplan_mem *out);
 /* Seconds of one optimizer step (< 0 without a GPU). */
-double mp_tplan_step_time(const mp_tplan *pl);
+MP_API double mp_tplan_step_time(const mp_tplan *pl);
 /* The plan as text or JSON (docs/JSON.md "plan"). */
-mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f);
-mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path);
+MP_API mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f);
+MP_API mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path);
 
 #ifdef __cplusplus
 }

@@ -388,6 +388,70 @@ static void t_options_default(void) {
     T_EQ(o.show_ops, 1);
 }
 
+/* Option structs carry their size (include/modelprof.h): the defaults are
+ * written into the caller's size only; a size the library does not know is
+ * refused by every function taking the options, naming the struct. */
+static void t_options_size(void) {
+    T_EQ_STR(mp_version(), MP_VERSION_STRING);
+    mp_report_options o;
+    T_OK(mp_report_options_default(&o));
+    T_EQ_U64(o.size, sizeof o);
+    /* a struct larger than the library's (a newer header), or too small */
+    unsigned char buf[sizeof o + 16];
+    memset(buf, 0xAA, sizeof buf);
+    T_CHECK(mp_report_options_init((mp_report_options *)(void *)buf, sizeof buf) == MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "mp_report_options") != NULL);
+    T_CHECK(mp_report_options_init((mp_report_options *)(void *)buf, 12) == MP_ERR_USAGE);
+    for (size_t i = 0; i < sizeof buf; i++) T_EQ(buf[i], 0xAA); /* nothing written */
+    /* the generic rule on a struct that gained a field: an old caller's
+     * size is filled, nothing past it */
+    typedef struct v2 { size_t size; int a; double b; } v2;
+    v2 def = {sizeof(v2), 7, 2.5}, got;
+    size_t v1 = MP_FIELD_END(v2, a);
+    memset(buf, 0xAA, sizeof buf);
+    T_OK(mp_opts_init(buf, v1, &def, sizeof def, v1, "v2"));
+    T_EQ_U64(*(size_t *)(void *)buf, v1);
+    T_EQ(buf[v1], 0xAA);
+    *(int *)(void *)(buf + offsetof(v2, a)) = 3;
+    got = def;
+    T_OK(mp_opts_take(&got, sizeof got, buf, v1, "v2"));
+    T_EQ(got.a, 3);
+    T_CHECK(got.b == 2.5); /* beyond the caller's size: the default */
+    /* every function taking options refuses an unset struct */
+    fx x = fx_build();
+    mp_report_options bad = o;
+    bad.size = 0;
+    char *s = NULL;
+    T_CHECK(mp_report_string(x.p, &bad, &s) == MP_ERR_USAGE && s == NULL);
+    T_CHECK(strstr(mp_last_error(), "mp_report_options_default") != NULL);
+    bad.size = sizeof bad + 4;
+    T_CHECK(mp_report_write(x.p, &bad, stdout) == MP_ERR_USAGE);
+    mp_run_options ro;
+    T_OK(mp_run_options_default(&ro));
+    ro.size = 20;
+    mp_exec *ex = NULL;
+    T_CHECK(mp_exec_create(x.p, &ro, &ex) == MP_ERR_USAGE && ex == NULL);
+    T_CHECK(strstr(mp_last_error(), "mp_run_options") != NULL);
+    mp_tplan_options to;
+    T_OK(mp_tplan_options_default(&to));
+    to.size = 0;
+    mp_tplan *tp = NULL;
+    T_CHECK(mp_tplan_create(x.p, &to, &tp) == MP_ERR_USAGE && tp == NULL);
+    mp_limits lim;
+    T_OK(mp_limits_default(&lim));
+    T_OK(mp_limits_set(&lim, "depth", 8));
+    T_EQ(lim.max_depth, 8);
+    lim.size = 3;
+    T_CHECK(mp_limits_set(&lim, "depth", 9) == MP_ERR_USAGE);
+    mp_model *m = NULL;
+    T_CHECK(mp_model_load_ex("models/resnet18.onnx", &lim, &m) == MP_ERR_USAGE && m == NULL);
+    T_CHECK(strstr(mp_last_error(), "mp_limits") != NULL);
+    mp_train_options tr;
+    T_OK(mp_train_options_default(&tr));
+    T_EQ_U64(tr.size, sizeof tr);
+    fx_free(&x);
+}
+
 static void t_text_summary(void) {
     fx x = fx_build();
     char *s = render(&x, NULL);
@@ -872,6 +936,7 @@ MP_TESTS(report) {
     {"format_seconds", t_format_seconds},
     {"walk", t_walk},
     {"options_default", t_options_default},
+    {"options_size", t_options_size},
     {"text_summary", t_text_summary},
     {"text_aggregated", t_text_aggregated},
     {"text_tree", t_text_tree},

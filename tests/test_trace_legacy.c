@@ -4,7 +4,7 @@
  * with no device rows, against the hand sums of the ranges. */
 #include "test.h"
 #include "trace/trace.h"
-#include "trace/train.h"
+#include "train/train.h"
 #include "jsonr.h"
 #include "pbw.h"
 #include "tcli.h"
@@ -175,7 +175,7 @@ static void t_report_string(void) {
 }
 
 
-/* The training profile (src/trace/train.c): the legacy trace above joined
+/* The training profile (src/train/train.c): the legacy trace above joined
  * with a model Net { fc: Linear(4 -> 3), act: ReLU, drop: Dropout } whose
  * export holds /fc/Gemm (x [2,4], W [3,4]) and /act/Relu. */
 static void t_train(void) {

@@ -9,7 +9,7 @@ from ._lib import LIB_PATH, ModelprofError
 from .torchprof import (analyze_trace, flops_to_string, get_model_profile, macs_to_string,
                         number_to_string, params_to_string, profile_onnx)
 
-__version__ = "0.1.0"
+from ._lib import VERSION as __version__  # the library's (mp_version)
 
 
 def __getattr__(name):

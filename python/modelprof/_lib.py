@@ -7,6 +7,8 @@ import ctypes
 import json
 import os
 
+from ._abi import FUNCTIONS, ReportOptions, RunOptions, TorchModule, TrainOptions
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -42,44 +44,22 @@ def _load():
 
 LIB, LIB_PATH = _load()
 _c = ctypes
-LIB.mp_last_error.restype = _c.c_char_p
-LIB.mp_status_name.restype = _c.c_char_p
-LIB.mp_status_name.argtypes = [_c.c_int]
-LIB.mp_model_load.argtypes = [_c.c_char_p, _c.POINTER(_c.c_void_p)]
-LIB.mp_model_free.argtypes = [_c.c_void_p]
-LIB.mp_model_load_memory.argtypes = [_c.c_char_p, _c.c_size_t, _c.c_char_p, _c.c_void_p,
-                                     _c.POINTER(_c.c_void_p)]
-LIB.mp_model_warning_count.argtypes = [_c.c_void_p]
-LIB.mp_model_warning.argtypes = [_c.c_void_p, _c.c_int]
-LIB.mp_model_warning.restype = _c.c_char_p
-LIB.mp_model_set_dim.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_int64]
-LIB.mp_model_set_input_shape.argtypes = [_c.c_void_p, _c.c_char_p, _c.POINTER(_c.c_int64),
-                                         _c.c_int]
-LIB.mp_model_set_module_class.argtypes = [_c.c_void_p, _c.c_char_p, _c.c_char_p]
-LIB.mp_profile_static.argtypes = [_c.c_void_p, _c.POINTER(_c.c_void_p)]
-LIB.mp_profile_free.argtypes = [_c.c_void_p]
-LIB.mp_report_string.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
-LIB.mp_trace_string.argtypes = [_c.c_char_p, _c.c_int, _c.POINTER(_c.c_void_p)]
-LIB.mp_string_free.argtypes = [_c.c_void_p]
-LIB.mp_exec_create.argtypes = [_c.c_void_p, _c.c_void_p, _c.POINTER(_c.c_void_p)]
-LIB.mp_exec_free.argtypes = [_c.c_void_p]
-LIB.mp_profile_run.argtypes = [_c.c_void_p, _c.c_void_p]
+for _name, (_res, _args) in FUNCTIONS.items():
+    _f = getattr(LIB, _name)
+    _f.restype, _f.argtypes = _res, _args
+VERSION = LIB.mp_version().decode()
 
 
-class ReportOptions(_c.Structure):
-    _fields_ = [("format", _c.c_int), ("depth", _c.c_int), ("top", _c.c_int),
-                ("detailed", _c.c_int), ("show_ops", _c.c_int)]
+def options(cls):
+    """A struct of options with the library's defaults (mp_X_init with the
+    struct's size: the library writes no more than ctypes allocated)."""
+    o = cls()
+    check(getattr(LIB, _INIT[cls])(_c.byref(o), _c.sizeof(o)))
+    return o
 
 
-class RunOptions(_c.Structure):
-    _fields_ = [("warmup", _c.c_int), ("iters", _c.c_int), ("threads", _c.c_int),
-                ("fuse", _c.c_int), ("node_timing", _c.c_int), ("peak_gflops", _c.c_double),
-                ("seed", _c.c_uint64), ("max_memory", _c.c_int64), ("progress", _c.c_int),
-                ("keep_timestamps", _c.c_int)]
-
-
-LIB.mp_report_options_default.argtypes = [_c.POINTER(ReportOptions)]
-LIB.mp_run_options_default.argtypes = [_c.POINTER(RunOptions)]
+_INIT = {ReportOptions: "mp_report_options_init", RunOptions: "mp_run_options_init",
+         TrainOptions: "mp_train_options_init"}
 
 TEXT, JSON = 0, 1
 
@@ -94,7 +74,7 @@ def take_string(ptr):
     try:
         return _c.string_at(ptr.value).decode("utf-8", "replace")
     finally:
-        LIB.mp_string_free(ptr)
+        LIB.mp_free(ptr)
 
 
 class Profile:
@@ -133,8 +113,7 @@ class Profile:
                 for i in range(LIB.mp_model_warning_count(self._m))]
 
     def run(self, warmup=3, iters=20, threads=0):
-        o = RunOptions()
-        LIB.mp_run_options_default(_c.byref(o))
+        o = options(RunOptions)
         o.warmup, o.iters, o.threads = warmup, iters, threads
         plan = _c.c_void_p()
         check(LIB.mp_exec_create(self._p, _c.byref(o), _c.byref(plan)))
@@ -144,8 +123,7 @@ class Profile:
             LIB.mp_exec_free(plan)
 
     def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True):
-        o = ReportOptions()
-        LIB.mp_report_options_default(_c.byref(o))
+        o = options(ReportOptions)
         o.format, o.depth, o.top = fmt, depth, top
         o.detailed, o.show_ops = int(bool(detailed)), int(bool(show_ops))
         out = _c.c_void_p()
@@ -173,23 +151,6 @@ class Profile:
         self.close()
 
 
-class TorchModule(_c.Structure):
-    _fields_ = [("name", _c.c_char_p), ("class_name", _c.c_char_p), ("trace_path", _c.c_char_p),
-                ("params", _c.c_int64)]
-
-
-class TrainOptions(_c.Structure):
-    _fields_ = [("format", _c.c_int), ("step", _c.c_int), ("depth", _c.c_int), ("top", _c.c_int),
-                ("detailed", _c.c_int)]
-
-
-LIB.mp_train_open.argtypes = [_c.c_char_p, _c.c_char_p, _c.POINTER(TorchModule), _c.c_int,
-                              _c.POINTER(_c.c_void_p)]
-LIB.mp_train_free.argtypes = [_c.c_void_p]
-LIB.mp_train_options_default.argtypes = [_c.POINTER(TrainOptions)]
-LIB.mp_train_string.argtypes = [_c.c_void_p, _c.POINTER(TrainOptions), _c.POINTER(_c.c_void_p)]
-
-
 class Train:
     """A training profile held by the library (mp_train_open): a trace's
     module times joined with the static profile of the model's export.
@@ -208,8 +169,7 @@ class Train:
                                 arr, len(modules), _c.byref(self._t)))
 
     def report(self, fmt=TEXT, step=1, depth=-1, top=1, detailed=True):
-        o = TrainOptions()
-        LIB.mp_train_options_default(_c.byref(o))
+        o = options(TrainOptions)
         o.format, o.step, o.depth, o.top, o.detailed = fmt, step, depth, top, int(bool(detailed))
         out = _c.c_void_p()
         check(LIB.mp_train_string(self._t, _c.byref(o), _c.byref(out)))

@@ -25,6 +25,39 @@ const char *mp_last_error(void) { return mp__errbuf; }
 
 void mp_error_clear(void) { mp__errbuf[0] = 0; }
 
+const char *mp_version(void) { return MP_VERSION_STRING; }
+
+void mp_free(void *p) { free(p); }
+
+static mp_status opts_size(size_t size, size_t have, size_t min, const char *what) {
+    if (size >= min && size <= have) return MP_OK;
+    if (size == 0)
+        return mp_error(MP_ERR_USAGE, "%s: size 0: the options were never set (fill them with "
+                        "%s_default first)", what, what);
+    return mp_error(MP_ERR_USAGE, "%s: size %zu, this library (modelprof %s) takes %zu to %zu "
+                    "bytes: the program was built against another modelprof.h, or the options "
+                    "were not set with %s_default", what, size, MP_VERSION_STRING, min, have, what);
+}
+
+mp_status mp_opts_init(void *o, size_t size, const void *def, size_t have, size_t min,
+                       const char *what) {
+    if (!o) return mp_error(MP_ERR_USAGE, "%s_init: no options", what);
+    mp_status st = opts_size(size, have, min, what);
+    if (st) return st;
+    memcpy(o, def, size);
+    *(size_t *)o = size;
+    return MP_OK;
+}
+
+mp_status mp_opts_take(void *dst, size_t have, const void *src, size_t min, const char *what) {
+    if (!src) return MP_OK;
+    size_t size = *(const size_t *)src;
+    mp_status st = opts_size(size, have, min, what);
+    if (st) return st;
+    memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, size - sizeof size);
+    return MP_OK;
+}
+
 mp_status mp_verror(mp_status st, const char *fmt, va_list ap) {
     vsnprintf(mp__errbuf, sizeof mp__errbuf, fmt, ap);
     return st;

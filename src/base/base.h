@@ -26,6 +26,23 @@ mp_status mp_error(mp_status st, const char *fmt, ...) MP_PRINTF(2, 3);
 mp_status mp_verror(mp_status st, const char *fmt, va_list ap);
 void mp_error_clear(void);
 
+/* ---- option structs (include/modelprof.h): each begins with `size_t
+ * size`. A library knows the sizes from `min`, the struct's first
+ * versioned size (the end of its last field then: it stays when fields are
+ * appended), to its own sizeof (`have`). */
+/* mp_X_init: the defaults `def` (`have` bytes, its size field set) written
+ * into the caller's first `size` bytes; MP_ERR_USAGE, nothing written, for
+ * a size out of range. */
+mp_status mp_opts_init(void *o, size_t size, const void *def, size_t have, size_t min,
+                       const char *what);
+/* A function taking options: `dst` holds the defaults (`have` bytes); the
+ * caller's options `src` (NULL: the defaults stand) replace its first
+ * src->size bytes. MP_ERR_USAGE naming the struct for a size out of range. */
+mp_status mp_opts_take(void *dst, size_t have, const void *src, size_t min, const char *what);
+/* The end of a struct's field: the `min` of the struct whose last field
+ * it was. */
+#define MP_FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+
 /* Equal C strings, without a library call: the names compared on hot
  * paths (op types, attribute names) are short, often the same pointer
  * (interned) and often empty (the default domain). */

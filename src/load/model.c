@@ -37,8 +37,11 @@ void mp_model_free(mp_model *m) {
 
 /* ---- limits ---- */
 
-void mp_limits_default(mp_limits *l) {
-    if (!l) return;
+#define LIMITS_V1 MP_FIELD_END(mp_limits, max_depth)
+
+static void limits_defaults(mp_limits *l) {
+    memset(l, 0, sizeof *l);
+    l->size = sizeof *l;
 #define MP__LIM_DEF(field, name, def) l->field = def;
     MP_LIMIT_LIST(MP__LIM_DEF)
 #undef MP__LIM_DEF
@@ -51,10 +54,23 @@ void mp_limits_default(mp_limits *l) {
     }
 }
 
+mp_status mp_limits_init(mp_limits *l, size_t size) {
+    mp_limits d;
+    limits_defaults(&d);
+    return mp_opts_init(l, size, &d, sizeof d, LIMITS_V1, "mp_limits");
+}
+
 mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value) {
     if (!l || !name) return mp_error(MP_ERR_USAGE, "no limits or limit name");
+    mp_limits d;
+    limits_defaults(&d);
+    mp_status st = mp_opts_take(&d, sizeof d, l, LIMITS_V1, "mp_limits");
+    if (st) return st;
 #define MP__LIM_SET(field, lname, def)                                                   \
     if (strcmp(name, lname) == 0) {                                                      \
+        if (l->size < MP_FIELD_END(mp_limits, field))                                    \
+            return mp_error(MP_ERR_USAGE, "limit %s: not in the caller's mp_limits (an older " \
+                            "modelprof.h)", name);                                       \
         if (value < 1)                                                                   \
             return mp_error(MP_ERR_USAGE, "limit %s: %lld is below 1", name, (long long)value); \
         if (strcmp(lname, "depth") == 0 && value > MP_LIMIT_DEPTH_CAP)                  \
@@ -70,10 +86,13 @@ mp_status mp_limits_set(mp_limits *l, const char *name, int64_t value) {
 }
 
 mp_status mp_limits_check(const mp_limits *in, mp_limits *out) {
-    mp_limits_default(out);
+    limits_defaults(out);
     if (!in) return MP_OK;
+    mp_limits given = *out;
+    mp_status st = mp_opts_take(&given, sizeof given, in, LIMITS_V1, "mp_limits");
+    if (st) return st;
 #define MP__LIM_TAKE(field, name, def) \
-    if (in->field > 0) out->field = in->field;
+    if (given.field > 0) out->field = given.field;
     MP_LIMIT_LIST(MP__LIM_TAKE)
 #undef MP__LIM_TAKE
     if (out->max_depth > MP_LIMIT_DEPTH_CAP)

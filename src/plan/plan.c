@@ -36,8 +36,11 @@ int mp_optimizer_parse(const char *s) {
     return -1;
 }
 
-void mp_tplan_options_default(mp_tplan_options *o) {
+#define TPLAN_OPTIONS_V1 MP_FIELD_END(mp_tplan_options, fit)
+
+static void tplan_defaults(mp_tplan_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->precision = MP_PREC_FP32;
     o->optimizer = MP_OPT_ADAMW;
     o->dp = o->tp = o->pp = 1;
@@ -48,6 +51,12 @@ void mp_tplan_options_default(mp_tplan_options *o) {
     o->memory_eff = 0.8;
     o->node_overhead_s = 10e-6;
     o->reserve_gb = 2;
+}
+
+mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size) {
+    mp_tplan_options d;
+    tplan_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, TPLAN_OPTIONS_V1, "mp_tplan_options");
 }
 
 static bool prec_mixed(mp_precision p) { return p == MP_PREC_BF16_MIXED || p == MP_PREC_FP16_MIXED; }
@@ -1523,12 +1532,16 @@ static int fit_cmp(const void *a, const void *b) {
 mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tplan **out) {
     *out = NULL;
     if (!p || !o) return mp_error(MP_ERR_USAGE, "no profile or options");
+    mp_tplan_options opts;
+    tplan_defaults(&opts);
+    mp_status st = mp_opts_take(&opts, sizeof opts, o, TPLAN_OPTIONS_V1, "mp_tplan_options");
+    if (st) return st;
     mp_tplan *pl = calloc(1, sizeof *pl);
     if (!pl) return mp_error(MP_ERR_NOMEM, "out of memory");
     mp_arena_init(&pl->arena);
     pl->p = p;
-    pl->o = *o;
-    mp_status st = plan_build(pl);
+    pl->o = opts;
+    st = plan_build(pl);
     /* --tp: the split figures come from the graph pass with tp > 1; --fit
      * over tp > 1 needs them too: plan once more with tp 2 figures */
     if (st) {

@@ -3,7 +3,7 @@
  * --depth, --top, --no-detailed and show_ops shape the text report only. */
 #include "report/jw.h"
 #include "report/report.h"
-#include "trace/train.h"
+#include "train/train.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -622,7 +622,7 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     return st;
 }
 
-/* ---- the training profile (trace/train.h; docs/JSON.md "Training
+/* ---- the training profile (train/train.h; docs/JSON.md "Training
  * profile") ---- */
 mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw *w = jw_begin(f);

@@ -81,9 +81,11 @@ void mp_out_printf(mp_out *o, const char *fmt, ...) {
     free(big);
 }
 
-void mp_report_options_default(mp_report_options *o) {
-    if (!o) return;
+#define REPORT_OPTIONS_V1 MP_FIELD_END(mp_report_options, csv_table)
+
+static void report_defaults(mp_report_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->format = MP_FORMAT_TEXT;
     o->depth = -1;
     o->top = 3;
@@ -91,19 +93,24 @@ void mp_report_options_default(mp_report_options *o) {
     o->show_ops = 1;
 }
 
-mp_status mp_report_write(const mp_profile *p, const mp_report_options *o, FILE *f) {
+mp_status mp_report_options_init(mp_report_options *o, size_t size) {
+    mp_report_options d;
+    report_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, REPORT_OPTIONS_V1, "mp_report_options");
+}
+
+mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FILE *f) {
     mp_report_options def;
     if (!p || !p->m || !f) return mp_error(MP_ERR_USAGE, "mp_report_write: no profile or stream");
-    if (!o) {
-        mp_report_options_default(&def);
-        o = &def;
-    }
+    report_defaults(&def);
+    mp_status st = mp_opts_take(&def, sizeof def, opts, REPORT_OPTIONS_V1, "mp_report_options");
+    if (st) return st;
+    const mp_report_options *o = &def;
     if (o->depth < -1)
         return mp_error(MP_ERR_USAGE, "report depth %d: use -1 (all) or a depth >= 0", o->depth);
     if (o->top < -1)
         return mp_error(MP_ERR_USAGE, "report top %d: use -1 (all), 0 (none) or a count",
                         o->top);
-    mp_status st;
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;

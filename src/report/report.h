@@ -187,7 +187,7 @@ mp_status mp_report_html(const mp_profile *p, const mp_report_options *o, FILE *
 /* CSV (csv.c): one table (o->csv_table) of the JSON's figures, unformatted. */
 mp_status mp_report_csv(const mp_profile *p, const mp_report_options *o, FILE *f);
 
-/* The training profile (trace/train.h): DeepSpeed's FlopsProfiler layout
+/* The training profile (train/train.h): DeepSpeed's FlopsProfiler layout
  * (train.c) and its JSON (json.c). */
 typedef struct mp_train mp_train;
 mp_status mp_report_train_text(const mp_train *t, const mp_train_options *o, FILE *f);

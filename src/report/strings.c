@@ -3,6 +3,7 @@
  * same as the files' (a memory stream in front of them). */
 #include "report/report.h"
 #include "trace/trace.h"
+#include "train/train.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,9 +66,15 @@ static mp_status train_fn(const void *a, const void *b, FILE *f) {
     return o->format == MP_FORMAT_JSON ? mp_report_train_json(a, f) : mp_report_train_text(a, o, f);
 }
 
-mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **out) {
+mp_status mp_train_string(const mp_train *t, const mp_train_options *opts, char **out) {
     if (out) *out = NULL;
-    if (!t || !o || !out) return mp_error(MP_ERR_USAGE, "mp_train_string: no profile, options or output pointer");
+    if (!t || !opts || !out)
+        return mp_error(MP_ERR_USAGE, "mp_train_string: no profile, options or output pointer");
+    mp_train_options def;
+    mp_train_defaults(&def);
+    mp_status st = mp_opts_take(&def, sizeof def, opts, MP_TRAIN_OPTIONS_V1, "mp_train_options");
+    if (st) return st;
+    const mp_train_options *o = &def;
     if (o->format != MP_FORMAT_TEXT && o->format != MP_FORMAT_JSON)
         return mp_error(MP_ERR_USAGE, "mp_train_string: unknown format %d", (int)o->format);
     if (o->depth < -1 || o->top < -1)
@@ -75,4 +82,3 @@ mp_status mp_train_string(const mp_train *t, const mp_train_options *o, char **o
     return to_string(train_fn, t, o, out);
 }
 
-void mp_string_free(char *s) { free(s); }

@@ -1,9 +1,9 @@
 /* The training profile's text, in the layout of DeepSpeed's FlopsProfiler
  * print_model_profile (summary, aggregated profile per depth by class,
- * detailed tree), from the joined trace and static profile (trace/train.h).
+ * detailed tree), from the joined trace and static profile (train/train.h).
  * The JSON is json.c's mp_report_train_json. */
 #include "report/report.h"
-#include "trace/train.h"
+#include "train/train.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -22,8 +22,11 @@ static size_t mp__round(size_t n) { return (n + MP__ALIGN - 1) & ~(size_t)(MP__A
  * empty ones point here. */
 static _Alignas(64) uint8_t mp__empty[64];
 
-void mp_run_options_default(mp_run_options *o) {
+#define RUN_OPTIONS_V1 MP_FIELD_END(mp_run_options, keep_timestamps)
+
+static void run_defaults(mp_run_options *o) {
     memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->warmup = 3;
     o->iters = 20;
     o->threads = 0;
@@ -31,6 +34,12 @@ void mp_run_options_default(mp_run_options *o) {
     o->node_timing = 1;
     o->seed = 1;
     o->progress = 1;
+}
+
+mp_status mp_run_options_init(mp_run_options *o, size_t size) {
+    mp_run_options d;
+    run_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, RUN_OPTIONS_V1, "mp_run_options");
 }
 
 static const char *mp__node_name(const mp_graph *g, int node) {
@@ -955,10 +964,7 @@ static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options 
     pl->m = p->m;
     pl->g = g;
     pl->parent = parent;
-    if (o)
-        pl->o = *o;
-    else
-        mp_run_options_default(&pl->o);
+    pl->o = *o;
     if (pl->o.warmup < 0 || pl->o.iters < 1 || pl->o.threads < 0) {
         mp_run_options bad = pl->o;
         free(pl);
@@ -1012,7 +1018,11 @@ static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options 
 mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out) {
     *out = NULL;
     if (!p || !p->m || !p->m->graph) return mp_error(MP_ERR_USAGE, "no profile to plan");
-    return mp__plan_make(p, p->m->graph, o, NULL, out);
+    mp_run_options opts;
+    run_defaults(&opts);
+    mp_status st = mp_opts_take(&opts, sizeof opts, o, RUN_OPTIONS_V1, "mp_run_options");
+    if (st) return st;
+    return mp__plan_make(p, p->m->graph, &opts, NULL, out);
 }
 
 void mp_subexec_bind_outer(mp_exec *pl) {

@@ -208,6 +208,31 @@ def library_errors():
         raise Fail("no exception")
 
 
+@test
+def c_api_contract():
+    """The options carry their size: the library fills no more than ctypes
+    allocated and refuses a size it does not know (issue 26: a ReportOptions
+    4 bytes short of C's was written past on every report)."""
+    import ctypes
+    import modelprof
+    from modelprof import _lib
+    check(modelprof.__version__ == _lib.LIB.mp_version().decode(), "version")
+    o = _lib.options(_lib.ReportOptions)
+    check(o.size == ctypes.sizeof(o) and o.top == 3 and o.depth == -1, "defaults %r" % o.size)
+    # a struct 4 bytes short (csv_table missing) is refused, nothing written
+    buf = (ctypes.c_ubyte * (ctypes.sizeof(o) + 8))(*([0xAA] * (ctypes.sizeof(o) + 8)))
+    st = _lib.LIB.mp_report_options_init(ctypes.cast(buf, ctypes.POINTER(_lib.ReportOptions)),
+                                         ctypes.sizeof(o) - 4)
+    check(st != 0 and all(b == 0xAA for b in buf), "a short struct was filled")
+    with _lib.Profile(os.path.join(ROOT, "models", "resnet18.onnx"), dims={"batch": 1}) as p:
+        o.size = ctypes.sizeof(o) - 4
+        out = ctypes.c_void_p()
+        st = _lib.LIB.mp_report_string(p._p, ctypes.byref(o), ctypes.byref(out))
+        check(st != 0 and not out.value and b"mp_report_options" in _lib.LIB.mp_last_error(),
+              "a short struct was taken: %d %r" % (st, _lib.LIB.mp_last_error()))
+        check("modelprof static profile" in p.report(), "report")
+
+
 # ---- profile_onnx and analyze_trace: the command's JSON ----
 @test
 def profile_onnx_equals_cli():

@@ -5,7 +5,7 @@
  * names the modules (named_modules order) and where each sits in the
  * trace's tree; times come from the trace analysis, counts from the static
  * profile. Nothing here formats output (src/report/train.c does). */
-#include "trace/train.h"
+#include "train/train.h"
 
 #include "analyze/profile.h"
 #include "trace/trace.h"
@@ -13,13 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mp_train_options_default(mp_train_options *o) {
-    if (!o) return;
+void mp_train_defaults(mp_train_options *o) {
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     o->format = MP_FORMAT_TEXT;
     o->step = 1;
     o->depth = -1;
     o->top = 1;
     o->detailed = 1;
+}
+
+mp_status mp_train_options_init(mp_train_options *o, size_t size) {
+    mp_train_options d;
+    mp_train_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, MP_TRAIN_OPTIONS_V1, "mp_train_options");
 }
 
 void mp_train_free(mp_train *t) {

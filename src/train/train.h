@@ -31,4 +31,8 @@ struct mp_train {
     const char *trace_path, *model_path;
 };
 
+/* The defaults of mp_train_options, and its first versioned size. */
+void mp_train_defaults(mp_train_options *o);
+#define MP_TRAIN_OPTIONS_V1 MP_FIELD_END(mp_train_options, detailed)
+
 #endif
