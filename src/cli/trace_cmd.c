@@ -121,51 +121,12 @@ static mp_status diff_write(void *ud, FILE *f) {
 }
 
 /* `modelprof trace diff A B`: two runs compared (src/trace/diff.h). */
-static int diff_main(int argc, char **argv) {
-    mp_trace_options o = {0, -1, 20};
-    bool json = false;
-    const char *out_path = NULL, *in[2] = {NULL, NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            tr_usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--format") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            const char *v = argv[++i];
-            if (strcmp(v, "json") == 0) json = true;
-            else if (strcmp(v, "text") == 0) json = false;
-            else return tr_usage_error("trace diff writes text or json, not", v);
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            out_path = argv[++i];
-        } else if (strcmp(a, "--top") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < -1 || v > 1000000) return tr_usage_error("bad number", argv[i]);
-            o.top = (int)v;
-        } else if (a[0] == '-' && a[1]) {
-            return tr_usage_error("unknown option", a);
-        } else if (!in[0]) {
-            in[0] = a;
-        } else if (!in[1]) {
-            in[1] = a;
-        } else {
-            return tr_usage_error("trace diff compares two traces; a third was given:", a);
-        }
-    }
-    if (!in[1]) {
-        fputs("modelprof trace diff: give two traces, A (control) and B (test)\n"
-              "(see modelprof trace --help)\n", stderr);
-        return TR_EXIT_USAGE;
-    }
+static int diff_run(const char *const in[2], const mp_trace_options *o, bool json, const char *out_path) {
     mp_trace t[2];
     memset(t, 0, sizeof t);
     int rc = 0;
     for (int s = 0; s < 2 && !rc; s++)
-        if (mp_trace_open(in[s], &o, &t[s]) != MP_OK) {
+        if (mp_trace_open(in[s], o, &t[s]) != MP_OK) {
             tr_print_error(mp_last_error());
             rc = TR_EXIT_INPUT;
         }
@@ -174,7 +135,7 @@ static int diff_main(int argc, char **argv) {
         tr_print_error(mp_last_error());
         rc = TR_EXIT_INPUT;
     } else if (!rc) {
-        diff_job j = {&d, &o, json};
+        diff_job j = {&d, o, json};
         mp_status st = out_path ? mp_write_file_atomic(out_path, diff_write, &j) : diff_write(&j, stdout);
         if (st != MP_OK) {
             tr_print_error(mp_last_error());
@@ -188,12 +149,13 @@ static int diff_main(int argc, char **argv) {
 }
 
 int mp_trace_main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "diff") == 0) return diff_main(argc - 1, argv + 1);
+    /* `trace diff A B` takes the same options, and two traces */
+    bool diff = argc > 1 && strcmp(argv[1], "diff") == 0;
     mp_trace_options o = {0, -1, 20};
     int format = 0; /* 0 text, 1 json, 2 html, 3 csv */
     const char *csv_table = "steps";
-    const char *out_path = NULL, *input = NULL;
-    for (int i = 1; i < argc; i++) {
+    const char *out_path = NULL, *input = NULL, *in[2] = {NULL, NULL};
+    for (int i = diff ? 2 : 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -230,10 +192,22 @@ int mp_trace_main(int argc, char **argv) {
             else o.top = (int)v;
         } else if (a[0] == '-' && a[1]) {
             return tr_usage_error("unknown option", a);
+        } else if (diff) {
+            if (in[1]) return tr_usage_error("trace diff compares two traces; a third was given:", a);
+            in[in[0] ? 1 : 0] = a;
         } else {
             if (input) return tr_usage_error("more than one input given:", a);
             input = a;
         }
+    }
+    if (diff) {
+        if (format == 2 || format == 3) return tr_usage_error("trace diff writes text or json, not", format == 2 ? "html" : "csv");
+        if (!in[1]) {
+            fputs("modelprof trace diff: give two traces, A (control) and B (test)\n"
+                  "(see modelprof trace --help)\n", stderr);
+            return TR_EXIT_USAGE;
+        }
+        return diff_run(in, &o, format == 1, out_path);
     }
     if (!input) {
         tr_usage(stderr);

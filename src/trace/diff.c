@@ -58,6 +58,17 @@ static mp_status nomem(rows *t) {
     return mp_error(MP_ERR_NOMEM, "trace diff: out of memory");
 }
 
+/* One run's figures for a name (side 0: A, 1: B). */
+static bool put(rows *t, const char *name, const char *label, int side, double v, double calls,
+                double second) {
+    mp_tdiff_row *r = row_of(t, name);
+    if (!r) return false;
+    if (!r->label) r->label = label;
+    if (side) r->b = v, r->b_calls = calls, r->b2 = second, r->in_b = true;
+    else r->a = v, r->a_calls = calls, r->a2 = second, r->in_a = true;
+    return true;
+}
+
 static mp_status diff_ops(mp_trace_diff *d) {
     rows t = {0};
     for (int side = 0; side < 2; side++) {
@@ -66,12 +77,9 @@ static mp_status diff_ops(mp_trace_diff *d) {
         for (int i = 0; i < tr->n_ops; i++) {
             const mp_top *o = &tr->ops[i];
             if (o->device) continue;   /* device rows are the kernels' table */
-            mp_tdiff_row *r = row_of(&t, o->name);
-            if (!r) return nomem(&t);
-            double v = per(d->op_device ? o->self_dev : o->self_cpu, steps);
-            double c = (double)o->count / steps, cpu = per(o->self_cpu, steps);
-            if (side) r->b = v, r->b_calls = c, r->b2 = cpu, r->in_b = true;
-            else r->a = v, r->a_calls = c, r->a2 = cpu, r->in_a = true;
+            if (!put(&t, o->name, NULL, side, per(d->op_device ? o->self_dev : o->self_cpu, steps),
+                     (double)o->count / steps, per(o->self_cpu, steps)))
+                return nomem(&t);
         }
     }
     return finish(&t, &d->ops, &d->n_ops);
@@ -84,12 +92,8 @@ static mp_status diff_kernels(mp_trace_diff *d) {
         int steps = side ? d->b_steps : d->a_steps;
         for (int i = 0; i < tr->n_kernels; i++) {
             const mp_tkernel *k = &tr->kernels[i];
-            mp_tdiff_row *r = row_of(&t, k->name);
-            if (!r) return nomem(&t);
-            if (!r->label) r->label = k->short_name;
-            double v = per(k->total, steps), c = (double)k->count / steps;
-            if (side) r->b = v, r->b_calls = c, r->in_b = true;
-            else r->a = v, r->a_calls = c, r->in_a = true;
+            if (!put(&t, k->name, k->short_name, side, per(k->total, steps), (double)k->count / steps, 0))
+                return nomem(&t);
         }
     }
     return finish(&t, &d->kernels, &d->n_kernels);
@@ -106,14 +110,11 @@ static mp_status diff_mods(mp_trace_diff *d) {
             const mp_module *md = &tr->mods[m];
             const mp_tmod *f = &tr->mfig[m];
             if (!md->path) continue;
-            mp_tdiff_row *r = row_of(&t, md->path);
-            if (!r) return nomem(&t);
-            if (!r->label) r->label = md->cls;
             int64_t both = f->fwd;
             MP_SADD(both, f->bwd);
-            double v = per(both, steps), c = (double)f->calls / steps, bw = per(f->bwd, steps);
-            if (side) r->b = v, r->b_calls = c, r->b2 = bw, r->in_b = true;
-            else r->a = v, r->a_calls = c, r->a2 = bw, r->in_a = true;
+            if (!put(&t, md->path, md->cls, side, per(both, steps), (double)f->calls / steps,
+                     per(f->bwd, steps)))
+                return nomem(&t);
         }
     }
     return finish(&t, &d->mods, &d->n_mods);
