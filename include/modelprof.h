@@ -145,6 +145,16 @@ MP_API mp_status mp_model_set_module_class(mp_model *m, const char *path, const 
 MP_API mp_status mp_profile_static(mp_model *m, mp_profile **out);
 MP_API void mp_profile_free(mp_profile *p);
 
+/* Cost as exact formulas in the dims the profile left free (its unresolved
+ * symbolic dims, e.g. batch and seq): params, MACs, FLOPs, bytes read and
+ * written, activation bytes of the model and of each module, and the
+ * activation peak, as polynomials with exact coefficients, each checked
+ * against static profiles at further points (docs/COUNTING.md,
+ * "Formulas"). The reports then show them. It profiles the model again at
+ * other dims and leaves it as p found it. MP_ERR_SHAPE when the profile
+ * fails wherever it is tried, MP_ERR_UNSUPPORTED past 8 free dims. */
+MP_API mp_status mp_profile_formulas(mp_profile *p);
+
 typedef struct mp_totals {
     uint64_t params;                /* learnable parameters, shared counted once */
     uint64_t param_bytes;           /* bytes of those parameters */

@@ -78,7 +78,45 @@ static void t_errors(void) {
     T_EQ_STR(mp_last_error(), "");
 }
 
+/* The one set of dim helpers (graph/graph.h): a symbol survives x * 1,
+ * x + 0, x / 1 (whichever side it is on), x * 0 is 0, and anything else with
+ * an unknown dim is anonymous; known dims past MP_DIM_MAX are unknown. */
+static void t_dim_arith(void) {
+    int64_t batch = MP_DIM_OF_SYM(1), seq = MP_DIM_OF_SYM(2);
+    T_EQ(mp_dim_mul(1, seq), seq); /* at_mul (ops/attention.c) lost the symbol here */
+    T_EQ(mp_dim_mul(seq, 1), seq);
+    T_EQ(mp_dim_mul(0, seq), 0);
+    T_EQ(mp_dim_mul(seq, 0), 0);
+    T_EQ(mp_dim_mul(batch, seq), MP_DIM_ANON);
+    T_EQ(mp_dim_mul(2, seq), MP_DIM_ANON);
+    T_EQ(mp_dim_mul(12, 64), 768);
+    T_EQ(mp_dim_mul(MP_DIM_MAX, 2), MP_DIM_ANON);
+    T_EQ(mp_dim_mul(INT64_MAX, INT64_MAX), MP_DIM_ANON);
+    T_EQ(mp_dim_add(0, seq), seq);
+    T_EQ(mp_dim_add(seq, 0), seq);
+    T_EQ(mp_dim_add(seq, 1), MP_DIM_ANON);
+    T_EQ(mp_dim_add(seq, seq), MP_DIM_ANON);
+    T_EQ(mp_dim_add(3, 4), 7);
+    T_EQ(mp_dim_add(MP_DIM_MAX + 1, 1), MP_DIM_ANON);
+    bool ok;
+    T_EQ(mp_dim_div(seq, 1, &ok), seq);
+    T_CHECK(ok);
+    T_EQ(mp_dim_div(768, 12, &ok), 64);
+    T_CHECK(ok);
+    T_EQ(mp_dim_div(770, 12, &ok), MP_DIM_ANON);
+    T_CHECK(!ok);
+    T_EQ(mp_dim_div(seq, 2, &ok), MP_DIM_ANON);
+    T_CHECK(ok);
+    int64_t d = 0;
+    T_CHECK(mp_dim_merge(seq, 8, &d) && d == 8);
+    T_CHECK(mp_dim_merge(MP_DIM_ANON, seq, &d) && d == seq);
+    T_CHECK(mp_dim_merge(seq, MP_DIM_ANON, &d) && d == seq);
+    T_CHECK(mp_dim_merge(batch, seq, &d) && d == batch);
+    T_CHECK(!mp_dim_merge(8, 9, &d));
+}
+
 MP_TESTS(base){
+    {"dim_arith", t_dim_arith},
     {"arena", t_arena},
     {"strmap", t_strmap},
     {"checked_arithmetic", t_checked},

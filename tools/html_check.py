@@ -42,6 +42,7 @@ def main():
                       '--warmup', '1', '--iters', '2']),
         ('trace', [mp, 'trace', 'tests/traces/mobilenet_v2_sgd_loader.trace.json.gz']),
         ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
+        ('formula', [mp, 'models/dynamo/qwen3_2layers.onnx', '-q', '--formula']),
     ]
     failed = 0
     for name, cmd in reports:
@@ -57,6 +58,8 @@ def main():
         if err and err.group(1).strip():
             lines.append('FAIL script errors: ' + err.group(1).strip())
         load = next((float(x.split()[1]) for x in lines if x.startswith('load_ms')), None)
+        if name == 'formula' and 'PASS formulas shown' not in lines:
+            lines.append('FAIL the formulas were not checked')
         if name == 'llama7b':
             lines.append(('PASS' if load is not None and load < 3000 else 'FAIL') + ' loads in < 3 s')
             lines.append(('PASS' if size < 20e6 else 'FAIL') + ' size < 20 MB')

@@ -67,6 +67,7 @@ FUNCTIONS = {
     "mp_model_set_module_class": (_ST, [_H, _c.c_char_p, _c.c_char_p]),
     "mp_profile_static": (_ST, [_H, _OUT]),
     "mp_profile_free": (None, [_H]),
+    "mp_profile_formulas": (_ST, [_H]),
     "mp_report_options_init": (_ST, [_P(ReportOptions), _c.c_size_t]),
     "mp_report_string": (_ST, [_H, _P(ReportOptions), _OUT]),
     "mp_trace_string": (_ST, [_c.c_char_p, _c.c_int, _OUT]),

@@ -122,6 +122,11 @@ class Profile:
         finally:
             LIB.mp_exec_free(plan)
 
+    def formulas(self):
+        """The costs as exact formulas in the dims left free (--formula):
+        the reports then carry them (docs/JSON.md, "formulas")."""
+        check(LIB.mp_profile_formulas(self._p))
+
     def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True):
         o = options(ReportOptions)
         o.format, o.depth, o.top = fmt, depth, top

@@ -29,12 +29,16 @@ def _objects(v):
     return v
 
 
-def profile_onnx(path, dims=None, run=False, inputs=None, warmup=3, iters=20, threads=0):
+def profile_onnx(path, dims=None, run=False, inputs=None, warmup=3, iters=20, threads=0,
+                 formula=False):
     """The profile of an ONNX file as Python objects, the fields of
     `modelprof --format json` (docs/JSON.md): total, modules, ops, nodes, ...;
-    with run=True also the measured run (`run`). dims: {"batch": 1};
-    inputs: {"input": [1, 3, 224, 224]}."""
+    with run=True also the measured run (`run`); with formula=True the costs
+    as exact formulas in the dims left free (`formulas`, as --formula).
+    dims: {"batch": 1}; inputs: {"input": [1, 3, 224, 224]}."""
     with _lib.Profile(path, dims, inputs) as p:
+        if formula:
+            p.formulas()
         if run:
             p.run(warmup, iters, threads)
         return _objects(p.json())

@@ -85,6 +85,8 @@ typedef struct mp__walk {
     int alive;                /* activations with uses to come */
     bool live_exact;          /* false: replay it exactly (mp__liveness_replay) */
     bool root_failed;         /* no room for the root module */
+    uint64_t *trace;          /* when not NULL: the live bytes at each step (mp_profile_static_live) */
+    int step;
 } mp__walk;
 
 /* ---- op types ---- */
@@ -276,7 +278,7 @@ static void mp__born(mp__walk *w, int v, const mp_value *val, const uint64_t *kn
 /* The exact rule, in the order the figures were always added: values in
  * index order, each checked addition to a difference array (folding and
  * last uses worked out again, apart from the walk). */
-static mp_status mp__liveness_replay(mp_profile *p) {
+static mp_status mp__liveness_replay(mp_profile *p, uint64_t *trace) {
     mp_graph *g = p->m->graph;
     int n = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(n ? n : 1));
@@ -339,12 +341,15 @@ static mp_status mp__liveness_replay(mp_profile *p) {
             p->overflow = live_ovf = true;
             break;
         }
+        if (trace) trace[i] = (uint64_t)live;
         if (live > peak) {
             peak = live;
             p->peak_node = g->order[i];
         }
     }
     p->activation_peak_bytes = live_ovf ? UINT64_MAX : (uint64_t)peak;
+    if (trace && live_ovf)
+        for (int i = 0; i < n; i++) trace[i] = UINT64_MAX;
     free(pos);
     free(last);
     free(delta);
@@ -450,6 +455,7 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
         p->activation_peak_bytes = w->live_now;
         p->peak_node = k;
     }
+    if (w->trace) w->trace[w->step++] = w->live_now;
     w->live_now -= die;
     return MP_OK;
 }
@@ -1148,7 +1154,7 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
             mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &w->ovf);
         st = mp__params(w);
     }
-    if (!st && !w->live_exact) st = mp__liveness_replay(p);
+    if (!st && !w->live_exact) st = mp__liveness_replay(p, w->trace);
     if (!st) st = mp__unresolved(p);
     if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
     if (w->ovf) p->overflow = true;
@@ -1183,6 +1189,10 @@ static void mp__resolve_descs(mp_graph *g, mp__desc_cache *c, int depth) {
 }
 
 mp_status mp_profile_static(mp_model *m, mp_profile **out) {
+    return mp_profile_static_live(m, NULL, out);
+}
+
+mp_status mp_profile_static_live(mp_model *m, uint64_t *live, mp_profile **out) {
     *out = NULL;
     if (!m) return mp_error(MP_ERR_USAGE, "no model");
     mp__desc_cache dc;
@@ -1205,6 +1215,7 @@ mp_status mp_profile_static(mp_model *m, mp_profile **out) {
     w->p = p;
     w->g = m->graph;
     w->live_exact = true;
+    w->trace = live;
     mp_status st = mp__profile(p, w);
     bool root_failed = w->root_failed;
     mp_strmap_free(&w->by_name);
@@ -1245,6 +1256,7 @@ void mp_profile_free(mp_profile *p) {
     free(p->ops);
     free(p->unresolved);
     free(p->pnotes);
+    mp_formulas_free(p->formulas);
     mp_profile_free_measured(p);
     free(p);
 }

@@ -18,4 +18,10 @@ mp_status mp_infer_node(mp_model *m, mp_graph *g, int k);
  * driver control-flow rules get through mp_ctx.infer_graph. */
 mp_status mp_infer_graph(mp_model *m, mp_graph *g);
 
+/* mp_profile_static that also gives the live activation bytes at each
+ * step of the main graph's order (live: g->n_nodes entries, NULL: none),
+ * the figure whose maximum is the profile's activation peak; UINT64_MAX
+ * throughout when the liveness overflowed. */
+mp_status mp_profile_static_live(mp_model *m, uint64_t *live, mp_profile **out);
+
 #endif

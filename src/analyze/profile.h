@@ -3,6 +3,7 @@
 #ifndef MP_PROFILE_H
 #define MP_PROFILE_H
 
+#include "analyze/formula.h"
 #include "graph/graph.h"
 
 /* Figures of a node set (a module, an op type, the whole model). */
@@ -120,6 +121,9 @@ struct mp_profile {
     int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
+    /* cost as exact formulas in the free dims (mp_profile_formulas); NULL
+     * when not asked for */
+    mp_formulas *formulas;
 };
 
 enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };

@@ -31,6 +31,8 @@ static void usage(FILE *f) {
           "  --top K                 modules per depth in the aggregated block (default 3; -1 all)\n"
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
+          "  --formula               the costs as exact formulas in the dims left free\n"
+          "                          (batch, seq, ...): model and modules, every format\n"
           "  -q, --quiet             do not print warnings on stderr\n"
           "  --limit NAME=VALUE      raise or lower a resource limit (repeatable): nodes,\n"
           "                          values, attr-elems, memory (bytes, K/M/G suffix), depth\n"
@@ -330,7 +332,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
     mp_report_options_default(&ro);
     mp_limits lim;
     mp_limits_default(&lim);
-    int quiet = 0, run_flag = 0;
+    int quiet = 0, run_flag = 0, formula = 0;
     /* dims and inputs are applied after loading */
     int n_dims = 0;
     for (int i = 1; i < argc; i++) {
@@ -449,6 +451,8 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             ro.detailed = 0;
         } else if (strcmp(a, "--no-ops") == 0) {
             ro.show_ops = 0;
+        } else if (strcmp(a, "--formula") == 0) {
+            formula = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if ((run_flag = run_parse(argc, argv, &i, ra, NULL)) != 0) {
@@ -517,6 +521,10 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             print_error(pre, msg);
             rc = EXIT_MODEL;
         }
+    }
+    if (!rc && formula && (st = mp_profile_formulas(p))) {
+        print_error(NULL, mp_last_error());
+        rc = EXIT_MODEL;
     }
     if (!rc && ra->run) rc = run_measure(ra, p);
     if (!rc) {

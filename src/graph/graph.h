@@ -82,6 +82,53 @@ static inline uint64_t mp_dtype_bytes(int dt, int64_t numel) {
 #define MP_DIM_OF_SYM(s) ((int64_t)(-(int64_t)(s)-1))
 #define MP_MAX_RANK 64
 
+/* ---- dim arithmetic: the one place where dims are combined ----
+ * Known dims combine as integers. An unknown operand keeps its symbol
+ * only where the result is that symbol (x * 1, x + 0, x / 1), and x * 0 is
+ * 0; anything else involving an unknown dim is the anonymous dim, never a
+ * wrong symbol. A result past MP_DIM_MAX is unknown rather than wrapping
+ * (no tensor has a dim that large; products of such dims stay in int64). */
+#define MP_DIM_MAX ((int64_t)1 << 48)
+static inline int64_t mp_dim_mul(int64_t a, int64_t b) {
+    if (a == 1 || b == 0) return b;
+    if (b == 1 || a == 0) return a;
+    int64_t r;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) || r > MP_DIM_MAX) return MP_DIM_ANON;
+    return r;
+}
+static inline int64_t mp_dim_add(int64_t a, int64_t b) {
+    if (a == 0) return b;
+    if (b == 0) return a;
+    if (a < 0 || b < 0 || a > MP_DIM_MAX || b > MP_DIM_MAX) return MP_DIM_ANON;
+    return a + b;
+}
+/* a / b when b divides a (b > 0); unknown when either is unknown. *ok is
+ * false when both are known and b does not divide a. */
+static inline int64_t mp_dim_div(int64_t a, int64_t b, bool *ok) {
+    *ok = true;
+    if (b == 1) return a;
+    if (a < 0 || b <= 0) return MP_DIM_ANON;
+    if (a % b != 0) {
+        *ok = false;
+        return MP_DIM_ANON;
+    }
+    return a / b;
+}
+/* Two dims that must be equal: the known one wins, a named symbol wins
+ * over the anonymous dim (the first of two symbols); false when both are
+ * known and differ. */
+static inline bool mp_dim_merge(int64_t a, int64_t b, int64_t *out) {
+    if (a == b || b == MP_DIM_ANON)
+        *out = a;
+    else if (a >= 0 && b >= 0)
+        return false;
+    else if (a >= 0)
+        *out = a;
+    else
+        *out = (b >= 0 || a == MP_DIM_ANON) ? b : a;
+    return true;
+}
+
 /* ---- attributes (ONNX AttributeProto.AttributeType numbering) ---- */
 enum {
     MP_ATTR_UNDEFINED = 0, MP_ATTR_FLOAT = 1, MP_ATTR_INT = 2,
@@ -314,6 +361,13 @@ static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
     return NULL;
 }
 uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown */
+/* Dim i of v (a negative i counts from the back); the anonymous dim when
+ * v is absent, its rank unknown or i out of range. */
+static inline int64_t mp_value_dim(const mp_value *v, int i) {
+    if (!v || v->rank < 0) return MP_DIM_ANON;
+    if (i < 0) i += v->rank;
+    return (i >= 0 && i < v->rank) ? v->dims[i] : MP_DIM_ANON;
+}
 /* -1 unknown, -2 overflow */
 static inline int64_t mp_value_numel(const mp_value *v) {
     return v->rank < 0 ? -1 : mp_dims_product(v->dims, v->rank);

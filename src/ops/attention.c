@@ -20,18 +20,6 @@ static mp_status at_split(mp_ctx *c, const mp_value *v, int64_t hidden, int64_t 
     return MP_OK;
 }
 
-/* a * b when both are known, else the anonymous unknown dim. */
-static int64_t at_mul(int64_t a, int64_t b) {
-    int64_t r;
-    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) return MP_DIM_ANON;
-    return r;
-}
-static int64_t at_add(int64_t a, int64_t b) {
-    int64_t r;
-    if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r)) return MP_DIM_ANON;
-    return r;
-}
-
 /* ---- Attention ----
  * Q [B, Hq, Sq, dh] | [B, Sq, Hq*dh]; K [B, Hkv, Skv, dh] | [B, Skv, Hkv*dh];
  * V [B, Hkv, Skv, dv] | [B, Skv, Hkv*dv]; attn_mask (3), past_key (4)
@@ -99,7 +87,7 @@ static mp_status at_attention_dims(mp_ctx *c, at_dims *d) {
             return mp_fail(c, "past_key '%s' must have rank 4, got %d", pk->name, pk->rank);
         d->past = pk->rank == 4 ? pk->dims[2] : -1;
     }
-    d->total = d->past == 0 ? d->skv : at_add(d->past, d->skv);
+    d->total = mp_dim_add(d->past, d->skv);
     return MP_OK;
 }
 
@@ -115,7 +103,7 @@ static mp_status at_attention_infer(mp_ctx *c) {
                 return st;
         return MP_OK;
     }
-    int64_t y4[4] = {d.b, d.hq, d.sq, d.dv}, y3[3] = {d.b, d.sq, at_mul(d.hq, d.dv)};
+    int64_t y4[4] = {d.b, d.hq, d.sq, d.dv}, y3[3] = {d.b, d.sq, mp_dim_mul(d.hq, d.dv)};
     if ((st = d.packed ? mp_set_out(c, 0, dt, 3, y3) : mp_set_out(c, 0, dt, 4, y4))) return st;
     int64_t pk[4] = {d.b, d.hkv, d.total, d.dh}, pv[4] = {d.b, d.hkv, d.total, d.dv};
     int64_t qk[4] = {d.b, d.hq, d.sq, d.total};

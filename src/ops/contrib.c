@@ -25,66 +25,10 @@
 #define CT_MS "com.microsoft"
 #define CT_BIT(i) (1u << (i))
 #define CT_HEADS_MAX ((int64_t)1 << 20)
-#define CT_DIM_MAX ((int64_t)1 << 48)
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-/* Dim i of v (negative i counts from the back), unknown when v or its rank
- * is unknown. */
-static int64_t ct_dim(const mp_value *v, int i) {
-    if (!v || v->rank < 0) return MP_DIM_ANON;
-    if (i < 0) i += v->rank;
-    return (i >= 0 && i < v->rank) ? v->dims[i] : MP_DIM_ANON;
-}
-
-/* Two dims that must be equal: the known one wins, a named symbol wins over
- * the anonymous dim; false when both are known and differ. */
-static bool ct_merge(int64_t a, int64_t b, int64_t *out) {
-    if (a == b || b == MP_DIM_ANON) {
-        *out = a;
-    } else if (a >= 0 && b >= 0) {
-        return false;
-    } else if (a >= 0) {
-        *out = a;
-    } else {
-        *out = (b >= 0 || a == MP_DIM_ANON) ? b : a;
-    }
-    return true;
-}
-
-/* Shape arithmetic on dims: unknown (< 0) operands give the anonymous dim
- * (x * 1, x + 0 and x / 1 keep a symbol); results past CT_DIM_MAX are
- * treated as unknown rather than wrapping. */
-static int64_t ct_mul(int64_t a, int64_t b) {
-    if (a == 1) return b;
-    if (b == 1) return a;
-    if (a < 0 || b < 0) return MP_DIM_ANON;
-    int64_t r;
-    if (__builtin_mul_overflow(a, b, &r) || r > CT_DIM_MAX) return MP_DIM_ANON;
-    return r;
-}
-
-static int64_t ct_add(int64_t a, int64_t b) {
-    if (a == 0) return b;
-    if (b == 0) return a;
-    if (a < 0 || b < 0 || a > CT_DIM_MAX || b > CT_DIM_MAX) return MP_DIM_ANON;
-    return a + b;
-}
-
-/* a / b when b divides a; unknown when either is unknown. *ok is false when
- * both are known and b does not divide a. */
-static int64_t ct_div(int64_t a, int64_t b, bool *ok) {
-    *ok = true;
-    if (b == 1) return a;
-    if (a < 0 || b <= 0) return MP_DIM_ANON;
-    if (a % b != 0) {
-        *ok = false;
-        return MP_DIM_ANON;
-    }
-    return a / b;
-}
 
 /* Required input i (named `what` in errors). */
 static mp_value *ct_need(mp_ctx *c, int i, const char *what, mp_status *st) {
@@ -183,7 +127,7 @@ static mp_status ct_mm_dims(mp_ctx *c, const mp_value *av, const int64_t *a, int
         return mp_fail(c, "matmul of a scalar ('%s' rank %d, '%s' rank %d)", av->name, ra,
                        bv->name, rb);
     int64_t ka = a[ra - 1], kb = rb >= 2 ? b[rb - 2] : b[0];
-    if (!ct_merge(ka, kb, kk))
+    if (!mp_dim_merge(ka, kb, kk))
         return mp_fail(c, "inner dims differ: '%s' has K=%lld, '%s' has K=%lld", av->name,
                        (long long)ka, bv->name, (long long)kb);
     mp_value ta = {0}, tb = {0};
@@ -255,7 +199,7 @@ static mp_status gemm_fast_gelu_infer(mp_ctx *c) {
     mp_value *a = mp_in(c, 0);
     int64_t kk;
     mp_status st = ct_mm(c, 0, 1, a ? a->dtype : MP_DT_UNDEFINED, true, &kk);
-    return st ? st : ct_vec(c, 2, "bias", ct_dim(mp_out(c, 0), -1));
+    return st ? st : ct_vec(c, 2, "bias", mp_value_dim(mp_out(c, 0), -1));
 }
 
 static void gemm_fast_gelu_cost(mp_ctx *c, mp_cost *k) {
@@ -271,7 +215,7 @@ static mp_status dyn_quant_matmul_infer(mp_ctx *c) {
     mp_value *a = mp_in(c, 0);
     int64_t kk;
     mp_status st = ct_mm(c, 0, 1, a && a->dtype ? a->dtype : MP_DT_FLOAT, true, &kk);
-    return st ? st : ct_vec(c, 4, "bias", ct_dim(mp_out(c, 0), -1));
+    return st ? st : ct_vec(c, 4, "bias", mp_value_dim(mp_out(c, 0), -1));
 }
 
 static void dyn_quant_matmul_cost(mp_ctx *c, mp_cost *k) {
@@ -289,7 +233,7 @@ static mp_status matmul_int_to_float_infer(mp_ctx *c) {
     mp_value *s = mp_in(c, 2);
     int64_t kk;
     mp_status st = ct_mm(c, 0, 1, s && s->dtype ? s->dtype : MP_DT_FLOAT, true, &kk);
-    return st ? st : ct_vec(c, 6, "bias", ct_dim(mp_out(c, 0), -1));
+    return st ? st : ct_vec(c, 6, "bias", mp_value_dim(mp_out(c, 0), -1));
 }
 
 static void matmul_bias_cost(mp_ctx *c, mp_cost *k, int bias_i) {
@@ -324,10 +268,10 @@ typedef struct ct_nbits {
 
 static mp_status ct_nbits_attrs(mp_ctx *c, ct_nbits *q) {
     mp_status st;
-    if ((st = ct_attr_pos(c, "K", 0, CT_DIM_MAX, true, &q->k)) ||
-        (st = ct_attr_pos(c, "N", 0, CT_DIM_MAX, true, &q->n)) ||
+    if ((st = ct_attr_pos(c, "K", 0, MP_DIM_MAX, true, &q->k)) ||
+        (st = ct_attr_pos(c, "N", 0, MP_DIM_MAX, true, &q->n)) ||
         (st = ct_attr_pos(c, "bits", 4, 8, false, &q->bits)) ||
-        (st = ct_attr_pos(c, "block_size", 0, CT_DIM_MAX, true, &q->block)))
+        (st = ct_attr_pos(c, "block_size", 0, MP_DIM_MAX, true, &q->block)))
         return st;
     if (q->bits < 2) return mp_fail(c, "bits = %lld, expected 2 to 8", (long long)q->bits);
     if (q->block < 16 || (q->block & (q->block - 1)) != 0)
@@ -361,7 +305,7 @@ static mp_status matmul_nbits_infer(mp_ctx *c) {
     if (a->rank < 0) return mp_set_out(c, 0, a->dtype, -1, NULL);
     if (a->rank == 0) return mp_fail(c, "A '%s' is a scalar", a->name);
     int64_t kk;
-    if (!ct_merge(a->dims[a->rank - 1], q.k, &kk))
+    if (!mp_dim_merge(a->dims[a->rank - 1], q.k, &kk))
         return mp_fail(c, "A '%s' has K=%lld but the attribute K is %lld", a->name,
                        (long long)a->dims[a->rank - 1], (long long)q.k);
     int64_t od[MP_MAX_RANK];
@@ -434,7 +378,7 @@ static bool ct_gemm_dims(mp_ctx *c, int ia, int ib, int64_t *m, int64_t *kk, int
         kb = b->dims[tb ? 1 : 0];
         *n = b->dims[tb ? 0 : 1];
     }
-    if (!ct_merge(ka, kb, kk)) {
+    if (!mp_dim_merge(ka, kb, kk)) {
         snprintf(err, en, "inner dims differ: '%s' gives K=%lld, '%s' gives K=%lld", a->name,
                  (long long)ka, b->name, (long long)kb);
         return false;
@@ -608,16 +552,16 @@ static bool ct_att_proj(mp_ctx *c, bool quant, ct_att *a, char *err, size_t en) 
     }
     a->n = a->nkv = n;
     int64_t width = MP_DIM_ANON, hq, hk, hv;
-    if (!ct_merge(ct_dim(w, 1), ct_dim(bias, 0), &width)) {
+    if (!mp_dim_merge(mp_value_dim(w, 1), mp_value_dim(bias, 0), &width)) {
         snprintf(err, en, "weights have %lld columns but bias has %lld values",
-                 (long long)ct_dim(w, 1), (long long)ct_dim(bias, 0));
+                 (long long)mp_value_dim(w, 1), (long long)mp_value_dim(bias, 0));
         return false;
     }
     const int64_t *qkv = NULL;
     int nq = quant ? -1 : mp_attr_ints(c->n, "qkv_hidden_sizes", &qkv);
     if (nq >= 0) {
-        if (nq != 3 || qkv[0] <= 0 || qkv[1] <= 0 || qkv[2] <= 0 || qkv[0] > CT_DIM_MAX ||
-            qkv[1] > CT_DIM_MAX || qkv[2] > CT_DIM_MAX) {
+        if (nq != 3 || qkv[0] <= 0 || qkv[1] <= 0 || qkv[2] <= 0 || qkv[0] > MP_DIM_MAX ||
+            qkv[1] > MP_DIM_MAX || qkv[2] > MP_DIM_MAX) {
             snprintf(err, en, "qkv_hidden_sizes must be 3 positive sizes");
             return false;
         }
@@ -644,40 +588,40 @@ static bool ct_att_proj(mp_ctx *c, bool quant, ct_att *a, char *err, size_t en) 
         return false;
     }
     bool ok1, ok2;
-    a->dk = ct_div(hq, n, &ok1);
-    a->dv = ct_div(hv, n, &ok2);
+    a->dk = mp_dim_div(hq, n, &ok1);
+    a->dv = mp_dim_div(hv, n, &ok2);
     if (!ok1 || !ok2) {
         snprintf(err, en, "num_heads %lld does not divide the hidden sizes (%lld, %lld)",
                  (long long)n, (long long)hq, (long long)hv);
         return false;
     }
-    if (!ct_merge(ct_dim(x, 2), ct_dim(w, 0), &a->hin)) {
+    if (!mp_dim_merge(mp_value_dim(x, 2), mp_value_dim(w, 0), &a->hin)) {
         snprintf(err, en, "input '%s' has hidden size %lld but weights '%s' have %lld rows", x->name,
-                 (long long)ct_dim(x, 2), w->name, (long long)ct_dim(w, 0));
+                 (long long)mp_value_dim(x, 2), w->name, (long long)mp_value_dim(w, 0));
         return false;
     }
     a->width = width;
-    a->b = ct_dim(x, 0);
-    a->s = a->l = ct_dim(x, 1);
+    a->b = mp_value_dim(x, 0);
+    a->s = a->l = mp_value_dim(x, 1);
     a->t = a->present = a->s;
     a->dt = quant ? (mp_in(c, 3) && mp_in(c, 3)->dtype ? mp_in(c, 3)->dtype : MP_DT_FLOAT)
                   : x->dtype;
     a->present_dt = a->dt;
     if (past) {
-        int64_t p0 = ct_dim(past, 0), pn = ct_dim(past, 2), ph = ct_dim(past, 4);
+        int64_t p0 = mp_value_dim(past, 0), pn = mp_value_dim(past, 2), ph = mp_value_dim(past, 4);
         if ((p0 >= 0 && p0 != 2) || (pn >= 0 && pn != n) || (ph >= 0 && a->dk >= 0 && ph != a->dk)) {
             snprintf(err, en, "past '%s' must be [2, B, %lld, P, %lld]", past->name, (long long)n,
                      (long long)a->dk);
             return false;
         }
-        a->past = ct_dim(past, 3);
+        a->past = mp_value_dim(past, 3);
         if (mp_attr_i(c->n, "past_present_share_buffer", 0)) {
             int64_t ps = quant ? -1 : ct_scalar(c, 6);
             a->present = a->past;
-            a->t = ps >= 0 ? ct_add(ps, a->s) : a->past;
+            a->t = ps >= 0 ? mp_dim_add(ps, a->s) : a->past;
             a->bound = ps < 0;
         } else {
-            a->t = a->present = ct_add(a->past, a->s);
+            a->t = a->present = mp_dim_add(a->past, a->s);
         }
     }
     return true;
@@ -703,27 +647,27 @@ static bool ct_att_mha(mp_ctx *c, ct_att *a, char *err, size_t en) {
     }
     a->n = a->nkv = n;
     a->dt = a->present_dt = q->dtype;
-    a->b = ct_dim(q, 0);
-    a->s = ct_dim(q, 1);
+    a->b = mp_value_dim(q, 0);
+    a->s = mp_value_dim(q, 1);
     a->dk = a->dv = a->l = MP_DIM_ANON;
     bool ok = true, cached = false;
     if (q->rank == 5) {
-        if (ct_dim(q, 3) >= 0 && ct_dim(q, 3) != 3) {
+        if (mp_value_dim(q, 3) >= 0 && mp_value_dim(q, 3) != 3) {
             snprintf(err, en, "packed QKV '%s' must be [B, S, N, 3, h]", q->name);
             return false;
         }
-        if (!ct_merge(ct_dim(q, 2), n, &a->n)) {
+        if (!mp_dim_merge(mp_value_dim(q, 2), n, &a->n)) {
             snprintf(err, en, "packed QKV '%s' has %lld heads, num_heads is %lld", q->name,
-                     (long long)ct_dim(q, 2), (long long)n);
+                     (long long)mp_value_dim(q, 2), (long long)n);
             return false;
         }
-        a->dk = a->dv = ct_dim(q, 4);
+        a->dk = a->dv = mp_value_dim(q, 4);
         a->l = a->s;
     } else if (q->rank == 3 || q->rank < 0) {
-        a->dk = ct_div(ct_dim(q, 2), n, &ok);
+        a->dk = mp_dim_div(mp_value_dim(q, 2), n, &ok);
         if (!ok) {
             snprintf(err, en, "num_heads %lld does not divide the query hidden size %lld",
-                     (long long)n, (long long)ct_dim(q, 2));
+                     (long long)n, (long long)mp_value_dim(q, 2));
             return false;
         }
         if (!kx) {
@@ -732,32 +676,32 @@ static bool ct_att_mha(mp_ctx *c, ct_att *a, char *err, size_t en) {
         }
         int64_t d;
         if (kx->rank == 5) { /* packed KV [B, L, N, 2, h] */
-            a->l = ct_dim(kx, 1);
-            ok = ct_merge(ct_dim(kx, 2), n, &d) && ct_merge(a->dk, ct_dim(kx, 4), &a->dk) &&
-                 (ct_dim(kx, 3) < 0 || ct_dim(kx, 3) == 2);
+            a->l = mp_value_dim(kx, 1);
+            ok = mp_dim_merge(mp_value_dim(kx, 2), n, &d) && mp_dim_merge(a->dk, mp_value_dim(kx, 4), &a->dk) &&
+                 (mp_value_dim(kx, 3) < 0 || mp_value_dim(kx, 3) == 2);
             a->dv = a->dk;
         } else if (kx->rank == 4) { /* cached key [B, N, L, dk] */
             cached = true;
-            a->l = ct_dim(kx, 2);
-            ok = ct_merge(ct_dim(kx, 1), n, &d) && ct_merge(a->dk, ct_dim(kx, 3), &a->dk);
+            a->l = mp_value_dim(kx, 2);
+            ok = mp_dim_merge(mp_value_dim(kx, 1), n, &d) && mp_dim_merge(a->dk, mp_value_dim(kx, 3), &a->dk);
             if (ok && v && v->rank >= 0) {
-                ok = v->rank == 4 && ct_merge(ct_dim(v, 1), n, &d) &&
-                     ct_merge(a->l, ct_dim(v, 2), &a->l);
-                a->dv = ct_dim(v, 3);
+                ok = v->rank == 4 && mp_dim_merge(mp_value_dim(v, 1), n, &d) &&
+                     mp_dim_merge(a->l, mp_value_dim(v, 2), &a->l);
+                a->dv = mp_value_dim(v, 3);
             }
         } else if (kx->rank == 3 || kx->rank < 0) {
             bool okk;
-            int64_t dkk = ct_div(ct_dim(kx, 2), n, &okk);
-            a->l = ct_dim(kx, 1);
-            ok = okk && ct_merge(a->dk, dkk, &a->dk);
+            int64_t dkk = mp_dim_div(mp_value_dim(kx, 2), n, &okk);
+            a->l = mp_value_dim(kx, 1);
+            ok = okk && mp_dim_merge(a->dk, dkk, &a->dk);
             if (ok && !v) {
                 snprintf(err, en, "value is required with a 3-D key");
                 return false;
             }
             if (ok && v->rank >= 0) {
-                ok = v->rank == 3 && ct_merge(a->l, ct_dim(v, 1), &a->l);
+                ok = v->rank == 3 && mp_dim_merge(a->l, mp_value_dim(v, 1), &a->l);
                 bool okv;
-                a->dv = ct_div(ct_dim(v, 2), n, &okv);
+                a->dv = mp_dim_div(mp_value_dim(v, 2), n, &okv);
                 ok = ok && okv;
             }
         } else {
@@ -766,7 +710,7 @@ static bool ct_att_mha(mp_ctx *c, ct_att *a, char *err, size_t en) {
         if (!ok) {
             snprintf(err, en, "key '%s' and value do not match the query (key rank %d; expected [B, "
                      "L, %lld], [B, L, N, 2, h] or [B, N, L, h])", kx->name, kx->rank,
-                     (long long)ct_dim(q, 2));
+                     (long long)mp_value_dim(q, 2));
             return false;
         }
     } else {
@@ -780,12 +724,12 @@ static bool ct_att_mha(mp_ctx *c, ct_att *a, char *err, size_t en) {
             snprintf(err, en, "past_key '%s' must be [B, N, P, h], got rank %d", pk->name, pk->rank);
             return false;
         }
-        a->past = ct_dim(pk, 2);
+        a->past = mp_value_dim(pk, 2);
         if (mp_in(c, 8)) { /* shared buffer: present is the buffer */
             a->t = a->present = a->past;
             a->bound = true;
         } else {
-            a->t = a->present = ct_add(a->past, a->l);
+            a->t = a->present = mp_dim_add(a->past, a->l);
         }
     }
     return true;
@@ -820,47 +764,47 @@ static bool ct_att_gqa(mp_ctx *c, ct_att *a, char *err, size_t en) {
         snprintf(err, en, "query '%s' must be [B, S, H], got rank %d", q->name, q->rank);
         return false;
     }
-    a->b = ct_dim(q, 0);
-    a->s = ct_dim(q, 1);
+    a->b = mp_value_dim(q, 0);
+    a->s = mp_value_dim(q, 1);
     bool ok;
     if (!v) { /* packed QKV */
-        a->dk = ct_div(ct_dim(q, 2), n + 2 * nkv, &ok);
+        a->dk = mp_dim_div(mp_value_dim(q, 2), n + 2 * nkv, &ok);
         a->l = a->s;
     } else {
-        a->dk = ct_div(ct_dim(q, 2), n, &ok);
+        a->dk = mp_dim_div(mp_value_dim(q, 2), n, &ok);
         if (ok && (!kx || (kx->rank >= 0 && kx->rank != 3) || (v->rank >= 0 && v->rank != 3))) {
             snprintf(err, en, "key and value must both be [B, L, Nkv * h]");
             return false;
         }
-        int64_t hk = ct_mul(nkv, a->dk);
-        a->l = ct_dim(kx, 1);
-        ok = ok && ct_merge(ct_dim(kx, 2), hk, &hk) && ct_merge(ct_dim(v, 2), hk, &hk) &&
-             ct_merge(a->l, ct_dim(v, 1), &a->l);
-        if (ok && a->dk < 0 && hk >= 0) a->dk = ct_div(hk, nkv, &ok);
+        int64_t hk = mp_dim_mul(nkv, a->dk);
+        a->l = mp_value_dim(kx, 1);
+        ok = ok && mp_dim_merge(mp_value_dim(kx, 2), hk, &hk) && mp_dim_merge(mp_value_dim(v, 2), hk, &hk) &&
+             mp_dim_merge(a->l, mp_value_dim(v, 1), &a->l);
+        if (ok && a->dk < 0 && hk >= 0) a->dk = mp_dim_div(hk, nkv, &ok);
     }
     if (!ok) {
         snprintf(err, en, "hidden sizes do not split into %lld query and %lld key/value heads "
-                 "(query %lld, key %lld)", (long long)n, (long long)nkv, (long long)ct_dim(q, 2),
-                 (long long)ct_dim(kx, 2));
+                 "(query %lld, key %lld)", (long long)n, (long long)nkv, (long long)mp_value_dim(q, 2),
+                 (long long)mp_value_dim(kx, 2));
         return false;
     }
     a->dv = a->dk;
     int64_t total = ct_scalar(c, 6);
     if (pk) {
         int64_t h;
-        if ((pk->rank >= 0 && pk->rank != 4) || !ct_merge(ct_dim(pk, 1), nkv, &h) ||
-            !ct_merge(ct_dim(pk, 3), a->dk, &h)) {
+        if ((pk->rank >= 0 && pk->rank != 4) || !mp_dim_merge(mp_value_dim(pk, 1), nkv, &h) ||
+            !mp_dim_merge(mp_value_dim(pk, 3), a->dk, &h)) {
             snprintf(err, en, "past_key '%s' must be [B, %lld, P, %lld]", pk->name, (long long)nkv,
                      (long long)a->dk);
             return false;
         }
-        a->past = ct_dim(pk, 2);
-        a->present = ct_add(a->past, a->l);
+        a->past = mp_value_dim(pk, 2);
+        a->present = mp_dim_add(a->past, a->l);
         if (total >= 0 && a->past >= 0) a->present = MP_MAX(total, a->past);
     } else {
         a->present = a->l;
     }
-    a->t = total >= 0 ? total : pk ? ct_add(a->past, a->l) : a->l;
+    a->t = total >= 0 ? total : pk ? mp_dim_add(a->past, a->l) : a->l;
     return true;
 }
 
@@ -884,7 +828,7 @@ static mp_status ct_att_proj_infer(mp_ctx *c, bool quant) {
     ct_att a;
     char err[320];
     if (!ct_att_proj(c, quant, &a, err, sizeof err)) return mp_fail(c, "%s", err);
-    int64_t od[3] = {a.b, a.s, ct_mul(a.n, a.dv)};
+    int64_t od[3] = {a.b, a.s, mp_dim_mul(a.n, a.dv)};
     int64_t pd[5] = {2, a.b, a.n, a.present, a.dk};
     mp_status st = mp_set_out(c, 0, a.dt, 3, od);
     return st ? st : mp_set_out(c, 1, a.present_dt, 5, pd);
@@ -920,8 +864,8 @@ static mp_status mha_infer(mp_ctx *c) {
     char err[320];
     if (!ct_att_mha(c, &a, err, sizeof err)) return mp_fail(c, "%s", err);
     mp_status st;
-    if ((st = ct_vec(c, 3, "bias", ct_add(ct_mul(2 * a.n, a.dk), ct_mul(a.n, a.dv))))) return st;
-    int64_t od[3] = {a.b, a.s, ct_mul(a.n, a.dv)};
+    if ((st = ct_vec(c, 3, "bias", mp_dim_add(mp_dim_mul(2 * a.n, a.dk), mp_dim_mul(a.n, a.dv))))) return st;
+    int64_t od[3] = {a.b, a.s, mp_dim_mul(a.n, a.dv)};
     int64_t kd[4] = {a.b, a.n, a.present, a.dk}, vd[4] = {a.b, a.n, a.present, a.dv};
     int64_t qk[4] = {a.b, a.n, a.s, a.t};
     if ((st = mp_set_out(c, 0, a.dt, 3, od)) || (st = mp_set_out(c, 1, a.present_dt, 4, kd)) ||
@@ -940,7 +884,7 @@ static void mha_cost(mp_ctx *c, mp_cost *k) {
     uint64_t bias = 0;
     if (mp_in(c, 3)) {
         int64_t fq[4] = {a.b, a.s, a.n, a.dk}, fk[3] = {a.b, a.l, a.n};
-        int64_t d2[1] = {a.dk >= 0 && a.dv >= 0 ? a.dk + a.dv : MP_DIM_ANON};
+        int64_t d2[1] = {mp_dim_add(a.dk, a.dv)};
         bias = ct_madd(k, mp_cost_prod(k, fk, 3), mp_cost_prod(k, d2, 1), mp_cost_prod(k, fq, 4));
     }
     ct_att_cost(k, &a, 0, bias, mp_in(c, 5) ? 1 : 0);
@@ -956,7 +900,7 @@ static mp_status gqa_infer(mp_ctx *c) {
     char err[320];
     if (!ct_att_gqa(c, &a, err, sizeof err)) return mp_fail(c, "%s", err);
     mp_value *q = mp_in(c, 0);
-    int64_t od[3] = {a.b, a.s, mp_in(c, 2) ? ct_dim(q, 2) : ct_mul(a.n, a.dk)};
+    int64_t od[3] = {a.b, a.s, mp_in(c, 2) ? mp_value_dim(q, 2) : mp_dim_mul(a.n, a.dk)};
     int64_t pd[4] = {a.b, a.nkv, a.present, a.dk};
     int64_t qk[4] = {a.b, a.n, a.s, a.t};
     mp_status st;
@@ -1060,7 +1004,7 @@ static mp_status ct_skipln(mp_ctx *c, bool simplified) {
     if (!x || !(skip = ct_need(c, 1, "skip", &st)) || !ct_need(c, 2, "gamma", &st)) return st;
     if (x->rank >= 0 && x->rank != 2 && x->rank != 3)
         return mp_fail(c, "input '%s' must be [B, S, H] or [T, H], got rank %d", x->name, x->rank);
-    int64_t h = ct_dim(x, -1);
+    int64_t h = mp_value_dim(x, -1);
     if (skip->rank >= 0 && x->rank >= 0) {
         if (skip->rank > x->rank)
             return mp_fail(c, "skip '%s' has rank %d, above the input's %d", skip->name, skip->rank,
@@ -1113,16 +1057,16 @@ static mp_status embed_ln_infer(mp_ctx *c) {
         (st = ct_rank(c, 2, "word_embedding", 2)) || (st = ct_rank(c, 3, "position_embedding", 2)) ||
         (st = ct_rank(c, 4, "segment_embedding", 2)))
         return st;
-    int64_t h = ct_dim(we, 1);
+    int64_t h = mp_value_dim(we, 1);
     for (int i = 3; i <= 4; i++) {
         mp_value *e = mp_in(c, i);
-        if (e && !ct_merge(h, ct_dim(e, 1), &h))
+        if (e && !mp_dim_merge(h, mp_value_dim(e, 1), &h))
             return mp_fail(c, "embedding '%s' has width %lld, word_embedding has %lld", e->name,
-                           (long long)ct_dim(e, 1), (long long)ct_dim(we, 1));
+                           (long long)mp_value_dim(e, 1), (long long)mp_value_dim(we, 1));
     }
     if ((st = ct_vec(c, 5, "gamma", h)) || (st = ct_vec(c, 6, "beta", h))) return st;
-    int64_t od[3] = {ct_dim(ids, 0), ct_dim(ids, 1), h >= 0 ? h : ct_dim(mp_in(c, 5), 0)};
-    int64_t md[1] = {ct_dim(ids, 0)};
+    int64_t od[3] = {mp_value_dim(ids, 0), mp_value_dim(ids, 1), h >= 0 ? h : mp_value_dim(mp_in(c, 5), 0)};
+    int64_t md[1] = {mp_value_dim(ids, 0)};
     if ((st = mp_set_out(c, 0, we->dtype, 3, od)) || (st = mp_set_out(c, 1, MP_DT_INT32, 1, md)))
         return st;
     return mp_set_out(c, 2, we->dtype, 3, od);
@@ -1144,10 +1088,10 @@ static mp_status ct_groupnorm(mp_ctx *c, bool skip) {
         (skip && !ct_need(c, 3, "skip", &st)))
         return st;
     int64_t g;
-    if ((st = ct_attr_pos(c, "groups", 0, CT_DIM_MAX, true, &g))) return st;
+    if ((st = ct_attr_pos(c, "groups", 0, MP_DIM_MAX, true, &g))) return st;
     if (x->rank >= 0 && x->rank < 2)
         return mp_fail(c, "X '%s' must have rank >= 2, got %d", x->name, x->rank);
-    int64_t ch = mp_attr_i(c->n, "channels_last", 1) ? ct_dim(x, -1) : ct_dim(x, 1);
+    int64_t ch = mp_attr_i(c->n, "channels_last", 1) ? mp_value_dim(x, -1) : mp_value_dim(x, 1);
     if (ch >= 0 && ch % g != 0)
         return mp_fail(c, "%lld channels are not divisible by groups %lld", (long long)ch,
                        (long long)g);
@@ -1173,7 +1117,7 @@ static void groupnorm_cost(mp_ctx *c, mp_cost *k) {
 
 /* Input i (a bias) must be 1-D of X's last dim. */
 static mp_status ct_bias_last(mp_ctx *c, int i, const mp_value *x) {
-    return ct_vec(c, i, "bias", ct_dim(x, -1));
+    return ct_vec(c, i, "bias", mp_value_dim(x, -1));
 }
 
 /* Gelu, QuickGelu (x * sigmoid(alpha * x)), com.microsoft: Y like X,
@@ -1225,7 +1169,7 @@ static mp_status bias_split_gelu_infer(mp_ctx *c) {
     if ((st = ct_rank(c, 0, "X", 3)) || (st = ct_bias_last(c, 1, x))) return st;
     if (x->rank < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
     bool ok;
-    int64_t d[3] = {x->dims[0], x->dims[1], ct_div(x->dims[2], 2, &ok)};
+    int64_t d[3] = {x->dims[0], x->dims[1], mp_dim_div(x->dims[2], 2, &ok)};
     if (!ok) return mp_fail(c, "hidden size %lld is odd", (long long)x->dims[2]);
     return mp_set_out(c, 0, x->dtype, 3, d);
 }
@@ -1257,7 +1201,7 @@ static bool ct_rope(mp_ctx *c, int64_t *head, int64_t *rot, char *err, size_t en
         snprintf(err, en, "inputs input, position_ids, cos_cache and sin_cache are required");
         return false;
     }
-    if (nh < 0 || nh > CT_HEADS_MAX || rd < 0 || rd > CT_DIM_MAX || rd % 2 != 0) {
+    if (nh < 0 || nh > CT_HEADS_MAX || rd < 0 || rd > MP_DIM_MAX || rd % 2 != 0) {
         snprintf(err, en, "num_heads = %lld or rotary_embedding_dim = %lld is out of range",
                  (long long)nh, (long long)rd);
         return false;
@@ -1269,18 +1213,18 @@ static bool ct_rope(mp_ctx *c, int64_t *head, int64_t *rot, char *err, size_t en
         return false;
     }
     int64_t half;
-    if (!ct_merge(ct_dim(cs, 1), ct_dim(sn, 1), &half)) {
+    if (!mp_dim_merge(mp_value_dim(cs, 1), mp_value_dim(sn, 1), &half)) {
         snprintf(err, en, "cos_cache and sin_cache widths differ (%lld, %lld)",
-                 (long long)ct_dim(cs, 1), (long long)ct_dim(sn, 1));
+                 (long long)mp_value_dim(cs, 1), (long long)mp_value_dim(sn, 1));
         return false;
     }
     bool ok = true;
     if (x->rank == 4) *head = x->dims[3];
-    else if (nh > 0) *head = ct_div(ct_dim(x, 2), nh, &ok);
-    else if (rd == 0 && half >= 0) *head = ct_mul(2, half);
+    else if (nh > 0) *head = mp_dim_div(mp_value_dim(x, 2), nh, &ok);
+    else if (rd == 0 && half >= 0) *head = mp_dim_mul(2, half);
     if (!ok) {
         snprintf(err, en, "num_heads %lld does not divide the hidden size %lld", (long long)nh,
-                 (long long)ct_dim(x, 2));
+                 (long long)mp_value_dim(x, 2));
         return false;
     }
     if (rd > 0 && x->rank == 3 && nh == 0) {
@@ -1288,8 +1232,8 @@ static bool ct_rope(mp_ctx *c, int64_t *head, int64_t *rot, char *err, size_t en
         return false;
     }
     *rot = rd > 0 ? rd : *head;
-    if (*rot < 0 && half >= 0) *rot = ct_mul(2, half);
-    if (*rot >= 0 && half >= 0 && *rot != ct_mul(2, half)) {
+    if (*rot < 0 && half >= 0) *rot = mp_dim_mul(2, half);
+    if (*rot >= 0 && half >= 0 && *rot != mp_dim_mul(2, half)) {
         snprintf(err, en, "cos_cache width %lld does not match a rotary dim of %lld",
                  (long long)half, (long long)*rot);
         return false;
@@ -1343,7 +1287,7 @@ static mp_status inverse_infer(mp_ctx *c) {
 
 static void inverse_cost(mp_ctx *c, mp_cost *k) {
     mp_value *x = mp_in(c, 0);
-    int64_t f[1] = {ct_dim(x, -1)};
+    int64_t f[1] = {mp_value_dim(x, -1)};
     ct_per_elem(k, ct_madd(k, 2, mp_cost_prod(k, f, 1), 0), x);
 }
 
@@ -1514,8 +1458,8 @@ static mp_status qlinear_concat_infer(mp_ctx *c) {
             return mp_fail(c, "tensor '%s' has rank %d, the first has %d", x->name, x->rank, rank);
         for (int j = 0; j < rank; j++) {
             if (j == axis) {
-                d[j] = ct_add(d[j], x->dims[j]);
-            } else if (!ct_merge(d[j], x->dims[j], &d[j])) {
+                d[j] = mp_dim_add(d[j], x->dims[j]);
+            } else if (!mp_dim_merge(d[j], x->dims[j], &d[j])) {
                 return mp_fail(c, "tensor '%s' dim %d is %lld, expected %lld", x->name, j,
                                (long long)x->dims[j], (long long)d[j]);
             }
@@ -1552,7 +1496,7 @@ static mp_status gather_bq_infer(mp_ctx *c) {
             continue;
         }
         int64_t v = x->dims[i];
-        if (i == x->rank - 1 && x->dtype == MP_DT_UINT8) v = ct_mul(v, 8 / bits);
+        if (i == x->rank - 1 && x->dtype == MP_DT_UINT8) v = mp_dim_mul(v, 8 / bits);
         d[r++] = v;
     }
     return mp_set_out(c, 0, s->dtype, r, d);

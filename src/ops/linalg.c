@@ -24,23 +24,6 @@ static mp_value *la_in(mp_ctx *c, int i, mp_status *st) {
     return *st ? NULL : v;
 }
 
-/* Two dims that must be equal: the known one wins, a named symbol wins over
- * the anonymous dim; false when both are known and differ. */
-static bool la_merge(int64_t a, int64_t b, int64_t *out) {
-    if (a == b || b == MP_DIM_ANON) {
-        *out = a;
-    } else if (a >= 0 && b >= 0) {
-        return false;
-    } else if (a >= 0) {
-        *out = a;
-    } else if (b >= 0 || a == MP_DIM_ANON) {
-        *out = b;
-    } else {
-        *out = a;
-    }
-    return true;
-}
-
 /* flops = 2 * macs (+ extra), flagging overflow. */
 static void la_set(mp_cost *k, uint64_t macs, uint64_t extra) {
     bool ovf = false;
@@ -69,7 +52,7 @@ static mp_status la_matmul_infer(mp_ctx *c, int ia, int ib, int dt) {
     if (a->rank < 0 || b->rank < 0) return mp_set_out(c, 0, dt, -1, NULL);
     int ra = a->rank, rb = b->rank;
     int64_t ka = a->dims[ra - 1], kb = rb >= 2 ? b->dims[rb - 2] : b->dims[0], kk;
-    if (!la_merge(ka, kb, &kk))
+    if (!mp_dim_merge(ka, kb, &kk))
         return mp_fail(c, "inner dims differ: '%s' has K=%lld, '%s' has K=%lld", a->name,
                        (long long)ka, b->name, (long long)kb);
     mp_value ta = {0}, tb = {0};
@@ -171,7 +154,7 @@ static mp_status gemm_infer(mp_ctx *c) {
     int64_t m, ka, kb, n, kk;
     if (!la_gemm_dims(c, &m, &ka, &kb, &n))
         return mp_fail(c, "A and B must be 2-D (ranks %d and %d)", a->rank, b->rank);
-    if (!la_merge(ka, kb, &kk))
+    if (!mp_dim_merge(ka, kb, &kk))
         return mp_fail(c, "inner dims differ: '%s' gives K=%lld, '%s' gives K=%lld", a->name,
                        (long long)ka, b->name, (long long)kb);
     int64_t od[2] = {m, n};
@@ -190,7 +173,7 @@ static mp_status gemm_infer(mp_ctx *c) {
 
 static void gemm_cost(mp_ctx *c, mp_cost *k) {
     int64_t m, ka, kb, n, kk;
-    if (!la_gemm_dims(c, &m, &ka, &kb, &n) || !la_merge(ka, kb, &kk)) {
+    if (!la_gemm_dims(c, &m, &ka, &kb, &n) || !mp_dim_merge(ka, kb, &kk)) {
         k->flags |= MP_COST_UNKNOWN;
         return;
     }
@@ -577,7 +560,7 @@ static bool la_rnn_shape(mp_ctx *c, int gates, la_rnn *s, char *err, size_t en) 
         }
         s->hidden = hs->i;
     }
-    if (r->rank == 3 && !la_merge(s->hidden, r->dims[2], &s->hidden)) {
+    if (r->rank == 3 && !mp_dim_merge(s->hidden, r->dims[2], &s->hidden)) {
         snprintf(err, en, "R '%s' has hidden size %lld, expected %lld", r->name,
                  (long long)r->dims[2], (long long)s->hidden);
         return false;
@@ -604,7 +587,7 @@ static bool la_rnn_shape(mp_ctx *c, int gates, la_rnn *s, char *err, size_t en) 
             return false;
         }
     }
-    if (w->rank == 3 && !la_merge(s->input, w->dims[2], &s->input)) {
+    if (w->rank == 3 && !mp_dim_merge(s->input, w->dims[2], &s->input)) {
         snprintf(err, en, "W '%s' has input size %lld but X has %lld", w->name,
                  (long long)w->dims[2], (long long)s->input);
         return false;
@@ -651,7 +634,7 @@ static void la_rnn_cost(mp_ctx *c, mp_cost *k, int gates, int per_unit) {
         k->flags |= MP_COST_UNKNOWN;
         return;
     }
-    int64_t ih = s.input >= 0 && s.hidden >= 0 ? s.input + s.hidden : MP_DIM_ANON;
+    int64_t ih = mp_dim_add(s.input, s.hidden);
     int64_t rows[4] = {s.seq, s.dirs, s.batch, s.hidden};
     uint64_t units = mp_cost_prod(k, rows, 4);  /* hidden units over all steps */
     int64_t f[2] = {gates, ih};

@@ -30,17 +30,11 @@ static mp_status ms_arity(mp_ctx *c, int lo, int hi) {
     return MP_OK;
 }
 
-/* Dim i of v, or unknown when v's rank is unknown. */
-static int64_t ms_dim(const mp_value *v, int i) {
-    return (v && i >= 0 && v->rank > i) ? v->dims[i] : MP_DIM_ANON;
-}
-
 /* Two dims that must be equal: a known one wins; two known ones that
  * differ are an error naming `what`. */
 static mp_status ms_agree(mp_ctx *c, int64_t a, int64_t b, const char *what, int64_t *out) {
-    if (a >= 0 && b >= 0 && a != b)
+    if (!mp_dim_merge(a, b, out))
         return mp_fail(c, "%s: %lld vs %lld", what, (long long)a, (long long)b);
-    *out = a >= 0 ? a : b >= 0 ? b : a != MP_DIM_ANON ? a : b; /* a symbol over "?" */
     return MP_OK;
 }
 
@@ -154,7 +148,7 @@ static mp_status ms_nll_infer(mp_ctx *c) {
     if (w && w->rank >= 0) {
         if (w->rank != 1) return mp_fail(c, "weight must have rank 1, got %d", w->rank);
         int64_t ch;
-        if ((st = ms_agree(c, w->dims[0], ms_dim(x, 1), "weight length vs classes", &ch)))
+        if ((st = ms_agree(c, w->dims[0], mp_value_dim(x, 1), "weight length vs classes", &ch)))
             return st;
     }
     int r = t->rank >= 0 ? t->rank : x->rank >= 0 ? x->rank - 1 : -1;
@@ -162,7 +156,7 @@ static mp_status ms_nll_infer(mp_ctx *c) {
     for (int i = 0; i < r; i++) {
         char what[64];
         snprintf(what, sizeof what, "target dim %d vs input dim %d", i, i ? i + 1 : 0);
-        if ((st = ms_agree(c, ms_dim(t, i), ms_dim(x, i ? i + 1 : 0), what, &dims[i])))
+        if ((st = ms_agree(c, mp_value_dim(t, i), mp_value_dim(x, i ? i + 1 : 0), what, &dims[i])))
             return st;
     }
     if (red != MS_RED_NONE) return mp_set_out(c, 0, x->dtype, 0, NULL);
@@ -237,11 +231,11 @@ static mp_status infer_nms(mp_ctx *c) {
         return mp_fail(c, "boxes must be [B, n, 4], got rank %d", b->rank);
     if (s->rank >= 0 && s->rank != 3)
         return mp_fail(c, "scores must be [B, classes, n], got rank %d", s->rank);
-    if (ms_dim(b, 2) >= 0 && ms_dim(b, 2) != 4)
-        return mp_fail(c, "boxes' last dim must be 4, got %lld", (long long)ms_dim(b, 2));
+    if (mp_value_dim(b, 2) >= 0 && mp_value_dim(b, 2) != 4)
+        return mp_fail(c, "boxes' last dim must be 4, got %lld", (long long)mp_value_dim(b, 2));
     int64_t nb = MP_DIM_ANON, nn = MP_DIM_ANON;
-    if ((st = ms_agree(c, ms_dim(b, 0), ms_dim(s, 0), "batch of boxes vs scores", &nb)) ||
-        (st = ms_agree(c, ms_dim(b, 1), ms_dim(s, 2), "boxes vs scores per class", &nn)))
+    if ((st = ms_agree(c, mp_value_dim(b, 0), mp_value_dim(s, 0), "batch of boxes vs scores", &nb)) ||
+        (st = ms_agree(c, mp_value_dim(b, 1), mp_value_dim(s, 2), "boxes vs scores per class", &nn)))
         return st;
     if ((st = ms_check_scalar(c, 2, "max_output_boxes_per_class")) ||
         (st = ms_check_scalar(c, 3, "iou_threshold")) ||
@@ -251,7 +245,7 @@ static mp_status infer_nms(mp_ctx *c) {
     if (cpb != 0 && cpb != 1)
         return mp_fail(c, "center_point_box must be 0 or 1, got %lld", (long long)cpb);
     int64_t dims[2] = {MP_DIM_ANON, 3};
-    if (ms_nms_limit(c) == 0 || nb == 0 || nn == 0 || ms_dim(s, 1) == 0) dims[0] = 0;
+    if (ms_nms_limit(c) == 0 || nb == 0 || nn == 0 || mp_value_dim(s, 1) == 0) dims[0] = 0;
     return mp_set_out(c, 0, MP_DT_INT64, 2, dims);
 }
 
@@ -317,13 +311,13 @@ static mp_status ms_gridsample(mp_ctx *c, bool v20) {
         return mp_fail(c, "X must be 4-D [N, C, H, W] at opset %d, has %d spatial dims",
                        c->n->opset, r);
     if (r < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
-    if (ms_dim(g, r + 1) >= 0 && ms_dim(g, r + 1) != r)
+    if (mp_value_dim(g, r + 1) >= 0 && mp_value_dim(g, r + 1) != r)
         return mp_fail(c, "grid's last dim is %lld for %d spatial dims",
-                       (long long)ms_dim(g, r + 1), r);
+                       (long long)mp_value_dim(g, r + 1), r);
     int64_t dims[MP_MAX_RANK];
-    if ((st = ms_agree(c, ms_dim(x, 0), ms_dim(g, 0), "batch of X vs grid", &dims[0]))) return st;
-    dims[1] = ms_dim(x, 1);
-    for (int i = 0; i < r; i++) dims[2 + i] = ms_dim(g, 1 + i);
+    if ((st = ms_agree(c, mp_value_dim(x, 0), mp_value_dim(g, 0), "batch of X vs grid", &dims[0]))) return st;
+    dims[1] = mp_value_dim(x, 1);
+    for (int i = 0; i < r; i++) dims[2 + i] = mp_value_dim(g, 1 + i);
     return mp_set_out(c, 0, x->dtype, r + 2, dims);
 }
 
@@ -400,7 +394,7 @@ static mp_status infer_multinomial(mp_ctx *c) {
     if ((st = ms_dtype_attr(c, "dtype", MP_DT_INT32, &dt))) return st;
     if (dt != MP_DT_INT32 && dt != MP_DT_INT64)
         return mp_fail(c, "dtype must be int32 or int64, is %s", mp_dtype_name(dt));
-    int64_t dims[2] = {ms_dim(x, 0), ss};
+    int64_t dims[2] = {mp_value_dim(x, 0), ss};
     return mp_set_out(c, 0, dt, 2, dims);
 }
 
@@ -617,14 +611,14 @@ static mp_status infer_stft(mp_ctx *c) {
         return st;
     if (x->rank >= 0 && x->rank != 3)
         return mp_fail(c, "signal must be [batch, length, 1 or 2], got rank %d", x->rank);
-    int64_t last = ms_dim(x, 2);
+    int64_t last = mp_value_dim(x, 2);
     if (last >= 0 && last != 1 && last != 2)
         return mp_fail(c, "the last dim must be 1 (real) or 2 (complex), got %lld",
                        (long long)last);
     int64_t fl, s = MP_DIM_ANON;
     if ((st = ms_stft_frame(c, &fl))) return st;
     if (ms_scalar(c, 1, &s) && s < 1) return mp_fail(c, "frame_step = %lld", (long long)s);
-    int64_t len = ms_dim(x, 1), frames = MP_DIM_ANON;
+    int64_t len = mp_value_dim(x, 1), frames = MP_DIM_ANON;
     if (len >= 0 && fl >= 0) {
         if (len < fl)
             return mp_fail(c, "signal length %lld is shorter than the frame %lld", (long long)len,
@@ -632,7 +626,7 @@ static mp_status infer_stft(mp_ctx *c) {
         if (s >= 1) frames = (len - fl) / s + 1;
     }
     bool onesided = mp_attr_i(c->n, "onesided", 1) != 0;
-    int64_t dims[4] = {ms_dim(x, 0), frames, fl < 0 ? MP_DIM_ANON : onesided ? fl / 2 + 1 : fl, 2};
+    int64_t dims[4] = {mp_value_dim(x, 0), frames, fl < 0 ? MP_DIM_ANON : onesided ? fl / 2 + 1 : fl, 2};
     return mp_set_out(c, 0, x->dtype, 4, dims);
 }
 
@@ -698,8 +692,8 @@ static mp_status infer_roialign(mp_ctx *c) {
         return mp_fail(c, "X must be [N, C, H, W], got rank %d", x->rank);
     if (rois->rank >= 0 && rois->rank != 2)
         return mp_fail(c, "rois must be [num_rois, 4], got rank %d", rois->rank);
-    if (ms_dim(rois, 1) >= 0 && ms_dim(rois, 1) != 4)
-        return mp_fail(c, "rois' last dim must be 4, got %lld", (long long)ms_dim(rois, 1));
+    if (mp_value_dim(rois, 1) >= 0 && mp_value_dim(rois, 1) != 4)
+        return mp_fail(c, "rois' last dim must be 4, got %lld", (long long)mp_value_dim(rois, 1));
     if (bi->rank >= 0 && bi->rank != 1)
         return mp_fail(c, "batch_indices must have rank 1, got %d", bi->rank);
     const char *mode = mp_attr_s(c->n, "mode", "avg");
@@ -714,9 +708,9 @@ static mp_status infer_roialign(mp_ctx *c) {
         return mp_fail(c, "output size %lld x %lld is not positive", (long long)oh, (long long)ow);
     if (mp_attr_i(c->n, "sampling_ratio", 0) < 0) return mp_fail(c, "sampling_ratio is negative");
     int64_t dims[4];
-    if ((st = ms_agree(c, ms_dim(rois, 0), ms_dim(bi, 0), "rois vs batch_indices", &dims[0])))
+    if ((st = ms_agree(c, mp_value_dim(rois, 0), mp_value_dim(bi, 0), "rois vs batch_indices", &dims[0])))
         return st;
-    dims[1] = ms_dim(x, 1);
+    dims[1] = mp_value_dim(x, 1);
     dims[2] = oh;
     dims[3] = ow;
     return mp_set_out(c, 0, x->dtype, 4, dims);
@@ -764,7 +758,7 @@ static void cost_roialign(mp_ctx *c, mp_cost *k) {
         if (ms_roi_samples(c, y->dims[0], oh, ow, &per_roi_sum, &ovf)) {
             samples = mp_umul(per_roi_sum, plane, &ovf);
         } else {
-            int64_t h = ms_dim(x, 2), w = ms_dim(x, 3);
+            int64_t h = mp_value_dim(x, 2), w = mp_value_dim(x, 3);
             if (h < 0 || w < 0) {
                 k->flags |= MP_COST_UNKNOWN;
                 return;
@@ -824,12 +818,12 @@ static mp_status infer_maxunpool(mp_ctx *c) {
         int64_t n;
         if (os->rank >= 0 && os->rank != 1)
             return mp_fail(c, "output_shape must have rank 1, got %d", os->rank);
-        if (ms_dim(os, 0) >= 0 && ms_dim(os, 0) != r)
+        if (mp_value_dim(os, 0) >= 0 && mp_value_dim(os, 0) != r)
             return mp_fail(c, "output_shape has %lld values for rank %d",
-                           (long long)ms_dim(os, 0), r);
+                           (long long)mp_value_dim(os, 0), r);
         if (!mp_ints(c, 2, &v, &n) || n != r) {
-            dims[0] = ms_dim(x, 0);
-            dims[1] = ms_dim(x, 1);
+            dims[0] = mp_value_dim(x, 0);
+            dims[1] = mp_value_dim(x, 1);
             for (int i = 2; i < r; i++) dims[i] = MP_DIM_ANON;
             return mp_set_out(c, 0, x->dtype, r, dims);
         }
@@ -837,10 +831,10 @@ static mp_status infer_maxunpool(mp_ctx *c) {
             if (v[i] < 0) return mp_fail(c, "output_shape[%d] = %lld", i, (long long)v[i]);
         return mp_set_out(c, 0, x->dtype, r, v);
     }
-    dims[0] = ms_dim(x, 0);
-    dims[1] = ms_dim(x, 1);
+    dims[0] = mp_value_dim(x, 0);
+    dims[1] = mp_value_dim(x, 1);
     for (int i = 0; i < nk; i++) {
-        int64_t in = ms_dim(x, 2 + i), s = ns > 0 ? sv[i] : 1, o, pads = 0;
+        int64_t in = mp_value_dim(x, 2 + i), s = ns > 0 ? sv[i] : 1, o, pads = 0;
         if (in < 0) {
             dims[2 + i] = MP_DIM_ANON;
             continue;

@@ -22,11 +22,6 @@ static mp_status nn_arity(mp_ctx *c, int lo, int hi) {
     return MP_OK;
 }
 
-/* Dim i of v, or unknown when v's rank is unknown. */
-static int64_t nn_dim(const mp_value *v, int i) {
-    return (v && v->rank > i && i >= 0) ? v->dims[i] : MP_DIM_ANON;
-}
-
 static int64_t nn_ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 && a > 0); }
 
 /* Product of v's dims from `from` on, skipping axis `skip` (-1: none), for
@@ -190,7 +185,7 @@ static mp_status nn_win_out(mp_ctx *c, const nn_win *w, const mp_value *x, int64
     dims[0] = n_dim;
     dims[1] = c_dim;
     for (int i = 0; i < w->k; i++)
-        if ((st = nn_win_dim(c, w, i, nn_dim(x, 2 + i), &dims[2 + i]))) return st;
+        if ((st = nn_win_dim(c, w, i, mp_value_dim(x, 2 + i), &dims[2 + i]))) return st;
     return MP_OK;
 }
 
@@ -226,7 +221,7 @@ static mp_status nn_kernel(mp_ctx *c, const mp_value *w, nn_win *win) {
     const int64_t *ks;
     int n = mp_attr_ints(c->n, "kernel_shape", &ks);
     for (int i = 0; i < win->k; i++) {
-        int64_t wd = nn_dim(w, 2 + i);
+        int64_t wd = mp_value_dim(w, 2 + i);
         if (n > 0) {
             if (ks[i] <= 0) return mp_fail(c, "kernel_shape[%d] = %lld", i, (long long)ks[i]);
             if (wd >= 0 && wd != ks[i])
@@ -267,7 +262,7 @@ mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype) {
     if (k < 0) return mp_set_out(c, 0, dt, -1, NULL);
     int64_t group = mp_attr_i(c->n, "group", 1);
     if (group < 1) return mp_fail(c, "group = %lld", (long long)group);
-    int64_t cin = nn_dim(x, 1), wc = nn_dim(w, 1), m = nn_dim(w, 0);
+    int64_t cin = mp_value_dim(x, 1), wc = mp_value_dim(w, 1), m = mp_value_dim(w, 0);
     if (cin >= 0 && wc >= 0 && cin != wc * group)
         return mp_fail(c, "X has %lld channels but W expects %lld (W dim 1 = %lld, group %lld)",
                        (long long)cin, (long long)(wc * group), (long long)wc, (long long)group);
@@ -279,7 +274,7 @@ mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype) {
     nn_win win;
     if ((st = nn_win_read(c, k, &win)) || (st = nn_kernel(c, w, &win))) return st;
     int64_t dims[MP_MAX_RANK];
-    if ((st = nn_win_out(c, &win, x, nn_dim(x, 0), m, dims))) return st;
+    if ((st = nn_win_out(c, &win, x, mp_value_dim(x, 0), m, dims))) return st;
     return mp_set_out(c, 0, dt, k + 2, dims);
 }
 
@@ -323,14 +318,14 @@ static mp_status infer_conv_transpose(mp_ctx *c) {
     if (k < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
     int64_t group = mp_attr_i(c->n, "group", 1);
     if (group < 1) return mp_fail(c, "group = %lld", (long long)group);
-    int64_t cin = nn_dim(x, 1), wc = nn_dim(w, 0), wm = nn_dim(w, 1);
+    int64_t cin = mp_value_dim(x, 1), wc = mp_value_dim(w, 0), wm = mp_value_dim(w, 1);
     if (cin >= 0 && wc >= 0 && cin != wc)
         return mp_fail(c, "X has %lld channels but W has %lld input channels", (long long)cin,
                        (long long)wc);
     if (wc >= 0 && wc % group != 0)
         return mp_fail(c, "%lld input channels are not divisible by group %lld", (long long)wc,
                        (long long)group);
-    int64_t m = wm >= 0 ? wm * group : MP_DIM_ANON;
+    int64_t m = mp_dim_mul(wm, group);
     if ((st = nn_check_bias(c, b, m))) return st;
     if (m < 0 && b && b->rank == 1) m = b->dims[0];
 
@@ -344,15 +339,15 @@ static mp_status infer_conv_transpose(mp_ctx *c) {
         return mp_fail(c, "output_shape has %d values for %d spatial dims", n_os, k);
 
     int64_t dims[MP_MAX_RANK];
-    dims[0] = nn_dim(x, 0);
+    dims[0] = mp_value_dim(x, 0);
     dims[1] = m;
     for (int i = 0; i < k; i++) {
-        int64_t in = nn_dim(x, 2 + i), s = win.stride[i], kk = win.kernel[i], o;
+        int64_t in = mp_value_dim(x, 2 + i), s = win.stride[i], kk = win.kernel[i], o;
         if (n_os > 0) {
             o = oshape[n_os - k + i];
             if (o < 0) return mp_fail(c, "output_shape[%d] = %lld", i, (long long)o);
         } else if (win.auto_pad == NN_PAD_SAME_UPPER || win.auto_pad == NN_PAD_SAME_LOWER) {
-            o = in < 0 ? (s == 1 ? in : MP_DIM_ANON) : in * s;
+            o = mp_dim_mul(in, s);
         } else if (kk < 0 || in < 0) {
             o = MP_DIM_ANON;
         } else {
@@ -398,7 +393,7 @@ static mp_status infer_pool(mp_ctx *c) {
     nn_win win;
     if ((st = nn_win_read(c, k, &win)) || (st = nn_kernel(c, NULL, &win))) return st;
     int64_t dims[MP_MAX_RANK];
-    if ((st = nn_win_out(c, &win, x, nn_dim(x, 0), nn_dim(x, 1), dims))) return st;
+    if ((st = nn_win_out(c, &win, x, mp_value_dim(x, 0), mp_value_dim(x, 1), dims))) return st;
     if ((st = mp_set_out(c, 0, x->dtype, k + 2, dims))) return st;
     return mp_set_out(c, 1, MP_DT_INT64, k + 2, dims); /* MaxPool Indices */
 }
@@ -450,7 +445,7 @@ static mp_status infer_batchnorm(mp_ctx *c) {
         return mp_fail(c, "X must be [N, C, ...], got rank %d", x->rank);
     if (mp_attr_i(c->n, "spatial", 1))
         for (int i = 1; i < 5; i++)
-            if ((st = nn_check_channel(c, i, names[i], nn_dim(x, 1)))) return st;
+            if ((st = nn_check_channel(c, i, names[i], mp_value_dim(x, 1)))) return st;
     if ((st = mp_set_out_like(c, 0, x))) return st;
     mp_value *mean = mp_in(c, 3);
     for (int o = 1; o < c->n->n_out && o < 5; o++)
@@ -476,8 +471,8 @@ static mp_status infer_instancenorm(mp_ctx *c) {
         return st;
     if (x->rank >= 0 && x->rank < 3)
         return mp_fail(c, "X must be [N, C, D...], got rank %d", x->rank);
-    if ((st = nn_check_channel(c, 1, "scale", nn_dim(x, 1))) ||
-        (st = nn_check_channel(c, 2, "B", nn_dim(x, 1))))
+    if ((st = nn_check_channel(c, 1, "scale", mp_value_dim(x, 1))) ||
+        (st = nn_check_channel(c, 2, "B", mp_value_dim(x, 1))))
         return st;
     return mp_set_out_like(c, 0, x);
 }
@@ -541,7 +536,7 @@ static mp_status nn_groupnorm(mp_ctx *c, bool per_channel) {
     if (g < 1) return mp_fail(c, "num_groups is required and must be positive");
     if (x->rank >= 0 && x->rank < 2)
         return mp_fail(c, "X must be [N, C, ...], got rank %d", x->rank);
-    int64_t ch = nn_dim(x, 1);
+    int64_t ch = mp_value_dim(x, 1);
     if (ch >= 0 && ch % g != 0)
         return mp_fail(c, "%lld channels are not divisible by num_groups %lld", (long long)ch,
                        (long long)g);

@@ -59,23 +59,6 @@ static int64_t sh_dim_value(const mp_ctx *c, int64_t d) {
     return d;
 }
 
-/* Two dims that must be equal: the known one wins, a named symbol wins over
- * the anonymous dim. False on a contradiction (two different known dims). */
-static bool sh_dim_merge(int64_t a, int64_t b, int64_t *out) {
-    if (a == b) {
-        *out = a;
-    } else if (a >= 0 && b >= 0) {
-        return false;
-    } else if (a >= 0) {
-        *out = a;
-    } else if (b >= 0) {
-        *out = b;
-    } else {
-        *out = a != MP_DIM_ANON ? a : b;
-    }
-    return true;
-}
-
 /* Element count when known and small enough to track contents, else -1. */
 static int64_t sh_small(const int64_t *dims, int rank) {
     if (rank < 0) return -1;
@@ -474,7 +457,7 @@ static mp_status gather_nd_infer(mp_ctx *c) {
     int n = 0;
     for (int i = 0; i < q - 1; i++) {
         od[n] = ind->dims[i];
-        if (i < b && !sh_dim_merge(ind->dims[i], x->dims[i], &od[n]))
+        if (i < b && !mp_dim_merge(ind->dims[i], x->dims[i], &od[n]))
             return mp_fail(c, "batch dim %d differs: %lld in indices, %lld in data", i,
                            (long long)ind->dims[i], (long long)x->dims[i]);
         n++;
@@ -516,8 +499,7 @@ static mp_status concat_core(mp_ctx *c, int64_t axis) {
     int a = mp_axis(axis, r);
     if (a < 0) return mp_fail(c, "axis %lld is out of range for rank %d", (long long)axis, r);
     int64_t od[MP_MAX_RANK];
-    int64_t sum = 0, unk = MP_DIM_ANON;
-    int n_unk = 0;
+    int64_t sum = 0; /* the concatenated dim */
     bool all_ranked = true;
     for (int d = 0; d < r; d++) od[d] = MP_DIM_ANON;
     bool seeded = false;
@@ -530,28 +512,15 @@ static mp_status concat_core(mp_ctx *c, int64_t axis) {
         for (int d = 0; d < r; d++) {
             if (d == a) continue;
             int64_t m = v->dims[d];
-            if (seeded && !sh_dim_merge(od[d], v->dims[d], &m))
+            if (seeded && !mp_dim_merge(od[d], v->dims[d], &m))
                 return mp_fail(c, "dim %d differs: %lld in '%s' vs %lld in an earlier input", d,
                                (long long)v->dims[d], v->name, (long long)od[d]);
             od[d] = m;
         }
         seeded = true;
-        int64_t da = v->dims[a];
-        if (da < 0) {
-            n_unk++;
-            unk = da;
-        } else if (__builtin_add_overflow(sum, da, &sum)) {
-            return mp_fail(c, "concatenated dim overflows int64");
-        }
+        sum = mp_dim_add(sum, v->dims[a]);
     }
-    if (!all_ranked)
-        od[a] = MP_DIM_ANON;
-    else if (n_unk == 0)
-        od[a] = sum;
-    else if (n_unk == 1 && sum == 0)
-        od[a] = unk;
-    else
-        od[a] = MP_DIM_ANON;
+    od[a] = all_ranked ? sum : MP_DIM_ANON;
     st = mp_set_out(c, 0, x0->dtype, r, od);
     if (st) return st;
 
@@ -1100,16 +1069,13 @@ static mp_status reshape_infer_v5(mp_ctx *c) {
 }
 
 /* Flatten (1; negative axis since 11): axis in [-r, r]; output 2-D
- * [prod(d[:axis]), prod(d[axis:])]; an empty product is 1, a product of a
- * single dim is that dim (symbol kept), a product with an unknown dim is
- * anonymous. Contents pass through. Cost 0. */
+ * [prod(d[:axis]), prod(d[axis:])] by mp_dim_mul: an empty product is 1, a
+ * symbol times dims of 1 is that symbol, another product with an unknown
+ * dim is anonymous. Contents pass through. Cost 0. */
 static int64_t sh_flat_dim(const int64_t *d, int from, int to, bool *ovf) {
-    if (to - from == 1) return d[from];
+    if (mp_dims_product(d + from, to - from) == -2) *ovf = true;
     int64_t p = 1;
-    for (int a = from; a < to; a++) {
-        if (d[a] < 0) return MP_DIM_ANON;
-        if (__builtin_mul_overflow(p, d[a], &p)) *ovf = true;
-    }
+    for (int a = from; a < to; a++) p = mp_dim_mul(p, d[a]);
     return p;
 }
 
@@ -1402,12 +1368,7 @@ static mp_status tile_infer_v6(mp_ctx *c) {
     int64_t od[MP_MAX_RANK];
     for (int a = 0; a < r; a++) {
         if (rep[a] < 0) return mp_fail(c, "repeat %lld on axis %d", (long long)rep[a], a);
-        if (x->dims[a] >= 0) {
-            if (__builtin_mul_overflow(x->dims[a], rep[a], &od[a]))
-                return mp_fail(c, "tiled dim %d overflows int64", a);
-        } else {
-            od[a] = rep[a] == 1 ? x->dims[a] : rep[a] == 0 ? 0 : MP_DIM_ANON;
-        }
+        od[a] = mp_dim_mul(x->dims[a], rep[a]);
     }
     st = mp_set_out(c, 0, x->dtype, r, od);
     if (st) return st;
@@ -1838,7 +1799,7 @@ static mp_status scatter_elements_infer(mp_ctx *c) {
     if (ind->rank >= 0 && upd->rank == ind->rank)
         for (int a = 0; a < ind->rank; a++) {
             int64_t m;
-            if (!sh_dim_merge(ind->dims[a], upd->dims[a], &m))
+            if (!mp_dim_merge(ind->dims[a], upd->dims[a], &m))
                 return mp_fail(c, "indices and updates differ on dim %d", a);
         }
     if (x->rank >= 0 && mp_axis(mp_attr_i(c->n, "axis", 0), x->rank < 1 ? 1 : x->rank) < 0)

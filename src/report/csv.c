@@ -5,6 +5,7 @@
 #include "report/report.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct cw {
@@ -139,6 +140,24 @@ static bool cw_mod_number(const mp_profile *p, int module, void *ud) {
     return true;
 }
 
+/* A formula as plain text ("85000000*batch*seq+1180*batch*seq^2"; empty
+ * without one), quoted as any field (dim names come from the model). */
+static void cw_poly(cw *w, const mp_profile *p, const mp_poly *q) {
+    char *text = NULL, local[256];
+    size_t len = 0;
+    FILE *ms = open_memstream(&text, &len);
+    if (!ms) {
+        cw_str(w, NULL);
+        return;
+    }
+    mp_out o = {ms, 0, sizeof local, local};
+    mp_poly_write(&o, q, p, true);
+    mp_out_flush(&o);
+    fclose(ms);
+    cw_str(w, text ? text : "");
+    free(text);
+}
+
 static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     cw_mod *u = ud;
     cw *w = u->w;
@@ -152,6 +171,10 @@ static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     cw_i64(w, mod->parent >= 0 && mod->parent < p->m->n_modules ? u->id[mod->parent] : -1);
     cw_fig(w, f);
     if (p->measured) cw_lat(w, f->latency_s, f->latency_min_s, f->flops, f->unknown <= 0, u->peak);
+    if (p->formulas && module < p->formulas->n_mods) {
+        const mp_formset *fs = &p->formulas->mods[module];
+        for (int i = 0; i < MP_FF_COUNT; i++) cw_poly(w, p, &fs->f[i]);
+    }
     cw_end(w);
     return true;
 }
@@ -161,6 +184,13 @@ static mp_status csv_modules(cw *w, const mp_profile *p, double peak) {
     cw_header(w, cols, NCOLS(cols));
     cw_header(w, FIG_COLS, NCOLS(FIG_COLS));
     if (p->measured) cw_header(w, LAT_COLS, NCOLS(LAT_COLS));
+    if (p->formulas) {
+        char col[64];
+        for (int i = 0; i < MP_FF_COUNT; i++) {
+            snprintf(col, sizeof col, "%s_formula", mp_formula_field_key[i]);
+            cw_str(w, col);
+        }
+    }
     cw_end(w);
     if (!p->mods || p->m->n_modules <= 0) return MP_OK;
     cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};

@@ -331,6 +331,10 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
     jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
                              ? u->id[mod->parent] : -1);
     js_fig(w, &p->mods[module], p->measured);
+    if (p->formulas && module < p->formulas->n_mods) {
+        jw_key(w, "formulas");
+        mp_formset_json(w, p, &p->formulas->mods[module]);
+    }
     if (p->measured && p->mod_fused && p->mod_fused[module] > 0 && p->mod_fused[module] <= p->m->n_modules) {
         const char *hp = p->m->modules[p->mod_fused[module] - 1].path;
         jw_kstr(w, "fused_into", hp ? hp : "");
@@ -600,6 +604,10 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     js_model(w, p);
     js_dims(w, p);
     js_total(w, p);
+    if (p->formulas) {
+        jw_key(w, "formulas");
+        mp_formulas_json(w, p);
+    }
     if (p->measured) js_run(w, p);
     js_by_dtype(w, "params_by_dtype", p->params_by_dtype);
     js_by_dtype(w, "param_bytes_by_dtype", p->param_bytes_by_dtype);

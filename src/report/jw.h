@@ -164,6 +164,12 @@ static inline void jw_double(jw *w, double v) {
 #define jw_kbool(w, k, v) (jw_kput(w, k), mp_out_puts(&w->o, (v) ? "true" : "false"))
 
 
+/* Formulas as JSON (formula.c): a POLY (a list of terms, null without a
+ * formula), one set's formulas (an object), the profile's "formulas". */
+void mp_poly_json(jw *w, const mp_poly *q, const mp_profile *p);
+void mp_formset_json(jw *w, const mp_profile *p, const mp_formset *fs);
+void mp_formulas_json(jw *w, const mp_profile *p);
+
 /* A writer onto `f` (NULL when out of memory, the error set); jw_end
  * closes the last line, flushes and frees it. */
 static inline jw *jw_begin(FILE *f) {

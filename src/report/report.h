@@ -167,6 +167,19 @@ void mp_out_printf(mp_out *o, const char *fmt, ...) MP_PRINTF(2, 3);
 mp_status mp_tree_print(mp_out *o, const mp_module *mods, int n, int max_depth,
                         const mp_tree_style *st);
 
+/* ---- formulas (formula.c; analyze/formula.h) ---- */
+/* The name of free dim `var` of p's formulas. */
+const char *mp_formula_var_name(const mp_profile *p, int var);
+/* q as text: "85 M·batch·seq + 1.18 K·batch·seq²" (coefficients through
+ * mp_fmt_count), or plain for CSV: "85000000*batch*seq+1180*batch*seq^2";
+ * "?" (plain: nothing) without a formula. */
+void mp_poly_write(mp_out *o, const mp_poly *q, const mp_profile *p, bool plain);
+/* Why a node is left out: its kind as a stable id ("degree", "unknown",
+ * "check", "coefficient") and as a sentence (into buf, n bytes). */
+const char *mp_formula_skip_kind(int kind);
+const char *mp_formula_skip_text(const mp_profile *p, const mp_formula_skip *sk, char *buf,
+                                 size_t n);
+
 /* A JSON string (escaped; invalid UTF-8 becomes U+FFFD), json.c. */
 void mp_json_string(mp_out *o, const char *s);
 

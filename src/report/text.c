@@ -664,6 +664,148 @@ static void tx_detailed(tx *t) {
         t->nomem = true;
 }
 
+/* ---- (c') formulas (p->formulas; docs/COUNTING.md, "Formulas") ---- */
+
+#define TX_SKIPS_MAX 8   /* nodes named where the left-out ones start */
+#define TX_PEAK_MAX 4    /* pieces of the peak shown */
+
+static void tx_poly(tx *t, const mp_poly *q) { mp_poly_write(&t->out, q, t->p, false); }
+
+static void tx_point(tx *t, const int64_t *x) {
+    const mp_formulas *F = t->p->formulas;
+    tx_putc(t, '(');
+    for (int i = 0; i < F->n_vars; i++)
+        tx_printf(t, "%s%" PRId64, i ? ", " : "", x[i]);
+    tx_putc(t, ')');
+}
+
+static const char *tx_node(tx *t, int k) {
+    const mp_graph *g = t->m->graph;
+    return k >= 0 && k < g->n_nodes ? tx_safe(t, g->nodes[k].name, "?") : "?";
+}
+
+/* A module's formulas on one line: params, MACs, FLOPs. */
+static bool tx_formula_visit(const mp_profile *p, int module, void *ud) {
+    tx *t = ud;
+    const mp_formset *fs = &p->formulas->mods[module];
+    const mp_module *md = &t->m->modules[module];
+    for (int i = 0; i < md->depth; i++) tx_puts(t, "  ");
+    tx_printf(t, "%s", tx_safe(t, mp_module_display(p, module), "?"));
+    tx_puts(t, ": params = ");
+    tx_poly(t, &fs->f[MP_FF_PARAMS]);
+    tx_puts(t, "; MACs = ");
+    tx_poly(t, &fs->f[MP_FF_MACS]);
+    tx_puts(t, "; FLOPs = ");
+    tx_poly(t, &fs->f[MP_FF_FLOPS]);
+    if (fs->left_out)
+        tx_printf(t, " [without %d node%s left out]", fs->left_out, fs->left_out == 1 ? "" : "s");
+    tx_putc(t, '\n');
+    return true;
+}
+
+static void tx_formulas(tx *t) {
+    const mp_profile *p = t->p;
+    const mp_formulas *F = p->formulas;
+    char title[256];
+    int at = snprintf(title, sizeof title, "Formulas");
+    for (int i = 0; i < F->n_vars && at > 0 && (size_t)at < sizeof title; i++)
+        at += snprintf(title + at, sizeof title - (size_t)at, "%s%s", i ? ", " : " in ",
+                       mp_formula_var_name(p, i));
+    tx_rule(t, tx_safe(t, title, "Formulas"));
+    tx_puts(t, "Exact polynomials in the free dims, each coefficient from the counting rules,\n"
+               "equal to the profile at any values of the dims (docs/COUNTING.md, \"Formulas\").\n\n");
+    static const char *const label[MP_FF_COUNT] = {"params:", "fwd MACs:", "fwd FLOPs:",
+                                                   "bytes read:", "bytes written:",
+                                                   "activation bytes:"};
+    for (int f = 0; f < MP_FF_COUNT; f++) {
+        tx_label(t, label[f]);
+        tx_poly(t, &F->total.f[f]);
+        tx_putc(t, '\n');
+    }
+    tx_label(t, "peak activation memory:");
+    if (F->n_peak == 1) {
+        tx_poly(t, &F->peak[0].poly);
+        tx_printf(t, " (the live activations after node '%s')\n", tx_node(t, F->peak[0].node));
+    } else if (F->n_peak > 1) {
+        tx_printf(t, "not one polynomial: the largest of %d, each the live activations after a "
+                     "node\n", F->n_peak);
+        for (int c = 0; c < F->n_peak && c < TX_PEAK_MAX; c++) {
+            tx_label(t, "");
+            tx_puts(t, "  ");
+            tx_poly(t, &F->peak[c].poly);
+            tx_printf(t, " (after '%s')\n", tx_node(t, F->peak[c].node));
+        }
+        if (F->n_peak > TX_PEAK_MAX) {
+            tx_label(t, "");
+            tx_printf(t, "  ... %d more (the JSON lists them)\n", F->n_peak - TX_PEAK_MAX);
+        }
+    } else {
+        tx_printf(t, "no formula: %s\n", tx_safe(t, F->peak_why, "?"));
+    }
+    tx_label(t, "left out:");
+    if (!F->n_skips) {
+        tx_puts(t, "none: every node's cost is a polynomial\n");
+    } else {
+        int origins = 0;
+        for (int j = 0; j < F->n_skips; j++) origins += F->skips[j].origin;
+        tx_printf(t, "%d nodes whose cost is no polynomial; the formulas are those of the "
+                     "rest.\n", F->n_skips);
+        tx_label(t, "");
+        tx_printf(t, "%d of them start it (the others take their inputs):\n", origins);
+        int shown = 0;
+        for (int j = 0; j < F->n_skips && shown < TX_SKIPS_MAX; j++) {
+            const mp_formula_skip *sk = &F->skips[j];
+            if (!sk->origin) continue;
+            char why[600];
+            tx_label(t, "");
+            tx_printf(t, "  '%s' (%s): %s\n", tx_node(t, sk->node),
+                      tx_safe(t, t->m->graph->nodes[sk->node].op, "?"),
+                      tx_safe(t, mp_formula_skip_text(p, sk, why, sizeof why), "?"));
+            shown++;
+        }
+        if (origins > shown) {
+            tx_label(t, "");
+            tx_printf(t, "  ... %d more (the JSON lists every node)\n", origins - shown);
+        }
+    }
+    for (int i = 0; i < F->n_vars; i++) {
+        const mp_formula_range *r = &F->range[i];
+        tx_label(t, i ? "" : "checked range:");
+        tx_printf(t, "%s from %" PRId64 " to %" PRId64 " (the other dims at %" PRId64 ")",
+                  tx_safe(t, mp_formula_var_name(p, i), "?"), r->lo, r->hi, F->base);
+        if (!r->lo_bounded && !r->hi_bounded) tx_puts(t, "\n");
+        else tx_puts(t, ":\n");
+        if (r->lo_bounded) {
+            tx_label(t, "");
+            tx_printf(t, "  below %" PRId64 ", %s\n", r->lo, tx_safe(t, r->lo_why, "?"));
+        }
+        if (r->hi_bounded) {
+            tx_label(t, "");
+            tx_printf(t, "  above %" PRId64 ", %s\n", r->hi, tx_safe(t, r->hi_why, "?"));
+        }
+    }
+    tx_label(t, "checked:");
+    tx_printf(t, "built from %d static profiles (degree", F->profiles);
+    for (int i = 0; i < F->n_vars; i++)
+        tx_printf(t, "%s %d in %s", i ? "," : "", F->degree[i],
+                  tx_safe(t, mp_formula_var_name(p, i), "?"));
+    if (!F->n_vars) tx_puts(t, " 0: no free dim");
+    tx_printf(t, "), equal to the profile at %d further points", F->n_checks);
+    if (F->n_checked) {
+        tx_puts(t, ", e.g. ");
+        for (int j = 0; j < F->n_checked && j < 5; j++) {
+            if (j) tx_puts(t, ", ");
+            tx_point(t, F->checked[j]);
+        }
+    }
+    tx_puts(t, "\n");
+    int depth = t->o->depth >= 0 ? t->o->depth : 2;
+    if (F->n_mods > 0 && p->mods) {
+        tx_printf(t, "\nper module (to depth %d):\n", depth);
+        mp_module_walk(p, depth, tx_formula_visit, t);
+    }
+}
+
 /* ---- (d) by operator type ---- */
 
 enum { TX_C_OP, TX_C_COUNT, TX_C_MACS, TX_C_PMACS, TX_C_FLOPS, TX_C_PFLOPS, TX_C_BYTES,
@@ -822,6 +964,7 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     tx_summary(&t);
     if (o->top != 0) tx_aggregated(&t);
     if (o->detailed) tx_detailed(&t);
+    if (p->formulas) tx_formulas(&t);
     if (o->show_ops && p->n_ops > 0) tx_ops(&t);
     if (o->show_ops && p->measured && p->run.node_timing && p->n_groups > 0) tx_times(&t);
     tx_rule(&t, NULL);

@@ -248,6 +248,22 @@ def profile_onnx_equals_cli():
 
 
 @test
+def profile_onnx_formula():
+    import modelprof
+    path = os.path.join(ROOT, "models", "resnet18.onnx")
+    p = modelprof.profile_onnx(path, formula=True)
+    cli = json.loads(subprocess.run([BIN, "-q", "--format", "json", "--formula", path],
+                                    check=True, capture_output=True, text=True).stdout)
+    check(p == cli, "profile_onnx(formula=True) differs from the command's JSON")
+    schema_check("profile", cli)
+    at7 = json.loads(subprocess.run([BIN, "-q", "--format", "json", "--dim", "batch=7", path],
+                                    check=True, capture_output=True, text=True).stdout)
+    macs = sum(t["coef"] * 7 ** t["dims"].get("batch", 0) for t in cli["formulas"]["macs"])
+    check(cli["formulas"]["dims"] == ["batch"] and macs == at7["total"]["macs"],
+          "MACs formula at batch 7: %r vs %r" % (macs, at7["total"]["macs"]))
+
+
+@test
 def profile_onnx_run():
     import modelprof
     p = modelprof.profile_onnx(os.path.join(ROOT, "models", "tiny_mlp.onnx")

@@ -260,6 +260,49 @@ function icicle(parent, mods, tree, metrics) {
     draw();
 }
 
+/* ---- formulas (--formula; docs/JSON.md "formulas") ---- */
+var SUP = ['', '', '\u00b2', '\u00b3', '\u2074'];
+/* A POLY as the text report writes it: "85 M\u00b7batch\u00b7seq + 1.18 K\u00b7batch\u00b7seq\u00b2". */
+function polyText(poly) {
+    if (!poly) return '?';
+    if (!poly.length) return '0';
+    return poly.map(function (t, j) {
+        var c = t.fraction ? t.fraction[0] : t.coef, mag = Math.abs(c);
+        var dims = Object.keys(t.dims || {}).map(function (d) {
+            var e = t.dims[d];
+            return d + (e > 1 ? (SUP[e] || '^' + e) : '');
+        });
+        var coef = (!dims.length || mag !== 1 || t.fraction) ?
+            si(mag) + (t.fraction ? '/' + t.fraction[1] : '') : '';
+        var term = coef + (coef && dims.length ? '\u00b7' : '') + dims.join('\u00b7');
+        return (c < 0 ? (j ? ' - ' : '-') : (j ? ' + ' : '')) + term;
+    }).join('');
+}
+function formulas(sec, D) {
+    var F = D.formulas;
+    var rows = [['params', F.params], ['fwd MACs', F.macs], ['fwd FLOPs', F.flops],
+        ['bytes read', F.bytes_read], ['bytes written', F.bytes_written], ['activation bytes', F.act_bytes]];
+    var tb = el('tbody');
+    rows.forEach(function (r) { tb.appendChild(el('tr', null, [el('td', { text: r[0] }), el('td', { text: polyText(r[1]) })])); });
+    var peak = F.activation_peak_pieces || [];
+    var pk = peak.length === 1 ? [polyText(peak[0].poly)] : peak.length ?
+        ['the largest of:'].concat(peak.map(function (p) { return polyText(p.poly) + ' (after ' + p.node + ')'; })) :
+        ['no formula: ' + (F.activation_peak_note || '?')];
+    tb.appendChild(el('tr', null, [el('td', { text: 'activation peak' }),
+        el('td', null, pk.map(function (x) { return el('div', { text: x }); }))]));
+    sec.appendChild(el('table', { id: 'mp-formulas-table' }, [tb]));
+    var notes = [];
+    (F.left_out || []).forEach(function (n) { if (n.origin) notes.push('left out: ' + n.node + ' (' + n.op + '): ' + n.reason); });
+    if (F.left_out && F.left_out.length) notes.push(F.left_out.length + ' nodes left out in all; the formulas are those of the rest');
+    Object.keys(F.ranges || {}).forEach(function (d) {
+        var r = F.ranges[d];
+        notes.push(d + ' checked from ' + r.min + ' to ' + r.max + (r.above_max ? '; above: ' + r.above_max : '') +
+            (r.below_min ? '; below: ' + r.below_min : ''));
+    });
+    notes.push('built from ' + F.profiles + ' static profiles, equal to the profile at ' + F.checks + ' further points');
+    sec.appendChild(el('ul', { cls: 'findings' }, notes.map(function (n) { return el('li', { text: n }); })));
+}
+
 /* ---- the profile (static or measured) ---- */
 function profile(D) {
     var t = D.total || {}, run = D.run || null, model = D.model || {};
@@ -302,6 +345,7 @@ function profile(D) {
         s.appendChild(el('h2', { text: 'Findings' }));
         s.appendChild(el('ol', { cls: 'findings', id: 'mp-findings' }, notes.map(function (n) { return el('li', { text: n }); })));
     }
+    if (D.formulas) formulas(section('Formulas in ' + (D.formulas.dims.join(', ') || 'no free dim'), 'mp-formulas'), D);
     var mods = D.modules || [];
     var cols = [{ key: 'name', label: 'module' },
         { key: 'params', label: 'params', num: 1, fmt: 'si' },
@@ -312,6 +356,12 @@ function profile(D) {
     if (run) cols.push({ key: 'latency_s', label: 'latency', num: 1, fmt: 'sec' },
         { key: 'achieved_flops_per_s', label: 'FLOP/s', num: 1, fmt: 'rate' },
         { key: 'fraction_of_peak', label: 'of peak', num: 1, fmt: 'pct' });
+    if (D.formulas) {
+        mods = mods.map(function (m) {
+            return Object.assign({ macs_formula: polyText((m.formulas || {}).macs) }, m);
+        });
+        cols.push({ key: 'macs_formula', label: 'MACs formula' });
+    }
     if (mods.length) {
         var tree = moduleTree(section('Module tree (' + mods.length + ' modules)', 'mp-modules'), mods, cols);
         var metrics = [];
@@ -520,6 +570,11 @@ function selftest() {
         check('sort reorders rows', a1.length < 2 || a1.join('|') !== b || v.join('|') !== b);
         check('sort by name is ascending', asc);
         check('sort by number is descending', desc);
+    }
+    if (D && D.formulas) {   /* --formula: the model's formulas, and one per module in the tree */
+        var ft = document.getElementById('mp-formulas-table');
+        check('formulas shown', !!ft && ft.rows.length >= 7 && /\u00b7/.test(ft.rows[1].cells[1].textContent) &&
+            ft.rows[1].cells[1].textContent === polyText(D.formulas.macs));
     }
     check('no console errors', errors.length === 0);
     var res = el('pre', { id: 'mp-selftest', text: out.join('\n') + '\nrender_ms ' + RENDER_MS.toFixed(1) +
