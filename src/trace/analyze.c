@@ -734,7 +734,8 @@ static mp_status sort_spans(work *w) {
         big_free(tmp);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
-    /* the FLOPs table is by span: old index -> new */
+    /* tables keyed by span index follow the spans: old index -> new (a
+     * side table added to mp_trace_raw by span index is remapped here) */
     for (size_t k = 0; k < S; k++) tmp[perm[k]] = (int32_t)k;
     for (size_t f = 0; f < raw->n_flops; f++) raw->flops[f].span = (uint32_t)tmp[raw->flops[f].span];
     if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, flop_cmp);
