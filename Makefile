@@ -17,7 +17,7 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fPIC -fvisibility=hidden $(WARN) $(CFLAGS)
 LDLIBS := -lisal -lz -lm -lpthread -ldl
 BUILD ?= build
 
-LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/plan/*.c \
+LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/import/*.c src/plan/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c))
 CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))

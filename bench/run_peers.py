@@ -168,11 +168,18 @@ def export(name, path, opset=17):
 def dynamo_with_weights(name, out_dir):
     """models/dynamo/NAME.onnx copied into out_dir beside a seeded external
     data file at the offsets the model names; the copy's path."""
+    return with_weights(os.path.join(ROOT, "models", "dynamo", name + ".onnx"), out_dir)
+
+
+def with_weights(src, out_dir):
+    """A weightless fixture (GUIDE section 5: external data that is not
+    there) copied into out_dir beside seeded external data files at the
+    offsets it names; the copy's path. Floats normal with sigma 0.02,
+    BatchNorm variances uniform in [0.5, 1.5], integer tensors 0."""
     import numpy as np
     import onnx
 
-    src = os.path.join(ROOT, "models", "dynamo", name + ".onnx")
-    dst = os.path.join(out_dir, name + ".onnx")
+    dst = os.path.join(out_dir, os.path.basename(src))
     m = onnx.load(src, load_external_data=False)
     rng = np.random.default_rng(0)
     files = {}

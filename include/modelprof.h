@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Option structs (mp_limits, mp_report_options, mp_train_options,
- * mp_run_options, mp_tplan_options) begin with their size, as libuv and
+ * mp_run_options, mp_tplan_options, mp_ort_options) begin with their size, as libuv and
  * SQLite version theirs. Fill one with its mp_X_default(o), a macro over
  * mp_X_init(o, sizeof *o): the library writes the defaults into the
  * caller's `size` bytes only, and every function taking the options
@@ -180,7 +180,8 @@ typedef enum mp_format {
 typedef enum mp_csv_table {
     MP_CSV_NODES = 0,
     MP_CSV_MODULES = 1,
-    MP_CSV_OPS = 2
+    MP_CSV_OPS = 2,
+    MP_CSV_MODULE_OPS = 3   /* one row per module and operator type (modules[].ops) */
 } mp_csv_table;
 
 typedef struct mp_report_options {
@@ -191,9 +192,13 @@ typedef struct mp_report_options {
     int detailed;    /* print the detailed module tree */
     int show_ops;    /* print the by-operator table */
     mp_csv_table csv_table; /* MP_FORMAT_CSV: which table (default nodes) */
+    int by_module_op; /* text: print the table by module and operator type (fvcore's
+                         flop_count_table layout: module rows, one column per op type) */
+    int op_top;       /* its operator columns: the op types with the most FLOPs, the rest
+                         summed in "other"; -1 = all (default 5) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
- * detailed and show_ops shape the text report only. mp_report_write
+ * detailed, show_ops, by_module_op and op_top shape the text report only. mp_report_write
  * returns MP_ERR_USAGE when depth or top is below -1 or the format is
  * unknown. */
 
@@ -288,6 +293,36 @@ MP_API mp_status mp_exec_output(const mp_exec *pl, int i, const char **name, int
                          int *rank, const int64_t **dims, const void **data);
 /* Warm-up and timed runs; fills the profile's measured fields. */
 MP_API mp_status mp_profile_run(mp_exec *pl, mp_profile *p);
+
+/* This machine's fp32 peak in FLOP/s with `threads` threads (0: all
+ * cores), measured as the measured run measures it (the best 1024^3 GEMM
+ * of oneDNN's matmul, dnnl_sgemm and OpenBLAS; once per process and thread
+ * count); 0 when it cannot be measured. `how` (may be NULL) gets how. */
+MP_API double mp_peak_flops(int threads, const char **how);
+
+/* ---- ONNX Runtime's own profile in the module tree (--ort-profile) ---- */
+typedef struct mp_ort_options {
+    size_t size;           /* sizeof(mp_ort_options): set by mp_ort_options_default */
+    int warmup;            /* profiled runs left out first; -1 (default): the first
+                              when the profile holds more than one (it pays for ORT's
+                              allocations and first-touch of the weights) */
+    double peak_gflops;    /* > 0: the peak, as given */
+    double (*measure_peak)(int threads, const char **how); /* else this measures it
+                              with the profile's thread count (mp_peak_flops: this
+                              machine's); NULL: no peak */
+} mp_ort_options;
+MP_API mp_status mp_ort_options_init(mp_ort_options *o, size_t size);
+#define mp_ort_options_default(o) mp_ort_options_init((o), sizeof *(o))
+/* Read ONNX Runtime's profiling JSON (SessionOptions.enableProfiling; plain
+ * or gzip) of a session of the profiled model, and place its node events
+ * on the graph's nodes: p gets the measured fields a measured run fills
+ * (per node, module, op type; run.source "onnxruntime"), each event's time
+ * averaged per run over the runs kept. Events of nodes ONNX Runtime fused
+ * go to the nodes they replaced, split by FLOPs (docs/JSON.md,
+ * "--ort-profile"). p: mp_profile_static of the model the session loaded,
+ * at the dims it ran with. MP_ERR_FORMAT when the file is not such a
+ * profile, naming the file and what is missing. */
+MP_API mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *o);
 
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
  * timed runs of mp_profile_run, which must have been planned with

@@ -218,6 +218,159 @@ static void t_every_op_documented(void) {
     free(doc);
 }
 
+/* The row of op `op` in module `path` (NULL when none). */
+static const mp_modop *modop_row(const mp_model *m, const mp_profile *p, const char *path, const char *op) {
+    int md = mp_strmap_get(&m->module_paths, path);
+    if (md < 0 || !p->modops) return NULL;
+    for (int j = p->modop_at[md]; j < p->modop_at[md + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        if (r->op >= 0 && strcmp(p->ops[r->op].op, op) == 0) return r;
+    }
+    return NULL;
+}
+
+/* Every module's rows add up to its figures, exactly (params too). */
+static int modop_mismatches(const mp_profile *p) {
+    int bad = 0;
+    for (int md = 0; md < p->m->n_modules; md++) {
+        mp_fig s = {0};
+        for (int j = p->modop_at[md]; j < p->modop_at[md + 1]; j++) {
+            const mp_fig *f = &p->modops[j].fig;
+            s.params += f->params;
+            s.param_bytes += f->param_bytes;
+            s.macs += f->macs;
+            s.flops += f->flops;
+            s.bytes_read += f->bytes_read;
+            s.bytes_written += f->bytes_written;
+            s.act_bytes += f->act_bytes;
+            s.nodes += f->nodes;
+            s.uncounted += f->uncounted;
+            s.unknown += f->unknown;
+        }
+        const mp_fig *t = &p->mods[md];
+        if (s.params != t->params || s.param_bytes != t->param_bytes || s.macs != t->macs ||
+            s.flops != t->flops || s.bytes_read != t->bytes_read || s.bytes_written != t->bytes_written ||
+            s.act_bytes != t->act_bytes || s.nodes != t->nodes || s.uncounted != t->uncounted ||
+            s.unknown != t->unknown) {
+            if (bad++ < 5)
+                mp_t_fail(__FILE__, __LINE__, "module '%s': its op rows add up to params %" PRIu64
+                          " flops %" PRIu64 " nodes %d, the module has %" PRIu64 " / %" PRIu64 " / %d",
+                          p->m->modules[md].path, s.params, s.flops, s.nodes, t->params, t->flops, t->nodes);
+        }
+    }
+    return bad;
+}
+
+/* docs/COUNTING.md, "By module and operator": the worked example. A tied
+ * embedding E[10,4] is read by `embed`'s Gather, then by `head`'s
+ * Transpose; W[4,4] by block.fc's MatMul, b[4] by its Add. */
+static void t_module_ops_split(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "ids", MP_DT_INT64, 2, TB_DIMS(1, 3));
+    tb_weight(m, "E", MP_DT_FLOAT, 2, TB_DIMS(10, 4));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(4, 4));
+    tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(4));
+    int g = tb_node(m, "Gather", "E,ids", "x");
+    int mm = tb_node(m, "MatMul", "x,W", "h0");
+    int ad = tb_node(m, "Add", "h0,b", "h");
+    int tr = tb_node(m, "Transpose", "E", "Et");
+    int hd = tb_node(m, "MatMul", "h,Et", "y");
+    m->graph->nodes[g].module = mp_model_module(m, "embed", 5);
+    m->graph->nodes[mm].module = mp_model_module(m, "block.fc", 8);
+    m->graph->nodes[ad].module = mp_model_module(m, "block.fc", 8);
+    m->graph->nodes[tr].module = mp_model_module(m, "head", 4);
+    m->graph->nodes[hd].module = mp_model_module(m, "head", 4);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    if (!p) return;
+    /* params: E 40 + W 16 + b 4 = 60 */
+    T_EQ_U64(p->total.params, 60);
+    /* the root: E goes to the Gather, the first node that reads it */
+    T_EQ_U64(modop_row(m, p, "", "Gather")->fig.params, 40);
+    T_EQ_U64(modop_row(m, p, "", "Transpose")->fig.params, 0);
+    /* MatMul: 1x3x4 . 4x4 = 48 MACs, 1x3x4 . 4x10 = 120 MACs: 168 MACs, 336
+     * FLOPs, 2 nodes; W 16 params */
+    const mp_modop *r = modop_row(m, p, "", "MatMul");
+    T_EQ_U64(r->fig.params, 16);
+    T_EQ_U64(r->fig.macs, 168);
+    T_EQ_U64(r->fig.flops, 336);
+    T_EQ(r->fig.nodes, 2);
+    /* Add: 12 FLOPs (1x3x4), b 4 params */
+    T_EQ_U64(modop_row(m, p, "", "Add")->fig.flops, 12);
+    T_EQ_U64(modop_row(m, p, "", "Add")->fig.params, 4);
+    /* head reads E first through its Transpose: 40 there, 0 in its MatMul */
+    T_EQ_U64(modop_row(m, p, "head", "Transpose")->fig.params, 40);
+    T_EQ_U64(modop_row(m, p, "head", "MatMul")->fig.params, 0);
+    T_EQ_U64(modop_row(m, p, "head", "MatMul")->fig.flops, 240);
+    T_EQ_U64(modop_row(m, p, "embed", "Gather")->fig.params, 40);
+    T_EQ_U64(modop_row(m, p, "block", "MatMul")->fig.params, 16);
+    T_CHECK(modop_row(m, p, "block", "Gather") == NULL);
+    /* the root's rows by FLOPs: MatMul, Add, then the ones without */
+    int root = 0;
+    T_EQ_STR(p->ops[p->modops[p->modop_at[root]].op].op, "MatMul");
+    T_EQ_STR(p->ops[p->modops[p->modop_at[root] + 1].op].op, "Add");
+    T_EQ(p->modop_at[root + 1] - p->modop_at[root], 4);
+    /* each node's own row */
+    T_EQ(p->node_modop[hd], modop_row(m, p, "head", "MatMul") - p->modops);
+    T_EQ(modop_mismatches(p), 0);
+    tb_done(m, p);
+}
+
+/* A parameter no node reads: the root counts every parameter, and its row
+ * "(unused)" keeps the root's rows adding up. */
+static void t_module_ops_unused(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(2, 4));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(4, 4));
+    tb_weight(m, "spare", MP_DT_FLOAT, 1, TB_DIMS(7));
+    int a = tb_node(m, "MatMul", "x,W", "y");
+    m->graph->nodes[a].module = mp_model_module(m, "fc", 2);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    if (!p) return;
+    T_EQ_U64(p->total.params, 23);
+    int n = p->modop_at[1] - p->modop_at[0];
+    T_EQ(n, 2);
+    const mp_modop *last = &p->modops[p->modop_at[1] - 1];
+    T_EQ(last->op, -1);
+    T_EQ_U64(last->fig.params, 7);
+    T_EQ_U64(last->fig.param_bytes, 28);
+    T_EQ(modop_mismatches(p), 0);
+    tb_done(m, p);
+}
+
+/* Issue 24 point 2's acceptance: every module of DenseNet-121 and BERT
+ * (and of the other fixture shapes: a tied head, local functions,
+ * quantized weights) has a split that adds up to its figures. */
+static void t_module_ops_models(void) {
+    static const char *const models[] = {"models/densenet121.onnx", "models/bert_base.onnx",
+                                         "models/gpt2.onnx", "models/resnet18_functions.onnx",
+                                         "models/quant_cnn_qdq.onnx", "models/dynamo/qwen3_2layers.onnx"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        mp_model *m = NULL;
+        T_OK(mp_model_load(models[i], &m));
+        if (!m) continue;
+        if (mp_strmap_get(&m->sym_names, "batch") > 0) T_OK(mp_model_set_dim(m, "batch", 1));
+        if (mp_strmap_get(&m->sym_names, "seq") > 0) T_OK(mp_model_set_dim(m, "seq", 128));
+        mp_profile *p = NULL;
+        T_OK(mp_profile_static(m, &p));
+        if (p) {
+            T_CHECK(p->modops != NULL && p->m->n_modules > 1);
+            int bad = modop_mismatches(p);
+            if (bad) mp_t_fail(__FILE__, __LINE__, "%s: %d modules do not add up", models[i], bad);
+            /* every node in its own module's row of its op type */
+            for (int k = 0; k < m->graph->n_nodes; k++) {
+                int row = p->node_modop[k];
+                const mp_node *n = &m->graph->nodes[k];
+                T_CHECK(row >= p->modop_at[n->module] && row < p->modop_at[n->module + 1] &&
+                        strcmp(p->ops[p->modops[row].op].op, n->op) == 0);
+            }
+        }
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
+}
+
 MP_TESTS(analyze){
     {"every_op_documented", t_every_op_documented},
     {"shared_weight_once", t_shared_weight_once},
@@ -227,5 +380,8 @@ MP_TESTS(analyze){
     {"folded_weights_not_activations", t_folded_weights_not_activations},
     {"unknown_dims_reported", t_unknown_dims_reported},
     {"uncounted_listed", t_uncounted_listed},
+    {"module_ops_split", t_module_ops_split},
+    {"module_ops_unused", t_module_ops_unused},
+    {"module_ops_models", t_module_ops_models},
 };
 MP_TESTS_END(analyze)

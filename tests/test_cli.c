@@ -52,6 +52,10 @@ static void t_usage_errors(void) {
     T_EQ(r.code, 1);
     T_CHECK(strstr(r.err, "xml") != NULL);
     done(&r);
+    r = RUN("--op-top", "-3", "models/resnet18.onnx");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--op-top '-3'") != NULL);
+    done(&r);
     r = RUN("--depth", "-3", "models/resnet18.onnx");
     T_EQ(r.code, 1);
     done(&r);
@@ -170,6 +174,12 @@ static void t_golden_reports(void) {
     golden("qwen3_2layers_d2.txt",
            (const char *const[]){"models/dynamo/qwen3_2layers.onnx", "--input", "input_ids=2x128",
                                  "--depth", "2", "--top", "2", NULL});
+    /* fvcore's flop_count_table layout: module rows to depth 2, FLOPs by
+     * the 4 op types with the most, the rest in "other" */
+    golden("bert_base_module_ops_d2.txt",
+           (const char *const[]){"models/bert_base.onnx", "--dim", "batch=1", "--dim", "seq=128",
+                                 "--by-module-op", "--depth", "2", "--op-top", "4", "--no-detailed",
+                                 "--top", "0", "--no-ops", "-q", NULL});
     golden("resnet18_functions_d2.txt",
            (const char *const[]){"models/resnet18_functions.onnx", "--dim", "batch=1", "--depth",
                                  "2", "--no-ops", NULL});

@@ -138,6 +138,47 @@ static void t_csv_static(void) {
     T_CHECK(compare_table("models/resnet18.onnx", none, "ops", "ops") >= 5);
 }
 
+/* --csv-table module_ops: the JSON's modules[].ops rows, module after
+ * module in the JSON's order, each cell equal to the row's field ("module"
+ * the module's id, "path" its path). */
+static void t_csv_module_ops(void) {
+    const char *ja[] = {"--format", "json", NULL}, *ca[] = {"--format", "csv", "--csv-table", "module_ops", NULL};
+    t_cli j = run("models/resnet18.onnx", ja), c = run("models/resnet18.onnx", ca);
+    T_EQ(j.code, 0);
+    T_EQ(c.code, 0);
+    size_t err = 0;
+    jr *root = jr_parse(j.out, j.out_len, &err);
+    const jr *mods = root ? jr_get(root, "modules") : NULL;
+    int max = 4000;
+    csv_row *rows = calloc((size_t)max, sizeof *rows);
+    int nr = rows ? csv_parse(c.out, rows, max) : -1;
+    T_CHECK(mods != NULL && nr > 100);
+    int r = 1, compared = 0;
+    for (int i = 0; mods && i < jr_len(mods); i++) {
+        const jr *m = jr_at(mods, i), *ops = jr_get(m, "ops");
+        for (int k = 0; ops && k < jr_len(ops); k++, r++) {
+            T_CHECK(r < nr);
+            if (r >= nr) break;
+            const jr *o = jr_at(ops, k);
+            for (int f = 0; f < rows[0].n; f++) {
+                const char *col = rows[0].f[f], *cell = rows[r].f[f];
+                const jr *v = !strcmp(col, "module") ? jr_get(m, "id") : !strcmp(col, "path") ? jr_get(m, "path")
+                                                                                           : jr_get(o, col);
+                bool ok = v && ((v->type == JR_STR && !strcmp(v->s, cell)) ||
+                                (v->type == JR_NUM && v->is_int && cell[0] && strtoll(cell, NULL, 10) == v->i));
+                if (!ok) mp_t_fail(__FILE__, __LINE__, "module_ops row %d column %s: '%s' differs from the JSON", r, col, cell);
+            }
+            compared++;
+        }
+    }
+    T_EQ(r, nr);
+    T_CHECK(compared > 100);
+    free(rows);
+    jr_free(root);
+    t_cli_free(&j);
+    t_cli_free(&c);
+}
+
 /* The measured run: its times differ from run to run, so the CSV of one
  * run is checked against itself: the latency columns are there and
  * achieved_flops_per_s = flops / latency_s (to the 9 digits written). */
@@ -284,7 +325,8 @@ static void t_html_embeds_json(void) {
 
 /* --chrome-trace round trip: `modelprof trace` reads the Chrome trace of a
  * one-pass run back, and its operator table's CPU total per operator type
- * equals the run's per-operator latency (one timed pass: the median is that
+ * equals the run's kernels headed by a node of that type (the kernel groups
+ * named after it, alone or as "Op+..."; one timed pass: the median is that
  * pass; the trace keeps nanoseconds, so within 1 ns per event). */
 static void t_chrome_trace_round_trip(void) {
     char dir[] = "/tmp/mp-chrome-XXXXXX";
@@ -305,11 +347,22 @@ static void t_chrome_trace_round_trip(void) {
     jr *run = s1 ? jr_parse(s1, n1, &err) : NULL, *back = s2 ? jr_parse(s2, n2, &err) : NULL;
     T_CHECK(run && back);
     const jr *ops = run ? jr_get(run, "ops") : NULL, *tops = back ? jr_get(back, "operators") : NULL;
+    const jr *kg = run ? jr_path(run, "run.kernel_groups") : NULL;
     int matched = 0;
-    for (int i = 0; ops && tops && i < jr_len(ops); i++) {
-        const jr *o = jr_at(ops, i), *lat = jr_get(o, "latency_s"), *cnt = jr_get(o, "count");
-        if (!lat || lat->type != JR_NUM || !(lat->num > 0)) continue;
+    for (int i = 0; ops && tops && kg && i < jr_len(ops); i++) {
+        const jr *o = jr_at(ops, i), *cnt = jr_get(o, "count");
         const char *op = jr_get(o, "op")->s;
+        size_t ol = strlen(op);
+        double want = 0;
+        for (int k = 0; k < jr_len(kg); k++) {
+            const jr *g = jr_at(kg, k);
+            const char *gn = jr_get(g, "name")->s;
+            const jr *gl = jr_get(g, "latency_s");
+            if (!strncmp(gn, op, ol) && (gn[ol] == 0 || gn[ol] == '+') && gl && gl->type == JR_NUM)
+                want += gl->num;
+        }
+        if (!(want > 0)) continue;
+        const jr lat0 = {.type = JR_NUM, .num = want}, *lat = &lat0;
         const jr *hit = NULL;
         for (int k = 0; k < jr_len(tops); k++)
             if (!strcmp(jr_get(jr_at(tops, k), "name")->s, op)) hit = jr_at(tops, k);
@@ -378,6 +431,7 @@ static void t_chrome_trace_needs_run(void) {
 }
 
 MP_TESTS(report_formats){
+    {"csv_module_ops", t_csv_module_ops},
     {"chrome_trace_round_trip", t_chrome_trace_round_trip},
     {"chrome_trace_needs_run", t_chrome_trace_needs_run},
     {"trace_memory_curve", t_trace_memory_curve},

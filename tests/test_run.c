@@ -261,8 +261,9 @@ static void test_run_fuse_fold(void) {
     tb_done(m, p);
 }
 
-/* A fused group spanning modules: its time goes to the first node's
- * module; the other module says where it went */
+/* A fused group spanning modules: each node's module gets the node's
+ * FLOPs' share of the group's time (Add and Relu: 64 FLOPs each, half
+ * each); the other module says where it ran */
 static void test_run_fused_modules(void) {
     mp_model *m = tb_new(17);
     tb_input(m, "X", MP_DT_FLOAT, 1, TB_DIMS(64));
@@ -286,8 +287,16 @@ static void test_run_fused_modules(void) {
     int ma = tb_nodep(m, a)->module, mr = tb_nodep(m, r)->module;
     T_CHECK(ma != mr && ma > 0 && mr > 0);
     T_CHECK(p->mods[ma].latency_s > 0);
-    T_CHECK(p->mods[mr].latency_s == 0);
+    T_CHECK(p->mods[mr].latency_s == p->mods[ma].latency_s);
+    T_CHECK(p->mods[0].latency_s == p->mods[ma].latency_s + p->mods[mr].latency_s);
     T_EQ(p->mod_fused[mr], ma + 1);
+    /* the op types too: the Relu row holds the Relu's share, and says it ran fused */
+    int oa = mp_profile_node_op(p, a), orl = mp_profile_node_op(p, r);
+    T_CHECK(p->ops[oa].fig.latency_s == p->ops[orl].fig.latency_s);
+    T_EQ(p->ops[orl].fig.fused, 1);
+    T_EQ(p->ops[oa].fig.fused, 0);
+    T_EQ(p->modops[p->node_modop[r]].fig.fused, 1);
+    T_EQ(p->mods[0].fused, 1);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);

@@ -280,9 +280,81 @@ static void t_npy(void) {
     unlink(path);
 }
 
+/* Issue 24 point 2: in a measured run no by-operator row mixes fused and
+ * unfused nodes. MobileNet-V2, one timed pass (its medians are that pass):
+ * each node's time is its FLOPs' share of its kernel's (a head's latency_s
+ * is its kernel's, its fused nodes' FLOPs are in that kernel), so an op
+ * type's latency_s is the sum of its nodes' shares, and no row can run
+ * faster than the fastest kernel: a row of fused BatchNormalization or
+ * Clip nodes reads the FLOP rate of the kernels they ran in. */
+static void t_fused_rows(void) {
+    rr r = RUN(120, "-q", "--run", "--warmup", "1", "--iters", "1", "--dim", "batch=1", "--peak-gflops", "100",
+               "--format", "json", "models/mobilenet_v2.onnx");
+    T_EQ(r.code, 0);
+    size_t err = 0;
+    jr *root = jr_parse(r.out, r.out_len, &err);
+    const jr *nodes = root ? jr_get(root, "nodes") : NULL, *ops = root ? jr_get(root, "ops") : NULL;
+    T_CHECK(nodes && ops);
+    if (!nodes || !ops) {
+        jr_free(root);
+        rr_done(&r);
+        return;
+    }
+    int n = jr_len(nodes);
+    double *gflops = calloc((size_t)n, sizeof *gflops), *gcount = calloc((size_t)n, sizeof *gcount);
+    int *head = calloc((size_t)n, sizeof *head);
+    /* each node's kernel: itself, or the node it is fused into */
+    for (int i = 0; i < n; i++) {
+        const jr *nd = jr_at(nodes, i), *fi = jr_get(nd, "fused_into");
+        head[i] = i;
+        if (fi) {
+            head[i] = -1;
+            for (int k = 0; k < n; k++)
+                if (!strcmp(jr_get(jr_at(nodes, k), "name")->s, fi->s)) head[i] = k;
+            T_CHECK(head[i] >= 0);
+            if (head[i] < 0) head[i] = i;
+        }
+        if (strcmp(jr_get(nd, "run")->s, "folded") == 0) continue;
+        gflops[head[i]] += (double)jr_get(nd, "flops")->i;
+        gcount[head[i]] += 1;
+    }
+    double fastest = 0;
+    for (int i = 0; i < n; i++) {
+        const jr *lat = jr_get(jr_at(nodes, i), "latency_s");
+        if (head[i] == i && lat && lat->type == JR_NUM && lat->num > 0 && gflops[i] / lat->num > fastest)
+            fastest = gflops[i] / lat->num;
+    }
+    int fused_total = 0;
+    for (int o = 0; o < jr_len(ops); o++) {
+        const jr *row = jr_at(ops, o), *lat = jr_get(row, "latency_s");
+        const char *op = jr_get(row, "op")->s;
+        double want = 0;
+        for (int i = 0; i < n; i++) {
+            const jr *nd = jr_at(nodes, i);
+            if (strcmp(jr_get(nd, "op")->s, op) || !strcmp(jr_get(nd, "run")->s, "folded")) continue;
+            double t = jr_get(jr_at(nodes, head[i]), "latency_s")->num;
+            want += gflops[head[i]] > 0 ? t * (double)jr_get(nd, "flops")->i / gflops[head[i]] : t / gcount[head[i]];
+        }
+        double got = lat && lat->type == JR_NUM ? lat->num : 0;
+        if (fabs(got - want) > 1e-9 + 1e-6 * want)
+            mp_t_fail(__FILE__, __LINE__, "op %s: latency_s %.9g, its nodes' shares add up to %.9g", op, got, want);
+        double fl = (double)jr_get(row, "flops")->i;
+        if (got > 0 && fl / got > fastest * (1 + 1e-6))
+            mp_t_fail(__FILE__, __LINE__, "op %s runs at %.4g FLOP/s, above the fastest kernel's %.4g", op, fl / got, fastest);
+        fused_total += (int)jr_get(row, "fused")->i;
+    }
+    T_EQ(fused_total, jr_path(root, "run.fused_nodes")->i);
+    free(gflops);
+    free(gcount);
+    free(head);
+    jr_free(root);
+    rr_done(&r);
+}
+
 MP_TESTS(run_cli){
     {"corpus_under_run", t_corpus_under_run},
     {"run_json", t_run_json},
+    {"fused_rows", t_fused_rows},
     {"input_output_files", t_input_output_files},
     {"max_memory", t_max_memory},
     {"npy", t_npy},

@@ -21,7 +21,7 @@ class ReportOptions(_c.Structure):
     C_NAME = "mp_report_options"
     _fields_ = [("size", _c.c_size_t), ("format", _c.c_int), ("depth", _c.c_int),
                 ("top", _c.c_int), ("detailed", _c.c_int), ("show_ops", _c.c_int),
-                ("csv_table", _c.c_int)]
+                ("csv_table", _c.c_int), ("by_module_op", _c.c_int), ("op_top", _c.c_int)]
 
 
 class RunOptions(_c.Structure):

@@ -79,12 +79,16 @@ typedef struct mp__walk {
      * (-1: its own) and the value that counts it instead (-1: itself) */
     int64_t *pcount;
     int *alias;
+    int *node_op;             /* per node: its op type (before the op types are sorted) */
+    int *pos;                 /* per node: its place in the execution order */
+    int *ubuf, cap_ubuf;      /* one value's uses in execution order (mp__param) */
     /* liveness */
     int *live;                /* per value: an MP__ state, the uses to come or kept */
     uint64_t live_now, births;
     int alive;                /* activations with uses to come */
     bool live_exact;          /* false: replay it exactly (mp__liveness_replay) */
     bool root_failed;         /* no room for the root module */
+    bool nomem;               /* out of memory where no status is returned */
     uint64_t *trace;          /* when not NULL: the live bytes at each step (mp_profile_static_live) */
     int step;
 } mp__walk;
@@ -400,6 +404,7 @@ static mp_status mp__visit(mp__walk *w, int k, uint64_t die) {
     const mp_node *n = &g->nodes[k];
     int op = mp__op_index(w, n);
     if (op < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
+    w->node_op[k] = op;
     unsigned kind = w->op_kind[op];
     bool copy = mp__is_copy(w, n, kind);
     mp_fig *mod = n->module >= 0 ? &p->mods[n->module] : &w->no_module;
@@ -494,6 +499,228 @@ static mp_status mp__walk_graph(mp__walk *w) {
         die = 0;
     }
     if (w->alive) w->live_exact = false; /* fewer uses than counted */
+    return MP_OK;
+}
+
+/* ---- by module and operator (docs/COUNTING.md, "By module and operator") ----
+ * Each module has one row per op type among its nodes and its submodules'.
+ * Made after the walk: the op types each module holds (its own nodes',
+ * then its children's, bottom up: a child's index is above its parent's),
+ * a module's rows by op index for the lookups; each node's cost into its
+ * own module's row, then each module's rows into its parent's. Parameters
+ * are added by mp__param; the rows take the report's order once the op
+ * types have theirs (mp__modops_order). */
+
+/* The row of op type `op` in module md, -1 when none (rows by op index). */
+static int mp__modop_find(const mp_profile *p, int md, int op) {
+    int lo = p->modop_at[md], end = p->modop_at[md + 1], hi = end;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (p->modops[mid].op < op) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < end && p->modops[lo].op == op ? lo : -1;
+}
+
+static int mp__int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+static mp_status mp__modops(mp__walk *w) {
+    mp_profile *p = w->p;
+    const mp_model *m = p->m;
+    const mp_graph *g = w->g;
+    int nm = m->n_modules, nn = g->n_nodes, no = p->n_ops;
+    if (nm <= 0) return MP_OK;
+    /* nodes by module (counting sort), children as sibling lists, and the
+     * op types of each module (lst[at[md] .. at[md] + n[md]), made bottom up) */
+    int *first = calloc((size_t)nm + 1, sizeof *first);
+    int *bymod = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    int *child = malloc(sizeof(int) * (size_t)nm * 4);
+    int *stamp = malloc(sizeof(int) * (size_t)(no ? no : 1));
+    int *lst = NULL, n_lst = 0, cap_lst = 0;
+    mp_status st = MP_OK;
+    if (!first || !bymod || !child || !stamp) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int *sib = child + nm, *at = child + 2 * (size_t)nm, *cnt = child + 3 * (size_t)nm;
+    memset(cnt, 0, sizeof(int) * (size_t)nm);
+    for (int k = 0; k < nn; k++) {
+        int md = g->nodes[k].module;
+        if (md >= 0 && md < nm) first[md + 1]++;
+    }
+    for (int i = 0; i < nm; i++) first[i + 1] += first[i];
+    for (int k = 0; k < nn; k++) { /* cnt as the fill pointer */
+        int md = g->nodes[k].module;
+        if (md >= 0 && md < nm) bymod[first[md] + cnt[md]++] = k;
+    }
+    for (int i = 0; i < nm; i++) child[i] = sib[i] = -1;
+    for (int i = nm - 1; i > 0; i--) {
+        int par = m->modules[i].parent;
+        if (par < 0 || par >= i) continue;
+        sib[i] = child[par];
+        child[par] = i;
+    }
+    for (int o = 0; o < no; o++) stamp[o] = -1;
+    for (int md = nm - 1; md >= 0; md--) {
+        at[md] = n_lst;
+        int before = n_lst;
+        for (int j = first[md]; j < first[md + 1]; j++) {
+            int op = w->node_op[bymod[j]];
+            if (op < 0 || op >= no || stamp[op] == md) continue;
+            stamp[op] = md;
+            int *nl = mp_grow(lst, sizeof *lst, &cap_lst, n_lst + 1);
+            if (!nl) goto nomem;
+            lst = nl;
+            lst[n_lst++] = op;
+        }
+        for (int c = child[md]; c >= 0; c = sib[c]) {
+            for (int j = at[c]; j < at[c] + cnt[c]; j++) {
+                int op = lst[j];
+                if (stamp[op] == md) continue;
+                stamp[op] = md;
+                int *nl = mp_grow(lst, sizeof *lst, &cap_lst, n_lst + 1);
+                if (!nl) goto nomem;
+                lst = nl;
+                lst[n_lst++] = op;
+            }
+        }
+        cnt[md] = n_lst - before;
+        qsort(lst + before, (size_t)cnt[md], sizeof *lst, mp__int_cmp);
+    }
+    p->modop_at = malloc(sizeof(int) * ((size_t)nm + 1));
+    p->modops = calloc((size_t)(n_lst ? n_lst : 1), sizeof *p->modops);
+    p->modop_parent = malloc(sizeof(int) * (size_t)(n_lst ? n_lst : 1));
+    p->node_modop = malloc(sizeof(int) * (size_t)(nn ? nn : 1));
+    if (!p->modop_at || !p->modops || !p->modop_parent || !p->node_modop) goto nomem;
+    p->n_modops = n_lst;
+    int r = 0;
+    for (int md = 0; md < nm; md++) {
+        p->modop_at[md] = r;
+        for (int j = at[md]; j < at[md] + cnt[md]; j++, r++) {
+            p->modops[r].op = lst[j];
+            p->modops[r].fig.latency_s = p->modops[r].fig.latency_min_s = -1;
+            p->modop_parent[r] = -1;
+        }
+    }
+    p->modop_at[nm] = r;
+    /* each node into its own module's row, each module's rows into its parent's */
+    for (int k = 0; k < nn; k++) {
+        const mp_node *n = &g->nodes[k];
+        int row = n->module >= 0 && n->module < nm ? mp__modop_find(p, n->module, w->node_op[k]) : -1;
+        p->node_modop[k] = row;
+        if (row >= 0) mp__fig_add_cost(&p->modops[row].fig, &n->cost, &w->ovf);
+    }
+    for (int md = nm - 1; md > 0; md--) {
+        int par = m->modules[md].parent;
+        if (par < 0 || par >= md) continue;
+        for (int j = p->modop_at[md]; j < p->modop_at[md + 1]; j++) {
+            int pr = mp__modop_find(p, par, p->modops[j].op);
+            p->modop_parent[j] = pr;
+            if (pr >= 0) mp__fig_add_fig(&p->modops[pr].fig, &p->modops[j].fig, &w->ovf);
+        }
+    }
+    goto done;
+nomem:
+    st = mp_error(MP_ERR_NOMEM, "out of memory");
+done:
+    free(first);
+    free(bymod);
+    free(child);
+    free(stamp);
+    free(lst);
+    return st;
+}
+
+/* Row order within a module: FLOPs, then MACs (both decreasing), then the
+ * op types' order; the unused parameters last. */
+static int mp__modop_cmp(const void *a, const void *b) {
+    const mp_modop *x = a, *y = b;
+    if ((x->op < 0) != (y->op < 0)) return x->op < 0 ? 1 : -1;
+    if (x->fig.flops != y->fig.flops) return x->fig.flops < y->fig.flops ? 1 : -1;
+    if (x->fig.macs != y->fig.macs) return x->fig.macs < y->fig.macs ? 1 : -1;
+    return x->op < y->op ? -1 : x->op > y->op;
+}
+
+/* The op types were sorted (inv: old index -> new): the rows name the new
+ * indices and take the report's order; the root gains a row for the
+ * parameters no node reads (the root counts every parameter), so that its
+ * rows too add up to its figures. */
+static mp_status mp__modops_order(mp_profile *p, const int *inv) {
+    const mp_model *m = p->m;
+    int nm = m->n_modules, n = p->n_modops, nn = m->graph->n_nodes;
+    if (!p->modops || nm <= 0) return MP_OK;
+    uint64_t used = 0, used_bytes = 0;
+    bool ovf = false;
+    for (int j = p->modop_at[0]; j < p->modop_at[1]; j++) {
+        used = mp_uadd(used, p->modops[j].fig.params, &ovf);
+        used_bytes = mp_uadd(used_bytes, p->modops[j].fig.param_bytes, &ovf);
+    }
+    bool extra = p->mods[0].params > used && !ovf;
+    mp_modop *rows = calloc((size_t)n + 2, sizeof *rows);
+    int *perm = malloc(sizeof(int) * ((size_t)n + 1));
+    int *idx = malloc(sizeof(int) * ((size_t)n + 1));
+    if (!rows || !perm || !idx) {
+        free(rows);
+        free(perm);
+        free(idx);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < n; j++)
+        if (p->modops[j].op >= 0) p->modops[j].op = inv[p->modops[j].op];
+    int r = 0;
+    for (int md = 0; md < nm; md++) {
+        int a = p->modop_at[md], b = p->modop_at[md + 1];
+        int start = r;
+        for (int j = a; j < b; j++) rows[r++] = p->modops[j];
+        /* the copies sorted (insertion: a module has few rows), each
+         * remembering where it came from */
+        for (int j = 0; j < b - a; j++) idx[start + j] = a + j;
+        for (int i = start + 1; i < r; i++)
+            for (int k = i; k > start && mp__modop_cmp(&rows[k - 1], &rows[k]) > 0; k--) {
+                mp_modop t = rows[k];
+                rows[k] = rows[k - 1];
+                rows[k - 1] = t;
+                int ti = idx[k];
+                idx[k] = idx[k - 1];
+                idx[k - 1] = ti;
+            }
+        if (md == 0 && extra) {
+            rows[r].op = -1;
+            rows[r].fig.params = p->mods[0].params - used;
+            rows[r].fig.param_bytes =
+                p->mods[0].param_bytes > used_bytes ? p->mods[0].param_bytes - used_bytes : 0;
+            rows[r].fig.latency_s = rows[r].fig.latency_min_s = -1;
+            idx[r] = -1;
+            r++;
+        }
+        p->modop_at[md] = start;
+    }
+    p->modop_at[nm] = r;
+    for (int j = 0; j < r; j++)
+        if (idx[j] >= 0) perm[idx[j]] = j;
+    int *par = malloc(sizeof(int) * ((size_t)r + 1));
+    if (!par) {
+        free(rows);
+        free(perm);
+        free(idx);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < r; j++) {
+        int old = idx[j];
+        par[j] = old >= 0 && p->modop_parent[old] >= 0 ? perm[p->modop_parent[old]] : -1;
+    }
+    for (int k = 0; k < nn; k++)
+        if (p->node_modop[k] >= 0) p->node_modop[k] = perm[p->node_modop[k]];
+    free(p->modops);
+    free(p->modop_parent);
+    free(perm);
+    free(idx);
+    p->modops = rows;
+    p->modop_parent = par;
+    p->n_modops = r;
     return MP_OK;
 }
 
@@ -694,11 +921,33 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
         p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, ovf);
         p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, ovf);
     }
-    int last_node = -1;
+    /* its uses in execution order (a copy is its own param): in each module
+     * the first node that reads it counts it in its op type's row */
+    int nu = 0;
     for (int e = first; e >= 0; e = w->uses[e].next) {
+        if (w->uses[e].copy) continue;
+        int *nb = mp_grow(w->ubuf, sizeof *w->ubuf, &w->cap_ubuf, nu + 1);
+        if (!nb) {
+            w->nomem = true;
+            return;
+        }
+        w->ubuf = nb;
+        int at = nu++;
+        const mp__use *u = &w->uses[e];
+        for (; at > 0; at--) { /* insertion: most weights have one or two uses */
+            const mp__use *b = &w->uses[w->ubuf[at - 1]];
+            if (w->pos[b->node] < w->pos[u->node] ||
+                (b->node == u->node && b->slot <= u->slot))
+                break;
+            w->ubuf[at] = w->ubuf[at - 1];
+        }
+        w->ubuf[at] = e;
+    }
+    int last_node = -1;
+    for (int i = 0; i < nu; i++) {
+        int e = w->ubuf[i];
         int k = w->uses[e].node;
         mp_node *nd = &g->nodes[k];
-        if (w->uses[e].copy) continue; /* the copy is its own param */
         if (k != last_node) { /* a node using a weight twice counts it once */
             nd->cost.params = mp_uadd(nd->cost.params, n, ovf);
             nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, ovf);
@@ -715,6 +964,11 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
             stamp[md] = v;
             p->mods[md].params = mp_uadd(p->mods[md].params, n, ovf);
             p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, ovf);
+            int row = p->modops ? mp__modop_find(p, md, op) : -1;
+            if (row >= 0) {
+                p->modops[row].fig.params = mp_uadd(p->modops[row].fig.params, n, ovf);
+                p->modops[row].fig.param_bytes = mp_uadd(p->modops[row].fig.param_bytes, bytes, ovf);
+            }
         }
     }
 }
@@ -1081,6 +1335,7 @@ static mp_status mp__params(mp__walk *w) {
     int *op_stamp = stamp + ns;
     for (int i = 0; i < m->n_modules; i++) stamp[i] = -1;
     for (int i = 0; i < p->n_ops; i++) op_stamp[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++) w->pos[g->order[i]] = i;
     for (int i = 0; i < w->n_inits; i++)
         if (g->values[w->inits[i]].flags & MP_VAL_PARAM) mp__param(w, w->inits[i], stamp, op_stamp);
     for (int c = 0; c < w->n_copies; c++) {
@@ -1090,6 +1345,7 @@ static mp_status mp__params(mp__walk *w) {
     for (int c = 0; c < n_chain; c++) mp__param(w, chain[c], stamp, op_stamp);
     free(stamp);
     free(chain);
+    if (w->nomem) return mp_error(MP_ERR_NOMEM, "out of memory");
     /* the root holds every parameter, used or not */
     if (m->n_modules > 0) {
         p->mods[0].params = p->total.params;
@@ -1100,13 +1356,39 @@ static mp_status mp__params(mp__walk *w) {
 
 /* ---- the profile ---- */
 
-static int mp__opstat_cmp(const void *a, const void *b) {
-    const mp_opstat *x = a, *y = b;
+static int mp__opstat_cmp(const void *a, const void *b, void *ctx) {
+    const mp_opstat *ops = ctx;
+    const mp_opstat *x = &ops[*(const int *)a], *y = &ops[*(const int *)b];
     if (x->fig.flops != y->fig.flops) return x->fig.flops < y->fig.flops ? 1 : -1;
     if (x->fig.macs != y->fig.macs) return x->fig.macs < y->fig.macs ? 1 : -1;
     if (x->fig.nodes != y->fig.nodes) return x->fig.nodes < y->fig.nodes ? 1 : -1;
     int d = strcmp(x->domain, y->domain);
     return d ? d : strcmp(x->op, y->op);
+}
+
+/* The op types by decreasing FLOPs, then MACs; the rows of the module
+ * split follow them. */
+static mp_status mp__ops_sort(mp_profile *p) {
+    int n = p->n_ops;
+    int *idx = malloc(sizeof(int) * (size_t)(2 * n + 1));
+    mp_opstat *sorted = malloc(sizeof *sorted * (size_t)(n + 1));
+    if (!idx || !sorted) {
+        free(idx);
+        free(sorted);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    int *inv = idx + n;
+    for (int i = 0; i < n; i++) idx[i] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, mp__opstat_cmp, p->ops);
+    for (int i = 0; i < n; i++) {
+        sorted[i] = p->ops[idx[i]];
+        inv[idx[i]] = i;
+    }
+    memcpy(p->ops, sorted, sizeof *sorted * (size_t)n);
+    mp_status st = mp__modops_order(p, inv);
+    free(idx);
+    free(sorted);
+    return st;
 }
 
 static mp_status mp__unresolved(mp_profile *p) {
@@ -1135,11 +1417,13 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
     /* scratch in one block: live (zeroed), then the initializers and the
      * copies (few of either are written) */
     size_t nn = (size_t)g->n_nodes, nv = (size_t)g->n_values;
-    int *s = malloc(sizeof(int) * (2 * nv + nn + 1));
+    int *s = malloc(sizeof(int) * (2 * nv + 3 * nn + 1));
     if (!s) return mp_error(MP_ERR_NOMEM, "out of memory");
     w->live = s;
     w->inits = s + nv;
     w->copies = s + 2 * nv;
+    w->node_op = s + 2 * nv + nn;
+    w->pos = s + 2 * nv + 2 * nn;
     memset(w->live, 0, sizeof(int) * nv);
     mp_status st = mp__walk_graph(w);
     if (!st && m->n_modules == 0 && mp_model_module(m, "", 0) < 0) {
@@ -1152,11 +1436,12 @@ static mp_status mp__profile(mp_profile *p, mp__walk *w) {
         /* children before parents: a child's index is always above its parent's */
         for (int i = m->n_modules - 1; i > 0; i--)
             mp__fig_add_fig(&p->mods[m->modules[i].parent], &p->mods[i], &w->ovf);
-        st = mp__params(w);
+        st = mp__modops(w);
+        if (!st) st = mp__params(w);
     }
     if (!st && !w->live_exact) st = mp__liveness_replay(p, w->trace);
     if (!st) st = mp__unresolved(p);
-    if (!st && p->n_ops > 1) qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, mp__opstat_cmp);
+    if (!st) st = mp__ops_sort(p);
     if (w->ovf) p->overflow = true;
     free(s);
     return st;
@@ -1221,6 +1506,7 @@ mp_status mp_profile_static_live(mp_model *m, uint64_t *live, mp_profile **out) 
     mp_strmap_free(&w->by_name);
     free(w->op_kind);
     free(w->uses);
+    free(w->ubuf);
     free(w->pcount);
     free(w->alias);
     free(w);
@@ -1242,6 +1528,10 @@ void mp_profile_free_measured(mp_profile *p) {
     free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
+    free(p->unplaced);
+    p->unplaced = NULL;
+    p->n_unplaced = 0;
+    memset(&p->run, 0, sizeof p->run);
     p->node_lat = p->node_lat_min = NULL;
     p->node_state = p->node_head = NULL;
     p->node_group = p->node_kernel = NULL;
@@ -1250,10 +1540,33 @@ void mp_profile_free_measured(mp_profile *p) {
     p->n_groups = 0;
 }
 
+mp_status mp_profile_alloc_measured(mp_profile *p, int groups) {
+    size_t nn = (size_t)p->m->graph->n_nodes + 1, nm = (size_t)(p->m->n_modules ? p->m->n_modules : 1) + 1;
+    mp_profile_free_measured(p);
+    p->node_lat = calloc(nn, sizeof *p->node_lat);
+    p->node_lat_min = calloc(nn, sizeof *p->node_lat_min);
+    p->node_state = calloc(nn, sizeof *p->node_state);
+    p->node_head = calloc(nn, sizeof *p->node_head);
+    p->node_group = calloc(nn, sizeof *p->node_group);
+    p->node_kernel = calloc(nn, sizeof *p->node_kernel);
+    p->mod_fused = calloc(nm, sizeof *p->mod_fused);
+    p->groups = calloc((size_t)groups + 1, sizeof *p->groups);
+    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group ||
+        !p->node_kernel || !p->mod_fused || !p->groups) {
+        mp_profile_free_measured(p);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    return MP_OK;
+}
+
 void mp_profile_free(mp_profile *p) {
     if (!p) return;
     free(p->mods);
     free(p->ops);
+    free(p->modops);
+    free(p->modop_at);
+    free(p->modop_parent);
+    free(p->node_modop);
     free(p->unresolved);
     free(p->pnotes);
     mp_formulas_free(p->formulas);

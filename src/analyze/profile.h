@@ -18,6 +18,8 @@ typedef struct mp_fig {
     int unknown;            /* nodes whose cost needs unknown dims */
     double latency_s;       /* measured run: median over the timed runs; < 0 when not measured */
     double latency_min_s;   /* measured run: fastest timed run; < 0 when not measured */
+    int fused;              /* measured run: nodes of the set that ran inside a kernel
+                               headed by another node (a fused group) */
 } mp_fig;
 
 typedef struct mp_opstat {
@@ -26,8 +28,45 @@ typedef struct mp_opstat {
     mp_fig fig;
 } mp_opstat;
 
+/* One operator type inside one module (the module's nodes and its
+ * submodules'): the by-module-and-operator split (fvcore's
+ * by_module_and_operator). A module's rows sum exactly to its figures:
+ * params too, a parameter counted in the row of the first node that reads
+ * it in execution order among the module's nodes (docs/COUNTING.md,
+ * "By module and operator"). */
+typedef struct mp_modop {
+    int op;                 /* index into p->ops; -1: parameters no node reads (the root only) */
+    mp_fig fig;
+} mp_modop;
+
+/* A profile written by another runtime, placed on the graph's nodes
+ * (ONNX Runtime's: src/import/ort.c). */
+typedef struct mp_importinfo {
+    const char *path;       /* the profile read */
+    int runs;               /* runs in the file (the run's iters + warmup) */
+    int events;             /* distinct node events per run */
+    int exact;              /* events placed by their node's name */
+    int renamed;            /* by a name the runtime made from a node's (a fusion's) */
+    int by_order;           /* by their place between placed events (a fusion named by its kind) */
+    int unmatched;          /* placed on no node */
+    int nodes_by_graph;     /* nodes put into a fused event's group by the graph around it */
+    int nodes_not_run;      /* nodes with no event: constant-folded or removed by the runtime */
+    double node_time_s;     /* the node events' time per run (mean over the runs kept) */
+    double unmatched_s;     /* of it, placed on no node */
+} mp_importinfo;
+
+/* An imported profile's event placed on no node (a layout conversion the
+ * runtime added, a name that matches nothing). */
+typedef struct mp_unplaced {
+    const char *name, *op;  /* the event's name; the runtime's op type ("" unknown) */
+    double latency_s;       /* its time per run (mean) */
+} mp_unplaced;
+
 /* What a measured run adds (mp_profile_run): the run as a whole. */
 typedef struct mp_runinfo {
+    const char *source;             /* "modelprof" (a run here) or "onnxruntime" (an imported profile) */
+    bool memory_known;              /* the memory figures below were measured (not for an import) */
+    mp_importinfo imported;         /* source "onnxruntime" */
     int iters, warmup, threads;
     bool fuse, node_timing;
     double lat_median_s, lat_p90_s, lat_min_s;  /* whole forward passes */
@@ -106,6 +145,14 @@ struct mp_profile {
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */
     int n_ops;
+    /* the by-module-and-operator split: module i's rows are
+     * modops[modop_at[i] .. modop_at[i + 1]), by decreasing FLOPs, then
+     * MACs, then op index; NULL when not made (a profile built by hand) */
+    mp_modop *modops;
+    int *modop_at;          /* n_modules + 1 entries */
+    int n_modops;
+    int *node_modop;        /* per main-graph node: its row in its own module; -1 none */
+    int *modop_parent;      /* per row: the same op's row in the parent module; -1 root */
     int *unresolved;        /* symbols on inputs without a value */
     int n_unresolved;
     bool overflow;          /* some total saturated */
@@ -121,6 +168,8 @@ struct mp_profile {
     int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
+    mp_unplaced *unplaced;  /* an imported profile's events placed on no node, by time */
+    int n_unplaced;
     /* cost as exact formulas in the free dims (mp_profile_formulas); NULL
      * when not asked for */
     mp_formulas *formulas;
@@ -128,8 +177,37 @@ struct mp_profile {
 
 enum { MP_NODE_RUN = 0, MP_NODE_FOLDED = 1, MP_NODE_FUSED = 2 };
 
+/* The timed units of a measured run (a kernel: a node, or a fused group
+ * of nodes) or of an imported profile (ONNX Runtime's node events): unit u
+ * ran the nodes whose node_unit is u; its time in pass i is
+ * t[i * n_units + u] seconds. */
+typedef struct mp_timing {
+    int n_units, n_passes;
+    const double *t;        /* NULL: units not timed (whole passes only): latencies -1 */
+    const int *node_unit;   /* per main-graph node: its unit; -1 none (folded, not run) */
+    bool mean;              /* latency_s: the mean over the passes (else the median) */
+} mp_timing;
+
+/* Each node's share of its unit's time (by FLOPs; evenly among the unit's
+ * nodes when it has none) summed per pass into the modules (their
+ * submodules included), the op types and the module split's rows, whose
+ * latency_s (median, or mean) and latency_min_s (fastest pass) it sets;
+ * and their `fused` counts from p->node_state (set first). So no row mixes
+ * a fused node's FLOPs with another node's time (docs/COUNTING.md, "Time of
+ * a fused group"). */
+mp_status mp_profile_set_times(mp_profile *p, const mp_timing *tm);
+/* Node k's op type (index into p->ops), -1 when none. */
+int mp_profile_node_op(const mp_profile *p, int k);
+/* The kernel groups (p->groups) whose median rate is above peak (FLOP/s). */
+int mp_profile_groups_above(const mp_profile *p, double peak);
+/* Samples per pass: dim 0 of the first graph input that has one (1). */
+int64_t mp_profile_batch(const mp_profile *p);
+
 /* Free the measured fields (a run fills them again). */
 void mp_profile_free_measured(mp_profile *p);
+/* Free them, then make the per-node and per-module arrays (zeroed) and
+ * room for `groups` kernel groups; MP_ERR_NOMEM (nothing left half made). */
+mp_status mp_profile_alloc_measured(mp_profile *p, int groups);
 
 /* Walk the module tree depth-first (pre-order), skipping modules deeper
  * than max_depth (-1: all). The callback returns false to skip children. */

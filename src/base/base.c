@@ -1,5 +1,6 @@
 #include "base/base.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -393,4 +394,37 @@ const char *mp_strmap_intern(mp_strmap *m, mp_arena *a, const char *s, size_t le
 mp_status mp_strmap_put(mp_strmap *m, const char *key, int val) {
     size_t len = strlen(key);
     return mp_strmap_put_h(m, key, len, mp__hash(key, len), val);
+}
+
+/* ---- statistics of timings ---- */
+
+static int mp__dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double mp_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, mp__dcmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double mp_quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, mp__dcmp);
+    int r = (int)ceil(q * n);
+    if (r < 1) r = 1;
+    if (r > n) r = n;
+    return v[r - 1];
+}
+
+double mp_min(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        if (v[i] < m) m = v[i];
+    return m;
+}
+
+double mp_mean(const double *v, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s / n;
 }

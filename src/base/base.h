@@ -129,6 +129,14 @@ static inline uint64_t mp_uadd(uint64_t a, uint64_t b, bool *ovf) {
     }
     return r;
 }
+/* ---- statistics of timings: v[0..n) (n >= 1; sorted in place by the
+ * first two). Median: the mean of the middle two for an even n; quantile:
+ * nearest rank. */
+double mp_median(double *v, int n);
+double mp_quantile(double *v, int n, double q);
+double mp_min(const double *v, int n);
+double mp_mean(const double *v, int n);
+
 /* Product of dims; -1 when any dim is unknown (< 0); -2 on overflow past
  * INT64_MAX. Inline: operators ask it of every input and output. */
 static inline int64_t mp_dims_product(const int64_t *dims, int rank) {

@@ -25,12 +25,18 @@ static void usage(FILE *f) {
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
           "  --format text|json|html|csv  report format (default text); html is one\n"
           "                          self-contained page, csv one table (below)\n"
-          "  --csv-table nodes|modules|ops  the table --format csv writes (default nodes)\n"
+          "  --csv-table nodes|modules|ops|module_ops  the table --format csv writes\n"
+          "                          (default nodes; module_ops: one row per module and\n"
+          "                          operator type)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
           "  --top K                 modules per depth in the aggregated block (default 3; -1 all)\n"
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
+          "  --by-module-op          add the table by module and operator type (fvcore's\n"
+          "                          flop_count_table layout; rows limited by --depth)\n"
+          "  --op-top K              its operator columns: the K op types with the most\n"
+          "                          FLOPs, the rest summed in \"other\" (default 5; -1 all)\n"
           "  --formula               the costs as exact formulas in the dims left free\n"
           "                          (batch, seq, ...): model and modules, every format\n"
           "  -q, --quiet             do not print warnings on stderr\n"
@@ -52,6 +58,15 @@ static void usage(FILE *f) {
           "  --input-data NAME=FILE.npy  data of graph input NAME (repeatable; else random)\n"
           "  --save-outputs DIR      write every graph output as DIR/NAME.npy\n"
           "  --max-memory BYTES      also bounds the run: refused before it allocates\n"
+          "\n"
+          "ONNX Runtime's profile (times measured by ONNX Runtime, placed on this model):\n"
+          "  --ort-profile FILE      read ONNX Runtime's profiling JSON (SessionOptions.\n"
+          "                          enableProfiling) of a session of this model: latency,\n"
+          "                          FLOPS and % of peak per node, module and op type; nodes\n"
+          "                          ONNX Runtime fused get its time split by FLOPs. Give the\n"
+          "                          dims it ran with. With it: --warmup N (runs to leave out;\n"
+          "                          default the first of several), --peak-gflops G (default\n"
+          "                          measured here)\n"
           "  -h, --help              this help\n"
           "  --version               print the version\n"
           "\n"
@@ -124,6 +139,9 @@ typedef struct run_args {
     const char *save_dir;
     const char *chrome_trace; /* --chrome-trace FILE */
     const char *run_only;     /* the first flag given that only a measured run uses */
+    const char *ort;          /* --ort-profile FILE */
+    const char *run_or_ort;   /* the first flag given that a measured run or --ort-profile uses */
+    bool warmup_given;
     /* the .npy files, read before profiling (their shapes set the inputs') */
     struct run_data {
         char *name;
@@ -167,7 +185,9 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
     }
     if (!flag) return 0;
     if (!val) return usage_error("%s needs a value", flag), -1;
-    if (!ra->run_only) ra->run_only = flag;
+    bool both = strcmp(flag, "--warmup") == 0 || strcmp(flag, "--peak-gflops") == 0;
+    if (both && !ra->run_or_ort) ra->run_or_ort = flag;
+    if (!both && !ra->run_only) ra->run_only = flag;
     int64_t v = 0;
     if (strcmp(flag, "--input-data") == 0) {
         const char *eq = strchr(val, '=');
@@ -192,6 +212,7 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
         return usage_error("%s: expected a non-negative integer", a), -1;
     } else if (strcmp(flag, "--warmup") == 0) {
         ra->o.warmup = (int)v;
+        ra->warmup_given = true;
     } else if (strcmp(flag, "--iters") == 0) {
         if (v < 1) return usage_error("--iters '%s': at least 1", val), -1;
         ra->o.iters = (int)v;
@@ -399,15 +420,17 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             else
                 return usage_error("--format '%s': expected text, json, html or csv", val);
         } else if (TAKES_VALUE("--csv-table")) {
-            if (!val) return usage_error("--csv-table needs nodes, modules or ops", "");
+            if (!val) return usage_error("--csv-table needs nodes, modules, ops or module_ops", "");
             if (strcmp(val, "nodes") == 0)
                 ro.csv_table = MP_CSV_NODES;
             else if (strcmp(val, "modules") == 0)
                 ro.csv_table = MP_CSV_MODULES;
             else if (strcmp(val, "ops") == 0)
                 ro.csv_table = MP_CSV_OPS;
+            else if (strcmp(val, "module_ops") == 0)
+                ro.csv_table = MP_CSV_MODULE_OPS;
             else
-                return usage_error("--csv-table '%s': expected nodes, modules or ops", val);
+                return usage_error("--csv-table '%s': expected nodes, modules, ops or module_ops", val);
         } else if (TAKES_VALUE("-o") || TAKES_VALUE("--output")) {
             if (!val || !*val) return usage_error("-o needs a file name", "");
             out_path = val;
@@ -447,10 +470,23 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                                    val);
             if (mp_limits_set(&lim, name, v)) return usage_error("%s", mp_last_error());
             if (strcmp(name, "memory") == 0) ra->o.max_memory = v;
+        } else if (TAKES_VALUE("--ort-profile")) {
+            if (!val || !*val) return usage_error("--ort-profile needs a file (ONNX Runtime's profile JSON)", "");
+            ra->ort = val;
         } else if (strcmp(a, "--no-detailed") == 0) {
             ro.detailed = 0;
         } else if (strcmp(a, "--no-ops") == 0) {
             ro.show_ops = 0;
+        } else if (strcmp(a, "--by-module-op") == 0) {
+            ro.by_module_op = 1;
+        } else if (TAKES_VALUE("--op-top")) {
+            int64_t v;
+            if (val && strcmp(val, "-1") == 0)
+                v = -1; /* all */
+            else if (!val || !parse_int(val, &v) || v > 1000000)
+                return usage_error("--op-top '%s': expected a non-negative integer, or -1 for all",
+                                   val ? val : "");
+            ro.op_top = (int)v;
         } else if (strcmp(a, "--formula") == 0) {
             formula = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -465,9 +501,14 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
 #undef TAKES_VALUE
     }
-    if (ra->run_only && !ra->run)
-        return usage_error("%s: only a measured run uses it, and --run is not given (add --run, "
-                           "or leave the flag out)", ra->run_only);
+    if (ra->run && ra->ort)
+        return usage_error("--ort-profile %s with --run: the times come from one or the other", ra->ort);
+    if (ra->run_only && ra->ort)
+        return usage_error("%s: only a measured run uses it; --ort-profile reads the times ONNX Runtime "
+                           "measured (leave the flag out)", ra->run_only);
+    if ((ra->run_only || ra->run_or_ort) && !ra->run && !ra->ort)
+        return usage_error("%s: only a measured run (or --ort-profile) uses it, and --run is not given "
+                           "(add --run, or leave the flag out)", ra->run_only ? ra->run_only : ra->run_or_ort);
     if (ra->chrome_trace && (!ra->run || !ra->o.node_timing))
         return usage_error("--chrome-trace %s: needs --run with node timing", ra->chrome_trace);
     if (!model_path) {
@@ -527,6 +568,18 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         rc = EXIT_MODEL;
     }
     if (!rc && ra->run) rc = run_measure(ra, p);
+    if (!rc && ra->ort) {
+        mp_ort_options oo;
+        mp_ort_options_default(&oo);
+        if (ra->warmup_given) oo.warmup = ra->o.warmup;
+        oo.peak_gflops = ra->o.peak_gflops;
+        oo.measure_peak = mp_peak_flops;
+        st = mp_profile_ort(p, ra->ort, &oo);
+        if (st) {
+            print_error("--ort-profile: ", mp_last_error());
+            rc = st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
+        }
+    }
     if (!rc) {
         st = out_path ? mp_report_write_file(p, &ro, out_path) : mp_report_write(p, &ro, stdout);
         if (!st && !out_path && fflush(stdout) != 0)

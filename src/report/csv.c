@@ -1,4 +1,4 @@
-/* CSV: one table per file (nodes, modules or ops), RFC 4180 (CRLF line
+/* CSV: one table per file (nodes, modules, ops or module_ops), RFC 4180 (CRLF line
  * ends, fields with a comma, quote, CR or LF quoted, quotes doubled), the
  * JSON's field names as the header and its figures unformatted (integers in
  * full, reals as the JSON writes them, an absent figure an empty field). */
@@ -140,6 +140,18 @@ static bool cw_mod_number(const mp_profile *p, int module, void *ud) {
     return true;
 }
 
+/* Rows of the modules in the JSON's order, each module numbered first. */
+static mp_status cw_modules_walk(cw *w, const mp_profile *p, double peak, mp_module_visit row) {
+    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
+    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
+    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
+    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
+    mp_module_walk(p, -1, cw_mod_number, &u);
+    mp_module_walk(p, -1, row, &u);
+    free(u.id);
+    return MP_OK;
+}
+
 /* A formula as plain text ("85000000*batch*seq+1180*batch*seq^2"; empty
  * without one), quoted as any field (dim names come from the model). */
 static void cw_poly(cw *w, const mp_profile *p, const mp_poly *q) {
@@ -192,14 +204,47 @@ static mp_status csv_modules(cw *w, const mp_profile *p, double peak) {
         }
     }
     cw_end(w);
-    if (!p->mods || p->m->n_modules <= 0) return MP_OK;
-    cw_mod u = {w, malloc(sizeof(int) * (size_t)p->m->n_modules), 0, peak};
-    if (!u.id) return mp_error(MP_ERR_NOMEM, "out of memory while writing the CSV report");
-    for (int i = 0; i < p->m->n_modules; i++) u.id[i] = -1;
-    mp_module_walk(p, -1, cw_mod_number, &u);
-    mp_module_walk(p, -1, cw_mod_row, &u);
-    free(u.id);
-    return MP_OK;
+    return cw_modules_walk(w, p, peak, cw_mod_row);
+}
+
+/* One row per module and operator type (the JSON's modules[].ops), the
+ * modules in the JSON's order: "module" is the module's id there. */
+static bool cw_modop_rows(const mp_profile *p, int module, void *ud) {
+    cw_mod *u = ud;
+    cw *w = u->w;
+    const mp_module *mod = &p->m->modules[module];
+    for (int j = p->modops ? p->modop_at[module] : 0; p->modops && j < p->modop_at[module + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        const mp_opstat *os = r->op >= 0 && r->op < p->n_ops ? &p->ops[r->op] : NULL;
+        cw_i64(w, u->id[module]);
+        cw_str(w, mod->path ? mod->path : "");
+        cw_str(w, os ? os->op : mp_modop_unused);
+        cw_str(w, os && os->domain ? os->domain : "");
+        cw_u64(w, cw_count(r->fig.nodes));
+        cw_u64(w, r->fig.params);
+        cw_u64(w, r->fig.macs);
+        cw_u64(w, r->fig.flops);
+        cw_u64(w, cw_count(r->fig.uncounted));
+        cw_u64(w, cw_count(r->fig.unknown));
+        if (p->measured) {
+            cw_u64(w, cw_count(r->fig.fused));
+            cw_lat(w, r->fig.latency_s, r->fig.latency_min_s, r->fig.flops, r->fig.unknown <= 0, u->peak);
+        }
+        cw_end(w);
+    }
+    return true;
+}
+
+static mp_status csv_module_ops(cw *w, const mp_profile *p, double peak) {
+    static const char *const cols[] = {"module", "path", "op", "domain", "count", "params", "macs",
+                                       "flops", "uncounted_nodes", "unknown_nodes"};
+    cw_header(w, cols, NCOLS(cols));
+    if (p->measured) {
+        cw_str(w, "fused");
+        cw_header(w, LAT_COLS, NCOLS(LAT_COLS));
+    }
+    cw_end(w);
+    return cw_modules_walk(w, p, peak, cw_modop_rows);
 }
 
 static void csv_nodes(cw *w, const mp_profile *p, double peak) {
@@ -264,6 +309,7 @@ mp_status mp_report_csv(const mp_profile *p, const mp_report_options *o, FILE *f
     case MP_CSV_NODES: csv_nodes(&w, p, peak); break;
     case MP_CSV_MODULES: st = csv_modules(&w, p, peak); break;
     case MP_CSV_OPS: csv_ops(&w, p, peak); break;
+    case MP_CSV_MODULE_OPS: st = csv_module_ops(&w, p, peak); break;
     }
     mp_out_flush(&w.o);
     return st;

@@ -168,6 +168,13 @@ static void js_lat(jw *w, double lat, double lat_min, uint64_t flops, bool flops
     else jw_null(w);
 }
 
+/* A row of nodes of one op type (an `ops` entry, a module's): measured,
+ * how many ran fused and its time. */
+static void js_op_measured(jw *w, const mp_fig *fig) {
+    jw_ku64(w, "fused", js_count(fig->fused));
+    js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, fig->unknown <= 0);
+}
+
 /* The figures every set (module, op type) carries. */
 static void js_fig(jw *w, const mp_fig *fig, bool measured) {
     jw_ku64(w, "params", fig->params);
@@ -285,8 +292,7 @@ static void js_ops(jw *w, const mp_profile *p) {
         jw_ku64(w, "params", os->fig.params);
         jw_ku64(w, "uncounted", js_count(os->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(os->fig.unknown));
-        if (p->measured)
-            js_lat(w, os->fig.latency_s, os->fig.latency_min_s, os->fig.flops, os->fig.unknown <= 0);
+        if (p->measured) js_op_measured(w, &os->fig);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -300,6 +306,29 @@ static void js_ops(jw *w, const mp_profile *p) {
         jw_kstr(w, "op", os->op ? os->op : "");
         jw_kstr(w, "domain", os->domain ? os->domain : "");
         jw_ku64(w, "count", (uint64_t)os->fig.uncounted);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
+/* A module's split by operator type (docs/JSON.md, modules[].ops): its
+ * rows add up to its figures. */
+static void js_mod_ops(jw *w, const mp_profile *p, int module) {
+    jw_key(w, "ops");
+    jw_open(w, '[');
+    for (int j = p->modops ? p->modop_at[module] : 0; p->modops && j < p->modop_at[module + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        const mp_opstat *os = r->op >= 0 && r->op < p->n_ops ? &p->ops[r->op] : NULL;
+        jw_open(w, '{');
+        jw_kstr(w, "op", os ? os->op : mp_modop_unused);
+        jw_kstr(w, "domain", os && os->domain ? os->domain : "");
+        jw_ku64(w, "count", js_count(r->fig.nodes));
+        jw_ku64(w, "params", r->fig.params);
+        jw_ku64(w, "macs", r->fig.macs);
+        jw_ku64(w, "flops", r->fig.flops);
+        jw_ku64(w, "uncounted_nodes", js_count(r->fig.uncounted));
+        jw_ku64(w, "unknown_nodes", js_count(r->fig.unknown));
+        if (p->measured) js_op_measured(w, &r->fig);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -339,6 +368,7 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
         const char *hp = p->m->modules[p->mod_fused[module] - 1].path;
         jw_kstr(w, "fused_into", hp ? hp : "");
     }
+    js_mod_ops(w, p, module);
     jw_close(w, '}');
     return true;
 }
@@ -403,8 +433,40 @@ static void js_node_run(jw *w, const mp_profile *p, int i) {
 /* The measured run as a whole. */
 static void js_run(jw *w, const mp_profile *p) {
     const mp_runinfo *r = &p->run;
+    bool ort = r->source && !strcmp(r->source, "onnxruntime");
     jw_key(w, "run");
     jw_open(w, '{');
+    jw_kstr(w, "source", r->source ? r->source : "modelprof");
+    if (ort) { /* where the times come from, and how they were placed */
+        const mp_importinfo *im = &r->imported;
+        jw_key(w, "onnxruntime");
+        jw_open(w, '{');
+        jw_kstr(w, "profile", im->path ? im->path : "");
+        jw_ki64(w, "runs", im->runs);
+        jw_ki64(w, "events", im->events);
+        jw_ki64(w, "exact", im->exact);
+        jw_ki64(w, "renamed", im->renamed);
+        jw_ki64(w, "by_order", im->by_order);
+        jw_ki64(w, "unmatched", im->unmatched);
+        jw_ki64(w, "nodes_by_graph", im->nodes_by_graph);
+        jw_ki64(w, "nodes_not_run", im->nodes_not_run);
+        jw_key(w, "node_time_s");
+        jw_double(w, im->node_time_s);
+        jw_close(w, '}');
+        jw_key(w, "unmatched_s");
+        jw_double(w, im->unmatched_s);
+        jw_key(w, "unmatched");
+        jw_open(w, '[');
+        for (int i = 0; i < p->n_unplaced; i++) {
+            jw_open(w, '{');
+            jw_kstr(w, "name", p->unplaced[i].name);
+            jw_kstr(w, "op", p->unplaced[i].op);
+            jw_key(w, "latency_s");
+            jw_double(w, p->unplaced[i].latency_s);
+            jw_close(w, '}');
+        }
+        jw_close(w, ']');
+    }
     jw_ki64(w, "iters", r->iters);
     jw_ki64(w, "warmup", r->warmup);
     jw_ki64(w, "threads", r->threads);
@@ -453,15 +515,21 @@ static void js_run(jw *w, const mp_profile *p) {
     if (fl >= 0 && r->peak_flops_per_s > 0) jw_double(w, fl / r->peak_flops_per_s);
     else jw_null(w);
     jw_ku64(w, "kernels_above_peak", (uint64_t)(r->kernels_above_peak > 0 ? r->kernels_above_peak : 0));
-    jw_ku64(w, "peak_memory_bytes", r->peak_memory_bytes);
-    jw_ku64(w, "arena_bytes", r->arena_bytes);
-    jw_ku64(w, "weight_bytes", r->weight_bytes);
-    jw_ku64(w, "weight_copy_bytes", r->weight_copy_bytes);
-    jw_ku64(w, "input_bytes", r->input_bytes);
-    jw_ku64(w, "scratch_bytes", r->scratch_bytes);
-    jw_ku64(w, "dynamic_bytes", r->dynamic_bytes);
+    /* the memory a run here took; an imported profile's: null */
+    static const char *const mem_keys[] = {"peak_memory_bytes", "arena_bytes", "weight_bytes",
+                                           "weight_copy_bytes", "input_bytes", "scratch_bytes",
+                                           "dynamic_bytes"};
+    const uint64_t mem[] = {r->peak_memory_bytes, r->arena_bytes, r->weight_bytes, r->weight_copy_bytes,
+                            r->input_bytes, r->scratch_bytes, r->dynamic_bytes};
+    for (size_t i = 0; i < MP_ARRAY_LEN(mem_keys); i++) {
+        jw_key_str(w, mem_keys[i]);
+        if (r->memory_known) jw_u64(w, mem[i]);
+        else jw_null(w);
+    }
     jw_ku64(w, "static_activation_peak_bytes", p->activation_peak_bytes);
-    jw_ku64(w, "peak_rss_bytes", r->peak_rss_bytes);
+    jw_key(w, "peak_rss_bytes");
+    if (r->memory_known) jw_u64(w, r->peak_rss_bytes);
+    else jw_null(w);
     jw_ki64(w, "kernels", r->steps);
     jw_ki64(w, "fused_nodes", r->fused);
     jw_ki64(w, "folded_nodes", r->folded);

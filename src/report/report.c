@@ -91,6 +91,7 @@ static void report_defaults(mp_report_options *o) {
     o->top = 3;
     o->detailed = 1;
     o->show_ops = 1;
+    o->op_top = 5;
 }
 
 mp_status mp_report_options_init(mp_report_options *o, size_t size) {
@@ -111,12 +112,14 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FI
     if (o->top < -1)
         return mp_error(MP_ERR_USAGE, "report top %d: use -1 (all), 0 (none) or a count",
                         o->top);
+    if (o->op_top < -1)
+        return mp_error(MP_ERR_USAGE, "report op_top %d: use -1 (all) or a count", o->op_top);
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
     case MP_FORMAT_HTML: st = mp_report_html(p, o, f); break;
     case MP_FORMAT_CSV:
-        if ((unsigned)o->csv_table > MP_CSV_OPS)
+        if ((unsigned)o->csv_table > MP_CSV_MODULE_OPS)
             return mp_error(MP_ERR_USAGE, "unknown CSV table %d", (int)o->csv_table);
         st = mp_report_csv(p, o, f);
         break;
@@ -221,6 +224,8 @@ mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FI
 }
 
 /* ---- parameters counted by judgement ---- */
+
+const char mp_modop_unused[] = "(unused)";
 
 const char mp_bn_folded_text[] =
     "the exporter folded BatchNorm into the convolutions: params are the folded graph's "

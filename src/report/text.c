@@ -205,6 +205,35 @@ static void tx_flagged(tx *t, const mp_profile *p, uint32_t flag, const char *la
     tx_printf(t, "%s): %s\n", total > 0 && n_ops == MAX_OPS ? ", ..." : "", meaning);
 }
 
+/* A profile ONNX Runtime wrote (--ort-profile): where the times come
+ * from and how its events were placed on the nodes. */
+static void tx_ort_summary(tx *t) {
+    const mp_profile *p = t->p;
+    const mp_runinfo *r = &p->run;
+    const mp_importinfo *im = &r->imported;
+    tx_label(t, "source:");
+    tx_printf(t, "ONNX Runtime's profile %s: %d run%s, ", tx_safe(t, im->path, "?"), im->runs,
+              im->runs == 1 ? "" : "s");
+    tx_printf(t, "%d left out as warm-up, figures per run averaged over the other %d; %d thread%s\n", r->warmup,
+              r->iters, r->threads, r->threads == 1 ? "" : "s");
+    tx_label(t, "node time:");
+    tx_printf(t, "%s per run (its node events summed)", mp_fmt_seconds(im->node_time_s).s);
+    tx_printf(t, "; unmatched %s", mp_fmt_seconds(im->unmatched_s).s);
+    tx_printf(t, " = %s", mp_fmt_pct_d(im->unmatched_s, im->node_time_s).s);
+    for (int i = 0; i < p->n_unplaced && i < 4; i++)
+        tx_printf(t, "%s%s", i ? ", " : " (", tx_safe(t, p->unplaced[i].name, "?"));
+    if (p->n_unplaced > 4) tx_printf(t, ", and %d more", p->n_unplaced - 4);
+    tx_puts(t, p->n_unplaced ? ")\n" : "\n");
+    tx_label(t, "events:");
+    tx_printf(t, "%d per run: %d by their node's name, %d by the name of a fused node, %d by their place "
+                 "among the others, %d unmatched\n",
+              im->events, im->exact, im->renamed, im->by_order, im->unmatched);
+    tx_label(t, "fused nodes:");
+    tx_printf(t, "%d fused by ONNX Runtime (each a share of its event's time by FLOPs; %d placed by the graph "
+                 "around), %d not run (constant-folded or removed by its optimisations)\n",
+              r->fused, im->nodes_by_graph, im->nodes_not_run);
+}
+
 /* The measured run's summary lines (DeepSpeed's fwd latency, fwd FLOPS,
  * samples/second), then the run's settings and memory. */
 static void tx_measured_summary(tx *t) {
@@ -238,10 +267,16 @@ static void tx_measured_summary(tx *t) {
     if (r->kernels_above_peak > 0 && r->peak_flops_per_s > 0) {
         bool given = r->peak_source && r->peak_source[0] == 'g';
         tx_label(t, "");
+        bool imported = r->source && !strcmp(r->source, "onnxruntime");
         tx_printf(t, "note: %d row%s of the by-operator table ran above this peak (%s)\n", r->kernels_above_peak,
                   r->kernels_above_peak == 1 ? "" : "s",
-                  given ? "the given peak is low for this machine"
-                        : "measured twice, the machine busier then than during the run: give --peak-gflops");
+                  given      ? "the given peak is low for this machine"
+                  : imported ? "this machine's, measured now: give --peak-gflops for the machine of the profile"
+                             : "measured twice, the machine busier then than during the run: give --peak-gflops");
+    }
+    if (r->source && !strcmp(r->source, "onnxruntime")) {
+        tx_ort_summary(t);
+        return;
     }
     tx_label(t, "run:");
     tx_printf(t, "%d timed after %d warm-up, %d thread%s, %d kernel%s per pass", r->iters, r->warmup,
@@ -609,17 +644,18 @@ static void tx_figs(tx *t, const mp_fig *fig, int module) {
     else /* DeepSpeed's order: MACs, latency, FLOPS; then FLOPs */
         tx_cat(t, ", ", mp_fmt_macs(fig->macs).s, " = ", mp_fmt_pct(fig->macs, tot->macs).s,
                " MACs", TX_END);
-    if (t->p->measured && fig->latency_s == 0 && t->p->mod_fused && module >= 0 &&
-        t->p->mod_fused[module] > 0) {
-        int h = t->p->mod_fused[module] - 1;
-        const char *hp = h >= 0 && h < t->m->n_modules ? t->m->modules[h].path : NULL;
-        tx_cat(t, ", fused into ", hp && hp[0] ? tx_safe(t, hp, "?") : "its parent", "'s kernel", TX_END);
-    } else if (t->p->measured && fig->latency_s >= 0) {
+    if (t->p->measured && fig->latency_s >= 0) {
         tx_cat(t, ", ", mp_fmt_seconds(fig->latency_s).s, " = ",
                mp_fmt_pct_d(fig->latency_s, tot->latency_s).s, " latency", TX_END);
         if (!mp_fig_unknown(fig) && !mp_fig_uncountable(fig))
             tx_cat(t, ", ", fig->latency_s > 0 ? mp_fmt_si_d((double)fig->flops / fig->latency_s, "FLOPS").s
                                                : "- FLOPS", TX_END);
+    }
+    if (t->p->measured && t->p->mod_fused && module >= 0 && t->p->mod_fused[module] > 0) {
+        /* its time: its nodes' FLOPs' share of that kernel's */
+        int h = t->p->mod_fused[module] - 1;
+        const char *hp = h >= 0 && h < t->m->n_modules ? t->m->modules[h].path : NULL;
+        tx_cat(t, ", fused into ", hp && hp[0] ? tx_safe(t, hp, "?") : "its parent", "'s kernel", TX_END);
     }
     if (t->p->measured && !mp_fig_unknown(fig) && !mp_fig_uncountable(fig) && !mp_fig_unknown(tot))
         tx_cat(t, ", ", mp_fmt_flops(fig->flops).s, TX_END);
@@ -662,6 +698,128 @@ static void tx_detailed(tx *t) {
     mp_tree_style st = {tx_tree_label, tx_tree_cls, tx_tree_figs, t};
     if (mp_tree_print(&t->out, t->m->modules, t->m->n_modules, t->o->depth, &st) != MP_OK)
         t->nomem = true;
+}
+
+/* ---- (c') by module and operator type: fvcore's flop_count_table layout
+ * (a Markdown table, module rows indented by depth, their full paths), one
+ * column of FLOPs per op type: the op_top op types with the most FLOPs,
+ * the rest summed in "other" ---- */
+
+typedef struct tx_mo {
+    tx *t;
+    int ncol, nops;        /* columns; op columns shown */
+    bool other;            /* an "other" column */
+    const char **cell;     /* rows x ncol */
+    int rows, cap;
+} tx_mo;
+
+static bool tx_mo_row(const mp_profile *p, int module, void *ud) {
+    tx_mo *a = ud;
+    tx *t = a->t;
+    const mp_module *mod = &p->m->modules[module];
+    const mp_fig *fig = &p->mods[module];
+    const char **nc = mp_grow(a->cell, sizeof *a->cell * (size_t)a->ncol, &a->cap, a->rows + 1);
+    if (!nc) {
+        t->nomem = true;
+        return false;
+    }
+    a->cell = nc;
+    const char **row = a->cell + (size_t)a->rows * (size_t)a->ncol;
+    a->rows++;
+    int c = 0;
+    /* the indent of its depth, then its path (the root: the model's name) */
+    const char *name = tx_safe(t, mod->parent < 0 ? mp_module_display(p, module) : mod->path, "?");
+    size_t nl = strlen(name);
+    int depth = mod->depth > 0 ? mod->depth : 0;
+    char *lab = tx_alloc(t, (size_t)depth + nl + 1, 1);
+    if (!lab) return false;
+    memset(lab, ' ', (size_t)depth);
+    memcpy(lab + depth, name, nl + 1);
+    row[c++] = lab;
+    bool unk = mp_fig_unknown(fig) || mp_fig_uncountable(fig);
+    row[c++] = tx_cell(t, mp_fmt_count(fig->params).s);
+    row[c++] = tx_cell(t, mp_fmt_fig(fig->flops, unk, "").s);
+    uint64_t other = 0;
+    bool other_unk = false, other_any = false;
+    const char **ops = row + c;
+    for (int i = 0; i < a->nops; i++) ops[i] = "";
+    for (int j = p->modops ? p->modop_at[module] : 0; p->modops && j < p->modop_at[module + 1]; j++) {
+        const mp_modop *r = &p->modops[j];
+        if (r->op < 0) continue; /* parameters only */
+        bool u = mp_fig_unknown(&r->fig) || mp_fig_uncountable(&r->fig);
+        if (r->op < a->nops) {
+            ops[r->op] = tx_cell(t, mp_fmt_fig(r->fig.flops, u, "").s);
+        } else {
+            other = mp_sat_add(other, r->fig.flops);
+            other_unk |= u;
+            other_any = true;
+        }
+    }
+    c += a->nops;
+    if (a->other) row[c++] = other_any ? tx_cell(t, mp_fmt_fig(other, other_unk, "").s) : "";
+    if (p->measured) row[c++] = tx_cell(t, fig->latency_s >= 0 ? mp_fmt_seconds(fig->latency_s).s : "-");
+    for (int i = 0; i < c; i++)
+        if (!row[i]) t->nomem = true;
+    return !t->nomem;
+}
+
+static void tx_modops(tx *t) {
+    const mp_profile *p = t->p;
+    if (!p->mods || t->m->n_modules <= 0) return;
+    tx_mo a;
+    memset(&a, 0, sizeof a);
+    a.t = t;
+    a.nops = t->o->op_top < 0 || t->o->op_top > p->n_ops ? p->n_ops : t->o->op_top;
+    a.other = a.nops < p->n_ops;
+    a.ncol = 3 + a.nops + (a.other ? 1 : 0) + (p->measured ? 1 : 0);
+    const char **head = tx_alloc(t, (size_t)a.ncol, sizeof *head);
+    int *width = tx_alloc(t, (size_t)a.ncol, sizeof *width);
+    if (!head || !width) return;
+    int c = 0;
+    head[c++] = "module";
+    head[c++] = "#params";
+    head[c++] = "#FLOPs";
+    for (int i = 0; i < a.nops; i++) {
+        char buf[256];
+        head[c++] = tx_cell(t, tx_safe(t, mp_op_display(p->ops[i].domain, p->ops[i].op, buf, sizeof buf), "?"));
+    }
+    if (a.other) head[c++] = "other";
+    if (p->measured) head[c++] = "latency";
+    mp_module_walk(p, t->o->depth, tx_mo_row, &a);
+    if (t->nomem) {
+        free(a.cell);
+        return;
+    }
+    for (c = 0; c < a.ncol; c++) {
+        width[c] = head[c] ? (int)strlen(head[c]) : 0;
+        for (int r = 0; r < a.rows; r++) {
+            int w = (int)strlen(a.cell[(size_t)r * (size_t)a.ncol + (size_t)c]);
+            if (w > width[c]) width[c] = w;
+        }
+    }
+    tx_rule(t, "Profile by module and operator type");
+    tx_printf(t, "FLOPs of each module (its submodules included) by operator type, as fvcore's\n"
+                 "flop_count_table; %s.%s\n",
+              a.other ? "the op types with the most FLOPs, the others summed in \"other\""
+                      : "every op type",
+              p->measured ? " latency: the module's measured time." : "");
+    for (int r = -2; r < a.rows; r++) {
+        const char *const *row = r >= 0 ? a.cell + (size_t)r * (size_t)a.ncol : head;
+        tx_putc(t, '|');
+        for (c = 0; c < a.ncol; c++) {
+            if (r == -1) { /* the alignment row: names left, figures right */
+                tx_putc(t, c ? '-' : ':');
+                for (int i = 0; i < width[c]; i++) tx_putc(t, '-');
+                tx_puts(t, c ? ":|" : "-|");
+            } else if (c == 0) {
+                tx_printf(t, " %-*s |", width[c], row[c]);
+            } else {
+                tx_printf(t, " %*s |", width[c], row[c]);
+            }
+        }
+        tx_putc(t, '\n');
+    }
+    free(a.cell);
 }
 
 /* ---- (c') formulas (p->formulas; docs/COUNTING.md, "Formulas") ---- */
@@ -964,6 +1122,7 @@ mp_status mp_report_text(const mp_profile *p, const mp_report_options *o, FILE *
     tx_summary(&t);
     if (o->top != 0) tx_aggregated(&t);
     if (o->detailed) tx_detailed(&t);
+    if (o->by_module_op) tx_modops(&t);
     if (p->formulas) tx_formulas(&t);
     if (o->show_ops && p->n_ops > 0) tx_ops(&t);
     if (o->show_ops && p->measured && p->run.node_timing && p->n_groups > 0) tx_times(&t);

@@ -21,43 +21,6 @@ double mp_run_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int mp__dcmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median and p-quantile (nearest rank) of v[0..n) (sorted in place). */
-static double mp__median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, mp__dcmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double mp__quantile(double *v, int n, double q) {
-    qsort(v, (size_t)n, sizeof *v, mp__dcmp);
-    int r = (int)ceil(q * n);
-    if (r < 1) r = 1;
-    if (r > n) r = n;
-    return v[r - 1];
-}
-
-/* The kernel groups (per op or fused group: the by-operator table's rows)
- * whose median rate is above peak (FLOP/s). */
-static int mp__above_peak(const mp_profile *p, double peak) {
-    int n = 0;
-    for (int i = 0; i < p->n_groups; i++) {
-        const mp_groupstat *g = &p->groups[i];
-        if (g->latency_s > 0 && g->flops > 0 && (double)g->flops / g->latency_s > peak) n++;
-    }
-    return n;
-}
-
-static double mp__min(const double *v, int n, int stride) {
-    double m = v[0];
-    for (int i = 1; i < n; i++)
-        if (v[(size_t)i * (size_t)stride] < m) m = v[(size_t)i * (size_t)stride];
-    return m;
-}
-
 /* The fp32 peak of this machine with `threads` threads, in FLOP/s (0: no
  * oneDNN). Two candidates multiply 1024x1024x1024 fp32 matrices (large
  * enough for every thread to reach its FMA rate, small enough to stay in
@@ -109,6 +72,11 @@ static double mp__peak_one(int which, int threads, const float *a, const float *
 double mp_run_peak_flops(int threads, const char **how) { return mp__peak(threads, how, false); }
 
 double mp_run_peak_flops_again(int threads, const char **how) { return mp__peak(threads, how, true); }
+
+double mp_peak_flops(int threads, const char **how) {
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    return mp__peak(threads > 0 ? threads : (int)(nc > 0 ? nc : 1), how, false);
+}
 
 /* The physical cores `threads` threads can occupy: distinct (package,
  * core) pairs among the CPUs this process may run on, at most threads
@@ -236,12 +204,6 @@ static void mp__progress(const mp_exec *pl, double start, int done, int total, b
     *shown = true;
 }
 
-static int mp__op_index(const mp_profile *p, const mp_node *n) {
-    for (int i = 0; i < p->n_ops; i++)
-        if (mp_streq(p->ops[i].op, n->op) && mp_streq(p->ops[i].domain, n->domain)) return i;
-    return -1;
-}
-
 /* Kernel names outlive the plan: the oneDNN glue's and ours are string
  * constants; the portable kernel's record is the plan's, its name is not. */
 static const char *mp__kernel_name(const char *name) {
@@ -265,27 +227,18 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
     mp_model *m = pl->m;
     int ns = pl->n_steps, nm = m->n_modules ? m->n_modules : 1;
     int nn = g->n_nodes;
-    mp_profile_free_measured(p); /* a profile measured before */
-    p->node_lat = calloc((size_t)nn + 1, sizeof *p->node_lat);
-    p->node_lat_min = calloc((size_t)nn + 1, sizeof *p->node_lat_min);
-    p->node_state = calloc((size_t)nn + 1, sizeof *p->node_state);
-    p->node_head = calloc((size_t)nn + 1, sizeof *p->node_head);
-    p->node_group = calloc((size_t)nn + 1, sizeof *p->node_group);
-    p->node_kernel = calloc((size_t)nn + 1, sizeof *p->node_kernel);
-    p->mod_fused = calloc((size_t)nm + 1, sizeof *p->mod_fused);
-    p->groups = calloc((size_t)ns + 1, sizeof *p->groups);
+    mp_status st = mp_profile_alloc_measured(p, ns); /* a profile measured before: freed */
+    if (st) return st;
     double *col = malloc(sizeof *col * (size_t)(iters + 1));
-    double *mod = calloc((size_t)nm * (size_t)iters + 1, sizeof *mod);
-    double *ops = calloc((size_t)(p->n_ops + 1) * (size_t)iters, sizeof *ops);
     double *grp = calloc((size_t)(ns + 1) * (size_t)iters, sizeof *grp);
     int *step_grp = calloc((size_t)ns + 1, sizeof *step_grp);
-    mp_status st = MP_OK;
-    if (!p->node_lat || !p->node_lat_min || !p->node_state || !p->node_head || !p->node_group || !p->node_kernel || !p->mod_fused ||
-        !p->groups || !col || !mod || !ops || !grp || !step_grp)
+    int *node_step = malloc(sizeof *node_step * ((size_t)nn + 1));
+    if (!col || !grp || !step_grp || !node_step)
         st = mp_error(MP_ERR_NOMEM, "out of memory");
     if (st) goto done;
     bool timed = pl->o.node_timing != 0;
     for (int k = 0; k < nn; k++) {
+        node_step[k] = -1;
         p->node_head[k] = k;
         p->node_lat[k] = timed ? 0 : -1;
         p->node_lat_min[k] = timed ? 0 : -1;
@@ -314,6 +267,7 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
         p->groups[gi].count++;
         for (int j = 0; j < sp->n_nodes; j++) {
             int k = sp->nodes[j];
+            node_step[k] = s;
             p->groups[gi].flops += g->nodes[k].cost.flops;
             if (j) {
                 p->node_state[k] = MP_NODE_FUSED;
@@ -330,38 +284,19 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
         for (int s = 0; s < ns; s++) {
             const mp_step *sp = &pl->steps[s];
             for (int it = 0; it < iters; it++) col[it] = pl->t_step[(size_t)it * (size_t)ns + (size_t)s];
-            p->node_lat_min[sp->node] = mp__min(col, iters, 1);
-            p->node_lat[sp->node] = mp__median(col, iters);
-            int oi = mp__op_index(p, &g->nodes[sp->node]);
-            int md = sp->module >= 0 && sp->module < nm ? sp->module : 0;
-            for (int it = 0; it < iters; it++) {
-                double t = pl->t_step[(size_t)it * (size_t)ns + (size_t)s];
-                mod[(size_t)md * (size_t)iters + (size_t)it] += t;
-                if (oi >= 0) ops[(size_t)oi * (size_t)iters + (size_t)it] += t;
-                grp[(size_t)step_grp[s] * (size_t)iters + (size_t)it] += t;
-            }
-        }
-        /* a module's time is its own nodes' plus its children's */
-        for (int i = m->n_modules - 1; i > 0; i--) {
-            int par = m->modules[i].parent;
-            if (par < 0) continue;
+            p->node_lat_min[sp->node] = mp_min(col, iters);
+            p->node_lat[sp->node] = mp_median(col, iters);
             for (int it = 0; it < iters; it++)
-                mod[(size_t)par * (size_t)iters + (size_t)it] += mod[(size_t)i * (size_t)iters + (size_t)it];
+                grp[(size_t)step_grp[s] * (size_t)iters + (size_t)it] += pl->t_step[(size_t)it * (size_t)ns + (size_t)s];
         }
-        for (int i = 0; i < nm; i++) {
-            double *r = &mod[(size_t)i * (size_t)iters];
-            p->mods[i].latency_min_s = mp__min(r, iters, 1);
-            p->mods[i].latency_s = mp__median(r, iters);
-        }
-        for (int i = 0; i < p->n_ops; i++) {
-            double *r = &ops[(size_t)i * (size_t)iters];
-            p->ops[i].fig.latency_min_s = mp__min(r, iters, 1);
-            p->ops[i].fig.latency_s = mp__median(r, iters);
-        }
+        /* modules, op types and their split: each node its share of its
+         * kernel's time (by FLOPs) */
+        mp_timing tm = {.n_units = ns, .n_passes = iters, .t = pl->t_step, .node_unit = node_step};
+        if ((st = mp_profile_set_times(p, &tm))) goto done;
         for (int i = 0; i < p->n_groups; i++) {
             double *r = &grp[(size_t)i * (size_t)iters];
-            p->groups[i].latency_min_s = mp__min(r, iters, 1);
-            p->groups[i].latency_s = mp__median(r, iters);
+            p->groups[i].latency_min_s = mp_min(r, iters);
+            p->groups[i].latency_s = mp_median(r, iters);
         }
         /* node_group points into groups: sort a copy of the order only */
         mp_groupstat *sorted = malloc(sizeof *sorted * (size_t)(p->n_groups + 1));
@@ -372,8 +307,8 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
             p->groups = sorted;
         }
     } else {
-        for (int i = 0; i < nm; i++) p->mods[i].latency_s = p->mods[i].latency_min_s = -1;
-        for (int i = 0; i < p->n_ops; i++) p->ops[i].fig.latency_s = p->ops[i].fig.latency_min_s = -1;
+        mp_timing tm = {.n_units = ns, .n_passes = iters, .t = NULL, .node_unit = node_step};
+        if ((st = mp_profile_set_times(p, &tm))) goto done;
         for (int i = 0; i < p->n_groups; i++) p->groups[i].latency_s = p->groups[i].latency_min_s = -1;
     }
     p->run.kernels_median_s = p->run.kernels_min_s = -1;
@@ -385,13 +320,13 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
              * says otherwise is rounding */
             col[it] = MP_MIN(k, pl->t_run[it]);
         }
-        p->run.kernels_median_s = mp__median(col, iters);
-        p->run.kernels_min_s = mp__min(col, iters, 1);
+        p->run.kernels_median_s = mp_median(col, iters);
+        p->run.kernels_min_s = mp_min(col, iters);
     }
     for (int it = 0; it < iters; it++) col[it] = pl->t_run[it];
-    p->run.lat_min_s = mp__min(col, iters, 1);
-    p->run.lat_p90_s = mp__quantile(col, iters, 0.9);
-    p->run.lat_median_s = mp__median(col, iters);
+    p->run.lat_min_s = mp_min(col, iters);
+    p->run.lat_p90_s = mp_quantile(col, iters, 0.9);
+    p->run.lat_median_s = mp_median(col, iters);
     p->total.latency_s = p->run.lat_median_s;
     p->total.latency_min_s = p->run.lat_min_s;
     if (!timed) {
@@ -400,10 +335,9 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
     }
 done:
     free(col);
-    free(mod);
-    free(ops);
     free(grp);
     free(step_grp);
+    free(node_step);
     return st;
 }
 
@@ -450,15 +384,9 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     r->node_timing = pl->o.node_timing != 0;
     r->steps = ns;
     r->folded = pl->n_folded;
-    r->batch = 1;
-    const mp_graph *g = pl->g;
-    for (int i = 0; i < g->n_inputs; i++) {
-        const mp_value *v = &g->values[g->inputs[i]];
-        if (v->rank >= 1 && v->dims[0] > 0) {
-            r->batch = v->dims[0];
-            break;
-        }
-    }
+    r->batch = mp_profile_batch(p);
+    r->source = "modelprof";
+    r->memory_known = true;
     if (pl->o.peak_gflops > 0) {
         r->peak_flops_per_s = pl->o.peak_gflops * 1e9;
         r->peak_source = "given";
@@ -467,10 +395,10 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
         r->peak_source = r->peak_flops_per_s > 0 ? "measured" : NULL;
         /* a kernel faster than the peak means the machine was busier while
          * the peak was measured (another job on a core): measure again */
-        if (r->peak_flops_per_s > 0 && mp__above_peak(p, r->peak_flops_per_s) > 0)
+        if (r->peak_flops_per_s > 0 && mp_profile_groups_above(p, r->peak_flops_per_s) > 0)
             r->peak_flops_per_s = mp_run_peak_flops_again(pl->threads, &r->peak_method);
     }
-    r->kernels_above_peak = r->peak_flops_per_s > 0 ? mp__above_peak(p, r->peak_flops_per_s) : 0;
+    r->kernels_above_peak = r->peak_flops_per_s > 0 ? mp_profile_groups_above(p, r->peak_flops_per_s) : 0;
     r->arena_bytes = pl->arena_bytes;
     r->weight_copy_bytes = pl->const_bytes;
     r->weight_bytes = pl->const_bytes + pl->view_bytes;

@@ -2016,10 +2016,21 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     return st;
 }
 
+/* ONNX Runtime's profile is no torch.profiler trace: say how to read it. */
+static mp_status mp__not_ort(mp_trace_raw *raw, const char *label) {
+    if (!raw->n_orts || raw->n_spans || raw->n_devs) return MP_OK;
+    mp_trace_raw_free(raw);
+    return mp_error(MP_ERR_FORMAT,
+                    "%s: ONNX Runtime's profile, not a torch.profiler trace: place it on its model with "
+                    "`modelprof MODEL.onnx --ort-profile %s`",
+                    label, label);
+}
+
 mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t) {
     mp_trace_raw raw;
     memset(t, 0, sizeof *t);
     mp_status st = mp_trace_read_file(path, &raw);
+    if (st == MP_OK) st = mp__not_ort(&raw, path);
     if (st != MP_OK) return st;
     st = mp_trace_analyze(&raw, o, t);
     if (st == MP_OK) t->path = path;
@@ -2031,6 +2042,7 @@ mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
     mp_trace_raw raw;
     memset(t, 0, sizeof *t);
     mp_status st = mp_trace_read_memory(data, size, label, &raw);
+    if (st == MP_OK) st = mp__not_ort(&raw, label ? label : "(memory)");
     if (st != MP_OK) return st;
     st = mp_trace_analyze(&raw, o, t);
     if (st == MP_OK) t->path = label;

@@ -701,7 +701,7 @@ static int thread_index(mp_trace_raw *t, int64_t pid, int64_t tid) {
 /* ---- one event ---- */
 
 enum { C_OTHER, C_CPU_OP, C_ANNOT, C_RUNTIME, C_DRIVER, C_PYTHON, C_KERNEL, C_MEMCPY, C_MEMSET,
-       C_GPU_ANNOT, C_FWDBWD, C_INSTANT };
+       C_GPU_ANNOT, C_FWDBWD, C_INSTANT, C_ORT_NODE, C_ORT_SESSION };
 
 typedef struct ev {
     char ph;
@@ -714,12 +714,18 @@ typedef struct ev {
     int64_t ext, corr, seq, alloc, reserved, bytes, dev_type, device, stream;
     bool has_alloc, has_reserved;
     mp_tshapes sh;              /* Input Dims and Concrete Inputs the FLOP rule reads */
+    const char *ort_op, *ort_prov;   /* ONNX Runtime: args.op_name, args.provider */
+    size_t ort_op_len, ort_prov_len;
+    bool ort_op_esc, ort_prov_esc;
+    int ort_threads;            /* 1 + sub_threads of args.thread_scheduling_stats; 0 */
     int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
 } ev;
 
 static int cat_of(const char *s, size_t n) {
     switch (n) {
+    case 4: if (KEY_IS(s, n, "Node")) return C_ORT_NODE; break;
+    case 7: if (KEY_IS(s, n, "Session")) return C_ORT_SESSION; break;
     case 6:
         if (KEY_IS(s, n, "cpu_op")) return C_CPU_OP;
         if (KEY_IS(s, n, "kernel")) return C_KERNEL;
@@ -892,6 +898,53 @@ static int flop_rule(rd *r, const char *name, size_t n, int *conc) {
     return rule;
 }
 
+/* ONNX Runtime's args.thread_scheduling_stats: {"main_thread": {...},
+ * "sub_threads": {"<id>": {...}, ...}}; the threads are the main one and
+ * the sub_threads' members. */
+static int parse_ort_threads(rd *r, const char **pp, const char *e, ev *v) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '{'));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == '}') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (;;) {
+        const char *k;
+        size_t kn;
+        bool esc;
+        TRY(str(r, &p, e, &k, &kn, &esc));
+        TRY(expect(r, &p, e, ':'));
+        if (ws(&p, e)) return RS_MORE;
+        if (KEY_IS(k, kn, "sub_threads") && *p == '{') {
+            p++;
+            int n = 0;
+            if (ws(&p, e)) return RS_MORE;
+            if (*p == '}') {
+                p++;
+            } else {
+                for (;;) {
+                    TRY(str(r, &p, e, &k, &kn, &esc));
+                    TRY(expect(r, &p, e, ':'));
+                    TRY(skip(r, &p, e));
+                    n++;
+                    bool more;
+                    TRY(sep(r, &p, e, '}', &more));
+                    if (!more) break;
+                }
+            }
+            v->ort_threads = n < 4096 ? 1 + n : 4096;
+        } else {
+            TRY(skip(r, &p, e));
+        }
+        bool more;
+        TRY(sep(r, &p, e, '}', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
 static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '{'));
@@ -918,6 +971,24 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
         switch (kn) {
         case 5:
             if (KEY_IS(k, kn, "Bytes")) dst = &v->bytes;
+            break;
+        case 7: /* ONNX Runtime */
+            if (*p == '"' && KEY_IS(k, kn, "op_name")) {
+                TRY(str(r, &p, e, &v->ort_op, &v->ort_op_len, &v->ort_op_esc));
+                goto next;
+            }
+            break;
+        case 8:
+            if (*p == '"' && KEY_IS(k, kn, "provider")) {
+                TRY(str(r, &p, e, &v->ort_prov, &v->ort_prov_len, &v->ort_prov_esc));
+                goto next;
+            }
+            break;
+        case 23:
+            if (*p == '{' && KEY_IS(k, kn, "thread_scheduling_stats")) {
+                TRY(parse_ort_threads(r, &p, e, v));
+                goto next;
+            }
             break;
         case 6:
             if (KEY_IS(k, kn, "stream")) dst = &v->stream;
@@ -1072,6 +1143,42 @@ static int limit(int r, const char **why) {
     return 1;
 }
 
+/* A string of the event, interned (unescaped first when it has escapes);
+ * MP_TORT_NONE when absent, -1 out of memory. */
+static int64_t intern_ev(rd *r, const char *s, size_t n, bool esc) {
+    if (!s) return MP_TORT_NONE;
+    char buf[1024];
+    if (esc) {
+        n = unescape(s, n, buf, sizeof buf);
+        s = buf;
+    }
+    int i = intern(r->t, s, n);
+    return i < 0 ? -1 : i;
+}
+
+/* An ONNX Runtime event: complete ("X") events with a name and times. */
+static int keep_ort(rd *r, ev *v, const char **why) {
+    if (v->ph != 'X') return 0;
+    if (!v->name) return *why = "no \"name\"", 1;
+    if (!v->has_ts || !v->has_dur) return *why = "no \"ts\" or \"dur\"", 1;
+    if (v->ts < 0 || v->ts > RD_MAX_TS || v->dur < 0 || v->dur > RD_MAX_DUR)
+        return *why = "absurd \"ts\" or \"dur\"", 1;
+    int64_t nm = intern_ev(r, v->name, v->name_len, v->name_esc);
+    int64_t op = intern_ev(r, v->ort_op, v->ort_op_len, v->ort_op_esc);
+    int64_t pr = intern_ev(r, v->ort_prov, v->ort_prov_len, v->ort_prov_esc);
+    if (nm < 0 || op < 0 || pr < 0) return -1;
+    mp_tort *o;
+    PUSH(r->t->orts, r->t->n_orts, r->t->cap_orts, o);
+    o->ts = v->ts;
+    o->end = v->ts + v->dur;
+    o->name = (uint32_t)nm;
+    o->op = (uint32_t)op;
+    o->provider = (uint32_t)pr;
+    o->threads = (int16_t)v->ort_threads;
+    o->session = v->cat == C_ORT_SESSION;
+    return 0;
+}
+
 /* Keep what the analysis needs of one event. Returns 0, -1 (out of
  * memory) or 1 (a field is missing or absurd: *why says which). */
 static int keep(rd *r, ev *v, const char **why) {
@@ -1101,6 +1208,7 @@ static int keep(rd *r, ev *v, const char **why) {
     case C_GPU_ANNOT: dev = true; kind = MP_TD_ANNOT; break;
     default: break;
     }
+    if (v->cat == C_ORT_NODE || v->cat == C_ORT_SESSION) return keep_ort(r, v, why);
     bool mem = v->ph == 'i' && v->name && KEY_IS(v->name, v->name_len, "[memory]");
     bool flow = v->cat == C_FWDBWD && (v->ph == 's' || v->ph == 'f');
     if ((span || dev) && v->ph != 'X') return 0;
@@ -1565,6 +1673,7 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     free(t->flows);
     free(t->flops);
     free(t->threads);
+    free(t->orts);
     memset(t, 0, sizeof *t);
 }
 

@@ -104,6 +104,19 @@ typedef struct __attribute__((packed, aligned(4))) mp_tflop {
     uint64_t flops;
 } mp_tflop;
 
+/* An event of ONNX Runtime's profile (SessionOptions.enableProfiling: a
+ * bare array of complete events, cat "Node" for kernels, "Session" for
+ * model_run and the session's own spans): src/import/ort.c places them. */
+#define MP_TORT_NONE UINT32_MAX
+typedef struct mp_tort {
+    int64_t ts, end;       /* ns */
+    uint32_t name;         /* interned */
+    uint32_t op;           /* args.op_name, interned; MP_TORT_NONE */
+    uint32_t provider;     /* args.provider, interned; MP_TORT_NONE */
+    int16_t threads;       /* 1 + the sub_threads of args.thread_scheduling_stats; 0 not given */
+    uint8_t session;       /* cat "Session" (else "Node") */
+} mp_tort;
+
 /* MP_TDT_TF32: fp32 operators whose matrix kernels ran on tensor cores */
 enum { MP_TDT_NONE, MP_TDT_FP32, MP_TDT_FP16, MP_TDT_BF16, MP_TDT_FP8, MP_TDT_FP64, MP_TDT_TF32,
        MP_TDT_COUNT };
@@ -145,6 +158,7 @@ typedef struct mp_trace_raw {
     mp_tflop *flops;  size_t n_flops, cap_flops;
     int64_t mem_reserved_peak;   /* highest Total Reserved of a device [memory] event; -1 */
     int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
+    mp_tort *orts;    size_t n_orts, cap_orts;     /* ONNX Runtime's events */
     /* top-level fields */
     char device_name[128];
     int64_t device_mem;    /* totalGlobalMem; -1 unknown */

@@ -219,13 +219,14 @@ def c_api_contract():
     check(modelprof.__version__ == _lib.LIB.mp_version().decode(), "version")
     o = _lib.options(_lib.ReportOptions)
     check(o.size == ctypes.sizeof(o) and o.top == 3 and o.depth == -1, "defaults %r" % o.size)
-    # a struct 4 bytes short (csv_table missing) is refused, nothing written
+    # a struct short of the first version (csv_table missing: the size
+    # issue 26 found) is refused, nothing written
+    short = _lib.ReportOptions.csv_table.offset
     buf = (ctypes.c_ubyte * (ctypes.sizeof(o) + 8))(*([0xAA] * (ctypes.sizeof(o) + 8)))
-    st = _lib.LIB.mp_report_options_init(ctypes.cast(buf, ctypes.POINTER(_lib.ReportOptions)),
-                                         ctypes.sizeof(o) - 4)
+    st = _lib.LIB.mp_report_options_init(ctypes.cast(buf, ctypes.POINTER(_lib.ReportOptions)), short)
     check(st != 0 and all(b == 0xAA for b in buf), "a short struct was filled")
     with _lib.Profile(os.path.join(ROOT, "models", "resnet18.onnx"), dims={"batch": 1}) as p:
-        o.size = ctypes.sizeof(o) - 4
+        o.size = short
         out = ctypes.c_void_p()
         st = _lib.LIB.mp_report_string(p._p, ctypes.byref(o), ctypes.byref(out))
         check(st != 0 and not out.value and b"mp_report_options" in _lib.LIB.mp_last_error(),

@@ -122,6 +122,7 @@ function moduleTree(parent, mods, cols) {
         if (m.parent >= 0 && m.parent < mods.length) kids[m.parent].push(i); else roots.push(i);
     });
     var open = {};
+    var opsOpen = {};   /* modules whose split by operator type is shown */
     roots.forEach(function (r) { open[r] = true; });
     var state = { key: null, dir: -1 };
     var query = '';
@@ -151,9 +152,12 @@ function moduleTree(parent, mods, cols) {
         var has = kids[i].length > 0;
         var tog = el('span', { cls: 'tog', text: has ? (open[i] ? '\u25BE' : '\u25B8') : '' });
         if (has) tog.addEventListener('click', function () { toggle(i, tr); });
+        var opsTog = m.ops && m.ops.length ? el('span', { cls: 'opstog', text: opsOpen[i] ? 'ops \u25BE' : 'ops \u25B8',
+            title: 'split by operator type' }) : null;
+        if (opsTog) opsTog.addEventListener('click', function () { toggleOps(i, tr); });
         var name = el('td', { cls: 'name', title: m.path || '' }, [
             el('span', { style: 'display:inline-block;width:' + (depth * 14) + 'px' }), tog, label(i),
-            m['class'] ? el('span', { cls: 'cls', text: m['class'] }) : null]);
+            m['class'] ? el('span', { cls: 'cls', text: m['class'] }) : null, opsTog]);
         tr.appendChild(name);
         cols.forEach(function (c, j) {
             if (j === 0) return;
@@ -162,27 +166,67 @@ function moduleTree(parent, mods, cols) {
         });
         return tr;
     }
-    function addRows(i, depth, after, out) {   /* children of open i, lazily */
-        order(kids[i]).forEach(function (c) {
-            var tr = row(c, depth);
-            out.push(tr);
-            if (open[c]) addRows(c, depth + 1, null, out);
+    /* a module's split by operator type (modules[].ops): one row per op
+     * type under the module's row, the same columns */
+    function opRows(i, depth) {
+        return (mods[i].ops || []).map(function (r) {
+            var tr = el('tr', { cls: 'oprow', 'data-op-of': i, 'data-depth': depth });
+            var op = (r.domain ? r.domain + '.' : '') + r.op;
+            tr.appendChild(el('td', { cls: 'name', title: op + ' in ' + (mods[i].path || '(root)') }, [
+                el('span', { style: 'display:inline-block;width:' + (depth * 14 + 16) + 'px' }),
+                el('span', { cls: 'opname', text: op }),
+                el('span', { cls: 'cls', text: '\u00d7' + r.count + (r.fused ? ' (' + r.fused + ' fused)' : '') })]));
+            cols.forEach(function (c, j) {
+                if (j === 0) return;
+                var v = r[c.key];
+                tr.appendChild(el('td', { cls: 'num', text: v == null ? '' : fm[j](v), title: v == null ? '' : String(v) }));
+            });
+            return tr;
         });
+    }
+    function emit(i, depth, out) {
+        out.push(row(i, depth));
+        if (opsOpen[i]) opRows(i, depth + 1).forEach(function (r) { out.push(r); });
+        if (open[i]) addRows(i, depth + 1, null, out);
         return out;
+    }
+    function addRows(i, depth, after, out) {   /* children of open i, lazily */
+        order(kids[i]).forEach(function (c) { emit(c, depth, out); });
+        return out;
+    }
+    function afterOps(i, tr) {   /* the last of i's op rows, else its own row */
+        var a = tr;
+        while (a.nextSibling && a.nextSibling.getAttribute('data-op-of') === String(i)) a = a.nextSibling;
+        return a;
     }
     function toggle(i, tr) {
         var depth = +tr.getAttribute('data-depth');
+        var a = afterOps(i, tr);
         if (open[i]) {
             open[i] = false;
-            var n = tr.nextSibling;
+            var n = a.nextSibling;
             while (n && +n.getAttribute('data-depth') > depth) { var x = n.nextSibling; n.remove(); n = x; }
         } else {
             open[i] = true;
             var frag = document.createDocumentFragment();
             addRows(i, depth + 1, null, []).forEach(function (r) { frag.appendChild(r); });
-            tr.parentNode.insertBefore(frag, tr.nextSibling);
+            tr.parentNode.insertBefore(frag, a.nextSibling);
         }
         tr.querySelector('.tog').textContent = open[i] ? '\u25BE' : '\u25B8';
+    }
+    function toggleOps(i, tr) {
+        var depth = +tr.getAttribute('data-depth');
+        if (opsOpen[i]) {
+            opsOpen[i] = false;
+            var n = tr.nextSibling;
+            while (n && n.getAttribute('data-op-of') === String(i)) { var x = n.nextSibling; n.remove(); n = x; }
+        } else {
+            opsOpen[i] = true;
+            var frag = document.createDocumentFragment();
+            opRows(i, depth + 1).forEach(function (r) { frag.appendChild(r); });
+            tr.parentNode.insertBefore(frag, tr.nextSibling);
+        }
+        tr.querySelector('.opstog').textContent = opsOpen[i] ? 'ops \u25BE' : 'ops \u25B8';
     }
     function render() {
         tbl.textContent = '';
@@ -196,11 +240,15 @@ function moduleTree(parent, mods, cols) {
                 if ((m.path || '').toLowerCase().indexOf(q) >= 0 || (m.name || '').toLowerCase().indexOf(q) >= 0 ||
                     (m['class'] || '').toLowerCase().indexOf(q) >= 0) hits.push(i);
             }
-            order(hits).forEach(function (i) { var r = row(i, 0); r.firstChild.title = mods[i].path; frag.appendChild(r); });
+            order(hits).forEach(function (i) {
+                var r = row(i, 0);
+                r.firstChild.title = mods[i].path;
+                frag.appendChild(r);
+                if (opsOpen[i]) opRows(i, 1).forEach(function (x) { frag.appendChild(x); });
+            });
         } else {
             order(roots).forEach(function (r) {
-                frag.appendChild(row(r, 0));
-                if (open[r]) addRows(r, 1, null, []).forEach(function (x) { frag.appendChild(x); });
+                emit(r, 0, []).forEach(function (x) { frag.appendChild(x); });
             });
         }
         tb.appendChild(frag);
@@ -308,7 +356,9 @@ function profile(D) {
     var t = D.total || {}, run = D.run || null, model = D.model || {};
     document.getElementById('mp-title').textContent = 'modelprof: ' + (model.name || 'model') +
         (model.path ? ' (' + model.path + ')' : '');
-    document.getElementById('mp-sub').textContent = (run ? 'measured run on the CPU' : 'static profile') +
+    var ortp = run && run.source === 'onnxruntime' ? run.onnxruntime || {} : null;
+    document.getElementById('mp-sub').textContent = (ortp ? 'ONNX Runtime profile ' + (ortp.profile || '') :
+        run ? 'measured run on the CPU' : 'static profile') +
         (model.producer ? ' \u00b7 ' + model.producer + ' ' + (model.producer_version || '') : '') +
         (model.graph ? ' \u00b7 graph ' + model.graph : '');
     var s = section('Summary', 'mp-summary');
@@ -324,7 +374,12 @@ function profile(D) {
         cards.appendChild(card('latency (median)', secs(med)));
         cards.appendChild(card('achieved', si(run.achieved_flops_per_s, 'FLOP/s')));
         cards.appendChild(card('of peak', pct(run.fraction_of_peak)));
-        cards.appendChild(card('peak memory', si(run.peak_memory_bytes, 'B')));
+        if (ortp) {
+            cards.appendChild(card('node time / run', secs(ortp.node_time_s)));
+            cards.appendChild(card('unmatched', secs(run.unmatched_s)));
+        } else {
+            cards.appendChild(card('peak memory', si(run.peak_memory_bytes, 'B')));
+        }
     }
     s.appendChild(cards);
     var notes = [];
@@ -338,6 +393,13 @@ function profile(D) {
             if (n.kind !== 'derived' || n.counted !== n.elements) notes.push(n.text);
         });
         if (pc.batchnorm_folded_text) notes.push(pc.batchnorm_folded_text);
+    }
+    if (ortp) {
+        notes.push('Times from ONNX Runtime\'s profile ' + ortp.profile + ': ' + run.iters + ' runs averaged (' +
+            run.warmup + ' left out as warm-up); ' + ortp.events + ' node events per run: ' + ortp.exact + ' by name, ' +
+            ortp.renamed + ' by a fused node\'s name, ' + ortp.by_order + ' by their place, ' + ortp.unmatched +
+            ' unmatched; ' + run.fused_nodes + ' nodes fused by ONNX Runtime share their event\'s time by FLOPs.');
+        (run.unmatched || []).forEach(function (u) { notes.push('unmatched: ' + u.name + ' (' + u.op + ', ' + secs(u.latency_s) + ' per run)'); });
     }
     (D.warnings || []).forEach(function (w) { notes.push(w); });
     if (D.findings) D.findings.forEach(function (f) { notes.push(f.text); });
@@ -375,8 +437,9 @@ function profile(D) {
         { key: 'macs', label: 'MACs', num: 1, fmt: 'si' }, { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
         { key: 'bytes_read', label: 'read', num: 1, fmt: 'bytes' },
         { key: 'bytes_written', label: 'written', num: 1, fmt: 'bytes' }];
-    if (run) ocols.push({ key: 'latency_s', label: 'latency', num: 1, fmt: 'sec' },
-        { key: 'achieved_flops_per_s', label: 'FLOP/s', num: 1, fmt: 'rate' });
+    if (run) ocols.push({ key: 'fused', label: 'fused', num: 1 }, { key: 'latency_s', label: 'latency', num: 1, fmt: 'sec' },
+        { key: 'achieved_flops_per_s', label: 'FLOP/s', num: 1, fmt: 'rate' },
+        { key: 'fraction_of_peak', label: 'of peak', num: 1, fmt: 'pct' });
     var ops = (D.ops || []).map(function (o) {
         var r = Object.assign({}, o);
         if (o.domain) r.op = o.domain + '.' + o.op;
@@ -549,6 +612,30 @@ function selftest() {
         }
         if (tog) { tog.click(); check('tree node expands', tree.tBodies[0].rows.length > before); }
         else check('tree node expands (all open)', before > 1 || document.querySelectorAll('#mp-tree tbody tr').length >= 1);
+    }
+    /* the split by operator type: a module's ops toggle shows one row per
+     * op type, and the rows add up to the module's figures */
+    var ot = document.querySelector('#mp-tree .opstog');
+    if (ot) {
+        var tr0 = ot.parentNode.parentNode, mi = +tr0.getAttribute('data-id');
+        var n0 = document.querySelectorAll('#mp-tree tr.oprow').length;
+        ot.click();
+        var shown = document.querySelectorAll('#mp-tree tr.oprow[data-op-of="' + mi + '"]').length;
+        check('module ops split expands', shown === (D.modules[mi].ops || []).length && shown > 0);
+        ot.click();
+        check('module ops split collapses', document.querySelectorAll('#mp-tree tr.oprow').length === n0);
+        var sumsOk = true;
+        D.modules.forEach(function (m) {
+            if (!m.ops) return;
+            ['params', 'macs', 'flops'].forEach(function (k) {
+                var t = 0;
+                m.ops.forEach(function (r) { t += r[k]; });
+                if (Math.abs(t - m[k]) > 1e-9 * Math.max(1, m[k])) sumsOk = false;
+            });
+        });
+        check('module ops rows add up to the module', sumsOk);
+    } else if (document.getElementById('mp-tree') && D && D.modules && D.modules.some(function (m) { return m.ops && m.ops.length; })) {
+        check('module ops split toggle present', false);
     }
     var tbl = document.querySelector('table.sortable');
     if (tbl) {

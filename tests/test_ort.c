@@ -1,0 +1,463 @@
+/* ONNX Runtime's profile in the module tree (--ort-profile, src/import/ort.c):
+ * the naming rules on a profile written here by hand (every figure worked
+ * out beside it), then the profiles ONNX Runtime itself wrote for ResNet-50
+ * and BERT-base at optimisation levels disabled and all (tests/ort/,
+ * tools/ort_profiles.py), against their own node events. */
+#include "analyze/profile.h"
+#include "jsonr.h"
+#include "tbuild.h"
+#include "tcli.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static char tdir[64];
+
+static const char *tpath(const char *name) {
+    static char buf[256];
+    if (!tdir[0]) {
+        snprintf(tdir, sizeof tdir, "/tmp/mp-ort-XXXXXX");
+        if (!mkdtemp(tdir)) abort();
+    }
+    snprintf(buf, sizeof buf, "%s/%s", tdir, name);
+    return buf;
+}
+
+static bool near(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * fabs(b); }
+
+/* ---- the rules, on a profile written by hand ----
+ *
+ * x[1,4,8] -> MatMul W[8,8] (fc) -> Add b (fc) -> Relu (act) -> Mul c
+ * (scale) -> Sigmoid (gate) -> Tanh (out) -> Neg (post) -> z
+ *
+ * Events, as ONNX Runtime names them (times per run in us, runs 1-3):
+ *   "fused /fc/MatMul"              FusedMatMul   100 10 14  (a fusion's name: MatMul)
+ *   "/scale/Mul/MulScaleFusion/"    Mul            50  4  6  (a fusion's name: Mul)
+ *   "Sigmoid_token_2"               Sigmoid        30  3  5  (its kind only: by its place)
+ *   "t_nchwc"                       Tanh           20  2  2  (a value's name: Tanh makes t)
+ *   "/post/Neg"                     Neg            20  2  4  (a node's name)
+ *   "ReorderOutput"                 ReorderOutput   5  1  1  (added by ORT: unmatched)
+ *   "Mystery_token_1"               Mystery         9  1  3  (nothing between: unmatched)
+ * model_run: 300, 60, 80 us. */
+typedef struct hev {
+    const char *name, *op;
+    int us[3];
+} hev;
+
+static const hev hevs[] = {
+    {"fused /fc/MatMul", "FusedMatMul", {100, 10, 14}},
+    {"/scale/Mul/MulScaleFusion/", "Mul", {50, 4, 6}},
+    {"Sigmoid_token_2", "Sigmoid", {30, 3, 5}},
+    {"t_nchwc", "Tanh", {20, 2, 2}},
+    {"/post/Neg", "Neg", {20, 2, 4}},
+    {"ReorderOutput", "ReorderOutput", {5, 1, 1}},
+    {"Mystery_token_1", "Mystery", {9, 1, 3}},
+};
+static const int hrun[3] = {300, 60, 80};
+
+static const char *hand_profile(void) {
+    const char *path = tpath("hand.json");
+    FILE *f = fopen(path, "w");
+    fputs("[\n{\"cat\": \"Session\", \"pid\": 7, \"tid\": 7, \"dur\": 1000, \"ts\": 1, \"ph\": \"X\", "
+          "\"name\": \"session_initialization\", \"args\": {}}", f);
+    for (int r = 0; r < 3; r++) {
+        long ts = 10000L * (r + 1), at = ts + 1;
+        for (size_t e = 0; e < sizeof hevs / sizeof hevs[0]; e++) {
+            fprintf(f, ",\n{\"cat\": \"Node\", \"pid\": 7, \"tid\": 7, \"dur\": %d, \"ts\": %ld, \"ph\": \"X\", "
+                       "\"name\": \"%s_kernel_time\", \"args\": {\"op_name\": \"%s\", \"provider\": "
+                       "\"CPUExecutionProvider\"%s}}",
+                    hevs[e].us[r], at, hevs[e].name, hevs[e].op,
+                    e == 0 ? ", \"thread_scheduling_stats\": {\"main_thread\": {\"core\": 1}, \"sub_threads\": "
+                             "{\"139\": {\"num_run\": 1}}}"
+                           : "");
+            fprintf(f, ",\n{\"cat\": \"Node\", \"pid\": 7, \"tid\": 7, \"dur\": 1, \"ts\": %ld, \"ph\": \"X\", "
+                       "\"name\": \"%s_fence_after\", \"args\": {\"op_name\": \"%s\"}}",
+                    at + hevs[e].us[r], hevs[e].name, hevs[e].op);
+            at += hevs[e].us[r] + 1;
+        }
+        fprintf(f, ",\n{\"cat\": \"Session\", \"pid\": 7, \"tid\": 7, \"dur\": %d, \"ts\": %ld, \"ph\": \"X\", "
+                   "\"name\": \"model_run\", \"args\": {}}",
+                hrun[r], ts);
+    }
+    fputs("\n]\n", f);
+    fclose(f);
+    return path;
+}
+
+static mp_model *hand_model(int *nodes) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(1, 4, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_const_f(m, "c", MP_DT_FLOAT, 1, TB_DIMS(1), (const double[]){0.5});
+    static const char *const op[] = {"MatMul", "Add", "Relu", "Mul", "Sigmoid", "Tanh", "Neg"};
+    static const char *const in[] = {"x,W", "h0,b", "h1", "h2,c", "h3", "h4", "t"};
+    static const char *const out[] = {"h0", "h1", "h2", "h3", "h4", "t", "z"};
+    static const char *const name[] = {"/fc/MatMul", "/fc/Add", "/act/Relu", "/scale/Mul",
+                                       "/gate/Sigmoid", "/out/Tanh", "/post/Neg"};
+    static const char *const mod[] = {"fc", "fc", "act", "scale", "gate", "out", "post"};
+    for (int i = 0; i < 7; i++) {
+        nodes[i] = tb_node(m, op[i], in[i], out[i]);
+        tb_name(m, nodes[i], name[i]);
+        m->graph->nodes[nodes[i]].module = mp_model_module(m, mod[i], strlen(mod[i]));
+    }
+    tb_output(m, "z");
+    return m;
+}
+
+static void t_rules(void) {
+    int k[7];
+    mp_model *m = hand_model(k);
+    mp_profile *p = tb_prof(m);
+    if (!p) return;
+    const char *path = hand_profile();
+    mp_ort_options o;
+    mp_ort_options_default(&o);
+    o.peak_gflops = 10;
+    T_OK(mp_profile_ort(p, path, &o));
+    const mp_runinfo *r = &p->run;
+    T_EQ_STR(r->source, "onnxruntime");
+    /* three runs, the first a warm-up: the means of runs 2 and 3 */
+    T_EQ(r->imported.runs, 3);
+    T_EQ(r->warmup, 1);
+    T_EQ(r->iters, 2);
+    T_EQ(r->threads, 2); /* the main thread and one sub-thread */
+    /* the whole runs: model_run 60 and 80 us */
+    T_CHECK(near(r->lat_median_s, 70e-6));
+    T_CHECK(near(r->lat_min_s, 60e-6));
+    /* kernels per run: 23 and 35 us (the fences are not kernels) */
+    T_CHECK(near(r->kernels_median_s, 29e-6));
+    T_CHECK(near(r->imported.node_time_s, 29e-6));
+    /* how each event was placed */
+    T_EQ(r->imported.events, 7);
+    T_EQ(r->imported.exact, 1);   /* /post/Neg */
+    T_EQ(r->imported.renamed, 3); /* fused /fc/MatMul, /scale/Mul/..., t_nchwc */
+    T_EQ(r->imported.by_order, 1); /* Sigmoid_token_2: between Mul and Tanh */
+    T_EQ(r->imported.unmatched, 2);
+    T_CHECK(near(r->imported.unmatched_s, 3e-6)); /* ReorderOutput 1, Mystery 2 */
+    T_EQ(p->n_unplaced, 2);
+    T_EQ_STR(p->unplaced[0].name, "Mystery_token_1_kernel_time");
+    T_CHECK(near(p->unplaced[0].latency_s, 2e-6));
+    /* Add and Relu ran inside the fused MatMul (its bias and activation):
+     * placed by the graph */
+    T_EQ(r->imported.nodes_by_graph, 2);
+    T_EQ(r->imported.nodes_not_run, 0);
+    T_EQ(p->node_state[k[0]], MP_NODE_RUN);
+    T_EQ(p->node_state[k[1]], MP_NODE_FUSED);
+    T_EQ(p->node_state[k[2]], MP_NODE_FUSED);
+    T_EQ(p->node_head[k[2]], k[0]);
+    T_EQ(p->node_state[k[4]], MP_NODE_RUN);
+    T_CHECK(near(p->node_lat[k[0]], 12e-6));
+    T_CHECK(near(p->node_lat_min[k[0]], 10e-6));
+    T_CHECK(near(p->node_lat[k[4]], 4e-6));
+    T_CHECK(near(p->node_lat[k[5]], 2e-6));
+    T_EQ_STR(p->node_group[k[0]], "FusedMatMul(MatMul+Add+Relu)");
+    /* the fused event's 12 us by FLOPs: MatMul 1x4x8x8 = 256 MACs, 512
+     * FLOPs; Add 32, Relu 32: act (the Relu) gets 12 x 32 / 576 */
+    int act = mp_strmap_get(&m->module_paths, "act"), fc = mp_strmap_get(&m->module_paths, "fc");
+    T_CHECK(near(p->mods[act].latency_s, 12e-6 * 32 / 576));
+    T_CHECK(near(p->mods[fc].latency_s, 12e-6 * 544 / 576));
+    T_EQ(p->mod_fused[act], fc + 1);
+    /* the root: all placed time, 29 - 3 */
+    T_CHECK(near(p->mods[0].latency_s, 26e-6));
+    /* the runtime's op types as kernel groups */
+    bool fm = false;
+    for (int i = 0; i < p->n_groups; i++)
+        if (!strcmp(p->groups[i].name, "FusedMatMul")) {
+            fm = true;
+            T_CHECK(p->groups[i].fused);
+            T_EQ_U64(p->groups[i].flops, 576);
+            T_EQ_STR(p->groups[i].kernel, "CPUExecutionProvider");
+        }
+    T_CHECK(fm);
+    /* --warmup 0: all three runs */
+    o.warmup = 0;
+    T_OK(mp_profile_ort(p, path, &o));
+    T_CHECK(near(p->node_lat[k[0]], 124e-6 / 3));
+    T_EQ(p->run.iters, 3);
+    o.warmup = 3;
+    T_EQ(mp_profile_ort(p, path, &o), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "--warmup 3 leaves none of its 3 runs") != NULL);
+    T_CHECK(!p->measured);
+    tb_done(m, p);
+}
+
+/* Files that are not such a profile: a message naming the file and what
+ * is missing, never a crash. */
+static void t_errors(void) {
+    int k[7];
+    mp_model *m = hand_model(k);
+    mp_profile *p = tb_prof(m);
+    if (!p) return;
+    mp_ort_options o;
+    mp_ort_options_default(&o);
+    T_EQ(mp_profile_ort(p, "/nonexistent/prof.json", &o), MP_ERR_IO);
+    T_CHECK(strstr(mp_last_error(), "/nonexistent/prof.json") != NULL);
+    T_EQ(mp_profile_ort(p, "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz", &o), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "not an ONNX Runtime profile") != NULL);
+    const char *cases[][2] = {
+        {"[{\"cat\": \"Node\", \"pid\": 1, \"tid\": 1, \"dur\": 3, \"ts\": 5, \"ph\": \"X\", \"name\": "
+         "\"/fc/MatMul_kernel_time\", \"args\": {}}]",
+         "no \"model_run\" event"},
+        {"[{\"cat\": \"Session\", \"pid\": 1, \"tid\": 1, \"dur\": 3, \"ts\": 5, \"ph\": \"X\", \"name\": "
+         "\"model_run\", \"args\": {}}]",
+         "no \"Node\" event"},
+        {"[{\"cat\": \"Node\", \"pid\": 1, \"tid\": 1, \"dur\": -3, \"ts\": 5, \"ph\": \"X\", \"name\": "
+         "\"x_kernel_time\", \"args\": {}}]",
+         "absurd"},
+        {"[{\"cat\": \"Node\", \"pid\": 1, \"tid\": 1, \"dur\": 3, \"ts\": 5, \"ph\": \"X\", \"name\": \"x_k", "truncated"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = tpath("bad.json");
+        FILE *f = fopen(path, "w");
+        fputs(cases[i][0], f);
+        fclose(f);
+        T_EQ(mp_profile_ort(p, path, &o), MP_ERR_FORMAT);
+        if (!strstr(mp_last_error(), cases[i][1]) || !strstr(mp_last_error(), path))
+            mp_t_fail(__FILE__, __LINE__, "case %zu: '%s' does not say %s", i, mp_last_error(), cases[i][1]);
+    }
+    tb_done(m, p);
+}
+
+/* ---- the profiles ONNX Runtime wrote ---- */
+
+/* The profile's own figures, read apart from modelprof (zlib and the test
+ * JSON reader): per run kept (the first left out), its node events'
+ * ("_kernel_time") time summed, averaged. */
+static double own_node_time(const char *path, int *runs) {
+    gzFile z = gzopen(path, "rb");
+    T_CHECK(z != NULL);
+    if (!z) return 0;
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    int n;
+    while ((n = gzread(z, buf + len, (unsigned)(cap - len))) > 0) {
+        len += (size_t)n;
+        if (len == cap) buf = realloc(buf, cap *= 2);
+    }
+    gzclose(z);
+    size_t err = 0;
+    jr *root = jr_parse(buf, len, &err);
+    free(buf);
+    T_CHECK(root && root->type == JR_ARR);
+    double ts[64], te[64];
+    int nr = 0;
+    for (const jr *e = root ? root->child : NULL; e; e = e->next) {
+        const jr *cat = jr_get(e, "cat"), *nm = jr_get(e, "name");
+        if (cat && !strcmp(cat->s, "Session") && !strcmp(nm->s, "model_run") && nr < 64) {
+            ts[nr] = jr_get(e, "ts")->num;
+            te[nr] = ts[nr] + jr_get(e, "dur")->num;
+            nr++;
+        }
+    }
+    for (int i = 1; i < nr; i++) /* by start */
+        for (int j = i; j > 0 && ts[j] < ts[j - 1]; j--) {
+            double a = ts[j], b = te[j];
+            ts[j] = ts[j - 1], te[j] = te[j - 1];
+            ts[j - 1] = a, te[j - 1] = b;
+        }
+    double sum = 0;
+    for (const jr *e = root ? root->child : NULL; e; e = e->next) {
+        const jr *cat = jr_get(e, "cat"), *nm = jr_get(e, "name");
+        size_t l = nm ? strlen(nm->s) : 0;
+        if (!cat || strcmp(cat->s, "Node") || l < 12 || strcmp(nm->s + l - 12, "_kernel_time")) continue;
+        double t0 = jr_get(e, "ts")->num;
+        for (int r = 1; r < nr; r++)
+            if (t0 >= ts[r] && t0 <= te[r]) sum += jr_get(e, "dur")->num;
+    }
+    jr_free(root);
+    *runs = nr;
+    return nr > 1 ? sum * 1e-6 / (nr - 1) : 0;
+}
+
+static mp_profile *ort_profile(const char *model, const char *prof, bool seq, mp_model **mo) {
+    mp_model *m = NULL;
+    T_OK(mp_model_load(model, &m));
+    *mo = m;
+    if (!m) return NULL;
+    T_OK(mp_model_set_dim(m, "batch", 1));
+    if (seq) T_OK(mp_model_set_dim(m, "seq", 128));
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    if (!p) return NULL;
+    mp_ort_options o;
+    mp_ort_options_default(&o);
+    o.peak_gflops = 100;
+    T_OK(mp_profile_ort(p, prof, &o));
+    return p;
+}
+
+/* The acceptance of issue 24 point 3 on one profile: modelprof's per-run
+ * latency and the root module's within 10% of the profile's node time per
+ * run, the unmatched time at most 1% of it; and the split of each module
+ * by operator adds up to its time. */
+static void check_profile(const mp_profile *p, const char *prof) {
+    int runs = 0;
+    double node = own_node_time(prof, &runs);
+    const mp_runinfo *r = &p->run;
+    T_EQ(r->imported.runs, runs);
+    T_EQ(r->iters, runs - 1);
+    T_CHECK(node > 0 && near(r->imported.node_time_s, node));
+    double lat = r->lat_median_s, root = p->mods[0].latency_s;
+    if (fabs(lat / node - 1) > 0.10 || fabs(root / node - 1) > 0.10 || r->imported.unmatched_s > 0.01 * node)
+        mp_t_fail(__FILE__, __LINE__, "%s: node time %.6f s per run, latency %.6f s, root %.6f s, unmatched %.6f s",
+                  prof, node, lat, root, r->imported.unmatched_s);
+    /* the root holds all the placed time */
+    T_CHECK(fabs(root - (node - r->imported.unmatched_s)) <= 1e-9 * node);
+    for (int md = 0; md < p->m->n_modules; md++) {
+        double s = 0;
+        for (int j = p->modop_at[md]; j < p->modop_at[md + 1]; j++)
+            if (p->modops[j].fig.latency_s > 0) s += p->modops[j].fig.latency_s;
+        if (fabs(s - p->mods[md].latency_s) > 1e-9 + 1e-9 * p->mods[md].latency_s)
+            mp_t_fail(__FILE__, __LINE__, "module %s: its ops' time %.9g, its own %.9g", p->m->modules[md].path, s,
+                      p->mods[md].latency_s);
+    }
+}
+
+/* The group of the node named `name`: its head's group, with `n` nodes. */
+static int group_of(const mp_profile *p, const char *name, const char **group) {
+    const mp_graph *g = p->m->graph;
+    int k = 0;
+    while (k < g->n_nodes && strcmp(g->nodes[k].name, name)) k++;
+    T_CHECK(k < g->n_nodes);
+    if (k == g->n_nodes) return 0;
+    int h = p->node_head[k], n = 0;
+    for (int i = 0; i < g->n_nodes; i++) n += p->node_head[i] == h && p->node_state[i] != MP_NODE_FOLDED;
+    *group = p->node_group[h] ? p->node_group[h] : "";
+    return n;
+}
+
+static void t_resnet50(void) {
+    mp_model *m;
+    mp_profile *p = ort_profile("models/resnet50.onnx", "tests/ort/resnet50_disabled.json.gz", false, &m);
+    if (p) {
+        check_profile(p, "tests/ort/resnet50_disabled.json.gz");
+        /* nothing optimised: every node by its name, nothing fused */
+        T_EQ(p->run.imported.events, p->run.imported.exact);
+        T_EQ(p->run.fused, 0);
+        T_CHECK(p->run.imported.unmatched_s == 0);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+    p = ort_profile("models/resnet50.onnx", "tests/ort/resnet50_all.json.gz", false, &m);
+    if (p) {
+        check_profile(p, "tests/ort/resnet50_all.json.gz");
+        /* the NCHWc convolutions, named after the value they compute: the
+         * last one of a bottleneck has its BatchNorm, the residual Add and
+         * the Relu after it */
+        const char *gr = NULL;
+        T_EQ(group_of(p, "/layer1/layer1.0/relu_2/Relu", &gr), 4);
+        T_EQ_STR(gr, "Conv(Conv+BatchNormalization+Add+Relu)");
+        T_EQ(group_of(p, "/layer1/layer1.0/downsample/downsample.1/BatchNormalization", &gr), 2);
+        T_EQ_STR(gr, "Conv(Conv+BatchNormalization)");
+        T_EQ(group_of(p, "/conv1/Conv", &gr), 3);
+        T_EQ_STR(gr, "Conv(Conv+BatchNormalization+Relu)");
+        /* no BatchNormalization ran alone */
+        for (int i = 0; i < p->n_ops; i++)
+            if (!strcmp(p->ops[i].op, "BatchNormalization")) T_EQ(p->ops[i].fig.fused, p->ops[i].fig.nodes);
+        /* the layout conversion ORT added is the unmatched time */
+        T_EQ(p->n_unplaced, 1);
+        T_EQ_STR(p->unplaced[0].op, "ReorderOutput");
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+static void t_bert(void) {
+    mp_model *m;
+    mp_profile *p = ort_profile("models/bert_base.onnx", "tests/ort/bert_base_disabled.json.gz", true, &m);
+    if (p) {
+        check_profile(p, "tests/ort/bert_base_disabled.json.gz");
+        T_EQ(p->run.imported.events, p->run.imported.exact);
+        T_EQ(p->run.fused, 0);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+    p = ort_profile("models/bert_base.onnx", "tests/ort/bert_base_all.json.gz", true, &m);
+    if (p) {
+        check_profile(p, "tests/ort/bert_base_all.json.gz");
+        const char *gr = NULL;
+        /* BiasGelu, named after its kind: the bias Add and the GELU, by
+         * their place between the two MatMuls */
+        T_EQ(group_of(p, "/bert/encoder/layer.3/intermediate/intermediate_act_fn/Erf", &gr), 6);
+        T_EQ_STR(gr, "BiasGelu(Add+Div+Erf+Add+Mul+Mul)");
+        /* LayerNormFusion, named after the scale's Mul */
+        T_EQ(group_of(p, "/bert/encoder/layer.3/output/LayerNorm/Sqrt", &gr), 9);
+        T_EQ_STR(gr, "LayerNormalization(ReduceMean+Sub+Pow+ReduceMean+Add+Sqrt+Div+Mul+Add)");
+        /* MatMulScaleFusion: the scores' MatMul and its Div */
+        T_EQ(group_of(p, "/bert/encoder/layer.3/attention/self/Div", &gr), 2);
+        T_EQ_STR(gr, "FusedMatMul(MatMul+Div)");
+        T_EQ(group_of(p, "/bert/pooler/activation/Tanh", &gr), 2);
+        T_EQ_STR(gr, "FusedGemm(Gemm+Tanh)");
+        T_EQ(p->run.imported.by_order, 12);
+        T_EQ(p->run.imported.unmatched, 0);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+/* The command line: a report that reads as a measured run, from the
+ * profile; the flags that go with it and those that do not. */
+static void t_cli_ort(void) {
+    t_cli r = t_cli_run((const char *const[]){"models/resnet50.onnx", "--dim", "batch=1", "-q", "--ort-profile",
+                                              "tests/ort/resnet50_all.json.gz", "--peak-gflops", "100", "--format",
+                                              "json", NULL},
+                        60, 0);
+    T_EQ(r.code, 0);
+    t_json_dump("profile", r.out, r.out_len);
+    size_t err = 0;
+    jr *root = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(root != NULL);
+    T_EQ_STR(jr_path(root, "run.source")->s, "onnxruntime");
+    T_CHECK(jr_path(root, "run.unmatched_s")->num > 0);
+    T_EQ_STR(jr_at(jr_path(root, "run.unmatched"), 0)->child->s, "ReorderOutput_kernel_time");
+    T_CHECK(jr_path(root, "run.peak_memory_bytes")->type == JR_NULL);
+    T_CHECK(jr_path(root, "total.latency_s")->num > 0);
+    const jr *mods = jr_get(root, "modules");
+    T_CHECK(jr_get(jr_at(mods, 0), "fraction_of_peak")->num > 0);
+    jr_free(root);
+    t_cli_free(&r);
+    r = t_cli_run((const char *const[]){"models/resnet50.onnx", "--dim", "batch=1", "-q", "--ort-profile",
+                                        "tests/ort/resnet50_all.json.gz", "--peak-gflops", "100", NULL},
+                  60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "--- modelprof measured profile ---") != NULL);
+    T_CHECK(strstr(r.out, "source:                 ONNX Runtime's profile tests/ort/resnet50_all.json.gz: 3 runs, 1 "
+                          "left out as warm-up") != NULL);
+    T_CHECK(strstr(r.out, "ReorderOutput_kernel_time") != NULL);
+    t_cli_free(&r);
+    /* `modelprof trace` says where such a profile goes */
+    r = t_cli_run((const char *const[]){"trace", "tests/ort/resnet50_all.json.gz", NULL}, 60, 0);
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--ort-profile tests/ort/resnet50_all.json.gz") != NULL);
+    t_cli_free(&r);
+    /* flags: with --run, or a run's own, refused; a model that is not the profile's */
+    r = t_cli_run((const char *const[]){"models/resnet50.onnx", "--run", "--ort-profile", "x.json", NULL}, 60, 0);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--ort-profile x.json with --run") != NULL);
+    t_cli_free(&r);
+    r = t_cli_run((const char *const[]){"models/resnet50.onnx", "--iters", "3", "--ort-profile", "x.json", NULL}, 60, 0);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--iters: only a measured run uses it") != NULL);
+    t_cli_free(&r);
+    r = t_cli_run((const char *const[]){"models/resnet18.onnx", "--dim", "batch=1", "-q", "--ort-profile",
+                                        "tests/ort/resnet50_all.json.gz", "--peak-gflops", "100", "--format", "json",
+                                        NULL},
+                  60, 0);
+    /* another model: its nodes are not the profile's, and the report says how little was placed */
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "\"unmatched\": [") != NULL);
+    t_cli_free(&r);
+}
+
+MP_TESTS(ort){
+    {"rules", t_rules},
+    {"errors", t_errors},
+    {"resnet50", t_resnet50},
+    {"bert", t_bert},
+    {"cli", t_cli_ort},
+};
+MP_TESTS_END(ort)

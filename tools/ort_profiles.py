@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""The ONNX Runtime profiles under tests/ort/, written by ONNX Runtime itself
+(npm onnxruntime-node, installed under build/ort with --ignore-scripts; the
+same package as bench/run_peers.py and tools/contrib_check.py), for the
+tests of `modelprof MODEL --ort-profile FILE` (docs/JSON.md, "--ort-profile").
+
+For each model (the weightless fixtures models/resnet50.onnx at batch 1 and
+models/bert_base.onnx at batch 1, seq 128), a copy is written into a
+temporary folder beside seeded weights (bench/run_peers.py with_weights),
+and one session per graph optimisation level (disabled, all) runs it RUNS
+times (default 3: the first is the warm-up modelprof leaves out) on 2
+intra-op threads with profiling on. Each profile is gzipped (no name, no
+time: the same bytes give the same file) into OUT/MODEL_LEVEL.json.gz.
+
+    /usr/bin/python3 tools/ort_profiles.py [--out tests/ort] [--runs 3] [--only resnet50]
+
+--check also runs modelprof on each profile and prints what the acceptance
+asks (issue 24): node time per run, modelprof's per-run latency and root
+module latency, unmatched time, and how the events were placed.
+"""
+import argparse
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import run_peers  # noqa: E402  (with_weights, ensure_ort)
+
+MODELS = {"resnet50": ["batch=1"], "bert_base": ["batch=1", "seq=128"]}
+LEVELS = ["disabled", "all"]
+
+
+def profile(model, level, runs, threads, dims, tmp, node_path):
+    prefix = os.path.join(tmp, f"{os.path.basename(model)[:-5]}_{level}")
+    env = dict(os.environ, NODE_PATH=node_path)
+    subprocess.run(["node", os.path.join(ROOT, "tools", "ort_profile.js"), model, level, str(runs),
+                    str(threads), prefix, *dims], check=True, env=env)
+    found = sorted(glob.glob(prefix + "_*.json"))
+    if not found:
+        raise RuntimeError(f"ONNX Runtime wrote no profile for {model} at {level}")
+    return found[-1]
+
+
+def check(modelprof, model, dims, path):
+    """The acceptance figures of one profile, from its own events and from
+    modelprof's report of it."""
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "Session" and e["name"] == "model_run")
+    kept = runs[1:] if len(runs) > 1 else runs
+    node = sum(e["dur"] for e in ev if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+               and any(a <= e["ts"] <= b for a, b in kept)) * 1e-6 / len(kept)
+    args = [modelprof, model, "-q", "--ort-profile", path, "--peak-gflops", "100", "--format", "json"]
+    for d in dims:
+        args += ["--dim", d]
+    rep = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    run = rep["run"]
+    root = rep["modules"][0]["latency_s"]
+    lat = run["latency"]["median_s"]
+    imp = run["onnxruntime"]
+    print(f"{os.path.basename(path)}: {len(runs)} runs ({len(kept)} kept); node time per run {node * 1e3:.3f} ms; "
+          f"modelprof latency {lat * 1e3:.3f} ms ({lat / node:.4f}x), root module {root * 1e3:.3f} ms "
+          f"({root / node:.4f}x), unmatched {run['unmatched_s'] * 1e3:.3f} ms ({run['unmatched_s'] / node * 100:.3f}%: "
+          f"{', '.join(u['name'] for u in run['unmatched'][:4]) or 'none'}); events {imp['events']}: "
+          f"{imp['exact']} by name, {imp['renamed']} by a fused name, {imp['by_order']} by their place, "
+          f"{imp['unmatched']} unmatched; {imp['nodes_by_graph']} nodes placed by the graph, "
+          f"{imp['nodes_not_run']} not run")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "ort"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", default=None, help="comma-separated models")
+    ap.add_argument("--ort", default=os.path.join(ROOT, "build", "ort"))
+    ap.add_argument("--check", action="store_true", help="run modelprof on the profiles and print the figures")
+    ap.add_argument("--modelprof", default=os.path.join(ROOT, "build", "modelprof"))
+    ap.add_argument("--keep-optimized", default=None,
+                    help="a folder: also save each optimised model there (to see what ORT fused)")
+    a = ap.parse_args()
+    models = a.only.split(",") if a.only else list(MODELS)
+    if not a.check or not all(os.path.exists(os.path.join(a.out, f"{m}_{l}.json.gz")) for m in models for l in LEVELS):
+        node_path = run_peers.ensure_ort(a.ort)
+        os.makedirs(a.out, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="mp-ort-")
+        try:
+            for m in models:
+                copy = run_peers.with_weights(os.path.join(ROOT, "models", m + ".onnx"), tmp)
+                for level in LEVELS:
+                    prof = profile(copy, level, a.runs, a.threads, MODELS[m], tmp, node_path)
+                    dst = os.path.join(a.out, f"{m}_{level}.json.gz")
+                    with open(prof, "rb") as f, open(dst + ".tmp", "wb") as g:
+                        with gzip.GzipFile(filename="", mode="wb", fileobj=g, mtime=0, compresslevel=9) as z:
+                            shutil.copyfileobj(f, z)
+                    os.replace(dst + ".tmp", dst)
+                    print(f"{dst}: {os.path.getsize(dst)} bytes ({os.path.getsize(prof)} written by ONNX Runtime)",
+                          flush=True)
+                    if a.keep_optimized:
+                        os.makedirs(a.keep_optimized, exist_ok=True)
+                        env = dict(os.environ, NODE_PATH=node_path)
+                        subprocess.run(["node", os.path.join(ROOT, "tools", "ort_profile.js"), copy, level, "1",
+                                        str(a.threads), os.path.join(tmp, "opt"),
+                                        os.path.join(a.keep_optimized, f"{m}_{level}.onnx"), *MODELS[m]],
+                                       check=True, env=env)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if a.check:
+        for m in models:
+            for level in LEVELS:
+                check(a.modelprof, os.path.join(ROOT, "models", m + ".onnx"), MODELS[m],
+                      os.path.join(a.out, f"{m}_{level}.json.gz"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
