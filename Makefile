@@ -20,16 +20,21 @@ BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/import/*.c src/plan/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c))
 CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
+# modelprof-mpi (`mpirun -n N modelprof-mpi trace FOLDER`): built when Open
+# MPI's compiler wrapper is there (Debian: libopenmpi-dev, openmpi-bin)
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+MPI_BIN := $(if $(MPICC),$(BUILD)/modelprof-mpi)
 TEST_SRC := $(sort $(filter-out tests/conformance.c,$(wildcard tests/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 
-all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so $(BUILD)/abi.ok
+all: $(BUILD)/modelprof $(BUILD)/libmodelprof.a $(BUILD)/libmodelprof.so $(BUILD)/abi.ok $(MPI_BIN)
 
 # objects are rebuilt when the compiler or its flags change (the stamp is
-# rewritten only then)
-COMPILE_ID := $(CC) $(ALL_CFLAGS)
+# rewritten only then); -Werror changes no object, so a -Werror build and a
+# plain one (make test, make install) share their objects
+COMPILE_ID := $(CC) $(filter-out -Werror,$(ALL_CFLAGS))
 $(BUILD)/cflags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(COMPILE_ID)' | cmp -s - $@ || echo '$(COMPILE_ID)' > $@
@@ -56,6 +61,11 @@ CLI_LDFLAGS ?=
 
 $(BUILD)/modelprof: $(CLI_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# mpicc wraps the same compiler flags around mpi.h and -lmpi
+$(BUILD)/modelprof-mpi: src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o $(BUILD)/libmodelprof.a
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -o $@ src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o \
+		$(BUILD)/libmodelprof.a $(LDLIBS)
 
 $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) -o $@ $^ $(LDLIBS)
@@ -94,11 +104,15 @@ demo:
 	$(MAKE) all
 	$(BUILD)/modelprof $(DEMO_MODEL) --dim batch=1 --depth 2
 
+# the suite's one set of flags: objects rebuild when the flags change
+# (build/cflags), so every sub-make of the suite is given the same ones
+TEST_CFLAGS = $(OPT) -g -Werror
+
 test:
 	@sh tools/deps.sh test
-	$(MAKE) all $(BUILD)/tests CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) all $(BUILD)/tests CFLAGS="$(TEST_CFLAGS)"
 	@echo "== clang build (warnings are errors)"
-	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(OPT) -g -Werror"
+	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(TEST_CFLAGS)"
 	@echo "== unit, model and CLI tests"
 	rm -rf $(BUILD)/json-out && mkdir -p $(BUILD)/json-out
 	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
@@ -107,12 +121,12 @@ test:
 	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
 	/usr/bin/python3 tools/schema_check.py $(BUILD)/json-out profile:tests/golden/llama_small.json
 	/usr/bin/python3 tools/schema_check.py --self-test $(BUILD)/json-out profile:tests/golden/llama_small.json
-	$(MAKE) test-html
-	$(MAKE) conformance CFLAGS="$(OPT) -g -Werror"
-	$(MAKE) params-check
-	$(MAKE) agree
-	$(MAKE) pytest-ish
-	$(MAKE) plan-check
+	$(MAKE) test-html CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) conformance CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) params-check CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) agree CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) pytest-ish CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) plan-check CFLAGS="$(TEST_CFLAGS)"
 
 # ---- the Python package (python/modelprof) and `make install`, tested
 # (tests/python/run.py: get_model_profile on torchvision models, FlopsProfiler
@@ -375,6 +389,7 @@ bench:
 	$(MAKE) bench-timing
 	$(MAKE) bench-trace
 	$(MAKE) bench-plan
+	$(MAKE) bench-ranks
 
 # The trace analysis on a >= 518 MB trace built from a shared one (build/,
 # removed afterwards unless BENCH_TRACE_KEEP=1), against Python's json.load
@@ -387,6 +402,18 @@ bench-trace:
 	    --source tests/traces/vit_b16_adamw_stack.trace.json.gz \
 	    --big $(BUILD)/bench-big.trace.json --min-bytes $(BENCH_TRACE_BYTES) --gz
 
-.PHONY: FORCE all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan
+# The multi-rank analysis at scale: 1,024 rank traces made from the real
+# gloo rank (stragglers injected), analysed by mpirun -n 2 modelprof-mpi at
+# 1/8 .. all of the ranks: time linear in bytes, memory per process bounded
+# (bench/bench_ranks.py prints the figures). Not part of make test.
+BENCH_RANKS ?= 1024
+bench-ranks:
+	@sh tools/deps.sh bench
+	$(MAKE) all
+	@test -x $(BUILD)/modelprof-mpi || { echo "bench-ranks: no $(BUILD)/modelprof-mpi (Open MPI's mpicc missing)"; exit 1; }
+	/usr/bin/python3 bench/bench_ranks.py --mpi $(BUILD)/modelprof-mpi --out $(BUILD)/bench-ranks \
+	    --ranks $(BENCH_RANKS) --procs 2
+
+.PHONY: FORCE all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan bench-ranks
 clean:
 	rm -rf $(BUILD)

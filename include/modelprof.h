@@ -79,8 +79,10 @@ typedef struct mp_model mp_model;
 typedef struct mp_profile mp_profile;
 
 /* Load an ONNX model. The file is memory-mapped; weight bytes are never
- * read for a static profile. Warnings (e.g. absent external weights) are
- * kept on the model, see mp_model_warning(). Uses the default limits. */
+ * read for a static profile. Warnings are kept on the model, see
+ * mp_model_warning(); weights that are absent (external data not there, as
+ * in the bundled models) are not a warning for a static profile, see
+ * mp_model_absent_weights(). Uses the default limits. */
 MP_API mp_status mp_model_load(const char *path, mp_model **out);
 
 /* Resource limits: a model that needs more fails with MP_ERR_LIMIT and a
@@ -123,6 +125,11 @@ MP_API mp_status mp_model_load_memory(const void *buf, size_t len, const char *n
 MP_API void mp_model_free(mp_model *m);
 MP_API int mp_model_warning_count(const mp_model *m);
 MP_API const char *mp_model_warning(const mp_model *m, int i);
+/* The first external data file the model names that is not there (the
+ * weights are absent: a static profile needs none, a measured run fills
+ * them with seeded random values and warns); NULL when every weight is
+ * there. A model loaded from memory never opens external data. */
+MP_API const char *mp_model_absent_weights(const mp_model *m);
 
 /* Give a symbolic dim (e.g. "batch") a value. Fails with MP_ERR_USAGE when
  * the model has no such dim. */
@@ -139,6 +146,12 @@ MP_API mp_status mp_model_set_input_shape(mp_model *m, const char *name,
  * MP_ERR_USAGE when the model has no module at that path (nothing of it
  * was exported: it ran no operator). */
 MP_API mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *cls);
+/* Leave the module at `path` out of the profile (DeepSpeed's
+ * ignore_modules): its nodes, and its submodules', count no MACs and no
+ * FLOPs, in it, its ancestors or the totals; their parameters still count.
+ * MP_ERR_USAGE when the model has no module at that path. Call before
+ * mp_profile_static. */
+MP_API mp_status mp_model_ignore_module(mp_model *m, const char *path);
 
 /* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
  * The profile keeps a reference to the model: free it first. */
@@ -196,11 +209,13 @@ typedef struct mp_report_options {
                          flop_count_table layout: module rows, one column per op type) */
     int op_top;       /* its operator columns: the op types with the most FLOPs, the rest
                          summed in "other"; -1 = all (default 5) */
+    int tree_depth;   /* deepest depth of the detailed tree; -2 (default): depth. DeepSpeed's
+                         module_depth is depth with tree_depth -1 (the whole tree) */
 } mp_report_options;
 /* JSON always holds the whole tree, every op and every node: depth, top,
- * detailed, show_ops, by_module_op and op_top shape the text report only. mp_report_write
- * returns MP_ERR_USAGE when depth or top is below -1 or the format is
- * unknown. */
+ * tree_depth, detailed, show_ops, by_module_op and op_top shape the text
+ * report only. mp_report_write returns MP_ERR_USAGE when depth or top is
+ * below -1, tree_depth below -2 or the format is unknown. */
 
 MP_API mp_status mp_report_options_init(mp_report_options *o, size_t size);
 #define mp_report_options_default(o) mp_report_options_init((o), sizeof *(o))
@@ -229,25 +244,56 @@ typedef struct mp_torch_module {
     const char *name;       /* qualified name in named_modules(): "blocks.0.attn"; "" the model */
     const char *class_name; /* type(module).__name__ */
     const char *trace_path; /* its path in the trace's module tree: the labels of its
-                               "nn.Module: LABEL" ranges from the model down, joined by '.' */
+                               "nn.Module: LABEL" ranges from the model down, joined by '.',
+                               as the module ran (a module that is never called, such as a
+                               ModuleList, is on no path: its children sit under its caller);
+                               several paths separated by '\n' for a module that ran under
+                               several callers; "" when it never ran */
     int64_t params;         /* its parameters (numel, submodules included): used where the
                                static profile has no such module; -1 unknown */
+    int64_t export_calls;   /* its forward calls in the forward pass that was exported: the
+                               static profile's figures cover these calls (0: taken as 1) */
+    int ignored;            /* left out (ignore_list): not timed, and its MACs and FLOPs,
+                               with its submodules', count nowhere (params still count) */
 } mp_torch_module;
 
 typedef struct mp_train mp_train;
 
 /* Read and analyse the trace, profile the ONNX export of the same model
  * (model_path; NULL: no static figures, MACs and FLOPs 0) and join them
- * over the modules (named_modules order: each module after its parent). */
+ * over the modules (named_modules order: each module after its parent). A
+ * module's MACs and FLOPs cover the calls its time covers: the static
+ * profile's figures over `export_calls`, times its calls in the trace. A
+ * module that was never called (a ModuleList, a ModuleDict) holds the sum
+ * of its children, time and counts alike. */
 MP_API mp_status mp_train_open(const char *trace_path, const char *model_path,
                         const mp_torch_module *mods, int n, mp_train **out);
 MP_API void mp_train_free(mp_train *t);
+/* The binding's plain-clock timing of the model's forward calls (Python's
+ * perf_counter, medians): the interval from one forward call to the next
+ * (an iteration: forward, backward, optimizer step, data) and the forward
+ * call itself, before profiling started (`before_calls` calls seen) and
+ * while it ran (`profiled_calls`). 0 calls: none seen. The report sets the
+ * profiled iteration beside the unprofiled one: how much the profiler's own
+ * hooks and ranges inflate a step. */
+MP_API mp_status mp_train_set_clock(mp_train *t, int before_calls, double before_iter_s,
+                                    double before_fwd_s, int profiled_calls,
+                                    double profiled_iter_s, double profiled_fwd_s);
+/* What the profiler adds to a step, as the binding measured it when
+ * profiling started: the cost of one operator record (torch.profiler on
+ * against off, a small operator) and of one module range (the module hooks
+ * and the record_function range of a module call). The report estimates
+ * the profiled step's overhead from the trace's operator records and module
+ * ranges, and the step without it. */
+MP_API mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s);
 
 typedef struct mp_train_options {
     size_t size;        /* sizeof(mp_train_options): set by mp_train_options_default */
     mp_format format;   /* MP_FORMAT_TEXT (DeepSpeed's FlopsProfiler layout) or MP_FORMAT_JSON */
     int step;           /* the step number in the text's header (default 1) */
-    int depth;          /* deepest module depth shown; -1 all (default) */
+    int depth;          /* deepest depth of the aggregated block (DeepSpeed's module_depth;
+                           the detailed tree is always whole, as DeepSpeed prints it);
+                           -1 all (default) */
     int top;            /* modules per depth in the aggregated block; -1 all (default 1) */
     int detailed;       /* the per-module tree (default 1) */
 } mp_train_options;
@@ -325,11 +371,11 @@ MP_API mp_status mp_ort_options_init(mp_ort_options *o, size_t size);
 MP_API mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *o);
 
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
- * timed runs of mp_profile_run, which must have been planned with
+ * timed runs mp_profile_run filled into the profile, planned with
  * keep_timestamps and node_timing: one complete event per node or fused
  * group (op, module, shapes, MACs, FLOPs in args), module scopes and each
  * run as enclosing slices. `modelprof trace` reads it back. */
-MP_API mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path);
+MP_API mp_status mp_report_chrome_trace(const mp_profile *p, const char *path);
 
 /* NumPy .npy files (C order, little-endian). mp_npy_read gives the dtype
  * (ONNX numbering), rank, dims (room for 64) and the data (free it with

@@ -48,9 +48,10 @@ void t_json_dump(const char *kind, const char *body, size_t len) {
 static void t_cli_dump_json(const char *const *args, const t_cli *r) {
     const char *dir = getenv("MP_JSON_DUMP");
     if (!dir || !*dir || r->code != 0) return;
-    bool json = false;
+    bool json = false, digest = false;
     const char *ofile = NULL, *chrome = NULL;
     for (int i = 0; args[i]; i++) {
+        if (strcmp(args[i], "--digest") == 0) json = digest = true;
         if (strcmp(args[i], "--format=json") == 0 || (strcmp(args[i], "--format") == 0 && args[i + 1] &&
                                                       strcmp(args[i + 1], "json") == 0))
             json = true;
@@ -58,9 +59,10 @@ static void t_cli_dump_json(const char *const *args, const t_cli *r) {
             ofile = args[i + 1];
         if (strcmp(args[i], "--chrome-trace") == 0 && args[i + 1]) chrome = args[i + 1];
     }
-    const char *kind = args[0] && strcmp(args[0], "trace") == 0 && args[1] && strcmp(args[1], "diff") == 0
+    const char *kind = digest                                      ? "digest"
+                       : args[0] && strcmp(args[0], "trace") == 0 && args[1] && strcmp(args[1], "diff") == 0
                            ? "trace_diff"
-                       : args[0] && strcmp(args[0], "trace") == 0 ? "trace"
+                       : args[0] && strcmp(args[0], "trace") == 0  ? "trace"
                        : args[0] && strcmp(args[0], "plan") == 0 ? "plan"
                                                                  : "profile";
     const char *srcs[2] = {json ? (ofile ? ofile : "") : NULL, chrome};

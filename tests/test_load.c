@@ -29,13 +29,18 @@ static void relu_graph(pbw *g) {
     onx_value_info(g, 12, "y", 1, 2, (const int64_t[]){-1, 4}, syms);
 }
 
-static mp_status load_graph(pbw *g, const char *file, mp_model **m) {
+/* The graph as a model file (IR version ir, default-domain opset), loaded. */
+static mp_status load_graph_at(pbw *g, const char *file, int ir, int opset, mp_model **m) {
     pbw model = {0};
-    onx_model(&model, 8, 14, g);
+    onx_model(&model, ir, opset, g);
     const char *p = tpath(file);
     if (pbw_write(&model, p)) abort();
     pbw_free(&model);
     return mp_model_load(p, m);
+}
+
+static mp_status load_graph(pbw *g, const char *file, mp_model **m) {
+    return load_graph_at(g, file, 8, 14, m);
 }
 
 static void t_minimal(void) {
@@ -164,8 +169,9 @@ static void t_external_absent(void) {
     mp_model *m = NULL;
     T_OK(load_graph(&g, "ext_absent.onnx", &m));
     T_CHECK(m->weightless);
-    T_EQ(mp_model_warning_count(m), 1);
-    T_CHECK(strstr(mp_model_warning(m, 0), "weights.bin") != NULL);
+    /* information, not a warning (the bundled models are weightless) */
+    T_EQ(mp_model_warning_count(m), 0);
+    T_EQ_STR(mp_model_absent_weights(m), "weights.bin");
     mp_model_free(m);
 }
 
@@ -422,13 +428,8 @@ static void t_dynamo_kinds(void) {
              "p_norm_weight: PARAMETER target='norm.weight'\n"
              "b_rope_inv_freq: BUFFER target='rope.inv_freq' persistent=False\n"
              "x: USER_INPUT\n\n# outputs\ny: USER_OUTPUT\n");
-    pbw model = {0};
-    onx_model(&model, 11, 23, &g);
-    const char *path = tpath("dynamo_kinds.onnx");
-    if (pbw_write(&model, path)) abort();
-    pbw_free(&model);
     mp_model *m = NULL;
-    T_OK(mp_model_load(path, &m));
+    T_OK(load_graph_at(&g, "dynamo_kinds.onnx", 11, 23, &m));
     if (!m) return;
     T_CHECK(m->has_signature);
     for (int i = 0; i < m->n_warnings; i++)
@@ -451,6 +452,84 @@ static void t_dynamo_kinds(void) {
     mp_model_free(m);
 }
 
+/* docs/COUNTING.md, "Merged and folded parameters", by hand: a Conv into
+ * which the optimizer folded bn1 (its fx node is the batch norm; weight
+ * conv1.weight [4,3,3,3]; a bias val_7 [4] it gained), a LayerNorm ln1 with
+ * its own scale and bias [6], a LayerNorm ln2 that took ln1's (merged: its
+ * fx node names p_ln2_*), a Gemm fc whose zero bias was dropped. PyTorch:
+ * conv1 108, bn1 4 + 4 (output channels), ln1 6 + 6, ln2 6 + 6, fc 15 + 3
+ * (out_features) = 158; val_7 is a fold of bn1's counted parameters (+0).
+ * The folded convolution's work is conv1's (7,776 MACs), bn1 keeps its
+ * parameters and no MACs. */
+static void t_dynamo_fx_merged_folded(void) {
+    static const char sc[] = "pkg.torch.onnx.name_scopes", fxk[] = "pkg.torch.onnx.fx_node";
+    static const char bn[] = "torch.ops.aten._native_batch_norm_legit_functional.default";
+    const char *syms[] = {NULL, NULL};
+    pbw g = {0}, md[4] = {{0}};
+    char fx[512];
+    metadata(&md[0], sc, "['', 'bn1', '_native_batch_norm_legit_functional']");
+    snprintf(fx, sizeof fx, "%%bn : [num_users=3] = call_function[target=%s](args = (%%conv2d, "
+             "%%p_bn1_weight, %%p_bn1_bias, %%b_bn1_running_mean, %%b_bn1_running_var, True, 0.1, "
+             "1e-05), kwargs = {})", bn);
+    metadata(&md[0], fxk, fx);
+    onx_node(&g, 1, "Conv", "n0", "x,conv1.weight,val_7", "y", &md[0]);
+    metadata(&md[1], sc, "['', 'ln1', 'layer_norm']");
+    metadata(&md[1], fxk, "%layer_norm : [num_users=1] = call_function[target=torch.ops.aten."
+             "layer_norm.default](args = (%y, [6], %p_ln1_weight, %p_ln1_bias, 1e-05), kwargs = {})");
+    onx_node(&g, 1, "LayerNormalization", "n1", "y,ln1.weight,ln1.bias", "y1", &md[1]);
+    metadata(&md[2], sc, "['', 'ln2', 'layer_norm_1']");
+    metadata(&md[2], fxk, "%layer_norm_1 : [num_users=1] = call_function[target=torch.ops.aten."
+             "layer_norm.default](args = (%y1, [6], %p_ln2_weight, %p_ln2_bias, 1e-05), kwargs = {})");
+    onx_node(&g, 1, "LayerNormalization", "n2", "y1,ln1.weight,ln1.bias", "y2", &md[2]);
+    metadata(&md[3], sc, "['', 'fc', 'linear']");
+    metadata(&md[3], fxk, "%linear : [num_users=1] = call_function[target=torch.ops.aten.linear."
+             "default](args = (%z, %p_fc_weight, %p_fc_bias), kwargs = {})");
+    onx_attr_int(&md[3], "transB", 1);
+    onx_node(&g, 1, "Gemm", "n3", "z,fc.weight", "w", &md[3]);
+    onx_value_info(&g, 11, "x", 1, 4, (const int64_t[]){2, 3, 8, 8}, syms);
+    onx_value_info(&g, 11, "z", 1, 2, (const int64_t[]){2, 5}, syms);
+    onx_value_info(&g, 12, "y2", 1, 4, (const int64_t[]){2, 4, 6, 6}, syms);
+    onx_value_info(&g, 12, "w", 1, 2, (const int64_t[]){2, 3}, syms);
+    onx_tensor_external(&g, 5, "conv1.weight", 1, 4, (const int64_t[]){4, 3, 3, 3}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "val_7", 1, 1, (const int64_t[]){4}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "ln1.weight", 1, 1, (const int64_t[]){6}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "ln1.bias", 1, 1, (const int64_t[]){6}, "absent.bin", NULL, NULL);
+    onx_tensor_external(&g, 5, "fc.weight", 1, 2, (const int64_t[]){3, 5}, "absent.bin", NULL, NULL);
+    kv_entry(&g, 16, "pkg.torch.export.ExportedProgram.graph_signature",
+             "# inputs\np_conv1_weight: PARAMETER target='conv1.weight'\n"
+             "p_bn1_weight: PARAMETER target='bn1.weight'\np_bn1_bias: PARAMETER target='bn1.bias'\n"
+             "p_ln1_weight: PARAMETER target='ln1.weight'\np_ln1_bias: PARAMETER target='ln1.bias'\n"
+             "p_ln2_weight: PARAMETER target='ln2.weight'\np_ln2_bias: PARAMETER target='ln2.bias'\n"
+             "p_fc_weight: PARAMETER target='fc.weight'\np_fc_bias: PARAMETER target='fc.bias'\n"
+             "b_bn1_running_mean: BUFFER target='bn1.running_mean'\n"
+             "b_bn1_running_var: BUFFER target='bn1.running_var'\n"
+             "x: USER_INPUT\nz: USER_INPUT\n\n# outputs\ny2: USER_OUTPUT\nw: USER_OUTPUT\n");
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    T_OK(load_graph_at(&g, "dynamo_fx.onnx", 10, 20, &m));
+    if (m) T_OK(mp_profile_static(m, &p));
+    if (p) {
+        T_EQ_U64(p->total.params, 158);
+        T_EQ(p->params_by_role_n, 5);
+        T_EQ_U64(p->params_by_role, 8 + 12 + 3);
+        T_CHECK(!p->bn_folded);
+        static const struct { const char *path; uint64_t params, macs; } want[] = {
+            {"conv1", 108, 7776}, {"bn1", 8, 0}, {"ln1", 12, 0}, {"ln2", 12, 0}, {"fc", 18, 30}};
+        for (size_t i = 0; i < MP_ARRAY_LEN(want); i++) {
+            int id = mp_strmap_get(&m->module_paths, want[i].path);
+            T_CHECK(id > 0);
+            if (id <= 0) continue;
+            T_EQ_U64(p->mods[id].params, want[i].params);
+            T_EQ_U64(p->mods[id].macs, want[i].macs);
+        }
+        /* conv1 comes before bn1 under the model, as PyTorch lists them */
+        int c = mp_strmap_get(&m->module_paths, "conv1"), b = mp_strmap_get(&m->module_paths, "bn1");
+        T_CHECK(c > 0 && b > 0 && m->modules[c].next_sibling == b);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 static void t_missing_file(void) {
     mp_model *m = NULL;
     T_CHECK(mp_model_load("/nonexistent/model.onnx", &m) == MP_ERR_IO);
@@ -458,6 +537,7 @@ static void t_missing_file(void) {
 }
 
 MP_TESTS(load){
+    {"dynamo_fx_merged_folded", t_dynamo_fx_merged_folded},
     {"minimal", t_minimal},
     {"not_onnx", t_not_onnx},
     {"truncated_every_offset", t_truncated},

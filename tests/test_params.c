@@ -503,12 +503,14 @@ static void t_bn_folded_note(void) {
     }
 }
 
-/* The dynamo fixtures (models/dynamo/): the folded ResNet-18 says its
- * count is the folded graph's (11,684,712, PyTorch's 11,689,512 less the
- * BatchNorms' 9,600 plus the 4,800 biases the convolutions gained);
+/* The dynamo fixtures (models/dynamo/): the folded ResNet-18 counts
+ * PyTorch's 11,689,512: each BatchNorm's scale and shift by PyTorch's shape
+ * (the folded convolution's fx node names them), the 20 biases the
+ * convolutions gained as folds of them (derived, counted 0; 11,684,712
+ * before: the BatchNorms' 9,600 missing, the 4,800 biases counted);
  * MobileNet-V3, exported without the optimizer, says nothing; Qwen3's 14
  * transposed projection weights are named as derived, counted as their own
- * elements (PyTorch's 187,045,376), and not shown in the text. */
+ * elements (PyTorch's 187,045,376). None is shown in the text. */
 static void t_dynamo_fixtures(void) {
     static const struct {
         const char *name;
@@ -516,7 +518,7 @@ static void t_dynamo_fixtures(void) {
         int derived;
         uint64_t params;
     } cases[] = {
-        {"timm_resnet18_folded", true, 20, 11684712},
+        {"timm_resnet18_folded", false, 20, 11689512},
         {"timm_mobilenetv3_large_100", false, 0, 5483032},
         {"qwen3_2layers", false, 14, 187045376},
     };
@@ -533,7 +535,9 @@ static void t_dynamo_fixtures(void) {
             T_EQ_U64(p->total.params, cases[i].params);
             T_CHECK(!p->params_bound && !p->params_maybe_copies);
             for (int k = 0; k < p->n_pnotes; k++)
-                T_CHECK(p->pnotes[k].kind == MP_PNOTE_DERIVED && p->pnotes[k].counted == p->pnotes[k].elems);
+                T_CHECK(p->pnotes[k].kind == MP_PNOTE_DERIVED &&
+                        (p->pnotes[k].counted == p->pnotes[k].elems ||
+                         (p->pnotes[k].counted == 0 && strstr(cases[i].name, "resnet18"))));
             const char *txt = text_of(p);
             T_CHECK(!strstr(txt, "param notes:"));
             T_EQ(strstr(txt, "batchnorm folded:") != NULL, cases[i].bn);

@@ -264,6 +264,14 @@ static void t_csv_trace(void) {
     const jr *steps = jr_get(root, "steps");
     int nr = csv_parse(st.out, rows, 4096);
     T_EQ(nr - 1, jr_len(steps));
+    int c_flops = -1, c_peak = -1, c_comm = -1;   /* columns by name */
+    for (int col = 0; nr > 0 && col < rows[0].n; col++) {
+        if (strcmp(rows[0].f[col], "flops") == 0) c_flops = col;
+        if (strcmp(rows[0].f[col], "peak_allocated_bytes") == 0) c_peak = col;
+        if (strcmp(rows[0].f[col], "communication_s") == 0) c_comm = col;
+    }
+    T_CHECK(c_flops > 0 && c_peak > 0 && c_comm > 0);
+    if (c_flops < 0 || c_peak < 0 || c_comm < 0) return;
     for (int r = 1; r < nr; r++) {
         const jr *o = jr_at(steps, r - 1);
         T_EQ_STR(rows[r].f[1], jr_get(o, "name")->s);
@@ -272,8 +280,9 @@ static void t_csv_trace(void) {
         T_CHECK(near(strtod(rows[r].f[6], NULL), jsec(o, "idle")));
         const jr *ic = jr_get(o, "idle_causes_s");
         T_CHECK(ic && near(strtod(rows[r].f[7], NULL), jr_get(ic, "data_loader")->num));
-        T_EQ(strtoll(rows[r].f[21], NULL, 10), jr_get(o, "flops")->i);
-        T_EQ(strtoll(rows[r].f[24], NULL, 10), jr_path(o, "memory.peak_allocated_bytes")->i);
+        T_EQ(strtoll(rows[r].f[c_flops], NULL, 10), jr_get(o, "flops")->i);
+        T_EQ(strtoll(rows[r].f[c_peak], NULL, 10), jr_path(o, "memory.peak_allocated_bytes")->i);
+        T_CHECK(near(strtod(rows[r].f[c_comm], NULL), jsec(o, "communication")));
     }
     const jr *ks = jr_get(root, "kernels");
     nr = csv_parse(kr.out, rows, 4096);

@@ -84,7 +84,7 @@ static void t_modules(void) {
     FILE *f = open_memstream(&buf, &len);
     const mp_trace *tp = &t;
     mp_trace_options o = {0, -1, 20};
-    T_OK(mp_trace_report_json(&tp, 1, &o, f));
+    T_OK(mp_trace_report_json(&tp, 1, NULL, &o, f));
     fclose(f);
     T_CHECK(buf && strstr(buf, "\"module_time\": \"cpu\""));
     if (buf) t_json_dump("trace", buf, len);
@@ -175,20 +175,26 @@ static void t_report_string(void) {
 }
 
 
+/* A fresh folder (dir, "/tmp/mp-train-XXXXXX") holding the trace text as
+ * trace.json; tpath and mpath (64 bytes) name it and net.onnx there. */
+static bool train_files(char *dir, const char *trace, char *tpath, char *mpath) {
+    T_CHECK(mkdtemp(dir) != NULL);
+    snprintf(tpath, 64, "%s/trace.json", dir);
+    snprintf(mpath, 64, "%s/net.onnx", dir);
+    FILE *f = fopen(tpath, "w");
+    T_CHECK(f != NULL);
+    if (!f) return false;
+    fputs(trace, f);
+    fclose(f);
+    return true;
+}
+
 /* The training profile (src/train/train.c): the legacy trace above joined
  * with a model Net { fc: Linear(4 -> 3), act: ReLU, drop: Dropout } whose
  * export holds /fc/Gemm (x [2,4], W [3,4]) and /act/Relu. */
 static void t_train(void) {
-    char dir[] = "/tmp/mp-train-XXXXXX";
-    T_CHECK(mkdtemp(dir) != NULL);
-    char tpath[64], mpath[64];
-    snprintf(tpath, sizeof tpath, "%s/trace.json", dir);
-    snprintf(mpath, sizeof mpath, "%s/net.onnx", dir);
-    FILE *f = fopen(tpath, "w");
-    T_CHECK(f != NULL);
-    if (!f) return;
-    fputs(legacy, f);
-    fclose(f);
+    char dir[] = "/tmp/mp-train-XXXXXX", tpath[64], mpath[64];
+    if (!train_files(dir, legacy, tpath, mpath)) return;
     pbw g = {0}, model = {0};
     pbw at = {0};
     onx_attr_int(&at, "transB", 1);
@@ -279,6 +285,80 @@ static void t_train(void) {
     rmdir(dir);
 }
 
+/* Two calls of Net { blocks: ModuleList [Block, Block], act: ReLU }, each
+ * block calling the shared act: blocks is never called (no range), act runs
+ * under both blocks (two paths, two calls per forward). The export holds
+ * /blocks/blocks.0/MatMul (x [2,4] W0 [4,4]: 32 MACs), /act/Relu (8
+ * FLOPs), /blocks/blocks.1/MatMul, /act/Relu_1. */
+static const char legacy2[] =
+    "[" EV("nn.Module: Net_0", 10, 200) ","
+    EV("nn.Module: Block_0", 20, 60) "," EV("nn.Module: ReLU_0", 30, 10) ","
+    EV("nn.Module: Block_1", 100, 60) "," EV("nn.Module: ReLU_0", 110, 10) ","
+    EV("nn.Module: Net_0", 300, 200) ","
+    EV("nn.Module: Block_0", 310, 40) "," EV("nn.Module: ReLU_0", 315, 10) ","
+    EV("nn.Module: Block_1", 360, 40) "," EV("nn.Module: ReLU_0", 365, 10) "]";
+
+/* Every module is timed whatever holds it, its counts cover the calls its
+ * time covers, a container holds its children's sums, and an ignored
+ * module counts nothing. */
+static void t_train_containers(void) {
+    char dir[] = "/tmp/mp-train-XXXXXX", tpath[64], mpath[64];
+    if (!train_files(dir, legacy2, tpath, mpath)) return;
+    pbw g = {0}, model = {0};
+    onx_node(&g, 1, "MatMul", "/blocks/blocks.0/MatMul", "x,W0", "h0", NULL);
+    onx_node(&g, 1, "Relu", "/act/Relu", "h0", "a0", NULL);
+    onx_node(&g, 1, "MatMul", "/blocks/blocks.1/MatMul", "a0,W1", "h1", NULL);
+    onx_node(&g, 1, "Relu", "/act/Relu_1", "h1", "y", NULL);
+    pbw_str(&g, 2, "main_graph");
+    static const float w[16] = {0};
+    onx_tensor(&g, 5, "W0", 1, 2, (const int64_t[]){4, 4}, w, sizeof w);
+    onx_tensor(&g, 5, "W1", 1, 2, (const int64_t[]){4, 4}, w, sizeof w);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, NULL);
+    onx_value_info(&g, 12, "y", 1, 2, (const int64_t[]){2, 4}, NULL);
+    onx_model(&model, 8, 14, &g);
+    T_EQ(pbw_write(&model, mpath), 0);
+    pbw_free(&model);
+    for (int ignore = 0; ignore <= 1; ignore++) {
+        mp_torch_module mods[] = {
+            {"", "Net", "Net_0", 32, 1, 0},
+            {"blocks", "ModuleList", "", 32, 0, 0},
+            {"blocks.0", "Block", "Net_0.Block_0", 16, 1, 0},
+            {"blocks.1", "Block", "Net_0.Block_1", 16, 1, 0},
+            {"act", "ReLU", "Net_0.Block_0.ReLU_0\nNet_0.Block_1.ReLU_0", 0, 2, ignore}};
+        mp_train *t = NULL;
+        T_OK(mp_train_open(tpath, mpath, mods, 5, &t));
+        if (!t) continue;
+        const mp_train_row *r = t->rows;
+        /* the model: two calls, 2 x (32 + 32) MACs, 2 x (64 + 64 + 2 x 8) FLOPs */
+        T_EQ(r[0].calls, 2);
+        T_CHECK(fabs(r[0].fwd_s - 400e-6) < 1e-12);
+        T_EQ_U64(r[0].macs, 128);
+        T_EQ_U64(r[0].flops, ignore ? 256 : 288);
+        /* each block: its two calls */
+        T_EQ(r[2].calls, 2);
+        T_CHECK(fabs(r[2].fwd_s - 100e-6) < 1e-12 && fabs(r[3].fwd_s - 100e-6) < 1e-12);
+        T_EQ_U64(r[2].macs, 64);
+        /* the ModuleList, never called: its children's sums */
+        T_CHECK(r[1].container && !r[1].in_trace && r[1].calls == 0);
+        T_CHECK(fabs(r[1].fwd_s - 200e-6) < 1e-12);
+        T_EQ_U64(r[1].macs, 128);
+        T_EQ_U64(r[1].flops, 256);
+        if (!ignore) {
+            /* act under both blocks: four calls, two per exported forward */
+            T_EQ(r[4].calls, 4);
+            T_CHECK(fabs(r[4].fwd_s - 40e-6) < 1e-12);
+            T_EQ_U64(r[4].flops, 32);
+        } else {
+            T_CHECK(r[4].ignored);
+            T_EQ_U64(r[4].flops, 0);
+        }
+        mp_train_free(t);
+    }
+    unlink(tpath);
+    unlink(mpath);
+    rmdir(dir);
+}
+
 /* Classes named by the binding (mp_model_set_module_class): the tree says
  * "(conv1): Conv2d(" and the aggregated block sums by class. */
 static void t_module_classes(void) {
@@ -312,6 +392,7 @@ static void t_module_classes(void) {
 MP_TESTS(trace_legacy) {
     {"module_classes", t_module_classes},
     {"train", t_train},
+    {"train_containers", t_train_containers},
     {"modules", t_modules},
     {"kineto_ranges", t_kineto_ranges},
     {"through_api", t_through_api},

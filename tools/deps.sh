@@ -5,11 +5,11 @@
 set -e
 want="gcc make libc6-dev libdnnl-dev zlib1g-dev libisal-dev"
 case "$1" in
-    test) want="$want clang libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision pkg-config chromium python3-jsonschema libopenblas0-pthread" ;;
+    test) want="$want clang libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision pkg-config chromium python3-jsonschema libopenblas0-pthread libopenmpi-dev openmpi-bin" ;;
     agree) want="$want python3 python3-numpy python3-onnx python3-torch python3-torchvision" ;;
     sanitize) want="$want clang-14 libclang-rt-14-dev libonnx-testdata python3 python3-numpy python3-onnx" ;;
     fuzz) want="$want clang-14 libclang-rt-14-dev" ;;
-    bench) want="$want python3 python3-onnx python3-torch python3-torchvision nodejs npm libopenblas0-pthread" ;;
+    bench) want="$want python3 python3-onnx python3-torch python3-torchvision nodejs npm libopenblas0-pthread libopenmpi-dev openmpi-bin" ;;
 esac
 missing=""
 for p in $want; do

@@ -1,9 +1,13 @@
 #!/usr/bin/python3
 """The HTML reports in a real browser (make test): headless Chromium loads
-each report (static, measured, an ONNX Runtime profile, a trace, the 7B
-graph) with #selftest, report.js checks its own rendered DOM (totals
-present, a module tree node expands, a module's split by operator expands
-and adds up, sorting reorders rows, no script errors) and writes the results into the page, which --dump-dom returns.
+each report (static, measured, an ONNX Runtime profile, a trace, a job of
+ranks, the 7B graph) with #selftest, report.js checks its own rendered DOM
+(totals present, a module tree node expands, a module's split by operator
+expands and adds up, sorting reorders rows, no script errors; for a job of
+ranks: the ranks table, the stragglers, each step's critical rank, one
+timeline per rank with its collectives and waits, a rank's sections
+rendered when opened) and writes the results into the page, which
+--dump-dom returns.
 A screenshot of each report goes into OUT. The 7B graph's report must load
 in < 3 s (measured in the browser: navigation start to rendered) and weigh
 < 20 MB.
@@ -44,6 +48,7 @@ def main():
         ('ort', [mp, 'models/resnet50.onnx', '--dim', 'batch=1', '-q', '--ort-profile',
                  'tests/ort/resnet50_all.json.gz', '--peak-gflops', '100']),
         ('trace', [mp, 'trace', 'tests/traces/mobilenet_v2_sgd_loader.trace.json.gz']),
+        ('job', [mp, 'trace', 'tests/traces/ddp2']),
         ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
         ('formula', [mp, 'models/dynamo/qwen3_2layers.onnx', '-q', '--formula']),
     ]

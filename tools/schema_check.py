@@ -23,7 +23,7 @@ import sys
 import jsonschema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KINDS = ("chrome_trace", "profile", "trace_diff", "trace", "train", "plan")
+KINDS = ("chrome_trace", "profile", "trace_diff", "trace", "train", "plan", "digest")
 
 
 def schema_of(kind, cache={}):

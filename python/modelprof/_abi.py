@@ -21,7 +21,8 @@ class ReportOptions(_c.Structure):
     C_NAME = "mp_report_options"
     _fields_ = [("size", _c.c_size_t), ("format", _c.c_int), ("depth", _c.c_int),
                 ("top", _c.c_int), ("detailed", _c.c_int), ("show_ops", _c.c_int),
-                ("csv_table", _c.c_int), ("by_module_op", _c.c_int), ("op_top", _c.c_int)]
+                ("csv_table", _c.c_int), ("by_module_op", _c.c_int), ("op_top", _c.c_int),
+                ("tree_depth", _c.c_int)]
 
 
 class RunOptions(_c.Structure):
@@ -35,7 +36,7 @@ class RunOptions(_c.Structure):
 class TorchModule(_c.Structure):
     C_NAME = "mp_torch_module"
     _fields_ = [("name", _c.c_char_p), ("class_name", _c.c_char_p), ("trace_path", _c.c_char_p),
-                ("params", _c.c_int64)]
+                ("params", _c.c_int64), ("export_calls", _c.c_int64), ("ignored", _c.c_int)]
 
 
 class TrainOptions(_c.Structure):
@@ -62,9 +63,11 @@ FUNCTIONS = {
     "mp_model_free": (None, [_H]),
     "mp_model_warning_count": (_c.c_int, [_H]),
     "mp_model_warning": (_c.c_char_p, [_H, _c.c_int]),
+    "mp_model_absent_weights": (_c.c_char_p, [_H]),
     "mp_model_set_dim": (_ST, [_H, _c.c_char_p, _c.c_int64]),
     "mp_model_set_input_shape": (_ST, [_H, _c.c_char_p, _P(_c.c_int64), _c.c_int]),
     "mp_model_set_module_class": (_ST, [_H, _c.c_char_p, _c.c_char_p]),
+    "mp_model_ignore_module": (_ST, [_H, _c.c_char_p]),
     "mp_profile_static": (_ST, [_H, _OUT]),
     "mp_profile_free": (None, [_H]),
     "mp_profile_formulas": (_ST, [_H]),
@@ -73,6 +76,9 @@ FUNCTIONS = {
     "mp_trace_string": (_ST, [_c.c_char_p, _c.c_int, _OUT]),
     "mp_train_open": (_ST, [_c.c_char_p, _c.c_char_p, _P(TorchModule), _c.c_int, _OUT]),
     "mp_train_free": (None, [_H]),
+    "mp_train_set_clock": (_ST, [_H, _c.c_int, _c.c_double, _c.c_double, _c.c_int, _c.c_double,
+                                 _c.c_double]),
+    "mp_train_set_overhead": (_ST, [_H, _c.c_double, _c.c_double]),
     "mp_train_options_init": (_ST, [_P(TrainOptions), _c.c_size_t]),
     "mp_train_string": (_ST, [_H, _P(TrainOptions), _OUT]),
     "mp_run_options_init": (_ST, [_P(RunOptions), _c.c_size_t]),

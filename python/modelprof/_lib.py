@@ -81,11 +81,13 @@ class Profile:
     """A static profile (and, after run(), the measured run) held by the
     library: the model is loaded, dims set, profiled."""
 
-    def __init__(self, path, dims=None, inputs=None, data=None, name=None, classes=None):
+    def __init__(self, path, dims=None, inputs=None, data=None, name=None, classes=None,
+                 ignore=None):
         """path: an ONNX file; or data: its bytes (kept alive here, as
         mp_model_load_memory asks), named `name` in the report and messages.
-        classes: {module path: class name} for exports without classes
-        (modules the export does not hold are skipped)."""
+        classes: {module path: class name} for exports without classes;
+        ignore: module paths left out (mp_model_ignore_module). Modules the
+        export does not hold (they ran no operator) are skipped."""
         self._m = _c.c_void_p()
         self._p = _c.c_void_p()
         if data is not None:
@@ -103,6 +105,9 @@ class Profile:
             for mpath, cls in (classes or {}).items():
                 # a module that ran no operator is not in the export: skipped
                 LIB.mp_model_set_module_class(self._m, mpath.encode(), cls.encode())
+            for mpath in ignore or ():
+                # absent from the export: it ran no operator, nothing to leave out
+                LIB.mp_model_ignore_module(self._m, mpath.encode())
             check(LIB.mp_profile_static(self._m, _c.byref(self._p)))
         except BaseException:
             self.close()
@@ -127,9 +132,9 @@ class Profile:
         the reports then carry them (docs/JSON.md, "formulas")."""
         check(LIB.mp_profile_formulas(self._p))
 
-    def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True):
+    def report(self, fmt=TEXT, depth=-1, top=3, detailed=True, show_ops=True, tree_depth=-2):
         o = options(ReportOptions)
-        o.format, o.depth, o.top = fmt, depth, top
+        o.format, o.depth, o.top, o.tree_depth = fmt, depth, top, tree_depth
         o.detailed, o.show_ops = int(bool(detailed)), int(bool(show_ops))
         out = _c.c_void_p()
         check(LIB.mp_report_string(self._p, _c.byref(o), _c.byref(out)))
@@ -159,19 +164,28 @@ class Profile:
 class Train:
     """A training profile held by the library (mp_train_open): a trace's
     module times joined with the static profile of the model's export.
-    modules: (name, class, trace path, params) in named_modules order."""
+    modules: (name, class, trace paths, params, export_calls, ignored) in
+    named_modules order (mp_torch_module; trace paths: a list)."""
 
     def __init__(self, trace_path, model_path, modules):
         arr = (TorchModule * len(modules))()
         self._keep = []
-        for i, (name, cls, tpath, params) in enumerate(modules):
-            b = (name.encode(), cls.encode(), tpath.encode())
+        for i, (name, cls, tpaths, params, export_calls, ignored) in enumerate(modules):
+            b = (name.encode(), cls.encode(), "\n".join(tpaths).encode())
             self._keep.append(b)
-            arr[i] = TorchModule(b[0], b[1], b[2], int(params))
+            arr[i] = TorchModule(b[0], b[1], b[2], int(params), int(export_calls), int(ignored))
         self._t = _c.c_void_p()
         check(LIB.mp_train_open(os.fsencode(trace_path),
                                 os.fsencode(model_path) if model_path else None,
                                 arr, len(modules), _c.byref(self._t)))
+
+    def set_overhead(self, op_record_s, range_s):
+        check(LIB.mp_train_set_overhead(self._t, op_record_s, range_s))
+
+    def set_clock(self, before_calls, before_iter_s, before_fwd_s, profiled_calls,
+                  profiled_iter_s, profiled_fwd_s):
+        check(LIB.mp_train_set_clock(self._t, before_calls, before_iter_s, before_fwd_s,
+                                     profiled_calls, profiled_iter_s, profiled_fwd_s))
 
     def report(self, fmt=TEXT, step=1, depth=-1, top=1, detailed=True):
         o = options(TrainOptions)

@@ -53,35 +53,37 @@ def analyze_trace(path):
 
 
 # ---- DeepSpeed's number formatting (flops_profiler/profiler.py) ----
-def _num(n, units=None, precision=2):
-    for u, s in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= u and units in (None, s):
-            return "%s %s" % (round(n / u, precision), s)
-    return "%s " % round(n, precision) if units is None else "%s %s" % (round(n, precision), units)
-
-
 def number_to_string(num, units=None, precision=2):
-    return _num(num, units, precision)
+    """DeepSpeed's number_to_string: "1.23 G", "5 " (no unit below 1000),
+    "2.5 m" below 1."""
+    scales = {"T": 1e12, "G": 1e9, "M": 1e6, "K": 1e3, "m": 1e-3, "u": 1e-6}
+    if units is None:
+        for u in ("T", "G", "M", "K"):
+            if num >= scales[u]:
+                units = u
+                break
+        else:
+            units = "" if (num >= 1 or num == 0) else ("m" if num >= 1e-3 else "u")
+    mag = scales.get(units, 1)
+    return "%s %s" % (format(round(num / mag, precision), "g"), units)
 
 
 def macs_to_string(macs, units=None, precision=2):
-    return _num(macs, units, precision) + "MACs"
+    return number_to_string(macs, units, precision) + "MACs"
 
 
 def flops_to_string(flops, units=None, precision=2):
-    return _num(flops, units, precision) + "FLOPS"
+    return number_to_string(flops, units, precision) + "FLOPS"
 
 
 def duration_to_string(duration, units=None, precision=2):
-    """Seconds as DeepSpeed's duration_to_string writes them."""
-    for u, s in ((1, "s"), (1e-3, "ms")):
-        if duration >= u and units in (None, s):
-            return "%s %s" % (round(duration / u, precision), s)
-    return "%s us" % round(duration * 1e6, precision)
+    """Seconds as DeepSpeed's duration_to_string writes them ("12.3 ms")."""
+    return number_to_string(duration, units, precision) + "s"
 
 
 def params_to_string(params, units=None, precision=2):
-    return _num(params, units, precision).rstrip()
+    units = units.replace("B", "G") if units else units
+    return number_to_string(params, units, precision).replace("G", "B").strip()
 
 
 # ---- export ----
@@ -89,20 +91,41 @@ def _scope_names(model):
     return {m: (n or type(model).__name__) for n, m in model.named_modules()}
 
 
+def _unqualified(name):
+    """The scope segment PyTorch's TorchScript exporter writes for a module:
+    its qualified name from the last non-numeric atom on ("h.0.mlp.c_fc" ->
+    "c_fc", "h.0" -> "h.0")."""
+    atoms = name.split(".")
+    for i in range(len(atoms) - 1, -1, -1):
+        if not atoms[i].isnumeric():
+            return ".".join(atoms[i:])
+    return name
+
+
 @contextlib.contextmanager
 def _module_tracker(model):
-    """Which module was running when the export failed."""
+    """Which module was running when the export failed; and, for each
+    module called, the chain of TorchScript scope segments of the called
+    modules down to it (a module that is never called, a ModuleList or a
+    ModuleDict, has no segment) -> its qualified name."""
     names = _scope_names(model)
-    stack, handles = [], []
-    last = {"where": None}
+    qual = {m: n for n, m in model.named_modules()}
+    stack, handles, called = [], [], []
+    last = {"where": None, "scopes": {}}
 
     def pre(m, inp):
         stack.append((names.get(m, type(m).__name__), type(m).__name__))
         last["where"] = "%s (%s)" % stack[-1]
+        called.append(qual.get(m, ""))
+        if len(called) > 1:
+            segs = tuple(_unqualified(q) for q in called[1:])
+            last["scopes"].setdefault(segs, called[-1])
 
     def post(m, inp, out):
         if stack:
             stack.pop()
+        if called:
+            called.pop()
         if stack:
             last["where"] = "%s (%s)" % (stack[-1][0], stack[-1][1])
 
@@ -116,36 +139,210 @@ def _module_tracker(model):
             h.remove()
 
 
-def export_onnx(model, args, kwargs, path):
-    """Export `model` (called with args, kwargs) to `path`: the TorchScript
-    exporter on torch < 2.5 (module scopes are written into node names, which
-    the library reads as the module tree), dynamo where present."""
+def torch_version():
+    """(major, minor) of the torch in use."""
     import torch
-    major_minor = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]
-                        if x.isdigit())
-    use_dynamo = major_minor >= (2, 5) and hasattr(torch.onnx, "dynamo_export")
+    parts = torch.__version__.split("+")[0].split(".")
+    out = []
+    for x in parts[:2]:
+        digits = "".join(c for c in x if c.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def uses_dynamo():
+    """Whether export_onnx calls the dynamo exporter (torch >= 2.5, where
+    torch.onnx.export(..., dynamo=True) exists) rather than TorchScript's."""
+    return torch_version() >= (2, 5)
+
+
+def tensors_of(out):
+    """The tensors of a forward's output, in order, whatever holds them: a
+    tensor, a tuple, list or dict, a Hugging Face ModelOutput (to_tuple) or
+    any object with tensor attributes (a dataclass; `.loss`, `.logits`)."""
+    import dataclasses
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if out is None or isinstance(out, (str, bytes, int, float, bool)):
+        return []
+    if isinstance(out, (tuple, list)):
+        return [t for x in out for t in tensors_of(x)]
+    if isinstance(out, dict):
+        return [t for x in out.values() for t in tensors_of(x)]
+    if hasattr(out, "to_tuple") and callable(out.to_tuple):
+        return tensors_of(out.to_tuple())
+    if dataclasses.is_dataclass(out):
+        return [t for f in dataclasses.fields(out) for t in tensors_of(getattr(out, f.name))]
+    if hasattr(out, "__dict__"):
+        return [t for x in vars(out).values() for t in tensors_of(x)]
+    return []
+
+
+def _is_tensor_tree(x):
+    import torch
+    if isinstance(x, torch.Tensor):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_is_tensor_tree(v) for v in x)
+    if isinstance(x, dict):
+        return any(_is_tensor_tree(v) for v in x.values())
+    return False
+
+
+@contextlib.contextmanager
+def _export_call(model, args, kwargs):
+    """The model as the exporters can take it, for the duration of an
+    export: its forward (patched on the instance, removed afterwards) returns
+    the output's tensors as one flat tuple (exporters take tensors, tuples,
+    lists and dicts, not a ModelOutput or a dataclass with `.loss`). Yields
+    (args, kwargs) to hand the exporter. The dynamo exporter takes keyword
+    arguments itself; for TorchScript's, the keyword arguments that hold
+    tensors become trailing positional inputs the patched forward hands back
+    by name (the others are bound as constants), which works whatever the
+    forward's signature (**kwargs included)."""
+    import functools
+    orig = model.forward                      # bound: the class's or the instance's
+    had = "forward" in model.__dict__
+    kwargs = dict(kwargs or {})
+    if uses_dynamo():
+        @functools.wraps(orig)
+        def forward(*a, **kw):
+            return tuple(tensors_of(orig(*a, **kw)))
+        call = (tuple(args), kwargs)
+    else:
+        n = len(args)
+        tkeys = [k for k, v in kwargs.items() if _is_tensor_tree(v)]
+        consts = {k: v for k, v in kwargs.items() if k not in tkeys}
+
+        def forward(*flat):
+            kw = dict(consts)
+            kw.update(zip(tkeys, flat[n:]))
+            return tuple(tensors_of(orig(*flat[:n], **kw)))
+        call = (tuple(args) + tuple(kwargs[k] for k in tkeys), {})
+    model.forward = forward
+    try:
+        yield call
+    finally:
+        if had:
+            model.forward = orig
+        else:
+            del model.forward
+
+
+@contextlib.contextmanager
+def _state_kept(model):
+    """The exporters run the forward: its side effects on the model (a
+    BatchNorm's running statistics in train mode, dropout's draws from the
+    random generators) are undone afterwards."""
+    import torch
+    bufs = [(b, b.detach().clone()) for b in model.buffers()]
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, v in bufs:
+                b.copy_(v)
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def _qualify_scopes(path, scopes):
+    """TorchScript's node names carry each called module's last name only
+    ("/h.0/c_fc/MatMul" for h.0.mlp.c_fc: the ModuleDict mlp, never called,
+    is lost). Rewritten with the qualified names of the modules the hooks
+    saw ("/h/h.0/h.0.mlp/h.0.mlp.c_fc/MatMul"), the library's module tree
+    is PyTorch's: named_modules() names, containers included."""
+    try:
+        import onnx
+    except ImportError:
+        return
+    m = onnx.load(path, load_external_data=False)
+
+    def fix(graph):
+        for n in graph.node:
+            parts = n.name.split("/")
+            if len(parts) > 2 and parts[0] == "":
+                segs = tuple(parts[1:-1])
+                for k in range(len(segs), 0, -1):
+                    q = scopes.get(segs[:k])
+                    if q is not None:
+                        atoms = q.split(".")
+                        chain = [".".join(atoms[:i + 1]) for i in range(len(atoms))]
+                        n.name = "/" + "/".join(chain + list(segs[k:]) + [parts[-1]])
+                        break
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    fix(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for g in a.graphs:
+                        fix(g)
+    fix(m.graph)
+    onnx.save(m, path)
+
+
+def _dynamo_options():
+    """Keyword arguments of torch.onnx.export for the dynamo exporter: the
+    ones this torch's export takes (its signature, not its attributes)."""
+    import inspect
+    import torch
+    params = inspect.signature(torch.onnx.export).parameters
+    kw = {"dynamo": True, "opset_version": 18}
+    # the graph as PyTorch runs it: no BatchNorm folded into a convolution,
+    # no equal initializers merged (the library reads both, but counts what
+    # runs: a train-mode BatchNorm's statistics work)
+    if "optimize" in params:
+        kw["optimize"] = False
+    if "verbose" in params:
+        kw["verbose"] = False
+    if "report" in params:
+        kw["report"] = False
+    return kw
+
+
+def export_onnx(model, args, kwargs, path):
+    """Export `model`, called as model(*args, **kwargs), to `path`: the one
+    export path of get_model_profile and FlopsProfiler. On torch >= 2.5 the
+    dynamo exporter, asked for by name (torch.onnx.export(..., dynamo=True),
+    opset 18), which writes module scopes and classes as node metadata; on
+    older torch the TorchScript exporter (opset 14, module scopes in node
+    names, BatchNorm kept: training=PRESERVE, no constant folding). The model
+    is exported in the mode it is in; the forward's effects on its buffers
+    and on the random generators are undone."""
+    import torch
     args = tuple(args)
-    with _module_tracker(model) as (where, stack):
+    with _module_tracker(model) as (where, stack), _state_kept(model), \
+            _export_call(model, args, kwargs) as (xargs, xkwargs):
         try:
-            if use_dynamo:
-                prog = torch.onnx.export(model, args, kwargs=kwargs or None, dynamo=True)
-                prog.save(path)
+            if uses_dynamo():
+                torch.onnx.export(model, xargs, path, kwargs=xkwargs or None, **_dynamo_options())
             else:
-                export_args = args + ((dict(kwargs),) if kwargs else ())
                 # grad mode stays on: under no_grad an eval MultiheadAttention
                 # takes its fused fast path, which the exporter cannot write
-                torch.onnx.export(model, export_args, path, opset_version=14,
+                torch.onnx.export(model, xargs, path, opset_version=14,
                                   do_constant_folding=False,
                                   training=torch.onnx.TrainingMode.PRESERVE)
+            if not uses_dynamo():
+                _qualify_scopes(path, where["scopes"])
         except Exception as e:  # the exporter's own exception types vary by version
             reason = str(e).strip().split("\n")[0]
             if stack:   # failed while tracing: the module running then
                 mod = "in module %s" % where["where"]
             else:       # failed converting the traced graph: the op's module
-                mod = _op_module(model, args, kwargs, reason)
-            raise ModelprofError("cannot export %s to ONNX%s: %s: %s" % (
-                type(model).__name__, " " + mod if mod else "", type(e).__name__, reason),
-                "export") from e
+                mod = ""
+            failure = (e, reason, mod)
+        else:
+            failure = None
+    if failure is not None:
+        exc, reason, mod = failure
+        if not mod:
+            mod = _op_module(model, args, kwargs, reason)
+        raise ModelprofError("cannot export %s to ONNX%s: %s: %s" % (
+            type(model).__name__, " " + mod if mod else "", type(exc).__name__, reason),
+            "export") from exc
 
 
 def _op_module(model, args, kwargs, reason):
@@ -193,7 +390,26 @@ def _inputs(model, input_shape, args, kwargs):
         except StopIteration:
             dtype, device = torch.float32, torch.device("cpu")
         return (torch.ones((), dtype=dtype, device=device).new_empty(tuple(input_shape)),)
-    return tuple(args)
+    return tuple(args or ())
+
+
+def ignored_names(model, ignore):
+    """The qualified names of the modules whose type is in `ignore` (as
+    DeepSpeed compares: type(module) in ignore_list, no subclasses)."""
+    ignore = tuple(ignore or ())
+    return [n for n, m in model.named_modules() if ignore and type(m) in ignore]
+
+
+def _write_or_print(text, output_file):
+    """DeepSpeed's output_file: the report into that file (its folder made
+    when missing), else on stdout."""
+    if output_file:
+        folder = os.path.dirname(os.path.abspath(output_file))
+        os.makedirs(folder, exist_ok=True)
+        with open(output_file, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
 
 
 def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile=True,
@@ -201,11 +417,17 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
                       as_string=True, output_file=None, ignore_modules=None,
                       mode="forward"):
     """DeepSpeed's get_model_profile: (flops, macs, params) of one forward
-    pass of `model`, strings when as_string. The model is exported to ONNX in
-    a temporary folder (removed, also on errors) and profiled by the library,
-    which prints its report in DeepSpeed's layout. warm_up, ignore_modules
-    and mode are accepted for compatibility: the counts are static (the
-    forward pass as exported)."""
+    pass of model(*args, **kwargs) (or of a tensor of input_shape), strings
+    in DeepSpeed's format when as_string. The model is exported to ONNX in
+    eval mode in a temporary folder (removed, also on errors), through the
+    same export path as FlopsProfiler, and profiled by the library, which
+    prints the report in DeepSpeed's layout (print_profile; into
+    output_file when given). module_depth limits the aggregated block (-1:
+    every depth), top_modules its modules per depth, detailed adds the
+    whole module tree. ignore_modules (module types) leaves the modules of
+    those types out, with their submodules: their MACs and FLOPs count
+    nowhere (their parameters still do). warm_up is accepted for
+    compatibility: the counts are static, nothing is timed."""
     import torch
     if not isinstance(model, torch.nn.Module):
         raise ModelprofError("get_model_profile: model must be a torch.nn.Module, not %s"
@@ -214,6 +436,10 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
         raise ModelprofError("get_model_profile: mode '%s': only 'forward' is profiled "
                              "(the exported forward pass)" % mode, "usage")
     args = _inputs(model, input_shape, args, kwargs)
+    kwargs = dict(kwargs or {})
+    if not args and not kwargs:
+        raise ModelprofError("get_model_profile: give input_shape, args or kwargs", "usage")
+    ignored = ignored_names(model, ignore_modules)
     was_training = model.training
     model.eval()
     tmp = tempfile.mkdtemp(prefix="modelprof-")
@@ -221,20 +447,14 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
         path = os.path.join(tmp, type(model).__name__ + ".onnx")
         export_onnx(model, args, kwargs, path)
         data = _name_root(path, type(model).__name__)
-        import torch
         label = "%s (exported by torch %s)" % (type(model).__name__, torch.__version__)
         classes = {n: type(x).__name__ for n, x in model.named_modules()}
-        with (_lib.Profile(None, data=data, name=label, classes=classes) if data is not None
-              else _lib.Profile(path, classes=classes)) as p:
+        with (_lib.Profile(None, data=data, name=label, classes=classes, ignore=ignored)
+              if data is not None else _lib.Profile(path, classes=classes, ignore=ignored)) as p:
             d = p.json()
             if print_profile:
-                text = p.report(_lib.TEXT, depth=module_depth, top=top_modules,
-                                detailed=detailed)
-                if output_file:
-                    with open(output_file, "w", encoding="utf-8") as f:
-                        f.write(text)
-                else:
-                    sys.stdout.write(text)
+                _write_or_print(p.report(_lib.TEXT, depth=module_depth, top=top_modules,
+                                         detailed=detailed, tree_depth=-1), output_file)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         model.train(was_training)
@@ -253,7 +473,9 @@ def _name_root(path, name):
         import onnx
     except ImportError:
         return
-    m = onnx.load(path)
+    # the weights stay where the exporter wrote them (the dynamo exporter
+    # writes them beside the file): not read, not copied
+    m = onnx.load(path, load_external_data=False)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
         m.graph.name = name   # weights beside the file: profiled from the file
         onnx.save(m, path)

@@ -10,14 +10,19 @@ Forward and backward ranges per module (docs/JSON.md, "Module ranges"):
                                  input), or at the end of backward for inputs
                                  that need no gradient (the data, token ids)
 The ranges are written on every PyTorch (with Kineto too, instead of its
-with_modules scopes: one naming for both trees).
+with_modules scopes: one naming for both trees). Every module that is called
+is timed, whatever holds it (a ModuleList, a ModuleDict, a Sequential, an
+attribute): its path in the trace's tree is recorded as it runs (a
+ModuleList is never called: its children's ranges sit under their caller).
 FLOPs, MACs and params come from the library's static profile of the same
-model (exported to ONNX with the first recorded call's inputs), module by
-module; times from the trace. Nothing is counted here."""
+model, exported (in the mode it trains in) with the first recorded call's
+positional and keyword arguments; times from the trace. Nothing is counted
+here."""
 import os
 import shutil
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -51,10 +56,20 @@ class _Ranges:
     def __init__(self):
         self.stack = []   # [state]
 
-    def enter(self, name):
+    def enter(self, name, call=None, anc=()):
+        """Open a range; a backward range (call: its module call's id; anc:
+        the ids of the calls around that call in the forward) first closes
+        the open backward ranges of calls that are not around it: on one
+        thread the engine has finished their work when another module's
+        backward starts (siblings that read one tensor, q/k/v projections,
+        would otherwise wait for its whole gradient, nested in one another)."""
+        if call is not None:
+            while self.stack and self.stack[-1].get("call") is not None and \
+                    self.stack[-1]["call"] not in anc:
+                self.exit(self.stack[-1])
         rf = torch.autograd.profiler.record_function(name)
         rf.__enter__()
-        st = {"rf": rf, "open": True}
+        st = {"rf": rf, "open": True, "call": call}
         self.stack.append(st)
         return st
 
@@ -76,14 +91,9 @@ class _Ranges:
 
 
 def _tensors(x):
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            yield from _tensors(v)
-    elif isinstance(x, dict):
-        for v in x.values():
-            yield from _tensors(v)
+    """The tensors of a module's inputs or output, whatever holds them (a
+    ModelOutput or an object with `.loss` too)."""
+    return torchprof.tensors_of(x)
 
 
 def _slot(t):
@@ -107,50 +117,284 @@ def _slot(t):
     return slot
 
 
+def _detached(x):
+    """A recorded argument: tensors detached (nested in tuples, lists and
+    dicts too); anything else as it is."""
+    if isinstance(x, torch.Tensor):
+        return x.detach()
+    if isinstance(x, tuple):
+        return tuple(_detached(v) for v in x)
+    if isinstance(x, list):
+        return [_detached(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _detached(v) for k, v in x.items()}
+    return x
+
+
+def _kwargs_hooks():
+    """Whether this torch's forward pre-hooks can take the keyword arguments
+    (register_forward_pre_hook(..., with_kwargs=True), torch >= 2.0)."""
+    import inspect
+    return "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters
+
+
+class _CallRecorder:
+    """The arguments of the model's calls, keyword arguments included:
+    a forward pre-hook with_kwargs where torch has it; on older torch (1.13)
+    the model's forward wrapped on the instance (removed by remove())."""
+
+    def __init__(self, model, fn):
+        self.model = model
+        self.handle = None
+        self.patched = False
+        if _kwargs_hooks():
+            def pre(mod, args, kwargs):
+                fn(args, kwargs)
+                return None
+            self.handle = model.register_forward_pre_hook(pre, with_kwargs=True)
+        else:
+            import functools
+            self.had = "forward" in model.__dict__
+            self.orig = model.forward
+
+            @functools.wraps(self.orig)
+            def forward(*args, **kwargs):
+                fn(args, kwargs)
+                return self.orig(*args, **kwargs)
+            model.forward = forward
+            self.patched = True
+
+    def remove(self):
+        if self.handle is not None:
+            self.handle.remove()
+            self.handle = None
+        if self.patched:
+            if self.had:
+                self.model.forward = self.orig
+            else:
+                del self.model.forward
+            self.patched = False
+
+
+def _calibrate(activities, device, install, rounds=5, n=100):
+    """What the profiler adds, measured on this machine now (best of
+    `rounds`, `n` calls each), both with the profiler's own activities and
+    on the model's device (a GPU's launch records count too):
+      - one operator record: a small add that autograd records, with
+        torch.profiler on, against off;
+      - one module range: a module that only scales its input, called and
+        taken back through backward under torch.profiler, with the
+        profiler's own hooks (install(module) puts them on and returns
+        their handles: forward and backward ranges, tensor hooks, the path
+        bookkeeping), against without; half of that per range (a call makes
+        a forward and a backward range).
+    Seconds each."""
+    v = torch.zeros(16, device=device, requires_grad=True)
+
+    class Probe(torch.nn.Module):
+        def forward(self, t):
+            return t * 2
+
+    probe = Probe()
+
+    def per_call(fn):
+        best = float("inf")
+        for _ in range(rounds):
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            best = min(best, (time.perf_counter() - t) / n)
+        return best
+
+    def op():
+        # as a training step records them: autograd on (the profiler notes
+        # each operator's sequence number and the backward node it makes)
+        torch.add(v, 1)
+
+    def call():
+        probe(v).sum().backward()
+
+    op_off = per_call(op)
+    with torch.profiler.profile(activities=activities):
+        op_on = per_call(op)
+        call_off = per_call(call)
+        hooks = install(probe)
+        try:
+            call_on = per_call(call)
+        finally:
+            for h in hooks:
+                h.remove()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return max(0.0, op_on - op_off), max(0.0, call_on - call_off) / 2
+
+
+class _Clock:
+    """Python's perf_counter around the model's forward calls, from the
+    profiler's creation on: the interval from one call to the next (an
+    iteration: forward, backward, optimizer step, data) and the call itself,
+    before profiling and while it runs. The profiled step beside the
+    unprofiled one shows what the profiler's own hooks and ranges cost."""
+
+    KEEP = 64
+
+    def __init__(self, model):
+        import collections
+        self.calls = {"before": collections.deque(maxlen=self.KEEP),
+                      "profiled": collections.deque(maxlen=self.KEEP)}
+        self.phase = "before"
+        self.t0 = None
+        self.last = {"before": None, "profiled": None}
+        self.iters = {"before": collections.deque(maxlen=self.KEEP),
+                      "profiled": collections.deque(maxlen=self.KEEP)}
+        self.depth = 0
+        self.handles = [model.register_forward_pre_hook(self._pre),
+                        model.register_forward_hook(self._post)]
+
+    def _pre(self, mod, inp):
+        self.depth += 1
+        if self.depth > 1:      # a recursive call of the model: not a step
+            return
+        now = time.perf_counter()
+        last = self.last[self.phase]
+        if last is not None:
+            self.iters[self.phase].append(now - last)
+        self.last[self.phase] = now
+        self.t0 = now
+
+    def _post(self, mod, inp, out):
+        self.depth = max(0, self.depth - 1)
+        if self.depth == 0 and self.t0 is not None:
+            self.calls[self.phase].append(time.perf_counter() - self.t0)
+            self.t0 = None
+
+    def start(self):
+        self.depth = 0
+        self.phase = "profiled"
+        self.calls["profiled"].clear()
+        self.iters["profiled"].clear()
+        self.last["profiled"] = None
+
+    def stop(self):
+        self.phase = "before"
+        # the next unprofiled interval must not span the profiling
+        self.last["before"] = None
+
+    @staticmethod
+    def _median(xs):
+        xs = sorted(xs)
+        if not xs:
+            return 0.0
+        k = len(xs) // 2
+        return xs[k] if len(xs) % 2 else 0.5 * (xs[k - 1] + xs[k])
+
+    def figures(self):
+        """(before_calls, before_iter_s, before_fwd_s, profiled_calls,
+        profiled_iter_s, profiled_fwd_s): medians; the calls are the forward
+        calls seen (the intervals between them are one fewer)."""
+        b, p = self.calls["before"], self.calls["profiled"]
+        return (len(self.iters["before"]) + 1 if self.iters["before"] else len(b),
+                self._median(self.iters["before"]), self._median(b),
+                len(self.iters["profiled"]) + 1 if self.iters["profiled"] else len(p),
+                self._median(self.iters["profiled"]), self._median(p))
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
 class FlopsProfiler:
     """DeepSpeed's FlopsProfiler(model): start_profile(), run training steps
     (forward, backward, optimizer step), stop_profile(), then
     get_total_flops/macs/params/duration and print_model_profile();
-    end_profile() removes the hooks. Works on the CPU and on a GPU."""
+    end_profile() removes what the profiler added. Works on the CPU and on a
+    GPU; the model may be called with positional and keyword arguments
+    (model(input_ids=..., labels=...)) and return any output (a tensor, a
+    tuple, a Hugging Face ModelOutput, an object with `.loss`).
+
+    From its creation it times the model's forward calls with a plain clock
+    (two cheap hooks on the model), so that steps run before start_profile
+    show what a step costs without the profiler."""
 
     def __init__(self, model, ds_engine=None, recompute_fwd_factor=0.0):
         self.model = model
+        self.ds_engine = ds_engine
+        self.recompute_fwd_factor = recompute_fwd_factor
         self.started = False
         self.func_patched = False
         self._prof = None
         self._hooks = []
+        self._recorder = None
         self._result = None
-        self._args = None
-        self._tmp = None
+        self._call = None
+        self._train = None
+        self._clock = _Clock(model)
 
     # ---- recording ----
     def start_profile(self, ignore_list=None):
-        if self.started:
-            return
-        self._result = None
-        self._args = None
+        """Start recording. ignore_list: module types (as DeepSpeed compares
+        them: type(module) in ignore_list) left out with their submodules:
+        not timed, their MACs and FLOPs counted nowhere (params still are)."""
+        if self.started and self.func_patched:
+            return          # recording already
+        self.reset_profile()
+        if not self._clock.handles:     # end_profile removed it: time again from now
+            self._clock = _Clock(self.model)
+        self._call = None
+        self._first = {}              # name -> calls in the first recorded forward
+        self._first_state = 0         # 0 before it, 1 during it, 2 after
+        self._paths = {}              # name -> {trace path: calls}
+        self._stack = []              # (label, call id) of the modules running now
+        self._next_call = 0
         self._ranges = _Ranges()
         self._bwd_queued = False
-        kineto = torch.autograd.kineto_available() if hasattr(torch.autograd,
-                                                               "kineto_available") else False
-        self._kineto = kineto
         labels = _labels(self.model)
-        ignore = tuple(ignore_list or ())
+        self._ignored = set(torchprof.ignored_names(self.model, ignore_list))
         for name, m in self.model.named_modules():
-            if ignore and isinstance(m, ignore):
+            if self._left_out(name):
                 continue
-            self._hook(m, labels[name], root=(name == ""))
+            self._hook(m, name, labels[name], root=(name == ""))
+        self._recorder = _CallRecorder(self.model, self._record_call)
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
+        try:
+            device = next(self.model.parameters()).device
+        except StopIteration:
+            device = torch.device("cpu")
+        self._costs = _calibrate(acts, device, self._probe_hooks)
+        self._paths.pop(self._PROBE, None)
+        kineto = torch.autograd.kineto_available() if hasattr(torch.autograd,
+                                                               "kineto_available") else False
         # the module ranges are ours on every PyTorch (one naming for the
         # forward and backward trees); with Kineto, shapes for its FLOP counts
-        kw = dict(activities=acts, record_shapes=kineto)
-        self._prof = torch.profiler.profile(**kw)
+        self._prof = torch.profiler.profile(activities=acts, record_shapes=kineto)
         self._prof.__enter__()
+        self._clock.start()
         self.started = True
+        self.func_patched = True
 
-    def _hook(self, m, label, root):
+    _PROBE = "\0probe"
+
+    def _probe_hooks(self, probe):
+        """The profiler's own hooks on a probe module (calibration): their
+        handles, kept apart from the model's."""
+        n = len(self._hooks)
+        self._hook(probe, self._PROBE, "Probe_0", root=False)
+        hooks = self._hooks[n:]
+        del self._hooks[n:]
+        return hooks
+
+    def _left_out(self, name):
+        return any(name == x or name.startswith(x + ".") or x == "" for x in self._ignored)
+
+    def _record_call(self, args, kwargs):
+        """The model's first recorded call: its arguments, for the export."""
+        if self._call is None:
+            self._call = (_detached(tuple(args)), _detached(dict(kwargs)))
+
+    def _hook(self, m, name, label, root):
         ranges = self._ranges
         fwd_name = "nn.Module: " + label
         bwd_name = "nn.Module.backward: " + label
@@ -161,9 +405,23 @@ class FlopsProfiler:
             self._bwd_queued = False
 
         def pre(mod, inp):
-            if root and self._args is None:
-                self._args = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in inp)
-            st = {"fwd": ranges.enter(fwd_name), "bwd": None,
+            # where it runs: its path in the trace's tree (the labels of the
+            # modules whose ranges are open), whatever holds it
+            path = ".".join([x[0] for x in self._stack] + [label])
+            seen = self._paths.setdefault(name, {})
+            seen[path] = seen.get(path, 0) + 1
+            self._next_call += 1
+            call = self._next_call
+            anc = frozenset(x[1] for x in self._stack)
+            self._stack.append((label, call))
+            # the calls of each module in the first recorded forward (the one
+            # exported): the static profile's figures cover these
+            if root and self._first_state == 0:
+                self._first_state = 1
+            if self._first_state == 1:
+                self._first[name] = self._first.get(name, 0) + 1
+            st = {"fwd": ranges.enter(fwd_name), "bwd": None, "depth": len(self._stack),
+                  "call": call, "anc": anc,
                   "inputs": [t for t in _tensors(inp) if t.requires_grad]}
             calls.append(st)
 
@@ -171,6 +429,9 @@ class FlopsProfiler:
             if not calls:
                 return
             st = calls.pop()
+            del self._stack[st["depth"] - 1:]
+            if root and self._first_state == 1:
+                self._first_state = 2
             if st["fwd"] is not None:
                 ranges.exit(st["fwd"])
             if not torch.is_grad_enabled():
@@ -181,7 +442,7 @@ class FlopsProfiler:
 
             def enter():
                 if st["bwd"] is None:
-                    st["bwd"] = ranges.enter(bwd_name)
+                    st["bwd"] = ranges.enter(bwd_name, st["call"], st["anc"])
                     if not self._bwd_queued:
                         self._bwd_queued = True
                         torch.autograd.Variable._execution_engine.queue_callback(end_of_backward)
@@ -199,14 +460,18 @@ class FlopsProfiler:
         self._hooks.append(m.register_forward_hook(post))
 
     def stop_profile(self):
-        """Stop recording and analyse the trace (steps done so far)."""
-        if not self.started:
+        """Stop recording and analyse the trace (the steps done so far)."""
+        if not self.started or self._prof is None or not self.func_patched:
             return
-        self.started = False
+        self.func_patched = False
+        self._clock.stop()
         self._ranges.close_all()
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self._recorder is not None:
+            self._recorder.remove()
+            self._recorder = None
         self._prof.__exit__(None, None, None)
         tmp = tempfile.mkdtemp(prefix="modelprof-")
         try:
@@ -216,14 +481,20 @@ class FlopsProfiler:
             model_path = self._export(tmp)
             self._close_train()
             self._train = _lib.Train(path, model_path, self._modules())
+            self._train.set_clock(*self._clock.figures())
+            self._train.set_overhead(*self._costs)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self._result = self._combine()
 
     def end_profile(self):
+        """Stop (when recording) and remove everything the profiler added to
+        the model, its clock hooks included."""
         if self.started:
             self.stop_profile()
+        self.started = False
         self._prof = None
+        self._clock.remove()
 
     def reset_profile(self):
         self._result = None
@@ -232,20 +503,27 @@ class FlopsProfiler:
     # ---- the figures ----
     def _export(self, tmp):
         """The model exported (in the mode it trains in) with the first
-        recorded call's inputs; None when no call was recorded."""
-        if self._args is None:
+        recorded call's arguments; None when no call was recorded."""
+        if self._call is None:
             return None
         path = os.path.join(tmp, "model.onnx")
-        torchprof.export_onnx(self.model, self._args, {}, path)
+        args, kwargs = self._call
+        torchprof.export_onnx(self.model, args, kwargs, path)
         return path
 
     def _modules(self):
-        """(name, class, path in the trace's module tree, params) per module,
-        named_modules order: what the library joins on."""
-        labels = _labels(self.model)
-        tpaths = _trace_paths(self.model, labels)
-        return [(name, type(m).__name__, tpaths[name], sum(p.numel() for p in m.parameters()))
-                for name, m in self.model.named_modules()]
+        """(name, class, paths in the trace's module tree, params, calls in
+        the exported forward, ignored) per module, named_modules order: what
+        the library joins on."""
+        first = self._first
+        out = []
+        for name, m in self.model.named_modules():
+            paths = sorted(self._paths.get(name, {}).items(), key=lambda kv: -kv[1])
+            out.append((name, type(m).__name__, [p for p, _ in paths],
+                        sum(p.numel() for p in m.parameters()),
+                        first.get(name, 0),
+                        name in self._ignored))
+        return out
 
     def _close_train(self):
         t = getattr(self, "_train", None)
@@ -256,10 +534,11 @@ class FlopsProfiler:
     def _combine(self):
         j = self._train.json()
         rows = {x["name"]: x for x in j["modules"]}
-        return {"rows": rows, "trace": self._trace, "module_time": j["module_time"]}
+        return {"rows": rows, "trace": self._trace, "module_time": j["module_time"],
+                "clock": j["clock"]}
 
     def _need(self):
-        if self.started:
+        if self.started and self.func_patched:
             self.stop_profile()
         if self._result is None:
             raise ModelprofError("FlopsProfiler: nothing profiled (call start_profile and "
@@ -270,38 +549,46 @@ class FlopsProfiler:
         return self._need()["rows"][""]
 
     def get_total_flops(self, as_string=False):
+        """The model's forward FLOPs over the profiled calls (DeepSpeed sums
+        each call's), as a number or DeepSpeed's string."""
         v = self._root()["flops"]
         return torchprof.number_to_string(v) if as_string else v
 
     def get_total_macs(self, as_string=False):
+        """The model's forward MACs over the profiled calls."""
         v = self._root()["macs"]
         return torchprof.macs_to_string(v) if as_string else v
 
     def get_total_params(self, as_string=False):
+        """The model's parameters (every one, as model.parameters() counts
+        them)."""
         v = self._root()["params"]
         return torchprof.params_to_string(v) if as_string else v
 
     def get_total_duration(self, as_string=False):
-        """Forward time of the model over the profiled calls (seconds)."""
+        """The model's forward time over the profiled calls, in seconds (as
+        DeepSpeed sums each call's)."""
         v = self._root()["fwd_s"]
         return torchprof.duration_to_string(v) if as_string else v
 
     def get_total_backward_duration(self, as_string=False):
+        """The model's backward time over the profiled calls, in seconds."""
         v = self._root()["bwd_s"]
         return torchprof.duration_to_string(v) if as_string else v
 
     def get_module_profile(self):
         """Per module (by its name in named_modules): calls, fwd_s, bwd_s,
-        params, macs, flops."""
+        params, macs, flops, container, ignored (docs/JSON.md, "Training
+        profile")."""
         return self._need()["rows"]
 
     def print_model_profile(self, profile_step=1, module_depth=-1, top_modules=1,
                             detailed=True, output_file=None):
+        """DeepSpeed's print_model_profile: the summary, the aggregated
+        profile (top_modules per depth, down to module_depth; -1 every
+        depth) and, when detailed, the whole module tree; into output_file
+        (its folder made when missing) when given, else on stdout."""
         self._need()
         text = self._train.report(_lib.TEXT, step=profile_step, depth=module_depth,
                                   top=top_modules, detailed=detailed)
-        if output_file:
-            with open(output_file, "w", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            sys.stdout.write(text)
+        torchprof._write_or_print(text, output_file)

@@ -39,6 +39,7 @@ static unsigned mp__op_kind(const char *domain, const char *op) {
 typedef struct mp__use {
     int node, op, slot, next;
     bool copy;
+    bool stand_in;  /* the node took it for another, equal parameter (mp__fx_params) */
 } mp__use;
 
 /* Liveness state of a value during the walk (mp__walk.live): */
@@ -79,6 +80,10 @@ typedef struct mp__walk {
      * (-1: its own) and the value that counts it instead (-1: itself) */
     int64_t *pcount;
     int *alias;
+    /* declared parameters counted by PyTorch's shape (mp__fx_params), per
+     * m->sig_params index: elements (0: not), the node that took it, dtype */
+    int64_t *role_numel;
+    int *role_node, *role_dtype;
     int *node_op;             /* per node: its op type (before the op types are sorted) */
     int *pos;                 /* per node: its place in the execution order */
     int *ubuf, cap_ubuf;      /* one value's uses in execution order (mp__param) */
@@ -377,6 +382,7 @@ static bool mp__use_add(mp__walk *w, int v, int k, int op, bool copy, int slot) 
     u->node = k;
     u->op = op;
     u->copy = copy;
+    u->stand_in = false;
     u->slot = slot;
     u->next = w->live[v] < MP__KEPT ? MP__KEPT_LAST(w->live[v]) : -1;
     w->live[v] = MP__KEPT - 1 - w->n_uses++;
@@ -925,7 +931,8 @@ static void mp__param(mp__walk *w, int v, int *stamp, int *op_stamp) {
      * the first node that reads it counts it in its op type's row */
     int nu = 0;
     for (int e = first; e >= 0; e = w->uses[e].next) {
-        if (w->uses[e].copy) continue;
+        /* the copy is its own param; a stand-in use counts for another one */
+        if (w->uses[e].copy || w->uses[e].stand_in) continue;
         int *nb = mp_grow(w->ubuf, sizeof *w->ubuf, &w->cap_ubuf, nu + 1);
         if (!nb) {
             w->nomem = true;
@@ -1026,6 +1033,179 @@ static const char *mp__fold_how(const char *name) {
     return NULL;
 }
 
+/* ---- parameters by their role in the fx node (docs/COUNTING.md,
+ * "Merged and folded parameters") ---- */
+
+/* Dim d of node k's first output (d < 0 counts from the end); -1 unknown. */
+static int64_t mp__out_dim(const mp_graph *g, const mp_node *n, int d) {
+    if (n->n_out < 1 || n->out[0] < 0) return -1;
+    const mp_value *v = &g->values[n->out[0]];
+    if (v->rank <= 0 || !v->dims) return -1;
+    int i = d < 0 ? v->rank + d : d;
+    return i >= 0 && i < v->rank ? v->dims[i] : -1;
+}
+
+/* The elements PyTorch gives the parameter at argument `arg` of the ATen
+ * operator `fx` took it in, from node k's output (-1: no rule). PyTorch's
+ * own shapes: Linear's bias has out_features elements (linear(x, W, b),
+ * addmm(b, x, W): the output's last dim); a convolution's bias out_channels
+ * (conv*(x, W, b): the output's dim 1); LayerNorm's and RMSNorm's weight and
+ * bias the normalized_shape (layer_norm(x, shape, w, b), rms_norm(x, shape,
+ * w): the literal shape, else the output's last dim); BatchNorm's,
+ * GroupNorm's and InstanceNorm's weight and bias num_features / channels
+ * (batch_norm(x, w, b, ...), group_norm(x, G, w, b), instance_norm(x, w, b,
+ * ...): the output's dim 1). A weight matrix has no such rule: what the
+ * exporter made of one is counted by mp__derived. */
+static int64_t mp__fx_role_numel(const mp_graph *g, const mp_node *n, const mp_fx *fx, int arg) {
+    const char *t = fx->target;
+    if (!t) return -1;
+    if (strcmp(t, "linear") == 0) return arg == 2 ? mp__out_dim(g, n, -1) : -1;
+    if (strcmp(t, "addmm") == 0) return arg == 0 ? mp__out_dim(g, n, -1) : -1;
+    if (strncmp(t, "conv", 4) == 0 || strcmp(t, "convolution") == 0 ||
+        strcmp(t, "_convolution") == 0)
+        return arg == 2 ? mp__out_dim(g, n, 1) : -1;
+    if (strcmp(t, "layer_norm") == 0 || strcmp(t, "native_layer_norm") == 0 ||
+        strcmp(t, "rms_norm") == 0)
+        return arg == 2 || (arg == 3 && t[0] != 'r')
+                   ? (fx->norm_numel > 0 ? fx->norm_numel : mp__out_dim(g, n, -1))
+                   : -1;
+    if (strcmp(t, "group_norm") == 0 || strcmp(t, "native_group_norm") == 0)
+        return arg == 2 || arg == 3 ? mp__out_dim(g, n, 1) : -1;
+    if (strstr(t, "batch_norm") || strcmp(t, "instance_norm") == 0)
+        return arg == 1 || arg == 2 ? mp__out_dim(g, n, 1) : -1;
+    return -1;
+}
+
+/* The m->sig_params index of a placeholder name, -1. */
+static int mp__sig_index(const mp_strmap *by_name, const char *name) {
+    return name ? mp_strmap_get(by_name, name) : -1;
+}
+
+static bool mp__sig_present(const mp_graph *g, const struct mp_sig_param *sp);
+
+/* A model with a graph signature whose nodes carry their fx node: a
+ * declared parameter the graph no longer holds by its name (the optimizer
+ * merged it with an equal tensor, or folded it into the node that took it)
+ * is still named among the fx node's arguments. When PyTorch's shape for
+ * its role there is known (mp__fx_role_numel) it counts as a parameter of
+ * its own, in the module that owns it; a node that took another declared
+ * parameter in its place (an equal tensor the optimizer kept) does not use
+ * that one (its use is a stand-in: the kept tensor's own module keeps
+ * it). */
+static mp_status mp__fx_params(mp__walk *w) {
+    mp_model *m = w->p->m;
+    mp_graph *g = w->g;
+    int ns = m->n_sig_params;
+    if (!m->has_signature || g != m->graph || ns <= 0) return MP_OK;
+    mp_strmap by_name = {0};
+    for (int i = 0; i < ns; i++)
+        if (m->sig_params[i].name && mp_strmap_put(&by_name, m->sig_params[i].name, i)) {
+            mp_strmap_free(&by_name);
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+    w->role_numel = calloc((size_t)ns, sizeof *w->role_numel);
+    w->role_node = malloc(sizeof *w->role_node * (size_t)ns);
+    w->role_dtype = calloc((size_t)ns, sizeof *w->role_dtype);
+    char *absent = calloc((size_t)ns, 1);
+    if (!w->role_numel || !w->role_node || !w->role_dtype || !absent) {
+        free(absent);
+        mp_strmap_free(&by_name);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < ns; i++) {
+        w->role_node[i] = -1;
+        absent[i] = !mp__sig_present(g, &m->sig_params[i]);
+    }
+    /* the shapes, from the first node (in order) that took each */
+    for (int oi = 0; oi < g->n_nodes; oi++) {
+        int k = g->order[oi];
+        const mp_node *n = &g->nodes[k];
+        if (!n->fx) continue;
+        for (int j = 0; j < n->fx->n_params; j++) {
+            int i = mp__sig_index(&by_name, n->fx->params[j]);
+            if (i < 0 || !absent[i] || w->role_numel[i] > 0) continue;
+            int64_t e = mp__fx_role_numel(g, n, n->fx, n->fx->args[j]);
+            if (e <= 0) continue;
+            w->role_numel[i] = e;
+            w->role_node[i] = k;
+            const mp_value *o = n->n_out > 0 && n->out[0] >= 0 ? &g->values[n->out[0]] : NULL;
+            w->role_dtype[i] = o && mp_dtype_is_float(o->dtype) ? o->dtype : MP_DT_FLOAT;
+        }
+    }
+    /* stand-ins: a use of a declared parameter by a node whose fx node
+     * names another, absent one of the same elements in its place */
+    for (int ii = 0; ii < w->n_inits; ii++) {
+        int v = w->inits[ii];
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_PARAM) || !val->init) continue;
+        int own = mp__sig_index(&by_name, val->name);
+        if (own < 0)
+            for (int i = 0; i < ns && own < 0; i++)
+                if (m->sig_params[i].target && strcmp(m->sig_params[i].target, val->name) == 0)
+                    own = i;
+        if (own < 0) continue;
+        const char *own_name = m->sig_params[own].name;
+        for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+            mp__use *u = &w->uses[e];
+            const mp_node *n = &g->nodes[u->node];
+            if (u->copy || !n->fx) continue;
+            bool takes_own = false;
+            for (int j = 0; j < n->fx->n_params; j++)
+                if (own_name && strcmp(n->fx->params[j], own_name) == 0) takes_own = true;
+            if (takes_own) continue;
+            for (int j = 0; j < n->fx->n_params; j++) {
+                int i = mp__sig_index(&by_name, n->fx->params[j]);
+                if (i >= 0 && absent[i] && w->role_numel[i] == val->init->numel) {
+                    u->stand_in = true;
+                    break;
+                }
+            }
+        }
+    }
+    free(absent);
+    mp_strmap_free(&by_name);
+    return MP_OK;
+}
+
+/* Count the parameters mp__fx_params resolved: the total, by dtype, the
+ * node that took each, its op type, and the module owning it (its
+ * target's path less the last name; the node's module when the tree has no
+ * such module) with its ancestors. */
+static void mp__fx_count(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    bool *ovf = &w->ovf;
+    for (int i = 0; w->role_numel && i < m->n_sig_params; i++) {
+        if (w->role_numel[i] <= 0) continue;
+        uint64_t n = (uint64_t)w->role_numel[i];
+        int dt = w->role_dtype[i];
+        uint64_t bytes = mp_dtype_bytes(dt, (int64_t)n);
+        p->total.params = mp_uadd(p->total.params, n, ovf);
+        p->total.param_bytes = mp_uadd(p->total.param_bytes, bytes, ovf);
+        p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, ovf);
+        p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, ovf);
+        p->params_by_role_n++;
+        p->params_by_role = mp_uadd(p->params_by_role, n, ovf);
+        mp_node *nd = &g->nodes[w->role_node[i]];
+        nd->cost.params = mp_uadd(nd->cost.params, n, ovf);
+        nd->cost.param_bytes = mp_uadd(nd->cost.param_bytes, bytes, ovf);
+        int op = mp__op_index(w, nd);
+        if (op >= 0) {
+            p->ops[op].fig.params = mp_uadd(p->ops[op].fig.params, n, ovf);
+            p->ops[op].fig.param_bytes = mp_uadd(p->ops[op].fig.param_bytes, bytes, ovf);
+        }
+        const char *t = m->sig_params[i].target;
+        const char *dot = t ? strrchr(t, '.') : NULL;
+        int md = dot ? mp_strmap_getn(&m->module_paths, t, (size_t)(dot - t)) : -1;
+        if (md < 0) md = nd->module;
+        for (; md >= 0; md = m->modules[md].parent) {
+            p->mods[md].params = mp_uadd(p->mods[md].params, n, ovf);
+            p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, ovf);
+        }
+    }
+}
+
 /* Is the signature's parameter in the graph (an initializer or an input,
  * by its name or target)? */
 static bool mp__sig_present(const mp_graph *g, const struct mp_sig_param *sp) {
@@ -1063,6 +1243,37 @@ static bool mp__broadcasts_to(int rank, const int64_t *dims, const mp_tensor *t)
     return true;
 }
 
+/* Is the undeclared tensor v used only by nodes whose fx nodes name their
+ * parameters, each of them counted (in the graph by name, or by PyTorch's
+ * shape)? Then the exporter computed it from counted parameters: a fold
+ * that adds nothing. */
+static bool mp__fx_folded_counted(const mp__walk *w, int v, mp_param_note *note) {
+    const mp_model *m = w->p->m;
+    const mp_graph *g = w->g;
+    bool any = false;
+    for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
+        if (w->uses[e].copy) continue;
+        const mp_fx *fx = g->nodes[w->uses[e].node].fx;
+        if (!fx || !w->role_numel) return false;
+        for (int j = 0; j < fx->n_params; j++) {
+            int i = -1;
+            for (int s = 0; s < m->n_sig_params && i < 0; s++)
+                if (m->sig_params[s].name && strcmp(m->sig_params[s].name, fx->params[j]) == 0)
+                    i = s;
+            if (i < 0) return false;
+            if (w->role_numel[i] <= 0 && !mp__sig_present(g, &m->sig_params[i])) return false;
+            bool dup = false;
+            for (int s = 0; s < note->n_src && s < MP_PNOTE_SRC; s++) dup |= note->src[s] == i;
+            if (!dup) {
+                if (note->n_src < MP_PNOTE_SRC) note->src[note->n_src] = i;
+                note->n_src++;
+            }
+        }
+        any = true;
+    }
+    return any;
+}
+
 /* Constants a model with a graph signature derived from its declared
  * parameters (the optimizer of PyTorch's dynamo exporter folds a weight's
  * transpose, a token's expand over the batch, a cast, a concat): each is
@@ -1087,7 +1298,9 @@ static mp_status mp__derived(mp__walk *w) {
     for (int i = ns - 1; i >= 0; i--) {
         const struct mp_sig_param *sp = &m->sig_params[i];
         shape[i] = claim[i] = -1;
-        if (!sp->target || mp__sig_present(g, sp)) continue;
+        /* counted by PyTorch's shape (mp__fx_params): not a candidate */
+        if (!sp->target || mp__sig_present(g, sp) || (w->role_numel && w->role_numel[i] > 0))
+            continue;
         const char *dot = strrchr(sp->target, '.');
         int md = mp_strmap_getn(&m->module_paths, sp->target, dot ? (size_t)(dot - sp->target) : 0);
         if (md < 0) continue;
@@ -1106,10 +1319,18 @@ static mp_status mp__derived(mp__walk *w) {
         mp_param_note note = {.kind = MP_PNOTE_DERIVED, .value = v, .source = -1};
         note.how = mp__fold_how(val->name);
         note.elems = note.counted = (uint64_t)t->numel;
+        if (mp__fx_folded_counted(w, v, &note)) {
+            /* a fold of parameters counted on their own (a BatchNorm's
+             * shift folded into the convolution's new bias) */
+            note.counted = 0;
+            if (!mp__judged(w, v, 0, -1) || !mp__pnote(p, &note))
+                st = mp_error(MP_ERR_NOMEM, "out of memory");
+            continue;
+        }
         /* its candidates: the absent parameters of the modules using it */
         int cand[64], n_cand = 0;
         for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next) {
-            int md = w->uses[e].copy ? -1 : g->nodes[w->uses[e].node].module;
+            int md = w->uses[e].copy || w->uses[e].stand_in ? -1 : g->nodes[w->uses[e].node].module;
             for (int i = md >= 0 ? head[md] : -1; i >= 0 && n_cand < 64; i = next[i]) {
                 bool dup = false;
                 for (int c = 0; c < n_cand; c++) dup |= cand[c] == i;
@@ -1314,7 +1535,8 @@ static mp_status mp__params(mp__walk *w) {
         const mp_value *src = &g->values[n->in[0]];
         if (mp__is_param(w, n->out[0], src->init, &buffer)) g->values[n->out[0]].flags |= MP_VAL_PARAM;
     }
-    mp_status jst = mp__judge(w);
+    mp_status jst = mp__fx_params(w);
+    if (!jst) jst = mp__judge(w);
     if (jst) return jst;
     int n_chain = 0, *chain = NULL;
     if (w->any_dequant) {
@@ -1343,6 +1565,7 @@ static mp_status mp__params(mp__walk *w) {
         if (g->values[v].flags & MP_VAL_PARAM) mp__param(w, v, stamp, op_stamp);
     }
     for (int c = 0; c < n_chain; c++) mp__param(w, chain[c], stamp, op_stamp);
+    mp__fx_count(w);
     free(stamp);
     free(chain);
     if (w->nomem) return mp_error(MP_ERR_NOMEM, "out of memory");
@@ -1509,6 +1732,9 @@ mp_status mp_profile_static_live(mp_model *m, uint64_t *live, mp_profile **out) 
     free(w->ubuf);
     free(w->pcount);
     free(w->alias);
+    free(w->role_numel);
+    free(w->role_node);
+    free(w->role_dtype);
     free(w);
     if (st) {
         mp_profile_free(p);
@@ -1528,6 +1754,13 @@ void mp_profile_free_measured(mp_profile *p) {
     free(p->mod_fused);
     for (int i = 0; i < p->n_groups; i++) free((char *)p->groups[i].name);
     free(p->groups);
+    free(p->stamps.node);
+    free(p->stamps.module);
+    free(p->stamps.first);
+    free(p->stamps.nodes);
+    free(p->stamps.start);
+    free(p->stamps.dur);
+    memset(&p->stamps, 0, sizeof p->stamps);
     free(p->unplaced);
     p->unplaced = NULL;
     p->n_unplaced = 0;

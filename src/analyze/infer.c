@@ -141,6 +141,12 @@ mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
         n->desc->cost(&c, &n->cost);
     else
         n->cost.flags |= MP_COST_UNCOUNTED;
+    /* a module left out (DeepSpeed's ignore_modules): no work counted */
+    if (n->module >= 0 && n->module < m->n_modules && m->modules[n->module].ignored) {
+        n->cost.macs = n->cost.flops = 0;
+        n->cost.flags = (n->cost.flags & ~(uint32_t)(MP_COST_UNCOUNTED | MP_COST_UNKNOWN)) |
+                        MP_COST_IGNORED;
+    }
     return MP_OK;
 }
 

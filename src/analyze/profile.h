@@ -123,6 +123,20 @@ typedef struct mp_param_note {
     uint64_t counted;       /* what it adds to params */
 } mp_param_note;
 
+/* The timed passes of a measured run, kept when the run was planned with
+ * keep_timestamps and node timing: the steps in the order they ran (a node,
+ * or a fused group: its head node first), and each pass's start time and
+ * duration of each step (seconds, monotonic clock). What the Chrome/Perfetto
+ * writer reports; iters 0 when not kept. */
+typedef struct mp_stamps {
+    int n_steps, iters;
+    int *node;              /* per step: its head node (main graph index) */
+    int *module;            /* per step: the module its time goes to */
+    int *first;             /* per step + 1: its nodes are nodes[first[s] .. first[s+1]) */
+    int *nodes;             /* head then absorbed nodes of every step */
+    double *start, *dur;    /* iters x n_steps */
+} mp_stamps;
+
 struct mp_profile {
     struct mp_model *m;
     mp_fig total;
@@ -141,6 +155,11 @@ struct mp_profile {
     uint64_t params_bound_excess;  /* elements the bound may count too many, at most */
     uint64_t params_maybe_copies;  /* elements counted that may be copies (MP_PNOTE_MAYBE_COPY) */
     bool bn_folded;
+    /* declared parameters the dynamo exporter's optimizer merged with an
+     * equal one or folded away, counted by PyTorch's shape for their role
+     * in the fx node that took them (docs/COUNTING.md) */
+    int params_by_role_n;
+    uint64_t params_by_role;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */
@@ -168,6 +187,7 @@ struct mp_profile {
     int *mod_fused;         /* per module: 1 + the module whose fused group runs its nodes; 0 none */
     mp_groupstat *groups;   /* by total time, decreasing */
     int n_groups;
+    mp_stamps stamps;       /* the timed passes' step times (keep_timestamps) */
     mp_unplaced *unplaced;  /* an imported profile's events placed on no node, by time */
     int n_unplaced;
     /* cost as exact formulas in the free dims (mp_profile_formulas); NULL

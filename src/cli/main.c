@@ -304,7 +304,7 @@ static int run_measure(run_args *ra, mp_profile *p) {
         print_error("--run: ", mp_last_error());
         rc = EXIT_MODEL;
     }
-    if (!rc && ra->chrome_trace && mp_report_chrome_trace(pl, ra->chrome_trace)) {
+    if (!rc && ra->chrome_trace && mp_report_chrome_trace(p, ra->chrome_trace)) {
         print_error("--chrome-trace: ", mp_last_error());
         rc = EXIT_MODEL;
     }

@@ -9,22 +9,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/trace_cmd.h"
 #include "report/report.h"
 #include "trace/diff.h"
 #include "trace/trace.h"
 
 int mp_trace_main(int argc, char **argv);
 
-enum { TR_EXIT_USAGE = 1, TR_EXIT_INPUT = 2 };
-
 static void tr_usage(FILE *f) {
-    fputs("usage: modelprof trace [OPTIONS] TRACE.json[.gz] | FOLDER\n"
+    fputs("usage: modelprof trace [OPTIONS] TRACE.json[.gz] | DIGEST.json | FOLDER\n"
+          "       modelprof trace --digest TRACE.json[.gz] [-o FILE]\n"
           "       modelprof trace diff [OPTIONS] A.json[.gz] B.json[.gz]\n"
           "\n"
           "What a training step spent its time on, from torch.profiler's Chrome trace\n"
-          "(export_chrome_trace): steps, idle time by cause, operators (key_averages),\n"
-          "kernels, module tree (with_stack/with_modules), memory, efficiency, findings.\n"
-          "A folder of traces (one per rank) is analysed side by side.\n"
+          "(export_chrome_trace): steps, idle time by cause, collectives, operators\n"
+          "(key_averages), kernels, module tree (with_stack/with_modules), memory,\n"
+          "efficiency, findings. A folder of traces (one per rank) is one job: its\n"
+          "collectives matched across ranks, the critical rank of each step, stragglers\n"
+          "and their causes, and the job's time had each run like the median rank.\n"
+          "A digest (--digest) is one rank's analysis in a small JSON; a folder of\n"
+          "digests gives the same report as the folder of traces (mpirun -n N\n"
+          "modelprof-mpi trace FOLDER spreads the ranks over processes).\n"
           "`trace diff A B` compares two runs (B - A): the mean step, and operators (self\n"
           "device time; self CPU time without a device), kernels and modules, per step on\n"
           "average, largest change first (text or json).\n"
@@ -32,6 +37,7 @@ static void tr_usage(FILE *f) {
           "options:\n"
           "  --format text|json|html|csv  report format (default text; html: one self-contained page)\n"
           "  --csv-table steps|kernels  the table --format csv writes (default steps)\n"
+          "  --digest                write the trace's digest (JSON) instead of a report\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "  --peak-tflops X         device peak for MFU (default: datasheet table)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
@@ -65,43 +71,189 @@ static bool ends_with(const char *s, const char *suf) {
     return n >= k && strcmp(s + n - k, suf) == 0;
 }
 
-/* The traces of a folder, by name: *trace.json and *trace.json.gz (what
- * export_chrome_trace and tensorboard_trace_handler are usually given),
- * or, when there are none, every *.json and *.json.gz. */
+/* The traces of a folder, by name: *trace.json, *trace.json.gz (what
+ * export_chrome_trace and tensorboard_trace_handler are usually given) and
+ * *digest.json, or, when there are none, every *.json and *.json.gz. */
 static bool is_trace_name(const char *s, bool strict) {
-    if (strict) return ends_with(s, "trace.json") || ends_with(s, "trace.json.gz");
+    if (strict)
+        return ends_with(s, "trace.json") || ends_with(s, "trace.json.gz") || ends_with(s, "digest.json");
     return ends_with(s, ".json") || ends_with(s, ".json.gz");
 }
 
-static int list_folder(const char *dir, char ***out, int *n) {
+int mp_trace_cli_files(const char *dir, char ***out, int *n) {
+    *out = NULL;
+    *n = 0;
     DIR *d = opendir(dir);
-    if (!d) return -1;
+    if (!d) {
+        fprintf(stderr, "modelprof: %s: cannot read the folder: %s\n", dir, strerror(errno));
+        return TR_EXIT_INPUT;
+    }
     bool strict = false;
     struct dirent *e;
     while ((e = readdir(d)))
         if (is_trace_name(e->d_name, true)) strict = true;
     rewinddir(d);
     int cap = 0;
-    *n = 0;
-    *out = NULL;
+    int rc = 0;
     while ((e = readdir(d))) {
         if (!is_trace_name(e->d_name, strict)) continue;
         if (*n == cap) {
             cap = cap ? cap * 2 : 16;
             char **nn = realloc(*out, (size_t)cap * sizeof **out);
-            if (!nn) break;
+            if (!nn) {
+                rc = TR_EXIT_INPUT;
+                break;
+            }
             *out = nn;
         }
         size_t dl = strlen(dir);
         while (dl > 1 && dir[dl - 1] == '/') dl--;
         size_t len = dl + strlen(e->d_name) + 2;
         char *p = malloc(len);
-        if (!p) break;
+        if (!p) {
+            rc = TR_EXIT_INPUT;
+            break;
+        }
         snprintf(p, len, "%.*s/%s", (int)dl, dir, e->d_name);
         (*out)[(*n)++] = p;
     }
     closedir(d);
+    if (rc) fputs("modelprof: out of memory\n", stderr);
     if (*n) qsort(*out, (size_t)*n, sizeof **out, name_cmp);
+    if (!rc && *n == 0) {
+        fprintf(stderr, "modelprof: %s: no *.json or *.json.gz traces in the folder\n", dir);
+        rc = TR_EXIT_INPUT;
+    }
+    return rc;
+}
+
+void mp_trace_cli_files_free(char **files, int n) {
+    for (int i = 0; i < n; i++) free(files[i]);
+    free(files);
+}
+
+int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
+    memset(a, 0, sizeof *a);
+    a->o = (mp_trace_options){0, -1, 20};
+    a->csv_table = "steps";
+    /* `trace diff A B` takes the same options, and two traces */
+    a->diff = argc > 1 && strcmp(argv[1], "diff") == 0;
+    for (int i = a->diff ? 2 : 1; i < argc; i++) {
+        const char *x = argv[i];
+        bool has_val = i + 1 < argc;
+        if (strcmp(x, "-h") == 0 || strcmp(x, "--help") == 0) {
+            tr_usage(stdout);
+            a->help = true;
+            return 0;
+        } else if (strcmp(x, "--format") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", x);
+            const char *v = argv[++i];
+            if (strcmp(v, "json") == 0) a->format = 1;
+            else if (strcmp(v, "text") == 0) a->format = 0;
+            else if (strcmp(v, "html") == 0) a->format = 2;
+            else if (strcmp(v, "csv") == 0) a->format = 3;
+            else return tr_usage_error("unknown format", v);
+        } else if (strcmp(x, "--csv-table") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", x);
+            a->csv_table = argv[++i];
+            if (strcmp(a->csv_table, "steps") != 0 && strcmp(a->csv_table, "kernels") != 0)
+                return tr_usage_error("--csv-table wants steps or kernels, not", a->csv_table);
+        } else if (strcmp(x, "--digest") == 0) {
+            a->digest = true;
+        } else if (strcmp(x, "-o") == 0 || strcmp(x, "--output") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", x);
+            a->out_path = argv[++i];
+        } else if (strcmp(x, "--peak-tflops") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", x);
+            char *end;
+            double v = strtod(argv[++i], &end);
+            if (*end || !(v > 0 && v < 1e7))
+                return tr_usage_error("--peak-tflops wants a positive number, not", argv[i]);
+            a->o.peak_tflops = v;
+        } else if (strcmp(x, "--depth") == 0 || strcmp(x, "--top") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", x);
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < -1 || v > 1000000) return tr_usage_error("bad number", argv[i]);
+            if (x[2] == 'd') a->o.depth = (int)v;
+            else a->o.top = (int)v;
+        } else if (x[0] == '-' && x[1]) {
+            return tr_usage_error("unknown option", x);
+        } else if (a->diff && a->input) {
+            if (a->input2) return tr_usage_error("trace diff compares two traces; a third was given:", x);
+            a->input2 = x;
+        } else {
+            if (a->input) return tr_usage_error("more than one input given:", x);
+            a->input = x;
+        }
+    }
+    if (a->diff) {
+        if (a->format == 2 || a->format == 3)
+            return tr_usage_error("trace diff writes text or json, not", a->format == 2 ? "html" : "csv");
+        if (a->digest) return tr_usage_error("trace diff compares two traces; it writes no", "--digest");
+        if (!a->input2) {
+            fputs("modelprof trace diff: give two traces, A (control) and B (test)\n"
+                  "(see modelprof trace --help)\n", stderr);
+            return TR_EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (!a->input) {
+        tr_usage(stderr);
+        return TR_EXIT_USAGE;
+    }
+    struct stat sb;
+    a->folder = stat(a->input, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (a->digest && a->folder)
+        return tr_usage_error("--digest takes one trace, not a folder:", a->input);
+    return 0;
+}
+
+void mp_trace_cli_error(const char *msg) { tr_print_error(msg); }
+
+typedef struct tr_write {
+    mp_trace *const *t;
+    int n;
+    const mp_tjob *job;
+    const tr_args *a;
+} tr_write;
+
+static mp_status tr_write_report(void *ud, FILE *f) {
+    const tr_write *x = ud;
+    const mp_trace *const *t = (const mp_trace *const *)x->t;
+    if (x->a->digest) return mp_trace_digest_write(t[0], f);
+    switch (x->a->format) {
+    case 1: return mp_trace_report_json(t, x->n, x->job, &x->a->o, f);
+    case 2: return mp_trace_report_html(t, x->n, x->job, &x->a->o, f);
+    case 3: return mp_trace_report_csv(t, x->n, x->a->csv_table, f);
+    default: return mp_trace_report_text(t, x->n, x->job, &x->a->o, f);
+    }
+}
+
+static mp_status tr_write_stdout(const tr_write *x) {
+    mp_status st = tr_write_report((void *)x, stdout);
+    if (st == MP_OK && (fflush(stdout) != 0 || ferror(stdout)))
+        st = mp_error(MP_ERR_IO, "cannot write the report: %s", strerror(errno));
+    return st;
+}
+
+int mp_trace_cli_report(mp_trace **t, int n, const tr_args *a) {
+    mp_tjob job;
+    memset(&job, 0, sizeof job);
+    if (n > 1 && !a->digest && mp_trace_job(t, n, &job) != MP_OK) {
+        tr_print_error(mp_last_error());
+        return TR_EXIT_INPUT;
+    }
+    tr_write x = {t, n, n > 1 ? &job : NULL, a};
+    /* -o: written next to the file and renamed over it, mode 0666 less the
+     * umask (report.c), as every report file */
+    mp_status st = a->out_path ? mp_write_file_atomic(a->out_path, tr_write_report, &x)
+                               : tr_write_stdout(&x);
+    mp_tjob_free(&job);
+    if (st != MP_OK) {
+        tr_print_error(mp_last_error());
+        return TR_EXIT_INPUT;
+    }
     return 0;
 }
 
@@ -121,12 +273,13 @@ static mp_status diff_write(void *ud, FILE *f) {
 }
 
 /* `modelprof trace diff A B`: two runs compared (src/trace/diff.h). */
-static int diff_run(const char *const in[2], const mp_trace_options *o, bool json, const char *out_path) {
+static int diff_run(const tr_args *a) {
+    const char *in[2] = {a->input, a->input2};
     mp_trace t[2];
     memset(t, 0, sizeof t);
     int rc = 0;
     for (int s = 0; s < 2 && !rc; s++)
-        if (mp_trace_open(in[s], o, &t[s]) != MP_OK) {
+        if (mp_trace_open(in[s], &a->o, &t[s]) != MP_OK) {
             tr_print_error(mp_last_error());
             rc = TR_EXIT_INPUT;
         }
@@ -135,8 +288,9 @@ static int diff_run(const char *const in[2], const mp_trace_options *o, bool jso
         tr_print_error(mp_last_error());
         rc = TR_EXIT_INPUT;
     } else if (!rc) {
-        diff_job j = {&d, o, json};
-        mp_status st = out_path ? mp_write_file_atomic(out_path, diff_write, &j) : diff_write(&j, stdout);
+        diff_job j = {&d, &a->o, a->format == 1};
+        mp_status st = a->out_path ? mp_write_file_atomic(a->out_path, diff_write, &j)
+                                   : diff_write(&j, stdout);
         if (st != MP_OK) {
             tr_print_error(mp_last_error());
             rc = TR_EXIT_INPUT;
@@ -149,97 +303,24 @@ static int diff_run(const char *const in[2], const mp_trace_options *o, bool jso
 }
 
 int mp_trace_main(int argc, char **argv) {
-    /* `trace diff A B` takes the same options, and two traces */
-    bool diff = argc > 1 && strcmp(argv[1], "diff") == 0;
-    mp_trace_options o = {0, -1, 20};
-    int format = 0; /* 0 text, 1 json, 2 html, 3 csv */
-    const char *csv_table = "steps";
-    const char *out_path = NULL, *input = NULL, *in[2] = {NULL, NULL};
-    for (int i = diff ? 2 : 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            tr_usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--format") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            const char *v = argv[++i];
-            if (strcmp(v, "json") == 0) format = 1;
-            else if (strcmp(v, "text") == 0) format = 0;
-            else if (strcmp(v, "html") == 0) format = 2;
-            else if (strcmp(v, "csv") == 0) format = 3;
-            else return tr_usage_error("unknown format", v);
-        } else if (strcmp(a, "--csv-table") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            csv_table = argv[++i];
-            if (strcmp(csv_table, "steps") != 0 && strcmp(csv_table, "kernels") != 0)
-                return tr_usage_error("--csv-table wants steps or kernels, not", csv_table);
-        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            out_path = argv[++i];
-        } else if (strcmp(a, "--peak-tflops") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            char *end;
-            double v = strtod(argv[++i], &end);
-            if (*end || !(v > 0 && v < 1e7)) return tr_usage_error("--peak-tflops wants a positive number, not", argv[i]);
-            o.peak_tflops = v;
-        } else if (strcmp(a, "--depth") == 0 || strcmp(a, "--top") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", a);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < -1 || v > 1000000) return tr_usage_error("bad number", argv[i]);
-            if (a[2] == 'd') o.depth = (int)v;
-            else o.top = (int)v;
-        } else if (a[0] == '-' && a[1]) {
-            return tr_usage_error("unknown option", a);
-        } else if (diff) {
-            if (in[1]) return tr_usage_error("trace diff compares two traces; a third was given:", a);
-            in[in[0] ? 1 : 0] = a;
-        } else {
-            if (input) return tr_usage_error("more than one input given:", a);
-            input = a;
-        }
-    }
-    if (diff) {
-        if (format == 2 || format == 3) return tr_usage_error("trace diff writes text or json, not", format == 2 ? "html" : "csv");
-        if (!in[1]) {
-            fputs("modelprof trace diff: give two traces, A (control) and B (test)\n"
-                  "(see modelprof trace --help)\n", stderr);
-            return TR_EXIT_USAGE;
-        }
-        return diff_run(in, &o, format == 1, out_path);
-    }
-    if (!input) {
-        tr_usage(stderr);
-        return TR_EXIT_USAGE;
-    }
+    tr_args a;
+    int rc = mp_trace_cli_parse(argc, argv, &a);
+    if (rc || a.help) return rc;
+    if (a.diff) return diff_run(&a);
     char **files = NULL;
     int n = 0;
-    struct stat sb;
-    bool folder = stat(input, &sb) == 0 && S_ISDIR(sb.st_mode);
-    if (folder) {
-        if (list_folder(input, &files, &n) != 0) {
-            fprintf(stderr, "modelprof: %s: cannot read the folder: %s\n", input, strerror(errno));
-            return TR_EXIT_INPUT;
-        }
-        if (n == 0) {
-            fprintf(stderr, "modelprof: %s: no *.json or *.json.gz traces in the folder\n", input);
-            free(files);
-            return TR_EXIT_INPUT;
-        }
-    }
-    int count = folder ? n : 1;
+    if (a.folder && (rc = mp_trace_cli_files(a.input, &files, &n))) return rc;
+    int count = a.folder ? n : 1;
     mp_trace *traces = calloc((size_t)count, sizeof *traces);
-    const mp_trace **ptr = calloc((size_t)count, sizeof *ptr);
-    int rc = 0;
+    mp_trace **ptr = calloc((size_t)count, sizeof *ptr);
     if (!traces || !ptr) {
         fputs("modelprof: out of memory\n", stderr);
         rc = TR_EXIT_INPUT;
     }
     int opened = 0;
     for (int i = 0; i < count && !rc; i++) {
-        const char *path = folder ? files[i] : input;
-        if (mp_trace_open(path, &o, &traces[i]) != MP_OK) {
+        const char *path = a.folder ? files[i] : a.input;
+        if (mp_trace_open(path, &a.o, &traces[i]) != MP_OK) {
             tr_print_error(mp_last_error());
             rc = TR_EXIT_INPUT;
             break;
@@ -247,50 +328,10 @@ int mp_trace_main(int argc, char **argv) {
         ptr[i] = &traces[i];
         opened++;
     }
-    if (!rc) {
-        FILE *f = stdout;
-        char *tmp = NULL;
-        if (out_path) {
-            size_t len = strlen(out_path) + 16;
-            tmp = malloc(len);
-            int fd = -1;
-            if (tmp) {
-                snprintf(tmp, len, "%s.tmp-XXXXXX", out_path);
-                fd = mkstemp(tmp);
-            }
-            f = fd >= 0 ? fdopen(fd, "w") : NULL;
-            if (!f) {
-                fprintf(stderr, "modelprof: %s: cannot write: %s\n", out_path, strerror(errno));
-                if (fd >= 0) {
-                    close(fd);
-                    unlink(tmp);
-                }
-                free(tmp);
-                rc = TR_EXIT_INPUT;
-            }
-        }
-        if (!rc) {
-            mp_status st = format == 1   ? mp_trace_report_json(ptr, count, &o, f)
-                           : format == 2 ? mp_trace_report_html(ptr, count, &o, f)
-                           : format == 3 ? mp_trace_report_csv(ptr, count, csv_table, f)
-                                         : mp_trace_report_text(ptr, count, &o, f);
-            bool bad = st != MP_OK || fflush(f) != 0 || ferror(f);
-            if (out_path) {
-                bad |= fclose(f) != 0;
-                if (!bad && rename(tmp, out_path) != 0) bad = true;
-                if (bad) unlink(tmp);
-            }
-            if (bad) {
-                tr_print_error(st != MP_OK ? mp_last_error() : "cannot write the report");
-                rc = TR_EXIT_INPUT;
-            }
-            free(tmp);
-        }
-    }
+    if (!rc) rc = mp_trace_cli_report(ptr, count, &a);
     for (int i = 0; i < opened; i++) mp_trace_free(&traces[i]);
     free(traces);
     free(ptr);
-    for (int i = 0; i < n; i++) free(files[i]);
-    free(files);
+    mp_trace_cli_files_free(files, n);
     return rc;
 }

@@ -238,6 +238,7 @@ enum {
     MP_COST_OVERFLOW = 1u << 2,  /* a figure saturated at UINT64_MAX */
     MP_COST_BOUND = 1u << 3,     /* an upper bound (data-dependent op) */
     MP_COST_PER_ITER = 1u << 4,  /* one iteration of a loop whose trip count is unknown */
+    MP_COST_IGNORED = 1u << 5,   /* in a module left out (mp_model_ignore_module): no MACs, FLOPs */
 };
 
 typedef struct mp_cost {
@@ -250,6 +251,21 @@ typedef struct mp_cost {
 } mp_cost;
 
 struct mp_op;
+
+/* The torch.fx node a node of PyTorch's dynamo exporter was lowered from
+ * (its pkg.torch.onnx.fx_node metadata), kept for nodes whose fx node takes
+ * a parameter placeholder ("%p_bn1_weight"): the operator and which of its
+ * arguments are parameters, so that a parameter the exporter's optimizer
+ * merged with an equal one, or folded away, is still known by name. */
+typedef struct mp_fx {
+    const char *target;       /* the ATen operator: "linear", "layer_norm", "addmm",
+                                 "_native_batch_norm_legit_functional"; NULL another */
+    int n_params;
+    const char **params;      /* placeholder names, "p_bn1_weight" */
+    int *args;                /* each one's argument position (a list argument: its position) */
+    int64_t norm_numel;       /* normalized_shape given as a literal (args[1] of layer_norm,
+                                 rms_norm): its product; -1 */
+} mp_fx;
 
 typedef struct mp_node {
     const char *name;
@@ -265,6 +281,7 @@ typedef struct mp_node {
     mp_cost cost;
     int n_sub;
     struct mp_graph **sub;    /* subgraphs (If/Loop/Scan bodies) */
+    const mp_fx *fx;          /* the dynamo exporter's fx node, when it takes parameters */
 } mp_node;
 
 typedef struct mp_graph {
@@ -290,6 +307,7 @@ typedef struct mp_module {
     int parent;               /* -1 for the root */
     int depth;
     int first_child, last_child, next_sibling;
+    bool ignored;             /* left out with its submodules (mp_model_ignore_module) */
 } mp_module;
 
 /* ---- symbols (named dims) ---- */
@@ -326,6 +344,7 @@ struct mp_model {
     char **warnings;
     int n_warnings, cap_warnings;
     bool weightless;          /* some external data file is absent */
+    const char *absent_weights; /* the first such file, as the model names it */
     /* torch.export's graph signature (model metadata of dynamo exports):
      * sig_kind maps each input's name and target to MP_VAL_DECL_*;
      * sig_owner maps the module path owning a target to MP_SIG_OWNS_*. */

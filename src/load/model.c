@@ -104,6 +104,8 @@ mp_status mp_limits_check(const mp_limits *in, mp_limits *out) {
 
 int mp_model_warning_count(const mp_model *m) { return m ? m->n_warnings : 0; }
 
+const char *mp_model_absent_weights(const mp_model *m) { return m ? m->absent_weights : NULL; }
+
 const char *mp_model_warning(const mp_model *m, int i) {
     if (!m || i < 0 || i >= m->n_warnings) return NULL;
     return m->warnings[i];
@@ -143,6 +145,20 @@ mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *c
     }
     return mp_error(MP_ERR_USAGE, "%s: no module '%s' in the model's module tree",
                     m->path ? m->path : "model", path);
+}
+
+mp_status mp_model_ignore_module(mp_model *m, const char *path) {
+    if (!m || !path) return mp_error(MP_ERR_USAGE, "no model or module path");
+    int md = path[0] ? mp_strmap_get(&m->module_paths, path) : (m->n_modules ? 0 : -1);
+    if (md < 0)
+        return mp_error(MP_ERR_USAGE, "%s: no module '%s' in the model's module tree",
+                        m->path ? m->path : "model", path);
+    /* the module and its subtree: children follow their parent in the array */
+    m->modules[md].ignored = true;
+    for (int i = md + 1; i < m->n_modules; i++)
+        if (m->modules[i].parent >= 0 && m->modules[m->modules[i].parent].ignored)
+            m->modules[i].ignored = true;
+    return MP_OK;
 }
 
 mp_status mp_model_set_input_shape(mp_model *m, const char *name, const int64_t *dims,

@@ -5,9 +5,11 @@
  * slice, module scopes as enclosing "module: PATH" slices (user
  * annotations), and one "cpu_op" event per step (a node, or a fused group
  * under its head node's op type, as the run's per-operator times count it).
- * The names follow torch.profiler's, so `modelprof trace` reads it back. */
+ * The names follow torch.profiler's, so `modelprof trace` reads it back.
+ * Like every writer it reads the profile alone: the run keeps the passes'
+ * step times in it (p->stamps). */
+#include "analyze/profile.h"
 #include "report/jw.h"
-#include "run/stamps.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -76,37 +78,42 @@ static void ct_shapes(jw *w, const mp_graph *g, const int *vals, int n) {
     jw_close(w, ']');
 }
 
-static void ct_step(ct *c, const mp_run_stamps *r, const mp_run_stamp_step *sp, double start, double end) {
+static void ct_step(ct *c, const mp_profile *p, int s, double start, double end) {
     jw *w = c->w;
-    const mp_graph *g = r->g;
-    const mp_model *m = r->m;
-    const mp_node *head = &g->nodes[sp->node];
+    const mp_model *m = p->m;
+    const mp_graph *g = m->graph;
+    const mp_stamps *t = &p->stamps;
+    const int *nodes = &t->nodes[t->first[s]];
+    int n_nodes = t->first[s + 1] - t->first[s];
+    const mp_node *head = &g->nodes[t->node[s]];
+    const char *group = p->node_group ? p->node_group[t->node[s]] : NULL;
+    const char *kernel = p->node_kernel ? p->node_kernel[t->node[s]] : NULL;
     char opbuf[160];
     ct_begin(c, "cpu_op", mp_op_display(head->domain, head->op ? head->op : "", opbuf, sizeof opbuf), start, end);
     jw_key(w, "args");
     jw_open(w, '{');
     jw_kstr(w, "node", head->name ? head->name : "");
-    if (sp->group) {
-        jw_kstr(w, "group", sp->group);
+    if (group) {
+        jw_kstr(w, "group", group);
         jw_key(w, "nodes");
         jw_open(w, '[');
-        for (int j = 0; j < sp->n_nodes; j++) {
-            const char *nm = g->nodes[sp->nodes[j]].name;
+        for (int j = 0; j < n_nodes; j++) {
+            const char *nm = g->nodes[nodes[j]].name;
             jw_str(w, nm ? nm : "");
         }
         jw_close(w, ']');
     }
-    int md = sp->module;
+    int md = t->module[s];
     jw_kstr(w, "module", md >= 0 && md < m->n_modules && m->modules[md].path ? m->modules[md].path : "");
-    if (sp->kernel) jw_kstr(w, "kernel", sp->kernel);
+    if (kernel) jw_kstr(w, "kernel", kernel);
     uint64_t macs = 0, flops = 0;
-    for (int j = 0; j < sp->n_nodes; j++) {
-        macs = mp_sat_add(macs, g->nodes[sp->nodes[j]].cost.macs);
-        flops = mp_sat_add(flops, g->nodes[sp->nodes[j]].cost.flops);
+    for (int j = 0; j < n_nodes; j++) {
+        macs = mp_sat_add(macs, g->nodes[nodes[j]].cost.macs);
+        flops = mp_sat_add(flops, g->nodes[nodes[j]].cost.flops);
     }
     jw_key(w, "Input Dims");
     ct_shapes(w, g, head->in, head->n_in);
-    const mp_node *last = &g->nodes[sp->nodes[sp->n_nodes > 0 ? sp->n_nodes - 1 : 0]];
+    const mp_node *last = &g->nodes[nodes[n_nodes > 0 ? n_nodes - 1 : 0]];
     jw_key(w, "Output Dims");
     ct_shapes(w, g, last->out, last->n_out);
     jw_ku64(w, "macs", macs);
@@ -127,18 +134,17 @@ static int ct_chain(const mp_model *m, int md, int *out) {
 }
 
 /* Is module md (at chain level k) in step s's module chain? */
-static bool ct_in(const mp_exec *pl, const mp_run_stamps *r, int s, int k, int md) {
-    mp_run_stamp_step st;
-    mp_run_stamp_step_get(pl, s, &st);
+static bool ct_in(const mp_profile *p, int s, int k, int md) {
     int chain[CT_MAX_DEPTH];
-    int nc = ct_chain(r->m, st.module, chain);
+    int nc = ct_chain(p->m, p->stamps.module[s], chain);
     return nc > k && chain[k] == md;
 }
 
 /* One timed pass. Every slice is written before the slices it encloses
  * (a module's end is found by looking ahead), so that a reader sorting by
  * start time keeps an enclosing slice first when two start together. */
-static void ct_pass(ct *w, const mp_exec *pl, const mp_run_stamps *r, int it, int pass) {
+static void ct_pass(ct *w, const mp_profile *p, int it, int pass) {
+    const mp_stamps *r = &p->stamps;
     int ns = r->n_steps;
     if (!ns) return;
     const double *start = &r->start[(size_t)it * (size_t)ns];
@@ -148,30 +154,30 @@ static void ct_pass(ct *w, const mp_exec *pl, const mp_run_stamps *r, int it, in
     ct_annot(w, name, start[0], start[ns - 1] + dur[ns - 1]);
     int open[CT_MAX_DEPTH], n_open = 0;
     for (int s = 0; s < ns; s++) {
-        mp_run_stamp_step st;
-        mp_run_stamp_step_get(pl, s, &st);
         int chain[CT_MAX_DEPTH];
-        int nc = ct_chain(r->m, st.module, chain);
+        int nc = ct_chain(p->m, r->module[s], chain);
         int keep = 0;
         while (keep < n_open && keep < nc && open[keep] == chain[keep]) keep++;
         for (n_open = keep; n_open < nc; n_open++) {
             int last = s;
-            while (last + 1 < ns && ct_in(pl, r, last + 1, n_open, chain[n_open])) last++;
+            while (last + 1 < ns && ct_in(p, last + 1, n_open, chain[n_open])) last++;
             open[n_open] = chain[n_open];
-            ct_module(w, r->m, chain[n_open], start[s], start[last] + dur[last]);
+            ct_module(w, p->m, chain[n_open], start[s], start[last] + dur[last]);
         }
-        ct_step(w, r, &st, start[s], start[s] + dur[s]);
+        ct_step(w, p, s, start[s], start[s] + dur[s]);
     }
 }
 
-mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path) {
-    if (!pl || !path || !path[0]) return mp_error(MP_ERR_USAGE, "mp_report_chrome_trace: no plan or file");
-    mp_run_stamps r;
-    if (!mp_run_stamps_get(pl, &r))
-        return mp_error(MP_ERR_USAGE, "--chrome-trace %s: the run kept no step times (it needs node timing)", path);
+mp_status mp_report_chrome_trace(const mp_profile *p, const char *path) {
+    if (!p || !p->m || !path || !path[0])
+        return mp_error(MP_ERR_USAGE, "mp_report_chrome_trace: no profile or file");
+    const mp_stamps *r = &p->stamps;
+    if (r->iters <= 0)
+        return mp_error(MP_ERR_USAGE, "--chrome-trace %s: the run kept no step times (it needs node "
+                        "timing and keep_timestamps)", path);
     FILE *f = fopen(path, "w");
     if (!f) return mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    ct c = {jw_begin(f), r.n_steps ? r.start[0] : 0};
+    ct c = {jw_begin(f), r->n_steps ? r->start[0] : 0};
     if (!c.w) {
         fclose(f);
         return mp_error(MP_ERR_NOMEM, "out of memory while writing %s", path);
@@ -198,7 +204,7 @@ mp_status mp_report_chrome_trace(const mp_exec *pl, const char *path) {
         jw_close(w, '}');
         jw_close(w, '}');
     }
-    for (int it = 0; it < r.iters; it++) ct_pass(&c, pl, &r, it, it + 1);
+    for (int it = 0; it < r->iters; it++) ct_pass(&c, p, it, it + 1);
     jw_close(w, ']');
     jw_close(w, '}');
     jw_end(w);

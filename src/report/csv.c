@@ -276,15 +276,11 @@ static void csv_nodes(cw *w, const mp_profile *p, double peak) {
         cw_u64(w, k->act_bytes);
         cw_u64(w, k->params);
         cw_u64(w, k->param_bytes);
-        char fl[80] = "";
-        static const struct { unsigned bit; const char *name; } flags[] = {
-            {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
-            {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},
-            {MP_COST_PER_ITER, "per_iteration"}};
-        for (size_t j = 0; j < sizeof flags / sizeof flags[0]; j++) {
-            if (!(k->flags & flags[j].bit)) continue;
+        char fl[96] = "";
+        for (int j = 0; j < mp_cost_flag_count; j++) {
+            if (!(k->flags & mp_cost_flag_names[j].bit)) continue;
             if (fl[0]) strcat(fl, ";");
-            strcat(fl, flags[j].name);
+            strcat(fl, mp_cost_flag_names[j].name);
         }
         cw_str(w, fl);
         if (run) {
@@ -355,7 +351,8 @@ static void csv_steps(cw *w, const mp_trace *const *t, int n) {
     }
     static const char *const b[] = {"optimizer_s", "optimizer_device_s", "data_loader_cpu_s", "flops",
                                     "achieved_flops_per_s", "start_allocated_bytes",
-                                    "peak_allocated_bytes", "end_allocated_bytes"};
+                                    "peak_allocated_bytes", "end_allocated_bytes",
+                                    "communication_s", "collective_calls"};
     cw_header(w, b, NCOLS(b));
     cw_end(w);
     for (int r = 0; r < n; r++) {
@@ -378,6 +375,8 @@ static void csv_steps(cw *w, const mp_trace *const *t, int n) {
             cw_opt_i64(w, s->mem_start);
             cw_opt_i64(w, s->mem_peak);
             cw_opt_i64(w, s->mem_end);
+            cw_ns(w, s->comm);
+            cw_i64(w, s->n_calls);
             cw_end(w);
         }
     }

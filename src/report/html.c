@@ -85,15 +85,17 @@ mp_status mp_report_html(const mp_profile *p, const mp_report_options *o, FILE *
 typedef struct trace_args {
     const mp_trace *const *t;
     int n;
+    const mp_tjob *job;
     const mp_trace_options *o;
 } trace_args;
 
 static mp_status trace_json(const void *ud, FILE *f) {
     const trace_args *a = ud;
-    return mp_trace_report_json(a->t, a->n, a->o, f);
+    return mp_trace_report_json(a->t, a->n, a->job, a->o, f);
 }
 
-mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_trace_options *o, FILE *f) {
-    trace_args a = {t, n, o};
+mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_tjob *job,
+                               const mp_trace_options *o, FILE *f) {
+    trace_args a = {t, n, job, o};
     return mp_report_html_page(f, "trace", trace_json, &a);
 }

@@ -211,6 +211,9 @@ static void js_model(jw *w, const mp_profile *p) {
     jw_close(w, ']');
     jw_kstr(w, "graph", m->graph && m->graph->name ? m->graph->name : "");
     jw_kbool(w, "weightless", m->weightless);
+    jw_key(w, "absent_weights");
+    if (m->absent_weights) jw_str(w, m->absent_weights);
+    else jw_null(w);
     int ms = m->module_source;
     jw_kstr(w, "module_source", ms >= 0 && ms < (int)MP_ARRAY_LEN(src) ? src[ms] : "none");
     jw_close(w, '}');
@@ -356,6 +359,7 @@ static bool js_mod_visit(const mp_profile *p, int module, void *ud) {
     jw_kstr(w, "path", mod->path ? mod->path : "");
     jw_kstr(w, "name", mp_module_name(p, module));
     if (mod->cls && mod->cls[0]) jw_kstr(w, "class", mod->cls);
+    if (mod->ignored) jw_kbool(w, "ignored", true);
     jw_ki64(w, "depth", mod->depth);
     jw_ki64(w, "parent", mod->parent >= 0 && mod->parent < p->m->n_modules
                              ? u->id[mod->parent] : -1);
@@ -602,11 +606,8 @@ static void js_nodes(jw *w, const mp_profile *p) {
         jw_ku64(w, "param_bytes", k->param_bytes);
         jw_key(w, "flags");
         jw_open(w, '[');
-        if (k->flags & MP_COST_UNCOUNTED) jw_str(w, "uncounted");
-        if (k->flags & MP_COST_UNKNOWN) jw_str(w, "unknown");
-        if (k->flags & MP_COST_OVERFLOW) jw_str(w, "overflow");
-        if (k->flags & MP_COST_BOUND) jw_str(w, "bound");
-        if (k->flags & MP_COST_PER_ITER) jw_str(w, "per_iteration");
+        for (int j = 0; j < mp_cost_flag_count; j++)
+            if (k->flags & mp_cost_flag_names[j].bit) jw_str(w, mp_cost_flag_names[j].name);
         jw_close(w, ']');
         if (p->measured && p->node_state) js_node_run(w, p, i);
         jw_close(w, '}');
@@ -627,6 +628,11 @@ static void js_param_counting(jw *w, const mp_profile *p) {
     jw_key(w, "batchnorm_folded_text");
     if (p->bn_folded) jw_str(w, mp_bn_folded_text);
     else jw_null(w);
+    jw_key(w, "by_pytorch_shape");
+    jw_open(w, '{');
+    jw_ki64(w, "parameters", p->params_by_role_n);
+    jw_ku64(w, "elements", p->params_by_role);
+    jw_close(w, '}');
     jw_key(w, "notes");
     jw_open(w, '[');
     for (int i = 0; i < p->n_pnotes; i++) {
@@ -712,10 +718,34 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw_kstr(w, "module_time", t->cpu_time ? "cpu" : "device");
     jw_ki64(w, "steps", t->n_steps);
     jw_kbool(w, "profiler_steps", t->profiler_steps);
-    jw_key(w, "wall_s");
-    jw_double(w, t->wall_s);
-    jw_key(w, "optimizer_s");
-    jw_double(w, t->optimizer_s);
+    jw_kdouble(w, "wall_s", t->wall_s);
+    jw_kdouble(w, "optimizer_s", t->optimizer_s);
+    jw_key(w, "clock");
+    if (t->clock.before_calls > 0 || t->clock.profiled_calls > 0) {
+        const mp_train_clock *k = &t->clock;
+        jw_open(w, '{');
+        jw_ki64(w, "before_calls", k->before_calls);
+        jw_kdouble(w, "before_iter_s", k->before_iter_s);
+        jw_kdouble(w, "before_fwd_s", k->before_fwd_s);
+        jw_ki64(w, "profiled_calls", k->profiled_calls);
+        jw_kdouble(w, "profiled_iter_s", k->profiled_iter_s);
+        jw_kdouble(w, "profiled_fwd_s", k->profiled_fwd_s);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
+    jw_key(w, "overhead");
+    if (t->overhead.known) {
+        jw_open(w, '{');
+        jw_kdouble(w, "op_record_s", t->overhead.op_s);
+        jw_kdouble(w, "range_s", t->overhead.range_s);
+        jw_ki64(w, "op_records", t->overhead.ops);
+        jw_ki64(w, "ranges", t->overhead.ranges);
+        jw_kdouble(w, "total_s", mp_train_overhead_s(t));
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "modules");
     jw_open(w, '[');
     for (int i = 0; i < t->n; i++) {
@@ -726,15 +756,16 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
         jw_ki64(w, "depth", t->mods[i].depth);
         jw_ki64(w, "parent", t->mods[i].parent);
         jw_ki64(w, "calls", r->calls);
-        jw_key(w, "fwd_s");
-        jw_double(w, r->fwd_s);
-        jw_key(w, "bwd_s");
-        jw_double(w, r->bwd_s);
+        jw_kdouble(w, "fwd_s", r->fwd_s);
+        jw_kdouble(w, "bwd_s", r->bwd_s);
         jw_ku64(w, "params", r->params);
         jw_ku64(w, "macs", r->macs);
         jw_ku64(w, "flops", r->flops);
         jw_kbool(w, "in_trace", r->in_trace);
         jw_kbool(w, "in_static", r->in_static);
+        jw_ki64(w, "export_calls", r->export_calls);
+        jw_kbool(w, "container", r->container);
+        jw_kbool(w, "ignored", r->ignored);
         jw_close(w, '}');
     }
     jw_close(w, ']');

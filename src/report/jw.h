@@ -162,6 +162,7 @@ static inline void jw_double(jw *w, double v) {
 #define jw_ku64(w, k, v) (jw_kput(w, k), jw_digits(w, v))
 #define jw_ki64(w, k, v) (jw_kput(w, k), jw_sdigits(w, v))
 #define jw_kbool(w, k, v) (jw_kput(w, k), mp_out_puts(&w->o, (v) ? "true" : "false"))
+#define jw_kdouble(w, k, v) (jw_key(w, k), jw_double(w, v))
 
 
 /* Formulas as JSON (formula.c): a POLY (a list of terms, null without a

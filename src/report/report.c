@@ -92,6 +92,7 @@ static void report_defaults(mp_report_options *o) {
     o->detailed = 1;
     o->show_ops = 1;
     o->op_top = 5;
+    o->tree_depth = -2;
 }
 
 mp_status mp_report_options_init(mp_report_options *o, size_t size) {
@@ -114,6 +115,9 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FI
                         o->top);
     if (o->op_top < -1)
         return mp_error(MP_ERR_USAGE, "report op_top %d: use -1 (all) or a count", o->op_top);
+    if (o->tree_depth < -2)
+        return mp_error(MP_ERR_USAGE, "report tree depth %d: use -2 (as depth), -1 (all) or a "
+                        "depth >= 0", o->tree_depth);
     switch (o->format) {
     case MP_FORMAT_TEXT: st = mp_report_text(p, o, f); break;
     case MP_FORMAT_JSON: st = mp_report_json(p, o, f); break;
@@ -226,6 +230,11 @@ mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FI
 /* ---- parameters counted by judgement ---- */
 
 const char mp_modop_unused[] = "(unused)";
+const mp_cost_flag_name mp_cost_flag_names[] = {
+    {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
+    {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},
+    {MP_COST_PER_ITER, "per_iteration"}, {MP_COST_IGNORED, "ignored"}};
+const int mp_cost_flag_count = (int)MP_ARRAY_LEN(mp_cost_flag_names);
 
 const char mp_bn_folded_text[] =
     "the exporter folded BatchNorm into the convolutions: params are the folded graph's "
@@ -243,7 +252,8 @@ const char *mp_pnote_kind(const mp_param_note *note) {
 }
 
 bool mp_pnote_shown(const mp_param_note *note) {
-    return note->kind != MP_PNOTE_DERIVED || note->counted != note->elems;
+    /* a fold of parameters counted on their own leaves PyTorch's count */
+    return note->kind != MP_PNOTE_DERIVED || (note->counted != note->elems && note->counted != 0);
 }
 
 typedef struct mp__sbuf {
@@ -312,6 +322,8 @@ const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *
                                                                    : "values not readable");
             mp__sput_count(&b, note->elems);
             mp__sput(&b, " elements, an upper bound (the parameter has at most as many)");
+        } else if (note->counted == 0) {
+            mp__sput(&b, ": a fold of parameters counted by their own shapes, it adds nothing");
         } else if (note->counted == note->elems) {
             mp__sput(&b, ": counted as its ");
             mp__sput_count(&b, note->elems);

@@ -116,6 +116,14 @@ const char *mp_pnote_kind(const mp_param_note *note);
 /* Does the text report show it? (a derived constant counted as its own
  * elements changes nothing a reader sees: the JSON lists it) */
 bool mp_pnote_shown(const mp_param_note *note);
+/* The names of a node's cost flags (MP_COST_*), as JSON and CSV write them. */
+typedef struct mp_cost_flag_name {
+    unsigned bit;
+    const char *name;
+} mp_cost_flag_name;
+extern const mp_cost_flag_name mp_cost_flag_names[];
+extern const int mp_cost_flag_count;
+
 /* The note on a BatchNorm folded into the convolutions (p->bn_folded). */
 extern const char mp_bn_folded_text[];
 

@@ -43,7 +43,7 @@ static mp_status trace_fn(const void *a, const void *b, FILE *f) {
     const mp_trace *t = a;
     const int *json = b;
     mp_trace_options o = {0, -1, 20};
-    return *json ? mp_trace_report_json(&t, 1, &o, f) : mp_trace_report_text(&t, 1, &o, f);
+    return *json ? mp_trace_report_json(&t, 1, NULL, &o, f) : mp_trace_report_text(&t, 1, NULL, &o, f);
 }
 
 mp_status mp_trace_string(const char *path, mp_format format, char **out) {

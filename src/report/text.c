@@ -367,6 +367,10 @@ static void tx_summary(tx *t) {
     if (p->params_maybe_copies)
         tx_printf(t, "; %s of them may be copies (see param notes)",
                   mp_fmt_count(p->params_maybe_copies).s);
+    if (p->params_by_role_n)
+        tx_printf(t, "; %s in %d parameters the exporter merged or folded away, counted by "
+                     "PyTorch's shapes",
+                  mp_fmt_count(p->params_by_role).s, p->params_by_role_n);
     tx_putc(t, '\n');
     tx_param_notes(t);
     tx_label(t, "weight memory:");
@@ -381,7 +385,15 @@ static void tx_summary(tx *t) {
     }
     if (m->weightless) {
         tx_label(t, "weights:");
-        tx_puts(t, "absent (external data not found); the profile is computed from shapes\n");
+        if (!m->dir)
+            tx_printf(t, "absent: loaded from memory, external data '%s' is not read (a static "
+                         "profile needs no weights: computed from shapes)\n",
+                      m->absent_weights ? m->absent_weights : "?");
+        else
+            tx_printf(t, "absent: external data '%s' is not next to the model (a static profile "
+                         "needs no weights: computed from shapes; a measured run fills them with "
+                         "seeded random values)\n",
+                      m->absent_weights ? m->absent_weights : "?");
     }
 
     uint64_t bwd = mp_sat_mul(tot->flops, 2);
@@ -441,9 +453,11 @@ static void tx_summary(tx *t) {
         tx_puts(t, "some figures exceed 2^64 and are shown saturated\n");
     }
 
-    tx_label(t, "warnings:");
-    if (!m->n_warnings) tx_puts(t, "none\n");
-    else tx_printf(t, "%d\n", m->n_warnings);
+    /* only when there are some: a report that needs no attention shows none */
+    if (m->n_warnings) {
+        tx_label(t, "warnings:");
+        tx_printf(t, "%d\n", m->n_warnings);
+    }
     for (int i = 0; i < m->n_warnings; i++)
         tx_printf(t, "  - %s\n", tx_safe(t, m->warnings[i], "?"));
 }
@@ -696,7 +710,8 @@ static void tx_detailed(tx *t) {
                "account for the\ndifference. \"N uncounted nodes\": nodes without a cost rule, "
                "not in the MACs and FLOPs.\n\n");
     mp_tree_style st = {tx_tree_label, tx_tree_cls, tx_tree_figs, t};
-    if (mp_tree_print(&t->out, t->m->modules, t->m->n_modules, t->o->depth, &st) != MP_OK)
+    int depth = t->o->tree_depth == -2 ? t->o->depth : t->o->tree_depth;
+    if (mp_tree_print(&t->out, t->m->modules, t->m->n_modules, depth, &st) != MP_OK)
         t->nomem = true;
 }
 

@@ -24,8 +24,13 @@ static void opt_str(jw *w, const char *s) {
     else jw_null(w);
 }
 
+/* A share (0-1), or null when there is nothing to share. */
+static void share(jw *w, int64_t part, int64_t whole) {
+    if (whole > 0) jw_double(w, (double)part / (double)whole);
+    else jw_null(w);
+}
+
 static void summary(jw *w, const mp_trace *t) {
-    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64", "tf32"};
     double fps = t->wall_total > 0 ? (double)t->flops_total / ns_s(t->wall_total) : 0;
     jw_key(w, "summary");
     jw_open(w, '{');
@@ -49,7 +54,7 @@ static void summary(jw *w, const mp_trace *t) {
         jw_close(w, '}');
     }
     jw_close(w, ']');
-    jw_kstr(w, "dtype", dt[t->dominant_dtype < MP_TDT_COUNT ? t->dominant_dtype : 0]);
+    jw_kstr(w, "dtype", mp_tdtype_names[t->dominant_dtype < MP_TDT_COUNT ? t->dominant_dtype : 0]);
     jw_key(w, "achieved_flops_per_s");
     jw_double(w, fps);
     jw_key(w, "peak_flops_per_s");
@@ -60,6 +65,11 @@ static void summary(jw *w, const mp_trace *t) {
     jw_key(w, "mfu");
     if (t->peak_tflops > 0) jw_double(w, fps / (t->peak_tflops * 1e12));
     else jw_null(w);
+    jw_key(w, "communication_s");
+    jw_double(w, ns_s(t->comm_total));
+    jw_key(w, "comm_compute_overlap");
+    share(w, t->comm_overlap_total, t->comm_total);
+    jw_ki64(w, "collective_calls", t->n_calls);
     jw_close(w, '}');
 }
 
@@ -100,6 +110,11 @@ static void steps(jw *w, const mp_trace *t) {
         jw_double(w, ns_s(s->optimizer_dev));
         jw_key(w, "data_loader_cpu_s");
         jw_double(w, ns_s(s->loader_wall));
+        jw_key(w, "communication_s");
+        jw_double(w, ns_s(s->comm));
+        jw_key(w, "comm_compute_overlap");
+        share(w, s->comm_overlap, s->comm);
+        jw_ki64(w, "collective_calls", s->n_calls);
         jw_ku64(w, "flops", s->flops);
         jw_ku64(w, "backward_flops", s->flops_bwd);
         jw_key(w, "achieved_flops_per_s");
@@ -251,7 +266,94 @@ static void findings(jw *w, const mp_trace *t) {
     jw_close(w, ']');
 }
 
-static void one(jw *w, const mp_trace *t) {
+/* The calls (comm.c) with their arrival and, in a job, their wait; times
+ * from `origin` on the job's clock (`clock` added). */
+static void collectives(jw *w, const mp_trace *t, int64_t origin, int64_t clock) {
+    jw_key(w, "collectives");
+    jw_open(w, '[');
+    for (int i = 0; i < t->n_calls; i++) {
+        const mp_tcall *c = &t->calls[i];
+        jw_open(w, '{');
+        jw_kstr(w, "name", c->coll ? c->coll : "collective");
+        jw_key(w, "process_group");
+        opt_str(w, c->pg);
+        jw_key(w, "seq");
+        opt_i64(w, c->seq);
+        jw_key(w, "elements");
+        opt_i64(w, c->elems);
+        jw_key(w, "bytes");
+        opt_i64(w, c->elems >= 0 && c->elem_bytes ? c->elems * c->elem_bytes : -1);
+        jw_kbool(w, "device", c->device);
+        jw_key(w, "step");
+        opt_str(w, c->step >= 0 ? t->steps[c->step].name : NULL);
+        jw_key(w, "arrival_s");
+        jw_double(w, ns_s(c->ts + clock - origin));
+        jw_key(w, "end_s");
+        jw_double(w, ns_s(c->end + clock - origin));
+        jw_key(w, "wait_s");
+        if (c->wait >= 0) jw_double(w, ns_s(c->wait));
+        else jw_null(w);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
+/* The device's busy intervals for a timeline, from the same origin. */
+static void timeline(jw *w, const mp_trace *t, int64_t origin, int64_t clock) {
+    jw_key(w, "timeline");
+    jw_open(w, '[');
+    for (int i = 0; i < t->n_timeline; i++) {
+        jw_open(w, '[');
+        jw_double(w, ns_s(t->timeline[i].a + clock - origin));
+        jw_double(w, ns_s(t->timeline[i].b + clock - origin));
+        jw_close(w, ']');
+    }
+    jw_close(w, ']');
+}
+
+/* What the trace recorded, and its distributedInfo. */
+static void recorded(jw *w, const mp_trace *t) {
+    jw_key(w, "recorded");
+    jw_open(w, '{');
+    jw_kbool(w, "device", !t->no_device);
+    jw_kbool(w, "shapes", !t->no_shapes);
+    jw_kbool(w, "modules", !t->no_modules);
+    jw_close(w, '}');
+    jw_key(w, "distributed");
+    if (t->raw.rank < 0 && !t->raw.n_pgs) {
+        jw_null(w);
+        return;
+    }
+    jw_open(w, '{');
+    jw_key(w, "backend");
+    opt_str(w, t->raw.backend[0] ? t->raw.backend : NULL);
+    jw_key(w, "world_size");
+    opt_i64(w, t->raw.world_size);
+    jw_key(w, "process_groups");
+    jw_open(w, '[');
+    for (int i = 0; i < t->raw.n_pgs; i++) {
+        const mp_tpg *g = &t->raw.pgs[i];
+        jw_open(w, '{');
+        jw_kstr(w, "name", t->raw.names[g->name]);
+        jw_key(w, "description");
+        opt_str(w, g->desc >= 0 ? t->raw.names[g->desc] : NULL);
+        jw_key(w, "size");
+        opt_i64(w, g->size);
+        jw_key(w, "ranks");
+        opt_str(w, g->ranks >= 0 ? t->raw.names[g->ranks] : NULL);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
+/* Where a trace's times start: its first step (or first call). */
+static int64_t first_time(const mp_trace *t) {
+    if (t->n_steps) return t->steps[0].ts;
+    return t->n_calls ? t->calls[0].ts : 0;
+}
+
+static void one(jw *w, const mp_trace *t, int64_t origin, int64_t clock) {
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     jw_key(w, "trace");
@@ -260,6 +362,9 @@ static void one(jw *w, const mp_trace *t) {
     jw_ku64(w, "events", t->raw.n_events);
     jw_key(w, "rank");
     opt_i64(w, t->raw.rank);
+    jw_key(w, "time_origin_s");
+    jw_double(w, ns_s(origin - clock));
+    recorded(w, t);
     jw_key(w, "device");
     jw_open(w, '{');
     jw_key(w, "name");
@@ -276,46 +381,189 @@ static void one(jw *w, const mp_trace *t) {
     modules(w, t);
     memory(w, t);
     findings(w, t);
+    jw_key(w, "host_ranges");   /* the user's ranges the device idled in */
+    jw_open(w, '[');
+    for (int i = 0; i < t->n_hranges; i++) {
+        jw_open(w, '{');
+        jw_kstr(w, "name", t->hranges[i].name);
+        jw_ki64(w, "count", t->hranges[i].count);
+        jw_key(w, "host_s");
+        jw_double(w, ns_s(t->hranges[i].host));
+        jw_key(w, "device_idle_s");
+        jw_double(w, ns_s(t->hranges[i].idle));
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    collectives(w, t, origin, clock);
+    timeline(w, t, origin, clock);
     jw_close(w, '}');
 }
 
-mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
-                               FILE *f) {
+static void opt_cause(jw *w, const char *s) {
+    if (s && *s) jw_str(w, s);
+    else jw_null(w);
+}
+
+/* The job (job.c): ranks, steps with their critical rank, stragglers, what-if. */
+static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
+    int ns = j->n_steps > 0 ? j->n_steps : 1;
+    jw_key(w, "job");
+    jw_open(w, '{');
+    jw_key(w, "match_by");
+    opt_str(w, j->match_by);
+    jw_ki64(w, "collectives_matched", j->n_matched);
+    jw_ki64(w, "calls_unmatched", j->n_unmatched);
+    jw_key(w, "threshold_s");
+    jw_double(w, ns_s(j->threshold));
+    jw_key(w, "ranks");
+    jw_open(w, '[');
+    for (int r = 0; r < j->n_ranks; r++) {
+        const mp_tjob_rank *x = &j->ranks[r];
+        jw_open(w, '{');
+        jw_ki64(w, "rank", x->rank);
+        jw_key(w, "trace");
+        opt_str(w, t[x->index]->path);
+        jw_key(w, "clock_offset_s");
+        jw_double(w, ns_s(x->clock));
+        jw_key(w, "clock_skew_s");
+        jw_double(w, ns_s(x->skew));
+        jw_ki64(w, "calls", x->n_calls);
+        jw_ki64(w, "matched", x->n_matched);
+        jw_key(w, "wait_s");
+        jw_double(w, ns_s(x->wait));
+        jw_key(w, "mean_delay_s");
+        jw_double(w, ns_s(x->late) / ns);
+        jw_ki64(w, "late_steps", x->late_steps);
+        jw_ki64(w, "critical_steps", x->critical_steps);
+        jw_kbool(w, "straggler", x->straggler);
+        jw_key(w, "cause");
+        opt_cause(w, x->cause);
+        jw_key(w, "cause_kind");
+        opt_str(w, x->cause_kind);
+        jw_key(w, "whatif_saved_s");
+        jw_double(w, ns_s(x->whatif_saved));
+        jw_key(w, "share_lost");
+        share(w, x->whatif_saved, j->wall);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_key(w, "steps");
+    jw_open(w, '[');
+    for (int s = 0; s < j->n_steps; s++) {
+        const mp_tjob_step *x = &j->steps[s];
+        jw_open(w, '{');
+        jw_kstr(w, "name", x->name ? x->name : "");
+        jw_key(w, "wall_s");
+        jw_double(w, ns_s(x->wall));
+        jw_key(w, "critical_rank");
+        opt_i64(w, x->critical >= 0 ? j->ranks[x->critical].rank : -1);
+        jw_key(w, "critical_delay_s");
+        jw_double(w, ns_s(x->delay));
+        jw_key(w, "cause");
+        opt_cause(w, x->cause);
+        jw_key(w, "whatif_step_s");
+        jw_double(w, ns_s(x->wall - x->saved));
+        jw_key(w, "ideal_step_s");
+        jw_double(w, ns_s(x->ideal));
+        jw_key(w, "late_s");
+        jw_open(w, '[');
+        for (int r = 0; r < j->n_ranks; r++) jw_double(w, ns_s(x->late[r]));
+        jw_close(w, ']');
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_key(w, "stragglers");
+    jw_open(w, '[');
+    for (int i = 0; i < j->n_stragglers; i++) {
+        const mp_tjob_rank *x = &j->ranks[j->stragglers[i]];
+        jw_open(w, '{');
+        jw_ki64(w, "rank", x->rank);
+        jw_key(w, "mean_delay_s");
+        jw_double(w, ns_s(x->late) / ns);
+        jw_key(w, "cause");
+        opt_cause(w, x->cause);
+        jw_key(w, "cause_kind");
+        opt_str(w, x->cause_kind);
+        jw_ki64(w, "late_steps", x->late_steps);
+        jw_ki64(w, "critical_steps", x->critical_steps);
+        jw_key(w, "whatif_saved_s");
+        jw_double(w, ns_s(x->whatif_saved));
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_key(w, "what_if");
+    jw_open(w, '{');
+    jw_key(w, "step_s");
+    jw_double(w, ns_s(j->wall) / ns);
+    jw_key(w, "ideal_step_s");
+    jw_double(w, ns_s(j->ideal) / ns);
+    jw_key(w, "share_lost");
+    share(w, j->wall - j->ideal, j->wall);
+    jw_key(w, "ranks");
+    jw_open(w, '[');
+    for (int r = 0; r < j->n_ranks; r++) {
+        const mp_tjob_rank *x = &j->ranks[r];
+        if (x->whatif_saved <= 0) continue;
+        jw_open(w, '{');
+        jw_ki64(w, "rank", x->rank);
+        jw_key(w, "lost_s");
+        jw_double(w, ns_s(x->whatif_saved));
+        jw_key(w, "share");
+        share(w, x->whatif_saved, j->wall);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_key(w, "causes");
+    jw_open(w, '[');
+    for (int c = 0; c < j->n_causes; c++) {
+        jw_open(w, '{');
+        jw_kstr(w, "cause", j->causes[c].name);
+        jw_kstr(w, "kind", j->causes[c].kind ? j->causes[c].kind : "host");
+        jw_key(w, "lost_s");
+        jw_double(w, ns_s(j->causes[c].lost));
+        jw_key(w, "share");
+        share(w, j->causes[c].lost, j->wall);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+    jw_close(w, '}');
+}
+
+mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_tjob *job,
+                               const mp_trace_options *o, FILE *f) {
     (void)o; /* the JSON holds everything: depth and top shape the text only */
     jw *w = jw_begin(f);
     if (!w) return MP_ERR_NOMEM;
-    char why[600];
     if (n == 1) {
-        one(w, t[0]);
+        one(w, t[0], first_time(t[0]), 0);
     } else {
         /* one trace object a member of "ranks" or "traces": its members on lines too */
         w->multiline = JW_MULTILINE_LEVELS + 2;
-        bool run = mp_trace_one_run(t, n, why, sizeof why);
+        char why[600];
+        bool run = job ? job->one_run : mp_trace_one_run(t, n, why, sizeof why);
+        const char *whys = job ? job->why : why;
+        /* one origin for every rank: the job's first step on its clock */
+        int64_t origin = INT64_MAX;
+        for (int i = 0; i < n; i++) {
+            int64_t clock = 0;
+            for (int r = 0; job && run && r < job->n_ranks; r++)
+                if (job->ranks[r].index == i) clock = job->ranks[r].clock;
+            origin = MP_MIN(origin, first_time(t[i]) + clock);
+        }
         jw_open(w, '{');
-        if (!run) jw_kstr(w, "separate_jobs", why); /* each analysed apart, no slowest rank */
+        if (!run) jw_kstr(w, "separate_jobs", whys); /* each analysed apart, no job */
         if (run) jw_key(w, "ranks");
         else jw_key(w, "traces");
         jw_open(w, '[');
-        int slow = 0;
-        for (int i = 0; i < n; i++) {
-            one(w, t[i]);
-            if (t[i]->n_steps && t[slow]->n_steps &&
-                t[i]->wall_total / t[i]->n_steps > t[slow]->wall_total / t[slow]->n_steps)
-                slow = i;
+        if (run && job) {   /* in rank order */
+            for (int r = 0; r < job->n_ranks; r++)
+                one(w, t[job->ranks[r].index], origin, job->ranks[r].clock);
+        } else {
+            for (int i = 0; i < n; i++) one(w, t[i], run ? origin : first_time(t[i]), 0);
         }
         jw_close(w, ']');
-        if (run) {
-            jw_key(w, "slowest");
-            jw_open(w, '{');
-            jw_ki64(w, "index", slow);
-            jw_key(w, "rank");
-            opt_i64(w, t[slow]->raw.rank);
-            jw_key(w, "trace");
-            opt_str(w, t[slow]->path);
-            jw_key(w, "mean_step_s");
-            jw_double(w, t[slow]->n_steps ? ns_s(t[slow]->wall_total / t[slow]->n_steps) : 0);
-            jw_close(w, '}');
-        }
+        if (run && job) job_json(w, t, job);
         jw_close(w, '}');
     }
     jw_end(w);

@@ -45,8 +45,8 @@ static double tflops(uint64_t flops, int64_t ns) {
 static void text_steps(tr *w, const mp_trace *t) {
     char a[MP_FMT_MAX], b[MP_FMT_MAX];
     rule(w, "Steps");
-    pf(w, "%-16s %10s %10s %7s | %10s %10s %10s %10s %10s\n", "step", "wall", "dev busy", "util",
-       "idle", "loader", "launch", "sync", "other");
+    pf(w, "%-16s %10s %10s %7s | %10s %10s %10s %10s %10s %10s\n", "step", "wall", "dev busy", "util",
+       "idle", "loader", "collective", "launch", "sync", "other");
     for (int k = 0; k < t->n_steps; k++) {
         const mp_tstep *s = &t->steps[k];
         int64_t idle = s->wall > s->busy ? s->wall - s->busy : 0;
@@ -58,9 +58,22 @@ static void text_steps(tr *w, const mp_trace *t) {
         putn(w, "\n", 1);
     }
     put(w, "\nIdle time by cause (Holistic Trace Analysis' idle breakdown, adapted): loader = the\n"
-           "device idle while the host was inside the data loader; launch = the next kernel was\n"
-           "launched after the device went idle (host late); sync = the same right after the host\n"
-           "waited on the device; other = the next kernel was queued already (dependencies).\n\n");
+           "device idle while the host was inside the data loader; collective = while its host\n"
+           "waited in a collective (or, in a job, while a collective kernel waited for its peers);\n"
+           "launch = the next kernel was launched after the device went idle (host late); sync =\n"
+           "the same right after the host waited on the device; other = the next kernel was queued\n"
+           "already (dependencies).\n\n");
+    if (t->n_calls) {
+        pf(w, "%-16s %10s %10s %10s %s\n", "collectives", "calls", "time", "overlap",
+           "(time in collectives; overlap: the share of it the device computed, as HTA)");
+        for (int k = 0; k < t->n_steps; k++) {
+            const mp_tstep *s = &t->steps[k];
+            cell(w, s->name, 16, false);
+            pf(w, " %10d %10s %10s\n", s->n_calls, secs(s->comm, a),
+               s->comm > 0 ? mp_fmt_pct((uint64_t)s->comm_overlap, (uint64_t)s->comm).s : "-");
+        }
+        putn(w, "\n", 1);
+    }
     pf(w, "%-16s", "device time by");
     for (int c = 0; c < MP_TC_COUNT; c++) pf(w, " %12s", mp_tcat_names[c]);
     putn(w, "\n", 1);
@@ -93,7 +106,7 @@ static void text_findings(tr *w, const mp_trace *t) {
 }
 
 static void text_efficiency(tr *w, const mp_trace *t) {
-    static const char *const dt[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64", "tf32"};
+    const char *const *dt = mp_tdtype_names;
     rule(w, "Efficiency");
     double tf = tflops(t->flops_total, t->wall_total);
     pf(w, "counted FLOPs over %d steps: %s, backward %s of them (from the recorded shapes:\n"
@@ -350,51 +363,107 @@ static mp_status text_one(tr *w, const mp_trace *t) {
     return text_modules(w, t);
 }
 
-/* ---- several ranks side by side ---- */
+/* ---- several ranks: the job ---- */
 
-static void text_ranks(tr *w, const mp_trace *const *t, int n) {
-    char a[5][MP_FMT_MAX];
-    rule(w, "Ranks");
-    pf(w, "%-5s %-40s %6s %11s %11s %7s %11s %11s %11s\n", "rank", "trace", "steps", "mean wall",
-       "mean busy", "util", "loader", "launch", "sync");
-    int slow = 0;
-    for (int i = 0; i < n; i++) {
-        const mp_trace *x = t[i];
-        int64_t ns = x->n_steps ? x->n_steps : 1;
-        int64_t l = 0, la = 0, sy = 0;
-        for (int k = 0; k < x->n_steps; k++) {
-            MP_SADD(l, x->steps[k].idle[MP_TI_LOADER]);
-            MP_SADD(la, x->steps[k].idle[MP_TI_LAUNCH]);
-            MP_SADD(sy, x->steps[k].idle[MP_TI_SYNC]);
-        }
-        if (x->n_steps && t[slow]->n_steps &&
-            x->wall_total / x->n_steps > t[slow]->wall_total / t[slow]->n_steps)
-            slow = i;
-        pf(w, "%-5d ", x->raw.rank >= 0 ? x->raw.rank : i);
-        const char *base = x->path ? strrchr(x->path, '/') : NULL;
-        cell(w, base ? base + 1 : x->path, 40, false);
-        pf(w, " %6d %11s %11s %7s %11s %11s %11s\n", x->n_steps, secs(x->wall_total / ns, a[0]),
-           secs(x->busy_total / ns, a[1]),
-           mp_fmt_pct((uint64_t)x->busy_total, (uint64_t)x->wall_total).s, secs(l / ns, a[2]),
-           secs(la / ns, a[3]), secs(sy / ns, a[4]));
-    }
-    const mp_trace *s = t[slow];
-    pf(w, "slowest rank: %d (%s), mean step %s\n\n", s->raw.rank >= 0 ? s->raw.rank : slow,
-       s->path ? s->path : "?", secs(s->n_steps ? s->wall_total / s->n_steps : 0, a[0]));
+static const char *base_name(const char *p) {
+    const char *b = p ? strrchr(p, '/') : NULL;
+    return b ? b + 1 : p;
 }
 
-mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
-                               FILE *f) {
+static void text_job(tr *w, const mp_trace *const *t, const mp_tjob *j) {
+    char a[6][MP_FMT_MAX];
+    int ns = j->n_steps > 0 ? j->n_steps : 1;
+    rule(w, "Ranks");
+    pf(w, "%-5s %-28s %10s %7s %10s %10s %10s %10s %10s %6s\n", "rank", "trace", "mean step",
+       "util", "comm", "coll wait", "launch", "wait", "late", "strag");
+    for (int r = 0; r < j->n_ranks; r++) {
+        const mp_tjob_rank *x = &j->ranks[r];
+        const mp_trace *tt = t[x->index];
+        int64_t n1 = tt->n_steps ? tt->n_steps : 1, cw = 0, la = 0;
+        for (int k = 0; k < tt->n_steps; k++) {
+            MP_SADD(cw, tt->steps[k].idle[MP_TI_COLL]);
+            MP_SADD(la, tt->steps[k].idle[MP_TI_LAUNCH]);
+        }
+        pf(w, "%-5d ", x->rank);
+        cell(w, base_name(tt->path), 28, false);
+        pf(w, " %10s %7s %10s %10s %10s %10s %10s %6s\n", secs(tt->wall_total / n1, a[0]),
+           mp_fmt_pct((uint64_t)tt->busy_total, (uint64_t)tt->wall_total).s,
+           secs(tt->comm_total / n1, a[1]), secs(cw / n1, a[2]), secs(la / n1, a[3]),
+           secs(x->wait / n1, a[4]), secs(x->late / ns, a[5]), x->straggler ? "yes" : "");
+    }
+    put(w, "(per step on average: comm = time in collectives; coll wait = device idle while waiting\n"
+           "in them; wait = its waits at the collectives (the last arrival minus its own); late =\n"
+           "its lateness, after the median of the other ranks)\n");
+    rule(w, "Job");
+    if (!j->match_by) {
+        pf(w, "%d ranks, %d steps; no collective calls in the traces: the ranks cannot be compared\n"
+              "at their meeting points.\n", j->n_ranks, j->n_steps);
+        return;
+    }
+    pf(w, "%d ranks, %d steps; collectives matched across ranks by %s: %d matched, %d calls\n"
+          "unmatched; a rank counts as late in a step from %s (1%% of the median step)\n",
+       j->n_ranks, j->n_steps, j->match_by, j->n_matched, j->n_unmatched, secs(j->threshold, a[0]));
+    put(w, "\nStragglers (late in most steps):\n");
+    if (!j->n_stragglers) put(w, "  none\n");
+    for (int i = 0; i < j->n_stragglers; i++) {
+        const mp_tjob_rank *x = &j->ranks[j->stragglers[i]];
+        pf(w, "  rank %d: late in %d of %d steps, %s a step on average (the rank the others waited\n"
+              "  for in %d steps); cause: %s\n",
+           x->rank, x->late_steps, j->n_steps, secs(x->late / ns, a[0]), x->critical_steps,
+           x->cause[0] ? x->cause : "not found");
+    }
+    put(w, "\nSteps: the critical rank (the one the others waited for) and how late it was:\n");
+    pf(w, "%-16s %10s %8s %10s %12s  %s\n", "step", "job wall", "critical", "delay", "if median",
+       "cause");
+    for (int s = 0; s < j->n_steps; s++) {
+        const mp_tjob_step *x = &j->steps[s];
+        cell(w, x->name, 16, false);
+        if (x->critical < 0) {
+            pf(w, " %10s %8s\n", secs(x->wall, a[0]), "-");
+            continue;
+        }
+        pf(w, " %10s %8d %10s %12s  %s\n", secs(x->wall, a[0]), j->ranks[x->critical].rank,
+           secs(x->delay, a[1]), secs(x->wall - x->saved, a[2]), x->cause[0] ? x->cause : "-");
+    }
+    put(w, "(if median: the step had its critical rank run like the median rank)\n");
+    pf(w, "\nWhat-if (Lin et al., \"Understanding Stragglers in Large Model Training Using What-if\n"
+          "Analysis\"): the job's step %s; had every straggler run like the median rank, %s\n"
+          "(%s of the job's time lost to stragglers).\n",
+       secs(j->wall / ns, a[0]), secs(j->ideal / ns, a[1]),
+       mp_fmt_pct((uint64_t)(j->wall - j->ideal), (uint64_t)j->wall).s);
+    put(w, "Job time lost, by rank (had it alone run like the median rank):");
+    int shown = 0;
+    for (int r = 0; r < j->n_ranks && shown < 16; r++)
+        if (j->ranks[r].whatif_saved > 0) {
+            pf(w, "%s rank %d %s", shown ? "," : "", j->ranks[r].rank,
+               mp_fmt_pct((uint64_t)j->ranks[r].whatif_saved, (uint64_t)j->wall).s);
+            shown++;
+        }
+    put(w, shown ? "\n" : " none\n");
+    put(w, "Job time lost, by cause:");
+    for (int c = 0; c < j->n_causes; c++)
+        pf(w, "%s %s %s", c ? "," : "", j->causes[c].name,
+           mp_fmt_pct((uint64_t)j->causes[c].lost, (uint64_t)j->wall).s);
+    put(w, j->n_causes ? "\n\n" : " none\n\n");
+}
+
+mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_tjob *job,
+                               const mp_trace_options *o, FILE *f) {
     tr *w = malloc(sizeof *w);
     if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
     w->o = o;
     mp_status st = MP_OK;
     char why[600];
-    if (n > 1 && mp_trace_one_run(t, n, why, sizeof why)) text_ranks(w, t, n);
-    else if (n > 1) pf(w, "%d traces from different jobs, not ranks of one run: each is analysed "
-                          "apart.\n(%s)\n\n", n, why);
-    for (int i = 0; i < n && st == MP_OK; i++) st = text_one(w, t[i]);
+    bool run = n > 1 && (job ? job->one_run : mp_trace_one_run(t, n, why, sizeof why));
+    if (run && job) text_job(w, t, job);
+    else if (n > 1 && !run)
+        pf(w, "%d traces from different jobs, not ranks of one run: each is analysed "
+              "apart.\n(%s)\n\n", n, job ? job->why : why);
+    if (run && job)
+        for (int r = 0; r < job->n_ranks && st == MP_OK; r++) st = text_one(w, t[job->ranks[r].index]);
+    else
+        for (int i = 0; i < n && st == MP_OK; i++) st = text_one(w, t[i]);
     rule(w, NULL);
     mp_out_flush(&w->out);
     free(w);

@@ -29,6 +29,51 @@ static mp_fmtbuf rate(double flops, double s) {
     return mp_fmt_si_d(flops / s, "FLOPS");
 }
 
+/* The profiler's own cost in a profiled step. Measured, when steps ran
+ * before profiling: the binding's perf_counter iteration then against while
+ * profiling (mp_train_set_clock). Estimated always, from the trace's
+ * records times the costs the binding measured at start_profile
+ * (mp_train_set_overhead): a lower bound (a real step's operators cost more
+ * to record than the calibration's). `step` is the profiled step's wall
+ * time, `n` the steps. */
+static void overhead_lines(trw *w, double step, double n) {
+    const mp_train *t = w->t;
+    const mp_train_clock *k = &t->clock;
+    const mp_train_overhead *h = &t->overhead;
+    mp_out *o = &w->out;
+    const int c = 64;
+    char label[96];
+    bool before = k->before_calls > 1 && k->before_iter_s > 0;
+    if (before) {
+        snprintf(label, sizeof label, "iter latency before profiling (perf_counter, %d calls):",
+                 k->before_calls);
+        if (k->profiled_calls > 1 && k->profiled_iter_s > 0)
+            mp_out_printf(o, "%-*s%s (profiled: %s, %.2fx)\n", c, label,
+                          mp_fmt_seconds(k->before_iter_s).s,
+                          mp_fmt_seconds(k->profiled_iter_s).s,
+                          k->profiled_iter_s / k->before_iter_s);
+        else
+            mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(k->before_iter_s).s);
+    } else if (k->profiled_calls > 0) {
+        mp_out_printf(o, "%-*s%s\n", c, "iter latency before profiling:",
+                      "not measured (run two steps or more before start_profile to see it)");
+    }
+    if (k->before_calls > 0 && k->before_fwd_s > 0)
+        mp_out_printf(o, "%-*s%s\n", c, "fwd latency before profiling (perf_counter):",
+                      mp_fmt_seconds(k->before_fwd_s).s);
+    if (h->known && n > 0) {
+        double per = mp_train_overhead_s(t) / n;
+        mp_out_printf(o, "%-*sat least %s a step (%.0f operator records x %s + %.0f module "
+                         "ranges x %s; costs measured at start_profile)\n",
+                      c, "profiler overhead (estimated from its records):", mp_fmt_seconds(per).s,
+                      (double)h->ops / n, mp_fmt_seconds(h->op_s).s, (double)h->ranges / n,
+                      mp_fmt_seconds(h->range_s).s);
+        if (step > per)
+            mp_out_printf(o, "%-*sat most %s\n", c, "iter latency without the profiler (estimated):",
+                          mp_fmt_seconds(step - per).s);
+    }
+}
+
 static void summary(trw *w) {
     const mp_train *t = w->t;
     const mp_train_row *root = &t->rows[0];
@@ -70,6 +115,7 @@ static void summary(trw *w) {
                       mp_fmt_seconds(t->optimizer_s / n).s);
         mp_out_printf(o, "%-*s%s\n", c, "iter latency (profiled step, wall):",
                       mp_fmt_seconds(t->wall_s / n).s);
+        overhead_lines(w, t->wall_s / n, n);
     }
 }
 
@@ -174,7 +220,9 @@ static mp_status detailed(trw *w) {
                      "bwd latency, fwd FLOPS\n\n",
                   (long long)t->rows[0].calls);
     mp_tree_style st = {tr_label, tr_cls, tr_figs, w};
-    return mp_tree_print(o, t->mods, t->n, w->o->depth, &st);
+    /* the whole tree, as DeepSpeed prints the model (module_depth shapes
+     * the aggregated block only) */
+    return mp_tree_print(o, t->mods, t->n, -1, &st);
 }
 
 mp_status mp_report_train_text(const mp_train *t, const mp_train_options *o, FILE *f) {

@@ -341,6 +341,40 @@ done:
     return st;
 }
 
+/* The timed passes' step times into the profile (keep_timestamps), with
+ * what each step ran, so that writers read the profile alone. */
+static mp_status mp__fill_stamps(mp_exec *pl, mp_profile *p) {
+    if (!pl->t_start || !pl->t_step || pl->t_iters <= 0) return MP_OK;
+    int ns = pl->n_steps, iters = pl->t_iters, nn = 0;
+    for (int s = 0; s < ns; s++) nn += pl->steps[s].n_nodes;
+    mp_stamps *t = &p->stamps;
+    size_t cells = (size_t)iters * (size_t)(ns ? ns : 1);
+    t->node = malloc(sizeof *t->node * (size_t)(ns + 1));
+    t->module = malloc(sizeof *t->module * (size_t)(ns + 1));
+    t->first = malloc(sizeof *t->first * (size_t)(ns + 1));
+    t->nodes = malloc(sizeof *t->nodes * (size_t)(nn + 1));
+    t->start = malloc(sizeof *t->start * cells);
+    t->dur = malloc(sizeof *t->dur * cells);
+    if (!t->node || !t->module || !t->first || !t->nodes || !t->start || !t->dur) {
+        mp_profile_free_measured(p);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    int k = 0;
+    for (int s = 0; s < ns; s++) {
+        const mp_step *sp = &pl->steps[s];
+        t->node[s] = sp->node;
+        t->module[s] = sp->module;
+        t->first[s] = k;
+        for (int j = 0; j < sp->n_nodes; j++) t->nodes[k++] = sp->nodes[j];
+    }
+    t->first[ns] = k;
+    memcpy(t->start, pl->t_start, sizeof *t->start * cells);
+    memcpy(t->dur, pl->t_step, sizeof *t->dur * cells);
+    t->n_steps = ns;
+    t->iters = iters;
+    return MP_OK;
+}
+
 mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     if (!pl || !p) return mp_error(MP_ERR_USAGE, "no plan or profile");
     if (p != pl->p) return mp_error(MP_ERR_USAGE, "the profile is not the one the plan was made from");
@@ -375,6 +409,7 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     }
     if (shown) mp__progress(pl, start, total, total, &shown);
     mp_status st = mp__fill(pl, p, iters);
+    if (!st) st = mp__fill_stamps(pl, p);
     if (st) return st;
     mp_runinfo *r = &p->run;
     r->iters = iters;

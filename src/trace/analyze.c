@@ -15,6 +15,7 @@
  *    open around it on its thread. */
 #include "trace/trace.h"
 #include "base/gpu.h"
+#include "trace/ival.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,9 +29,10 @@ const char *const mp_tcat_names[MP_TC_COUNT] = {"gemm", "conv", "attention", "el
 const char *const mp_tcat_labels[MP_TC_COUNT] = {
     "GEMM", "convolution", "attention", "element-wise/reduction/norm", "memcpy/memset",
     "communication (NCCL)", "other"};
-const char *const mp_tidle_names[MP_TI_COUNT] = {"data_loader", "launch_bound",
+const char *const mp_tidle_names[MP_TI_COUNT] = {"data_loader", "collective_wait", "launch_bound",
                                                  "synchronization", "other"};
 const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
+                                                  "waiting in a collective",
                                                   "launch-bound (host late)",
                                                   "after synchronisation", "other"};
 
@@ -194,9 +196,22 @@ static int op_category(const char *op) {
     return -1;
 }
 
+bool mp__trace_comm_kernel(const char *name) { return has_ci(name, "nccl"); }
+
+bool mp__trace_loader(const char *name) { return has(name, "DataLoader"); }
+
+bool mp__trace_user_range(const char *n) {
+    static const char *const framework[] = {"ProfilerStep#", "Optimizer.", "gloo:", "nccl:", "c10d::",
+                                            "record_param_comms", "DistributedDataParallel.",
+                                            "FullyShardedDataParallel", "## "};
+    for (size_t i = 0; i < MP_ARRAY_LEN(framework); i++)
+        if (starts(n, framework[i])) return false;
+    return !mp__trace_loader(n) && !mp_trace_module_range(n, strlen(n), NULL);
+}
+
 /* The category a kernel's name decides. */
 static int kernel_category(const char *k) {
-    if (has_ci(k, "nccl")) return MP_TC_COMM;
+    if (mp__trace_comm_kernel(k)) return MP_TC_COMM;
     if (has_ci(k, "flash") || has_ci(k, "fmha") || has_ci(k, "attention") || has_ci(k, "sdpa"))
         return MP_TC_ATTN;
     if (has_ci(k, "conv") || has(k, "wgrad") || has(k, "dgrad") || has(k, "fprop"))
@@ -261,8 +276,8 @@ void mp_trace_short_name(const char *name, char *out, size_t n) {
  * fp32 operators get when their kernels ran as TF32 (cuDNN convolutions
  * do by default) ---- */
 
-static const char *const dtype_names[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64",
-                                                      "tf32"};
+const char *const mp_tdtype_names[MP_TDT_COUNT] = {"?", "fp32", "fp16", "bf16", "fp8", "fp64",
+                                                   "tf32"};
 
 double mp_trace_peak(const char *device, int dtype, const char **label) {
     static const int col[MP_TDT_COUNT] = {-1, MP_GPU_FP32, MP_GPU_FP16, MP_GPU_BF16, MP_GPU_FP8,
@@ -527,51 +542,6 @@ static int dev_cmp(const void *ctx, int32_t x, int32_t y) {
     return (x > y) - (x < y);
 }
 
-typedef struct ival {
-    int64_t a, b;
-    int32_t first;   /* device event that opens it */
-} ival;
-
-static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
-    int64_t lo = MP_MAX(a0, b0), hi = MP_MIN(a1, b1);
-    return hi > lo ? hi - lo : 0;
-}
-
-/* First interval whose end is after t. */
-static size_t ival_after(const ival *v, size_t n, int64_t t) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (v[mid].b <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-static int64_t ival_overlap(const ival *v, size_t n, int64_t a, int64_t b) {
-    int64_t s = 0;
-    for (size_t i = ival_after(v, n, a); i < n && v[i].a < b; i++) s += overlap(v[i].a, v[i].b, a, b);
-    return s;
-}
-
-static size_t merge_ivals(ival *v, size_t n) {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (o && v[i].a <= v[o - 1].b) {
-            if (v[i].b > v[o - 1].b) v[o - 1].b = v[i].b;
-        } else {
-            v[o++] = v[i];
-        }
-    }
-    return o;
-}
-
-static int ival_cmp(const void *x, const void *y) {
-    const ival *a = x, *b = y;
-    if (a->a != b->a) return a->a < b->a ? -1 : 1;
-    return (a->b > b->b) - (a->b < b->b);
-}
-
 /* ---- the module tree ---- */
 
 typedef struct mtree {
@@ -687,7 +657,6 @@ static int32_t outer_of(const work *w, int32_t i) {
     return o;
 }
 
-static int intern_str(mp_trace_raw *raw, const char *s);
 
 /* Freed memory goes back to the system now (glibc keeps freed heap memory
  * for reuse; the analysis frees megabytes between its steps). */
@@ -698,7 +667,7 @@ static void give_back(void) {
 }
 
 /* The name of the module tree's root: "trace". */
-static int intern_root(mp_trace_raw *raw) { return intern_str(raw, "trace"); }
+static int intern_root(mp_trace_raw *raw) { return mp__trace_intern(raw, "trace"); }
 
 static int32_t resolve(const work *w, int32_t s) {
     while (s >= 0 && w->raw->spans[s].merged) s = w->parent[s];
@@ -738,6 +707,8 @@ static mp_status sort_spans(work *w) {
      * side table added to mp_trace_raw by span index is remapped here) */
     for (size_t k = 0; k < S; k++) tmp[perm[k]] = (int32_t)k;
     for (size_t f = 0; f < raw->n_flops; f++) raw->flops[f].span = (uint32_t)tmp[raw->flops[f].span];
+    for (size_t c = 0; c < raw->n_comms; c++)
+        if (!raw->comms[c].on_dev) raw->comms[c].idx = (uint32_t)tmp[raw->comms[c].idx];
     if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, flop_cmp);
     big_free(tmp);
     permute_spans(sp, perm, S);
@@ -997,7 +968,7 @@ static mp_status link_backward(work *w) {
 
 /* ---- operator and kernel tables ---- */
 
-static int intern_str(mp_trace_raw *raw, const char *s) {
+int mp__trace_intern(mp_trace_raw *raw, const char *s) {
     size_t n = strlen(s);
     uint32_t h = mp_strmap_hash(s, n);
     int v = mp_strmap_getn_h(&raw->names_map, s, n, h);
@@ -1095,7 +1066,7 @@ static mp_status tables(work *w) {
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S, D = w->D;
-    int star = intern_str(raw, "ProfilerStep*");
+    int star = mp__trace_intern(raw, "ProfilerStep*");
     if (star < 0) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     int N = raw->n_names;
     int32_t *row_cpu = malloc((size_t)N * sizeof *row_cpu);
@@ -1331,7 +1302,7 @@ static void modules(work *w) {
 }
 
 /* The step whose window holds ts; -1. Steps are in time order. */
-static int step_at(const mp_trace *t, int64_t ts) {
+int mp__trace_step_at(const mp_trace *t, int64_t ts) {
     int lo = 0, hi = t->n_steps;
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
@@ -1361,11 +1332,11 @@ static int cpos_cmp(const void *x, const void *y) {
 static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t **out) {
     const mp_trace_raw *raw = w->raw;
     const mp_tspan *sp = raw->spans;
-    int64_t *launch = malloc((nu + 1) * sizeof *launch);
-    cpos *c = malloc((nu + 1) * sizeof *c);
+    int64_t *launch = big_alloc((nu + 1) * sizeof *launch, false);
+    cpos *c = big_alloc((nu + 1) * sizeof *c, false);
     *out = launch;
     if (!launch || !c) {
-        free(c);
+        big_free(c);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     size_t nc = 0;
@@ -1386,8 +1357,159 @@ static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t *
         for (; lo < nc && c[lo].corr == sp[i].corr; lo++)
             if (launch[c[lo].j] < 0) launch[c[lo].j] = sp[i].ts;
     }
-    free(c);
+    big_free(c);
     return MP_OK;
+}
+
+static int hr_cmp(const void *x, const void *y) {
+    const struct mp_thrange *a = x, *b = y;
+    if (a->idle != b->idle) return a->idle > b->idle ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+typedef struct nrng {
+    uint32_t name;
+    int64_t a, b;
+} nrng;
+
+static int nrng_cmp(const void *x, const void *y) {
+    const nrng *a = x, *b = y;
+    if (a->name != b->name) return a->name < b->name ? -1 : 1;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+/* The device's idle intervals inside the steps, in the steps' order: the
+ * complement of the busy union u (nu intervals) within each step's
+ * window. A walker, so that they are never held all at once: *k and *j
+ * start at 0 and -1; returns false after the last. */
+static bool next_gap(const mp_trace *t, const ival *u, size_t nu, int *k, ptrdiff_t *j, int64_t *c0,
+                     int64_t *c1) {
+    while (*k < t->n_steps) {
+        const mp_tstep *s = &t->steps[*k];
+        int64_t a0 = s->ts, a1 = s->ts + s->wall;
+        if (*j < 0) *j = (ptrdiff_t)ival_after(u, nu, a0);
+        else if ((size_t)*j >= nu) *j = PTRDIFF_MAX;   /* the step's last gap was given */
+        else (*j)++;
+        if (*j != PTRDIFF_MAX) {
+            size_t jj = (size_t)*j;
+            int64_t g0 = jj == 0 ? INT64_MIN : u[jj - 1].b;
+            int64_t g1 = jj < nu ? u[jj].a : INT64_MAX;
+            *c0 = MP_MAX(g0, a0);
+            *c1 = MP_MIN(g1, a1);
+            if (*c0 < a1) {
+                if (*c1 > *c0) return true;
+                continue;
+            }
+        }
+        (*k)++;
+        *j = -1;
+    }
+    return false;
+}
+
+/* The user's own host ranges that gave the device no work, and the
+ * device's idle time inside them (not already the data loader's or a
+ * collective's): `data`, logging, checkpointing the device waited on. u: the
+ * device's busy union (next_gap gives the idle intervals of the steps). */
+static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *u, size_t nu,
+                             const ival *loader, size_t nl, const ival *hc, size_t nhc) {
+    t->hranges = NULL;
+    t->n_hranges = 0;
+    if (!t->n_steps) return MP_OK;
+    int64_t w0 = t->steps[0].ts, w1 = w0;
+    for (int k = 0; k < t->n_steps; k++) w1 = MP_MAX(w1, t->steps[k].ts + t->steps[k].wall);
+    size_t n = 0;
+    for (size_t i = 0; i < raw->n_spans; i++)
+        n += raw->spans[i].kind == MP_TS_ANNOT && mp__trace_user_range(raw->names[raw->spans[i].name]);
+    if (!n) return MP_OK;
+    nrng *r = malloc(n * sizeof *r);
+    size_t ngap = 0;
+    int gk = 0;
+    ptrdiff_t gj = -1;
+    for (int64_t c0, c1; next_gap(t, u, nu, &gk, &gj, &c0, &c1);) ngap++;
+    ival *ex = malloc((nl + nhc + 1) * sizeof *ex), *idle = big_alloc((2 * ngap + nl + nhc + 1) * sizeof *idle, false);
+    struct mp_thrange *out = NULL;
+    int cap = 0;
+    mp_status st = MP_OK;
+    if (!r || !ex || !idle) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto done;
+    }
+    /* the host's calls into the device runtime, by thread and time (the
+     * spans are sorted so): a range that launched work is not one the
+     * device waited on (a "forward" range's idle is launch-bound, not the
+     * range's) */
+    const mp_tspan *all = raw->spans;
+    size_t S = raw->n_spans;
+    n = 0;
+    for (size_t i = 0; i < S; i++) {
+        const mp_tspan *sp = &all[i];
+        if (sp->kind != MP_TS_ANNOT || !mp__trace_user_range(raw->names[sp->name])) continue;
+        size_t lo = 0, hi = S;   /* the first span of its thread at or after its start */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (all[mid].tid < sp->tid || (all[mid].tid == sp->tid && all[mid].ts < sp->ts)) lo = mid + 1;
+            else hi = mid;
+        }
+        bool launched = false;
+        for (; lo < S && all[lo].tid == sp->tid && all[lo].ts < sp->end && !launched; lo++)
+            launched = all[lo].kind == MP_TS_RUNTIME;
+        if (launched) continue;
+        r[n++] = (nrng){sp->name, MP_MAX(sp->ts, w0), MP_MIN(sp->end, w1)};
+    }
+    qsort(r, n, sizeof *r, nrng_cmp);
+    /* idle less the loader's and the collectives' */
+    size_t nex = 0, nid = 0;
+    for (size_t i = 0; i < nl; i++) ex[nex++] = loader[i];
+    for (size_t i = 0; i < nhc; i++) ex[nex++] = hc[i];
+    if (nex > 1) qsort(ex, nex, sizeof *ex, ival_cmp);
+    nex = merge_ivals(ex, nex);
+    gk = 0;
+    gj = -1;
+    size_t e = 0;
+    for (int64_t ga, gb; next_gap(t, u, nu, &gk, &gj, &ga, &gb);) {
+        int64_t cur = ga;
+        while (e < nex && ex[e].b <= cur) e++;
+        for (size_t q = e; q < nex && ex[q].a < gb; q++) {
+            if (ex[q].a > cur) idle[nid++] = (ival){cur, ex[q].a, -1};
+            cur = MP_MAX(cur, ex[q].b);
+        }
+        if (cur < gb) idle[nid++] = (ival){cur, gb, -1};
+    }
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        int64_t host = 0, id = 0, cov = INT64_MIN, count = 0;
+        while (j < n && r[j].name == r[i].name) {   /* nested or repeated calls once */
+            count++;
+            int64_t a = MP_MAX(r[j].a, cov), b = r[j].b;
+            if (b > a) {
+                host += b - a;
+                id += ival_overlap(idle, nid, a, b);
+            }
+            cov = MP_MAX(cov, b);
+            j++;
+        }
+        if (id > 0) {
+            struct mp_thrange *no = mp_grow(out, sizeof *out, &cap, t->n_hranges + 1);
+            if (!no) {
+                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                goto done;
+            }
+            out = no;
+            out[t->n_hranges++] = (struct mp_thrange){raw->names[r[i].name], count, host, id};
+        }
+        i = j;
+    }
+    if (t->n_hranges > 1) qsort(out, (size_t)t->n_hranges, sizeof *out, hr_cmp);
+    if (t->n_hranges > MP_HRANGES) t->n_hranges = MP_HRANGES;
+    t->hranges = out;
+    out = NULL;
+done:
+    free(out);
+    free(r);
+    free(ex);
+    big_free(idle);
+    return st;
 }
 
 /* ---- steps: busy, idle by cause, device time by category, memory ---- */
@@ -1450,11 +1572,12 @@ static mp_status steps(work *w) {
     int32_t *dk = big_alloc((nd + 1) * sizeof *dk, false), *dtmp = big_alloc((nd + 1) * sizeof *dtmp, false);
     ival *loader = big_alloc((nl + 1) * sizeof *loader, false);
     ival *sync = big_alloc((nsy + 1) * sizeof *sync, false);
+    ival *hc = malloc(((size_t)t->n_calls + 1) * sizeof *hc);   /* host-side collectives */
     ival *u = NULL;
     int64_t *launch = NULL;   /* per interval of u: when the kernel that opens it was launched; -1 */
     uint32_t *runs = NULL;
     size_t rcap = 0;
-    if (!dk || !dtmp || !loader || !sync) {
+    if (!dk || !dtmp || !loader || !sync || !hc) {
         big_free(dtmp);
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
@@ -1473,24 +1596,26 @@ static mp_status steps(work *w) {
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
     }
-    /* the union, as the events come in time order */
-    size_t ucap = 0;
-    for (size_t i = 0; i < nd; i++) {
-        const mp_tdev *dv = &raw->devs[dk[i]];
-        if (nu && dv->ts <= u[nu - 1].b) {
-            if (dv->end > u[nu - 1].b) u[nu - 1].b = dv->end;
-            continue;
-        }
-        if (nu == ucap) {
-            ucap = ucap ? ucap * 2 : 1024;
-            ival *nuv = realloc(u, ucap * sizeof *u);
-            if (!nuv) {
-                st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
-                goto out;
+    /* the union, as the events come in time order: counted, then made */
+    for (size_t i = 0, pass = 0; pass < 2; pass++, i = 0) {
+        int64_t b = INT64_MIN;
+        size_t k = 0;
+        for (; i < nd; i++) {
+            const mp_tdev *dv = &raw->devs[dk[i]];
+            if (k && dv->ts <= b) {
+                if (dv->end > b) b = dv->end;
+                if (pass) u[k - 1].b = b;
+                continue;
             }
-            u = nuv;
+            if (pass) u[k] = (ival){dv->ts, dv->end, dk[i]};
+            k++;
+            b = dv->end;
         }
-        u[nu++] = (ival){dv->ts, dv->end, dk[i]};
+        nu = k;
+        if (!pass && !(u = big_alloc((nu + 1) * sizeof *u, false))) {
+            st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            goto out;
+        }
     }
     if ((st = launch_times(w, u, nu, &launch)) != MP_OK) goto out;
     /* categories: by kernel name once, by launching operator name once */
@@ -1514,6 +1639,11 @@ static mp_status steps(work *w) {
     }
     if (nl > 1) qsort(loader, nl, sizeof *loader, ival_cmp);
     nl = merge_ivals(loader, nl);
+    size_t nhc = 0;
+    for (int i = 0; i < t->n_calls; i++)
+        if (!t->calls[i].device) hc[nhc++] = (ival){t->calls[i].ts, t->calls[i].end, i};
+    if (nhc > 1) qsort(hc, nhc, sizeof *hc, ival_cmp);
+    nhc = merge_ivals(hc, nhc);
     /* sync calls by end time */
     for (size_t i = 0; i < nsy; i++) {
         int64_t a = sync[i].a;
@@ -1539,6 +1669,10 @@ static mp_status steps(work *w) {
                 int64_t ld = ival_overlap(loader, nl, c0, c1);
                 MP_SADD(s->idle[MP_TI_LOADER], ld);
                 len -= ld;
+                /* the host waiting in a collective (outside the loader) */
+                int64_t co = ival_overlap(hc, nhc, c0, c1) - ival_common(hc, nhc, loader, nl, c0, c1);
+                MP_SADD(s->idle[MP_TI_COLL], co);
+                len -= co;
                 int cause = MP_TI_OTHER;
                 if (j < nu) {
                     if (launch[j] >= 0 && launch[j] > g0) {
@@ -1600,7 +1734,7 @@ static mp_status steps(work *w) {
     /* optimizer time and FLOPs: each span counts for the step it starts in */
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_ANNOT || !starts(nm[sp[i].name], "Optimizer.step#")) continue;
-        int k = step_at(t, sp[i].ts);
+        int k = mp__trace_step_at(t, sp[i].ts);
         if (k < 0) continue;
         mp_tstep *s = &t->steps[k];
         MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
@@ -1608,7 +1742,7 @@ static mp_status steps(work *w) {
     for (size_t f = 0; f < raw->n_flops; f++) {
         int32_t i = (int32_t)raw->flops[f].span;
         uint64_t fl = raw->flops[f].flops;
-        int k = step_at(t, sp[i].ts);
+        int k = mp__trace_step_at(t, sp[i].ts);
         if (k < 0) continue;
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
@@ -1622,7 +1756,7 @@ static mp_status steps(work *w) {
     for (size_t d = 0; d < D; d++) {
         const mp_tdev *dv = &raw->devs[d];
         if (dv->kind != MP_TD_ANNOT || !starts(nm[dv->name], "Optimizer.step#")) continue;
-        int k = step_at(t, dv->ts);
+        int k = mp__trace_step_at(t, dv->ts);
         if (k >= 0) MP_SADD(t->steps[k].optimizer_dev, dv->end - dv->ts);
     }
     /* memory: device allocations, in time order per step */
@@ -1630,7 +1764,7 @@ static mp_status steps(work *w) {
     int cur = -1;
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
-        int k = step_at(t, me->ts);
+        int k = mp__trace_step_at(t, me->ts);
         if (k != cur && k >= 0) {
             mp_tstep *s = &t->steps[k];
             if (s->mem_start < 0) s->mem_start = last >= 0 ? last : (int64_t)me->allocated - me->bytes;
@@ -1649,12 +1783,19 @@ static mp_status steps(work *w) {
     }
     free(kc);
     free(oc);
+    /* what the host ranges below do not read goes back first */
+    big_free(dk);
+    big_free(launch);
+    dk = NULL;
+    launch = NULL;
+    st = host_ranges(t, raw, u, nu, loader, nl, hc, nhc);
 out:
     big_free(dk);
-    free(u);
-    free(launch);
+    big_free(u);
+    big_free(launch);
     big_free(loader);
     big_free(sync);
+    free(hc);
     return st;
 }
 
@@ -1713,7 +1854,7 @@ static mp_status flop_summary(work *w) {
         while (x >= 0 && !sp[x].has_fwd && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
             x = w->parent[x];
         if (x < 0) continue;
-        int k = step_at(t, sp[i].ts);
+        int k = mp__trace_step_at(t, sp[i].ts);
         if (k < 0) continue;
         MP_SADD(t->flops_bwd, fl);
         MP_SADD(t->steps[k].flops_bwd, fl);
@@ -1728,7 +1869,7 @@ static mp_status flop_summary(work *w) {
     mp_status st = MP_OK;
     for (size_t i = 0; i < S && st == MP_OK; i++) {
         if (!BIT_GET(launched, i) || sp[i].kind != MP_TS_OP || sp[i].merged ||
-            outer_of(w, (int32_t)i) >= 0 || step_at(t, sp[i].ts) < 0 ||
+            outer_of(w, (int32_t)i) >= 0 || mp__trace_step_at(t, sp[i].ts) < 0 ||
             (w->nf[sp[i].name] & NF_FLOP_FREE))
             continue;
         int32_t r = row[sp[i].name];
@@ -1754,149 +1895,6 @@ static mp_status flop_summary(work *w) {
     big_free(launched);
     free(row);
     return st;
-}
-
-/* ---- findings: plain words, each with its figure ---- */
-
-/* A finding: its kind, ranking score (percent of step time here, a
- * fraction once stored), the figure it is about with its unit and share,
- * and the text. */
-typedef struct fnd {
-    const char *kind;
-    double score_pct;
-    double value;
-    const char *unit;
-    double share;
-} fnd;
-
-static void add_finding(mp_trace *t, int *cap, fnd k, const char *fmt, ...) MP_PRINTF(4, 5);
-static void add_finding(mp_trace *t, int *cap, fnd k, const char *fmt, ...) {
-    mp_tfinding *nf = mp_grow(t->findings, sizeof *t->findings, cap, t->n_findings + 1);
-    if (!nf) return;
-    t->findings = nf;
-    mp_tfinding *f = &t->findings[t->n_findings++];
-    f->kind = k.kind;
-    f->score = k.score_pct / 100;
-    f->value = k.value;
-    f->unit = k.unit;
-    f->share = k.share;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->text, sizeof f->text, fmt, ap);
-    va_end(ap);
-}
-
-static int finding_cmp(const void *x, const void *y) {
-    const mp_tfinding *a = x, *b = y;
-    return (a->score < b->score) - (a->score > b->score);
-}
-
-static double ms(int64_t ns) { return (double)ns / 1e6; }
-static double pct(int64_t a, int64_t b) { return b > 0 ? 100.0 * (double)a / (double)b : 0; }
-static double frac(int64_t a, int64_t b) { return b > 0 ? (double)a / (double)b : 0; }
-static double secs_of(int64_t ns) { return (double)ns * 1e-9; }
-
-static void findings(mp_trace *t) {
-    int cap = 0;
-    int64_t wall = t->wall_total;
-    if (wall <= 0 || t->n_steps == 0) return;
-    int64_t idle[MP_TI_COUNT] = {0}, opt = 0, cat[MP_TC_COUNT] = {0};
-    int worst = 0;
-    for (int k = 0; k < t->n_steps; k++) {
-        const mp_tstep *s = &t->steps[k];
-        for (int c = 0; c < MP_TI_COUNT; c++) MP_SADD(idle[c], s->idle[c]);
-        for (int c = 0; c < MP_TC_COUNT; c++) MP_SADD(cat[c], s->cat[c]);
-        MP_SADD(opt, s->optimizer);
-        if (pct(s->idle[MP_TI_LOADER], s->wall) >
-            pct(t->steps[worst].idle[MP_TI_LOADER], t->steps[worst].wall))
-            worst = k;
-    }
-    const mp_tstep *ws = &t->steps[worst];
-    if (pct(idle[MP_TI_LOADER], wall) >= 5)
-        add_finding(t, &cap,
-                    (fnd){"data_loader", pct(idle[MP_TI_LOADER], wall), secs_of(idle[MP_TI_LOADER]),
-                          "s", frac(idle[MP_TI_LOADER], wall)},
-                    "Data loading: the device waited on the data loader for %.1f ms of %.1f ms "
-                    "(%.1f%% of step time; %s %.1f%%). Give the DataLoader more workers "
-                    "(num_workers), pin_memory=True and persistent_workers=True, prefetch, or "
-                    "make per-sample transforms cheaper.",
-                    ms(idle[MP_TI_LOADER]), ms(wall), pct(idle[MP_TI_LOADER], wall), ws->name,
-                    pct(ws->idle[MP_TI_LOADER], ws->wall));
-    int64_t nk = 0;
-    for (int i = 0; i < t->n_kernels; i++)
-        if (t->kernels[i].kind == MP_TD_KERNEL) nk += t->kernels[i].count;
-    if (pct(idle[MP_TI_LAUNCH], wall) >= 10)
-        add_finding(t, &cap,
-                    (fnd){"launch_bound", pct(idle[MP_TI_LAUNCH], wall), secs_of(idle[MP_TI_LAUNCH]),
-                          "s", frac(idle[MP_TI_LAUNCH], wall)},
-                    "Launch-bound: the device sat idle %.1f ms (%.1f%% of step time) between "
-                    "kernels because the host launched the next one late (%.0f kernels per step, "
-                    "%.1f us each on average). CUDA graphs or torch.compile "
-                    "(mode=\"reduce-overhead\"), fewer and larger kernels (fusion, a bigger "
-                    "batch) cut this.",
-                    ms(idle[MP_TI_LAUNCH]), pct(idle[MP_TI_LAUNCH], wall),
-                    (double)nk / t->n_steps,
-                    nk ? (double)cat[MP_TC_GEMM] / 1e3 * 0 + (double)t->busy_total / 1e3 / (double)nk : 0);
-    if (pct(idle[MP_TI_SYNC], wall) >= 5)
-        add_finding(t, &cap,
-                    (fnd){"synchronization", pct(idle[MP_TI_SYNC], wall), secs_of(idle[MP_TI_SYNC]),
-                          "s", frac(idle[MP_TI_SYNC], wall)},
-                    "Synchronisation: after the host waited on the device (cudaStreamSynchronize, "
-                    "cudaDeviceSynchronize: .item(), .cpu(), printing a loss) the device idled "
-                    "%.1f ms (%.1f%% of step time) until new work arrived. Avoid per-step "
-                    "synchronisation or defer it.",
-                    ms(idle[MP_TI_SYNC]), pct(idle[MP_TI_SYNC], wall));
-    int64_t optd = 0;
-    for (int k = 0; k < t->n_steps; k++) MP_SADD(optd, t->steps[k].optimizer_dev);
-    if (pct(opt, wall) >= 10 || pct(optd, t->busy_total) >= 20)
-        add_finding(t, &cap,
-                    (fnd){"optimizer", MP_MAX(pct(opt, wall), pct(optd, wall)), secs_of(opt), "s",
-                          frac(opt, wall)},
-                    "Optimizer: Optimizer.step took %.1f ms of host time (%.1f%% of step time) "
-                    "and its device span %.1f ms (%.1f%% of device busy time). A fused "
-                    "implementation (e.g. torch.optim.AdamW(..., fused=True)) updates all "
-                    "parameters in a few kernels.",
-                    ms(opt), pct(opt, wall), ms(optd), pct(optd, t->busy_total));
-    int64_t pageable = 0, devtot = 0;
-    for (int i = 0; i < t->n_kernels; i++) {
-        MP_SADD(devtot, t->kernels[i].total);
-        if (has(t->kernels[i].name, "HtoD (Pageable")) MP_SADD(pageable, t->kernels[i].total);
-    }
-    if (pct(pageable, devtot) >= 2)
-        add_finding(t, &cap,
-                    (fnd){"pageable_copies", pct(pageable, wall), secs_of(pageable), "s",
-                          frac(pageable, devtot)},
-                    "Host-to-device copies from pageable memory took %.1f ms (%.1f%% of device "
-                    "time): pin the host buffers (DataLoader pin_memory=True) and copy with "
-                    "non_blocking=True so copies overlap compute.",
-                    ms(pageable), pct(pageable, devtot));
-    double util = pct(t->busy_total, wall);
-    if (util < 60)
-        add_finding(t, &cap, (fnd){"low_utilization", (100 - util) / 2, util / 100, "fraction", 1 - util / 100},
-                    "Low device utilisation: the device was busy %.1f%% of step time (%.1f of "
-                    "%.1f ms).",
-                    util, ms(t->busy_total), ms(wall));
-    if (t->mem_peak_reserved >= 0 && t->raw.device_mem > 0) {
-        double m = 100.0 * (double)t->mem_peak_reserved / (double)t->raw.device_mem;
-        if (m >= 85)
-            add_finding(t, &cap,
-                        (fnd){"memory_near_capacity", m - 50, (double)t->mem_peak_reserved, "bytes",
-                              m / 100},
-                        "Memory near capacity: peak reserved %.2f GB of the device's %.2f GB "
-                        "(%.1f%%); peak allocated %.2f GB. A larger batch will not fit; "
-                        "activation checkpointing or a smaller batch leave headroom.",
-                        (double)t->mem_peak_reserved / 1e9, (double)t->raw.device_mem / 1e9, m,
-                        (double)t->mem_peak_alloc / 1e9);
-    }
-    if (t->peak_tflops > 0 && t->flops_total > 0) {
-        double mfu = (double)t->flops_total / ((double)wall / 1e9) / (t->peak_tflops * 1e12) * 100;
-        add_finding(t, &cap, (fnd){"efficiency", mfu < 30 ? 30 - mfu : 0, mfu / 100, "fraction", mfu / 100},
-                    "Efficiency: %.1f TFLOPS achieved over the steps (the counted FLOPs, "
-                    "backward included), %.1f%% MFU of the %.1f TFLOPS %s peak (%s).",
-                    (double)t->flops_total / ((double)wall / 1e9) / 1e12, mfu, t->peak_tflops,
-                    dtype_names[t->dominant_dtype], t->peak_source ? t->peak_source : "?");
-    }
-    if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
 }
 
 /* ---- several traces: ranks of one run, or separate jobs ---- */
@@ -1980,7 +1978,9 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.mod = NULL;
     imap_free(&w.fwd);
     give_back();
+    if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);
     if (st == MP_OK) st = steps(&w);
+    if (st == MP_OK) st = mp__trace_comm_steps(t);
     if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
     if (st == MP_OK) {
         t->mem_peak_alloc = -1;
@@ -1996,14 +1996,20 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
             t->peak_tflops = mp_trace_peak(raw->device_name, t->dominant_dtype, &label);
             if (t->peak_tflops > 0)
                 t->peak_source = mp_arena_printf(&raw->arena, "datasheet: %s %s dense", label,
-                                                 dtype_names[t->dominant_dtype]);
+                                                 mp_tdtype_names[t->dominant_dtype]);
             if (t->peak_tflops > 0 && t->dominant_dtype == MP_TDT_TF32)
                 t->peak_source = mp_arena_printf(&raw->arena,
                                                  "datasheet: %s tf32 dense (fp32 operators whose "
                                                  "matrix kernels ran on tensor cores as TF32)",
                                                  label);
         }
-        findings(t);
+        /* what the trace did not record (findings.c says what it costs) */
+        size_t nops = 0;
+        for (size_t i = 0; i < raw->n_spans; i++) nops += raw->spans[i].kind == MP_TS_OP;
+        t->no_device = raw->n_devs == 0 && t->mem_peak_alloc < 0;   /* no kernels, no device memory */
+        t->no_shapes = nops > 0 && raw->n_shaped == 0;
+        t->no_modules = nops > 0 && t->n_mods <= 1;
+        mp_trace_findings(t);
     }
     imap_free(&w.fwd);
     kmap_free(&w.kern);
@@ -2014,6 +2020,16 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     free(w.nf);
     if (st != MP_OK) mp_trace_free(t);
     return st;
+}
+
+/* Whether a file is a digest (its first bytes say). */
+static bool digest_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char head[64];
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return mp_trace_is_digest(head, n);
 }
 
 /* ONNX Runtime's profile is no torch.profiler trace: say how to read it. */
@@ -2029,6 +2045,7 @@ static mp_status mp__not_ort(mp_trace_raw *raw, const char *label) {
 mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t) {
     mp_trace_raw raw;
     memset(t, 0, sizeof *t);
+    if (digest_file(path)) return mp_trace_digest_file(path, t);
     mp_status st = mp_trace_read_file(path, &raw);
     if (st == MP_OK) st = mp__not_ort(&raw, path);
     if (st != MP_OK) return st;
@@ -2060,5 +2077,8 @@ void mp_trace_free(mp_trace *t) {
     free(t->mfig);
     free(t->findings);
     free(t->uncounted);
+    free(t->calls);
+    free(t->timeline);
+    free(t->hranges);
     memset(t, 0, sizeof *t);
 }

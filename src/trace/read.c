@@ -720,7 +720,40 @@ typedef struct ev {
     int ort_threads;            /* 1 + sub_threads of args.thread_scheduling_stats; 0 */
     int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
+    bool has_dims;              /* "Input Dims" recorded */
+    /* a collective (comm.c): read into the side table (mp_tcomm) */
+    bool comm;
+    uint8_t c_bytes;
+    int64_t c_in, c_out, c_dims, c_group, c_seq;
+    const char *c_coll, *c_pg, *c_ranks;
+    size_t c_coll_n, c_pg_n, c_ranks_n;
 } ev;
+
+/* ---- collectives: what the side table (mp_tcomm) keeps ---- */
+
+/* Events that are collectives by name: gloo:* and nccl:* annotations,
+ * c10d::* operators, record_param_comms, NCCL kernels. */
+static bool comm_name(const char *s, size_t n) {
+    return (n > 5 && (memcmp(s, "gloo:", 5) == 0 || memcmp(s, "nccl:", 5) == 0)) ||
+           (n > 6 && memcmp(s, "c10d::", 6) == 0) || KEY_IS(s, n, "record_param_comms") ||
+           (n > 14 && memcmp(s, "ncclDevKernel_", 14) == 0) ||
+           (n > 11 && memcmp(s, "ncclKernel_", 11) == 0);
+}
+
+/* Bytes of one element: Input type ("float", "long int", "c10::BFloat16")
+ * and record_param_comms' dtype ("Float", "BFloat16", "Long"). 0 unknown. */
+static uint8_t comm_elem_bytes(const char *s, size_t n) {
+    static const struct { const char *name; uint8_t bytes; } t[] = {
+        {"float", 4}, {"Float", 4}, {"double", 8}, {"Double", 8}, {"c10::Half", 2}, {"Half", 2},
+        {"c10::BFloat16", 2}, {"BFloat16", 2}, {"long int", 8}, {"Long", 8}, {"int", 4},
+        {"Int", 4}, {"short int", 2}, {"Short", 2}, {"bool", 1}, {"Bool", 1},
+        {"unsigned char", 1}, {"Byte", 1}, {"signed char", 1}, {"Char", 1}};
+    for (size_t i = 0; i < MP_ARRAY_LEN(t); i++)
+        if (n == strlen(t[i].name) && memcmp(s, t[i].name, n) == 0) return t[i].bytes;
+    if (n > 12 && (memcmp(s, "c10::Float8_", 12) == 0 || memcmp(s, "Float8_", 7) == 0)) return 1;
+    return 0;
+}
+
 
 static int cat_of(const char *s, size_t n) {
     switch (n) {
@@ -875,6 +908,88 @@ static uint8_t dtype_of(const char *s, size_t n) {
 /* "Input type": the first input's dtype. */
 static void take_type(ev *v, int i, const char *s, size_t n) {
     if (i == 0) v->dtype = dtype_of(s, n);
+    if (i == 0 && v->comm && !v->c_bytes) v->c_bytes = comm_elem_bytes(s, n);
+}
+
+static void take_comm_type(ev *v, int i, const char *s, size_t n) {
+    if (i == 0 && !v->c_bytes) v->c_bytes = comm_elem_bytes(s, n);
+}
+
+/* An array's elements: fn reads (or skips) element i. */
+typedef int (*elem_fn)(rd *r, int i, const char **pp, const char *e, void *ud);
+
+static int elements(rd *r, const char **pp, const char *e, elem_fn fn, void *ud) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '['));
+    if (ws(&p, e)) return RS_MORE;
+    if (*p == ']') {
+        *pp = p + 1;
+        return RS_OK;
+    }
+    for (int i = 0;; i++) {
+        if (ws(&p, e)) return RS_MORE;
+        TRY(fn(r, i, &p, e, ud));
+        bool more;
+        TRY(sep(r, &p, e, ']', &more));
+        if (!more) break;
+    }
+    *pp = p;
+    return RS_OK;
+}
+
+/* The elements of one "Input Dims" entry: a tensor's dims multiply, a
+ * tensor list's tensors add up ([[513000]] and [513000] are 513000). */
+typedef struct numel_acc {
+    int64_t prod, sum;
+    bool list, any;
+    int depth;
+} numel_acc;
+
+static int numel_value(rd *r, const char **pp, const char *e, int64_t *out, int depth);
+
+static int numel_elem(rd *r, int i, const char **pp, const char *e, void *ud) {
+    (void)i;
+    numel_acc *x = ud;
+    x->any = true;
+    if (**pp == '[' && x->depth < 3) {
+        int64_t v;
+        TRY(numel_value(r, pp, e, &v, x->depth + 1));
+        x->list = true;
+        if (v > 0 && __builtin_add_overflow(x->sum, v, &x->sum)) x->sum = INT64_MAX / 2;
+        return RS_OK;
+    }
+    if (**pp == '-' || (**pp >= '0' && **pp <= '9')) {
+        int64_t d;
+        TRY(num(r, pp, e, 0, &d));
+        if (d < 0 || __builtin_mul_overflow(x->prod, d, &x->prod)) x->prod = INT64_MAX / 2;
+        return RS_OK;
+    }
+    return skip(r, pp, e);
+}
+
+static int numel_value(rd *r, const char **pp, const char *e, int64_t *out, int depth) {
+    numel_acc x = {1, 0, false, false, depth};
+    TRY(elements(r, pp, e, numel_elem, &x));
+    *out = !x.any ? -1 : x.list ? x.sum : x.prod;
+    return RS_OK;
+}
+
+/* "Input Dims" of a collective: the first input's elements. */
+static int first_numel(rd *r, int i, const char **pp, const char *e, void *ud) {
+    if (i == 0 && **pp == '[') return numel_value(r, pp, e, ud, 0);
+    return skip(r, pp, e);
+}
+
+static int parse_numel(rd *r, const char **pp, const char *e, int64_t *out) {
+    return elements(r, pp, e, first_numel, out);
+}
+
+/* A string arg of a collective (record_param_comms). */
+static int comm_str(rd *r, const char **pp, const char *e, const char **s, size_t *n) {
+    bool esc;
+    if (ws(pp, e)) return RS_MORE;
+    if (**pp != '"') return skip(r, pp, e);
+    return str(r, pp, e, s, n, &esc);
 }
 
 /* The FLOP rule of an operator name (flops.c), through a small cache: a
@@ -969,8 +1084,33 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
         int64_t *dst = NULL;
         bool *flag = NULL;
         switch (kn) {
+        case 3:
+            if (KEY_IS(k, kn, "Seq")) dst = &v->c_seq;
+            break;
         case 5:
             if (KEY_IS(k, kn, "Bytes")) dst = &v->bytes;
+            else if (KEY_IS(k, kn, "dtype") && *p == '"') {
+                const char *s;
+                size_t n;
+                TRY(comm_str(r, &p, e, &s, &n));
+                v->c_bytes = comm_elem_bytes(s, n);
+                goto next;
+            }
+            break;
+        case 13:
+            if (KEY_IS(k, kn, "In msg nelems")) dst = &v->c_in;
+            break;
+        case 18:
+            if (KEY_IS(k, kn, "Process Group Name")) {
+                TRY(comm_str(r, &p, e, &v->c_pg, &v->c_pg_n));
+                goto next;
+            }
+            break;
+        case 19:
+            if (KEY_IS(k, kn, "Process Group Ranks")) {
+                TRY(comm_str(r, &p, e, &v->c_ranks, &v->c_ranks_n));
+                goto next;
+            }
             break;
         case 7: /* ONNX Runtime */
             if (*p == '"' && KEY_IS(k, kn, "op_name")) {
@@ -1000,20 +1140,25 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
             else if (KEY_IS(k, kn, "Device Type")) dst = &v->dev_type;
             break;
         case 10:
-            if (fk && KEY_IS(k, kn, "Input Dims")) {
-                TRY(parse_dims(r, &p, e, v));
+            if (KEY_IS(k, kn, "Input Dims")) {
+                v->has_dims = true;
+                if (fk) TRY(parse_dims(r, &p, e, v));
+                else if (v->comm) TRY(parse_numel(r, &p, e, &v->c_dims));
+                else TRY(skip(r, &p, e));
                 goto next;
             }
-            if (fk && KEY_IS(k, kn, "Input type")) {
-                TRY(parse_str_array(r, &p, e, v, take_type));
+            if ((fk || v->comm) && KEY_IS(k, kn, "Input type")) {
+                TRY(parse_str_array(r, &p, e, v, fk ? take_type : take_comm_type));
                 goto next;
             }
+            if (KEY_IS(k, kn, "Group size")) dst = &v->c_group;
             break;
         case 14:
             if (KEY_IS(k, kn, "Total Reserved")) {
                 dst = &v->reserved;
                 flag = &v->has_reserved;
             }
+            else if (KEY_IS(k, kn, "Out msg nelems")) dst = &v->c_out;
             break;
         case 15:
             if (KEY_IS(k, kn, "Sequence number")) dst = &v->seq;
@@ -1022,6 +1167,10 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
                 flag = &v->has_alloc;
             } else if (v->fconc && KEY_IS(k, kn, "Concrete Inputs")) {
                 TRY(parse_str_array(r, &p, e, v, take_concrete));
+                goto next;
+            } else if (KEY_IS(k, kn, "Collective name")) {
+                TRY(comm_str(r, &p, e, &v->c_coll, &v->c_coll_n));
+                v->comm = true;
                 goto next;
             }
             break;
@@ -1046,6 +1195,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     memset(v, 0, sizeof *v);
     v->ext = v->corr = v->seq = v->dev_type = v->device = v->stream = -1;
+    v->c_in = v->c_out = v->c_dims = v->c_group = v->c_seq = -1;
     v->sh.groups = 1;
     memset(v->sh.mask, 0xff, sizeof v->sh.mask);
     TRY(expect(r, &p, e, '{'));
@@ -1078,6 +1228,7 @@ static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
             v->cat = cat_of(s, n);
         } else if (KEY_IS(k, kn, "name") && c == '"') {
             TRY(str(r, &p, e, &v->name, &v->name_len, &v->name_esc));
+            v->comm = comm_name(v->name, v->name_len);
             /* Python frames other than nn.Module scopes are not kept: the
              * rest of the event is only scanned */
             if (v->cat == C_PYTHON && !mp_trace_module_range(v->name, v->name_len, NULL)) {
@@ -1141,6 +1292,52 @@ static int limit(int r, const char **why) {
     if (r != RD_LIMIT) return -1;
     *why = "more distinct names (2^23) or threads (2^16) than the reader keeps";
     return 1;
+}
+
+/* An arg string interned (unescaped when it has escapes); -1 when absent,
+ * -2 out of memory. */
+static int intern_arg(rd *r, const char *s, size_t n) {
+    if (!s) return -1;
+    if (memchr(s, '\\', n)) {
+        n = unescape(s, n, r->scratch, sizeof r->scratch);
+        s = r->scratch;
+    }
+    int i = intern(r->t, s, n);
+    return i < 0 ? -2 : i;
+}
+
+/* The side record of a collective kept as span or device record idx. */
+static int keep_comm(rd *r, const ev *v, size_t idx, bool on_dev) {
+    mp_trace_raw *t = r->t;
+    int coll = intern_arg(r, v->c_coll, v->c_coll_n), pg = intern_arg(r, v->c_pg, v->c_pg_n);
+    int ranks = intern_arg(r, v->c_ranks, v->c_ranks_n);
+    if (coll == -2 || pg == -2 || ranks == -2 || idx > UINT32_MAX) return -1;
+    mp_tcomm *c;
+    PUSH(t->comms, t->n_comms, t->cap_comms, c);
+    c->idx = (uint32_t)idx;
+    c->on_dev = on_dev;
+    c->elem_bytes = v->c_bytes;
+    c->seq = id32(v->c_seq);
+    c->group_size = id32(v->c_group);
+    c->coll = coll;
+    c->pg = pg;
+    c->pg_ranks = ranks;
+    c->in_elems = v->c_in >= 0 ? v->c_in : v->c_dims;
+    c->out_elems = v->c_out;
+    /* a process group seen here for the first time joins the table */
+    if (pg >= 0) {
+        int i = 0;
+        while (i < t->n_pgs && t->pgs[i].name != pg) i++;
+        if (i == t->n_pgs) {
+            mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+            if (!np) return -1;
+            t->pgs = np;
+            t->pgs[t->n_pgs++] = (mp_tpg){pg, -1, c->group_size, ranks};
+        } else if (t->pgs[i].ranks < 0) {
+            t->pgs[i].ranks = ranks;
+        }
+    }
+    return 0;
 }
 
 /* A string of the event, interned (unescaped first when it has escapes);
@@ -1263,7 +1460,8 @@ static int keep(rd *r, ev *v, const char **why) {
         s->dtype = v->dtype < MP_TDT_COUNT ? v->dtype : MP_TDT_NONE;
         s->bwd = range == 2;
         s->has_flops = fl != 0;
-        return 0;
+        if (kind == MP_TS_OP && v->has_dims) t->n_shaped++;
+        return v->comm ? keep_comm(r, v, t->n_spans - 1, false) : 0;
     }
     if (dev) {
         int ni = intern(t, name, nlen);
@@ -1280,7 +1478,7 @@ static int keep(rd *r, ev *v, const char **why) {
         d->stream = (int16_t)(stream >= 0 && stream <= INT16_MAX ? stream : -1);
         d->device = (int16_t)(device >= 0 && device <= INT16_MAX ? device : -1);
         d->kind = kind;
-        return 0;
+        return v->comm ? keep_comm(r, v, t->n_devs - 1, true) : 0;
     }
     if (mem) {
         if (!v->has_alloc || !v->has_reserved) return *why = "[memory] without totals", 1;
@@ -1362,7 +1560,10 @@ static int parse_devprops(rd *r, const char **pp, const char *e) {
     return RS_OK;
 }
 
-static int parse_distinfo(rd *r, const char **pp, const char *e) {
+/* An object's members: fn reads (or skips) each member's value. */
+typedef int (*member_fn)(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud);
+
+static int members(rd *r, const char **pp, const char *e, member_fn fn, void *ud) {
     const char *p = *pp;
     TRY(expect(r, &p, e, '{'));
     if (ws(&p, e)) return RS_MORE;
@@ -1375,17 +1576,7 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
         TRY(str(r, &p, e, &k, &kn, &esc));
         TRY(expect(r, &p, e, ':'));
         if (ws(&p, e)) return RS_MORE;
-        if (KEY_IS(k, kn, "rank") && *p >= '0' && *p <= '9') {
-            int64_t v;
-            TRY(num(r, &p, e, 0, &v));
-            if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
-        } else if (KEY_IS(k, kn, "world_size") && *p >= '0' && *p <= '9') {
-            int64_t v;
-            TRY(num(r, &p, e, 0, &v));
-            if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
-        } else {
-            TRY(skip(r, &p, e));
-        }
+        TRY(fn(r, k, kn, &p, e, ud));
         TRY(sep(r, &p, e, '}', &more));
     }
     *pp = p;
@@ -1403,6 +1594,78 @@ static mp_status rd_finish(rd *r, bool seen_events) {
                         "nothing)",
                         r->label);
     return MP_OK;
+}
+
+typedef struct pg_in {
+    const char *name, *desc, *ranks;
+    size_t name_n, desc_n, ranks_n;
+    int64_t size;
+} pg_in;
+
+static int pg_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    pg_in *g = ud;
+    bool esc;
+    if (KEY_IS(k, kn, "pg_name") && **pp == '"') return str(r, pp, e, &g->name, &g->name_n, &esc);
+    if (KEY_IS(k, kn, "pg_desc") && **pp == '"') return str(r, pp, e, &g->desc, &g->desc_n, &esc);
+    if (KEY_IS(k, kn, "pg_size") && **pp >= '0' && **pp <= '9') return num(r, pp, e, 0, &g->size);
+    if (KEY_IS(k, kn, "ranks") && **pp == '[') {   /* kept as its JSON text */
+        const char *at = *pp;
+        TRY(skip(r, pp, e));
+        g->ranks = at;
+        g->ranks_n = (size_t)(*pp - at);
+        return RS_OK;
+    }
+    return skip(r, pp, e);
+}
+
+/* One element of distributedInfo.pg_config: {pg_name, pg_desc, pg_size, ranks}. */
+static int pg_elem(rd *r, int i, const char **pp, const char *e, void *ud) {
+    (void)i;
+    (void)ud;
+    if (**pp != '{') return skip(r, pp, e);
+    pg_in g = {NULL, NULL, NULL, 0, 0, 0, -1};
+    TRY(members(r, pp, e, pg_member, &g));
+    int ni = intern_arg(r, g.name, g.name_n), di = intern_arg(r, g.desc, g.desc_n);
+    int ri = intern_arg(r, g.ranks, g.ranks_n);
+    if (ni == -2 || di == -2 || ri == -2) return rd_bad(r, *pp, "out of memory");
+    mp_trace_raw *t = r->t;
+    int k = 0;
+    while (ni >= 0 && k < t->n_pgs && t->pgs[k].name != ni) k++;
+    if (ni >= 0 && k == t->n_pgs) {
+        mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+        if (!np) return rd_bad(r, *pp, "out of memory");
+        t->pgs = np;
+        t->pgs[t->n_pgs++] = (mp_tpg){ni, di, id32(g.size), ri};
+    }
+    return RS_OK;
+}
+
+static int dist_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    (void)ud;
+    int64_t v;
+    if (KEY_IS(k, kn, "rank") && **pp >= '0' && **pp <= '9') {
+        TRY(num(r, pp, e, 0, &v));
+        if (v >= 0 && v < INT32_MAX) r->t->rank = (int)v;
+    } else if (KEY_IS(k, kn, "world_size") && **pp >= '0' && **pp <= '9') {
+        TRY(num(r, pp, e, 0, &v));
+        if (v > 0 && v < INT32_MAX) r->t->world_size = (int)v;
+    } else if (KEY_IS(k, kn, "backend") && **pp == '"') {
+        const char *s;
+        size_t n;
+        bool esc;
+        TRY(str(r, pp, e, &s, &n, &esc));
+        size_t m = unescape(s, n, r->t->backend, sizeof r->t->backend - 1);
+        r->t->backend[m] = 0;
+    } else if (KEY_IS(k, kn, "pg_config") && **pp == '[') {
+        TRY(elements(r, pp, e, pg_elem, NULL));
+    } else {
+        TRY(skip(r, pp, e));
+    }
+    return RS_OK;
+}
+
+static int parse_distinfo(rd *r, const char **pp, const char *e) {
+    return members(r, pp, e, dist_member, NULL);
 }
 
 enum { S_BEGIN, S_MEMBER, S_AFTER_MEMBER, S_EVENTS_FIRST, S_EVENT, S_AFTER_EVENT, S_END };
@@ -1472,6 +1735,11 @@ static mp_status rd_run(rd *r) {
                 state = S_EVENTS_FIRST;
             } else if (KEY_IS(k, kn, "deviceProperties")) {
                 if ((st = parse_devprops(r, &p, e))) break;
+                state = S_AFTER_MEMBER;
+            } else if (KEY_IS(k, kn, "baseTimeNanoseconds")) {
+                if ((st = ws(&p, e))) break;
+                st = *p >= '0' && *p <= '9' ? num(r, &p, e, 0, &r->t->base_ns) : skip(r, &p, e);
+                if (st) break;
                 state = S_AFTER_MEMBER;
             } else if (KEY_IS(k, kn, "distributedInfo")) {
                 if ((st = ws(&p, e))) break;
@@ -1672,6 +1940,8 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     free(t->mems);
     free(t->flows);
     free(t->flops);
+    free(t->comms);
+    free(t->pgs);
     free(t->threads);
     free(t->orts);
     memset(t, 0, sizeof *t);

@@ -11,7 +11,13 @@
  *          (fwdbwd flows, sequence numbers), operator -> nn.Module scope;
  *          then steps, operator and kernel tables, module tree, memory,
  *          FLOPs, efficiency and findings.
- * report.c text and JSON writers (tree through src/report/tree.c).
+ * comm.c   collectives: the calls of each backend, time in collectives
+ *          per step and its overlap with compute, each call's segment.
+ * findings.c findings from the summary alone.
+ * job.c    several ranks: calls matched across ranks, waits, lateness,
+ *          the critical rank of each step, stragglers, causes, what-if.
+ * digest.c a rank's digest (src/report/trace_digest.c) read back.
+ * The writers are src/report/trace_*.c (tree through src/report/tree.c).
  *
  * Times are integer nanoseconds throughout (Kineto writes microseconds
  * with three decimals; a double would lose the last digit at 4.5e12 us).
@@ -120,6 +126,7 @@ typedef struct mp_tort {
 /* MP_TDT_TF32: fp32 operators whose matrix kernels ran on tensor cores */
 enum { MP_TDT_NONE, MP_TDT_FP32, MP_TDT_FP16, MP_TDT_BF16, MP_TDT_FP8, MP_TDT_FP64, MP_TDT_TF32,
        MP_TDT_COUNT };
+extern const char *const mp_tdtype_names[MP_TDT_COUNT];   /* "?", "fp32", ... "tf32" */
 
 /* The recorded shapes of one operator, as the FLOP rules (flops.c) read
  * them: the first MP_TFL_IN inputs' "Input Dims" (up to 5 dims each), a
@@ -146,6 +153,31 @@ uint64_t mp_trace_flops(int rule, const mp_tshapes *s);
 /* Operators that only move or make data: never reported as uncounted. */
 bool mp_trace_flop_free(const char *name);
 
+/* A collective's metadata, kept in a side table beside the span or device
+ * record that carries it (the compact records stay as they are): gloo:* and
+ * nccl:* annotations, c10d::* operators, record_param_comms, NCCL kernels
+ * with collective args. comm.c turns them into calls (mp_tcall). */
+typedef struct mp_tcomm {
+    uint32_t idx;          /* index into spans (on_dev 0) or devs (on_dev 1) */
+    uint8_t on_dev;
+    uint8_t elem_bytes;    /* bytes per element (dtype, Input type); 0 unknown */
+    int32_t seq;           /* record_param_comms "Seq"; -1 */
+    int32_t group_size;    /* "Group size"; -1 */
+    int32_t coll;          /* interned "Collective name"; -1: the event's name says */
+    int32_t pg;            /* interned "Process Group Name"; -1 */
+    int32_t pg_ranks;      /* interned "Process Group Ranks" ("[0, 1, ...]"); -1 */
+    int64_t in_elems;      /* "In msg nelems", or the first input's elements; -1 */
+    int64_t out_elems;     /* "Out msg nelems"; -1 */
+} mp_tcomm;
+
+/* A process group of distributedInfo.pg_config (or seen in
+ * record_param_comms): its name, description and size. */
+typedef struct mp_tpg {
+    int32_t name, desc;    /* interned; desc -1 */
+    int32_t size;          /* -1 unknown */
+    int32_t ranks;         /* interned ranks list; -1 */
+} mp_tpg;
+
 typedef struct mp_trace_raw {
     mp_arena arena;        /* names */
     mp_strmap names_map;
@@ -157,6 +189,8 @@ typedef struct mp_trace_raw {
     mp_tflow *flows;  size_t n_flows, cap_flows;
     mp_tflop *flops;  size_t n_flops, cap_flops;
     int64_t mem_reserved_peak;   /* highest Total Reserved of a device [memory] event; -1 */
+    mp_tcomm *comms;  size_t n_comms, cap_comms;   /* collectives' side table */
+    mp_tpg *pgs;      int n_pgs, cap_pgs;
     int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
     mp_tort *orts;    size_t n_orts, cap_orts;     /* ONNX Runtime's events */
     /* top-level fields */
@@ -165,6 +199,9 @@ typedef struct mp_trace_raw {
     int64_t device_sms;
     int rank;              /* distributedInfo.rank; -1 */
     int world_size;        /* distributedInfo.world_size; -1 */
+    int64_t base_ns;       /* baseTimeNanoseconds: ts + base_ns is the wall clock; 0 */
+    char backend[32];      /* distributedInfo.backend ("nccl", "gloo"); "" */
+    uint64_t n_shaped;     /* operators with "Input Dims" (record_shapes) */
     uint64_t bytes;        /* uncompressed JSON bytes read */
     uint64_t n_events;     /* traceEvents elements */
     bool gzipped;
@@ -198,7 +235,10 @@ enum { MP_TC_GEMM, MP_TC_CONV, MP_TC_ATTN, MP_TC_ELEM, MP_TC_MEM, MP_TC_COMM, MP
 extern const char *const mp_tcat_names[MP_TC_COUNT];      /* "gemm", ... (JSON keys) */
 extern const char *const mp_tcat_labels[MP_TC_COUNT];     /* "GEMM", ... (text) */
 
-enum { MP_TI_LOADER, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
+/* MP_TI_COLL: the device idle while its host waited in a collective (or,
+ * once the ranks are matched, while a collective kernel waited for its
+ * peers); not launch-bound, not synchronisation. */
+enum { MP_TI_LOADER, MP_TI_COLL, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
 extern const char *const mp_tidle_names[MP_TI_COUNT];
 extern const char *const mp_tidle_labels[MP_TI_COUNT];
 
@@ -213,7 +253,38 @@ typedef struct mp_tstep {
     uint64_t flops;
     uint64_t flops_bwd;             /* of flops: backward operators' */
     int64_t mem_start, mem_peak, mem_end;   /* allocated bytes; -1 unknown */
+    int64_t comm;                   /* time in collectives (union of the calls, device or host) */
+    int64_t comm_overlap;           /* of it: while the device ran compute (HTA's overlap) */
+    int32_t n_calls;                /* collective calls arriving in the step */
 } mp_tstep;
+
+/* One collective call on one rank (comm.c): an NCCL kernel on the device,
+ * or a host-side collective (gloo:* / nccl:* annotation, record_param_comms,
+ * c10d::* operator) where the trace has no collective kernels. */
+#define MP_TCALL_RANGES 3
+typedef struct mp_tcall {
+    const char *coll;               /* "all_reduce", "broadcast", ... */
+    const char *pg;                 /* process group name; NULL: not recorded */
+    int64_t ts, end;                /* arrival and end (trace clock, ns) */
+    int64_t elems;                  /* message elements; -1 */
+    int32_t elem_bytes;             /* 0 unknown */
+    int32_t seq;                    /* record_param_comms sequence number; -1 */
+    int32_t step;                   /* the step it arrives in; -1 */
+    uint8_t device;                 /* a collective kernel (its wait is on the device) */
+    int64_t solo;                   /* device calls: its leading time with no other device work */
+    /* what the rank did before arriving: from the end of its previous call
+     * (or its step's start) to this arrival */
+    int64_t seg_start;
+    int64_t seg_busy;               /* device compute in it */
+    int64_t seg_loader;             /* host inside the data loader in it */
+    struct mp_tcall_range {         /* the user ranges (record_function) most of it */
+        const char *name;
+        int64_t ns;
+    } range[MP_TCALL_RANGES];
+    /* set by the job analysis (job.c); -1 when not matched */
+    int64_t wait;                   /* the last arrival minus its own */
+    int32_t match;                  /* index of the matched collective in the job */
+} mp_tcall;
 
 typedef struct mp_top {            /* a key_averages row */
     const char *name;
@@ -276,7 +347,32 @@ typedef struct mp_trace {
     int64_t linked_bwd, bwd_ops;    /* backward operators tied to a forward one */
     int64_t linked_flow;            /* links made by fwdbwd flows (the rest: sequence numbers) */
     mp_tfinding *findings; int n_findings;
+    /* collectives (comm.c) */
+    mp_tcall *calls; int n_calls;
+    int64_t comm_total, comm_overlap_total;
+    /* the device's compute (collective kernels left out) over the steps'
+     * window, for timelines and the job's waits: at most about MP_TIMELINE
+     * intervals (gaps shorter than the window/MP_TIMELINE closed) */
+    struct mp_tival { int64_t a, b; } *timeline; int n_timeline;
+    /* the user's own host ranges (record_function) the device idled in,
+     * most idle first (at most MP_HRANGES) */
+    struct mp_thrange {
+        const char *name;
+        int64_t count;
+        int64_t host;               /* host time inside it over the steps (nested calls once) */
+        int64_t idle;               /* device idle meanwhile, not waiting on the data loader or a collective */
+    } *hranges; int n_hranges;
+    /* what the trace did not record (findings.c says what it costs) */
+    bool no_device;                 /* no device events at all */
+    bool no_shapes;                 /* operators without "Input Dims" (record_shapes off) */
+    bool no_modules;                /* no nn.Module scopes (with_stack / with_modules off) */
+    int64_t ops_launching;          /* operators that launched device work */
+    /* job context for findings (job.c sets it; NULL alone) */
+    const struct mp_tjob *job;
 } mp_trace;
+
+#define MP_TIMELINE 600
+#define MP_HRANGES 8
 
 typedef struct mp_trace_options {
     double peak_tflops;             /* > 0: override */
@@ -284,7 +380,8 @@ typedef struct mp_trace_options {
     int top;                        /* rows per table, -1 all */
 } mp_trace_options;
 
-/* Read and analyse one file. */
+/* Read and analyse one file: a trace, or a digest of one (mp_trace_open
+ * tells them apart by their first bytes). */
 mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t);
 mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
                                const mp_trace_options *o, mp_trace *t);
@@ -292,26 +389,131 @@ mp_status mp_trace_open_memory(const void *data, size_t size, const char *label,
 mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t);
 void mp_trace_free(mp_trace *t);
 
+/* ---- digests: one rank's analysis as a small JSON (docs/schema/digest.schema.json) ----
+ * mp_trace_digest_write (src/report/trace_digest.c) writes the summary a
+ * trace's reports and the job read; mp_trace_digest_read builds that
+ * summary back (src/trace/digest.c), findings included, so every writer
+ * and the job give the same output from digests as from the traces. */
+#define MP_TRACE_DIGEST_VERSION 1
+mp_status mp_trace_digest_write(const mp_trace *t, FILE *f);
+mp_status mp_trace_digest_read(const void *data, size_t size, const char *label, mp_trace *t);
+mp_status mp_trace_digest_file(const char *path, mp_trace *t);
+bool mp_trace_is_digest(const void *data, size_t n);
+
 /* A datasheet peak for a device name and dtype (TFLOPS, dense); 0 when
  * unknown. `label` gets the table row's name. */
 double mp_trace_peak(const char *device, int dtype, const char **label);
 /* "void at::native::foo<...>(...)" -> "foo<...>" shortened for tables. */
 void mp_trace_short_name(const char *name, char *out, size_t n);
 
+/* ---- several ranks: the job (job.c) ----
+ *
+ * The calls of every rank are matched across the ranks of their process
+ * group (by sequence number where record_param_comms gives one, else by
+ * order: the k-th call of one collective and size in a step), each rank's
+ * arrival and wait recorded; per step the critical rank and its delay;
+ * stragglers, their causes, and the what-if of "Understanding Stragglers in
+ * Large Model Training Using What-if Analysis" (Lin et al., OSDI '25).
+ * docs/DESIGN.md "Multi-rank jobs" has the rules. */
+
+#define MP_TJOB_CAUSE 160
+typedef struct mp_tjob_rank {
+    int index;                      /* into the traces given */
+    int rank;                       /* distributedInfo rank */
+    int64_t clock;                  /* added to its times to put them on the job's clock */
+    int64_t skew;                   /* median end-time difference to the other ranks at matched
+                                       calls (a clock check: ~0 when clocks agree) */
+    int n_calls, n_matched;
+    int64_t wait;                   /* summed over its matched calls */
+    int64_t late;                   /* its lateness summed over the steps */
+    int critical_steps, late_steps;
+    int64_t whatif_saved;           /* job time saved if it ran like the median rank */
+    bool straggler;
+    char cause[MP_TJOB_CAUSE];      /* what made it late, in plain words; "" */
+    const char *cause_kind;         /* "range", "data_loader", "compute", "host"; NULL */
+} mp_tjob_rank;
+
+typedef struct mp_tjob_step {
+    const char *name;
+    int64_t wall;                   /* the longest of the ranks' walls for the step */
+    int critical;                   /* index into ranks of the rank the others waited for; -1 */
+    int64_t delay;                  /* its lateness (vs the median of the other ranks) */
+    int64_t saved;                  /* the step's time saved if it ran like the median rank */
+    int64_t ideal;                  /* the step's time if every straggler ran like the median */
+    char cause[MP_TJOB_CAUSE];
+    int64_t *late;                  /* per rank (index into ranks): its lateness in the step */
+} mp_tjob_step;
+
+typedef struct mp_tjob_cause {      /* job time lost, by cause */
+    char name[MP_TJOB_CAUSE];
+    const char *kind;
+    int64_t lost;
+} mp_tjob_cause;
+
+typedef struct mp_tjob {
+    bool one_run;                   /* the traces are the ranks of one run */
+    char why[600];                  /* when not: what differs */
+    mp_tjob_rank *ranks; int n_ranks;       /* in rank order */
+    mp_tjob_step *steps; int n_steps;
+    int *stragglers; int n_stragglers;      /* indices into ranks */
+    mp_tjob_cause *causes; int n_causes;    /* largest first */
+    const char *match_by;           /* "sequence number", "order" or NULL (no calls) */
+    int n_matched;                  /* collectives matched across ranks */
+    int n_unmatched;                /* calls seen on one rank only */
+    int64_t threshold;              /* lateness that counts (1% of the median step) */
+    int64_t wall;                   /* sum of the job's step times */
+    int64_t ideal;                  /* the same if every straggler ran like the median rank */
+} mp_tjob;
+
+/* Match the ranks' calls and analyse the job. The traces' calls get their
+ * waits, steps their collective_wait (collective kernels waiting for
+ * peers), and their findings are written again with the job's context.
+ * With one trace or traces of separate jobs, job->one_run says so and
+ * nothing is changed. */
+mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job);
+void mp_tjob_free(mp_tjob *job);
+
+/* The findings of a trace from its summary alone (findings.c): what
+ * mp_trace_analyze and mp_trace_job write, and what a digest's trace gets. */
+void mp_trace_findings(mp_trace *t);
+
 /* Whether several traces are the ranks of one run: each has a distinct
  * distributedInfo rank, and they agree on world_size and device. When not,
  * `why` (may be NULL) says what differs and the writers analyse them apart. */
 bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy);
 
-/* Writers. Several traces (one per rank) print side by side. */
-mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_trace_options *o,
-                               FILE *f);
-mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_trace_options *o,
-                               FILE *f);
+/* Writers. Several traces (one per rank) print side by side, with the job
+ * (mp_trace_job; NULL when there is none). */
+mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_tjob *job,
+                               const mp_trace_options *o, FILE *f);
+mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_tjob *job,
+                               const mp_trace_options *o, FILE *f);
 /* One table ("steps" or "kernels") as CSV (src/report/csv.c; docs/REPORTS.md). */
 mp_status mp_trace_report_csv(const mp_trace *const *t, int n, const char *table, FILE *f);
 /* The JSON above inside one self-contained HTML page (src/report/html.c). */
-mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_trace_options *o,
-                               FILE *f);
+mp_status mp_trace_report_html(const mp_trace *const *t, int n, const mp_tjob *job,
+                               const mp_trace_options *o, FILE *f);
+
+/* One name per collective whatever the backend: "gloo:all_reduce",
+ * "c10d::allreduce_", "ncclDevKernel_AllReduce_Sum_f32_RING_LL" and
+ * record_param_comms' "allreduce" are all "all_reduce" (comm.c). Names it
+ * does not know are lowercased into the arena. */
+const char *mp_trace_coll_name(const char *name, mp_arena *arena);
+
+/* ---- internal to src/trace ---- */
+
+/* analyze.c: a collective kernel (NCCL) by name; a data loader call by
+ * name; the step whose window holds ts (-1). */
+bool mp__trace_comm_kernel(const char *name);
+bool mp__trace_loader(const char *name);
+/* A record_function range of the user's own (not a step, the optimizer, a
+ * collective, the data loader, a DDP/FSDP wrapper or a module scope). */
+bool mp__trace_user_range(const char *name);
+int mp__trace_step_at(const mp_trace *t, int64_t ts);
+int mp__trace_intern(mp_trace_raw *raw, const char *s);   /* -1 out of memory */
+/* comm.c: the calls (before the steps), then per step the time in them,
+ * its overlap with compute and each call's segment (after the steps). */
+mp_status mp__trace_calls(mp_trace *t, const int32_t *devop, const int32_t *parent);
+mp_status mp__trace_comm_steps(mp_trace *t);
 
 #endif

@@ -35,11 +35,12 @@ void mp_train_free(mp_train *t) {
     free(t);
 }
 
-/* The index of the module whose path is `path` in a module array, or -1.
- * Paths are compared whole. */
-static int find_path(const mp_module *mods, int n, const char *path) {
+/* The index of the module whose path is path[0..len) in a module array,
+ * or -1. Paths are compared whole. */
+static int find_path(const mp_module *mods, int n, const char *path, size_t len) {
     for (int i = 0; i < n; i++)
-        if (mods[i].path && strcmp(mods[i].path, path) == 0) return i;
+        if (mods[i].path && strlen(mods[i].path) == len && memcmp(mods[i].path, path, len) == 0)
+            return i;
     return -1;
 }
 
@@ -92,6 +93,7 @@ static mp_status build(mp_train *t, const mp_torch_module *mods, int n) {
         r->name = mp_arena_strdup(&t->arena, m->name);
         r->cls = mp_arena_strdup(&t->arena, m->class_name);
         r->params = m->params > 0 ? (uint64_t)m->params : 0;
+        r->export_calls = m->export_calls > 0 ? m->export_calls : 1;
         mp_module *md = &t->mods[i];
         int parent = sp ? stack[sp - 1] : -1;
         const char *dot = strrchr(m->name, '.');
@@ -101,6 +103,8 @@ static mp_status build(mp_train *t, const mp_torch_module *mods, int n) {
         md->parent = parent;
         md->depth = parent < 0 ? 0 : t->mods[parent].depth + 1;
         md->first_child = md->last_child = md->next_sibling = -1;
+        /* a module inside an ignored one is left out with it */
+        r->ignored = m->ignored || (parent >= 0 && t->rows[parent].ignored);
         if (parent >= 0) {
             if (t->mods[parent].first_child < 0)
                 t->mods[parent].first_child = i;
@@ -124,7 +128,8 @@ static mp_status build(mp_train *t, const mp_torch_module *mods, int n) {
     return MP_OK;
 }
 
-/* Times and calls from the trace analysis. */
+/* Times and calls from the trace analysis: each of the module's paths in
+ * the trace's tree (a module called from several places has several). */
 static void join_trace(mp_train *t, const mp_torch_module *mods, const mp_trace *tr) {
     t->cpu_time = tr->cpu_modules;
     t->n_steps = tr->n_steps;
@@ -134,32 +139,123 @@ static void join_trace(mp_train *t, const mp_torch_module *mods, const mp_trace 
         t->wall_s += (double)tr->steps[s].wall * 1e-9;
         t->optimizer_s += (double)tr->steps[s].optimizer * 1e-9;
     }
+    /* what the profiler recorded: each costs (mp_train_set_overhead) */
+    for (size_t i = 0; i < tr->raw.n_spans; i++) {
+        if (tr->raw.spans[i].kind == MP_TS_MODULE) t->overhead.ranges++;
+        else if (tr->raw.spans[i].kind == MP_TS_OP) t->overhead.ops++;
+    }
     for (int i = 0; i < t->n; i++) {
-        int k = find_path(tr->mods, tr->n_mods, mods[i].trace_path);
-        if (k < 0) continue;
         mp_train_row *r = &t->rows[i];
-        r->in_trace = true;
-        r->calls = tr->mfig[k].calls;
-        r->fwd_s = (double)tr->mfig[k].fwd * 1e-9;
-        r->bwd_s = (double)tr->mfig[k].bwd * 1e-9;
+        for (const char *p = mods[i].trace_path; *p;) {
+            const char *nl = strchr(p, '\n');
+            size_t len = nl ? (size_t)(nl - p) : strlen(p);
+            int k = len ? find_path(tr->mods, tr->n_mods, p, len) : -1;
+            if (k >= 0) {
+                r->in_trace = true;
+                r->calls += tr->mfig[k].calls;
+                r->fwd_s += (double)tr->mfig[k].fwd * 1e-9;
+                r->bwd_s += (double)tr->mfig[k].bwd * 1e-9;
+            }
+            p += len + (nl != NULL);
+        }
     }
 }
 
-/* Params, MACs and FLOPs from the static profile: per call, times the
- * calls the trace recorded (a module the trace does not know counts once). */
+/* v x num / den, exactly when den divides num (the usual case: one call
+ * exported, whole calls traced). */
+static uint64_t scale(uint64_t v, int64_t num, int64_t den) {
+    if (num <= 0 || den <= 0) return 0;
+    bool ovf = false;
+    if (num % den == 0) return mp_umul(v, (uint64_t)(num / den), &ovf);
+    return (uint64_t)((double)v * (double)num / (double)den + 0.5);
+}
+
+/* Params, MACs and FLOPs from the static profile. A module's MACs and
+ * FLOPs cover the calls its time covers: the exported forward's figures
+ * (its export_calls calls) scaled to its calls in the trace. Without
+ * module ranges in the trace (no module was found there) each module
+ * counts one exported forward. */
 static void join_static(mp_train *t, const mp_profile *p) {
     const mp_model *m = p->m;
+    bool traced = t->rows[0].in_trace;
     for (int i = 0; i < t->n; i++) {
         mp_train_row *r = &t->rows[i];
-        int k = i == 0 ? 0 : find_path(m->modules, m->n_modules, r->name);
+        int k = i == 0 ? 0 : mp_strmap_get(&m->module_paths, r->name);
         if (k < 0 || k >= m->n_modules) continue;
         const mp_fig *f = &p->mods[k];
-        uint64_t times = r->in_trace ? (uint64_t)(r->calls > 0 ? r->calls : 0) : 1;
         r->in_static = true;
         r->params = f->params;
-        r->macs = f->macs * times;
-        r->flops = f->flops * times;
+        if (r->ignored) continue;
+        int64_t calls = traced ? r->calls : r->export_calls;
+        r->macs = scale(f->macs, calls, r->export_calls);
+        r->flops = scale(f->flops, calls, r->export_calls);
     }
+}
+
+/* A module never called while the trace ran, whose children were (a
+ * ModuleList, a ModuleDict: containers have no forward): its time and
+ * counts are its children's, summed (as DeepSpeed's get_module_duration
+ * does for a module without time). named_modules order puts children after
+ * their parent: walking back sums the deepest first. */
+static void containers(mp_train *t) {
+    if (!t->rows[0].in_trace) return;
+    for (int i = t->n - 1; i > 0; i--) {
+        const mp_train_row *c = &t->rows[i];
+        mp_train_row *r = &t->rows[t->mods[i].parent];
+        if (r->in_trace || r->ignored || !(c->in_trace || c->container)) continue;
+        r->container = true;
+        r->fwd_s += c->fwd_s;
+        r->bwd_s += c->bwd_s;
+        r->macs += c->macs;
+        r->flops += c->flops;
+    }
+}
+
+/* The model loaded, its ignored modules left out, and profiled. */
+static mp_status profile_model(const mp_train *t, const char *path, mp_model **m,
+                               mp_profile **p) {
+    mp_status st = mp_model_load(path, m);
+    for (int i = 1; !st && i < t->n; i++) {
+        const mp_train_row *r = &t->rows[i];
+        /* the outermost ignored module; one the export does not hold ran
+         * no operator: nothing to leave out */
+        if (r->ignored && !t->rows[t->mods[i].parent].ignored &&
+            mp_strmap_get(&(*m)->module_paths, r->name) >= 0)
+            st = mp_model_ignore_module(*m, r->name);
+    }
+    if (!st) st = mp_profile_static(*m, p);
+    return st;
+}
+
+double mp_train_overhead_s(const mp_train *t) {
+    const mp_train_overhead *h = &t->overhead;
+    return h->known ? (double)h->ops * h->op_s + (double)h->ranges * h->range_s : 0;
+}
+
+mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s) {
+    if (!t) return mp_error(MP_ERR_USAGE, "mp_train_set_overhead: no training profile");
+    if (!(op_record_s >= 0 && op_record_s < 1) || !(range_s >= 0 && range_s < 1))
+        return mp_error(MP_ERR_USAGE, "mp_train_set_overhead: costs %g s and %g s are not the "
+                        "cost of one record", op_record_s, range_s);
+    t->overhead.known = true;
+    t->overhead.op_s = op_record_s;
+    t->overhead.range_s = range_s;
+    return MP_OK;
+}
+
+mp_status mp_train_set_clock(mp_train *t, int before_calls, double before_iter_s,
+                             double before_fwd_s, int profiled_calls, double profiled_iter_s,
+                             double profiled_fwd_s) {
+    if (!t) return mp_error(MP_ERR_USAGE, "mp_train_set_clock: no training profile");
+    double v[4] = {before_iter_s, before_fwd_s, profiled_iter_s, profiled_fwd_s};
+    for (int i = 0; i < 4; i++)
+        if (!(v[i] >= 0) || v[i] > 1e9)
+            return mp_error(MP_ERR_USAGE, "mp_train_set_clock: time %g s is not a duration", v[i]);
+    if (before_calls < 0 || profiled_calls < 0)
+        return mp_error(MP_ERR_USAGE, "mp_train_set_clock: negative call count");
+    t->clock = (mp_train_clock){before_calls, profiled_calls, before_iter_s, before_fwd_s,
+                                profiled_iter_s, profiled_fwd_s};
+    return MP_OK;
 }
 
 mp_status mp_train_open(const char *trace_path, const char *model_path,
@@ -186,12 +282,12 @@ mp_status mp_train_open(const char *trace_path, const char *model_path,
     if (!st && model_path) {
         mp_model *m = NULL;
         mp_profile *p = NULL;
-        st = mp_model_load(model_path, &m);
-        if (!st) st = mp_profile_static(m, &p);
+        st = profile_model(t, model_path, &m, &p);
         if (!st) join_static(t, p);
         mp_profile_free(p);
         mp_model_free(m);
     }
+    if (!st) containers(t);
     if (st) {
         mp_train_free(t);
         return st;

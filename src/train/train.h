@@ -12,11 +12,28 @@ typedef struct mp_train_row {
     const char *name;          /* qualified name; "" the model */
     const char *cls;           /* class */
     int64_t calls;             /* forward calls in the trace */
+    int64_t export_calls;      /* forward calls the static profile covers (the exported pass) */
     double fwd_s, bwd_s;       /* summed over the calls */
     uint64_t params;           /* the module's own count (static profile, else the binding's) */
-    uint64_t macs, flops;      /* forward, per call x calls */
+    uint64_t macs, flops;      /* forward, over the calls the time covers */
     bool in_trace, in_static;  /* found in the trace's module tree / the export's */
+    bool container;            /* never called (ModuleList, ModuleDict): the sum of its children */
+    bool ignored;              /* left out by the binding (ignore_list), with its submodules */
 } mp_train_row;
+
+/* The binding's plain-clock timing of forward calls (mp_train_set_clock). */
+typedef struct mp_train_clock {
+    int before_calls, profiled_calls;
+    double before_iter_s, before_fwd_s, profiled_iter_s, profiled_fwd_s;
+} mp_train_clock;
+
+/* The profiler's own cost (mp_train_set_overhead): the binding's measured
+ * costs per record, the trace's counts. */
+typedef struct mp_train_overhead {
+    bool known;                /* set by the binding */
+    double op_s, range_s;      /* one operator record, one module range */
+    int64_t ops, ranges;       /* operator records and module ranges in the trace */
+} mp_train_overhead;
 
 struct mp_train {
     mp_arena arena;
@@ -28,8 +45,14 @@ struct mp_train {
     bool profiler_steps;       /* ProfilerStep ranges split the trace into steps */
     int n_steps;
     double wall_s, optimizer_s; /* summed over the steps */
+    mp_train_clock clock;
+    mp_train_overhead overhead;
     const char *trace_path, *model_path;
 };
+
+/* What the profiler cost over the trace: its records times their measured
+ * costs (0 when the binding gave none). */
+double mp_train_overhead_s(const mp_train *t);
 
 /* The defaults of mp_train_options, and its first versioned size. */
 void mp_train_defaults(mp_train_options *o);

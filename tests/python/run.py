@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""The Python package's tests (make pytest-ish): get_model_profile on
-torchvision models and DeepSpeed's LeNet-5 against PyTorch's parameter count
-and the published MACs, profile_onnx and analyze_trace against the command,
-FlopsProfiler on a CPU training loop, errors, and `make install` used from
+"""The Python package's tests (make pytest-ish, under PYTHONMALLOC=debug):
+get_model_profile on torchvision models and DeepSpeed's LeNet-5 against
+PyTorch's parameter count and the published MACs, profile_onnx and
+analyze_trace against the command, the C API contract (option sizes),
+FlopsProfiler on a CPU training loop and on a Hugging Face-style decoder
+(keyword and mixed calls, ModuleList and ModuleDict, an output object with
+.loss), ignore_modules / ignore_list, errors, and `make install` used from
 another folder. Prints "N passed, N failed"; exit 1 on a failure.
 
   tests/python/run.py [--build build] [FILTER]"""
@@ -219,14 +222,22 @@ def c_api_contract():
     check(modelprof.__version__ == _lib.LIB.mp_version().decode(), "version")
     o = _lib.options(_lib.ReportOptions)
     check(o.size == ctypes.sizeof(o) and o.top == 3 and o.depth == -1, "defaults %r" % o.size)
-    # a struct short of the first version (csv_table missing: the size
-    # issue 26 found) is refused, nothing written
-    short = _lib.ReportOptions.csv_table.offset
+    # the struct as it was first versioned (up to csv_table) is an older
+    # caller's: filled up to its end, nothing past it
+    v1 = _lib.ReportOptions.csv_table.offset + 4
     buf = (ctypes.c_ubyte * (ctypes.sizeof(o) + 8))(*([0xAA] * (ctypes.sizeof(o) + 8)))
-    st = _lib.LIB.mp_report_options_init(ctypes.cast(buf, ctypes.POINTER(_lib.ReportOptions)), short)
+    ptr = ctypes.cast(buf, ctypes.POINTER(_lib.ReportOptions))
+    st = _lib.LIB.mp_report_options_init(ptr, v1)
+    check(st == 0 and ptr[0].size == v1 and ptr[0].top == 3 and all(b == 0xAA for b in buf[v1:]),
+          "an older struct: %d, filled past its end" % st)
+    # one 4 bytes short of that (issue 26: csv_table missing) is refused,
+    # nothing written
+    buf = (ctypes.c_ubyte * (ctypes.sizeof(o) + 8))(*([0xAA] * (ctypes.sizeof(o) + 8)))
+    st = _lib.LIB.mp_report_options_init(ctypes.cast(buf, ctypes.POINTER(_lib.ReportOptions)),
+                                         v1 - 4)
     check(st != 0 and all(b == 0xAA for b in buf), "a short struct was filled")
     with _lib.Profile(os.path.join(ROOT, "models", "resnet18.onnx"), dims={"batch": 1}) as p:
-        o.size = short
+        o.size = v1 - 4
         out = ctypes.c_void_p()
         st = _lib.LIB.mp_report_string(p._p, ctypes.byref(o), ctypes.byref(out))
         check(st != 0 and not out.value and b"mp_report_options" in _lib.LIB.mp_last_error(),
@@ -452,6 +463,202 @@ def flops_profiler_cpu_training():
     if os.environ.get("MP_PY_SHOW"):
         print(text)
     prof.end_profile()
+
+
+# ---- a Hugging Face-style decoder trained under the profiler ----
+def hf_style_decoder(vocab=256, d=64, heads=4, layers=2, seq=16):
+    """A decoder written as Hugging Face writes them, in plain torch: the
+    blocks in an nn.ModuleList, called with keyword arguments
+    (model(input_ids=..., labels=...)), returning an output object with
+    `.loss` and `.logits`."""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class CausalLMOutput:
+        def __init__(self, loss=None, logits=None):
+            self.loss, self.logits = loss, logits
+
+    class SelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn = nn.Linear(d, 3 * d)
+            self.c_proj = nn.Linear(d, d)
+
+        def forward(self, hidden_states, attention_mask=None):
+            b, t, _ = hidden_states.shape
+            q, k, v = self.c_attn(hidden_states).split(d, dim=-1)
+            q, k, v = (x.view(b, t, heads, d // heads).transpose(1, 2) for x in (q, k, v))
+            att = (q @ k.transpose(-1, -2)) / (d // heads) ** 0.5
+            att = att.masked_fill(attention_mask, float("-inf")).softmax(-1)
+            return self.c_proj((att @ v).transpose(1, 2).reshape(b, t, d))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(d)
+            self.attn = SelfAttention()
+            self.ln_2 = nn.LayerNorm(d)
+            self.mlp = nn.ModuleDict({"c_fc": nn.Linear(d, 4 * d), "act": nn.GELU(),
+                                      "c_proj": nn.Linear(4 * d, d)})
+
+        def forward(self, hidden_states, attention_mask=None):
+            h = hidden_states + self.attn(self.ln_1(hidden_states), attention_mask=attention_mask)
+            m = self.mlp
+            return h + m["c_proj"](m["act"](m["c_fc"](self.ln_2(h))))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(seq, d)
+            self.h = nn.ModuleList([Block() for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(d)
+            self.lm_head = nn.Linear(d, vocab, bias=False)
+
+        def forward(self, input_ids=None, attention_mask=None, labels=None):
+            t = input_ids.shape[1]
+            h = self.wte(input_ids) + self.wpe(torch.arange(t, device=input_ids.device))
+            causal = torch.ones(t, t, dtype=torch.bool, device=input_ids.device).triu(1)
+            for block in self.h:
+                h = block(h, attention_mask=causal)
+            logits = self.lm_head(self.ln_f(h))
+            loss = None
+            if labels is not None:
+                loss = F.cross_entropy(logits[:, :-1].reshape(-1, vocab), labels[:, 1:].reshape(-1))
+            return CausalLMOutput(loss=loss, logits=logits)
+    return Decoder()
+
+
+def _train_profiled(model, ids, call, steps=3, before=2, ignore_list=None):
+    """Train `model` for `before` steps, then `steps` under the profiler;
+    call(model, ids) runs the forward and returns the loss."""
+    import torch
+    import modelprof
+    opt = torch.optim.AdamW(model.parameters(), 1e-3)
+    prof = modelprof.FlopsProfiler(model)
+    for step in range(before + steps):
+        if step == before:
+            prof.start_profile(ignore_list=ignore_list)
+        call(model, ids).backward()
+        opt.step()
+        opt.zero_grad()
+    prof.stop_profile()
+    return prof
+
+
+@test
+def hf_decoder_training():
+    """A Hugging Face-style decoder trained under the profiler on the CPU:
+    keyword calls, modules in a ModuleList and a ModuleDict, an output
+    object with .loss. Every module with parameters has forward and backward
+    time; FLOPs per call are get_model_profile(kwargs=...)'s; containers hold
+    their children's sums; children never add up to more than their parent;
+    a mixed call (ids positional, labels by keyword) counts the same; the
+    report and its JSON."""
+    import torch
+    import modelprof
+    torch.manual_seed(0)
+    model = hf_style_decoder()
+    ids = torch.randint(0, 256, (2, 16))
+    steps = 3
+    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps, 3)
+    rows = prof.get_module_profile()
+    static = modelprof.get_model_profile(model, kwargs={"input_ids": ids, "labels": ids},
+                                         print_profile=False, as_string=False)
+    root = rows[""]
+    check(root["calls"] == steps, "root calls %d" % root["calls"])
+    per_call = root["flops"] / steps
+    check(abs(per_call - static[0]) <= 0.05 * static[0],
+          "FLOPs per call %d, get_model_profile %d" % (per_call, static[0]))
+    check(prof.get_total_params() == params_of(model) == static[2], "params")
+    mods = dict(model.named_modules())
+    for name, r in rows.items():
+        own = sum(p.numel() for p in mods[name].parameters())
+        if own and not (r["fwd_s"] > 0 and r["bwd_s"] > 0):
+            raise Fail("%s (%s): fwd %g s, bwd %g s" % (name or "<model>", r["class"],
+                                                         r["fwd_s"], r["bwd_s"]))
+    # the ModuleList and the ModuleDicts are never called: their children's sums
+    for name in ["h", "h.0.mlp", "h.1.mlp"]:
+        r = rows[name]
+        kids = [x for n, x in rows.items() if n.startswith(name + ".") and
+                "." not in n[len(name) + 1:]]
+        check(r["container"] and r["macs"] == sum(k["macs"] for k in kids) and
+              abs(r["fwd_s"] - sum(k["fwd_s"] for k in kids)) < 1e-9,
+              "%s: %r" % (name, {k: r[k] for k in ("container", "macs", "fwd_s")}))
+    # children never add up to more than their parent (MACs, FLOPs, time)
+    for name, r in rows.items():
+        kids = [x for n, x in rows.items() if n and (n.rsplit(".", 1)[0] if "." in n else "") == name]
+        for key in ("macs", "flops", "fwd_s", "bwd_s"):
+            total = sum(k[key] for k in kids)
+            check(total <= r[key] * (1 + 1e-9) + 1e-12,
+                  "%s: children's %s %g > its %g" % (name or "<model>", key, total, r[key]))
+    check(rows["h"]["macs"] * 1.0 / steps == sum(rows["h.%d" % i]["macs"] for i in range(2)) / steps,
+          "ModuleList MACs")
+    clock = prof._result["clock"]
+    check(clock and clock["before_calls"] >= 2 and clock["profiled_calls"] == steps,
+          "clock %r" % clock)
+    # the root's forward range against perf_counter around the same calls
+    ratio = (root["fwd_s"] / steps) / clock["profiled_fwd_s"]
+    check(0.5 <= ratio <= 2, "root forward %.2f ms vs perf_counter %.2f ms"
+          % (root["fwd_s"] / steps * 1e3, clock["profiled_fwd_s"] * 1e3))
+    schema_check("train", prof._train.json())
+    out_dir = os.path.join(tempfile.mkdtemp(prefix="mp-hf-"), "new", "folder")
+    out_file = os.path.join(out_dir, "profile.txt")
+    prof.print_model_profile(profile_step=3, module_depth=1, output_file=out_file)
+    with open(out_file, encoding="utf-8") as f:
+        text = f.read()
+    check("depth 1:" in text and "depth 2:" not in text, "module_depth limits the aggregated block")
+    check("(h): ModuleList(" in text and "(c_fc): Linear(" in text and "(ln_1): LayerNorm(" in text,
+          "the detailed tree is whole:\n" + text)
+    check("iter latency before profiling (perf_counter" in text and "profiler overhead" in text
+          and "iter latency without the profiler (estimated):" in text,
+          "step time against the unprofiled steps:\n" + text)
+    print("    %d steps: FLOPs per call %d (get_model_profile %d); fwd %.1f ms, perf_counter %.1f ms; "
+          "iteration %.1f ms profiled, %.1f ms before (%.2fx)"
+          % (steps, per_call, static[0], root["fwd_s"] / steps * 1e3,
+             clock["profiled_fwd_s"] * 1e3, clock["profiled_iter_s"] * 1e3,
+             clock["before_iter_s"] * 1e3, clock["profiled_iter_s"] / clock["before_iter_s"]))
+    prof.end_profile()
+    # a mixed call: the ids positionally, the labels by keyword (the loss counts)
+    mixed = _train_profiled(model, ids, lambda m, x: m(x, labels=x).loss, 1, 1)
+    check(mixed.get_total_flops() == root["flops"] / steps,
+          "mixed call: %d FLOPs, keyword call %d" % (mixed.get_total_flops(), per_call))
+    mixed.end_profile()
+
+
+@test
+def ignore_modules_and_list():
+    """DeepSpeed's ignore_modules (get_model_profile) and ignore_list
+    (start_profile): the modules of those types are left out with their
+    submodules; their FLOPs and MACs count nowhere, their params still do."""
+    import torch
+    import modelprof
+    torch.manual_seed(0)
+    model = hf_style_decoder()
+    ids = torch.randint(0, 256, (2, 16))
+    kw = {"input_ids": ids, "labels": ids}
+    full = modelprof.get_model_profile(model, kwargs=kw, print_profile=False, as_string=False)
+    attn_cls = type(model.h[0].attn)
+    left = modelprof.get_model_profile(model, kwargs=kw, print_profile=False, as_string=False,
+                                       ignore_modules=[attn_cls])
+    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, 1, 1)
+    rows = prof.get_module_profile()
+    attn = sum(r["flops"] for n, r in rows.items() if r["class"] == attn_cls.__name__)
+    attn_macs = sum(r["macs"] for n, r in rows.items() if r["class"] == attn_cls.__name__)
+    prof.end_profile()
+    check(left[0] == full[0] - attn and left[1] == full[1] - attn_macs and left[2] == full[2],
+          "ignore_modules: %r, full %r less attention %d FLOPs" % (left, full, attn))
+    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, 1, 1,
+                           ignore_list=[attn_cls])
+    rows = prof.get_module_profile()
+    check(rows[""]["flops"] == left[0] and rows[""]["params"] == full[2],
+          "ignore_list: %d FLOPs, %d expected" % (rows[""]["flops"], left[0]))
+    for n, r in rows.items():
+        if n.startswith("h.0.attn"):
+            check(r["ignored"] and r["flops"] == 0 and r["fwd_s"] == 0, "%s: %r" % (n, r))
+    prof.end_profile()
+    print("    %d FLOPs, %d without the attention modules (%d)" % (full[0], left[0], attn))
 
 
 # ---- make install, used from another folder ----

@@ -48,9 +48,11 @@ function pct(f) { return isnum(f) ? (Math.round(f * 10000) / 100) + '%' : '?'; }
 function sec(o, base) { return o && isnum(o[base + '_s']) ? o[base + '_s'] : null; }
 function rate(o, base) { return o && isnum(o[base + '_flops_per_s']) ? o[base + '_flops_per_s'] : null; }
 function card(k, v) { return el('div', { cls: 'card' }, [el('div', { cls: 'k', text: k }), el('div', { cls: 'v', text: v })]); }
+/* Sections go into `box`: the page, or a rank's <details> in a job. */
+var box = null;
 function section(title, id) {
     var s = el('section', { id: id }, [el('h2', { text: title })]);
-    main.appendChild(s);
+    (box || main).appendChild(s);
     return s;
 }
 function fmtOf(c) {
@@ -456,20 +458,184 @@ function profile(D) {
 }
 
 /* ---- the trace analysis ---- */
-var CAUSE_COLORS = { data_loader: '#c2702e', launch_bound: '#8a4fc7', synchronization: '#c23b5b', other: '#9aa3b2' };
+var CAUSE_COLORS = { data_loader: '#c2702e', collective_wait: '#d6336c', launch_bound: '#8a4fc7',
+    synchronization: '#c23b5b', other: '#9aa3b2' };
 function trace(D) {
     var list = D.ranks || D.traces;   /* several ranks, or traces of separate jobs: each */
     if (list) {
-        list.forEach(function (r, i) { traceOne(r, i, !D.ranks); });
+        if (D.ranks && D.job) job(D);
+        else {
+            document.getElementById('mp-title').textContent = 'modelprof trace: ' + list.length + ' traces of separate jobs';
+            document.getElementById('mp-sub').textContent = D.separate_jobs || '';
+        }
+        /* each rank in its own block, rendered when opened (a job may have
+         * a thousand ranks); a small job's first ranks open */
+        list.forEach(function (r, i) {
+            var name = D.ranks ? 'Rank ' + (r.rank != null ? r.rank : i) : 'Trace ' + (i + 1);
+            var st = (r.summary || {}).steps ? sec(r.summary, 'wall') / r.summary.steps : null;
+            var d = el('details', { cls: 'rank', id: 'mp-rank-' + i }, [el('summary', null, [
+                el('b', { text: name }), ' \u00b7 ' + (r.trace || '') + (st != null ? ' \u00b7 mean step ' + secs(st) : '')])]);
+            var done = false;
+            d.addEventListener('toggle', function () {
+                if (!d.open || done) return;
+                done = true;
+                box = d;
+                traceOne(r, i, !D.ranks);
+                box = null;
+            });
+            main.appendChild(d);
+            if (list.length <= 2 || (!D.ranks && list.length <= 4)) d.open = true;
+        });
         return;
     }
     traceOne(D, -1);
+}
+
+/* ---- a job: ranks, stragglers, each step's critical rank, what-if, timelines ---- */
+function job(D) {
+    var J = D.job, R = D.ranks;
+    document.getElementById('mp-title').textContent = 'modelprof trace: a job of ' + R.length + ' ranks';
+    var dev = R[0] && R[0].device && R[0].device.name;
+    document.getElementById('mp-sub').textContent = (dev ? dev + ' \u00b7 ' : '') + (J.steps || []).length +
+        ' steps \u00b7 collectives matched by ' + (J.match_by || 'nothing (no collectives)');
+    var w = J.what_if || {};
+    var s = section('Job', 'mp-job');
+    var cards = el('div', { cls: 'cards', id: 'mp-totals' });
+    cards.appendChild(card('ranks', String(R.length)));
+    cards.appendChild(card('job step', secs(sec(w, 'step'))));
+    cards.appendChild(card('if stragglers ran like the median', secs(sec(w, 'ideal_step'))));
+    cards.appendChild(card('time lost to stragglers', pct(w.share_lost)));
+    cards.appendChild(card('stragglers', String((J.stragglers || []).length)));
+    s.appendChild(cards);
+    var st = el('div', { id: 'mp-stragglers' });
+    st.appendChild(el('h2', { text: 'Stragglers' }));
+    if (!(J.stragglers || []).length) st.appendChild(el('p', { cls: 'muted', text: 'none: no rank was late in most steps' }));
+    else st.appendChild(el('ul', null, J.stragglers.map(function (x) {
+        return el('li', null, [el('b', { text: 'rank ' + x.rank }), ': late in ' + x.late_steps + ' of ' + J.steps.length +
+            ' steps, ' + secs(x.mean_delay_s) + ' a step on average; cause: ' + (x.cause || 'not found') +
+            '; had it run like the median rank, ' + secs(x.whatif_saved_s) + ' of the job saved']);
+    })));
+    s.appendChild(st);
+    var lost = [];
+    (w.ranks || []).forEach(function (x) { lost.push('rank ' + x.rank + ' ' + pct(x.share)); });
+    var byCause = (w.causes || []).map(function (x) { return x.cause + ' ' + pct(x.share); });
+    s.appendChild(el('p', { id: 'mp-whatif', text: 'What-if (Lin et al., "Understanding Stragglers in Large Model Training ' +
+        'Using What-if Analysis"): job time lost, by rank: ' + (lost.join(', ') || 'none') + '; by cause: ' +
+        (byCause.join(', ') || 'none') + '.' }));
+    var rows = (J.ranks || []).map(function (x, i) {
+        var r = R[i] || {}, sm = r.summary || {}, n = sm.steps || 1, cw = 0;
+        (r.steps || []).forEach(function (t) { cw += (t.idle_causes_s || {}).collective_wait || 0; });
+        return { rank: x.rank, trace: x.trace, mean_step_s: sec(sm, 'wall') / n, utilization: sm.utilization,
+            communication_s: sec(sm, 'communication') / n, collective_wait_s: cw / n, wait_s: x.wait_s / n,
+            mean_delay_s: x.mean_delay_s, late_steps: x.late_steps, critical_steps: x.critical_steps,
+            straggler: x.straggler ? 'yes' : '', share_lost: x.share_lost, cause: x.cause || '' };
+    });
+    sortable(section('Ranks (per step on average)', 'mp-ranks-sec'), [{ key: 'rank', label: 'rank', num: 1 },
+        { key: 'trace', label: 'trace' }, { key: 'mean_step_s', label: 'mean step', num: 1, fmt: 'sec' },
+        { key: 'utilization', label: 'util', num: 1, fmt: 'pct' },
+        { key: 'communication_s', label: 'comm', num: 1, fmt: 'sec' },
+        { key: 'collective_wait_s', label: 'coll wait', num: 1, fmt: 'sec' },
+        { key: 'wait_s', label: 'wait', num: 1, fmt: 'sec' }, { key: 'mean_delay_s', label: 'late', num: 1, fmt: 'sec' },
+        { key: 'late_steps', label: 'late steps', num: 1 }, { key: 'critical_steps', label: 'critical', num: 1 },
+        { key: 'straggler', label: 'straggler' }, { key: 'share_lost', label: 'job lost', num: 1, fmt: 'pct' },
+        { key: 'cause', label: 'cause' }], rows, null, null, 2000).id = 'mp-ranks';
+    var srows = (J.steps || []).map(function (x) {
+        return { name: x.name, wall_s: x.wall_s, critical_rank: x.critical_rank, critical_delay_s: x.critical_rank != null ? x.critical_delay_s : null,
+            whatif_step_s: x.critical_rank != null ? x.whatif_step_s : null, ideal_step_s: x.ideal_step_s, cause: x.cause || '' };
+    });
+    sortable(section('Steps: the critical rank (the one the others waited for)', 'mp-job-steps-sec'), [
+        { key: 'name', label: 'step' }, { key: 'wall_s', label: 'job wall', num: 1, fmt: 'sec' },
+        { key: 'critical_rank', label: 'critical rank', num: 1 }, { key: 'critical_delay_s', label: 'delay', num: 1, fmt: 'sec' },
+        { key: 'whatif_step_s', label: 'had it run like the median', num: 1, fmt: 'sec' },
+        { key: 'ideal_step_s', label: 'no stragglers', num: 1, fmt: 'sec' }, { key: 'cause', label: 'cause' }],
+        srows, null, null, 2000).id = 'mp-job-steps';
+    timelines(section('Timelines: compute, collectives, waits', 'mp-timelines'), D);
+}
+
+/* One lane per rank on the job's clock: the device's compute (green), each
+ * collective from its arrival (the wait for the last rank, red; the rest,
+ * blue), step boundaries. Stragglers and critical ranks first, 32 lanes,
+ * the rest on demand. */
+function timelines(parent, D) {
+    var J = D.job, R = D.ranks, NS = 'http://www.w3.org/2000/svg';
+    var x0 = Infinity, x1 = -Infinity;
+    R.forEach(function (r) {
+        (r.timeline || []).forEach(function (p) { x0 = Math.min(x0, p[0]); x1 = Math.max(x1, p[1]); });
+        (r.collectives || []).forEach(function (c) { x0 = Math.min(x0, c.arrival_s); x1 = Math.max(x1, c.end_s); });
+        (r.steps || []).forEach(function (t) {
+            var a = sec(t, 'start') - (r.time_origin_s || 0);
+            x0 = Math.min(x0, a); x1 = Math.max(x1, a + (sec(t, 'wall') || 0));
+        });
+    });
+    if (!(x1 > x0)) { parent.appendChild(el('p', { cls: 'muted', text: 'nothing to draw' })); return; }
+    var leg = el('div', { cls: 'legend' }, [el('span', null, [el('i', { style: 'background:var(--busy)' }), 'device compute']),
+        el('span', null, [el('i', { style: 'background:#d6336c' }), 'waiting in a collective for the last rank']),
+        el('span', null, [el('i', { style: 'background:#2f6fdb' }), 'collective after the last arrival'])]);
+    parent.appendChild(leg);
+    var order = [], seen = {};
+    function add(i) { if (i >= 0 && i < R.length && !seen[i]) { seen[i] = true; order.push(i); } }
+    var byRank = {};
+    R.forEach(function (r, i) { byRank[r.rank] = i; });
+    (J.stragglers || []).forEach(function (x) { add(byRank[x.rank]); });
+    (J.steps || []).forEach(function (x) { if (x.critical_rank != null) add(byRank[x.critical_rank]); });
+    R.forEach(function (r, i) { add(i); });
+    var W = 1000, H = 34;
+    var box2 = el('div', { id: 'mp-timeline-lanes' });
+    parent.appendChild(box2);
+    function lane(i) {
+        var r = R[i];
+        var svg = document.createElementNS(NS, 'svg');
+        svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
+        svg.setAttribute('width', '100%');
+        svg.setAttribute('height', H);
+        svg.setAttribute('preserveAspectRatio', 'none');
+        svg.setAttribute('class', 'lane');
+        svg.setAttribute('data-rank', r.rank);
+        function X(t) { return ((t - x0) / (x1 - x0) * W); }
+        function rect(a, b, y, h, color, cls, tip) {
+            var e = document.createElementNS(NS, 'rect');
+            e.setAttribute('x', X(a).toFixed(2));
+            e.setAttribute('width', Math.max(0.3, X(b) - X(a)).toFixed(2));
+            e.setAttribute('y', y); e.setAttribute('height', h); e.setAttribute('fill', color);
+            if (cls) e.setAttribute('class', cls);
+            if (tip) { var t = document.createElementNS(NS, 'title'); t.textContent = tip; e.appendChild(t); }
+            svg.appendChild(e);
+        }
+        (r.steps || []).forEach(function (t, k) {
+            var a = sec(t, 'start') - (r.time_origin_s || 0);
+            rect(a, a + (sec(t, 'wall') || 0), 0, H, k % 2 ? '#f3f4f7' : '#fafbfc', 'step', t.name);
+        });
+        (r.timeline || []).forEach(function (p) { rect(p[0], p[1], 3, 12, 'var(--busy)', 'busy'); });
+        (r.collectives || []).forEach(function (c) {
+            var wt = isnum(c.wait_s) ? Math.min(c.wait_s, c.end_s - c.arrival_s) : 0;
+            var tip = c.name + (c.elements != null ? ' ' + c.elements + ' elements' : '') + ' (' + (c.step || '') +
+                '): arrived ' + secs(c.arrival_s) + ', waited ' + (isnum(c.wait_s) ? secs(c.wait_s) : '?') +
+                ', in it ' + secs(c.end_s - c.arrival_s);
+            if (wt > 0) rect(c.arrival_s, c.arrival_s + wt, 18, 12, '#d6336c', 'wait', tip);
+            rect(c.arrival_s + wt, c.end_s, 18, 12, '#2f6fdb', 'coll', tip);
+        });
+        var strag = (J.stragglers || []).some(function (x) { return x.rank === r.rank; });
+        return el('div', { cls: 'row' }, [el('div', { cls: 'lbl', text: 'rank ' + r.rank + (strag ? ' (straggler)' : '') }),
+            el('div', { style: 'flex:1' }, [svg])]);
+    }
+    var shown = Math.min(order.length, 32);
+    order.slice(0, shown).forEach(function (i) { box2.appendChild(lane(i)); });
+    if (order.length > shown) {
+        var more = el('a', { href: '#', text: 'show all ' + order.length + ' ranks', onclick: function (e) {
+            e.preventDefault();
+            order.slice(shown).forEach(function (i) { box2.appendChild(lane(i)); });
+            more.remove();
+        } });
+        parent.appendChild(more);
+    }
+    parent.appendChild(el('div', { cls: 'muted', text: 'time from the job\u2019s first step: 0 to ' + secs(x1 - x0) +
+        ' (each rank\u2019s times on the job\u2019s clock: its baseTimeNanoseconds)' }));
 }
 function traceOne(D, idx, separate) {
     var sfx = idx < 0 ? '' : separate ? ' (trace ' + (idx + 1) + ')' : ' (rank ' + (D.rank != null ? D.rank : idx) + ')';
     var id = function (x) { return idx > 0 ? x + '-' + idx : x; };
     var sm = D.summary || {};
-    if (idx <= 0) {
+    if (idx < 0) {
         document.getElementById('mp-title').textContent = 'modelprof trace: ' + (D.trace || '');
         document.getElementById('mp-sub').textContent = (D.device && D.device.name ? D.device.name + ' \u00b7 ' : '') +
             (D.events || 0) + ' events';
@@ -644,9 +810,11 @@ function selftest() {
             Array.prototype.forEach.call(tbl.tBodies[0].rows, function (r) { if (r.cells.length > 1) out.push(r.cells[c]); });
             return out;
         };
-        var names = function () { return col(0).map(function (td) { return td.textContent; }); };
+        var ths0 = tbl.tHead.rows[0].cells, c0 = 0;   /* the first text column */
+        while (c0 < ths0.length - 1 && ths0[c0].className.indexOf('num') >= 0) c0++;
+        var names = function () { return col(c0).map(function (td) { return td.textContent; }); };
         var b = names().join('|');
-        tbl.tHead.rows[0].cells[0].click();
+        tbl.tHead.rows[0].cells[c0].click();
         var a1 = names();
         var asc = a1.every(function (x, i) { return !i || a1[i - 1].localeCompare(x) <= 0; });
         var ths = tbl.tHead.rows[0].cells, nc = 1;
@@ -657,6 +825,27 @@ function selftest() {
         check('sort reorders rows', a1.length < 2 || a1.join('|') !== b || v.join('|') !== b);
         check('sort by name is ascending', asc);
         check('sort by number is descending', desc);
+    }
+    var lanes = document.querySelectorAll('#mp-timeline-lanes svg');
+    if (document.getElementById('mp-job')) {   /* a job: its tables, timelines, and a rank opened on demand */
+        var ranks = document.getElementById('mp-ranks');
+        check('ranks table has every rank', !!ranks && ranks.tBodies[0].rows.length === D.ranks.length);
+        var js = document.getElementById('mp-job-steps');
+        check('steps table names the critical rank', !!js && js.tBodies[0].rows.length === D.job.steps.length &&
+            D.job.steps.every(function (x, k) { return x.critical_rank == null || js.tBodies[0].rows[k].cells[2].textContent === String(x.critical_rank); }));
+        check('stragglers listed', !!document.getElementById('mp-stragglers') &&
+            document.querySelectorAll('#mp-stragglers li').length === D.job.stragglers.length);
+        check('one timeline per rank (up to 32)', lanes.length === Math.min(32, D.ranks.length));
+        var waits = D.ranks.some(function (r) { return (r.collectives || []).some(function (c) { return c.wait_s > 0; }); });
+        check('collectives and waits drawn', document.querySelectorAll('#mp-timeline-lanes rect.coll').length > 0 &&
+            (!waits || document.querySelectorAll('#mp-timeline-lanes rect.wait').length > 0));
+        check('page titled by the job', /a job of \d+ ranks/.test(document.getElementById('mp-title').textContent));
+        var last = document.getElementById('mp-rank-' + (D.ranks.length - 1));
+        if (last) {
+            last.open = true;
+            last.dispatchEvent(new Event('toggle'));
+            check('a rank renders when opened', last.querySelectorAll('section').length > 2);
+        }
     }
     if (D && D.formulas) {   /* --formula: the model's formulas, and one per module in the tree */
         var ft = document.getElementById('mp-formulas-table');
