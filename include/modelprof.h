@@ -137,6 +137,14 @@ MP_API mp_status mp_model_set_dim(mp_model *m, const char *name, int64_t value);
 /* Override the shape of graph input `name`. */
 MP_API mp_status mp_model_set_input_shape(mp_model *m, const char *name,
                                    const int64_t *dims, int rank);
+/* Graph inputs (initializers excluded): how many, and the name of input i
+ * (NULL out of range). */
+MP_API int mp_model_input_count(const mp_model *m);
+MP_API const char *mp_model_input_name(const mp_model *m, int i);
+/* The shape graph input `name` declares (or was given): *rank dims into
+ * dims (room for 64), -1 for a symbolic or unknown dim; *rank -1 when the
+ * rank is not declared. MP_ERR_USAGE when the model has no such input. */
+MP_API mp_status mp_model_input_shape(const mp_model *m, const char *name, int64_t *dims, int *rank);
 
 /* Name the class of the module at dotted path `path` ("layer1.0.conv1";
  * "" the model), for exports that do not carry classes (the TorchScript
@@ -393,7 +401,9 @@ MP_API mp_status mp_npy_write(const char *path, int dtype, int rank, const int64
  * and data, tensor and pipeline parallelism. The graph's batch dim is one
  * micro-batch on one data-parallel rank. */
 typedef enum mp_precision {
-    MP_PREC_FP32, MP_PREC_BF16, MP_PREC_FP16, MP_PREC_BF16_MIXED, MP_PREC_FP16_MIXED, MP_PREC_COUNT
+    MP_PREC_FP32, MP_PREC_BF16, MP_PREC_FP16, MP_PREC_BF16_MIXED, MP_PREC_FP16_MIXED,
+    MP_PREC_AUTO, /* the export's own type: fp32, bf16 or fp16 as most weights are stored */
+    MP_PREC_COUNT
 } mp_precision;
 typedef enum mp_optimizer {
     MP_OPT_ADAMW, MP_OPT_ADAM, MP_OPT_SGD, MP_OPT_SGD_MOMENTUM, MP_OPT_ADAFACTOR, MP_OPT_NONE,
@@ -408,7 +418,8 @@ MP_API int mp_optimizer_parse(const char *s);
 
 typedef struct mp_tplan_options {
     size_t size;              /* sizeof(mp_tplan_options): set by mp_tplan_options_default */
-    mp_precision precision;   /* default fp32 */
+    mp_precision precision;   /* default MP_PREC_AUTO: the export's dtype (pure bf16/fp16
+                               * training of a bf16/fp16 export) */
     mp_optimizer optimizer;   /* default adamw */
     int checkpointing;        /* recompute each repeated block in the backward */
     int zero;                 /* ZeRO stage 0-3 */
@@ -433,9 +444,23 @@ typedef struct mp_tplan_options {
     double node_overhead_s;   /* fixed time per node and pass (kernel launch; default 10 us) */
     double reserve_gb;        /* framework reserve: CUDA context, allocator slack (default 2) */
     int fit;                  /* list the layouts of `gpus` GPUs that fit the GPU, best first */
+    /* since version 2 */
+    int channels_last;        /* 16-bit convolutions on channels-last tensors: no layout
+                               * transposes around cuDNN's tensor-core kernels */
+    int sequence_parallel;    /* with tp > 1: Megatron's sequence parallelism (norms, dropouts
+                               * and residuals split along the sequence) */
+    int64_t batch;            /* > 0: samples per micro-batch for an export whose batch is fixed
+                               * in its shapes (static: the dynamo exporter's default): the graph
+                               * is planned at its own batch and every per-sample figure scaled;
+                               * 0: the graph's batch */
 } mp_tplan_options;
 MP_API mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size);
 #define mp_tplan_options_default(o) mp_tplan_options_init((o), sizeof *(o))
+/* MP_ERR_USAGE with a message naming the flags when the options conflict
+ * or describe an impossible layout, whatever the model (--fsdp with
+ * --zero 1 or 2, --gpus not a multiple of dp x tp x pp, ...);
+ * mp_tplan_create checks them too. */
+MP_API mp_status mp_tplan_options_check(const mp_tplan_options *o);
 
 /* Memory per GPU (or of one pipeline stage), bytes. */
 typedef struct mp_tplan_mem {

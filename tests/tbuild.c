@@ -186,6 +186,27 @@ void tb_output(mp_model *m, const char *name) {
     g->outputs = no;
 }
 
+void tb_opset(mp_model *m, const char *domain, int version) {
+    mp_opset *o = mp_arena_calloc(&m->arena, (size_t)m->n_opsets + 1, sizeof *o);
+    if (!o) abort();
+    memcpy(o, m->opsets, sizeof *o * (size_t)m->n_opsets);
+    o[m->n_opsets].domain = mp_arena_strdup(&m->arena, domain);
+    o[m->n_opsets].version = version;
+    m->opsets = o;
+    m->n_opsets++;
+}
+
+bool tb_train(mp_model *m, int node, uint32_t rg, mp_bwd *t) {
+    mp_node *n = &m->graph->nodes[node];
+    memset(t, 0, sizeof *t);
+    t->rg = rg;
+    t->fwd = &n->cost;
+    if (!n->desc || !n->desc->train) return false;
+    mp_ctx cx = {m, m->graph, n, node, NULL};
+    n->desc->train(&cx, t);
+    return true;
+}
+
 mp_status tb_profile(mp_model *m, mp_profile **p) {
     *p = NULL;
     mp_status st = mp_model_finish(m);

@@ -31,6 +31,12 @@ void tb_attr_ints(mp_model *m, int node, const char *name, int n, const int64_t 
 void tb_attr_floats(mp_model *m, int node, const char *name, int n, const double *v);
 void tb_attr_strings(mp_model *m, int node, const char *name, int n, const char *const *v);
 void tb_output(mp_model *m, const char *name);
+/* Import `domain` at `version` beside the default domain (com.microsoft
+ * operators need it to resolve). */
+void tb_opset(mp_model *m, const char *domain, int version);
+/* Ask node's train rule (after tb_profile) what its backward keeps and
+ * costs with inputs `rg` needing a gradient; false when it has none. */
+bool tb_train(mp_model *m, int node, uint32_t rg, mp_bwd *t);
 /* Infer and cost: returns the status of mp_profile_static. */
 mp_status tb_profile(mp_model *m, mp_profile **p);
 mp_value *tb_val(mp_model *m, const char *name);

@@ -67,6 +67,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(report_formats)    \
     X(models)            \
     X(dynamo)            \
+    X(patterns)          \
     X(formula)           \
     X(params)            \
     X(cli)               \

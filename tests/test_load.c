@@ -333,6 +333,80 @@ static void t_if_outer_scope(void) {
     mp_model_free(m);
 }
 
+/* The consumer index (graph.h mp_uses): each input slot reading a value,
+ * and a node whose subgraph reads it (If's branches read x, nested one
+ * level more in the else branch); mp_sole_use; dropped when a node is
+ * added, built again on demand. */
+static void t_consumer_index(void) {
+    const char *syms[] = {NULL, NULL};
+    pbw then_g = {0}, else_g = {0}, inner = {0}, ia = {0}, attrs = {0}, g = {0};
+    onx_node(&then_g, 1, "Relu", "t_relu", "x", "t_out", NULL);
+    onx_value_info(&then_g, 12, "t_out", 1, 2, (const int64_t[]){2, 4}, syms);
+    /* else: an If of its own whose branches read x */
+    onx_node(&inner, 1, "Neg", "i_neg", "x", "i_out", NULL);
+    onx_value_info(&inner, 12, "i_out", 1, 2, (const int64_t[]){2, 4}, syms);
+    pbw inner2 = {0};
+    onx_node(&inner2, 1, "Abs", "i_abs", "x", "i_out2", NULL);
+    onx_value_info(&inner2, 12, "i_out2", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_attr_graph(&ia, "then_branch", &inner);
+    onx_attr_graph(&ia, "else_branch", &inner2);
+    onx_node(&else_g, 1, "If", "e_if", "c", "e_out", &ia);
+    onx_value_info(&else_g, 12, "e_out", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_attr_graph(&attrs, "then_branch", &then_g);
+    onx_attr_graph(&attrs, "else_branch", &else_g);
+    onx_node(&g, 1, "Mul", "sq", "x,x", "x2", NULL);
+    onx_node(&g, 1, "If", "branch", "c", "y", &attrs);
+    onx_node(&g, 1, "Add", "sum", "x2,y", "z", NULL);
+    onx_value_info(&g, 11, "x", 1, 2, (const int64_t[]){2, 4}, syms);
+    onx_value_info(&g, 11, "c", 9, 0, NULL, NULL);
+    onx_value_info(&g, 12, "z", 1, 2, (const int64_t[]){2, 4}, syms);
+    mp_model *m = NULL;
+    T_OK(load_graph(&g, "index.onnx", &m));
+    if (!m) return;
+    mp_graph *gr = m->graph;
+    int x = mp_graph_find(gr, "x"), x2 = mp_graph_find(gr, "x2"), y = mp_graph_find(gr, "y");
+    int n;
+    const int *u = mp_uses(gr, x, &n);
+    /* Mul twice (two slots), If once (its branches, at any depth) */
+    T_EQ(n, 3);
+    if (n == 3) {
+        T_EQ_STR(gr->nodes[u[0]].op, "Mul");
+        T_EQ(u[1], u[0]);
+        T_EQ_STR(gr->nodes[u[2]].op, "If");
+    }
+    T_EQ(gr->values[x].n_consumers, 2); /* input slots only */
+    T_EQ(mp_sole_use(gr, x), -1);
+    T_EQ_STR(gr->nodes[mp_sole_use(gr, x2)].op, "Add");
+    T_EQ_STR(gr->nodes[mp_sole_use(gr, y)].op, "Add");
+    T_EQ(mp_sole_use(gr, mp_graph_find(gr, "z")), -1); /* a graph output */
+    /* the else branch's If reads x through its own branches */
+    const mp_graph *eg = gr->nodes[u[2]].sub[0]->n_nodes == 1 && strcmp(gr->nodes[u[2]].sub[1]->nodes[0].op, "If") == 0
+                             ? gr->nodes[u[2]].sub[1] : gr->nodes[u[2]].sub[0];
+    int ex = mp_graph_find(eg, "x");
+    T_CHECK(ex >= 0 && eg->use_start);
+    if (ex >= 0 && eg->use_start) {
+        mp_uses(eg, ex, &n);
+        T_EQ(n, 1);
+    }
+    /* adding a node drops the index; building it again counts the new reader */
+    int k = mp_graph_add_node(gr);
+    T_CHECK(k >= 0 && gr->use_start == NULL);
+    if (k >= 0) {
+        mp_node *nn = &gr->nodes[k];
+        nn->op = "Relu";
+        nn->n_in = nn->n_out = 1;
+        nn->in = mp_arena_alloc(&m->arena, sizeof(int));
+        nn->out = mp_arena_alloc(&m->arena, sizeof(int));
+        nn->in[0] = x2;
+        nn->out[0] = mp_graph_value(gr, "r", 1);
+        T_OK(mp_graph_index(gr));
+        T_EQ(mp_sole_use(gr, x2), -1);
+        mp_uses(gr, x2, &n);
+        T_EQ(n, 2);
+    }
+    mp_model_free(m);
+}
+
 static void metadata(pbw *extra, const char *key, const char *value) {
     pbw kv = {0};
     pbw_str(&kv, 1, key);
@@ -552,6 +626,7 @@ MP_TESTS(load){
     {"reshape_from_initializer", t_reshape_from_initializer},
     {"function_inlined", t_function_inlined},
     {"if_outer_scope", t_if_outer_scope},
+    {"consumer_index", t_consumer_index},
     {"dynamo_metadata", t_dynamo_metadata},
     {"dynamo_kinds", t_dynamo_kinds},
     {"missing_file", t_missing_file},

@@ -16,12 +16,7 @@
 /* A model importing the default domain at `opset` and com.microsoft 1. */
 static mp_model *ms_new(int opset) {
     mp_model *m = tb_new(opset);
-    mp_opset *o = mp_arena_calloc(&m->arena, 2, sizeof *o);
-    o[0] = m->opsets[0];
-    o[1].domain = MS;
-    o[1].version = 1;
-    m->opsets = o;
-    m->n_opsets = 2;
+    tb_opset(m, MS, 1);
     return m;
 }
 
@@ -1023,7 +1018,67 @@ static void t_malformed_never_crash(void) {
     }
 }
 
+/* The train rules of com.microsoft's attentions (autograd's SDPA: q, k,
+ * v, the output, an fp32 log-sum-exp per query row and head; backward by
+ * mp_sdpa_flops, executed: 2 x forward's products plus the scores again).
+ *   Attention: input [2,5,32], weights [32,96], bias, 4 heads of 8: e = 2
+ *     bh sq sk = 2*8*5*5 = 400; SDPA backward 400*(16+16) + 400*8 = 16,000
+ *     (recompute 3,200); the projection's dX and dW 2 * 2*5*32*96 = 61,440
+ *     each, its bias 2*5*96 = 960: 139,840. Keeps its input and weights,
+ *     Q, K, V of its own (2*5*96 fp32: 3,840 bytes) and the log-sum-exp
+ *     (4*8*5 = 160).
+ *   MultiHeadAttention: q [2,5,32], k [2,7,32], v [2,7,16], 4 heads (dk 8,
+ *     dv 4): e = 560, 560*(16+8) + 560*8 = 17,920 (recompute 4,480).
+ *   GroupQueryAttention: q [2,5,32], k, v [2,5,16] (4 heads, 2 KV heads of
+ *     8), total 5: 16,000 (3,200); with a past of 3 (total 8): e = 640,
+ *     25,600 (5,120), the present key and value kept instead of k and v. */
+static void t_attention_train(void) {
+    for (int form = 0; form < 4; form++) {
+        mp_model *m = ms_new(17);
+        tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 5, 32));
+        int n;
+        if (form == 0) {
+            tb_weight(m, "w", MP_DT_FLOAT, 2, TB_DIMS(32, 96));
+            tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(96));
+            n = tb_node_d(m, "com.microsoft", "Attention", "x,w,b", "y");
+        } else if (form == 1) {
+            tb_input(m, "k", MP_DT_FLOAT, 3, TB_DIMS(2, 7, 32));
+            tb_input(m, "v", MP_DT_FLOAT, 3, TB_DIMS(2, 7, 16));
+            n = tb_node_d(m, "com.microsoft", "MultiHeadAttention", "x,k,v", "y");
+        } else {
+            tb_input(m, "k", MP_DT_FLOAT, 3, TB_DIMS(2, 5, 16));
+            tb_input(m, "v", MP_DT_FLOAT, 3, TB_DIMS(2, 5, 16));
+            tb_input(m, "pk", MP_DT_FLOAT, 4, TB_DIMS(2, 2, 3, 8));
+            tb_input(m, "pv", MP_DT_FLOAT, 4, TB_DIMS(2, 2, 3, 8));
+            tb_const_i(m, "sl", MP_DT_INT32, 1, TB_DIMS(2), (const int64_t[]){form == 3 ? 7 : 4, form == 3 ? 7 : 4});
+            tb_const_i(m, "tot", MP_DT_INT32, 0, NULL, (const int64_t[]){form == 3 ? 8 : 5});
+            n = tb_node_d(m, "com.microsoft", "GroupQueryAttention", form == 3 ? "x,k,v,pk,pv,sl,tot" : "x,k,v,,,sl,tot",
+                          form == 3 ? "y,presk,presv" : "y");
+            tb_attr_i(m, n, "kv_num_heads", 2);
+        }
+        tb_attr_i(m, n, "num_heads", 4);
+        mp_profile *p = tb_prof(m);
+        mp_bwd t;
+        if (!p || !tb_train(m, n, 7u, &t)) {
+            mp_t_fail(__FILE__, __LINE__, "form %d: no train rule", form);
+            tb_done(m, p);
+            continue;
+        }
+        static const uint64_t bwd[4] = {139840, 17920, 16000, 25600}, rec[4] = {3200, 4480, 3200, 5120};
+        static const uint64_t extra[4] = {3840 + 160, 160, 160, 160};
+        static const uint32_t sin_[4] = {3, 7, 7, 1}, sout[4] = {1, 1, 1, 7};
+        T_EQ_U64(t.bwd_flops, bwd[form]);
+        T_EQ_U64(t.recompute_flops, rec[form]);
+        T_EQ_U64(t.extra_bytes, extra[form]);
+        T_EQ(t.save_in, sin_[form]);
+        T_EQ(t.save_out, sout[form]);
+        T_EQ(t.amp, MP_AMP_LOWER);
+        tb_done(m, p);
+    }
+}
+
 MP_TESTS(ops_contrib){
+    {"attention_train", t_attention_train},
     {"attention_bert", t_attention_bert},
     {"attention_symbolic", t_attention_symbolic},
     {"attention_past_qkv_sizes", t_attention_past_qkv_sizes},

@@ -278,7 +278,63 @@ static void t_cast_narrow(void) {
     tb_done(m, p);
 }
 
+/* One rule for scaled dot-product attention's FLOPs (mp_sdpa_flops, docs/COUNTING.md
+ * "Attention's backward"), by hand for bh = 2 x 3, Sq 5, Sk 7, D 8: each
+ * product 2*6*5*7*8 = 3,360 FLOPs; forward two (6,720); backward the four
+ * gradient products (13,440 = 2 x forward) and the scores again (3,360):
+ * 16,800 = 2.5 x forward, as torch.utils.flop_counter's
+ * sdpa_backward_flop_count. */
+static void t_sdpa_flops(void) {
+    mp_sdpa_cost f = mp_sdpa_flops(6, 5, 7, 8, 8);
+    T_EQ((int64_t)f.fwd, 6720);
+    T_EQ((int64_t)f.bwd, 16800);
+    T_EQ((int64_t)f.recompute, 3360);
+    T_EQ((int64_t)(f.bwd - f.recompute), 2 * 6720);
+    /* Dv apart: dP and dV take Dv, dQ, dK and the scores Dq */
+    f = mp_sdpa_flops(1, 4, 6, 16, 8);
+    T_EQ((int64_t)f.fwd, 2 * 4 * 6 * (16 + 8));
+    T_EQ((int64_t)f.bwd, 2 * 4 * 6 * (3 * 16 + 2 * 8));
+}
+
+/* Attention's train rule (autograd's SDPA): keeps Q, K, V, the output and
+ * an fp32 log-sum-exp per query row and head (2*8*16 rows: 1,024 bytes),
+ * never the scores; with a past, the present key and value instead of K
+ * and V, and the mask. Backward FLOPs the executed ones of mp_sdpa_flops
+ * with bh = 2*8, Sq 16, T 40, Dq 64, Dv 32: 2*16*16*40*(3*64 + 2*32) =
+ * 5,242,880, of which the scores again 2*16*16*40*64 = 1,310,720. */
+static void t_attention_train(void) {
+    for (int past = 0; past < 2; past++) {
+        mp_model *m = tb_new(23);
+        tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(2, 8, 16, 64));
+        tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(2, 2, past ? 32 : 40, 64));
+        tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(2, 2, past ? 32 : 40, 32));
+        tb_input(m, "mask", MP_DT_FLOAT, 2, TB_DIMS(16, 40));
+        tb_input(m, "pk", MP_DT_FLOAT, 4, TB_DIMS(2, 2, 8, 64));
+        tb_input(m, "pv", MP_DT_FLOAT, 4, TB_DIMS(2, 2, 8, 32));
+        int n = tb_node(m, "Attention", past ? "q,k,v,mask,pk,pv" : "q,k,v", past ? "y,present_k,present_v" : "y");
+        mp_profile *p = tb_prof(m);
+        mp_bwd t;
+        if (p && tb_train(m, n, 7u, &t)) {
+            T_EQ(t.save_in, past ? 1u | 8u : 7u);
+            T_EQ(t.save_out, past ? 7u : 1u);
+            T_EQ_U64(t.extra_bytes, 4 * 2 * 8 * 16);
+            T_EQ_U64(t.bwd_flops, UINT64_C(5242880));
+            T_EQ_U64(t.recompute_flops, UINT64_C(1310720));
+            T_EQ(t.amp, MP_AMP_LOWER);
+            /* nothing needs a gradient: nothing kept, nothing done */
+            tb_train(m, n, 0, &t);
+            T_EQ(t.save_in | t.save_out, 0);
+            T_EQ_U64(t.bwd_flops, 0);
+        } else {
+            mp_t_fail(__FILE__, __LINE__, "Attention has no train rule");
+        }
+        tb_done(m, p);
+    }
+}
+
 MP_TESTS(ops_opset23){
+    {"sdpa_flops", t_sdpa_flops},
+    {"attention_train", t_attention_train},
     {"cast_narrow", t_cast_narrow},
     {"attention_4d_gqa_past", t_attention_4d_gqa_past},
     {"attention_3d_causal_softcap", t_attention_3d_causal_softcap},

@@ -104,12 +104,7 @@ static void t_qlinear_conv_nhwc(void) {
      * 442,368; FLOPs = 884,736 (no bias). Without channels_last the same
      * node reads x as NCHW and fails (C = 32 vs 3). */
     mp_model *m = tb_new(13);
-    mp_opset *o = mp_arena_calloc(&m->arena, 2, sizeof *o);
-    o[0] = m->opsets[0];
-    o[1].domain = "com.microsoft";
-    o[1].version = 1;
-    m->opsets = o;
-    m->n_opsets = 2;
+    tb_opset(m, "com.microsoft", 1);
     tb_input(m, "x", U8, 4, TB_DIMS(1, 32, 32, 3));
     tb_weight(m, "s", F, 0, NULL);
     tb_weight(m, "z", U8, 0, NULL);

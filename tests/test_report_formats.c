@@ -383,7 +383,9 @@ static void t_chrome_trace_round_trip(void) {
             mp_t_fail(__FILE__, __LINE__, "op %s: trace %.9g s, run %.9g s", op, got, lat->num);
         matched++;
     }
-    T_CHECK(matched >= 5);
+    /* MobileNet-V2's groups start with Conv, Gemm, GlobalAveragePool (BatchNormalization,
+     * Clip and Add run fused into the convolutions) */
+    T_CHECK(matched >= 3);
     /* the steps: one pass, its wall the sum of the run's steps at least */
     T_EQ(back ? jr_path(back, "summary.steps")->i : 0, 1);
     jr_free(run);

@@ -310,6 +310,18 @@ LLAMA_1B_4LAYERS = dict(LLAMA_SMALL, vocab_size=128256, hidden_size=2048, num_hi
 LLAMA_70B = dict(LLAMA_SMALL, hidden_size=8192, num_hidden_layers=80, num_attention_heads=64,
                  num_key_value_heads=8, head_dim=128, intermediate_size=28672,
                  max_position_embeddings=4096)
+# Qwen2.5-0.5B's sizes (Qwen2ForCausalLM: Llama with biases on q, k and v;
+# GQA 14/2 heads, tied embeddings; 494,032,768 parameters): the H200
+# reference rows (tools/plan_h200.py).
+QWEN25_05B = dict(LLAMA_SMALL, vocab_size=151936, hidden_size=896, num_hidden_layers=24,
+                  num_attention_heads=14, num_key_value_heads=2, head_dim=64,
+                  intermediate_size=4864, rope_theta=1000000.0, max_position_embeddings=32768,
+                  tie_word_embeddings=True, attention_bias=True)
+# Mistral-7B's sizes cut to 2 layers (GQA 32/8 heads, head dim 128): the
+# KV-cache check (docs/PLANNING.md section 7).
+MISTRAL_7B_2LAYERS = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=2, num_attention_heads=32,
+                          num_key_value_heads=8, head_dim=128, intermediate_size=14336,
+                          rope_theta=1000000.0, max_position_embeddings=32768)
 LLAMA_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32,
                 num_attention_heads=32, head_dim=128, intermediate_size=11008,
                 max_position_embeddings=4096)
@@ -353,9 +365,10 @@ class LlamaAttention(nn.Module):
         # grouped-query attention when num_key_value_heads < num_attention_heads
         self.num_kv = c.get("num_key_value_heads", self.num_heads)
         self.head_dim = c["head_dim"]
-        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=False)
+        qkv_bias = c.get("attention_bias", False)  # Qwen2: biases on q, k and v
+        self.q_proj = nn.Linear(h, self.num_heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(h, self.num_kv * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, h, bias=False)
         self.rotary_emb = LlamaRotaryEmbedding(self.head_dim, c["rope_theta"])
 

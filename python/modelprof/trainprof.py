@@ -248,10 +248,13 @@ class _Clock:
         self.iters = {"before": collections.deque(maxlen=self.KEEP),
                       "profiled": collections.deque(maxlen=self.KEEP)}
         self.depth = 0
+        self.paused = False     # the profiler's own calls (the export's tracing)
         self.handles = [model.register_forward_pre_hook(self._pre),
                         model.register_forward_hook(self._post)]
 
     def _pre(self, mod, inp):
+        if self.paused:
+            return
         self.depth += 1
         if self.depth > 1:      # a recursive call of the model: not a step
             return
@@ -263,6 +266,8 @@ class _Clock:
         self.t0 = now
 
     def _post(self, mod, inp, out):
+        if self.paused:
+            return
         self.depth = max(0, self.depth - 1)
         if self.depth == 0 and self.t0 is not None:
             self.calls[self.phase].append(time.perf_counter() - self.t0)
@@ -465,6 +470,9 @@ class FlopsProfiler:
             return
         self.func_patched = False
         self._clock.stop()
+        # read now: the export below calls the model's forward (tracing),
+        # which the clock must not take for an unprofiled call
+        clock = self._clock.figures()
         self._ranges.close_all()
         for h in self._hooks:
             h.remove()
@@ -481,7 +489,7 @@ class FlopsProfiler:
             model_path = self._export(tmp)
             self._close_train()
             self._train = _lib.Train(path, model_path, self._modules())
-            self._train.set_clock(*self._clock.figures())
+            self._train.set_clock(*clock)
             self._train.set_overhead(*self._costs)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -508,7 +516,11 @@ class FlopsProfiler:
             return None
         path = os.path.join(tmp, "model.onnx")
         args, kwargs = self._call
-        torchprof.export_onnx(self.model, args, kwargs, path)
+        self._clock.paused = True
+        try:
+            torchprof.export_onnx(self.model, args, kwargs, path)
+        finally:
+            self._clock.paused = False
         return path
 
     def _modules(self):

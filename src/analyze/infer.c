@@ -43,6 +43,7 @@ static void mp__init_initializer(mp_value *v) {
  * initializers in inits when not NULL (g->n_values entries). */
 static mp_status mp__reset(mp_model *m, mp_graph *g, int *inits, int *n_inits) {
     int ni = 0;
+    g->shape_gen++; /* what was found on the old shapes (patterns.c) is stale */
     for (int i = 0; i < g->n_values; i++) {
         mp_value *v = &g->values[i];
         v->flags &= ~(uint32_t)MP_VAL_PARAM;

@@ -25,8 +25,12 @@ static void pl_usage(FILE *f) {
           "model:\n"
           "  --dim NAME=VALUE        give the symbolic dim NAME a value (repeatable)\n"
           "  --input NAME=D0xD1x...  set the shape of graph input NAME (repeatable)\n"
+          "  --batch N               samples per micro-batch of an export whose batch is fixed in its\n"
+          "                          shapes (also --dim batch=N or --input at another batch): planned\n"
+          "                          at the export's batch, per-sample figures scaled (said in the plan)\n"
           "training:\n"
-          "  --precision P           fp32 (default), bf16, fp16, bf16-mixed, fp16-mixed (autocast)\n"
+          "  --precision P           auto (default: the export's dtype), fp32, bf16, fp16 (pure:\n"
+          "                          model.to(dtype)), bf16-mixed, fp16-mixed (autocast)\n"
           "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
           "  --autocast-device D     cuda (default) or cpu: whose autocast op lists apply\n"
           "  --attention A           fused (default: PyTorch 2's scaled_dot_product_attention\n"
@@ -34,8 +38,12 @@ static void pl_usage(FILE *f) {
           "  --checkpointing         recompute each repeated block in the backward\n"
           "  --zero 0|1|2|3          ZeRO stage (default 0); --fsdp: FSDP full shard (= ZeRO-3)\n"
           "  --dp N --tp N --pp N    data, tensor (Megatron) and pipeline (1F1B) parallel degrees\n"
+          "  --sequence-parallel     with --tp: Megatron's sequence parallelism (norms, dropouts\n"
+          "                          and residuals split along the sequence)\n"
           "  --micro-batches N       micro-batches per step (default 1; 4 x pp with --pp)\n"
           "  --no-loss               no cross-entropy on output 0 (default: one)\n"
+          "  --channels-last         the model runs channels-last (memory_format): 16-bit\n"
+          "                          convolutions need no layout transposes (default: NCHW)\n"
           "inference:\n"
           "  --inference             weights + activation peak + inputs\n"
           "  --kv-cache              with --inference: KV-cache bytes per token, prefill vs decode\n"
@@ -49,7 +57,7 @@ static void pl_usage(FILE *f) {
           "  --gpus N                GPUs (default dp x tp x pp)\n"
           "  --mfu X                 MFU of the 6ND cross-check (default 0.4)\n"
           "  --fit                   every dp x tp x pp x ZeRO layout of --gpus GPUs (default 8)\n"
-          "                          that fits the GPU, best first\n"
+          "                          that fits the GPU, best first (memory only without --gpu)\n"
           "assumptions:\n"
           "  --compute-eff X         fraction of the dtype peak a node reaches (default 0.6)\n"
           "  --memory-eff X          fraction of the bandwidth (default 0.8)\n"
@@ -116,6 +124,19 @@ typedef struct pl_input {
     int rank;
 } pl_input;
 
+/* The batch of an export whose inputs all have the same number at dim 0
+ * (static shapes), else 0. */
+static int64_t static_batch_of(const mp_model *m) {
+    int64_t b = 0, dims[64];
+    int rank;
+    for (int i = 0; i < mp_model_input_count(m); i++) {
+        if (mp_model_input_shape(m, mp_model_input_name(m, i), dims, &rank) || rank < 1) continue;
+        if (dims[0] <= 0 || (b && dims[0] != b)) return 0;
+        b = dims[0];
+    }
+    return b;
+}
+
 static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, int *n_inputs) {
     mp_tplan_options o;
     mp_tplan_options_default(&o);
@@ -134,6 +155,10 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             o.checkpointing = 1;
         } else if (strcmp(a, "--fsdp") == 0) {
             o.fsdp = 1;
+        } else if (strcmp(a, "--sequence-parallel") == 0) {
+            o.sequence_parallel = 1;
+        } else if (strcmp(a, "--channels-last") == 0) {
+            o.channels_last = 1;
         } else if (strcmp(a, "--inference") == 0) {
             o.inference = 1;
         } else if (strcmp(a, "--kv-cache") == 0) {
@@ -174,7 +199,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             out_path = val;
         } else if (TAKES("--precision")) {
             int v = mp_precision_parse(val);
-            if (v < 0) return pl_usage_error("--precision '%s': expected fp32, bf16, fp16, bf16-mixed or fp16-mixed",
+            if (v < 0) return pl_usage_error("--precision '%s': expected auto, fp32, bf16, fp16, bf16-mixed or fp16-mixed",
                                              val ? val : "");
             o.precision = (mp_precision)v;
         } else if (TAKES("--optimizer")) {
@@ -192,6 +217,10 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             else return pl_usage_error("--autocast-device '%s': expected cuda or cpu", val ? val : "");
         } else if (TAKES("--zero")) {
             if (!pl_int(val, 0, 3, &o.zero)) return pl_usage_error("--zero '%s': expected 0, 1, 2 or 3", val ? val : "");
+        } else if (TAKES("--batch")) {
+            int v;
+            if (!pl_int(val, 1, 1000000000, &v)) return pl_usage_error("%s: expected a positive integer", a);
+            o.batch = v;
         } else if (TAKES("--dp") || TAKES("--tp") || TAKES("--pp") || TAKES("--micro-batches") || TAKES("--gpus")) {
             int v;
             if (!pl_int(val, 1, 1000000, &v)) return pl_usage_error("%s: expected a positive integer", a);
@@ -235,6 +264,11 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         pl_usage(stderr);
         return PL_EXIT_USAGE;
     }
+    /* flags that conflict whatever the model: a usage error */
+    if (mp_tplan_options_check(&o)) {
+        pl_print_error(NULL, mp_last_error());
+        return PL_EXIT_USAGE;
+    }
     mp_model *m = NULL;
     if (mp_model_load(model_path, &m)) {
         pl_print_error(NULL, mp_last_error());
@@ -249,15 +283,42 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         memcpy(name, dims[i], nl);
         name[nl] = 0;
         if (mp_model_set_dim(m, name, atoll(eq + 1))) {
+            /* --dim batch=N on an export whose batch is a number in its
+             * shapes (no symbol): the planner's --batch */
+            if (strcmp(name, "batch") == 0 && static_batch_of(m) > 0) {
+                o.batch = atoll(eq + 1);
+                continue;
+            }
             pl_print_error("--dim: ", mp_last_error());
             rc = PL_EXIT_USAGE;
         }
     }
-    for (int i = 0; i < *n_inputs && !rc; i++)
+    for (int i = 0; i < *n_inputs && !rc; i++) {
+        /* --input at another batch than a static export's: the plan is made
+         * at the export's batch and scaled (--batch); the other dims apply */
+        int64_t decl[64];
+        int dr = -1;
+        if (!mp_model_input_shape(m, inputs[i].name, decl, &dr) && dr == inputs[i].rank && dr >= 1 &&
+            decl[0] > 0 && inputs[i].dims[0] != decl[0]) {
+            bool rest = true;
+            for (int k = 1; k < dr; k++)
+                if (decl[k] >= 0 && decl[k] != inputs[i].dims[k]) rest = false;
+            if (rest) {
+                if (o.batch > 0 && o.batch != inputs[i].dims[0]) {
+                    fprintf(stderr, "modelprof plan: --input %s: batch %lld, but another input or --batch gave %lld\n",
+                            inputs[i].name, (long long)inputs[i].dims[0], (long long)o.batch);
+                    rc = PL_EXIT_USAGE;
+                    break;
+                }
+                o.batch = inputs[i].dims[0];
+                inputs[i].dims[0] = decl[0];
+            }
+        }
         if (mp_model_set_input_shape(m, inputs[i].name, inputs[i].dims, inputs[i].rank)) {
             pl_print_error("--input: ", mp_last_error());
             rc = PL_EXIT_USAGE;
         }
+    }
     mp_profile *p = NULL;
     mp_tplan *pl = NULL;
     if (!rc && mp_profile_static(m, &p)) {

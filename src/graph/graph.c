@@ -61,6 +61,106 @@ void mp_graph_release(mp_graph *g) {
     for (int i = 0; i < g->n_nodes; i++)
         for (int s = 0; s < g->nodes[i].n_sub; s++) mp_graph_release(g->nodes[i].sub[s]);
     mp_strmap_free(&g->names);
+    free(g->patterns);
+    g->patterns = NULL;
+}
+
+/* ---- the consumer index ---- */
+
+/* The values of g that subgraph `sub` (of a node of g, at any depth)
+ * reads from g: each outer reference followed up to g. fn(ud, v) per
+ * reference (a value may come more than once). */
+static void mp__outer_reads(const mp_graph *sub, const mp_graph *g, void (*fn)(void *, int), void *ud) {
+    for (int i = 0; i < sub->n_values; i++) {
+        const mp_value *v = &sub->values[i];
+        if (!(v->flags & MP_VAL_OUTER) || v->outer < 0) continue;
+        const mp_graph *at = sub->parent;
+        int idx = v->outer;
+        while (at && at != g && idx >= 0 && idx < at->n_values && (at->values[idx].flags & MP_VAL_OUTER)) {
+            idx = at->values[idx].outer;
+            at = at->parent;
+        }
+        if (at == g && idx >= 0 && idx < g->n_values) fn(ud, idx);
+    }
+    for (int k = 0; k < sub->n_nodes; k++)
+        for (int s = 0; s < sub->nodes[k].n_sub; s++) mp__outer_reads(sub->nodes[k].sub[s], g, fn, ud);
+}
+
+typedef struct mp__idx {
+    mp_graph *g;
+    int *mark;      /* per value: the last node that counted it as an outer read */
+    int node;
+    bool fill;
+} mp__idx;
+
+static void mp__idx_outer(void *ud, int v) {
+    mp__idx *x = ud;
+    if (x->mark[v] == x->node) return; /* once per node */
+    x->mark[v] = x->node;
+    mp_graph *g = x->g;
+    if (x->fill) g->use_node[g->use_start[v + 1]++] = x->node;
+    else g->use_start[v + 1]++;
+}
+
+mp_status mp_graph_index(mp_graph *g) {
+    int nv = g->n_values;
+    g->use_start = g->use_node = NULL;
+    int *start = mp_arena_calloc(&g->model->arena, (size_t)nv + 2, sizeof(int));
+    int *mark = malloc(sizeof(int) * (size_t)(nv ? nv : 1));
+    if (!start || !mark) {
+        free(mark);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int v = 0; v < nv; v++) {
+        g->values[v].n_consumers = 0;
+        mark[v] = -1;
+    }
+    mp__idx x = {g, mark, -1, false};
+    g->use_start = start;
+    /* counts in start[v + 1], then the prefix sums shifted by one, so that
+     * filling start[v + 1]++ leaves start[v + 1] at v's end */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int k = 0; k < g->n_nodes; k++) {
+            const mp_node *n = &g->nodes[k];
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || v >= nv) continue;
+                if (pass) g->use_node[start[v + 1]++] = k;
+                else {
+                    start[v + 1]++;
+                    g->values[v].n_consumers++;
+                }
+            }
+            x.node = k;
+            for (int s = 0; s < n->n_sub; s++)
+                if (n->sub[s]) mp__outer_reads(n->sub[s], g, mp__idx_outer, &x);
+        }
+        if (pass) break;
+        int total = 0;
+        for (int v = 0; v <= nv; v++) {
+            int c = start[v + 1];
+            start[v + 1] = total;
+            total += c;
+        }
+        start[0] = 0;
+        g->use_node = mp_arena_alloc(&g->model->arena, sizeof(int) * (size_t)(total ? total : 1));
+        if (!g->use_node) {
+            free(mark);
+            g->use_start = NULL;
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+        for (int v = 0; v < nv; v++) mark[v] = -1;
+        x.fill = true;
+    }
+    free(mark);
+    return MP_OK;
+}
+
+int mp_sole_use(const mp_graph *g, int v) {
+    if (v < 0 || v >= g->n_values || (g->values[v].flags & MP_VAL_OUTPUT)) return -1;
+    int n;
+    const int *u = mp_uses(g, v, &n);
+    return n == 1 && g->values[v].n_consumers == 1 ? u[0] : -1;
 }
 
 int mp_graph_find(const mp_graph *g, const char *name) {
@@ -78,6 +178,7 @@ int mp_graph_value_h(mp_graph *g, const char *name, size_t len, uint32_t h) {
                                  &g->cap_values, g->n_values + 1);
     if (!nv) return -1;
     g->values = nv;
+    g->use_start = g->use_node = NULL;
     mp_value *v = &g->values[g->n_values];
     memset(v, 0, sizeof *v);
     v->name = mp_arena_strndup(&g->model->arena, name, len);
@@ -98,6 +199,7 @@ int mp_graph_add_node(mp_graph *g) {
                                 &g->cap_nodes, g->n_nodes + 1);
     if (!nn) return -1;
     g->nodes = nn;
+    g->use_start = g->use_node = NULL;
     mp_node *n = &g->nodes[g->n_nodes];
     memset(n, 0, sizeof *n);
     n->name = n->op = n->domain = "";

@@ -211,7 +211,7 @@ typedef struct mp_value {
     int64_t *dims;            /* rank entries (arena) */
     uint32_t flags;
     int producer;             /* node index in its graph, -1 if none */
-    int n_consumers;
+    int n_consumers;          /* input slots reading it (mp_graph_index counts them) */
     mp_tensor *init;          /* initializer data, if MP_VAL_INIT */
     int outer;                /* MP_VAL_OUTER: value index in parent graph */
     /* declared type from the file (graph input/output/value_info) */
@@ -297,6 +297,18 @@ typedef struct mp_graph {
     int *outputs, n_outputs;
     int *order;               /* topological order of node indices */
     mp_strmap names;          /* value name -> index */
+    /* The consumer index (mp_graph_index): the readers of value v are
+     * use_node[use_start[v] .. use_start[v + 1]), in node order, a node
+     * once per input slot that reads v, and a node whose subgraph reads v
+     * (an outer reference, at any depth) once more. Built when the graph
+     * is complete (the loader, mp_model_finish); adding a node or a value
+     * drops it (NULL) until built again. In the model's arena. */
+    int *use_start, *use_node;
+    /* The pattern layer's memo (src/analyze/patterns.c): one heap block,
+     * freed with the graph; valid while patterns_gen == shape_gen, which
+     * inference bumps each time it resets the graph's shapes. */
+    void *patterns;
+    uint32_t shape_gen, patterns_gen;
 } mp_graph;
 
 /* ---- module tree ---- */
@@ -374,6 +386,18 @@ mp_status mp_model_warn(struct mp_model *m, const char *fmt, ...) MP_PRINTF(2, 3
 int mp_model_symbol(struct mp_model *m, const char *name, size_t len);
 /* Module by dotted path, created with its ancestors; -1 on failure. */
 int mp_model_module(struct mp_model *m, const char *path, size_t len);
+/* Build (or build again) the consumer index of g; out of memory: an
+ * error status. */
+mp_status mp_graph_index(mp_graph *g);
+/* The readers of value v (see mp_graph.use_start): *n of them. The index
+ * must be built. */
+static inline const int *mp_uses(const mp_graph *g, int v, int *n) {
+    *n = g->use_start[v + 1] - g->use_start[v];
+    return g->use_node + g->use_start[v];
+}
+/* The one node reading v once (and no subgraph), -1 when none, several,
+ * or v is a graph output. */
+int mp_sole_use(const mp_graph *g, int v);
 static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
     for (int i = 0; i < n->n_attr; i++)
         if (mp_streq(n->attr[i].name, name)) return &n->attr[i];

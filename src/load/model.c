@@ -147,6 +147,26 @@ mp_status mp_model_set_module_class(mp_model *m, const char *path, const char *c
                     m->path ? m->path : "model", path);
 }
 
+int mp_model_input_count(const mp_model *m) { return m && m->graph ? m->graph->n_inputs : 0; }
+
+const char *mp_model_input_name(const mp_model *m, int i) {
+    if (!m || !m->graph || i < 0 || i >= m->graph->n_inputs) return NULL;
+    return m->graph->values[m->graph->inputs[i]].name;
+}
+
+mp_status mp_model_input_shape(const mp_model *m, const char *name, int64_t *dims, int *rank) {
+    if (!m || !name || !dims || !rank) return mp_error(MP_ERR_USAGE, "no model, input name or output");
+    const mp_graph *g = m->graph;
+    int v = mp_graph_find(g, name);
+    if (v < 0 || !(g->values[v].flags & MP_VAL_INPUT))
+        return mp_error(MP_ERR_USAGE, "%s: the model has no input '%s'", m->path ? m->path : "model", name);
+    const mp_value *val = &g->values[v];
+    *rank = val->decl_rank;
+    for (int i = 0; i < val->decl_rank && i < MP_MAX_RANK; i++)
+        dims[i] = val->decl_dims && MP_DIM_KNOWN(val->decl_dims[i]) ? val->decl_dims[i] : -1;
+    return MP_OK;
+}
+
 mp_status mp_model_ignore_module(mp_model *m, const char *path) {
     if (!m || !path) return mp_error(MP_ERR_USAGE, "no model or module path");
     int md = path[0] ? mp_strmap_get(&m->module_paths, path) : (m->n_modules ? 0 : -1);

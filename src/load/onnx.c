@@ -2012,14 +2012,12 @@ static int mp__module_from_name(mp_model *m, const char *name) {
 }
 
 static mp_status mp__finish_graph(mp_model *m, mp_graph *g, mp__desc_cache *cache) {
-    for (int v = 0; v < g->n_values; v++) g->values[v].n_consumers = 0;
     for (int k = 0; k < g->n_nodes; k++) {
         mp_node *n = &g->nodes[k];
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
             if (v < 0) continue;
             mp_value *val = &g->values[v];
-            val->n_consumers++;
             if (val->producer < 0 && !(val->flags & (MP_VAL_INIT | MP_VAL_INPUT | MP_VAL_OUTER))) {
                 mp_status st = mp__resolve_outer(m, g, v);
                 if (st == MP_ERR_FORMAT) {
@@ -2056,7 +2054,8 @@ static mp_status mp__finish_graph(mp_model *m, mp_graph *g, mp__desc_cache *cach
             if (st) return st;
         }
     }
-    return mp__order(m, g);
+    mp_status st = mp__order(m, g);
+    return st ? st : mp_graph_index(g);
 }
 
 /* Nodes of one scope share the name up to their last '/': the module of

@@ -91,6 +91,66 @@ static mp_status at_attention_dims(mp_ctx *c, at_dims *d) {
     return MP_OK;
 }
 
+bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d) {
+    const mp_node *n = c->n;
+    memset(d, 0, sizeof *d);
+    if (!mp_streq(n->op, "Attention") || !(n->domain[0] == 0 || mp_streq(n->domain, "ai.onnx")))
+        return mp_contrib_attention_dims(c, d);
+    at_dims a;
+    if (at_attention_dims(c, &a)) {
+        mp_error_clear();
+        return false;
+    }
+    d->b = a.b, d->sq = a.sq, d->skv = a.skv, d->past = a.past, d->t = a.total;
+    d->hq = a.hq, d->hkv = a.hkv, d->dk = a.dh, d->dv = a.dv;
+    d->packed = a.packed;
+    d->causal = mp_attr_i(n, "is_causal", 0) != 0;
+    double s = mp_attr_f(n, "scale", 0.0);
+    d->scale = s != 0 ? s : a.dh > 0 ? 1.0 / sqrt((double)a.dh) : 0;
+    return true;
+}
+
+mp_sdpa_cost mp_sdpa_flops(double bh, double sq, double sk, double dq, double dv) {
+    double e = 2.0 * bh * sq * sk; /* 2 FLOPs per MAC, per score */
+    mp_sdpa_cost f;
+    f.fwd = e * (dq + dv);
+    f.recompute = e * dq;
+    f.bwd = e * (2 * dq + 2 * dv) + f.recompute;
+    return f;
+}
+
+static uint64_t at_u64(double x) { return x > 0 && x < 1.8e19 ? (uint64_t)x : 0; }
+
+void mp_bwd_sdpa(const mp_attn_dims *d, mp_bwd *t) {
+    t->amp = MP_AMP_LOWER; /* scaled_dot_product_attention is on autocast's lower-precision list */
+    if (!t->rg) return;
+    t->save_out |= 1u;
+    if (d->b < 0 || d->hq < 0 || d->sq < 0 || d->t < 0 || d->dk < 0 || d->dv < 0) return; /* unknown: 0, flagged */
+    double bh = (double)d->b * (double)d->hq;
+    mp_sdpa_cost f = mp_sdpa_flops(bh, (double)d->sq, (double)d->t, (double)d->dk, (double)d->dv);
+    t->bwd_flops = at_u64(f.bwd);
+    t->recompute_flops = at_u64(f.recompute);
+    t->extra_bytes = at_u64(4.0 * bh * (double)d->sq); /* the log-sum-exp, fp32 */
+}
+
+/* Attention (23, 24) keeps Q, K, V (the present key and value when a past
+ * is prepended: what the product reads), the mask (a bias of the fused
+ * kernel), the output and the log-sum-exp. */
+static void at_train_attention(mp_ctx *c, mp_bwd *t) {
+    mp_attn_dims d;
+    if (!mp_attention_dims(c, &d)) {
+        t->amp = MP_AMP_LOWER;
+        t->save_in = t->rg ? 7u : 0; /* the dims unknown: its inputs, no FLOPs */
+        return;
+    }
+    mp_bwd_sdpa(&d, t);
+    if (!t->rg) return;
+    bool past = mp_in(c, 4) && mp_out(c, 1) && mp_out(c, 2);
+    t->save_in |= past ? 1u : 7u;
+    if (past) t->save_out |= 6u;
+    if (mp_in(c, 3)) t->save_in |= 8u;
+}
+
 static mp_status at_attention_infer(mp_ctx *c) {
     at_dims d;
     mp_status st = at_attention_dims(c, &d);
@@ -261,6 +321,43 @@ static int64_t atk_at(const mp_rtensor *t, int64_t H, int64_t S, int64_t d, int6
     return t->rank == 4 ? ((b * H + h) * S + s) * d + i : ((b * S + s) * H + h) * d + i;
 }
 
+void mp_krope(double *x, int64_t rot, bool interleaved, const double *cos, const double *sin) {
+    int64_t half = rot / 2;
+    for (int64_t i = 0; i < half; i++) {
+        int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+        double x1 = x[i1], x2 = x[i2];
+        x[i1] = x1 * cos[i] - x2 * sin[i];
+        x[i2] = x2 * cos[i] + x1 * sin[i];
+    }
+}
+
+void mp_ksdpa_row(const double *q, const double *K, const double *V, int64_t T, int64_t dk, int64_t dv,
+                  double scale, double softcap, const double *add, const uint8_t *keep, double drop,
+                  double *raw, double *masked, double *w, double *out) {
+    double m = -INFINITY;
+    for (int64_t t = 0; t < T; t++) {
+        double d = 0;
+        const double *kt = K + t * dk;
+        for (int64_t i = 0; i < dk; i++) d += q[i] * kt[i];
+        d *= scale;
+        if (raw) raw[t] = d;
+        if (softcap > 0) d = softcap * tanh(d / softcap);
+        if (add) d += add[t];
+        if (keep && !keep[t]) d = isinf(drop) ? drop : d + drop;
+        if (masked) masked[t] = d;
+        w[t] = d;
+        m = fmax(m, d);
+    }
+    double sum = 0;
+    for (int64_t t = 0; t < T; t++) sum += (w[t] = isinf(m) ? 0 : exp(w[t] - m));
+    for (int64_t t = 0; t < T; t++) w[t] = sum > 0 ? w[t] / sum : 0;
+    for (int64_t i = 0; i < dv; i++) {
+        double o = 0;
+        for (int64_t t = 0; t < T; t++) o += w[t] * V[t * dv + i];
+        out[i] = o;
+    }
+}
+
 /* Attention (23, 24): scaled dot product with grouped key/value heads,
  * past key/value prepended, a boolean (keep) or additive mask broadcast to
  * [B, Hq, Sq, T], causal top-left aligned as ONNX's reference, softcap
@@ -297,11 +394,14 @@ static mp_status atk_attention(mp_kctx *k) {
     mp_rtensor *pko = k->n_out > 1 && k->out[1].data ? &k->out[1] : NULL, *pvo = k->n_out > 2 && k->out[2].data ? &k->out[2] : NULL;
     mp_rtensor *qko = k->n_out > 3 && k->out[3].data ? &k->out[3] : NULL;
     double *K = malloc(sizeof(double) * (size_t)(B * Hkv * T * dh + 1)), *V = malloc(sizeof(double) * (size_t)(B * Hkv * T * dv + 1));
-    double *w = malloc(sizeof(double) * (size_t)(T + 1));
-    if (!K || !V || !w) {
-        free(K), free(V), free(w);
+    /* per row: the probabilities, the additive mask, the scores out, q, the output */
+    double *w = malloc(sizeof(double) * (size_t)(4 * T + dh + dv + 4));
+    uint8_t *keep = malloc((size_t)T + 1);
+    if (!K || !V || !w || !keep) {
+        free(K), free(V), free(w), free(keep);
         return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     }
+    double *add = w + T, *raw = add + T, *masked = raw + T, *qr = masked + T, *o = qr + dh;
     for (int64_t b = 0; b < B; b++)
         for (int64_t g = 0; g < Hkv; g++)
             for (int64_t t = 0; t < T; t++) {
@@ -316,47 +416,37 @@ static mp_status atk_attention(mp_kctx *k) {
             }
     if (pko) mp_kconvert(pko->data, pko->dtype, K, MP_DT_DOUBLE, B * Hkv * T * dh);
     if (pvo) mp_kconvert(pvo->data, pvo->dtype, V, MP_DT_DOUBLE, B * Hkv * T * dv);
+    bool bmask = mask && mask->dtype == MP_DT_BOOL;
     for (int64_t b = 0; b < B; b++) {
         int64_t valid = npad ? mp_kget_i(npad->data, npad->dtype, b) : T;
         for (int64_t h = 0; h < Hq; h++) {
             int64_t g = h / (Hq / Hkv);
             for (int64_t s = 0; s < Sq; s++) {
-                double m = -INFINITY;
+                for (int64_t i = 0; i < dh; i++) qr[i] = mp_kget_f(q->data, q->dtype, atk_at(q, Hq, Sq, dh, b, h, s, i));
                 for (int64_t t = 0; t < T; t++) {
-                    double d = 0;
-                    for (int64_t i = 0; i < dh; i++)
-                        d += mp_kget_f(q->data, q->dtype, atk_at(q, Hq, Sq, dh, b, h, s, i)) * K[((b * Hkv + g) * T + t) * dh + i];
-                    d *= scale;
-                    int64_t qi = ((b * Hq + h) * Sq + s) * T + t;
-                    if (qko && mode == 0) mp_kset_f(qko->data, qko->dtype, qi, d);
-                    if (softcap > 0) d = softcap * tanh(d / softcap);
+                    keep[t] = !((causal && t > s) || t >= valid);
+                    add[t] = 0;
                     if (mask) { /* leading dims broadcast to [B, Hq] */
                         int64_t mb = mr == 4 ? (mask->dims[0] == 1 ? 0 : b) : 0;
                         int64_t mh = mr >= 3 ? (mask->dims[mr - 3] == 1 ? 0 : h) : 0;
                         int64_t mi = ((mr == 4 ? mb * mask->dims[1] : 0) + (mr >= 3 ? mh : 0)) * Sq * T + s * T + t;
-                        if (mask->dtype == MP_DT_BOOL) d = mp_kget_i(mask->data, mask->dtype, mi) ? d : -INFINITY;
-                        else d += mp_kget_f(mask->data, mask->dtype, mi);
+                        if (bmask) keep[t] = keep[t] && mp_kget_i(mask->data, mask->dtype, mi) != 0;
+                        else add[t] = mp_kget_f(mask->data, mask->dtype, mi);
                     }
-                    if ((causal && t > s) || t >= valid) d = -INFINITY;
-                    if (qko && (mode == 1 || mode == 2)) mp_kset_f(qko->data, qko->dtype, qi, d);
-                    w[t] = d;
-                    m = fmax(m, d);
                 }
-                double sum = 0;
-                for (int64_t t = 0; t < T; t++) sum += (w[t] = isinf(m) ? 0 : exp(w[t] - m));
-                for (int64_t t = 0; t < T; t++) {
-                    w[t] = sum > 0 ? w[t] / sum : 0;
-                    if (qko && mode == 3) mp_kset_f(qko->data, qko->dtype, ((b * Hq + h) * Sq + s) * T + t, w[t]);
+                mp_ksdpa_row(qr, K + (b * Hkv + g) * T * dh, V + (b * Hkv + g) * T * dv, T, dh, dv, scale, softcap,
+                             mask && !bmask ? add : NULL, keep, -INFINITY, raw, masked, w, o);
+                if (qko) {
+                    const double *src = mode == 0 ? raw : mode == 3 ? w : masked;
+                    for (int64_t t = 0; t < T; t++)
+                        mp_kset_f(qko->data, qko->dtype, ((b * Hq + h) * Sq + s) * T + t, src[t]);
                 }
-                for (int64_t i = 0; i < dv; i++) {
-                    double o = 0;
-                    for (int64_t t = 0; t < T; t++) o += w[t] * V[((b * Hkv + g) * T + t) * dv + i];
-                    mp_kset_f(k->out[0].data, k->out[0].dtype, atk_at(&k->out[0], Hq, Sq, dv, b, h, s, i), o);
-                }
+                for (int64_t i = 0; i < dv; i++)
+                    mp_kset_f(k->out[0].data, k->out[0].dtype, atk_at(&k->out[0], Hq, Sq, dv, b, h, s, i), o[i]);
             }
         }
     }
-    free(K), free(V), free(w);
+    free(K), free(V), free(w), free(keep);
     return MP_OK;
 }
 
@@ -376,22 +466,27 @@ static mp_status atk_rope(mp_kctx *k) {
         (pos && pos->numel != B * S) || (!pos && cs->numel != B * S * half) || y->numel != x->numel)
         return mp_kfail(k, MP_ERR_SHAPE, "X, caches and position_ids sizes do not agree");
     int64_t rows = cs->numel / (half ? half : 1);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
+    double *row = malloc(sizeof(double) * (size_t)(d + 2 * half + 1));
+    if (!row) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    double *c = row + d, *si = c + half;
+    mp_status st = MP_OK;
+    for (int64_t b = 0; b < B && !st; b++)
+        for (int64_t h = 0; h < H && !st; h++)
             for (int64_t s = 0; s < S; s++) {
                 int64_t p = pos ? mp_kget_i(pos->data, pos->dtype, b * S + s) : b * S + s;
-                if (p < 0 || p >= rows) return mp_kfail(k, MP_ERR_USAGE, "position %lld outside the caches", (long long)p);
-                int64_t base = atk_at(x, H, S, d, b, h, s, 0);
-                for (int64_t i = rot; i < d; i++) mp_kset_f(y->data, y->dtype, base + i, mp_kget_f(x->data, x->dtype, base + i));
-                for (int64_t i = 0; i < half; i++) {
-                    int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
-                    double c = mp_kget_f(cs->data, cs->dtype, p * half + i), si = mp_kget_f(sn->data, sn->dtype, p * half + i);
-                    double x1 = mp_kget_f(x->data, x->dtype, base + i1), x2 = mp_kget_f(x->data, x->dtype, base + i2);
-                    mp_kset_f(y->data, y->dtype, base + i1, x1 * c - x2 * si);
-                    mp_kset_f(y->data, y->dtype, base + i2, x2 * c + x1 * si);
+                if (p < 0 || p >= rows) {
+                    st = mp_kfail(k, MP_ERR_USAGE, "position %lld outside the caches", (long long)p);
+                    break;
                 }
+                int64_t base = atk_at(x, H, S, d, b, h, s, 0);
+                for (int64_t i = 0; i < d; i++) row[i] = mp_kget_f(x->data, x->dtype, base + i);
+                for (int64_t i = 0; i < half; i++)
+                    c[i] = mp_kget_f(cs->data, cs->dtype, p * half + i), si[i] = mp_kget_f(sn->data, sn->dtype, p * half + i);
+                mp_krope(row, rot, inter, c, si);
+                for (int64_t i = 0; i < d; i++) mp_kset_f(y->data, y->dtype, base + i, row[i]);
             }
-    return MP_OK;
+    free(row);
+    return st;
 }
 
 /* RMSNormalization (23): x / sqrt(mean(x^2) + epsilon) * scale over the
@@ -487,7 +582,8 @@ static void at_train_rms(mp_ctx *c, mp_bwd *t) {
 }
 
 const mp_op mp_ops_attention[] = {
-    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention},
+    {"", "Attention", 23, at_attention_infer, at_attention_cost, 0, 0, NULL, atk_attention,
+     .train = at_train_attention},
     {"", "RotaryEmbedding", 23, at_rope_infer, at_rope_cost, 0, 0, NULL, atk_rope},
     /* scale is learnable */
     {"", "RMSNormalization", 23, at_rms_infer, at_rms_cost, 1u << 1, 0, NULL, atk_rms,

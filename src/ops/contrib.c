@@ -808,6 +808,82 @@ static bool ct_att_gqa(mp_ctx *c, ct_att *a, char *err, size_t en) {
     return true;
 }
 
+bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d) {
+    const mp_node *n = c->n;
+    ct_att a;
+    char err[320];
+    bool ok;
+    memset(d, 0, sizeof *d);
+    if (!mp_streq(n->domain, CT_MS)) return false;
+    if (mp_streq(n->op, "Attention")) ok = ct_att_proj(c, false, &a, err, sizeof err);
+    else if (mp_streq(n->op, "MultiHeadAttention")) ok = ct_att_mha(c, &a, err, sizeof err);
+    else if (mp_streq(n->op, "GroupQueryAttention")) ok = ct_att_gqa(c, &a, err, sizeof err);
+    else return false;
+    if (!ok) return false;
+    d->b = a.b, d->sq = a.s, d->skv = a.l, d->past = a.past, d->t = a.t;
+    d->hq = a.n, d->hkv = a.nkv, d->dk = a.dk, d->dv = a.dv;
+    d->causal = mp_streq(n->op, "GroupQueryAttention") || mp_attr_i(n, "unidirectional", 0) != 0;
+    const mp_value *q = mp_in(c, 0);
+    d->packed = q && q->rank != 4;
+    double s = mp_attr_f(n, "scale", 0.0);
+    d->scale = s != 0 ? s : a.dk > 0 ? 1.0 / sqrt((double)a.dk) : 0;
+    return true;
+}
+
+/* Training (mp_bwd_sdpa: autograd's SDPA keeps q, k, v, the output and
+ * the log-sum-exp, never the scores). Attention projects Q, K and V
+ * inside: it keeps its input for the weights' gradient and Q, K, V (its
+ * own, B x S x (Hq + Hk + Hv) elements of the output's type) for the
+ * attention's; its backward adds the projection's two products (dX, dW)
+ * and the bias's sum. MultiHeadAttention and GroupQueryAttention keep
+ * their query, key and value (the present key and value when a past is
+ * prepended; one packed input when packed), the masks and biases of the
+ * scores. */
+static void ct_train_attention(mp_ctx *c, mp_bwd *t) {
+    mp_attn_dims d;
+    bool ok = mp_contrib_attention_dims(c, &d);
+    if (ok) mp_bwd_sdpa(&d, t);
+    t->amp = MP_AMP_LOWER;
+    if (!t->rg) return;
+    const mp_node *n = c->n;
+    if (!ok) {
+        t->save_in = n->n_in >= 32 ? 0xffffffffu : (1u << n->n_in) - 1u; /* dims unknown: every input */
+        return;
+    }
+    if (mp_streq(n->op, "Attention")) {
+        ct_att a;
+        char err[320];
+        if (!ct_att_proj(c, false, &a, err, sizeof err)) return;
+        const mp_value *y = mp_out(c, 0);
+        int64_t fq[3] = {a.b, a.s, a.width}, fp[4] = {a.b, a.s, a.hin, a.width};
+        mp_cost k = {0};
+        uint64_t qkv = mp_cost_prod(&k, fq, 3), proj = mp_cost_prod(&k, fp, 4);
+        bool ovf = false;
+        t->save_in |= 1u | 2u;
+        t->extra_bytes = mp_uadd(t->extra_bytes, mp_dtype_bytes(y ? y->dtype : MP_DT_FLOAT, (int64_t)qkv), &ovf);
+        uint64_t pb = 0;
+        if (t->rg & 1u) pb = mp_uadd(pb, mp_umul(2, proj, &ovf), &ovf); /* dX = dQKV . W^T */
+        if (t->rg & 2u) pb = mp_uadd(pb, mp_umul(2, proj, &ovf), &ovf); /* dW = X^T . dQKV */
+        if ((t->rg & 4u) && mp_in(c, 2)) pb = mp_uadd(pb, qkv, &ovf);   /* the bias: a sum over rows */
+        t->bwd_flops = mp_uadd(t->bwd_flops, pb, &ovf);
+        if (mp_in(c, 3)) t->save_in |= 8u;
+        if (mp_in(c, 5)) t->save_in |= 32u;
+        return;
+    }
+    bool gqa = mp_streq(n->op, "GroupQueryAttention");
+    int pk = gqa ? 3 : 6;
+    bool past = mp_in(c, pk) && mp_out(c, 1) && mp_out(c, 2);
+    t->save_in |= 1u;
+    if (!past) t->save_in |= (mp_in(c, 1) ? 2u : 0) | (mp_in(c, 2) ? 4u : 0);
+    else t->save_out |= 6u;
+    if (gqa) {
+        if (mp_in(c, 10)) t->save_in |= 1u << 10;
+    } else {
+        if (mp_in(c, 4)) t->save_in |= 16u;
+        if (mp_in(c, 5)) t->save_in |= 32u;
+    }
+}
+
 /* Core cost of an attention op: the score and context products, scaling
  * and softmax (and `bias_e` more per score element); extra_macs and
  * extra_flops carry the op's own terms. */
@@ -1954,39 +2030,35 @@ typedef struct ctk_att {
 } ctk_att;
 
 static void ctk_sdpa(const ctk_att *a, const double *q, const double *kk, const double *v, double *out) {
-    double *w = malloc(sizeof(double) * (size_t)(a->L + 1));
-    if (!w) return;
+    /* per row: the probabilities, the bias, the kept keys, the output */
+    double *w = malloc(sizeof(double) * (size_t)(2 * a->L + a->dv + 1));
+    uint8_t *keep = malloc((size_t)a->L + 1);
+    if (!w || !keep) {
+        free(w), free(keep);
+        return;
+    }
+    double *add = w + a->L, *o = add + a->L;
     for (int64_t b = 0; b < a->B; b++)
         for (int64_t h = 0; h < a->N; h++)
             for (int64_t s = 0; s < a->S; s++) {
-                const double *qs = q + ((b * a->N + h) * a->S + s) * a->dk;
-                double m = -INFINITY;
                 for (int64_t l = 0; l < a->L; l++) {
-                    const double *kl = kk + ((b * a->N + h) * a->L + l) * a->dk;
-                    double d = 0;
-                    for (int64_t i = 0; i < a->dk; i++) d += qs[i] * kl[i];
-                    d *= a->scale;
                     if (a->bias) {
                         const mp_rtensor *bt = a->bias;
                         int64_t bb = bt->dims[0] == 1 ? 0 : b, hh = bt->dims[1] == 1 ? 0 : h;
-                        d += mp_kget_f(bt->data, bt->dtype, ((bb * bt->dims[1] + hh) * a->S + s) * a->L + l);
+                        add[l] = mp_kget_f(bt->data, bt->dtype, ((bb * bt->dims[1] + hh) * a->S + s) * a->L + l);
                     }
-                    bool keep = !(a->causal && l > s + (a->L - a->S));
-                    if (a->kpm && a->kpm->rank == 1) keep = keep && l < mp_kget_i(a->kpm->data, a->kpm->dtype, b);
-                    else if (a->kpm) keep = keep && mp_kget_i(a->kpm->data, a->kpm->dtype, b * a->L + l) != 0;
-                    w[l] = keep ? d : d - 10000.0;
-                    m = fmax(m, w[l]);
+                    bool k1 = !(a->causal && l > s + (a->L - a->S));
+                    if (a->kpm && a->kpm->rank == 1) k1 = k1 && l < mp_kget_i(a->kpm->data, a->kpm->dtype, b);
+                    else if (a->kpm) k1 = k1 && mp_kget_i(a->kpm->data, a->kpm->dtype, b * a->L + l) != 0;
+                    keep[l] = k1;
                 }
-                double sum = 0;
-                for (int64_t l = 0; l < a->L; l++) sum += (w[l] = exp(w[l] - m));
-                double *o = out + ((b * a->S + s) * a->N + h) * a->dv;
-                for (int64_t i = 0; i < a->dv; i++) o[i] = 0;
-                for (int64_t l = 0; l < a->L; l++) {
-                    const double *vl = v + ((b * a->N + h) * a->L + l) * a->dv;
-                    for (int64_t i = 0; i < a->dv; i++) o[i] += w[l] / sum * vl[i];
-                }
+                /* a dropped key's score biased by -10000, as ONNX Runtime does */
+                mp_ksdpa_row(q + ((b * a->N + h) * a->S + s) * a->dk, kk + (b * a->N + h) * a->L * a->dk,
+                             v + (b * a->N + h) * a->L * a->dv, a->L, a->dk, a->dv, a->scale, 0,
+                             a->bias ? add : NULL, keep, -10000.0, NULL, NULL, w, o);
+                memcpy(out + ((b * a->S + s) * a->N + h) * a->dv, o, sizeof(double) * (size_t)a->dv);
             }
-    free(w);
+    free(w), free(keep);
 }
 
 /* [B, T, N * d] (+ bias[off..]) -> [B, N, T, d] as doubles. */
@@ -2138,22 +2210,26 @@ static mp_status ctk_rope(mp_kctx *k) {
         (pos->numel != 1 && pos->numel != B * S))
         return mp_kfail(k, MP_ERR_SHAPE, "input, position_ids, caches and rotary_embedding_dim do not fit "
                                          "each other");
+    double *row = malloc(sizeof(double) * (size_t)(2 * rot + 1));
+    if (!row) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    double *c = row + rot, *si = c + rot / 2;
     for (int64_t b = 0; b < B; b++)
         for (int64_t n = 0; n < N; n++)
             for (int64_t s = 0; s < S; s++) {
                 int64_t p = pos->numel == 1 ? mp_kget_i(pos->data, pos->dtype, 0) + s : mp_kget_i(pos->data, pos->dtype, b * S + s);
-                if (p < 0 || p >= cs->dims[0] || p >= sn->dims[0] || rot / 2 > half)
+                if (p < 0 || p >= cs->dims[0] || p >= sn->dims[0] || rot / 2 > half) {
+                    free(row);
                     return mp_kfail(k, MP_ERR_USAGE, "position %lld is outside the cos/sin caches", (long long)p);
+                }
                 int64_t base = four ? ((b * N + n) * S + s) * h : ((b * S + s) * N + n) * h;
                 for (int64_t i = rot; i < h; i++) mp_kcopy1(y->data, base + i, x->data, base + i, mp_kesize(x->dtype));
-                for (int64_t i = 0; i < rot / 2; i++) {
-                    int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + rot / 2;
-                    double c = mp_kget_f(cs->data, cs->dtype, p * half + i), si = mp_kget_f(sn->data, sn->dtype, p * half + i);
-                    double x1 = mp_kget_f(x->data, x->dtype, base + i1), x2 = mp_kget_f(x->data, x->dtype, base + i2);
-                    mp_kset_f(y->data, y->dtype, base + i1, x1 * c - x2 * si);
-                    mp_kset_f(y->data, y->dtype, base + i2, x2 * c + x1 * si);
-                }
+                for (int64_t i = 0; i < rot; i++) row[i] = mp_kget_f(x->data, x->dtype, base + i);
+                for (int64_t i = 0; i < rot / 2; i++)
+                    c[i] = mp_kget_f(cs->data, cs->dtype, p * half + i), si[i] = mp_kget_f(sn->data, sn->dtype, p * half + i);
+                mp_krope(row, rot, inter, c, si);
+                for (int64_t i = 0; i < rot; i++) mp_kset_f(y->data, y->dtype, base + i, row[i]);
             }
+    free(row);
     return MP_OK;
 }
 
@@ -2399,8 +2475,9 @@ static mp_status ctk_gqa(mp_kctx *k) {
     int64_t qw = packed ? (N + 2 * Nkv) * h : N * h, kw = packed ? qw : Nkv * h;
     size_t nq = (size_t)(B * N * S * h), nk = (size_t)(B * Nkv * T * h);
     double *Q = calloc(nq + 1, sizeof(double)), *K = calloc(nk + 1, sizeof(double)), *V = calloc(nk + 1, sizeof(double));
-    double *w = malloc(sizeof(double) * (size_t)(T + 1));
-    mp_status st = Q && K && V && w ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    double *w = malloc(sizeof(double) * (size_t)(T + h + 1)), *orow = w ? w + T : NULL;
+    uint8_t *keep = malloc((size_t)T + 1);
+    mp_status st = Q && K && V && w && keep ? MP_OK : mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     for (int64_t b = 0; !st && b < B; b++) {
         int64_t past = total == S ? 0 : mp_kget_i(sl->data, sl->dtype, b) + 1 - S;
         if (past < 0 || past + S > T) {
@@ -2431,36 +2508,24 @@ static mp_status ctk_gqa(mp_kctx *k) {
                         st = mp_kfail(k, MP_ERR_USAGE, "position %lld is outside the cos/sin caches", (long long)pos);
                         break;
                     }
-                    for (int64_t i = 0; i < half && 2 * i + 1 < 2 * half; i++) {
-                        int64_t i1 = inter ? 2 * i : i, i2 = inter ? 2 * i + 1 : i + half;
-                        double c = mp_kget_f(cs->data, cs->dtype, pos * half + i), si = mp_kget_f(sn->data, sn->dtype, pos * half + i);
-                        double x1 = dst[i1], x2 = dst[i2];
-                        dst[i1] = x1 * c - x2 * si;
-                        dst[i2] = x2 * c + x1 * si;
-                    }
+                    double *c = w, *si = w + half; /* w (T + h >= 2 half) is free until the attention below */
+                    for (int64_t i = 0; i < half; i++)
+                        c[i] = mp_kget_f(cs->data, cs->dtype, pos * half + i), si[i] = mp_kget_f(sn->data, sn->dtype, pos * half + i);
+                    mp_krope(dst, 2 * half, inter, c, si);
                 }
             }
         }
-        /* attention of each query head on its kv head, causal */
-        for (int64_t n = 0; n < N; n++) {
+        /* attention of each query head on its kv head, causal (within
+         * local_window_size when > 0): the keys in [lo, pos] */
+        for (int64_t n = 0; n < N && !st; n++) {
             int64_t g = n / (N / Nkv);
             for (int64_t s = 0; s < S; s++) {
                 int64_t pos = past + s, lo = win > 0 && pos - win + 1 > 0 ? pos - win + 1 : 0;
-                double m = -INFINITY, sum = 0;
-                for (int64_t t = lo; t <= pos; t++) {
-                    double d = 0;
-                    for (int64_t i = 0; i < h; i++) d += Q[((b * N + n) * S + s) * h + i] * K[((b * Nkv + g) * T + t) * h + i];
-                    d *= scale;
-                    if (softcap > 0) d = softcap * tanh(d / softcap);
-                    w[t] = d;
-                    m = fmax(m, d);
-                }
-                for (int64_t t = lo; t <= pos; t++) sum += (w[t] = exp(w[t] - m));
-                for (int64_t i = 0; i < h; i++) {
-                    double o = 0;
-                    for (int64_t t = lo; t <= pos; t++) o += w[t] / sum * V[((b * Nkv + g) * T + t) * h + i];
-                    mp_kset_f(k->out[0].data, k->out[0].dtype, (b * S + s) * N * h + n * h + i, o);
-                }
+                for (int64_t t = 0; t < T; t++) keep[t] = t >= lo && t <= pos;
+                mp_ksdpa_row(&Q[((b * N + n) * S + s) * h], &K[(b * Nkv + g) * T * h], &V[(b * Nkv + g) * T * h], T, h,
+                             h, scale, softcap, NULL, keep, -INFINITY, NULL, NULL, w, orow);
+                for (int64_t i = 0; i < h; i++)
+                    mp_kset_f(k->out[0].data, k->out[0].dtype, (b * S + s) * N * h + n * h + i, orow[i]);
             }
         }
     }
@@ -2474,7 +2539,7 @@ static mp_status ctk_gqa(mp_kctx *k) {
         }
         mp_kconvert(y->data, y->dtype, src, MP_DT_DOUBLE, y->numel);
     }
-    free(Q), free(K), free(V), free(w);
+    free(Q), free(K), free(V), free(w), free(keep);
     return st;
 }
 
@@ -2556,11 +2621,12 @@ const mp_op mp_ops_contrib[] = {
      CT_BIT(1) | CT_BIT(6), CT_BIT(2) | CT_BIT(3) | CT_BIT(4) | CT_BIT(5), NULL, ctk_matmul_int_to_float},
     {CT_MS, "MatMulInteger16", 1, matmul_int16_infer, matmul2_cost, CT_BIT(1), 0, NULL, ctk_matmul_integer16},
     /* attention */
-    {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention},
+    {CT_MS, "Attention", 1, attention_infer, attention_cost, CT_BIT(1) | CT_BIT(2), 0, NULL, ctk_attention,
+     .train = ct_train_attention},
     {CT_MS, "QAttention", 1, qattention_infer, qattention_cost, CT_BIT(1) | CT_BIT(2),
      CT_BIT(3) | CT_BIT(4) | CT_BIT(6) | CT_BIT(7), NULL, ctk_qattention},
-    {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha},
-    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa},
+    {CT_MS, "MultiHeadAttention", 1, mha_infer, mha_cost, CT_BIT(3), 0, NULL, ctk_mha, .train = ct_train_attention},
+    {CT_MS, "GroupQueryAttention", 1, gqa_infer, gqa_cost, 0, 0, NULL, ctk_gqa, .train = ct_train_attention},
     {CT_MS, "RotaryEmbedding", 1, rope_infer, rope_cost, 0, 0, NULL, ctk_rope},
     /* normalizations (onnxruntime registers LayerNormalization and
      * SimplifiedLayerNormalization in the default domain, opset 1) */

@@ -130,6 +130,25 @@ mp_status mp_klayernorm(mp_kctx *k);
 mp_status mp_ktrilu(mp_kctx *k);
 mp_status mp_kgemm_run(mp_kctx *k);   /* Gemm (transA, transB, alpha, beta) */
 mp_status mp_kconv(mp_kctx *k);       /* Conv */
+/* The attention reference kernels' two pieces (attention.c), shared by
+ * Attention 23/24, RotaryEmbedding (both domains), com.microsoft's
+ * Attention, MultiHeadAttention and GroupQueryAttention, in double:
+ * mp_krope rotates the first `rot` dims of one head x in place by its
+ * position's cos/sin (rot/2 each): pairs (i, i + rot/2), or (2i, 2i + 1)
+ * when interleaved, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s). */
+void mp_krope(double *x, int64_t rot, bool interleaved, const double *cos, const double *sin);
+/* One query row of scaled dot-product attention against T keys:
+ *   s_t = scale * q . K[t]; softcap > 0: s_t = softcap * tanh(s_t / softcap);
+ *   s_t += add[t] (add NULL: 0); keep[t] false (keep NULL: all kept):
+ *   s_t = drop when drop is -inf, else s_t + drop (ONNX Runtime's -10000);
+ *   w = softmax(s) (every s_t -inf: w = 0); out = w V.
+ * K is [T, dk] and V [T, dv] row-major; raw (NULL or T) gets the scaled
+ * scores, masked (NULL or T) the scores after softcap, add and keep; w
+ * (T) the probabilities; out (dv). */
+void mp_ksdpa_row(const double *q, const double *K, const double *V, int64_t T, int64_t dk, int64_t dv,
+                  double scale, double softcap, const double *add, const uint8_t *keep, double drop,
+                  double *raw, double *masked, double *w, double *out);
+
 /* An activation by its ONNX name (RNN activations, FusedGemm/FusedConv):
  * Relu, Tanh, Sigmoid, LeakyRelu, HardSigmoid, ...; unknown names are
  * the identity. */

@@ -177,6 +177,8 @@ typedef struct mp_bwd {
     uint32_t save_in, save_out;
     uint64_t extra_bytes;
     uint64_t bwd_flops;
+    uint64_t recompute_flops; /* of bwd_flops: forward work the backward does again
+                                 (a fused attention's scores): executed, not model FLOPs */
     uint8_t amp;
     bool view;
 } mp_bwd;
@@ -332,6 +334,52 @@ void mp_cost_in1(mp_ctx *c, mp_cost *k);         /* 1 FLOP per input-0 element *
 mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype);
 mp_status mp_infer_same(mp_ctx *c);              /* out0 = in0 (dtype, shape) */
 mp_status mp_infer_broadcast(mp_ctx *c);         /* out0 = broadcast of all inputs, dtype of in0 */
+
+/* ---- attention operators (attention.c, contrib.c) ----
+ * The dims an attention operator works on: Attention (opset 23, 24) and
+ * com.microsoft's Attention, MultiHeadAttention and GroupQueryAttention.
+ * Dims are as the graph has them (< 0: unknown or a symbol). False when
+ * the node is none of these or its inputs do not give its dims (no error
+ * is left set). The pattern layer and the train rules read them. */
+typedef struct mp_attn_dims {
+    int64_t b;                /* batch */
+    int64_t sq;               /* query length */
+    int64_t skv, past, t;     /* new key/value length, past length (0 without), attended length */
+    int64_t hq, hkv;          /* query heads, key/value heads */
+    int64_t dk, dv;           /* head sizes of q/k and of v */
+    double scale;             /* the scale on Q.K^T: the attribute, else 1/sqrt(dk); 0 unknown */
+    bool causal;              /* is_causal, unidirectional, GroupQueryAttention */
+    bool packed;              /* Q, K, V given as [B, S, heads * d] (or packed QKV) */
+} mp_attn_dims;
+bool mp_attention_dims(mp_ctx *c, mp_attn_dims *d);
+/* com.microsoft's three (contrib.c); mp_attention_dims dispatches. */
+bool mp_contrib_attention_dims(mp_ctx *c, mp_attn_dims *d);
+
+/* Scaled dot-product attention's FLOPs, one rule for the trace, the
+ * planner and the attention operators (docs/COUNTING.md "Attention's
+ * backward"), as torch.utils.flop_counter counts them, for bh = batch x
+ * query heads, query length sq, key length sk, head sizes dq (Q, K) and dv:
+ *   fwd        the two products, 2 bh sq sk (dq + dv);
+ *   bwd        what the fused backward executes (flop_counter's
+ *              sdpa_backward_flop_count): the four gradient products
+ *              dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q, 2 bh sq sk
+ *              (2 dq + 2 dv) = 2 x fwd, and the scores Q K^T recomputed
+ *              (flash and memory-efficient kernels keep no P), 2 bh sq sk dq:
+ *              2.5 x fwd when dq = dv;
+ *   recompute  of bwd, that recomputation: model FLOPs (MFU, 6ND) are
+ *              bwd - recompute = 2 x fwd.
+ * Causal masks are not discounted (flop_counter does not). */
+typedef struct mp_sdpa_cost {
+    double fwd, bwd, recompute;
+} mp_sdpa_cost;
+mp_sdpa_cost mp_sdpa_flops(double bh, double sq, double sk, double dq, double dv);
+/* What an attention operator's backward keeps and costs beyond its saved
+ * inputs (autograd's SDPA: q, k, v, the output and one fp32 log-sum-exp
+ * per query row and head; never the scores): sets t->extra_bytes (the
+ * log-sum-exp), t->bwd_flops and t->recompute_flops (mp_sdpa_flops over
+ * d), t->amp (autocast's lower precision); save_out bit 0 (the output).
+ * Nothing when no input needs a gradient (t->rg 0). */
+void mp_bwd_sdpa(const mp_attn_dims *d, mp_bwd *t);
 
 /* For control-flow ops: a subgraph's node costs summed (after the driver
  * inferred it through c->infer_graph). */

@@ -9,6 +9,8 @@
 #include "analyze/profile.h"
 #include "base/gpu.h"
 
+#include <math.h>
+
 /* Model states per parameter, bytes, and how ZeRO divides them
  * (docs/PLANNING.md "model states"). */
 typedef struct mp_state_bytes {
@@ -55,11 +57,21 @@ typedef struct mp_pnode {
     uint64_t cast_rep, cast_split;    /* of the kept bytes: autocast's weight copies */
     uint64_t params_rep, params_split; /* parameters first used here */
     uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
+    uint64_t bwd_recompute;           /* of bwd_flops: forward work done again (a fused
+                                       * attention's scores): executed, not model FLOPs */
     uint64_t bytes;                   /* bytes moved by the forward */
     uint64_t out_bytes;               /* its output 0, in the plan's type */
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
+    uint64_t aux_fwd, aux_bwd;        /* kernels PyTorch runs around it (autocast's casts, cuDNN's
+                                       * layout transposes): bytes moved in the forward and in the
+                                       * backward (the gradients cast or transposed back) */
+    uint32_t n_aux_fwd, n_aux_bwd;    /* those kernels */
+    uint32_t n_bwd_kernels;           /* its backward's kernels: one per gradient it computes */
+    uint64_t acc_bytes;               /* gradients accumulated into its output (a value used by
+                                       * several nodes: one add per extra use) */
+    uint32_t n_acc;
     int block;                        /* block index, -1 outside */
     int unit;                         /* the block it goes with for pipeline stages */
     int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
@@ -83,10 +95,21 @@ struct mp_tplan {
     const char *link_source;
     bool have_gpu;
     /* the model */
+    int model_dt;                /* the export's float type (most parameter elements) */
+    bool precision_auto;         /* o.precision was MP_PREC_AUTO: resolved to the export's type */
+    int64_t export_batch, batch; /* --batch on a static export: its own batch, the one planned */
+    bool batch_scaled;           /* per-sample figures scaled by batch / export_batch */
     uint64_t params, largest_layer;
     uint64_t tokens_per_mb, samples_per_mb; /* per micro-batch */
     bool has_tokens;
-    int heads;                   /* attention heads (softmax dim 1), 0 unknown */
+    const struct mp_patterns *pats; /* what the pattern layer recognised (analyze/patterns.h) */
+    int heads, kv_heads;         /* attention heads and KV heads every block agrees on, 0 unknown */
+    bool kv_replicated;          /* --tp does not divide the KV heads: K and V stay whole */
+    bool vocab_split;            /* the LM head (and the loss) split over the vocabulary by tp */
+    int kv_unknown;              /* attentions whose KV heads or head dim are not known */
+    int attn_fused, attn_math;   /* attentions planned as one SDPA kernel (flash or memory-
+                                  * efficient), or as SDPA's math backend (fp32 with grouped
+                                  * KV heads: what its operators keep) */
     int n_blocks;
     int *blocks;                 /* module ids of the repeated blocks */
     int block_parent;            /* their parent module, -1 none */
@@ -103,6 +126,8 @@ struct mp_tplan {
     int *default_counts;
     int n_default_ops;
     uint64_t loss_bytes;         /* the cross-entropy's kept log-probabilities */
+    uint64_t loss_fwd_io, loss_bwd_io; /* its kernels' traffic: forward, backward */
+    int loss_fwd_kernels, loss_bwd_kernels;
     uint64_t cast_param_bytes;   /* autocast's low-precision weight copies */
     /* the layout */
     int dp, tp, pp, m, gpus, zero;
@@ -131,5 +156,26 @@ struct mp_tplan {
 /* Bandwidth of a collective over `span` GPUs, bytes/s: --link-gbs, else
  * the GPU's NVLink/PCIe inside a node of 8, else 400 Gb/s InfiniBand. */
 double mp_tplan_link_bw(const mp_tplan *pl, int span);
+
+/* The planner's parts (one file each):
+ * graph.c    the graph pass: per-node figures, model facts (parameters,
+ *            heads, tokens, the loss, inference and KV-cache figures);
+ * layout.c   the plan's layout (stages, memory, time), --fit's layouts and
+ *            the GPUs-needed search;
+ * states.c   model states (above). */
+mp_status mp_tplan_graph(mp_tplan *pl);
+int mp_tplan_model_dtype(const mp_graph *g);
+mp_status mp_tplan_layouts(mp_tplan *pl);
+
+static inline bool mp_tplan_mixed(mp_precision p) {
+    return p == MP_PREC_BF16_MIXED || p == MP_PREC_FP16_MIXED;
+}
+static inline uint64_t mp_tplan_numel(const mp_value *v) {
+    int64_t n = mp_value_numel(v);
+    return n > 0 ? (uint64_t)n : 0;
+}
+static inline uint64_t mp_tplan_dbytes(double per, uint64_t n) {
+    return (uint64_t)llround(per * (double)n);
+}
 
 #endif

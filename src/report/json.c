@@ -2,6 +2,7 @@
  * layout is documented in docs/JSON.md. It always holds the whole profile:
  * --depth, --top, --no-detailed and show_ops shape the text report only. */
 #include "report/jw.h"
+#include "analyze/patterns.h"
 #include "report/report.h"
 #include "train/train.h"
 
@@ -668,6 +669,148 @@ static void js_param_counting(jw *w, const mp_profile *p) {
     jw_close(w, '}');
 }
 
+/* ---- what the pattern layer recognised (analyze/patterns.h) ---- */
+
+static void js_node_or_null(jw *w, const mp_graph *g, int node) {
+    jw_opt_str(w, node >= 0 ? (g->nodes[node].name ? g->nodes[node].name : "") : NULL);
+}
+
+/* One row of the summary per (pattern, kind, form). */
+static void js_pattern_kinds(jw *w, const mp_patterns *pp) {
+    jw_key(w, "kinds");
+    jw_open(w, '[');
+    for (int pk = MP_PAT_NORM; pk < MP_PAT_KIND_COUNT; pk++) {
+        int nk = pk == MP_PAT_NORM ? MP_NORM_COUNT : pk == MP_PAT_ACT ? MP_ACT_COUNT : 1;
+        for (int k = 0; k < nk; k++)
+            for (int f = 0; f < MP_FORM_COUNT; f++) {
+                int count = 0;
+                int n = pk == MP_PAT_NORM ? pp->n_norms : pk == MP_PAT_ACT ? pp->n_acts
+                          : pk == MP_PAT_ROTARY ? pp->n_rotary : pp->n_attn;
+                for (int i = 0; i < n; i++) {
+                    int kind = pk == MP_PAT_NORM ? pp->norms[i].kind : pk == MP_PAT_ACT ? pp->acts[i].kind : 0;
+                    int form = pk == MP_PAT_NORM ? pp->norms[i].form : pk == MP_PAT_ACT ? pp->acts[i].form
+                               : pk == MP_PAT_ROTARY ? pp->rotary[i].form : pp->attn[i].form;
+                    if (kind == k && form == f) count++;
+                }
+                if (!count) continue;
+                jw_open(w, '{');
+                jw_kstr(w, "pattern", mp_pat_kind_name(pk));
+                jw_kstr(w, "kind", pk == MP_PAT_NORM ? mp_norm_kind_name(k) : pk == MP_PAT_ACT ? mp_act_kind_name(k)
+                                                                             : mp_pat_kind_name(pk));
+                jw_kstr(w, "form", mp_pat_form_name(f));
+                jw_ku64(w, "count", (uint64_t)count);
+                jw_close(w, '}');
+            }
+    }
+    jw_close(w, ']');
+}
+
+static void js_block(jw *w, const mp_model *m, const mp_patterns *pp, const mp_pblock *b) {
+    const mp_graph *g = m->graph;
+    jw_open(w, '{');
+    jw_key(w, "module");
+    jw_opt_str(w, b->module >= 0 ? m->modules[b->module].path : NULL);
+    jw_key(w, "heads");
+    jw_opt_i64(w, b->heads);
+    jw_key(w, "kv_heads");
+    jw_opt_i64(w, b->kv_heads);
+    jw_key(w, "head_dim");
+    jw_opt_i64(w, b->head_dim);
+    jw_key(w, "hidden");
+    jw_opt_i64(w, b->hidden);
+    jw_key(w, "ffn");
+    jw_opt_i64(w, b->ffn);
+    const mp_pattn *a = b->attn >= 0 ? &pp->attn[b->attn] : NULL;
+    jw_key(w, "attention");
+    if (a) {
+        jw_open(w, '{');
+        jw_kstr(w, "form", mp_pat_form_name(a->form));
+        jw_kstr(w, "mask", mp_mask_kind_name(a->mask));
+        jw_kbool(w, "causal", a->causal);
+        jw_key(w, "scale");
+        if (a->scale > 0) jw_double(w, a->scale);
+        else jw_null(w);
+        jw_kbool(w, "guard", a->guard);
+        jw_key(w, "rotary_dim");
+        jw_opt_i64(w, a->rotary_q >= 0 ? pp->rotary[a->rotary_q].rot_dim : -1);
+        jw_key(w, "node");
+        js_node_or_null(w, g, a->op >= 0 ? a->op : a->qk);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
+    jw_key(w, "mlp");
+    jw_opt_str(w, b->mlp_kind >= 0 ? mp_act_kind_name(b->mlp_kind) : NULL);
+    jw_kbool(w, "parallel", b->parallel);
+    jw_key(w, "weights");
+    jw_open(w, '{');
+    for (int r = 0; r < MP_WROLE_COUNT; r++)
+        if (b->w[r].node >= 0) {
+            jw_key_str(w, mp_wrole_name(r));
+            jw_str(w, g->nodes[b->w[r].node].name ? g->nodes[b->w[r].node].name : "");
+        }
+    jw_close(w, '}');
+    jw_key(w, "norms");
+    jw_open(w, '{');
+    for (int r = 0; r < MP_NROLE_COUNT; r++)
+        if (b->norm[r] >= 0) {
+            const mp_pnorm *n = &pp->norms[b->norm[r]];
+            jw_key_str(w, mp_nrole_name(r));
+            jw_str(w, mp_norm_kind_name(n->kind));
+        }
+    jw_close(w, '}');
+    jw_close(w, '}');
+}
+
+static void js_patterns(jw *w, const mp_profile *p) {
+    const mp_model *m = p->m;
+    const mp_patterns *pp = mp_patterns_of(m->graph);
+    jw_key(w, "patterns");
+    if (!pp) {
+        mp_error_clear(); /* out of memory: the report goes on without them */
+        jw_null(w);
+        return;
+    }
+    const mp_graph *g = m->graph;
+    jw_open(w, '{');
+    jw_key(w, "heads");
+    jw_opt_i64(w, pp->heads);
+    jw_key(w, "kv_heads");
+    jw_opt_i64(w, pp->kv_heads);
+    jw_key(w, "head_dim");
+    jw_opt_i64(w, pp->head_dim);
+    int unk;
+    uint64_t kv = mp_patterns_kv_elems_per_token(pp, &unk);
+    jw_key(w, "kv_elements_per_token");
+    if (unk || !pp->n_attn) jw_null(w);
+    else jw_u64(w, kv);
+    jw_key(w, "vocab");
+    jw_opt_i64(w, pp->vocab);
+    jw_key(w, "hidden");
+    jw_opt_i64(w, pp->hidden);
+    jw_key(w, "embedding");
+    js_node_or_null(w, g, pp->embed);
+    jw_key(w, "lm_head");
+    js_node_or_null(w, g, pp->lm_head);
+    jw_kbool(w, "tied", pp->lm_head >= 0 && pp->tied);
+    js_pattern_kinds(w, pp);
+    jw_key(w, "blocks");
+    jw_open(w, '[');
+    for (int i = 0; i < pp->n_blocks; i++) js_block(w, m, pp, &pp->blocks[i]);
+    jw_close(w, ']');
+    jw_key(w, "not_recognised");
+    jw_open(w, '[');
+    for (int i = 0; i < pp->n_miss; i++) {
+        jw_open(w, '{');
+        jw_kstr(w, "node", g->nodes[pp->miss[i].node].name ? g->nodes[pp->miss[i].node].name : "");
+        jw_kstr(w, "pattern", mp_pat_kind_name(pp->miss[i].kind));
+        jw_kstr(w, "why", pp->miss[i].why);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *f) {
     const mp_model *m = p->m;
     jw *w = jw_begin(f);
@@ -693,6 +836,7 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     jw_close(w, '}');
     js_param_counting(w, p);
     js_ops(w, p);
+    js_patterns(w, p);
     mp_status st = js_modules(w, p);
     js_nodes(w, p);
     jw_key(w, "warnings");

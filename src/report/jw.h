@@ -156,6 +156,16 @@ static inline void jw_double(jw *w, double v) {
     }
 }
 
+/* A non-negative figure or a string, else null (not known, none). */
+static inline void jw_opt_i64(jw *w, int64_t v) {
+    if (v >= 0) jw_i64(w, v);
+    else jw_null(w);
+}
+static inline void jw_opt_str(jw *w, const char *s) {
+    if (s) jw_str(w, s);
+    else jw_null(w);
+}
+
 /* A literal key and its value. */
 #define jw_key(w, k) (jw_kput(w, k), (w)->after_key = true)
 #define jw_kstr(w, k, s) (jw_kput(w, k), jw_raw_string(w, s))

@@ -4,6 +4,7 @@
  * writer (docs/JSON.md "plan", docs/schema/plan.schema.json). They read
  * only the plan (and the profile and model it points to). */
 #include "plan/plan.h"
+#include "analyze/patterns.h"
 #include "report/jw.h"
 #include "report/report.h"
 
@@ -62,37 +63,164 @@ static double per_param(uint64_t bytes, uint64_t params) {
     return params ? (double)bytes / (double)params : 0;
 }
 
+/* One memory row: the bytes on one GPU and those bytes over the parameters
+ * its stage holds (after tp and pp, before ZeRO), then what they are. */
+static void mem_row(pw *w, const char *l, uint64_t bytes, uint64_t params) {
+    label(w, l);
+    pf(w, "%s per GPU (%.3g B/param", mp_fmt_bytes(bytes).s, per_param(bytes, params));
+}
+
 static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t params, int in_flight,
                       uint64_t cast) {
     const mp_tplan_options *o = &pl->o;
-    bool mixed = o->precision >= MP_PREC_BF16_MIXED, amp = mixed && pl->zero == 0;
-    label(w, "  weights:");
-    pf(w, "%s (%.3g B/param%s%s)\n", mp_fmt_bytes(m->weights_bytes).s, per_param(m->weights_bytes, params),
-       amp ? ", fp32: PyTorch AMP's parameters are the master copy"
-           : mixed ? ", the low-precision working copy" : "",
-       pl->zero >= 3 ? ", ZeRO-3: partitioned over dp" : "");
-    label(w, "  gradients:");
-    pf(w, "%s (%.3g B/param%s)\n", mp_fmt_bytes(m->grads_bytes).s, per_param(m->grads_bytes, params),
-       pl->zero >= 2 ? ", ZeRO-2: partitioned over dp" : "");
-    label(w, "  optimizer states:");
-    pf(w, "%s (%s: %s%s)\n", mp_fmt_bytes(m->optimizer_bytes).s, mp_optimizer_name(o->optimizer),
-       opt_text(o->optimizer), pl->zero >= 1 ? "; ZeRO-1: partitioned over dp" : "");
-    label(w, "  master weights:");
-    pf(w, "%s (%s)\n", mp_fmt_bytes(m->master_weights_bytes).s,
-       amp ? "none apart: the fp32 parameters are the master copy"
-           : mixed ? "fp32 copy, 4 B/param" : "none: the weights are updated in place");
-    label(w, "  activations:");
-    pf(w, "%s (kept for the backward, from each operator's train rule", mp_fmt_bytes(m->activations_bytes).s);
+    bool mixed = o->precision >= MP_PREC_BF16_MIXED && o->precision <= MP_PREC_FP16_MIXED;
+    bool amp = mixed && pl->zero == 0;
+    mp_state_bytes sb;
+    mp_tplan_state_bytes(o->precision, o->optimizer, &sb);
+    if (amp) sb.weights = sb.grads = 4, sb.master = 0;
+    char over[64], zlabel[64];
+    snprintf(over, sizeof over, " over dp %d", pl->dp);
+    snprintf(zlabel, sizeof zlabel, o->fsdp ? ", FSDP full shard" : ", ZeRO-%d partitioned", pl->zero);
+    mem_row(w, "  weights:", m->weights_bytes, params);
+    pf(w, ": %g B/param %s%s%s)\n", sb.weights,
+       amp ? "in fp32, PyTorch AMP's parameters are the master copy" : mixed ? "in the low-precision working copy"
+                                                                         : "in the training type",
+       pl->zero >= 3 ? (o->fsdp ? ", FSDP full shard" : zlabel) : "", pl->zero >= 3 ? over : "");
+    mem_row(w, "  gradients:", m->grads_bytes, params);
+    pf(w, ": %g B/param%s%s)\n", sb.grads, pl->zero >= 2 ? zlabel : "", pl->zero >= 2 ? over : "");
+    mem_row(w, "  optimizer states:", m->optimizer_bytes, params);
+    pf(w, ": %s, %s%s%s)\n", mp_optimizer_name(o->optimizer), opt_text(o->optimizer),
+       pl->zero >= 1 ? zlabel : "", pl->zero >= 1 ? over : "");
+    mem_row(w, "  master weights:", m->master_weights_bytes, params);
+    if (amp) pf(w, ": none apart, the fp32 parameters are the master copy)\n");
+    else if (mixed)
+        pf(w, ": an fp32 copy, 4 B/param%s%s)\n", pl->zero >= 1 ? zlabel : "",
+           pl->zero >= 1 ? over : "");
+    else pf(w, ": none, the weights are updated in place)\n");
+    mem_row(w, "  activations:", m->activations_bytes, params);
+    pf(w, ": kept for the backward, from each operator's train rule");
     if (in_flight > 1) pf(w, "; x %d micro-batches in flight (1F1B)", in_flight);
     if (cast) pf(w, "; incl. autocast's weight copies %s", mp_fmt_bytes(cast).s);
-    if (pl->loss_bytes && o->loss) pf(w, "; incl. the loss's %s", mp_fmt_bytes(pl->loss_bytes).s);
+    if (pl->loss_bytes && o->loss)
+        pf(w, "; incl. the loss's %s%s", mp_fmt_bytes(pl->vocab_split ? pl->loss_bytes / (uint64_t)pl->tp
+                                                                      : pl->loss_bytes).s,
+           pl->vocab_split && pl->tp > 1 ? ", split with the vocabulary" : "");
     pf(w, ")\n");
-    label(w, "  temporary:");
-    pf(w, "%s (the largest operator's backward transient%s)\n", mp_fmt_bytes(m->temporary_bytes).s,
+    mem_row(w, "  temporary:", m->temporary_bytes, params);
+    pf(w, ": the largest operator's backward transient%s)\n",
        o->checkpointing ? " + the largest checkpointed block's recomputed set" : "");
-    label(w, "  peak:");
-    pf(w, "%s (what the allocator holds at its peak: torch.cuda.max_memory_allocated)\n",
-       mp_fmt_bytes(m->peak_bytes).s);
+    mem_row(w, "  peak:", m->peak_bytes, params);
+    pf(w, ": what the allocator holds at its peak, torch.cuda.max_memory_allocated)\n");
+    label(w, "");
+    pf(w, "(B/param: bytes on one GPU over the %s parameters its stage holds after tp and pp)\n",
+       mp_fmt_count(params).s);
+}
+
+/* ---- what the pattern layer recognised (analyze/patterns.h) ---- */
+
+/* One transformer block described: its attention, norms, MLP and weight
+ * products. */
+static void block_text(char *buf, size_t cap, const mp_patterns *P, const mp_pblock *B) {
+    size_t k = 0;
+#define ADD(...) (k += k < cap ? (size_t)snprintf(buf + k, cap - k, __VA_ARGS__) : 0)
+    if (B->attn >= 0) {
+        const mp_pattn *a = &P->attn[B->attn];
+        ADD("attention (%s form", mp_pat_form_name(a->form));
+        if (a->heads > 0) ADD(", %lld heads", (long long)a->heads);
+        if (a->kv_heads > 0 && a->kv_heads != a->heads) ADD(", %lld KV heads", (long long)a->kv_heads);
+        if (a->head_dim > 0) ADD(", head dim %lld", (long long)a->head_dim);
+        if (a->mask != MP_MASK_NONE) ADD(", %s%s mask", a->causal ? "causal " : "", mp_mask_kind_name(a->mask));
+        else if (a->causal) ADD(", causal");
+        if (a->guard) ADD(", NaN guard");
+        if (a->rotary_q >= 0 || a->rotary_k >= 0) ADD(", rotary");
+        ADD(")");
+    } else {
+        ADD("no attention");
+    }
+    int norms = 0;
+    const char *nk = NULL, *nf = NULL;
+    for (int r = 0; r < MP_NROLE_COUNT; r++)
+        if (B->norm[r] >= 0) {
+            bool seen = false;
+            for (int q = 0; q < r; q++) seen |= B->norm[q] == B->norm[r];
+            if (seen) continue;
+            norms++;
+            nk = mp_norm_kind_name(P->norms[B->norm[r]].kind);
+            nf = mp_pat_form_name(P->norms[B->norm[r]].form);
+        }
+    if (norms) ADD("; %d x %s (%s)", norms, nk, nf);
+    if (B->mlp >= 0) {
+        const mp_pact *a = &P->acts[B->mlp];
+        ADD("; MLP %s (%s)", mp_act_kind_name(a->kind), mp_pat_form_name(a->form));
+    }
+    ADD("; weights");
+    int nw = 0;
+    for (int r = 0; r < MP_WROLE_COUNT; r++)
+        if (B->w[r].node >= 0) ADD(" %s", mp_wrole_name(r)), nw++;
+    if (!nw) ADD(" none");
+#undef ADD
+}
+
+static void recognised_text(pw *w, const mp_tplan *pl) {
+    const mp_patterns *P = pl->pats;
+    const mp_model *m = pl->p->m;
+    if (!P) return;
+    label(w, "recognised:");
+    if (!P->n_blocks) {
+        pf(w, "no transformer blocks (%d norms, %d activations, %d attentions)\n", P->n_norms, P->n_acts, P->n_attn);
+    } else {
+        char cur[512], nxt[512];
+        int run = 0;
+        for (int b = 0; b <= P->n_blocks; b++) {
+            if (b < P->n_blocks) block_text(nxt, sizeof nxt, P, &P->blocks[b]);
+            if (b > 0 && (b == P->n_blocks || strcmp(cur, nxt) != 0)) {
+                if (run > 0) label(w, "");
+                pf(w, "block%s %d", b - 1 > run ? "s" : "", run);
+                if (b - 1 > run) pf(w, "-%d", b - 1);
+                pf(w, ": ");
+                safe(w, cur);
+                pf(w, "\n");
+                run = b;
+            }
+            if (b < P->n_blocks) memcpy(cur, nxt, sizeof cur);
+        }
+    }
+    if (P->embed >= 0 || P->lm_head >= 0 || P->final_norm >= 0) {
+        label(w, "");
+        pf(w, "model: %s%s%s", P->embed >= 0 ? "token embedding" : "no token embedding",
+           P->lm_head >= 0 ? (P->tied ? ", LM head tied to it" : ", LM head") : "",
+           P->final_norm >= 0 ? ", final norm" : "");
+        if (P->vocab > 0) pf(w, "; vocabulary %lld", (long long)P->vocab);
+        pf(w, "\n");
+    }
+    if (P->n_attn && !pl->o.inference) {
+        label(w, "attention planned:");
+        int eager = P->n_attn - pl->attn_fused - pl->attn_math, parts = 0;
+        if (pl->attn_fused)
+            pf(w, "%d fused (scaled_dot_product_attention's flash or memory-efficient kernel: Q, K, V, the "
+                  "output and a log-sum-exp kept, no scores)", pl->attn_fused), parts++;
+        if (pl->attn_math)
+            pf(w, "%s%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
+                  "probabilities kept)", parts++ ? "; " : "", pl->attn_math);
+        if (eager > 0)
+            pf(w, "%s%d eager (%s: what their operators keep)", parts++ ? "; " : "", eager,
+               pl->o.attention_fused ? "not recognised" : "--attention eager");
+        pf(w, "\n");
+    }
+    label(w, "not recognised:");
+    if (!P->n_miss) {
+        pf(w, "none\n");
+    } else {
+        for (int i = 0; i < P->n_miss; i++) {
+            const mp_pmiss *x = &P->miss[i];
+            if (i) label(w, "");
+            pf(w, "%s node '", mp_pat_kind_name(x->kind));
+            safe(w, x->node >= 0 && x->node < m->graph->n_nodes ? m->graph->nodes[x->node].name : "?");
+            pf(w, "' (%s): ", x->node >= 0 && x->node < m->graph->n_nodes ? m->graph->nodes[x->node].op : "?");
+            safe(w, x->why);
+            pf(w, "%s\n", x->kind == MP_PAT_ATTN ? "; planned as written (eager)" : "; planned as written");
+        }
+    }
 }
 
 static void write_text(const mp_tplan *pl, pw *w) {
@@ -109,8 +237,17 @@ static void write_text(const mp_tplan *pl, pw *w) {
           "is one micro-batch)\n",
        pl->dp, pl->tp, pl->pp, pl->dp * pl->tp * pl->pp, pl->dp * pl->tp * pl->pp > 1 ? "s" : "", pl->zero,
        o->fsdp ? " (FSDP full shard)" : "", pl->m, pl->m > 1 ? "es" : "");
+    if (pl->batch_scaled) {
+        label(w, "batch:");
+        pf(w, "%lld samples per micro-batch: the export's batch %lld is fixed in its shapes, so the graph was "
+              "planned at %lld and every per-sample figure (activations, their traffic and FLOPs, inputs, "
+              "tokens) scaled by %lld/%lld\n",
+           (long long)pl->batch, (long long)pl->export_batch, (long long)pl->export_batch, (long long)pl->batch,
+           (long long)pl->export_batch);
+    }
     label(w, "precision:");
-    pf(w, "%s: %s\n", mp_precision_name(o->precision), prec_text(o->precision));
+    pf(w, "%s: %s%s\n", mp_precision_name(o->precision), prec_text(o->precision),
+       pl->precision_auto ? " (the export's type, the default; --precision to change)" : "");
     if (!o->inference) {
         label(w, "optimizer:");
         pf(w, "%s\n", mp_optimizer_name(o->optimizer));
@@ -130,6 +267,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
     } else {
         pf(w, "none found\n");
     }
+    recognised_text(w, pl);
     if (pl->tp > 1) {
         label(w, "tensor parallel:");
         pf(w, "%d nodes split (Megatron column/row splits of the weight products in the blocks and "
@@ -137,6 +275,12 @@ static void write_text(const mp_tplan *pl, pw *w) {
            pl->split_nodes, pl->replicated_nodes);
         if (pl->heads) pf(w, "; %d heads", pl->heads);
         pf(w, "\n");
+        if (o->sequence_parallel) {
+            label(w, "  sequence parallel:");
+            pf(w, "what tp replicates inside the blocks (norms, residuals, dropouts, a column-split product's "
+                  "input) is split along the sequence: all-gather + reduce-scatter in place of each all-reduce, "
+                  "the same bytes (Korthikanti et al. 2022)\n");
+        }
         for (int pass = 0; pass < 2; pass++) {
             label(w, pass ? "  replicated:" : "  split:");
             int shown = 0;
@@ -328,20 +472,31 @@ static void write_text(const mp_tplan *pl, pw *w) {
     }
     if (pl->n_fit) {
         mp_out_putc(&w->o, '\n');
-        rule(w, "layouts that fit (--fit), best first");
-        pf(w, "  %-5s %-4s %-4s %-5s %-12s %-10s %s\n", "dp", "tp", "pp", "zero", "needed", "step",
-           pl->has_tokens ? "tokens/s" : "samples/s");
+        bool cap = pl->mem_bytes > 0;
+        rule(w, pl->have_gpu ? "layouts that fit (--fit), best first"
+                : cap ? "layouts that fit (--fit), by memory: no GPU rates given, no step time"
+                      : "layouts (--fit), by memory: no GPU given, no step time and no memory to fit");
+        if (pl->have_gpu)
+            pf(w, "  %-5s %-4s %-4s %-5s %-12s %-10s %s\n", "dp", "tp", "pp", "zero", "needed", "step",
+               pl->has_tokens ? "tokens/s" : "samples/s");
+        else
+            pf(w, "  %-5s %-4s %-4s %-5s %s\n", "dp", "tp", "pp", "zero", "needed per GPU");
         int shown = 0, fits = 0;
         for (int i = 0; i < pl->n_fit; i++) fits += pl->fit[i].fits;
         for (int i = 0; i < pl->n_fit && shown < 10; i++) {
             const mp_fit_row *r = &pl->fit[i];
-            if (!r->fits && fits) break;
-            pf(w, "  %-5d %-4d %-4d %-5d %-12s %-10s %s%s\n", r->dp, r->tp, r->pp, r->zero,
-               mp_fmt_bytes(r->peak_bytes).s, mp_fmt_seconds(r->step_s).s, mp_fmt_si_d(r->tokens_per_s, "").s,
-               r->fits ? "" : "  (does not fit)");
+            if (cap && !r->fits && fits) break;
+            if (pl->have_gpu)
+                pf(w, "  %-5d %-4d %-4d %-5d %-12s %-10s %s%s\n", r->dp, r->tp, r->pp, r->zero,
+                   mp_fmt_bytes(r->peak_bytes).s, mp_fmt_seconds(r->step_s).s, mp_fmt_si_d(r->tokens_per_s, "").s,
+                   r->fits ? "" : "  (does not fit)");
+            else
+                pf(w, "  %-5d %-4d %-4d %-5d %s%s\n", r->dp, r->tp, r->pp, r->zero, mp_fmt_bytes(r->peak_bytes).s,
+                   !cap || r->fits ? "" : "  (does not fit)");
             shown++;
         }
-        pf(w, "  %d of %d layouts fit\n", fits, pl->n_fit);
+        if (cap) pf(w, "  %d of %d layouts fit\n", fits, pl->n_fit);
+        else pf(w, "  %d layouts (give --gpu or --mem-gb to see which fit)\n", pl->n_fit);
     }
     rule(w, NULL);
 }
@@ -358,8 +513,9 @@ static void pj_bool(jw *w, bool v) {
     mp_out_puts(&w->o, v ? "true" : "false");
 }
 
-static void jmem(jw *w, const mp_tplan_mem *m, double cap) {
+static void jmem(jw *w, const mp_tplan_mem *m, uint64_t params, double cap) {
     jw_open(w, '{');
+    jw_key(w, "params"); jw_u64(w, params);
     jw_key(w, "weights_bytes"); jw_u64(w, m->weights_bytes);
     jw_key(w, "grads_bytes"); jw_u64(w, m->grads_bytes);
     jw_key(w, "optimizer_bytes"); jw_u64(w, m->optimizer_bytes);
@@ -380,6 +536,62 @@ static void jnum_or_null(jw *w, double v) {
     else jw_null(w);
 }
 
+static void write_json(const mp_tplan *pl, jw *w);
+
+/* What the pattern layer recognised, as the text's "recognised" lines. */
+static void patterns_json(jw *w, const mp_tplan *pl) {
+    const mp_patterns *P = pl->pats;
+    const mp_graph *g = pl->p->m->graph;
+    if (!P) {
+        jw_null(w);
+        return;
+    }
+    jw_open(w, '{');
+    jw_key(w, "blocks");
+    jw_open(w, '[');
+    char cur[512], nxt[512];
+    int run = 0;
+    for (int b = 0; b <= P->n_blocks; b++) {
+        if (b < P->n_blocks) block_text(nxt, sizeof nxt, P, &P->blocks[b]);
+        if (b > 0 && (b == P->n_blocks || strcmp(cur, nxt) != 0)) {
+            jw_open(w, '{');
+            jw_key(w, "first"); jw_i64(w, run);
+            jw_key(w, "last"); jw_i64(w, b - 1);
+            jw_key(w, "text"); jw_str(w, cur);
+            jw_close(w, '}');
+            run = b;
+        }
+        if (b < P->n_blocks) memcpy(cur, nxt, sizeof cur);
+    }
+    jw_close(w, ']');
+    jw_key(w, "attentions"); jw_i64(w, P->n_attn);
+    jw_key(w, "attention_fused"); jw_i64(w, pl->o.inference ? 0 : pl->attn_fused);
+    jw_key(w, "attention_math"); jw_i64(w, pl->o.inference ? 0 : pl->attn_math);
+    jw_key(w, "norms"); jw_i64(w, P->n_norms);
+    jw_key(w, "activations"); jw_i64(w, P->n_acts);
+    jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
+    jw_key(w, "embedding"); pj_bool(w, P->embed >= 0);
+    jw_key(w, "lm_head"); pj_bool(w, P->lm_head >= 0);
+    jw_key(w, "tied"); pj_bool(w, P->tied);
+    jw_key(w, "vocab");
+    if (P->vocab > 0) jw_i64(w, P->vocab);
+    else jw_null(w);
+    jw_key(w, "not_recognised");
+    jw_open(w, '[');
+    for (int i = 0; i < P->n_miss; i++) {
+        const mp_pmiss *x = &P->miss[i];
+        bool ok = x->node >= 0 && x->node < g->n_nodes;
+        jw_open(w, '{');
+        jw_key(w, "kind"); pj_str(w, mp_pat_kind_name(x->kind));
+        jw_key(w, "node"); pj_str(w, ok ? g->nodes[x->node].name : NULL);
+        jw_key(w, "op"); pj_str(w, ok ? g->nodes[x->node].op : NULL);
+        jw_key(w, "why"); pj_str(w, x->why);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 static void write_json(const mp_tplan *pl, jw *w) {
     const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
@@ -394,6 +606,17 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_open(w, '{');
     jw_key(w, "mode"); pj_str(w, o->inference ? "inference" : "training");
     jw_key(w, "precision"); pj_str(w, mp_precision_name(o->precision));
+    jw_key(w, "precision_from_export"); pj_bool(w, pl->precision_auto);
+    jw_key(w, "batch");
+    if (pl->batch > 0) {
+        jw_open(w, '{');
+        jw_key(w, "export"); jw_i64(w, pl->export_batch);
+        jw_key(w, "planned"); jw_i64(w, pl->batch);
+        jw_key(w, "scaled"); pj_bool(w, pl->batch_scaled);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "optimizer"); pj_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
     jw_key(w, "checkpointing"); pj_bool(w, o->checkpointing != 0);
     jw_key(w, "blocks");
@@ -429,7 +652,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
         jw_null(w);
     }
     jw_key(w, "memory");
-    jmem(w, &pl->mem, pl->mem_bytes);
+    jmem(w, &pl->mem, o->inference ? pl->params : pl->stages[pl->worst].params, pl->mem_bytes);
     jw_key(w, "stages");
     jw_open(w, '[');
     for (int s = 0; s < pl->pp && !o->inference; s++) {
@@ -440,7 +663,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
         jw_key(w, "blocks"); jw_i64(w, ps->n_blocks);
         jw_key(w, "params"); jw_u64(w, ps->params);
         jw_key(w, "in_flight"); jw_i64(w, ps->in_flight);
-        jw_key(w, "memory"); jmem(w, &ps->mem, pl->mem_bytes);
+        jw_key(w, "memory"); jmem(w, &ps->mem, ps->params, pl->mem_bytes);
         jw_key(w, "fwd_flops"); jw_u64(w, ps->fwd_flops);
         jw_key(w, "bwd_flops"); jw_u64(w, ps->bwd_flops);
         jw_key(w, "recompute_flops"); jw_u64(w, ps->recompute_flops);
@@ -497,8 +720,11 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
     jw_key(w, "loss_bytes"); jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
     jw_close(w, '}');
+    jw_key(w, "patterns");
+    patterns_json(w, pl);
     jw_key(w, "tensor_parallel");
     jw_open(w, '{');
+    jw_key(w, "sequence_parallel"); pj_bool(w, pl->tp > 1 && o->sequence_parallel);
     jw_key(w, "split_nodes"); jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
     jw_key(w, "replicated_nodes"); jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
     jw_key(w, "heads"); jw_i64(w, pl->heads);
@@ -565,7 +791,9 @@ static void write_json(const mp_tplan *pl, jw *w) {
         jw_key(w, "required_bytes"); jw_u64(w, r->peak_bytes);
         jw_key(w, "step_time_s"); jw_double(w, pl->have_gpu ? r->step_s : NAN);
         jw_key(w, "per_s"); jw_double(w, pl->have_gpu ? r->tokens_per_s : NAN);
-        jw_key(w, "fits"); pj_bool(w, r->fits);
+        jw_key(w, "fits");
+        if (pl->mem_bytes > 0) pj_bool(w, r->fits);
+        else jw_null(w);
         jw_close(w, '}');
     }
     jw_close(w, ']');

@@ -71,6 +71,13 @@ static void overhead_lines(trw *w, double step, double n) {
         if (step > per)
             mp_out_printf(o, "%-*sat most %s\n", c, "iter latency without the profiler (estimated):",
                           mp_fmt_seconds(step - per).s);
+        else /* the calibration ran on a busy machine: its costs read high */
+            mp_out_printf(o, "%-*snot estimated: the records' cost (%s) is above the profiled step "
+                             "(%s); %s\n",
+                          c, "iter latency without the profiler (estimated):", mp_fmt_seconds(per).s,
+                          mp_fmt_seconds(step).s,
+                          before ? "the perf_counter iteration before profiling is the figure"
+                                 : "run steps before start_profile to measure it");
     }
 }
 

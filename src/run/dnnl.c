@@ -24,6 +24,7 @@
  * (only when it changes). */
 #include "run/dnnl.h"
 #include "run/blas.h"
+#include "analyze/patterns.h"
 #include "load/load.h"
 
 #include <math.h>
@@ -237,14 +238,7 @@ static bool is_wt(const mp_graph *g, const mp_value *v) {
 /* Constant at plan time as far as the graph tells: an initializer, a
  * Constant node's output, or contents the inference worked out. */
 static bool is_const_in(const mp_graph *g, const mp_value *v) {
-    if (!v) return false;
-    if (v->flags & (MP_VAL_INIT | MP_VAL_CONST)) return true;
-    if (v->kn >= 0 && v->kn == mp_value_numel(v)) return true;
-    if (v->producer >= 0 && v->producer < g->n_nodes) {
-        const mp_node *p = &g->nodes[v->producer];
-        return mp_streq(p->op, "Constant") && p->domain[0] == 0;
-    }
-    return false;
+    return v && mp_value_const(g, (int)(v - g->values));
 }
 static bool same_dims(const mp_value *a, int rank, const int64_t *dims) {
     if (a->rank != rank) return false;
@@ -255,32 +249,15 @@ static bool same_dims(const mp_value *a, int rank, const int64_t *dims) {
 static bool is_op(const mp_node *n, const char *op) {
     return (n->domain[0] == 0 || mp_streq(n->domain, "ai.onnx")) && mp_streq(n->op, op);
 }
-/* The one consumer of value v, or -1 (several, none, or a graph output). */
-static int sole_consumer(const mp_graph *g, int v) {
-    const mp_value *val = &g->values[v];
-    if (val->n_consumers != 1 || (val->flags & MP_VAL_OUTPUT)) return -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mp_node *c = &g->nodes[i];
-        for (int j = 0; j < c->n_in; j++)
-            if (c->in[j] == v) return i;
+/* The patterns of g (src/analyze/patterns.h) and what node n is in them. */
+static mp_pref pattern_at(const mp_graph *g, const mp_node *n, const mp_patterns **pp) {
+    const mp_patterns *p = mp_patterns_of(g);
+    if (pp) *pp = p;
+    if (!p) {
+        mp_error_clear(); /* out of memory: no pattern runs fused */
+        return (mp_pref){MP_PAT_NONE, -1, 0};
     }
-    return -1;
-}
-/* The sole reader of value v when it is op `op` with one fp32 output
- * (shaped like `like` when given): its index, else -1. */
-static int next_op(const mp_graph *g, int v, const char *op, const mp_value *like) {
-    int ci = sole_consumer(g, v);
-    if (ci < 0) return -1;
-    const mp_node *c = &g->nodes[ci];
-    if (!is_op(c, op) || c->n_out != 1 || !is_f32(gout(g, c, 0))) return -1;
-    if (like && !same_dims(gout(g, c, 0), like->rank, like->dims)) return -1;
-    return ci;
-}
-
-/* The other operand of a two-input node reading v once, else -1 */
-static int other_in(const mp_node *c, int v) {
-    if (c->n_in != 2 || (c->in[0] == v) == (c->in[1] == v)) return -1;
-    return c->in[0] == v ? c->in[1] : c->in[0];
+    return mp_pattern_at(p, (int)(n - g->nodes));
 }
 
 static int64_t numel_of(int rank, const int64_t *dims) {
@@ -858,33 +835,28 @@ static bool fold_dims(const mp_value *o, int rank, const int64_t *dims, int64_t 
     return true;
 }
 
-static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]);
-static bool gelu_tanh_pattern(const mp_graph *g, const mp_node *n, int nodes[7]);
+static const mp_pact *gelu_fusable(const mp_graph *g, const mp_patterns *p, int index);
 
-/* A GELU as exporters before opset 20 write it, reading value v (erf
- * form: Div(v, sqrt 2) ... Mul(v, .) ...; tanh form: Mul(v, 0.5),
- * Pow(v, 3) ... Add(v, .) ...), every reader of v inside it: its nodes in
- * topological order (*n of them) and its oneDNN algorithm. */
+/* A GELU written out (src/analyze/patterns.c: erf or tanh form) reading
+ * value v, every reader of v inside it: its nodes in topological order
+ * (*n of them) and its oneDNN algorithm. */
 static bool gelu_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t *alg) {
     const mp_value *val = &g->values[v];
-    if (val->flags & MP_VAL_OUTPUT) return false;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mp_node *c = &g->nodes[i];
-        if (c->n_in < 1 || c->in[0] != v) continue;
-        if (val->n_consumers == 2 && is_op(c, "Div") && gelu_pattern(g, c, nodes + 1)) {
-            nodes[0] = i;
-            *n = 5;
-            *alg = dnnl_eltwise_gelu_erf;
-            return true;
-        }
-        if (val->n_consumers == 3 && is_op(c, "Mul") && gelu_tanh_pattern(g, c, nodes + 1)) {
-            nodes[0] = i;
-            *n = 8;
-            *alg = dnnl_eltwise_gelu_tanh;
-            return true;
-        }
+    int nu;
+    const int *u = mp_uses(g, v, &nu);
+    if ((val->flags & MP_VAL_OUTPUT) || nu < 1) return false;
+    const mp_patterns *p;
+    mp_pref r = pattern_at(g, &g->nodes[u[0]], &p);
+    const mp_pact *a = r.kind == MP_PAT_ACT ? gelu_fusable(g, p, r.index) : NULL;
+    if (!a || a->x != v || a->n > 8) return false;
+    for (int i = 0; i < nu; i++) {
+        mp_pref ri = mp_pattern_at(p, u[i]);
+        if (ri.kind != MP_PAT_ACT || ri.index != r.index) return false;
     }
-    return false;
+    for (int i = 0; i < a->n; i++) nodes[i] = p->members[a->first + i].node;
+    *n = a->n;
+    *alg = a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
+    return true;
 }
 
 /* Absorb the chain of single consumers of the node's output value `v`
@@ -908,7 +880,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
             v = g->nodes[gn[ng - 1]].out[0];
             continue;
         }
-        int ci = sole_consumer(g, v);
+        int ci = mp_sole_use(g, v);
         if (ci < 0) break;
         const mp_node *c = &g->nodes[ci];
         const mp_value *cout = gout(g, c, 0);
@@ -1105,9 +1077,14 @@ static bool readers_walk(const mp_graph *g, int v, int depth, int *budget) {
     if (*budget < 0 || depth > 256 || (val->flags & MP_VAL_OUTPUT) || val->n_consumers <= 0 || val->rank < 3 ||
         !mp_shape_known(val))
         return false;
-    int seen = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mp_node *c = &g->nodes[i];
+    int seen = 0, nu;
+    const int *u = mp_uses(g, v, &nu);
+    for (int i = 0; i < nu; i++) {
+        if (i > 0 && u[i] == u[i - 1]) continue; /* a node reading v twice: its slots below */
+        const mp_node *c = &g->nodes[u[i]];
+        int slots = 0;
+        for (int j = 0; j < c->n_in; j++) slots += c->in[j] == v;
+        if (!slots) return false; /* a subgraph reads it */
         for (int j = 0; j < c->n_in; j++) {
             if (c->in[j] != v) continue;
             seen++;
@@ -2418,104 +2395,37 @@ fail:
     return st;
 }
 
-/* ------------------------------------- GELU as PyTorch exports it */
+/* ------------------------------------- GELU as PyTorch exports it
+ * Before opset 20 (no Gelu node) PyTorch writes nn.GELU out: x * 0.5 *
+ * (1 + erf(x / sqrt 2)), or GPT-2's tanh form 0.5 x (1 + tanh(sqrt(2/pi)
+ * (x + 0.044715 x^3))). The pattern layer finds them (patterns.c); here
+ * the group runs as one eltwise kernel on x, sitting on the group's first
+ * node (which reads x as its input 0). */
 
-/* A scalar constant's value as the graph knows it. */
-static bool const_scalar(const mp_graph *g, const mp_value *v, double *out) {
-    if (!v || !is_const_in(g, v) || mp_value_numel(v) != 1) return false;
-    if (v->kn == 1 && v->fv) {
-        *out = v->fv[0];
-        return true;
+/* Act pattern `index` when the glue runs it whole: a GELU (erf or tanh)
+ * written out, in fp32, every member's output x's dims. */
+static const mp_pact *gelu_fusable(const mp_graph *g, const mp_patterns *p, int index) {
+    const mp_pact *a = &p->acts[index];
+    if (a->form != MP_FORM_DECOMPOSED || (a->kind != MP_ACT_GELU && a->kind != MP_ACT_GELU_TANH) || a->n < 2 ||
+        a->n > 8)
+        return NULL;
+    const mp_value *x = &g->values[a->x];
+    if (!is_f32(x)) return NULL;
+    for (int i = 0; i < a->n; i++) {
+        const mp_node *m = &g->nodes[p->members[a->first + i].node];
+        const mp_value *o = gout(g, m, 0);
+        if (m->n_out != 1 || !is_f32(o) || !same_dims(o, x->rank, x->dims)) return NULL;
     }
-    /* an initializer no shape rule read (the dynamo exporter's scalars) */
-    return (v->flags & MP_VAL_INIT) && mp_dtype_is_float(v->dtype) && mp_tensor_scalar(v->init, out);
+    return a;
 }
 
-/* x * 0.5 * (1 + erf(x / sqrt(2))): before opset 20 (no Gelu node)
- * PyTorch writes nn.GELU as Div(x, 1.414) -> Erf -> Add(1) -> Mul(x, .) ->
- * Mul(0.5). Found from the Div; nodes[] gets Erf, Add, Mul, Mul. */
-static bool gelu_pattern(const mp_graph *g, const mp_node *n, int nodes[4]) {
-    if (!is_op(n, "Div") || n->n_in != 2 || n->n_out != 1) return false;
-    const mp_value *x = gval(g, n, 0);
-    double c;
-    if (!is_f32(x) || !const_scalar(g, gval(g, n, 1), &c) || fabs(c - 1.4142135623730951) > 1e-3) return false;
-    int v = n->out[0];
-    static const char *ops[4] = {"Erf", "Add", "Mul", "Mul"};
-    for (int i = 0; i < 4; i++) {
-        int ci = sole_consumer(g, v);
-        if (ci < 0) return false;
-        const mp_node *c2 = &g->nodes[ci];
-        if (!is_op(c2, ops[i]) || c2->n_out != 1 || !is_f32(gout(g, c2, 0)) ||
-            !same_dims(gout(g, c2, 0), x->rank, x->dims))
-            return false;
-        if (i > 0) {
-            if (c2->n_in != 2) return false;
-            int other = c2->in[0] == v ? c2->in[1] : c2->in[0];
-            if (c2->in[0] != v && c2->in[1] != v) return false;
-            double k;
-            if (i == 1 && !(const_scalar(g, &g->values[other], &k) && fabs(k - 1.0) < 1e-6)) return false;
-            if (i == 2 && other != n->in[0]) return false;
-            if (i == 3 && !(const_scalar(g, &g->values[other], &k) && fabs(k - 0.5) < 1e-6)) return false;
-        }
-        nodes[i] = ci;
-        v = c2->out[0];
-    }
-    return true;
-}
-
-static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch);
-
-static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
-    int nodes[4];
-    gelu_pattern(k->g, k->n, nodes);
-    /* without fusion (or if the planner declines) the Div runs alone */
-    if (!k->fuse || mp_kfuse(k, nodes[0]) != MP_OK) return binary_prepare(k, scratch);
-    for (int i = 1; i < 4; i++)
-        if (mp_kfuse(k, nodes[i]) != MP_OK)
-            return mp_error(MP_ERR_UNSUPPORTED, "node %s: the GELU pattern could not be fused whole (at %s)",
-                            k->n->name, k->g->nodes[nodes[i]].name);
-    return gelu_kernel(k, dnnl_eltwise_gelu_erf, k->g->nodes[nodes[3]].out[0], scratch);
-}
-
-
-/* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), GPT-2's GELU as its
- * exports write it: h = Mul(x, 0.5); Pow(x, 3) -> Mul(c) -> Add(x, .) ->
- * Mul(k) -> Tanh -> Add(1) -> Mul(h, .). Found from the first Mul;
- * nodes[] gets the other seven in that order. */
-static bool gelu_tanh_pattern(const mp_graph *g, const mp_node *n, int nodes[7]) {
-    if (!is_op(n, "Mul") || n->n_in != 2 || n->n_out != 1) return false;
-    const mp_value *x = gval(g, n, 0);
-    double c;
-    if (!is_f32(x) || !const_scalar(g, gval(g, n, 1), &c) || c != 0.5) return false;
-    int xv = n->in[0], pw = -1;
-    for (int i = 0; i < g->n_nodes && pw < 0; i++) {
-        const mp_node *q = &g->nodes[i];
-        if (is_op(q, "Pow") && q->n_in == 2 && q->in[0] == xv && const_scalar(g, gval(g, q, 1), &c) && c == 3.0 &&
-            is_f32(gout(g, q, 0)) && same_dims(gout(g, q, 0), x->rank, x->dims))
-            pw = i;
-    }
-    if (pw < 0) return false;
-    nodes[0] = pw;
-    int v = g->nodes[pw].out[0];
-    static const char *ops[6] = {"Mul", "Add", "Mul", "Tanh", "Add", "Mul"};
-    static const double ks[6] = {0.044715, 0, 0.7978845608028654, 0, 1.0, 0};
-    for (int i = 0; i < 6; i++) {
-        int ci = next_op(g, v, ops[i], x);
-        if (ci < 0) return false;
-        const mp_node *q = &g->nodes[ci];
-        if (i != 3) {
-            int o = other_in(q, v);
-            if (o < 0) return false;
-            if (i == 1 && o != xv) return false;
-            if (i == 5 && o != n->out[0]) return false;
-            if ((i == 0 || i == 2 || i == 4) &&
-                !(const_scalar(g, &g->values[o], &c) && fabs(c - ks[i]) < 1e-4 * ks[i]))
-                return false;
-        }
-        nodes[i + 1] = ci;
-        v = q->out[0];
-    }
-    return sole_consumer(g, n->out[0]) == nodes[6];
+/* The GELU whose first node n is (reading x as its input 0), else NULL. */
+static const mp_pact *gelu_head(const mp_graph *g, const mp_node *n) {
+    const mp_patterns *p;
+    mp_pref r = pattern_at(g, n, &p);
+    const mp_pact *a = r.kind == MP_PAT_ACT ? gelu_fusable(g, p, r.index) : NULL;
+    if (!a || p->members[a->first].node != (int)(n - g->nodes) || n->n_in < 1 || n->in[0] != a->x) return NULL;
+    return a;
 }
 
 /* The elementwise GELU kernel of a pattern fused whole: x (k->in[0]) to
@@ -2535,28 +2445,28 @@ static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t 
     return dk_src_dst(k, s, &ed, &md, &md, scratch);
 }
 
-static mp_status gelu_tanh_prepare(mp_kctx *k, size_t *scratch) {
-    int nodes[7];
-    if (!gelu_tanh_pattern(k->g, k->n, nodes))
-        return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a GELU pattern", k->n->name);
-    /* without fusion (or if the planner declines) the Mul runs alone */
-    if (!k->fuse || mp_kfuse_nodes(k, nodes, 7) != MP_OK) {
+static mp_status gelu_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_pact *a = gelu_head(k->g, k->n);
+    if (!a) return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a GELU pattern", k->n->name);
+    const mp_patterns *p = mp_patterns_of(k->g);
+    int nodes[8];
+    for (int i = 1; i < a->n; i++) nodes[i - 1] = p->members[a->first + i].node;
+    /* without fusion (or if the planner declines) the first node runs alone */
+    if (!k->fuse || mp_kfuse_nodes(k, nodes, a->n - 1) != MP_OK) {
         mp_error_clear();
         return binary_prepare(k, scratch);
     }
-    return gelu_kernel(k, dnnl_eltwise_gelu_tanh, k->g->nodes[nodes[6]].out[0], scratch);
+    return gelu_kernel(k, a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh, a->y, scratch);
 }
 
 /* LayerNormalization as exporters before opset 17 write it (PyTorch's
- * TorchScript exporter, opset 14):
- *   m = ReduceMean(x, last axis); d = Sub(x, m); p = Pow(d, 2);
- *   v = ReduceMean(p, last axis); e = Add(v, eps); s = Sqrt(e);
- *   q = Div(d, s); [o = Mul(q, gamma); [y = Add(o, beta)]]
- * Found from the first ReduceMean; nodes[] gets the rest in that order
- * (topological), *eps the constant, *gamma / *beta the value index of the
- * scale and shift (-1: absent). */
+ * TorchScript exporter, opset 14): ReduceMean, Sub, Pow, ReduceMean, Add,
+ * Sqrt, Div (or Reciprocal and Mul), then Mul(gamma), Add(beta), found by
+ * the pattern layer (patterns.c). Runs on its first node, the ReduceMean
+ * of x over the last axis: nodes[] gets the rest in topological order,
+ * *gamma / *beta the scale and shift (-1: left to run apart). */
 typedef struct lnpat {
-    int nodes[8], n;
+    int nodes[15], n;
     double eps;
     int gamma, beta;
     int64_t rows, d;
@@ -2574,70 +2484,46 @@ static bool mean_last(const mp_graph *g, const mp_node *n, const mp_value **x) {
     return a == (*x)->rank - 1;
 }
 
-
-
-/* A per-channel constant of the normalized axis: [D] (leading 1s) */
-static bool chan_const(const mp_graph *g, int v, int64_t d) {
+/* A per-channel fp32 operand of the normalized axis: [D] (leading 1s) */
+static bool chan_f32(const mp_graph *g, int v, int64_t d) {
     const mp_value *c = v >= 0 ? &g->values[v] : NULL;
-    return c && c->dtype == MP_DT_FLOAT && mp_shape_known(c) && is_const_in(g, c) && c->rank >= 1 &&
-           mp_value_numel(c) == d && c->dims[c->rank - 1] == d;
+    return c && is_f32(c) && c->rank >= 1 && mp_value_numel(c) == d && c->dims[c->rank - 1] == d;
 }
 
-static bool ln_pattern(const mp_graph *g, const mp_node *n, lnpat *p) {
-    const mp_value *x, *x2;
-    if (!mean_last(g, n, &x)) return false;
-    p->n = 0;
-    p->gamma = p->beta = -1;
-    p->d = x->dims[x->rank - 1];
-    p->rows = mp_value_numel(x) / (p->d > 0 ? p->d : 1);
-    if (p->d <= 0 || p->rows <= 0) return false;
-    int sub = next_op(g, n->out[0], "Sub", x);
-    if (sub < 0 || g->nodes[sub].in[0] != n->in[0] || g->nodes[sub].in[1] != n->out[0]) return false;
-    int dv = g->nodes[sub].out[0];
-    const mp_value *dval = &g->values[dv];
-    if (dval->n_consumers != 2 || (dval->flags & MP_VAL_OUTPUT)) return false;
-    int pw = -1, dvn = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mp_node *c = &g->nodes[i];
-        for (int j = 0; j < c->n_in; j++) {
-            if (c->in[j] != dv) continue;
-            if (is_op(c, "Pow") && j == 0) pw = i;
-            else if (is_op(c, "Div") && j == 0) dvn = i;
-            else return false;
-        }
-    }
-    double k;
-    if (pw < 0 || dvn < 0 || !const_scalar(g, gval(g, &g->nodes[pw], 1), &k) || k != 2.0 ||
-        !is_f32(gout(g, &g->nodes[pw], 0)) || !same_dims(gout(g, &g->nodes[pw], 0), x->rank, x->dims))
+static bool ln_pattern(const mp_graph *g, const mp_node *n, lnpat *lp) {
+    const mp_patterns *p;
+    mp_pref r = pattern_at(g, n, &p);
+    if (r.kind != MP_PAT_NORM) return false;
+    const mp_pnorm *nm = &p->norms[r.index];
+    const mp_value *x;
+    if (nm->kind != MP_NORM_LAYER || nm->form != MP_FORM_DECOMPOSED || !(nm->eps >= 0) ||
+        p->members[nm->first].node != (int)(n - g->nodes) || !mean_last(g, n, &x) ||
+        nm->n - 1 > (int)MP_ARRAY_LEN(lp->nodes))
         return false;
-    int rm = sole_consumer(g, g->nodes[pw].out[0]);
-    if (rm < 0 || !mean_last(g, &g->nodes[rm], &x2)) return false;
-    const mp_value *var = gout(g, &g->nodes[rm], 0);
-    int add = next_op(g, g->nodes[rm].out[0], "Add", var);
-    int ev = add >= 0 ? other_in(&g->nodes[add], g->nodes[rm].out[0]) : -1;
-    if (ev < 0 || !const_scalar(g, &g->values[ev], &p->eps) || !(p->eps >= 0)) return false;
-    int sq = next_op(g, g->nodes[add].out[0], "Sqrt", var);
-    if (sq < 0) return false;
-    int dvs = sole_consumer(g, g->nodes[sq].out[0]);
-    if (dvs != dvn || g->nodes[dvn].n_in != 2 || g->nodes[dvn].in[1] != g->nodes[sq].out[0] ||
-        !is_f32(gout(g, &g->nodes[dvn], 0)) || !same_dims(gout(g, &g->nodes[dvn], 0), x->rank, x->dims))
-        return false;
-    int list[8] = {sub, pw, rm, add, sq, dvn};
-    int cnt = 6, last = g->nodes[dvn].out[0];
-    int mul = next_op(g, last, "Mul", x);
-    if (mul >= 0 && chan_const(g, other_in(&g->nodes[mul], last), p->d)) {
-        p->gamma = other_in(&g->nodes[mul], last);
-        list[cnt++] = mul;
-        last = g->nodes[mul].out[0];
-        int ad = next_op(g, last, "Add", x);
-        if (ad >= 0 && chan_const(g, other_in(&g->nodes[ad], last), p->d)) {
-            p->beta = other_in(&g->nodes[ad], last);
-            list[cnt++] = ad;
+    lp->d = x->dims[x->rank - 1];
+    lp->rows = mp_value_numel(x) / (lp->d > 0 ? lp->d : 1);
+    if (lp->d <= 0 || lp->rows <= 0) return false;
+    lp->eps = nm->eps;
+    lp->gamma = chan_f32(g, nm->scale, lp->d) ? nm->scale : -1;
+    lp->beta = lp->gamma >= 0 && chan_f32(g, nm->shift, lp->d) ? nm->shift : -1;
+    lp->n = 0;
+    for (int i = 1; i < nm->n; i++) {
+        const mp_pmember *mb = &p->members[nm->first + i];
+        const mp_node *m = &g->nodes[mb->node];
+        const mp_value *o = gout(g, m, 0), *x2;
+        if (mb->part == MP_PART_AFFINE) {
+            /* the scale, then the shift, each only when fp32 [D]: what is
+             * left out runs apart (the Mul's reader of the group's output) */
+            bool is_scale = nm->scale >= 0 && m->n_in == 2 && (m->in[0] == nm->scale || m->in[1] == nm->scale);
+            if ((is_scale && lp->gamma < 0) || (!is_scale && lp->beta < 0)) break;
         }
+        if (m->n_out != 1 || !is_f32(o)) return false;
+        if (is_op(m, "ReduceMean") ? !mean_last(g, m, &x2)
+                                   : (mp_value_numel(o) == mp_value_numel(x) && !same_dims(o, x->rank, x->dims)))
+            return false;
+        lp->nodes[lp->n++] = mb->node;
     }
-    memcpy(p->nodes, list, sizeof list);
-    p->n = cnt;
-    return true;
+    return lp->n >= 6;
 }
 
 /* Where mp_kfuse_nodes put value v among k->in: after the head's own
@@ -2762,40 +2648,17 @@ static bool attn_batch_same(const mp_value *a, const mp_value *b, int r) {
     return true;
 }
 
-/* The dynamo exporter's guard on the probabilities p: exactly two
- * readers, IsNaN(p) and Where(that, c, p) with c a constant scalar.
- * Found: both appended to p->nodes, *next = the Where's output, 1. Not
- * there (p has one reader): 0. Half there: -1. */
-static int attn_guard(const mp_graph *g, int v, attnpat *p, int *next) {
-    const mp_value *pv = &g->values[v];
-    if (pv->n_consumers != 2 || (pv->flags & MP_VAL_OUTPUT)) return pv->n_consumers == 1 ? 0 : -1;
-    int isn = -1, wh = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const mp_node *c = &g->nodes[i];
-        for (int j = 0; j < c->n_in; j++)
-            if (c->in[j] == v) {
-                if (is_op(c, "IsNaN") && c->n_in == 1 && c->n_out == 1 && isn < 0) isn = i;
-                else if (is_op(c, "Where") && c->n_in == 3 && c->n_out == 1 && wh < 0) wh = i;
-                else return -1;
-                break;
-            }
-    }
-    if (isn < 0 || wh < 0 || isn > wh) return -1;
-    const mp_node *in = &g->nodes[isn], *w = &g->nodes[wh];
-    double c;
-    if (w->in[0] != in->out[0] || w->in[2] != v || w->in[1] == v || sole_consumer(g, in->out[0]) != wh ||
-        !const_scalar(g, &g->values[w->in[1]], &c) || !isfinite(c) || !is_f32(gout(g, w, 0)) ||
-        !same_dims(gout(g, w, 0), pv->rank, pv->dims))
-        return -1;
-    p->nodes[p->n++] = isn;
-    p->nodes[p->n++] = wh;
-    p->guard = true;
-    p->guard_c = (float)c;
-    *next = w->out[0];
-    return 1;
-}
-
+/* The attention the pattern layer found (patterns.c) whose score product
+ * is n, when the glue runs it fused: its chain QK [SCALE] [MASK] SOFTMAX
+ * [GUARD] [CAST, CAST] PV in this order, in fp32 (the casts to float),
+ * with the shapes below. Q's and K's own scales, K's transposition and a
+ * GQA repetition run before it as nodes of their own. */
 static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
+    const mp_patterns *P;
+    mp_pref pr = pattern_at(g, n, &P);
+    if (pr.kind != MP_PAT_ATTN || pr.part != MP_PART_QK) return false;
+    const mp_pattn *a = &P->attn[pr.index];
+    if ((a->form != MP_FORM_DECOMPOSED && a->form != MP_FORM_SDPA) || a->dropout) return false;
     if (!is_op(n, "MatMul") || n->n_in != 2 || n->n_out != 1) return false;
     const mp_value *q = gval(g, n, 0), *kt = gval(g, n, 1), *sc = gout(g, n, 0);
     if (!is_f32(q) || !is_f32(kt) || !is_f32(sc)) return false;
@@ -2805,85 +2668,94 @@ static bool attn_pattern(const mp_graph *g, const mp_node *n, attnpat *p) {
     if (kt->dims[r - 2] != d || sc->dims[r - 2] != sq || sc->dims[r - 1] != sk) return false;
     if (mp_value_numel(sc) <= 0 || d <= 0) return false;
     p->n = 0;
-    p->alpha = 1.0f;
+    p->alpha = (float)a->score_scale;
     p->mask_v = -1;
-    int cur = n->out[0];
-    int c = sole_consumer(g, cur);
-    if (c < 0) return false;
-    const mp_node *cn = &g->nodes[c];
-    double kv;
-    if ((is_op(cn, "Mul") || is_op(cn, "Div")) && cn->n_out == 1) {
-        int o = other_in(cn, cur);
-        if (o < 0 || !const_scalar(g, &g->values[o], &kv) || !isfinite(kv) || kv == 0) return false;
-        if ((is_op(cn, "Div") && cn->in[0] != cur) || !is_f32(gout(g, cn, 0)) ||
-            !same_dims(gout(g, cn, 0), r, sc->dims))
-            return false;
-        p->alpha = (float)(is_op(cn, "Div") ? 1.0 / kv : kv);
-        p->nodes[p->n++] = c;
-        cur = cn->out[0];
-        if ((c = sole_consumer(g, cur)) < 0) return false;
-        cn = &g->nodes[c];
-    }
     p->where = p->guard = false;
-    if ((is_op(cn, "Add") || is_op(cn, "Where")) && cn->n_out == 1) {
-        int o = -1;
-        const mp_value *m = NULL;
-        if (is_op(cn, "Add")) {
-            o = other_in(cn, cur);
-            m = o >= 0 ? &g->values[o] : NULL;
-            if (!is_f32(m)) return false;
-        } else {
-            /* Where(cond, scores, fill) or Where(cond, fill, scores) */
-            int si = cn->n_in != 3 || cn->in[0] == cur ? 0 : cn->in[1] == cur ? 1 : cn->in[2] == cur ? 2 : 0;
-            if (!si || cn->in[3 - si] == cur || cn->in[0] < 0) return false;
-            double f;
-            if (!const_scalar(g, &g->values[cn->in[3 - si]], &f) || !(f <= -1e30)) return false;
-            o = cn->in[0];
-            m = &g->values[o];
-            if (m->dtype != MP_DT_BOOL || !mp_shape_known(m)) return false;
-            p->where = true;
-            p->fill_on_true = si == 2;
-            p->fill = (float)f;
+    /* stages: 0 the product, 1 scaled, 2 masked, 3 softmax, 4 guard half
+     * seen, 5 guarded, 6 .. 7 casts, 8 the product with V */
+    int stage = 0, casts = 0, cur = n->out[0];
+    for (int i = 0; i < a->n && stage < 8; i++) {
+        const mp_pmember *mb = &P->members[a->first + i];
+        const mp_node *c = &g->nodes[mb->node];
+        const mp_value *o = gout(g, c, 0);
+        switch (mb->part) {
+        case MP_PART_QK:
+            if (c != n || stage != 0) return false;
+            stage = 0;
+            continue;
+        case MP_PART_K_T:
+        case MP_PART_Q_SCALE:
+        case MP_PART_K_SCALE:
+        case MP_PART_REPEAT:
+            continue; /* before the product: nodes of their own */
+        case MP_PART_SCALE:
+            if (stage != 0 || !isfinite(p->alpha) || p->alpha == 0) return false;
+            stage = 1;
+            break;
+        case MP_PART_MASK: {
+            if (stage > 1) return false;
+            const mp_value *m = a->mask_v >= 0 ? &g->values[a->mask_v] : NULL;
+            if (!m) return false;
+            if (a->mask == MP_MASK_WHERE) {
+                if (m->dtype != MP_DT_BOOL || !mp_shape_known(m) || !(a->mask_fill <= -1e30)) return false;
+                p->where = true;
+                p->fill_on_true = a->mask_fill_on_true;
+                p->fill = (float)a->mask_fill;
+            } else if (a->mask != MP_MASK_ADD || !is_f32(m)) {
+                return false;
+            }
+            if (m->rank > r) return false;
+            for (int k = 0; k < m->rank; k++) {
+                int64_t sd = sc->dims[r - m->rank + k];
+                if (m->dims[k] != 1 && m->dims[k] != sd) return false;
+            }
+            p->mask_v = a->mask_v;
+            stage = 2;
+            break;
         }
-        if (m->rank > r || !is_f32(gout(g, cn, 0)) || !same_dims(gout(g, cn, 0), r, sc->dims)) return false;
-        for (int i = 0; i < m->rank; i++) {
-            int64_t sd = sc->dims[r - m->rank + i];
-            if (m->dims[i] != 1 && m->dims[i] != sd) return false;
+        case MP_PART_SOFTMAX: {
+            int64_t outer, inner, rest;
+            if (stage > 2 || !softmax_axis(g, c, &outer, &inner, &rest) || rest != 1 || inner != sk) return false;
+            stage = 3;
+            break;
         }
-        p->mask_v = o;
-        p->nodes[p->n++] = c;
-        cur = cn->out[0];
-        if ((c = sole_consumer(g, cur)) < 0) return false;
-        cn = &g->nodes[c];
+        case MP_PART_GUARD:
+            if ((stage != 3 && stage != 4) || !isfinite(a->guard_value)) return false;
+            stage++;
+            p->guard = true;
+            p->guard_c = (float)a->guard_value;
+            if (is_op(c, "IsNaN")) {
+                p->nodes[p->n++] = mb->node;
+                continue; /* its output is the Where's condition */
+            }
+            break;
+        case MP_PART_CAST:
+            /* a Cast to float of the fp32 probabilities does nothing (Hugging
+             * Face's Llama has two: softmax in fp32, then to the query's type) */
+            if (stage < 3 || stage == 4 || casts >= 2 || mp_attr_i(c, "to", 0) != MP_DT_FLOAT) return false;
+            casts++;
+            stage = 6;
+            break;
+        case MP_PART_PV: {
+            if (stage < 3 || stage == 4 || c->n_in != 2 || c->in[0] != cur) return false;
+            const mp_value *v = gval(g, c, 1), *y = gout(g, c, 0);
+            if (!is_f32(v) || !is_f32(y) || !attn_batch_same(q, v, r) || !attn_batch_same(q, y, r)) return false;
+            if (v->dims[r - 2] != sk || y->dims[r - 2] != sq || y->dims[r - 1] != v->dims[r - 1]) return false;
+            p->v_v = c->in[1];
+            p->nodes[p->n++] = mb->node;
+            stage = 8;
+            continue;
+        }
+        default:
+            return false;
+        }
+        /* scores, masked scores, probabilities: fp32, the scores' dims */
+        if (c->n_out != 1 || !is_f32(o) || !same_dims(o, r, sc->dims) || p->n >= (int)MP_ARRAY_LEN(p->nodes) - 1)
+            return false;
+        p->nodes[p->n++] = mb->node;
+        cur = o == NULL ? cur : c->out[0];
     }
-    int64_t outer, inner, rest;
-    if (!is_op(cn, "Softmax") || cn->n_in != 1 || cn->n_out != 1 || !is_f32(gout(g, cn, 0)) ||
-        !softmax_axis(g, cn, &outer, &inner, &rest) || rest != 1 || inner != sk ||
-        !same_dims(gout(g, cn, 0), r, sc->dims))
-        return false;
-    p->nodes[p->n++] = c;
-    cur = cn->out[0];
-    if (attn_guard(g, cur, p, &cur) < 0) return false;
-    if ((c = sole_consumer(g, cur)) < 0) return false;
-    cn = &g->nodes[c];
-    /* a Cast to float of the fp32 probabilities does nothing (Hugging
-     * Face's Llama has two: softmax in fp32, then to the query's type) */
-    for (int casts = 0; casts < 2 && is_op(cn, "Cast") && cn->n_in == 1 && cn->n_out == 1 &&
-                        mp_attr_i(cn, "to", 0) == MP_DT_FLOAT && is_f32(gout(g, cn, 0)) &&
-                        same_dims(gout(g, cn, 0), r, sc->dims);
-         casts++) {
-        p->nodes[p->n++] = c;
-        cur = cn->out[0];
-        if ((c = sole_consumer(g, cur)) < 0) return false;
-        cn = &g->nodes[c];
-    }
-    if (!is_op(cn, "MatMul") || cn->n_in != 2 || cn->n_out != 1 || cn->in[0] != cur || cn->in[1] == cur) return false;
-    const mp_value *v = gval(g, cn, 1), *y = gout(g, cn, 0);
-    if (!is_f32(v) || !is_f32(y) || !attn_batch_same(q, v, r) || !attn_batch_same(q, y, r)) return false;
-    if (v->dims[r - 2] != sk || y->dims[r - 2] != sq || y->dims[r - 1] != v->dims[r - 1]) return false;
-    p->v_v = cn->in[1];
-    p->nodes[p->n++] = c;
-    return true;
+    return stage == 8;
 }
 
 typedef struct attnk {
@@ -3168,7 +3040,6 @@ static const mp_kernel k_eltwise = {"onednn:eltwise", eltwise_prepare, dk_run, d
 static const mp_kernel k_binary = {"onednn:binary", binary_prepare, dk_run, dk_release};
 static const mp_kernel k_gelu = {"onednn:gelu", gelu_prepare, dk_run, dk_release};
 static const mp_kernel k_lnorm = {"onednn:layernorm", lnorm_prepare, dk_run, dk_release};
-static const mp_kernel k_gelu_tanh = {"onednn:gelu", gelu_tanh_prepare, dk_run, dk_release};
 static const mp_kernel k_attn = {"onednn:attention", attn_prepare, attn_run, attn_release};
 static const mp_kernel k_transpose = {"onednn:reorder", transpose_prepare, dk_run, dk_release};
 
@@ -3178,6 +3049,8 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     const char *op = n->op;
     if (mp_streq(op, "LSTM") || mp_streq(op, "GRU") || mp_streq(op, "RNN")) return mp_dnnl_rnn_kernel(g, n);
     bool swap;
+    /* a GELU written out runs whole on its first node (patterns.c) */
+    if (gelu_head(g, n) && binary_ok(g, n, &swap)) return &k_gelu;
     switch (op[0]) {
     case 'A':
         if (mp_streq(op, "AveragePool")) return pool_ok(g, n) ? &k_pool : NULL;
@@ -3185,11 +3058,6 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     case 'B':
         if (mp_streq(op, "BatchNormalization")) return batchnorm_ok(g, n) ? &k_batchnorm : NULL;
         break;
-    case 'D': {
-        int gn[4];
-        if (mp_streq(op, "Div") && gelu_pattern(g, n, gn)) return &k_gelu;
-        break;
-    }
     case 'C':
         if (mp_streq(op, "Conv")) return conv_ok(g, n, false) ? &k_conv : NULL;
         if (mp_streq(op, "ConvTranspose")) return conv_ok(g, n, true) ? &k_convt : NULL;
@@ -3210,8 +3078,6 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
             return attn_pattern(g, n, &ap) ? &k_attn : &k_matmul;
         }
         if (mp_streq(op, "MaxPool")) return pool_ok(g, n) ? &k_pool : NULL;
-        int gn[7];
-        if (mp_streq(op, "Mul") && gelu_tanh_pattern(g, n, gn) && binary_ok(g, n, &swap)) return &k_gelu_tanh;
         break;
     }
     case 'R': {

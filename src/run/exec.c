@@ -47,6 +47,14 @@ static const char *mp__node_name(const mp_graph *g, int node) {
     return n->name && n->name[0] ? n->name : n->op;
 }
 
+/* How many readers value v has (graph.h's consumer index: each input
+ * slot, and a node whose body reads it). */
+static int mp__readers(const mp_graph *g, int v) {
+    int n;
+    mp_uses(g, v, &n);
+    return n;
+}
+
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_exec *pl, int v);
 
@@ -74,7 +82,7 @@ static mp_status mp__x_fuse(mp_kctx *k, int node) {
     int mid = s->out_v[0];
     if (mid < 0) return mp__nofuse(k, node);
     mp_rval *mv = &pl->vals[mid];
-    if (mv->consumers != 1 || (g->values[mid].flags & MP_VAL_OUTPUT)) return mp__nofuse(k, node);
+    if (mp__readers(g, mid) != 1 || (g->values[mid].flags & MP_VAL_OUTPUT)) return mp__nofuse(k, node);
     const mp_node *n = &g->nodes[node];
     int uses = 0;
     for (int i = 0; i < n->n_in; i++)
@@ -83,7 +91,7 @@ static mp_status mp__x_fuse(mp_kctx *k, int node) {
     /* the absorbed node's other outputs must be unused */
     for (int i = 1; i < n->n_out; i++) {
         int v = n->out[i];
-        if (v >= 0 && (pl->vals[v].consumers || (g->values[v].flags & MP_VAL_OUTPUT)))
+        if (v >= 0 && (mp__readers(g, v) || (g->values[v].flags & MP_VAL_OUTPUT)))
             return mp__nofuse(k, node);
     }
     /* its other inputs must exist when the group runs: constants, inputs,
@@ -169,7 +177,7 @@ static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
             return mp__nofuse(k, node);
         for (int o = 1; o < nd->n_out; o++) {
             int v = nd->out[o];
-            if (v >= 0 && (pl->vals[v].consumers || (g->values[v].flags & MP_VAL_OUTPUT)))
+            if (v >= 0 && (mp__readers(g, v) || (g->values[v].flags & MP_VAL_OUTPUT)))
                 return mp__nofuse(k, node);
         }
         /* every input: made earlier in the group, or existing before */
@@ -198,7 +206,7 @@ static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
             for (int q = 0; q < nd->n_in; q++)
                 if (nd->in[q] == v) uses++;
         }
-        if (uses != pl->vals[v].consumers || uses == 0) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
+        if (uses != mp__readers(g, v) || uses == 0) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
     }
     /* grow the lists, then commit */
     int need = s->n_in + extra;
@@ -579,19 +587,9 @@ static mp_status mp__classify(mp_exec *pl) {
                                 val->name);
         }
     }
-    for (int k = 0; k < g->n_nodes; k++) {
-        const mp_node *n = &g->nodes[k];
-        for (int i = 0; i < n->n_in; i++)
-            if (n->in[i] >= 0) pl->vals[n->in[i]].consumers++;
-        /* a body reading a value makes it used (never fused away) */
-        for (int b = 0; b < n->n_sub; b++) {
-            const mp_graph *sg = n->sub[b];
-            for (int u = 0; sg && u < sg->n_values; u++)
-                if ((sg->values[u].flags & MP_VAL_OUTER) && sg->values[u].outer >= 0 &&
-                    sg->values[u].outer < g->n_values)
-                    pl->vals[sg->values[u].outer].consumers++;
-        }
-    }
+    /* readers: the graph's consumer index (a body reading a value counts
+     * its node, so such a value is never fused away) */
+    if (!g->use_start) return mp_graph_index(g);
     return MP_OK;
 }
 
@@ -1232,7 +1230,7 @@ static mp_status mp__step_run(mp_exec *pl, mp_step *s) {
         for (int i = 0; i < s->n_out; i++) {
             int v = s->out_v[i];
             if (v >= 0 && pl->vals[v].kind == MP_RV_DYN && !s->out[i].data &&
-                (pl->vals[v].consumers || (pl->g->values[v].flags & MP_VAL_OUTPUT)))
+                (mp__readers(pl->g, v) || (pl->g->values[v].flags & MP_VAL_OUTPUT)))
                 return mp_error(MP_ERR_UNSUPPORTED, "node '%s': output %d: its shape is known only at "
                                 "run time and the kernel gave none", mp__node_name(pl->g, s->node), i);
         }

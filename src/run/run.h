@@ -29,7 +29,6 @@ typedef struct mp_rval {
     size_t own_cap;
     int64_t *dyn_dims; /* DYN: dims given at run time */
     int def, last;    /* first and last step touching it (ACT liveness) */
-    int consumers;    /* main-graph consumer nodes */
     bool given;       /* INPUT: data given by mp_exec_set_input */
     float *f32;       /* CONST fp16/bf16: decoded once (mp_kinput_f32) */
 } mp_rval;

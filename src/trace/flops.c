@@ -10,15 +10,17 @@
  *    counted when its output_mask asks for them; the bias grad (mask[2]) is
  *    a sum over batch and space, prod(grad_out) FLOPs (flop_counter leaves
  *    it out; it is a reduction, counted as reductions are);
- *  - SDPA forward (_scaled_dot_product_{flash,efficient,cudnn}_attention):
- *    two matrix products, 2*B*H*Sq*Sk*Dq + 2*B*H*Sq*Sk*Dv;
- *  - SDPA backward (their _backward): five, recomputed scores, grad of the
- *    probabilities, grad V, grad Q, grad K: 2*B*H*Sq*Sk*(3*Dq + 2*Dv),
- *    2.5x the forward when Dq = Dv (flop_counter's sdpa_backward_flop_count).
+ *  - SDPA forward and backward (_scaled_dot_product_{flash,efficient,
+ *    cudnn}_attention and their _backward): mp_sdpa_flops (src/ops/ops.h,
+ *    the one rule the planner and the attention operators use too): the
+ *    forward's two products, and the backward as it executes, the four
+ *    gradient products and the recomputed scores, 2.5x the forward when
+ *    Dq = Dv (flop_counter's sdpa_backward_flop_count).
  * The matrix-product backward pieces appear in a trace as aten::mm/bmm
  * under MmBackward0/AddmmBackward0/BmmBackward0 and are counted by the
  * forward rules. */
 #include "trace/trace.h"
+#include "ops/ops.h"
 
 #include <math.h>
 
@@ -135,10 +137,10 @@ uint64_t mp_trace_flops(int rule, const mp_tshapes *v) {
         break;
     }
     case R_SDPA:
-        if (sdpa_dims(v, 0, &bh, &sq, &sk, &dq, &dv)) f = 2.0 * bh * sq * sk * (dq + dv);
+        if (sdpa_dims(v, 0, &bh, &sq, &sk, &dq, &dv)) f = mp_sdpa_flops(bh, sq, sk, dq, dv).fwd;
         break;
     case R_SDPA_BWD:   /* grad_out, query, key, value */
-        if (sdpa_dims(v, 1, &bh, &sq, &sk, &dq, &dv)) f = 2.0 * bh * sq * sk * (3 * dq + 2 * dv);
+        if (sdpa_dims(v, 1, &bh, &sq, &sk, &dq, &dv)) f = mp_sdpa_flops(bh, sq, sk, dq, dv).bwd;
         break;
     default: break;
     }

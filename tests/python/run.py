@@ -561,8 +561,10 @@ def hf_decoder_training():
     torch.manual_seed(0)
     model = hf_style_decoder()
     ids = torch.randint(0, 256, (2, 16))
-    steps = 3
-    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps, 3)
+    steps, before = 3, 3
+    prof = _train_profiled(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps, before)
+    # the export at stop_profile traces the forward: the clock must not take it
+    clocked = len(prof._clock.calls["before"])
     rows = prof.get_module_profile()
     static = modelprof.get_model_profile(model, kwargs={"input_ids": ids, "labels": ids},
                                          print_profile=False, as_string=False)
@@ -596,8 +598,12 @@ def hf_decoder_training():
     check(rows["h"]["macs"] * 1.0 / steps == sum(rows["h.%d" % i]["macs"] for i in range(2)) / steps,
           "ModuleList MACs")
     clock = prof._result["clock"]
-    check(clock and clock["before_calls"] >= 2 and clock["profiled_calls"] == steps,
+    # before: exactly the unprofiled steps' calls (the export's tracing at
+    # stop_profile calls the forward too: it must not count)
+    check(clock and clock["before_calls"] == before and clock["profiled_calls"] == steps,
           "clock %r" % clock)
+    check(clocked == before, "the clock took %d unprofiled calls, %d were made"
+          % (clocked, before))
     # the root's forward range against perf_counter around the same calls
     ratio = (root["fwd_s"] / steps) / clock["profiled_fwd_s"]
     check(0.5 <= ratio <= 2, "root forward %.2f ms vs perf_counter %.2f ms"

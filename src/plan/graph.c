@@ -1,0 +1,1113 @@
+/* The graph pass: one walk over the shaped graph in execution order asks
+ * each node's train rule (mp_op.train, beside its cost rule) what its
+ * backward keeps and costs, gives each value its type under the plan's
+ * precision, its storage (views share one) and whether tensor parallelism
+ * splits it, and caches per node what every layout then sums
+ * (docs/PLANNING.md sections 2, 6 and 7). */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/patterns.h"
+#include "ops/ops.h"
+
+/* ---- the graph pass ---- */
+
+typedef struct pctx {
+    mp_tplan *pl;
+    mp_model *m;
+    mp_graph *g;
+    int base_dt, low_dt, model_dt;
+    bool mixed, training;
+    uint8_t *rg, *cst, *split;   /* per value */
+    uint8_t *pflag;               /* per parameter: 1 cast copy counted, 2 counted in a layer */
+    uint8_t *noncontig;           /* per value: a transposed view (not contiguous) */
+    int *adt;                     /* per value: dtype in the plan */
+    int *stor;                    /* per value: storage (view chains) */
+    int *seen;                    /* per storage: stamp of the set it was counted in */
+    int *node_block;              /* per node index: block or -1 */
+    uint8_t *role;                /* per node index: ROLE_* (what its pattern makes of it) */
+    uint8_t *tpc;                 /* per node index: TPC_* (its tensor-parallel class) */
+    uint8_t *charged;             /* per storage: its gradient's all-reduce counted */
+    const mp_patterns *P;         /* what the pattern layer recognised */
+    bool kv_rep;                  /* --tp does not divide the KV heads: K and V stay whole */
+    int *first_unit;              /* per storage: the unit (block) of the node that kept it first */
+    int cur_unit;                 /* the unit of the node being planned */
+    uint64_t *cross;              /* that node's bytes kept again on another stage, or NULL */
+    int *cross_unit;
+    uint64_t b_num, b_den;        /* per-sample figures x b_num / b_den (a static export
+                                   * planned at another batch); 1 / 1 otherwise */
+} pctx;
+
+/* A per-sample figure at the batch planned: x at the export's batch, times
+ * b_num / b_den (exact when x divides by the export's batch, as every
+ * per-sample figure does). */
+static uint64_t bscale(const pctx *c, uint64_t x) {
+    if (c->b_num == c->b_den) return x;
+    return x / c->b_den * c->b_num + (x % c->b_den) * c->b_num / c->b_den;
+}
+
+static int dt_size(int dt) {
+    int b = mp_dtype_bits(dt);
+    return b > 0 ? (b + 7) / 8 : 0;
+}
+
+static uint64_t v_bytes(const pctx *c, int v) {
+    return mp_tplan_numel(&c->g->values[v]) * (uint64_t)dt_size(c->adt[v]);
+}
+
+static int map_float(const pctx *c, int dt) {
+    if (!mp_dtype_is_float(dt)) return dt;
+    if (dt == c->model_dt) return c->base_dt;
+    if (dt == MP_DT_FLOAT && c->base_dt == MP_DT_FLOAT) return dt;
+    return dt == MP_DT_DOUBLE ? dt : (dt == MP_DT_FLOAT ? MP_DT_FLOAT : c->base_dt);
+}
+
+static int wider(int a, int b) {
+    if (a < 0) return b;
+    return mp_dtype_bits(b) > mp_dtype_bits(a) ? b : a;
+}
+
+/* Blocks: the repeated modules a checkpoint or a pipeline stage is made
+ * of. The parent whose non-leaf children of equal parameter count are
+ * most numerous gives their depth; every non-leaf module with parameters
+ * at that depth is a block (ResNet's 16 bottlenecks, a transformer's
+ * layers). */
+static mp_status find_blocks(pctx *c) {
+    mp_tplan *pl = c->pl;
+    const mp_model *m = c->m;
+    const mp_profile *p = pl->p;
+    int best = -1, best_n = 1;
+    uint64_t best_params = 0;
+    for (int i = 0; i < m->n_modules; i++) {
+        for (int a = m->modules[i].first_child; a >= 0; a = m->modules[a].next_sibling) {
+            if (m->modules[a].first_child < 0 || p->mods[a].params == 0) continue;
+            int n = 0;
+            for (int b = m->modules[i].first_child; b >= 0; b = m->modules[b].next_sibling)
+                if (m->modules[b].first_child >= 0 && p->mods[b].params == p->mods[a].params) n++;
+            uint64_t cov = p->mods[a].params * (uint64_t)n;
+            if (n > best_n || (n == best_n && n > 1 && cov > best_params)) {
+                best = a;
+                best_n = n;
+                best_params = cov;
+            }
+        }
+    }
+    pl->block_parent = -1;
+    if (best < 0) return MP_OK;
+    int depth = m->modules[best].depth;
+    pl->block_parent = m->modules[best].parent;
+    pl->blocks = mp_arena_calloc(&pl->arena, (size_t)m->n_modules, sizeof(int));
+    if (!pl->blocks) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_modules; i++)
+        if (m->modules[i].depth == depth && m->modules[i].first_child >= 0 && p->mods[i].params > 0)
+            pl->blocks[pl->n_blocks++] = i;
+    return MP_OK;
+}
+
+/* Block of each module: itself or its nearest ancestor that is a block. */
+static mp_status module_blocks(pctx *c, int **out) {
+    const mp_model *m = c->m;
+    int *mb = malloc(sizeof(int) * (size_t)(m->n_modules ? m->n_modules : 1));
+    if (!mb) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->n_modules; i++) mb[i] = -1;
+    for (int b = 0; b < c->pl->n_blocks; b++) mb[c->pl->blocks[b]] = b;
+    /* modules are created parents first: one pass down */
+    for (int i = 0; i < m->n_modules; i++) {
+        int par = m->modules[i].parent;
+        if (mb[i] < 0 && par >= 0 && par < i) mb[i] = mb[par];
+    }
+    for (int i = 0; i < m->n_modules; i++)
+        if (mb[i] < 0) {
+            for (int a = m->modules[i].parent; a >= 0; a = m->modules[a].parent)
+                if (mb[a] >= 0) {
+                    mb[i] = mb[a];
+                    break;
+                }
+        }
+    *out = mb;
+    return MP_OK;
+}
+
+/* A parameter, or a view of one (Identity, Transpose, Reshape of a weight:
+ * PyTorch's W.t() shares the weight's storage). */
+static bool param_like(const pctx *c, int v) {
+    for (int hop = 0; v >= 0 && hop < 8; hop++) {
+        const mp_value *val = &c->g->values[v];
+        if (val->flags & MP_VAL_PARAM) return true;
+        if (val->producer < 0) return false;
+        const mp_node *p = &c->g->nodes[val->producer];
+        if (!p->desc || p->desc->train != mp_bwd_view || p->n_in < 1) return false;
+        v = p->in[0];
+    }
+    return false;
+}
+
+/* Does Transpose n move a dim of size > 1 past another (leave its input
+ * non-contiguous)? */
+static bool perm_moves(const mp_node *n, const mp_value *x) {
+    const int64_t *perm = NULL;
+    int np = mp_attr_ints(n, "perm", &perm);
+    if (x->rank < 2) return false;
+    int last = -1;
+    for (int i = 0; i < x->rank; i++) {
+        int src = np == x->rank ? (int)perm[i] : x->rank - 1 - i; /* default: reverse */
+        if (src < 0 || src >= x->rank) return true;
+        if (x->dims[src] == 1) continue;
+        if (src < last) return true;
+        last = src;
+    }
+    return false;
+}
+
+/* Is a slice of x along its axis strided (not the leading dim of size > 1)? */
+static bool slice_strided(const pctx *c, const mp_node *n, const mp_value *x) {
+    int axis = 0;
+    if (mp_streq(n->op, "Slice")) {
+        const int64_t *ax = NULL;
+        int64_t na = 0;
+        mp_ctx cx = {c->m, c->g, (mp_node *)n, 0};
+        if (n->opset >= 10) {
+            if (n->n_in < 4 || n->in[3] < 0) return true; /* every axis */
+            if (!mp_ints(&cx, 3, &ax, &na) || na != 1) return true;
+            axis = (int)ax[0];
+        } else {
+            na = mp_attr_ints(n, "axes", &ax);
+            if (na != 1) return true;
+            axis = (int)ax[0];
+        }
+    } else {
+        axis = (int)mp_attr_i(n, "axis", 0);
+    }
+    axis = mp_axis(axis, x->rank);
+    if (axis < 0) return true;
+    for (int i = 0; i < axis; i++)
+        if (x->dims[i] != 1) return true;
+    return false;
+}
+
+static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
+    if (!n->desc || n->desc->train != mp_bwd_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
+        return false;
+    if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
+    if (!param_like(c, n->in[1])) return false;
+    *act = n->in[0];
+    return true;
+}
+
+static void note_default(mp_tplan *pl, const char *op) {
+    for (int i = 0; i < pl->n_default_ops; i++)
+        if (mp_streq(pl->default_ops[i], op)) {
+            pl->default_counts[i]++;
+            return;
+        }
+    pl->default_ops[pl->n_default_ops] = op;
+    pl->default_counts[pl->n_default_ops++] = 1;
+}
+
+/* A value the plan folds (its inputs are constant: a causal mask built from
+ * a range, a table of positions) that PyTorch computes at run time: kept
+ * by an operator, or given to a checkpointed block, it is an activation.
+ * Initializers and Constant outputs are not (parameters, buffers, Python
+ * constants), nor integer tensors whose contents inference knows (shape
+ * arithmetic: Python ints in PyTorch). */
+static bool run_made(const pctx *c, int v) {
+    const mp_value *val = &c->g->values[v];
+    if (val->flags & (MP_VAL_INIT | MP_VAL_CONST | MP_VAL_PARAM)) return false;
+    if (val->producer < 0) return false;
+    const mp_node *p = &c->g->nodes[val->producer];
+    if (mp_streq(p->op, "Constant")) return false;
+    if (mp_dtype_is_int(val->dtype) && val->kn >= 0) return false;
+    return true;
+}
+
+/* A kept value's bytes (its storage counted once per stamp); under
+ * autocast a value kept in another type is a copy of its own. */
+static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64_t *cast) {
+    *split = c->split[v];
+    if (c->g->values[c->stor[v]].flags & MP_VAL_PARAM) v = c->stor[v]; /* a view of a weight */
+    const mp_value *val = &c->g->values[v];
+    if (val->flags & MP_VAL_PARAM) {
+        /* the parameter itself is no activation; autocast's cached
+         * low-precision copy of it is (once per parameter) */
+        if (!c->mixed || want_dt != c->low_dt) return 0;
+        if (c->pflag[v] & 1) return 0;
+        c->pflag[v] |= 1;
+        uint64_t b = mp_tplan_numel(val) * (uint64_t)dt_size(c->low_dt);
+        c->pl->cast_param_bytes += b;
+        if (cast) *cast += b;
+        return b;
+    }
+    if (c->cst[v] && !run_made(c, v)) return 0;
+    if (want_dt >= 0 && mp_dtype_is_float(c->adt[v]) && want_dt != c->adt[v])
+        return bscale(c, mp_tplan_numel(val) * (uint64_t)dt_size(want_dt));
+    int s = c->stor[v];
+    uint64_t b = bscale(c, mp_tplan_numel(&c->g->values[s]) * (uint64_t)dt_size(c->adt[s]));
+    if (c->seen[s] == stamp) {
+        /* kept already; by a node of another unit (block), it is kept again
+         * when a pipeline puts the two on different stages (the later stage
+         * receives its own copy) */
+        if (stamp == 1 && c->first_unit[s] != c->cur_unit && c->cross) {
+            *c->cross += b;
+            if (c->first_unit[s] > *c->cross_unit) *c->cross_unit = c->first_unit[s];
+        }
+        return 0;
+    }
+    c->seen[s] = stamp;
+    if (stamp == 1) c->first_unit[s] = c->cur_unit;
+    return b;
+}
+
+/* ---- what the pattern layer recognised, as PyTorch runs it ----
+ * The pattern layer (analyze/patterns.h) names norms, activations,
+ * attentions and blocks in every export form. The planner keeps what
+ * PyTorch keeps, so a pattern is planned as the operator PyTorch runs:
+ *  - a LayerNorm the exporter decomposed (opsets before 17) is one
+ *    F.layer_norm: it keeps its input and a mean and 1/std per row;
+ *  - a GELU in erf form (F.gelu before opset 20) and x * sigmoid(x)
+ *    (nn.SiLU, exported decomposed at every opset) are one F.gelu / F.silu:
+ *    they keep their input;
+ *  - a decomposed RMSNorm, a GELU in tanh form and a rotary embedding are
+ *    planned as written: Hugging Face writes them in Python (LlamaRMSNorm,
+ *    GPT-2's gelu_new, rotate_half), and eager PyTorch runs and keeps them
+ *    operator by operator;
+ *  - an attention planned fused (--attention fused) is one
+ *    scaled_dot_product_attention kernel (mp_bwd_attention's rule): it keeps
+ *    Q, K and V before any repetition of grouped K/V heads (SDPA's
+ *    enable_gqa) and before a scale split over Q and K, its output and a
+ *    log-sum-exp per row, and never writes the scores; planned eager it is
+ *    what its operators keep, but for the dynamo exporter's NaN guard after
+ *    the softmax (IsNaN and Where), which eager attention does not have: a
+ *    view of the probabilities.
+ * A pattern run as one operator is one kernel: its head (first member)
+ * carries the group's FLOPs and its traffic (inputs and output once), the
+ * other members none. */
+enum {
+    ROLE_OWN = 0,       /* the node's own train rule */
+    ROLE_MEMBER,        /* inside a pattern run as one operator */
+    ROLE_LN_HEAD,       /* a decomposed LayerNorm's first member */
+    ROLE_ACT_HEAD,      /* a decomposed GELU (erf) or SiLU's first member */
+    ROLE_ATTN_HEAD,     /* a fused attention's first member */
+    ROLE_ATTN_OUT,      /* a fused attention's product with V (keeps the output) */
+    ROLE_GUARD          /* eager: the NaN guard, a view of the probabilities */
+};
+
+/* Tensor-parallel class of a node (Megatron-LM's splits by role). */
+enum { TPC_NONE = 0, TPC_COL, TPC_ROW, TPC_REP, TPC_EMBED, TPC_HEAD };
+
+static bool norm_whole(const mp_pnorm *nm) {
+    return nm->form == MP_FORM_DECOMPOSED && nm->kind == MP_NORM_LAYER;
+}
+
+static bool act_whole(const mp_pact *a) {
+    return a->form == MP_FORM_DECOMPOSED && (a->kind == MP_ACT_GELU || a->kind == MP_ACT_SILU) && a->n > 1;
+}
+
+/* What attention a reads as Q, K or V, before a member of its own (a scale
+ * split over Q and K, the transposes and reshapes of K, a repetition of
+ * grouped heads): the tensor scaled_dot_product_attention is given. */
+static int attn_source(const pctx *c, int a, int v) {
+    const mp_graph *g = c->g;
+    for (int hop = 0; v >= 0 && hop < 16; hop++) {
+        int p = g->values[v].producer;
+        if (p < 0) break;
+        mp_pref r = mp_pattern_at(c->P, p);
+        if (r.kind != MP_PAT_ATTN || r.index != a) break;
+        const mp_node *n = &g->nodes[p];
+        int next = -1;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && !c->cst[n->in[i]] && mp_dtype_is_float(g->values[n->in[i]].dtype)) {
+                next = n->in[i];
+                break;
+            }
+        v = next;
+    }
+    return v;
+}
+
+/* Roles and tensor-parallel classes of every node from the patterns. */
+static void plan_roles(pctx *c) {
+    const mp_patterns *P = c->P;
+    bool fused = c->pl->o.attention_fused && c->training;
+    for (int i = 0; P && i < P->n_norms; i++) {
+        const mp_pnorm *nm = &P->norms[i];
+        if (!norm_whole(nm)) continue;
+        for (int k = 0; k < nm->n; k++) c->role[P->members[nm->first + k].node] = k ? ROLE_MEMBER : ROLE_LN_HEAD;
+    }
+    for (int i = 0; P && i < P->n_acts; i++) {
+        const mp_pact *a = &P->acts[i];
+        if (!act_whole(a)) continue;
+        for (int k = 0; k < a->n; k++) c->role[P->members[a->first + k].node] = k ? ROLE_MEMBER : ROLE_ACT_HEAD;
+    }
+    for (int i = 0; P && i < P->n_attn; i++) {
+        const mp_pattn *a = &P->attn[i];
+        if (a->op >= 0) { /* an operator: its own rule, one fused kernel */
+            c->pl->attn_fused += c->training;
+            continue;
+        }
+        /* scaled_dot_product_attention's backend (PyTorch's sdp_utils):
+         * flash in fp16 and bf16; memory-efficient in fp32, which does not
+         * take grouped K/V heads (enable_gqa): then the math backend, which
+         * repeats K and V and keeps the probabilities, as the graph's
+         * operators do */
+        bool math = fused && !c->mixed && c->base_dt == MP_DT_FLOAT && a->kv_heads > 0 && a->heads > a->kv_heads;
+        c->pl->attn_math += math;
+        c->pl->attn_fused += fused && !math;
+        bool f = fused && !math;
+        for (int k = 0; k < a->n; k++) {
+            const mp_pmember *mb = &P->members[a->first + k];
+            if (f) c->role[mb->node] = mb->node == a->pv ? ROLE_ATTN_OUT : k ? ROLE_MEMBER : ROLE_ATTN_HEAD;
+            else if (mb->part == MP_PART_GUARD) c->role[mb->node] = ROLE_GUARD;
+        }
+        if (f && a->pv >= 0 && P->members[a->first].node == a->pv) c->role[a->pv] = ROLE_ATTN_HEAD;
+    }
+    /* tensor parallelism: column-parallel q, k, v, qkv, up, gate; row-parallel
+     * o and down; K and V replicated where tp does not divide the KV heads;
+     * the embedding and the LM head split over the vocabulary */
+    for (int b = 0; P && b < P->n_blocks; b++) {
+        const mp_pblock *B = &P->blocks[b];
+        for (int r = 0; r < MP_WROLE_COUNT; r++) {
+            int n = B->w[r].node;
+            if (n < 0) continue;
+            bool kv = r == MP_WROLE_K || r == MP_WROLE_V;
+            c->tpc[n] = r == MP_WROLE_O || r == MP_WROLE_DOWN ? TPC_ROW
+                        : kv && c->kv_rep ? TPC_REP : TPC_COL;
+        }
+    }
+    if (P && P->embed >= 0) c->tpc[P->embed] = TPC_EMBED;
+    if (P && P->lm_head >= 0) c->tpc[P->lm_head] = TPC_HEAD;
+}
+
+/* The group a head node runs as one kernel: the FLOPs of its members and
+ * their traffic (what the group reads from outside it and writes for
+ * outside it, once). */
+static void group_figures(const pctx *c, int kind, int index, uint64_t *flops, uint64_t *act_io, uint64_t *w_io) {
+    const mp_patterns *P = c->P;
+    const mp_graph *g = c->g;
+    int first = 0, n = 0;
+    if (kind == MP_PAT_NORM) first = P->norms[index].first, n = P->norms[index].n;
+    else if (kind == MP_PAT_ACT) first = P->acts[index].first, n = P->acts[index].n;
+    else first = P->attn[index].first, n = P->attn[index].n;
+    *flops = *act_io = *w_io = 0;
+    int seen[16], ns = 0;
+    for (int k = 0; k < n; k++) {
+        const mp_node *m = &g->nodes[P->members[first + k].node];
+        *flops += m->cost.flops;
+        for (int i = 0; i < m->n_in; i++) {
+            int v = m->in[i];
+            if (v < 0 || c->cst[v]) continue;
+            int p = g->values[v].producer;
+            mp_pref r = p >= 0 ? mp_pattern_at(P, p) : (mp_pref){MP_PAT_NONE, -1, 0};
+            if (r.kind == kind && r.index == index) continue; /* made inside */
+            int s = 0;
+            while (s < ns && seen[s] != v) s++;
+            if (s < ns) continue; /* read once */
+            if (ns < 16) seen[ns++] = v;
+            if (param_like(c, v)) *w_io += v_bytes(c, v);
+            else *act_io += v_bytes(c, v);
+        }
+    }
+    if (kind == MP_PAT_NORM) *act_io += v_bytes(c, P->norms[index].y);
+    else if (kind == MP_PAT_ACT) *act_io += v_bytes(c, P->acts[index].y);
+}
+
+static mp_status graph_pass(pctx *c) {
+    mp_tplan *pl = c->pl;
+    mp_graph *g = c->g;
+    const mp_tplan_options *o = &pl->o;
+    const mp_patterns *P = c->P;
+    int nv = g->n_values, nn = g->n_nodes;
+    pl->n_nodes = nn;
+    pl->nodes = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(mp_pnode));
+    pl->default_ops = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(char *));
+    pl->default_counts = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(int));
+    pl->tp_ops = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(char *));
+    pl->tp_split = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(int));
+    pl->tp_rep = mp_arena_calloc(&pl->arena, (size_t)(nn ? nn : 1), sizeof(int));
+    c->rg = calloc((size_t)nv + 1, 1);
+    c->cst = calloc((size_t)nv + 1, 1);
+    c->split = calloc((size_t)nv + 1, 1);
+    c->pflag = calloc((size_t)nv + 1, 1);
+    c->noncontig = calloc((size_t)nv + 1, 1);
+    c->charged = calloc((size_t)nv + 1, 1);
+    pl->param_split = mp_arena_calloc(&pl->arena, (size_t)nv + 1, 1);
+    c->adt = calloc((size_t)nv + 1, sizeof(int));
+    c->stor = calloc((size_t)nv + 1, sizeof(int));
+    c->seen = calloc((size_t)nv + 1, sizeof(int));
+    c->node_block = calloc((size_t)nn + 1, sizeof(int));
+    c->role = calloc((size_t)nn + 1, 1);
+    c->tpc = calloc((size_t)nn + 1, 1);
+    c->first_unit = calloc((size_t)nv + 1, sizeof(int));
+    size_t all_in = 1;
+    for (int ni = 0; ni < nn; ni++) all_in += (size_t)g->nodes[ni].n_in;
+    pl->pparams = mp_arena_calloc(&pl->arena, all_in, sizeof(int));
+    if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep ||
+        !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !c->charged || !pl->param_split ||
+        !c->adt || !c->stor || !c->seen || !c->node_block || !c->role || !c->tpc || !c->first_unit ||
+        !pl->pparams)
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+
+    for (int v = 0; v < nv; v++) {
+        const mp_value *val = &g->values[v];
+        c->stor[v] = v;
+        if (val->flags & MP_VAL_PARAM) c->rg[v] = 1;
+        if ((val->flags & (MP_VAL_INIT | MP_VAL_CONST)) && !(val->flags & MP_VAL_PARAM)) c->cst[v] = 1;
+    }
+    c->model_dt = pl->model_dt;
+    for (int v = 0; v < nv; v++) c->adt[v] = map_float(c, g->values[v].dtype);
+
+    /* constants first (the groups ask which inputs are constant). Contents
+     * inference knows make a value constant (shape arithmetic), unless it is
+     * a float computed from a parameter (a small weight's transpose) */
+    for (int k = 0; k < nn; k++) {
+        const mp_node *n = &g->nodes[g->order[k]];
+        bool all_const = n->n_in > 0 || mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
+        bool any_rg = false;
+        for (int i = 0; i < n->n_in; i++) {
+            if (n->in[i] >= 0 && !c->cst[n->in[i]]) all_const = false;
+            if (n->in[i] >= 0 && c->rg[n->in[i]]) any_rg = true;
+        }
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (v < 0) continue;
+            bool fl = mp_dtype_is_float(g->values[v].dtype);
+            if (any_rg && fl) c->rg[v] = 1;
+            if (all_const || (g->values[v].kn >= 0 && !(any_rg && fl))) c->cst[v] = 1;
+        }
+    }
+    plan_roles(c);
+    bool by_role = P && P->n_blocks > 0; /* else: the weight products of the blocks alternate */
+
+    int *mblock = NULL;
+    mp_status st = find_blocks(c);
+    if (!st) st = module_blocks(c, &mblock);
+    if (st) return st;
+
+    int stamp_global = 1, last_unit = -1;
+    uint64_t largest_layer = 0;
+    for (int k = 0; k < nn; k++) {
+        int ni = g->order[k];
+        mp_node *n = &g->nodes[ni];
+        mp_pnode *pn = &pl->nodes[k];
+        int blk = n->module >= 0 && n->module < c->m->n_modules ? mblock[n->module] : -1;
+        pn->block = blk;
+        c->node_block[ni] = blk;
+        /* constants and shape arithmetic: outputs of nodes whose inputs are
+         * all constant are constant (folded: no memory, no time) */
+        bool all_const = true, any_rg = false;
+        uint32_t rg = 0;
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
+            if (v < 0) continue;
+            if (!c->cst[v]) all_const = false;
+            if (c->rg[v] && i < 32) {
+                rg |= 1u << i;
+                any_rg = true;
+            }
+        }
+        if (n->n_in == 0) all_const = mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (v < 0) continue;
+            const mp_value *val = &g->values[v];
+            bool fl = mp_dtype_is_float(val->dtype);
+            if (all_const || (val->kn >= 0 && !(any_rg && fl))) c->cst[v] = 1;
+            if (any_rg && fl) c->rg[v] = 1;
+        }
+        if (all_const) {
+            pn->block = -1; /* folded: no stage's work */
+            continue;
+        }
+        /* the block a node outside the blocks goes with: the one before it */
+        if (blk >= 0) last_unit = blk;
+        pn->unit = blk >= 0 ? blk : (last_unit >= 0 ? last_unit : 0);
+        c->cur_unit = pn->unit;
+
+        /* the node's own rule gives its autocast class and whether it is a
+         * view; its role in a pattern may say what is kept instead */
+        int role = c->role[ni];
+        mp_pref ref = mp_pattern_at(P, ni);
+        mp_bwd t;
+        memset(&t, 0, sizeof t);
+        t.rg = rg;
+        t.fwd = &n->cost;
+        if (n->desc && n->desc->train) {
+            mp_ctx cx = {c->m, g, n, ni};
+            n->desc->train(&cx, &t);
+        } else {
+            /* the default: every input kept, bwd = 2 x fwd */
+            if (role == ROLE_OWN) {
+                pn->default_rule = true;
+                note_default(pl, n->op);
+            }
+            if (rg) t.save_in = n->n_in >= 32 ? 0xffffffffu : (1u << n->n_in) - 1u;
+            t.bwd_flops = rg ? 2 * n->cost.flops : 0;
+        }
+        if (!rg) t.bwd_flops = 0;
+        int keep_v[3] = {-1, -1, -1}; /* values a group's head keeps for the group */
+        if (role != ROLE_OWN && role != ROLE_GUARD) {
+            t.save_in = t.save_out = 0;
+            t.extra_bytes = 0;
+            t.bwd_flops = 0;
+            t.view = false;
+        }
+        if (role == ROLE_LN_HEAD && rg) {
+            /* F.layer_norm: its input and a mean and 1/std per row, fp32 */
+            const mp_pnorm *nm = &P->norms[ref.index];
+            const mp_value *x = &g->values[nm->x];
+            uint64_t rows = x->rank >= 1 && x->dims[x->rank - 1] > 0 ? mp_tplan_numel(x) / (uint64_t)x->dims[x->rank - 1] : 0;
+            keep_v[0] = nm->x;
+            t.extra_bytes = 2 * 4 * rows;
+            t.amp = MP_AMP_FP32;
+        } else if (role == ROLE_ACT_HEAD && rg) {
+            keep_v[0] = P->acts[ref.index].x; /* F.gelu, F.silu: the input */
+        } else if (role == ROLE_ATTN_HEAD && rg) {
+            const mp_pattn *a = &P->attn[ref.index];
+            keep_v[0] = attn_source(c, ref.index, a->q);
+            keep_v[1] = attn_source(c, ref.index, a->k_kv);
+            keep_v[2] = attn_source(c, ref.index, a->v_kv);
+        }
+        if (role == ROLE_ATTN_OUT && rg) {
+            /* the attention's output and a log-sum-exp per query row and head */
+            const mp_pattn *a = &P->attn[ref.index];
+            t.save_out = 1u;
+            int64_t rows = a->batch * a->heads * a->seq_q;
+            t.extra_bytes = a->batch > 0 && a->heads > 0 && a->seq_q > 0 ? 4 * (uint64_t)rows : 0;
+        }
+
+        /* types under the plan */
+        int amp = t.amp;
+        if (role == ROLE_ATTN_HEAD || role == ROLE_ATTN_OUT) amp = MP_AMP_LOWER; /* SDPA */
+        if (amp == MP_AMP_LOSS) amp = MP_AMP_FP32;
+        else if (amp == MP_AMP_FP32 && pl->o.autocast_cpu) amp = MP_AMP_PROMOTE;
+        if (!c->mixed && amp != MP_AMP_KEEP) amp = MP_AMP_PROMOTE;
+        int act_dt = -1, any_dt = -1;
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
+            if (v < 0 || !mp_dtype_is_float(c->adt[v])) continue;
+            any_dt = wider(any_dt, c->adt[v]);
+            if (!c->cst[v] && !param_like(c, v)) act_dt = wider(act_dt, c->adt[v]);
+        }
+        int out_dt = act_dt >= 0 ? act_dt : any_dt >= 0 ? any_dt : c->base_dt;
+        if (amp == MP_AMP_LOWER) out_dt = c->low_dt;
+        else if (amp == MP_AMP_FP32) out_dt = MP_DT_FLOAT;
+        /* softmax(x, dtype=D): the TorchScript exporter writes a Cast to D
+         * after the Softmax, PyTorch casts first and keeps D */
+        if ((mp_streq(n->op, "Softmax") || mp_streq(n->op, "LogSoftmax")) && n->n_out > 0 && n->out[0] >= 0) {
+            int u = mp_sole_use(g, n->out[0]);
+            const mp_node *q = u >= 0 ? &g->nodes[u] : NULL;
+            if (q && mp_streq(q->op, "Cast") && q->n_out > 0 && q->out[0] >= 0 &&
+                mp_dtype_is_float(g->values[q->out[0]].dtype))
+                out_dt = c->adt[q->out[0]];
+        }
+        pn->lower = amp == MP_AMP_LOWER || (!c->mixed && c->base_dt != MP_DT_FLOAT);
+        if (role != ROLE_GUARD)
+            for (int i = 0; i < n->n_out; i++) {
+                int v = n->out[i];
+                if (v < 0) continue;
+                if (amp != MP_AMP_KEEP && mp_dtype_is_float(g->values[v].dtype)) c->adt[v] = out_dt;
+            }
+        if (role == ROLE_GUARD) {
+            /* eager attention has no NaN guard: IsNaN is nothing, its Where
+             * the probabilities themselves */
+            t.save_in = t.save_out = 0;
+            t.extra_bytes = t.bwd_flops = 0;
+            int p = -1;
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i] >= 0 && !c->cst[n->in[i]] && mp_dtype_is_float(g->values[n->in[i]].dtype)) p = n->in[i];
+            if (p >= 0 && n->n_out > 0 && n->out[0] >= 0 && mp_dtype_is_float(g->values[n->out[0]].dtype)) {
+                c->adt[n->out[0]] = c->adt[p];
+                c->stor[n->out[0]] = c->stor[p];
+                c->noncontig[n->out[0]] = c->noncontig[p];
+            }
+        }
+        /* a Cast to the type it already has is PyTorch's no-op .to() */
+        bool same_cast = (mp_streq(n->op, "Cast") || mp_streq(n->op, "CastLike")) && n->n_in > 0 &&
+                         n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0;
+        if ((t.view || same_cast) && role != ROLE_GUARD && n->n_in > 0 && n->in[0] >= 0 && n->n_out > 0 &&
+            n->out[0] >= 0 && c->adt[n->out[0]] == c->adt[n->in[0]]) {
+            /* PyTorch's transpose is a view with other strides, and so are
+             * slices (Slice, Split, a scalar Gather) off the leading dim;
+             * reshaping a non-contiguous tensor copies it (reshape,
+             * contiguous().view) */
+            bool transpose = mp_streq(n->op, "Transpose");
+            bool slice = mp_streq(n->op, "Slice") || mp_streq(n->op, "Split") || mp_streq(n->op, "Gather");
+            int x = n->in[0];
+            if (!transpose && !slice && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
+                t.view = false; /* a copy: the output is a storage of its own */
+            } else {
+                uint8_t nc = c->noncontig[x];
+                if (transpose) nc |= perm_moves(n, &g->values[x]);
+                if (slice) nc |= slice_strided(c, n, &g->values[x]);
+                for (int i = 0; i < n->n_out; i++) {
+                    int y = n->out[i];
+                    if (y < 0) continue;
+                    c->stor[y] = c->stor[x];
+                    c->noncontig[y] = nc;
+                }
+                t.view = true;
+            }
+        }
+
+        /* tensor parallelism (Megatron-LM): column-parallel products split
+         * their output, row-parallel ones their input (an all-reduce of the
+         * output after); what lies between works on split tensors; norms
+         * and residuals stay whole. Split figures always: --tp and --fit's
+         * layouts use them. */
+        bool split = false;
+        int act = n->n_in > 0 ? n->in[0] : -1;
+        int cls = c->tpc[ni];
+        if (!by_role && blk >= 0 && is_weight_product(c, n, &act)) cls = c->split[act] ? TPC_ROW : TPC_COL;
+        if (cls == TPC_COL || cls == TPC_HEAD || cls == TPC_ROW) {
+            split = true;
+            int w = n->n_in > 1 ? n->in[1] : -1;
+            if (w >= 0) pl->param_split[c->stor[w]] = 1;
+            /* a column split's bias is split; a row split adds its bias after the all-reduce */
+            if (cls != TPC_ROW && n->n_in > 2 && n->in[2] >= 0) pl->param_split[c->stor[n->in[2]]] = 1;
+            for (int i = 0; i < n->n_out; i++)
+                if (n->out[i] >= 0) c->split[n->out[i]] = cls != TPC_ROW;
+            if (cls == TPC_ROW) {
+                /* forward: an all-reduce of the output */
+                pn->tp_comm = bscale(c, n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0);
+            } else if (act >= 0 && !c->charged[c->stor[act]]) {
+                /* backward: an all-reduce of the input's gradient, once for
+                 * the products sharing an input (q, k and v; gate and up) */
+                c->charged[c->stor[act]] = 1;
+                pn->tp_comm = bscale(c, v_bytes(c, act));
+            }
+        } else if (cls == TPC_EMBED) {
+            /* vocabulary-parallel: each rank holds rows of the table, the
+             * output is all-reduced in the forward */
+            split = true;
+            if (n->n_in > 0 && n->in[0] >= 0 && param_like(c, n->in[0])) pl->param_split[c->stor[n->in[0]]] = 1;
+            pn->tp_comm = bscale(c, n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0);
+        } else if (cls == TPC_NONE) {
+            /* a norm of the residual stream reads it whole and stays whole;
+             * one on split heads (Qwen3's q_norm, k_norm) is split with them */
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i] >= 0 && c->split[n->in[i]]) split = true;
+            for (int i = 0; i < n->n_out && split; i++)
+                if (n->out[i] >= 0) c->split[n->out[i]] = 1;
+            for (int i = 0; i < n->n_in && split; i++) /* a split product's bias */
+                if (n->in[i] >= 0 && param_like(c, n->in[i])) pl->param_split[c->stor[n->in[i]]] = 1;
+        }
+        pn->split = split;
+        bool shape_only = n->n_out > 0; /* Shape, Size: outputs known, no work */
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape_only = false;
+        if (shape_only) {
+            /* counted nowhere */
+        } else if (split) {
+            pl->split_nodes++;
+        } else if (blk >= 0) {
+            pl->replicated_nodes++;
+        }
+        if ((blk >= 0 || split) && !shape_only) {
+            int i = 0;
+            while (i < pl->n_tp_ops && !mp_streq(pl->tp_ops[i], n->op)) i++;
+            if (i == pl->n_tp_ops) pl->tp_ops[pl->n_tp_ops++] = n->op;
+            if (split) pl->tp_split[i]++;
+            else pl->tp_rep[i]++;
+        }
+
+        /* what the backward keeps */
+        int stamp = (pl->o.checkpointing && blk >= 0) ? -(blk + 10) : stamp_global;
+        uint64_t cross = 0;
+        int cross_unit = -1;
+        c->cross = &cross;
+        c->cross_unit = &cross_unit;
+        uint64_t rep = 0, spl = 0;
+        int want = amp == MP_AMP_LOWER ? c->low_dt : amp == MP_AMP_FP32 ? MP_DT_FLOAT : -1;
+        for (int i = 0; i < n->n_in + 3 && i < 32 + 3; i++) {
+            int v;
+            if (i < n->n_in) {
+                if (i >= 32 || !(t.save_in & (1u << i))) continue;
+                v = n->in[i];
+            } else {
+                v = keep_v[i - n->n_in];
+            }
+            if (v < 0) continue;
+            bool sp;
+            uint64_t cb = 0;
+            uint64_t b = keep(c, v, want, stamp, &sp, &cb);
+            if (sp) spl += b;
+            else rep += b;
+            if (cb && (sp || pl->param_split[c->stor[v]])) pn->cast_split += cb;
+            else pn->cast_rep += cb;
+        }
+        for (int i = 0; i < n->n_out && i < 32; i++) {
+            if (!(t.save_out & (1u << i)) || n->out[i] < 0) continue;
+            bool sp;
+            uint64_t b = keep(c, n->out[i], -1, stamp, &sp, NULL);
+            if (sp) spl += b;
+            else rep += b;
+        }
+        if (split) spl += bscale(c, t.extra_bytes);
+        else rep += bscale(c, t.extra_bytes);
+        pn->saved_rep = rep;
+        pn->saved_split = spl;
+        c->cross = NULL;
+        pn->cross = cross;
+        pn->cross_unit = cross_unit;
+
+        /* parameters first used here; the largest layer (DeepSpeed's L) */
+        uint64_t node_params = 0;
+        pn->first_param = pl->n_pparams;
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
+            if (v < 0 || !(g->values[v].flags & MP_VAL_PARAM)) continue;
+            pl->pparams[pl->n_pparams++] = v;
+            pn->n_params++;
+            uint64_t e = mp_tplan_numel(&g->values[v]);
+            node_params += e;
+            if (c->pflag[v] & 2) continue;
+            c->pflag[v] |= 2;
+            if (split) pn->params_split += e;
+            else pn->params_rep += e;
+        }
+        if (node_params > largest_layer) largest_layer = node_params;
+
+        /* autocast's casts (PyTorch's autocast casts every float input of
+         * an operator of its lower-precision list that is not in that type
+         * already: a kernel each, reading the input and writing the copy; a
+         * weight once per forward, autocast's cache; the backward casts each
+         * such gradient back) and the backward's kernels (one per gradient
+         * it computes; a view's gradient is a view) */
+        if (c->mixed && amp == MP_AMP_LOWER && role != ROLE_MEMBER && role != ROLE_ATTN_OUT) {
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || c->cst[v] || !mp_dtype_is_float(c->adt[v]) || c->adt[v] == c->low_dt) continue;
+                bool w = param_like(c, v);
+                if (w) {
+                    int s = c->stor[v];
+                    if (c->pflag[s] & 4) continue;
+                    c->pflag[s] |= 4;
+                }
+                uint64_t b = mp_tplan_numel(&g->values[v]) * (uint64_t)(dt_size(c->adt[v]) + dt_size(c->low_dt));
+                if (!w) b = bscale(c, b);
+                pn->aux_fwd += b;
+                pn->n_aux_fwd++;
+                if (c->rg[v]) {
+                    pn->aux_bwd += b;
+                    pn->n_aux_bwd++;
+                }
+            }
+        }
+        /* cuDNN's tensor-core convolutions work channels-last: a 16-bit
+         * convolution of PyTorch's default (channels-first, NCHW) tensors
+         * transposes its input in and its output back (nchwToNhwc,
+         * nhwcToNchw), and its backward the gradients and the input again
+         * (--channels-last: none) */
+        if (pn->lower && !o->channels_last && (mp_streq(n->op, "Conv") || mp_streq(n->op, "ConvTranspose")) &&
+            n->n_in > 0 && n->in[0] >= 0 && g->values[n->in[0]].rank >= 4 && n->n_out > 0 && n->out[0] >= 0) {
+            int ldt = c->mixed ? c->low_dt : c->base_dt;
+            uint64_t io = (mp_tplan_numel(&g->values[n->in[0]]) + mp_tplan_numel(&g->values[n->out[0]])) *
+                          (uint64_t)dt_size(ldt);
+            pn->aux_fwd += bscale(c, 2 * io);
+            pn->n_aux_fwd += 2;
+            if (rg) {
+                pn->aux_bwd += bscale(c, 4 * io);
+                pn->n_aux_bwd += 4;
+            }
+        }
+        bool diff = false; /* it passes a gradient back: a float output that needs one */
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]] && c->rg[n->out[i]] && mp_dtype_is_float(g->values[n->out[i]].dtype))
+                diff = true;
+        if (diff && !t.view && role != ROLE_MEMBER && role != ROLE_ATTN_OUT && role != ROLE_GUARD)
+            for (int i = 0; i < n->n_in && i < 32; i++)
+                if ((rg & (1u << i)) && !c->cst[n->in[i]]) pn->n_bwd_kernels++;
+        if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) pn->n_bwd_kernels = rg ? 1 : 0;
+
+        /* work and traffic; a node reading an activation works per sample.
+         * A pattern run as one operator is one kernel: its head has the
+         * group's FLOPs and traffic, its members none. */
+        bool per_sample = false;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] >= 0 && !c->cst[n->in[i]] && !param_like(c, n->in[i])) per_sample = true;
+        uint64_t fwd = n->cost.flops, bwd = t.bwd_flops, recompute = t.recompute_flops, w_io = 0, act_io = 0;
+        if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) {
+            group_figures(c, ref.kind, ref.index, &fwd, &act_io, &w_io);
+            if (role == ROLE_ATTN_HEAD) {
+                const mp_pattn *a = &P->attn[ref.index];
+                /* q, k, v as given to the kernel and its output, in its type */
+                int dt = c->mixed ? c->low_dt : -1;
+                act_io = 0;
+                int io_v[4] = {keep_v[0], keep_v[1], keep_v[2], a->y};
+                for (int i = 0; i < 4; i++)
+                    if (io_v[i] >= 0)
+                        act_io += mp_tplan_numel(&g->values[io_v[i]]) * (uint64_t)dt_size(dt >= 0 ? dt : c->adt[io_v[i]]);
+                /* the fused backward (mp_sdpa_flops, the one rule): the
+                 * gradient products and the scores recomputed */
+                if (rg && a->batch > 0 && a->heads > 0 && a->seq_q > 0 && a->seq_k > 0 && a->head_dim > 0) {
+                    mp_sdpa_cost f = mp_sdpa_flops((double)a->batch * (double)a->heads, (double)a->seq_q,
+                                                   (double)a->seq_k, (double)a->head_dim,
+                                                   (double)(a->v_head_dim > 0 ? a->v_head_dim : a->head_dim));
+                    bwd = f.bwd > 0 && f.bwd < 1.8e19 ? (uint64_t)f.bwd : 0;
+                    recompute = f.recompute > 0 && f.recompute < 1.8e19 ? (uint64_t)f.recompute : 0;
+                } else {
+                    bwd = rg ? 2 * fwd : 0;
+                }
+            } else {
+                bwd = rg ? 2 * fwd : 0;
+            }
+        } else if (role == ROLE_MEMBER || role == ROLE_ATTN_OUT || role == ROLE_GUARD) {
+            fwd = bwd = recompute = 0;
+        } else if (shape_only) {
+            fwd = bwd = recompute = 0; /* outputs known at plan time: no work */
+        } else {
+            for (int i = 0; i < n->n_in; i++)
+                if (n->in[i] >= 0 && !c->cst[n->in[i]]) {
+                    uint64_t b = v_bytes(c, n->in[i]);
+                    if (c->mixed && amp == MP_AMP_LOWER && mp_dtype_is_float(c->adt[n->in[i]]))
+                        b = mp_tplan_numel(&g->values[n->in[i]]) * (uint64_t)dt_size(c->low_dt);
+                    if (!param_like(c, n->in[i])) act_io += b;
+                    else w_io += b;
+                }
+            for (int i = 0; i < n->n_out; i++)
+                if (n->out[i] >= 0) act_io += v_bytes(c, n->out[i]);
+            if (t.view) act_io = w_io = 0;
+        }
+        pn->fwd_flops = per_sample ? bscale(c, fwd) : fwd;
+        pn->bwd_flops = per_sample ? bscale(c, bwd) : bwd;
+        pn->bwd_recompute = per_sample ? bscale(c, recompute) : recompute;
+        if (per_sample) act_io = bscale(c, act_io);
+        pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? bscale(c, v_bytes(c, n->out[0])) : 0;
+        pn->bytes = act_io + w_io;
+        pn->temp = act_io;
+    }
+    pl->largest_layer = largest_layer;
+    free(mblock);
+
+    /* gradients accumulated: a value several nodes read, each computing
+     * its gradient, gets one add per extra use in the backward (autograd's
+     * input buffer), charged to the node that made it (or its first
+     * reader: a parameter, a graph input) */
+    int *uses = calloc((size_t)nv + 1, sizeof(int)), *first_reader = calloc((size_t)nv + 1, sizeof(int));
+    int *pos = calloc((size_t)nn + 1, sizeof(int));
+    if (!uses || !first_reader || !pos) {
+        free(uses);
+        free(first_reader);
+        free(pos);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < nn; k++) pos[g->order[k]] = k;
+    for (int k = c->training ? 0 : nn; k < nn; k++) {
+        int ni = g->order[k];
+        const mp_node *n = &g->nodes[ni];
+        if (pl->nodes[k].block < 0 && pl->nodes[k].fwd_flops == 0 && pl->nodes[k].bytes == 0 &&
+            !pl->nodes[k].n_bwd_kernels && c->role[ni] == ROLE_OWN)
+            continue; /* folded or free */
+        bool diff = false; /* it passes a gradient back: a float output that needs one */
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]] && c->rg[n->out[i]] && mp_dtype_is_float(g->values[n->out[i]].dtype))
+                diff = true;
+        if (!diff) continue;
+        int role = c->role[ni];
+        if (role == ROLE_MEMBER || role == ROLE_ATTN_OUT) continue; /* its group reads for it */
+        int ins[64], n_ins = 0;
+        if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) {
+            /* a group: what it reads from outside, once each */
+            mp_pref r = mp_pattern_at(P, ni);
+            int first = r.kind == MP_PAT_NORM ? P->norms[r.index].first
+                        : r.kind == MP_PAT_ACT ? P->acts[r.index].first : P->attn[r.index].first;
+            int cnt = r.kind == MP_PAT_NORM ? P->norms[r.index].n
+                      : r.kind == MP_PAT_ACT ? P->acts[r.index].n : P->attn[r.index].n;
+            for (int q = 0; q < cnt; q++) {
+                const mp_node *m = &g->nodes[P->members[first + q].node];
+                for (int i = 0; i < m->n_in; i++) {
+                    int v = m->in[i], p = v >= 0 ? g->values[v].producer : -1;
+                    mp_pref pr = p >= 0 ? mp_pattern_at(P, p) : (mp_pref){MP_PAT_NONE, -1, 0};
+                    if (v < 0 || (pr.kind == r.kind && pr.index == r.index)) continue;
+                    int s = 0;
+                    while (s < n_ins && ins[s] != v) s++;
+                    if (s == n_ins && n_ins < 64) ins[n_ins++] = v;
+                }
+            }
+        } else {
+            for (int i = 0; i < n->n_in && n_ins < 64; i++) ins[n_ins++] = n->in[i];
+        }
+        for (int i = 0; i < n_ins; i++) {
+            int v = ins[i];
+            if (v < 0 || c->cst[v] || !c->rg[v] || !mp_dtype_is_float(g->values[v].dtype)) continue;
+            if (!uses[v]++) first_reader[v] = k + 1;
+        }
+    }
+    for (int v = 0; v < nv && c->training; v++) {
+        if (uses[v] < 2) continue;
+        int p = g->values[v].producer;
+        int k = p >= 0 ? pos[p] : first_reader[v] - 1;
+        if (k < 0 || k >= nn) continue;
+        mp_pnode *pn = &pl->nodes[k];
+        uint64_t b = 3 * mp_tplan_numel(&g->values[v]) * (uint64_t)dt_size(c->adt[v]);
+        pn->acc_bytes += (c->g->values[v].flags & MP_VAL_PARAM) ? b * (uint64_t)(uses[v] - 1)
+                                                                : bscale(c, b) * (uint64_t)(uses[v] - 1);
+        pn->n_acc += (uint32_t)(uses[v] - 1);
+    }
+    free(uses);
+    free(first_reader);
+    free(pos);
+
+    /* checkpointing: each block keeps its inputs (as given to it) instead
+     * of what its nodes keep; the largest block's own set comes back
+     * during its backward (a temporary) */
+    if (o->checkpointing && pl->n_blocks > 0 && c->training) {
+        for (int k = 0; k < nn; k++) {
+            int ni = g->order[k];
+            mp_node *n = &g->nodes[ni];
+            mp_pnode *pn = &pl->nodes[k];
+            if (pn->block < 0) continue;
+            uint64_t rep = 0, spl = 0, cross = 0;
+            int cross_unit = -1;
+            c->cur_unit = pn->unit;
+            c->cross = &cross;
+            c->cross_unit = &cross_unit;
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || (c->cst[v] && !run_made(c, v)) || param_like(c, v)) continue;
+                int prod = g->values[v].producer;
+                if (prod >= 0 && c->node_block[prod] == pn->block) continue;
+                bool sp;
+                uint64_t b = keep(c, v, -1, stamp_global, &sp, NULL);
+                if (sp) spl += b;
+                else rep += b;
+            }
+            /* the node's own set comes back when its block is recomputed */
+            c->cross = NULL;
+            pn->ckpt_rep = pn->saved_rep;
+            pn->ckpt_split = pn->saved_split;
+            pn->saved_rep = rep;
+            pn->saved_split = spl;
+            pn->cross = cross;
+            pn->cross_unit = cross_unit;
+        }
+    }
+    return MP_OK;
+}
+
+
+static uint64_t inference_peak(mp_tplan *pl, const pctx *c) {
+    const mp_profile *p = pl->p;
+    const mp_graph *g = c->g;
+    uint64_t in = 0;
+    for (int i = 0; i < g->n_inputs; i++) in += bscale(c, v_bytes(c, g->inputs[i]));
+    pl->infer_inputs = in;
+    double ratio = (double)dt_size(c->base_dt) / (double)dt_size(c->model_dt);
+    pl->infer_acts = bscale(c, (uint64_t)((double)p->activation_peak_bytes * ratio));
+    return in;
+}
+
+
+/* The model's float type: that of most parameter elements (fp32 when it
+ * has none). */
+int mp_tplan_model_dtype(const mp_graph *g) {
+    uint64_t by[MP_DT_COUNT] = {0};
+    for (int v = 0; v < g->n_values; v++) {
+        const mp_value *val = &g->values[v];
+        if ((val->flags & MP_VAL_PARAM) && mp_dtype_is_float(val->dtype) && val->dtype >= 0 &&
+            val->dtype < MP_DT_COUNT)
+            by[val->dtype] += mp_tplan_numel(val);
+    }
+    int dt = MP_DT_FLOAT;
+    for (int d = 0; d < MP_DT_COUNT; d++)
+        if (by[d] > by[dt]) dt = d;
+    return dt;
+}
+
+/* The graph pass and what the plan reads off the graph: parameters, heads,
+ * tokens, the loss's kept bytes, the inference figures. */
+mp_status mp_tplan_graph(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    mp_model *m = pl->p->m;
+    mp_status st;
+    pctx c;
+    memset(&c, 0, sizeof c);
+    c.pl = pl;
+    c.m = m;
+    c.g = m->graph;
+    c.mixed = o->precision == MP_PREC_BF16_MIXED || o->precision == MP_PREC_FP16_MIXED;
+    c.training = !o->inference;
+    c.base_dt = o->precision == MP_PREC_BF16 ? MP_DT_BFLOAT16 : o->precision == MP_PREC_FP16 ? MP_DT_FLOAT16 : MP_DT_FLOAT;
+    c.low_dt = o->precision == MP_PREC_BF16_MIXED ? MP_DT_BFLOAT16
+               : o->precision == MP_PREC_FP16_MIXED ? MP_DT_FLOAT16 : c.base_dt;
+    c.b_num = pl->batch_scaled ? (uint64_t)pl->batch : 1;
+    c.b_den = pl->batch_scaled ? (uint64_t)pl->export_batch : 1;
+    c.P = mp_patterns_of(c.g);
+    if (!c.P) return mp_error(MP_ERR_NOMEM, "out of memory finding the model's patterns");
+    pl->pats = c.P;
+    pl->heads = c.P->heads > 0 ? (int)c.P->heads : 0;
+    pl->kv_heads = c.P->kv_heads > 0 ? (int)c.P->kv_heads : 0;
+    c.kv_rep = o->tp > 1 && pl->kv_heads > 0 && pl->kv_heads % o->tp != 0;
+    pl->kv_replicated = c.kv_rep;
+    st = graph_pass(&c);
+    const mp_graph *g = c.g;
+    if (!st) {
+        pl->params = pl->p->total.params;
+        /* the LM head split over the vocabulary: the cross-entropy is too
+         * (Megatron's vocab-parallel cross-entropy) */
+        pl->vocab_split = c.P->lm_head >= 0;
+        /* tokens: an integer input of rank 2 is (batch, seq) ids */
+        for (int i = 0; i < g->n_inputs; i++) {
+            const mp_value *v = &g->values[g->inputs[i]];
+            if (v->rank >= 1 && v->dims[0] > 0 && !pl->samples_per_mb)
+                pl->samples_per_mb = bscale(&c, (uint64_t)v->dims[0]);
+            if (v->rank == 2 && mp_dtype_is_int(v->dtype) && !pl->has_tokens) {
+                pl->has_tokens = true;
+                pl->tokens_per_mb = bscale(&c, mp_tplan_numel(v));
+            }
+        }
+        /* the loss: cross-entropy on output 0 keeps its log-probabilities */
+        if (o->loss && !o->inference && g->n_outputs > 0) {
+            int y = g->outputs[0];
+            const mp_value *v = &g->values[y];
+            if (mp_dtype_is_float(v->dtype) && v->rank >= 2) {
+                int ldt = c.mixed ? MP_DT_FLOAT : c.base_dt;
+                uint64_t n = mp_tplan_numel(v), C = (uint64_t)v->dims[v->rank - 1];
+                pl->loss_bytes = bscale(&c, n * (uint64_t)dt_size(ldt) + (C ? n / C * 8 : 0));
+                /* F.cross_entropy = log_softmax + nll_loss. Forward: the
+                 * logits cast to fp32 under autocast (its fp32 list), the
+                 * log-softmax read and written, the loss picked; backward:
+                 * nll_loss's gradient written (zeros, then the targets),
+                 * log_softmax's backward reading it and the log-probabilities
+                 * and writing the logits' gradient, cast back */
+                int ydt = c.adt[y], ls = dt_size(ldt), ys = dt_size(ydt);
+                bool cast = ydt != ldt;
+                pl->loss_fwd_io = bscale(&c, n * (uint64_t)((cast ? ys + ls : 0) + 2 * ls));
+                pl->loss_bwd_io = bscale(&c, n * (uint64_t)(ls + 3 * ls + (cast ? ls + ys : 0)));
+                pl->loss_fwd_kernels = 2 + cast;
+                pl->loss_bwd_kernels = 2 + cast;
+            }
+        }
+        /* inference */
+        if (o->inference) {
+            inference_peak(pl, &c);
+            pl->infer_weights = mp_tplan_dbytes(c.mixed ? 2 : dt_size(c.base_dt), pl->params);
+            if (o->kv_cache) {
+                /* K and V of every attention, per token: KV heads x head
+                 * dim before any repetition of grouped heads (the pattern
+                 * layer), in the type K and V are computed in */
+                int unknown = 0;
+                uint64_t e = mp_patterns_kv_elems_per_token(c.P, &unknown);
+                pl->kv_unknown = unknown;
+                pl->kv_bytes_per_token = unknown ? 0 : e * (uint64_t)dt_size(c.mixed ? c.low_dt : c.base_dt);
+            }
+        }
+    }
+    free(c.rg);
+    free(c.cst);
+    free(c.split);
+    free(c.pflag);
+    free(c.noncontig);
+    free(c.adt);
+    free(c.stor);
+    free(c.seen);
+    free(c.node_block);
+    free(c.first_unit);
+    free(c.role);
+    free(c.tpc);
+    free(c.charged);
+    return st;
+}

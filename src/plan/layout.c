@@ -1,0 +1,388 @@
+/* Layouts: pipeline stages, memory per GPU and step time of one
+ * dp x tp x pp x ZeRO layout from the graph pass's per-node figures,
+ * --fit's enumeration and the GPUs-needed search (docs/PLANNING.md
+ * sections 3 to 6). */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* Bandwidth of a collective spanning `ranks` GPUs: the GPU's NVLink (or
+ * PCIe) inside one node of 8, else 400 Gb/s InfiniBand per GPU. */
+double mp_tplan_link_bw(const mp_tplan *pl, int span) {
+    if (pl->o.link_gbs > 0) return pl->o.link_gbs * 1e9;
+    if (span <= 8 && pl->link > 0) return pl->link;
+    return 50e9;
+}
+
+/* ---- a layout: stages, memory, time ---- */
+
+static double roof(double flops, double peak, double bytes, double bw, const mp_tplan_options *o) {
+    double tc = peak > 0 ? flops / (peak * o->compute_eff) : 0;
+    double tm = bw > 0 ? bytes / (bw * o->memory_eff) : 0;
+    return tc > tm ? tc : tm;
+}
+
+/* Stage of each block: contiguous runs balanced by the blocks' FLOPs. */
+static void stage_cuts(const mp_tplan *pl, int pp, int *first_block) {
+    int nb = pl->n_blocks;
+    double *cost = calloc((size_t)(nb ? nb : 1), sizeof(double));
+    double total = 0;
+    /* a node outside the blocks weighs with the block before it (the first
+     * block for those before any: the embeddings go to stage 0, the head to
+     * the last stage) */
+    int last = -1;
+    for (int k = 0; cost && k < pl->n_nodes; k++) {
+        int b = pl->nodes[k].block;
+        if (b >= 0) last = b;
+        else b = last >= 0 ? last : 0;
+        if (b >= nb) continue;
+        double w = (double)pl->nodes[k].fwd_flops + (double)pl->nodes[k].bwd_flops + 1;
+        cost[b] += w;
+        total += w;
+    }
+    first_block[0] = 0;
+    int s = 1;
+    double acc = 0;
+    for (int b = 0; b < nb && s < pp; b++) {
+        acc += cost ? cost[b] : 1;
+        double target = total * s / pp;
+        /* cut after b when that is nearer the target than after b+1, and
+         * enough blocks are left for the remaining stages */
+        double next = acc + (cost && b + 1 < nb ? cost[b + 1] : 0);
+        if ((acc >= target || fabs(acc - target) <= fabs(next - target)) && nb - (b + 1) >= pp - s)
+            first_block[s++] = b + 1;
+        else if (nb - (b + 1) == pp - s)
+            first_block[s++] = b + 1;
+    }
+    while (s < pp) { /* never reached when pp <= nb */
+        first_block[s] = first_block[s - 1] + 1;
+        s++;
+    }
+    first_block[pp] = nb;
+    free(cost);
+}
+
+typedef struct layout_out {
+    mp_tplan_mem mem;
+    double step_s, compute_s, bubble_s, dp_comm_s, tp_comm_s, p2p_s, optimizer_s;
+    uint64_t dp_comm_bytes;
+    int worst;
+} layout_out;
+
+/* Plan one layout from the per-node figures. stages: pp entries or NULL. */
+static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pstage *stages,
+                   layout_out *out, int *stamp, uint64_t stamp_base) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_model *mm = pl->p->m;
+    const mp_graph *g = mm->graph;
+    mp_pstage local[1];
+    mp_pstage *st = stages ? stages : NULL;
+    int first_block[1025];
+    if (pp > 1024) pp = 1024;
+    if (pp > 1) stage_cuts(pl, pp, first_block);
+    else {
+        first_block[0] = 0;
+        first_block[1] = pl->n_blocks;
+    }
+    mp_state_bytes sb;
+    mp_tplan_state_bytes(o->precision, o->optimizer, &sb);
+    memset(out, 0, sizeof *out);
+    int gpus = dp * tp * pp;
+    bool sp = o->sequence_parallel && tp > 1;
+    double lb_tp = mp_tplan_link_bw(pl, tp), lb_dp = mp_tplan_link_bw(pl, gpus), lb_pp = mp_tplan_link_bw(pl, gpus);
+    double worst_mb = 0;
+    uint64_t worst_peak = 0;
+    int k = 0;
+    for (int s = 0; s < pp; s++) {
+        mp_pstage *ps = st ? &st[s] : &local[0];
+        memset(ps, 0, sizeof *ps);
+        ps->first_block = first_block[s];
+        ps->n_blocks = first_block[s + 1] - first_block[s];
+        ps->first = k;
+        int in_flight = pp > 1 ? (pp - s < m ? pp - s : m) : 1;
+        ps->in_flight = in_flight;
+        uint64_t p_rep = 0, p_split = 0, acts = 0, temp = 0;
+        uint64_t blk_cur = 0, blk_max = 0;
+        int blk_id = -2;
+        double fwd_s = 0, bwd_s = 0, rec_s = 0, tpc_s = 0;
+        uint64_t adafactor = 0;
+        /* nodes up to the end of this stage's last block; the last stage
+         * takes the rest */
+        for (; k < pl->n_nodes; k++) {
+            const mp_pnode *pn = &pl->nodes[k];
+            int b = pn->block;
+            /* a node of a later stage's block ends this stage; nodes outside
+             * the blocks stay with the block before them */
+            if (s < pp - 1 && b >= first_block[s + 1]) break;
+            double div = pn->split ? (double)tp : 1.0;
+            /* parameters held by this stage (a shared one counts once per stage) */
+            for (int i = 0; i < pn->n_params; i++) {
+                int v = pl->pparams[pn->first_param + i];
+                if ((uint64_t)stamp[v] == stamp_base + (uint64_t)s + 1) continue;
+                stamp[v] = (int)(stamp_base + (uint64_t)s + 1);
+                uint64_t e = mp_tplan_numel(&g->values[v]);
+                if (pl->param_split[v]) p_split += e;
+                else p_rep += e;
+                if (o->optimizer == MP_OPT_ADAFACTOR) {
+                    const mp_value *val = &g->values[v];
+                    /* factored second moment: a row and a column vector per matrix */
+                    if (val->rank >= 2) {
+                        int64_t r = mp_dims_product(val->dims, val->rank - 1);
+                        adafactor += (uint64_t)(r > 0 ? r : 0) + (uint64_t)val->dims[val->rank - 1];
+                    } else {
+                        adafactor += e;
+                    }
+                }
+            }
+            /* sequence parallelism (Korthikanti et al. 2022): inside the
+             * blocks what tensor parallelism replicates (norms, residuals,
+             * dropouts, a column-split product's input) is split along the
+             * sequence: every kept byte of a layer divides by tp */
+            uint64_t rdiv = sp && b >= 0 ? (uint64_t)tp : 1;
+            acts += pn->saved_rep / rdiv + pn->saved_split / (uint64_t)tp;
+            if (pn->cross && pp > 1 && pn->cross_unit >= 0 && pn->cross_unit < first_block[s])
+                acts += pn->cross; /* received from an earlier stage and kept here too */
+            if (!o->checkpointing || b < 0) ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
+            uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp / rdiv;
+            if (tmp > temp) temp = tmp;
+            if (o->checkpointing && b >= 0) {
+                if (b != blk_id) {
+                    blk_id = b;
+                    blk_cur = 0;
+                }
+                /* what the node would keep: recomputed during its block's backward */
+                blk_cur += pn->ckpt_rep / rdiv + pn->ckpt_split / (uint64_t)tp;
+                if (blk_cur > blk_max) blk_max = blk_cur;
+            }
+            /* roof(f / tp, b / tp) = roof(f, b) / tp: the node's roofline once */
+            bool works = pn->fwd_flops > 0 || pn->bytes > 0;
+            double bwe = pl->bw > 0 ? pl->bw * o->memory_eff : 0;
+            double tf = works ? pn->roof_fwd / div + o->node_overhead_s : 0;
+            double tb = pn->bwd_flops > 0 || pn->n_bwd_kernels
+                            ? pn->roof_bwd / div + o->node_overhead_s * (pn->n_bwd_kernels ? pn->n_bwd_kernels : 1)
+                            : 0;
+            /* autocast's casts around it, and gradients accumulated into its output */
+            if (bwe > 0) {
+                tf += (double)pn->aux_fwd / div / bwe;
+                tb += ((double)pn->aux_bwd + (double)pn->acc_bytes) / div / bwe;
+            }
+            tf += o->node_overhead_s * pn->n_aux_fwd;
+            tb += o->node_overhead_s * (pn->n_aux_bwd + pn->n_acc);
+            fwd_s += tf;
+            bwd_s += tb;
+            if (o->checkpointing && b >= 0) rec_s += tf;
+            ps->fwd_flops += (uint64_t)((double)pn->fwd_flops / div);
+            ps->bwd_flops += (uint64_t)((double)pn->bwd_flops / div);
+            if (o->checkpointing && b >= 0) ps->recompute_flops += (uint64_t)((double)pn->fwd_flops / div);
+            if (tp > 1 && pn->tp_comm) tpc_s += 2.0 * (tp - 1) / tp * (double)pn->tp_comm / lb_tp;
+        }
+        ps->last = k - 1;
+        if (s == pp - 1 && o->loss && !o->inference && pl->loss_fwd_io) {
+            /* the cross-entropy's kernels (split over the vocabulary with the LM head) */
+            double ldiv = pl->vocab_split ? (double)tp : 1.0;
+            double bwe = pl->bw > 0 ? pl->bw * o->memory_eff : 0;
+            fwd_s += (bwe > 0 ? (double)pl->loss_fwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_fwd_kernels;
+            bwd_s += (bwe > 0 ? (double)pl->loss_bwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_bwd_kernels;
+        }
+        /* the loss's log-probabilities: split over the vocabulary with the LM head */
+        uint64_t loss = pl->vocab_split ? pl->loss_bytes / (uint64_t)tp : pl->loss_bytes;
+        if (s == pp - 1 && o->loss && !o->inference) acts += loss;
+        uint64_t P = p_rep + p_split / (uint64_t)tp;
+        ps->params = P;
+        mp_tplan_mem *mem = &ps->mem;
+        mp_tplan_model_states(P, o->precision, o->optimizer, zero, dp, mem);
+        if (o->optimizer == MP_OPT_ADAFACTOR)
+            mem->optimizer_bytes = mp_tplan_dbytes((mp_tplan_mixed(o->precision) || o->precision == MP_PREC_FP32 ? 4.0 : 2.0) /
+                                              (zero >= 1 ? dp : 1),
+                                          adafactor);
+        mem->activations_bytes = acts * (uint64_t)in_flight;
+        if (o->checkpointing) temp += blk_max; /* a block's recomputed set and its transient */
+        if (s == pp - 1 && o->loss && loss > 0 && 2 * loss > temp) temp = 2 * loss;
+        mem->temporary_bytes = temp;
+        mem->reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
+        /* the peak: at the start of the backward every kept activation and
+         * the largest transient are live. Gradients freed between steps
+         * (zero_grad(set_to_none=True), one rank, no accumulation) are
+         * allocated as the backward frees activations: then only the larger
+         * of the two counts. */
+        uint64_t fixed = mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes;
+        bool grads_transient = dp == 1 && m == 1 && zero == 0;
+        if (grads_transient) {
+            uint64_t a = mem->activations_bytes + mem->temporary_bytes;
+            uint64_t gr = mem->grads_bytes + mem->temporary_bytes;
+            mem->peak_bytes = fixed + (a > gr ? a : gr);
+        } else {
+            mem->peak_bytes = fixed + mem->grads_bytes + mem->activations_bytes + mem->temporary_bytes;
+        }
+        /* time per micro-batch */
+        ps->fwd_s = fwd_s;
+        ps->bwd_s = bwd_s;
+        ps->recompute_s = rec_s;
+        ps->tp_comm_s = tpc_s;
+        if (pp > 1 && s < pp - 1) {
+            /* the activation crossing to the next stage (the output of this
+             * stage's last block node), forward and its gradient back */
+            uint64_t boundary = 0;
+            for (int q = ps->last; q >= ps->first && q >= 0; q--)
+                if (pl->nodes[q].block >= 0 && pl->nodes[q].out_bytes) {
+                    boundary = pl->nodes[q].out_bytes;
+                    break;
+                }
+            ps->p2p_s = 2.0 * (double)boundary / lb_pp;
+        }
+        ps->mb_s = fwd_s + bwd_s + rec_s + tpc_s + ps->p2p_s;
+        if (ps->mb_s > worst_mb) worst_mb = ps->mb_s;
+        if (mem->peak_bytes > worst_peak || s == 0) {
+            worst_peak = mem->peak_bytes;
+            out->worst = s;
+            out->mem = *mem;
+        }
+        /* communication of data parallelism (per stage, its parameters) */
+        if (dp > 1) {
+            double d = (double)dp, f = (d - 1) / d;
+            double G = sb.grads * (double)P, W = sb.weights * (double)P;
+            double bytes = zero >= 3 ? f * G + 2 * f * W : (zero >= 1 ? f * G + f * W : 2 * f * G);
+            double tcomm = bytes / lb_dp;
+            if (tcomm > out->dp_comm_s) {
+                out->dp_comm_s = tcomm;
+                out->dp_comm_bytes = (uint64_t)bytes;
+            }
+        }
+        /* the optimizer step: memory-bound, over this rank's partition */
+        double upd = (double)(mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes) * 2 +
+                     (double)mem->grads_bytes;
+        double topt = pl->bw > 0 ? upd / (pl->bw * o->memory_eff) : 0;
+        if (topt > out->optimizer_s) out->optimizer_s = topt;
+        if (tpc_s > out->tp_comm_s) out->tp_comm_s = tpc_s;
+        if (ps->p2p_s > out->p2p_s) out->p2p_s = ps->p2p_s;
+    }
+    out->compute_s = (double)m * worst_mb;
+    out->bubble_s = (double)(pp - 1) * worst_mb;
+    out->step_s = out->compute_s + out->bubble_s + out->dp_comm_s + out->optimizer_s;
+}
+
+
+/* Every dp x tp x pp = G (tp a power of two up to 8 dividing the heads,
+ * pp up to the block count) and every ZeRO stage: rows[0..n). */
+/* prune: for the GPUs-needed search, a (tp, pp) whose most frugal ZeRO
+ * stage (3; 0 with one data-parallel rank) does not fit is not tried with
+ * the others (memory never drops from stage 3 to stage 0). */
+static int enumerate_layouts(mp_tplan *pl, int G, int *stamp, mp_fit_row *rows, int cap, bool prune) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_graph *g = pl->p->m->graph;
+    int n = 0;
+    for (int tp = 1; tp <= 8 && tp <= G; tp *= 2) {
+        if (G % tp) continue;
+        /* Megatron-LM: tp divides the heads and the KV heads (query groups) */
+        if (tp > 1 && (pl->split_nodes == 0 || (pl->heads > 0 && pl->heads % tp) ||
+                       (pl->kv_heads > 0 && pl->kv_heads % tp)))
+            continue;
+        for (int pp = 1; pp <= G / tp && pp <= 1024; pp++) {
+            if ((G / tp) % pp || (pp > 1 && pp > pl->n_blocks)) continue;
+            int dp = G / tp / pp;
+            for (int zi = 0; zi <= 3 && n < cap; zi++) {
+                int z = prune ? 3 - zi : zi;
+                if (dp == 1 && z > 0) {
+                    if (prune) continue;
+                    break;
+                }
+                layout_out fo;
+                int mm = o->micro_batches > 0 ? o->micro_batches : (pp > 1 ? 4 * pp : 1);
+                if (pl->stamp_base + (uint64_t)pp + 1 > (uint64_t)0x3fffffff) { /* stamps wrap */
+                    memset(stamp, 0, sizeof(int) * ((size_t)g->n_values + 1));
+                    pl->stamp_base = 1;
+                }
+                layout(pl, dp, tp, pp, mm, z, NULL, &fo, stamp, pl->stamp_base);
+                pl->stamp_base += (uint64_t)pp + 1;
+                mp_fit_row *r = &rows[n++];
+                r->dp = dp;
+                r->tp = tp;
+                r->pp = pp;
+                r->zero = z;
+                r->peak_bytes = fo.mem.peak_bytes + fo.mem.reserve_bytes;
+                /* without a GPU there is no step time: the layouts are
+                 * listed by memory only */
+                r->step_s = pl->have_gpu ? fo.step_s : -1;
+                double per_step = (pl->has_tokens ? (double)pl->tokens_per_mb : (double)pl->samples_per_mb) * mm * dp;
+                r->tokens_per_s = pl->have_gpu && fo.step_s > 0 ? per_step / fo.step_s : -1;
+                r->fits = pl->mem_bytes <= 0 || (double)r->peak_bytes <= pl->mem_bytes;
+                if (prune && !r->fits) break;
+            }
+        }
+    }
+    return n;
+}
+static int fit_cmp(const void *a, const void *b) {
+    const mp_fit_row *x = a, *y = b;
+    if (x->fits != y->fits) return x->fits ? -1 : 1;
+    if (x->tokens_per_s != y->tokens_per_s) return x->tokens_per_s > y->tokens_per_s ? -1 : 1;
+    if (x->peak_bytes != y->peak_bytes) return x->peak_bytes < y->peak_bytes ? -1 : 1;
+    return 0;
+}
+
+/* The plan's own layout (stages, memory, time), then --fit's layouts and
+ * the GPUs-needed search. */
+mp_status mp_tplan_layouts(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_graph *g = pl->p->m->graph;
+    for (int k = 0; k < pl->n_nodes; k++) {
+        mp_pnode *pn = &pl->nodes[k];
+        double peak = pn->lower ? pl->peak_low_flops : pl->peak_flops;
+        pn->roof_fwd = roof((double)pn->fwd_flops, peak, (double)pn->bytes, pl->bw, o);
+        pn->roof_bwd = roof((double)pn->bwd_flops, peak, 2.0 * (double)pn->bytes, pl->bw, o);
+    }
+    pl->stages = mp_arena_calloc(&pl->arena, (size_t)pl->pp, sizeof(mp_pstage));
+    int *stamp = calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!pl->stages || !stamp) {
+        free(stamp);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    layout_out lo;
+    layout(pl, pl->dp, pl->tp, pl->pp, pl->m, pl->zero, pl->stages, &lo, stamp, 0);
+    pl->stamp_base = (uint64_t)pl->pp + 1;
+    pl->mem = lo.mem;
+    pl->worst = lo.worst;
+    pl->compute_s = lo.compute_s;
+    pl->bubble_s = lo.bubble_s;
+    pl->dp_comm_s = lo.dp_comm_s;
+    pl->dp_comm_bytes = lo.dp_comm_bytes;
+    pl->tp_comm_s = lo.tp_comm_s;
+    pl->p2p_s = lo.p2p_s;
+    pl->optimizer_s = lo.optimizer_s;
+    pl->step_s = lo.step_s;
+    /* --fit: every dp x tp x pp of the GPUs and every ZeRO stage */
+    if (o->fit && !o->inference) {
+        int cap = 4096;
+        pl->fit = mp_arena_calloc(&pl->arena, (size_t)cap, sizeof(mp_fit_row));
+        if (!pl->fit) {
+            free(stamp);
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+        pl->n_fit = enumerate_layouts(pl, o->gpus > 0 ? o->gpus : 8, stamp, pl->fit, cap, false);
+    }
+    /* GPUs needed: the fewest (powers of two) with a layout that fits */
+    if (!o->inference && pl->mem_bytes > 0) {
+        mp_fit_row rows[512];
+        /* no layout of G GPUs holds less than the model states over G
+         * (ZeRO-3): start at that bound */
+        mp_tplan_mem ms;
+        mp_tplan_model_states(pl->params, o->precision, o->optimizer, 0, 1, &ms);
+        double states = (double)(ms.weights_bytes + ms.grads_bytes + ms.master_weights_bytes + ms.optimizer_bytes);
+        int G = 1;
+        while (G < 65536 && states / G > pl->mem_bytes) G *= 2;
+        for (; G <= 65536 && !pl->need.dp; G *= 2) {
+            int n = enumerate_layouts(pl, G, stamp, rows, (int)MP_ARRAY_LEN(rows), true);
+            for (int i = 0; i < n; i++)
+                if (rows[i].fits && (!pl->need.dp || rows[i].tokens_per_s > pl->need.tokens_per_s))
+                    pl->need = rows[i];
+        }
+    }
+    free(stamp);
+    if (pl->n_fit > 1) qsort(pl->fit, (size_t)pl->n_fit, sizeof *pl->fit, fit_cmp);
+    return MP_OK;
+}

@@ -1,0 +1,649 @@
+/* The pattern layer (src/analyze/patterns.h) on every export form: real
+ * exports (TorchScript in models/, the dynamo exporter in models/dynamo/)
+ * and the operators of opset 23 and com.microsoft built here. Each case
+ * says what the model has: blocks, heads, KV heads, head dim, the forms of
+ * its norms, activations, rotary and attention, the roles of every block's
+ * weight products, the embedding and LM head. Run from the repository
+ * root. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "analyze/patterns.h"
+#include "analyze/profile.h"
+#include "jsonr.h"
+#include "tbuild.h"
+#include "test.h"
+
+#define R(x) (1u << MP_WROLE_##x)
+
+/* What one export must give. */
+typedef struct pcase {
+    const char *file;
+    int64_t batch, seq;         /* dims batch and seq, when the export has them (0: static) */
+    int blocks, heads, kv_heads, head_dim;
+    int attn_form, mask;
+    bool causal;
+    int norm_kind, norm_form, n_norms;
+    int mlp, mlp_form;          /* the MLP activation (the gated one's kind) */
+    int rot_dim, rot_head;      /* 0: no rotary */
+    unsigned roles;             /* what every block has */
+    int64_t vocab;              /* -1: no token embedding */
+    int tied;                   /* -1: no LM head */
+    bool parallel, post_norm, qk_norm, gqa_repeat;
+    double scale;
+} pcase;
+
+static const pcase cases[] = {
+    /* TorchScript exporter (torch 1.13, opset 14) */
+    {"models/gpt2.onnx", 1, 16, 12, 12, 12, 64, MP_FORM_DECOMPOSED, MP_MASK_WHERE, true, MP_NORM_LAYER,
+     MP_FORM_DECOMPOSED, 25, MP_ACT_GELU_TANH, MP_FORM_DECOMPOSED, 0, 0, R(QKV) | R(O) | R(UP) | R(DOWN), 50257, 1,
+     false, false, false, false, 0.125},
+    {"models/bert_base.onnx", 1, 16, 12, 12, 12, 64, MP_FORM_DECOMPOSED, MP_MASK_ADD, false, MP_NORM_LAYER,
+     MP_FORM_DECOMPOSED, 25, MP_ACT_GELU, MP_FORM_DECOMPOSED, 0, 0, R(Q) | R(K) | R(V) | R(O) | R(UP) | R(DOWN),
+     30522, -1, false, true, false, false, 0.125},
+    {"models/llama_small.onnx", 1, 16, 4, 8, 8, 64, MP_FORM_DECOMPOSED, MP_MASK_ADD, true, MP_NORM_RMS,
+     MP_FORM_DECOMPOSED, 9, MP_ACT_SWIGLU, MP_FORM_DECOMPOSED, 64, 64,
+     R(Q) | R(K) | R(V) | R(O) | R(GATE) | R(UP) | R(DOWN), 32000, 0, false, false, false, false, 0.125},
+    {"models/vit_b_16.onnx", 1, 0, 12, 12, 12, 64, MP_FORM_DECOMPOSED, MP_MASK_NONE, false, MP_NORM_LAYER,
+     MP_FORM_DECOMPOSED, 25, MP_ACT_GELU, MP_FORM_DECOMPOSED, 0, 0, R(QKV) | R(O) | R(UP) | R(DOWN), -1, -1, false,
+     false, false, false, 0.125},
+    /* dynamo exporter (torch 2.11, opset 20): the project's own twins */
+    {"models/dynamo/gpt2_dynamo.onnx", 1, 16, 12, 12, 12, 64, MP_FORM_DECOMPOSED, MP_MASK_WHERE, true, MP_NORM_LAYER,
+     MP_FORM_OP, 25, MP_ACT_GELU_TANH, MP_FORM_DECOMPOSED, 0, 0, R(QKV) | R(O) | R(UP) | R(DOWN), 50257, 1, false,
+     false, false, false, 0.125},
+    {"models/dynamo/bert_base_dynamo.onnx", 1, 16, 12, 12, 12, 64, MP_FORM_DECOMPOSED, MP_MASK_ADD, false,
+     MP_NORM_LAYER, MP_FORM_OP, 25, MP_ACT_GELU, MP_FORM_OP, 0, 0, R(Q) | R(K) | R(V) | R(O) | R(UP) | R(DOWN), 30522,
+     -1, false, true, false, false, 0.125},
+    {"models/dynamo/llama_1b_4layers_dynamo.onnx", 1, 16, 4, 32, 8, 64, MP_FORM_DECOMPOSED, MP_MASK_ADD, true,
+     MP_NORM_RMS, MP_FORM_DECOMPOSED, 9, MP_ACT_SWIGLU, MP_FORM_DECOMPOSED, 64, 64,
+     R(Q) | R(K) | R(V) | R(O) | R(GATE) | R(UP) | R(DOWN), 128256, 1, false, false, false, true, 0.125},
+    /* dynamo exporter, Hugging Face modules (decomposed SDPA) */
+    {"models/dynamo/distilbert_base.onnx", 1, 16, 6, 12, 12, 64, MP_FORM_SDPA, MP_MASK_ADD, false, MP_NORM_LAYER,
+     MP_FORM_OP, 13, MP_ACT_GELU, MP_FORM_OP, 0, 0, R(Q) | R(K) | R(V) | R(O) | R(UP) | R(DOWN), 30522, -1, false,
+     true, false, false, 0.125},
+    {"models/dynamo/opt_125m.onnx", 1, 16, 12, 12, 12, 64, MP_FORM_SDPA, MP_MASK_ADD, true, MP_NORM_LAYER, MP_FORM_OP,
+     25, MP_ACT_RELU, MP_FORM_OP, 0, 0, R(Q) | R(K) | R(V) | R(O) | R(UP) | R(DOWN), 50272, 1, false, false, false,
+     false, 0.125},
+    {"models/dynamo/pythia_70m.onnx", 1, 16, 6, 8, 8, 64, MP_FORM_SDPA, MP_MASK_ADD, true, MP_NORM_LAYER, MP_FORM_OP,
+     13, MP_ACT_GELU, MP_FORM_OP, 16, 64, R(QKV) | R(O) | R(UP) | R(DOWN), 50304, 0, true, false, false, false,
+     0.125},
+    /* Qwen3-0.6B's layer (qwen3_2layers.json: q_proj makes 2048 features,
+     * k_proj 1024, head_dim 128: 16 query heads, 8 KV heads) */
+    {"models/dynamo/qwen3_2layers.onnx", 1, 16, 2, 16, 8, 128, MP_FORM_SDPA, MP_MASK_ADD, true, MP_NORM_RMS,
+     MP_FORM_DECOMPOSED, 9, MP_ACT_SWIGLU, MP_FORM_DECOMPOSED, 128, 128,
+     R(Q) | R(K) | R(V) | R(O) | R(GATE) | R(UP) | R(DOWN), 151936, 1, false, false, true, true,
+     0.08838834764831845},
+    {"models/dynamo/timm_deit_small_distilled_patch16_224.onnx", 0, 0, 12, 6, 6, 64, MP_FORM_SDPA, MP_MASK_NONE,
+     false, MP_NORM_LAYER, MP_FORM_OP, 25, MP_ACT_GELU, MP_FORM_OP, 0, 0, R(QKV) | R(O) | R(UP) | R(DOWN), -1, -1,
+     false, false, false, false, 0.125},
+};
+
+static mp_model *load(const char *file, int64_t batch, int64_t seq, mp_profile **p) {
+    mp_model *m = NULL;
+    *p = NULL;
+    if (mp_model_load(file, &m) || (batch && mp_model_set_dim(m, "batch", batch)) ||
+        (seq && mp_model_set_dim(m, "seq", seq)) || mp_profile_static(m, p)) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", file, mp_last_error());
+        mp_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+#define CHECK_EQ(what, got, want)                                                                          \
+    do {                                                                                                   \
+        long long g_ = (long long)(got), w_ = (long long)(want);                                           \
+        if (g_ != w_) mp_t_fail(__FILE__, __LINE__, "%s: %s %lld, expected %lld", c->file, what, g_, w_); \
+    } while (0)
+
+static void check_case(const pcase *c) {
+    mp_profile *prof;
+    mp_model *m = load(c->file, c->batch, c->seq, &prof);
+    if (!m) return;
+    const mp_graph *g = m->graph;
+    const mp_patterns *p = mp_patterns_of(g);
+    if (!p) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", c->file, mp_last_error());
+        goto done;
+    }
+    T_CHECK(mp_patterns_of(g) == p); /* found once per shaped graph */
+    CHECK_EQ("blocks", p->n_blocks, c->blocks);
+    CHECK_EQ("attentions", p->n_attn, c->blocks);
+    CHECK_EQ("heads", p->heads, c->heads);
+    CHECK_EQ("kv heads", p->kv_heads, c->kv_heads);
+    CHECK_EQ("head dim", p->head_dim, c->head_dim);
+    CHECK_EQ("norms", p->n_norms, c->n_norms);
+    CHECK_EQ("not recognised", p->n_miss, 0);
+    CHECK_EQ("vocabulary", p->vocab, c->vocab);
+    CHECK_EQ("tied", c->tied < 0 ? p->lm_head : p->tied, c->tied < 0 ? -1 : c->tied);
+    if (c->tied >= 0) T_CHECK(p->final_norm >= 0 && (p->norms[p->final_norm].roles & (1u << MP_NROLE_FINAL)));
+    for (int i = 0; i < p->n_norms; i++) {
+        CHECK_EQ("norm kind", p->norms[i].kind, c->norm_kind);
+        CHECK_EQ("norm form", p->norms[i].form, c->norm_form);
+    }
+    /* the KV cache: K and V of every layer, KV heads x head dim */
+    int unk;
+    CHECK_EQ("KV elements per token", mp_patterns_kv_elems_per_token(p, &unk),
+             (int64_t)c->blocks * 2 * c->kv_heads * c->head_dim);
+    CHECK_EQ("attentions of unknown size", unk, 0);
+    int rotaries = 0;
+    for (int i = 0; i < p->n_rotary; i++) {
+        const mp_protary *r = &p->rotary[i];
+        rotaries++;
+        CHECK_EQ("rotary dims", r->rot_dim, c->rot_dim);
+        CHECK_EQ("rotary head dim", r->head_dim, c->rot_head);
+        T_CHECK(r->attn >= 0 && r->cos >= 0 && r->sin >= 0);
+    }
+    CHECK_EQ("rotaries (q and k per block)", rotaries, c->rot_dim ? 2 * c->blocks : 0);
+    for (int bi = 0; bi < p->n_blocks; bi++) {
+        const mp_pblock *b = &p->blocks[bi];
+        const mp_pattn *a = &p->attn[b->attn];
+        T_CHECK(b->module >= 0);
+        T_CHECK(a->block == bi);
+        CHECK_EQ("attention form", a->form, c->attn_form);
+        CHECK_EQ("mask", a->mask, c->mask);
+        CHECK_EQ("causal", a->causal, c->causal);
+        CHECK_EQ("block heads", b->heads, c->heads);
+        CHECK_EQ("block kv heads", b->kv_heads, c->kv_heads);
+        CHECK_EQ("block head dim", b->head_dim, c->head_dim);
+        CHECK_EQ("MLP", b->mlp_kind, c->mlp);
+        CHECK_EQ("MLP form", p->acts[b->mlp].form, c->mlp_form);
+        CHECK_EQ("parallel", b->parallel, c->parallel);
+        if (fabs(a->scale - c->scale) > 1e-6 * c->scale)
+            mp_t_fail(__FILE__, __LINE__, "%s: block %d: scale %g, expected %g", c->file, bi, a->scale, c->scale);
+        unsigned roles = 0;
+        for (int r = 0; r < MP_WROLE_COUNT; r++)
+            if (b->w[r].node >= 0) roles |= 1u << r;
+        CHECK_EQ("weight roles", roles, c->roles);
+        /* the roles' widths: heads x head dim in and out of the attention */
+        int64_t qd = (int64_t)c->heads * c->head_dim, kvd = (int64_t)c->kv_heads * c->head_dim;
+        if (roles & R(QKV)) CHECK_EQ("qkv width", b->w[MP_WROLE_QKV].out, qd + 2 * kvd);
+        if (roles & R(Q)) CHECK_EQ("q width", b->w[MP_WROLE_Q].out, qd);
+        if (roles & R(K)) CHECK_EQ("k width", b->w[MP_WROLE_K].out, kvd);
+        if (roles & R(V)) CHECK_EQ("v width", b->w[MP_WROLE_V].out, kvd);
+        CHECK_EQ("o width", b->w[MP_WROLE_O].in, qd);
+        CHECK_EQ("ffn", b->ffn, b->w[MP_WROLE_DOWN].in);
+        CHECK_EQ("hidden", b->hidden, b->w[MP_WROLE_O].out);
+        T_CHECK(b->norm[MP_NROLE_ATTN_IN] >= 0 && b->norm[MP_NROLE_MLP_IN] >= 0);
+        CHECK_EQ("post-norm", b->norm[MP_NROLE_ATTN_OUT] >= 0 && b->norm[MP_NROLE_MLP_OUT] >= 0, c->post_norm);
+        CHECK_EQ("q/k norms", b->norm[MP_NROLE_Q] >= 0 && b->norm[MP_NROLE_K] >= 0, c->qk_norm);
+        CHECK_EQ("rotary on q", a->rotary_q >= 0, c->rot_dim > 0);
+        CHECK_EQ("rotary on k", a->rotary_k >= 0, c->rot_dim > 0);
+        /* K and V before any repetition: [B, kv heads, S, D]; after: [B, heads, S, D] */
+        CHECK_EQ("K repeated", a->k_kv != a->k, c->gqa_repeat);
+        CHECK_EQ("V repeated", a->v_kv != a->v, c->gqa_repeat);
+        const mp_value *kkv = a->k_kv >= 0 ? &g->values[a->k_kv] : NULL, *vkv = &g->values[a->v_kv];
+        if (c->gqa_repeat && kkv) {
+            CHECK_EQ("K cache heads", kkv->dims[1], c->kv_heads);
+            CHECK_EQ("V cache heads", vkv->dims[1], c->kv_heads);
+            CHECK_EQ("repeated K heads", g->values[a->k].dims[1], c->heads);
+        }
+        /* every member of the attention points back at it */
+        for (int i = 0; i < a->n; i++) {
+            mp_pref r = mp_pattern_at(p, p->members[a->first + i].node);
+            T_CHECK(r.kind == MP_PAT_ATTN && r.index == b->attn);
+        }
+        T_CHECK(a->qk >= 0 && mp_pattern_at(p, a->qk).part == MP_PART_QK);
+        T_CHECK(a->pv >= 0 && mp_pattern_at(p, a->pv).part == MP_PART_PV);
+        T_CHECK(mp_pattern_at(p, a->softmax).part == MP_PART_SOFTMAX);
+        CHECK_EQ("guard", a->guard, c->attn_form == MP_FORM_SDPA && c->mask != MP_MASK_NONE);
+        if (c->seq) {
+            CHECK_EQ("query length", a->seq_q, c->seq);
+            CHECK_EQ("key length", a->seq_k, c->seq);
+        }
+    }
+done:
+    mp_profile_free(prof);
+    mp_model_free(m);
+}
+
+static void t_exports(void) {
+    for (size_t i = 0; i < MP_ARRAY_LEN(cases); i++) check_case(&cases[i]);
+}
+
+/* The Qwen3 fixture's sizes from PyTorch's own figures beside it: q_proj
+ * and k_proj FLOPs over 2 x batch x seq x hidden give the features they
+ * make, which are heads x head dim and KV heads x head dim. */
+static void t_qwen3_config(void) {
+    size_t len;
+    char *text = jr_slurp("models/dynamo/qwen3_2layers.json", &len);
+    jr *ref = text ? jr_parse(text, len, NULL) : NULL;
+    free(text);
+    if (!ref) {
+        mp_t_fail(__FILE__, __LINE__, "qwen3_2layers.json: cannot read it");
+        return;
+    }
+    int64_t b = jr_at(jr_path(ref, "inputs.input_ids"), 0)->i, s = jr_at(jr_path(ref, "inputs.input_ids"), 1)->i;
+    int64_t hidden = jr_path(ref, "module_params.model.norm") ? 0 : 0;
+    const jr *mp = jr_get(ref, "module_params");
+    for (const jr *e = mp ? mp->child : NULL; e; e = e->next)
+        if (strcmp(e->key, "model.norm") == 0) hidden = e->i;
+    const jr *pm = jr_path(ref, "flop_counter.per_module");
+    int64_t qf = 0, kf = 0;
+    for (const jr *e = pm ? pm->child : NULL; e; e = e->next) {
+        if (strcmp(e->key, "Qwen3ForCausalLM.model.layers.0.self_attn.q_proj") == 0) qf = e->i;
+        if (strcmp(e->key, "Qwen3ForCausalLM.model.layers.0.self_attn.k_proj") == 0) kf = e->i;
+    }
+    jr_free(ref);
+    T_EQ(hidden, 1024);
+    int64_t qw = qf / (2 * b * s * hidden), kw = kf / (2 * b * s * hidden);
+    mp_profile *prof;
+    mp_model *m = load("models/dynamo/qwen3_2layers.onnx", b, s, &prof);
+    if (!m) return;
+    const mp_patterns *p = mp_patterns_of(m->graph);
+    T_CHECK(p != NULL);
+    if (p) {
+        T_EQ(p->heads * p->head_dim, qw);
+        T_EQ(p->kv_heads * p->head_dim, kw);
+        T_EQ(p->hidden, hidden);
+        for (int i = 0; i < p->n_blocks; i++) T_EQ(p->blocks[i].w[MP_WROLE_Q].out, qw);
+    }
+    mp_profile_free(prof);
+    mp_model_free(m);
+}
+
+/* Patterns follow the graph's shapes: found again after another dim. */
+static void t_shapes_change(void) {
+    mp_profile *prof;
+    mp_model *m = load("models/dynamo/qwen3_2layers.onnx", 1, 16, &prof);
+    if (!m) return;
+    const mp_patterns *p = mp_patterns_of(m->graph);
+    T_CHECK(p && p->attn[0].seq_q == 16);
+    mp_profile_free(prof);
+    prof = NULL;
+    T_OK(mp_model_set_dim(m, "seq", 40));
+    T_OK(mp_profile_static(m, &prof));
+    p = mp_patterns_of(m->graph);
+    T_CHECK(p && p->attn[0].seq_q == 40 && p->attn[0].seq_k == 40);
+    mp_profile_free(prof);
+    mp_model_free(m);
+}
+
+/* ---- built graphs: the operators and forms no fixture has ---- */
+
+#define F MP_DT_FLOAT
+
+/* A model importing the default domain at `opset` and com.microsoft 1. */
+static mp_model *ms_new(int opset) {
+    mp_model *m = tb_new(opset);
+    tb_opset(m, "com.microsoft", 1);
+    return m;
+}
+
+static const mp_patterns *built(mp_model *m, mp_profile **p) {
+    *p = tb_prof(m);
+    const mp_patterns *pp = *p ? mp_patterns_of(m->graph) : NULL;
+    T_CHECK(pp != NULL);
+    return pp;
+}
+
+/* Attention (opset 23): rank 4 with GQA and a boolean mask; rank 3 with
+ * q_num_heads / kv_num_heads, causal. */
+static void t_attention_op23(void) {
+    for (int form = 0; form < 2; form++) {
+        mp_model *m = tb_new(23);
+        if (form == 0) {
+            tb_input(m, "q", F, 4, TB_DIMS(2, 4, 5, 8));
+            tb_input(m, "k", F, 4, TB_DIMS(2, 2, 7, 8));
+            tb_input(m, "v", F, 4, TB_DIMS(2, 2, 7, 8));
+            tb_input(m, "mask", MP_DT_BOOL, 2, TB_DIMS(5, 7));
+            tb_node(m, "Attention", "q,k,v,mask", "y");
+        } else {
+            tb_input(m, "q", F, 3, TB_DIMS(2, 5, 32));
+            tb_input(m, "k", F, 3, TB_DIMS(2, 5, 16));
+            tb_input(m, "v", F, 3, TB_DIMS(2, 5, 16));
+            int n = tb_node(m, "Attention", "q,k,v", "y");
+            tb_attr_i(m, n, "q_num_heads", 4);
+            tb_attr_i(m, n, "kv_num_heads", 2);
+            tb_attr_i(m, n, "is_causal", 1);
+        }
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        if (p && p->n_attn == 1) {
+            const mp_pattn *a = &p->attn[0];
+            T_EQ(a->form, MP_FORM_OP);
+            T_EQ(a->heads, 4);
+            T_EQ(a->kv_heads, 2);
+            T_EQ(a->head_dim, 8);
+            T_EQ(a->seq_q, 5);
+            T_EQ(a->seq_k, form == 0 ? 7 : 5);
+            T_EQ(a->mask, form == 0 ? MP_MASK_BOOL : MP_MASK_CAUSAL_OP);
+            T_EQ(a->causal, form == 1);
+            T_EQ(a->k_kv, tb_val(m, "k") - m->graph->values);
+            T_CHECK(fabs(a->scale - 1.0 / sqrt(8.0)) < 1e-12);
+            T_EQ(mp_pattern_at(p, a->op).part, MP_PART_OP);
+            int unk;
+            T_EQ_U64(mp_patterns_kv_elems_per_token(p, &unk), 2 * (8 + 8));
+        } else {
+            mp_t_fail(__FILE__, __LINE__, "form %d: %d attentions", form, p ? p->n_attn : -1);
+        }
+        tb_done(m, prof);
+    }
+}
+
+/* A block of com.microsoft operators: LayerNormalization, Attention (its
+ * QKV projection inside), the output MatMul, SkipLayerNormalization,
+ * MatMul, FastGelu, MatMul. Then MultiHeadAttention and
+ * GroupQueryAttention fed by their own projections. */
+static void t_attention_contrib(void) {
+    for (int form = 0; form < 3; form++) {
+        mp_model *m = ms_new(17);
+        tb_input(m, "x", F, 3, TB_DIMS(2, 5, 32));
+        tb_weight(m, "g", F, 1, TB_DIMS(32));
+        tb_weight(m, "b", F, 1, TB_DIMS(32));
+        tb_weight(m, "wo", F, 2, TB_DIMS(32, 32));
+        tb_weight(m, "wu", F, 2, TB_DIMS(32, 64));
+        tb_weight(m, "bu", F, 1, TB_DIMS(64));
+        tb_weight(m, "wd", F, 2, TB_DIMS(64, 32));
+        tb_node(m, "LayerNormalization", "x,g,b", "h");
+        if (form == 0) {
+            tb_weight(m, "wqkv", F, 2, TB_DIMS(32, 96));
+            tb_weight(m, "bqkv", F, 1, TB_DIMS(96));
+            int a = tb_node_d(m, "com.microsoft", "Attention", "h,wqkv,bqkv", "att");
+            tb_attr_i(m, a, "num_heads", 4);
+            tb_attr_i(m, a, "unidirectional", 1);
+        } else {
+            tb_weight(m, "wq", F, 2, TB_DIMS(32, 32));
+            tb_weight(m, "wk", F, 2, TB_DIMS(32, form == 2 ? 16 : 32));
+            tb_weight(m, "wv", F, 2, TB_DIMS(32, form == 2 ? 16 : 32));
+            tb_node(m, "MatMul", "h,wq", "q");
+            tb_node(m, "MatMul", "h,wk", "k");
+            tb_node(m, "MatMul", "h,wv", "v");
+            if (form == 1) {
+                int a = tb_node_d(m, "com.microsoft", "MultiHeadAttention", "q,k,v", "att");
+                tb_attr_i(m, a, "num_heads", 4);
+            } else {
+                tb_const_i(m, "seqlens", MP_DT_INT32, 1, TB_DIMS(2), (const int64_t[]){4, 4});
+                tb_const_i(m, "total", MP_DT_INT32, 0, NULL, (const int64_t[]){5});
+                int a = tb_node_d(m, "com.microsoft", "GroupQueryAttention", "q,k,v,,,seqlens,total", "att");
+                tb_attr_i(m, a, "num_heads", 4);
+                tb_attr_i(m, a, "kv_num_heads", 2);
+            }
+        }
+        tb_node(m, "MatMul", "att,wo", "o");
+        tb_node_d(m, "com.microsoft", "SkipLayerNormalization", "o,x,g,b", "h2");
+        tb_node(m, "MatMul", "h2,wu", "u");
+        tb_node_d(m, "com.microsoft", "FastGelu", "u,bu", "a2");
+        tb_node(m, "MatMul", "a2,wd", "y");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        if (!p || p->n_blocks != 1 || p->n_attn != 1) {
+            mp_t_fail(__FILE__, __LINE__, "form %d: %d blocks", form, p ? p->n_blocks : -1);
+            tb_done(m, prof);
+            continue;
+        }
+        const mp_pattn *a = &p->attn[0];
+        const mp_pblock *b = &p->blocks[0];
+        T_EQ(a->form, MP_FORM_CONTRIB);
+        T_EQ(a->heads, 4);
+        T_EQ(a->kv_heads, form == 2 ? 2 : 4);
+        T_EQ(a->head_dim, 8);
+        T_EQ(a->causal, form != 1);
+        T_EQ(a->mask, form == 1 ? MP_MASK_NONE : MP_MASK_CAUSAL_OP);
+        if (form == 0) {
+            T_EQ(a->q, -1);
+            T_EQ(b->w[MP_WROLE_QKV].node, a->op);
+            T_EQ(b->w[MP_WROLE_QKV].out, 96);
+        } else {
+            T_EQ(b->w[MP_WROLE_Q].out, 32);
+            T_EQ(b->w[MP_WROLE_K].out, form == 2 ? 16 : 32);
+            T_CHECK(b->w[MP_WROLE_V].node >= 0);
+        }
+        T_CHECK(b->w[MP_WROLE_O].node >= 0 && b->w[MP_WROLE_UP].node >= 0 && b->w[MP_WROLE_DOWN].node >= 0);
+        T_EQ(b->mlp_kind, MP_ACT_GELU_TANH);
+        T_EQ(p->acts[b->mlp].form, MP_FORM_CONTRIB);
+        T_EQ(p->acts[b->mlp].bias, tb_val(m, "bu") - m->graph->values);
+        T_EQ(p->n_norms, 2);
+        T_EQ(p->norms[1].kind, MP_NORM_LAYER);
+        T_EQ(p->norms[1].form, MP_FORM_CONTRIB);
+        T_EQ(p->norms[1].skip, tb_val(m, "x") - m->graph->values);
+        T_CHECK(b->norm[MP_NROLE_ATTN_IN] == 0 && b->norm[MP_NROLE_MLP_IN] == 1);
+        tb_done(m, prof);
+    }
+}
+
+/* Whole norms, activations and rotaries of opset 23/24 and
+ * com.microsoft, each on its own. */
+static void t_whole_ops(void) {
+    static const struct {
+        const char *domain, *op;
+        int opset, kind, what, form;
+    } ops[] = {
+        {"", "RMSNormalization", 23, MP_PAT_NORM, MP_NORM_RMS, MP_FORM_OP},
+        {"", "SimplifiedLayerNormalization", 17, MP_PAT_NORM, MP_NORM_RMS, MP_FORM_OP},
+        {"com.microsoft", "SkipSimplifiedLayerNormalization", 17, MP_PAT_NORM, MP_NORM_RMS, MP_FORM_CONTRIB},
+        {"", "Gelu", 20, MP_PAT_ACT, MP_ACT_GELU_TANH, MP_FORM_OP},
+        {"", "Swish", 24, MP_PAT_ACT, MP_ACT_SILU, MP_FORM_OP},
+        {"com.microsoft", "BiasGelu", 17, MP_PAT_ACT, MP_ACT_GELU, MP_FORM_CONTRIB},
+        {"com.microsoft", "QuickGelu", 17, MP_PAT_ACT, MP_ACT_QUICK_GELU, MP_FORM_CONTRIB},
+        {"", "RotaryEmbedding", 23, MP_PAT_ROTARY, 4, MP_FORM_OP},
+        {"com.microsoft", "RotaryEmbedding", 17, MP_PAT_ROTARY, 8, MP_FORM_CONTRIB},
+    };
+    for (size_t i = 0; i < MP_ARRAY_LEN(ops); i++) {
+        mp_model *m = ms_new(ops[i].opset);
+        tb_input(m, "x", F, 4, TB_DIMS(2, 3, 5, 8));
+        tb_weight(m, "s", F, 1, TB_DIMS(8));
+        int n;
+        bool ms = ops[i].domain[0] != 0;
+        if (ops[i].kind == MP_PAT_ROTARY) {
+            tb_weight(m, "cos", F, 2, TB_DIMS(16, ms ? 4 : 2));
+            tb_weight(m, "sin", F, 2, TB_DIMS(16, ms ? 4 : 2));
+            tb_input(m, "pos", MP_DT_INT64, 2, TB_DIMS(2, 5));
+            n = tb_node_d(m, ops[i].domain, ops[i].op, ms ? "x,pos,cos,sin" : "x,cos,sin,pos", "y");
+            if (!ms) tb_attr_i(m, n, "rotary_embedding_dim", 4);
+        } else if (strstr(ops[i].op, "Skip")) { /* [B, S, H] */
+            tb_input(m, "x3", F, 3, TB_DIMS(2, 15, 8));
+            n = tb_node_d(m, ops[i].domain, ops[i].op, "x3,x3,s", "y");
+        } else if (ops[i].kind == MP_PAT_NORM || strcmp(ops[i].op, "BiasGelu") == 0) {
+            n = tb_node_d(m, ops[i].domain, ops[i].op, "x,s", "y");
+        } else {
+            n = tb_node_d(m, ops[i].domain, ops[i].op, "x", "y");
+        }
+        if (strcmp(ops[i].op, "Gelu") == 0) tb_attr_s(m, n, "approximate", "tanh");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        mp_pref r = mp_pattern_at(p, n);
+        if (r.kind != ops[i].kind) {
+            mp_t_fail(__FILE__, __LINE__, "%s: kind %d", ops[i].op, r.kind);
+        } else if (r.kind == MP_PAT_NORM) {
+            T_EQ(p->norms[r.index].kind, ops[i].what);
+            T_EQ(p->norms[r.index].form, ops[i].form);
+            T_EQ(p->norms[r.index].dim, 8);
+            T_EQ(p->norms[r.index].scale, tb_val(m, "s") - m->graph->values);
+        } else if (r.kind == MP_PAT_ACT) {
+            T_EQ(p->acts[r.index].kind, ops[i].what);
+            T_EQ(p->acts[r.index].form, ops[i].form);
+        } else {
+            T_EQ(p->rotary[r.index].rot_dim, ops[i].what);
+            T_EQ(p->rotary[r.index].head_dim, 8);
+            T_EQ(p->rotary[r.index].form, ops[i].form);
+        }
+        T_EQ(r.part, MP_PART_OP);
+        tb_done(m, prof);
+    }
+}
+
+/* Decomposed forms the fixtures do not have: GELU with Mul(x, 1/sqrt 2),
+ * LayerNorm with Reciprocal, SiLU, attention with a dropout, K^T by one
+ * Transpose and K/V repeated by Tile; then what is not an attention. */
+static void t_decomposed_forms(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 5, 16));
+    tb_const_f(m, "c1", F, 0, NULL, (const double[]){0.7071067811865476});
+    tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
+    tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
+    tb_const_f(m, "two", F, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "eps", F, 0, NULL, (const double[]){1e-5});
+    /* GELU: x * 0.5 * (1 + erf(x * 0.7071)) as Mul(Mul(x, 0.5), 1 + erf) */
+    tb_node(m, "Mul", "x,c1", "g1");
+    int erf = tb_node(m, "Erf", "g1", "g2");
+    tb_node(m, "Add", "g2,one", "g3");
+    tb_node(m, "Mul", "x,half", "gh");
+    tb_node(m, "Mul", "gh,g3", "gy");
+    /* LayerNorm with Reciprocal(Sqrt) and Mul */
+    int mean = tb_node(m, "ReduceMean", "gy", "m");
+    tb_attr_ints(m, mean, "axes", 1, TB_DIMS(-1));
+    tb_node(m, "Sub", "gy,m", "d");
+    tb_node(m, "Pow", "d,two", "d2");
+    int var = tb_node(m, "ReduceMean", "d2", "var");
+    tb_attr_ints(m, var, "axes", 1, TB_DIMS(-1));
+    tb_node(m, "Add", "var,eps", "ve");
+    tb_node(m, "Sqrt", "ve", "sd");
+    tb_node(m, "Reciprocal", "sd", "rs");
+    tb_node(m, "Mul", "d,rs", "ln");
+    /* SiLU */
+    int sig = tb_node(m, "Sigmoid", "ln", "sg");
+    tb_node(m, "Mul", "ln,sg", "si");
+    /* attention on [2, 2, 5, 8] heads: q = k^T source, K and V tiled from 1 head */
+    tb_const_i(m, "shp", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){2, 5, 2, 8});
+    tb_node(m, "Reshape", "si,shp", "r4");
+    int tq = tb_node(m, "Transpose", "r4", "q");
+    tb_attr_ints(m, tq, "perm", 4, TB_DIMS(0, 2, 1, 3));
+    tb_input(m, "kv", F, 4, TB_DIMS(2, 1, 5, 8));
+    tb_const_i(m, "reps", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){1, 2, 1, 1});
+    tb_node(m, "Tile", "kv,reps", "k");
+    tb_node(m, "Tile", "kv,reps", "v");
+    int kt = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    int qk = tb_node(m, "MatMul", "q,kt", "s");
+    tb_const_f(m, "sc", F, 0, NULL, (const double[]){0.35355339059327373});
+    tb_node(m, "Mul", "s,sc", "s2");
+    int sm = tb_node(m, "Softmax", "s2", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "Dropout", "p", "pd");
+    int pv = tb_node(m, "MatMul", "pd,v", "y");
+    /* not attentions: a softmax whose probabilities are the output */
+    int sm2 = tb_node(m, "Softmax", "s2", "p2");
+    tb_attr_i(m, sm2, "axis", -1);
+    tb_output(m, "y");
+    tb_output(m, "p2");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (!p) {
+        tb_done(m, prof);
+        return;
+    }
+    mp_pref r = mp_pattern_at(p, erf);
+    T_EQ(r.kind, MP_PAT_ACT);
+    if (r.kind == MP_PAT_ACT) {
+        T_EQ(p->acts[r.index].kind, MP_ACT_GELU);
+        T_EQ(p->acts[r.index].n, 5);
+        T_EQ(p->acts[r.index].y, tb_val(m, "gy") - m->graph->values);
+    }
+    r = mp_pattern_at(p, mean);
+    T_EQ(r.kind, MP_PAT_NORM);
+    if (r.kind == MP_PAT_NORM) {
+        T_EQ(p->norms[r.index].kind, MP_NORM_LAYER);
+        T_EQ(p->norms[r.index].n, 8);
+        T_CHECK(fabs(p->norms[r.index].eps - 1e-5) < 1e-12);
+    }
+    r = mp_pattern_at(p, sig);
+    T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_SILU);
+    /* the softmax s2 feeds two: the scores are read outside: neither is an attention */
+    T_EQ(p->n_attn, 0);
+    T_EQ(mp_pattern_at(p, qk).kind, MP_PAT_NONE);
+    T_EQ(mp_pattern_at(p, pv).kind, MP_PAT_NONE);
+    T_CHECK(p->n_miss >= 1);
+    bool named = false;
+    for (int i = 0; i < p->n_miss; i++)
+        if (p->miss[i].node == sm && p->miss[i].kind == MP_PAT_ATTN && strstr(p->miss[i].why, "read outside"))
+            named = true;
+    T_CHECK(named);
+    tb_done(m, prof);
+}
+
+/* The attention of t_decomposed_forms on its own (no second reader): a
+ * dropout, K^T by one Transpose, K and V repeated by Tile. */
+static void t_attention_tile_dropout(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "q", F, 4, TB_DIMS(2, 4, 5, 8));
+    tb_input(m, "kv", F, 4, TB_DIMS(2, 2, 5, 8));
+    tb_input(m, "vv", F, 4, TB_DIMS(2, 2, 5, 8));
+    tb_const_i(m, "reps", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){1, 2, 1, 1});
+    tb_node(m, "Tile", "kv,reps", "k");
+    tb_node(m, "Tile", "vv,reps", "v");
+    int kt = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    tb_node(m, "MatMul", "q,kt", "s");
+    tb_const_f(m, "sc", F, 0, NULL, (const double[]){0.5});
+    tb_node(m, "Div", "s,sc", "s2");
+    int sm = tb_node(m, "Softmax", "s2", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "Dropout", "p", "pd");
+    tb_node(m, "MatMul", "pd,v", "y");
+    tb_output(m, "y");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (p && p->n_attn == 1) {
+        const mp_pattn *a = &p->attn[0];
+        T_EQ(a->form, MP_FORM_DECOMPOSED);
+        T_CHECK(a->dropout);
+        T_EQ(a->n, 8); /* Tile x2, Transpose, MatMul, Div, Softmax, Dropout, MatMul */
+        T_EQ(a->heads, 4);
+        T_EQ(a->kv_heads, 2);
+        T_EQ(a->k_kv, tb_val(m, "kv") - m->graph->values);
+        T_EQ(a->v_kv, tb_val(m, "vv") - m->graph->values);
+        T_CHECK(fabs(a->scale - 2.0) < 1e-12);
+        T_EQ(p->n_blocks, 1);
+        T_EQ(p->n_miss, 1); /* its Q, K, V come from no weight product */
+    } else {
+        mp_t_fail(__FILE__, __LINE__, "%d attentions", p ? p->n_attn : -1);
+    }
+    tb_done(m, prof);
+}
+
+/* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
+ * up) between weight products: an MLP of kind geglu with gate, up and down. */
+static void t_quick_gelu_geglu(void) {
+    mp_model *m = tb_new(20);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 5, 16));
+    tb_weight(m, "wg", F, 2, TB_DIMS(16, 32));
+    tb_weight(m, "wu", F, 2, TB_DIMS(16, 32));
+    tb_weight(m, "wd", F, 2, TB_DIMS(32, 16));
+    tb_const_f(m, "k", F, 0, NULL, (const double[]){1.702});
+    tb_node(m, "Mul", "x,k", "xk");
+    int sig = tb_node(m, "Sigmoid", "xk", "s");
+    tb_node(m, "Mul", "x,s", "qg");
+    tb_node(m, "MatMul", "qg,wg", "g");
+    tb_node(m, "MatMul", "qg,wu", "u");
+    int ge = tb_node(m, "Gelu", "g", "ga");
+    int gm = tb_node(m, "Mul", "ga,u", "h");
+    tb_node(m, "MatMul", "h,wd", "y");
+    tb_output(m, "y");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (p) {
+        mp_pref r = mp_pattern_at(p, sig);
+        T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_QUICK_GELU &&
+                p->acts[r.index].form == MP_FORM_DECOMPOSED && p->acts[r.index].n == 3);
+        r = mp_pattern_at(p, ge);
+        T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_GELU && p->acts[r.index].outer >= 0);
+        r = mp_pattern_at(p, gm);
+        T_CHECK(r.kind == MP_PAT_ACT && r.part == MP_PART_GATE);
+        if (r.kind == MP_PAT_ACT) {
+            const mp_pact *a = &p->acts[r.index];
+            T_EQ(a->kind, MP_ACT_GEGLU);
+            T_EQ(a->up, tb_val(m, "u") - m->graph->values);
+            T_EQ(a->act_out, tb_val(m, "ga") - m->graph->values);
+            T_EQ(a->x, tb_val(m, "g") - m->graph->values);
+            T_EQ(p->acts[a->inner].outer, r.index);
+        }
+    }
+    tb_done(m, prof);
+}
+
+MP_TESTS(patterns){
+    {"quick_gelu_geglu", t_quick_gelu_geglu},
+    {"exports", t_exports},
+    {"qwen3_config", t_qwen3_config},
+    {"shapes_change", t_shapes_change},
+    {"attention_op23", t_attention_op23},
+    {"attention_contrib", t_attention_contrib},
+    {"whole_ops", t_whole_ops},
+    {"decomposed_forms", t_decomposed_forms},
+    {"attention_tile_dropout", t_attention_tile_dropout},
+};
+MP_TESTS_END(patterns)
