@@ -151,8 +151,12 @@ def torch_version():
 
 
 def uses_dynamo():
-    """Whether export_onnx calls the dynamo exporter (torch >= 2.5, where
-    torch.onnx.export(..., dynamo=True) exists) rather than TorchScript's."""
+    """Whether export_onnx calls the dynamo exporter first (torch >= 2.5,
+    where torch.onnx.export(..., dynamo=True) exists) rather than
+    TorchScript's. MODELPROF_EXPORTER=torchscript or dynamo chooses."""
+    choice = os.environ.get("MODELPROF_EXPORTER", "").strip().lower()
+    if choice in ("torchscript", "dynamo"):
+        return choice == "dynamo"
     return torch_version() >= (2, 5)
 
 
@@ -191,7 +195,7 @@ def _is_tensor_tree(x):
 
 
 @contextlib.contextmanager
-def _export_call(model, args, kwargs):
+def _export_call(model, args, kwargs, dynamo):
     """The model as the exporters can take it, for the duration of an
     export: its forward (patched on the instance, removed afterwards) returns
     the output's tensors as one flat tuple (exporters take tensors, tuples,
@@ -205,7 +209,7 @@ def _export_call(model, args, kwargs):
     orig = model.forward                      # bound: the class's or the instance's
     had = "forward" in model.__dict__
     kwargs = dict(kwargs or {})
-    if uses_dynamo():
+    if dynamo:
         @functools.wraps(orig)
         def forward(*a, **kw):
             return tuple(tensors_of(orig(*a, **kw)))
@@ -308,41 +312,64 @@ def export_onnx(model, args, kwargs, path):
     export path of get_model_profile and FlopsProfiler. On torch >= 2.5 the
     dynamo exporter, asked for by name (torch.onnx.export(..., dynamo=True),
     opset 18), which writes module scopes and classes as node metadata; on
-    older torch the TorchScript exporter (opset 14, module scopes in node
+    older torch, or when the dynamo exporter fails (a model torch.export
+    cannot trace), the TorchScript exporter (opset 14, module scopes in node
     names, BatchNorm kept: training=PRESERVE, no constant folding). The model
     is exported in the mode it is in; the forward's effects on its buffers
     and on the random generators are undone."""
-    import torch
     args = tuple(args)
+    tries = [True, False] if uses_dynamo() else [False]
+    failures = []
+    for dynamo in tries:
+        failure = _export_with(model, args, kwargs, path, dynamo)
+        if failure is None:
+            if failures:    # said once, as the exporters warn
+                sys.stderr.write("modelprof: the dynamo exporter failed (%s: %s); exported with "
+                                 "the TorchScript exporter\n" % (type(failures[0][0]).__name__,
+                                                                  failures[0][1]))
+            return
+        failures.append(failure)
+    # the last exporter's failure leads (the TorchScript exporter traces
+    # module by module, so it names the module); the dynamo one follows
+    exc, reason, mod = failures[-1]
+    if not mod:
+        mod = _op_module(model, args, kwargs, reason)
+    also = ""
+    if len(failures) > 1:
+        also = " (the dynamo exporter first: %s: %s)" % (type(failures[0][0]).__name__,
+                                                           failures[0][1])
+    raise ModelprofError("cannot export %s to ONNX%s: %s: %s%s" % (
+        type(model).__name__, " " + mod if mod else "", type(exc).__name__, reason, also),
+        "export") from exc
+
+
+def _export_with(model, args, kwargs, path, dynamo):
+    """One export by one exporter: None, or (exception, its first line, the
+    module running when it failed while tracing)."""
+    import torch
     with _module_tracker(model) as (where, stack), _state_kept(model), \
-            _export_call(model, args, kwargs) as (xargs, xkwargs):
+            _export_call(model, args, kwargs, dynamo) as (xargs, xkwargs):
         try:
-            if uses_dynamo():
+            if dynamo:
                 torch.onnx.export(model, xargs, path, kwargs=xkwargs or None, **_dynamo_options())
             else:
                 # grad mode stays on: under no_grad an eval MultiheadAttention
-                # takes its fused fast path, which the exporter cannot write
+                # takes its fused fast path, which the exporter cannot write;
+                # dynamo=False where the signature has it (torch >= 2.9
+                # defaults to dynamo)
+                extra = {}
+                import inspect
+                if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+                    extra["dynamo"] = False
                 torch.onnx.export(model, xargs, path, opset_version=14,
                                   do_constant_folding=False,
-                                  training=torch.onnx.TrainingMode.PRESERVE)
-            if not uses_dynamo():
+                                  training=torch.onnx.TrainingMode.PRESERVE, **extra)
                 _qualify_scopes(path, where["scopes"])
         except Exception as e:  # the exporter's own exception types vary by version
             reason = str(e).strip().split("\n")[0]
-            if stack:   # failed while tracing: the module running then
-                mod = "in module %s" % where["where"]
-            else:       # failed converting the traced graph: the op's module
-                mod = ""
-            failure = (e, reason, mod)
-        else:
-            failure = None
-    if failure is not None:
-        exc, reason, mod = failure
-        if not mod:
-            mod = _op_module(model, args, kwargs, reason)
-        raise ModelprofError("cannot export %s to ONNX%s: %s: %s" % (
-            type(model).__name__, " " + mod if mod else "", type(exc).__name__, reason),
-            "export") from exc
+            # failed while tracing: the module running then; else the op's module
+            return (e, reason, "in module %s" % where["where"] if stack else "")
+    return None
 
 
 def _op_module(model, args, kwargs, reason):

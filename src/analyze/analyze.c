@@ -594,7 +594,7 @@ static mp_status mp__modops(mp__walk *w) {
             }
         }
         cnt[md] = n_lst - before;
-        qsort(lst + before, (size_t)cnt[md], sizeof *lst, mp__int_cmp);
+        if (cnt[md] > 1) qsort(lst + before, (size_t)cnt[md], sizeof *lst, mp__int_cmp);
     }
     p->modop_at = malloc(sizeof(int) * ((size_t)nm + 1));
     p->modops = calloc((size_t)(n_lst ? n_lst : 1), sizeof *p->modops);

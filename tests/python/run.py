@@ -195,6 +195,70 @@ def export_error_names_module():
 
 
 @test
+def exporter_fallback():
+    """MODELPROF_EXPORTER=dynamo asks for the dynamo exporter first; where it
+    fails (on torch < 2.5 it does not exist: TypeError) the TorchScript
+    exporter takes over, says so once, and the counts are the same. Where
+    both fail, the message names the module and both failures."""
+    import contextlib
+    import io
+    import torch
+    import modelprof
+    from modelprof import torchprof
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(16, 32)
+
+        def forward(self, x):
+            return torch.relu(self.a(x))
+    old = os.environ.get("MODELPROF_EXPORTER")
+    try:
+        os.environ["MODELPROF_EXPORTER"] = "torchscript"
+        check(not torchprof.uses_dynamo(), "MODELPROF_EXPORTER=torchscript not followed")
+        ref = modelprof.get_model_profile(Two(), input_shape=(4, 16), print_profile=False,
+                                          as_string=False)
+        os.environ["MODELPROF_EXPORTER"] = "dynamo"
+        check(torchprof.uses_dynamo(), "MODELPROF_EXPORTER=dynamo not followed")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            got = modelprof.get_model_profile(Two(), input_shape=(4, 16), print_profile=False,
+                                              as_string=False)
+        check(got == ref, "dynamo-first counts %s, TorchScript %s" % (got, ref))
+        check(ref[1] == 4 * 16 * 32, "MACs %d, hand 2048" % ref[1])
+        if torchprof.torch_version() < (2, 5):
+            check("exported with the TorchScript exporter" in err.getvalue(),
+                  "no fallback notice: %r" % err.getvalue())
+
+            class Bad(torch.nn.Module):
+                def forward(self, x):
+                    return torch.linalg.svd(x)[0]
+
+            class Outer(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = torch.nn.Linear(4, 4)
+                    self.inner = Bad()
+
+                def forward(self, x):
+                    return self.inner(self.lin(x))
+            try:
+                modelprof.get_model_profile(Outer(), input_shape=(2, 4), print_profile=False)
+            except modelprof.ModelprofError as e:
+                msg = str(e)
+                check("inner (Bad)" in msg and "svd" in msg and "dynamo exporter first" in msg,
+                      "message: " + msg)
+            else:
+                raise Fail("no exception")
+    finally:
+        if old is None:
+            os.environ.pop("MODELPROF_EXPORTER", None)
+        else:
+            os.environ["MODELPROF_EXPORTER"] = old
+
+
+@test
 def library_errors():
     import modelprof
     try:
