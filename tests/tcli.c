@@ -60,6 +60,8 @@ static void t_cli_dump_json(const char *const *args, const t_cli *r) {
         if (strcmp(args[i], "--chrome-trace") == 0 && args[i + 1]) chrome = args[i + 1];
     }
     const char *kind = digest                                      ? "digest"
+                       : args[0] && strcmp(args[0], "trace") == 0 && args[1] && strcmp(args[1], "diff") == 0
+                           ? "trace_diff"
                        : args[0] && strcmp(args[0], "trace") == 0  ? "trace"
                        : args[0] && strcmp(args[0], "plan") == 0 ? "plan"
                                                                  : "profile";

@@ -79,6 +79,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(rnn)               \
     X(trace)             \
     X(trace_legacy)      \
+    X(trace_diff)        \
     X(trace_job)         \
     X(ort)               \
     X(plan)

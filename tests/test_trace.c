@@ -577,6 +577,11 @@ static void t_bad_input(void) {
         {"{\"traceEvents\":[1]}", "not an object"},
         {"{\"traceEvents\":[]} x", "after the end"},
         {"{\"traceEvents\":[{\"ph\":\"s\",\"cat\":\"fwdbwd\",\"pid\":1,\"tid\":1,\"ts\":3}]}", "without \"id\""},
+        /* torch.profiler's CPU builds write a bare empty array */
+        {"[]", "an empty trace"},
+        {"\xef\xbb\xbf[]\n", "an empty trace"},
+        {"{\"traceEvents\": []}", "an empty trace"},
+        {"\xef\xbb", "not JSON"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mp_trace t;
@@ -585,6 +590,33 @@ static void t_bad_input(void) {
         const char *msg = mp_last_error();
         if (!strstr(msg, "bad.json") || !strstr(msg, cases[i].want))
             mp_t_fail(__FILE__, __LINE__, "case %zu: message '%s' lacks '%s'", i, msg, cases[i].want);
+    }
+    /* a UTF-8 byte-order mark before the JSON is skipped, in memory, in a
+     * file and in a gzipped file */
+    {
+        static const char body[] = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\","
+                                   "\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":5}]}";
+        char bom[sizeof body + 3] = "\xef\xbb\xbf";
+        memcpy(bom + 3, body, sizeof body);
+        mp_trace b;
+        T_OK(mp_trace_open_memory(bom, strlen(bom), "bom.json", NULL, &b));
+        T_CHECK(find_op(&b, "aten::mm", false) != NULL);
+        mp_trace_free(&b);
+        uLongf zn = compressBound(sizeof bom) + 32;
+        unsigned char *z = malloc(zn + 32);
+        z_stream zs = {0};
+        T_CHECK(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+        zs.next_in = (Bytef *)bom;
+        zs.avail_in = (uInt)strlen(bom);
+        zs.next_out = z;
+        zs.avail_out = (uInt)zn + 32;
+        T_CHECK(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+        size_t zl = zs.total_out;
+        deflateEnd(&zs);
+        T_OK(mp_trace_open_memory(z, zl, "bom.json.gz", NULL, &b));
+        T_CHECK(find_op(&b, "aten::mm", false) != NULL);
+        mp_trace_free(&b);
+        free(z);
     }
     /* the event is named with its byte offset */
     const char *j = "{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"kk\",\"pid\":0,\"tid\":7,\"ts\":1}]}";

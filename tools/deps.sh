@@ -3,7 +3,7 @@
 # usage: tools/deps.sh build|test|bench|sanitize|fuzz
 # Runs apt-get only when something is missing, and only as root.
 set -e
-want="gcc make libc6-dev libdnnl-dev zlib1g-dev"
+want="gcc make libc6-dev libdnnl-dev zlib1g-dev libisal-dev"
 case "$1" in
     test) want="$want clang libonnx-testdata python3 python3-numpy python3-onnx python3-torch python3-torchvision pkg-config chromium python3-jsonschema libopenblas0-pthread libopenmpi-dev openmpi-bin" ;;
     agree) want="$want python3 python3-numpy python3-onnx python3-torch python3-torchvision" ;;

@@ -93,6 +93,11 @@ int main(int argc, char **argv) {
     } else if (me == 0) {
         rc = mp_trace_cli_parse(argc - 1, argv + 1, &a);
         if (!rc && a.help) rc = -1;
+        if (!rc && a.diff) {
+            fputs("modelprof-mpi: trace diff compares two traces in one process: run "
+                  "modelprof trace diff\n", stderr);
+            rc = TR_EXIT_USAGE;
+        }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (rc) {

@@ -11,6 +11,7 @@
 
 #include "cli/trace_cmd.h"
 #include "report/report.h"
+#include "trace/diff.h"
 #include "trace/trace.h"
 
 int mp_trace_main(int argc, char **argv);
@@ -18,6 +19,7 @@ int mp_trace_main(int argc, char **argv);
 static void tr_usage(FILE *f) {
     fputs("usage: modelprof trace [OPTIONS] TRACE.json[.gz] | DIGEST.json | FOLDER\n"
           "       modelprof trace --digest TRACE.json[.gz] [-o FILE]\n"
+          "       modelprof trace diff [OPTIONS] A.json[.gz] B.json[.gz]\n"
           "\n"
           "What a training step spent its time on, from torch.profiler's Chrome trace\n"
           "(export_chrome_trace): steps, idle time by cause, collectives, operators\n"
@@ -28,6 +30,9 @@ static void tr_usage(FILE *f) {
           "A digest (--digest) is one rank's analysis in a small JSON; a folder of\n"
           "digests gives the same report as the folder of traces (mpirun -n N\n"
           "modelprof-mpi trace FOLDER spreads the ranks over processes).\n"
+          "`trace diff A B` compares two runs (B - A): the mean step, and operators (self\n"
+          "device time; self CPU time without a device), kernels and modules, per step on\n"
+          "average, largest change first (text or json).\n"
           "\n"
           "options:\n"
           "  --format text|json|html|csv  report format (default text; html: one self-contained page)\n"
@@ -131,7 +136,9 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
     memset(a, 0, sizeof *a);
     a->o = (mp_trace_options){0, -1, 20};
     a->csv_table = "steps";
-    for (int i = 1; i < argc; i++) {
+    /* `trace diff A B` takes the same options, and two traces */
+    a->diff = argc > 1 && strcmp(argv[1], "diff") == 0;
+    for (int i = a->diff ? 2 : 1; i < argc; i++) {
         const char *x = argv[i];
         bool has_val = i + 1 < argc;
         if (strcmp(x, "-h") == 0 || strcmp(x, "--help") == 0) {
@@ -172,10 +179,24 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
             else a->o.top = (int)v;
         } else if (x[0] == '-' && x[1]) {
             return tr_usage_error("unknown option", x);
+        } else if (a->diff && a->input) {
+            if (a->input2) return tr_usage_error("trace diff compares two traces; a third was given:", x);
+            a->input2 = x;
         } else {
             if (a->input) return tr_usage_error("more than one input given:", x);
             a->input = x;
         }
+    }
+    if (a->diff) {
+        if (a->format == 2 || a->format == 3)
+            return tr_usage_error("trace diff writes text or json, not", a->format == 2 ? "html" : "csv");
+        if (a->digest) return tr_usage_error("trace diff compares two traces; it writes no", "--digest");
+        if (!a->input2) {
+            fputs("modelprof trace diff: give two traces, A (control) and B (test)\n"
+                  "(see modelprof trace --help)\n", stderr);
+            return TR_EXIT_USAGE;
+        }
+        return 0;
     }
     if (!a->input) {
         tr_usage(stderr);
@@ -236,10 +257,56 @@ int mp_trace_cli_report(mp_trace **t, int n, const tr_args *a) {
     return 0;
 }
 
+typedef struct diff_job {
+    const mp_trace_diff *d;
+    const mp_trace_options *o;
+    bool json;
+} diff_job;
+
+static mp_status diff_write(void *ud, FILE *f) {
+    const diff_job *j = ud;
+    mp_status st = j->json ? mp_trace_diff_report_json(j->d, j->o, f)
+                           : mp_trace_diff_report_text(j->d, j->o, f);
+    if (st == MP_OK && (fflush(f) != 0 || ferror(f)))
+        st = mp_error(MP_ERR_IO, "cannot write the report: %s", strerror(errno));
+    return st;
+}
+
+/* `modelprof trace diff A B`: two runs compared (src/trace/diff.h). */
+static int diff_run(const tr_args *a) {
+    const char *in[2] = {a->input, a->input2};
+    mp_trace t[2];
+    memset(t, 0, sizeof t);
+    int rc = 0;
+    for (int s = 0; s < 2 && !rc; s++)
+        if (mp_trace_open(in[s], &a->o, &t[s]) != MP_OK) {
+            tr_print_error(mp_last_error());
+            rc = TR_EXIT_INPUT;
+        }
+    mp_trace_diff d;
+    if (!rc && mp_trace_diff_make(&t[0], &t[1], &d) != MP_OK) {
+        tr_print_error(mp_last_error());
+        rc = TR_EXIT_INPUT;
+    } else if (!rc) {
+        diff_job j = {&d, &a->o, a->format == 1};
+        mp_status st = a->out_path ? mp_write_file_atomic(a->out_path, diff_write, &j)
+                                   : diff_write(&j, stdout);
+        if (st != MP_OK) {
+            tr_print_error(mp_last_error());
+            rc = TR_EXIT_INPUT;
+        }
+        mp_trace_diff_free(&d);
+    }
+    mp_trace_free(&t[0]);
+    mp_trace_free(&t[1]);
+    return rc;
+}
+
 int mp_trace_main(int argc, char **argv) {
     tr_args a;
     int rc = mp_trace_cli_parse(argc, argv, &a);
     if (rc || a.help) return rc;
+    if (a.diff) return diff_run(&a);
     char **files = NULL;
     int n = 0;
     if (a.folder && (rc = mp_trace_cli_files(a.input, &files, &n))) return rc;

@@ -15,7 +15,9 @@ typedef struct tr_args {
     int format;              /* 0 text, 1 json, 2 html, 3 csv */
     const char *csv_table;
     const char *out_path, *input;
+    const char *input2;      /* trace diff: B (input is A) */
     bool digest, folder, help;
+    bool diff;               /* `trace diff A B` */
 } tr_args;
 
 /* 0, or an exit status (the message printed). argv[0] is "trace". */

@@ -43,6 +43,24 @@ void mp_out_rule(mp_out *o, const char *title, int width) {
     mp_out_putc(o, '\n');
 }
 
+void mp_out_cell(mp_out *o, const char *s, int width, bool right) {
+    char b[512];
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : "?"); *p && n < sizeof b - 1; p++)
+        b[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+    b[n] = 0;
+    if (width > 0 && n > (size_t)width) {
+        if (width > 3) memcpy(b + width - 3, "...", 3);
+        b[width] = 0;
+        n = (size_t)width;
+    }
+    if (right)
+        for (size_t i = n; (int)i < width; i++) mp_out_putc(o, ' ');
+    mp_out_write(o, b, n);
+    if (!right)
+        for (size_t i = n; (int)i < width; i++) mp_out_putc(o, ' ');
+}
+
 void mp_out_printf(mp_out *o, const char *fmt, ...) {
     char small[512];
     va_list ap;

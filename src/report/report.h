@@ -169,6 +169,9 @@ static inline void mp_out_puts(mp_out *o, const char *s) { mp_out_write(o, s, st
 /* A section rule of `width` columns with the title centred:
  * "------ Title ------" (no title: dashes only). Every text report's. */
 void mp_out_rule(mp_out *o, const char *title, int width);
+/* A name made safe for a terminal (control bytes as '?'), cut to `width`
+ * bytes with "..." and padded to it, right-aligned when `right`. */
+void mp_out_cell(mp_out *o, const char *s, int width, bool right);
 /* printf into the buffer (any length). */
 void mp_out_printf(mp_out *o, const char *fmt, ...) MP_PRINTF(2, 3);
 

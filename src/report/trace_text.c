@@ -25,24 +25,8 @@ static void putn(tr *w, const char *s, size_t n) { mp_out_write(&w->out, s, n); 
 /* printf into the writer's buffer (the one output buffer, report.c) */
 #define pf(w, ...) mp_out_printf(&(w)->out, __VA_ARGS__)
 
-/* A name made safe for a terminal and cut to `width` columns (bytes). */
-static void cell(tr *w, const char *s, int width, bool right) {
-    char b[512];
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)(s ? s : "?"); *p && n < sizeof b - 1; p++)
-        b[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
-    b[n] = 0;
-    if (width > 0 && n > (size_t)width) {
-        if (width > 3) memcpy(b + width - 3, "...", 3);
-        b[width] = 0;
-        n = (size_t)width;
-    }
-    if (right)
-        for (size_t i = n; (int)i < width; i++) putn(w, " ", 1);
-    putn(w, b, n);
-    if (!right)
-        for (size_t i = n; (int)i < width; i++) putn(w, " ", 1);
-}
+/* A name made safe for a terminal, cut and padded to `width` columns. */
+static void cell(tr *w, const char *s, int width, bool right) { mp_out_cell(&w->out, s, width, right); }
 
 static const char *secs(int64_t ns, char *b) {
     mp_fmtbuf f = mp_fmt_seconds((double)ns / 1e9);

@@ -19,6 +19,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 const char *const mp_tcat_names[MP_TC_COUNT] = {"gemm", "conv", "attention", "elementwise",
                                                 "memcpy_memset", "communication", "other"};
@@ -32,14 +36,41 @@ const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
                                                   "launch-bound (host late)",
                                                   "after synchronisation", "other"};
 
-/* ---- an int64 -> int32 hash map (open addressing) ---- */
+/* ---- big arrays: mapped from the system and given back whole when
+ * freed (the heap keeps freed memory for reuse: the analysis frees
+ * megabytes between its steps and would hold them all at once) ---- */
 
-typedef struct imap {
-    int64_t *keys;   /* NULL in a dense map */
-    int32_t *vals;   /* -1: empty */
-    size_t mask, n;
-    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
-} imap;
+#define BIG_MAP ((size_t)1 << 20)
+
+typedef struct big_head {
+    size_t size;     /* bytes after the header */
+    size_t mapped;   /* 1: mmap, 0: malloc */
+} big_head;
+
+static void *big_alloc(size_t n, bool zero) {
+    if (n > SIZE_MAX - sizeof(big_head) - 4096) return NULL;
+    size_t total = n + sizeof(big_head);
+    big_head *h;
+    if (total >= BIG_MAP) {
+        void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        h = p;   /* mapped memory is zero already */
+        h->mapped = 1;
+    } else {
+        h = zero ? calloc(1, total) : malloc(total);
+        if (!h) return NULL;
+        h->mapped = 0;
+    }
+    h->size = n;
+    return h + 1;
+}
+
+static void big_free(void *p) {
+    if (!p) return;
+    big_head *h = (big_head *)p - 1;
+    if (h->mapped) munmap(h, h->size + sizeof *h);
+    else free(h);
+}
 
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 33;
@@ -50,45 +81,53 @@ static uint64_t mix64(uint64_t x) {
     return x;
 }
 
-/* A map for n keys. When every key is known to lie in 0..max_key and
- * that range is not much larger than n (External ids and correlations are
- * counters, so they are dense), the map is a plain array indexed by the
- * key: no hashing, 4 bytes a slot. max_key < 0: keys of any value. */
+/* ---- an int64 -> int32 map (open addressing) ---- */
+
+typedef struct imap {
+    int64_t *keys;   /* NULL in a dense map */
+    int32_t *vals;   /* -1: empty */
+    size_t mask, n;
+    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
+} imap;
+
+static bool imap_alloc(imap *m, size_t cap) {
+    m->keys = big_alloc(cap * sizeof *m->keys, false);
+    m->vals = big_alloc(cap * sizeof *m->vals, false);
+    m->mask = cap - 1;
+    m->n = 0;
+    if (!m->keys || !m->vals) return false;
+    memset(m->vals, 0xff, cap * sizeof *m->vals);
+    return true;
+}
+
+/* A map for about n keys (it grows past them). When every key is known to
+ * lie in 0..max_key and that range is not much larger than n (External ids
+ * and correlations are counters, so they are dense), the map is a plain
+ * array indexed by the key: no hashing, 4 bytes a slot. max_key < 0: keys
+ * of any value. */
 static bool imap_init_range(imap *m, size_t n, int64_t max_key) {
     memset(m, 0, sizeof *m);
     if (max_key >= 0 && (uint64_t)max_key < 4 * (uint64_t)n + 4096) {
         m->dense = (size_t)max_key + 1;
-        m->vals = malloc(m->dense * sizeof *m->vals);
+        m->vals = big_alloc(m->dense * sizeof *m->vals, false);
         if (!m->vals) return false;
         memset(m->vals, 0xff, m->dense * sizeof *m->vals);
         return true;
     }
     size_t cap = 16;
     while (cap - cap / 4 < n + 16) cap *= 2;
-    m->keys = malloc(cap * sizeof *m->keys);
-    m->vals = malloc(cap * sizeof *m->vals);
-    m->mask = cap - 1;
-    if (!m->keys || !m->vals) return false;
-    memset(m->vals, 0xff, cap * sizeof *m->vals);
-    return true;
+    return imap_alloc(m, cap);
 }
 
 static bool imap_init(imap *m, size_t n) { return imap_init_range(m, n, -1); }
 
 static void imap_free(imap *m) {
-    free(m->keys);
-    free(m->vals);
+    big_free(m->keys);
+    big_free(m->vals);
     memset(m, 0, sizeof *m);
 }
 
-/* Insert when absent (the first value stays). Maps are sized for their
- * keys up front; a full one (a caller's miscount) takes no more. */
-static void imap_put(imap *m, int64_t k, int32_t v) {
-    if (m->dense) {
-        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
-        return;
-    }
-    if (m->n + 1 > m->mask - m->mask / 4) return;
+static void imap_put_slot(imap *m, int64_t k, int32_t v) {
     size_t i = mix64((uint64_t)k) & m->mask;
     while (m->vals[i] >= 0) {
         if (m->keys[i] == k) return;
@@ -97,6 +136,29 @@ static void imap_put(imap *m, int64_t k, int32_t v) {
     m->keys[i] = k;
     m->vals[i] = v;
     m->n++;
+}
+
+/* Insert when absent (the first value stays). False when out of memory
+ * (a full map grows to twice its size). */
+static bool imap_put(imap *m, int64_t k, int32_t v) {
+    if (m->dense) {
+        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
+        return true;
+    }
+    if (!m->vals) return false;
+    if (m->n + 1 > m->mask - m->mask / 4) {
+        imap old = *m;
+        if (!imap_alloc(m, (old.mask + 1) * 2)) {
+            imap_free(m);
+            *m = old;
+            return false;
+        }
+        for (size_t s = 0; s <= old.mask; s++)
+            if (old.vals[s] >= 0) imap_put_slot(m, old.keys[s], old.vals[s]);
+        imap_free(&old);
+    }
+    imap_put_slot(m, k, v);
+    return true;
 }
 
 static int32_t imap_get(const imap *m, int64_t k) {
@@ -114,12 +176,7 @@ static int32_t imap_get(const imap *m, int64_t k) {
 
 static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
-static bool has_ci(const char *s, const char *sub) {
-    size_t n = strlen(sub);
-    for (; *s; s++)
-        if (strncasecmp(s, sub, n) == 0) return true;
-    return false;
-}
+static bool has_ci(const char *s, const char *sub) { return strcasestr(s, sub) != NULL; }
 
 static bool starts(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
@@ -233,93 +290,256 @@ double mp_trace_peak(const char *device, int dtype, const char **label) {
     return g->tflops[col[dtype]];
 }
 
-/* ---- sorting ---- */
+/* ---- an int32 -> int64 map (open addressing): a span's self device time,
+ * kept only for the spans that launched device work ---- */
 
-typedef struct skey {
-    int32_t tid;
-    int32_t idx;
-    int64_t ts, end;
-    int32_t modfirst;    /* 0 for module scopes: they open before an op at the same time */
-} skey;
+typedef struct kmap {
+    int32_t *keys;   /* -1: empty */
+    int64_t *vals;
+    size_t mask, n;
+} kmap;
 
-static int skey_cmp(const void *x, const void *y) {
-    const skey *a = x, *b = y;
-    if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
-    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
-    if (a->end != b->end) return a->end > b->end ? -1 : 1;
-    if (a->modfirst != b->modfirst) return a->modfirst < b->modfirst ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
-}
-
-/* Sort keys that are already in a few ascending runs (a trace lists each
- * thread's events mostly in time order): natural merge sort, linear when
- * sorted, O(n log runs) otherwise. Returns false when out of memory. */
-static bool skey_sort(skey *a, size_t n) {
-    if (n < 2) return true;
-    size_t *runs = NULL, nr = 0, cap = 0;
-    for (size_t i = 0; i < n;) {
-        size_t j = i + 1;
-        while (j < n && skey_cmp(&a[j - 1], &a[j]) <= 0) j++;
-        if (nr + 2 > cap) {
-            cap = cap ? cap * 2 : 64;
-            size_t *nrn = realloc(runs, cap * sizeof *runs);
-            if (!nrn) {
-                free(runs);
-                return false;
-            }
-            runs = nrn;
-        }
-        runs[nr++] = i;
-        i = j;
-    }
-    if (nr == 1) {
-        free(runs);
-        return true;
-    }
-    if (nr > n / 8) {   /* no order to use */
-        free(runs);
-        qsort(a, n, sizeof *a, skey_cmp);
-        return true;
-    }
-    skey *tmp = malloc(n * sizeof *tmp);
-    if (!tmp) {
-        free(runs);
-        return false;
-    }
-    runs[nr] = n;
-    skey *src = a, *dst = tmp;
-    while (nr > 1) {
-        size_t out = 0;
-        for (size_t r = 0; r < nr; r += 2) {
-            size_t lo = runs[r], mid = runs[MP_MIN(r + 1, nr)], hi = runs[MP_MIN(r + 2, nr)];
-            size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = skey_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-            runs[out++] = lo;
-        }
-        runs[out] = n;
-        nr = out;
-        skey *x = src;
-        src = dst;
-        dst = x;
-    }
-    if (src != a) memcpy(a, src, n * sizeof *a);
-    free(tmp);
-    free(runs);
+static bool kmap_alloc(kmap *m, size_t cap) {
+    m->keys = big_alloc(cap * sizeof *m->keys, false);
+    m->vals = big_alloc(cap * sizeof *m->vals, false);
+    m->mask = cap - 1;
+    m->n = 0;
+    if (!m->keys || !m->vals) return false;
+    memset(m->keys, 0xff, cap * sizeof *m->keys);
     return true;
 }
 
-typedef struct dkey {
-    int64_t ts, end;
-    int32_t idx;
-} dkey;
+static bool kmap_init(kmap *m, size_t n) {
+    memset(m, 0, sizeof *m);
+    size_t cap = 16;
+    while (cap - cap / 4 < n + 16) cap *= 2;
+    return kmap_alloc(m, cap);
+}
 
-static int dkey_cmp(const void *x, const void *y) {
-    const dkey *a = x, *b = y;
+static void kmap_free(kmap *m) {
+    big_free(m->keys);
+    big_free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+static size_t kmap_slot(const kmap *m, int32_t k) {
+    size_t i = mix64((uint64_t)(uint32_t)k) & m->mask;
+    while (m->keys[i] >= 0 && m->keys[i] != k) i = (i + 1) & m->mask;
+    return i;
+}
+
+static int64_t kmap_get(const kmap *m, int32_t k) {
+    if (!m->keys) return 0;
+    size_t i = kmap_slot(m, k);
+    return m->keys[i] == k ? m->vals[i] : 0;
+}
+
+/* Add v to k's value (add), or set it. False when out of memory (a full
+ * map grows to twice its size). */
+static bool kmap_set(kmap *m, int32_t k, int64_t v, bool add) {
+    if (!m->keys) return false;
+    size_t i = kmap_slot(m, k);
+    if (m->keys[i] != k) {
+        if (!v) return true;
+        if (m->n + 1 > m->mask - m->mask / 4) {
+            kmap old = *m;
+            if (!kmap_alloc(m, (old.mask + 1) * 2)) {
+                kmap_free(m);
+                *m = old;
+                return false;
+            }
+            for (size_t s = 0; s <= old.mask; s++)
+                if (old.keys[s] >= 0) {
+                    size_t j = kmap_slot(m, old.keys[s]);
+                    m->keys[j] = old.keys[s];
+                    m->vals[j] = old.vals[s];
+                    m->n++;
+                }
+            kmap_free(&old);
+            i = kmap_slot(m, k);
+        }
+        m->keys[i] = k;
+        m->vals[i] = 0;
+        m->n++;
+    }
+    if (add) MP_SADD(m->vals[i], v);
+    else m->vals[i] = v;
+    return true;
+}
+
+/* ---- sorting ---- */
+
+/* The order spans are linked in (PyTorch's _populate_cpu_children): by
+ * thread, start, longer first, module scopes before operators at the same
+ * times (they open before them), then file order. */
+static int span_cmp(const mp_tspan *sp, int32_t x, int32_t y) {
+    const mp_tspan *a = &sp[x], *b = &sp[y];
+    if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    if (a->end != b->end) return a->end > b->end ? -1 : 1;
+    int ma = a->kind != MP_TS_MODULE, mb = b->kind != MP_TS_MODULE;
+    if (ma != mb) return ma - mb;
+    return (x > y) - (x < y);
+}
+
+typedef int (*idx_cmp)(const void *ctx, int32_t x, int32_t y);
+
+static int span_cmp_ctx(const void *ctx, int32_t x, int32_t y) { return span_cmp(ctx, x, y); }
+
+/* Natural merge sort of the indices a[lo, hi) by cmp: the ascending runs
+ * already there, merged pairwise (linear when sorted, n log(runs)
+ * otherwise). tmp: scratch as long as a; *runs, *cap: a run list it may
+ * grow. False when out of memory. */
+static bool idx_msort(int32_t *a, int32_t *tmp, size_t lo, size_t hi, idx_cmp cmp, const void *ctx,
+                      uint32_t **runs, size_t *cap) {
+    if (hi - lo < 2) return true;
+    size_t nr = 0;
+    for (size_t i = lo; i < hi;) {
+        size_t j = i + 1;
+        while (j < hi && cmp(ctx, a[j - 1], a[j]) <= 0) j++;
+        if (nr + 2 > *cap) {
+            size_t nc = *cap ? *cap * 2 : 64;
+            uint32_t *nrun = realloc(*runs, nc * sizeof **runs);
+            if (!nrun) return false;
+            *runs = nrun;
+            *cap = nc;
+        }
+        (*runs)[nr++] = (uint32_t)i;
+        i = j;
+    }
+    uint32_t *r = *runs;
+    r[nr] = (uint32_t)hi;
+    int32_t *src = a, *dst = tmp;
+    while (nr > 1) {
+        size_t out = 0;
+        for (size_t q = 0; q < nr; q += 2) {
+            size_t l = r[q], mid = r[MP_MIN(q + 1, nr)], h = r[MP_MIN(q + 2, nr)];
+            size_t i = l, j = mid, k = l;
+            while (i < mid && j < h) dst[k++] = cmp(ctx, src[j], src[i]) < 0 ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < h) dst[k++] = src[j++];
+            r[out++] = (uint32_t)l;
+        }
+        r[out] = (uint32_t)hi;
+        nr = out;
+        int32_t *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != a) memcpy(a + lo, src + lo, (hi - lo) * sizeof *a);
+    return true;
+}
+
+/* Sort span indices: bucketed by thread (a counting sort, file order kept
+ * within a thread), then a natural merge sort per thread (a trace lists a
+ * thread's events mostly in time order). `tmp` holds n indices of
+ * scratch. False when out of memory. */
+static bool span_sort(const mp_tspan *sp, int32_t *a, int32_t *tmp, size_t n, int n_threads) {
+    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    uint32_t *runs = NULL;
+    size_t cap = 0;
+    bool ok = start != NULL;
+    if (ok) {
+        for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
+        for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
+        for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
+        memcpy(a, tmp, n * sizeof *a);
+    }
+    for (size_t lo = 0; ok && lo < n;) {
+        size_t hi = lo + 1;
+        while (hi < n && sp[a[hi]].tid == sp[a[lo]].tid) hi++;
+        ok = idx_msort(a, tmp, lo, hi, span_cmp_ctx, sp, &runs, &cap);
+        lo = hi;
+    }
+    free(start);
+    free(runs);
+    return ok;
+}
+
+/* Operators and annotations by External id: their indices sorted by
+ * (External id, index), found by binary search (a map over the ids would
+ * be as large as their range, and the ids of a long trace leave gaps). */
+typedef struct eidx {
+    const mp_tspan *sp;
+    int32_t *a;
+    size_t n;
+} eidx;
+
+static bool ext_keyed(const mp_tspan *s) {
+    return (s->kind == MP_TS_OP || s->kind == MP_TS_ANNOT) && s->ext >= 0;
+}
+
+static int ext_cmp(const void *ctx, int32_t x, int32_t y) {
+    const mp_tspan *sp = ctx;
+    if (sp[x].ext != sp[y].ext) return sp[x].ext < sp[y].ext ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+static bool eidx_build(eidx *e, const mp_tspan *sp, size_t S) {
+    memset(e, 0, sizeof *e);
+    e->sp = sp;
+    size_t n = 0;
+    for (size_t i = 0; i < S; i++) n += ext_keyed(&sp[i]);
+    e->a = big_alloc((n + 1) * sizeof *e->a, false);
+    int32_t *tmp = big_alloc((n + 1) * sizeof *tmp, false);
+    uint32_t *runs = NULL;
+    size_t cap = 0;
+    bool ok = e->a && tmp;
+    for (size_t i = 0; ok && i < S; i++)
+        if (ext_keyed(&sp[i])) e->a[e->n++] = (int32_t)i;
+    ok = ok && idx_msort(e->a, tmp, 0, e->n, ext_cmp, sp, &runs, &cap);
+    big_free(tmp);
+    free(runs);
+    return ok;
+}
+
+/* The first operator or annotation with External id k; -1. */
+static int32_t eidx_get(const eidx *e, int64_t k) {
+    size_t lo = 0, hi = e->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (e->sp[e->a[mid]].ext < k) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < e->n && e->sp[e->a[lo]].ext == k ? e->a[lo] : -1;
+}
+
+static void eidx_free(eidx *e) {
+    big_free(e->a);
+    memset(e, 0, sizeof *e);
+}
+
+/* Reorder the spans in place so that span k is the old span perm[k] (cycle
+ * by cycle; perm is used up). */
+static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        if (perm[k] == (int32_t)k) continue;
+        mp_tspan keep = sp[k];
+        size_t j = k;
+        for (;;) {
+            size_t src = (size_t)perm[j];
+            perm[j] = (int32_t)j;
+            if (src == k) {
+                sp[j] = keep;
+                break;
+            }
+            sp[j] = sp[src];
+            j = src;
+        }
+    }
+}
+
+static int flop_cmp(const void *x, const void *y) {
+    const mp_tflop *a = x, *b = y;
+    return (a->span > b->span) - (a->span < b->span);
+}
+
+/* Device events by start, end, then index. */
+static int dev_cmp(const void *ctx, int32_t x, int32_t y) {
+    const mp_tdev *a = (const mp_tdev *)ctx + x, *b = (const mp_tdev *)ctx + y;
     if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
     if (a->end != b->end) return a->end < b->end ? -1 : 1;
-    return (a->idx > b->idx) - (a->idx < b->idx);
+    return (x > y) - (x < y);
 }
 
 /* ---- the module tree ---- */
@@ -393,118 +613,189 @@ typedef struct work {
     mp_trace *t;
     mp_trace_raw *raw;
     size_t S, D;
-    skey *order;        /* all spans sorted per thread by time (while linking) */
-    int32_t *ord;       /* the same order, span indices */
+    /* the spans are sorted in place (span_cmp): a thread's spans are
+     * contiguous, and each span's subtree follows it */
     int32_t *parent;    /* operator tree (after merging), -1 */
-    int32_t *nchild;
-    int32_t *alias;     /* merged-away span -> the parent it went into; -1 */
-    int64_t *kern;      /* self device ns */
-    int64_t *dtot;      /* device total ns */
+    uint8_t *nchild;    /* children, 2 for more (while linking) */
     int32_t *mod;       /* innermost module node for operators; -1 */
-    int32_t *fwd;       /* backward op -> forward op; -1 */
     int32_t *devop;     /* device event -> operator; -1 */
-    int32_t *memop;     /* memory event -> innermost operator; -1 */
-    imap ext;           /* External id -> operator/annotation */
-    imap corr;          /* correlation -> runtime span */
+    kmap kern;          /* span -> self device ns (spans that launched device work) */
+    imap fwd;           /* backward operator -> forward operator (spans with has_fwd) */
+    uint8_t *nf;        /* name -> NF_* (what a name says, asked once) */
+    size_t launches;    /* spans that launched device work */
     bool bwd_ops_seen;
 } work;
 
+/* What a name says: "...Backward..." (a backward operator), "autograd::..."
+ * (the engine's wrapper), "..._backward" (a backward ATen operator), a
+ * DataLoader call, a synchronising runtime call, an operator that only
+ * moves or makes data (flops.c). */
+enum { NF_BACKWARD = 1, NF_AUTOGRAD = 2, NF_UBACKWARD = 4, NF_LOADER = 8, NF_SYNC = 16,
+       NF_FLOP_FREE = 32 };
+
+static uint8_t *name_flags(const mp_trace_raw *raw) {
+    uint8_t *b = malloc((size_t)raw->n_names + 1);
+    if (!b) return NULL;
+    for (int n = 0; n < raw->n_names; n++) {
+        const char *s = raw->names[n];
+        b[n] = (uint8_t)((has(s, "Backward") ? NF_BACKWARD : 0) |
+                         (starts(s, "autograd::") ? NF_AUTOGRAD : 0) |
+                         (has(s, "_backward") ? NF_UBACKWARD : 0) |
+                         (has(s, "DataLoader") ? NF_LOADER : 0) |
+                         (has(s, "Synchronize") || strcmp(s, "cudaMemcpy") == 0 ? NF_SYNC : 0) |
+                         (mp_trace_flop_free(s) ? NF_FLOP_FREE : 0));
+    }
+    return b;
+}
+
+/* The outermost FLOP-counted operator among i and its ancestors; -1. */
+static int32_t outer_of(const work *w, int32_t i) {
+    const mp_tspan *sp = w->raw->spans;
+    int32_t o = -1;
+    for (int32_t x = i; x >= 0; x = w->parent[x])
+        if (sp[x].has_flops && sp[x].kind == MP_TS_OP) o = x;
+    return o;
+}
+
+
+/* Freed memory goes back to the system now (glibc keeps freed heap memory
+ * for reuse; the analysis frees megabytes between its steps). */
+static void give_back(void) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
 
 /* The name of the module tree's root: "trace". */
 static int intern_root(mp_trace_raw *raw) { return mp__trace_intern(raw, "trace"); }
 
 static int32_t resolve(const work *w, int32_t s) {
-    while (s >= 0 && w->alias[s] >= 0) s = w->alias[s];
+    while (s >= 0 && w->raw->spans[s].merged) s = w->parent[s];
     return s;
 }
 
-static mp_status link_all(work *w) {
+static int64_t kern_of(const work *w, int32_t i) { return kmap_get(&w->kern, i); }
+
+static int32_t fwd_of(const work *w, int32_t i) {
+    return i >= 0 && w->raw->spans[i].has_fwd ? imap_get(&w->fwd, i) : -1;
+}
+
+/* Runtime calls count on their operator's thread; then the spans are
+ * sorted in place (span_cmp), their FLOPs following them. */
+static mp_status sort_spans(work *w) {
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S;
+    eidx ext;
+    if (!eidx_build(&ext, sp, S)) {
+        eidx_free(&ext);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (size_t i = 0; i < S; i++) {
+        if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
+        int32_t o = eidx_get(&ext, sp[i].ext);
+        if (o >= 0) sp[i].tid = sp[o].tid;
+    }
+    eidx_free(&ext);
+    int32_t *perm = big_alloc((S + 1) * sizeof *perm, false), *tmp = big_alloc((S + 1) * sizeof *tmp, false);
+    if (!perm || !tmp || !span_sort(sp, perm, tmp, S, raw->n_threads)) {
+        big_free(perm);
+        big_free(tmp);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    /* tables keyed by span index follow the spans: old index -> new (a
+     * side table added to mp_trace_raw by span index is remapped here) */
+    for (size_t k = 0; k < S; k++) tmp[perm[k]] = (int32_t)k;
+    for (size_t f = 0; f < raw->n_flops; f++) raw->flops[f].span = (uint32_t)tmp[raw->flops[f].span];
+    for (size_t c = 0; c < raw->n_comms; c++)
+        if (!raw->comms[c].on_dev) raw->comms[c].idx = (uint32_t)tmp[raw->comms[c].idx];
+    if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, flop_cmp);
+    big_free(tmp);
+    permute_spans(sp, perm, S);
+    big_free(perm);
+    give_back();
+    return MP_OK;
+}
+
+/* The spans sorted, and each device event's operator. */
+static mp_status link_devices(work *w) {
     mp_trace_raw *raw = w->raw;
     size_t S = w->S;
     mp_tspan *sp = raw->spans;
-    size_t n_ext = 0, n_corr = 0;
-    int64_t max_ext = 0, max_corr = 0;
-    for (size_t i = 0; i < S; i++) {
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0) {
-            n_ext++;
-            max_ext = MP_MAX(max_ext, sp[i].ext);
-        }
-        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) {
-            n_corr++;
-            max_corr = MP_MAX(max_corr, sp[i].corr);
-        }
-    }
-    if (!imap_init_range(&w->ext, n_ext, max_ext) || !imap_init_range(&w->corr, n_corr, max_corr))
+    mp_status st = sort_spans(w);
+    if (st != MP_OK) return st;
+    /* The arrays below are made one after the other, each freed as soon
+     * as it is done with, so that few are held at once (the reader's
+     * memory bound, docs/DESIGN.md). */
+    eidx ext;
+    if (!eidx_build(&ext, sp, S)) {
+        eidx_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++) {
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && sp[i].ext >= 0)
-            imap_put(&w->ext, sp[i].ext, (int32_t)i);
-        if (sp[i].kind == MP_TS_RUNTIME && sp[i].corr >= 0) imap_put(&w->corr, sp[i].corr, (int32_t)i);
     }
-    /* runtime calls count on their operator's thread */
-    for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
-        int32_t o = imap_get(&w->ext, sp[i].ext);
-        if (o >= 0) sp[i].tid = sp[o].tid;
-    }
-    /* sort (before the per-span arrays exist: the merge's scratch and
-     * they are never held at once) */
-    w->order = malloc((S + 1) * sizeof *w->order);
-    if (!w->order) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++)
-        w->order[i] = (skey){sp[i].tid, (int32_t)i, sp[i].ts, sp[i].end,
-                             sp[i].kind == MP_TS_MODULE ? 0 : 1};
-    if (!skey_sort(w->order, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    size_t S1 = S + 1, D1 = w->D + 1;
-    w->parent = malloc(S1 * sizeof *w->parent);
-    w->nchild = malloc(S1 * sizeof *w->nchild);
-    w->alias = malloc(S1 * sizeof *w->alias);
-    w->kern = calloc(S1, sizeof *w->kern);
-    w->dtot = malloc(S1 * sizeof *w->dtot);
-    w->mod = malloc(S1 * sizeof *w->mod);
-    w->fwd = malloc(S1 * sizeof *w->fwd);
-    w->devop = malloc(D1 * sizeof *w->devop);
-    if (!w->parent || !w->nchild || !w->alias || !w->kern || !w->dtot || !w->mod || !w->fwd ||
-        !w->devop)
+    /* device events -> operator */
+    w->devop = big_alloc((w->D + 1) * sizeof *w->devop, false);
+    if (!w->devop) {
+        eidx_free(&ext);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t i = 0; i < S; i++) {
-        w->parent[i] = w->alias[i] = w->mod[i] = w->fwd[i] = -1;
-        w->nchild[i] = 0;
     }
-    /* device events -> operator; self device time */
+    /* the spans that launched device work, counted once (bits over spans) */
+    uint64_t *seen = big_alloc((S / 64 + 1) * sizeof *seen, true);
+    if (!seen) {
+        eidx_free(&ext);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    size_t launches = 0;
     for (size_t d = 0; d < w->D; d++) {
-        mp_tdev *dv = &raw->devs[d];
-        w->devop[d] = -1;
-        if (dv->kind == MP_TD_ANNOT || dv->ext < 0) continue;
-        int32_t o = imap_get(&w->ext, dv->ext);
+        const mp_tdev *dv = &raw->devs[d];
+        int32_t o = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&ext, dv->ext);
         w->devop[d] = o;
-        if (o >= 0) MP_SADD(w->kern[o], dv->end - dv->ts);
+        if (o >= 0 && !((seen[o / 64] >> (o % 64)) & 1)) {
+            seen[o / 64] |= UINT64_C(1) << (o % 64);
+            launches++;
+        }
     }
+    big_free(seen);
+    eidx_free(&ext);
+    w->launches = launches;
+    return MP_OK;
+}
 
-    int32_t *stack = malloc((S + 1) * sizeof *stack);
-    int32_t *mstack = malloc((S + 1) * sizeof *mstack);   /* module spans */
-    int32_t *mnode = malloc((S + 1) * sizeof *mnode);     /* their tree nodes */
+/* The operator tree per thread (parents, merged duplicates), the module of
+ * each operator and the module tree, each span's self device time. */
+static mp_status link_tree(work *w) {
+    mp_trace_raw *raw = w->raw;
+    size_t S = w->S;
+    mp_tspan *sp = raw->spans;
+    mp_status st = MP_OK;
+    size_t S1 = S + 1;
+    w->parent = big_alloc(S1 * sizeof *w->parent, false);
+    w->nchild = big_alloc(S1 * sizeof *w->nchild, true);   /* 0, 1 or 2 (more) */
+    w->mod = big_alloc(S1 * sizeof *w->mod, false);
+    if (!w->parent || !w->nchild || !w->mod) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t i = 0; i < S; i++) w->parent[i] = w->mod[i] = -1;
+
+    int32_t *stack = big_alloc(S1 * sizeof *stack, false);
+    int32_t *mstack = big_alloc(S1 * sizeof *mstack, false);   /* module spans */
+    int32_t *mnode = big_alloc(S1 * sizeof *mnode, false);     /* their tree nodes */
     if (!stack || !mstack || !mnode) {
-        free(stack);
-        free(mstack);
-        free(mnode);
+        big_free(stack);
+        big_free(mstack);
+        big_free(mnode);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     int root_name = intern_root(raw);
     mtree mt = {0};
     mt.arena = &raw->arena;
     mt.names = raw->names;
-    mp_status st = MP_OK;
     if (!imap_init(&mt.index, 256)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* the root of the module tree */
     int root = -1;
     size_t ns = 0, nm = 0;
-    int32_t cur_tid = INT32_MIN;
+    int32_t cur_tid = -1;
     for (size_t k = 0; k < S && st == MP_OK; k++) {
-        const skey *key = &w->order[k];
-        int32_t i = key->idx;
-        if (key->tid != cur_tid) {
-            cur_tid = key->tid;
+        int32_t i = (int32_t)k;
+        if (sp[i].tid != cur_tid) {
+            cur_tid = sp[i].tid;
             ns = nm = 0;
         }
         if (sp[i].kind == MP_TS_MODULE) {
@@ -540,47 +831,63 @@ static mp_status link_all(work *w) {
                 ns--;
             } else {
                 w->parent[i] = p;
-                w->nchild[p]++;
+                if (w->nchild[p] < 2) w->nchild[p]++;
                 break;
             }
         }
         stack[ns++] = i;
     }
-    free(stack);
-    free(mstack);
-    free(mnode);
+    big_free(stack);
+    big_free(mstack);
+    big_free(mnode);
     imap_free(&mt.index);
-    w->ord = malloc((S + 1) * sizeof *w->ord);
-    if (!w->ord && st == MP_OK) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t k = 0; w->ord && k < S; k++) w->ord[k] = w->order[k].idx;
-    free(w->order);
-    w->order = NULL;
     w->t->mods = mt.mods;
     w->t->mfig = mt.fig;
     w->t->n_mods = mt.n;
     if (st != MP_OK) return st;
 
-    /* _remove_dup_nodes: parents come before their children in the order */
+    /* self device time of the spans that launched device work */
+    if (!kmap_init(&w->kern, w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t d = 0; d < w->D; d++)
+        if (w->devop[d] >= 0 && !kmap_set(&w->kern, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true))
+            return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    /* _remove_dup_nodes: parents come before their children */
     for (size_t k = 0; k < S; k++) {
-        int32_t i = w->ord[k];
+        int32_t i = (int32_t)k;
         if (sp[i].kind == MP_TS_MODULE) continue;
         int32_t p = resolve(w, w->parent[i]);
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
-            w->alias[i] = p;
-            w->kern[p] = w->kern[i];
+            sp[i].merged = 1;
+            if (!kmap_set(&w->kern, p, kern_of(w, i), false))
+                return mp_error(MP_ERR_NOMEM, "trace: out of memory");
             w->nchild[p] = w->nchild[i];
         }
     }
-    /* device totals: children after parents, so walk backwards */
-    for (size_t i = 0; i < S; i++) w->dtot[i] = w->kern[i];
-    for (size_t k = S; k-- > 0;) {
-        int32_t i = w->ord[k];
-        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
-        int32_t p = w->parent[i];
-        if (p >= 0) MP_SADD(w->dtot[p], w->dtot[i]);
-    }
     return MP_OK;
+}
+
+
+/* The outermost operator starting at ts on thread tid: the first operator
+ * of the sorted spans at (tid, ts) (longer spans sort first); -1. */
+static int32_t op_at(const mp_tspan *sp, size_t S, uint32_t tid, int64_t ts) {
+    size_t lo = 0, hi = S;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].tid < tid || (sp[mid].tid == tid && sp[mid].ts < ts)) lo = mid + 1;
+        else hi = mid;
+    }
+    for (; lo < S && sp[lo].tid == tid && sp[lo].ts == ts; lo++)
+        if (sp[lo].kind == MP_TS_OP) return (int32_t)lo;
+    return -1;
+}
+
+static int flow_cmp(const void *x, const void *y) {
+    const mp_tflow *a = x, *b = y;
+    if (a->id != b->id) return a->id < b->id ? -1 : 1;
+    if (a->start != b->start) return a->start ? -1 : 1;   /* the start first */
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    return (a->tid > b->tid) - (a->tid < b->tid);
 }
 
 
@@ -591,76 +898,69 @@ static mp_status link_backward(work *w) {
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
-    imap at, flows;   /* (tid, ts) -> outermost operator; flow id -> its start */
-    size_t n_ops = 0;
-    for (size_t i = 0; i < S; i++) n_ops += sp[i].kind == MP_TS_OP;
-    memset(&flows, 0, sizeof flows);
-    if (!imap_init(&at, raw->n_flows ? n_ops : 0) || !imap_init(&flows, raw->n_flows)) {
-        imap_free(&at);
-        imap_free(&flows);
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
-    for (size_t k = 0; raw->n_flows && k < S; k++) {
-        int32_t i = w->ord[k];
-        if (sp[i].kind != MP_TS_OP) continue;
-        imap_put(&at, (int64_t)mix64((uint64_t)sp[i].tid) ^ sp[i].ts, i);
-    }
-    for (size_t f = 0; f < raw->n_flows; f++)
-        if (raw->flows[f].start) imap_put(&flows, raw->flows[f].id, (int32_t)f);
-    for (size_t f = 0; f < raw->n_flows; f++) {
-        const mp_tflow *e = &raw->flows[f];
-        if (e->start) continue;
-        int32_t s = imap_get(&flows, e->id);
-        if (s < 0) continue;
-        const mp_tflow *b = &raw->flows[s];
-        int32_t fo = imap_get(&at, (int64_t)mix64((uint64_t)b->tid) ^ b->ts);
-        int32_t bo = imap_get(&at, (int64_t)mix64((uint64_t)e->tid) ^ e->ts);
-        if (fo >= 0 && bo >= 0 && fo != bo && sp[fo].tid == b->tid && sp[fo].ts == b->ts &&
-            sp[bo].tid == e->tid && sp[bo].ts == e->ts) {
-            w->fwd[bo] = fo;
-            w->t->linked_flow++;
-        }
-    }
-    imap_free(&flows);
-    imap_free(&at);
-    /* sequence numbers for backward operators without a flow */
-    imap seq;
-    size_t n_seq = 0;
+    const uint8_t *bn = w->nf;
+    size_t n_seq = 0, n_bwd = 0;
     int64_t max_seq = 0;
     for (size_t i = 0; i < S; i++)
         if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0) {
             n_seq++;
+            n_bwd += (bn[sp[i].name] & NF_BACKWARD) != 0;
             max_seq = MP_MAX(max_seq, sp[i].seq);
         }
+    if (!imap_init(&w->fwd, n_bwd)) {
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    /* flows: each end after its start, by id */
+    if (raw->n_flows > 1) qsort(raw->flows, raw->n_flows, sizeof *raw->flows, flow_cmp);
+    for (size_t f = 0; f < raw->n_flows;) {
+        size_t g = f;
+        while (g < raw->n_flows && raw->flows[g].id == raw->flows[f].id) g++;
+        const mp_tflow *b = &raw->flows[f];
+        int32_t fo = b->start ? op_at(sp, S, b->tid, b->ts) : -1;
+        for (size_t k = f + 1; fo >= 0 && k < g; k++) {
+            const mp_tflow *e = &raw->flows[k];
+            if (e->start) continue;
+            int32_t bo = op_at(sp, S, e->tid, e->ts);
+            if (bo >= 0 && bo != fo && !sp[bo].has_fwd) {
+                if (!imap_put(&w->fwd, bo, fo)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                sp[bo].has_fwd = 1;
+                w->t->linked_flow++;
+            }
+        }
+        f = g;
+    }
+    /* sequence numbers for backward operators without a flow */
+    imap seq;
     if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    const char **nm = raw->names;
     /* Several forward operators share a sequence number: an operator that
      * creates no autograd node (a p=0 dropout, a view) leaves the counter
      * where it was, so it carries the number of the next one that does.
      * The node's creator is the last operator started with the number
      * (itself or one of its children, in its module): walk backwards and
      * keep the first seen. */
-    for (size_t k = S; k-- > 0;) {
-        int32_t i = w->ord[k];
+    for (size_t i = S; i-- > 0;) {
         if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
-        const char *n = nm[sp[i].name];
-        if (!has(n, "Backward") && !starts(n, "autograd::")) imap_put(&seq, sp[i].seq, i);
+        if (!(bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD))) imap_put(&seq, sp[i].seq, (int32_t)i);
     }
     for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || w->fwd[i] >= 0) continue;
-        const char *n = nm[sp[i].name];
-        if (!has(n, "Backward")) continue;
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || sp[i].has_fwd) continue;
+        if (!(bn[sp[i].name] & NF_BACKWARD)) continue;
         w->bwd_ops_seen = true;
         int32_t fo = imap_get(&seq, sp[i].seq);
-        if (fo >= 0 && sp[fo].ts < sp[i].ts) w->fwd[i] = fo;
+        if (fo >= 0 && sp[fo].ts < sp[i].ts) {
+            if (!imap_put(&w->fwd, (int64_t)i, fo)) {
+                imap_free(&seq);
+                return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            }
+            sp[i].has_fwd = 1;
+        }
     }
     imap_free(&seq);
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_OP) continue;
-        const char *n = nm[sp[i].name];
-        if (has(n, "Backward") && !starts(n, "autograd::")) {
+        if ((bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD)) == NF_BACKWARD) {
             w->t->bwd_ops++;
-            if (w->fwd[i] >= 0) w->t->linked_bwd++;
+            if (sp[i].has_fwd) w->t->linked_bwd++;
         }
     }
     return MP_OK;
@@ -706,11 +1006,11 @@ static mp_status mem_curve(mp_trace *t, const mp_trace_raw *raw) {
     double span = (double)(hi - lo) + 1;
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *e = &raw->mems[m];
-        if (e->device_type != 1 || e->ts < lo || e->ts > hi) continue;
+        if (e->ts < lo || e->ts > hi) continue;
         int b = (int)((double)(e->ts - lo) / span * MP_MEM_CURVE);
         if (b >= MP_MEM_CURVE) b = MP_MEM_CURVE - 1;
-        if (e->allocated > c[b].allocated) {
-            c[b].allocated = e->allocated;
+        if ((int64_t)e->allocated > c[b].allocated) {
+            c[b].allocated = (int64_t)e->allocated;
             c[b].ts = e->ts;
         }
     }
@@ -771,37 +1071,55 @@ static mp_status tables(work *w) {
     int N = raw->n_names;
     int32_t *row_cpu = malloc((size_t)N * sizeof *row_cpu);
     int32_t *row_dev = malloc((size_t)N * sizeof *row_dev);
-    int64_t *childcpu = calloc(S + 1, sizeof *childcpu);
-    if (!row_cpu || !row_dev || !childcpu) {
+    /* A span's device total and its children's CPU time, from a walk
+     * backwards: a span's subtree follows it, so its children are done
+     * when it is reached, and the spans still waiting for children's
+     * figures are its ancestors, a stack. */
+    typedef struct pend {
+        int32_t node;
+        int64_t dtot, child;
+    } pend;
+    pend *stk = big_alloc((S + 1) * sizeof *stk, false);
+    if (!row_cpu || !row_dev || !stk) {
         free(row_cpu);
         free(row_dev);
-        free(childcpu);
+        big_free(stk);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(row_cpu, 0xff, (size_t)N * sizeof *row_cpu);
     memset(row_dev, 0xff, (size_t)N * sizeof *row_dev);
-    for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0 || w->parent[i] < 0) continue;
-        MP_SADD(childcpu[w->parent[i]], sp[i].end - sp[i].ts);
-    }
     int cap = 0;
     mp_status st = MP_OK;
-    for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind == MP_TS_MODULE || w->alias[i] >= 0) continue;
+    size_t npend = 0;
+    for (size_t k = S; k-- > 0;) {
+        int32_t i = (int32_t)k;
+        if (sp[i].kind == MP_TS_MODULE || sp[i].merged) continue;
+        int64_t kern = kern_of(w, i), dtot = kern, child = 0, dur = sp[i].end - sp[i].ts;
+        if (npend && stk[npend - 1].node == i) {
+            MP_SADD(dtot, stk[npend - 1].dtot);
+            child = stk[npend - 1].child;
+            npend--;
+        }
+        int32_t p = w->parent[i];
+        if (p >= 0) {
+            if (!npend || stk[npend - 1].node != p) stk[npend++] = (pend){p, 0, 0};
+            MP_SADD(stk[npend - 1].dtot, dtot);
+            MP_SADD(stk[npend - 1].child, dur);
+        }
         int32_t r = op_row(t, raw, row_cpu, (int)sp[i].name, star, false, &cap);
         if (r < 0) {
             st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
             break;
         }
         mp_top *o = &t->ops[r];
-        int64_t dur = sp[i].end - sp[i].ts;
         o->count++;
         MP_SADD(o->cpu_total, dur);
-        MP_SADD(o->self_cpu, dur - childcpu[i]);
-        MP_SADD(o->dev_total, w->dtot[i]);
-        MP_SADD(o->self_dev, w->kern[i]);
-        MP_SADD(o->flops, sp[i].flops);
+        MP_SADD(o->self_cpu, dur - child);
+        MP_SADD(o->dev_total, dtot);
+        MP_SADD(o->self_dev, kern);
+        if (sp[i].has_flops) MP_SADD(o->flops, mp_trace_span_flops(raw, (size_t)i));
     }
+    big_free(stk);
     for (size_t d = 0; d < D && st == MP_OK; d++) {
         const mp_tdev *dv = &raw->devs[d];
         int32_t r = op_row(t, raw, row_dev, (int)dv->name, star, true, &cap);
@@ -814,7 +1132,6 @@ static mp_status tables(work *w) {
         MP_SADD(o->dev_total, dv->end - dv->ts);
         MP_SADD(o->self_dev, dv->end - dv->ts);
     }
-    free(childcpu);
     if (st != MP_OK) {
         free(row_cpu);
         free(row_dev);
@@ -824,18 +1141,18 @@ static mp_status tables(work *w) {
      * for the operator that asked for them) */
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
-        if (me->device_type != 1 || me->bytes <= 0) continue;
+        if (me->bytes <= 0) continue;
         /* last span started at or before it on its thread */
         size_t lo = 0, hi = S;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            const mp_tspan *k = &sp[w->ord[mid]];
+            const mp_tspan *k = &sp[mid];
             if (k->tid < me->tid || (k->tid == me->tid && k->ts <= me->ts)) lo = mid + 1;
             else hi = mid;
         }
         int32_t o = -1;
         for (size_t k = lo; k-- > 0;) {
-            int32_t i = w->ord[k];
+            int32_t i = (int32_t)k;
             if (sp[i].tid != me->tid) break;
             if (sp[i].kind == MP_TS_MODULE) continue;
             o = resolve(w, i);
@@ -855,13 +1172,13 @@ static mp_status tables(work *w) {
     /* kernels by name, with the operator that launched most of their time */
     int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);
     imap pair;
-    int64_t *ptime = calloc(D + 1, sizeof *ptime);
-    int32_t *pkr = malloc((D + 1) * sizeof *pkr), *pop = malloc((D + 1) * sizeof *pop);
-    if (!krow || !ptime || !pkr || !pop || !imap_init(&pair, D)) {
+    int64_t *ptime = big_alloc((D + 1) * sizeof *ptime, true);
+    int32_t *pkr = big_alloc((D + 1) * sizeof *pkr, false), *pop = big_alloc((D + 1) * sizeof *pop, false);
+    if (!krow || !ptime || !pkr || !pop || !imap_init(&pair, 1024)) {   /* it grows */
         free(krow);
-        free(ptime);
-        free(pkr);
-        free(pop);
+        big_free(ptime);
+        big_free(pkr);
+        big_free(pop);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(krow, 0xff, (size_t)raw->n_names * sizeof *krow);
@@ -926,9 +1243,9 @@ static mp_status tables(work *w) {
     }
     imap_free(&pair);
     free(krow);
-    free(ptime);
-    free(pkr);
-    free(pop);
+    big_free(ptime);
+    big_free(pkr);
+    big_free(pop);
     return st;
 }
 
@@ -943,9 +1260,9 @@ static void modules(work *w) {
         if (o < 0) continue;
         int64_t dur = w->raw->devs[d].end - w->raw->devs[d].ts;
         int32_t x = o;
-        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        while (x >= 0 && !sp[x].has_fwd) x = w->parent[x];
         if (x >= 0) {
-            int m = w->mod[w->fwd[x]];
+            int m = w->mod[fwd_of(w, x)];
             if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
         } else if (w->mod[o] >= 0) {
             MP_SADD(t->mfig[w->mod[o]].fwd, dur);
@@ -954,19 +1271,21 @@ static void modules(work *w) {
     /* FLOPs: the outermost counted operator; a backward one (itself or an
      * enclosing operator tied to a forward one) counts for the module of
      * that forward operator */
-    for (size_t i = 0; i < w->S; i++) {
-        if (!sp[i].flops || sp[i].kind != MP_TS_OP || w->alias[i] >= 0) continue;
+    for (size_t f = 0; f < w->raw->n_flops; f++) {
+        int32_t i = (int32_t)w->raw->flops[f].span;
+        uint64_t fl = w->raw->flops[f].flops;
+        if (sp[i].kind != MP_TS_OP || sp[i].merged) continue;
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
-            if (sp[x].flops) outer = false;
+            if (sp[x].has_flops) outer = false;
         if (!outer) continue;
         int32_t x = i;
-        while (x >= 0 && w->fwd[x] < 0) x = w->parent[x];
+        while (x >= 0 && !sp[x].has_fwd) x = w->parent[x];
         if (x >= 0) {
-            int m = w->mod[w->fwd[x]];
-            if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, sp[i].flops);
+            int m = w->mod[fwd_of(w, x)];
+            if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, fl);
         } else if (w->mod[i] >= 0) {
-            MP_SADD(t->mfig[w->mod[i]].flops, sp[i].flops);
+            MP_SADD(t->mfig[w->mod[i]].flops, fl);
         }
     }
     bool cpu = mp_trace_cpu_modules(t, sp, w->S, w->mod, w->D);
@@ -995,21 +1314,57 @@ int mp__trace_step_at(const mp_trace *t, int64_t ts) {
     return ts < s->ts + s->wall ? lo - 1 : -1;
 }
 
+/* When the host launched the kernel that opens each busy interval: the
+ * runtime call with its correlation (the first in span order), -1 when
+ * none. A join of the intervals' correlations, sorted, with the runtime
+ * calls: no map over every correlation. */
+typedef struct cpos {
+    int32_t corr;
+    int32_t j;
+} cpos;
+
+static int cpos_cmp(const void *x, const void *y) {
+    const cpos *a = x, *b = y;
+    if (a->corr != b->corr) return a->corr < b->corr ? -1 : 1;
+    return (a->j > b->j) - (a->j < b->j);
+}
+
+static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t **out) {
+    const mp_trace_raw *raw = w->raw;
+    const mp_tspan *sp = raw->spans;
+    int64_t *launch = big_alloc((nu + 1) * sizeof *launch, false);
+    cpos *c = big_alloc((nu + 1) * sizeof *c, false);
+    *out = launch;
+    if (!launch || !c) {
+        big_free(c);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    size_t nc = 0;
+    for (size_t j = 0; j < nu; j++) {
+        launch[j] = -1;
+        int32_t corr = raw->devs[u[j].first].corr;
+        if (corr >= 0) c[nc++] = (cpos){corr, (int32_t)j};
+    }
+    if (nc > 1) qsort(c, nc, sizeof *c, cpos_cmp);
+    for (size_t i = 0; nc && i < w->S; i++) {
+        if (sp[i].kind != MP_TS_RUNTIME || sp[i].corr < 0) continue;
+        size_t lo = 0, hi = nc;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (c[mid].corr < sp[i].corr) lo = mid + 1;
+            else hi = mid;
+        }
+        for (; lo < nc && c[lo].corr == sp[i].corr; lo++)
+            if (launch[c[lo].j] < 0) launch[c[lo].j] = sp[i].ts;
+    }
+    big_free(c);
+    return MP_OK;
+}
+
 static int hr_cmp(const void *x, const void *y) {
     const struct mp_thrange *a = x, *b = y;
     if (a->idle != b->idle) return a->idle > b->idle ? -1 : 1;
     return strcmp(a->name, b->name);
-}
-
-typedef struct rtkey {
-    int32_t tid;
-    int64_t ts;
-} rtkey;
-
-static int rtkey_cmp(const void *x, const void *y) {
-    const rtkey *a = x, *b = y;
-    if (a->tid != b->tid) return a->tid < b->tid ? -1 : 1;
-    return (a->ts > b->ts) - (a->ts < b->ts);
 }
 
 typedef struct nrng {
@@ -1023,11 +1378,40 @@ static int nrng_cmp(const void *x, const void *y) {
     return (a->a > b->a) - (a->a < b->a);
 }
 
+/* The device's idle intervals inside the steps, in the steps' order: the
+ * complement of the busy union u (nu intervals) within each step's
+ * window. A walker, so that they are never held all at once: *k and *j
+ * start at 0 and -1; returns false after the last. */
+static bool next_gap(const mp_trace *t, const ival *u, size_t nu, int *k, ptrdiff_t *j, int64_t *c0,
+                     int64_t *c1) {
+    while (*k < t->n_steps) {
+        const mp_tstep *s = &t->steps[*k];
+        int64_t a0 = s->ts, a1 = s->ts + s->wall;
+        if (*j < 0) *j = (ptrdiff_t)ival_after(u, nu, a0);
+        else if ((size_t)*j >= nu) *j = PTRDIFF_MAX;   /* the step's last gap was given */
+        else (*j)++;
+        if (*j != PTRDIFF_MAX) {
+            size_t jj = (size_t)*j;
+            int64_t g0 = jj == 0 ? INT64_MIN : u[jj - 1].b;
+            int64_t g1 = jj < nu ? u[jj].a : INT64_MAX;
+            *c0 = MP_MAX(g0, a0);
+            *c1 = MP_MIN(g1, a1);
+            if (*c0 < a1) {
+                if (*c1 > *c0) return true;
+                continue;
+            }
+        }
+        (*k)++;
+        *j = -1;
+    }
+    return false;
+}
+
 /* The user's own host ranges that gave the device no work, and the
  * device's idle time inside them (not already the data loader's or a
- * collective's): `data`, logging, checkpointing the device waited on. gaps: the idle intervals of the
- * steps, in time order. */
-static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *gaps, size_t ngap,
+ * collective's): `data`, logging, checkpointing the device waited on. u: the
+ * device's busy union (next_gap gives the idle intervals of the steps). */
+static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *u, size_t nu,
                              const ival *loader, size_t nl, const ival *hc, size_t nhc) {
     t->hranges = NULL;
     t->n_hranges = 0;
@@ -1039,7 +1423,11 @@ static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *g
         n += raw->spans[i].kind == MP_TS_ANNOT && mp__trace_user_range(raw->names[raw->spans[i].name]);
     if (!n) return MP_OK;
     nrng *r = malloc(n * sizeof *r);
-    ival *ex = malloc((nl + nhc + 1) * sizeof *ex), *idle = malloc((2 * ngap + nl + nhc + 1) * sizeof *idle);
+    size_t ngap = 0;
+    int gk = 0;
+    ptrdiff_t gj = -1;
+    for (int64_t c0, c1; next_gap(t, u, nu, &gk, &gj, &c0, &c1);) ngap++;
+    ival *ex = malloc((nl + nhc + 1) * sizeof *ex), *idle = big_alloc((2 * ngap + nl + nhc + 1) * sizeof *idle, false);
     struct mp_thrange *out = NULL;
     int cap = 0;
     mp_status st = MP_OK;
@@ -1047,34 +1435,28 @@ static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *g
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto done;
     }
-    /* the host's calls into the device runtime, by thread and time: a range
-     * that launched work is not one the device waited on (a "forward"
-     * range's idle is launch-bound, not the range's) */
-    size_t nrt = 0;
-    for (size_t i = 0; i < raw->n_spans; i++) nrt += raw->spans[i].kind == MP_TS_RUNTIME;
-    rtkey *rt = malloc((nrt + 1) * sizeof *rt);
-    if (!rt) {
-        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
-        goto done;
-    }
-    nrt = 0;
-    for (size_t i = 0; i < raw->n_spans; i++)
-        if (raw->spans[i].kind == MP_TS_RUNTIME) rt[nrt++] = (rtkey){raw->spans[i].tid, raw->spans[i].ts};
-    qsort(rt, nrt, sizeof *rt, rtkey_cmp);
+    /* the host's calls into the device runtime, by thread and time (the
+     * spans are sorted so): a range that launched work is not one the
+     * device waited on (a "forward" range's idle is launch-bound, not the
+     * range's) */
+    const mp_tspan *all = raw->spans;
+    size_t S = raw->n_spans;
     n = 0;
-    for (size_t i = 0; i < raw->n_spans; i++) {
-        const mp_tspan *sp = &raw->spans[i];
+    for (size_t i = 0; i < S; i++) {
+        const mp_tspan *sp = &all[i];
         if (sp->kind != MP_TS_ANNOT || !mp__trace_user_range(raw->names[sp->name])) continue;
-        size_t lo = 0, hi = nrt;   /* the first runtime call of its thread at or after its start */
+        size_t lo = 0, hi = S;   /* the first span of its thread at or after its start */
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (rt[mid].tid < sp->tid || (rt[mid].tid == sp->tid && rt[mid].ts < sp->ts)) lo = mid + 1;
+            if (all[mid].tid < sp->tid || (all[mid].tid == sp->tid && all[mid].ts < sp->ts)) lo = mid + 1;
             else hi = mid;
         }
-        if (lo < nrt && rt[lo].tid == sp->tid && rt[lo].ts < sp->end) continue;
+        bool launched = false;
+        for (; lo < S && all[lo].tid == sp->tid && all[lo].ts < sp->end && !launched; lo++)
+            launched = all[lo].kind == MP_TS_RUNTIME;
+        if (launched) continue;
         r[n++] = (nrng){sp->name, MP_MAX(sp->ts, w0), MP_MIN(sp->end, w1)};
     }
-    free(rt);
     qsort(r, n, sizeof *r, nrng_cmp);
     /* idle less the loader's and the collectives' */
     size_t nex = 0, nid = 0;
@@ -1082,14 +1464,17 @@ static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *g
     for (size_t i = 0; i < nhc; i++) ex[nex++] = hc[i];
     if (nex > 1) qsort(ex, nex, sizeof *ex, ival_cmp);
     nex = merge_ivals(ex, nex);
-    for (size_t g = 0, e = 0; g < ngap; g++) {
-        int64_t cur = gaps[g].a;
+    gk = 0;
+    gj = -1;
+    size_t e = 0;
+    for (int64_t ga, gb; next_gap(t, u, nu, &gk, &gj, &ga, &gb);) {
+        int64_t cur = ga;
         while (e < nex && ex[e].b <= cur) e++;
-        for (size_t q = e; q < nex && ex[q].a < gaps[g].b; q++) {
+        for (size_t q = e; q < nex && ex[q].a < gb; q++) {
             if (ex[q].a > cur) idle[nid++] = (ival){cur, ex[q].a, -1};
             cur = MP_MAX(cur, ex[q].b);
         }
-        if (cur < gaps[g].b) idle[nid++] = (ival){cur, gaps[g].b, -1};
+        if (cur < gb) idle[nid++] = (ival){cur, gb, -1};
     }
     for (size_t i = 0; i < n;) {
         size_t j = i;
@@ -1123,7 +1508,7 @@ done:
     free(out);
     free(r);
     free(ex);
-    free(idle);
+    big_free(idle);
     return st;
 }
 
@@ -1175,25 +1560,64 @@ static mp_status steps(work *w) {
             t->steps[j - 1] = tmp;
         }
 
-    /* device busy intervals (kernels, copies, sets: every stream) */
-    dkey *dk = malloc((D + 1) * sizeof *dk);
-    ival *u = malloc((D + 1) * sizeof *u);
-    ival *loader = malloc((S + 1) * sizeof *loader);
-    ival *sync = malloc((S + 1) * sizeof *sync);
+    /* device busy intervals (kernels, copies, sets: every stream): the
+     * device events' indices by time, and their union */
+    size_t nd = 0, nl = 0, nsy = 0, nu = 0;
+    for (size_t d = 0; d < D; d++) nd += raw->devs[d].kind != MP_TD_ANNOT;
+    for (size_t i = 0; i < S; i++) {
+        uint8_t f = w->nf[sp[i].name];
+        nl += (sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && (f & NF_LOADER);
+        nsy += sp[i].kind == MP_TS_RUNTIME && (f & NF_SYNC);
+    }
+    int32_t *dk = big_alloc((nd + 1) * sizeof *dk, false), *dtmp = big_alloc((nd + 1) * sizeof *dtmp, false);
+    ival *loader = big_alloc((nl + 1) * sizeof *loader, false);
+    ival *sync = big_alloc((nsy + 1) * sizeof *sync, false);
     ival *hc = malloc(((size_t)t->n_calls + 1) * sizeof *hc);   /* host-side collectives */
-    size_t ngap = 0, capgap = D + 2 * (size_t)t->n_steps + 2;
-    ival *gaps = malloc(capgap * sizeof *gaps);   /* the device's idle time in the steps */
-    if (!dk || !u || !loader || !sync || !hc || !gaps) {
+    ival *u = NULL;
+    int64_t *launch = NULL;   /* per interval of u: when the kernel that opens it was launched; -1 */
+    uint32_t *runs = NULL;
+    size_t rcap = 0;
+    if (!dk || !dtmp || !loader || !sync || !hc) {
+        big_free(dtmp);
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
     }
-    size_t nd = 0;
+    nd = 0;
     int64_t maxdur = 0;
     for (size_t d = 0; d < D; d++)
         if (raw->devs[d].kind != MP_TD_ANNOT) {
-            dk[nd++] = (dkey){raw->devs[d].ts, raw->devs[d].end, (int32_t)d};
+            dk[nd++] = (int32_t)d;
             maxdur = MP_MAX(maxdur, raw->devs[d].end - raw->devs[d].ts);
         }
+    bool sorted = idx_msort(dk, dtmp, 0, nd, dev_cmp, raw->devs, &runs, &rcap);
+    free(runs);
+    big_free(dtmp);
+    if (!sorted) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto out;
+    }
+    /* the union, as the events come in time order: counted, then made */
+    for (size_t i = 0, pass = 0; pass < 2; pass++, i = 0) {
+        int64_t b = INT64_MIN;
+        size_t k = 0;
+        for (; i < nd; i++) {
+            const mp_tdev *dv = &raw->devs[dk[i]];
+            if (k && dv->ts <= b) {
+                if (dv->end > b) b = dv->end;
+                if (pass) u[k - 1].b = b;
+                continue;
+            }
+            if (pass) u[k] = (ival){dv->ts, dv->end, dk[i]};
+            k++;
+            b = dv->end;
+        }
+        nu = k;
+        if (!pass && !(u = big_alloc((nu + 1) * sizeof *u, false))) {
+            st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            goto out;
+        }
+    }
+    if ((st = launch_times(w, u, nu, &launch)) != MP_OK) goto out;
     /* categories: by kernel name once, by launching operator name once */
     int N = raw->n_names;
     int8_t *kc = malloc((size_t)N + 1), *oc = malloc((size_t)N + 1);
@@ -1205,15 +1629,12 @@ static mp_status steps(work *w) {
     }
     memset(kc, 0x7f, (size_t)N + 1);
     memset(oc, 0x7f, (size_t)N + 1);
-    if (nd > 1) qsort(dk, nd, sizeof *dk, dkey_cmp);
-    for (size_t i = 0; i < nd; i++) u[i] = (ival){dk[i].ts, dk[i].end, dk[i].idx};
-    size_t nu = merge_ivals(u, nd);
-    size_t nl = 0, nsy = 0;
+    nl = nsy = 0;
     for (size_t i = 0; i < S; i++) {
-        const char *n = nm[sp[i].name];
-        if ((sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && mp__trace_loader(n))
+        uint8_t f = w->nf[sp[i].name];
+        if ((sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && (f & NF_LOADER))
             loader[nl++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
-        if (sp[i].kind == MP_TS_RUNTIME && (has(n, "Synchronize") || strcmp(n, "cudaMemcpy") == 0))
+        if (sp[i].kind == MP_TS_RUNTIME && (f & NF_SYNC))
             sync[nsy++] = (ival){sp[i].ts, sp[i].end, (int32_t)i};
     }
     if (nl > 1) qsort(loader, nl, sizeof *loader, ival_cmp);
@@ -1245,7 +1666,6 @@ static mp_status steps(work *w) {
             if (c0 >= a1) break;
             if (c1 > c0) {
                 int64_t len = c1 - c0;
-                if (ngap < capgap) gaps[ngap++] = (ival){c0, c1, -1};
                 int64_t ld = ival_overlap(loader, nl, c0, c1);
                 MP_SADD(s->idle[MP_TI_LOADER], ld);
                 len -= ld;
@@ -1255,10 +1675,7 @@ static mp_status steps(work *w) {
                 len -= co;
                 int cause = MP_TI_OTHER;
                 if (j < nu) {
-                    const mp_tdev *nx = &raw->devs[u[j].first];
-                    int32_t rt = nx->corr >= 0 ? imap_get(&w->corr, nx->corr) : -1;
-                    int64_t launch = rt >= 0 ? sp[rt].ts : -1;
-                    if (rt >= 0 && launch > g0) {
+                    if (launch[j] >= 0 && launch[j] > g0) {
                         cause = MP_TI_LAUNCH;
                         /* a sync call that returned after the device went idle and
                          * before the launch: the host had waited on the device */
@@ -1269,7 +1686,7 @@ static mp_status steps(work *w) {
                             if (sync[mid].a < from) lo = mid + 1;
                             else hi = mid;
                         }
-                        if (lo < nsy && sync[lo].a <= launch) cause = MP_TI_SYNC;
+                        if (lo < nsy && sync[lo].a <= launch[j]) cause = MP_TI_SYNC;
                     }
                 } else {
                     int64_t from = g0 == INT64_MIN ? a0 : g0;
@@ -1287,15 +1704,15 @@ static mp_status steps(work *w) {
         size_t d0 = 0, lo = 0, hi = nd;
         while (lo < hi) {   /* first event starting at or after a0 - longest duration */
             size_t mid = lo + (hi - lo) / 2;
-            if (dk[mid].ts < a0 - maxdur) lo = mid + 1;
+            if (raw->devs[dk[mid]].ts < a0 - maxdur) lo = mid + 1;
             else hi = mid;
         }
         d0 = lo;
-        for (size_t i = d0; i < nd && dk[i].ts < a1; i++) {
-            int64_t ov = overlap(dk[i].ts, dk[i].end, a0, a1);
+        for (size_t i = d0; i < nd && raw->devs[dk[i]].ts < a1; i++) {
+            int64_t ov = overlap(raw->devs[dk[i]].ts, raw->devs[dk[i]].end, a0, a1);
             if (!ov) continue;
-            const mp_tdev *dv = &raw->devs[dk[i].idx];
-            int32_t o = w->devop[dk[i].idx];
+            const mp_tdev *dv = &raw->devs[dk[i]];
+            int32_t o = w->devop[dk[i]];
             int c;
             if (dv->kind == MP_TD_MEMCPY || dv->kind == MP_TD_MEMSET) {
                 c = MP_TC_MEM;
@@ -1316,20 +1733,23 @@ static mp_status steps(work *w) {
     }
     /* optimizer time and FLOPs: each span counts for the step it starts in */
     for (size_t i = 0; i < S; i++) {
-        bool opt = sp[i].kind == MP_TS_ANNOT && starts(nm[sp[i].name], "Optimizer.step#");
-        if (!opt && !sp[i].flops) continue;
+        if (sp[i].kind != MP_TS_ANNOT || !starts(nm[sp[i].name], "Optimizer.step#")) continue;
         int k = mp__trace_step_at(t, sp[i].ts);
         if (k < 0) continue;
         mp_tstep *s = &t->steps[k];
-        if (opt) MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
-        if (sp[i].flops) {
-            bool outer = true;
-            for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
-                if (sp[x].flops) outer = false;
-            if (outer) {
-                MP_SADD(s->flops, sp[i].flops);
-                MP_SADD(t->flops_total, sp[i].flops);
-            }
+        MP_SADD(s->optimizer, overlap(sp[i].ts, sp[i].end, s->ts, s->ts + s->wall));
+    }
+    for (size_t f = 0; f < raw->n_flops; f++) {
+        int32_t i = (int32_t)raw->flops[f].span;
+        uint64_t fl = raw->flops[f].flops;
+        int k = mp__trace_step_at(t, sp[i].ts);
+        if (k < 0) continue;
+        bool outer = true;
+        for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
+            if (sp[x].has_flops) outer = false;
+        if (outer) {
+            MP_SADD(t->steps[k].flops, fl);
+            MP_SADD(t->flops_total, fl);
         }
     }
     /* the optimizer's device span (its gpu_user_annotation) */
@@ -1344,18 +1764,17 @@ static mp_status steps(work *w) {
     int cur = -1;
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
-        if (me->device_type != 1) continue;
         int k = mp__trace_step_at(t, me->ts);
         if (k != cur && k >= 0) {
             mp_tstep *s = &t->steps[k];
-            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : me->allocated - me->bytes;
+            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : (int64_t)me->allocated - me->bytes;
         }
         cur = k;
-        last = me->allocated;
+        last = (int64_t)me->allocated;
         if (k < 0) continue;
         mp_tstep *s = &t->steps[k];
-        if (me->allocated > s->mem_peak) s->mem_peak = me->allocated;
-        s->mem_end = me->allocated;
+        if ((int64_t)me->allocated > s->mem_peak) s->mem_peak = (int64_t)me->allocated;
+        s->mem_end = (int64_t)me->allocated;
     }
     for (int k = 0; k < t->n_steps; k++) {
         mp_tstep *s = &t->steps[k];
@@ -1364,14 +1783,19 @@ static mp_status steps(work *w) {
     }
     free(kc);
     free(oc);
-    st = host_ranges(t, raw, gaps, ngap, loader, nl, hc, nhc);
+    /* what the host ranges below do not read goes back first */
+    big_free(dk);
+    big_free(launch);
+    dk = NULL;
+    launch = NULL;
+    st = host_ranges(t, raw, u, nu, loader, nl, hc, nhc);
 out:
-    free(dk);
-    free(u);
-    free(loader);
-    free(sync);
+    big_free(dk);
+    big_free(u);
+    big_free(launch);
+    big_free(loader);
+    big_free(sync);
     free(hc);
-    free(gaps);
     return st;
 }
 
@@ -1396,46 +1820,44 @@ static mp_status flop_summary(work *w) {
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
     const char **nm = raw->names;
-    int32_t *outer = malloc((S + 1) * sizeof *outer);   /* the outermost counted op around; -1 */
-    uint8_t *tc = calloc(S + 1, 1), *launched = calloc(S + 1, 1);
+    size_t words = S / 64 + 1;
+    /* bit sets over spans: launched kernels itself; its kernels ran fp32 on tensor cores */
+    uint64_t *launched = big_alloc(words * sizeof *launched, true), *tc = big_alloc(words * sizeof *tc, true);
     int32_t *row = malloc(((size_t)raw->n_names + 1) * sizeof *row);
-    if (!outer || !tc || !launched || !row) {
-        free(outer);
-        free(tc);
-        free(launched);
+    if (!tc || !launched || !row) {
+        big_free(tc);
+        big_free(launched);
         free(row);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
-    for (size_t k = 0; k < S; k++) {   /* parents before children */
-        int32_t i = w->ord[k];
-        int32_t p = w->parent[i];
-        outer[i] = p >= 0 && outer[p] >= 0 ? outer[p] : sp[i].flops && sp[i].kind == MP_TS_OP ? i : -1;
-    }
+#define BIT_SET(b, i) ((b)[(size_t)(i) / 64] |= UINT64_C(1) << ((size_t)(i) % 64))
+#define BIT_GET(b, i) (((b)[(size_t)(i) / 64] >> ((size_t)(i) % 64)) & 1)
     for (size_t d = 0; d < w->D; d++) {
         int32_t o = w->devop[d];
         if (o < 0 || raw->devs[d].kind != MP_TD_KERNEL) continue;
         o = resolve(w, o);
-        launched[o] = 1;
-        int32_t c = outer[o];
-        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && tf32_kernel(nm[raw->devs[d].name])) tc[c] = 1;
+        BIT_SET(launched, o);
+        int32_t c = outer_of(w, o);
+        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && tf32_kernel(nm[raw->devs[d].name])) BIT_SET(tc, c);
     }
     uint64_t by[MP_TDT_COUNT] = {0};
-    for (size_t i = 0; i < S; i++) {
-        if (outer[i] != (int32_t)i || w->alias[i] >= 0) continue;
+    for (size_t f = 0; f < raw->n_flops; f++) {
+        int32_t i = (int32_t)raw->flops[f].span;
+        uint64_t fl = raw->flops[f].flops;
+        if (sp[i].merged || outer_of(w, i) != i) continue;
         int dt = sp[i].dtype < MP_TDT_COUNT ? sp[i].dtype : MP_TDT_NONE;
-        if (dt == MP_TDT_FP32 && tc[i]) dt = MP_TDT_TF32;
-        MP_SADD(by[dt], sp[i].flops);
+        if (dt == MP_TDT_FP32 && BIT_GET(tc, i)) dt = MP_TDT_TF32;
+        MP_SADD(by[dt], fl);
         /* backward: tied to a forward operator, or named so (itself or an
          * enclosing operator: a trace without flows or sequence numbers) */
-        int32_t x = (int32_t)i;
-        while (x >= 0 && w->fwd[x] < 0 && !has(nm[sp[x].name], "Backward") &&
-               !has(nm[sp[x].name], "_backward"))
+        int32_t x = i;
+        while (x >= 0 && !sp[x].has_fwd && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
             x = w->parent[x];
         if (x < 0) continue;
         int k = mp__trace_step_at(t, sp[i].ts);
         if (k < 0) continue;
-        MP_SADD(t->flops_bwd, sp[i].flops);
-        MP_SADD(t->steps[k].flops_bwd, sp[i].flops);
+        MP_SADD(t->flops_bwd, fl);
+        MP_SADD(t->steps[k].flops_bwd, fl);
     }
     t->dominant_dtype = MP_TDT_NONE;
     for (int d = 1; d < MP_TDT_COUNT; d++)
@@ -1446,8 +1868,9 @@ static mp_status flop_summary(work *w) {
     int cap = 0;
     mp_status st = MP_OK;
     for (size_t i = 0; i < S && st == MP_OK; i++) {
-        if (!launched[i] || outer[i] >= 0 || sp[i].kind != MP_TS_OP || w->alias[i] >= 0 ||
-            mp__trace_step_at(t, sp[i].ts) < 0 || mp_trace_flop_free(nm[sp[i].name]))
+        if (!BIT_GET(launched, i) || sp[i].kind != MP_TS_OP || sp[i].merged ||
+            outer_of(w, (int32_t)i) >= 0 || mp__trace_step_at(t, sp[i].ts) < 0 ||
+            (w->nf[sp[i].name] & NF_FLOP_FREE))
             continue;
         int32_t r = row[sp[i].name];
         if (r < 0) {
@@ -1462,13 +1885,14 @@ static mp_status flop_summary(work *w) {
             t->uncounted[r].name = nm[sp[i].name];
         }
         t->uncounted[r].count++;
-        MP_SADD(t->uncounted[r].device, w->kern[i]);
+        MP_SADD(t->uncounted[r].device, kern_of(w, (int32_t)i));
     }
+#undef BIT_SET
+#undef BIT_GET
     if (t->n_uncounted > 1)
         qsort(t->uncounted, (size_t)t->n_uncounted, sizeof *t->uncounted, unc_cmp);
-    free(outer);
-    free(tc);
-    free(launched);
+    big_free(tc);
+    big_free(launched);
     free(row);
     return st;
 }
@@ -1535,23 +1959,34 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.D = raw->n_devs;
     mp_status st = MP_OK;
     if (raw->n_mems > 1) qsort(raw->mems, raw->n_mems, sizeof *raw->mems, mem_cmp);
-    if (st == MP_OK) st = link_all(&w);
-    free(w.nchild);
-    w.nchild = NULL;
+    w.nf = name_flags(raw);
+    if (!w.nf) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    /* Each step frees what the later ones do not read, so that few of the
+     * per-span arrays are held at once (memory: docs/DESIGN.md "Reading"). */
+    if (st == MP_OK) st = link_devices(&w);
     if (st == MP_OK) st = link_backward(&w);
+    free(raw->flows);   /* nothing reads the flows after */
+    raw->flows = NULL;
+    raw->n_flows = raw->cap_flows = 0;
+    give_back();
+    if (st == MP_OK) st = link_tree(&w);
+    big_free(w.nchild);     /* only merging needed it */
+    w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
     if (st == MP_OK) modules(&w);
+    big_free(w.mod);        /* modules() is the last to read these */
+    w.mod = NULL;
+    imap_free(&w.fwd);
+    give_back();
     if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);
     if (st == MP_OK) st = steps(&w);
     if (st == MP_OK) st = mp__trace_comm_steps(t);
     if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
     if (st == MP_OK) {
-        t->mem_peak_alloc = t->mem_peak_reserved = -1;
-        for (size_t m = 0; m < raw->n_mems; m++) {
-            if (raw->mems[m].device_type != 1) continue;
-            t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, raw->mems[m].allocated);
-            t->mem_peak_reserved = MP_MAX(t->mem_peak_reserved, raw->mems[m].reserved);
-        }
+        t->mem_peak_alloc = -1;
+        t->mem_peak_reserved = raw->mem_reserved_peak;
+        for (size_t m = 0; m < raw->n_mems; m++)
+            t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, (int64_t)raw->mems[m].allocated);
         st = mem_curve(t, raw);
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;
@@ -1576,17 +2011,13 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         t->no_modules = nops > 0 && t->n_mods <= 1;
         mp_trace_findings(t);
     }
-    imap_free(&w.ext);
-    imap_free(&w.corr);
-    free(w.order);
-    free(w.ord);
-    free(w.parent);
-    free(w.alias);
-    free(w.kern);
-    free(w.dtot);
-    free(w.mod);
-    free(w.fwd);
-    free(w.devop);
+    imap_free(&w.fwd);
+    kmap_free(&w.kern);
+    big_free(w.nchild);
+    big_free(w.parent);
+    big_free(w.mod);
+    big_free(w.devop);
+    free(w.nf);
     if (st != MP_OK) mp_trace_free(t);
     return st;
 }

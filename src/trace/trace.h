@@ -50,49 +50,65 @@
 enum { MP_TS_OP, MP_TS_ANNOT, MP_TS_RUNTIME, MP_TS_MODULE };      /* span kinds */
 enum { MP_TD_KERNEL, MP_TD_MEMCPY, MP_TD_MEMSET, MP_TD_ANNOT };   /* device kinds */
 
+/* What the records hold per event is what the analysis needs, packed: a
+ * 500 MB trace holds about 1.8 million of them, and the reader's memory is
+ * at most a tenth of the file (docs/DESIGN.md "Reading"). */
+#define MP_TNAME_BITS 23            /* interned names: at most 2^23 */
+
 /* A CPU-side span: ATen operator, user annotation, CUDA runtime/driver
- * call or an nn.Module scope. */
-typedef struct mp_tspan {
+ * call or an nn.Module scope. 30 bytes. Its FLOPs (computed from the
+ * recorded shapes, few spans have them) are in mp_trace_raw.flops. */
+typedef struct __attribute__((packed, aligned(2))) mp_tspan {
     int64_t ts, end;       /* ns */
-    uint64_t flops;        /* computed from the recorded shapes; 0 */
     int32_t ext;           /* External id (operators, annotations, launches); -1 */
-    int32_t corr;          /* correlation (runtime calls); -1 */
-    int32_t seq;           /* Sequence number; -1 */
-    uint32_t name;         /* interned name */
-    int32_t tid;           /* thread index */
-    uint8_t kind;
-    uint8_t dtype;         /* MP_TDT_* of the first input, for FLOP-counted ops */
-    uint8_t bwd;           /* MP_TS_MODULE: a "nn.Module.backward: " range (legacy.c) */
+    union {
+        int32_t corr;      /* MP_TS_RUNTIME: correlation; -1 */
+        int32_t seq;       /* others: Sequence number; -1 */
+    };
+    uint32_t name : MP_TNAME_BITS;  /* interned name */
+    uint32_t kind : 2;
+    uint32_t dtype : 3;    /* MP_TDT_* of the first input, for FLOP-counted ops */
+    uint32_t bwd : 1;      /* MP_TS_MODULE: a "nn.Module.backward: " range (legacy.c) */
+    uint32_t has_flops : 1;/* FLOPs in mp_trace_raw.flops */
+    uint32_t merged : 1;   /* analysis: merged into its parent (PyTorch's _remove_dup_nodes) */
+    uint32_t has_fwd : 1;  /* analysis: a backward operator tied to a forward one */
+    uint16_t tid;          /* thread index */
 } mp_tspan;
 
-/* A device-side interval: kernel, memcpy, memset, device annotation. */
-typedef struct mp_tdev {
+/* A device-side interval: kernel, memcpy, memset, device annotation. 32 bytes. */
+typedef struct __attribute__((packed, aligned(4))) mp_tdev {
     int64_t ts, end;
     int32_t ext;           /* External id of the launching operator; -1 */
     int32_t corr;          /* correlation of the launch; -1 */
-    uint32_t name;
-    int32_t stream;
-    int32_t device;
-    uint8_t kind;
+    uint32_t name : MP_TNAME_BITS;
+    uint32_t kind : 2;
+    int16_t stream;        /* -1 when unknown or outside int16 */
+    int16_t device;        /* -1 when unknown or outside int16 */
 } mp_tdev;
 
-/* A [memory] instant event. */
+/* A device [memory] instant event (CPU ones are not kept: nothing reads
+ * them; the peak of Total Reserved is kept whole in mp_trace_raw). 24 bytes. */
 #define MP_MEM_CURVE 256
+#define MP_MEM_MAX (INT64_C(1) << 48)   /* bytes: 281 TB */
 typedef struct mp_tmem {
     int64_t ts;
-    int64_t bytes;         /* + allocation, - free */
-    int64_t allocated;     /* Total Allocated after it */
-    int64_t reserved;      /* Total Reserved after it */
-    int32_t tid;
-    int8_t device_type;    /* 1: CUDA, 0: CPU */
+    int64_t bytes;              /* + allocation, - free */
+    uint64_t allocated : 48;    /* Total Allocated after it */
+    uint64_t tid : 16;
 } mp_tmem;
 
-/* One end of a fwdbwd flow. */
-typedef struct mp_tflow {
+/* One end of a fwdbwd flow. 20 bytes. */
+typedef struct __attribute__((packed, aligned(4))) mp_tflow {
     int64_t id, ts;
-    int32_t tid;
-    uint8_t start;         /* 's' (forward) or 'f' (backward) */
+    uint32_t tid : 31;
+    uint32_t start : 1;    /* 's' (forward) or 'f' (backward) */
 } mp_tflow;
+
+/* A span's FLOPs: span index, FLOPs; sorted by span. 12 bytes. */
+typedef struct __attribute__((packed, aligned(4))) mp_tflop {
+    uint32_t span;
+    uint64_t flops;
+} mp_tflop;
 
 /* An event of ONNX Runtime's profile (SessionOptions.enableProfiling: a
  * bare array of complete events, cat "Node" for kernels, "Session" for
@@ -171,6 +187,8 @@ typedef struct mp_trace_raw {
     mp_tdev *devs;    size_t n_devs, cap_devs;
     mp_tmem *mems;    size_t n_mems, cap_mems;
     mp_tflow *flows;  size_t n_flows, cap_flows;
+    mp_tflop *flops;  size_t n_flops, cap_flops;
+    int64_t mem_reserved_peak;   /* highest Total Reserved of a device [memory] event; -1 */
     mp_tcomm *comms;  size_t n_comms, cap_comms;   /* collectives' side table */
     mp_tpg *pgs;      int n_pgs, cap_pgs;
     int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
@@ -196,6 +214,8 @@ mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
 mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
 void mp_trace_raw_free(mp_trace_raw *t);
+/* The FLOPs of span i (0 when it has none). */
+uint64_t mp_trace_span_flops(const mp_trace_raw *t, size_t i);
 
 /* legacy.c: traces without Kineto (a bare event array, no categories) and
  * the module range names. mp_trace_module_range: 1 "nn.Module: ", 2

@@ -356,6 +356,64 @@ def analyze_trace_equals_cli():
     schema_check("trace", cli)
 
 
+@test
+def trace_diff_derived():
+    """`trace diff` on derived runs: the ViT trace against a copy whose
+    aten::gelu kernels take 3x as long and whose steps are 2 ms longer: the
+    step delta is the traces' own (their ProfilerStep durations), and the
+    largest operator and kernel deltas name aten::gelu and its kernel, by
+    exactly what was added. The MobileNet trace against itself: every delta
+    zero."""
+    import gzip
+    src = os.path.join(ROOT, "tests", "traces", "vit_b16_adamw_stack.trace.json.gz")
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    ev = doc["traceEvents"]
+    gelu = {e["args"]["External id"] for e in ev
+            if e.get("cat") == "cpu_op" and e.get("name") == "aten::gelu"}
+    check(gelu, "the ViT trace has aten::gelu operators")
+    added = 0.0
+    steps_a, steps_b = [], []
+    for e in ev:
+        if e.get("cat") == "kernel" and e.get("args", {}).get("External id") in gelu:
+            added += 2 * e["dur"]
+            e["dur"] *= 3
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#"):
+            steps_a.append(e["dur"])
+            e["dur"] += 2000.0
+            steps_b.append(e["dur"])
+    with tempfile.TemporaryDirectory() as d:
+        b = os.path.join(d, "vit_gelu3x.trace.json")
+        with open(b, "w") as f:
+            json.dump(doc, f)
+        out = json.loads(subprocess.run([BIN, "trace", "diff", "--format", "json", src, b], check=True,
+                                        capture_output=True, text=True).stdout)
+        text = subprocess.run([BIN, "trace", "diff", "--top", "3", src, b], check=True,
+                              capture_output=True, text=True).stdout
+    schema_check("trace_diff", out)
+    s = out["diff"]["steps"]
+    want = (sum(steps_b) / len(steps_b) - sum(steps_a) / len(steps_a)) * 1e-6
+    check(abs(s["delta_s"] - want) < 1e-9 and abs(want - 2e-3) < 1e-9,
+          "step delta %r, the traces' own %r" % (s["delta_s"], want))
+    check(abs(s["a_mean_s"] - sum(steps_a) / len(steps_a) * 1e-6) < 1e-9, "A's mean step")
+    ops = out["diff"]["operators"]
+    per_step = added * 1e-6 / len(steps_a)
+    check(ops[0]["name"] == "aten::gelu" and abs(ops[0]["delta_s"] - per_step) < 1e-9,
+          "largest operator delta: %r, want aten::gelu +%r" % (ops[0], per_step))
+    check(all(abs(o["delta_s"]) < 1e-12 for o in ops[1:]), "only aten::gelu changed")
+    k = out["diff"]["kernels"][0]
+    check("gelu" in k["name"].lower() and k["delta_s"] > 0, "largest kernel delta: %r" % k["name"])
+    check(all(abs(x["delta_s"]) <= abs(y["delta_s"]) for x, y in zip(ops[1:], ops)), "sorted")
+    check("aten::gelu" in text and "Trace diff" in text, "the text report names it")
+    mob = os.path.join(ROOT, "tests", "traces", "mobilenet_v2_sgd_loader.trace.json.gz")
+    same = json.loads(subprocess.run([BIN, "trace", "diff", "--format", "json", mob, mob], check=True,
+                                     capture_output=True, text=True).stdout)
+    check(same["diff"]["steps"]["delta_s"] == 0, "itself: step delta")
+    for key in ("operators", "kernels", "modules"):
+        check(all(r["delta_s"] == 0 and r["only_in"] is None for r in same["diff"][key]),
+              "itself: %s deltas zero" % key)
+
+
 # ---- FlopsProfiler ----
 def tiny_transformer():
     import torch
