@@ -2,6 +2,7 @@
  * figures (key_averages, step times, peak memory), and each rule on small
  * hand-made traces (nesting and self times, idle causes, forward/backward
  * linking, module tree, memory peak, streaming, gzip, bad input). */
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -558,6 +559,175 @@ static void t_streaming(void) {
     free(b);
 }
 
+/* ---- a large file's events read in pieces at once (read.c) ---- */
+
+static bool raw_same(const mp_trace_raw *a, const mp_trace_raw *b) {
+#define SAME_ARR(f, n) ((a->n) == (b->n) && ((a->n) == 0 || memcmp(a->f, b->f, (a->n) * sizeof *a->f) == 0))
+    if (a->n_names != b->n_names || a->n_threads != b->n_threads || a->n_pgs != b->n_pgs) return false;
+    for (int i = 0; i < a->n_names; i++)
+        if (strcmp(a->names[i], b->names[i]) != 0) return false;
+    /* records with padding (comms, orts) field by field */
+    if (a->n_comms != b->n_comms || a->n_orts != b->n_orts) return false;
+    for (size_t i = 0; i < a->n_comms; i++) {
+        const mp_tcomm *x = &a->comms[i], *y = &b->comms[i];
+        if (x->idx != y->idx || x->on_dev != y->on_dev || x->elem_bytes != y->elem_bytes ||
+            x->seq != y->seq || x->group_size != y->group_size || x->coll != y->coll || x->pg != y->pg ||
+            x->pg_ranks != y->pg_ranks || x->in_elems != y->in_elems || x->out_elems != y->out_elems)
+            return false;
+    }
+    for (size_t i = 0; i < a->n_orts; i++) {
+        const mp_tort *x = &a->orts[i], *y = &b->orts[i];
+        if (x->ts != y->ts || x->end != y->end || x->name != y->name || x->op != y->op ||
+            x->provider != y->provider || x->threads != y->threads || x->session != y->session)
+            return false;
+    }
+    return SAME_ARR(spans, n_spans) && SAME_ARR(devs, n_devs) && SAME_ARR(mems, n_mems) &&
+           SAME_ARR(flows, n_flows) && SAME_ARR(flops, n_flops) &&
+           SAME_ARR(threads, n_threads) && SAME_ARR(pgs, n_pgs) &&
+           a->n_events == b->n_events && a->n_shaped == b->n_shaped && a->bytes == b->bytes &&
+           a->mem_reserved_peak == b->mem_reserved_peak && a->rank == b->rank &&
+           a->world_size == b->world_size && strcmp(a->device_name, b->device_name) == 0;
+#undef SAME_ARR
+}
+
+/* One pass and `pieces` pieces of at least `min` bytes: the same records;
+ * returns how many pieces were kept. */
+static int pieces_agree(const char *path, int pieces, size_t min) {
+    mp_trace_raw one, many;
+    T_OK(mp_trace_read_file_pieces(path, &one, 1, 0));
+    T_OK(mp_trace_read_file_pieces(path, &many, pieces, min));
+    T_EQ(one.pieces, 1);
+    T_CHECK(raw_same(&one, &many));
+    int kept = many.pieces;
+    mp_trace_raw_free(&one);
+    mp_trace_raw_free(&many);
+    return kept;
+}
+
+static char *gunzip_tmp(const char *gz) {
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/mp-pieces-XXXXXX");
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    gzFile z = gzopen(gz, "rb");
+    T_CHECK(z != NULL);
+    char buf[1 << 16];
+    int k;
+    while (z && (k = gzread(z, buf, sizeof buf)) > 0) T_CHECK(write(fd, buf, (size_t)k) == k);
+    if (z) gzclose(z);
+    close(fd);
+    return path;
+}
+
+static void t_pieces(void) {
+    /* the shared traces (20 and 6 MB plain): cut into 7 and 3 pieces */
+    char *p = gunzip_tmp("tests/traces/vit_b16_adamw_stack.trace.json.gz");
+    T_CHECK(pieces_agree(p, 7, (size_t)1 << 20) == 7);
+    unlink(p);
+    p = gunzip_tmp("tests/traces/mobilenet_v2_sgd_loader.trace.json.gz");
+    T_CHECK(pieces_agree(p, 3, (size_t)1 << 20) == 3);
+    unlink(p);
+    /* the rank traces: collectives, process groups, distributedInfo */
+    p = gunzip_tmp("tests/traces/ddp2/rank0.trace.json.gz");
+    FILE *probe = fopen(p, "rb");
+    fseek(probe, 0, SEEK_END);
+    long sz = ftell(probe);
+    fclose(probe);
+    if (sz >= (4L << 20)) T_CHECK(pieces_agree(p, 4, (size_t)sz / 8) >= 2);
+    unlink(p);
+
+    /* made by hand: names, threads and process groups first seen late,
+     * strings and nested arrays holding "}, {" (cuts there are refused,
+     * the pieces after them parsed again), compact and indented */
+    for (int indent = 0; indent < 2; indent++) {
+        size_t n = 40000, cap = n * 400 + (4u << 20), len = 0;
+        char *b = malloc(cap);
+        const char *nl = indent ? "\n  " : " ";
+        len += (size_t)sprintf(b + len, "{\"distributedInfo\": {\"rank\": 1, \"world_size\": 2},%s\"traceEvents\": [", nl);
+        for (size_t i = 0; i < n; i++) {
+            const char *sep = i ? "," : "";
+            if (i % 5 == 0)
+                len += (size_t)sprintf(b + len,
+                                       "%s%s{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"op}, {%zu\", \"pid\": 1, "
+                                       "\"tid\": %zu, \"ts\": %zu, \"dur\": 3, \"args\": {\"x\": [{\"a\": 1}, "
+                                       "{\"b\": \"}, {\"}], \"External id\": %zu}}",
+                                       sep, nl, i % 997, 1 + i / 9000, i * 10, i + 1);
+            else if (i % 5 == 1)
+                len += (size_t)sprintf(b + len,
+                                       "%s%s{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": "
+                                       "\"record_param_comms\", \"pid\": 1, \"tid\": 1, \"ts\": %zu, \"dur\": 2, "
+                                       "\"args\": {\"Collective name\": \"allreduce\", \"Process Group Name\": "
+                                       "\"pg%zu\", \"Process Group Ranks\": \"[0, 1]\", \"Group size\": 2, "
+                                       "\"Seq\": %zu, \"In msg nelems\": 1024, \"dtype\": \"Float\"}}",
+                                       sep, nl, i * 10 + 1, i / 8000, i);
+            else if (i % 5 == 2)
+                len += (size_t)sprintf(b + len,
+                                       "%s%s{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k%zu\", \"pid\": 0, "
+                                       "\"tid\": 7, \"ts\": %zu, \"dur\": 2, \"args\": {\"External id\": %zu, "
+                                       "\"correlation\": %zu, \"stream\": 7, \"device\": 0}}",
+                                       sep, nl, i % 31, i * 10 + 2, i - 1, i);
+            else if (i % 5 == 3)
+                len += (size_t)sprintf(b + len,
+                                       "%s%s{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", "
+                                       "\"pid\": 1, \"tid\": 1, \"ts\": %zu, \"args\": {\"Device Type\": 1, "
+                                       "\"Device Id\": 0, \"Bytes\": 512, \"Total Allocated\": %zu, "
+                                       "\"Total Reserved\": %zu}}",
+                                       sep, nl, i * 10 + 3, i * 512, i * 1024);
+            else
+                len += (size_t)sprintf(b + len,
+                                       "%s%s{\"ph\": \"s\", \"cat\": \"fwdbwd\", \"id\": %zu, \"pid\": 1, "
+                                       "\"tid\": %zu, \"ts\": %zu}",
+                                       sep, nl, i, 1 + i / 9000, i * 10 + 4);
+        }
+        len += (size_t)sprintf(b + len, "], \"traceName\": \"x\"}");
+        T_CHECK(len > (4u << 20) && len < cap);
+        char path[] = "/tmp/mp-pieces-hand-XXXXXX";
+        int fd = mkstemp(path);
+        T_CHECK(fd >= 0 && write(fd, b, len) == (ssize_t)len);
+        close(fd);
+        T_CHECK(pieces_agree(path, 9, (size_t)256 << 10) >= 2);
+        /* a long string of "}, {" across the middle: the one cut there is
+         * refused and the one pass reads on */
+        char sep_ph[16];
+        snprintf(sep_ph, sizeof sep_ph, ",%s{\"ph\"", nl);
+        const char *q = strstr(b + len / 2, sep_ph);
+        T_CHECK(q != NULL);
+        size_t mid = q ? (size_t)(q - b) : len / 2;   /* the ',' before an event */
+        size_t junk = (size_t)1 << 20;
+        char *c = malloc(len + junk + 256);
+        memcpy(c, b, mid + 1);
+        size_t m = mid + 1;
+        m += (size_t)sprintf(c + m, "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"long\", \"pid\": 1, "
+                                    "\"tid\": 1, \"ts\": 5, \"dur\": 1, \"args\": {\"s\": \"");
+        for (size_t j = 0; j + 4 <= junk; j += 4) memcpy(c + m + j, "}, {", 4);
+        m += junk;
+        m += (size_t)sprintf(c + m, "\"}},");
+        memcpy(c + m, b + mid + 1, len - mid - 1);
+        m += len - mid - 1;
+        fd = open(path, O_WRONLY | O_TRUNC);
+        T_CHECK(fd >= 0 && write(fd, c, m) == (ssize_t)m);
+        close(fd);
+        T_EQ(pieces_agree(path, 2, (size_t)1 << 20), 1);
+        /* a bad event late in the file: the same message as one pass */
+        char *bad = strstr(c + m - m / 5, "\"ts\": ");
+        T_CHECK(bad != NULL);
+        if (bad) memcpy(bad, "\"tz\"", 4);
+        fd = open(path, O_WRONLY | O_TRUNC);
+        T_CHECK(fd >= 0 && write(fd, c, m) == (ssize_t)m);
+        close(fd);
+        mp_trace_raw r1, r2;
+        T_EQ(mp_trace_read_file_pieces(path, &r1, 1, 0), MP_ERR_FORMAT);
+        char msg1[512];
+        snprintf(msg1, sizeof msg1, "%s", mp_last_error());
+        T_EQ(mp_trace_read_file_pieces(path, &r2, 5, (size_t)256 << 10), MP_ERR_FORMAT);
+        T_EQ_STR(mp_last_error(), msg1);
+        T_CHECK(strstr(msg1, "no \"ts\"") != NULL);
+        unlink(path);
+        free(c);
+        free(b);
+    }
+}
+
 /* Bad input: a clear message naming the file and the byte or event. */
 static void t_bad_input(void) {
     static const struct {
@@ -783,6 +953,7 @@ MP_TESTS(trace) {
     {"flops_backward", t_flops_backward},
     {"flops_traces", t_flops_traces},
     {"streaming", t_streaming},
+    {"pieces", t_pieces},
     {"bad_input", t_bad_input},
     {"cli", t_trace_cli},
     {"ranks", t_ranks},

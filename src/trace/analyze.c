@@ -198,6 +198,22 @@ static int op_category(const char *op) {
 
 bool mp__trace_comm_kernel(const char *name) { return has_ci(name, "nccl"); }
 
+/* A kernel that ran fp32 operands on tensor cores (TF32): CUTLASS
+ * "tensorop_s1688"/"s16816" kernels, cuBLAS/cuDNN xmma kernels named tf32. */
+static bool tf32_kernel(const char *k) { return has_ci(k, "tf32") || has(k, "tensorop_s"); }
+
+unsigned mp__trace_kflags(mp_trace_raw *raw, uint32_t name) {
+    if (!raw->kflags && (raw->kflags = calloc((size_t)raw->n_names + 1, 1)) != NULL)
+        raw->n_kflags = raw->n_names;
+    bool cached = raw->kflags && name < (uint32_t)raw->n_kflags;   /* names added since: asked each time */
+    if (cached && (raw->kflags[name] & MP_TK_ASKED)) return raw->kflags[name];
+    const char *k = raw->names[name];
+    unsigned f = MP_TK_ASKED | (mp__trace_comm_kernel(k) ? MP_TK_COMM : 0) |
+                 (tf32_kernel(k) ? MP_TK_TF32 : 0);
+    if (cached) raw->kflags[name] = (uint8_t)f;
+    return f;
+}
+
 bool mp__trace_loader(const char *name) { return has(name, "DataLoader"); }
 
 bool mp__trace_user_range(const char *n) {
@@ -1803,7 +1819,6 @@ out:
 
 /* A kernel that ran fp32 operands on tensor cores (TF32): CUTLASS
  * "tensorop_s1688"/"s16816" kernels, cuBLAS/cuDNN xmma kernels named tf32. */
-static bool tf32_kernel(const char *k) { return has_ci(k, "tf32") || has(k, "tensorop_s"); }
 
 static int unc_cmp(const void *x, const void *y) {
     const mp_tuncounted *a = x, *b = y;
@@ -1838,7 +1853,8 @@ static mp_status flop_summary(work *w) {
         o = resolve(w, o);
         BIT_SET(launched, o);
         int32_t c = outer_of(w, o);
-        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && tf32_kernel(nm[raw->devs[d].name])) BIT_SET(tc, c);
+        if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && (mp__trace_kflags(raw, raw->devs[d].name) & MP_TK_TF32))
+            BIT_SET(tc, c);
     }
     uint64_t by[MP_TDT_COUNT] = {0};
     for (size_t f = 0; f < raw->n_flops; f++) {

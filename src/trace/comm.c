@@ -117,7 +117,7 @@ mp_status mp__trace_calls(mp_trace *t, const int32_t *devop, const int32_t *pare
     /* NCCL: the collective kernels */
     for (size_t d = 0; d < raw->n_devs; d++) {
         const mp_tdev *dv = &raw->devs[d];
-        if (dv->kind != MP_TD_KERNEL || !mp__trace_comm_kernel(nm[dv->name])) continue;
+        if (dv->kind != MP_TD_KERNEL || !(mp__trace_kflags(raw, dv->name) & MP_TK_COMM)) continue;
         mp_tcall c = new_call(mp_trace_coll_name(nm[dv->name], &raw->arena), dv->ts, dv->end, true);
         if (!c.coll) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
         bool named = false;
@@ -211,7 +211,8 @@ mp_status mp__trace_comm_steps(mp_trace *t) {
     size_t ncu = 0, nld = 0, nrg = 0;
     for (size_t d = 0; d < D; d++) {
         const mp_tdev *dv = &raw->devs[d];
-        if (dv->kind == MP_TD_ANNOT || (dv->kind == MP_TD_KERNEL && mp__trace_comm_kernel(nm[dv->name])))
+        if (dv->kind == MP_TD_ANNOT ||
+            (dv->kind == MP_TD_KERNEL && (mp__trace_kflags(raw, dv->name) & MP_TK_COMM)))
             continue;
         cu[ncu++] = (ival){dv->ts, dv->end, (int32_t)d};
     }

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -159,6 +161,8 @@ typedef struct rd {
     bool mapped;                 /* buf is the whole (plain) file, mapped */
     bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
+    int pieces;                  /* a mapped file's events: parsed in up to this many pieces at once */
+    size_t piece_min;            /* the smallest piece, bytes */
     char scratch[4096];          /* unescaped names */
     rd_fslot fcache[1 << RD_FCACHE_BITS];   /* flop_rule's cache */
 } rd;
@@ -670,8 +674,7 @@ static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
 /* intern and thread_index: -1 out of memory, -2 past what a record holds */
 #define RD_LIMIT (-2)
 
-static int intern(mp_trace_raw *t, const char *s, size_t n) {
-    uint32_t h = mp_strmap_hash(s, n);
+static int intern_h(mp_trace_raw *t, const char *s, size_t n, uint32_t h) {
     int v = mp_strmap_getn_h(&t->names_map, s, n, h);
     if (v >= 0) return v;
     if (t->n_names >= (1 << MP_TNAME_BITS) - 1) return RD_LIMIT;
@@ -684,6 +687,10 @@ static int intern(mp_trace_raw *t, const char *s, size_t n) {
     if (mp_strmap_put_h(&t->names_map, copy, n, h, t->n_names) != MP_OK) return -1;
     t->names[t->n_names] = copy;
     return t->n_names++;
+}
+
+static int intern(mp_trace_raw *t, const char *s, size_t n) {
+    return intern_h(t, s, n, mp_strmap_hash(s, n));
 }
 
 static int thread_index(mp_trace_raw *t, int64_t pid, int64_t tid) {
@@ -1668,6 +1675,314 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
     return members(r, pp, e, dist_member, NULL);
 }
 
+/* ---- a large mapped file's events, in pieces at once ----
+ * The traceEvents array of a plain file of at least 2 x piece_min bytes is
+ * cut into pieces, one per core (up to RD_PIECES_MAX), each parsed by its
+ * own thread into a trace of its own and appended to the first in file
+ * order; names, threads and process groups are interned again in the order
+ * they first appear, so the result is the same, byte for byte, as one pass
+ * (tests/test_trace.c checks it). A cut is made before a '{' that follows
+ * "}," (an event's end and the separator); such bytes may stand inside a
+ * string or a nested array, so a piece is kept only when the piece before
+ * it stopped exactly at its first byte; otherwise the pieces from there on
+ * are dropped and the one pass goes on from where the last kept piece
+ * stopped (as it does at a piece's bad event, whose message the one pass
+ * gives). Figures: docs/DESIGN.md. */
+#define RD_PIECES_MAX 16
+#define RD_PIECE_MIN ((size_t)32 << 20)
+#define RD_CUT_SCAN ((size_t)1 << 20)   /* how far a cut is looked for */
+
+enum { PC_TARGET, PC_CLOSED, PC_STOPPED, PC_NOMEM };
+
+typedef struct rd_piece {
+    rd r;
+    mp_trace_raw t;
+    size_t start, target, end;
+    int how;
+} rd_piece;
+
+static void raw_init(mp_trace_raw *t) {
+    memset(t, 0, sizeof *t);
+    mp_arena_init(&t->arena);
+    t->device_mem = -1;
+    t->device_sms = -1;
+    t->rank = -1;
+    t->world_size = -1;
+    t->mem_reserved_peak = -1;
+    t->pieces = 1;
+}
+
+/* Events from `start` (an event's '{') until the next event would start at
+ * or past `target` (PC_TARGET), the array closes (PC_CLOSED), or an event
+ * is bad, truncated or cannot be kept (PC_STOPPED, *end at its start: the
+ * one pass says why). */
+static int piece_parse(rd *r, size_t start, size_t target, size_t *end) {
+    const char *buf = r->buf, *e = r->buf + r->len, *p = buf + start;
+    int how;
+    ev v;
+    for (;;) {
+        if (ws(&p, e)) {
+            how = PC_STOPPED;
+            break;
+        }
+        if ((size_t)(p - buf) >= target) {
+            how = PC_TARGET;
+            break;
+        }
+        const char *at = p;
+        bool more;
+        if (*p != '{' || parse_event(r, &p, e, &v) || sep(r, &p, e, ']', &more)) {
+            p = at;
+            how = PC_STOPPED;
+            break;
+        }
+        const char *why = NULL;
+        int k = keep(r, &v, &why);
+        if (k != 0) {
+            p = at;
+            how = k < 0 ? PC_NOMEM : PC_STOPPED;
+            break;
+        }
+        r->t->n_events++;
+        if (!more) {
+            how = PC_CLOSED;
+            break;
+        }
+        r->pos = (size_t)(p - buf);
+        if (r->pos - r->released >= 2 * RD_RELEASE) rd_release(r);
+    }
+    *end = (size_t)(p - buf);
+    return how;
+}
+
+static void *piece_main(void *arg) {
+    rd_piece *pc = arg;
+    pc->how = piece_parse(&pc->r, pc->start, pc->target, &pc->end);
+    return NULL;
+}
+
+/* The first '{' at or after `from` that follows "}," (white space allowed
+ * between), within RD_CUT_SCAN bytes; 0 when none. */
+static size_t find_cut(const char *buf, size_t len, size_t from) {
+    size_t lim = len - from > RD_CUT_SCAN ? from + RD_CUT_SCAN : len;
+    const char *p = buf + from, *e = buf + lim;
+    while ((p = memchr(p, '{', (size_t)(e - p))) != NULL) {
+        const char *q = p - 1;
+        while (q > buf && is_ws(*q)) q--;
+        if (q > buf && *q == ',') {
+            q--;
+            while (q > buf && is_ws(*q)) q--;
+            if (*q == '}') return (size_t)(p - buf);
+        }
+        p++;
+    }
+    return 0;
+}
+
+/* The pages of a record array wholly before record `upto` are given back
+ * (it is read no further, and freed after): a piece's records are not held
+ * twice while they are appended. The first page is kept (the allocator's
+ * header may share it). */
+static void give_back(const void *arr, size_t upto, size_t elem) {
+    const size_t pg = 4096;
+    uintptr_t a = ((uintptr_t)arr + pg - 1) & ~(uintptr_t)(pg - 1);
+    uintptr_t b = ((uintptr_t)arr + upto * elem) & ~(uintptr_t)(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Append piece w to t: names and threads interned again in w's order, the
+ * records' indices moved by t's counts. -1 out of memory, 1 past a limit
+ * (the one pass then says which), 0 done. */
+static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
+    if (t->n_spans + w->n_spans >= UINT32_MAX || t->n_devs + w->n_devs >= UINT32_MAX) return 1;
+    int rc = -1;
+    uint32_t *len = malloc(sizeof *len * (size_t)(w->n_names + 1));
+    uint32_t *hash = malloc(sizeof *hash * (size_t)(w->n_names + 1));
+    int *nm = malloc(sizeof *nm * (size_t)(w->n_names + 1));
+    int *th = malloc(sizeof *th * (size_t)(w->n_threads + 1));
+    if (!len || !hash || !nm || !th) goto done;
+    for (int i = 0; i < w->names_map.cap; i++) {
+        const mp_strmap_slot *sl = &w->names_map.slots[i];
+        if (sl->hash && sl->val >= 0 && sl->val < w->n_names) {
+            len[sl->val] = sl->len;
+            hash[sl->val] = sl->hash;
+        }
+    }
+    for (int i = 0; i < w->n_names; i++) {
+        nm[i] = intern_h(t, w->names[i], len[i], hash[i]);
+        if (nm[i] < 0) {
+            rc = nm[i] == RD_LIMIT ? 1 : -1;
+            goto done;
+        }
+    }
+    for (int i = 0; i < w->n_threads; i++) {
+        int64_t key = w->threads[i];
+        th[i] = thread_index(t, (int64_t)((uint64_t)key >> 32), (int64_t)(uint32_t)key);
+        if (th[i] < 0) {
+            rc = th[i] == RD_LIMIT ? 1 : -1;
+            goto done;
+        }
+    }
+    /* room for exactly what comes (not doubled: the last piece fills it) */
+#define RD_ROOM(arr, n, cap, more)                                   \
+    do {                                                             \
+        if ((more) == 0 || (n) + (more) <= (cap)) break;             \
+        if ((n) + (more) > SIZE_MAX / sizeof *(arr)) goto done;      \
+        void *np_ = realloc((arr), ((n) + (more)) * sizeof *(arr));  \
+        if (!np_) goto done;                                         \
+        (arr) = np_;                                                 \
+        (cap) = (n) + (more);                                        \
+    } while (0)
+    size_t s0 = t->n_spans, d0 = t->n_devs;
+    /* each of w's arrays is freed once appended: the two are not held whole */
+    RD_ROOM(t->spans, t->n_spans, t->cap_spans, w->n_spans);
+    for (size_t i = 0; i < w->n_spans; i++) {
+        mp_tspan x = w->spans[i];
+        x.name = (uint32_t)nm[x.name];
+        x.tid = (uint16_t)th[x.tid];
+        t->spans[t->n_spans++] = x;
+        if ((i & 0x3fff) == 0x3fff) give_back(w->spans, i + 1, sizeof *w->spans);
+    }
+    free(w->spans);
+    w->spans = NULL;
+    RD_ROOM(t->devs, t->n_devs, t->cap_devs, w->n_devs);
+    for (size_t i = 0; i < w->n_devs; i++) {
+        mp_tdev x = w->devs[i];
+        x.name = (uint32_t)nm[x.name];
+        t->devs[t->n_devs++] = x;
+        if ((i & 0x3fff) == 0x3fff) give_back(w->devs, i + 1, sizeof *w->devs);
+    }
+    free(w->devs);
+    w->devs = NULL;
+    RD_ROOM(t->mems, t->n_mems, t->cap_mems, w->n_mems);
+    for (size_t i = 0; i < w->n_mems; i++) {
+        mp_tmem x = w->mems[i];
+        x.tid = (uint64_t)th[x.tid];
+        t->mems[t->n_mems++] = x;
+    }
+    RD_ROOM(t->flows, t->n_flows, t->cap_flows, w->n_flows);
+    for (size_t i = 0; i < w->n_flows; i++) {
+        mp_tflow x = w->flows[i];
+        x.tid = (uint32_t)th[x.tid];
+        t->flows[t->n_flows++] = x;
+    }
+    RD_ROOM(t->flops, t->n_flops, t->cap_flops, w->n_flops);
+    for (size_t i = 0; i < w->n_flops; i++) {
+        mp_tflop x = w->flops[i];
+        x.span += (uint32_t)s0;
+        t->flops[t->n_flops++] = x;
+    }
+    RD_ROOM(t->orts, t->n_orts, t->cap_orts, w->n_orts);
+    for (size_t i = 0; i < w->n_orts; i++) {
+        mp_tort x = w->orts[i];
+        x.name = (uint32_t)nm[x.name];
+        if (x.op != MP_TORT_NONE) x.op = (uint32_t)nm[x.op];
+        if (x.provider != MP_TORT_NONE) x.provider = (uint32_t)nm[x.provider];
+        t->orts[t->n_orts++] = x;
+    }
+    RD_ROOM(t->comms, t->n_comms, t->cap_comms, w->n_comms);
+    for (size_t i = 0; i < w->n_comms; i++) {
+        mp_tcomm x = w->comms[i];
+        x.idx += (uint32_t)(x.on_dev ? d0 : s0);
+        if (x.coll >= 0) x.coll = nm[x.coll];
+        if (x.pg >= 0) x.pg = nm[x.pg];
+        if (x.pg_ranks >= 0) x.pg_ranks = nm[x.pg_ranks];
+        t->comms[t->n_comms++] = x;
+    }
+#undef RD_ROOM
+    /* process groups as keep_comm meets them: the first time joins, a later
+     * time gives the ranks when they were not known */
+    for (int i = 0; i < w->n_pgs; i++) {
+        mp_tpg g = w->pgs[i];
+        g.name = nm[g.name];
+        if (g.ranks >= 0) g.ranks = nm[g.ranks];
+        int k = 0;
+        while (k < t->n_pgs && t->pgs[k].name != g.name) k++;
+        if (k == t->n_pgs) {
+            mp_tpg *np = mp_grow(t->pgs, sizeof *t->pgs, &t->cap_pgs, t->n_pgs + 1);
+            if (!np) goto done;
+            t->pgs = np;
+            t->pgs[t->n_pgs++] = g;
+        } else if (t->pgs[k].ranks < 0) {
+            t->pgs[k].ranks = g.ranks;
+        }
+    }
+    t->n_events += w->n_events;
+    t->n_shaped += w->n_shaped;
+    t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, w->mem_reserved_peak);
+    rc = 0;
+done:
+    free(len);
+    free(hash);
+    free(nm);
+    free(th);
+    return rc;
+}
+
+/* The events from `first` (the first event's '{') in pieces at once, as far
+ * as they agree with one pass: *at is where the one pass goes on, *closed
+ * whether the array's ']' was passed. */
+static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *closed) {
+    size_t starts[RD_PIECES_MAX + 1];
+    int n = 1;
+    starts[0] = first;
+    size_t rest = r->len - first;
+    if (want > RD_PIECES_MAX) want = RD_PIECES_MAX;
+    if (r->piece_min && (size_t)want > rest / r->piece_min) want = (int)(rest / r->piece_min);
+    for (int i = 1; i < want; i++) {
+        size_t c = find_cut(r->buf, r->len, first + rest / (size_t)want * (size_t)i);
+        if (c > starts[n - 1]) starts[n++] = c;
+    }
+    *at = first;
+    *closed = false;
+    if (n < 2) return MP_OK;
+    rd_piece *pc = calloc((size_t)n, sizeof *pc);
+    pthread_t tid[RD_PIECES_MAX];
+    bool run[RD_PIECES_MAX] = {false};
+    if (!pc) return mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
+    for (int i = 1; i < n; i++) {
+        rd *q = &pc[i].r;
+        q->buf = r->buf;
+        q->len = q->cap = r->len;
+        q->eof = q->mapped = true;
+        q->legacy = r->legacy;
+        q->label = r->label;
+        q->src.fd = -1;
+        q->released = starts[i] & ~(RD_RELEASE - 1);
+        raw_init(&pc[i].t);
+        q->t = &pc[i].t;
+        pc[i].start = starts[i];
+        pc[i].target = i + 1 < n ? starts[i + 1] : r->len;
+        run[i] = pthread_create(&tid[i], NULL, piece_main, &pc[i]) == 0;
+    }
+    size_t end;
+    int how = piece_parse(r, first, starts[1], &end);
+    for (int i = 1; i < n; i++) {
+        if (run[i]) pthread_join(tid[i], NULL);
+        else piece_main(&pc[i]);   /* no thread: here, in turn */
+    }
+    mp_status st = MP_OK;
+    for (int i = 1; i < n && st == MP_OK; i++) {
+        if (how == PC_NOMEM || pc[i].how == PC_NOMEM) {
+            st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
+            break;
+        }
+        if (how != PC_TARGET || end != starts[i]) break;
+        int a = raw_append(r->t, &pc[i].t);
+        if (a < 0) st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
+        if (a != 0) break;
+        end = pc[i].end;
+        how = pc[i].how;
+        r->t->pieces++;
+    }
+    if (st == MP_OK && how == PC_NOMEM) st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
+    for (int i = 1; i < n; i++) mp_trace_raw_free(&pc[i].t);
+    free(pc);
+    *at = end;
+    *closed = how == PC_CLOSED;
+    return st;
+}
+
 enum { S_BEGIN, S_MEMBER, S_AFTER_MEMBER, S_EVENTS_FIRST, S_EVENT, S_AFTER_EVENT, S_END };
 
 static mp_status rd_run(rd *r) {
@@ -1767,6 +2082,20 @@ static mp_status rd_run(rd *r) {
             break;
         case S_EVENT: {
             if ((st = ws(&p, e))) break;
+            if (r->pieces > 1) {   /* once, at the first event */
+                size_t at;
+                bool closed;
+                int want = r->pieces;
+                r->pieces = 0;
+                mp_status ms = rd_pieces(r, want, (size_t)(p - r->buf), &at, &closed);
+                if (ms != MP_OK) return ms;
+                p = r->buf + at;
+                if (closed) {
+                    state = r->legacy ? S_END : S_AFTER_MEMBER;
+                    break;
+                }
+                if ((st = ws(&p, e))) break;
+            }
             if (*p != '{') {
                 st = rd_bad(r, p, "an element of traceEvents is not an object");
                 break;
@@ -1828,13 +2157,7 @@ static mp_status rd_run(rd *r) {
 }
 
 static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
-    memset(t, 0, sizeof *t);
-    mp_arena_init(&t->arena);
-    t->device_mem = -1;
-    t->device_sms = -1;
-    t->rank = -1;
-    t->world_size = -1;
-    t->mem_reserved_peak = -1;
+    raw_init(t);
     r->t = t;
     r->label = label;
     if (r->mapped) {   /* the whole file is the window */
@@ -1884,9 +2207,23 @@ static mp_status rd_all(rd *r, mp_trace_raw *t, const char *label) {
     return st;
 }
 
+/* The cores this process may run on. */
+static int rd_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 mp_status mp_trace_read_file(const char *path, mp_trace_raw *t) {
+    return mp_trace_read_file_pieces(path, t, 0, 0);
+}
+
+mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int pieces, size_t piece_min) {
     rd r;
     memset(&r, 0, sizeof r);
+    r.pieces = pieces > 0 ? pieces : rd_cores();
+    r.piece_min = pieces > 0 ? piece_min : RD_PIECE_MIN;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         memset(t, 0, sizeof *t);
@@ -1944,6 +2281,7 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     free(t->pgs);
     free(t->threads);
     free(t->orts);
+    free(t->kflags);
     memset(t, 0, sizeof *t);
 }
 

@@ -193,6 +193,7 @@ typedef struct mp_trace_raw {
     mp_tpg *pgs;      int n_pgs, cap_pgs;
     int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
     mp_tort *orts;    size_t n_orts, cap_orts;     /* ONNX Runtime's events */
+    uint8_t *kflags;  int n_kflags;  /* analysis: per name, what its kernel name says (mp__trace_kflags) */
     /* top-level fields */
     char device_name[128];
     int64_t device_mem;    /* totalGlobalMem; -1 unknown */
@@ -204,6 +205,7 @@ typedef struct mp_trace_raw {
     uint64_t n_shaped;     /* operators with "Input Dims" (record_shapes) */
     uint64_t bytes;        /* uncompressed JSON bytes read */
     uint64_t n_events;     /* traceEvents elements */
+    int pieces;            /* the events were parsed in this many pieces at once; 1 one pass */
     bool gzipped;
 } mp_trace_raw;
 
@@ -211,6 +213,10 @@ typedef struct mp_trace_raw {
  * MP_ERR_IO (cannot open/read), MP_ERR_FORMAT (with the byte offset or
  * event) or MP_ERR_NOMEM; on error `t` is freed. */
 mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
+/* The same, with a large plain file's events parsed in up to `pieces`
+ * pieces of at least `piece_min` bytes at once (one thread each); 0: one
+ * per core, 32 MB at least (what mp_trace_read_file does). */
+mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int pieces, size_t piece_min);
 mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
 void mp_trace_raw_free(mp_trace_raw *t);
@@ -505,6 +511,11 @@ const char *mp_trace_coll_name(const char *name, mp_arena *arena);
 /* analyze.c: a collective kernel (NCCL) by name; a data loader call by
  * name; the step whose window holds ts (-1). */
 bool mp__trace_comm_kernel(const char *name);
+/* What name i of a trace says as a kernel's name, asked once per name:
+ * MP_TK_COMM an NCCL kernel (mp__trace_comm_kernel), MP_TK_TF32 fp32
+ * operands on tensor cores. */
+enum { MP_TK_COMM = 1, MP_TK_TF32 = 2, MP_TK_ASKED = 0x80 };
+unsigned mp__trace_kflags(mp_trace_raw *raw, uint32_t name);
 bool mp__trace_loader(const char *name);
 /* A record_function range of the user's own (not a step, the optimizer, a
  * collective, the data loader, a DDP/FSDP wrapper or a module scope). */
