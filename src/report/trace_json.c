@@ -14,16 +14,6 @@ static void rate(jw *w, uint64_t flops, int64_t ns) {
     else jw_null(w);
 }
 
-static void opt_i64(jw *w, int64_t v) {
-    if (v >= 0) jw_i64(w, v);
-    else jw_null(w);
-}
-
-static void opt_str(jw *w, const char *s) {
-    if (s) jw_str(w, s);
-    else jw_null(w);
-}
-
 /* A share (0-1), or null when there is nothing to share. */
 static void share(jw *w, int64_t part, int64_t whole) {
     if (whole > 0) jw_double(w, (double)part / (double)whole);
@@ -61,7 +51,7 @@ static void summary(jw *w, const mp_trace *t) {
     if (t->peak_tflops > 0) jw_double(w, t->peak_tflops * 1e12);
     else jw_null(w);
     jw_key(w, "peak_source");
-    opt_str(w, t->peak_source);
+    jw_opt_str(w, t->peak_source);
     jw_key(w, "mfu");
     if (t->peak_tflops > 0) jw_double(w, fps / (t->peak_tflops * 1e12));
     else jw_null(w);
@@ -122,11 +112,11 @@ static void steps(jw *w, const mp_trace *t) {
         jw_key(w, "memory");
         jw_open(w, '{');
         jw_key(w, "start_allocated_bytes");
-        opt_i64(w, s->mem_start);
+        jw_opt_i64(w, s->mem_start);
         jw_key(w, "peak_allocated_bytes");
-        opt_i64(w, s->mem_peak);
+        jw_opt_i64(w, s->mem_peak);
         jw_key(w, "end_allocated_bytes");
-        opt_i64(w, s->mem_end);
+        jw_opt_i64(w, s->mem_end);
         jw_close(w, '}');
         jw_close(w, '}');
     }
@@ -165,7 +155,7 @@ static void kernels(jw *w, const mp_trace *t) {
         jw_open(w, '{');
         jw_kstr(w, "name", k->name ? k->name : "");
         jw_key(w, "short_name");
-        opt_str(w, k->short_name);
+        jw_opt_str(w, k->short_name);
         jw_kstr(w, "kind", k->kind == MP_TD_KERNEL ? "kernel" : k->kind == MP_TD_MEMCPY ? "memcpy" : "memset");
         jw_kstr(w, "category", k->cat < MP_TC_COUNT ? mp_tcat_names[k->cat] : "other");
         jw_ki64(w, "count", k->count);
@@ -176,7 +166,7 @@ static void kernels(jw *w, const mp_trace *t) {
         jw_key(w, "fraction");
         jw_double(w, t->kernel_total > 0 ? (double)k->total / (double)t->kernel_total : 0);
         jw_key(w, "operator");
-        opt_str(w, k->op);
+        jw_opt_str(w, k->op);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -196,7 +186,7 @@ static void modules(jw *w, const mp_trace *t) {
         jw_kstr(w, "path", md->path ? md->path : "");
         jw_kstr(w, "name", md->name ? md->name : "");
         jw_key(w, "class");
-        opt_str(w, m ? md->cls : NULL);
+        jw_opt_str(w, m ? md->cls : NULL);
         jw_ki64(w, "depth", md->depth);
         jw_ki64(w, "parent", md->parent);
         jw_ki64(w, "calls", f->calls);
@@ -224,11 +214,11 @@ static void memory(jw *w, const mp_trace *t) {
     jw_key(w, "memory");
     jw_open(w, '{');
     jw_key(w, "peak_allocated_bytes");
-    opt_i64(w, t->mem_peak_alloc);
+    jw_opt_i64(w, t->mem_peak_alloc);
     jw_key(w, "peak_reserved_bytes");
-    opt_i64(w, t->mem_peak_reserved);
+    jw_opt_i64(w, t->mem_peak_reserved);
     jw_key(w, "device_memory_bytes");
-    opt_i64(w, t->raw.device_mem);
+    jw_opt_i64(w, t->raw.device_mem);
     /* [seconds from the first step (or the first memory event), bytes] */
     jw_key(w, "curve");
     jw_open(w, '[');
@@ -276,16 +266,16 @@ static void collectives(jw *w, const mp_trace *t, int64_t origin, int64_t clock)
         jw_open(w, '{');
         jw_kstr(w, "name", c->coll ? c->coll : "collective");
         jw_key(w, "process_group");
-        opt_str(w, c->pg);
+        jw_opt_str(w, c->pg);
         jw_key(w, "seq");
-        opt_i64(w, c->seq);
+        jw_opt_i64(w, c->seq);
         jw_key(w, "elements");
-        opt_i64(w, c->elems);
+        jw_opt_i64(w, c->elems);
         jw_key(w, "bytes");
-        opt_i64(w, c->elems >= 0 && c->elem_bytes ? c->elems * c->elem_bytes : -1);
+        jw_opt_i64(w, c->elems >= 0 && c->elem_bytes ? c->elems * c->elem_bytes : -1);
         jw_kbool(w, "device", c->device);
         jw_key(w, "step");
-        opt_str(w, c->step >= 0 ? t->steps[c->step].name : NULL);
+        jw_opt_str(w, c->step >= 0 ? t->steps[c->step].name : NULL);
         jw_key(w, "arrival_s");
         jw_double(w, ns_s(c->ts + clock - origin));
         jw_key(w, "end_s");
@@ -326,9 +316,9 @@ static void recorded(jw *w, const mp_trace *t) {
     }
     jw_open(w, '{');
     jw_key(w, "backend");
-    opt_str(w, t->raw.backend[0] ? t->raw.backend : NULL);
+    jw_opt_str(w, t->raw.backend[0] ? t->raw.backend : NULL);
     jw_key(w, "world_size");
-    opt_i64(w, t->raw.world_size);
+    jw_opt_i64(w, t->raw.world_size);
     jw_key(w, "process_groups");
     jw_open(w, '[');
     for (int i = 0; i < t->raw.n_pgs; i++) {
@@ -336,11 +326,11 @@ static void recorded(jw *w, const mp_trace *t) {
         jw_open(w, '{');
         jw_kstr(w, "name", t->raw.names[g->name]);
         jw_key(w, "description");
-        opt_str(w, g->desc >= 0 ? t->raw.names[g->desc] : NULL);
+        jw_opt_str(w, g->desc >= 0 ? t->raw.names[g->desc] : NULL);
         jw_key(w, "size");
-        opt_i64(w, g->size);
+        jw_opt_i64(w, g->size);
         jw_key(w, "ranks");
-        opt_str(w, g->ranks >= 0 ? t->raw.names[g->ranks] : NULL);
+        jw_opt_str(w, g->ranks >= 0 ? t->raw.names[g->ranks] : NULL);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -357,22 +347,22 @@ static void one(jw *w, const mp_trace *t, int64_t origin, int64_t clock) {
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     jw_key(w, "trace");
-    opt_str(w, t->path);
+    jw_opt_str(w, t->path);
     jw_ku64(w, "json_bytes", t->raw.bytes);
     jw_ku64(w, "events", t->raw.n_events);
     jw_key(w, "rank");
-    opt_i64(w, t->raw.rank);
+    jw_opt_i64(w, t->raw.rank);
     jw_key(w, "time_origin_s");
     jw_double(w, ns_s(origin - clock));
     recorded(w, t);
     jw_key(w, "device");
     jw_open(w, '{');
     jw_key(w, "name");
-    opt_str(w, t->raw.device_name[0] ? t->raw.device_name : NULL);
+    jw_opt_str(w, t->raw.device_name[0] ? t->raw.device_name : NULL);
     jw_key(w, "memory_bytes");
-    opt_i64(w, t->raw.device_mem);
+    jw_opt_i64(w, t->raw.device_mem);
     jw_key(w, "sms");
-    opt_i64(w, t->raw.device_sms);
+    jw_opt_i64(w, t->raw.device_sms);
     jw_close(w, '}');
     summary(w, t);
     steps(w, t);
@@ -410,7 +400,7 @@ static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
     jw_key(w, "job");
     jw_open(w, '{');
     jw_key(w, "match_by");
-    opt_str(w, j->match_by);
+    jw_opt_str(w, j->match_by);
     jw_ki64(w, "collectives_matched", j->n_matched);
     jw_ki64(w, "calls_unmatched", j->n_unmatched);
     jw_key(w, "threshold_s");
@@ -422,7 +412,7 @@ static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
         jw_open(w, '{');
         jw_ki64(w, "rank", x->rank);
         jw_key(w, "trace");
-        opt_str(w, t[x->index]->path);
+        jw_opt_str(w, t[x->index]->path);
         jw_key(w, "clock_offset_s");
         jw_double(w, ns_s(x->clock));
         jw_key(w, "clock_skew_s");
@@ -439,7 +429,7 @@ static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
         jw_key(w, "cause");
         opt_cause(w, x->cause);
         jw_key(w, "cause_kind");
-        opt_str(w, x->cause_kind);
+        jw_opt_str(w, x->cause_kind);
         jw_key(w, "whatif_saved_s");
         jw_double(w, ns_s(x->whatif_saved));
         jw_key(w, "share_lost");
@@ -456,7 +446,7 @@ static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
         jw_key(w, "wall_s");
         jw_double(w, ns_s(x->wall));
         jw_key(w, "critical_rank");
-        opt_i64(w, x->critical >= 0 ? j->ranks[x->critical].rank : -1);
+        jw_opt_i64(w, x->critical >= 0 ? j->ranks[x->critical].rank : -1);
         jw_key(w, "critical_delay_s");
         jw_double(w, ns_s(x->delay));
         jw_key(w, "cause");
@@ -483,7 +473,7 @@ static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
         jw_key(w, "cause");
         opt_cause(w, x->cause);
         jw_key(w, "cause_kind");
-        opt_str(w, x->cause_kind);
+        jw_opt_str(w, x->cause_kind);
         jw_ki64(w, "late_steps", x->late_steps);
         jw_ki64(w, "critical_steps", x->critical_steps);
         jw_key(w, "whatif_saved_s");
