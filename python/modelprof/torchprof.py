@@ -2,10 +2,12 @@
 temporary folder and profiled by the library. No counting here: every figure
 comes from the library's profile (its JSON)."""
 import contextlib
+import gc
 import os
 import shutil
 import sys
 import tempfile
+import traceback
 
 from . import _lib
 from ._lib import ModelprofError
@@ -367,6 +369,12 @@ def _export_with(model, args, kwargs, path, dynamo):
                 _qualify_scopes(path, where["scopes"])
         except Exception as e:  # the exporter's own exception types vary by version
             reason = str(e).strip().split("\n")[0]
+            # the failed export's frames hold its TorchScript graph; freed
+            # later, by a collection in the middle of another export, it
+            # breaks that one (torch 1.13: "Unable to cast from non-held to
+            # held instance" in _jit_pass_lint): their locals go now
+            traceback.clear_frames(e.__traceback__)
+            gc.collect()
             # failed while tracing: the module running then; else the op's module
             return (e, reason, "in module %s" % where["where"] if stack else "")
     return None

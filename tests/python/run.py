@@ -200,6 +200,18 @@ def export_error_names_module():
     else:
         raise Fail("no exception")
     check(tmp_leftovers() == before, "temporary files left after an error")
+    # exports after a failed one work (its TorchScript graph, freed during
+    # a later export, broke it: "Unable to cast from non-held to held")
+    # (this order, after a keyword call, failed on torch 1.13 without the fix)
+    args_kwargs_and_strings()
+    try:
+        modelprof.get_model_profile(svd_outer(), input_shape=(2, 4), print_profile=False)
+    except modelprof.ModelprofError:
+        pass
+    for _ in range(3):
+        _, macs, _ = modelprof.get_model_profile(torch.nn.Linear(16, 32), input_shape=(4, 16),
+                                                 print_profile=False, as_string=False)
+        check(macs == 4 * 16 * 32, "MACs %d after a failed export" % macs)
 
 
 @test
