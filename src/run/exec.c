@@ -65,6 +65,25 @@ static bool mp__extra_outs_used(const mp_graph *g, const mp_node *n) {
     return false;
 }
 
+/* Room in a step for `more_in` more inputs and `more_nodes` more nodes. */
+static mp_status mp__step_room(mp_step *s, int more_in, int more_nodes) {
+    int need = s->n_in + more_in;
+    if (need > s->cap_in) {
+        int cap = need + 4;
+        mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
+        if (!in) return mp_error(MP_ERR_NOMEM, "out of memory");
+        s->in = in;
+        int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
+        if (!iv) return mp_error(MP_ERR_NOMEM, "out of memory");
+        s->in_v = iv;
+        s->cap_in = cap;
+    }
+    int *ns = realloc(s->nodes, sizeof *ns * (size_t)(s->n_nodes + more_nodes));
+    if (!ns) return mp_error(MP_ERR_NOMEM, "out of memory");
+    s->nodes = ns;
+    return MP_OK;
+}
+
 /* ---- the kernel-side API (ops.h) ---- */
 static mp_status mp__need(mp_exec *pl, int v);
 
@@ -116,21 +135,7 @@ static mp_status mp__x_fuse(mp_kctx *k, int node) {
     }
     int out = n->out[0];
     if (!mp_shape_known(&g->values[out])) return mp__nofuse(k, node);
-    /* grow the input list */
-    int need = s->n_in + n->n_in;
-    if (need > s->cap_in) {
-        int cap = need + 4;
-        mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
-        if (!in) return mp_error(MP_ERR_NOMEM, "out of memory");
-        s->in = in;
-        int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
-        if (!iv) return mp_error(MP_ERR_NOMEM, "out of memory");
-        s->in_v = iv;
-        s->cap_in = cap;
-    }
-    int *nodes = realloc(s->nodes, sizeof *nodes * (size_t)(s->n_nodes + 1));
-    if (!nodes) return mp_error(MP_ERR_NOMEM, "out of memory");
-    s->nodes = nodes;
+    if (mp__step_room(s, n->n_in, 1) != MP_OK) return MP_ERR_NOMEM;
     s->nodes[s->n_nodes++] = node;
     for (int i = 0; i < n->n_in; i++) {
         int v = n->in[i];
@@ -211,20 +216,7 @@ static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
         if (uses != mp__readers(g, v) || uses == 0) return mp__nofuse(k, nodes[i < 0 ? 0 : i]);
     }
     /* grow the lists, then commit */
-    int need = s->n_in + extra;
-    if (need > s->cap_in) {
-        int cap = need + 4;
-        mp_rtensor *in = realloc(s->in, sizeof *in * (size_t)cap);
-        if (!in) return mp_error(MP_ERR_NOMEM, "out of memory");
-        s->in = in;
-        int *iv = realloc(s->in_v, sizeof *iv * (size_t)cap);
-        if (!iv) return mp_error(MP_ERR_NOMEM, "out of memory");
-        s->in_v = iv;
-        s->cap_in = cap;
-    }
-    int *ns = realloc(s->nodes, sizeof *ns * (size_t)(s->n_nodes + n));
-    if (!ns) return mp_error(MP_ERR_NOMEM, "out of memory");
-    s->nodes = ns;
+    if (mp__step_room(s, extra, n) != MP_OK) return MP_ERR_NOMEM;
     for (int i = 0; i < n; i++) {
         const mp_node *nd = &g->nodes[nodes[i]];
         s->nodes[s->n_nodes++] = nodes[i];
