@@ -42,6 +42,7 @@ static void tr_usage(FILE *f) {
           "  --peak-tflops X         device peak for MFU (default: datasheet table)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
           "  --top K                 rows per table (default 20; -1 all)\n"
+          "  --threads N             threads reading a large plain trace (default: one a core)\n"
           "  -h, --help              this help\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a trace that cannot be read\n",
@@ -170,6 +171,12 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
             if (*end || !(v > 0 && v < 1e7))
                 return tr_usage_error("--peak-tflops wants a positive number, not", argv[i]);
             a->o.peak_tflops = v;
+        } else if (strcmp(x, "--threads") == 0) {
+            if (!has_val) return tr_usage_error("missing value for", x);
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 1024) return tr_usage_error("--threads wants 1 to 1024, not", argv[i]);
+            a->o.threads = (int)v;
         } else if (strcmp(x, "--depth") == 0 || strcmp(x, "--top") == 0) {
             if (!has_val) return tr_usage_error("missing value for", x);
             char *end;

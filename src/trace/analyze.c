@@ -2062,7 +2062,7 @@ mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t
     mp_trace_raw raw;
     memset(t, 0, sizeof *t);
     if (digest_file(path)) return mp_trace_digest_file(path, t);
-    mp_status st = mp_trace_read_file(path, &raw);
+    mp_status st = mp_trace_read_file_pieces(path, &raw, o ? o->threads : 0, 0);
     if (st == MP_OK) st = mp__not_ort(&raw, path);
     if (st != MP_OK) return st;
     st = mp_trace_analyze(&raw, o, t);

@@ -13,6 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -163,16 +166,20 @@ typedef struct rd {
     size_t released;             /* mapped bytes before this were given back */
     int pieces;                  /* a mapped file's events: parsed in up to this many pieces at once */
     size_t piece_min;            /* the smallest piece, bytes */
+    size_t rel_step;             /* mapped pages given back in steps of this; 0: RD_RELEASE */
     char scratch[4096];          /* unescaped names */
     rd_fslot fcache[1 << RD_FCACHE_BITS];   /* flop_rule's cache */
 } rd;
 
-/* A mapped file's pages behind the parser are given back every 32 MB, so
- * the mapping never holds more of the file than that in memory. */
+/* A mapped file's pages behind the parser are given back every MB (every
+ * 256 KB while pieces are parsed at once: up to 16 threads each hold that
+ * much), so the mapping never holds more of the file than that in memory. */
 #define RD_RELEASE ((size_t)1 << 20)
+#define RD_PIECE_RELEASE ((size_t)256 << 10)
 
 static void rd_release(rd *r) {
-    size_t upto = r->pos & ~(RD_RELEASE - 1);
+    size_t step = r->rel_step ? r->rel_step : RD_RELEASE;
+    size_t upto = r->pos & ~(step - 1);
     if (upto > r->released) {
         madvise(r->buf + r->released, upto - r->released, MADV_DONTNEED);
         r->released = upto;
@@ -1749,9 +1756,16 @@ static int piece_parse(rd *r, size_t start, size_t target, size_t *end) {
             break;
         }
         r->pos = (size_t)(p - buf);
-        if (r->pos - r->released >= 2 * RD_RELEASE) rd_release(r);
+        if (r->pos - r->released >= 2 * r->rel_step) rd_release(r);
     }
     *end = (size_t)(p - buf);
+    /* the piece is done: its pages go back whole (another piece or the one
+     * pass that reads a page again maps it again) */
+    size_t upto = *end & ~(size_t)4095;
+    if (upto > r->released) {
+        madvise(r->buf + r->released, upto - r->released, MADV_DONTNEED);
+        r->released = upto;
+    }
     return how;
 }
 
@@ -1834,61 +1848,36 @@ static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
         (cap) = (n) + (more);                                        \
     } while (0)
     size_t s0 = t->n_spans, d0 = t->n_devs;
-    /* each of w's arrays is freed once appended: the two are not held whole */
-    RD_ROOM(t->spans, t->n_spans, t->cap_spans, w->n_spans);
-    for (size_t i = 0; i < w->n_spans; i++) {
-        mp_tspan x = w->spans[i];
-        x.name = (uint32_t)nm[x.name];
-        x.tid = (uint16_t)th[x.tid];
-        t->spans[t->n_spans++] = x;
-        if ((i & 0x3fff) == 0x3fff) give_back(w->spans, i + 1, sizeof *w->spans);
-    }
-    free(w->spans);
-    w->spans = NULL;
-    RD_ROOM(t->devs, t->n_devs, t->cap_devs, w->n_devs);
-    for (size_t i = 0; i < w->n_devs; i++) {
-        mp_tdev x = w->devs[i];
-        x.name = (uint32_t)nm[x.name];
-        t->devs[t->n_devs++] = x;
-        if ((i & 0x3fff) == 0x3fff) give_back(w->devs, i + 1, sizeof *w->devs);
-    }
-    free(w->devs);
-    w->devs = NULL;
-    RD_ROOM(t->mems, t->n_mems, t->cap_mems, w->n_mems);
-    for (size_t i = 0; i < w->n_mems; i++) {
-        mp_tmem x = w->mems[i];
-        x.tid = (uint64_t)th[x.tid];
-        t->mems[t->n_mems++] = x;
-    }
-    RD_ROOM(t->flows, t->n_flows, t->cap_flows, w->n_flows);
-    for (size_t i = 0; i < w->n_flows; i++) {
-        mp_tflow x = w->flows[i];
-        x.tid = (uint32_t)th[x.tid];
-        t->flows[t->n_flows++] = x;
-    }
-    RD_ROOM(t->flops, t->n_flops, t->cap_flops, w->n_flops);
-    for (size_t i = 0; i < w->n_flops; i++) {
-        mp_tflop x = w->flops[i];
-        x.span += (uint32_t)s0;
-        t->flops[t->n_flops++] = x;
-    }
-    RD_ROOM(t->orts, t->n_orts, t->cap_orts, w->n_orts);
-    for (size_t i = 0; i < w->n_orts; i++) {
-        mp_tort x = w->orts[i];
-        x.name = (uint32_t)nm[x.name];
-        if (x.op != MP_TORT_NONE) x.op = (uint32_t)nm[x.op];
-        if (x.provider != MP_TORT_NONE) x.provider = (uint32_t)nm[x.provider];
-        t->orts[t->n_orts++] = x;
-    }
-    RD_ROOM(t->comms, t->n_comms, t->cap_comms, w->n_comms);
-    for (size_t i = 0; i < w->n_comms; i++) {
-        mp_tcomm x = w->comms[i];
-        x.idx += (uint32_t)(x.on_dev ? d0 : s0);
-        if (x.coll >= 0) x.coll = nm[x.coll];
-        if (x.pg >= 0) x.pg = nm[x.pg];
-        if (x.pg_ranks >= 0) x.pg_ranks = nm[x.pg_ranks];
-        t->comms[t->n_comms++] = x;
-    }
+    /* Each of w's arrays goes after t's, its records fixed by FIX (x is
+     * the record), its pages given back as they are copied and the array
+     * freed: the two are not held whole at once. */
+#define RD_APPEND(arr, n, cap, FIX)                                              \
+    do {                                                                         \
+        RD_ROOM(t->arr, t->n, t->cap, w->n);                                     \
+        for (size_t i = 0; i < w->n; i++) {                                      \
+            __typeof__(*w->arr) x = w->arr[i];                                   \
+            FIX;                                                                 \
+            t->arr[t->n++] = x;                                                  \
+            if ((i & 0x3fff) == 0x3fff) give_back(w->arr, i + 1, sizeof x);      \
+        }                                                                        \
+        free(w->arr);                                                            \
+        w->arr = NULL;                                                           \
+        w->n = w->cap = 0;                                                       \
+    } while (0)
+    RD_APPEND(spans, n_spans, cap_spans, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
+    RD_APPEND(devs, n_devs, cap_devs, x.name = (uint32_t)nm[x.name]);
+    RD_APPEND(mems, n_mems, cap_mems, x.tid = (uint64_t)th[x.tid]);
+    RD_APPEND(flows, n_flows, cap_flows, x.tid = (uint32_t)th[x.tid]);
+    RD_APPEND(flops, n_flops, cap_flops, x.span += (uint32_t)s0);
+    RD_APPEND(orts, n_orts, cap_orts,
+              (x.name = (uint32_t)nm[x.name],
+               x.op = x.op != MP_TORT_NONE ? (uint32_t)nm[x.op] : x.op,
+               x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider));
+    RD_APPEND(comms, n_comms, cap_comms,
+              (x.idx += (uint32_t)(x.on_dev ? d0 : s0), x.coll = x.coll >= 0 ? nm[x.coll] : x.coll,
+               x.pg = x.pg >= 0 ? nm[x.pg] : x.pg,
+               x.pg_ranks = x.pg_ranks >= 0 ? nm[x.pg_ranks] : x.pg_ranks));
+#undef RD_APPEND
 #undef RD_ROOM
     /* process groups as keep_comm meets them: the first time joins, a later
      * time gives the ranks when they were not known */
@@ -1948,7 +1937,8 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
         q->legacy = r->legacy;
         q->label = r->label;
         q->src.fd = -1;
-        q->released = starts[i] & ~(RD_RELEASE - 1);
+        q->rel_step = RD_PIECE_RELEASE;
+        q->released = starts[i] & ~(RD_PIECE_RELEASE - 1);
         raw_init(&pc[i].t);
         q->t = &pc[i].t;
         pc[i].start = starts[i];
@@ -1956,12 +1946,45 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
         run[i] = pthread_create(&tid[i], NULL, piece_main, &pc[i]) == 0;
     }
     size_t end;
+    r->rel_step = RD_PIECE_RELEASE;
     int how = piece_parse(r, first, starts[1], &end);
+    r->rel_step = 0;
     for (int i = 1; i < n; i++) {
         if (run[i]) pthread_join(tid[i], NULL);
         else piece_main(&pc[i]);   /* no thread: here, in turn */
     }
     mp_status st = MP_OK;
+    /* the pieces that will be kept, and room for all their records at
+     * once (t's arrays are not grown, copied and freed piece by piece) */
+    {
+        size_t e = end;
+        int h = how;
+        mp_trace_raw *t = r->t;
+        size_t ns = t->n_spans, nd = t->n_devs, nme = t->n_mems, nfl = t->n_flows, nfo = t->n_flops,
+               nor = t->n_orts, nco = t->n_comms;
+        for (int i = 1; i < n && h == PC_TARGET && e == starts[i]; i++) {
+            const mp_trace_raw *w = &pc[i].t;
+            ns += w->n_spans, nd += w->n_devs, nme += w->n_mems, nfl += w->n_flows;
+            nfo += w->n_flops, nor += w->n_orts, nco += w->n_comms;
+            e = pc[i].end;
+            h = pc[i].how;
+        }
+#define RD_RESERVE(arr, n_, cap, want)                                               \
+        do {                                                                         \
+            if ((want) > t->cap && (want) < SIZE_MAX / sizeof *t->arr) {             \
+                void *np_ = realloc(t->arr, (want) * sizeof *t->arr);                \
+                if (np_) t->arr = np_, t->cap = (want);                              \
+            }                                                                        \
+        } while (0)
+        RD_RESERVE(spans, n_spans, cap_spans, ns);
+        RD_RESERVE(devs, n_devs, cap_devs, nd);
+        RD_RESERVE(mems, n_mems, cap_mems, nme);
+        RD_RESERVE(flows, n_flows, cap_flows, nfl);
+        RD_RESERVE(flops, n_flops, cap_flops, nfo);
+        RD_RESERVE(orts, n_orts, cap_orts, nor);
+        RD_RESERVE(comms, n_comms, cap_comms, nco);
+#undef RD_RESERVE
+    }
     for (int i = 1; i < n && st == MP_OK; i++) {
         if (how == PC_NOMEM || pc[i].how == PC_NOMEM) {
             st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
@@ -1978,6 +2001,9 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
     if (st == MP_OK && how == PC_NOMEM) st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
     for (int i = 1; i < n; i++) mp_trace_raw_free(&pc[i].t);
     free(pc);
+#ifdef __GLIBC__
+    malloc_trim(0);   /* the threads' heaps keep what they freed */
+#endif
     *at = end;
     *closed = how == PC_CLOSED;
     return st;
@@ -2223,7 +2249,7 @@ mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int piece
     rd r;
     memset(&r, 0, sizeof r);
     r.pieces = pieces > 0 ? pieces : rd_cores();
-    r.piece_min = pieces > 0 ? piece_min : RD_PIECE_MIN;
+    r.piece_min = piece_min > 0 ? piece_min : RD_PIECE_MIN;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         memset(t, 0, sizeof *t);

@@ -214,8 +214,8 @@ typedef struct mp_trace_raw {
  * event) or MP_ERR_NOMEM; on error `t` is freed. */
 mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
 /* The same, with a large plain file's events parsed in up to `pieces`
- * pieces of at least `piece_min` bytes at once (one thread each); 0: one
- * per core, 32 MB at least (what mp_trace_read_file does). */
+ * pieces of at least `piece_min` bytes at once (one thread each); pieces
+ * 0: one a core; piece_min 0: 32 MB (mp_trace_read_file: both 0). */
 mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int pieces, size_t piece_min);
 mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
@@ -384,6 +384,7 @@ typedef struct mp_trace_options {
     double peak_tflops;             /* > 0: override */
     int depth;                      /* module tree depth, -1 all */
     int top;                        /* rows per table, -1 all */
+    int threads;                    /* reader threads for a large plain file; 0 one a core */
 } mp_trace_options;
 
 /* Read and analyse one file: a trace, or a digest of one (mp_trace_open
