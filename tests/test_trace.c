@@ -341,6 +341,23 @@ static void t_memory(void) {
     for (int i = 0; i < t.n_findings; i++) found |= strstr(t.findings[i].text, "Memory near capacity") != NULL;
     T_CHECK(found);
     mp_trace_free(&t);
+    /* the same records out of order (three runs) give the same figures:
+     * the records are sorted by time, equal times kept in file order */
+    const char *k = TRACE(
+        ANNOT("ProfilerStep#1", 0, 100) "," OP("aten::mm", 1, 10, 20, 1) ","
+        OP("aten::empty", 1, 11, 2, 2) "," MEM(60, -150, 200, 1024) ","
+        ANNOT("ProfilerStep#2", 100, 100) "," MEM(150, 700, 900, 950) "," MEM(40, 50, 350, 1024) ","
+        MEM(12, 200, 300, 512));
+    mp_trace u;
+    T_OK(open_text(k, &u));
+    T_EQ(u.mem_peak_alloc, 900);
+    T_EQ(u.steps[0].mem_start, 100);
+    T_EQ(u.steps[0].mem_peak, 350);
+    T_EQ(u.steps[0].mem_end, 200);
+    T_EQ(u.steps[1].mem_peak, 900);
+    T_EQ(u.n_mem_curve > 0, 1);
+    for (int i = 1; i < u.n_mem_curve; i++) T_CHECK(u.mem_curve[i].ts >= u.mem_curve[i - 1].ts);
+    mp_trace_free(&u);
 }
 
 /* FLOPs counted from the recorded shapes, as PyTorch's with_flops. */

@@ -1953,9 +1953,46 @@ bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy) {
 
 /* ---- entry points ---- */
 
-static int mem_cmp(const void *x, const void *y) {
-    const mp_tmem *a = x, *b = y;
-    return (a->ts > b->ts) - (a->ts < b->ts);
+/* The [memory] records by time, stably (equal times keep their order):
+ * the runs already in order merged pairwise, as a trace has few of them
+ * (one per thread or per piece read at once): linear when sorted. */
+static bool sort_mems(mp_tmem *m, size_t n) {
+    size_t runs = 1;
+    for (size_t i = 1; i < n; i++) runs += m[i].ts < m[i - 1].ts;
+    if (runs == 1) return true;
+    size_t *r = malloc((runs + 1) * sizeof *r);
+    mp_tmem *tmp = malloc(n * sizeof *tmp);
+    if (!r || !tmp) {
+        free(r);
+        free(tmp);
+        return false;
+    }
+    size_t nr = 0;
+    r[nr++] = 0;
+    for (size_t i = 1; i < n; i++)
+        if (m[i].ts < m[i - 1].ts) r[nr++] = i;
+    r[nr] = n;
+    mp_tmem *src = m, *dst = tmp;
+    while (nr > 1) {
+        size_t out = 0;
+        for (size_t q = 0; q < nr; q += 2) {
+            size_t lo = r[q], mid = r[MP_MIN(q + 1, nr)], hi = r[MP_MIN(q + 2, nr)];
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = src[j].ts < src[i].ts ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+            r[out++] = lo;
+        }
+        r[out] = n;
+        nr = out;
+        mp_tmem *x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != m) memcpy(m, src, n * sizeof *m);
+    free(r);
+    free(tmp);
+    return true;
 }
 
 mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t) {
@@ -1974,9 +2011,8 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.S = raw->n_spans;
     w.D = raw->n_devs;
     mp_status st = MP_OK;
-    if (raw->n_mems > 1) qsort(raw->mems, raw->n_mems, sizeof *raw->mems, mem_cmp);
     w.nf = name_flags(raw);
-    if (!w.nf) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    if (!w.nf || !sort_mems(raw->mems, raw->n_mems)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* Each step frees what the later ones do not read, so that few of the
      * per-span arrays are held at once (memory: docs/DESIGN.md "Reading"). */
     if (st == MP_OK) st = link_devices(&w);
