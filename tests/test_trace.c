@@ -637,6 +637,32 @@ static char *gunzip_tmp(const char *gz) {
 }
 
 static void t_pieces(void) {
+    /* gzipped, inflated on a thread of its own (2) or by the parser (1):
+     * the same records, and the same message for a stream cut short */
+    T_EQ(pieces_agree("tests/traces/vit_b16_adamw_stack.trace.json.gz", 2, 0), 1);
+    T_EQ(pieces_agree("tests/traces/ddp2/rank1.trace.json.gz", 2, 0), 1);
+    {
+        FILE *in = fopen("tests/traces/mobilenet_v2_sgd_loader.trace.json.gz", "rb");
+        T_CHECK(in != NULL);
+        char cut[] = "/tmp/mp-pieces-cut-XXXXXX";
+        int fd = mkstemp(cut);
+        char buf[1 << 16];
+        size_t k, total = 0;
+        while (in && (k = fread(buf, 1, sizeof buf, in)) > 0 && total < 300000) {
+            T_CHECK(write(fd, buf, k) == (ssize_t)k);
+            total += k;
+        }
+        if (in) fclose(in);
+        close(fd);
+        mp_trace_raw a, b;
+        T_EQ(mp_trace_read_file_pieces(cut, &a, 1, 0), MP_ERR_FORMAT);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", mp_last_error());
+        T_EQ(mp_trace_read_file_pieces(cut, &b, 2, 0), MP_ERR_FORMAT);
+        T_EQ_STR(mp_last_error(), msg);
+        T_CHECK(strstr(msg, "truncated") != NULL);
+        unlink(cut);
+    }
     /* the shared traces (20 and 6 MB plain): cut into 7 and 3 pieces */
     char *p = gunzip_tmp("tests/traces/vit_b16_adamw_stack.trace.json.gz");
     T_CHECK(pieces_agree(p, 7, (size_t)1 << 20) == 7);

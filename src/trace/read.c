@@ -18,6 +18,7 @@
 #endif
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -32,6 +33,14 @@
  * below 1e17 ns; a duration above 1e15 ns (11 days) is rejected. */
 #define RD_MAX_TS INT64_C(4000000000000000000)
 #define RD_MAX_DUR INT64_C(1000000000000000)
+
+/* The cores this process may run on. */
+static int rd_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
 
 /* ---- byte source: plain file, gzip file, memory ---- */
 
@@ -139,6 +148,119 @@ static ssize_t src_read(rsrc *s, char *dst, size_t n, const char *label) {
     return (ssize_t)(room - z->avail_out);
 }
 
+/* ---- gzip inflated on a thread of its own ----
+ * A gzipped trace is inflated by a second thread into a few blocks while
+ * the parser reads the ones before: inflating is a fifth to a quarter of
+ * the time, and the parser of a gzipped file is one pass. An error reaches
+ * the parser after the bytes that came before it, with its message, as
+ * when the parser inflated them itself. */
+#define RD_PIPE_BLOCKS 3
+#define RD_PIPE_BLOCK ((size_t)1 << 20)
+
+enum { PB_FREE, PB_FULL, PB_ERROR };
+
+typedef struct rd_pipe {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    rsrc *src;
+    const char *label;
+    char *buf[RD_PIPE_BLOCKS];
+    size_t len[RD_PIPE_BLOCKS];     /* PB_FULL: its bytes; 0 the end */
+    int state[RD_PIPE_BLOCKS];
+    mp_status err[RD_PIPE_BLOCKS];  /* PB_ERROR: the status and message */
+    char msg[RD_PIPE_BLOCKS][512];
+    int head, tail;                 /* the parser reads head, the inflater fills tail */
+    size_t off;                     /* bytes of head already read */
+    bool stop;
+} rd_pipe;
+
+static void *pipe_main(void *arg) {
+    rd_pipe *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (!p->stop && p->state[p->tail] != PB_FREE) pthread_cond_wait(&p->cv, &p->mu);
+        bool stop = p->stop;
+        int b = p->tail;
+        pthread_mutex_unlock(&p->mu);
+        if (stop) break;
+        ssize_t k = src_read(p->src, p->buf[b], RD_PIPE_BLOCK, p->label);
+        pthread_mutex_lock(&p->mu);
+        if (k < 0) {
+            p->err[b] = p->src->err;
+            snprintf(p->msg[b], sizeof p->msg[b], "%s", mp_last_error());
+            p->state[b] = PB_ERROR;
+        } else {
+            p->len[b] = (size_t)k;
+            p->state[b] = PB_FULL;
+        }
+        p->tail = (b + 1) % RD_PIPE_BLOCKS;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (k <= 0) break;   /* the end, or an error: nothing follows */
+    }
+    return NULL;
+}
+
+/* What src_read gives, from the inflater's blocks. */
+static ssize_t pipe_read(rd_pipe *p, char *dst, size_t n) {
+    pthread_mutex_lock(&p->mu);
+    while (p->state[p->head] == PB_FREE) pthread_cond_wait(&p->cv, &p->mu);
+    int b = p->head, st = p->state[b];
+    pthread_mutex_unlock(&p->mu);
+    if (st == PB_ERROR) {
+        p->src->err = mp_error(p->err[b], "%s", p->msg[b]);
+        return -1;
+    }
+    if (p->len[b] == 0) return 0;   /* the end (it stays the end) */
+    size_t k = MP_MIN(n, p->len[b] - p->off);
+    memcpy(dst, p->buf[b] + p->off, k);
+    p->off += k;
+    if (p->off == p->len[b]) {
+        pthread_mutex_lock(&p->mu);
+        p->state[b] = PB_FREE;
+        p->head = (b + 1) % RD_PIPE_BLOCKS;
+        p->off = 0;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return (ssize_t)k;
+}
+
+static void pipe_free(rd_pipe *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->th, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    for (int i = 0; i < RD_PIPE_BLOCKS; i++) free(p->buf[i]);
+    free(p);
+}
+
+/* The inflater's thread for src; NULL when it cannot start (the parser
+ * then inflates as it reads). */
+static rd_pipe *pipe_start(rsrc *src, const char *label) {
+    rd_pipe *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->src = src;
+    p->label = label;
+    bool ok = true;
+    for (int i = 0; i < RD_PIPE_BLOCKS; i++) ok = ok && (p->buf[i] = malloc(RD_PIPE_BLOCK)) != NULL;
+    if (ok && pthread_mutex_init(&p->mu, NULL) == 0) {
+        if (pthread_cond_init(&p->cv, NULL) == 0) {
+            if (pthread_create(&p->th, NULL, pipe_main, p) == 0) return p;
+            pthread_cond_destroy(&p->cv);
+        }
+        pthread_mutex_destroy(&p->mu);
+    }
+    for (int i = 0; i < RD_PIPE_BLOCKS; i++) free(p->buf[i]);
+    free(p);
+    return NULL;
+}
+
 /* ---- the window and the tokenizer ---- */
 
 enum { RS_OK = 0, RS_MORE = 1, RS_BAD = 2 };
@@ -162,6 +284,7 @@ typedef struct rd {
     const char *err;             /* what */
     mp_trace_raw *t;
     bool mapped;                 /* buf is the whole (plain) file, mapped */
+    rd_pipe *pipe;               /* gzip: the inflater's thread; NULL inflates here */
     bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
     int pieces;                  /* a mapped file's events: parsed in up to this many pieces at once */
@@ -211,7 +334,8 @@ static mp_status rd_fill(rd *r) {
         r->cap *= 2;
     }
     while (r->len < r->cap && !r->eof) {
-        ssize_t k = src_read(&r->src, r->buf + r->len, r->cap - r->len, r->label);
+        ssize_t k = r->pipe ? pipe_read(r->pipe, r->buf + r->len, r->cap - r->len)
+                            : src_read(&r->src, r->buf + r->len, r->cap - r->len, r->label);
         if (k < 0) return r->src.err;
         if (k == 0) r->eof = true;
         r->len += (size_t)k;
@@ -2210,6 +2334,7 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
         r->src.z->next_in = r->src.zin;
         r->src.z->avail_in = 2;
         r->src.raw_read = 2;
+        if ((r->pieces ? r->pieces : rd_cores()) > 1) r->pipe = pipe_start(&r->src, label);
     } else {
         memcpy(r->buf, magic, (size_t)k);
         r->len = (size_t)k;
@@ -2219,6 +2344,8 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
 }
 
 static void rd_end(rd *r) {
+    pipe_free(r->pipe);   /* first: its thread inflates from src */
+    r->pipe = NULL;
     free(r->src.z);
     free(r->src.zin);
     if (r->mapped) munmap(r->buf, r->len);
@@ -2233,13 +2360,6 @@ static mp_status rd_all(rd *r, mp_trace_raw *t, const char *label) {
     return st;
 }
 
-/* The cores this process may run on. */
-static int rd_cores(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 mp_status mp_trace_read_file(const char *path, mp_trace_raw *t) {
     return mp_trace_read_file_pieces(path, t, 0, 0);
