@@ -1953,46 +1953,35 @@ bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy) {
 
 /* ---- entry points ---- */
 
-/* The [memory] records by time, stably (equal times keep their order):
- * the runs already in order merged pairwise, as a trace has few of them
- * (one per thread or per piece read at once): linear when sorted. */
+/* The [memory] records by time, stably (equal times keep their order), by
+ * the natural merge sort of the spans (idx_msort): a trace holds them in
+ * few runs (one per copy, or per piece read at once), so it is linear when
+ * they are in order and n log(runs) otherwise. */
+static int mem_idx_cmp(const void *ctx, int32_t x, int32_t y) {
+    const mp_tmem *m = ctx;
+    if (m[x].ts != m[y].ts) return m[x].ts < m[y].ts ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
 static bool sort_mems(mp_tmem *m, size_t n) {
     size_t runs = 1;
     for (size_t i = 1; i < n; i++) runs += m[i].ts < m[i - 1].ts;
     if (runs == 1) return true;
-    size_t *r = malloc((runs + 1) * sizeof *r);
-    mp_tmem *tmp = malloc(n * sizeof *tmp);
-    if (!r || !tmp) {
-        free(r);
-        free(tmp);
-        return false;
-    }
-    size_t nr = 0;
-    r[nr++] = 0;
-    for (size_t i = 1; i < n; i++)
-        if (m[i].ts < m[i - 1].ts) r[nr++] = i;
-    r[nr] = n;
-    mp_tmem *src = m, *dst = tmp;
-    while (nr > 1) {
-        size_t out = 0;
-        for (size_t q = 0; q < nr; q += 2) {
-            size_t lo = r[q], mid = r[MP_MIN(q + 1, nr)], hi = r[MP_MIN(q + 2, nr)];
-            size_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) dst[k++] = src[j].ts < src[i].ts ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < hi) dst[k++] = src[j++];
-            r[out++] = lo;
-        }
-        r[out] = n;
-        nr = out;
-        mp_tmem *x = src;
-        src = dst;
-        dst = x;
-    }
-    if (src != m) memcpy(m, src, n * sizeof *m);
-    free(r);
+    if (n > INT32_MAX) return false;
+    int32_t *a = malloc(n * sizeof *a), *tmp = malloc(n * sizeof *tmp);
+    mp_tmem *out = malloc(n * sizeof *out);
+    uint32_t *rl = NULL;
+    size_t cap = 0;
+    bool ok = a && tmp && out;
+    for (size_t i = 0; ok && i < n; i++) a[i] = (int32_t)i;
+    ok = ok && idx_msort(a, tmp, 0, n, mem_idx_cmp, m, &rl, &cap);
+    for (size_t i = 0; ok && i < n; i++) out[i] = m[a[i]];
+    if (ok) memcpy(m, out, n * sizeof *m);
+    free(a);
     free(tmp);
-    return true;
+    free(out);
+    free(rl);
+    return ok;
 }
 
 mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t) {
