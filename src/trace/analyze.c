@@ -676,7 +676,7 @@ static int32_t outer_of(const work *w, int32_t i) {
 
 /* Freed memory goes back to the system now (glibc keeps freed heap memory
  * for reuse; the analysis frees megabytes between its steps). */
-static void give_back(void) {
+void mp__trace_trim(void) {
 #ifdef __GLIBC__
     malloc_trim(0);
 #endif
@@ -729,7 +729,7 @@ static mp_status sort_spans(work *w) {
     big_free(tmp);
     permute_spans(sp, perm, S);
     big_free(perm);
-    give_back();
+    mp__trace_trim();
     return MP_OK;
 }
 
@@ -2009,7 +2009,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     free(raw->flows);   /* nothing reads the flows after */
     raw->flows = NULL;
     raw->n_flows = raw->cap_flows = 0;
-    give_back();
+    mp__trace_trim();
     if (st == MP_OK) st = link_tree(&w);
     big_free(w.nchild);     /* only merging needed it */
     w.nchild = NULL;
@@ -2018,7 +2018,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     big_free(w.mod);        /* modules() is the last to read these */
     w.mod = NULL;
     imap_free(&w.fwd);
-    give_back();
+    mp__trace_trim();
     if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);
     if (st == MP_OK) st = steps(&w);
     if (st == MP_OK) st = mp__trace_comm_steps(t);

@@ -13,9 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -300,13 +297,17 @@ typedef struct rd {
 #define RD_RELEASE ((size_t)1 << 20)
 #define RD_PIECE_RELEASE ((size_t)256 << 10)
 
-static void rd_release(rd *r) {
-    size_t step = r->rel_step ? r->rel_step : RD_RELEASE;
-    size_t upto = r->pos & ~(step - 1);
+/* The mapped pages before file offset upto (page-aligned) go back. */
+static void rd_release_to(rd *r, size_t upto) {
     if (upto > r->released) {
         madvise(r->buf + r->released, upto - r->released, MADV_DONTNEED);
         r->released = upto;
     }
+}
+
+static void rd_release(rd *r) {
+    size_t step = r->rel_step ? r->rel_step : RD_RELEASE;
+    rd_release_to(r, r->pos & ~(step - 1));
 }
 
 static int rd_bad(rd *r, const char *at, const char *what) {
@@ -1075,6 +1076,29 @@ static int elements(rd *r, const char **pp, const char *e, elem_fn fn, void *ud)
     return RS_OK;
 }
 
+/* An object's members: fn reads (or skips) each member's value. */
+typedef int (*member_fn)(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud);
+
+static int members(rd *r, const char **pp, const char *e, member_fn fn, void *ud) {
+    const char *p = *pp;
+    TRY(expect(r, &p, e, '{'));
+    if (ws(&p, e)) return RS_MORE;
+    bool more = *p != '}';
+    if (!more) p++;
+    while (more) {
+        const char *k;
+        size_t kn;
+        bool esc;
+        TRY(str(r, &p, e, &k, &kn, &esc));
+        TRY(expect(r, &p, e, ':'));
+        if (ws(&p, e)) return RS_MORE;
+        TRY(fn(r, k, kn, &p, e, ud));
+        TRY(sep(r, &p, e, '}', &more));
+    }
+    *pp = p;
+    return RS_OK;
+}
+
 /* The elements of one "Input Dims" entry: a tensor's dims multiply, a
  * tensor list's tensors add up ([[513000]] and [513000] are 513000). */
 typedef struct numel_acc {
@@ -1154,48 +1178,23 @@ static int flop_rule(rd *r, const char *name, size_t n, int *conc) {
 /* ONNX Runtime's args.thread_scheduling_stats: {"main_thread": {...},
  * "sub_threads": {"<id>": {...}, ...}}; the threads are the main one and
  * the sub_threads' members. */
-static int parse_ort_threads(rd *r, const char **pp, const char *e, ev *v) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '{'));
-    if (ws(&p, e)) return RS_MORE;
-    if (*p == '}') {
-        *pp = p + 1;
-        return RS_OK;
-    }
-    for (;;) {
-        const char *k;
-        size_t kn;
-        bool esc;
-        TRY(str(r, &p, e, &k, &kn, &esc));
-        TRY(expect(r, &p, e, ':'));
-        if (ws(&p, e)) return RS_MORE;
-        if (KEY_IS(k, kn, "sub_threads") && *p == '{') {
-            p++;
-            int n = 0;
-            if (ws(&p, e)) return RS_MORE;
-            if (*p == '}') {
-                p++;
-            } else {
-                for (;;) {
-                    TRY(str(r, &p, e, &k, &kn, &esc));
-                    TRY(expect(r, &p, e, ':'));
-                    TRY(skip(r, &p, e));
-                    n++;
-                    bool more;
-                    TRY(sep(r, &p, e, '}', &more));
-                    if (!more) break;
-                }
-            }
-            v->ort_threads = n < 4096 ? 1 + n : 4096;
-        } else {
-            TRY(skip(r, &p, e));
-        }
-        bool more;
-        TRY(sep(r, &p, e, '}', &more));
-        if (!more) break;
-    }
-    *pp = p;
+static int count_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    (void)k;
+    (void)kn;
+    ++*(int *)ud;
+    return skip(r, pp, e);
+}
+
+static int ort_thread_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    if (!KEY_IS(k, kn, "sub_threads") || **pp != '{') return skip(r, pp, e);
+    int n = 0;
+    TRY(members(r, pp, e, count_member, &n));
+    ((ev *)ud)->ort_threads = n < 4096 ? 1 + n : 4096;
     return RS_OK;
+}
+
+static int parse_ort_threads(rd *r, const char **pp, const char *e, ev *v) {
+    return members(r, pp, e, ort_thread_member, v);
 }
 
 static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
@@ -1650,76 +1649,33 @@ static int keep(rd *r, ev *v, const char **why) {
 
 /* ---- the top level ---- */
 
-static int parse_devprops(rd *r, const char **pp, const char *e) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '['));
-    if (ws(&p, e)) return RS_MORE;
-    if (*p == ']') {
-        *pp = p + 1;
+/* deviceProperties: the first device's name, memory and SM count. */
+static int devprop_member(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud) {
+    (void)ud;
+    mp_trace_raw *t = r->t;
+    char c = **pp;
+    if (KEY_IS(k, kn, "name") && c == '"') {
+        const char *s;
+        size_t n;
+        bool esc;
+        TRY(str(r, pp, e, &s, &n, &esc));
+        size_t m = unescape(s, n, t->device_name, sizeof t->device_name - 1);
+        t->device_name[m] = 0;
         return RS_OK;
     }
-    for (int i = 0;; i++) {
-        if (ws(&p, e)) return RS_MORE;
-        if (i == 0 && *p == '{') {
-            p++;
-            if (ws(&p, e)) return RS_MORE;
-            bool more = *p != '}';
-            if (!more) p++;
-            while (more) {
-                const char *k;
-                size_t kn;
-                bool esc;
-                TRY(str(r, &p, e, &k, &kn, &esc));
-                TRY(expect(r, &p, e, ':'));
-                if (ws(&p, e)) return RS_MORE;
-                if (KEY_IS(k, kn, "name") && *p == '"') {
-                    const char *s;
-                    size_t n;
-                    TRY(str(r, &p, e, &s, &n, &esc));
-                    size_t m = unescape(s, n, r->t->device_name, sizeof r->t->device_name - 1);
-                    r->t->device_name[m] = 0;
-                } else if (KEY_IS(k, kn, "totalGlobalMem") && *p >= '0' && *p <= '9') {
-                    TRY(num(r, &p, e, 0, &r->t->device_mem));
-                } else if (KEY_IS(k, kn, "numSms") && *p >= '0' && *p <= '9') {
-                    TRY(num(r, &p, e, 0, &r->t->device_sms));
-                } else {
-                    TRY(skip(r, &p, e));
-                }
-                TRY(sep(r, &p, e, '}', &more));
-            }
-        } else {
-            TRY(skip(r, &p, e));
-        }
-        bool more;
-        TRY(sep(r, &p, e, ']', &more));
-        if (!more) break;
-    }
-    *pp = p;
-    return RS_OK;
+    if (KEY_IS(k, kn, "totalGlobalMem") && c >= '0' && c <= '9') return num(r, pp, e, 0, &t->device_mem);
+    if (KEY_IS(k, kn, "numSms") && c >= '0' && c <= '9') return num(r, pp, e, 0, &t->device_sms);
+    return skip(r, pp, e);
 }
 
-/* An object's members: fn reads (or skips) each member's value. */
-typedef int (*member_fn)(rd *r, const char *k, size_t kn, const char **pp, const char *e, void *ud);
-
-static int members(rd *r, const char **pp, const char *e, member_fn fn, void *ud) {
-    const char *p = *pp;
-    TRY(expect(r, &p, e, '{'));
-    if (ws(&p, e)) return RS_MORE;
-    bool more = *p != '}';
-    if (!more) p++;
-    while (more) {
-        const char *k;
-        size_t kn;
-        bool esc;
-        TRY(str(r, &p, e, &k, &kn, &esc));
-        TRY(expect(r, &p, e, ':'));
-        if (ws(&p, e)) return RS_MORE;
-        TRY(fn(r, k, kn, &p, e, ud));
-        TRY(sep(r, &p, e, '}', &more));
-    }
-    *pp = p;
-    return RS_OK;
+static int devprop_elem(rd *r, int i, const char **pp, const char *e, void *ud) {
+    return i == 0 && **pp == '{' ? members(r, pp, e, devprop_member, ud) : skip(r, pp, e);
 }
+
+static int parse_devprops(rd *r, const char **pp, const char *e) {
+    return elements(r, pp, e, devprop_elem, NULL);
+}
+
 
 /* The end of the JSON: a trace must have had events. */
 static mp_status rd_finish(rd *r, bool seen_events) {
@@ -1885,11 +1841,7 @@ static int piece_parse(rd *r, size_t start, size_t target, size_t *end) {
     *end = (size_t)(p - buf);
     /* the piece is done: its pages go back whole (another piece or the one
      * pass that reads a page again maps it again) */
-    size_t upto = *end & ~(size_t)4095;
-    if (upto > r->released) {
-        madvise(r->buf + r->released, upto - r->released, MADV_DONTNEED);
-        r->released = upto;
-    }
+    rd_release_to(r, *end & ~(size_t)4095);
     return how;
 }
 
@@ -1917,11 +1869,22 @@ static size_t find_cut(const char *buf, size_t len, size_t from) {
     return 0;
 }
 
+/* arr with room for exactly `want` records (grown, not doubled, unlike
+ * grow_arr); NULL when out of memory. An array with room is returned as
+ * it is. */
+static void *room_exact(void *arr, size_t elem, size_t *cap, size_t want) {
+    if (want <= *cap) return arr;
+    if (want > SIZE_MAX / elem) return NULL;
+    void *np = realloc(arr, want * elem);
+    if (np) *cap = want;
+    return np;
+}
+
 /* The pages of a record array wholly before record `upto` are given back
  * (it is read no further, and freed after): a piece's records are not held
  * twice while they are appended. The first page is kept (the allocator's
  * header may share it). */
-static void give_back(const void *arr, size_t upto, size_t elem) {
+static void release_copied(const void *arr, size_t upto, size_t elem) {
     const size_t pg = 4096;
     uintptr_t a = ((uintptr_t)arr + pg - 1) & ~(uintptr_t)(pg - 1);
     uintptr_t b = ((uintptr_t)arr + upto * elem) & ~(uintptr_t)(pg - 1);
@@ -1961,15 +1924,14 @@ static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
             goto done;
         }
     }
-    /* room for exactly what comes (not doubled: the last piece fills it) */
-#define RD_ROOM(arr, n, cap, more)                                   \
-    do {                                                             \
-        if ((more) == 0 || (n) + (more) <= (cap)) break;             \
-        if ((n) + (more) > SIZE_MAX / sizeof *(arr)) goto done;      \
-        void *np_ = realloc((arr), ((n) + (more)) * sizeof *(arr));  \
-        if (!np_) goto done;                                         \
-        (arr) = np_;                                                 \
-        (cap) = (n) + (more);                                        \
+    /* room for exactly what comes (rd_pieces reserved it: grown here
+     * only when that failed) */
+#define RD_ROOM(arr, n, cap, more)                                          \
+    do {                                                                    \
+        if ((more) == 0) break;                                             \
+        void *np_ = room_exact((arr), sizeof *(arr), &(cap), (n) + (more)); \
+        if (!np_) goto done;                                                \
+        (arr) = np_;                                                        \
     } while (0)
     size_t s0 = t->n_spans, d0 = t->n_devs;
     /* Each of w's arrays goes after t's, its records fixed by FIX (x is
@@ -1982,7 +1944,7 @@ static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
             __typeof__(*w->arr) x = w->arr[i];                                   \
             FIX;                                                                 \
             t->arr[t->n++] = x;                                                  \
-            if ((i & 0x3fff) == 0x3fff) give_back(w->arr, i + 1, sizeof x);      \
+            if ((i & 0x3fff) == 0x3fff) release_copied(w->arr, i + 1, sizeof x); \
         }                                                                        \
         free(w->arr);                                                            \
         w->arr = NULL;                                                           \
@@ -2093,20 +2055,18 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
             e = pc[i].end;
             h = pc[i].how;
         }
-#define RD_RESERVE(arr, n_, cap, want)                                               \
-        do {                                                                         \
-            if ((want) > t->cap && (want) < SIZE_MAX / sizeof *t->arr) {             \
-                void *np_ = realloc(t->arr, (want) * sizeof *t->arr);                \
-                if (np_) t->arr = np_, t->cap = (want);                              \
-            }                                                                        \
+#define RD_RESERVE(arr, cap, want)                                            \
+        do {                                                                  \
+            void *np_ = room_exact(t->arr, sizeof *t->arr, &t->cap, (want));  \
+            if (np_) t->arr = np_;   /* else raw_append grows it, or fails */ \
         } while (0)
-        RD_RESERVE(spans, n_spans, cap_spans, ns);
-        RD_RESERVE(devs, n_devs, cap_devs, nd);
-        RD_RESERVE(mems, n_mems, cap_mems, nme);
-        RD_RESERVE(flows, n_flows, cap_flows, nfl);
-        RD_RESERVE(flops, n_flops, cap_flops, nfo);
-        RD_RESERVE(orts, n_orts, cap_orts, nor);
-        RD_RESERVE(comms, n_comms, cap_comms, nco);
+        RD_RESERVE(spans, cap_spans, ns);
+        RD_RESERVE(devs, cap_devs, nd);
+        RD_RESERVE(mems, cap_mems, nme);
+        RD_RESERVE(flows, cap_flows, nfl);
+        RD_RESERVE(flops, cap_flops, nfo);
+        RD_RESERVE(orts, cap_orts, nor);
+        RD_RESERVE(comms, cap_comms, nco);
 #undef RD_RESERVE
     }
     for (int i = 1; i < n && st == MP_OK; i++) {
@@ -2125,9 +2085,7 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
     if (st == MP_OK && how == PC_NOMEM) st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
     for (int i = 1; i < n; i++) mp_trace_raw_free(&pc[i].t);
     free(pc);
-#ifdef __GLIBC__
-    malloc_trim(0);   /* the threads' heaps keep what they freed */
-#endif
+    mp__trace_trim();   /* the threads' heaps keep what they freed */
     *at = end;
     *closed = how == PC_CLOSED;
     return st;

@@ -512,6 +512,8 @@ const char *mp_trace_coll_name(const char *name, mp_arena *arena);
 /* analyze.c: a collective kernel (NCCL) by name; a data loader call by
  * name; the step whose window holds ts (-1). */
 bool mp__trace_comm_kernel(const char *name);
+/* Freed heap memory goes back to the system now (glibc keeps it). */
+void mp__trace_trim(void);
 /* What name i of a trace says as a kernel's name, asked once per name:
  * MP_TK_COMM an NCCL kernel (mp__trace_comm_kernel), MP_TK_TF32 fp32
  * operands on tensor cores. */
