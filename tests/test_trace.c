@@ -607,12 +607,12 @@ static bool raw_same(const mp_trace_raw *a, const mp_trace_raw *b) {
 #undef SAME_ARR
 }
 
-/* One pass and `pieces` pieces of at least `min` bytes: the same records;
- * returns how many pieces were kept. */
-static int pieces_agree(const char *path, int pieces, size_t min) {
+/* One pass and pieces of at least `min` bytes on `threads` threads: the
+ * same records; returns how many pieces were kept. */
+static int pieces_agree(const char *path, int threads, size_t min) {
     mp_trace_raw one, many;
     T_OK(mp_trace_read_file_pieces(path, &one, 1, 0));
-    T_OK(mp_trace_read_file_pieces(path, &many, pieces, min));
+    T_OK(mp_trace_read_file_pieces(path, &many, threads, min));
     T_EQ(one.pieces, 1);
     T_CHECK(raw_same(&one, &many));
     int kept = many.pieces;
@@ -663,12 +663,23 @@ static void t_pieces(void) {
         T_CHECK(strstr(msg, "truncated") != NULL);
         unlink(cut);
     }
-    /* the shared traces (20 and 6 MB plain): cut into 7 and 3 pieces */
+    /* the shared traces (20 and 6 MB plain): the 20 MB one in 16 pieces
+     * (the most) taken by 2, 7 and 16 threads; the 6 MB one in 3 pieces
+     * (pieces of at least a third of it, less its header) by 3 threads */
     char *p = gunzip_tmp("tests/traces/vit_b16_adamw_stack.trace.json.gz");
-    T_CHECK(pieces_agree(p, 7, (size_t)1 << 20) == 7);
+    T_EQ(pieces_agree(p, 2, (size_t)1 << 20), 16);
+    T_EQ(pieces_agree(p, 7, (size_t)1 << 20), 16);
+    T_EQ(pieces_agree(p, 16, (size_t)1 << 20), 16);
     unlink(p);
     p = gunzip_tmp("tests/traces/mobilenet_v2_sgd_loader.trace.json.gz");
-    T_CHECK(pieces_agree(p, 3, (size_t)1 << 20) == 3);
+    {
+        FILE *f = fopen(p, "rb");
+        T_CHECK(f != NULL);
+        fseek(f, 0, SEEK_END);
+        size_t size = (size_t)ftell(f);
+        fclose(f);
+        T_EQ(pieces_agree(p, 3, size * 2 / 7), 3);
+    }
     unlink(p);
     /* the rank traces: collectives, process groups, distributedInfo */
     p = gunzip_tmp("tests/traces/ddp2/rank0.trace.json.gz");
@@ -750,7 +761,7 @@ static void t_pieces(void) {
         fd = open(path, O_WRONLY | O_TRUNC);
         T_CHECK(fd >= 0 && write(fd, c, m) == (ssize_t)m);
         close(fd);
-        T_EQ(pieces_agree(path, 2, (size_t)1 << 20), 1);
+        T_EQ(pieces_agree(path, 2, m / 3), 1);   /* two pieces: the cut in the middle */
         /* a bad event late in the file: the same message as one pass */
         char *bad = strstr(c + m - m / 5, "\"ts\": ");
         T_CHECK(bad != NULL);
@@ -769,6 +780,108 @@ static void t_pieces(void) {
         free(c);
         free(b);
     }
+}
+
+/* One thread's group g of events, Kineto's way (an event is written when
+ * it ends: the children before their parent): a module holding an
+ * annotation, an operator with its External id, its child and grandchild,
+ * a launch and its kernel, and a backward operator tied to the forward one
+ * by a flow. */
+static size_t order_group(char *o, int tid, int g) {
+    long t0 = (long)g * 1000 + tid * 3, ext = (long)g * 10 + tid * 100000, corr = ext;
+    size_t n = 0;
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":%d,"
+                         "\"ts\":%ld,\"dur\":40,\"args\":{\"External id\":%ld,\"Sequence number\":%d}},",
+                         tid, t0 + 30, ext + 3, g);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,"
+                         "\"tid\":%d,\"ts\":%ld,\"dur\":5,\"args\":{\"External id\":%ld,\"correlation\":%ld}},",
+                         tid, t0 + 40, ext + 3, corr);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm_%d\",\"pid\":0,\"tid\":7,"
+                         "\"ts\":%ld,\"dur\":20,\"args\":{\"External id\":%ld,\"correlation\":%ld,\"stream\":7}},",
+                         g % 5, t0 + 50, ext + 3, corr);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::matmul\",\"pid\":1,\"tid\":%d,"
+                         "\"ts\":%ld,\"dur\":60,\"args\":{\"External id\":%ld}},",
+                         tid, t0 + 20, ext + 2);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::linear\",\"pid\":1,\"tid\":%d,"
+                         "\"ts\":%ld,\"dur\":80,\"args\":{\"External id\":%ld}},",
+                         tid, t0 + 10, ext + 1);
+    /* an annotation sharing the linear's External id (a tie in the index) */
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"block_%d\",\"pid\":1,\"tid\":%d,"
+                         "\"ts\":%ld,\"dur\":84,\"args\":{\"External id\":%ld}},",
+                         g % 4, tid, t0 + 8, ext + 1);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":\"nn.Module: Linear_%d\","
+                         "\"pid\":1,\"tid\":%d,\"ts\":%ld,\"dur\":90,\"args\":{}},",
+                         g % 3, tid, t0 + 5);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"MmBackward0\",\"pid\":1,\"tid\":%d,"
+                         "\"ts\":%ld,\"dur\":30,\"args\":{\"External id\":%ld,\"Sequence number\":%d}},",
+                         tid + 10, t0 + 600, ext + 4, g);
+    n += (size_t)sprintf(o + n,
+                         "{\"ph\":\"s\",\"id\":%ld,\"pid\":1,\"tid\":%d,\"ts\":%ld,\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"},"
+                         "{\"ph\":\"f\",\"id\":%ld,\"pid\":1,\"tid\":%d,\"ts\":%ld,\"cat\":\"fwdbwd\",\"name\":\"fwdbwd\"},",
+                         ext, tid, t0 + 30, ext, tid + 10, t0 + 600);
+    return n;
+}
+
+/* The JSON report of the events of `groups` groups on 2 threads, written
+ * thread by thread in blocks of `block` groups, or with the two threads'
+ * groups alternating (block 0). */
+static char *order_report(int groups, int block) {
+    size_t cap = (size_t)groups * 2 * 2400 + 4096, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)sprintf(j + n, "{\"deviceProperties\":[{\"name\":\"NVIDIA H100 80GB HBM3\","
+                                "\"totalGlobalMem\":1000}],\"traceEvents\":[");
+    for (int g = 0; g < groups; g++)
+        n += (size_t)sprintf(j + n,
+                             "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%d\",\"pid\":1,"
+                             "\"tid\":1,\"ts\":%ld,\"dur\":990,\"args\":{}},",
+                             g, (long)g * 1000);
+    if (block == 0) {
+        for (int g = 0; g < groups; g++)
+            for (int tid = 1; tid <= 2; tid++) n += order_group(j + n, tid, g);
+    } else {
+        for (int b0 = 0; b0 < groups; b0 += block)
+            for (int tid = 1; tid <= 2; tid++)
+                for (int g = b0; g < groups && g < b0 + block; g++) n += order_group(j + n, tid, g);
+    }
+    j[n - 1] = ']';
+    j[n++] = '}';
+    mp_trace t;
+    T_OK(mp_trace_open_memory(j, n, "order.json", NULL, &t));
+    free(j);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    const mp_trace *one = &t;
+    mp_trace_options o = {0, -1, 50};
+    T_OK(mp_trace_report_json(&one, 1, NULL, &o, f));
+    fclose(f);
+    mp_trace_free(&t);
+    return out;
+}
+
+/* The spans are sorted in place two ways (analyze.c order_spans): threads
+ * written in few long runs are rotated into place run by run; threads
+ * alternating every few events are moved one span at a time. The same
+ * events in either file order make the same report; the blocks' sizes
+ * take either way and both at once. */
+static void t_span_order(void) {
+    char *alt = order_report(400, 0);
+    T_CHECK(alt && strstr(alt, "\"aten::mm\"") && strstr(alt, "gemm_3"));
+    static const int blocks[] = {400, 50, 7, 1};
+    for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
+        char *r = order_report(400, blocks[k]);
+        T_CHECK(r && alt && strcmp(r, alt) == 0);
+        free(r);
+    }
+    free(alt);
 }
 
 /* Bad input: a clear message naming the file and the byte or event. */
@@ -997,6 +1110,7 @@ MP_TESTS(trace) {
     {"flops_traces", t_flops_traces},
     {"streaming", t_streaming},
     {"pieces", t_pieces},
+    {"span_order", t_span_order},
     {"bad_input", t_bad_input},
     {"cli", t_trace_cli},
     {"ranks", t_ranks},

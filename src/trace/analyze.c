@@ -18,6 +18,7 @@
 #include "trace/ival.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #ifdef __GLIBC__
@@ -71,6 +72,10 @@ static void big_free(void *p) {
     if (h->mapped) munmap(h, h->size + sizeof *h);
     else free(h);
 }
+
+/* Bit sets over spans or events (S / 64 + 1 words). */
+static inline bool bit_get(const uint64_t *b, size_t i) { return (b[i / 64] >> (i % 64)) & 1; }
+static inline void bit_set(uint64_t *b, size_t i) { b[i / 64] |= UINT64_C(1) << (i % 64); }
 
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 33;
@@ -159,6 +164,18 @@ static bool imap_put(imap *m, int64_t k, int32_t v) {
     }
     imap_put_slot(m, k, v);
     return true;
+}
+
+/* k's value, to be changed in place; NULL when k is absent. */
+static int32_t *imap_ref(imap *m, int64_t k) {
+    if (!m->vals) return NULL;
+    if (m->dense) return k >= 0 && (uint64_t)k < m->dense && m->vals[k] >= 0 ? &m->vals[k] : NULL;
+    size_t i = mix64((uint64_t)k) & m->mask;
+    while (m->vals[i] >= 0) {
+        if (m->keys[i] == k) return &m->vals[i];
+        i = (i + 1) & m->mask;
+    }
+    return NULL;
 }
 
 static int32_t imap_get(const imap *m, int64_t k) {
@@ -446,30 +463,55 @@ static bool idx_msort(int32_t *a, int32_t *tmp, size_t lo, size_t hi, idx_cmp cm
     return true;
 }
 
-/* Sort span indices: bucketed by thread (a counting sort, file order kept
- * within a thread), then a natural merge sort per thread (a trace lists a
- * thread's events mostly in time order). `tmp` holds n indices of
- * scratch. False when out of memory. */
-static bool span_sort(const mp_tspan *sp, int32_t *a, int32_t *tmp, size_t n, int n_threads) {
-    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+/* One thread's span indices a[lo, hi) sorted (tmp: scratch beside them). */
+typedef struct sort_job {
+    const mp_tspan *sp;
+    int32_t *a, *tmp;
+    size_t lo, hi;
+    bool ok;
+} sort_job;
+
+static void *sort_bucket(void *arg) {
+    sort_job *j = arg;
     uint32_t *runs = NULL;
     size_t cap = 0;
-    bool ok = start != NULL;
-    if (ok) {
-        for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
-        for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
-        for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
-        memcpy(a, tmp, n * sizeof *a);
-    }
-    for (size_t lo = 0; ok && lo < n;) {
-        size_t hi = lo + 1;
-        while (hi < n && sp[a[hi]].tid == sp[a[lo]].tid) hi++;
-        ok = idx_msort(a, tmp, lo, hi, span_cmp_ctx, sp, &runs, &cap);
-        lo = hi;
-    }
-    free(start);
+    j->ok = idx_msort(j->a, j->tmp, j->lo, j->hi, span_cmp_ctx, j->sp, &runs, &cap);
     free(runs);
-    return ok;
+    return NULL;
+}
+
+/* Sort span indices: bucketed by thread (a counting sort, file order kept
+ * within a thread), then a natural merge sort per thread (a trace lists a
+ * thread's events mostly in time order); the largest thread's on a second
+ * thread when the others hold as many spans again (a training step's
+ * backward pass runs on a thread of its own). `tmp` holds n indices of
+ * scratch. False when out of memory. */
+static bool span_sort(const mp_tspan *sp, int32_t *a, int32_t *tmp, size_t n, int n_threads, bool two) {
+    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    if (!start) return false;
+    for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
+    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
+    for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
+    memcpy(a, tmp, n * sizeof *a);
+    /* start[t] is now where thread t's bucket ends */
+    int big = 0;
+    for (int t = 1; t < n_threads; t++)
+        if (start[t] - start[t - 1] > start[big] - (big ? start[big - 1] : 0)) big = t;
+    sort_job bj = {sp, a, tmp, big ? start[big - 1] : 0, n_threads ? start[big] : 0, true};
+    pthread_t th;
+    size_t nb = bj.hi - bj.lo;
+    bool own = two && nb >= ((size_t)1 << 16) && n - nb >= nb / 2 &&
+               pthread_create(&th, NULL, sort_bucket, &bj) == 0;
+    bool ok = true;
+    for (int t = 0; t < n_threads && ok; t++) {
+        if (own && t == big) continue;
+        sort_job j = {sp, a, tmp, t ? start[t - 1] : 0, start[t], true};
+        sort_bucket(&j);
+        ok = j.ok;
+    }
+    if (own) pthread_join(th, NULL);
+    free(start);
+    return ok && bj.ok;
 }
 
 /* Operators and annotations by External id: their indices sorted by
@@ -509,15 +551,70 @@ static bool eidx_build(eidx *e, const mp_tspan *sp, size_t S) {
     return ok;
 }
 
-/* The first operator or annotation with External id k; -1. */
-static int32_t eidx_get(const eidx *e, int64_t k) {
-    size_t lo = 0, hi = e->n;
+/* The first i in [0, n) where before(ctx, i) is false (it holds on a
+ * prefix), galloping from *hint, where the last search ended, and left
+ * there: lookups that come in order, or near it, take a few steps. */
+static size_t gallop(size_t n, size_t *hint, bool (*before)(const void *ctx, size_t i), const void *ctx) {
+    if (!n) return 0;
+    size_t h = *hint < n ? *hint : n / 2, lo, hi, step = 1;
+    if (before(ctx, h)) {   /* after h */
+        lo = h + 1;
+        while (lo + step <= n && before(ctx, lo + step - 1)) {
+            lo += step;
+            step *= 2;
+        }
+        hi = MP_MIN(n, lo + step - 1);
+    } else {                /* at h or before */
+        hi = h;
+        while (hi >= step && !before(ctx, hi - step)) {
+            hi -= step;
+            step *= 2;
+        }
+        lo = hi >= step ? hi - step + 1 : 0;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (e->sp[e->a[mid]].ext < k) lo = mid + 1;
+        if (before(ctx, mid)) lo = mid + 1;
         else hi = mid;
     }
-    return lo < e->n && e->sp[e->a[lo]].ext == k ? e->a[lo] : -1;
+    *hint = lo;
+    return lo;
+}
+
+typedef struct ext_key {
+    const eidx *e;
+    int64_t k;
+} ext_key;
+
+static bool ext_before(const void *ctx, size_t i) {
+    const ext_key *q = ctx;
+    return q->e->sp[q->e->a[i]].ext < q->k;
+}
+
+/* The first operator or annotation with External id k; -1. *hint: as in
+ * gallop (launches and kernels are looked up mostly in the order of their
+ * ids). */
+static int32_t eidx_get(const eidx *e, int64_t k, size_t *hint) {
+    ext_key q = {e, k};
+    size_t i = gallop(e->n, hint, ext_before, &q);
+    return i < e->n && e->sp[e->a[i]].ext == k ? e->a[i] : -1;
+}
+
+/* The spans are being reordered (old span i becomes span newidx[i]): the
+ * index follows (eidx_ties once they are). */
+static void eidx_remap(eidx *e, const int32_t *newidx) {
+    for (size_t k = 0; k < e->n; k++) e->a[k] = newidx[e->a[k]];
+}
+
+/* The spans reordered: ties (one id, several spans) in index order again. */
+static void eidx_ties(eidx *e) {
+    int32_t *a = e->a;
+    for (size_t k = 1; k < e->n; k++) {
+        int32_t x = a[k];
+        size_t j = k;
+        for (; j > 0 && e->sp[a[j - 1]].ext == e->sp[x].ext && a[j - 1] > x; j--) a[j] = a[j - 1];
+        a[j] = x;
+    }
 }
 
 static void eidx_free(eidx *e) {
@@ -526,11 +623,26 @@ static void eidx_free(eidx *e) {
 }
 
 /* Reorder the spans in place so that span k is the old span perm[k] (cycle
- * by cycle; perm is used up). */
+ * by cycle; perm is used up). Each move waits on a load from far away in
+ * the spans, so a second cursor runs PERM_AHEAD moves ahead along the same
+ * cycle and prefetches the span it will need (perm is 4 bytes a span and
+ * mostly cached; the spans are not): the loads overlap instead of queueing
+ * one behind the other. */
+enum { PERM_AHEAD = 32 };
+static inline void perm_prefetch(const mp_tspan *s) {
+    __builtin_prefetch(s);
+    __builtin_prefetch((const char *)s + sizeof *s - 1);   /* a span may cross a line */
+}
 static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
     for (size_t k = 0; k < n; k++) {
         if (perm[k] == (int32_t)k) continue;
         mp_tspan keep = sp[k];
+        size_t ahead = k;
+        for (int a = 0; a < PERM_AHEAD; a++) {
+            ahead = (size_t)perm[ahead];
+            perm_prefetch(&sp[ahead]);
+            if (ahead == k) break;
+        }
         size_t j = k;
         for (;;) {
             size_t src = (size_t)perm[j];
@@ -539,10 +651,139 @@ static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
                 sp[j] = keep;
                 break;
             }
+            if (ahead != k) {
+                ahead = (size_t)perm[ahead];
+                perm_prefetch(&sp[ahead]);
+            }
             sp[j] = sp[src];
             j = src;
         }
     }
+}
+
+/* Rotate the bytes [x y] (nx, then ny bytes) to [y x] in place, with
+ * buf (nb bytes) as scratch: through buf when either part fits, else by
+ * swapping equal blocks (Gries and Mills) until one does. Sequential
+ * copies only. */
+static void swap_bytes(char *a, char *b, size_t n, char *buf, size_t nb) {
+    while (n) {
+        size_t k = MP_MIN(n, nb);
+        memcpy(buf, a, k);
+        memcpy(a, b, k);
+        memcpy(b, buf, k);
+        a += k, b += k, n -= k;
+    }
+}
+
+static void rotate_bytes(char *a, size_t nx, size_t ny, char *buf, size_t nb) {
+    while (nx && ny) {
+        if (ny <= nb) {
+            memcpy(buf, a + nx, ny);
+            memmove(a + ny, a, nx);
+            memcpy(a, buf, ny);
+            return;
+        }
+        if (nx <= nb) {
+            memcpy(buf, a, nx);
+            memmove(a, a + nx, ny);
+            memcpy(a + ny, buf, nx);
+            return;
+        }
+        if (nx <= ny) {   /* [x y1 y2], |y2| = |x| -> [y2 y1 x]: rotate [y2 y1] */
+            swap_bytes(a, a + ny, nx, buf, nb);
+            ny -= nx;
+        } else {          /* [x1 x2 y], |x1| = |y| -> [y x2 x1]: rotate [x2 x1] */
+            swap_bytes(a, a + nx, ny, buf, nb);
+            a += ny;
+            nx -= ny;
+        }
+    }
+}
+
+/* The spans moved to their thread's place, file order kept, a run of one
+ * thread's spans at a time: each run is rotated in behind the spans
+ * before it of its thread and of earlier ones (the spans of later
+ * threads move up by its length). A trace holds few runs, and the spans
+ * move in sequential copies. False, with nothing moved, when the copies
+ * would come to more than a few times the spans (many short runs). */
+static bool partition_runs(mp_tspan *sp, size_t S, int n_threads) {
+    enum { RUN_COPIES = 8, RUN_BUF = 256 << 10 };
+    size_t *cnt = calloc((size_t)n_threads + 1, sizeof *cnt);
+    if (!cnt || n_threads > 64) {
+        free(cnt);
+        return false;
+    }
+    uint64_t copies = 0;
+    for (size_t i = 0; i < S && copies <= (uint64_t)RUN_COPIES * S;) {
+        size_t j = i + 1;
+        while (j < S && sp[j].tid == sp[i].tid) j++;
+        for (int u = sp[i].tid + 1; u < n_threads; u++) copies += cnt[u];
+        copies += 2 * (j - i);
+        cnt[sp[i].tid] += j - i;
+        i = j;
+    }
+    char *buf = copies <= (uint64_t)RUN_COPIES * S ? malloc(RUN_BUF) : NULL;
+    if (!buf) {
+        free(cnt);
+        return false;
+    }
+    memset(cnt, 0, ((size_t)n_threads + 1) * sizeof *cnt);
+    for (size_t i = 0; i < S;) {
+        size_t j = i + 1;
+        while (j < S && sp[j].tid == sp[i].tid) j++;
+        size_t later = 0;
+        for (int u = sp[i].tid + 1; u < n_threads; u++) later += cnt[u];
+        cnt[sp[i].tid] += j - i;
+        rotate_bytes((char *)(sp + i - later), later * sizeof *sp, (j - i) * sizeof *sp, buf, RUN_BUF);
+        i = j;
+    }
+    free(buf);
+    free(cnt);
+    return true;
+}
+
+/* Reorder the spans in place to perm (span k is the old span perm[k]); tmp:
+ * scratch of S indices. The far moves are the threads': a trace holds each
+ * thread's events in few long runs, and sorting brings a thread's together;
+ * within a thread, sorting by start moves events only a little (an event
+ * is written when it ends, after the events it encloses). So the spans
+ * are first moved to their thread's place, file order kept (partition_runs:
+ * whole runs, in sequential copies; one span at a time when the runs are
+ * many), then by what remains (short cycles, near). Following perm's
+ * cycles alone takes each span across memory on its own, a cache miss
+ * each: 45-95 ms against 20-25 ms on the 532 MB bench trace (756,000
+ * spans, 57 runs of one thread). */
+static void order_spans(mp_tspan *sp, int32_t *perm, int32_t *tmp, size_t S, int n_threads) {
+    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    if (!start) {
+        permute_spans(sp, perm, S);
+        return;
+    }
+    for (size_t i = 0; i < S; i++) start[sp[i].tid + 1]++;
+    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
+    /* tmp: where each span goes among its thread's (file order kept) */
+    for (size_t i = 0; i < S; i++) tmp[i] = (int32_t)start[sp[i].tid]++;
+    free(start);
+    /* what remains after that move: span k is the moved span tmp[perm[k]] */
+    for (size_t k = 0; k < S; k++) perm[k] = tmp[perm[k]];
+    /* span i goes to tmp[i]: by runs, else cycle by cycle (tmp used up) */
+    bool by_runs = partition_runs(sp, S, n_threads);
+    for (size_t i = 0; !by_runs && i < S; i++) {
+        if (tmp[i] == (int32_t)i) continue;
+        mp_tspan carry = sp[i];
+        size_t d = (size_t)tmp[i];
+        tmp[i] = (int32_t)i;
+        while (d != i) {
+            mp_tspan next = sp[d];
+            sp[d] = carry;
+            carry = next;
+            size_t nd = (size_t)tmp[d];
+            tmp[d] = (int32_t)d;
+            d = nd;
+        }
+        sp[i] = carry;
+    }
+    permute_spans(sp, perm, S);
 }
 
 static int flop_cmp(const void *x, const void *y) {
@@ -636,9 +877,15 @@ typedef struct work {
     int32_t *mod;       /* innermost module node for operators; -1 */
     int32_t *devop;     /* device event -> operator; -1 */
     kmap kern;          /* span -> self device ns (spans that launched device work) */
-    imap fwd;           /* backward operator -> forward operator (spans with has_fwd) */
+    uint64_t *kbits;    /* bits over spans: the spans kern holds */
+    uint64_t *hasfwd;   /* bits over spans: a backward operator tied to a forward one */
+    uint32_t *fwd_rank; /* per word of hasfwd: the bits set before it */
+    int32_t *fwd_val;   /* their forward operators, in span order (fwd_of) */
+    uint64_t *merged;   /* bits over spans: merged into its parent (PyTorch's _remove_dup_nodes) */
     uint8_t *nf;        /* name -> NF_* (what a name says, asked once) */
     size_t launches;    /* spans that launched device work */
+    eidx ext;           /* operators and annotations by External id (linking) */
+    bool two;           /* a second thread for the steps that can take one */
     bool bwd_ops_seen;
 } work;
 
@@ -686,14 +933,26 @@ void mp__trace_trim(void) {
 static int intern_root(mp_trace_raw *raw) { return mp__trace_intern(raw, "trace"); }
 
 static int32_t resolve(const work *w, int32_t s) {
-    while (s >= 0 && w->raw->spans[s].merged) s = w->parent[s];
+    while (s >= 0 && bit_get(w->merged, (size_t)s)) s = w->parent[s];
     return s;
 }
 
-static int64_t kern_of(const work *w, int32_t i) { return kmap_get(&w->kern, i); }
+static int64_t kern_of(const work *w, int32_t i) {
+    return bit_get(w->kbits, (size_t)i) ? kmap_get(&w->kern, i) : 0;
+}
+
+/* k's self device time in the map: set (add: added to), and k marked as
+ * holding one (kern_of asks the map only for the marked spans, few). */
+static bool kern_set(work *w, int32_t k, int64_t v, bool add) {
+    bit_set(w->kbits, (size_t)k);
+    return kmap_set(&w->kern, k, v, add);
+}
 
 static int32_t fwd_of(const work *w, int32_t i) {
-    return i >= 0 && w->raw->spans[i].has_fwd ? imap_get(&w->fwd, i) : -1;
+    if (i < 0 || !bit_get(w->hasfwd, (size_t)i)) return -1;
+    size_t k = (size_t)i;
+    uint64_t below = w->hasfwd[k / 64] & ((UINT64_C(1) << (k % 64)) - 1);
+    return w->fwd_val[w->fwd_rank[k / 64] + (uint32_t)__builtin_popcountll(below)];
 }
 
 /* Runtime calls count on their operator's thread; then the spans are
@@ -702,19 +961,16 @@ static mp_status sort_spans(work *w) {
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
-    eidx ext;
-    if (!eidx_build(&ext, sp, S)) {
-        eidx_free(&ext);
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
+    eidx *ext = &w->ext;
+    if (!eidx_build(ext, sp, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    size_t hint = 0;
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
-        int32_t o = eidx_get(&ext, sp[i].ext);
+        int32_t o = eidx_get(ext, sp[i].ext, &hint);
         if (o >= 0) sp[i].tid = sp[o].tid;
     }
-    eidx_free(&ext);
     int32_t *perm = big_alloc((S + 1) * sizeof *perm, false), *tmp = big_alloc((S + 1) * sizeof *tmp, false);
-    if (!perm || !tmp || !span_sort(sp, perm, tmp, S, raw->n_threads)) {
+    if (!perm || !tmp || !span_sort(sp, perm, tmp, S, raw->n_threads, w->two)) {
         big_free(perm);
         big_free(tmp);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
@@ -726,8 +982,10 @@ static mp_status sort_spans(work *w) {
     for (size_t c = 0; c < raw->n_comms; c++)
         if (!raw->comms[c].on_dev) raw->comms[c].idx = (uint32_t)tmp[raw->comms[c].idx];
     if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, flop_cmp);
+    eidx_remap(ext, tmp);
+    order_spans(sp, perm, tmp, S, raw->n_threads);
+    eidx_ties(ext);
     big_free(tmp);
-    permute_spans(sp, perm, S);
     big_free(perm);
     mp__trace_trim();
     return MP_OK;
@@ -737,41 +995,24 @@ static mp_status sort_spans(work *w) {
 static mp_status link_devices(work *w) {
     mp_trace_raw *raw = w->raw;
     size_t S = w->S;
-    mp_tspan *sp = raw->spans;
-    mp_status st = sort_spans(w);
-    if (st != MP_OK) return st;
-    /* The arrays below are made one after the other, each freed as soon
-     * as it is done with, so that few are held at once (the reader's
-     * memory bound, docs/DESIGN.md). */
-    eidx ext;
-    if (!eidx_build(&ext, sp, S)) {
-        eidx_free(&ext);
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
     /* device events -> operator */
     w->devop = big_alloc((w->D + 1) * sizeof *w->devop, false);
-    if (!w->devop) {
-        eidx_free(&ext);
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
+    if (!w->devop) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* the spans that launched device work, counted once (bits over spans) */
     uint64_t *seen = big_alloc((S / 64 + 1) * sizeof *seen, true);
-    if (!seen) {
-        eidx_free(&ext);
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
-    size_t launches = 0;
+    if (!seen) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    size_t launches = 0, hint = 0;
     for (size_t d = 0; d < w->D; d++) {
         const mp_tdev *dv = &raw->devs[d];
-        int32_t o = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&ext, dv->ext);
+        int32_t o = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&w->ext, dv->ext, &hint);
         w->devop[d] = o;
-        if (o >= 0 && !((seen[o / 64] >> (o % 64)) & 1)) {
-            seen[o / 64] |= UINT64_C(1) << (o % 64);
+        if (o >= 0 && !bit_get(seen, (size_t)o)) {
+            bit_set(seen, (size_t)o);
             launches++;
         }
     }
     big_free(seen);
-    eidx_free(&ext);
+    eidx_free(&w->ext);
     w->launches = launches;
     return MP_OK;
 }
@@ -863,9 +1104,10 @@ static mp_status link_tree(work *w) {
     if (st != MP_OK) return st;
 
     /* self device time of the spans that launched device work */
-    if (!kmap_init(&w->kern, w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    w->kbits = big_alloc((S / 64 + 1) * sizeof *w->kbits, true);
+    if (!w->kbits || !kmap_init(&w->kern, w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t d = 0; d < w->D; d++)
-        if (w->devop[d] >= 0 && !kmap_set(&w->kern, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true))
+        if (w->devop[d] >= 0 && !kern_set(w, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true))
             return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* _remove_dup_nodes: parents come before their children */
     for (size_t k = 0; k < S; k++) {
@@ -874,8 +1116,8 @@ static mp_status link_tree(work *w) {
         int32_t p = resolve(w, w->parent[i]);
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
-            sp[i].merged = 1;
-            if (!kmap_set(&w->kern, p, kern_of(w, i), false))
+            bit_set(w->merged, (size_t)i);
+            if (!kern_set(w, p, kern_of(w, i), false))
                 return mp_error(MP_ERR_NOMEM, "trace: out of memory");
             w->nchild[p] = w->nchild[i];
         }
@@ -884,17 +1126,26 @@ static mp_status link_tree(work *w) {
 }
 
 
+typedef struct at_key {
+    const mp_tspan *sp;
+    uint32_t tid;
+    int64_t ts;
+} at_key;
+
+static bool at_before(const void *ctx, size_t i) {
+    const at_key *q = ctx;
+    const mp_tspan *x = &q->sp[i];
+    return x->tid < q->tid || (x->tid == q->tid && x->ts < q->ts);
+}
+
 /* The outermost operator starting at ts on thread tid: the first operator
- * of the sorted spans at (tid, ts) (longer spans sort first); -1. */
-static int32_t op_at(const mp_tspan *sp, size_t S, uint32_t tid, int64_t ts) {
-    size_t lo = 0, hi = S;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (sp[mid].tid < tid || (sp[mid].tid == tid && sp[mid].ts < ts)) lo = mid + 1;
-        else hi = mid;
-    }
-    for (; lo < S && sp[lo].tid == tid && sp[lo].ts == ts; lo++)
-        if (sp[lo].kind == MP_TS_OP) return (int32_t)lo;
+ * of the sorted spans at (tid, ts) (longer spans sort first); -1. *hint: as
+ * in gallop (a flow's ends are looked up in runs that go forward or back
+ * in time). */
+static int32_t op_at(const mp_tspan *sp, size_t S, uint32_t tid, int64_t ts, size_t *hint) {
+    at_key q = {sp, tid, ts};
+    for (size_t i = gallop(S, hint, at_before, &q); i < S && sp[i].tid == tid && sp[i].ts == ts; i++)
+        if (sp[i].kind == MP_TS_OP) return (int32_t)i;
     return -1;
 }
 
@@ -915,68 +1166,105 @@ static mp_status link_backward(work *w) {
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
     const uint8_t *bn = w->nf;
-    size_t n_seq = 0, n_bwd = 0;
-    int64_t max_seq = 0;
-    for (size_t i = 0; i < S; i++)
-        if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0) {
-            n_seq++;
-            n_bwd += (bn[sp[i].name] & NF_BACKWARD) != 0;
-            max_seq = MP_MAX(max_seq, sp[i].seq);
-        }
-    if (!imap_init(&w->fwd, n_bwd)) {
-        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    }
+    size_t n_bwd = 0;
+    for (size_t i = 0; i < S; i++) n_bwd += sp[i].kind == MP_TS_OP && sp[i].seq >= 0 && (bn[sp[i].name] & NF_BACKWARD);
+    /* the links as found (a flow's end, or a backward operator, at most
+     * once each); then, by span, fwd_rank and fwd_val */
+    typedef struct { int32_t bo, fo; } link;
+    size_t nl = 0;
+    link *links = big_alloc((raw->n_flows + n_bwd + 1) * sizeof *links, false);
+    if (!links) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* flows: each end after its start, by id */
     if (raw->n_flows > 1) qsort(raw->flows, raw->n_flows, sizeof *raw->flows, flow_cmp);
+    size_t hs = 0, hf = 0;   /* where the starts' and the ends' searches were */
     for (size_t f = 0; f < raw->n_flows;) {
         size_t g = f;
         while (g < raw->n_flows && raw->flows[g].id == raw->flows[f].id) g++;
         const mp_tflow *b = &raw->flows[f];
-        int32_t fo = b->start ? op_at(sp, S, b->tid, b->ts) : -1;
+        int32_t fo = b->start ? op_at(sp, S, b->tid, b->ts, &hs) : -1;
         for (size_t k = f + 1; fo >= 0 && k < g; k++) {
             const mp_tflow *e = &raw->flows[k];
             if (e->start) continue;
-            int32_t bo = op_at(sp, S, e->tid, e->ts);
-            if (bo >= 0 && bo != fo && !sp[bo].has_fwd) {
-                if (!imap_put(&w->fwd, bo, fo)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-                sp[bo].has_fwd = 1;
+            int32_t bo = op_at(sp, S, e->tid, e->ts, &hf);
+            if (bo >= 0 && bo != fo && !bit_get(w->hasfwd, (size_t)bo)) {
+                links[nl++] = (link){bo, fo};
+                bit_set(w->hasfwd, (size_t)bo);
                 w->t->linked_flow++;
             }
         }
         f = g;
     }
-    /* sequence numbers for backward operators without a flow */
-    imap seq;
-    if (!imap_init_range(&seq, n_seq, max_seq)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    /* Several forward operators share a sequence number: an operator that
+    free(raw->flows);   /* nothing reads the flows after */
+    raw->flows = NULL;
+    raw->n_flows = raw->cap_flows = 0;
+    /* Sequence numbers, for the backward operators without a flow: a map
+     * over their numbers alone, each given its forward operator.
+     * Several forward operators share a sequence number: an operator that
      * creates no autograd node (a p=0 dropout, a view) leaves the counter
      * where it was, so it carries the number of the next one that does.
      * The node's creator is the last operator started with the number
      * (itself or one of its children, in its module): walk backwards and
      * keep the first seen. */
-    for (size_t i = S; i-- > 0;) {
-        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0) continue;
-        if (!(bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD))) imap_put(&seq, sp[i].seq, (int32_t)i);
+    const int32_t unset = INT32_MAX;
+    size_t n_need = 0;
+    int64_t max_need = -1;
+    for (size_t i = 0; i < S; i++)
+        if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0 && (bn[sp[i].name] & NF_BACKWARD) &&
+            !bit_get(w->hasfwd, i)) {
+            n_need++;
+            max_need = MP_MAX(max_need, sp[i].seq);
+        }
+    imap seq;
+    bool ok = imap_init_range(&seq, n_need, max_need);
+    for (size_t i = 0; ok && i < S; i++)
+        if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0 && (bn[sp[i].name] & NF_BACKWARD) &&
+            !bit_get(w->hasfwd, i))
+            ok = imap_put(&seq, sp[i].seq, unset);
+    if (!ok) {
+        imap_free(&seq);
+        big_free(links);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (size_t i = S; n_need && i-- > 0;) {
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || (bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD)))
+            continue;
+        int32_t *v = imap_ref(&seq, sp[i].seq);
+        if (v && *v == unset) *v = (int32_t)i;
     }
     for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || sp[i].has_fwd) continue;
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || bit_get(w->hasfwd, (size_t)i)) continue;
         if (!(bn[sp[i].name] & NF_BACKWARD)) continue;
         w->bwd_ops_seen = true;
         int32_t fo = imap_get(&seq, sp[i].seq);
-        if (fo >= 0 && sp[fo].ts < sp[i].ts) {
-            if (!imap_put(&w->fwd, (int64_t)i, fo)) {
-                imap_free(&seq);
-                return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-            }
-            sp[i].has_fwd = 1;
+        if (fo >= 0 && fo != unset && sp[fo].ts < sp[i].ts) {
+            links[nl++] = (link){(int32_t)i, fo};
+            bit_set(w->hasfwd, (size_t)i);
         }
     }
     imap_free(&seq);
+    size_t words = S / 64 + 1;
+    w->fwd_rank = big_alloc(words * sizeof *w->fwd_rank, false);
+    w->fwd_val = big_alloc((nl + 1) * sizeof *w->fwd_val, false);
+    if (!w->fwd_rank || !w->fwd_val) {
+        big_free(links);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    uint32_t below = 0;
+    for (size_t k = 0; k < words; k++) {
+        w->fwd_rank[k] = below;
+        below += (uint32_t)__builtin_popcountll(w->hasfwd[k]);
+    }
+    for (size_t l = 0; l < nl; l++) {
+        size_t k = (size_t)links[l].bo;
+        uint64_t under = w->hasfwd[k / 64] & ((UINT64_C(1) << (k % 64)) - 1);
+        w->fwd_val[w->fwd_rank[k / 64] + (uint32_t)__builtin_popcountll(under)] = links[l].fo;
+    }
+    big_free(links);
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_OP) continue;
         if ((bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD)) == NF_BACKWARD) {
             w->t->bwd_ops++;
-            if (sp[i].has_fwd) w->t->linked_bwd++;
+            if (bit_get(w->hasfwd, (size_t)i)) w->t->linked_bwd++;
         }
     }
     return MP_OK;
@@ -1109,7 +1397,7 @@ static mp_status tables(work *w) {
     size_t npend = 0;
     for (size_t k = S; k-- > 0;) {
         int32_t i = (int32_t)k;
-        if (sp[i].kind == MP_TS_MODULE || sp[i].merged) continue;
+        if (sp[i].kind == MP_TS_MODULE || bit_get(w->merged, (size_t)i)) continue;
         int64_t kern = kern_of(w, i), dtot = kern, child = 0, dur = sp[i].end - sp[i].ts;
         if (npend && stk[npend - 1].node == i) {
             MP_SADD(dtot, stk[npend - 1].dtot);
@@ -1154,18 +1442,33 @@ static mp_status tables(work *w) {
         return st;
     }
     /* device memory allocated inside each operator (allocator calls count
-     * for the operator that asked for them) */
+     * for the operator that asked for them). The records are in time
+     * order, so on each thread a cursor moves forward through its spans
+     * (found once by binary search). */
+    size_t *cur = malloc(((size_t)raw->n_threads + 1) * sizeof *cur);
+    if (!cur) {
+        free(row_cpu);
+        free(row_dev);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (int k = 0; k <= raw->n_threads; k++) cur[k] = SIZE_MAX;
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
         if (me->bytes <= 0) continue;
-        /* last span started at or before it on its thread */
-        size_t lo = 0, hi = S;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            const mp_tspan *k = &sp[mid];
-            if (k->tid < me->tid || (k->tid == me->tid && k->ts <= me->ts)) lo = mid + 1;
-            else hi = mid;
+        /* after the last span started at or before it on its thread */
+        size_t lo = 0, hi = S, c = me->tid < (uint64_t)raw->n_threads ? (size_t)me->tid : (size_t)raw->n_threads;
+        if (cur[c] == SIZE_MAX) {
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                const mp_tspan *k = &sp[mid];
+                if (k->tid < me->tid || (k->tid == me->tid && k->ts <= me->ts)) lo = mid + 1;
+                else hi = mid;
+            }
+        } else {
+            lo = cur[c];
+            while (lo < S && sp[lo].tid == me->tid && sp[lo].ts <= me->ts) lo++;
         }
+        cur[c] = lo;
         int32_t o = -1;
         for (size_t k = lo; k-- > 0;) {
             int32_t i = (int32_t)k;
@@ -1181,6 +1484,7 @@ static mp_status tables(work *w) {
         int nid = starts(raw->names[sp[o].name], "ProfilerStep#") ? star : (int)sp[o].name;
         if (row_cpu[nid] >= 0) MP_SADD(t->ops[row_cpu[nid]].alloc_bytes, me->bytes);
     }
+    free(cur);
     free(row_cpu);
     free(row_dev);
     if (t->n_ops > 1) qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, top_cmp);
@@ -1276,7 +1580,7 @@ static void modules(work *w) {
         if (o < 0) continue;
         int64_t dur = w->raw->devs[d].end - w->raw->devs[d].ts;
         int32_t x = o;
-        while (x >= 0 && !sp[x].has_fwd) x = w->parent[x];
+        while (x >= 0 && !bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
         if (x >= 0) {
             int m = w->mod[fwd_of(w, x)];
             if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
@@ -1290,13 +1594,13 @@ static void modules(work *w) {
     for (size_t f = 0; f < w->raw->n_flops; f++) {
         int32_t i = (int32_t)w->raw->flops[f].span;
         uint64_t fl = w->raw->flops[f].flops;
-        if (sp[i].kind != MP_TS_OP || sp[i].merged) continue;
+        if (sp[i].kind != MP_TS_OP || bit_get(w->merged, (size_t)i)) continue;
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
             if (sp[x].has_flops) outer = false;
         if (!outer) continue;
         int32_t x = i;
-        while (x >= 0 && !sp[x].has_fwd) x = w->parent[x];
+        while (x >= 0 && !bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
         if (x >= 0) {
             int m = w->mod[fwd_of(w, x)];
             if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, fl);
@@ -1345,6 +1649,16 @@ static int cpos_cmp(const void *x, const void *y) {
     return (a->j > b->j) - (a->j < b->j);
 }
 
+typedef struct corr_key {
+    const cpos *c;
+    int32_t corr;
+} corr_key;
+
+static bool corr_before(const void *ctx, size_t i) {
+    const corr_key *q = ctx;
+    return q->c[i].corr < q->corr;
+}
+
 static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t **out) {
     const mp_trace_raw *raw = w->raw;
     const mp_tspan *sp = raw->spans;
@@ -1362,14 +1676,11 @@ static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t *
         if (corr >= 0) c[nc++] = (cpos){corr, (int32_t)j};
     }
     if (nc > 1) qsort(c, nc, sizeof *c, cpos_cmp);
+    size_t hint = 0;   /* a thread's launches come in the order of their correlations */
     for (size_t i = 0; nc && i < w->S; i++) {
         if (sp[i].kind != MP_TS_RUNTIME || sp[i].corr < 0) continue;
-        size_t lo = 0, hi = nc;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (c[mid].corr < sp[i].corr) lo = mid + 1;
-            else hi = mid;
-        }
+        corr_key q = {c, sp[i].corr};
+        size_t lo = gallop(nc, &hint, corr_before, &q);
         for (; lo < nc && c[lo].corr == sp[i].corr; lo++)
             if (launch[c[lo].j] < 0) launch[c[lo].j] = sp[i].ts;
     }
@@ -1845,29 +2156,27 @@ static mp_status flop_summary(work *w) {
         free(row);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
-#define BIT_SET(b, i) ((b)[(size_t)(i) / 64] |= UINT64_C(1) << ((size_t)(i) % 64))
-#define BIT_GET(b, i) (((b)[(size_t)(i) / 64] >> ((size_t)(i) % 64)) & 1)
     for (size_t d = 0; d < w->D; d++) {
         int32_t o = w->devop[d];
         if (o < 0 || raw->devs[d].kind != MP_TD_KERNEL) continue;
         o = resolve(w, o);
-        BIT_SET(launched, o);
+        bit_set(launched, o);
         int32_t c = outer_of(w, o);
         if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && (mp__trace_kflags(raw, raw->devs[d].name) & MP_TK_TF32))
-            BIT_SET(tc, c);
+            bit_set(tc, c);
     }
     uint64_t by[MP_TDT_COUNT] = {0};
     for (size_t f = 0; f < raw->n_flops; f++) {
         int32_t i = (int32_t)raw->flops[f].span;
         uint64_t fl = raw->flops[f].flops;
-        if (sp[i].merged || outer_of(w, i) != i) continue;
+        if (bit_get(w->merged, (size_t)i) || outer_of(w, i) != i) continue;
         int dt = sp[i].dtype < MP_TDT_COUNT ? sp[i].dtype : MP_TDT_NONE;
-        if (dt == MP_TDT_FP32 && BIT_GET(tc, i)) dt = MP_TDT_TF32;
+        if (dt == MP_TDT_FP32 && bit_get(tc, i)) dt = MP_TDT_TF32;
         MP_SADD(by[dt], fl);
         /* backward: tied to a forward operator, or named so (itself or an
          * enclosing operator: a trace without flows or sequence numbers) */
         int32_t x = i;
-        while (x >= 0 && !sp[x].has_fwd && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
+        while (x >= 0 && !bit_get(w->hasfwd, (size_t)x) && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
             x = w->parent[x];
         if (x < 0) continue;
         int k = mp__trace_step_at(t, sp[i].ts);
@@ -1884,7 +2193,7 @@ static mp_status flop_summary(work *w) {
     int cap = 0;
     mp_status st = MP_OK;
     for (size_t i = 0; i < S && st == MP_OK; i++) {
-        if (!BIT_GET(launched, i) || sp[i].kind != MP_TS_OP || sp[i].merged ||
+        if (!bit_get(launched, i) || sp[i].kind != MP_TS_OP || bit_get(w->merged, (size_t)i) ||
             outer_of(w, (int32_t)i) >= 0 || mp__trace_step_at(t, sp[i].ts) < 0 ||
             (w->nf[sp[i].name] & NF_FLOP_FREE))
             continue;
@@ -1903,8 +2212,6 @@ static mp_status flop_summary(work *w) {
         t->uncounted[r].count++;
         MP_SADD(t->uncounted[r].device, kern_of(w, (int32_t)i));
     }
-#undef BIT_SET
-#undef BIT_GET
     if (t->n_uncounted > 1)
         qsort(t->uncounted, (size_t)t->n_uncounted, sizeof *t->uncounted, unc_cmp);
     big_free(tc);
@@ -1984,6 +2291,23 @@ static bool sort_mems(mp_tmem *m, size_t n) {
     return ok;
 }
 
+/* link_backward on a thread of its own, beside the steps that read
+ * neither its input (the flows) nor its output (hasfwd, fwd_val): once the
+ * spans are sorted, they are only read. Its error message is carried back
+ * (mp_error's text is per thread). */
+typedef struct lane {
+    work *w;
+    mp_status st;
+    char msg[256];
+} lane;
+
+static void *backward_lane(void *arg) {
+    lane *l = arg;
+    l->st = link_backward(l->w);
+    if (l->st != MP_OK) snprintf(l->msg, sizeof l->msg, "%s", mp_last_error());
+    return NULL;
+}
+
 mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t) {
     memset(t, 0, sizeof *t);
     t->raw = *raw;
@@ -1999,30 +2323,37 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.raw = raw;
     w.S = raw->n_spans;
     w.D = raw->n_devs;
+    w.two = o->threads > 1 || (o->threads == 0 && mp__trace_cores() > 1);
     mp_status st = MP_OK;
     w.nf = name_flags(raw);
-    if (!w.nf || !sort_mems(raw->mems, raw->n_mems)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    w.hasfwd = big_alloc((w.S / 64 + 1) * sizeof *w.hasfwd, true);
+    w.merged = big_alloc((w.S / 64 + 1) * sizeof *w.merged, true);
+    if (!w.nf || !w.hasfwd || !w.merged || !sort_mems(raw->mems, raw->n_mems))
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* Each step frees what the later ones do not read, so that few of the
      * per-span arrays are held at once (memory: docs/DESIGN.md "Reading"). */
+    if (st == MP_OK) st = sort_spans(&w);
+    /* the backward links beside the device links, the tree and the tables */
+    lane bl = {.w = &w, .st = MP_OK};
+    pthread_t bth;
+    bool bwd_thread = st == MP_OK && w.two && pthread_create(&bth, NULL, backward_lane, &bl) == 0;
     if (st == MP_OK) st = link_devices(&w);
-    if (st == MP_OK) st = link_backward(&w);
-    free(raw->flows);   /* nothing reads the flows after */
-    raw->flows = NULL;
-    raw->n_flows = raw->cap_flows = 0;
-    mp__trace_trim();
     if (st == MP_OK) st = link_tree(&w);
     big_free(w.nchild);     /* only merging needed it */
     w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
+    if (bwd_thread) pthread_join(bth, NULL);
+    else if (st == MP_OK) backward_lane(&bl);
+    if (st == MP_OK && bl.st != MP_OK) st = mp_error(bl.st, "%s", bl.msg);
     if (st == MP_OK) modules(&w);
     big_free(w.mod);        /* modules() is the last to read these */
     w.mod = NULL;
-    imap_free(&w.fwd);
     mp__trace_trim();
     if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);
     if (st == MP_OK) st = steps(&w);
     if (st == MP_OK) st = mp__trace_comm_steps(t);
-    if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
+    if (st == MP_OK) st = flop_summary(&w);
+    /* the dtype doing most of the counted FLOPs */
     if (st == MP_OK) {
         t->mem_peak_alloc = -1;
         t->mem_peak_reserved = raw->mem_reserved_peak;
@@ -2052,8 +2383,13 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         t->no_modules = nops > 0 && t->n_mods <= 1;
         mp_trace_findings(t);
     }
-    imap_free(&w.fwd);
+    big_free(w.fwd_rank);
+    big_free(w.fwd_val);
     kmap_free(&w.kern);
+    big_free(w.kbits);
+    big_free(w.hasfwd);
+    big_free(w.merged);
+    eidx_free(&w.ext);
     big_free(w.nchild);
     big_free(w.parent);
     big_free(w.mod);

@@ -15,6 +15,8 @@
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -31,8 +33,7 @@
 #define RD_MAX_TS INT64_C(4000000000000000000)
 #define RD_MAX_DUR INT64_C(1000000000000000)
 
-/* The cores this process may run on. */
-static int rd_cores(void) {
+int mp__trace_cores(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -284,7 +285,7 @@ typedef struct rd {
     rd_pipe *pipe;               /* gzip: the inflater's thread; NULL inflates here */
     bool legacy;                 /* a bare event array: PyTorch without Kineto (legacy.c) */
     size_t released;             /* mapped bytes before this were given back */
-    int pieces;                  /* a mapped file's events: parsed in up to this many pieces at once */
+    int threads;                 /* a mapped file's events: parsed in pieces by this many threads */
     size_t piece_min;            /* the smallest piece, bytes */
     size_t rel_step;             /* mapped pages given back in steps of this; 0: RD_RELEASE */
     char scratch[4096];          /* unescaped names */
@@ -852,7 +853,6 @@ typedef struct ev {
     bool has_pid, has_tid, has_ts, has_dur, has_id;
     int64_t ext, corr, seq, alloc, reserved, bytes, dev_type, device, stream;
     bool has_alloc, has_reserved;
-    mp_tshapes sh;              /* Input Dims and Concrete Inputs the FLOP rule reads */
     const char *ort_op, *ort_prov;   /* ONNX Runtime: args.op_name, args.provider */
     size_t ort_op_len, ort_prov_len;
     bool ort_op_esc, ort_prov_esc;
@@ -866,6 +866,10 @@ typedef struct ev {
     int64_t c_in, c_out, c_dims, c_group, c_seq;
     const char *c_coll, *c_pg, *c_ranks;
     size_t c_coll_n, c_pg_n, c_ranks_n;
+    /* last: parse_event clears what is above it, and of this only the
+     * counts (its arrays are read up to them; clearing all of it took a
+     * tenth of the parse) */
+    mp_tshapes sh;              /* Input Dims and Concrete Inputs the FLOP rule reads */
 } ev;
 
 /* ---- collectives: what the side table (mp_tcomm) keeps ---- */
@@ -1330,9 +1334,12 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
 
 static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
-    memset(v, 0, sizeof *v);
+    memset(v, 0, offsetof(ev, sh));
     v->ext = v->corr = v->seq = v->dev_type = v->device = v->stream = -1;
     v->c_in = v->c_out = v->c_dims = v->c_group = v->c_seq = -1;
+    v->sh.nin = 0;
+    memset(v->sh.nd, 0, sizeof v->sh.nd);
+    memset(v->sh.nconv, 0, sizeof v->sh.nconv);
     v->sh.groups = 1;
     memset(v->sh.mask, 0xff, sizeof v->sh.mask);
     TRY(expect(r, &p, e, '{'));
@@ -1764,10 +1771,12 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
 
 /* ---- a large mapped file's events, in pieces at once ----
  * The traceEvents array of a plain file of at least 2 x piece_min bytes is
- * cut into pieces, one per core (up to RD_PIECES_MAX), each parsed by its
- * own thread into a trace of its own and appended to the first in file
- * order; names, threads and process groups are interned again in the order
- * they first appear, so the result is the same, byte for byte, as one pass
+ * cut into pieces (up to RD_PIECES_MAX), parsed by one thread a core (or
+ * as asked), each thread taking the next piece when done, each piece into
+ * a trace of its own; the kept pieces are placed after the first in file
+ * order (names, threads and process groups interned again in the order
+ * they first appear) and their records copied there at once, so the
+ * result is the same, byte for byte, as one pass
  * (tests/test_trace.c checks it). A cut is made before a '{' that follows
  * "}," (an event's end and the separator); such bytes may stand inside a
  * string or a nested array, so a piece is kept only when the piece before
@@ -1776,16 +1785,24 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
  * stopped (as it does at a piece's bad event, whose message the one pass
  * gives). Figures: docs/DESIGN.md. */
 #define RD_PIECES_MAX 16
-#define RD_PIECE_MIN ((size_t)32 << 20)
+#define RD_PIECE_MIN ((size_t)8 << 20)
 #define RD_CUT_SCAN ((size_t)1 << 20)   /* how far a cut is looked for */
 
 enum { PC_TARGET, PC_CLOSED, PC_STOPPED, PC_NOMEM };
+
+/* Where a kept piece's records go in t, and its names and threads as t
+ * numbers them (raw_place fills it, raw_copy moves the records). */
+typedef struct rd_place {
+    int *nm, *th;
+    size_t s0, d0, m0, f0, p0, o0, c0;   /* spans, devs, mems, flows, flops, orts, comms */
+} rd_place;
 
 typedef struct rd_piece {
     rd r;
     mp_trace_raw t;
     size_t start, target, end;
     int how;
+    rd_place pl;   /* kept: where its records go */
 } rd_piece;
 
 static void raw_init(mp_trace_raw *t) {
@@ -1845,9 +1862,22 @@ static int piece_parse(rd *r, size_t start, size_t target, size_t *end) {
     return how;
 }
 
-static void *piece_main(void *arg) {
-    rd_piece *pc = arg;
-    pc->how = piece_parse(&pc->r, pc->start, pc->target, &pc->end);
+/* The pieces after the first, taken in file order by whichever thread is
+ * free (the pieces outnumber the threads: one that runs slow, on a busy
+ * core, holds up the others by a small piece at most). */
+typedef struct rd_queue {
+    rd_piece *pc;
+    int n;
+    atomic_int next;
+    mp_trace_raw *t;   /* copy_worker: where the pieces go */
+} rd_queue;
+
+static void *piece_worker(void *arg) {
+    rd_queue *q = arg;
+    for (int i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) {
+        rd_piece *pc = &q->pc[i];
+        pc->how = piece_parse(&pc->r, pc->start, pc->target, &pc->end);
+    }
     return NULL;
 }
 
@@ -1891,10 +1921,11 @@ static void release_copied(const void *arr, size_t upto, size_t elem) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-/* Append piece w to t: names and threads interned again in w's order, the
- * records' indices moved by t's counts. -1 out of memory, 1 past a limit
- * (the one pass then says which), 0 done. */
-static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
+/* Piece w placed after what t holds: names, threads and process groups
+ * interned again in w's order, room for its records, t's counts moved past
+ * them (raw_copy fills them in). In file order, one piece after another.
+ * -1 out of memory, 1 past a limit (the one pass then says which), 0 done. */
+static int raw_place(mp_trace_raw *t, mp_trace_raw *w, rd_place *pl) {
     if (t->n_spans + w->n_spans >= UINT32_MAX || t->n_devs + w->n_devs >= UINT32_MAX) return 1;
     int rc = -1;
     uint32_t *len = malloc(sizeof *len * (size_t)(w->n_names + 1));
@@ -1926,44 +1957,22 @@ static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
     }
     /* room for exactly what comes (rd_pieces reserved it: grown here
      * only when that failed) */
-#define RD_ROOM(arr, n, cap, more)                                          \
-    do {                                                                    \
-        if ((more) == 0) break;                                             \
-        void *np_ = room_exact((arr), sizeof *(arr), &(cap), (n) + (more)); \
-        if (!np_) goto done;                                                \
-        (arr) = np_;                                                        \
+#define RD_ROOM(arr, n, cap, at)                                                  \
+    do {                                                                          \
+        if (w->n) {                                                               \
+            void *np_ = room_exact(t->arr, sizeof *t->arr, &t->cap, t->n + w->n); \
+            if (!np_) goto done;                                                  \
+            t->arr = np_;                                                         \
+        }                                                                         \
+        pl->at = t->n;                                                            \
     } while (0)
-    size_t s0 = t->n_spans, d0 = t->n_devs;
-    /* Each of w's arrays goes after t's, its records fixed by FIX (x is
-     * the record), its pages given back as they are copied and the array
-     * freed: the two are not held whole at once. */
-#define RD_APPEND(arr, n, cap, FIX)                                              \
-    do {                                                                         \
-        RD_ROOM(t->arr, t->n, t->cap, w->n);                                     \
-        for (size_t i = 0; i < w->n; i++) {                                      \
-            __typeof__(*w->arr) x = w->arr[i];                                   \
-            FIX;                                                                 \
-            t->arr[t->n++] = x;                                                  \
-            if ((i & 0x3fff) == 0x3fff) release_copied(w->arr, i + 1, sizeof x); \
-        }                                                                        \
-        free(w->arr);                                                            \
-        w->arr = NULL;                                                           \
-        w->n = w->cap = 0;                                                       \
-    } while (0)
-    RD_APPEND(spans, n_spans, cap_spans, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
-    RD_APPEND(devs, n_devs, cap_devs, x.name = (uint32_t)nm[x.name]);
-    RD_APPEND(mems, n_mems, cap_mems, x.tid = (uint64_t)th[x.tid]);
-    RD_APPEND(flows, n_flows, cap_flows, x.tid = (uint32_t)th[x.tid]);
-    RD_APPEND(flops, n_flops, cap_flops, x.span += (uint32_t)s0);
-    RD_APPEND(orts, n_orts, cap_orts,
-              (x.name = (uint32_t)nm[x.name],
-               x.op = x.op != MP_TORT_NONE ? (uint32_t)nm[x.op] : x.op,
-               x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider));
-    RD_APPEND(comms, n_comms, cap_comms,
-              (x.idx += (uint32_t)(x.on_dev ? d0 : s0), x.coll = x.coll >= 0 ? nm[x.coll] : x.coll,
-               x.pg = x.pg >= 0 ? nm[x.pg] : x.pg,
-               x.pg_ranks = x.pg_ranks >= 0 ? nm[x.pg_ranks] : x.pg_ranks));
-#undef RD_APPEND
+    RD_ROOM(spans, n_spans, cap_spans, s0);
+    RD_ROOM(devs, n_devs, cap_devs, d0);
+    RD_ROOM(mems, n_mems, cap_mems, m0);
+    RD_ROOM(flows, n_flows, cap_flows, f0);
+    RD_ROOM(flops, n_flops, cap_flops, p0);
+    RD_ROOM(orts, n_orts, cap_orts, o0);
+    RD_ROOM(comms, n_comms, cap_comms, c0);
 #undef RD_ROOM
     /* process groups as keep_comm meets them: the first time joins, a later
      * time gives the ranks when they were not known */
@@ -1982,9 +1991,19 @@ static int raw_append(mp_trace_raw *t, mp_trace_raw *w) {
             t->pgs[k].ranks = g.ranks;
         }
     }
+    t->n_spans += w->n_spans;
+    t->n_devs += w->n_devs;
+    t->n_mems += w->n_mems;
+    t->n_flows += w->n_flows;
+    t->n_flops += w->n_flops;
+    t->n_orts += w->n_orts;
+    t->n_comms += w->n_comms;
     t->n_events += w->n_events;
     t->n_shaped += w->n_shaped;
     t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, w->mem_reserved_peak);
+    pl->nm = nm;
+    pl->th = th;
+    nm = th = NULL;
     rc = 0;
 done:
     free(len);
@@ -1994,16 +2013,60 @@ done:
     return rc;
 }
 
+/* Piece w's records into the room raw_place made in t, each fixed to t's
+ * numbering; w's arrays are given back as they are copied, then freed
+ * (the two are not held whole at once). Pieces are copied at once, each
+ * into its own part of t. */
+static void raw_copy(mp_trace_raw *t, mp_trace_raw *w, const rd_place *pl) {
+    const int *nm = pl->nm, *th = pl->th;
+    uint32_t s0 = (uint32_t)pl->s0, d0 = (uint32_t)pl->d0;
+#define RD_COPY(arr, n, at, FIX)                                                 \
+    do {                                                                         \
+        for (size_t i = 0; i < w->n; i++) {                                      \
+            __typeof__(*w->arr) x = w->arr[i];                                   \
+            FIX;                                                                 \
+            t->arr[pl->at + i] = x;                                              \
+            if ((i & 0x3fff) == 0x3fff) release_copied(w->arr, i + 1, sizeof x); \
+        }                                                                        \
+        free(w->arr);                                                            \
+        w->arr = NULL;                                                           \
+    } while (0)
+    RD_COPY(spans, n_spans, s0, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
+    RD_COPY(devs, n_devs, d0, x.name = (uint32_t)nm[x.name]);
+    RD_COPY(mems, n_mems, m0, x.tid = (uint64_t)th[x.tid]);
+    RD_COPY(flows, n_flows, f0, x.tid = (uint32_t)th[x.tid]);
+    RD_COPY(flops, n_flops, p0, x.span += s0);
+    RD_COPY(orts, n_orts, o0,
+            (x.name = (uint32_t)nm[x.name],
+             x.op = x.op != MP_TORT_NONE ? (uint32_t)nm[x.op] : x.op,
+             x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider));
+    RD_COPY(comms, n_comms, c0,
+            (x.idx += x.on_dev ? d0 : s0, x.coll = x.coll >= 0 ? nm[x.coll] : x.coll,
+             x.pg = x.pg >= 0 ? nm[x.pg] : x.pg, x.pg_ranks = x.pg_ranks >= 0 ? nm[x.pg_ranks] : x.pg_ranks));
+#undef RD_COPY
+    w->n_spans = w->n_devs = w->n_mems = w->n_flows = w->n_flops = w->n_orts = w->n_comms = 0;
+    w->cap_spans = w->cap_devs = w->cap_mems = w->cap_flows = w->cap_flops = w->cap_orts = w->cap_comms = 0;
+}
+
+/* The kept pieces' records copied into t, a piece at a time by whichever
+ * thread is free. */
+static void *copy_worker(void *arg) {
+    rd_queue *q = arg;
+    for (int i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) raw_copy(q->t, &q->pc[i].t, &q->pc[i].pl);
+    return NULL;
+}
+
 /* The events from `first` (the first event's '{') in pieces at once, as far
  * as they agree with one pass: *at is where the one pass goes on, *closed
  * whether the array's ']' was passed. */
-static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *closed) {
+static mp_status rd_pieces(rd *r, int threads, size_t first, size_t *at, bool *closed) {
     size_t starts[RD_PIECES_MAX + 1];
     int n = 1;
     starts[0] = first;
     size_t rest = r->len - first;
-    if (want > RD_PIECES_MAX) want = RD_PIECES_MAX;
-    if (r->piece_min && (size_t)want > rest / r->piece_min) want = (int)(rest / r->piece_min);
+    size_t fit = r->piece_min ? rest / r->piece_min : RD_PIECES_MAX;
+    int want = fit < RD_PIECES_MAX ? (int)fit : RD_PIECES_MAX;
+    if (threads > RD_PIECES_MAX) threads = RD_PIECES_MAX;
     for (int i = 1; i < want; i++) {
         size_t c = find_cut(r->buf, r->len, first + rest / (size_t)want * (size_t)i);
         if (c > starts[n - 1]) starts[n++] = c;
@@ -2029,16 +2092,21 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
         q->t = &pc[i].t;
         pc[i].start = starts[i];
         pc[i].target = i + 1 < n ? starts[i + 1] : r->len;
-        run[i] = pthread_create(&tid[i], NULL, piece_main, &pc[i]) == 0;
     }
+    /* this thread parses the first piece (into r), then takes from the
+     * queue like the others; a thread that cannot start leaves its
+     * pieces to them */
+    rd_queue q = {.pc = pc, .n = n};
+    atomic_init(&q.next, 1);
+    int nt = MP_MIN(threads, n);
+    for (int k = 1; k < nt; k++) run[k] = pthread_create(&tid[k], NULL, piece_worker, &q) == 0;
     size_t end;
     r->rel_step = RD_PIECE_RELEASE;
     int how = piece_parse(r, first, starts[1], &end);
     r->rel_step = 0;
-    for (int i = 1; i < n; i++) {
-        if (run[i]) pthread_join(tid[i], NULL);
-        else piece_main(&pc[i]);   /* no thread: here, in turn */
-    }
+    piece_worker(&q);
+    for (int k = 1; k < nt; k++)
+        if (run[k]) pthread_join(tid[k], NULL);
     mp_status st = MP_OK;
     /* the pieces that will be kept, and room for all their records at
      * once (t's arrays are not grown, copied and freed piece by piece) */
@@ -2058,7 +2126,7 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
 #define RD_RESERVE(arr, cap, want)                                            \
         do {                                                                  \
             void *np_ = room_exact(t->arr, sizeof *t->arr, &t->cap, (want));  \
-            if (np_) t->arr = np_;   /* else raw_append grows it, or fails */ \
+            if (np_) t->arr = np_;   /* else raw_place grows it, or fails */  \
         } while (0)
         RD_RESERVE(spans, cap_spans, ns);
         RD_RESERVE(devs, cap_devs, nd);
@@ -2069,21 +2137,35 @@ static mp_status rd_pieces(rd *r, int want, size_t first, size_t *at, bool *clos
         RD_RESERVE(comms, cap_comms, nco);
 #undef RD_RESERVE
     }
+    /* the kept pieces placed in file order, then copied at once */
+    int kept = 1;
     for (int i = 1; i < n && st == MP_OK; i++) {
         if (how == PC_NOMEM || pc[i].how == PC_NOMEM) {
             st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
             break;
         }
         if (how != PC_TARGET || end != starts[i]) break;
-        int a = raw_append(r->t, &pc[i].t);
+        int a = raw_place(r->t, &pc[i].t, &pc[i].pl);
         if (a < 0) st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
         if (a != 0) break;
         end = pc[i].end;
         how = pc[i].how;
         r->t->pieces++;
+        kept = i + 1;
     }
+    rd_queue cq = {.pc = pc, .n = kept, .t = r->t};
+    atomic_init(&cq.next, 1);
+    int ct = MP_MIN(threads, kept - 1);
+    for (int k = 1; k < ct; k++) run[k] = pthread_create(&tid[k], NULL, copy_worker, &cq) == 0;
+    copy_worker(&cq);
+    for (int k = 1; k < ct; k++)
+        if (run[k]) pthread_join(tid[k], NULL);
     if (st == MP_OK && how == PC_NOMEM) st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
-    for (int i = 1; i < n; i++) mp_trace_raw_free(&pc[i].t);
+    for (int i = 1; i < n; i++) {
+        free(pc[i].pl.nm);
+        free(pc[i].pl.th);
+        mp_trace_raw_free(&pc[i].t);
+    }
     free(pc);
     mp__trace_trim();   /* the threads' heaps keep what they freed */
     *at = end;
@@ -2190,12 +2272,12 @@ static mp_status rd_run(rd *r) {
             break;
         case S_EVENT: {
             if ((st = ws(&p, e))) break;
-            if (r->pieces > 1) {   /* once, at the first event */
+            if (r->threads > 1 && r->mapped) {   /* once, at the first event */
                 size_t at;
                 bool closed;
-                int want = r->pieces;
-                r->pieces = 0;
-                mp_status ms = rd_pieces(r, want, (size_t)(p - r->buf), &at, &closed);
+                int threads = r->threads;
+                r->threads = 0;
+                mp_status ms = rd_pieces(r, threads, (size_t)(p - r->buf), &at, &closed);
                 if (ms != MP_OK) return ms;
                 p = r->buf + at;
                 if (closed) {
@@ -2292,7 +2374,7 @@ static mp_status rd_start(rd *r, mp_trace_raw *t, const char *label) {
         r->src.z->next_in = r->src.zin;
         r->src.z->avail_in = 2;
         r->src.raw_read = 2;
-        if ((r->pieces ? r->pieces : rd_cores()) > 1) r->pipe = pipe_start(&r->src, label);
+        if ((r->threads ? r->threads : mp__trace_cores()) > 1) r->pipe = pipe_start(&r->src, label);
     } else {
         memcpy(r->buf, magic, (size_t)k);
         r->len = (size_t)k;
@@ -2323,10 +2405,10 @@ mp_status mp_trace_read_file(const char *path, mp_trace_raw *t) {
     return mp_trace_read_file_pieces(path, t, 0, 0);
 }
 
-mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int pieces, size_t piece_min) {
+mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int threads, size_t piece_min) {
     rd r;
     memset(&r, 0, sizeof r);
-    r.pieces = pieces > 0 ? pieces : rd_cores();
+    r.threads = threads > 0 ? threads : mp__trace_cores();
     r.piece_min = piece_min > 0 ? piece_min : RD_PIECE_MIN;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {

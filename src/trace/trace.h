@@ -70,8 +70,6 @@ typedef struct __attribute__((packed, aligned(2))) mp_tspan {
     uint32_t dtype : 3;    /* MP_TDT_* of the first input, for FLOP-counted ops */
     uint32_t bwd : 1;      /* MP_TS_MODULE: a "nn.Module.backward: " range (legacy.c) */
     uint32_t has_flops : 1;/* FLOPs in mp_trace_raw.flops */
-    uint32_t merged : 1;   /* analysis: merged into its parent (PyTorch's _remove_dup_nodes) */
-    uint32_t has_fwd : 1;  /* analysis: a backward operator tied to a forward one */
     uint16_t tid;          /* thread index */
 } mp_tspan;
 
@@ -209,14 +207,18 @@ typedef struct mp_trace_raw {
     bool gzipped;
 } mp_trace_raw;
 
+/* The cores this process may run on (read.c). */
+int mp__trace_cores(void);
+
 /* Read a whole trace. `label` names the input in messages. Returns
  * MP_ERR_IO (cannot open/read), MP_ERR_FORMAT (with the byte offset or
  * event) or MP_ERR_NOMEM; on error `t` is freed. */
 mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
-/* The same, with a large plain file's events parsed in up to `pieces`
- * pieces of at least `piece_min` bytes at once (one thread each); pieces
- * 0: one a core; piece_min 0: 32 MB (mp_trace_read_file: both 0). */
-mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int pieces, size_t piece_min);
+/* The same, with a large plain file's events parsed in pieces of at least
+ * `piece_min` bytes (up to 16) by `threads` threads at once, each taking
+ * the next piece when done; threads 0: one a core, 1: one pass;
+ * piece_min 0: 8 MB (mp_trace_read_file: both 0). */
+mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int threads, size_t piece_min);
 mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
 void mp_trace_raw_free(mp_trace_raw *t);
@@ -384,7 +386,8 @@ typedef struct mp_trace_options {
     double peak_tflops;             /* > 0: override */
     int depth;                      /* module tree depth, -1 all */
     int top;                        /* rows per table, -1 all */
-    int threads;                    /* reader threads for a large plain file; 0 one a core */
+    int threads;                    /* threads: the reader's for a large plain file, and
+                                     * the analysis' second; 0 one a core, 1 none */
 } mp_trace_options;
 
 /* Read and analyse one file: a trace, or a digest of one (mp_trace_open
