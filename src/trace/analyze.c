@@ -463,6 +463,17 @@ static bool idx_msort(int32_t *a, int32_t *tmp, size_t lo, size_t hi, idx_cmp cm
     return true;
 }
 
+/* Where each thread's spans begin once bucketed by thread (n_threads + 2
+ * entries, to free; NULL when out of memory): entry t is thread t's
+ * start, moved to its end as the caller places the spans. */
+static size_t *thread_starts(const mp_tspan *sp, size_t n, int n_threads) {
+    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    if (!start) return NULL;
+    for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
+    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
+    return start;
+}
+
 /* One thread's span indices a[lo, hi) sorted (tmp: scratch beside them). */
 typedef struct sort_job {
     const mp_tspan *sp;
@@ -487,13 +498,13 @@ static void *sort_bucket(void *arg) {
  * backward pass runs on a thread of its own). `tmp` holds n indices of
  * scratch. False when out of memory. */
 static bool span_sort(const mp_tspan *sp, int32_t *a, int32_t *tmp, size_t n, int n_threads, bool two) {
-    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    size_t *start = thread_starts(sp, n, n_threads);
     if (!start) return false;
-    for (size_t i = 0; i < n; i++) start[sp[i].tid + 1]++;
-    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
     for (size_t i = 0; i < n; i++) tmp[start[sp[i].tid]++] = (int32_t)i;
     memcpy(a, tmp, n * sizeof *a);
-    /* start[t] is now where thread t's bucket ends */
+    /* start[t] is now where thread t's bucket ends: the largest thread's
+     * on a second thread when it holds at least 65,536 spans and the
+     * others half as many again */
     int big = 0;
     for (int t = 1; t < n_threads; t++)
         if (start[t] - start[t - 1] > start[big] - (big ? start[big - 1] : 0)) big = t;
@@ -754,13 +765,11 @@ static bool partition_runs(mp_tspan *sp, size_t S, int n_threads) {
  * each: 45-95 ms against 20-25 ms on the 532 MB bench trace (756,000
  * spans, 57 runs of one thread). */
 static void order_spans(mp_tspan *sp, int32_t *perm, int32_t *tmp, size_t S, int n_threads) {
-    size_t *start = calloc((size_t)n_threads + 2, sizeof *start);
+    size_t *start = thread_starts(sp, S, n_threads);
     if (!start) {
         permute_spans(sp, perm, S);
         return;
     }
-    for (size_t i = 0; i < S; i++) start[sp[i].tid + 1]++;
-    for (int t = 0; t < n_threads + 1; t++) start[t + 1] += start[t];
     /* tmp: where each span goes among its thread's (file order kept) */
     for (size_t i = 0; i < S; i++) tmp[i] = (int32_t)start[sp[i].tid]++;
     free(start);
@@ -961,8 +970,7 @@ static mp_status sort_spans(work *w) {
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S;
-    eidx *ext = &w->ext;
-    if (!eidx_build(ext, sp, S)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    eidx *ext = &w->ext;   /* built (build_ext) */
     size_t hint = 0;
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_RUNTIME || sp[i].ext < 0) continue;
@@ -989,6 +997,10 @@ static mp_status sort_spans(work *w) {
     big_free(perm);
     mp__trace_trim();
     return MP_OK;
+}
+
+static mp_status build_ext(work *w) {
+    return eidx_build(&w->ext, w->raw->spans, w->S) ? MP_OK : mp_error(MP_ERR_NOMEM, "trace: out of memory");
 }
 
 /* The spans sorted, and each device event's operator. */
@@ -1841,15 +1853,15 @@ done:
 
 /* ---- steps: busy, idle by cause, device time by category, memory ---- */
 
-static mp_status steps(work *w) {
+/* The steps: ProfilerStep#N annotations, else the whole trace; in time
+ * order. Their start and length are set here only (what reads them may
+ * run beside steps()). */
+static mp_status steps_list(work *w) {
     mp_trace *t = w->t;
     mp_trace_raw *raw = w->raw;
     mp_tspan *sp = raw->spans;
     size_t S = w->S, D = w->D;
     const char **nm = raw->names;
-    mp_status st = MP_OK;
-
-    /* the steps: ProfilerStep#N annotations, else the whole trace */
     int scap = 0;
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_ANNOT || !starts(nm[sp[i].name], "ProfilerStep#")) continue;
@@ -1886,6 +1898,18 @@ static mp_status steps(work *w) {
             t->steps[j] = t->steps[j - 1];
             t->steps[j - 1] = tmp;
         }
+    return MP_OK;
+}
+
+/* Each step's figures: device busy and idle by cause, device time by
+ * category, optimizer, FLOPs, memory; then the host's ranges. */
+static mp_status steps(work *w) {
+    mp_trace *t = w->t;
+    mp_trace_raw *raw = w->raw;
+    mp_tspan *sp = raw->spans;
+    size_t S = w->S, D = w->D;
+    const char **nm = raw->names;
+    mp_status st = MP_OK;
 
     /* device busy intervals (kernels, copies, sets: every stream): the
      * device events' indices by time, and their union */
@@ -2291,21 +2315,45 @@ static bool sort_mems(mp_tmem *m, size_t n) {
     return ok;
 }
 
-/* link_backward on a thread of its own, beside the steps that read
- * neither its input (the flows) nor its output (hasfwd, fwd_val): once the
- * spans are sorted, they are only read. Its error message is carried back
- * (mp_error's text is per thread). */
+/* Steps of the analysis run on a second thread (a lane) beside others that
+ * read nothing they write; once sorted, the spans are only read. The
+ * lane's error message is carried back (mp_error's text is per thread). */
 typedef struct lane {
     work *w;
+    mp_status (*fn)(work *w);
     mp_status st;
     char msg[256];
+    pthread_t th;
+    bool started;
 } lane;
 
-static void *backward_lane(void *arg) {
+static void *lane_main(void *arg) {
     lane *l = arg;
-    l->st = link_backward(l->w);
+    l->st = l->fn(l->w);
     if (l->st != MP_OK) snprintf(l->msg, sizeof l->msg, "%s", mp_last_error());
     return NULL;
+}
+
+/* fn on a thread of its own when the analysis has two, else nothing yet
+ * (lane_join runs it). */
+static void lane_start(lane *l, work *w, mp_status (*fn)(work *w)) {
+    *l = (lane){.w = w, .fn = fn, .st = MP_OK};
+    l->started = w->two && pthread_create(&l->th, NULL, lane_main, l) == 0;
+}
+
+/* The lane done (run here when it had no thread and st is MP_OK); st, or
+ * the lane's error. A lane never started (zeroed, st an error) is a no-op. */
+static mp_status lane_join(lane *l, mp_status st) {
+    if (l->started) pthread_join(l->th, NULL);
+    else if (st == MP_OK) lane_main(l);
+    if (st == MP_OK && l->st != MP_OK) st = mp_error(l->st, "%s", l->msg);
+    return st;
+}
+
+/* A step's figures, then its collectives (which read them). */
+static mp_status steps_comm(work *w) {
+    mp_status st = steps(w);
+    return st == MP_OK ? mp__trace_comm_steps(w->t) : st;
 }
 
 mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trace *t) {
@@ -2325,41 +2373,50 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     w.D = raw->n_devs;
     w.two = o->threads > 1 || (o->threads == 0 && mp__trace_cores() > 1);
     mp_status st = MP_OK;
+    /* the External-id index (reading the spans) beside the name flags and
+     * the memory records' sort */
+    lane el = {0};
+    lane_start(&el, &w, build_ext);
     w.nf = name_flags(raw);
     w.hasfwd = big_alloc((w.S / 64 + 1) * sizeof *w.hasfwd, true);
     w.merged = big_alloc((w.S / 64 + 1) * sizeof *w.merged, true);
     if (!w.nf || !w.hasfwd || !w.merged || !sort_mems(raw->mems, raw->n_mems))
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    st = lane_join(&el, st);
     /* Each step frees what the later ones do not read, so that few of the
      * per-span arrays are held at once (memory: docs/DESIGN.md "Reading"). */
     if (st == MP_OK) st = sort_spans(&w);
-    /* the backward links beside the device links, the tree and the tables */
-    lane bl = {.w = &w, .st = MP_OK};
-    pthread_t bth;
-    bool bwd_thread = st == MP_OK && w.two && pthread_create(&bth, NULL, backward_lane, &bl) == 0;
+    /* the backward links (reading the flows, writing hasfwd and fwd_val)
+     * beside the device links, the tree and the tables */
+    lane bl = {0};
+    if (st == MP_OK) lane_start(&bl, &w, link_backward);
     if (st == MP_OK) st = link_devices(&w);
     if (st == MP_OK) st = link_tree(&w);
     big_free(w.nchild);     /* only merging needed it */
     w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
-    if (bwd_thread) pthread_join(bth, NULL);
-    else if (st == MP_OK) backward_lane(&bl);
-    if (st == MP_OK && bl.st != MP_OK) st = mp_error(bl.st, "%s", bl.msg);
+    st = lane_join(&bl, st);
     if (st == MP_OK) modules(&w);
     big_free(w.mod);        /* modules() is the last to read these */
     w.mod = NULL;
     mp__trace_trim();
-    if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);
-    if (st == MP_OK) st = steps(&w);
-    if (st == MP_OK) st = mp__trace_comm_steps(t);
-    if (st == MP_OK) st = flop_summary(&w);
-    /* the dtype doing most of the counted FLOPs */
+    if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);   /* asks every kernel's flags */
+    if (st == MP_OK) st = steps_list(&w);
+    /* the steps' figures and collectives (writing each step's but the
+     * backward FLOPs) beside the FLOP summary and the memory curve (which
+     * read the steps' bounds alone) */
+    lane sl = {0};
+    if (st == MP_OK) lane_start(&sl, &w, steps_comm);
+    if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
     if (st == MP_OK) {
         t->mem_peak_alloc = -1;
         t->mem_peak_reserved = raw->mem_reserved_peak;
         for (size_t m = 0; m < raw->n_mems; m++)
             t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, (int64_t)raw->mems[m].allocated);
         st = mem_curve(t, raw);
+    }
+    st = lane_join(&sl, st);
+    if (st == MP_OK) {
         if (o->peak_tflops > 0) {
             t->peak_tflops = o->peak_tflops;
             t->peak_source = "--peak-tflops";
