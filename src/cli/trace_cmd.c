@@ -42,7 +42,7 @@ static void tr_usage(FILE *f) {
           "  --peak-tflops X         device peak for MFU (default: datasheet table)\n"
           "  --depth N               deepest module depth shown (default: all)\n"
           "  --top K                 rows per table (default 20; -1 all)\n"
-          "  --threads N             threads reading and analysing a trace (default: one a core; 1: none)\n"
+          "  --threads N             threads reading and analysing a trace (default: one a core, up to 4; 1: none)\n"
           "  -h, --help              this help\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a trace that cannot be read\n",

@@ -323,83 +323,6 @@ double mp_trace_peak(const char *device, int dtype, const char **label) {
     return g->tflops[col[dtype]];
 }
 
-/* ---- an int32 -> int64 map (open addressing): a span's self device time,
- * kept only for the spans that launched device work ---- */
-
-typedef struct kmap {
-    int32_t *keys;   /* -1: empty */
-    int64_t *vals;
-    size_t mask, n;
-} kmap;
-
-static bool kmap_alloc(kmap *m, size_t cap) {
-    m->keys = big_alloc(cap * sizeof *m->keys, false);
-    m->vals = big_alloc(cap * sizeof *m->vals, false);
-    m->mask = cap - 1;
-    m->n = 0;
-    if (!m->keys || !m->vals) return false;
-    memset(m->keys, 0xff, cap * sizeof *m->keys);
-    return true;
-}
-
-static bool kmap_init(kmap *m, size_t n) {
-    memset(m, 0, sizeof *m);
-    size_t cap = 16;
-    while (cap - cap / 4 < n + 16) cap *= 2;
-    return kmap_alloc(m, cap);
-}
-
-static void kmap_free(kmap *m) {
-    big_free(m->keys);
-    big_free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-static size_t kmap_slot(const kmap *m, int32_t k) {
-    size_t i = mix64((uint64_t)(uint32_t)k) & m->mask;
-    while (m->keys[i] >= 0 && m->keys[i] != k) i = (i + 1) & m->mask;
-    return i;
-}
-
-static int64_t kmap_get(const kmap *m, int32_t k) {
-    if (!m->keys) return 0;
-    size_t i = kmap_slot(m, k);
-    return m->keys[i] == k ? m->vals[i] : 0;
-}
-
-/* Add v to k's value (add), or set it. False when out of memory (a full
- * map grows to twice its size). */
-static bool kmap_set(kmap *m, int32_t k, int64_t v, bool add) {
-    if (!m->keys) return false;
-    size_t i = kmap_slot(m, k);
-    if (m->keys[i] != k) {
-        if (!v) return true;
-        if (m->n + 1 > m->mask - m->mask / 4) {
-            kmap old = *m;
-            if (!kmap_alloc(m, (old.mask + 1) * 2)) {
-                kmap_free(m);
-                *m = old;
-                return false;
-            }
-            for (size_t s = 0; s <= old.mask; s++)
-                if (old.keys[s] >= 0) {
-                    size_t j = kmap_slot(m, old.keys[s]);
-                    m->keys[j] = old.keys[s];
-                    m->vals[j] = old.vals[s];
-                    m->n++;
-                }
-            kmap_free(&old);
-            i = kmap_slot(m, k);
-        }
-        m->keys[i] = k;
-        m->vals[i] = 0;
-        m->n++;
-    }
-    if (add) MP_SADD(m->vals[i], v);
-    else m->vals[i] = v;
-    return true;
-}
-
 /* ---- sorting ---- */
 
 /* The order spans are linked in (PyTorch's _populate_cpu_children): by
@@ -633,25 +556,28 @@ static void eidx_free(eidx *e) {
     memset(e, 0, sizeof *e);
 }
 
-/* Reorder the spans in place so that span k is the old span perm[k] (cycle
- * by cycle; perm is used up). Each move waits on a load from far away in
- * the spans, so a second cursor runs PERM_AHEAD moves ahead along the same
- * cycle and prefetches the span it will need (perm is 4 bytes a span and
- * mostly cached; the spans are not): the loads overlap instead of queueing
- * one behind the other. */
+/* Reorder n records of elem bytes (at most 64) in place so that record k
+ * is the old record perm[k] (cycle by cycle; perm is used up). Each move
+ * waits on a load from far away, so a second cursor runs PERM_AHEAD moves
+ * ahead along the same cycle and prefetches the record it will need (perm
+ * is 4 bytes a record and mostly cached; the records are not): the loads
+ * overlap instead of queueing one behind the other. Inlined for each
+ * record size. */
 enum { PERM_AHEAD = 32 };
-static inline void perm_prefetch(const mp_tspan *s) {
-    __builtin_prefetch(s);
-    __builtin_prefetch((const char *)s + sizeof *s - 1);   /* a span may cross a line */
-}
-static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
+static inline void permute_records(void *base, size_t elem, int32_t *perm, size_t n) {
+    char *r = base, keep[64];
+#define PERM_PREFETCH(i)                                                         \
+    do {                                                                         \
+        __builtin_prefetch(r + (i) * elem);                                      \
+        __builtin_prefetch(r + (i) * elem + elem - 1);   /* it may cross a line */ \
+    } while (0)
     for (size_t k = 0; k < n; k++) {
         if (perm[k] == (int32_t)k) continue;
-        mp_tspan keep = sp[k];
+        memcpy(keep, r + k * elem, elem);
         size_t ahead = k;
         for (int a = 0; a < PERM_AHEAD; a++) {
             ahead = (size_t)perm[ahead];
-            perm_prefetch(&sp[ahead]);
+            PERM_PREFETCH(ahead);
             if (ahead == k) break;
         }
         size_t j = k;
@@ -659,17 +585,23 @@ static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
             size_t src = (size_t)perm[j];
             perm[j] = (int32_t)j;
             if (src == k) {
-                sp[j] = keep;
+                memcpy(r + j * elem, keep, elem);
                 break;
             }
             if (ahead != k) {
                 ahead = (size_t)perm[ahead];
-                perm_prefetch(&sp[ahead]);
+                PERM_PREFETCH(ahead);
             }
-            sp[j] = sp[src];
+            memcpy(r + j * elem, r + src * elem, elem);
             j = src;
         }
     }
+#undef PERM_PREFETCH
+}
+
+static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
+    _Static_assert(sizeof *sp <= 64, "permute_records keeps a record of at most 64 bytes");
+    permute_records(sp, sizeof *sp, perm, n);
 }
 
 /* Rotate the bytes [x y] (nx, then ny bytes) to [y x] in place, with
@@ -875,6 +807,15 @@ static int mtree_node(mtree *m, int parent, uint32_t name) {
 
 /* ---- the analysis ---- */
 
+/* A device allocation (a [memory] record with bytes > 0), what the
+ * operator table's memory column reads: 16 bytes against the record's 24,
+ * kept once the steps' memory is known and the records are freed. */
+typedef struct talloc {
+    int64_t ts;
+    uint64_t bytes : 48;   /* < MP_MEM_MAX */
+    uint64_t tid : 16;
+} talloc;
+
 typedef struct work {
     mp_trace *t;
     mp_trace_raw *raw;
@@ -885,8 +826,9 @@ typedef struct work {
     uint8_t *nchild;    /* children, 2 for more (while linking) */
     int32_t *mod;       /* innermost module node for operators; -1 */
     int32_t *devop;     /* device event -> operator; -1 */
-    kmap kern;          /* span -> self device ns (spans that launched device work) */
-    uint64_t *kbits;    /* bits over spans: the spans kern holds */
+    uint64_t *kbits;    /* bits over spans: launched device work, or took a merged span's */
+    uint32_t *krank;    /* per word of kbits: the bits set before it */
+    int64_t *kval;      /* their self device ns, in span order (kern_of) */
     uint64_t *hasfwd;   /* bits over spans: a backward operator tied to a forward one */
     uint32_t *fwd_rank; /* per word of hasfwd: the bits set before it */
     int32_t *fwd_val;   /* their forward operators, in span order (fwd_of) */
@@ -894,6 +836,8 @@ typedef struct work {
     uint8_t *nf;        /* name -> NF_* (what a name says, asked once) */
     size_t launches;    /* spans that launched device work */
     eidx ext;           /* operators and annotations by External id (linking) */
+    talloc *allocs;     /* device allocations in time order (tables) */
+    size_t n_allocs;
     bool two;           /* a second thread for the steps that can take one */
     bool bwd_ops_seen;
 } work;
@@ -946,22 +890,35 @@ static int32_t resolve(const work *w, int32_t s) {
     return s;
 }
 
-static int64_t kern_of(const work *w, int32_t i) {
-    return bit_get(w->kbits, (size_t)i) ? kmap_get(&w->kern, i) : 0;
+/* Rank of span k among the set bits of b (rank: per word, the bits set
+ * before it). */
+static size_t bit_rank(const uint64_t *b, const uint32_t *rank, size_t k) {
+    return rank[k / 64] + (size_t)__builtin_popcountll(b[k / 64] & ((UINT64_C(1) << (k % 64)) - 1));
 }
 
-/* k's self device time in the map: set (add: added to), and k marked as
- * holding one (kern_of asks the map only for the marked spans, few). */
-static bool kern_set(work *w, int32_t k, int64_t v, bool add) {
-    bit_set(w->kbits, (size_t)k);
-    return kmap_set(&w->kern, k, v, add);
+/* A rank over the bit set b of `words` words (per word, the bits set before
+ * it; to free); *n: the bits set. NULL when out of memory. */
+static uint32_t *bit_ranks(const uint64_t *b, size_t words, size_t *n) {
+    uint32_t *r = big_alloc((words + 1) * sizeof *r, false);
+    size_t k = 0;
+    for (size_t q = 0; r && q < words; q++) {
+        r[q] = (uint32_t)k;
+        k += (size_t)__builtin_popcountll(b[q]);
+    }
+    *n = k;
+    return r;
 }
+
+/* Span i's self device time (0 for a span outside kbits). */
+static int64_t kern_of(const work *w, int32_t i) {
+    return bit_get(w->kbits, (size_t)i) ? w->kval[bit_rank(w->kbits, w->krank, (size_t)i)] : 0;
+}
+
+/* Span k's (in kbits) self device time, to be changed. */
+static int64_t *kern_ref(work *w, int32_t k) { return &w->kval[bit_rank(w->kbits, w->krank, (size_t)k)]; }
 
 static int32_t fwd_of(const work *w, int32_t i) {
-    if (i < 0 || !bit_get(w->hasfwd, (size_t)i)) return -1;
-    size_t k = (size_t)i;
-    uint64_t below = w->hasfwd[k / 64] & ((UINT64_C(1) << (k % 64)) - 1);
-    return w->fwd_val[w->fwd_rank[k / 64] + (uint32_t)__builtin_popcountll(below)];
+    return i >= 0 && bit_get(w->hasfwd, (size_t)i) ? w->fwd_val[bit_rank(w->hasfwd, w->fwd_rank, (size_t)i)] : -1;
 }
 
 /* Runtime calls count on their operator's thread; then the spans are
@@ -1010,20 +967,20 @@ static mp_status link_devices(work *w) {
     /* device events -> operator */
     w->devop = big_alloc((w->D + 1) * sizeof *w->devop, false);
     if (!w->devop) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    /* the spans that launched device work, counted once (bits over spans) */
-    uint64_t *seen = big_alloc((S / 64 + 1) * sizeof *seen, true);
-    if (!seen) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    /* the spans that launched device work, counted once (kbits: link_tree
+     * adds the spans their kernels' time is moved to) */
+    w->kbits = big_alloc((S / 64 + 1) * sizeof *w->kbits, true);
+    if (!w->kbits) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     size_t launches = 0, hint = 0;
     for (size_t d = 0; d < w->D; d++) {
         const mp_tdev *dv = &raw->devs[d];
         int32_t o = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&w->ext, dv->ext, &hint);
         w->devop[d] = o;
-        if (o >= 0 && !bit_get(seen, (size_t)o)) {
-            bit_set(seen, (size_t)o);
+        if (o >= 0 && !bit_get(w->kbits, (size_t)o)) {
+            bit_set(w->kbits, (size_t)o);
             launches++;
         }
     }
-    big_free(seen);
     eidx_free(&w->ext);
     w->launches = launches;
     return MP_OK;
@@ -1115,13 +1072,11 @@ static mp_status link_tree(work *w) {
     w->t->n_mods = mt.n;
     if (st != MP_OK) return st;
 
-    /* self device time of the spans that launched device work */
-    w->kbits = big_alloc((S / 64 + 1) * sizeof *w->kbits, true);
-    if (!w->kbits || !kmap_init(&w->kern, w->launches)) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    for (size_t d = 0; d < w->D; d++)
-        if (w->devop[d] >= 0 && !kern_set(w, w->devop[d], raw->devs[d].end - raw->devs[d].ts, true))
-            return mp_error(MP_ERR_NOMEM, "trace: out of memory");
-    /* _remove_dup_nodes: parents come before their children */
+    /* _remove_dup_nodes: parents come before their children. A merged
+     * span's self device time moves to the parent it merges into (set, in
+     * span order): the merges first, then the times. */
+    size_t nmg = 0, cm = 0;
+    int32_t *mg = NULL;   /* (parent, child) of each merge, in order */
     for (size_t k = 0; k < S; k++) {
         int32_t i = (int32_t)k;
         if (sp[i].kind == MP_TS_MODULE) continue;
@@ -1129,11 +1084,32 @@ static mp_status link_tree(work *w) {
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
             bit_set(w->merged, (size_t)i);
-            if (!kern_set(w, p, kern_of(w, i), false))
-                return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+            if (nmg + 2 > cm) {
+                int32_t *n2 = realloc(mg, (cm = cm ? 2 * cm : 4096) * sizeof *mg);
+                if (!n2) {
+                    free(mg);
+                    return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+                }
+                mg = n2;
+            }
+            mg[nmg++] = p;
+            mg[nmg++] = i;
+            bit_set(w->kbits, (size_t)p);
             w->nchild[p] = w->nchild[i];
         }
     }
+    /* self device time of the spans in kbits: a rank over the bits */
+    size_t nk = 0;
+    w->krank = bit_ranks(w->kbits, S / 64 + 1, &nk);
+    w->kval = w->krank ? big_alloc((nk + 1) * sizeof *w->kval, true) : NULL;
+    if (!w->kval) {
+        free(mg);
+        return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    }
+    for (size_t d = 0; d < w->D; d++)
+        if (w->devop[d] >= 0) MP_SADD(*kern_ref(w, w->devop[d]), raw->devs[d].end - raw->devs[d].ts);
+    for (size_t m = 0; m < nmg; m += 2) *kern_ref(w, mg[m]) = kern_of(w, mg[m + 1]);
+    free(mg);
     return MP_OK;
 }
 
@@ -1206,7 +1182,7 @@ static mp_status link_backward(work *w) {
         }
         f = g;
     }
-    free(raw->flows);   /* nothing reads the flows after */
+    mp__trace_rec_free(raw->flows);   /* nothing reads the flows after */
     raw->flows = NULL;
     raw->n_flows = raw->cap_flows = 0;
     /* Sequence numbers, for the backward operators without a flow: a map
@@ -1254,23 +1230,14 @@ static mp_status link_backward(work *w) {
         }
     }
     imap_free(&seq);
-    size_t words = S / 64 + 1;
-    w->fwd_rank = big_alloc(words * sizeof *w->fwd_rank, false);
+    size_t nset = 0;   /* nl: each link sets its bit once */
+    w->fwd_rank = bit_ranks(w->hasfwd, S / 64 + 1, &nset);
     w->fwd_val = big_alloc((nl + 1) * sizeof *w->fwd_val, false);
     if (!w->fwd_rank || !w->fwd_val) {
         big_free(links);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
-    uint32_t below = 0;
-    for (size_t k = 0; k < words; k++) {
-        w->fwd_rank[k] = below;
-        below += (uint32_t)__builtin_popcountll(w->hasfwd[k]);
-    }
-    for (size_t l = 0; l < nl; l++) {
-        size_t k = (size_t)links[l].bo;
-        uint64_t under = w->hasfwd[k / 64] & ((UINT64_C(1) << (k % 64)) - 1);
-        w->fwd_val[w->fwd_rank[k / 64] + (uint32_t)__builtin_popcountll(under)] = links[l].fo;
-    }
+    for (size_t l = 0; l < nl; l++) w->fwd_val[bit_rank(w->hasfwd, w->fwd_rank, (size_t)links[l].bo)] = links[l].fo;
     big_free(links);
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_OP) continue;
@@ -1464,9 +1431,8 @@ static mp_status tables(work *w) {
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     for (int k = 0; k <= raw->n_threads; k++) cur[k] = SIZE_MAX;
-    for (size_t m = 0; m < raw->n_mems; m++) {
-        const mp_tmem *me = &raw->mems[m];
-        if (me->bytes <= 0) continue;
+    for (size_t m = 0; m < w->n_allocs; m++) {
+        const talloc *me = &w->allocs[m];
         /* after the last span started at or before it on its thread */
         size_t lo = 0, hi = S, c = me->tid < (uint64_t)raw->n_threads ? (size_t)me->tid : (size_t)raw->n_threads;
         if (cur[c] == SIZE_MAX) {
@@ -1494,7 +1460,7 @@ static mp_status tables(work *w) {
             o = w->parent[o];
         if (o < 0) continue;
         int nid = starts(raw->names[sp[o].name], "ProfilerStep#") ? star : (int)sp[o].name;
-        if (row_cpu[nid] >= 0) MP_SADD(t->ops[row_cpu[nid]].alloc_bytes, me->bytes);
+        if (row_cpu[nid] >= 0) MP_SADD(t->ops[row_cpu[nid]].alloc_bytes, (int64_t)me->bytes);
     }
     free(cur);
     free(row_cpu);
@@ -1854,8 +1820,9 @@ done:
 /* ---- steps: busy, idle by cause, device time by category, memory ---- */
 
 /* The steps: ProfilerStep#N annotations, else the whole trace; in time
- * order. Their start and length are set here only (what reads them may
- * run beside steps()). */
+ * order (the spans in file order: steps starting at the same time stay in
+ * it). Their start and length are set here only (what reads them may run
+ * beside steps()). */
 static mp_status steps_list(work *w) {
     mp_trace *t = w->t;
     mp_trace_raw *raw = w->raw;
@@ -1901,8 +1868,61 @@ static mp_status steps_list(work *w) {
     return MP_OK;
 }
 
+/* The allocations out of the [memory] records (in time order), into
+ * w->allocs; the records are freed. */
+static mp_status keep_allocs(work *w) {
+    mp_trace_raw *raw = w->raw;
+    size_t n = 0;
+    for (size_t m = 0; m < raw->n_mems; m++) n += raw->mems[m].bytes > 0;
+    w->allocs = big_alloc((n + 1) * sizeof *w->allocs, false);
+    if (!w->allocs) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    for (size_t m = 0; m < raw->n_mems; m++) {
+        const mp_tmem *me = &raw->mems[m];
+        if (me->bytes > 0) w->allocs[w->n_allocs++] = (talloc){me->ts, (uint64_t)me->bytes, me->tid};
+    }
+    mp__trace_rec_free(raw->mems);   /* nothing reads the memory records after */
+    raw->mems = NULL;
+    raw->n_mems = raw->cap_mems = 0;
+    return MP_OK;
+}
+
+/* Each step's device memory (allocated at its start, peak and end) from
+ * the [memory] records in time order; then the whole trace's peak and
+ * curve. */
+static mp_status step_memory(work *w) {
+    mp_trace *t = w->t;
+    mp_trace_raw *raw = w->raw;
+    for (int k = 0; k < t->n_steps; k++) t->steps[k].mem_start = t->steps[k].mem_peak = t->steps[k].mem_end = -1;
+    int64_t last = -1;
+    int cur = -1;
+    for (size_t m = 0; m < raw->n_mems; m++) {
+        const mp_tmem *me = &raw->mems[m];
+        int k = mp__trace_step_at(t, me->ts);
+        if (k != cur && k >= 0) {
+            mp_tstep *s = &t->steps[k];
+            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : (int64_t)me->allocated - me->bytes;
+        }
+        cur = k;
+        last = (int64_t)me->allocated;
+        if (k < 0) continue;
+        mp_tstep *s = &t->steps[k];
+        if ((int64_t)me->allocated > s->mem_peak) s->mem_peak = (int64_t)me->allocated;
+        s->mem_end = (int64_t)me->allocated;
+    }
+    for (int k = 0; k < t->n_steps; k++) {
+        mp_tstep *s = &t->steps[k];
+        if (s->mem_peak < s->mem_start) s->mem_peak = s->mem_start;
+        if (s->mem_end < 0) s->mem_end = s->mem_start;
+    }
+    t->mem_peak_alloc = -1;
+    t->mem_peak_reserved = raw->mem_reserved_peak;
+    for (size_t m = 0; m < raw->n_mems; m++)
+        t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, (int64_t)raw->mems[m].allocated);
+    return mem_curve(t, raw);
+}
+
 /* Each step's figures: device busy and idle by cause, device time by
- * category, optimizer, FLOPs, memory; then the host's ranges. */
+ * category, optimizer, FLOPs; then the host's ranges. */
 static mp_status steps(work *w) {
     mp_trace *t = w->t;
     mp_trace_raw *raw = w->raw;
@@ -2080,7 +2100,6 @@ static mp_status steps(work *w) {
         }
         MP_SADD(t->wall_total, s->wall);
         MP_SADD(t->busy_total, s->busy);
-        s->mem_start = s->mem_peak = s->mem_end = -1;
     }
     /* optimizer time and FLOPs: each span counts for the step it starts in */
     for (size_t i = 0; i < S; i++) {
@@ -2109,28 +2128,6 @@ static mp_status steps(work *w) {
         if (dv->kind != MP_TD_ANNOT || !starts(nm[dv->name], "Optimizer.step#")) continue;
         int k = mp__trace_step_at(t, dv->ts);
         if (k >= 0) MP_SADD(t->steps[k].optimizer_dev, dv->end - dv->ts);
-    }
-    /* memory: device allocations, in time order per step */
-    int64_t last = -1;
-    int cur = -1;
-    for (size_t m = 0; m < raw->n_mems; m++) {
-        const mp_tmem *me = &raw->mems[m];
-        int k = mp__trace_step_at(t, me->ts);
-        if (k != cur && k >= 0) {
-            mp_tstep *s = &t->steps[k];
-            if (s->mem_start < 0) s->mem_start = last >= 0 ? last : (int64_t)me->allocated - me->bytes;
-        }
-        cur = k;
-        last = (int64_t)me->allocated;
-        if (k < 0) continue;
-        mp_tstep *s = &t->steps[k];
-        if ((int64_t)me->allocated > s->mem_peak) s->mem_peak = (int64_t)me->allocated;
-        s->mem_end = (int64_t)me->allocated;
-    }
-    for (int k = 0; k < t->n_steps; k++) {
-        mp_tstep *s = &t->steps[k];
-        if (s->mem_peak < s->mem_start) s->mem_peak = s->mem_start;
-        if (s->mem_end < 0) s->mem_end = s->mem_start;
     }
     free(kc);
     free(oc);
@@ -2294,24 +2291,24 @@ static int mem_idx_cmp(const void *ctx, int32_t x, int32_t y) {
     return (x > y) - (x < y);
 }
 
+/* The [memory] records in time order (stable), moved in place: a copy of
+ * them would be the analysis' largest array at the time. */
 static bool sort_mems(mp_tmem *m, size_t n) {
     size_t runs = 1;
     for (size_t i = 1; i < n; i++) runs += m[i].ts < m[i - 1].ts;
     if (runs == 1) return true;
     if (n > INT32_MAX) return false;
     int32_t *a = malloc(n * sizeof *a), *tmp = malloc(n * sizeof *tmp);
-    mp_tmem *out = malloc(n * sizeof *out);
     uint32_t *rl = NULL;
     size_t cap = 0;
-    bool ok = a && tmp && out;
+    bool ok = a && tmp;
     for (size_t i = 0; ok && i < n; i++) a[i] = (int32_t)i;
     ok = ok && idx_msort(a, tmp, 0, n, mem_idx_cmp, m, &rl, &cap);
-    for (size_t i = 0; ok && i < n; i++) out[i] = m[a[i]];
-    if (ok) memcpy(m, out, n * sizeof *m);
-    free(a);
     free(tmp);
-    free(out);
     free(rl);
+    _Static_assert(sizeof *m <= 64, "permute_records keeps a record of at most 64 bytes");
+    if (ok) permute_records(m, sizeof *m, a, n);
+    free(a);
     return ok;
 }
 
@@ -2384,7 +2381,13 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     st = lane_join(&el, st);
     /* Each step frees what the later ones do not read, so that few of the
-     * per-span arrays are held at once (memory: docs/DESIGN.md "Reading"). */
+     * per-span arrays are held at once (memory: docs/DESIGN.md "Reading").
+     * First the steps and their memory: then the [memory] records give way
+     * to the allocations alone (a third of their size) before the spans'
+     * sort makes its arrays. */
+    if (st == MP_OK) st = steps_list(&w);
+    if (st == MP_OK) st = step_memory(&w);
+    if (st == MP_OK) st = keep_allocs(&w);
     if (st == MP_OK) st = sort_spans(&w);
     /* the backward links (reading the flows, writing hasfwd and fwd_val)
      * beside the device links, the tree and the tables */
@@ -2395,26 +2398,20 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     big_free(w.nchild);     /* only merging needed it */
     w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
+    big_free(w.allocs);     /* the tables were the last to read them */
+    w.allocs = NULL;
     st = lane_join(&bl, st);
     if (st == MP_OK) modules(&w);
     big_free(w.mod);        /* modules() is the last to read these */
     w.mod = NULL;
     mp__trace_trim();
     if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);   /* asks every kernel's flags */
-    if (st == MP_OK) st = steps_list(&w);
     /* the steps' figures and collectives (writing each step's but the
-     * backward FLOPs) beside the FLOP summary and the memory curve (which
-     * read the steps' bounds alone) */
+     * backward FLOPs) beside the FLOP summary (which reads the steps'
+     * bounds alone) */
     lane sl = {0};
     if (st == MP_OK) lane_start(&sl, &w, steps_comm);
     if (st == MP_OK) st = flop_summary(&w);   /* the dtype doing most of the counted FLOPs */
-    if (st == MP_OK) {
-        t->mem_peak_alloc = -1;
-        t->mem_peak_reserved = raw->mem_reserved_peak;
-        for (size_t m = 0; m < raw->n_mems; m++)
-            t->mem_peak_alloc = MP_MAX(t->mem_peak_alloc, (int64_t)raw->mems[m].allocated);
-        st = mem_curve(t, raw);
-    }
     st = lane_join(&sl, st);
     if (st == MP_OK) {
         if (o->peak_tflops > 0) {
@@ -2442,8 +2439,10 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     }
     big_free(w.fwd_rank);
     big_free(w.fwd_val);
-    kmap_free(&w.kern);
+    big_free(w.allocs);
     big_free(w.kbits);
+    big_free(w.krank);
+    big_free(w.kval);
     big_free(w.hasfwd);
     big_free(w.merged);
     eidx_free(&w.ext);

@@ -199,16 +199,25 @@ mp_status mp__trace_comm_steps(mp_trace *t) {
     int nc = t->n_calls;
     t->comm_total = t->comm_overlap_total = 0;
     /* compute on the device: every device event but the collective kernels */
+    /* loader calls and user ranges: counted, then kept (few of the spans) */
+    size_t nld = 0, nrg = 0;
+    for (size_t i = 0; nc && i < S; i++) {
+        const mp_tspan *sp = &raw->spans[i];
+        const char *n = nm[sp->name];
+        nld += (sp->kind == MP_TS_ANNOT || sp->kind == MP_TS_OP) && mp__trace_loader(n);
+        nrg += sp->kind == MP_TS_ANNOT && mp__trace_user_range(n);
+    }
     ival *cu = malloc((D + 1) * sizeof *cu), *cc = malloc(((size_t)nc + 1) * sizeof *cc);
-    ival *ld = malloc((S + 1) * sizeof *ld);
+    ival *ld = malloc((nld + 1) * sizeof *ld);
     int64_t *ends = malloc(((size_t)nc + 1) * sizeof *ends);
-    rng *rg = malloc((S + 1) * sizeof *rg);
+    rng *rg = malloc((nrg + 1) * sizeof *rg);
     mp_status st = MP_OK;
     if (!cu || !cc || !ld || !ends || !rg) {
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
     }
-    size_t ncu = 0, nld = 0, nrg = 0;
+    size_t ncu = 0;
+    nld = nrg = 0;
     for (size_t d = 0; d < D; d++) {
         const mp_tdev *dv = &raw->devs[d];
         if (dv->kind == MP_TD_ANNOT ||

@@ -786,12 +786,47 @@ static inline __attribute__((always_inline)) int sep(rd *r, const char **pp, con
 
 /* ---- records ---- */
 
+/* Record arrays (spans, device events, memory records, ...): each a
+ * mapping of its own, grown with mremap (nothing copied, nothing left
+ * behind in a heap; the room not yet written takes no memory), with huge
+ * pages off (the first record written in a huge page takes all 2 MB of
+ * it). From the heap, a thread's pieces grew their arrays by copies and
+ * its heap kept the holes: 16 threads read the 523 MB MobileNet trace with
+ * a peak of 61-68 MB. Freed with mp__trace_rec_free. */
+typedef struct rec_head {
+    size_t len;    /* of the mapping, header included */
+    size_t pad;    /* records stay 16-byte aligned */
+} rec_head;
+
+static void *rec_resize(void *old, size_t bytes) {
+    const size_t pg = 4096;
+    if (bytes > SIZE_MAX - sizeof(rec_head) - pg) return NULL;
+    size_t len = (bytes + sizeof(rec_head) + pg - 1) & ~(pg - 1);
+    rec_head *h = old ? (rec_head *)old - 1 : NULL;
+    if (h && len <= h->len) return old;
+    void *p = h ? mremap(h, h->len, len, MREMAP_MAYMOVE)
+                : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_NOHUGEPAGE
+    if (!h) madvise(p, len, MADV_NOHUGEPAGE);   /* kept as the mapping grows */
+#endif
+    h = p;
+    h->len = len;
+    return h + 1;
+}
+
+void mp__trace_rec_free(void *arr) {
+    if (!arr) return;
+    rec_head *h = (rec_head *)arr - 1;
+    munmap(h, h->len);
+}
+
 static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
     if (need <= *cap) return old;
     size_t nc = *cap ? *cap : 256;
     while (nc < need) nc *= 2;
     if (nc > SIZE_MAX / elem) return NULL;
-    void *p = realloc(old, nc * elem);
+    void *p = rec_resize(old, nc * elem);
     if (p) *cap = nc;
     return p;
 }
@@ -1785,6 +1820,11 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
  * stopped (as it does at a piece's bad event, whose message the one pass
  * gives). Figures: docs/DESIGN.md. */
 #define RD_PIECES_MAX 16
+/* Threads unless asked for more: each holds the part of the file it reads
+ * mapped, a whole page-cache folio (2 MB where the kernel caches files in
+ * huge folios): 16 threads held 18 MB of the 523 MB MobileNet trace at
+ * once, 2 threads 6 MB (docs/DESIGN.md). */
+#define RD_THREADS_DEFAULT 4
 #define RD_PIECE_MIN ((size_t)8 << 20)
 #define RD_CUT_SCAN ((size_t)1 << 20)   /* how far a cut is looked for */
 
@@ -1905,7 +1945,7 @@ static size_t find_cut(const char *buf, size_t len, size_t from) {
 static void *room_exact(void *arr, size_t elem, size_t *cap, size_t want) {
     if (want <= *cap) return arr;
     if (want > SIZE_MAX / elem) return NULL;
-    void *np = realloc(arr, want * elem);
+    void *np = rec_resize(arr, want * elem);
     if (np) *cap = want;
     return np;
 }
@@ -2028,7 +2068,7 @@ static void raw_copy(mp_trace_raw *t, mp_trace_raw *w, const rd_place *pl) {
             t->arr[pl->at + i] = x;                                              \
             if ((i & 0x3fff) == 0x3fff) release_copied(w->arr, i + 1, sizeof x); \
         }                                                                        \
-        free(w->arr);                                                            \
+        mp__trace_rec_free(w->arr);                                              \
         w->arr = NULL;                                                           \
     } while (0)
     RD_COPY(spans, n_spans, s0, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
@@ -2408,7 +2448,7 @@ mp_status mp_trace_read_file(const char *path, mp_trace_raw *t) {
 mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int threads, size_t piece_min) {
     rd r;
     memset(&r, 0, sizeof r);
-    r.threads = threads > 0 ? threads : mp__trace_cores();
+    r.threads = threads > 0 ? threads : MP_MIN(mp__trace_cores(), RD_THREADS_DEFAULT);
     r.piece_min = piece_min > 0 ? piece_min : RD_PIECE_MIN;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -2432,6 +2472,7 @@ mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int threa
         void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m != MAP_FAILED) {
             madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
+            if (getenv("MP_NOHUGE")) madvise(m, (size_t)sb.st_size, MADV_NOHUGEPAGE);
             r.buf = m;
             r.len = r.cap = (size_t)sb.st_size;
             r.eof = true;
@@ -2458,15 +2499,15 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     mp_arena_free(&t->arena);
     mp_strmap_free(&t->names_map);
     free(t->names);
-    free(t->spans);
-    free(t->devs);
-    free(t->mems);
-    free(t->flows);
-    free(t->flops);
-    free(t->comms);
+    mp__trace_rec_free(t->spans);
+    mp__trace_rec_free(t->devs);
+    mp__trace_rec_free(t->mems);
+    mp__trace_rec_free(t->flows);
+    mp__trace_rec_free(t->flops);
+    mp__trace_rec_free(t->comms);
     free(t->pgs);
     free(t->threads);
-    free(t->orts);
+    mp__trace_rec_free(t->orts);
     free(t->kflags);
     memset(t, 0, sizeof *t);
 }

@@ -216,12 +216,15 @@ int mp__trace_cores(void);
 mp_status mp_trace_read_file(const char *path, mp_trace_raw *t);
 /* The same, with a large plain file's events parsed in pieces of at least
  * `piece_min` bytes (up to 16) by `threads` threads at once, each taking
- * the next piece when done; threads 0: one a core, 1: one pass;
+ * the next piece when done; threads 0: one a core up to 4, 1: one pass;
  * piece_min 0: 8 MB (mp_trace_read_file: both 0). */
 mp_status mp_trace_read_file_pieces(const char *path, mp_trace_raw *t, int threads, size_t piece_min);
 mp_status mp_trace_read_memory(const void *data, size_t size, const char *label,
                                mp_trace_raw *t);
 void mp_trace_raw_free(mp_trace_raw *t);
+/* Free one of mp_trace_raw's record arrays (each is a mapping of its own:
+ * read.c). */
+void mp__trace_rec_free(void *arr);
 /* The FLOPs of span i (0 when it has none). */
 uint64_t mp_trace_span_flops(const mp_trace_raw *t, size_t i);
 
@@ -387,7 +390,8 @@ typedef struct mp_trace_options {
     int depth;                      /* module tree depth, -1 all */
     int top;                        /* rows per table, -1 all */
     int threads;                    /* threads: the reader's for a large plain file, and
-                                     * the analysis' second; 0 one a core, 1 none */
+                                     * the analysis' second; 0 one a core (the reader's
+                                     * up to 4), 1 none */
 } mp_trace_options;
 
 /* Read and analyse one file: a trace, or a digest of one (mp_trace_open
