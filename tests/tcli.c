@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "trace/trace.h"
+
 static char *t_cli_slurp(int fd, size_t *len) {
     size_t cap = 4096, n = 0;
     char *b = malloc(cap);
@@ -124,4 +126,20 @@ t_cli t_cli_run(const char *const *args, int secs, long fsize) {
 void t_cli_free(t_cli *r) {
     free(r->out);
     free(r->err);
+}
+
+char *t_trace_report(const mp_trace *const *t, int n, const mp_tjob *job, const mp_trace_options *o,
+                     int json, size_t *len) {
+    char *buf = NULL;
+    *len = 0;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    mp_status st = json ? mp_trace_report_json(t, n, job, o, f) : mp_trace_report_text(t, n, job, o, f);
+    fclose(f);
+    if (st != MP_OK) {
+        free(buf);
+        return NULL;
+    }
+    if (json) t_json_dump("trace", buf, *len);
+    return buf;
 }

@@ -24,4 +24,13 @@ void t_cli_free(t_cli *r);
  * their output here, so every JSON the suite produces is validated. */
 void t_json_dump(const char *kind, const char *body, size_t len);
 
+/* Traces' report (mp_trace_report_json or _text) in a string to free, NULL
+ * when the writer fails; *len its length. The JSON goes to t_json_dump
+ * too. */
+struct mp_trace;
+struct mp_tjob;
+struct mp_trace_options;
+char *t_trace_report(const struct mp_trace *const *t, int n, const struct mp_tjob *job,
+                     const struct mp_trace_options *o, int json, size_t *len);
+
 #endif

@@ -320,13 +320,10 @@ static void t_nccl(void) {
     T_EQ_STR(job.ranks[2].cause_kind, "compute");
     T_CHECK(strstr(job.ranks[2].cause, "device was busy 0.2 ms a step longer") != NULL);
     /* the JSON of the job */
-    char *buf = NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
     const mp_trace *cp[3] = {&t[0], &t[1], &t[2]};
-    T_OK(mp_trace_report_json(cp, 3, &job, NULL, f));
-    fclose(f);
-    t_json_dump("trace", buf, len);
+    char *buf = t_trace_report(cp, 3, &job, NULL, 1, &len);
+    T_CHECK(buf != NULL);
     size_t err;
     jr *j = jr_parse(buf, len, &err);
     T_CHECK(j != NULL);

@@ -787,10 +787,10 @@ static inline __attribute__((always_inline)) int sep(rd *r, const char **pp, con
 /* ---- records ---- */
 
 /* Record arrays (spans, device events, memory records, ...): each a
- * mapping of its own, grown with mremap (nothing copied, nothing left
- * behind in a heap; the room not yet written takes no memory), with huge
- * pages off (the first record written in a huge page takes all 2 MB of
- * it). From the heap, a thread's pieces grew their arrays by copies and
+ * mapping of its own, grown into a new one (the old unmapped at once:
+ * nothing left behind in a heap; the room not yet written takes no
+ * memory), with huge pages off (the first record written in a huge page
+ * takes all 2 MB of it). From the heap, a thread's pieces grew their arrays by copies and
  * its heap kept the holes: 16 threads read the 523 MB MobileNet trace with
  * a peak of 61-68 MB. Freed with mp__trace_rec_free. */
 typedef struct rec_head {
@@ -798,18 +798,22 @@ typedef struct rec_head {
     size_t pad;    /* records stay 16-byte aligned */
 } rec_head;
 
-static void *rec_resize(void *old, size_t bytes) {
+static void *rec_resize(void *old, size_t used, size_t bytes) {
     const size_t pg = 4096;
     if (bytes > SIZE_MAX - sizeof(rec_head) - pg) return NULL;
     size_t len = (bytes + sizeof(rec_head) + pg - 1) & ~(pg - 1);
     rec_head *h = old ? (rec_head *)old - 1 : NULL;
     if (h && len <= h->len) return old;
-    void *p = h ? mremap(h, h->len, len, MREMAP_MAYMOVE)
-                : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
 #ifdef MADV_NOHUGEPAGE
-    if (!h) madvise(p, len, MADV_NOHUGEPAGE);   /* kept as the mapping grows */
+    madvise(p, len, MADV_NOHUGEPAGE);
 #endif
+    if (h) {   /* copied, not mremap'd: a moved mapping's old addresses, reused
+                * by another thread's mapping, read as a race to TSan */
+        memcpy((rec_head *)p + 1, h + 1, used);
+        munmap(h, h->len);
+    }
     h = p;
     h->len = len;
     return h + 1;
@@ -826,7 +830,7 @@ static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
     size_t nc = *cap ? *cap : 256;
     while (nc < need) nc *= 2;
     if (nc > SIZE_MAX / elem) return NULL;
-    void *p = rec_resize(old, nc * elem);
+    void *p = rec_resize(old, *cap * elem, nc * elem);
     if (p) *cap = nc;
     return p;
 }
@@ -1942,10 +1946,10 @@ static size_t find_cut(const char *buf, size_t len, size_t from) {
 /* arr with room for exactly `want` records (grown, not doubled, unlike
  * grow_arr); NULL when out of memory. An array with room is returned as
  * it is. */
-static void *room_exact(void *arr, size_t elem, size_t *cap, size_t want) {
+static void *room_exact(void *arr, size_t elem, size_t have, size_t *cap, size_t want) {
     if (want <= *cap) return arr;
     if (want > SIZE_MAX / elem) return NULL;
-    void *np = rec_resize(arr, want * elem);
+    void *np = rec_resize(arr, have * elem, want * elem);
     if (np) *cap = want;
     return np;
 }
@@ -2000,7 +2004,7 @@ static int raw_place(mp_trace_raw *t, mp_trace_raw *w, rd_place *pl) {
 #define RD_ROOM(arr, n, cap, at)                                                  \
     do {                                                                          \
         if (w->n) {                                                               \
-            void *np_ = room_exact(t->arr, sizeof *t->arr, &t->cap, t->n + w->n); \
+            void *np_ = room_exact(t->arr, sizeof *t->arr, t->n, &t->cap, t->n + w->n); \
             if (!np_) goto done;                                                  \
             t->arr = np_;                                                         \
         }                                                                         \
@@ -2163,18 +2167,18 @@ static mp_status rd_pieces(rd *r, int threads, size_t first, size_t *at, bool *c
             e = pc[i].end;
             h = pc[i].how;
         }
-#define RD_RESERVE(arr, cap, want)                                            \
-        do {                                                                  \
-            void *np_ = room_exact(t->arr, sizeof *t->arr, &t->cap, (want));  \
-            if (np_) t->arr = np_;   /* else raw_place grows it, or fails */  \
+#define RD_RESERVE(arr, n, cap, want)                                               \
+        do {                                                                        \
+            void *np_ = room_exact(t->arr, sizeof *t->arr, t->n, &t->cap, (want));  \
+            if (np_) t->arr = np_;   /* else raw_place grows it, or fails */        \
         } while (0)
-        RD_RESERVE(spans, cap_spans, ns);
-        RD_RESERVE(devs, cap_devs, nd);
-        RD_RESERVE(mems, cap_mems, nme);
-        RD_RESERVE(flows, cap_flows, nfl);
-        RD_RESERVE(flops, cap_flops, nfo);
-        RD_RESERVE(orts, cap_orts, nor);
-        RD_RESERVE(comms, cap_comms, nco);
+        RD_RESERVE(spans, n_spans, cap_spans, ns);
+        RD_RESERVE(devs, n_devs, cap_devs, nd);
+        RD_RESERVE(mems, n_mems, cap_mems, nme);
+        RD_RESERVE(flows, n_flows, cap_flows, nfl);
+        RD_RESERVE(flops, n_flops, cap_flops, nfo);
+        RD_RESERVE(orts, n_orts, cap_orts, nor);
+        RD_RESERVE(comms, n_comms, cap_comms, nco);
 #undef RD_RESERVE
     }
     /* the kept pieces placed in file order, then copied at once */
