@@ -1834,11 +1834,16 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
 
 enum { PC_TARGET, PC_CLOSED, PC_STOPPED, PC_NOMEM };
 
+/* mp_trace_raw's record arrays: X(arr) for each (arr, n_arr, cap_arr). */
+#define RD_RECORDS(X) X(spans) X(devs) X(mems) X(flows) X(flops) X(orts) X(comms)
+
 /* Where a kept piece's records go in t, and its names and threads as t
  * numbers them (raw_place fills it, raw_copy moves the records). */
 typedef struct rd_place {
     int *nm, *th;
-    size_t s0, d0, m0, f0, p0, o0, c0;   /* spans, devs, mems, flows, flops, orts, comms */
+#define RD_AT(arr) size_t at_##arr;   /* the piece's first record in t->arr */
+    RD_RECORDS(RD_AT)
+#undef RD_AT
 } rd_place;
 
 typedef struct rd_piece {
@@ -1966,8 +1971,9 @@ static void release_copied(const void *arr, size_t upto, size_t elem) {
 }
 
 /* Piece w placed after what t holds: names, threads and process groups
- * interned again in w's order, room for its records, t's counts moved past
- * them (raw_copy fills them in). In file order, one piece after another.
+ * interned again in w's order, t's counts moved past its records (raw_copy
+ * fills them in, once rd_pieces has made the room). In file order, one
+ * piece after another.
  * -1 out of memory, 1 past a limit (the one pass then says which), 0 done. */
 static int raw_place(mp_trace_raw *t, mp_trace_raw *w, rd_place *pl) {
     if (t->n_spans + w->n_spans >= UINT32_MAX || t->n_devs + w->n_devs >= UINT32_MAX) return 1;
@@ -1999,25 +2005,6 @@ static int raw_place(mp_trace_raw *t, mp_trace_raw *w, rd_place *pl) {
             goto done;
         }
     }
-    /* room for exactly what comes (rd_pieces reserved it: grown here
-     * only when that failed) */
-#define RD_ROOM(arr, n, cap, at)                                                  \
-    do {                                                                          \
-        if (w->n) {                                                               \
-            void *np_ = room_exact(t->arr, sizeof *t->arr, t->n, &t->cap, t->n + w->n); \
-            if (!np_) goto done;                                                  \
-            t->arr = np_;                                                         \
-        }                                                                         \
-        pl->at = t->n;                                                            \
-    } while (0)
-    RD_ROOM(spans, n_spans, cap_spans, s0);
-    RD_ROOM(devs, n_devs, cap_devs, d0);
-    RD_ROOM(mems, n_mems, cap_mems, m0);
-    RD_ROOM(flows, n_flows, cap_flows, f0);
-    RD_ROOM(flops, n_flops, cap_flops, p0);
-    RD_ROOM(orts, n_orts, cap_orts, o0);
-    RD_ROOM(comms, n_comms, cap_comms, c0);
-#undef RD_ROOM
     /* process groups as keep_comm meets them: the first time joins, a later
      * time gives the ranks when they were not known */
     for (int i = 0; i < w->n_pgs; i++) {
@@ -2035,13 +2022,12 @@ static int raw_place(mp_trace_raw *t, mp_trace_raw *w, rd_place *pl) {
             t->pgs[k].ranks = g.ranks;
         }
     }
-    t->n_spans += w->n_spans;
-    t->n_devs += w->n_devs;
-    t->n_mems += w->n_mems;
-    t->n_flows += w->n_flows;
-    t->n_flops += w->n_flops;
-    t->n_orts += w->n_orts;
-    t->n_comms += w->n_comms;
+    /* the piece's records go after t's (rd_pieces makes the room for all) */
+#define RD_AFTER(arr)          \
+    pl->at_##arr = t->n_##arr; \
+    t->n_##arr += w->n_##arr;
+    RD_RECORDS(RD_AFTER)
+#undef RD_AFTER
     t->n_events += w->n_events;
     t->n_shaped += w->n_shaped;
     t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, w->mem_reserved_peak);
@@ -2063,33 +2049,31 @@ done:
  * into its own part of t. */
 static void raw_copy(mp_trace_raw *t, mp_trace_raw *w, const rd_place *pl) {
     const int *nm = pl->nm, *th = pl->th;
-    uint32_t s0 = (uint32_t)pl->s0, d0 = (uint32_t)pl->d0;
-#define RD_COPY(arr, n, at, FIX)                                                 \
-    do {                                                                         \
-        for (size_t i = 0; i < w->n; i++) {                                      \
-            __typeof__(*w->arr) x = w->arr[i];                                   \
-            FIX;                                                                 \
-            t->arr[pl->at + i] = x;                                              \
-            if ((i & 0x3fff) == 0x3fff) release_copied(w->arr, i + 1, sizeof x); \
-        }                                                                        \
-        mp__trace_rec_free(w->arr);                                              \
-        w->arr = NULL;                                                           \
+    uint32_t s0 = (uint32_t)pl->at_spans, d0 = (uint32_t)pl->at_devs;
+#define RD_COPY(arr, FIX)                                                            \
+    do {                                                                             \
+        for (size_t i = 0; i < w->n_##arr; i++) {                                    \
+            __typeof__(*w->arr) x = w->arr[i];                                       \
+            FIX;                                                                     \
+            t->arr[pl->at_##arr + i] = x;                                            \
+            if ((i & 0x3fff) == 0x3fff) release_copied(w->arr, i + 1, sizeof x);     \
+        }                                                                            \
+        mp__trace_rec_free(w->arr);                                                  \
+        w->arr = NULL;                                                               \
+        w->n_##arr = w->cap_##arr = 0;                                               \
     } while (0)
-    RD_COPY(spans, n_spans, s0, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
-    RD_COPY(devs, n_devs, d0, x.name = (uint32_t)nm[x.name]);
-    RD_COPY(mems, n_mems, m0, x.tid = (uint64_t)th[x.tid]);
-    RD_COPY(flows, n_flows, f0, x.tid = (uint32_t)th[x.tid]);
-    RD_COPY(flops, n_flops, p0, x.span += s0);
-    RD_COPY(orts, n_orts, o0,
-            (x.name = (uint32_t)nm[x.name],
-             x.op = x.op != MP_TORT_NONE ? (uint32_t)nm[x.op] : x.op,
-             x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider));
-    RD_COPY(comms, n_comms, c0,
-            (x.idx += x.on_dev ? d0 : s0, x.coll = x.coll >= 0 ? nm[x.coll] : x.coll,
-             x.pg = x.pg >= 0 ? nm[x.pg] : x.pg, x.pg_ranks = x.pg_ranks >= 0 ? nm[x.pg_ranks] : x.pg_ranks));
+    RD_COPY(spans, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
+    RD_COPY(devs, x.name = (uint32_t)nm[x.name]);
+    RD_COPY(mems, x.tid = (uint64_t)th[x.tid]);
+    RD_COPY(flows, x.tid = (uint32_t)th[x.tid]);
+    RD_COPY(flops, x.span += s0);
+    RD_COPY(orts, (x.name = (uint32_t)nm[x.name],
+                   x.op = x.op != MP_TORT_NONE ? (uint32_t)nm[x.op] : x.op,
+                   x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider));
+    RD_COPY(comms, (x.idx += x.on_dev ? d0 : s0, x.coll = x.coll >= 0 ? nm[x.coll] : x.coll,
+                    x.pg = x.pg >= 0 ? nm[x.pg] : x.pg,
+                    x.pg_ranks = x.pg_ranks >= 0 ? nm[x.pg_ranks] : x.pg_ranks));
 #undef RD_COPY
-    w->n_spans = w->n_devs = w->n_mems = w->n_flows = w->n_flops = w->n_orts = w->n_comms = 0;
-    w->cap_spans = w->cap_devs = w->cap_mems = w->cap_flows = w->cap_flops = w->cap_orts = w->cap_comms = 0;
 }
 
 /* The kept pieces' records copied into t, a piece at a time by whichever
@@ -2152,36 +2136,13 @@ static mp_status rd_pieces(rd *r, int threads, size_t first, size_t *at, bool *c
     for (int k = 1; k < nt; k++)
         if (run[k]) pthread_join(tid[k], NULL);
     mp_status st = MP_OK;
-    /* the pieces that will be kept, and room for all their records at
-     * once (t's arrays are not grown, copied and freed piece by piece) */
-    {
-        size_t e = end;
-        int h = how;
-        mp_trace_raw *t = r->t;
-        size_t ns = t->n_spans, nd = t->n_devs, nme = t->n_mems, nfl = t->n_flows, nfo = t->n_flops,
-               nor = t->n_orts, nco = t->n_comms;
-        for (int i = 1; i < n && h == PC_TARGET && e == starts[i]; i++) {
-            const mp_trace_raw *w = &pc[i].t;
-            ns += w->n_spans, nd += w->n_devs, nme += w->n_mems, nfl += w->n_flows;
-            nfo += w->n_flops, nor += w->n_orts, nco += w->n_comms;
-            e = pc[i].end;
-            h = pc[i].how;
-        }
-#define RD_RESERVE(arr, n, cap, want)                                               \
-        do {                                                                        \
-            void *np_ = room_exact(t->arr, sizeof *t->arr, t->n, &t->cap, (want));  \
-            if (np_) t->arr = np_;   /* else raw_place grows it, or fails */        \
-        } while (0)
-        RD_RESERVE(spans, n_spans, cap_spans, ns);
-        RD_RESERVE(devs, n_devs, cap_devs, nd);
-        RD_RESERVE(mems, n_mems, cap_mems, nme);
-        RD_RESERVE(flows, n_flows, cap_flows, nfl);
-        RD_RESERVE(flops, n_flops, cap_flops, nfo);
-        RD_RESERVE(orts, n_orts, cap_orts, nor);
-        RD_RESERVE(comms, n_comms, cap_comms, nco);
-#undef RD_RESERVE
-    }
-    /* the kept pieces placed in file order, then copied at once */
+    /* the kept pieces placed in file order, room made for all their
+     * records at once (t's arrays are not grown piece by piece), then the
+     * records copied at once */
+    mp_trace_raw *t = r->t;
+#define RD_HAVE(arr) size_t have_##arr = t->n_##arr;
+    RD_RECORDS(RD_HAVE)
+#undef RD_HAVE
     int kept = 1;
     for (int i = 1; i < n && st == MP_OK; i++) {
         if (how == PC_NOMEM || pc[i].how == PC_NOMEM) {
@@ -2197,6 +2158,15 @@ static mp_status rd_pieces(rd *r, int threads, size_t first, size_t *at, bool *c
         r->t->pieces++;
         kept = i + 1;
     }
+#define RD_ROOM(arr)                                                                         \
+    if (st == MP_OK && t->n_##arr > t->cap_##arr) {                                          \
+        void *np_ = room_exact(t->arr, sizeof *t->arr, have_##arr, &t->cap_##arr, t->n_##arr); \
+        if (np_) t->arr = np_;                                                               \
+        else st = mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);                     \
+    }
+    RD_RECORDS(RD_ROOM)
+#undef RD_ROOM
+    if (st != MP_OK) kept = 1;   /* nothing copied; t is freed with the error */
     rd_queue cq = {.pc = pc, .n = kept, .t = r->t};
     atomic_init(&cq.next, 1);
     int ct = MP_MIN(threads, kept - 1);
@@ -2503,15 +2473,11 @@ void mp_trace_raw_free(mp_trace_raw *t) {
     mp_arena_free(&t->arena);
     mp_strmap_free(&t->names_map);
     free(t->names);
-    mp__trace_rec_free(t->spans);
-    mp__trace_rec_free(t->devs);
-    mp__trace_rec_free(t->mems);
-    mp__trace_rec_free(t->flows);
-    mp__trace_rec_free(t->flops);
-    mp__trace_rec_free(t->comms);
+#define RD_FREE(arr) mp__trace_rec_free(t->arr);
+    RD_RECORDS(RD_FREE)
+#undef RD_FREE
     free(t->pgs);
     free(t->threads);
-    mp__trace_rec_free(t->orts);
     free(t->kflags);
     memset(t, 0, sizeof *t);
 }
