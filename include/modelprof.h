@@ -461,6 +461,15 @@ MP_API mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size);
  * --zero 1 or 2, --gpus not a multiple of dp x tp x pp, ...);
  * mp_tplan_create checks them too. */
 MP_API mp_status mp_tplan_options_check(const mp_tplan_options *o);
+/* Set one option by its command-line flag: "--zero" or "zero" (a '_' may
+ * stand for a '-': "micro_batches"), value as the command line writes it
+ * ("3", "bf16-mixed", "1.5T"); switches ("--checkpointing") take NULL,
+ * "1" or "true" ("0" or "false" leaves the default). A string option
+ * (--gpu) keeps the caller's pointer. MP_ERR_USAGE with a message naming
+ * the flag for an unknown flag or a bad value. mp_tplan_option_kind: -1
+ * not a plan option, 0 a switch, 1 takes a value. */
+MP_API mp_status mp_tplan_options_set(mp_tplan_options *o, const char *flag, const char *value);
+MP_API int mp_tplan_option_kind(const char *flag);
 
 /* Memory per GPU (or of one pipeline stage), bytes. */
 typedef struct mp_tplan_mem {
@@ -485,6 +494,8 @@ MP_API double mp_tplan_step_time(const mp_tplan *pl);
 /* The plan as text or JSON (docs/JSON.md "plan"). */
 MP_API mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f);
 MP_API mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path);
+/* The plan as a string (text or JSON) the caller frees with mp_free. */
+MP_API mp_status mp_tplan_string(const mp_tplan *pl, mp_format format, char **out);
 
 #ifdef __cplusplus
 }

@@ -360,6 +360,48 @@ static void t_comm_train(void) {
     tb_done(m, p);
 }
 
+/* One table parses the planner's flags for the command and the Python
+ * package (src/plan/options.c): both spellings, switches, ranges,
+ * suffixes, refusals naming the flag. */
+static void t_options_set(void) {
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    T_OK(mp_tplan_options_set(&o, "--zero", "3"));
+    T_EQ(o.zero, 3);
+    T_OK(mp_tplan_options_set(&o, "micro_batches", "4"));
+    T_EQ(o.micro_batches, 4);
+    T_OK(mp_tplan_options_set(&o, "checkpointing", NULL));
+    T_EQ(o.checkpointing, 1);
+    T_OK(mp_tplan_options_set(&o, "no_loss", "true"));
+    T_EQ(o.loss, 0);
+    T_OK(mp_tplan_options_set(&o, "fit", "false"));
+    T_EQ(o.fit, 0);
+    T_OK(mp_tplan_options_set(&o, "--tokens", "1.5T"));
+    T_CHECK(o.tokens == 1.5e12);
+    T_OK(mp_tplan_options_set(&o, "--node-overhead-us", "4"));
+    T_CHECK(fabs(o.node_overhead_s - 4e-6) < 1e-12);
+    T_OK(mp_tplan_options_set(&o, "attention", "eager"));
+    T_EQ(o.attention_fused, 0);
+    T_OK(mp_tplan_options_set(&o, "--autocast-device", "cpu"));
+    T_EQ(o.autocast_cpu, 1);
+    T_OK(mp_tplan_options_set(&o, "precision", "bf16-mixed"));
+    T_EQ((int)o.precision, (int)MP_PREC_BF16_MIXED);
+    T_OK(mp_tplan_options_set(&o, "batch", "64"));
+    T_EQ(o.batch, 64);
+    T_EQ(mp_tplan_options_set(&o, "--zero", "4"), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "--zero '4'") != NULL);
+    T_EQ(mp_tplan_options_set(&o, "--dp", "0"), MP_ERR_USAGE);
+    T_EQ(mp_tplan_options_set(&o, "--tokens", "-1"), MP_ERR_USAGE);
+    T_EQ(mp_tplan_options_set(&o, "--gpu", NULL), MP_ERR_USAGE);
+    T_EQ(mp_tplan_options_set(&o, "--fsdp", "yes"), MP_ERR_USAGE);
+    T_EQ(mp_tplan_options_set(&o, "--bogus", "1"), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "bogus") != NULL);
+    T_EQ(mp_tplan_option_kind("--fsdp"), 0);
+    T_EQ(mp_tplan_option_kind("gpu"), 1);
+    T_EQ(mp_tplan_option_kind("--dim"), -1);
+    T_EQ(o.zero, 3); /* refusals leave the options as they were */
+}
+
 static void t_gpu_table(void) {
     const mp_gpu *h = mp_gpu_find("h100-sxm");
     T_CHECK(h && h->tflops[MP_GPU_BF16] == 989.4 && h->mem_gb == 80 && h->bandwidth_gbs == 3350);
@@ -957,6 +999,7 @@ MP_TESTS(plan) {
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},
+    {"options_set", t_options_set},
     {"cli_fit_inference", t_cli_fit_inference},
 };
 MP_TESTS_END(plan)

@@ -99,23 +99,15 @@ static int pl_int(const char *s, int lo, int hi, int *out) {
     return 1;
 }
 
-static int pl_num(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || end == s || errno || !(v >= 0) || v > 1e30) return 0;
-    double mul = 1;
-    switch (*end) {
-    case 'K': case 'k': mul = 1e3; end++; break;
-    case 'M': mul = 1e6; end++; break;
-    case 'G': case 'B': mul = 1e9; end++; break;
-    case 'T': mul = 1e12; end++; break;
-    case 'P': mul = 1e15; end++; break;
-    default: break;
-    }
-    if (*end) return 0;
-    *out = v * mul;
-    return 1;
+/* The flag of an argument ("--zero" of "--zero=3") into buf: its kind
+ * (mp_tplan_option_kind: -1 not a plan option, 0 a switch, 1 a value). */
+static int plan_flag(const char *a, char (*buf)[64], size_t size) {
+    const char *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    if (n >= size) return -1;
+    memcpy(*buf, a, n);
+    (*buf)[n] = 0;
+    return mp_tplan_option_kind(*buf);
 }
 
 typedef struct pl_input {
@@ -143,6 +135,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
     const char *model_path = NULL, *out_path = NULL;
     mp_format format = MP_FORMAT_TEXT;
     int quiet = 0, n_dims = 0;
+    char flag[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
 #define TAKES(flag)                                                                                 \
@@ -151,22 +144,6 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             pl_usage(stdout);
             return 0;
-        } else if (strcmp(a, "--checkpointing") == 0) {
-            o.checkpointing = 1;
-        } else if (strcmp(a, "--fsdp") == 0) {
-            o.fsdp = 1;
-        } else if (strcmp(a, "--sequence-parallel") == 0) {
-            o.sequence_parallel = 1;
-        } else if (strcmp(a, "--channels-last") == 0) {
-            o.channels_last = 1;
-        } else if (strcmp(a, "--inference") == 0) {
-            o.inference = 1;
-        } else if (strcmp(a, "--kv-cache") == 0) {
-            o.kv_cache = 1;
-        } else if (strcmp(a, "--no-loss") == 0) {
-            o.loss = 0;
-        } else if (strcmp(a, "--fit") == 0) {
-            o.fit = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (TAKES("--dim")) {
@@ -197,61 +174,20 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         } else if (TAKES("-o") || TAKES("--output")) {
             if (!val || !*val) return pl_usage_error("%s needs a file name", a);
             out_path = val;
-        } else if (TAKES("--precision")) {
-            int v = mp_precision_parse(val);
-            if (v < 0) return pl_usage_error("--precision '%s': expected auto, fp32, bf16, fp16, bf16-mixed or fp16-mixed",
-                                             val ? val : "");
-            o.precision = (mp_precision)v;
-        } else if (TAKES("--optimizer")) {
-            int v = mp_optimizer_parse(val);
-            if (v < 0) return pl_usage_error("--optimizer '%s': expected adamw, adam, sgd, sgd-momentum, adafactor or none",
-                                             val ? val : "");
-            o.optimizer = (mp_optimizer)v;
-        } else if (TAKES("--attention")) {
-            if (val && strcmp(val, "fused") == 0) o.attention_fused = 1;
-            else if (val && strcmp(val, "eager") == 0) o.attention_fused = 0;
-            else return pl_usage_error("--attention '%s': expected fused or eager", val ? val : "");
-        } else if (TAKES("--autocast-device")) {
-            if (val && strcmp(val, "cuda") == 0) o.autocast_cpu = 0;
-            else if (val && strcmp(val, "cpu") == 0) o.autocast_cpu = 1;
-            else return pl_usage_error("--autocast-device '%s': expected cuda or cpu", val ? val : "");
-        } else if (TAKES("--zero")) {
-            if (!pl_int(val, 0, 3, &o.zero)) return pl_usage_error("--zero '%s': expected 0, 1, 2 or 3", val ? val : "");
-        } else if (TAKES("--batch")) {
-            int v;
-            if (!pl_int(val, 1, 1000000000, &v)) return pl_usage_error("%s: expected a positive integer", a);
-            o.batch = v;
-        } else if (TAKES("--dp") || TAKES("--tp") || TAKES("--pp") || TAKES("--micro-batches") || TAKES("--gpus")) {
-            int v;
-            if (!pl_int(val, 1, 1000000, &v)) return pl_usage_error("%s: expected a positive integer", a);
-            if (strncmp(a, "--dp", 4) == 0) o.dp = v;
-            else if (strncmp(a, "--tp", 4) == 0) o.tp = v;
-            else if (strncmp(a, "--pp", 4) == 0) o.pp = v;
-            else if (strncmp(a, "--micro", 7) == 0) o.micro_batches = v;
-            else o.gpus = v;
-        } else if (TAKES("--gpu")) {
-            if (!val || !*val) return pl_usage_error("--gpu needs a name (or list)", "");
-            if (strcmp(val, "list") == 0) {
-                if (mp_gpu_table_write(stdout) || fflush(stdout)) return PL_EXIT_MODEL;
-                return 0;
+        } else if (strcmp(a, "--gpu") == 0 && i + 1 < argc && strcmp(argv[i + 1], "list") == 0) {
+            if (mp_gpu_table_write(stdout) || fflush(stdout)) return PL_EXIT_MODEL;
+            return 0;
+        } else if (a[0] == '-' && a[1] == '-' && plan_flag(a, &flag, sizeof flag) >= 0) {
+            /* the planner's own options: one table in the library (src/plan/options.c) */
+            int kind = plan_flag(a, &flag, sizeof flag);
+            const char *eq = strchr(a, '=');
+            if (kind == 1 && !eq) val = i + 1 < argc ? argv[++i] : NULL;
+            else if (eq) val = eq + 1;
+            if (kind == 1 && !val) return pl_usage_error("%s needs a value", flag);
+            if (mp_tplan_options_set(&o, flag, val)) {
+                pl_print_error(NULL, mp_last_error());
+                return PL_EXIT_USAGE;
             }
-            o.gpu = val;
-        } else if (TAKES("--peak-tflops") || TAKES("--mem-gb") || TAKES("--bandwidth-gbs") || TAKES("--link-gbs") ||
-                   TAKES("--tokens") || TAKES("--samples") || TAKES("--mfu") || TAKES("--compute-eff") ||
-                   TAKES("--memory-eff") || TAKES("--node-overhead-us") || TAKES("--reserve-gb")) {
-            double v;
-            if (!pl_num(val, &v)) return pl_usage_error("%s: expected a non-negative number", a);
-            if (strncmp(a, "--peak", 6) == 0) o.peak_tflops = v;
-            else if (strncmp(a, "--mem-gb", 8) == 0) o.mem_gb = v;
-            else if (strncmp(a, "--bandwidth", 11) == 0) o.bandwidth_gbs = v;
-            else if (strncmp(a, "--link", 6) == 0) o.link_gbs = v;
-            else if (strncmp(a, "--tokens", 8) == 0) o.tokens = v;
-            else if (strncmp(a, "--samples", 9) == 0) o.samples = v;
-            else if (strncmp(a, "--mfu", 5) == 0) o.mfu = v;
-            else if (strncmp(a, "--compute", 9) == 0) o.compute_eff = v;
-            else if (strncmp(a, "--memory-eff", 12) == 0) o.memory_eff = v;
-            else if (strncmp(a, "--node", 6) == 0) o.node_overhead_s = v * 1e-6;
-            else o.reserve_gb = v;
         } else if (a[0] == '-' && a[1]) {
             return pl_usage_error("unknown option '%s'", a);
         } else {

@@ -82,3 +82,13 @@ mp_status mp_train_string(const mp_train *t, const mp_train_options *opts, char 
     return to_string(train_fn, t, o, out);
 }
 
+
+static mp_status tplan_fn(const void *a, const void *b, FILE *f) {
+    return mp_tplan_write(a, *(const mp_format *)b, f);
+}
+
+mp_status mp_tplan_string(const mp_tplan *pl, mp_format format, char **out) {
+    if (out) *out = NULL;
+    if (!pl || !out) return mp_error(MP_ERR_USAGE, "mp_tplan_string: no plan or output pointer");
+    return to_string(tplan_fn, pl, &format, out);
+}
