@@ -724,8 +724,8 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
     }
     jw_close(w, ']');
     jw_key(w, "attentions"); jw_i64(w, P->n_attn);
-    jw_key(w, "attention_fused"); jw_i64(w, pl->o.inference ? 0 : pl->attn_fused);
-    jw_key(w, "attention_math"); jw_i64(w, pl->o.inference ? 0 : pl->attn_math);
+    jw_key(w, "attention_fused"); jw_i64(w, pl->attn_fused);
+    jw_key(w, "attention_math"); jw_i64(w, pl->attn_math);
     jw_key(w, "norms"); jw_i64(w, P->n_norms);
     jw_key(w, "activations"); jw_i64(w, P->n_acts);
     jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
