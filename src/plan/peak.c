@@ -93,6 +93,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
      * states' 512-byte rounding */
     uint8_t *seen = calloc((size_t)g->n_values + 1, 1);
     uint64_t round = 0;
+    double largest = 0; /* the largest parameter tensor's elements (after tp) */
     double zdiv_w = in->zero >= 3 ? in->dp : 1, zdiv_g = in->zero >= 2 ? in->dp : 1, zdiv_o = in->zero >= 1 ? in->dp : 1;
     for (int k = in->first; seen && k <= in->last; k++) {
         const mp_pnode *pn = &pl->nodes[k];
@@ -101,6 +102,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             if (seen[v]) continue;
             seen[v] = 1;
             double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+            if (e > largest) largest = e;
             /* each state a tensor of its own, rounded up to 512 bytes */
             uint64_t wb = (uint64_t)(e * (o->precision == MP_PREC_FP32 || mp_tplan_mixed(o->precision) ? 4 : 2) / zdiv_w);
             uint64_t gb = (uint64_t)(e * in->grad_per_param / zdiv_g);
@@ -185,9 +187,14 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         m.grads = mem->grads_bytes;
         m.activations = others;
         m.when = MP_MOMENT_OPTIMIZER;
-        /* foreach Adam: exp_avg_sq.sqrt() for every parameter, one state's bytes */
+        /* foreach Adam: exp_avg_sq.sqrt() for every parameter, one state's
+         * bytes; the per-parameter loop: sqrt() and its quotient by the
+         * bias correction for the largest parameter (two of its states);
+         * fused: none */
         bool adam = o->optimizer == MP_OPT_ADAM || o->optimizer == MP_OPT_ADAMW;
         if (adam && o->optimizer_impl == MP_OPTIMPL_FOREACH) m.transient = mem->optimizer_bytes / 2;
+        if (adam && o->optimizer_impl == MP_OPTIMPL_FOR_LOOP)
+            m.transient = (uint64_t)(2 * largest * in->opt_per_param / 2 / zdiv_o);
         total(&m);
         keep_max(&best, &m);
     }
