@@ -241,7 +241,8 @@ def schema_checks(modelprof):
 
 # ---- the peak as a moment: births and deaths of a CPU step ----
 
-PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "pure bf16"), ("llama", "pure bf16"), ("vit", "fp32")]
+PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("llama", "pure bf16"),
+              ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32")]
 
 
 class Births(TorchDispatchMode):
@@ -325,22 +326,25 @@ def peak_rows(a, names):
     print()
     print("the peak as a moment: modelprof plan (--optimizer-impl for-loop, no GPU) vs births and deaths of a CPU "
           "step (TorchDispatchMode), second step")
-    print("%-6s %-10s %-14s %12s %12s %7s   %s" % ("model", "mode", "moment", "modelprof", "pytorch", "ratio",
+    print("%-6s %-14s %-14s %12s %12s %7s   %s" % ("model", "mode", "moment", "modelprof", "pytorch", "ratio",
                                                   "grads at the peak: modelprof / pytorch"))
     bad = 0
     for name, mode in PEAK_CASES:
         if name not in names:
             continue
-        pure = mode == "pure bf16"
+        pure = mode.startswith("pure bf16")
+        ckpt = mode.endswith("ckpt")
         model, inputs, path = model_of(name, pure, a.out)
-        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"])
+        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []))
+        if ckpt:
+            checkpoint_blocks(model, pl["blocks"])
         pm = pl["peak_moment"]
         ours = pm["total_bytes"] - pm.get("workspace_bytes", 0) - pm.get("rounding_bytes", 0)
         t = torch_peak(model, inputs, pl["loss_form"]["form"])
         ratio = ours / t["peak"]
         ok = abs(ratio - 1) <= PEAK_TOL
         bad += not ok
-        print("%-6s %-10s %-14s %12d %12d %7.3f   %d / %d%s" % (
+        print("%-6s %-14s %-14s %12d %12d %7.3f   %d / %d%s" % (
             name, mode, pm["when"], ours, t["peak"], ratio, pm.get("grads_bytes", 0), t["grads"],
             "" if ok else "  <- outside +-%g%%" % (PEAK_TOL * 100)))
         sys.stdout.flush()

@@ -144,15 +144,22 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     memset(seen, 0, seen ? (size_t)g->n_values + 1 : 0);
     uint64_t live = graph_acts, grads = resident_grads, rec = 0;
     int blk = -2;
+    /* each checkpointed block's own kept set (what its recompute brings
+     * back); folded nodes inside a block have no block and keep nothing */
+    uint64_t *block_set = o->checkpointing && pl->n_blocks > 0 ? calloc((size_t)pl->n_blocks, sizeof(uint64_t)) : NULL;
+    for (int k = in->first; block_set && k <= in->last; k++) {
+        const mp_pnode *pn = &pl->nodes[k];
+        if (pn->block < 0 || pn->block >= pl->n_blocks) continue;
+        uint64_t rdiv = in->rdiv;
+        block_set[pn->block] += pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
+    }
     for (int k = in->last; k >= in->first; k--) {
         const mp_pnode *pn = &pl->nodes[k];
         uint64_t rdiv = pn->block >= 0 ? in->rdiv : 1;
-        if (o->checkpointing && pn->block >= 0 && pn->block != blk) {
+        if (block_set && pn->block >= 0 && pn->block < pl->n_blocks && pn->block != blk) {
             /* the recompute: the block's own kept set comes back */
             blk = pn->block;
-            rec = 0;
-            for (int q = k; q >= in->first && pl->nodes[q].block == blk; q--)
-                rec += pl->nodes[q].ckpt_rep / rdiv + pl->nodes[q].ckpt_split / tp;
+            rec = block_set[blk];
         }
         uint64_t tmp = pn->split ? pn->temp / tp : pn->temp / rdiv;
         if (pn->bwd_flops || pn->n_bwd_kernels) {
@@ -199,5 +206,6 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         keep_max(&best, &m);
     }
     free(seen);
+    free(block_set);
     *at = best;
 }
