@@ -17,6 +17,7 @@
  * operations. Quantization, dequantization and requantization inside a
  * fused quantized op are not counted (as QLinearMatMul in linalg.c). */
 #include "ops/kernel.h"
+#include "ops/scalar.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -1698,9 +1699,9 @@ static mp_status ctk_act_run(mp_kctx *k, ctk_act op) {
         if (b) v += mp_kget_f(b->data, b->dtype, e % b->numel);
         if (skip) v += mp_kget_f(skip->data, skip->dtype, e % skip->numel);
         switch (op) {
-        case CTK_GELU: v = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
-        case CTK_QUICK: v = v / (1 + exp(-alpha * v)); break;
-        case CTK_FAST: v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); break;
+        case CTK_GELU: v = mp_s_gelu_erf(v); break;
+        case CTK_QUICK: v = mp_s_swish(v, alpha); break;
+        case CTK_FAST: v = mp_s_gelu_tanh(v); break;
         default: break;
         }
         mp_kset_f(y->data, y->dtype, e, v);
@@ -1779,13 +1780,10 @@ static mp_status ctk_matmul_integer16(mp_kctx *k) {
  * DynamicQuantizeLinear), then the integer product rescaled. */
 static mp_status ctk_dyn_quant_matmul(mp_kctx *k) {
     const mp_rtensor *a = &k->in[0];
-    double lo = 0, hi = 0;
-    for (int64_t e = 0; e < a->numel; e++) {
-        double v = mp_kget_f(a->data, a->dtype, e);
-        lo = v < lo ? v : lo, hi = v > hi ? v : hi;
-    }
-    float scale = (float)((float)hi - (float)lo) / 255.0f;
-    double zp = scale != 0 ? fmin(255, fmax(0, nearbyintf(0.0f - (float)lo / scale))) : 0;
+    float scale;
+    double zp;
+    mp_kdynq_params(a, &scale, &zp);
+    if (isnan(zp)) zp = 0; /* an infinity in A: the integer product needs a zero point */
     uint8_t *q = malloc((size_t)a->numel + 1);
     if (!q) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     for (int64_t e = 0; e < a->numel; e++)
@@ -1888,7 +1886,7 @@ static mp_status ctk_gemm_fast_gelu(mp_kctx *k) {
     int64_t last = o->rank ? o->dims[o->rank - 1] : 1;
     for (int64_t e = 0; !st && e < o->numel; e++) {
         double v = y[e] + (b ? mp_kget_f(b->data, b->dtype, e % last) : 0);
-        mp_kset_f(o->data, o->dtype, e, 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+        mp_kset_f(o->data, o->dtype, e, mp_s_gelu_tanh(v));
     }
     free(y);
     return st;
@@ -1984,7 +1982,7 @@ static mp_status ctk_bias_split_gelu(mp_kctx *k) {
         for (int64_t j = 0; j < h; j++) {
             double l = mp_kget_f(x->data, x->dtype, r * D + j) + mp_kget_f(b->data, b->dtype, j);
             double g = mp_kget_f(x->data, x->dtype, r * D + h + j) + mp_kget_f(b->data, b->dtype, h + j);
-            mp_kset_f(k->out[0].data, k->out[0].dtype, r * h + j, l * 0.5 * g * (1 + erf(g / sqrt(2.0))));
+            mp_kset_f(k->out[0].data, k->out[0].dtype, r * h + j, l * mp_s_gelu_erf(g));
         }
     return MP_OK;
 }
@@ -2008,13 +2006,14 @@ static mp_status ctk_bias_softmax(mp_kctx *k) {
                           mp_kget_f(b->data, b->dtype, it.off[1] + j * it.step[1]));
     int64_t len = 1;
     for (int i = axis; i < x->rank; i++) len *= x->dims[i];
+    double *row = malloc(sizeof(double) * (size_t)(len > 0 ? len : 1));
+    if (!row) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; len && r < y->numel / len; r++) {
-        double m = -INFINITY, s = 0;
-        for (int64_t j = 0; j < len; j++) m = fmax(m, mp_kget_f(y->data, y->dtype, r * len + j));
-        for (int64_t j = 0; j < len; j++) s += exp(mp_kget_f(y->data, y->dtype, r * len + j) - m);
-        for (int64_t j = 0; j < len; j++)
-            mp_kset_f(y->data, y->dtype, r * len + j, exp(mp_kget_f(y->data, y->dtype, r * len + j) - m) / s);
+        for (int64_t j = 0; j < len; j++) row[j] = mp_kget_f(y->data, y->dtype, r * len + j);
+        mp_s_softmax_row(row, len, false);
+        for (int64_t j = 0; j < len; j++) mp_kset_f(y->data, y->dtype, r * len + j, row[j]);
     }
+    free(row);
     return MP_OK;
 }
 

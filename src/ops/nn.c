@@ -10,6 +10,7 @@
  * dim is unknown, except where the window leaves the dim unchanged (then
  * the symbol is kept). */
 #include "ops/kernel.h"
+#include "ops/scalar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -1473,30 +1474,28 @@ static mp_status nnk_softmax(mp_kctx *k) {
     }
     int kind = !strcmp(k->n->op, "LogSoftmax") ? 1 : !strcmp(k->n->op, "Hardmax") ? 2 : 0;
     bool f32 = nnk_f32(x) && nnk_f32(y) && inner == 1 && kind == 0;
+    double *row = f32 ? NULL : malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    if (!f32 && !row) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * n * inner + i;
             if (f32) {
-                const float *xs = (const float *)x->data + base;
-                float *ys = (float *)y->data + base, m = -INFINITY, s = 0;
-                for (int64_t j = 0; j < n; j++) m = xs[j] > m ? xs[j] : m;
-                for (int64_t j = 0; j < n; j++) s += (ys[j] = expf(xs[j] - m));
-                for (int64_t j = 0; j < n; j++) ys[j] /= s;
+                mp_s_softmax_rowf((const float *)x->data + base, (float *)y->data + base, n);
                 continue;
             }
-            double m = -INFINITY, s = 0;
+            double m = -INFINITY;
             int64_t arg = 0;
             for (int64_t j = 0; j < n; j++) {
-                double v = mp_kget_f(x->data, x->dtype, base + j * inner);
-                if (v > m) m = v, arg = j;
+                row[j] = mp_kget_f(x->data, x->dtype, base + j * inner);
+                if (row[j] > m) m = row[j], arg = j;
             }
-            for (int64_t j = 0; j < n; j++) s += exp(mp_kget_f(x->data, x->dtype, base + j * inner) - m);
-            for (int64_t j = 0; j < n; j++) {
-                double v = mp_kget_f(x->data, x->dtype, base + j * inner) - m;
-                double r = kind == 0 ? exp(v) / s : kind == 1 ? v - log(s) : (j == arg);
-                mp_kset_f(y->data, y->dtype, base + j * inner, r);
-            }
+            if (kind == 0) mp_s_softmax_row(row, n, false);
+            else if (kind == 1) mp_s_log_softmax_row(row, n);
+            else
+                for (int64_t j = 0; j < n; j++) row[j] = j == arg;
+            for (int64_t j = 0; j < n; j++) mp_kset_f(y->data, y->dtype, base + j * inner, row[j]);
         }
+    free(row);
     return MP_OK;
 }
 
