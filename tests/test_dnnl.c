@@ -1288,7 +1288,7 @@ static void test_extreme_activations(void) {
     } cases[] = {
         {NULL, "Gelu", NULL, 0, ext_gelu_erf, NULL},
         {NULL, "Gelu", "tanh", 0, ext_gelu_tanh, NULL},
-        {NULL, "Softplus", NULL, 0, ext_softplus, NULL},
+        {NULL, "Softplus", NULL, 0, ext_softplus, "Softplus"},
         {NULL, "Sigmoid", NULL, 0, ext_sigmoid, "Sigmoid"},
         {NULL, "Mish", NULL, 0, ext_mish, NULL},
         {"com.microsoft", "Gelu", NULL, 0, ext_gelu_erf, NULL},

@@ -949,7 +949,7 @@ double mp_kact(const char *name, double x, double alpha, double beta) {
     if (!strcmp(name, "HardSigmoid")) return fmax(0.0, fmin(1.0, alpha * x + beta));
     if (!strcmp(name, "Elu")) return x >= 0 ? x : alpha * (exp(x) - 1);
     if (!strcmp(name, "Softsign")) return x / (1 + fabs(x));
-    if (!strcmp(name, "Softplus")) return log1p(exp(x));
+    if (!strcmp(name, "Softplus")) return mp_s_softplus(x);
     if (!strcmp(name, "Affine")) return alpha * x + beta;
     return x;
 }
