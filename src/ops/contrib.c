@@ -2267,7 +2267,7 @@ static mp_status ctk_qwrap(mp_kctx *k, const char *opname, int opset, int n, con
         tmp.op = opname, tmp.domain = "", tmp.opset = opset, tmp.n_in = n, tmp.in = ins, tmp.n_out = 1;
         out.data = yf;
         out.dtype = MP_DT_FLOAT;
-        mp_kctx kk = {.n = &tmp, .g = k->g, .plan = NULL, .n_in = n, .n_out = 1, .in = in, .out = &out, .threads = 1};
+        mp_kctx kk = {.n = &tmp, .g = k->g, .ex = NULL, .n_in = n, .n_out = 1, .in = in, .out = &out, .threads = 1};
         st = mp_krun_node(op, &kk);
     }
     if (!st) {

@@ -348,7 +348,7 @@ typedef struct dk {
     dnnl_exec_arg_t prex[DK_MAXPRE][2];
     int pre_in[DK_MAXPRE];
     int n_pre;
-    const void *lay_plan;    /* the value this kernel registered a blocked */
+    const void *lay_ex;    /* the value this kernel registered a blocked */
     const mp_graph *lay_g;   /* layout for (see below), lay_v -1: none */
     int lay_v;
     /* a matrix product run by a GEMM library instead of the primitive
@@ -378,7 +378,7 @@ typedef struct dk {
  * reads stay plain. Without a plan (unit tests) only a Conv's own
  * reorders in and out are exercised. */
 typedef struct lay_ent {
-    const void *plan;
+    const void *ex;
     const mp_graph *g;
     int v;
     dnnl_memory_desc_t md;
@@ -389,11 +389,11 @@ static lay_ent *g_lay;
 static int g_nlay, g_caplay;
 
 static bool lay_find(const mp_kctx *k, int v, dnnl_memory_desc_t *md) {
-    if (!k->plan || v < 0) return false;
+    if (!k->ex || v < 0) return false;
     bool found = false;
     pthread_mutex_lock(&g_lay_mu);
     for (int i = 0; i < g_nlay; i++)
-        if (g_lay[i].plan == k->plan && g_lay[i].g == k->g && g_lay[i].v == v) {
+        if (g_lay[i].ex == k->ex && g_lay[i].g == k->g && g_lay[i].v == v) {
             *md = g_lay[i].md;
             found = true;
             break;
@@ -414,8 +414,8 @@ static bool lay_add(const mp_kctx *k, dk *s, int v, const dnnl_memory_desc_t *md
         }
     }
     if (g_nlay < g_caplay) {
-        g_lay[g_nlay++] = (lay_ent){k->plan, k->g, v, *md};
-        s->lay_plan = k->plan;
+        g_lay[g_nlay++] = (lay_ent){k->ex, k->g, v, *md};
+        s->lay_ex = k->ex;
         s->lay_g = k->g;
         s->lay_v = v;
         ok = true;
@@ -428,7 +428,7 @@ static void lay_remove(dk *s) {
     if (s->lay_v < 0) return;
     pthread_mutex_lock(&g_lay_mu);
     for (int i = 0; i < g_nlay; i++)
-        if (g_lay[i].plan == s->lay_plan && g_lay[i].g == s->lay_g && g_lay[i].v == s->lay_v) {
+        if (g_lay[i].ex == s->lay_ex && g_lay[i].g == s->lay_g && g_lay[i].v == s->lay_v) {
             g_lay[i] = g_lay[--g_nlay];
             break;
         }
@@ -869,7 +869,7 @@ static mp_status absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, 
         /* a whole GELU (several nodes read v) as one eltwise post-op */
         int gn[8], ng = 0;
         dnnl_alg_kind_t galg;
-        if (k->plan && !allow_bn && gelu_at(g, v, gn, &ng, &galg)) {
+        if (k->ex && !allow_bn && gelu_at(g, v, gn, &ng, &galg)) {
             if (chain_has(ch, galg) || !same_dims(&g->values[g->nodes[gn[ng - 1]].out[0]], rank, dims)) break;
             if (mp_kfuse_nodes(k, gn, ng) != MP_OK) {
                 mp_error_clear();
@@ -1253,7 +1253,7 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
      * first (once per run, into the kernel's buffer), and a plain output
      * (one a portable kernel or the caller reads) is reordered after. */
     bool in_blocked = lay_find(k, n->in[0], &xmd);
-    bool want_blocked = k->plan && readers_take_blocked(g, ch.final_v, 0);
+    bool want_blocked = k->ex && readers_take_blocked(g, ch.final_v, 0);
     void *xown = NULL;
     if (!in_blocked && sp >= 1) {
         dnnl_memory_desc_t xplain = xmd;
