@@ -912,7 +912,7 @@ static void cost_resize(mp_ctx *c, mp_cost *k) {
 /* kernels                                                             */
 /* ------------------------------------------------------------------ */
 /* Reference kernels in fp32 (accumulating in double where a sum runs
- * long); oneDNN serves the heavy ones in real runs (src/run/dnnl.c).
+ * long); oneDNN serves the heavy ones in real runs (src/run/dnnl_*.c).
  * Inputs of other float types are read through mp_kget_f. */
 
 static bool nnk_f32(const mp_rtensor *t) { return t && t->dtype == MP_DT_FLOAT; }
