@@ -15,7 +15,12 @@
  * as MACs, and the scaling, softmax and bias additions as FLOPs. Integer
  * products (quantized ops) count MACs the same way; their FLOPs are integer
  * operations. Quantization, dequantization and requantization inside a
- * fused quantized op are not counted (as QLinearMatMul in linalg.c). */
+ * fused quantized op are not counted (as QLinearMatMul in linalg.c).
+ *
+ * This file holds the rules and the descriptor table; the reference
+ * kernels are in contrib_kernels.c. The file is over 1,500 lines for one job: the rules of about seventy com.microsoft
+ * operators, each beside its rule; they share the attention and
+ * quantization shape helpers at the top. */
 #include "ops/kernel.h"
 #include "ops/scalar.h"
 

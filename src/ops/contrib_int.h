@@ -1,6 +1,6 @@
-/* What src/ops/contrib.c (com.microsoft operators' rules) and contrib_kernels.c (reference kernels)
- * share: the reference kernels the descriptor table names, and the rule
- * helpers the kernels call. Internal to the two files. */
+/* What src/ops/contrib.c (com.microsoft operators' rules) and contrib_kernels.c
+ * (their reference kernels) share: the kernels the descriptor table names
+ * and the rule helpers the kernels call. Internal to the two files. */
 #ifndef MP_OPS_CONTRIB_INT_H
 #define MP_OPS_CONTRIB_INT_H
 

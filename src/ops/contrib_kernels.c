@@ -1,5 +1,6 @@
-/* Reference kernels: the reference kernels of the operators whose rules are in
- * contrib.c (see its opening comment). */
+/* The reference kernels of the operators whose shape, cost and training
+ * rules are in contrib.c (see its opening comment); contrib_int.h is what the two
+ * files share. */
 #include "ops/kernel.h"
 #include "ops/scalar.h"
 #include <math.h>

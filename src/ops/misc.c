@@ -12,7 +12,10 @@
  * contradictions (ranks, mismatched known dims, bad attributes) are
  * errors. Constant float inputs that steer an op (class weights, IoU
  * thresholds, sampling grids, windows, boxes) are buffers, never
- * parameters. */
+ * parameters.
+ *
+ * This file holds the rules and the descriptor table; the reference
+ * kernels are in misc_kernels.c. */
 #include "ops/kernel.h"
 
 #include <math.h>

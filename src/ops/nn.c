@@ -8,7 +8,10 @@
  * Layout conventions: X is [N, C, D1, ..., Dk] (k spatial dims). Unknown
  * dims (< 0) flow through: an output dim that depends on an unknown input
  * dim is unknown, except where the window leaves the dim unchanged (then
- * the symbol is kept). */
+ * the symbol is kept).
+ *
+ * This file holds the rules and the descriptor table; the reference
+ * kernels are in nn_kernels.c. */
 #include "ops/kernel.h"
 #include "ops/scalar.h"
 

@@ -1,6 +1,6 @@
-/* What src/ops/nn.c (normalization, pooling, convolution and activation rules) and nn_kernels.c (reference kernels in fp32)
- * share: the reference kernels the descriptor table names, and the rule
- * helpers the kernels call. Internal to the two files. */
+/* What src/ops/nn.c (normalization, pooling, convolution and activation rules) and nn_kernels.c
+ * (their reference kernels) share: the kernels the descriptor table names
+ * and the rule helpers the kernels call. Internal to the two files. */
 #ifndef MP_OPS_NN_INT_H
 #define MP_OPS_NN_INT_H
 

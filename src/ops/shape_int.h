@@ -1,6 +1,6 @@
-/* What src/ops/shape.c (shape and data-movement rules) and shape_kernels.c (reference kernels)
- * share: the reference kernels the descriptor table names, and the rule
- * helpers the kernels call. Internal to the two files. */
+/* What src/ops/shape.c (shape and data-movement rules) and shape_kernels.c
+ * (their reference kernels) share: the kernels the descriptor table names
+ * and the rule helpers the kernels call. Internal to the two files. */
 #ifndef MP_OPS_SHAPE_INT_H
 #define MP_OPS_SHAPE_INT_H
 

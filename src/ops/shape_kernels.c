@@ -1,5 +1,6 @@
-/* Reference kernels: the reference kernels of the operators whose rules are in
- * shape.c (see its opening comment). */
+/* The reference kernels of the operators whose shape, cost and training
+ * rules are in shape.c (see its opening comment); shape_int.h is what the two
+ * files share. */
 #include "ops/kernel.h"
 #include "load/load.h"
 #include <math.h>
