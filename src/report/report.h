@@ -240,5 +240,8 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f);
  * ("profile", "trace") tells report.js how to render it. */
 typedef mp_status (*mp_html_json_fn)(const void *ud, FILE *f);
 mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, const void *ud);
+/* The same, with more attributes on the data block (report.js reads them). */
+mp_status mp_report_html_page_ex(FILE *f, const char *kind, const char *attrs, mp_html_json_fn json,
+                                 const void *ud);
 
 #endif
