@@ -172,15 +172,16 @@ void mp_poly_json(jw *w, const mp_poly *q, const mp_profile *p) {
 }
 
 /* The partial formulas of a set (null above): the rest's polynomials,
- * lower bounds, under "at_least"; nothing when there is none. */
+ * lower bounds, under "at_least" (those that are not 0); nothing when
+ * there is none. */
 static void fr_at_least(jw *w, const mp_profile *p, const mp_formset *fs) {
     bool any = false;
-    for (int f = 0; f < MP_FF_COUNT; f++) any |= fs->f[f].ok && fs->f[f].partial;
+    for (int f = 0; f < MP_FF_COUNT; f++) any |= fs->f[f].ok && fs->f[f].partial && fs->f[f].n > 0;
     if (!any) return;
     jw_key(w, "at_least");
     jw_open(w, '{');
     for (int f = 0; f < MP_FF_COUNT; f++) {
-        if (!fs->f[f].ok || !fs->f[f].partial) continue;
+        if (!fs->f[f].ok || !fs->f[f].partial || fs->f[f].n == 0) continue; /* 0: says nothing */
         mp_poly rest = fs->f[f];
         rest.partial = false;
         jw_key_str(w, mp_formula_field_key[f]);
