@@ -272,6 +272,32 @@ static void t_idle_causes(void) {
     T_EQ(s->idle[MP_TI_SYNC], 200000);
     T_EQ(s->idle[MP_TI_OTHER], 220000);
     T_EQ(s->cat[MP_TC_OTHER], 380000);
+    T_EQ(s->idle[MP_TI_RANGE], 0);
+    mp_trace_free(&t);
+    /* the same with the host inside its own range `data` at [520,640)
+     * after the sync returned: the device idles in [500,700) because of
+     * the sync until 520 and the range after it, 120 of it the range's, 80
+     * the sync's (issue 31 item 7: they were counted as sync and again as
+     * the range's) */
+    const char *j2 = TRACE(
+        ANNOT("ProfilerStep#1", 0, 1000) ","
+        ANNOT("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 100) ","
+        RT("cudaLaunchKernel", 90, 5, -1, 1) "," KERN("k1", 100, 100, -1, 1) ","
+        RT("cudaLaunchKernel", 250, 5, -1, 2) "," KERN("k2", 300, 100, -1, 2) ","
+        RT("cudaLaunchKernel", 350, 5, -1, 3) "," KERN("k3", 420, 80, -1, 3) ","
+        RT("cudaStreamSynchronize", 450, 60, -1, 4) "," ANNOT("data", 520, 120) ","
+        RT("cudaLaunchKernel", 650, 5, -1, 5) "," KERN("k4", 700, 100, -1, 5));
+    T_OK(open_text(j2, &t));
+    s = &t.steps[0];
+    T_EQ(s->idle[MP_TI_RANGE], 120000);
+    T_EQ(s->idle[MP_TI_SYNC], 80000);
+    T_EQ(s->idle[MP_TI_LOADER], 100000);
+    T_EQ(s->idle[MP_TI_LAUNCH], 100000);
+    T_EQ(s->idle[MP_TI_OTHER], 220000);
+    int64_t sum = 0;
+    for (int c = 0; c < MP_TI_COUNT; c++) sum += s->idle[c];
+    T_EQ(sum, s->wall - s->busy);
+    T_CHECK(t.n_hranges == 1 && t.hranges[0].idle == 120000);
     mp_trace_free(&t);
 }
 

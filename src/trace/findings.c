@@ -48,6 +48,8 @@ static double secs_of(int64_t ns) { return (double)ns * 1e-9; }
 
 static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
+#define JOB_CAUSE_MARK "It is why this rank is the job's straggler"
+
 /* The job's entry of this trace's rank; NULL alone. */
 static const mp_tjob_rank *job_rank(const mp_trace *t) {
     const mp_tjob *j = t->job;
@@ -139,19 +141,34 @@ void mp_trace_findings(mp_trace *t) {
                     "overlap communication with compute.",
                     ms(idle[MP_TI_COLL]), pct(idle[MP_TI_COLL], wall), ncalls, who);
     }
-    /* the user's own host ranges the device idled in */
+    /* the user's own host ranges the device idled in: their idle is its
+     * own cause (MP_TI_RANGE), not also synchronisation or launch-bound
+     * time; a range that is the job's cause for this straggler says so and
+     * leads (its score weighs the time the job lost to it) */
+    const mp_tjob_rank *me = job_rank(t);
     for (int i = 0; dev && i < t->n_hranges; i++) {
         const struct mp_thrange *h = &t->hranges[i];
         if (pct(h->idle, wall) < 5) continue;
+        char job_cause[200] = "";
+        if (me && me->straggler && me->cause_kind && strcmp(me->cause_kind, "range") == 0) {
+            char tick[160];
+            snprintf(tick, sizeof tick, "`%s` range", h->name);
+            if (strstr(me->cause, tick)) {
+                snprintf(job_cause, sizeof job_cause,
+                         " " JOB_CAUSE_MARK ": the other ranks waited "
+                         "%.1f ms a step for it (the job section).",
+                         ms(t->job->n_steps ? me->late / t->job->n_steps : 0));
+            }
+        }
         add_finding(t, &cap,
                     (fnd){"host_range", pct(h->idle, wall), secs_of(h->idle), "s", frac(h->idle, wall)},
                     "Host range `%s` (record_function): the device sat idle %.1f ms (%.1f%% of step "
-                    "time) while the host was inside it (%.1f ms a step of host time, %lld calls). "
+                    "time) while the host was inside it (%.1f ms a step of host time, %lld calls).%s "
                     "Whatever it does (preparing data, logging, checkpointing) holds the device: "
                     "overlap it with the device's work (a DataLoader worker, a background thread, "
                     "prefetching) or shorten it.",
                     h->name, ms(h->idle), pct(h->idle, wall), ms(h->host) / t->n_steps,
-                    (long long)h->count);
+                    (long long)h->count, job_cause);
     }
     int64_t nk = 0;
     for (int i = 0; i < t->n_kernels; i++)
@@ -228,4 +245,13 @@ void mp_trace_findings(mp_trace *t) {
     }
     not_recorded(t, &cap);
     if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
+    /* the range that is the job's cause for this straggler leads: the
+     * rank's advice agrees with the job's */
+    for (int i = 1; i < t->n_findings; i++)
+        if (strcmp(t->findings[i].kind, "host_range") == 0 && has(t->findings[i].text, JOB_CAUSE_MARK)) {
+            mp_tfinding f = t->findings[i];
+            memmove(&t->findings[1], &t->findings[0], (size_t)i * sizeof f);
+            t->findings[0] = f;
+            break;
+        }
 }

@@ -249,7 +249,7 @@ extern const char *const mp_tcat_labels[MP_TC_COUNT];     /* "GEMM", ... (text) 
 /* MP_TI_COLL: the device idle while its host waited in a collective (or,
  * once the ranks are matched, while a collective kernel waited for its
  * peers); not launch-bound, not synchronisation. */
-enum { MP_TI_LOADER, MP_TI_COLL, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
+enum { MP_TI_LOADER, MP_TI_COLL, MP_TI_RANGE, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
 extern const char *const mp_tidle_names[MP_TI_COUNT];
 extern const char *const mp_tidle_labels[MP_TI_COUNT];
 
@@ -408,7 +408,7 @@ void mp_trace_free(mp_trace *t);
  * trace's reports and the job read; mp_trace_digest_read builds that
  * summary back (src/trace/digest.c), findings included, so every writer
  * and the job give the same output from digests as from the traces. */
-#define MP_TRACE_DIGEST_VERSION 1
+#define MP_TRACE_DIGEST_VERSION 2   /* 2: idle by cause has host_range (third) */
 mp_status mp_trace_digest_write(const mp_trace *t, FILE *f);
 mp_status mp_trace_digest_read(const void *data, size_t size, const char *label, mp_trace *t);
 mp_status mp_trace_digest_file(const char *path, mp_trace *t);
