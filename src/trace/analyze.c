@@ -2513,6 +2513,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         t->no_device = raw->n_devs == 0 && t->mem_peak_alloc < 0;   /* no kernels, no device memory */
         t->no_shapes = nops > 0 && raw->n_shaped == 0;
         t->no_modules = nops > 0 && t->n_mods <= 1;
+        if (!mp__trace_churn(t)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         mp_trace_findings(t);
     }
     big_free(w.fwd_rank);

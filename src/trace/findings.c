@@ -217,6 +217,30 @@ void mp_trace_findings(mp_trace *t) {
                     "time): pin the host buffers (DataLoader pin_memory=True) and copy with "
                     "non_blocking=True so copies overlap compute.",
                     ms(pageable), pct(pageable, devtot));
+    /* the caching allocator going to the driver after the first step */
+    const struct mp_tchurn *ch = &t->churn;
+    if (dev && ch->steps > 0 && (ch->mallocs + ch->frees > 0 || ch->changes > 0)) {
+        char resv[160] = "";
+        if (ch->changes > 0 && ch->hi > ch->lo) {
+            bool gb = ch->hi >= 1000000000;
+            double u = gb ? 1e9 : 1e6;
+            snprintf(resv, sizeof resv, "; Total Reserved changed %lld times, between %.*f and %.*f %s",
+                     (long long)ch->changes, gb ? 2 : 1, (double)ch->lo / u, gb ? 2 : 1,
+                     (double)ch->hi / u, gb ? "GB" : "MB");
+        }
+        /* ranked by the time the calls took, at least as a minor finding:
+         * the reserved curve moving costs time not seen here (cudaFree
+         * waits for the device, a new segment's first touch) */
+        double p = pct(ch->ns, wall);
+        add_finding(t, &cap, (fnd){"allocator_churn", MP_MAX(p, 1.0), secs_of(ch->ns), "s", frac(ch->ns, wall)},
+                    "Allocator churn: after the first step the caching allocator called cudaMalloc "
+                    "%lld and cudaFree %lld times in %d steps, %.2f ms of host time (%.1f%% of step "
+                    "time; cudaFree waits for the device)%s. Shapes that vary, empty_cache() in the "
+                    "loop or a nearly full device make it free and ask again: fix shapes (pad, "
+                    "bucket), drop empty_cache(), or set "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+                    (long long)ch->mallocs, (long long)ch->frees, ch->steps, ms(ch->ns), p, resv);
+    }
     double util = pct(t->busy_total, wall);
     if (dev && util < 60)
         add_finding(t, &cap, (fnd){"low_utilization", (100 - util) / 2, util / 100, "fraction", 1 - util / 100},
