@@ -60,7 +60,7 @@ def main():
         subprocess.run(cmd + ['--format', 'html', '-o', path], check=True)
         size = os.path.getsize(path)
         t = time.time()
-        dom = chromium(['--dump-dom', 'file://' + path + '#selftest'])
+        dom = chromium(['--window-size=1400,1100', '--dump-dom', 'file://' + path + '#selftest'])
         wall = time.time() - t
         m = re.search(r'<pre id="mp-selftest">(.*?)</pre>', dom, re.S)
         lines = m.group(1).split('\n') if m else ['FAIL the page did not run its self-test']

@@ -30,10 +30,11 @@ const char *const mp_tcat_names[MP_TC_COUNT] = {"gemm", "conv", "attention", "el
 const char *const mp_tcat_labels[MP_TC_COUNT] = {
     "GEMM", "convolution", "attention", "element-wise/reduction/norm", "memcpy/memset",
     "communication (NCCL)", "other"};
-const char *const mp_tidle_names[MP_TI_COUNT] = {"data_loader", "collective_wait", "launch_bound",
-                                                 "synchronization", "other"};
+const char *const mp_tidle_names[MP_TI_COUNT] = {"data_loader", "collective_wait", "host_range",
+                                                 "launch_bound", "synchronization", "other"};
 const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
                                                   "waiting in a collective",
+                                                  "host inside a record_function range",
                                                   "launch-bound (host late)",
                                                   "after synchronisation", "other"};
 
@@ -1746,6 +1747,44 @@ static bool next_gap(const mp_trace *t, const ival *u, size_t nu, int *k, ptrdif
     return false;
 }
 
+/* Whether the user range at span i called into the device runtime (the
+ * spans are sorted by thread and time): a range that launched work is not
+ * one the device waited on (a "forward" range's idle is launch-bound, not
+ * the range's). */
+static bool range_launched(const mp_trace_raw *raw, size_t i) {
+    const mp_tspan *all = raw->spans, *sp = &all[i];
+    size_t S = raw->n_spans, lo = 0, hi = S;   /* the first span of its thread at or after its start */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (all[mid].tid < sp->tid || (all[mid].tid == sp->tid && all[mid].ts < sp->ts)) lo = mid + 1;
+        else hi = mid;
+    }
+    for (; lo < S && all[lo].tid == sp->tid && all[lo].ts < sp->end; lo++)
+        if (all[lo].kind == MP_TS_RUNTIME) return true;
+    return false;
+}
+
+/* The union of the user ranges that launched nothing (the device idle
+ * inside them is theirs: MP_TI_RANGE). *n intervals; NULL when out of
+ * memory (and *n 0 with a non-NULL result when there are none). */
+static ival *held_ranges(const mp_trace_raw *raw, size_t *n) {
+    size_t k = 0;
+    for (size_t i = 0; i < raw->n_spans; i++)
+        k += raw->spans[i].kind == MP_TS_ANNOT && mp__trace_user_range(raw->names[raw->spans[i].name]);
+    ival *v = malloc((k + 1) * sizeof *v);
+    if (!v) return NULL;
+    k = 0;
+    for (size_t i = 0; i < raw->n_spans; i++) {
+        const mp_tspan *sp = &raw->spans[i];
+        if (sp->kind != MP_TS_ANNOT || !mp__trace_user_range(raw->names[sp->name])) continue;
+        if (range_launched(raw, i)) continue;
+        v[k++] = (ival){sp->ts, sp->end, (int32_t)i};
+    }
+    if (k > 1) qsort(v, k, sizeof *v, ival_cmp);
+    *n = merge_ivals(v, k);
+    return v;
+}
+
 /* The user's own host ranges that gave the device no work, and the
  * device's idle time inside them (not already the data loader's or a
  * collective's): `data`, logging, checkpointing the device waited on. u: the
@@ -1774,26 +1813,11 @@ static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *u
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto done;
     }
-    /* the host's calls into the device runtime, by thread and time (the
-     * spans are sorted so): a range that launched work is not one the
-     * device waited on (a "forward" range's idle is launch-bound, not the
-     * range's) */
-    const mp_tspan *all = raw->spans;
-    size_t S = raw->n_spans;
     n = 0;
-    for (size_t i = 0; i < S; i++) {
-        const mp_tspan *sp = &all[i];
+    for (size_t i = 0; i < raw->n_spans; i++) {
+        const mp_tspan *sp = &raw->spans[i];
         if (sp->kind != MP_TS_ANNOT || !mp__trace_user_range(raw->names[sp->name])) continue;
-        size_t lo = 0, hi = S;   /* the first span of its thread at or after its start */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (all[mid].tid < sp->tid || (all[mid].tid == sp->tid && all[mid].ts < sp->ts)) lo = mid + 1;
-            else hi = mid;
-        }
-        bool launched = false;
-        for (; lo < S && all[lo].tid == sp->tid && all[lo].ts < sp->end && !launched; lo++)
-            launched = all[lo].kind == MP_TS_RUNTIME;
-        if (launched) continue;
+        if (range_launched(raw, i)) continue;
         r[n++] = (nrng){sp->name, MP_MAX(sp->ts, w0), MP_MIN(sp->end, w1)};
     }
     qsort(r, n, sizeof *r, nrng_cmp);
@@ -1978,7 +2002,7 @@ static mp_status steps(work *w) {
     ival *loader = big_alloc((nl + 1) * sizeof *loader, false);
     ival *sync = big_alloc((nsy + 1) * sizeof *sync, false);
     ival *hc = malloc(((size_t)t->n_calls + 1) * sizeof *hc);   /* host-side collectives */
-    ival *u = NULL;
+    ival *u = NULL, *rgs = NULL, *lc = NULL;
     int64_t *launch = NULL;   /* per interval of u: when the kernel that opens it was launched; -1 */
     uint32_t *runs = NULL;
     size_t rcap = 0;
@@ -2049,6 +2073,19 @@ static mp_status steps(work *w) {
         if (!t->calls[i].device) hc[nhc++] = (ival){t->calls[i].ts, t->calls[i].end, i};
     if (nhc > 1) qsort(hc, nhc, sizeof *hc, ival_cmp);
     nhc = merge_ivals(hc, nhc);
+    /* the ranges that held the device, and what comes before them (the
+     * loader, the host's collectives) */
+    size_t nrg = 0, nlc = 0;
+    rgs = held_ranges(raw, &nrg);
+    lc = malloc((nl + nhc + 1) * sizeof *lc);
+    if (!rgs || !lc) {
+        st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nl; i++) lc[nlc++] = loader[i];
+    for (size_t i = 0; i < nhc; i++) lc[nlc++] = hc[i];
+    if (nlc > 1) qsort(lc, nlc, sizeof *lc, ival_cmp);
+    nlc = merge_ivals(lc, nlc);
     /* sync calls by end time */
     for (size_t i = 0; i < nsy; i++) {
         int64_t a = sync[i].a;
@@ -2078,6 +2115,11 @@ static mp_status steps(work *w) {
                 int64_t co = ival_overlap(hc, nhc, c0, c1) - ival_common(hc, nhc, loader, nl, c0, c1);
                 MP_SADD(s->idle[MP_TI_COLL], co);
                 len -= co;
+                /* the host inside its own range that launched nothing */
+                int64_t rg = nrg ? ival_overlap(rgs, nrg, c0, c1) - ival_common(rgs, nrg, lc, nlc, c0, c1) : 0;
+                rg = MP_MAX(MP_MIN(rg, len), 0);
+                MP_SADD(s->idle[MP_TI_RANGE], rg);
+                len -= rg;
                 int cause = MP_TI_OTHER;
                 if (j < nu) {
                     if (launch[j] >= 0 && launch[j] > g0) {
@@ -2178,6 +2220,8 @@ out:
     big_free(loader);
     big_free(sync);
     free(hc);
+    free(rgs);
+    free(lc);
     return st;
 }
 
@@ -2469,6 +2513,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         t->no_device = raw->n_devs == 0 && t->mem_peak_alloc < 0;   /* no kernels, no device memory */
         t->no_shapes = nops > 0 && raw->n_shaped == 0;
         t->no_modules = nops > 0 && t->n_mods <= 1;
+        if (!mp__trace_churn(t)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         mp_trace_findings(t);
     }
     big_free(w.fwd_rank);

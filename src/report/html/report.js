@@ -119,7 +119,11 @@ function sortable(parent, cols, rows, get, initial, limit) {
         list.slice(0, shown).forEach(function (r) {
             tb.appendChild(el('tr', null, cols.map(function (c, i) {
                 var v = get(r, c.key);
-                return el('td', { cls: c.num ? 'num' : 'name', text: fm[i](v), title: cellTitle(r, c.key, v) });
+                /* c.wrap: long text wraps in its cell instead of being cut; c.tip: the
+                 * hover text's key (a full path behind a short name); an unknown
+                 * figure's hover gives the reason (cellTitle) */
+                return el('td', { cls: (c.num ? 'num' : 'name') + (c.wrap ? ' wrap' : ''), text: fm[i](v),
+                    title: c.tip ? String(get(r, c.tip)) : cellTitle(r, c.key, v) });
             })));
         });
         tbl.appendChild(th);
@@ -548,8 +552,10 @@ function profile(D) {
 }
 
 /* ---- the trace analysis ---- */
-var CAUSE_COLORS = { data_loader: '#c2702e', collective_wait: '#d6336c', launch_bound: '#8a4fc7',
-    synchronization: '#c23b5b', other: '#9aa3b2' };
+/* Idle causes: hues far apart (collective wait keeps the timelines'
+ * crimson; synchronisation, once a second crimson, is amber) */
+var CAUSE_COLORS = { data_loader: '#b35806', collective_wait: '#d6336c', host_range: '#1098ad',
+    launch_bound: '#7048e8', synchronization: '#f0b400', other: '#9aa3b2' };
 function trace(D) {
     var list = D.ranks || D.traces;   /* several ranks, or traces of separate jobs: each */
     if (list) {
@@ -580,6 +586,10 @@ function trace(D) {
     }
     traceOne(D, -1);
 }
+
+/* A path's file name and its folder ('' when it has none). */
+function base(p) { p = String(p || ''); var i = p.lastIndexOf('/'); return i < 0 ? p : p.slice(i + 1); }
+function dirOf(p) { p = String(p || ''); var i = p.lastIndexOf('/'); return i < 0 ? '' : p.slice(0, i); }
 
 /* ---- a job: ranks, stragglers, each step's critical rank, what-if, timelines ---- */
 function job(D) {
@@ -615,20 +625,27 @@ function job(D) {
     var rows = (J.ranks || []).map(function (x, i) {
         var r = R[i] || {}, sm = r.summary || {}, n = sm.steps || 1, cw = 0;
         (r.steps || []).forEach(function (t) { cw += (t.idle_causes_s || {}).collective_wait || 0; });
-        return { rank: x.rank, trace: x.trace, mean_step_s: sec(sm, 'wall') / n, utilization: sm.utilization,
+        return { rank: x.rank, trace: base(x.trace), trace_path: x.trace, mean_step_s: sec(sm, 'wall') / n, utilization: sm.utilization,
             communication_s: sec(sm, 'communication') / n, collective_wait_s: cw / n, wait_s: x.wait_s / n,
             mean_delay_s: x.mean_delay_s, late_steps: x.late_steps, critical_steps: x.critical_steps,
             straggler: x.straggler ? 'yes' : '', share_lost: x.share_lost, cause: x.cause || '' };
     });
-    sortable(section('Ranks (per step on average)', 'mp-ranks-sec'), [{ key: 'rank', label: 'rank', num: 1 },
-        { key: 'trace', label: 'trace' }, { key: 'mean_step_s', label: 'mean step', num: 1, fmt: 'sec' },
+    /* the traces by file name (their folder once, above), so the cause stays on screen */
+    var rsec = section('Ranks (per step on average)', 'mp-ranks-sec');
+    var dirs = {};
+    (J.ranks || []).forEach(function (x) { dirs[dirOf(x.trace)] = 1; });
+    var dl = Object.keys(dirs);
+    if (dl.length === 1 && dl[0]) rsec.appendChild(el('p', { cls: 'muted', id: 'mp-ranks-folder', text: 'traces in ' + dl[0] +
+        ' (hover a file name for its path)' }));
+    sortable(rsec, [{ key: 'rank', label: 'rank', num: 1 },
+        { key: 'trace', label: 'trace', tip: 'trace_path' }, { key: 'mean_step_s', label: 'mean step', num: 1, fmt: 'sec' },
         { key: 'utilization', label: 'util', num: 1, fmt: 'pct' },
         { key: 'communication_s', label: 'comm', num: 1, fmt: 'sec' },
         { key: 'collective_wait_s', label: 'coll wait', num: 1, fmt: 'sec' },
         { key: 'wait_s', label: 'wait', num: 1, fmt: 'sec' }, { key: 'mean_delay_s', label: 'late', num: 1, fmt: 'sec' },
         { key: 'late_steps', label: 'late steps', num: 1 }, { key: 'critical_steps', label: 'critical', num: 1 },
         { key: 'straggler', label: 'straggler' }, { key: 'share_lost', label: 'job lost', num: 1, fmt: 'pct' },
-        { key: 'cause', label: 'cause' }], rows, null, null, 2000).id = 'mp-ranks';
+        { key: 'cause', label: 'cause', wrap: 1 }], rows, null, null, 2000).id = 'mp-ranks';
     var srows = (J.steps || []).map(function (x) {
         return { name: x.name, wall_s: x.wall_s, critical_rank: x.critical_rank, critical_delay_s: x.critical_rank != null ? x.critical_delay_s : null,
             whatif_step_s: x.critical_rank != null ? x.whatif_step_s : null, ideal_step_s: x.ideal_step_s, cause: x.cause || '' };
@@ -637,7 +654,7 @@ function job(D) {
         { key: 'name', label: 'step' }, { key: 'wall_s', label: 'job wall', num: 1, fmt: 'sec' },
         { key: 'critical_rank', label: 'critical rank', num: 1 }, { key: 'critical_delay_s', label: 'delay', num: 1, fmt: 'sec' },
         { key: 'whatif_step_s', label: 'had it run like the median', num: 1, fmt: 'sec' },
-        { key: 'ideal_step_s', label: 'no stragglers', num: 1, fmt: 'sec' }, { key: 'cause', label: 'cause' }],
+        { key: 'ideal_step_s', label: 'no stragglers', num: 1, fmt: 'sec' }, { key: 'cause', label: 'cause', wrap: 1 }],
         srows, null, null, 2000).id = 'mp-job-steps';
     timelines(section('Timelines: compute, collectives, waits', 'mp-timelines'), D);
 }
@@ -931,6 +948,29 @@ function selftest() {
         check('collectives and waits drawn', document.querySelectorAll('#mp-timeline-lanes rect.coll').length > 0 &&
             (!waits || document.querySelectorAll('#mp-timeline-lanes rect.wait').length > 0));
         check('page titled by the job', /a job of \d+ ranks/.test(document.getElementById('mp-title').textContent));
+        /* issue 31 item 9, at the width html_check.py opens it (1400 px): the
+         * ranks table's cause column on screen (no sideways scroll), every
+         * cause cell of both tables shown whole, the idle causes' colours
+         * far apart (no two within 80 of each other in RGB; the two crimsons were 27) */
+        var rbox = ranks && ranks.parentNode;
+        check('ranks table fits the page (cause on screen)', !!rbox && rbox.scrollWidth <= rbox.clientWidth + 1);
+        var cut = [ranks, js].some(function (t) {
+            return !!t && Array.prototype.some.call(t.tBodies[0].rows, function (row) {
+                var c = row.cells[row.cells.length - 1];
+                return c.scrollWidth > c.clientWidth + 1;
+            });
+        });
+        check('causes shown whole', !cut);
+        var rgb = Object.keys(CAUSE_COLORS).map(function (k) {
+            var h = CAUSE_COLORS[k];
+            return [parseInt(h.slice(1, 3), 16), parseInt(h.slice(3, 5), 16), parseInt(h.slice(5, 7), 16)];
+        });
+        var near = rgb.some(function (a, i) {
+            return rgb.some(function (b, j) {
+                return j > i && Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]) < 80;
+            });
+        });
+        check('idle cause colours distinct', !near);
         var last = document.getElementById('mp-rank-' + (D.ranks.length - 1));
         if (last) {
             last.open = true;
