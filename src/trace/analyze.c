@@ -14,6 +14,7 @@
  *    Sequence number); an operator belongs to the innermost nn.Module scope
  *    open around it on its thread. */
 #include "trace/trace.h"
+#include "base/arrays.h"
 #include "base/gpu.h"
 #include "trace/ival.h"
 
@@ -37,158 +38,6 @@ const char *const mp_tidle_labels[MP_TI_COUNT] = {"waiting on the data loader",
                                                   "host inside a record_function range",
                                                   "launch-bound (host late)",
                                                   "after synchronisation", "other"};
-
-/* ---- big arrays: mapped from the system and given back whole when
- * freed (the heap keeps freed memory for reuse: the analysis frees
- * megabytes between its steps and would hold them all at once) ---- */
-
-#define BIG_MAP ((size_t)1 << 20)
-
-typedef struct big_head {
-    size_t size;     /* bytes after the header */
-    size_t mapped;   /* 1: mmap, 0: malloc */
-} big_head;
-
-static void *big_alloc(size_t n, bool zero) {
-    if (n > SIZE_MAX - sizeof(big_head) - 4096) return NULL;
-    size_t total = n + sizeof(big_head);
-    big_head *h;
-    if (total >= BIG_MAP) {
-        void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) return NULL;
-        h = p;   /* mapped memory is zero already */
-        h->mapped = 1;
-    } else {
-        h = zero ? calloc(1, total) : malloc(total);
-        if (!h) return NULL;
-        h->mapped = 0;
-    }
-    h->size = n;
-    return h + 1;
-}
-
-static void big_free(void *p) {
-    if (!p) return;
-    big_head *h = (big_head *)p - 1;
-    if (h->mapped) munmap(h, h->size + sizeof *h);
-    else free(h);
-}
-
-/* Bit sets over spans or events (S / 64 + 1 words). */
-static inline bool bit_get(const uint64_t *b, size_t i) { return (b[i / 64] >> (i % 64)) & 1; }
-static inline void bit_set(uint64_t *b, size_t i) { b[i / 64] |= UINT64_C(1) << (i % 64); }
-
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
-
-/* ---- an int64 -> int32 map (open addressing) ---- */
-
-typedef struct imap {
-    int64_t *keys;   /* NULL in a dense map */
-    int32_t *vals;   /* -1: empty */
-    size_t mask, n;
-    size_t dense;    /* > 0: vals is indexed by the key, keys 0..dense-1 */
-} imap;
-
-static bool imap_alloc(imap *m, size_t cap) {
-    m->keys = big_alloc(cap * sizeof *m->keys, false);
-    m->vals = big_alloc(cap * sizeof *m->vals, false);
-    m->mask = cap - 1;
-    m->n = 0;
-    if (!m->keys || !m->vals) return false;
-    memset(m->vals, 0xff, cap * sizeof *m->vals);
-    return true;
-}
-
-/* A map for about n keys (it grows past them). When every key is known to
- * lie in 0..max_key and that range is not much larger than n (External ids
- * and correlations are counters, so they are dense), the map is a plain
- * array indexed by the key: no hashing, 4 bytes a slot. max_key < 0: keys
- * of any value. */
-static bool imap_init_range(imap *m, size_t n, int64_t max_key) {
-    memset(m, 0, sizeof *m);
-    if (max_key >= 0 && (uint64_t)max_key < 4 * (uint64_t)n + 4096) {
-        m->dense = (size_t)max_key + 1;
-        m->vals = big_alloc(m->dense * sizeof *m->vals, false);
-        if (!m->vals) return false;
-        memset(m->vals, 0xff, m->dense * sizeof *m->vals);
-        return true;
-    }
-    size_t cap = 16;
-    while (cap - cap / 4 < n + 16) cap *= 2;
-    return imap_alloc(m, cap);
-}
-
-static bool imap_init(imap *m, size_t n) { return imap_init_range(m, n, -1); }
-
-static void imap_free(imap *m) {
-    big_free(m->keys);
-    big_free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-static void imap_put_slot(imap *m, int64_t k, int32_t v) {
-    size_t i = mix64((uint64_t)k) & m->mask;
-    while (m->vals[i] >= 0) {
-        if (m->keys[i] == k) return;
-        i = (i + 1) & m->mask;
-    }
-    m->keys[i] = k;
-    m->vals[i] = v;
-    m->n++;
-}
-
-/* Insert when absent (the first value stays). False when out of memory
- * (a full map grows to twice its size). */
-static bool imap_put(imap *m, int64_t k, int32_t v) {
-    if (m->dense) {
-        if (k >= 0 && (uint64_t)k < m->dense && m->vals[k] < 0) m->vals[k] = v;
-        return true;
-    }
-    if (!m->vals) return false;
-    if (m->n + 1 > m->mask - m->mask / 4) {
-        imap old = *m;
-        if (!imap_alloc(m, (old.mask + 1) * 2)) {
-            imap_free(m);
-            *m = old;
-            return false;
-        }
-        for (size_t s = 0; s <= old.mask; s++)
-            if (old.vals[s] >= 0) imap_put_slot(m, old.keys[s], old.vals[s]);
-        imap_free(&old);
-    }
-    imap_put_slot(m, k, v);
-    return true;
-}
-
-/* k's value, to be changed in place; NULL when k is absent. */
-static int32_t *imap_ref(imap *m, int64_t k) {
-    if (!m->vals) return NULL;
-    if (m->dense) return k >= 0 && (uint64_t)k < m->dense && m->vals[k] >= 0 ? &m->vals[k] : NULL;
-    size_t i = mix64((uint64_t)k) & m->mask;
-    while (m->vals[i] >= 0) {
-        if (m->keys[i] == k) return &m->vals[i];
-        i = (i + 1) & m->mask;
-    }
-    return NULL;
-}
-
-static int32_t imap_get(const imap *m, int64_t k) {
-    if (!m->vals) return -1;
-    if (m->dense) return k >= 0 && (uint64_t)k < m->dense ? m->vals[k] : -1;
-    size_t i = mix64((uint64_t)k) & m->mask;
-    while (m->vals[i] >= 0) {
-        if (m->keys[i] == k) return m->vals[i];
-        i = (i + 1) & m->mask;
-    }
-    return -1;
-}
 
 /* ---- helpers ---- */
 
@@ -339,53 +188,7 @@ static int span_cmp(const mp_tspan *sp, int32_t x, int32_t y) {
     return (x > y) - (x < y);
 }
 
-typedef int (*idx_cmp)(const void *ctx, int32_t x, int32_t y);
-
 static int span_cmp_ctx(const void *ctx, int32_t x, int32_t y) { return span_cmp(ctx, x, y); }
-
-/* Natural merge sort of the indices a[lo, hi) by cmp: the ascending runs
- * already there, merged pairwise (linear when sorted, n log(runs)
- * otherwise). tmp: scratch as long as a; *runs, *cap: a run list it may
- * grow. False when out of memory. */
-static bool idx_msort(int32_t *a, int32_t *tmp, size_t lo, size_t hi, idx_cmp cmp, const void *ctx,
-                      uint32_t **runs, size_t *cap) {
-    if (hi - lo < 2) return true;
-    size_t nr = 0;
-    for (size_t i = lo; i < hi;) {
-        size_t j = i + 1;
-        while (j < hi && cmp(ctx, a[j - 1], a[j]) <= 0) j++;
-        if (nr + 2 > *cap) {
-            size_t nc = *cap ? *cap * 2 : 64;
-            uint32_t *nrun = realloc(*runs, nc * sizeof **runs);
-            if (!nrun) return false;
-            *runs = nrun;
-            *cap = nc;
-        }
-        (*runs)[nr++] = (uint32_t)i;
-        i = j;
-    }
-    uint32_t *r = *runs;
-    r[nr] = (uint32_t)hi;
-    int32_t *src = a, *dst = tmp;
-    while (nr > 1) {
-        size_t out = 0;
-        for (size_t q = 0; q < nr; q += 2) {
-            size_t l = r[q], mid = r[MP_MIN(q + 1, nr)], h = r[MP_MIN(q + 2, nr)];
-            size_t i = l, j = mid, k = l;
-            while (i < mid && j < h) dst[k++] = cmp(ctx, src[j], src[i]) < 0 ? src[j++] : src[i++];
-            while (i < mid) dst[k++] = src[i++];
-            while (j < h) dst[k++] = src[j++];
-            r[out++] = (uint32_t)l;
-        }
-        r[out] = (uint32_t)hi;
-        nr = out;
-        int32_t *x = src;
-        src = dst;
-        dst = x;
-    }
-    if (src != a) memcpy(a + lo, src + lo, (hi - lo) * sizeof *a);
-    return true;
-}
 
 /* Where each thread's spans begin once bucketed by thread (n_threads + 2
  * entries, to free; NULL when out of memory): entry t is thread t's
@@ -410,7 +213,7 @@ static void *sort_bucket(void *arg) {
     sort_job *j = arg;
     uint32_t *runs = NULL;
     size_t cap = 0;
-    j->ok = idx_msort(j->a, j->tmp, j->lo, j->hi, span_cmp_ctx, j->sp, &runs, &cap);
+    j->ok = mp_idx_msort(j->a, j->tmp, j->lo, j->hi, span_cmp_ctx, j->sp, &runs, &cap);
     free(runs);
     return NULL;
 }
@@ -473,47 +276,17 @@ static bool eidx_build(eidx *e, const mp_tspan *sp, size_t S) {
     e->sp = sp;
     size_t n = 0;
     for (size_t i = 0; i < S; i++) n += ext_keyed(&sp[i]);
-    e->a = big_alloc((n + 1) * sizeof *e->a, false);
-    int32_t *tmp = big_alloc((n + 1) * sizeof *tmp, false);
+    e->a = mp_big_alloc((n + 1) * sizeof *e->a, false);
+    int32_t *tmp = mp_big_alloc((n + 1) * sizeof *tmp, false);
     uint32_t *runs = NULL;
     size_t cap = 0;
     bool ok = e->a && tmp;
     for (size_t i = 0; ok && i < S; i++)
         if (ext_keyed(&sp[i])) e->a[e->n++] = (int32_t)i;
-    ok = ok && idx_msort(e->a, tmp, 0, e->n, ext_cmp, sp, &runs, &cap);
-    big_free(tmp);
+    ok = ok && mp_idx_msort(e->a, tmp, 0, e->n, ext_cmp, sp, &runs, &cap);
+    mp_big_free(tmp);
     free(runs);
     return ok;
-}
-
-/* The first i in [0, n) where before(ctx, i) is false (it holds on a
- * prefix), galloping from *hint, where the last search ended, and left
- * there: lookups that come in order, or near it, take a few steps. */
-static size_t gallop(size_t n, size_t *hint, bool (*before)(const void *ctx, size_t i), const void *ctx) {
-    if (!n) return 0;
-    size_t h = *hint < n ? *hint : n / 2, lo, hi, step = 1;
-    if (before(ctx, h)) {   /* after h */
-        lo = h + 1;
-        while (lo + step <= n && before(ctx, lo + step - 1)) {
-            lo += step;
-            step *= 2;
-        }
-        hi = MP_MIN(n, lo + step - 1);
-    } else {                /* at h or before */
-        hi = h;
-        while (hi >= step && !before(ctx, hi - step)) {
-            hi -= step;
-            step *= 2;
-        }
-        lo = hi >= step ? hi - step + 1 : 0;
-    }
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (before(ctx, mid)) lo = mid + 1;
-        else hi = mid;
-    }
-    *hint = lo;
-    return lo;
 }
 
 typedef struct ext_key {
@@ -527,11 +300,11 @@ static bool ext_before(const void *ctx, size_t i) {
 }
 
 /* The first operator or annotation with External id k; -1. *hint: as in
- * gallop (launches and kernels are looked up mostly in the order of their
+ * mp_gallop (launches and kernels are looked up mostly in the order of their
  * ids). */
 static int32_t eidx_get(const eidx *e, int64_t k, size_t *hint) {
     ext_key q = {e, k};
-    size_t i = gallop(e->n, hint, ext_before, &q);
+    size_t i = mp_gallop(e->n, hint, ext_before, &q);
     return i < e->n && e->sp[e->a[i]].ext == k ? e->a[i] : -1;
 }
 
@@ -553,95 +326,21 @@ static void eidx_ties(eidx *e) {
 }
 
 static void eidx_free(eidx *e) {
-    big_free(e->a);
+    mp_big_free(e->a);
     memset(e, 0, sizeof *e);
 }
 
 /* Reorder n records of elem bytes (at most 64) in place so that record k
  * is the old record perm[k] (cycle by cycle; perm is used up). Each move
- * waits on a load from far away, so a second cursor runs PERM_AHEAD moves
+ * waits on a load from far away, so a second cursor runs MP_PERM_AHEAD moves
  * ahead along the same cycle and prefetches the record it will need (perm
  * is 4 bytes a record and mostly cached; the records are not): the loads
  * overlap instead of queueing one behind the other. Inlined for each
  * record size. */
-enum { PERM_AHEAD = 32 };
-static inline void permute_records(void *base, size_t elem, int32_t *perm, size_t n) {
-    char *r = base, keep[64];
-#define PERM_PREFETCH(i)                                                         \
-    do {                                                                         \
-        __builtin_prefetch(r + (i) * elem);                                      \
-        __builtin_prefetch(r + (i) * elem + elem - 1);   /* it may cross a line */ \
-    } while (0)
-    for (size_t k = 0; k < n; k++) {
-        if (perm[k] == (int32_t)k) continue;
-        memcpy(keep, r + k * elem, elem);
-        size_t ahead = k;
-        for (int a = 0; a < PERM_AHEAD; a++) {
-            ahead = (size_t)perm[ahead];
-            PERM_PREFETCH(ahead);
-            if (ahead == k) break;
-        }
-        size_t j = k;
-        for (;;) {
-            size_t src = (size_t)perm[j];
-            perm[j] = (int32_t)j;
-            if (src == k) {
-                memcpy(r + j * elem, keep, elem);
-                break;
-            }
-            if (ahead != k) {
-                ahead = (size_t)perm[ahead];
-                PERM_PREFETCH(ahead);
-            }
-            memcpy(r + j * elem, r + src * elem, elem);
-            j = src;
-        }
-    }
-#undef PERM_PREFETCH
-}
 
 static void permute_spans(mp_tspan *sp, int32_t *perm, size_t n) {
-    _Static_assert(sizeof *sp <= 64, "permute_records keeps a record of at most 64 bytes");
-    permute_records(sp, sizeof *sp, perm, n);
-}
-
-/* Rotate the bytes [x y] (nx, then ny bytes) to [y x] in place, with
- * buf (nb bytes) as scratch: through buf when either part fits, else by
- * swapping equal blocks (Gries and Mills) until one does. Sequential
- * copies only. */
-static void swap_bytes(char *a, char *b, size_t n, char *buf, size_t nb) {
-    while (n) {
-        size_t k = MP_MIN(n, nb);
-        memcpy(buf, a, k);
-        memcpy(a, b, k);
-        memcpy(b, buf, k);
-        a += k, b += k, n -= k;
-    }
-}
-
-static void rotate_bytes(char *a, size_t nx, size_t ny, char *buf, size_t nb) {
-    while (nx && ny) {
-        if (ny <= nb) {
-            memcpy(buf, a + nx, ny);
-            memmove(a + ny, a, nx);
-            memcpy(a, buf, ny);
-            return;
-        }
-        if (nx <= nb) {
-            memcpy(buf, a, nx);
-            memmove(a, a + nx, ny);
-            memcpy(a + ny, buf, nx);
-            return;
-        }
-        if (nx <= ny) {   /* [x y1 y2], |y2| = |x| -> [y2 y1 x]: rotate [y2 y1] */
-            swap_bytes(a, a + ny, nx, buf, nb);
-            ny -= nx;
-        } else {          /* [x1 x2 y], |x1| = |y| -> [y x2 x1]: rotate [x2 x1] */
-            swap_bytes(a, a + nx, ny, buf, nb);
-            a += ny;
-            nx -= ny;
-        }
-    }
+    _Static_assert(sizeof *sp <= 64, "mp_permute_records keeps a record of at most 64 bytes");
+    mp_permute_records(sp, sizeof *sp, perm, n);
 }
 
 /* The copies rotating the spans' runs into place would take, counted in
@@ -711,7 +410,7 @@ static bool partition_runs(mp_tspan *sp, size_t S, int n_threads) {
             size_t later = 0;
             for (int u = sp[i].tid + 1; u < n_threads; u++) later += cnt[u];
             cnt[sp[i].tid] += j - i;
-            rotate_bytes((char *)(sp + i - later), later * sizeof *sp, (j - i) * sizeof *sp, buf, nb);
+            mp_rotate_bytes((char *)(sp + i - later), later * sizeof *sp, (j - i) * sizeof *sp, buf, nb);
             i = j;
         }
     }
@@ -781,14 +480,14 @@ typedef struct mtree {
     mp_module *mods;
     mp_tmod *fig;
     int n, cap, cap2;
-    imap index;          /* (parent << 32 | name) -> node */
+    mp_imap index;          /* (parent << 32 | name) -> node */
     mp_arena *arena;
     const char **names;
 } mtree;
 
 static int mtree_node(mtree *m, int parent, uint32_t name) {
     int64_t key = (int64_t)(((uint64_t)(uint32_t)parent << 32) | name);
-    int32_t v = imap_get(&m->index, key);
+    int32_t v = mp_imap_get(&m->index, key);
     if (v >= 0) return v;
     if (m->n + 1 > m->cap) {
         int cap = m->cap;
@@ -829,14 +528,14 @@ static int mtree_node(mtree *m, int parent, uint32_t name) {
     }
     if (m->n > 64 && (size_t)m->n * 2 > m->index.mask) {
         /* rebuild the index larger */
-        imap bigger;
-        if (!imap_init(&bigger, (size_t)m->n * 2)) return -1;
+        mp_imap bigger;
+        if (!mp_imap_init(&bigger, (size_t)m->n * 2)) return -1;
         for (size_t s = 0; s <= m->index.mask; s++)
-            if (m->index.vals[s] >= 0) imap_put(&bigger, m->index.keys[s], m->index.vals[s]);
-        imap_free(&m->index);
+            if (m->index.vals[s] >= 0) mp_imap_put(&bigger, m->index.keys[s], m->index.vals[s]);
+        mp_imap_free(&m->index);
         m->index = bigger;
     }
-    imap_put(&m->index, key, i);
+    mp_imap_put(&m->index, key, i);
     return i;
 }
 
@@ -908,7 +607,6 @@ static int32_t outer_of(const work *w, int32_t i) {
     return o;
 }
 
-
 /* Freed memory goes back to the system now (glibc keeps freed heap memory
  * for reuse; the analysis frees megabytes between its steps). */
 void mp__trace_trim(void) {
@@ -921,7 +619,7 @@ void mp__trace_trim(void) {
 static int intern_root(mp_trace_raw *raw) { return mp__trace_intern(raw, "trace"); }
 
 static int32_t resolve(const work *w, int32_t s) {
-    while (s >= 0 && bit_get(w->merged, (size_t)s)) s = w->parent[s];
+    while (s >= 0 && mp_bit_get(w->merged, (size_t)s)) s = w->parent[s];
     return s;
 }
 
@@ -934,7 +632,7 @@ static size_t bit_rank(const uint64_t *b, const uint32_t *rank, size_t k) {
 /* A rank over the bit set b of `words` words (per word, the bits set before
  * it; to free); *n: the bits set. NULL when out of memory. */
 static uint32_t *bit_ranks(const uint64_t *b, size_t words, size_t *n) {
-    uint32_t *r = big_alloc((words + 1) * sizeof *r, false);
+    uint32_t *r = mp_big_alloc((words + 1) * sizeof *r, false);
     size_t k = 0;
     for (size_t q = 0; r && q < words; q++) {
         r[q] = (uint32_t)k;
@@ -946,14 +644,14 @@ static uint32_t *bit_ranks(const uint64_t *b, size_t words, size_t *n) {
 
 /* Span i's self device time (0 for a span outside kbits). */
 static int64_t kern_of(const work *w, int32_t i) {
-    return bit_get(w->kbits, (size_t)i) ? w->kval[bit_rank(w->kbits, w->krank, (size_t)i)] : 0;
+    return mp_bit_get(w->kbits, (size_t)i) ? w->kval[bit_rank(w->kbits, w->krank, (size_t)i)] : 0;
 }
 
 /* Span k's (in kbits) self device time, to be changed. */
 static int64_t *kern_ref(work *w, int32_t k) { return &w->kval[bit_rank(w->kbits, w->krank, (size_t)k)]; }
 
 static int32_t fwd_of(const work *w, int32_t i) {
-    return i >= 0 && bit_get(w->hasfwd, (size_t)i) ? w->fwd_val[bit_rank(w->hasfwd, w->fwd_rank, (size_t)i)] : -1;
+    return i >= 0 && mp_bit_get(w->hasfwd, (size_t)i) ? w->fwd_val[bit_rank(w->hasfwd, w->fwd_rank, (size_t)i)] : -1;
 }
 
 /* Runtime calls count on their operator's thread; then the spans are
@@ -969,10 +667,10 @@ static mp_status sort_spans(work *w) {
         int32_t o = eidx_get(ext, sp[i].ext, &hint);
         if (o >= 0) sp[i].tid = sp[o].tid;
     }
-    int32_t *perm = big_alloc((S + 1) * sizeof *perm, false), *tmp = big_alloc((S + 1) * sizeof *tmp, false);
+    int32_t *perm = mp_big_alloc((S + 1) * sizeof *perm, false), *tmp = mp_big_alloc((S + 1) * sizeof *tmp, false);
     if (!perm || !tmp || !span_sort(sp, perm, tmp, S, raw->n_threads, w->two)) {
-        big_free(perm);
-        big_free(tmp);
+        mp_big_free(perm);
+        mp_big_free(tmp);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     /* tables keyed by span index follow the spans: old index -> new (a
@@ -985,8 +683,8 @@ static mp_status sort_spans(work *w) {
     eidx_remap(ext, tmp);
     order_spans(sp, perm, tmp, S, raw->n_threads);
     eidx_ties(ext);
-    big_free(tmp);
-    big_free(perm);
+    mp_big_free(tmp);
+    mp_big_free(perm);
     mp__trace_trim();
     return MP_OK;
 }
@@ -1000,19 +698,19 @@ static mp_status link_devices(work *w) {
     mp_trace_raw *raw = w->raw;
     size_t S = w->S;
     /* device events -> operator */
-    w->devop = big_alloc((w->D + 1) * sizeof *w->devop, false);
+    w->devop = mp_big_alloc((w->D + 1) * sizeof *w->devop, false);
     if (!w->devop) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* the spans that launched device work, counted once (kbits: link_tree
      * adds the spans their kernels' time is moved to) */
-    w->kbits = big_alloc((S / 64 + 1) * sizeof *w->kbits, true);
+    w->kbits = mp_big_alloc((S / 64 + 1) * sizeof *w->kbits, true);
     if (!w->kbits) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     size_t launches = 0, hint = 0;
     for (size_t d = 0; d < w->D; d++) {
         const mp_tdev *dv = &raw->devs[d];
         int32_t o = dv->kind == MP_TD_ANNOT || dv->ext < 0 ? -1 : eidx_get(&w->ext, dv->ext, &hint);
         w->devop[d] = o;
-        if (o >= 0 && !bit_get(w->kbits, (size_t)o)) {
-            bit_set(w->kbits, (size_t)o);
+        if (o >= 0 && !mp_bit_get(w->kbits, (size_t)o)) {
+            mp_bit_set(w->kbits, (size_t)o);
             launches++;
         }
     }
@@ -1029,26 +727,26 @@ static mp_status link_tree(work *w) {
     mp_tspan *sp = raw->spans;
     mp_status st = MP_OK;
     size_t S1 = S + 1;
-    w->parent = big_alloc(S1 * sizeof *w->parent, false);
-    w->nchild = big_alloc(S1 * sizeof *w->nchild, true);   /* 0, 1 or 2 (more) */
-    w->mod = big_alloc(S1 * sizeof *w->mod, false);
+    w->parent = mp_big_alloc(S1 * sizeof *w->parent, false);
+    w->nchild = mp_big_alloc(S1 * sizeof *w->nchild, true);   /* 0, 1 or 2 (more) */
+    w->mod = mp_big_alloc(S1 * sizeof *w->mod, false);
     if (!w->parent || !w->nchild || !w->mod) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t i = 0; i < S; i++) w->parent[i] = w->mod[i] = -1;
 
-    int32_t *stack = big_alloc(S1 * sizeof *stack, false);
-    int32_t *mstack = big_alloc(S1 * sizeof *mstack, false);   /* module spans */
-    int32_t *mnode = big_alloc(S1 * sizeof *mnode, false);     /* their tree nodes */
+    int32_t *stack = mp_big_alloc(S1 * sizeof *stack, false);
+    int32_t *mstack = mp_big_alloc(S1 * sizeof *mstack, false);   /* module spans */
+    int32_t *mnode = mp_big_alloc(S1 * sizeof *mnode, false);     /* their tree nodes */
     if (!stack || !mstack || !mnode) {
-        big_free(stack);
-        big_free(mstack);
-        big_free(mnode);
+        mp_big_free(stack);
+        mp_big_free(mstack);
+        mp_big_free(mnode);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     int root_name = intern_root(raw);
     mtree mt = {0};
     mt.arena = &raw->arena;
     mt.names = raw->names;
-    if (!imap_init(&mt.index, 256)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
+    if (!mp_imap_init(&mt.index, 256)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* the root of the module tree */
     int root = -1;
     size_t ns = 0, nm = 0;
@@ -1098,10 +796,10 @@ static mp_status link_tree(work *w) {
         }
         stack[ns++] = i;
     }
-    big_free(stack);
-    big_free(mstack);
-    big_free(mnode);
-    imap_free(&mt.index);
+    mp_big_free(stack);
+    mp_big_free(mstack);
+    mp_big_free(mnode);
+    mp_imap_free(&mt.index);
     w->t->mods = mt.mods;
     w->t->mfig = mt.fig;
     w->t->n_mods = mt.n;
@@ -1118,7 +816,7 @@ static mp_status link_tree(work *w) {
         int32_t p = resolve(w, w->parent[i]);
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {
-            bit_set(w->merged, (size_t)i);
+            mp_bit_set(w->merged, (size_t)i);
             if (nmg + 2 > cm) {
                 int32_t *n2 = realloc(mg, (cm = cm ? 2 * cm : 4096) * sizeof *mg);
                 if (!n2) {
@@ -1129,14 +827,14 @@ static mp_status link_tree(work *w) {
             }
             mg[nmg++] = p;
             mg[nmg++] = i;
-            bit_set(w->kbits, (size_t)p);
+            mp_bit_set(w->kbits, (size_t)p);
             w->nchild[p] = w->nchild[i];
         }
     }
     /* self device time of the spans in kbits: a rank over the bits */
     size_t nk = 0;
     w->krank = bit_ranks(w->kbits, S / 64 + 1, &nk);
-    w->kval = w->krank ? big_alloc((nk + 1) * sizeof *w->kval, true) : NULL;
+    w->kval = w->krank ? mp_big_alloc((nk + 1) * sizeof *w->kval, true) : NULL;
     if (!w->kval) {
         free(mg);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
@@ -1147,7 +845,6 @@ static mp_status link_tree(work *w) {
     free(mg);
     return MP_OK;
 }
-
 
 typedef struct at_key {
     const mp_tspan *sp;
@@ -1163,11 +860,11 @@ static bool at_before(const void *ctx, size_t i) {
 
 /* The outermost operator starting at ts on thread tid: the first operator
  * of the sorted spans at (tid, ts) (longer spans sort first); -1. *hint: as
- * in gallop (a flow's ends are looked up in runs that go forward or back
+ * in mp_gallop (a flow's ends are looked up in runs that go forward or back
  * in time). */
 static int32_t op_at(const mp_tspan *sp, size_t S, uint32_t tid, int64_t ts, size_t *hint) {
     at_key q = {sp, tid, ts};
-    for (size_t i = gallop(S, hint, at_before, &q); i < S && sp[i].tid == tid && sp[i].ts == ts; i++)
+    for (size_t i = mp_gallop(S, hint, at_before, &q); i < S && sp[i].tid == tid && sp[i].ts == ts; i++)
         if (sp[i].kind == MP_TS_OP) return (int32_t)i;
     return -1;
 }
@@ -1179,7 +876,6 @@ static int flow_cmp(const void *x, const void *y) {
     if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
     return (a->tid > b->tid) - (a->tid < b->tid);
 }
-
 
 /* Backward operator -> forward operator: the fwdbwd flow's start ('s', on
  * the forward operator's thread and start time) and end ('f', on the
@@ -1195,7 +891,7 @@ static mp_status link_backward(work *w) {
      * once each); then, by span, fwd_rank and fwd_val */
     typedef struct { int32_t bo, fo; } link;
     size_t nl = 0;
-    link *links = big_alloc((raw->n_flows + n_bwd + 1) * sizeof *links, false);
+    link *links = mp_big_alloc((raw->n_flows + n_bwd + 1) * sizeof *links, false);
     if (!links) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     /* flows: each end after its start, by id */
     if (raw->n_flows > 1) qsort(raw->flows, raw->n_flows, sizeof *raw->flows, flow_cmp);
@@ -1209,9 +905,9 @@ static mp_status link_backward(work *w) {
             const mp_tflow *e = &raw->flows[k];
             if (e->start) continue;
             int32_t bo = op_at(sp, S, e->tid, e->ts, &hf);
-            if (bo >= 0 && bo != fo && !bit_get(w->hasfwd, (size_t)bo)) {
+            if (bo >= 0 && bo != fo && !mp_bit_get(w->hasfwd, (size_t)bo)) {
                 links[nl++] = (link){bo, fo};
-                bit_set(w->hasfwd, (size_t)bo);
+                mp_bit_set(w->hasfwd, (size_t)bo);
                 w->t->linked_flow++;
             }
         }
@@ -1233,52 +929,52 @@ static mp_status link_backward(work *w) {
     int64_t max_need = -1;
     for (size_t i = 0; i < S; i++)
         if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0 && (bn[sp[i].name] & NF_BACKWARD) &&
-            !bit_get(w->hasfwd, i)) {
+            !mp_bit_get(w->hasfwd, i)) {
             n_need++;
             max_need = MP_MAX(max_need, sp[i].seq);
         }
-    imap seq;
-    bool ok = imap_init_range(&seq, n_need, max_need);
+    mp_imap seq;
+    bool ok = mp_imap_init_range(&seq, n_need, max_need);
     for (size_t i = 0; ok && i < S; i++)
         if (sp[i].kind == MP_TS_OP && sp[i].seq >= 0 && (bn[sp[i].name] & NF_BACKWARD) &&
-            !bit_get(w->hasfwd, i))
-            ok = imap_put(&seq, sp[i].seq, unset);
+            !mp_bit_get(w->hasfwd, i))
+            ok = mp_imap_put(&seq, sp[i].seq, unset);
     if (!ok) {
-        imap_free(&seq);
-        big_free(links);
+        mp_imap_free(&seq);
+        mp_big_free(links);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     for (size_t i = S; n_need && i-- > 0;) {
         if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || (bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD)))
             continue;
-        int32_t *v = imap_ref(&seq, sp[i].seq);
+        int32_t *v = mp_imap_ref(&seq, sp[i].seq);
         if (v && *v == unset) *v = (int32_t)i;
     }
     for (size_t i = 0; i < S; i++) {
-        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || bit_get(w->hasfwd, (size_t)i)) continue;
+        if (sp[i].kind != MP_TS_OP || sp[i].seq < 0 || mp_bit_get(w->hasfwd, (size_t)i)) continue;
         if (!(bn[sp[i].name] & NF_BACKWARD)) continue;
         w->bwd_ops_seen = true;
-        int32_t fo = imap_get(&seq, sp[i].seq);
+        int32_t fo = mp_imap_get(&seq, sp[i].seq);
         if (fo >= 0 && fo != unset && sp[fo].ts < sp[i].ts) {
             links[nl++] = (link){(int32_t)i, fo};
-            bit_set(w->hasfwd, (size_t)i);
+            mp_bit_set(w->hasfwd, (size_t)i);
         }
     }
-    imap_free(&seq);
+    mp_imap_free(&seq);
     size_t nset = 0;   /* nl: each link sets its bit once */
     w->fwd_rank = bit_ranks(w->hasfwd, S / 64 + 1, &nset);
-    w->fwd_val = big_alloc((nl + 1) * sizeof *w->fwd_val, false);
+    w->fwd_val = mp_big_alloc((nl + 1) * sizeof *w->fwd_val, false);
     if (!w->fwd_rank || !w->fwd_val) {
-        big_free(links);
+        mp_big_free(links);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     for (size_t l = 0; l < nl; l++) w->fwd_val[bit_rank(w->hasfwd, w->fwd_rank, (size_t)links[l].bo)] = links[l].fo;
-    big_free(links);
+    mp_big_free(links);
     for (size_t i = 0; i < S; i++) {
         if (sp[i].kind != MP_TS_OP) continue;
         if ((bn[sp[i].name] & (NF_BACKWARD | NF_AUTOGRAD)) == NF_BACKWARD) {
             w->t->bwd_ops++;
-            if (bit_get(w->hasfwd, (size_t)i)) w->t->linked_bwd++;
+            if (mp_bit_get(w->hasfwd, (size_t)i)) w->t->linked_bwd++;
         }
     }
     return MP_OK;
@@ -1397,11 +1093,11 @@ static mp_status tables(work *w) {
         int32_t node;
         int64_t dtot, child;
     } pend;
-    pend *stk = big_alloc((S + 1) * sizeof *stk, false);
+    pend *stk = mp_big_alloc((S + 1) * sizeof *stk, false);
     if (!row_cpu || !row_dev || !stk) {
         free(row_cpu);
         free(row_dev);
-        big_free(stk);
+        mp_big_free(stk);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(row_cpu, 0xff, (size_t)N * sizeof *row_cpu);
@@ -1411,7 +1107,7 @@ static mp_status tables(work *w) {
     size_t npend = 0;
     for (size_t k = S; k-- > 0;) {
         int32_t i = (int32_t)k;
-        if (sp[i].kind == MP_TS_MODULE || bit_get(w->merged, (size_t)i)) continue;
+        if (sp[i].kind == MP_TS_MODULE || mp_bit_get(w->merged, (size_t)i)) continue;
         int64_t kern = kern_of(w, i), dtot = kern, child = 0, dur = sp[i].end - sp[i].ts;
         if (npend && stk[npend - 1].node == i) {
             MP_SADD(dtot, stk[npend - 1].dtot);
@@ -1437,7 +1133,7 @@ static mp_status tables(work *w) {
         MP_SADD(o->self_dev, kern);
         if (sp[i].has_flops) MP_SADD(o->flops, mp_trace_span_flops(raw, (size_t)i));
     }
-    big_free(stk);
+    mp_big_free(stk);
     for (size_t d = 0; d < D && st == MP_OK; d++) {
         const mp_tdev *dv = &raw->devs[d];
         int32_t r = op_row(t, raw, row_dev, (int)dv->name, star, true, &cap);
@@ -1504,14 +1200,14 @@ static mp_status tables(work *w) {
 
     /* kernels by name, with the operator that launched most of their time */
     int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);
-    imap pair;
-    int64_t *ptime = big_alloc((D + 1) * sizeof *ptime, true);
-    int32_t *pkr = big_alloc((D + 1) * sizeof *pkr, false), *pop = big_alloc((D + 1) * sizeof *pop, false);
-    if (!krow || !ptime || !pkr || !pop || !imap_init(&pair, 1024)) {   /* it grows */
+    mp_imap pair;
+    int64_t *ptime = mp_big_alloc((D + 1) * sizeof *ptime, true);
+    int32_t *pkr = mp_big_alloc((D + 1) * sizeof *pkr, false), *pop = mp_big_alloc((D + 1) * sizeof *pop, false);
+    if (!krow || !ptime || !pkr || !pop || !mp_imap_init(&pair, 1024)) {   /* it grows */
         free(krow);
-        big_free(ptime);
-        big_free(pkr);
-        big_free(pop);
+        mp_big_free(ptime);
+        mp_big_free(pkr);
+        mp_big_free(pop);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     memset(krow, 0xff, (size_t)raw->n_names * sizeof *krow);
@@ -1549,10 +1245,10 @@ static mp_status tables(work *w) {
         MP_SADD(k->total, dur);
         MP_SADD(t->kernel_total, dur);
         int64_t key = ((int64_t)r << 32) | (int64_t)(uint32_t)(o >= 0 ? (int32_t)sp[o].name : -1);
-        int32_t pi = imap_get(&pair, key);
+        int32_t pi = mp_imap_get(&pair, key);
         if (pi < 0) {
             pi = np++;
-            imap_put(&pair, key, pi);
+            mp_imap_put(&pair, key, pi);
             pkr[pi] = r;
             pop[pi] = o >= 0 ? (int32_t)sp[o].name : -1;
         }
@@ -1574,11 +1270,11 @@ static mp_status tables(work *w) {
             t->kernels[i].cat = (uint8_t)category(t->kernels[i].name, t->kernels[i].kind, t->kernels[i].op);
         if (t->n_kernels > 1) qsort(t->kernels, (size_t)t->n_kernels, sizeof *t->kernels, kern_cmp);
     }
-    imap_free(&pair);
+    mp_imap_free(&pair);
     free(krow);
-    big_free(ptime);
-    big_free(pkr);
-    big_free(pop);
+    mp_big_free(ptime);
+    mp_big_free(pkr);
+    mp_big_free(pop);
     return st;
 }
 
@@ -1593,7 +1289,7 @@ static void modules(work *w) {
         if (o < 0) continue;
         int64_t dur = w->raw->devs[d].end - w->raw->devs[d].ts;
         int32_t x = o;
-        while (x >= 0 && !bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
+        while (x >= 0 && !mp_bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
         if (x >= 0) {
             int m = w->mod[fwd_of(w, x)];
             if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
@@ -1607,13 +1303,13 @@ static void modules(work *w) {
     for (size_t f = 0; f < w->raw->n_flops; f++) {
         int32_t i = (int32_t)w->raw->flops[f].span;
         uint64_t fl = w->raw->flops[f].flops;
-        if (sp[i].kind != MP_TS_OP || bit_get(w->merged, (size_t)i)) continue;
+        if (sp[i].kind != MP_TS_OP || mp_bit_get(w->merged, (size_t)i)) continue;
         bool outer = true;
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
             if (sp[x].has_flops) outer = false;
         if (!outer) continue;
         int32_t x = i;
-        while (x >= 0 && !bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
+        while (x >= 0 && !mp_bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
         if (x >= 0) {
             int m = w->mod[fwd_of(w, x)];
             if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, fl);
@@ -1675,11 +1371,11 @@ static bool corr_before(const void *ctx, size_t i) {
 static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t **out) {
     const mp_trace_raw *raw = w->raw;
     const mp_tspan *sp = raw->spans;
-    int64_t *launch = big_alloc((nu + 1) * sizeof *launch, false);
-    cpos *c = big_alloc((nu + 1) * sizeof *c, false);
+    int64_t *launch = mp_big_alloc((nu + 1) * sizeof *launch, false);
+    cpos *c = mp_big_alloc((nu + 1) * sizeof *c, false);
     *out = launch;
     if (!launch || !c) {
-        big_free(c);
+        mp_big_free(c);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
     size_t nc = 0;
@@ -1693,11 +1389,11 @@ static mp_status launch_times(const work *w, const ival *u, size_t nu, int64_t *
     for (size_t i = 0; nc && i < w->S; i++) {
         if (sp[i].kind != MP_TS_RUNTIME || sp[i].corr < 0) continue;
         corr_key q = {c, sp[i].corr};
-        size_t lo = gallop(nc, &hint, corr_before, &q);
+        size_t lo = mp_gallop(nc, &hint, corr_before, &q);
         for (; lo < nc && c[lo].corr == sp[i].corr; lo++)
             if (launch[c[lo].j] < 0) launch[c[lo].j] = sp[i].ts;
     }
-    big_free(c);
+    mp_big_free(c);
     return MP_OK;
 }
 
@@ -1805,7 +1501,7 @@ static mp_status host_ranges(mp_trace *t, const mp_trace_raw *raw, const ival *u
     int gk = 0;
     ptrdiff_t gj = -1;
     for (int64_t c0, c1; next_gap(t, u, nu, &gk, &gj, &c0, &c1);) ngap++;
-    ival *ex = malloc((nl + nhc + 1) * sizeof *ex), *idle = big_alloc((2 * ngap + nl + nhc + 1) * sizeof *idle, false);
+    ival *ex = malloc((nl + nhc + 1) * sizeof *ex), *idle = mp_big_alloc((2 * ngap + nl + nhc + 1) * sizeof *idle, false);
     struct mp_thrange *out = NULL;
     int cap = 0;
     mp_status st = MP_OK;
@@ -1871,7 +1567,7 @@ done:
     free(out);
     free(r);
     free(ex);
-    big_free(idle);
+    mp_big_free(idle);
     return st;
 }
 
@@ -1932,7 +1628,7 @@ static mp_status keep_allocs(work *w) {
     mp_trace_raw *raw = w->raw;
     size_t n = 0;
     for (size_t m = 0; m < raw->n_mems; m++) n += raw->mems[m].bytes > 0;
-    w->allocs = big_alloc((n + 1) * sizeof *w->allocs, false);
+    w->allocs = mp_big_alloc((n + 1) * sizeof *w->allocs, false);
     if (!w->allocs) return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     for (size_t m = 0; m < raw->n_mems; m++) {
         const mp_tmem *me = &raw->mems[m];
@@ -1998,16 +1694,16 @@ static mp_status steps(work *w) {
         nl += (sp[i].kind == MP_TS_ANNOT || sp[i].kind == MP_TS_OP) && (f & NF_LOADER);
         nsy += sp[i].kind == MP_TS_RUNTIME && (f & NF_SYNC);
     }
-    int32_t *dk = big_alloc((nd + 1) * sizeof *dk, false), *dtmp = big_alloc((nd + 1) * sizeof *dtmp, false);
-    ival *loader = big_alloc((nl + 1) * sizeof *loader, false);
-    ival *sync = big_alloc((nsy + 1) * sizeof *sync, false);
+    int32_t *dk = mp_big_alloc((nd + 1) * sizeof *dk, false), *dtmp = mp_big_alloc((nd + 1) * sizeof *dtmp, false);
+    ival *loader = mp_big_alloc((nl + 1) * sizeof *loader, false);
+    ival *sync = mp_big_alloc((nsy + 1) * sizeof *sync, false);
     ival *hc = malloc(((size_t)t->n_calls + 1) * sizeof *hc);   /* host-side collectives */
     ival *u = NULL, *rgs = NULL, *lc = NULL;
     int64_t *launch = NULL;   /* per interval of u: when the kernel that opens it was launched; -1 */
     uint32_t *runs = NULL;
     size_t rcap = 0;
     if (!dk || !dtmp || !loader || !sync || !hc) {
-        big_free(dtmp);
+        mp_big_free(dtmp);
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
     }
@@ -2018,9 +1714,9 @@ static mp_status steps(work *w) {
             dk[nd++] = (int32_t)d;
             maxdur = MP_MAX(maxdur, raw->devs[d].end - raw->devs[d].ts);
         }
-    bool sorted = idx_msort(dk, dtmp, 0, nd, dev_cmp, raw->devs, &runs, &rcap);
+    bool sorted = mp_idx_msort(dk, dtmp, 0, nd, dev_cmp, raw->devs, &runs, &rcap);
     free(runs);
-    big_free(dtmp);
+    mp_big_free(dtmp);
     if (!sorted) {
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         goto out;
@@ -2041,7 +1737,7 @@ static mp_status steps(work *w) {
             b = dv->end;
         }
         nu = k;
-        if (!pass && !(u = big_alloc((nu + 1) * sizeof *u, false))) {
+        if (!pass && !(u = mp_big_alloc((nu + 1) * sizeof *u, false))) {
             st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
             goto out;
         }
@@ -2208,17 +1904,17 @@ static mp_status steps(work *w) {
     free(kc);
     free(oc);
     /* what the host ranges below do not read goes back first */
-    big_free(dk);
-    big_free(launch);
+    mp_big_free(dk);
+    mp_big_free(launch);
     dk = NULL;
     launch = NULL;
     st = host_ranges(t, raw, u, nu, loader, nl, hc, nhc);
 out:
-    big_free(dk);
-    big_free(u);
-    big_free(launch);
-    big_free(loader);
-    big_free(sync);
+    mp_big_free(dk);
+    mp_big_free(u);
+    mp_big_free(launch);
+    mp_big_free(loader);
+    mp_big_free(sync);
     free(hc);
     free(rgs);
     free(lc);
@@ -2247,11 +1943,11 @@ static mp_status flop_summary(work *w) {
     const char **nm = raw->names;
     size_t words = S / 64 + 1;
     /* bit sets over spans: launched kernels itself; its kernels ran fp32 on tensor cores */
-    uint64_t *launched = big_alloc(words * sizeof *launched, true), *tc = big_alloc(words * sizeof *tc, true);
+    uint64_t *launched = mp_big_alloc(words * sizeof *launched, true), *tc = mp_big_alloc(words * sizeof *tc, true);
     int32_t *row = malloc(((size_t)raw->n_names + 1) * sizeof *row);
     if (!tc || !launched || !row) {
-        big_free(tc);
-        big_free(launched);
+        mp_big_free(tc);
+        mp_big_free(launched);
         free(row);
         return mp_error(MP_ERR_NOMEM, "trace: out of memory");
     }
@@ -2259,23 +1955,23 @@ static mp_status flop_summary(work *w) {
         int32_t o = w->devop[d];
         if (o < 0 || raw->devs[d].kind != MP_TD_KERNEL) continue;
         o = resolve(w, o);
-        bit_set(launched, o);
+        mp_bit_set(launched, o);
         int32_t c = outer_of(w, o);
         if (c >= 0 && sp[c].dtype == MP_TDT_FP32 && (mp__trace_kflags(raw, raw->devs[d].name) & MP_TK_TF32))
-            bit_set(tc, c);
+            mp_bit_set(tc, c);
     }
     uint64_t by[MP_TDT_COUNT] = {0};
     for (size_t f = 0; f < raw->n_flops; f++) {
         int32_t i = (int32_t)raw->flops[f].span;
         uint64_t fl = raw->flops[f].flops;
-        if (bit_get(w->merged, (size_t)i) || outer_of(w, i) != i) continue;
+        if (mp_bit_get(w->merged, (size_t)i) || outer_of(w, i) != i) continue;
         int dt = sp[i].dtype < MP_TDT_COUNT ? sp[i].dtype : MP_TDT_NONE;
-        if (dt == MP_TDT_FP32 && bit_get(tc, i)) dt = MP_TDT_TF32;
+        if (dt == MP_TDT_FP32 && mp_bit_get(tc, i)) dt = MP_TDT_TF32;
         MP_SADD(by[dt], fl);
         /* backward: tied to a forward operator, or named so (itself or an
          * enclosing operator: a trace without flows or sequence numbers) */
         int32_t x = i;
-        while (x >= 0 && !bit_get(w->hasfwd, (size_t)x) && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
+        while (x >= 0 && !mp_bit_get(w->hasfwd, (size_t)x) && !(w->nf[sp[x].name] & (NF_BACKWARD | NF_UBACKWARD)))
             x = w->parent[x];
         if (x < 0) continue;
         int k = mp__trace_step_at(t, sp[i].ts);
@@ -2292,7 +1988,7 @@ static mp_status flop_summary(work *w) {
     int cap = 0;
     mp_status st = MP_OK;
     for (size_t i = 0; i < S && st == MP_OK; i++) {
-        if (!bit_get(launched, i) || sp[i].kind != MP_TS_OP || bit_get(w->merged, (size_t)i) ||
+        if (!mp_bit_get(launched, i) || sp[i].kind != MP_TS_OP || mp_bit_get(w->merged, (size_t)i) ||
             outer_of(w, (int32_t)i) >= 0 || mp__trace_step_at(t, sp[i].ts) < 0 ||
             (w->nf[sp[i].name] & NF_FLOP_FREE))
             continue;
@@ -2313,8 +2009,8 @@ static mp_status flop_summary(work *w) {
     }
     if (t->n_uncounted > 1)
         qsort(t->uncounted, (size_t)t->n_uncounted, sizeof *t->uncounted, unc_cmp);
-    big_free(tc);
-    big_free(launched);
+    mp_big_free(tc);
+    mp_big_free(launched);
     free(row);
     return st;
 }
@@ -2360,7 +2056,7 @@ bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy) {
 /* ---- entry points ---- */
 
 /* The [memory] records by time, stably (equal times keep their order), by
- * the natural merge sort of the spans (idx_msort): a trace holds them in
+ * the natural merge sort of the spans (mp_idx_msort): a trace holds them in
  * few runs (one per copy, or per piece read at once), so it is linear when
  * they are in order and n log(runs) otherwise. */
 static int mem_idx_cmp(const void *ctx, int32_t x, int32_t y) {
@@ -2381,11 +2077,11 @@ static bool sort_mems(mp_tmem *m, size_t n) {
     size_t cap = 0;
     bool ok = a && tmp;
     for (size_t i = 0; ok && i < n; i++) a[i] = (int32_t)i;
-    ok = ok && idx_msort(a, tmp, 0, n, mem_idx_cmp, m, &rl, &cap);
+    ok = ok && mp_idx_msort(a, tmp, 0, n, mem_idx_cmp, m, &rl, &cap);
     free(tmp);
     free(rl);
-    _Static_assert(sizeof *m <= 64, "permute_records keeps a record of at most 64 bytes");
-    if (ok) permute_records(m, sizeof *m, a, n);
+    _Static_assert(sizeof *m <= 64, "mp_permute_records keeps a record of at most 64 bytes");
+    if (ok) mp_permute_records(m, sizeof *m, a, n);
     free(a);
     return ok;
 }
@@ -2453,8 +2149,8 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     lane el = {0};
     lane_start(&el, &w, build_ext);
     w.nf = name_flags(raw);
-    w.hasfwd = big_alloc((w.S / 64 + 1) * sizeof *w.hasfwd, true);
-    w.merged = big_alloc((w.S / 64 + 1) * sizeof *w.merged, true);
+    w.hasfwd = mp_big_alloc((w.S / 64 + 1) * sizeof *w.hasfwd, true);
+    w.merged = mp_big_alloc((w.S / 64 + 1) * sizeof *w.merged, true);
     if (!w.nf || !w.hasfwd || !w.merged || !sort_mems(raw->mems, raw->n_mems))
         st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
     st = lane_join(&el, st);
@@ -2473,14 +2169,14 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     if (st == MP_OK) lane_start(&bl, &w, link_backward);
     if (st == MP_OK) st = link_devices(&w);
     if (st == MP_OK) st = link_tree(&w);
-    big_free(w.nchild);     /* only merging needed it */
+    mp_big_free(w.nchild);     /* only merging needed it */
     w.nchild = NULL;
     if (st == MP_OK) st = tables(&w);
-    big_free(w.allocs);     /* the tables were the last to read them */
+    mp_big_free(w.allocs);     /* the tables were the last to read them */
     w.allocs = NULL;
     st = lane_join(&bl, st);
     if (st == MP_OK) modules(&w);
-    big_free(w.mod);        /* modules() is the last to read these */
+    mp_big_free(w.mod);        /* modules() is the last to read these */
     w.mod = NULL;
     mp__trace_trim();
     if (st == MP_OK) st = mp__trace_calls(t, w.devop, w.parent);   /* asks every kernel's flags */
@@ -2516,19 +2212,19 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         if (!mp__trace_churn(t)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         mp_trace_findings(t);
     }
-    big_free(w.fwd_rank);
-    big_free(w.fwd_val);
-    big_free(w.allocs);
-    big_free(w.kbits);
-    big_free(w.krank);
-    big_free(w.kval);
-    big_free(w.hasfwd);
-    big_free(w.merged);
+    mp_big_free(w.fwd_rank);
+    mp_big_free(w.fwd_val);
+    mp_big_free(w.allocs);
+    mp_big_free(w.kbits);
+    mp_big_free(w.krank);
+    mp_big_free(w.kval);
+    mp_big_free(w.hasfwd);
+    mp_big_free(w.merged);
     eidx_free(&w.ext);
-    big_free(w.nchild);
-    big_free(w.parent);
-    big_free(w.mod);
-    big_free(w.devop);
+    mp_big_free(w.nchild);
+    mp_big_free(w.parent);
+    mp_big_free(w.mod);
+    mp_big_free(w.devop);
     free(w.nf);
     if (st != MP_OK) mp_trace_free(t);
     return st;
