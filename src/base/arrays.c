@@ -5,13 +5,45 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+void *mp_pages_alloc(size_t len, unsigned flags) {
+    if (flags & MP_PAGES_HUGE) {
+        const size_t hp = MP_PAGES_HUGE_SIZE;
+        if (len > SIZE_MAX - 2 * hp) return NULL;
+        len = (len + hp - 1) & ~(hp - 1);
+        /* one huge page more than asked, then the unaligned ends given back */
+        void *p = mmap(NULL, len + hp, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        uintptr_t start = ((uintptr_t)p + hp - 1) & ~(uintptr_t)(hp - 1);
+        size_t head = start - (uintptr_t)p, tail = hp - head;
+        if (head) munmap(p, head);
+        if (tail) munmap((void *)(start + len), tail);
+#ifdef MADV_HUGEPAGE
+        madvise((void *)start, len, MADV_HUGEPAGE);
+#endif
+        return (void *)start;
+    }
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | ((flags & MP_PAGES_POPULATE) ? MAP_POPULATE : 0), -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_NOHUGEPAGE
+    if (flags & MP_PAGES_NOHUGE) madvise(p, len, MADV_NOHUGEPAGE);
+#endif
+    return p;
+}
+
+void mp_pages_free(void *p, size_t len, unsigned flags) {
+    if (!p) return;
+    if (flags & MP_PAGES_HUGE) len = (len + MP_PAGES_HUGE_SIZE - 1) & ~(MP_PAGES_HUGE_SIZE - 1);
+    munmap(p, len);
+}
+
 void *mp_big_alloc(size_t n, bool zero) {
     if (n > SIZE_MAX - sizeof(mp_big_head) - 4096) return NULL;
     size_t total = n + sizeof(mp_big_head);
     mp_big_head *h;
     if (total >= MP_BIG_MAP) {
-        void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) return NULL;
+        void *p = mp_pages_alloc(total, 0);
+        if (!p) return NULL;
         h = p;   /* mapped memory is zero already */
         h->mapped = 1;
     } else {
@@ -26,7 +58,7 @@ void *mp_big_alloc(size_t n, bool zero) {
 void mp_big_free(void *p) {
     if (!p) return;
     mp_big_head *h = (mp_big_head *)p - 1;
-    if (h->mapped) munmap(h, h->size + sizeof *h);
+    if (h->mapped) mp_pages_free(h, h->size + sizeof *h, 0);
     else free(h);
 }
 

@@ -15,6 +15,18 @@
  * freed (the heap keeps freed memory for reuse: the analysis frees
  * megabytes between its steps and would hold them all at once) ---- */
 
+/* Pages from the system, the one place modelprof maps anonymous memory:
+ * zeroed, len bytes (rounded up to the page, or to 2 MB with
+ * MP_PAGES_HUGE). MP_PAGES_POPULATE maps every page now (a table probed
+ * then written would fault twice a page); MP_PAGES_HUGE aligns to 2 MB and
+ * asks for transparent huge pages (a big arena touches few pages);
+ * MP_PAGES_NOHUGE asks for none (records given back piece by piece).
+ * mp_pages_free takes the same len and flags. NULL when out of memory. */
+enum { MP_PAGES_POPULATE = 1, MP_PAGES_HUGE = 2, MP_PAGES_NOHUGE = 4 };
+#define MP_PAGES_HUGE_SIZE ((size_t)2 << 20)
+void *mp_pages_alloc(size_t len, unsigned flags);
+void mp_pages_free(void *p, size_t len, unsigned flags);
+
 #define MP_BIG_MAP ((size_t)1 << 20)
 
 typedef struct mp_big_head {

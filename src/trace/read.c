@@ -9,6 +9,7 @@
  * start. Memory is the window plus the records, whatever the file's size.
  * Why the tokenizer is hand-written, with measured figures: docs/DESIGN.md. */
 #include "trace/trace.h"
+#include "base/arrays.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -804,15 +805,12 @@ static void *rec_resize(void *old, size_t used, size_t bytes) {
     size_t len = (bytes + sizeof(rec_head) + pg - 1) & ~(pg - 1);
     rec_head *h = old ? (rec_head *)old - 1 : NULL;
     if (h && len <= h->len) return old;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-#ifdef MADV_NOHUGEPAGE
-    madvise(p, len, MADV_NOHUGEPAGE);
-#endif
+    void *p = mp_pages_alloc(len, MP_PAGES_NOHUGE);
+    if (!p) return NULL;
     if (h) {   /* copied, not mremap'd: a moved mapping's old addresses, reused
                 * by another thread's mapping, read as a race to TSan */
         memcpy((rec_head *)p + 1, h + 1, used);
-        munmap(h, h->len);
+        mp_pages_free(h, h->len, MP_PAGES_NOHUGE);
     }
     h = p;
     h->len = len;
@@ -822,7 +820,7 @@ static void *rec_resize(void *old, size_t used, size_t bytes) {
 void mp__trace_rec_free(void *arr) {
     if (!arr) return;
     rec_head *h = (rec_head *)arr - 1;
-    munmap(h, h->len);
+    mp_pages_free(h, h->len, MP_PAGES_NOHUGE);
 }
 
 static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
