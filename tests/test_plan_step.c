@@ -117,6 +117,31 @@ static void t_loss_softcap(void) {
     tb_done(m, p);
 }
 
+/* The same softcapping as the TorchScript exporter writes it: the
+ * scalars are Constant nodes, not initializers */
+static void t_loss_softcap_constant(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_BFLOAT16, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", MP_DT_BFLOAT16, 2, TB_DIMS(8, 10));
+    tb_node(m, "MatMul", "x,W", "a");
+    int k1 = tb_node(m, "Constant", "", "c1");
+    tb_attr_f(m, k1, "value_float", 30);
+    tb_node(m, "Div", "a,c1", "d");
+    tb_node(m, "Tanh", "d", "t");
+    int k2 = tb_node(m, "Constant", "", "c2");
+    tb_attr_f(m, k2, "value_float", 30);
+    tb_node(m, "Mul", "t,c2", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan *pl = plan_with(p, NULL);
+    if (pl) {
+        T_CHECK(pl->loss.softcap_in >= 0);
+        T_EQ(pl->loss.form, MP_LOSS_CROSS_ENTROPY); /* no LM head recognised: auto's classifier */
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* x[64,8] -> MatMul W1[8,8] -> Relu -> MatMul W2[8,8] -> y, no loss, SGD
  * (no states): the peak is a moment of the backward. Kept: x (2,048 B)
  * and r (2,048 B, Relu's output, which the second product reads too).
@@ -266,6 +291,7 @@ static void t_plan_text(void) {
 MP_TESTS(plan_step) {
     {"loss_forms", t_loss_forms},
     {"loss_softcap", t_loss_softcap},
+    {"loss_softcap_constant", t_loss_softcap_constant},
     {"peak_moment", t_peak_moment},
     {"peak_recompute", t_peak_recompute},
     {"host_bound", t_host_bound},
