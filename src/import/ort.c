@@ -48,6 +48,8 @@
 /* One kernel of the profile: the events of one name, one per run. */
 typedef struct ort_slot {
     uint32_t name, op, prov;
+    uint32_t in, out;  /* its shapes as written (the first event's); MP_TORT_NONE */
+    int value;         /* the value its name names ("<value>_nchwc"); -1 */
     int order;       /* place in the first run kept */
     int anchor;      /* the node its name names; -1 */
     int how;         /* ORT_* */
@@ -72,6 +74,7 @@ typedef struct ort {
     bool *konst;                 /* per node: computes from constants only */
     int *unit_of;                /* per node: its unit; -1 */
     int *unit_order;             /* per unit: the last place of its slots in the run */
+    bool *loose;                 /* per node: placed only beside a neighbour, by FLOPs */
     int n_units, cap_units;
     mp_strmap node_names;
 } ort;
@@ -87,13 +90,14 @@ static bool ends_with(const char *s, size_t n, const char *suf) {
 
 /* The node a name names: a node's name, a value's (its producer), or one
  * of the optimiser's names made from those (see the top); -1. */
-static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *renamed) {
+static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *renamed, int *value) {
     if (!n || depth > 8) return -1;
     int k = mp_strmap_getn(&o->node_names, s, n);
     if (k >= 0) return k;
     int v = mp_strmap_getn(&o->g->names, s, n);
     if (v >= 0 && o->g->values[v].producer >= 0) {
         *renamed = true;
+        *value = v;
         return o->g->values[v].producer;
     }
     *renamed = true;
@@ -101,15 +105,15 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
     for (size_t i = n; i > 7; i--) {
         if (s[i - 1] >= '0' && s[i - 1] <= '9') continue;
         if (i < n && i >= 7 && memcmp(s + i - 7, "_token_", 7) == 0)
-            return ort_resolve(o, s, i - 7, depth + 1, renamed);
+            return ort_resolve(o, s, i - 7, depth + 1, renamed, value);
         break;
     }
-    if (n > 6 && memcmp(s, "fused ", 6) == 0) return ort_resolve(o, s + 6, n - 6, depth + 1, renamed);
-    if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed);
+    if (n > 6 && memcmp(s, "fused ", 6) == 0) return ort_resolve(o, s + 6, n - 6, depth + 1, renamed, value);
+    if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed, value);
     if (s[n - 1] == '/' && n > 2) { /* "<node>/<Fusion>/" */
         size_t j = n - 1;
         while (j > 0 && s[j - 1] != '/') j--;
-        if (j > 1) return ort_resolve(o, s, j - 1, depth + 1, renamed);
+        if (j > 1) return ort_resolve(o, s, j - 1, depth + 1, renamed, value);
     }
     return -1;
 }
@@ -231,7 +235,9 @@ static mp_status ort_slots(ort *o) {
             s->name = e->name;
             s->op = e->op;
             s->prov = e->provider;
-            s->anchor = s->unit = -1;
+            s->anchor = s->unit = s->value = -1;
+            s->in = e->in_shapes;
+            s->out = e->out_shapes;
             s->order = INT32_MAX;
             slot_of[e->name] = o->n_slots++;
         }
@@ -276,8 +282,9 @@ static mp_status ort_graph(ort *o) {
     o->pos = malloc(sizeof(int) * (size_t)(nn + 1));
     o->unit_of = malloc(sizeof(int) * (size_t)(nn + 1));
     o->konst = calloc((size_t)nn + 1, sizeof *o->konst);
+    o->loose = calloc((size_t)nn + 1, sizeof *o->loose);
     o->cons_at = calloc((size_t)nv + 1, sizeof *o->cons_at);
-    if (!o->pos || !o->unit_of || !o->konst || !o->cons_at) return mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!o->pos || !o->unit_of || !o->konst || !o->loose || !o->cons_at) return mp_error(MP_ERR_NOMEM, "out of memory");
     int edges = 0;
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[k];
@@ -389,7 +396,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
         ort_slot *s = &o->slots[i];
         const char *nm = ort_str(o, s->name);
         bool renamed = false;
-        int k = ort_resolve(o, nm, strlen(nm) - strlen("_kernel_time"), 0, &renamed);
+        int k = ort_resolve(o, nm, strlen(nm) - strlen("_kernel_time"), 0, &renamed, &s->value);
         if (k < 0) continue;
         s->anchor = k;
         s->how = renamed ? ORT_RENAMED : ORT_EXACT;
@@ -469,6 +476,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
             if (u < 0) u = ort_from_readers(o, k, false);
             if (u >= 0) {
                 o->unit_of[k] = u;
+                o->loose[k] = true;
                 moved = true;
             }
         }
@@ -477,6 +485,360 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
     for (int k = 0; k < nn; k++) after += o->unit_of[k] >= 0;
     im->nodes_by_graph = after - before;
     im->nodes_not_run = nn - after;
+    return MP_OK;
+}
+
+/* ---- 6. the profile is of this model, at these dims ----
+ *
+ * ONNX Runtime writes each kernel's input and output shapes
+ * (args.input_type_shape, output_type_shape). They are checked against the
+ * model's, after the placement above, so that a profile of another model,
+ * or of this one at other dims, is refused rather than spread over the
+ * wrong nodes (docs/JSON.md, "--ort-profile", "Matching"):
+ *
+ *  a. Dims: a node reading a graph input gives the dims the run had (the
+ *     event placed on that node, of the node's op type). A symbolic dim of
+ *     the input with no value takes it (mp_ort_dims); one given another
+ *     value is refused.
+ *  b. Names: an event whose name is no node's, value's, nor a name the
+ *     optimiser makes from one, and neither a layout conversion ONNX Runtime
+ *     adds nor a fused node named after its kind, is of another model.
+ *  c. Shapes: an event placed by name writes the shapes of the node (or
+ *     value) it names; an event of the op type of a node it is placed on
+ *     reads that node's inputs, where their place in ONNX Runtime's list is
+ *     certain (see ort_in_pos). The NCHWc layout pads channels (dims 0 and 1
+ *     of its tensors and weights) to its block of 8 or 16.
+ *  d. Nodes: with every event named after its node (optimisations off),
+ *     every node but Constant ran and has one; else every node with MACs not
+ *     computed from constants is placed by a name, by its place among the
+ *     events, or by the graph around a fused event, not beside a neighbour
+ *     by default.
+ * The first event (in the run's order) or node that differs is named. */
+
+#define ORT_MAX_SHAPES 16
+#define ORT_MAX_DIMS 16
+typedef struct ort_shape {
+    int rank; /* -1: not read (more dims than ORT_MAX_DIMS) */
+    int64_t d[ORT_MAX_DIMS];
+} ort_shape;
+
+static const char *ort_ws(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+    return p;
+}
+
+/* The shapes as ONNX Runtime writes them, [{"float":[1,3,224,224]},
+ * {"int64":[]}]: how many (the first ORT_MAX_SHAPES into sh); -1 when not
+ * of that form. */
+static int ort_shapes(const char *s, ort_shape *sh) {
+    const char *p = ort_ws(s);
+    int n = 0;
+    if (*p++ != '[') return -1;
+    p = ort_ws(p);
+    if (*p == ']') return 0;
+    for (;;) {
+        p = ort_ws(p);
+        if (*p++ != '{') return -1;
+        p = ort_ws(p);
+        if (*p++ != '"') return -1;
+        while (*p && *p != '"') p++;
+        if (*p++ != '"') return -1;
+        p = ort_ws(p);
+        if (*p++ != ':') return -1;
+        p = ort_ws(p);
+        if (*p++ != '[') return -1;
+        ort_shape x = {.rank = 0};
+        p = ort_ws(p);
+        while (*p != ']') {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p) return -1;
+            if (x.rank >= 0 && x.rank < ORT_MAX_DIMS) x.d[x.rank++] = v;
+            else x.rank = -1;
+            p = ort_ws(end);
+            if (*p == ',') p = ort_ws(p + 1);
+            else if (*p != ']') return -1;
+        }
+        p = ort_ws(p + 1);
+        if (*p++ != '}') return -1;
+        if (n < ORT_MAX_SHAPES) sh[n] = x;
+        n++;
+        p = ort_ws(p);
+        if (*p == ']') return n;
+        if (*p++ != ',') return -1;
+    }
+}
+
+static const char *ort_fmt_shape(char *buf, size_t cap, const ort_shape *s) {
+    size_t w = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < s->rank && w < cap; i++)
+        w += (size_t)snprintf(buf + w, cap - w, "%s%lld", i ? "," : "", (long long)s->d[i]);
+    if (w < cap) snprintf(buf + w, cap - w, "%s", s->rank < 0 ? "...]" : "]");
+    return buf;
+}
+
+static const char *ort_fmt_value(const ort *o, char *buf, size_t cap, const mp_value *v) {
+    const mp_model *m = o->p->m;
+    size_t w = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < v->rank && w < cap; i++) {
+        int64_t d = v->dims[i];
+        int s = d < 0 ? MP_DIM_SYM(d) : 0;
+        if (d >= 0) w += (size_t)snprintf(buf + w, cap - w, "%s%lld", i ? "," : "", (long long)d);
+        else w += (size_t)snprintf(buf + w, cap - w, "%s%s", i ? "," : "", s > 0 && s < m->n_syms ? m->syms[s].name : "?");
+    }
+    if (w < cap) snprintf(buf + w, cap - w, "]");
+    return buf;
+}
+
+/* The profile's dim a against the model's b: equal, or b unknown, or (pad:
+ * the NCHWc layout's channels) b rounded up to the block of 8 or 16. */
+static bool ort_dim_ok(int64_t a, int64_t b, bool pad) {
+    if (b < 0 || a == b) return true;
+    return pad && a > b && a % 8 == 0 && a - b < 16;
+}
+
+static bool ort_shape_ok(const ort_shape *a, const mp_value *v, bool pad) {
+    if (a->rank < 0 || v->rank < 0) return true;
+    if (a->rank != v->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (!ort_dim_ok(a->d[i], v->dims[i], pad && i < 2)) return false;
+    return true;
+}
+
+/* A weight: an initializer, or computed from constants only. */
+static bool ort_weight(const ort *o, int v) {
+    const mp_value *val = &o->g->values[v];
+    return (val->flags & MP_VAL_INIT) || (val->producer >= 0 && o->konst[val->producer]);
+}
+
+/* The place of node k's input j in the profile's list of n inputs, -1 when
+ * not certain. ONNX Runtime lists the inputs a kernel holds: an absent
+ * optional input is left out, and so is a weight the kernel packed ahead
+ * and released (a MatMul's B), so places shift after them. A list as long
+ * as the node's or longer (a fusion appends inputs: a Conv's folded bias, a
+ * residual) keeps every place; a shorter one, those before the first
+ * weight (that weight's own place included: it may be the one left out). */
+static int ort_in_pos(const ort *o, int k, int j, int n) {
+    const mp_node *nd = &o->g->nodes[k];
+    int present = 0, pos = -1;
+    bool weight_before = false;
+    for (int i = 0; i < nd->n_in; i++) {
+        if (nd->in[i] < 0) continue;
+        if (i == j) pos = present;
+        if (i <= j && ort_weight(o, nd->in[i])) weight_before = true;
+        present++;
+    }
+    if (pos < 0 || pos >= n || pos >= ORT_MAX_SHAPES) return -1;
+    return n >= present || !weight_before ? pos : -1;
+}
+
+/* Slot s's event name without "_kernel_time" (for messages). */
+static const char *ort_event(const ort *o, const ort_slot *s, char *buf, size_t cap) {
+    const char *nm = ort_str(o, s->name);
+    size_t n = strlen(nm), k = strlen("_kernel_time");
+    snprintf(buf, cap, "%.*s", (int)(n > k ? n - k : n), nm);
+    return buf;
+}
+
+static bool ort_nchwc(const ort *o, const ort_slot *s) {
+    const char *nm = ort_str(o, s->name);
+    return strstr(nm, "_nchwc") != NULL;
+}
+
+/* The slot whose event reads node k's inputs: the one named after k, else
+ * one of k's unit of k's op type; NULL. */
+static const ort_slot *ort_reader_slot(const ort *o, int k) {
+    const ort_slot *best = NULL;
+    int u = o->unit_of[k];
+    if (u < 0) return NULL;
+    for (int i = 0; i < o->n_slots; i++) {
+        const ort_slot *s = &o->slots[i];
+        if (s->unit != u || s->in == MP_TORT_NONE || strcmp(ort_str(o, s->op), o->g->nodes[k].op) != 0) continue;
+        if (s->anchor == k) return s;
+        if (!best || s->order < best->order) best = s;
+    }
+    return best;
+}
+
+/* The first node of slot s's unit (in the model's order) of the op type
+ * its event ran; -1 */
+static int ort_same_op(const ort *o, const ort_slot *s) {
+    const char *op = ort_str(o, s->op);
+    if (s->anchor >= 0 && !strcmp(o->g->nodes[s->anchor].op, op)) return s->anchor;
+    for (int i = 0; i < o->g->n_nodes; i++) {
+        int k = o->g->order[i];
+        if (o->unit_of[k] == s->unit && !strcmp(o->g->nodes[k].op, op)) return k;
+    }
+    return -1;
+}
+
+/* a. The dims of the graph's inputs as the profile's nodes read them. set:
+ * give symbols without a value the profile's; *n_set how many. */
+static mp_status ort_check_dims(ort *o, bool set, int *n_set) {
+    const mp_graph *g = o->g;
+    mp_model *m = o->p->m;
+    char b1[256], b2[256], b3[512];
+    for (int v = 0; v < g->n_values; v++) {
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_INPUT) || (val->flags & MP_VAL_INIT) || val->decl_rank < 0) continue;
+        for (int i = o->cons_at[v]; i < o->cons_at[v + 1]; i++) {
+            int k = o->cons[i];
+            const ort_slot *s = ort_reader_slot(o, k);
+            if (!s) continue;
+            ort_shape sh[ORT_MAX_SHAPES];
+            int n = ort_shapes(ort_str(o, s->in), sh);
+            const mp_node *nd = &g->nodes[k];
+            int j = 0;
+            while (j < nd->n_in && nd->in[j] != v) j++;
+            int at = n > 0 ? ort_in_pos(o, k, j, n) : -1;
+            if (at < 0 || sh[at].rank < 0) continue;
+            const ort_shape *x = &sh[at];
+            bool pad = ort_nchwc(o, s);
+            if (x->rank != val->decl_rank)
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model: its node '%s' (%s) read input '%s' as %s, "
+                                "and the model's input has %d dims",
+                                o->path, ort_event(o, s, b2, sizeof b2), ort_str(o, s->op), val->name,
+                                ort_fmt_shape(b1, sizeof b1, x), val->decl_rank);
+            for (int a = 0; a < x->rank; a++) {
+                int64_t d = val->decl_dims[a];
+                int sy = d < 0 ? MP_DIM_SYM(d) : 0;
+                if (d >= 0 && !ort_dim_ok(x->d[a], d, pad && a < 2))
+                    return mp_error(MP_ERR_SHAPE,
+                                    "%s: the profile is not of this model: its node '%s' (%s) read input '%s' as "
+                                    "%s, and the model's is %s",
+                                    o->path, ort_event(o, s, b3, sizeof b3), ort_str(o, s->op), val->name,
+                                    ort_fmt_shape(b1, sizeof b1, x), ort_fmt_value(o, b2, sizeof b2, val));
+                if (sy <= 0 || sy >= m->n_syms) continue;
+                mp_symbol *y = &m->syms[sy];
+                if (y->value >= 0 && !ort_dim_ok(x->d[a], y->value, pad && a < 2))
+                    return mp_error(MP_ERR_SHAPE,
+                                    "%s: ONNX Runtime ran the model with %s=%lld (its node '%s' read input '%s' as "
+                                    "%s), not %s=%lld as given: give %s=%lld, or no value, to take the profile's",
+                                    o->path, y->name, (long long)x->d[a], ort_event(o, s, b3, sizeof b3), val->name,
+                                    ort_fmt_shape(b1, sizeof b1, x), y->name, (long long)y->value, y->name,
+                                    (long long)x->d[a]);
+                if (y->value < 0 && set) {
+                    y->value = x->d[a];
+                    y->from_profile = true;
+                    ++*n_set;
+                }
+            }
+        }
+    }
+    return MP_OK;
+}
+
+/* b. Is slot s named after its kind ("BiasGelu", "Attention_token_3",
+ * "GeluFusion" of a Gelu): its name, without "_token_N", holds no '/'
+ * and holds its op type or is held by it. */
+static bool ort_kind_named(const ort *o, const ort_slot *s) {
+    const char *nm = ort_str(o, s->name), *op = ort_str(o, s->op);
+    size_t n = strlen(nm) - strlen("_kernel_time");
+    const char *t = strstr(nm, "_token_");
+    if (t && (size_t)(t - nm) < n) n = (size_t)(t - nm);
+    if (!n || !op[0] || memchr(nm, '/', n)) return false;
+    char base[256];
+    if (n >= sizeof base) return false;
+    memcpy(base, nm, n);
+    base[n] = 0;
+    return strstr(base, op) != NULL || strstr(op, base) != NULL;
+}
+
+/* c. The shapes of slot s against the nodes it names and runs. */
+static mp_status ort_check_slot(ort *o, const ort_slot *s) {
+    const mp_graph *g = o->g;
+    char b1[256], b2[256], ev[512];
+    const char *nm = ort_event(o, s, ev, sizeof ev), *op = ort_str(o, s->op);
+    bool pad = ort_nchwc(o, s);
+    ort_shape sh[ORT_MAX_SHAPES];
+    /* outputs: those of the value or node its name names (every output
+     * when it runs that node's op, else the first: a fusion's output is
+     * its last node's, of the shape of the one it is named after) */
+    int n = s->out != MP_TORT_NONE ? ort_shapes(ort_str(o, s->out), sh) : -1;
+    if (n > 0 && s->anchor >= 0) {
+        const mp_node *a = &g->nodes[s->anchor];
+        int outs[MP_MAX_RANK], no = 0;
+        if (s->value >= 0) outs[no++] = s->value;
+        else
+            for (int j = 0; j < a->n_out && no < MP_MAX_RANK; j++) outs[no++] = a->out[j];
+        if (strcmp(a->op, op) != 0 && no > 1) no = 1;
+        for (int j = 0; j < no && j < n && j < ORT_MAX_SHAPES; j++) {
+            if (outs[j] < 0) continue;
+            const mp_value *v = &g->values[outs[j]];
+            if (!ort_shape_ok(&sh[j], v, pad))
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model at these dims: its node '%s' (%s) wrote %s "
+                                "where the model's '%s' is %s",
+                                o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[j]), v->name,
+                                ort_fmt_value(o, b2, sizeof b2, v));
+        }
+    }
+    /* inputs: those of the node of its op type it runs */
+    int k = s->unit >= 0 ? ort_same_op(o, s) : -1;
+    n = k >= 0 && s->in != MP_TORT_NONE ? ort_shapes(ort_str(o, s->in), sh) : -1;
+    if (n > 0) {
+        const mp_node *nd = &g->nodes[k];
+        for (int j = 0; j < nd->n_in; j++) {
+            int at = nd->in[j] >= 0 ? ort_in_pos(o, k, j, n) : -1;
+            if (at < 0) continue;
+            const mp_value *v = &g->values[nd->in[j]];
+            if (!ort_shape_ok(&sh[at], v, pad))
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model at these dims: its node '%s' (%s) read %s "
+                                "where the model's node '%s' reads '%s' of %s",
+                                o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[at]), nd->name, v->name,
+                                ort_fmt_value(o, b2, sizeof b2, v));
+        }
+    }
+    return MP_OK;
+}
+
+static mp_status ort_check(ort *o) {
+    const mp_graph *g = o->g;
+    int dummy = 0;
+    mp_status st = ort_check_dims(o, false, &dummy);
+    if (st) return st;
+    int *by = malloc(sizeof(int) * (size_t)(o->n_slots + 1));
+    if (!by) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < o->n_slots; i++) by[i] = i;
+    qsort_r(by, (size_t)o->n_slots, sizeof *by, cmp_slot_order, o->slots);
+    bool all_exact = true;
+    for (int i = 0; i < o->n_slots && !st; i++) {
+        const ort_slot *s = &o->slots[by[i]];
+        if (s->how != ORT_EXACT) all_exact = false;
+        if (s->anchor < 0 && !ort_added(ort_str(o, s->op)) && !ort_kind_named(o, s)) {
+            const char *nm = ort_str(o, s->name);
+            st = mp_error(MP_ERR_FORMAT,
+                          "%s: the profile is not of this model: its node '%.*s' (%s) is no node or value of the "
+                          "model, nor a name ONNX Runtime gives a node it fuses or adds (docs/JSON.md, "
+                          "\"--ort-profile\")",
+                          o->path, (int)(strlen(nm) - strlen("_kernel_time")), nm, ort_str(o, s->op));
+            break;
+        }
+        st = ort_check_slot(o, s);
+    }
+    free(by);
+    if (st) return st;
+    /* d. nodes the profile has no event for */
+    for (int i = 0; i < g->n_nodes; i++) {
+        int k = g->order[i];
+        const mp_node *nd = &g->nodes[k];
+        if (all_exact) {
+            bool named = false;
+            for (int j = 0; j < o->n_slots && !named; j++) named = o->slots[j].anchor == k;
+            if (named || !strcmp(nd->op, "Constant")) continue;
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it, "
+                            "and every event is named after its node (optimisations off: every node runs)",
+                            o->path, nd->name, nd->op);
+        }
+        if (!nd->cost.macs || o->konst[k] || (o->unit_of[k] >= 0 && !o->loose[k])) continue;
+        return mp_error(MP_ERR_FORMAT,
+                        "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: no "
+                        "event names it or a node it could be fused with",
+                        o->path, nd->name, nd->op);
+    }
     return MP_OK;
 }
 
@@ -723,6 +1085,7 @@ mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *
     if (!st) st = ort_slots(&o);
     if (!st) st = ort_graph(&o);
     if (!st) st = ort_place(&o, &im);
+    if (!st) st = ort_check(&o);
     if (!st) st = ort_fill(&o, opt, &im);
     if (st) {
         mp_profile_free_measured(p);
@@ -738,6 +1101,7 @@ mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *
     free(o.cons_at);
     free(o.cons);
     free(o.konst);
+    free(o.loose);
     free(o.unit_of);
     free(o.unit_order);
     return st;
