@@ -548,6 +548,10 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
     }
     if (!rc) rc = run_read_inputs(ra, m);
+    if (!rc && ra->ort && (st = mp_ort_dims(m, ra->ort, NULL))) { /* the dims it ran with */
+        print_error("--ort-profile: ", mp_last_error());
+        rc = st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
+    }
     mp_profile *p = NULL;
     if (!rc) {
         st = mp_profile_static(m, &p);

@@ -40,6 +40,7 @@
  *    (mp_profile_set_times): nodes, modules, op types, as a measured run.
  */
 #include "analyze/profile.h"
+#include "ops/ops.h"
 #include "trace/trace.h"
 
 #include <stdlib.h>
@@ -511,8 +512,8 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
  *  d. Nodes: with every event named after its node (optimisations off),
  *     every node but Constant ran and has one; else every node with MACs not
  *     computed from constants is placed by a name, by its place among the
- *     events, or by the graph around a fused event, not beside a neighbour
- *     by default.
+ *     events, or by the graph around a fused event whose kernel can run it
+ *     (ort_can_run), not beside a neighbour by default.
  * The first event (in the run's order) or node that differs is named. */
 
 #define ORT_MAX_SHAPES 16
@@ -674,7 +675,7 @@ static int ort_same_op(const ort *o, const ort_slot *s) {
 
 /* a. The dims of the graph's inputs as the profile's nodes read them. set:
  * give symbols without a value the profile's; *n_set how many. */
-static mp_status ort_check_dims(ort *o, bool set, int *n_set) {
+static mp_status ort_check_dims(ort *o, bool set, int *n_set, bool *seen) {
     const mp_graph *g = o->g;
     mp_model *m = o->p->m;
     char b1[256], b2[256], b3[512];
@@ -711,6 +712,7 @@ static mp_status ort_check_dims(ort *o, bool set, int *n_set) {
                                     ort_fmt_shape(b1, sizeof b1, x), ort_fmt_value(o, b2, sizeof b2, val));
                 if (sy <= 0 || sy >= m->n_syms) continue;
                 mp_symbol *y = &m->syms[sy];
+                seen[sy] = true;
                 if (y->value >= 0 && !ort_dim_ok(x->d[a], y->value, pad && a < 2))
                     return mp_error(MP_ERR_SHAPE,
                                     "%s: ONNX Runtime ran the model with %s=%lld (its node '%s' read input '%s' as "
@@ -794,10 +796,32 @@ static mp_status ort_check_slot(ort *o, const ort_slot *s) {
     return MP_OK;
 }
 
-static mp_status ort_check(ort *o) {
+/* The kinds of node with MACs an ONNX Runtime kernel of another op type
+ * runs: convolutions, matrix products; 0 other. */
+static int ort_mac_kind(const char *op) {
+    static const char *const conv[] = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"};
+    static const char *const mm[] = {"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum"};
+    for (size_t i = 0; i < MP_ARRAY_LEN(conv); i++)
+        if (!strcmp(op, conv[i])) return 1;
+    for (size_t i = 0; i < MP_ARRAY_LEN(mm); i++)
+        if (!strcmp(op, mm[i])) return 2;
+    return 0;
+}
+
+/* d. Can a kernel of op type `kop` have run node op `op` (with MACs)? The
+ * same op, one of its kind (a Gemm for a MatMul and its bias), or an op
+ * that is not ONNX's (FusedConv, Attention, ...: ONNX Runtime's own). */
+static bool ort_can_run(const char *kop, const char *op) {
+    if (!strcmp(kop, op)) return true;
+    int k = ort_mac_kind(op);
+    if (k && ort_mac_kind(kop) == k) return true;
+    return mp_op_find("", kop, 1000) == NULL;
+}
+
+static mp_status ort_check(ort *o, bool *seen) {
     const mp_graph *g = o->g;
     int dummy = 0;
-    mp_status st = ort_check_dims(o, false, &dummy);
+    mp_status st = ort_check_dims(o, false, &dummy, seen);
     if (st) return st;
     int *by = malloc(sizeof(int) * (size_t)(o->n_slots + 1));
     if (!by) return mp_error(MP_ERR_NOMEM, "out of memory");
@@ -833,7 +857,24 @@ static mp_status ort_check(ort *o) {
                             "and every event is named after its node (optimisations off: every node runs)",
                             o->path, nd->name, nd->op);
         }
-        if (!nd->cost.macs || o->konst[k] || (o->unit_of[k] >= 0 && !o->loose[k])) continue;
+        if (!nd->cost.macs || o->konst[k]) continue;
+        if (o->unit_of[k] >= 0 && !o->loose[k]) {
+            /* placed by the graph around: with an event that can run it */
+            const ort_slot *other = NULL;
+            bool can = false;
+            for (int j = 0; j < o->n_slots && !can; j++) {
+                const ort_slot *s = &o->slots[j];
+                if (s->unit != o->unit_of[k]) continue;
+                can = ort_can_run(ort_str(o, s->op), nd->op);
+                other = s;
+            }
+            if (can || !other) continue;
+            char ev[512];
+            return mp_error(MP_ERR_FORMAT,
+                            "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: "
+                            "the one beside it, '%s', ran a %s",
+                            o->path, nd->name, nd->op, ort_event(o, other, ev, sizeof ev), ort_str(o, other->op));
+        }
         return mp_error(MP_ERR_FORMAT,
                         "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: no "
                         "event names it or a node it could be fused with",
@@ -1061,6 +1102,93 @@ mp_status mp_ort_options_init(mp_ort_options *o, size_t size) {
     return mp_opts_init(o, size, &d, sizeof d, ORT_OPTIONS_V1, "mp_ort_options");
 }
 
+/* The file read, its runs and kernels placed on p's graph (steps 1-4). */
+static mp_status ort_prepare(ort *o, mp_profile *p, const char *path, const mp_ort_options *opt,
+                             mp_importinfo *im) {
+    memset(o, 0, sizeof *o);
+    o->p = p;
+    o->g = p->m->graph;
+    o->path = path;
+    mp_status st = mp_trace_read_file(path, &o->raw);
+    if (st == MP_ERR_FORMAT && (strstr(mp_last_error(), "not a torch.profiler") || strstr(mp_last_error(), "not JSON"))) {
+        /* the trace reader's words are about torch.profiler's traces */
+        bool onnx = strstr(mp_last_error(), "an ONNX model") != NULL;
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: %s: --ort-profile takes the profiling JSON ONNX Runtime writes for a session with "
+                      "profiling on (SessionOptions.enableProfiling, Python's enable_profiling: a JSON array of "
+                      "\"Node\" and \"Session\" events, plain or gzipped; docs/JSON.md, \"--ort-profile\")%s",
+                      path, onnx ? "an ONNX model, not ONNX Runtime's profile of a run" : "not an ONNX Runtime profile",
+                      onnx ? "; the model comes first: modelprof MODEL.onnx --ort-profile PROFILE.json" : "");
+    }
+    if (!st && !o->raw.n_orts)
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: not an ONNX Runtime profile: no event of category \"Node\" or \"Session\" "
+                      "(a torch.profiler trace is read by `modelprof trace`)",
+                      path);
+    if (!st) st = ort_runs(o, opt);
+    if (!st) st = ort_slots(o);
+    if (!st) st = ort_graph(o);
+    if (!st) st = ort_place(o, im);
+    return st;
+}
+
+static void ort_release(ort *o) {
+    mp_trace_raw_free(&o->raw);
+    mp_strmap_free(&o->node_names);
+    free(o->run_ts);
+    free(o->run_end);
+    free(o->slots);
+    free(o->st);
+    free(o->pos);
+    free(o->cons_at);
+    free(o->cons);
+    free(o->konst);
+    free(o->loose);
+    free(o->unit_of);
+    free(o->unit_order);
+}
+
+/* "batch=4 (read from the profile), seq=64 (given)": the dims of the
+ * model's inputs, and where each came from; NULL none. */
+static const char *ort_dims_said(ort *o, const bool *seen) {
+    mp_model *m = o->p->m;
+    char buf[1024];
+    size_t w = 0;
+    buf[0] = 0;
+    for (int i = 1; i < m->n_syms && w < sizeof buf - 1; i++) {
+        const mp_symbol *y = &m->syms[i];
+        if (!y->on_input || y->value < 0) continue;
+        w += (size_t)snprintf(buf + w, sizeof buf - w, "%s%s=%lld (%s)", w ? ", " : "", y->name,
+                              (long long)y->value,
+                              y->from_profile ? "read from the profile"
+                              : seen[i]       ? "given; the profile ran with it"
+                                              : "given; the profile does not show it");
+    }
+    return w ? mp_arena_strdup(&m->arena, buf) : NULL;
+}
+
+mp_status mp_ort_dims(mp_model *m, const char *path, int *n_set) {
+    if (n_set) *n_set = 0;
+    if (!m || !path) return mp_error(MP_ERR_USAGE, "mp_ort_dims: no model or file");
+    mp_profile *q = NULL;
+    mp_status st = mp_profile_static(m, &q);
+    if (st) return st;
+    mp_ort_options opt;
+    ort_defaults(&opt);
+    ort o;
+    mp_importinfo im;
+    memset(&im, 0, sizeof im);
+    int n = 0;
+    bool *seen = calloc((size_t)m->n_syms + 1, 1);
+    st = seen ? ort_prepare(&o, q, path, &opt, &im) : mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!st) st = ort_check_dims(&o, true, &n, seen);
+    if (seen) ort_release(&o);
+    free(seen);
+    mp_profile_free(q);
+    if (n_set) *n_set = n;
+    return st;
+}
+
 mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *opts) {
     if (!p || !path) return mp_error(MP_ERR_USAGE, "mp_profile_ort: no profile or file");
     mp_ort_options def;
@@ -1069,40 +1197,19 @@ mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *
     if (st) return st;
     const mp_ort_options *opt = &def;
     ort o;
-    memset(&o, 0, sizeof o);
-    o.p = p;
-    o.g = p->m->graph;
-    o.path = path;
     mp_importinfo im;
     memset(&im, 0, sizeof im);
-    st = mp_trace_read_file(path, &o.raw);
-    if (!st && !o.raw.n_orts)
-        st = mp_error(MP_ERR_FORMAT,
-                      "%s: not an ONNX Runtime profile: no event of category \"Node\" or \"Session\" "
-                      "(a torch.profiler trace is read by `modelprof trace`)",
-                      path);
-    if (!st) st = ort_runs(&o, opt);
-    if (!st) st = ort_slots(&o);
-    if (!st) st = ort_graph(&o);
-    if (!st) st = ort_place(&o, &im);
-    if (!st) st = ort_check(&o);
+    bool *seen = calloc((size_t)p->m->n_syms + 1, 1);
+    if (!seen) return mp_error(MP_ERR_NOMEM, "out of memory");
+    st = ort_prepare(&o, p, path, opt, &im);
+    if (!st) st = ort_check(&o, seen);
+    if (!st) im.dims = ort_dims_said(&o, seen);
     if (!st) st = ort_fill(&o, opt, &im);
     if (st) {
         mp_profile_free_measured(p);
         p->measured = false;
     }
-    mp_trace_raw_free(&o.raw);
-    mp_strmap_free(&o.node_names);
-    free(o.run_ts);
-    free(o.run_end);
-    free(o.slots);
-    free(o.st);
-    free(o.pos);
-    free(o.cons_at);
-    free(o.cons);
-    free(o.konst);
-    free(o.loose);
-    free(o.unit_of);
-    free(o.unit_order);
+    ort_release(&o);
+    free(seen);
     return st;
 }
