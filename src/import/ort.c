@@ -76,6 +76,8 @@ typedef struct ort {
     int *unit_of;                /* per node: its unit; -1 */
     int *unit_order;             /* per unit: the last place of its slots in the run */
     bool *loose;                 /* per node: placed only beside a neighbour, by FLOPs */
+    bool *from_init;             /* per node: computes from initializers alone (no shape arithmetic) */
+    bool nchwc;                  /* the profile runs the NCHWc layout */
     int n_units, cap_units;
     mp_strmap node_names;
 } ort;
@@ -125,6 +127,12 @@ static bool ort_added(const char *op) {
     for (size_t i = 0; i < MP_ARRAY_LEN(ops); i++)
         if (strcmp(op, ops[i]) == 0) return true;
     return false;
+}
+
+/* The same for a slot: its op, or a Cast ONNX Runtime inserts around a
+ * kernel that has no version for a type ("InsertedPrecisionFreeCast_..."). */
+static bool ort_added_slot(const ort *o, const ort_slot *s) {
+    return ort_added(ort_str(o, s->op)) || !strncmp(ort_str(o, s->name), "InsertedPrecisionFreeCast_", 26);
 }
 
 static int ort_new_unit(ort *o, int order) {
@@ -244,6 +252,7 @@ static mp_status ort_slots(ort *o) {
         }
         ort_slot *s = &o->slots[slot_of[e->name]];
         if (e->threads > s->threads) s->threads = e->threads;
+        if (strstr(nm, "_nchwc") || !strcmp(ort_str(o, e->op), "ReorderInput")) o->nchwc = true;
         if (r == o->skip) first[nf++] = (int)i;
     }
     if (!o->n_slots) {
@@ -284,8 +293,9 @@ static mp_status ort_graph(ort *o) {
     o->unit_of = malloc(sizeof(int) * (size_t)(nn + 1));
     o->konst = calloc((size_t)nn + 1, sizeof *o->konst);
     o->loose = calloc((size_t)nn + 1, sizeof *o->loose);
+    o->from_init = calloc((size_t)nn + 1, sizeof *o->from_init);
     o->cons_at = calloc((size_t)nv + 1, sizeof *o->cons_at);
-    if (!o->pos || !o->unit_of || !o->konst || !o->loose || !o->cons_at) return mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!o->pos || !o->unit_of || !o->konst || !o->loose || !o->from_init || !o->cons_at) return mp_error(MP_ERR_NOMEM, "out of memory");
     int edges = 0;
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[k];
@@ -333,6 +343,7 @@ static mp_status ort_graph(ort *o) {
             c = false;
         }
         o->konst[k] = c || known;
+        o->from_init[k] = c;
     }
     return MP_OK;
 }
@@ -419,7 +430,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
     for (int i = 0; i <= o->n_slots; i++) {
         ort_slot *s = i < o->n_slots ? &o->slots[by[i]] : NULL;
         if (s && s->anchor < 0) {
-            if (!ort_added(ort_str(o, s->op))) by[pend++] = by[i]; /* pending: behind i */
+            if (!ort_added_slot(o, s)) by[pend++] = by[i]; /* pending: behind i */
             continue;
         }
         int cur = s ? o->pos[s->anchor] : nn;
@@ -509,8 +520,9 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
  *     reads that node's inputs, where their place in ONNX Runtime's list is
  *     certain (see ort_in_pos). The NCHWc layout pads channels (dims 0 and 1
  *     of its tensors and weights) to its block of 8 or 16.
- *  d. Nodes: with every event named after its node (optimisations off),
- *     every node but Constant ran and has one; else every node with MACs not
+ *  d. Nodes: with every event named after its node and every node
+ *     computing from weights alone run (optimisations off), every node with
+ *     FLOPs has one; else every node with MACs not
  *     computed from constants is placed by a name, by its place among the
  *     events, or by the graph around a fused event whose kernel can run it
  *     (ort_can_run), not beside a neighbour by default.
@@ -641,9 +653,12 @@ static const char *ort_event(const ort *o, const ort_slot *s, char *buf, size_t 
     return buf;
 }
 
+/* Does the profile run the NCHWc layout (its nodes "<value>_nchwc", its
+ * conversions ReorderInput/ReorderOutput)? Then the tensors between those
+ * conversions, whatever their nodes' names, have their channels padded. */
 static bool ort_nchwc(const ort *o, const ort_slot *s) {
-    const char *nm = ort_str(o, s->name);
-    return strstr(nm, "_nchwc") != NULL;
+    (void)s;
+    return o->nchwc;
 }
 
 /* The slot whose event reads node k's inputs: the one named after k, else
@@ -732,8 +747,9 @@ static mp_status ort_check_dims(ort *o, bool set, int *n_set, bool *seen) {
 }
 
 /* b. Is slot s named after its kind ("BiasGelu", "Attention_token_3",
- * "GeluFusion" of a Gelu): its name, without "_token_N", holds no '/'
- * and holds its op type or is held by it. */
+ * "GeluFusion" of a Gelu, "GPT2Gelu" of a FastGelu): its name, without
+ * "_token_N", holds no '/' and holds its op type, or is held by it, or is
+ * one word of letters and digits. */
 static bool ort_kind_named(const ort *o, const ort_slot *s) {
     const char *nm = ort_str(o, s->name), *op = ort_str(o, s->op);
     size_t n = strlen(nm) - strlen("_kernel_time");
@@ -744,7 +760,10 @@ static bool ort_kind_named(const ort *o, const ort_slot *s) {
     if (n >= sizeof base) return false;
     memcpy(base, nm, n);
     base[n] = 0;
-    return strstr(base, op) != NULL || strstr(op, base) != NULL;
+    bool word = true;
+    for (size_t i = 0; i < n && word; i++)
+        word = (base[i] >= 'a' && base[i] <= 'z') || (base[i] >= 'A' && base[i] <= 'Z') || (base[i] >= '0' && base[i] <= '9');
+    return word || strstr(base, op) != NULL || strstr(op, base) != NULL;
 }
 
 /* c. The shapes of slot s against the nodes it names and runs. */
@@ -830,8 +849,8 @@ static mp_status ort_check(ort *o, bool *seen) {
     bool all_exact = true;
     for (int i = 0; i < o->n_slots && !st; i++) {
         const ort_slot *s = &o->slots[by[i]];
-        if (s->how != ORT_EXACT) all_exact = false;
-        if (s->anchor < 0 && !ort_added(ort_str(o, s->op)) && !ort_kind_named(o, s)) {
+        if (s->how != ORT_EXACT || s->unit < 0) all_exact = false;
+        if (s->anchor < 0 && !ort_added_slot(o, s) && !ort_kind_named(o, s)) {
             const char *nm = ort_str(o, s->name);
             st = mp_error(MP_ERR_FORMAT,
                           "%s: the profile is not of this model: its node '%.*s' (%s) is no node or value of the "
@@ -844,43 +863,60 @@ static mp_status ort_check(ort *o, bool *seen) {
     }
     free(by);
     if (st) return st;
-    /* d. nodes the profile has no event for */
-    for (int i = 0; i < g->n_nodes; i++) {
+    /* d. nodes the profile has no event for. Optimisations off: every event
+     * named after its node, and every node computing from initializers
+     * alone (what constant folding, the first optimisation, removes) ran. */
+    bool *named = calloc((size_t)g->n_nodes + 1, 1);
+    if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < o->n_slots; j++)
+        if (o->slots[j].anchor >= 0) named[o->slots[j].anchor] = true;
+    int folds = 0;
+    for (int k = 0; k < g->n_nodes && all_exact; k++) {
+        if (!o->from_init[k] || !strcmp(g->nodes[k].op, "Constant")) continue;
+        folds++;
+        if (!named[k]) all_exact = false;
+    }
+    if (!folds) all_exact = false;
+    for (int i = 0; i < g->n_nodes && !st; i++) {
         int k = g->order[i];
         const mp_node *nd = &g->nodes[k];
         if (all_exact) {
-            bool named = false;
-            for (int j = 0; j < o->n_slots && !named; j++) named = o->slots[j].anchor == k;
-            if (named || !strcmp(nd->op, "Constant")) continue;
-            return mp_error(MP_ERR_FORMAT,
-                            "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it, "
-                            "and every event is named after its node (optimisations off: every node runs)",
-                            o->path, nd->name, nd->op);
+            /* (not the nodes without FLOPs: even then ONNX Runtime's mandatory
+             * passes remove a duplicate Cast) */
+            if (named[k] || (!nd->cost.flops && !nd->cost.macs)) continue;
+            st = mp_error(MP_ERR_FORMAT,
+                          "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it, "
+                          "in a run with optimisations off (every event is named after its node, and the nodes "
+                          "computing from weights alone ran: every node with FLOPs runs)",
+                          o->path, nd->name, nd->op);
+            break;
         }
         if (!nd->cost.macs || o->konst[k]) continue;
-        if (o->unit_of[k] >= 0 && !o->loose[k]) {
-            /* placed by the graph around: with an event that can run it */
-            const ort_slot *other = NULL;
-            bool can = false;
-            for (int j = 0; j < o->n_slots && !can; j++) {
-                const ort_slot *s = &o->slots[j];
-                if (s->unit != o->unit_of[k]) continue;
-                can = ort_can_run(ort_str(o, s->op), nd->op);
-                other = s;
-            }
-            if (can || !other) continue;
-            char ev[512];
-            return mp_error(MP_ERR_FORMAT,
-                            "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: "
-                            "the one beside it, '%s', ran a %s",
-                            o->path, nd->name, nd->op, ort_event(o, other, ev, sizeof ev), ort_str(o, other->op));
+        if (o->unit_of[k] < 0 || o->loose[k]) {
+            st = mp_error(MP_ERR_FORMAT,
+                          "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: no "
+                          "event names it or a node it could be fused with",
+                          o->path, nd->name, nd->op);
+            break;
         }
-        return mp_error(MP_ERR_FORMAT,
-                        "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: no "
-                        "event names it or a node it could be fused with",
-                        o->path, nd->name, nd->op);
+        /* placed by the graph around: with an event that can run it */
+        const ort_slot *other = NULL;
+        bool can = false;
+        for (int j = 0; j < o->n_slots && !can; j++) {
+            const ort_slot *s = &o->slots[j];
+            if (s->unit != o->unit_of[k]) continue;
+            can = ort_can_run(ort_str(o, s->op), nd->op);
+            other = s;
+        }
+        if (can || !other) continue;
+        char ev[512];
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: "
+                      "the one beside it, '%s', ran a %s",
+                      o->path, nd->name, nd->op, ort_event(o, other, ev, sizeof ev), ort_str(o, other->op));
     }
-    return MP_OK;
+    free(named);
+    return st;
 }
 
 /* ---- 5. the profile's measured fields ---- */
@@ -1144,6 +1180,7 @@ static void ort_release(ort *o) {
     free(o->cons);
     free(o->konst);
     free(o->loose);
+    free(o->from_init);
     free(o->unit_of);
     free(o->unit_order);
 }
