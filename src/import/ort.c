@@ -78,6 +78,8 @@ typedef struct ort {
     bool *loose;                 /* per node: placed only beside a neighbour, by FLOPs */
     bool *from_init;             /* per node: computes from initializers alone (no shape arithmetic) */
     bool nchwc;                  /* the profile runs the NCHWc layout */
+    bool unopt;                  /* a run with optimisations off (ort_unoptimised) */
+    int64_t budget;              /* values ort_model_has may still look at */
     int n_units, cap_units;
     mp_strmap node_names;
 } ort;
@@ -112,6 +114,10 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
         break;
     }
     if (n > 6 && memcmp(s, "fused ", 6) == 0) return ort_resolve(o, s + 6, n - 6, depth + 1, renamed, value);
+    if (ends_with(s, n, "_bn_nchwc")) { /* a BatchNormalization the NCHWc layout runs as a Conv */
+        int bn = ort_resolve(o, s, n - 9, depth + 1, renamed, value);
+        if (bn >= 0) return bn;
+    }
     if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed, value);
     if (s[n - 1] == '/' && n > 2) { /* "<node>/<Fusion>/" */
         size_t j = n - 1;
@@ -515,11 +521,13 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
  *  b. Names: an event whose name is no node's, value's, nor a name the
  *     optimiser makes from one, and neither a layout conversion ONNX Runtime
  *     adds nor a fused node named after its kind, is of another model.
- *  c. Shapes: an event placed by name writes the shapes of the node (or
- *     value) it names; an event of the op type of a node it is placed on
- *     reads that node's inputs, where their place in ONNX Runtime's list is
- *     certain (see ort_in_pos). The NCHWc layout pads channels (dims 0 and 1
- *     of its tensors and weights) to its block of 8 or 16.
+ *  c. Shapes: with optimisations off (ort_unoptimised), an event writes
+ *     the shapes of the node it names and reads that node's inputs, where
+ *     their place in ONNX Runtime's list is certain (ort_in_pos). Optimised,
+ *     ONNX Runtime rewrites the nodes it keeps (names stay, shapes move), so
+ *     an event placed by a name is held to the shapes of its group of nodes,
+ *     in any order (ort_check_near); one placed by its place, to none. The
+ *     NCHWc layout pads channels (dims 0 and 1) to its block of 8 or 16.
  *  d. Nodes: with every event named after its node and every node
  *     computing from weights alone run (optimisations off), every node with
  *     FLOPs has one; else every node with MACs not
@@ -610,12 +618,41 @@ static bool ort_dim_ok(int64_t a, int64_t b, bool pad) {
     return pad && a > b && a % 8 == 0 && a - b < 16;
 }
 
-static bool ort_shape_ok(const ort_shape *a, const mp_value *v, bool pad) {
-    if (a->rank < 0 || v->rank < 0) return true;
-    if (a->rank != v->rank) return false;
+/* The profile's shape a against the model's value v. In place, dim by dim
+ * (optimisations off); else as a set of dims in any order: ONNX Runtime's
+ * transpose optimiser moves Transposes through the nodes it keeps (an
+ * elementwise node then computes its tensor transposed, a Shape reads the
+ * tensor before the Transpose) and transposes weights to do so, and
+ * broadcast weights get dims of 1. The model's unknown dims match any. */
+static bool ort_shape_ok(const ort_shape *a, const mp_value *v, bool pad, bool perm) {
+    if (a->rank < 0 || v->rank < 0 || v->rank > ORT_MAX_DIMS) return true;
+    if (!perm) {
+        if (a->rank != v->rank) return false;
+        for (int i = 0; i < a->rank; i++)
+            if (!ort_dim_ok(a->d[i], v->dims[i], pad && i < 2)) return false;
+        return true;
+    }
+    /* as a set, and without dims of 1 (a weight [96] broadcast as [1,96,1,1],
+     * a BatchNorm's scale as a depthwise Conv's [64,1,1,1]) */
+    bool used[ORT_MAX_DIMS] = {false}, done[ORT_MAX_DIMS] = {false};
+    int open = 0, left = 0; /* the model's unknown dims; its known ones not 1 */
+    for (int j = 0; j < v->rank; j++) {
+        open += v->dims[j] < 0;
+        left += v->dims[j] > 1;
+    }
+    for (int pass = 0; pass < 2; pass++) /* equal dims first, then padded ones */
+        for (int i = 0; i < a->rank; i++) {
+            if (a->d[i] == 1) done[i] = true;
+            for (int j = 0; j < v->rank && j < ORT_MAX_DIMS && !done[i]; j++) {
+                int64_t b = v->dims[j];
+                if (used[j] || b <= 1 || !(pass ? ort_dim_ok(a->d[i], b, pad) : a->d[i] == b)) continue;
+                used[j] = done[i] = true;
+                left--;
+            }
+        }
     for (int i = 0; i < a->rank; i++)
-        if (!ort_dim_ok(a->d[i], v->dims[i], pad && i < 2)) return false;
-    return true;
+        if (!done[i] && open-- <= 0) return false;
+    return left == 0;
 }
 
 /* A weight: an initializer, or computed from constants only. */
@@ -661,6 +698,14 @@ static bool ort_nchwc(const ort *o, const ort_slot *s) {
     return o->nchwc;
 }
 
+/* Does a kernel of op type kop read node op's inputs in op's places? Its
+ * own op type, or ONNX Runtime's fused form that appends inputs (FusedConv:
+ * X, W, B, Z; FusedGemm: A, B, C). */
+static bool ort_reads_as(const char *kop, const char *op) {
+    if (!strcmp(kop, op)) return true;
+    return (!strcmp(kop, "FusedConv") && !strcmp(op, "Conv")) || (!strcmp(kop, "FusedGemm") && !strcmp(op, "Gemm"));
+}
+
 /* The slot whose event reads node k's inputs: the one named after k, else
  * one of k's unit of k's op type; NULL. */
 static const ort_slot *ort_reader_slot(const ort *o, int k) {
@@ -669,7 +714,9 @@ static const ort_slot *ort_reader_slot(const ort *o, int k) {
     if (u < 0) return NULL;
     for (int i = 0; i < o->n_slots; i++) {
         const ort_slot *s = &o->slots[i];
-        if (s->unit != u || s->in == MP_TORT_NONE || strcmp(ort_str(o, s->op), o->g->nodes[k].op) != 0) continue;
+        if (s->unit != u || s->in == MP_TORT_NONE || (s->how != ORT_EXACT && s->how != ORT_RENAMED) ||
+            !ort_reads_as(ort_str(o, s->op), o->g->nodes[k].op))
+            continue;
         if (s->anchor == k) return s;
         if (!best || s->order < best->order) best = s;
     }
@@ -680,12 +727,36 @@ static const ort_slot *ort_reader_slot(const ort *o, int k) {
  * its event ran; -1 */
 static int ort_same_op(const ort *o, const ort_slot *s) {
     const char *op = ort_str(o, s->op);
-    if (s->anchor >= 0 && !strcmp(o->g->nodes[s->anchor].op, op)) return s->anchor;
+    if (s->anchor >= 0 && ort_reads_as(op, o->g->nodes[s->anchor].op)) return s->anchor;
     for (int i = 0; i < o->g->n_nodes; i++) {
         int k = o->g->order[i];
-        if (o->unit_of[k] == s->unit && !strcmp(o->g->nodes[k].op, op)) return k;
+        if (o->unit_of[k] == s->unit && ort_reads_as(op, o->g->nodes[k].op)) return k;
     }
     return -1;
+}
+
+/* Was the run's graph the model's (optimisations off)? Every event named
+ * after its node, and the nodes computing from weights alone, which
+ * constant folding (the first optimisation) removes, ran. A model without
+ * such nodes cannot tell: optimised. */
+static mp_status ort_unoptimised(ort *o) {
+    const mp_graph *g = o->g;
+    bool all_exact = o->n_slots > 0;
+    for (int i = 0; i < o->n_slots && all_exact; i++)
+        if (o->slots[i].how != ORT_EXACT || o->slots[i].unit < 0) all_exact = false;
+    bool *named = calloc((size_t)g->n_nodes + 1, 1);
+    if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < o->n_slots; j++)
+        if (o->slots[j].anchor >= 0) named[o->slots[j].anchor] = true;
+    int folds = 0;
+    for (int k = 0; k < g->n_nodes && all_exact; k++) {
+        if (!o->from_init[k] || !strcmp(g->nodes[k].op, "Constant")) continue;
+        folds++;
+        if (!named[k]) all_exact = false;
+    }
+    free(named);
+    o->unopt = all_exact && folds > 0;
+    return MP_OK;
 }
 
 /* a. The dims of the graph's inputs as the profile's nodes read them. set:
@@ -710,6 +781,14 @@ static mp_status ort_check_dims(ort *o, bool set, int *n_set, bool *seen) {
             if (at < 0 || sh[at].rank < 0) continue;
             const ort_shape *x = &sh[at];
             bool pad = ort_nchwc(o, s);
+            if (!o->unopt) { /* a node the optimiser kept may read another tensor now (a Shape the
+                              * transpose optimiser moved before a Transpose): only a read that agrees
+                              * with the input's known dims says what its symbolic ones were */
+                bool agree = x->rank == val->decl_rank;
+                for (int a = 0; a < x->rank && agree; a++)
+                    agree = val->decl_dims[a] < 0 || ort_dim_ok(x->d[a], val->decl_dims[a], pad && a < 2);
+                if (!agree) continue;
+            }
             if (x->rank != val->decl_rank)
                 return mp_error(MP_ERR_SHAPE,
                                 "%s: the profile is not of this model: its node '%s' (%s) read input '%s' as %s, "
@@ -755,6 +834,9 @@ static bool ort_kind_named(const ort *o, const ort_slot *s) {
     size_t n = strlen(nm) - strlen("_kernel_time");
     const char *t = strstr(nm, "_token_");
     if (t && (size_t)(t - nm) < n) n = (size_t)(t - nm);
+    /* the nodes of a local function ONNX Runtime inlined: "_inlfunc_<function>_<node>", perhaps
+     * within a fusion's name ("fused _inlfunc_Linear_Gemm_0") */
+    if (strstr(nm, "_inlfunc_")) return true;
     if (!n || !op[0] || memchr(nm, '/', n)) return false;
     char base[256];
     if (n >= sizeof base) return false;
@@ -777,7 +859,7 @@ static mp_status ort_check_slot(ort *o, const ort_slot *s) {
      * when it runs that node's op, else the first: a fusion's output is
      * its last node's, of the shape of the one it is named after) */
     int n = s->out != MP_TORT_NONE ? ort_shapes(ort_str(o, s->out), sh) : -1;
-    if (n > 0 && s->anchor >= 0) {
+    if (n > 0 && s->anchor >= 0 && o->unopt) {
         const mp_node *a = &g->nodes[s->anchor];
         int outs[MP_MAX_RANK], no = 0;
         if (s->value >= 0) outs[no++] = s->value;
@@ -787,7 +869,7 @@ static mp_status ort_check_slot(ort *o, const ort_slot *s) {
         for (int j = 0; j < no && j < n && j < ORT_MAX_SHAPES; j++) {
             if (outs[j] < 0) continue;
             const mp_value *v = &g->values[outs[j]];
-            if (!ort_shape_ok(&sh[j], v, pad))
+            if (!ort_shape_ok(&sh[j], v, pad, !o->unopt))
                 return mp_error(MP_ERR_SHAPE,
                                 "%s: the profile is not of this model at these dims: its node '%s' (%s) wrote %s "
                                 "where the model's '%s' is %s",
@@ -798,18 +880,89 @@ static mp_status ort_check_slot(ort *o, const ort_slot *s) {
     /* inputs: those of the node of its op type it runs */
     int k = s->unit >= 0 ? ort_same_op(o, s) : -1;
     n = k >= 0 && s->in != MP_TORT_NONE ? ort_shapes(ort_str(o, s->in), sh) : -1;
+    if (n > 0 && !o->unopt) return MP_OK; /* (ort_check_near) */
     if (n > 0) {
         const mp_node *nd = &g->nodes[k];
         for (int j = 0; j < nd->n_in; j++) {
             int at = nd->in[j] >= 0 ? ort_in_pos(o, k, j, n) : -1;
             if (at < 0) continue;
             const mp_value *v = &g->values[nd->in[j]];
-            if (!ort_shape_ok(&sh[at], v, pad))
+            if (!ort_shape_ok(&sh[at], v, pad, !o->unopt))
                 return mp_error(MP_ERR_SHAPE,
                                 "%s: the profile is not of this model at these dims: its node '%s' (%s) read %s "
                                 "where the model's node '%s' reads '%s' of %s",
                                 o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[at]), nd->name, v->name,
                                 ort_fmt_value(o, b2, sizeof b2, v));
+        }
+    }
+    return MP_OK;
+}
+
+/* Is shape a one that a node of unit u reads or writes (in any order)? */
+static bool ort_unit_has(const ort *o, const int *at, const int *mem, int u, const ort_shape *a, bool pad) {
+    for (int i = at[u]; i < at[u + 1]; i++) {
+        const mp_node *nd = &o->g->nodes[mem[i]];
+        for (int j = 0; j < nd->n_in + nd->n_out; j++) {
+            int v = j < nd->n_in ? nd->in[j] : nd->out[j - nd->n_in];
+            if (v >= 0 && ort_shape_ok(a, &o->g->values[v], pad, true)) return true;
+        }
+    }
+    return false;
+}
+
+/* Is shape a one of the model's values (in any order)? At most 2^24 values
+ * looked at over the whole check: then yes. */
+static bool ort_model_has(ort *o, const ort_shape *a) {
+    if (o->budget <= 0) return true;
+    o->budget -= o->g->n_values;
+    for (int v = 0; v < o->g->n_values; v++)
+        if (ort_shape_ok(a, &o->g->values[v], o->nchwc, true)) return true;
+    return false;
+}
+
+/* c, optimised: ONNX Runtime rewrites the nodes it keeps (a Div taking
+ * over the Mul after it keeps the Div's name and writes the Mul's output;
+ * the transpose optimiser transposes what a node computes), so an event
+ * placed by a name is held only to shapes its group of nodes has: each
+ * shape it wrote, and each it read of 2 dims or more (a weight: a folded
+ * bias, a scale or a quantisation parameter may be new), is one that a node
+ * of its group reads or writes, its dims in any order. An event placed by
+ * its place (a fusion named after its kind, a node the optimiser adds: its
+ * group is a guess) is held to what it wrote, of 2 dims or more, being a
+ * shape of the model's (what it read may be packed: Attention's QKV
+ * weights in one). at/mem: the units' nodes. */
+static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const int *mem) {
+    if (!o->budget) o->budget = (int64_t)1 << 24;
+    if (s->unit < 0 || s->how == ORT_NONE) return MP_OK;
+    bool guess = s->how == ORT_ORDER; /* placed by its place: its group is a guess */
+    char b1[256], b2[256], ev[512];
+    const char *nm = ort_event(o, s, ev, sizeof ev), *op = ort_str(o, s->op);
+    ort_shape sh[ORT_MAX_SHAPES];
+    for (int io = guess ? 1 : 0; io < 2; io++) {
+        uint32_t str = io ? s->out : s->in;
+        int n = str != MP_TORT_NONE ? ort_shapes(ort_str(o, str), sh) : -1;
+        for (int j = 0; j < n && j < ORT_MAX_SHAPES; j++) {
+            if (sh[j].rank < (io && !guess ? 1 : 2)) continue;
+            if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc)) continue;
+            /* say what the model has there: the input in that place of the node of its op type */
+            int k = ort_same_op(o, s), pos = -1;
+            const mp_node *nd = k >= 0 ? &o->g->nodes[k] : NULL;
+            for (int i = 0; nd && !io && i < nd->n_in && pos < 0; i++)
+                if (nd->in[i] >= 0 && ort_in_pos(o, k, i, n) == j) pos = i;
+            if (pos >= 0)
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model at these dims: its node '%s' (%s) read %s "
+                                "where the model's node '%s' reads '%s' of %s (and no node it is placed on reads "
+                                "or writes that shape)",
+                                o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[j]), nd->name,
+                                o->g->values[nd->in[pos]].name,
+                                ort_fmt_value(o, b2, sizeof b2, &o->g->values[nd->in[pos]]));
+            return mp_error(MP_ERR_SHAPE,
+                            "%s: the profile is not of this model at these dims: its node '%s' (%s) %s %s, a shape "
+                            "%s%s%s reads or writes",
+                            o->path, nm, op, io ? "wrote" : "read", ort_fmt_shape(b1, sizeof b1, &sh[j]),
+                            guess ? "no node of the model" : "no node it is placed on (the model's '",
+                            guess ? "" : o->g->nodes[mem[at[s->unit]]].name, guess ? "" : "')");
         }
     }
     return MP_OK;
@@ -846,10 +999,33 @@ static mp_status ort_check(ort *o, bool *seen) {
     if (!by) return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < o->n_slots; i++) by[i] = i;
     qsort_r(by, (size_t)o->n_slots, sizeof *by, cmp_slot_order, o->slots);
-    bool all_exact = true;
+    /* the units' nodes, in the model's order */
+    int *at = calloc((size_t)o->n_units + 2, sizeof *at), *mem = malloc(sizeof *mem * ((size_t)g->n_nodes + 1));
+    if (!at || !mem) {
+        free(by);
+        free(at);
+        free(mem);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < g->n_nodes; k++)
+        if (o->unit_of[k] >= 0) at[o->unit_of[k] + 1]++;
+    for (int u = 0; u < o->n_units; u++) at[u + 1] += at[u];
+    {
+        int *fill = calloc((size_t)o->n_units + 1, sizeof *fill);
+        if (!fill) {
+            free(by);
+            free(at);
+            free(mem);
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < g->n_nodes; i++) {
+            int k = g->order[i], u = o->unit_of[k];
+            if (u >= 0) mem[at[u] + fill[u]++] = k;
+        }
+        free(fill);
+    }
     for (int i = 0; i < o->n_slots && !st; i++) {
         const ort_slot *s = &o->slots[by[i]];
-        if (s->how != ORT_EXACT || s->unit < 0) all_exact = false;
         if (s->anchor < 0 && !ort_added_slot(o, s) && !ort_kind_named(o, s)) {
             const char *nm = ort_str(o, s->name);
             st = mp_error(MP_ERR_FORMAT,
@@ -859,24 +1035,18 @@ static mp_status ort_check(ort *o, bool *seen) {
                           o->path, (int)(strlen(nm) - strlen("_kernel_time")), nm, ort_str(o, s->op));
             break;
         }
-        st = ort_check_slot(o, s);
+        st = o->unopt ? ort_check_slot(o, s) : ort_check_near(o, s, at, mem);
     }
     free(by);
+    free(at);
+    free(mem);
     if (st) return st;
-    /* d. nodes the profile has no event for. Optimisations off: every event
-     * named after its node, and every node computing from initializers
-     * alone (what constant folding, the first optimisation, removes) ran. */
+    /* d. nodes the profile has no event for */
+    bool all_exact = o->unopt;
     bool *named = calloc((size_t)g->n_nodes + 1, 1);
     if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int j = 0; j < o->n_slots; j++)
         if (o->slots[j].anchor >= 0) named[o->slots[j].anchor] = true;
-    int folds = 0;
-    for (int k = 0; k < g->n_nodes && all_exact; k++) {
-        if (!o->from_init[k] || !strcmp(g->nodes[k].op, "Constant")) continue;
-        folds++;
-        if (!named[k]) all_exact = false;
-    }
-    if (!folds) all_exact = false;
     for (int i = 0; i < g->n_nodes && !st; i++) {
         int k = g->order[i];
         const mp_node *nd = &g->nodes[k];
@@ -905,7 +1075,8 @@ static mp_status ort_check(ort *o, bool *seen) {
         for (int j = 0; j < o->n_slots && !can; j++) {
             const ort_slot *s = &o->slots[j];
             if (s->unit != o->unit_of[k]) continue;
-            can = ort_can_run(ort_str(o, s->op), nd->op);
+            /* (a unit placed by its place among the others is a guess: not held to this) */
+            can = s->how == ORT_ORDER || ort_can_run(ort_str(o, s->op), nd->op);
             other = s;
         }
         if (can || !other) continue;
@@ -1165,6 +1336,7 @@ static mp_status ort_prepare(ort *o, mp_profile *p, const char *path, const mp_o
     if (!st) st = ort_slots(o);
     if (!st) st = ort_graph(o);
     if (!st) st = ort_place(o, im);
+    if (!st) st = ort_unoptimised(o);
     return st;
 }
 
