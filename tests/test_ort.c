@@ -583,6 +583,28 @@ static void t_match_rules(void) {
         {"/post/Neg", "Neg", NULL, NULL},
     };
     expect_ort(nchwc, 5, -1, MP_OK, NULL);
+    /* optimised, ONNX Runtime rewrites what it keeps: an event placed by a
+     * name is held to shapes of its group, in any order and without dims of
+     * 1 (the transpose optimiser; a weight broadcast as [1,C,1,1]) */
+    const sev moved[] = {
+        {"fused /fc/MatMul", "FusedMatMul", "[{\"float\":[8,1,4]},{\"float\":[1,8,8,1]}]", "[{\"float\":[8,4,1]}]"},
+        {"/scale/Mul/MulScaleFusion/", "Mul", NULL, NULL},
+        {"Sigmoid_token_2", "Sigmoid", NULL, "[{\"float\":[1,4,8]}]"},
+        {"/out/Tanh", "Tanh", NULL, NULL},
+        {"/post/Neg", "Neg", NULL, NULL},
+    };
+    expect_ort(moved, 5, -1, MP_OK, NULL);
+    sev bad[5];
+    memcpy(bad, moved, sizeof bad);
+    bad[0].in = "[{\"float\":[1,4,8]},{\"float\":[8,16]}]";
+    expect_ort(bad, 5, -1, MP_ERR_SHAPE,
+               "its node 'fused /fc/MatMul' (FusedMatMul) read [8,16], a shape no node it is placed on (the model's "
+               "'/fc/MatMul') reads or writes");
+    /* an event placed by its place (its group a guess) must write a shape the model has */
+    memcpy(bad, moved, sizeof bad);
+    bad[2].out = "[{\"float\":[1,4,7]}]";
+    expect_ort(bad, 5, -1, MP_ERR_SHAPE, "its node 'Sigmoid_token_2' (Sigmoid) wrote [1,4,7], a shape no node of the "
+                                         "model reads or writes");
 }
 
 /* Profiles of other models, and of this one at other dims: refused, naming
