@@ -526,14 +526,14 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
  *     their place in ONNX Runtime's list is certain (ort_in_pos). Optimised,
  *     ONNX Runtime rewrites the nodes it keeps (names stay, shapes move), so
  *     an event placed by a name is held to the shapes of its group of nodes,
- *     in any order (ort_check_near); one placed by its place, to none. The
- *     NCHWc layout pads channels (dims 0 and 1) to its block of 8 or 16.
- *  d. Nodes: with every event named after its node and every node
- *     computing from weights alone run (optimisations off), every node with
- *     FLOPs has one; else every node with MACs not
- *     computed from constants is placed by a name, by its place among the
- *     events, or by the graph around a fused event whose kernel can run it
- *     (ort_can_run), not beside a neighbour by default.
+ *     as sets of dims without 1s (ort_check_near); one placed by its place
+ *     (its group a guess), to writing shapes the model has. The NCHWc
+ *     layout pads channels (dims 0 and 1) to its block of 8 or 16.
+ *  d. Nodes: with optimisations off, every node with FLOPs has an event;
+ *     else every node with MACs not computed from constants is placed by a
+ *     name, by its place among the events, or by the graph around a fused
+ *     event whose kernel can run it (ort_can_run), not beside a neighbour
+ *     by default.
  * The first event (in the run's order) or node that differs is named. */
 
 #define ORT_MAX_SHAPES 16
