@@ -35,6 +35,7 @@ import io
 import json
 import pickle
 import sys
+import zlib
 
 ACTIVE_STATES = ("active_allocated", "active_pending_free")
 
@@ -64,7 +65,7 @@ def load(path):
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise BadSnapshot("%s: bad gzip stream: %s" % (path, e))
     if not raw:
         raise BadSnapshot("%s: empty file" % path)
@@ -90,9 +91,9 @@ def _int(v, what):
 def _size(v, what):
     v = _int(v, what)
     if v < 0:
-        raise BadSnapshot("%s: negative size %d" % (what, v))
+        raise BadSnapshot("%s: negative value %d" % (what, v))
     if v >= 1 << 63:
-        raise BadSnapshot("%s: size %d does not fit in 64 bits" % (what, v))
+        raise BadSnapshot("%s: %d does not fit in 64 bits" % (what, v))
     return v
 
 
