@@ -15,7 +15,7 @@ What it prints (the contract in docs/MEMORY.md, "Snapshot layout"):
 
 Replay, per device, in requested bytes (the unit of the trace's alloc/free sizes):
   start = final active blocks (active_allocated, active_pending_free) whose address
-          the trace never allocs (counted by requested_size, else the block's
+          is not live at the end of the trace (counted by requested_size, else the block's
           history[0].real_size, else size)
         + frees of addresses the trace never allocated before them (by the free's size);
   then `alloc` adds its size, `free_completed` subtracts the size of the alloc it ends
@@ -240,7 +240,9 @@ def replay_device(dev, trace, fin, warn):
         elif act in ("segment_free", "segment_unmap"):
             seg_net -= size
         effect.append(d)
-    pre = [(a, r) for (a, r, s) in fin["blocks"] if a not in ever_alloc]
+    # final active blocks that no allocation live at the end of the trace accounts for
+    # (MemoryViz.js's rule: "actively allocated in segments, but no matching alloc in trace")
+    pre = [(a, r) for (a, r, s) in fin["blocks"] if a not in live]
     start += sum(r for a, r in pre)
     end_requested = sum(r for a, r, s in fin["blocks"])
     end_allocated = sum(s for a, r, s in fin["blocks"])
