@@ -410,6 +410,16 @@ bench-trace:
 # 1/8 .. all of the ranks: time linear in bytes, memory per process bounded
 # (bench/bench_ranks.py prints the figures). Not part of make test.
 BENCH_RANKS ?= 1024
+# `make bench-memory` (issue 32): a 1 M-event snapshot made from a shared real one
+# (tools/make_big_snapshot.py), read by `modelprof memory --format json` and by Python's
+# pickle.load alternately; prints best/median, the ratio and peak RSS against the file's size
+# (targets: >= 5x, RSS below the file). Fails with a message while `modelprof memory` is absent.
+BENCH_MEMORY_EVENTS ?= 1000000
+bench-memory:
+	$(MAKE) all
+	/usr/bin/python3 bench/bench_memory.py --modelprof $(BUILD)/modelprof \
+	    --big $(BUILD)/bench/big_snapshot.pickle --events $(BENCH_MEMORY_EVENTS) --python /usr/bin/python3
+
 bench-ranks:
 	@sh tools/deps.sh bench
 	$(MAKE) all
