@@ -138,6 +138,7 @@ pytest-ish: all
 	/usr/bin/python3 tools/abi_check.py --cc $(CC) --self-test
 	@echo "== the Python tests under PYTHONMALLOC=debug (a ctypes struct shorter than C's aborts)"
 	PYTHONMALLOC=debug /usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
+	/usr/bin/python3 tests/python/test_memory.py   # modelprof.memory.record, torch.cuda.memory mocked per version
 
 # ---- make install / make uninstall (PREFIX, DESTDIR) ----
 PREFIX ?= /usr/local
