@@ -415,6 +415,12 @@ BENCH_RANKS ?= 1024
 # (tools/make_big_snapshot.py), read by `modelprof memory --format json` and by Python's
 # pickle.load alternately; prints best/median, the ratio and peak RSS against the file's size
 # (targets: >= 5x, RSS below the file). Fails with a message while `modelprof memory` is absent.
+# `make memory-check` (issue 32): `modelprof memory --format json` on every snapshot of
+# tests/snapshots/ and the shared real ones equals tools/snapshot_ref.py's replay (the committed
+# NAME.ref.json); every hostile snapshot exits 2 with a message and runs nothing.
+memory-check: all
+	/usr/bin/python3 tools/memory_check.py --modelprof $(BUILD)/modelprof
+
 BENCH_MEMORY_EVENTS ?= 1000000
 bench-memory:
 	$(MAKE) all
