@@ -138,6 +138,7 @@ pytest-ish: all
 	/usr/bin/python3 tools/abi_check.py --cc $(CC) --self-test
 	@echo "== the Python tests under PYTHONMALLOC=debug (a ctypes struct shorter than C's aborts)"
 	PYTHONMALLOC=debug /usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
+	/usr/bin/python3 tests/python/test_memory.py   # modelprof.memory.record, torch.cuda.memory mocked per version
 
 # ---- make install / make uninstall (PREFIX, DESTDIR) ----
 PREFIX ?= /usr/local
@@ -410,6 +411,22 @@ bench-trace:
 # 1/8 .. all of the ranks: time linear in bytes, memory per process bounded
 # (bench/bench_ranks.py prints the figures). Not part of make test.
 BENCH_RANKS ?= 1024
+# `make bench-memory` (issue 32): a 1 M-event snapshot made from a shared real one
+# (tools/make_big_snapshot.py), read by `modelprof memory --format json` and by Python's
+# pickle.load alternately; prints best/median, the ratio and peak RSS against the file's size
+# (targets: >= 5x, RSS below the file). Fails with a message while `modelprof memory` is absent.
+# `make memory-check` (issue 32): `modelprof memory --format json` on every snapshot of
+# tests/snapshots/ and the shared real ones equals tools/snapshot_ref.py's replay (the committed
+# NAME.ref.json); every hostile snapshot exits 2 with a message and runs nothing.
+memory-check: all
+	/usr/bin/python3 tools/memory_check.py --modelprof $(BUILD)/modelprof
+
+BENCH_MEMORY_EVENTS ?= 1000000
+bench-memory:
+	$(MAKE) all
+	/usr/bin/python3 bench/bench_memory.py --modelprof $(BUILD)/modelprof \
+	    --big $(BUILD)/bench/big_snapshot.pickle --events $(BENCH_MEMORY_EVENTS) --python /usr/bin/python3
+
 bench-ranks:
 	@sh tools/deps.sh bench
 	$(MAKE) all

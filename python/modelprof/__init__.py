@@ -10,6 +10,7 @@ from .torchprof import (analyze_trace, flops_to_string, get_model_profile, macs_
                         number_to_string, params_to_string, profile_onnx)
 
 from ._lib import VERSION as __version__  # the library's (mp_version)
+from . import memory  # noqa: E402,F401  (modelprof.memory.record: CUDA memory history)
 
 
 def __getattr__(name):
