@@ -169,6 +169,14 @@ static mp_status intern_stack(mp_snapshot *s, uint64_t from, uint32_t *out) {
     return MP_OK;
 }
 
+/* An int where a number belongs: a bool is the wrong type (Python's
+ * True is an int, but no snapshot writes one for a size or address). */
+static bool int_of(const mpk *k, mpk_val v, int64_t *out) {
+    v = mpk_resolve(k, v);
+    unsigned t = PK_TAG(v);
+    return (t == PK_INT || t == PK_BIGINT) && mpk_int(k, v, out);
+}
+
 static mp_status bad(mp_snapshot *s, const char *where, const char *key, const char *want, mpk_val got) {
     return mp_error(MP_ERR_FORMAT, "%s: %s: '%s' is %s, not %s", s->path, where, key,
                     mpk_tag_name(mpk_tag(s->k, got)), want);
@@ -268,20 +276,26 @@ static mp_status on_item(void *ud, mpk *k, mpk_val *item, uint64_t off, uint64_t
     uint32_t n;
     const mpk_val *it = mpk_items(k, v, &n);
     int64_t device_free = -1;
+    bool has_size = false;
+    /* the actions that move memory need an address and a size */
+    bool memory_action = act >= MP_MA_ALLOC && act <= MP_MA_SEGMENT_UNMAP;
     for (uint32_t i = 0; i + 1 < n; i += 2) {
         int32_t key = mpk_str_id(k, it[i]);
         mpk_val x = it[i + 1];
         int64_t iv;
         if (key == s->key[K_ADDR]) {
-            if (PK_TAG(mpk_resolve(k, x)) == PK_NONE) continue;
-            if (!mpk_int(k, x, &iv)) return bad(s, where, "addr", "an int", x);
+            if (!memory_action) continue; /* an oom's addr (when any) is not read */
+            if (!int_of(k, x, &iv)) return bad(s, where, "addr", "an int", x);
+            if (iv < 0)
+                return mp_error(MP_ERR_FORMAT, "%s: %s: negative addr %lld", s->path, where, (long long)iv);
             e.addr = (uint64_t)iv;
             e.flags |= MP_ME_ADDR;
         } else if (key == s->key[K_SIZE]) {
-            if (!mpk_int(k, x, &iv)) return bad(s, where, "size", "an int", x);
+            if (!int_of(k, x, &iv)) return bad(s, where, "size", "an int", x);
             if (iv < 0)
                 return mp_error(MP_ERR_FORMAT, "%s: %s: negative size %lld", s->path, where, (long long)iv);
             e.size = iv;
+            has_size = true;
         } else if (key == s->key[K_TIME_US]) {
             if (PK_TAG(mpk_resolve(k, x)) == PK_NONE) continue;
             if (!mpk_int(k, x, &iv)) return bad(s, where, "time_us", "an int", x);
@@ -300,6 +314,9 @@ static mp_status on_item(void *ud, mpk *k, mpk_val *item, uint64_t off, uint64_t
             device_free = iv;
         }
     }
+    if (memory_action && (!(e.flags & MP_ME_ADDR) || !has_size))
+        return mp_error(MP_ERR_FORMAT, "%s: %s: a %s event without %s", s->path, where, known_actions[act],
+                        !(e.flags & MP_ME_ADDR) ? "'addr'" : "'size'");
     if (s->nev >= UINT32_MAX - 1) return mp_error(MP_ERR_LIMIT, "%s: %s: more than 2^32 events", s->path, where);
     if (!grow64((void **)&s->ev, &s->ev_cap, s->nev + 1, sizeof *s->ev))
         return mp_error(MP_ERR_NOMEM, "%s: out of memory (events)", s->path);
@@ -324,9 +341,18 @@ static mp_status get_int(mp_snapshot *s, mpk_val d, int key, const char *where, 
     mpk_val x;
     *present = false;
     if (!mpk_dict_get(s->k, d, s->key[key], &x)) return MP_OK;
-    if (PK_TAG(mpk_resolve(s->k, x)) == PK_NONE) return MP_OK;
-    if (!mpk_int(s->k, x, out)) return bad(s, where, key_names[key], "an int", x);
+    if (!int_of(s->k, x, out)) return bad(s, where, key_names[key], "an int", x);
+    if (*out < 0)
+        return mp_error(MP_ERR_FORMAT, "%s: %s: negative %s %lld", s->path, where, key_names[key], (long long)*out);
     *present = true;
+    return MP_OK;
+}
+
+static mp_status need(mp_snapshot *s, mpk_val d, const int *keys, int n, const char *where) {
+    mpk_val x;
+    for (int i = 0; i < n; i++)
+        if (!mpk_dict_get(s->k, d, s->key[keys[i]], &x))
+            return mp_error(MP_ERR_FORMAT, "%s: %s: no '%s'", s->path, where, key_names[keys[i]]);
     return MP_OK;
 }
 
@@ -349,8 +375,10 @@ static mp_status read_segments(mp_snapshot *s, mpk_val list) {
         mp_mem_segment *g = &s->segs[s->nsegs++];
         int64_t v;
         bool has;
-        mp_status st = get_int(s, sg, K_DEVICE, where, &v, &has);
+        static const int seg_keys[] = {K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_BLOCKS};
+        mp_status st = need(s, sg, seg_keys, 4, where);
         if (st) return st;
+        if ((st = get_int(s, sg, K_DEVICE, where, &v, &has))) return st;
         if (has && (v < 0 || v > 65535))
             return mp_error(MP_ERR_FORMAT, "%s: %s: device %lld out of range", s->path, where, (long long)v);
         g->device = has ? (int)v : 0;
@@ -380,6 +408,8 @@ static mp_status read_segments(mp_snapshot *s, mpk_val list) {
             mpk_val b = mpk_resolve(k, bl[j]);
             if (PK_TAG(b) != PK_DICT)
                 return mp_error(MP_ERR_FORMAT, "%s: %s is %s, not a dict", s->path, bw, mpk_tag_name(PK_TAG(b)));
+            static const int block_keys[] = {K_SIZE, K_STATE};
+            if ((st = need(s, b, block_keys, 2, bw))) return st;
             mp_mem_block *B = &s->blocks[s->nblocks++];
             memset(B, 0, sizeof *B);
             if ((st = get_int(s, b, K_SIZE, bw, &v, &has))) return st;
@@ -411,7 +441,9 @@ static mp_status read_segments(mp_snapshot *s, mpk_val list) {
                 if (t != PK_LIST && t != PK_TUPLE) return bad(s, bw, "history", "a list", x);
                 s->block_history = true;
                 if (nh) {
-                    mpk_val last = mpk_resolve(k, h[nh - 1]);
+                    /* the head is the newest: 2.0's malloc puts each new
+                     * entry first (HistoryChain), as _memory_viz.py reads it */
+                    mpk_val last = mpk_resolve(k, h[0]);
                     if (PK_TAG(last) != PK_DICT)
                         return mp_error(MP_ERR_FORMAT, "%s: %s: a history entry is %s, not a dict", s->path, bw,
                                         mpk_tag_name(PK_TAG(last)));
