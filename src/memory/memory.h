@@ -178,6 +178,12 @@ typedef struct mp_mem_device {
     int nfindings;
 } mp_mem_device;
 
+/* Consecutive records that went to one list (the reader's item hook). */
+typedef struct mp_mem_run {
+    uint64_t list; /* the list's pickle value */
+    uint32_t first, count;
+} mp_mem_run;
+
 typedef struct mp_snapshot {
     mpk *k;
     const char *path;
@@ -190,6 +196,8 @@ typedef struct mp_snapshot {
     /* records */
     mp_mem_event *ev;
     uint64_t nev, ev_cap;
+    mp_mem_run *runs;
+    uint64_t nruns, runs_cap;
     int64_t *device_free; /* per OOM event (MP_ME_DEVICE_FREE): pairs ev index, bytes */
     uint64_t ndevice_free, device_free_cap;
     mp_mem_frame *frames;
