@@ -328,10 +328,12 @@ static bool pk_new_container(mpk *k, unsigned tag, mpk_val *out) {
         k->slots_cap = (uint32_t)cap;
         s = k->nslots++;
         k->slots[s].gen = 0;
+        k->slots[s].items = NULL;
+        k->slots[s].cap = 0;
+        k->slots[s].n = 0;
     }
     pk_slot *e = &k->slots[s];
-    e->items = NULL;
-    e->n = e->cap = e->seen = 0;
+    e->n = e->seen = 0;
     e->memo = PK_NO_MEMO;
     e->kind = (uint8_t)tag;
     e->to = 0;
@@ -367,10 +369,7 @@ void mpk_replace(mpk *k, mpk_val v, mpk_val to, bool keep) {
     e->kind = 0;
     e->to = to;
     k->live--;
-    if (!keep) {
-        free(e->items);
-        e->items = NULL;
-        e->cap = 0;
+    if (!keep) { /* its items' room stays with the slot for the next container */
         uint32_t s = (uint32_t)PK_PAYLOAD(v);
         e->gen++;
         e->n = k->free_head;
@@ -633,6 +632,15 @@ static uint64_t pk_le(const unsigned char *p, int n) {
 /* A little-endian two's complement int of n bytes. */
 static mp_status pk_long(mpk *k, const unsigned char *p, uint64_t n, uint64_t off, int op) {
     mpk_val v;
+    if (n >= 1 && n <= 7) { /* addresses and times: fits the inline int */
+        uint64_t u = pk_le(p, (int)n);
+        if (p[n - 1] & 0x80) u |= ~UINT64_C(0) << (8 * n);
+        int64_t i = (int64_t)u;
+        if (i >= -(INT64_C(1) << 59) && i < (INT64_C(1) << 59)) {
+            if (!pk_push(k, PK_MAKE(PK_INT, u))) return pk_fail(k, off, op, "stack deeper than the limit");
+            return MP_OK;
+        }
+    }
     if (n == 0) {
         v = PK_MAKE(PK_INT, 0);
     } else {

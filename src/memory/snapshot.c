@@ -171,10 +171,15 @@ static mp_status intern_stack(mp_snapshot *s, uint64_t from, uint32_t *out) {
 
 /* An int where a number belongs: a bool is the wrong type (Python's
  * True is an int, but no snapshot writes one for a size or address). */
-static bool int_of(const mpk *k, mpk_val v, int64_t *out) {
-    v = mpk_resolve(k, v);
+static inline bool int_of(const mpk *k, mpk_val v, int64_t *out) {
     unsigned t = PK_TAG(v);
-    return (t == PK_INT || t == PK_BIGINT) && mpk_int(k, v, out);
+    if (t == PK_INT) { /* inline: sign-extend the 60-bit payload */
+        uint64_t p = PK_PAYLOAD(v);
+        if (p & (UINT64_C(1) << 59)) p |= UINT64_C(0xf) << 60;
+        *out = (int64_t)p;
+        return true;
+    }
+    return t == PK_BIGINT && mpk_int(k, v, out); /* a container never becomes an int */
 }
 
 static mp_status bad(mp_snapshot *s, const char *where, const char *key, const char *want, mpk_val got) {
@@ -261,10 +266,22 @@ static int action_of(mp_snapshot *s, int32_t id) {
  * trace event; it becomes a record now. */
 static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t off, uint64_t index, bool *drop) {
     mp_snapshot *s = ud;
-    mpk_val v = mpk_resolve(k, *item);
-    if (PK_TAG(v) != PK_DICT) return MP_OK;
-    mpk_val a;
-    if (!mpk_dict_get(k, v, s->key[K_ACTION], &a)) return MP_OK;
+    mpk_val v = *item;
+    if (PK_TAG(v) != PK_DICT) return MP_OK; /* a dict just built is never a replaced one */
+    uint32_t n;
+    const mpk_val *it = mpk_items(k, v, &n);
+    v = mpk_resolve(k, v);
+    /* keys are compared as values: a str key is PK_STR of its id */
+    const mpk_val k_action = PK_MAKE(PK_STR, (uint32_t)s->key[K_ACTION]);
+    mpk_val a = 0;
+    bool has_action = false;
+    for (uint32_t i = n; i >= 2; i -= 2)
+        if (it[i - 2] == k_action) {
+            a = it[i - 1];
+            has_action = true;
+            break;
+        }
+    if (!has_action) return MP_OK;
     /* the event's name in messages, written only when one is needed */
     char where[96];
 #define WHERE()                                                                                       \
@@ -276,14 +293,13 @@ static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t
     int act = action_of(s, aid);
     if (act < 0) return mp_error(MP_ERR_LIMIT, "%s: %s: more than %d distinct actions", s->path, WHERE(), MP_MEM_MAX_ACTIONS);
     mp_mem_event e = {0, 0, MP_MEM_NO_TIME, 0, (uint8_t)act, 0, 0};
-    uint32_t n;
-    const mpk_val *it = mpk_items(k, v, &n);
     int64_t device_free = -1;
     bool has_size = false;
     /* the actions that move memory need an address and a size */
     bool memory_action = act >= MP_MA_ALLOC && act <= MP_MA_SEGMENT_UNMAP;
     for (uint32_t i = 0; i + 1 < n; i += 2) {
-        int32_t key = mpk_str_id(k, it[i]);
+        mpk_val kv = it[i];
+        int32_t key = PK_TAG(kv) == PK_STR ? (int32_t)PK_PAYLOAD(kv) : -1;
         mpk_val x = it[i + 1];
         int64_t iv;
         if (key == s->key[K_ADDR]) {
