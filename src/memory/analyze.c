@@ -264,6 +264,37 @@ static bool curve(const mp_mem_device *d, int64_t *live_after, int32_t *free_of)
     return ok;
 }
 
+mp_status mp_mem_alloc_categories(mp_snapshot *s, const mp_mem_device *d, uint8_t *cat, int32_t *free_of) {
+    actx a = {s, calloc(s->nstacks ? s->nstacks : 1, 1)};
+    int32_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
+    mp_status st = MP_OK;
+    if (!a.sflags || !fwd_after || !curve(d, NULL, free_of)) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    int64_t next = -1;
+    for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
+        fwd_after[i] = (int32_t)next;
+        if (d->ev[i].action == MP_MA_ALLOC && (stack_flags(&a, d->ev[i].stack) & SF_FWD) &&
+            !(stack_flags(&a, d->ev[i].stack) & (SF_BWD | SF_OPT)))
+            next = i;
+    }
+    for (uint32_t i = 0; i < d->nev; i++) {
+        const mp_mem_event *e = &d->ev[i];
+        if (e->action != MP_MA_ALLOC) {
+            cat[i] = MP_MC_UNKNOWN;
+            continue;
+        }
+        mp_mem_live L = {e->size, -1, i, free_of[i], e->addr, e->stack,
+                         free_of[i] >= 0 ? d->ev[free_of[i]].stack : 0, MP_LO_TRACE, MP_MC_UNKNOWN};
+        cat[i] = (uint8_t)categorize(&a, d, &L, fwd_after);
+    }
+out:
+    free(a.sflags);
+    free(fwd_after);
+    return st;
+}
+
 mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     mp_status st = MP_OK;
     /* two stages, so that the per-event arrays of the first (free_of,
