@@ -359,7 +359,7 @@ fuzz-ci:
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-trace tests/corpus/trace
 	$(MAKE) $(FUZZ_BUILD)/fuzz_memory
 	@rm -rf $(FUZZ_BUILD)/ci-memory && mkdir -p $(FUZZ_BUILD)/ci-memory
-	$(FUZZ_BUILD)/fuzz_memory -runs=0 $(FUZZ_ARGS) tests/fuzz/memory
+	$(FUZZ_BUILD)/fuzz_memory -runs=0 $(FUZZ_ARGS) tests/fuzz/memory tests/memory/regress
 	$(FUZZ_BUILD)/fuzz_memory $(FUZZ_ARGS) -max_total_time=$(FUZZ_MEMORY_CI_SECONDS) -seed=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-memory tests/fuzz/memory
 

@@ -50,7 +50,7 @@ const uint32_t *mp_mem_stack(const mp_snapshot *s, uint32_t i, uint32_t *n) {
         return NULL;
     }
     *n = (uint32_t)(s->stack_off[i + 1] - s->stack_off[i]);
-    return s->stack_pool + s->stack_off[i];
+    return *n ? s->stack_pool + s->stack_off[i] : NULL;
 }
 
 /* ---- frames and stacks, interned ---- */
