@@ -448,6 +448,37 @@ static void t_diff(void) {
     t_cli_free(&r);
 }
 
+/* Predicted against measured: the plan of the MLP the Adam loop trains
+ * (tests/memory/mlp4.onnx: 4 x Linear(512, 512), weights left out) puts
+ * its weights, gradients and Adam states on the bytes measured at the
+ * peak, byte for byte (fp32: 4 + 4 + 8 bytes a parameter). */
+static void t_predicted(void) {
+    const char *args[] = {"memory", "--format", "json", "tests/snapshots/v22_train_adam.pickle", "--plan-model",
+                          "tests/memory/mlp4.onnx", "--dim", "batch=64", "--precision", "fp32", NULL};
+    t_cli r = t_cli_run(args, 60, 0);
+    T_EQ(r.code, 0);
+    jr *j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
+    const jr *rows = j ? jr_path(jr_at(jr_path(j, "memory.devices"), 0), "predicted.rows") : NULL;
+    T_EQ(jr_len(rows), 5);
+    int exact = 0;
+    for (int i = 0; i < jr_len(rows); i++) {
+        const jr *row = jr_at(rows, i);
+        const char *c = jr_get(row, "category")->s;
+        if (strcmp(c, "parameter") == 0 || strcmp(c, "gradient") == 0 || strcmp(c, "optimizer_state") == 0) {
+            T_EQ(jr_get(row, "delta_bytes")->i, 0);
+            T_CHECK(jr_get(row, "predicted_bytes")->i > 0);
+            exact++;
+        }
+    }
+    T_EQ(exact, 3);
+    jr_free(j);
+    t_cli_free(&r);
+    const char *bad[] = {"memory", "tests/snapshots/v22_train_adam.pickle", "--dim", "batch=64", NULL};
+    r = t_cli_run(bad, 60, 0);
+    T_EQ(r.code, 1);
+    t_cli_free(&r);
+}
+
 MP_TESTS(memory) {
     {"pickle_values", t_pickle_values},
     {"pickle_refused", t_pickle_refused},
@@ -460,5 +491,6 @@ MP_TESTS(memory) {
     {"nothing", t_nothing},
     {"cli", t_command},
     {"diff", t_diff},
+    {"predicted", t_predicted},
 };
 MP_TESTS_END(memory)

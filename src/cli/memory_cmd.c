@@ -9,6 +9,7 @@
 #include "memory/memory.h"
 #include "report/memory_report.h"
 #include "report/report.h"
+#include "modelprof.h"
 
 int mp_memory_main(int argc, char **argv);
 
@@ -33,6 +34,15 @@ static void mem_usage(FILE *f) {
           "  --stack full            whole stacks, not the first user frame\n"
           "  --top K                 rows per table (default 20; -1 all)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
+          "predicted against measured: the planner's memory rows of the same model beside the\n"
+          "categories at the peak (weights/parameter, gradients/gradient, optimizer states and master\n"
+          "weights/optimizer_state, activations/activation, temporary/temporary):\n"
+          "  --plan-model MODEL.onnx the model the snapshot trained (exported to ONNX)\n"
+          "  --dim NAME=VALUE        its symbolic dims (repeatable; batch: the micro-batch)\n"
+          "  --precision P           fp32, bf16, fp16, bf16-mixed, fp16-mixed (default auto)\n"
+          "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
+          "  --checkpointing         activation checkpointing\n"
+          "  --zero N, --dp N, --tp N, --pp N  the layout (defaults 0, 1, 1, 1)\n"
           "  -h, --help              this help\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a snapshot that cannot be read\n",
@@ -79,8 +89,80 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
     return 0;
 }
 
+/* The planner's rows for --plan-model (docs/MEMORY.md "Predicted against
+ * measured"). 0, or the exit status. */
+static int plan_predict(const char *model, const char **dims, int ndims, const mp_tplan_options *po,
+                        mp_mem_predicted *pr) {
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    mp_tplan *pl = NULL;
+    int rc = 0;
+    if (mp_model_load(model, &m)) {
+        mem_print_error(mp_last_error());
+        return 2;
+    }
+    for (int i = 0; i < ndims && !rc; i++) {
+        char name[128];
+        const char *eq = strchr(dims[i], '=');
+        size_t nl = eq ? (size_t)(eq - dims[i]) : 0;
+        if (!eq || nl == 0 || nl >= sizeof name || !eq[1]) {
+            fprintf(stderr, "modelprof memory: --dim '%s': expected NAME=VALUE\n", dims[i]);
+            rc = 1;
+            break;
+        }
+        memcpy(name, dims[i], nl);
+        name[nl] = 0;
+        if (mp_model_set_dim(m, name, atoll(eq + 1))) {
+            mem_print_error(mp_last_error());
+            rc = 1;
+        }
+    }
+    if (!rc && mp_profile_static(m, &p)) {
+        mem_print_error(mp_last_error());
+        rc = 2;
+    }
+    if (!rc && mp_tplan_create(p, po, &pl)) {
+        mem_print_error(mp_last_error());
+        rc = 1;
+    }
+    mp_tplan_mem mem;
+    if (!rc && mp_tplan_memory(pl, -1, &mem)) {
+        mem_print_error(mp_last_error());
+        rc = 2;
+    }
+    if (!rc) {
+        for (int c = 0; c < MP_MC_COUNT; c++) pr->bytes[c] = -1, pr->rows[c] = "";
+        pr->bytes[MP_MC_PARAMETER] = (int64_t)mem.weights_bytes;
+        pr->rows[MP_MC_PARAMETER] = "weights";
+        pr->bytes[MP_MC_GRADIENT] = (int64_t)mem.grads_bytes;
+        pr->rows[MP_MC_GRADIENT] = "gradients";
+        pr->bytes[MP_MC_OPTIMIZER_STATE] = (int64_t)(mem.optimizer_bytes + mem.master_weights_bytes);
+        pr->rows[MP_MC_OPTIMIZER_STATE] = "optimizer states + master weights";
+        pr->bytes[MP_MC_ACTIVATION] = (int64_t)mem.activations_bytes;
+        pr->rows[MP_MC_ACTIVATION] = "activations (kept for the backward)";
+        pr->bytes[MP_MC_TEMPORARY] = (int64_t)mem.temporary_bytes;
+        pr->rows[MP_MC_TEMPORARY] = "temporary (the largest operator's)";
+        snprintf(pr->source, sizeof pr->source,
+                 "plan of %s: %s, %s%s, ZeRO %d, dp %d x tp %d x pp %d (per GPU; the planner's peak %lld bytes)", model,
+                 mp_precision_name(po->precision) ? mp_precision_name(po->precision) : "?",
+                 mp_optimizer_name(po->optimizer) ? mp_optimizer_name(po->optimizer) : "?",
+                 po->checkpointing ? ", checkpointing" : "", po->zero, po->dp, po->tp, po->pp,
+                 (long long)mem.peak_bytes);
+    }
+    mp_tplan_free(pl);
+    mp_profile_free(p);
+    mp_model_free(m);
+    return rc;
+}
+
 int mp_memory_main(int argc, char **argv) {
-    mp_mem_report_opts ro = {-1, 20, false, MP_MEM_CSV_HOLDERS};
+    mp_mem_report_opts ro = {-1, 20, false, MP_MEM_CSV_HOLDERS, NULL};
+    const char *plan_model = NULL;
+    const char *dims[64];
+    int ndims = 0;
+    mp_tplan_options po;
+    mp_tplan_options_default(&po);
+    mp_mem_predicted pred;
     int format = 0;
     const char *out = NULL;
     const char *files[2] = {NULL, NULL};
@@ -140,6 +222,34 @@ int mp_memory_main(int argc, char **argv) {
             long v;
             if (parse_int(val, -1, 1000000000, &v)) return mem_usage_error("--top takes a count (-1: all), not", val);
             ro.top = (int)v;
+        } else if (strcmp(a, "--plan-model") == 0) {
+            NEXT();
+            plan_model = val;
+        } else if (strcmp(a, "--dim") == 0) {
+            NEXT();
+            if (ndims == 64) return mem_usage_error("at most 64 --dim, not another:", val);
+            dims[ndims++] = val;
+        } else if (strcmp(a, "--precision") == 0) {
+            NEXT();
+            int v = mp_precision_parse(val);
+            if (v < 0) return mem_usage_error("--precision takes auto, fp32, bf16, fp16, bf16-mixed or fp16-mixed, not", val);
+            po.precision = (mp_precision)v;
+        } else if (strcmp(a, "--optimizer") == 0) {
+            NEXT();
+            int v = mp_optimizer_parse(val);
+            if (v < 0) return mem_usage_error("--optimizer takes adamw, adam, sgd, sgd-momentum, adafactor or none, not", val);
+            po.optimizer = (mp_optimizer)v;
+        } else if (strcmp(a, "--checkpointing") == 0) {
+            po.checkpointing = 1;
+        } else if (strcmp(a, "--zero") == 0 || strcmp(a, "--dp") == 0 || strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0) {
+            NEXT();
+            long v;
+            bool zero = strcmp(a, "--zero") == 0;
+            if (parse_int(val, zero ? 0 : 1, zero ? 3 : 65536, &v)) return mem_usage_error("a count out of range for", a);
+            if (zero) po.zero = (int)v;
+            else if (strcmp(a, "--dp") == 0) po.dp = (int)v;
+            else if (strcmp(a, "--tp") == 0) po.tp = (int)v;
+            else po.pp = (int)v;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             NEXT();
             out = val;
@@ -157,6 +267,18 @@ int mp_memory_main(int argc, char **argv) {
         return 1;
     }
     if (diff && format > 1) return mem_usage_error("memory diff writes text or json, not", format == 2 ? "csv" : "html");
+    if (!plan_model && (ndims || po.checkpointing))
+        return mem_usage_error("--dim and the plan flags go with", "--plan-model");
+    if (plan_model) {
+        if (diff) return mem_usage_error("--plan-model goes with one snapshot, not", "diff");
+        if (mp_tplan_options_check(&po)) {
+            mem_print_error(mp_last_error());
+            return 1;
+        }
+        int prc = plan_predict(plan_model, dims, ndims, &po, &pred);
+        if (prc) return prc;
+        ro.pred = &pred;
+    }
     mp_snapshot *s[2] = {NULL, NULL};
     mp_mem_opts mo = {ro.device, ro.top, ro.full_stack};
     int rc = 0;

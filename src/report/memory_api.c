@@ -33,7 +33,7 @@ mp_status mp_memory_report_file(const char *path, const mp_memory_options *opts,
     mp_mem_opts mo = {o.device, o.top, o.full_stack != 0};
     if (!st) st = mp_snapshot_analyze(s, &mo);
     if (!st) {
-        mp_mem_report_opts ro = {o.device, o.top, o.full_stack != 0, o.csv_table};
+        mp_mem_report_opts ro = {o.device, o.top, o.full_stack != 0, o.csv_table, NULL};
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);

@@ -151,6 +151,18 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
                               mp_mem_fmt_bytes(S->end_bytes, b3, sizeof b3));
             }
         }
+        if (ro->pred) {
+            mp_out_rule(&o, "Predicted (modelprof plan) against measured at the peak", 100);
+            mp_out_printf(&o, "%s\n", ro->pred->source);
+            mp_out_printf(&o, "%-16s %12s %12s %12s  %s\n", "category", "predicted", "measured", "difference", "planner rows");
+            for (int c = 0; c < MP_MC_COUNT; c++) {
+                if (ro->pred->bytes[c] < 0) continue;
+                char b4b[32];
+                mp_out_printf(&o, "%-16s %12s %12s %12s  %s\n", mp_mem_category_names[c],
+                              mp_mem_fmt_bytes(ro->pred->bytes[c], b1, sizeof b1), mp_mem_fmt_bytes(d->categories[c], b2, sizeof b2),
+                              mp_mem_fmt_bytes(d->categories[c] - ro->pred->bytes[c], b4b, sizeof b4b), ro->pred->rows[c]);
+            }
+        }
         if (d->nfindings) {
             mp_out_rule(&o, "Findings", 100);
             for (int j = 0; j < d->nfindings; j++) mp_out_printf(&o, "- %s\n", d->findings[j].text);
@@ -307,6 +319,25 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
         jw_close(w, '}');
     }
     jw_close(w, ']');
+    if (ro->pred) {
+        jw_key(w, "predicted");
+        jw_open(w, '{');
+        jw_kstr(w, "source", ro->pred->source);
+        jw_key(w, "rows");
+        jw_open(w, '[');
+        for (int c = 0; c < MP_MC_COUNT; c++) {
+            if (ro->pred->bytes[c] < 0) continue;
+            jw_open(w, '{');
+            jw_kstr(w, "category", mp_mem_category_names[c]);
+            jw_ki64(w, "predicted_bytes", ro->pred->bytes[c]);
+            jw_ki64(w, "measured_bytes", d->categories[c]);
+            jw_ki64(w, "delta_bytes", d->categories[c] - ro->pred->bytes[c]);
+            jw_kstr(w, "planner_rows", ro->pred->rows[c]);
+            jw_close(w, '}');
+        }
+        jw_close(w, ']');
+        jw_close(w, '}');
+    }
     jw_ki64(w, "warning_count", d->warn_count);
     jw_key(w, "warnings");
     jw_open(w, '[');

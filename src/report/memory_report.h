@@ -8,11 +8,20 @@
 
 enum { MP_MEM_CSV_HOLDERS, MP_MEM_CSV_SITES, MP_MEM_CSV_EVENTS };
 
+/* The planner's memory rows of the same model (modelprof memory
+ * --plan-model), beside the categories at each device's peak. */
+typedef struct mp_mem_predicted {
+    char source[512];             /* what was planned: model, precision, optimizer, layout */
+    int64_t bytes[MP_MC_COUNT];   /* per category; -1: the planner has no row for it */
+    const char *rows[MP_MC_COUNT]; /* the planner rows summed into it */
+} mp_mem_predicted;
+
 typedef struct mp_mem_report_opts {
     int device;      /* -1: every device */
     int top;         /* rows of the holders table (text, json); -1 all */
     bool full_stack; /* whole stacks, not the first user frame */
     int csv_table;   /* MP_MEM_CSV_* */
+    const mp_mem_predicted *pred; /* NULL: none */
 } mp_mem_report_opts;
 
 mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *o, FILE *f);
