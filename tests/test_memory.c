@@ -353,6 +353,16 @@ static void t_findings(void) {
     T_CHECK(has_finding(d, MP_MF_LEAK));
     T_CHECK(has_finding(d, MP_MF_CHURN));
     T_CHECK(has_finding(d, MP_MF_GRAD_ALIVE));
+    for (int i = 0; i < d->nfindings; i++)
+        if (d->findings[i].kind == MP_MF_LEAK)
+            T_CHECK(strstr(d->findings[i].text, "15.00 MiB in 5 allocation(s) at /home/user/proj/train.py:66 (main).") != NULL);
+    /* module paths from the events' user_metadata */
+    int with_module = 0;
+    for (uint32_t i = 0; i < d->nlive; i++)
+        if (d->live[i].category == MP_MC_PARAMETER && mp_mem_meta(s, d->live[i].meta) &&
+            strncmp(mp_mem_meta(s, d->live[i].meta), "model.layers.", 13) == 0)
+            with_module++;
+    T_EQ(with_module, 8);
     mp_snapshot_free(s);
     s = load("tests/snapshots/v22_train_adam.pickle");
     if (!s) return;

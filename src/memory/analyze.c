@@ -286,7 +286,7 @@ mp_status mp_mem_alloc_categories(mp_snapshot *s, const mp_mem_device *d, uint8_
             continue;
         }
         mp_mem_live L = {e->size, -1, i, free_of[i], e->addr, e->stack,
-                         free_of[i] >= 0 ? d->ev[free_of[i]].stack : 0, MP_LO_TRACE, MP_MC_UNKNOWN};
+                         free_of[i] >= 0 ? d->ev[free_of[i]].stack : 0, e->meta, MP_LO_TRACE, MP_MC_UNKNOWN};
         cat[i] = (uint8_t)categorize(&a, d, &L, fwd_after);
     }
 out:
@@ -464,18 +464,49 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
             if (d->steps[i].end_bytes <= d->steps[i - 1].end_bytes) rising = false;
         if (rising) {
             int64_t grow = d->steps[d->nsteps - 1].end_bytes - d->steps[0].end_bytes;
-            /* the sites whose allocations born after the first step are still live at the peak */
+            /* the sites whose allocations made after the first step are still live at the peak
+             * and never freed, by bytes */
             char sites[400] = "";
             size_t sl = 0;
+            uint32_t fr_top[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+            int64_t by_top[3] = {0, 0, 0}, n_top[3] = {0, 0, 0};
             int shown = 0;
-            for (uint32_t j = 0; j < d->nlive && shown < 3 && sl + 100 < sizeof sites; j++) {
-                const mp_mem_live *L = &d->live[j];
-                if (L->alloc_ev <= d->steps[0].last_ev || L->free_ev >= 0) continue;
+            for (int pick = 0; pick < 3; pick++) {
+                /* the site with the most such bytes not yet picked (few sites: a scan per pick) */
+                uint32_t best_fr = UINT32_MAX;
+                int64_t best = 0, best_n = 0;
+                for (uint32_t j = 0; j < d->nlive; j++) {
+                    const mp_mem_live *L = &d->live[j];
+                    if (L->alloc_ev <= d->steps[0].last_ev || L->free_ev >= 0) continue;
+                    uint32_t fr = mp_mem_user_frame(s, L->stack);
+                    bool taken = false;
+                    for (int q = 0; q < pick; q++) taken |= fr_top[q] == fr;
+                    if (taken) continue;
+                    int64_t sum = 0, cnt = 0;
+                    int st_min = INT32_MAX, st_max = -1;
+                    for (uint32_t q = 0; q < d->nlive; q++) {
+                        const mp_mem_live *M = &d->live[q];
+                        if (M->alloc_ev > d->steps[0].last_ev && M->free_ev < 0 && mp_mem_user_frame(s, M->stack) == fr) {
+                            sum += M->size, cnt++;
+                            int k = 0; /* its step (nsteps: after the last) */
+                            while (k < d->nsteps && d->steps[k].last_ev < M->alloc_ev) k++;
+                            st_min = MP_MIN(st_min, k), st_max = MP_MAX(st_max, k);
+                        }
+                    }
+                    /* a leak's site keeps allocations of several steps (the last
+                     * step's gradients, say, are of one) */
+                    if (st_min < st_max && sum > best) best = sum, best_fr = fr, best_n = cnt;
+                    if (d->nlive > 4096) break; /* bounded: the largest holder's site only */
+                }
+                if (!best) break;
+                fr_top[pick] = best_fr, by_top[pick] = best, n_top[pick] = best_n;
+            }
+            for (int q = 0; q < 3 && by_top[q] && sl + 120 < sizeof sites; q++) {
                 char fb[200];
-                uint32_t fr = mp_mem_user_frame(s, L->stack);
-                fmt_bytes(L->size, b3, sizeof b3);
-                sl += (size_t)snprintf(sites + sl, sizeof sites - sl, "%s%s at %s", shown ? "; " : "", b3,
-                                       fr == UINT32_MAX ? "(no user frame)" : mp_mem_frame_text(s, fr, fb, sizeof fb));
+                fmt_bytes(by_top[q], b3, sizeof b3);
+                sl += (size_t)snprintf(sites + sl, sizeof sites - sl, "%s%s in %lld allocation(s) at %s", shown ? "; " : "", b3,
+                                       (long long)n_top[q],
+                                       fr_top[q] == UINT32_MAX ? "(no user frame)" : mp_mem_frame_text(s, fr_top[q], fb, sizeof fb));
                 shown++;
             }
             fmt_bytes(grow, b1, sizeof b1);

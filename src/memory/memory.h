@@ -65,12 +65,14 @@ extern const char *const mp_mem_category_names[MP_MC_COUNT];
 typedef struct mp_mem_event {
     uint64_t addr;
     int64_t size;
-    int64_t time_us; /* MP_MEM_NO_TIME when absent */
-    uint32_t stack;  /* 0: no frames */
-    uint8_t action;  /* index into the snapshot's action names */
-    uint8_t flags;   /* MP_ME_* */
-    uint16_t stream; /* index into the snapshot's streams */
+    int64_t time_us;     /* MP_MEM_NO_TIME when absent */
+    uint32_t stack;      /* 0: no frames */
+    uint16_t meta;       /* its user_metadata (a module path): index into the snapshot's; 0 none */
+    uint8_t action : 6;  /* index into the snapshot's action names (< MP_MEM_MAX_ACTIONS) */
+    uint8_t flags : 2;   /* MP_ME_* */
+    uint8_t stream;      /* index into the snapshot's streams (255: the 255th and later) */
 } mp_mem_event;
+#define MP_MEM_MAX_META 65535
 enum { MP_ME_ADDR = 1, MP_ME_DEVICE_FREE = 2 };
 
 typedef struct mp_mem_frame {
@@ -106,6 +108,7 @@ typedef struct mp_mem_live {
     uint64_t addr;
     uint32_t stack;     /* the alloc's (or the final block's) stack */
     uint32_t free_stack;
+    uint16_t meta;      /* the alloc's user_metadata (module path); 0 none */
     uint8_t origin;     /* MP_LO_* */
     uint8_t category;
 } mp_mem_live;
@@ -212,6 +215,10 @@ typedef struct mp_snapshot {
     int nactions;
     uint64_t streams[256];
     int nstreams;
+    int32_t *meta;      /* string ids of the user_metadata values; meta[0] = -1 (none) */
+    uint32_t nmeta, meta_cap;
+    uint16_t *meta_of; /* string id -> index in meta (0: none yet) */
+    uint32_t meta_of_cap;
     mp_mem_segment *segs;
     uint32_t nsegs;
     mp_mem_block *blocks;
@@ -244,6 +251,8 @@ const char *mp_mem_str(const mp_snapshot *s, int32_t id);
 const char *mp_mem_action_name(const mp_snapshot *s, int action);
 /* Stack i's frames (innermost first). */
 const uint32_t *mp_mem_stack(const mp_snapshot *s, uint32_t i, uint32_t *n);
+/* An event's user_metadata (a module path), NULL when none. */
+const char *mp_mem_meta(const mp_snapshot *s, uint16_t meta);
 /* The first frame outside torch and the Python runtime (UINT32_MAX none). */
 uint32_t mp_mem_user_frame(const mp_snapshot *s, uint32_t stack);
 /* "file:line (function)" of a frame into buf. */

@@ -169,7 +169,7 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
     d->first_time_us = d->last_time_us = MP_MEM_NO_TIME;
     for (uint32_t i = 0; i < n; i++) {
         const mp_mem_event *e = &ev[i];
-        if (e->action < MP_MEM_MAX_ACTIONS) d->action_count[e->action]++;
+        d->action_count[e->action]++; /* action < MP_MEM_MAX_ACTIONS: a 6-bit field */
         if (e->time_us != MP_MEM_NO_TIME) {
             if (d->first_time_us == MP_MEM_NO_TIME) d->first_time_us = e->time_us;
             d->last_time_us = e->time_us;
@@ -315,7 +315,7 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
             if (at.val[i] == UINT32_MAX || (at.val[i] & LM_FREED)) continue;
             const mp_mem_event *e = &ev[at.val[i]];
             mp_mem_live *L = &d->live[d->nlive];
-            *L = (mp_mem_live){e->size, -1, at.val[i], -1, e->addr, e->stack, 0, MP_LO_TRACE, MP_MC_UNKNOWN};
+            *L = (mp_mem_live){e->size, -1, at.val[i], -1, e->addr, e->stack, 0, e->meta, MP_LO_TRACE, MP_MC_UNKNOWN};
             if (!lm_put(&idx, e->addr, d->nlive)) {
                 lm_free(&idx);
                 goto nomem;
@@ -344,7 +344,7 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
             if (e->action == MP_MA_FREE_COMPLETED && !lm_find(&at, e->addr)) {
                 /* freed, never allocated before: live from the start */
                 mp_mem_live *L = &d->live[d->nlive];
-                *L = (mp_mem_live){e->size, -1, -1, i, e->addr, 0, e->stack, MP_LO_EARLY_FREE, MP_MC_UNKNOWN};
+                *L = (mp_mem_live){e->size, -1, -1, i, e->addr, 0, e->stack, 0, MP_LO_EARLY_FREE, MP_MC_UNKNOWN};
                 if (!lm_put(&idx, e->addr, d->nlive) || !lm_put(&at, e->addr, LM_FREED | LM_EARLY)) goto nomem2;
                 d->nlive++;
             }
@@ -360,7 +360,7 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
                 if (r && d->live[*r].block_size < 0 && d->live[*r].free_ev < 0) d->live[*r].block_size = B->size;
                 if (!B->early) continue;
                 mp_mem_live *L = &d->live[d->nlive++];
-                *L = (mp_mem_live){B->requested, B->size, -1, -1, B->addr, B->stack, 0, MP_LO_FINAL_BLOCK, MP_MC_UNKNOWN};
+                *L = (mp_mem_live){B->requested, B->size, -1, -1, B->addr, B->stack, 0, 0, MP_LO_FINAL_BLOCK, MP_MC_UNKNOWN};
             }
         }
         lm_free(&seen);

@@ -12,14 +12,16 @@
 enum {
     K_SEGMENTS, K_DEVICE_TRACES, K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME_US, K_FRAMES,
     K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_BLOCKS,
-    K_REQUESTED_SIZE, K_STATE, K_HISTORY, K_REAL_SIZE, K_IS_EXPANDABLE,
+    K_REQUESTED_SIZE, K_STATE, K_HISTORY, K_REAL_SIZE, K_IS_EXPANDABLE, K_USER_METADATA,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "segments", "device_traces", "action", "addr", "size", "stream", "time_us", "frames",
     "device_free", "name", "filename", "line", "device", "address", "total_size", "blocks",
-    "requested_size", "state", "history", "real_size", "is_expandable",
+    "requested_size", "state", "history", "real_size", "is_expandable", "user_metadata",
 };
+
+_Static_assert(sizeof(mp_mem_event) == 32, "an event record is 32 bytes (docs/MEMORY.md)");
 
 static const char *const known_actions[MP_MA_OTHER] = {
 #define MP__MA(e, s) s,
@@ -38,6 +40,11 @@ const char *const mp_mem_category_names[MP_MC_COUNT] = {
 #define PK_FRAME PK_USER3
 
 const char *mp_mem_str(const mp_snapshot *s, int32_t id) { return mpk_str(s->k, id, NULL); }
+
+const char *mp_mem_meta(const mp_snapshot *s, uint16_t meta) {
+    if (!meta || meta >= s->nmeta) return NULL;
+    return mp_mem_str(s, s->meta[meta]);
+}
 
 const char *mp_mem_action_name(const mp_snapshot *s, int action) {
     if (action < 0 || action >= s->nactions) return "?";
@@ -292,7 +299,7 @@ static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t
     if (aid < 0) return bad(s, WHERE(), "action", "a str", a);
     int act = action_of(s, aid);
     if (act < 0) return mp_error(MP_ERR_LIMIT, "%s: %s: more than %d distinct actions", s->path, WHERE(), MP_MEM_MAX_ACTIONS);
-    mp_mem_event e = {0, 0, MP_MEM_NO_TIME, 0, (uint8_t)act, 0, 0};
+    mp_mem_event e = {.addr = 0, .size = 0, .time_us = MP_MEM_NO_TIME, .stack = 0, .meta = 0, .action = (uint8_t)act};
     int64_t device_free = -1;
     bool has_size = false;
     /* the actions that move memory need an address and a size */
@@ -324,7 +331,7 @@ static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t
             int si = 0;
             while (si < s->nstreams && s->streams[si] != (uint64_t)iv) si++;
             if (si == s->nstreams && s->nstreams < 256) s->streams[s->nstreams++] = (uint64_t)iv;
-            e.stream = (uint16_t)(si < 256 ? si : 255);
+            e.stream = (uint8_t)(si < 255 ? si : 255);
         } else if (key == s->key[K_FRAMES]) {
             mpk_val xr = mpk_resolve(k, x);
             if (PK_TAG(xr) == PK_STACK) { /* a stack read before: the memo's id */
@@ -333,6 +340,27 @@ static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t
                 mp_status st = stack_of(s, x, WHERE(), &e.stack);
                 if (st) return st;
             }
+        } else if (key == s->key[K_USER_METADATA]) {
+            /* a module path (modelprof.memory.record sets it) or any str; others ignored */
+            int32_t mid = mpk_str_id(k, x);
+            if (mid < 0 || !mpk_str(k, mid, NULL)[0]) continue;
+            /* string id -> meta index (0: not seen yet) */
+            if ((uint32_t)mid >= s->meta_of_cap) {
+                uint32_t oc = s->meta_of_cap;
+                if (!grow((void **)&s->meta_of, &s->meta_of_cap, (uint64_t)mid + 1, sizeof *s->meta_of))
+                    return mp_error(MP_ERR_NOMEM, "%s: out of memory", s->path);
+                memset(s->meta_of + oc, 0, (size_t)(s->meta_of_cap - oc) * sizeof *s->meta_of);
+            }
+            uint16_t m = s->meta_of[mid];
+            if (!m) {
+                if (s->nmeta >= MP_MEM_MAX_META) continue; /* beyond 65,535 distinct: not kept */
+                if (!grow((void **)&s->meta, &s->meta_cap, (uint64_t)s->nmeta + 1, sizeof *s->meta))
+                    return mp_error(MP_ERR_NOMEM, "%s: out of memory", s->path);
+                m = (uint16_t)s->nmeta;
+                s->meta[s->nmeta++] = mid;
+                s->meta_of[mid] = m;
+            }
+            e.meta = m;
         } else if (key == s->key[K_DEVICE_FREE]) {
             if (!mpk_int(k, x, &iv)) return bad(s, WHERE(), "device_free", "an int", x);
             device_free = iv;
@@ -640,6 +668,14 @@ static mp_status snapshot_new(const char *label, mp_snapshot **out) {
     for (int i = 0; i < K_COUNT; i++) s->key[i] = mpk_intern(s->k, key_names[i], strlen(key_names[i]));
     for (int i = 0; i < MP_MA_OTHER; i++) s->action_name[i] = mpk_intern(s->k, known_actions[i], strlen(known_actions[i]));
     s->nactions = MP_MA_OTHER;
+    s->meta = malloc(64 * sizeof *s->meta);
+    if (!s->meta) {
+        mp_snapshot_free(s);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    s->meta[0] = -1;
+    s->nmeta = 1;
+    s->meta_cap = 64;
     /* stack 0: no frames */
     s->stack_off = calloc(64, sizeof *s->stack_off);
     s->stacks_cap = 64;
@@ -701,6 +737,8 @@ void mp_snapshot_free(mp_snapshot *s) {
     free(s->ev);
     free(s->device_free);
     free(s->runs);
+    free(s->meta);
+    free(s->meta_of);
     free(s->frames);
     free(s->stack_pool);
     free(s->stack_off);

@@ -126,6 +126,12 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
                 if (!n) mp_out_puts(&o, "\n");
             } else {
                 text_frame(s, &o, mp_mem_user_frame(s, L->stack));
+                const char *mod = mp_mem_meta(s, L->meta);
+                if (mod) {
+                    mp_out_puts(&o, "  [");
+                    mp_out_cell(&o, mod, (int)strlen(mod), false);
+                    mp_out_puts(&o, "]");
+                }
                 if (L->origin != MP_LO_TRACE) mp_out_puts(&o, "  [live before recording]");
                 mp_out_puts(&o, "\n");
             }
@@ -255,6 +261,8 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
             jw_null(w);
         jw_kstr(w, "origin", origin_name(L->origin));
         jw_kstr(w, "category", mp_mem_category_names[L->category]);
+        jw_key(w, "module");
+        jw_opt_str(w, mp_mem_meta(s, L->meta));
         jw_key(w, "site");
         json_frame(w, s, mp_mem_user_frame(s, L->stack));
         if (ro->full_stack) {
@@ -398,7 +406,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
     if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
     mp_out o = {f, 0, JW_BUF, buf};
     if (ro->csv_table == MP_MEM_CSV_HOLDERS) {
-        mp_out_puts(&o, "device,rank,size_bytes,block_bytes,alloc_event,free_event,age_s,origin,category,file,line,function\n");
+        mp_out_puts(&o, "device,rank,size_bytes,block_bytes,alloc_event,free_event,age_s,origin,category,module,file,line,function\n");
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
@@ -409,6 +417,9 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
                 if (L->alloc_ev >= 0 && d->ev[L->alloc_ev].time_us != MP_MEM_NO_TIME && d->peak_time_us != MP_MEM_NO_TIME)
                     mp_out_printf(&o, "%.6f", (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6);
                 mp_out_printf(&o, ",%s,%s,", origin_name(L->origin), mp_mem_category_names[L->category]);
+                const char *mod = mp_mem_meta(s, L->meta);
+                if (mod) csv_str(&o, mod);
+                mp_out_putc(&o, ',');
                 csv_frame(&o, s, mp_mem_user_frame(s, L->stack));
                 mp_out_puts(&o, "\n");
             }
