@@ -77,9 +77,14 @@ typedef struct actx {
     uint8_t *sflags; /* per stack */
 } actx;
 
-static uint8_t stack_flags(actx *a, uint32_t st) {
+static uint8_t stack_flags_slow(actx *a, uint32_t st);
+static inline uint8_t stack_flags(actx *a, uint32_t st) {
     if (st == 0 || st >= a->s->nstacks) return 0;
-    if (a->sflags[st] & SF_DONE) return a->sflags[st] & (uint8_t)~SF_DONE;
+    uint8_t f = a->sflags[st];
+    return (f & SF_DONE) ? (uint8_t)(f & ~SF_DONE) : stack_flags_slow(a, st);
+}
+
+static uint8_t stack_flags_slow(actx *a, uint32_t st) {
     uint32_t n;
     const uint32_t *f = mp_mem_stack(a->s, st, &n);
     uint8_t fl = 0;
@@ -315,9 +320,9 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         int64_t next = -1;
         for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
             fwd_after[i] = (int32_t)next;
-            if (ev[i].action == MP_MA_ALLOC && (stack_flags(&a, ev[i].stack) & SF_FWD) &&
-                !(stack_flags(&a, ev[i].stack) & (SF_BWD | SF_OPT)))
-                next = i;
+            if (ev[i].action != MP_MA_ALLOC) continue;
+            uint8_t f = stack_flags(&a, ev[i].stack);
+            if ((f & SF_FWD) && !(f & (SF_BWD | SF_OPT))) next = i;
         }
     }
     /* gradients alive through the next forward: made in a backward, not
