@@ -489,6 +489,28 @@ static void t_predicted(void) {
     t_cli_free(&r);
 }
 
+/* Steps without frames: the JasperSolt snapshot with its stacks removed
+ * repeats every 193 allocations; a forward's layers (silmont2000) repeat
+ * too but keep their bytes, and are not steps. */
+static void t_periodic(void) {
+    mp_snapshot *s = load("tests/memory/JasperSolt_no_frames.pickle.gz");
+    if (!s) return;
+    const mp_mem_device *d = &s->dev[0];
+    T_CHECK(!s->has_frames);
+    T_EQ_STR(d->steps_from, "periodic allocations");
+    T_EQ(d->nsteps, 9);
+    for (int i = 1; i < d->nsteps; i++) {
+        T_EQ(d->steps[i].start_bytes, 48748928); /* 46.49 MiB: the baseline */
+        T_EQ(d->steps[i].end_bytes, 48748928);
+        T_EQ(d->steps[i].peak_bytes, d->peak_requested);
+    }
+    mp_snapshot_free(s);
+    s = load("tests/memory/silmont2000_assignment2-systems__memory_forward_bf16_128__d9ecf8b.pickle.gz");
+    if (!s) return;
+    T_EQ(s->dev[0].nsteps, 0);
+    mp_snapshot_free(s);
+}
+
 MP_TESTS(memory) {
     {"pickle_values", t_pickle_values},
     {"pickle_refused", t_pickle_refused},
@@ -502,5 +524,6 @@ MP_TESTS(memory) {
     {"cli", t_command},
     {"diff", t_diff},
     {"predicted", t_predicted},
+    {"periodic", t_periodic},
 };
 MP_TESTS_END(memory)

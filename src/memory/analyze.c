@@ -210,6 +210,128 @@ static mp_status find_steps(actx *a, mp_mem_device *d, const int64_t *live_after
     return MP_OK;
 }
 
+static mp_status add_step(mp_mem_device *d, int *cap, int64_t first, int64_t last, const int64_t *live_after) {
+    if (d->nsteps == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        mp_mem_step *ns = realloc(d->steps, (size_t)*cap * sizeof *ns);
+        if (!ns) return mp_error(MP_ERR_NOMEM, "out of memory");
+        d->steps = ns;
+    }
+    mp_mem_step *S = &d->steps[d->nsteps++];
+    S->first_ev = first;
+    S->last_ev = last;
+    S->start_bytes = first > 0 ? live_after[first - 1] : d->start_requested;
+    S->end_bytes = live_after[last];
+    S->peak_bytes = S->start_bytes;
+    S->peak_ev = first - 1;
+    for (int64_t j = first; j <= last; j++)
+        if (live_after[j] > S->peak_bytes) S->peak_bytes = live_after[j], S->peak_ev = j;
+    S->t0_us = d->ev[first].time_us;
+    S->t1_us = d->ev[last].time_us;
+    return MP_OK;
+}
+
+/* Without optimizer frames: steps from the periodic pattern of the
+ * allocations (docs/MEMORY.md "Steps"). The period g: of the 16 most
+ * frequent gaps between repeats of a run of three request sizes, the
+ * smallest after which the sequence of request sizes repeats itself at
+ * 85 % of its places, at least twice over; a step starts at the phase of
+ * the period where the bytes live are lowest (the baseline). */
+
+static mp_status periodic_steps(mp_mem_device *d, const int64_t *live_after) {
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < d->nev; i++) m += d->ev[i].action == MP_MA_ALLOC;
+    if (m < 16) return MP_OK;
+    int64_t *sz = malloc((size_t)m * sizeof *sz);
+    uint32_t *at = malloc((size_t)m * sizeof *at); /* alloc rank -> event */
+    mp_status st = MP_OK;
+    if (!sz || !at) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < d->nev; i++)
+        if (d->ev[i].action == MP_MA_ALLOC) sz[k] = d->ev[i].size, at[k++] = i;
+    /* candidate periods: the most frequent gaps between repeats of each
+     * run of three request sizes (a hash of the three -> where last seen) */
+    uint32_t cand[16];
+    int nc = 0;
+    {
+        uint32_t hcap = 1;
+        while (hcap < 2 * m) hcap <<= 1;
+        uint64_t *hk = malloc((size_t)hcap * sizeof *hk);
+        uint32_t *hv = malloc((size_t)hcap * sizeof *hv);
+        uint32_t *hist = calloc((size_t)m / 2 + 1, sizeof *hist);
+        if (!hk || !hv || !hist) {
+            free(hk), free(hv), free(hist);
+            st = mp_error(MP_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        memset(hv, 0xff, (size_t)hcap * sizeof *hv);
+        for (uint32_t i = 0; i + 2 < m; i++) {
+            uint64_t key = (uint64_t)sz[i] * 0x9e3779b97f4a7c15u ^ (uint64_t)sz[i + 1] * 0xc2b2ae3d27d4eb4fu ^
+                           (uint64_t)sz[i + 2] * 0x165667b19e3779f9u;
+            uint32_t h = (uint32_t)(key >> 32) & (hcap - 1);
+            while (hv[h] != UINT32_MAX && hk[h] != key) h = (h + 1) & (hcap - 1);
+            if (hv[h] != UINT32_MAX) {
+                uint32_t gap = i - hv[h];
+                if (gap >= 4 && gap <= m / 2) hist[gap]++;
+            }
+            hk[h] = key;
+            hv[h] = i;
+        }
+        for (int q = 0; q < 16; q++) { /* the 16 most frequent gaps */
+            uint32_t bg = 0, bn = 0;
+            for (uint32_t gg = 4; gg <= m / 2; gg++)
+                if (hist[gg] > bn) bn = hist[gg], bg = gg;
+            if (!bn) break;
+            cand[nc++] = bg;
+            hist[bg] = 0;
+        }
+        free(hk), free(hv), free(hist);
+    }
+    uint32_t g = 0;
+    for (int c = 0; c < nc; c++) {
+        if (g && cand[c] >= g) continue;
+        uint32_t same = 0, total = m - cand[c];
+        for (uint32_t i = 0; i + cand[c] < m; i++) same += sz[i] == sz[i + cand[c]];
+        if ((uint64_t)same * 100 >= (uint64_t)total * 85 && m / cand[c] >= 2) g = cand[c];
+    }
+    if (!g) goto out;
+    /* the phase with the lowest bytes live before its allocation */
+    uint32_t phase = 0;
+    double best = 0;
+    for (uint32_t r = 0; r < g; r++) {
+        double sum = 0;
+        uint32_t cnt = 0;
+        for (uint32_t i = r; i < m; i += g) {
+            sum += (double)(at[i] ? live_after[at[i] - 1] : d->start_requested);
+            cnt++;
+        }
+        if (cnt && (r == 0 || sum / cnt < best)) best = sum / cnt, phase = r;
+    }
+    int cap = 0;
+    for (uint32_t i = phase; i + g < m && !st; i += g) st = add_step(d, &cap, at[i], (int64_t)at[i + g] - 1, live_after);
+    if (st) goto out;
+    /* a step returns near its baseline: a period whose live bytes mostly
+     * stay (the layers of one forward, each adding its activations) is
+     * not a training step. Kept when most steps end within half their
+     * rise above their start. */
+    int ok = 0;
+    for (int q = 0; q < d->nsteps; q++) {
+        const mp_mem_step *S = &d->steps[q];
+        int64_t rise = S->peak_bytes - S->start_bytes, kept = S->end_bytes - S->start_bytes;
+        if (kept < 0) kept = -kept;
+        ok += rise > 0 && kept * 2 <= rise;
+    }
+    if (d->nsteps >= 2 && ok * 2 > d->nsteps) d->steps_from = "periodic allocations";
+    else d->nsteps = 0;
+out:
+    free(sz);
+    free(at);
+    return st;
+}
+
 /* The live curve again (the replay's rules: a free takes its alloc's
  * size): live bytes after each event into live_after, and the index of
  * each allocation's free into free_of (-1 never freed); either may be
@@ -370,6 +492,7 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     }
     if ((st = sites_at_peak(s, d))) goto out;
     if ((st = find_steps(&a, d, live_after))) goto out;
+    if (!d->nsteps && (st = periodic_steps(d, live_after))) goto out;
 
     /* ---- findings ---- */
     char b1[32], b2[32], b3[32];

@@ -148,7 +148,9 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
             mp_out_puts(&o, "\n");
         }
         if (d->nsteps) {
-            mp_out_rule(&o, "Steps (from optimizer.step frames)", 100);
+            char st_title[64];
+            snprintf(st_title, sizeof st_title, "Steps (from %s)", d->steps_from ? d->steps_from : "none");
+            mp_out_rule(&o, st_title, 100);
             mp_out_printf(&o, "%5s %10s %12s %12s %12s\n", "step", "events", "start", "peak", "end");
             for (int j = 0; j < d->nsteps; j++) {
                 const mp_mem_step *S = &d->steps[j];
