@@ -146,6 +146,7 @@ pytest-ish: all
 	@echo "== the Python tests under PYTHONMALLOC=debug (a ctypes struct shorter than C's aborts)"
 	PYTHONMALLOC=debug /usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
 	/usr/bin/python3 tests/python/test_memory.py   # modelprof.memory.record, torch.cuda.memory mocked per version
+	/usr/bin/python3 tests/python/test_memory_report.py --build $(BUILD)   # modelprof.memory_report, the binding
 
 # ---- make install / make uninstall (PREFIX, DESTDIR) ----
 PREFIX ?= /usr/local
