@@ -318,11 +318,23 @@ SITES = {
 }
 
 
+FRAME_SITE = {}  # id(frame list) -> the call site's name (for the .truth.json files)
+
+# what each call site allocates, in the categories of `modelprof memory` (docs/MEMORY.md)
+CATEGORY = {"param": "parameter", "grad": "gradient", "zero_grad": "gradient",
+            "opt_state": "optimizer_state", "act": "activation", "gelu": "activation",
+            "loss": "activation", "tmp": "temporary", "bwd_tmp": "temporary",
+            "opt_tmp": "temporary", "input": "input", "target": "input", "leak": "other"}
+
+
 def site(frames, name, i=0):
     s = SITES[name]
     if callable(s):
         s = s(i)
-    return frames.get(*s)
+    fl = frames.get(*s)
+    if fl:
+        FRAME_SITE[id(fl)] = (fl, name)  # the list kept alive: its id stays its own
+    return fl
 
 
 def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_kept=False,
@@ -451,7 +463,7 @@ def build(out):
     fx = Frames()
     tr = []
     a = Allocator(0, 16 * GB, 0x7f4000000000, tr, Clock(1700000000000000), frames=fx)
-    train(a, fx, steps=4)
+    train(a, fx, steps=4, batch=1024)
     made["v22_train_adam.pickle"] = (snap_dict([a], "2.1", [tr]), 4)
 
     # 5. PyTorch 2.5+: leak growing each step, gradients alive through the next forward,
@@ -464,7 +476,7 @@ def build(out):
 
     def ann(m):  # what modelprof.memory.record's module hooks set (_set_memory_metadata)
         a.meta = m
-    train(a, fx, steps=5, leak=3 * MB, grads_kept=True, vary=True, churn=True, annotate=ann)
+    train(a, fx, steps=5, batch=1024, leak=3 * MB, grads_kept=True, vary=True, churn=True, annotate=ann)
     made["v25_leak_churn.pickle.gz"] = (snap_dict([a], "2.5", [tr]), 5)
 
     # 6. PyTorch 2.5+: three devices (device 1 unused, an empty trace), C++ and Python frames,
@@ -535,7 +547,70 @@ def build(out):
     os.makedirs(out, exist_ok=True)
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
+        if name != "recorded_nothing.pickle":
+            base = name.split(".pickle")[0]
+            with open(os.path.join(out, base + ".truth.json"), "w", encoding="utf-8") as f:
+                json.dump(truth(obj), f, indent=1)
+                f.write("\n")
     return sorted(made)
+
+
+def truth(obj):
+    """What the generator knows and a reader must infer: the live bytes at the reference peak
+    by call site and by category (a site's category is CATEGORY's; no frames: unknown)."""
+    devs, _ = snapshot_ref.replay(obj, lambda m: None)
+    segs, traces = snapshot_ref.normalise(obj)
+    out = []
+    for d in devs:
+        dev, pe = d["device"], d["peak_event"]
+        trace = traces[dev] if traces is not None and dev < len(traces) else []
+        blocks = []
+        for sg in segs:
+            if sg["device"] != dev:
+                continue
+            a = sg["address"]
+            for b in sg["blocks"]:
+                ba = b.get("address", a)
+                if b["state"] in snapshot_ref.ACTIVE_STATES:
+                    fl = b["frames"] if "frames" in b else b.get("history", [{}])[0].get("frames", [])
+                    blocks.append((ba, snapshot_ref.block_requested(b, "block"), fl))
+                a = ba + b["size"]
+        live, seen, unmatched = {}, set(), {}
+        for i, e in enumerate(trace):
+            if e["action"] == "alloc":
+                live[e["addr"]] = (e["size"], e.get("frames", []))
+                seen.add(e["addr"])
+            elif e["action"] == "free_completed":
+                if e["addr"] in live:
+                    del live[e["addr"]]
+                elif e["addr"] not in seen:
+                    seen.add(e["addr"])
+                    unmatched[i] = (e["size"], e.get("frames", []))
+        held = []
+        if not trace:
+            held = [(r, fl) for a, r, fl in blocks]
+        else:
+            held = [(r, fl) for a, r, fl in blocks if a not in live]
+            held += [v for i, v in unmatched.items() if i > pe]
+            at = {}
+            for e in trace[:pe + 1]:
+                if e["action"] == "alloc":
+                    at[e["addr"]] = (e["size"], e.get("frames", []))
+                elif e["action"] == "free_completed":
+                    at.pop(e["addr"], None)
+            held += list(at.values())
+        by_site, by_cat = {}, {}
+        for size, fl in held:
+            name = FRAME_SITE[id(fl)][1] if id(fl) in FRAME_SITE else ("unknown" if not fl else "other")
+            cat = CATEGORY.get(name, "unknown" if name == "unknown" else "other")
+            by_site[name] = by_site.get(name, 0) + size
+            by_cat[cat] = by_cat.get(cat, 0) + size
+        assert sum(by_cat.values()) == d["peak_requested_bytes"], (dev, by_cat, d)
+        out.append({"device": dev, "peak_requested_bytes": d["peak_requested_bytes"],
+                    "peak_event": pe, "categories_at_peak": dict(sorted(by_cat.items())),
+                    "sites_at_peak": dict(sorted(by_site.items()))})
+    return {"note": "the generator's own labels of what is live at the reference peak (the "
+                    "loss, 4 bytes, is counted as activation; leak as other)", "devices": out}
 
 
 def write_ref(path, ref_path):
