@@ -111,7 +111,7 @@ def cases(valid):
     c["truncated_in_string.pickle"] = (valid[:cut], "truncated inside a string's length/bytes")
     c["truncated_before_stop.pickle"] = (valid[:-1], "truncated: the last opcode (STOP) missing")
     c["stack_underflow.pickle"] = (P2 + b"a.", "APPEND at byte 2 with an empty stack")
-    c["setitems_odd.pickle"] = (P2 + b"}(K\x01u.", "SETITEMS at byte 5 with an odd number of items")
+    c["setitems_odd.pickle"] = (P2 + b"}(K\x01u.", "SETITEMS at byte 6 with an odd number of items")
     c["mark_missing.pickle"] = (P2 + b"]K\x01e.", "APPENDS at byte 5 without a MARK")
     c["stop_with_two.pickle"] = (P2 + b"}}.", "STOP with two objects on the stack")
     # ---- memo ----

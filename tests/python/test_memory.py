@@ -246,6 +246,17 @@ def api_113_real_signature():
 
 
 @test
+def no_cuda_fails_clearly():
+    """This machine's torch has no CUDA: record() says so before touching anything."""
+    check(mm._api_module is None, "no stand-in left installed")
+    try:
+        with mm.record():
+            raise Fail("the block ran without CUDA")
+    except modelprof.ModelprofError as e:
+        check("CUDA is not available" in str(e), "message %r" % str(e))
+
+
+@test
 def block_raises_snapshot_still_dumped():
     api = Api21()
     with patched(api) as p:
