@@ -41,7 +41,7 @@ def snap_prefix():
     """A protocol-2 snapshot dict opened up to the first event's 'frames' value:
     {'segments': [], 'device_traces': [[{'action': 'alloc', 'addr': 4096, 'size': 512,
     'stream': 0, 'frames': <here>"""
-    return (P2 + b"}(" + u("segments") + b"]" + u("device_traces") + b"](]("
+    return (P2 + b"}(" + u("segments") + b"]" + u("device_traces") + b"]]"
             + b"}(" + u("action") + u("alloc") + u("addr") + b"M\x00\x10" + u("size")
             + b"M\x00\x02" + u("stream") + b"K\x00" + u("frames"))
 
@@ -120,6 +120,11 @@ def cases(valid):
     c["memo_get_before_put.pickle"] = (b"\x80\x04\x94h\x00.", "MEMOIZE at byte 2 with an empty stack")
     b = P2 + b"}q\x00(" + u("segments") + b"]q\x01h\x01a" + u("device_traces") + b"h\x01u."
     c["memo_self.pickle"] = (b, "a list that contains itself (BINGET 1 inside list 1): refused, no loop")
+    b = P2 + b"}q\x00" + u("segments") + b"h\x00s."
+    c["memo_self_dict.pickle"] = (b, "a dict whose 'segments' is itself (BINGET 0 at byte %d): refused" % b.index(b"h\x00"))
+    pre = snap_prefix()
+    b = pre + b"]q\x07h\x07a" + snap_suffix()
+    c["frames_self.pickle"] = (b, "an event's frames list that contains itself (BINGET 7 at byte %d): refused" % (len(pre) + 3))
     # ---- deep nesting, huge lengths ----
     c["deep_marks.pickle"] = (P2 + b"(" * 100000 + b".", "100,000 MARKs: too deep, refused")
     c["deep_lists.pickle"] = (P2 + b"]" * 100000 + b"a" * 99999 + b".", "lists nested 100,000 deep: too deep, refused")

@@ -109,6 +109,15 @@ def _list(v, what):
     return v
 
 
+def _frames(v, what):
+    """A frame list: a list of dicts (a list that holds itself, through the memo, is not)."""
+    if not isinstance(v, (list, tuple)):
+        raise BadSnapshot("%s: expected a list of frames, found %s" % (what, type(v).__name__))
+    for i, f in enumerate(v):
+        if not isinstance(f, dict):
+            raise BadSnapshot("%s[%d]: expected a frame (a dict), found %s" % (what, i, type(f).__name__))
+
+
 def block_requested(b, what):
     """requested_size, else history[0].real_size (PyTorch 1.13/2.0), else size."""
     if "requested_size" in b:
@@ -167,6 +176,12 @@ def replay(data, warn):
             baddr = _size(b["address"], bw + ".address") if "address" in b else addr
             if not isinstance(b["state"], str):
                 raise BadSnapshot("%s.state: expected a string" % bw)
+            if "frames" in b:
+                _frames(b["frames"], bw + ".frames")
+            if isinstance(b.get("history"), (list, tuple)):
+                for hi, h in enumerate(b["history"]):
+                    if isinstance(h, dict) and "frames" in h:
+                        _frames(h["frames"], "%s.history[%d].frames" % (bw, hi))
             if b["state"] in ACTIVE_STATES:
                 final[dev]["blocks"].append((baddr, block_requested(b, bw), bsize))
             addr = baddr + bsize
@@ -191,6 +206,8 @@ def replay_device(dev, trace, fin, warn):
         if not isinstance(act, str):
             raise BadSnapshot("%s: no 'action' string" % w)
         events[act] += 1
+        if "frames" in e:
+            _frames(e["frames"], w + ".frames")
         if act in ("alloc", "free_requested", "free_completed", "segment_alloc",
                    "segment_free", "segment_map", "segment_unmap"):
             if "addr" not in e or "size" not in e:
