@@ -18,8 +18,8 @@ LDLIBS := -lisal -lz -lm -lpthread -ldl
 BUILD ?= build
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/import/*.c src/plan/*.c \
-                  src/analyze/*.c src/report/*.c src/run/*.c))
-CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
+                  src/analyze/*.c src/report/*.c src/run/*.c src/memory/*.c))
+CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c src/cli/memory_cmd.c
 # modelprof-mpi (`mpirun -n N modelprof-mpi trace FOLDER`): built when Open
 # MPI's compiler wrapper is there (Debian: libopenmpi-dev, openmpi-bin)
 MPICC ?= $(shell command -v mpicc 2>/dev/null)

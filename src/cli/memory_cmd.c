@@ -1,0 +1,183 @@
+/* `modelprof memory`: what held a GPU's memory at its peak, from a CUDA
+ * memory snapshot (torch.cuda.memory._dump_snapshot). The file is read,
+ * never executed. Exit codes: 0 success, 1 usage error, 2 a snapshot that
+ * cannot be read. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/memory.h"
+#include "report/memory_report.h"
+#include "report/report.h"
+
+int mp_memory_main(int argc, char **argv);
+
+static void mem_usage(FILE *f) {
+    fputs("usage: modelprof memory [OPTIONS] SNAPSHOT.pickle[.gz]\n"
+          "       modelprof memory diff [OPTIONS] A.pickle B.pickle\n"
+          "\n"
+          "What held the GPU's memory at its peak, and why it ran out, from a snapshot written by\n"
+          "torch.cuda.memory._record_memory_history(max_entries=N) and\n"
+          "torch.cuda.memory._dump_snapshot(\"snapshot.pickle\") (or the list that\n"
+          "torch.cuda.memory_snapshot() returns, pickled). The pickle is read, never run: an\n"
+          "opcode that would import or call anything is refused.\n"
+          "Per device: events by action, the peak (requested bytes, as memory_viz draws them),\n"
+          "reserved bytes, the end state, the largest allocations live at the peak, bytes by\n"
+          "source line and by category, steps and findings. `memory diff A B` compares two\n"
+          "snapshots (B - A): peaks, categories and sites.\n"
+          "\n"
+          "options:\n"
+          "  --format text|json|csv|html  report format (default text)\n"
+          "  --csv-table holders|sites|events  the table --format csv writes (default holders)\n"
+          "  --device N              one device (default: every device)\n"
+          "  --stack full            whole stacks, not the first user frame\n"
+          "  --top K                 rows per table (default 20; -1 all)\n"
+          "  -o, --output FILE       write the report to FILE (default stdout)\n"
+          "  -h, --help              this help\n"
+          "\n"
+          "exit status: 0 ok, 1 usage error, 2 a snapshot that cannot be read\n",
+          f);
+}
+
+static int mem_usage_error(const char *what, const char *arg) {
+    fprintf(stderr, "modelprof memory: %s '%s'\n(see modelprof memory --help)\n", what, arg);
+    return 1;
+}
+
+static void mem_print_error(const char *msg) {
+    fputs("modelprof: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
+        else fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
+}
+
+typedef struct mem_job {
+    const mp_snapshot *a, *b;
+    const mp_mem_report_opts *o;
+    int format; /* 0 text 1 json 2 csv 3 html */
+    bool diff;
+} mem_job;
+
+static mp_status mem_write(void *ud, FILE *f) {
+    const mem_job *j = ud;
+    if (j->diff) return mp_memory_write_diff(j->a, j->b, j->o, j->format == 1, f);
+    switch (j->format) {
+    case 1: return mp_memory_write_json(j->a, j->o, f);
+    case 2: return mp_memory_write_csv(j->a, j->o, f);
+    case 3: return mp_memory_write_html(j->a, j->o, f);
+    default: return mp_memory_write_text(j->a, j->o, f);
+    }
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int mp_memory_main(int argc, char **argv) {
+    mp_mem_report_opts ro = {-1, 20, false, MP_MEM_CSV_HOLDERS};
+    int format = 0;
+    const char *out = NULL;
+    const char *files[2] = {NULL, NULL};
+    int nfiles = 0;
+    bool diff = false;
+    int i = 1;
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) {
+        diff = true;
+        i = 2;
+    }
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        const char *eq = strchr(a, '=');
+        char flag[64];
+        if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof flag) {
+            memcpy(flag, a, (size_t)(eq - a));
+            flag[eq - a] = 0;
+            val = eq + 1;
+            a = flag;
+        }
+#define NEXT()                                                                   \
+    do {                                                                         \
+        if (!val) {                                                              \
+            if (i + 1 >= argc) return mem_usage_error("missing value for", a);   \
+            val = argv[++i];                                                     \
+        }                                                                        \
+    } while (0)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            mem_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--format") == 0) {
+            NEXT();
+            if (strcmp(val, "text") == 0) format = 0;
+            else if (strcmp(val, "json") == 0) format = 1;
+            else if (strcmp(val, "csv") == 0) format = 2;
+            else if (strcmp(val, "html") == 0) format = 3;
+            else return mem_usage_error("--format takes text, json, csv or html, not", val);
+        } else if (strcmp(a, "--csv-table") == 0) {
+            NEXT();
+            if (strcmp(val, "holders") == 0) ro.csv_table = MP_MEM_CSV_HOLDERS;
+            else if (strcmp(val, "sites") == 0) ro.csv_table = MP_MEM_CSV_SITES;
+            else if (strcmp(val, "events") == 0) ro.csv_table = MP_MEM_CSV_EVENTS;
+            else return mem_usage_error("--csv-table takes holders, sites or events, not", val);
+        } else if (strcmp(a, "--device") == 0) {
+            NEXT();
+            long v;
+            if (parse_int(val, 0, 65535, &v)) return mem_usage_error("--device takes a device index, not", val);
+            ro.device = (int)v;
+        } else if (strcmp(a, "--stack") == 0) {
+            NEXT();
+            if (strcmp(val, "full") == 0) ro.full_stack = true;
+            else if (strcmp(val, "user") == 0) ro.full_stack = false;
+            else return mem_usage_error("--stack takes full or user, not", val);
+        } else if (strcmp(a, "--top") == 0) {
+            NEXT();
+            long v;
+            if (parse_int(val, -1, 1000000000, &v)) return mem_usage_error("--top takes a count (-1: all), not", val);
+            ro.top = (int)v;
+        } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+            NEXT();
+            out = val;
+        } else if (a[0] == '-' && a[1]) {
+            return mem_usage_error("unknown option", a);
+        } else {
+            if (nfiles == 2) return mem_usage_error("one snapshot (two for diff), not another:", a);
+            files[nfiles++] = a;
+        }
+#undef NEXT
+    }
+    if (nfiles != (diff ? 2 : 1)) {
+        fprintf(stderr, "modelprof memory: %s\n(see modelprof memory --help)\n",
+                diff ? "diff needs two snapshots, A and B" : "needs one snapshot file");
+        return 1;
+    }
+    if (diff && format > 1) return mem_usage_error("memory diff writes text or json, not", format == 2 ? "csv" : "html");
+    mp_snapshot *s[2] = {NULL, NULL};
+    mp_mem_opts mo = {ro.device, ro.top, ro.full_stack};
+    int rc = 0;
+    for (int k = 0; k < nfiles && !rc; k++) {
+        mp_status st = mp_snapshot_read(files[k], &s[k]);
+        if (!st) st = mp_snapshot_analyze(s[k], diff ? NULL : &mo);
+        if (st) {
+            mem_print_error(mp_last_error());
+            rc = st == MP_ERR_USAGE ? 1 : 2;
+        }
+    }
+    if (!rc) {
+        mem_job j = {s[0], s[1], &ro, format, diff};
+        mp_status st = out ? mp_write_file_atomic(out, mem_write, &j) : mem_write(&j, stdout);
+        if (!out) fflush(stdout);
+        if (st) {
+            mem_print_error(mp_last_error());
+            rc = 2;
+        }
+    }
+    mp_snapshot_free(s[0]);
+    mp_snapshot_free(s[1]);
+    return rc;
+}

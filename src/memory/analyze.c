@@ -1,0 +1,456 @@
+/* What the replay found, read (docs/MEMORY.md): categories of the bytes
+ * live at the peak, from each allocation's stack and lifetime; bytes by
+ * source line; training steps from optimizer.step frames; findings in
+ * plain words. */
+#include "memory/memory.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const mp_mem_finding_kinds[MP_MF_KIND_COUNT] = {
+    "one_entry_trace", "allocator_churn", "fragmentation", "leak", "gradients_alive",
+    "spike", "oom", "replay_end", "no_frames",
+};
+
+mp_status mp_mem_add_finding(mp_snapshot *s, mp_mem_device *d, int kind, int64_t bytes, int64_t time_us,
+                             int64_t event, const char *fmt, ...) {
+    (void)s;
+    mp_mem_finding *f = realloc(d->findings, (size_t)(d->nfindings + 1) * sizeof *f);
+    if (!f) return mp_error(MP_ERR_NOMEM, "out of memory");
+    d->findings = f;
+    va_list ap;
+    va_start(ap, fmt);
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *t = strdup(buf);
+    if (!t) return mp_error(MP_ERR_NOMEM, "out of memory");
+    f[d->nfindings++] = (mp_mem_finding){kind, bytes, time_us, event, t};
+    return MP_OK;
+}
+
+/* ---- what a stack says (docs/MEMORY.md "Categories") ---- */
+enum {
+    SF_OPT = 1,      /* under an optimizer's step */
+    SF_BWD = 2,      /* under autograd's backward */
+    SF_ACCGRAD = 4,  /* AccumulateGrad: a .grad being made */
+    SF_FWD = 8,      /* under an nn.Module call */
+    SF_PARAM = 16,   /* parameters made or moved: Module._apply/.to/.cuda, reset_parameters, nn init */
+    SF_DATA = 32,    /* torch.utils.data */
+    SF_DONE = 128
+};
+
+static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+static uint8_t frame_flags(const mp_snapshot *s, const mp_mem_frame *f) {
+    const char *file = mp_mem_str(s, f->file), *name = mp_mem_str(s, f->name);
+    uint8_t fl = 0;
+    if (has(file, "/torch/optim/") || has(file, "torch/optim/") ||
+        ((has(file, "optim") || has(file, "optimizer")) && strcmp(name, "step") == 0))
+        fl |= SF_OPT;
+    if ((has(file, "torch/autograd/") && (strcmp(name, "backward") == 0 || has(name, "run_backward"))) ||
+        (has(file, "torch/_tensor.py") && strcmp(name, "backward") == 0) || has(name, "autograd::Engine::") ||
+        has(name, "torch::autograd::engine") || has(name, "evaluate_function") ||
+        has(name, "torch::autograd::generated::") || has(name, "Backward"))
+        fl |= SF_BWD;
+    if (has(name, "AccumulateGrad") || has(name, "accumulateGrad") || has(name, "accumulate_grad")) fl |= SF_ACCGRAD | SF_BWD;
+    if ((has(file, "torch/nn/modules/module.py") &&
+         (strcmp(name, "_call_impl") == 0 || strcmp(name, "_wrapped_call_impl") == 0 || strcmp(name, "__call__") == 0)) ||
+        strcmp(name, "forward") == 0)
+        fl |= SF_FWD;
+    if ((has(file, "torch/nn/modules/module.py") &&
+         (strcmp(name, "_apply") == 0 || strcmp(name, "to") == 0 || strcmp(name, "cuda") == 0 ||
+          strcmp(name, "to_empty") == 0 || strcmp(name, "_load_from_state_dict") == 0)) ||
+        strcmp(name, "reset_parameters") == 0 || has(file, "torch/nn/init.py") || has(file, "torch/nn/parameter.py") ||
+        (has(file, "torch/nn/modules/") && strcmp(name, "__init__") == 0))
+        fl |= SF_PARAM;
+    if (has(file, "torch/utils/data/")) fl |= SF_DATA;
+    return fl;
+}
+
+typedef struct actx {
+    mp_snapshot *s;
+    uint8_t *sflags; /* per stack */
+} actx;
+
+static uint8_t stack_flags(actx *a, uint32_t st) {
+    if (st == 0 || st >= a->s->nstacks) return 0;
+    if (a->sflags[st] & SF_DONE) return a->sflags[st] & (uint8_t)~SF_DONE;
+    uint32_t n;
+    const uint32_t *f = mp_mem_stack(a->s, st, &n);
+    uint8_t fl = 0;
+    for (uint32_t i = 0; i < n; i++) fl |= frame_flags(a->s, &a->s->frames[f[i]]);
+    a->sflags[st] = fl | SF_DONE;
+    return fl;
+}
+
+static int categorize(actx *a, const mp_mem_device *d, const mp_mem_live *L, const int64_t *fwd_after) {
+    if (L->origin == MP_LO_EARLY_FREE || L->stack == 0) return MP_MC_UNKNOWN;
+    uint8_t f = stack_flags(a, L->stack), ff = stack_flags(a, L->free_stack);
+    bool freed = L->free_ev >= 0;
+    if (f & SF_OPT) return freed && (ff & SF_OPT) ? MP_MC_TEMPORARY : MP_MC_OPTIMIZER_STATE;
+    if (f & SF_BWD) {
+        if (f & SF_ACCGRAD) return MP_MC_GRADIENT;
+        return freed && (ff & SF_BWD) ? MP_MC_TEMPORARY : MP_MC_GRADIENT;
+    }
+    if (f & SF_PARAM) return MP_MC_PARAMETER;
+    if (f & SF_FWD) {
+        if (!freed) return MP_MC_ACTIVATION;
+        return (ff & SF_BWD) ? MP_MC_ACTIVATION : MP_MC_TEMPORARY;
+    }
+    if (f & SF_DATA) return MP_MC_INPUT;
+    /* made by the user's own code, outside any module: an input when a
+     * module's forward allocated while it was alive and it was freed
+     * afterwards (a batch moved to the device) */
+    if (freed && L->alloc_ev >= 0 && fwd_after && fwd_after[L->alloc_ev] >= 0 && fwd_after[L->alloc_ev] < L->free_ev)
+        return MP_MC_INPUT;
+    (void)d;
+    return MP_MC_OTHER;
+}
+
+static int site_cmp(const void *x, const void *y) {
+    const mp_mem_site *a = x, *b = y;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return a->frame < b->frame ? -1 : a->frame > b->frame;
+}
+
+static mp_status sites_at_peak(mp_snapshot *s, mp_mem_device *d) {
+    d->sites = calloc(d->nlive ? d->nlive : 1, sizeof *d->sites);
+    if (!d->sites) return mp_error(MP_ERR_NOMEM, "out of memory");
+    /* few distinct sites: a small open table frame -> row */
+    uint32_t cap = 64;
+    while (cap < d->nlive * 2 + 2) cap *= 2;
+    uint32_t *tab = malloc(cap * sizeof *tab);
+    if (!tab) return mp_error(MP_ERR_NOMEM, "out of memory");
+    memset(tab, 0xff, cap * sizeof *tab);
+    for (uint32_t i = 0; i < d->nlive; i++) {
+        uint32_t fr = mp_mem_user_frame(s, d->live[i].stack);
+        uint32_t h = (fr * 2654435761u) & (cap - 1);
+        while (tab[h] != UINT32_MAX && d->sites[tab[h]].frame != fr) h = (h + 1) & (cap - 1);
+        if (tab[h] == UINT32_MAX) {
+            tab[h] = d->nsites;
+            d->sites[d->nsites++] = (mp_mem_site){fr, 0, 0};
+        }
+        mp_mem_site *S = &d->sites[tab[h]];
+        S->bytes += d->live[i].size;
+        S->count++;
+    }
+    free(tab);
+    qsort(d->sites, d->nsites, sizeof *d->sites, site_cmp);
+    return MP_OK;
+}
+
+static void fmt_bytes(int64_t b, char *buf, size_t n) {
+    double v = (double)b;
+    const char *u = "B";
+    if (b >= (INT64_C(1) << 30)) v /= (double)(INT64_C(1) << 30), u = "GiB";
+    else if (b >= (1 << 20)) v /= (double)(1 << 20), u = "MiB";
+    else if (b >= (1 << 10)) v /= 1024.0, u = "KiB";
+    if (*u == 'B') snprintf(buf, n, "%lld B", (long long)b);
+    else snprintf(buf, n, "%.2f %s", v, u);
+}
+
+/* Steps from optimizer.step frames: a step ends with the last event of
+ * each run of events under an optimizer's step (events without frames,
+ * such as free_completed, neither start nor end a run). */
+static mp_status find_steps(actx *a, mp_mem_device *d, const int64_t *live_after) {
+    const mp_mem_event *ev = d->ev;
+    int64_t n = d->nev, prev_end = -1;
+    bool in_run = false;
+    int64_t run_last = -1;
+    int cap = 0;
+    for (int64_t i = 0; i <= n; i++) {
+        bool opt = false, neutral = true;
+        if (i < n && ev[i].stack) {
+            neutral = false;
+            opt = stack_flags(a, ev[i].stack) & SF_OPT;
+        }
+        if (i < n && opt) {
+            in_run = true;
+            run_last = i;
+            continue;
+        }
+        if (i < n && neutral) continue;
+        if (in_run) { /* the run ended at run_last */
+            if (d->nsteps == cap) {
+                cap = cap ? cap * 2 : 16;
+                mp_mem_step *ns = realloc(d->steps, (size_t)cap * sizeof *ns);
+                if (!ns) return mp_error(MP_ERR_NOMEM, "out of memory");
+                d->steps = ns;
+            }
+            mp_mem_step *S = &d->steps[d->nsteps++];
+            S->first_ev = prev_end + 1;
+            S->last_ev = run_last;
+            S->start_bytes = prev_end >= 0 ? live_after[prev_end] : d->start_requested;
+            S->end_bytes = live_after[run_last];
+            S->peak_bytes = S->start_bytes;
+            S->peak_ev = S->first_ev - 1;
+            for (int64_t j = S->first_ev; j <= run_last; j++)
+                if (live_after[j] > S->peak_bytes) {
+                    S->peak_bytes = live_after[j];
+                    S->peak_ev = j;
+                }
+            S->t0_us = ev[S->first_ev].time_us;
+            S->t1_us = ev[run_last].time_us;
+            prev_end = run_last;
+            in_run = false;
+        }
+    }
+    d->steps_from = d->nsteps ? "optimizer.step frames" : "none";
+    return MP_OK;
+}
+
+mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
+    mp_status st = MP_OK;
+    actx a = {s, calloc(s->nstacks ? s->nstacks : 1, 1)};
+    int64_t *live_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *live_after);
+    int64_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
+    if (!a.sflags || !live_after || !fwd_after) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    /* the live curve again (same rules as the replay: the alloc's size) */
+    {
+        const mp_mem_event *ev = d->ev;
+        /* addr -> size of the live alloc: a sorted scan is enough here,
+         * the replay's map is gone; use a small open table */
+        uint32_t cap = 1024;
+        uint64_t *key = NULL;
+        int64_t *val = NULL;
+        uint8_t *used = NULL;
+        uint32_t nused = 0;
+        int64_t cur = d->start_requested;
+        bool ok = true;
+        key = malloc(cap * sizeof *key), val = malloc(cap * sizeof *val), used = calloc(cap, 1);
+        if (!key || !val || !used) ok = false;
+        for (uint32_t i = 0; ok && i < d->nev; i++) {
+            const mp_mem_event *e = &ev[i];
+            if ((e->action == MP_MA_ALLOC || e->action == MP_MA_FREE_COMPLETED) && (e->flags & MP_ME_ADDR)) {
+                if ((nused + 1) * 2 > cap) {
+                    uint32_t nc = cap * 2;
+                    uint64_t *k2 = malloc(nc * sizeof *k2);
+                    int64_t *v2 = malloc(nc * sizeof *v2);
+                    uint8_t *u2 = calloc(nc, 1);
+                    if (!k2 || !v2 || !u2) {
+                        free(k2), free(v2), free(u2);
+                        ok = false;
+                        break;
+                    }
+                    for (uint32_t j = 0; j < cap; j++)
+                        if (used[j]) {
+                            uint32_t h = (uint32_t)((key[j] * 0x9e3779b97f4a7c15u) >> 32) & (nc - 1);
+                            while (u2[h]) h = (h + 1) & (nc - 1);
+                            k2[h] = key[j], v2[h] = val[j], u2[h] = used[j];
+                        }
+                    free(key), free(val), free(used);
+                    key = k2, val = v2, used = u2, cap = nc;
+                }
+                uint32_t h = (uint32_t)((e->addr * 0x9e3779b97f4a7c15u) >> 32) & (cap - 1);
+                while (used[h] && key[h] != e->addr) h = (h + 1) & (cap - 1);
+                if (e->action == MP_MA_ALLOC) {
+                    if (used[h] == 1) cur -= val[h]; /* still live: taken as freed */
+                    if (!used[h]) nused++;
+                    key[h] = e->addr, val[h] = e->size, used[h] = 1;
+                    cur += e->size;
+                } else if (!used[h]) {
+                    key[h] = e->addr, val[h] = 0, used[h] = 2, nused++;
+                    cur -= e->size;
+                } else if (used[h] == 1) {
+                    cur -= val[h];
+                    used[h] = 2;
+                }
+            }
+            live_after[i] = cur;
+        }
+        free(key), free(val), free(used);
+        if (!ok) {
+            st = mp_error(MP_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        /* the next event at or after each one allocated under a module's forward */
+        int64_t next = -1;
+        for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
+            fwd_after[i] = next;
+            if (ev[i].action == MP_MA_ALLOC && (stack_flags(&a, ev[i].stack) & SF_FWD) &&
+                !(stack_flags(&a, ev[i].stack) & (SF_BWD | SF_OPT)))
+                next = i;
+        }
+    }
+    bool frames = false;
+    for (uint32_t i = 0; i < d->nlive; i++) {
+        mp_mem_live *L = &d->live[i];
+        L->category = (uint8_t)categorize(&a, d, L, fwd_after);
+        d->categories[L->category] += L->size;
+        if (L->stack) frames = true;
+    }
+    for (uint32_t i = 0; !frames && i < d->nev; i++)
+        if (d->ev[i].stack) frames = true;
+    if ((st = sites_at_peak(s, d))) goto out;
+    if ((st = find_steps(&a, d, live_after))) goto out;
+
+    /* ---- findings ---- */
+    char b1[32], b2[32], b3[32];
+    if (d->has_trace && d->nev == 1)
+        st = mp_mem_add_finding(
+            s, d, MP_MF_ONE_ENTRY, 0, MP_MEM_NO_TIME, 0,
+            "The trace holds a single event: the snapshot was recorded with the old "
+            "_record_memory_history(True), whose buffer keeps one event. The peak below is the state "
+            "before that event. Record a history with torch.cuda.memory._record_memory_history(max_entries=100000) "
+            "before the model runs, then torch.cuda.memory._dump_snapshot(\"snapshot.pickle\").");
+    if (!st && !frames && d->nlive)
+        st = mp_mem_add_finding(s, d, MP_MF_NO_FRAMES, d->peak_requested, d->peak_time_us, d->peak_ev,
+                                "No allocation carries a stack: categories at the peak are \"unknown\". Record with "
+                                "_record_memory_history(max_entries=..., stacks=\"python\") (or \"all\") to tell "
+                                "parameters, gradients, optimizer states and activations apart.");
+    if (!st && d->replay_end_requested != d->end_requested) {
+        fmt_bytes(d->replay_end_requested, b1, sizeof b1);
+        fmt_bytes(d->end_requested, b2, sizeof b2);
+        st = mp_mem_add_finding(
+            s, d, MP_MF_REPLAY_END, d->replay_end_requested - d->end_requested, d->last_time_us, (int64_t)d->nev - 1,
+            "The replay ends with %s live, the final segments' active blocks hold %s (difference %lld bytes): "
+            "allocations whose free the trace records as completed while their block is still active (or the "
+            "reverse) are counted as the trace says; %lld replay warning(s).",
+            b1, b2, (long long)(d->replay_end_requested - d->end_requested), (long long)d->warn_count);
+    }
+    /* OOM */
+    for (uint32_t i = 0; !st && i < d->nev; i++) {
+        const mp_mem_event *e = &d->ev[i];
+        if (e->action != MP_MA_OOM) continue;
+        int64_t dfree = -1;
+        uint64_t gid = (uint64_t)(e - s->ev);
+        for (uint64_t j = 0; j < s->ndevice_free; j++)
+            if ((uint64_t)s->device_free[2 * j] == gid) dfree = s->device_free[2 * j + 1];
+        int64_t alloc_now = i ? live_after[i - 1] : d->start_requested;
+        char top[400] = "";
+        size_t tl = 0;
+        for (uint32_t j = 0; j < d->nlive && j < 3 && tl + 100 < sizeof top; j++) {
+            char fb[200];
+            uint32_t fr = mp_mem_user_frame(s, d->live[j].stack);
+            fmt_bytes(d->live[j].size, b3, sizeof b3);
+            tl += (size_t)snprintf(top + tl, sizeof top - tl, "%s%s at %s", j ? "; " : "", b3,
+                                   fr == UINT32_MAX ? "(no user frame)" : mp_mem_frame_text(s, fr, fb, sizeof fb));
+        }
+        fmt_bytes(e->size, b1, sizeof b1);
+        fmt_bytes(alloc_now, b2, sizeof b2);
+        char fb3[32], fb4[32], fb5[32];
+        fmt_bytes(d->reserved_at_peak, fb3, sizeof fb3);
+        fmt_bytes(dfree, fb4, sizeof fb4);
+        fmt_bytes(d->largest_free_block, fb5, sizeof fb5);
+        st = mp_mem_add_finding(s, d, MP_MF_OOM, e->size, e->time_us, i,
+                                "Out of memory at event %u: a request of %s failed with %s allocated, %s reserved "
+                                "(at the peak), %s free on the device%s; the largest inactive cached block at the end "
+                                "is %s. Largest holders at the peak: %s.",
+                                i, b1, b2, fb3, dfree >= 0 ? fb4 : "unknown", dfree >= 0 ? "" : " (not recorded)", fb5,
+                                top[0] ? top : "none");
+    }
+    /* fragmentation at the peak */
+    if (!st && d->reserved_at_peak > d->peak_requested) {
+        int64_t cache = d->reserved_at_peak - d->peak_requested;
+        if (cache * 5 > d->reserved_at_peak) { /* more than a fifth of what is reserved */
+            fmt_bytes(cache, b1, sizeof b1);
+            fmt_bytes(d->reserved_at_peak, b2, sizeof b2);
+            fmt_bytes(d->end_inactive_split_bytes, b3, sizeof b3);
+            st = mp_mem_add_finding(
+                s, d, MP_MF_FRAGMENTATION, cache, d->peak_time_us, d->peak_ev,
+                "At the peak %s of the %s reserved is not in use (the caching allocator's cache and rounding). At "
+                "the end, %lld inactive block(s) (%s) sit split inside segments that hold live blocks: memory the "
+                "allocator cannot return or hand to a larger request. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "reduces it.",
+                b1, b2, (long long)d->end_inactive_split_blocks, b3);
+        }
+    }
+    /* churn: cudaMalloc/cudaFree after the first step */
+    if (!st && d->nsteps >= 2) {
+        int64_t cnt = 0, bytes = 0, t0 = MP_MEM_NO_TIME;
+        for (int64_t i = d->steps[0].last_ev + 1; i < d->nev; i++) {
+            int ac = d->ev[i].action;
+            if (ac == MP_MA_SEGMENT_ALLOC || ac == MP_MA_SEGMENT_FREE) {
+                cnt++;
+                bytes += d->ev[i].size;
+                if (t0 == MP_MEM_NO_TIME) t0 = d->ev[i].time_us;
+            }
+        }
+        if (cnt) {
+            fmt_bytes(bytes, b1, sizeof b1);
+            st = mp_mem_add_finding(s, d, MP_MF_CHURN, bytes, t0, -1,
+                                    "Allocator churn: %lld cudaMalloc/cudaFree (segment_alloc/segment_free) after the "
+                                    "first step, %s in all. Each is a synchronising driver call. Keep shapes fixed "
+                                    "from step to step, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+                                    (long long)cnt, b1);
+        }
+    }
+    /* leak: the baseline rising step after step */
+    if (!st && d->nsteps >= 3) {
+        bool rising = true;
+        for (int i = 1; i < d->nsteps; i++)
+            if (d->steps[i].end_bytes <= d->steps[i - 1].end_bytes) rising = false;
+        if (rising) {
+            int64_t grow = d->steps[d->nsteps - 1].end_bytes - d->steps[0].end_bytes;
+            /* the sites whose allocations born after the first step are still live at the peak */
+            char sites[400] = "";
+            size_t sl = 0;
+            int shown = 0;
+            for (uint32_t j = 0; j < d->nlive && shown < 3 && sl + 100 < sizeof sites; j++) {
+                const mp_mem_live *L = &d->live[j];
+                if (L->alloc_ev <= d->steps[0].last_ev || L->free_ev >= 0) continue;
+                char fb[200];
+                uint32_t fr = mp_mem_user_frame(s, L->stack);
+                fmt_bytes(L->size, b3, sizeof b3);
+                sl += (size_t)snprintf(sites + sl, sizeof sites - sl, "%s%s at %s", shown ? "; " : "", b3,
+                                       fr == UINT32_MAX ? "(no user frame)" : mp_mem_frame_text(s, fr, fb, sizeof fb));
+                shown++;
+            }
+            fmt_bytes(grow, b1, sizeof b1);
+            st = mp_mem_add_finding(s, d, MP_MF_LEAK, grow, d->steps[d->nsteps - 1].t1_us, d->steps[d->nsteps - 1].last_ev,
+                                    "A leak: the memory left at the end of each step rises every step, by %s from "
+                                    "step 1 to step %d. Never freed since: %s.",
+                                    b1, d->nsteps, sites[0] ? sites : "(no allocation live at the peak)");
+        }
+    }
+    /* gradients alive through the next forward */
+    if (!st && d->peak_ev >= 0 && d->categories[MP_MC_GRADIENT] > 0) {
+        uint8_t pf = stack_flags(&a, d->ev[d->peak_ev].stack);
+        if ((pf & SF_FWD) && !(pf & (SF_BWD | SF_OPT))) {
+            fmt_bytes(d->categories[MP_MC_GRADIENT], b1, sizeof b1);
+            st = mp_mem_add_finding(s, d, MP_MF_GRAD_ALIVE, d->categories[MP_MC_GRADIENT], d->peak_time_us, d->peak_ev,
+                                    "Gradients kept alive through the next forward: %s of gradients are live at the "
+                                    "peak, which falls in a forward pass. optimizer.zero_grad(set_to_none=True) "
+                                    "(the default since PyTorch 2.0) before the forward frees them.",
+                                    b1);
+        }
+    }
+    /* short-lived spikes that set the peak: live at the peak, allocated
+     * and freed within 1% of the trace's events around it */
+    if (!st && d->peak_ev >= 0 && d->nev >= 100) {
+        int64_t win = d->nev / 100, bytes = 0, cnt = 0;
+        uint32_t fr0 = UINT32_MAX;
+        for (uint32_t j = 0; j < d->nlive; j++) {
+            const mp_mem_live *L = &d->live[j];
+            if (L->alloc_ev < 0 || L->free_ev < 0) continue;
+            if (d->peak_ev - L->alloc_ev <= win && L->free_ev - d->peak_ev <= win) {
+                bytes += L->size;
+                cnt++;
+                if (fr0 == UINT32_MAX) fr0 = mp_mem_user_frame(s, L->stack);
+            }
+        }
+        if (bytes * 10 > d->peak_requested) {
+            char fb[200];
+            fmt_bytes(bytes, b1, sizeof b1);
+            fmt_bytes(d->peak_requested, b2, sizeof b2);
+            st = mp_mem_add_finding(s, d, MP_MF_SPIKE, bytes, d->peak_time_us, d->peak_ev,
+                                    "A short-lived spike sets the peak: %lld allocation(s), %s of the %s peak, are "
+                                    "made and freed within %lld events of it (the largest from %s). Freeing or "
+                                    "chunking that work lowers the peak by up to that much.",
+                                    (long long)cnt, b1, b2, (long long)win,
+                                    fr0 == UINT32_MAX ? "(no user frame)" : mp_mem_frame_text(s, fr0, fb, sizeof fb));
+        }
+    }
+out:
+    free(a.sflags);
+    free(live_after);
+    free(fwd_after);
+    return st;
+}
