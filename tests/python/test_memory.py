@@ -377,6 +377,18 @@ def module_paths_annotations():
 
 
 @test
+def module_paths_none_21_to_24():
+    """2.1-2.4 (no clear_history/global_record_annotations, no _set_memory_metadata): no field."""
+    import torch
+    api = Api21()
+    model = _model()
+    with patched(api):
+        with mm.record(model=model) as rec:
+            model(torch.ones(3, 4))
+    check(rec.module_paths is None, "2.1-2.4 have no field for module paths: %r" % rec.module_paths)
+
+
+@test
 def module_paths_none_before_25():
     import torch
     api = Api20()
