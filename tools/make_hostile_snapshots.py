@@ -212,7 +212,7 @@ def main():
     snaps = os.path.join(ROOT, "tests", "snapshots")
     for name in ("v113_bare_list.pickle", "v20_one_entry.pickle", "v22_train_adam.pickle",
                  "v25_multidev_oom.pickle", "v25_expandable.pickle", "v25_leak_churn.pickle.gz",
-                 "v22_ring_truncated.pickle",
+                 "v22_ring_truncated.pickle", "v29_newest_extras.pickle",
                  "HugePandaCoder_octree-nca-groupeq__mem_snapshots_cuda_single_step__55ff68f.pickle"):
         shutil.copyfile(os.path.join(snaps, name), os.path.join(args.seeds, name))
     for name, n, what, got in rows:

@@ -544,6 +544,36 @@ def build(out):
     a.free(p, pending=True)
     made["v22_pending_free.pickle"] = (snap_dict([a], "2.1", [tr]), 4)
 
+    # 14. the newest layout's extras, all to be skipped or counted only: device 5 of 8 (the
+    #     others empty), a private pool (segment_pool_id (1, 3), events' pool_id), `annotate`
+    #     events (_annotate_memory: user_metadata on a live allocation), frames with FX fields
+    #     (augment_with_fx_traces), external_annotations START/END, host_segments/host_traces
+    #     (record_pinned_host_memory); protocol 5
+    fx = Frames()
+    tr = []
+    a = Allocator(5, 16 * GB, 0x7fb000000000, tr, Clock(1740000000000000), frames=fx)
+    a.meta = ""
+    train(a, fx, steps=2)
+    for e in tr:
+        e["pool_id"] = (1, 3)
+    for i in (5, 40):
+        e = tr[i]
+        tr.insert(i + 1, {"action": "annotate", "addr": e["addr"], "size": e["size"], "stream": 0,
+                          "time_us": e["time_us"], "frames": e.get("frames", []),
+                          "user_metadata": "saved for backward"})
+    fl = site(fx, "act", 0)
+    fl[0]["fx_node_op"] = "call_function"
+    fl[0]["fx_node_name"] = "linear"
+    fl[0]["fx_original_trace"] = "File model.py, line 30, in forward\n    return self.fc(x)"
+    d = snap_dict([a], "2.5", [[], [], [], [], [], tr, [], []], pool_id=(1, 3))
+    t0 = tr[0]["time_us"]
+    d["external_annotations"] = [
+        {"stage": "START", "name": "## step 1 ##", "device": 5, "time_us": t0},
+        {"stage": "END", "name": "## step 1 ##", "device": 5, "time_us": t0 + 5000}]
+    d["host_segments"] = []
+    d["host_traces"] = [[]]
+    made["v29_newest_extras.pickle"] = (d, 5)
+
     os.makedirs(out, exist_ok=True)
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
