@@ -57,6 +57,28 @@ class Frames:
             return {"filename": f["filename"], "name": f["name"], "line": f["line"]}
         return {"name": f["name"], "filename": f["filename"], "line": f["line"]}
 
+    def backward(self, op):
+        """Frames of what the backward does: it runs on autograd's device thread, which has no
+        Python frames (the shared JasperSolt snapshot's backward events show only C++ frames
+        down to torch::autograd::Engine::thread_main): [] with Python stacks, C++ frames with
+        stacks="all"."""
+        if self.style == "none" or not self.cpp:
+            return []
+        key = ("backward", op)
+        if key not in self.cache:
+            fl = [fr("??", 0, "torch::unwind::unwind()"),
+                  fr("??", 0, "torch::CapturedTraceback::gather(bool, bool, bool)"),
+                  fr("??", 0, op),
+                  fr("", 0, "torch::autograd::Node::operator()(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)"),
+                  fr("??", 0, "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, torch::autograd::Node*, torch::autograd::InputBuffer&, std::shared_ptr<torch::autograd::ReadyQueue> const&)"),
+                  fr("??", 0, "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"),
+                  fr("??", 0, "torch::autograd::Engine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)"),
+                  fr("??", 0, "torch::autograd::python::PythonEngine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)"),
+                  fr("thread.cc", 0, "execute_native_thread_routine"), fr("??", 0, "start_thread"),
+                  fr("", 0, "__clone3")]
+            self.cache[key] = [self._frame(f) for f in fl]
+        return self.cache[key]
+
     def get(self, *sites):
         """sites: innermost first, each (filename, line, name)."""
         if self.style == "none":
@@ -95,13 +117,14 @@ class Allocator:
         self.live = {}  # addr -> (segment, block)
         self.frames = frames
         self.recording = True
+        self.role = {}  # live address -> what the generator allocated it as (truth files)
         self.meta = None  # user_metadata stamped on events (_set_memory_metadata)
         self.compile_context = None
 
     def reserved(self):
         return sum(s.size for s in self.segments)
 
-    def ev(self, action, addr, size, frames, stream=0, **extra):
+    def ev(self, action, addr, size, frames, stream=0, role=None, **extra):
         if not self.recording:
             return
         e = {"action": action, "addr": addr, "size": size, "stream": stream}
@@ -116,6 +139,8 @@ class Allocator:
             e["user_metadata"] = self.meta
         if self.compile_context is not None:
             e["compile_context"] = self.compile_context
+        if role is not None:
+            ROLE[id(e)] = (e, role)
         self.trace.append(e)
 
     @staticmethod
@@ -167,7 +192,7 @@ class Allocator:
             seg.blocks.append([at, grow, 0, "inactive", []])
         return seg
 
-    def malloc(self, n, frames, stream=0):
+    def malloc(self, n, frames, stream=0, role=None):
         rounded = self.round_size(n)
         large = rounded > MB
         best = None
@@ -188,12 +213,14 @@ class Allocator:
             b[1] = rounded
         b[2], b[3], b[4] = n, "active_allocated", frames
         self.live[b[0]] = (s, b)
-        self.ev("alloc", b[0], n, frames, stream)
+        self.role[b[0]] = role
+        self.ev("alloc", b[0], n, frames, stream, role=role)
         return b[0]
 
     def free(self, addr, frames=None, pending=False):
         s, b = self.live.pop(addr)
-        self.ev("free_requested", addr, b[2], frames if frames is not None else b[4], s.stream)
+        self.ev("free_requested", addr, b[2], frames if frames is not None else b[4], s.stream,
+                role=self.role.get(addr))
         if pending:  # used on another stream: stays active_pending_free until its event
             b[3] = "active_pending_free"
             self.live[addr] = (s, b)
@@ -205,7 +232,8 @@ class Allocator:
         self._complete(s, b, frames)
 
     def _complete(self, s, b, frames):
-        self.ev("free_completed", b[0], b[2], frames if frames is not None else b[4], s.stream)
+        self.ev("free_completed", b[0], b[2], frames if frames is not None else b[4], s.stream,
+                role=self.role.pop(b[0], None))
         b[2], b[3], b[4] = 0, "inactive", []
         i = s.blocks.index(b)
         if i + 1 < len(s.blocks) and s.blocks[i + 1][3] == "inactive":
@@ -249,6 +277,8 @@ class Allocator:
                 else:
                     b = {"address": a, "size": size, "requested_size": req, "state": state,
                          "frames": frames}
+                if state != "inactive" and self.role.get(a) is not None:
+                    ROLE[id(b)] = (b, self.role[a])
                 blocks.append(b)
             alloc = sum(b[1] for b in s.blocks if b[3] == "active_allocated")
             active = sum(b[1] for b in s.blocks if b[3] != "inactive")
@@ -304,10 +334,6 @@ SITES = {
     "tmp": lambda i: [T("nn/functional.py", 2515, "layer_norm"), U("model.py", 45, "forward"),
                       T("nn/modules/module.py", 1527, "_call_impl"), U("train.py", 60, "main"), MAIN],
     "loss": [T("nn/functional.py", 3053, "cross_entropy"), U("train.py", 61, "main"), MAIN],
-    "grad": [T("autograd/graph.py", 744, "_engine_run_backward"), T("autograd/__init__.py", 266, "backward"),
-             T("_tensor.py", 522, "backward"), U("train.py", 62, "main"), MAIN],
-    "bwd_tmp": [T("autograd/graph.py", 744, "_engine_run_backward"), T("autograd/__init__.py", 266, "backward"),
-                T("_tensor.py", 522, "backward"), U("train.py", 62, "main"), MAIN],
     "opt_state": [T("optim/adam.py", 94, "_init_group"), T("optim/adam.py", 157, "step"),
                   T("optim/optimizer.py", 373, "wrapper"), U("train.py", 63, "main"), MAIN],
     "opt_tmp": [T("optim/adam.py", 533, "_multi_tensor_adam"), T("optim/adam.py", 166, "step"),
@@ -318,10 +344,10 @@ SITES = {
 }
 
 
-FRAME_SITE = {}  # id(frame list) -> the call site's name (for the .truth.json files)
+ROLE = {}  # id(event or block dict) -> (the dict, what the generator made it as): truth files
 
 # what each call site allocates, in the categories of `modelprof memory` (docs/MEMORY.md)
-CATEGORY = {"param": "parameter", "grad": "gradient", "zero_grad": "gradient",
+CATEGORY = {"param": "parameter", "grad": "gradient",
             "opt_state": "optimizer_state", "act": "activation", "gelu": "activation",
             "loss": "activation", "tmp": "temporary", "bwd_tmp": "temporary",
             "opt_tmp": "temporary", "input": "input", "target": "input", "leak": "other"}
@@ -331,10 +357,22 @@ def site(frames, name, i=0):
     s = SITES[name]
     if callable(s):
         s = s(i)
-    fl = frames.get(*s)
-    if fl:
-        FRAME_SITE[id(fl)] = (fl, name)  # the list kept alive: its id stays its own
-    return fl
+    return frames.get(*s)
+
+
+def m(alloc, size, frames, name, i=0):
+    """alloc.malloc with the forward (main thread) stack of call site `name`."""
+    return alloc.malloc(size, site(frames, name, i), role=name)
+
+
+BACKWARD_OP = {"grad": "torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+               "bwd_tmp": "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+               "bwd_free": "torch::autograd::generated::AddmmBackward0::release_variables()"}
+
+
+def mb(alloc, size, frames, name):
+    """alloc.malloc made by the backward (autograd's thread: no Python frames)."""
+    return alloc.malloc(size, frames.backward(BACKWARD_OP[name]), role=name)
 
 
 def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_kept=False,
@@ -351,8 +389,8 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
     ann("model")
     for i in range(layers):
         ann("model.layers.%d" % i)
-        params.append(alloc.malloc(width * width * 4, site(frames, "param")))
-        params.append(alloc.malloc(width * 4, site(frames, "param")))
+        params.append(m(alloc, width * width * 4, frames, "param"))
+        params.append(m(alloc, width * 4, frames, "param"))
     grads = []
     states = []
     leaks = []
@@ -363,18 +401,18 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
             for g in grads:
                 alloc.free(g, site(frames, "zero_grad"))
             grads = []
-        x = alloc.malloc(b * width * 4, site(frames, "input"))
-        y = alloc.malloc(b * 8, site(frames, "target"))
+        x = m(alloc, b * width * 4, frames, "input")
+        y = m(alloc, b * 8, frames, "target")
         kept = []
         for i in range(layers):
             ann("model.layers.%d" % i)
-            t = alloc.malloc(b * width * 4, site(frames, "tmp", i))
-            h = alloc.malloc(b * width * 4, site(frames, "act", i))
+            t = m(alloc, b * width * 4, frames, "tmp", i)
+            h = m(alloc, b * width * 4, frames, "act", i)
             alloc.free(t)
-            g = alloc.malloc(b * width * 4, site(frames, "gelu", i))
+            g = m(alloc, b * width * 4, frames, "gelu", i)
             kept += [h, g]
         ann("")
-        loss = alloc.malloc(4, site(frames, "loss"))
+        loss = m(alloc, 4, frames, "loss")
         if grads_kept and grads:
             for g in grads:
                 alloc.free(g, site(frames, "zero_grad"))
@@ -382,12 +420,13 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
         # backward: activations freed layer by layer, gradients created
         for i in reversed(range(layers)):
             ann("model.layers.%d" % i)
-            bt = alloc.malloc(b * width * 4, site(frames, "bwd_tmp"))
-            grads.append(alloc.malloc(width * width * 4, site(frames, "grad")))
-            grads.append(alloc.malloc(width * 4, site(frames, "grad")))
-            alloc.free(kept.pop())
-            alloc.free(kept.pop())
-            alloc.free(bt)
+            bt = mb(alloc, b * width * 4, frames, "bwd_tmp")
+            grads.append(mb(alloc, width * width * 4, frames, "grad"))
+            grads.append(mb(alloc, width * 4, frames, "grad"))
+            # saved tensors released, and the temporary, on autograd's thread
+            alloc.free(kept.pop(), frames.backward(BACKWARD_OP["bwd_free"]))
+            alloc.free(kept.pop(), frames.backward(BACKWARD_OP["bwd_free"]))
+            alloc.free(bt, frames.backward(BACKWARD_OP["bwd_tmp"]))
         ann("")
         alloc.free(loss)
         alloc.free(x)
@@ -396,13 +435,13 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
         if not states:  # Adam's exp_avg and exp_avg_sq, made lazily in the first step
             for i in range(len(params)):
                 sz = width * width * 4 if i % 2 == 0 else width * 4
-                states.append(alloc.malloc(sz, site(frames, "opt_state")))
-                states.append(alloc.malloc(sz, site(frames, "opt_state")))
-        tmps = [alloc.malloc(width * width * 4, site(frames, "opt_tmp")) for _ in range(2)]
+                states.append(m(alloc, sz, frames, "opt_state"))
+                states.append(m(alloc, sz, frames, "opt_state"))
+        tmps = [m(alloc, width * width * 4, frames, "opt_tmp") for _ in range(2)]
         for t in tmps:
             alloc.free(t)
         if leak:
-            leaks.append(alloc.malloc(leak, site(frames, "leak")))
+            leaks.append(m(alloc, leak, frames, "leak"))
         if churn:
             alloc.empty_cache(site(frames, "empty_cache"))
     return params, grads, states, leaks
@@ -540,7 +579,7 @@ def build(out):
     tr = []
     a = Allocator(0, 16 * GB, 0x7fa000000000, tr, Clock(1739000000000000), frames=fx)
     train(a, fx, steps=1)
-    p = a.malloc(3 * MB, site(fx, "input"))
+    p = m(a, 3 * MB, fx, "input")
     a.free(p, pending=True)
     made["v22_pending_free.pickle"] = (snap_dict([a], "2.1", [tr]), 4)
 
@@ -586,10 +625,14 @@ def build(out):
 
 
 def truth(obj):
-    """What the generator knows and a reader must infer: the live bytes at the reference peak
-    by call site and by category (a site's category is CATEGORY's; no frames: unknown)."""
+    """What the generator knows and a reader must infer: the bytes live at the reference peak by
+    what the generator allocated them as (`sites_at_peak`) and by category (CATEGORY; all
+    `unknown` when the file has no frames at all)."""
     devs, _ = snapshot_ref.replay(obj, lambda m: None)
     segs, traces = snapshot_ref.normalise(obj)
+    has_frames = any(e.get("frames") for t in (traces or []) for e in t) or any(
+        b.get("frames") or any(h.get("frames") for h in b.get("history", []))
+        for sg in segs for b in sg["blocks"])
     out = []
     for d in devs:
         dev, pe = d["device"], d["peak_event"]
@@ -602,37 +645,35 @@ def truth(obj):
             for b in sg["blocks"]:
                 ba = b.get("address", a)
                 if b["state"] in snapshot_ref.ACTIVE_STATES:
-                    fl = b["frames"] if "frames" in b else b.get("history", [{}])[0].get("frames", [])
-                    blocks.append((ba, snapshot_ref.block_requested(b, "block"), fl))
+                    blocks.append((ba, snapshot_ref.block_requested(b, "block"), b))
                 a = ba + b["size"]
         live, seen, unmatched = {}, set(), {}
         for i, e in enumerate(trace):
             if e["action"] == "alloc":
-                live[e["addr"]] = (e["size"], e.get("frames", []))
+                live[e["addr"]] = (e["size"], e)
                 seen.add(e["addr"])
             elif e["action"] == "free_completed":
                 if e["addr"] in live:
                     del live[e["addr"]]
                 elif e["addr"] not in seen:
                     seen.add(e["addr"])
-                    unmatched[i] = (e["size"], e.get("frames", []))
-        held = []
+                    unmatched[i] = (e["size"], e)
         if not trace:
-            held = [(r, fl) for a, r, fl in blocks]
+            held = [(r, o) for a, r, o in blocks]
         else:
-            held = [(r, fl) for a, r, fl in blocks if a not in live]
+            held = [(r, o) for a, r, o in blocks if a not in live]
             held += [v for i, v in unmatched.items() if i > pe]
             at = {}
             for e in trace[:pe + 1]:
                 if e["action"] == "alloc":
-                    at[e["addr"]] = (e["size"], e.get("frames", []))
+                    at[e["addr"]] = (e["size"], e)
                 elif e["action"] == "free_completed":
                     at.pop(e["addr"], None)
             held += list(at.values())
         by_site, by_cat = {}, {}
-        for size, fl in held:
-            name = FRAME_SITE[id(fl)][1] if id(fl) in FRAME_SITE else ("unknown" if not fl else "other")
-            cat = CATEGORY.get(name, "unknown" if name == "unknown" else "other")
+        for size, o in held:
+            name = ROLE[id(o)][1] if id(o) in ROLE else "unlabelled"
+            cat = CATEGORY.get(name, "other") if has_frames else "unknown"
             by_site[name] = by_site.get(name, 0) + size
             by_cat[cat] = by_cat.get(cat, 0) + size
         assert sum(by_cat.values()) == d["peak_requested_bytes"], (dev, by_cat, d)
@@ -640,7 +681,9 @@ def truth(obj):
                     "peak_event": pe, "categories_at_peak": dict(sorted(by_cat.items())),
                     "sites_at_peak": dict(sorted(by_site.items()))})
     return {"note": "the generator's own labels of what is live at the reference peak (the "
-                    "loss, 4 bytes, is counted as activation; leak as other)", "devices": out}
+                    "loss, 4 bytes, is counted as activation; the leak as other). Backward "
+                    "allocations and frees carry no Python frames (autograd's thread), C++ "
+                    "frames only with stacks='all', as in real snapshots", "devices": out}
 
 
 def write_ref(path, ref_path):
