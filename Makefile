@@ -298,7 +298,17 @@ $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 $(FUZZ_BUILD)/fuzz_trace: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)
 
--include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.d
+$(FUZZ_BUILD)/fuzz_memory: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_memory.o $(FUZZ_OBJ)
+	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)
+
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.d \
+    $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_memory.d
+
+# the memory snapshot fuzzer (issue 32): seeds are tests/fuzz/memory
+# (hostile snapshots and small valid ones)
+FUZZ_MEMORY_SECONDS ?= $(FUZZ_SECONDS)
+FUZZ_MEMORY_CI_SECONDS ?= 30
+FUZZ_MEMORY_CORPUS ?= $(FUZZ_BUILD)/corpus-memory
 
 # the trace fuzzer: seeds are windows of the shared traces (plain and gzip)
 FUZZ_TRACE_SECONDS ?= $(FUZZ_SECONDS)
@@ -318,6 +328,10 @@ fuzz:
 	@mkdir -p $(FUZZ_TRACE_CORPUS)
 	$(FUZZ_BUILD)/fuzz_trace $(FUZZ_ARGS) -max_total_time=$(FUZZ_TRACE_SECONDS) \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_TRACE_CORPUS) tests/corpus/trace
+	$(MAKE) $(FUZZ_BUILD)/fuzz_memory
+	@mkdir -p $(FUZZ_MEMORY_CORPUS)
+	$(FUZZ_BUILD)/fuzz_memory $(FUZZ_ARGS) -max_total_time=$(FUZZ_MEMORY_SECONDS) \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_MEMORY_CORPUS) tests/fuzz/memory
 
 # `make fuzz-ci`: the committed cases once, then 60 s; any crash, leak,
 # timeout or sanitizer report fails.
@@ -335,6 +349,11 @@ fuzz-ci:
 	$(FUZZ_BUILD)/fuzz_trace -runs=0 $(FUZZ_ARGS) tests/corpus/trace
 	$(FUZZ_BUILD)/fuzz_trace $(FUZZ_ARGS) -max_total_time=$(FUZZ_TRACE_CI_SECONDS) -seed=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-trace tests/corpus/trace
+	$(MAKE) $(FUZZ_BUILD)/fuzz_memory
+	@rm -rf $(FUZZ_BUILD)/ci-memory && mkdir -p $(FUZZ_BUILD)/ci-memory
+	$(FUZZ_BUILD)/fuzz_memory -runs=0 $(FUZZ_ARGS) tests/fuzz/memory
+	$(FUZZ_BUILD)/fuzz_memory $(FUZZ_ARGS) -max_total_time=$(FUZZ_MEMORY_CI_SECONDS) -seed=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-memory tests/fuzz/memory
 
 .PHONY: test-sanitize fuzz fuzz-ci
 

@@ -40,6 +40,7 @@ enum {
     SF_FWD = 8,      /* under an nn.Module call */
     SF_PARAM = 16,   /* parameters made or moved: Module._apply/.to/.cuda, reset_parameters, nn init */
     SF_DATA = 32,    /* torch.utils.data */
+    SF_ZERO = 64,    /* Optimizer.zero_grad */
     SF_DONE = 128
 };
 
@@ -48,9 +49,9 @@ static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL;
 static uint8_t frame_flags(const mp_snapshot *s, const mp_mem_frame *f) {
     const char *file = mp_mem_str(s, f->file), *name = mp_mem_str(s, f->name);
     uint8_t fl = 0;
-    if (has(file, "/torch/optim/") || has(file, "torch/optim/") ||
-        ((has(file, "optim") || has(file, "optimizer")) && strcmp(name, "step") == 0))
-        fl |= SF_OPT;
+    /* an optimizer's step; zero_grad is not (it runs before the forward) */
+    if (strcmp(name, "zero_grad") == 0) fl |= SF_ZERO;
+    else if (has(file, "torch/optim/") || (has(file, "optim") && strcmp(name, "step") == 0)) fl |= SF_OPT;
     if ((has(file, "torch/autograd/") && (strcmp(name, "backward") == 0 || has(name, "run_backward"))) ||
         (has(file, "torch/_tensor.py") && strcmp(name, "backward") == 0) || has(name, "autograd::Engine::") ||
         has(name, "torch::autograd::engine") || has(name, "evaluate_function") ||
@@ -83,6 +84,7 @@ static uint8_t stack_flags(actx *a, uint32_t st) {
     const uint32_t *f = mp_mem_stack(a->s, st, &n);
     uint8_t fl = 0;
     for (uint32_t i = 0; i < n; i++) fl |= frame_flags(a->s, &a->s->frames[f[i]]);
+    if (fl & SF_ZERO) fl &= (uint8_t)~SF_OPT; /* zero_grad's own frames are in torch/optim */
     a->sflags[st] = fl | SF_DONE;
     return fl;
 }
@@ -208,6 +210,7 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     actx a = {s, calloc(s->nstacks ? s->nstacks : 1, 1)};
     int64_t *live_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *live_after);
     int64_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
+    int64_t *free_of = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *free_of);
     if (!a.sflags || !live_after || !fwd_after) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
         goto out;
@@ -220,12 +223,15 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         uint32_t cap = 1024;
         uint64_t *key = NULL;
         int64_t *val = NULL;
+        uint32_t *aix = NULL;
         uint8_t *used = NULL;
         uint32_t nused = 0;
         int64_t cur = d->start_requested;
         bool ok = true;
         key = malloc(cap * sizeof *key), val = malloc(cap * sizeof *val), used = calloc(cap, 1);
-        if (!key || !val || !used) ok = false;
+        aix = malloc(cap * sizeof *aix);
+        if (!key || !val || !used || !aix || !free_of) ok = false;
+        for (uint32_t i = 0; ok && i < d->nev; i++) free_of[i] = -1;
         for (uint32_t i = 0; ok && i < d->nev; i++) {
             const mp_mem_event *e = &ev[i];
             if ((e->action == MP_MA_ALLOC || e->action == MP_MA_FREE_COMPLETED) && (e->flags & MP_ME_ADDR)) {
@@ -234,8 +240,9 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                     uint64_t *k2 = malloc(nc * sizeof *k2);
                     int64_t *v2 = malloc(nc * sizeof *v2);
                     uint8_t *u2 = calloc(nc, 1);
-                    if (!k2 || !v2 || !u2) {
-                        free(k2), free(v2), free(u2);
+                    uint32_t *a2 = malloc(nc * sizeof *a2);
+                    if (!k2 || !v2 || !u2 || !a2) {
+                        free(k2), free(v2), free(u2), free(a2);
                         ok = false;
                         break;
                     }
@@ -243,17 +250,17 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                         if (used[j]) {
                             uint32_t h = (uint32_t)((key[j] * 0x9e3779b97f4a7c15u) >> 32) & (nc - 1);
                             while (u2[h]) h = (h + 1) & (nc - 1);
-                            k2[h] = key[j], v2[h] = val[j], u2[h] = used[j];
+                            k2[h] = key[j], v2[h] = val[j], u2[h] = used[j], a2[h] = aix[j];
                         }
-                    free(key), free(val), free(used);
-                    key = k2, val = v2, used = u2, cap = nc;
+                    free(key), free(val), free(used), free(aix);
+                    key = k2, val = v2, used = u2, aix = a2, cap = nc;
                 }
                 uint32_t h = (uint32_t)((e->addr * 0x9e3779b97f4a7c15u) >> 32) & (cap - 1);
                 while (used[h] && key[h] != e->addr) h = (h + 1) & (cap - 1);
                 if (e->action == MP_MA_ALLOC) {
                     if (used[h] == 1) cur -= val[h]; /* still live: taken as freed */
                     if (!used[h]) nused++;
-                    key[h] = e->addr, val[h] = e->size, used[h] = 1;
+                    key[h] = e->addr, val[h] = e->size, used[h] = 1, aix[h] = i;
                     cur += e->size;
                 } else if (!used[h]) {
                     key[h] = e->addr, val[h] = 0, used[h] = 2, nused++;
@@ -261,11 +268,12 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                 } else if (used[h] == 1) {
                     cur -= val[h];
                     used[h] = 2;
+                    free_of[aix[h]] = i;
                 }
             }
             live_after[i] = cur;
         }
-        free(key), free(val), free(used);
+        free(key), free(val), free(used), free(aix);
         if (!ok) {
             st = mp_error(MP_ERR_NOMEM, "out of memory");
             goto out;
@@ -410,16 +418,40 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                                     b1, d->nsteps, sites[0] ? sites : "(no allocation live at the peak)");
         }
     }
-    /* gradients alive through the next forward */
-    if (!st && d->peak_ev >= 0 && d->categories[MP_MC_GRADIENT] > 0) {
-        uint8_t pf = stack_flags(&a, d->ev[d->peak_ev].stack);
-        if ((pf & SF_FWD) && !(pf & (SF_BWD | SF_OPT))) {
-            fmt_bytes(d->categories[MP_MC_GRADIENT], b1, sizeof b1);
-            st = mp_mem_add_finding(s, d, MP_MF_GRAD_ALIVE, d->categories[MP_MC_GRADIENT], d->peak_time_us, d->peak_ev,
-                                    "Gradients kept alive through the next forward: %s of gradients are live at the "
-                                    "peak, which falls in a forward pass. optimizer.zero_grad(set_to_none=True) "
-                                    "(the default since PyTorch 2.0) before the forward frees them.",
-                                    b1);
+    /* gradients alive through the next forward: made in a backward, not
+     * freed in it, and still live when a later forward allocates (the
+     * gradients of one backward share that next forward: grouped by it) */
+    if (!st) {
+        int64_t best = 0, best_fwd = -1, total_steps = 0, prev_fwd = -2;
+        int64_t cur_sum = 0;
+        for (uint32_t i = 0; i < d->nev; i++) {
+            const mp_mem_event *e = &d->ev[i];
+            if (e->action != MP_MA_ALLOC || free_of[i] < 0) continue;
+            uint8_t f = stack_flags(&a, e->stack);
+            if (!(f & SF_BWD) || (f & SF_OPT)) continue;
+            int64_t fw = fwd_after[i];
+            if (fw < 0 || fw >= free_of[i]) continue;
+            /* freed in the backward (a temporary of it) is not a gradient */
+            uint8_t ff = stack_flags(&a, d->ev[free_of[i]].stack);
+            if ((ff & SF_BWD) && !(ff & SF_ZERO)) continue;
+            if (fw != prev_fwd) {
+                if (cur_sum > best) best = cur_sum, best_fwd = prev_fwd;
+                cur_sum = 0;
+                prev_fwd = fw;
+                total_steps++;
+            }
+            cur_sum += e->size;
+        }
+        if (cur_sum > best) best = cur_sum, best_fwd = prev_fwd;
+        if (best > 0 && best_fwd >= 0) {
+            fmt_bytes(best, b1, sizeof b1);
+            st = mp_mem_add_finding(s, d, MP_MF_GRAD_ALIVE, best, d->ev[best_fwd].time_us, best_fwd,
+                                    "Gradients kept alive through the next forward: up to %s of gradients made in a "
+                                    "backward are still live when the next forward allocates (event %lld; %lld "
+                                    "forward pass(es) affected), so they add to that forward's activations. Call "
+                                    "optimizer.zero_grad(set_to_none=True) before the forward (set_to_none is the "
+                                    "default since PyTorch 2.0), not after it.",
+                                    b1, (long long)best_fwd, (long long)total_steps);
         }
     }
     /* short-lived spikes that set the peak: live at the peak, allocated
@@ -452,5 +484,6 @@ out:
     free(a.sflags);
     free(live_after);
     free(fwd_after);
+    free(free_of);
     return st;
 }

@@ -212,6 +212,12 @@ static bool pk_fill(mpk *k, size_t n, bool *err) {
                 k->eof = true;
                 break;
             }
+            if (k->z.avail_in == 0 && k->fd < 0) { /* gzip in memory: all of it was given */
+                *err = true;
+                mp_error(MP_ERR_FORMAT, "%s: the gzip stream is truncated (after %llu uncompressed bytes)", k->label,
+                         (unsigned long long)(k->base + k->end));
+                return false;
+            }
             if (k->z.avail_in == 0) {
                 ssize_t r;
                 do r = read(k->fd, k->zin, PK_CHUNK);
@@ -864,6 +870,28 @@ mp_status mpk_run_memory(mpk *k, const void *buf, size_t len, const char *label,
     pk_input_close(k);
     pk_reset_machine(k);
     k->label = label;
+    const unsigned char *b = buf;
+    if (len >= 2 && b[0] == 0x1f && b[1] == 0x8b && len <= UINT32_MAX) {
+        /* gzip in memory: inflated through the window as a file is */
+        k->from_mem = false;
+        k->gz = true;
+        k->eof = k->z_end = false;
+        k->base = 0;
+        memset(&k->z, 0, sizeof k->z);
+        if (inflateInit2(&k->z, 15 + 16) != Z_OK) return mp_error(MP_ERR_NOMEM, "%s: cannot start inflate", label);
+        k->z_init = true;
+        k->z.next_in = (unsigned char *)b;
+        k->z.avail_in = (uInt)len;
+        mp_status st = pk_run(k, root);
+        uint64_t total = k->base + k->end;
+        inflateEnd(&k->z);
+        k->z_init = false;
+        free(k->buf);
+        k->buf = NULL;
+        k->cap = k->pos = k->end = 0;
+        k->base = total;
+        return st;
+    }
     k->from_mem = true;
     k->gz = false;
     k->buf = (unsigned char *)buf;
