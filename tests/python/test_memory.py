@@ -296,6 +296,30 @@ def missing_binding_fails_clearly():
 
 
 @test
+def real_binding_report():
+    """With the library's own modelprof.memory_report (no stand-in binding): the report of the
+    dumped snapshot equals tools/snapshot_ref.py's replay."""
+    if not hasattr(modelprof, "memory_report"):
+        raise Fail("modelprof.memory_report is not in this build")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import snapshot_ref
+    api = Api21()
+    old = mm._api_module
+    mm._api_module = api
+    try:
+        with mm.record() as rec:
+            pass
+        with mm.record(format="text") as text:
+            pass
+    finally:
+        mm._api_module = old
+    ref = snapshot_ref.reference(SNAP, warn=lambda m: None)
+    diffs = snapshot_ref.compare(ref, rec.report)
+    check(not diffs, "report against the reference: %s" % diffs[:3])
+    check(isinstance(text.report, str) and text.report.strip(), "text report")
+
+
+@test
 def bad_arguments():
     for kw in (dict(stacks="cpp"), dict(max_entries=0), dict(max_entries=True), dict(max_entries=1.5)):
         try:
