@@ -117,6 +117,8 @@ def cases(valid):
     # ---- memo ----
     c["memo_out_of_range.pickle"] = (P2 + b"h\x05.", "BINGET 5 at byte 2: memo index out of range")
     c["memo_long_out_of_range.pickle"] = (P2 + b"}q\x00j\xff\xff\xff\xff.", "LONG_BINGET 4294967295 at byte 5: out of range")
+    c["memo_put_huge_index.pickle"] = (P2 + b"}r\xff\xff\xff\x7f.", "LONG_BINPUT 2147483647 at byte 3: a memo index no pickler writes (refused, no 2^31-entry memo)")
+    c["memo_get_huge_index.pickle"] = (P2 + b"}q\x00j\xfe\xff\xff\x7f.", "LONG_BINGET 2147483646 at byte 5: out of range")
     c["memo_get_before_put.pickle"] = (b"\x80\x04\x94h\x00.", "MEMOIZE at byte 2 with an empty stack")
     b = P2 + b"}q\x00(" + u("segments") + b"]q\x01h\x01a" + u("device_traces") + b"h\x01u."
     c["memo_self.pickle"] = (b, "a list that contains itself (BINGET 1 inside list 1): refused, no loop")

@@ -33,6 +33,7 @@ import collections
 import gzip
 import io
 import json
+import os
 import pickle
 import sys
 import zlib
@@ -69,6 +70,18 @@ def load(path):
             raise BadSnapshot("%s: bad gzip stream: %s" % (path, e))
     if not raw:
         raise BadSnapshot("%s: empty file" % path)
+    # bound the address space while unpickling: a hostile LONG_BINPUT index (2^31) makes
+    # Python's unpickler grow its memo array to match, tens of GB; a snapshot never needs
+    # more than a small multiple of its size
+    lim = None
+    try:
+        import resource
+        lim = resource.getrlimit(resource.RLIMIT_AS)
+        want = _vm_bytes() + max(2 << 30, 40 * len(raw))
+        if lim[0] == resource.RLIM_INFINITY or lim[0] > want:
+            resource.setrlimit(resource.RLIMIT_AS, (want, lim[1]))
+    except (ImportError, ValueError, OSError):
+        lim = None
     try:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
         return _Refuse(io.BytesIO(raw)).load()
@@ -80,6 +93,19 @@ def load(path):
         raise BadSnapshot("%s: pickle declares more than memory holds" % path)
     except Exception as e:  # UnpicklingError, EOFError, ValueError, ...
         raise BadSnapshot("%s: not a readable pickle: %s: %s" % (path, type(e).__name__, e))
+    finally:
+        if lim is not None:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, lim)
+
+
+def _vm_bytes():
+    """This process's virtual size now (Linux), 0 where unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _int(v, what):
