@@ -613,6 +613,22 @@ def build(out):
     d["host_traces"] = [[]]
     made["v29_newest_extras.pickle"] = (d, 5)
 
+    # 15. memo sharing as a weapon: unknown keys (top level, in an event, in a block) holding a
+    #     64-level DAG of lists (each level the previous one twice, through the memo): 2^64
+    #     leaves to a reader that walks or copies what it skips; a few KB to one that does not
+    fx = Frames()
+    tr = []
+    a = Allocator(0, 16 * GB, 0x7fc000000000, tr, Clock(1741000000000000), frames=fx)
+    train(a, fx, steps=1)
+    dag = [0]
+    for _ in range(64):
+        dag = [dag, dag]
+    d = snap_dict([a], "2.5", [tr])
+    d["zz_future_key"] = dag
+    tr[3]["zz_future_key"] = dag
+    d["segments"][0]["blocks"][0]["zz_future_key"] = dag
+    made["v25_memo_dag.pickle"] = (d, 4)
+
     os.makedirs(out, exist_ok=True)
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
