@@ -613,6 +613,30 @@ def build(out):
     d["host_traces"] = [[]]
     made["v29_newest_extras.pickle"] = (d, 5)
 
+    # 16. module paths as record_function ranges: modelprof.memory.record(model=...) on a
+    #     PyTorch with external_annotations but no _set_memory_metadata opens "nn.Module: PATH"
+    #     ranges in forward hooks; they land in `external_annotations` as START/END with time_us
+    fx = Frames()
+    tr = []
+    clk = Clock(1742000000000000)
+    a = Allocator(0, 16 * GB, 0x7fd000000000, tr, clk, frames=fx)
+    anns = []
+    cur = {"path": ""}
+
+    def ann_ranges(path):
+        if cur["path"]:
+            anns.append({"stage": "END", "name": "nn.Module: " + cur["path"], "device": 0,
+                         "time_us": clk.tick(1)})
+        if path:
+            anns.append({"stage": "START", "name": "nn.Module: " + path, "device": 0,
+                         "time_us": clk.tick(1)})
+        cur["path"] = path
+    train(a, fx, steps=2, batch=256, annotate=ann_ranges)
+    ann_ranges("")
+    d = snap_dict([a], "2.5", [tr])
+    d["external_annotations"] = anns
+    made["v25_module_annotations.pickle"] = (d, 4)
+
     # 15. memo sharing as a weapon: unknown keys (top level, in an event, in a block) holding a
     #     64-level DAG of lists (each level the previous one twice, through the memo): 2^64
     #     leaves to a reader that walks or copies what it skips; a few KB to one that does not
