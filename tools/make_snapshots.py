@@ -384,7 +384,7 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
     grads_kept: zero_grad comes after the forward (gradients alive through the next forward).
     vary: the batch changes each step (new block sizes: the cache churns).
     churn: empty_cache at the end of each step (segment_free then segment_alloc again)."""
-    ann = annotate or (lambda *_: None)
+    ann = annotate or (lambda *_: None)  # ann(module path, in the backward?)
     params = []
     ann("model")
     for i in range(layers):
@@ -419,7 +419,7 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
             grads = []
         # backward: activations freed layer by layer, gradients created
         for i in reversed(range(layers)):
-            ann("model.layers.%d" % i)
+            ann("model.layers.%d" % i, True)
             bt = mb(alloc, b * width * 4, frames, "bwd_tmp")
             grads.append(mb(alloc, width * width * 4, frames, "grad"))
             grads.append(mb(alloc, width * 4, frames, "grad"))
@@ -513,8 +513,8 @@ def build(out):
     a = Allocator(0, 16 * GB, 0x7f5000000000, tr, Clock(1730000000000000), frames=fx)
     a.meta, a.compile_context = "", "N/A"
 
-    def ann(m):  # what modelprof.memory.record's module hooks set (_set_memory_metadata)
-        a.meta = m
+    def ann(m, backward=False):  # what modelprof.memory.record's hooks set (_set_memory_metadata;
+        a.meta = m                  # in the backward too: record(backward_paths=True))
     train(a, fx, steps=5, batch=1024, leak=3 * MB, grads_kept=True, vary=True, churn=True, annotate=ann)
     made["v25_leak_churn.pickle.gz"] = (snap_dict([a], "2.5", [tr]), 5)
 
@@ -621,16 +621,18 @@ def build(out):
     clk = Clock(1742000000000000)
     a = Allocator(0, 16 * GB, 0x7fd000000000, tr, clk, frames=fx)
     anns = []
-    cur = {"path": ""}
+    stack = []
 
-    def ann_ranges(path):
-        if cur["path"]:
-            anns.append({"stage": "END", "name": "nn.Module: " + cur["path"], "device": 0,
+    def ann_ranges(path, backward=False):
+        if backward:  # record()'s hooks open ranges in the forward only
+            return
+        while stack and not (path == stack[-1] or path.startswith(stack[-1] + ".")):
+            anns.append({"stage": "END", "name": "nn.Module: " + stack.pop(), "device": 0,
                          "time_us": clk.tick(1)})
-        if path:
+        if path and (not stack or stack[-1] != path):
+            stack.append(path)
             anns.append({"stage": "START", "name": "nn.Module: " + path, "device": 0,
                          "time_us": clk.tick(1)})
-        cur["path"] = path
     train(a, fx, steps=2, batch=256, annotate=ann_ranges)
     ann_ranges("")
     d = snap_dict([a], "2.5", [tr])
