@@ -11,7 +11,8 @@ requests up to 1 MiB come from 2 MiB "small" segments, larger ones from 20 MiB s
 10 MiB) or their own segment rounded to 2 MiB; a block splits when what is left is at least
 512 bytes (small) or more than 1 MiB (large); freed blocks merge with free neighbours; empty
 segments go back (segment_free) only on empty_cache. With expandable segments a pool is one
-growing segment per stream, mapped and unmapped in 2 MiB pages (segment_map/segment_unmap).
+growing segment per stream and pool, mapped and unmapped in pages of 2 MiB (small pool) or 20 MiB (large
+pool), ExpandableSegment's segment_size_ (segment_map/segment_unmap).
 
 Frames are innermost first, one list object per call site shared by every event and block that
 has it, so the pickler stores each stack once and refers to it through the memo, as PyTorch's
@@ -175,7 +176,8 @@ class Allocator:
         need = rounded
         if seg is not None and seg.blocks and seg.blocks[-1][3] == "inactive":
             need -= seg.blocks[-1][1]
-        grow = (need + 2 * MB - 1) // (2 * MB) * 2 * MB
+        page = 20 * MB if large else 2 * MB  # ExpandableSegment's segment_size_: kLargeBuffer / kSmallBuffer
+        grow = (need + page - 1) // page * page
         if self.reserved() + grow > self.capacity:
             self.ev("oom", self.capacity - self.reserved(), requested, frames, stream)
             raise OOM(requested)
@@ -244,10 +246,11 @@ class Allocator:
     def empty_cache(self, frames, silent=False):
         for s in list(self.segments):
             if s.expandable:
-                # unmap the free 2 MiB pages at the end
+                # unmap the free pages at the end
                 if s.blocks and s.blocks[-1][3] == "inactive":
                     b = s.blocks[-1]
-                    first = (b[0] - s.addr + 2 * MB - 1) // (2 * MB) * 2 * MB + s.addr
+                    page = 20 * MB if s.large else 2 * MB
+                    first = (b[0] - s.addr + page - 1) // page * page + s.addr
                     n = s.addr + s.size - first
                     if n > 0:
                         self.ev("segment_unmap", first, n, frames, s.stream)
@@ -537,7 +540,7 @@ def build(out):
     fx = Frames()
     tr = []
     a = Allocator(0, 16 * GB, 0x7d0000000000, tr, Clock(1736000000000000), expandable=True, frames=fx)
-    train(a, fx, steps=3, vary=True, churn=True)
+    train(a, fx, steps=3, batch=1024, vary=True, churn=True)
     d = snap_dict([a], "2.5", [tr])
     d["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     d["allocator_settings"]["expandable_segments"] = True
