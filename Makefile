@@ -93,6 +93,13 @@ $(BUILD)/gen/report_html.h: $(HTML_TPL) tools/embed.sh
 	sh tools/embed.sh mp_html $(HTML_TPL) > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
 $(BUILD)/obj/src/report/html.o: ALL_CFLAGS += -I$(BUILD)/gen
+# the memory report's page (modelprof memory --format html)
+MEMH_TPL := src/report/html/memory.html src/report/html/memory.css src/report/html/memory.js
+$(BUILD)/gen/memory_html.h: $(MEMH_TPL) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh mp_memh $(MEMH_TPL) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/report/memory_html.o: $(BUILD)/gen/memory_html.h
+$(BUILD)/obj/src/report/memory_html.o: ALL_CFLAGS += -I$(BUILD)/gen
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
@@ -291,6 +298,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -I$(BUILD)/gen -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
+$(FUZZ_BUILD)/obj/src/report/memory_html.o: $(BUILD)/gen/memory_html.h
 
 $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)

@@ -416,6 +416,38 @@ static void t_command(void) {
     }
 }
 
+/* memory diff: a snapshot against itself is all zero; against another,
+ * the deltas are B - A and the sites come largest change first. */
+static void t_diff(void) {
+    const char *self[] = {"memory", "diff", "--format", "json", "tests/snapshots/v22_train_adam.pickle",
+                          "tests/snapshots/v22_train_adam.pickle", NULL};
+    t_cli r = t_cli_run(self, 60, 0);
+    T_EQ(r.code, 0);
+    jr *j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
+    T_CHECK(j != NULL);
+    const jr *d0 = j ? jr_at(jr_path(j, "diff.devices"), 0) : NULL;
+    T_CHECK(d0 && jr_get(d0, "delta_bytes")->i == 0 && jr_get(d0, "a_peak_requested_bytes")->i == 18907136);
+    for (const jr *s = d0 ? jr_get(d0, "sites")->child : NULL; s; s = s->next) T_EQ(jr_get(s, "delta_bytes")->i, 0);
+    jr_free(j);
+    t_cli_free(&r);
+    const char *two[] = {"memory", "diff", "--format", "json", "tests/snapshots/v22_train_adam.pickle",
+                         "tests/snapshots/v25_leak_churn.pickle.gz", NULL};
+    r = t_cli_run(two, 60, 0);
+    T_EQ(r.code, 0);
+    j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
+    d0 = j ? jr_at(jr_path(j, "diff.devices"), 0) : NULL;
+    T_CHECK(d0 != NULL);
+    if (d0) {
+        T_EQ(jr_get(d0, "delta_bytes")->i, jr_get(d0, "b_peak_requested_bytes")->i - jr_get(d0, "a_peak_requested_bytes")->i);
+        const jr *other = jr_path(d0, "categories.other");
+        T_EQ(jr_get(other, "delta")->i, 15 * 1048576); /* the leak: 5 x 3 MiB kept by train.py:66 */
+        const jr *first = jr_at(jr_get(d0, "sites"), 0);
+        T_CHECK(strstr(jr_get(first, "site")->s, "train.py:66") != NULL);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 MP_TESTS(memory) {
     {"pickle_values", t_pickle_values},
     {"pickle_refused", t_pickle_refused},
@@ -427,5 +459,6 @@ MP_TESTS(memory) {
     {"findings", t_findings},
     {"nothing", t_nothing},
     {"cli", t_command},
+    {"diff", t_diff},
 };
 MP_TESTS_END(memory)

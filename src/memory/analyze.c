@@ -89,7 +89,7 @@ static uint8_t stack_flags(actx *a, uint32_t st) {
     return fl;
 }
 
-static int categorize(actx *a, const mp_mem_device *d, const mp_mem_live *L, const int64_t *fwd_after) {
+static int categorize(actx *a, const mp_mem_device *d, const mp_mem_live *L, const int32_t *fwd_after) {
     if (L->origin == MP_LO_EARLY_FREE || L->stack == 0) return MP_MC_UNKNOWN;
     uint8_t f = stack_flags(a, L->stack), ff = stack_flags(a, L->free_stack);
     bool freed = L->free_ev >= 0;
@@ -205,87 +205,145 @@ static mp_status find_steps(actx *a, mp_mem_device *d, const int64_t *live_after
     return MP_OK;
 }
 
-mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
-    mp_status st = MP_OK;
+/* The live curve again (the replay's rules: a free takes its alloc's
+ * size): live bytes after each event into live_after, and the index of
+ * each allocation's free into free_of (-1 never freed); either may be
+ * NULL. False when out of memory. */
+static bool curve(const mp_mem_device *d, int64_t *live_after, int32_t *free_of) {
+    const mp_mem_event *ev = d->ev;
+    uint32_t cap = 1024, nused = 0;
+    uint64_t *key = malloc(cap * sizeof *key);
+    int64_t *val = malloc(cap * sizeof *val);
+    uint32_t *aix = malloc(cap * sizeof *aix);
+    uint8_t *used = calloc(cap, 1); /* 0 empty, 1 live, 2 freed */
+    int64_t cur = d->start_requested;
+    bool ok = key && val && aix && used;
+    for (uint32_t i = 0; ok && free_of && i < d->nev; i++) free_of[i] = -1;
+    for (uint32_t i = 0; ok && i < d->nev; i++) {
+        const mp_mem_event *e = &ev[i];
+        if ((e->action == MP_MA_ALLOC || e->action == MP_MA_FREE_COMPLETED) && (e->flags & MP_ME_ADDR)) {
+            if ((nused + 1) * 2 > cap) {
+                uint32_t nc = cap * 2;
+                uint64_t *k2 = malloc(nc * sizeof *k2);
+                int64_t *v2 = malloc(nc * sizeof *v2);
+                uint8_t *u2 = calloc(nc, 1);
+                uint32_t *a2 = malloc(nc * sizeof *a2);
+                if (!k2 || !v2 || !u2 || !a2) {
+                    free(k2), free(v2), free(u2), free(a2);
+                    ok = false;
+                    break;
+                }
+                for (uint32_t j = 0; j < cap; j++)
+                    if (used[j]) {
+                        uint32_t h = (uint32_t)((key[j] * 0x9e3779b97f4a7c15u) >> 32) & (nc - 1);
+                        while (u2[h]) h = (h + 1) & (nc - 1);
+                        k2[h] = key[j], v2[h] = val[j], u2[h] = used[j], a2[h] = aix[j];
+                    }
+                free(key), free(val), free(used), free(aix);
+                key = k2, val = v2, used = u2, aix = a2, cap = nc;
+            }
+            uint32_t h = (uint32_t)((e->addr * 0x9e3779b97f4a7c15u) >> 32) & (cap - 1);
+            while (used[h] && key[h] != e->addr) h = (h + 1) & (cap - 1);
+            if (e->action == MP_MA_ALLOC) {
+                if (used[h] == 1) cur -= val[h]; /* still live: taken as freed */
+                if (!used[h]) nused++;
+                key[h] = e->addr, val[h] = e->size, used[h] = 1, aix[h] = i;
+                cur += e->size;
+            } else if (!used[h]) {
+                key[h] = e->addr, val[h] = 0, used[h] = 2, aix[h] = UINT32_MAX, nused++;
+                cur -= e->size;
+            } else if (used[h] == 1) {
+                cur -= val[h];
+                used[h] = 2;
+                if (free_of) free_of[aix[h]] = (int32_t)i;
+            }
+        }
+        if (live_after) live_after[i] = cur;
+    }
+    free(key), free(val), free(used), free(aix);
+    return ok;
+}
+
+mp_status mp_mem_alloc_categories(mp_snapshot *s, const mp_mem_device *d, uint8_t *cat, int32_t *free_of) {
     actx a = {s, calloc(s->nstacks ? s->nstacks : 1, 1)};
-    int64_t *live_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *live_after);
-    int64_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
-    int64_t *free_of = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *free_of);
-    if (!a.sflags || !live_after || !fwd_after) {
+    int32_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
+    mp_status st = MP_OK;
+    if (!a.sflags || !fwd_after || !curve(d, NULL, free_of)) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
         goto out;
     }
-    /* the live curve again (same rules as the replay: the alloc's size) */
+    int64_t next = -1;
+    for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
+        fwd_after[i] = (int32_t)next;
+        if (d->ev[i].action == MP_MA_ALLOC && (stack_flags(&a, d->ev[i].stack) & SF_FWD) &&
+            !(stack_flags(&a, d->ev[i].stack) & (SF_BWD | SF_OPT)))
+            next = i;
+    }
+    for (uint32_t i = 0; i < d->nev; i++) {
+        const mp_mem_event *e = &d->ev[i];
+        if (e->action != MP_MA_ALLOC) {
+            cat[i] = MP_MC_UNKNOWN;
+            continue;
+        }
+        mp_mem_live L = {e->size, -1, i, free_of[i], e->addr, e->stack,
+                         free_of[i] >= 0 ? d->ev[free_of[i]].stack : 0, MP_LO_TRACE, MP_MC_UNKNOWN};
+        cat[i] = (uint8_t)categorize(&a, d, &L, fwd_after);
+    }
+out:
+    free(a.sflags);
+    free(fwd_after);
+    return st;
+}
+
+mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
+    mp_status st = MP_OK;
+    /* two stages, so that the per-event arrays of the first (free_of,
+     * fwd_after: 8 bytes an event) are gone before the second's
+     * (live_after: 8) exist */
+    actx a = {s, calloc(s->nstacks ? s->nstacks : 1, 1)};
+    int64_t *live_after = NULL;
+    int32_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
+    int32_t *free_of = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *free_of);
+    int64_t grad_best = 0, grad_fwd = -1, grad_steps = 0;
+    if (!a.sflags || !fwd_after || !free_of || !curve(d, NULL, free_of)) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     {
-        const mp_mem_event *ev = d->ev;
-        /* addr -> size of the live alloc: a sorted scan is enough here,
-         * the replay's map is gone; use a small open table */
-        uint32_t cap = 1024;
-        uint64_t *key = NULL;
-        int64_t *val = NULL;
-        uint32_t *aix = NULL;
-        uint8_t *used = NULL;
-        uint32_t nused = 0;
-        int64_t cur = d->start_requested;
-        bool ok = true;
-        key = malloc(cap * sizeof *key), val = malloc(cap * sizeof *val), used = calloc(cap, 1);
-        aix = malloc(cap * sizeof *aix);
-        if (!key || !val || !used || !aix || !free_of) ok = false;
-        for (uint32_t i = 0; ok && i < d->nev; i++) free_of[i] = -1;
-        for (uint32_t i = 0; ok && i < d->nev; i++) {
-            const mp_mem_event *e = &ev[i];
-            if ((e->action == MP_MA_ALLOC || e->action == MP_MA_FREE_COMPLETED) && (e->flags & MP_ME_ADDR)) {
-                if ((nused + 1) * 2 > cap) {
-                    uint32_t nc = cap * 2;
-                    uint64_t *k2 = malloc(nc * sizeof *k2);
-                    int64_t *v2 = malloc(nc * sizeof *v2);
-                    uint8_t *u2 = calloc(nc, 1);
-                    uint32_t *a2 = malloc(nc * sizeof *a2);
-                    if (!k2 || !v2 || !u2 || !a2) {
-                        free(k2), free(v2), free(u2), free(a2);
-                        ok = false;
-                        break;
-                    }
-                    for (uint32_t j = 0; j < cap; j++)
-                        if (used[j]) {
-                            uint32_t h = (uint32_t)((key[j] * 0x9e3779b97f4a7c15u) >> 32) & (nc - 1);
-                            while (u2[h]) h = (h + 1) & (nc - 1);
-                            k2[h] = key[j], v2[h] = val[j], u2[h] = used[j], a2[h] = aix[j];
-                        }
-                    free(key), free(val), free(used), free(aix);
-                    key = k2, val = v2, used = u2, aix = a2, cap = nc;
-                }
-                uint32_t h = (uint32_t)((e->addr * 0x9e3779b97f4a7c15u) >> 32) & (cap - 1);
-                while (used[h] && key[h] != e->addr) h = (h + 1) & (cap - 1);
-                if (e->action == MP_MA_ALLOC) {
-                    if (used[h] == 1) cur -= val[h]; /* still live: taken as freed */
-                    if (!used[h]) nused++;
-                    key[h] = e->addr, val[h] = e->size, used[h] = 1, aix[h] = i;
-                    cur += e->size;
-                } else if (!used[h]) {
-                    key[h] = e->addr, val[h] = 0, used[h] = 2, nused++;
-                    cur -= e->size;
-                } else if (used[h] == 1) {
-                    cur -= val[h];
-                    used[h] = 2;
-                    free_of[aix[h]] = i;
-                }
-            }
-            live_after[i] = cur;
-        }
-        free(key), free(val), free(used), free(aix);
-        if (!ok) {
-            st = mp_error(MP_ERR_NOMEM, "out of memory");
-            goto out;
-        }
         /* the next event at or after each one allocated under a module's forward */
+        const mp_mem_event *ev = d->ev;
         int64_t next = -1;
         for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
-            fwd_after[i] = next;
+            fwd_after[i] = (int32_t)next;
             if (ev[i].action == MP_MA_ALLOC && (stack_flags(&a, ev[i].stack) & SF_FWD) &&
                 !(stack_flags(&a, ev[i].stack) & (SF_BWD | SF_OPT)))
                 next = i;
         }
+    }
+    /* gradients alive through the next forward: made in a backward, not
+     * freed in it, and still live when a later forward allocates (the
+     * gradients of one backward share that next forward: grouped by it) */
+    {
+        int64_t prev_fwd = -2, cur_sum = 0;
+        for (uint32_t i = 0; i < d->nev; i++) {
+            const mp_mem_event *e = &d->ev[i];
+            if (e->action != MP_MA_ALLOC || free_of[i] < 0) continue;
+            uint8_t f = stack_flags(&a, e->stack);
+            if (!(f & SF_BWD) || (f & SF_OPT)) continue;
+            int64_t fw = fwd_after[i];
+            if (fw < 0 || fw >= free_of[i]) continue;
+            /* freed in the backward (a temporary of it) is not a gradient */
+            uint8_t ff = stack_flags(&a, d->ev[free_of[i]].stack);
+            if ((ff & SF_BWD) && !(ff & SF_ZERO)) continue;
+            if (fw != prev_fwd) {
+                if (cur_sum > grad_best) grad_best = cur_sum, grad_fwd = prev_fwd;
+                cur_sum = 0;
+                prev_fwd = fw;
+                grad_steps++;
+            }
+            cur_sum += e->size;
+        }
+        if (cur_sum > grad_best) grad_best = cur_sum, grad_fwd = prev_fwd;
     }
     bool frames = false;
     for (uint32_t i = 0; i < d->nlive; i++) {
@@ -296,6 +354,15 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     }
     for (uint32_t i = 0; !frames && i < d->nev; i++)
         if (d->ev[i].stack) frames = true;
+    free(fwd_after);
+    free(free_of);
+    fwd_after = NULL;
+    free_of = NULL;
+    live_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *live_after);
+    if (!live_after || !curve(d, live_after, NULL)) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     if ((st = sites_at_peak(s, d))) goto out;
     if ((st = find_steps(&a, d, live_after))) goto out;
 
@@ -418,41 +485,15 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                                     b1, d->nsteps, sites[0] ? sites : "(no allocation live at the peak)");
         }
     }
-    /* gradients alive through the next forward: made in a backward, not
-     * freed in it, and still live when a later forward allocates (the
-     * gradients of one backward share that next forward: grouped by it) */
-    if (!st) {
-        int64_t best = 0, best_fwd = -1, total_steps = 0, prev_fwd = -2;
-        int64_t cur_sum = 0;
-        for (uint32_t i = 0; i < d->nev; i++) {
-            const mp_mem_event *e = &d->ev[i];
-            if (e->action != MP_MA_ALLOC || free_of[i] < 0) continue;
-            uint8_t f = stack_flags(&a, e->stack);
-            if (!(f & SF_BWD) || (f & SF_OPT)) continue;
-            int64_t fw = fwd_after[i];
-            if (fw < 0 || fw >= free_of[i]) continue;
-            /* freed in the backward (a temporary of it) is not a gradient */
-            uint8_t ff = stack_flags(&a, d->ev[free_of[i]].stack);
-            if ((ff & SF_BWD) && !(ff & SF_ZERO)) continue;
-            if (fw != prev_fwd) {
-                if (cur_sum > best) best = cur_sum, best_fwd = prev_fwd;
-                cur_sum = 0;
-                prev_fwd = fw;
-                total_steps++;
-            }
-            cur_sum += e->size;
-        }
-        if (cur_sum > best) best = cur_sum, best_fwd = prev_fwd;
-        if (best > 0 && best_fwd >= 0) {
-            fmt_bytes(best, b1, sizeof b1);
-            st = mp_mem_add_finding(s, d, MP_MF_GRAD_ALIVE, best, d->ev[best_fwd].time_us, best_fwd,
-                                    "Gradients kept alive through the next forward: up to %s of gradients made in a "
-                                    "backward are still live when the next forward allocates (event %lld; %lld "
-                                    "forward pass(es) affected), so they add to that forward's activations. Call "
-                                    "optimizer.zero_grad(set_to_none=True) before the forward (set_to_none is the "
-                                    "default since PyTorch 2.0), not after it.",
-                                    b1, (long long)best_fwd, (long long)total_steps);
-        }
+    if (!st && grad_best > 0 && grad_fwd >= 0) {
+        fmt_bytes(grad_best, b1, sizeof b1);
+        st = mp_mem_add_finding(s, d, MP_MF_GRAD_ALIVE, grad_best, d->ev[grad_fwd].time_us, grad_fwd,
+                                "Gradients kept alive through the next forward: up to %s of gradients made in a "
+                                "backward are still live when the next forward allocates (event %lld; %lld "
+                                "forward pass(es) affected), so they add to that forward's activations. Call "
+                                "optimizer.zero_grad(set_to_none=True) before the forward (set_to_none is the "
+                                "default since PyTorch 2.0), not after it.",
+                                b1, (long long)grad_fwd, (long long)grad_steps);
     }
     /* short-lived spikes that set the peak: live at the peak, allocated
      * and freed within 1% of the trace's events around it */

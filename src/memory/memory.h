@@ -178,6 +178,12 @@ typedef struct mp_mem_device {
     int nfindings;
 } mp_mem_device;
 
+/* Consecutive records that went to one list (the reader's item hook). */
+typedef struct mp_mem_run {
+    uint64_t list; /* the list's pickle value */
+    uint32_t first, count;
+} mp_mem_run;
+
 typedef struct mp_snapshot {
     mpk *k;
     const char *path;
@@ -190,6 +196,8 @@ typedef struct mp_snapshot {
     /* records */
     mp_mem_event *ev;
     uint64_t nev, ev_cap;
+    mp_mem_run *runs;
+    uint64_t nruns, runs_cap;
     int64_t *device_free; /* per OOM event (MP_ME_DEVICE_FREE): pairs ev index, bytes */
     uint64_t ndevice_free, device_free_cap;
     mp_mem_frame *frames;
@@ -243,6 +251,11 @@ const char *mp_mem_frame_text(const mp_snapshot *s, uint32_t frame, char *buf, s
 
 /* analyze.c: categories, sites, steps and findings of a replayed device. */
 mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d);
+/* Every allocation of d's trace categorised as the ones at the peak are
+ * (cat[i] for an alloc event i; unknown for other events), and the index
+ * of each one's free_completed (free_of[i], -1 never freed). Both arrays
+ * hold d->nev entries. For the HTML timeline. */
+mp_status mp_mem_alloc_categories(mp_snapshot *s, const mp_mem_device *d, uint8_t *cat, int32_t *free_of);
 mp_status mp_mem_add_finding(mp_snapshot *s, mp_mem_device *d, int kind, int64_t bytes, int64_t time_us,
                              int64_t event, const char *fmt, ...) MP_PRINTF(7, 8);
 

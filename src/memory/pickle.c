@@ -16,6 +16,7 @@ typedef struct pk_slot {
     mpk_val *items; /* NULL once replaced */
     mpk_val to;     /* what it became (replaced) */
     uint32_t n, cap;
+    uint32_t seen; /* items appended, those the item hook took included */
     uint32_t gen;
     uint32_t memo; /* last memo index naming it; UINT32_MAX none */
     uint8_t kind;  /* PK_LIST .. PK_SET; 0 replaced or free */
@@ -327,10 +328,12 @@ static bool pk_new_container(mpk *k, unsigned tag, mpk_val *out) {
         k->slots_cap = (uint32_t)cap;
         s = k->nslots++;
         k->slots[s].gen = 0;
+        k->slots[s].items = NULL;
+        k->slots[s].cap = 0;
+        k->slots[s].n = 0;
     }
     pk_slot *e = &k->slots[s];
-    e->items = NULL;
-    e->n = e->cap = 0;
+    e->n = e->seen = 0;
     e->memo = PK_NO_MEMO;
     e->kind = (uint8_t)tag;
     e->to = 0;
@@ -366,10 +369,7 @@ void mpk_replace(mpk *k, mpk_val v, mpk_val to, bool keep) {
     e->kind = 0;
     e->to = to;
     k->live--;
-    if (!keep) {
-        free(e->items);
-        e->items = NULL;
-        e->cap = 0;
+    if (!keep) { /* its items' room stays with the slot for the next container */
         uint32_t s = (uint32_t)PK_PAYLOAD(v);
         e->gen++;
         e->n = k->free_head;
@@ -464,13 +464,33 @@ const char *mpk_tag_name(unsigned tag) {
     }
 }
 
+void mpk_drop_values(mpk *k) {
+    for (uint32_t i = 0; i < k->nslots; i++) free(k->slots[i].items);
+    free(k->slots);
+    k->slots = NULL;
+    k->nslots = k->slots_cap = k->live = 0;
+    k->free_head = PK_FREE_END;
+    free(k->stack);
+    k->stack = NULL;
+    k->sp = k->stack_cap = 0;
+    free(k->memo);
+    k->memo = NULL;
+    k->memo_len = k->memo_cap = 0;
+    free(k->marks);
+    k->marks = NULL;
+    k->nmarks = 0;
+    free(k->htab); /* strings stay readable by id; no more are interned */
+    k->htab = NULL;
+    k->hcap = 0;
+}
+
 uint32_t mpk_live_containers(const mpk *k) { return k->live; }
 uint64_t mpk_memo_len(const mpk *k) { return k->memo_len; }
 uint64_t mpk_bytes_read(const mpk *k) { return k->base + k->end; }
 bool mpk_was_gzip(const mpk *k) { return k->gz; }
 
-static bool pk_push(mpk *k, mpk_val v) {
-    if (k->sp == k->stack_cap) {
+static inline bool pk_push(mpk *k, mpk_val v) {
+    if (__builtin_expect(k->sp == k->stack_cap, 0)) {
         if (k->sp >= MPK_MAX_STACK) return false;
         if (!pk_grow((void **)&k->stack, &k->stack_cap, k->sp + 1, sizeof *k->stack)) return false;
     }
@@ -521,6 +541,8 @@ static mp_status pk_memo_get(mpk *k, uint64_t idx, uint64_t off, int op) {
     return MP_OK;
 }
 
+static mp_status pk_hook_items(mpk *k, mpk_val list, mpk_val *v, size_t n, uint64_t off, size_t *kept);
+
 /* The items above the current mark go into a new container. */
 static mp_status pk_collect(mpk *k, unsigned tag, uint64_t off, int op) {
     if (!k->nmarks) return pk_fail(k, off, op, "no MARK before it");
@@ -528,21 +550,37 @@ static mp_status pk_collect(mpk *k, unsigned tag, uint64_t off, int op) {
     if (tag == PK_DICT && n % 2) return pk_fail(k, off, op, "an odd number of keys and values");
     mpk_val c;
     if (!pk_new_container(k, tag, &c)) return mp_error(MP_ERR_NOMEM, "%s: out of memory", k->label);
+    if (tag == PK_LIST && k->hook && n) {
+        mp_status st = pk_hook_items(k, c, k->stack + b, n, off, &n);
+        if (st) return st;
+    }
     pk_slot *e = pk_slot_of(k, c);
     if (n && !pk_push_items(e, k->stack + b, n)) return mp_error(MP_ERR_NOMEM, "%s: out of memory", k->label);
     k->sp = b;
     k->nmarks--;
     if (!pk_push(k, c)) return pk_fail(k, off, op, "stack deeper than the limit");
-    if (tag == PK_LIST && k->hook)
-        for (uint32_t i = 0; i < e->n; i++) {
-            mp_status st = k->hook(k->hook_ud, k, &k->slots[(uint32_t)PK_PAYLOAD(c)].items[i], off, i);
-            if (st) return st;
-        }
     return MP_OK;
 }
 
 /* Append the items above the mark (or the top item) to the list or set
  * below them. */
+/* Run the item hook on the n values at v (going into `list`), keeping in
+ * place those it does not take; *kept: how many stay. */
+static mp_status pk_hook_items(mpk *k, mpk_val list, mpk_val *v, size_t n, uint64_t off, size_t *kept) {
+    pk_slot *e = pk_slot_of(k, list);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool drop = false;
+        mp_status st = k->hook(k->hook_ud, k, list, &v[i], off, e ? e->seen : 0, &drop);
+        if (st) return st;
+        e = pk_slot_of(k, list); /* the hook replaces containers; the list's slot stays */
+        if (e) e->seen++;
+        if (!drop) v[w++] = v[i];
+    }
+    *kept = w;
+    return MP_OK;
+}
+
 static mp_status pk_append(mpk *k, size_t from, bool mark, uint64_t off, int op, unsigned want) {
     if (from == 0 || from > k->sp) return pk_fail(k, off, op, "nothing to append to");
     mpk_val target = k->stack[from - 1];
@@ -555,17 +593,15 @@ static mp_status pk_append(mpk *k, size_t from, bool mark, uint64_t off, int op,
     pk_slot *e = pk_slot_of(k, target);
     if (!e || !e->kind) return pk_fail(k, off, op, "appends to an object already consumed");
     size_t n = k->sp - from;
-    uint32_t first = e->n;
+    if (want == PK_LIST && k->hook && n) {
+        mp_status st = pk_hook_items(k, target, k->stack + from, n, off, &n);
+        if (st) return st;
+        e = pk_slot_of(k, target);
+        if (!e || !e->kind) return pk_fail(k, off, op, "appends to an object already consumed");
+    }
     if (n && !pk_push_items(e, k->stack + from, n)) return mp_error(MP_ERR_NOMEM, "%s: out of memory", k->label);
     k->sp = from;
     if (mark) k->nmarks--;
-    if (want == PK_LIST && k->hook) {
-        uint32_t s = (uint32_t)PK_PAYLOAD(target);
-        for (uint32_t i = first; i < first + n; i++) {
-            mp_status st = k->hook(k->hook_ud, k, &k->slots[s].items[i], off, i);
-            if (st) return st;
-        }
-    }
     return MP_OK;
 }
 
@@ -596,6 +632,15 @@ static uint64_t pk_le(const unsigned char *p, int n) {
 /* A little-endian two's complement int of n bytes. */
 static mp_status pk_long(mpk *k, const unsigned char *p, uint64_t n, uint64_t off, int op) {
     mpk_val v;
+    if (n >= 1 && n <= 7) { /* addresses and times: fits the inline int */
+        uint64_t u = pk_le(p, (int)n);
+        if (p[n - 1] & 0x80) u |= ~UINT64_C(0) << (8 * n);
+        int64_t i = (int64_t)u;
+        if (i >= -(INT64_C(1) << 59) && i < (INT64_C(1) << 59)) {
+            if (!pk_push(k, PK_MAKE(PK_INT, u))) return pk_fail(k, off, op, "stack deeper than the limit");
+            return MP_OK;
+        }
+    }
     if (n == 0) {
         v = PK_MAKE(PK_INT, 0);
     } else {
@@ -634,7 +679,7 @@ static mp_status pk_run(mpk *k, mpk_val *root) {
     int op = 0;
 #define NEED(nb)                                                                   \
     do {                                                                           \
-        if (!pk_fill(k, (nb), &err)) {                                             \
+        if (k->end - k->pos < (size_t)(nb) && !pk_fill(k, (nb), &err)) {           \
             if (err) return MP_ERR_FORMAT;                                         \
             return pk_fail(k, off, op, "the file ends inside it (truncated?)");    \
         }                                                                          \
@@ -649,7 +694,7 @@ static mp_status pk_run(mpk *k, mpk_val *root) {
         if (k->sp - pk_base(k) < (size_t)(c)) return pk_fail(k, off, op, "the stack holds too few items"); \
     } while (0)
     for (;;) {
-        if (!pk_fill(k, 1, &err)) {
+        if (k->pos == k->end && !pk_fill(k, 1, &err)) {
             if (err) return MP_ERR_FORMAT;
             off = k->base + k->pos;
             return mp_error(MP_ERR_FORMAT, "%s: byte offset %llu: the pickle ends without STOP (truncated?)",

@@ -62,11 +62,14 @@ typedef struct mpk mpk;
 #define MPK_MAX_MEMO_GAP 65536
 
 /* Called for each item appended to a list (APPEND, APPENDS, LIST), in
- * order; it may replace *item (and release the container it named with
- * mpk_release). `offset`: the appending opcode's byte offset; `index`:
- * the item's index in its list. A non-OK status stops the reader (the
- * message set). */
-typedef mp_status (*mpk_item_fn)(void *ud, mpk *k, mpk_val *item, uint64_t offset, uint64_t index);
+ * order, before the list holds it; it may replace *item (and release the
+ * container it named with mpk_replace), or take it (*drop = true: the
+ * list does not keep it; the caller keeps what it made of it). `list`:
+ * the list; `offset`: the appending opcode's byte offset; `index`: the
+ * item's index in its list (taken items counted). A non-OK status stops
+ * the reader (the message set). */
+typedef mp_status (*mpk_item_fn)(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t offset, uint64_t index,
+                                 bool *drop);
 
 mpk *mpk_new(void);
 void mpk_free(mpk *k);
@@ -107,6 +110,9 @@ bool mpk_dict_get(const mpk *k, mpk_val v, int32_t key, mpk_val *out);
 void mpk_replace(mpk *k, mpk_val v, mpk_val to, bool keep);
 /* A short name of a tag, for messages ("a str", "a list", ...). */
 const char *mpk_tag_name(unsigned tag);
+/* Free every value but the strings (the memo, the stack, the
+ * containers): what a caller keeps after it has read what it needs. */
+void mpk_drop_values(mpk *k);
 /* Counts for tests and the bench: containers alive, memo entries. */
 uint32_t mpk_live_containers(const mpk *k);
 uint64_t mpk_memo_len(const mpk *k);

@@ -171,10 +171,15 @@ static mp_status intern_stack(mp_snapshot *s, uint64_t from, uint32_t *out) {
 
 /* An int where a number belongs: a bool is the wrong type (Python's
  * True is an int, but no snapshot writes one for a size or address). */
-static bool int_of(const mpk *k, mpk_val v, int64_t *out) {
-    v = mpk_resolve(k, v);
+static inline bool int_of(const mpk *k, mpk_val v, int64_t *out) {
     unsigned t = PK_TAG(v);
-    return (t == PK_INT || t == PK_BIGINT) && mpk_int(k, v, out);
+    if (t == PK_INT) { /* inline: sign-extend the 60-bit payload */
+        uint64_t p = PK_PAYLOAD(v);
+        if (p & (UINT64_C(1) << 59)) p |= UINT64_C(0xf) << 60;
+        *out = (int64_t)p;
+        return true;
+    }
+    return t == PK_BIGINT && mpk_int(k, v, out); /* a container never becomes an int */
 }
 
 static mp_status bad(mp_snapshot *s, const char *where, const char *key, const char *want, mpk_val got) {
@@ -259,46 +264,60 @@ static int action_of(mp_snapshot *s, int32_t id) {
 
 /* The item hook: a dict with an 'action' key appended to a list is a
  * trace event; it becomes a record now. */
-static mp_status on_item(void *ud, mpk *k, mpk_val *item, uint64_t off, uint64_t index) {
+static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t off, uint64_t index, bool *drop) {
     mp_snapshot *s = ud;
-    mpk_val v = mpk_resolve(k, *item);
-    if (PK_TAG(v) != PK_DICT) return MP_OK;
-    mpk_val a;
-    if (!mpk_dict_get(k, v, s->key[K_ACTION], &a)) return MP_OK;
-    char where[96];
-    snprintf(where, sizeof where, "event %llu of its trace (byte offset %llu)", (unsigned long long)index,
-             (unsigned long long)off);
-    int32_t aid = mpk_str_id(k, a);
-    if (aid < 0) return bad(s, where, "action", "a str", a);
-    int act = action_of(s, aid);
-    if (act < 0) return mp_error(MP_ERR_LIMIT, "%s: %s: more than %d distinct actions", s->path, where, MP_MEM_MAX_ACTIONS);
-    mp_mem_event e = {0, 0, MP_MEM_NO_TIME, 0, (uint8_t)act, 0, 0};
+    mpk_val v = *item;
+    if (PK_TAG(v) != PK_DICT) return MP_OK; /* a dict just built is never a replaced one */
     uint32_t n;
     const mpk_val *it = mpk_items(k, v, &n);
+    v = mpk_resolve(k, v);
+    /* keys are compared as values: a str key is PK_STR of its id */
+    const mpk_val k_action = PK_MAKE(PK_STR, (uint32_t)s->key[K_ACTION]);
+    mpk_val a = 0;
+    bool has_action = false;
+    for (uint32_t i = n; i >= 2; i -= 2)
+        if (it[i - 2] == k_action) {
+            a = it[i - 1];
+            has_action = true;
+            break;
+        }
+    if (!has_action) return MP_OK;
+    /* the event's name in messages, written only when one is needed */
+    char where[96];
+#define WHERE()                                                                                       \
+    (snprintf(where, sizeof where, "event %llu of its trace (byte offset %llu)", (unsigned long long)index, \
+              (unsigned long long)off),                                                               \
+     where)
+    int32_t aid = mpk_str_id(k, a);
+    if (aid < 0) return bad(s, WHERE(), "action", "a str", a);
+    int act = action_of(s, aid);
+    if (act < 0) return mp_error(MP_ERR_LIMIT, "%s: %s: more than %d distinct actions", s->path, WHERE(), MP_MEM_MAX_ACTIONS);
+    mp_mem_event e = {0, 0, MP_MEM_NO_TIME, 0, (uint8_t)act, 0, 0};
     int64_t device_free = -1;
     bool has_size = false;
     /* the actions that move memory need an address and a size */
     bool memory_action = act >= MP_MA_ALLOC && act <= MP_MA_SEGMENT_UNMAP;
     for (uint32_t i = 0; i + 1 < n; i += 2) {
-        int32_t key = mpk_str_id(k, it[i]);
+        mpk_val kv = it[i];
+        int32_t key = PK_TAG(kv) == PK_STR ? (int32_t)PK_PAYLOAD(kv) : -1;
         mpk_val x = it[i + 1];
         int64_t iv;
         if (key == s->key[K_ADDR]) {
             if (!memory_action) continue; /* an oom's addr (when any) is not read */
-            if (!int_of(k, x, &iv)) return bad(s, where, "addr", "an int", x);
+            if (!int_of(k, x, &iv)) return bad(s, WHERE(), "addr", "an int", x);
             if (iv < 0)
-                return mp_error(MP_ERR_FORMAT, "%s: %s: negative addr %lld", s->path, where, (long long)iv);
+                return mp_error(MP_ERR_FORMAT, "%s: %s: negative addr %lld", s->path, WHERE(), (long long)iv);
             e.addr = (uint64_t)iv;
             e.flags |= MP_ME_ADDR;
         } else if (key == s->key[K_SIZE]) {
-            if (!int_of(k, x, &iv)) return bad(s, where, "size", "an int", x);
+            if (!int_of(k, x, &iv)) return bad(s, WHERE(), "size", "an int", x);
             if (iv < 0)
-                return mp_error(MP_ERR_FORMAT, "%s: %s: negative size %lld", s->path, where, (long long)iv);
+                return mp_error(MP_ERR_FORMAT, "%s: %s: negative size %lld", s->path, WHERE(), (long long)iv);
             e.size = iv;
             has_size = true;
         } else if (key == s->key[K_TIME_US]) {
             if (PK_TAG(mpk_resolve(k, x)) == PK_NONE) continue;
-            if (!mpk_int(k, x, &iv)) return bad(s, where, "time_us", "an int", x);
+            if (!mpk_int(k, x, &iv)) return bad(s, WHERE(), "time_us", "an int", x);
             e.time_us = iv == MP_MEM_NO_TIME ? iv + 1 : iv;
         } else if (key == s->key[K_STREAM]) {
             if (!mpk_int(k, x, &iv)) continue; /* informative only */
@@ -307,17 +326,22 @@ static mp_status on_item(void *ud, mpk *k, mpk_val *item, uint64_t off, uint64_t
             if (si == s->nstreams && s->nstreams < 256) s->streams[s->nstreams++] = (uint64_t)iv;
             e.stream = (uint16_t)(si < 256 ? si : 255);
         } else if (key == s->key[K_FRAMES]) {
-            mp_status st = stack_of(s, x, where, &e.stack);
-            if (st) return st;
+            mpk_val xr = mpk_resolve(k, x);
+            if (PK_TAG(xr) == PK_STACK) { /* a stack read before: the memo's id */
+                e.stack = (uint32_t)PK_PAYLOAD(xr);
+            } else {
+                mp_status st = stack_of(s, x, WHERE(), &e.stack);
+                if (st) return st;
+            }
         } else if (key == s->key[K_DEVICE_FREE]) {
-            if (!mpk_int(k, x, &iv)) return bad(s, where, "device_free", "an int", x);
+            if (!mpk_int(k, x, &iv)) return bad(s, WHERE(), "device_free", "an int", x);
             device_free = iv;
         }
     }
     if (memory_action && (!(e.flags & MP_ME_ADDR) || !has_size))
-        return mp_error(MP_ERR_FORMAT, "%s: %s: a %s event without %s", s->path, where, known_actions[act],
+        return mp_error(MP_ERR_FORMAT, "%s: %s: a %s event without %s", s->path, WHERE(), known_actions[act],
                         !(e.flags & MP_ME_ADDR) ? "'addr'" : "'size'");
-    if (s->nev >= UINT32_MAX - 1) return mp_error(MP_ERR_LIMIT, "%s: %s: more than 2^32 events", s->path, where);
+    if (s->nev >= INT32_MAX) return mp_error(MP_ERR_LIMIT, "%s: %s: more than 2^31 events", s->path, WHERE());
     if (!grow64((void **)&s->ev, &s->ev_cap, s->nev + 1, sizeof *s->ev))
         return mp_error(MP_ERR_NOMEM, "%s: out of memory (events)", s->path);
     if (device_free >= 0) {
@@ -330,10 +354,23 @@ static mp_status on_item(void *ud, mpk *k, mpk_val *item, uint64_t off, uint64_t
     }
     s->ev[s->nev] = e;
     mpk_val to = PK_MAKE(PK_EVENT, s->nev);
+    /* the list does not keep it: runs of consecutive records say which
+     * list each went to (one run per trace, for a file Python wrote) */
+    list = mpk_resolve(k, list);
+    if (s->nruns && s->runs[s->nruns - 1].list == list &&
+        s->runs[s->nruns - 1].first + s->runs[s->nruns - 1].count == s->nev) {
+        s->runs[s->nruns - 1].count++;
+    } else {
+        if (!grow64((void **)&s->runs, &s->runs_cap, s->nruns + 1, sizeof *s->runs))
+            return mp_error(MP_ERR_NOMEM, "%s: out of memory (events)", s->path);
+        s->runs[s->nruns++] = (mp_mem_run){list, (uint32_t)s->nev, 1};
+    }
     s->nev++;
     mpk_replace(k, v, to, false);
     *item = to;
+    *drop = true;
     return MP_OK;
+#undef WHERE
 }
 
 /* ---- segments and blocks ---- */
@@ -483,6 +520,23 @@ static mp_mem_device *device_slot(mp_snapshot *s, int device, int *cap) {
     return d;
 }
 
+static int run_cmp(const void *a, const void *b) {
+    const mp_mem_run *x = a, *y = b;
+    if (x->list != y->list) return x->list < y->list ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* The first run of key->list (runs sorted by list, then first). */
+static mp_mem_run *bsearch_first(mp_mem_run *runs, uint64_t n, const mp_mem_run *key) {
+    uint64_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (runs[mid].list < key->list) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && runs[lo].list == key->list ? &runs[lo] : NULL;
+}
+
 static mp_status decode(mp_snapshot *s, mpk_val root) {
     mpk *k = s->k;
     root = mpk_resolve(k, root);
@@ -519,41 +573,47 @@ static mp_status decode(mp_snapshot *s, mpk_val root) {
         uint32_t nd;
         const mpk_val *dl = mpk_items(k, traces, &nd);
         if (nd > 65536) return mp_error(MP_ERR_FORMAT, "%s: 'device_traces' lists %u devices", s->path, nd);
+        if (s->nruns > 1) qsort(s->runs, (size_t)s->nruns, sizeof *s->runs, run_cmp);
         for (uint32_t d = 0; d < nd; d++) {
             mpk_val l = mpk_resolve(k, dl[d]);
             t = PK_TAG(l);
             if (t != PK_LIST && t != PK_TUPLE)
                 return mp_error(MP_ERR_FORMAT, "%s: device_traces[%u] is %s, not a list", s->path, d, mpk_tag_name(t));
             uint32_t n;
-            const mpk_val *ev = mpk_items(k, l, &n);
-            if (!n) continue;
+            const mpk_val *kept = mpk_items(k, l, &n);
+            if (n) { /* an item the hook did not take: not an event */
+                mpk_val e0 = mpk_resolve(k, kept[0]);
+                return mp_error(MP_ERR_FORMAT, "%s: device_traces[%u] holds %s, not an event dict", s->path, d,
+                                mpk_tag_name(PK_TAG(e0)));
+            }
+            /* its runs of records, in order */
+            mp_mem_run key = {l, 0, 0};
+            mp_mem_run *r = s->nruns ? bsearch_first(s->runs, s->nruns, &key) : NULL;
+            if (!r) continue;
+            uint64_t total = 0, nr = 0;
+            bool contiguous = true;
+            for (mp_mem_run *q = r; q < s->runs + s->nruns && q->list == l; q++, nr++) {
+                if (q > r && q->first != q[-1].first + q[-1].count) contiguous = false;
+                total += q->count;
+            }
+            if (!total) continue;
+            if (total > UINT32_MAX - 1) return mp_error(MP_ERR_LIMIT, "%s: device_traces[%u]: too many events", s->path, d);
             mp_mem_device *D = device_slot(s, (int)d, &cap);
             if (!D) return mp_error(MP_ERR_NOMEM, "out of memory");
             if (D->has_trace) return mp_error(MP_ERR_FORMAT, "%s: device_traces[%u] is listed twice", s->path, d);
             D->has_trace = true;
-            /* the events, in order: contiguous records when each was
-             * converted as the list received it (always, for a file
-             * Python wrote); else a copy in the list's order */
-            bool contiguous = true;
-            uint64_t first = 0;
-            for (uint32_t i = 0; i < n; i++) {
-                mpk_val e = mpk_resolve(k, ev[i]);
-                if (PK_TAG(e) != PK_EVENT)
-                    return mp_error(MP_ERR_FORMAT, "%s: device_traces[%u] event %u is %s, not an event dict", s->path, d,
-                                    i, mpk_tag_name(PK_TAG(e)));
-                uint64_t id = PK_PAYLOAD(e);
-                if (i == 0) first = id;
-                else if (id != first + i) contiguous = false;
-            }
+            D->nev = (uint32_t)total;
             if (contiguous) {
-                D->ev = s->ev + first; /* fixed up below if s->ev moves (it does not any more) */
-                D->nev = n;
+                D->ev = s->ev + r->first;
             } else {
-                mp_mem_event *cp = mp_arena_alloc(&s->arena, (size_t)n * sizeof *cp);
+                mp_mem_event *cp = mp_arena_alloc(&s->arena, (size_t)total * sizeof *cp);
                 if (!cp) return mp_error(MP_ERR_NOMEM, "out of memory");
-                for (uint32_t i = 0; i < n; i++) cp[i] = s->ev[PK_PAYLOAD(mpk_resolve(k, ev[i]))];
+                uint64_t at = 0;
+                for (uint64_t q = 0; q < nr; q++) {
+                    memcpy(cp + at, s->ev + r[q].first, (size_t)r[q].count * sizeof *cp);
+                    at += r[q].count;
+                }
                 D->ev = cp;
-                D->nev = n;
             }
         }
     }
@@ -591,6 +651,9 @@ static mp_status snapshot_new(const char *label, mp_snapshot **out) {
 
 static mp_status finish(mp_snapshot *s, mp_status st, mpk_val root, mp_snapshot **out) {
     if (!st) st = decode(s, root);
+    /* what is kept is in the records now; of the pickle's values only the
+     * strings stay (names of frames and actions) */
+    mpk_drop_values(s->k);
     if (st) {
         mp_snapshot_free(s);
         return st;
@@ -637,6 +700,7 @@ void mp_snapshot_free(mp_snapshot *s) {
     mpk_free(s->k);
     free(s->ev);
     free(s->device_free);
+    free(s->runs);
     free(s->frames);
     free(s->stack_pool);
     free(s->stack_off);
