@@ -447,7 +447,7 @@ BENCH_RANKS ?= 1024
 # tests/snapshots/ and the shared real ones equals tools/snapshot_ref.py's replay (the committed
 # NAME.ref.json); every hostile snapshot exits 2 with a message and runs nothing.
 memory-check: all
-	/usr/bin/python3 tools/memory_check.py --modelprof $(BUILD)/modelprof
+	/usr/bin/python3 tools/memory_check.py --modelprof $(BUILD)/modelprof --sweep
 
 BENCH_MEMORY_EVENTS ?= 1000000
 bench-memory:

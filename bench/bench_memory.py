@@ -104,6 +104,9 @@ def main():
           % (py_best, py_med, mb / py_best, py_rss / 1e6))
     print("ratio                            : %.1fx faster (best), %.1fx (median); target >= 5x"
           % (ratio_b, ratio_m))
+    mp_cpu, py_cpu = min(c for _, _, c in mp), min(c for _, _, c in py)
+    print("CPU time (user+sys), best        : modelprof %.2f s, pickle.load %.2f s: %.1fx (the wall ratio on an idle machine)"
+          % (mp_cpu, py_cpu, py_cpu / mp_cpu if mp_cpu else float("inf")))
     print("peak RSS against the file        : %.0f MB vs %.0f MB; target below the file's size"
           % (mp_rss / 1e6, mb))
     failed = []

@@ -41,7 +41,7 @@ def snap_prefix():
     """A protocol-2 snapshot dict opened up to the first event's 'frames' value:
     {'segments': [], 'device_traces': [[{'action': 'alloc', 'addr': 4096, 'size': 512,
     'stream': 0, 'frames': <here>"""
-    return (P2 + b"}(" + u("segments") + b"]" + u("device_traces") + b"](]("
+    return (P2 + b"}(" + u("segments") + b"]" + u("device_traces") + b"]]"
             + b"}(" + u("action") + u("alloc") + u("addr") + b"M\x00\x10" + u("size")
             + b"M\x00\x02" + u("stream") + b"K\x00" + u("frames"))
 
@@ -111,15 +111,22 @@ def cases(valid):
     c["truncated_in_string.pickle"] = (valid[:cut], "truncated inside a string's length/bytes")
     c["truncated_before_stop.pickle"] = (valid[:-1], "truncated: the last opcode (STOP) missing")
     c["stack_underflow.pickle"] = (P2 + b"a.", "APPEND at byte 2 with an empty stack")
-    c["setitems_odd.pickle"] = (P2 + b"}(K\x01u.", "SETITEMS at byte 5 with an odd number of items")
+    c["setitems_odd.pickle"] = (P2 + b"}(K\x01u.", "SETITEMS at byte 6 with an odd number of items")
     c["mark_missing.pickle"] = (P2 + b"]K\x01e.", "APPENDS at byte 5 without a MARK")
     c["stop_with_two.pickle"] = (P2 + b"}}.", "STOP with two objects on the stack")
     # ---- memo ----
     c["memo_out_of_range.pickle"] = (P2 + b"h\x05.", "BINGET 5 at byte 2: memo index out of range")
     c["memo_long_out_of_range.pickle"] = (P2 + b"}q\x00j\xff\xff\xff\xff.", "LONG_BINGET 4294967295 at byte 5: out of range")
+    c["memo_put_huge_index.pickle"] = (P2 + b"}r\xff\xff\xff\x7f.", "LONG_BINPUT 2147483647 at byte 3: a memo index no pickler writes (refused, no 2^31-entry memo)")
+    c["memo_get_huge_index.pickle"] = (P2 + b"}q\x00j\xfe\xff\xff\x7f.", "LONG_BINGET 2147483646 at byte 5: out of range")
     c["memo_get_before_put.pickle"] = (b"\x80\x04\x94h\x00.", "MEMOIZE at byte 2 with an empty stack")
     b = P2 + b"}q\x00(" + u("segments") + b"]q\x01h\x01a" + u("device_traces") + b"h\x01u."
     c["memo_self.pickle"] = (b, "a list that contains itself (BINGET 1 inside list 1): refused, no loop")
+    b = P2 + b"}q\x00" + u("segments") + b"h\x00s."
+    c["memo_self_dict.pickle"] = (b, "a dict whose 'segments' is itself (BINGET 0 at byte %d): refused" % b.index(b"h\x00"))
+    pre = snap_prefix()
+    b = pre + b"]q\x07h\x07a" + snap_suffix()
+    c["frames_self.pickle"] = (b, "an event's frames list that contains itself (BINGET 7 at byte %d): refused" % (len(pre) + 3))
     # ---- deep nesting, huge lengths ----
     c["deep_marks.pickle"] = (P2 + b"(" * 100000 + b".", "100,000 MARKs: too deep, refused")
     c["deep_lists.pickle"] = (P2 + b"]" * 100000 + b"a" * 99999 + b".", "lists nested 100,000 deep: too deep, refused")
@@ -207,7 +214,7 @@ def main():
     snaps = os.path.join(ROOT, "tests", "snapshots")
     for name in ("v113_bare_list.pickle", "v20_one_entry.pickle", "v22_train_adam.pickle",
                  "v25_multidev_oom.pickle", "v25_expandable.pickle", "v25_leak_churn.pickle.gz",
-                 "v22_ring_truncated.pickle",
+                 "v22_ring_truncated.pickle", "v29_newest_extras.pickle",
                  "HugePandaCoder_octree-nca-groupeq__mem_snapshots_cuda_single_step__55ff68f.pickle"):
         shutil.copyfile(os.path.join(snaps, name), os.path.join(args.seeds, name))
     for name, n, what, got in rows:

@@ -11,7 +11,8 @@ requests up to 1 MiB come from 2 MiB "small" segments, larger ones from 20 MiB s
 10 MiB) or their own segment rounded to 2 MiB; a block splits when what is left is at least
 512 bytes (small) or more than 1 MiB (large); freed blocks merge with free neighbours; empty
 segments go back (segment_free) only on empty_cache. With expandable segments a pool is one
-growing segment per stream, mapped and unmapped in 2 MiB pages (segment_map/segment_unmap).
+growing segment per stream and pool, mapped and unmapped in pages of 2 MiB (small pool) or 20 MiB (large
+pool), ExpandableSegment's segment_size_ (segment_map/segment_unmap).
 
 Frames are innermost first, one list object per call site shared by every event and block that
 has it, so the pickler stores each stack once and refers to it through the memo, as PyTorch's
@@ -57,6 +58,28 @@ class Frames:
             return {"filename": f["filename"], "name": f["name"], "line": f["line"]}
         return {"name": f["name"], "filename": f["filename"], "line": f["line"]}
 
+    def backward(self, op):
+        """Frames of what the backward does: it runs on autograd's device thread, which has no
+        Python frames (the shared JasperSolt snapshot's backward events show only C++ frames
+        down to torch::autograd::Engine::thread_main): [] with Python stacks, C++ frames with
+        stacks="all"."""
+        if self.style == "none" or not self.cpp:
+            return []
+        key = ("backward", op)
+        if key not in self.cache:
+            fl = [fr("??", 0, "torch::unwind::unwind()"),
+                  fr("??", 0, "torch::CapturedTraceback::gather(bool, bool, bool)"),
+                  fr("??", 0, op),
+                  fr("", 0, "torch::autograd::Node::operator()(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)"),
+                  fr("??", 0, "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&, torch::autograd::Node*, torch::autograd::InputBuffer&, std::shared_ptr<torch::autograd::ReadyQueue> const&)"),
+                  fr("??", 0, "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"),
+                  fr("??", 0, "torch::autograd::Engine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)"),
+                  fr("??", 0, "torch::autograd::python::PythonEngine::thread_init(int, std::shared_ptr<torch::autograd::ReadyQueue> const&, bool)"),
+                  fr("thread.cc", 0, "execute_native_thread_routine"), fr("??", 0, "start_thread"),
+                  fr("", 0, "__clone3")]
+            self.cache[key] = [self._frame(f) for f in fl]
+        return self.cache[key]
+
     def get(self, *sites):
         """sites: innermost first, each (filename, line, name)."""
         if self.style == "none":
@@ -95,13 +118,14 @@ class Allocator:
         self.live = {}  # addr -> (segment, block)
         self.frames = frames
         self.recording = True
+        self.role = {}  # live address -> what the generator allocated it as (truth files)
         self.meta = None  # user_metadata stamped on events (_set_memory_metadata)
         self.compile_context = None
 
     def reserved(self):
         return sum(s.size for s in self.segments)
 
-    def ev(self, action, addr, size, frames, stream=0, **extra):
+    def ev(self, action, addr, size, frames, stream=0, role=None, **extra):
         if not self.recording:
             return
         e = {"action": action, "addr": addr, "size": size, "stream": stream}
@@ -116,6 +140,8 @@ class Allocator:
             e["user_metadata"] = self.meta
         if self.compile_context is not None:
             e["compile_context"] = self.compile_context
+        if role is not None:
+            ROLE[id(e)] = (e, role)
         self.trace.append(e)
 
     @staticmethod
@@ -150,7 +176,8 @@ class Allocator:
         need = rounded
         if seg is not None and seg.blocks and seg.blocks[-1][3] == "inactive":
             need -= seg.blocks[-1][1]
-        grow = (need + 2 * MB - 1) // (2 * MB) * 2 * MB
+        page = 20 * MB if large else 2 * MB  # ExpandableSegment's segment_size_: kLargeBuffer / kSmallBuffer
+        grow = (need + page - 1) // page * page
         if self.reserved() + grow > self.capacity:
             self.ev("oom", self.capacity - self.reserved(), requested, frames, stream)
             raise OOM(requested)
@@ -167,7 +194,7 @@ class Allocator:
             seg.blocks.append([at, grow, 0, "inactive", []])
         return seg
 
-    def malloc(self, n, frames, stream=0):
+    def malloc(self, n, frames, stream=0, role=None):
         rounded = self.round_size(n)
         large = rounded > MB
         best = None
@@ -188,12 +215,14 @@ class Allocator:
             b[1] = rounded
         b[2], b[3], b[4] = n, "active_allocated", frames
         self.live[b[0]] = (s, b)
-        self.ev("alloc", b[0], n, frames, stream)
+        self.role[b[0]] = role
+        self.ev("alloc", b[0], n, frames, stream, role=role)
         return b[0]
 
     def free(self, addr, frames=None, pending=False):
         s, b = self.live.pop(addr)
-        self.ev("free_requested", addr, b[2], frames if frames is not None else b[4], s.stream)
+        self.ev("free_requested", addr, b[2], frames if frames is not None else b[4], s.stream,
+                role=self.role.get(addr))
         if pending:  # used on another stream: stays active_pending_free until its event
             b[3] = "active_pending_free"
             self.live[addr] = (s, b)
@@ -205,7 +234,8 @@ class Allocator:
         self._complete(s, b, frames)
 
     def _complete(self, s, b, frames):
-        self.ev("free_completed", b[0], b[2], frames if frames is not None else b[4], s.stream)
+        self.ev("free_completed", b[0], b[2], frames if frames is not None else b[4], s.stream,
+                role=self.role.pop(b[0], None))
         b[2], b[3], b[4] = 0, "inactive", []
         i = s.blocks.index(b)
         if i + 1 < len(s.blocks) and s.blocks[i + 1][3] == "inactive":
@@ -216,10 +246,11 @@ class Allocator:
     def empty_cache(self, frames, silent=False):
         for s in list(self.segments):
             if s.expandable:
-                # unmap the free 2 MiB pages at the end
+                # unmap the free pages at the end
                 if s.blocks and s.blocks[-1][3] == "inactive":
                     b = s.blocks[-1]
-                    first = (b[0] - s.addr + 2 * MB - 1) // (2 * MB) * 2 * MB + s.addr
+                    page = 20 * MB if s.large else 2 * MB
+                    first = (b[0] - s.addr + page - 1) // page * page + s.addr
                     n = s.addr + s.size - first
                     if n > 0:
                         self.ev("segment_unmap", first, n, frames, s.stream)
@@ -249,6 +280,8 @@ class Allocator:
                 else:
                     b = {"address": a, "size": size, "requested_size": req, "state": state,
                          "frames": frames}
+                if state != "inactive" and self.role.get(a) is not None:
+                    ROLE[id(b)] = (b, self.role[a])
                 blocks.append(b)
             alloc = sum(b[1] for b in s.blocks if b[3] == "active_allocated")
             active = sum(b[1] for b in s.blocks if b[3] != "inactive")
@@ -304,10 +337,6 @@ SITES = {
     "tmp": lambda i: [T("nn/functional.py", 2515, "layer_norm"), U("model.py", 45, "forward"),
                       T("nn/modules/module.py", 1527, "_call_impl"), U("train.py", 60, "main"), MAIN],
     "loss": [T("nn/functional.py", 3053, "cross_entropy"), U("train.py", 61, "main"), MAIN],
-    "grad": [T("autograd/graph.py", 744, "_engine_run_backward"), T("autograd/__init__.py", 266, "backward"),
-             T("_tensor.py", 522, "backward"), U("train.py", 62, "main"), MAIN],
-    "bwd_tmp": [T("autograd/graph.py", 744, "_engine_run_backward"), T("autograd/__init__.py", 266, "backward"),
-                T("_tensor.py", 522, "backward"), U("train.py", 62, "main"), MAIN],
     "opt_state": [T("optim/adam.py", 94, "_init_group"), T("optim/adam.py", 157, "step"),
                   T("optim/optimizer.py", 373, "wrapper"), U("train.py", 63, "main"), MAIN],
     "opt_tmp": [T("optim/adam.py", 533, "_multi_tensor_adam"), T("optim/adam.py", 166, "step"),
@@ -318,11 +347,35 @@ SITES = {
 }
 
 
+ROLE = {}  # id(event or block dict) -> (the dict, what the generator made it as): truth files
+
+# what each call site allocates, in the categories of `modelprof memory` (docs/MEMORY.md)
+CATEGORY = {"param": "parameter", "grad": "gradient",
+            "opt_state": "optimizer_state", "act": "activation", "gelu": "activation",
+            "loss": "activation", "tmp": "temporary", "bwd_tmp": "temporary",
+            "opt_tmp": "temporary", "input": "input", "target": "input", "leak": "other"}
+
+
 def site(frames, name, i=0):
     s = SITES[name]
     if callable(s):
         s = s(i)
     return frames.get(*s)
+
+
+def m(alloc, size, frames, name, i=0):
+    """alloc.malloc with the forward (main thread) stack of call site `name`."""
+    return alloc.malloc(size, site(frames, name, i), role=name)
+
+
+BACKWARD_OP = {"grad": "torch::autograd::AccumulateGrad::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+               "bwd_tmp": "torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)",
+               "bwd_free": "torch::autograd::generated::AddmmBackward0::release_variables()"}
+
+
+def mb(alloc, size, frames, name):
+    """alloc.malloc made by the backward (autograd's thread: no Python frames)."""
+    return alloc.malloc(size, frames.backward(BACKWARD_OP[name]), role=name)
 
 
 def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_kept=False,
@@ -334,13 +387,13 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
     grads_kept: zero_grad comes after the forward (gradients alive through the next forward).
     vary: the batch changes each step (new block sizes: the cache churns).
     churn: empty_cache at the end of each step (segment_free then segment_alloc again)."""
-    ann = annotate or (lambda *_: None)
+    ann = annotate or (lambda *_: None)  # ann(module path, in the backward?)
     params = []
     ann("model")
     for i in range(layers):
         ann("model.layers.%d" % i)
-        params.append(alloc.malloc(width * width * 4, site(frames, "param")))
-        params.append(alloc.malloc(width * 4, site(frames, "param")))
+        params.append(m(alloc, width * width * 4, frames, "param"))
+        params.append(m(alloc, width * 4, frames, "param"))
     grads = []
     states = []
     leaks = []
@@ -351,31 +404,32 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
             for g in grads:
                 alloc.free(g, site(frames, "zero_grad"))
             grads = []
-        x = alloc.malloc(b * width * 4, site(frames, "input"))
-        y = alloc.malloc(b * 8, site(frames, "target"))
+        x = m(alloc, b * width * 4, frames, "input")
+        y = m(alloc, b * 8, frames, "target")
         kept = []
         for i in range(layers):
             ann("model.layers.%d" % i)
-            t = alloc.malloc(b * width * 4, site(frames, "tmp", i))
-            h = alloc.malloc(b * width * 4, site(frames, "act", i))
+            t = m(alloc, b * width * 4, frames, "tmp", i)
+            h = m(alloc, b * width * 4, frames, "act", i)
             alloc.free(t)
-            g = alloc.malloc(b * width * 4, site(frames, "gelu", i))
+            g = m(alloc, b * width * 4, frames, "gelu", i)
             kept += [h, g]
         ann("")
-        loss = alloc.malloc(4, site(frames, "loss"))
+        loss = m(alloc, 4, frames, "loss")
         if grads_kept and grads:
             for g in grads:
                 alloc.free(g, site(frames, "zero_grad"))
             grads = []
         # backward: activations freed layer by layer, gradients created
         for i in reversed(range(layers)):
-            ann("model.layers.%d" % i)
-            bt = alloc.malloc(b * width * 4, site(frames, "bwd_tmp"))
-            grads.append(alloc.malloc(width * width * 4, site(frames, "grad")))
-            grads.append(alloc.malloc(width * 4, site(frames, "grad")))
-            alloc.free(kept.pop())
-            alloc.free(kept.pop())
-            alloc.free(bt)
+            ann("model.layers.%d" % i, True)
+            bt = mb(alloc, b * width * 4, frames, "bwd_tmp")
+            grads.append(mb(alloc, width * width * 4, frames, "grad"))
+            grads.append(mb(alloc, width * 4, frames, "grad"))
+            # saved tensors released, and the temporary, on autograd's thread
+            alloc.free(kept.pop(), frames.backward(BACKWARD_OP["bwd_free"]))
+            alloc.free(kept.pop(), frames.backward(BACKWARD_OP["bwd_free"]))
+            alloc.free(bt, frames.backward(BACKWARD_OP["bwd_tmp"]))
         ann("")
         alloc.free(loss)
         alloc.free(x)
@@ -384,13 +438,13 @@ def train(alloc, frames, layers=4, width=512, batch=64, steps=4, leak=0, grads_k
         if not states:  # Adam's exp_avg and exp_avg_sq, made lazily in the first step
             for i in range(len(params)):
                 sz = width * width * 4 if i % 2 == 0 else width * 4
-                states.append(alloc.malloc(sz, site(frames, "opt_state")))
-                states.append(alloc.malloc(sz, site(frames, "opt_state")))
-        tmps = [alloc.malloc(width * width * 4, site(frames, "opt_tmp")) for _ in range(2)]
+                states.append(m(alloc, sz, frames, "opt_state"))
+                states.append(m(alloc, sz, frames, "opt_state"))
+        tmps = [m(alloc, width * width * 4, frames, "opt_tmp") for _ in range(2)]
         for t in tmps:
             alloc.free(t)
         if leak:
-            leaks.append(alloc.malloc(leak, site(frames, "leak")))
+            leaks.append(m(alloc, leak, frames, "leak"))
         if churn:
             alloc.empty_cache(site(frames, "empty_cache"))
     return params, grads, states, leaks
@@ -451,7 +505,7 @@ def build(out):
     fx = Frames()
     tr = []
     a = Allocator(0, 16 * GB, 0x7f4000000000, tr, Clock(1700000000000000), frames=fx)
-    train(a, fx, steps=4)
+    train(a, fx, steps=4, batch=1024)
     made["v22_train_adam.pickle"] = (snap_dict([a], "2.1", [tr]), 4)
 
     # 5. PyTorch 2.5+: leak growing each step, gradients alive through the next forward,
@@ -462,9 +516,9 @@ def build(out):
     a = Allocator(0, 16 * GB, 0x7f5000000000, tr, Clock(1730000000000000), frames=fx)
     a.meta, a.compile_context = "", "N/A"
 
-    def ann(m):  # what modelprof.memory.record's module hooks set (_set_memory_metadata)
-        a.meta = m
-    train(a, fx, steps=5, leak=3 * MB, grads_kept=True, vary=True, churn=True, annotate=ann)
+    def ann(m, backward=False):  # what modelprof.memory.record's hooks set (_set_memory_metadata;
+        a.meta = m                  # in the backward too: record(backward_paths=True))
+    train(a, fx, steps=5, batch=1024, leak=3 * MB, grads_kept=True, vary=True, churn=True, annotate=ann)
     made["v25_leak_churn.pickle.gz"] = (snap_dict([a], "2.5", [tr]), 5)
 
     # 6. PyTorch 2.5+: three devices (device 1 unused, an empty trace), C++ and Python frames,
@@ -486,7 +540,7 @@ def build(out):
     fx = Frames()
     tr = []
     a = Allocator(0, 16 * GB, 0x7d0000000000, tr, Clock(1736000000000000), expandable=True, frames=fx)
-    train(a, fx, steps=3, vary=True, churn=True)
+    train(a, fx, steps=3, batch=1024, vary=True, churn=True)
     d = snap_dict([a], "2.5", [tr])
     d["allocator_settings"]["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     d["allocator_settings"]["expandable_segments"] = True
@@ -528,14 +582,153 @@ def build(out):
     tr = []
     a = Allocator(0, 16 * GB, 0x7fa000000000, tr, Clock(1739000000000000), frames=fx)
     train(a, fx, steps=1)
-    p = a.malloc(3 * MB, site(fx, "input"))
+    p = m(a, 3 * MB, fx, "input")
     a.free(p, pending=True)
     made["v22_pending_free.pickle"] = (snap_dict([a], "2.1", [tr]), 4)
+
+    # 14. the newest layout's extras, all to be skipped or counted only: device 5 of 8 (the
+    #     others empty), a private pool (segment_pool_id (1, 3), events' pool_id), `annotate`
+    #     events (_annotate_memory: user_metadata on a live allocation), frames with FX fields
+    #     (augment_with_fx_traces), external_annotations START/END, host_segments/host_traces
+    #     (record_pinned_host_memory); protocol 5
+    fx = Frames()
+    tr = []
+    a = Allocator(5, 16 * GB, 0x7fb000000000, tr, Clock(1740000000000000), frames=fx)
+    a.meta = ""
+    train(a, fx, steps=2)
+    for e in tr:
+        e["pool_id"] = (1, 3)
+    for i in (5, 40):
+        e = tr[i]
+        tr.insert(i + 1, {"action": "annotate", "addr": e["addr"], "size": e["size"], "stream": 0,
+                          "time_us": e["time_us"], "frames": e.get("frames", []),
+                          "user_metadata": "saved for backward"})
+    fl = site(fx, "act", 0)
+    fl[0]["fx_node_op"] = "call_function"
+    fl[0]["fx_node_name"] = "linear"
+    fl[0]["fx_original_trace"] = "File model.py, line 30, in forward\n    return self.fc(x)"
+    d = snap_dict([a], "2.5", [[], [], [], [], [], tr, [], []], pool_id=(1, 3))
+    t0 = tr[0]["time_us"]
+    d["external_annotations"] = [
+        {"stage": "START", "name": "## step 1 ##", "device": 5, "time_us": t0},
+        {"stage": "END", "name": "## step 1 ##", "device": 5, "time_us": t0 + 5000}]
+    d["host_segments"] = []
+    d["host_traces"] = [[]]
+    made["v29_newest_extras.pickle"] = (d, 5)
+
+    # 16. module paths as record_function ranges: modelprof.memory.record(model=...) on a
+    #     PyTorch with external_annotations but no _set_memory_metadata opens "nn.Module: PATH"
+    #     ranges in forward hooks; they land in `external_annotations` as START/END with time_us
+    fx = Frames()
+    tr = []
+    clk = Clock(1742000000000000)
+    a = Allocator(0, 16 * GB, 0x7fd000000000, tr, clk, frames=fx)
+    anns = []
+    stack = []
+
+    def ann_ranges(path, backward=False):
+        if backward:  # record()'s hooks open ranges in the forward only
+            return
+        while stack and not (path == stack[-1] or path.startswith(stack[-1] + ".")):
+            anns.append({"stage": "END", "name": "nn.Module: " + stack.pop(), "device": 0,
+                         "time_us": clk.tick(1)})
+        if path and (not stack or stack[-1] != path):
+            stack.append(path)
+            anns.append({"stage": "START", "name": "nn.Module: " + path, "device": 0,
+                         "time_us": clk.tick(1)})
+    train(a, fx, steps=2, batch=256, annotate=ann_ranges)
+    ann_ranges("")
+    d = snap_dict([a], "2.5", [tr])
+    d["external_annotations"] = anns
+    made["v25_module_annotations.pickle"] = (d, 4)
+
+    # 15. memo sharing as a weapon: unknown keys (top level, in an event, in a block) holding a
+    #     64-level DAG of lists (each level the previous one twice, through the memo): 2^64
+    #     leaves to a reader that walks or copies what it skips; a few KB to one that does not
+    fx = Frames()
+    tr = []
+    a = Allocator(0, 16 * GB, 0x7fc000000000, tr, Clock(1741000000000000), frames=fx)
+    train(a, fx, steps=1)
+    dag = [0]
+    for _ in range(64):
+        dag = [dag, dag]
+    d = snap_dict([a], "2.5", [tr])
+    d["zz_future_key"] = dag
+    tr[3]["zz_future_key"] = dag
+    d["segments"][0]["blocks"][0]["zz_future_key"] = dag
+    made["v25_memo_dag.pickle"] = (d, 4)
 
     os.makedirs(out, exist_ok=True)
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
+        if name != "recorded_nothing.pickle":
+            base = name.split(".pickle")[0]
+            with open(os.path.join(out, base + ".truth.json"), "w", encoding="utf-8") as f:
+                json.dump(truth(obj), f, indent=1)
+                f.write("\n")
     return sorted(made)
+
+
+def truth(obj):
+    """What the generator knows and a reader must infer: the bytes live at the reference peak by
+    what the generator allocated them as (`sites_at_peak`) and by category (CATEGORY; all
+    `unknown` when the file has no frames at all)."""
+    devs, _ = snapshot_ref.replay(obj, lambda m: None)
+    segs, traces = snapshot_ref.normalise(obj)
+    has_frames = any(e.get("frames") for t in (traces or []) for e in t) or any(
+        b.get("frames") or any(h.get("frames") for h in b.get("history", []))
+        for sg in segs for b in sg["blocks"])
+    out = []
+    for d in devs:
+        dev, pe = d["device"], d["peak_event"]
+        trace = traces[dev] if traces is not None and dev < len(traces) else []
+        blocks = []
+        for sg in segs:
+            if sg["device"] != dev:
+                continue
+            a = sg["address"]
+            for b in sg["blocks"]:
+                ba = b.get("address", a)
+                if b["state"] in snapshot_ref.ACTIVE_STATES:
+                    blocks.append((ba, snapshot_ref.block_requested(b, "block"), b))
+                a = ba + b["size"]
+        live, seen, unmatched = {}, set(), {}
+        for i, e in enumerate(trace):
+            if e["action"] == "alloc":
+                live[e["addr"]] = (e["size"], e)
+                seen.add(e["addr"])
+            elif e["action"] == "free_completed":
+                if e["addr"] in live:
+                    del live[e["addr"]]
+                elif e["addr"] not in seen:
+                    seen.add(e["addr"])
+                    unmatched[i] = (e["size"], e)
+        if not trace:
+            held = [(r, o) for a, r, o in blocks]
+        else:
+            held = [(r, o) for a, r, o in blocks if a not in live]
+            held += [v for i, v in unmatched.items() if i > pe]
+            at = {}
+            for e in trace[:pe + 1]:
+                if e["action"] == "alloc":
+                    at[e["addr"]] = (e["size"], e)
+                elif e["action"] == "free_completed":
+                    at.pop(e["addr"], None)
+            held += list(at.values())
+        by_site, by_cat = {}, {}
+        for size, o in held:
+            name = ROLE[id(o)][1] if id(o) in ROLE else "unlabelled"
+            cat = CATEGORY.get(name, "other") if has_frames else "unknown"
+            by_site[name] = by_site.get(name, 0) + size
+            by_cat[cat] = by_cat.get(cat, 0) + size
+        assert sum(by_cat.values()) == d["peak_requested_bytes"], (dev, by_cat, d)
+        out.append({"device": dev, "peak_requested_bytes": d["peak_requested_bytes"],
+                    "peak_event": pe, "categories_at_peak": dict(sorted(by_cat.items())),
+                    "sites_at_peak": dict(sorted(by_site.items()))})
+    return {"note": "the generator's own labels of what is live at the reference peak (the "
+                    "loss, 4 bytes, is counted as activation; the leak as other). Backward "
+                    "allocations and frees carry no Python frames (autograd's thread), C++ "
+                    "frames only with stacks='all', as in real snapshots", "devices": out}
 
 
 def write_ref(path, ref_path):

@@ -9,6 +9,9 @@
   reference {"exit": 2} means the command must exit 2 with a message;
 - every file in tests/snapshots/hostile/: exit status 2, a message on stderr, no signal, no
   hang (10 s), and /tmp/modelprof-hostile-ran never created (nothing named in a pickle runs).
+With --sweep: also 120 damaged copies of each small snapshot (truncated, a byte changed, a run
+of bytes replaced; seeded, the same every time): each must exit 0, or 2 with a message, within
+10 s and without a signal.
 Prints one line per file and a summary; exit 1 on any failure, or when `modelprof memory` is
 not in the build (with a message).
 """
@@ -16,8 +19,10 @@ import argparse
 import glob
 import json
 import os
+import random
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -42,10 +47,50 @@ def ref_path(path):
     return os.path.join(ROOT, "tests", "snapshots", base + ".ref.json")
 
 
+def damaged(data, rnd):
+    for k in range(40):
+        yield "cut at %d" % (k,), data[:rnd.randrange(len(data))]
+    for k in range(60):
+        b = bytearray(data)
+        i = rnd.randrange(len(b))
+        b[i] = rnd.randrange(256)
+        yield "byte %d changed" % i, bytes(b)
+    for k in range(20):
+        b = bytearray(data)
+        i = rnd.randrange(len(b))
+        j = rnd.randrange(i, min(len(b), i + 64))
+        b[i:j] = bytes(rnd.randrange(256) for _ in range(j - i))
+        yield "bytes %d-%d replaced" % (i, j), bytes(b)
+
+
+def sweep(modelprof, flt):
+    rnd = random.Random(1)
+    fails = n = 0
+    files = sorted(f for f in glob.glob(os.path.join(ROOT, "tests", "snapshots", "*.pickle"))
+                   if os.path.getsize(f) < 40000 and flt in os.path.basename(f))
+    with tempfile.TemporaryDirectory(prefix="mp-memsweep-") as d:
+        p = os.path.join(d, "damaged.pickle")
+        for f in files:
+            with open(f, "rb") as fh:
+                data = fh.read()
+            for what, b in damaged(data, rnd):
+                with open(p, "wb") as fh:
+                    fh.write(b)
+                code, _, err = run(modelprof, p)
+                n += 1
+                if code not in (0, 2) or (code == 2 and not err.strip()):
+                    fails += 1
+                    print("FAIL sweep %s, %s: exit %s %s" % (os.path.basename(f), what, code,
+                                                             err.decode(errors="replace")[:150]))
+    print("%s sweep: %d damaged snapshots, %d failed" % ("ok  " if not fails else "FAIL", n, fails))
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--modelprof", default=os.path.join(ROOT, "build", "modelprof"))
     ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared", "fixtures", "snapshots"))
+    ap.add_argument("--sweep", action="store_true", help="damaged copies of the small snapshots too")
     ap.add_argument("filter", nargs="?", default="")
     args = ap.parse_args()
     small = os.path.join(ROOT, "tests", "snapshots", "v22_train_adam.pickle")
@@ -95,6 +140,8 @@ def main():
         ok = code == 2 and bool(msg)
         fails += not ok
         print("%s hostile/%-52s exit %s: %s" % ("ok  " if ok else "FAIL", name[:52], code, msg[:110]))
+    if args.sweep:
+        fails += sweep(args.modelprof, args.filter)
     if os.path.exists(MARK):
         print("FAIL %s exists: a hostile pickle ran a command" % MARK)
         fails += 1

@@ -33,6 +33,7 @@ import collections
 import gzip
 import io
 import json
+import os
 import pickle
 import sys
 import zlib
@@ -69,6 +70,18 @@ def load(path):
             raise BadSnapshot("%s: bad gzip stream: %s" % (path, e))
     if not raw:
         raise BadSnapshot("%s: empty file" % path)
+    # bound the address space while unpickling: a hostile LONG_BINPUT index (2^31) makes
+    # Python's unpickler grow its memo array to match, tens of GB; a snapshot never needs
+    # more than a small multiple of its size
+    lim = None
+    try:
+        import resource
+        lim = resource.getrlimit(resource.RLIMIT_AS)
+        want = _vm_bytes() + max(2 << 30, 40 * len(raw))
+        if lim[0] == resource.RLIM_INFINITY or lim[0] > want:
+            resource.setrlimit(resource.RLIMIT_AS, (want, lim[1]))
+    except (ImportError, ValueError, OSError):
+        lim = None
     try:
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
         return _Refuse(io.BytesIO(raw)).load()
@@ -80,6 +93,19 @@ def load(path):
         raise BadSnapshot("%s: pickle declares more than memory holds" % path)
     except Exception as e:  # UnpicklingError, EOFError, ValueError, ...
         raise BadSnapshot("%s: not a readable pickle: %s: %s" % (path, type(e).__name__, e))
+    finally:
+        if lim is not None:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, lim)
+
+
+def _vm_bytes():
+    """This process's virtual size now (Linux), 0 where unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _int(v, what):
@@ -107,6 +133,15 @@ def _list(v, what):
     if not isinstance(v, (list, tuple)):
         raise BadSnapshot("%s: expected a list, found %s" % (what, type(v).__name__))
     return v
+
+
+def _frames(v, what):
+    """A frame list: a list of dicts (a list that holds itself, through the memo, is not)."""
+    if not isinstance(v, (list, tuple)):
+        raise BadSnapshot("%s: expected a list of frames, found %s" % (what, type(v).__name__))
+    for i, f in enumerate(v):
+        if not isinstance(f, dict):
+            raise BadSnapshot("%s[%d]: expected a frame (a dict), found %s" % (what, i, type(f).__name__))
 
 
 def block_requested(b, what):
@@ -167,6 +202,12 @@ def replay(data, warn):
             baddr = _size(b["address"], bw + ".address") if "address" in b else addr
             if not isinstance(b["state"], str):
                 raise BadSnapshot("%s.state: expected a string" % bw)
+            if "frames" in b:
+                _frames(b["frames"], bw + ".frames")
+            if isinstance(b.get("history"), (list, tuple)):
+                for hi, h in enumerate(b["history"]):
+                    if isinstance(h, dict) and "frames" in h:
+                        _frames(h["frames"], "%s.history[%d].frames" % (bw, hi))
             if b["state"] in ACTIVE_STATES:
                 final[dev]["blocks"].append((baddr, block_requested(b, bw), bsize))
             addr = baddr + bsize
@@ -191,6 +232,8 @@ def replay_device(dev, trace, fin, warn):
         if not isinstance(act, str):
             raise BadSnapshot("%s: no 'action' string" % w)
         events[act] += 1
+        if "frames" in e:
+            _frames(e["frames"], w + ".frames")
         if act in ("alloc", "free_requested", "free_completed", "segment_alloc",
                    "segment_free", "segment_map", "segment_unmap"):
             if "addr" not in e or "size" not in e:

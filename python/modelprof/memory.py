@@ -162,9 +162,12 @@ class Recorder:
             return
         mem = self._mem
         setter = getattr(mem, "_set_memory_metadata", None)
+        p = _params(mem._record_memory_history)
         if setter is not None:
             self.module_paths = "user_metadata"
-        elif self.api == "2.1+":
+        elif "global_record_annotations" in p or "clear_history" in p:
+            # the releases whose snapshots carry `external_annotations` (2.5 on) are the ones
+            # whose _record_memory_history takes clear_history / global_record_annotations
             self.module_paths = "external_annotations"
         else:
             return

@@ -171,7 +171,8 @@ def api_21_calls():
     check(api.calls[2] == ("record", None, dict(context="all", stacks="all", max_entries=sys.maxsize, device=None)),
           "disable call (enabled=None) %r" % (api.calls[2],))
     check(len(api.calls) == 3, "calls %r" % api.calls)
-    check(rec.report == {"memory": {"devices": [{"device": 0, "segments": 10}]}}, "report (parsed JSON) %r" % rec.report)
+    n = len(fake_snapshot()["segments"])
+    check(rec.report == {"memory": {"devices": [{"device": 0, "segments": n}]}}, "report (parsed JSON) %r" % rec.report)
     check(p.binding.calls[0][1] == "json", "binding format %r" % (p.binding.calls,))
     check(tmp_leftovers() == before, "temporary snapshot left: %s" % (tmp_leftovers() - before))
     check(rec.path is None, "path of a removed temporary snapshot %r" % rec.path)
@@ -246,6 +247,17 @@ def api_113_real_signature():
 
 
 @test
+def no_cuda_fails_clearly():
+    """This machine's torch has no CUDA: record() says so before touching anything."""
+    check(mm._api_module is None, "no stand-in left installed")
+    try:
+        with mm.record():
+            raise Fail("the block ran without CUDA")
+    except modelprof.ModelprofError as e:
+        check("CUDA is not available" in str(e), "message %r" % str(e))
+
+
+@test
 def block_raises_snapshot_still_dumped():
     api = Api21()
     with patched(api) as p:
@@ -281,6 +293,30 @@ def missing_binding_fails_clearly():
         check(api.calls[-1][1] is None, "recording stopped")
     finally:
         shutil.rmtree(d)
+
+
+@test
+def real_binding_report():
+    """With the library's own modelprof.memory_report (no stand-in binding): the report of the
+    dumped snapshot equals tools/snapshot_ref.py's replay."""
+    if not hasattr(modelprof, "memory_report"):
+        raise Fail("modelprof.memory_report is not in this build")
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import snapshot_ref
+    api = Api21()
+    old = mm._api_module
+    mm._api_module = api
+    try:
+        with mm.record() as rec:
+            pass
+        with mm.record(format="text") as text:
+            pass
+    finally:
+        mm._api_module = old
+    ref = snapshot_ref.reference(SNAP, warn=lambda m: None)
+    diffs = snapshot_ref.compare(ref, rec.report)
+    check(not diffs, "report against the reference: %s" % diffs[:3])
+    check(isinstance(text.report, str) and text.report.strip(), "text report")
 
 
 @test
@@ -362,6 +398,18 @@ def module_paths_annotations():
     check(rec.module_paths == "external_annotations", "module_paths %r" % rec.module_paths)
     check(api.calls[0][2]["global_record_annotations"] is True, "global_record_annotations %r" % (api.calls[0],))
     check("nn.Module: model.layers.1.fc" in names, "ranges %r" % names)
+
+
+@test
+def module_paths_none_21_to_24():
+    """2.1-2.4 (no clear_history/global_record_annotations, no _set_memory_metadata): no field."""
+    import torch
+    api = Api21()
+    model = _model()
+    with patched(api):
+        with mm.record(model=model) as rec:
+            model(torch.ones(3, 4))
+    check(rec.module_paths is None, "2.1-2.4 have no field for module paths: %r" % rec.module_paths)
 
 
 @test
