@@ -150,7 +150,7 @@ static mp_snapshot *load(const char *path) {
  *   0 segment_alloc 20 MiB     reserved 2 MiB -> 22 MiB (the start: 22 MiB final - 20 MiB net)
  *   1 alloc 6,553,600 at A     live 186,240 -> 6,739,840
  *   2 alloc 6,553,600 at B     live -> 13,293,440 (the peak)
- *   3 free_requested A
+ *   3 free_requested A         (A's first free: its free_event)
  *   4 free_completed A         live -> 6,739,840 (the end)
  * 186,240: the 75 active blocks of the final segments the trace never
  * allocates (live before recording); B is the 76th. */
@@ -176,7 +176,7 @@ static void t_hugepanda(void) {
     T_EQ(d->nlive, 77); /* 2 from the trace, 75 from before */
     T_EQ(d->live[0].size, 6553600);
     T_EQ(d->live[0].alloc_ev, 1);
-    T_EQ(d->live[0].free_ev, 4);
+    T_EQ(d->live[0].free_ev, 3); /* its first free: the free_requested */
     T_EQ(d->live[1].alloc_ev, 2);
     int64_t sum = 0;
     for (int c = 0; c < MP_MC_COUNT; c++) sum += d->categories[c];
@@ -317,22 +317,76 @@ static void t_hostile(void) {
     T_CHECK(!file_exists("/tmp/modelprof-hostile-ran"));
 }
 
-/* A training loop with Python stacks: parameters, gradients, optimizer
- * states and temporaries told apart; steps from optimizer.step. */
+/* Categories at the peak against the generator's own labels
+ * (tests/snapshots/NAME.truth.json, MEMFIX's tools/make_snapshots.py):
+ * equal on every snapshot but the documented ones (docs/MEMORY.md
+ * "Categories": a final block without frames is unknown, not guessed; an
+ * allocation freed on another stream before any forward read it, or one
+ * a forward would have freed had it not run out of memory, cannot be told
+ * from the file). Always: the categories sum to the peak. */
 static void t_categories(void) {
+    static const char *const differ[] = {"v113_bare_list", "v20_one_entry", "v22_bare_list", "v22_ring_truncated",
+                                         "v22_zero_events", "v22_pending_free", "v25_multidev_oom"};
+    DIR *dir = opendir("tests/snapshots");
+    T_CHECK(dir != NULL);
+    if (!dir) return;
+    struct dirent *e;
+    int equal = 0, checked = 0;
+    while ((e = readdir(dir))) {
+        size_t l = strlen(e->d_name);
+        if (l < 11 || strcmp(e->d_name + l - 11, ".truth.json") != 0) continue;
+        char base[300], path[600], tp[600];
+        snprintf(base, sizeof base, "%.*s", (int)(l - 11), e->d_name);
+        snprintf(tp, sizeof tp, "tests/snapshots/%s", e->d_name);
+        snprintf(path, sizeof path, "tests/snapshots/%s.pickle", base);
+        if (!file_exists(path)) snprintf(path, sizeof path, "tests/snapshots/%s.pickle.gz", base);
+        if (!file_exists(path)) continue;
+        size_t len;
+        char *text = jr_slurp(tp, &len);
+        jr *j = text ? jr_parse(text, len, NULL) : NULL;
+        free(text);
+        mp_snapshot *s = load(path);
+        if (!j || !s) {
+            jr_free(j);
+            mp_snapshot_free(s);
+            continue;
+        }
+        bool expect_equal = true;
+        for (size_t q = 0; q < MP_ARRAY_LEN(differ); q++) expect_equal &= strcmp(base, differ[q]) != 0;
+        bool all = true;
+        const jr *devs = jr_get(j, "devices");
+        for (int i = 0; i < s->ndev && i < jr_len(devs); i++) {
+            const mp_mem_device *d = &s->dev[i];
+            const jr *cats = jr_get(jr_at(devs, i), "categories_at_peak");
+            int64_t sum = 0;
+            for (int c = 0; c < MP_MC_COUNT; c++) {
+                const jr *x = jr_get(cats, mp_mem_category_names[c]);
+                if ((x ? x->i : 0) != d->categories[c]) all = false;
+                sum += d->categories[c];
+            }
+            T_EQ(sum, d->peak_requested);
+        }
+        if (expect_equal && !all) mp_t_fail(__FILE__, __LINE__, "%s: categories differ from the truth", base);
+        equal += all;
+        checked++;
+        jr_free(j);
+        mp_snapshot_free(s);
+    }
+    closedir(dir);
+    T_CHECK(checked >= 15);
+    T_CHECK(equal >= checked - (int)MP_ARRAY_LEN(differ));
+    /* the Adam loop (the peak in the first backward): the parameters, the
+     * one gradient made so far, Adam's two states */
     mp_snapshot *s = load("tests/snapshots/v22_train_adam.pickle");
     if (!s) return;
     const mp_mem_device *d = &s->dev[0];
-    /* 4 Linear layers of 1 MiB weight + 2 KiB bias: parameters, their
-     * gradients, Adam's two states each */
     int64_t layer = 1048576 + 2048;
     T_EQ(d->categories[MP_MC_PARAMETER], 4 * layer);
-    T_EQ(d->categories[MP_MC_GRADIENT], 4 * layer);
+    T_EQ(d->categories[MP_MC_GRADIENT], layer);
     T_EQ(d->categories[MP_MC_OPTIMIZER_STATE], 8 * layer);
     T_EQ(d->categories[MP_MC_UNKNOWN], 0);
     T_EQ(d->nsteps, 4);
     mp_snapshot_free(s);
-
     s = load("tests/snapshots/v22_no_frames.pickle");
     if (!s) return;
     T_EQ(s->dev[0].categories[MP_MC_UNKNOWN], s->dev[0].peak_requested);
@@ -355,7 +409,7 @@ static void t_findings(void) {
     T_CHECK(has_finding(d, MP_MF_GRAD_ALIVE));
     for (int i = 0; i < d->nfindings; i++)
         if (d->findings[i].kind == MP_MF_LEAK)
-            T_CHECK(strstr(d->findings[i].text, "15.00 MiB in 5 allocation(s) at /home/user/proj/train.py:66 (main).") != NULL);
+            T_CHECK(strstr(d->findings[i].text, "12.00 MiB in 4 allocation(s) at /home/user/proj/train.py:66 (main).") != NULL);
     /* module paths from the events' user_metadata */
     int with_module = 0;
     for (uint32_t i = 0; i < d->nlive; i++)
@@ -436,7 +490,7 @@ static void t_diff(void) {
     jr *j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
     T_CHECK(j != NULL);
     const jr *d0 = j ? jr_at(jr_path(j, "diff.devices"), 0) : NULL;
-    T_CHECK(d0 && jr_get(d0, "delta_bytes")->i == 0 && jr_get(d0, "a_peak_requested_bytes")->i == 18907136);
+    T_CHECK(d0 && jr_get(d0, "delta_bytes")->i == 0 && jr_get(d0, "a_peak_requested_bytes")->i == 34637828); /* its .ref.json */
     for (const jr *s = d0 ? jr_get(d0, "sites")->child : NULL; s; s = s->next) T_EQ(jr_get(s, "delta_bytes")->i, 0);
     jr_free(j);
     t_cli_free(&r);
@@ -450,7 +504,7 @@ static void t_diff(void) {
     if (d0) {
         T_EQ(jr_get(d0, "delta_bytes")->i, jr_get(d0, "b_peak_requested_bytes")->i - jr_get(d0, "a_peak_requested_bytes")->i);
         const jr *other = jr_path(d0, "categories.other");
-        T_EQ(jr_get(other, "delta")->i, 15 * 1048576); /* the leak: 5 x 3 MiB kept by train.py:66 */
+        T_EQ(jr_get(other, "delta")->i, 4 * 3145728); /* the leak: 4 x 3 MiB kept by train.py:66 at B's peak */
         const jr *first = jr_at(jr_get(d0, "sites"), 0);
         T_CHECK(strstr(jr_get(first, "site")->s, "train.py:66") != NULL);
     }
@@ -460,8 +514,9 @@ static void t_diff(void) {
 
 /* Predicted against measured: the plan of the MLP the Adam loop trains
  * (tests/memory/mlp4.onnx: 4 x Linear(512, 512), weights left out) puts
- * its weights, gradients and Adam states on the bytes measured at the
- * peak, byte for byte (fp32: 4 + 4 + 8 bytes a parameter). */
+ * its weights and Adam states on the bytes measured at the peak, byte for
+ * byte (fp32: 4 + 8 bytes a parameter); the peak falls in a backward, with
+ * one layer's gradient made of the four the plan counts. */
 static void t_predicted(void) {
     const char *args[] = {"memory", "--format", "json", "tests/snapshots/v22_train_adam.pickle", "--plan-model",
                           "tests/memory/mlp4.onnx", "--dim", "batch=64", "--precision", "fp32", NULL};
@@ -474,13 +529,17 @@ static void t_predicted(void) {
     for (int i = 0; i < jr_len(rows); i++) {
         const jr *row = jr_at(rows, i);
         const char *c = jr_get(row, "category")->s;
-        if (strcmp(c, "parameter") == 0 || strcmp(c, "gradient") == 0 || strcmp(c, "optimizer_state") == 0) {
+        if (strcmp(c, "parameter") == 0 || strcmp(c, "optimizer_state") == 0) {
             T_EQ(jr_get(row, "delta_bytes")->i, 0);
             T_CHECK(jr_get(row, "predicted_bytes")->i > 0);
             exact++;
         }
+        if (strcmp(c, "gradient") == 0) { /* the peak falls in the backward: one layer's of four made */
+            T_EQ(jr_get(row, "predicted_bytes")->i, 4 * (1048576 + 2048));
+            T_EQ(jr_get(row, "measured_bytes")->i, 1048576 + 2048);
+        }
     }
-    T_EQ(exact, 3);
+    T_EQ(exact, 2);
     jr_free(j);
     t_cli_free(&r);
     const char *bad[] = {"memory", "tests/snapshots/v22_train_adam.pickle", "--dim", "batch=64", NULL};

@@ -74,7 +74,8 @@ static uint8_t frame_flags(const mp_snapshot *s, const mp_mem_frame *f) {
 
 typedef struct actx {
     mp_snapshot *s;
-    uint8_t *sflags; /* per stack */
+    uint8_t *sflags;  /* per stack */
+    int64_t last_opt; /* the device's last event under an optimizer's step; -1 none */
 } actx;
 
 static uint8_t stack_flags_slow(actx *a, uint32_t st);
@@ -94,9 +95,40 @@ static uint8_t stack_flags_slow(actx *a, uint32_t st) {
     return fl;
 }
 
-static int categorize(actx *a, const mp_mem_device *d, const mp_mem_live *L, const int32_t *fwd_after) {
-    if (L->origin == MP_LO_EARLY_FREE || L->stack == 0) return MP_MC_UNKNOWN;
-    uint8_t f = stack_flags(a, L->stack), ff = stack_flags(a, L->free_stack);
+/* Each event's flags (an array of d->nev, to free): its stack's, and for
+ * an event without frames in a snapshot that has them, SF_BWD when it
+ * falls between a forward and the next optimizer step: the
+ * autograd engine runs the backward on threads of its own, whose events
+ * carry no Python frames. SF_AFTER_FWD marks every event in that span. */
+#define SF_AFTER_FWD 128 /* in event flags only (SF_DONE is the stack cache's) */
+static uint8_t *event_flags(actx *a, const mp_mem_device *d) {
+    uint8_t *f = malloc(d->nev ? d->nev : 1);
+    if (!f) return NULL;
+    bool after_fwd = false;
+    a->last_opt = -1;
+    for (uint32_t i = 0; i < d->nev; i++) {
+        uint32_t st = d->ev[i].stack;
+        if (st) {
+            uint8_t fl = stack_flags(a, st);
+            if (fl & SF_OPT) a->last_opt = i;
+            if (fl & SF_OPT) after_fwd = false; /* zero_grad may come between forward and backward */
+            else if ((fl & SF_FWD) && !(fl & SF_BWD)) after_fwd = true;
+            f[i] = (uint8_t)(fl | (after_fwd ? SF_AFTER_FWD : 0));
+        } else {
+            f[i] = after_fwd && a->s->has_frames ? (uint8_t)(SF_BWD | SF_AFTER_FWD) : 0;
+        }
+    }
+    return f;
+}
+
+static int categorize(actx *a, const mp_mem_device *d, const mp_mem_live *L, const int32_t *fwd_after,
+                      const uint8_t *eff) {
+    if (L->origin == MP_LO_EARLY_FREE) return MP_MC_UNKNOWN;
+    uint8_t f = L->stack ? stack_flags(a, L->stack) : 0;
+    if (L->alloc_ev >= 0 && eff) f |= eff[L->alloc_ev];
+    if (!f && !L->stack) return MP_MC_UNKNOWN; /* no frames, nothing to place it by */
+    uint8_t ff = L->free_stack ? stack_flags(a, L->free_stack) : 0;
+    if (!L->free_stack && L->free_ev >= 0 && eff) ff = eff[L->free_ev];
     bool freed = L->free_ev >= 0;
     if (f & SF_OPT) return freed && (ff & SF_OPT) ? MP_MC_TEMPORARY : MP_MC_OPTIMIZER_STATE;
     if (f & SF_BWD) {
@@ -109,10 +141,15 @@ static int categorize(actx *a, const mp_mem_device *d, const mp_mem_live *L, con
         return (ff & SF_BWD) ? MP_MC_ACTIVATION : MP_MC_TEMPORARY;
     }
     if (f & SF_DATA) return MP_MC_INPUT;
-    /* made by the user's own code, outside any module: an input when a
-     * module's forward allocated while it was alive and it was freed
-     * afterwards (a batch moved to the device) */
-    if (freed && L->alloc_ev >= 0 && fwd_after && fwd_after[L->alloc_ev] >= 0 && fwd_after[L->alloc_ev] < L->free_ev)
+    /* made by the user's own code after a forward, before the optimizer
+     * step (the loss, what it reads of the outputs): kept for the backward */
+    if (f & SF_AFTER_FWD) return MP_MC_ACTIVATION;
+    /* made by the user's own code, outside any module, and alive while a
+     * module's forward allocated: an input (a batch moved to the device)
+     * when it is freed afterwards, or never freed with no optimizer step
+     * after it (the trace ends in its step); one kept across steps is not */
+    if (L->alloc_ev >= 0 && fwd_after && fwd_after[L->alloc_ev] >= 0 &&
+        (freed ? fwd_after[L->alloc_ev] < L->free_ev : L->alloc_ev > a->last_opt))
         return MP_MC_INPUT;
     (void)d;
     return MP_MC_OTHER;
@@ -394,17 +431,16 @@ static bool curve(const mp_mem_device *d, int64_t *live_after, int32_t *free_of)
 mp_status mp_mem_alloc_categories(mp_snapshot *s, const mp_mem_device *d, uint8_t *cat, int32_t *free_of) {
     actx a = {s, calloc(s->nstacks ? s->nstacks : 1, 1)};
     int32_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
+    uint8_t *eff = NULL;
     mp_status st = MP_OK;
-    if (!a.sflags || !fwd_after || !curve(d, NULL, free_of)) {
+    if (!a.sflags || !fwd_after || !curve(d, NULL, free_of) || !(eff = event_flags(&a, d))) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
         goto out;
     }
     int64_t next = -1;
     for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
         fwd_after[i] = (int32_t)next;
-        if (d->ev[i].action == MP_MA_ALLOC && (stack_flags(&a, d->ev[i].stack) & SF_FWD) &&
-            !(stack_flags(&a, d->ev[i].stack) & (SF_BWD | SF_OPT)))
-            next = i;
+        if (d->ev[i].action == MP_MA_ALLOC && (eff[i] & SF_FWD) && !(eff[i] & (SF_BWD | SF_OPT))) next = i;
     }
     for (uint32_t i = 0; i < d->nev; i++) {
         const mp_mem_event *e = &d->ev[i];
@@ -414,11 +450,12 @@ mp_status mp_mem_alloc_categories(mp_snapshot *s, const mp_mem_device *d, uint8_
         }
         mp_mem_live L = {e->size, -1, i, free_of[i], e->addr, e->stack,
                          free_of[i] >= 0 ? d->ev[free_of[i]].stack : 0, e->meta, MP_LO_TRACE, MP_MC_UNKNOWN};
-        cat[i] = (uint8_t)categorize(&a, d, &L, fwd_after);
+        cat[i] = (uint8_t)categorize(&a, d, &L, fwd_after, eff);
     }
 out:
     free(a.sflags);
     free(fwd_after);
+    free(eff);
     return st;
 }
 
@@ -432,7 +469,8 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     int32_t *fwd_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *fwd_after);
     int32_t *free_of = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *free_of);
     int64_t grad_best = 0, grad_fwd = -1, grad_steps = 0;
-    if (!a.sflags || !fwd_after || !free_of || !curve(d, NULL, free_of)) {
+    uint8_t *eff = NULL;
+    if (!a.sflags || !fwd_after || !free_of || !curve(d, NULL, free_of) || !(eff = event_flags(&a, d))) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -443,7 +481,7 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         for (int64_t i = (int64_t)d->nev - 1; i >= 0; i--) {
             fwd_after[i] = (int32_t)next;
             if (ev[i].action != MP_MA_ALLOC) continue;
-            uint8_t f = stack_flags(&a, ev[i].stack);
+            uint8_t f = eff[i];
             if ((f & SF_FWD) && !(f & (SF_BWD | SF_OPT))) next = i;
         }
     }
@@ -455,12 +493,12 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         for (uint32_t i = 0; i < d->nev; i++) {
             const mp_mem_event *e = &d->ev[i];
             if (e->action != MP_MA_ALLOC || free_of[i] < 0) continue;
-            uint8_t f = stack_flags(&a, e->stack);
+            uint8_t f = eff[i];
             if (!(f & SF_BWD) || (f & SF_OPT)) continue;
             int64_t fw = fwd_after[i];
             if (fw < 0 || fw >= free_of[i]) continue;
             /* freed in the backward (a temporary of it) is not a gradient */
-            uint8_t ff = stack_flags(&a, d->ev[free_of[i]].stack);
+            uint8_t ff = eff[free_of[i]];
             if ((ff & SF_BWD) && !(ff & SF_ZERO)) continue;
             if (fw != prev_fwd) {
                 if (cur_sum > grad_best) grad_best = cur_sum, grad_fwd = prev_fwd;
@@ -475,7 +513,7 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     bool frames = false;
     for (uint32_t i = 0; i < d->nlive; i++) {
         mp_mem_live *L = &d->live[i];
-        L->category = (uint8_t)categorize(&a, d, L, fwd_after);
+        L->category = (uint8_t)categorize(&a, d, L, fwd_after, eff);
         d->categories[L->category] += L->size;
         if (L->stack) frames = true;
     }
@@ -483,8 +521,10 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         if (d->ev[i].stack) frames = true;
     free(fwd_after);
     free(free_of);
+    free(eff);
     fwd_after = NULL;
     free_of = NULL;
+    eff = NULL;
     live_after = malloc((size_t)(d->nev ? d->nev : 1) * sizeof *live_after);
     if (!live_after || !curve(d, live_after, NULL)) {
         st = mp_error(MP_ERR_NOMEM, "out of memory");
@@ -685,5 +725,6 @@ out:
     free(live_after);
     free(fwd_after);
     free(free_of);
+    free(eff);
     return st;
 }

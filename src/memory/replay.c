@@ -338,7 +338,9 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
             if (r) {
                 mp_mem_live *L = &d->live[*r];
                 if (e->stack && !L->free_stack) L->free_stack = e->stack;
-                if (e->action == MP_MA_FREE_COMPLETED && L->free_ev < 0) L->free_ev = i;
+                /* the first free of it: a free_requested releases it (a block may stay
+                 * active_pending_free to the end, its free never completed) */
+                if (L->free_ev < 0) L->free_ev = i;
                 continue;
             }
             if (e->action == MP_MA_FREE_COMPLETED && !lm_find(&at, e->addr)) {
