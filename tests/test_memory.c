@@ -418,6 +418,16 @@ static void t_findings(void) {
             with_module++;
     T_EQ(with_module, 8);
     mp_snapshot_free(s);
+    /* module paths from 'nn.Module: PATH' ranges in external_annotations */
+    s = load("tests/snapshots/v25_module_annotations.pickle");
+    if (!s) return;
+    int annotated = 0;
+    for (uint32_t i = 0; i < s->dev[0].nlive; i++) {
+        const char *m = mp_mem_meta(s, s->dev[0].live[i].meta);
+        annotated += m && strncmp(m, "model", 5) == 0;
+    }
+    T_CHECK(annotated > 0);
+    mp_snapshot_free(s);
     s = load("tests/snapshots/v22_train_adam.pickle");
     if (!s) return;
     T_CHECK(!has_finding(&s->dev[0], MP_MF_LEAK));

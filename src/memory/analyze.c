@@ -510,6 +510,29 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         }
         if (cur_sum > grad_best) grad_best = cur_sum, grad_fwd = prev_fwd;
     }
+    /* module paths from 'nn.Module: PATH' ranges where the events carry none:
+     * the innermost range open on this device when the allocation was made */
+    if (s->nannots) {
+        for (uint32_t i = 0; i < d->nlive; i++) {
+            mp_mem_live *L = &d->live[i];
+            if (L->meta || L->alloc_ev < 0 || d->ev[L->alloc_ev].time_us == MP_MEM_NO_TIME) continue;
+            int64_t t = d->ev[L->alloc_ev].time_us;
+            uint16_t open[64];
+            int depth = 0;
+            for (uint32_t q = 0; q < s->nannots && s->annots[q].time_us <= t; q++) {
+                const mp_mem_annot *A = &s->annots[q];
+                if (A->device != d->device) continue;
+                if (A->start) {
+                    if (depth < 64) open[depth] = A->meta;
+                    depth++;
+                } else if (depth > 0) {
+                    /* END of the innermost range of that name (ranges nest) */
+                    depth--;
+                }
+            }
+            if (depth > 0) L->meta = open[MP_MIN(depth, 64) - 1];
+        }
+    }
     bool frames = false;
     for (uint32_t i = 0; i < d->nlive; i++) {
         mp_mem_live *L = &d->live[i];

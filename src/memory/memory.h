@@ -181,6 +181,15 @@ typedef struct mp_mem_device {
     int nfindings;
 } mp_mem_device;
 
+/* A module range from external_annotations ('nn.Module: PATH', START/END,
+ * as modelprof.memory.record opens them with record_function). */
+typedef struct mp_mem_annot {
+    int64_t time_us;
+    int32_t device;
+    uint16_t meta;  /* the path's index in the snapshot's meta */
+    uint8_t start;  /* 1 START, 0 END */
+} mp_mem_annot;
+
 /* Consecutive records that went to one list (the reader's item hook). */
 typedef struct mp_mem_run {
     uint64_t list; /* the list's pickle value */
@@ -218,6 +227,8 @@ typedef struct mp_snapshot {
     int32_t *meta;      /* string ids of the user_metadata values; meta[0] = -1 (none) */
     uint32_t nmeta, meta_cap;
     uint16_t *meta_of; /* string id -> index in meta (0: none yet) */
+    mp_mem_annot *annots;
+    uint32_t nannots, annots_cap;
     uint32_t meta_of_cap;
     mp_mem_segment *segs;
     uint32_t nsegs;

@@ -13,12 +13,14 @@ enum {
     K_SEGMENTS, K_DEVICE_TRACES, K_ACTION, K_ADDR, K_SIZE, K_STREAM, K_TIME_US, K_FRAMES,
     K_DEVICE_FREE, K_NAME, K_FILENAME, K_LINE, K_DEVICE, K_ADDRESS, K_TOTAL_SIZE, K_BLOCKS,
     K_REQUESTED_SIZE, K_STATE, K_HISTORY, K_REAL_SIZE, K_IS_EXPANDABLE, K_USER_METADATA,
+    K_EXTERNAL_ANNOTATIONS, K_STAGE,
     K_COUNT
 };
 static const char *const key_names[K_COUNT] = {
     "segments", "device_traces", "action", "addr", "size", "stream", "time_us", "frames",
     "device_free", "name", "filename", "line", "device", "address", "total_size", "blocks",
     "requested_size", "state", "history", "real_size", "is_expandable", "user_metadata",
+    "external_annotations", "stage",
 };
 
 _Static_assert(sizeof(mp_mem_event) == 32, "an event record is 32 bytes (docs/MEMORY.md)");
@@ -269,6 +271,8 @@ static int action_of(mp_snapshot *s, int32_t id) {
     return s->nactions++;
 }
 
+static uint16_t meta_index(mp_snapshot *s, int32_t mid);
+
 /* The item hook: a dict with an 'action' key appended to a list is a
  * trace event; it becomes a record now. */
 static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t off, uint64_t index, bool *drop) {
@@ -344,23 +348,7 @@ static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t
             /* a module path (modelprof.memory.record sets it) or any str; others ignored */
             int32_t mid = mpk_str_id(k, x);
             if (mid < 0 || !mpk_str(k, mid, NULL)[0]) continue;
-            /* string id -> meta index (0: not seen yet) */
-            if ((uint32_t)mid >= s->meta_of_cap) {
-                uint32_t oc = s->meta_of_cap;
-                if (!grow((void **)&s->meta_of, &s->meta_of_cap, (uint64_t)mid + 1, sizeof *s->meta_of))
-                    return mp_error(MP_ERR_NOMEM, "%s: out of memory", s->path);
-                memset(s->meta_of + oc, 0, (size_t)(s->meta_of_cap - oc) * sizeof *s->meta_of);
-            }
-            uint16_t m = s->meta_of[mid];
-            if (!m) {
-                if (s->nmeta >= MP_MEM_MAX_META) continue; /* beyond 65,535 distinct: not kept */
-                if (!grow((void **)&s->meta, &s->meta_cap, (uint64_t)s->nmeta + 1, sizeof *s->meta))
-                    return mp_error(MP_ERR_NOMEM, "%s: out of memory", s->path);
-                m = (uint16_t)s->nmeta;
-                s->meta[s->nmeta++] = mid;
-                s->meta_of[mid] = m;
-            }
-            e.meta = m;
+            e.meta = meta_index(s, mid); /* 0 beyond 65,535 distinct paths: not kept */
         } else if (key == s->key[K_DEVICE_FREE]) {
             if (!mpk_int(k, x, &iv)) return bad(s, WHERE(), "device_free", "an int", x);
             device_free = iv;
@@ -399,6 +387,57 @@ static mp_status on_item(void *ud, mpk *k, mpk_val list, mpk_val *item, uint64_t
     *drop = true;
     return MP_OK;
 #undef WHERE
+}
+
+/* The meta index of string id `mid` (added when new); 0 when the table is
+ * full (65,535 paths) or out of memory. */
+static uint16_t meta_index(mp_snapshot *s, int32_t mid) {
+    if (mid < 0) return 0;
+    if ((uint32_t)mid >= s->meta_of_cap) {
+        uint32_t oc = s->meta_of_cap;
+        if (!grow((void **)&s->meta_of, &s->meta_of_cap, (uint64_t)mid + 1, sizeof *s->meta_of)) return 0;
+        memset(s->meta_of + oc, 0, (size_t)(s->meta_of_cap - oc) * sizeof *s->meta_of);
+    }
+    uint16_t m = s->meta_of[mid];
+    if (!m) {
+        if (s->nmeta >= MP_MEM_MAX_META) return 0;
+        if (!grow((void **)&s->meta, &s->meta_cap, (uint64_t)s->nmeta + 1, sizeof *s->meta)) return 0;
+        m = (uint16_t)s->nmeta;
+        s->meta[s->nmeta++] = mid;
+        s->meta_of[mid] = m;
+    }
+    return m;
+}
+
+/* external_annotations: the 'nn.Module: PATH' ranges (others, and entries
+ * of another shape, are skipped: the key is informative). */
+static mp_status read_annotations(mp_snapshot *s, mpk_val list) {
+    mpk *k = s->k;
+    uint32_t n;
+    const mpk_val *it = mpk_items(k, list, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        mpk_val a = mpk_resolve(k, it[i]), x;
+        if (PK_TAG(a) != PK_DICT) continue;
+        int64_t t, dev = 0;
+        if (!mpk_dict_get(k, a, s->key[K_TIME_US], &x) || !int_of(k, x, &t)) continue;
+        if (mpk_dict_get(k, a, s->key[K_DEVICE], &x) && (!int_of(k, x, &dev) || dev < 0 || dev > 65535)) continue;
+        if (!mpk_dict_get(k, a, s->key[K_STAGE], &x)) continue;
+        const char *stage = mpk_str_id(k, x) >= 0 ? mpk_str(k, mpk_str_id(k, x), NULL) : "";
+        bool start = strcmp(stage, "START") == 0;
+        if (!start && strcmp(stage, "END") != 0) continue;
+        if (!mpk_dict_get(k, a, s->key[K_NAME], &x) || mpk_str_id(k, x) < 0) continue;
+        uint32_t len;
+        const char *name = mpk_str(k, mpk_str_id(k, x), &len);
+        static const char prefix[] = "nn.Module: ";
+        if (len <= sizeof prefix - 1 || memcmp(name, prefix, sizeof prefix - 1) != 0) continue;
+        int32_t pid = mpk_intern(k, name + sizeof prefix - 1, len - (sizeof prefix - 1));
+        uint16_t m = meta_index(s, pid);
+        if (!m) continue;
+        if (!grow((void **)&s->annots, &s->annots_cap, (uint64_t)s->nannots + 1, sizeof *s->annots))
+            return mp_error(MP_ERR_NOMEM, "%s: out of memory", s->path);
+        s->annots[s->nannots++] = (mp_mem_annot){t, (int32_t)dev, m, start};
+    }
+    return MP_OK;
 }
 
 /* ---- segments and blocks ---- */
@@ -575,6 +614,11 @@ static mp_status decode(mp_snapshot *s, mpk_val root) {
         s->layout = "dict";
         has_segs = mpk_dict_get(k, root, s->key[K_SEGMENTS], &segs);
         has_traces = mpk_dict_get(k, root, s->key[K_DEVICE_TRACES], &traces);
+        mpk_val ann;
+        if (mpk_dict_get(k, root, s->key[K_EXTERNAL_ANNOTATIONS], &ann)) {
+            mp_status ast = read_annotations(s, ann);
+            if (ast) return ast;
+        }
         if (!has_segs && !has_traces)
             return mp_error(MP_ERR_FORMAT,
                             "%s: not a memory snapshot: a dict without 'segments' or 'device_traces' "
@@ -739,6 +783,7 @@ void mp_snapshot_free(mp_snapshot *s) {
     free(s->runs);
     free(s->meta);
     free(s->meta_of);
+    free(s->annots);
     free(s->frames);
     free(s->stack_pool);
     free(s->stack_off);
