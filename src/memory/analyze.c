@@ -459,6 +459,16 @@ out:
     return st;
 }
 
+typedef struct tix {
+    int64_t t;
+    uint32_t i;
+} tix;
+static int tix_cmp(const void *x, const void *y) {
+    const tix *a = x, *b = y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
 mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
     mp_status st = MP_OK;
     /* two stages, so that the per-event arrays of the first (free_of,
@@ -511,27 +521,40 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         if (cur_sum > grad_best) grad_best = cur_sum, grad_fwd = prev_fwd;
     }
     /* module paths from 'nn.Module: PATH' ranges where the events carry none:
-     * the innermost range open on this device when the allocation was made */
-    if (s->nannots) {
+     * the innermost range open on this device when the allocation was made
+     * (one sweep: the allocations by time against the ranges in order) */
+    if (s->nannots && d->nlive) {
+        tix *ord = malloc((size_t)d->nlive * sizeof *ord);
+        if (!ord) {
+            st = mp_error(MP_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        uint32_t no = 0;
         for (uint32_t i = 0; i < d->nlive; i++) {
-            mp_mem_live *L = &d->live[i];
-            if (L->meta || L->alloc_ev < 0 || d->ev[L->alloc_ev].time_us == MP_MEM_NO_TIME) continue;
-            int64_t t = d->ev[L->alloc_ev].time_us;
-            uint16_t open[64];
-            int depth = 0;
-            for (uint32_t q = 0; q < s->nannots && s->annots[q].time_us <= t; q++) {
+            const mp_mem_live *L = &d->live[i];
+            if (!L->meta && L->alloc_ev >= 0 && d->ev[L->alloc_ev].time_us != MP_MEM_NO_TIME)
+                ord[no++] = (tix){d->ev[L->alloc_ev].time_us, i};
+        }
+        qsort(ord, no, sizeof *ord, tix_cmp);
+        uint16_t open[64];
+        int depth = 0;
+        uint32_t q = 0;
+        for (uint32_t o = 0; o < no; o++) {
+            mp_mem_live *L = &d->live[ord[o].i];
+            int64_t t = ord[o].t;
+            for (; q < s->nannots && s->annots[q].time_us <= t; q++) {
                 const mp_mem_annot *A = &s->annots[q];
                 if (A->device != d->device) continue;
                 if (A->start) {
                     if (depth < 64) open[depth] = A->meta;
                     depth++;
                 } else if (depth > 0) {
-                    /* END of the innermost range of that name (ranges nest) */
-                    depth--;
+                    depth--; /* ranges nest: an END closes the innermost */
                 }
             }
             if (depth > 0) L->meta = open[MP_MIN(depth, 64) - 1];
         }
+        free(ord);
     }
     bool frames = false;
     for (uint32_t i = 0; i < d->nlive; i++) {
