@@ -531,7 +531,20 @@ static mp_status pk_memo_put(mpk *k, uint64_t idx, uint64_t off, int op) {
     return MP_OK;
 }
 
-static mp_status pk_memo_get(mpk *k, uint64_t idx, uint64_t off, int op) {
+static mp_status pk_memo_get_slow(mpk *k, uint64_t idx, uint64_t off, int op);
+/* The common case inline: a stored entry and room on the stack. */
+static inline mp_status pk_memo_get(mpk *k, uint64_t idx, uint64_t off, int op) {
+    if (__builtin_expect(idx < k->memo_len && k->sp < k->stack_cap, 1)) {
+        mpk_val v = k->memo[idx];
+        if (__builtin_expect(PK_TAG(v) != PK_BAD, 1)) {
+            k->stack[k->sp++] = v;
+            return MP_OK;
+        }
+    }
+    return pk_memo_get_slow(k, idx, off, op);
+}
+
+static mp_status pk_memo_get_slow(mpk *k, uint64_t idx, uint64_t off, int op) {
     if (idx >= k->memo_len || PK_TAG(k->memo[idx]) == PK_BAD) {
         char m[96];
         snprintf(m, sizeof m, "memo index %llu refers to nothing stored", (unsigned long long)idx);
