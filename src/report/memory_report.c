@@ -223,8 +223,14 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
     if (d->first_time_us == MP_MEM_NO_TIME) jw_null(w);
     else jw_double(w, (double)(d->last_time_us - d->first_time_us) / 1e6);
     jw_key(w, "start_unix_s");
-    if (d->first_time_us == MP_MEM_NO_TIME) jw_null(w);
-    else jw_double(w, (double)d->first_time_us / 1e6);
+    if (d->first_time_us == MP_MEM_NO_TIME) {
+        jw_null(w);
+    } else { /* to the microsecond: %.9g would drop the seconds' digits of an epoch time */
+        jw_sep(w);
+        int64_t t = d->first_time_us;
+        mp_out_printf(&w->o, "%s%lld.%06lld", t < 0 ? "-" : "", (long long)(t < 0 ? -(t / 1000000) : t / 1000000),
+                      (long long)(t < 0 ? -(t % 1000000) : t % 1000000));
+    }
     jw_ki64(w, "start_requested_bytes", d->start_requested);
     jw_ki64(w, "start_from_blocks_bytes", d->start_from_blocks);
     jw_ki64(w, "start_from_frees_bytes", d->start_from_frees);
