@@ -18,8 +18,8 @@ LDLIBS := -lisal -lz -lm -lpthread -ldl
 BUILD ?= build
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/import/*.c src/plan/*.c \
-                  src/analyze/*.c src/report/*.c src/run/*.c))
-CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c
+                  src/analyze/*.c src/report/*.c src/run/*.c src/memory/*.c))
+CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c src/cli/memory_cmd.c
 # modelprof-mpi (`mpirun -n N modelprof-mpi trace FOLDER`): built when Open
 # MPI's compiler wrapper is there (Debian: libopenmpi-dev, openmpi-bin)
 MPICC ?= $(shell command -v mpicc 2>/dev/null)
@@ -93,6 +93,13 @@ $(BUILD)/gen/report_html.h: $(HTML_TPL) tools/embed.sh
 	sh tools/embed.sh mp_html $(HTML_TPL) > $@.tmp && mv $@.tmp $@
 $(BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
 $(BUILD)/obj/src/report/html.o: ALL_CFLAGS += -I$(BUILD)/gen
+# the memory report's page (modelprof memory --format html)
+MEMH_TPL := src/report/html/memory.html src/report/html/memory.css src/report/html/memory.js
+$(BUILD)/gen/memory_html.h: $(MEMH_TPL) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh mp_memh $(MEMH_TPL) > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/report/memory_html.o: $(BUILD)/gen/memory_html.h
+$(BUILD)/obj/src/report/memory_html.o: ALL_CFLAGS += -I$(BUILD)/gen
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
 
@@ -153,6 +160,8 @@ pytest-ish: all
 	/usr/bin/python3 tools/abi_check.py --cc $(CC) --self-test
 	@echo "== the Python tests under PYTHONMALLOC=debug (a ctypes struct shorter than C's aborts)"
 	PYTHONMALLOC=debug /usr/bin/python3 tests/python/run.py --build $(BUILD) $(PYTEST_ARGS)
+	/usr/bin/python3 tests/python/test_memory.py   # modelprof.memory.record, torch.cuda.memory mocked per version
+	/usr/bin/python3 tests/python/test_memory_report.py --build $(BUILD)   # modelprof.memory_report, the binding
 
 # ---- make install / make uninstall (PREFIX, DESTDIR) ----
 PREFIX ?= /usr/local
@@ -305,6 +314,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(SAN_CC) -std=c11 -D_GNU_SOURCE $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -Iinclude -Isrc -I$(BUILD)/gen -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/obj/src/report/html.o: $(BUILD)/gen/report_html.h
+$(FUZZ_BUILD)/obj/src/report/memory_html.o: $(BUILD)/gen/memory_html.h
 
 $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)
@@ -312,7 +322,17 @@ $(FUZZ_BUILD)/fuzz_load: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.o $(FUZZ_OBJ)
 $(FUZZ_BUILD)/fuzz_trace: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.o $(FUZZ_OBJ)
 	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)
 
--include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.d
+$(FUZZ_BUILD)/fuzz_memory: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_memory.o $(FUZZ_OBJ)
+	$(SAN_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS) $(SAN_DNNL)
+
+-include $(FUZZ_OBJ:.o=.d) $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_load.d $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_trace.d \
+    $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_memory.d
+
+# the memory snapshot fuzzer (issue 32): seeds are tests/fuzz/memory
+# (hostile snapshots and small valid ones)
+FUZZ_MEMORY_SECONDS ?= $(FUZZ_SECONDS)
+FUZZ_MEMORY_CI_SECONDS ?= 30
+FUZZ_MEMORY_CORPUS ?= $(FUZZ_BUILD)/corpus-memory
 
 # the trace fuzzer: seeds are windows of the shared traces (plain and gzip)
 FUZZ_TRACE_SECONDS ?= $(FUZZ_SECONDS)
@@ -332,6 +352,10 @@ fuzz:
 	@mkdir -p $(FUZZ_TRACE_CORPUS)
 	$(FUZZ_BUILD)/fuzz_trace $(FUZZ_ARGS) -max_total_time=$(FUZZ_TRACE_SECONDS) \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_TRACE_CORPUS) tests/corpus/trace
+	$(MAKE) $(FUZZ_BUILD)/fuzz_memory
+	@mkdir -p $(FUZZ_MEMORY_CORPUS)
+	$(FUZZ_BUILD)/fuzz_memory $(FUZZ_ARGS) -max_total_time=$(FUZZ_MEMORY_SECONDS) \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_MEMORY_CORPUS) tests/fuzz/memory
 
 # `make fuzz-ci`: the committed cases once, then 60 s; any crash, leak,
 # timeout or sanitizer report fails.
@@ -349,6 +373,11 @@ fuzz-ci:
 	$(FUZZ_BUILD)/fuzz_trace -runs=0 $(FUZZ_ARGS) tests/corpus/trace
 	$(FUZZ_BUILD)/fuzz_trace $(FUZZ_ARGS) -max_total_time=$(FUZZ_TRACE_CI_SECONDS) -seed=1 \
 	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-trace tests/corpus/trace
+	$(MAKE) $(FUZZ_BUILD)/fuzz_memory
+	@rm -rf $(FUZZ_BUILD)/ci-memory && mkdir -p $(FUZZ_BUILD)/ci-memory
+	$(FUZZ_BUILD)/fuzz_memory -runs=0 $(FUZZ_ARGS) tests/fuzz/memory tests/memory/regress
+	$(FUZZ_BUILD)/fuzz_memory $(FUZZ_ARGS) -max_total_time=$(FUZZ_MEMORY_CI_SECONDS) -seed=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/ $(FUZZ_BUILD)/ci-memory tests/fuzz/memory
 
 .PHONY: test-sanitize fuzz fuzz-ci
 
@@ -425,6 +454,22 @@ bench-trace:
 # 1/8 .. all of the ranks: time linear in bytes, memory per process bounded
 # (bench/bench_ranks.py prints the figures). Not part of make test.
 BENCH_RANKS ?= 1024
+# `make bench-memory` (issue 32): a 1 M-event snapshot made from a shared real one
+# (tools/make_big_snapshot.py), read by `modelprof memory --format json` and by Python's
+# pickle.load alternately; prints best/median, the ratio and peak RSS against the file's size
+# (targets: >= 5x, RSS below the file). Fails with a message while `modelprof memory` is absent.
+# `make memory-check` (issue 32): `modelprof memory --format json` on every snapshot of
+# tests/snapshots/ and the shared real ones equals tools/snapshot_ref.py's replay (the committed
+# NAME.ref.json); every hostile snapshot exits 2 with a message and runs nothing.
+memory-check: all
+	/usr/bin/python3 tools/memory_check.py --modelprof $(BUILD)/modelprof --sweep
+
+BENCH_MEMORY_EVENTS ?= 1000000
+bench-memory:
+	$(MAKE) all
+	/usr/bin/python3 bench/bench_memory.py --modelprof $(BUILD)/modelprof \
+	    --big $(BUILD)/bench/big_snapshot.pickle --events $(BENCH_MEMORY_EVENTS) --python /usr/bin/python3
+
 bench-ranks:
 	@sh tools/deps.sh bench
 	$(MAKE) all

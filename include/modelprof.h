@@ -242,6 +242,24 @@ MP_API mp_status mp_report_string(const mp_profile *p, const mp_report_options *
  * trace report (MP_FORMAT_TEXT or MP_FORMAT_JSON) as a string. */
 MP_API mp_status mp_trace_string(const char *path, mp_format format, char **out);
 
+/* ---- CUDA memory snapshots (docs/MEMORY.md): what held a GPU's memory at
+ * its peak, from torch.cuda.memory._dump_snapshot()'s pickle (read, never
+ * executed). ---- */
+typedef struct mp_memory_options {
+    size_t size;
+    mp_format format; /* MP_FORMAT_TEXT (default), _JSON, _CSV, _HTML */
+    int device;       /* one device; -1 (default) every device */
+    int top;          /* rows per table (default 20; -1 all) */
+    int full_stack;   /* 1: whole stacks, not the first user frame */
+    int csv_table;    /* MP_FORMAT_CSV: 0 holders at the peak, 1 sites, 2 events */
+} mp_memory_options;
+MP_API mp_status mp_memory_options_init(mp_memory_options *o, size_t size);
+#define mp_memory_options_default(o) mp_memory_options_init((o), sizeof *(o))
+/* Read the snapshot at `path` (.pickle or .pickle.gz) and give the report
+ * as a string (free it with mp_free). o NULL: the defaults.
+ * MP_ERR_FORMAT (byte offset or event named) for a file that is not one. */
+MP_API mp_status mp_memory_report_file(const char *path, const mp_memory_options *o, char **out);
+
 /* ---- a training profile: a torch.profiler trace of real training steps,
  * its per-module forward and backward times joined with the static profile
  * of the same model (params, MACs, FLOPs per module). What the Python

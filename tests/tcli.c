@@ -66,6 +66,9 @@ static void t_cli_dump_json(const char *const *args, const t_cli *r) {
                            ? "trace_diff"
                        : args[0] && strcmp(args[0], "trace") == 0  ? "trace"
                        : args[0] && strcmp(args[0], "plan") == 0 ? "plan"
+                       : args[0] && strcmp(args[0], "memory") == 0 && args[1] && strcmp(args[1], "diff") == 0
+                           ? "memory_diff"
+                       : args[0] && strcmp(args[0], "memory") == 0 ? "memory"
                                                                  : "profile";
     const char *srcs[2] = {json ? (ofile ? ofile : "") : NULL, chrome};
     const char *kinds[2] = {kind, "chrome_trace"};

@@ -84,7 +84,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(trace_job)         \
     X(ort)               \
     X(plan)              \
-    X(plan_step)
+    X(plan_step)         \
+    X(memory)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

@@ -6,8 +6,9 @@ ranks, the 7B graph) with #selftest, report.js checks its own rendered DOM
 expands and adds up, sorting reorders rows, no script errors; for a job of
 ranks: the ranks table, the stragglers, each step's critical rank, one
 timeline per rank with its collectives and waits, a rank's sections
-rendered when opened) and writes the results into the page, which
---dump-dom returns.
+rendered when opened; for a memory snapshot: every timeline column adds
+up to the bytes live, the tallest is the peak) and writes the results into
+the page, which --dump-dom returns.
 A screenshot of each report goes into OUT. The 7B graph's report must load
 in < 3 s (measured in the browser: navigation start to rendered) and weigh
 < 20 MB.
@@ -35,9 +36,10 @@ def main():
     ap.add_argument('--modelprof', default='build/modelprof')
     ap.add_argument('--out', default='build/html')
     ap.add_argument('--llama7b', default='build/bench/llama7b.onnx')
+    ap.add_argument('--only', default='', help='check only the reports whose name starts with this')
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    if not os.path.exists(a.llama7b):
+    if not os.path.exists(a.llama7b) and 'llama7b'.startswith(a.only):
         subprocess.run(['/usr/bin/python3', 'tools/make_llama7b.py', a.llama7b], check=True,
                        stdout=subprocess.DEVNULL)
     mp = a.modelprof
@@ -54,7 +56,22 @@ def main():
         # unknown costs (no dims given): no card reads 0; the by-module-op table
         ('unknown', [mp, 'models/bert_base.onnx', '-q', '--formula', '--by-module-op', '--depth', '2']),
     ]
+    # memory snapshots (issue 32): the shared real ones (copies in tests/), two devices with an
+    # OOM, and a 1 M-event snapshot (tools/make_big_snapshot.py, made once) that must render in
+    # < 10 s with every column adding up (the page's self-test)
+    big = os.path.join(os.path.dirname(a.out) or '.', 'bench', 'big_snapshot.pickle')
+    if not os.path.exists(big):
+        subprocess.run(['/usr/bin/python3', 'tools/make_big_snapshot.py', '--out', big], check=True,
+                       stdout=subprocess.DEVNULL)
+    for i, snap in enumerate(sorted(f for f in os.listdir('tests/memory') if '.pickle' in f)):
+        reports.append(('memory%d' % i, [mp, 'memory', os.path.join('tests/memory', snap)]))
+    reports += [
+        ('memory_yiyi', [mp, 'memory', 'tests/snapshots/Yiyi-philosophy_LLM-inference__1.3b_snapshot__a228b8e.pickle']),
+        ('memory_oom', [mp, 'memory', 'tests/snapshots/v25_multidev_oom.pickle']),
+        ('memory_1m', [mp, 'memory', big]),
+    ]
     failed = 0
+    reports = [r for r in reports if r[0].startswith(a.only)]
     for name, cmd in reports:
         path = os.path.abspath(os.path.join(a.out, name + '.html'))
         subprocess.run(cmd + ['--format', 'html', '-o', path], check=True)
@@ -84,6 +101,11 @@ def main():
                 lines.append('FAIL the unknown figures were not checked by the page')
             if not any(x.startswith('PASS by-module-op table') for x in lines):
                 lines.append('FAIL the by-module-op table was not checked')
+        if name.startswith('memory'):
+            if not any(x.startswith('PASS') and 'adds up' in x for x in lines):
+                lines.append('FAIL the timeline was not checked')
+            if name == 'memory_1m':
+                lines.append(('PASS' if wall < 10 else 'FAIL') + ' renders in < 10 s (chromium run %.1f s)' % wall)
         if name == 'llama7b':
             lines.append(('PASS' if load is not None and load < 3000 else 'FAIL') + ' loads in < 3 s')
             lines.append(('PASS' if size < 20e6 else 'FAIL') + ' size < 20 MB')

@@ -31,12 +31,14 @@ def page(binary):
                                     text=True).stdout
     main, trace, version = run("--help"), run("trace", "--help"), run("--version").split()[-1]
     plan = run("plan", "--help")
+    memory = run("memory", "--help")
     out = [VERSION_LINE % version, ".SH NAME\n",
            "modelprof \\- profiler for neural networks (ONNX static profile, measured run, "
-           "torch.profiler traces)\n"]
+           "torch.profiler traces, CUDA memory snapshots)\n"]
     out += section("SYNOPSIS AND OPTIONS", main)
     out += section("TRACE ANALYSIS", trace)
     out += section("TRAINING PLANNER", plan)
+    out += section("MEMORY SNAPSHOTS", memory)
     out += [".SH SEE ALSO\n", "The README and docs/ of the modelprof sources; "
             "the Python package modelprof (get_model_profile, FlopsProfiler).\n"]
     return "".join(out)

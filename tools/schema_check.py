@@ -4,7 +4,7 @@
   schema_check.py DIR_OR_FILE... [KIND:FILE...]
 
 Each file's schema comes from its name: a name that starts with
-`profile`, `trace_diff`, `trace`, `train`, `plan` or `chrome_trace` is checked against
+`profile`, `trace_diff`, `trace`, `train`, `plan`, `chrome_trace`, `memory_diff` or `memory` is checked against
 docs/schema/NAME.schema.json. The test suite writes every JSON the command
 line gives it into a folder (MP_JSON_DUMP, tests/tcli.c) and this checks
 them all; exits 1 on the first file that does not validate, naming the file,
@@ -26,7 +26,7 @@ import sys
 import jsonschema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KINDS = ("chrome_trace", "profile", "trace_diff", "trace", "train", "plan", "digest")
+KINDS = ("chrome_trace", "profile", "trace_diff", "trace", "train", "plan", "digest", "memory_diff", "memory")
 
 
 def schema_of(kind, cache={}):

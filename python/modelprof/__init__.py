@@ -5,11 +5,12 @@
     flops, macs, params = modelprof.get_model_profile(model, input_shape=(1, 3, 224, 224))
     prof = modelprof.FlopsProfiler(model)   # per-module fwd/bwd time of real steps
 """
-from ._lib import LIB_PATH, ModelprofError
+from ._lib import LIB_PATH, ModelprofError, memory_report
 from .torchprof import (analyze_trace, flops_to_string, get_model_profile, macs_to_string,
                         number_to_string, params_to_string, profile_onnx)
 
 from ._lib import VERSION as __version__  # the library's (mp_version)
+from . import memory  # noqa: E402,F401  (modelprof.memory.record: CUDA memory history)
 
 
 def __getattr__(name):
@@ -22,4 +23,4 @@ def __getattr__(name):
 
 __all__ = ["FlopsProfiler", "ModelprofError", "analyze_trace", "get_model_profile",
            "profile_onnx", "number_to_string", "macs_to_string", "flops_to_string",
-           "params_to_string", "LIB_PATH"]
+           "params_to_string", "LIB_PATH", "memory_report"]

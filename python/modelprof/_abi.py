@@ -45,7 +45,13 @@ class TrainOptions(_c.Structure):
                 ("depth", _c.c_int), ("top", _c.c_int), ("detailed", _c.c_int)]
 
 
-STRUCTS = [Limits, ReportOptions, RunOptions, TorchModule, TrainOptions]
+class MemoryOptions(_c.Structure):
+    C_NAME = "mp_memory_options"
+    _fields_ = [("size", _c.c_size_t), ("format", _c.c_int), ("device", _c.c_int), ("top", _c.c_int),
+                ("full_stack", _c.c_int), ("csv_table", _c.c_int)]
+
+
+STRUCTS = [Limits, ReportOptions, RunOptions, TorchModule, TrainOptions, MemoryOptions]
 
 _P = _c.POINTER
 _H = _c.c_void_p          # a handle (mp_model *, mp_profile *, ...)
@@ -74,6 +80,8 @@ FUNCTIONS = {
     "mp_report_options_init": (_ST, [_P(ReportOptions), _c.c_size_t]),
     "mp_report_string": (_ST, [_H, _P(ReportOptions), _OUT]),
     "mp_trace_string": (_ST, [_c.c_char_p, _c.c_int, _OUT]),
+    "mp_memory_options_init": (_ST, [_P(MemoryOptions), _c.c_size_t]),
+    "mp_memory_report_file": (_ST, [_c.c_char_p, _P(MemoryOptions), _OUT]),
     "mp_train_open": (_ST, [_c.c_char_p, _c.c_char_p, _P(TorchModule), _c.c_int, _OUT]),
     "mp_train_free": (None, [_H]),
     "mp_train_set_clock": (_ST, [_H, _c.c_int, _c.c_double, _c.c_double, _c.c_int, _c.c_double,

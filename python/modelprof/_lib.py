@@ -206,6 +206,32 @@ class Train:
         self.close()
 
 
+def memory_report(path, format="json", device=None, stack=None, top=None, csv_table="holders"):
+    """The report of a CUDA memory snapshot (torch.cuda.memory._dump_snapshot's pickle, read by
+    the library without running it): the same as `modelprof memory FILE --format FORMAT`. A
+    string (JSON text for format="json"); raises ModelprofError for a file that is not one."""
+    from ._abi import MemoryOptions
+    fmts = {"text": 0, "json": 1, "html": 2, "csv": 3}
+    tables = {"holders": 0, "sites": 1, "events": 2}
+    if format not in fmts:
+        raise ValueError("memory_report: format is one of %s, not %r" % (", ".join(fmts), format))
+    if csv_table not in tables:
+        raise ValueError("memory_report: csv_table is one of %s, not %r" % (", ".join(tables), csv_table))
+    if stack not in (None, "full", "user"):
+        raise ValueError("memory_report: stack is 'full' or 'user', not %r" % (stack,))
+    o = MemoryOptions()
+    check(LIB.mp_memory_options_init(_c.byref(o), _c.sizeof(o)))
+    o.format = fmts[format]
+    o.device = -1 if device is None else int(device)
+    if top is not None:
+        o.top = int(top)
+    o.full_stack = 1 if stack == "full" else 0
+    o.csv_table = tables[csv_table]
+    out = _c.c_void_p()
+    check(LIB.mp_memory_report_file(os.fsencode(path), _c.byref(o), _c.byref(out)))
+    return take_string(out)
+
+
 def trace_report(path, fmt=JSON):
     out = _c.c_void_p()
     check(LIB.mp_trace_string(os.fsencode(path), fmt, _c.byref(out)))

@@ -629,10 +629,12 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
 
 int mp_trace_main(int argc, char **argv); /* trace_cmd.c */
 int mp_plan_main(int argc, char **argv);  /* plan_cmd.c */
+int mp_memory_main(int argc, char **argv); /* memory_cmd.c */
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "trace") == 0) return mp_trace_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "plan") == 0) return mp_plan_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "memory") == 0) return mp_memory_main(argc - 1, argv + 1);
     const char **dim_args = calloc((size_t)argc, sizeof *dim_args);
     input_spec *inputs = calloc((size_t)argc, sizeof *inputs);
     run_args ra;

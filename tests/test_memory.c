@@ -1,0 +1,598 @@
+/* Memory snapshots (issue 32): the safe pickle reader, the replay against
+ * the reference replay's figures (tests/snapshots/NAME.ref.json, written by
+ * tools/snapshot_ref.py), hostile files, the categories and findings, the
+ * command line. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jsonr.h"
+#include "memory/memory.h"
+#include "memory/pickle.h"
+#include "report/memory_report.h"
+#include "tcli.h"
+#include "test.h"
+
+/* ---- the pickle reader ---- */
+
+/* protocol 4: {"a": [1, -2, 2**63-1 as LONG1, 2**70 as LONG1, 1.5, None, True, "x"], "b": memo ref to the list} */
+static void t_pickle_values(void) {
+    static const unsigned char p[] = {
+        0x80, 4, '}', 0x94, '(',                                                  /* {  memo 0, MARK */
+        0x8c, 1, 'a', 0x94,                                                         /* "a" memo 1 */
+        ']', 0x94, '(',                                                             /* [ memo 2, MARK */
+        'K', 1,                                                                     /* 1 */
+        'J', 0xfe, 0xff, 0xff, 0xff,                                                /* -2 */
+        0x8a, 8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,                    /* 2**63-1 */
+        0x8a, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0x40,                                      /* 2**70 */
+        'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0,                                          /* 1.5 */
+        'N', 0x88, 0x8c, 1, 'x', 0x94,                                              /* None True "x" */
+        'e',                                                                        /* APPENDS */
+        0x8c, 1, 'b', 0x94, 'h', 2,                                                 /* "b": memo 2 */
+        'u', '.'};
+    mpk *k = mpk_new();
+    T_CHECK(k != NULL);
+    mpk_val root;
+    T_OK(mpk_run_memory(k, p, sizeof p, "values", &root));
+    T_EQ(mpk_tag(k, root), PK_DICT);
+    int32_t ka = mpk_intern(k, "a", 1), kb = mpk_intern(k, "b", 1);
+    mpk_val a, b;
+    T_CHECK(mpk_dict_get(k, root, ka, &a));
+    T_CHECK(mpk_dict_get(k, root, kb, &b));
+    T_EQ_U64(a, b); /* the memo hands out the same list, not a copy */
+    uint32_t n;
+    const mpk_val *it = mpk_items(k, a, &n);
+    T_EQ(n, 8);
+    int64_t v;
+    T_CHECK(mpk_int(k, it[0], &v) && v == 1);
+    T_CHECK(mpk_int(k, it[1], &v) && v == -2);
+    T_CHECK(mpk_int(k, it[2], &v) && v == INT64_MAX);
+    T_EQ(PK_TAG(it[3]), PK_HUGE);
+    double d;
+    T_CHECK(mpk_float(k, it[4], &d) && d == 1.5);
+    T_EQ(PK_TAG(it[5]), PK_NONE);
+    T_EQ(PK_TAG(it[6]), PK_BOOL);
+    uint32_t len;
+    T_EQ_STR(mpk_str(k, mpk_str_id(k, it[7]), &len), "x");
+    T_EQ(mpk_memo_len(k), 5);
+    mpk_free(k);
+}
+
+/* Every opcode that would import or call something is refused, named,
+ * with its byte offset. */
+static void t_pickle_refused(void) {
+    static const struct {
+        unsigned char op;
+        const char *name;
+    } ops[] = {{'c', "GLOBAL"},  {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"}, {'b', "BUILD"},   {'i', "INST"},
+               {'o', "OBJ"},     {0x81, "NEWOBJ"},       {0x92, "NEWOBJ_EX"}, {'P', "PERSID"}, {'Q', "BINPERSID"},
+               {0x82, "EXT1"},   {0x83, "EXT2"},         {0x84, "EXT4"},   {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"}};
+    for (size_t i = 0; i < MP_ARRAY_LEN(ops); i++) {
+        unsigned char p[] = {0x80, 4, 'N', ops[i].op, 'x', 'x', 'x', '.'};
+        mpk *k = mpk_new();
+        mpk_val root;
+        T_EQ(mpk_run_memory(k, p, sizeof p, "refused", &root), MP_ERR_FORMAT);
+        char want[64];
+        snprintf(want, sizeof want, "byte offset 3: opcode %s: refused", ops[i].name);
+        if (!strstr(mp_last_error(), want)) mp_t_fail(__FILE__, __LINE__, "%s: %s", ops[i].name, mp_last_error());
+        mpk_free(k);
+    }
+}
+
+static mp_status run_bytes(const unsigned char *p, size_t n) {
+    mpk *k = mpk_new();
+    mpk_val root;
+    mp_status st = mpk_run_memory(k, p, n, "hostile", &root);
+    mpk_free(k);
+    return st;
+}
+
+static void t_pickle_hostile(void) {
+    /* truncated inside a string */
+    static const unsigned char trunc[] = {0x80, 4, 0x8c, 10, 'a', 'b'};
+    T_EQ(run_bytes(trunc, sizeof trunc), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "byte offset 2: opcode SHORT_BINUNICODE") != NULL);
+    /* a memo reference to nothing, and one to itself before it is stored */
+    static const unsigned char memo[] = {0x80, 4, 'h', 7, '.'};
+    T_EQ(run_bytes(memo, sizeof memo), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "memo index 7") != NULL);
+    static const unsigned char self[] = {0x80, 4, ']', 'h', 0, 'a', 0x94, '.'};
+    T_EQ(run_bytes(self, sizeof self), MP_ERR_FORMAT);
+    /* a huge length */
+    static const unsigned char huge[] = {0x80, 4, 0x8d, 0, 0, 0, 0, 0, 0, 0, 0x10, '.'};
+    T_EQ(run_bytes(huge, sizeof huge), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "limit") != NULL);
+    /* nesting deeper than the limit */
+    unsigned char deep[MPK_MAX_MARKS + 8];
+    size_t n = 0;
+    deep[n++] = 0x80, deep[n++] = 4;
+    for (int i = 0; i <= MPK_MAX_MARKS; i++) deep[n++] = '(';
+    deep[n++] = '.';
+    T_EQ(run_bytes(deep, n), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "nesting") != NULL);
+    /* a memo index far past the memo */
+    static const unsigned char gap[] = {0x80, 4, 'N', 'r', 0xff, 0xff, 0xff, 0x0f, '.'};
+    T_EQ(run_bytes(gap, sizeof gap), MP_ERR_FORMAT);
+    /* SETITEMS on a list, APPENDS on a dict */
+    static const unsigned char setl[] = {0x80, 4, ']', '(', 'N', 'N', 'u', '.'};
+    T_EQ(run_bytes(setl, sizeof setl), MP_ERR_FORMAT);
+    static const unsigned char appd[] = {0x80, 4, '}', '(', 'N', 'e', '.'};
+    T_EQ(run_bytes(appd, sizeof appd), MP_ERR_FORMAT);
+    /* text opcodes of protocol 0 are not snapshot data */
+    static const unsigned char text[] = {'I', '1', '\n', '.'};
+    T_EQ(run_bytes(text, sizeof text), MP_ERR_FORMAT);
+}
+
+/* ---- snapshots ---- */
+static mp_snapshot *load(const char *path) {
+    mp_snapshot *s = NULL;
+    mp_status st = mp_snapshot_read(path, &s);
+    if (st) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        return NULL;
+    }
+    mp_mem_opts o = {-1, 20, false};
+    st = mp_snapshot_analyze(s, &o);
+    if (st) {
+        mp_t_fail(__FILE__, __LINE__, "%s: analyze: %s", path, mp_last_error());
+        mp_snapshot_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+#define HUGEPANDA "tests/memory/HugePandaCoder_octree-nca-groupeq__mem_snapshots_cuda_single_step__55ff68f.pickle.gz"
+
+/* Five events, by hand (docs/MEMORY.md "Worked example"):
+ *   0 segment_alloc 20 MiB     reserved 2 MiB -> 22 MiB (the start: 22 MiB final - 20 MiB net)
+ *   1 alloc 6,553,600 at A     live 186,240 -> 6,739,840
+ *   2 alloc 6,553,600 at B     live -> 13,293,440 (the peak)
+ *   3 free_requested A         (A's first free: its free_event)
+ *   4 free_completed A         live -> 6,739,840 (the end)
+ * 186,240: the 75 active blocks of the final segments the trace never
+ * allocates (live before recording); B is the 76th. */
+static void t_hugepanda(void) {
+    mp_snapshot *s = load(HUGEPANDA);
+    if (!s) return;
+    T_CHECK(s->gz);
+    T_EQ(s->ndev, 1);
+    mp_mem_device *d = &s->dev[0];
+    T_EQ(d->nev, 5);
+    T_EQ(d->action_count[MP_MA_ALLOC], 2);
+    T_EQ(d->action_count[MP_MA_SEGMENT_ALLOC], 1);
+    T_EQ(d->start_requested, 186240);
+    T_EQ(d->start_from_blocks, 186240);
+    T_EQ(d->peak_requested, 186240 + 2 * 6553600);
+    T_EQ(d->peak_ev, 2);
+    T_EQ(d->start_reserved, 2097152);
+    T_EQ(d->peak_reserved, 23068672);
+    T_EQ(d->peak_reserved_ev, 0);
+    T_EQ(d->end_requested, 6739840);
+    T_EQ(d->replay_end_requested, 6739840);
+    T_EQ(d->end_reserved, 23068672);
+    T_EQ(d->nlive, 77); /* 2 from the trace, 75 from before */
+    T_EQ(d->live[0].size, 6553600);
+    T_EQ(d->live[0].alloc_ev, 1);
+    T_EQ(d->live[0].free_ev, 3); /* its first free: the free_requested */
+    T_EQ(d->live[1].alloc_ev, 2);
+    int64_t sum = 0;
+    for (int c = 0; c < MP_MC_COUNT; c++) sum += d->categories[c];
+    T_EQ(sum, d->peak_requested);
+    /* the first user frame: the notebook cell's line */
+    uint32_t fr = mp_mem_user_frame(s, d->live[0].stack);
+    T_CHECK(fr != UINT32_MAX);
+    char b[256];
+    T_CHECK(strstr(mp_mem_frame_text(s, fr, b, sizeof b), "1784485557.py:2") != NULL);
+    mp_snapshot_free(s);
+}
+
+static bool file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* Each snapshot with a reference: every field of the reference equals
+ * the replay's; the refused ones exit 2. */
+static void t_references(void) {
+    DIR *dir = opendir("tests/snapshots");
+    T_CHECK(dir != NULL);
+    if (!dir) return;
+    struct dirent *e;
+    int checked = 0;
+    while ((e = readdir(dir))) {
+        size_t l = strlen(e->d_name);
+        if (l < 9 || strcmp(e->d_name + l - 9, ".ref.json") != 0) continue;
+        char base[512], path[600], ref[600];
+        snprintf(base, sizeof base, "%.*s", (int)(l - 9), e->d_name);
+        snprintf(ref, sizeof ref, "tests/snapshots/%s", e->d_name);
+        const char *cands[] = {"tests/snapshots/%s.pickle", "tests/snapshots/%s.pickle.gz", "tests/memory/%s.pickle.gz"};
+        path[0] = 0;
+        for (size_t c = 0; c < MP_ARRAY_LEN(cands); c++) {
+            char p[600];
+            snprintf(p, sizeof p, cands[c], base);
+            if (file_exists(p)) {
+                snprintf(path, sizeof path, "%s", p);
+                break;
+            }
+        }
+        if (!path[0]) continue;
+        size_t len;
+        char *text = jr_slurp(ref, &len);
+        jr *j = text ? jr_parse(text, len, NULL) : NULL;
+        free(text);
+        T_CHECK(j != NULL);
+        if (!j) continue;
+        mp_snapshot *s = NULL;
+        mp_status st = mp_snapshot_read(path, &s);
+        if (!st) {
+            mp_mem_opts o = {-1, 20, false};
+            st = mp_snapshot_analyze(s, &o);
+        }
+        const jr *ex = jr_get(j, "exit");
+        if (ex) {
+            if (st != MP_ERR_FORMAT) mp_t_fail(__FILE__, __LINE__, "%s: read, the reference refuses it", path);
+        } else if (st) {
+            mp_t_fail(__FILE__, __LINE__, "%s: %s", path, mp_last_error());
+        } else {
+            const jr *devs = jr_get(j, "devices");
+            if (jr_len(devs) != s->ndev) mp_t_fail(__FILE__, __LINE__, "%s: %d devices, reference %d", path, s->ndev, jr_len(devs));
+            for (int i = 0; i < s->ndev && i < jr_len(devs); i++) {
+                const jr *r = jr_at(devs, i);
+                const mp_mem_device *d = &s->dev[i];
+                struct {
+                    const char *k;
+                    int64_t v;
+                } f[] = {{"device", d->device},
+                         {"peak_requested_bytes", d->peak_requested},
+                         {"peak_event", d->peak_ev},
+                         {"peak_reserved_bytes", d->peak_reserved},
+                         {"end_requested_bytes", d->end_requested},
+                         {"end_allocated_bytes", d->end_allocated},
+                         {"end_reserved_bytes", d->end_reserved}};
+                for (size_t q = 0; q < MP_ARRAY_LEN(f); q++) {
+                    const jr *x = jr_get(r, f[q].k);
+                    if (!x || x->i != f[q].v)
+                        mp_t_fail(__FILE__, __LINE__, "%s device %d: %s %lld, reference %lld", path, d->device, f[q].k,
+                                  (long long)f[q].v, x ? (long long)x->i : -999LL);
+                }
+                const jr *evs = jr_get(r, "events");
+                int nact = 0;
+                for (const jr *m = evs ? evs->child : NULL; m; m = m->next) {
+                    nact++;
+                    int64_t have = 0;
+                    for (int a = 0; a < s->nactions; a++)
+                        if (strcmp(mp_mem_action_name(s, a), m->key) == 0) have = d->action_count[a];
+                    if (have != m->i) mp_t_fail(__FILE__, __LINE__, "%s: %s %lld, reference %lld", path, m->key, (long long)have, (long long)m->i);
+                }
+                int have_act = 0;
+                for (int a = 0; a < s->nactions; a++) have_act += d->action_count[a] != 0;
+                T_EQ(have_act, nact);
+                const jr *top = jr_get(r, "top10_at_peak");
+                for (int t = 0; t < jr_len(top); t++)
+                    if (t >= (int)d->nlive || d->live[t].size != jr_at(top, t)->i)
+                        mp_t_fail(__FILE__, __LINE__, "%s: top %d differs", path, t);
+                int64_t sum = 0;
+                for (int c = 0; c < MP_MC_COUNT; c++) sum += d->categories[c];
+                T_EQ(sum, d->peak_requested);
+            }
+            checked++;
+        }
+        jr_free(j);
+        mp_snapshot_free(s);
+    }
+    closedir(dir);
+    T_CHECK(checked >= 12);
+}
+
+/* Hostile files: each is refused with a message, nothing runs. */
+static void t_hostile(void) {
+    unlink("/tmp/modelprof-hostile-ran");
+    DIR *dir = opendir("tests/snapshots/hostile");
+    T_CHECK(dir != NULL);
+    if (!dir) return;
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(dir))) {
+        if (!strstr(e->d_name, ".pickle")) continue;
+        char p[600];
+        snprintf(p, sizeof p, "tests/snapshots/hostile/%s", e->d_name);
+        mp_snapshot *s = NULL;
+        mp_status st = mp_snapshot_read(p, &s);
+        if (!st) {
+            mp_mem_opts o = {-1, 20, false};
+            st = mp_snapshot_analyze(s, &o);
+        }
+        if (st != MP_ERR_FORMAT && st != MP_ERR_LIMIT)
+            mp_t_fail(__FILE__, __LINE__, "%s: status %d (%s)", p, (int)st, st ? mp_last_error() : "read");
+        else if (!strstr(mp_last_error(), "hostile/"))
+            mp_t_fail(__FILE__, __LINE__, "%s: the message does not name the file: %s", p, mp_last_error());
+        mp_snapshot_free(s);
+        n++;
+    }
+    closedir(dir);
+    T_CHECK(n >= 40);
+    T_CHECK(!file_exists("/tmp/modelprof-hostile-ran"));
+}
+
+/* Categories at the peak against the generator's own labels
+ * (tests/snapshots/NAME.truth.json, MEMFIX's tools/make_snapshots.py):
+ * equal on every snapshot but the documented ones (docs/MEMORY.md
+ * "Categories": a final block without frames is unknown, not guessed; an
+ * allocation freed on another stream before any forward read it, or one
+ * a forward would have freed had it not run out of memory, cannot be told
+ * from the file). Always: the categories sum to the peak. */
+static void t_categories(void) {
+    static const char *const differ[] = {"v113_bare_list", "v20_one_entry", "v22_bare_list", "v22_ring_truncated",
+                                         "v22_zero_events", "v22_pending_free", "v25_multidev_oom"};
+    DIR *dir = opendir("tests/snapshots");
+    T_CHECK(dir != NULL);
+    if (!dir) return;
+    struct dirent *e;
+    int equal = 0, checked = 0;
+    while ((e = readdir(dir))) {
+        size_t l = strlen(e->d_name);
+        if (l < 11 || strcmp(e->d_name + l - 11, ".truth.json") != 0) continue;
+        char base[300], path[600], tp[600];
+        snprintf(base, sizeof base, "%.*s", (int)(l - 11), e->d_name);
+        snprintf(tp, sizeof tp, "tests/snapshots/%s", e->d_name);
+        snprintf(path, sizeof path, "tests/snapshots/%s.pickle", base);
+        if (!file_exists(path)) snprintf(path, sizeof path, "tests/snapshots/%s.pickle.gz", base);
+        if (!file_exists(path)) continue;
+        size_t len;
+        char *text = jr_slurp(tp, &len);
+        jr *j = text ? jr_parse(text, len, NULL) : NULL;
+        free(text);
+        mp_snapshot *s = load(path);
+        if (!j || !s) {
+            jr_free(j);
+            mp_snapshot_free(s);
+            continue;
+        }
+        bool expect_equal = true;
+        for (size_t q = 0; q < MP_ARRAY_LEN(differ); q++) expect_equal &= strcmp(base, differ[q]) != 0;
+        bool all = true;
+        const jr *devs = jr_get(j, "devices");
+        for (int i = 0; i < s->ndev && i < jr_len(devs); i++) {
+            const mp_mem_device *d = &s->dev[i];
+            const jr *cats = jr_get(jr_at(devs, i), "categories_at_peak");
+            int64_t sum = 0;
+            for (int c = 0; c < MP_MC_COUNT; c++) {
+                const jr *x = jr_get(cats, mp_mem_category_names[c]);
+                if ((x ? x->i : 0) != d->categories[c]) all = false;
+                sum += d->categories[c];
+            }
+            T_EQ(sum, d->peak_requested);
+        }
+        if (expect_equal && !all) mp_t_fail(__FILE__, __LINE__, "%s: categories differ from the truth", base);
+        equal += all;
+        checked++;
+        jr_free(j);
+        mp_snapshot_free(s);
+    }
+    closedir(dir);
+    T_CHECK(checked >= 15);
+    T_CHECK(equal >= checked - (int)MP_ARRAY_LEN(differ));
+    /* the Adam loop (the peak in the first backward): the parameters, the
+     * one gradient made so far, Adam's two states */
+    mp_snapshot *s = load("tests/snapshots/v22_train_adam.pickle");
+    if (!s) return;
+    const mp_mem_device *d = &s->dev[0];
+    int64_t layer = 1048576 + 2048;
+    T_EQ(d->categories[MP_MC_PARAMETER], 4 * layer);
+    T_EQ(d->categories[MP_MC_GRADIENT], layer);
+    T_EQ(d->categories[MP_MC_OPTIMIZER_STATE], 8 * layer);
+    T_EQ(d->categories[MP_MC_UNKNOWN], 0);
+    T_EQ(d->nsteps, 4);
+    mp_snapshot_free(s);
+    s = load("tests/snapshots/v22_no_frames.pickle");
+    if (!s) return;
+    T_EQ(s->dev[0].categories[MP_MC_UNKNOWN], s->dev[0].peak_requested);
+    mp_snapshot_free(s);
+}
+
+static bool has_finding(const mp_mem_device *d, int kind) {
+    for (int i = 0; i < d->nfindings; i++)
+        if (d->findings[i].kind == kind) return true;
+    return false;
+}
+
+static void t_findings(void) {
+    mp_snapshot *s = load("tests/snapshots/v25_leak_churn.pickle.gz");
+    if (!s) return;
+    const mp_mem_device *d = &s->dev[0];
+    T_EQ(d->nsteps, 5);
+    T_CHECK(has_finding(d, MP_MF_LEAK));
+    T_CHECK(has_finding(d, MP_MF_CHURN));
+    T_CHECK(has_finding(d, MP_MF_GRAD_ALIVE));
+    for (int i = 0; i < d->nfindings; i++)
+        if (d->findings[i].kind == MP_MF_LEAK)
+            T_CHECK(strstr(d->findings[i].text, "12.00 MiB in 4 allocation(s) at /home/user/proj/train.py:66 (main).") != NULL);
+    /* module paths from the events' user_metadata */
+    int with_module = 0;
+    for (uint32_t i = 0; i < d->nlive; i++)
+        if (d->live[i].category == MP_MC_PARAMETER && mp_mem_meta(s, d->live[i].meta) &&
+            strncmp(mp_mem_meta(s, d->live[i].meta), "model.layers.", 13) == 0)
+            with_module++;
+    T_EQ(with_module, 8);
+    mp_snapshot_free(s);
+    /* module paths from 'nn.Module: PATH' ranges in external_annotations */
+    s = load("tests/snapshots/v25_module_annotations.pickle");
+    if (!s) return;
+    int annotated = 0;
+    for (uint32_t i = 0; i < s->dev[0].nlive; i++) {
+        const char *m = mp_mem_meta(s, s->dev[0].live[i].meta);
+        annotated += m && strncmp(m, "model", 5) == 0;
+    }
+    T_CHECK(annotated > 0);
+    mp_snapshot_free(s);
+    s = load("tests/snapshots/v22_train_adam.pickle");
+    if (!s) return;
+    T_CHECK(!has_finding(&s->dev[0], MP_MF_LEAK));
+    T_CHECK(!has_finding(&s->dev[0], MP_MF_GRAD_ALIVE));
+    mp_snapshot_free(s);
+    s = load("tests/snapshots/v25_multidev_oom.pickle");
+    if (!s) return;
+    T_EQ(s->ndev, 2);
+    T_EQ(s->dev[1].device, 2);
+    T_CHECK(has_finding(&s->dev[1], MP_MF_OOM));
+    for (int i = 0; i < s->dev[1].nfindings; i++)
+        if (s->dev[1].findings[i].kind == MP_MF_OOM) T_CHECK(strstr(s->dev[1].findings[i].text, "14.00 MiB free") != NULL);
+    mp_snapshot_free(s);
+    s = load("tests/snapshots/v20_one_entry.pickle");
+    if (!s) return;
+    T_CHECK(has_finding(&s->dev[0], MP_MF_ONE_ENTRY));
+    mp_snapshot_free(s);
+}
+
+static void t_nothing(void) {
+    mp_snapshot *s = NULL;
+    T_EQ(mp_snapshot_read("tests/snapshots/recorded_nothing.pickle", &s), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "recorded nothing") && strstr(mp_last_error(), "_record_memory_history"));
+    T_CHECK(s == NULL);
+}
+
+static void t_command(void) {
+    const char *json[] = {"memory", "--format", "json", "--stack", "full", "tests/snapshots/v25_multidev_oom.pickle", NULL};
+    t_cli r = t_cli_run(json, 60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(r.out && strstr(r.out, "\"peak_requested_bytes\"") && strstr(r.out, "\"categories_at_peak\""));
+    t_cli_free(&r);
+    const char *dev[] = {"memory", "--device", "2", "tests/snapshots/v25_multidev_oom.pickle", NULL};
+    r = t_cli_run(dev, 60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(r.out && strstr(r.out, "Device 2") && !strstr(r.out, "Device 0"));
+    t_cli_free(&r);
+    const char *nodev[] = {"memory", "--device", "5", "tests/snapshots/v25_multidev_oom.pickle", NULL};
+    r = t_cli_run(nodev, 60, 0);
+    T_EQ(r.code, 1);
+    t_cli_free(&r);
+    const char *bad[] = {"memory", "tests/snapshots/hostile/global_reduce.pickle", NULL};
+    r = t_cli_run(bad, 60, 0);
+    T_EQ(r.code, 2);
+    T_CHECK(r.err && strstr(r.err, "GLOBAL") && strstr(r.err, "byte offset"));
+    t_cli_free(&r);
+    const char *flag[] = {"memory", "--format", "xml", HUGEPANDA, NULL};
+    r = t_cli_run(flag, 60, 0);
+    T_EQ(r.code, 1);
+    t_cli_free(&r);
+    static const char *tables[] = {"holders", "sites", "events"};
+    for (int i = 0; i < 3; i++) {
+        const char *csv[] = {"memory", "--format", "csv", "--csv-table", tables[i], HUGEPANDA, NULL};
+        r = t_cli_run(csv, 60, 0);
+        T_EQ(r.code, 0);
+        int lines = 0;
+        for (const char *p = r.out; p && *p; p++) lines += *p == '\n';
+        T_EQ(lines, i == 0 ? 78 : i == 1 ? 4 : 6);
+        t_cli_free(&r);
+    }
+}
+
+/* memory diff: a snapshot against itself is all zero; against another,
+ * the deltas are B - A and the sites come largest change first. */
+static void t_diff(void) {
+    const char *self[] = {"memory", "diff", "--format", "json", "tests/snapshots/v22_train_adam.pickle",
+                          "tests/snapshots/v22_train_adam.pickle", NULL};
+    t_cli r = t_cli_run(self, 60, 0);
+    T_EQ(r.code, 0);
+    jr *j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
+    T_CHECK(j != NULL);
+    const jr *d0 = j ? jr_at(jr_path(j, "diff.devices"), 0) : NULL;
+    T_CHECK(d0 && jr_get(d0, "delta_bytes")->i == 0 && jr_get(d0, "a_peak_requested_bytes")->i == 34637828); /* its .ref.json */
+    for (const jr *s = d0 ? jr_get(d0, "sites")->child : NULL; s; s = s->next) T_EQ(jr_get(s, "delta_bytes")->i, 0);
+    jr_free(j);
+    t_cli_free(&r);
+    const char *two[] = {"memory", "diff", "--format", "json", "tests/snapshots/v22_train_adam.pickle",
+                         "tests/snapshots/v25_leak_churn.pickle.gz", NULL};
+    r = t_cli_run(two, 60, 0);
+    T_EQ(r.code, 0);
+    j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
+    d0 = j ? jr_at(jr_path(j, "diff.devices"), 0) : NULL;
+    T_CHECK(d0 != NULL);
+    if (d0) {
+        T_EQ(jr_get(d0, "delta_bytes")->i, jr_get(d0, "b_peak_requested_bytes")->i - jr_get(d0, "a_peak_requested_bytes")->i);
+        const jr *other = jr_path(d0, "categories.other");
+        T_EQ(jr_get(other, "delta")->i, 4 * 3145728); /* the leak: 4 x 3 MiB kept by train.py:66 at B's peak */
+        const jr *first = jr_at(jr_get(d0, "sites"), 0);
+        T_CHECK(strstr(jr_get(first, "site")->s, "train.py:66") != NULL);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+}
+
+/* Predicted against measured: the plan of the MLP the Adam loop trains
+ * (tests/memory/mlp4.onnx: 4 x Linear(512, 512), weights left out) puts
+ * its weights and Adam states on the bytes measured at the peak, byte for
+ * byte (fp32: 4 + 8 bytes a parameter); the peak falls in a backward, with
+ * one layer's gradient made of the four the plan counts. */
+static void t_predicted(void) {
+    const char *args[] = {"memory", "--format", "json", "tests/snapshots/v22_train_adam.pickle", "--plan-model",
+                          "tests/memory/mlp4.onnx", "--dim", "batch=64", "--precision", "fp32", NULL};
+    t_cli r = t_cli_run(args, 60, 0);
+    T_EQ(r.code, 0);
+    jr *j = r.out ? jr_parse(r.out, r.out_len, NULL) : NULL;
+    const jr *rows = j ? jr_path(jr_at(jr_path(j, "memory.devices"), 0), "predicted.rows") : NULL;
+    T_EQ(jr_len(rows), 5);
+    int exact = 0;
+    for (int i = 0; i < jr_len(rows); i++) {
+        const jr *row = jr_at(rows, i);
+        const char *c = jr_get(row, "category")->s;
+        if (strcmp(c, "parameter") == 0 || strcmp(c, "optimizer_state") == 0) {
+            T_EQ(jr_get(row, "delta_bytes")->i, 0);
+            T_CHECK(jr_get(row, "predicted_bytes")->i > 0);
+            exact++;
+        }
+        if (strcmp(c, "gradient") == 0) { /* the peak falls in the backward: one layer's of four made */
+            T_EQ(jr_get(row, "predicted_bytes")->i, 4 * (1048576 + 2048));
+            T_EQ(jr_get(row, "measured_bytes")->i, 1048576 + 2048);
+        }
+    }
+    T_EQ(exact, 2);
+    jr_free(j);
+    t_cli_free(&r);
+    const char *bad[] = {"memory", "tests/snapshots/v22_train_adam.pickle", "--dim", "batch=64", NULL};
+    r = t_cli_run(bad, 60, 0);
+    T_EQ(r.code, 1);
+    t_cli_free(&r);
+}
+
+/* Steps without frames: the JasperSolt snapshot with its stacks removed
+ * repeats every 193 allocations; a forward's layers (silmont2000) repeat
+ * too but keep their bytes, and are not steps. */
+static void t_periodic(void) {
+    mp_snapshot *s = load("tests/memory/JasperSolt_no_frames.pickle.gz");
+    if (!s) return;
+    const mp_mem_device *d = &s->dev[0];
+    T_CHECK(!s->has_frames);
+    T_EQ_STR(d->steps_from, "periodic allocations");
+    T_EQ(d->nsteps, 9);
+    for (int i = 1; i < d->nsteps; i++) {
+        T_EQ(d->steps[i].start_bytes, 48748928); /* 46.49 MiB: the baseline */
+        T_EQ(d->steps[i].end_bytes, 48748928);
+        T_EQ(d->steps[i].peak_bytes, d->peak_requested);
+    }
+    mp_snapshot_free(s);
+    s = load("tests/memory/silmont2000_assignment2-systems__memory_forward_bf16_128__d9ecf8b.pickle.gz");
+    if (!s) return;
+    T_EQ(s->dev[0].nsteps, 0);
+    mp_snapshot_free(s);
+}
+
+MP_TESTS(memory) {
+    {"pickle_values", t_pickle_values},
+    {"pickle_refused", t_pickle_refused},
+    {"pickle_hostile", t_pickle_hostile},
+    {"hugepanda", t_hugepanda},
+    {"references", t_references},
+    {"hostile", t_hostile},
+    {"categories", t_categories},
+    {"findings", t_findings},
+    {"nothing", t_nothing},
+    {"cli", t_command},
+    {"diff", t_diff},
+    {"predicted", t_predicted},
+    {"periodic", t_periodic},
+};
+MP_TESTS_END(memory)
