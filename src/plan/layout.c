@@ -111,6 +111,9 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         int blk_id = -2;
         double fwd_s = 0, bwd_s = 0, rec_s = 0, tpc_s = 0;
         uint64_t adafactor = 0;
+        mp_ft_acc fa; /* fine-tuning: the stage's parameters by class */
+        memset(&fa, 0, sizeof fa);
+        double ft_opt_s = 0;
         /* nodes up to the end of this stage's last block; the last stage
          * takes the rest */
         for (; k < pl->n_nodes; k++) {
@@ -128,6 +131,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                 uint64_t e = mp_tplan_numel(&g->values[v]);
                 if (pl->param_split[v]) p_split += e;
                 else p_rep += e;
+                if (pl->ft) mp_tplan_ft_param(pl, v, pl->param_split[v], tp, &fa);
                 if (o->optimizer == MP_OPT_ADAFACTOR) {
                     const mp_value *val = &g->values[v];
                     /* factored second moment: a row and a column vector per matrix */
@@ -139,6 +143,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     }
                 }
             }
+            if (pl->ft) mp_tplan_ft_node(pl, pn, &fa);
             /* sequence parallelism (Korthikanti et al. 2022): inside the
              * blocks what tensor parallelism replicates (norms, residuals,
              * dropouts, a column-split product's input) is split along the
@@ -200,6 +205,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             mem->optimizer_bytes = mp_tplan_dbytes((mp_tplan_mixed(o->precision) || o->precision == MP_PREC_FP32 ? 4.0 : 2.0) /
                                               (zero >= 1 ? dp : 1),
                                           adafactor);
+        if (pl->ft) mp_tplan_ft_states(pl, &fa, tp, zero, dp, m, mem, ps, &ft_opt_s);
         mem->activations_bytes = acts * (uint64_t)in_flight;
         if (o->checkpointing) temp += blk_max; /* a block's recomputed set and its transient */
         if (s == pp - 1 && o->loss && loss > 0 && 2 * loss > temp) temp = 2 * loss;
@@ -257,6 +263,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         double upd = (double)(mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes) * 2 +
                      (double)mem->grads_bytes;
         double topt = pl->bw > 0 ? upd / (pl->bw * o->memory_eff) : 0;
+        if (pl->ft) topt = ft_opt_s; /* trainable states only; offloaded: the host link and the CPU */
         if (topt > out->optimizer_s) out->optimizer_s = topt;
         if (tpc_s > out->tp_comm_s) out->tp_comm_s = tpc_s;
         if (ps->p2p_s > out->p2p_s) out->p2p_s = ps->p2p_s;

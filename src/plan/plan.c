@@ -17,7 +17,8 @@
 static const char *const prec_names[MP_PREC_COUNT] = {"fp32", "bf16", "fp16", "bf16-mixed",
                                                       "fp16-mixed", "auto"};
 static const char *const opt_names[MP_OPT_COUNT] = {"adamw", "adam", "sgd", "sgd-momentum",
-                                                    "adafactor", "none"};
+                                                    "adafactor", "none", "adamw8bit",
+                                                    "paged_adamw8bit", "lion"};
 
 const char *mp_precision_name(mp_precision p) {
     return (unsigned)p < MP_PREC_COUNT ? prec_names[p] : NULL;
@@ -51,6 +52,7 @@ static void tplan_defaults(mp_tplan_options *o) {
     o->memory_eff = 0.8;
     o->node_overhead_s = 10e-6;
     o->reserve_gb = 2;
+    o->lora_alpha = 8; /* PEFT's LoraConfig default */
 }
 
 mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size) {
@@ -166,7 +168,7 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
     }
     if (o->tokens < 0 || o->samples < 0) return mp_error(MP_ERR_USAGE, "--tokens/--samples: expected a positive count");
     if (o->tokens > 0 && o->samples > 0) return mp_error(MP_ERR_USAGE, "--tokens and --samples: give one");
-    return MP_OK;
+    return mp_tplan_ft_check(o);
 }
 
 /* --batch on an export whose batch is fixed: the graph inputs' dim 0 is a
@@ -245,6 +247,16 @@ static mp_status plan_build(mp_tplan *pl) {
         return mp_error(MP_ERR_USAGE, "--checkpointing: the model has no repeated blocks to checkpoint");
 
     if ((st = mp_tplan_layouts(pl))) return st;
+    if (pl->ft && !o->inference) {
+        /* fine-tuning's host figures: the worst stage's (finetune.c) */
+        const mp_pstage *ws = &pl->stages[pl->worst];
+        pl->host_bytes = ws->host_bytes;
+        pl->link_bytes = ws->link_bytes;
+        if (o->offload) {
+            pl->link_s = pl->host_link > 0 ? ws->link_bytes / pl->host_link : 0;
+            pl->cpu_opt_s = (double)ws->trainable / (pl->zero >= 1 ? pl->dp : 1) / pl->cpu_adam;
+        }
+    }
     if (o->inference) {
         memset(&pl->mem, 0, sizeof pl->mem);
         /* the stage holding the most parameters (after tensor parallelism) */
