@@ -17,6 +17,13 @@ section 9 lists them with their figures):
              (causal Where mask, Python gelu_new, tied head)
   llama      the Llama fixture code (grouped-query attention 4/2 heads,
              SwiGLU, RMSNorm, rotary, repeat_kv), sequence 512
+  plain_a,   Llama-style decoders in plain torch written differently
+  plain_b    (tools/plain_decoders.py: RMSNorm as x * rsqrt(mean(x*x) + eps)
+             * w, rotary with cat, GQA by expand and reshape, a boolean
+             causal mask with masked_fill), 2 layers of 512, 8 heads and 2
+             KV heads, batch 2 x 256: fully trained, with LoRA rank 8 on q
+             and v (plain-torch LoRA: the base frozen) and with the first
+             layer and the embedding frozen (--freeze '*' --unfreeze ...)
 
 each in fp32, under torch.autocast("cpu", dtype=torch.bfloat16), both with
 activation checkpointing (torch.utils.checkpoint around each block the
@@ -109,7 +116,30 @@ CASES = {
     "bert": (build_bert, MODES),
     "gpt2": (build_gpt2, MODES + ("pure bf16",)),
     "llama": (build_llama, MODES + ("pure bf16",)),
+    "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora")),
+    "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze")),
 }
+
+# fine-tuning modes: the plan's flags and what the PyTorch model is given
+FT_ARGS = {
+    "lora": ["--lora-rank", "8", "--lora-targets", "q,v"],
+    "freeze": ["--freeze", "*", "--unfreeze", "layers.1.*", "--unfreeze", "norm.*", "--unfreeze", "out.*"],
+}
+
+
+def build_plain(variant):
+    import plain_decoders as pd
+    return pd.PlainDecoder(variant), (torch.randint(0, 1000, (2, 256), generator=g()),)
+
+
+def finetune(model, mode):
+    """LoRA on q and v (wq, wv) in plain torch, or the freeze/unfreeze of FT_ARGS."""
+    import plain_decoders as pd
+    if mode.endswith("lora"):
+        pd.add_lora(model, pd.linears(model, ("wq", "wv")), r=8)
+    elif mode.endswith("freeze"):
+        for n, p in model.named_parameters():
+            p.requires_grad_(n.startswith(("layers.1.", "norm.", "out.")))
 
 
 def model_of(name, pure, out):
@@ -252,7 +282,11 @@ def main():
             args = []
             if name == "resnet50":
                 args = ["--input", "input=1x3x64x64"]
-            args += ["--precision", "bf16-mixed" if autocast else "auto"]
+            args += ["--precision", "bf16-mixed" if autocast else "auto", "--torch-version", "1.13"]
+            ft = mode.split()[-1] if mode.split()[-1] in FT_ARGS else None
+            if ft:
+                args += FT_ARGS[ft]
+                finetune(model, mode)
             if autocast:
                 args += ["--autocast-device", "cpu"]
             if ckpt:
