@@ -82,7 +82,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(trace_diff)        \
     X(trace_job)         \
     X(ort)               \
-    X(plan)
+    X(plan)              \
+    X(finetune)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

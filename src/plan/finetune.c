@@ -94,17 +94,17 @@ static int product_weight(const mp_graph *g, const mp_node *n, uint32_t *fin, ui
 }
 
 /* A glob matches a parameter by its name ("layers.0.attention.wq.weight"),
- * its module path ("layers.0.attention.wq") or, for a name the exporter
- * made up ("onnx::MatMul_12"), the module path of the node reading it. */
+ * by the path of its module or of any module above it ("layers.0.attention"
+ * matches every parameter under it) or, for a name the exporter made up
+ * ("onnx::MatMul_12"), by the module path of the node reading it. */
 static bool glob_match(const char *glob, const char *name, const char *mod) {
     if (fnmatch(glob, name, 0) == 0) return true;
-    const char *dot = strrchr(name, '.');
-    if (dot && dot > name) {
-        char buf[512];
-        size_t k = (size_t)(dot - name);
-        if (k < sizeof buf) {
-            memcpy(buf, name, k);
-            buf[k] = 0;
+    char buf[512];
+    size_t len = strlen(name);
+    if (len < sizeof buf) {
+        memcpy(buf, name, len + 1);
+        for (char *dot = strrchr(buf, '.'); dot && dot > buf; dot = strrchr(buf, '.')) {
+            *dot = 0;
             if (fnmatch(glob, buf, 0) == 0) return true;
         }
     }
