@@ -455,7 +455,15 @@ typedef struct mp_tplan_options {
                                * in its shapes (static: the dynamo exporter's default): the graph
                                * is planned at its own batch and every per-sample figure scaled;
                                * 0: the graph's batch */
-    /* since version 3: fine-tuning (docs/PLANNING.md section 12) */
+    /* since version 3: the step around the graph */
+    int loss_form;            /* MP_LOSS_*: what runs between output 0 and the scalar loss
+                               * (default auto: causal-lm on a model with an LM head,
+                               * cross-entropy otherwise; --no-loss is none) */
+    int optimizer_impl;       /* MP_OPTIMPL_*: PyTorch's foreach (default), fused or for-loop
+                               * optimizer step: how many operators it dispatches */
+    double host_op_s;         /* host time to dispatch one eager PyTorch operator (Python,
+                               * dispatcher, autograd, launch; default 10 us) */
+    /* since version 3 (h-lora): fine-tuning (docs/PLANNING.md section 12) */
     char trainable[512];      /* --freeze / --unfreeze globs over parameter and module paths in
                                * the order given, each "-GLOB;" or "+GLOB;" (mp_tplan_options_set
                                * appends): the last that matches a parameter decides */
@@ -472,6 +480,9 @@ typedef struct mp_tplan_options {
     double cpu_adam_gps;      /* > 0: offloaded optimizer's CPU rate, 1e9 parameters a second */
     int torch_version;        /* autograd's rules: 0 PyTorch 2, 1 PyTorch 1.13 */
 } mp_tplan_options;
+/* mp_tplan_options.loss_form and .optimizer_impl */
+enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };
+enum { MP_OPTIMPL_FOREACH, MP_OPTIMPL_FUSED, MP_OPTIMPL_FOR_LOOP, MP_OPTIMPL_COUNT };
 MP_API mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size);
 #define mp_tplan_options_default(o) mp_tplan_options_init((o), sizeof *(o))
 /* MP_ERR_USAGE with a message naming the flags when the options conflict

@@ -83,7 +83,8 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(trace_job)         \
     X(ort)               \
     X(plan)              \
-    X(finetune)
+    X(finetune)          \
+    X(plan_step)
 
 #define MP__DECL_TESTS(f)              \
     extern const mp_test mp_tests_##f[]; \

@@ -331,7 +331,7 @@ static int attn_source(const pctx *c, int a, int v) {
 /* Roles and tensor-parallel classes of every node from the patterns. */
 static void plan_roles(pctx *c) {
     const mp_patterns *P = c->P;
-    bool fused = c->pl->o.attention_fused && c->training;
+    bool fused = c->pl->o.attention_fused != 0; /* inference runs the same SDPA */
     for (int i = 0; P && i < P->n_norms; i++) {
         const mp_pnorm *nm = &P->norms[i];
         if (!norm_whole(nm)) continue;
@@ -345,7 +345,7 @@ static void plan_roles(pctx *c) {
     for (int i = 0; P && i < P->n_attn; i++) {
         const mp_pattn *a = &P->attn[i];
         if (a->op >= 0) { /* an operator: its own rule, one fused kernel */
-            c->pl->attn_fused += c->training;
+            c->pl->attn_fused++;
             continue;
         }
         /* scaled_dot_product_attention's backend (PyTorch's sdp_utils):
@@ -911,6 +911,18 @@ static mp_status graph_pass(pctx *c) {
             for (int i = 0; i < n->n_in && i < 32; i++)
                 if ((rg & (1u << i)) && !c->cst[n->in[i]]) pn->n_bwd_kernels++;
         if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) pn->n_bwd_kernels = rg ? 1 : 0;
+        /* operators PyTorch dispatches (host.c): one per node in the forward,
+         * views and casts included, none for a pattern's members (one
+         * operator for the group) nor eager attention's NaN guard (absent
+         * in PyTorch); in the backward one autograd node per node that
+         * passes a gradient, at least one operator (a view's is a view) */
+        if (role != ROLE_MEMBER && role != ROLE_ATTN_OUT && role != ROLE_GUARD) {
+            bool shape = n->n_out > 0;
+            for (int i = 0; i < n->n_out; i++)
+                if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape = false;
+            pn->n_fwd_ops = shape ? 0 : 1;
+            if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 ? pn->n_bwd_kernels : 1);
+        }
 
         /* work and traffic; a node reading an activation works per sample.
          * A pattern run as one operator is one kernel: its head has the
@@ -1080,14 +1092,136 @@ static mp_status graph_pass(pctx *c) {
 }
 
 
+/* The inference forward's live activations, as eager PyTorch holds them
+ * under no_grad: each node's outputs are allocated when it runs and freed
+ * after their last reader; a view (transpose, reshape of a contiguous
+ * tensor, slice) shares its input's storage; a pattern run as one operator
+ * (a fused attention, F.layer_norm, F.gelu) materialises only what leaves
+ * the group: a fused attention never writes its scores (--attention eager:
+ * they are written and read as the graph says). Graph inputs are resident
+ * (counted apart), outputs live to the end. The peak of that walk, in the
+ * plan's types. */
+static uint64_t inference_live(const pctx *c) {
+    const mp_graph *g = c->g;
+    const mp_patterns *P = c->P;
+    int nv = g->n_values, nn = g->n_nodes;
+    int *last = malloc(sizeof(int) * ((size_t)nv + 1));
+    uint8_t *mat = calloc((size_t)nv + 1, 1);
+    uint64_t *bytes = calloc((size_t)nv + 1, sizeof(uint64_t));
+    if (!last || !mat || !bytes) {
+        free(last);
+        free(mat);
+        free(bytes);
+        return c->pl->p->activation_peak_bytes;
+    }
+    for (int v = 0; v < nv; v++) last[v] = -1;
+    for (int k = 0; k < nn; k++) {
+        int ni = g->order[k];
+        const mp_node *n = &g->nodes[ni];
+        mp_pref me = mp_pattern_at(P, ni);
+        for (int i = 0; i < n->n_in; i++) {
+            int v = n->in[i];
+            if (v < 0) continue;
+            last[c->stor[v]] = k;
+            int p = g->values[v].producer;
+            if (p < 0 || c->role[p] == ROLE_OWN || c->role[p] == ROLE_GUARD) continue;
+            mp_pref pr = mp_pattern_at(P, p);
+            if (pr.kind != me.kind || pr.index != me.index) mat[v] = 1; /* leaves its group */
+        }
+    }
+    /* Python's references: a module's caller holds the tensors it passed
+     * in until the call returns (nn.Sequential's loop variable, a block's
+     * `residual = hidden_states`), so a value read inside a module it was
+     * not made in lives until that module's last node */
+    const mp_model *md = c->m;
+    int nm = md->n_modules;
+    int *mlast = nm > 0 ? malloc(sizeof(int) * (size_t)nm) : NULL;
+    if (mlast) {
+        for (int a = 0; a < nm; a++) mlast[a] = -1;
+        for (int k = 0; k < nn; k++)
+            for (int a = g->nodes[g->order[k]].module, hop = 0; a >= 0 && a < nm && hop < 256;
+                 a = md->modules[a].parent, hop++)
+                if (k > mlast[a]) mlast[a] = k;
+        for (int k = 0; k < nn; k++) {
+            const mp_node *n = &g->nodes[g->order[k]];
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || c->cst[v]) continue;
+                int p = g->values[v].producer;
+                int mp = p >= 0 ? g->nodes[p].module : -1;
+                for (int a = n->module, hop = 0; a >= 0 && a < nm && hop < 256; a = md->modules[a].parent, hop++) {
+                    bool holds = false; /* a contains the producer: the value was made inside */
+                    for (int b = mp, h2 = 0; b >= 0 && b < nm && h2 < 256; b = md->modules[b].parent, h2++)
+                        if (b == a) {
+                            holds = true;
+                            break;
+                        }
+                    if (holds) break;
+                    if (mlast[a] > last[c->stor[v]]) last[c->stor[v]] = mlast[a];
+                }
+            }
+        }
+        free(mlast);
+    }
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0) {
+            mat[g->outputs[i]] = 1;
+            last[c->stor[g->outputs[i]]] = nn;
+        }
+    /* storages by the position after which they die */
+    int *dies_first = malloc(sizeof(int) * ((size_t)nn + 1)), *dies_next = malloc(sizeof(int) * ((size_t)nv + 1));
+    if (!dies_first || !dies_next) {
+        free(dies_first);
+        free(dies_next);
+        free(last);
+        free(mat);
+        free(bytes);
+        return c->pl->p->activation_peak_bytes;
+    }
+    for (int k = 0; k <= nn; k++) dies_first[k] = -1;
+    for (int v = 0; v < nv; v++) {
+        dies_next[v] = -1;
+        if (c->stor[v] == v && last[v] >= 0 && last[v] < nn) {
+            dies_next[v] = dies_first[last[v]];
+            dies_first[last[v]] = v;
+        }
+    }
+    uint64_t live = 0, peak = 0;
+    for (int k = 0; k < nn; k++) {
+        int ni = g->order[k];
+        const mp_node *n = &g->nodes[ni];
+        int role = c->role[ni];
+        for (int i = 0; i < n->n_out; i++) {
+            int v = n->out[i];
+            if (v < 0 || c->stor[v] != v) continue; /* a view: no storage of its own */
+            if (c->cst[v] && !run_made(c, v)) continue;
+            if (role != ROLE_OWN && role != ROLE_GUARD && !mat[v]) continue; /* inside a group */
+            if (last[v] < 0) continue; /* never read: freed at once */
+            bytes[v] = bscale(c, v_bytes(c, v));
+            live += bytes[v];
+        }
+        if (live > peak) peak = live;
+        for (int q = dies_first[k]; q >= 0; q = dies_next[q])
+            if (bytes[q]) {
+                live -= bytes[q];
+                bytes[q] = 0;
+            }
+    }
+    free(dies_first);
+    free(dies_next);
+    free(last);
+    free(mat);
+    free(bytes);
+    return peak;
+}
+
 static uint64_t inference_peak(mp_tplan *pl, const pctx *c) {
-    const mp_profile *p = pl->p;
     const mp_graph *g = c->g;
     uint64_t in = 0;
     for (int i = 0; i < g->n_inputs; i++) in += bscale(c, v_bytes(c, g->inputs[i]));
     pl->infer_inputs = in;
-    double ratio = (double)dt_size(c->base_dt) / (double)dt_size(c->model_dt);
-    pl->infer_acts = bscale(c, (uint64_t)((double)p->activation_peak_bytes * ratio));
+    pl->infer_acts = inference_live(c);
+    pl->infer_live = pl->infer_acts;
     return in;
 }
 
@@ -1151,26 +1285,19 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                 pl->tokens_per_mb = bscale(&c, mp_tplan_numel(v));
             }
         }
-        /* the loss: cross-entropy on output 0 keeps its log-probabilities */
-        if (o->loss && !o->inference && g->n_outputs > 0) {
+        /* the loss (loss.c): the form, what it keeps and allocates */
+        if (g->n_outputs > 0) {
             int y = g->outputs[0];
-            const mp_value *v = &g->values[y];
-            if (mp_dtype_is_float(v->dtype) && v->rank >= 2) {
-                int ldt = c.mixed ? MP_DT_FLOAT : c.base_dt;
-                uint64_t n = mp_tplan_numel(v), C = (uint64_t)v->dims[v->rank - 1];
-                pl->loss_bytes = bscale(&c, n * (uint64_t)dt_size(ldt) + (C ? n / C * 8 : 0));
-                /* F.cross_entropy = log_softmax + nll_loss. Forward: the
-                 * logits cast to fp32 under autocast (its fp32 list), the
-                 * log-softmax read and written, the loss picked; backward:
-                 * nll_loss's gradient written (zeros, then the targets),
-                 * log_softmax's backward reading it and the log-probabilities
-                 * and writing the logits' gradient, cast back */
-                int ydt = c.adt[y], ls = dt_size(ldt), ys = dt_size(ydt);
-                bool cast = ydt != ldt;
-                pl->loss_fwd_io = bscale(&c, n * (uint64_t)((cast ? ys + ls : 0) + 2 * ls));
-                pl->loss_bwd_io = bscale(&c, n * (uint64_t)(ls + 3 * ls + (cast ? ls + ys : 0)));
-                pl->loss_fwd_kernels = 2 + cast;
-                pl->loss_bwd_kernels = 2 + cast;
+            mp_tplan_loss_rule(pl, c.adt[y], c.mixed, c.b_num, c.b_den);
+            const mp_tplan_loss *L = &pl->loss;
+            if (L->form != MP_LOSS_NONE) {
+                pl->loss_bytes = L->kept;
+                pl->loss_fwd_io = L->fwd_io;
+                pl->loss_bwd_io = L->bwd_io;
+                pl->loss_fwd_kernels = L->fwd_kernels;
+                pl->loss_bwd_kernels = L->bwd_kernels;
+            } else {
+                pl->o.loss = 0;
             }
         }
         /* inference */

@@ -110,6 +110,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         uint64_t blk_cur = 0, blk_max = 0;
         int blk_id = -2;
         double fwd_s = 0, bwd_s = 0, rec_s = 0, tpc_s = 0;
+        uint64_t hops = 0, kern = 0; /* operators dispatched, kernels launched (host.c) */
         uint64_t adafactor = 0;
         mp_ft_acc fa; /* fine-tuning: the stage's parameters by class */
         memset(&fa, 0, sizeof fa);
@@ -180,6 +181,15 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             tb += o->node_overhead_s * (pn->n_aux_bwd + pn->n_acc);
             fwd_s += tf;
             bwd_s += tb;
+            {
+                uint64_t fo = (uint64_t)pn->n_fwd_ops + pn->n_aux_fwd;
+                uint64_t fk = (uint64_t)(works ? 1 : 0) + pn->n_aux_fwd;
+                uint64_t bo = o->inference ? 0 : (uint64_t)pn->n_bwd_ops + pn->n_aux_bwd + pn->n_acc;
+                uint64_t bk = o->inference ? 0 : (uint64_t)pn->n_bwd_kernels + pn->n_aux_bwd + pn->n_acc;
+                bool again = o->checkpointing && b >= 0 && !o->inference;
+                hops += fo + bo + (again ? fo : 0);
+                kern += fk + bk + (again ? fk : 0);
+            }
             if (o->checkpointing && b >= 0) rec_s += tf;
             ps->fwd_flops += (uint64_t)((double)pn->fwd_flops / div);
             ps->bwd_flops += (uint64_t)((double)pn->bwd_flops / div);
@@ -193,6 +203,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             double bwe = pl->bw > 0 ? pl->bw * o->memory_eff : 0;
             fwd_s += (bwe > 0 ? (double)pl->loss_fwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_fwd_kernels;
             bwd_s += (bwe > 0 ? (double)pl->loss_bwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_bwd_kernels;
+            hops += (uint64_t)pl->loss.host_ops + (uint64_t)pl->loss_bwd_kernels;
+            kern += (uint64_t)pl->loss_fwd_kernels + (uint64_t)pl->loss_bwd_kernels;
         }
         /* the loss's log-probabilities: split over the vocabulary with the LM head */
         uint64_t loss = pl->vocab_split ? pl->loss_bytes / (uint64_t)tp : pl->loss_bytes;
@@ -208,7 +220,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         if (pl->ft) mp_tplan_ft_states(pl, &fa, tp, zero, dp, m, mem, ps, &ft_opt_s);
         mem->activations_bytes = acts * (uint64_t)in_flight;
         if (o->checkpointing) temp += blk_max; /* a block's recomputed set and its transient */
-        if (s == pp - 1 && o->loss && loss > 0 && 2 * loss > temp) temp = 2 * loss;
+        uint64_t lt = pl->vocab_split ? pl->loss.bwd_transient / (uint64_t)tp : pl->loss.bwd_transient;
+        if (s == pp - 1 && o->loss && loss > 0 && lt > temp) temp = lt;
         mem->temporary_bytes = temp;
         mem->reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
         /* the peak: at the start of the backward every kept activation and
@@ -218,12 +231,29 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
          * of the two counts. */
         uint64_t fixed = mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes;
         bool grads_transient = dp == 1 && m == 1 && zero == 0;
-        if (grads_transient) {
-            uint64_t a = mem->activations_bytes + mem->temporary_bytes;
-            uint64_t gr = mem->grads_bytes + mem->temporary_bytes;
-            mem->peak_bytes = fixed + (a > gr ? a : gr);
-        } else {
-            mem->peak_bytes = fixed + mem->grads_bytes + mem->activations_bytes + mem->temporary_bytes;
+        /* the sum of maxima, replaced by the moment below */
+        mem->peak_bytes = fixed + mem->grads_bytes + mem->activations_bytes + mem->temporary_bytes;
+        /* the peak as a moment (peak.c) */
+        {
+            mp_peak_in pin;
+            memset(&pin, 0, sizeof pin);
+            pin.first = ps->first;
+            pin.last = ps->last;
+            pin.tp = tp;
+            pin.dp = dp;
+            pin.zero = zero;
+            pin.m = m;
+            pin.in_flight = in_flight;
+            pin.rdiv = sp ? (uint64_t)tp : 1;
+            pin.last_stage = s == pp - 1;
+            pin.grads_born = grads_transient;
+            pin.grad_per_param = P ? (double)mem->grads_bytes * (zero >= 2 ? dp : 1) / (double)P : 0;
+            pin.opt_per_param = P ? (double)mem->optimizer_bytes * (zero >= 1 ? dp : 1) / (double)P : 0;
+            pin.mem = mem;
+            mp_tplan_moment at;
+            mp_tplan_peak_stage(pl, &pin, &at);
+            ps->at = at;
+            mem->peak_bytes = at.total;
         }
         /* time per micro-batch */
         ps->fwd_s = fwd_s;
@@ -242,6 +272,12 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             ps->p2p_s = 2.0 * (double)boundary / lb_pp;
         }
         ps->mb_s = fwd_s + bwd_s + rec_s + tpc_s + ps->p2p_s;
+        /* the host issuing its operators (host.c): the slower of the two */
+        ps->host_ops = hops;
+        ps->kernels = kern;
+        ps->device_mb_s = ps->mb_s;
+        ps->host_mb_s = (double)hops * o->host_op_s;
+        if (ps->host_mb_s > ps->mb_s) ps->mb_s = ps->host_mb_s;
         if (ps->mb_s > worst_mb) worst_mb = ps->mb_s;
         if (mem->peak_bytes > worst_peak || s == 0) {
             worst_peak = mem->peak_bytes;
@@ -264,6 +300,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                      (double)mem->grads_bytes;
         double topt = pl->bw > 0 ? upd / (pl->bw * o->memory_eff) : 0;
         if (pl->ft) topt = ft_opt_s; /* trainable states only; offloaded: the host link and the CPU */
+        if (pl->opt_host_s > topt) topt = pl->opt_host_s; /* the host issuing the optimizer's kernels */
         if (topt > out->optimizer_s) out->optimizer_s = topt;
         if (tpc_s > out->tp_comm_s) out->tp_comm_s = tpc_s;
         if (ps->p2p_s > out->p2p_s) out->p2p_s = ps->p2p_s;
@@ -362,6 +399,17 @@ mp_status mp_tplan_layouts(mp_tplan *pl) {
     pl->p2p_s = lo.p2p_s;
     pl->optimizer_s = lo.optimizer_s;
     pl->step_s = lo.step_s;
+    /* the bound of the step: the slowest stage's micro-batch, host or device */
+    {
+        double hmax = 0, dmax = 0;
+        for (int s = 0; s < pl->pp; s++) {
+            if (pl->stages[s].host_mb_s > hmax) hmax = pl->stages[s].host_mb_s;
+            if (pl->stages[s].device_mb_s > dmax) dmax = pl->stages[s].device_mb_s;
+        }
+        pl->host_s = (double)pl->m * hmax + pl->opt_host_s;
+        pl->device_s = (double)pl->m * dmax;
+        pl->host_bound = hmax > dmax;
+    }
     /* --fit: every dp x tp x pp of the GPUs and every ZeRO stage */
     if (o->fit && !o->inference) {
         int cap = 4096;

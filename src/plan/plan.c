@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/patterns.h"
 #include "ops/ops.h"
 
 /* ---- names ---- */
@@ -53,6 +54,7 @@ static void tplan_defaults(mp_tplan_options *o) {
     o->node_overhead_s = 10e-6;
     o->reserve_gb = 2;
     o->lora_alpha = 8; /* PEFT's LoraConfig default */
+    o->host_op_s = 10e-6;
 }
 
 mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size) {
@@ -166,6 +168,16 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
                             "= %lld GPUs (the extra GPUs are data-parallel replicas of the layout)",
                             o->gpus, o->dp, o->tp, o->pp, need);
     }
+    if (o->loss_form < 0 || o->loss_form >= MP_LOSS_COUNT) return mp_error(MP_ERR_USAGE, "--loss: unknown loss form");
+    if (o->optimizer_impl < 0 || o->optimizer_impl >= MP_OPTIMPL_COUNT)
+        return mp_error(MP_ERR_USAGE, "--optimizer-impl: unknown implementation");
+    if (!o->loss && o->loss_form != MP_LOSS_AUTO && o->loss_form != MP_LOSS_NONE)
+        return mp_error(MP_ERR_USAGE, "--no-loss and --loss %s conflict (--no-loss is --loss none)",
+                        o->loss_form == MP_LOSS_CAUSAL_LM ? "causal-lm" : "cross-entropy");
+    if (o->inference && o->loss_form != MP_LOSS_AUTO && o->loss_form != MP_LOSS_NONE)
+        return mp_error(MP_ERR_USAGE, "--inference and --loss conflict: the loss applies to training");
+    if (!(o->host_op_s >= 0 && o->host_op_s < 1))
+        return mp_error(MP_ERR_USAGE, "--host-us-per-op: expected microseconds, 0 or more");
     if (o->tokens < 0 || o->samples < 0) return mp_error(MP_ERR_USAGE, "--tokens/--samples: expected a positive count");
     if (o->tokens > 0 && o->samples > 0) return mp_error(MP_ERR_USAGE, "--tokens and --samples: give one");
     return mp_tplan_ft_check(o);
@@ -230,7 +242,13 @@ static mp_status plan_build(mp_tplan *pl) {
     if ((st = pick_gpu(pl))) return st;
     if ((st = static_batch(pl))) return st;
 
+    if (o->loss_form == MP_LOSS_NONE) pl->o.loss = 0;
     if ((st = mp_tplan_graph(pl))) return st;
+    if (o->inference && o->kv_cache && (!pl->pats || pl->pats->n_attn == 0))
+        return mp_error(MP_ERR_USAGE, "--kv-cache: the model has no attention (the pattern layer found none), "
+                        "so generation keeps no KV cache");
+    mp_tplan_workspace(pl);
+    mp_tplan_optimizer_ops(pl);
 
     /* layouts that cannot be planned */
     if (pl->tp > 1) {
@@ -267,11 +285,17 @@ static mp_status plan_build(mp_tplan *pl) {
                                            : 0;
         pl->mem.activations_bytes = pl->infer_acts;
         pl->mem.reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
-        pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_inputs;
+        /* the moment of the forward's peak: weights, inputs, the live
+         * activations (graph.c's walk) and one cuBLAS workspace (peak.c) */
+        pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_inputs + pl->workspace_bytes;
         /* generation keeps K and V of every token of the context (split by tp) */
         if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp;
-        double t = 0;
-        for (int s = 0; s < pl->pp; s++) t += pl->stages[s].fwd_s;
+        double t = 0, h = 0;
+        for (int s = 0; s < pl->pp; s++) t += pl->stages[s].fwd_s, h += pl->stages[s].host_mb_s;
+        pl->device_s = t;
+        pl->host_s = h;
+        pl->host_bound = h > t;
+        if (h > t) t = h;
         pl->step_s = t;
         pl->compute_s = t;
         pl->bubble_s = pl->optimizer_s = pl->dp_comm_s = 0;

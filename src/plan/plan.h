@@ -28,6 +28,43 @@ void mp_tplan_model_states(uint64_t params, mp_precision prec, mp_optimizer opt,
 uint64_t mp_tplan_deepspeed_zero2(uint64_t params, int gpus);
 uint64_t mp_tplan_deepspeed_zero3(uint64_t params, uint64_t largest_layer, int gpus);
 
+/* The loss (loss.c): what runs between output 0 and the scalar loss. */
+typedef struct mp_tplan_loss {
+    int asked;                   /* MP_LOSS_* as given (AUTO: read from the outputs) */
+    int form;                    /* MP_LOSS_* planned (never AUTO) */
+    const char *why;             /* why auto chose it, or why none; NULL */
+    int out;                     /* the logits' value, -1 none */
+    int softcap_in;              /* logits before a tanh(x / c) * c softcapping, -1 none */
+    int logits_dt, ce_dt;        /* the logits' type and the cross-entropy's */
+    bool upcast;                 /* a copy of the logits in the cross-entropy's type */
+    uint64_t rows, classes;      /* per micro-batch */
+    uint64_t kept;               /* kept for the backward: log-probabilities and targets */
+    uint64_t fwd_transient;      /* beyond kept while log_softmax runs: logits and their copy */
+    uint64_t bwd_transient;      /* beyond kept while its backward runs: two gradients */
+    uint64_t fwd_io, bwd_io;     /* bytes its kernels move */
+    int fwd_kernels, bwd_kernels, host_ops;
+} mp_tplan_loss;
+void mp_tplan_loss_rule(mp_tplan *pl, int logits_dt, bool mixed, uint64_t b_num, uint64_t b_den);
+const char *mp_tplan_loss_name(int form);
+
+/* The peak as a moment (peak.c): what is live when the allocator's count is
+ * highest, by category. */
+typedef struct mp_tplan_moment {
+    int when;                    /* MP_MOMENT_* */
+    int node;                    /* the node whose backward runs (MOMENT_BACKWARD), -1 */
+    uint64_t weights, master, optimizer, grads;
+    uint64_t activations;        /* kept for the backward and still alive (all micro-batches in flight) */
+    uint64_t loss;               /* the loss's kept and transient tensors */
+    uint64_t recomputed;         /* a checkpointed block's set brought back */
+    uint64_t transient;          /* the running operator's (or the optimizer's) temporaries */
+    uint64_t workspace;          /* cuBLAS workspaces (in max_memory_allocated) */
+    uint64_t rounding;           /* the caching allocator's 512-byte rounding of the states */
+    uint64_t total;
+} mp_tplan_moment;
+enum { MP_MOMENT_FORWARD, MP_MOMENT_LOSS_BACKWARD, MP_MOMENT_BACKWARD, MP_MOMENT_OPTIMIZER,
+       MP_MOMENT_INFERENCE };
+const char *mp_tplan_moment_name(int when);
+
 /* One pipeline stage. */
 typedef struct mp_pstage {
     int first, last;             /* positions in g->order, inclusive */
@@ -43,6 +80,10 @@ typedef struct mp_pstage {
     uint64_t trainable;          /* parameters it trains (adapters included) */
     uint64_t host_bytes;         /* offloaded to the host (per GPU) */
     double link_bytes;           /* host link traffic per step */
+    /* since the step around the graph */
+    mp_tplan_moment at;          /* its peak's moment and what is live then (peak.c) */
+    double host_mb_s, device_mb_s; /* per micro-batch: issuing its operators, the device busy */
+    uint64_t host_ops, kernels;  /* per micro-batch: operators dispatched, kernels launched */
 } mp_pstage;
 
 /* One layout --fit considered. */
@@ -73,6 +114,7 @@ typedef struct mp_pnode {
                                        * backward (the gradients cast or transposed back) */
     uint32_t n_aux_fwd, n_aux_bwd;    /* those kernels */
     uint32_t n_bwd_kernels;           /* its backward's kernels: one per gradient it computes */
+    uint16_t n_fwd_ops, n_bwd_ops;    /* operators PyTorch dispatches for it (views included) */
     uint64_t acc_bytes;               /* gradients accumulated into its output (a value used by
                                        * several nodes: one add per extra use) */
     uint32_t n_acc;
@@ -157,6 +199,15 @@ struct mp_tplan {
     int n_fit;
     mp_fit_row need;             /* the fewest GPUs (a power of two) with a layout that fits; dp 0: none */
     uint64_t stamp_base;         /* per-stage parameter stamps used so far */
+    /* since the step around the graph (loss.c, peak.c, host.c) */
+    mp_tplan_loss loss;
+    uint64_t infer_live;         /* inference: live activations at the forward's peak (peak.c's walk) */
+    uint64_t workspace_bytes;    /* one cuBLAS workspace (PyTorch's default for the GPU) */
+    uint64_t opt_tensors;        /* parameter tensors the optimizer steps */
+    uint64_t opt_launches, opt_host_ops; /* per step: the optimizer's kernels and dispatches */
+    double opt_host_s;           /* per step: the optimizer's dispatch time */
+    double host_s, device_s;     /* per step: issuing every operator, the device busy */
+    bool host_bound;             /* the host issuing kernels is the slower */
     /* fine-tuning (finetune.c; docs/PLANNING.md section 12) */
     bool ft;                     /* trainable/frozen, LoRA, a quantized base, a per-tensor optimizer
                                   * or offload: model states per parameter class */
@@ -179,6 +230,21 @@ struct mp_tplan {
     uint64_t host_bytes;         /* the worst stage's, per GPU */
     double link_bytes, link_s, cpu_opt_s; /* per step */
 };
+
+/* peak.c: the moment of a stage's peak (called by layout.c for each
+ * stage of each layout), and host.c: the optimizer's operators and the
+ * host's time to issue a stage's. */
+typedef struct mp_peak_in {
+    int first, last;             /* nodes of the stage */
+    int tp, dp, zero, m, in_flight;
+    uint64_t rdiv;               /* sequence parallelism's divisor of replicated block bytes */
+    bool last_stage, grads_born; /* gradients allocated during the backward (set_to_none, one rank) */
+    double grad_per_param, opt_per_param; /* bytes */
+    const mp_tplan_mem *mem;     /* the stage's states and activations */
+} mp_peak_in;
+void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_moment *at);
+void mp_tplan_workspace(mp_tplan *pl);
+void mp_tplan_optimizer_ops(mp_tplan *pl);
 
 /* Fine-tuning (finetune.c). */
 mp_status mp_tplan_ft_check(const mp_tplan_options *o);

@@ -64,6 +64,8 @@ static const char *opt_text(mp_optimizer o) {
     }
 }
 
+static void moment_text(pw *w, const mp_tplan *pl);
+
 static double per_param(uint64_t bytes, uint64_t params) {
     return params ? (double)bytes / (double)params : 0;
 }
@@ -116,6 +118,7 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
        o->checkpointing ? " + the largest checkpointed block's recomputed set" : "");
     mem_row(w, "  peak:", m->peak_bytes, params);
     pf(w, ": what the allocator holds at its peak, torch.cuda.max_memory_allocated)\n");
+    moment_text(w, pl);
     label(w, "");
     pf(w, "(B/param: bytes on one GPU over the %s parameters its stage holds after tp and pp)\n",
        mp_fmt_count(params).s);
@@ -198,18 +201,20 @@ static void recognised_text(pw *w, const mp_tplan *pl) {
         if (P->vocab > 0) pf(w, "; vocabulary %lld", (long long)P->vocab);
         pf(w, "\n");
     }
-    if (P->n_attn && !pl->o.inference) {
+    if (P->n_attn) {
         label(w, "attention planned:");
         int eager = P->n_attn - pl->attn_fused - pl->attn_math, parts = 0;
         if (pl->attn_fused)
-            pf(w, "%d fused (scaled_dot_product_attention's flash or memory-efficient kernel: Q, K, V, the "
-                  "output and a log-sum-exp kept, no scores)", pl->attn_fused), parts++;
+            pf(w, "%d fused (scaled_dot_product_attention's flash or memory-efficient kernel: %s)", pl->attn_fused,
+               pl->o.inference ? "no scores written" : "Q, K, V, the output and a log-sum-exp kept, no scores"),
+                parts++;
         if (pl->attn_math)
             pf(w, "%s%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
-                  "probabilities kept)", parts++ ? "; " : "", pl->attn_math);
+                  "probabilities %s)", parts++ ? "; " : "", pl->attn_math, pl->o.inference ? "written" : "kept");
         if (eager > 0)
-            pf(w, "%s%d eager (%s: what their operators keep)", parts++ ? "; " : "", eager,
-               pl->o.attention_fused ? "not recognised" : "--attention eager");
+            pf(w, "%s%d eager (%s: %s)", parts++ ? "; " : "", eager,
+               pl->o.attention_fused ? "not recognised" : "--attention eager",
+               pl->o.inference ? "scores and probabilities written as the graph says" : "what their operators keep");
         pf(w, "\n");
     }
     label(w, "not recognised:");
@@ -292,6 +297,90 @@ static void ft_text(pw *w, const mp_tplan *pl) {
     }
 }
 
+static uint64_t host_ops_total(const mp_tplan *pl) {
+    uint64_t n = 0;
+    for (int s = 0; s < pl->pp; s++) n += pl->stages[s].host_ops;
+    return n * (uint64_t)pl->m + (pl->o.inference ? 0 : pl->opt_host_ops);
+}
+static uint64_t kernels_total(const mp_tplan *pl) {
+    uint64_t n = 0;
+    for (int s = 0; s < pl->pp; s++) n += pl->stages[s].kernels;
+    return n * (uint64_t)pl->m + (pl->o.inference ? 0 : pl->opt_launches);
+}
+
+/* The loss form (loss.c) and what it holds. */
+static void loss_text(pw *w, const mp_tplan *pl) {
+    const mp_tplan_loss *L = &pl->loss;
+    label(w, "loss:");
+    if (L->form == MP_LOSS_NONE) {
+        pf(w, "none (%s)\n", L->asked == MP_LOSS_NONE ? "--loss none / --no-loss" : L->why ? L->why : "no logits");
+        return;
+    }
+    const char *cdt = mp_dtype_name(L->ce_dt), *ldt = mp_dtype_name(L->logits_dt);
+    if (L->form == MP_LOSS_CAUSAL_LM)
+        pf(w, "causal-lm: transformers' ForCausalLMLoss on output 0: logits.float() (%s), labels shifted by "
+              "padding, F.cross_entropy in fp32",
+           L->upcast ? "an fp32 copy of the logits" : "the logits are fp32 already: no copy");
+    else
+        pf(w, "cross-entropy: F.cross_entropy on output 0 in %s%s", cdt,
+           L->upcast ? " (autocast runs log_softmax in fp32: a cast copy first)" : "");
+    pf(w, "; %s (--loss %s)\n", L->asked == MP_LOSS_AUTO ? (L->why ? L->why : "auto") : "as given",
+       mp_tplan_loss_name(L->asked));
+    label(w, "");
+    pf(w, "%s rows x %s classes; keeps the %s log-probabilities (%s); its backward holds %s more "
+          "(two gradients of the logits' size)\n",
+       mp_fmt_count(L->rows).s, mp_fmt_count(L->classes).s, cdt, mp_fmt_bytes(L->kept).s,
+       mp_fmt_bytes(L->bwd_transient).s);
+    if (L->softcap_in >= 0) {
+        label(w, "");
+        pf(w, "logit softcapping before it: tanh(x / c) * c on the %s logits (the tanh keeps its output; "
+              "three passes over rows x classes, planned as the graph's nodes)\n",
+           ldt);
+    }
+}
+
+/* The peak's moment (peak.c): what is live then, by category. */
+static void moment_text(pw *w, const mp_tplan *pl) {
+    if (pl->o.inference) {
+        label(w, "  peak's moment:");
+        pf(w, "the forward's highest point: weights %s + inputs %s + live activations %s + cuBLAS workspace %s\n",
+           mp_fmt_bytes(pl->mem.weights_bytes).s, mp_fmt_bytes(pl->infer_inputs).s, mp_fmt_bytes(pl->infer_acts).s,
+           mp_fmt_bytes(pl->workspace_bytes).s);
+        return;
+    }
+    const mp_tplan_moment *a = &pl->stages[pl->worst].at;
+    label(w, "  peak's moment:");
+    pf(w, "%s", mp_tplan_moment_name(a->when));
+    if (a->when == MP_MOMENT_BACKWARD && a->node >= 0 && a->node < pl->n_nodes) {
+        const mp_node *n = &pl->p->m->graph->nodes[pl->p->m->graph->order[a->node]];
+        pf(w, " of '");
+        safe(w, n->name);
+        pf(w, "' (%s)", n->op);
+    }
+    pf(w, ": what is live then, not a sum of maxima\n");
+    struct { const char *l; uint64_t b; const char *what; } rows[] = {
+        {"    weights:", a->weights, ""},
+        {"    master weights:", a->master, ""},
+        {"    optimizer states:", a->optimizer, " (from the second step)"},
+        {"    gradients:", a->grads, pl->o.optimizer != MP_OPT_NONE && a->when != MP_MOMENT_OPTIMIZER &&
+                                          pl->dp == 1 && pl->m == 1 && pl->zero == 0
+                                          ? " (born during the backward: set_to_none)" : ""},
+        {"    activations kept:", a->activations, " (not yet freed by the backward)"},
+        {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
+        {"    recomputed block:", a->recomputed, " (checkpointing brings it back)"},
+        {"    transient:", a->transient, a->when == MP_MOMENT_OPTIMIZER ? " (foreach AdamW's sqrt(exp_avg_sq))"
+                                                                       : " (the running operator's)"},
+        {"    cuBLAS workspaces:", a->workspace, pl->gpu ? " (2: the forward's and autograd's threads)"
+                                                         : " (no GPU named: not counted)"},
+        {"    allocator rounding:", a->rounding, " (512-byte blocks of the states)"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (!rows[i].b && i != 3 && i != 4) continue;
+        label(w, rows[i].l);
+        pf(w, "%s%s\n", mp_fmt_bytes(rows[i].b).s, rows[i].what);
+    }
+}
+
 static void write_text(const mp_tplan *pl, pw *w) {
     const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
@@ -321,9 +410,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
         label(w, "optimizer:");
         pf(w, "%s\n", mp_optimizer_name(o->optimizer));
         ft_text(w, pl);
-        label(w, "loss:");
-        pf(w, "%s\n", o->loss ? "cross-entropy on output 0 (keeps its log-probabilities in fp32 under autocast)"
-                              : "none (--no-loss)");
+        loss_text(w, pl);
     }
     label(w, "repeated blocks:");
     if (pl->n_blocks) {
@@ -394,6 +481,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
         }
         label(w, "  peak:");
         pf(w, "%s\n", mp_fmt_bytes(pl->mem.peak_bytes).s);
+        moment_text(w, pl);
     } else {
         const mp_pstage *ws = &pl->stages[pl->worst];
         mem_lines(w, pl, &pl->mem, ws->params, ws->in_flight, ws->cast_bytes);
@@ -464,8 +552,10 @@ static void write_text(const mp_tplan *pl, pw *w) {
             label(w, "  pipeline bubble:");
             pf(w, "%s ((pp - 1) x the slowest stage's micro-batch, 1F1B)\n", mp_fmt_seconds(pl->bubble_s).s);
             label(w, "  tensor-parallel comm:");
-            pf(w, "%s per micro-batch (all-reduces inside the blocks, in the compute above)\n",
-               mp_fmt_seconds(pl->tp_comm_s).s);
+            pf(w, "%s per micro-batch (%s inside the blocks, in the compute above)\n",
+               mp_fmt_seconds(pl->tp_comm_s).s,
+               pl->tp > 1 && o->sequence_parallel ? "all-gathers and reduce-scatters (sequence parallel)"
+                                                  : "all-reduces");
             label(w, "  pipeline p2p:");
             pf(w, "%s per micro-batch (in the compute above)\n", mp_fmt_seconds(pl->p2p_s).s);
             label(w, "  data-parallel comm:");
@@ -475,8 +565,23 @@ static void write_text(const mp_tplan *pl, pw *w) {
                : pl->zero >= 1 ? "reduce-scatter of gradients + all-gather of weights"
                                : "all-reduce of gradients");
             label(w, "  optimizer step:");
-            pf(w, "%s (memory-bound: reads and writes the states of this rank)\n", mp_fmt_seconds(pl->optimizer_s).s);
+            pf(w, "%s (memory-bound: reads and writes the states of this rank; or the host issuing its %s "
+                  "kernels, %s, if longer)\n",
+               mp_fmt_seconds(pl->optimizer_s).s, mp_fmt_count(pl->opt_launches).s,
+               o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP
+                                                                    ? "a loop over the parameters"
+                                                                    : "foreach");
         }
+        label(w, o->inference ? "  host issue:" : "  host issue:");
+        pf(w, "%s (%s operators dispatched x %s, --host-us-per-op%s)\n", mp_fmt_seconds(pl->host_s).s,
+           mp_fmt_count(host_ops_total(pl)).s, mp_fmt_seconds(o->host_op_s).s,
+           o->inference ? "" : "; the optimizer's included");
+        label(w, "  device busy:");
+        pf(w, "%s (%s kernels)\n", mp_fmt_seconds(pl->device_s).s, mp_fmt_count(kernels_total(pl)).s);
+        label(w, "  bound:");
+        pf(w, "%s\n", pl->host_bound ? "host: the GPU waits for PyTorch to issue kernels (many small ones); the step "
+                                      "is the host's time"
+                                    : "device: the kernels take longer than issuing them");
         label(w, "  step:");
         pf(w, "%s\n", mp_fmt_seconds(pl->step_s).s);
         label(w, "  MFU implied:");
@@ -494,10 +599,8 @@ static void write_text(const mp_tplan *pl, pw *w) {
         rule(w, "time to train");
         label(w, "  per step:");
         if (pl->has_tokens)
-            pf(w, "%s tokens, %s samples\n", mp_fmt_count((uint64_t)pl->tokens_per_step).s,
-               mp_fmt_count((uint64_t)pl->samples_per_step).s);
-        else
-            pf(w, "%s samples\n", mp_fmt_count((uint64_t)pl->samples_per_step).s);
+            pf(w, "%s token%s, ", mp_fmt_count((uint64_t)pl->tokens_per_step).s, pl->tokens_per_step == 1 ? "" : "s");
+        pf(w, "%s sample%s\n", mp_fmt_count((uint64_t)pl->samples_per_step).s, pl->samples_per_step == 1 ? "" : "s");
         label(w, "  graph-based:");
         if (pl->train_s >= 0)
             pf(w, "%.3g days on %d GPU%s (steps x step time)\n", pl->train_s / 86400, pl->gpus,
@@ -565,8 +668,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
                    !cap || r->fits ? "" : "  (does not fit)");
             shown++;
         }
-        if (cap) pf(w, "  %d of %d layouts fit\n", fits, pl->n_fit);
-        else pf(w, "  %d layouts (give --gpu or --mem-gb to see which fit)\n", pl->n_fit);
+        if (cap) pf(w, "  %d of %d layouts fit", fits, pl->n_fit);
+        else pf(w, "  %d layouts (give --gpu or --mem-gb to see which fit)", pl->n_fit);
+        if (shown < pl->n_fit)
+            pf(w, "; %d shown, the best first: --format json lists all %d (plan.fit)", shown, pl->n_fit);
+        pf(w, "\n");
     }
     rule(w, NULL);
 }
@@ -650,6 +756,59 @@ static void jnum_or_null(jw *w, double v) {
 
 static void write_json(const mp_tplan *pl, jw *w);
 
+static void loss_json(jw *w, const mp_tplan *pl) {
+    const mp_tplan_loss *L = &pl->loss;
+    jw_open(w, '{');
+    jw_key(w, "asked"); pj_str(w, mp_tplan_loss_name(L->asked));
+    jw_key(w, "form"); pj_str(w, mp_tplan_loss_name(pl->o.inference ? MP_LOSS_NONE : L->form));
+    jw_key(w, "why"); pj_str(w, L->why);
+    bool on = L->form != MP_LOSS_NONE && !pl->o.inference;
+    jw_key(w, "logits_dtype"); pj_str(w, on ? mp_dtype_name(L->logits_dt) : NULL);
+    jw_key(w, "dtype"); pj_str(w, on ? mp_dtype_name(L->ce_dt) : NULL);
+    jw_key(w, "upcast"); pj_bool(w, on && L->upcast);
+    jw_key(w, "softcapping"); pj_bool(w, on && L->softcap_in >= 0);
+    jw_key(w, "rows"); jw_u64(w, on ? L->rows : 0);
+    jw_key(w, "classes"); jw_u64(w, on ? L->classes : 0);
+    jw_key(w, "kept_bytes"); jw_u64(w, on ? L->kept : 0);
+    jw_key(w, "forward_transient_bytes"); jw_u64(w, on ? L->fwd_transient : 0);
+    jw_key(w, "backward_transient_bytes"); jw_u64(w, on ? L->bwd_transient : 0);
+    jw_close(w, '}');
+}
+
+static void moment_json(jw *w, const mp_tplan *pl) {
+    jw_open(w, '{');
+    if (pl->o.inference) {
+        jw_key(w, "when"); pj_str(w, "inference");
+        jw_key(w, "node"); jw_null(w);
+        jw_key(w, "weights_bytes"); jw_u64(w, pl->mem.weights_bytes);
+        jw_key(w, "inputs_bytes"); jw_u64(w, pl->infer_inputs);
+        jw_key(w, "activations_bytes"); jw_u64(w, pl->infer_acts);
+        jw_key(w, "workspace_bytes"); jw_u64(w, pl->workspace_bytes);
+        jw_key(w, "total_bytes"); jw_u64(w, pl->mem.peak_bytes);
+        jw_close(w, '}');
+        return;
+    }
+    const mp_tplan_moment *a = &pl->stages[pl->worst].at;
+    static const char *const when[] = {"forward", "loss_backward", "backward", "optimizer", "inference"};
+    jw_key(w, "when"); pj_str(w, a->when >= 0 && a->when <= MP_MOMENT_INFERENCE ? when[a->when] : NULL);
+    jw_key(w, "node");
+    if (a->when == MP_MOMENT_BACKWARD && a->node >= 0 && a->node < pl->n_nodes)
+        pj_str(w, pl->p->m->graph->nodes[pl->p->m->graph->order[a->node]].name);
+    else jw_null(w);
+    jw_key(w, "weights_bytes"); jw_u64(w, a->weights);
+    jw_key(w, "master_weights_bytes"); jw_u64(w, a->master);
+    jw_key(w, "optimizer_bytes"); jw_u64(w, a->optimizer);
+    jw_key(w, "grads_bytes"); jw_u64(w, a->grads);
+    jw_key(w, "activations_bytes"); jw_u64(w, a->activations);
+    jw_key(w, "loss_bytes"); jw_u64(w, a->loss);
+    jw_key(w, "recomputed_bytes"); jw_u64(w, a->recomputed);
+    jw_key(w, "transient_bytes"); jw_u64(w, a->transient);
+    jw_key(w, "workspace_bytes"); jw_u64(w, a->workspace);
+    jw_key(w, "rounding_bytes"); jw_u64(w, a->rounding);
+    jw_key(w, "total_bytes"); jw_u64(w, a->total);
+    jw_close(w, '}');
+}
+
 /* What the pattern layer recognised, as the text's "recognised" lines. */
 static void patterns_json(jw *w, const mp_tplan *pl) {
     const mp_patterns *P = pl->pats;
@@ -677,8 +836,8 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
     }
     jw_close(w, ']');
     jw_key(w, "attentions"); jw_i64(w, P->n_attn);
-    jw_key(w, "attention_fused"); jw_i64(w, pl->o.inference ? 0 : pl->attn_fused);
-    jw_key(w, "attention_math"); jw_i64(w, pl->o.inference ? 0 : pl->attn_math);
+    jw_key(w, "attention_fused"); jw_i64(w, pl->attn_fused);
+    jw_key(w, "attention_math"); jw_i64(w, pl->attn_math);
     jw_key(w, "norms"); jw_i64(w, P->n_norms);
     jw_key(w, "activations"); jw_i64(w, P->n_acts);
     jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
@@ -817,7 +976,11 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "memory_efficiency"); jw_double(w, o->memory_eff);
     jw_key(w, "node_overhead_s"); jw_double(w, o->node_overhead_s);
     jw_key(w, "reserve_bytes"); jw_u64(w, pl->mem.reserve_bytes);
-    jw_key(w, "loss"); pj_str(w, o->loss && !o->inference ? "cross_entropy" : NULL);
+    jw_key(w, "loss"); pj_str(w, o->loss && !o->inference && pl->loss.form != MP_LOSS_NONE ? "cross_entropy" : NULL);
+    jw_key(w, "host_op_s"); jw_double(w, o->host_op_s);
+    jw_key(w, "optimizer_impl");
+    pj_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
+    jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
     jw_key(w, "comm_overlap"); pj_bool(w, false);
     jw_key(w, "grads_freed_between_steps"); pj_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
     jw_close(w, '}');
@@ -834,6 +997,19 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "autocast_weight_copies_bytes");
     jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
     jw_key(w, "loss_bytes"); jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
+    jw_close(w, '}');
+    jw_key(w, "loss_form");
+    loss_json(w, pl);
+    jw_key(w, "peak_moment");
+    moment_json(w, pl);
+    jw_key(w, "host");
+    jw_open(w, '{');
+    jw_key(w, "ops_per_step"); jw_u64(w, host_ops_total(pl));
+    jw_key(w, "kernels_per_step"); jw_u64(w, kernels_total(pl));
+    jw_key(w, "optimizer_kernels"); jw_u64(w, o->inference ? 0 : pl->opt_launches);
+    jw_key(w, "host_s"); jw_double(w, pl->have_gpu ? pl->host_s : NAN);
+    jw_key(w, "device_s"); jw_double(w, pl->have_gpu ? pl->device_s : NAN);
+    jw_key(w, "bound"); pj_str(w, !pl->have_gpu ? NULL : pl->host_bound ? "host" : "device");
     jw_close(w, '}');
     jw_key(w, "patterns");
     patterns_json(w, pl);

@@ -1,0 +1,98 @@
+/* Short steps: the host issuing kernels (docs/PLANNING.md "host-bound
+ * steps"). Eager PyTorch dispatches every operator from the host: Python,
+ * the binding, the autograd layer (recording a node in the forward), the
+ * dispatcher, the backend's setup and the driver's launch, before the
+ * kernel can run; the device runs kernels as they arrive. A step of many
+ * small kernels finishes when the host has issued the last one, whatever
+ * the device could do: its time is the larger of the host's and the
+ * device's. The host's cost per operator is an assumption the user sets
+ * (--host-us-per-op, default 10 us: the dispatch chain of one operator
+ * costs about 5 to 25 us of host time, jiahuanglin.xyz "From PyTorch op to
+ * kernel launch", gpu_kernel_serving lesson 18, which breaks it into
+ * Python ~1 us, pybind11 ~1 us, autograd 1-3 us, dispatcher 1-2 us,
+ * backend 1-5 us, cudaLaunchKernel 1-3 us).
+ *
+ * What is counted, per micro-batch, from the graph (graph.c sets per node):
+ * one operator per node that runs in PyTorch (views and casts included:
+ * they are dispatched too, if launching nothing), one per pattern run as
+ * one operator, autocast's casts (one each), in the backward one autograd
+ * node per node passing a gradient (one operator per gradient it computes,
+ * at least one), the gradient accumulations, the checkpointed blocks'
+ * forward again, the loss's operators (loss.c). Per step, the optimizer's
+ * (below). */
+#include "plan/plan.h"
+
+#include <string.h>
+
+/* PyTorch's multi_tensor_apply (aten/src/ATen/native/cuda/
+ * MultiTensorApply.cuh): one launch holds at most depth_to_max_tensors
+ * [depth - 1] tensors (110, 64, 48, 36, 30 for lists of depth 1 to 5) and
+ * 320 blocks of 65,536 elements (kChunkSize); a foreach operator launches
+ * as many kernels as it takes to cover its lists. */
+static uint64_t mta_launches(int depth, uint64_t tensors, uint64_t chunks) {
+    static const int max_t[5] = {110, 64, 48, 36, 30};
+    if (depth < 1) depth = 1;
+    if (depth > 5) depth = 5;
+    if (!tensors) return 0;
+    uint64_t a = (tensors + (uint64_t)max_t[depth - 1] - 1) / (uint64_t)max_t[depth - 1];
+    uint64_t b = (chunks + 319) / 320;
+    return a > b ? a : b;
+}
+
+/* The optimizer step's operators and kernels, per step (one rank):
+ *  - foreach (torch.optim's default on CUDA, _multi_tensor_adam /
+ *    _multi_tensor_sgd): AdamW runs _foreach_mul_ (weight decay), lerp_,
+ *    mul_, addcmul_, sqrt, div_, add_ and addcdiv_ (list depths 1, 2, 1,
+ *    3, 2, 1, 1, 3), plus a step-count add on CPU tensors; Adam the same
+ *    without the weight decay; SGD with momentum mul_, add_, add_ (1, 2,
+ *    2); SGD add_ (2);
+ *  - fused (fused=True): one _fused_adamw_ / _fused_sgd_ over lists of
+ *    depth 4;
+ *  - for-loop (foreach=False): per parameter tensor 8 operators for
+ *    Adam(W) (mul_, lerp_, mul_, addcmul_, sqrt, div_, add_, addcdiv_), 3
+ *    for SGD with momentum, 1 for SGD.
+ * Adafactor is counted per parameter (its reference implementation loops).
+ * Under ZeRO, DeepSpeed steps flat partitions: one tensor per group. */
+void mp_tplan_optimizer_ops(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_graph *g = pl->p->m->graph;
+    uint64_t T = 0, chunks = 0;
+    for (int v = 0; v < g->n_values; v++) {
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_PARAM)) continue;
+        T++;
+        chunks += (mp_tplan_numel(val) + 65535) / 65536;
+    }
+    if (pl->zero >= 1 && T) {
+        T = 1;
+        chunks = (chunks + (uint64_t)pl->dp - 1) / (uint64_t)pl->dp;
+    }
+    pl->opt_tensors = T;
+    uint64_t launches = 0, ops = 0;
+    static const int adamw_d[] = {1, 2, 1, 3, 2, 1, 1, 3}, sgdm_d[] = {1, 2, 2}, sgd_d[] = {2};
+    const int *d = NULL;
+    int nd = 0, per_param = 0;
+    switch (o->optimizer) {
+    case MP_OPT_ADAMW: d = adamw_d, nd = 8, per_param = 8; break;
+    case MP_OPT_ADAM: d = adamw_d + 1, nd = 7, per_param = 7; break;
+    case MP_OPT_SGD_MOMENTUM: d = sgdm_d, nd = 3, per_param = 3; break;
+    case MP_OPT_SGD: d = sgd_d, nd = 1, per_param = 1; break;
+    case MP_OPT_ADAFACTOR: per_param = 12; break;
+    default: break;
+    }
+    if (o->optimizer == MP_OPT_NONE || !T) {
+        /* nothing */
+    } else if (o->optimizer == MP_OPT_ADAFACTOR || o->optimizer_impl == MP_OPTIMPL_FOR_LOOP) {
+        launches = (uint64_t)per_param * T;
+        ops = launches;
+    } else if (o->optimizer_impl == MP_OPTIMPL_FUSED) {
+        launches = mta_launches(4, T, chunks);
+        ops = launches + 1;
+    } else {
+        for (int i = 0; i < nd; i++) launches += mta_launches(d[i], T, chunks);
+        ops = launches + 1; /* and the step counts' add on the CPU */
+    }
+    pl->opt_launches = launches;
+    pl->opt_host_ops = ops;
+    pl->opt_host_s = (double)ops * o->host_op_s;
+}

@@ -1,0 +1,196 @@
+/* The peak as the allocator sees it (docs/PLANNING.md "the peak as a
+ * moment"): torch.cuda.max_memory_allocated is the highest count of bytes
+ * held at one moment, so the plan walks the step in the order PyTorch
+ * allocates and frees and keeps the highest moment with what is live then,
+ * by category (not a sum of each category's own maximum).
+ *
+ * From the second step on (the measured steps), between steps the GPU
+ * holds the weights, the optimizer states (created lazily in the first
+ * step) and fp32 master weights where there are any. Then:
+ *  - forward: every operator's kept tensors accumulate; at its end the
+ *    loss runs (loss.c): the logits, their fp32 copy and the
+ *    log-probabilities are live together;
+ *  - backward: it starts at the loss (its two rows x classes gradients
+ *    beside the log-probabilities), then runs the nodes in reverse order.
+ *    A node's kept tensors are freed once its backward ran (autograd
+ *    releases saved variables after use without retain_graph). With
+ *    zero_grad(set_to_none=True), one rank and no accumulation, each
+ *    parameter's gradient is born when the first node using it (in reverse
+ *    order: the last in the forward, e.g. a tied LM head) runs its backward
+ *    (AccumulateGrad steals that buffer); otherwise the gradients are
+ *    resident (accumulated micro-batches, DDP's buckets, ZeRO's
+ *    partitions). Under checkpointing a block's kept set comes back when
+ *    the backward reaches it (the recompute) and goes as its nodes run;
+ *  - optimizer: the gradients (all), the states and the foreach
+ *    implementation's temporaries: PyTorch's _multi_tensor_adam computes
+ *    exp_avg_sq.sqrt() as a new list of tensors (one state's worth) before
+ *    addcdiv_; the fused and per-parameter implementations hold one
+ *    parameter's worth at most.
+ * Beside these, the allocator's own counts:
+ *  - cuBLAS workspaces: PyTorch gives each (cuBLAS handle, stream) a
+ *    workspace from the caching allocator (aten/src/ATen/cuda/
+ *    CublasHandlePool.cpp, getChosenWorkspaceSize: 4096 KiB x 8 = 32 MiB
+ *    on sm90 and later, 4096 KiB x 2 + 16 KiB x 8 before; cuBLASLt shares
+ *    it by default). Handles are per thread: the forward's (the Python
+ *    thread) and the backward's (autograd's device thread), so training
+ *    holds two and inference one; they count in max_memory_allocated;
+ *  - rounding: every block is a multiple of 512 bytes
+ *    (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize); for the states
+ *    (one tensor per parameter tensor each) the rounding is counted here,
+ *    for activations it is below a part in a thousand and left out. The
+ *    2 MiB / 20 MiB segment sizes are reserved memory, not allocated: they
+ *    change memory_reserved, not the peak counted here. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const moment_names[] = {"the end of the forward (the loss running)",
+                                           "the loss's backward",
+                                           "the backward",
+                                           "the optimizer step",
+                                           "the forward"};
+
+const char *mp_tplan_moment_name(int when) {
+    return when >= 0 && when <= MP_MOMENT_INFERENCE ? moment_names[when] : "?";
+}
+
+static uint64_t r512(uint64_t b) { return (b + 511) / 512 * 512; }
+
+/* One cuBLAS workspace: PyTorch's default for the GPU's architecture. */
+void mp_tplan_workspace(mp_tplan *pl) {
+    const char *id = pl->gpu ? pl->gpu->id : NULL;
+    bool sm90 = id && (strncmp(id, "h100", 4) == 0 || strncmp(id, "h200", 4) == 0 || strncmp(id, "b200", 4) == 0 ||
+                       strncmp(id, "gh200", 5) == 0 || strncmp(id, "b100", 4) == 0);
+    /* no GPU named: the architecture, hence the size, is unknown (not counted) */
+    pl->workspace_bytes = !pl->gpu ? 0 : sm90 ? 4096u * 8u * 1024u : 4096u * 2u * 1024u + 16u * 8u * 1024u;
+}
+
+static void total(mp_tplan_moment *m) {
+    m->total = m->weights + m->master + m->optimizer + m->grads + m->activations + m->loss + m->recomputed +
+               m->transient + m->workspace + m->rounding;
+}
+
+static void keep_max(mp_tplan_moment *best, const mp_tplan_moment *m) {
+    if (m->total > best->total) *best = *m;
+}
+
+void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_moment *at) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_graph *g = pl->p->m->graph;
+    const mp_tplan_mem *mem = in->mem;
+    uint64_t tp = (uint64_t)in->tp;
+    mp_tplan_moment base;
+    memset(&base, 0, sizeof base);
+    base.node = -1;
+    base.weights = mem->weights_bytes;
+    base.master = mem->master_weights_bytes;
+    base.optimizer = mem->optimizer_bytes;
+    base.workspace = 2 * pl->workspace_bytes;
+    uint64_t resident_grads = in->grads_born ? 0 : mem->grads_bytes;
+
+    /* the stage's parameters once each: their gradients' birth and the
+     * states' 512-byte rounding */
+    uint8_t *seen = calloc((size_t)g->n_values + 1, 1);
+    uint64_t round = 0;
+    double zdiv_w = in->zero >= 3 ? in->dp : 1, zdiv_g = in->zero >= 2 ? in->dp : 1, zdiv_o = in->zero >= 1 ? in->dp : 1;
+    for (int k = in->first; seen && k <= in->last; k++) {
+        const mp_pnode *pn = &pl->nodes[k];
+        for (int i = 0; i < pn->n_params; i++) {
+            int v = pl->pparams[pn->first_param + i];
+            if (seen[v]) continue;
+            seen[v] = 1;
+            double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+            /* each state a tensor of its own, rounded up to 512 bytes */
+            uint64_t wb = (uint64_t)(e * (o->precision == MP_PREC_FP32 || mp_tplan_mixed(o->precision) ? 4 : 2) / zdiv_w);
+            uint64_t gb = (uint64_t)(e * in->grad_per_param / zdiv_g);
+            uint64_t ob = (uint64_t)(e * in->opt_per_param / zdiv_o);
+            round += r512(wb) - wb;
+            round += r512(gb) - gb;
+            if (in->opt_per_param > 0) round += (r512(ob / 2) - ob / 2) * 2; /* two states for Adam, one for momentum */
+        }
+    }
+    base.rounding = round;
+
+    mp_tplan_moment best = base, m;
+    total(&best);
+    uint64_t acts_all = mem->activations_bytes;       /* every micro-batch in flight */
+    uint64_t per_mb = in->in_flight > 1 ? acts_all / (uint64_t)in->in_flight : acts_all;
+    uint64_t others = acts_all - per_mb;
+    const mp_tplan_loss *L = &pl->loss;
+    bool loss_here = in->last_stage && o->loss && !o->inference && L->form != MP_LOSS_NONE;
+    uint64_t ldiv = pl->vocab_split ? tp : 1;
+    uint64_t lkept = loss_here ? L->kept / ldiv : 0;
+    uint64_t graph_acts = per_mb > lkept ? per_mb - lkept : 0; /* the loss's kept bytes are in per_mb */
+
+    /* the end of the forward: the loss running */
+    m = base;
+    m.grads = resident_grads;
+    m.activations = others + graph_acts;
+    m.loss = lkept + (loss_here ? L->fwd_transient / ldiv : 0);
+    m.when = MP_MOMENT_FORWARD;
+    total(&m);
+    keep_max(&best, &m);
+    /* the loss's backward */
+    if (loss_here) {
+        m.loss = lkept + L->bwd_transient / ldiv;
+        m.when = MP_MOMENT_LOSS_BACKWARD;
+        total(&m);
+        keep_max(&best, &m);
+    }
+    /* the backward, node by node in reverse */
+    memset(seen, 0, seen ? (size_t)g->n_values + 1 : 0);
+    uint64_t live = graph_acts, grads = resident_grads, rec = 0;
+    int blk = -2;
+    for (int k = in->last; k >= in->first; k--) {
+        const mp_pnode *pn = &pl->nodes[k];
+        uint64_t rdiv = pn->block >= 0 ? in->rdiv : 1;
+        if (o->checkpointing && pn->block >= 0 && pn->block != blk) {
+            /* the recompute: the block's own kept set comes back */
+            blk = pn->block;
+            rec = 0;
+            for (int q = k; q >= in->first && pl->nodes[q].block == blk; q--)
+                rec += pl->nodes[q].ckpt_rep / rdiv + pl->nodes[q].ckpt_split / tp;
+        }
+        uint64_t tmp = pn->split ? pn->temp / tp : pn->temp / rdiv;
+        if (pn->bwd_flops || pn->n_bwd_kernels) {
+            m = base;
+            m.grads = grads;
+            m.activations = others + live;
+            m.recomputed = rec;
+            m.transient = tmp;
+            m.when = MP_MOMENT_BACKWARD;
+            m.node = k;
+            total(&m);
+            keep_max(&best, &m);
+        }
+        uint64_t freed = pn->saved_rep / rdiv + pn->saved_split / tp;
+        live = live > freed ? live - freed : 0;
+        if (o->checkpointing && pn->block >= 0) {
+            uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
+            rec = rec > r ? rec - r : 0;
+        }
+        if (in->grads_born && seen)
+            for (int i = 0; i < pn->n_params; i++) {
+                int v = pl->pparams[pn->first_param + i];
+                if (seen[v]) continue;
+                seen[v] = 1;
+                double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+                grads += (uint64_t)(e * in->grad_per_param / zdiv_g);
+            }
+    }
+    /* the optimizer step */
+    if (o->optimizer != MP_OPT_NONE) {
+        m = base;
+        m.grads = mem->grads_bytes;
+        m.activations = others;
+        m.when = MP_MOMENT_OPTIMIZER;
+        /* foreach Adam: exp_avg_sq.sqrt() for every parameter, one state's bytes */
+        bool adam = o->optimizer == MP_OPT_ADAM || o->optimizer == MP_OPT_ADAMW;
+        if (adam && o->optimizer_impl == MP_OPTIMPL_FOREACH) m.transient = mem->optimizer_bytes / 2;
+        total(&m);
+        keep_max(&best, &m);
+    }
+    free(seen);
+    *at = best;
+}

@@ -1,0 +1,254 @@
+/* The planner's step around the graph (docs/PLANNING.md sections "the
+ * loss", "the peak as a moment", "host-bound steps"): the loss forms
+ * against a hand calculation in fp32, pure bf16 and autocast, softcapping
+ * found, the peak's moment on a hand model, the host bound, the inference
+ * plan reading its attention, and the plan text of issue 31 item 10. */
+#include <string.h>
+
+#include "jsonr.h"
+#include "plan/plan.h"
+#include "tbuild.h"
+#include "tcli.h"
+#include "test.h"
+
+/* x[4,8] -> MatMul W[8,10] -> y[4,10]: a classifier's logits (4 rows, 10
+ * classes), weights of type dt */
+static mp_model *head(int dt) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", dt, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", dt, 2, TB_DIMS(8, 10));
+    tb_node(m, "MatMul", "x,W", "y");
+    tb_output(m, "y");
+    return m;
+}
+
+static mp_tplan *plan_with(mp_profile *p, const char *const *kv) {
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    for (int i = 0; kv && kv[i]; i += 2) T_OK(mp_tplan_options_set(&o, kv[i], kv[i + 1]));
+    mp_tplan *pl = NULL;
+    T_OK(mp_tplan_create(p, &o, &pl));
+    return pl;
+}
+
+/* Hand figures, n = 40 logits, 4 rows (int64 targets: 32 B):
+ *  kept = n x (loss type) + 32; forward transient = n x (logits type) +
+ *  n x 4 when upcast; backward transient = 2 n x (loss type). */
+static void t_loss_forms(void) {
+    static const struct {
+        int dt;
+        const char *loss, *prec;
+        const char *form;
+        uint64_t kept, fwd, bwd;
+        bool upcast;
+    } cases[] = {
+        /* fp32: no copy; causal-lm and cross-entropy alike */
+        {MP_DT_FLOAT, "cross-entropy", NULL, "cross-entropy", 160 + 32, 160, 320, false},
+        {MP_DT_FLOAT, "causal-lm", NULL, "causal-lm", 160 + 32, 160, 320, false},
+        /* auto on a classifier (no LM head): cross-entropy */
+        {MP_DT_FLOAT, "auto", NULL, "cross-entropy", 160 + 32, 160, 320, false},
+        /* pure bf16: transformers upcasts (fp32 log-probabilities), plain
+         * F.cross_entropy stays bf16 */
+        {MP_DT_BFLOAT16, "causal-lm", NULL, "causal-lm", 160 + 32, 80 + 160, 320, true},
+        {MP_DT_BFLOAT16, "cross-entropy", NULL, "cross-entropy", 80 + 32, 80, 160, false},
+        /* autocast: the product runs in bf16, log_softmax in fp32 (a cast copy) */
+        {MP_DT_FLOAT, "cross-entropy", "bf16-mixed", "cross-entropy", 160 + 32, 80 + 160, 320, true},
+        {MP_DT_FLOAT, "causal-lm", "fp16-mixed", "causal-lm", 160 + 32, 80 + 160, 320, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mp_model *m = head(cases[i].dt);
+        mp_profile *p = tb_prof(m);
+        const char *kv[] = {"loss", cases[i].loss, cases[i].prec ? "precision" : NULL, cases[i].prec, NULL};
+        mp_tplan *pl = plan_with(p, kv);
+        if (pl) {
+            T_EQ_STR(mp_tplan_loss_name(pl->loss.form), cases[i].form);
+            T_EQ_U64(pl->loss.kept, cases[i].kept);
+            T_EQ_U64(pl->loss.fwd_transient, cases[i].fwd);
+            T_EQ_U64(pl->loss.bwd_transient, cases[i].bwd);
+            T_EQ(pl->loss.upcast, cases[i].upcast);
+            T_EQ_U64(pl->loss.rows, 4);
+            T_EQ_U64(pl->loss_bytes, cases[i].kept);
+        }
+        mp_tplan_free(pl);
+        /* --loss none and --no-loss: nothing kept */
+        const char *none[] = {"loss", "none", NULL};
+        pl = plan_with(p, none);
+        if (pl) {
+            T_EQ(pl->loss.form, MP_LOSS_NONE);
+            T_EQ_U64(pl->loss_bytes, 0);
+        }
+        mp_tplan_free(pl);
+        tb_done(m, p);
+    }
+    /* --no-loss with another form conflicts; an unknown form is named */
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    T_OK(mp_tplan_options_set(&o, "no-loss", NULL));
+    T_OK(mp_tplan_options_set(&o, "loss", "causal-lm"));
+    T_CHECK(mp_tplan_options_check(&o) == MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "--no-loss") != NULL);
+    mp_tplan_options_default(&o);
+    T_CHECK(mp_tplan_options_set(&o, "loss", "mse") == MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "--loss 'mse'") != NULL);
+}
+
+/* Gemma-2's final_logit_softcapping written out: tanh(y / 30) * 30 */
+static void t_loss_softcap(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_BFLOAT16, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", MP_DT_BFLOAT16, 2, TB_DIMS(8, 10));
+    const double c = 30;
+    tb_const_f(m, "c", MP_DT_BFLOAT16, 0, NULL, &c);
+    tb_node(m, "MatMul", "x,W", "a");
+    tb_node(m, "Div", "a,c", "d");
+    tb_node(m, "Tanh", "d", "t");
+    tb_node(m, "Mul", "t,c", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "causal-lm", NULL};
+    mp_tplan *pl = plan_with(p, kv);
+    if (pl) {
+        T_CHECK(pl->loss.softcap_in >= 0);
+        T_CHECK(pl->loss.upcast);
+        /* the tanh keeps its bf16 output (80 B) beside the loss's fp32 192 */
+        T_EQ_U64(pl->mem.activations_bytes, 80 + 192 + 64); /* + x for W's gradient (64) */
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+/* x[64,8] -> MatMul W1[8,8] -> Relu -> MatMul W2[8,8] -> y, no loss, SGD
+ * (no states): the peak is a moment of the backward. Kept: x (2,048 B)
+ * and r (2,048 B, Relu's output, which the second product reads too).
+ * Backward, in reverse: the second product (live 4,096 kept, no gradient
+ * yet, its transient r + y = 4,096) then Relu (4,096 kept, W2's gradient
+ * 256 B born, its transient h + r = 4,096): Relu's moment is the peak. */
+static void t_peak_moment(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(64, 8));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_node(m, "MatMul", "x,W1", "h");
+    int relu = tb_node(m, "Relu", "h", "r");
+    tb_node(m, "MatMul", "r,W2", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "optimizer", "sgd", NULL};
+    mp_tplan *pl = plan_with(p, kv);
+    if (pl) {
+        const mp_tplan_moment *a = &pl->stages[0].at;
+        T_EQ(a->when, MP_MOMENT_BACKWARD);
+        T_CHECK(a->node >= 0 && m->graph->order[a->node] == relu);
+        T_EQ_U64(a->weights, 512);
+        T_EQ_U64(a->grads, 256);
+        T_EQ_U64(a->activations, 4096);
+        T_EQ_U64(a->transient, 4096);
+        T_EQ_U64(a->optimizer, 0);
+        T_EQ_U64(a->workspace, 0); /* no GPU named */
+        /* W1, W2 (256 B each): weights and gradients rounded to 512 */
+        T_EQ_U64(a->rounding, 4 * 256);
+        T_EQ_U64(pl->mem.peak_bytes, 512 + 256 + 4096 + 4096 + 1024);
+    }
+    mp_tplan_free(pl);
+    /* the same with a GPU: two cuBLAS workspaces of 32 MiB (sm90) */
+    const char *kv2[] = {"loss", "none", "optimizer", "sgd", "gpu", "h100-sxm", NULL};
+    pl = plan_with(p, kv2);
+    if (pl) T_EQ_U64(pl->stages[0].at.workspace, 2ull * 32 * 1024 * 1024);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+#define RUN(...) t_cli_run((const char *const[]){"plan", __VA_ARGS__, NULL}, 60, 0)
+
+static jr *json_of(t_cli *r) {
+    size_t err;
+    if (r->code != 0) return NULL;
+    t_json_dump("plan", r->out, r->out_len);
+    return jr_parse(r->out, r->out_len, &err);
+}
+
+/* A tiny step is bound by the host issuing its operators; with no host
+ * cost it is the device's. */
+static void t_host_bound(void) {
+    for (int k = 0; k < 2; k++) {
+        t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "--gpu", "h100-sxm", "--format", "json",
+                      "-q", "--host-us-per-op", k ? "0" : "10");
+        T_EQ(r.code, 0);
+        jr *j = json_of(&r);
+        const jr *b = j ? jr_path(j, "plan.host.bound") : NULL, *h = j ? jr_path(j, "plan.host.host_s") : NULL;
+        const jr *d = j ? jr_path(j, "plan.host.device_s") : NULL, *st = j ? jr_path(j, "plan.step_time_s") : NULL;
+        const jr *ops = j ? jr_path(j, "plan.host.ops_per_step") : NULL, *kn = j ? jr_path(j, "plan.host.kernels_per_step") : NULL;
+        T_CHECK(b && h && d && st && ops && kn);
+        if (b && h && d && st && ops && kn) {
+            T_EQ_STR(b->s, k ? "device" : "host");
+            T_CHECK(ops->i > kn->i); /* views are dispatched without a kernel */
+            if (!k) T_CHECK(st->num >= h->num);
+        }
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    /* the text names the bound */
+    t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "--gpu", "h100-sxm");
+    T_CHECK(r.code == 0 && strstr(r.out, "bound:") && strstr(r.out, "host: the GPU waits"));
+    T_CHECK(strstr(r.out, "loss:                   causal-lm") != NULL);
+    T_CHECK(strstr(r.out, "peak's moment:") != NULL);
+    t_cli_free(&r);
+}
+
+/* Inference reads the attention it recognised: eager writes the scores,
+ * fused does not, and the plan says which */
+static void t_inference_attention(void) {
+    int64_t acts[2] = {0};
+    for (int k = 0; k < 2; k++) {
+        t_cli r = RUN("models/bert_base.onnx", "--dim", "batch=8", "--dim", "seq=512", "--inference", "--attention",
+                      k ? "eager" : "fused", "--format", "json", "-q");
+        jr *j = json_of(&r);
+        const jr *a = j ? jr_path(j, "plan.memory.activations_bytes") : NULL;
+        const jr *f = j ? jr_path(j, "plan.patterns.attention_fused") : NULL;
+        T_CHECK(a && f);
+        if (a && f) {
+            acts[k] = a->i;
+            T_EQ(f->i, k ? 0 : 12);
+        }
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    /* BERT-base at 512: the eager scores of one layer, 8 x 12 x 512 x 512
+     * x 4 B, are written (the peak is inside an attention) */
+    T_CHECK(acts[1] >= acts[0] + 8ll * 12 * 512 * 512 * 4);
+    t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--inference");
+    T_CHECK(r.code == 0 && strstr(r.out, "12 fused (scaled_dot_product_attention") != NULL);
+    t_cli_free(&r);
+    /* --kv-cache on a model without attention: refused */
+    r = RUN("models/resnet18.onnx", "--dim", "batch=1", "--inference", "--kv-cache");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--kv-cache") && strstr(r.err, "no attention"));
+    t_cli_free(&r);
+}
+
+/* Issue 31 item 10's plan text */
+static void t_plan_text(void) {
+    t_cli r = RUN("models/resnet18.onnx", "--dim", "batch=1");
+    T_CHECK(r.code == 0 && strstr(r.out, "per step:             1 sample\n") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=4", "--dim", "seq=512", "--gpu", "h100-sxm", "--fit", "--gpus", "8");
+    T_CHECK(r.code == 0 && strstr(r.out, "--format json lists all") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=4", "--dim", "seq=64", "--gpu", "h100-sxm", "--tp", "2",
+            "--sequence-parallel");
+    T_CHECK(r.code == 0 && strstr(r.out, "all-gathers and reduce-scatters (sequence parallel)") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/gpt2.onnx", "--dim", "batch=4", "--dim", "seq=64", "--gpu", "h100-sxm", "--tp", "2");
+    T_CHECK(r.code == 0 && strstr(r.out, "0 s per micro-batch (all-reduces") == NULL && strstr(r.out, "(all-reduces inside") != NULL);
+    t_cli_free(&r);
+}
+
+MP_TESTS(plan_step) {
+    {"loss_forms", t_loss_forms},
+    {"loss_softcap", t_loss_softcap},
+    {"peak_moment", t_peak_moment},
+    {"host_bound", t_host_bound},
+    {"inference_attention", t_inference_attention},
+    {"plan_text", t_plan_text},
+};
+MP_TESTS_END(plan_step)
