@@ -245,6 +245,13 @@ def schema_checks(modelprof):
         [os.path.join(ROOT, "models", "resnet50.onnx"), "--dim", "batch=2", "--samples", "1M",
          "--peak-tflops", "100", "--bandwidth-gbs", "1000", "--mem-gb", "16"],
         [os.path.join(ROOT, "models", "dynamo", "timm_deit_small_distilled_patch16_224.onnx"), "--batch", "8"],
+        # fine-tuning: QLoRA with an 8-bit optimizer offloaded, and frozen layers
+        [os.path.join(ROOT, "models", "llama_small.onnx"), "--dim", "batch=1", "--dim", "seq=64", "--lora-rank", "16",
+         "--lora-targets", "all-linear", "--lora-dropout", "0.05", "--base-dtype", "nf4", "--precision", "bf16-mixed",
+         "--optimizer", "paged_adamw8bit", "--zero", "2", "--offload", "optimizer", "--gpu", "rtx4090", "--fit",
+         "--gpus", "1"],
+        [os.path.join(ROOT, "models", "llama_small.onnx"), "--dim", "batch=1", "--dim", "seq=64", "--freeze", "*",
+         "--unfreeze", "model.layers.3", "--fsdp", "--dp", "2", "--offload", "params", "--optimizer", "lion"],
     ]
     with tempfile.TemporaryDirectory() as d:
         for i, args in enumerate(cases):
