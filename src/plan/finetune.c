@@ -363,6 +363,48 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
     return st;
 }
 
+/* The largest micro-batch that fits: what grows with the batch (the peak
+ * less the model states, the workspaces and the reserve: kept activations,
+ * the loss, transients) is linear in the samples. */
+static int64_t max_batch(const mp_tplan *pl, const mp_tplan_mem *m) {
+    if (pl->mem_bytes <= 0 || pl->samples_per_mb == 0) return -1;
+    double states = (double)(m->weights_bytes + m->grads_bytes + m->master_weights_bytes + m->optimizer_bytes);
+    double per = ((double)m->peak_bytes - states) / (double)pl->samples_per_mb;
+    double room = pl->mem_bytes - (double)m->reserve_bytes - states;
+    if (per <= 0) return -1;
+    if (room < per) return 0;
+    double b = floor(room / per);
+    return b > 1e9 ? 1000000000 : (int64_t)b;
+}
+
+mp_status mp_tplan_ft_answer(mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    if (!o->fit || o->inference || pl->mem_bytes <= 0) return MP_OK;
+    pl->answer = true;
+    pl->need_bytes = pl->mem.peak_bytes + pl->mem.reserve_bytes;
+    pl->max_mb = max_batch(pl, &pl->mem);
+    pl->max_mb_ckpt = -1;
+    if (o->checkpointing || pl->n_blocks == 0) {
+        pl->need_ckpt_bytes = o->checkpointing ? pl->need_bytes : 0;
+        pl->max_mb_ckpt = o->checkpointing ? pl->max_mb : -1;
+        pl->step_ckpt_s = o->checkpointing ? pl->step_s : -1;
+        return MP_OK;
+    }
+    /* the same layout with each block checkpointed */
+    mp_tplan_options c = pl->o;
+    c.checkpointing = 1;
+    c.fit = 0;
+    if (pl->precision_auto) c.precision = MP_PREC_AUTO;
+    mp_tplan *q = NULL;
+    mp_status st = mp_tplan_create(pl->p, &c, &q);
+    if (st) return st;
+    pl->need_ckpt_bytes = q->mem.peak_bytes + q->mem.reserve_bytes;
+    pl->max_mb_ckpt = max_batch(q, &q->mem);
+    pl->step_ckpt_s = q->have_gpu ? q->step_s : -1;
+    mp_tplan_free(q);
+    return MP_OK;
+}
+
 void mp_tplan_ft_param(const mp_tplan *pl, int v, bool split, int tp, mp_ft_acc *a) {
     const mp_value *val = &pl->p->m->graph->values[v];
     uint64_t e = mp_tplan_numel(val);

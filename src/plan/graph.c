@@ -234,6 +234,9 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
         /* the parameter itself is no activation; autocast's cached
          * low-precision copy of it is (once per parameter) */
         if (!c->mixed || want_dt != c->low_dt) return 0;
+        /* a quantized weight: bitsandbytes' MatMul4Bit keeps the packed
+         * weight and dequantizes it again in the backward (a transient) */
+        if (c->pl->pquant && c->pl->pquant[v]) return 0;
         if (c->pflag[v] & 1) return 0;
         c->pflag[v] |= 1;
         uint64_t b = mp_tplan_numel(val) * (uint64_t)dt_size(c->low_dt);

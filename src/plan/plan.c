@@ -330,6 +330,7 @@ static mp_status plan_build(mp_tplan *pl) {
         else if (steps > 0) total = steps * (model_flops + (double)pl->recompute_flops);
         if (total > 0) pl->train_6nd_s = total / (pl->gpus * pl->peak_low_flops * o->mfu);
     }
+    if ((st = mp_tplan_ft_answer(pl))) return st;
     pl->ds_zero2 = mp_tplan_deepspeed_zero2(pl->params, pl->dp);
     pl->ds_zero3 = mp_tplan_deepspeed_zero3(pl->params, pl->largest_layer, pl->dp);
 

@@ -229,6 +229,12 @@ struct mp_tplan {
     double cpu_adam;             /* parameters/s of the offloaded optimizer */
     uint64_t host_bytes;         /* the worst stage's, per GPU */
     double link_bytes, link_s, cpu_opt_s; /* per step */
+    /* --fit's answer on the plan's own layout (finetune.c): the largest
+     * micro-batch that fits, without and with checkpointing */
+    bool answer;
+    uint64_t need_bytes, need_ckpt_bytes; /* required (peak + reserve) at the graph's micro-batch */
+    int64_t max_mb, max_mb_ckpt;          /* samples per micro-batch that fit; 0 none, -1 unknown */
+    double step_ckpt_s;
 };
 
 /* peak.c: the moment of a stage's peak (called by layout.c for each
@@ -252,6 +258,9 @@ mp_status mp_tplan_ft_check(const mp_tplan_options *o);
  * frozen under LoRA), adapted nodes (--lora-targets over the pattern
  * layer's roles), the host link. */
 mp_status mp_tplan_ft_prepare(mp_tplan *pl, const struct mp_patterns *P);
+/* --fit's answer: the graph's layout with and without checkpointing, the
+ * largest micro-batch that fits each (after the plan is made). */
+mp_status mp_tplan_ft_answer(mp_tplan *pl);
 /* The parameter a value is (or is a view of: W.t()), -1 none. */
 int mp_tplan_weight_of(const mp_graph *g, int v);
 /* Optimizer state bytes of one trainable tensor of n elements (rows x cols

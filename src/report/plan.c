@@ -668,6 +668,20 @@ static void write_text(const mp_tplan *pl, pw *w) {
                    !cap || r->fits ? "" : "  (does not fit)");
             shown++;
         }
+        if (pl->answer) {
+            /* the plan's own layout: the largest micro-batch, with and without checkpointing */
+            pf(w, "  this layout at %s per micro-batch: %s, %s", mp_fmt_count(pl->samples_per_mb).s,
+               mp_fmt_bytes(pl->need_bytes).s, pl->max_mb >= (int64_t)pl->samples_per_mb ? "fits" : "does NOT fit");
+            if (pl->max_mb >= 0) pf(w, "; up to %lld per micro-batch fit%s", (long long)pl->max_mb,
+                                    o->checkpointing ? " (checkpointing)" : "");
+            pf(w, "\n");
+            if (!o->checkpointing && pl->max_mb_ckpt >= 0)
+                pf(w, "  with --checkpointing: %s at %s, %s; up to %lld per micro-batch fit (step %s)\n",
+                   mp_fmt_bytes(pl->need_ckpt_bytes).s, mp_fmt_count(pl->samples_per_mb).s,
+                   pl->max_mb_ckpt >= (int64_t)pl->samples_per_mb ? "fits" : "does NOT fit", (long long)pl->max_mb_ckpt,
+                   pl->step_ckpt_s >= 0 ? mp_fmt_seconds(pl->step_ckpt_s).s : "?");
+            pf(w, "  (micro-batches other than the graph's: activations, the loss and transients scaled linearly)\n");
+        }
         if (cap) pf(w, "  %d of %d layouts fit", fits, pl->n_fit);
         else pf(w, "  %d layouts (give --gpu or --mem-gb to see which fit)", pl->n_fit);
         if (shown < pl->n_fit)
@@ -727,6 +741,17 @@ static void ft_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "host_link_s"); jw_double(w, pl->link_s);
     jw_key(w, "cpu_optimizer_s"); jw_double(w, pl->cpu_opt_s);
     jw_key(w, "torch_version"); jw_str(w, o->torch_version == 1 ? "1.13" : "2");
+    jw_key(w, "fit_answer");
+    if (pl->answer) {
+        jw_open(w, '{');
+        jw_key(w, "required_bytes"); jw_u64(w, pl->need_bytes);
+        jw_key(w, "max_micro_batch"); jw_i64(w, pl->max_mb);
+        jw_key(w, "checkpointing_required_bytes"); jw_u64(w, pl->need_ckpt_bytes);
+        jw_key(w, "max_micro_batch_checkpointing"); jw_i64(w, pl->max_mb_ckpt);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_close(w, '}');
 }
 
