@@ -198,7 +198,34 @@ static void t_offload(void) {
     T_CHECK(f.weights < z.weights / 2 && f.host > z.weights); /* the GPU holds the largest layer */
 }
 
+/* --fit answers for the plan's own layout: the largest micro-batch that
+ * fits, and with checkpointing (which keeps less: more fit). */
+static void t_fit_answer(void) {
+    t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=2048", "--lora-rank", "16",
+                  "--base-dtype", "nf4", "--precision", "bf16", "--gpu", "rtx4090", "--fit", "--gpus", "1",
+                  "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    size_t err = 0;
+    jr *j = r.code ? NULL : jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        double mb = num(j, "plan.finetune.fit_answer.max_micro_batch");
+        double mbc = num(j, "plan.finetune.fit_answer.max_micro_batch_checkpointing");
+        double need = num(j, "plan.finetune.fit_answer.required_bytes");
+        double needc = num(j, "plan.finetune.fit_answer.checkpointing_required_bytes");
+        T_CHECK(mb >= 1 && mbc > mb && needc < need);
+        T_CHECK(need == num(j, "plan.memory.required_bytes"));
+    }
+    jr_free(j);
+    t_cli_free(&r);
+    r = RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=2048", "--lora-rank", "16", "--gpu",
+            "rtx4090", "--fit", "--gpus", "1", "-q");
+    T_CHECK(r.code == 0 && strstr(r.out, "with --checkpointing:") && strstr(r.out, "per micro-batch fit"));
+    t_cli_free(&r);
+}
+
 MP_TESTS(finetune) {
+    {"fit_answer", t_fit_answer},
     {"lora_states", t_lora_states},
     {"adamw8bit", t_adamw8bit},
     {"freeze", t_freeze},
