@@ -68,6 +68,9 @@ import torch.nn as nn                # noqa: E402
 import torch.utils.checkpoint as cp  # noqa: E402
 
 import fixture_models as fm          # noqa: E402
+import weakref                       # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten                # noqa: E402
 
 WIDTH = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
 BERT = dict(fm.BERT_BASE, vocab_size=512, max_position_embeddings=512, **WIDTH)
@@ -114,8 +117,8 @@ CASES = {
     "resnet50": (build_resnet50, MODES),
     "vit": (build_vit, MODES),
     "bert": (build_bert, MODES),
-    "gpt2": (build_gpt2, MODES + ("pure bf16",)),
-    "llama": (build_llama, MODES + ("pure bf16",)),
+    "gpt2": (build_gpt2, MODES + ("pure bf16", "pure bf16 ce", "fp32 ce")),
+    "llama": (build_llama, MODES + ("pure bf16", "pure bf16 ce")),
     "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora")),
     "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze")),
 }
@@ -186,15 +189,23 @@ def checkpoint_blocks(model, paths):
         m.forward = fwd
 
 
-def ce(y):
-    """Cross-entropy on output 0 over its last dim (the planner's loss)."""
+def ce(y, form="cross-entropy"):
+    """The loss on output 0 over its last dim, in the form the plan names
+    (src/plan/loss.c): causal-lm is transformers' ForCausalLMLoss (logits
+    upcast with .float(), labels shifted by padding, F.cross_entropy);
+    cross-entropy is F.cross_entropy on the output as it is."""
     c = y.shape[-1]
+    if form == "causal-lm":
+        y = y.float()
+        labels = torch.randint(0, c, y.shape[:-1], generator=torch.Generator().manual_seed(2))
+        labels = nn.functional.pad(labels, (0, 1), value=-100)[..., 1:].contiguous()
+        return nn.functional.cross_entropy(y.reshape(-1, c), labels.reshape(-1), ignore_index=-100)
     flat = y.reshape(-1, c)
     target = torch.randint(0, c, (flat.shape[0],), generator=torch.Generator().manual_seed(2))
     return nn.functional.cross_entropy(flat, target)
 
 
-def torch_saved(model, inputs, autocast, blocks):
+def torch_saved(model, inputs, autocast, blocks, form="cross-entropy"):
     model.train()
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -215,9 +226,9 @@ def torch_saved(model, inputs, autocast, blocks):
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         if autocast:
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                ce(first_output(model(*inputs)))
+                ce(first_output(model(*inputs)), form)
         else:
-            ce(first_output(model(*inputs)))
+            ce(first_output(model(*inputs)), form)
     return sum(seen.values())
 
 
@@ -265,6 +276,121 @@ def schema_checks(modelprof):
         return schema_check.main([d])
 
 
+# ---- the peak as a moment: births and deaths of a CPU step ----
+
+PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("llama", "pure bf16"),
+              ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32")]
+
+
+class Births(TorchDispatchMode):
+    """Every tensor an ATen operator returns during the step, by storage:
+    born when first returned, dead when the last tensor on it is freed
+    (weakref.finalize on each; PyTorch keeps a tensor's Python object while
+    C++ holds it, autograd's saved tensors included). The highest count of
+    live bytes, and which storages were live then."""
+
+    def __init__(self, pre):
+        super().__init__()
+        self.pre = pre
+        self.live = {}
+        self.cur = self.peak = 0
+        self.at = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.born(t)
+        if self.cur > self.peak:
+            self.peak = self.cur
+            self.at = {ptr: e[0] for ptr, e in self.live.items()}
+        return out
+
+    def born(self, t):
+        st = t.storage()
+        ptr, nb = st.data_ptr(), st.nbytes()
+        if not nb or ptr in self.pre:
+            return
+        e = self.live.get(ptr)
+        if e is None:
+            e = self.live[ptr] = [nb, 0]
+            self.cur += nb
+        e[1] += 1
+        weakref.finalize(t, self.dead, ptr)
+
+    def dead(self, ptr):
+        e = self.live.get(ptr)
+        if e is None:
+            return
+        e[1] -= 1
+        if e[1] == 0:
+            del self.live[ptr]
+            self.cur -= e[0]
+
+
+def torch_peak(model, inputs, form):
+    """The second training step (forward, the loss, backward, AdamW's
+    per-parameter step, as torch.optim runs it on a CPU) under Births: the
+    peak above what lies between steps (weights, buffers, optimizer
+    states), split into gradients (p.grad after the step) and the rest."""
+    model.train()
+    for m in model.modules():
+        if isinstance(m, nn.Dropout):
+            m.p = 0.0
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=False)
+    ce(first_output(model(*inputs)), form).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    stor = lambda t: t.storage().data_ptr()
+    weights = {stor(p): p.storage().nbytes() for p in model.parameters()}
+    weights.update({stor(b): b.storage().nbytes() for b in model.buffers()})
+    states = {stor(t): t.storage().nbytes() for s in opt.state.values() for t in s.values()
+              if isinstance(t, torch.Tensor)}
+    mode = Births(set(weights) | set(states))
+    with mode:
+        ce(first_output(model(*inputs)), form).backward()
+        opt.step()
+    grads = {stor(p.grad) for p in model.parameters() if p.grad is not None}
+    # storages live at the peak that are gradients after the step
+    g = sum(nb for ptr, nb in mode.at.items() if ptr in grads)
+    return {"weights": sum(weights.values()), "optimizer": sum(states.values()), "grads": g,
+            "peak": sum(weights.values()) + sum(states.values()) + mode.peak}
+
+
+def peak_rows(a, names):
+    """modelprof's peak (its moment, less the cuBLAS workspaces and the
+    512-byte rounding, which a CPU step has not) against the CPU step's."""
+    print()
+    print("the peak as a moment: modelprof plan (--optimizer-impl for-loop, no GPU) vs births and deaths of a CPU "
+          "step (TorchDispatchMode), second step")
+    print("%-6s %-14s %-14s %12s %12s %7s   %s" % ("model", "mode", "moment", "modelprof", "pytorch", "ratio",
+                                                  "grads at the peak: modelprof / pytorch"))
+    bad = 0
+    for name, mode in PEAK_CASES:
+        if name not in names:
+            continue
+        pure = mode.startswith("pure bf16")
+        ckpt = mode.endswith("ckpt")
+        model, inputs, path = model_of(name, pure, a.out)
+        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []))
+        if ckpt:
+            checkpoint_blocks(model, pl["blocks"])
+        pm = pl["peak_moment"]
+        ours = pm["total_bytes"] - pm.get("workspace_bytes", 0) - pm.get("rounding_bytes", 0)
+        t = torch_peak(model, inputs, pl["loss_form"]["form"])
+        ratio = ours / t["peak"]
+        ok = abs(ratio - 1) <= PEAK_TOL
+        bad += not ok
+        print("%-6s %-14s %-14s %12d %12d %7.3f   %d / %d%s" % (
+            name, mode, pm["when"], ours, t["peak"], ratio, pm.get("grads_bytes", 0), t["grads"],
+            "" if ok else "  <- outside +-%g%%" % (PEAK_TOL * 100)))
+        sys.stdout.flush()
+    return bad
+
+
+PEAK_TOL = 0.15
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--modelprof", default=os.path.join(ROOT, "build", "modelprof"))
@@ -282,9 +408,10 @@ def main():
     for name in names:
         for mode in CASES[name][1]:
             t1 = time.time()
-            pure = mode == "pure bf16"
+            pure = mode.startswith("pure bf16")
             autocast = mode.startswith("bf16")
             ckpt = mode.endswith("ckpt")
+            loss_ce = mode.endswith(" ce")  # F.cross_entropy as it is, not transformers' causal-LM loss
             model, inputs, path = model_of(name, pure, a.out)
             args = []
             if name == "resnet50":
@@ -298,9 +425,11 @@ def main():
                 args += ["--autocast-device", "cpu"]
             if ckpt:
                 args.append("--checkpointing")
+            if loss_ce:
+                args += ["--loss", "cross-entropy"]
             pl = plan(a.modelprof, path, args)
             ours = pl["memory"]["activations_bytes"]
-            theirs = torch_saved(model, inputs, autocast, pl["blocks"] if ckpt else None)
+            theirs = torch_saved(model, inputs, autocast, pl["blocks"] if ckpt else None, pl["loss_form"]["form"])
             ratio = ours / theirs if theirs else float("inf")
             ok = abs(ratio - 1) <= a.tol
             bad += not ok
@@ -312,6 +441,7 @@ def main():
             sys.stdout.flush()
     print("%d of %d rows within +-%g%% (%.1f s)" % (rows - (bad - bad_schema), rows, a.tol * 100,
                                                     time.time() - t0))
+    bad += peak_rows(a, names)
     return 1 if bad else 0
 
 

@@ -983,6 +983,25 @@ static mp_status graph_pass(pctx *c) {
         pn->out_bytes = n->n_out > 0 && n->out[0] >= 0 ? bscale(c, v_bytes(c, n->out[0])) : 0;
         pn->bytes = act_io + w_io;
         pn->temp = act_io;
+        if (role == ROLE_OWN && !t.view && !shape_only && rg) {
+            /* its backward's transient: the outputs' gradients and the
+             * inputs' gradients as the operator computes them, in the wider
+             * of the input's type and its own (softmax(x, dtype=float32),
+             * an autocast fp32 op: the gradient is fp32 before the cast
+             * back, a node of its own) */
+            uint64_t tmp = 0;
+            int own = mp_dtype_is_float(out_dt) ? dt_size(out_dt) : 0;
+            for (int i = 0; i < n->n_in; i++) {
+                int v = n->in[i];
+                if (v < 0 || c->cst[v] || param_like(c, v) || !mp_dtype_is_float(c->adt[v])) continue;
+                int sz = dt_size(c->adt[v]);
+                tmp += mp_tplan_numel(&g->values[v]) * (uint64_t)(own > sz ? own : sz);
+            }
+            for (int i = 0; i < n->n_out; i++)
+                if (n->out[i] >= 0) tmp += v_bytes(c, n->out[i]);
+            if (per_sample) tmp = bscale(c, tmp);
+            if (tmp > pn->temp) pn->temp = tmp;
+        }
         if ((pl->adapted && pl->adapted[ni]) || pl->pquant) lora_work(c, n, ni, pn);
     }
     pl->largest_layer = largest_layer;

@@ -93,6 +93,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
      * states' 512-byte rounding */
     uint8_t *seen = calloc((size_t)g->n_values + 1, 1);
     uint64_t round = 0;
+    double largest = 0; /* the largest parameter tensor's elements (after tp) */
     double zdiv_w = in->zero >= 3 ? in->dp : 1, zdiv_g = in->zero >= 2 ? in->dp : 1, zdiv_o = in->zero >= 1 ? in->dp : 1;
     for (int k = in->first; seen && k <= in->last; k++) {
         const mp_pnode *pn = &pl->nodes[k];
@@ -101,6 +102,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             if (seen[v]) continue;
             seen[v] = 1;
             double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+            if (e > largest) largest = e;
             /* each state a tensor of its own, rounded up to 512 bytes */
             uint64_t wb = (uint64_t)(e * (o->precision == MP_PREC_FP32 || mp_tplan_mixed(o->precision) ? 4 : 2) / zdiv_w);
             uint64_t gb = (uint64_t)(e * in->grad_per_param / zdiv_g);
@@ -142,15 +144,22 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     memset(seen, 0, seen ? (size_t)g->n_values + 1 : 0);
     uint64_t live = graph_acts, grads = resident_grads, rec = 0;
     int blk = -2;
+    /* each checkpointed block's own kept set (what its recompute brings
+     * back); folded nodes inside a block have no block and keep nothing */
+    uint64_t *block_set = o->checkpointing && pl->n_blocks > 0 ? calloc((size_t)pl->n_blocks, sizeof(uint64_t)) : NULL;
+    for (int k = in->first; block_set && k <= in->last; k++) {
+        const mp_pnode *pn = &pl->nodes[k];
+        if (pn->block < 0 || pn->block >= pl->n_blocks) continue;
+        uint64_t rdiv = in->rdiv;
+        block_set[pn->block] += pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
+    }
     for (int k = in->last; k >= in->first; k--) {
         const mp_pnode *pn = &pl->nodes[k];
         uint64_t rdiv = pn->block >= 0 ? in->rdiv : 1;
-        if (o->checkpointing && pn->block >= 0 && pn->block != blk) {
+        if (block_set && pn->block >= 0 && pn->block < pl->n_blocks && pn->block != blk) {
             /* the recompute: the block's own kept set comes back */
             blk = pn->block;
-            rec = 0;
-            for (int q = k; q >= in->first && pl->nodes[q].block == blk; q--)
-                rec += pl->nodes[q].ckpt_rep / rdiv + pl->nodes[q].ckpt_split / tp;
+            rec = block_set[blk];
         }
         uint64_t tmp = pn->split ? pn->temp / tp : pn->temp / rdiv;
         if (pn->bwd_flops || pn->n_bwd_kernels) {
@@ -185,12 +194,18 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         m.grads = mem->grads_bytes;
         m.activations = others;
         m.when = MP_MOMENT_OPTIMIZER;
-        /* foreach Adam: exp_avg_sq.sqrt() for every parameter, one state's bytes */
+        /* foreach Adam: exp_avg_sq.sqrt() for every parameter, one state's
+         * bytes; the per-parameter loop: sqrt() and its quotient by the
+         * bias correction for the largest parameter (two of its states);
+         * fused: none */
         bool adam = o->optimizer == MP_OPT_ADAM || o->optimizer == MP_OPT_ADAMW;
         if (adam && o->optimizer_impl == MP_OPTIMPL_FOREACH) m.transient = mem->optimizer_bytes / 2;
+        if (adam && o->optimizer_impl == MP_OPTIMPL_FOR_LOOP)
+            m.transient = (uint64_t)(2 * largest * in->opt_per_param / 2 / zdiv_o);
         total(&m);
         keep_max(&best, &m);
     }
     free(seen);
+    free(block_set);
     *at = best;
 }

@@ -368,7 +368,7 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         {"    activations kept:", a->activations, " (not yet freed by the backward)"},
         {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
         {"    recomputed block:", a->recomputed, " (checkpointing brings it back)"},
-        {"    transient:", a->transient, a->when == MP_MOMENT_OPTIMIZER ? " (foreach AdamW's sqrt(exp_avg_sq))"
+        {"    transient:", a->transient, a->when == MP_MOMENT_OPTIMIZER ? " (Adam's sqrt(exp_avg_sq) temporaries)"
                                                                        : " (the running operator's)"},
         {"    cuBLAS workspaces:", a->workspace, pl->gpu ? " (2: the forward's and autograd's threads)"
                                                          : " (no GPU named: not counted)"},
