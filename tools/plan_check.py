@@ -279,7 +279,8 @@ def schema_checks(modelprof):
 # ---- the peak as a moment: births and deaths of a CPU step ----
 
 PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("llama", "pure bf16"),
-              ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32")]
+              ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32"),
+              ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze")]
 
 
 class Births(TorchDispatchMode):
@@ -372,7 +373,12 @@ def peak_rows(a, names):
         pure = mode.startswith("pure bf16")
         ckpt = mode.endswith("ckpt")
         model, inputs, path = model_of(name, pure, a.out)
-        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []))
+        ft = mode.split()[-1] if mode.split()[-1] in FT_ARGS else None
+        extra = []
+        if ft:  # fine-tuning rows: this machine's autograd (PyTorch 1.13's mean), the model frozen or adapted
+            extra = FT_ARGS[ft] + ["--torch-version", "1.13"]
+            finetune(model, mode)
+        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra)
         if ckpt:
             checkpoint_blocks(model, pl["blocks"])
         pm = pl["peak_moment"]
