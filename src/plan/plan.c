@@ -313,6 +313,10 @@ static mp_status plan_build(mp_tplan *pl) {
     pl->tokens_per_step = (double)pl->tokens_per_mb * mbs;
     pl->samples_per_step = (double)pl->samples_per_mb * mbs;
     double per = o->inference ? 2 : o->checkpointing ? 8 : 6;
+    if (pl->ft && !o->inference && pl->params > 0 && pl->trainable_params < pl->params)
+        /* frozen weights: the backward's dX (2 N) but a weight gradient (2 N)
+         * for the trainable only: (4 + 2 T / N) N D, + 2 N D recomputed */
+        per = 4 + 2 * (double)pl->trainable_params / (double)pl->params + (o->checkpointing ? 2 : 0);
     pl->flops_6nd = pl->has_tokens ? per * (double)pl->params * pl->tokens_per_step : -1;
     int gpus_run = pl->dp * pl->tp * pl->pp;
     double model_flops = (double)pl->fwd_flops + (double)pl->bwd_flops;

@@ -93,11 +93,20 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
        amp ? "in fp32, PyTorch AMP's parameters are the master copy" : mixed ? "in the low-precision working copy"
                                                                          : "in the training type",
        pl->zero >= 3 ? (o->fsdp ? ", FSDP full shard" : zlabel) : "", pl->zero >= 3 ? over : "");
+    bool ft = pl->ft && !o->inference;
+    if (ft && (o->base_dtype || o->lora_rank > 0 || o->offload == 2)) {
+        label(w, "");
+        pf(w, "(%s%s%s)\n", o->base_dtype ? "the blocks' frozen weights quantized (--base-dtype); " : "",
+           o->lora_rank > 0 ? "the adapters in fp32; " : "",
+           o->offload == 2 ? "the largest layer on the GPU, the rest on the host" : "the others as above");
+    }
     mem_row(w, "  gradients:", m->grads_bytes, params);
-    pf(w, ": %g B/param%s%s)\n", sb.grads, pl->zero >= 2 ? zlabel : "", pl->zero >= 2 ? over : "");
+    pf(w, ": %g B/param%s%s%s)\n", sb.grads, pl->zero >= 2 ? zlabel : "", pl->zero >= 2 ? over : "",
+       ft ? "; of the trainable parameters only, adapters' in fp32" : "");
     mem_row(w, "  optimizer states:", m->optimizer_bytes, params);
-    pf(w, ": %s, %s%s%s)\n", mp_optimizer_name(o->optimizer), opt_text(o->optimizer),
-       pl->zero >= 1 ? zlabel : "", pl->zero >= 1 ? over : "");
+    pf(w, ": %s, %s%s%s%s)\n", mp_optimizer_name(o->optimizer), opt_text(o->optimizer),
+       pl->zero >= 1 ? zlabel : "", pl->zero >= 1 ? over : "",
+       ft && o->offload ? "; offloaded: on the host" : ft ? "; of the trainable parameters only" : "");
     mem_row(w, "  master weights:", m->master_weights_bytes, params);
     if (amp) pf(w, ": none apart, the fp32 parameters are the master copy)\n");
     else if (mixed)
@@ -616,8 +625,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
             pf(w, "? (give --tokens or --samples, and a GPU)\n");
         if (pl->flops_6nd > 0) {
             label(w, "  FLOPs per step:");
+            bool frozen = pl->ft && pl->trainable_params < pl->params;
             pf(w, "graph %s vs %s %s\n", mp_fmt_flops(pl->fwd_flops + pl->bwd_flops + pl->recompute_flops).s,
-               o->checkpointing ? "8ND" : "6ND", mp_fmt_flops((uint64_t)pl->flops_6nd).s);
+               frozen ? (o->checkpointing ? "(6N + 2T)D (T trainable)" : "(4N + 2T)D (T trainable)")
+                      : o->checkpointing ? "8ND" : "6ND",
+               mp_fmt_flops((uint64_t)pl->flops_6nd).s);
         }
     } else if (o->kv_cache) {
         mp_out_putc(&w->o, '\n');
