@@ -224,7 +224,28 @@ static void t_fit_answer(void) {
     t_cli_free(&r);
 }
 
+/* GPT-2's attention is one fused qkv product (Conv1D c_attn): q and v ask
+ * for it, and the whole product (768 -> 2,304) is adapted once per block. */
+static void t_fused_qkv(void) {
+    const char *const argv[] = {"plan", "models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--lora-rank", "8",
+                                "--lora-targets", "q,v", "--format", "json", "-q", NULL};
+    t_cli r = t_cli_run(argv, 60, 0);
+    T_EQ(r.code, 0);
+    size_t err = 0;
+    jr *j = r.code ? NULL : jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j != NULL);
+    if (j) {
+        T_CHECK(num(j, "plan.finetune.lora.fused_qkv_adapted") == 12);
+        T_CHECK(num(j, "plan.memory.trainable_params") == 12 * 8.0 * (768 + 2304));
+        const jr *ad = jr_path(j, "plan.finetune.lora.adapted");
+        T_CHECK(ad && jr_len(ad) == 12);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 MP_TESTS(finetune) {
+    {"fused_qkv", t_fused_qkv},
     {"fit_answer", t_fit_answer},
     {"lora_states", t_lora_states},
     {"adamw8bit", t_adamw8bit},

@@ -278,7 +278,8 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
             tok[k] = 0;
             t += k + (end ? 1 : 0);
             if (!*tok) continue;
-            int before = pl->n_adapted, role = -1;
+            int role = -1;
+            bool matched = false;
             for (int r = 0; r < MP_WROLE_COUNT; r++)
                 if (strcmp(tok, role_names[r]) == 0) role = r;
             if (role >= 0) {
@@ -291,16 +292,14 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                         n = B->w[MP_WROLE_QKV].node;
                         if (!pl->adapted[n]) pl->adapted_qkv++;
                     }
-                    if (n >= 0) st = adapt(pl, g, n, NULL);
+                    if (n >= 0) {
+                        matched = true;
+                        st = adapt(pl, g, n, NULL);
+                    }
                 }
-                if (!st && pl->n_adapted == before) {
-                    /* the role may have been adapted already by another token */
-                    bool any = false;
-                    for (int b = 0; P && b < P->n_blocks; b++) any |= P->blocks[b].w[role].node >= 0;
-                    if (!any)
-                        st = mp_error(MP_ERR_USAGE, "--lora-targets %s: no block has a '%s' product (the pattern "
-                                      "layer's roles are in the plan's patterns)", tok, tok);
-                }
+                if (!st && !matched)
+                    st = mp_error(MP_ERR_USAGE, "--lora-targets %s: no block has a '%s' product (the pattern "
+                                  "layer's roles are in the plan's patterns)", tok, tok);
             } else if (strcmp(tok, "all-linear") == 0) {
                 /* PEFT's all-linear: every Linear but the output layer */
                 for (int ni = 0; ni < nn && !st; ni++) {
@@ -310,17 +309,20 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                 }
             } else if (strpbrk(tok, ".*?[")) {
                 int hits = 0;
+                const char *example = NULL;
                 for (int ni = 0; ni < nn && !st; ni++) {
                     uint32_t a, b;
                     int w = product_weight(g, &g->nodes[ni], &a, &b);
                     if (w < 0) continue;
+                    if (!example) example = g->values[w].name;
                     if (!glob_match(tok, g->values[w].name ? g->values[w].name : "", mod ? mod[w] : NULL)) continue;
                     hits++;
                     st = adapt(pl, g, ni, NULL);
                 }
                 if (!st && !hits)
                     st = mp_error(MP_ERR_USAGE, "--lora-targets '%s': matches no weight product's parameter or "
-                                  "module", tok);
+                                  "module (names look like '%s'; a glob matches the whole name)", tok,
+                                  example ? example : "");
             } else {
                 st = mp_error(MP_ERR_USAGE, "--lora-targets '%s': not a role (q, k, v, qkv, o, up, gate, gate_up, "
                               "down, all-linear) nor a module glob (with '.' or '*')", tok);
