@@ -169,8 +169,16 @@ static void host_link(mp_tplan *pl) {
     }
 }
 
-static mp_status adapt(mp_tplan *pl, const mp_graph *g, int ni, int *qkv_note) {
-    (void)qkv_note;
+/* A weight's name, or for a name the exporter made up ("val_17": the
+ * dynamo exporter's folded W.t()) the path of the module reading it. */
+static const char *display_name(const mp_graph *g, const char *const *mod, int w) {
+    const char *name = g->values[w].name;
+    if ((!name || !strchr(name, '.')) && mod && mod[w] && *mod[w]) return mod[w];
+    return name ? name : "?";
+}
+
+/* An adapted product, named as display_name says. */
+static mp_status adapt(mp_tplan *pl, const mp_graph *g, int ni, const char *const *mod) {
     if (pl->adapted[ni]) return MP_OK;
     uint32_t fi, fo;
     int w = product_weight(g, &g->nodes[ni], &fi, &fo);
@@ -178,7 +186,7 @@ static mp_status adapt(mp_tplan *pl, const mp_graph *g, int ni, int *qkv_note) {
     pl->adapted[ni] = 1;
     pl->lora_in[ni] = fi;
     pl->lora_out[ni] = fo;
-    pl->adapted_names[pl->n_adapted++] = g->values[w].name;
+    pl->adapted_names[pl->n_adapted++] = display_name(g, mod, w);
     pl->lora_params += (uint64_t)pl->o.lora_rank * ((uint64_t)fi + fo);
     return MP_OK;
 }
@@ -294,7 +302,7 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                     }
                     if (n >= 0) {
                         matched = true;
-                        st = adapt(pl, g, n, NULL);
+                        st = adapt(pl, g, n, mod);
                     }
                 }
                 if (!st && !matched)
@@ -305,7 +313,7 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                 for (int ni = 0; ni < nn && !st; ni++) {
                     uint32_t a, b;
                     if (P && ni == P->lm_head) continue;
-                    if (product_weight(g, &g->nodes[ni], &a, &b) >= 0) st = adapt(pl, g, ni, NULL);
+                    if (product_weight(g, &g->nodes[ni], &a, &b) >= 0) st = adapt(pl, g, ni, mod);
                 }
             } else if (strpbrk(tok, ".*?[")) {
                 int hits = 0;
@@ -317,7 +325,7 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                     if (!example) example = g->values[w].name;
                     if (!glob_match(tok, g->values[w].name ? g->values[w].name : "", mod ? mod[w] : NULL)) continue;
                     hits++;
-                    st = adapt(pl, g, ni, NULL);
+                    st = adapt(pl, g, ni, mod);
                 }
                 if (!st && !hits)
                     st = mp_error(MP_ERR_USAGE, "--lora-targets '%s': matches no weight product's parameter or "
@@ -347,7 +355,7 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                     static const char *const dn[] = {"", "nf4", "int8", "fp8"};
                     st = mp_error(MP_ERR_USAGE, "--base-dtype %s: '%s' is trainable, and a quantized weight cannot "
                                   "be trained (freeze it, or train adapters with --lora-rank)", dn[o->base_dtype],
-                                  g->values[w].name ? g->values[w].name : "?");
+                                  display_name(g, mod, w));
                     break;
                 }
                 pl->pquant[w] = 1;
