@@ -119,8 +119,8 @@ CASES = {
     "bert": (build_bert, MODES),
     "gpt2": (build_gpt2, MODES + ("pure bf16", "pure bf16 ce", "fp32 ce")),
     "llama": (build_llama, MODES + ("pure bf16", "pure bf16 ce")),
-    "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora")),
-    "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze")),
+    "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora", "bf16 lora ckpt")),
+    "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze", "fp32 freeze ckpt")),
 }
 
 # fine-tuning modes: the plan's flags and what the PyTorch model is given
@@ -138,11 +138,14 @@ def build_plain(variant):
 def finetune(model, mode):
     """LoRA on q and v (wq, wv) in plain torch, or the freeze/unfreeze of FT_ARGS."""
     import plain_decoders as pd
-    if mode.endswith("lora"):
+    if "lora" in mode.split():
         pd.add_lora(model, pd.linears(model, ("wq", "wv")), r=8)
-    elif mode.endswith("freeze"):
+    elif "freeze" in mode.split():
         for n, p in model.named_parameters():
             p.requires_grad_(n.startswith(("layers.1.", "norm.", "out.")))
+    if mode.endswith("ckpt"):
+        # transformers' enable_input_require_grads, which PEFT calls with gradient checkpointing
+        model.tok.register_forward_hook(lambda mod, inp, out: out.requires_grad_(True))
 
 
 def model_of(name, pure, out):
@@ -423,7 +426,7 @@ def main():
             if name == "resnet50":
                 args = ["--input", "input=1x3x64x64"]
             args += ["--precision", "bf16-mixed" if autocast else "auto", "--torch-version", "1.13"]
-            ft = mode.split()[-1] if mode.split()[-1] in FT_ARGS else None
+            ft = next((w for w in mode.split() if w in FT_ARGS), None)
             if ft:
                 args += FT_ARGS[ft]
                 finetune(model, mode)

@@ -38,6 +38,8 @@ typedef struct pctx {
     int cur_unit;                 /* the unit of the node being planned */
     uint64_t *cross;              /* that node's bytes kept again on another stage, or NULL */
     int *cross_unit;
+    bool input_grads;             /* fine-tuning with checkpointing: the embedding's output needs a
+                                   * gradient (PEFT's enable_input_require_grads) */
     uint64_t b_num, b_den;        /* per-sample figures x b_num / b_den (a static export
                                    * planned at another batch); 1 / 1 otherwise */
 } pctx;
@@ -556,7 +558,8 @@ static mp_status graph_pass(pctx *c) {
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[g->order[k]];
         bool all_const = n->n_in > 0 || mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
-        bool any_rg = pl->adapted && pl->adapted[g->order[k]]; /* a LoRA adapter's output needs a gradient */
+        bool any_rg = (pl->adapted && pl->adapted[g->order[k]]) || /* a LoRA adapter's output needs a gradient */
+                      (c->input_grads && P && g->order[k] == P->embed);
         for (int i = 0; i < n->n_in; i++) {
             if (n->in[i] >= 0 && !c->cst[n->in[i]]) all_const = false;
             if (n->in[i] >= 0 && c->rg[n->in[i]]) any_rg = true;
@@ -588,7 +591,7 @@ static mp_status graph_pass(pctx *c) {
         c->node_block[ni] = blk;
         /* constants and shape arithmetic: outputs of nodes whose inputs are
          * all constant are constant (folded: no memory, no time) */
-        bool all_const = true, any_rg = pl->adapted && pl->adapted[ni];
+        bool all_const = true, any_rg = (pl->adapted && pl->adapted[ni]) || (c->input_grads && P && ni == P->embed);
         uint32_t rg = 0;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
@@ -1080,11 +1083,26 @@ static mp_status graph_pass(pctx *c) {
      * of what its nodes keep; the largest block's own set comes back
      * during its backward (a temporary) */
     if (o->checkpointing && pl->n_blocks > 0 && c->training) {
+        /* a block none of whose nodes has a backward (frozen, and nothing
+         * before it trained: fine-tuning) is not recomputed, and
+         * torch.utils.checkpoint keeps nothing for it: its output needs no
+         * gradient, so autograd records no node to hold its inputs */
+        uint8_t *live = calloc((size_t)pl->n_blocks + 1, 1);
+        if (!live) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < nn; k++) {
+            const mp_pnode *pn = &pl->nodes[k];
+            if (pn->block >= 0 && pn->block < pl->n_blocks && (pn->bwd_flops || pn->n_bwd_kernels)) live[pn->block] = 1;
+        }
         for (int k = 0; k < nn; k++) {
             int ni = g->order[k];
             mp_node *n = &g->nodes[ni];
             mp_pnode *pn = &pl->nodes[k];
             if (pn->block < 0) continue;
+            if (pn->block < pl->n_blocks && !live[pn->block]) {
+                pn->ckpt_rep = pn->ckpt_split = 0;
+                pn->saved_rep = pn->saved_split = 0;
+                continue;
+            }
             uint64_t rep = 0, spl = 0, cross = 0;
             int cross_unit = -1;
             c->cur_unit = pn->unit;
@@ -1109,6 +1127,7 @@ static mp_status graph_pass(pctx *c) {
             pn->cross = cross;
             pn->cross_unit = cross_unit;
         }
+        free(live);
     }
     return MP_OK;
 }
@@ -1290,6 +1309,11 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
     c.kv_rep = o->tp > 1 && pl->kv_heads > 0 && pl->kv_heads % o->tp != 0;
     pl->kv_replicated = c.kv_rep;
     st = mp_tplan_ft_prepare(pl, c.P);
+    /* checkpointing a model with frozen parameters: PEFT (prepare_model_for_kbit_training,
+     * get_peft_model with gradient checkpointing) and transformers call
+     * enable_input_require_grads, a hook making the embedding's output need a
+     * gradient, so that reentrant checkpoints of frozen blocks run their backward */
+    c.input_grads = o->checkpointing && pl->ptrain != NULL;
     if (!st) st = graph_pass(&c);
     const mp_graph *g = c.g;
     if (!st) {
