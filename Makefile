@@ -111,6 +111,7 @@ TEST_CFLAGS = $(OPT) -g -Werror
 test:
 	@sh tools/deps.sh test
 	$(MAKE) all $(BUILD)/tests CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) check-layers CFLAGS="$(TEST_CFLAGS)"
 	@echo "== clang build (warnings are errors)"
 	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(TEST_CFLAGS)"
 	@echo "== unit, model and CLI tests"
@@ -127,6 +128,20 @@ test:
 	$(MAKE) agree CFLAGS="$(TEST_CFLAGS)"
 	$(MAKE) pytest-ish CFLAGS="$(TEST_CFLAGS)"
 	$(MAKE) plan-check CFLAGS="$(TEST_CFLAGS)"
+
+# ---- the quick loop: one compiler, an incremental build and the unit test
+# binary, two tests at a time (no clang build, conformance, browser,
+# PyTorch or planner-harness suites); T=NAME runs the tests whose
+# "file.test" name contains NAME (`make check T=plan.options`) ----
+T ?=
+check:
+	@$(MAKE) --no-print-directory -j2 all $(BUILD)/tests CFLAGS="$(TEST_CFLAGS)"
+	MP_TEST_JOBS=2 MP_BIN=$(BUILD)/modelprof $(BUILD)/tests $(T)
+
+# ---- the folders' layering (src/LAYERS), on the objects and the includes ----
+check-layers: objs
+	/usr/bin/python3 tools/check_layers.py --build $(BUILD)
+	/usr/bin/python3 tools/check_layers.py --self-test
 
 # ---- the Python package (python/modelprof) and `make install`, tested
 # (tests/python/run.py: get_model_profile on torchvision models, FlopsProfiler
@@ -417,6 +432,6 @@ bench-ranks:
 	/usr/bin/python3 bench/bench_ranks.py --mpi $(BUILD)/modelprof-mpi --out $(BUILD)/bench-ranks \
 	    --ranks $(BENCH_RANKS) --procs 2
 
-.PHONY: FORCE all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan bench-ranks
+.PHONY: FORCE all objs clean demo test bench bench-gemm bench-timing bench-trace bench-plan bench-ranks check check-layers
 clean:
 	rm -rf $(BUILD)

@@ -67,7 +67,12 @@ int main(int argc, char **argv) {
     mp_exec *pl;
     if (mp_exec_create(p, &o, &pl)) return die("plan");
     if (mp_exec_run(pl)) return die("run");
-    printf("ready\n");
+    /* "ready FLOPS PEAK": the model's forward FLOPs (static profile) and the
+     * machine's measured fp32 GEMM peak at these threads (FLOP/s), so the
+     * harness can print the fraction of the peak each run reaches */
+    mp_totals tot;
+    mp_profile_totals(p, &tot);
+    printf("ready %llu %.6g\n", (unsigned long long)tot.flops, mp_peak_flops(o.threads, NULL));
     fflush(stdout);
     char line[64];
     double *t = NULL;

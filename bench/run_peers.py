@@ -218,8 +218,12 @@ class Server:
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True, env=env)
         line = self.p.stdout.readline()
-        if line.strip() != "ready":
+        f = line.split()
+        if not f or f[0] != "ready":
             raise RuntimeError(f"{label}: did not start ({' '.join(cmd)})")
+        # modelprof's engine says the model's FLOPs and the measured GEMM peak
+        self.flops = float(f[1]) if len(f) > 2 else None
+        self.peak = float(f[2]) if len(f) > 2 else None
 
     def run(self, n):
         self.p.stdin.write(f"{n}\n")
@@ -300,6 +304,24 @@ def cpu_isa():
     return isa + (f" ({', '.join(extra)})" if extra else ""), model
 
 
+def cpu_caches():
+    """The caches of CPU 0 as Linux lists them: "L1d 48K, L1i 32K, L2 2048K, L3 ..."."""
+    out = []
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in sorted(os.listdir(base)):
+            if not d.startswith("index"):
+                continue
+            rd = lambda k: open(os.path.join(base, d, k)).read().strip()
+            kind = rd("type")
+            tag = "d" if kind == "Data" else "i" if kind == "Instruction" else ""
+            shared = rd("shared_cpu_list") if os.path.exists(os.path.join(base, d, "shared_cpu_list")) else "?"
+            out.append(f"L{rd('level')}{tag} {rd('size')} (cpus {shared})")
+    except OSError:
+        pass
+    return ", ".join(out) or "unknown"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench-run", default=os.path.join(ROOT, "build", "bench_run"))
@@ -319,7 +341,7 @@ def main():
     args = ap.parse_args()
 
     isa, model = cpu_isa()
-    print(f"CPU: {model}; ISA: {isa}", flush=True)
+    print(f"CPU: {model}; ISA: {isa}; {os.cpu_count()} cores; caches: {cpu_caches()}", flush=True)
     mp_env = dict(os.environ)
     if args.max_isa:
         mp_env["ONEDNN_MAX_CPU_ISA"] = args.max_isa
@@ -339,6 +361,7 @@ def main():
     env = dict(os.environ, NODE_PATH=node_path)
     want = args.engines.split(",")
     rows, failed = [], False
+    peaks = {}
     for name in models:
         dims = []
         if args.dynamo:
@@ -380,6 +403,10 @@ def main():
                 e.close()
         med = {k: statistics.median(v) for k, v in times.items()}
         mn = {k: min(v) for k, v in times.items()}
+        # the fraction of the measured fp32 GEMM peak each engine's median reaches
+        mpe = next((e for e in engines if e.label == "modelprof" and getattr(e, "peak", None)), None)
+        frac = {k: mpe.flops / (med[k] / 1e3) / mpe.peak for k in med} if mpe and mpe.peak else {}
+        peaks[name] = (frac, mpe.peak if mpe else None)
         rows.append((name, med, mn))
         cells = "  ".join(f"{k} {med[k]:8.2f} ms (min {mn[k]:.2f})" for k in med)
         print(f"{name:{w}s} {cells}", flush=True)
@@ -400,8 +427,11 @@ def main():
             (r2 is None or r2 <= t_torch)
         fmt = lambda x: f"{x:10.2f}" if x else f"{'-':>10s}"
         rf = lambda x, w: f"{x:{w}.2f}x" if x else f"{'-':>{w + 1}s}"
+        frac, peak = peaks.get(name, ({}, None))
+        pk = "  ".join(f"{k} {v * 100:.0f}%" for k, v in frac.items())
         print(f"{name:{w}s} {fmt(mp)} {fmt(ort)} {fmt(pt)} {rf(r1, 7)} {rf(r2, 9)}  "
-              f"{'meets' if ok else 'misses'} (<= {t_ort}x ORT, <= {t_torch}x PyTorch)")
+              f"{'meets' if ok else 'misses'} (<= {t_ort}x ORT, <= {t_torch}x PyTorch)"
+              + (f"; of the measured GEMM peak ({peak / 1e9:.0f} GFLOP/s): {pk}" if pk else ""))
     return 1 if failed else 0
 
 

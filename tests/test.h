@@ -69,6 +69,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(dynamo)            \
     X(patterns)          \
     X(formula)           \
+    X(unknown)           \
     X(params)            \
     X(cli)               \
     X(malformed)         \

@@ -9,6 +9,8 @@
 #include "run/blas.h"
 #include "run/dnnl.h"
 #include "run/run.h"
+#include "ops/kernel.h"
+#include "ops/scalar.h"
 #include "tbuild.h"
 #include "test.h"
 
@@ -1211,6 +1213,126 @@ static void test_plan_layernorm_pattern(void) {
     mp_run_portable_only = was_portable;
 }
 
+/* ---- the scalar math in one place (src/ops/scalar.h) at extreme inputs ----
+ * Each activation at +-1e4, +-inf, NaN and around the overflow points,
+ * through every path that computes it: the reference kernels (the
+ * portable run) exactly as the one home computes in double, rounded to
+ * fp32; the RNN activation table (mp_kact) exactly; oneDNN's eltwise
+ * kernels (their own code) within 1e-6 relative, with the same NaN and
+ * infinities. */
+static const double ext_x[] = {1e4, -1e4, INFINITY, -INFINITY, NAN, 0.0, 1.0, -1.0, 30.5, 88.0, 700.0, 710.0, -88.0};
+enum { EXT_N = sizeof ext_x / sizeof ext_x[0] };
+
+static bool ext_same(double got, double want, double rel) {
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    if (rel == 0) return (float)got == (float)want;
+    return fabs(got - want) <= rel * fmax(fabs(want), 1e-30) || fabs(got - want) <= 1e-30;
+}
+
+/* x [EXT_N, 1] @ [[1]] then `op`: the product is exact, and on oneDNN the
+ * activation runs as the MatMul's eltwise post-op (fused: p->run.fused).
+ * Portable: every node on its reference kernel. false when oneDNN was
+ * asked for and did not fuse the activation. */
+static bool ext_run(const char *domain, const char *op, const char *attr, double alpha, bool portable,
+                    float *y) {
+    mp_model *m = tb_new(20);
+    if (domain) tb_opset(m, domain, 1);
+    tb_input(m, "x", F, 2, TB_DIMS(EXT_N, 1));
+    tb_const_f(m, "one", F, 2, TB_DIMS(1, 1), (const double[]){1.0});
+    tb_node(m, "MatMul", "x,one", "xm");
+    int nd = domain ? tb_node_d(m, domain, op, "xm", "y") : tb_node(m, op, "xm", "y");
+    if (attr) tb_attr_s(m, nd, "approximate", attr);
+    if (alpha != 0) tb_attr_f(m, nd, "alpha", alpha);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    bool ran = false;
+    bool was = mp_run_portable_only;
+    mp_run_portable_only = portable;
+    mp_exec *pl = p ? measure_plan(p, !portable, 1) : NULL;
+    if (pl) {
+        float xv[EXT_N];
+        for (int i = 0; i < EXT_N; i++) xv[i] = (float)ext_x[i];
+        const char *names[1] = {"x"};
+        float *data[1] = {xv};
+        const int64_t *dims[1] = {TB_DIMS(EXT_N, 1)};
+        int ranks[1] = {2};
+        set_inputs(pl, 1, names, data, dims, ranks);
+        T_OK(mp_profile_run(pl, p));
+        int64_t n = 0;
+        const float *out = plan_out(pl, 0, &n);
+        if (out && n == EXT_N && (portable || p->run.fused >= 1)) {
+            memcpy(y, out, sizeof(float) * EXT_N);
+            ran = true;
+        }
+        mp_exec_free(pl);
+    }
+    mp_run_portable_only = was;
+    tb_done(m, p);
+    return ran;
+}
+
+static double ext_softplus(double x) { return mp_s_softplus(x); }
+static double ext_sigmoid(double x) { return mp_s_sigmoid(x); }
+static double ext_gelu_erf(double x) { return mp_s_gelu_erf(x); }
+static double ext_gelu_tanh(double x) { return mp_s_gelu_tanh(x); }
+static double ext_quick(double x) { return mp_s_swish(x, 1.702); }
+static double ext_mish(double x) { return x * tanh(mp_s_softplus(x)); }
+
+static void test_extreme_activations(void) {
+    static const struct {
+        const char *domain, *op, *attr;
+        double alpha;
+        double (*home)(double);
+        const char *kact; /* the RNN table's name for it, or NULL */
+    } cases[] = {
+        {NULL, "Gelu", NULL, 0, ext_gelu_erf, NULL},
+        {NULL, "Gelu", "tanh", 0, ext_gelu_tanh, NULL},
+        {NULL, "Softplus", NULL, 0, ext_softplus, "Softplus"},
+        {NULL, "Sigmoid", NULL, 0, ext_sigmoid, "Sigmoid"},
+        {NULL, "Mish", NULL, 0, ext_mish, NULL},
+        {"com.microsoft", "Gelu", NULL, 0, ext_gelu_erf, NULL},
+        {"com.microsoft", "FastGelu", NULL, 0, ext_gelu_tanh, NULL},
+        {"com.microsoft", "QuickGelu", NULL, 1.702, ext_quick, NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float y[EXT_N];
+        for (int path = 0; path < 2; path++) {
+            if (!ext_run(cases[c].domain, cases[c].op, cases[c].attr, cases[c].alpha, path == 0, y)) {
+                if (path == 0) T_CHECK(!"the portable run failed");
+                continue;
+            }
+            for (int i = 0; i < EXT_N; i++) {
+                /* the input as the kernel saw it (fp32) */
+                double want = cases[c].home((double)(float)ext_x[i]);
+                if (!ext_same(y[i], want, path == 0 ? 0 : 1e-6))
+                    mp_t_fail(__FILE__, __LINE__, "%s%s%s(%g) on the %s path: %.9g, the one home gives %.9g",
+                              cases[c].op, cases[c].attr ? " " : "", cases[c].attr ? cases[c].attr : "", ext_x[i],
+                              path == 0 ? "reference" : "oneDNN", (double)y[i], want);
+            }
+        }
+        if (cases[c].kact)
+            for (int i = 0; i < EXT_N; i++) {
+                double got = mp_kact(cases[c].kact, ext_x[i], 0, 0), want = cases[c].home(ext_x[i]);
+                if (!(isnan(want) ? isnan(got) : got == want))
+                    mp_t_fail(__FILE__, __LINE__, "mp_kact %s(%g): %.17g, the one home gives %.17g", cases[c].kact,
+                              ext_x[i], got, want);
+            }
+    }
+    /* softmax rows: the reference Softmax (both of its paths) against the home's */
+    {
+        double row[EXT_N];
+        for (int i = 0; i < EXT_N; i++) row[i] = (float)ext_x[i];
+        mp_s_softmax_row(row, EXT_N, false);
+        for (int i = 0; i < EXT_N; i++) T_CHECK(isnan(row[i])); /* +inf and NaN in the row: NaN, as ONNX */
+        double fin[3] = {1e4, -1e4, 0}, mask[2] = {-INFINITY, -INFINITY};
+        mp_s_softmax_row(fin, 3, false);
+        T_CHECK(fin[0] == 1 && fin[1] == 0 && fin[2] == 0);
+        mp_s_softmax_row(mask, 2, true);
+        T_CHECK(mask[0] == 0 && mask[1] == 0); /* a fully masked attention row: zeros */
+    }
+}
+
 /* Attention as exporters before opset 23 write it, one onednn:attention
  * group when fused, the plain kernels unfused, against the reference loops
  * both ways; the group's FLOPs are the nodes' own, fused or not. Forms:
@@ -1799,6 +1921,7 @@ MP_TESTS(dnnl){
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},
+    {"extreme_activations", test_extreme_activations},
     {"plan_matmul_gelu", test_plan_matmul_gelu},
     {"plan_attention", test_plan_attention},
     {"attention_exports", test_attention_exports},

@@ -353,7 +353,9 @@ static void t_cnn_spatial(void) {
             T_EQ_STR(m->syms[F->vars[F->skips[j].var]].name, "h");
         }
         T_EQ(origins, 1);
-        /* the rest: conv1 (216 MACs a pixel) and the Gemm (160 a sample) */
+        /* the rest: conv1 (216 MACs a pixel) and the Gemm (160 a sample),
+         * a lower bound: the model's MACs have no formula */
+        T_CHECK(F->total.f[MP_FF_MACS].partial && !mp_poly_exact(&F->total.f[MP_FF_MACS]));
         T_EQ(F->total.f[MP_FF_MACS].n, 2);
         T_TERM(&F->total.f[MP_FF_MACS], 1, 0, 160);
         T_CHECK(F->n_peak == 0 && F->peak_why);
@@ -488,6 +490,167 @@ static void t_command_line(void) {
     t_cli_free(&r);
 }
 
+/* A CNN with symbolic batch, height and width (torchvision's ResNet-18,
+ * models/resnet18_dynamic_hw.onnx): the strided convolutions and pooling
+ * make the spatial sizes floors, so the backbone's costs are no
+ * polynomials. The model's MACs, FLOPs and bytes then have no formula (the
+ * polynomial of the rest, the fc layer's 512 K·batch, is only a lower
+ * bound, and every report says so); the params, the fc module and the
+ * modules whose left-out nodes add nothing to a figure keep exact ones. */
+static void t_cnn_hw(void) {
+    const char *path = "models/resnet18_dynamic_hw.onnx";
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    T_OK(mp_model_load(path, &m));
+    if (!m) return;
+    T_OK(mp_profile_static(m, &p));
+    T_OK(mp_profile_formulas(p));
+    const mp_formulas *F = p ? p->formulas : NULL;
+    T_CHECK(F != NULL);
+    if (F) {
+        T_EQ(F->n_vars, 3);
+        T_CHECK(F->n_skips > 40);
+        for (int f = MP_FF_MACS; f < MP_FF_COUNT; f++) {
+            T_CHECK(F->total.f[f].ok && F->total.f[f].partial);
+            T_CHECK(!mp_poly_exact(&F->total.f[f]));
+        }
+        T_CHECK(mp_poly_exact(&F->total.f[MP_FF_PARAMS]));
+        T_EQ(F->total.f[MP_FF_MACS].n, 1);
+        T_TERM(&F->total.f[MP_FF_MACS], 1, 0, 512000); /* fc: 512 x 1000 a sample */
+        int fc = mp_strmap_get(&m->module_paths, "fc"), conv1 = mp_strmap_get(&m->module_paths, "conv1"),
+            bn1 = mp_strmap_get(&m->module_paths, "bn1");
+        T_CHECK(fc > 0 && conv1 > 0 && bn1 > 0);
+        if (fc > 0 && conv1 > 0 && bn1 > 0) {
+            T_CHECK(mp_poly_exact(&F->mods[fc].f[MP_FF_MACS]));
+            T_CHECK(!mp_poly_exact(&F->mods[conv1].f[MP_FF_MACS]));
+            T_CHECK(mp_poly_exact(&F->mods[bn1].f[MP_FF_MACS])); /* BatchNorm: no MACs at any size */
+            T_EQ(F->mods[bn1].f[MP_FF_MACS].n, 0);
+            T_CHECK(!mp_poly_exact(&F->mods[bn1].f[MP_FF_FLOPS]));
+        }
+        /* at sizes far from the ones built from: an exact formula is the
+         * profile's figure, a partial one the rest's */
+        static const int64_t pts[][3] = {{1, 224, 224}, {3, 97, 131}};
+        for (size_t j = 0; j < MP_ARRAY_LEN(pts); j++) {
+            mp_model *m2 = NULL;
+            mp_profile *q = NULL;
+            T_OK(mp_model_load(path, &m2));
+            if (!m2) continue;
+            for (int i = 0; i < 3; i++) T_OK(mp_model_set_dim(m2, m->syms[F->vars[i]].name, pts[j][i]));
+            T_OK(mp_profile_static(m2, &q));
+            if (q) {
+                T_CHECK(compare_at(path, F, q, pts[j]) > 6);
+                for (int md = -1; md < m2->n_modules; md++)
+                    for (int f = 0; f < MP_FF_COUNT; f++) {
+                        const mp_poly *y = md < 0 ? &F->total.f[f] : &F->mods[md].f[f];
+                        uint64_t got = 0;
+                        if (!mp_poly_exact(y)) continue;
+                        T_CHECK(mp_poly_eval(y, 3, pts[j], &got));
+                        T_EQ_U64(got, fig_field(md < 0 ? &q->total : &q->mods[md], f));
+                    }
+            }
+            mp_profile_free(q);
+            mp_model_free(m2);
+        }
+    }
+    free_kept(p);
+    /* the reports: no exact-looking line for the model */
+    t_cli r = t_cli_run((const char *[]){"--formula", "-q", "--no-detailed", "--no-ops", "--top", "0",
+                                         path, NULL}, 120, 0);
+    T_EQ(r.code, 0);
+    const char *l = strstr(r.out, "Formulas in batch, height, width");
+    l = l ? strstr(l, "\nfwd MACs:") : NULL;
+    T_CHECK(l && strncmp(l + 1, "fwd MACs:               ? (at least 512 K\xc2\xb7" "batch)\n", 50) == 0);
+    T_CHECK(strstr(r.out, "\nparams:                 11.69 M\n") != NULL);
+    T_CHECK(strstr(r.out, "  fc: params = 513 K; MACs = 512 K\xc2\xb7" "batch;") != NULL);
+    t_cli_free(&r);
+    jr *j = cli_json((const char *[]){"--formula", "--format", "json", "-q", path, NULL});
+    if (j) {
+        T_CHECK(jr_path(j, "formulas.macs") && jr_path(j, "formulas.macs")->type == JR_NULL);
+        T_CHECK(jr_path(j, "formulas.at_least.macs") && jr_path(j, "formulas.at_least.macs")->type == JR_ARR);
+        T_CHECK(jr_path(j, "formulas.params") && jr_path(j, "formulas.params")->type == JR_ARR);
+        T_CHECK(jr_path(j, "formulas.at_least.params") == NULL);
+        const jr *mods = jr_get(j, "modules");
+        int seen = 0;
+        for (int i = 0; i < jr_len(mods); i++) {
+            const jr *md = jr_at(mods, i);
+            if (strcmp(jr_get(md, "path")->s, "fc") == 0) {
+                T_CHECK(jr_path(md, "formulas.macs")->type == JR_ARR);
+                seen++;
+            } else if (strcmp(jr_get(md, "path")->s, "conv1") == 0) {
+                T_CHECK(jr_path(md, "formulas.macs")->type == JR_NULL);
+                T_CHECK(jr_path(md, "formulas.at_least") == NULL); /* the rest is 0: nothing to add */
+                seen++;
+            }
+        }
+        T_EQ(seen, 2);
+        jr_free(j);
+    }
+    r = t_cli_run((const char *[]){"--formula", "-q", "--format", "csv", "--csv-table", "modules", path, NULL},
+                  120, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "\r\n0,,resnet18_dynamic_hw,") != NULL);
+    /* the root row ends with six formula fields: params, then five empty */
+    const char *root = strstr(r.out, "\r\n0,,");
+    const char *eol = root ? strstr(root + 2, "\r\n") : NULL;
+    T_CHECK(eol && eol - root > 8 && strncmp(eol - 5, ",,,,,", 5) == 0 && eol[-6] != ',');
+    t_cli_free(&r);
+}
+
+/* Per-module formulas name modules by their path, as the tree and the
+ * by-module-op table do: a dynamo export's classes repeat (timm's
+ * MobileNetV3: Sequential, DepthwiseSeparableConv, InvertedResidual ...). */
+static void t_module_paths(void) {
+    const char *path = "models/dynamo/timm_mobilenetv3_large_100.onnx";
+    jr *j = cli_json((const char *[]){"--format", "json", "-q", path, NULL});
+    t_cli r = t_cli_run((const char *[]){"--formula", "-q", "--no-detailed", "--no-ops", "--top", "0",
+                                         "--depth", "2", path, NULL}, 120, 0);
+    T_EQ(r.code, 0);
+    const char *at = strstr(r.out, "per module (to depth 2):\n");
+    T_CHECK(at != NULL);
+    const jr *mods = j ? jr_get(j, "modules") : NULL;
+    int want = 0, line = 0;
+    for (int i = 0; i < jr_len(mods); i++)
+        if (jr_get(jr_at(mods, i), "depth")->i <= 2) want++;
+    T_CHECK(want > 10);
+    at = at ? strchr(at, '\n') + 1 : NULL;
+    for (int i = 0; at && *at && *at != '\n' && *at != '-' && i < jr_len(mods); i++) {
+        const jr *md = jr_at(mods, i);
+        if (jr_get(md, "depth")->i > 2) continue;
+        const char *name = line == 0 ? jr_get(md, "name")->s : jr_get(md, "path")->s;
+        const char *s = at;
+        while (*s == ' ') s++;
+        size_t n = strlen(name);
+        if (strncmp(s, name, n) != 0 || strncmp(s + n, ": params = ", 11) != 0) {
+            mp_t_fail(__FILE__, __LINE__, "module %d: the line '%.60s' does not name '%s'", i, s, name);
+            break;
+        }
+        line++;
+        at = strchr(at, '\n');
+        if (at) at++;
+    }
+    T_EQ(line, want);
+    t_cli_free(&r);
+    jr_free(j);
+}
+
+/* The formulas' closing lines: a model with no free dim is not "built from
+ * 1 static profiles ... e.g. ()"; one free dim has no "other dims". */
+static void t_wording(void) {
+    t_cli r = t_cli_run((const char *[]){"--formula", "-q", "--no-detailed", "--no-ops", "--top", "0",
+                                         "models/dynamo/timm_mobilenetv3_large_100.onnx", NULL}, 120, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "checked:                no free dim: the formulas are the figures of the static "
+                          "profile\n") != NULL);
+    T_CHECK(!strstr(r.out, "static profiles") && !strstr(r.out, "e.g. ()") && !strstr(r.out, "1 further points"));
+    t_cli_free(&r);
+    r = t_cli_run((const char *[]){"--formula", "-q", "--no-detailed", "--no-ops", "--top", "0",
+                                   "models/mobilenet_v2.onnx", NULL}, 120, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "checked range:          batch from 1 to 65536\n") != NULL);
+    T_CHECK(!strstr(r.out, "the other dims"));
+    t_cli_free(&r);
+}
+
 MP_TESTS(formula){
     {"hand", t_hand},
     {"print", t_print},
@@ -497,5 +660,8 @@ MP_TESTS(formula){
     {"cnn_batch", t_cnn_batch},
     {"cnn_spatial", t_cnn_spatial},
     {"cli", t_command_line},
+    {"cnn_hw", t_cnn_hw},
+    {"module_paths", t_module_paths},
+    {"wording", t_wording},
 };
 MP_TESTS_END(formula)

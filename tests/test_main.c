@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,51 +37,130 @@ static const mp_t_suite suites[] = {
 #undef MP__SUITE
 };
 
+/* One test in a child process; its output goes to `out` when given (a
+ * parallel run prints it whole, in the table's order, when the test ends). */
+static pid_t start_test(const mp_test *t, FILE *out) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (out) {
+            dup2(fileno(out), 1);
+            dup2(fileno(out), 2);
+        }
+        mp_t_failures = 0;
+        t->fn();
+        fflush(stdout);
+        fflush(stderr);
+        _exit(mp_t_failures ? 1 : 0);
+    }
+    return pid;
+}
+
+typedef struct job {
+    const mp_test *t;
+    char full[256];
+    FILE *out;
+    pid_t pid;
+    int status;
+    bool done;
+} job;
+
+static bool report(job *j) {
+    if (j->out) {
+        fflush(j->out);
+        rewind(j->out);
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, j->out)) > 0) fwrite(buf, 1, n, stdout);
+        fclose(j->out);
+    }
+    bool ok = WIFEXITED(j->status) && WEXITSTATUS(j->status) == 0;
+    if (WIFSIGNALED(j->status)) printf("    crashed with signal %d\n", WTERMSIG(j->status));
+    printf("%s %s\n", ok ? "ok  " : "FAIL", j->full);
+    fflush(stdout);
+    return ok;
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 ? argv[1] : NULL;
     bool inproc = getenv("MP_TEST_INPROC") != NULL; /* for debuggers/sanitizers */
+    /* MP_TEST_JOBS=N: N tests at a time (make check); each one's output is
+     * held until it ends and printed in the table's order */
+    int jobs = getenv("MP_TEST_JOBS") ? atoi(getenv("MP_TEST_JOBS")) : 1;
+    if (jobs < 1 || inproc) jobs = 1;
     int passed = 0, failed = 0;
+    int n = 0, cap = 0;
+    job *js = NULL;
     for (size_t s = 0; s < sizeof suites / sizeof suites[0]; s++) {
         for (int i = 0; i < *suites[s].count; i++) {
             const mp_test *t = &suites[s].tests[i];
             char full[256];
             snprintf(full, sizeof full, "%s.%s", suites[s].file, t->name);
             if (filter && !strstr(full, filter)) continue;
-            int ok;
-            fflush(stdout);
-            fflush(stderr);
-            if (inproc) {
-                mp_t_failures = 0;
-                /* every test starts from the library's defaults: a test that
-                 * forces the portable kernels does not leak it to the next */
-                mp_run_portable_only = false;
-                t->fn();
-                ok = mp_t_failures == 0;
-            } else {
-                pid_t pid = fork();
-                if (pid == 0) {
-                    mp_t_failures = 0;
-                    t->fn();
-                    fflush(stdout);
-                    fflush(stderr);
-                    _exit(mp_t_failures ? 1 : 0);
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                job *g = realloc(js, (size_t)cap * sizeof *js);
+                if (!g) {
+                    perror("tests");
+                    return 2;
                 }
-                int status = 0;
-                if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+                js = g;
+            }
+            memset(&js[n], 0, sizeof js[n]);
+            js[n].t = t;
+            memcpy(js[n].full, full, sizeof full);
+            n++;
+        }
+    }
+    if (inproc) {
+        for (int i = 0; i < n; i++) {
+            mp_t_failures = 0;
+            /* every test starts from the library's defaults: a test that
+             * forces the portable kernels does not leak it to the next */
+            mp_run_portable_only = false;
+            js[i].t->fn();
+            bool ok = mp_t_failures == 0;
+            printf("%s %s\n", ok ? "ok  " : "FAIL", js[i].full);
+            if (ok) passed++;
+            else failed++;
+        }
+    } else {
+        int next = 0, printed = 0, running = 0;
+        while (printed < n) {
+            while (running < jobs && next < n) {
+                job *j = &js[next++];
+                if (jobs > 1 && !(j->out = tmpfile())) {
+                    perror("tmpfile");
+                    return 2;
+                }
+                j->pid = start_test(j->t, j->out);
+                if (j->pid < 0) {
                     perror("fork");
                     return 2;
                 }
-                ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-                if (WIFSIGNALED(status))
-                    fprintf(stderr, "    crashed with signal %d\n", WTERMSIG(status));
+                running++;
             }
-            printf("%s %s\n", ok ? "ok  " : "FAIL", full);
-            if (ok)
-                passed++;
-            else
-                failed++;
+            int status = 0;
+            pid_t pid = waitpid(-1, &status, 0);
+            if (pid < 0) {
+                perror("waitpid");
+                return 2;
+            }
+            for (int i = printed; i < next; i++)
+                if (js[i].pid == pid && !js[i].done) {
+                    js[i].status = status;
+                    js[i].done = true;
+                    running--;
+                }
+            while (printed < n && js[printed].done) {
+                if (report(&js[printed])) passed++;
+                else failed++;
+                printed++;
+            }
         }
     }
+    free(js);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

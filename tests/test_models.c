@@ -45,6 +45,22 @@ static void t_params_match_pytorch(void) {
         mp_model *m = NULL;
         mp_profile *p = profile_fixture(file->s, 1, 128, &m);
         if (!p) continue;
+        const jr *dims = jr_get(e, "dims"); /* the fixture's own dims (height, width) */
+        bool other = false;
+        for (const jr *d = dims ? dims->child : NULL; d; d = d->next)
+            if (strcmp(d->key, "batch") && strcmp(d->key, "seq")) {
+                T_OK(mp_model_set_dim(m, d->key, d->i));
+                other = true;
+            }
+        if (other) {
+            mp_profile_free(p);
+            p = NULL;
+            T_OK(mp_profile_static(m, &p));
+            if (!p) {
+                mp_model_free(m);
+                continue;
+            }
+        }
         n++;
         if (p->total.params != (uint64_t)params->i)
             mp_t_fail(__FILE__, __LINE__, "%s: params %llu, PyTorch counts %lld", file->s,

@@ -155,9 +155,66 @@ static void t_self(void) {
     mp_trace_free(&b);
 }
 
+/* Issue 31 item 10, as a user meets it: a trace against itself says "no
+ * difference" (it printed 137 rows of zeros); against a trace with no
+ * module scopes the modules are not all "only in" one side but the reason
+ * is said; a digest is labelled as the digest it is, with the trace it was
+ * made from; --digest --format html is refused (it wrote JSON). */
+static void t_user(void) {
+    const char *mob = "tests/traces/mobilenet_v2_sgd_loader.trace.json.gz";
+    const char *vit = "tests/traces/vit_b16_adamw_stack.trace.json.gz";
+    const char *r0 = "tests/traces/ddp2/rank0.trace.json.gz";
+    t_cli r = t_cli_run((const char *const[]){"trace", "diff", mob, mob, NULL}, 0, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "No difference") != NULL);
+    T_CHECK(strstr(r.out, "Operators") == NULL && strstr(r.out, "0 s          0 s") == NULL);
+    t_cli_free(&r);
+    r = t_cli_run((const char *const[]){"trace", "diff", "--format", "json", mob, mob, NULL}, 0, 0);
+    T_EQ(r.code, 0);
+    size_t err;
+    jr *j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j && jr_path(j, "diff.no_difference") && jr_path(j, "diff.no_difference")->type == JR_BOOL && jr_path(j, "diff.no_difference")->b);
+    if (j) t_json_dump("trace_diff", r.out, r.out_len);
+    jr_free(j);
+    t_cli_free(&r);
+    /* modules on one side only */
+    r = t_cli_run((const char *const[]){"trace", "diff", vit, r0, NULL}, 0, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "B has no module scopes") != NULL && strstr(r.out, "with_modules=True") != NULL);
+    T_CHECK(strstr(r.out, "(only in A)") == NULL || strstr(r.out, "(only in A)") < strstr(r.out, "B has no module"));
+    t_cli_free(&r);
+    r = t_cli_run((const char *const[]){"trace", "diff", "--format", "json", vit, r0, NULL}, 0, 0);
+    j = jr_parse(r.out, r.out_len, &err);
+    T_CHECK(j && jr_path(j, "diff.modules_note")->type == JR_STR &&
+            jr_path(j, "diff.no_difference")->type == JR_BOOL && !jr_path(j, "diff.no_difference")->b);
+    if (j) t_json_dump("trace_diff", r.out, r.out_len);
+    jr_free(j);
+    t_cli_free(&r);
+    /* a digest against its trace: no difference, and labelled as a digest */
+    char dg[] = "/tmp/mp-diff-digest-XXXXXX";
+    int fd = mkstemp(dg);
+    close(fd);
+    r = t_cli_run((const char *const[]){"trace", "--digest", r0, "-o", dg, NULL}, 0, 0);
+    T_EQ(r.code, 0);
+    t_cli_free(&r);
+    r = t_cli_run((const char *const[]){"trace", "diff", dg, r0, NULL}, 0, 0);
+    T_EQ(r.code, 0);
+    char want[200];
+    snprintf(want, sizeof want, "A (control): %s (digest of %s)", dg, r0);
+    T_CHECK(strstr(r.out, want) != NULL && strstr(r.out, "No difference") != NULL);
+    t_cli_free(&r);
+    unlink(dg);
+    /* --digest writes JSON: another --format is refused, with the way */
+    r = t_cli_run((const char *const[]){"trace", "--digest", "--format", "html", r0, NULL}, 0, 0);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--format html") && strstr(r.err, "digest") && r.out_len == 0);
+    t_cli_free(&r);
+}
+
 MP_TESTS(trace_diff) {
     {"synthetic", t_synthetic},
     {"cli", t_command},
     {"self", t_self},
+    {"user", t_user},
 };
 MP_TESTS_END(trace_diff)

@@ -199,6 +199,13 @@ def build_fixtures():
         vision("vit_b_16", "vit_b_16"),
         vision("regnet_y_400mf", "regnet_y_400mf"),
     ]
+    # symbolic batch, height and width (issue 31 point 3): strided convolutions
+    # and pooling make the spatial sizes floors, so no cost of the backbone is
+    # a polynomial in height and width
+    hw = vision("resnet18_dynamic_hw", "resnet18")
+    hw.dynamic_axes = {"input": {0: "batch", 2: "height", 3: "width"}, "logits": {0: "batch"}}
+    hw.dims = {"batch": 1, "height": 224, "width": 224}
+    fx.append(hw)
     r18 = vision("resnet18_functions", "resnet18")
     r18.opset, r18.functions = OPSET_FUNCTIONS, True
     fx.append(r18)

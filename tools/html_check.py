@@ -51,6 +51,8 @@ def main():
         ('job', [mp, 'trace', 'tests/traces/ddp2']),
         ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
         ('formula', [mp, 'models/dynamo/qwen3_2layers.onnx', '-q', '--formula']),
+        # unknown costs (no dims given): no card reads 0; the by-module-op table
+        ('unknown', [mp, 'models/bert_base.onnx', '-q', '--formula', '--by-module-op', '--depth', '2']),
     ]
     failed = 0
     for name, cmd in reports:
@@ -58,7 +60,7 @@ def main():
         subprocess.run(cmd + ['--format', 'html', '-o', path], check=True)
         size = os.path.getsize(path)
         t = time.time()
-        dom = chromium(['--dump-dom', 'file://' + path + '#selftest'])
+        dom = chromium(['--window-size=1400,1100', '--dump-dom', 'file://' + path + '#selftest'])
         wall = time.time() - t
         m = re.search(r'<pre id="mp-selftest">(.*?)</pre>', dom, re.S)
         lines = m.group(1).split('\n') if m else ['FAIL the page did not run its self-test']
@@ -68,6 +70,20 @@ def main():
         load = next((float(x.split()[1]) for x in lines if x.startswith('load_ms')), None)
         if name == 'formula' and 'PASS formulas shown' not in lines:
             lines.append('FAIL the formulas were not checked')
+        if name == 'unknown':
+            # read from the DOM itself, not only the page's self-test: the
+            # cost cards of a model with unknown costs say "?", none "0"
+            cards = dict((k.strip().lower(), v.strip()) for k, v in re.findall(
+                r'<div class="card"[^>]*><div class="k">([^<]*)</div><div class="v">([^<]*)</div>', dom))
+            zero = [k for k, v in cards.items() if re.match(r'0(\s|$)', v)]
+            unk = [k for k in ('macs', 'flops', 'activation peak') if not cards.get(k, '').startswith('?')]
+            lines.append(('FAIL' if zero or unk or not cards else 'PASS') +
+                         ' unknown costs: no 0 card, MACs/FLOPs/activation peak "?" (%s)' %
+                         ', '.join('%s=%s' % kv for kv in sorted(cards.items())))
+            if not any(x.startswith('PASS unknown figures') for x in lines):
+                lines.append('FAIL the unknown figures were not checked by the page')
+            if not any(x.startswith('PASS by-module-op table') for x in lines):
+                lines.append('FAIL the by-module-op table was not checked')
         if name == 'llama7b':
             lines.append(('PASS' if load is not None and load < 3000 else 'FAIL') + ' loads in < 3 s')
             lines.append(('PASS' if size < 20e6 else 'FAIL') + ' size < 20 MB')

@@ -11,6 +11,13 @@ clean rank, its times warped where it is told to be late:
   --straggler R:MS       rank R's `data` range takes MS ms more in every step
   --late R:STEP:MS       rank R is MS ms late in step STEP (ProfilerStep#STEP),
                          in host time no range records (just after `data`)
+  --release R:STEP       in step STEP, rank R leaves the first broadcasts once
+                         the --straggler ranks have arrived (as a broadcast's
+                         receivers that the late rank does not hold up), runs
+                         ahead and waits for the rest inside the step's first
+                         all-reduce instead: the ranks still held wait inside
+                         the broadcast for a --late rank, then reach the
+                         all-reduce late with it (issue 31 item 6)
   --clock R:MS           rank R's clock is MS ms ahead: its baseTimeNanoseconds
                          grows by MS ms and its times shrink by as much (the
                          wall clock, and so the job, unchanged)
@@ -97,6 +104,8 @@ def sync_points(doc):
     datas = sorted(e['ts'] + e['dur'] for e in ev if e.get('ph') == 'X' and e.get('name') == 'data')
     colls = sorted((e['ts'], e['ts'] + e['dur']) for e in ev if e.get('ph') == 'X' and
                    e.get('cat') == 'user_annotation' and str(e.get('name', '')).startswith('gloo:'))
+    reduces = sorted(e['ts'] for e in ev if e.get('ph') == 'X' and
+                     e.get('cat') == 'user_annotation' and str(e.get('name', '')).startswith('gloo:all_reduce'))
     out = []
     for a, b, name in steps:
         d = [x for x in datas if a <= x <= b]
@@ -105,15 +114,19 @@ def sync_points(doc):
             continue
         first = c[0][0]
         meet = [x for x in c if x[0] - first < 2000.0]   # the broadcasts that start together
+        met = max(x[0] for x in meet) + 1.0
+        red = [x for x in reduces if met < x <= b]
         out.append({'name': name, 'inject': d[0], 'arrive': first,
-                    'met': max(x[0] for x in meet) + 1.0, 'leave': max(x[1] for x in meet)})
+                    'met': met, 'leave': max(x[1] for x in meet),
+                    'reduce': red[0] if red else None})
     return out
 
 
-def rank_warp(points, delays, every):
+def rank_warp(points, delays, every, released=(), steady=0.0):
     """delays[s] = (ms this rank is late in step s, 'data' or 'host');
     every rank's map shares the steps' largest delays (of `every` rank)
-    after each meeting."""
+    after each meeting; in a step of `released` it shares only `steady` ms
+    (the --straggler delays) until the step's first all-reduce."""
     knots, shift = [], 0.0
     for s, p in enumerate(points):
         mine = delays[s][0] * 1000.0 if s in delays else 0.0
@@ -122,6 +135,13 @@ def rank_warp(points, delays, every):
         knots.append((at - 0.0005, at - 0.0005 + shift))
         knots.append((at, at + shift + mine))
         knots.append((p['met'] - 0.0005, p['met'] - 0.0005 + shift + mine))
+        if s in released and p['reduce'] is not None:
+            rel = max(steady * 1000.0, mine)
+            knots.append((p['met'], p['met'] + shift + rel))
+            knots.append((p['reduce'], p['reduce'] + shift + rel))
+            shift += most
+            knots.append((p['reduce'] + 0.001, p['reduce'] + 0.001 + shift))
+            continue
         shift += most
         knots.append((p['met'], p['met'] + shift))
     if not knots:
@@ -137,6 +157,7 @@ def main():
     ap.add_argument('--straggler', action='append', default=[])
     ap.add_argument('--late', action='append', default=[])
     ap.add_argument('--clock', action='append', default=[])
+    ap.add_argument('--release', action='append', default=[])
     ap.add_argument('--gzip', action='store_true')
     a = ap.parse_args()
     n = a.ranks
@@ -144,10 +165,16 @@ def main():
     points = sync_points(doc)
     index = {p['name']: s for s, p in enumerate(points)}
     delays = [dict() for _ in range(n)]
+    steady = 0.0
     for x in a.straggler:
         r, ms = x.split(':')
+        steady = max(steady, float(ms))
         for s in range(len(points)):
             delays[int(r)][s] = (float(ms), 'data')
+    released = [set() for _ in range(n)]
+    for x in a.release:
+        r, step = x.split(':')
+        released[int(r)].add(index['ProfilerStep#' + step])
     for x in a.late:
         r, step, ms = x.split(':')
         s = index['ProfilerStep#' + step]
@@ -174,7 +201,7 @@ def main():
         parts.append((s, ts, dur))
     base = doc.get('baseTimeNanoseconds', 0)
     for r in range(n):
-        w = rank_warp(points, delays[r], delays)
+        w = rank_warp(points, delays[r], delays, released[r], steady)
         off = clocks.get(r, 0.0) * 1000.0   # us
         head = dict(doc)
         info = dict(head.get('distributedInfo', {}))

@@ -15,7 +15,10 @@ the field and the rule.
 The schemas must catch the old convention: for one valid output of each kind
 found, every mutation below (a time in microseconds, a rate in TFLOPS, a
 share in percent, a number field turned into an object, a finding with a
-"rank") must make it fail; exits 1 naming the mutation that got through."""
+"rank", an unknown cost written as 0, a known one made null) must make it
+fail; exits 1 naming the mutation that got through. A profile with unknown
+costs (a figure null) is mutated too, besides the output with the most kinds
+of field."""
 import json
 import os
 import sys
@@ -106,6 +109,19 @@ def _mutations(doc):
         d = copy.deepcopy(doc)
         _at(d, path[:-1])[key] = {"median_" + key: 1.0}
         out.append(("%s %s made an object" % (what, "/".join(map(str, path))), d))
+    # a profile's cost figures: null exactly where unknown (docs/JSON.md,
+    # "Unknown figures"); the old convention wrote 0
+    figs = ("macs", "flops", "bytes_read", "bytes_written", "act_bytes")
+    path = _first(doc, lambda k, v: k in figs and v is None)
+    if path:
+        d = copy.deepcopy(doc)
+        _at(d, path[:-1])[path[-1]] = 0
+        out.append(("an unknown figure %s written as 0" % "/".join(map(str, path)), d))
+    path = _first(doc, lambda k, v: k in figs and num(v)) if "total" in doc else None
+    if path:
+        d = copy.deepcopy(doc)
+        _at(d, path[:-1])[path[-1]] = None
+        out.append(("a known figure %s made null" % "/".join(map(str, path)), d))
     if isinstance(doc.get("findings"), list) and doc["findings"]:
         d = copy.deepcopy(doc)
         d["findings"][0]["rank"] = 1
@@ -122,6 +138,7 @@ def self_test(argv):
             files.append(a)
     num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
     best = {}   # kind -> (score, file, doc): the output with the most kinds of field
+    unknown = {}   # kind -> (file, doc): a profile with an unknown figure (null)
     for f in files:
         kind = kind_of(f)
         if kind is None or os.path.getsize(f.split(":", 1)[1] if f.startswith(kind + ":") else f) > 4 << 20:
@@ -133,10 +150,15 @@ def self_test(argv):
         score += bool(isinstance(doc, dict) and doc.get("findings"))
         if score > best.get(kind, (-1,))[0] and schema_of(kind).is_valid(doc):
             best[kind] = (score, f, doc)
+        if (kind not in unknown and isinstance(doc, dict) and isinstance(doc.get("total"), dict)
+                and doc["total"].get("macs", 0) is None and schema_of(kind).is_valid(doc)):
+            unknown[kind] = (f, doc)
     done, bad = {}, 0
-    for kind, (_, f, doc) in sorted(best.items()):
+    todo = sorted(best.items()) + [(k, (0, f, d)) for k, (f, d) in sorted(unknown.items())
+                                   if best.get(k, (0, None))[1] != f]
+    for kind, (_, f, doc) in todo:
         muts = _mutations(doc) if isinstance(doc, dict) else []
-        done[kind] = len(muts)
+        done[kind] = done.get(kind, 0) + len(muts)
         for name, d in muts:
             if schema_of(kind).is_valid(d):
                 print("%s schema: accepts %s (%s)" % (kind, name, f))

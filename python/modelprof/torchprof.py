@@ -57,7 +57,10 @@ def analyze_trace(path):
 # ---- DeepSpeed's number formatting (flops_profiler/profiler.py) ----
 def number_to_string(num, units=None, precision=2):
     """DeepSpeed's number_to_string: "1.23 G", "5 " (no unit below 1000),
-    "2.5 m" below 1."""
+    "2.5 m" below 1; "? " for None, a figure the profile could not know
+    (its JSON null: docs/JSON.md, "Unknown figures")."""
+    if num is None:
+        return "? "
     scales = {"T": 1e12, "G": 1e9, "M": 1e6, "K": 1e3, "m": 1e-3, "u": 1e-6}
     if units is None:
         for u in ("T", "G", "M", "K"):

@@ -863,12 +863,34 @@ static mp_status fx_results(fx *s) {
         for (size_t e = 0; e < per; e++) acc[(size_t)par * per + e] += acc[(size_t)md * per + e];
         F->mods[par].left_out += F->mods[md].left_out;
     }
+    /* a figure of a set is partial when a node of it left out adds to it:
+     * its series has no formula, or one that is not 0 */
+    uint8_t *part = calloc(((size_t)s->M + 1) * FX_NF, 1);
+    if (!part) {
+        free(acc);
+        free(skip_of);
+        return fx_nomem();
+    }
+    for (int j = 0; j < F->n_skips; j++) {
+        int kk = F->skips[j].node;
+        for (int f = 0; f < FX_NF; f++) {
+            size_t q = (size_t)kk * FX_NF + (size_t)f;
+            bool adds = s->bad[q] != 0;
+            for (int e = 0; e < s->G && !adds; e++) adds = s->coef[q * (size_t)s->G + (size_t)e] != 0;
+            if (!adds) continue;
+            part[(size_t)s->M * FX_NF + (size_t)f] = 1;
+            for (int md = g->nodes[kk].module; md >= 0 && md < s->M; md = s->m->modules[md].parent)
+                part[(size_t)md * FX_NF + (size_t)f] = 1;
+        }
+    }
     mp_status st = MP_OK;
     for (int md = 0; md <= s->M && !st; md++) {
         mp_formset *fs = md < s->M ? &F->mods[md] : &F->total;
         const fx_i128 *a = md < s->M ? acc + (size_t)md * per : tot;
-        for (int f = 0; f < FX_NF && !st; f++)
+        for (int f = 0; f < FX_NF && !st; f++) {
             st = fx_poly(s, a + (size_t)f * (size_t)s->G, &fs->f[fx_node_field[f]]);
+            fs->f[fx_node_field[f]].partial = part[(size_t)md * FX_NF + (size_t)f] != 0;
+        }
         size_t pq = md < s->M ? fx_modp(s, md) : fx_totp(s);
         if (!st && !s->bad[pq])
             st = fx_poly(s, s->coef + pq * (size_t)s->G, &fs->f[MP_FF_PARAMS]);
@@ -900,6 +922,7 @@ static mp_status fx_results(fx *s) {
             }
         }
     }
+    free(part);
     free(acc);
     free(skip_of);
     return st;

@@ -37,12 +37,19 @@ typedef struct mp_term {
 } mp_term;
 
 /* A polynomial: terms by increasing total degree (then by decreasing power
- * of the first dim, ...); n == 0 is 0. ok false: no formula (see why). */
+ * of the first dim, ...); n == 0 is 0. ok false: no formula (see why).
+ * partial: some node of the set left out (mp_formulas.skips) adds to this
+ * figure, so the polynomial is the rest's, a lower bound and not the set's
+ * figure: every report says so (no formula, "at least"). */
 typedef struct mp_poly {
     mp_term *t;
     int n;
     bool ok;
+    bool partial;
 } mp_poly;
+
+/* Is q the set's figure at every value of the dims? */
+static inline bool mp_poly_exact(const mp_poly *q) { return q->ok && !q->partial; }
 
 /* The formulas of one set of nodes (the model, a module). Nodes left out
  * (mp_formulas.skips) are not in them: the formulas are those of the rest. */

@@ -14,8 +14,11 @@
  * consumer index (graph.h, mp_graph_index), and kept on the graph until its
  * shapes change. Every reader asks this layer: the training planner (what
  * is saved, what tensor parallelism splits), the oneDNN glue (what runs
- * fused), the trace FLOP rules, the reports (what was recognised). Each
- * reader still checks what it alone needs (the glue: fp32, known dims).
+ * fused), the reports (what was recognised). Each reader still checks what
+ * it alone needs (the glue: fp32, known dims). The trace FLOP rules
+ * (src/trace/flops.c) do not read it: a trace has operators and their
+ * input shapes, no graph, so they count each aten operator by its own
+ * formula (docs/COUNTING.md).
  *
  * Everything is main-graph node and value indices; -1 means none. Dims are
  * as the graph has them: >= 0 known, < 0 a symbol (graph.h MP_DIM_*).

@@ -1,4 +1,5 @@
 #include "base/base.h"
+#include "base/arrays.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -85,30 +86,19 @@ void mp_arena_init(mp_arena *a) { memset(a, 0, sizeof *a); }
 /* Large blocks come straight from mmap, 2 MB aligned, with transparent
  * huge pages asked for: a big graph touches a few huge pages instead of
  * thousands of small ones (each first touch is a page fault). */
-#define MP__HUGE ((size_t)2 << 20)
+#define MP__HUGE MP_PAGES_HUGE_SIZE
 
 /* Every block comes zeroed (calloc, or fresh pages from mmap), so the
  * arena hands out zeroed memory without clearing it a second time. */
 static void *mp__block_alloc(size_t n) {
-    if (n < MP__HUGE) return calloc(1, n);
-    size_t len = (n + MP__HUGE - 1) & ~(MP__HUGE - 1);
-    void *p = mmap(NULL, len + MP__HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    uintptr_t start = ((uintptr_t)p + MP__HUGE - 1) & ~(uintptr_t)(MP__HUGE - 1);
-    size_t head = start - (uintptr_t)p, tail = MP__HUGE - head;
-    if (head) munmap(p, head);
-    if (tail) munmap((void *)(start + len), tail);
-#ifdef MADV_HUGEPAGE
-    madvise((void *)start, len, MADV_HUGEPAGE);
-#endif
-    return (void *)start;
+    return n < MP__HUGE ? calloc(1, n) : mp_pages_alloc(n, MP_PAGES_HUGE);
 }
 
 static void mp__block_free(void *b, size_t n) {
     if (n < MP__HUGE)
         free(b);
     else
-        munmap(b, (n + MP__HUGE - 1) & ~(MP__HUGE - 1));
+        mp_pages_free(b, n, MP_PAGES_HUGE);
 }
 
 void mp_arena_free(mp_arena *a) {
@@ -288,15 +278,13 @@ uint32_t mp_strmap_hash_checked(const char *key, size_t len, bool *has_nul) {
 
 static void *mp__table_alloc(size_t n) {
     if (n < MP__TABLE_MMAP) return calloc(1, n);
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                   -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    return mp_pages_alloc(n, MP_PAGES_POPULATE);
 }
 
 static void mp__table_free(void *p, size_t n) {
     if (!p) return;
     if (n < MP__TABLE_MMAP) free(p);
-    else munmap(p, n);
+    else mp_pages_free(p, n, MP_PAGES_POPULATE);
 }
 
 void mp_strmap_free(mp_strmap *m) {

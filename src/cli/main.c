@@ -34,7 +34,8 @@ static void usage(FILE *f) {
           "  --no-detailed           omit the detailed module tree\n"
           "  --no-ops                omit the by-operator table\n"
           "  --by-module-op          add the table by module and operator type (fvcore's\n"
-          "                          flop_count_table layout; rows limited by --depth)\n"
+          "                          flop_count_table layout; rows limited by --depth); in\n"
+          "                          html a table too, in csv the module_ops table\n"
           "  --op-top K              its operator columns: the K op types with the most\n"
           "                          FLOPs, the rest summed in \"other\" (default 5; -1 all)\n"
           "  --formula               the costs as exact formulas in the dims left free\n"
@@ -354,6 +355,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
     mp_limits lim;
     mp_limits_default(&lim);
     int quiet = 0, run_flag = 0, formula = 0;
+    const char *op_top_arg = NULL, *csv_table_arg = NULL; /* given: checked against --by-module-op */
     /* dims and inputs are applied after loading */
     int n_dims = 0;
     for (int i = 1; i < argc; i++) {
@@ -421,6 +423,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                 return usage_error("--format '%s': expected text, json, html or csv", val);
         } else if (TAKES_VALUE("--csv-table")) {
             if (!val) return usage_error("--csv-table needs nodes, modules, ops or module_ops", "");
+            csv_table_arg = val;
             if (strcmp(val, "nodes") == 0)
                 ro.csv_table = MP_CSV_NODES;
             else if (strcmp(val, "modules") == 0)
@@ -487,6 +490,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
                 return usage_error("--op-top '%s': expected a non-negative integer, or -1 for all",
                                    val ? val : "");
             ro.op_top = (int)v;
+            op_top_arg = val;
         } else if (strcmp(a, "--formula") == 0) {
             formula = 1;
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
@@ -509,6 +513,20 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
     if ((ra->run_only || ra->run_or_ort) && !ra->run && !ra->ort)
         return usage_error("%s: only a measured run (or --ort-profile) uses it, and --run is not given "
                            "(add --run, or leave the flag out)", ra->run_only ? ra->run_only : ra->run_or_ort);
+    /* --op-top shapes the table of --by-module-op, in the text and the HTML;
+     * CSV's module_ops table is that split, one row per module and op type */
+    if (op_top_arg && !ro.by_module_op)
+        return usage_error("--op-top %s: it sets the op columns of the --by-module-op table (add "
+                           "--by-module-op, or leave the flag out)", op_top_arg);
+    if (ro.by_module_op && ro.format == MP_FORMAT_CSV) {
+        if (csv_table_arg && ro.csv_table != MP_CSV_MODULE_OPS)
+            return usage_error("--by-module-op with --csv-table %s: the CSV of the split by module and "
+                               "operator type is --csv-table module_ops", csv_table_arg);
+        if (op_top_arg)
+            return usage_error("--op-top %s with --format csv: the module_ops table has a row for every "
+                               "op type of each module (leave the flag out)", op_top_arg);
+        ro.csv_table = MP_CSV_MODULE_OPS;
+    }
     if (ra->chrome_trace && (!ra->run || !ra->o.node_timing))
         return usage_error("--chrome-trace %s: needs --run with node timing", ra->chrome_trace);
     if (!model_path) {

@@ -149,6 +149,7 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
         } else if (strcmp(x, "--format") == 0) {
             if (!has_val) return tr_usage_error("missing value for", x);
             const char *v = argv[++i];
+            a->format_arg = v;
             if (strcmp(v, "json") == 0) a->format = 1;
             else if (strcmp(v, "text") == 0) a->format = 0;
             else if (strcmp(v, "html") == 0) a->format = 2;
@@ -213,6 +214,12 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
     a->folder = stat(a->input, &sb) == 0 && S_ISDIR(sb.st_mode);
     if (a->digest && a->folder)
         return tr_usage_error("--digest takes one trace, not a folder:", a->input);
+    if (a->digest && a->format_arg && a->format != 1) {   /* a digest is JSON, always */
+        fprintf(stderr, "modelprof trace: --digest writes the trace's digest, which is JSON; it takes no "
+                        "--format %s.\nWrite the digest, then report it: modelprof trace DIGEST.json "
+                        "--format %s\n", a->format_arg, a->format_arg);
+        return TR_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -291,7 +298,7 @@ static int diff_run(const tr_args *a) {
             rc = TR_EXIT_INPUT;
         }
     mp_trace_diff d;
-    if (!rc && mp_trace_diff_make(&t[0], &t[1], &d) != MP_OK) {
+    if (!rc && mp_trace_diff_make_files(&t[0], in[0], &t[1], in[1], &d) != MP_OK) {
         tr_print_error(mp_last_error());
         rc = TR_EXIT_INPUT;
     } else if (!rc) {

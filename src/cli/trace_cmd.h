@@ -13,6 +13,7 @@ enum { TR_EXIT_USAGE = 1, TR_EXIT_INPUT = 2 };
 typedef struct tr_args {
     mp_trace_options o;
     int format;              /* 0 text, 1 json, 2 html, 3 csv */
+    const char *format_arg;  /* --format's value as given; NULL when not given */
     const char *csv_table;
     const char *out_path, *input;
     const char *input2;      /* trace diff: B (input is A) */

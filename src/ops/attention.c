@@ -3,6 +3,7 @@
  * TensorScatter (24) and Swish (24). Shape rules from the operator specs,
  * cost rules in docs/COUNTING.md ("Opsets 23 and 24"). */
 #include "ops/kernel.h"
+#include "ops/scalar.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -334,7 +335,6 @@ void mp_krope(double *x, int64_t rot, bool interleaved, const double *cos, const
 void mp_ksdpa_row(const double *q, const double *K, const double *V, int64_t T, int64_t dk, int64_t dv,
                   double scale, double softcap, const double *add, const uint8_t *keep, double drop,
                   double *raw, double *masked, double *w, double *out) {
-    double m = -INFINITY;
     for (int64_t t = 0; t < T; t++) {
         double d = 0;
         const double *kt = K + t * dk;
@@ -346,11 +346,8 @@ void mp_ksdpa_row(const double *q, const double *K, const double *V, int64_t T, 
         if (keep && !keep[t]) d = isinf(drop) ? drop : d + drop;
         if (masked) masked[t] = d;
         w[t] = d;
-        m = fmax(m, d);
     }
-    double sum = 0;
-    for (int64_t t = 0; t < T; t++) sum += (w[t] = isinf(m) ? 0 : exp(w[t] - m));
-    for (int64_t t = 0; t < T; t++) w[t] = sum > 0 ? w[t] / sum : 0;
+    mp_s_softmax_row(w, T, true);
     for (int64_t i = 0; i < dv; i++) {
         double o = 0;
         for (int64_t t = 0; t < T; t++) o += w[t] * V[t * dv + i];
@@ -561,7 +558,7 @@ static mp_status atk_swish(mp_kctx *k) {
     double alpha = mp_attr_f(k->n, "alpha", 1.0);
     for (int64_t e = 0; e < x->numel; e++) {
         double v = mp_kget_f(x->data, x->dtype, e);
-        mp_kset_f(k->out[0].data, k->out[0].dtype, e, v / (1.0 + exp(-alpha * v)));
+        mp_kset_f(k->out[0].data, k->out[0].dtype, e, mp_s_swish(v, alpha));
     }
     return MP_OK;
 }

@@ -24,6 +24,7 @@
  *   wrap to the output type's width), float types in double. Division by
  *   zero and other undefined integer cases leave the contents unknown. */
 #include "ops/kernel.h"
+#include "ops/scalar.h"
 
 #include <math.h>
 
@@ -98,7 +99,6 @@ static void ew_attrs_read(const mp_node *n, ew_code op, ew_attrs *a) {
 
 #define EW_PI 3.14159265358979323846
 
-static double ew_softplus(double x) { return x > 30 ? x : log1p(exp(x)); }
 
 /* One element in double. x holds one value per input. */
 static double ew_eval_f(ew_code op, const ew_attrs *a, const double *x) {
@@ -106,22 +106,20 @@ static double ew_eval_f(ew_code op, const ew_attrs *a, const double *x) {
     switch (op) {
     case EW_RELU: return v > 0 ? v : 0;
     case EW_LEAKYRELU: return v >= 0 ? v : a->alpha * v;
-    case EW_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case EW_SIGMOID: return mp_s_sigmoid(v);
     case EW_HARDSIGMOID: return fmax(0.0, fmin(1.0, a->alpha * v + a->beta));
     case EW_HARDSWISH: return v * fmax(0.0, fmin(1.0, v / 6.0 + 0.5));
     case EW_TANH: return tanh(v);
     case EW_ERF: return erf(v);
     case EW_GELU:
-        if (a->gelu_tanh)
-            return 0.5 * v * (1.0 + tanh(sqrt(2.0 / EW_PI) * (v + 0.044715 * v * v * v)));
-        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
-    case EW_SOFTPLUS: return ew_softplus(v);
+        return a->gelu_tanh ? mp_s_gelu_tanh(v) : mp_s_gelu_erf(v);
+    case EW_SOFTPLUS: return mp_s_softplus(v);
     case EW_SOFTSIGN: return v / (1.0 + fabs(v));
     case EW_ELU: return v >= 0 ? v : a->alpha * (exp(v) - 1.0);
     case EW_SELU: return a->gamma * (v > 0 ? v : a->alpha * (exp(v) - 1.0));
     case EW_CELU: return fmax(0.0, v) + fmin(0.0, a->alpha * (exp(v / a->alpha) - 1.0));
     case EW_THRESHOLDEDRELU: return v > a->alpha ? v : 0;
-    case EW_MISH: return v * tanh(ew_softplus(v));
+    case EW_MISH: return v * tanh(mp_s_softplus(v));
     case EW_EXP: return exp(v);
     case EW_LOG: return log(v);
     case EW_SQRT: return sqrt(v);
@@ -711,7 +709,7 @@ static void ew_unary_f32(ew_code op, const ew_attrs *a, const float *x, float *y
 #define EW_U(expr) for (int64_t j = 0; j < n; j++) { float v = x[j]; y[j] = (expr); } break;
     switch (op) {
     case EW_RELU: EW_U(v > 0 ? v : 0)
-    case EW_SIGMOID: EW_U(1.0f / (1.0f + expf(-v)))
+    case EW_SIGMOID: EW_U(mp_s_sigmoidf(v))
     case EW_TANH: EW_U(tanhf(v))
     case EW_ERF: EW_U(erff(v))
     case EW_EXP: EW_U(expf(v))

@@ -179,6 +179,10 @@ mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, 
 /* Store v into element i of a quantized dtype: integers round half to
  * even and saturate; fp8 types convert (saturating). */
 void mp_kquant_store(void *y, int dt, int64_t i, double v);
+/* DynamicQuantizeLinear's uint8 scale and zero point for x: the range of
+ * its values and 0 (NaN values skipped), then ops/scalar.h's
+ * mp_s_dynq_params (the zero point NaN when x holds an infinity). */
+void mp_kdynq_params(const mp_rtensor *x, float *scale, double *zp);
 
 /* Cubic convolution weight at distance d with coefficient a (Resize's
  * cubic_coeff_a; -0.75 for GridSample). */

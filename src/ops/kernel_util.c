@@ -1,5 +1,6 @@
 /* Shared machinery of the portable kernels (see kernel.h). */
 #include "ops/kernel.h"
+#include "ops/scalar.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -642,4 +643,14 @@ mp_status mp_krun_node(const mp_op *op, mp_kctx *k) {
     k->scratch = NULL;
     free(sb);
     return st;
+}
+
+void mp_kdynq_params(const mp_rtensor *x, float *scale, double *zp) {
+    double lo = 0, hi = 0;
+    for (int64_t e = 0; e < x->numel; e++) {
+        double v = mp_kget_f(x->data, x->dtype, e);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    mp_s_dynq_params(lo, hi, scale, zp);
 }

@@ -7,6 +7,7 @@
  * report 2*MACs as FLOPs: those are integer operations, documented as such
  * in docs/COUNTING.md. Each op's comment states its shape and cost rule. */
 #include "ops/kernel.h"
+#include "ops/scalar.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -910,16 +911,9 @@ mp_status mp_kdequantize(mp_kctx *k) {
 
 static mp_status lak_dyn_quantize(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
-    double lo = 0, hi = 0;
-    for (int64_t e = 0; e < x->numel; e++) {
-        double v = mp_kget_f(x->data, x->dtype, e);
-        lo = v < lo ? v : lo;
-        hi = v > hi ? v : hi;
-    }
-    /* in fp32, as the reference computes it */
-    float scale = (float)((float)hi - (float)lo) / 255.0f;
-    double zp = scale != 0 ? nearbyintf(0.0f - (float)lo / scale) : 0;
-    zp = zp < 0 ? 0 : zp > 255 ? 255 : zp;
+    float scale;
+    double zp;
+    mp_kdynq_params(x, &scale, &zp);
     for (int64_t e = 0; e < x->numel; e++)
         mp_kquant_store(k->out[0].data, MP_DT_UINT8, e,
                         scale != 0 ? nearbyintf((float)mp_kget_f(x->data, x->dtype, e) / scale) + zp : zp);
@@ -946,7 +940,7 @@ static mp_status lak_dyn_quantize(mp_kctx *k) {
  * (src/run/dnnl_rnn.c); this kernel does everything else. */
 
 double mp_kact(const char *name, double x, double alpha, double beta) {
-    if (!strcmp(name, "Sigmoid")) return 1.0 / (1.0 + exp(-x));
+    if (!strcmp(name, "Sigmoid")) return mp_s_sigmoid(x);
     if (!strcmp(name, "Tanh")) return tanh(x);
     if (!strcmp(name, "Relu")) return x > 0 ? x : 0;
     if (!strcmp(name, "LeakyRelu")) return x >= 0 ? x : alpha * x;
@@ -955,7 +949,7 @@ double mp_kact(const char *name, double x, double alpha, double beta) {
     if (!strcmp(name, "HardSigmoid")) return fmax(0.0, fmin(1.0, alpha * x + beta));
     if (!strcmp(name, "Elu")) return x >= 0 ? x : alpha * (exp(x) - 1);
     if (!strcmp(name, "Softsign")) return x / (1 + fabs(x));
-    if (!strcmp(name, "Softplus")) return log1p(exp(x));
+    if (!strcmp(name, "Softplus")) return mp_s_softplus(x);
     if (!strcmp(name, "Affine")) return alpha * x + beta;
     return x;
 }
@@ -970,7 +964,7 @@ typedef struct lak_act {
 
 static inline float lak_apply(const lak_act *a, float x) {
     switch (a->kind) {
-    case LAK_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case LAK_SIGMOID: return mp_s_sigmoidf(x);
     case LAK_TANH: return tanhf(x);
     case LAK_RELU: return x > 0 ? x : 0;
     default: return (float)mp_kact(a->name, x, a->alpha, a->beta);

@@ -55,7 +55,7 @@ typedef struct mp_kexec mp_kexec;
 typedef struct mp_kctx {
     const mp_node *n;
     const mp_graph *g;
-    struct mp_exec *plan;     /* the executor's (opaque here): a key, and "planned" when set */
+    struct mp_exec *ex;       /* the executor's (opaque here): a key, and set when the kernel runs inside one */
     const mp_kexec *exec;     /* what the executor does for kernels (mp_kfuse ...); NULL: run alone */
     int n_in, n_out;
     const mp_rtensor *in;     /* in[i] for each node input */
@@ -132,7 +132,7 @@ typedef void (*mp_range_fn)(void *arg, int64_t lo, int64_t hi);
 void mp_kparallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg);
 
 /* The executor behind the functions above (src/ops/kernel_util.c calls
- * through k->exec; the planner in src/run/ fills one in every context it
+ * through k->exec; the executor (src/run/exec.c) fills one in every context it
  * hands a kernel, and a test may give its own). Without one (k->exec
  * NULL): no fusion, no value beyond the inputs, no run-time output shapes,
  * ranges run serially, mp_kinput_f32 gives NULL. */

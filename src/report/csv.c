@@ -44,6 +44,13 @@ static void cw_u64(cw *w, uint64_t v) {
     mp_out_write(&w->o, d, mp_fmt_dec(d, v));
 }
 
+/* A figure that may be unknown (report.h, mp_fig_ops_unknown): an empty
+ * field then, as for any absent figure. */
+static void cw_fig_u64(cw *w, uint64_t v, bool unknown) {
+    if (unknown) cw_sep(w);
+    else cw_u64(w, v);
+}
+
 static void cw_i64(cw *w, int64_t v) {
     if (v < 0) {
         cw_sep(w);
@@ -88,11 +95,12 @@ static const char *const FIG_COLS[] = {"params", "param_bytes", "macs", "flops",
 static void cw_fig(cw *w, const mp_fig *f) {
     cw_u64(w, f->params);
     cw_u64(w, f->param_bytes);
-    cw_u64(w, f->macs);
-    cw_u64(w, f->flops);
-    cw_u64(w, f->bytes_read);
-    cw_u64(w, f->bytes_written);
-    cw_u64(w, f->act_bytes);
+    bool ou = mp_fig_ops_unknown(f), bu = mp_fig_bytes_unknown(f);
+    cw_fig_u64(w, f->macs, ou);
+    cw_fig_u64(w, f->flops, ou);
+    cw_fig_u64(w, f->bytes_read, bu);
+    cw_fig_u64(w, f->bytes_written, bu);
+    cw_fig_u64(w, f->act_bytes, bu);
     cw_u64(w, cw_count(f->nodes));
     cw_u64(w, cw_count(f->uncounted));
     cw_u64(w, cw_count(f->unknown));
@@ -112,16 +120,17 @@ static void csv_ops(cw *w, const mp_profile *p, double peak) {
         cw_str(w, os->op ? os->op : "");
         cw_str(w, os->domain ? os->domain : "");
         cw_u64(w, cw_count(os->fig.nodes));
-        cw_u64(w, os->fig.macs);
-        cw_u64(w, os->fig.flops);
-        cw_u64(w, os->fig.bytes_read);
-        cw_u64(w, os->fig.bytes_written);
-        cw_u64(w, os->fig.act_bytes);
+        bool ou = mp_fig_ops_unknown(&os->fig), bu = mp_fig_bytes_unknown(&os->fig);
+        cw_fig_u64(w, os->fig.macs, ou);
+        cw_fig_u64(w, os->fig.flops, ou);
+        cw_fig_u64(w, os->fig.bytes_read, bu);
+        cw_fig_u64(w, os->fig.bytes_written, bu);
+        cw_fig_u64(w, os->fig.act_bytes, bu);
         cw_u64(w, os->fig.params);
         cw_u64(w, cw_count(os->fig.uncounted));
         cw_u64(w, cw_count(os->fig.unknown));
         if (p->measured)
-            cw_lat(w, os->fig.latency_s, os->fig.latency_min_s, os->fig.flops, os->fig.unknown <= 0, peak);
+            cw_lat(w, os->fig.latency_s, os->fig.latency_min_s, os->fig.flops, !ou, peak);
         cw_end(w);
     }
 }
@@ -182,7 +191,7 @@ static bool cw_mod_row(const mp_profile *p, int module, void *ud) {
     cw_i64(w, mod->depth);
     cw_i64(w, mod->parent >= 0 && mod->parent < p->m->n_modules ? u->id[mod->parent] : -1);
     cw_fig(w, f);
-    if (p->measured) cw_lat(w, f->latency_s, f->latency_min_s, f->flops, f->unknown <= 0, u->peak);
+    if (p->measured) cw_lat(w, f->latency_s, f->latency_min_s, f->flops, !mp_fig_ops_unknown(f), u->peak);
     if (p->formulas && module < p->formulas->n_mods) {
         const mp_formset *fs = &p->formulas->mods[module];
         for (int i = 0; i < MP_FF_COUNT; i++) cw_poly(w, p, &fs->f[i]);
@@ -222,13 +231,13 @@ static bool cw_modop_rows(const mp_profile *p, int module, void *ud) {
         cw_str(w, os && os->domain ? os->domain : "");
         cw_u64(w, cw_count(r->fig.nodes));
         cw_u64(w, r->fig.params);
-        cw_u64(w, r->fig.macs);
-        cw_u64(w, r->fig.flops);
+        cw_fig_u64(w, r->fig.macs, mp_fig_ops_unknown(&r->fig));
+        cw_fig_u64(w, r->fig.flops, mp_fig_ops_unknown(&r->fig));
         cw_u64(w, cw_count(r->fig.uncounted));
         cw_u64(w, cw_count(r->fig.unknown));
         if (p->measured) {
             cw_u64(w, cw_count(r->fig.fused));
-            cw_lat(w, r->fig.latency_s, r->fig.latency_min_s, r->fig.flops, r->fig.unknown <= 0, u->peak);
+            cw_lat(w, r->fig.latency_s, r->fig.latency_min_s, r->fig.flops, !mp_fig_ops_unknown(&r->fig), u->peak);
         }
         cw_end(w);
     }
@@ -269,11 +278,12 @@ static void csv_nodes(cw *w, const mp_profile *p, double peak) {
         cw_str(w, n->op ? n->op : "");
         cw_str(w, n->domain ? n->domain : "");
         cw_str(w, n->module >= 0 && n->module < m->n_modules ? m->modules[n->module].path : NULL);
-        cw_u64(w, k->macs);
-        cw_u64(w, k->flops);
-        cw_u64(w, k->bytes_read);
-        cw_u64(w, k->bytes_written);
-        cw_u64(w, k->act_bytes);
+        bool ou = mp_cost_ops_unknown(k), bu = mp_cost_bytes_unknown(k);
+        cw_fig_u64(w, k->macs, ou);
+        cw_fig_u64(w, k->flops, ou);
+        cw_fig_u64(w, k->bytes_read, bu);
+        cw_fig_u64(w, k->bytes_written, bu);
+        cw_fig_u64(w, k->act_bytes, bu);
         cw_u64(w, k->params);
         cw_u64(w, k->param_bytes);
         char fl[96] = "";
@@ -290,7 +300,7 @@ static void csv_nodes(cw *w, const mp_profile *p, double peak) {
             cw_str(w, h >= 0 && h < g->n_nodes ? g->nodes[h].name : NULL);
             cw_str(w, p->node_group[i]);
             cw_str(w, p->node_kernel ? p->node_kernel[i] : NULL);
-            cw_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !(k->flags & MP_COST_UNKNOWN), peak);
+            cw_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !ou, peak);
         }
         cw_end(w);
     }

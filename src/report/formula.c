@@ -30,8 +30,18 @@ const char *mp_formula_var_name(const mp_profile *p, int var) {
 
 void mp_poly_write(mp_out *o, const mp_poly *q, const mp_profile *p, bool plain) {
     static const char *const sup[] = {"", "", "\xc2\xb2", "\xc2\xb3", "\xe2\x81\xb4"};
-    if (!q->ok) {
-        if (!plain) mp_out_puts(o, MP_FMT_UNKNOWN);
+    if (!q->ok || q->partial) {
+        /* no formula; a partial one is the rest's, a lower bound: "?
+         * (at least ...)" where the rest is not 0, nothing in CSV */
+        if (plain) return;
+        mp_out_puts(o, MP_FMT_UNKNOWN);
+        if (q->ok && q->n > 0) {
+            mp_poly rest = *q;
+            rest.partial = false;
+            mp_out_puts(o, " (at least ");
+            mp_poly_write(o, &rest, p, false);
+            mp_out_putc(o, ')');
+        }
         return;
     }
     if (q->n == 0) {
@@ -129,7 +139,7 @@ const char *mp_formula_skip_text(const mp_profile *p, const mp_formula_skip *sk,
 /* ---- JSON ---- */
 
 void mp_poly_json(jw *w, const mp_poly *q, const mp_profile *p) {
-    if (!q->ok) {
+    if (!q->ok || q->partial) {
         jw_null(w);
         return;
     }
@@ -161,6 +171,25 @@ void mp_poly_json(jw *w, const mp_poly *q, const mp_profile *p) {
     jw_close(w, ']');
 }
 
+/* The partial formulas of a set (null above): the rest's polynomials,
+ * lower bounds, under "at_least" (those that are not 0); nothing when
+ * there is none. */
+static void fr_at_least(jw *w, const mp_profile *p, const mp_formset *fs) {
+    bool any = false;
+    for (int f = 0; f < MP_FF_COUNT; f++) any |= fs->f[f].ok && fs->f[f].partial && fs->f[f].n > 0;
+    if (!any) return;
+    jw_key(w, "at_least");
+    jw_open(w, '{');
+    for (int f = 0; f < MP_FF_COUNT; f++) {
+        if (!fs->f[f].ok || !fs->f[f].partial || fs->f[f].n == 0) continue; /* 0: says nothing */
+        mp_poly rest = fs->f[f];
+        rest.partial = false;
+        jw_key_str(w, mp_formula_field_key[f]);
+        mp_poly_json(w, &rest, p);
+    }
+    jw_close(w, '}');
+}
+
 void mp_formset_json(jw *w, const mp_profile *p, const mp_formset *fs) {
     jw_open(w, '{');
     for (int f = 0; f < MP_FF_COUNT; f++) {
@@ -168,6 +197,7 @@ void mp_formset_json(jw *w, const mp_profile *p, const mp_formset *fs) {
         mp_poly_json(w, &fs->f[f], p);
     }
     jw_ki64(w, "left_out_nodes", fs->left_out);
+    fr_at_least(w, p, fs);
     jw_close(w, '}');
 }
 
@@ -205,6 +235,7 @@ void mp_formulas_json(jw *w, const mp_profile *p) {
         mp_poly_json(w, &F->total.f[f], p);
     }
     jw_ki64(w, "left_out_nodes", F->total.left_out);
+    fr_at_least(w, p, &F->total);
     jw_key(w, "activation_peak_bytes");
     if (F->n_peak == 1) mp_poly_json(w, &F->peak[0].poly, p);
     else jw_null(w);

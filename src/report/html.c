@@ -39,6 +39,13 @@ static bool copy_json(mp_out *o, FILE *src) {
 }
 
 mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, const void *ud) {
+    return mp_report_html_page_ex(f, kind, "", json, ud);
+}
+
+/* attrs: more attributes of the data block (" data-x=\"1\""), written as
+ * they are (the caller's own, never text from the model). */
+mp_status mp_report_html_page_ex(FILE *f, const char *kind, const char *attrs, mp_html_json_fn json,
+                                 const void *ud) {
     FILE *tmp = tmpfile();
     if (!tmp) return mp_error(MP_ERR_IO, "HTML report: cannot create a temporary file: %s", strerror(errno));
     mp_status st = json(ud, tmp);
@@ -56,6 +63,8 @@ mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, c
     mp_out_puts(&o, mp_html_report_css);
     tpl_until(&o, &pos, "@KIND@");
     mp_out_puts(&o, kind);
+    tpl_until(&o, &pos, "@ATTRS@");
+    mp_out_puts(&o, attrs ? attrs : "");
     tpl_until(&o, &pos, "@DATA@");
     bool ok = copy_json(&o, tmp);
     tpl_until(&o, &pos, "@JS@");
@@ -79,7 +88,13 @@ static mp_status profile_json(const void *ud, FILE *f) {
 
 mp_status mp_report_html(const mp_profile *p, const mp_report_options *o, FILE *f) {
     prof_args a = {p, o};
-    return mp_report_html_page(f, "profile", profile_json, &a);
+    /* the options that shape the page: --by-module-op adds its table, to
+     * --depth, with --op-top op columns */
+    char attrs[128] = "";
+    if (o->by_module_op)
+        snprintf(attrs, sizeof attrs, " data-by-module-op=\"1\" data-op-top=\"%d\" data-depth=\"%d\"",
+                 o->op_top, o->depth);
+    return mp_report_html_page_ex(f, "profile", attrs, profile_json, &a);
 }
 
 typedef struct trace_args {

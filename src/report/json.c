@@ -149,6 +149,14 @@ void mp_json_string(mp_out *out, const char *s) {
 
 static uint64_t js_count(int n) { return n > 0 ? (uint64_t)n : 0; }
 
+/* A figure that may be unknown: null then (report.h, mp_fig_ops_unknown). */
+#define js_kfig(w, k, v, unk)                               \
+    do {                                                    \
+        jw_kput(w, k);                                      \
+        if (unk) mp_out_puts(&(w)->o, "null");              \
+        else jw_digits(w, v);                               \
+    } while (0)
+
 /* A measured set's time: latency_s (median over the timed runs),
  * latency_min_s and achieved_flops_per_s (counted FLOPs / latency_s);
  * null when not measured (node timing off, zero time). */
@@ -173,22 +181,23 @@ static void js_lat(jw *w, double lat, double lat_min, uint64_t flops, bool flops
  * how many ran fused and its time. */
 static void js_op_measured(jw *w, const mp_fig *fig) {
     jw_ku64(w, "fused", js_count(fig->fused));
-    js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, fig->unknown <= 0);
+    js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, !mp_fig_ops_unknown(fig));
 }
 
 /* The figures every set (module, op type) carries. */
 static void js_fig(jw *w, const mp_fig *fig, bool measured) {
     jw_ku64(w, "params", fig->params);
     jw_ku64(w, "param_bytes", fig->param_bytes);
-    jw_ku64(w, "macs", fig->macs);
-    jw_ku64(w, "flops", fig->flops);
-    jw_ku64(w, "bytes_read", fig->bytes_read);
-    jw_ku64(w, "bytes_written", fig->bytes_written);
-    jw_ku64(w, "act_bytes", fig->act_bytes);
+    bool ou = mp_fig_ops_unknown(fig), bu = mp_fig_bytes_unknown(fig);
+    js_kfig(w, "macs", fig->macs, ou);
+    js_kfig(w, "flops", fig->flops, ou);
+    js_kfig(w, "bytes_read", fig->bytes_read, bu);
+    js_kfig(w, "bytes_written", fig->bytes_written, bu);
+    js_kfig(w, "act_bytes", fig->act_bytes, bu);
     jw_ku64(w, "nodes", js_count(fig->nodes));
     jw_ku64(w, "uncounted_nodes", js_count(fig->uncounted));
     jw_ku64(w, "unknown_nodes", js_count(fig->unknown));
-    if (measured) js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, fig->unknown <= 0);
+    if (measured) js_lat(w, fig->latency_s, fig->latency_min_s, fig->flops, !ou);
 }
 
 static void js_model(jw *w, const mp_profile *p) {
@@ -245,15 +254,32 @@ static void js_total(jw *w, const mp_profile *p) {
     jw_open(w, '{');
     jw_ku64(w, "params", t->params);
     jw_ku64(w, "param_bytes", t->param_bytes);
-    jw_ku64(w, "macs", t->macs);
-    jw_ku64(w, "flops", t->flops);
-    jw_ku64(w, "bwd_flops_estimate", mp_sat_mul(t->flops, 2));
-    jw_ku64(w, "bytes_read", t->bytes_read);
-    jw_ku64(w, "bytes_written", t->bytes_written);
-    jw_ku64(w, "act_bytes", t->act_bytes);
-    jw_ku64(w, "activation_peak_bytes", p->activation_peak_bytes);
-    jw_key(w, "activation_peak_node");
-    if (p->m->graph && p->peak_node >= 0 && p->peak_node < p->m->graph->n_nodes)
+    bool ou = mp_fig_ops_unknown(t), bu = mp_fig_bytes_unknown(t);
+    js_kfig(w, "macs", t->macs, ou);
+    js_kfig(w, "flops", t->flops, ou);
+    js_kfig(w, "bwd_flops_estimate", mp_sat_mul(t->flops, 2), ou);
+    js_kfig(w, "bytes_read", t->bytes_read, bu);
+    js_kfig(w, "bytes_written", t->bytes_written, bu);
+    js_kfig(w, "act_bytes", t->act_bytes, bu);
+    js_kfig(w, "activation_peak_bytes", p->activation_peak_bytes, bu);
+    if (ou || bu) { /* what was counted: lower bounds, as the text's "at least" */
+        jw_key(w, "at_least");
+        jw_open(w, '{');
+        if (ou) {
+            jw_ku64(w, "macs", t->macs);
+            jw_ku64(w, "flops", t->flops);
+            jw_ku64(w, "bwd_flops_estimate", mp_sat_mul(t->flops, 2));
+        }
+        if (bu) {
+            jw_ku64(w, "bytes_read", t->bytes_read);
+            jw_ku64(w, "bytes_written", t->bytes_written);
+            jw_ku64(w, "act_bytes", t->act_bytes);
+            jw_ku64(w, "activation_peak_bytes", p->activation_peak_bytes);
+        }
+        jw_close(w, '}');
+    }
+    jw_key(w, "activation_peak_node"); /* its place means nothing when sizes are missing */
+    if (!bu && p->m->graph && p->peak_node >= 0 && p->peak_node < p->m->graph->n_nodes)
         jw_str(w, p->m->graph->nodes[p->peak_node].name ? p->m->graph->nodes[p->peak_node].name
                                                         : "");
     else
@@ -264,7 +290,7 @@ static void js_total(jw *w, const mp_profile *p) {
     jw_kbool(w, "complete", t->unknown <= 0 && t->uncounted <= 0 && !p->overflow);
     jw_kbool(w, "overflow", p->overflow);
     jw_kbool(w, "measured", p->measured);
-    if (p->measured) js_lat(w, t->latency_s, t->latency_min_s, t->flops, t->unknown <= 0);
+    if (p->measured) js_lat(w, t->latency_s, t->latency_min_s, t->flops, !ou);
     jw_close(w, '}');
 }
 
@@ -288,11 +314,12 @@ static void js_ops(jw *w, const mp_profile *p) {
         jw_kstr(w, "op", os->op ? os->op : "");
         jw_kstr(w, "domain", os->domain ? os->domain : "");
         jw_ku64(w, "count", js_count(os->fig.nodes));
-        jw_ku64(w, "macs", os->fig.macs);
-        jw_ku64(w, "flops", os->fig.flops);
-        jw_ku64(w, "bytes_read", os->fig.bytes_read);
-        jw_ku64(w, "bytes_written", os->fig.bytes_written);
-        jw_ku64(w, "act_bytes", os->fig.act_bytes);
+        bool ou = mp_fig_ops_unknown(&os->fig), bu = mp_fig_bytes_unknown(&os->fig);
+        js_kfig(w, "macs", os->fig.macs, ou);
+        js_kfig(w, "flops", os->fig.flops, ou);
+        js_kfig(w, "bytes_read", os->fig.bytes_read, bu);
+        js_kfig(w, "bytes_written", os->fig.bytes_written, bu);
+        js_kfig(w, "act_bytes", os->fig.act_bytes, bu);
         jw_ku64(w, "params", os->fig.params);
         jw_ku64(w, "uncounted", js_count(os->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(os->fig.unknown));
@@ -328,8 +355,8 @@ static void js_mod_ops(jw *w, const mp_profile *p, int module) {
         jw_kstr(w, "domain", os && os->domain ? os->domain : "");
         jw_ku64(w, "count", js_count(r->fig.nodes));
         jw_ku64(w, "params", r->fig.params);
-        jw_ku64(w, "macs", r->fig.macs);
-        jw_ku64(w, "flops", r->fig.flops);
+        js_kfig(w, "macs", r->fig.macs, mp_fig_ops_unknown(&r->fig));
+        js_kfig(w, "flops", r->fig.flops, mp_fig_ops_unknown(&r->fig));
         jw_ku64(w, "uncounted_nodes", js_count(r->fig.uncounted));
         jw_ku64(w, "unknown_nodes", js_count(r->fig.unknown));
         if (p->measured) js_op_measured(w, &r->fig);
@@ -432,7 +459,7 @@ static void js_node_run(jw *w, const mp_profile *p, int i) {
     if (p->node_group[i]) jw_kstr(w, "group", p->node_group[i]);
     if (p->node_kernel && p->node_kernel[i]) jw_kstr(w, "kernel", p->node_kernel[i]);
     const mp_cost *k = &g->nodes[i].cost;
-    js_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !(k->flags & MP_COST_UNKNOWN));
+    js_lat(w, p->node_lat[i], p->node_lat_min[i], k->flops, !mp_cost_ops_unknown(k));
 }
 
 /* The measured run as a whole. */
@@ -502,7 +529,7 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_key(w, "samples_per_s");
     if (r->lat_median_s > 0) jw_double(w, (double)r->batch / r->lat_median_s);
     else jw_null(w);
-    bool known = p->total.unknown <= 0;
+    bool known = !mp_fig_ops_unknown(&p->total);
     double fl = r->lat_median_s > 0 && known ? (double)p->total.flops / r->lat_median_s : -1;
     jw_key(w, "achieved_flops_per_s");
     if (fl >= 0) jw_double(w, fl);
@@ -531,7 +558,7 @@ static void js_run(jw *w, const mp_profile *p) {
         if (r->memory_known) jw_u64(w, mem[i]);
         else jw_null(w);
     }
-    jw_ku64(w, "static_activation_peak_bytes", p->activation_peak_bytes);
+    js_kfig(w, "static_activation_peak_bytes", p->activation_peak_bytes, mp_fig_bytes_unknown(&p->total));
     jw_key(w, "peak_rss_bytes");
     if (r->memory_known) jw_u64(w, r->peak_rss_bytes);
     else jw_null(w);
@@ -598,11 +625,12 @@ static void js_nodes(jw *w, const mp_profile *p) {
             jw_close(w, '}');
         }
         jw_close(w, ']');
-        jw_ku64(w, "macs", k->macs);
-        jw_ku64(w, "flops", k->flops);
-        jw_ku64(w, "bytes_read", k->bytes_read);
-        jw_ku64(w, "bytes_written", k->bytes_written);
-        jw_ku64(w, "act_bytes", k->act_bytes);
+        bool ou = mp_cost_ops_unknown(k), bu = mp_cost_bytes_unknown(k);
+        js_kfig(w, "macs", k->macs, ou);
+        js_kfig(w, "flops", k->flops, ou);
+        js_kfig(w, "bytes_read", k->bytes_read, bu);
+        js_kfig(w, "bytes_written", k->bytes_written, bu);
+        js_kfig(w, "act_bytes", k->act_bytes, bu);
         jw_ku64(w, "params", k->params);
         jw_ku64(w, "param_bytes", k->param_bytes);
         jw_key(w, "flags");
@@ -818,6 +846,9 @@ mp_status mp_report_json(const mp_profile *p, const mp_report_options *o, FILE *
     js_peak = p->measured ? p->run.peak_flops_per_s : 0;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
+    /* the profile's layout (docs/schema/profile.schema.json): 2 since an
+     * unknown figure is null */
+    jw_ki64(w, "schema_version", MP_PROFILE_SCHEMA_VERSION);
     js_model(w, p);
     js_dims(w, p);
     js_total(w, p);

@@ -479,7 +479,8 @@ static void write_text(const mp_tplan *pl, pw *w) {
         label(w, "  weights:");
         pf(w, "%s\n", mp_fmt_bytes(pl->mem.weights_bytes).s);
         label(w, "  activation peak:");
-        pf(w, "%s (live activations over the execution order, in the plan's dtype)\n",
+        pf(w, "%s (the forward's live tensors at its highest point: freed after their last reader or when the "
+              "module they entered returns, views shared, in the plan's dtype)\n",
            mp_fmt_bytes(pl->mem.activations_bytes).s);
         label(w, "  inputs:");
         pf(w, "%s\n", mp_fmt_bytes(pl->infer_inputs).s);

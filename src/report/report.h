@@ -104,6 +104,25 @@ static inline bool mp_fig_unknown(const mp_fig *f) { return f->unknown > 0; }
 static inline bool mp_fig_uncountable(const mp_fig *f) {
     return f->nodes > 0 && f->uncounted >= f->nodes;
 }
+/* The version of the profile JSON's layout (its "schema_version",
+ * docs/schema/profile.schema.json): 2 since an unknown figure is null. */
+#define MP_PROFILE_SCHEMA_VERSION 2
+
+/* Which figures of a set are unknown, the one mark every format reads
+ * (text "?", JSON null, CSV an empty field, HTML "?"; docs/JSON.md,
+ * "Unknown figures"): its MACs and FLOPs when a node's cost needs unknown
+ * dims or none of its nodes has a cost rule; its bytes (read, written,
+ * activations, the activation peak) when a node's cost needs unknown dims.
+ * What was counted is then a lower bound ("at least"). */
+static inline bool mp_fig_ops_unknown(const mp_fig *f) {
+    return mp_fig_unknown(f) || mp_fig_uncountable(f);
+}
+static inline bool mp_fig_bytes_unknown(const mp_fig *f) { return mp_fig_unknown(f); }
+/* The same for one node's cost. */
+static inline bool mp_cost_ops_unknown(const mp_cost *k) {
+    return (k->flags & (MP_COST_UNKNOWN | MP_COST_UNCOUNTED)) != 0;
+}
+static inline bool mp_cost_bytes_unknown(const mp_cost *k) { return (k->flags & MP_COST_UNKNOWN) != 0; }
 
 /* ---- parameters counted by judgement (report.c) ----
  * The sentence a report gives a judged tensor (mp_param_note), the same in
@@ -221,5 +240,8 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f);
  * ("profile", "trace") tells report.js how to render it. */
 typedef mp_status (*mp_html_json_fn)(const void *ud, FILE *f);
 mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, const void *ud);
+/* The same, with more attributes on the data block (report.js reads them). */
+mp_status mp_report_html_page_ex(FILE *f, const char *kind, const char *attrs, mp_html_json_fn json,
+                                 const void *ud);
 
 #endif

@@ -863,7 +863,10 @@ static bool tx_formula_visit(const mp_profile *p, int module, void *ud) {
     const mp_formset *fs = &p->formulas->mods[module];
     const mp_module *md = &t->m->modules[module];
     for (int i = 0; i < md->depth; i++) tx_puts(t, "  ");
-    tx_printf(t, "%s", tx_safe(t, mp_module_display(p, module), "?"));
+    /* the module's path, as the tree and the by-module-op table name it
+     * (a class is shared by many modules) */
+    tx_printf(t, "%s", tx_safe(t, md->parent < 0 || !md->path || !md->path[0]
+                                      ? mp_module_display(p, module) : md->path, "?"));
     tx_puts(t, ": params = ");
     tx_poly(t, &fs->f[MP_FF_PARAMS]);
     tx_puts(t, "; MACs = ");
@@ -886,7 +889,11 @@ static void tx_formulas(tx *t) {
                        mp_formula_var_name(p, i));
     tx_rule(t, tx_safe(t, title, "Formulas"));
     tx_puts(t, "Exact polynomials in the free dims, each coefficient from the counting rules,\n"
-               "equal to the profile at any values of the dims (docs/COUNTING.md, \"Formulas\").\n\n");
+               "equal to the profile at any values of the dims (docs/COUNTING.md, \"Formulas\").\n");
+    if (F->n_skips)
+        tx_puts(t, "A figure to which a node left out (below) adds has none: \"?\", followed by\n"
+                   "the polynomial of the other nodes, a lower bound (\"at least\").\n");
+    tx_putc(t, '\n');
     static const char *const label[MP_FF_COUNT] = {"params:", "fwd MACs:", "fwd FLOPs:",
                                                    "bytes read:", "bytes written:",
                                                    "activation bytes:"};
@@ -921,8 +928,9 @@ static void tx_formulas(tx *t) {
     } else {
         int origins = 0;
         for (int j = 0; j < F->n_skips; j++) origins += F->skips[j].origin;
-        tx_printf(t, "%d nodes whose cost is no polynomial; the formulas are those of the "
-                     "rest.\n", F->n_skips);
+        tx_printf(t, "%d node%s whose cost is no polynomial; a figure %s add%s to has no formula.\n",
+                  F->n_skips, F->n_skips == 1 ? "" : "s", F->n_skips == 1 ? "it" : "they",
+                  F->n_skips == 1 ? "s" : "");
         tx_label(t, "");
         tx_printf(t, "%d of them start it (the others take their inputs):\n", origins);
         int shown = 0;
@@ -944,8 +952,9 @@ static void tx_formulas(tx *t) {
     for (int i = 0; i < F->n_vars; i++) {
         const mp_formula_range *r = &F->range[i];
         tx_label(t, i ? "" : "checked range:");
-        tx_printf(t, "%s from %" PRId64 " to %" PRId64 " (the other dims at %" PRId64 ")",
-                  tx_safe(t, mp_formula_var_name(p, i), "?"), r->lo, r->hi, F->base);
+        tx_printf(t, "%s from %" PRId64 " to %" PRId64, tx_safe(t, mp_formula_var_name(p, i), "?"),
+                  r->lo, r->hi);
+        if (F->n_vars > 1) tx_printf(t, " (the other dims at %" PRId64 ")", F->base);
         if (!r->lo_bounded && !r->hi_bounded) tx_puts(t, "\n");
         else tx_puts(t, ":\n");
         if (r->lo_bounded) {
@@ -958,13 +967,17 @@ static void tx_formulas(tx *t) {
         }
     }
     tx_label(t, "checked:");
-    tx_printf(t, "built from %d static profiles (degree", F->profiles);
-    for (int i = 0; i < F->n_vars; i++)
-        tx_printf(t, "%s %d in %s", i ? "," : "", F->degree[i],
-                  tx_safe(t, mp_formula_var_name(p, i), "?"));
-    if (!F->n_vars) tx_puts(t, " 0: no free dim");
-    tx_printf(t, "), equal to the profile at %d further points", F->n_checks);
-    if (F->n_checked) {
+    if (!F->n_vars) { /* nothing to build: the formulas are the profile's figures */
+        tx_puts(t, "no free dim: the formulas are the figures of the static profile");
+    } else {
+        tx_printf(t, "built from %d static profile%s (degree", F->profiles, F->profiles == 1 ? "" : "s");
+        for (int i = 0; i < F->n_vars; i++)
+            tx_printf(t, "%s %d in %s", i ? "," : "", F->degree[i],
+                      tx_safe(t, mp_formula_var_name(p, i), "?"));
+        tx_printf(t, "), equal to the profile at %d further point%s", F->n_checks,
+                  F->n_checks == 1 ? "" : "s");
+    }
+    if (F->n_vars && F->n_checked) {
         tx_puts(t, ", e.g. ");
         for (int j = 0; j < F->n_checked && j < 5; j++) {
             if (j) tx_puts(t, ", ");

@@ -46,7 +46,8 @@ static void line(td *w, const char *what, double a, double b) {
        change(a, b, c));
 }
 
-/* use_label: print the row's label (a kernel's short name) instead of its name */
+/* use_label: print the row's label (a kernel's short name) instead of its
+ * name. Rows the same in A and B are counted, not listed. */
 static void table(td *w, const char *title, const char *what, const mp_tdiff_row *r, int n,
                   int top, bool use_label) {
     char x[MP_FMT_MAX], y[MP_FMT_MAX], z[TD_DELTA], c[32];
@@ -55,17 +56,39 @@ static void table(td *w, const char *title, const char *what, const mp_tdiff_row
         pf(w, "(none in either trace)\n");
         return;
     }
+    int same = 0;
+    for (int i = 0; i < n; i++) same += mp_tdiff_row_same(&r[i]);
+    if (same == n) {
+        pf(w, "no difference (%d the same in A and B)\n", n);
+        return;
+    }
     pf(w, "%12s %12s %12s %8s %15s  %s\n", "delta", "A", "B", "change", "calls A / B", what);
-    int shown = top < 0 || top > n ? n : top;
-    for (int i = 0; i < shown; i++) {
+    int changed = n - same;
+    int shown = top < 0 || top > changed ? changed : top;
+    for (int i = 0, k = 0; i < n && k < shown; i++) {
         const mp_tdiff_row *e = &r[i];
+        if (mp_tdiff_row_same(e)) continue;
+        k++;
         pf(w, "%12s %12s %12s %8s %7.4g/%-7.4g  ", delta(e->b - e->a, z), secs(e->a, x), secs(e->b, y),
            change(e->a, e->b, c), e->a_calls, e->b_calls);
         mp_out_cell(&w->out, use_label && e->label && e->label[0] ? e->label : e->name, 0, false);
         if (!e->in_a || !e->in_b) pf(w, "  (only in %s)", e->in_a ? "A" : "B");
         mp_out_putc(&w->out, '\n');
     }
-    if (shown < n) pf(w, "(%d more; --top -1 shows all)\n", n - shown);
+    if (shown < changed) pf(w, "(%d more changed; --top -1 shows all)\n", changed - shown);
+    if (same) pf(w, "(%d the same in A and B, not listed)\n", same);
+}
+
+/* A side's label: the file given, and for a digest the trace it was made from. */
+static void label(td *w, const mp_trace *t, const char *file) {
+    if (file && t->path && strcmp(file, t->path) != 0) {
+        mp_out_cell(&w->out, file, 0, false);
+        pf(w, " (digest of ");
+        mp_out_cell(&w->out, t->path, 0, false);
+        pf(w, ")");
+    } else {
+        mp_out_cell(&w->out, file ? file : t->path, 0, false);
+    }
 }
 
 mp_status mp_trace_diff_report_text(const mp_trace_diff *d, const mp_trace_options *o, FILE *f) {
@@ -77,13 +100,22 @@ mp_status mp_trace_diff_report_text(const mp_trace_diff *d, const mp_trace_optio
     for (int s = 0; s < 2; s++) {
         const mp_trace *t = s ? d->b : d->a;
         pf(w, "%s %s: ", s ? "B" : "A", s ? "(test)   " : "(control)");
-        mp_out_cell(&w->out, t->path, 0, false);
+        label(w, t, s ? d->b_file : d->a_file);
         pf(w, ", %d step%s", t->n_steps, t->n_steps == 1 ? "" : "s");
         if (t->raw.device_name[0]) {
             pf(w, ", ");
             mp_out_cell(&w->out, t->raw.device_name, 0, false);
         }
         mp_out_putc(&w->out, '\n');
+    }
+    if (d->same) {
+        pf(w, "\nNo difference: the steps (%d), operators (%d), kernels (%d) and modules (%d) of A and\n"
+              "B have the same times and calls.\n",
+           d->a->n_steps, d->n_ops, d->n_kernels, d->n_mods);
+        mp_out_rule(&w->out, NULL, 100);
+        mp_out_flush(&w->out);
+        free(w);
+        return MP_OK;
     }
     pf(w, "Deltas are B - A, per step on average (each trace's totals over its own steps), largest\n"
           "change first.\n\n");
@@ -106,9 +138,14 @@ mp_status mp_trace_diff_report_text(const mp_trace_diff *d, const mp_trace_optio
     mp_out_putc(&w->out, '\n');
     table(w, "Kernels, copies and sets: device time per step", "kernel", d->kernels, d->n_kernels, top, true);
     mp_out_putc(&w->out, '\n');
-    table(w, d->mod_cpu ? "Modules: forward + backward CPU range time per step"
-                        : "Modules: forward + backward device time per step",
-          "module", d->mods, d->n_mods, top, false);
+    if (d->mods_note[0]) {
+        mp_out_rule(&w->out, "Modules", 100);
+        pf(w, "%s.\n", d->mods_note);
+    } else {
+        table(w, d->mod_cpu ? "Modules: forward + backward CPU range time per step"
+                            : "Modules: forward + backward device time per step",
+              "module", d->mods, d->n_mods, top, false);
+    }
     mp_out_rule(&w->out, NULL, 100);
     mp_out_flush(&w->out);
     free(w);
@@ -117,11 +154,14 @@ mp_status mp_trace_diff_report_text(const mp_trace_diff *d, const mp_trace_optio
 
 /* ---- JSON ---- */
 
-static void side(jw *w, const char *key, const mp_trace *t) {
+static void side(jw *w, const char *key, const mp_trace *t, const char *file) {
     jw_key_str(w, key);
     jw_open(w, '{');
     jw_key(w, "trace");
     if (t->path) jw_str(w, t->path);
+    else jw_null(w);
+    jw_key(w, "file");   /* what was read: the trace, or its digest */
+    if (file || t->path) jw_str(w, file ? file : t->path);
     else jw_null(w);
     jw_ki64(w, "steps", t->n_steps);
     jw_key(w, "device");
@@ -180,8 +220,8 @@ mp_status mp_trace_diff_report_json(const mp_trace_diff *d, const mp_trace_optio
     if (!w) return MP_ERR_NOMEM;
     jw_open(w, '{');
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
-    side(w, "a", d->a);
-    side(w, "b", d->b);
+    side(w, "a", d->a, d->a_file);
+    side(w, "b", d->b, d->b_file);
     jw_key(w, "diff");
     jw_open(w, '{');
     jw_key(w, "steps");
@@ -219,6 +259,10 @@ mp_status mp_trace_diff_report_json(const mp_trace_diff *d, const mp_trace_optio
     jw_close(w, '}');
     jw_kstr(w, "operator_time", d->op_device ? "self_device" : "self_cpu");
     jw_kstr(w, "module_time", d->mod_cpu ? "cpu" : "device");
+    jw_kbool(w, "no_difference", d->same);
+    jw_key(w, "modules_note");
+    if (d->mods_note[0]) jw_str(w, d->mods_note);
+    else jw_null(w);
     rows(w, "operators", d->ops, d->n_ops, NULL, "self_cpu");
     rows(w, "kernels", d->kernels, d->n_kernels, "short_name", NULL);
     rows(w, "modules", d->mods, d->n_mods, "class", "bwd");

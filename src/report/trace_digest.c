@@ -88,6 +88,16 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
     jw_kbool(w, "cpu_modules", t->cpu_modules);
     jw_ki64(w, "communication_ns", t->comm_total);
     jw_ki64(w, "comm_overlap_ns", t->comm_overlap_total);
+    jw_key(w, "allocator_churn");   /* [steps, mallocs, frees, ns, changes, lo, hi] */
+    jw_open(w, '[');
+    jw_i64(w, t->churn.steps);
+    jw_i64(w, t->churn.mallocs);
+    jw_i64(w, t->churn.frees);
+    jw_i64(w, t->churn.ns);
+    jw_i64(w, t->churn.changes);
+    jw_i64(w, t->churn.lo);
+    jw_i64(w, t->churn.hi);
+    jw_close(w, ']');
     jw_close(w, '}');
     /* [name, ts, wall, busy, idle[MP_TI_COUNT], cat[MP_TC_COUNT], loader, optimizer,
      *  optimizer_device, flops, backward_flops, mem_start, mem_peak, mem_end, comm,

@@ -45,8 +45,8 @@ static double tflops(uint64_t flops, int64_t ns) {
 static void text_steps(tr *w, const mp_trace *t) {
     char a[MP_FMT_MAX], b[MP_FMT_MAX];
     rule(w, "Steps");
-    pf(w, "%-16s %10s %10s %7s | %10s %10s %10s %10s %10s %10s\n", "step", "wall", "dev busy", "util",
-       "idle", "loader", "collective", "launch", "sync", "other");
+    pf(w, "%-16s %10s %10s %7s | %10s %10s %10s %10s %10s %10s %10s\n", "step", "wall", "dev busy", "util",
+       "idle", "loader", "collective", "range", "launch", "sync", "other");
     for (int k = 0; k < t->n_steps; k++) {
         const mp_tstep *s = &t->steps[k];
         int64_t idle = s->wall > s->busy ? s->wall - s->busy : 0;
@@ -60,6 +60,7 @@ static void text_steps(tr *w, const mp_trace *t) {
     put(w, "\nIdle time by cause (Holistic Trace Analysis' idle breakdown, adapted): loader = the\n"
            "device idle while the host was inside the data loader; collective = while its host\n"
            "waited in a collective (or, in a job, while a collective kernel waited for its peers);\n"
+           "range = while the host was inside a record_function range that launched nothing;\n"
            "launch = the next kernel was launched after the device went idle (host late); sync =\n"
            "the same right after the host waited on the device; other = the next kernel was queued\n"
            "already (dependencies).\n\n");
@@ -392,8 +393,8 @@ static void text_job(tr *w, const mp_trace *const *t, const mp_tjob *j) {
            secs(x->wait / n1, a[4]), secs(x->late / ns, a[5]), x->straggler ? "yes" : "");
     }
     put(w, "(per step on average: comm = time in collectives; coll wait = device idle while waiting\n"
-           "in them; wait = its waits at the collectives (the last arrival minus its own); late =\n"
-           "its lateness, after the median of the other ranks)\n");
+           "in them; wait = its waits at the collectives (from its arrival to the last arrival,\n"
+           "concurrent calls once); late = its lateness, after the median of the other ranks)\n");
     rule(w, "Job");
     if (!j->match_by) {
         pf(w, "%d ranks, %d steps; no collective calls in the traces: the ranks cannot be compared\n"

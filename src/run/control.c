@@ -76,8 +76,8 @@ static void mp__free_bodies(void *state) {
 static mp_status mp__need_body(mp_kctx *k, const char *attr, mp_exec **out) {
     const mp_graph *g = mp__attr_graph(k->n, attr);
     if (!g) return mp_error(MP_ERR_FORMAT, "node '%s': no '%s' graph", mp__nm(k->n), attr);
-    if (!k->plan) return mp_error(MP_ERR_USAGE, "node '%s': control flow runs inside a plan", mp__nm(k->n));
-    mp_status st = mp_subexec_create(k->plan, (mp_graph *)g, k->fuse, out);
+    if (!k->ex) return mp_error(MP_ERR_USAGE, "node '%s': control flow runs inside a plan", mp__nm(k->n));
+    mp_status st = mp_subexec_create(k->ex, (mp_graph *)g, k->fuse, out);
     if (st) {
         char inner[512];
         snprintf(inner, sizeof inner, "%s", mp_last_error());

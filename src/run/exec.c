@@ -1,5 +1,6 @@
-/* The planner and the executor. A plan is made once from the shaped main
- * graph: which nodes run (those whose outputs are known at plan time are
+/* The executor of the measured run (mp_exec_*; not the training planner,
+ * which is src/plan/). Its set-up is made once from the shaped main
+ * graph (the "plan" of a run, below): which nodes run (those whose outputs are known at plan time are
  * folded away), the kernel of each (oneDNN's first, else the operator's
  * portable one), fused groups (mp_kfuse), the lifetimes of the activations
  * packed into one arena, and the weights. A run then calls each step's
@@ -88,7 +89,7 @@ static mp_status mp__step_room(mp_step *s, int more_in, int more_nodes) {
 static mp_status mp__need(mp_exec *pl, int v);
 
 /* These are the executor's side of mp_kexec (ops.h): kernels reach them
- * through the context the planner hands them (mp__plan_exec, below). */
+ * through the context the planner hands them (mp__exec_services, below). */
 
 /* A refusal to fuse: not a failure of the plan (the kernel carries on
  * alone), but said like every other status. */
@@ -101,7 +102,7 @@ static mp_status mp__nofuse(const mp_kctx *k, int node) {
 }
 
 static mp_status mp__x_fuse(mp_kctx *k, int node) {
-    mp_exec *pl = k->plan;
+    mp_exec *pl = k->ex;
     if (!pl || !k->fuse) return mp__nofuse(k, node);
     mp_graph *g = pl->g;
     if (node < 0 || node >= g->n_nodes || pl->step_of[node] >= 0 || pl->folded[node])
@@ -170,7 +171,7 @@ static bool mp__made_in(const mp_graph *g, int v, int mid, const int *nodes, int
 }
 
 static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
-    mp_exec *pl = k->plan;
+    mp_exec *pl = k->ex;
     if (!pl || !k->fuse || n < 1 || n > 64) return mp__nofuse(k, n >= 1 ? nodes[0] : -1);
     mp_graph *g = pl->g;
     mp_step *s = &pl->steps[pl->cur];
@@ -243,7 +244,7 @@ static mp_status mp__x_fuse_nodes(mp_kctx *k, const int *nodes, int n) {
 }
 
 static const mp_rtensor *mp__x_value(const mp_kctx *k, int v) {
-    mp_exec *pl = k ? k->plan : NULL;
+    mp_exec *pl = k ? k->ex : NULL;
     if (!pl || v < 0 || v >= pl->g->n_values) return NULL;
     mp_rval *rv = &pl->vals[v];
     if (rv->kind == MP_RV_UNUSED && mp__need(pl, v) != MP_OK) mp_error_clear();
@@ -251,7 +252,7 @@ static const mp_rtensor *mp__x_value(const mp_kctx *k, int v) {
 }
 
 static const float *mp__x_input_f32(mp_kctx *k, int i) {
-    mp_exec *pl = k ? k->plan : NULL;
+    mp_exec *pl = k ? k->ex : NULL;
     if (!pl || i < 0 || i >= k->n_in || !k->in[i].data) return NULL;
     const mp_step *s = (const mp_step *)(const void *)((const char *)k - offsetof(mp_step, k));
     int v = s->in_v[i];
@@ -279,7 +280,7 @@ static const float *mp__x_input_f32(mp_kctx *k, int i) {
 }
 
 static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
-    mp_exec *pl = k->plan;
+    mp_exec *pl = k->ex;
     if (!pl) return mp_error(MP_ERR_USAGE, "mp_kout_alloc outside a plan");
     mp_step *s = &pl->steps[pl->cur];
     if (i < 0 || i >= s->n_out || s->out_v[i] < 0 || rank < 0 || rank > MP_MAX_RANK)
@@ -333,7 +334,7 @@ typedef struct {
 
 static void mp__x_parallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
     if (n <= 0) return;
-    mp_exec *pl = k ? k->plan : NULL;
+    mp_exec *pl = k ? k->ex : NULL;
     if (!pl || !pl->pool || pl->threads <= 1 || n < 2 || mp__in_parallel) {
         fn(arg, 0, n);
         return;
@@ -344,12 +345,12 @@ static void mp__x_parallel(mp_kctx *k, int64_t n, mp_range_fn fn, void *arg) {
 }
 
 static void mp__x_share(mp_kctx *k, int i) {
-    if (!k || !k->plan || i < 0 || i >= k->n_in) return;
+    if (!k || !k->ex || i < 0 || i >= k->n_in) return;
     mp_step *s = (mp_step *)(void *)((char *)k - offsetof(mp_step, k));
     s->share_in = i;
 }
 
-static const mp_kexec mp__plan_exec = {
+static const mp_kexec mp__exec_services = {
     .out_alloc = mp__x_out_alloc,
     .share = mp__x_share,
     .parallel = mp__x_parallel,
@@ -470,8 +471,8 @@ static mp_status mp__step_init(mp_exec *pl, mp_step *s, int node, const mp_kerne
     }
     s->k.n = n;
     s->k.g = pl->g;
-    s->k.plan = pl;
-    s->k.exec = &mp__plan_exec;
+    s->k.ex = pl;
+    s->k.exec = &mp__exec_services;
     s->k.n_in = s->n_in;
     s->k.n_out = s->n_out;
     s->k.in = s->in;
@@ -515,7 +516,7 @@ static mp_status mp__fold_run(mp_exec *pl, int node, const mp_kernel *kern) {
         if (s.out_v[i] >= 0) s.out[i].data = pl->vals[s.out_v[i]].rt.data;
     s.k.fuse = false;
     /* the step lives on the stack: the kernel reaches the plan through
-     * k.plan, and mp_kout_alloc finds it at steps[cur] */
+     * k.ex, and mp_kout_alloc finds it at steps[cur] */
     mp_step *saved = pl->steps;
     int saved_cur = pl->cur;
     pl->steps = &s;
@@ -773,7 +774,7 @@ static bool mp__share_step(const mp_exec *pl, const mp_step *s, int si, const in
     return true;
 }
 
-static mp_status mp__arena_plan(mp_exec *pl) {
+static mp_status mp__arena_layout(mp_exec *pl) {
     mp_graph *g = pl->g;
     for (int v = 0; v < g->n_values; v++) {
         pl->vals[v].def = -1;
@@ -947,7 +948,7 @@ static mp_status mp__bind(mp_exec *pl) {
  * (parent: the plan of the graph holding it; the body's inputs are set by
  * the control-flow kernel before each run, its outer values come from the
  * parent). */
-static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options *o, mp_exec *parent,
+static mp_status mp__exec_make(mp_profile *p, mp_graph *g, const mp_run_options *o, mp_exec *parent,
                                mp_exec **out) {
     *out = NULL;
     mp_exec *pl = calloc(1, sizeof *pl);
@@ -987,7 +988,7 @@ static mp_status mp__plan_make(mp_profile *p, mp_graph *g, const mp_run_options 
     for (int i = 0; !st && i < g->n_outputs; i++)
         if (g->outputs[i] >= 0 && pl->vals[g->outputs[i]].kind == MP_RV_UNUSED)
             st = mp__need(pl, g->outputs[i]);
-    if (!st) st = mp__arena_plan(pl);
+    if (!st) st = mp__arena_layout(pl);
     if (!st) {
         size_t in_b = 0;
         for (int i = 0; i < g->n_inputs; i++)
@@ -1014,7 +1015,7 @@ mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out) 
     run_defaults(&opts);
     mp_status st = mp_opts_take(&opts, sizeof opts, o, RUN_OPTIONS_V1, "mp_run_options");
     if (st) return st;
-    return mp__plan_make(p, p->m->graph, &opts, NULL, out);
+    return mp__exec_make(p, p->m->graph, &opts, NULL, out);
 }
 
 void mp_subexec_bind_outer(mp_exec *pl) {
@@ -1027,7 +1028,7 @@ mp_status mp_subexec_create(mp_exec *parent, mp_graph *body, bool fuse, mp_exec 
     mp_run_options o = parent->o;
     o.fuse = fuse;
     o.threads = parent->threads;
-    mp_status st = mp__plan_make(parent->p, body, &o, parent, out);
+    mp_status st = mp__exec_make(parent->p, body, &o, parent, out);
     if (!st) /* a body's buffers count in the run's memory */
         parent->dyn_bytes += (*out)->arena_bytes + (*out)->const_bytes + (*out)->input_bytes +
                              (*out)->scratch_bytes + (*out)->dyn_bytes;

@@ -132,6 +132,30 @@ static void step_means(const mp_trace *t, int steps, double *wall, double *busy,
     }
 }
 
+bool mp_tdiff_row_same(const mp_tdiff_row *r) {
+    return r->in_a && r->in_b && r->a == r->b && r->a_calls == r->b_calls && r->a2 == r->b2;
+}
+
+static bool all_same(const mp_tdiff_row *r, int n) {
+    for (int i = 0; i < n; i++)
+        if (!mp_tdiff_row_same(&r[i])) return false;
+    return true;
+}
+
+/* No module scopes on one side only: the other's modules cannot be
+ * compared (each would read "only in" the side that has them). */
+static void mods_note(mp_trace_diff *d) {
+    bool ha = d->a->n_mods > 1, hb = d->b->n_mods > 1;
+    if (ha == hb) return;
+    const mp_trace *none = ha ? d->b : d->a;
+    snprintf(d->mods_note, sizeof d->mods_note,
+             "%s has no module scopes (%s): %s's %d modules cannot be compared",
+             ha ? "B" : "A",
+             none->no_modules ? "profiled without with_stack=True and with_modules=True"
+                              : "no nn.Module ranges in it",
+             ha ? "A" : "B", (ha ? d->a : d->b)->n_mods - 1);
+}
+
 mp_status mp_trace_diff_make(const mp_trace *a, const mp_trace *b, mp_trace_diff *d) {
     memset(d, 0, sizeof *d);
     d->a = a;
@@ -145,7 +169,26 @@ mp_status mp_trace_diff_make(const mp_trace *a, const mp_trace *b, mp_trace_diff
     mp_status st = diff_ops(d);
     if (st == MP_OK) st = diff_kernels(d);
     if (st == MP_OK) st = diff_mods(d);
-    if (st != MP_OK) mp_trace_diff_free(d);
+    if (st != MP_OK) {
+        mp_trace_diff_free(d);
+        return st;
+    }
+    d->same = d->a_step == d->b_step && d->a_busy == d->b_busy && a->n_steps == b->n_steps;
+    for (int c = 0; c < MP_TI_COUNT; c++) d->same &= d->a_idle[c] == d->b_idle[c];
+    for (int c = 0; c < MP_TC_COUNT; c++) d->same &= d->a_cat[c] == d->b_cat[c];
+    d->same = d->same && all_same(d->ops, d->n_ops) && all_same(d->kernels, d->n_kernels) &&
+              all_same(d->mods, d->n_mods);
+    mods_note(d);
+    return st;
+}
+
+mp_status mp_trace_diff_make_files(const mp_trace *a, const char *a_file, const mp_trace *b,
+                                   const char *b_file, mp_trace_diff *d) {
+    mp_status st = mp_trace_diff_make(a, b, d);
+    if (st == MP_OK) {
+        d->a_file = a_file;
+        d->b_file = b_file;
+    }
     return st;
 }
 

@@ -30,10 +30,22 @@ typedef struct mp_trace_diff {
     bool mod_cpu;           /* module times are CPU range times (a trace without device rows) */
     mp_tdiff_row *ops, *kernels, *mods;
     int n_ops, n_kernels, n_mods;
+    /* the files as given (NULL: the traces' own paths); for a digest the
+     * trace's path is the original trace's, the file the digest's */
+    const char *a_file, *b_file;
+    bool same;              /* no figure differs: the steps, every row (time, calls) */
+    char mods_note[240];    /* why the modules cannot be compared; "" when they can */
 } mp_trace_diff;
+
+/* Whether a row's figures are the same in A and B (in both, same time and calls). */
+bool mp_tdiff_row_same(const mp_tdiff_row *r);
 
 /* Compare B (test) against A (control): deltas are B - A. */
 mp_status mp_trace_diff_make(const mp_trace *a, const mp_trace *b, mp_trace_diff *d);
+/* The same, each side labelled with the file it was read from (a digest's
+ * trace path is the original trace's: the label says both). */
+mp_status mp_trace_diff_make_files(const mp_trace *a, const char *a_file, const mp_trace *b,
+                                   const char *b_file, mp_trace_diff *d);
 void mp_trace_diff_free(mp_trace_diff *d);
 
 /* Writers (src/report/trace_diff.c). */

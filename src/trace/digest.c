@@ -381,6 +381,18 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
     t->cpu_modules = getb(g, sm, "cpu_modules");
     t->comm_total = geti(g, sm, "communication_ns");
     t->comm_overlap_total = geti(g, sm, "comm_overlap_ns");
+    const jv *ch = need(g, sm, "allocator_churn", JV_ARR);
+    if (ch && ch->n == 7) {
+        t->churn.steps = (int)i64_of(g, &ch->kids[0]);
+        t->churn.mallocs = i64_of(g, &ch->kids[1]);
+        t->churn.frees = i64_of(g, &ch->kids[2]);
+        t->churn.ns = i64_of(g, &ch->kids[3]);
+        t->churn.changes = i64_of(g, &ch->kids[4]);
+        t->churn.lo = i64_of(g, &ch->kids[5]);
+        t->churn.hi = i64_of(g, &ch->kids[6]);
+    } else {
+        fail(g);
+    }
     if (g->bad) return MP_OK;
 
     t->steps = table(g, root, "steps", sizeof *t->steps, &t->n_steps, &tab);
@@ -575,6 +587,10 @@ static const char *insane(const mp_trace *t) {
     if (!IN(t->mem_peak_alloc, -1, B_MAX) || !IN(t->mem_peak_reserved, -1, B_MAX)) return "summary";
     if (!IN(t->bwd_ops, 0, C_MAX) || !IN(t->linked_bwd, 0, C_MAX) || !IN(t->linked_flow, 0, C_MAX)) return "summary";
     if (!(t->peak_tflops >= 0 && t->peak_tflops < 1e9)) return "summary";
+    if (!IN(t->churn.steps, 0, INT32_MAX - 1) || !IN(t->churn.mallocs, 0, C_MAX) || !IN(t->churn.frees, 0, C_MAX) ||
+        !IN(t->churn.ns, 0, D_MAX) || !IN(t->churn.changes, 0, C_MAX) || !IN(t->churn.lo, -1, B_MAX) ||
+        !IN(t->churn.hi, -1, B_MAX))
+        return "allocator_churn";
     for (int k = 0; k < t->n_steps; k++) {
         const mp_tstep *s = &t->steps[k];
         if (!IN(s->ts, 0, T_MAX) || !IN(s->wall, 0, D_MAX) || !IN(s->busy, 0, D_MAX) ||

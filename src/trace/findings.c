@@ -48,6 +48,8 @@ static double secs_of(int64_t ns) { return (double)ns * 1e-9; }
 
 static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
+#define JOB_CAUSE_MARK "It is why this rank is the job's straggler"
+
 /* The job's entry of this trace's rank; NULL alone. */
 static const mp_tjob_rank *job_rank(const mp_trace *t) {
     const mp_tjob *j = t->job;
@@ -139,19 +141,34 @@ void mp_trace_findings(mp_trace *t) {
                     "overlap communication with compute.",
                     ms(idle[MP_TI_COLL]), pct(idle[MP_TI_COLL], wall), ncalls, who);
     }
-    /* the user's own host ranges the device idled in */
+    /* the user's own host ranges the device idled in: their idle is its
+     * own cause (MP_TI_RANGE), not also synchronisation or launch-bound
+     * time; a range that is the job's cause for this straggler says so and
+     * leads (its score weighs the time the job lost to it) */
+    const mp_tjob_rank *me = job_rank(t);
     for (int i = 0; dev && i < t->n_hranges; i++) {
         const struct mp_thrange *h = &t->hranges[i];
         if (pct(h->idle, wall) < 5) continue;
+        char job_cause[200] = "";
+        if (me && me->straggler && me->cause_kind && strcmp(me->cause_kind, "range") == 0) {
+            char tick[160];
+            snprintf(tick, sizeof tick, "`%s` range", h->name);
+            if (strstr(me->cause, tick)) {
+                snprintf(job_cause, sizeof job_cause,
+                         " " JOB_CAUSE_MARK ": the other ranks waited "
+                         "%.1f ms a step for it (the job section).",
+                         ms(t->job->n_steps ? me->late / t->job->n_steps : 0));
+            }
+        }
         add_finding(t, &cap,
                     (fnd){"host_range", pct(h->idle, wall), secs_of(h->idle), "s", frac(h->idle, wall)},
                     "Host range `%s` (record_function): the device sat idle %.1f ms (%.1f%% of step "
-                    "time) while the host was inside it (%.1f ms a step of host time, %lld calls). "
+                    "time) while the host was inside it (%.1f ms a step of host time, %lld calls).%s "
                     "Whatever it does (preparing data, logging, checkpointing) holds the device: "
                     "overlap it with the device's work (a DataLoader worker, a background thread, "
                     "prefetching) or shorten it.",
                     h->name, ms(h->idle), pct(h->idle, wall), ms(h->host) / t->n_steps,
-                    (long long)h->count);
+                    (long long)h->count, job_cause);
     }
     int64_t nk = 0;
     for (int i = 0; i < t->n_kernels; i++)
@@ -200,6 +217,30 @@ void mp_trace_findings(mp_trace *t) {
                     "time): pin the host buffers (DataLoader pin_memory=True) and copy with "
                     "non_blocking=True so copies overlap compute.",
                     ms(pageable), pct(pageable, devtot));
+    /* the caching allocator going to the driver after the first step */
+    const struct mp_tchurn *ch = &t->churn;
+    if (dev && ch->steps > 0 && (ch->mallocs + ch->frees > 0 || ch->changes > 0)) {
+        char resv[160] = "";
+        if (ch->changes > 0 && ch->hi > ch->lo) {
+            bool gb = ch->hi >= 1000000000;
+            double u = gb ? 1e9 : 1e6;
+            snprintf(resv, sizeof resv, "; Total Reserved changed %lld times, between %.*f and %.*f %s",
+                     (long long)ch->changes, gb ? 2 : 1, (double)ch->lo / u, gb ? 2 : 1,
+                     (double)ch->hi / u, gb ? "GB" : "MB");
+        }
+        /* ranked by the time the calls took, at least as a minor finding:
+         * the reserved curve moving costs time not seen here (cudaFree
+         * waits for the device, a new segment's first touch) */
+        double p = pct(ch->ns, wall);
+        add_finding(t, &cap, (fnd){"allocator_churn", MP_MAX(p, 1.0), secs_of(ch->ns), "s", frac(ch->ns, wall)},
+                    "Allocator churn: after the first step the caching allocator called cudaMalloc "
+                    "%lld and cudaFree %lld times in %d steps, %.2f ms of host time (%.1f%% of step "
+                    "time; cudaFree waits for the device)%s. Shapes that vary, empty_cache() in the "
+                    "loop or a nearly full device make it free and ask again: fix shapes (pad, "
+                    "bucket), drop empty_cache(), or set "
+                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+                    (long long)ch->mallocs, (long long)ch->frees, ch->steps, ms(ch->ns), p, resv);
+    }
     double util = pct(t->busy_total, wall);
     if (dev && util < 60)
         add_finding(t, &cap, (fnd){"low_utilization", (100 - util) / 2, util / 100, "fraction", 1 - util / 100},
@@ -228,4 +269,13 @@ void mp_trace_findings(mp_trace *t) {
     }
     not_recorded(t, &cap);
     if (t->n_findings > 1) qsort(t->findings, (size_t)t->n_findings, sizeof *t->findings, finding_cmp);
+    /* the range that is the job's cause for this straggler leads: the
+     * rank's advice agrees with the job's */
+    for (int i = 1; i < t->n_findings; i++)
+        if (strcmp(t->findings[i].kind, "host_range") == 0 && has(t->findings[i].text, JOB_CAUSE_MARK)) {
+            mp_tfinding f = t->findings[i];
+            memmove(&t->findings[1], &t->findings[0], (size_t)i * sizeof f);
+            t->findings[0] = f;
+            break;
+        }
 }

@@ -115,21 +115,23 @@ enum { CK_RANGE, CK_LOADER, CK_COMPUTE, CK_HOST };
 static const char *const cause_kinds[] = {"range", "data_loader", "compute", "host"};
 
 typedef struct cacc {   /* causes accumulated: excess ns by key */
-    struct { int kind; const char *name; int64_t ns; } e[16];
+    struct { int kind; const char *name; int64_t ns, own; } e[16];   /* excess, own time */
     int n;
     int64_t seg;      /* the segment's excess (how much later it arrived) */
 } cacc;
 
-static void cacc_add(cacc *a, int kind, const char *name, int64_t ns) {
+static void cacc_add(cacc *a, int kind, const char *name, int64_t ns, int64_t own) {
     for (int i = 0; i < a->n; i++)
         if (a->e[i].kind == kind && str_eq(a->e[i].name, name)) {
             a->e[i].ns += ns;
+            a->e[i].own += own;
             return;
         }
     if (a->n < (int)MP_ARRAY_LEN(a->e)) {
         a->e[a->n].kind = kind;
         a->e[a->n].name = name;
         a->e[a->n].ns = ns;
+        a->e[a->n].own = own;
         a->n++;
     }
 }
@@ -180,9 +182,12 @@ static void weigh(const job_ctx *x, int k, int r, int rc, double w, cacc *acc) {
             v[m++] = seg_item(call_of(x, pr, pc), items[it].kind, items[it].name);
         }
         qsort(v, (size_t)m, sizeof *v, i64_cmp);
-        int64_t ex = seg_item(me, items[it].kind, items[it].name) - median_sorted(v, m);
+        int64_t mine = seg_item(me, items[it].kind, items[it].name);
+        int64_t ex = mine - median_sorted(v, m);
         if (items[it].kind == CK_HOST) acc->seg += (int64_t)((double)ex * w);
-        else if (ex > 0) cacc_add(acc, items[it].kind, items[it].name, (int64_t)((double)ex * w));
+        else if (ex > 0)
+            cacc_add(acc, items[it].kind, items[it].name, (int64_t)((double)ex * w),
+                     (int64_t)((double)mine * w));
     }
     if (v != tmp) free(v);
 }
@@ -195,11 +200,12 @@ static const char *cause_words(const cacc *a, int steps, char *out, size_t n) {
     double per = steps > 0 ? 1.0 / steps : 1;
     int64_t seg = a->seg > 0 ? a->seg : 0;
     if (best >= 0 && a->e[best].ns * 2 >= seg && a->e[best].ns > 0) {
-        double v = (double)a->e[best].ns * per / 1e6;
+        double v = (double)a->e[best].ns * per / 1e6, own = (double)a->e[best].own * per / 1e6;
         switch (a->e[best].kind) {
-        case CK_RANGE:
-            snprintf(out, n, "its `%s` range (record_function): %.1f ms a step more than the "
-                             "median rank before arriving", a->e[best].name, v);
+        case CK_RANGE:   /* its own time first: the figure the user can find in the trace */
+            snprintf(out, n, "its `%s` range (record_function): %.1f ms %s, %.1f ms more than the "
+                             "median rank's, before arriving", a->e[best].name, own,
+                     steps > 1 ? "a step" : "in the step", v);
             break;
         case CK_LOADER:
             snprintf(out, n, "the data loader: its host spent %.1f ms a step more in it than the "
@@ -245,7 +251,7 @@ static iv *idle_pieces(const job_ctx *x, const iv *v, size_t n, size_t *np) {
         o[k] = v[i];                                                 \
         o[k].a = (lo);                                               \
         o[k].b = (hi);                                               \
-        o[k].len0 = v[i].b - v[i].a;                                 \
+        o[k].len0 = v[i].len0 > 0 ? v[i].len0 : v[i].b - v[i].a;    \
         k++;                                                         \
     } while (0)
     for (size_t i = 0; i < n; i++) {
@@ -276,6 +282,36 @@ static iv *idle_pieces(const job_ctx *x, const iv *v, size_t n, size_t *np) {
     return o;
 }
 
+static int iv_end_cmp(const void *x, const void *y) {
+    const iv *p = x, *q = y;
+    if (p->rank != q->rank) return p->rank - q->rank;
+    if (p->step != q->step) return p->step - q->step;
+    if (p->b != q->b) return (p->b > q->b) - (p->b < q->b);
+    return (p->a < q->a) - (p->a > q->a);
+}
+
+/* Intervals [arrival - how late, arrival] of one rank (or the job) per
+ * step become what each adds to the most it was late so far in the step:
+ * [arrival - (how late - most so far), arrival], empty when no more. A
+ * rank late at a broadcast and as late at the all-reduce after it (no call
+ * between made it catch up) is late once, not twice; one that falls
+ * further behind adds the difference. */
+static void new_part(iv *v, size_t n) {
+    qsort(v, n, sizeof *v, iv_end_cmp);
+    int64_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || v[i].rank != v[i - 1].rank || v[i].step != v[i - 1].step) most = 0;
+        int64_t l = v[i].b - v[i].a;
+        v[i].len0 = l;   /* the causes are weighed by the share of it that is new */
+        if (l > most) {
+            v[i].a = v[i].b - (l - most);
+            most = l;
+        } else {
+            v[i].a = v[i].b;
+        }
+    }
+}
+
 /* ---- the analysis ---- */
 
 static mp_status nomem(void) { return mp_error(MP_ERR_NOMEM, "job analysis: out of memory"); }
@@ -287,13 +323,15 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     mp_status st = MP_OK;
     job_ctx x = {t, job, NULL, 0, NULL};
     int **smap = NULL;     /* per rank: its step -> job step */
+    int64_t **adj = NULL;  /* per rank and call: its arrival less its earlier waits in the step */
     iv *late = NULL, *save = NULL;
     cmap map = {NULL, 0};
     size_t nlate = 0, nsave = 0;
     job->n_ranks = n;
     job->ranks = calloc((size_t)n, sizeof *job->ranks);
     smap = calloc((size_t)n, sizeof *smap);
-    if (!job->ranks || !smap) goto oom;
+    adj = calloc((size_t)n, sizeof *adj);
+    if (!job->ranks || !smap || !adj) goto oom;
     int64_t base = INT64_MAX;
     bool bases = true;
     for (int i = 0; i < n; i++) {
@@ -464,6 +502,7 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
         free(ends);
         goto oom;
     }
+    /* first the last arrival of each collective and every call's wait */
     for (int k = 0; k < x.ncl; k++) {
         coll *c = &x.cl[k];
         if (c->n < 2 || c->n > n) {   /* one rank only, or keys that collide (a rank twice) */
@@ -471,33 +510,92 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
             continue;
         }
         job->n_matched++;
-        int64_t *a = arr;
         int last = -1;
         for (int p = 0; p < c->n; p++) {
             int r = x.part[c->first + p][0];
             const mp_tcall *cl = call_of(&x, r, x.part[c->first + p][1]);
-            a[p] = cl->ts + job->ranks[r].clock;
+            arr[p] = cl->ts + job->ranks[r].clock;
             ends[p] = cl->end + job->ranks[r].clock;
-            if (last < 0 || a[p] > a[last]) last = p;
+            if (last < 0 || arr[p] > arr[last]) last = p;
         }
-        c->last = a[last];
+        c->last = arr[last];
         c->last_rank = x.part[c->first + last][0];
         int64_t second = INT64_MIN;
         for (int p = 0; p < c->n; p++)
-            if (p != last) second = MP_MAX(second, a[p]);
+            if (p != last) second = MP_MAX(second, arr[p]);
         c->second = second;
         for (int p = 0; p < c->n; p++) {
             int r = x.part[c->first + p][0], ci = x.part[c->first + p][1];
             mp_tcall *cl = &t[job->ranks[r].index]->calls[ci];
-            cl->wait = c->last - a[p];
+            /* it waits from its arrival until the last arrives, or until
+             * its own call ends if that is sooner (a broadcast's root) */
+            cl->wait = MP_MAX(MP_MIN(c->last, ends[p]) - arr[p], 0);
             cl->match = k;
             job->ranks[r].n_matched++;
-            MP_SADD(job->ranks[r].wait, cl->wait);
         }
         qsort(ends, (size_t)c->n, sizeof *ends, i64_cmp);
         c->median_end = median_sorted(ends, c->n);
-        /* lateness vs the median of the others: sort arrivals with their index */
-        int64_t *sorted = ends;   /* reuse: the sorted arrivals */
+    }
+    /* per rank, in time order: its wait (the union of its waiting
+     * intervals: concurrent calls wait once) and each call's arrival on the
+     * rank's own clock, i.e. less the time it waited inside the step's
+     * earlier collectives (not its own lateness: the what-if's logic) */
+    for (int r = 0; r < n; r++) {
+        const mp_trace *tr = t[job->ranks[r].index];
+        adj[r] = malloc(((size_t)tr->n_calls + 1) * sizeof **adj);
+        if (!adj[r]) {
+            free(arr);
+            free(ends);
+            goto oom;
+        }
+        int64_t clk = job->ranks[r].clock;
+        int64_t all_a = 0, all_b = INT64_MIN, all_len = 0;   /* the whole trace */
+        int64_t st_a = 0, st_b = INT64_MIN, st_len = 0;      /* the step's so far */
+        int cur_step = INT32_MIN;
+        for (int c = 0; c < tr->n_calls; c++) {   /* calls are in arrival order */
+            const mp_tcall *cl = &tr->calls[c];
+            int64_t a = cl->ts + clk;
+            if (cl->step != cur_step) {
+                cur_step = cl->step;
+                st_b = INT64_MIN;
+                st_len = 0;
+            }
+            int64_t w_before = st_len + (st_b > INT64_MIN ? MP_MAX(MP_MIN(st_b, a) - st_a, 0) : 0);
+            adj[r][c] = a - (cur_step >= 0 ? w_before : 0);
+            if (cl->match < 0 || cl->wait <= 0) continue;
+            int64_t b = a + cl->wait;
+#define IV_UNION(A, B, LEN)                       \
+            do {                                  \
+                if ((B) > INT64_MIN && a <= (B)) {\
+                    (B) = MP_MAX((B), b);         \
+                } else {                          \
+                    if ((B) > INT64_MIN) (LEN) += (B) - (A); \
+                    (A) = a;                      \
+                    (B) = b;                      \
+                }                                 \
+            } while (0)
+            IV_UNION(all_a, all_b, all_len);
+            IV_UNION(st_a, st_b, st_len);
+#undef IV_UNION
+        }
+        if (all_b > INT64_MIN) all_len += all_b - all_a;
+        job->ranks[r].wait = all_len;
+    }
+    /* lateness and the time saved, on those clocks: at each call the rank's
+     * arrival minus the median of the others' (and, for the last arriver,
+     * minus the second-last), kept as [arrival - that, arrival] and turned
+     * into what each call adds to the rank's lateness in the step (new_part) */
+    for (int k = 0; k < x.ncl; k++) {
+        coll *c = &x.cl[k];
+        if (c->n < 2 || c->n > n) continue;
+        int64_t *a = arr;
+        int last = -1;
+        for (int p = 0; p < c->n; p++) {
+            int r = x.part[c->first + p][0], ci = x.part[c->first + p][1];
+            a[p] = adj[r][ci];
+            if (call_of(&x, r, ci)->ts + job->ranks[r].clock == c->last && last < 0) last = p;
+        }
+        int64_t *sorted = ends;
         memcpy(sorted, a, (size_t)c->n * sizeof *sorted);
         qsort(sorted, (size_t)c->n, sizeof *sorted, i64_cmp);
         for (int p = 0; p < c->n; p++) {
@@ -515,17 +613,22 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
             int ref = -1;
             for (int q = 0; q < c->n && ref < 0; q++)
                 if (q != p && a[q] == mv) ref = x.part[c->first + q][0];
-            late[nlate++] = (iv){r, smap[r][st0], k, ci, med, a[p], ref < 0 ? r : ref, 0};
+            int64_t own = tr->calls[ci].ts + job->ranks[r].clock;
+            late[nlate++] = (iv){r, smap[r][st0], k, ci, own - (a[p] - med), own, ref < 0 ? r : ref, 0};
         }
-        {
+        if (last >= 0) {
             int r = c->last_rank, ci = x.part[c->first + last][1];
             const mp_trace *tr = t[job->ranks[r].index];
             int st0 = tr->calls[ci].step;
+            int64_t second = INT64_MIN;
             int ref = -1;
-            for (int q = 0; q < c->n && ref < 0; q++)
-                if (q != last && a[q] == c->second) ref = x.part[c->first + q][0];
-            if (st0 >= 0 && c->last > c->second && ref >= 0)
-                save[nsave++] = (iv){r, smap[r][st0], k, ci, c->second, c->last, ref, 0};
+            for (int q = 0; q < c->n; q++)
+                if (q != last && a[q] > second) {
+                    second = a[q];
+                    ref = x.part[c->first + q][0];
+                }
+            if (st0 >= 0 && a[last] > second && ref >= 0)
+                save[nsave++] = (iv){r, smap[r][st0], k, ci, c->last - (a[last] - second), c->last, ref, 0};
         }
     }
     free(arr);
@@ -547,6 +650,8 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     }
     /* ---- per rank and step: lateness (union), causes, what-if, all
      * measured on the idle time of the ranks that waited ---- */
+    new_part(late, nlate);
+    new_part(save, nsave);
     {
         size_t np;
         iv *p = idle_pieces(&x, late, nlate, &np);
@@ -703,21 +808,25 @@ whatif:
         size_t ncut = 0;
         for (int k = 0; k < x.ncl; k++) {
             const coll *c = &x.cl[k];
-            if (c->n < 2 || !job->ranks[c->last_rank].straggler) continue;
-            int64_t other = INT64_MIN;
+            if (c->n < 2 || c->n > n || !job->ranks[c->last_rank].straggler) continue;
+            int64_t other = INT64_MIN, mine = INT64_MIN;
             int step = -1, ref = -1;
             for (int p = 0; p < c->n; p++) {
-                int r = x.part[c->first + p][0];
-                const mp_tcall *cl = call_of(&x, r, x.part[c->first + p][1]);
-                if (r == c->last_rank && cl->step >= 0) step = smap[r][cl->step];
-                if (!job->ranks[r].straggler && cl->ts + job->ranks[r].clock > other) {
-                    other = cl->ts + job->ranks[r].clock;
+                int r = x.part[c->first + p][0], ci = x.part[c->first + p][1];
+                const mp_tcall *cl = call_of(&x, r, ci);
+                if (r == c->last_rank && cl->step >= 0) {
+                    step = smap[r][cl->step];
+                    mine = adj[r][ci];
+                }
+                if (!job->ranks[r].straggler && adj[r][ci] > other) {
+                    other = adj[r][ci];
                     ref = r;
                 }
             }
-            if (other == INT64_MIN || step < 0 || other >= c->last) continue;
-            cut[ncut++] = (iv){0, step, k, 0, other, c->last, ref, 0};
+            if (other == INT64_MIN || step < 0 || other >= mine) continue;
+            cut[ncut++] = (iv){0, step, k, 0, c->last - (mine - other), c->last, ref, 0};
         }
+        new_part(cut, ncut);
         size_t np;
         iv *pc = idle_pieces(&x, cut, ncut, &np);
         free(cut);
@@ -769,6 +878,9 @@ done:
     if (smap)
         for (int r = 0; r < n; r++) free(smap[r]);
     free(smap);
+    if (adj)
+        for (int r = 0; r < n; r++) free(adj[r]);
+    free(adj);
     free(late);
     free(save);
     free(map.slot);

@@ -9,6 +9,7 @@
  * start. Memory is the window plus the records, whatever the file's size.
  * Why the tokenizer is hand-written, with measured figures: docs/DESIGN.md. */
 #include "trace/trace.h"
+#include "base/arrays.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -804,15 +805,12 @@ static void *rec_resize(void *old, size_t used, size_t bytes) {
     size_t len = (bytes + sizeof(rec_head) + pg - 1) & ~(pg - 1);
     rec_head *h = old ? (rec_head *)old - 1 : NULL;
     if (h && len <= h->len) return old;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-#ifdef MADV_NOHUGEPAGE
-    madvise(p, len, MADV_NOHUGEPAGE);
-#endif
+    void *p = mp_pages_alloc(len, MP_PAGES_NOHUGE);
+    if (!p) return NULL;
     if (h) {   /* copied, not mremap'd: a moved mapping's old addresses, reused
                 * by another thread's mapping, read as a race to TSan */
         memcpy((rec_head *)p + 1, h + 1, used);
-        munmap(h, h->len);
+        mp_pages_free(h, h->len, MP_PAGES_NOHUGE);
     }
     h = p;
     h->len = len;
@@ -822,7 +820,7 @@ static void *rec_resize(void *old, size_t used, size_t bytes) {
 void mp__trace_rec_free(void *arr) {
     if (!arr) return;
     rec_head *h = (rec_head *)arr - 1;
-    munmap(h, h->len);
+    mp_pages_free(h, h->len, MP_PAGES_NOHUGE);
 }
 
 static void *grow_arr(void *old, size_t elem, size_t *cap, size_t need) {
@@ -1679,6 +1677,18 @@ static int keep(rd *r, ev *v, const char **why) {
         m->allocated = (uint64_t)v->alloc;
         m->tid = (uint64_t)ti;
         t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, v->reserved);
+        /* Total Reserved where it changed (a piece keeps its first value
+         * too: the merged array repeats a value at most once a piece) */
+        int64_t dv = v->device;
+        if (dv < 0 || dv > 3 || t->resv_last[dv] != v->reserved) {
+            mp_tresv *rv;
+            PUSH(t->resvs, t->n_resvs, t->cap_resvs, rv);
+            rv->ts = v->ts;
+            rv->reserved = v->reserved;
+            rv->device = dv >= 0 && dv <= INT32_MAX ? (int32_t)dv : -1;
+            rv->pad_ = 0;
+            if (dv >= 0 && dv <= 3) t->resv_last[dv] = v->reserved;
+        }
         return 0;
     }
     if (!v->has_id) return *why = "flow without \"id\"", 1;
@@ -1835,7 +1845,7 @@ static int parse_distinfo(rd *r, const char **pp, const char *e) {
 enum { PC_TARGET, PC_CLOSED, PC_STOPPED, PC_NOMEM };
 
 /* mp_trace_raw's record arrays: X(arr) for each (arr, n_arr, cap_arr). */
-#define RD_RECORDS(X) X(spans) X(devs) X(mems) X(flows) X(flops) X(orts) X(comms)
+#define RD_RECORDS(X) X(spans) X(devs) X(mems) X(flows) X(flops) X(orts) X(comms) X(resvs)
 
 /* Where a kept piece's records go in t, and its names and threads as t
  * numbers them (raw_place fills it, raw_copy moves the records). */
@@ -1862,6 +1872,7 @@ static void raw_init(mp_trace_raw *t) {
     t->rank = -1;
     t->world_size = -1;
     t->mem_reserved_peak = -1;
+    for (int d = 0; d < 4; d++) t->resv_last[d] = -1;
     t->pieces = 1;
 }
 
@@ -2065,6 +2076,7 @@ static void raw_copy(mp_trace_raw *t, mp_trace_raw *w, const rd_place *pl) {
     RD_COPY(spans, (x.name = (uint32_t)nm[x.name], x.tid = (uint16_t)th[x.tid]));
     RD_COPY(devs, x.name = (uint32_t)nm[x.name]);
     RD_COPY(mems, x.tid = (uint64_t)th[x.tid]);
+    RD_COPY(resvs, (void)0);
     RD_COPY(flows, x.tid = (uint32_t)th[x.tid]);
     RD_COPY(flops, x.span += s0);
     RD_COPY(orts, (x.name = (uint32_t)nm[x.name],

@@ -95,6 +95,16 @@ typedef struct mp_tmem {
     uint64_t tid : 16;
 } mp_tmem;
 
+/* A device's Total Reserved where a [memory] event changed it (the
+ * caching allocator's cudaMalloc/cudaFree of a segment): few, kept apart
+ * from the [memory] records. 24 bytes. */
+typedef struct mp_tresv {
+    int64_t ts;
+    int64_t reserved;
+    int32_t device;             /* "Device Id"; -1 */
+    int32_t pad_;
+} mp_tresv;
+
 /* One end of a fwdbwd flow. 20 bytes. */
 typedef struct __attribute__((packed, aligned(4))) mp_tflow {
     int64_t id, ts;
@@ -187,6 +197,8 @@ typedef struct mp_trace_raw {
     mp_tflow *flows;  size_t n_flows, cap_flows;
     mp_tflop *flops;  size_t n_flops, cap_flops;
     int64_t mem_reserved_peak;   /* highest Total Reserved of a device [memory] event; -1 */
+    mp_tresv *resvs;  size_t n_resvs, cap_resvs;    /* Total Reserved where it changed */
+    int64_t resv_last[4];        /* reading: the last kept per device 0-3 (-1) */
     mp_tcomm *comms;  size_t n_comms, cap_comms;   /* collectives' side table */
     mp_tpg *pgs;      int n_pgs, cap_pgs;
     int64_t *threads; int n_threads, cap_threads;  /* index -> (pid << 32 | tid) */
@@ -249,7 +261,7 @@ extern const char *const mp_tcat_labels[MP_TC_COUNT];     /* "GEMM", ... (text) 
 /* MP_TI_COLL: the device idle while its host waited in a collective (or,
  * once the ranks are matched, while a collective kernel waited for its
  * peers); not launch-bound, not synchronisation. */
-enum { MP_TI_LOADER, MP_TI_COLL, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
+enum { MP_TI_LOADER, MP_TI_COLL, MP_TI_RANGE, MP_TI_LAUNCH, MP_TI_SYNC, MP_TI_OTHER, MP_TI_COUNT };
 extern const char *const mp_tidle_names[MP_TI_COUNT];
 extern const char *const mp_tidle_labels[MP_TI_COUNT];
 
@@ -377,6 +389,16 @@ typedef struct mp_trace {
     bool no_device;                 /* no device events at all */
     bool no_shapes;                 /* operators without "Input Dims" (record_shapes off) */
     bool no_modules;                /* no nn.Module scopes (with_stack / with_modules off) */
+    /* the caching allocator asking the driver for memory after the first
+     * step (churn.c): cudaMalloc/cudaFree (and the cuMem* calls of
+     * expandable segments) and Total Reserved moving */
+    struct mp_tchurn {
+        int steps;                  /* the steps after the first */
+        int64_t mallocs, frees;     /* calls in them */
+        int64_t ns;                 /* host time inside those calls */
+        int64_t changes;            /* Total Reserved changes in them (every device) */
+        int64_t lo, hi;             /* Total Reserved's lowest and highest there; -1 unknown */
+    } churn;
     int64_t ops_launching;          /* operators that launched device work */
     /* job context for findings (job.c sets it; NULL alone) */
     const struct mp_tjob *job;
@@ -408,7 +430,7 @@ void mp_trace_free(mp_trace *t);
  * trace's reports and the job read; mp_trace_digest_read builds that
  * summary back (src/trace/digest.c), findings included, so every writer
  * and the job give the same output from digests as from the traces. */
-#define MP_TRACE_DIGEST_VERSION 1
+#define MP_TRACE_DIGEST_VERSION 2   /* 2: idle by cause has host_range (third) */
 mp_status mp_trace_digest_write(const mp_trace *t, FILE *f);
 mp_status mp_trace_digest_read(const void *data, size_t size, const char *label, mp_trace *t);
 mp_status mp_trace_digest_file(const char *path, mp_trace *t);
@@ -536,5 +558,8 @@ int mp__trace_intern(mp_trace_raw *raw, const char *s);   /* -1 out of memory */
  * its overlap with compute and each call's segment (after the steps). */
 mp_status mp__trace_calls(mp_trace *t, const int32_t *devop, const int32_t *parent);
 mp_status mp__trace_comm_steps(mp_trace *t);
+/* churn.c: t->churn from the runtime calls and the Total Reserved changes
+ * (after the steps); false when out of memory. */
+bool mp__trace_churn(mp_trace *t);
 
 #endif

@@ -347,6 +347,22 @@ def profile_onnx_formula():
 
 
 @test
+def profile_onnx_unknown():
+    """A cost the profile cannot know (dims without a value) is None, never
+    0; DeepSpeed's strings say "?"."""
+    import modelprof
+    from modelprof import torchprof
+    p = modelprof.profile_onnx(os.path.join(ROOT, "models", "gpt2.onnx"))
+    check(p.total.macs is None and p.total.flops is None and p.total.activation_peak_bytes is None,
+          "unknown totals: %r %r %r" % (p.total.macs, p.total.flops, p.total.activation_peak_bytes))
+    check(p.total.at_least.activation_peak_bytes > 0 and p.total.params > 0, "at_least, params")
+    check(p.modules[0].macs is None, "the root module's MACs")
+    check(torchprof.macs_to_string(None) == "? MACs" and torchprof.params_to_string(None) == "?",
+          "strings of None: %r %r" % (torchprof.macs_to_string(None), torchprof.params_to_string(None)))
+    schema_check("profile", json.loads(json.dumps(p)))
+
+
+@test
 def profile_onnx_run():
     import modelprof
     p = modelprof.profile_onnx(os.path.join(ROOT, "models", "tiny_mlp.onnx")

@@ -47,7 +47,25 @@ function pct(f) { return isnum(f) ? (Math.round(f * 10000) / 100) + '%' : '?'; }
  * -> achieved_flops_per_s): docs/JSON.md's convention. */
 function sec(o, base) { return o && isnum(o[base + '_s']) ? o[base + '_s'] : null; }
 function rate(o, base) { return o && isnum(o[base + '_flops_per_s']) ? o[base + '_flops_per_s'] : null; }
-function card(k, v) { return el('div', { cls: 'card' }, [el('div', { cls: 'k', text: k }), el('div', { cls: 'v', text: v })]); }
+function card(k, v, title, key) {
+    var a = { cls: 'card' };
+    if (title) a.title = title;
+    if (key) a['data-key'] = key;
+    return el('div', a, [el('div', { cls: 'k', text: k }), el('div', { cls: 'v', text: v })]);
+}
+/* Cost figures that are null when unknown (docs/JSON.md, "Unknown
+ * figures"): shown as "?", the reason on hover. */
+var COST = { macs: 1, flops: 1, bytes_read: 1, bytes_written: 1, act_bytes: 1, activation_peak_bytes: 1,
+    bwd_flops_estimate: 1 };
+function unknownWhy(o) {
+    var n = o && o.unknown_nodes, u = o && (o.uncounted_nodes != null ? o.uncounted_nodes : o.uncounted);
+    var dims = (D && D.unresolved_dims || []).join(', ');
+    if (n) return 'unknown: ' + n + ' node' + (n === 1 ? '' : 's') + ' here need' + (n === 1 ? 's' : '') +
+        ' dims without a value' + (dims ? ' (' + dims + '; give them with --dim NAME=VALUE)' : '');
+    if (u) return 'unknown: no node here has a cost rule';
+    return 'unknown';
+}
+function cellTitle(row, key, v) { return v == null ? (COST[key] ? unknownWhy(row) : '') : String(v); }
 /* Sections go into `box`: the page, or a rank's <details> in a job. */
 var box = null;
 function section(title, id) {
@@ -101,7 +119,11 @@ function sortable(parent, cols, rows, get, initial, limit) {
         list.slice(0, shown).forEach(function (r) {
             tb.appendChild(el('tr', null, cols.map(function (c, i) {
                 var v = get(r, c.key);
-                return el('td', { cls: c.num ? 'num' : 'name', text: fm[i](v), title: c.num ? String(v) : String(v) });
+                /* c.wrap: long text wraps in its cell instead of being cut; c.tip: the
+                 * hover text's key (a full path behind a short name); an unknown
+                 * figure's hover gives the reason (cellTitle) */
+                return el('td', { cls: (c.num ? 'num' : 'name') + (c.wrap ? ' wrap' : ''), text: fm[i](v),
+                    title: c.tip ? String(get(r, c.tip)) : cellTitle(r, c.key, v) });
             })));
         });
         tbl.appendChild(th);
@@ -164,7 +186,7 @@ function moduleTree(parent, mods, cols) {
         cols.forEach(function (c, j) {
             if (j === 0) return;
             var v = m[c.key];
-            tr.appendChild(el('td', { cls: 'num', text: fm[j](v), title: v == null ? '' : String(v) }));
+            tr.appendChild(el('td', { cls: 'num', text: fm[j](v), title: cellTitle(m, c.key, v) }));
         });
         return tr;
     }
@@ -181,7 +203,8 @@ function moduleTree(parent, mods, cols) {
             cols.forEach(function (c, j) {
                 if (j === 0) return;
                 var v = r[c.key];
-                tr.appendChild(el('td', { cls: 'num', text: v == null ? '' : fm[j](v), title: v == null ? '' : String(v) }));
+                tr.appendChild(el('td', { cls: 'num', text: v == null && !COST[c.key] ? '' : fm[j](v),
+                    title: cellTitle(r, c.key, v) }));
             });
             return tr;
         });
@@ -328,12 +351,21 @@ function polyText(poly) {
         return (c < 0 ? (j ? ' - ' : '-') : (j ? ' + ' : '')) + term;
     }).join('');
 }
+/* A set's formula of one figure: "?" when it has none; when a node left
+ * out adds to it, "? (at least ...)": the other nodes' polynomial. */
+function formulaText(fs, key) {
+    var lo = fs && fs.at_least && fs.at_least[key];
+    return polyText(fs ? fs[key] : null) + (fs && fs[key] == null && lo && lo.length ? ' (at least ' + polyText(lo) + ')' : '');
+}
 function formulas(sec, D) {
     var F = D.formulas;
-    var rows = [['params', F.params], ['fwd MACs', F.macs], ['fwd FLOPs', F.flops],
-        ['bytes read', F.bytes_read], ['bytes written', F.bytes_written], ['activation bytes', F.act_bytes]];
+    var rows = [['params', 'params'], ['fwd MACs', 'macs'], ['fwd FLOPs', 'flops'],
+        ['bytes read', 'bytes_read'], ['bytes written', 'bytes_written'], ['activation bytes', 'act_bytes']];
     var tb = el('tbody');
-    rows.forEach(function (r) { tb.appendChild(el('tr', null, [el('td', { text: r[0] }), el('td', { text: polyText(r[1]) })])); });
+    rows.forEach(function (r) {
+        var why = F[r[1]] == null && F.left_out_nodes ? 'nodes left out (below) add to it: no formula' : '';
+        tb.appendChild(el('tr', null, [el('td', { text: r[0] }), el('td', { text: formulaText(F, r[1]), title: why })]));
+    });
     var peak = F.activation_peak_pieces || [];
     var pk = peak.length === 1 ? [polyText(peak[0].poly)] : peak.length ?
         ['the largest of:'].concat(peak.map(function (p) { return polyText(p.poly) + ' (after ' + p.node + ')'; })) :
@@ -343,14 +375,62 @@ function formulas(sec, D) {
     sec.appendChild(el('table', { id: 'mp-formulas-table' }, [tb]));
     var notes = [];
     (F.left_out || []).forEach(function (n) { if (n.origin) notes.push('left out: ' + n.node + ' (' + n.op + '): ' + n.reason); });
-    if (F.left_out && F.left_out.length) notes.push(F.left_out.length + ' nodes left out in all; the formulas are those of the rest');
+    if (F.left_out && F.left_out.length) notes.push(F.left_out.length + ' nodes left out in all: a figure they add to has no formula ("?"; "at least": the other nodes\' polynomial)');
     Object.keys(F.ranges || {}).forEach(function (d) {
         var r = F.ranges[d];
         notes.push(d + ' checked from ' + r.min + ' to ' + r.max + (r.above_max ? '; above: ' + r.above_max : '') +
             (r.below_min ? '; below: ' + r.below_min : ''));
     });
-    notes.push('built from ' + F.profiles + ' static profiles, equal to the profile at ' + F.checks + ' further points');
+    var nd = (F.dims || []).length;
+    if (!nd) notes.push('no free dim: the formulas are the figures of the static profile');
+    else notes.push('built from ' + F.profiles + ' static profile' + (F.profiles === 1 ? '' : 's') + ', equal to the profile at ' +
+        F.checks + ' further point' + (F.checks === 1 ? '' : 's'));
     sec.appendChild(el('ul', { cls: 'findings' }, notes.map(function (n) { return el('li', { text: n }); })));
+}
+
+/* ---- by module and operator type (--by-module-op): fvcore's
+ * flop_count_table, as the text report (docs/REPORTS.md): module rows in
+ * tree order to --depth, #params, #FLOPs, then FLOPs of the --op-top op
+ * types with the most FLOPs in the model, the rest in "other" ---- */
+function moduleOps(parent, D, opTop, depth) {
+    var ops = D.ops || [], run = !!D.run;
+    var n = opTop < 0 || opTop > ops.length ? ops.length : opTop, other = n < ops.length;
+    var key = function (o) { return (o.domain || '') + '\u001f' + o.op; };
+    var index = {};
+    ops.forEach(function (o, i) { index[key(o)] = i; });
+    var head = ['module', '#params', '#FLOPs'];
+    ops.slice(0, n).forEach(function (o) { head.push((o.domain ? o.domain + '.' : '') + o.op); });
+    if (other) head.push('other');
+    if (run) head.push('latency');
+    var tb = el('tbody');
+    (D.modules || []).forEach(function (m) {
+        if (depth >= 0 && m.depth > depth) return;
+        var cells = [el('td', { cls: 'name', title: m.path || m.name || '',
+            text: '\u00a0'.repeat(Math.max(0, m.depth)) + (m.parent < 0 ? m.name || '(root)' : m.path) })];
+        cells.push(el('td', { cls: 'num', text: si(m.params), title: String(m.params) }));
+        cells.push(el('td', { cls: 'num', text: si(m.flops), title: cellTitle(m, 'flops', m.flops) }));
+        var col = [], oth = 0, othUnk = null, othAny = false;
+        (m.ops || []).forEach(function (r) {
+            var i = index[key(r)];
+            if (i == null) return;   /* parameters no node reads */
+            if (i < n) col[i] = r;
+            else { othAny = true; if (r.flops == null) othUnk = r; else oth += r.flops; }
+        });
+        for (var i = 0; i < n; i++) {
+            var r = col[i];
+            cells.push(el('td', { cls: 'num', text: r ? si(r.flops) : '', title: r ? cellTitle(r, 'flops', r.flops) : '' }));
+        }
+        if (other) cells.push(el('td', { cls: 'num', text: !othAny ? '' : othUnk ? '?' : si(oth),
+            title: !othAny ? '' : othUnk ? unknownWhy(othUnk) : String(oth) }));
+        if (run) cells.push(el('td', { cls: 'num', text: isnum(m.latency_s) ? secs(m.latency_s) : '-' }));
+        tb.appendChild(el('tr', null, cells));
+    });
+    var th = el('thead', null, [el('tr', null, head.map(function (h, i) { return el('th', { cls: i ? 'num' : '', text: h }); }))]);
+    parent.appendChild(el('p', { cls: 'muted', text: 'FLOPs of each module (its submodules included) by operator type, as ' +
+        'fvcore\'s flop_count_table; ' + (other ? 'the ' + n + ' op types with the most FLOPs, the others summed in "other"' :
+        'every op type') + '. An empty cell: no node of that type.' }));
+    var box = el('div', { cls: 'scroll' }, [el('table', { id: 'mp-module-ops' }, [th, tb])]);
+    parent.appendChild(box);
 }
 
 /* ---- the profile (static or measured) ---- */
@@ -365,10 +445,18 @@ function profile(D) {
         (model.graph ? ' \u00b7 graph ' + model.graph : '');
     var s = section('Summary', 'mp-summary');
     var cards = el('div', { cls: 'cards', id: 'mp-totals' });
+    /* a cost card: "?" when the figure is unknown, what was counted after
+     * "at least", the reason on hover */
+    function cost(label, key, unit) {
+        if (isnum(t[key])) return card(label, si(t[key], unit), String(t[key]), key);
+        var lo = (t.at_least || {})[key];
+        return card(label, '?' + (lo ? ' (at least ' + si(lo, unit) + ')' : ''),
+            unknownWhy(t) + (lo ? '; at least ' + si(lo, unit) + ' (' + lo + ') counted' : ''), key);
+    }
     cards.appendChild(card('params', si(t.params)));
-    cards.appendChild(card('MACs', si(t.macs, 'MACs')));
-    cards.appendChild(card('FLOPs', si(t.flops, 'FLOPs')));
-    cards.appendChild(card('activation peak', si(t.activation_peak_bytes, 'B')));
+    cards.appendChild(cost('MACs', 'macs', 'MACs'));
+    cards.appendChild(cost('FLOPs', 'flops', 'FLOPs'));
+    cards.appendChild(cost('activation peak', 'activation_peak_bytes', 'B'));
     cards.appendChild(card('param bytes', si(t.param_bytes, 'B')));
     cards.appendChild(card('nodes', String(t.nodes)));
     if (run) {
@@ -385,7 +473,9 @@ function profile(D) {
     }
     s.appendChild(cards);
     var notes = [];
-    if (t.unknown_nodes) notes.push(t.unknown_nodes + ' nodes depend on unresolved dims');
+    if (t.unknown_nodes) notes.push(t.unknown_nodes + ' nodes depend on unresolved dims' +
+        ((D.unresolved_dims || []).length ? ' (' + D.unresolved_dims.join(', ') + ')' : '') +
+        ': the MACs, FLOPs and bytes they add to are unknown ("?"; set the dims with --dim NAME=VALUE)');
     if (t.uncounted_nodes) notes.push(t.uncounted_nodes + ' nodes have no cost rule');
     var pc = D.param_counting; /* parameters counted by judgement (docs/COUNTING.md) */
     if (pc) {
@@ -422,7 +512,7 @@ function profile(D) {
         { key: 'fraction_of_peak', label: 'of peak', num: 1, fmt: 'pct' });
     if (D.formulas) {
         mods = mods.map(function (m) {
-            return Object.assign({ macs_formula: polyText((m.formulas || {}).macs) }, m);
+            return Object.assign({ macs_formula: formulaText(m.formulas, 'macs') }, m);
         });
         cols.push({ key: 'macs_formula', label: 'MACs formula' });
     }
@@ -430,10 +520,14 @@ function profile(D) {
         var tree = moduleTree(section('Module tree (' + mods.length + ' modules)', 'mp-modules'), mods, cols);
         var metrics = [];
         if (run) metrics.push({ key: 'latency_s', label: 'latency (measured)', fmt: secs });
-        metrics.push({ key: 'flops', label: 'FLOPs', fmt: function (v) { return si(v, 'FLOPs'); } },
-            { key: 'params', label: 'params', fmt: si });
+        var byFlops = { key: 'flops', label: 'FLOPs', fmt: function (v) { return si(v, 'FLOPs'); } },
+            byParams = { key: 'params', label: 'params', fmt: si };
+        /* FLOPs unknown (null): sized by params first */
+        if (isnum(mods[0].flops)) metrics.push(byFlops, byParams); else metrics.push(byParams, byFlops);
         icicle(section('Icicle of the module tree', 'mp-icicle-sec'), mods, tree, metrics);
     }
+    if (OPTS.byModuleOp && (D.modules || []).length)
+        moduleOps(section('By module and operator type', 'mp-module-ops-sec'), D, OPTS.opTop, OPTS.depth);
     var ocols = [{ key: 'op', label: 'operator' }, { key: 'count', label: 'count', num: 1 },
         { key: 'params', label: 'params', num: 1, fmt: 'si' },
         { key: 'macs', label: 'MACs', num: 1, fmt: 'si' }, { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
@@ -458,8 +552,10 @@ function profile(D) {
 }
 
 /* ---- the trace analysis ---- */
-var CAUSE_COLORS = { data_loader: '#c2702e', collective_wait: '#d6336c', launch_bound: '#8a4fc7',
-    synchronization: '#c23b5b', other: '#9aa3b2' };
+/* Idle causes: hues far apart (collective wait keeps the timelines'
+ * crimson; synchronisation, once a second crimson, is amber) */
+var CAUSE_COLORS = { data_loader: '#b35806', collective_wait: '#d6336c', host_range: '#1098ad',
+    launch_bound: '#7048e8', synchronization: '#f0b400', other: '#9aa3b2' };
 function trace(D) {
     var list = D.ranks || D.traces;   /* several ranks, or traces of separate jobs: each */
     if (list) {
@@ -490,6 +586,10 @@ function trace(D) {
     }
     traceOne(D, -1);
 }
+
+/* A path's file name and its folder ('' when it has none). */
+function base(p) { p = String(p || ''); var i = p.lastIndexOf('/'); return i < 0 ? p : p.slice(i + 1); }
+function dirOf(p) { p = String(p || ''); var i = p.lastIndexOf('/'); return i < 0 ? '' : p.slice(0, i); }
 
 /* ---- a job: ranks, stragglers, each step's critical rank, what-if, timelines ---- */
 function job(D) {
@@ -525,20 +625,27 @@ function job(D) {
     var rows = (J.ranks || []).map(function (x, i) {
         var r = R[i] || {}, sm = r.summary || {}, n = sm.steps || 1, cw = 0;
         (r.steps || []).forEach(function (t) { cw += (t.idle_causes_s || {}).collective_wait || 0; });
-        return { rank: x.rank, trace: x.trace, mean_step_s: sec(sm, 'wall') / n, utilization: sm.utilization,
+        return { rank: x.rank, trace: base(x.trace), trace_path: x.trace, mean_step_s: sec(sm, 'wall') / n, utilization: sm.utilization,
             communication_s: sec(sm, 'communication') / n, collective_wait_s: cw / n, wait_s: x.wait_s / n,
             mean_delay_s: x.mean_delay_s, late_steps: x.late_steps, critical_steps: x.critical_steps,
             straggler: x.straggler ? 'yes' : '', share_lost: x.share_lost, cause: x.cause || '' };
     });
-    sortable(section('Ranks (per step on average)', 'mp-ranks-sec'), [{ key: 'rank', label: 'rank', num: 1 },
-        { key: 'trace', label: 'trace' }, { key: 'mean_step_s', label: 'mean step', num: 1, fmt: 'sec' },
+    /* the traces by file name (their folder once, above), so the cause stays on screen */
+    var rsec = section('Ranks (per step on average)', 'mp-ranks-sec');
+    var dirs = {};
+    (J.ranks || []).forEach(function (x) { dirs[dirOf(x.trace)] = 1; });
+    var dl = Object.keys(dirs);
+    if (dl.length === 1 && dl[0]) rsec.appendChild(el('p', { cls: 'muted', id: 'mp-ranks-folder', text: 'traces in ' + dl[0] +
+        ' (hover a file name for its path)' }));
+    sortable(rsec, [{ key: 'rank', label: 'rank', num: 1 },
+        { key: 'trace', label: 'trace', tip: 'trace_path' }, { key: 'mean_step_s', label: 'mean step', num: 1, fmt: 'sec' },
         { key: 'utilization', label: 'util', num: 1, fmt: 'pct' },
         { key: 'communication_s', label: 'comm', num: 1, fmt: 'sec' },
         { key: 'collective_wait_s', label: 'coll wait', num: 1, fmt: 'sec' },
         { key: 'wait_s', label: 'wait', num: 1, fmt: 'sec' }, { key: 'mean_delay_s', label: 'late', num: 1, fmt: 'sec' },
         { key: 'late_steps', label: 'late steps', num: 1 }, { key: 'critical_steps', label: 'critical', num: 1 },
         { key: 'straggler', label: 'straggler' }, { key: 'share_lost', label: 'job lost', num: 1, fmt: 'pct' },
-        { key: 'cause', label: 'cause' }], rows, null, null, 2000).id = 'mp-ranks';
+        { key: 'cause', label: 'cause', wrap: 1 }], rows, null, null, 2000).id = 'mp-ranks';
     var srows = (J.steps || []).map(function (x) {
         return { name: x.name, wall_s: x.wall_s, critical_rank: x.critical_rank, critical_delay_s: x.critical_rank != null ? x.critical_delay_s : null,
             whatif_step_s: x.critical_rank != null ? x.whatif_step_s : null, ideal_step_s: x.ideal_step_s, cause: x.cause || '' };
@@ -547,7 +654,7 @@ function job(D) {
         { key: 'name', label: 'step' }, { key: 'wall_s', label: 'job wall', num: 1, fmt: 'sec' },
         { key: 'critical_rank', label: 'critical rank', num: 1 }, { key: 'critical_delay_s', label: 'delay', num: 1, fmt: 'sec' },
         { key: 'whatif_step_s', label: 'had it run like the median', num: 1, fmt: 'sec' },
-        { key: 'ideal_step_s', label: 'no stragglers', num: 1, fmt: 'sec' }, { key: 'cause', label: 'cause' }],
+        { key: 'ideal_step_s', label: 'no stragglers', num: 1, fmt: 'sec' }, { key: 'cause', label: 'cause', wrap: 1 }],
         srows, null, null, 2000).id = 'mp-job-steps';
     timelines(section('Timelines: compute, collectives, waits', 'mp-timelines'), D);
 }
@@ -794,8 +901,9 @@ function selftest() {
         D.modules.forEach(function (m) {
             if (!m.ops) return;
             ['params', 'macs', 'flops'].forEach(function (k) {
-                var t = 0;
-                m.ops.forEach(function (r) { t += r[k]; });
+                var t = 0, unk = false;
+                m.ops.forEach(function (r) { if (r[k] == null) unk = true; else t += r[k]; });
+                if (m[k] == null) { if (!unk) sumsOk = false; return; }   /* unknown: some row is */
                 if (Math.abs(t - m[k]) > 1e-9 * Math.max(1, m[k])) sumsOk = false;
             });
         });
@@ -840,6 +948,29 @@ function selftest() {
         check('collectives and waits drawn', document.querySelectorAll('#mp-timeline-lanes rect.coll').length > 0 &&
             (!waits || document.querySelectorAll('#mp-timeline-lanes rect.wait').length > 0));
         check('page titled by the job', /a job of \d+ ranks/.test(document.getElementById('mp-title').textContent));
+        /* issue 31 item 9, at the width html_check.py opens it (1400 px): the
+         * ranks table's cause column on screen (no sideways scroll), every
+         * cause cell of both tables shown whole, the idle causes' colours
+         * far apart (no two within 80 of each other in RGB; the two crimsons were 27) */
+        var rbox = ranks && ranks.parentNode;
+        check('ranks table fits the page (cause on screen)', !!rbox && rbox.scrollWidth <= rbox.clientWidth + 1);
+        var cut = [ranks, js].some(function (t) {
+            return !!t && Array.prototype.some.call(t.tBodies[0].rows, function (row) {
+                var c = row.cells[row.cells.length - 1];
+                return c.scrollWidth > c.clientWidth + 1;
+            });
+        });
+        check('causes shown whole', !cut);
+        var rgb = Object.keys(CAUSE_COLORS).map(function (k) {
+            var h = CAUSE_COLORS[k];
+            return [parseInt(h.slice(1, 3), 16), parseInt(h.slice(3, 5), 16), parseInt(h.slice(5, 7), 16)];
+        });
+        var near = rgb.some(function (a, i) {
+            return rgb.some(function (b, j) {
+                return j > i && Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]) < 80;
+            });
+        });
+        check('idle cause colours distinct', !near);
         var last = document.getElementById('mp-rank-' + (D.ranks.length - 1));
         if (last) {
             last.open = true;
@@ -850,7 +981,34 @@ function selftest() {
     if (D && D.formulas) {   /* --formula: the model's formulas, and one per module in the tree */
         var ft = document.getElementById('mp-formulas-table');
         check('formulas shown', !!ft && ft.rows.length >= 7 && /\u00b7/.test(ft.rows[1].cells[1].textContent) &&
-            ft.rows[1].cells[1].textContent === polyText(D.formulas.macs));
+            ft.rows[1].cells[1].textContent === formulaText(D.formulas, 'macs'));
+    }
+    if (D && D.total && ['macs', 'flops', 'activation_peak_bytes'].some(function (k) { return D.total[k] === null; })) {
+        /* unknown costs: every such card "?" with its reason, none reads 0;
+         * the tree's cells of unknown figures "?" too */
+        var bad = [];
+        Array.prototype.forEach.call(document.querySelectorAll('#mp-totals .card'), function (c) {
+            var k = c.getAttribute('data-key'), v = c.lastChild.textContent;
+            if (/^0(\s|$)/.test(v) && (!k || D.total[k] === null)) bad.push(c.firstChild.textContent + ' reads ' + v);
+            if (k && D.total[k] === null && (!/^\?/.test(v) || !c.title)) bad.push(c.firstChild.textContent + ' reads ' + v);
+        });
+        var root = document.querySelector('#mp-tree tbody tr');
+        if (root && D.modules[0].macs === null) {
+            var ths = document.querySelectorAll('#mp-tree thead th');
+            Array.prototype.forEach.call(ths, function (th, i) {
+                if (th.getAttribute('data-col') === 'macs' && !/^\?/.test(root.cells[i].textContent)) bad.push('the root\'s MACs cell reads ' + root.cells[i].textContent);
+            });
+        }
+        check('unknown figures: "?" with the reason on hover, no 0 card' + (bad.length ? ' (' + bad.join('; ') + ')' : ''), !bad.length);
+    }
+    if (OPTS.byModuleOp && D && D.modules && D.modules.length) {   /* --by-module-op: its table */
+        var mo = document.getElementById('mp-module-ops');
+        var nops = OPTS.opTop < 0 || OPTS.opTop > D.ops.length ? D.ops.length : OPTS.opTop;
+        var want = D.modules.filter(function (m) { return OPTS.depth < 0 || m.depth <= OPTS.depth; }).length;
+        var r0 = mo && mo.tBodies[0].rows[0];
+        check('by-module-op table: a row per module to --depth, --op-top op columns', !!mo && mo.tBodies[0].rows.length === want &&
+            mo.tHead.rows[0].cells.length === 3 + nops + (nops < D.ops.length ? 1 : 0) + (D.run ? 1 : 0) &&
+            !!r0 && r0.cells[2].textContent === si(D.modules[0].flops));
     }
     check('no console errors', errors.length === 0);
     var res = el('pre', { id: 'mp-selftest', text: out.join('\n') + '\nrender_ms ' + RENDER_MS.toFixed(1) +
@@ -860,9 +1018,12 @@ function selftest() {
 
 var main = document.getElementById('mp-main');
 var RENDER_MS = 0, LOAD_MS = 0;
+var D = null, OPTS = { byModuleOp: false, opTop: 5, depth: -1 };
 try {
     var node = document.getElementById('mp-data');
-    var D = JSON.parse(node.textContent);
+    if (node.hasAttribute('data-by-module-op')) OPTS = { byModuleOp: true,
+        opTop: +node.getAttribute('data-op-top'), depth: +node.getAttribute('data-depth') };
+    D = JSON.parse(node.textContent);
     node.textContent = '';   /* the parsed copy is enough */
     main.textContent = '';
     if (node.getAttribute('data-kind') === 'trace') trace(D); else profile(D);
