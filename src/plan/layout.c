@@ -287,7 +287,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         /* communication of data parallelism (per stage, its parameters) */
         if (dp > 1) {
             double d = (double)dp, f = (d - 1) / d;
-            double G = sb.grads * (double)P, W = sb.weights * (double)P;
+            /* fine-tuning: only the trainable parameters' gradients are reduced */
+            double G = sb.grads * (pl->ft ? (double)ps->trainable : (double)P), W = sb.weights * (double)P;
             double bytes = zero >= 3 ? f * G + 2 * f * W : (zero >= 1 ? f * G + f * W : 2 * f * G);
             double tcomm = bytes / lb_dp;
             if (tcomm > out->dp_comm_s) {
