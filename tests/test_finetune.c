@@ -179,6 +179,11 @@ static void t_torch_version(void) {
     fig a = PLAN("--precision", "fp32");
     fig b = PLAN("--precision", "fp32", "--torch-version", "1.13");
     T_CHECK(b.acts - a.acts == 9.0 * T * H * 4);
+    /* the plan says whose rules, and that the export came from PyTorch 1.13 */
+    t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=64", "-q");
+    T_CHECK(r.code == 0 && strstr(r.out, "the export was made by PyTorch 1.13.0") &&
+            strstr(r.out, "--torch-version 1.13"));
+    t_cli_free(&r);
 }
 
 /* Offload: the optimizer's states and master weights leave the GPU; the

@@ -249,6 +249,21 @@ static const char *const offload_names[] = {"none", "optimizer", "params"};
 
 static void ft_text(pw *w, const mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
+    const mp_model *m = pl->p->m;
+    if (!o->inference) {
+        /* whose autograd: PyTorch 2's unless asked; say so when the export
+         * came from an older PyTorch (whose rules may be the ones wanted) */
+        bool old = m->producer && m->producer_version && strcmp(m->producer, "pytorch") == 0 &&
+                   m->producer_version[0] == '1' && m->producer_version[1] == '.';
+        if (o->torch_version == 1 || old) {
+            label(w, "autograd rules:");
+            if (o->torch_version == 1)
+                pf(w, "PyTorch 1.13's (--torch-version 1.13: a mean keeps its input, MeanBackward1)\n");
+            else
+                pf(w, "PyTorch 2's; the export was made by PyTorch %s, whose mean keeps its input (a decomposed "
+                      "RMSNorm's squares): --torch-version 1.13 to plan that\n", m->producer_version);
+        }
+    }
     if (!pl->ft || o->inference) return;
     label(w, "trainable:");
     pf(w, "%s of %s parameters (%.3g%%)", mp_fmt_count(pl->trainable_params).s, mp_fmt_count(pl->params).s,
