@@ -374,9 +374,21 @@ MP_API mp_status mp_ort_options_init(mp_ort_options *o, size_t size);
  * averaged per run over the runs kept. Events of nodes ONNX Runtime fused
  * go to the nodes they replaced, split by FLOPs (docs/JSON.md,
  * "--ort-profile"). p: mp_profile_static of the model the session loaded,
- * at the dims it ran with. MP_ERR_FORMAT when the file is not such a
- * profile, naming the file and what is missing. */
+ * at the dims it ran with (mp_ort_dims reads them). MP_ERR_FORMAT when the
+ * file is not such a profile, naming the file and what is missing;
+ * MP_ERR_FORMAT or MP_ERR_SHAPE when it is not of this model at these dims
+ * (an event, node, shape or dim that differs, named: docs/JSON.md,
+ * "Matching"). */
 MP_API mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *o);
+/* The dims ONNX Runtime's profile ran with (`path`, as mp_profile_ort):
+ * each symbolic dim of the model's inputs that has no value yet takes the
+ * one the profile's nodes read from that input (args.input_type_shape of
+ * the event placed on a node reading it), as mp_model_set_dim would; *n_set
+ * (may be NULL): how many. MP_ERR_SHAPE when the profile's differs from a
+ * value given, naming the dim, the input and the node. Call it before
+ * mp_profile_static; mp_profile_ort then checks the profile against the
+ * model at those dims. */
+MP_API mp_status mp_ort_dims(mp_model *m, const char *path, int *n_set);
 
 /* A Chrome/Perfetto trace (JSON, chrome://tracing, ui.perfetto.dev) of the
  * timed runs mp_profile_run filled into the profile, planned with

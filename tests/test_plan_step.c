@@ -117,6 +117,31 @@ static void t_loss_softcap(void) {
     tb_done(m, p);
 }
 
+/* The same softcapping as the TorchScript exporter writes it: the
+ * scalars are Constant nodes, not initializers */
+static void t_loss_softcap_constant(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_BFLOAT16, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", MP_DT_BFLOAT16, 2, TB_DIMS(8, 10));
+    tb_node(m, "MatMul", "x,W", "a");
+    int k1 = tb_node(m, "Constant", "", "c1");
+    tb_attr_f(m, k1, "value_float", 30);
+    tb_node(m, "Div", "a,c1", "d");
+    tb_node(m, "Tanh", "d", "t");
+    int k2 = tb_node(m, "Constant", "", "c2");
+    tb_attr_f(m, k2, "value_float", 30);
+    tb_node(m, "Mul", "t,c2", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan *pl = plan_with(p, NULL);
+    if (pl) {
+        T_CHECK(pl->loss.softcap_in >= 0);
+        T_EQ(pl->loss.form, MP_LOSS_CROSS_ENTROPY); /* no LM head recognised: auto's classifier */
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* x[64,8] -> MatMul W1[8,8] -> Relu -> MatMul W2[8,8] -> y, no loss, SGD
  * (no states): the peak is a moment of the backward. Kept: x (2,048 B)
  * and r (2,048 B, Relu's output, which the second product reads too).
@@ -199,15 +224,18 @@ static void t_host_bound(void) {
  * fused does not, and the plan says which */
 static void t_inference_attention(void) {
     int64_t acts[2] = {0};
+    double fwd[2] = {0};
     for (int k = 0; k < 2; k++) {
         t_cli r = RUN("models/bert_base.onnx", "--dim", "batch=8", "--dim", "seq=512", "--inference", "--attention",
-                      k ? "eager" : "fused", "--format", "json", "-q");
+                      k ? "eager" : "fused", "--gpu", "h100-sxm", "--format", "json", "-q");
         jr *j = json_of(&r);
         const jr *a = j ? jr_path(j, "plan.memory.activations_bytes") : NULL;
         const jr *f = j ? jr_path(j, "plan.patterns.attention_fused") : NULL;
-        T_CHECK(a && f);
-        if (a && f) {
+        const jr *st = j ? jr_path(j, "plan.step_time_s") : NULL;
+        T_CHECK(a && f && st);
+        if (a && f && st) {
             acts[k] = a->i;
+            fwd[k] = st->num;
             T_EQ(f->i, k ? 0 : 12);
         }
         jr_free(j);
@@ -216,6 +244,7 @@ static void t_inference_attention(void) {
     /* BERT-base at 512: the eager scores of one layer, 8 x 12 x 512 x 512
      * x 4 B, are written (the peak is inside an attention) */
     T_CHECK(acts[1] >= acts[0] + 8ll * 12 * 512 * 512 * 4);
+    T_CHECK(fwd[0] < fwd[1]); /* one SDPA kernel per attention: the forward is shorter */
     t_cli r = RUN("models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=64", "--inference");
     T_CHECK(r.code == 0 && strstr(r.out, "12 fused (scaled_dot_product_attention") != NULL);
     t_cli_free(&r);
@@ -266,6 +295,7 @@ static void t_plan_text(void) {
 MP_TESTS(plan_step) {
     {"loss_forms", t_loss_forms},
     {"loss_softcap", t_loss_softcap},
+    {"loss_softcap_constant", t_loss_softcap_constant},
     {"peak_moment", t_peak_moment},
     {"peak_recompute", t_peak_recompute},
     {"host_bound", t_host_bound},

@@ -921,6 +921,14 @@ static void t_write_file(void) {
     snprintf(bad, sizeof bad, "%s/missing/report.txt", dir);
     T_EQ(mp_report_write_file(x.p, &o, bad), MP_ERR_IO);
     T_CHECK(strstr(mp_last_error(), "missing/report.txt") != NULL);
+    /* ... and saying what is wrong: the folder is not there, or is a file (issue 31 item 10) */
+    char want_msg[200];
+    snprintf(want_msg, sizeof want_msg, "the folder %s/missing does not exist", dir);
+    T_CHECK(strstr(mp_last_error(), want_msg) != NULL);
+    snprintf(bad, sizeof bad, "%s/report.txt/x.txt", dir);
+    T_EQ(mp_report_write_file(x.p, &o, bad), MP_ERR_IO);
+    snprintf(want_msg, sizeof want_msg, "%s/report.txt is not a folder", dir);
+    T_CHECK(strstr(mp_last_error(), want_msg) != NULL);
     T_EQ(mp_report_write_file(x.p, &o, ""), MP_ERR_USAGE);
     unlink(path);
     rmdir(dir);

@@ -14,6 +14,12 @@ time: the same bytes give the same file) into OUT/MODEL_LEVEL.json.gz.
 
     /usr/bin/python3 tools/ort_profiles.py [--out tests/ort] [--runs 3] [--only resnet50]
 
+--others writes the profiles of other models and dims (OTHERS: ResNet-18,
+BERT at batch 4, seq 64) that the tests use to see a profile refused on the
+wrong model or dims (issue 31). --cross profiles 22 fixtures at the four
+levels and counts how many modelprof accepts on their own model and refuses
+on a related model and at a wrong batch (docs/DESIGN.md, "--ort-profile").
+
 --check also runs modelprof on each profile and prints what the acceptance
 asks (issue 24): node time per run, modelprof's per-run latency and root
 module latency, unmatched time, and how the events were placed.
@@ -34,6 +40,11 @@ import run_peers  # noqa: E402  (with_weights, ensure_ort)
 
 MODELS = {"resnet50": ["batch=1"], "bert_base": ["batch=1", "seq=128"]}
 LEVELS = ["disabled", "all"]
+# Profiles of other models and other dims, for the tests that a profile
+# must match the model and dims it is given with (issue 31): name ->
+# (model, level, dims). Written with --others.
+OTHERS = {"resnet18_all": ("resnet18", "all", ["batch=1"]),
+          "bert_base_b4s64_all": ("bert_base", "all", ["batch=4", "seq=64"])}
 
 
 def profile(model, level, runs, threads, dims, tmp, node_path):
@@ -73,18 +84,99 @@ def check(modelprof, model, dims, path):
           f"{imp['nodes_not_run']} not run")
 
 
+def gz(prof, dst):
+    with open(prof, "rb") as f, open(dst + ".tmp", "wb") as g:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=g, mtime=0, compresslevel=9) as z:
+            shutil.copyfileobj(f, z)
+    os.replace(dst + ".tmp", dst)
+    print(f"{dst}: {os.path.getsize(dst)} bytes ({os.path.getsize(prof)} written by ONNX Runtime)", flush=True)
+
+
+def write_others(a):
+    node_path = run_peers.ensure_ort(a.ort)
+    os.makedirs(a.out, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="mp-ort-")
+    try:
+        for name, (m, level, dims) in OTHERS.items():
+            copy = run_peers.with_weights(os.path.join(ROOT, "models", m + ".onnx"), tmp)
+            prof = profile(copy, level, a.runs, a.threads, dims, tmp, node_path)
+            gz(prof, os.path.join(a.out, name + ".json.gz"))
+            os.remove(prof)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+# --cross: each model's profiles (4 levels, batch 2; seq 16) on the model
+# (accepted), on related models (refused) and with --dim batch=3 (refused).
+CROSS = {
+    # (ResNet-18's functions export on ResNet-18 is the same network: accepted, not listed)
+    "resnet18": ["resnet50", "resnet18_functions"], "resnet18_functions": ["resnet50"],
+    "vgg11": ["alexnet"], "alexnet": ["vgg11"], "mobilenet_v2": ["mobilenet_v3_small", "efficientnet_b0"],
+    "mobilenet_v3_small": ["mobilenet_v2"], "efficientnet_b0": ["mobilenet_v2", "regnet_y_400mf"],
+    "regnet_y_400mf": ["efficientnet_b0"], "squeezenet1_0": ["googlenet"], "googlenet": ["squeezenet1_0"],
+    "densenet121": ["resnet50"], "convnext_tiny": ["resnet50"], "shufflenet_v2_x1_0": ["mobilenet_v2"],
+    "gpt2": ["llama_small", "bert_base"], "llama_small": ["gpt2"], "vit_b_16": ["bert_base"],
+    "bert_base_opset17": ["bert_base", "bert_tiny_functions"], "bert_tiny_functions": ["bert_base"],
+    "quant_cnn_qdq": ["quant_cnn_qoperator"], "quant_cnn_qoperator": ["quant_cnn_qdq"],
+    "lstm_tagger": ["gru_tagger"], "gru_tagger": ["lstm_tagger"],
+}
+CROSS_DIMS = {"gpt2": ["batch=2", "seq=16"], "llama_small": ["batch=2", "seq=16"]}
+
+
+def cross(a):
+    node_path = run_peers.ensure_ort(a.ort)
+    tmp = tempfile.mkdtemp(prefix="mp-ort-cross-")
+    counts = {"own": [0, 0], "related": [0, 0], "batch": [0, 0]}  # [as expected, all]
+
+    def run(model, prof, extra, want, kind):
+        r = subprocess.run([a.modelprof, os.path.join(ROOT, "models", model + ".onnx"), "-q", "--ort-profile", prof,
+                            "--peak-gflops", "100", *extra], capture_output=True, text=True)
+        ok = r.returncode == want
+        counts[kind][0] += ok
+        counts[kind][1] += 1
+        print(f"{'ok ' if ok else 'NOT'} {kind:7} {os.path.basename(prof)} on {model} {' '.join(extra)}: "
+              f"exit {r.returncode} {r.stderr.strip()[:200]}", flush=True)
+
+    try:
+        models = a.only.split(",") if a.only else list(CROSS)
+        for m in models:
+            copy = run_peers.with_weights(os.path.join(ROOT, "models", m + ".onnx"), tmp)
+            for level in ["disabled", "basic", "extended", "all"]:
+                prof = profile(copy, level, 2, a.threads, CROSS_DIMS.get(m, ["batch=2"]), tmp, node_path)
+                run(m, prof, [], 0, "own")
+                for o in CROSS[m]:
+                    run(o, prof, [], 2, "related")
+                run(m, prof, ["--dim", "batch=3"], 2, "batch")
+                os.remove(prof)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for k, (good, n) in counts.items():
+        print(f"{k}: {good} of {n} as expected")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "ort"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default=None, help="comma-separated models")
+    ap.add_argument("--others", action="store_true",
+                    help="write the profiles of other models and dims (OTHERS) instead")
+    ap.add_argument("--cross", action="store_true",
+                    help="profile the CROSS models at every level (into a temporary folder) and check that "
+                         "modelprof accepts each on its model and refuses it on related models and at a wrong batch")
     ap.add_argument("--ort", default=os.path.join(ROOT, "build", "ort"))
     ap.add_argument("--check", action="store_true", help="run modelprof on the profiles and print the figures")
     ap.add_argument("--modelprof", default=os.path.join(ROOT, "build", "modelprof"))
     ap.add_argument("--keep-optimized", default=None,
                     help="a folder: also save each optimised model there (to see what ORT fused)")
     a = ap.parse_args()
+    if a.others:
+        return write_others(a)
+    if a.cross:
+        return cross(a)
     models = a.only.split(",") if a.only else list(MODELS)
     if not a.check or not all(os.path.exists(os.path.join(a.out, f"{m}_{l}.json.gz")) for m in models for l in LEVELS):
         node_path = run_peers.ensure_ort(a.ort)

@@ -53,6 +53,7 @@ typedef struct mp_importinfo {
     int nodes_not_run;      /* nodes with no event: constant-folded or removed by the runtime */
     double node_time_s;     /* the node events' time per run (mean over the runs kept) */
     double unmatched_s;     /* of it, placed on no node */
+    const char *dims;       /* "batch=4 (read from the profile), ...": the inputs' dims and their source; NULL */
 } mp_importinfo;
 
 /* An imported profile's event placed on no node (a layout conversion the

@@ -64,10 +64,13 @@ static void usage(FILE *f) {
           "  --ort-profile FILE      read ONNX Runtime's profiling JSON (SessionOptions.\n"
           "                          enableProfiling) of a session of this model: latency,\n"
           "                          FLOPS and % of peak per node, module and op type; nodes\n"
-          "                          ONNX Runtime fused get its time split by FLOPs. Give the\n"
-          "                          dims it ran with. With it: --warmup N (runs to leave out;\n"
-          "                          default the first of several), --peak-gflops G (default\n"
-          "                          measured here)\n"
+          "                          ONNX Runtime fused get its time split by FLOPs. Dims not\n"
+          "                          given are read from it (the shapes its nodes read from\n"
+          "                          the inputs). A profile of another model, or at other\n"
+          "                          dims, is refused: its nodes' names and shapes must be\n"
+          "                          the model's (docs/JSON.md, \"--ort-profile\"). With it:\n"
+          "                          --warmup N (runs to leave out; default the first of\n"
+          "                          several), --peak-gflops G (default measured here)\n"
           "  -h, --help              this help\n"
           "  --version               print the version\n"
           "\n"
@@ -566,6 +569,10 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
     }
     if (!rc) rc = run_read_inputs(ra, m);
+    if (!rc && ra->ort && (st = mp_ort_dims(m, ra->ort, NULL))) { /* the dims it ran with */
+        print_error("--ort-profile: ", mp_last_error());
+        rc = st == MP_ERR_USAGE ? EXIT_USAGE : EXIT_MODEL;
+    }
     mp_profile *p = NULL;
     if (!rc) {
         st = mp_profile_static(m, &p);

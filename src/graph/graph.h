@@ -327,6 +327,7 @@ typedef struct mp_symbol {
     const char *name;
     int64_t value;            /* -1: no value given */
     bool on_input;            /* appears on a graph input */
+    bool from_profile;        /* the value was read from ONNX Runtime's profile (mp_ort_dims) */
 } mp_symbol;
 
 typedef struct mp_opset {

@@ -40,6 +40,7 @@
  *    (mp_profile_set_times): nodes, modules, op types, as a measured run.
  */
 #include "analyze/profile.h"
+#include "ops/ops.h"
 #include "trace/trace.h"
 
 #include <stdlib.h>
@@ -48,6 +49,8 @@
 /* One kernel of the profile: the events of one name, one per run. */
 typedef struct ort_slot {
     uint32_t name, op, prov;
+    uint32_t in, out;  /* its shapes as written (the first event's); MP_TORT_NONE */
+    int value;         /* the value its name names ("<value>_nchwc"); -1 */
     int order;       /* place in the first run kept */
     int anchor;      /* the node its name names; -1 */
     int how;         /* ORT_* */
@@ -72,6 +75,11 @@ typedef struct ort {
     bool *konst;                 /* per node: computes from constants only */
     int *unit_of;                /* per node: its unit; -1 */
     int *unit_order;             /* per unit: the last place of its slots in the run */
+    bool *loose;                 /* per node: placed only beside a neighbour, by FLOPs */
+    bool *from_init;             /* per node: computes from initializers alone (no shape arithmetic) */
+    bool nchwc;                  /* the profile runs the NCHWc layout */
+    bool unopt;                  /* a run with optimisations off (ort_unoptimised) */
+    int64_t budget;              /* values ort_model_has may still look at */
     int n_units, cap_units;
     mp_strmap node_names;
 } ort;
@@ -87,13 +95,14 @@ static bool ends_with(const char *s, size_t n, const char *suf) {
 
 /* The node a name names: a node's name, a value's (its producer), or one
  * of the optimiser's names made from those (see the top); -1. */
-static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *renamed) {
+static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *renamed, int *value) {
     if (!n || depth > 8) return -1;
     int k = mp_strmap_getn(&o->node_names, s, n);
     if (k >= 0) return k;
     int v = mp_strmap_getn(&o->g->names, s, n);
     if (v >= 0 && o->g->values[v].producer >= 0) {
         *renamed = true;
+        *value = v;
         return o->g->values[v].producer;
     }
     *renamed = true;
@@ -101,15 +110,19 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
     for (size_t i = n; i > 7; i--) {
         if (s[i - 1] >= '0' && s[i - 1] <= '9') continue;
         if (i < n && i >= 7 && memcmp(s + i - 7, "_token_", 7) == 0)
-            return ort_resolve(o, s, i - 7, depth + 1, renamed);
+            return ort_resolve(o, s, i - 7, depth + 1, renamed, value);
         break;
     }
-    if (n > 6 && memcmp(s, "fused ", 6) == 0) return ort_resolve(o, s + 6, n - 6, depth + 1, renamed);
-    if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed);
+    if (n > 6 && memcmp(s, "fused ", 6) == 0) return ort_resolve(o, s + 6, n - 6, depth + 1, renamed, value);
+    if (ends_with(s, n, "_bn_nchwc")) { /* a BatchNormalization the NCHWc layout runs as a Conv */
+        int bn = ort_resolve(o, s, n - 9, depth + 1, renamed, value);
+        if (bn >= 0) return bn;
+    }
+    if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed, value);
     if (s[n - 1] == '/' && n > 2) { /* "<node>/<Fusion>/" */
         size_t j = n - 1;
         while (j > 0 && s[j - 1] != '/') j--;
-        if (j > 1) return ort_resolve(o, s, j - 1, depth + 1, renamed);
+        if (j > 1) return ort_resolve(o, s, j - 1, depth + 1, renamed, value);
     }
     return -1;
 }
@@ -120,6 +133,12 @@ static bool ort_added(const char *op) {
     for (size_t i = 0; i < MP_ARRAY_LEN(ops); i++)
         if (strcmp(op, ops[i]) == 0) return true;
     return false;
+}
+
+/* The same for a slot: its op, or a Cast ONNX Runtime inserts around a
+ * kernel that has no version for a type ("InsertedPrecisionFreeCast_..."). */
+static bool ort_added_slot(const ort *o, const ort_slot *s) {
+    return ort_added(ort_str(o, s->op)) || !strncmp(ort_str(o, s->name), "InsertedPrecisionFreeCast_", 26);
 }
 
 static int ort_new_unit(ort *o, int order) {
@@ -231,12 +250,15 @@ static mp_status ort_slots(ort *o) {
             s->name = e->name;
             s->op = e->op;
             s->prov = e->provider;
-            s->anchor = s->unit = -1;
+            s->anchor = s->unit = s->value = -1;
+            s->in = e->in_shapes;
+            s->out = e->out_shapes;
             s->order = INT32_MAX;
             slot_of[e->name] = o->n_slots++;
         }
         ort_slot *s = &o->slots[slot_of[e->name]];
         if (e->threads > s->threads) s->threads = e->threads;
+        if (strstr(nm, "_nchwc") || !strcmp(ort_str(o, e->op), "ReorderInput")) o->nchwc = true;
         if (r == o->skip) first[nf++] = (int)i;
     }
     if (!o->n_slots) {
@@ -276,8 +298,10 @@ static mp_status ort_graph(ort *o) {
     o->pos = malloc(sizeof(int) * (size_t)(nn + 1));
     o->unit_of = malloc(sizeof(int) * (size_t)(nn + 1));
     o->konst = calloc((size_t)nn + 1, sizeof *o->konst);
+    o->loose = calloc((size_t)nn + 1, sizeof *o->loose);
+    o->from_init = calloc((size_t)nn + 1, sizeof *o->from_init);
     o->cons_at = calloc((size_t)nv + 1, sizeof *o->cons_at);
-    if (!o->pos || !o->unit_of || !o->konst || !o->cons_at) return mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!o->pos || !o->unit_of || !o->konst || !o->loose || !o->from_init || !o->cons_at) return mp_error(MP_ERR_NOMEM, "out of memory");
     int edges = 0;
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[k];
@@ -325,6 +349,7 @@ static mp_status ort_graph(ort *o) {
             c = false;
         }
         o->konst[k] = c || known;
+        o->from_init[k] = c;
     }
     return MP_OK;
 }
@@ -389,7 +414,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
         ort_slot *s = &o->slots[i];
         const char *nm = ort_str(o, s->name);
         bool renamed = false;
-        int k = ort_resolve(o, nm, strlen(nm) - strlen("_kernel_time"), 0, &renamed);
+        int k = ort_resolve(o, nm, strlen(nm) - strlen("_kernel_time"), 0, &renamed, &s->value);
         if (k < 0) continue;
         s->anchor = k;
         s->how = renamed ? ORT_RENAMED : ORT_EXACT;
@@ -411,7 +436,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
     for (int i = 0; i <= o->n_slots; i++) {
         ort_slot *s = i < o->n_slots ? &o->slots[by[i]] : NULL;
         if (s && s->anchor < 0) {
-            if (!ort_added(ort_str(o, s->op))) by[pend++] = by[i]; /* pending: behind i */
+            if (!ort_added_slot(o, s)) by[pend++] = by[i]; /* pending: behind i */
             continue;
         }
         int cur = s ? o->pos[s->anchor] : nn;
@@ -469,6 +494,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
             if (u < 0) u = ort_from_readers(o, k, false);
             if (u >= 0) {
                 o->unit_of[k] = u;
+                o->loose[k] = true;
                 moved = true;
             }
         }
@@ -478,6 +504,590 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
     im->nodes_by_graph = after - before;
     im->nodes_not_run = nn - after;
     return MP_OK;
+}
+
+/* ---- 6. the profile is of this model, at these dims ----
+ *
+ * ONNX Runtime writes each kernel's input and output shapes
+ * (args.input_type_shape, output_type_shape). They are checked against the
+ * model's, after the placement above, so that a profile of another model,
+ * or of this one at other dims, is refused rather than spread over the
+ * wrong nodes (docs/JSON.md, "--ort-profile", "Matching"):
+ *
+ *  a. Dims: a node reading a graph input gives the dims the run had (the
+ *     event placed on that node, of the node's op type). A symbolic dim of
+ *     the input with no value takes it (mp_ort_dims); one given another
+ *     value is refused.
+ *  b. Names: an event whose name is no node's, value's, nor a name the
+ *     optimiser makes from one, and neither a layout conversion ONNX Runtime
+ *     adds nor a fused node named after its kind, is of another model.
+ *  c. Shapes: with optimisations off (ort_unoptimised), an event writes
+ *     the shapes of the node it names and reads that node's inputs, where
+ *     their place in ONNX Runtime's list is certain (ort_in_pos). Optimised,
+ *     ONNX Runtime rewrites the nodes it keeps (names stay, shapes move), so
+ *     an event placed by a name is held to the shapes of its group of nodes,
+ *     as sets of dims without 1s (ort_check_near); one placed by its place
+ *     (its group a guess), to writing shapes the model has. The NCHWc
+ *     layout pads channels (dims 0 and 1) to its block of 8 or 16.
+ *  d. Nodes: with optimisations off, every node with FLOPs has an event;
+ *     else every node with MACs not computed from constants is placed by a
+ *     name, by its place among the events, or by the graph around a fused
+ *     event whose kernel can run it (ort_can_run), not beside a neighbour
+ *     by default.
+ * The first event (in the run's order) or node that differs is named. */
+
+#define ORT_MAX_SHAPES 16
+#define ORT_MAX_DIMS 16
+typedef struct ort_shape {
+    int rank; /* -1: not read (more dims than ORT_MAX_DIMS) */
+    int64_t d[ORT_MAX_DIMS];
+} ort_shape;
+
+static const char *ort_ws(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+    return p;
+}
+
+/* The shapes as ONNX Runtime writes them, [{"float":[1,3,224,224]},
+ * {"int64":[]}]: how many (the first ORT_MAX_SHAPES into sh); -1 when not
+ * of that form. */
+static int ort_shapes(const char *s, ort_shape *sh) {
+    const char *p = ort_ws(s);
+    int n = 0;
+    if (*p++ != '[') return -1;
+    p = ort_ws(p);
+    if (*p == ']') return 0;
+    for (;;) {
+        p = ort_ws(p);
+        if (*p++ != '{') return -1;
+        p = ort_ws(p);
+        if (*p++ != '"') return -1;
+        while (*p && *p != '"') p++;
+        if (*p++ != '"') return -1;
+        p = ort_ws(p);
+        if (*p++ != ':') return -1;
+        p = ort_ws(p);
+        if (*p++ != '[') return -1;
+        ort_shape x = {.rank = 0};
+        p = ort_ws(p);
+        while (*p != ']') {
+            char *end;
+            long long v = strtoll(p, &end, 10);
+            if (end == p) return -1;
+            if (x.rank >= 0 && x.rank < ORT_MAX_DIMS) x.d[x.rank++] = v;
+            else x.rank = -1;
+            p = ort_ws(end);
+            if (*p == ',') p = ort_ws(p + 1);
+            else if (*p != ']') return -1;
+        }
+        p = ort_ws(p + 1);
+        if (*p++ != '}') return -1;
+        if (n < ORT_MAX_SHAPES) sh[n] = x;
+        n++;
+        p = ort_ws(p);
+        if (*p == ']') return n;
+        if (*p++ != ',') return -1;
+    }
+}
+
+static const char *ort_fmt_shape(char *buf, size_t cap, const ort_shape *s) {
+    size_t w = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < s->rank && w < cap; i++)
+        w += (size_t)snprintf(buf + w, cap - w, "%s%lld", i ? "," : "", (long long)s->d[i]);
+    if (w < cap) snprintf(buf + w, cap - w, "%s", s->rank < 0 ? "...]" : "]");
+    return buf;
+}
+
+static const char *ort_fmt_value(const ort *o, char *buf, size_t cap, const mp_value *v) {
+    const mp_model *m = o->p->m;
+    size_t w = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < v->rank && w < cap; i++) {
+        int64_t d = v->dims[i];
+        int s = d < 0 ? MP_DIM_SYM(d) : 0;
+        if (d >= 0) w += (size_t)snprintf(buf + w, cap - w, "%s%lld", i ? "," : "", (long long)d);
+        else w += (size_t)snprintf(buf + w, cap - w, "%s%s", i ? "," : "", s > 0 && s < m->n_syms ? m->syms[s].name : "?");
+    }
+    if (w < cap) snprintf(buf + w, cap - w, "]");
+    return buf;
+}
+
+/* The profile's dim a against the model's b: equal, or b unknown, or (pad:
+ * the NCHWc layout's channels) b rounded up to the block of 8 or 16. */
+static bool ort_dim_ok(int64_t a, int64_t b, bool pad) {
+    if (b < 0 || a == b) return true;
+    return pad && a > b && a % 8 == 0 && a - b < 16;
+}
+
+/* The profile's shape a against the model's value v. In place, dim by dim
+ * (optimisations off); else as a set of dims in any order: ONNX Runtime's
+ * transpose optimiser moves Transposes through the nodes it keeps (an
+ * elementwise node then computes its tensor transposed, a Shape reads the
+ * tensor before the Transpose) and transposes weights to do so, and
+ * broadcast weights get dims of 1. The model's unknown dims match any. */
+static bool ort_shape_ok(const ort_shape *a, const mp_value *v, bool pad, bool perm) {
+    if (a->rank < 0 || v->rank < 0 || v->rank > ORT_MAX_DIMS) return true;
+    if (!perm) {
+        if (a->rank != v->rank) return false;
+        for (int i = 0; i < a->rank; i++)
+            if (!ort_dim_ok(a->d[i], v->dims[i], pad && i < 2)) return false;
+        return true;
+    }
+    /* as a set, and without dims of 1 (a weight [96] broadcast as [1,96,1,1],
+     * a BatchNorm's scale as a depthwise Conv's [64,1,1,1]) */
+    bool used[ORT_MAX_DIMS] = {false}, done[ORT_MAX_DIMS] = {false};
+    int open = 0, left = 0; /* the model's unknown dims; its known ones not 1 */
+    for (int j = 0; j < v->rank; j++) {
+        open += v->dims[j] < 0;
+        left += v->dims[j] > 1;
+    }
+    for (int pass = 0; pass < 2; pass++) /* equal dims first, then padded ones */
+        for (int i = 0; i < a->rank; i++) {
+            if (a->d[i] == 1) done[i] = true;
+            for (int j = 0; j < v->rank && j < ORT_MAX_DIMS && !done[i]; j++) {
+                int64_t b = v->dims[j];
+                if (used[j] || b <= 1 || !(pass ? ort_dim_ok(a->d[i], b, pad) : a->d[i] == b)) continue;
+                used[j] = done[i] = true;
+                left--;
+            }
+        }
+    for (int i = 0; i < a->rank; i++)
+        if (!done[i] && open-- <= 0) return false;
+    return left == 0;
+}
+
+/* A weight: an initializer, or computed from constants only. */
+static bool ort_weight(const ort *o, int v) {
+    const mp_value *val = &o->g->values[v];
+    return (val->flags & MP_VAL_INIT) || (val->producer >= 0 && o->konst[val->producer]);
+}
+
+/* The place of node k's input j in the profile's list of n inputs, -1 when
+ * not certain. ONNX Runtime lists the inputs a kernel holds: an absent
+ * optional input is left out, and so is a weight the kernel packed ahead
+ * and released (a MatMul's B), so places shift after them. A list as long
+ * as the node's or longer (a fusion appends inputs: a Conv's folded bias, a
+ * residual) keeps every place; a shorter one, those before the first
+ * weight (that weight's own place included: it may be the one left out). */
+static int ort_in_pos(const ort *o, int k, int j, int n) {
+    const mp_node *nd = &o->g->nodes[k];
+    int present = 0, pos = -1;
+    bool weight_before = false;
+    for (int i = 0; i < nd->n_in; i++) {
+        if (nd->in[i] < 0) continue;
+        if (i == j) pos = present;
+        if (i <= j && ort_weight(o, nd->in[i])) weight_before = true;
+        present++;
+    }
+    if (pos < 0 || pos >= n || pos >= ORT_MAX_SHAPES) return -1;
+    return n >= present || !weight_before ? pos : -1;
+}
+
+/* Slot s's event name without "_kernel_time" (for messages). */
+static const char *ort_event(const ort *o, const ort_slot *s, char *buf, size_t cap) {
+    const char *nm = ort_str(o, s->name);
+    size_t n = strlen(nm), k = strlen("_kernel_time");
+    snprintf(buf, cap, "%.*s", (int)(n > k ? n - k : n), nm);
+    return buf;
+}
+
+/* Does the profile run the NCHWc layout (its nodes "<value>_nchwc", its
+ * conversions ReorderInput/ReorderOutput)? Then the tensors between those
+ * conversions, whatever their nodes' names, have their channels padded. */
+static bool ort_nchwc(const ort *o, const ort_slot *s) {
+    (void)s;
+    return o->nchwc;
+}
+
+/* Does a kernel of op type kop read node op's inputs in op's places? Its
+ * own op type, or ONNX Runtime's fused form that appends inputs (FusedConv:
+ * X, W, B, Z; FusedGemm: A, B, C). */
+static bool ort_reads_as(const char *kop, const char *op) {
+    if (!strcmp(kop, op)) return true;
+    return (!strcmp(kop, "FusedConv") && !strcmp(op, "Conv")) || (!strcmp(kop, "FusedGemm") && !strcmp(op, "Gemm"));
+}
+
+/* The slot whose event reads node k's inputs: the one named after k, else
+ * one of k's unit of k's op type; NULL. */
+static const ort_slot *ort_reader_slot(const ort *o, int k) {
+    const ort_slot *best = NULL;
+    int u = o->unit_of[k];
+    if (u < 0) return NULL;
+    for (int i = 0; i < o->n_slots; i++) {
+        const ort_slot *s = &o->slots[i];
+        if (s->unit != u || s->in == MP_TORT_NONE || (s->how != ORT_EXACT && s->how != ORT_RENAMED) ||
+            !ort_reads_as(ort_str(o, s->op), o->g->nodes[k].op))
+            continue;
+        if (s->anchor == k) return s;
+        if (!best || s->order < best->order) best = s;
+    }
+    return best;
+}
+
+/* The first node of slot s's unit (in the model's order) of the op type
+ * its event ran; -1 */
+static int ort_same_op(const ort *o, const ort_slot *s) {
+    const char *op = ort_str(o, s->op);
+    if (s->anchor >= 0 && ort_reads_as(op, o->g->nodes[s->anchor].op)) return s->anchor;
+    for (int i = 0; i < o->g->n_nodes; i++) {
+        int k = o->g->order[i];
+        if (o->unit_of[k] == s->unit && ort_reads_as(op, o->g->nodes[k].op)) return k;
+    }
+    return -1;
+}
+
+/* Was the run's graph the model's (optimisations off)? Every event named
+ * after its node, and the nodes computing from weights alone, which
+ * constant folding (the first optimisation) removes, ran. A model without
+ * such nodes cannot tell: optimised. */
+static mp_status ort_unoptimised(ort *o) {
+    const mp_graph *g = o->g;
+    bool all_exact = o->n_slots > 0;
+    for (int i = 0; i < o->n_slots && all_exact; i++)
+        if (o->slots[i].how != ORT_EXACT || o->slots[i].unit < 0) all_exact = false;
+    bool *named = calloc((size_t)g->n_nodes + 1, 1);
+    if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < o->n_slots; j++)
+        if (o->slots[j].anchor >= 0) named[o->slots[j].anchor] = true;
+    int folds = 0;
+    for (int k = 0; k < g->n_nodes && all_exact; k++) {
+        if (!o->from_init[k] || !strcmp(g->nodes[k].op, "Constant")) continue;
+        folds++;
+        if (!named[k]) all_exact = false;
+    }
+    free(named);
+    o->unopt = all_exact && folds > 0;
+    return MP_OK;
+}
+
+/* a. The dims of the graph's inputs as the profile's nodes read them. set:
+ * give symbols without a value the profile's; *n_set how many. */
+static mp_status ort_check_dims(ort *o, bool set, int *n_set, bool *seen) {
+    const mp_graph *g = o->g;
+    mp_model *m = o->p->m;
+    char b1[256], b2[256], b3[512];
+    for (int v = 0; v < g->n_values; v++) {
+        const mp_value *val = &g->values[v];
+        if (!(val->flags & MP_VAL_INPUT) || (val->flags & MP_VAL_INIT) || val->decl_rank < 0) continue;
+        for (int i = o->cons_at[v]; i < o->cons_at[v + 1]; i++) {
+            int k = o->cons[i];
+            const ort_slot *s = ort_reader_slot(o, k);
+            if (!s) continue;
+            ort_shape sh[ORT_MAX_SHAPES];
+            int n = ort_shapes(ort_str(o, s->in), sh);
+            const mp_node *nd = &g->nodes[k];
+            int j = 0;
+            while (j < nd->n_in && nd->in[j] != v) j++;
+            int at = n > 0 ? ort_in_pos(o, k, j, n) : -1;
+            if (at < 0 || sh[at].rank < 0) continue;
+            const ort_shape *x = &sh[at];
+            bool pad = ort_nchwc(o, s);
+            if (!o->unopt) { /* a node the optimiser kept may read another tensor now (a Shape the
+                              * transpose optimiser moved before a Transpose): only a read that agrees
+                              * with the input's known dims says what its symbolic ones were */
+                bool agree = x->rank == val->decl_rank;
+                for (int a = 0; a < x->rank && agree; a++)
+                    agree = val->decl_dims[a] < 0 || ort_dim_ok(x->d[a], val->decl_dims[a], pad && a < 2);
+                if (!agree) continue;
+            }
+            if (x->rank != val->decl_rank)
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model: its node '%s' (%s) read input '%s' as %s, "
+                                "and the model's input has %d dims",
+                                o->path, ort_event(o, s, b2, sizeof b2), ort_str(o, s->op), val->name,
+                                ort_fmt_shape(b1, sizeof b1, x), val->decl_rank);
+            for (int a = 0; a < x->rank; a++) {
+                int64_t d = val->decl_dims[a];
+                int sy = d < 0 ? MP_DIM_SYM(d) : 0;
+                if (d >= 0 && !ort_dim_ok(x->d[a], d, pad && a < 2))
+                    return mp_error(MP_ERR_SHAPE,
+                                    "%s: the profile is not of this model: its node '%s' (%s) read input '%s' as "
+                                    "%s, and the model's is %s",
+                                    o->path, ort_event(o, s, b3, sizeof b3), ort_str(o, s->op), val->name,
+                                    ort_fmt_shape(b1, sizeof b1, x), ort_fmt_value(o, b2, sizeof b2, val));
+                if (sy <= 0 || sy >= m->n_syms) continue;
+                mp_symbol *y = &m->syms[sy];
+                seen[sy] = true;
+                if (y->value >= 0 && !ort_dim_ok(x->d[a], y->value, pad && a < 2))
+                    return mp_error(MP_ERR_SHAPE,
+                                    "%s: ONNX Runtime ran the model with %s=%lld (its node '%s' read input '%s' as "
+                                    "%s), not %s=%lld as given: give %s=%lld, or no value, to take the profile's",
+                                    o->path, y->name, (long long)x->d[a], ort_event(o, s, b3, sizeof b3), val->name,
+                                    ort_fmt_shape(b1, sizeof b1, x), y->name, (long long)y->value, y->name,
+                                    (long long)x->d[a]);
+                if (y->value < 0 && set) {
+                    y->value = x->d[a];
+                    y->from_profile = true;
+                    ++*n_set;
+                }
+            }
+        }
+    }
+    return MP_OK;
+}
+
+/* b. Is slot s named after its kind ("BiasGelu", "Attention_token_3",
+ * "GeluFusion" of a Gelu, "GPT2Gelu" of a FastGelu): its name, without
+ * "_token_N", holds no '/' and holds its op type, or is held by it, or is
+ * one word of letters and digits. */
+static bool ort_kind_named(const ort *o, const ort_slot *s) {
+    const char *nm = ort_str(o, s->name), *op = ort_str(o, s->op);
+    size_t n = strlen(nm) - strlen("_kernel_time");
+    const char *t = strstr(nm, "_token_");
+    if (t && (size_t)(t - nm) < n) n = (size_t)(t - nm);
+    /* the nodes of a local function ONNX Runtime inlined: "_inlfunc_<function>_<node>", perhaps
+     * within a fusion's name ("fused _inlfunc_Linear_Gemm_0") */
+    if (strstr(nm, "_inlfunc_")) return true;
+    if (!n || !op[0] || memchr(nm, '/', n)) return false;
+    char base[256];
+    if (n >= sizeof base) return false;
+    memcpy(base, nm, n);
+    base[n] = 0;
+    bool word = true;
+    for (size_t i = 0; i < n && word; i++)
+        word = (base[i] >= 'a' && base[i] <= 'z') || (base[i] >= 'A' && base[i] <= 'Z') || (base[i] >= '0' && base[i] <= '9');
+    return word || strstr(base, op) != NULL || strstr(op, base) != NULL;
+}
+
+/* c. The shapes of slot s against the nodes it names and runs. */
+static mp_status ort_check_slot(ort *o, const ort_slot *s) {
+    const mp_graph *g = o->g;
+    char b1[256], b2[256], ev[512];
+    const char *nm = ort_event(o, s, ev, sizeof ev), *op = ort_str(o, s->op);
+    bool pad = ort_nchwc(o, s);
+    ort_shape sh[ORT_MAX_SHAPES];
+    /* outputs: those of the value or node its name names (every output
+     * when it runs that node's op, else the first: a fusion's output is
+     * its last node's, of the shape of the one it is named after) */
+    int n = s->out != MP_TORT_NONE ? ort_shapes(ort_str(o, s->out), sh) : -1;
+    if (n > 0 && s->anchor >= 0 && o->unopt) {
+        const mp_node *a = &g->nodes[s->anchor];
+        int outs[MP_MAX_RANK], no = 0;
+        if (s->value >= 0) outs[no++] = s->value;
+        else
+            for (int j = 0; j < a->n_out && no < MP_MAX_RANK; j++) outs[no++] = a->out[j];
+        if (strcmp(a->op, op) != 0 && no > 1) no = 1;
+        for (int j = 0; j < no && j < n && j < ORT_MAX_SHAPES; j++) {
+            if (outs[j] < 0) continue;
+            const mp_value *v = &g->values[outs[j]];
+            if (!ort_shape_ok(&sh[j], v, pad, !o->unopt))
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model at these dims: its node '%s' (%s) wrote %s "
+                                "where the model's '%s' is %s",
+                                o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[j]), v->name,
+                                ort_fmt_value(o, b2, sizeof b2, v));
+        }
+    }
+    /* inputs: those of the node of its op type it runs */
+    int k = s->unit >= 0 ? ort_same_op(o, s) : -1;
+    n = k >= 0 && s->in != MP_TORT_NONE ? ort_shapes(ort_str(o, s->in), sh) : -1;
+    if (n > 0 && !o->unopt) return MP_OK; /* (ort_check_near) */
+    if (n > 0) {
+        const mp_node *nd = &g->nodes[k];
+        for (int j = 0; j < nd->n_in; j++) {
+            int at = nd->in[j] >= 0 ? ort_in_pos(o, k, j, n) : -1;
+            if (at < 0) continue;
+            const mp_value *v = &g->values[nd->in[j]];
+            if (!ort_shape_ok(&sh[at], v, pad, !o->unopt))
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model at these dims: its node '%s' (%s) read %s "
+                                "where the model's node '%s' reads '%s' of %s",
+                                o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[at]), nd->name, v->name,
+                                ort_fmt_value(o, b2, sizeof b2, v));
+        }
+    }
+    return MP_OK;
+}
+
+/* Is shape a one that a node of unit u reads or writes (in any order)? */
+static bool ort_unit_has(const ort *o, const int *at, const int *mem, int u, const ort_shape *a, bool pad) {
+    for (int i = at[u]; i < at[u + 1]; i++) {
+        const mp_node *nd = &o->g->nodes[mem[i]];
+        for (int j = 0; j < nd->n_in + nd->n_out; j++) {
+            int v = j < nd->n_in ? nd->in[j] : nd->out[j - nd->n_in];
+            if (v >= 0 && ort_shape_ok(a, &o->g->values[v], pad, true)) return true;
+        }
+    }
+    return false;
+}
+
+/* Is shape a one of the model's values (in any order)? At most 2^24 values
+ * looked at over the whole check: then yes. */
+static bool ort_model_has(ort *o, const ort_shape *a) {
+    if (o->budget <= 0) return true;
+    o->budget -= o->g->n_values;
+    for (int v = 0; v < o->g->n_values; v++)
+        if (ort_shape_ok(a, &o->g->values[v], o->nchwc, true)) return true;
+    return false;
+}
+
+/* c, optimised: ONNX Runtime rewrites the nodes it keeps (a Div taking
+ * over the Mul after it keeps the Div's name and writes the Mul's output;
+ * the transpose optimiser transposes what a node computes), so an event
+ * placed by a name is held only to shapes its group of nodes has: each
+ * shape it wrote, and each it read of 2 dims or more (a weight: a folded
+ * bias, a scale or a quantisation parameter may be new), is one that a node
+ * of its group reads or writes, its dims in any order. An event placed by
+ * its place (a fusion named after its kind, a node the optimiser adds: its
+ * group is a guess) is held to what it wrote, of 2 dims or more, being a
+ * shape of the model's (what it read may be packed: Attention's QKV
+ * weights in one). at/mem: the units' nodes. */
+static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const int *mem) {
+    if (!o->budget) o->budget = (int64_t)1 << 24;
+    if (s->unit < 0 || s->how == ORT_NONE) return MP_OK;
+    bool guess = s->how == ORT_ORDER; /* placed by its place: its group is a guess */
+    char b1[256], b2[256], ev[512];
+    const char *nm = ort_event(o, s, ev, sizeof ev), *op = ort_str(o, s->op);
+    ort_shape sh[ORT_MAX_SHAPES];
+    for (int io = guess ? 1 : 0; io < 2; io++) {
+        uint32_t str = io ? s->out : s->in;
+        int n = str != MP_TORT_NONE ? ort_shapes(ort_str(o, str), sh) : -1;
+        for (int j = 0; j < n && j < ORT_MAX_SHAPES; j++) {
+            if (sh[j].rank < (io && !guess ? 1 : 2)) continue;
+            if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc)) continue;
+            /* say what the model has there: the input in that place of the node of its op type */
+            int k = ort_same_op(o, s), pos = -1;
+            const mp_node *nd = k >= 0 ? &o->g->nodes[k] : NULL;
+            for (int i = 0; nd && !io && i < nd->n_in && pos < 0; i++)
+                if (nd->in[i] >= 0 && ort_in_pos(o, k, i, n) == j) pos = i;
+            if (pos >= 0)
+                return mp_error(MP_ERR_SHAPE,
+                                "%s: the profile is not of this model at these dims: its node '%s' (%s) read %s "
+                                "where the model's node '%s' reads '%s' of %s (and no node it is placed on reads "
+                                "or writes that shape)",
+                                o->path, nm, op, ort_fmt_shape(b1, sizeof b1, &sh[j]), nd->name,
+                                o->g->values[nd->in[pos]].name,
+                                ort_fmt_value(o, b2, sizeof b2, &o->g->values[nd->in[pos]]));
+            return mp_error(MP_ERR_SHAPE,
+                            "%s: the profile is not of this model at these dims: its node '%s' (%s) %s %s, a shape "
+                            "%s%s%s reads or writes",
+                            o->path, nm, op, io ? "wrote" : "read", ort_fmt_shape(b1, sizeof b1, &sh[j]),
+                            guess ? "no node of the model" : "no node it is placed on (the model's '",
+                            guess ? "" : o->g->nodes[mem[at[s->unit]]].name, guess ? "" : "')");
+        }
+    }
+    return MP_OK;
+}
+
+/* The kinds of node with MACs an ONNX Runtime kernel of another op type
+ * runs: convolutions, matrix products; 0 other. */
+static int ort_mac_kind(const char *op) {
+    static const char *const conv[] = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"};
+    static const char *const mm[] = {"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum"};
+    for (size_t i = 0; i < MP_ARRAY_LEN(conv); i++)
+        if (!strcmp(op, conv[i])) return 1;
+    for (size_t i = 0; i < MP_ARRAY_LEN(mm); i++)
+        if (!strcmp(op, mm[i])) return 2;
+    return 0;
+}
+
+/* d. Can a kernel of op type `kop` have run node op `op` (with MACs)? The
+ * same op, one of its kind (a Gemm for a MatMul and its bias), or an op
+ * that is not ONNX's (FusedConv, Attention, ...: ONNX Runtime's own). */
+static bool ort_can_run(const char *kop, const char *op) {
+    if (!strcmp(kop, op)) return true;
+    int k = ort_mac_kind(op);
+    if (k && ort_mac_kind(kop) == k) return true;
+    return mp_op_find("", kop, 1000) == NULL;
+}
+
+static mp_status ort_check(ort *o, bool *seen) {
+    const mp_graph *g = o->g;
+    int dummy = 0;
+    mp_status st = ort_check_dims(o, false, &dummy, seen);
+    if (st) return st;
+    int *by = malloc(sizeof(int) * (size_t)(o->n_slots + 1));
+    if (!by) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < o->n_slots; i++) by[i] = i;
+    qsort_r(by, (size_t)o->n_slots, sizeof *by, cmp_slot_order, o->slots);
+    /* the units' nodes, in the model's order */
+    int *at = calloc((size_t)o->n_units + 2, sizeof *at), *mem = malloc(sizeof *mem * ((size_t)g->n_nodes + 1));
+    if (!at || !mem) {
+        free(by);
+        free(at);
+        free(mem);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < g->n_nodes; k++)
+        if (o->unit_of[k] >= 0) at[o->unit_of[k] + 1]++;
+    for (int u = 0; u < o->n_units; u++) at[u + 1] += at[u];
+    {
+        int *fill = calloc((size_t)o->n_units + 1, sizeof *fill);
+        if (!fill) {
+            free(by);
+            free(at);
+            free(mem);
+            return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < g->n_nodes; i++) {
+            int k = g->order[i], u = o->unit_of[k];
+            if (u >= 0) mem[at[u] + fill[u]++] = k;
+        }
+        free(fill);
+    }
+    for (int i = 0; i < o->n_slots && !st; i++) {
+        const ort_slot *s = &o->slots[by[i]];
+        if (s->anchor < 0 && !ort_added_slot(o, s) && !ort_kind_named(o, s)) {
+            const char *nm = ort_str(o, s->name);
+            st = mp_error(MP_ERR_FORMAT,
+                          "%s: the profile is not of this model: its node '%.*s' (%s) is no node or value of the "
+                          "model, nor a name ONNX Runtime gives a node it fuses or adds (docs/JSON.md, "
+                          "\"--ort-profile\")",
+                          o->path, (int)(strlen(nm) - strlen("_kernel_time")), nm, ort_str(o, s->op));
+            break;
+        }
+        st = o->unopt ? ort_check_slot(o, s) : ort_check_near(o, s, at, mem);
+    }
+    free(by);
+    free(at);
+    free(mem);
+    if (st) return st;
+    /* d. nodes the profile has no event for */
+    bool all_exact = o->unopt;
+    bool *named = calloc((size_t)g->n_nodes + 1, 1);
+    if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < o->n_slots; j++)
+        if (o->slots[j].anchor >= 0) named[o->slots[j].anchor] = true;
+    for (int i = 0; i < g->n_nodes && !st; i++) {
+        int k = g->order[i];
+        const mp_node *nd = &g->nodes[k];
+        if (all_exact) {
+            /* (not the nodes without FLOPs: even then ONNX Runtime's mandatory
+             * passes remove a duplicate Cast) */
+            if (named[k] || (!nd->cost.flops && !nd->cost.macs)) continue;
+            st = mp_error(MP_ERR_FORMAT,
+                          "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it, "
+                          "in a run with optimisations off (every event is named after its node, and the nodes "
+                          "computing from weights alone ran: every node with FLOPs runs)",
+                          o->path, nd->name, nd->op);
+            break;
+        }
+        if (!nd->cost.macs || o->konst[k]) continue;
+        if (o->unit_of[k] < 0 || o->loose[k]) {
+            st = mp_error(MP_ERR_FORMAT,
+                          "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: no "
+                          "event names it or a node it could be fused with",
+                          o->path, nd->name, nd->op);
+            break;
+        }
+        /* placed by the graph around: with an event that can run it */
+        const ort_slot *other = NULL;
+        bool can = false;
+        for (int j = 0; j < o->n_slots && !can; j++) {
+            const ort_slot *s = &o->slots[j];
+            if (s->unit != o->unit_of[k]) continue;
+            /* (a unit placed by its place among the others is a guess: not held to this) */
+            can = s->how == ORT_ORDER || ort_can_run(ort_str(o, s->op), nd->op);
+            other = s;
+        }
+        if (can || !other) continue;
+        char ev[512];
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: "
+                      "the one beside it, '%s', ran a %s",
+                      o->path, nd->name, nd->op, ort_event(o, other, ev, sizeof ev), ort_str(o, other->op));
+    }
+    free(named);
+    return st;
 }
 
 /* ---- 5. the profile's measured fields ---- */
@@ -699,6 +1309,95 @@ mp_status mp_ort_options_init(mp_ort_options *o, size_t size) {
     return mp_opts_init(o, size, &d, sizeof d, ORT_OPTIONS_V1, "mp_ort_options");
 }
 
+/* The file read, its runs and kernels placed on p's graph (steps 1-4). */
+static mp_status ort_prepare(ort *o, mp_profile *p, const char *path, const mp_ort_options *opt,
+                             mp_importinfo *im) {
+    memset(o, 0, sizeof *o);
+    o->p = p;
+    o->g = p->m->graph;
+    o->path = path;
+    mp_status st = mp_trace_read_file(path, &o->raw);
+    if (st == MP_ERR_FORMAT && (strstr(mp_last_error(), "not a torch.profiler") || strstr(mp_last_error(), "not JSON"))) {
+        /* the trace reader's words are about torch.profiler's traces */
+        bool onnx = strstr(mp_last_error(), "an ONNX model") != NULL;
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: %s: --ort-profile takes the profiling JSON ONNX Runtime writes for a session with "
+                      "profiling on (SessionOptions.enableProfiling, Python's enable_profiling: a JSON array of "
+                      "\"Node\" and \"Session\" events, plain or gzipped; docs/JSON.md, \"--ort-profile\")%s",
+                      path, onnx ? "an ONNX model, not ONNX Runtime's profile of a run" : "not an ONNX Runtime profile",
+                      onnx ? "; the model comes first: modelprof MODEL.onnx --ort-profile PROFILE.json" : "");
+    }
+    if (!st && !o->raw.n_orts)
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: not an ONNX Runtime profile: no event of category \"Node\" or \"Session\" "
+                      "(a torch.profiler trace is read by `modelprof trace`)",
+                      path);
+    if (!st) st = ort_runs(o, opt);
+    if (!st) st = ort_slots(o);
+    if (!st) st = ort_graph(o);
+    if (!st) st = ort_place(o, im);
+    if (!st) st = ort_unoptimised(o);
+    return st;
+}
+
+static void ort_release(ort *o) {
+    mp_trace_raw_free(&o->raw);
+    mp_strmap_free(&o->node_names);
+    free(o->run_ts);
+    free(o->run_end);
+    free(o->slots);
+    free(o->st);
+    free(o->pos);
+    free(o->cons_at);
+    free(o->cons);
+    free(o->konst);
+    free(o->loose);
+    free(o->from_init);
+    free(o->unit_of);
+    free(o->unit_order);
+}
+
+/* "batch=4 (read from the profile), seq=64 (given)": the dims of the
+ * model's inputs, and where each came from; NULL none. */
+static const char *ort_dims_said(ort *o, const bool *seen) {
+    mp_model *m = o->p->m;
+    char buf[1024];
+    size_t w = 0;
+    buf[0] = 0;
+    for (int i = 1; i < m->n_syms && w < sizeof buf - 1; i++) {
+        const mp_symbol *y = &m->syms[i];
+        if (!y->on_input || y->value < 0) continue;
+        w += (size_t)snprintf(buf + w, sizeof buf - w, "%s%s=%lld (%s)", w ? ", " : "", y->name,
+                              (long long)y->value,
+                              y->from_profile ? "read from the profile"
+                              : seen[i]       ? "given; the profile ran with it"
+                                              : "given; the profile does not show it");
+    }
+    return w ? mp_arena_strdup(&m->arena, buf) : NULL;
+}
+
+mp_status mp_ort_dims(mp_model *m, const char *path, int *n_set) {
+    if (n_set) *n_set = 0;
+    if (!m || !path) return mp_error(MP_ERR_USAGE, "mp_ort_dims: no model or file");
+    mp_profile *q = NULL;
+    mp_status st = mp_profile_static(m, &q);
+    if (st) return st;
+    mp_ort_options opt;
+    ort_defaults(&opt);
+    ort o;
+    mp_importinfo im;
+    memset(&im, 0, sizeof im);
+    int n = 0;
+    bool *seen = calloc((size_t)m->n_syms + 1, 1);
+    st = seen ? ort_prepare(&o, q, path, &opt, &im) : mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!st) st = ort_check_dims(&o, true, &n, seen);
+    if (seen) ort_release(&o);
+    free(seen);
+    mp_profile_free(q);
+    if (n_set) *n_set = n;
+    return st;
+}
+
 mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *opts) {
     if (!p || !path) return mp_error(MP_ERR_USAGE, "mp_profile_ort: no profile or file");
     mp_ort_options def;
@@ -707,38 +1406,19 @@ mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *
     if (st) return st;
     const mp_ort_options *opt = &def;
     ort o;
-    memset(&o, 0, sizeof o);
-    o.p = p;
-    o.g = p->m->graph;
-    o.path = path;
     mp_importinfo im;
     memset(&im, 0, sizeof im);
-    st = mp_trace_read_file(path, &o.raw);
-    if (!st && !o.raw.n_orts)
-        st = mp_error(MP_ERR_FORMAT,
-                      "%s: not an ONNX Runtime profile: no event of category \"Node\" or \"Session\" "
-                      "(a torch.profiler trace is read by `modelprof trace`)",
-                      path);
-    if (!st) st = ort_runs(&o, opt);
-    if (!st) st = ort_slots(&o);
-    if (!st) st = ort_graph(&o);
-    if (!st) st = ort_place(&o, &im);
+    bool *seen = calloc((size_t)p->m->n_syms + 1, 1);
+    if (!seen) return mp_error(MP_ERR_NOMEM, "out of memory");
+    st = ort_prepare(&o, p, path, opt, &im);
+    if (!st) st = ort_check(&o, seen);
+    if (!st) im.dims = ort_dims_said(&o, seen);
     if (!st) st = ort_fill(&o, opt, &im);
     if (st) {
         mp_profile_free_measured(p);
         p->measured = false;
     }
-    mp_trace_raw_free(&o.raw);
-    mp_strmap_free(&o.node_names);
-    free(o.run_ts);
-    free(o.run_end);
-    free(o.slots);
-    free(o.st);
-    free(o.pos);
-    free(o.cons_at);
-    free(o.cons);
-    free(o.konst);
-    free(o.unit_of);
-    free(o.unit_order);
+    ort_release(&o);
+    free(seen);
     return st;
 }

@@ -70,6 +70,7 @@ static void stage_cuts(const mp_tplan *pl, int pp, int *first_block) {
 typedef struct layout_out {
     mp_tplan_mem mem;
     double step_s, compute_s, bubble_s, dp_comm_s, tp_comm_s, p2p_s, optimizer_s;
+    double optimizer_device_s;   /* its memory time alone (host.c: optimizer_s is the larger) */
     uint64_t dp_comm_bytes;
     int worst;
 } layout_out;
@@ -301,6 +302,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                      (double)mem->grads_bytes;
         double topt = pl->bw > 0 ? upd / (pl->bw * o->memory_eff) : 0;
         if (pl->ft) topt = ft_opt_s; /* trainable states only; offloaded: the host link and the CPU */
+        /* offloaded, the step runs on the host (the link and the CPU), not the device */
+        if (topt > out->optimizer_device_s && !(pl->ft && o->offload)) out->optimizer_device_s = topt;
         if (pl->opt_host_s > topt) topt = pl->opt_host_s; /* the host issuing the optimizer's kernels */
         if (topt > out->optimizer_s) out->optimizer_s = topt;
         if (tpc_s > out->tp_comm_s) out->tp_comm_s = tpc_s;
@@ -408,7 +411,7 @@ mp_status mp_tplan_layouts(mp_tplan *pl) {
             if (pl->stages[s].device_mb_s > dmax) dmax = pl->stages[s].device_mb_s;
         }
         pl->host_s = (double)pl->m * hmax + pl->opt_host_s;
-        pl->device_s = (double)pl->m * dmax;
+        pl->device_s = (double)pl->m * dmax + lo.optimizer_device_s;
         pl->host_bound = hmax > dmax;
     }
     /* --fit: every dp x tp x pp of the GPUs and every ZeRO stage */

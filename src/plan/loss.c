@@ -46,8 +46,13 @@ static int dsize(int dt) {
     return b > 0 ? (b + 7) / 8 : 0;
 }
 
+/* An initializer or a Constant node's output (the TorchScript exporter
+ * writes Python scalars as Constant nodes), never a parameter. */
 static bool is_const(const mp_graph *g, int v) {
-    return v >= 0 && (g->values[v].flags & (MP_VAL_INIT | MP_VAL_CONST)) && !(g->values[v].flags & MP_VAL_PARAM);
+    if (v < 0 || (g->values[v].flags & MP_VAL_PARAM)) return false;
+    if (g->values[v].flags & (MP_VAL_INIT | MP_VAL_CONST)) return true;
+    int p = g->values[v].producer;
+    return p >= 0 && mp_streq(g->nodes[p].op, "Constant");
 }
 
 /* The constant-scalar input of a binary node, or -1 (and its other input). */

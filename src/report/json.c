@@ -482,6 +482,12 @@ static void js_run(jw *w, const mp_profile *p) {
         jw_ki64(w, "unmatched", im->unmatched);
         jw_ki64(w, "nodes_by_graph", im->nodes_by_graph);
         jw_ki64(w, "nodes_not_run", im->nodes_not_run);
+        jw_key(w, "dims_from_profile"); /* the inputs' dims read from the profile (no value given) */
+        jw_open(w, '[');
+        for (int i = 1; i < p->m->n_syms; i++)
+            if (p->m->syms[i].on_input && p->m->syms[i].value >= 0 && p->m->syms[i].from_profile)
+                jw_str(w, p->m->syms[i].name ? p->m->syms[i].name : "");
+        jw_close(w, ']');
         jw_key(w, "node_time_s");
         jw_double(w, im->node_time_s);
         jw_close(w, '}');

@@ -123,7 +123,7 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
            pl->vocab_split && pl->tp > 1 ? ", split with the vocabulary" : "");
     pf(w, ")\n");
     mem_row(w, "  temporary:", m->temporary_bytes, params);
-    pf(w, ": the largest operator's backward transient%s)\n",
+    pf(w, ": the largest backward transient, an operator's or the loss's%s)\n",
        o->checkpointing ? " + the largest checkpointed block's recomputed set" : "");
     mem_row(w, "  peak:", m->peak_bytes, params);
     pf(w, ": what the allocator holds at its peak, torch.cuda.max_memory_allocated)\n");
@@ -602,7 +602,8 @@ static void write_text(const mp_tplan *pl, pw *w) {
            mp_fmt_count(host_ops_total(pl)).s, mp_fmt_seconds(o->host_op_s).s,
            o->inference ? "" : "; the optimizer's included");
         label(w, "  device busy:");
-        pf(w, "%s (%s kernels)\n", mp_fmt_seconds(pl->device_s).s, mp_fmt_count(kernels_total(pl)).s);
+        pf(w, "%s (%s kernels%s)\n", mp_fmt_seconds(pl->device_s).s, mp_fmt_count(kernels_total(pl)).s,
+           o->inference ? "" : ", the optimizer's included");
         label(w, "  bound:");
         pf(w, "%s\n", pl->host_bound ? "host: the GPU waits for PyTorch to issue kernels (many small ones); the step "
                                       "is the host's time"

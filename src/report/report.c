@@ -199,8 +199,21 @@ mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FI
     if (!tmp) return mp_error(MP_ERR_NOMEM, "out of memory");
     int fd = report_tmp_open(path, tmp, cap);
     if (fd < 0) {
-        mp_status st = mp_error(MP_ERR_IO, "cannot create a temporary file next to %s: %s",
-                                path, strerror(errno));
+        int err = errno;
+        /* the folder the report goes into: say what is wrong with it */
+        const char *sep = strrchr(path, '/');
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", sep ? (int)(sep == path ? 1 : sep - path) : 1, sep ? path : ".");
+        struct stat db;
+        int dst = stat(dir, &db) == 0 ? 0 : errno;
+        mp_status st;
+        if (dst == ENOENT)
+            st = mp_error(MP_ERR_IO, "cannot write %s: the folder %s does not exist", path, dir);
+        else if (dst == ENOTDIR || (dst == 0 && !S_ISDIR(db.st_mode)))
+            st = mp_error(MP_ERR_IO, "cannot write %s: %s is not a folder", path, dir);
+        else
+            st = mp_error(MP_ERR_IO, "cannot create a temporary file in the folder %s (to write %s): %s", dir,
+                          path, strerror(err));
         free(tmp);
         free(real);
         return st;

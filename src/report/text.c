@@ -216,6 +216,10 @@ static void tx_ort_summary(tx *t) {
               im->runs == 1 ? "" : "s");
     tx_printf(t, "%d left out as warm-up, figures per run averaged over the other %d; %d thread%s\n", r->warmup,
               r->iters, r->threads, r->threads == 1 ? "" : "s");
+    if (im->dims) {
+        tx_label(t, "dims:");
+        tx_printf(t, "%s\n", tx_safe(t, im->dims, "?"));
+    }
     tx_label(t, "node time:");
     tx_printf(t, "%s per run (its node events summed)", mp_fmt_seconds(im->node_time_s).s);
     tx_printf(t, "; unmatched %s", mp_fmt_seconds(im->unmatched_s).s);

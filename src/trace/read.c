@@ -894,6 +894,8 @@ typedef struct ev {
     size_t ort_op_len, ort_prov_len;
     bool ort_op_esc, ort_prov_esc;
     int ort_threads;            /* 1 + sub_threads of args.thread_scheduling_stats; 0 */
+    const char *ort_in, *ort_out; /* args.input_type_shape, output_type_shape: the JSON text */
+    size_t ort_in_len, ort_out_len;
     int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
     bool has_dims;              /* "Input Dims" recorded */
@@ -1302,6 +1304,16 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
                 goto next;
             }
             break;
+        case 16:
+        case 17:
+            if (*p == '[' && (KEY_IS(k, kn, "input_type_shape") || KEY_IS(k, kn, "output_type_shape"))) {
+                const char *at = p;
+                TRY(skip(r, &p, e));
+                if (kn == 16) v->ort_in = at, v->ort_in_len = (size_t)(p - at);
+                else v->ort_out = at, v->ort_out_len = (size_t)(p - at);
+                goto next;
+            }
+            break;
         case 23:
             if (*p == '{' && KEY_IS(k, kn, "thread_scheduling_stats")) {
                 TRY(parse_ort_threads(r, &p, e, v));
@@ -1544,7 +1556,10 @@ static int keep_ort(rd *r, ev *v, const char **why) {
     int64_t nm = intern_ev(r, v->name, v->name_len, v->name_esc);
     int64_t op = intern_ev(r, v->ort_op, v->ort_op_len, v->ort_op_esc);
     int64_t pr = intern_ev(r, v->ort_prov, v->ort_prov_len, v->ort_prov_esc);
-    if (nm < 0 || op < 0 || pr < 0) return -1;
+    /* the shapes only where they can be read back whole (they have no escapes) */
+    int64_t in = intern_ev(r, v->ort_in_len < 4096 ? v->ort_in : NULL, v->ort_in_len, false);
+    int64_t out = intern_ev(r, v->ort_out_len < 4096 ? v->ort_out : NULL, v->ort_out_len, false);
+    if (nm < 0 || op < 0 || pr < 0 || in < 0 || out < 0) return -1;
     mp_tort *o;
     PUSH(r->t->orts, r->t->n_orts, r->t->cap_orts, o);
     o->ts = v->ts;
@@ -1552,6 +1567,8 @@ static int keep_ort(rd *r, ev *v, const char **why) {
     o->name = (uint32_t)nm;
     o->op = (uint32_t)op;
     o->provider = (uint32_t)pr;
+    o->in_shapes = (uint32_t)in;
+    o->out_shapes = (uint32_t)out;
     o->threads = (int16_t)v->ort_threads;
     o->session = v->cat == C_ORT_SESSION;
     return 0;
@@ -2081,7 +2098,9 @@ static void raw_copy(mp_trace_raw *t, mp_trace_raw *w, const rd_place *pl) {
     RD_COPY(flops, x.span += s0);
     RD_COPY(orts, (x.name = (uint32_t)nm[x.name],
                    x.op = x.op != MP_TORT_NONE ? (uint32_t)nm[x.op] : x.op,
-                   x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider));
+                   x.provider = x.provider != MP_TORT_NONE ? (uint32_t)nm[x.provider] : x.provider,
+                   x.in_shapes = x.in_shapes != MP_TORT_NONE ? (uint32_t)nm[x.in_shapes] : x.in_shapes,
+                   x.out_shapes = x.out_shapes != MP_TORT_NONE ? (uint32_t)nm[x.out_shapes] : x.out_shapes));
     RD_COPY(comms, (x.idx += x.on_dev ? d0 : s0, x.coll = x.coll >= 0 ? nm[x.coll] : x.coll,
                     x.pg = x.pg >= 0 ? nm[x.pg] : x.pg,
                     x.pg_ranks = x.pg_ranks >= 0 ? nm[x.pg_ranks] : x.pg_ranks));

@@ -127,6 +127,8 @@ typedef struct mp_tort {
     uint32_t name;         /* interned */
     uint32_t op;           /* args.op_name, interned; MP_TORT_NONE */
     uint32_t provider;     /* args.provider, interned; MP_TORT_NONE */
+    uint32_t in_shapes;    /* args.input_type_shape as written ([{"float":[1,3]},...]), interned; MP_TORT_NONE */
+    uint32_t out_shapes;   /* args.output_type_shape, the same */
     int16_t threads;       /* 1 + the sub_threads of args.thread_scheduling_stats; 0 not given */
     uint8_t session;       /* cat "Session" (else "Node") */
 } mp_tort;
