@@ -437,6 +437,8 @@ typedef enum mp_precision {
 } mp_precision;
 typedef enum mp_optimizer {
     MP_OPT_ADAMW, MP_OPT_ADAM, MP_OPT_SGD, MP_OPT_SGD_MOMENTUM, MP_OPT_ADAFACTOR, MP_OPT_NONE,
+    /* since version 3: bitsandbytes' blockwise 8-bit AdamW (and its paged variant), Lion */
+    MP_OPT_ADAMW8BIT, MP_OPT_PAGED_ADAMW8BIT, MP_OPT_LION,
     MP_OPT_COUNT
 } mp_optimizer;
 /* "fp32", "bf16-mixed", ...; "adamw", "sgd-momentum", ... (NULL out of range);
@@ -491,6 +493,22 @@ typedef struct mp_tplan_options {
                                * optimizer step: how many operators it dispatches */
     double host_op_s;         /* host time to dispatch one eager PyTorch operator (Python,
                                * dispatcher, autograd, launch; default 10 us) */
+    /* since version 3 (h-lora): fine-tuning (docs/PLANNING.md section 12) */
+    char trainable[512];      /* --freeze / --unfreeze globs over parameter and module paths in
+                               * the order given, each "-GLOB;" or "+GLOB;" (mp_tplan_options_set
+                               * appends): the last that matches a parameter decides */
+    int lora_rank;            /* > 0: LoRA adapters of this rank; the base is frozen */
+    double lora_alpha;        /* LoRA's alpha: scales the update, changes no memory */
+    double lora_dropout;      /* LoRA's dropout probability: > 0 keeps a mask and a copy */
+    const char *lora_targets; /* roles (q,k,v,qkv,o,up,gate,gate_up,down, all-linear) or module
+                               * globs, ','-separated; NULL: q,v (PEFT's default for Llama) */
+    int base_dtype;           /* frozen Linear weights of the blocks: 0 the training dtype,
+                               * 1 nf4, 2 int8, 3 fp8 */
+    int no_double_quant;      /* nf4: an fp32 constant per block (no double quantization) */
+    int offload;              /* 0 none, 1 optimizer states (ZeRO-Offload), 2 parameters too */
+    double host_link_gbs;     /* > 0: the host-GPU link per direction, GB/s */
+    double cpu_adam_gps;      /* > 0: offloaded optimizer's CPU rate, 1e9 parameters a second */
+    int torch_version;        /* autograd's rules: 0 PyTorch 2, 1 PyTorch 1.13 */
 } mp_tplan_options;
 /* mp_tplan_options.loss_form and .optimizer_impl */
 enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };

@@ -84,6 +84,7 @@ void mp_t_fail(const char *file, int line, const char *fmt, ...);
     X(trace_job)         \
     X(ort)               \
     X(plan)              \
+    X(finetune)          \
     X(plan_step)         \
     X(memory)
 

@@ -322,6 +322,12 @@ QWEN25_05B = dict(LLAMA_SMALL, vocab_size=151936, hidden_size=896, num_hidden_la
 MISTRAL_7B_2LAYERS = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=2, num_attention_heads=32,
                           num_key_value_heads=8, head_dim=128, intermediate_size=14336,
                           rope_theta=1000000.0, max_position_embeddings=32768)
+# Llama-3-8B's sizes (GQA 32/8 heads, vocabulary 128,256, untied head;
+# 8,030,261,248 parameters): the fine-tuning examples (docs/PLANNING.md
+# section 12).
+LLAMA3_8B = dict(LLAMA_SMALL, vocab_size=128256, hidden_size=4096, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=14336,
+                 rope_theta=500000.0, max_position_embeddings=8192)
 LLAMA_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32,
                 num_attention_heads=32, head_dim=128, intermediate_size=11008,
                 max_position_embeddings=4096)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write a weightless Llama-2-7B-sized decoder (fp16) for the benchmark.
 
-    /usr/bin/python3 tools/make_llama7b.py [OUT.onnx] [7b|70b]   (default build/bench/llama7b.onnx, 7b)
+    /usr/bin/python3 tools/make_llama7b.py [OUT.onnx] [7b|8b|70b]   (default build/bench/llama7b.onnx, 7b)
 
 (70b: Llama-2-70B's sizes, 68,976,648,192 parameters, for the planner's
 benchmark: bench/bench_plan.c.)
@@ -152,7 +152,7 @@ def main():
         print("warning: written for torch 1.13 (private exporter passes are patched); "
               "this is torch %s" % torch.__version__, file=sys.stderr)
     t0 = time.time()
-    cfg = {"7b": fm.LLAMA_7B, "70b": fm.LLAMA_70B}[sys.argv[2] if len(sys.argv) > 2 else "7b"]
+    cfg = {"7b": fm.LLAMA_7B, "8b": fm.LLAMA3_8B, "70b": fm.LLAMA_70B}[sys.argv[2] if len(sys.argv) > 2 else "7b"]
     model, inv_freq = build(cfg)
     params = sum(p.numel() for p in model.parameters())
     m = export(model)

@@ -17,6 +17,13 @@ section 9 lists them with their figures):
              (causal Where mask, Python gelu_new, tied head)
   llama      the Llama fixture code (grouped-query attention 4/2 heads,
              SwiGLU, RMSNorm, rotary, repeat_kv), sequence 512
+  plain_a,   Llama-style decoders in plain torch written differently
+  plain_b    (tools/plain_decoders.py: RMSNorm as x * rsqrt(mean(x*x) + eps)
+             * w, rotary with cat, GQA by expand and reshape, a boolean
+             causal mask with masked_fill), 2 layers of 512, 8 heads and 2
+             KV heads, batch 2 x 256: fully trained, with LoRA rank 8 on q
+             and v (plain-torch LoRA: the base frozen) and with the first
+             layer and the embedding frozen (--freeze '*' --unfreeze ...)
 
 each in fp32, under torch.autocast("cpu", dtype=torch.bfloat16), both with
 activation checkpointing (torch.utils.checkpoint around each block the
@@ -112,7 +119,33 @@ CASES = {
     "bert": (build_bert, MODES),
     "gpt2": (build_gpt2, MODES + ("pure bf16", "pure bf16 ce", "fp32 ce")),
     "llama": (build_llama, MODES + ("pure bf16", "pure bf16 ce")),
+    "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora", "bf16 lora ckpt")),
+    "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze", "fp32 freeze ckpt")),
 }
+
+# fine-tuning modes: the plan's flags and what the PyTorch model is given
+FT_ARGS = {
+    "lora": ["--lora-rank", "8", "--lora-targets", "q,v"],
+    "freeze": ["--freeze", "*", "--unfreeze", "layers.1.*", "--unfreeze", "norm.*", "--unfreeze", "out.*"],
+}
+
+
+def build_plain(variant):
+    import plain_decoders as pd
+    return pd.PlainDecoder(variant), (torch.randint(0, 1000, (2, 256), generator=g()),)
+
+
+def finetune(model, mode):
+    """LoRA on q and v (wq, wv) in plain torch, or the freeze/unfreeze of FT_ARGS."""
+    import plain_decoders as pd
+    if "lora" in mode.split():
+        pd.add_lora(model, pd.linears(model, ("wq", "wv")), r=8)
+    elif "freeze" in mode.split():
+        for n, p in model.named_parameters():
+            p.requires_grad_(n.startswith(("layers.1.", "norm.", "out.")))
+    if mode.endswith("ckpt"):
+        # transformers' enable_input_require_grads, which PEFT calls with gradient checkpointing
+        model.tok.register_forward_hook(lambda mod, inp, out: out.requires_grad_(True))
 
 
 def model_of(name, pure, out):
@@ -226,6 +259,13 @@ def schema_checks(modelprof):
         [os.path.join(ROOT, "models", "resnet50.onnx"), "--dim", "batch=2", "--samples", "1M",
          "--peak-tflops", "100", "--bandwidth-gbs", "1000", "--mem-gb", "16"],
         [os.path.join(ROOT, "models", "dynamo", "timm_deit_small_distilled_patch16_224.onnx"), "--batch", "8"],
+        # fine-tuning: QLoRA with an 8-bit optimizer offloaded, and frozen layers
+        [os.path.join(ROOT, "models", "llama_small.onnx"), "--dim", "batch=1", "--dim", "seq=64", "--lora-rank", "16",
+         "--lora-targets", "all-linear", "--lora-dropout", "0.05", "--base-dtype", "nf4", "--precision", "bf16-mixed",
+         "--optimizer", "paged_adamw8bit", "--zero", "2", "--offload", "optimizer", "--gpu", "rtx4090", "--fit",
+         "--gpus", "1"],
+        [os.path.join(ROOT, "models", "llama_small.onnx"), "--dim", "batch=1", "--dim", "seq=64", "--freeze", "*",
+         "--unfreeze", "model.layers.3", "--fsdp", "--dp", "2", "--offload", "params", "--optimizer", "lion"],
     ]
     with tempfile.TemporaryDirectory() as d:
         for i, args in enumerate(cases):
@@ -242,7 +282,8 @@ def schema_checks(modelprof):
 # ---- the peak as a moment: births and deaths of a CPU step ----
 
 PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("llama", "pure bf16"),
-              ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32")]
+              ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32"),
+              ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze")]
 
 
 class Births(TorchDispatchMode):
@@ -335,7 +376,12 @@ def peak_rows(a, names):
         pure = mode.startswith("pure bf16")
         ckpt = mode.endswith("ckpt")
         model, inputs, path = model_of(name, pure, a.out)
-        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []))
+        ft = mode.split()[-1] if mode.split()[-1] in FT_ARGS else None
+        extra = []
+        if ft:  # fine-tuning rows: this machine's autograd (PyTorch 1.13's mean), the model frozen or adapted
+            extra = FT_ARGS[ft] + ["--torch-version", "1.13"]
+            finetune(model, mode)
+        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra)
         if ckpt:
             checkpoint_blocks(model, pl["blocks"])
         pm = pl["peak_moment"]
@@ -426,7 +472,11 @@ def main():
             args = []
             if name == "resnet50":
                 args = ["--input", "input=1x3x64x64"]
-            args += ["--precision", "bf16-mixed" if autocast else "auto"]
+            args += ["--precision", "bf16-mixed" if autocast else "auto", "--torch-version", "1.13"]
+            ft = next((w for w in mode.split() if w in FT_ARGS), None)
+            if ft:
+                args += FT_ARGS[ft]
+                finetune(model, mode)
             if autocast:
                 args += ["--autocast-device", "cpu"]
             if ckpt:

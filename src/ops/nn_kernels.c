@@ -925,6 +925,10 @@ void train_reduce(mp_ctx *c, mp_bwd *t) {
     }
     if (!(t->rg & 1u)) return;
     t->bwd_flops = nn_numel(mp_in(c, 0));
+    /* mean's backward needs only sizes in PyTorch 2 (derivatives.yaml:
+     * mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim));
+     * PyTorch 1.13's MeanBackward1 saved self (it has _saved_self) */
+    if (mp_streq(op, "ReduceMean") && t->torch_1_13) t->save_in = 1u;
     if (mp_streq(op, "ReduceSum") || mp_streq(op, "ReduceMean")) return;
     t->save_in = 1u;
     if (!mp_streq(op, "ReduceSumSquare")) t->save_out = 1u;

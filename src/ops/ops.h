@@ -181,6 +181,7 @@ typedef struct mp_bwd {
                                  (a fused attention's scores): executed, not model FLOPs */
     uint8_t amp;
     bool view;
+    bool torch_1_13;          /* in: PyTorch 1.13's autograd rules (MeanBackward1 saved self) */
 } mp_bwd;
 typedef void (*mp_bwd_fn)(mp_ctx *c, mp_bwd *t);
 

@@ -38,6 +38,8 @@ typedef struct pctx {
     int cur_unit;                 /* the unit of the node being planned */
     uint64_t *cross;              /* that node's bytes kept again on another stage, or NULL */
     int *cross_unit;
+    bool input_grads;             /* fine-tuning with checkpointing: the embedding's output needs a
+                                   * gradient (PEFT's enable_input_require_grads) */
     uint64_t b_num, b_den;        /* per-sample figures x b_num / b_den (a static export
                                    * planned at another batch); 1 / 1 otherwise */
 } pctx;
@@ -234,6 +236,9 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
         /* the parameter itself is no activation; autocast's cached
          * low-precision copy of it is (once per parameter) */
         if (!c->mixed || want_dt != c->low_dt) return 0;
+        /* a quantized weight: bitsandbytes' MatMul4Bit keeps the packed
+         * weight and dequantizes it again in the backward (a transient) */
+        if (c->pl->pquant && c->pl->pquant[v]) return 0;
         if (c->pflag[v] & 1) return 0;
         c->pflag[v] |= 1;
         uint64_t b = mp_tplan_numel(val) * (uint64_t)dt_size(c->low_dt);
@@ -414,6 +419,94 @@ static void group_figures(const pctx *c, int kind, int index, uint64_t *flops, u
     else if (kind == MP_PAT_ACT) *act_io += v_bytes(c, P->acts[index].y);
 }
 
+/* ---- LoRA adapters and a quantized base (finetune.c; docs/PLANNING.md
+ * section 12) ----
+ * PEFT's LoRA Linear computes result + lora_B(lora_A(dropout(x))) * scaling
+ * (peft/tuners/lora/layer.py, Linear.forward), after casting x to the
+ * adapters' type, fp32 (_cast_input_dtype; get_peft_model's
+ * autocast_adapter_dtype=True upcasts bf16/fp16 adapters to fp32). What
+ * its backward keeps: lora_A's input (x itself when nothing casts it; a
+ * copy when PEFT or autocast casts it; with dropout the mask, a byte an
+ * element, and the dropped copy) and lora_A's output (tokens x rank) for
+ * lora_B's weight gradient; the scaling and the sum keep nothing. */
+static void lora_keep(pctx *c, const mp_node *n, int ni, mp_pnode *pn, int stamp) {
+    mp_tplan *pl = c->pl;
+    const mp_tplan_options *o = &pl->o;
+    int x = n->n_in > 0 ? n->in[0] : -1;
+    uint64_t fi = pl->lora_in[ni], fo = pl->lora_out[ni], R = (uint64_t)o->lora_rank;
+    pn->lora_a = fi * R;
+    pn->lora_b = R * fo;
+    if (x < 0 || fi == 0) return;
+    uint64_t T = mp_tplan_numel(&c->g->values[x]) / fi;
+    int cs = dt_size(c->mixed ? c->low_dt : MP_DT_FLOAT); /* lora_A runs in autocast's type, else fp32 */
+    uint64_t b = T * R * (uint64_t)cs;                    /* lora_A's output, kept by lora_B */
+    bool shared = false;
+    if (o->lora_dropout > 0) b += T * fi * (1 + (uint64_t)cs); /* the mask and the dropped copy */
+    else if (!c->mixed && c->adt[x] == MP_DT_FLOAT) shared = true;
+    else b += T * fi * (uint64_t)cs;                      /* x cast to the adapters' (or autocast's) type */
+    uint64_t rep = bscale(c, b), spl = 0;
+    if (shared) {
+        bool sp;
+        uint64_t k = keep(c, x, -1, stamp, &sp, NULL);
+        if (sp) spl += k;
+        else rep += k;
+    }
+    if (c->mixed) { /* autocast's cached low-precision copies of A and B */
+        uint64_t w = R * (fi + fo) * (uint64_t)dt_size(c->low_dt);
+        rep += w;
+        pn->cast_rep += w;
+        pl->cast_param_bytes += w;
+    }
+    pn->saved_rep += rep;
+    pn->saved_split += spl;
+}
+
+/* The adapters' work: forward x.A (2 T in r), h.B (2 T r out), the scaling
+ * and the sum; backward dB and dh (2 T r out each), dA (2 T in r), dx
+ * through A when x needs a gradient (2 T in r), the scaling's gradient. A
+ * quantized weight is dequantized to the compute type before its product
+ * in the forward and again in the backward (bitsandbytes' dequantize_4bit
+ * in MatMul4Bit): a transient of the weight's size, read and written. */
+static void lora_work(pctx *c, const mp_node *n, int ni, mp_pnode *pn) {
+    mp_tplan *pl = c->pl;
+    const mp_graph *g = c->g;
+    int x = n->n_in > 0 ? n->in[0] : -1;
+    int cs = dt_size(c->mixed ? c->low_dt : c->base_dt);
+    if (pl->adapted && pl->adapted[ni] && x >= 0 && pl->lora_in[ni]) {
+        uint64_t fi = pl->lora_in[ni], fo = pl->lora_out[ni], R = (uint64_t)pl->o.lora_rank;
+        uint64_t T = bscale(c, mp_tplan_numel(&g->values[x]) / fi);
+        int as = dt_size(c->mixed ? c->low_dt : MP_DT_FLOAT);
+        uint64_t fwd = 2 * T * R * (fi + fo) + 2 * T * fo;
+        uint64_t bwd = 4 * T * R * fo + 2 * T * fi * R + (c->rg[x] ? 2 * T * fi * R : 0) + T * fo;
+        pn->fwd_flops += fwd;
+        pn->bwd_flops += bwd;
+        pl->lora_fwd_flops += fwd;
+        pl->lora_bwd_flops += bwd;
+        uint64_t io = T * fi * (uint64_t)dt_size(c->adt[x]) + 2 * T * R * (uint64_t)as + 3 * T * fo * (uint64_t)as +
+                      R * (fi + fo) * 4;
+        pn->aux_fwd += io;
+        pn->n_aux_fwd += 4 + (pl->o.lora_dropout > 0);
+        pn->aux_bwd += 2 * io;
+        pn->n_aux_bwd += 5;
+    }
+    if (pl->pquant && n->n_in > 1 && n->in[1] >= 0) {
+        int w = mp_tplan_weight_of(g, n->in[1]);
+        if (w >= 0 && pl->pquant[w]) {
+            const mp_value *val = &g->values[w];
+            uint64_t e = mp_tplan_numel(val);
+            uint64_t q = (uint64_t)mp_tplan_quant_bytes(&pl->o, e, val->rank >= 1 ? (uint64_t)val->dims[0] : 1);
+            uint64_t deq = e * (uint64_t)cs;
+            if (deq > pn->temp) pn->temp = deq;
+            pn->aux_fwd += q + deq;
+            pn->n_aux_fwd++;
+            if (x >= 0 && c->rg[x]) {
+                pn->aux_bwd += q + deq;
+                pn->n_aux_bwd++;
+            }
+        }
+    }
+}
+
 static mp_status graph_pass(pctx *c) {
     mp_tplan *pl = c->pl;
     mp_graph *g = c->g;
@@ -453,7 +546,7 @@ static mp_status graph_pass(pctx *c) {
     for (int v = 0; v < nv; v++) {
         const mp_value *val = &g->values[v];
         c->stor[v] = v;
-        if (val->flags & MP_VAL_PARAM) c->rg[v] = 1;
+        if (val->flags & MP_VAL_PARAM) c->rg[v] = pl->ptrain ? pl->ptrain[v] : 1; /* frozen: no gradient */
         if ((val->flags & (MP_VAL_INIT | MP_VAL_CONST)) && !(val->flags & MP_VAL_PARAM)) c->cst[v] = 1;
     }
     c->model_dt = pl->model_dt;
@@ -465,7 +558,8 @@ static mp_status graph_pass(pctx *c) {
     for (int k = 0; k < nn; k++) {
         const mp_node *n = &g->nodes[g->order[k]];
         bool all_const = n->n_in > 0 || mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
-        bool any_rg = false;
+        bool any_rg = (pl->adapted && pl->adapted[g->order[k]]) || /* a LoRA adapter's output needs a gradient */
+                      (c->input_grads && P && g->order[k] == P->embed);
         for (int i = 0; i < n->n_in; i++) {
             if (n->in[i] >= 0 && !c->cst[n->in[i]]) all_const = false;
             if (n->in[i] >= 0 && c->rg[n->in[i]]) any_rg = true;
@@ -497,7 +591,7 @@ static mp_status graph_pass(pctx *c) {
         c->node_block[ni] = blk;
         /* constants and shape arithmetic: outputs of nodes whose inputs are
          * all constant are constant (folded: no memory, no time) */
-        bool all_const = true, any_rg = false;
+        bool all_const = true, any_rg = (pl->adapted && pl->adapted[ni]) || (c->input_grads && P && ni == P->embed);
         uint32_t rg = 0;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
@@ -534,6 +628,7 @@ static mp_status graph_pass(pctx *c) {
         memset(&t, 0, sizeof t);
         t.rg = rg;
         t.fwd = &n->cost;
+        t.torch_1_13 = o->torch_version == 1;
         if (n->desc && n->desc->train) {
             mp_ctx cx = {c->m, g, n, ni};
             n->desc->train(&cx, &t);
@@ -749,6 +844,7 @@ static mp_status graph_pass(pctx *c) {
         else rep += bscale(c, t.extra_bytes);
         pn->saved_rep = rep;
         pn->saved_split = spl;
+        if (pl->adapted && pl->adapted[ni] && c->training) lora_keep(c, n, ni, pn, stamp);
         c->cross = NULL;
         pn->cross = cross;
         pn->cross_unit = cross_unit;
@@ -909,6 +1005,7 @@ static mp_status graph_pass(pctx *c) {
             if (per_sample) tmp = bscale(c, tmp);
             if (tmp > pn->temp) pn->temp = tmp;
         }
+        if ((pl->adapted && pl->adapted[ni]) || pl->pquant) lora_work(c, n, ni, pn);
     }
     pl->largest_layer = largest_layer;
     free(mblock);
@@ -986,11 +1083,26 @@ static mp_status graph_pass(pctx *c) {
      * of what its nodes keep; the largest block's own set comes back
      * during its backward (a temporary) */
     if (o->checkpointing && pl->n_blocks > 0 && c->training) {
+        /* a block none of whose nodes has a backward (frozen, and nothing
+         * before it trained: fine-tuning) is not recomputed, and
+         * torch.utils.checkpoint keeps nothing for it: its output needs no
+         * gradient, so autograd records no node to hold its inputs */
+        uint8_t *live = calloc((size_t)pl->n_blocks + 1, 1);
+        if (!live) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < nn; k++) {
+            const mp_pnode *pn = &pl->nodes[k];
+            if (pn->block >= 0 && pn->block < pl->n_blocks && (pn->bwd_flops || pn->n_bwd_kernels)) live[pn->block] = 1;
+        }
         for (int k = 0; k < nn; k++) {
             int ni = g->order[k];
             mp_node *n = &g->nodes[ni];
             mp_pnode *pn = &pl->nodes[k];
             if (pn->block < 0) continue;
+            if (pn->block < pl->n_blocks && !live[pn->block]) {
+                pn->ckpt_rep = pn->ckpt_split = 0;
+                pn->saved_rep = pn->saved_split = 0;
+                continue;
+            }
             uint64_t rep = 0, spl = 0, cross = 0;
             int cross_unit = -1;
             c->cur_unit = pn->unit;
@@ -1015,6 +1127,7 @@ static mp_status graph_pass(pctx *c) {
             pn->cross = cross;
             pn->cross_unit = cross_unit;
         }
+        free(live);
     }
     return MP_OK;
 }
@@ -1195,10 +1308,16 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
     pl->kv_heads = c.P->kv_heads > 0 ? (int)c.P->kv_heads : 0;
     c.kv_rep = o->tp > 1 && pl->kv_heads > 0 && pl->kv_heads % o->tp != 0;
     pl->kv_replicated = c.kv_rep;
-    st = graph_pass(&c);
+    st = mp_tplan_ft_prepare(pl, c.P);
+    /* checkpointing a model with frozen parameters: PEFT (prepare_model_for_kbit_training,
+     * get_peft_model with gradient checkpointing) and transformers call
+     * enable_input_require_grads, a hook making the embedding's output need a
+     * gradient, so that reentrant checkpoints of frozen blocks run their backward */
+    c.input_grads = o->checkpointing && pl->ptrain != NULL;
+    if (!st) st = graph_pass(&c);
     const mp_graph *g = c.g;
     if (!st) {
-        pl->params = pl->p->total.params;
+        pl->params = pl->p->total.params + pl->lora_params;
         /* the LM head split over the vocabulary: the cross-entropy is too
          * (Megatron's vocab-parallel cross-entropy) */
         pl->vocab_split = c.P->lm_head >= 0;

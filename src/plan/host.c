@@ -60,9 +60,15 @@ void mp_tplan_optimizer_ops(mp_tplan *pl) {
     for (int v = 0; v < g->n_values; v++) {
         const mp_value *val = &g->values[v];
         if (!(val->flags & MP_VAL_PARAM)) continue;
+        if (pl->ptrain && !pl->ptrain[v]) continue; /* frozen: not stepped (finetune.c) */
         T++;
         chunks += (mp_tplan_numel(val) + 65535) / 65536;
     }
+    for (int k = 0; pl->lora_params && k < pl->n_nodes; k++) /* LoRA's A and B */
+        if (pl->nodes[k].lora_a) {
+            T += 2;
+            chunks += (pl->nodes[k].lora_a + 65535) / 65536 + (pl->nodes[k].lora_b + 65535) / 65536;
+        }
     if (pl->zero >= 1 && T) {
         T = 1;
         chunks = (chunks + (uint64_t)pl->dp - 1) / (uint64_t)pl->dp;
@@ -78,11 +84,16 @@ void mp_tplan_optimizer_ops(mp_tplan *pl) {
     case MP_OPT_SGD_MOMENTUM: d = sgdm_d, nd = 3, per_param = 3; break;
     case MP_OPT_SGD: d = sgd_d, nd = 1, per_param = 1; break;
     case MP_OPT_ADAFACTOR: per_param = 12; break;
+    /* bitsandbytes steps parameter by parameter (Optimizer8bit.step:
+     * update_step per tensor), one kernel each */
+    case MP_OPT_ADAMW8BIT:
+    case MP_OPT_PAGED_ADAMW8BIT:
+    case MP_OPT_LION: per_param = 1; break;
     default: break;
     }
     if (o->optimizer == MP_OPT_NONE || !T) {
         /* nothing */
-    } else if (o->optimizer == MP_OPT_ADAFACTOR || o->optimizer_impl == MP_OPTIMPL_FOR_LOOP) {
+    } else if (o->optimizer == MP_OPT_ADAFACTOR || o->optimizer_impl == MP_OPTIMPL_FOR_LOOP || !d) {
         launches = (uint64_t)per_param * T;
         ops = launches;
     } else if (o->optimizer_impl == MP_OPTIMPL_FUSED) {

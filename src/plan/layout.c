@@ -113,6 +113,9 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         double fwd_s = 0, bwd_s = 0, rec_s = 0, tpc_s = 0;
         uint64_t hops = 0, kern = 0; /* operators dispatched, kernels launched (host.c) */
         uint64_t adafactor = 0;
+        mp_ft_acc fa; /* fine-tuning: the stage's parameters by class */
+        memset(&fa, 0, sizeof fa);
+        double ft_opt_s = 0;
         /* nodes up to the end of this stage's last block; the last stage
          * takes the rest */
         for (; k < pl->n_nodes; k++) {
@@ -130,6 +133,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                 uint64_t e = mp_tplan_numel(&g->values[v]);
                 if (pl->param_split[v]) p_split += e;
                 else p_rep += e;
+                if (pl->ft) mp_tplan_ft_param(pl, v, pl->param_split[v], tp, &fa);
                 if (o->optimizer == MP_OPT_ADAFACTOR) {
                     const mp_value *val = &g->values[v];
                     /* factored second moment: a row and a column vector per matrix */
@@ -141,6 +145,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     }
                 }
             }
+            if (pl->ft) mp_tplan_ft_node(pl, pn, &fa);
             /* sequence parallelism (Korthikanti et al. 2022): inside the
              * blocks what tensor parallelism replicates (norms, residuals,
              * dropouts, a column-split product's input) is split along the
@@ -213,6 +218,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             mem->optimizer_bytes = mp_tplan_dbytes((mp_tplan_mixed(o->precision) || o->precision == MP_PREC_FP32 ? 4.0 : 2.0) /
                                               (zero >= 1 ? dp : 1),
                                           adafactor);
+        if (pl->ft) mp_tplan_ft_states(pl, &fa, tp, zero, dp, m, mem, ps, &ft_opt_s);
         mem->activations_bytes = acts * (uint64_t)in_flight;
         if (o->checkpointing) temp += blk_max; /* a block's recomputed set and its transient */
         uint64_t lt = pl->vocab_split ? pl->loss.bwd_transient / (uint64_t)tp : pl->loss.bwd_transient;
@@ -282,7 +288,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         /* communication of data parallelism (per stage, its parameters) */
         if (dp > 1) {
             double d = (double)dp, f = (d - 1) / d;
-            double G = sb.grads * (double)P, W = sb.weights * (double)P;
+            /* fine-tuning: only the trainable parameters' gradients are reduced */
+            double G = sb.grads * (pl->ft ? (double)ps->trainable : (double)P), W = sb.weights * (double)P;
             double bytes = zero >= 3 ? f * G + 2 * f * W : (zero >= 1 ? f * G + f * W : 2 * f * G);
             double tcomm = bytes / lb_dp;
             if (tcomm > out->dp_comm_s) {
@@ -294,7 +301,9 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         double upd = (double)(mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes) * 2 +
                      (double)mem->grads_bytes;
         double topt = pl->bw > 0 ? upd / (pl->bw * o->memory_eff) : 0;
-        if (topt > out->optimizer_device_s) out->optimizer_device_s = topt;
+        if (pl->ft) topt = ft_opt_s; /* trainable states only; offloaded: the host link and the CPU */
+        /* offloaded, the step runs on the host (the link and the CPU), not the device */
+        if (topt > out->optimizer_device_s && !(pl->ft && o->offload)) out->optimizer_device_s = topt;
         if (pl->opt_host_s > topt) topt = pl->opt_host_s; /* the host issuing the optimizer's kernels */
         if (topt > out->optimizer_s) out->optimizer_s = topt;
         if (tpc_s > out->tp_comm_s) out->tp_comm_s = tpc_s;

@@ -19,6 +19,7 @@ typedef enum opt_kind {
     OK_OPT,      /* mp_optimizer by name */
     OK_CHOICE,   /* int field: the index of the value in `choices` (NULL-separated "a\0b\0") */
     OK_STR,      /* const char * field: the caller's string (it must outlive the options) */
+    OK_RULE,     /* char[] field: "<lo>value;" appended (--freeze '-', --unfreeze '+') */
 } opt_kind;
 
 typedef struct opt_def {
@@ -71,6 +72,19 @@ static const opt_def defs[] = {
     {"memory-eff", OK_NUM, F(memory_eff), 0, 0, 1, NULL, NULL},
     {"node-overhead-us", OK_NUM, F(node_overhead_s), 0, 0, 1e-6, NULL, NULL},
     {"reserve-gb", OK_NUM, F(reserve_gb), 0, 0, 1, NULL, NULL},
+    /* since version 3: fine-tuning (src/plan/finetune.c) */
+    {"freeze", OK_RULE, F(trainable), '-', 0, 0, NULL, "a glob over parameter or module paths"},
+    {"unfreeze", OK_RULE, F(trainable), '+', 0, 0, NULL, "a glob over parameter or module paths"},
+    {"lora-rank", OK_INT, F(lora_rank), 1, 65536, 0, NULL, "a positive integer"},
+    {"lora-alpha", OK_NUM, F(lora_alpha), 0, 0, 1, NULL, NULL},
+    {"lora-dropout", OK_NUM, F(lora_dropout), 0, 0, 1, NULL, NULL},
+    {"lora-targets", OK_STR, F(lora_targets), 0, 0, 0, NULL, "roles or module globs"},
+    {"base-dtype", OK_CHOICE, F(base_dtype), 0, 0, 0, "same\0nf4\0int8\0fp8\0", "nf4, int8, fp8 or same"},
+    {"no-double-quant", OK_SWITCH, F(no_double_quant), 1, 1, 0, NULL, NULL},
+    {"offload", OK_CHOICE, F(offload), 0, 0, 0, "none\0optimizer\0params\0", "optimizer, params or none"},
+    {"host-link-gbs", OK_NUM, F(host_link_gbs), 0, 0, 1, NULL, NULL},
+    {"cpu-adam-gps", OK_NUM, F(cpu_adam_gps), 0, 0, 1, NULL, NULL},
+    {"torch-version", OK_CHOICE, F(torch_version), 0, 0, 0, "2\0" "1.13\0", "2 or 1.13"},
 };
 
 #undef F
@@ -184,6 +198,19 @@ mp_status mp_tplan_options_set(mp_tplan_options *o, const char *flag, const char
     case OK_STR:
         *(const char **)field = value;
         return MP_OK;
+    case OK_RULE: {
+        size_t have = strnlen(field, sizeof o->trainable), add = strlen(value);
+        if (strchr(value, ';'))
+            return mp_error(MP_ERR_USAGE, "--%s '%s': a glob cannot hold ';'", d->name, value);
+        if (have + add + 3 > sizeof o->trainable)
+            return mp_error(MP_ERR_USAGE, "--%s '%s': the --freeze/--unfreeze globs exceed %zu characters in all",
+                            d->name, value, sizeof o->trainable - 1);
+        field[have] = (char)d->lo;
+        memcpy(field + have + 1, value, add);
+        field[have + 1 + add] = ';';
+        field[have + 2 + add] = 0;
+        return MP_OK;
+    }
     case OK_SWITCH:
         break;
     }

@@ -18,7 +18,8 @@
 static const char *const prec_names[MP_PREC_COUNT] = {"fp32", "bf16", "fp16", "bf16-mixed",
                                                       "fp16-mixed", "auto"};
 static const char *const opt_names[MP_OPT_COUNT] = {"adamw", "adam", "sgd", "sgd-momentum",
-                                                    "adafactor", "none"};
+                                                    "adafactor", "none", "adamw8bit",
+                                                    "paged_adamw8bit", "lion"};
 
 const char *mp_precision_name(mp_precision p) {
     return (unsigned)p < MP_PREC_COUNT ? prec_names[p] : NULL;
@@ -52,6 +53,7 @@ static void tplan_defaults(mp_tplan_options *o) {
     o->memory_eff = 0.8;
     o->node_overhead_s = 10e-6;
     o->reserve_gb = 2;
+    o->lora_alpha = 8; /* PEFT's LoraConfig default */
     o->host_op_s = 10e-6;
 }
 
@@ -178,7 +180,7 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
         return mp_error(MP_ERR_USAGE, "--host-us-per-op: expected microseconds, 0 or more");
     if (o->tokens < 0 || o->samples < 0) return mp_error(MP_ERR_USAGE, "--tokens/--samples: expected a positive count");
     if (o->tokens > 0 && o->samples > 0) return mp_error(MP_ERR_USAGE, "--tokens and --samples: give one");
-    return MP_OK;
+    return mp_tplan_ft_check(o);
 }
 
 /* --batch on an export whose batch is fixed: the graph inputs' dim 0 is a
@@ -263,6 +265,16 @@ static mp_status plan_build(mp_tplan *pl) {
         return mp_error(MP_ERR_USAGE, "--checkpointing: the model has no repeated blocks to checkpoint");
 
     if ((st = mp_tplan_layouts(pl))) return st;
+    if (pl->ft && !o->inference) {
+        /* fine-tuning's host figures: the worst stage's (finetune.c) */
+        const mp_pstage *ws = &pl->stages[pl->worst];
+        pl->host_bytes = ws->host_bytes;
+        pl->link_bytes = ws->link_bytes;
+        if (o->offload) {
+            pl->link_s = pl->host_link > 0 ? ws->link_bytes / pl->host_link : 0;
+            pl->cpu_opt_s = (double)ws->trainable / (pl->zero >= 1 ? pl->dp : 1) / pl->cpu_adam;
+        }
+    }
     if (o->inference) {
         memset(&pl->mem, 0, sizeof pl->mem);
         /* the stage holding the most parameters (after tensor parallelism) */
@@ -301,6 +313,10 @@ static mp_status plan_build(mp_tplan *pl) {
     pl->tokens_per_step = (double)pl->tokens_per_mb * mbs;
     pl->samples_per_step = (double)pl->samples_per_mb * mbs;
     double per = o->inference ? 2 : o->checkpointing ? 8 : 6;
+    if (pl->ft && !o->inference && pl->params > 0 && pl->trainable_params < pl->params)
+        /* frozen weights: the backward's dX (2 N) but a weight gradient (2 N)
+         * for the trainable only: (4 + 2 T / N) N D, + 2 N D recomputed */
+        per = 4 + 2 * (double)pl->trainable_params / (double)pl->params + (o->checkpointing ? 2 : 0);
     pl->flops_6nd = pl->has_tokens ? per * (double)pl->params * pl->tokens_per_step : -1;
     int gpus_run = pl->dp * pl->tp * pl->pp;
     double model_flops = (double)pl->fwd_flops + (double)pl->bwd_flops;
@@ -318,6 +334,7 @@ static mp_status plan_build(mp_tplan *pl) {
         else if (steps > 0) total = steps * (model_flops + (double)pl->recompute_flops);
         if (total > 0) pl->train_6nd_s = total / (pl->gpus * pl->peak_low_flops * o->mfu);
     }
+    if ((st = mp_tplan_ft_answer(pl))) return st;
     pl->ds_zero2 = mp_tplan_deepspeed_zero2(pl->params, pl->dp);
     pl->ds_zero3 = mp_tplan_deepspeed_zero3(pl->params, pl->largest_layer, pl->dp);
 

@@ -76,6 +76,10 @@ typedef struct mp_pstage {
     uint64_t fwd_flops, bwd_flops, recompute_flops; /* per micro-batch, per GPU */
     double fwd_s, bwd_s, recompute_s, tp_comm_s, p2p_s; /* per micro-batch */
     double mb_s;                 /* all of the above */
+    /* since fine-tuning (finetune.c) */
+    uint64_t trainable;          /* parameters it trains (adapters included) */
+    uint64_t host_bytes;         /* offloaded to the host (per GPU) */
+    double link_bytes;           /* host link traffic per step */
     /* since the step around the graph */
     mp_tplan_moment at;          /* its peak's moment and what is live then (peak.c) */
     double host_mb_s, device_mb_s; /* per micro-batch: issuing its operators, the device busy */
@@ -122,6 +126,8 @@ typedef struct mp_pnode {
     bool split;                       /* its work divides by tp */
     bool lower;                       /* runs at the low-precision peak */
     bool default_rule;
+    /* since fine-tuning (finetune.c) */
+    uint64_t lora_a, lora_b;          /* elements of its LoRA adapter's A (in x r) and B (r x out) */
 } mp_pnode;
 
 struct mp_tplan {
@@ -202,6 +208,33 @@ struct mp_tplan {
     double opt_host_s;           /* per step: the optimizer's dispatch time */
     double host_s, device_s;     /* per step: issuing every operator, the device busy */
     bool host_bound;             /* the host issuing kernels is the slower */
+    /* fine-tuning (finetune.c; docs/PLANNING.md section 12) */
+    bool ft;                     /* trainable/frozen, LoRA, a quantized base, a per-tensor optimizer
+                                  * or offload: model states per parameter class */
+    uint8_t *ptrain;             /* per value: 1 a trainable parameter (NULL: every parameter) */
+    uint8_t *pquant;             /* per value: 1 a frozen weight stored in --base-dtype */
+    uint8_t *adapted;            /* per node index: 1 a LoRA adapter on it (NULL: none) */
+    uint32_t *lora_in, *lora_out; /* per node index: the adapted product's in and out features */
+    int n_adapted, adapted_qkv;  /* adapters; of them on a fused qkv asked by q, k or v */
+    const char **adapted_names;  /* their weights' names, n_adapted */
+    uint64_t lora_params;        /* A and B of every adapter */
+    uint64_t trainable_params;   /* base parameters trained + adapters */
+    uint64_t base_trainable;     /* of the base */
+    uint64_t quant_params;       /* elements stored in --base-dtype */
+    uint64_t quant_bytes;        /* their bytes (NF4: blocks, constants) */
+    uint64_t dequant_bytes;      /* the largest quantized weight dequantized: a transient */
+    uint64_t lora_fwd_flops, lora_bwd_flops; /* per micro-batch, the adapters' */
+    double host_link;            /* bytes/s per direction */
+    const char *host_link_source;
+    double cpu_adam;             /* parameters/s of the offloaded optimizer */
+    uint64_t host_bytes;         /* the worst stage's, per GPU */
+    double link_bytes, link_s, cpu_opt_s; /* per step */
+    /* --fit's answer on the plan's own layout (finetune.c): the largest
+     * micro-batch that fits, without and with checkpointing */
+    bool answer;
+    uint64_t need_bytes, need_ckpt_bytes; /* required (peak + reserve) at the graph's micro-batch */
+    int64_t max_mb, max_mb_ckpt;          /* samples per micro-batch that fit; 0 none, -1 unknown */
+    double step_ckpt_s;
 };
 
 /* peak.c: the moment of a stage's peak (called by layout.c for each
@@ -218,6 +251,33 @@ typedef struct mp_peak_in {
 void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_moment *at);
 void mp_tplan_workspace(mp_tplan *pl);
 void mp_tplan_optimizer_ops(mp_tplan *pl);
+
+/* Fine-tuning (finetune.c). */
+mp_status mp_tplan_ft_check(const mp_tplan_options *o);
+/* Before the graph pass: trainable parameters (--freeze/--unfreeze, the base
+ * frozen under LoRA), adapted nodes (--lora-targets over the pattern
+ * layer's roles), the host link. */
+mp_status mp_tplan_ft_prepare(mp_tplan *pl, const struct mp_patterns *P);
+/* --fit's answer: the graph's layout with and without checkpointing, the
+ * largest micro-batch that fits each (after the plan is made). */
+mp_status mp_tplan_ft_answer(mp_tplan *pl);
+/* The parameter a value is (or is a view of: W.t()), -1 none. */
+int mp_tplan_weight_of(const mp_graph *g, int v);
+/* Optimizer state bytes of one trainable tensor of n elements (rows x cols
+ * for Adafactor), states of s bytes. */
+double mp_tplan_opt_tensor(mp_optimizer opt, double s, uint64_t n, uint64_t rows, uint64_t cols);
+/* Bytes of n weights stored in --base-dtype (rows: output features). */
+double mp_tplan_quant_bytes(const mp_tplan_options *o, uint64_t n, uint64_t rows);
+typedef struct mp_ft_acc {
+    uint64_t train_rep, train_split, frozen_rep, frozen_split, adapters;
+    double quant_bytes, opt_bytes, largest;
+} mp_ft_acc;
+void mp_tplan_ft_param(const mp_tplan *pl, int v, bool split, int tp, mp_ft_acc *a);
+void mp_tplan_ft_node(const mp_tplan *pl, const mp_pnode *pn, mp_ft_acc *a);
+/* The stage's model states from its classes (replaces mp_tplan_model_states's
+ * figures), the host's share and the step's offload time. */
+void mp_tplan_ft_states(const mp_tplan *pl, const mp_ft_acc *a, int tp, int zero, int dp, int m,
+                        mp_tplan_mem *mem, mp_pstage *ps, double *opt_s);
 
 /* Bandwidth of a collective over `span` GPUs, bytes/s: --link-gbs, else
  * the GPU's NVLink/PCIe inside a node of 8, else 400 Gb/s InfiniBand. */

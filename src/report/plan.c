@@ -55,6 +55,11 @@ static const char *opt_text(mp_optimizer o) {
     case MP_OPT_SGD_MOMENTUM: return "1 state per parameter (momentum)";
     case MP_OPT_SGD: return "no state";
     case MP_OPT_ADAFACTOR: return "factored second moment: a row and a column vector per matrix, no first moment";
+    case MP_OPT_ADAMW8BIT:
+    case MP_OPT_PAGED_ADAMW8BIT:
+        return "bitsandbytes: 2 uint8 states and an fp32 absmax per 256 elements each, fp32 states under "
+               "4,096 elements";
+    case MP_OPT_LION: return "1 state per parameter (exp_avg)";
     default: return "no optimizer (gradients only)";
     }
 }
@@ -88,11 +93,20 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
        amp ? "in fp32, PyTorch AMP's parameters are the master copy" : mixed ? "in the low-precision working copy"
                                                                          : "in the training type",
        pl->zero >= 3 ? (o->fsdp ? ", FSDP full shard" : zlabel) : "", pl->zero >= 3 ? over : "");
+    bool ft = pl->ft && !o->inference;
+    if (ft && (o->base_dtype || o->lora_rank > 0 || o->offload == 2)) {
+        label(w, "");
+        pf(w, "(%s%s%s)\n", o->base_dtype ? "the blocks' frozen weights quantized (--base-dtype); " : "",
+           o->lora_rank > 0 ? "the adapters in fp32; " : "",
+           o->offload == 2 ? "the largest layer on the GPU, the rest on the host" : "the others as above");
+    }
     mem_row(w, "  gradients:", m->grads_bytes, params);
-    pf(w, ": %g B/param%s%s)\n", sb.grads, pl->zero >= 2 ? zlabel : "", pl->zero >= 2 ? over : "");
+    pf(w, ": %g B/param%s%s%s)\n", sb.grads, pl->zero >= 2 ? zlabel : "", pl->zero >= 2 ? over : "",
+       ft ? "; of the trainable parameters only, adapters' in fp32" : "");
     mem_row(w, "  optimizer states:", m->optimizer_bytes, params);
-    pf(w, ": %s, %s%s%s)\n", mp_optimizer_name(o->optimizer), opt_text(o->optimizer),
-       pl->zero >= 1 ? zlabel : "", pl->zero >= 1 ? over : "");
+    pf(w, ": %s, %s%s%s%s)\n", mp_optimizer_name(o->optimizer), opt_text(o->optimizer),
+       pl->zero >= 1 ? zlabel : "", pl->zero >= 1 ? over : "",
+       ft && o->offload ? "; offloaded: on the host" : ft ? "; of the trainable parameters only" : "");
     mem_row(w, "  master weights:", m->master_weights_bytes, params);
     if (amp) pf(w, ": none apart, the fp32 parameters are the master copy)\n");
     else if (mixed)
@@ -228,6 +242,85 @@ static void recognised_text(pw *w, const mp_tplan *pl) {
     }
 }
 
+/* ---- fine-tuning (plan/finetune.c; docs/PLANNING.md section 12) ---- */
+
+static const char *const base_dtype_names[] = {"same", "nf4", "int8", "fp8"};
+static const char *const offload_names[] = {"none", "optimizer", "params"};
+
+static void ft_text(pw *w, const mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    const mp_model *m = pl->p->m;
+    if (!o->inference) {
+        /* whose autograd: PyTorch 2's unless asked; say so when the export
+         * came from an older PyTorch (whose rules may be the ones wanted) */
+        bool old = m->producer && m->producer_version && strcmp(m->producer, "pytorch") == 0 &&
+                   m->producer_version[0] == '1' && m->producer_version[1] == '.';
+        if (o->torch_version == 1 || old) {
+            label(w, "autograd rules:");
+            if (o->torch_version == 1)
+                pf(w, "PyTorch 1.13's (--torch-version 1.13: a mean keeps its input, MeanBackward1)\n");
+            else
+                pf(w, "PyTorch 2's; the export was made by PyTorch %s, whose mean keeps its input (a decomposed "
+                      "RMSNorm's squares): --torch-version 1.13 to plan that\n", m->producer_version);
+        }
+    }
+    if (!pl->ft || o->inference) return;
+    label(w, "trainable:");
+    pf(w, "%s of %s parameters (%.3g%%)", mp_fmt_count(pl->trainable_params).s, mp_fmt_count(pl->params).s,
+       pl->params ? 100.0 * (double)pl->trainable_params / (double)pl->params : 0.0);
+    if (o->trainable[0]) pf(w, "; --freeze/--unfreeze applied in the order given, the last match decides");
+    pf(w, "; frozen parameters have no gradient, optimizer state or master copy, and what only they would "
+          "need (a frozen product's input) is not kept\n");
+    if (o->lora_rank > 0) {
+        label(w, "LoRA:");
+        pf(w, "rank %d, alpha %g (scales the update, changes no memory), dropout %g%s; %d adapted products "
+              "(targets %s), %s adapter parameters in fp32 (PEFT upcasts adapters: autocast_adapter_dtype); "
+              "the base frozen\n",
+           o->lora_rank, o->lora_alpha, o->lora_dropout,
+           o->lora_dropout > 0 ? " (a mask and a dropped copy of each adapted input kept)" : "", pl->n_adapted,
+           o->lora_targets ? o->lora_targets : "q,v, PEFT's default for Llama", mp_fmt_count(pl->lora_params).s);
+        if (pl->adapted_qkv) {
+            label(w, "");
+            pf(w, "q, k or v asked on %d fused qkv products: the whole product adapted\n", pl->adapted_qkv);
+        }
+        label(w, "  adapted:");
+        for (int i = 0; i < pl->n_adapted && i < 8; i++) {
+            pf(w, "%s", i ? ", " : "");
+            safe(w, pl->adapted_names[i] ? pl->adapted_names[i] : "?");
+        }
+        pf(w, "%s\n", pl->n_adapted > 8 ? ", ..." : "");
+        label(w, "  adapters' work:");
+        pf(w, "%s FLOPs forward, %s backward per micro-batch; frozen products compute no weight gradient\n",
+           mp_fmt_si(pl->lora_fwd_flops, "").s, mp_fmt_si(pl->lora_bwd_flops, "").s);
+    }
+    if (o->base_dtype) {
+        label(w, "quantized base:");
+        pf(w, "%s of the blocks' frozen weights in %s: %s (%.4g bits a weight%s); dequantized to the compute "
+              "type per product in the forward and again in the backward (a %s transient)\n",
+           mp_fmt_count(pl->quant_params).s, base_dtype_names[o->base_dtype], mp_fmt_bytes(pl->quant_bytes).s,
+           pl->quant_params ? 8.0 * (double)pl->quant_bytes / (double)pl->quant_params : 0.0,
+           o->base_dtype == 1 ? (o->no_double_quant ? ", blocks of 64, an fp32 constant each"
+                                                     : ", blocks of 64, double quantization")
+                              : "",
+           mp_fmt_bytes(pl->dequant_bytes).s);
+    }
+    if (o->optimizer == MP_OPT_PAGED_ADAMW8BIT) {
+        label(w, "paged optimizer:");
+        pf(w, "the same bytes as adamw8bit, in CUDA unified memory (tensors of 100,000 elements or more): "
+              "they can page to the host under memory pressure; planned on the GPU\n");
+    }
+    if (o->offload) {
+        label(w, "offload:");
+        pf(w, "%s: %s per GPU on the host; %s over the host link per step (%s), %s with the CPU's optimizer "
+              "step (%s parameters/s, DeepSpeedCPUAdam: ZeRO-Offload's table 3; --cpu-adam-gps)\n",
+           o->offload == 2 ? "optimizer states, master weights and parameters (ZeRO-3 offload_param / FSDP "
+                             "CPUOffload)"
+                           : "optimizer states and master weights (ZeRO-Offload)",
+           mp_fmt_bytes(pl->host_bytes).s, mp_fmt_bytes((uint64_t)pl->link_bytes).s, pl->host_link_source,
+           mp_fmt_seconds(pl->link_s + pl->cpu_opt_s).s, mp_fmt_si_d(pl->cpu_adam, "").s);
+    }
+}
+
 static uint64_t host_ops_total(const mp_tplan *pl) {
     uint64_t n = 0;
     for (int s = 0; s < pl->pp; s++) n += pl->stages[s].host_ops;
@@ -340,6 +433,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
     if (!o->inference) {
         label(w, "optimizer:");
         pf(w, "%s\n", mp_optimizer_name(o->optimizer));
+        ft_text(w, pl);
         loss_text(w, pl);
     }
     label(w, "repeated blocks:");
@@ -548,8 +642,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
             pf(w, "? (give --tokens or --samples, and a GPU)\n");
         if (pl->flops_6nd > 0) {
             label(w, "  FLOPs per step:");
+            bool frozen = pl->ft && pl->trainable_params < pl->params;
             pf(w, "graph %s vs %s %s\n", mp_fmt_flops(pl->fwd_flops + pl->bwd_flops + pl->recompute_flops).s,
-               o->checkpointing ? "8ND" : "6ND", mp_fmt_flops((uint64_t)pl->flops_6nd).s);
+               frozen ? (o->checkpointing ? "(6N + 2T)D (T trainable)" : "(4N + 2T)D (T trainable)")
+                      : o->checkpointing ? "8ND" : "6ND",
+               mp_fmt_flops((uint64_t)pl->flops_6nd).s);
         }
     } else if (o->kv_cache) {
         mp_out_putc(&w->o, '\n');
@@ -600,6 +697,20 @@ static void write_text(const mp_tplan *pl, pw *w) {
                    !cap || r->fits ? "" : "  (does not fit)");
             shown++;
         }
+        if (pl->answer) {
+            /* the plan's own layout: the largest micro-batch, with and without checkpointing */
+            pf(w, "  this layout at %s per micro-batch: %s, %s", mp_fmt_count(pl->samples_per_mb).s,
+               mp_fmt_bytes(pl->need_bytes).s, pl->max_mb >= (int64_t)pl->samples_per_mb ? "fits" : "does NOT fit");
+            if (pl->max_mb >= 0) pf(w, "; up to %lld per micro-batch fit%s", (long long)pl->max_mb,
+                                    o->checkpointing ? " (checkpointing)" : "");
+            pf(w, "\n");
+            if (!o->checkpointing && pl->max_mb_ckpt >= 0)
+                pf(w, "  with --checkpointing: %s at %s, %s; up to %lld per micro-batch fit (step %s)\n",
+                   mp_fmt_bytes(pl->need_ckpt_bytes).s, mp_fmt_count(pl->samples_per_mb).s,
+                   pl->max_mb_ckpt >= (int64_t)pl->samples_per_mb ? "fits" : "does NOT fit", (long long)pl->max_mb_ckpt,
+                   pl->step_ckpt_s >= 0 ? mp_fmt_seconds(pl->step_ckpt_s).s : "?");
+            pf(w, "  (micro-batches other than the graph's: activations, the loss and transients scaled linearly)\n");
+        }
         if (cap) pf(w, "  %d of %d layouts fit", fits, pl->n_fit);
         else pf(w, "  %d layouts (give --gpu or --mem-gb to see which fit)", pl->n_fit);
         if (shown < pl->n_fit)
@@ -621,9 +732,62 @@ static void pj_bool(jw *w, bool v) {
     mp_out_puts(&w->o, v ? "true" : "false");
 }
 
-static void jmem(jw *w, const mp_tplan_mem *m, uint64_t params, double cap) {
+static void ft_json(jw *w, const mp_tplan *pl) {
+    const mp_tplan_options *o = &pl->o;
+    jw_open(w, '{');
+    jw_key(w, "trainable_params"); jw_u64(w, pl->ft ? pl->trainable_params : pl->params);
+    jw_key(w, "frozen_params"); jw_u64(w, pl->ft ? pl->params - pl->trainable_params : 0);
+    jw_key(w, "lora");
+    if (o->lora_rank > 0) {
+        jw_open(w, '{');
+        jw_key(w, "rank"); jw_i64(w, o->lora_rank);
+        jw_key(w, "alpha"); jw_double(w, o->lora_alpha);
+        jw_key(w, "dropout"); jw_double(w, o->lora_dropout);
+        jw_key(w, "targets"); jw_str(w, o->lora_targets ? o->lora_targets : "q,v");
+        jw_key(w, "adapter_params"); jw_u64(w, pl->lora_params);
+        jw_key(w, "adapter_dtype"); jw_str(w, "fp32");
+        jw_key(w, "fused_qkv_adapted"); jw_i64(w, pl->adapted_qkv);
+        jw_key(w, "fwd_flops"); jw_u64(w, pl->lora_fwd_flops);
+        jw_key(w, "bwd_flops"); jw_u64(w, pl->lora_bwd_flops);
+        jw_key(w, "adapted");
+        jw_open(w, '[');
+        for (int i = 0; i < pl->n_adapted; i++) pj_str(w, pl->adapted_names[i]);
+        jw_close(w, ']');
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
+    jw_key(w, "base_dtype"); jw_str(w, base_dtype_names[o->base_dtype >= 0 && o->base_dtype < 4 ? o->base_dtype : 0]);
+    jw_key(w, "double_quant"); pj_bool(w, o->base_dtype == 1 && !o->no_double_quant);
+    jw_key(w, "quantized_params"); jw_u64(w, pl->quant_params);
+    jw_key(w, "quantized_bytes"); jw_u64(w, pl->quant_bytes);
+    jw_key(w, "dequantize_transient_bytes"); jw_u64(w, pl->dequant_bytes);
+    jw_key(w, "offload"); jw_str(w, offload_names[o->offload >= 0 && o->offload < 3 ? o->offload : 0]);
+    jw_key(w, "host_bytes"); jw_u64(w, pl->host_bytes);
+    jw_key(w, "host_link_bytes_per_step"); jw_double(w, pl->link_bytes);
+    jw_key(w, "host_link_bytes_per_s"); jw_double(w, pl->host_link);
+    jw_key(w, "host_link_source"); pj_str(w, pl->host_link_source);
+    jw_key(w, "host_link_s"); jw_double(w, pl->link_s);
+    jw_key(w, "cpu_optimizer_s"); jw_double(w, pl->cpu_opt_s);
+    jw_key(w, "torch_version"); jw_str(w, o->torch_version == 1 ? "1.13" : "2");
+    jw_key(w, "fit_answer");
+    if (pl->answer) {
+        jw_open(w, '{');
+        jw_key(w, "required_bytes"); jw_u64(w, pl->need_bytes);
+        jw_key(w, "max_micro_batch"); jw_i64(w, pl->max_mb);
+        jw_key(w, "checkpointing_required_bytes"); jw_u64(w, pl->need_ckpt_bytes);
+        jw_key(w, "max_micro_batch_checkpointing"); jw_i64(w, pl->max_mb_ckpt);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
+    jw_close(w, '}');
+}
+
+static void jmem(jw *w, const mp_tplan_mem *m, uint64_t params, uint64_t trainable, double cap) {
     jw_open(w, '{');
     jw_key(w, "params"); jw_u64(w, params);
+    jw_key(w, "trainable_params"); jw_u64(w, trainable);
     jw_key(w, "weights_bytes"); jw_u64(w, m->weights_bytes);
     jw_key(w, "grads_bytes"); jw_u64(w, m->grads_bytes);
     jw_key(w, "optimizer_bytes"); jw_u64(w, m->optimizer_bytes);
@@ -813,7 +977,8 @@ static void write_json(const mp_tplan *pl, jw *w) {
         jw_null(w);
     }
     jw_key(w, "memory");
-    jmem(w, &pl->mem, o->inference ? pl->params : pl->stages[pl->worst].params, pl->mem_bytes);
+    jmem(w, &pl->mem, o->inference ? pl->params : pl->stages[pl->worst].params,
+         o->inference ? 0 : pl->ft ? pl->stages[pl->worst].trainable : pl->stages[pl->worst].params, pl->mem_bytes);
     jw_key(w, "stages");
     jw_open(w, '[');
     for (int s = 0; s < pl->pp && !o->inference; s++) {
@@ -824,7 +989,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
         jw_key(w, "blocks"); jw_i64(w, ps->n_blocks);
         jw_key(w, "params"); jw_u64(w, ps->params);
         jw_key(w, "in_flight"); jw_i64(w, ps->in_flight);
-        jw_key(w, "memory"); jmem(w, &ps->mem, ps->params, pl->mem_bytes);
+        jw_key(w, "memory"); jmem(w, &ps->mem, ps->params, pl->ft ? ps->trainable : ps->params, pl->mem_bytes);
         jw_key(w, "fwd_flops"); jw_u64(w, ps->fwd_flops);
         jw_key(w, "bwd_flops"); jw_u64(w, ps->bwd_flops);
         jw_key(w, "recompute_flops"); jw_u64(w, ps->recompute_flops);
@@ -873,6 +1038,8 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "comm_overlap"); pj_bool(w, false);
     jw_key(w, "grads_freed_between_steps"); pj_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
     jw_close(w, '}');
+    jw_key(w, "finetune");
+    ft_json(w, pl);
     jw_key(w, "deepspeed");
     jw_open(w, '{');
     jw_key(w, "zero2_model_states_bytes"); jw_u64(w, pl->ds_zero2);
