@@ -67,6 +67,10 @@ import torch                         # noqa: E402
 import torch.nn as nn                # noqa: E402
 import torch.utils.checkpoint as cp  # noqa: E402
 
+# the autograd rules the planner follows are those of the PyTorch measured here
+# (1.13's MeanBackward keeps its input; 2's keeps only sizes): --torch-version
+TORCH_RULES = "1.13" if torch.__version__.startswith("1.") else "2"
+
 import fixture_models as fm          # noqa: E402
 import weakref                       # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
@@ -379,7 +383,7 @@ def peak_rows(a, names):
         ft = mode.split()[-1] if mode.split()[-1] in FT_ARGS else None
         extra = []
         if ft:  # fine-tuning rows: this machine's autograd (PyTorch 1.13's mean), the model frozen or adapted
-            extra = FT_ARGS[ft] + ["--torch-version", "1.13"]
+            extra = FT_ARGS[ft] + ["--torch-version", TORCH_RULES]
             finetune(model, mode)
         pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra)
         if ckpt:
@@ -472,7 +476,7 @@ def main():
             args = []
             if name == "resnet50":
                 args = ["--input", "input=1x3x64x64"]
-            args += ["--precision", "bf16-mixed" if autocast else "auto", "--torch-version", "1.13"]
+            args += ["--precision", "bf16-mixed" if autocast else "auto", "--torch-version", TORCH_RULES]
             ft = next((w for w in mode.split() if w in FT_ARGS), None)
             if ft:
                 args += FT_ARGS[ft]
