@@ -244,4 +244,9 @@ mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, c
 mp_status mp_report_html_page_ex(FILE *f, const char *kind, const char *attrs, mp_html_json_fn json,
                                  const void *ud);
 
+/* The FlopsProfiler report's options (mp_train_options, report/train.c):
+ * their defaults, and the first versioned size. */
+void mp_train_defaults(mp_train_options *o);
+#define MP_TRAIN_OPTIONS_V1 MP_FIELD_END(mp_train_options, detailed)
+
 #endif

@@ -62,7 +62,7 @@ static void overhead_lines(trw *w, double step, double n) {
         mp_out_printf(o, "%-*s%s\n", c, "fwd latency before profiling (perf_counter):",
                       mp_fmt_seconds(k->before_fwd_s).s);
     if (h->known && n > 0) {
-        double per = mp_train_overhead_s(t) / n;
+        double per = t->overhead.total_s / n;
         mp_out_printf(o, "%-*sat least %s a step (%.0f operator records x %s + %.0f module "
                          "ranges x %s; costs measured at start_profile)\n",
                       c, "profiler overhead (estimated from its records):", mp_fmt_seconds(per).s,
@@ -250,4 +250,22 @@ mp_status mp_report_train_text(const mp_train *t, const mp_train_options *o, FIL
     mp_out_flush(&w->out);
     free(w);
     return st;
+}
+
+/* ---- the writer's options (mp_train_options): defaults and versioned size ---- */
+
+void mp_train_defaults(mp_train_options *o) {
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->format = MP_FORMAT_TEXT;
+    o->step = 1;
+    o->depth = -1;
+    o->top = 1;
+    o->detailed = 1;
+}
+
+mp_status mp_train_options_init(mp_train_options *o, size_t size) {
+    mp_train_options d;
+    mp_train_defaults(&d);
+    return mp_opts_init(o, size, &d, sizeof d, MP_TRAIN_OPTIONS_V1, "mp_train_options");
 }

@@ -13,22 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mp_train_defaults(mp_train_options *o) {
-    memset(o, 0, sizeof *o);
-    o->size = sizeof *o;
-    o->format = MP_FORMAT_TEXT;
-    o->step = 1;
-    o->depth = -1;
-    o->top = 1;
-    o->detailed = 1;
-}
-
-mp_status mp_train_options_init(mp_train_options *o, size_t size) {
-    mp_train_options d;
-    mp_train_defaults(&d);
-    return mp_opts_init(o, size, &d, sizeof d, MP_TRAIN_OPTIONS_V1, "mp_train_options");
-}
-
 void mp_train_free(mp_train *t) {
     if (!t) return;
     mp_arena_free(&t->arena);
@@ -227,11 +211,6 @@ static mp_status profile_model(const mp_train *t, const char *path, mp_model **m
     return st;
 }
 
-double mp_train_overhead_s(const mp_train *t) {
-    const mp_train_overhead *h = &t->overhead;
-    return h->known ? (double)h->ops * h->op_s + (double)h->ranges * h->range_s : 0;
-}
-
 mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s) {
     if (!t) return mp_error(MP_ERR_USAGE, "mp_train_set_overhead: no training profile");
     if (!(op_record_s >= 0 && op_record_s < 1) || !(range_s >= 0 && range_s < 1))
@@ -240,6 +219,8 @@ mp_status mp_train_set_overhead(mp_train *t, double op_record_s, double range_s)
     t->overhead.known = true;
     t->overhead.op_s = op_record_s;
     t->overhead.range_s = range_s;
+    /* what the profiler cost over the trace, for the writers to read */
+    t->overhead.total_s = (double)t->overhead.ops * op_record_s + (double)t->overhead.ranges * range_s;
     return MP_OK;
 }
 

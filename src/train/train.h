@@ -33,6 +33,8 @@ typedef struct mp_train_overhead {
     bool known;                /* set by the binding */
     double op_s, range_s;      /* one operator record, one module range */
     int64_t ops, ranges;       /* operator records and module ranges in the trace */
+    double total_s;            /* what the profiler cost: ops x op_s + ranges x range_s
+                                * (0 until the binding gives the costs) */
 } mp_train_overhead;
 
 struct mp_train {
@@ -50,12 +52,5 @@ struct mp_train {
     const char *trace_path, *model_path;
 };
 
-/* What the profiler cost over the trace: its records times their measured
- * costs (0 when the binding gave none). */
-double mp_train_overhead_s(const mp_train *t);
-
-/* The defaults of mp_train_options, and its first versioned size. */
-void mp_train_defaults(mp_train_options *o);
-#define MP_TRAIN_OPTIONS_V1 MP_FIELD_END(mp_train_options, detailed)
 
 #endif
