@@ -157,7 +157,7 @@ static void t_blocks_hand(void) {
     o.loss = 0;
     mp_tplan *pl = plan_of(p, &o);
     if (pl) {
-        T_EQ(pl->n_blocks, 2);
+        T_EQ(pl->n_repeats, 2);
         /* x (W0's gradient), r0 (Relu; the second product's too), r1: 3 x 128 */
         T_EQ_U64(pl->mem.activations_bytes, 384);
         T_EQ_U64(pl->mem.temporary_bytes, 256);
@@ -867,7 +867,7 @@ static void t_korthikanti(void) {
     mp_tplan *pl = plan_of(p, &o);
     if (pl) {
         T_EQ(pl->o.precision, MP_PREC_FP16); /* the export's type */
-        T_EQ(pl->n_blocks, 2);
+        T_EQ(pl->n_repeats, 2);
         T_EQ_U64(pl->mem.activations_bytes, L * (sbh * (34 + 5 * as_h) + 2 * 8 * rows));
     }
     mp_tplan_free(pl);

@@ -394,7 +394,7 @@ mp_status mp_tplan_ft_answer(mp_tplan *pl) {
     pl->need_bytes = pl->mem.peak_bytes + pl->mem.reserve_bytes;
     pl->max_mb = max_batch(pl, &pl->mem);
     pl->max_mb_ckpt = -1;
-    if (o->checkpointing || pl->n_blocks == 0) {
+    if (o->checkpointing || pl->n_repeats == 0) {
         pl->need_ckpt_bytes = o->checkpointing ? pl->need_bytes : 0;
         pl->max_mb_ckpt = o->checkpointing ? pl->max_mb : -1;
         pl->step_ckpt_s = o->checkpointing ? pl->step_s : -1;

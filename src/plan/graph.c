@@ -28,7 +28,7 @@ typedef struct pctx {
     int *adt;                     /* per value: dtype in the plan */
     int *stor;                    /* per value: storage (view chains) */
     int *seen;                    /* per storage: stamp of the set it was counted in */
-    int *node_block;              /* per node index: block or -1 */
+    int *node_repeat;              /* per node index: block or -1 */
     uint8_t *role;                /* per node index: ROLE_* (what its pattern makes of it) */
     uint8_t *tpc;                 /* per node index: TPC_* (its tensor-parallel class) */
     uint8_t *charged;             /* per storage: its gradient's all-reduce counted */
@@ -73,12 +73,15 @@ static int wider(int a, int b) {
     return mp_dtype_bits(b) > mp_dtype_bits(a) ? b : a;
 }
 
-/* Blocks: the repeated modules a checkpoint or a pipeline stage is made
+/* Repeats: the repeated modules a checkpoint or a pipeline stage is made
  * of. The parent whose non-leaf children of equal parameter count are
  * most numerous gives their depth; every non-leaf module with parameters
- * at that depth is a block (ResNet's 16 bottlenecks, a transformer's
- * layers). */
-static mp_status find_blocks(pctx *c) {
+ * at that depth is a repeat (ResNet's 16 bottlenecks, a transformer's
+ * layers). A name of their own: they are modules of the tree found by
+ * their parameters, for any model, where the pattern layer's blocks
+ * (analyze/patterns.h) are transformer layers recognised by their
+ * attention. The reports still call them "repeated blocks". */
+static mp_status find_repeats(pctx *c) {
     mp_tplan *pl = c->pl;
     const mp_model *m = c->m;
     const mp_profile *p = pl->p;
@@ -98,25 +101,25 @@ static mp_status find_blocks(pctx *c) {
             }
         }
     }
-    pl->block_parent = -1;
+    pl->repeat_parent = -1;
     if (best < 0) return MP_OK;
     int depth = m->modules[best].depth;
-    pl->block_parent = m->modules[best].parent;
-    pl->blocks = mp_arena_calloc(&pl->arena, (size_t)m->n_modules, sizeof(int));
-    if (!pl->blocks) return mp_error(MP_ERR_NOMEM, "out of memory");
+    pl->repeat_parent = m->modules[best].parent;
+    pl->repeats = mp_arena_calloc(&pl->arena, (size_t)m->n_modules, sizeof(int));
+    if (!pl->repeats) return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < m->n_modules; i++)
         if (m->modules[i].depth == depth && m->modules[i].first_child >= 0 && p->mods[i].params > 0)
-            pl->blocks[pl->n_blocks++] = i;
+            pl->repeats[pl->n_repeats++] = i;
     return MP_OK;
 }
 
 /* Block of each module: itself or its nearest ancestor that is a block. */
-static mp_status module_blocks(pctx *c, int **out) {
+static mp_status module_repeats(pctx *c, int **out) {
     const mp_model *m = c->m;
     int *mb = malloc(sizeof(int) * (size_t)(m->n_modules ? m->n_modules : 1));
     if (!mb) return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int i = 0; i < m->n_modules; i++) mb[i] = -1;
-    for (int b = 0; b < c->pl->n_blocks; b++) mb[c->pl->blocks[b]] = b;
+    for (int b = 0; b < c->pl->n_repeats; b++) mb[c->pl->repeats[b]] = b;
     /* modules are created parents first: one pass down */
     for (int i = 0; i < m->n_modules; i++) {
         int par = m->modules[i].parent;
@@ -530,7 +533,7 @@ static mp_status graph_pass(pctx *c) {
     c->adt = calloc((size_t)nv + 1, sizeof(int));
     c->stor = calloc((size_t)nv + 1, sizeof(int));
     c->seen = calloc((size_t)nv + 1, sizeof(int));
-    c->node_block = calloc((size_t)nn + 1, sizeof(int));
+    c->node_repeat = calloc((size_t)nn + 1, sizeof(int));
     c->role = calloc((size_t)nn + 1, 1);
     c->tpc = calloc((size_t)nn + 1, 1);
     c->first_unit = calloc((size_t)nv + 1, sizeof(int));
@@ -539,7 +542,7 @@ static mp_status graph_pass(pctx *c) {
     pl->pparams = mp_arena_calloc(&pl->arena, all_in, sizeof(int));
     if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep ||
         !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !c->charged || !pl->param_split ||
-        !c->adt || !c->stor || !c->seen || !c->node_block || !c->role || !c->tpc || !c->first_unit ||
+        !c->adt || !c->stor || !c->seen || !c->node_repeat || !c->role || !c->tpc || !c->first_unit ||
         !pl->pparams)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
@@ -575,9 +578,9 @@ static mp_status graph_pass(pctx *c) {
     plan_roles(c);
     bool by_role = P && P->n_blocks > 0; /* else: the weight products of the blocks alternate */
 
-    int *mblock = NULL;
-    mp_status st = find_blocks(c);
-    if (!st) st = module_blocks(c, &mblock);
+    int *mrepeat = NULL;
+    mp_status st = find_repeats(c);
+    if (!st) st = module_repeats(c, &mrepeat);
     if (st) return st;
 
     int stamp_global = 1, last_unit = -1;
@@ -586,9 +589,9 @@ static mp_status graph_pass(pctx *c) {
         int ni = g->order[k];
         mp_node *n = &g->nodes[ni];
         mp_pnode *pn = &pl->nodes[k];
-        int blk = n->module >= 0 && n->module < c->m->n_modules ? mblock[n->module] : -1;
-        pn->block = blk;
-        c->node_block[ni] = blk;
+        int blk = n->module >= 0 && n->module < c->m->n_modules ? mrepeat[n->module] : -1;
+        pn->repeat = blk;
+        c->node_repeat[ni] = blk;
         /* constants and shape arithmetic: outputs of nodes whose inputs are
          * all constant are constant (folded: no memory, no time) */
         bool all_const = true, any_rg = (pl->adapted && pl->adapted[ni]) || (c->input_grads && P && ni == P->embed);
@@ -612,7 +615,7 @@ static mp_status graph_pass(pctx *c) {
             if (any_rg && fl) c->rg[v] = 1;
         }
         if (all_const) {
-            pn->block = -1; /* folded: no stage's work */
+            pn->repeat = -1; /* folded: no stage's work */
             continue;
         }
         /* the block a node outside the blocks goes with: the one before it */
@@ -1008,7 +1011,7 @@ static mp_status graph_pass(pctx *c) {
         if ((pl->adapted && pl->adapted[ni]) || pl->pquant) lora_work(c, n, ni, pn);
     }
     pl->largest_layer = largest_layer;
-    free(mblock);
+    free(mrepeat);
 
     /* gradients accumulated: a value several nodes read, each computing
      * its gradient, gets one add per extra use in the backward (autograd's
@@ -1026,7 +1029,7 @@ static mp_status graph_pass(pctx *c) {
     for (int k = c->training ? 0 : nn; k < nn; k++) {
         int ni = g->order[k];
         const mp_node *n = &g->nodes[ni];
-        if (pl->nodes[k].block < 0 && pl->nodes[k].fwd_flops == 0 && pl->nodes[k].bytes == 0 &&
+        if (pl->nodes[k].repeat < 0 && pl->nodes[k].fwd_flops == 0 && pl->nodes[k].bytes == 0 &&
             !pl->nodes[k].n_bwd_kernels && c->role[ni] == ROLE_OWN)
             continue; /* folded or free */
         bool diff = false; /* it passes a gradient back: a float output that needs one */
@@ -1082,23 +1085,23 @@ static mp_status graph_pass(pctx *c) {
     /* checkpointing: each block keeps its inputs (as given to it) instead
      * of what its nodes keep; the largest block's own set comes back
      * during its backward (a temporary) */
-    if (o->checkpointing && pl->n_blocks > 0 && c->training) {
+    if (o->checkpointing && pl->n_repeats > 0 && c->training) {
         /* a block none of whose nodes has a backward (frozen, and nothing
          * before it trained: fine-tuning) is not recomputed, and
          * torch.utils.checkpoint keeps nothing for it: its output needs no
          * gradient, so autograd records no node to hold its inputs */
-        uint8_t *live = calloc((size_t)pl->n_blocks + 1, 1);
+        uint8_t *live = calloc((size_t)pl->n_repeats + 1, 1);
         if (!live) return mp_error(MP_ERR_NOMEM, "out of memory");
         for (int k = 0; k < nn; k++) {
             const mp_pnode *pn = &pl->nodes[k];
-            if (pn->block >= 0 && pn->block < pl->n_blocks && (pn->bwd_flops || pn->n_bwd_kernels)) live[pn->block] = 1;
+            if (pn->repeat >= 0 && pn->repeat < pl->n_repeats && (pn->bwd_flops || pn->n_bwd_kernels)) live[pn->repeat] = 1;
         }
         for (int k = 0; k < nn; k++) {
             int ni = g->order[k];
             mp_node *n = &g->nodes[ni];
             mp_pnode *pn = &pl->nodes[k];
-            if (pn->block < 0) continue;
-            if (pn->block < pl->n_blocks && !live[pn->block]) {
+            if (pn->repeat < 0) continue;
+            if (pn->repeat < pl->n_repeats && !live[pn->repeat]) {
                 pn->ckpt_rep = pn->ckpt_split = 0;
                 pn->saved_rep = pn->saved_split = 0;
                 continue;
@@ -1112,7 +1115,7 @@ static mp_status graph_pass(pctx *c) {
                 int v = n->in[i];
                 if (v < 0 || (c->cst[v] && !run_made(c, v)) || param_like(c, v)) continue;
                 int prod = g->values[v].producer;
-                if (prod >= 0 && c->node_block[prod] == pn->block) continue;
+                if (prod >= 0 && c->node_repeat[prod] == pn->repeat) continue;
                 bool sp;
                 uint64_t b = keep(c, v, -1, stamp_global, &sp, NULL);
                 if (sp) spl += b;
@@ -1369,7 +1372,7 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
     free(c.adt);
     free(c.stor);
     free(c.seen);
-    free(c.node_block);
+    free(c.node_repeat);
     free(c.first_unit);
     free(c.role);
     free(c.tpc);

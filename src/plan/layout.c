@@ -29,7 +29,7 @@ static double roof(double flops, double peak, double bytes, double bw, const mp_
 
 /* Stage of each block: contiguous runs balanced by the blocks' FLOPs. */
 static void stage_cuts(const mp_tplan *pl, int pp, int *first_block) {
-    int nb = pl->n_blocks;
+    int nb = pl->n_repeats;
     double *cost = calloc((size_t)(nb ? nb : 1), sizeof(double));
     double total = 0;
     /* a node outside the blocks weighs with the block before it (the first
@@ -37,7 +37,7 @@ static void stage_cuts(const mp_tplan *pl, int pp, int *first_block) {
      * the last stage) */
     int last = -1;
     for (int k = 0; cost && k < pl->n_nodes; k++) {
-        int b = pl->nodes[k].block;
+        int b = pl->nodes[k].repeat;
         if (b >= 0) last = b;
         else b = last >= 0 ? last : 0;
         if (b >= nb) continue;
@@ -88,7 +88,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
     if (pp > 1) stage_cuts(pl, pp, first_block);
     else {
         first_block[0] = 0;
-        first_block[1] = pl->n_blocks;
+        first_block[1] = pl->n_repeats;
     }
     mp_state_bytes sb;
     mp_tplan_state_bytes(o->precision, o->optimizer, &sb);
@@ -102,8 +102,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
     for (int s = 0; s < pp; s++) {
         mp_pstage *ps = st ? &st[s] : &local[0];
         memset(ps, 0, sizeof *ps);
-        ps->first_block = first_block[s];
-        ps->n_blocks = first_block[s + 1] - first_block[s];
+        ps->first_repeat = first_block[s];
+        ps->n_repeats = first_block[s + 1] - first_block[s];
         ps->first = k;
         int in_flight = pp > 1 ? (pp - s < m ? pp - s : m) : 1;
         ps->in_flight = in_flight;
@@ -120,7 +120,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
          * takes the rest */
         for (; k < pl->n_nodes; k++) {
             const mp_pnode *pn = &pl->nodes[k];
-            int b = pn->block;
+            int b = pn->repeat;
             /* a node of a later stage's block ends this stage; nodes outside
              * the blocks stay with the block before them */
             if (s < pp - 1 && b >= first_block[s + 1]) break;
@@ -266,7 +266,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
              * stage's last block node), forward and its gradient back */
             uint64_t boundary = 0;
             for (int q = ps->last; q >= ps->first && q >= 0; q--)
-                if (pl->nodes[q].block >= 0 && pl->nodes[q].out_bytes) {
+                if (pl->nodes[q].repeat >= 0 && pl->nodes[q].out_bytes) {
                     boundary = pl->nodes[q].out_bytes;
                     break;
                 }
@@ -331,7 +331,7 @@ static int enumerate_layouts(mp_tplan *pl, int G, int *stamp, mp_fit_row *rows, 
                        (pl->kv_heads > 0 && pl->kv_heads % tp)))
             continue;
         for (int pp = 1; pp <= G / tp && pp <= 1024; pp++) {
-            if ((G / tp) % pp || (pp > 1 && pp > pl->n_blocks)) continue;
+            if ((G / tp) % pp || (pp > 1 && pp > pl->n_repeats)) continue;
             int dp = G / tp / pp;
             for (int zi = 0; zi <= 3 && n < cap; zi++) {
                 int z = prune ? 3 - zi : zi;

@@ -146,19 +146,19 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     int blk = -2;
     /* each checkpointed block's own kept set (what its recompute brings
      * back); folded nodes inside a block have no block and keep nothing */
-    uint64_t *block_set = o->checkpointing && pl->n_blocks > 0 ? calloc((size_t)pl->n_blocks, sizeof(uint64_t)) : NULL;
+    uint64_t *block_set = o->checkpointing && pl->n_repeats > 0 ? calloc((size_t)pl->n_repeats, sizeof(uint64_t)) : NULL;
     for (int k = in->first; block_set && k <= in->last; k++) {
         const mp_pnode *pn = &pl->nodes[k];
-        if (pn->block < 0 || pn->block >= pl->n_blocks) continue;
+        if (pn->repeat < 0 || pn->repeat >= pl->n_repeats) continue;
         uint64_t rdiv = in->rdiv;
-        block_set[pn->block] += pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
+        block_set[pn->repeat] += pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
     }
     for (int k = in->last; k >= in->first; k--) {
         const mp_pnode *pn = &pl->nodes[k];
-        uint64_t rdiv = pn->block >= 0 ? in->rdiv : 1;
-        if (block_set && pn->block >= 0 && pn->block < pl->n_blocks && pn->block != blk) {
+        uint64_t rdiv = pn->repeat >= 0 ? in->rdiv : 1;
+        if (block_set && pn->repeat >= 0 && pn->repeat < pl->n_repeats && pn->repeat != blk) {
             /* the recompute: the block's own kept set comes back */
-            blk = pn->block;
+            blk = pn->repeat;
             rec = block_set[blk];
         }
         uint64_t tmp = pn->split ? pn->temp / tp : pn->temp / rdiv;
@@ -175,7 +175,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         }
         uint64_t freed = pn->saved_rep / rdiv + pn->saved_split / tp;
         live = live > freed ? live - freed : 0;
-        if (o->checkpointing && pn->block >= 0) {
+        if (o->checkpointing && pn->repeat >= 0) {
             uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
             rec = rec > r ? rec - r : 0;
         }

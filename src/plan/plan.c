@@ -258,10 +258,10 @@ static mp_status plan_build(mp_tplan *pl) {
         if (pl->heads > 0 && pl->heads % pl->tp != 0)
             return mp_error(MP_ERR_USAGE, "--tp %d does not divide the %d attention heads", pl->tp, pl->heads);
     }
-    if (pl->pp > 1 && pl->pp > pl->n_blocks)
+    if (pl->pp > 1 && pl->pp > pl->n_repeats)
         return mp_error(MP_ERR_USAGE, "--pp %d is larger than the model's %d layers (repeated blocks)",
-                        pl->pp, pl->n_blocks);
-    if (o->checkpointing && pl->n_blocks == 0)
+                        pl->pp, pl->n_repeats);
+    if (o->checkpointing && pl->n_repeats == 0)
         return mp_error(MP_ERR_USAGE, "--checkpointing: the model has no repeated blocks to checkpoint");
 
     if ((st = mp_tplan_layouts(pl))) return st;
@@ -304,7 +304,7 @@ static mp_status plan_build(mp_tplan *pl) {
     for (int k = 0; k < pl->n_nodes; k++) {
         pl->fwd_flops += pl->nodes[k].fwd_flops;
         pl->bwd_flops += pl->nodes[k].bwd_flops - pl->nodes[k].bwd_recompute; /* model FLOPs */
-        if (o->checkpointing && pl->nodes[k].block >= 0) pl->recompute_flops += pl->nodes[k].fwd_flops;
+        if (o->checkpointing && pl->nodes[k].repeat >= 0) pl->recompute_flops += pl->nodes[k].fwd_flops;
     }
     double mbs = (double)pl->m * pl->dp;
     pl->fwd_flops = (uint64_t)((double)pl->fwd_flops * mbs);

@@ -68,7 +68,7 @@ const char *mp_tplan_moment_name(int when);
 /* One pipeline stage. */
 typedef struct mp_pstage {
     int first, last;             /* positions in g->order, inclusive */
-    int first_block, n_blocks;   /* repeated blocks it holds */
+    int first_repeat, n_repeats; /* repeated modules (graph.c find_repeats) it holds */
     uint64_t params;             /* parameters held (after tp) */
     mp_tplan_mem mem;
     int in_flight;               /* micro-batches whose activations it holds (1F1B) */
@@ -118,7 +118,7 @@ typedef struct mp_pnode {
     uint64_t acc_bytes;               /* gradients accumulated into its output (a value used by
                                        * several nodes: one add per extra use) */
     uint32_t n_acc;
-    int block;                        /* block index, -1 outside */
+    int repeat;                       /* repeated module index, -1 outside */
     int unit;                         /* the block it goes with for pipeline stages */
     int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
     uint64_t cross;                   /* bytes it keeps that an earlier unit kept first */
@@ -158,9 +158,10 @@ struct mp_tplan {
     int attn_fused, attn_math;   /* attentions planned as one SDPA kernel (flash or memory-
                                   * efficient), or as SDPA's math backend (fp32 with grouped
                                   * KV heads: what its operators keep) */
-    int n_blocks;
-    int *blocks;                 /* module ids of the repeated blocks */
-    int block_parent;            /* their parent module, -1 none */
+    int n_repeats;
+    int *repeats;                /* module ids of the repeated modules (graph.c find_repeats;
+                                  * not the pattern layer's transformer blocks) */
+    int repeat_parent;           /* their parent module, -1 none */
     int n_nodes;
     mp_pnode *nodes;             /* by position in g->order */
     uint8_t *param_split;        /* per value: a parameter tensor parallelism divides */

@@ -437,12 +437,12 @@ static void write_text(const mp_tplan *pl, pw *w) {
         loss_text(w, pl);
     }
     label(w, "repeated blocks:");
-    if (pl->n_blocks) {
-        pf(w, "%d (", pl->n_blocks);
-        safe(w, m->modules[pl->blocks[0]].path);
-        if (pl->n_blocks > 1) {
+    if (pl->n_repeats) {
+        pf(w, "%d (", pl->n_repeats);
+        safe(w, m->modules[pl->repeats[0]].path);
+        if (pl->n_repeats > 1) {
             pf(w, " ... ");
-            safe(w, m->modules[pl->blocks[pl->n_blocks - 1]].path);
+            safe(w, m->modules[pl->repeats[pl->n_repeats - 1]].path);
         }
         pf(w, ")%s\n", o->checkpointing ? ": checkpoint boundaries, each recomputed in the backward" : "");
     } else {
@@ -545,7 +545,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
             const mp_tplan_mem *mm = &ps->mem;
             uint64_t states = mm->weights_bytes + mm->grads_bytes + mm->optimizer_bytes + mm->master_weights_bytes;
             char blk[32];
-            snprintf(blk, sizeof blk, "%d-%d", ps->first_block, ps->first_block + ps->n_blocks - 1);
+            snprintf(blk, sizeof blk, "%d-%d", ps->first_repeat, ps->first_repeat + ps->n_repeats - 1);
             pf(w, "  %-6d %-9s %-10s %-10s %-10s %-10s %-9d %s\n", s, blk, mp_fmt_count(ps->params).s,
                mp_fmt_bytes(states).s, mp_fmt_bytes(mm->activations_bytes).s, mp_fmt_bytes(mm->temporary_bytes).s,
                ps->in_flight, mp_fmt_bytes(mm->peak_bytes).s);
@@ -946,7 +946,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "checkpointing"); pj_bool(w, o->checkpointing != 0);
     jw_key(w, "blocks");
     jw_open(w, '[');
-    for (int i = 0; i < pl->n_blocks; i++) pj_str(w, m->modules[pl->blocks[i]].path);
+    for (int i = 0; i < pl->n_repeats; i++) pj_str(w, m->modules[pl->repeats[i]].path);
     jw_close(w, ']');
     jw_key(w, "zero"); jw_i64(w, pl->zero);
     jw_key(w, "fsdp"); pj_bool(w, o->fsdp != 0);
@@ -985,8 +985,8 @@ static void write_json(const mp_tplan *pl, jw *w) {
         const mp_pstage *ps = &pl->stages[s];
         jw_open(w, '{');
         jw_key(w, "stage"); jw_i64(w, s);
-        jw_key(w, "first_block"); jw_i64(w, ps->first_block);
-        jw_key(w, "blocks"); jw_i64(w, ps->n_blocks);
+        jw_key(w, "first_block"); jw_i64(w, ps->first_repeat);
+        jw_key(w, "blocks"); jw_i64(w, ps->n_repeats);
         jw_key(w, "params"); jw_u64(w, ps->params);
         jw_key(w, "in_flight"); jw_i64(w, ps->in_flight);
         jw_key(w, "memory"); jmem(w, &ps->mem, ps->params, pl->ft ? ps->trainable : ps->params, pl->mem_bytes);
