@@ -117,9 +117,10 @@ def quiet(verbose=False):
     if verbose:
         yield got
         return
+    # the filters in force stay (torch's own: TracerWarnings of its library
+    # ignored, as torch.jit sets them; the user's): only where a warning
+    # that passes them goes changes
     with warnings.catch_warnings():
-        warnings.simplefilter("always")
-
         def show(message, category, filename, lineno, file=None, line=None):
             got.add(message, category, filename, lineno, traceback.extract_stack()[:-1])
         warnings.showwarning = show
