@@ -124,10 +124,7 @@ def quiet(verbose=False):
         def show(message, category, filename, lineno, file=None, line=None):
             got.add(message, category, filename, lineno, traceback.extract_stack()[:-1])
         warnings.showwarning = show
-        try:
-            yield got
-        finally:
-            pass
+        yield got
     text = got.line()
     if text:
         sys.stderr.write(text)

@@ -365,6 +365,11 @@ class FlopsProfiler:
         not timed, their MACs and FLOPs counted nowhere (params still are)."""
         if self.started and self.func_patched:
             return          # recording already
+        from . import _meta
+        if _meta.on_meta(self.model):
+            raise ModelprofError("FlopsProfiler: %s is on the meta device: its steps compute "
+                                 "nothing to time (get_model_profile and plan take it)"
+                                 % type(self.model).__name__, "usage")
         self.reset_profile()
         if not self._clock.handles:     # end_profile removed it: time again from now
             self._clock = _Clock(self.model)

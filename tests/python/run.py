@@ -958,6 +958,15 @@ def meta_device_as_users_build_it():
     check(got[1:] == real[1:] == (1814073344, 11689512), "meta %r, real %r" % (got, real))
     check("names, dtypes and shapes from the model's own parameter table" in out.getvalue(),
           "weights line:\n" + out.getvalue()[:1500])
+    # nothing runs on the meta device to be timed: FlopsProfiler says so
+    fp = modelprof.FlopsProfiler(meta)
+    try:
+        fp.start_profile()
+        check(False, "FlopsProfiler took a meta model")
+    except modelprof.ModelprofError as e:
+        check("meta device" in str(e), str(e))
+    finally:
+        fp.end_profile()
     # CPU arguments for a meta model go to the meta device
     got = modelprof.get_model_profile(meta, args=[torch.randn(1, 3, 224, 224)],
                                       print_profile=False, as_string=False)
