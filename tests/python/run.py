@@ -901,6 +901,7 @@ def meta_against_real(make, x, what, plan_kw, unsaved_slack=0):
     for label, m in (("real", real), ("meta", meta)):
         with torchprof._profiled("test", m, None, [x], {}) as p:
             d = p.json()
+        schema_check("profile", d)
         pl = modelprof.plan(m, args=[x], **plan_kw)
         out[label] = (d["total"], pl)
     (rt, rp), (mt, mp) = out["real"], out["meta"]
