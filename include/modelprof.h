@@ -160,6 +160,19 @@ MP_API mp_status mp_model_set_module_class(mp_model *m, const char *path, const 
  * MP_ERR_USAGE when the model has no module at that path. Call before
  * mp_profile_static. */
 MP_API mp_status mp_model_ignore_module(mp_model *m, const char *path);
+/* The weights of an export that carries none (a PyTorch model on the meta
+ * device, exported with export_params=False: its parameters and buffers are
+ * graph inputs), declared by the binding that holds the model: graph input
+ * `name` is a weight of ONNX dtype `dtype` (TensorProto numbering) and
+ * shape dims[0..rank), a parameter, a buffer or a constant (a tensor the
+ * model keeps but does not save). It becomes an initializer whose data is
+ * absent, counted as the same model exported with weights counts it. Ties
+ * are the exporter's: PyTorch's exporters take a shared tensor once, by
+ * identity. MP_ERR_USAGE when `name` is not a graph input or PyTorch's
+ * dtype or shape contradicts the export's. Call before mp_profile_static. */
+typedef enum mp_weight_kind { MP_WEIGHT_PARAM, MP_WEIGHT_BUFFER, MP_WEIGHT_CONST } mp_weight_kind;
+MP_API mp_status mp_model_set_weight(mp_model *m, const char *name, int dtype, const int64_t *dims,
+                                     int rank, int kind);
 
 /* Static profile: shapes, params, MACs, FLOPs, bytes, memory, module tree.
  * The profile keeps a reference to the model: free it first. */
@@ -555,6 +568,14 @@ MP_API mp_status mp_tplan_write(const mp_tplan *pl, mp_format format, FILE *f);
 MP_API mp_status mp_tplan_write_file(const mp_tplan *pl, mp_format format, const char *path);
 /* The plan as a string (text or JSON) the caller frees with mp_free. */
 MP_API mp_status mp_tplan_string(const mp_tplan *pl, mp_format format, char **out);
+/* Profile to plan in one call, for bindings (the Python package's
+ * modelprof.plan): the options as the command line's flags and values
+ * (flags[i] "zero" or "--zero", values[i] "3"; a switch's value NULL or
+ * "1"), set through mp_tplan_options_set, then checked, planned and
+ * written as text or JSON into a string the caller frees with mp_free.
+ * MP_ERR_USAGE naming the flag for an unknown flag or a bad value. */
+MP_API mp_status mp_tplan_profile_string(const mp_profile *p, int n, const char *const *flags,
+                                         const char *const *values, mp_format format, char **out);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include "analyze/patterns.h"
 #include "base/gpu.h"
 #include "jsonr.h"
+#include "load/load.h"
 #include "plan/plan.h"
 #include "tbuild.h"
 #include "tcli.h"
@@ -404,6 +405,84 @@ static void t_options_set(void) {
     T_EQ(mp_tplan_option_kind("gpu"), 1);
     T_EQ(mp_tplan_option_kind("--dim"), -1);
     T_EQ(o.zero, 3); /* refusals leave the options as they were */
+}
+
+/* mp_model_set_weight: graph inputs that are weights (an export without
+ * values, as the Python package makes of a model on the meta device)
+ * declared as parameters and buffers; the library then counts them as it
+ * counts initializers. */
+static void t_set_weight(void) {
+    mp_model *m = tb_new(17);
+    int64_t xd[] = {2, 8}, wd[] = {8, 4}, bd[] = {4}, sd[] = {4};
+    tb_input(m, "x", MP_DT_FLOAT, 2, xd);
+    tb_input(m, "w", MP_DT_FLOAT, 2, wd);
+    tb_input(m, "b", MP_DT_FLOAT, 1, bd);
+    tb_input(m, "s", MP_DT_FLOAT, 1, sd);
+    tb_node(m, "MatMul", "x,w", "y");
+    tb_node(m, "Add", "y,b", "z");
+    tb_node(m, "Mul", "z,s", "out");
+    tb_output(m, "out");
+    T_OK(mp_model_finish(m));
+    T_EQ(mp_model_input_count(m), 4);
+    /* what the export contradicts, or does not have, is refused by name */
+    int64_t bad[] = {4, 8};
+    T_EQ(mp_model_set_weight(m, "w", MP_DT_FLOAT, bad, 2, MP_WEIGHT_PARAM), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "weight 'w'") && strstr(mp_last_error(), "differ"));
+    T_EQ(mp_model_set_weight(m, "w", MP_DT_FLOAT16, wd, 2, MP_WEIGHT_PARAM), MP_ERR_USAGE);
+    T_EQ(mp_model_set_weight(m, "nosuch", MP_DT_FLOAT, wd, 2, MP_WEIGHT_PARAM), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "nosuch") != NULL);
+    T_EQ(mp_model_set_weight(m, "w", MP_DT_FLOAT, wd, 2, 7), MP_ERR_USAGE);
+    T_OK(mp_model_set_weight(m, "w", MP_DT_FLOAT, wd, 2, MP_WEIGHT_PARAM));
+    T_OK(mp_model_set_weight(m, "b", MP_DT_FLOAT, bd, 1, MP_WEIGHT_PARAM));
+    T_OK(mp_model_set_weight(m, "s", MP_DT_FLOAT, sd, 1, MP_WEIGHT_BUFFER));
+    T_EQ(mp_model_set_weight(m, "w", MP_DT_FLOAT, wd, 2, MP_WEIGHT_PARAM), MP_ERR_USAGE); /* once */
+    T_EQ(mp_model_input_count(m), 1);
+    T_EQ_STR(mp_model_input_name(m, 0), "x");
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    mp_totals t;
+    mp_profile_totals(p, &t);
+    T_EQ(t.params, 8 * 4 + 4); /* the buffer is not a parameter */
+    T_EQ(t.param_bytes, (8 * 4 + 4) * 4);
+    T_EQ(t.macs, 2 * 8 * 4);
+    T_EQ(p->buffers, 1);
+    T_CHECK(m->weightless && m->absent_weights == NULL);
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+/* mp_tplan_profile_string: the options as flag/value strings give the plan
+ * mp_tplan_options_set + mp_tplan_create give; a bad flag is named. */
+static void t_profile_string(void) {
+    mp_model *m = NULL;
+    T_OK(mp_model_load("models/gpt2.onnx", &m));
+    T_OK(mp_model_set_dim(m, "batch", 2));
+    T_OK(mp_model_set_dim(m, "seq", 64));
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    const char *flags[] = {"gpu", "--precision", "zero", "micro_batches", "checkpointing"};
+    const char *values[] = {"h100-sxm", "bf16-mixed", "2", "4", NULL};
+    char *a = NULL, *b = NULL;
+    T_OK(mp_tplan_profile_string(p, 5, flags, values, MP_FORMAT_JSON, &a));
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    for (int i = 0; i < 5; i++) T_OK(mp_tplan_options_set(&o, flags[i], values[i]));
+    mp_tplan *pl = NULL;
+    T_OK(mp_tplan_create(p, &o, &pl));
+    T_OK(mp_tplan_string(pl, MP_FORMAT_JSON, &b));
+    T_CHECK(a && b && strcmp(a, b) == 0);
+    T_CHECK(a && strstr(a, "\"zero\": 2") != NULL);
+    mp_free(a);
+    mp_free(b);
+    mp_tplan_free(pl);
+    const char *bf[] = {"zero", "bogus_flag"}, *bv[] = {"1", "3"};
+    char *c = (char *)1;
+    T_EQ(mp_tplan_profile_string(p, 2, bf, bv, MP_FORMAT_TEXT, &c), MP_ERR_USAGE);
+    T_CHECK(c == NULL && strstr(mp_last_error(), "bogus") != NULL);
+    const char *cf[] = {"fsdp", "zero"}, *cv[] = {NULL, "1"};
+    T_EQ(mp_tplan_profile_string(p, 2, cf, cv, MP_FORMAT_TEXT, &c), MP_ERR_USAGE); /* conflict */
+    mp_profile_free(p);
+    mp_model_free(m);
 }
 
 static void t_gpu_table(void) {
@@ -1010,6 +1089,8 @@ MP_TESTS(plan) {
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},
     {"options_set", t_options_set},
+    {"set_weight", t_set_weight},
+    {"profile_string", t_profile_string},
     {"cli_fit_inference", t_cli_fit_inference},
 };
 MP_TESTS_END(plan)

@@ -82,12 +82,15 @@ class Profile:
     library: the model is loaded, dims set, profiled."""
 
     def __init__(self, path, dims=None, inputs=None, data=None, name=None, classes=None,
-                 ignore=None):
+                 ignore=None, weights=None):
         """path: an ONNX file; or data: its bytes (kept alive here, as
         mp_model_load_memory asks), named `name` in the report and messages.
         classes: {module path: class name} for exports without classes;
         ignore: module paths left out (mp_model_ignore_module). Modules the
-        export does not hold (they ran no operator) are skipped."""
+        export does not hold (they ran no operator) are skipped. weights:
+        (name, ONNX dtype, shape, kind) of an export without weights
+        (mp_model_set_weight); names that are not graph inputs (a tensor
+        the forward does not use) are skipped."""
         self._m = _c.c_void_p()
         self._p = _c.c_void_p()
         if data is not None:
@@ -97,6 +100,14 @@ class Profile:
         else:
             check(LIB.mp_model_load(os.fsencode(path), _c.byref(self._m)))
         try:
+            if weights:
+                graph_inputs = {LIB.mp_model_input_name(self._m, i).decode()
+                                for i in range(LIB.mp_model_input_count(self._m))}
+                for wname, dtype, shape, kind in weights:
+                    if wname in graph_inputs:
+                        arr = (_c.c_int64 * max(1, len(shape)))(*shape)
+                        check(LIB.mp_model_set_weight(self._m, wname.encode(), dtype, arr,
+                                                      len(shape), kind))
             for name, value in (dims or {}).items():
                 check(LIB.mp_model_set_dim(self._m, name.encode(), int(value)))
             for name, shape in (inputs or {}).items():
@@ -142,6 +153,18 @@ class Profile:
 
     def json(self):
         return json.loads(self.report(JSON))
+
+    def plan(self, flags, fmt=JSON):
+        """The training plan of this profile (mp_tplan_profile_string):
+        flags, [(flag, value or None for a switch)] as the command line's
+        plan options."""
+        n = len(flags)
+        keep = [(f.encode(), None if v is None else str(v).encode()) for f, v in flags]
+        fa = (_c.c_char_p * max(1, n))(*[f for f, _ in keep])
+        va = (_c.c_char_p * max(1, n))(*[v for _, v in keep])
+        out = _c.c_void_p()
+        check(LIB.mp_tplan_profile_string(self._p, n, fa, va, fmt, _c.byref(out)))
+        return take_string(out)
 
     def close(self):
         if self._p:

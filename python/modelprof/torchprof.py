@@ -9,7 +9,7 @@ import sys
 import tempfile
 import traceback
 
-from . import _lib
+from . import _lib, _meta, _warnings
 from ._lib import ModelprofError
 
 
@@ -312,7 +312,7 @@ def _dynamo_options():
     return kw
 
 
-def export_onnx(model, args, kwargs, path):
+def export_onnx(model, args, kwargs, path, verbose=False):
     """Export `model`, called as model(*args, **kwargs), to `path`: the one
     export path of get_model_profile and FlopsProfiler. On torch >= 2.5 the
     dynamo exporter, asked for by name (torch.onnx.export(..., dynamo=True),
@@ -321,18 +321,34 @@ def export_onnx(model, args, kwargs, path):
     cannot trace), the TorchScript exporter (opset 14, module scopes in node
     names, BatchNorm kept: training=PRESERVE, no constant folding). The model
     is exported in the mode it is in; the forward's effects on its buffers
-    and on the random generators are undone."""
+    and on the random generators are undone. The exporters' warnings are
+    kept out of the console unless verbose (_warnings.py: the ones that
+    change the figures are said in one line).
+
+    A model on the meta device (no weights: _meta.py) is exported by the
+    TorchScript exporter without values, its tensor arguments moved to the
+    meta device; it returns the weight table to declare to the library
+    (Profile's weights=), else None."""
+    with _warnings.quiet(verbose):
+        return _export(model, args, kwargs, path)
+
+
+def _export(model, args, kwargs, path):
     args = tuple(args)
-    tries = [True, False] if uses_dynamo() else [False]
+    meta = _meta.on_meta(model)
+    if meta:
+        args, kwargs = _meta.to_meta(args), _meta.to_meta(dict(kwargs or {}))
+    tries = [True, False] if uses_dynamo() and not meta else [False]
     failures = []
+    unsaved = set()
     for dynamo in tries:
-        failure = _export_with(model, args, kwargs, path, dynamo)
+        failure = _export_with(model, args, kwargs, path, dynamo, meta, unsaved)
         if failure is None:
             if failures:    # said once, as the exporters warn
                 sys.stderr.write("modelprof: the dynamo exporter failed (%s: %s); exported with "
                                  "the TorchScript exporter\n" % (type(failures[0][0]).__name__,
                                                                   failures[0][1]))
-            return
+            return _meta.weight_table(model, unsaved) if meta else None
         failures.append(failure)
     # the last exporter's failure leads (the TorchScript exporter traces
     # module by module, so it names the module); the dynamo one follows
@@ -348,12 +364,15 @@ def export_onnx(model, args, kwargs, path):
         "export") from exc
 
 
-def _export_with(model, args, kwargs, path, dynamo):
+def _export_with(model, args, kwargs, path, dynamo, meta=False, unsaved=None):
     """One export by one exporter: None, or (exception, its first line, the
-    module running when it failed while tracing)."""
+    module running when it failed while tracing). meta: the model is on the
+    meta device (_meta.meta_export; the names of the buffers it does not
+    save go into `unsaved`)."""
     import torch
     with _module_tracker(model) as (where, stack), _state_kept(model), \
-            _export_call(model, args, kwargs, dynamo) as (xargs, xkwargs):
+            _export_call(model, args, kwargs, dynamo) as (xargs, xkwargs), \
+            (_meta.meta_export(model) if meta else contextlib.nullcontext(set())) as nosave:
         try:
             if dynamo:
                 torch.onnx.export(model, xargs, path, kwargs=xkwargs or None, **_dynamo_options())
@@ -367,8 +386,10 @@ def _export_with(model, args, kwargs, path, dynamo):
                 if "dynamo" in inspect.signature(torch.onnx.export).parameters:
                     extra["dynamo"] = False
                 torch.onnx.export(model, xargs, path, opset_version=14,
-                                  do_constant_folding=False,
+                                  do_constant_folding=False, export_params=not meta,
                                   training=torch.onnx.TrainingMode.PRESERVE, **extra)
+                if unsaved is not None:
+                    unsaved.update(nosave)
                 _qualify_scopes(path, where["scopes"])
         except Exception as e:  # the exporter's own exception types vary by version
             reason = str(e).strip().split("\n")[0]
@@ -453,7 +474,7 @@ def _write_or_print(text, output_file):
 def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile=True,
                       detailed=True, module_depth=-1, top_modules=1, warm_up=1,
                       as_string=True, output_file=None, ignore_modules=None,
-                      mode="forward"):
+                      mode="forward", verbose=False):
     """DeepSpeed's get_model_profile: (flops, macs, params) of one forward
     pass of model(*args, **kwargs) (or of a tensor of input_shape), strings
     in DeepSpeed's format when as_string. The model is exported to ONNX in
@@ -465,42 +486,57 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
     whole module tree. ignore_modules (module types) leaves the modules of
     those types out, with their submodules: their MACs and FLOPs count
     nowhere (their parameters still do). warm_up is accepted for
-    compatibility: the counts are static, nothing is timed."""
-    import torch
-    if not isinstance(model, torch.nn.Module):
-        raise ModelprofError("get_model_profile: model must be a torch.nn.Module, not %s"
-                             % type(model).__name__, "usage")
+    compatibility: the counts are static, nothing is timed. A model on the
+    meta device (built without weights) profiles as the same model with
+    weights does (_meta.py). verbose=True shows the exporter's own
+    warnings."""
     if mode != "forward":
         raise ModelprofError("get_model_profile: mode '%s': only 'forward' is profiled "
                              "(the exported forward pass)" % mode, "usage")
+    with _profiled("get_model_profile", model, input_shape, args, kwargs, ignore_modules,
+                   verbose) as p:
+        d = p.json()
+        if print_profile:
+            _write_or_print(p.report(_lib.TEXT, depth=module_depth, top=top_modules,
+                                     detailed=detailed, tree_depth=-1), output_file)
+    tot = d["total"]
+    flops, macs, params = tot["flops"], tot["macs"], tot["params"]
+    if as_string:
+        return number_to_string(flops), macs_to_string(macs), params_to_string(params)
+    return flops, macs, params
+
+
+@contextlib.contextmanager
+def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbose=False):
+    """The library's static profile (a _lib.Profile) of one forward pass of
+    the model, exported in eval mode in a temporary folder (removed, also on
+    errors); a meta model's weights declared from its own table."""
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        raise ModelprofError("%s: model must be a torch.nn.Module, not %s"
+                             % (who, type(model).__name__), "usage")
     args = _inputs(model, input_shape, args, kwargs)
     kwargs = dict(kwargs or {})
     if not args and not kwargs:
-        raise ModelprofError("get_model_profile: give input_shape, args or kwargs", "usage")
+        raise ModelprofError("%s: give input_shape, args or kwargs" % who, "usage")
     ignored = ignored_names(model, ignore_modules)
     was_training = model.training
     model.eval()
     tmp = tempfile.mkdtemp(prefix="modelprof-")
     try:
         path = os.path.join(tmp, type(model).__name__ + ".onnx")
-        export_onnx(model, args, kwargs, path)
+        weights = export_onnx(model, args, kwargs, path, verbose=verbose)
         data = _name_root(path, type(model).__name__)
         label = "%s (exported by torch %s)" % (type(model).__name__, torch.__version__)
         classes = {n: type(x).__name__ for n, x in model.named_modules()}
-        with (_lib.Profile(None, data=data, name=label, classes=classes, ignore=ignored)
-              if data is not None else _lib.Profile(path, classes=classes, ignore=ignored)) as p:
-            d = p.json()
-            if print_profile:
-                _write_or_print(p.report(_lib.TEXT, depth=module_depth, top=top_modules,
-                                         detailed=detailed, tree_depth=-1), output_file)
+        with (_lib.Profile(None, data=data, name=label, classes=classes, ignore=ignored,
+                           weights=weights)
+              if data is not None else _lib.Profile(path, classes=classes, ignore=ignored,
+                                                    weights=weights)) as p:
+            yield p
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         model.train(was_training)
-    tot = d["total"]
-    flops, macs, params = tot["flops"], tot["macs"], tot["params"]
-    if as_string:
-        return number_to_string(flops), macs_to_string(macs), params_to_string(params)
-    return flops, macs, params
 
 
 def _name_root(path, name):

@@ -176,10 +176,10 @@ class _CallRecorder:
             self.patched = False
 
 
-def _calibrate(activities, device, install, rounds=5, n=100):
-    """What the profiler adds, measured on this machine now (best of
-    `rounds`, `n` calls each), both with the profiler's own activities and
-    on the model's device (a GPU's launch records count too):
+def _calibrate(activities, device, install, rounds=7, n=50, clock=time.perf_counter):
+    """What the profiler adds, measured on this machine now, both with the
+    profiler's own activities and on the model's device (a GPU's launch
+    records count too):
       - one operator record: a small add that autograd records, with
         torch.profiler on, against off;
       - one module range: a module that only scales its input, called and
@@ -188,6 +188,16 @@ def _calibrate(activities, device, install, rounds=5, n=100):
         their handles: forward and backward ranges, tensor hooks, the path
         bookkeeping), against without; half of that per range (a call makes
         a forward and a backward range).
+    Each cost is a difference of two timings of about a microsecond. Timed
+    one after the other (all the "off" calls, then all the "on" ones), a
+    clock ramping up between them, or another process taking the core
+    during one of them, made "on" no slower than "off", and the clipped
+    difference read 0 ("1885 operator records x 0 s"). So each of `rounds`
+    rounds times off and on back to back (each the best of 3 blocks of
+    calls: a block the scheduler interrupted does not count) and the cost
+    is the median of the rounds' differences: a drift cancels within a
+    round, a disturbed round is outvoted. 0 when the median is not above
+    0: the cost is below what the clock resolves (the report says so).
     Seconds each."""
     v = torch.zeros(16, device=device, requires_grad=True)
 
@@ -197,13 +207,13 @@ def _calibrate(activities, device, install, rounds=5, n=100):
 
     probe = Probe()
 
-    def per_call(fn):
+    def per_call(fn, k):
         best = float("inf")
-        for _ in range(rounds):
-            t = time.perf_counter()
-            for _ in range(n):
+        for _ in range(3):
+            t = clock()
+            for _ in range(k):
                 fn()
-            best = min(best, (time.perf_counter() - t) / n)
+            best = min(best, (clock() - t) / k)
         return best
 
     def op():
@@ -214,19 +224,28 @@ def _calibrate(activities, device, install, rounds=5, n=100):
     def call():
         probe(v).sum().backward()
 
-    op_off = per_call(op)
-    with torch.profiler.profile(activities=activities):
-        op_on = per_call(op)
-        call_off = per_call(call)
-        hooks = install(probe)
-        try:
-            call_on = per_call(call)
-        finally:
-            for h in hooks:
-                h.remove()
+    def median(xs):
+        xs = sorted(xs)
+        k = len(xs) // 2
+        return xs[k] if len(xs) % 2 else 0.5 * (xs[k - 1] + xs[k])
+
+    op_d, call_d = [], []
+    for _ in range(rounds):
+        op_off = per_call(op, n)
+        with torch.profiler.profile(activities=activities):
+            op_on = per_call(op, n)
+            call_off = per_call(call, max(1, n // 5))
+            hooks = install(probe)
+            try:
+                call_on = per_call(call, max(1, n // 5))
+            finally:
+                for h in hooks:
+                    h.remove()
+        op_d.append(op_on - op_off)
+        call_d.append(call_on - call_off)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return max(0.0, op_on - op_off), max(0.0, call_on - call_off) / 2
+    return max(0.0, median(op_d)), max(0.0, median(call_d) / 2)
 
 
 class _Clock:
@@ -320,10 +339,13 @@ class FlopsProfiler:
 
     From its creation it times the model's forward calls with a plain clock
     (two cheap hooks on the model), so that steps run before start_profile
-    show what a step costs without the profiler."""
+    show what a step costs without the profiler. verbose=True shows the
+    exporter's own warnings (else the ones that change the figures are said
+    in one line)."""
 
-    def __init__(self, model, ds_engine=None, recompute_fwd_factor=0.0):
+    def __init__(self, model, ds_engine=None, recompute_fwd_factor=0.0, verbose=False):
         self.model = model
+        self.verbose = verbose
         self.ds_engine = ds_engine
         self.recompute_fwd_factor = recompute_fwd_factor
         self.started = False
@@ -343,6 +365,11 @@ class FlopsProfiler:
         not timed, their MACs and FLOPs counted nowhere (params still are)."""
         if self.started and self.func_patched:
             return          # recording already
+        from . import _meta
+        if _meta.on_meta(self.model):
+            raise ModelprofError("FlopsProfiler: %s is on the meta device: its steps compute "
+                                 "nothing to time (get_model_profile and plan take it)"
+                                 % type(self.model).__name__, "usage")
         self.reset_profile()
         if not self._clock.handles:     # end_profile removed it: time again from now
             self._clock = _Clock(self.model)
@@ -518,7 +545,7 @@ class FlopsProfiler:
         args, kwargs = self._call
         self._clock.paused = True
         try:
-            torchprof.export_onnx(self.model, args, kwargs, path)
+            torchprof.export_onnx(self.model, args, kwargs, path, verbose=self.verbose)
         finally:
             self._clock.paused = False
         return path

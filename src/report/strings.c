@@ -92,3 +92,20 @@ mp_status mp_tplan_string(const mp_tplan *pl, mp_format format, char **out) {
     if (!pl || !out) return mp_error(MP_ERR_USAGE, "mp_tplan_string: no plan or output pointer");
     return to_string(tplan_fn, pl, &format, out);
 }
+
+mp_status mp_tplan_profile_string(const mp_profile *p, int n, const char *const *flags,
+                                  const char *const *values, mp_format format, char **out) {
+    if (out) *out = NULL;
+    if (!p || !out || n < 0 || (n > 0 && !flags))
+        return mp_error(MP_ERR_USAGE, "mp_tplan_profile_string: no profile, flags or output pointer");
+    mp_tplan_options o;
+    mp_status st = mp_tplan_options_default(&o);
+    for (int i = 0; i < n && !st; i++)
+        st = mp_tplan_options_set(&o, flags[i], values ? values[i] : NULL);
+    if (!st) st = mp_tplan_options_check(&o);
+    mp_tplan *pl = NULL;
+    if (!st) st = mp_tplan_create(p, &o, &pl);
+    if (!st) st = mp_tplan_string(pl, format, out);
+    mp_tplan_free(pl);
+    return st;
+}

@@ -389,7 +389,10 @@ static void tx_summary(tx *t) {
     }
     if (m->weightless) {
         tx_label(t, "weights:");
-        if (!m->dir)
+        if (!m->absent_weights) /* declared by the binding (mp_model_set_weight) */
+            tx_printf(t, "absent: names, dtypes and shapes from the model's own parameter table (a "
+                         "static profile needs no weights: computed from shapes)\n");
+        else if (!m->dir)
             tx_printf(t, "absent: loaded from memory, external data '%s' is not read (a static "
                          "profile needs no weights: computed from shapes)\n",
                       m->absent_weights ? m->absent_weights : "?");

@@ -63,11 +63,25 @@ static void overhead_lines(trw *w, double step, double n) {
                       mp_fmt_seconds(k->before_fwd_s).s);
     if (h->known && n > 0) {
         double per = t->overhead.total_s / n;
-        mp_out_printf(o, "%-*sat least %s a step (%.0f operator records x %s + %.0f module "
-                         "ranges x %s; costs measured at start_profile)\n",
+        /* a cost the calibration could not tell from its clock's noise
+         * (the binding passes 0: profiler on no slower than off) is said
+         * so, not multiplied as "x 0 s" */
+        char ops[96], ranges[96];
+        if (h->op_s > 0)
+            snprintf(ops, sizeof ops, "%.0f operator records x %s", (double)h->ops / n,
+                     mp_fmt_seconds(h->op_s).s);
+        else
+            snprintf(ops, sizeof ops, "%.0f operator records, each too cheap to measure",
+                     (double)h->ops / n);
+        if (h->range_s > 0)
+            snprintf(ranges, sizeof ranges, "%.0f module ranges x %s", (double)h->ranges / n,
+                     mp_fmt_seconds(h->range_s).s);
+        else
+            snprintf(ranges, sizeof ranges, "%.0f module ranges, each too cheap to measure",
+                     (double)h->ranges / n);
+        mp_out_printf(o, "%-*sat least %s a step (%s + %s; costs measured at start_profile)\n",
                       c, "profiler overhead (estimated from its records):", mp_fmt_seconds(per).s,
-                      (double)h->ops / n, mp_fmt_seconds(h->op_s).s, (double)h->ranges / n,
-                      mp_fmt_seconds(h->range_s).s);
+                      ops, ranges);
         if (step > per)
             mp_out_printf(o, "%-*sat most %s\n", c, "iter latency without the profiler (estimated):",
                           mp_fmt_seconds(step - per).s);

@@ -1,0 +1,229 @@
+"""Models on the meta device (built from a config without weights, as
+calflops and `accelerate.init_empty_weights` do): exported without values,
+their weights declared to the library from the model itself.
+
+The export: PyTorch's TorchScript exporter with export_params=False, so the
+parameters and buffers are graph inputs named by their state_dict names.
+Three of its passes read weight values, which meta tensors do not have; for
+the duration of the export they get none (the same three as
+tools/make_llama7b.py):
+  - graph and node shape inference get an empty parameter dict (shapes
+    come from the traced types, never from values);
+  - the merging of equal initializers is skipped: it compares values (or,
+    in train mode, data pointers, which every meta tensor shares as null),
+    so it would merge every weight of one shape into one.
+Ties are the model's: the exporter takes each tensor once by identity
+(torch.jit._unique_state_dict), and the table below is built the same way.
+Buffers the model does not save (register_buffer(persistent=False), a
+rotary inv_freq) would become constants holding meta data the exporter
+cannot write: for the export they are saved (graph inputs) and declared as
+constants, neither parameters nor buffers.
+
+torch 1.13's tracer records a convolution below aten::convolution (as
+aten::_convolution, which ONNX's symbolic reads); on the meta device the
+convolution's meta kernel answers first and nothing is recorded, so a
+TorchFunctionMode records each convolution of meta tensors itself: the
+node the tracer would have written, with the output's traced value.
+
+The table (mp_model_set_weight): name, ONNX dtype, shape, kind (0 a
+parameter, 1 a buffer, 2 a constant), for each tensor of the state dict,
+once by identity."""
+import contextlib
+
+# torch dtype name -> ONNX TensorProto.DataType
+_ONNX_DTYPE = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6,
+               "int64": 7, "bool": 9, "float16": 10, "float64": 11, "uint32": 12, "uint64": 13,
+               "complex64": 14, "complex128": 15, "bfloat16": 16}
+PARAM, BUFFER, CONST = 0, 1, 2
+
+
+def on_meta(model):
+    """Whether any of the model's parameters or buffers is on the meta device."""
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t.device.type == "meta":
+            return True
+    return False
+
+
+def to_meta(x):
+    """Tensors of an argument tree moved to the meta device (shapes and
+    dtypes kept); anything else as it is."""
+    import torch
+    if isinstance(x, torch.Tensor):
+        return x if x.device.type == "meta" else x.to("meta")
+    if isinstance(x, tuple):
+        return tuple(to_meta(v) for v in x)
+    if isinstance(x, list):
+        return [to_meta(v) for v in x]
+    if isinstance(x, dict):
+        return {k: to_meta(v) for k, v in x.items()}
+    return x
+
+
+def weight_table(model, unsaved=()):
+    """(name, onnx dtype, shape, kind) for each tensor of the state dict,
+    once by identity (the exporter's naming: the first name of a tied
+    tensor). unsaved: names of buffers the model does not save (kind
+    constant)."""
+    params = {id(p) for p in model.parameters()}
+    seen, out = set(), []
+    for name, t in model.state_dict(keep_vars=True).items():
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        dt = str(t.dtype).replace("torch.", "")
+        if dt not in _ONNX_DTYPE:
+            continue
+        kind = PARAM if id(t) in params else (CONST if name in unsaved else BUFFER)
+        out.append((name, _ONNX_DTYPE[dt], tuple(int(d) for d in t.shape), kind))
+    return out
+
+
+@contextlib.contextmanager
+def saved_buffers(model):
+    """Buffers the model does not save become saved for the export (graph
+    inputs, not constants holding meta data). Yields their state_dict
+    names; restored afterwards."""
+    changed, names = [], []
+    for prefix, m in model.named_modules():
+        nps = getattr(m, "_non_persistent_buffers_set", None)
+        if nps:
+            changed.append((m, set(nps)))
+            names.extend((prefix + "." if prefix else "") + b for b in nps)
+            nps.clear()
+    try:
+        yield set(names)
+    finally:
+        for m, nps in changed:
+            m._non_persistent_buffers_set.update(nps)
+
+
+def _exporter_module():
+    """The module of the TorchScript exporter's passes (torch._C)."""
+    from torch import _C
+    return _C
+
+
+@contextlib.contextmanager
+def exporter_without_values():
+    """The exporter's passes that read weight values get none (module
+    docstring). Restored afterwards."""
+    _C = _exporter_module()
+    names = ("_jit_pass_onnx_graph_shape_type_inference",
+             "_jit_pass_onnx_node_shape_type_inference",
+             "_jit_pass_onnx_deduplicate_initializers")
+    saved = {k: getattr(_C, k) for k in names if hasattr(_C, k)}
+    g = saved.get(names[0])
+    n = saved.get(names[1])
+    if g is not None:
+        setattr(_C, names[0], lambda graph, params, opset, *a: g(graph, {}, opset, *a))
+    if n is not None:
+        setattr(_C, names[1], lambda node, params, opset, *a: n(node, {}, opset, *a))
+    if names[2] in saved:
+        setattr(_C, names[2], lambda graph, params, training: params)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(_C, k, v)
+
+
+def _ints(v, k):
+    return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)] * k
+
+
+def traced_meta_conv():
+    """A TorchFunctionMode that records the convolutions of meta tensors in
+    the trace (module docstring)."""
+    import torch
+    import torch.nn.functional as F
+    from torch import _C
+    from torch.overrides import TorchFunctionMode
+
+    conv = {F.conv1d: (1, False), F.conv2d: (2, False), F.conv3d: (3, False),
+            F.conv_transpose1d: (1, True), F.conv_transpose2d: (2, True),
+            F.conv_transpose3d: (3, True)}
+    fwd = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
+    tr = ["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"]
+
+    class TracedMetaConv(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            spec = conv.get(func)
+            state = _C._get_tracing_state() if spec else None
+            if state is None:
+                return func(*args, **kwargs)
+            k, transposed = spec
+            a = dict(zip(tr if transposed else fwd, args))
+            a.update(kwargs)
+            x, w, b = a["input"], a["weight"], a.get("bias")
+            if not isinstance(x, torch.Tensor) or x.device.type != "meta":
+                return func(*args, **kwargs)
+            stride, dil = _ints(a.get("stride", 1), k), _ints(a.get("dilation", 1), k)
+            pad = a.get("padding", 0)
+            if isinstance(pad, str):
+                total = [d * (s - 1) for d, s in zip(dil, w.shape[2:])]
+                if pad == "valid":
+                    pad = [0] * k
+                elif all(t % 2 == 0 for t in total):
+                    pad = [t // 2 for t in total]
+                else:   # asymmetric "same": the exporter pads first; left to it
+                    return func(*args, **kwargs)
+            pad = _ints(pad, k)
+            opad = _ints(a.get("output_padding", 0), k)
+            groups = int(a.get("groups", 1))
+            _C._set_tracing_state(None)
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                _C._set_tracing_state(state)
+            g = state.graph()
+            vals = [_C._get_value_trace(x), _C._get_value_trace(w),
+                    _C._get_value_trace(b) if b is not None else g.insertConstant(None)]
+            vals += [g.insertConstant(v) for v in (stride, pad, dil, transposed, opad, groups,
+                                                   False, False, True, True)]
+            node = g.create("aten::_convolution", vals, 1)
+            g.insertNode(node)
+            node.output().inferTypeFrom(out)
+            _C._set_value_trace(out, node.output())
+            return out
+
+    return TracedMetaConv()
+
+
+@contextlib.contextmanager
+def without_onnx_shape_inference():
+    """The exporter's own ONNX shape inference off (torch.onnx.utils._export's
+    onnx_shape_inference=False). torch 1.13's runs it after converting each
+    node, at a cost that grows with the graph: a Llama of 70B's dimensions
+    exports in 3.0 s at 4 blocks and 38 s at 16; without it, 1.9 s and
+    10.7 s. The library infers every shape itself. What changes: the
+    exporter writes some shape arithmetic as operators (Shape, Gather,
+    Concat) instead of constants, so FLOPs and bytes move by a few
+    elements; parameters, MACs, the activation peak and the plan do not
+    (tests/python/run.py, meta_device_models)."""
+    try:
+        import torch.onnx.utils as U
+        orig = U._export
+    except (ImportError, AttributeError):
+        yield
+        return
+    import functools
+    import inspect
+    if "onnx_shape_inference" not in inspect.signature(orig).parameters:
+        yield
+        return
+    U._export = functools.partial(orig, onnx_shape_inference=False)
+    try:
+        yield
+    finally:
+        U._export = orig
+
+
+@contextlib.contextmanager
+def meta_export(model):
+    """Everything a meta model's export needs, for its duration (module
+    docstring). Yields the names of the buffers the model does not save."""
+    with saved_buffers(model) as unsaved, exporter_without_values(), traced_meta_conv(), \
+            without_onnx_shape_inference():
+        yield unsaved

@@ -1,0 +1,41 @@
+"""modelprof.plan: the training (or inference) plan of a PyTorch model, as
+`modelprof plan` makes it from an export. The options are the command's
+plan flags as keywords, handed to the library as flag/value strings
+(mp_tplan_profile_string): the library parses them with the command's own
+table (src/plan/options.c), so no option is mirrored here."""
+import json
+
+from . import _lib, torchprof
+from ._lib import ModelprofError
+
+
+def _flags(options):
+    """Keywords -> (flag, value) pairs: micro_batches=4 -> ("micro_batches",
+    "4"); True -> the switch; False or None -> not set."""
+    out = []
+    for k, v in options.items():
+        if v is None or v is False:
+            continue
+        out.append((k, None if v is True else str(v)))
+    return out
+
+
+def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options):
+    """The plan of training `model` called as model(*args, **kwargs) (or on
+    a tensor of input_shape): the `plan` object of `modelprof plan --format
+    json` (docs/JSON.md, "Training plan") as a dict. Every plan option of
+    the command is a keyword: gpu="h100-sxm", precision="bf16-mixed",
+    optimizer="adamw", zero=3, micro_batches=4, checkpointing=True,
+    inference=True, ... (True sets a switch; False or None leaves it out).
+    The model is exported as get_model_profile exports it (eval mode; a
+    model on the meta device, built without weights, plans as the same
+    model with weights does). An unknown option or a bad value raises
+    ModelprofError naming the flag."""
+    flags = _flags(options)
+    for f, _ in flags:    # before the export: a typo costs nothing
+        if _lib.LIB.mp_tplan_option_kind(f.encode()) < 0:
+            raise ModelprofError("plan: '%s' is not a plan option (modelprof plan --help lists "
+                                 "them)" % f, "usage")
+    with torchprof._profiled("plan", model, input_shape, args, kwargs, verbose=verbose) as p:
+        doc = json.loads(p.plan(flags, _lib.JSON))
+    return doc["plan"]
