@@ -168,28 +168,7 @@ mp_status dn_lnorm_prepare(mp_kctx *k, size_t *scratch) {
     if ((p.gamma >= 0 && (gi < 0 || gi >= k->n_in)) || (p.beta >= 0 && (bi < 0 || bi >= k->n_in)))
         return mp_error(MP_ERR_UNSUPPORTED, "node %s: the LayerNormalization pattern's inputs are not where "
                         "expected", k->n->name);
-    dk *s;
-    mp_status st = dn_dk_new(k, &s);
-    if (st) return st;
-    int64_t d2[2] = {p.rows, p.d};
-    dnnl_memory_desc_t md, cmd;
-    DN(dn_md_plain(&md, 2, d2), "memory descriptor");
-    DN(dn_md_plain(&cmd, 1, &p.d), "memory descriptor");
-    unsigned flags = (gi >= 0 ? dnnl_use_scale : 0) | (bi >= 0 ? dnnl_use_shift : 0);
-    dnnl_layer_normalization_desc_t ld;
-    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL, (float)p.eps, flags),
-       "layer normalization");
-    dnnl_primitive_attr_t attr;
-    if ((st = dn_attr_new(k, &attr))) return st;
-    dnnl_primitive_desc_t pd;
-    if ((st = dn_make_pd(k, &ld, attr, NULL, &pd))) return st;
-    st = dn_dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
-    if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
-    if (!st && gi >= 0) st = dn_dk_arg(k, s, DNNL_ARG_SCALE, &cmd, FROM_IN, gi, NULL);
-    if (!st && bi >= 0) st = dn_dk_arg(k, s, DNNL_ARG_SHIFT, &cmd, FROM_IN, bi, NULL);
-    if (!st) st = dn_dk_finish(k, s, pd, scratch);
-    dnnl_primitive_desc_destroy(pd);
-    return st;
+    return dn_layernorm_make(k, p.rows, p.d, (float)p.eps, gi, bi, scratch);
 }
 
 static bool attn_batch_same(const mp_value *a, const mp_value *b, int r) {

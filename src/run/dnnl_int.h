@@ -351,6 +351,7 @@ bool dn_softmax_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_softmax_prepare(mp_kctx *k, size_t *scratch);
 bool dn_layernorm_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_layernorm_prepare(mp_kctx *k, size_t *scratch);
+mp_status dn_layernorm_make(mp_kctx *k, int64_t rows, int64_t d, float eps, int si, int bi, size_t *scratch);
 bool dn_batchnorm_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_batchnorm_prepare(mp_kctx *k, size_t *scratch);
 bool dn_eltwise_ok(const mp_graph *g, const mp_node *n);
