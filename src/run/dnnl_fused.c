@@ -35,23 +35,6 @@ const mp_pact *dn_gelu_head(const mp_graph *g, const mp_node *n) {
     return a;
 }
 
-/* The elementwise GELU kernel of a pattern fused whole: x (k->in[0]) to
- * the group's output, laid out as x is. */
-static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch) {
-    const mp_value *x = dn_gval(k->g, k->n, 0);
-    dk *s;
-    mp_status st = dn_dk_new(k, &s);
-    if (st) return st;
-    int64_t ne = mp_value_numel(x);
-    dnnl_memory_desc_t md, blk;
-    DN(dn_md_plain(&md, 1, &ne), "memory descriptor");
-    if (dn_lay_find(k, k->n->in[0], &blk) && !dn_lay_add(k, s, out_v, &blk))
-        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
-    dnnl_eltwise_desc_t ed;
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, 0, 0), "eltwise");
-    return dn_dk_src_dst(k, s, &ed, &md, &md, scratch);
-}
-
 mp_status dn_gelu_prepare(mp_kctx *k, size_t *scratch) {
     const mp_pact *a = dn_gelu_head(k->g, k->n);
     if (!a) return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a GELU pattern", k->n->name);
@@ -63,7 +46,9 @@ mp_status dn_gelu_prepare(mp_kctx *k, size_t *scratch) {
         mp_error_clear();
         return dn_binary_prepare(k, scratch);
     }
-    return gelu_kernel(k, a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh, a->y, scratch);
+    /* the pattern fused whole: x (k->in[0]) to the group's output */
+    return dn_eltwise_make(k, a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh, 0, 0,
+                           a->y, scratch);
 }
 
 /* ReduceMean over the last axis only, keeping it (axes an attribute:

@@ -356,7 +356,6 @@ bool dn_eltwise_ok(const mp_graph *g, const mp_node *n) {
 }
 
 mp_status dn_eltwise_prepare(mp_kctx *k, size_t *scratch) {
-    const mp_value *x = dn_gval(k->g, k->n, 0);
     eltw e;
     dn_eltwise_of(k->g, k->n, &e);
     if (dn_is_op(k->n, "Clip")) {
@@ -368,18 +367,26 @@ mp_status dn_eltwise_prepare(mp_kctx *k, size_t *scratch) {
             else e.b[0] = *(const float *)k->in[j].data;
         }
     }
+    return dn_eltwise_make(k, e.alg[0], e.a[0], e.b[0], k->n->out[0], scratch);
+}
+
+/* oneDNN's eltwise alg (alpha a, beta b) over input 0 as a flat vector,
+ * to output 0. A blocked input (of the plain size) is the same bytes in
+ * another order: the flat view computes it, and value out_v (the output,
+ * or a fused group's) keeps the layout. The node's own elementwise op and
+ * the fused GELU (dnnl_fused.c) make it. */
+mp_status dn_eltwise_make(mp_kctx *k, dnnl_alg_kind_t alg, float a, float b, int out_v, size_t *scratch) {
+    const mp_value *x = dn_gval(k->g, k->n, 0);
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
     int64_t ne = mp_value_numel(x);
     dnnl_memory_desc_t md, blk;
     DN(dn_md_plain(&md, 1, &ne), "memory descriptor");
-    /* a blocked input (of the plain size) is the same bytes in another
-     * order: the flat view computes it, and the output keeps the layout */
-    if (dn_lay_find(k, k->n->in[0], &blk) && !dn_lay_add(k, s, k->n->out[0], &blk))
+    if (dn_lay_find(k, k->n->in[0], &blk) && !dn_lay_add(k, s, out_v, &blk))
         return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, e.alg[0], &md, e.a[0], e.b[0]), "eltwise");
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, a, b), "eltwise");
     return dn_dk_src_dst(k, s, &ed, &md, &md, scratch);
 }
 
