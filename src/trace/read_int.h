@@ -15,7 +15,7 @@ struct inflate_state;
 
 typedef struct rsrc {
     int fd;                       /* -1: memory */
-    mp_status err;                /* of the last failed src_read */
+    mp_status err;                /* of the last failed rd_src_read */
     const uint8_t *mem;
     size_t mem_len, mem_pos;
     bool gz, z_done, raw_eof;

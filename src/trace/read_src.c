@@ -190,7 +190,7 @@ static void *pipe_main(void *arg) {
     return NULL;
 }
 
-/* What src_read gives, from the inflater's blocks. */
+/* What rd_src_read gives, from the inflater's blocks. */
 ssize_t rd_pipe_read(rd_pipe *p, char *dst, size_t n) {
     pthread_mutex_lock(&p->mu);
     while (p->state[p->head] == PB_FREE) pthread_cond_wait(&p->cv, &p->mu);
