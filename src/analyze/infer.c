@@ -38,6 +38,16 @@ static void mp__init_initializer(mp_value *v) {
     v->dims = t->dims;
 }
 
+/* A value the inference has not computed yet: no dtype, shape or contents. */
+static void mp__unknown(mp_value *v) {
+    v->dtype = MP_DT_UNDEFINED;
+    v->rank = -1;
+    v->dims = NULL;
+    v->kn = -1;
+    v->iv = NULL;
+    v->fv = NULL;
+}
+
 /* Reset every value the inference computes; keep initializers, inputs.
  * The parameter marks go too (the analysis sets them afresh). Lists the
  * initializers in inits when not NULL (g->n_values entries). */
@@ -54,12 +64,7 @@ static mp_status mp__reset(mp_model *m, mp_graph *g, int *inits, int *n_inits) {
             mp_status st = mp__init_input(m, v);
             if (st) return st;
         } else {
-            v->dtype = MP_DT_UNDEFINED;
-            v->rank = -1;
-            v->dims = NULL;
-            v->kn = -1;
-            v->iv = NULL;
-            v->fv = NULL;
+            mp__unknown(v);
         }
     }
     if (n_inits) *n_inits = ni;
@@ -172,12 +177,7 @@ mp_status mp_infer_graph(mp_model *m, mp_graph *g) {
     for (int i = 0; i < g->n_values; i++) {
         mp_value *v = &g->values[i];
         if (v->producer >= 0) {
-            v->dtype = MP_DT_UNDEFINED;
-            v->rank = -1;
-            v->dims = NULL;
-            v->kn = -1;
-            v->iv = NULL;
-            v->fv = NULL;
+            mp__unknown(v);
         } else if (v->flags & MP_VAL_INIT) {
             mp__init_initializer(v);
         }

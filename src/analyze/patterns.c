@@ -918,6 +918,23 @@ static int unrepeat(pctx *c, int v) {
     return v;
 }
 
+/* An operand v of the score product qk made by a free Mul or Div of a
+ * non-constant value by a scalar constant, read by qk alone: that node
+ * becomes a candidate as part, *x the value scaled, *s the factor (both
+ * unchanged when there is no such scale). */
+static void operand_scale(pctx *c, int qk, int v, int part, int *x, double *s) {
+    int p = prod(c, v);
+    double f;
+    if (p >= 0 && free_node(c, p) && sole_data(c, v) == qk && NODE(c, p)->n_in == 2) {
+        int x0 = mp_value_const(c->g, NODE(c, p)->in[0]) ? NODE(c, p)->in[1] : NODE(c, p)->in[0];
+        if (scaled_by(c, p, x0, &f) && !mp_value_const(c->g, x0)) {
+            cand(c, p, part);
+            *x = x0;
+            *s = f;
+        }
+    }
+}
+
 /* Decomposed attention around Softmax sm. */
 static void attn_decomposed(pctx *c, int sm) {
     const mp_node *sn = NODE(c, sm);
@@ -1032,15 +1049,7 @@ static void attn_decomposed(pctx *c, int sm) {
     /* Q: through a scale right before the product */
     int A = in_at(c, qk, 0), B = in_at(c, qk, 1), q = A, kt = B, k = -1;
     double qs = 1.0, ks = 1.0, f;
-    int pa = prod(c, A);
-    if (pa >= 0 && free_node(c, pa) && sole_data(c, A) == qk && NODE(c, pa)->n_in == 2) {
-        int x0 = mp_value_const(c->g, NODE(c, pa)->in[0]) ? NODE(c, pa)->in[1] : NODE(c, pa)->in[0];
-        if (scaled_by(c, pa, x0, &f) && !mp_value_const(c->g, x0)) {
-            cand(c, pa, MP_PART_Q_SCALE);
-            q = x0;
-            qs = f;
-        }
-    }
+    operand_scale(c, qk, A, MP_PART_Q_SCALE, &q, &qs);
     /* a query scaled earlier (OPT scales its projection): through views */
     if (qs == 1.0) {
         int w = q;
@@ -1060,15 +1069,7 @@ static void attn_decomposed(pctx *c, int sm) {
         }
     }
     /* K^T: a scale, then the transposition */
-    int pb = prod(c, B);
-    if (pb >= 0 && free_node(c, pb) && sole_data(c, B) == qk && NODE(c, pb)->n_in == 2) {
-        int x0 = mp_value_const(c->g, NODE(c, pb)->in[0]) ? NODE(c, pb)->in[1] : NODE(c, pb)->in[0];
-        if (scaled_by(c, pb, x0, &f) && !mp_value_const(c->g, x0)) {
-            cand(c, pb, MP_PART_K_SCALE);
-            kt = x0;
-            ks = f;
-        }
-    }
+    operand_scale(c, qk, B, MP_PART_K_SCALE, &kt, &ks);
     if (qs != 1.0 && ks != 1.0) form = MP_FORM_SDPA;
     int tp = prod_op(c, kt, "Transpose");
     const mp_value *ktv = VAL(c, kt);

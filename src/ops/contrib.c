@@ -403,13 +403,7 @@ static mp_status ct_gemm_infer(mp_ctx *c, int ia, int ib, int ic, int dt) {
     mp_value *cc = ic >= 0 ? mp_in(c, ic) : NULL;
     if (cc && cc->rank >= 0) {
         if (cc->rank > 2) return mp_fail(c, "C '%s' has rank %d, above 2", cc->name, cc->rank);
-        for (int i = 0; i < cc->rank; i++) {
-            int64_t d = cc->dims[cc->rank - 1 - i], t = od[1 - i];
-            if (d >= 0 && d != 1 && t >= 0 && d != t)
-                return mp_fail(c, "C '%s' dim %lld does not broadcast to %lld", cc->name,
-                               (long long)d, (long long)t);
-            if (t < 0 && d > 1) od[1 - i] = d;
-        }
+        if ((st = mp_gemm_c_bcast(c, cc, od))) return st;
     }
     return mp_set_out(c, 0, dt, 2, od);
 }

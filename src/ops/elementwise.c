@@ -400,20 +400,11 @@ static mp_status ew_broadcast(mp_ctx *c, int first, int count, int *rank, int64_
     return MP_OK;
 }
 
-static mp_status ew_arity(mp_ctx *c, int lo, int hi) {
-    int n = c->n->n_in;
-    if (n < lo || n > hi) {
-        if (lo == hi) return mp_fail(c, "expects %d input%s, got %d", lo, lo == 1 ? "" : "s", n);
-        return mp_fail(c, "expects %d to %d inputs, got %d", lo, hi, n);
-    }
-    return MP_OK;
-}
-
 /* ---- unary ops: out = f(x), same shape ---- */
 
 static mp_status ew_unary(mp_ctx *c, ew_code op) {
     mp_value *x;
-    mp_status st = ew_arity(c, 1, 1);
+    mp_status st = mp_arity(c, 1, 1);
     if (!st) st = mp_need_in(c, 0, NULL, &x);
     if (st) return st;
     int dt = ew_is_bool_out(op) ? MP_DT_BOOL : x->dtype;
@@ -450,7 +441,7 @@ EW_UNARY_OPS(EW_DEF_UNARY)
 
 static mp_status ew_clip(mp_ctx *c, bool bounds_as_inputs) {
     mp_value *x;
-    mp_status st = ew_arity(c, 1, bounds_as_inputs ? 3 : 1);
+    mp_status st = mp_arity(c, 1, bounds_as_inputs ? 3 : 1);
     if (!st) st = mp_need_in(c, 0, NULL, &x);
     if (st) return st;
     if ((st = mp_set_out(c, 0, x->dtype, x->rank, x->dims))) return st;
@@ -485,7 +476,7 @@ static mp_status infer_clip_inputs(mp_ctx *c) { return ew_clip(c, true); }
  * legacy rule. */
 
 static mp_status ew_binary(mp_ctx *c, ew_code op) {
-    mp_status st = ew_arity(c, 2, 2);
+    mp_status st = mp_arity(c, 2, 2);
     if (st) return st;
     mp_value *a, *b;
     if ((st = mp_need_in(c, 0, NULL, &a)) || (st = mp_need_in(c, 1, NULL, &b))) return st;
@@ -533,7 +524,7 @@ EW_BINARY_OPS(EW_DEF_BINARY)
  * shape. */
 
 static mp_status infer_prelu(mp_ctx *c) {
-    mp_status st = ew_arity(c, 2, 2);
+    mp_status st = mp_arity(c, 2, 2);
     if (st) return st;
     mp_value *x, *s;
     if ((st = mp_need_in(c, 0, NULL, &x)) || (st = mp_need_in(c, 1, NULL, &s))) return st;
@@ -561,7 +552,7 @@ static mp_status infer_prelu(mp_ctx *c) {
  * slope does not align from the right). */
 
 static mp_status infer_prelu_legacy(mp_ctx *c) {
-    mp_status st = ew_arity(c, 2, 2);
+    mp_status st = mp_arity(c, 2, 2);
     if (st) return st;
     mp_value *x, *s;
     if ((st = mp_need_in(c, 0, NULL, &x)) || (st = mp_need_in(c, 1, NULL, &s))) return st;
@@ -632,7 +623,7 @@ static void cost_mean(mp_ctx *c, mp_cost *k) {
  * select) per output element. */
 
 static mp_status infer_where(mp_ctx *c) {
-    mp_status st = ew_arity(c, 3, 3);
+    mp_status st = mp_arity(c, 3, 3);
     if (st) return st;
     int rank;
     int64_t dims[MP_MAX_RANK];

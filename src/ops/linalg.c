@@ -161,13 +161,7 @@ static mp_status gemm_infer(mp_ctx *c) {
     int64_t od[2] = {m, n};
     if ((cc = mp_in(c, 2)) != NULL && cc->rank >= 0) {
         if (cc->rank > 2) return mp_fail(c, "C has rank %d, above 2", cc->rank);
-        for (int i = 0; i < cc->rank; i++) {
-            int64_t d = cc->dims[cc->rank - 1 - i], t = od[1 - i];
-            if (d >= 0 && d != 1 && t >= 0 && d != t)
-                return mp_fail(c, "C '%s' dim %lld does not broadcast to %lld", cc->name,
-                               (long long)d, (long long)t);
-            if (t < 0 && d > 1) od[1 - i] = d;
-        }
+        if ((st = mp_gemm_c_bcast(c, cc, od))) return st;
     }
     return mp_set_out(c, 0, a->dtype, 2, od);
 }

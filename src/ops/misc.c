@@ -25,15 +25,6 @@
 
 /* ---- small shared helpers ---- */
 
-static mp_status ms_arity(mp_ctx *c, int lo, int hi) {
-    int n = c->n->n_in;
-    if (n < lo || n > hi) {
-        if (lo == hi) return mp_fail(c, "expects %d input%s, got %d", lo, lo == 1 ? "" : "s", n);
-        return mp_fail(c, "expects %d to %d inputs, got %d", lo, hi, n);
-    }
-    return MP_OK;
-}
-
 /* Two dims that must be equal: a known one wins; two known ones that
  * differ are an error naming `what`. */
 static mp_status ms_agree(mp_ctx *c, int64_t a, int64_t b, const char *what, int64_t *out) {
@@ -139,7 +130,7 @@ static mp_status ms_nll_infer(mp_ctx *c) {
     mp_status st;
     mp_value *x, *t, *w = mp_in(c, 2);
     ms_red red = MS_RED_MEAN;
-    if ((st = ms_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "input", &x)) ||
+    if ((st = mp_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "input", &x)) ||
         (st = mp_need_in(c, 1, "target", &t)) || (st = ms_reduction(c, &red)))
         return st;
     if (t->dtype != MP_DT_UNDEFINED && !mp_dtype_is_int(t->dtype))
@@ -228,7 +219,7 @@ static int64_t ms_nms_limit(mp_ctx *c) {
 static mp_status infer_nms(mp_ctx *c) {
     mp_status st;
     mp_value *b, *s;
-    if ((st = ms_arity(c, 2, 5)) || (st = mp_need_in(c, 0, "boxes", &b)) ||
+    if ((st = mp_arity(c, 2, 5)) || (st = mp_need_in(c, 0, "boxes", &b)) ||
         (st = mp_need_in(c, 1, "scores", &s)))
         return st;
     if (b->rank >= 0 && b->rank != 3)
@@ -289,7 +280,7 @@ static void cost_nms(mp_ctx *c, mp_cost *k) {
 static mp_status ms_gridsample(mp_ctx *c, bool v20) {
     mp_status st;
     mp_value *x, *g;
-    if ((st = ms_arity(c, 2, 2)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 2, 2)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "grid", &g)))
         return st;
     const char *mode = mp_attr_s(c->n, "mode", v20 ? "linear" : "bilinear");
@@ -358,7 +349,7 @@ static void cost_gridsample(mp_ctx *c, mp_cost *k) {
 
 static mp_status infer_random(mp_ctx *c) {
     mp_status st;
-    if ((st = ms_arity(c, 0, 0))) return st;
+    if ((st = mp_arity(c, 0, 0))) return st;
     const int64_t *shape;
     int n = mp_attr_ints(c->n, "shape", &shape);
     if (n < 0) return mp_fail(c, "shape is required");
@@ -375,7 +366,7 @@ static mp_status infer_random(mp_ctx *c) {
 static mp_status ms_like(mp_ctx *c, bool float_only) {
     mp_status st;
     mp_value *x;
-    if ((st = ms_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
     int dt;
     if ((st = ms_dtype_attr(c, "dtype", x->dtype, &dt))) return st;
     if (float_only && mp_node_attr(c->n, "dtype") && !mp_dtype_is_float(dt))
@@ -389,7 +380,7 @@ static mp_status infer_bernoulli(mp_ctx *c) { return ms_like(c, false); }
 static mp_status infer_multinomial(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = ms_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
     if (x->rank >= 0 && x->rank != 2)
         return mp_fail(c, "input must be [batch, classes], got rank %d", x->rank);
     int64_t ss = mp_attr_i(c->n, "sample_size", 1);
@@ -410,7 +401,7 @@ static mp_status infer_multinomial(mp_ctx *c) {
 static mp_status infer_window(mp_ctx *c) {
     mp_status st;
     mp_value *s;
-    if ((st = ms_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "size", &s)) ||
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "size", &s)) ||
         (st = ms_check_scalar(c, 0, "size")))
         return st;
     int dt;
@@ -435,7 +426,7 @@ static mp_status infer_window(mp_ctx *c) {
 static mp_status ms_topk(mp_ctx *c, bool k_input) {
     mp_status st;
     mp_value *x;
-    if ((st = ms_arity(c, k_input ? 2 : 1, k_input ? 2 : 1)) || (st = mp_need_in(c, 0, "X", &x)))
+    if ((st = mp_arity(c, k_input ? 2 : 1, k_input ? 2 : 1)) || (st = mp_need_in(c, 0, "X", &x)))
         return st;
     int64_t kk = MP_DIM_ANON;
     if (k_input) {
@@ -532,7 +523,7 @@ static mp_status infer_dft(mp_ctx *c) {
     mp_status st;
     mp_value *x;
     bool v20 = c->n->opset >= 20;
-    if ((st = ms_arity(c, 1, v20 ? 3 : 2)) || (st = mp_need_in(c, 0, "input", &x)) ||
+    if ((st = mp_arity(c, 1, v20 ? 3 : 2)) || (st = mp_need_in(c, 0, "input", &x)) ||
         (st = ms_check_scalar(c, 1, "dft_length")) || (st = ms_check_scalar(c, 2, "axis")))
         return st;
     bool onesided = mp_attr_i(c->n, "onesided", 0) != 0;
@@ -608,7 +599,7 @@ static mp_status ms_stft_frame(mp_ctx *c, int64_t *fl) {
 static mp_status infer_stft(mp_ctx *c) {
     mp_status st;
     mp_value *x, *step;
-    if ((st = ms_arity(c, 2, 4)) || (st = mp_need_in(c, 0, "signal", &x)) ||
+    if ((st = mp_arity(c, 2, 4)) || (st = mp_need_in(c, 0, "signal", &x)) ||
         (st = mp_need_in(c, 1, "frame_step", &step)) ||
         (st = ms_check_scalar(c, 1, "frame_step")) ||
         (st = ms_check_scalar(c, 3, "frame_length")))
@@ -660,7 +651,7 @@ static mp_status infer_melweight(mp_ctx *c) {
     mp_value *v;
     static const char *const names[] = {"num_mel_bins", "dft_length", "sample_rate",
                                         "lower_edge_hertz", "upper_edge_hertz"};
-    if ((st = ms_arity(c, 5, 5))) return st;
+    if ((st = mp_arity(c, 5, 5))) return st;
     for (int i = 0; i < 5; i++)
         if ((st = mp_need_in(c, i, names[i], &v)) || (st = ms_check_scalar(c, i, names[i])))
             return st;
@@ -689,7 +680,7 @@ static mp_status infer_melweight(mp_ctx *c) {
 static mp_status infer_roialign(mp_ctx *c) {
     mp_status st;
     mp_value *x, *rois, *bi;
-    if ((st = ms_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "rois", &rois)) || (st = mp_need_in(c, 2, "batch_indices", &bi)))
         return st;
     if (x->rank >= 0 && x->rank != 4)
@@ -787,7 +778,7 @@ static void cost_roialign(mp_ctx *c, mp_cost *k) {
 static mp_status infer_maxunpool(mp_ctx *c) {
     mp_status st;
     mp_value *x, *ix, *os = NULL;
-    if ((st = ms_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "I", &ix)))
         return st;
     if (x->rank >= 0 && x->rank < 3)
@@ -861,7 +852,7 @@ static mp_status infer_maxunpool(mp_ctx *c) {
 static mp_status infer_det(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = ms_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (x->rank < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
     if (x->rank < 2) return mp_fail(c, "X must be [*, M, M], got rank %d", x->rank);
     int64_t a = x->dims[x->rank - 2], b = x->dims[x->rank - 1];
@@ -902,7 +893,7 @@ static void cost_det(mp_ctx *c, mp_cost *k) {
 static mp_status infer_tfidf(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = ms_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const int64_t *idx;
     int n = mp_attr_ints(c->n, "ngram_indexes", &idx);
     if (n < 1) return mp_fail(c, "ngram_indexes is required");

@@ -263,6 +263,12 @@ static inline mp_status mp_need_in(mp_ctx *c, int i, const char *what, mp_value 
 
 /* Error naming the node and op; returns MP_ERR_SHAPE. */
 mp_status mp_fail(mp_ctx *c, const char *fmt, ...) MP_PRINTF(2, 3);
+/* The node has lo to hi inputs, else mp_fail "expects N input(s), got n". */
+mp_status mp_arity(mp_ctx *c, int lo, int hi);
+/* Gemm's C (rank 0 to 2, known) broadcast one way to the output [od[0],
+ * od[1]]: a dim of C that is neither 1 nor od's fails; an unknown od dim
+ * takes C's when C's is above 1. */
+mp_status mp_gemm_c_bcast(mp_ctx *c, const mp_value *cc, int64_t od[2]);
 
 /* Attributes. */
 int64_t mp_attr_i(const mp_node *n, const char *name, int64_t def);

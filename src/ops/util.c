@@ -16,6 +16,26 @@ mp_status mp_fail(mp_ctx *c, const char *fmt, ...) {
                     c->n->op, buf);
 }
 
+mp_status mp_arity(mp_ctx *c, int lo, int hi) {
+    int n = c->n->n_in;
+    if (n < lo || n > hi) {
+        if (lo == hi) return mp_fail(c, "expects %d input%s, got %d", lo, lo == 1 ? "" : "s", n);
+        return mp_fail(c, "expects %d to %d inputs, got %d", lo, hi, n);
+    }
+    return MP_OK;
+}
+
+mp_status mp_gemm_c_bcast(mp_ctx *c, const mp_value *cc, int64_t od[2]) {
+    for (int i = 0; i < cc->rank; i++) {
+        int64_t d = cc->dims[cc->rank - 1 - i], t = od[1 - i];
+        if (d >= 0 && d != 1 && t >= 0 && d != t)
+            return mp_fail(c, "C '%s' dim %lld does not broadcast to %lld", cc->name, (long long)d,
+                           (long long)t);
+        if (t < 0 && d > 1) od[1 - i] = d;
+    }
+    return MP_OK;
+}
+
 mp_status mp__need_in_fail(mp_ctx *c, int i, const char *what, mp_value **v) {
     if (!*v)
         return what ? mp_fail(c, "input %d (%s) is missing", i, what)

@@ -35,23 +35,6 @@ const mp_pact *dn_gelu_head(const mp_graph *g, const mp_node *n) {
     return a;
 }
 
-/* The elementwise GELU kernel of a pattern fused whole: x (k->in[0]) to
- * the group's output, laid out as x is. */
-static mp_status gelu_kernel(mp_kctx *k, dnnl_alg_kind_t alg, int out_v, size_t *scratch) {
-    const mp_value *x = dn_gval(k->g, k->n, 0);
-    dk *s;
-    mp_status st = dn_dk_new(k, &s);
-    if (st) return st;
-    int64_t ne = mp_value_numel(x);
-    dnnl_memory_desc_t md, blk;
-    DN(dn_md_plain(&md, 1, &ne), "memory descriptor");
-    if (dn_lay_find(k, k->n->in[0], &blk) && !dn_lay_add(k, s, out_v, &blk))
-        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
-    dnnl_eltwise_desc_t ed;
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, 0, 0), "eltwise");
-    return dn_dk_src_dst(k, s, &ed, &md, &md, scratch);
-}
-
 mp_status dn_gelu_prepare(mp_kctx *k, size_t *scratch) {
     const mp_pact *a = dn_gelu_head(k->g, k->n);
     if (!a) return mp_error(MP_ERR_UNSUPPORTED, "node %s: not a GELU pattern", k->n->name);
@@ -63,7 +46,9 @@ mp_status dn_gelu_prepare(mp_kctx *k, size_t *scratch) {
         mp_error_clear();
         return dn_binary_prepare(k, scratch);
     }
-    return gelu_kernel(k, a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh, a->y, scratch);
+    /* the pattern fused whole: x (k->in[0]) to the group's output */
+    return dn_eltwise_make(k, a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh, 0, 0,
+                           a->y, scratch);
 }
 
 /* ReduceMean over the last axis only, keeping it (axes an attribute:
@@ -168,28 +153,7 @@ mp_status dn_lnorm_prepare(mp_kctx *k, size_t *scratch) {
     if ((p.gamma >= 0 && (gi < 0 || gi >= k->n_in)) || (p.beta >= 0 && (bi < 0 || bi >= k->n_in)))
         return mp_error(MP_ERR_UNSUPPORTED, "node %s: the LayerNormalization pattern's inputs are not where "
                         "expected", k->n->name);
-    dk *s;
-    mp_status st = dn_dk_new(k, &s);
-    if (st) return st;
-    int64_t d2[2] = {p.rows, p.d};
-    dnnl_memory_desc_t md, cmd;
-    DN(dn_md_plain(&md, 2, d2), "memory descriptor");
-    DN(dn_md_plain(&cmd, 1, &p.d), "memory descriptor");
-    unsigned flags = (gi >= 0 ? dnnl_use_scale : 0) | (bi >= 0 ? dnnl_use_shift : 0);
-    dnnl_layer_normalization_desc_t ld;
-    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL, (float)p.eps, flags),
-       "layer normalization");
-    dnnl_primitive_attr_t attr;
-    if ((st = dn_attr_new(k, &attr))) return st;
-    dnnl_primitive_desc_t pd;
-    if ((st = dn_make_pd(k, &ld, attr, NULL, &pd))) return st;
-    st = dn_dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
-    if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
-    if (!st && gi >= 0) st = dn_dk_arg(k, s, DNNL_ARG_SCALE, &cmd, FROM_IN, gi, NULL);
-    if (!st && bi >= 0) st = dn_dk_arg(k, s, DNNL_ARG_SHIFT, &cmd, FROM_IN, bi, NULL);
-    if (!st) st = dn_dk_finish(k, s, pd, scratch);
-    dnnl_primitive_desc_destroy(pd);
-    return st;
+    return dn_layernorm_make(k, p.rows, p.d, (float)p.eps, gi, bi, scratch);
 }
 
 static bool attn_batch_same(const mp_value *a, const mp_value *b, int r) {

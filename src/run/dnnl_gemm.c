@@ -395,6 +395,55 @@ static mp_status matmul_pd_bind(mp_kctx *k, dk *s, const dnnl_memory_desc_t *amd
     return st;
 }
 
+/* The rest MatMul and Gemm share once their descriptors and post-op
+ * chain are made: B's layout (any, for a constant bdat; else bplain), the
+ * primitive with the output scale alpha (Gemm's; 1: none), the
+ * first binary post-op's operand when cmd is set (Gemm's C: from cown,
+ * else input 2), the chain's operands, and with d set the choice of a
+ * GEMM library for the 2-D product d describes. brank, bdims: B's shape.
+ * Consumes ch's post-ops on every path. */
+static mp_status matmul_make(mp_kctx *k, dk *s, const dnnl_memory_desc_t *amd,
+                             const dnnl_memory_desc_t *bplain, const dnnl_memory_desc_t *ymd, int brank,
+                             const int64_t *bdims, const float *bdat, float alpha,
+                             const dnnl_memory_desc_t *cmd, const float *cown, chain *ch, gemm_desc *d,
+                             size_t *scratch) {
+    mp_status st;
+    dnnl_memory_desc_t bmd;
+    dnnl_status_t ds = dnnl_success;
+    if (bdat) ds = dn_md_any(&bmd, brank, bdims);
+    else bmd = *bplain;
+    if (ds) goto dfail_;
+    dnnl_primitive_attr_t attr;
+    if ((st = dn_attr_new(k, &attr))) goto fail;
+    if (alpha != 1.0f && (ds = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha))) {
+        dnnl_primitive_attr_destroy(attr);
+        goto dfail_;
+    }
+    dnnl_primitive_desc_t pd = NULL;
+    st = matmul_pd_bind(k, s, amd, &bmd, bplain, ymd, bdat, attr, ch, &pd);
+    if (!pd) goto fail;
+    if (!st && cmd) {
+        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+        if (cown) st = dn_dk_arg(k, s, arg, cmd, FROM_OWN, 0, (void *)cown);
+        else st = dn_dk_arg(k, s, arg, cmd, FROM_IN, 2, NULL);
+    }
+    if (!st) st = dn_chain_bind(k, s, ch);
+    if (!st) st = dn_dk_finish(k, s, pd, scratch);
+    bool jit_gemm = pd_is_gemm(pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (!st && d) {
+        d->jit_gemm = jit_gemm;
+        gemm_desc_chain(k, ch, d->nadd, d);
+        st = gemm_choose(k, s, d, scratch ? *scratch : 0);
+    }
+    return st;
+dfail_:
+    st = dn_dfail(k, ds, "memory descriptor");
+fail:
+    if (ch->po) dnnl_post_ops_destroy(ch->po);
+    return st;
+}
+
 mp_status dn_matmul_prepare(mp_kctx *k, size_t *scratch) {
     const mp_graph *g = k->g;
     const mp_node *n = k->n;
@@ -446,28 +495,13 @@ mp_status dn_matmul_prepare(mp_kctx *k, size_t *scratch) {
     if (y->rank >= 1) {
         if ((st = dn_absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
     }
-    dnnl_memory_desc_t amd, bplain, bmd, ymd;
+    dnnl_memory_desc_t amd, bplain, ymd;
     dnnl_status_t ds;
     if ((ds = dn_md_plain(&amd, rr, xa)) || (ds = dn_md_plain(&bplain, rr, xb)) || (ds = dn_md_plain(&ymd, rr, xy)))
         goto dfail_;
-    if (bdat) ds = dn_md_any(&bmd, rr, xb);
-    else bmd = bplain;
-    if (ds) goto dfail_;
-    dnnl_primitive_attr_t attr;
-    if ((st = dn_attr_new(k, &attr))) goto fail;
-    dnnl_primitive_desc_t pd = NULL;
-    st = matmul_pd_bind(k, s, &amd, &bmd, &bplain, &ymd, bdat, attr, &ch, &pd);
-    if (!pd) goto fail;
-    if (!st) st = dn_chain_bind(k, s, &ch);
-    if (!st) st = dn_dk_finish(k, s, pd, scratch);
-    bool jit_gemm = pd_is_gemm(pd);
-    dnnl_primitive_desc_destroy(pd);
-    if (!st && rr == 2 && bdat) {
-        gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true, .jit_gemm = jit_gemm};
-        gemm_desc_chain(k, &ch, 0, &d);
-        st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
-    }
-    return st;
+    gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true};
+    return matmul_make(k, s, &amd, &bplain, &ymd, rr, xb, bdat, 1.0f, NULL, NULL, &ch,
+                       rr == 2 && bdat ? &d : NULL, scratch);
 dfail_:
     st = dn_dfail(k, ds, "memory descriptor");
 fail:
@@ -499,7 +533,7 @@ mp_status dn_gemm_prepare(mp_kctx *k, size_t *scratch) {
     const float *bdat = NULL, *cdat = NULL;
     if ((st = dn_const_f32(k, s, 1, &bdat))) return st;
     if (c && (st = dn_const_f32(k, s, 2, &cdat))) return st;
-    dnnl_memory_desc_t amd, bplain, bmd, ymd, cmd;
+    dnnl_memory_desc_t amd, bplain, ymd, cmd;
     dnnl_dims_t dA = {M, K}, sA = {ta ? 1 : K, ta ? M : 1};
     dnnl_dims_t dB = {K, N}, sB = {tb ? 1 : N, tb ? K : 1};
     dnnl_status_t ds;
@@ -524,43 +558,18 @@ mp_status dn_gemm_prepare(mp_kctx *k, size_t *scratch) {
         (ds = dnnl_memory_desc_init_by_strides(&bplain, 2, dB, dnnl_f32, sB)) ||
         (ds = dn_md_plain(&ymd, 2, y->dims)))
         goto dfail_;
-    if (bdat) ds = dn_md_any(&bmd, 2, (int64_t[]){K, N});
-    else bmd = bplain;
-    if (ds) goto dfail_;
-    dnnl_primitive_attr_t attr;
-    if ((st = dn_attr_new(k, &attr))) goto fail;
-    if (alpha != 1.0f && (ds = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha))) {
-        dnnl_primitive_attr_destroy(attr);
-        goto dfail_;
+    gemm_desc d = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .alpha = alpha, .b = bdat, .ok = true};
+    bool add_c = c && beta != 0.0f;
+    if (add_c) {
+        int64_t cn = mp_value_numel(c);
+        d.add_row[0] = cn == N && c->rank >= 1 && c->dims[c->rank - 1] == N;
+        if (!d.add_row[0] && cn != M * N) d.ok = false;
+        d.add_in[0] = cs || cdat ? -1 : 2;
+        d.add_own[0] = cs ? cs : cdat;
+        d.nadd = 1;
     }
-    dnnl_primitive_desc_t pd = NULL;
-    st = matmul_pd_bind(k, s, &amd, &bmd, &bplain, &ymd, bdat, attr, &ch, &pd);
-    if (!pd) goto fail;
-    if (!st && c && beta != 0.0f) {
-        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
-        if (cs) st = dn_dk_arg(k, s, arg, &cmd, FROM_OWN, 0, cs);
-        else if (cdat) st = dn_dk_arg(k, s, arg, &cmd, FROM_OWN, 0, (void *)cdat);
-        else st = dn_dk_arg(k, s, arg, &cmd, FROM_IN, 2, NULL);
-    }
-    if (!st) st = dn_chain_bind(k, s, &ch);
-    if (!st) st = dn_dk_finish(k, s, pd, scratch);
-    bool jit_gemm = pd_is_gemm(pd);
-    dnnl_primitive_desc_destroy(pd);
-    if (!st && bdat) {
-        gemm_desc d = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .alpha = alpha, .b = bdat, .ok = true,
-                       .jit_gemm = jit_gemm};
-        if (c && beta != 0.0f) {
-            int64_t cn = mp_value_numel(c);
-            d.add_row[0] = cn == N && c->rank >= 1 && c->dims[c->rank - 1] == N;
-            if (!d.add_row[0] && cn != M * N) d.ok = false;
-            d.add_in[0] = cs || cdat ? -1 : 2;
-            d.add_own[0] = cs ? cs : cdat;
-            d.nadd = 1;
-        }
-        gemm_desc_chain(k, &ch, d.nadd, &d);
-        st = gemm_choose(k, s, &d, scratch ? *scratch : 0);
-    }
-    return st;
+    return matmul_make(k, s, &amd, &bplain, &ymd, 2, (int64_t[]){K, N}, bdat, alpha,
+                       add_c ? &cmd : NULL, cs ? cs : cdat, &ch, bdat ? &d : NULL, scratch);
 dfail_:
     st = dn_dfail(k, ds, "memory descriptor");
 fail:

@@ -261,23 +261,20 @@ bool dn_layernorm_ok(const mp_graph *g, const mp_node *n) {
     return inner > 0 && mp_value_numel(x) > 0;
 }
 
-mp_status dn_layernorm_prepare(mp_kctx *k, size_t *scratch) {
-    const mp_node *n = k->n;
-    const mp_value *x = dn_gval(k->g, n, 0);
-    bool has_b = n->n_in > 2 && n->in[2] >= 0;
-    int64_t ax = mp_attr_i(n, "axis", -1);
-    if (ax < 0) ax += x->rank;
-    int64_t d[2] = {dn_numel_of((int)ax, x->dims), dn_numel_of(x->rank - (int)ax, x->dims + ax)};
+/* oneDNN's layer normalization over [rows, d] in fp32, input 0 to output
+ * 0, scale from input si and shift from input bi (-1: none). The node's
+ * own LayerNormalization and the fused pattern (dnnl_fused.c) make it. */
+mp_status dn_layernorm_make(mp_kctx *k, int64_t rows, int64_t d, float eps, int si, int bi, size_t *scratch) {
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
+    int64_t d2[2] = {rows, d};
     dnnl_memory_desc_t md, smd;
-    DN(dn_md_plain(&md, 2, d), "memory descriptor");
-    DN(dn_md_plain(&smd, 1, &d[1]), "memory descriptor");
+    DN(dn_md_plain(&md, 2, d2), "memory descriptor");
+    DN(dn_md_plain(&smd, 1, &d), "memory descriptor");
+    unsigned flags = (si >= 0 ? dnnl_use_scale : 0) | (bi >= 0 ? dnnl_use_shift : 0);
     dnnl_layer_normalization_desc_t ld;
-    unsigned flags = dnnl_use_scale | (has_b ? dnnl_use_shift : 0);
-    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL,
-                                                  (float)mp_attr_f(n, "epsilon", 1e-5), flags),
+    DN(dnnl_layer_normalization_forward_desc_init(&ld, dnnl_forward_inference, &md, NULL, eps, flags),
        "layer normalization");
     dnnl_primitive_attr_t attr;
     if ((st = dn_attr_new(k, &attr))) return st;
@@ -285,11 +282,21 @@ mp_status dn_layernorm_prepare(mp_kctx *k, size_t *scratch) {
     if ((st = dn_make_pd(k, &ld, attr, NULL, &pd))) return st;
     st = dn_dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
     if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
-    if (!st) st = dn_dk_arg(k, s, DNNL_ARG_SCALE, &smd, FROM_IN, 1, NULL);
-    if (!st && has_b) st = dn_dk_arg(k, s, DNNL_ARG_SHIFT, &smd, FROM_IN, 2, NULL);
+    if (!st && si >= 0) st = dn_dk_arg(k, s, DNNL_ARG_SCALE, &smd, FROM_IN, si, NULL);
+    if (!st && bi >= 0) st = dn_dk_arg(k, s, DNNL_ARG_SHIFT, &smd, FROM_IN, bi, NULL);
     if (!st) st = dn_dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
     return st;
+}
+
+mp_status dn_layernorm_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_node *n = k->n;
+    const mp_value *x = dn_gval(k->g, n, 0);
+    bool has_b = n->n_in > 2 && n->in[2] >= 0;
+    int64_t ax = mp_attr_i(n, "axis", -1);
+    if (ax < 0) ax += x->rank;
+    return dn_layernorm_make(k, dn_numel_of((int)ax, x->dims), dn_numel_of(x->rank - (int)ax, x->dims + ax),
+                             (float)mp_attr_f(n, "epsilon", 1e-5), 1, has_b ? 2 : -1, scratch);
 }
 
 bool dn_batchnorm_ok(const mp_graph *g, const mp_node *n) {
@@ -349,7 +356,6 @@ bool dn_eltwise_ok(const mp_graph *g, const mp_node *n) {
 }
 
 mp_status dn_eltwise_prepare(mp_kctx *k, size_t *scratch) {
-    const mp_value *x = dn_gval(k->g, k->n, 0);
     eltw e;
     dn_eltwise_of(k->g, k->n, &e);
     if (dn_is_op(k->n, "Clip")) {
@@ -361,18 +367,26 @@ mp_status dn_eltwise_prepare(mp_kctx *k, size_t *scratch) {
             else e.b[0] = *(const float *)k->in[j].data;
         }
     }
+    return dn_eltwise_make(k, e.alg[0], e.a[0], e.b[0], k->n->out[0], scratch);
+}
+
+/* oneDNN's eltwise alg (alpha a, beta b) over input 0 as a flat vector,
+ * to output 0. A blocked input (of the plain size) is the same bytes in
+ * another order: the flat view computes it, and value out_v (the output,
+ * or a fused group's) keeps the layout. The node's own elementwise op and
+ * the fused GELU (dnnl_fused.c) make it. */
+mp_status dn_eltwise_make(mp_kctx *k, dnnl_alg_kind_t alg, float a, float b, int out_v, size_t *scratch) {
+    const mp_value *x = dn_gval(k->g, k->n, 0);
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
     int64_t ne = mp_value_numel(x);
     dnnl_memory_desc_t md, blk;
     DN(dn_md_plain(&md, 1, &ne), "memory descriptor");
-    /* a blocked input (of the plain size) is the same bytes in another
-     * order: the flat view computes it, and the output keeps the layout */
-    if (dn_lay_find(k, k->n->in[0], &blk) && !dn_lay_add(k, s, k->n->out[0], &blk))
+    if (dn_lay_find(k, k->n->in[0], &blk) && !dn_lay_add(k, s, out_v, &blk))
         return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
     dnnl_eltwise_desc_t ed;
-    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, e.alg[0], &md, e.a[0], e.b[0]), "eltwise");
+    DN(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, alg, &md, a, b), "eltwise");
     return dn_dk_src_dst(k, s, &ed, &md, &md, scratch);
 }
 

@@ -13,6 +13,16 @@
 
 /* ---- modules: forward and backward device time, FLOPs ---- */
 
+/* The module operator o's figures count for: with o or an enclosing
+ * operator tied to a forward one (the nearest), that forward operator's
+ * module (*bwd true); else o's own (*bwd false). -1: none. */
+static inline int op_module(const work *w, int32_t o, bool *bwd) {
+    int32_t x = o;
+    while (x >= 0 && !mp_bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
+    *bwd = x >= 0;
+    return x >= 0 ? w->mod[tr_fwd_of(w, x)] : w->mod[o];
+}
+
 void tr_modules(work *w) {
     mp_trace *t = w->t;
     if (t->n_mods <= 0) return;
@@ -21,14 +31,11 @@ void tr_modules(work *w) {
         int32_t o = w->devop[d];
         if (o < 0) continue;
         int64_t dur = w->raw->devs[d].end - w->raw->devs[d].ts;
-        int32_t x = o;
-        while (x >= 0 && !mp_bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
-        if (x >= 0) {
-            int m = w->mod[tr_fwd_of(w, x)];
-            if (m >= 0) MP_SADD(t->mfig[m].bwd, dur);
-        } else if (w->mod[o] >= 0) {
-            MP_SADD(t->mfig[w->mod[o]].fwd, dur);
-        }
+        bool bwd;
+        int m = op_module(w, o, &bwd);
+        if (m < 0) continue;
+        if (bwd) MP_SADD(t->mfig[m].bwd, dur);
+        else MP_SADD(t->mfig[m].fwd, dur);
     }
     /* FLOPs: the outermost counted operator; a backward one (itself or an
      * enclosing operator tied to a forward one) counts for the module of
@@ -41,14 +48,11 @@ void tr_modules(work *w) {
         for (int32_t x = w->parent[i]; x >= 0 && outer; x = w->parent[x])
             if (sp[x].has_flops) outer = false;
         if (!outer) continue;
-        int32_t x = i;
-        while (x >= 0 && !mp_bit_get(w->hasfwd, (size_t)x)) x = w->parent[x];
-        if (x >= 0) {
-            int m = w->mod[tr_fwd_of(w, x)];
-            if (m >= 0) MP_SADD(t->mfig[m].bwd_flops, fl);
-        } else if (w->mod[i] >= 0) {
-            MP_SADD(t->mfig[w->mod[i]].flops, fl);
-        }
+        bool bwd;
+        int m = op_module(w, i, &bwd);
+        if (m < 0) continue;
+        if (bwd) MP_SADD(t->mfig[m].bwd_flops, fl);
+        else MP_SADD(t->mfig[m].flops, fl);
     }
     bool cpu = mp_trace_cpu_modules(t, sp, w->S, w->mod, w->D);
     for (int m = t->n_mods - 1; m > 0; m--) {
