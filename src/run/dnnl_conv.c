@@ -376,6 +376,10 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     int r = x->rank, sp = r - 2;
     convp p;
     conv_params(n, sp, x->dims + 2, w->dims + 2, y->dims + 2, transpose, &p);
+    /* the implementations to time (the convolution chosen per shape);
+     * declared before the first goto to fail, which frees them */
+    conv_cand cands[DN_MAXCAND];
+    int ncand = 0;
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
@@ -446,9 +450,6 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     if (want_blocked && (ds = dn_md_nhwc(&yany, r, y->dims))) goto dfail_;
     dnnl_primitive_desc_t pd = NULL;
     void *yown = NULL;
-    /* the implementations to time (the convolution chosen per shape) */
-    conv_cand cands[DN_MAXCAND];
-    int ncand = 0;
     double flops = 2.0 * (double)dn_numel_of(y->rank, y->dims) * (double)(cin / G);
     for (int i = 0; i < sp; i++) flops *= (double)w->dims[2 + i];
     bool timed = !transpose && wd && (g_conv_force || flops >= CONV_MIN_FLOPS);
