@@ -4,8 +4,12 @@
  * start. Protocol: a line "N" runs the plan N times and answers one line
  * with the N wall times in milliseconds; "q" or end of input quits.
  *
- *   bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse] [--portable]
+ *   bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse] [--portable] [--conv IMPL]
  *
+ * --conv IMPL runs every convolution that the plan-time chooser would time
+ * on oneDNN's implementation whose name starts with IMPL ("gemm", "jit",
+ * "brg"; the default one where there is none), to compare them per shape
+ * (with ONEDNN_VERBOSE=1).
  * --portable runs every node on its portable kernel (none on oneDNN), to
  * time the portable kernels themselves.
  *
@@ -20,6 +24,7 @@
 #include "modelprof.h"
 
 extern bool mp_run_portable_only; /* the library's internal switch (src/run/run.h) */
+extern const char *mp_dnnl_conv_force(const char *impl_prefix); /* src/run/dnnl.h */
 
 static double now_ms(void) {
     struct timespec ts;
@@ -34,7 +39,7 @@ static int die(const char *what) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse] [--portable]\n");
+        fprintf(stderr, "usage: bench_run MODEL.onnx [--threads N] [--dim NAME=V]... [--no-fuse] [--portable] [--conv IMPL]\n");
         return 1;
     }
     mp_model *m;
@@ -48,6 +53,8 @@ int main(int argc, char **argv) {
             o.threads = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--no-fuse") == 0) {
             o.fuse = 0;
+        } else if (strcmp(argv[i], "--conv") == 0 && i + 1 < argc) {
+            mp_dnnl_conv_force(argv[++i]);
         } else if (strcmp(argv[i], "--portable") == 0) {
             mp_run_portable_only = true;
         } else if (strcmp(argv[i], "--dim") == 0 && i + 1 < argc) {

@@ -321,6 +321,87 @@ static void conv_bn_add_relu(bool fuse) {
 static void test_conv_fused(void) { conv_bn_add_relu(true); }
 static void test_conv_unfused(void) { conv_bn_add_relu(false); }
 
+/* The convolution chosen per shape (dnnl_conv.c): each implementation
+ * oneDNN has for ResNet-50's shapes (3x3 on 512 channels 7x7 and 256
+ * channels 14x14, the 1x1 stride-2 downsampling), forced in turn and then
+ * timed, runs Conv -> BatchNormalization -> Add(residual) -> Relu fused
+ * (BN folded into the weights, the residual as a sum post-op, Relu as an
+ * eltwise one) within the run's tolerance of the reference, and the
+ * kernel name says which ran. */
+static void conv_choice_shape(int C, int H, int O, int k, int s) {
+    int pad = k / 2, OH = (H + 2 * pad - k) / s + 1;
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, C, H, H));
+    tb_input(m, "r", F, 4, TB_DIMS(1, O, OH, OH));
+    tb_weight(m, "w", F, 4, TB_DIMS(O, C, k, k));
+    const char *bn[4] = {"g", "be", "mu", "var"};
+    for (int i = 0; i < 4; i++) tb_weight(m, bn[i], F, 1, TB_DIMS(O));
+    int c = tb_node(m, "Conv", "x,w", "y");
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(pad, pad, pad, pad));
+    tb_attr_ints(m, c, "strides", 2, TB_DIMS(s, s));
+    int nb = tb_node(m, "BatchNormalization", "y,g,be,mu,var", "z");
+    tb_attr_f(m, nb, "epsilon", 1e-5);
+    tb_node(m, "Add", "r,z", "sum");
+    tb_node(m, "Relu", "sum", "out");
+    tb_output(m, "out");
+    mp_profile *p = tb_prof(m);
+    int64_t ny = (int64_t)O * OH * OH;
+    float *x = rnd((int64_t)C * H * H), *r = rnd(ny), *w = rnd((int64_t)O * C * k * k), *prm[4];
+    for (int i = 0; i < 4; i++) {
+        prm[i] = rnd(O);
+        if (i == 3)
+            for (int j = 0; j < O; j++) prm[i][j] = prm[i][j] * prm[i][j] + 0.5f;
+    }
+    float *y = zeros(ny), *out = zeros(ny), *want = zeros(ny);
+    ref_conv2d(x, w, NULL, want, 1, C, H, H, O, k, k, 1, s, pad, 1, OH, OH);
+    for (int o = 0; o < O; o++)
+        for (int i = 0; i < OH * OH; i++) {
+            double v = want[o * OH * OH + i];
+            v = (v - prm[2][o]) / sqrt((double)prm[3][o] + 1e-5) * prm[0][o] + prm[1][o];
+            v += r[o * OH * OH + i];
+            want[o * OH * OH + i] = v > 0 ? (float)v : 0.0f;
+        }
+    static const char *const forced[] = {"jit", "gemm", "brg", NULL};
+    static const char *const named[] = {"onednn:conv:jit", "onednn:conv:gemm", "onednn:conv:brgemm", "onednn:conv:"};
+    int ran = 0;
+    const char *old = mp_dnnl_conv_force(NULL);
+    for (int f = 0; f < 4; f++) {
+        mp_dnnl_conv_force(forced[f]);
+        tk t = {0};
+        tk_give(&t, "x", x), tk_give(&t, "r", r), tk_give(&t, "w", w);
+        for (int i = 0; i < 4; i++) tk_give(&t, bn[i], prm[i]);
+        tk_give(&t, "y", y), tk_give(&t, "out", out);
+        const mp_kernel *kern = tk_prepare(&t, m, c, true);
+        if (kern) {
+            T_EQ(t.n_fused, 3);
+            const char *kn = t.k.kname ? t.k.kname : "";
+            /* the pick is named; a forced family is taken where oneDNN has it
+             * (gemm:jit and the jit kernels on every x86 ISA, brgemm from AVX-512) */
+            T_CHECK(strncmp(kn, "onednn:conv:", 12) == 0);
+            if (f < 2 && strncmp(kn, named[f], strlen(named[f])) != 0)
+                mp_t_fail(__FILE__, __LINE__, "forced %s: kernel %s", forced[f], kn);
+            if (strncmp(kn, named[f], strlen(named[f])) == 0) ran++;
+            memset(out, 0, (size_t)ny * sizeof(float));
+            tk_run(&t, kern);
+            T_CLOSE(out, want, ny);
+            tk_run(&t, kern); /* twice: the residual is put in place again */
+            T_CLOSE(out, want, ny);
+        }
+        tk_done(&t, kern);
+    }
+    mp_dnnl_conv_force(old);
+    T_CHECK(ran >= 3);
+    free(x), free(r), free(w), free(y), free(out), free(want);
+    for (int i = 0; i < 4; i++) free(prm[i]);
+    tb_done(m, p);
+}
+
+static void test_conv_choice(void) {
+    conv_choice_shape(512, 7, 512, 3, 1);     /* layer4's 3x3 */
+    conv_choice_shape(256, 14, 256, 3, 1);    /* layer3's 3x3 */
+    conv_choice_shape(1024, 14, 2048, 1, 2);  /* layer4.0.downsample.0 */
+}
+
 static void test_convtranspose(void) {
     /* 1-channel 2x2 input, 2x2 kernel of ones, stride 2: each input pixel
      * paints its own 2x2 block */
@@ -1900,6 +1981,7 @@ MP_TESTS(dnnl){
     {"conv_random", test_conv_random},
     {"conv_fused", test_conv_fused},
     {"conv_unfused", test_conv_unfused},
+    {"conv_choice", test_conv_choice},
     {"convtranspose", test_convtranspose},
     {"convtranspose_grouped", test_convtranspose_grouped},
     {"matmul_broadcast", test_matmul_broadcast},

@@ -33,6 +33,14 @@ void mp_dnnl_probe_free(mp_dnnl_probe *pr);
  * the timed choice (the default). Returns the previous setting. */
 int mp_dnnl_gemm_force(int which);
 
+/* Convolutions with constant weights may run on another implementation
+ * oneDNN has for their layouts (dnnl_conv.c: timed at plan time, the
+ * fastest kept). Tests force the first whose name starts with impl_prefix
+ * ("gemm", "jit", "brg"; the default one when none does) for the plans
+ * made after; NULL: the timed choice (the default). Returns the previous
+ * setting. */
+const char *mp_dnnl_conv_force(const char *impl_prefix);
+
 /* How many matmul primitives this process made on weights with padded rows
  * (gemm:jit below AVX-512, dnnl.c gemm_padded_weights): for tests. */
 int mp_dnnl_padded_products(void);

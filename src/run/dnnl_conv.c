@@ -82,6 +82,292 @@ bool dn_conv_ok(const mp_graph *g, const mp_node *n, bool transpose) {
     return true;
 }
 
+/* ------------------------------------------ the convolution chosen per shape
+ * oneDNN offers more than one implementation of a convolution on the same
+ * layouts (its primitive descriptor iterator, best first by its own
+ * ranking): on AVX2 the direct jit kernels (jit:avx2, jit_1x1:avx2) and
+ * the GEMM-based one (gemm:jit: im2col, then its sgemm), on AVX-512 also
+ * brgemm ones (brgconv). Its ranking is a rule, not a measurement, and
+ * which is fastest depends on the CPU's caches and the shape (issue 35:
+ * the 3x3 convolutions on 7x7 and 14x14 maps of ResNet-50 on an AVX2 EPYC).
+ * So a convolution with constant weights and at least CONV_MIN_FLOPS is
+ * timed once at plan time on each implementation the iterator gives for
+ * its layouts and post-ops (reference ones left out), with the GEMM
+ * chooser's timing (dn_time_choose), and keeps the fastest; the choice is
+ * kept per shape, chain and thread count for the process. Source,
+ * destination, bias and post-op operands are the same for all: only the
+ * weights' layout (reordered once for each) and the scratchpad differ. */
+
+#define CONV_MIN_FLOPS 4e6
+#define CONV_KEYLEN 200
+
+typedef struct conv_cand {
+    dnnl_primitive_desc_t pd;
+    const char *impl;
+} conv_cand;
+
+static const char *g_conv_force;   /* tests: an implementation name prefix */
+
+const char *mp_dnnl_conv_force(const char *impl_prefix) {
+    const char *old = g_conv_force;
+    g_conv_force = impl_prefix;
+    return old;
+}
+
+typedef struct conv_memo {
+    char key[CONV_KEYLEN];
+    char impl[48];
+} conv_memo;
+static pthread_mutex_t g_conv_mu = PTHREAD_MUTEX_INITIALIZER;
+static conv_memo g_conv_memo[128];
+static int g_conv_nmemo;
+
+/* The kernel name that says which family ran (names outlive the plan:
+ * string constants). */
+static const char *conv_kname(const char *impl) {
+    if (strncmp(impl, "gemm", 4) == 0) return "onednn:conv:gemm";
+    if (strncmp(impl, "brgconv_1x1", 11) == 0) return "onednn:conv:brgemm_1x1";
+    if (strncmp(impl, "brg", 3) == 0) return "onednn:conv:brgemm";
+    if (strncmp(impl, "jit_1x1", 7) == 0) return "onednn:conv:jit_1x1";
+    if (strncmp(impl, "jit", 3) == 0) return "onednn:conv:jit";
+    return "onednn:conv";
+}
+
+static const char *pd_impl(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return "";
+    return strncmp(impl, "x64:", 4) == 0 ? impl + 4 : impl; /* "x64:gemm:jit" */
+}
+
+/* The implementations oneDNN has for cd with attr, best first, reference
+ * ones, SSE4.1 ones (and AVX2 ones when the first is AVX-512) and
+ * repeats of a name left out: cands[0] is what
+ * dnnl_primitive_desc_create gives. Returns how many (0: none). */
+static int conv_candidates(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_attr_t attr,
+                           conv_cand *cands, int max) {
+    dnnl_primitive_desc_iterator_t it;
+    if (dnnl_primitive_desc_iterator_create(&it, cd, attr, dn_eng, NULL) != dnnl_success) return 0;
+    int n = 0;
+    do {
+        dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+        if (!pd) break;
+        const char *impl = pd_impl(pd);
+        /* reference code, and SSE4.1 kernels beside AVX ones, never win */
+        bool keep = strncmp(impl, "ref", 3) != 0 && !strstr(impl, "sse41") && n < max;
+        /* nor AVX2 ones beside AVX-512 ones (a shorter vector on the same
+         * core): fewer to time at plan time */
+        if (keep && n > 0 && strstr(cands[0].impl, "avx512") && strstr(impl, "avx2")) keep = false;
+        for (int i = 0; keep && i < n; i++)
+            if (strcmp(cands[i].impl, impl) == 0) keep = false;
+        if (keep) {
+            cands[n].pd = pd;
+            cands[n].impl = impl;
+            n++;
+        } else {
+            dnnl_primitive_desc_destroy(pd);
+        }
+    } while (n < max && dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return n;
+}
+
+/* One candidate ready to run on the timing buffers: its primitive, its
+ * weights in its layout, its arguments. */
+typedef struct conv_trial {
+    dnnl_primitive_t prim;
+    void *wbuf;
+    dnnl_memory_t wmem, smem;
+    dnnl_exec_arg_t ex[DK_MAXARG];
+    int n;
+} conv_trial;
+
+typedef struct conv_time_ctx {
+    conv_trial *tr;
+} conv_time_ctx;
+
+static mp_status conv_time_call(void *ctx, int c) {
+    conv_trial *t = &((conv_time_ctx *)ctx)->tr[c];
+    if (dnnl_primitive_execute(t->prim, dn_strm, t->n, t->ex) != dnnl_success ||
+        dnnl_stream_wait(dn_strm) != dnnl_success)
+        return mp_error(MP_ERR_UNSUPPORTED, "a convolution candidate failed to run at plan time");
+    return MP_OK;
+}
+
+static void conv_trial_free(conv_trial *t, bool keep_prim_and_w) {
+    if (!keep_prim_and_w) {
+        if (t->prim) dnnl_primitive_destroy(t->prim);
+        free(t->wbuf);
+        if (t->wmem) dnnl_memory_destroy(t->wmem);
+    }
+    if (t->smem) dnnl_memory_destroy(t->smem);
+    memset(t, 0, sizeof *t);
+}
+
+/* Candidate c's primitive, its weights (plain wplain data w reordered into
+ * its layout) and its argument list: s's, with the weights and scratchpad
+ * its own (scratchpad on scr). */
+static mp_status conv_trial_make(mp_kctx *k, dk *s, const conv_cand *c, const dnnl_memory_desc_t *wplain,
+                                 const float *w, void *scr, conv_trial *t) {
+    memset(t, 0, sizeof *t);
+    const dnnl_memory_desc_t *wq = dnnl_primitive_desc_query_md(c->pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *sq = dnnl_primitive_desc_query_md(c->pd, dnnl_query_scratchpad_md, 0);
+    size_t wsz = dnnl_memory_desc_get_size(wq);
+    if (posix_memalign(&t->wbuf, 64, wsz ? wsz : 64) != 0) {
+        t->wbuf = NULL;
+        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    }
+    DN(dnnl_primitive_create(&t->prim, c->pd), "primitive");
+    dnnl_memory_t src = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    dnnl_status_t ds = dnnl_memory_create(&src, wplain, dn_eng, (void *)w);
+    if (!ds) ds = dnnl_memory_create(&t->wmem, wq, dn_eng, t->wbuf);
+    if (!ds) ds = dnnl_reorder_primitive_desc_create(&rpd, wplain, dn_eng, wq, dn_eng, NULL);
+    if (!ds) ds = dnnl_primitive_create(&r, rpd);
+    if (!ds) {
+        dnnl_exec_arg_t ex[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, t->wmem}};
+        ds = dnnl_primitive_execute(r, dn_strm, 2, ex);
+        if (!ds) ds = dnnl_stream_wait(dn_strm);
+    }
+    if (r) dnnl_primitive_destroy(r);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (src) dnnl_memory_destroy(src);
+    if (ds) return dn_dfail(k, ds, "weights reorder");
+    if (sq && dnnl_memory_desc_get_size(sq)) DN(dnnl_memory_create(&t->smem, sq, dn_eng, scr), "memory");
+    for (int i = 0; i < s->n; i++) {
+        if (s->ex[i].arg == DNNL_ARG_SCRATCHPAD) continue;
+        t->ex[t->n] = s->ex[i];
+        if (s->ex[i].arg == DNNL_ARG_WEIGHTS) t->ex[t->n].memory = t->wmem;
+        t->n++;
+    }
+    if (t->smem && t->n < DK_MAXARG) t->ex[t->n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, t->smem};
+    return MP_OK;
+}
+
+/* Time cands (cands[0] the one s runs) once per key and make s run the
+ * fastest; *scratch grows to its scratchpad. w: the constant weights as
+ * the plain layout wplain (BatchNorm folded). */
+static mp_status conv_choose(mp_kctx *k, dk *s, conv_cand *cands, int nc, const char *key,
+                             const dnnl_memory_desc_t *wplain, const float *w, size_t *scratch) {
+    int choice = -1;
+    if (g_conv_force) {
+        for (int i = 0; i < nc && choice < 0; i++)
+            if (strncmp(cands[i].impl, g_conv_force, strlen(g_conv_force)) == 0) choice = i;
+        if (choice < 0) choice = 0;
+    } else {
+        pthread_mutex_lock(&g_conv_mu);
+        for (int i = 0; i < g_conv_nmemo && choice < 0; i++)
+            if (strcmp(g_conv_memo[i].key, key) == 0)
+                for (int j = 0; j < nc; j++)
+                    if (strcmp(cands[j].impl, g_conv_memo[i].impl) == 0) choice = j;
+        pthread_mutex_unlock(&g_conv_mu);
+    }
+    size_t smax = 0;
+    for (int i = 0; i < nc; i++) {
+        const dnnl_memory_desc_t *sq = dnnl_primitive_desc_query_md(cands[i].pd, dnnl_query_scratchpad_md, 0);
+        size_t sz = sq ? dnnl_memory_desc_get_size(sq) : 0;
+        if (sz > smax) smax = sz;
+    }
+    conv_trial tr[DN_MAXCAND];
+    memset(tr, 0, sizeof tr);
+    void *scr = NULL, *bufs[DK_MAXARG] = {NULL};
+    mp_status st = MP_OK;
+    if (choice < 0) {
+        /* timing buffers (zeros: no NaN, no denormal) for what s reads and
+         * writes at run time; the kernel's own buffers are used as they are */
+        bool ok = !smax || (scr = calloc(1, smax));
+        for (int i = 0; ok && i < s->n; i++) {
+            int a = s->ex[i].arg;
+            if (a == DNNL_ARG_SCRATCHPAD || a == DNNL_ARG_WEIGHTS || a == DNNL_ARG_BIAS) continue;
+            const dnnl_memory_desc_t *md = NULL;
+            if (dnnl_memory_get_memory_desc(s->ex[i].memory, &md) != dnnl_success || !md) {
+                ok = false;
+                break;
+            }
+            size_t sz = dnnl_memory_desc_get_size(md);
+            if (!(bufs[i] = calloc(1, sz ? sz : 64)) ||
+                dnnl_memory_set_data_handle(s->ex[i].memory, bufs[i]) != dnnl_success)
+                ok = false;
+            if (s->from[i] != FROM_OWN) s->last[i] = NULL; /* dn_dk_run sets the run's again */
+        }
+        if (!ok) st = mp_error(MP_ERR_NOMEM, "node %s: out of memory timing convolutions", k->n->name);
+        int nt = 0;
+        for (; !st && nt < nc; nt++) st = conv_trial_make(k, s, &cands[nt], wplain, w, scr, &tr[nt]);
+        /* the residual a sum post-op reads from the destination: put there
+         * before each call by the run, here the zeros stay (a sum of zeros
+         * keeps them zeros) */
+        conv_time_ctx tc = {tr};
+        choice = 0;
+        if (!st) st = dn_time_choose(nc, conv_time_call, &tc, &choice);
+        if (!st) {
+            pthread_mutex_lock(&g_conv_mu);
+            if (g_conv_nmemo < (int)(sizeof g_conv_memo / sizeof g_conv_memo[0])) {
+                conv_memo *mm = &g_conv_memo[g_conv_nmemo++];
+                snprintf(mm->key, sizeof mm->key, "%s", key);
+                snprintf(mm->impl, sizeof mm->impl, "%s", cands[choice].impl);
+            }
+            pthread_mutex_unlock(&g_conv_mu);
+        }
+        for (int i = 0; i < nt; i++) conv_trial_free(&tr[i], false);
+        for (int i = 0; i < s->n; i++) /* the kernel's own buffers back in place */
+            if (bufs[i] && s->from[i] == FROM_OWN && s->last[i] &&
+                dnnl_memory_set_data_handle(s->ex[i].memory, s->last[i]) != dnnl_success && !st)
+                st = mp_error(MP_ERR_UNSUPPORTED, "node %s: oneDNN refused a data handle", k->n->name);
+        free(scr);
+        for (int i = 0; i < DK_MAXARG; i++) free(bufs[i]);
+        if (st) return st;
+    }
+    k->kname = conv_kname(cands[choice].impl);
+    if (choice == 0) return MP_OK;
+    /* candidate `choice` replaces the primitive s made: its primitive, its
+     * weights, its scratchpad */
+    conv_trial t;
+    if ((st = conv_trial_make(k, s, &cands[choice], wplain, w, NULL, &t))) {
+        conv_trial_free(&t, false);
+        return st;
+    }
+    for (int i = 0; i < s->n; i++) {
+        if (s->ex[i].arg != DNNL_ARG_WEIGHTS) continue;
+        int j = 0;
+        while (j < s->n_own && s->own[j] != s->last[i]) j++;
+        if (j < s->n_own) free(s->own[j]);
+        else if (s->n_own < DK_MAXOWN) s->n_own++;
+        else break;
+        s->own[j] = t.wbuf;
+        dnnl_memory_destroy(s->ex[i].memory);
+        s->ex[i].memory = t.wmem;
+        s->from[i] = FROM_OWN;
+        s->last[i] = t.wbuf;
+        t.wbuf = NULL;
+        t.wmem = NULL;
+    }
+    if (t.wbuf) {
+        conv_trial_free(&t, false);
+        return mp_error(MP_ERR_LIMIT, "node %s: no room for the chosen convolution's weights", k->n->name);
+    }
+    for (int i = 0; i < s->n; i++) /* the old scratchpad argument goes */
+        if (s->ex[i].arg == DNNL_ARG_SCRATCHPAD) {
+            dnnl_memory_destroy(s->ex[i].memory);
+            s->n--;
+            s->ex[i] = s->ex[s->n];
+            s->from[i] = s->from[s->n];
+            s->idx[i] = s->idx[s->n];
+            s->last[i] = s->last[s->n];
+            i--;
+        }
+    dnnl_primitive_destroy(s->prim);
+    s->prim = t.prim;
+    t.prim = NULL;
+    conv_trial_free(&t, false);
+    const dnnl_memory_desc_t *sq = dnnl_primitive_desc_query_md(cands[choice].pd, dnnl_query_scratchpad_md, 0);
+    size_t sz = sq ? dnnl_memory_desc_get_size(sq) : 0;
+    if (sz) {
+        if ((st = dn_dk_arg(k, s, DNNL_ARG_SCRATCHPAD, sq, FROM_SCRATCH, 0, NULL))) return st;
+        if (scratch && *scratch < sz) *scratch = sz;
+    }
+    return MP_OK;
+}
+
 static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     const mp_graph *g = k->g;
     const mp_node *n = k->n;
@@ -90,6 +376,10 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     int r = x->rank, sp = r - 2;
     convp p;
     conv_params(n, sp, x->dims + 2, w->dims + 2, y->dims + 2, transpose, &p);
+    /* the implementations to time (the convolution chosen per shape);
+     * declared before the first goto to fail, which frees them */
+    conv_cand cands[DN_MAXCAND];
+    int ncand = 0;
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
@@ -160,6 +450,9 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     if (want_blocked && (ds = dn_md_nhwc(&yany, r, y->dims))) goto dfail_;
     dnnl_primitive_desc_t pd = NULL;
     void *yown = NULL;
+    double flops = 2.0 * (double)dn_numel_of(y->rank, y->dims) * (double)(cin / G);
+    for (int i = 0; i < sp; i++) flops *= (double)w->dims[2 + i];
+    bool timed = !transpose && wd && (g_conv_force || flops >= CONV_MIN_FLOPS);
     for (int attempt = want_blocked ? 0 : 1; attempt < 2; attempt++) {
         const dnnl_memory_desc_t *yd = attempt == 0 ? &yany : &ymd;
         dnnl_primitive_attr_t attr;
@@ -171,6 +464,15 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
                                                             &xmd, &wmd, bias ? &bmd : NULL, yd, p.stride,
                                                             p.dil, p.pl, p.pr);
             if (!ds) ds = dnnl_primitive_desc_create(&pd, &cd, attr, dn_eng, NULL);
+            if (!ds && timed) {
+                for (int i = 0; i < ncand; i++) dnnl_primitive_desc_destroy(cands[i].pd);
+                ncand = conv_candidates(&cd, attr, cands, DN_MAXCAND);
+                /* the iterator's first is the one made above, else no choice */
+                if (ncand && strcmp(cands[0].impl, pd_impl(pd)) != 0) {
+                    for (int i = 0; i < ncand; i++) dnnl_primitive_desc_destroy(cands[i].pd);
+                    ncand = 0;
+                }
+            }
         } else {
             dnnl_deconvolution_desc_t cd;
             ds = dnnl_dilated_deconvolution_forward_desc_init(&cd, dnnl_forward_inference,
@@ -257,12 +559,26 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
     if (!st) st = dn_chain_bind(k, s, &ch);
     if (!st && ch.sum_in >= 0) st = dn_dk_sum_source(k, s, ch.sum_in, &ch.sum_md, &ymd, yown);
     if (!st) st = dn_dk_finish(k, s, pd, scratch);
+    if (!st && wuse && (ncand >= 2 || (g_conv_force && ncand >= 1))) {
+        char key[CONV_KEYLEN];
+        snprintf(key, sizeof key,
+                 "x%lldx%lldx%lldx%lld w%lldx%lldx%lld s%lld,%lld p%lld,%lld,%lld,%lld d%lld g%lld po%d,%d,%d l%d%d t%d %s",
+                 (long long)x->dims[0], (long long)cin, (long long)x->dims[2], (long long)(sp > 1 ? x->dims[3] : 1),
+                 (long long)cout, (long long)w->dims[2], (long long)(sp > 1 ? w->dims[3] : 1),
+                 (long long)p.stride[0], (long long)(sp > 1 ? p.stride[1] : 1), (long long)p.pl[0],
+                 (long long)p.pr[0], (long long)(sp > 1 ? p.pl[1] : 0), (long long)(sp > 1 ? p.pr[1] : 0),
+                 (long long)p.dil[0], (long long)G, ch.n_po, ch.n_bin, ch.sum_in >= 0, in_blocked ? 1 : 0,
+                 reorder_out ? 1 : 0, s->threads, cands[0].impl);
+        if (sp == 2) st = conv_choose(k, s, cands, ncand, key, &wplain, wuse, scratch);
+    }
 fail_pd:
+    for (int i = 0; i < ncand; i++) dnnl_primitive_desc_destroy(cands[i].pd);
     dnnl_primitive_desc_destroy(pd);
     return st;
 dfail_:
     st = dn_dfail(k, ds, "memory descriptor");
 fail:
+    for (int i = 0; i < ncand; i++) dnnl_primitive_desc_destroy(cands[i].pd);
     if (ch.po) dnnl_post_ops_destroy(ch.po);
     return st;
 }

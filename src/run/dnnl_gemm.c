@@ -130,6 +130,60 @@ static mp_status gemm_prim_call(mp_kctx *k, dk *s, void *A, void *Y, void *scr, 
     return MP_OK;
 }
 
+mp_status dn_time_choose(int ncand, mp_status (*call)(void *ctx, int c), void *ctx, int *choice) {
+    double t[DN_MAXCAND][DN_ROUNDS + 1];
+    mp_status st = MP_OK;
+    *choice = 0;
+    if (ncand > DN_MAXCAND) ncand = DN_MAXCAND;
+    /* one warm-up call each, then rounds alternating the candidates
+     * (the order turned each round) */
+    for (int r = 0; !st && r <= DN_ROUNDS; r++)
+        for (int c0 = 0; c0 < ncand && !st; c0++) {
+            int c = (c0 + r) % ncand;
+            double t0 = gemm_now();
+            st = call(ctx, c);
+            t[c][r] = gemm_now() - t0;
+        }
+    if (st) return st;
+    /* each candidate against the incumbent in the same round (another
+     * job slowing a round slows both); another wins only when clearly
+     * faster: by 10% (a shared machine's noise between two calls) in 4
+     * rounds of 5 */
+    double best_ratio = 0.90;
+    for (int c = 1; c < ncand; c++) {
+        double q[DN_ROUNDS];
+        for (int r = 0; r < DN_ROUNDS; r++) q[r] = t[c][r + 1] / (t[0][r + 1] > 0 ? t[0][r + 1] : 1e-9);
+        for (int i = 1; i < DN_ROUNDS; i++) /* insertion sort: 5 values */
+            for (int j = i; j > 0 && q[j - 1] > q[j]; j--) {
+                double x = q[j];
+                q[j] = q[j - 1];
+                q[j - 1] = x;
+            }
+        /* faster in 4 rounds of 5 (the 4th smallest ratio): a candidate
+         * that wins only while a burst of load lasts stays out */
+        if (q[DN_ROUNDS - 2] < best_ratio) {
+            best_ratio = q[DN_ROUNDS - 2];
+            *choice = c;
+        }
+    }
+    return MP_OK;
+}
+
+typedef struct gemm_time_ctx {
+    mp_kctx *k;
+    dk *s;
+    float *A, *Y;
+    void *scr;
+    void *const *ins;
+    const float *const *add;
+} gemm_time_ctx;
+
+static mp_status gemm_time_call(void *ctx, int c) {
+    gemm_time_ctx *tc = ctx;
+    return c == GEMM_PRIM ? gemm_prim_call(tc->k, tc->s, tc->A, tc->Y, tc->scr, tc->ins)
+                          : gemm_lib(tc->k, tc->s, c, tc->A, tc->Y, tc->add);
+}
+
 /* What gemm_choose needs from dn_matmul_prepare / dn_gemm_prepare. */
 typedef struct gemm_desc {
     bool ta, tb;
@@ -248,40 +302,9 @@ static mp_status gemm_choose(mp_kctx *k, dk *s, const gemm_desc *d, size_t scrat
         }
         for (int i = 0; ok && i < s->n; i++) /* binary operands of the primitive */
             if (s->from[i] == FROM_IN && s->idx[i] > 0 && s->idx[i] < 64 && !ins[s->idx[i]]) ok = false;
-        enum { ROUNDS = 5 };
-        double t[3][ROUNDS + 1];
-        int ncand = blas ? 3 : 2;
-        /* one warm-up call each, then rounds alternating the candidates
-         * (the order turned each round) */
-        for (int r = 0; ok && !st && r <= ROUNDS; r++)
-            for (int c0 = 0; c0 < ncand && !st; c0++) {
-                int c = (c0 + r) % ncand;
-                double t0 = gemm_now();
-                st = c == GEMM_PRIM ? gemm_prim_call(k, s, A, Y, scr, ins) : gemm_lib(k, s, c, A, Y, add);
-                t[c][r] = gemm_now() - t0;
-            }
-        /* each library against the primitive in the same round (another
-         * job slowing a round slows both); a library wins only when
-         * clearly faster: by 10% (a shared machine's noise between two
-         * calls) in 4 rounds of 5 */
+        gemm_time_ctx tc = {k, s, A, Y, scr, ins, add};
         choice = GEMM_PRIM;
-        double best_ratio = 0.90;
-        for (int c = 1; ok && !st && c < ncand; c++) {
-            double q[ROUNDS];
-            for (int r = 0; r < ROUNDS; r++) q[r] = t[c][r + 1] / (t[GEMM_PRIM][r + 1] > 0 ? t[GEMM_PRIM][r + 1] : 1e-9);
-            for (int i = 1; i < ROUNDS; i++) /* insertion sort: 5 values */
-                for (int j = i; j > 0 && q[j - 1] > q[j]; j--) {
-                    double x = q[j];
-                    q[j] = q[j - 1];
-                    q[j - 1] = x;
-                }
-            /* faster in 4 rounds of 5 (the 4th smallest ratio): a
-             * library that wins only while a burst of load lasts stays out */
-            if (q[ROUNDS - 2] < best_ratio) {
-                best_ratio = q[ROUNDS - 2];
-                choice = c;
-            }
-        }
+        if (ok) st = dn_time_choose(blas ? 3 : 2, gemm_time_call, &tc, &choice);
         free(A);
         free(Y);
         free(scr);

@@ -52,6 +52,7 @@ extern int omp_get_max_threads(void);
     X(dnnl_memory_desc_init_by_strides) \
     X(dnnl_memory_desc_init_by_tag) \
     X(dnnl_memory_destroy) \
+    X(dnnl_memory_get_memory_desc) \
     X(dnnl_memory_set_data_handle) \
     X(dnnl_pooling_v2_forward_desc_init) \
     X(dnnl_post_ops_append_binary) \
@@ -67,6 +68,10 @@ extern int omp_get_max_threads(void);
     X(dnnl_primitive_create) \
     X(dnnl_primitive_desc_create) \
     X(dnnl_primitive_desc_destroy) \
+    X(dnnl_primitive_desc_iterator_create) \
+    X(dnnl_primitive_desc_iterator_destroy) \
+    X(dnnl_primitive_desc_iterator_fetch) \
+    X(dnnl_primitive_desc_iterator_next) \
     X(dnnl_primitive_desc_query) \
     X(dnnl_primitive_desc_query_md) \
     X(dnnl_primitive_destroy) \
@@ -100,6 +105,7 @@ MP__DL_FNS(MP__DL_PTR)
 #define dnnl_memory_desc_init_by_strides (*mp__dl_dnnl_memory_desc_init_by_strides)
 #define dnnl_memory_desc_init_by_tag (*mp__dl_dnnl_memory_desc_init_by_tag)
 #define dnnl_memory_destroy (*mp__dl_dnnl_memory_destroy)
+#define dnnl_memory_get_memory_desc (*mp__dl_dnnl_memory_get_memory_desc)
 #define dnnl_memory_set_data_handle (*mp__dl_dnnl_memory_set_data_handle)
 #define dnnl_pooling_v2_forward_desc_init (*mp__dl_dnnl_pooling_v2_forward_desc_init)
 #define dnnl_post_ops_append_binary (*mp__dl_dnnl_post_ops_append_binary)
@@ -115,6 +121,10 @@ MP__DL_FNS(MP__DL_PTR)
 #define dnnl_primitive_create (*mp__dl_dnnl_primitive_create)
 #define dnnl_primitive_desc_create (*mp__dl_dnnl_primitive_desc_create)
 #define dnnl_primitive_desc_destroy (*mp__dl_dnnl_primitive_desc_destroy)
+#define dnnl_primitive_desc_iterator_create (*mp__dl_dnnl_primitive_desc_iterator_create)
+#define dnnl_primitive_desc_iterator_destroy (*mp__dl_dnnl_primitive_desc_iterator_destroy)
+#define dnnl_primitive_desc_iterator_fetch (*mp__dl_dnnl_primitive_desc_iterator_fetch)
+#define dnnl_primitive_desc_iterator_next (*mp__dl_dnnl_primitive_desc_iterator_next)
 #define dnnl_primitive_desc_query (*mp__dl_dnnl_primitive_desc_query)
 #define dnnl_primitive_desc_query_md (*mp__dl_dnnl_primitive_desc_query_md)
 #define dnnl_primitive_destroy (*mp__dl_dnnl_primitive_destroy)
@@ -339,6 +349,16 @@ bool dn_conv_ok(const mp_graph *g, const mp_node *n, bool transpose);
 mp_status dn_conv_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_convt_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_gemm_alt_run(mp_kctx *k, dk *s);
+/* The plan-time chooser's timing (dnnl_gemm.c), shared by the GEMM chosen
+ * per product shape and the convolution chosen per shape (dnnl_conv.c):
+ * call(ctx, c) runs candidate c (0 the incumbent, up to DN_MAXCAND) once;
+ * each runs once to warm up, then in DN_ROUNDS rounds alternated, the
+ * order turned each round; *choice is the candidate whose time over the
+ * incumbent's in the same round is lowest and below 0.9 in 4 rounds of 5,
+ * else 0. */
+#define DN_MAXCAND 6
+#define DN_ROUNDS 5
+mp_status dn_time_choose(int ncand, mp_status (*call)(void *ctx, int c), void *ctx, int *choice);
 bool dn_matmul_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_matmul_prepare(mp_kctx *k, size_t *scratch);
 bool dn_gemm_ok(const mp_graph *g, const mp_node *n);
