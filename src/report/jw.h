@@ -165,6 +165,11 @@ static inline void jw_opt_str(jw *w, const char *s) {
     if (s) jw_str(w, s);
     else jw_null(w);
 }
+/* A boolean as an array element (jw_kbool: after a key). */
+static inline void jw_bool(jw *w, bool v) {
+    jw_sep(w);
+    mp_out_puts(&w->o, v ? "true" : "false");
+}
 
 /* A literal key and its value. */
 #define jw_key(w, k) (jw_kput(w, k), (w)->after_key = true)

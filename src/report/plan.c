@@ -722,16 +722,6 @@ static void write_text(const mp_tplan *pl, pw *w) {
 
 /* ---- JSON (the one writer, report/jw.h) ---- */
 
-static void pj_str(jw *w, const char *s) {
-    if (s) jw_str(w, s);
-    else jw_null(w);
-}
-
-static void pj_bool(jw *w, bool v) {
-    jw_sep(w);
-    mp_out_puts(&w->o, v ? "true" : "false");
-}
-
 static void ft_json(jw *w, const mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     jw_open(w, '{');
@@ -751,14 +741,14 @@ static void ft_json(jw *w, const mp_tplan *pl) {
         jw_key(w, "bwd_flops"); jw_u64(w, pl->lora_bwd_flops);
         jw_key(w, "adapted");
         jw_open(w, '[');
-        for (int i = 0; i < pl->n_adapted; i++) pj_str(w, pl->adapted_names[i]);
+        for (int i = 0; i < pl->n_adapted; i++) jw_opt_str(w, pl->adapted_names[i]);
         jw_close(w, ']');
         jw_close(w, '}');
     } else {
         jw_null(w);
     }
     jw_key(w, "base_dtype"); jw_str(w, base_dtype_names[o->base_dtype >= 0 && o->base_dtype < 4 ? o->base_dtype : 0]);
-    jw_key(w, "double_quant"); pj_bool(w, o->base_dtype == 1 && !o->no_double_quant);
+    jw_key(w, "double_quant"); jw_bool(w, o->base_dtype == 1 && !o->no_double_quant);
     jw_key(w, "quantized_params"); jw_u64(w, pl->quant_params);
     jw_key(w, "quantized_bytes"); jw_u64(w, pl->quant_bytes);
     jw_key(w, "dequantize_transient_bytes"); jw_u64(w, pl->dequant_bytes);
@@ -766,7 +756,7 @@ static void ft_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "host_bytes"); jw_u64(w, pl->host_bytes);
     jw_key(w, "host_link_bytes_per_step"); jw_double(w, pl->link_bytes);
     jw_key(w, "host_link_bytes_per_s"); jw_double(w, pl->host_link);
-    jw_key(w, "host_link_source"); pj_str(w, pl->host_link_source);
+    jw_key(w, "host_link_source"); jw_opt_str(w, pl->host_link_source);
     jw_key(w, "host_link_s"); jw_double(w, pl->link_s);
     jw_key(w, "cpu_optimizer_s"); jw_double(w, pl->cpu_opt_s);
     jw_key(w, "torch_version"); jw_str(w, o->torch_version == 1 ? "1.13" : "2");
@@ -798,7 +788,7 @@ static void jmem(jw *w, const mp_tplan_mem *m, uint64_t params, uint64_t trainab
     jw_key(w, "reserve_bytes"); jw_u64(w, m->reserve_bytes);
     jw_key(w, "required_bytes"); jw_u64(w, m->peak_bytes + m->reserve_bytes);
     jw_key(w, "fits");
-    if (cap > 0) pj_bool(w, (double)(m->peak_bytes + m->reserve_bytes) <= cap);
+    if (cap > 0) jw_bool(w, (double)(m->peak_bytes + m->reserve_bytes) <= cap);
     else jw_null(w);
     jw_close(w, '}');
 }
@@ -813,14 +803,14 @@ static void write_json(const mp_tplan *pl, jw *w);
 static void loss_json(jw *w, const mp_tplan *pl) {
     const mp_tplan_loss *L = &pl->loss;
     jw_open(w, '{');
-    jw_key(w, "asked"); pj_str(w, mp_tplan_loss_name(L->asked));
-    jw_key(w, "form"); pj_str(w, mp_tplan_loss_name(pl->o.inference ? MP_LOSS_NONE : L->form));
-    jw_key(w, "why"); pj_str(w, L->why);
+    jw_key(w, "asked"); jw_opt_str(w, mp_tplan_loss_name(L->asked));
+    jw_key(w, "form"); jw_opt_str(w, mp_tplan_loss_name(pl->o.inference ? MP_LOSS_NONE : L->form));
+    jw_key(w, "why"); jw_opt_str(w, L->why);
     bool on = L->form != MP_LOSS_NONE && !pl->o.inference;
-    jw_key(w, "logits_dtype"); pj_str(w, on ? mp_dtype_name(L->logits_dt) : NULL);
-    jw_key(w, "dtype"); pj_str(w, on ? mp_dtype_name(L->ce_dt) : NULL);
-    jw_key(w, "upcast"); pj_bool(w, on && L->upcast);
-    jw_key(w, "softcapping"); pj_bool(w, on && L->softcap_in >= 0);
+    jw_key(w, "logits_dtype"); jw_opt_str(w, on ? mp_dtype_name(L->logits_dt) : NULL);
+    jw_key(w, "dtype"); jw_opt_str(w, on ? mp_dtype_name(L->ce_dt) : NULL);
+    jw_key(w, "upcast"); jw_bool(w, on && L->upcast);
+    jw_key(w, "softcapping"); jw_bool(w, on && L->softcap_in >= 0);
     jw_key(w, "rows"); jw_u64(w, on ? L->rows : 0);
     jw_key(w, "classes"); jw_u64(w, on ? L->classes : 0);
     jw_key(w, "kept_bytes"); jw_u64(w, on ? L->kept : 0);
@@ -832,7 +822,7 @@ static void loss_json(jw *w, const mp_tplan *pl) {
 static void moment_json(jw *w, const mp_tplan *pl) {
     jw_open(w, '{');
     if (pl->o.inference) {
-        jw_key(w, "when"); pj_str(w, "inference");
+        jw_key(w, "when"); jw_opt_str(w, "inference");
         jw_key(w, "node"); jw_null(w);
         jw_key(w, "weights_bytes"); jw_u64(w, pl->mem.weights_bytes);
         jw_key(w, "inputs_bytes"); jw_u64(w, pl->infer_inputs);
@@ -844,10 +834,10 @@ static void moment_json(jw *w, const mp_tplan *pl) {
     }
     const mp_tplan_moment *a = &pl->stages[pl->worst].at;
     static const char *const when[] = {"forward", "loss_backward", "backward", "optimizer", "inference"};
-    jw_key(w, "when"); pj_str(w, a->when >= 0 && a->when <= MP_MOMENT_INFERENCE ? when[a->when] : NULL);
+    jw_key(w, "when"); jw_opt_str(w, a->when >= 0 && a->when <= MP_MOMENT_INFERENCE ? when[a->when] : NULL);
     jw_key(w, "node");
     if (a->when == MP_MOMENT_BACKWARD && a->node >= 0 && a->node < pl->n_nodes)
-        pj_str(w, pl->p->m->graph->nodes[pl->p->m->graph->order[a->node]].name);
+        jw_opt_str(w, pl->p->m->graph->nodes[pl->p->m->graph->order[a->node]].name);
     else jw_null(w);
     jw_key(w, "weights_bytes"); jw_u64(w, a->weights);
     jw_key(w, "master_weights_bytes"); jw_u64(w, a->master);
@@ -895,9 +885,9 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "norms"); jw_i64(w, P->n_norms);
     jw_key(w, "activations"); jw_i64(w, P->n_acts);
     jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
-    jw_key(w, "embedding"); pj_bool(w, P->embed >= 0);
-    jw_key(w, "lm_head"); pj_bool(w, P->lm_head >= 0);
-    jw_key(w, "tied"); pj_bool(w, P->tied);
+    jw_key(w, "embedding"); jw_bool(w, P->embed >= 0);
+    jw_key(w, "lm_head"); jw_bool(w, P->lm_head >= 0);
+    jw_key(w, "tied"); jw_bool(w, P->tied);
     jw_key(w, "vocab");
     if (P->vocab > 0) jw_i64(w, P->vocab);
     else jw_null(w);
@@ -907,10 +897,10 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
         const mp_pmiss *x = &P->miss[i];
         bool ok = x->node >= 0 && x->node < g->n_nodes;
         jw_open(w, '{');
-        jw_key(w, "kind"); pj_str(w, mp_pat_kind_name(x->kind));
-        jw_key(w, "node"); pj_str(w, ok ? g->nodes[x->node].name : NULL);
-        jw_key(w, "op"); pj_str(w, ok ? g->nodes[x->node].op : NULL);
-        jw_key(w, "why"); pj_str(w, x->why);
+        jw_key(w, "kind"); jw_opt_str(w, mp_pat_kind_name(x->kind));
+        jw_key(w, "node"); jw_opt_str(w, ok ? g->nodes[x->node].name : NULL);
+        jw_key(w, "op"); jw_opt_str(w, ok ? g->nodes[x->node].op : NULL);
+        jw_key(w, "why"); jw_opt_str(w, x->why);
         jw_close(w, '}');
     }
     jw_close(w, ']');
@@ -921,35 +911,35 @@ static void write_json(const mp_tplan *pl, jw *w) {
     const mp_tplan_options *o = &pl->o;
     const mp_model *m = pl->p->m;
     jw_open(w, '{');
-    jw_key(w, "modelprof_version"); pj_str(w, MP_VERSION_STRING);
+    jw_key(w, "modelprof_version"); jw_opt_str(w, MP_VERSION_STRING);
     jw_key(w, "model");
     jw_open(w, '{');
-    jw_key(w, "path"); pj_str(w, m->path);
+    jw_key(w, "path"); jw_opt_str(w, m->path);
     jw_key(w, "params"); jw_u64(w, pl->params);
     jw_close(w, '}');
     jw_key(w, "plan");
     jw_open(w, '{');
-    jw_key(w, "mode"); pj_str(w, o->inference ? "inference" : "training");
-    jw_key(w, "precision"); pj_str(w, mp_precision_name(o->precision));
-    jw_key(w, "precision_from_export"); pj_bool(w, pl->precision_auto);
+    jw_key(w, "mode"); jw_opt_str(w, o->inference ? "inference" : "training");
+    jw_key(w, "precision"); jw_opt_str(w, mp_precision_name(o->precision));
+    jw_key(w, "precision_from_export"); jw_bool(w, pl->precision_auto);
     jw_key(w, "batch");
     if (pl->batch > 0) {
         jw_open(w, '{');
         jw_key(w, "export"); jw_i64(w, pl->export_batch);
         jw_key(w, "planned"); jw_i64(w, pl->batch);
-        jw_key(w, "scaled"); pj_bool(w, pl->batch_scaled);
+        jw_key(w, "scaled"); jw_bool(w, pl->batch_scaled);
         jw_close(w, '}');
     } else {
         jw_null(w);
     }
-    jw_key(w, "optimizer"); pj_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
-    jw_key(w, "checkpointing"); pj_bool(w, o->checkpointing != 0);
+    jw_key(w, "optimizer"); jw_opt_str(w, o->inference ? NULL : mp_optimizer_name(o->optimizer));
+    jw_key(w, "checkpointing"); jw_bool(w, o->checkpointing != 0);
     jw_key(w, "blocks");
     jw_open(w, '[');
-    for (int i = 0; i < pl->n_repeats; i++) pj_str(w, m->modules[pl->repeats[i]].path);
+    for (int i = 0; i < pl->n_repeats; i++) jw_opt_str(w, m->modules[pl->repeats[i]].path);
     jw_close(w, ']');
     jw_key(w, "zero"); jw_i64(w, pl->zero);
-    jw_key(w, "fsdp"); pj_bool(w, o->fsdp != 0);
+    jw_key(w, "fsdp"); jw_bool(w, o->fsdp != 0);
     jw_key(w, "dp"); jw_i64(w, pl->dp);
     jw_key(w, "tp"); jw_i64(w, pl->tp);
     jw_key(w, "pp"); jw_i64(w, pl->pp);
@@ -963,15 +953,15 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "gpu");
     if (pl->gpu || pl->have_gpu || pl->mem_bytes > 0) {
         jw_open(w, '{');
-        jw_key(w, "id"); pj_str(w, pl->gpu ? pl->gpu->id : NULL);
-        jw_key(w, "label"); pj_str(w, pl->gpu ? pl->gpu->label : "given");
+        jw_key(w, "id"); jw_opt_str(w, pl->gpu ? pl->gpu->id : NULL);
+        jw_key(w, "label"); jw_opt_str(w, pl->gpu ? pl->gpu->label : "given");
         jw_key(w, "peak_flops_per_s"); jw_double(w, pl->peak_low_flops);
-        jw_key(w, "peak_dtype"); pj_str(w, pl->peak_dtype);
+        jw_key(w, "peak_dtype"); jw_opt_str(w, pl->peak_dtype);
         jw_key(w, "fp32_peak_flops_per_s"); jw_double(w, pl->peak_flops);
         jw_key(w, "memory_bytes"); jw_double(w, pl->mem_bytes);
         jw_key(w, "bandwidth_bytes_per_s"); jw_double(w, pl->bw);
         jw_key(w, "link_bytes_per_s"); jw_double(w, mp_tplan_link_bw(pl, pl->dp * pl->tp * pl->pp));
-        jw_key(w, "source"); pj_str(w, pl->gpu ? pl->gpu->source : "given on the command line");
+        jw_key(w, "source"); jw_opt_str(w, pl->gpu ? pl->gpu->source : "given on the command line");
         jw_close(w, '}');
     } else {
         jw_null(w);
@@ -1030,13 +1020,13 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "memory_efficiency"); jw_double(w, o->memory_eff);
     jw_key(w, "node_overhead_s"); jw_double(w, o->node_overhead_s);
     jw_key(w, "reserve_bytes"); jw_u64(w, pl->mem.reserve_bytes);
-    jw_key(w, "loss"); pj_str(w, o->loss && !o->inference && pl->loss.form != MP_LOSS_NONE ? "cross_entropy" : NULL);
+    jw_key(w, "loss"); jw_opt_str(w, o->loss && !o->inference && pl->loss.form != MP_LOSS_NONE ? "cross_entropy" : NULL);
     jw_key(w, "host_op_s"); jw_double(w, o->host_op_s);
     jw_key(w, "optimizer_impl");
-    pj_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
+    jw_opt_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
-    jw_key(w, "comm_overlap"); pj_bool(w, false);
-    jw_key(w, "grads_freed_between_steps"); pj_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
+    jw_key(w, "comm_overlap"); jw_bool(w, false);
+    jw_key(w, "grads_freed_between_steps"); jw_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
     jw_close(w, '}');
     jw_key(w, "finetune");
     ft_json(w, pl);
@@ -1063,13 +1053,13 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "optimizer_kernels"); jw_u64(w, o->inference ? 0 : pl->opt_launches);
     jw_key(w, "host_s"); jw_double(w, pl->have_gpu ? pl->host_s : NAN);
     jw_key(w, "device_s"); jw_double(w, pl->have_gpu ? pl->device_s : NAN);
-    jw_key(w, "bound"); pj_str(w, !pl->have_gpu ? NULL : pl->host_bound ? "host" : "device");
+    jw_key(w, "bound"); jw_opt_str(w, !pl->have_gpu ? NULL : pl->host_bound ? "host" : "device");
     jw_close(w, '}');
     jw_key(w, "patterns");
     patterns_json(w, pl);
     jw_key(w, "tensor_parallel");
     jw_open(w, '{');
-    jw_key(w, "sequence_parallel"); pj_bool(w, pl->tp > 1 && o->sequence_parallel);
+    jw_key(w, "sequence_parallel"); jw_bool(w, pl->tp > 1 && o->sequence_parallel);
     jw_key(w, "split_nodes"); jw_i64(w, pl->tp > 1 ? pl->split_nodes : 0);
     jw_key(w, "replicated_nodes"); jw_i64(w, pl->tp > 1 ? pl->replicated_nodes : 0);
     jw_key(w, "heads"); jw_i64(w, pl->heads);
@@ -1077,7 +1067,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_open(w, '[');
     for (int i = 0; pl->tp > 1 && i < pl->n_tp_ops; i++) {
         jw_open(w, '{');
-        jw_key(w, "op"); pj_str(w, pl->tp_ops[i]);
+        jw_key(w, "op"); jw_opt_str(w, pl->tp_ops[i]);
         jw_key(w, "split"); jw_i64(w, pl->tp_split[i]);
         jw_key(w, "replicated"); jw_i64(w, pl->tp_rep[i]);
         jw_close(w, '}');
@@ -1088,7 +1078,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_open(w, '[');
     for (int i = 0; i < pl->n_default_ops; i++) {
         jw_open(w, '{');
-        jw_key(w, "op"); pj_str(w, pl->default_ops[i]);
+        jw_key(w, "op"); jw_opt_str(w, pl->default_ops[i]);
         jw_key(w, "count"); jw_i64(w, pl->default_counts[i]);
         jw_close(w, '}');
     }
@@ -1137,7 +1127,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
         jw_key(w, "step_time_s"); jw_double(w, pl->have_gpu ? r->step_s : NAN);
         jw_key(w, "per_s"); jw_double(w, pl->have_gpu ? r->tokens_per_s : NAN);
         jw_key(w, "fits");
-        if (pl->mem_bytes > 0) pj_bool(w, r->fits);
+        if (pl->mem_bytes > 0) jw_bool(w, r->fits);
         else jw_null(w);
         jw_close(w, '}');
     }
@@ -1145,7 +1135,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_close(w, '}');
     jw_key(w, "warnings");
     jw_open(w, '[');
-    for (int i = 0; i < m->n_warnings; i++) pj_str(w, m->warnings[i] ? m->warnings[i] : "");
+    for (int i = 0; i < m->n_warnings; i++) jw_opt_str(w, m->warnings[i] ? m->warnings[i] : "");
     jw_close(w, ']');
     jw_close(w, '}');
 }

@@ -9,16 +9,6 @@
 #include "report/jw.h"
 #include "trace/trace.h"
 
-static void el_str(jw *w, const char *s) {
-    if (s) jw_str(w, s);
-    else jw_null(w);
-}
-
-static void el_bool(jw *w, bool v) {
-    jw_sep(w);
-    mp_out_puts(&w->o, v ? "true" : "false");
-}
-
 /* A double that reads back to the same bits. */
 static void el_exact(jw *w, double v) {
     jw_sep(w);
@@ -39,7 +29,7 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
     jw_ki64(w, "modelprof_digest", MP_TRACE_DIGEST_VERSION);
     jw_kstr(w, "modelprof_version", MP_VERSION_STRING);
     jw_key(w, "trace");
-    el_str(w, t->path);
+    jw_opt_str(w, t->path);
     jw_ku64(w, "json_bytes", r->bytes);
     jw_ku64(w, "events", r->n_events);
     jw_kbool(w, "gzipped", r->gzipped);
@@ -56,17 +46,17 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         const mp_tpg *g = &r->pgs[i];
         ROW_OPEN(w);
         jw_str(w, r->names[g->name]);
-        el_str(w, g->desc >= 0 ? r->names[g->desc] : NULL);
+        jw_opt_str(w, g->desc >= 0 ? r->names[g->desc] : NULL);
         jw_i64(w, g->size);
-        el_str(w, g->ranks >= 0 ? r->names[g->ranks] : NULL);
+        jw_opt_str(w, g->ranks >= 0 ? r->names[g->ranks] : NULL);
         ROW_CLOSE(w);
     }
     jw_close(w, ']');
     jw_key(w, "recorded");   /* [device, shapes, modules] */
     jw_open(w, '[');
-    el_bool(w, !t->no_device);
-    el_bool(w, !t->no_shapes);
-    el_bool(w, !t->no_modules);
+    jw_bool(w, !t->no_device);
+    jw_bool(w, !t->no_shapes);
+    jw_bool(w, !t->no_modules);
     jw_close(w, ']');
     jw_key(w, "summary");
     jw_open(w, '{');
@@ -78,7 +68,7 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
     jw_key(w, "peak_tflops");
     el_exact(w, t->peak_tflops);
     jw_key(w, "peak_source");
-    el_str(w, t->peak_source);
+    jw_opt_str(w, t->peak_source);
     jw_ki64(w, "kernel_ns", t->kernel_total);
     jw_ki64(w, "peak_allocated_bytes", t->mem_peak_alloc);
     jw_ki64(w, "peak_reserved_bytes", t->mem_peak_reserved);
@@ -138,7 +128,7 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         const mp_top *o = &t->ops[i];
         ROW_OPEN(w);
         jw_str(w, o->name ? o->name : "");
-        el_bool(w, o->device);
+        jw_bool(w, o->device);
         jw_i64(w, o->count);
         jw_i64(w, o->cpu_total);
         jw_i64(w, o->self_cpu);
@@ -156,8 +146,8 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         const mp_tkernel *k = &t->kernels[i];
         ROW_OPEN(w);
         jw_str(w, k->name ? k->name : "");
-        el_str(w, k->short_name);
-        el_str(w, k->op);
+        jw_opt_str(w, k->short_name);
+        jw_opt_str(w, k->op);
         jw_i64(w, k->kind);
         jw_i64(w, k->cat);
         jw_i64(w, k->count);
@@ -173,8 +163,8 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         const mp_tmod *fg = &t->mfig[m];
         ROW_OPEN(w);
         jw_str(w, md->name ? md->name : "");
-        el_str(w, md->cls);
-        el_str(w, md->path);
+        jw_opt_str(w, md->cls);
+        jw_opt_str(w, md->path);
         jw_i64(w, md->parent);
         jw_i64(w, fg->calls);
         jw_i64(w, fg->fwd);
@@ -222,14 +212,14 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         const mp_tcall *c = &t->calls[i];
         ROW_OPEN(w);
         jw_str(w, c->coll ? c->coll : "collective");
-        el_str(w, c->pg);
+        jw_opt_str(w, c->pg);
         jw_i64(w, c->ts);
         jw_i64(w, c->end);
         jw_i64(w, c->elems);
         jw_i64(w, c->elem_bytes);
         jw_i64(w, c->seq);
         jw_i64(w, c->step);
-        el_bool(w, c->device);
+        jw_bool(w, c->device);
         jw_i64(w, c->solo);
         jw_i64(w, c->seg_start);
         jw_i64(w, c->seg_busy);
