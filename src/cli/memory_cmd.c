@@ -39,10 +39,8 @@ static void mem_usage(FILE *f) {
           "weights/optimizer_state, activations/activation, temporary/temporary):\n"
           "  --plan-model MODEL.onnx the model the snapshot trained (exported to ONNX)\n"
           "  --dim NAME=VALUE        its symbolic dims (repeatable; batch: the micro-batch)\n"
-          "  --precision P           fp32, bf16, fp16, bf16-mixed, fp16-mixed (default auto)\n"
-          "  --optimizer O           adamw (default), adam, sgd, sgd-momentum, adafactor, none\n"
-          "  --checkpointing         activation checkpointing\n"
-          "  --zero N, --dp N, --tp N, --pp N  the layout (defaults 0, 1, 1, 1)\n"
+          "  --precision P, --optimizer O, --checkpointing, --zero N, --dp N, --tp N, --pp N,\n"
+          "  --lora-rank R, --freeze PATTERN, ...  any option of modelprof plan (see its --help)\n"
           "  -h, --help              this help\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a snapshot that cannot be read\n",
@@ -159,7 +157,7 @@ int mp_memory_main(int argc, char **argv) {
     mp_mem_report_opts ro = {-1, 20, false, MP_MEM_CSV_HOLDERS, NULL};
     const char *plan_model = NULL;
     const char *dims[64];
-    int ndims = 0;
+    int ndims = 0, plan_flags = 0;
     mp_tplan_options po;
     mp_tplan_options_default(&po);
     mp_mem_predicted pred;
@@ -229,27 +227,15 @@ int mp_memory_main(int argc, char **argv) {
             NEXT();
             if (ndims == 64) return mem_usage_error("at most 64 --dim, not another:", val);
             dims[ndims++] = val;
-        } else if (strcmp(a, "--precision") == 0) {
-            NEXT();
-            int v = mp_precision_parse(val);
-            if (v < 0) return mem_usage_error("--precision takes auto, fp32, bf16, fp16, bf16-mixed or fp16-mixed, not", val);
-            po.precision = (mp_precision)v;
-        } else if (strcmp(a, "--optimizer") == 0) {
-            NEXT();
-            int v = mp_optimizer_parse(val);
-            if (v < 0) return mem_usage_error("--optimizer takes adamw, adam, sgd, sgd-momentum, adafactor or none, not", val);
-            po.optimizer = (mp_optimizer)v;
-        } else if (strcmp(a, "--checkpointing") == 0) {
-            po.checkpointing = 1;
-        } else if (strcmp(a, "--zero") == 0 || strcmp(a, "--dp") == 0 || strcmp(a, "--tp") == 0 || strcmp(a, "--pp") == 0) {
-            NEXT();
-            long v;
-            bool zero = strcmp(a, "--zero") == 0;
-            if (parse_int(val, zero ? 0 : 1, zero ? 3 : 65536, &v)) return mem_usage_error("a count out of range for", a);
-            if (zero) po.zero = (int)v;
-            else if (strcmp(a, "--dp") == 0) po.dp = (int)v;
-            else if (strcmp(a, "--tp") == 0) po.tp = (int)v;
-            else po.pp = (int)v;
+        } else if (a[0] == '-' && a[1] == '-' && mp_tplan_option_kind(a) >= 0) {
+            /* any of modelprof plan's own options, parsed by the library's one
+             * table (src/plan/options.c) */
+            if (mp_tplan_option_kind(a) == 1) NEXT();
+            if (mp_tplan_options_set(&po, a, val)) {
+                mem_print_error(mp_last_error());
+                return 1;
+            }
+            plan_flags++;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             NEXT();
             out = val;
@@ -267,7 +253,7 @@ int mp_memory_main(int argc, char **argv) {
         return 1;
     }
     if (diff && format > 1) return mem_usage_error("memory diff writes text or json, not", format == 2 ? "csv" : "html");
-    if (!plan_model && (ndims || po.checkpointing))
+    if (!plan_model && (ndims || plan_flags))
         return mem_usage_error("--dim and the plan flags go with", "--plan-model");
     if (plan_model) {
         if (diff) return mem_usage_error("--plan-model goes with one snapshot, not", "diff");
