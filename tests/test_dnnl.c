@@ -1414,6 +1414,94 @@ static void test_extreme_activations(void) {
     }
 }
 
+/* The other oneDNN paths of the same math at extreme inputs: GELU written
+ * out as PyTorch's TorchScript export writes it (Div(x, sqrt 2), Erf,
+ * Add 1, Mul x, Mul 0.5), run whole as oneDNN's gelu_erf eltwise
+ * (onednn:gelu), against the one home within 1e-6 relative with the same
+ * NaN and infinities; and softmax rows with extreme and masked (-inf)
+ * entries, the portable kernel exactly as the home's fp32 row and oneDNN's
+ * softmax primitive within 1e-6. */
+static void test_extreme_gelu_softmax(void) {
+    bool was = mp_run_portable_only;
+    {
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", F, 2, TB_DIMS(16, 512));
+        tb_const_f(m, "r2", F, 0, NULL, (const double[]){1.4142135381698608});
+        tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
+        tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
+        int head = tb_node(m, "Div", "x,r2", "q");
+        tb_node(m, "Erf", "q", "e");
+        tb_node(m, "Add", "e,one", "a");
+        tb_node(m, "Mul", "x,a", "b");
+        tb_node(m, "Mul", "b,half", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_run_portable_only = false;
+        const mp_kernel *kern = p ? mp_dnnl_kernel(m->graph, tb_nodep(m, head)) : NULL;
+        T_CHECK(kern && strcmp(kern->name, "onednn:gelu") == 0);
+        mp_exec *pl = p && kern ? measure_plan(p, 1, 1) : NULL;
+        if (pl) {
+            float xv[16 * 512];
+            for (int i = 0; i < 16 * 512; i++) xv[i] = (float)ext_x[i % EXT_N];
+            const char *names[1] = {"x"};
+            float *data[1] = {xv};
+            const int64_t *dims[1] = {TB_DIMS(16, 512)};
+            int ranks[1] = {2};
+            set_inputs(pl, 1, names, data, dims, ranks);
+            T_OK(mp_profile_run(pl, p));
+            T_CHECK(p->run.fused >= 1);
+            int64_t n = 0;
+            const float *y = plan_out(pl, 0, &n);
+            for (int i = 0; y && i < 16 * 512 && n == 16 * 512; i++) {
+                double want = mp_s_gelu_erf((double)xv[i]);
+                if (!ext_same(y[i], want, 1e-6))
+                    mp_t_fail(__FILE__, __LINE__, "GELU written out (%g) on oneDNN: %.9g, the one home gives %.9g",
+                              ext_x[i % EXT_N], (double)y[i], want);
+            }
+            mp_exec_free(pl);
+        }
+        tb_done(m, p);
+    }
+    {
+        enum { R = 4, C = 4 };
+        static const float rows[R][C] = {{1e4f, -1e4f, 0, 1}, {-INFINITY, 0, 1, 2}, {88, -88, 700, -700},
+                                         {1, 1, 1, 1}};
+        for (int path = 0; path < 2; path++) {
+            mp_model *m = tb_new(13);
+            tb_input(m, "x", F, 2, TB_DIMS(R, C));
+            int nd = tb_node(m, "Softmax", "x", "y");
+            tb_attr_i(m, nd, "axis", -1);
+            tb_output(m, "y");
+            mp_profile *p = tb_prof(m);
+            mp_run_portable_only = path == 0;
+            bool dn = p && mp_dnnl_kernel(m->graph, tb_nodep(m, nd)) != NULL;
+            if (path == 1) T_CHECK(dn);
+            mp_exec *pl = p && (path == 0 || dn) ? measure_plan(p, 1, 1) : NULL;
+            if (pl) {
+                const char *names[1] = {"x"};
+                float *data[1] = {(float *)rows};
+                const int64_t *dims[1] = {TB_DIMS(R, C)};
+                int ranks[1] = {2};
+                set_inputs(pl, 1, names, data, dims, ranks);
+                T_OK(mp_profile_run(pl, p));
+                int64_t n = 0;
+                const float *y = plan_out(pl, 0, &n);
+                for (int r = 0; y && n == R * C && r < R; r++) {
+                    float want[C];
+                    mp_s_softmax_rowf(rows[r], want, C);
+                    for (int j = 0; j < C; j++)
+                        if (!ext_same(y[r * C + j], want[j], path == 0 ? 0 : 1e-6))
+                            mp_t_fail(__FILE__, __LINE__, "softmax row %d col %d on the %s path: %.9g, the home gives %.9g",
+                                      r, j, path == 0 ? "reference" : "oneDNN", (double)y[r * C + j], (double)want[j]);
+                }
+                mp_exec_free(pl);
+            }
+            tb_done(m, p);
+        }
+    }
+    mp_run_portable_only = was;
+}
+
 /* Attention as exporters before opset 23 write it, one onednn:attention
  * group when fused, the plain kernels unfused, against the reference loops
  * both ways; the group's FLOPs are the nodes' own, fused or not. Forms:
@@ -2004,6 +2092,7 @@ MP_TESTS(dnnl){
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},
     {"extreme_activations", test_extreme_activations},
+    {"extreme_gelu_softmax", test_extreme_gelu_softmax},
     {"plan_matmul_gelu", test_plan_matmul_gelu},
     {"plan_attention", test_plan_attention},
     {"attention_exports", test_attention_exports},
