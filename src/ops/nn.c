@@ -21,12 +21,6 @@
 
 /* ---- small shared helpers ---- */
 
-static mp_status nn_arity(mp_ctx *c, int lo, int hi) {
-    int n = c->n->n_in;
-    if (n < lo || n > hi) return mp_fail(c, "expects %d to %d inputs, got %d", lo, hi, n);
-    return MP_OK;
-}
-
 static int64_t nn_ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 && a > 0); }
 
 /* Product of v's dims from `from` on, skipping axis `skip` (-1: none), for
@@ -284,7 +278,7 @@ mp_status mp_conv_infer(mp_ctx *c, int xi, int wi, int bi, int out_dtype) {
 }
 
 static mp_status infer_conv(mp_ctx *c) {
-    mp_status st = nn_arity(c, 2, 3);
+    mp_status st = mp_arity(c, 2, 3);
     return st ? st : mp_conv_infer(c, 0, 1, 2, 0);
 }
 
@@ -315,7 +309,7 @@ static void cost_conv(mp_ctx *c, mp_cost *k) { nn_cost_weight_window(c, k, mp_ou
 static mp_status infer_conv_transpose(mp_ctx *c) {
     mp_status st;
     mp_value *x, *w, *b = mp_in(c, 2);
-    if ((st = nn_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "W", &w)))
         return st;
     int k;
@@ -390,7 +384,7 @@ static void cost_conv_transpose(mp_ctx *c, mp_cost *k) {
 static mp_status infer_pool(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const int64_t *ks;
     if (mp_attr_ints(c->n, "kernel_shape", &ks) < 0) return mp_fail(c, "kernel_shape is required");
     int k;
@@ -409,7 +403,7 @@ static mp_status infer_pool(mp_ctx *c) {
 static mp_status infer_global_pool(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (x->rank < 0) return mp_set_out(c, 0, x->dtype, -1, NULL);
     if (x->rank < 2) return mp_fail(c, "X must be [N, C, ...], got rank %d", x->rank);
     int64_t dims[MP_MAX_RANK];
@@ -442,7 +436,7 @@ static mp_status infer_batchnorm(mp_ctx *c) {
     mp_status st;
     mp_value *x, *s;
     static const char *const names[] = {"X", "scale", "B", "mean", "var"};
-    if ((st = nn_arity(c, 5, 5))) return st;
+    if ((st = mp_arity(c, 5, 5))) return st;
     for (int i = 0; i < 5; i++)
         if ((st = mp_need_in(c, i, names[i], &s))) return st;
     x = mp_in(c, 0);
@@ -471,7 +465,7 @@ static void cost_batchnorm(mp_ctx *c, mp_cost *k) {
 static mp_status infer_instancenorm(mp_ctx *c) {
     mp_status st;
     mp_value *x, *v;
-    if ((st = nn_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "scale", &v)) || (st = mp_need_in(c, 2, "B", &v)))
         return st;
     if (x->rank >= 0 && x->rank < 3)
@@ -491,7 +485,7 @@ static void cost_norm5(mp_ctx *c, mp_cost *k) { nn_cost_per_elem(k, 5, mp_in(c, 
 static mp_status infer_layernorm(mp_ctx *c) {
     mp_status st;
     mp_value *x, *s;
-    if ((st = nn_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 2, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "Scale", &s)))
         return st;
     int64_t stash = mp_attr_i(c->n, "stash_type", MP_DT_FLOAT);
@@ -534,7 +528,7 @@ static void cost_layernorm(mp_ctx *c, mp_cost *k) {
 static mp_status nn_groupnorm(mp_ctx *c, bool per_channel) {
     mp_status st;
     mp_value *x, *v;
-    if ((st = nn_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
+    if ((st = mp_arity(c, 3, 3)) || (st = mp_need_in(c, 0, "X", &x)) ||
         (st = mp_need_in(c, 1, "scale", &v)) || (st = mp_need_in(c, 2, "bias", &v)))
         return st;
     int64_t g = mp_attr_i(c->n, "num_groups", -1);
@@ -561,7 +555,7 @@ static mp_status infer_groupnorm21(mp_ctx *c) { return nn_groupnorm(c, true); }
 static mp_status infer_lpnorm(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (x->rank >= 0 && mp_axis(mp_attr_i(c->n, "axis", -1), x->rank) < 0)
         return mp_fail(c, "axis out of range for rank %d", x->rank);
     int64_t p = mp_attr_i(c->n, "p", 2);
@@ -577,7 +571,7 @@ static void cost_lpnorm(mp_ctx *c, mp_cost *k) { nn_cost_per_elem(k, 3, mp_in(c,
 static mp_status infer_mvn(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const int64_t *axes;
     int n = mp_attr_ints(c->n, "axes", &axes);
     if (n > 0 && x->rank >= 0) {
@@ -596,7 +590,7 @@ static void cost_norm4(mp_ctx *c, mp_cost *k) { nn_cost_per_elem(k, 4, mp_in(c, 
 static mp_status infer_lrn(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     if (mp_attr_i(c->n, "size", 0) < 1) return mp_fail(c, "size is required and must be positive");
     if (x->rank >= 0 && x->rank < 3)
         return mp_fail(c, "X must be [N, C, D...], got rank %d", x->rank);
@@ -616,7 +610,7 @@ static void cost_lrn(mp_ctx *c, mp_cost *k) {
 static mp_status infer_softmax(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "input", &x))) return st;
     int64_t axis = mp_attr_i(c->n, "axis", c->n->opset < 13 ? 1 : -1);
     if (x->rank > 0 && mp_axis(axis, x->rank) < 0)
         return mp_fail(c, "axis %lld out of range for rank %d", (long long)axis, x->rank);
@@ -702,7 +696,7 @@ static mp_status nn_reduce_fold(mp_ctx *c, nn_red op, const mp_value *x, const b
 static mp_status nn_reduce(mp_ctx *c, bool axes_input, nn_red op) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, axes_input ? 2 : 1)) || (st = mp_need_in(c, 0, "data", &x)))
+    if ((st = mp_arity(c, 1, axes_input ? 2 : 1)) || (st = mp_need_in(c, 0, "data", &x)))
         return st;
     bool keep = mp_attr_i(c->n, "keepdims", 1) != 0;
     const int64_t *axes = NULL;
@@ -764,7 +758,7 @@ static mp_status infer_rmin_input(mp_ctx *c) { return nn_reduce(c, true, NN_RED_
 static mp_status infer_argminmax(mp_ctx *c) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "data", &x))) return st;
+    if ((st = mp_arity(c, 1, 1)) || (st = mp_need_in(c, 0, "data", &x))) return st;
     if (x->rank < 0) return mp_set_out(c, 0, MP_DT_INT64, -1, NULL);
     int axis = mp_axis(mp_attr_i(c->n, "axis", 0), x->rank);
     if (axis < 0) return mp_fail(c, "axis out of range for rank %d", x->rank);
@@ -786,7 +780,7 @@ static mp_status infer_argminmax(mp_ctx *c) {
 static mp_status nn_dropout(mp_ctx *c, int mask_dtype) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 3)) || (st = mp_need_in(c, 0, "data", &x))) return st;
+    if ((st = mp_arity(c, 1, 3)) || (st = mp_need_in(c, 0, "data", &x))) return st;
     if ((st = mp_set_out_like(c, 0, x))) return st;
     if ((st = mp_set_out(c, 1, mask_dtype < 0 ? x->dtype : mask_dtype, x->rank, x->dims)))
         return st;
@@ -809,7 +803,7 @@ static mp_status infer_dropout10(mp_ctx *c) { return nn_dropout(c, MP_DT_BOOL); 
 static mp_status nn_resize(mp_ctx *c, int scales_i, int sizes_i, bool v18) {
     mp_status st;
     mp_value *x;
-    if ((st = nn_arity(c, 1, 4)) || (st = mp_need_in(c, 0, "X", &x))) return st;
+    if ((st = mp_arity(c, 1, 4)) || (st = mp_need_in(c, 0, "X", &x))) return st;
     const char *mode = mp_attr_s(c->n, "mode", "nearest");
     if (strcmp(mode, "nearest") && strcmp(mode, "linear") && strcmp(mode, "bilinear") &&
         strcmp(mode, "cubic"))
