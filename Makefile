@@ -19,7 +19,7 @@ BUILD ?= build
 
 LIB_SRC := $(sort $(wildcard src/base/*.c src/load/*.c src/graph/*.c src/ops/*.c src/trace/*.c src/train/*.c src/import/*.c src/plan/*.c \
                   src/analyze/*.c src/report/*.c src/run/*.c src/memory/*.c))
-CLI_SRC := src/cli/main.c src/cli/trace_cmd.c src/cli/plan_cmd.c src/cli/memory_cmd.c
+CLI_SRC := src/cli/main.c src/cli/cli_util.c src/cli/trace_cmd.c src/cli/plan_cmd.c src/cli/memory_cmd.c
 # modelprof-mpi (`mpirun -n N modelprof-mpi trace FOLDER`): built when Open
 # MPI's compiler wrapper is there (Debian: libopenmpi-dev, openmpi-bin)
 MPICC ?= $(shell command -v mpicc 2>/dev/null)
@@ -63,8 +63,8 @@ $(BUILD)/modelprof: $(CLI_OBJ) $(BUILD)/libmodelprof.a
 	$(CC) $(CLI_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # mpicc wraps the same compiler flags around mpi.h and -lmpi
-$(BUILD)/modelprof-mpi: src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o $(BUILD)/libmodelprof.a
-	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -o $@ src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o \
+$(BUILD)/modelprof-mpi: src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o $(BUILD)/obj/src/cli/cli_util.o $(BUILD)/libmodelprof.a
+	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -o $@ src/cli/mpi_main.c $(BUILD)/obj/src/cli/trace_cmd.o $(BUILD)/obj/src/cli/cli_util.o \
 		$(BUILD)/libmodelprof.a $(LDLIBS)
 
 $(BUILD)/tests: $(TEST_OBJ) $(BUILD)/libmodelprof.a

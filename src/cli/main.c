@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "modelprof.h"
+#include "cli/cli.h"
 
 enum { EXIT_USAGE = 1, EXIT_MODEL = 2 };
 
@@ -89,19 +90,7 @@ static int usage_error(const char *fmt, ...) {
 }
 
 /* One line on stderr: control bytes of names in the message are escaped. */
-static void print_error(const char *prefix, const char *msg) {
-    fputs("modelprof: ", stderr);
-    if (prefix) fputs(prefix, stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p == '\n')
-            fputs("\\n", stderr);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(stderr, "\\x%02x", *p);
-        else
-            fputc(*p, stderr);
-    }
-    fputc('\n', stderr);
-}
+static void print_error(const char *prefix, const char *msg) { mp_cli_error(NULL, prefix, msg); }
 
 /* A size in bytes: digits with an optional K, M, G or T (binary) suffix. */
 static int parse_size(const char *s, int64_t *out) {

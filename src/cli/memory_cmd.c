@@ -10,6 +10,7 @@
 #include "report/memory_report.h"
 #include "report/report.h"
 #include "modelprof.h"
+#include "cli/cli.h"
 
 int mp_memory_main(int argc, char **argv);
 
@@ -52,14 +53,7 @@ static int mem_usage_error(const char *what, const char *arg) {
     return 1;
 }
 
-static void mem_print_error(const char *msg) {
-    fputs("modelprof: ", stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    }
-    fputc('\n', stderr);
-}
+static void mem_print_error(const char *msg) { mp_cli_error(NULL, NULL, msg); }
 
 typedef struct mem_job {
     const mp_snapshot *a, *b;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "modelprof.h"
+#include "cli/cli.h"
 #include "report/report.h"
 
 int mp_plan_main(int argc, char **argv);
@@ -103,15 +104,7 @@ static int pl_usage_error(const char *fmt, const char *arg) {
     return PL_EXIT_USAGE;
 }
 
-static void pl_print_error(const char *prefix, const char *msg) {
-    fputs("modelprof plan: ", stderr);
-    if (prefix) fputs(prefix, stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    }
-    fputc('\n', stderr);
-}
+static void pl_print_error(const char *prefix, const char *msg) { mp_cli_error("modelprof plan", prefix, msg); }
 
 static int pl_int(const char *s, int lo, int hi, int *out) {
     char *end;

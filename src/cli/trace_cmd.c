@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/trace_cmd.h"
+#include "cli/cli.h"
 #include "report/report.h"
 #include "trace/diff.h"
 #include "trace/trace.h"
@@ -54,14 +55,7 @@ static int tr_usage_error(const char *what, const char *arg) {
     return TR_EXIT_USAGE;
 }
 
-static void tr_print_error(const char *msg) {
-    fputs("modelprof: ", stderr);
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) fprintf(stderr, "\\x%02x", *p);
-        else fputc(*p, stderr);
-    }
-    fputc('\n', stderr);
-}
+static void tr_print_error(const char *msg) { mp_cli_error(NULL, NULL, msg); }
 
 static int name_cmp(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
