@@ -1171,20 +1171,27 @@ static void test_plan_matmul_chain(void) {
     tb_done(m, p);
 }
 
-/* nn.GELU as PyTorch exports it before opset 20: Div(x, sqrt 2) -> Erf ->
- * Add(1) -> Mul(x, .) -> Mul(0.5), run as one gelu_erf kernel */
-static void test_plan_gelu_erf(void) {
+/* nn.GELU as PyTorch exports it before opset 20 on x [16, 512]: Div(x,
+ * sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5); *head gets the Div */
+static mp_model *gelu_erf_model(int *head) {
     mp_model *m = tb_new(14);
     tb_input(m, "x", F, 2, TB_DIMS(16, 512));
     tb_const_f(m, "r2", F, 0, NULL, (const double[]){1.4142135381698608});
     tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
     tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
-    int d = tb_node(m, "Div", "x,r2", "q");
+    *head = tb_node(m, "Div", "x,r2", "q");
     tb_node(m, "Erf", "q", "e");
     tb_node(m, "Add", "e,one", "a");
     tb_node(m, "Mul", "x,a", "b");
     tb_node(m, "Mul", "b,half", "y");
     tb_output(m, "y");
+    return m;
+}
+
+/* that GELU run as one gelu_erf kernel */
+static void test_plan_gelu_erf(void) {
+    int d;
+    mp_model *m = gelu_erf_model(&d);
     mp_profile *p = tb_prof(m);
     const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, d));
     T_CHECK(kern && strcmp(kern->name, "onednn:gelu") == 0);
@@ -1424,17 +1431,8 @@ static void test_extreme_activations(void) {
 static void test_extreme_gelu_softmax(void) {
     bool was = mp_run_portable_only;
     {
-        mp_model *m = tb_new(14);
-        tb_input(m, "x", F, 2, TB_DIMS(16, 512));
-        tb_const_f(m, "r2", F, 0, NULL, (const double[]){1.4142135381698608});
-        tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
-        tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
-        int head = tb_node(m, "Div", "x,r2", "q");
-        tb_node(m, "Erf", "q", "e");
-        tb_node(m, "Add", "e,one", "a");
-        tb_node(m, "Mul", "x,a", "b");
-        tb_node(m, "Mul", "b,half", "y");
-        tb_output(m, "y");
+        int head;
+        mp_model *m = gelu_erf_model(&head);
         mp_profile *p = tb_prof(m);
         mp_run_portable_only = false;
         const mp_kernel *kern = p ? mp_dnnl_kernel(m->graph, tb_nodep(m, head)) : NULL;
