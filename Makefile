@@ -238,6 +238,7 @@ plan-check: $(BUILD)/modelprof
 	/usr/bin/python3 tools/plan_check.py --modelprof $(BUILD)/modelprof --tol 0.05 --out $(BUILD)/plan_check
 	/usr/bin/python3 tools/plan_h100.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
 	/usr/bin/python3 tools/plan_h200.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
+	/usr/bin/python3 tools/host_ops.py --modelprof $(BUILD)/modelprof --out $(BUILD)/host_ops
 
 .PHONY: plan-check
 

@@ -220,6 +220,44 @@ static void t_host_bound(void) {
     t_cli_free(&r);
 }
 
+/* The operators eager PyTorch dispatches, by ATen's decompositions
+ * (docs/PLANNING.md "host-bound steps"), counted by hand on
+ * x[2,4,8] -> MatMul W[8,8] -> Add b[8] -> Reshape [2,4,2,4] ->
+ * Transpose (0,2,1,3) -> MatMul of that by itself [2,2,4,4]:
+ *   forward:  Linear on 3-D input t, view, mm, view (4); Add 1; Reshape 1;
+ *             Transpose 1; batched product expand x2, reshape x2, bmm,
+ *             view (6)                                             = 13
+ *   backward: the weight's gradient t, mm, t and TBackward's t (4) and the
+ *             views' reshapes (2); Add two gradients (2); Reshape 1;
+ *             Transpose 1; the product's gradient reshaped (1) and per side
+ *             transpose, bmm, reshape (3 + 3)                       = 17
+ *   the two gradients of t (used twice) summed                       =  1
+ *   AccumulateGrad for W and b                                       =  2 */
+static void t_host_ops_decomposed(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 4, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_const_i(m, "shape", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(2, 4, 2, 4));
+    tb_node(m, "MatMul", "x,W", "h");
+    tb_node(m, "Add", "h,b", "h2");
+    tb_node(m, "Reshape", "h2,shape", "r");
+    int t = tb_node(m, "Transpose", "r", "t");
+    tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 2, 1, 3));
+    tb_node(m, "MatMul", "t,t", "s");
+    tb_output(m, "s");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 13 + 17 + 1 + 2);
+    mp_tplan_free(pl);
+    const char *inf[] = {"loss", "none", "optimizer", "none", "inference", NULL, NULL};
+    pl = p ? plan_with(p, inf) : NULL;
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 13);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* Inference reads the attention it recognised: eager writes the scores,
  * fused does not, and the plan says which */
 static void t_inference_attention(void) {
@@ -299,6 +337,7 @@ MP_TESTS(plan_step) {
     {"peak_moment", t_peak_moment},
     {"peak_recompute", t_peak_recompute},
     {"host_bound", t_host_bound},
+    {"host_ops_decomposed", t_host_ops_decomposed},
     {"inference_attention", t_inference_attention},
     {"plan_text", t_plan_text},
 };

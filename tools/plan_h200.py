@@ -19,7 +19,7 @@ is exported weightless by the TorchScript exporter (tools/make_llama7b.py's
 meta-device export) into --out, once. The planner's figures do not depend
 on the exporter (docs/PLANNING.md section 9). Each row is planned with
 `--gpu h200 --reserve-gb 0` and the stated defaults. Targets: peak memory
-within +-15%, step time within 0.5-2x. Exit status 1 when a row misses.
+within +-15%, step time within 0.67-1.5x (issue 33). Exit status 1 when a row misses.
 """
 
 import argparse

@@ -151,6 +151,35 @@ static bool param_like(const pctx *c, int v) {
     return false;
 }
 
+/* The operators eager PyTorch dispatches for a product (host.c), from ATen's
+ * decompositions (aten/src/ATen/native/Linear.cpp, LinearAlgebra.cpp's
+ * matmul, tools/autograd/derivatives.yaml) rather than one per node:
+ *  - a Linear (Gemm, or MatMul by a 2-D parameter): t(weight) and addmm or
+ *    mm, an input of rank 3 or more viewed to 2-D and the result back (4);
+ *    its backward mm with t for the input's gradient (2), t, mm and t for
+ *    the weight's and TBackward's t (4), the views' reshapes (2), a Gemm's
+ *    bias sum and view (2);
+ *  - a product of two batched activations: each side expanded and reshaped
+ *    to 3-D, bmm, the result viewed back (6); its backward the gradient
+ *    reshaped, per side transpose, bmm and reshape (1 + 3 each).
+ * tools/host_ops.py counts them with TorchDispatchMode in a real step. */
+static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff, mp_pnode *pn) {
+    bool gemm = mp_streq(n->op, "Gemm");
+    if (!(gemm || mp_streq(n->op, "MatMul")) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return;
+    int ra = c->g->values[n->in[0]].rank, rb = c->g->values[n->in[1]].rank;
+    bool back = diff && rg;
+    if (gemm || (rb == 2 && param_like(c, n->in[1]))) {
+        int nd = ra >= 3 ? 2 : 0;
+        pn->n_fwd_ops = (uint16_t)(2 + nd);
+        if (back)
+            pn->n_bwd_ops = (uint16_t)(((rg & 1) ? 2 : 0) + ((rg & 2) ? 4 : 0) + nd +
+                                       (gemm && n->n_in > 2 && (rg & 4) ? 2 : 0));
+    } else if (ra >= 3 && rb >= 3) {
+        pn->n_fwd_ops = 6;
+        if (back) pn->n_bwd_ops = (uint16_t)(1 + ((rg & 1) ? 3 : 0) + ((rg & 2) ? 3 : 0));
+    }
+}
+
 /* Does Transpose n move a dim of size > 1 past another (leave its input
  * non-contiguous)? */
 static bool perm_moves(const mp_node *n, const mp_value *x) {
@@ -931,6 +960,7 @@ static mp_status graph_pass(pctx *c) {
                 if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape = false;
             pn->n_fwd_ops = shape ? 0 : 1;
             if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 ? pn->n_bwd_kernels : 1);
+            if (!shape && role == ROLE_OWN) dispatch_ops(c, n, rg, diff, pn);
         }
 
         /* work and traffic; a node reading an activation works per sample.

@@ -14,12 +14,14 @@
  *
  * What is counted, per micro-batch, from the graph (graph.c sets per node):
  * one operator per node that runs in PyTorch (views and casts included:
- * they are dispatched too, if launching nothing), one per pattern run as
- * one operator, autocast's casts (one each), in the backward one autograd
- * node per node passing a gradient (one operator per gradient it computes,
- * at least one), the gradient accumulations, the checkpointed blocks'
+ * they are dispatched too, if launching nothing), ATen's decomposition of
+ * a Linear and of a batched product (graph.c's dispatch_ops), one per
+ * pattern run as one operator, autocast's casts (one each), in the
+ * backward one autograd node per node passing a gradient (one operator per
+ * gradient it computes, at least one), the gradient accumulations, one
+ * AccumulateGrad per trainable tensor (layout.c), the checkpointed blocks'
  * forward again, the loss's operators (loss.c). Per step, the optimizer's
- * (below). */
+ * (below). tools/host_ops.py checks the count against TorchDispatchMode. */
 #include "plan/plan.h"
 
 #include <string.h>

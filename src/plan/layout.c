@@ -131,6 +131,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                 if ((uint64_t)stamp[v] == stamp_base + (uint64_t)s + 1) continue;
                 stamp[v] = (int)(stamp_base + (uint64_t)s + 1);
                 uint64_t e = mp_tplan_numel(&g->values[v]);
+                /* its AccumulateGrad: an autograd node per trainable tensor (host.c) */
+                if (!o->inference && (!pl->ptrain || pl->ptrain[v])) hops++;
                 if (pl->param_split[v]) p_split += e;
                 else p_rep += e;
                 if (pl->ft) mp_tplan_ft_param(pl, v, pl->param_split[v], tp, &fa);
