@@ -60,6 +60,34 @@ def to_meta(x):
     return x
 
 
+def _signature(x):
+    """An argument tree with each tensor as (shape, dtype); anything else
+    as its repr."""
+    import torch
+    if isinstance(x, torch.Tensor):
+        return ("T", tuple(x.shape), str(x.dtype))
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__,) + tuple(_signature(v) for v in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple((k, _signature(v)) for k, v in sorted(x.items(), key=lambda kv: str(kv[0])))
+    return repr(x)
+
+
+def export_key(model, args, kwargs):
+    """What a meta model's export depends on that a caller can change
+    without making a new model: its modules (names and classes), its
+    tensors (names, shapes, dtypes, which are tied) and the call's
+    arguments (shapes and dtypes of tensors, values of the rest). Two
+    calls with the same key export the same graph (a meta model has no
+    values to differ), so get_model_profile and plan on one model export
+    it once (torchprof._profiled)."""
+    mods = tuple((n, type(m).__name__) for n, m in model.named_modules())
+    ids = {}
+    tensors = tuple((n, tuple(t.shape), str(t.dtype), ids.setdefault(id(t), len(ids)))
+                    for n, t in model.state_dict(keep_vars=True).items())
+    return (type(model).__name__, mods, tensors, _signature(tuple(args)), _signature(dict(kwargs or {})))
+
+
 def weight_table(model, unsaved=()):
     """(name, onnx dtype, shape, kind) for each tensor of the state dict,
     once by identity (the exporter's naming: the first name of a tied

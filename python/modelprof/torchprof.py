@@ -8,6 +8,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+import weakref
 
 from . import _lib, _meta, _warnings
 from ._lib import ModelprofError
@@ -506,6 +507,12 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
     return flops, macs, params
 
 
+# model -> (export_key, the export's bytes, the weight table), for models
+# on the meta device only (a model with weights is exported each time: its
+# bytes hold the weights)
+_META_EXPORTS = weakref.WeakKeyDictionary()
+
+
 @contextlib.contextmanager
 def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbose=False):
     """The library's static profile (a _lib.Profile) of one forward pass of
@@ -525,8 +532,17 @@ def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbos
     tmp = tempfile.mkdtemp(prefix="modelprof-")
     try:
         path = os.path.join(tmp, type(model).__name__ + ".onnx")
-        weights = export_onnx(model, args, kwargs, path, verbose=verbose)
-        data = _name_root(path, type(model).__name__)
+        # a meta model's export (its graph: no weights) is kept with the
+        # model, so get_model_profile and plan export it once
+        key = _meta.export_key(model, args, kwargs) if _meta.on_meta(model) else None
+        kept = _META_EXPORTS.get(model) if key is not None else None
+        if kept is not None and kept[0] == key:
+            data, weights = kept[1], kept[2]
+        else:
+            weights = export_onnx(model, args, kwargs, path, verbose=verbose)
+            data = _name_root(path, type(model).__name__)
+            if key is not None and data is not None:
+                _META_EXPORTS[model] = (key, data, weights)
         label = "%s (exported by torch %s)" % (type(model).__name__, torch.__version__)
         classes = {n: type(x).__name__ for n, x in model.named_modules()}
         with (_lib.Profile(None, data=data, name=label, classes=classes, ignore=ignored,

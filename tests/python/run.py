@@ -1003,6 +1003,47 @@ def meta_device_as_users_build_it():
 
 
 @test
+def meta_export_once():
+    """A meta model is exported once for get_model_profile and plan (its
+    graph is kept with the model): a changed argument shape, a changed
+    parameter or another model exports again, and the figures are those of
+    a fresh export."""
+    import torch
+    import modelprof
+    from modelprof import torchprof
+    calls = []
+    orig = torchprof.export_onnx
+
+    def counting(*a, **k):
+        calls.append(1)
+        return orig(*a, **k)
+
+    torchprof.export_onnx = counting
+    try:
+        m = convnet()().to("meta")
+        x = torch.randn(2, 3, 32, 32)
+        first = modelprof.get_model_profile(m, args=[x], print_profile=False, as_string=False)
+        pl = modelprof.plan(m, args=[x], gpu="h100-sxm")
+        again = modelprof.get_model_profile(m, args=[x], print_profile=False, as_string=False)
+        check(len(calls) == 1 and first == again, "exports %d, %r vs %r" % (len(calls), first, again))
+        check(pl["params"] == first[2], "plan params %r vs %r" % (pl.get("params"), first[2]))
+        bigger = modelprof.get_model_profile(m, args=[torch.randn(4, 3, 32, 32)], print_profile=False,
+                                             as_string=False)
+        check(len(calls) == 2 and bigger[1] == 2 * first[1], "batch 4: exports %d, %r" % (len(calls), bigger))
+        m.d = torch.nn.Linear(8, 8).to("meta")    # untied, with a bias
+        changed = modelprof.get_model_profile(m, args=[x], print_profile=False, as_string=False)
+        check(len(calls) == 3 and changed[2] != first[2], "new head: exports %d, %r" % (len(calls), changed))
+        real_model = convnet()()
+        real = modelprof.get_model_profile(real_model, args=[x], print_profile=False, as_string=False)
+        modelprof.get_model_profile(real_model, args=[x], print_profile=False, as_string=False)
+        # (MACs only: torch 1.13's .to("meta") unties the tied pair, so the meta model has 64 more)
+        check(len(calls) == 5 and real[1] == first[1], "models with weights export each time: %d, %r vs %r"
+              % (len(calls), real, first))
+    finally:
+        torchprof.export_onnx = orig
+
+
+@test
 def plan_from_python():
     """modelprof.plan: the command's plan options as keywords, the plan
     object of `modelprof plan --format json` on the same export."""
