@@ -29,7 +29,9 @@ double mp_run_now(void) {
  * OpenBLAS (when it loads: a product may run on either). Each is
  * called after one warm-up until its best call has not improved by more
  * than 1% for 8 calls (at least 10 calls, then at most 0.5 s; another job
- * on a core slows some calls, rarely all), and the peak is
+ * on a core slows some calls, rarely all; a candidate whose best of three
+ * calls is under half the best candidate's stops there, one whose warm-up
+ * is under a quarter of it after the warm-up), and the peak is
  * the faster candidate's best call. Measured once per process and thread
  * count. `how` (may be NULL) receives a line saying how it was obtained. */
 enum { MP__PEAK_S = 1024, MP__PEAK_MAXT = 256 };
@@ -40,10 +42,18 @@ static pthread_mutex_t mp__peak_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static double mp__peak(int threads, const char **how, bool again);
 
-static double mp__peak_one(int which, int threads, const float *a, const float *b, float *c, int *calls) {
+static double mp__peak_one(int which, int threads, const float *a, const float *b, float *c, int *calls,
+                           double beat) {
     mp_dnnl_probe *pr = mp_dnnl_probe_new(which, threads, MP__PEAK_S, a, b, c);
     *calls = 0;
+    double S = MP__PEAK_S, w0 = mp_run_now();
     if (!pr || !mp_dnnl_probe_run(pr, threads)) { /* the warm-up */
+        mp_dnnl_probe_free(pr);
+        return 0;
+    }
+    /* a warm-up four times slower than the best candidate's best call:
+     * this one cannot win (the warm-up's packing and first touch cost less) */
+    if (beat > 0 && 2.0 * S * S * S / (mp_run_now() - w0) < 0.25 * beat) {
         mp_dnnl_probe_free(pr);
         return 0;
     }
@@ -62,10 +72,13 @@ static double mp__peak_one(int which, int threads, const float *a, const float *
         else since++;
         if (best == 0 || dt < best) best = dt;
         if (n >= 200) break;
+        /* a candidate whose best of three calls is under half the best
+         * candidate's peak cannot win: stopped (OpenBLAS on a CPU it does
+         * not know runs its generic kernel, 2 s of calls for nothing) */
+        if (n >= 3 && beat > 0 && 2.0 * S * S * S / best < 0.5 * beat) break;
     }
     mp_dnnl_probe_free(pr);
     *calls = n;
-    double S = MP__PEAK_S;
     return best > 0 ? 2.0 * S * S * S / best : 0;
 }
 
@@ -120,7 +133,7 @@ static double mp__peak_libs(int threads, const float *a, const float *b, float *
     double pk[3] = {0, 0, 0};
     *bi = 0;
     for (int i = 0; i < 3; i++) {
-        pk[i] = mp__peak_one(i, threads, a, b, c, &n[i]);
+        pk[i] = mp__peak_one(i, threads, a, b, c, &n[i], pk[*bi]);
         if (pk[i] > pk[*bi]) *bi = i;
     }
     *calls = n[*bi];
