@@ -251,7 +251,9 @@ if args.poison:
             for t in mod.graph.initializer:
                 t.CopyFrom(nh.from_array(poison(nh.to_array(t), variant), t.name))
             onnx.save(mod, f"{pd}/model.onnx")
-            cmd = [modelprof, "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "-q"]
+            # a given peak: the probe's GEMMs would cost each run most of its time
+            cmd = [modelprof, "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "-q",
+                   "--peak-gflops", "100"]
             for j, i in enumerate(inputs):
                 a = poison(np.load(f"{name}/{i}.npy"), variant)
                 if variant > 5 and (variant - 6) // 3 == j and a.ndim:
