@@ -115,15 +115,19 @@ demo:
 # (build/cflags), so every sub-make of the suite is given the same ones
 TEST_CFLAGS = $(OPT) -g -Werror
 
+# the builds inside `make test` compile on every core (a plain `make test`
+# would otherwise build one file at a time)
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
 test:
 	@sh tools/deps.sh test
-	$(MAKE) all $(BUILD)/tests CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) -j$(NPROC) all $(BUILD)/tests CFLAGS="$(TEST_CFLAGS)"
 	$(MAKE) check-layers CFLAGS="$(TEST_CFLAGS)"
 	@echo "== clang build (warnings are errors)"
-	$(MAKE) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(TEST_CFLAGS)"
+	$(MAKE) -j$(NPROC) all CC=clang BUILD=$(BUILD)/clang CFLAGS="$(TEST_CFLAGS)"
 	@echo "== unit, model and CLI tests"
 	rm -rf $(BUILD)/json-out && mkdir -p $(BUILD)/json-out
-	cd . && MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
+	cd . && MP_TEST_JOBS=2 MP_BIN=$(BUILD)/modelprof MP_JSON_DUMP=$(BUILD)/json-out $(BUILD)/tests
 	@echo "== the oneDNN suite again with oneDNN at most AVX2 (gemm:jit matmul, padded weights: docs/DESIGN.md)"
 	ONEDNN_MAX_CPU_ISA=AVX2 OPENBLAS_CORETYPE=Haswell MP_BIN=$(BUILD)/modelprof $(BUILD)/tests dnnl.
 	@echo "== every JSON the tests produced, against its schema (docs/schema/)"
@@ -280,15 +284,17 @@ test-sanitize:
 	    LDLIBS="$(SAN_FLAGS) $(LDLIBS) $(SAN_DNNL)" $(SAN_BUILD)/modelprof $(SAN_BUILD)/tests \
 	    $(SAN_BUILD)/conformance
 	@echo "== every conformance case on adversarial inputs (NaN, infinities, extreme integers, shapes that do not fit): no crash"
-	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison \
-	    > $(SAN_BUILD)/poison.log 2>&1 || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison.log | head -40; exit 1; }
+	@# the two passes at once (each is one thread)
 	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison --portable \
-	    > $(SAN_BUILD)/poison-portable.log 2>&1 || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison-portable.log | head -40; exit 1; }
+	    > $(SAN_BUILD)/poison-portable.log 2>&1 & p=$$!; \
+	$(SAN_BUILD)/conformance --skip tests/conformance_skip.txt --poison \
+	    > $(SAN_BUILD)/poison.log 2>&1 || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison.log | head -40; exit 1; }; \
+	wait $$p || { grep -E "FAIL|runtime error|ERROR" $(SAN_BUILD)/poison-portable.log | head -40; exit 1; }
 	@grep -h "^run in scope" $(SAN_BUILD)/poison.log $(SAN_BUILD)/poison-portable.log
 	@echo "== the contrib and opset 23/24 kernels on adversarial contents: no crash"
 	/usr/bin/python3 tools/contrib_check.py --poison --modelprof $(SAN_BUILD)/modelprof --out $(SAN_BUILD)/contrib_poison
 	@echo "== the suite under ASan+UBSan, one process per test, then in one process (leaks)"
-	MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
+	MP_TEST_JOBS=2 MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests
 	MP_TEST_INPROC=1 MP_BIN=$(SAN_BUILD)/modelprof $(SAN_BUILD)/tests > $(SAN_BUILD)/inproc.log \
 	    || { tail -50 $(SAN_BUILD)/inproc.log; exit 1; }
 	@echo "== the CLI on every fixture, text and JSON"
