@@ -101,10 +101,10 @@ class ConvNet(nn.Module):
 def models():
     ids = torch.randint(0, 500, (2, 16))
     yield "encoder (BERT-style, eager attention)", Encoder(), (ids, torch.ones(2, 16, dtype=torch.long)), \
-        ["ids", "am"], []
+        ["ids", "am"], ["--attention", "eager"]
     for v in ("a", "b"):
         dec = plain_decoders.PlainDecoder(v, vocab=500, h=64, layers=3, nh=4, nkv=2, inter=160, max_seq=64)
-        yield f"decoder {v} (Llama-style)", dec, (torch.randint(0, 500, (2, 16)),), ["ids"], []
+        yield f"decoder {v} (Llama-style)", dec, (torch.randint(0, 500, (2, 16)),), ["ids"], ["--attention", "eager"]
     yield "conv net (train-mode export: BatchNorm kept)", ConvNet(), (torch.randn(2, 3, 16, 16),), ["x"], []
 
 

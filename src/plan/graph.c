@@ -161,9 +161,27 @@ static bool param_like(const pctx *c, int v) {
  *    bias sum and view (2);
  *  - a product of two batched activations: each side expanded and reshaped
  *    to 3-D, bmm, the result viewed back (6); its backward the gradient
- *    reshaped, per side transpose, bmm and reshape (1 + 3 each).
+ *    reshaped, per side transpose, bmm and reshape (1 + 3 each);
+ *  - a Linear's bias added after its MatMul: addmm's (0; backward 2).
  * tools/host_ops.py counts them with TorchDispatchMode in a real step. */
 static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff, mp_pnode *pn) {
+    /* a Linear's bias added after its MatMul (the TorchScript exporter's
+     * form for an input of rank 3 or more) is addmm's in PyTorch: nothing
+     * of its own in the forward; in the backward the bias's sum and view */
+    if (mp_streq(n->op, "Add") && n->n_in == 2) {
+        for (int i = 0; i < 2; i++) {
+            int b = n->in[i], x = n->in[1 - i];
+            if (b < 0 || x < 0 || c->g->values[b].rank != 1 || !param_like(c, b)) continue;
+            int pi = c->g->values[x].producer;
+            const mp_node *p = pi >= 0 ? &c->g->nodes[pi] : NULL;
+            if (!p || !mp_streq(p->op, "MatMul") || p->n_in < 2 || p->in[1] < 0 ||
+                c->g->values[p->in[1]].rank != 2 || !param_like(c, p->in[1]))
+                continue;
+            pn->n_fwd_ops = 0;
+            pn->n_bwd_ops = (uint16_t)(diff && (rg & (1u << i)) ? 2 : 0);
+            return;
+        }
+    }
     bool gemm = mp_streq(n->op, "Gemm");
     if (!(gemm || mp_streq(n->op, "MatMul")) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return;
     int ra = c->g->values[n->in[0]].rank, rb = c->g->values[n->in[1]].rank;
@@ -751,6 +769,7 @@ static mp_status graph_pass(pctx *c) {
                 c->noncontig[n->out[0]] = c->noncontig[p];
             }
         }
+        bool copied = false; /* a reshape of a non-contiguous tensor: contiguous() and view */
         /* a Cast to the type it already has is PyTorch's no-op .to() */
         bool same_cast = (mp_streq(n->op, "Cast") || mp_streq(n->op, "CastLike")) && n->n_in > 0 &&
                          n->in[0] >= 0 && n->n_out > 0 && n->out[0] >= 0;
@@ -765,6 +784,7 @@ static mp_status graph_pass(pctx *c) {
             int x = n->in[0];
             if (!transpose && !slice && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
                 t.view = false; /* a copy: the output is a storage of its own */
+                copied = true;
             } else {
                 uint8_t nc = c->noncontig[x];
                 if (transpose) nc |= perm_moves(n, &g->values[x]);
@@ -961,6 +981,7 @@ static mp_status graph_pass(pctx *c) {
             pn->n_fwd_ops = shape ? 0 : 1;
             if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 ? pn->n_bwd_kernels : 1);
             if (!shape && role == ROLE_OWN) dispatch_ops(c, n, rg, diff, pn);
+            if (!shape && copied) pn->n_fwd_ops++; /* contiguous()'s clone before the view */
         }
 
         /* work and traffic; a node reading an activation works per sample.
