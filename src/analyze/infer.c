@@ -112,6 +112,42 @@ static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
     return b;
 }
 
+/* Dims the inference could not find, from the file's value_info (the
+ * exporter's own inference of an intermediate value): an export whose
+ * shape constants lie in external data that is absent (a weightless copy
+ * of a dynamo export) still declares every value's shape, and an export
+ * with symbolic dims names them where the graph's shape arithmetic cannot
+ * be followed without their values. Only unknown dims are filled, and
+ * only with a number or a symbol of the graph's inputs (the user's --dim
+ * applies): an exporter's own symbol for a data-dependent size stays
+ * unknown, a graph output's declared type (a test's expected size of a
+ * data-dependent output) is not read, and what the inference found is
+ * never overridden. */
+static void mp__fill_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
+    for (int o = 0; o < n->n_out; o++) {
+        if (n->out[o] < 0) continue;
+        mp_value *v = &g->values[n->out[o]];
+        if (!(v->flags & MP_VAL_VALUE_INFO) || (v->flags & MP_VAL_OUTPUT)) continue;
+        if (v->decl_rank < 0 || (v->rank >= 0 && v->rank != v->decl_rank)) continue;
+        bool whole = v->rank < 0, any = whole;
+        for (int i = 0; !any && i < v->rank; i++) any = v->dims[i] == MP_DIM_ANON;
+        if (!any) continue;
+        int64_t *dims = v->decl_rank ? mp_arena_calloc(&m->arena, (size_t)v->decl_rank, sizeof *dims) : NULL;
+        if (v->decl_rank && !dims) return;
+        for (int i = 0; i < v->decl_rank; i++) {
+            int64_t d = v->decl_dims[i];
+            if (d < MP_DIM_ANON) {
+                const mp_symbol *s = &m->syms[MP_DIM_SYM(d)];
+                d = s->value >= 0 ? s->value : s->on_input ? d : MP_DIM_ANON;
+            }
+            dims[i] = whole || v->dims[i] == MP_DIM_ANON ? d : v->dims[i];
+        }
+        if (whole && v->dtype == MP_DT_UNDEFINED) v->dtype = v->decl_dtype;
+        v->rank = v->decl_rank;
+        v->dims = dims;
+    }
+}
+
 /* Bytes and activation figures common to every node. */
 static void mp__cost_bytes(mp_graph *g, mp_node *n) {
     bool ovf = false;
@@ -138,6 +174,7 @@ mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
     if (n->desc && n->desc->infer) {
         mp_status st = n->desc->infer(&c);
         if (st) return st;
+        mp__fill_from_decl(m, g, n);
     } else {
         mp__outputs_from_decl(m, g, n);
     }

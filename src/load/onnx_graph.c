@@ -902,6 +902,7 @@ mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg) {
             } else if (pass == 1 && (f == GRAPH_INPUT || f == GRAPH_OUTPUT || f == GRAPH_VALUE_INFO)) {
                 int v = -1;
                 if ((st = mp__value_info(L, g, s, &v))) return st;
+                if (f == GRAPH_VALUE_INFO) g->values[v].flags |= MP_VAL_VALUE_INFO;
                 if (f == GRAPH_INPUT) {
                     if (g->values[v].flags & MP_VAL_INIT) {
                         /* IR < 4 lists initializers as inputs too (a default
