@@ -635,6 +635,45 @@ static void t_quick_gelu_geglu(void) {
     tb_done(m, prof);
 }
 
+/* A weightless copy of a train-mode dynamo export (opset 18: GELU written
+ * out as Div, Erf, Add, Mul(0.5), Mul(x); SDPA's decomposition with Q
+ * and K each scaled and a NaN guard): its scalar constants were external
+ * data and are gone. The structure is recognised all the same: 12 blocks
+ * of attention, GELU and the six weights; the scale reads unknown. Before,
+ * no block was found (the constants' values were required). */
+static void t_weightless_train_export(void) {
+    mp_profile *prof;
+    mp_model *m = NULL;
+    if (mp_model_load("models/dynamo/bert_cls_train_torch211.onnx", &m) || mp_profile_static(m, &prof)) {
+        mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
+        mp_model_free(m);
+        return;
+    }
+    const mp_patterns *p = mp_patterns_of(m->graph);
+    T_CHECK(p != NULL);
+    if (p) {
+        T_EQ(p->n_blocks, 12);
+        T_EQ(p->n_attn, 12);
+        T_EQ(p->n_miss, 0);
+        T_EQ(p->heads, 12);
+        T_EQ(p->head_dim, 64);
+        for (int bi = 0; bi < p->n_blocks; bi++) {
+            const mp_pblock *b = &p->blocks[bi];
+            const mp_pattn *a = &p->attn[b->attn];
+            T_EQ(a->form, MP_FORM_SDPA);
+            T_CHECK(a->guard && !(a->scale > 0));
+            T_EQ(b->mlp_kind, MP_ACT_GELU);
+            T_EQ(p->acts[b->mlp].form, MP_FORM_DECOMPOSED);
+            unsigned roles = 0;
+            for (int r = 0; r < MP_WROLE_COUNT; r++)
+                if (b->w[r].node >= 0) roles |= 1u << r;
+            T_EQ(roles, R(Q) | R(K) | R(V) | R(O) | R(UP) | R(DOWN));
+        }
+    }
+    mp_profile_free(prof);
+    mp_model_free(m);
+}
+
 MP_TESTS(patterns){
     {"quick_gelu_geglu", t_quick_gelu_geglu},
     {"exports", t_exports},
@@ -645,5 +684,6 @@ MP_TESTS(patterns){
     {"whole_ops", t_whole_ops},
     {"decomposed_forms", t_decomposed_forms},
     {"attention_tile_dropout", t_attention_tile_dropout},
+    {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

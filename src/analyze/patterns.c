@@ -188,6 +188,25 @@ static int other(const pctx *c, int k, int v) {
     return n->in[0] == v ? n->in[1] : n->in[0];
 }
 static bool scalar(const pctx *c, int v, double *d) { return mp_value_scalar(c->g, v, d); }
+/* A one-element initializer whose contents the file does not carry (a
+ * weightless copy of an export: its external data absent). Where a
+ * pattern's structure is unmistakable (GELU's Erf chain, SDPA's NaN
+ * guard) such a constant stands for the value the form requires: the
+ * figures the patterns give do not depend on it, and a run cannot happen
+ * without the data anyway. */
+static bool absent_scalar(const pctx *c, int v) {
+    if (v < 0 || !mp_value_const(c->g, v)) return false;
+    const mp_value *x = VAL(c, v);
+    double d;
+    return (x->flags & MP_VAL_INIT) && mp_value_numel(x) == 1 && !mp_value_scalar(c->g, v, &d);
+}
+/* v is the scalar `want` (relative tolerance rel), or one whose contents
+ * are absent */
+static bool scalar_is(const pctx *c, int v, double want, double rel) {
+    double d;
+    if (scalar(c, v, &d)) return rel > 0 ? fabs(d - want) <= rel * fabs(want) : d == want;
+    return absent_scalar(c, v);
+}
 static bool near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
 static bool free_node(const pctx *c, int k) { return k >= 0 && c->ref[k].kind == MP_PAT_NONE; }
 static int64_t last_dim(const pctx *c, int v) {
@@ -307,6 +326,18 @@ static bool scaled_by(const pctx *c, int k, int v, double *f) {
         return true;
     }
     return false;
+}
+
+/* Node k multiplies v by `want` (Mul by it, Div by its inverse), the
+ * constant matched by scalar_is */
+static bool scaled_by_is(const pctx *c, int k, int v, double want, double rel) {
+    const mp_node *n = NODE(c, k);
+    if (n->n_in != 2) return false;
+    if (is_op(n, "Mul")) {
+        int o = other(c, k, v);
+        return o >= 0 && scalar_is(c, o, want, rel);
+    }
+    return is_op(n, "Div") && n->in[0] == v && n->in[1] != v && scalar_is(c, n->in[1], 1.0 / want, rel);
 }
 
 /* A parameter or a view of one (Identity, Transpose, Reshape, Cast,
@@ -595,26 +626,31 @@ static void act_whole(pctx *c, int k) {
 }
 
 /* The end both GELU forms share, from e, the Erf's or the Tanh's output:
- * Add(e, 1), then Mul(x, .) and Mul(0.5), or Mul(Mul(x, 0.5), .). Adds
+ * Add(e, 1), then Mul(x, .) and Mul(0.5), Mul(Mul(x, 0.5), .), or
+ * Mul(0.5) and Mul(x, .). Adds
  * them to the candidate and accepts it as `kind` when every value it makes
  * but its output is read inside it. */
 static void gelu_end(pctx *c, int kind, int e, int x) {
-    double one, h;
     int ad = sole_op(c, e, "Add");
-    if (ad < 0 || !scalar(c, other(c, ad, e), &one) || one != 1.0) return;
+    if (ad < 0 || !scalar_is(c, other(c, ad, e), 1.0, 0)) return;
     cand(c, ad, MP_PART_BODY);
     int mu = sole_op(c, out0(c, ad), "Mul");
     if (mu < 0 || !cand(c, mu, MP_PART_BODY)) return;
     int o = other(c, mu, out0(c, ad)), y = out0(c, mu);
-    if (o == x) {
+    if (o != x && scalar_is(c, o, 0.5, 0)) {
+        /* (1 + erf) * 0.5, then * x (the dynamo exporter's opset-18 form) */
+        int xm = sole_op(c, y, "Mul");
+        if (xm < 0 || other(c, xm, y) != x || !cand(c, xm, MP_PART_BODY)) return;
+        y = out0(c, xm);
+    } else if (o == x) {
         /* x * (1 + erf) without the half is no GELU */
         int half = sole_op(c, y, "Mul");
-        if (half < 0 || !scaled_by(c, half, y, &h) || h != 0.5) return;
+        if (half < 0 || !scaled_by_is(c, half, y, 0.5, 0)) return;
         cand(c, half, MP_PART_BODY);
         y = out0(c, half);
     } else {
         int hk = prod(c, o);
-        if (hk < 0 || !free_node(c, hk) || !scaled_by(c, hk, x, &h) || h != 0.5 || sole(c, o) != mu) return;
+        if (hk < 0 || !free_node(c, hk) || !scaled_by_is(c, hk, x, 0.5, 0) || sole(c, o) != mu) return;
         cand(c, hk, MP_PART_BODY);
     }
     for (int i = 0; i < c->n_cand; i++) {
@@ -633,10 +669,9 @@ static void gelu_erf(pctx *c, int e) {
     int pre = prod(c, in_at(c, e, 0));
     if (pre < 0 || !free_node(c, pre)) return;
     const mp_node *pn = NODE(c, pre);
-    double f;
     int x = pn->n_in == 2 ? pn->in[0] : -1;
     if (x >= 0 && is_op(pn, "Mul") && mp_value_const(c->g, x)) x = pn->in[1];
-    if (x < 0 || !scaled_by(c, pre, x, &f) || !near(f, 0.7071067811865476, 1e-3)) return;
+    if (x < 0 || !scaled_by_is(c, pre, x, 0.7071067811865476, 1e-3)) return;
     cand_reset(c);
     cand(c, pre, MP_PART_BODY);
     cand(c, e, MP_PART_BODY);
@@ -926,8 +961,14 @@ static void operand_scale(pctx *c, int qk, int v, int part, int *x, double *s) {
     int p = prod(c, v);
     double f;
     if (p >= 0 && free_node(c, p) && sole_data(c, v) == qk && NODE(c, p)->n_in == 2) {
-        int x0 = mp_value_const(c->g, NODE(c, p)->in[0]) ? NODE(c, p)->in[1] : NODE(c, p)->in[0];
-        if (scaled_by(c, p, x0, &f) && !mp_value_const(c->g, x0)) {
+        const mp_node *pn = NODE(c, p);
+        int x0 = mp_value_const(c->g, pn->in[0]) ? pn->in[1] : pn->in[0];
+        /* a scale whose constant a weightless file lacks: a scale of
+         * unknown value (the attention's scale then reads null) */
+        bool absent = (is_op(pn, "Mul") && absent_scalar(c, other(c, p, x0))) ||
+                      (is_op(pn, "Div") && pn->in[0] == x0 && absent_scalar(c, pn->in[1]));
+        if (absent) f = NAN;
+        if ((absent || scaled_by(c, p, x0, &f)) && !mp_value_const(c->g, x0)) {
             cand(c, p, part);
             *x = x0;
             *s = f;
@@ -1013,8 +1054,14 @@ static void attn_decomposed(pctx *c, int sm) {
                 else if (is_op(un, "Where") && un->n_in == 3) wh = u[i];
             }
             if (isn < 0 || wh < 0 || sole(c, out0(c, isn)) != wh || in_at(c, wh, 0) != out0(c, isn) ||
-                in_at(c, wh, 2) != y || !scalar(c, in_at(c, wh, 1), &gval))
+                in_at(c, wh, 2) != y)
                 break;
+            /* the guard's fill (0 in PyTorch's decomposition); absent from a
+             * weightless file: not known (a run would not fuse the guard) */
+            if (!scalar(c, in_at(c, wh, 1), &gval)) {
+                if (!absent_scalar(c, in_at(c, wh, 1))) break;
+                gval = NAN;
+            }
             cand(c, isn, MP_PART_GUARD);
             cand(c, wh, MP_PART_GUARD);
             guard = 1;
