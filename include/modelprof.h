@@ -522,6 +522,11 @@ typedef struct mp_tplan_options {
     double host_link_gbs;     /* > 0: the host-GPU link per direction, GB/s */
     double cpu_adam_gps;      /* > 0: offloaded optimizer's CPU rate, 1e9 parameters a second */
     int torch_version;        /* autograd's rules: 0 PyTorch 2, 1 PyTorch 1.13 */
+    /* since version 4 */
+    double dropout;           /* > 0: the trainer's dropout probability where an eval-mode export
+                               * left its Dropout nodes out: a mask kept after each block's
+                               * attention output and MLP output, on the embeddings and on eager
+                               * attention's probabilities (docs/PLANNING.md "dropout") */
 } mp_tplan_options;
 /* mp_tplan_options.loss_form and .optimizer_impl */
 enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };

@@ -258,6 +258,61 @@ static void t_host_ops_decomposed(void) {
     tb_done(m, p);
 }
 
+/* --dropout on BERT-base (TorchScript, eval mode: no Dropout nodes) at
+ * 1 x 16, by hand: a mask (1 B an element) after each block's O and down
+ * projections and on the embeddings, 25 x 16 x 768 = 307,200 B; eager
+ * attention's probabilities add 12 x (12 heads x 16 x 16) = 36,864 mask
+ * bytes and, in fp32, their dropped copy, 4 B each (147,456); under
+ * autocast the product with V keeps its bf16 cast either way: masks only. */
+static void t_dropout(void) {
+    static const struct {
+        const char *att, *prec;
+        int sites;
+        uint64_t bytes;
+    } cases[] = {
+        {"fused", "fp32", 25, 307200},
+        {"eager", "fp32", 37, 307200 + 36864 + 147456},
+        {"eager", "bf16-mixed", 37, 307200 + 36864},
+    };
+    int64_t acts0 = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int k = 0; k < 2; k++) {
+            t_cli r = RUN("models/bert_base.onnx", "--dim", "batch=1", "--dim", "seq=16", "--gpu", "h100-sxm",
+                          "--attention", cases[i].att, "--precision", cases[i].prec, "--format", "json", "-q",
+                          "--dropout", k ? "0.1" : "0");
+            T_EQ(r.code, 0);
+            jr *j = json_of(&r);
+            const jr *d = j ? jr_path(j, "plan.activations.dropout_bytes") : NULL;
+            const jr *a = j ? jr_path(j, "plan.memory.activations_bytes") : NULL;
+            const jr *p = j ? jr_path(j, "plan.assumptions.dropout") : NULL;
+            T_CHECK(d && a && p);
+            if (d && a && p) {
+                T_EQ_U64((uint64_t)d->i, k ? cases[i].bytes : 0);
+                if (!k) acts0 = a->i;
+                else T_EQ_U64((uint64_t)(a->i - acts0), cases[i].bytes);
+                T_CHECK(k ? p->num == 0.1 : p->type == JR_NULL);
+            }
+            jr_free(j);
+            t_cli_free(&r);
+        }
+    }
+    /* the text says how many and where */
+    t_cli r = RUN("models/bert_base.onnx", "--dim", "batch=1", "--dim", "seq=16", "--gpu", "h100-sxm", "--dropout",
+                  "0.1");
+    T_CHECK(r.code == 0 && strstr(r.out, "incl. 25 dropouts' masks 307.2 KB (--dropout 0.1"));
+    t_cli_free(&r);
+    /* refused: a train-mode export has its own; inference has none; out of range */
+    r = RUN("models/dynamo/bert_cls_train_torch211.onnx", "--dropout", "0.1");
+    T_CHECK(r.code == 2 && strstr(r.err, "26 Dropout nodes of its own"));
+    t_cli_free(&r);
+    r = RUN("models/bert_base.onnx", "--dim", "batch=1", "--dim", "seq=16", "--inference", "--dropout", "0.1");
+    T_CHECK(r.code == 1 && strstr(r.err, "--inference and --dropout conflict")); /* usage: 1 */
+    t_cli_free(&r);
+    r = RUN("models/bert_base.onnx", "--dim", "batch=1", "--dim", "seq=16", "--dropout", "1");
+    T_CHECK(r.code == 1 && strstr(r.err, "--dropout: expected a probability"));
+    t_cli_free(&r);
+}
+
 /* Inference reads the attention it recognised: eager writes the scores,
  * fused does not, and the plan says which */
 static void t_inference_attention(void) {
@@ -338,6 +393,7 @@ MP_TESTS(plan_step) {
     {"peak_recompute", t_peak_recompute},
     {"host_bound", t_host_bound},
     {"host_ops_decomposed", t_host_ops_decomposed},
+    {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},
     {"plan_text", t_plan_text},
 };

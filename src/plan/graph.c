@@ -383,6 +383,45 @@ static int attn_source(const pctx *c, int a, int v) {
     return v;
 }
 
+/* --dropout P: the dropouts a trainer runs where an eval-mode export has
+ * none, at the places Hugging Face's encoders and GPT-2/OPT put them
+ * (hidden_dropout_prob, attention_probs_dropout_prob; BertSelfOutput,
+ * BertOutput, BertEmbeddings, eager_attention_forward): the output of each
+ * block's attention output projection and of its MLP's down projection,
+ * the embedding's output, and eager attention's probabilities (fused SDPA
+ * drops inside its kernel and keeps only its generator's seed and
+ * offset). Each keeps native_dropout's mask, 1 B an element; the
+ * probabilities' dropout also keeps its output, which the product with V
+ * reads in its backward (the softmax keeps its own output), unless
+ * autocast casts it for that product (the cast copy is kept either way).
+ * One kernel
+ * each way: x read, y and the mask written; the gradient and the mask
+ * read, the gradient written. */
+static void dropout_keep(pctx *c, int ni, const mp_node *n, mp_pnode *pn) {
+    const mp_patterns *P = c->P;
+    if (!P || n->n_out < 1 || n->out[0] < 0 || !mp_dtype_is_float(c->g->values[n->out[0]].dtype)) return;
+    bool hidden = ni == P->embed, probs = false;
+    for (int b = 0; !hidden && b < P->n_blocks; b++)
+        hidden = P->blocks[b].w[MP_WROLE_O].node == ni || P->blocks[b].w[MP_WROLE_DOWN].node == ni;
+    for (int i = 0; !hidden && !probs && i < P->n_attn; i++)
+        probs = P->attn[i].softmax == ni && c->role[ni] == ROLE_OWN;
+    if (!hidden && !probs) return;
+    int v = n->out[0];
+    uint64_t e = bscale(c, mp_tplan_numel(&c->g->values[v])), dt = (uint64_t)dt_size(c->adt[v]);
+    /* the dropped probabilities are a tensor of their own for the product
+     * with V, except under autocast, where that product keeps its 16-bit
+     * cast copy with dropout or without */
+    uint64_t kept = e + (probs && !c->mixed ? e * dt : 0);
+    if (probs && pn->split) pn->saved_split += kept;
+    else pn->saved_rep += kept;
+    pn->aux_fwd += e * (2 * dt + 1);
+    pn->aux_bwd += e * (2 * dt + 1);
+    pn->n_aux_fwd++;
+    pn->n_aux_bwd++;
+    c->pl->dropout_bytes += kept;
+    c->pl->dropout_sites++;
+}
+
 /* Roles and tensor-parallel classes of every node from the patterns. */
 static void plan_roles(pctx *c) {
     const mp_patterns *P = c->P;
@@ -896,6 +935,7 @@ static mp_status graph_pass(pctx *c) {
         else rep += bscale(c, t.extra_bytes);
         pn->saved_rep = rep;
         pn->saved_split = spl;
+        if (c->training && pl->o.dropout > 0) dropout_keep(c, ni, n, pn);
         if (pl->adapted && pl->adapted[ni] && c->training) lora_keep(c, n, ni, pn, stamp);
         c->cross = NULL;
         pn->cross = cross;
@@ -1355,6 +1395,14 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                : o->precision == MP_PREC_FP16_MIXED ? MP_DT_FLOAT16 : c.base_dt;
     c.b_num = pl->batch_scaled ? (uint64_t)pl->batch : 1;
     c.b_den = pl->batch_scaled ? (uint64_t)pl->export_batch : 1;
+    if (o->dropout > 0 && !o->inference) {
+        int nd = 0;
+        for (int i = 0; i < c.g->n_nodes; i++) nd += mp_streq(c.g->nodes[i].op, "Dropout");
+        if (nd)
+            return mp_error(MP_ERR_USAGE, "--dropout %g: %s has %d Dropout node%s of its own (a train-mode "
+                            "export): they are planned as written; --dropout is for an export without them",
+                            o->dropout, m->path ? m->path : "the model", nd, nd == 1 ? "" : "s");
+    }
     c.P = mp_patterns_of(c.g);
     if (!c.P) return mp_error(MP_ERR_NOMEM, "out of memory finding the model's patterns");
     pl->pats = c.P;

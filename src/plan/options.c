@@ -85,6 +85,8 @@ static const opt_def defs[] = {
     {"host-link-gbs", OK_NUM, F(host_link_gbs), 0, 0, 1, NULL, NULL},
     {"cpu-adam-gps", OK_NUM, F(cpu_adam_gps), 0, 0, 1, NULL, NULL},
     {"torch-version", OK_CHOICE, F(torch_version), 0, 0, 0, "2\0" "1.13\0", "2 or 1.13"},
+    /* since version 4 */
+    {"dropout", OK_NUM, F(dropout), 0, 0, 1, NULL, NULL},
 };
 
 #undef F

@@ -178,6 +178,10 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
         return mp_error(MP_ERR_USAGE, "--inference and --loss conflict: the loss applies to training");
     if (!(o->host_op_s >= 0 && o->host_op_s < 1))
         return mp_error(MP_ERR_USAGE, "--host-us-per-op: expected microseconds, 0 or more");
+    if (!(o->dropout >= 0 && o->dropout < 1))
+        return mp_error(MP_ERR_USAGE, "--dropout: expected a probability from 0 up to (not including) 1");
+    if (o->dropout > 0 && o->inference)
+        return mp_error(MP_ERR_USAGE, "--inference and --dropout conflict: dropout runs in training only");
     if (o->tokens < 0 || o->samples < 0) return mp_error(MP_ERR_USAGE, "--tokens/--samples: expected a positive count");
     if (o->tokens > 0 && o->samples > 0) return mp_error(MP_ERR_USAGE, "--tokens and --samples: give one");
     return mp_tplan_ft_check(o);

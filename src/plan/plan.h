@@ -175,6 +175,9 @@ struct mp_tplan {
     int *default_counts;
     int n_default_ops;
     uint64_t loss_bytes;         /* the cross-entropy's kept log-probabilities */
+    uint64_t dropout_bytes;      /* --dropout: the masks (and eager probabilities' copies) kept,
+                                  * one micro-batch, before tp and checkpointing */
+    int dropout_sites;           /* --dropout: where one runs (graph.c's dropout_keep) */
     uint64_t loss_fwd_io, loss_bwd_io; /* its kernels' traffic: forward, backward */
     int loss_fwd_kernels, loss_bwd_kernels;
     uint64_t cast_param_bytes;   /* autocast's low-precision weight copies */

@@ -121,6 +121,11 @@ static void mem_lines(pw *w, const mp_tplan *pl, const mp_tplan_mem *m, uint64_t
         pf(w, "; incl. the loss's %s%s", mp_fmt_bytes(pl->vocab_split ? pl->loss_bytes / (uint64_t)pl->tp
                                                                       : pl->loss_bytes).s,
            pl->vocab_split && pl->tp > 1 ? ", split with the vocabulary" : "");
+    if (pl->dropout_bytes && !o->inference)
+        pf(w, "; incl. %d dropout%s' masks%s %s (--dropout %g, one micro-batch%s)", pl->dropout_sites,
+           pl->dropout_sites == 1 ? "" : "s",
+           pl->o.attention_fused || mixed ? "" : " and eager probabilities' copies",
+           mp_fmt_bytes(pl->dropout_bytes).s, o->dropout, o->checkpointing ? ", before checkpointing" : "");
     pf(w, ")\n");
     mem_row(w, "  temporary:", m->temporary_bytes, params);
     pf(w, ": the largest backward transient, an operator's or the loss's%s)\n",
@@ -1022,6 +1027,9 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "reserve_bytes"); jw_u64(w, pl->mem.reserve_bytes);
     jw_key(w, "loss"); jw_opt_str(w, o->loss && !o->inference && pl->loss.form != MP_LOSS_NONE ? "cross_entropy" : NULL);
     jw_key(w, "host_op_s"); jw_double(w, o->host_op_s);
+    jw_key(w, "dropout");
+    if (o->dropout > 0 && !o->inference) jw_double(w, o->dropout);
+    else jw_null(w);
     jw_key(w, "optimizer_impl");
     jw_opt_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
@@ -1041,6 +1049,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "autocast_weight_copies_bytes");
     jw_u64(w, o->inference ? 0 : pl->stages[pl->worst].cast_bytes);
     jw_key(w, "loss_bytes"); jw_u64(w, o->loss && !o->inference ? pl->loss_bytes : 0);
+    jw_key(w, "dropout_bytes"); jw_u64(w, o->inference ? 0 : pl->dropout_bytes);
     jw_close(w, '}');
     jw_key(w, "loss_form");
     loss_json(w, pl);
