@@ -246,6 +246,14 @@ mp_profile *tb_prof(mp_model *m) {
     return p;
 }
 
+mp_profile *tb_prof_file(const char *path, mp_model **m) {
+    mp_profile *p = NULL;
+    *m = NULL;
+    T_OK(mp_model_load(path, m));
+    if (*m) T_OK(mp_profile_static(*m, &p));
+    return p;
+}
+
 void tb_done(mp_model *m, mp_profile *p) {
     mp_profile_free(p);
     mp_model_free(m);

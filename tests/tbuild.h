@@ -47,6 +47,9 @@ const char *tb_shape(mp_model *m, const char *name);
 /* Test conveniences: profile (a failure is reported), free both, expect a
  * shape error whose message names `name`, check known contents. */
 mp_profile *tb_prof(mp_model *m);
+/* A model file loaded (*m) and profiled statically; a failure is reported
+ * and gives NULL (free both with tb_done). */
+mp_profile *tb_prof_file(const char *path, mp_model **m);
 void tb_done(mp_model *m, mp_profile *p);
 void tb_expect_shape_error(mp_model *m, const char *name);
 void tb_check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want);

@@ -323,16 +323,13 @@ static void t_dynamo_value_info_fills(void) {
     for (size_t i = 0; i < MP_ARRAY_LEN(cases); i++) {
         char path[256];
         snprintf(path, sizeof path, "models/dynamo/%s.onnx", cases[i].name);
-        mp_model *m = NULL;
-        mp_profile *p = NULL;
-        T_OK(mp_model_load(path, &m));
-        if (m) T_OK(mp_profile_static(m, &p));
+        mp_model *m;
+        mp_profile *p = tb_prof_file(path, &m);
         if (p) {
             T_EQ(p->total.unknown, 0);
             T_EQ_U64(p->total.macs, cases[i].macs);
         }
-        mp_profile_free(p);
-        mp_model_free(m);
+        tb_done(m, p);
     }
 }
 

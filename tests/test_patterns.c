@@ -642,11 +642,10 @@ static void t_quick_gelu_geglu(void) {
  * of attention, GELU and the six weights; the scale reads unknown. Before,
  * no block was found (the constants' values were required). */
 static void t_weightless_train_export(void) {
-    mp_profile *prof;
-    mp_model *m = NULL;
-    if (mp_model_load("models/dynamo/bert_cls_train_torch211.onnx", &m) || mp_profile_static(m, &prof)) {
-        mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
-        mp_model_free(m);
+    mp_model *m;
+    mp_profile *prof = tb_prof_file("models/dynamo/bert_cls_train_torch211.onnx", &m);
+    if (!prof) {
+        tb_done(m, NULL);
         return;
     }
     const mp_patterns *p = mp_patterns_of(m->graph);
@@ -670,8 +669,7 @@ static void t_weightless_train_export(void) {
             T_EQ(roles, R(Q) | R(K) | R(V) | R(O) | R(UP) | R(DOWN));
         }
     }
-    mp_profile_free(prof);
-    mp_model_free(m);
+    tb_done(m, prof);
 }
 
 MP_TESTS(patterns){
