@@ -20,26 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-TESTS = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fail, Suite, check  # noqa: E402,F401
 
-
-def test(f):
-    TESTS.append(f)
-    return f
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
+SUITE = Suite("python.", timed=True)
+test = SUITE.test
 
 
 def schema_check(kind, doc):
@@ -1150,26 +1139,7 @@ def main():
     # another process's modelprof-* folders on a shared machine
     tempfile.tempdir = tempfile.mkdtemp(prefix="mp-pytest-")
     os.environ["TMPDIR"] = tempfile.tempdir
-    passed = failed = 0
-    for t in TESTS:
-        if a.filter not in t.__name__:
-            continue
-        t0 = time.time()
-        try:
-            t()
-        except Fail as e:
-            failed += 1
-            print("FAIL python.%s: %s" % (t.__name__, e))
-            continue
-        except Exception:
-            failed += 1
-            print("FAIL python.%s:\n%s" % (t.__name__, traceback.format_exc()))
-            continue
-        passed += 1
-        print("ok   python.%s (%.1f s)" % (t.__name__, time.time() - t0))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
+    return SUITE.run(a.filter)
 
 if __name__ == "__main__":
     rc = main()

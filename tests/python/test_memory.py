@@ -12,7 +12,6 @@ import pickle
 import shutil
 import sys
 import tempfile
-import traceback
 import warnings
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -22,21 +21,11 @@ import modelprof  # noqa: E402
 import modelprof.memory as mm  # noqa: E402
 
 SNAP = os.path.join(ROOT, "tests", "snapshots", "v22_train_adam.pickle")
-TESTS = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Fail, Suite, check  # noqa: E402,F401
 
-
-def test(f):
-    TESTS.append(f)
-    return f
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
+SUITE = Suite()
+test = SUITE.test
 
 
 def fake_snapshot():
@@ -424,23 +413,7 @@ def module_paths_none_before_25():
 
 
 def main(argv):
-    flt = argv[1] if len(argv) > 1 else ""
-    passed = failed = 0
-    for t in TESTS:
-        if flt not in t.__name__:
-            continue
-        try:
-            t()
-            passed += 1
-            print("ok   %s" % t.__name__)
-        except Exception as e:
-            failed += 1
-            print("FAIL %s: %s" % (t.__name__, e))
-            if not isinstance(e, Fail):
-                traceback.print_exc()
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
-
+    return SUITE.run(argv[1] if len(argv) > 1 else "")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
