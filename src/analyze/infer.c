@@ -6,6 +6,15 @@
 
 #include <stdlib.h>
 
+/* A declared dim: a symbol the user gave a value takes it; another
+ * symbol stays (a graph input's, or any when `any_symbol`) or becomes
+ * unknown. */
+static int64_t mp__decl_dim(const mp_model *m, int64_t d, bool any_symbol) {
+    if (d >= MP_DIM_ANON) return d;
+    const mp_symbol *s = &m->syms[MP_DIM_SYM(d)];
+    return s->value >= 0 ? s->value : any_symbol || s->on_input ? d : MP_DIM_ANON;
+}
+
 /* Shape of a graph input: its declared dims with user values for
  * symbols. */
 static mp_status mp__init_input(mp_model *m, mp_value *v) {
@@ -20,14 +29,7 @@ static mp_status mp__init_input(mp_model *m, mp_value *v) {
     }
     v->dims = mp_arena_calloc(&m->arena, (size_t)v->rank, sizeof *v->dims);
     if (!v->dims) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < v->rank; i++) {
-        int64_t d = v->decl_dims[i];
-        if (d < MP_DIM_ANON) {
-            mp_symbol *s = &m->syms[MP_DIM_SYM(d)];
-            if (s->value >= 0) d = s->value;
-        }
-        v->dims[i] = d;
-    }
+    for (int i = 0; i < v->rank; i++) v->dims[i] = mp__decl_dim(m, v->decl_dims[i], true);
     return MP_OK;
 }
 
@@ -85,12 +87,7 @@ static void mp__outputs_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
                 v->rank = -1;
                 continue;
             }
-            for (int i = 0; i < v->rank; i++) {
-                int64_t d = v->decl_dims[i];
-                if (d < MP_DIM_ANON && m->syms[MP_DIM_SYM(d)].value >= 0)
-                    d = m->syms[MP_DIM_SYM(d)].value;
-                v->dims[i] = d;
-            }
+            for (int i = 0; i < v->rank; i++) v->dims[i] = mp__decl_dim(m, v->decl_dims[i], true);
         }
     }
 }
@@ -134,14 +131,8 @@ static void mp__fill_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
         if (!any) continue;
         int64_t *dims = v->decl_rank ? mp_arena_calloc(&m->arena, (size_t)v->decl_rank, sizeof *dims) : NULL;
         if (v->decl_rank && !dims) return;
-        for (int i = 0; i < v->decl_rank; i++) {
-            int64_t d = v->decl_dims[i];
-            if (d < MP_DIM_ANON) {
-                const mp_symbol *s = &m->syms[MP_DIM_SYM(d)];
-                d = s->value >= 0 ? s->value : s->on_input ? d : MP_DIM_ANON;
-            }
-            dims[i] = whole || v->dims[i] == MP_DIM_ANON ? d : v->dims[i];
-        }
+        for (int i = 0; i < v->decl_rank; i++)
+            dims[i] = whole || v->dims[i] == MP_DIM_ANON ? mp__decl_dim(m, v->decl_dims[i], false) : v->dims[i];
         if (whole && v->dtype == MP_DT_UNDEFINED) v->dtype = v->decl_dtype;
         v->rank = v->decl_rank;
         v->dims = dims;
