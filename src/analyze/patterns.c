@@ -310,34 +310,36 @@ static bool float_cast(const pctx *c, int k) {
     return is_float(c, n->in[0]) && is_float(c, n->out[0]);
 }
 
+/* The operand node k scales v by: Mul's other operand, Div's divisor
+ * (*inv set); -1 when k is neither. */
+static int scale_operand(const pctx *c, int k, int v, bool *inv) {
+    const mp_node *n = NODE(c, k);
+    *inv = false;
+    if (n->n_in != 2) return -1;
+    if (is_op(n, "Mul")) return other(c, k, v);
+    if (is_op(n, "Div") && n->in[0] == v && n->in[1] != v) {
+        *inv = true;
+        return n->in[1];
+    }
+    return -1;
+}
+
 /* Mul or Div of v by a scalar constant: the factor v is multiplied by. */
 static bool scaled_by(const pctx *c, int k, int v, double *f) {
-    const mp_node *n = NODE(c, k);
+    bool inv;
     double s;
-    if (n->n_in != 2) return false;
-    if (is_op(n, "Mul")) {
-        int o = other(c, k, v);
-        if (o < 0 || !scalar(c, o, &s)) return false;
-        *f = s;
-        return true;
-    }
-    if (is_op(n, "Div") && n->in[0] == v && n->in[1] != v && scalar(c, n->in[1], &s) && s != 0) {
-        *f = 1.0 / s;
-        return true;
-    }
-    return false;
+    int o = scale_operand(c, k, v, &inv);
+    if (o < 0 || !scalar(c, o, &s) || (inv && s == 0)) return false;
+    *f = inv ? 1.0 / s : s;
+    return true;
 }
 
 /* Node k multiplies v by `want` (Mul by it, Div by its inverse), the
  * constant matched by scalar_is */
 static bool scaled_by_is(const pctx *c, int k, int v, double want, double rel) {
-    const mp_node *n = NODE(c, k);
-    if (n->n_in != 2) return false;
-    if (is_op(n, "Mul")) {
-        int o = other(c, k, v);
-        return o >= 0 && scalar_is(c, o, want, rel);
-    }
-    return is_op(n, "Div") && n->in[0] == v && n->in[1] != v && scalar_is(c, n->in[1], 1.0 / want, rel);
+    bool inv;
+    int o = scale_operand(c, k, v, &inv);
+    return o >= 0 && scalar_is(c, o, inv ? 1.0 / want : want, rel);
 }
 
 /* A parameter or a view of one (Identity, Transpose, Reshape, Cast,
@@ -965,8 +967,8 @@ static void operand_scale(pctx *c, int qk, int v, int part, int *x, double *s) {
         int x0 = mp_value_const(c->g, pn->in[0]) ? pn->in[1] : pn->in[0];
         /* a scale whose constant a weightless file lacks: a scale of
          * unknown value (the attention's scale then reads null) */
-        bool absent = (is_op(pn, "Mul") && absent_scalar(c, other(c, p, x0))) ||
-                      (is_op(pn, "Div") && pn->in[0] == x0 && absent_scalar(c, pn->in[1]));
+        bool inv;
+        bool absent = absent_scalar(c, scale_operand(c, p, x0, &inv));
         if (absent) f = NAN;
         if ((absent || scaled_by(c, p, x0, &f)) && !mp_value_const(c->g, x0)) {
             cand(c, p, part);
