@@ -527,10 +527,17 @@ typedef struct mp_tplan_options {
                                * left its Dropout nodes out: a mask kept after each block's
                                * attention output and MLP output, on the embeddings and on eager
                                * attention's probabilities (docs/PLANNING.md "dropout") */
+    int zero_grad;            /* MP_ZEROGRAD_*: where the training loop frees the gradients
+                               * (optimizer.zero_grad): after the forward (default: Lightning's
+                               * closure, the classic loop: the last step's gradients live through
+                               * the forward), before the forward (Hugging Face's Trainer: after
+                               * optimizer.step) or in place (set_to_none=False: always resident) */
 } mp_tplan_options;
 /* mp_tplan_options.loss_form and .optimizer_impl */
 enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };
 enum { MP_OPTIMPL_FOREACH, MP_OPTIMPL_FUSED, MP_OPTIMPL_FOR_LOOP, MP_OPTIMPL_COUNT };
+/* mp_tplan_options.zero_grad (since version 4) */
+enum { MP_ZEROGRAD_AFTER_FORWARD, MP_ZEROGRAD_BEFORE_FORWARD, MP_ZEROGRAD_IN_PLACE, MP_ZEROGRAD_COUNT };
 MP_API mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size);
 #define mp_tplan_options_default(o) mp_tplan_options_init((o), sizeof *(o))
 /* MP_ERR_USAGE with a message naming the flags when the options conflict

@@ -183,6 +183,60 @@ static void t_peak_moment(void) {
     tb_done(m, p);
 }
 
+/* Where the loop frees the gradients (--zero-grad), by hand on
+ * x[2,64] -> MatMul W1[64,64] -> Relu -> MatMul W2[64,64], fp32, SGD, no
+ * loss: weights 2 x 16,384 B, gradients as much, kept x and Relu's output
+ * (512 B each). After the forward (the default: the classic loop,
+ * Lightning's closure) the last step's gradients are live at the end of
+ * the forward: 32,768 + 32,768 + 1,024; before it (Hugging Face's Trainer)
+ * the optimizer step is the moment, every gradient born: 65,536; in place
+ * (set_to_none=False) they are resident at every moment. */
+static void t_zero_grad(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(2, 64));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(64, 64));
+    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(64, 64));
+    tb_node(m, "MatMul", "x,W1", "h");
+    tb_node(m, "Relu", "h", "r");
+    tb_node(m, "MatMul", "r,W2", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    static const struct {
+        const char *where;
+        int when;
+        uint64_t grads, acts, total;
+    } cases[] = {
+        {NULL, MP_MOMENT_FORWARD, 32768, 1024, 32768 + 32768 + 1024},
+        {"after-forward", MP_MOMENT_FORWARD, 32768, 1024, 32768 + 32768 + 1024},
+        {"before-forward", MP_MOMENT_OPTIMIZER, 32768, 0, 32768 + 32768},
+        /* W2's backward: every gradient, x and r kept, its transient (the
+         * gradients of y and r, 512 B each) */
+        {"in-place", MP_MOMENT_BACKWARD, 32768, 1024, 32768 + 32768 + 1024 + 1024},
+    };
+    for (size_t i = 0; p && i < sizeof cases / sizeof cases[0]; i++) {
+        const char *kv[] = {"loss", "none", "optimizer", "sgd", cases[i].where ? "zero-grad" : NULL, cases[i].where,
+                            NULL};
+        mp_tplan *pl = plan_with(p, kv);
+        if (!pl) continue;
+        const mp_tplan_moment *a = &pl->stages[0].at;
+        T_EQ(a->when, cases[i].when);
+        T_EQ_U64(a->weights, 32768);
+        T_EQ_U64(a->grads, cases[i].grads);
+        T_EQ_U64(a->activations, cases[i].acts);
+        T_EQ_U64(a->rounding, 0); /* 16,384 B tensors: multiples of 512 */
+        T_EQ_U64(pl->mem.peak_bytes, cases[i].total);
+        mp_tplan_free(pl);
+    }
+    tb_done(m, p);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    T_EQ(o.zero_grad, MP_ZEROGRAD_AFTER_FORWARD);
+    T_CHECK(mp_tplan_options_set(&o, "--zero-grad", "sometimes") == MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "after-forward, before-forward or in-place") != NULL);
+    o.zero_grad = 7;
+    T_CHECK(mp_tplan_options_check(&o) == MP_ERR_USAGE);
+}
+
 #define RUN(...) t_cli_run((const char *const[]){"plan", __VA_ARGS__, NULL}, 60, 0)
 
 static jr *json_of(t_cli *r) {
@@ -354,7 +408,7 @@ static void t_inference_attention(void) {
  * beside the other blocks' inputs */
 static void t_peak_recompute(void) {
     t_cli r = RUN("models/bert_base.onnx", "--dim", "batch=8", "--dim", "seq=512", "--checkpointing", "--optimizer",
-                  "sgd", "--format", "json", "-q");
+                  "sgd", "--zero-grad", "before-forward", "--format", "json", "-q");
     jr *j = json_of(&r);
     const jr *w = j ? jr_path(j, "plan.peak_moment.when") : NULL, *rc = j ? jr_path(j, "plan.peak_moment.recomputed_bytes") : NULL;
     const jr *tot = j ? jr_path(j, "plan.peak_moment.total_bytes") : NULL, *pk = j ? jr_path(j, "plan.memory.peak_bytes") : NULL;
@@ -365,6 +419,44 @@ static void t_peak_recompute(void) {
         T_EQ(tot->i, pk->i);
     }
     jr_free(j);
+    t_cli_free(&r);
+}
+
+/* The flag on the command line: the JSON names it, the text says why the
+ * gradients are at the moment, inference refuses it. Llama-style decoder
+ * in pure bf16 with Adam: the forward's end holds the last step's
+ * gradients (after-forward), which the loss's backward does not. */
+static void t_zero_grad_cli(void) {
+    static const char *const where[] = {"after-forward", "before-forward", "in-place"};
+    int64_t peak[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=2", "--dim", "seq=128", "--precision", "bf16",
+                      "--zero-grad", where[k], "--format", "json", "-q");
+        T_EQ(r.code, 0);
+        jr *j = json_of(&r);
+        const jr *z = j ? jr_path(j, "plan.assumptions.zero_grad") : NULL;
+        const jr *pk = j ? jr_path(j, "plan.memory.peak_bytes") : NULL;
+        const jr *g = j ? jr_path(j, "plan.peak_moment.grads_bytes") : NULL;
+        const jr *gm = j ? jr_path(j, "plan.memory.grads_bytes") : NULL;
+        const jr *wh = j ? jr_path(j, "plan.peak_moment.when") : NULL;
+        T_CHECK(z && pk && g && gm && wh);
+        if (z && pk && g && gm && wh) {
+            T_EQ_STR(z->s, where[k]);
+            peak[k] = pk->i;
+            if (k != 1) T_EQ(g->i, gm->i); /* every gradient at the moment */
+            if (k == 0) T_EQ_STR(wh->s, "forward");
+        }
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    T_CHECK(peak[0] > peak[1]);  /* the gradients through the forward */
+    T_CHECK(peak[2] >= peak[0]); /* resident at every moment */
+    t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=2", "--dim", "seq=128", "--precision", "bf16");
+    T_CHECK(r.code == 0 && strstr(r.out, "(the last step's: zero_grad frees them after the forward") != NULL);
+    t_cli_free(&r);
+    r = RUN("models/llama_small.onnx", "--dim", "batch=2", "--dim", "seq=128", "--inference", "--zero-grad",
+            "in-place");
+    T_CHECK(r.code == 1 && strstr(r.err, "--inference and --zero-grad conflict"));
     t_cli_free(&r);
 }
 
@@ -391,6 +483,8 @@ MP_TESTS(plan_step) {
     {"loss_softcap_constant", t_loss_softcap_constant},
     {"peak_moment", t_peak_moment},
     {"peak_recompute", t_peak_recompute},
+    {"zero_grad", t_zero_grad},
+    {"zero_grad_cli", t_zero_grad_cli},
     {"host_bound", t_host_bound},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},

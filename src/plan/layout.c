@@ -233,7 +233,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
          * allocated as the backward frees activations: then only the larger
          * of the two counts. */
         uint64_t fixed = mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes;
-        bool grads_transient = dp == 1 && m == 1 && zero == 0;
+        bool grads_transient = dp == 1 && m == 1 && zero == 0 && o->zero_grad != MP_ZEROGRAD_IN_PLACE;
         /* the sum of maxima, replaced by the moment below */
         mem->peak_bytes = fixed + mem->grads_bytes + mem->activations_bytes + mem->temporary_bytes;
         /* the peak as a moment (peak.c) */
@@ -250,6 +250,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             pin.rdiv = sp ? (uint64_t)tp : 1;
             pin.last_stage = s == pp - 1;
             pin.grads_born = grads_transient;
+            pin.grads_in_forward = grads_transient && o->zero_grad == MP_ZEROGRAD_AFTER_FORWARD;
             pin.grad_per_param = P ? (double)mem->grads_bytes * (zero >= 2 ? dp : 1) / (double)P : 0;
             pin.opt_per_param = P ? (double)mem->optimizer_bytes * (zero >= 1 ? dp : 1) / (double)P : 0;
             pin.mem = mem;

@@ -87,6 +87,8 @@ static const opt_def defs[] = {
     {"torch-version", OK_CHOICE, F(torch_version), 0, 0, 0, "2\0" "1.13\0", "2 or 1.13"},
     /* since version 4 */
     {"dropout", OK_NUM, F(dropout), 0, 0, 1, NULL, NULL},
+    {"zero-grad", OK_CHOICE, F(zero_grad), 0, 0, 0, "after-forward\0before-forward\0in-place\0",
+     "after-forward, before-forward or in-place"},
 };
 
 #undef F

@@ -125,9 +125,10 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     uint64_t lkept = loss_here ? L->kept / ldiv : 0;
     uint64_t graph_acts = per_mb > lkept ? per_mb - lkept : 0; /* the loss's kept bytes are in per_mb */
 
-    /* the end of the forward: the loss running */
+    /* the end of the forward: the loss running; the last step's gradients
+     * are still there when the loop frees them after the forward */
     m = base;
-    m.grads = resident_grads;
+    m.grads = in->grads_in_forward ? mem->grads_bytes : resident_grads;
     m.activations = others + graph_acts;
     m.loss = lkept + (loss_here ? L->fwd_transient / ldiv : 0);
     m.when = MP_MOMENT_FORWARD;
@@ -135,6 +136,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     keep_max(&best, &m);
     /* the loss's backward */
     if (loss_here) {
+        m.grads = resident_grads; /* zero_grad ran before backward() */
         m.loss = lkept + L->bwd_transient / ldiv;
         m.when = MP_MOMENT_LOSS_BACKWARD;
         total(&m);

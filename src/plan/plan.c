@@ -182,6 +182,10 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
         return mp_error(MP_ERR_USAGE, "--dropout: expected a probability from 0 up to (not including) 1");
     if (o->dropout > 0 && o->inference)
         return mp_error(MP_ERR_USAGE, "--inference and --dropout conflict: dropout runs in training only");
+    if (o->zero_grad < 0 || o->zero_grad >= MP_ZEROGRAD_COUNT)
+        return mp_error(MP_ERR_USAGE, "--zero-grad: expected after-forward, before-forward or in-place");
+    if (o->zero_grad != MP_ZEROGRAD_AFTER_FORWARD && o->inference)
+        return mp_error(MP_ERR_USAGE, "--inference and --zero-grad conflict: gradients exist in training only");
     if (o->tokens < 0 || o->samples < 0) return mp_error(MP_ERR_USAGE, "--tokens/--samples: expected a positive count");
     if (o->tokens > 0 && o->samples > 0) return mp_error(MP_ERR_USAGE, "--tokens and --samples: give one");
     return mp_tplan_ft_check(o);

@@ -249,6 +249,8 @@ typedef struct mp_peak_in {
     int tp, dp, zero, m, in_flight;
     uint64_t rdiv;               /* sequence parallelism's divisor of replicated block bytes */
     bool last_stage, grads_born; /* gradients allocated during the backward (set_to_none, one rank) */
+    bool grads_in_forward;       /* with grads_born: the last step's gradients live through the forward
+                                  * (zero_grad after the forward) */
     double grad_per_param, opt_per_param; /* bytes */
     const mp_tplan_mem *mem;     /* the stage's states and activations */
 } mp_peak_in;

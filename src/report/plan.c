@@ -387,13 +387,23 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         pf(w, "' (%s)", n->op);
     }
     pf(w, ": what is live then, not a sum of maxima\n");
+    /* the gradients' row says why they are (or are not) there at this moment */
+    bool born = pl->dp == 1 && pl->m == 1 && pl->zero == 0 && pl->o.zero_grad != MP_ZEROGRAD_IN_PLACE;
+    const char *gwhy = "";
+    if (born && a->when == MP_MOMENT_FORWARD)
+        gwhy = pl->o.zero_grad == MP_ZEROGRAD_AFTER_FORWARD
+                   ? " (the last step's: zero_grad frees them after the forward, --zero-grad after-forward)"
+                   : " (freed before the forward: --zero-grad before-forward)";
+    else if (born && a->when != MP_MOMENT_OPTIMIZER)
+        gwhy = " (born during the backward: set_to_none)";
+    else if (!born && a->when != MP_MOMENT_OPTIMIZER)
+        gwhy = pl->o.zero_grad == MP_ZEROGRAD_IN_PLACE ? " (resident: zeroed in place, --zero-grad in-place)"
+                                                        : " (resident: accumulation, data parallelism or ZeRO)";
     struct { const char *l; uint64_t b; const char *what; } rows[] = {
         {"    weights:", a->weights, ""},
         {"    master weights:", a->master, ""},
         {"    optimizer states:", a->optimizer, " (from the second step)"},
-        {"    gradients:", a->grads, pl->o.optimizer != MP_OPT_NONE && a->when != MP_MOMENT_OPTIMIZER &&
-                                          pl->dp == 1 && pl->m == 1 && pl->zero == 0
-                                          ? " (born during the backward: set_to_none)" : ""},
+        {"    gradients:", a->grads, gwhy},
         {"    activations kept:", a->activations, " (not yet freed by the backward)"},
         {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
         {"    recomputed block:", a->recomputed, " (checkpointing brings it back)"},
@@ -1034,7 +1044,13 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_opt_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
     jw_key(w, "comm_overlap"); jw_bool(w, false);
-    jw_key(w, "grads_freed_between_steps"); jw_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0);
+    jw_key(w, "grads_freed_between_steps");
+    jw_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0 && o->zero_grad != MP_ZEROGRAD_IN_PLACE);
+    jw_key(w, "zero_grad");
+    jw_opt_str(w, o->inference ? NULL
+                  : o->zero_grad == MP_ZEROGRAD_BEFORE_FORWARD ? "before-forward"
+                  : o->zero_grad == MP_ZEROGRAD_IN_PLACE      ? "in-place"
+                                                              : "after-forward");
     jw_close(w, '}');
     jw_key(w, "finetune");
     ft_json(w, pl);
