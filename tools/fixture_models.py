@@ -328,6 +328,16 @@ MISTRAL_7B_2LAYERS = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=2, nu
 LLAMA3_8B = dict(LLAMA_SMALL, vocab_size=128256, hidden_size=4096, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=14336,
                  rope_theta=500000.0, max_position_embeddings=8192)
+# Gemma-2-2B's sizes cut to 2 layers, on Llama's blocks (SwiGLU, two
+# RMSNorms; not Gemma-2's GeGLU, four norms and sliding windows): its
+# vocabulary of 256,000, tied embeddings and final logit softcapping (30),
+# the loss's share of the issue's pure-bf16 rows (docs/PLANNING.md section 9).
+GEMMA2_2B_2LAYERS = dict(LLAMA_SMALL, vocab_size=256000, hidden_size=2304, num_hidden_layers=2,
+                         num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                         intermediate_size=9216, max_position_embeddings=8192,
+                         tie_word_embeddings=True, final_logit_softcapping=30.0)
+# Llama-3.2-1B's sizes, all 16 layers (the issue's pure-bf16 rows).
+LLAMA_1B = dict(LLAMA_1B_4LAYERS, num_hidden_layers=16)
 LLAMA_7B = dict(LLAMA_SMALL, hidden_size=4096, num_hidden_layers=32,
                 num_attention_heads=32, head_dim=128, intermediate_size=11008,
                 max_position_embeddings=4096)
@@ -449,9 +459,14 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         if c.get("tie_word_embeddings"):
             self.lm_head.weight = self.model.embed_tokens.weight
+        self.final_logit_softcapping = c.get("final_logit_softcapping")
 
     def forward(self, input_ids):
-        return self.lm_head(self.model(input_ids))
+        logits = self.lm_head(self.model(input_ids))
+        cap = self.final_logit_softcapping
+        if cap:  # Gemma-2's final logit softcapping (transformers' Gemma2ForCausalLM)
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
 
 # --------------------------------------------------------------------------

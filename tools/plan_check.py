@@ -118,12 +118,24 @@ def build_llama():
     return fm.LlamaForCausalLM(LLAMA), (torch.randint(0, LLAMA["vocab_size"], (1, 512), generator=g()),)
 
 
+# a decoder whose parameters outweigh its activations (vocabulary 8,192, a
+# short sequence): the forward's end, with the last step's gradients, is
+# its peak when the loop frees them after the forward
+LLAMA_LM = dict(LLAMA, vocab_size=8192, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+                head_dim=64, intermediate_size=688)
+
+
+def build_llama_lm():
+    return fm.LlamaForCausalLM(LLAMA_LM), (torch.randint(0, LLAMA_LM["vocab_size"], (1, 256), generator=g()),)
+
+
 CASES = {
     "resnet50": (build_resnet50, MODES),
     "vit": (build_vit, MODES),
     "bert": (build_bert, MODES),
     "gpt2": (build_gpt2, MODES + ("pure bf16", "pure bf16 ce", "fp32 ce")),
     "llama": (build_llama, MODES + ("pure bf16", "pure bf16 ce")),
+    "llama_lm": (build_llama_lm, ()),  # the peak rows only
     "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora", "bf16 lora ckpt")),
     "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze", "fp32 freeze ckpt")),
 }
@@ -286,9 +298,14 @@ def schema_checks(modelprof):
 
 # ---- the peak as a moment: births and deaths of a CPU step ----
 
+# "zg-after": the loop frees the gradients after the forward (loss,
+# zero_grad, backward, step: the planner's default --zero-grad); the other
+# rows free them after the step (--zero-grad before-forward).
 PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("llama", "pure bf16"),
               ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32"),
-              ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze")]
+              ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze"),
+              ("gpt2", "fp32 zg-after"), ("llama", "pure bf16 zg-after"), ("llama", "pure bf16 ckpt zg-after"),
+              ("vit", "fp32 zg-after"), ("llama_lm", "pure bf16"), ("llama_lm", "pure bf16 zg-after")]
 
 
 class Births(TorchDispatchMode):
@@ -337,11 +354,14 @@ class Births(TorchDispatchMode):
             self.cur -= e[0]
 
 
-def torch_peak(model, inputs, form):
+def torch_peak(model, inputs, form, zg_after=False):
     """The second training step (forward, the loss, backward, AdamW's
     per-parameter step, as torch.optim runs it on a CPU) under Births: the
     peak above what lies between steps (weights, buffers, optimizer
-    states), split into gradients (p.grad after the step) and the rest."""
+    states), split into gradients (p.grad after the step) and the rest.
+    zg_after: the loop calls zero_grad between the loss and backward(), so
+    the first step's gradients are live (tracked from the start) until
+    then; otherwise after the step."""
     model.train()
     for m in model.modules():
         if isinstance(m, nn.Dropout):
@@ -349,15 +369,26 @@ def torch_peak(model, inputs, form):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=False)
     ce(first_output(model(*inputs)), form).backward()
     opt.step()
-    opt.zero_grad(set_to_none=True)
+    if not zg_after:
+        opt.zero_grad(set_to_none=True)
     stor = lambda t: t.storage().data_ptr()
     weights = {stor(p): p.storage().nbytes() for p in model.parameters()}
     weights.update({stor(b): b.storage().nbytes() for b in model.buffers()})
     states = {stor(t): t.storage().nbytes() for s in opt.state.values() for t in s.values()
               if isinstance(t, torch.Tensor)}
     mode = Births(set(weights) | set(states))
+    for p in model.parameters():
+        if p.grad is not None:
+            mode.born(p.grad)
     with mode:
-        ce(first_output(model(*inputs)), form).backward()
+        # the logits live through the loss, as a transformers model holds them
+        # (`logits` is returned beside the loss); the loop drops them after
+        out = first_output(model(*inputs))
+        loss = ce(out, form)
+        del out
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        del loss
         opt.step()
     grads = {stor(p.grad) for p in model.parameters() if p.grad is not None}
     # storages live at the peak that are gradients after the step
@@ -386,12 +417,15 @@ def peak_rows(a, names):
         if ft:  # fine-tuning rows: this machine's autograd (PyTorch 1.13's mean), the model frozen or adapted
             extra = FT_ARGS[ft] + ["--torch-version", TORCH_RULES]
             finetune(model, mode)
-        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra)
+        after = mode.endswith("zg-after")
+        ckpt = ckpt or mode.endswith("ckpt zg-after")
+        pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra +
+                  ["--zero-grad", "after-forward" if after else "before-forward"])
         if ckpt:
             checkpoint_blocks(model, pl["blocks"])
         pm = pl["peak_moment"]
         ours = pm["total_bytes"] - pm.get("workspace_bytes", 0) - pm.get("rounding_bytes", 0)
-        t = torch_peak(model, inputs, pl["loss_form"]["form"])
+        t = torch_peak(model, inputs, pl["loss_form"]["form"], after)
         ratio = ours / t["peak"]
         ok = abs(ratio - 1) <= PEAK_TOL
         bad += not ok
