@@ -254,6 +254,18 @@ mp_profile *tb_prof_file(const char *path, mp_model **m) {
     return p;
 }
 
+mp_model *tb_mlp2(int64_t b, int64_t in, int64_t hid, int64_t out) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(b, in));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(in, hid));
+    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(hid, out));
+    tb_node(m, "MatMul", "x,W1", "h");
+    tb_node(m, "Relu", "h", "r");
+    tb_node(m, "MatMul", "r,W2", "y");
+    tb_output(m, "y");
+    return m;
+}
+
 void tb_done(mp_model *m, mp_profile *p) {
     mp_profile_free(p);
     mp_model_free(m);

@@ -51,6 +51,9 @@ mp_profile *tb_prof(mp_model *m);
  * and gives NULL (free both with tb_done). */
 mp_profile *tb_prof_file(const char *path, mp_model **m);
 void tb_done(mp_model *m, mp_profile *p);
+/* The planner's hand-count model: x[b,in] -> MatMul W1[in,hid] -> Relu (r)
+ * -> MatMul W2[hid,out] -> y, fp32, opset 17. */
+mp_model *tb_mlp2(int64_t b, int64_t in, int64_t hid, int64_t out);
 void tb_expect_shape_error(mp_model *m, const char *name);
 void tb_check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want);
 void tb_check_floats(mp_model *m, const char *name, int64_t n, const double *want);

@@ -63,17 +63,7 @@ static void t_deepspeed(void) {
 }
 
 /* x[4,8] -> MatMul W1[8,16] -> Relu -> MatMul W2[16,3] -> y[4,3] */
-static mp_model *mlp(void) {
-    mp_model *m = tb_new(17);
-    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
-    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 16));
-    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(16, 3));
-    tb_node(m, "MatMul", "x,W1", "h");
-    tb_node(m, "Relu", "h", "r");
-    tb_node(m, "MatMul", "r,W2", "y");
-    tb_output(m, "y");
-    return m;
-}
+static mp_model *mlp(void) { return tb_mlp2(4, 8, 16, 3); }
 
 static mp_tplan *plan_of(mp_profile *p, mp_tplan_options *o) {
     mp_tplan *pl = NULL;

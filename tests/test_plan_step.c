@@ -149,14 +149,8 @@ static void t_loss_softcap_constant(void) {
  * yet, its transient r + y = 4,096) then Relu (4,096 kept, W2's gradient
  * 256 B born, its transient h + r = 4,096): Relu's moment is the peak. */
 static void t_peak_moment(void) {
-    mp_model *m = tb_new(17);
-    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(64, 8));
-    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
-    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
-    tb_node(m, "MatMul", "x,W1", "h");
-    int relu = tb_node(m, "Relu", "h", "r");
-    tb_node(m, "MatMul", "r,W2", "y");
-    tb_output(m, "y");
+    mp_model *m = tb_mlp2(64, 8, 8, 8);
+    int relu = 1; /* the second node */
     mp_profile *p = tb_prof(m);
     const char *kv[] = {"loss", "none", "optimizer", "sgd", NULL};
     mp_tplan *pl = plan_with(p, kv);
@@ -192,14 +186,7 @@ static void t_peak_moment(void) {
  * the optimizer step is the moment, every gradient born: 65,536; in place
  * (set_to_none=False) they are resident at every moment. */
 static void t_zero_grad(void) {
-    mp_model *m = tb_new(17);
-    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(2, 64));
-    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(64, 64));
-    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(64, 64));
-    tb_node(m, "MatMul", "x,W1", "h");
-    tb_node(m, "Relu", "h", "r");
-    tb_node(m, "MatMul", "r,W2", "y");
-    tb_output(m, "y");
+    mp_model *m = tb_mlp2(2, 64, 64, 64);
     mp_profile *p = tb_prof(m);
     static const struct {
         const char *where;
