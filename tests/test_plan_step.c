@@ -3,6 +3,7 @@
  * against a hand calculation in fp32, pure bf16 and autocast, softcapping
  * found, the peak's moment on a hand model, the host bound, the inference
  * plan reading its attention, and the plan text of issue 31 item 10. */
+#include <math.h>
 #include <string.h>
 
 #include "jsonr.h"
@@ -261,6 +262,40 @@ static void t_host_bound(void) {
     t_cli_free(&r);
 }
 
+/* The launch queue (layout.c): a kernel starts once the host issued it
+ * and the device finished the one before. x[1,1024] -> Reshape (a view:
+ * host only) -> Relu (one kernel) -> MatMul W[1024,1024] (t, mm: two
+ * operators, one kernel), inference, on a GPU of 1 TFLOP/s and 1 TB/s at
+ * full efficiency, no per-node device overhead, 10 us an operator: the
+ * host issues for 40 us; the MatMul's kernel (W, 4 MiB, 4.2 us) can start
+ * only after its issue, so the forward ends at 40 us + the MatMul's time,
+ * past both totals (host 40 us, device the Relu's 8 KiB and the
+ * MatMul's). */
+static void t_launch_queue(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(1, 1024));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(1024, 1024));
+    tb_const_i(m, "shape", MP_DT_INT64, 1, TB_DIMS(2), TB_DIMS(1, 1024));
+    tb_node(m, "Reshape", "x,shape", "r");
+    tb_node(m, "Relu", "r", "h");
+    tb_node(m, "MatMul", "h,W", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"inference", "1", "peak-tflops", "1", "bandwidth-gbs", "1000", "mem-gb", "80",
+                        "compute-eff", "1", "memory-eff", "1", "node-overhead-us", "0", "host-us-per-op", "10", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    if (pl) {
+        double mm_s = (1024.0 * 1024 * 4 + 2 * 1024 * 4) / 1e12; /* W, x and y once: memory-bound */
+        double relu_s = 2 * 1024 * 4 / 1e12;
+        T_EQ_U64(pl->stages[0].host_ops, 4);
+        T_CHECK(fabs(pl->host_s - 40e-6) < 1e-12);
+        T_CHECK(fabs(pl->device_s - (mm_s + relu_s)) < 1e-12);
+        T_CHECK(fabs(pl->step_s - (40e-6 + mm_s)) < 1e-12);
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* The operators eager PyTorch dispatches, by ATen's decompositions
  * (docs/PLANNING.md "host-bound steps"), counted by hand on
  * x[2,4,8] -> MatMul W[8,8] -> Add b[8] -> Reshape [2,4,2,4] ->
@@ -473,6 +508,7 @@ MP_TESTS(plan_step) {
     {"zero_grad", t_zero_grad},
     {"zero_grad_cli", t_zero_grad_cli},
     {"host_bound", t_host_bound},
+    {"launch_queue", t_launch_queue},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},

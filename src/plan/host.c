@@ -4,8 +4,11 @@
  * dispatcher, the backend's setup and the driver's launch, before the
  * kernel can run; the device runs kernels as they arrive. A step of many
  * small kernels finishes when the host has issued the last one, whatever
- * the device could do: its time is the larger of the host's and the
- * device's. The host's cost per operator is an assumption the user sets
+ * the device could do: its time is at least the larger of the host's and
+ * the device's, and layout.c runs the two through the launch queue (a
+ * kernel starts when it is issued and the one before it is done), which
+ * adds what neither total shows when they take turns. The host's cost per
+ * operator is an assumption the user sets
  * (--host-us-per-op, default 10 us: the dispatch chain of one operator
  * costs about 5 to 25 us of host time, jiahuanglin.xyz "From PyTorch op to
  * kernel launch", gpu_kernel_serving lesson 18, which breaks it into

@@ -99,6 +99,11 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
     double worst_mb = 0;
     uint64_t worst_peak = 0;
     int k = 0;
+    /* the launch queue (issue_queue): per node the host's and the device's
+     * seconds of its forward and its backward; per block its forward again
+     * (the recompute). Without memory, the larger of the two totals. */
+    double *qs = malloc(((size_t)pl->n_nodes * 4 + (size_t)pl->n_repeats * 2 + 2) * sizeof(double));
+    double *qblk = qs ? qs + (size_t)pl->n_nodes * 4 : NULL;
     for (int s = 0; s < pp; s++) {
         mp_pstage *ps = st ? &st[s] : &local[0];
         memset(ps, 0, sizeof *ps);
@@ -112,6 +117,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         int blk_id = -2;
         double fwd_s = 0, bwd_s = 0, rec_s = 0, tpc_s = 0;
         uint64_t hops = 0, kern = 0; /* operators dispatched, kernels launched (host.c) */
+        double qh = 0, qd = 0;       /* the queue's host and device clocks */
+        if (qblk) memset(qblk, 0, ((size_t)pl->n_repeats * 2 + 2) * sizeof(double));
         uint64_t adafactor = 0;
         mp_ft_acc fa; /* fine-tuning: the stage's parameters by class */
         memset(&fa, 0, sizeof fa);
@@ -125,6 +132,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
              * the blocks stay with the block before them */
             if (s < pp - 1 && b >= first_block[s + 1]) break;
             double div = pn->split ? (double)tp : 1.0;
+            uint64_t hops0 = hops;
             /* parameters held by this stage (a shared one counts once per stage) */
             for (int i = 0; i < pn->n_params; i++) {
                 int v = pl->pparams[pn->first_param + i];
@@ -190,8 +198,18 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                 uint64_t bo = o->inference ? 0 : (uint64_t)pn->n_bwd_ops + pn->n_aux_bwd + pn->n_acc;
                 uint64_t bk = o->inference ? 0 : (uint64_t)pn->n_bwd_kernels + pn->n_aux_bwd + pn->n_acc;
                 bool again = o->checkpointing && b >= 0 && !o->inference;
+                uint64_t ag = hops - hops0; /* its parameters' AccumulateGrad, in its backward */
                 hops += fo + bo + (again ? fo : 0);
                 kern += fk + bk + (again ? fk : 0);
+                double hf = (double)fo * o->host_op_s, hb = (double)(bo + ag) * o->host_op_s;
+                if (o->inference) tb = 0;
+                qh += hf;
+                qd = (qd > qh ? qd : qh) + tf;
+                if (qs) {
+                    qs[4 * k] = hb;
+                    qs[4 * k + 1] = tb;
+                    if (again && b < pl->n_repeats) qblk[2 * b] += hf, qblk[2 * b + 1] += tf;
+                }
             }
             if (o->checkpointing && b >= 0) rec_s += tf;
             ps->fwd_flops += (uint64_t)((double)pn->fwd_flops / div);
@@ -208,6 +226,28 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             bwd_s += (bwe > 0 ? (double)pl->loss_bwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_bwd_kernels;
             hops += (uint64_t)pl->loss.host_ops + (uint64_t)pl->loss_bwd_kernels;
             kern += (uint64_t)pl->loss_fwd_kernels + (uint64_t)pl->loss_bwd_kernels;
+            double lf = (bwe > 0 ? (double)pl->loss_fwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_fwd_kernels;
+            double lb = (bwe > 0 ? (double)pl->loss_bwd_io / ldiv / bwe : 0) + o->node_overhead_s * pl->loss_bwd_kernels;
+            qh += (double)pl->loss.host_ops * o->host_op_s;
+            qd = (qd > qh ? qd : qh) + lf;
+            qh += (double)pl->loss_bwd_kernels * o->host_op_s;
+            qd = (qd > qh ? qd : qh) + lb;
+        }
+        ps->queue_fwd_s = qd; /* inference: the forward (no loss) */
+        /* the backward in reverse; a checkpointed block's forward runs again
+         * when the backward reaches it */
+        if (!o->inference) {
+            int cur = -2;
+            for (int j = k - 1; qs && j >= ps->first; j--) {
+                int b = pl->nodes[j].repeat;
+                if (o->checkpointing && b >= 0 && b < pl->n_repeats && b != cur) {
+                    cur = b;
+                    qh += qblk[2 * b];
+                    qd = (qd > qh ? qd : qh) + qblk[2 * b + 1];
+                }
+                qh += qs[4 * j];
+                qd = (qd > qh ? qd : qh) + qs[4 * j + 1];
+            }
         }
         /* the loss's log-probabilities: split over the vocabulary with the LM head */
         uint64_t loss = pl->vocab_split ? pl->loss_bytes / (uint64_t)tp : pl->loss_bytes;
@@ -276,12 +316,15 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             ps->p2p_s = 2.0 * (double)boundary / lb_pp;
         }
         ps->mb_s = fwd_s + bwd_s + rec_s + tpc_s + ps->p2p_s;
-        /* the host issuing its operators (host.c): the slower of the two */
+        /* the host issuing its operators (host.c) and the device running
+         * them through the launch queue: at least the slower of the two,
+         * more where they take turns */
         ps->host_ops = hops;
         ps->kernels = kern;
         ps->device_mb_s = ps->mb_s;
         ps->host_mb_s = (double)hops * o->host_op_s;
         if (ps->host_mb_s > ps->mb_s) ps->mb_s = ps->host_mb_s;
+        if (qs && !o->inference && qd + tpc_s + ps->p2p_s > ps->mb_s) ps->mb_s = qd + tpc_s + ps->p2p_s;
         if (ps->mb_s > worst_mb) worst_mb = ps->mb_s;
         if (mem->peak_bytes > worst_peak || s == 0) {
             worst_peak = mem->peak_bytes;
@@ -315,6 +358,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
     out->compute_s = (double)m * worst_mb;
     out->bubble_s = (double)(pp - 1) * worst_mb;
     out->step_s = out->compute_s + out->bubble_s + out->dp_comm_s + out->optimizer_s;
+    free(qs);
 }
 
 

@@ -299,11 +299,14 @@ static mp_status plan_build(mp_tplan *pl) {
         /* generation keeps K and V of every token of the context (split by tp) */
         if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp;
         double t = 0, h = 0;
-        for (int s = 0; s < pl->pp; s++) t += pl->stages[s].fwd_s, h += pl->stages[s].host_mb_s;
+        double qt = 0; /* through the launch queue (layout.c) */
+        for (int s = 0; s < pl->pp; s++)
+            t += pl->stages[s].fwd_s, h += pl->stages[s].host_mb_s, qt += pl->stages[s].queue_fwd_s;
         pl->device_s = t;
         pl->host_s = h;
         pl->host_bound = h > t;
         if (h > t) t = h;
+        if (qt > t) t = qt;
         pl->step_s = t;
         pl->compute_s = t;
         pl->bubble_s = pl->optimizer_s = pl->dp_comm_s = 0;

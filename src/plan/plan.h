@@ -83,6 +83,7 @@ typedef struct mp_pstage {
     /* since the step around the graph */
     mp_tplan_moment at;          /* its peak's moment and what is live then (peak.c) */
     double host_mb_s, device_mb_s; /* per micro-batch: issuing its operators, the device busy */
+    double queue_fwd_s;          /* the forward alone through the launch queue (inference) */
     uint64_t host_ops, kernels;  /* per micro-batch: operators dispatched, kernels launched */
 } mp_pstage;
 
