@@ -482,6 +482,37 @@ static void t_zero_grad_cli(void) {
     t_cli_free(&r);
 }
 
+/* Autocast's cache under checkpointing: the checkpointed blocks keep
+ * nothing, but the bf16 copies of their weights stay in autocast's cache
+ * until the autocast region ends, after the loss. llama_small's blocks, by
+ * hand: q, k, v, o 4 x 512 x 512 and gate, up, down 3 x 512 x 1,376 =
+ * 3,162,112 weights a layer, 4 layers, 2 B each = 25,296,896 B, live at
+ * the forward's end (SGD: no states; the last step's gradients there too);
+ * without checkpointing the copies are kept activations instead. */
+static void t_autocast_cache(void) {
+    for (int ck = 0; ck < 2; ck++) {
+        t_cli r = ck ? RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--precision", "bf16-mixed",
+                           "--optimizer", "sgd", "--checkpointing", "--format", "json", "-q")
+                     : RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--precision", "bf16-mixed",
+                           "--optimizer", "sgd", "--format", "json", "-q");
+        T_EQ(r.code, 0);
+        jr *j = json_of(&r);
+        const jr *w = j ? jr_path(j, "plan.peak_moment.when") : NULL;
+        const jr *c = j ? jr_path(j, "plan.peak_moment.autocast_cache_bytes") : NULL;
+        T_CHECK(w && c);
+        if (w && c) {
+            T_EQ_STR(w->s, "forward");
+            T_EQ(c->i, ck ? 25296896 : 0);
+        }
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--precision", "bf16-mixed",
+                  "--optimizer", "sgd", "--checkpointing");
+    T_CHECK(r.code == 0 && strstr(r.out, "autocast cache:     25.3 MB") != NULL);
+    t_cli_free(&r);
+}
+
 /* Issue 31 item 10's plan text */
 static void t_plan_text(void) {
     t_cli r = RUN("models/resnet18.onnx", "--dim", "batch=1");
@@ -507,6 +538,7 @@ MP_TESTS(plan_step) {
     {"peak_recompute", t_peak_recompute},
     {"zero_grad", t_zero_grad},
     {"zero_grad_cli", t_zero_grad_cli},
+    {"autocast_cache", t_autocast_cache},
     {"host_bound", t_host_bound},
     {"launch_queue", t_launch_queue},
     {"host_ops_decomposed", t_host_ops_decomposed},

@@ -52,6 +52,7 @@ without native bf16 costs little.
 """
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -305,7 +306,8 @@ PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("
               ("llama", "pure bf16 ckpt"), ("bert", "fp32 ckpt"), ("vit", "fp32"),
               ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze"),
               ("gpt2", "fp32 zg-after"), ("llama", "pure bf16 zg-after"), ("llama", "pure bf16 ckpt zg-after"),
-              ("vit", "fp32 zg-after"), ("llama_lm", "pure bf16"), ("llama_lm", "pure bf16 zg-after")]
+              ("vit", "fp32 zg-after"), ("llama_lm", "pure bf16"), ("llama_lm", "pure bf16 zg-after"),
+              ("llama_lm", "bf16 ckpt zg-after")]
 
 
 class Births(TorchDispatchMode):
@@ -354,20 +356,25 @@ class Births(TorchDispatchMode):
             self.cur -= e[0]
 
 
-def torch_peak(model, inputs, form, zg_after=False):
+def torch_peak(model, inputs, form, zg_after=False, autocast=False):
     """The second training step (forward, the loss, backward, AdamW's
     per-parameter step, as torch.optim runs it on a CPU) under Births: the
     peak above what lies between steps (weights, buffers, optimizer
     states), split into gradients (p.grad after the step) and the rest.
     zg_after: the loop calls zero_grad between the loss and backward(), so
     the first step's gradients are live (tracked from the start) until
-    then; otherwise after the step."""
+    then; otherwise after the step. autocast: the forward and the loss under
+    torch.autocast("cpu", dtype=torch.bfloat16), as the reference's loop."""
     model.train()
     for m in model.modules():
         if isinstance(m, nn.Dropout):
             m.p = 0.0
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=False)
-    ce(first_output(model(*inputs)), form).backward()
+    amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
+    with amp():
+        loss = ce(first_output(model(*inputs)), form)
+    loss.backward()
+    del loss
     opt.step()
     if not zg_after:
         opt.zero_grad(set_to_none=True)
@@ -383,9 +390,10 @@ def torch_peak(model, inputs, form, zg_after=False):
     with mode:
         # the logits live through the loss, as a transformers model holds them
         # (`logits` is returned beside the loss); the loop drops them after
-        out = first_output(model(*inputs))
-        loss = ce(out, form)
-        del out
+        with amp():
+            out = first_output(model(*inputs))
+            loss = ce(out, form)
+            del out
         opt.zero_grad(set_to_none=True)
         loss.backward()
         del loss
@@ -419,13 +427,16 @@ def peak_rows(a, names):
             finetune(model, mode)
         after = mode.endswith("zg-after")
         ckpt = ckpt or mode.endswith("ckpt zg-after")
+        autocast = mode.startswith("bf16")
+        if autocast:
+            extra += ["--precision", "bf16-mixed", "--autocast-device", "cpu", "--torch-version", TORCH_RULES]
         pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra +
                   ["--zero-grad", "after-forward" if after else "before-forward"])
         if ckpt:
             checkpoint_blocks(model, pl["blocks"])
         pm = pl["peak_moment"]
         ours = pm["total_bytes"] - pm.get("workspace_bytes", 0) - pm.get("rounding_bytes", 0)
-        t = torch_peak(model, inputs, pl["loss_form"]["form"], after)
+        t = torch_peak(model, inputs, pl["loss_form"]["form"], after, autocast)
         ratio = ours / t["peak"]
         ok = abs(ratio - 1) <= PEAK_TOL
         bad += not ok

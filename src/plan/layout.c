@@ -117,6 +117,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         int blk_id = -2;
         double fwd_s = 0, bwd_s = 0, rec_s = 0, tpc_s = 0;
         uint64_t hops = 0, kern = 0; /* operators dispatched, kernels launched (host.c) */
+        uint64_t cast_cached = 0;    /* checkpointed blocks' weight casts (peak.c) */
         double qh = 0, qd = 0;       /* the queue's host and device clocks */
         if (qblk) memset(qblk, 0, ((size_t)pl->n_repeats * 2 + 2) * sizeof(double));
         uint64_t adafactor = 0;
@@ -165,6 +166,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             if (pn->cross && pp > 1 && pn->cross_unit >= 0 && pn->cross_unit < first_block[s])
                 acts += pn->cross; /* received from an earlier stage and kept here too */
             if (!o->checkpointing || b < 0) ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
+            else cast_cached += pn->cast_rep + pn->cast_split / (uint64_t)tp; /* autocast's cache (peak.c) */
             uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp / rdiv;
             if (tmp > temp) temp = tmp;
             if (o->checkpointing && b >= 0) {
@@ -291,6 +293,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             pin.last_stage = s == pp - 1;
             pin.grads_born = grads_transient;
             pin.grads_in_forward = grads_transient && o->zero_grad == MP_ZEROGRAD_AFTER_FORWARD;
+            pin.cast_cached = cast_cached;
             pin.grad_per_param = P ? (double)mem->grads_bytes * (zero >= 2 ? dp : 1) / (double)P : 0;
             pin.opt_per_param = P ? (double)mem->optimizer_bytes * (zero >= 1 ? dp : 1) / (double)P : 0;
             pin.mem = mem;

@@ -68,7 +68,7 @@ void mp_tplan_workspace(mp_tplan *pl) {
 
 static void total(mp_tplan_moment *m) {
     m->total = m->weights + m->master + m->optimizer + m->grads + m->activations + m->loss + m->recomputed +
-               m->transient + m->workspace + m->rounding;
+               m->cast_cache + m->transient + m->workspace + m->rounding;
 }
 
 static void keep_max(mp_tplan_moment *best, const mp_tplan_moment *m) {
@@ -131,10 +131,18 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     m.grads = in->grads_in_forward ? mem->grads_bytes : resident_grads;
     m.activations = others + graph_acts;
     m.loss = lkept + (loss_here ? L->fwd_transient / ldiv : 0);
+    /* autocast caches the low-precision copy of every fp32 parameter it
+     * casts (aten/src/ATen/autocast_mode.cpp, cached_cast: a leaf that
+     * requires grad, grad mode or not) until the outermost autocast region
+     * exits (clear_autocast_cache), after the loss: the checkpointed
+     * blocks' forward keeps nothing for the backward, but their weights'
+     * copies stay in the cache to the forward's end */
+    m.cast_cache = in->cast_cached;
     m.when = MP_MOMENT_FORWARD;
     total(&m);
     keep_max(&best, &m);
     /* the loss's backward */
+    m.cast_cache = 0; /* the autocast region has exited: the cache is cleared */
     if (loss_here) {
         m.grads = resident_grads; /* zero_grad ran before backward() */
         m.loss = lkept + L->bwd_transient / ldiv;

@@ -56,6 +56,8 @@ typedef struct mp_tplan_moment {
     uint64_t activations;        /* kept for the backward and still alive (all micro-batches in flight) */
     uint64_t loss;               /* the loss's kept and transient tensors */
     uint64_t recomputed;         /* a checkpointed block's set brought back */
+    uint64_t cast_cache;         /* autocast's cached low-precision copies of the checkpointed
+                                  * blocks' weights, held until the autocast region ends */
     uint64_t transient;          /* the running operator's (or the optimizer's) temporaries */
     uint64_t workspace;          /* cuBLAS workspaces (in max_memory_allocated) */
     uint64_t rounding;           /* the caching allocator's 512-byte rounding of the states */
@@ -250,6 +252,7 @@ typedef struct mp_peak_in {
     int tp, dp, zero, m, in_flight;
     uint64_t rdiv;               /* sequence parallelism's divisor of replicated block bytes */
     bool last_stage, grads_born; /* gradients allocated during the backward (set_to_none, one rank) */
+    uint64_t cast_cached;        /* the checkpointed blocks' weight casts in autocast's cache */
     bool grads_in_forward;       /* with grads_born: the last step's gradients live through the forward
                                   * (zero_grad after the forward) */
     double grad_per_param, opt_per_param; /* bytes */

@@ -407,6 +407,8 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         {"    activations kept:", a->activations, " (not yet freed by the backward)"},
         {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
         {"    recomputed block:", a->recomputed, " (checkpointing brings it back)"},
+        {"    autocast cache:", a->cast_cache, " (the checkpointed blocks' weights in bf16/fp16, cached by autocast "
+                                          "until its region ends)"},
         {"    transient:", a->transient, a->when == MP_MOMENT_OPTIMIZER ? " (Adam's sqrt(exp_avg_sq) temporaries)"
                                                                        : " (the running operator's)"},
         {"    cuBLAS workspaces:", a->workspace, pl->gpu ? " (2: the forward's and autograd's threads)"
@@ -861,6 +863,7 @@ static void moment_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "activations_bytes"); jw_u64(w, a->activations);
     jw_key(w, "loss_bytes"); jw_u64(w, a->loss);
     jw_key(w, "recomputed_bytes"); jw_u64(w, a->recomputed);
+    jw_key(w, "autocast_cache_bytes"); jw_u64(w, a->cast_cache);
     jw_key(w, "transient_bytes"); jw_u64(w, a->transient);
     jw_key(w, "workspace_bytes"); jw_u64(w, a->workspace);
     jw_key(w, "rounding_bytes"); jw_u64(w, a->rounding);
