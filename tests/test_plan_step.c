@@ -511,6 +511,24 @@ static void t_autocast_cache(void) {
                   "--optimizer", "sgd", "--checkpointing");
     T_CHECK(r.code == 0 && strstr(r.out, "autocast cache:     25.3 MB") != NULL);
     t_cli_free(&r);
+    /* inference under autocast (no_grad): the parameters stay fp32 (45,421,056
+     * x 4 B) and by the LM head every Linear weight has its bf16 copy in the
+     * cache: the blocks' 12,648,448 and the head's 32,000 x 512, x 2 B */
+    r = RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--precision", "bf16-mixed", "--inference",
+            "--format", "json", "-q");
+    jr *j = json_of(&r);
+    const jr *c = j ? jr_path(j, "plan.peak_moment.autocast_cache_bytes") : NULL;
+    const jr *wb = j ? jr_path(j, "plan.peak_moment.weights_bytes") : NULL;
+    const jr *tot = j ? jr_path(j, "plan.peak_moment.total_bytes") : NULL;
+    const jr *a = j ? jr_path(j, "plan.peak_moment.activations_bytes") : NULL;
+    T_CHECK(c && wb && tot && a);
+    if (c && wb && tot && a) {
+        T_EQ(c->i, (12648448ll + 32000ll * 512) * 2);
+        T_EQ(wb->i, 45421056ll * 4);
+        T_EQ(tot->i, wb->i + c->i + a->i + 128); /* the input ids: 16 x int64 */
+    }
+    jr_free(j);
+    t_cli_free(&r);
 }
 
 /* Issue 31 item 10's plan text */

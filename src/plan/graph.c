@@ -973,6 +973,8 @@ static mp_status graph_pass(pctx *c) {
                     int s = c->stor[v];
                     if (c->pflag[s] & 4) continue;
                     c->pflag[s] |= 4;
+                    uint64_t cb = mp_tplan_numel(&g->values[v]) * (uint64_t)dt_size(c->low_dt);
+                    pn->cast_first += pl->param_split[s] && o->tp > 1 ? cb / (uint64_t)o->tp : cb;
                 }
                 uint64_t b = mp_tplan_numel(&g->values[v]) * (uint64_t)(dt_size(c->adt[v]) + dt_size(c->low_dt));
                 if (!w) b = bscale(c, b);
@@ -1321,11 +1323,16 @@ static uint64_t inference_live(const pctx *c) {
             dies_first[last[v]] = v;
         }
     }
-    uint64_t live = 0, peak = 0;
+    /* autocast under no_grad caches the low-precision copy of every
+     * parameter it casts until its region exits (peak.c): the cache grows
+     * through the forward and frees nothing */
+    uint64_t live = 0, peak = 0, cache = 0;
+    c->pl->infer_cache = 0;
     for (int k = 0; k < nn; k++) {
         int ni = g->order[k];
         const mp_node *n = &g->nodes[ni];
         int role = c->role[ni];
+        if (c->pl->nodes && k < c->pl->n_nodes) cache += c->pl->nodes[k].cast_first;
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
             if (v < 0 || c->stor[v] != v) continue; /* a view: no storage of its own */
@@ -1335,7 +1342,10 @@ static uint64_t inference_live(const pctx *c) {
             bytes[v] = bscale(c, v_bytes(c, v));
             live += bytes[v];
         }
-        if (live > peak) peak = live;
+        if (live + cache > peak + c->pl->infer_cache) {
+            peak = live;
+            c->pl->infer_cache = cache;
+        }
         for (int q = dies_first[k]; q >= 0; q = dies_next[q])
             if (bytes[q]) {
                 live -= bytes[q];
@@ -1451,7 +1461,8 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
         /* inference */
         if (o->inference) {
             inference_peak(pl, &c);
-            pl->infer_weights = mp_tplan_dbytes(c.mixed ? 2 : dt_size(c.base_dt), pl->params);
+            /* autocast keeps the parameters in fp32 (their copies are its cache) */
+            pl->infer_weights = mp_tplan_dbytes(dt_size(c.base_dt), pl->params);
             if (o->kv_cache) {
                 /* K and V of every attention, per token: KV heads x head
                  * dim before any repetition of grouped heads (the pattern

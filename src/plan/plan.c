@@ -295,7 +295,8 @@ static mp_status plan_build(mp_tplan *pl) {
         pl->mem.reserve_bytes = (uint64_t)(o->reserve_gb * 1e9);
         /* the moment of the forward's peak: weights, inputs, the live
          * activations (graph.c's walk) and one cuBLAS workspace (peak.c) */
-        pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_inputs + pl->workspace_bytes;
+        pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_cache + pl->infer_inputs +
+                             pl->workspace_bytes;
         /* generation keeps K and V of every token of the context (split by tp) */
         if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp;
         double t = 0, h = 0;

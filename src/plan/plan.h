@@ -103,6 +103,8 @@ typedef struct mp_pnode {
     uint64_t saved_rep, saved_split;  /* activation bytes kept, per micro-batch */
     uint64_t ckpt_rep, ckpt_split;    /* checkpointed: what it keeps when recomputed */
     uint64_t cast_rep, cast_split;    /* of the kept bytes: autocast's weight copies */
+    uint64_t cast_first;              /* autocast: the low-precision copies of the parameters it
+                                       * casts first here (its cache grows by them) */
     uint64_t params_rep, params_split; /* parameters first used here */
     uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
     uint64_t bwd_recompute;           /* of bwd_flops: forward work done again (a fused
@@ -209,6 +211,7 @@ struct mp_tplan {
     /* since the step around the graph (loss.c, peak.c, host.c) */
     mp_tplan_loss loss;
     uint64_t infer_live;         /* inference: live activations at the forward's peak (peak.c's walk) */
+    uint64_t infer_cache;        /* inference under autocast: its cached weight copies at that peak */
     uint64_t workspace_bytes;    /* one cuBLAS workspace (PyTorch's default for the GPU) */
     uint64_t opt_tensors;        /* parameter tensors the optimizer steps */
     uint64_t opt_launches, opt_host_ops; /* per step: the optimizer's kernels and dispatches */

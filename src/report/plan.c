@@ -372,9 +372,12 @@ static void loss_text(pw *w, const mp_tplan *pl) {
 static void moment_text(pw *w, const mp_tplan *pl) {
     if (pl->o.inference) {
         label(w, "  peak's moment:");
-        pf(w, "the forward's highest point: weights %s + inputs %s + live activations %s + cuBLAS workspace %s\n",
-           mp_fmt_bytes(pl->mem.weights_bytes).s, mp_fmt_bytes(pl->infer_inputs).s, mp_fmt_bytes(pl->infer_acts).s,
-           mp_fmt_bytes(pl->workspace_bytes).s);
+        pf(w, "the forward's highest point: weights %s + inputs %s + live activations %s", mp_fmt_bytes(pl->mem.weights_bytes).s,
+           mp_fmt_bytes(pl->infer_inputs).s, mp_fmt_bytes(pl->infer_acts).s);
+        if (pl->infer_cache)
+            pf(w, " + autocast cache %s (the weights it cast so far, in %s, held until its region ends)",
+               mp_fmt_bytes(pl->infer_cache).s, pl->o.precision == MP_PREC_FP16_MIXED ? "fp16" : "bf16");
+        pf(w, " + cuBLAS workspace %s\n", mp_fmt_bytes(pl->workspace_bytes).s);
         return;
     }
     const mp_tplan_moment *a = &pl->stages[pl->worst].at;
@@ -844,6 +847,7 @@ static void moment_json(jw *w, const mp_tplan *pl) {
         jw_key(w, "weights_bytes"); jw_u64(w, pl->mem.weights_bytes);
         jw_key(w, "inputs_bytes"); jw_u64(w, pl->infer_inputs);
         jw_key(w, "activations_bytes"); jw_u64(w, pl->infer_acts);
+        jw_key(w, "autocast_cache_bytes"); jw_u64(w, pl->infer_cache);
         jw_key(w, "workspace_bytes"); jw_u64(w, pl->workspace_bytes);
         jw_key(w, "total_bytes"); jw_u64(w, pl->mem.peak_bytes);
         jw_close(w, '}');
