@@ -99,11 +99,12 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
     double worst_mb = 0;
     uint64_t worst_peak = 0;
     int k = 0;
-    /* the launch queue (issue_queue): per node the host's and the device's
-     * seconds of its forward and its backward; per block its forward again
+    /* the launch queue (host.c): per node the host's and the device's
+     * seconds of its backward (its forward goes through the queue as the
+     * nodes are met), per checkpointed block those of its forward again
      * (the recompute). Without memory, the larger of the two totals. */
-    double *qs = malloc(((size_t)pl->n_nodes * 4 + (size_t)pl->n_repeats * 2 + 2) * sizeof(double));
-    double *qblk = qs ? qs + (size_t)pl->n_nodes * 4 : NULL;
+    double *qs = malloc(((size_t)pl->n_nodes * 2 + (size_t)pl->n_repeats * 2 + 2) * sizeof(double));
+    double *qblk = qs ? qs + (size_t)pl->n_nodes * 2 : NULL;
     for (int s = 0; s < pp; s++) {
         mp_pstage *ps = st ? &st[s] : &local[0];
         memset(ps, 0, sizeof *ps);
@@ -208,8 +209,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                 qh += hf;
                 qd = (qd > qh ? qd : qh) + tf;
                 if (qs) {
-                    qs[4 * k] = hb;
-                    qs[4 * k + 1] = tb;
+                    qs[2 * k] = hb;
+                    qs[2 * k + 1] = tb;
                     if (again && b < pl->n_repeats) qblk[2 * b] += hf, qblk[2 * b + 1] += tf;
                 }
             }
@@ -247,8 +248,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     qh += qblk[2 * b];
                     qd = (qd > qh ? qd : qh) + qblk[2 * b + 1];
                 }
-                qh += qs[4 * j];
-                qd = (qd > qh ? qd : qh) + qs[4 * j + 1];
+                qh += qs[2 * j];
+                qd = (qd > qh ? qd : qh) + qs[2 * j + 1];
             }
         }
         /* the loss's log-probabilities: split over the vocabulary with the LM head */
