@@ -192,14 +192,16 @@ static void t_zero_grad(void) {
     static const struct {
         const char *where;
         int when;
-        uint64_t grads, acts, total;
+        uint64_t grads, acts, total, if_freed_first;
     } cases[] = {
-        {NULL, MP_MOMENT_FORWARD, 32768, 1024, 32768 + 32768 + 1024},
-        {"after-forward", MP_MOMENT_FORWARD, 32768, 1024, 32768 + 32768 + 1024},
-        {"before-forward", MP_MOMENT_OPTIMIZER, 32768, 0, 32768 + 32768},
+        /* after the forward, the plan also says what freeing them first gives:
+         * the before-forward peak */
+        {NULL, MP_MOMENT_FORWARD, 32768, 1024, 32768 + 32768 + 1024, 32768 + 32768},
+        {"after-forward", MP_MOMENT_FORWARD, 32768, 1024, 32768 + 32768 + 1024, 32768 + 32768},
+        {"before-forward", MP_MOMENT_OPTIMIZER, 32768, 0, 32768 + 32768, 0},
         /* W2's backward: every gradient, x and r kept, its transient (the
          * gradients of y and r, 512 B each) */
-        {"in-place", MP_MOMENT_BACKWARD, 32768, 1024, 32768 + 32768 + 1024 + 1024},
+        {"in-place", MP_MOMENT_BACKWARD, 32768, 1024, 32768 + 32768 + 1024 + 1024, 0},
     };
     for (size_t i = 0; p && i < sizeof cases / sizeof cases[0]; i++) {
         const char *kv[] = {"loss", "none", "optimizer", "sgd", cases[i].where ? "zero-grad" : NULL, cases[i].where,
@@ -213,6 +215,7 @@ static void t_zero_grad(void) {
         T_EQ_U64(a->activations, cases[i].acts);
         T_EQ_U64(a->rounding, 0); /* 16,384 B tensors: multiples of 512 */
         T_EQ_U64(pl->mem.peak_bytes, cases[i].total);
+        T_EQ_U64(a->if_freed_first, cases[i].if_freed_first);
         mp_tplan_free(pl);
     }
     tb_done(m, p);
@@ -475,6 +478,7 @@ static void t_zero_grad_cli(void) {
     T_CHECK(peak[2] >= peak[0]); /* resident at every moment */
     t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=2", "--dim", "seq=128", "--precision", "bf16");
     T_CHECK(r.code == 0 && strstr(r.out, "(the last step's: zero_grad frees them after the forward") != NULL);
+    T_CHECK(strstr(r.out, "if freed first:     peak ") != NULL); /* what zero_grad before the forward gives */
     t_cli_free(&r);
     r = RUN("models/llama_small.onnx", "--dim", "batch=2", "--dim", "seq=128", "--inference", "--zero-grad",
             "in-place");

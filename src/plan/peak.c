@@ -141,6 +141,9 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     m.when = MP_MOMENT_FORWARD;
     total(&m);
     keep_max(&best, &m);
+    /* the peak had the loop freed the gradients before the forward: this
+     * moment without them, or any later one */
+    uint64_t alt = in->grads_in_forward ? m.total - m.grads : 0;
     /* the loss's backward */
     m.cast_cache = 0; /* the autocast region has exited: the cache is cleared */
     if (loss_here) {
@@ -149,6 +152,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         m.when = MP_MOMENT_LOSS_BACKWARD;
         total(&m);
         keep_max(&best, &m);
+        if (m.total > alt) alt = m.total;
     }
     /* the backward, node by node in reverse */
     memset(seen, 0, seen ? (size_t)g->n_values + 1 : 0);
@@ -182,6 +186,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             m.node = k;
             total(&m);
             keep_max(&best, &m);
+            if (m.total > alt) alt = m.total;
         }
         uint64_t freed = pn->saved_rep / rdiv + pn->saved_split / tp;
         live = live > freed ? live - freed : 0;
@@ -214,8 +219,10 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             m.transient = (uint64_t)(2 * largest * in->opt_per_param / 2 / zdiv_o);
         total(&m);
         keep_max(&best, &m);
+        if (m.total > alt) alt = m.total;
     }
     free(seen);
     free(block_set);
+    best.if_freed_first = in->grads_in_forward ? alt : 0;
     *at = best;
 }

@@ -62,6 +62,9 @@ typedef struct mp_tplan_moment {
     uint64_t workspace;          /* cuBLAS workspaces (in max_memory_allocated) */
     uint64_t rounding;           /* the caching allocator's 512-byte rounding of the states */
     uint64_t total;
+    uint64_t if_freed_first;     /* with the gradients through the forward (--zero-grad
+                                  * after-forward): the peak had the loop freed them before
+                                  * the forward; 0 otherwise */
 } mp_tplan_moment;
 enum { MP_MOMENT_FORWARD, MP_MOMENT_LOSS_BACKWARD, MP_MOMENT_BACKWARD, MP_MOMENT_OPTIMIZER,
        MP_MOMENT_INFERENCE };

@@ -423,6 +423,12 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         label(w, rows[i].l);
         pf(w, "%s%s\n", mp_fmt_bytes(rows[i].b).s, rows[i].what);
     }
+    if (a->when == MP_MOMENT_FORWARD && a->grads && a->if_freed_first && a->if_freed_first < a->total) {
+        label(w, "    if freed first:");
+        pf(w, "peak %s had the loop freed the gradients before the forward (optimizer.zero_grad() right after "
+              "optimizer.step(), or at the start of the step: --zero-grad before-forward)\n",
+           mp_fmt_bytes(a->if_freed_first).s);
+    }
 }
 
 static void write_text(const mp_tplan *pl, pw *w) {
@@ -872,6 +878,9 @@ static void moment_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "workspace_bytes"); jw_u64(w, a->workspace);
     jw_key(w, "rounding_bytes"); jw_u64(w, a->rounding);
     jw_key(w, "total_bytes"); jw_u64(w, a->total);
+    jw_key(w, "if_grads_freed_first_bytes");
+    if (a->if_freed_first) jw_u64(w, a->if_freed_first);
+    else jw_null(w);
     jw_close(w, '}');
 }
 
