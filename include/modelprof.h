@@ -532,12 +532,17 @@ typedef struct mp_tplan_options {
                                * closure, the classic loop: the last step's gradients live through
                                * the forward), before the forward (Hugging Face's Trainer: after
                                * optimizer.step) or in place (set_to_none=False: always resident) */
+    int tf32;                 /* MP_TF32_*: which fp32 products run on the tensor cores as TF32
+                               * (default conv: PyTorch's defaults, cudnn.allow_tf32 on and
+                               * cuda.matmul.allow_tf32 off), all, or none */
 } mp_tplan_options;
 /* mp_tplan_options.loss_form and .optimizer_impl */
 enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };
 enum { MP_OPTIMPL_FOREACH, MP_OPTIMPL_FUSED, MP_OPTIMPL_FOR_LOOP, MP_OPTIMPL_COUNT };
 /* mp_tplan_options.zero_grad (since version 4) */
 enum { MP_ZEROGRAD_AFTER_FORWARD, MP_ZEROGRAD_BEFORE_FORWARD, MP_ZEROGRAD_IN_PLACE, MP_ZEROGRAD_COUNT };
+/* mp_tplan_options.tf32 (since version 4) */
+enum { MP_TF32_CONV, MP_TF32_ALL, MP_TF32_NONE, MP_TF32_COUNT };
 MP_API mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size);
 #define mp_tplan_options_default(o) mp_tplan_options_init((o), sizeof *(o))
 /* MP_ERR_USAGE with a message naming the flags when the options conflict

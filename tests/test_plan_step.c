@@ -299,6 +299,41 @@ static void t_launch_queue(void) {
     tb_done(m, p);
 }
 
+/* --tf32: x[1,64,56,56] -> Conv W[64,64,3,3] (pad 1), fp32 on an H200:
+ * 2 x 64 x 56 x 56 x 64 x 9 = 231,211,008 FLOPs against 60% of the dense
+ * TF32 rate (494.7 T) by default (cuDNN's allow_tf32), of fp32's (66.9 T)
+ * with --tf32 none; a MatMul stays fp32 unless --tf32 all. */
+static void t_tf32(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 64, 56, 56));
+    tb_weight(m, "W", MP_DT_FLOAT, 4, TB_DIMS(64, 64, 3, 3));
+    tb_weight(m, "M", MP_DT_FLOAT, 2, TB_DIMS(56, 56));
+    int c = tb_node(m, "Conv", "x,W", "y");
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_node(m, "MatMul", "y,M", "z");
+    tb_output(m, "z");
+    mp_profile *p = tb_prof(m);
+    static const char *const how[] = {NULL, "none", "all"};
+    for (int i = 0; p && i < 3; i++) {
+        const char *kv[] = {"loss", "none", "optimizer", "sgd", "gpu", "h200", "precision", "fp32",
+                            how[i] ? "tf32" : NULL, how[i], NULL};
+        mp_tplan *pl = plan_with(p, kv);
+        if (!pl) continue;
+        double conv = 231211008.0 / ((i == 1 ? 66.9e12 : 494.7e12) * 0.6);
+        double mm_flops = 2.0 * 64 * 56 * 56 * 56;
+        double mm = mm_flops / ((i == 2 ? 494.7e12 : 66.9e12) * 0.6);
+        double mm_mem = (64.0 * 56 * 56 * 4 * 2 + 56 * 56 * 4) / (4.8e12 * 0.8);
+        T_CHECK(fabs(pl->nodes[0].roof_fwd - conv) < 1e-12);
+        T_CHECK(fabs(pl->nodes[1].roof_fwd - (mm > mm_mem ? mm : mm_mem)) < 1e-12);
+        mp_tplan_free(pl);
+    }
+    tb_done(m, p);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    T_EQ(o.tf32, MP_TF32_CONV);
+    T_CHECK(mp_tplan_options_set(&o, "tf32", "half") == MP_ERR_USAGE);
+}
+
 /* The operators eager PyTorch dispatches, by ATen's decompositions
  * (docs/PLANNING.md "host-bound steps"), counted by hand on
  * x[2,4,8] -> MatMul W[8,8] -> Add b[8] -> Reshape [2,4,2,4] ->
@@ -563,6 +598,7 @@ MP_TESTS(plan_step) {
     {"autocast_cache", t_autocast_cache},
     {"host_bound", t_host_bound},
     {"launch_queue", t_launch_queue},
+    {"tf32", t_tf32},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},

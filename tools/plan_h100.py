@@ -57,11 +57,12 @@ def plan(modelprof, args, gpu="h100-sxm"):
     return json.loads(r.stdout)["plan"]
 
 
-def plan_rows(modelprof, ref, models, gpu, title):
+def plan_rows(modelprof, ref, models, gpu, title, extra=()):
     """Plan every reference row whose model `models` knows (a function of
     the row giving the model's arguments) and print it beside the
     measurement. Rows carry batch, seq (or None), mode (inference or
-    training), precision, optimizer and checkpointing."""
+    training), precision, optimizer and checkpointing. extra: flags for
+    every row (the runs' settings)."""
     print(title)
     print("%-17s %-26s %10s %10s %7s   %9s %9s %6s" % ("model", "mode", "peak GB", "measured", "ratio",
                                                      "step ms", "measured", "ratio"))
@@ -70,7 +71,7 @@ def plan_rows(modelprof, ref, models, gpu, title):
         if r["model"] not in models:
             print("%-17s (no model here: skipped)" % r["model"])
             continue
-        args = models[r["model"]](r) + ["--dim", "batch=%d" % r["batch"]]
+        args = models[r["model"]](r) + list(extra) + ["--dim", "batch=%d" % r["batch"]]
         if r.get("seq"):
             args += ["--dim", "seq=%d" % r["seq"]]
         if r["mode"].startswith("inference"):
@@ -120,8 +121,9 @@ def main():
         # which calls scaled_dot_product_attention in PyTorch 2.
         "llama_1b_4layers": lambda r: [export_decoder(a.out, "llama_1b_4layers", "LLAMA_1B_4LAYERS")],
     }
-    title = "H100 80GB SXM (%s): modelprof plan vs measured; --reserve-gb 0, default efficiencies" % ref["gpu"]
-    return plan_rows(a.modelprof, ref, models, "h100-sxm", title)
+    title = ("H100 80GB SXM (%s): modelprof plan vs measured; --reserve-gb 0, default efficiencies, --tf32 none "
+             "(the runs turned TF32 off everywhere)" % ref["gpu"])
+    return plan_rows(a.modelprof, ref, models, "h100-sxm", title, ["--tf32", "none"])
 
 
 if __name__ == "__main__":

@@ -90,6 +90,8 @@ static void pl_usage(FILE *f) {
           "  --compute-eff X         fraction of the dtype peak a node reaches (default 0.6)\n"
           "  --memory-eff X          fraction of the bandwidth (default 0.8)\n"
           "  --node-overhead-us X    fixed time per node and pass (default 10)\n"
+          "  --tf32 W                fp32 products on the tensor cores as TF32: conv (default:\n"
+          "                          PyTorch's defaults, cuDNN on, matmul off), all or none\n"
           "  --host-us-per-op X      host time to dispatch one PyTorch operator (default 10): a\n"
           "                          step is the longer of issuing its operators and running them\n"
           "  --reserve-gb X          framework reserve (default 2)\n"

@@ -432,6 +432,15 @@ mp_status mp_tplan_layouts(mp_tplan *pl) {
     for (int k = 0; k < pl->n_nodes; k++) {
         mp_pnode *pn = &pl->nodes[k];
         double peak = pn->lower ? pl->peak_low_flops : pl->peak_flops;
+        /* an fp32 product on the tensor cores as TF32 (--tf32): PyTorch's
+         * defaults let cuDNN's convolutions (torch.backends.cudnn.allow_tf32)
+         * and not cuBLAS's matmuls (torch.backends.cuda.matmul.allow_tf32) */
+        if (!pn->lower && o->tf32 != MP_TF32_NONE && k < g->n_nodes) {
+            const char *op = g->nodes[g->order[k]].op;
+            bool conv = mp_streq(op, "Conv") || mp_streq(op, "ConvTranspose");
+            bool mm = mp_streq(op, "MatMul") || mp_streq(op, "Gemm") || mp_streq(op, "Einsum");
+            if (conv || (mm && o->tf32 == MP_TF32_ALL)) peak = pl->peak_tf32_flops;
+        }
         pn->roof_fwd = roof((double)pn->fwd_flops, peak, (double)pn->bytes, pl->bw, o);
         pn->roof_bwd = roof((double)pn->bwd_flops, peak, 2.0 * (double)pn->bytes, pl->bw, o);
     }

@@ -89,6 +89,7 @@ static const opt_def defs[] = {
     {"dropout", OK_NUM, F(dropout), 0, 0, 1, NULL, NULL},
     {"zero-grad", OK_CHOICE, F(zero_grad), 0, 0, 0, "after-forward\0before-forward\0in-place\0",
      "after-forward, before-forward or in-place"},
+    {"tf32", OK_CHOICE, F(tf32), 0, 0, 0, "conv\0all\0none\0", "conv, all or none"},
 };
 
 #undef F

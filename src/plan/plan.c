@@ -97,6 +97,7 @@ static mp_status pick_gpu(mp_tplan *pl) {
         pl->gpu_label = gp->label;
         pl->peak_flops = gp->tflops[col] * 1e12;
         pl->peak_low_flops = gp->tflops[low] * 1e12;
+        pl->peak_tf32_flops = gp->tflops[MP_GPU_TF32] * 1e12;
         pl->mem_bytes = gp->mem_gb * 1e9;
         pl->bw = gp->bandwidth_gbs * 1e9;
         pl->link = gp->link_gbs * 1e9;
@@ -106,6 +107,8 @@ static mp_status pick_gpu(mp_tplan *pl) {
         pl->peak_low_flops = o->peak_tflops * 1e12;
         if (!gp || col == low) pl->peak_flops = o->peak_tflops * 1e12;
     }
+    /* TF32: the table's dense rate; none there, or peaks given by hand: fp32's */
+    if (!(pl->peak_tf32_flops > 0) || o->peak_tflops > 0) pl->peak_tf32_flops = pl->peak_flops;
     if (o->mem_gb > 0) pl->mem_bytes = o->mem_gb * 1e9;
     if (o->bandwidth_gbs > 0) pl->bw = o->bandwidth_gbs * 1e9;
     if (!gp && !pl->gpu_label && (o->peak_tflops > 0 || o->mem_gb > 0)) pl->gpu_label = "given";
@@ -182,6 +185,7 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
         return mp_error(MP_ERR_USAGE, "--dropout: expected a probability from 0 up to (not including) 1");
     if (o->dropout > 0 && o->inference)
         return mp_error(MP_ERR_USAGE, "--inference and --dropout conflict: dropout runs in training only");
+    if (o->tf32 < 0 || o->tf32 >= MP_TF32_COUNT) return mp_error(MP_ERR_USAGE, "--tf32: expected conv, all or none");
     if (o->zero_grad < 0 || o->zero_grad >= MP_ZEROGRAD_COUNT)
         return mp_error(MP_ERR_USAGE, "--zero-grad: expected after-forward, before-forward or in-place");
     if (o->zero_grad != MP_ZEROGRAD_AFTER_FORWARD && o->inference)

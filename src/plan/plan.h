@@ -146,6 +146,8 @@ struct mp_tplan {
     const mp_gpu *gpu;           /* table row, NULL when none or all given */
     const char *gpu_label;
     double peak_flops, peak_low_flops; /* FLOP/s: training dtype, autocast's low dtype */
+    double peak_tf32_flops;      /* FLOP/s of an fp32 product on the tensor cores (TF32; the
+                                  * fp32 peak where the GPU has none or is given by hand) */
     const char *peak_dtype;
     double mem_bytes, bw, link;  /* bytes, bytes/s, bytes/s */
     const char *link_source;

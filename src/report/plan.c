@@ -641,9 +641,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
         label(w, "  assumptions:");
         pf(w, "a node reaches %s of the dtype peak (--compute-eff) and %s of the bandwidth "
               "(--memory-eff), max of the two (roofline), + %s per node and pass (--node-overhead-us); "
-              "links %s/s inside a node of 8, %s/s across (--link-gbs)\n",
+              "links %s/s inside a node of 8, %s/s across (--link-gbs); fp32 %s as TF32 (--tf32%s)\n",
            mp_fmt_pct_d(o->compute_eff, 1).s, mp_fmt_pct_d(o->memory_eff, 1).s, mp_fmt_seconds(o->node_overhead_s).s,
-           mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 16)).s);
+           mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 16)).s,
+           o->tf32 == MP_TF32_ALL ? "convolutions and matmuls" : o->tf32 == MP_TF32_NONE ? "nothing" : "convolutions",
+           o->tf32 == MP_TF32_CONV ? " conv: PyTorch's defaults" : "");
     }
 
     if (!o->inference) {
@@ -1056,6 +1058,8 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "dropout");
     if (o->dropout > 0 && !o->inference) jw_double(w, o->dropout);
     else jw_null(w);
+    jw_key(w, "tf32");
+    jw_opt_str(w, o->tf32 == MP_TF32_ALL ? "all" : o->tf32 == MP_TF32_NONE ? "none" : "conv");
     jw_key(w, "optimizer_impl");
     jw_opt_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
