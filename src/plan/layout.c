@@ -276,7 +276,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
          * allocated as the backward frees activations: then only the larger
          * of the two counts. */
         uint64_t fixed = mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes;
-        bool grads_transient = dp == 1 && m == 1 && zero == 0 && o->zero_grad != MP_ZEROGRAD_IN_PLACE;
+        bool grads_transient = mp_tplan_grads_born(o, dp, m, zero);
         /* the sum of maxima, replaced by the moment below */
         mem->peak_bytes = fixed + mem->grads_bytes + mem->activations_bytes + mem->temporary_bytes;
         /* the peak as a moment (peak.c) */

@@ -57,6 +57,10 @@ const char *mp_tplan_moment_name(int when) {
 
 static uint64_t r512(uint64_t b) { return (b + 511) / 512 * 512; }
 
+bool mp_tplan_grads_born(const mp_tplan_options *o, int dp, int m, int zero) {
+    return dp == 1 && m == 1 && zero == 0 && o->zero_grad != MP_ZEROGRAD_IN_PLACE;
+}
+
 /* One cuBLAS workspace: PyTorch's default for the GPU's architecture. */
 void mp_tplan_workspace(mp_tplan *pl) {
     const char *id = pl->gpu ? pl->gpu->id : NULL;

@@ -267,6 +267,10 @@ typedef struct mp_peak_in {
     const mp_tplan_mem *mem;     /* the stage's states and activations */
 } mp_peak_in;
 void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_moment *at);
+/* Gradients allocated during the backward and freed between steps: one
+ * rank, no accumulation, no ZeRO, and zero_grad(set_to_none=True) (not
+ * --zero-grad in-place); otherwise they are resident (peak.c). */
+bool mp_tplan_grads_born(const mp_tplan_options *o, int dp, int m, int zero);
 void mp_tplan_workspace(mp_tplan *pl);
 void mp_tplan_optimizer_ops(mp_tplan *pl);
 

@@ -391,7 +391,7 @@ static void moment_text(pw *w, const mp_tplan *pl) {
     }
     pf(w, ": what is live then, not a sum of maxima\n");
     /* the gradients' row says why they are (or are not) there at this moment */
-    bool born = pl->dp == 1 && pl->m == 1 && pl->zero == 0 && pl->o.zero_grad != MP_ZEROGRAD_IN_PLACE;
+    bool born = mp_tplan_grads_born(&pl->o, pl->dp, pl->m, pl->zero);
     const char *gwhy = "";
     if (born && a->when == MP_MOMENT_FORWARD)
         gwhy = pl->o.zero_grad == MP_ZEROGRAD_AFTER_FORWARD
@@ -410,8 +410,11 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         {"    activations kept:", a->activations, " (not yet freed by the backward)"},
         {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
         {"    recomputed block:", a->recomputed, " (checkpointing brings it back)"},
-        {"    autocast cache:", a->cast_cache, " (the checkpointed blocks' weights in bf16/fp16, cached by autocast "
-                                          "until its region ends)"},
+        {"    autocast cache:", a->cast_cache, pl->o.precision == MP_PREC_FP16_MIXED
+                                                 ? " (the checkpointed blocks' weights in fp16, cached by autocast "
+                                                   "until its region ends)"
+                                                 : " (the checkpointed blocks' weights in bf16, cached by autocast "
+                                                   "until its region ends)"},
         {"    transient:", a->transient, a->when == MP_MOMENT_OPTIMIZER ? " (Adam's sqrt(exp_avg_sq) temporaries)"
                                                                        : " (the running operator's)"},
         {"    cuBLAS workspaces:", a->workspace, pl->gpu ? " (2: the forward's and autograd's threads)"
@@ -1065,7 +1068,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
     jw_key(w, "comm_overlap"); jw_bool(w, false);
     jw_key(w, "grads_freed_between_steps");
-    jw_bool(w, pl->dp == 1 && pl->m == 1 && pl->zero == 0 && o->zero_grad != MP_ZEROGRAD_IN_PLACE);
+    jw_bool(w, mp_tplan_grads_born(o, pl->dp, pl->m, pl->zero));
     jw_key(w, "zero_grad");
     jw_opt_str(w, o->inference ? NULL
                   : o->zero_grad == MP_ZEROGRAD_BEFORE_FORWARD ? "before-forward"
