@@ -535,6 +535,9 @@ typedef struct mp_tplan_options {
     int tf32;                 /* MP_TF32_*: which fp32 products run on the tensor cores as TF32
                                * (default conv: PyTorch's defaults, cudnn.allow_tf32 on and
                                * cuda.matmul.allow_tf32 off), all, or none */
+    int ddp_bucket_view;      /* dp > 1 without ZeRO: DDP(gradient_as_bucket_view=True), the
+                               * gradients are views of the all-reduce buckets; by default (PyTorch's
+                               * False) the buckets are a second copy of every gradient */
 } mp_tplan_options;
 /* mp_tplan_options.loss_form and .optimizer_impl */
 enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };

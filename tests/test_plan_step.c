@@ -482,6 +482,35 @@ static void t_peak_recompute(void) {
     t_cli_free(&r);
 }
 
+/* DDP's buckets (dp > 1 without ZeRO), on t_zero_grad's model at dp 2:
+ * by default (gradient_as_bucket_view=False) the buckets are a second
+ * copy of the 32,768 B of gradients, resident, and the gradients are born
+ * in the backward as on one rank: the forward's end holds weights,
+ * buckets, the last step's gradients and 1,024 B kept = 99,328 B; with
+ * --ddp-bucket-view the gradients are the buckets, resident: W2's backward,
+ * 32,768 + 32,768 + 1,024 kept + 1,024 transient = 67,584 B. */
+static void t_ddp_buckets(void) {
+    mp_model *m = tb_mlp2(2, 64, 64, 64);
+    mp_profile *p = tb_prof(m);
+    for (int view = 0; p && view < 2; view++) {
+        const char *kv[] = {"loss", "none", "optimizer", "sgd", "dp", "2", view ? "ddp-bucket-view" : NULL, NULL, NULL};
+        mp_tplan *pl = plan_with(p, kv);
+        if (!pl) continue;
+        const mp_tplan_moment *a = &pl->stages[0].at;
+        T_EQ_U64(a->buckets, view ? 0 : 32768);
+        T_EQ_U64(a->grads, 32768);
+        T_EQ(a->when, view ? MP_MOMENT_BACKWARD : MP_MOMENT_FORWARD);
+        T_EQ_U64(pl->mem.peak_bytes, view ? 67584 : 99328);
+        mp_tplan_free(pl);
+    }
+    /* ZeRO partitions the gradients itself: no DDP buckets */
+    const char *z[] = {"loss", "none", "optimizer", "sgd", "dp", "2", "zero", "1", NULL};
+    mp_tplan *pl = p ? plan_with(p, z) : NULL;
+    if (pl) T_EQ_U64(pl->stages[0].at.buckets, 0);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* The flag on the command line: the JSON names it, the text says why the
  * gradients are at the moment, inference refuses it. Llama-style decoder
  * in pure bf16 with Adam: the forward's end holds the last step's
@@ -596,6 +625,7 @@ MP_TESTS(plan_step) {
     {"zero_grad", t_zero_grad},
     {"zero_grad_cli", t_zero_grad_cli},
     {"autocast_cache", t_autocast_cache},
+    {"ddp_buckets", t_ddp_buckets},
     {"host_bound", t_host_bound},
     {"launch_queue", t_launch_queue},
     {"tf32", t_tf32},

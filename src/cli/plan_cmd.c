@@ -40,6 +40,8 @@ static void pl_usage(FILE *f) {
           "  --checkpointing         recompute each repeated block in the backward\n"
           "  --zero 0|1|2|3          ZeRO stage (default 0); --fsdp: FSDP full shard (= ZeRO-3)\n"
           "  --dp N --tp N --pp N    data, tensor (Megatron) and pipeline (1F1B) parallel degrees\n"
+          "  --ddp-bucket-view       dp without ZeRO: DDP's gradients are views of its buckets\n"
+          "                          (default: the buckets are a second copy, PyTorch's default)\n"
           "  --sequence-parallel     with --tp: Megatron's sequence parallelism (norms, dropouts\n"
           "                          and residuals split along the sequence)\n"
           "  --micro-batches N       micro-batches per step (default 1; 4 x pp with --pp)\n"

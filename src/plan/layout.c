@@ -295,6 +295,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             pin.grads_born = grads_transient;
             pin.grads_in_forward = grads_transient && o->zero_grad == MP_ZEROGRAD_AFTER_FORWARD;
             pin.cast_cached = cast_cached;
+            pin.buckets = mp_tplan_ddp_buckets(o, dp, zero, mem->grads_bytes);
             pin.grad_per_param = P ? (double)mem->grads_bytes * (zero >= 2 ? dp : 1) / (double)P : 0;
             pin.opt_per_param = P ? (double)mem->optimizer_bytes * (zero >= 1 ? dp : 1) / (double)P : 0;
             pin.mem = mem;

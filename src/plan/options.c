@@ -90,6 +90,7 @@ static const opt_def defs[] = {
     {"zero-grad", OK_CHOICE, F(zero_grad), 0, 0, 0, "after-forward\0before-forward\0in-place\0",
      "after-forward, before-forward or in-place"},
     {"tf32", OK_CHOICE, F(tf32), 0, 0, 0, "conv\0all\0none\0", "conv, all or none"},
+    {"ddp-bucket-view", OK_SWITCH, F(ddp_bucket_view), 1, 1, 0, NULL, NULL},
 };
 
 #undef F

@@ -14,12 +14,13 @@
  *    beside the log-probabilities), then runs the nodes in reverse order.
  *    A node's kept tensors are freed once its backward ran (autograd
  *    releases saved variables after use without retain_graph). With
- *    zero_grad(set_to_none=True), one rank and no accumulation, each
- *    parameter's gradient is born when the first node using it (in reverse
- *    order: the last in the forward, e.g. a tied LM head) runs its backward
- *    (AccumulateGrad steals that buffer); otherwise the gradients are
- *    resident (accumulated micro-batches, DDP's buckets, ZeRO's
- *    partitions). Under checkpointing a block's kept set comes back when
+ *    zero_grad(set_to_none=True), no accumulation and no ZeRO (one rank,
+ *    or DDP, whose buckets are a copy kept beside: mp_tplan_ddp_buckets),
+ *    each parameter's gradient is born when the first node using it (in
+ *    reverse order: the last in the forward, e.g. a tied LM head) runs its
+ *    backward (AccumulateGrad steals that buffer); otherwise the gradients
+ *    are resident (accumulated micro-batches, views of DDP's buckets,
+ *    ZeRO's partitions). Under checkpointing a block's kept set comes back when
  *    the backward reaches it (the recompute) and goes as its nodes run;
  *  - optimizer: the gradients (all), the states and the foreach
  *    implementation's temporaries: PyTorch's _multi_tensor_adam computes
@@ -57,8 +58,23 @@ const char *mp_tplan_moment_name(int when) {
 
 static uint64_t r512(uint64_t b) { return (b + 511) / 512 * 512; }
 
+/* With set_to_none and no accumulation, AccumulateGrad allocates each
+ * gradient in the backward: on one rank, and under DDP when the buckets
+ * are a copy (its default; the reducer copies each gradient in and the
+ * result back). Views of DDP's buckets, ZeRO's partitions and accumulated
+ * micro-batches are resident. */
 bool mp_tplan_grads_born(const mp_tplan_options *o, int dp, int m, int zero) {
-    return dp == 1 && m == 1 && zero == 0 && o->zero_grad != MP_ZEROGRAD_IN_PLACE;
+    return (dp == 1 || !o->ddp_bucket_view) && m == 1 && zero == 0 && !o->fsdp &&
+           o->zero_grad != MP_ZEROGRAD_IN_PLACE;
+}
+
+/* DistributedDataParallel(gradient_as_bucket_view=False), PyTorch's
+ * default: "the saved memory size will be equal to the total gradients
+ * size" when it is True (torch.nn.parallel.DistributedDataParallel's
+ * documentation), so without it the buckets are a gradient's worth more,
+ * allocated when the model is wrapped */
+uint64_t mp_tplan_ddp_buckets(const mp_tplan_options *o, int dp, int zero, uint64_t grads_bytes) {
+    return dp > 1 && zero == 0 && !o->fsdp && !o->ddp_bucket_view ? grads_bytes : 0;
 }
 
 /* One cuBLAS workspace: PyTorch's default for the GPU's architecture. */
@@ -71,8 +87,8 @@ void mp_tplan_workspace(mp_tplan *pl) {
 }
 
 static void total(mp_tplan_moment *m) {
-    m->total = m->weights + m->master + m->optimizer + m->grads + m->activations + m->loss + m->recomputed +
-               m->cast_cache + m->transient + m->workspace + m->rounding;
+    m->total = m->weights + m->master + m->optimizer + m->grads + m->buckets + m->activations + m->loss +
+               m->recomputed + m->cast_cache + m->transient + m->workspace + m->rounding;
 }
 
 static void keep_max(mp_tplan_moment *best, const mp_tplan_moment *m) {
@@ -91,6 +107,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     base.master = mem->master_weights_bytes;
     base.optimizer = mem->optimizer_bytes;
     base.workspace = 2 * pl->workspace_bytes;
+    base.buckets = in->buckets;
     uint64_t resident_grads = in->grads_born ? 0 : mem->grads_bytes;
 
     /* the stage's parameters once each: their gradients' birth and the

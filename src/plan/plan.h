@@ -56,6 +56,7 @@ typedef struct mp_tplan_moment {
     uint64_t activations;        /* kept for the backward and still alive (all micro-batches in flight) */
     uint64_t loss;               /* the loss's kept and transient tensors */
     uint64_t recomputed;         /* a checkpointed block's set brought back */
+    uint64_t buckets;            /* DDP's all-reduce buckets (dp > 1 without ZeRO): resident */
     uint64_t cast_cache;         /* autocast's cached low-precision copies of the checkpointed
                                   * blocks' weights, held until the autocast region ends */
     uint64_t transient;          /* the running operator's (or the optimizer's) temporaries */
@@ -261,6 +262,7 @@ typedef struct mp_peak_in {
     uint64_t rdiv;               /* sequence parallelism's divisor of replicated block bytes */
     bool last_stage, grads_born; /* gradients allocated during the backward (set_to_none, one rank) */
     uint64_t cast_cached;        /* the checkpointed blocks' weight casts in autocast's cache */
+    uint64_t buckets;            /* DDP's all-reduce buckets, resident (mp_tplan_ddp_buckets) */
     bool grads_in_forward;       /* with grads_born: the last step's gradients live through the forward
                                   * (zero_grad after the forward) */
     double grad_per_param, opt_per_param; /* bytes */
@@ -271,6 +273,10 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
  * rank, no accumulation, no ZeRO, and zero_grad(set_to_none=True) (not
  * --zero-grad in-place); otherwise they are resident (peak.c). */
 bool mp_tplan_grads_born(const mp_tplan_options *o, int dp, int m, int zero);
+/* PyTorch DDP (dp > 1 without ZeRO or FSDP) keeps its all-reduce buckets, one
+ * gradient's worth, for its lifetime unless the gradients are views of
+ * them (--ddp-bucket-view): their bytes, else 0. */
+uint64_t mp_tplan_ddp_buckets(const mp_tplan_options *o, int dp, int zero, uint64_t grads_bytes);
 void mp_tplan_workspace(mp_tplan *pl);
 void mp_tplan_optimizer_ops(mp_tplan *pl);
 

@@ -408,6 +408,8 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         {"    optimizer states:", a->optimizer, " (from the second step)"},
         {"    gradients:", a->grads, gwhy},
         {"    activations kept:", a->activations, " (not yet freed by the backward)"},
+        {"    DDP buckets:", a->buckets, " (a second copy of every gradient: gradient_as_bucket_view=False, "
+                                      "PyTorch's default; --ddp-bucket-view)"},
         {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
         {"    recomputed block:", a->recomputed, " (checkpointing brings it back)"},
         {"    autocast cache:", a->cast_cache, pl->o.precision == MP_PREC_FP16_MIXED
@@ -875,6 +877,7 @@ static void moment_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "master_weights_bytes"); jw_u64(w, a->master);
     jw_key(w, "optimizer_bytes"); jw_u64(w, a->optimizer);
     jw_key(w, "grads_bytes"); jw_u64(w, a->grads);
+    jw_key(w, "ddp_buckets_bytes"); jw_u64(w, a->buckets);
     jw_key(w, "activations_bytes"); jw_u64(w, a->activations);
     jw_key(w, "loss_bytes"); jw_u64(w, a->loss);
     jw_key(w, "recomputed_bytes"); jw_u64(w, a->recomputed);
