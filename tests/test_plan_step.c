@@ -511,6 +511,45 @@ static void t_ddp_buckets(void) {
     tb_done(m, p);
 }
 
+/* ZeRO-3 / FSDP's working set on llama_small (fp32, dp 4), by hand. The
+ * root unit (what lies outside the blocks) is the embedding and the LM
+ * head (16,384,000 each), the final norm (512) and the norms' ones-vector
+ * (512: the TorchScript exporter merged the equal initializers into one
+ * weight, first read before block 0): 32,769,024 elements; block 3 is
+ * 3,163,136. The forward's end holds the root gathered (x 4 B); the peak,
+ * block 3's MLP backward, the root's parameters and its gradient (ready
+ * only at the embedding's backward), block 3 and block 2 (prefetched)
+ * gathered, and block 3's gradient before its reduce-scatter. */
+static void t_zero3_gathered(void) {
+    for (int f = 0; f < 2; f++) {
+        t_cli r = f ? RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--dp", "4", "--fsdp",
+                          "--format", "json", "-q")
+                    : RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--dp", "4", "--zero", "3",
+                          "--format", "json", "-q");
+        T_EQ(r.code, 0);
+        jr *j = json_of(&r);
+        const jr *w = j ? jr_path(j, "plan.peak_moment.when") : NULL;
+        const jr *n = j ? jr_path(j, "plan.peak_moment.node") : NULL;
+        const jr *gb = j ? jr_path(j, "plan.peak_moment.gathered_bytes") : NULL;
+        T_CHECK(w && n && gb);
+        if (w && n && gb) {
+            T_EQ_STR(w->s, "backward");
+            T_CHECK(n->s && strstr(n->s, "/model/layers.3/") == n->s);
+            T_EQ(gb->i, (2 * 32769024ll + 3 * 3163136ll) * 4);
+        }
+        jr_free(j);
+        t_cli_free(&r);
+    }
+    /* ZeRO-2 gathers nothing */
+    t_cli r = RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--dp", "4", "--zero", "2",
+                  "--format", "json", "-q");
+    jr *j = json_of(&r);
+    const jr *gb = j ? jr_path(j, "plan.peak_moment.gathered_bytes") : NULL;
+    T_CHECK(gb && gb->i == 0);
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 /* The flag on the command line: the JSON names it, the text says why the
  * gradients are at the moment, inference refuses it. Llama-style decoder
  * in pure bf16 with Adam: the forward's end holds the last step's
@@ -579,6 +618,20 @@ static void t_autocast_cache(void) {
                   "--optimizer", "sgd", "--checkpointing");
     T_CHECK(r.code == 0 && strstr(r.out, "autocast cache:     25.3 MB") != NULL);
     t_cli_free(&r);
+    /* under ZeRO (or FSDP) mixed precision runs on 16-bit weights: no copies,
+     * no cache */
+    for (int ck = 0; ck < 2; ck++) {
+        r = ck ? RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--precision", "bf16-mixed",
+                     "--dp", "2", "--zero", "1", "--checkpointing", "--format", "json", "-q")
+               : RUN("models/llama_small.onnx", "--dim", "batch=1", "--dim", "seq=16", "--precision", "bf16-mixed",
+                     "--dp", "2", "--zero", "1", "--format", "json", "-q");
+        jr *jz = json_of(&r);
+        const jr *cc = jz ? jr_path(jz, "plan.peak_moment.autocast_cache_bytes") : NULL;
+        const jr *wc = jz ? jr_path(jz, "plan.activations.autocast_weight_copies_bytes") : NULL;
+        T_CHECK(cc && wc && cc->i == 0 && wc->i == 0);
+        jr_free(jz);
+        t_cli_free(&r);
+    }
     /* inference under autocast (no_grad): the parameters stay fp32 (45,421,056
      * x 4 B) and by the LM head every Linear weight has its bf16 copy in the
      * cache: the blocks' 12,648,448 and the head's 32,000 x 512, x 2 B */
@@ -626,6 +679,7 @@ MP_TESTS(plan_step) {
     {"zero_grad_cli", t_zero_grad_cli},
     {"autocast_cache", t_autocast_cache},
     {"ddp_buckets", t_ddp_buckets},
+    {"zero3_gathered", t_zero3_gathered},
     {"host_bound", t_host_bound},
     {"launch_queue", t_launch_queue},
     {"tf32", t_tf32},

@@ -164,10 +164,21 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
              * sequence: every kept byte of a layer divides by tp */
             uint64_t rdiv = sp && b >= 0 ? (uint64_t)tp : 1;
             acts += pn->saved_rep / rdiv + pn->saved_split / (uint64_t)tp;
+            /* mixed precision under ZeRO or FSDP runs on 16-bit weights
+             * (section 1: DeepSpeed's layout, FSDP's param_dtype): autocast
+             * casts no weight, so neither copy nor cache exists */
+            bool ckpt_node = o->checkpointing && b >= 0; /* its copies are in its recomputed set */
+            uint64_t casts = zero >= 1 ? mp_tplan_node_casts(pn, rdiv, (uint64_t)tp) : 0;
+            if (!ckpt_node) acts = acts > casts ? acts - casts : 0;
             if (pn->cross && pp > 1 && pn->cross_unit >= 0 && pn->cross_unit < first_block[s])
                 acts += pn->cross; /* received from an earlier stage and kept here too */
-            if (!o->checkpointing || b < 0) ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
-            else cast_cached += pn->cast_rep + pn->cast_split / (uint64_t)tp; /* autocast's cache (peak.c) */
+            if (zero >= 1) {
+                /* no autocast copies (above) */
+            } else if (!o->checkpointing || b < 0) {
+                ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
+            } else {
+                cast_cached += pn->cast_rep + pn->cast_split / (uint64_t)tp; /* autocast's cache (peak.c) */
+            }
             uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp / rdiv;
             if (tmp > temp) temp = tmp;
             if (o->checkpointing && b >= 0) {
@@ -176,7 +187,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     blk_cur = 0;
                 }
                 /* what the node would keep: recomputed during its block's backward */
-                blk_cur += pn->ckpt_rep / rdiv + pn->ckpt_split / (uint64_t)tp;
+                uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / (uint64_t)tp;
+                blk_cur += r > casts ? r - casts : 0;
                 if (blk_cur > blk_max) blk_max = blk_cur;
             }
             /* roof(f / tp, b / tp) = roof(f, b) / tp: the node's roofline once */
@@ -298,6 +310,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
             pin.buckets = mp_tplan_ddp_buckets(o, dp, zero, mem->grads_bytes);
             pin.grad_per_param = P ? (double)mem->grads_bytes * (zero >= 2 ? dp : 1) / (double)P : 0;
             pin.opt_per_param = P ? (double)mem->optimizer_bytes * (zero >= 1 ? dp : 1) / (double)P : 0;
+            pin.weight_per_param = P ? (double)mem->weights_bytes * (zero >= 3 ? dp : 1) / (double)P : 0;
             pin.mem = mem;
             mp_tplan_moment at;
             mp_tplan_peak_stage(pl, &pin, &at);

@@ -87,8 +87,8 @@ void mp_tplan_workspace(mp_tplan *pl) {
 }
 
 static void total(mp_tplan_moment *m) {
-    m->total = m->weights + m->master + m->optimizer + m->grads + m->buckets + m->activations + m->loss +
-               m->recomputed + m->cast_cache + m->transient + m->workspace + m->rounding;
+    m->total = m->weights + m->master + m->optimizer + m->grads + m->buckets + m->gathered + m->activations +
+               m->loss + m->recomputed + m->cast_cache + m->transient + m->workspace + m->rounding;
 }
 
 static void keep_max(mp_tplan_moment *best, const mp_tplan_moment *m) {
@@ -111,8 +111,11 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     uint64_t resident_grads = in->grads_born ? 0 : mem->grads_bytes;
 
     /* the stage's parameters once each: their gradients' birth and the
-     * states' 512-byte rounding */
+     * states' 512-byte rounding; under ZeRO-3 (FSDP) each unit's elements:
+     * unit[0] the root (what lies outside the repeated blocks), unit[1 + b]
+     * block b (FSDP's auto-wrap of the transformer block) */
     uint8_t *seen = calloc((size_t)g->n_values + 1, 1);
+    double *unit = in->zero >= 3 && in->dp > 1 ? calloc((size_t)pl->n_repeats + 1, sizeof(double)) : NULL;
     uint64_t round = 0;
     double largest = 0; /* the largest parameter tensor's elements (after tp) */
     double zdiv_w = in->zero >= 3 ? in->dp : 1, zdiv_g = in->zero >= 2 ? in->dp : 1, zdiv_o = in->zero >= 1 ? in->dp : 1;
@@ -124,6 +127,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             seen[v] = 1;
             double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
             if (e > largest) largest = e;
+            if (unit) unit[pn->repeat >= 0 && pn->repeat < pl->n_repeats ? pn->repeat + 1 : 0] += e;
             /* each state a tensor of its own, rounded up to 512 bytes */
             uint64_t wb = (uint64_t)(e * (o->precision == MP_PREC_FP32 || mp_tplan_mixed(o->precision) ? 4 : 2) / zdiv_w);
             uint64_t gb = (uint64_t)(e * in->grad_per_param / zdiv_g);
@@ -146,6 +150,17 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     uint64_t lkept = loss_here ? L->kept / ldiv : 0;
     uint64_t graph_acts = per_mb > lkept ? per_mb - lkept : 0; /* the loss's kept bytes are in per_mb */
 
+    /* ZeRO-3 and FSDP (FULL_SHARD, PyTorch's defaults) gather a unit's
+     * parameters before it runs and free them after; the root (the
+     * embedding, the final norm, the LM head) stays gathered from the
+     * forward's start to the backward's end (FSDP does not reshard the root
+     * after the forward), and its gradient, one flat tensor, is ready for
+     * the reduce-scatter only once the embedding's is (the backward's end).
+     * In the backward a block is gathered again with the next one
+     * prefetched (BACKWARD_PRE), and its unsharded gradient lives until its
+     * reduce-scatter. */
+    double wpp = in->weight_per_param, gpp = in->grad_per_param;
+    uint64_t root_w = unit ? (uint64_t)(unit[0] * wpp) : 0, root_g = unit ? (uint64_t)(unit[0] * gpp) : 0;
     /* the end of the forward: the loss running; the last step's gradients
      * are still there when the loop frees them after the forward */
     m = base;
@@ -159,6 +174,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
      * blocks' forward keeps nothing for the backward, but their weights'
      * copies stay in the cache to the forward's end */
     m.cast_cache = in->cast_cached;
+    m.gathered = root_w; /* the last block resharded, the LM head at work */
     m.when = MP_MOMENT_FORWARD;
     total(&m);
     keep_max(&best, &m);
@@ -167,6 +183,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     uint64_t alt = in->grads_in_forward ? m.total - m.grads : 0;
     /* the loss's backward */
     m.cast_cache = 0; /* the autocast region has exited: the cache is cleared */
+    m.gathered = root_w;
     if (loss_here) {
         m.grads = resident_grads; /* zero_grad ran before backward() */
         m.loss = lkept + L->bwd_transient / ldiv;
@@ -186,7 +203,8 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         const mp_pnode *pn = &pl->nodes[k];
         if (pn->repeat < 0 || pn->repeat >= pl->n_repeats) continue;
         uint64_t rdiv = in->rdiv;
-        block_set[pn->repeat] += pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
+        uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp, c = in->zero >= 1 ? mp_tplan_node_casts(pn, rdiv, tp) : 0;
+        block_set[pn->repeat] += r > c ? r - c : 0;
     }
     for (int k = in->last; k >= in->first; k--) {
         const mp_pnode *pn = &pl->nodes[k];
@@ -203,16 +221,27 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             m.activations = others + live;
             m.recomputed = rec;
             m.transient = tmp;
+            if (unit) {
+                int b = pn->repeat >= 0 && pn->repeat < pl->n_repeats ? pn->repeat : -1;
+                uint64_t ub = b >= 0 ? (uint64_t)(unit[b + 1] * wpp) : 0;
+                uint64_t next = b > 0 ? (uint64_t)(unit[b] * wpp) : 0; /* block b - 1, prefetched */
+                uint64_t ug = b >= 0 ? (uint64_t)(unit[b + 1] * gpp) : 0;
+                m.gathered = root_w + root_g + ub + next + ug;
+            }
             m.when = MP_MOMENT_BACKWARD;
             m.node = k;
             total(&m);
             keep_max(&best, &m);
             if (m.total > alt) alt = m.total;
         }
+        /* 16-bit weights under ZeRO: no autocast copies were kept (layout.c) */
+        uint64_t casts = in->zero >= 1 ? mp_tplan_node_casts(pn, rdiv, tp) : 0;
         uint64_t freed = pn->saved_rep / rdiv + pn->saved_split / tp;
+        if (!(o->checkpointing && pn->repeat >= 0)) freed = freed > casts ? freed - casts : 0;
         live = live > freed ? live - freed : 0;
         if (o->checkpointing && pn->repeat >= 0) {
             uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
+            r = r > casts ? r - casts : 0;
             rec = rec > r ? rec - r : 0;
         }
         if (in->grads_born && seen)
@@ -244,6 +273,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     }
     free(seen);
     free(block_set);
+    free(unit);
     best.if_freed_first = in->grads_in_forward ? alt : 0;
     *at = best;
 }

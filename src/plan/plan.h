@@ -57,6 +57,9 @@ typedef struct mp_tplan_moment {
     uint64_t loss;               /* the loss's kept and transient tensors */
     uint64_t recomputed;         /* a checkpointed block's set brought back */
     uint64_t buckets;            /* DDP's all-reduce buckets (dp > 1 without ZeRO): resident */
+    uint64_t gathered;           /* ZeRO-3/FSDP: the units at work unsharded (their parameters,
+                                  * and in the backward the block's gradient before its
+                                  * reduce-scatter) */
     uint64_t cast_cache;         /* autocast's cached low-precision copies of the checkpointed
                                   * blocks' weights, held until the autocast region ends */
     uint64_t transient;          /* the running operator's (or the optimizer's) temporaries */
@@ -266,6 +269,7 @@ typedef struct mp_peak_in {
     bool grads_in_forward;       /* with grads_born: the last step's gradients live through the forward
                                   * (zero_grad after the forward) */
     double grad_per_param, opt_per_param; /* bytes */
+    double weight_per_param;     /* bytes of an unsharded weight (ZeRO-3/FSDP's gathered units) */
     const mp_tplan_mem *mem;     /* the stage's states and activations */
 } mp_peak_in;
 void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_moment *at);
@@ -273,6 +277,12 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
  * rank, no accumulation, no ZeRO, and zero_grad(set_to_none=True) (not
  * --zero-grad in-place); otherwise they are resident (peak.c). */
 bool mp_tplan_grads_born(const mp_tplan_options *o, int dp, int m, int zero);
+/* A node's autocast weight copies among its kept bytes (saved, or under
+ * checkpointing its recomputed set), as layout.c divides them; mixed
+ * precision under ZeRO or FSDP runs on 16-bit weights and has none. */
+static inline uint64_t mp_tplan_node_casts(const mp_pnode *pn, uint64_t rdiv, uint64_t tp) {
+    return pn->cast_rep / rdiv + pn->cast_split / tp;
+}
 /* PyTorch DDP (dp > 1 without ZeRO or FSDP) keeps its all-reduce buckets, one
  * gradient's worth, for its lifetime unless the gradients are views of
  * them (--ddp-bucket-view): their bytes, else 0. */

@@ -408,6 +408,8 @@ static void moment_text(pw *w, const mp_tplan *pl) {
         {"    optimizer states:", a->optimizer, " (from the second step)"},
         {"    gradients:", a->grads, gwhy},
         {"    activations kept:", a->activations, " (not yet freed by the backward)"},
+        {"    gathered:", a->gathered, " (ZeRO-3/FSDP: the root's and the running and prefetched blocks' "
+                                        "parameters unsharded, and their gradients before the reduce-scatter)"},
         {"    DDP buckets:", a->buckets, " (a second copy of every gradient: gradient_as_bucket_view=False, "
                                       "PyTorch's default; --ddp-bucket-view)"},
         {"    loss:", a->loss, " (log-probabilities, logits' copies, gradients)"},
@@ -878,6 +880,7 @@ static void moment_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "optimizer_bytes"); jw_u64(w, a->optimizer);
     jw_key(w, "grads_bytes"); jw_u64(w, a->grads);
     jw_key(w, "ddp_buckets_bytes"); jw_u64(w, a->buckets);
+    jw_key(w, "gathered_bytes"); jw_u64(w, a->gathered);
     jw_key(w, "activations_bytes"); jw_u64(w, a->activations);
     jw_key(w, "loss_bytes"); jw_u64(w, a->loss);
     jw_key(w, "recomputed_bytes"); jw_u64(w, a->recomputed);
