@@ -513,10 +513,10 @@ static void t_ddp_buckets(void) {
 
 /* ZeRO-3 / FSDP's working set on llama_small (fp32, dp 4), by hand. The
  * root unit (what lies outside the blocks) is the embedding and the LM
- * head (16,384,000 each), the final norm (512) and the norms' ones-vector
- * (512: the TorchScript exporter merged the equal initializers into one
- * weight, first read before block 0): 32,769,024 elements; block 3 is
- * 3,163,136. The forward's end holds the root gathered (x 4 B); the peak,
+ * head (16,384,000 each) and the final norm (512): 32,768,512 elements; a
+ * block is 3,163,136 (its products and two norms: the TorchScript exporter
+ * merged the equal norm weights behind Identity nodes before block 0, and
+ * each is counted with its block by its name). The forward's end holds the root gathered (x 4 B); the peak,
  * block 3's MLP backward, the root's parameters and its gradient (ready
  * only at the embedding's backward), block 3 and block 2 (prefetched)
  * gathered, and block 3's gradient before its reduce-scatter. */
@@ -535,7 +535,7 @@ static void t_zero3_gathered(void) {
         if (w && n && gb) {
             T_EQ_STR(w->s, "backward");
             T_CHECK(n->s && strstr(n->s, "/model/layers.3/") == n->s);
-            T_EQ(gb->i, (2 * 32769024ll + 3 * 3163136ll) * 4);
+            T_EQ(gb->i, (2 * 32768512ll + 3 * 3163136ll) * 4);
         }
         jr_free(j);
         t_cli_free(&r);

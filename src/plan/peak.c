@@ -58,6 +58,23 @@ const char *mp_tplan_moment_name(int when) {
 
 static uint64_t r512(uint64_t b) { return (b + 511) / 512 * 512; }
 
+/* The repeated block a parameter belongs to by its name (its module's
+ * dotted path, "model.layers.3." for "model.layers.3.mlp.up.weight"): an
+ * export's structure can hand a block's weight to a node outside it (the
+ * TorchScript exporter merges equal initializers behind an Identity); -2
+ * when no block's path prefixes the name. */
+static int block_of_name(const mp_tplan *pl, const char *name) {
+    const mp_model *mm = pl->p->m;
+    if (!name || !pl->repeats) return -2;
+    for (int b = 0; b < pl->n_repeats; b++) {
+        int id = pl->repeats[b];
+        const char *path = id >= 0 && id < mm->n_modules ? mm->modules[id].path : NULL;
+        size_t n = path ? strlen(path) : 0;
+        if (n && strncmp(name, path, n) == 0 && name[n] == '.') return b;
+    }
+    return -2;
+}
+
 /* With set_to_none and no accumulation, AccumulateGrad allocates each
  * gradient in the backward: on one rank, and under DDP when the buckets
  * are a copy (its default; the reducer copies each gradient in and the
@@ -127,7 +144,11 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
             seen[v] = 1;
             double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
             if (e > largest) largest = e;
-            if (unit) unit[pn->repeat >= 0 && pn->repeat < pl->n_repeats ? pn->repeat + 1 : 0] += e;
+            if (unit) {
+                int b = block_of_name(pl, g->values[v].name);
+                if (b == -2) b = pn->repeat >= 0 && pn->repeat < pl->n_repeats ? pn->repeat : -1;
+                unit[b + 1] += e;
+            }
             /* each state a tensor of its own, rounded up to 512 bytes */
             uint64_t wb = (uint64_t)(e * (o->precision == MP_PREC_FP32 || mp_tplan_mixed(o->precision) ? 4 : 2) / zdiv_w);
             uint64_t gb = (uint64_t)(e * in->grad_per_param / zdiv_g);
