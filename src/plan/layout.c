@@ -174,10 +174,10 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                 acts += pn->cross; /* received from an earlier stage and kept here too */
             if (zero >= 1) {
                 /* no autocast copies (above) */
-            } else if (!o->checkpointing || b < 0) {
-                ps->cast_bytes += pn->cast_rep + pn->cast_split / (uint64_t)tp;
+            } else if (!ckpt_node) {
+                ps->cast_bytes += mp_tplan_node_casts(pn, 1, (uint64_t)tp);
             } else {
-                cast_cached += pn->cast_rep + pn->cast_split / (uint64_t)tp; /* autocast's cache (peak.c) */
+                cast_cached += mp_tplan_node_casts(pn, 1, (uint64_t)tp); /* autocast's cache (peak.c) */
             }
             uint64_t tmp = pn->split ? pn->temp / (uint64_t)tp : pn->temp / rdiv;
             if (tmp > temp) temp = tmp;
@@ -187,8 +187,7 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     blk_cur = 0;
                 }
                 /* what the node would keep: recomputed during its block's backward */
-                uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / (uint64_t)tp;
-                blk_cur += r > casts ? r - casts : 0;
+                blk_cur += mp_tplan_node_ckpt(pn, rdiv, (uint64_t)tp, zero >= 1);
                 if (blk_cur > blk_max) blk_max = blk_cur;
             }
             /* roof(f / tp, b / tp) = roof(f, b) / tp: the node's roofline once */

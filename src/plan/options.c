@@ -107,6 +107,15 @@ static const opt_def *find(const char *flag) {
     return NULL;
 }
 
+const char *mp_tplan_choice_name(const char *flag, int value) {
+    const opt_def *d = find(flag);
+    if (!d || d->kind != OK_CHOICE || value < 0) return NULL;
+    const char *c = d->choices;
+    for (int k = 0; *c; c += strlen(c) + 1, k++)
+        if (k == value) return c;
+    return NULL;
+}
+
 int mp_tplan_option_kind(const char *flag) {
     const opt_def *d = find(flag);
     if (!d) return -1;

@@ -224,8 +224,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         const mp_pnode *pn = &pl->nodes[k];
         if (pn->repeat < 0 || pn->repeat >= pl->n_repeats) continue;
         uint64_t rdiv = in->rdiv;
-        uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp, c = in->zero >= 1 ? mp_tplan_node_casts(pn, rdiv, tp) : 0;
-        block_set[pn->repeat] += r > c ? r - c : 0;
+        block_set[pn->repeat] += mp_tplan_node_ckpt(pn, rdiv, tp, in->zero >= 1);
     }
     for (int k = in->last; k >= in->first; k--) {
         const mp_pnode *pn = &pl->nodes[k];
@@ -261,8 +260,7 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
         if (!(o->checkpointing && pn->repeat >= 0)) freed = freed > casts ? freed - casts : 0;
         live = live > freed ? live - freed : 0;
         if (o->checkpointing && pn->repeat >= 0) {
-            uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp;
-            r = r > casts ? r - casts : 0;
+            uint64_t r = mp_tplan_node_ckpt(pn, rdiv, tp, in->zero >= 1);
             rec = rec > r ? rec - r : 0;
         }
         if (in->grads_born && seen)

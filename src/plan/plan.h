@@ -277,11 +277,20 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
  * rank, no accumulation, no ZeRO, and zero_grad(set_to_none=True) (not
  * --zero-grad in-place); otherwise they are resident (peak.c). */
 bool mp_tplan_grads_born(const mp_tplan_options *o, int dp, int m, int zero);
+/* The name the option table gives value `value` of choice flag `flag`
+ * ("--zero-grad" 1: "before-forward"); NULL for another flag or value. */
+const char *mp_tplan_choice_name(const char *flag, int value);
 /* A node's autocast weight copies among its kept bytes (saved, or under
  * checkpointing its recomputed set), as layout.c divides them; mixed
  * precision under ZeRO or FSDP runs on 16-bit weights and has none. */
 static inline uint64_t mp_tplan_node_casts(const mp_pnode *pn, uint64_t rdiv, uint64_t tp) {
     return pn->cast_rep / rdiv + pn->cast_split / tp;
+}
+/* What a checkpointed node keeps when its block is recomputed, less its
+ * autocast copies when there are none (ZeRO, FSDP: `no_casts`). */
+static inline uint64_t mp_tplan_node_ckpt(const mp_pnode *pn, uint64_t rdiv, uint64_t tp, bool no_casts) {
+    uint64_t r = pn->ckpt_rep / rdiv + pn->ckpt_split / tp, c = no_casts ? mp_tplan_node_casts(pn, rdiv, tp) : 0;
+    return r > c ? r - c : 0;
 }
 /* PyTorch DDP (dp > 1 without ZeRO or FSDP) keeps its all-reduce buckets, one
  * gradient's worth, for its lifetime unless the gradients are views of

@@ -1068,18 +1068,15 @@ static void write_json(const mp_tplan *pl, jw *w) {
     if (o->dropout > 0 && !o->inference) jw_double(w, o->dropout);
     else jw_null(w);
     jw_key(w, "tf32");
-    jw_opt_str(w, o->tf32 == MP_TF32_ALL ? "all" : o->tf32 == MP_TF32_NONE ? "none" : "conv");
+    jw_opt_str(w, mp_tplan_choice_name("tf32", o->tf32));
     jw_key(w, "optimizer_impl");
-    jw_opt_str(w, o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP ? "for-loop" : "foreach");
+    jw_opt_str(w, mp_tplan_choice_name("optimizer-impl", o->optimizer_impl));
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
     jw_key(w, "comm_overlap"); jw_bool(w, false);
     jw_key(w, "grads_freed_between_steps");
     jw_bool(w, mp_tplan_grads_born(o, pl->dp, pl->m, pl->zero));
     jw_key(w, "zero_grad");
-    jw_opt_str(w, o->inference ? NULL
-                  : o->zero_grad == MP_ZEROGRAD_BEFORE_FORWARD ? "before-forward"
-                  : o->zero_grad == MP_ZEROGRAD_IN_PLACE      ? "in-place"
-                                                              : "after-forward");
+    jw_opt_str(w, o->inference ? NULL : mp_tplan_choice_name("zero-grad", o->zero_grad));
     jw_close(w, '}');
     jw_key(w, "finetune");
     ft_json(w, pl);
