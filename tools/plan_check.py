@@ -417,17 +417,17 @@ def peak_rows(a, names):
     for name, mode in PEAK_CASES:
         if name not in names:
             continue
+        words = mode.split()
         pure = mode.startswith("pure bf16")
-        ckpt = mode.endswith("ckpt")
+        ckpt = "ckpt" in words
+        after = "zg-after" in words
+        autocast = words[0] == "bf16"
         model, inputs, path = model_of(name, pure, a.out)
-        ft = mode.split()[-1] if mode.split()[-1] in FT_ARGS else None
+        ft = words[-1] if words[-1] in FT_ARGS else None
         extra = []
         if ft:  # fine-tuning rows: this machine's autograd (PyTorch 1.13's mean), the model frozen or adapted
             extra = FT_ARGS[ft] + ["--torch-version", TORCH_RULES]
             finetune(model, mode)
-        after = mode.endswith("zg-after")
-        ckpt = ckpt or mode.endswith("ckpt zg-after")
-        autocast = mode.startswith("bf16")
         if autocast:
             extra += ["--precision", "bf16-mixed", "--autocast-device", "cpu", "--torch-version", TORCH_RULES]
         pl = plan(a.modelprof, path, ["--optimizer-impl", "for-loop"] + (["--checkpointing"] if ckpt else []) + extra +
