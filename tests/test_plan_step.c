@@ -460,6 +460,42 @@ static void t_inference_attention(void) {
     T_EQ(r.code, 2);
     T_CHECK(strstr(r.err, "--kv-cache") && strstr(r.err, "no attention"));
     t_cli_free(&r);
+    /* an encoder (a padding mask from a [batch, seq] input): refused, both exporters */
+    static const char *const enc[] = {"models/bert_base.onnx", "models/dynamo/distilbert_base.onnx"};
+    for (int i = 0; i < 2; i++) {
+        r = RUN(enc[i], "--dim", "batch=1", "--dim", "seq=16", "--inference", "--kv-cache");
+        T_EQ(r.code, 2);
+        T_CHECK(strstr(r.err, "--kv-cache") && strstr(r.err, "bidirectional"));
+        t_cli_free(&r);
+    }
+    /* an Attention without a mask is refused; one whose mask is a square
+     * table the caller gives (it can be causal), or causal by its
+     * attribute, is planned */
+    for (int form = 0; form < 3; form++) {
+        mp_model *m = tb_new(23);
+        tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(1, 4, 7, 8));
+        tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(1, 4, 7, 8));
+        tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(1, 4, 7, 8));
+        if (form == 1) tb_input(m, "mask", MP_DT_BOOL, 2, TB_DIMS(7, 7));
+        int n = tb_node(m, "Attention", form == 1 ? "q,k,v,mask" : "q,k,v", "y");
+        if (form == 2) tb_attr_i(m, n, "is_causal", 1);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_tplan_options o;
+        mp_tplan_options_default(&o);
+        T_OK(mp_tplan_options_set(&o, "inference", "1"));
+        T_OK(mp_tplan_options_set(&o, "kv-cache", "1"));
+        mp_tplan *pl = NULL;
+        mp_status st = p ? mp_tplan_create(p, &o, &pl) : MP_ERR_USAGE;
+        if (form == 0) {
+            T_EQ(st, MP_ERR_USAGE);
+            T_CHECK(strstr(mp_last_error(), "bidirectional") != NULL);
+        } else {
+            T_OK(st);
+        }
+        mp_tplan_free(pl);
+        tb_done(m, p);
+    }
 }
 
 /* Under checkpointing the backward's moment holds the block being

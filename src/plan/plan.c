@@ -222,6 +222,52 @@ static mp_status static_batch(mp_tplan *pl) {
     return MP_OK;
 }
 
+/* A graph input that can be a causal mask the caller built: rank 3 or
+ * more ([batch, heads, q, k], [batch, q, k]) or a square table ([q, k],
+ * its last two dims the same symbol, or the same size where the file
+ * declares none); a [batch, seq] padding mask cannot. */
+static bool caller_mask(const mp_value *v) {
+    if (v->rank >= 3 || v->decl_rank >= 3) return true;
+    if (v->decl_rank == 2 && v->decl_dims) return v->decl_dims[0] == v->decl_dims[1];
+    return v->rank == 2 && v->dims && v->dims[0] == v->dims[1];
+}
+
+/* Whether the model can generate token by token, which a KV cache is
+ * for: one of its attentions is causal (the operator says so, or the mask
+ * is built from Trilu, a comparison of positions or a lower-triangular
+ * table), or takes its mask from an input the caller builds and can make
+ * causal (caller_mask). An encoder's attention (no mask, or a padding
+ * mask expanded from a [batch, seq] input) cannot. */
+static bool generates(const mp_patterns *P) {
+    const mp_graph *g = P->g;
+    int nv = g->n_values;
+    uint8_t *seen = calloc((size_t)nv + 1, 1);
+    int *queue = malloc(sizeof(int) * ((size_t)nv + 1));
+    bool yes = !seen || !queue; /* out of memory: do not refuse */
+    for (int a = 0; a < P->n_attn && !yes; a++) {
+        const mp_pattn *at = &P->attn[a];
+        if (at->causal || at->mask == MP_MASK_CAUSAL_OP) {
+            yes = true;
+            break;
+        }
+        int head = 0, n = 0;
+        if (at->mask_v >= 0 && at->mask_v < nv && !seen[at->mask_v]) seen[at->mask_v] = 1, queue[n++] = at->mask_v;
+        while (head < n && !yes) {
+            int v = queue[head++];
+            const mp_value *val = &g->values[v];
+            if ((val->flags & MP_VAL_INPUT) && caller_mask(val)) yes = true;
+            int p = val->producer;
+            if (p < 0) continue;
+            const mp_node *pn = &g->nodes[p];
+            for (int i = 0; i < pn->n_in; i++)
+                if (pn->in[i] >= 0 && pn->in[i] < nv && !seen[pn->in[i]]) seen[pn->in[i]] = 1, queue[n++] = pn->in[i];
+        }
+    }
+    free(seen);
+    free(queue);
+    return yes;
+}
+
 static mp_status plan_build(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
@@ -259,6 +305,10 @@ static mp_status plan_build(mp_tplan *pl) {
     if (o->inference && o->kv_cache && (!pl->pats || pl->pats->n_attn == 0))
         return mp_error(MP_ERR_USAGE, "--kv-cache: the model has no attention (the pattern layer found none), "
                         "so generation keeps no KV cache");
+    if (o->inference && o->kv_cache && !generates(pl->pats))
+        return mp_error(MP_ERR_USAGE, "--kv-cache: the model's attention is bidirectional (no causal mask in any of "
+                        "its %d attentions, none given by an input): an encoder reads its whole input at once and "
+                        "generates no tokens, so it keeps no KV cache", pl->pats->n_attn);
     mp_tplan_workspace(pl);
     mp_tplan_optimizer_ops(pl);
 
