@@ -93,6 +93,47 @@ static void t_loss_forms(void) {
     T_CHECK(strstr(mp_last_error(), "--loss 'mse'") != NULL);
 }
 
+/* matmul's reshape (at::matmul: a batched operand to [batch, n, m]) copies
+ * a view it cannot flatten, and bmm keeps the copy: heads split off a
+ * fused QKV output [2, 4, 24] as GPT-NeoX does (view [2, 4, 2, 12],
+ * transpose to [2, 2, 4, 12], split into three [2, 2, 4, 4] strided by
+ * (96, 12, 24, 1)), q scaled into a tensor of its own (the rotary's place),
+ * then q.k^T, softmax and p.v. By hand, fp32, 256 B a head tensor (64
+ * elements): x for W's gradient (256 B), the scaled q, k^T's copy and v's
+ * copy (batch and heads do not merge: 96 != 2 x 12), the probabilities =
+ * 5 x 256 = 1,280 B; the view rule alone kept the whole QKV output for
+ * both (768 B): 1,536 B. */
+static void t_matmul_copies(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 4, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 24));
+    const int64_t shp[4] = {2, 4, 2, 12}, split[3] = {4, 4, 4};
+    tb_const_i(m, "shp", MP_DT_INT64, 1, TB_DIMS(4), shp);
+    tb_const_i(m, "sp", MP_DT_INT64, 1, TB_DIMS(3), split);
+    const double half = 0.5;
+    tb_const_f(m, "c", MP_DT_FLOAT, 0, NULL, &half);
+    tb_node(m, "MatMul", "x,W", "qkv");
+    tb_node(m, "Reshape", "qkv,shp", "r");
+    int t = tb_node(m, "Transpose", "r", "h");
+    tb_attr_ints(m, t, "perm", 4, (const int64_t[]){0, 2, 1, 3});
+    int s = tb_node(m, "Split", "h,sp", "q,k,v");
+    tb_attr_i(m, s, "axis", 3);
+    tb_node(m, "Mul", "q,c", "q2");
+    t = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, t, "perm", 4, (const int64_t[]){0, 1, 3, 2});
+    tb_node(m, "MatMul", "q2,kt", "sc");
+    int sm = tb_node(m, "Softmax", "sc", "pr");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "MatMul", "pr,v", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "attention", "eager", NULL};
+    mp_tplan *pl = plan_with(p, kv);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 5 * 256);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* Gemma-2's final_logit_softcapping written out: tanh(y / 30) * 30 */
 static void t_loss_softcap(void) {
     mp_model *m = tb_new(17);
@@ -722,6 +763,7 @@ MP_TESTS(plan_step) {
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},
+    {"matmul_copies", t_matmul_copies},
     {"plan_text", t_plan_text},
 };
 MP_TESTS_END(plan_step)

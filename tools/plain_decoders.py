@@ -16,6 +16,18 @@ tools/plan_check.py's fine-tuning rows. PEFT cannot be installed here.
          then back (.float() ... .type_as);
     both: SiLU as F.silu(w1 x) * w3 x, no biases, untied head.
 
+  FusedDecoder(style): one QKV projection whose output is viewed [B, S,
+  heads, 3 x head dim], transposed and split into Q, K and V (views);
+  partial rotary on half of each head by slices and cat; LayerNorm with
+  biases; a causal boolean mask by ones().tril() and masked_fill; tied
+  head. What varies:
+    "neox": GPT-NeoX's parallel residual, x + attn(ln1 x) + mlp(ln2 x),
+            and a GELU MLP;
+    "phi3": sequential residuals and a fused gate-up projection split by
+            chunk into SiLU(gate) * up (Phi-3's gate_up_proj).
+  Eager matmul copies V (and K^T) before bmm: it cannot flatten their batch
+  and heads, so autograd keeps the copies, not the QKV output.
+
   add_lora(model, names, r, alpha, dropout): replaces each named nn.Linear
   by LoRALinear: base(x) + B(A(dropout(x))) * alpha / r, the base frozen,
   A and B trainable (PEFT's vanilla LoRA forward, peft/tuners/lora/layer.py
@@ -148,6 +160,69 @@ class PlainDecoder(nn.Module):
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
         return self.out(self.norm(x))
+
+
+class FusedBlock(nn.Module):
+    def __init__(self, style, h, nh, inter):
+        super().__init__()
+        self.nh, self.hd, self.style = nh, h // nh, style
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.qkv = nn.Linear(h, 3 * h)
+        self.o = nn.Linear(h, h)
+        self.up = nn.Linear(h, 2 * inter if style == "phi3" else inter)
+        self.down = nn.Linear(inter, h)
+        self.rd = self.hd // 2
+
+    def rope(self, t, cos, sin):
+        r, p = t[..., :self.rd], t[..., self.rd:]
+        a, b = r[..., :self.rd // 2], r[..., self.rd // 2:]
+        return torch.cat((r * cos + torch.cat((-b, a), -1) * sin, p), -1)
+
+    def attn(self, x, cos, sin):
+        B, S, H = x.shape
+        qkv = self.qkv(x).view(B, S, self.nh, 3 * self.hd).transpose(1, 2)
+        q, k, v = qkv.split(self.hd, dim=-1)
+        q, k = self.rope(q, cos, sin), self.rope(k, cos, sin)
+        w = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(self.hd))
+        w = w.masked_fill(~torch.ones(S, S, dtype=torch.bool).tril(), float("-inf"))
+        y = torch.matmul(torch.softmax(w, -1), v).transpose(1, 2).reshape(B, S, H)
+        return self.o(y)
+
+    def mlp(self, x):
+        if self.style == "phi3":
+            g, u = self.up(x).chunk(2, -1)
+            return self.down(F.silu(g) * u)
+        return self.down(F.gelu(self.up(x)))
+
+    def forward(self, x, cos, sin):
+        if self.style == "neox":
+            return x + self.attn(self.ln1(x), cos, sin) + self.mlp(self.ln2(x))
+        x = x + self.attn(self.ln1(x), cos, sin)
+        return x + self.mlp(self.ln2(x))
+
+
+class FusedDecoder(nn.Module):
+    def __init__(self, style, vocab=2000, h=128, nh=4, layers=2, inter=256, max_seq=256):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, h)
+        self.layers = nn.ModuleList(FusedBlock(style, h, nh, inter) for _ in range(layers))
+        self.norm = nn.LayerNorm(h)
+        self.head = nn.Linear(h, vocab, bias=False)
+        self.head.weight = self.emb.weight
+        rd = (h // nh) // 2
+        inv = 1.0 / (10000 ** (torch.arange(0, rd, 2).float() / rd))
+        f = torch.outer(torch.arange(max_seq).float(), inv)
+        e = torch.cat((f, f), -1)
+        self.register_buffer("cos", e.cos(), persistent=False)
+        self.register_buffer("sin", e.sin(), persistent=False)
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        S = ids.shape[1]
+        cos, sin = self.cos[:S].to(x.dtype), self.sin[:S].to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.head(self.norm(x))
 
 
 class LoRALinear(nn.Module):

@@ -24,6 +24,10 @@ section 9 lists them with their figures):
              KV heads, batch 2 x 256: fully trained, with LoRA rank 8 on q
              and v (plain-torch LoRA: the base frozen) and with the first
              layer and the embedding frozen (--freeze '*' --unfreeze ...)
+  neox,      decoders with one fused QKV projection split into transposed
+  phi3       views (FusedDecoder: partial rotary, LayerNorm, tied head;
+             GPT-NeoX's parallel residual and GELU, Phi-3's fused gate-up),
+             2 layers of 128, batch 2 x 256: matmul's copy of V is kept
 
 each in fp32, under torch.autocast("cpu", dtype=torch.bfloat16), both with
 activation checkpointing (torch.utils.checkpoint around each block the
@@ -139,6 +143,8 @@ CASES = {
     "llama_lm": (build_llama_lm, ()),  # the peak rows only
     "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora", "bf16 lora ckpt")),
     "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze", "fp32 freeze ckpt")),
+    "neox": (lambda: build_fused("neox"), ("fp32", "bf16", "pure bf16", "fp32 ckpt")),
+    "phi3": (lambda: build_fused("phi3"), ("fp32", "bf16", "pure bf16")),
 }
 
 # fine-tuning modes: the plan's flags and what the PyTorch model is given
@@ -151,6 +157,11 @@ FT_ARGS = {
 def build_plain(variant):
     import plain_decoders as pd
     return pd.PlainDecoder(variant), (torch.randint(0, 1000, (2, 256), generator=g()),)
+
+
+def build_fused(style):
+    import plain_decoders as pd
+    return pd.FusedDecoder(style), (torch.randint(0, 2000, (2, 256), generator=g()),)
 
 
 def finetune(model, mode):
@@ -307,7 +318,7 @@ PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("
               ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze"),
               ("gpt2", "fp32 zg-after"), ("llama", "pure bf16 zg-after"), ("llama", "pure bf16 ckpt zg-after"),
               ("vit", "fp32 zg-after"), ("llama_lm", "pure bf16"), ("llama_lm", "pure bf16 zg-after"),
-              ("llama_lm", "bf16 ckpt zg-after")]
+              ("llama_lm", "bf16 ckpt zg-after"), ("neox", "fp32"), ("phi3", "pure bf16 zg-after")]
 
 
 class Births(TorchDispatchMode):

@@ -241,6 +241,152 @@ static bool slice_strided(const pctx *c, const mp_node *n, const mp_value *x) {
     return false;
 }
 
+/* ---- strides: which views a product's reshape copies ----
+ * PyTorch's matmul reshapes a batched operand to [batch, n, m] (and a
+ * rank-3 input of a product by a matrix to [rows, k]) before bmm or mm,
+ * which keep what they are given: a view where the reshape can be one,
+ * a contiguous copy of the operand where it cannot (at::detail::
+ * computeStride's test). A head split off a fused QKV projection and
+ * transposed (GPT-NeoX, Phi-3) cannot: its copy is kept, not the whole
+ * projection's output its view shares. The strides of a view follow its
+ * chain back to the storage (contiguous there). */
+#define MAX_RANK 16
+
+/* computeStride (aten/src/ATen/TensorUtils.cpp): the strides of a view of
+ * (sizes, strides) with the shape nsz, false where none exists. */
+static bool view_stride(int r, const int64_t *sz, const int64_t *st, int nr, const int64_t *nsz, int64_t *nst) {
+    if (r == 0) {
+        for (int i = 0; i < nr; i++) nst[i] = 1;
+        return true;
+    }
+    int64_t numel = 1;
+    for (int i = 0; i < r; i++) numel *= sz[i];
+    if (numel == 0) return false;
+    int vd = nr - 1;
+    int64_t base = st[r - 1], tn = 1, vn = 1;
+    for (int td = r - 1; td >= 0; td--) {
+        tn *= sz[td];
+        if (td == 0 || (sz[td - 1] != 1 && st[td - 1] != tn * base)) {
+            while (vd >= 0 && (vn < tn || nsz[vd] == 1)) {
+                nst[vd] = vn * base;
+                vn *= nsz[vd];
+                vd--;
+            }
+            if (vn != tn) return false;
+            if (td > 0) {
+                base = st[td - 1];
+                tn = vn = 1;
+            }
+        }
+    }
+    return vd == -1;
+}
+
+static void contiguous_strides(const mp_value *v, int64_t *st) {
+    int64_t s = 1;
+    for (int i = v->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= v->dims[i] > 0 ? v->dims[i] : 1;
+    }
+}
+
+/* v's strides in elements of its storage; false where not known (then
+ * the caller assumes what it did before: the view is kept). */
+static bool strides_of(const pctx *c, int v, int64_t *st, int depth) {
+    const mp_value *val = &c->g->values[v];
+    if (val->rank < 0 || val->rank > MAX_RANK) return false;
+    for (int i = 0; i < val->rank; i++)
+        if (val->dims[i] < 0) return false;
+    if (c->stor[v] == v || depth > 64) {
+        contiguous_strides(val, st);
+        return c->stor[v] == v;
+    }
+    int pi = val->producer;
+    if (pi < 0) return false;
+    const mp_node *n = &c->g->nodes[pi];
+    if (n->n_in < 1 || n->in[0] < 0) return false;
+    int x = n->in[0];
+    const mp_value *xv = &c->g->values[x];
+    int64_t xs[MAX_RANK];
+    if (!strides_of(c, x, xs, depth + 1)) return false;
+    int r = val->rank, xr = xv->rank;
+    if (mp_streq(n->op, "Transpose")) {
+        const int64_t *perm = NULL;
+        int np = mp_attr_ints(n, "perm", &perm);
+        if (xr != r) return false;
+        for (int i = 0; i < r; i++) {
+            int src = np == r ? (int)perm[i] : r - 1 - i;
+            if (src < 0 || src >= r) return false;
+            st[i] = xs[src];
+        }
+        return true;
+    }
+    if (mp_streq(n->op, "Slice") || mp_streq(n->op, "Split")) {
+        if (xr != r) return false;
+        for (int i = 0; i < r; i++) st[i] = xs[i]; /* step 1 (a step leaves it not known below) */
+        if (mp_streq(n->op, "Slice") && n->n_in >= 5 && n->in[4] >= 0) return false;
+        return true;
+    }
+    if (mp_streq(n->op, "Gather")) {
+        /* a scalar index drops the axis; a list of indices is index_select's copy */
+        int axis = mp_axis((int)mp_attr_i(n, "axis", 0), xr);
+        if (axis < 0 || n->n_in < 2 || n->in[1] < 0 || c->g->values[n->in[1]].rank != 0 || r != xr - 1) return false;
+        for (int i = 0, j = 0; i < xr; i++)
+            if (i != axis) st[j++] = xs[i];
+        return true;
+    }
+    if (mp_streq(n->op, "Expand")) {
+        if (r < xr) return false;
+        for (int i = 0; i < r; i++) {
+            int j = i - (r - xr);
+            st[i] = j < 0 || (xv->dims[j] == 1 && val->dims[i] != 1) ? 0 : xs[j];
+        }
+        return true;
+    }
+    static const char *const reshapes[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Cast", "CastLike"};
+    for (size_t i = 0; i < MP_ARRAY_LEN(reshapes); i++)
+        if (mp_streq(n->op, reshapes[i])) return view_stride(xr, xv->dims, xs, r, val->dims, st);
+    return false; /* another view (the NaN guard's): not known */
+}
+
+/* Does PyTorch's matmul copy operand `which` of product n (reshaping it to
+ * [batch, rows, cols], or a rank-3+ input by a matrix to [rows, k])? */
+static bool product_copies(const pctx *c, const mp_node *n, int which) {
+    if (!mp_streq(n->op, "MatMul") || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
+    int v = n->in[which];
+    if (c->stor[v] == v) return false; /* its own storage: contiguous */
+    const mp_value *a = &c->g->values[n->in[0]], *b = &c->g->values[n->in[1]];
+    const mp_value *x = &c->g->values[v];
+    if (x->rank < 2 || x->rank > MAX_RANK) return false;
+    int64_t st[MAX_RANK], nsz[3], nst[3];
+    if (!strides_of(c, v, st, 0)) return false;
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1], lead = 1;
+    for (int i = 0; i < x->rank - 2; i++) lead *= x->dims[i];
+    if (a->rank >= 3 && b->rank >= 3) {
+        /* batched: both to [batch, rows, cols] (the batch dims broadcast first) */
+        int64_t bs[MAX_RANK], bst[MAX_RANK];
+        int br = a->rank > b->rank ? a->rank : b->rank;
+        const mp_value *o = which ? a : b;
+        int64_t batch = 1;
+        for (int i = 0; i < br - 2; i++) {
+            int ia = i - (br - x->rank), io = i - (br - o->rank);
+            int64_t dx = ia >= 0 ? x->dims[ia] : 1, dox = io >= 0 ? o->dims[io] : 1;
+            bs[i] = dx > dox ? dx : dox;
+            bst[i] = ia >= 0 && !(dx == 1 && bs[i] != 1) ? st[ia] : 0;
+            batch *= bs[i];
+        }
+        bs[br - 2] = rows, bs[br - 1] = cols;
+        bst[br - 2] = st[x->rank - 2], bst[br - 1] = st[x->rank - 1];
+        nsz[0] = batch, nsz[1] = rows, nsz[2] = cols;
+        return !view_stride(br, bs, bst, 3, nsz, nst);
+    }
+    if (which == 0 && a->rank >= 3 && b->rank == 2) {
+        nsz[0] = lead * rows, nsz[1] = cols;
+        return !view_stride(x->rank, x->dims, st, 2, nsz, nst);
+    }
+    return false;
+}
+
 static bool is_weight_product(const pctx *c, const mp_node *n, int *act) {
     if (!n->desc || n->desc->train != mp_bwd_product || !(mp_streq(n->op, "MatMul") || mp_streq(n->op, "Gemm")))
         return false;
@@ -917,8 +1063,15 @@ static mp_status graph_pass(pctx *c) {
             }
             if (v < 0) continue;
             bool sp;
-            uint64_t cb = 0;
-            uint64_t b = keep(c, v, want, stamp, &sp, &cb);
+            uint64_t cb = 0, b;
+            if (i < n->n_in && role == ROLE_OWN && product_copies(c, n, i) &&
+                !(want >= 0 && mp_dtype_is_float(c->adt[v]) && want != c->adt[v])) {
+                /* matmul's reshape copied it: the copy is kept, a tensor of its own */
+                sp = c->split[v];
+                b = bscale(c, v_bytes(c, v));
+            } else {
+                b = keep(c, v, want, stamp, &sp, &cb);
+            }
             if (sp) spl += b;
             else rep += b;
             if (cb && (sp || pl->param_split[c->stor[v]])) pn->cast_split += cb;
