@@ -2,7 +2,11 @@
  * recurrent layers; every MAC and FLOP figure is computed by hand in the
  * comment next to it. */
 #include "test.h"
+#include "modelprof.h"
 #include "tbuild.h"
+
+#include <math.h>
+#include <stdlib.h>
 
 #define F MP_DT_FLOAT
 #define I64 MP_DT_INT64
@@ -224,6 +228,123 @@ static void t_einsum_attention(void) {
     T_EQ_U64(tb_nodep(m, k)->cost.macs, 25165824);
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 50331648);
     tb_done(m, p);
+}
+
+static void t_einsum_unit_index(void) {
+    /* an index of extent 1 in every operand is 1, not unknown (MaxViT's
+     * "B G H I D, B G H J D -> B G H I J" at batch 1, as torchvision
+     * exports it): [1,64,2,49,32] twice -> 1x64x2x49x49, MACs =
+     * 64*2*49*32*49 = 9834496; and 1 broadcast against 3 is 3 */
+    mp_model *m = tb_new(17);
+    tb_input(m, "q", F, 5, TB_DIMS(1, 64, 2, 49, 32));
+    tb_input(m, "k", F, 5, TB_DIMS(1, 64, 2, 49, 32));
+    tb_input(m, "a", F, 2, TB_DIMS(1, 4));
+    tb_input(m, "b", F, 2, TB_DIMS(3, 4));
+    int k = tb_node(m, "Einsum", "q,k", "s");
+    tb_attr_s(m, k, "equation", "B G H I D, B G H J D -> B G H I J");
+    int k2 = tb_node(m, "Einsum", "a,b", "y");
+    tb_attr_s(m, k2, "equation", "ij,ij->ij");
+    tb_output(m, "s");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "s"), "1x64x2x49x49");
+    T_EQ_U64(tb_nodep(m, k)->cost.macs, 9834496);
+    T_CHECK(!(tb_nodep(m, k)->cost.flags & MP_COST_UNKNOWN));
+    T_EQ_STR(tb_shape(m, "y"), "3x4");
+    tb_done(m, p);
+}
+
+/* A naive einsum over the whole index space (letters a-z, A-Z; explicit
+ * output; no ellipsis), as a reference for the kernel's GEMM path. */
+static void ein_ref(const char *eq, const float *a, const int64_t *da, const float *b, const int64_t *db, float *y,
+                    int64_t ny) {
+    int64_t ext[128] = {0};
+    char ta[16], tb[16], to[16];
+    int na = 0, nb = 0, no = 0, part = 0;
+    for (const char *q = eq; *q; q++) {
+        if (*q == ',') part = 1;
+        else if (*q == '>') part = 2;
+        else if ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')) {
+            if (part == 0) ext[(int)*q] = da[na], ta[na++] = *q;
+            else if (part == 1) ext[(int)*q] = db[nb], tb[nb++] = *q;
+            else to[no++] = *q;
+        }
+    }
+    char lets[64];
+    int nl = 0;
+    for (int l = 0; l < 128; l++)
+        if (ext[l]) lets[nl++] = (char)l;
+    for (int64_t e = 0; e < ny; e++) y[e] = 0;
+    int64_t idx[128] = {0}, total = 1;
+    for (int i = 0; i < nl; i++) total *= ext[(int)lets[i]];
+    for (int64_t p = 0; p < total; p++) {
+        int64_t r = p;
+        for (int i = nl - 1; i >= 0; i--) idx[(int)lets[i]] = r % ext[(int)lets[i]], r /= ext[(int)lets[i]];
+        int64_t oa = 0, ob = 0, oy = 0;
+        for (int i = 0; i < na; i++) oa = oa * ext[(int)ta[i]] + idx[(int)ta[i]];
+        for (int i = 0; i < nb; i++) ob = ob * ext[(int)tb[i]] + idx[(int)tb[i]];
+        for (int i = 0; i < no; i++) oy = oy * ext[(int)to[i]] + idx[(int)to[i]];
+        y[oy] += a[oa] * b[ob];
+    }
+}
+
+/* fp32 two-operand contractions run as batched GEMMs (lak_einsum_gemm):
+ * batch letters, several contracted letters, the output's rows and
+ * columns in any order, all letters batch; against the naive walk */
+static void t_einsum_gemm_run(void) {
+    static const struct {
+        const char *eq;
+        int ra, rb, ro;
+        int64_t da[5], db[5], dy[5];
+    } cases[] = {
+        {"B G H I D, B G H J D -> B G H I J", 5, 5, 5, {1, 2, 3, 4, 5}, {1, 2, 3, 6, 5}, {1, 2, 3, 4, 6}},
+        {"bik,bkj->bji", 3, 3, 3, {2, 3, 4}, {2, 4, 5}, {2, 5, 3}},
+        {"ijk,jkl->li", 3, 3, 2, {2, 3, 4}, {3, 4, 5}, {5, 2}},
+        {"ab,ab->ba", 2, 2, 2, {3, 4}, {3, 4}, {4, 3}},
+        {"bhqd,bhkd->bhqk", 4, 4, 4, {2, 3, 17, 8}, {2, 3, 19, 8}, {2, 3, 17, 19}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t na = 1, nb = 1, ny = 1;
+        for (int i = 0; i < cases[c].ra; i++) na *= cases[c].da[i];
+        for (int i = 0; i < cases[c].rb; i++) nb *= cases[c].db[i];
+        for (int i = 0; i < cases[c].ro; i++) ny *= cases[c].dy[i];
+        float *a = malloc(sizeof(float) * (size_t)na), *b = malloc(sizeof(float) * (size_t)nb);
+        float *want = malloc(sizeof(float) * (size_t)ny);
+        for (int64_t i = 0; i < na; i++) a[i] = (float)((i * 7) % 11) - 5.0f;
+        for (int64_t i = 0; i < nb; i++) b[i] = (float)((i * 5) % 13) * 0.25f - 1.5f;
+        ein_ref(cases[c].eq, a, cases[c].da, b, cases[c].db, want, ny);
+        mp_model *m = tb_new(17);
+        tb_input(m, "a", F, cases[c].ra, cases[c].da);
+        tb_input(m, "b", F, cases[c].rb, cases[c].db);
+        int k = tb_node(m, "Einsum", "a,b", "y");
+        tb_attr_s(m, k, "equation", cases[c].eq);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 2;
+        mp_exec *pl = NULL;
+        T_OK(mp_exec_create(p, &o, &pl));
+        if (pl) {
+            T_OK(mp_exec_set_input(pl, "a", MP_DT_FLOAT, cases[c].ra, cases[c].da, a, sizeof(float) * (size_t)na));
+            T_OK(mp_exec_set_input(pl, "b", MP_DT_FLOAT, cases[c].rb, cases[c].db, b, sizeof(float) * (size_t)nb));
+            T_OK(mp_exec_run(pl));
+            const char *name;
+            int dt, rank;
+            const int64_t *dims;
+            const void *data;
+            T_OK(mp_exec_output(pl, 0, &name, &dt, &rank, &dims, &data));
+            T_EQ(rank, cases[c].ro);
+            int bad = 0;
+            for (int64_t i = 0; data && i < ny; i++)
+                if (fabsf(((const float *)data)[i] - want[i]) > 1e-4f * (1 + fabsf(want[i]))) bad++;
+            if (bad) fprintf(stderr, "    %s: %d elements differ\n", cases[c].eq, bad);
+            T_EQ(bad, 0);
+        }
+        mp_exec_free(pl);
+        tb_done(m, p);
+        free(a), free(b), free(want);
+    }
 }
 
 static void t_einsum_forms(void) {
@@ -497,6 +618,8 @@ MP_TESTS(ops_linalg){
     {"einsum_bij_bjk", t_einsum_bij_bjk},
     {"einsum_attention", t_einsum_attention},
     {"einsum_forms", t_einsum_forms},
+    {"einsum_unit_index", t_einsum_unit_index},
+    {"einsum_gemm_run", t_einsum_gemm_run},
     {"einsum_errors", t_einsum_errors},
     {"lstm_bidirectional", t_lstm_bidirectional},
     {"lstm_layout1", t_lstm_layout1},

@@ -289,6 +289,7 @@ static bool la_einsum_parse(mp_ctx *c, la_einsum *E, char *err, size_t en) {
         return false;
     }
     bool any_ell = false, ell_unknown = false;
+    bool bound[128] = {false}; /* a letter's extent taken from an operand */
     E->ell_rank = 0;
     for (int i = 0; i < MP_MAX_RANK; i++) E->ell[i] = 1;
     for (int i = 0; i < E->n_ops; i++) {
@@ -323,6 +324,12 @@ static bool la_einsum_parse(mp_ctx *c, la_einsum *E, char *err, size_t en) {
             unsigned char l = (unsigned char)t->lab[j];
             int pos = (t->ell < 0 || j < t->ell) ? j : j + ne;
             int64_t d = x->dims[pos];
+            if (!bound[l]) {
+                /* the first extent given: an index of size 1 everywhere is 1 */
+                bound[l] = true;
+                E->ext[l] = d;
+                continue;
+            }
             if (!la_bmerge(&E->ext[l], d)) {
                 snprintf(err, en, "index '%c' has extent %lld in '%s' but %lld elsewhere", l,
                          (long long)d, x->name, (long long)E->ext[l]);
@@ -784,6 +791,117 @@ mp_status mp_kgemm_run(mp_kctx *k) {
     return st;
 }
 
+/* A strided walk over n letters (row-major in the order given): pack
+ * copies src (strides sst) into dst contiguously; !pack scatters a
+ * contiguous src into dst (strides sst). */
+static void ein_copy(float *dst, const float *src, int n, const int64_t *ext, const int64_t *sst, bool pack) {
+    int64_t total = 1, idx[MP_MAX_RANK] = {0}, off = 0;
+    for (int i = 0; i < n; i++) total *= ext[i];
+    for (int64_t e = 0; e < total; e++) {
+        if (pack) dst[e] = src[off];
+        else dst[off] = src[e];
+        for (int a = n - 1; a >= 0; a--) {
+            off += sst[a];
+            if (++idx[a] < ext[a]) break;
+            off -= sst[a] * ext[a];
+            idx[a] = 0;
+        }
+    }
+}
+
+/* Two fp32 operands whose every letter is a batch (both inputs and the
+ * output), a row (A and the output), a column (B and the output) or a
+ * contracted index (both inputs, not the output), each once per term, no
+ * ellipsis and no extent broadcast: packed to [batch, M, K] x [batch, K,
+ * N], multiplied by the blocked GEMM on every thread, scattered into the
+ * output (MaxViT's "B G H I D, B G H J D -> B G H I J"). MP_ERR_UNSUPPORTED
+ * for any other form: the reference walk then. */
+static mp_status lak_einsum_gemm(mp_kctx *k, const la_einsum *E) {
+    if (k->n_in != 2 || k->in[0].dtype != MP_DT_FLOAT || k->in[1].dtype != MP_DT_FLOAT ||
+        k->out[0].dtype != MP_DT_FLOAT || E->ell_rank != 0)
+        return MP_ERR_UNSUPPORTED;
+    const la_term *ta = &E->in[0], *tb = &E->in[1], *to = &E->out;
+    if (ta->ell >= 0 || tb->ell >= 0 || to->ell >= 0) return MP_ERR_UNSUPPORTED;
+    int64_t pa[128], pb[128], po[128]; /* each letter's position in A, B, the output; -1 */
+    for (int l = 0; l < 128; l++) pa[l] = pb[l] = po[l] = -1;
+    const la_term *terms[3] = {ta, tb, to};
+    int64_t *pos[3] = {pa, pb, po};
+    for (int t = 0; t < 3; t++)
+        for (int j = 0; j < terms[t]->n; j++) {
+            unsigned char l = (unsigned char)terms[t]->lab[j];
+            if (pos[t][l] >= 0) return MP_ERR_UNSUPPORTED; /* a diagonal */
+            pos[t][l] = j;
+        }
+    const mp_rtensor *A = &k->in[0], *B = &k->in[1];
+    mp_rtensor *Y = &k->out[0];
+    if (A->rank != ta->n || B->rank != tb->n || Y->rank != to->n) return MP_ERR_UNSUPPORTED;
+    int64_t sa[MP_MAX_RANK], sb[MP_MAX_RANK], so[MP_MAX_RANK];
+    mp_kstrides(A->rank, A->dims, sa);
+    mp_kstrides(B->rank, B->dims, sb);
+    mp_kstrides(Y->rank, Y->dims, so);
+    /* groups in the output's order (batch, rows, columns), then the contracted ones in A's */
+    int nb = 0, nm = 0, nn = 0, nk = 0;
+    char bl[MP_MAX_RANK], ml[MP_MAX_RANK], nl[MP_MAX_RANK], kl[MP_MAX_RANK];
+    for (int j = 0; j < to->n; j++) {
+        unsigned char l = (unsigned char)to->lab[j];
+        if (pa[l] >= 0 && pb[l] >= 0) bl[nb++] = (char)l;
+        else if (pa[l] >= 0) ml[nm++] = (char)l;
+        else nl[nn++] = (char)l;
+    }
+    for (int j = 0; j < ta->n; j++) {
+        unsigned char l = (unsigned char)ta->lab[j];
+        if (po[l] >= 0) continue;
+        if (pb[l] < 0) return MP_ERR_UNSUPPORTED; /* summed out of A alone */
+        kl[nk++] = (char)l;
+    }
+    for (int j = 0; j < tb->n; j++) {
+        unsigned char l = (unsigned char)tb->lab[j];
+        if (po[l] < 0 && pa[l] < 0) return MP_ERR_UNSUPPORTED; /* summed out of B alone */
+    }
+    /* no broadcast: every operand's extent is the letter's */
+    for (int t = 0; t < 3; t++) {
+        const mp_rtensor *r = t == 0 ? A : t == 1 ? B : Y;
+        for (int j = 0; j < terms[t]->n; j++)
+            if (r->dims[j] != E->ext[(unsigned char)terms[t]->lab[j]]) return MP_ERR_UNSUPPORTED;
+    }
+    int64_t Bt = 1, M = 1, N = 1, K = 1;
+    for (int i = 0; i < nb; i++) Bt *= E->ext[(unsigned char)bl[i]];
+    for (int i = 0; i < nm; i++) M *= E->ext[(unsigned char)ml[i]];
+    for (int i = 0; i < nn; i++) N *= E->ext[(unsigned char)nl[i]];
+    for (int i = 0; i < nk; i++) K *= E->ext[(unsigned char)kl[i]];
+    float *Ap = malloc(sizeof(float) * (size_t)(Bt * M * K > 0 ? Bt * M * K : 1));
+    float *Bp = malloc(sizeof(float) * (size_t)(Bt * K * N > 0 ? Bt * K * N : 1));
+    float *Yp = malloc(sizeof(float) * (size_t)(Bt * M * N > 0 ? Bt * M * N : 1));
+    if (!Ap || !Bp || !Yp) {
+        free(Ap), free(Bp), free(Yp);
+        return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    }
+    /* the walks: A over (batch, rows, contracted), B over (batch,
+     * contracted, columns), the output over (batch, rows, columns) */
+    int64_t ext[3 * MP_MAX_RANK], st[3 * MP_MAX_RANK];
+    int n = 0;
+    for (int i = 0; i < nb; i++) ext[n] = E->ext[(unsigned char)bl[i]], st[n++] = sa[pa[(unsigned char)bl[i]]];
+    for (int i = 0; i < nm; i++) ext[n] = E->ext[(unsigned char)ml[i]], st[n++] = sa[pa[(unsigned char)ml[i]]];
+    for (int i = 0; i < nk; i++) ext[n] = E->ext[(unsigned char)kl[i]], st[n++] = sa[pa[(unsigned char)kl[i]]];
+    ein_copy(Ap, A->data, n, ext, st, true);
+    n = 0;
+    for (int i = 0; i < nb; i++) ext[n] = E->ext[(unsigned char)bl[i]], st[n++] = sb[pb[(unsigned char)bl[i]]];
+    for (int i = 0; i < nk; i++) ext[n] = E->ext[(unsigned char)kl[i]], st[n++] = sb[pb[(unsigned char)kl[i]]];
+    for (int i = 0; i < nn; i++) ext[n] = E->ext[(unsigned char)nl[i]], st[n++] = sb[pb[(unsigned char)nl[i]]];
+    ein_copy(Bp, B->data, n, ext, st, true);
+    int64_t da[3] = {Bt, M, K}, db[3] = {Bt, K, N}, dy[3] = {Bt, M, N};
+    mp_rtensor ra = {Ap, MP_DT_FLOAT, 3, da, Bt * M * K}, rb = {Bp, MP_DT_FLOAT, 3, db, Bt * K * N};
+    mp_rtensor ry = {Yp, MP_DT_FLOAT, 3, dy, Bt * M * N};
+    mp_kmatmul_par(k, &ra, &rb, &ry, true, Ap, Bp, Yp, false, false);
+    n = 0;
+    for (int i = 0; i < nb; i++) ext[n] = E->ext[(unsigned char)bl[i]], st[n++] = so[po[(unsigned char)bl[i]]];
+    for (int i = 0; i < nm; i++) ext[n] = E->ext[(unsigned char)ml[i]], st[n++] = so[po[(unsigned char)ml[i]]];
+    for (int i = 0; i < nn; i++) ext[n] = E->ext[(unsigned char)nl[i]], st[n++] = so[po[(unsigned char)nl[i]]];
+    ein_copy(Y->data, Yp, n, ext, st, false);
+    free(Ap), free(Bp), free(Yp);
+    return MP_OK;
+}
+
 /* Einsum: the full index space walked once; each point adds the product
  * of the operands' elements to the output's. */
 static mp_status lak_einsum(mp_kctx *k) {
@@ -796,6 +914,12 @@ static mp_status lak_einsum(mp_kctx *k) {
         free(E);
         return mp_kfail(k, MP_ERR_SHAPE, "%s", "cannot bind the equation");
     }
+    st = lak_einsum_gemm(k, E);
+    if (st != MP_ERR_UNSUPPORTED) {
+        free(E);
+        return st;
+    }
+    st = MP_OK;
     /* axes: ellipsis dims first, then each letter seen */
     int na = 0, axis_of[128];
     int64_t ext[MP_MAX_RANK + 128];
