@@ -671,6 +671,52 @@ typedef struct nnk_taps {
     double *w;
 } nnk_taps;
 
+/* fp32 planes resampled on their last two axes, every leading axis
+ * copied through (N and C of an image, as F.interpolate resizes them):
+ * each output row and column keeps only its taps of nonzero weight (two
+ * for linear, one for nearest), the planes split across the threads. */
+typedef struct nnk_plane {
+    const float *x;
+    float *y;
+    int64_t ih, iw, oh, ow;
+    const nnk_taps *th, *tw;
+} nnk_plane;
+
+static void nnk_resize_planes(void *arg, int64_t lo, int64_t hi) {
+    const nnk_plane *p = arg;
+    int th = p->th->t, tw = p->tw->t;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        const float *x = p->x + pl * p->ih * p->iw;
+        float *y = p->y + pl * p->oh * p->ow;
+        for (int64_t oy = 0; oy < p->oh; oy++) {
+            const int64_t *iy = p->th->idx + oy * th;
+            const double *wy = p->th->w + oy * th;
+            for (int64_t ox = 0; ox < p->ow; ox++) {
+                const int64_t *ix = p->tw->idx + ox * tw;
+                const double *wx = p->tw->w + ox * tw;
+                double acc = 0;
+                for (int j = 0; j < th; j++) {
+                    if (wy[j] == 0) continue;
+                    const float *row = x + iy[j] * p->iw;
+                    double rs = 0;
+                    for (int i = 0; i < tw; i++)
+                        if (wx[i] != 0) rs += wx[i] * (double)row[ix[i]];
+                    acc += wy[j] * rs;
+                }
+                y[oy * p->ow + ox] = (float)acc;
+            }
+        }
+    }
+}
+
+/* Whether the taps of axis a copy it through (one tap, index o, weight 1). */
+static bool nnk_taps_identity(const nnk_taps *t, int64_t out, int64_t in) {
+    if (t->t != 1 || out != in) return false;
+    for (int64_t o = 0; o < out; o++)
+        if (t->idx[o] != o || t->w[o] != 1) return false;
+    return true;
+}
+
 mp_status nnk_resize(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0];
@@ -795,7 +841,17 @@ mp_status nnk_resize(mp_kctx *k) {
                 for (int j = 0; j < t; j++) w[j] /= sum;
         }
     }
-    if (!st) {
+    bool planes = !st && r >= 2 && x->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT;
+    for (int a = 0; planes && a < r - 2; a++) planes = nnk_taps_identity(&taps[a], y->dims[a], x->dims[a]);
+    for (int a = r - 2; planes && a < r; a++)
+        for (int64_t o = 0; o < y->dims[a] && planes; o++) planes = taps[a].idx[o * taps[a].t] != -2; /* no extrapolation */
+    if (planes) {
+        int64_t n = 1;
+        for (int a = 0; a < r - 2; a++) n *= x->dims[a];
+        nnk_plane p = {x->data, y->data, x->dims[r - 2], x->dims[r - 1], y->dims[r - 2], y->dims[r - 1],
+                       &taps[r - 2], &taps[r - 1]};
+        mp_kparallel(k, n, nnk_resize_planes, &p);
+    } else if (!st) {
         int64_t xs[MP_MAX_RANK], oidx[MP_MAX_RANK], tj[MP_MAX_RANK];
         mp_kstrides(r, x->dims, xs);
         for (int64_t e = 0; e < y->numel; e++) {
