@@ -1171,6 +1171,48 @@ static void test_plan_matmul_chain(void) {
     tb_done(m, p);
 }
 
+/* A batched product [4, 3, 49, 32] x [4, 3, 32, 49] and an Add: Swin's
+ * relative position bias [1, 3, 49, 49] as a binary post-op makes oneDNN
+ * 2.6's matmul its reference code (ref:any, 1,000x slower), so the
+ * planner asks first (chain.probe_a) and leaves that Add to run on its
+ * own: two kernels; an operand of the output's dims is absorbed (one).
+ * The values are right either way. */
+static void test_plan_batched_bias(void) {
+    static const struct {
+        int rank;
+        int64_t d[4];
+        int steps; /* with fusion */
+    } cases[] = {{4, {1, 3, 49, 49}, 2}, {4, {4, 3, 49, 49}, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "a", F, 4, TB_DIMS(4, 3, 49, 32));
+        tb_input(m, "b", F, 4, TB_DIMS(4, 3, 32, 49));
+        tb_input(m, "c", F, cases[c].rank, cases[c].d);
+        tb_node(m, "MatMul", "a,b", "h");
+        tb_node(m, "Add", "h,c", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        int64_t nc = cases[c].d[0] * cases[c].d[1] * cases[c].d[2] * cases[c].d[3];
+        float *av = rnd(4 * 3 * 49 * 32), *bv = rnd(4 * 3 * 32 * 49), *cv = rnd(nc), *want = zeros(4 * 3 * 49 * 49);
+        for (int bh = 0; bh < 12; bh++) {
+            ref_matmul(av + bh * 49 * 32, bv + bh * 32 * 49, want + bh * 49 * 49, 49, 32, 49);
+            for (int e = 0; e < 49 * 49; e++) want[bh * 49 * 49 + e] += cv[(nc == 3 * 49 * 49 ? bh % 3 : bh) * 49 * 49 + e];
+        }
+        const char *names[3] = {"a", "b", "c"};
+        float *data[3] = {av, bv, cv};
+        const int64_t *dims[3] = {TB_DIMS(4, 3, 49, 32), TB_DIMS(4, 3, 32, 49), cases[c].d};
+        int ranks[3] = {4, 4, 4};
+        for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 3, names, data, dims, ranks, fuse, want, 4 * 3 * 49 * 49, "bias");
+        if (mp_dnnl_available()) {
+            mp_exec *pl = measure_plan(p, 1, 1);
+            if (pl) T_EQ(pl->n_steps, cases[c].steps);
+            mp_exec_free(pl);
+        }
+        free(av), free(bv), free(cv), free(want);
+        tb_done(m, p);
+    }
+}
+
 /* nn.GELU as PyTorch exports it before opset 20 on x [16, 512]: Div(x,
  * sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5); *head gets the Div */
 static mp_model *gelu_erf_model(int *head) {
@@ -2086,6 +2128,7 @@ MP_TESTS(dnnl){
     {"not_served", test_not_served},
     {"plan_binary_chain", test_plan_binary_chain},
     {"plan_gelu_tanh", test_plan_gelu_tanh},
+    {"plan_batched_bias", test_plan_batched_bias},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},

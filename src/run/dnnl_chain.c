@@ -417,7 +417,8 @@ bool dn_fits_into(const mp_value *o, int rank, const int64_t *dims) {
 /* Operand dims as the 2-D view [rows, N] of a MatMul folded to 2-D:
  * possible when all its leading dims are 1, or all equal the output's. */
 static bool fold_dims(const mp_value *o, int rank, const int64_t *dims, int64_t *d2) {
-    int64_t full[DNNL_MAX_NDIMS];
+    int64_t full[DNNL_MAX_NDIMS] = {0};
+    if (rank < 1 || rank > DNNL_MAX_NDIMS) return false;
     int off = rank - o->rank;
     for (int i = 0; i < rank; i++) full[i] = i < off ? 1 : o->dims[i - off];
     bool ones = true, same = true;
@@ -451,6 +452,30 @@ static bool gelu_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_
     *n = a->n;
     *alg = a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
     return true;
+}
+
+/* Whether a batched MatMul with the binary post-op (alg, md) alone is
+ * still one of oneDNN's fast implementations (not "ref"): the chain's
+ * probe descriptors (chain.probe_a). An error in the probe says no. */
+static bool probe_fast(const chain *ch, dnnl_alg_kind_t alg, const dnnl_memory_desc_t *md) {
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t mm;
+    bool fast = false;
+    if (dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_binary(po, alg, md) == dnnl_success &&
+        dnnl_primitive_attr_create(&attr) == dnnl_success &&
+        dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
+        dnnl_matmul_desc_init(&mm, ch->probe_a, ch->probe_b, NULL, ch->probe_y) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &mm, attr, dn_eng, NULL) == dnnl_success) {
+        const char *impl = NULL;
+        fast = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+               strncmp(impl, "ref", 3) != 0;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (po) dnnl_post_ops_destroy(po);
+    return fast;
 }
 
 /* Absorb the chain of single consumers of the node's output value `v`
@@ -553,10 +578,11 @@ mp_status dn_absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, bool
                 if (ch->n_bin >= 8) break;
                 int64_t d2[2] = {1, 1};
                 if (ch->fold2d && !fold_dims(o, rank, dims, d2)) break;
-                if (mp_kfuse(k, ci) != MP_OK) break;
                 dnnl_memory_desc_t md;
                 dnnl_status_t s = ch->fold2d ? dn_md_plain(&md, 2, d2) : dn_md_plain_pad(&md, rank, o->rank, o->dims);
                 if (s != dnnl_success) return dn_dfail(k, s, "binary post-op operand");
+                if (ch->probe_a && !probe_fast(ch, alg, &md)) break; /* left to run on its own */
+                if (mp_kfuse(k, ci) != MP_OK) break;
                 bool laid = !ch->fold2d && o->rank == rank && dn_lay_find(k, c->in[oi], &md);
                 ch->bin_cl[ch->n_bin] = !laid && ch->cl_rank == rank && dn_same_dims(o, rank, dims);
                 if (ch->bin_cl[ch->n_bin] && (s = dn_md_nhwc(&md, rank, dims)) != dnnl_success)

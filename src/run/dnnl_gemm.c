@@ -514,14 +514,20 @@ mp_status dn_matmul_prepare(mp_kctx *k, size_t *scratch) {
     chain ch;
     if ((st = dn_chain_init(k, &ch))) return st;
     ch.fold2d = fold && y->rank > 2;
+    dnnl_memory_desc_t amd, bplain, ymd, bany;
+    dnnl_status_t ds;
+    if ((ds = dn_md_plain(&amd, rr, xa)) || (ds = dn_md_plain(&bplain, rr, xb)) || (ds = dn_md_plain(&ymd, rr, xy)))
+        goto dfail_;
+    if (rr > 2 && y->rank == rr) {
+        /* a batched product: each binary post-op asked first (chain.probe_a) */
+        if (bdat && (ds = dn_md_any(&bany, rr, xb))) goto dfail_;
+        ch.probe_a = &amd, ch.probe_b = bdat ? &bany : &bplain, ch.probe_y = &ymd;
+    }
     /* post-ops see the output as the graph has it, unless folded */
     if (y->rank >= 1) {
         if ((st = dn_absorb_chain(k, n->out[0], y->rank, y->dims, false, &ch))) goto fail;
     }
-    dnnl_memory_desc_t amd, bplain, ymd;
-    dnnl_status_t ds;
-    if ((ds = dn_md_plain(&amd, rr, xa)) || (ds = dn_md_plain(&bplain, rr, xb)) || (ds = dn_md_plain(&ymd, rr, xy)))
-        goto dfail_;
+    ch.probe_a = ch.probe_b = ch.probe_y = NULL;
     gemm_desc d = {.m = xa[0], .n = N, .k = K, .alpha = 1.0f, .b = bdat, .ok = true};
     return matmul_make(k, s, &amd, &bplain, &ymd, rr, xb, bdat, 1.0f, NULL, NULL, &ch,
                        rr == 2 && bdat ? &d : NULL, scratch);

@@ -227,6 +227,14 @@ typedef struct chain {
     float bn_eps;
     /* MatMul folded to 2-D: output dims as the graph has them */
     bool fold2d;
+    /* a batched MatMul (rank > 2, not folded): its descriptors, to ask
+     * oneDNN whether a binary post-op keeps its fast product. oneDNN 2.6's
+     * brgemm matmul takes an operand of the output's dims, one broadcast
+     * over the rows (per output column) or over dim 1 (per batch and
+     * position), and falls to ref:any for the rest (Swin's relative
+     * position bias [1, heads, 49, 49]: 570 ms for a 30 MFLOP product);
+     * NULL: no probe */
+    const dnnl_memory_desc_t *probe_a, *probe_b, *probe_y;
     int final_v;             /* the value the kernel writes after fusion */
     dnnl_alg_kind_t used[16]; /* eltwise algorithms in the chain so far */
     int n_used;
