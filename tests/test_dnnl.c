@@ -993,6 +993,30 @@ static void test_not_served(void) {
     T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, e)) == NULL);
     T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, s)) == NULL);
     tb_done(m, p);
+    /* broadcasts oneDNN 2.6's binary primitive runs on its reference code
+     * (an RMSNorm's x * rsqrt(mean): [1, 32, 8, 128] by [1, 32, 8, 1]; a
+     * detector's [3, 320, 320] - [3, 1, 1]) stay portable; one per channel
+     * and one of the output's dims go to oneDNN */
+    m = tb_new(17);
+    tb_input(m, "h", F, 4, TB_DIMS(1, 32, 8, 128));
+    tb_input(m, "r", F, 4, TB_DIMS(1, 32, 8, 1));
+    tb_input(m, "img", F, 3, TB_DIMS(3, 320, 320));
+    tb_input(m, "mean", F, 3, TB_DIMS(3, 1, 1));
+    tb_input(m, "ch", F, 4, TB_DIMS(1, 32, 1, 1));
+    int rms = tb_node(m, "Mul", "h,r", "o1");
+    int nrm = tb_node(m, "Sub", "img,mean", "o2");
+    int pch = tb_node(m, "Mul", "h,ch", "o3");
+    int full = tb_node(m, "Add", "h,h", "o4");
+    tb_output(m, "o1");
+    tb_output(m, "o2");
+    tb_output(m, "o3");
+    tb_output(m, "o4");
+    p = tb_prof(m);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, rms)) == NULL);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, nrm)) == NULL);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, pch)) != NULL);
+    T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, full)) != NULL);
+    tb_done(m, p);
 }
 
 

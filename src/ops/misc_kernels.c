@@ -289,21 +289,25 @@ mp_status msk_stft(mp_kctx *k) {
  * max_output_boxes_per_class each. Output [n, 3] (batch, class, box),
  * shaped here (mp_kout_alloc). */
 typedef struct msk_box {
-    double y1, x1, y2, x2;
+    double y1, x1, y2, x2, area;
 } msk_box;
 
 static msk_box msk_box_at(const mp_rtensor *b, int64_t at, bool center) {
     double v[4];
     for (int i = 0; i < 4; i++) v[i] = mp_kget_f(b->data, b->dtype, at * 4 + i);
+    msk_box r;
     if (center) /* [x_center, y_center, width, height] */
-        return (msk_box){v[1] - v[3] / 2, v[0] - v[2] / 2, v[1] + v[3] / 2, v[0] + v[2] / 2};
-    return (msk_box){fmin(v[0], v[2]), fmin(v[1], v[3]), fmax(v[0], v[2]), fmax(v[1], v[3])};
+        r = (msk_box){v[1] - v[3] / 2, v[0] - v[2] / 2, v[1] + v[3] / 2, v[0] + v[2] / 2, 0};
+    else
+        r = (msk_box){fmin(v[0], v[2]), fmin(v[1], v[3]), fmax(v[0], v[2]), fmax(v[1], v[3]), 0};
+    r.area = (r.y2 - r.y1) * (r.x2 - r.x1);
+    return r;
 }
 
-static double msk_iou(msk_box a, msk_box b) {
-    double ih = fmin(a.y2, b.y2) - fmax(a.y1, b.y1), iw = fmin(a.x2, b.x2) - fmax(a.x1, b.x1);
+static double msk_iou(const msk_box *a, const msk_box *b) {
+    double ih = fmin(a->y2, b->y2) - fmax(a->y1, b->y1), iw = fmin(a->x2, b->x2) - fmax(a->x1, b->x1);
     if (ih <= 0 || iw <= 0) return 0;
-    double inter = ih * iw, uni = (a.y2 - a.y1) * (a.x2 - a.x1) + (b.y2 - b.y1) * (b.x2 - b.x1) - inter;
+    double inter = ih * iw, uni = a->area + b->area - inter;
     return uni > 0 ? inter / uni : 0;
 }
 
@@ -319,13 +323,15 @@ mp_status msk_nms(mp_kctx *k) {
     double st_v = has_st ? mp_kget_f(stt->data, stt->dtype, 0) : 0;
     bool center = mp_attr_i(k->n, "center_point_box", 0) != 0;
     msk_kv *cand = malloc(sizeof *cand * (size_t)(S + 1));
-    int64_t *keep = malloc(sizeof(int64_t) * (size_t)(S + 1));
+    msk_box *box = malloc(sizeof *box * (size_t)(S + 1)), *kept = malloc(sizeof *kept * (size_t)(S + 1));
     int64_t *sel = malloc(sizeof(int64_t) * 3 * (size_t)(B * C * S + 1)), n = 0;
-    if (!cand || !keep || !sel) {
-        free(cand), free(keep), free(sel);
+    if (!cand || !box || !kept || !sel) {
+        free(cand), free(box), free(kept), free(sel);
         return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     }
-    for (int64_t b = 0; b < B && maxo > 0; b++)
+    for (int64_t b = 0; b < B && maxo > 0; b++) {
+        /* the batch's boxes read once, corners ordered and areas known */
+        for (int64_t s = 0; s < S; s++) box[s] = msk_box_at(bx, b * S + s, center);
         for (int64_t c = 0; c < C; c++) {
             int64_t nc = 0, nk = 0;
             for (int64_t s = 0; s < S; s++) {
@@ -334,20 +340,20 @@ mp_status msk_nms(mp_kctx *k) {
             }
             qsort(cand, (size_t)nc, sizeof *cand, msk_cmp_desc);
             for (int64_t q = 0; q < nc && nk < maxo; q++) {
-                msk_box a = msk_box_at(bx, b * S + cand[q].i, center);
+                const msk_box *a = &box[cand[q].i];
                 bool drop = false;
-                for (int64_t j = 0; j < nk && !drop; j++)
-                    drop = msk_iou(a, msk_box_at(bx, b * S + keep[j], center)) > iou_t;
+                for (int64_t j = 0; j < nk && !drop; j++) drop = msk_iou(a, &kept[j]) > iou_t;
                 if (drop) continue;
-                keep[nk++] = cand[q].i;
+                kept[nk++] = *a;
                 sel[3 * n] = b, sel[3 * n + 1] = c, sel[3 * n + 2] = cand[q].i;
                 n++;
             }
         }
+    }
     int64_t dims[2] = {n, 3};
     mp_status st = mp_kout_shape(k, 0, 2, dims);
     if (!st) memcpy(k->out[0].data, sel, sizeof(int64_t) * 3 * (size_t)n);
-    free(cand), free(keep), free(sel);
+    free(cand), free(box), free(kept), free(sel);
     return st;
 }
 
