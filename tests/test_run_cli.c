@@ -64,6 +64,24 @@ static void t_crashes_under_run(void) {
     T_CHECK(files >= 20);
 }
 
+/* A weightless export whose small integer tensors (a ReduceMean's axes,
+ * an Expand's shape) are in its absent external data: refused, named (the
+ * portable reduction over made-up axes 0, 0 wrote past its output and
+ * the process aborted) */
+static void t_absent_int_data(void) {
+    static const struct {
+        const char *path, *tensor, *reader;
+    } cases[] = {{"models/dynamo/resnet50_train_torch211.onnx", "'val_484'", "'node_mean'"},
+                 {"models/dynamo/bert_cls_train_torch211.onnx", "'val_21'", "'node_expand_1'"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rr r = RUN(120, "-q", "--run", "--warmup", "0", "--iters", "1", "--threads", "1", "--peak-gflops", "100",
+                   cases[i].path);
+        T_EQ(r.code, 2);
+        T_CHECK(strstr(r.err, cases[i].tensor) && strstr(r.err, cases[i].reader) && strstr(r.err, "absent"));
+        rr_done(&r);
+    }
+}
+
 /* JSON of a measured run of a fixture: the run object and the per-set
  * fields are there and consistent. */
 static void t_run_json(void) {
@@ -364,6 +382,7 @@ static void t_fused_rows(void) {
 MP_TESTS(run_cli){
     {"crashes_under_run", t_crashes_under_run},
     {"corpus_under_run", t_corpus_under_run},
+    {"absent_int_data", t_absent_int_data},
     {"run_json", t_run_json},
     {"fused_rows", t_fused_rows},
     {"input_output_files", t_input_output_files},

@@ -447,12 +447,16 @@ mp_status nnk_reduce(mp_kctx *k) {
     }
     uint64_t mask;
     if (!mp_kaxes_mask(axes, na, x->rank, true, &mask)) return mp_kfail(k, MP_ERR_SHAPE, "axis out of range");
-    int64_t kd[MP_MAX_RANK], cnt = 1;
+    int64_t kd[MP_MAX_RANK], cnt = 1, kn = 1;
     for (int i = 0; i < x->rank; i++) {
         kd[i] = (mask >> i) & 1 ? 1 : x->dims[i];
         if ((mask >> i) & 1) cnt *= x->dims[i];
+        kn *= kd[i];
     }
     int64_t on = y->numel;
+    if (kn != on) /* axes at run time other than the ones the output was shaped by */
+        return mp_kfail(k, MP_ERR_SHAPE, "the axes reduce to %lld values but the output holds %lld", (long long)kn,
+                        (long long)on);
     double *acc = nnk_dbuf(k, on, &st), *mx = NULL;
     if (st) return st;
     double init = op == RK_MAX || op == RK_LOGSUMEXP ? -INFINITY : op == RK_MIN ? INFINITY : op == RK_PROD ? 1 : 0;

@@ -210,6 +210,20 @@ mp_status mp_run_load_tensor(mp_exec *pl, int v, const mp_tensor *t) {
         return mp__typed(pl, v, t);
     case MP_DATA_ABSENT:
     case MP_DATA_NONE:
+        if (!mp_dtype_is_float(t->dtype) && t->numel <= 64) {
+            /* a small integer tensor is shape arithmetic (axes, a shape,
+             * pads, starts): made-up contents would run another model, or
+             * none (a ReduceMean over axes 0, 0 wrote past its output) */
+            int nu = 0;
+            const int *u = mp_uses(pl->g, v, &nu);
+            const char *reader = nu > 0 && pl->g->nodes[u[0]].name ? pl->g->nodes[u[0]].name : "?";
+            return mp_error(MP_ERR_USAGE,
+                            "%s: tensor '%s' (%lld %s values, read by node '%s') is in external data '%s', which "
+                            "is absent: a measured run cannot make up integer contents (axes, shapes, indices); put "
+                            "the data file next to the model (a static profile needs none)",
+                            path, t->name, (long long)t->numel, mp_dtype_name(t->dtype), reader,
+                            t->ext_path ? t->ext_path : "(none)");
+        }
         if ((st = mp__own_bytes(pl, v, rv->bytes))) return st;
         mp__random_weight(pl, v);
         pl->random_weights = true;
