@@ -113,6 +113,11 @@ void mp_kgemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, 
 void mp_kgemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t ars, int64_t acs,
                   const double *B, int64_t brs, int64_t bcs, double *C, int64_t ldc, bool acc);
 
+/* mp_kgemm_f32 (acc false) with its rows split across k's threads
+ * (mp_kparallel; k NULL: serial). */
+void mp_kgemm_f32_par(mp_kctx *k, int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs,
+                      const float *B, int64_t brs, int64_t bcs, float *C, int64_t ldc);
+
 /* numpy matmul y = op(a) @ op(b) over broadcast batch dims on f32 (f32)
  * or f64 buffers laid out as a, b, y; ta/tb: A's/B's last two dims are
  * stored transposed. A 1-D A is [1, K], a 1-D B [K, 1]. */

@@ -626,6 +626,31 @@ void mp_kmatmul_par(mp_kctx *k, const mp_rtensor *a, const mp_rtensor *b, const 
     else ku_mm_range(&p, 0, units);
 }
 
+/* One fp32 GEMM with its rows split in blocks of KU_MB across k's threads. */
+typedef struct ku_gemm {
+    int64_t M, N, K, ars, acs, brs, bcs, ldc;
+    const float *A, *B;
+    float *C;
+} ku_gemm;
+
+static void ku_gemm_range(void *arg, int64_t lo, int64_t hi) {
+    const ku_gemm *p = arg;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t i0 = u * KU_MB, m = p->M - i0 < KU_MB ? p->M - i0 : KU_MB;
+        mp_kgemm_f32(m, p->N, p->K, p->A + i0 * p->ars, p->ars, p->acs, p->B, p->brs, p->bcs, p->C + i0 * p->ldc,
+                     p->ldc, false);
+    }
+}
+
+void mp_kgemm_f32_par(mp_kctx *k, int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t acs,
+                      const float *B, int64_t brs, int64_t bcs, float *C, int64_t ldc) {
+    ku_gemm p = {M, N, K, ars, acs, brs, bcs, ldc, A, B, C};
+    int64_t units = (M + KU_MB - 1) / KU_MB;
+    if (M <= 0 || N <= 0) return;
+    if (k && units > 1) mp_kparallel(k, units, ku_gemm_range, &p);
+    else mp_kgemm_f32(M, N, K, A, ars, acs, B, brs, bcs, C, ldc, false);
+}
+
 void mp_kmatmul(const mp_rtensor *a, const mp_rtensor *b, const mp_rtensor *y, bool f32, const void *A,
                 const void *B, void *Y, bool ta, bool tb) {
     mp_kmatmul_par(NULL, a, b, y, f32, A, B, Y, ta, tb);

@@ -763,7 +763,7 @@ mp_status mp_kgemm_run(mp_kctx *k) {
     mp_status st = MP_OK;
     double *Y = NULL;
     if (a->dtype == MP_DT_FLOAT && b->dtype == MP_DT_FLOAT && y->dtype == MP_DT_FLOAT) {
-        mp_kgemm_f32(M, N, K, a->data, ars, acs, b->data, brs, bcs, y->data, N, false);
+        mp_kgemm_f32_par(k, M, N, K, a->data, ars, acs, b->data, brs, bcs, y->data, N);
     } else {
         double *A = lak_load(k, a, &st), *B = st ? NULL : lak_load(k, b, &st);
         Y = st ? NULL : lak_buf(k, y->numel, &st);
