@@ -396,6 +396,39 @@ static void test_run_views(void) {
     tb_done(m, p);
 }
 
+/* An inference Dropout whose mask nobody reads shares its input's bytes
+ * (a view: no copy, no mask filled); one whose mask is read copies */
+static void test_run_dropout_view(void) {
+    for (int read_mask = 0; read_mask < 2; read_mask++) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "X", MP_DT_FLOAT, 2, TB_DIMS(100, 100));
+        tb_node(m, "Neg", "X", "a");
+        tb_node(m, "Dropout", "a", "d,mask");
+        tb_node(m, "Neg", "d", "y");
+        tb_output(m, "y");
+        if (read_mask) tb_output(m, "mask");
+        mp_profile *p = tb_prof(m);
+        t_kernel(m, "Neg", tk_neg, NULL, NULL);
+        mp_exec *pl = t_plan(p, 1);
+        if (pl) {
+            T_EQ(pl->n_views, read_mask ? 0 : 1);
+            float *x = malloc(sizeof(float) * 10000);
+            for (int i = 0; i < 10000; i++) x[i] = (float)(i % 7) - 3;
+            T_OK(mp_exec_set_input(pl, "X", MP_DT_FLOAT, 2, TB_DIMS(100, 100), x, sizeof(float) * 10000));
+            T_OK(mp_exec_run(pl));
+            int64_t n = 0;
+            const float *y = t_out(pl, 0, &n);
+            T_EQ(n, 10000);
+            int bad = 0;
+            for (int i = 0; y && i < 10000; i++) bad += y[i] != x[i];
+            T_EQ(bad, 0);
+            free(x);
+        }
+        mp_exec_free(pl);
+        tb_done(m, p);
+    }
+}
+
 /* NonZero: an output shaped at run time (mp_kout_alloc) */
 static void test_run_dynamic(void) {
     mp_model *m = tb_new(17);
@@ -638,6 +671,7 @@ MP_TESTS(run){
     {"run_fused_modules", test_run_fused_modules},
     {"run_arena_threads", test_run_arena_threads},
     {"run_views", test_run_views},
+    {"run_dropout_view", test_run_dropout_view},
     {"run_dynamic", test_run_dynamic},
     {"run_reinfer", test_run_reinfer},
     {"run_random_data", test_run_random_data},

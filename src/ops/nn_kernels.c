@@ -660,8 +660,12 @@ mp_status nnk_dropout(mp_kctx *k) {
     mp_rtensor *y = &k->out[0];
     size_t bytes = (size_t)mp_dtype_bytes(x->dtype, x->numel);
     if (y->data != x->data && bytes) memmove(y->data, x->data, bytes);
-    if (k->n_out > 1 && k->out[1].data)
-        for (int64_t i = 0; i < k->out[1].numel; i++) mp_kset_i(k->out[1].data, k->out[1].dtype, i, 1);
+    if (k->n_out > 1 && k->out[1].data) {
+        if (k->out[1].dtype == MP_DT_BOOL || k->out[1].dtype == MP_DT_UINT8 || k->out[1].dtype == MP_DT_INT8)
+            memset(k->out[1].data, 1, (size_t)k->out[1].numel);
+        else
+            for (int64_t i = 0; i < k->out[1].numel; i++) mp_kset_i(k->out[1].data, k->out[1].dtype, i, 1);
+    }
     return MP_OK;
 }
 

@@ -406,6 +406,44 @@ static mp_status shk_nd(mp_kctx *k, bool scatter) {
 mp_status shk_gather_nd(mp_kctx *k) { return shk_nd(k, false); }
 mp_status shk_scatter_nd(mp_kctx *k) { return shk_nd(k, true); }
 
+typedef struct shk_padrows {
+    const mp_rtensor *x;
+    mp_rtensor *y;
+    size_t es;
+    const int64_t *begin, *xs;
+    const uint8_t *cbytes;
+} shk_padrows;
+
+static void shk_pad_fill(char *dst, int64_t n, const uint8_t *c, size_t es) {
+    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, c, es);
+}
+
+static void shk_pad_rows(void *arg, int64_t lo, int64_t hi) {
+    const shk_padrows *p = arg;
+    const mp_rtensor *x = p->x;
+    mp_rtensor *y = p->y;
+    int r = x->rank;
+    int64_t ow = y->dims[r - 1], iw = x->dims[r - 1], left = p->begin[r - 1];
+    for (int64_t row = lo; row < hi; row++) {
+        char *dst = (char *)y->data + (size_t)(row * ow) * p->es;
+        int64_t rem = row, off = 0;
+        bool in = iw > 0;
+        for (int d = r - 2; d >= 0 && in; d--) {
+            int64_t c = rem % y->dims[d] - p->begin[d];
+            rem /= y->dims[d];
+            if (c < 0 || c >= x->dims[d]) in = false;
+            else off += c * p->xs[d];
+        }
+        if (!in) {
+            shk_pad_fill(dst, ow, p->cbytes, p->es);
+            continue;
+        }
+        shk_pad_fill(dst, left, p->cbytes, p->es);
+        memcpy(dst + (size_t)left * p->es, (const char *)x->data + (size_t)off * p->es, (size_t)iw * p->es);
+        shk_pad_fill(dst + (size_t)(left + iw) * p->es, ow - left - iw, p->cbytes, p->es);
+    }
+}
+
 /* Pad: constant, reflect, edge, wrap. */
 mp_status shk_pad(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
@@ -445,6 +483,17 @@ mp_status shk_pad(mp_kctx *k) {
     mp_kset_f(cbytes, x->dtype, 0, cval);
     int64_t xs[MP_MAX_RANK];
     mp_kstrides(r, x->dims, xs);
+    bool grow = m == 0 && r >= 1;
+    for (int d = 0; d < r && grow; d++) grow = begin[d] >= 0 && y->dims[d] - begin[d] >= x->dims[d];
+    if (grow) {
+        /* constant padding that only grows: whole rows of the last axis,
+         * the input's row copied between the fill (every row a row of
+         * fill where a leading index falls in the padding) */
+        shk_padrows p = {x, y, es, begin, xs, cbytes};
+        int64_t rows = y->dims[r - 1] ? y->numel / y->dims[r - 1] : 0;
+        mp_kparallel(k, rows, shk_pad_rows, &p);
+        return MP_OK;
+    }
     for (int64_t e = 0; e < y->numel; e++) {
         int64_t rem = e, off = 0;
         bool out = false;

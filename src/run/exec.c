@@ -733,7 +733,8 @@ static int mp__iv_cmp(const void *a, const void *b) {
 }
 
 /* A step that only gives its input's bytes another shape (Reshape,
- * Flatten, Squeeze, Unsqueeze, Identity on their portable kernel): its
+ * Flatten, Squeeze, Unsqueeze, Identity, and Dropout, which a measured run
+ * (inference) passes through, on their portable kernel): its
  * output can share the input's bytes, the copy then skipped (the kernel
  * sees one buffer). Both activations of the arena, of one size. */
 static bool mp__view_step(const mp_exec *pl, const mp_step *s) {
@@ -742,10 +743,14 @@ static bool mp__view_step(const mp_exec *pl, const mp_step *s) {
     const mp_node *n = &pl->g->nodes[s->node];
     if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return false;
     if (!mp_streq(n->op, "Reshape") && !mp_streq(n->op, "Flatten") && !mp_streq(n->op, "Squeeze") &&
-        !mp_streq(n->op, "Unsqueeze") && !mp_streq(n->op, "Identity"))
+        !mp_streq(n->op, "Unsqueeze") && !mp_streq(n->op, "Identity") && !mp_streq(n->op, "Dropout"))
         return false;
-    for (int i = 1; i < s->n_out; i++)
-        if (s->out_v[i] >= 0) return false;
+    for (int i = 1; i < s->n_out; i++) { /* Dropout's mask: unread */
+        int w = s->out_v[i], nu = 0;
+        if (w < 0) continue;
+        mp_uses(pl->g, w, &nu);
+        if (nu > 0 || (pl->g->values[w].flags & MP_VAL_OUTPUT)) return false;
+    }
     int u = s->in_v[0], v = s->out_v[0];
     if (u < 0 || v < 0 || u == v) return false;
     const mp_rval *a = &pl->vals[u], *b = &pl->vals[v];
