@@ -690,31 +690,78 @@ typedef struct nnk_plane {
     const nnk_taps *th, *tw;
 } nnk_plane;
 
+#define NNK_ROWS_MAX 64 /* input rows one output row weighs, at most, on the row path */
+
 static void nnk_resize_planes(void *arg, int64_t lo, int64_t hi) {
     const nnk_plane *p = arg;
     int th = p->th->t, tw = p->tw->t;
+    /* each input row resampled along the width once and kept while the
+     * output rows read it (slot: its index modulo the taps, which cover
+     * consecutive rows), then the rows weighed down the height: the same
+     * sums in the same order as taking each output alone */
+    double *rows = malloc(sizeof(double) * (size_t)th * (size_t)(p->ow > 0 ? p->ow : 1));
+    int64_t *key = malloc(sizeof(int64_t) * (size_t)th);
     for (int64_t pl = lo; pl < hi; pl++) {
         const float *x = p->x + pl * p->ih * p->iw;
         float *y = p->y + pl * p->oh * p->ow;
+        for (int j = 0; key && j < th; j++) key[j] = -1;
         for (int64_t oy = 0; oy < p->oh; oy++) {
             const int64_t *iy = p->th->idx + oy * th;
             const double *wy = p->th->w + oy * th;
-            for (int64_t ox = 0; ox < p->ow; ox++) {
-                const int64_t *ix = p->tw->idx + ox * tw;
-                const double *wx = p->tw->w + ox * tw;
-                double acc = 0;
-                for (int j = 0; j < th; j++) {
-                    if (wy[j] == 0) continue;
-                    const float *row = x + iy[j] * p->iw;
-                    double rs = 0;
-                    for (int i = 0; i < tw; i++)
-                        if (wx[i] != 0) rs += wx[i] * (double)row[ix[i]];
-                    acc += wy[j] * rs;
+            if (!rows || !key || th > NNK_ROWS_MAX) { /* each output alone (no memory, or taps past the list) */
+                for (int64_t ox = 0; ox < p->ow; ox++) {
+                    const int64_t *ix = p->tw->idx + ox * tw;
+                    const double *wx = p->tw->w + ox * tw;
+                    double acc = 0;
+                    for (int j = 0; j < th; j++) {
+                        if (wy[j] == 0) continue;
+                        const float *row = x + iy[j] * p->iw;
+                        double rs = 0;
+                        for (int i = 0; i < tw; i++)
+                            if (wx[i] != 0) rs += wx[i] * (double)row[ix[i]];
+                        acc += wy[j] * rs;
+                    }
+                    y[oy * p->ow + ox] = (float)acc;
                 }
-                y[oy * p->ow + ox] = (float)acc;
+                continue;
             }
+            for (int j = 0; j < th; j++) {
+                if (wy[j] == 0) continue;
+                int slot = (int)(iy[j] % th);
+                if (key[slot] == iy[j]) continue;
+                key[slot] = iy[j];
+                const float *row = x + iy[j] * p->iw;
+                double *rs = rows + (size_t)slot * (size_t)p->ow;
+                for (int64_t ox = 0; ox < p->ow; ox++) {
+                    const int64_t *ix = p->tw->idx + ox * tw;
+                    const double *wx = p->tw->w + ox * tw;
+                    double v = 0;
+                    for (int i = 0; i < tw; i++)
+                        if (wx[i] != 0) v += wx[i] * (double)row[ix[i]];
+                    rs[ox] = v;
+                }
+            }
+            /* the rows this output row weighs, in tap order */
+            const double *rp[NNK_ROWS_MAX];
+            double rw[NNK_ROWS_MAX];
+            int nr = 0;
+            for (int j = 0; j < th; j++)
+                if (wy[j] != 0) rp[nr] = rows + (size_t)(iy[j] % th) * (size_t)p->ow, rw[nr++] = wy[j];
+            float *yr = y + oy * p->ow;
+            if (nr == 1)
+                for (int64_t ox = 0; ox < p->ow; ox++) yr[ox] = (float)(0.0 + rw[0] * rp[0][ox]);
+            else if (nr == 2)
+                for (int64_t ox = 0; ox < p->ow; ox++) yr[ox] = (float)(0.0 + rw[0] * rp[0][ox] + rw[1] * rp[1][ox]);
+            else
+                for (int64_t ox = 0; ox < p->ow; ox++) {
+                    double acc = 0;
+                    for (int j = 0; j < nr; j++) acc += rw[j] * rp[j][ox];
+                    yr[ox] = (float)acc;
+                }
         }
     }
+    free(rows);
+    free(key);
 }
 
 /* Whether the taps of axis a copy it through (one tap, index o, weight 1). */
