@@ -119,6 +119,16 @@ bool dn_is_wt(const mp_graph *g, const mp_value *v) {
 bool dn_is_const_in(const mp_graph *g, const mp_value *v) {
     return v && mp_value_const(g, (int)(v - g->values));
 }
+const char *dn_pd_impl(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return "";
+    return strncmp(impl, "x64:", 4) == 0 ? impl + 4 : impl; /* "x64:gemm:jit" */
+}
+
+bool dn_pd_is_ref(const_dnnl_primitive_desc_t pd) {
+    return strncmp(dn_pd_impl(pd), "ref", 3) == 0;
+}
+
 bool dn_same_dims(const mp_value *a, int rank, const int64_t *dims) {
     if (a->rank != rank) return false;
     for (int i = 0; i < rank; i++)

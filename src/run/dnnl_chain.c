@@ -263,10 +263,7 @@ int mp_dnnl_reference_primitives(void) {
 
 mp_status dn_dk_finish(mp_kctx *k, dk *s, const_dnnl_primitive_desc_t pd, size_t *scratch) {
     DN(dnnl_primitive_create(&s->prim, pd), "primitive");
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-        strncmp(impl, "ref", 3) == 0)
-        __atomic_add_fetch(&g_ref_primitives, 1, __ATOMIC_RELAXED);
+    if (dn_pd_is_ref(pd)) __atomic_add_fetch(&g_ref_primitives, 1, __ATOMIC_RELAXED);
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t sz = smd ? dnnl_memory_desc_get_size(smd) : 0;
     if (sz) {
@@ -467,11 +464,8 @@ static bool probe_fast(const chain *ch, dnnl_alg_kind_t alg, const dnnl_memory_d
         dnnl_primitive_attr_create(&attr) == dnnl_success &&
         dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
         dnnl_matmul_desc_init(&mm, ch->probe_a, ch->probe_b, NULL, ch->probe_y) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &mm, attr, dn_eng, NULL) == dnnl_success) {
-        const char *impl = NULL;
-        fast = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-               strncmp(impl, "ref", 3) != 0;
-    }
+        dnnl_primitive_desc_create(&pd, &mm, attr, dn_eng, NULL) == dnnl_success)
+        fast = *dn_pd_impl(pd) && !dn_pd_is_ref(pd); /* known, and not the reference code */
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (po) dnnl_post_ops_destroy(po);

@@ -133,12 +133,6 @@ static const char *conv_kname(const char *impl) {
     return "onednn:conv";
 }
 
-static const char *pd_impl(const_dnnl_primitive_desc_t pd) {
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return "";
-    return strncmp(impl, "x64:", 4) == 0 ? impl + 4 : impl; /* "x64:gemm:jit" */
-}
-
 /* The implementations oneDNN has for cd with attr, best first, reference
  * ones, SSE4.1 ones (and AVX2 ones when the first is AVX-512) and
  * repeats of a name left out: cands[0] is what
@@ -151,7 +145,7 @@ static int conv_candidates(const dnnl_convolution_desc_t *cd, const_dnnl_primiti
     do {
         dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
         if (!pd) break;
-        const char *impl = pd_impl(pd);
+        const char *impl = dn_pd_impl(pd);
         /* reference code, and SSE4.1 kernels beside AVX ones, never win */
         bool keep = strncmp(impl, "ref", 3) != 0 && !strstr(impl, "sse41") && n < max;
         /* nor AVX2 ones beside AVX-512 ones (a shorter vector on the same
@@ -468,7 +462,7 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
                 for (int i = 0; i < ncand; i++) dnnl_primitive_desc_destroy(cands[i].pd);
                 ncand = conv_candidates(&cd, attr, cands, DN_MAXCAND);
                 /* the iterator's first is the one made above, else no choice */
-                if (ncand && strcmp(cands[0].impl, pd_impl(pd)) != 0) {
+                if (ncand && strcmp(cands[0].impl, dn_pd_impl(pd)) != 0) {
                     for (int i = 0; i < ncand; i++) dnnl_primitive_desc_destroy(cands[i].pd);
                     ncand = 0;
                 }

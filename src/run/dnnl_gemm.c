@@ -203,9 +203,7 @@ typedef struct gemm_desc {
  * through its sgemm, where other libraries may be faster on some CPUs;
  * brgemm with weights blocked once leads every library measured. */
 static bool pd_is_gemm(const_dnnl_primitive_desc_t pd) {
-    const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) return false;
-    return strncmp(impl, "gemm", 4) == 0;
+    return strncmp(dn_pd_impl(pd), "gemm", 4) == 0;
 }
 
 /* The chain's binary post-ops as addends of a product Y[m, n] (Gemm's C,

@@ -312,6 +312,10 @@ const mp_value *dn_gout(const mp_graph *g, const mp_node *n, int i);
 bool dn_is_f32(const mp_value *v);
 bool dn_is_wt(const mp_graph *g, const mp_value *v);
 bool dn_is_const_in(const mp_graph *g, const mp_value *v);
+/* pd's implementation name without oneDNN's "x64:" ("" when not known);
+ * whether it is one of the reference ones ("ref:any"), slow everywhere */
+const char *dn_pd_impl(const_dnnl_primitive_desc_t pd);
+bool dn_pd_is_ref(const_dnnl_primitive_desc_t pd);
 bool dn_same_dims(const mp_value *a, int rank, const int64_t *dims);
 bool dn_is_op(const mp_node *n, const char *op);
 mp_pref dn_pattern_at(const mp_graph *g, const mp_node *n, const mp_patterns **pp);

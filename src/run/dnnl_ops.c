@@ -410,9 +410,7 @@ static bool binary_fast(dnnl_alg_kind_t alg, const mp_value *y, const mp_value *
         dnnl_binary_desc_init(&bd, alg, &ymd, &omd, &ymd) ||
         dnnl_primitive_desc_create(&pd, &bd, NULL, dn_eng, NULL) != dnnl_success)
         return false;
-    const char *impl = NULL;
-    bool fast = dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-                strncmp(impl, "ref", 3) != 0;
+    bool fast = *dn_pd_impl(pd) && !dn_pd_is_ref(pd); /* known, and not the reference code */
     dnnl_primitive_desc_destroy(pd);
     return fast;
 }
