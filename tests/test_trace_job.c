@@ -453,6 +453,55 @@ static void t_no_device(void) {
         mods |= strcmp(k, "no_modules") == 0 && strstr(t.findings[i].text, "module") != NULL;
     }
     T_CHECK(!dev && nodev && shapes && mods);
+    /* its report: operators by self CPU (addmm 400 us before linear's 100,
+     * though linear's total is larger), FLOPs unknown rather than 0, no
+     * device idle table, the optimizer finding without device advice */
+    const mp_trace *one = &t;
+    size_t n = 0;
+    char *txt = t_trace_report(&one, 1, NULL, NULL, 0, &n);
+    T_CHECK(txt != NULL);
+    if (txt) {
+        T_CHECK(strstr(txt, "by self CPU time (no device time in this trace)") != NULL);
+        const char *a = strstr(txt, "aten::addmm"), *l = strstr(txt, "aten::linear");
+        T_CHECK(a && l && a < l);
+        T_CHECK(strstr(txt, "device:  none recorded (a CPU-only trace)") != NULL);
+        T_CHECK(strstr(txt, "FLOPs: not counted") != NULL && strstr(txt, "0 FLOPs") == NULL);
+        T_CHECK(strstr(txt, "Idle time by cause") == NULL && strstr(txt, "foreach=True") != NULL);
+        T_CHECK(strstr(txt, "fused=True)) updates") == NULL);
+    }
+    free(txt);
+    char *js = t_trace_report(&one, 1, NULL, NULL, 1, &n);
+    size_t err = 0;
+    jr *j = js ? jr_parse(js, n, &err) : NULL;
+    T_CHECK(j != NULL);
+    if (j) {
+        T_EQ(jr_path(j, "summary.flops")->type, JR_NULL);
+        T_EQ(jr_path(j, "summary.achieved_flops_per_s")->type, JR_NULL);
+        T_EQ(jr_get(jr_at(jr_get(j, "steps"), 0), "flops")->type, JR_NULL);
+        T_EQ(jr_get(jr_at(jr_get(j, "operators"), 0), "flops")->type, JR_NULL);
+        T_EQ_STR(jr_get(jr_at(jr_get(j, "operators"), 0), "name")->s, "aten::addmm");
+        jr_free(j);
+    }
+    free(js);
+    /* the steps CSV leaves FLOPs and FLOP/s empty */
+    char *csv = NULL;
+    size_t cn = 0;
+    FILE *cf = open_memstream(&csv, &cn);
+    T_OK(mp_trace_report_csv(&one, 1, "steps", cf));
+    fclose(cf);
+    const char *row = csv ? strchr(csv, '\n') : NULL;
+    int col = 0, fcol = -1;
+    for (const char *h = csv, *c = csv; row && c <= row; c++)
+        if (*c == ',' || *c == '\n') {
+            if (c - h == 5 && strncmp(h, "flops", 5) == 0) fcol = col;
+            col++;
+            h = c + 1;
+        }
+    T_CHECK(fcol > 0);
+    const char *v = row ? row + 1 : NULL;
+    for (int i = 0; v && i < fcol; i++) v = strchr(v, ',') ? strchr(v, ',') + 1 : NULL;
+    T_CHECK(v && strncmp(v, ",,", 2) == 0);   /* flops and achieved_flops_per_s empty */
+    free(csv);
     mp_trace_free(&t);
     /* a Kineto trace with shapes and modules says nothing of the kind */
     T_OK(mp_trace_open("tests/traces/vit_b16_adamw_stack.trace.json.gz", NULL, &t));

@@ -380,8 +380,10 @@ static void csv_steps(cw *w, const mp_trace *const *t, int n) {
             cw_ns(w, s->optimizer);
             cw_ns(w, s->optimizer_dev);
             cw_ns(w, s->loader_wall);
-            cw_u64(w, s->flops);
-            cw_double(w, s->wall > 0 ? (double)s->flops / ((double)s->wall * 1e-9) : 0, s->wall > 0);
+            bool fl = !t[r]->no_shapes;   /* FLOPs unknown without shapes: empty, not 0 */
+            if (fl) cw_u64(w, s->flops);
+            else cw_sep(w);
+            cw_double(w, s->wall > 0 ? (double)s->flops / ((double)s->wall * 1e-9) : 0, fl && s->wall > 0);
             cw_opt_i64(w, s->mem_start);
             cw_opt_i64(w, s->mem_peak);
             cw_opt_i64(w, s->mem_end);

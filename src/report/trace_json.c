@@ -14,6 +14,13 @@ static void rate(jw *w, uint64_t flops, int64_t ns) {
     else jw_null(w);
 }
 
+/* FLOPs counted from recorded shapes; null when the trace recorded none
+ * (unknown, not zero). */
+static void flops_val(jw *w, const mp_trace *t, uint64_t flops) {
+    if (t->no_shapes) jw_null(w);
+    else jw_u64(w, flops);
+}
+
 /* A share (0-1), or null when there is nothing to share. */
 static void share(jw *w, int64_t part, int64_t whole) {
     if (whole > 0) jw_double(w, (double)part / (double)whole);
@@ -31,8 +38,10 @@ static void summary(jw *w, const mp_trace *t) {
     jw_double(w, ns_s(t->busy_total));
     jw_key(w, "utilization");
     jw_double(w, t->wall_total > 0 ? (double)t->busy_total / (double)t->wall_total : 0);
-    jw_ku64(w, "flops", t->flops_total);
-    jw_ku64(w, "backward_flops", t->flops_bwd);
+    jw_key(w, "flops");
+        flops_val(w, t, t->flops_total);
+    jw_key(w, "backward_flops");
+        flops_val(w, t, t->flops_bwd);
     jw_key(w, "uncounted");
     jw_open(w, '[');
     for (int i = 0; i < t->n_uncounted; i++) {
@@ -46,14 +55,15 @@ static void summary(jw *w, const mp_trace *t) {
     jw_close(w, ']');
     jw_kstr(w, "dtype", mp_tdtype_names[t->dominant_dtype < MP_TDT_COUNT ? t->dominant_dtype : 0]);
     jw_key(w, "achieved_flops_per_s");
-    jw_double(w, fps);
+    if (t->no_shapes) jw_null(w);
+    else jw_double(w, fps);
     jw_key(w, "peak_flops_per_s");
     if (t->peak_tflops > 0) jw_double(w, t->peak_tflops * 1e12);
     else jw_null(w);
     jw_key(w, "peak_source");
     jw_opt_str(w, t->peak_source);
     jw_key(w, "mfu");
-    if (t->peak_tflops > 0) jw_double(w, fps / (t->peak_tflops * 1e12));
+    if (t->peak_tflops > 0 && !t->no_shapes) jw_double(w, fps / (t->peak_tflops * 1e12));
     else jw_null(w);
     jw_key(w, "communication_s");
     jw_double(w, ns_s(t->comm_total));
@@ -105,10 +115,13 @@ static void steps(jw *w, const mp_trace *t) {
         jw_key(w, "comm_compute_overlap");
         share(w, s->comm_overlap, s->comm);
         jw_ki64(w, "collective_calls", s->n_calls);
-        jw_ku64(w, "flops", s->flops);
-        jw_ku64(w, "backward_flops", s->flops_bwd);
+        jw_key(w, "flops");
+        flops_val(w, t, s->flops);
+        jw_key(w, "backward_flops");
+        flops_val(w, t, s->flops_bwd);
         jw_key(w, "achieved_flops_per_s");
-        rate(w, s->flops, s->wall);
+        if (t->no_shapes) jw_null(w);
+        else rate(w, s->flops, s->wall);
         jw_key(w, "memory");
         jw_open(w, '{');
         jw_key(w, "start_allocated_bytes");
@@ -140,7 +153,8 @@ static void operators(jw *w, const mp_trace *t) {
         jw_double(w, ns_s(o->dev_total));
         jw_key(w, "self_device_s");
         jw_double(w, ns_s(o->self_dev));
-        jw_ku64(w, "flops", o->flops);
+        jw_key(w, "flops");
+        flops_val(w, t, o->flops);
         jw_ki64(w, "device_alloc_bytes", o->alloc_bytes);
         jw_close(w, '}');
     }

@@ -45,6 +45,17 @@ static double tflops(uint64_t flops, int64_t ns) {
 static void text_steps(tr *w, const mp_trace *t) {
     char a[MP_FMT_MAX], b[MP_FMT_MAX];
     rule(w, "Steps");
+    if (t->no_device) {   /* nothing ran on a device: no idle to explain, no device time to split */
+        pf(w, "%-16s %10s %12s %12s   (host times: no device in this trace)\n", "step", "wall",
+           "optim host", "FLOPs");
+        for (int k = 0; k < t->n_steps; k++) {
+            const mp_tstep *s = &t->steps[k];
+            cell(w, s->name, 16, false);
+            pf(w, " %10s %12s %12s\n", secs(s->wall, a), secs(s->optimizer, b),
+               t->no_shapes ? "?" : mp_fmt_flops(s->flops).s);
+        }
+        return;
+    }
     pf(w, "%-16s %10s %10s %7s | %10s %10s %10s %10s %10s %10s %10s\n", "step", "wall", "dev busy", "util",
        "idle", "loader", "collective", "range", "launch", "sync", "other");
     for (int k = 0; k < t->n_steps; k++) {
@@ -91,7 +102,7 @@ static void text_steps(tr *w, const mp_trace *t) {
         const mp_tstep *s = &t->steps[k];
         cell(w, s->name, 16, false);
         pf(w, " %12s %12s %12s", secs(s->optimizer, a), secs(s->optimizer_dev, b),
-           mp_fmt_flops(s->flops).s);
+           t->no_shapes ? "?" : mp_fmt_flops(s->flops).s);
         for (int i = 0; i < 3; i++) {
             int64_t v = i == 0 ? s->mem_start : i == 1 ? s->mem_peak : s->mem_end;
             pf(w, " %12s", v >= 0 ? mp_fmt_bytes((uint64_t)v).s : "?");
@@ -109,6 +120,11 @@ static void text_findings(tr *w, const mp_trace *t) {
 static void text_efficiency(tr *w, const mp_trace *t) {
     const char *const *dt = mp_tdtype_names;
     rule(w, "Efficiency");
+    if (t->no_shapes) {   /* unknown, not zero */
+        put(w, "FLOPs: not counted (no operator shapes in this trace: record_shapes=True); "
+               "achieved FLOP/s and MFU unknown\n");
+        return;
+    }
     double tf = tflops(t->flops_total, t->wall_total);
     pf(w, "counted FLOPs over %d steps: %s, backward %s of them (from the recorded shapes:\n"
           "with_flops' forward rules; convolution and attention backward as\n"
@@ -136,6 +152,8 @@ static void text_efficiency(tr *w, const mp_trace *t) {
     if (t->peak_tflops > 0)
         pf(w, "peak: %s (%s); MFU %s\n", mp_fmt_si_d(t->peak_tflops * 1e12, "FLOPS").s,
            t->peak_source, mp_fmt_pct_d(tf, t->peak_tflops).s);
+    else if (t->no_device)
+        put(w, "peak: no device in this trace; MFU unknown\n");
     else
         pf(w, "peak: unknown for '%s' and %s (give --peak-tflops); MFU unknown\n",
            t->raw.device_name[0] ? t->raw.device_name : "?", dt[t->dominant_dtype]);
@@ -144,7 +162,10 @@ static void text_efficiency(tr *w, const mp_trace *t) {
 static void text_ops(tr *w, const mp_trace *t) {
     char a[4][MP_FMT_MAX];
     int top = w->o->top;
-    rule(w, "Operators (key_averages), by self device time");
+    bool dev = false;   /* no device time: sorted by self CPU (tables.c) */
+    for (int i = 0; i < t->n_ops; i++) dev |= t->ops[i].self_dev > 0;
+    rule(w, dev ? "Operators (key_averages), by self device time"
+                : "Operators (key_averages), by self CPU time (no device time in this trace)");
     pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
        "dev total", "self dev", "self dev%");
     /* PyTorch's "Self CUDA %": of the summed time of the device's own
@@ -345,14 +366,19 @@ static mp_status text_one(tr *w, const mp_trace *t) {
     pf(w, "trace:   %s (%s of JSON%s, %llu events)\n", t->path ? t->path : "?",
        mp_fmt_bytes(t->raw.bytes).s, t->raw.gzipped ? ", gzipped" : "",
        (unsigned long long)t->raw.n_events);
-    pf(w, "device:  %s", t->raw.device_name[0] ? t->raw.device_name : "?");
+    pf(w, "device:  %s", t->raw.device_name[0] ? t->raw.device_name
+                         : t->no_device                      ? "none recorded (a CPU-only trace)"
+                                                             : "?");
     if (t->raw.device_sms > 0) pf(w, ", %lld SMs", (long long)t->raw.device_sms);
     if (t->raw.device_mem > 0) pf(w, ", %s", mp_fmt_bytes((uint64_t)t->raw.device_mem).s);
     if (t->raw.rank >= 0) pf(w, "; rank %d", t->raw.rank);
     putn(w, "\n", 1);
     int64_t idle = t->wall_total > t->busy_total ? t->wall_total - t->busy_total : 0;
     char c[MP_FMT_MAX];
-    pf(w, "steps:   %d, wall %s, device busy %s (%s utilisation), idle %s\n", t->n_steps,
+    if (t->no_device)
+        pf(w, "steps:   %d, wall %s\n", t->n_steps, secs(t->wall_total, a));
+    else
+        pf(w, "steps:   %d, wall %s, device busy %s (%s utilisation), idle %s\n", t->n_steps,
        secs(t->wall_total, a), secs(t->busy_total, b),
        mp_fmt_pct((uint64_t)t->busy_total, (uint64_t)t->wall_total).s, secs(idle, c));
     text_findings(w, t);
@@ -453,7 +479,8 @@ mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_tjob *j
     tr *w = malloc(sizeof *w);
     if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
-    w->o = o;
+    static const mp_trace_options defaults = {0, -1, 20, 0};   /* the CLI's */
+    w->o = o ? o : &defaults;
     mp_status st = MP_OK;
     char why[600];
     bool run = n > 1 && (job ? job->one_run : mp_trace_one_run(t, n, why, sizeof why));

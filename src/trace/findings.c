@@ -71,8 +71,9 @@ static void not_recorded(mp_trace *t, int *cap) {
         add_finding(t, cap, (fnd){"no_shapes", 0.2, 0, "s", 0},
                     "Shapes were not recorded (record_shapes=False, or a PyTorch without "
                     "Kineto): no operator's FLOPs can be counted, so FLOPs, FLOP/s and MFU are "
-                    "unknown (shown as 0). Profile with record_shapes=True; FlopsProfiler takes "
-                    "FLOPs from the model's static profile.");
+                    "unknown (? in the tables, null in the JSON). Profile with "
+                    "record_shapes=True; FlopsProfiler takes FLOPs from the model's static "
+                    "profile.");
     if (t->no_modules)
         add_finding(t, cap, (fnd){"no_modules", 0.1, 0, "s", 0},
                     "Module scopes were not recorded (with_stack=True and with_modules=True "
@@ -195,7 +196,14 @@ void mp_trace_findings(mp_trace *t) {
                     ms(idle[MP_TI_SYNC]), pct(idle[MP_TI_SYNC], wall));
     int64_t optd = 0;
     for (int k = 0; k < t->n_steps; k++) MP_SADD(optd, t->steps[k].optimizer_dev);
-    if (pct(opt, wall) >= 10 || (dev && pct(optd, t->busy_total) >= 20))
+    if (!dev && pct(opt, wall) >= 10)
+        add_finding(t, &cap, (fnd){"optimizer", pct(opt, wall), secs_of(opt), "s", frac(opt, wall)},
+                    "Optimizer: Optimizer.step took %.1f ms of host time (%.1f%% of step time). "
+                    "On the CPU PyTorch's optimizers loop over the parameters one tensor at a "
+                    "time unless asked otherwise: foreach=True (or fused=True where the "
+                    "optimizer and PyTorch version offer it) updates them in a few calls.",
+                    ms(opt), pct(opt, wall));
+    else if (pct(opt, wall) >= 10 || (dev && pct(optd, t->busy_total) >= 20))
         add_finding(t, &cap,
                     (fnd){"optimizer", MP_MAX(pct(opt, wall), pct(optd, wall)), secs_of(opt), "s",
                           frac(opt, wall)},

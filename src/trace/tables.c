@@ -79,6 +79,14 @@ static int top_cmp(const void *x, const void *y) {
     return strcmp(a->name, b->name);
 }
 
+/* A trace without device time (a CPU-only run): key_averages' own order for
+ * it, self CPU time first. */
+static int top_cpu_cmp(const void *x, const void *y) {
+    const mp_top *a = x, *b = y;
+    if (a->self_cpu != b->self_cpu) return a->self_cpu > b->self_cpu ? -1 : 1;
+    return top_cmp(x, y);
+}
+
 static int kern_cmp(const void *x, const void *y) {
     const mp_tkernel *a = x, *b = y;
     if (a->total != b->total) return a->total > b->total ? -1 : 1;
@@ -227,7 +235,9 @@ mp_status tr_tables(work *w) {
     free(cur);
     free(row_cpu);
     free(row_dev);
-    if (t->n_ops > 1) qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, top_cmp);
+    bool dev_time = false;
+    for (int i = 0; i < t->n_ops; i++) dev_time |= t->ops[i].self_dev > 0;
+    if (t->n_ops > 1) qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, dev_time ? top_cmp : top_cpu_cmp);
 
     /* kernels by name, with the operator that launched most of their time */
     int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);

@@ -521,7 +521,7 @@ void mp_trace_findings(mp_trace *t);
 bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy);
 
 /* Writers. Several traces (one per rank) print side by side, with the job
- * (mp_trace_job; NULL when there is none). */
+ * (mp_trace_job; NULL when there is none). Options NULL: the CLI's defaults. */
 mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_tjob *job,
                                const mp_trace_options *o, FILE *f);
 mp_status mp_trace_report_json(const mp_trace *const *t, int n, const mp_tjob *job,
