@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The HTML reports in a real browser (make test): headless Chromium loads
-each report (static, measured, an ONNX Runtime profile, a trace, a job of
-ranks, the 7B graph) with #selftest, report.js checks its own rendered DOM
+each report (static, measured, an ONNX Runtime profile, a trace, a CPU-only
+trace, a job of ranks, the 7B graph) with #selftest, report.js checks its own rendered DOM
 (totals present, a module tree node expands, a module's split by operator
 expands and adds up, sorting reorders rows, no script errors; for a job of
 ranks: the ranks table, the stragglers, each step's critical rank, one
@@ -51,6 +51,8 @@ def main():
                  'tests/ort/resnet50_all.json.gz', '--peak-gflops', '100']),
         ('trace', [mp, 'trace', 'tests/traces/mobilenet_v2_sgd_loader.trace.json.gz']),
         ('job', [mp, 'trace', 'tests/traces/ddp2']),
+        # a CPU-only trace (PyTorch 1.13 without Kineto): host times, no device bars
+        ('trace_cpu', [mp, 'trace', 'tests/traces/cpu_sgd_legacy.trace.json.gz']),
         ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
         ('formula', [mp, 'models/dynamo/qwen3_2layers.onnx', '-q', '--formula']),
         # unknown costs (no dims given): no card reads 0; the by-module-op table
@@ -101,6 +103,10 @@ def main():
                 lines.append('FAIL the unknown figures were not checked by the page')
             if not any(x.startswith('PASS by-module-op table') for x in lines):
                 lines.append('FAIL the by-module-op table was not checked')
+        if name == 'trace_cpu':
+            ok = ('>Steps: wall time (no device in this trace)<' in dom and
+                  '>Steps: device busy and idle by cause<' not in dom and '>device busy<' not in dom.lower())
+            lines.append(('PASS' if ok else 'FAIL') + ' a CPU-only trace shows host wall time, no device idle')
         if name.startswith('memory'):
             if not any(x.startswith('PASS') and 'adds up' in x for x in lines):
                 lines.append('FAIL the timeline was not checked')

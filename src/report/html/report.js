@@ -751,8 +751,11 @@ function traceOne(D, idx, separate) {
     var cards = el('div', { cls: 'cards', id: id('mp-totals') });
     cards.appendChild(card('steps', String(sm.steps)));
     cards.appendChild(card('wall', secs(sec(sm, 'wall'))));
-    cards.appendChild(card('device busy', secs(sec(sm, 'device_busy'))));
-    cards.appendChild(card('utilization', pct(sm.utilization)));
+    var nodev = !!D.recorded && D.recorded.device === false;   /* a CPU-only trace: host times */
+    if (!nodev) {
+        cards.appendChild(card('device busy', secs(sec(sm, 'device_busy'))));
+        cards.appendChild(card('utilization', pct(sm.utilization)));
+    }
     cards.appendChild(card('FLOPs', si(sm.flops, 'FLOPs')));
     cards.appendChild(card('achieved', si(rate(sm, 'achieved'), 'FLOP/s')));
     cards.appendChild(card('MFU', pct(sm.mfu)));
@@ -765,13 +768,13 @@ function traceOne(D, idx, separate) {
     }
     var steps = D.steps || [];
     if (steps.length) {
-        var st = section('Steps: device busy and idle by cause' + sfx, id('mp-steps'));
+        var st = section((nodev ? 'Steps: wall time (no device in this trace)' : 'Steps: device busy and idle by cause') + sfx, id('mp-steps'));
         var maxw = 0;
         steps.forEach(function (x) { maxw = Math.max(maxw, sec(x, 'wall') || 0); });
         var causes = Object.keys(CAUSE_COLORS);
         var leg = el('div', { cls: 'legend' }, [el('span', null, [el('i', { style: 'background:var(--busy)' }), 'busy'])]);
         causes.forEach(function (c) { leg.appendChild(el('span', null, [el('i', { style: 'background:' + CAUSE_COLORS[c] }), c.replace('_', ' ')])); });
-        st.appendChild(leg);
+        if (!nodev) st.appendChild(leg);
         var bars = el('div', { cls: 'bars' });
         steps.forEach(function (x) {
             var w = sec(x, 'wall') || 0, ic = x.idle_causes_s || {};
@@ -780,8 +783,11 @@ function traceOne(D, idx, separate) {
                 if (!(v > 0) || !w) return;
                 bar.appendChild(el('span', { style: 'width:' + (100 * v / w) + '%;background:' + color, title: what + ': ' + secs(v) }));
             }
-            seg(sec(x, 'device_busy'), 'var(--busy)', 'busy');
-            causes.forEach(function (c) { seg(ic[c] || 0, CAUSE_COLORS[c], c); });
+            if (nodev) seg(w, 'var(--mut)', 'host wall');
+            else {
+                seg(sec(x, 'device_busy'), 'var(--busy)', 'busy');
+                causes.forEach(function (c) { seg(ic[c] || 0, CAUSE_COLORS[c], c); });
+            }
             bars.appendChild(el('div', { cls: 'row' }, [el('div', { cls: 'lbl', text: x.name, title: x.name }),
                 el('div', { style: 'flex:1' }, [bar]), el('div', { cls: 'muted', text: secs(w) })]));
         });
@@ -809,7 +815,7 @@ function traceOne(D, idx, separate) {
         { key: 'device_total_s', label: 'device total', num: 1, fmt: 'sec' },
         { key: 'self_device_s', label: 'self device', num: 1, fmt: 'sec' },
         { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
-        { key: 'device_alloc_bytes', label: 'allocated', num: 1, fmt: 'bytes' }], or, null, 'self_device_s', 500);
+        { key: 'device_alloc_bytes', label: 'allocated', num: 1, fmt: 'bytes' }], or, null, nodev ? 'self_cpu_s' : 'self_device_s', 500);
     var mods = (D.modules || []).map(function (m) {
         var r = Object.assign({}, m);
         r.fwd_device_s = sec(m, 'fwd_device'); r.bwd_device_s = sec(m, 'bwd_device');
