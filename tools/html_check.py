@@ -52,7 +52,7 @@ def main():
         ('trace', [mp, 'trace', 'tests/traces/mobilenet_v2_sgd_loader.trace.json.gz']),
         ('job', [mp, 'trace', 'tests/traces/ddp2']),
         # a CPU-only trace (PyTorch 1.13 without Kineto): host times, no device bars
-        ('trace_cpu', [mp, 'trace', 'tests/traces/cpu_sgd_legacy.trace.json.gz']),
+        ('trace_cpu', [mp, 'trace', 'tests/traces/cpu/sgd_legacy.trace.json.gz']),
         ('llama7b', [mp, a.llama7b, '-q', '--dim', 'batch=1', '--dim', 'seq=2048']),
         ('formula', [mp, 'models/dynamo/qwen3_2layers.onnx', '-q', '--formula']),
         # unknown costs (no dims given): no card reads 0; the by-module-op table
