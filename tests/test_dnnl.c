@@ -1237,6 +1237,64 @@ static void test_plan_batched_bias(void) {
     }
 }
 
+/* A Gemm whose rows come from the data (a detector's kept boxes before its
+ * box head: NonZero, Gather), fp32 with constant B and C: dnnl_sgemm with
+ * the run's M (onednn:sgemm), not the portable loop; the result Y = 0.5
+ * A B^T + 2 C as computed by hand, with 4 of 6 rows kept */
+static void test_gemm_dynamic_rows(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 2, TB_DIMS(6, 16));
+    tb_input(m, "s", F, 1, TB_DIMS(6));
+    static double bd[128], cd[8];
+    for (int i = 0; i < 128; i++) bd[i] = (double)((i * 29) % 17) / 8.0 - 1.0;
+    for (int i = 0; i < 8; i++) cd[i] = 0.25 * i - 1.0;
+    tb_const_f(m, "b", F, 2, TB_DIMS(8, 16), bd);
+    tb_const_f(m, "c", F, 1, TB_DIMS(8), cd);
+    tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
+    tb_node(m, "NonZero", "s", "nz");
+    tb_node(m, "Reshape", "nz,flat", "idx");
+    int ga = tb_node(m, "Gather", "x,idx", "a");
+    tb_attr_i(m, ga, "axis", 0);
+    int g = tb_node(m, "Gemm", "a,b,c", "y");
+    tb_attr_i(m, g, "transB", 1);
+    tb_attr_f(m, g, "alpha", 0.5);
+    tb_attr_f(m, g, "beta", 2.0);
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, g));
+    if (mp_dnnl_available()) T_CHECK(kern && strcmp(kern->name, "onednn:sgemm") == 0);
+    float *x = rnd(96), sv[6] = {1, 0, 2, 3, 0, 4};
+    float want[32];
+    int kept[4] = {0, 2, 3, 5};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++) {
+            double acc = 0;
+            for (int q = 0; q < 16; q++) acc += (double)x[kept[i] * 16 + q] * (float)bd[j * 16 + q];
+            want[i * 8 + j] = (float)(0.5 * acc + 2.0 * (float)cd[j]);
+        }
+    const char *names[2] = {"x", "s"};
+    float *data[2] = {x, sv};
+    const int64_t *dims[2] = {TB_DIMS(6, 16), TB_DIMS(6)};
+    int ranks[2] = {2, 1};
+    for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, 32, "rows");
+    /* measured: the product's FLOPs depend on the run's M, unknown to the
+     * static profile: its kernel group says unknown, not the 0 it sums */
+    mp_exec *pl = measure_plan(p, 1, 2);
+    if (pl) {
+        T_OK(mp_profile_run(pl, p));
+        bool seen = false;
+        for (int i = 0; i < p->n_groups; i++)
+            if (strcmp(p->groups[i].name, "Gemm") == 0) {
+                seen = true;
+                T_CHECK(p->groups[i].flops_unknown);
+            }
+        T_CHECK(seen);
+        mp_exec_free(pl);
+    }
+    free(x);
+    tb_done(m, p);
+}
+
 /* nn.GELU as PyTorch exports it before opset 20 on x [16, 512]: Div(x,
  * sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5); *head gets the Div */
 static mp_model *gelu_erf_model(int *head) {
@@ -2153,6 +2211,7 @@ MP_TESTS(dnnl){
     {"plan_binary_chain", test_plan_binary_chain},
     {"plan_gelu_tanh", test_plan_gelu_tanh},
     {"plan_batched_bias", test_plan_batched_bias},
+    {"gemm_dynamic_rows", test_gemm_dynamic_rows},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},

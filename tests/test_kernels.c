@@ -57,6 +57,21 @@ static void tk_attr_ints(tk_node *t, const char *name, int64_t *v, int n) {
     a->n = n;
 }
 
+static void tk_attr_f(tk_node *t, const char *name, double v) {
+    mp_attr *a = &t->attr[t->n.n_attr++];
+    a->name = name;
+    a->type = MP_ATTR_FLOAT;
+    a->f = v;
+}
+
+static void tk_attr_s(tk_node *t, const char *name, const char *v) {
+    mp_attr *a = &t->attr[t->n.n_attr++];
+    a->name = name;
+    a->type = MP_ATTR_STRING;
+    a->s = v;
+    a->s_len = strlen(v);
+}
+
 static mp_rtensor tk_t(void *data, int dt, int rank, const int64_t *dims) {
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= dims[i];
@@ -394,6 +409,240 @@ static void test_kernels_layernorm(void) {
     T_CHECK(tk_close(inv, wi, 2, 1e-6));
 }
 
+/* ---- the fast paths against the plain definitions ---- */
+
+/* The flat offset in data (strides xs) of element e of a tensor of dims
+ * idims, its coordinate on axis replaced by v: the division per dim the
+ * walk of GatherElements / ScatterElements replaced. */
+static int64_t tk_elem_off(int r, const int64_t *idims, int64_t e, const int64_t *xs, int axis, int64_t v) {
+    int64_t off = 0;
+    for (int d = r - 1; d >= 0; d--) {
+        int64_t c = e % idims[d];
+        e /= idims[d];
+        off += (d == axis ? v : c) * xs[d];
+    }
+    return off;
+}
+
+static void test_kernels_elements_walk(void) {
+    /* data [2,3,4,5]; indices [2,2,3,4] (shorter than data off the axis,
+     * as ONNX allows), every axis, float (4-byte path) and double; the
+     * index values pseudo-random, some negative */
+    static float xf[120], yf[120], gf[48];
+    static double xd[120], yd[120], gd[48];
+    int64_t ix[48], xdims[4] = {2, 3, 4, 5}, idims[4] = {2, 2, 3, 4}, xs[4] = {60, 20, 5, 1};
+    for (int i = 0; i < 120; i++) xf[i] = (float)(i * 7 % 31), xd[i] = i * 0.5;
+    for (int axis = 0; axis < 4; axis++) {
+        uint32_t h = 12345u + (uint32_t)axis;
+        for (int i = 0; i < 48; i++) {
+            h = h * 1103515245u + 12345u;
+            int64_t v = (int64_t)((h >> 8) % (uint32_t)xdims[axis]);
+            ix[i] = (h >> 20) & 1 ? v - xdims[axis] : v;   /* negative counts from the end */
+        }
+        for (int dt = 0; dt < 2; dt++) {
+            void *x = dt ? (void *)xd : (void *)xf, *y = dt ? (void *)yd : (void *)yf, *g = dt ? (void *)gd : (void *)gf;
+            int type = dt ? MP_DT_DOUBLE : MP_DT_FLOAT;
+            tk_node t;
+            tk_init(&t, "GatherElements", 13, 2, 1);
+            tk_attr_i(&t, "axis", axis);
+            t.rin[0] = tk_t(x, type, 4, xdims);
+            t.rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
+            t.rout[0] = tk_t(g, type, 4, idims);
+            T_OK(tk_run(&t));
+            bool ok = true;
+            for (int e = 0; e < 48; e++) {
+                int64_t v = ix[e] < 0 ? ix[e] + xdims[axis] : ix[e];
+                int64_t at = tk_elem_off(4, idims, e, xs, axis, v);
+                ok &= dt ? gd[e] == xd[at] : gf[e] == xf[at];
+            }
+            T_CHECK(ok);
+            /* ScatterElements of the gathered values back into zeros: the
+             * naive scatter in the same order (later writes win) */
+            tk_init(&t, "ScatterElements", 13, 3, 1);
+            tk_attr_i(&t, "axis", axis);
+            static float zf[120], wf[120];
+            static double zd[120], wd[120];
+            memset(zf, 0, sizeof zf), memset(zd, 0, sizeof zd), memset(wf, 0, sizeof wf), memset(wd, 0, sizeof wd);
+            t.rin[0] = tk_t(dt ? (void *)zd : (void *)zf, type, 4, xdims);
+            t.rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
+            t.rin[2] = tk_t(g, type, 4, idims);
+            t.rout[0] = tk_t(y, type, 4, xdims);
+            T_OK(tk_run(&t));
+            for (int e = 0; e < 48; e++) {
+                int64_t v = ix[e] < 0 ? ix[e] + xdims[axis] : ix[e];
+                int64_t at = tk_elem_off(4, idims, e, xs, axis, v);
+                if (dt) wd[at] = gd[e];
+                else wf[at] = gf[e];
+            }
+            T_CHECK(dt ? memcmp(yd, wd, sizeof wd) == 0 : memcmp(yf, wf, sizeof wf) == 0);
+        }
+    }
+    /* an index out of range is refused, naming it */
+    ix[5] = 9;
+    tk_node t;
+    tk_init(&t, "GatherElements", 13, 2, 1);
+    tk_attr_i(&t, "axis", 3);
+    t.rin[0] = tk_t(xf, MP_DT_FLOAT, 4, xdims);
+    t.rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
+    t.rout[0] = tk_t(gf, MP_DT_FLOAT, 4, idims);
+    T_EQ(tk_run(&t), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "index 9 out of range [0, 5)") != NULL);
+}
+
+static void test_kernels_copy_fill(void) {
+    /* mp_kfill: a value whose bytes differ (doubling copies), one whose
+     * bytes are all one (memset), odd counts */
+    float f[37];
+    float one5 = 1.5f, zero = 0.0f;
+    mp_kfill(f, 37, &one5, sizeof one5);
+    bool ok = true;
+    for (int i = 0; i < 37; i++) ok &= f[i] == 1.5f;
+    mp_kfill(f, 5, &zero, sizeof zero);
+    for (int i = 0; i < 5; i++) ok &= f[i] == 0.0f;
+    ok &= f[5] == 1.5f;
+    uint8_t three[3] = {1, 2, 3}, b[3 * 11];
+    mp_kfill(b, 11, three, 3);
+    for (int i = 0; i < 33; i++) ok &= b[i] == three[i % 3];
+    T_CHECK(ok);
+    /* mp_kcopy_strided against the plain definition: a broadcast (Expand
+     * [3,1,1,1] -> [3,2,4,5]: the three inner dims merge into one run of
+     * 40 copies), a contiguous run with a size-1 dim, a reversed axis, a
+     * transpose */
+    float src[120], out[120], want[120];
+    for (int i = 0; i < 120; i++) src[i] = (float)i;
+    struct {
+        int rank;
+        int64_t dims[4], istr[4], base;
+    } cases[] = {
+        {4, {3, 2, 4, 5}, {1, 0, 0, 0}, 0},
+        {4, {2, 1, 3, 20}, {60, 999, 20, 1}, 0},
+        {3, {2, 3, 20}, {60, 20, -1}, 19},
+        {2, {5, 24}, {1, 5}, 0},
+        {4, {2, 3, 4, 5}, {0, 0, 5, 1}, 3},
+        {2, {3, 4}, {5, 5}, 0},   /* equal strides that do not continue each other: no merge */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int64_t n = 1, idx[4] = {0};
+        for (int d = 0; d < cases[c].rank; d++) n *= cases[c].dims[d];
+        for (int64_t e = 0; e < n; e++) {
+            int64_t r = e, off = cases[c].base;
+            for (int d = cases[c].rank - 1; d >= 0; d--) {
+                idx[d] = r % cases[c].dims[d];
+                r /= cases[c].dims[d];
+                off += idx[d] * cases[c].istr[d];
+            }
+            want[e] = src[off];
+        }
+        memset(out, 0, sizeof out);
+        mp_kcopy_strided(out, src, sizeof(float), cases[c].rank, cases[c].dims, cases[c].istr, cases[c].base);
+        if (memcmp(out, want, (size_t)n * sizeof(float)) != 0) {
+            fprintf(stderr, "    case %zu differs\n", c);
+            T_CHECK(false);
+        }
+    }
+}
+
+/* RoiAlign as ONNX defines it, one sample at a time (what the kernel
+ * computed before it kept the taps per bin): y[r, c, ph, pw]. */
+static double tk_roialign_ref(const float *x, int64_t C, int64_t H, int64_t W, const float *roi, int64_t b,
+                              int64_t c, int64_t ph, int64_t pw, int64_t PH, int64_t PW, int64_t sr,
+                              double scale, bool half, bool is_max) {
+    double off = half ? 0.5 : 0;
+    double x1 = roi[0] * scale - off, y1 = roi[1] * scale - off, x2 = roi[2] * scale - off, y2 = roi[3] * scale - off;
+    double rw = x2 - x1, rh = y2 - y1;
+    if (!half) rw = fmax(rw, 1.0), rh = fmax(rh, 1.0);
+    double bh = rh / (double)PH, bw = rw / (double)PW;
+    int64_t gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)PH), gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)PW);
+    const float *p = x + (b * C + c) * H * W;
+    double acc = is_max ? -INFINITY : 0;
+    for (int64_t iy = 0; iy < gh; iy++)
+        for (int64_t ix = 0; ix < gw; ix++) {
+            double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
+            double v = 0;
+            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
+                yy = fmax(yy, 0), xx = fmax(xx, 0);
+                int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh, xh;
+                if (yl >= H - 1) yh = yl = H - 1, yy = (double)yl;
+                else yh = yl + 1;
+                if (xl >= W - 1) xh = xl = W - 1, xx = (double)xl;
+                else xh = xl + 1;
+                double ly = yy - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
+                double v1 = hy * hx * p[yl * W + xl], v2 = hy * lx * p[yl * W + xh];
+                double v3 = ly * hx * p[yh * W + xl], v4 = ly * lx * p[yh * W + xh];
+                v = is_max ? fmax(fmax(v1, v2), fmax(v3, v4)) : v1 + v2 + v3 + v4;
+            }
+            acc = is_max ? (iy || ix ? fmax(acc, v) : v) : acc + v;
+        }
+    int64_t cnt = gh * gw > 0 ? gh * gw : 1;
+    return is_max ? (gh * gw > 0 ? acc : 0) : acc / (double)cnt;
+}
+
+static void test_kernels_roialign(void) {
+    /* X [2,3,9,11]; five rois on both images, one past the map's edge and
+     * one degenerate; 2 x 3 bins; sampling 0 (adaptive) and 2; avg and
+     * max; half_pixel and output_half_pixel: every element equal to the
+     * one-sample-at-a-time definition */
+    static float x[2 * 3 * 9 * 11], y[5 * 3 * 2 * 3];
+    for (int i = 0; i < 2 * 3 * 9 * 11; i++) x[i] = (float)((i * 37) % 101) / 10.0f - 3.0f;
+    float rois[20] = {0, 0, 8, 6, 1.5f, 2.25f, 17, 13, -3, -2, 4, 30, 5, 5, 5, 5, 2, 1, 21, 17};
+    int64_t bi[5] = {0, 1, 1, 0, 1};
+    int64_t xdims[4] = {2, 3, 9, 11}, rdims[2] = {5, 4}, bdims[1] = {5}, ydims[4] = {5, 3, 2, 3};
+    const char *modes[2] = {"avg", "max"}, *ctm[2] = {"half_pixel", "output_half_pixel"};
+    for (int sr = 0; sr <= 2; sr += 2)
+        for (int mo = 0; mo < 2; mo++)
+            for (int h = 0; h < 2; h++) {
+                tk_node t;
+                tk_init(&t, "RoiAlign", 16, 3, 1);
+                tk_attr_i(&t, "sampling_ratio", sr);
+                tk_attr_f(&t, "spatial_scale", 0.5);
+                tk_attr_s(&t, "mode", modes[mo]);
+                tk_attr_s(&t, "coordinate_transformation_mode", ctm[h]);
+                t.rin[0] = tk_t(x, MP_DT_FLOAT, 4, xdims);
+                t.rin[1] = tk_t(rois, MP_DT_FLOAT, 2, rdims);
+                t.rin[2] = tk_t(bi, MP_DT_INT64, 1, bdims);
+                t.rout[0] = tk_t(y, MP_DT_FLOAT, 4, ydims);
+                T_OK(tk_run(&t));
+                bool ok = true;
+                for (int r = 0; r < 5; r++)
+                    for (int c = 0; c < 3; c++)
+                        for (int ph = 0; ph < 2; ph++)
+                            for (int pw = 0; pw < 3; pw++) {
+                                float want = (float)tk_roialign_ref(x, 3, 9, 11, rois + 4 * r, bi[r], c, ph, pw, 2,
+                                                                    3, sr, 0.5, h == 0, mo == 1);
+                                float got = y[((r * 3 + c) * 2 + ph) * 3 + pw];
+                                if (got != want) {
+                                    fprintf(stderr, "    sr %d %s %s roi %d c %d bin %d,%d: %g, expected %g\n", sr,
+                                            modes[mo], ctm[h], r, c, ph, pw, (double)got, (double)want);
+                                    ok = false;
+                                }
+                            }
+                T_CHECK(ok);
+            }
+}
+
+/* HardSigmoid and HardSwish's fp32 loop against their double definition
+ * (ONNX: max(0, min(1, alpha x + beta)); x * that at 1/6, 1/2), NaN
+ * included (fmin(1, NaN) is 1) */
+static void test_kernels_hard_activations(void) {
+    float x[9] = {-4.0f, -2.5f, -0.3f, 0.0f, 0.7f, 2.5f, 3.1f, 1e30f, NAN}, y[9];
+    int64_t d[1] = {9};
+    for (int op = 0; op < 2; op++) {
+        tk_node t;
+        tk_init(&t, op ? "HardSwish" : "HardSigmoid", op ? 14 : 6, 1, 1);
+        if (!op) tk_attr_f(&t, "alpha", 0.3), tk_attr_f(&t, "beta", 0.4);
+        t.rin[0] = tk_t(x, MP_DT_FLOAT, 1, d);
+        t.rout[0] = tk_t(y, MP_DT_FLOAT, 1, d);
+        T_OK(tk_run(&t));
+        for (int i = 0; i < 9; i++) {
+            double v = x[i];
+            double want = op ? v * fmax(0.0, fmin(1.0, v / 6.0 + 0.5)) : fmax(0.0, fmin(1.0, 0.3 * v + 0.4));
+            float w = (float)want;
+            T_CHECK(y[i] == w || (isnan(y[i]) && isnan(w)));
+        }
+    }
+}
+
 /* Data a fuzzer or a broken model gives: NaN and infinities into integer
  * stores, extreme pads and lengths. Defined results or a message naming
  * the node, never undefined behaviour (make test-sanitize runs the whole
@@ -450,5 +699,9 @@ MP_TESTS(kernels){
     {"gather_transpose", test_kernels_gather_transpose},
     {"quantize_matmul_integer", test_kernels_quantize_matmul_integer},
     {"adversarial", test_kernels_adversarial},
+    {"elements_walk", test_kernels_elements_walk},
+    {"copy_fill", test_kernels_copy_fill},
+    {"roialign", test_kernels_roialign},
+    {"hard_activations", test_kernels_hard_activations},
 };
 MP_TESTS_END(kernels)

@@ -100,6 +100,8 @@ typedef struct mp_groupstat {
     bool fused;
     double latency_s, latency_min_s; /* summed per pass: median, fastest */
     uint64_t flops;
+    bool flops_unknown;     /* a node's shapes unknown to the static inference (data-dependent):
+                             * flops is a lower bound, reported as unknown */
 } mp_groupstat;
 
 /* A tensor whose parameter count needed judging (docs/COUNTING.md,

@@ -101,7 +101,7 @@ int mp_profile_groups_above(const mp_profile *p, double peak) {
     int n = 0;
     for (int i = 0; i < p->n_groups; i++) {
         const mp_groupstat *g = &p->groups[i];
-        if (g->latency_s > 0 && g->flops > 0 && (double)g->flops / g->latency_s > peak) n++;
+        if (g->latency_s > 0 && g->flops > 0 && !g->flops_unknown && (double)g->flops / g->latency_s > peak) n++;
     }
     return n;
 }

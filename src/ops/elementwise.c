@@ -695,6 +695,12 @@ static bool ew_row_f32(ew_code op, float *o, const float *a, int64_t sa, const f
 #undef EW_LOOP
 }
 
+/* fmax(0, fmin(1, t)) without the calls: fmin(1, NaN) is 1 */
+static inline double ew_unit(double t) {
+    double m = t < 1.0 ? t : 1.0;
+    return m > 0.0 ? m : 0.0;
+}
+
 /* fp32 unary ops with float math, the op chosen outside the loop. */
 static void ew_unary_f32(ew_code op, const ew_attrs *a, const float *x, float *y, int64_t n) {
 #define EW_U(expr) for (int64_t j = 0; j < n; j++) { float v = x[j]; y[j] = (expr); } break;
@@ -709,6 +715,14 @@ static void ew_unary_f32(ew_code op, const ew_attrs *a, const float *x, float *y
     case EW_ABS: EW_U(fabsf(v))
     case EW_RECIPROCAL: EW_U(1.0f / v)
     case EW_LEAKYRELU: { float al = (float)a->alpha; EW_U(v >= 0 ? v : al * v) }
+    /* in double as ew_eval_f computes them (the same values), without its
+     * calls: fmax(0, fmin(1, t)) as compares (GCC calls libm for fmin and
+     * fmax); t NaN gives 1 both ways */
+    case EW_HARDSIGMOID: {
+        double al = a->alpha, be = a->beta;
+        EW_U((float)ew_unit(al * (double)v + be))
+    }
+    case EW_HARDSWISH: EW_U((float)((double)v * ew_unit((double)v / 6.0 + 0.5)))
     default:
         for (int64_t j = 0; j < n; j++) {
             double v = x[j];

@@ -66,6 +66,9 @@ static inline const mp_rtensor *mp_kin(const mp_kctx *k, int i) {
 /* Row-major strides of dims. */
 void mp_kstrides(int rank, const int64_t *dims, int64_t *strides);
 
+/* n copies of the element at v (es bytes) into dst: memset when its bytes
+ * are all one value, else doubling memcpy. */
+void mp_kfill(void *dst, int64_t n, const void *v, size_t es);
 /* Strided copy: out (contiguous, rank dims) element at index (i0..ir-1)
  * = in[base + sum i_d * istr[d]] (elements of es bytes; istr may hold 0
  * for a broadcast, negative for a reversed axis). */

@@ -219,6 +219,25 @@ void mp_kstrides(int rank, const int64_t *dims, int64_t *strides) {
     }
 }
 
+void mp_kfill(void *dst, int64_t n, const void *v, size_t es) {
+    if (n <= 0 || !es) return;
+    const unsigned char *b = v;
+    bool same = true;
+    for (size_t i = 1; i < es && same; i++) same = b[i] == b[0];
+    size_t total = (size_t)n * es;
+    if (same) {
+        memset(dst, b[0], total);
+        return;
+    }
+    char *d = dst;
+    memcpy(d, v, es);
+    for (size_t done = es; done < total;) {
+        size_t c = done < total - done ? done : total - done;
+        memcpy(d + done, d, c);
+        done += c;
+    }
+}
+
 void mp_kcopy_strided(void *out, const void *in, size_t es, int rank, const int64_t *dims,
                       const int64_t *istr, int64_t base) {
     int64_t numel = 1;
@@ -228,22 +247,41 @@ void mp_kcopy_strided(void *out, const void *in, size_t es, int rank, const int6
         mp_kcopy1(out, 0, in, base, es);
         return;
     }
-    int64_t idx[MP_MAX_RANK] = {0}, off = base, len = dims[rank - 1], s = istr[rank - 1];
+    /* dims of extent 1 dropped; a dim merged into the one after it when
+     * their strides continue each other (contiguous runs, and broadcast
+     * runs: both strides 0), so the inner loop runs as long as it can */
+    int64_t cd[MP_MAX_RANK], cs[MP_MAX_RANK];
+    int cr = 0;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] == 1) continue;
+        if (cr > 0 && cs[cr - 1] == istr[i] * dims[i]) {
+            cd[cr - 1] *= dims[i];
+            cs[cr - 1] = istr[i];
+            continue;
+        }
+        cd[cr] = dims[i], cs[cr] = istr[i], cr++;
+    }
+    if (cr == 0) cd[0] = 1, cs[0] = 0, cr = 1;
+    int64_t idx[MP_MAX_RANK] = {0}, off = base, len = cd[cr - 1], s = cs[cr - 1];
     char *o = out;
     const char *src = in;
     for (int64_t done = 0; done < numel; done += len) {
         if (s == 1) {
             memcpy(o, src + (size_t)off * es, (size_t)len * es);
-            o += (size_t)len * es;
+        } else if (s == 0) {
+            mp_kfill(o, len, src + (size_t)off * es, es);
         } else if (es == 4) {
-            for (int64_t j = 0; j < len; j++, o += 4) memcpy(o, src + (size_t)(off + j * s) * 4, 4);
+            for (int64_t j = 0; j < len; j++) memcpy(o + j * 4, src + (size_t)(off + j * s) * 4, 4);
+        } else if (es == 8) {
+            for (int64_t j = 0; j < len; j++) memcpy(o + j * 8, src + (size_t)(off + j * s) * 8, 8);
         } else {
-            for (int64_t j = 0; j < len; j++, o += es) memcpy(o, src + (size_t)(off + j * s) * es, es);
+            for (int64_t j = 0; j < len; j++) memcpy(o + (size_t)j * es, src + (size_t)(off + j * s) * es, es);
         }
-        for (int d = rank - 2; d >= 0; d--) {
-            off += istr[d];
-            if (++idx[d] < dims[d]) break;
-            off -= istr[d] * dims[d];
+        o += (size_t)len * es;
+        for (int d = cr - 2; d >= 0; d--) {
+            off += cs[d];
+            if (++idx[d] < cd[d]) break;
+            off -= cs[d] * cd[d];
             idx[d] = 0;
         }
     }

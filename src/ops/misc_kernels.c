@@ -529,7 +529,97 @@ mp_status msk_melweight(mp_kctx *k) {
 
 /* RoiAlign: each output bin averages (or takes the max of) a grid of
  * bilinear samples of its roi (x1, y1, x2, y2 scaled by spatial_scale;
- * half_pixel shifts by -0.5; output_half_pixel keeps rois at least 1). */
+ * half_pixel shifts by -0.5; output_half_pixel keeps rois at least 1).
+ * The samples' four taps and weights depend on the roi and the bin, not
+ * on the channel: they are computed once per bin (torchvision's CPU kernel
+ * keeps them per roi) and read for every channel, rois split across
+ * threads; the sums are the same, in the same order. */
+typedef struct ra_geom {
+    double x1, y1, bh, bw;
+    int64_t b, gh, gw;
+} ra_geom;
+
+typedef struct ra_tap {
+    int64_t o[4];   /* offsets in the channel plane; valid false: outside, the sample is 0 */
+    double w[4];
+    bool valid;
+} ra_tap;
+
+typedef struct ra_job {
+    const mp_rtensor *x;
+    mp_rtensor *y;
+    const ra_geom *g;
+    int64_t C, H, W, ph_n, pw_n, max_taps;
+    bool is_max, fail;
+} ra_job;
+
+/* The taps of bin (ph, pw) of roi g */
+static void ra_taps(const ra_job *j, const ra_geom *g, int64_t ph, int64_t pw, ra_tap *t) {
+    int64_t H = j->H, W = j->W;
+    for (int64_t iy = 0; iy < g->gh; iy++)
+        for (int64_t ix = 0; ix < g->gw; ix++, t++) {
+            double yy = g->y1 + (double)ph * g->bh + ((double)iy + 0.5) * g->bh / (double)g->gh;
+            double xx = g->x1 + (double)pw * g->bw + ((double)ix + 0.5) * g->bw / (double)g->gw;
+            t->valid = !(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W);
+            if (!t->valid) continue;
+            yy = fmax(yy, 0), xx = fmax(xx, 0);
+            int64_t yl = mp_kf2i(yy), xl = mp_kf2i(xx), yh2, xh2;
+            if (yl >= H - 1) yh2 = yl = H - 1, yy = (double)yl;
+            else yh2 = yl + 1;
+            if (xl >= W - 1) xh2 = xl = W - 1, xx = (double)xl;
+            else xh2 = xl + 1;
+            double ly = yy - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
+            t->o[0] = yl * W + xl, t->o[1] = yl * W + xh2, t->o[2] = yh2 * W + xl, t->o[3] = yh2 * W + xh2;
+            t->w[0] = hy * hx, t->w[1] = hy * lx, t->w[2] = ly * hx, t->w[3] = ly * lx;
+        }
+}
+
+static void ra_rois(void *arg, int64_t lo, int64_t hi) {
+    ra_job *j = arg;
+    ra_tap *taps = malloc((size_t)j->max_taps * sizeof *taps);
+    if (!taps) {
+        j->fail = true;   /* written by any thread; read after all joined */
+        return;
+    }
+    const mp_rtensor *x = j->x;
+    int64_t C = j->C, HW = j->H * j->W, bins = j->ph_n * j->pw_n;
+    for (int64_t r = lo; r < hi; r++) {
+        const ra_geom *g = &j->g[r];
+        int64_t per = g->gh * g->gw;
+        double cnt = (double)(per > 0 ? per : 1);
+        for (int64_t bin = 0; bin < bins; bin++) {
+            ra_taps(j, g, bin / j->pw_n, bin % j->pw_n, taps);
+            for (int64_t c = 0; c < C; c++) {
+                int64_t base = (g->b * C + c) * HW;
+                const float *xf = x->dtype == MP_DT_FLOAT ? (const float *)x->data + base : NULL;
+                double acc = j->is_max ? -INFINITY : 0;
+                bool any = false;
+                for (int64_t s = 0; s < per; s++) {
+                    const ra_tap *t = &taps[s];
+                    double v = 0;
+                    if (t->valid) {
+                        double x0, x1, x2, x3;
+                        if (xf) x0 = xf[t->o[0]], x1 = xf[t->o[1]], x2 = xf[t->o[2]], x3 = xf[t->o[3]];
+                        else
+                            x0 = mp_kget_f(x->data, x->dtype, base + t->o[0]),
+                            x1 = mp_kget_f(x->data, x->dtype, base + t->o[1]),
+                            x2 = mp_kget_f(x->data, x->dtype, base + t->o[2]),
+                            x3 = mp_kget_f(x->data, x->dtype, base + t->o[3]);
+                        double v1 = t->w[0] * x0, v2 = t->w[1] * x1, v3 = t->w[2] * x2, v4 = t->w[3] * x3;
+                        v = j->is_max ? fmax(fmax(v1, v2), fmax(v3, v4)) : v1 + v2 + v3 + v4;
+                    }
+                    if (j->is_max) acc = any ? fmax(acc, v) : v;
+                    else acc += v;
+                    any = true;
+                }
+                mp_kset_f(j->y->data, j->y->dtype, (r * C + c) * bins + bin,
+                          j->is_max ? (any ? acc : 0) : acc / cnt);
+            }
+        }
+    }
+    free(taps);
+}
+
 mp_status msk_roialign(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *rois = &k->in[1], *bi = &k->in[2];
     mp_rtensor *y = &k->out[0];
@@ -543,53 +633,32 @@ mp_status msk_roialign(mp_kctx *k) {
     bool half = !strcmp(mp_attr_s(k->n, "coordinate_transformation_mode", k->n->opset >= 16 ? "half_pixel" : "output_half_pixel"),
                         "half_pixel");
     double off = half ? 0.5 : 0;
+    if (R == 0) return MP_OK;
+    ra_geom *g = malloc((size_t)R * sizeof *g);
+    if (!g) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    ra_job j = {x, y, g, C, H, W, ph_n, pw_n, 1, is_max, false};
     for (int64_t r = 0; r < R; r++) {
         int64_t b = mp_kget_i(bi->data, bi->dtype, r);
-        if (b < 0 || b >= x->dims[0]) return mp_kfail(k, MP_ERR_USAGE, "batch index %lld out of range", (long long)b);
+        if (b < 0 || b >= x->dims[0]) {
+            free(g);
+            return mp_kfail(k, MP_ERR_USAGE, "batch index %lld out of range", (long long)b);
+        }
         double x1 = mp_kget_f(rois->data, rois->dtype, r * 4) * scale - off, y1 = mp_kget_f(rois->data, rois->dtype, r * 4 + 1) * scale - off;
         double x2 = mp_kget_f(rois->data, rois->dtype, r * 4 + 2) * scale - off, y2 = mp_kget_f(rois->data, rois->dtype, r * 4 + 3) * scale - off;
         double rw = x2 - x1, rh = y2 - y1;
         if (!half) rw = fmax(rw, 1.0), rh = fmax(rh, 1.0);
-        double bh = rh / (double)ph_n, bw = rw / (double)pw_n;
         int64_t gh = sr > 0 ? sr : mp_kf2i(ceil(rh / (double)ph_n)), gw = sr > 0 ? sr : mp_kf2i(ceil(rw / (double)pw_n));
-        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096 || gh * gw > (1 << 20))
+        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096 || gh * gw > (1 << 20)) {
+            free(g);
             return mp_kfail(k, MP_ERR_LIMIT, "roi %lld: a sampling grid of %lld x %lld points", (long long)r,
                             (long long)gh, (long long)gw);
-        double cnt = (double)(gh * gw > 0 ? gh * gw : 1);
-        for (int64_t c = 0; c < C; c++) {
-            int64_t base = (b * C + c) * H * W;
-            for (int64_t ph = 0; ph < ph_n; ph++)
-                for (int64_t pw = 0; pw < pw_n; pw++) {
-                    double acc = is_max ? -INFINITY : 0;
-                    bool any = false;
-                    for (int64_t iy = 0; iy < gh; iy++)
-                        for (int64_t ix = 0; ix < gw; ix++) {
-                            double yy = y1 + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
-                            double xx = x1 + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw;
-                            double v = 0;
-                            if (!(yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W)) {
-                                yy = fmax(yy, 0), xx = fmax(xx, 0);
-                                int64_t yl = mp_kf2i(yy), xl = mp_kf2i(xx), yh2, xh2;
-                                if (yl >= H - 1) yh2 = yl = H - 1, yy = (double)yl;
-                                else yh2 = yl + 1;
-                                if (xl >= W - 1) xh2 = xl = W - 1, xx = (double)xl;
-                                else xh2 = xl + 1;
-                                double ly = yy - (double)yl, lx = xx - (double)xl, hy = 1 - ly, hx = 1 - lx;
-                                double v1 = hy * hx * mp_kget_f(x->data, x->dtype, base + yl * W + xl);
-                                double v2 = hy * lx * mp_kget_f(x->data, x->dtype, base + yl * W + xh2);
-                                double v3 = ly * hx * mp_kget_f(x->data, x->dtype, base + yh2 * W + xl);
-                                double v4 = ly * lx * mp_kget_f(x->data, x->dtype, base + yh2 * W + xh2);
-                                v = is_max ? fmax(fmax(v1, v2), fmax(v3, v4)) : v1 + v2 + v3 + v4;
-                            }
-                            if (is_max) acc = any ? fmax(acc, v) : v;
-                            else acc += v;
-                            any = true;
-                        }
-                    mp_kset_f(y->data, y->dtype, ((r * C + c) * ph_n + ph) * pw_n + pw, is_max ? (any ? acc : 0) : acc / cnt);
-                }
         }
+        g[r] = (ra_geom){x1, y1, rh / (double)ph_n, rw / (double)pw_n, b, gh, gw};
+        j.max_taps = MP_MAX(j.max_taps, gh * gw);
     }
-    return MP_OK;
+    mp_kparallel(k, R, ra_rois, &j);
+    free(g);
+    return j.fail ? mp_kfail(k, MP_ERR_NOMEM, "out of memory") : MP_OK;
 }
 
 /* Random operators: a splitmix64 stream per node, seeded by the `seed`

@@ -269,17 +269,21 @@ static mp_status shk_index(mp_kctx *k, const mp_rtensor *ix, int64_t j, int64_t 
     return MP_OK;
 }
 
-/* Offset in a tensor of dims/strides of the position of flat index e in a
- * tensor of dims `idims`, with the coordinate on `axis` replaced by v. */
-static int64_t shk_offset_at(int r, const int64_t *idims, int64_t e, const int64_t *strides, int axis,
-                             int64_t v) {
-    int64_t off = 0;
+/* The next element of a walk over a tensor of dims `idims` in order: its
+ * coordinates c and *base, the offset of those coordinates in a tensor of
+ * strides xs without the one on `axis` (where an index value goes). One
+ * add per element instead of a division per dimension. */
+static inline void shk_ewalk_next(int r, const int64_t *idims, const int64_t *xs, int axis, int64_t *c,
+                                  int64_t *base) {
     for (int d = r - 1; d >= 0; d--) {
-        int64_t c = e % idims[d];
-        e /= idims[d];
-        off += (d == axis ? v : c) * strides[d];
+        int64_t s = d == axis ? 0 : xs[d];
+        if (++c[d] < idims[d]) {
+            *base += s;
+            return;
+        }
+        *base -= (c[d] - 1) * s;
+        c[d] = 0;
     }
-    return off;
 }
 
 /* GatherElements / ScatterElements: indices (and updates, u) of data's
@@ -308,12 +312,14 @@ mp_status shk_gather_elements(mp_kctx *k) {
     int axis = st ? 0 : shk_axis(k, mp_attr_i(k->n, "axis", 0), x->rank, &st);
     if (!st) st = shk_elements_fit(k, x, ix, NULL, axis);
     if (st) return st;
-    int64_t xs[MP_MAX_RANK];
+    int64_t xs[MP_MAX_RANK], c[MP_MAX_RANK] = {0}, base = 0;
     mp_kstrides(x->rank, x->dims, xs);
-    for (int64_t e = 0; e < ix->numel; e++) {
+    for (int64_t e = 0; e < ix->numel; e++, shk_ewalk_next(x->rank, ix->dims, xs, axis, c, &base)) {
         int64_t i;
         if ((st = shk_index(k, ix, e, x->dims[axis], &i))) return st;
-        mp_kcopy1(k->out[0].data, e, x->data, shk_offset_at(x->rank, ix->dims, e, xs, axis, i), es);
+        int64_t at = base + i * xs[axis];
+        if (es == 4) ((uint32_t *)k->out[0].data)[e] = ((const uint32_t *)x->data)[at];
+        else mp_kcopy1(k->out[0].data, e, x->data, at, es);
     }
     return MP_OK;
 }
@@ -347,13 +353,15 @@ mp_status shk_scatter_elements(mp_kctx *k) {
     if (!st) st = shk_elements_fit(k, x, ix, u, axis);
     if (st) return st;
     if (y->data != x->data) memcpy(y->data, x->data, (size_t)x->numel * es);
-    int64_t xs[MP_MAX_RANK];
+    int64_t xs[MP_MAX_RANK], c[MP_MAX_RANK] = {0}, base = 0;
     mp_kstrides(x->rank, x->dims, xs);
     int red = shk_reduction(k->n);
-    for (int64_t e = 0; e < ix->numel; e++) {
+    for (int64_t e = 0; e < ix->numel; e++, shk_ewalk_next(x->rank, ix->dims, xs, axis, c, &base)) {
         int64_t i;
         if ((st = shk_index(k, ix, e, x->dims[axis], &i))) return st;
-        shk_scatter1(y->data, x->dtype, shk_offset_at(x->rank, ix->dims, e, xs, axis, i), u->data, e, red, es);
+        int64_t at = base + i * xs[axis];
+        if (!red && es == 4) ((uint32_t *)y->data)[at] = ((const uint32_t *)u->data)[e];
+        else shk_scatter1(y->data, x->dtype, at, u->data, e, red, es);
     }
     return MP_OK;
 }
@@ -414,10 +422,6 @@ typedef struct shk_padrows {
     const uint8_t *cbytes;
 } shk_padrows;
 
-static void shk_pad_fill(char *dst, int64_t n, const uint8_t *c, size_t es) {
-    for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, c, es);
-}
-
 static void shk_pad_rows(void *arg, int64_t lo, int64_t hi) {
     const shk_padrows *p = arg;
     const mp_rtensor *x = p->x;
@@ -435,12 +439,12 @@ static void shk_pad_rows(void *arg, int64_t lo, int64_t hi) {
             else off += c * p->xs[d];
         }
         if (!in) {
-            shk_pad_fill(dst, ow, p->cbytes, p->es);
+            mp_kfill(dst, ow, p->cbytes, p->es);
             continue;
         }
-        shk_pad_fill(dst, left, p->cbytes, p->es);
+        mp_kfill(dst, left, p->cbytes, p->es);
         memcpy(dst + (size_t)left * p->es, (const char *)x->data + (size_t)off * p->es, (size_t)iw * p->es);
-        shk_pad_fill(dst + (size_t)(left + iw) * p->es, ow - left - iw, p->cbytes, p->es);
+        mp_kfill(dst + (size_t)(left + iw) * p->es, ow - left - iw, p->cbytes, p->es);
     }
 }
 
@@ -554,7 +558,7 @@ mp_status shk_constant_of_shape(mp_kctx *k) {
         st = shk_attr_scalar(k, va ? va->t : NULL, y->dtype, v);
     }
     if (st) return st;
-    for (int64_t i = 0; i < y->numel; i++) memcpy((char *)y->data + (size_t)i * es, v, es);
+    mp_kfill(y->data, y->numel, v, es);
     return MP_OK;
 }
 

@@ -580,8 +580,10 @@ static void js_run(jw *w, const mp_profile *p) {
         jw_kbool(w, "fused", gs->fused);
         jw_kstr(w, "kernel", gs->kernel ? gs->kernel : "");
         jw_ki64(w, "count", gs->count);
-        jw_ku64(w, "flops", gs->flops);
-        js_lat(w, gs->latency_s, gs->latency_min_s, gs->flops, true);
+        jw_key(w, "flops");
+        if (gs->flops_unknown) jw_null(w);
+        else jw_u64(w, gs->flops);
+        js_lat(w, gs->latency_s, gs->latency_min_s, gs->flops, !gs->flops_unknown);
         jw_close(w, '}');
     }
     jw_close(w, ']');

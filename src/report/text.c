@@ -1116,8 +1116,9 @@ static void tx_times(tx *t) {
         snprintf(mn, sizeof mn, "%s", mp_fmt_seconds(g->latency_min_s).s);
         double fl = g->latency_s > 0 ? (double)g->flops / g->latency_s : -1;
         char flb[64], pk[64];
-        snprintf(flb, sizeof flb, "%s", fl >= 0 ? mp_fmt_si_d(fl, "FLOPS").s : "-");
-        snprintf(pk, sizeof pk, "%s", fl >= 0 && p->run.peak_flops_per_s > 0
+        snprintf(flb, sizeof flb, "%s", g->flops_unknown ? "?" : fl >= 0 ? mp_fmt_si_d(fl, "FLOPS").s : "-");
+        snprintf(pk, sizeof pk, "%s", g->flops_unknown ? "?"
+                                      : fl >= 0 && p->run.peak_flops_per_s > 0
                                           ? mp_fmt_pct_d(fl, p->run.peak_flops_per_s).s : "-");
         tx_printf(t, "%-*.*s  %5d  %10s  %10s  %7s  %10s  %12s  %7s  %s\n", w, w,
                   tx_safe(t, g->name, "?"), g->count, tot, mn, mp_fmt_pct_d(g->latency_s, row_sum).s,

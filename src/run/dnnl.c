@@ -204,6 +204,7 @@ static const mp_kernel k_conv = {"onednn:conv", dn_conv_prepare, dn_dk_run, dn_d
 static const mp_kernel k_convt = {"onednn:deconv", dn_convt_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_matmul = {"onednn:matmul", dn_matmul_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_gemm = {"onednn:gemm", dn_gemm_prepare, dn_dk_run, dn_dk_release};
+static const mp_kernel k_gemm_dyn = {"onednn:sgemm", dn_gemm_dyn_prepare, dn_gemm_dyn_run, NULL};
 static const mp_kernel k_pool = {"onednn:pool", dn_pool_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_softmax = {"onednn:softmax", dn_softmax_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_layernorm = {"onednn:layernorm", dn_layernorm_prepare, dn_dk_run, dn_dk_release};
@@ -235,7 +236,7 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "ConvTranspose")) return dn_conv_ok(g, n, true) ? &k_convt : NULL;
         break;
     case 'G':
-        if (mp_streq(op, "Gemm")) return dn_gemm_ok(g, n) ? &k_gemm : NULL;
+        if (mp_streq(op, "Gemm")) return dn_gemm_ok(g, n) ? &k_gemm : dn_gemm_dyn_ok(g, n) ? &k_gemm_dyn : NULL;
         if (mp_streq(op, "GlobalAveragePool") || mp_streq(op, "GlobalMaxPool"))
             return dn_pool_ok(g, n) ? &k_pool : NULL;
         break;

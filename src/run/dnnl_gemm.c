@@ -547,6 +547,78 @@ bool dn_gemm_ok(const mp_graph *g, const mp_node *n) {
     return mp_value_numel(a) > 0 && mp_value_numel(b) > 0;
 }
 
+/* A Gemm whose rows are known only at run time (M from the data: the
+ * boxes a detector kept before its box head), fp32 with constant fp32 B
+ * and C: no primitive can be made at plan time, so each run calls
+ * dnnl_sgemm with the run's M (Y = beta C broadcast, then Y += alpha
+ * op(A) op(B)). */
+bool dn_gemm_dyn_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *a = dn_gval(g, n, 0), *b = dn_gval(g, n, 1), *c = dn_gval(g, n, 2), *y = dn_gout(g, n, 0);
+    if (!a || !b || !y || a->dtype != MP_DT_FLOAT || b->dtype != MP_DT_FLOAT || y->dtype != MP_DT_FLOAT) return false;
+    if (a->rank != 2 || b->rank != 2 || y->rank != 2 || !dn_is_const_in(g, b) || !mp_shape_known(b)) return false;
+    if (c && (c->dtype != MP_DT_FLOAT || !dn_is_const_in(g, c) || !mp_shape_known(c) || c->rank > 2)) return false;
+    return mp_value_numel(b) > 0;
+}
+
+mp_status dn_gemm_dyn_prepare(mp_kctx *k, size_t *scratch) {
+    (void)scratch;
+    k->kname = "onednn:sgemm";
+    return MP_OK;
+}
+
+typedef struct gemm_bias {
+    float *y;
+    const float *c;
+    int64_t n, cr, cc;
+    float beta;
+} gemm_bias;
+
+static void gemm_bias_rows(void *arg, int64_t lo, int64_t hi) {
+    const gemm_bias *b = arg;
+    for (int64_t r = lo; r < hi; r++) {
+        float *y = b->y + r * b->n;
+        const float *c = b->c + (b->cr == 1 ? 0 : r * b->cc);
+        for (int64_t j = 0; j < b->n; j++) y[j] = b->beta * c[b->cc == 1 ? 0 : j];
+    }
+}
+
+mp_status dn_gemm_dyn_run(mp_kctx *k) {
+    const mp_rtensor *a = &k->in[0], *b = &k->in[1], *c = k->n_in > 2 && k->in[2].data ? &k->in[2] : NULL;
+    mp_rtensor *y = &k->out[0];
+    bool ta = mp_attr_i(k->n, "transA", 0) != 0, tb = mp_attr_i(k->n, "transB", 0) != 0;
+    float alpha = (float)mp_attr_f(k->n, "alpha", 1.0), beta = (float)mp_attr_f(k->n, "beta", 1.0);
+    if (a->rank != 2 || b->rank != 2 || y->rank != 2)
+        return mp_error(MP_ERR_SHAPE, "node %s (Gemm): A and B must be 2-D", k->n->name);
+    int64_t M = y->dims[0], N = y->dims[1], K = ta ? a->dims[0] : a->dims[1];
+    if ((ta ? a->dims[1] : a->dims[0]) != M || (tb ? b->dims[1] : b->dims[0]) != K || (tb ? b->dims[0] : b->dims[1]) != N)
+        return mp_error(MP_ERR_SHAPE, "node %s (Gemm): A [%lld, %lld] and B [%lld, %lld] do not multiply to [%lld, %lld]",
+                        k->n->name, (long long)a->dims[0], (long long)a->dims[1], (long long)b->dims[0],
+                        (long long)b->dims[1], (long long)M, (long long)N);
+    if (M == 0 || N == 0) return MP_OK;
+    if (!a->data || !b->data || !y->data)
+        return mp_error(MP_ERR_USAGE, "node %s (Gemm): a buffer the product needs is missing", k->n->name);
+    float gbeta = 0.0f;
+    if (c) {
+        int64_t cr = c->rank == 2 ? c->dims[0] : 1, cc = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+        if ((cr != 1 && cr != M) || (cc != 1 && cc != N))
+            return mp_error(MP_ERR_SHAPE, "node %s (Gemm): C does not broadcast to [%lld, %lld]", k->n->name,
+                            (long long)M, (long long)N);
+        gemm_bias gb = {y->data, c->data, N, cr, cc, beta};
+        if (k->threads != 1 && M * N >= 16384) mp_kparallel(k, M, gemm_bias_rows, &gb);
+        else gemm_bias_rows(&gb, 0, M);
+        gbeta = 1.0f;
+    }
+    if (K == 0) {
+        if (!c) memset(y->data, 0, (size_t)(M * N) * sizeof(float));
+        return MP_OK;
+    }
+    dn_set_threads(k->threads > 0 ? k->threads : omp_get_max_threads());
+    DN(dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a->data, ta ? M : K, b->data, tb ? K : N, gbeta,
+                  y->data, N),
+       "sgemm");
+    return MP_OK;
+}
+
 mp_status dn_gemm_prepare(mp_kctx *k, size_t *scratch) {
     const mp_graph *g = k->g;
     const mp_node *n = k->n;

@@ -282,6 +282,7 @@ static mp_status mp__fill(mp_exec *pl, mp_profile *p, int iters) {
             int k = sp->nodes[j];
             node_step[k] = s;
             p->groups[gi].flops += g->nodes[k].cost.flops;
+            if (g->nodes[k].cost.flags & (MP_COST_UNKNOWN | MP_COST_OVERFLOW)) p->groups[gi].flops_unknown = true;
             if (j) {
                 p->node_state[k] = MP_NODE_FUSED;
                 p->node_head[k] = sp->node;
