@@ -82,6 +82,51 @@ static void t_absent_int_data(void) {
     }
 }
 
+/* A model whose If branches read what the enclosing graph holds
+ * (tests/corpus/seeds/if_untaken_branch.onnx: an If inside an If's branch
+ * squeezes NonZero's [1, n] when n is 1, else passes it on): the initializer
+ * read only inside the branch is loaded (it was a NULL buffer: a crash),
+ * and the If's outputs are sized by its kernel from the branch run (the
+ * shape rule inferred both branches in place, the model's own values then
+ * pointing into freed memory). Both branches, by the data. */
+static void t_if_branches(void) {
+    char dir[] = "/tmp/mp-run-if-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    static const struct {
+        float s[6];
+        int rank;
+        int64_t want[3];
+        int n;
+    } cases[] = {{{1, 0, 2, 0, 0, 3}, 2, {0, 2, 5}, 3}, {{0, 0, 7, 0, 0, 0}, 1, {2}, 1}};
+    for (int c = 0; c < 2; c++) {
+        char in[256], out[256], res[300], arg[300];
+        snprintf(in, sizeof in, "%s/s%d.npy", dir, c);
+        snprintf(out, sizeof out, "%s/o%d", dir, c);
+        int64_t six = 6;
+        T_OK(mp_npy_write(in, MP_DT_FLOAT, 1, &six, cases[c].s));
+        snprintf(arg, sizeof arg, "s=%s", in);
+        rr r = RUN(60, "-q", "--run", "--warmup", "1", "--iters", "2", "--input-data", arg, "--save-outputs", out,
+                   "tests/corpus/seeds/if_untaken_branch.onnx");
+        T_EQ(r.code, 0);
+        if (r.code) fprintf(stderr, "    %s\n", r.err);
+        rr_done(&r);
+        int dt, rank;
+        int64_t d[8];
+        void *y = NULL;
+        size_t ny = 0;
+        snprintf(res, sizeof res, "%s/y.npy", out);
+        T_OK(mp_npy_read(res, &dt, &rank, d, &y, &ny));
+        T_EQ(dt, MP_DT_INT64);
+        T_EQ(rank, cases[c].rank);
+        T_EQ(ny, (size_t)cases[c].n * 8);
+        for (int i = 0; y && i < cases[c].n && ny == (size_t)cases[c].n * 8; i++) T_EQ(((int64_t *)y)[i], cases[c].want[i]);
+        free(y);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    T_EQ(system(cmd), 0);
+}
+
 /* JSON of a measured run of a fixture: the run object and the per-set
  * fields are there and consistent. */
 static void t_run_json(void) {
@@ -383,6 +428,7 @@ MP_TESTS(run_cli){
     {"crashes_under_run", t_crashes_under_run},
     {"corpus_under_run", t_corpus_under_run},
     {"absent_int_data", t_absent_int_data},
+    {"if_branches", t_if_branches},
     {"run_json", t_run_json},
     {"fused_rows", t_fused_rows},
     {"input_output_files", t_input_output_files},

@@ -615,6 +615,17 @@ static mp_status mp__fold_pass(mp_exec *pl) {
         mp_status st;
         for (int i = 0; i < n->n_in; i++)
             if (n->in[i] >= 0 && (st = mp__need(pl, n->in[i]))) return st;
+        /* what its bodies read from this graph is needed like an input (an
+         * initializer read only inside an If's branch was never loaded:
+         * the branch read a NULL buffer) */
+        for (int b = 0; b < n->n_sub; b++) {
+            const mp_graph *sg = n->sub[b];
+            for (int u = 0; sg && u < sg->n_values; u++) {
+                int w = sg->values[u].outer;
+                if ((sg->values[u].flags & MP_VAL_OUTER) && w >= 0 && w < g->n_values && (st = mp__need(pl, w)))
+                    return st;
+            }
+        }
         bool all_known = n->n_out > 0, any_out = false;
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
@@ -1117,6 +1128,45 @@ mp_status mp_exec_set_input(mp_exec *pl, const char *name, int dtype, int rank, 
     return MP_OK;
 }
 
+/* Shadow value v for mp__reinfer: the graph's, with its run-time dims
+ * when it has data in this run (and the contents of a small int or float
+ * tensor, as shape arithmetic needs). */
+static mp_status mp__shadow_value(mp_exec *pl, int v) {
+    const mp_graph *g = pl->g;
+    mp_arena *a = &pl->shadow_m->arena;
+    mp_value *sv = pl->shadow_vals;
+    const mp_rtensor *rt = &pl->vals[v].rt;
+    sv[v] = g->values[v];
+    if (!rt->data && pl->vals[v].kind != MP_RV_CONST) return MP_OK;
+    sv[v].rank = rt->rank;
+    sv[v].dims = (int64_t *)rt->dims;
+    sv[v].kn = -1;
+    sv[v].iv = NULL;
+    sv[v].fv = NULL;
+    int64_t cnt = rt->numel;
+    if (!rt->data || cnt < 0 || cnt > MP_KNOWN_MAX) return MP_OK;
+    bool fl = rt->dtype == MP_DT_FLOAT || rt->dtype == MP_DT_DOUBLE;
+    bool in = rt->dtype == MP_DT_INT64 || rt->dtype == MP_DT_INT32 || rt->dtype == MP_DT_BOOL ||
+              rt->dtype == MP_DT_UINT8 || rt->dtype == MP_DT_INT8;
+    if (!fl && !in) return MP_OK;
+    void *buf = mp_arena_calloc(a, (size_t)(cnt ? cnt : 1), 8);
+    if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < cnt; j++) {
+        switch (rt->dtype) {
+        case MP_DT_FLOAT: ((double *)buf)[j] = ((const float *)rt->data)[j]; break;
+        case MP_DT_DOUBLE: ((double *)buf)[j] = ((const double *)rt->data)[j]; break;
+        case MP_DT_INT64: ((int64_t *)buf)[j] = ((const int64_t *)rt->data)[j]; break;
+        case MP_DT_INT32: ((int64_t *)buf)[j] = ((const int32_t *)rt->data)[j]; break;
+        case MP_DT_INT8: ((int64_t *)buf)[j] = ((const int8_t *)rt->data)[j]; break;
+        default: ((int64_t *)buf)[j] = ((const uint8_t *)rt->data)[j]; break;
+        }
+    }
+    if (fl) sv[v].fv = buf;
+    else sv[v].iv = buf;
+    sv[v].kn = cnt;
+    return MP_OK;
+}
+
 /* Shapes at run time: a node downstream of a data-dependent shape (a
  * Transpose of NonZero's output, a Slice by a Loop's iteration number) has
  * outputs the static inference could not size. Before its kernel runs, the
@@ -1129,6 +1179,14 @@ static mp_status mp__reinfer(mp_exec *pl, mp_step *s) {
     mp_graph *g = pl->g;
     const mp_node *n = &g->nodes[s->node];
     if (s->n_nodes != 1 || !n->desc || !n->desc->infer) return MP_OK;
+    /* A node with a body (If, Loop, Scan): its kernel (src/run/control.c)
+     * sizes its outputs from the body's run. Its shape rule would infer
+     * the body graphs in place (the model's own values, their dims then
+     * pointing into the arena freed below) and both branches of an If,
+     * the one not taken included: an If guarding a Squeeze of an empty
+     * axis failed the run (torchvision's detection postprocessing). */
+    for (int i = 0; i < n->n_attr; i++)
+        if (n->attr[i].type == MP_ATTR_GRAPH || n->attr[i].type == MP_ATTR_GRAPHS) return MP_OK;
     if (!pl->shadow_vals) {
         pl->shadow_vals = malloc(sizeof *pl->shadow_vals * ((size_t)g->n_values + 1));
         pl->shadow_m = malloc(sizeof *pl->shadow_m);
@@ -1143,39 +1201,9 @@ static mp_status mp__reinfer(mp_exec *pl, mp_step *s) {
     mp_arena *a = &pl->shadow_m->arena;
     mp_value *sv = pl->shadow_vals;
     mp_status st = MP_OK;
-    for (int i = 0; i < n->n_in && !st; i++) {
-        int v = n->in[i];
-        if (v < 0) continue;
-        const mp_rtensor *rt = &pl->vals[v].rt;
-        sv[v] = g->values[v];
-        if (!rt->data && pl->vals[v].kind != MP_RV_CONST) continue;
-        sv[v].rank = rt->rank;
-        sv[v].dims = (int64_t *)rt->dims;
-        sv[v].kn = -1;
-        sv[v].iv = NULL;
-        sv[v].fv = NULL;
-        int64_t cnt = rt->numel;
-        if (!rt->data || cnt < 0 || cnt > MP_KNOWN_MAX) continue;
-        bool fl = rt->dtype == MP_DT_FLOAT || rt->dtype == MP_DT_DOUBLE;
-        bool in = rt->dtype == MP_DT_INT64 || rt->dtype == MP_DT_INT32 || rt->dtype == MP_DT_BOOL ||
-                  rt->dtype == MP_DT_UINT8 || rt->dtype == MP_DT_INT8;
-        if (!fl && !in) continue;
-        void *buf = mp_arena_calloc(a, (size_t)(cnt ? cnt : 1), 8);
-        if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
-        for (int64_t j = 0; j < cnt; j++) {
-            switch (rt->dtype) {
-            case MP_DT_FLOAT: ((double *)buf)[j] = ((const float *)rt->data)[j]; break;
-            case MP_DT_DOUBLE: ((double *)buf)[j] = ((const double *)rt->data)[j]; break;
-            case MP_DT_INT64: ((int64_t *)buf)[j] = ((const int64_t *)rt->data)[j]; break;
-            case MP_DT_INT32: ((int64_t *)buf)[j] = ((const int32_t *)rt->data)[j]; break;
-            case MP_DT_INT8: ((int64_t *)buf)[j] = ((const int8_t *)rt->data)[j]; break;
-            default: ((int64_t *)buf)[j] = ((const uint8_t *)rt->data)[j]; break;
-            }
-        }
-        if (fl) sv[v].fv = buf;
-        else sv[v].iv = buf;
-        sv[v].kn = cnt;
-    }
+    for (int i = 0; i < n->n_in && !st; i++)
+        if (n->in[i] >= 0) st = mp__shadow_value(pl, n->in[i]);
+    if (st) return st;
     for (int i = 0; i < n->n_out; i++) {
         int v = n->out[i];
         if (v < 0) continue;
