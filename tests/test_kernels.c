@@ -424,6 +424,19 @@ static int64_t tk_elem_off(int r, const int64_t *idims, int64_t e, const int64_t
     return off;
 }
 
+/* GatherElements (3 tensors) or ScatterElements (4: data, indices,
+ * updates, out) along axis over rank-4 tensors */
+static void tk_elements(tk_node *t, const char *op, int axis, int type, void *x, const int64_t *xdims, int64_t *ix,
+                        const int64_t *idims, void *u, void *y) {
+    bool sc = u != NULL;
+    tk_init(t, op, 13, sc ? 3 : 2, 1);
+    tk_attr_i(t, "axis", axis);
+    t->rin[0] = tk_t(x, type, 4, xdims);
+    t->rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
+    if (sc) t->rin[2] = tk_t(u, type, 4, idims);
+    t->rout[0] = tk_t(y, type, 4, sc ? xdims : idims);
+}
+
 static void test_kernels_elements_walk(void) {
     /* data [2,3,4,5]; indices [2,2,3,4] (shorter than data off the axis,
      * as ONNX allows), every axis, float (4-byte path) and double; the
@@ -443,11 +456,7 @@ static void test_kernels_elements_walk(void) {
             void *x = dt ? (void *)xd : (void *)xf, *y = dt ? (void *)yd : (void *)yf, *g = dt ? (void *)gd : (void *)gf;
             int type = dt ? MP_DT_DOUBLE : MP_DT_FLOAT;
             tk_node t;
-            tk_init(&t, "GatherElements", 13, 2, 1);
-            tk_attr_i(&t, "axis", axis);
-            t.rin[0] = tk_t(x, type, 4, xdims);
-            t.rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
-            t.rout[0] = tk_t(g, type, 4, idims);
+            tk_elements(&t, "GatherElements", axis, type, x, xdims, ix, idims, NULL, g);
             T_OK(tk_run(&t));
             bool ok = true;
             for (int e = 0; e < 48; e++) {
@@ -458,15 +467,10 @@ static void test_kernels_elements_walk(void) {
             T_CHECK(ok);
             /* ScatterElements of the gathered values back into zeros: the
              * naive scatter in the same order (later writes win) */
-            tk_init(&t, "ScatterElements", 13, 3, 1);
-            tk_attr_i(&t, "axis", axis);
             static float zf[120], wf[120];
             static double zd[120], wd[120];
             memset(zf, 0, sizeof zf), memset(zd, 0, sizeof zd), memset(wf, 0, sizeof wf), memset(wd, 0, sizeof wd);
-            t.rin[0] = tk_t(dt ? (void *)zd : (void *)zf, type, 4, xdims);
-            t.rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
-            t.rin[2] = tk_t(g, type, 4, idims);
-            t.rout[0] = tk_t(y, type, 4, xdims);
+            tk_elements(&t, "ScatterElements", axis, type, dt ? (void *)zd : (void *)zf, xdims, ix, idims, g, y);
             T_OK(tk_run(&t));
             for (int e = 0; e < 48; e++) {
                 int64_t v = ix[e] < 0 ? ix[e] + xdims[axis] : ix[e];
@@ -480,11 +484,7 @@ static void test_kernels_elements_walk(void) {
     /* an index out of range is refused, naming it */
     ix[5] = 9;
     tk_node t;
-    tk_init(&t, "GatherElements", 13, 2, 1);
-    tk_attr_i(&t, "axis", 3);
-    t.rin[0] = tk_t(xf, MP_DT_FLOAT, 4, xdims);
-    t.rin[1] = tk_t(ix, MP_DT_INT64, 4, idims);
-    t.rout[0] = tk_t(gf, MP_DT_FLOAT, 4, idims);
+    tk_elements(&t, "GatherElements", 3, MP_DT_FLOAT, xf, xdims, ix, idims, NULL, gf);
     T_EQ(tk_run(&t), MP_ERR_USAGE);
     T_CHECK(strstr(mp_last_error(), "index 9 out of range [0, 5)") != NULL);
 }
