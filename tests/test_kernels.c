@@ -621,6 +621,59 @@ static void test_kernels_roialign(void) {
             }
 }
 
+/* InstanceNormalization's fp32 planes (split across threads) against the
+ * definition computed here the generic path's way: mean and variance of
+ * each (n, c) plane in double, the normalised value stored as float, then
+ * scale and bias in double; equal to the last bit */
+static void test_kernels_instancenorm(void) {
+    static float x[2 * 3 * 35], y[2 * 3 * 35];
+    float sc[3] = {0.5f, -1.25f, 2.0f}, b[3] = {0.1f, 0.0f, -3.0f};
+    int64_t xd[4] = {2, 3, 5, 7}, cd[1] = {3};
+    for (int i = 0; i < 210; i++) x[i] = (float)((i * 53) % 97) / 7.0f - 6.0f;
+    tk_node t;
+    tk_init(&t, "InstanceNormalization", 6, 3, 1);
+    tk_attr_f(&t, "epsilon", 1e-3);
+    t.rin[0] = tk_t(x, MP_DT_FLOAT, 4, xd);
+    t.rin[1] = tk_t(sc, MP_DT_FLOAT, 1, cd);
+    t.rin[2] = tk_t(b, MP_DT_FLOAT, 1, cd);
+    t.rout[0] = tk_t(y, MP_DT_FLOAT, 4, xd);
+    T_OK(tk_run(&t));
+    bool ok = true;
+    for (int g = 0; g < 6; g++) {
+        const float *p = x + g * 35;
+        double s = 0, s2 = 0;
+        for (int j = 0; j < 35; j++) s += p[j];
+        double mean = s / 35;
+        for (int j = 0; j < 35; j++) s2 += (p[j] - mean) * (p[j] - mean);
+        double inv = 1.0 / sqrt(s2 / 35 + 1e-3);
+        for (int j = 0; j < 35; j++) {
+            float tn = (float)((p[j] - mean) * inv);
+            ok &= y[g * 35 + j] == (float)((double)tn * sc[g % 3] + b[g % 3]);
+        }
+    }
+    T_CHECK(ok);
+}
+
+/* NonZero's direct reads (bytes, fp32) and the getter (int32) give the
+ * same coordinates; -0 is zero, NaN is not */
+static void test_kernels_nonzero(void) {
+    float f[6] = {0.0f, -0.0f, 2.5f, NAN, 0.0f, -1.0f};
+    uint8_t b[6] = {0, 0, 1, 1, 0, 1};
+    int32_t i[6] = {0, 0, 7, -3, 0, 1};
+    int64_t xd[2] = {2, 3}, want[6] = {0, 1, 1, 2, 0, 2};   /* [2, 3]: rows then columns */
+    void *data[3] = {f, b, i};
+    int types[3] = {MP_DT_FLOAT, MP_DT_BOOL, MP_DT_INT32};
+    for (int c = 0; c < 3; c++) {
+        int64_t out[6] = {0}, od[2] = {2, 3};
+        tk_node t;
+        tk_init(&t, "NonZero", 13, 1, 1);
+        t.rin[0] = tk_t(data[c], types[c], 2, xd);
+        t.rout[0] = tk_t(out, MP_DT_INT64, 2, od);
+        T_OK(tk_run(&t));
+        T_CHECK(memcmp(out, want, sizeof want) == 0);
+    }
+}
+
 /* HardSigmoid and HardSwish's fp32 loop against their double definition
  * (ONNX: max(0, min(1, alpha x + beta)); x * that at 1/6, 1/2), NaN
  * included (fmin(1, NaN) is 1) */
@@ -703,5 +756,7 @@ MP_TESTS(kernels){
     {"copy_fill", test_kernels_copy_fill},
     {"roialign", test_kernels_roialign},
     {"hard_activations", test_kernels_hard_activations},
+    {"instancenorm", test_kernels_instancenorm},
+    {"nonzero", test_kernels_nonzero},
 };
 MP_TESTS_END(kernels)

@@ -323,14 +323,54 @@ mp_status nnk_batchnorm(mp_kctx *k) {
     return MP_OK;
 }
 
+/* fp32 planes of InstanceNormalization, split across threads: the generic
+ * path's arithmetic (sums and the normalised value in double, that value
+ * stored as float, then scale and bias in double), without its per-element
+ * getters (GroupNorm as PyTorch exports it: FCOS's head, 168 -> 23 ms). */
+typedef struct nnk_inorm {
+    const float *x, *scale, *bias;
+    float *y;
+    int64_t C, inner;
+    double eps;
+} nnk_inorm;
+
+static void nnk_inorm_planes(void *arg, int64_t lo, int64_t hi) {
+    const nnk_inorm *p = arg;
+    int64_t L = p->inner;
+    for (int64_t g = lo; g < hi; g++) {
+        const float *x = p->x + g * L;
+        float *y = p->y + g * L;
+        double s = 0, s2 = 0;
+        for (int64_t j = 0; j < L; j++) s += x[j];
+        double mean = L ? s / (double)L : 0;
+        for (int64_t j = 0; j < L; j++) {
+            double d = x[j] - mean;
+            s2 += d * d;
+        }
+        double inv = 1.0 / sqrt((L ? s2 / (double)L : 0) + p->eps);
+        int64_t c = g % p->C;
+        double sc = p->scale[c], b = p->bias[c];
+        for (int64_t j = 0; j < L; j++) {
+            float t = (float)((x[j] - mean) * inv);
+            y[j] = (float)((double)t * sc + b);
+        }
+    }
+}
+
 mp_status nnk_instancenorm(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
     mp_rtensor *y = &k->out[0];
     double eps = mp_attr_f(k->n, "epsilon", 1e-5);
     int64_t C = x->dims[1], inner = 1;
     for (int i = 2; i < x->rank; i++) inner *= x->dims[i];
+    const mp_rtensor *sc = &k->in[1], *bi = &k->in[2];
+    if (nnk_f32(x) && nnk_f32(y) && nnk_f32(sc) && nnk_f32(bi) && sc->numel == C && bi->numel == C) {
+        nnk_inorm p = {x->data, sc->data, bi->data, y->data, C, inner, eps};
+        mp_kparallel(k, x->dims[0] * C, nnk_inorm_planes, &p);
+        return MP_OK;
+    }
     for (int64_t g = 0; g < x->dims[0] * C; g++) nnk_norm_group(x, y, g * inner, inner, 1, eps, NULL, NULL);
-    nnk_affine(y, &k->in[1], &k->in[2], C, inner);
+    nnk_affine(y, sc, bi, C, inner);
     return MP_OK;
 }
 

@@ -733,16 +733,30 @@ mp_status shk_reverse_sequence(mp_kctx *k) {
 }
 
 /* Data-dependent sizes: the output is shaped here (mp_kout_alloc). */
+/* Whether element e of x is non-zero: bytes (bool, uint8, int8) and fp32
+ * read directly (a detector's score masks), other types through the
+ * getter. */
+static inline bool shk_nz(const mp_rtensor *x, int kind, int64_t e) {
+    switch (kind) {
+    case 1: return ((const uint8_t *)x->data)[e] != 0;
+    case 2: return ((const float *)x->data)[e] != 0.0f;
+    default: return mp_kget_f(x->data, x->dtype, e) != 0;
+    }
+}
+
 mp_status shk_non_zero(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0];
+    int kind = x->dtype == MP_DT_BOOL || x->dtype == MP_DT_UINT8 || x->dtype == MP_DT_INT8 ? 1
+               : x->dtype == MP_DT_FLOAT                                                ? 2
+                                                                                        : 0;
     int64_t cnt = 0;
-    for (int64_t e = 0; e < x->numel; e++) cnt += mp_kget_f(x->data, x->dtype, e) != 0;
+    for (int64_t e = 0; e < x->numel; e++) cnt += shk_nz(x, kind, e);
     int64_t dims[2] = {x->rank, cnt};
     mp_status st = mp_kout_shape(k, 0, 2, dims);
     if (st) return st;
     int64_t *o = k->out[0].data, c = 0;
     for (int64_t e = 0; e < x->numel; e++) {
-        if (mp_kget_f(x->data, x->dtype, e) == 0) continue;
+        if (!shk_nz(x, kind, e)) continue;
         int64_t rem = e;
         for (int d = x->rank - 1; d >= 0; d--) {
             o[d * cnt + c] = rem % x->dims[d];
