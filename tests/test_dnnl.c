@@ -1295,6 +1295,115 @@ static void test_gemm_dynamic_rows(void) {
     tb_done(m, p);
 }
 
+/* A Conv whose batch comes from the data (a mask head's: the detections
+ * kept): im2col and dnnl_sgemm with the run's dims (onednn:sgemm-conv),
+ * not the portable loop; 3 of 5 images kept, 3 x 3 with pads 1 and
+ * stride 2, groups 1 and 2, against the direct sum */
+static void test_conv_dynamic_batch(void) {
+    for (int G = 1; G <= 2; G++) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "x", F, 4, TB_DIMS(5, 4, 9, 7));
+        tb_input(m, "s", F, 1, TB_DIMS(5));
+        static double wd[6 * 4 * 9], bd[6];
+        for (int i = 0; i < 6 * 4 * 9; i++) wd[i] = (double)((i * 37) % 23) / 11.0 - 1.0;
+        for (int i = 0; i < 6; i++) bd[i] = 0.5 * i - 1.0;
+        tb_const_f(m, "w", F, 4, TB_DIMS(6, 4 / G, 3, 3), wd);
+        tb_const_f(m, "b", F, 1, TB_DIMS(6), bd);
+        tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
+        tb_node(m, "NonZero", "s", "nz");
+        tb_node(m, "Reshape", "nz,flat", "idx");
+        int ga = tb_node(m, "Gather", "x,idx", "a");
+        tb_attr_i(m, ga, "axis", 0);
+        int c = tb_node(m, "Conv", "a,w,b", "y");
+        tb_attr_ints(m, c, "kernel_shape", 2, TB_DIMS(3, 3));
+        tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+        tb_attr_ints(m, c, "strides", 2, TB_DIMS(2, 2));
+        tb_attr_i(m, c, "group", G);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, c));
+        if (mp_dnnl_available()) T_CHECK(kern && strcmp(kern->name, "onednn:sgemm-conv") == 0);
+        float *x = rnd(5 * 4 * 63), sv[5] = {0, 3, 1, 0, 2}, wf[6 * 4 * 9], bf[6];
+        for (int i = 0; i < 6 * (4 / G) * 9; i++) wf[i] = (float)wd[i];
+        for (int i = 0; i < 6; i++) bf[i] = (float)bd[i];
+        float *kept = malloc(sizeof(float) * 3 * 4 * 63), want[3 * 6 * 5 * 4];
+        int rows[3] = {1, 2, 4};
+        for (int r = 0; r < 3; r++) memcpy(kept + r * 4 * 63, x + rows[r] * 4 * 63, sizeof(float) * 4 * 63);
+        ref_conv2d(kept, wf, bf, want, 3, 4, 9, 7, 6, 3, 3, G, 2, 1, 1, 5, 4);
+        const char *names[2] = {"x", "s"};
+        float *data[2] = {x, sv};
+        const int64_t *dims[2] = {TB_DIMS(5, 4, 9, 7), TB_DIMS(5)};
+        int ranks[2] = {4, 1};
+        for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, 3 * 6 * 5 * 4, "batch");
+        free(x), free(kept);
+        tb_done(m, p);
+    }
+}
+
+/* The same for ConvTranspose (a mask head's upsampling):
+ * onednn:sgemm-convtranspose; 2 of 4 images kept, 3 x 3, stride 2, pads
+ * 1, output_padding 1, groups 1 and 2, against the direct scatter */
+static void test_convt_dynamic_batch(void) {
+    for (int G = 1; G <= 2; G++) {
+        const int C = 4, O = 6, H = 5, W = 3, K = 3, S = 2, P = 1, OP = 1;
+        const int OH = (H - 1) * S - 2 * P + K + OP, OW = (W - 1) * S - 2 * P + K + OP;
+        int cg = C / G, og = O / G;
+        mp_model *m = tb_new(17);
+        tb_input(m, "x", F, 4, TB_DIMS(4, C, H, W));
+        tb_input(m, "s", F, 1, TB_DIMS(4));
+        static double wd[4 * 6 * 9], bd[6];
+        for (int i = 0; i < C * og * K * K; i++) wd[i] = (double)((i * 41) % 29) / 13.0 - 1.0;
+        for (int i = 0; i < O; i++) bd[i] = 0.25 * i - 0.5;
+        tb_const_f(m, "w", F, 4, TB_DIMS(C, og, K, K), wd);
+        tb_const_f(m, "b", F, 1, TB_DIMS(O), bd);
+        tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
+        tb_node(m, "NonZero", "s", "nz");
+        tb_node(m, "Reshape", "nz,flat", "idx");
+        int ga = tb_node(m, "Gather", "x,idx", "a");
+        tb_attr_i(m, ga, "axis", 0);
+        int c = tb_node(m, "ConvTranspose", "a,w,b", "y");
+        tb_attr_ints(m, c, "kernel_shape", 2, TB_DIMS(K, K));
+        tb_attr_ints(m, c, "pads", 4, TB_DIMS(P, P, P, P));
+        tb_attr_ints(m, c, "strides", 2, TB_DIMS(S, S));
+        tb_attr_ints(m, c, "output_padding", 2, TB_DIMS(OP, OP));
+        tb_attr_i(m, c, "group", G);
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        const mp_kernel *kern = mp_dnnl_kernel(m->graph, tb_nodep(m, c));
+        if (mp_dnnl_available()) T_CHECK(kern && strcmp(kern->name, "onednn:sgemm-convtranspose") == 0);
+        float *x = rnd(4 * C * H * W), sv[4] = {0, 5, 0, 1};
+        double *acc = calloc((size_t)(2 * O * OH * OW), sizeof(double));
+        float *want = malloc(sizeof(float) * (size_t)(2 * O * OH * OW));
+        int rows[2] = {1, 3};
+        for (int r = 0; r < 2; r++)
+            for (int o = 0; o < O; o++) {
+                int gi = o / og, oo = o % og;
+                for (int e = 0; e < OH * OW; e++) acc[(r * O + o) * OH * OW + e] = (float)bd[o];
+                for (int ci = 0; ci < cg; ci++)
+                    for (int ih = 0; ih < H; ih++)
+                        for (int iw = 0; iw < W; iw++)
+                            for (int kh = 0; kh < K; kh++)
+                                for (int kw = 0; kw < K; kw++) {
+                                    int oh = ih * S - P + kh, ow = iw * S - P + kw;
+                                    if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                                    int ch = gi * cg + ci;
+                                    acc[((r * O + o) * OH + oh) * OW + ow] +=
+                                        (double)x[((rows[r] * C + ch) * H + ih) * W + iw] *
+                                        (float)wd[((ch * og + oo) * K + kh) * K + kw];
+                                }
+            }
+        for (int i = 0; i < 2 * O * OH * OW; i++) want[i] = (float)acc[i];
+        const char *names[2] = {"x", "s"};
+        float *data[2] = {x, sv};
+        const int64_t *dims[2] = {TB_DIMS(4, C, H, W), TB_DIMS(4)};
+        int ranks[2] = {4, 1};
+        for (int fuse = 0; fuse < 2; fuse++)
+            EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, 2 * O * OH * OW, "convt batch");
+        free(x), free(acc), free(want);
+        tb_done(m, p);
+    }
+}
+
 /* nn.GELU as PyTorch exports it before opset 20 on x [16, 512]: Div(x,
  * sqrt 2) -> Erf -> Add(1) -> Mul(x, .) -> Mul(0.5); *head gets the Div */
 static mp_model *gelu_erf_model(int *head) {
@@ -2212,6 +2321,8 @@ MP_TESTS(dnnl){
     {"plan_gelu_tanh", test_plan_gelu_tanh},
     {"plan_batched_bias", test_plan_batched_bias},
     {"gemm_dynamic_rows", test_gemm_dynamic_rows},
+    {"conv_dynamic_batch", test_conv_dynamic_batch},
+    {"convt_dynamic_batch", test_convt_dynamic_batch},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},

@@ -127,6 +127,36 @@ static void t_if_branches(void) {
     T_EQ(system(cmd), 0);
 }
 
+/* A Loop whose carried value grows a row a pass
+ * (tests/corpus/seeds/loop_grows.onnx: from [0, 3], Concat of the pass
+ * number's row; torchvision's paste_masks_in_image grows its masks so):
+ * the body's input is shaped at each pass, its readers sized at run time
+ * (the run refused it: "a value that changes shape between iterations
+ * cannot run here") */
+static void t_loop_grows(void) {
+    char dir[] = "/tmp/mp-run-loop-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    rr r = RUN(60, "-q", "--run", "--warmup", "1", "--iters", "2", "--save-outputs", dir,
+               "tests/corpus/seeds/loop_grows.onnx");
+    T_EQ(r.code, 0);
+    if (r.code) fprintf(stderr, "    %s\n", r.err);
+    rr_done(&r);
+    char res[300];
+    snprintf(res, sizeof res, "%s/y.npy", dir);
+    int dt, rank;
+    int64_t d[8];
+    void *y = NULL;
+    size_t ny = 0;
+    T_OK(mp_npy_read(res, &dt, &rank, d, &y, &ny));
+    T_EQ(rank, 2);
+    T_CHECK(rank == 2 && d[0] == 4 && d[1] == 3 && ny == 48);
+    for (int i = 0; y && ny == 48 && i < 12; i++) T_CHECK(((float *)y)[i] == (float)(i / 3));
+    free(y);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    T_EQ(system(cmd), 0);
+}
+
 /* JSON of a measured run of a fixture: the run object and the per-set
  * fields are there and consistent. */
 static void t_run_json(void) {
@@ -429,6 +459,7 @@ MP_TESTS(run_cli){
     {"corpus_under_run", t_corpus_under_run},
     {"absent_int_data", t_absent_int_data},
     {"if_branches", t_if_branches},
+    {"loop_grows", t_loop_grows},
     {"run_json", t_run_json},
     {"fused_rows", t_fused_rows},
     {"input_output_files", t_input_output_files},

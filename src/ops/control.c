@@ -138,6 +138,38 @@ static mp_status mp__loop_infer(mp_ctx *c) {
     if ((st = mp__run_body(c, b))) return st;
     if (b->n_outputs < 1 + n_carried)
         return mp_fail(c, "body has %d outputs, expected at least %d", b->n_outputs, 1 + n_carried);
+    /* A carried value whose shape the body changes (a list of masks grown
+     * by one a pass: torchvision's paste_masks_in_image) has the first
+     * pass's shape only on the first pass: infer the body again with the
+     * dims that change unknown (the rank unknown if it changes), until the
+     * carried shapes hold. The body's figures are then those of any pass,
+     * not the first's (its cost says unknown where a dim is). */
+    for (int pass = 0; pass < 3; pass++) {
+        bool changed = false;
+        for (int i = 0; i < n_carried && !st; i++) {
+            const mp_value *in = &b->values[b->inputs[i + 2]];
+            const mp_value *bo = &b->values[b->outputs[i + 1]];
+            if (in->rank < 0) continue;
+            if (bo->rank != in->rank) {
+                changed = true;
+                st = mp__set_body_input(c, b, i + 2, in->dtype, -1, NULL);
+                continue;
+            }
+            int64_t dims[MP_MAX_RANK];
+            bool diff = false;
+            for (int d = 0; d < in->rank; d++) {
+                dims[d] = in->dims[d];
+                if (in->dims[d] >= 0 && bo->dims[d] != in->dims[d]) dims[d] = MP_DIM_ANON, diff = true;
+            }
+            if (diff) {
+                changed = true;
+                st = mp__set_body_input(c, b, i + 2, in->dtype, in->rank, dims);
+            }
+        }
+        if (st) return st;
+        if (!changed) break;
+        if ((st = mp__run_body(c, b))) return st;
+    }
     const int64_t *mv;
     int64_t nm;
     int64_t trip = (mp_ints(c, 0, &mv, &nm) && nm == 1 && mv[0] >= 0) ? mv[0] : MP_DIM_ANON;

@@ -173,6 +173,17 @@ typedef struct mp_kwin {
  * the (known) output's out[], kernel extents given. */
 mp_status mp_kwin_read(const mp_kctx *k, int nsp, const int64_t *in, const int64_t *out,
                        const int64_t *kernel, mp_kwin *w);
+/* ConvTranspose's geometry (the node's attributes against X, W and Y)
+ * and where each column element lands: offsets[kpos * in_n + ipos] in
+ * an output plane, -1 outside (malloc'd; NULL out of memory). */
+typedef struct mp_kconvt {
+    int nsp;
+    int64_t N, C, G, mg, M, cg, kn, in_n, on;
+    int64_t kernel[MP_MAX_RANK], in[MP_MAX_RANK], out[MP_MAX_RANK];
+    int64_t stride[MP_MAX_RANK], dil[MP_MAX_RANK], pad[MP_MAX_RANK];
+} mp_kconvt;
+mp_status mp_kconvt_geom(mp_kctx *k, mp_kconvt *c);
+int64_t *mp_kconvt_offsets(const mp_kconvt *c);
 /* im2col of one image x[C][in...] for a window: col[(c*K + kpos)][opos]
  * (K = prod(kernel)); padding reads as pad_value. */
 void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);

@@ -68,23 +68,22 @@ mp_status mp_kconv(mp_kctx *k) {
 
 /* ---- ConvTranspose: GEMM into columns, then col2im (scatter-add) ---- */
 
-mp_status nnk_conv_transpose(mp_kctx *k) {
-    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
-    const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
-    mp_rtensor *y = &k->out[0];
-    mp_status st = MP_OK;
+mp_status mp_kconvt_geom(mp_kctx *k, mp_kconvt *c) {
+    const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2), *y = &k->out[0];
     int nsp = x->rank - 2;
-    if (nsp < 1 || w->rank != x->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
-    int64_t N = x->dims[0], C = x->dims[1], G = mp_attr_i(k->n, "group", 1);
-    int64_t mg = w->dims[1], M = mg * G, cg = C / (G ? G : 1);
-    if (G < 1 || C % G || w->dims[0] != C || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+    if (nsp < 1 || w->rank != x->rank || y->rank != x->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
+    c->nsp = nsp;
+    c->N = x->dims[0], c->C = x->dims[1], c->G = mp_attr_i(k->n, "group", 1);
+    c->mg = w->dims[1], c->M = c->mg * c->G, c->cg = c->C / (c->G ? c->G : 1);
+    if (c->G < 1 || c->C % c->G || w->dims[0] != c->C || (b && b->numel < c->M) || y->dims[1] != c->M ||
+        y->dims[0] != c->N)
         return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
-    int64_t stride[MP_MAX_RANK], dil[MP_MAX_RANK], pad[MP_MAX_RANK], kn = 1, in_n = 1, on = 1;
+    c->kn = 1, c->in_n = 1, c->on = 1;
     const int64_t *v;
     int ns = mp_attr_ints(k->n, "strides", &v);
-    for (int i = 0; i < nsp; i++) stride[i] = ns == nsp ? v[i] : 1;
+    for (int i = 0; i < nsp; i++) c->stride[i] = ns == nsp ? v[i] : 1;
     int nd = mp_attr_ints(k->n, "dilations", &v);
-    for (int i = 0; i < nsp; i++) dil[i] = nd == nsp ? v[i] : 1;
+    for (int i = 0; i < nsp; i++) c->dil[i] = nd == nsp ? v[i] : 1;
     int np = mp_attr_ints(k->n, "pads", &v);
     const char *ap = mp_attr_s(k->n, "auto_pad", "NOTSET");
     const int64_t *op_;
@@ -92,15 +91,51 @@ mp_status nnk_conv_transpose(mp_kctx *k) {
     bool derived = mp_node_attr(k->n, "output_shape") || !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
     for (int i = 0; i < nsp; i++) {
         int64_t kk = w->dims[2 + i], in = x->dims[2 + i], out = y->dims[2 + i];
-        int64_t total = stride[i] * (in - 1) + (nop == nsp ? op_[i] : 0) + (kk - 1) * dil[i] + 1 - out;
-        if (!derived) pad[i] = np == 2 * nsp ? v[i] : 0;
+        int64_t total = c->stride[i] * (in - 1) + (nop == nsp ? op_[i] : 0) + (kk - 1) * c->dil[i] + 1 - out;
+        if (!derived) c->pad[i] = np == 2 * nsp ? v[i] : 0;
         int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor(total / 2) */
-        if (derived) pad[i] = !strcmp(ap, "SAME_UPPER") ? half : total - half;
-        kn *= kk, in_n *= in, on *= out;
+        if (derived) c->pad[i] = !strcmp(ap, "SAME_UPPER") ? half : total - half;
+        c->kernel[i] = kk, c->in[i] = in, c->out[i] = out;
+        c->kn *= kk, c->in_n *= in, c->on *= out;
     }
+    return MP_OK;
+}
+
+int64_t *mp_kconvt_offsets(const mp_kconvt *c) {
+    int64_t *off = malloc(sizeof *off * (size_t)(c->kn * c->in_n + 1));
+    if (!off) return NULL;
+    int64_t kidx[MP_MAX_RANK], iidx[MP_MAX_RANK];
+    for (int64_t kp = 0; kp < c->kn; kp++) {
+        int64_t r = kp;
+        for (int i = c->nsp - 1; i >= 0; i--) kidx[i] = r % c->kernel[i], r /= c->kernel[i];
+        for (int64_t ip = 0; ip < c->in_n; ip++) {
+            r = ip;
+            for (int i = c->nsp - 1; i >= 0; i--) iidx[i] = r % c->in[i], r /= c->in[i];
+            int64_t o = 0;
+            bool inside = true;
+            for (int i = 0; i < c->nsp && inside; i++) {
+                int64_t p = iidx[i] * c->stride[i] + kidx[i] * c->dil[i] - c->pad[i];
+                inside = p >= 0 && p < c->out[i];
+                o = o * c->out[i] + p;
+            }
+            off[kp * c->in_n + ip] = inside ? o : -1;
+        }
+    }
+    return off;
+}
+
+mp_status nnk_conv_transpose(mp_kctx *k) {
+    if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
+    const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    mp_kconvt c;
+    mp_status st = mp_kconvt_geom(k, &c);
+    if (st) return st;
+    int64_t N = c.N, C = c.C, G = c.G, mg = c.mg, M = c.M, cg = c.cg, kn = c.kn, in_n = c.in_n, on = c.on;
+    int64_t *off = mp_kconvt_offsets(&c);
+    if (!off) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
     double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st);
     double *col = st ? NULL : nnk_dbuf(k, mg * kn * in_n, &st), *yd = st ? NULL : nnk_dbuf(k, y->numel, &st);
-    int64_t kidx[MP_MAX_RANK], iidx[MP_MAX_RANK];
     for (int64_t n = 0; !st && n < N; n++)
         for (int64_t g = 0; g < G; g++) {
             /* col[(m*kn + kp)][ipos] = sum_c W[g*cg + c][m][kp] * x[n][g*cg + c][ipos] */
@@ -112,25 +147,11 @@ mp_status nnk_conv_transpose(mp_kctx *k) {
                 for (int64_t j = 0; j < on; j++) ys[m * on + j] = bv;
             }
             for (int64_t m = 0; m < mg; m++)
-                for (int64_t kp = 0; kp < kn; kp++) {
-                    int64_t r = kp;
-                    for (int i = nsp - 1; i >= 0; i--) kidx[i] = r % w->dims[2 + i], r /= w->dims[2 + i];
-                    for (int64_t ip = 0; ip < in_n; ip++) {
-                        r = ip;
-                        for (int i = nsp - 1; i >= 0; i--) iidx[i] = r % x->dims[2 + i], r /= x->dims[2 + i];
-                        int64_t off = 0;
-                        bool inside = true;
-                        for (int i = 0; i < nsp && inside; i++) {
-                            int64_t p = iidx[i] * stride[i] + kidx[i] * dil[i] - pad[i];
-                            inside = p >= 0 && p < y->dims[2 + i];
-                            off = off * y->dims[2 + i] + p;
-                        }
-                        if (inside) ys[m * on + off] += col[(m * kn + kp) * in_n + ip];
-                    }
-                }
+                for (int64_t e = 0; e < kn * in_n; e++)
+                    if (off[e] >= 0) ys[m * on + off[e]] += col[m * kn * in_n + e];
         }
     if (!st) mp_kconvert(y->data, y->dtype, yd, MP_DT_DOUBLE, y->numel);
-    free(xd), free(wd), free(col), free(yd);
+    free(xd), free(wd), free(col), free(yd), free(off);
     return st;
 }
 

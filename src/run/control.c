@@ -50,6 +50,7 @@ static mp_status mp__put_out(mp_kctx *k, int o, const mp_rtensor *src) {
 static mp_status mp__put_in(const mp_node *n, mp_exec *b, int i, const mp_rtensor *src) {
     if (i >= b->g->n_inputs) return MP_OK;
     mp_rval *rv = mp__body_in(b, i);
+    if (rv->kind == MP_RV_DYN) return mp_subexec_set_input(b, i, src); /* shaped at each pass */
     if (rv->kind != MP_RV_INPUT) return MP_OK; /* unused by the body */
     if (src->dtype != rv->rt.dtype || src->numel != rv->rt.numel)
         return mp_error(MP_ERR_UNSUPPORTED, "node '%s': body input %d is %s with %lld elements here, "
@@ -59,6 +60,12 @@ static mp_status mp__put_in(const mp_node *n, mp_exec *b, int i, const mp_rtenso
     size_t by = mp__bytes(src);
     if (by && rv->rt.data != src->data) memmove(rv->rt.data, src->data, by);
     return MP_OK;
+}
+
+/* A body input that holds this run's value: a planned one, or one shaped
+ * at a pass (DYN) once a pass gave it */
+static bool mp__given(const mp_rval *in) {
+    return in->kind == MP_RV_INPUT || (in->kind == MP_RV_DYN && in->rt.data);
 }
 
 static mp_status mp__body_run(mp_exec *b) {
@@ -197,7 +204,7 @@ static mp_status mp__loop_run(mp_kctx *k) {
     /* finals: the last carried values (the initial ones when no pass ran) */
     for (int c = 0; !st && c < n_carried; c++) {
         const mp_rval *in = mp__body_in(b, c + 2);
-        st = mp__put_out(k, c, in->kind == MP_RV_INPUT ? &in->rt : &k->in[c + 2]);
+        st = mp__put_out(k, c, mp__given(in) ? &in->rt : &k->in[c + 2]);
     }
     for (int s = 0; !st && s < n_scan; s++) {
         const mp_rtensor *so = &mp__body_out(b, 1 + n_carried + s)->rt;
@@ -328,7 +335,7 @@ static mp_status mp__scan_run(mp_kctx *k) {
     /* final states: the last ones (the initial ones when len is 0) */
     for (int i = 0; !st && i < ns; i++) {
         const mp_rval *in = mp__body_in(b, i);
-        st = mp__put_out(k, i, in->kind == MP_RV_INPUT ? &in->rt : &k->in[i]);
+        st = mp__put_out(k, i, mp__given(in) ? &in->rt : &k->in[i]);
     }
     return st;
 }
@@ -425,7 +432,7 @@ static mp_status mp__scan8_run(mp_kctx *k) {
             mp_rtensor src = k->in[1 + i];
             src.numel /= batch;
             src.data = (uint8_t *)src.data + (size_t)bi * mp__bytes(&src);
-            const mp_rtensor *from = in->kind == MP_RV_INPUT ? &in->rt : &src;
+            const mp_rtensor *from = mp__given(in) ? &in->rt : &src;
             size_t by = mp__bytes(from);
             if (k->out[i].numel != batch * from->numel)
                 return mp_error(MP_ERR_SHAPE, "node '%s': state output %d", mp__nm(n), i);

@@ -205,6 +205,8 @@ static const mp_kernel k_convt = {"onednn:deconv", dn_convt_prepare, dn_dk_run, 
 static const mp_kernel k_matmul = {"onednn:matmul", dn_matmul_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_gemm = {"onednn:gemm", dn_gemm_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_gemm_dyn = {"onednn:sgemm", dn_gemm_dyn_prepare, dn_gemm_dyn_run, NULL};
+static const mp_kernel k_conv_dyn = {"onednn:sgemm-conv", dn_conv_dyn_prepare, dn_conv_dyn_run, NULL};
+static const mp_kernel k_convt_dyn = {"onednn:sgemm-convtranspose", dn_convt_dyn_prepare, dn_convt_dyn_run, NULL};
 static const mp_kernel k_pool = {"onednn:pool", dn_pool_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_softmax = {"onednn:softmax", dn_softmax_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_layernorm = {"onednn:layernorm", dn_layernorm_prepare, dn_dk_run, dn_dk_release};
@@ -232,8 +234,9 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "BatchNormalization")) return dn_batchnorm_ok(g, n) ? &k_batchnorm : NULL;
         break;
     case 'C':
-        if (mp_streq(op, "Conv")) return dn_conv_ok(g, n, false) ? &k_conv : NULL;
-        if (mp_streq(op, "ConvTranspose")) return dn_conv_ok(g, n, true) ? &k_convt : NULL;
+        if (mp_streq(op, "Conv")) return dn_conv_ok(g, n, false) ? &k_conv : dn_conv_dyn_ok(g, n) ? &k_conv_dyn : NULL;
+        if (mp_streq(op, "ConvTranspose"))
+            return dn_conv_ok(g, n, true) ? &k_convt : dn_convt_dyn_ok(g, n) ? &k_convt_dyn : NULL;
         break;
     case 'G':
         if (mp_streq(op, "Gemm")) return dn_gemm_ok(g, n) ? &k_gemm : dn_gemm_dyn_ok(g, n) ? &k_gemm_dyn : NULL;

@@ -1,6 +1,7 @@
 /* The oneDNN glue (dnnl_int.h): the GEMM chosen per product shape, and the
  * MatMul and Gemm kernels. */
 #include "run/dnnl_int.h"
+#include "ops/kernel.h"
 
 /* ------------------------------------ the GEMM chosen per product shape
  * On AVX2, oneDNN 2.6's matmul primitive is gemm:jit on plain weights (no
@@ -617,6 +618,121 @@ mp_status dn_gemm_dyn_run(mp_kctx *k) {
                   y->data, N),
        "sgemm");
     return MP_OK;
+}
+
+/* A Conv whose input shape only the run knows (a mask head's batch is the
+ * detections kept), fp32 with constant fp32 weights and bias: per image
+ * and group, im2col (the portable kernel's) then dnnl_sgemm with the run's
+ * dims and the plan's threads, then the bias; the portable kernel ran the
+ * same product on one thread with its own GEMM. */
+bool dn_conv_dyn_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *x = dn_gval(g, n, 0), *w = dn_gval(g, n, 1), *b = dn_gval(g, n, 2), *y = dn_gout(g, n, 0);
+    if (!x || !w || !y || x->dtype != MP_DT_FLOAT || w->dtype != MP_DT_FLOAT || y->dtype != MP_DT_FLOAT) return false;
+    if (x->rank < 3 || x->rank > 5 || w->rank != x->rank || !dn_is_const_in(g, w) || !mp_shape_known(w)) return false;
+    if (b && (b->dtype != MP_DT_FLOAT || !dn_is_const_in(g, b) || !mp_shape_known(b))) return false;
+    return !mp_shape_known(x) || !mp_shape_known(y);
+}
+
+mp_status dn_conv_dyn_prepare(mp_kctx *k, size_t *scratch) {
+    (void)scratch;
+    k->kname = "onednn:sgemm-conv";
+    return MP_OK;
+}
+
+mp_status dn_conv_dyn_run(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    int nsp = x->rank - 2;
+    if (nsp < 1 || w->rank != x->rank || y->rank != x->rank)
+        return mp_error(MP_ERR_SHAPE, "node %s (Conv): X, W and Y differ in rank", k->n->name);
+    mp_kwin win;
+    mp_status st = mp_kwin_read(k, nsp, x->dims + 2, y->dims + 2, w->dims + 2, &win);
+    if (st) return st;
+    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], G = mp_attr_i(k->n, "group", 1);
+    if (G < 1 || C % G || M % G)
+        return mp_error(MP_ERR_SHAPE, "node %s (Conv): group %lld does not divide the channels", k->n->name,
+                        (long long)G);
+    int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
+    if (w->dims[1] != cg || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
+        return mp_error(MP_ERR_SHAPE, "node %s (Conv): W, B and Y do not match X's channels and the group",
+                        k->n->name);
+    for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
+    if (N == 0 || M == 0 || on == 0) return MP_OK;
+    if (!x->data || !w->data || !y->data)
+        return mp_error(MP_ERR_USAGE, "node %s (Conv): a buffer the product needs is missing", k->n->name);
+    float *col = malloc(sizeof(float) * (size_t)(cg * kn * on + 1));
+    if (!col) return mp_error(MP_ERR_NOMEM, "out of memory");
+    dn_set_threads(k->threads > 0 ? k->threads : omp_get_max_threads());
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            const float *xs = (const float *)x->data + (n * C + g * cg) * in_n;
+            float *ys = (float *)y->data + (n * M + g * mg) * on;
+            mp_kim2col_f32(xs, cg, &win, col, 0.0f);
+            dnnl_status_t ds = dnnl_sgemm('N', 'N', mg, on, cg * kn, 1.0f, (const float *)w->data + g * mg * cg * kn,
+                                          cg * kn, col, on, 0.0f, ys, on);
+            if (ds != dnnl_success) {
+                free(col);
+                return dn_dfail(k, ds, "sgemm");
+            }
+            for (int64_t m = 0; b && m < mg; m++) {
+                float bv = ((const float *)b->data)[g * mg + m];
+                for (int64_t j = 0; j < on; j++) ys[m * on + j] += bv;
+            }
+        }
+    free(col);
+    return MP_OK;
+}
+
+/* The same for a ConvTranspose whose shapes only the run knows (a mask
+ * head's upsampling): per image and group, the columns W^T x by
+ * dnnl_sgemm, then scattered into the output (the portable kernel's
+ * geometry and offsets, mp_kconvt_*) over the bias. */
+bool dn_convt_dyn_ok(const mp_graph *g, const mp_node *n) { return dn_conv_dyn_ok(g, n); }
+
+mp_status dn_convt_dyn_prepare(mp_kctx *k, size_t *scratch) {
+    (void)scratch;
+    k->kname = "onednn:sgemm-convtranspose";
+    return MP_OK;
+}
+
+mp_status dn_convt_dyn_run(mp_kctx *k) {
+    const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
+    mp_rtensor *y = &k->out[0];
+    mp_kconvt c;
+    mp_status st = mp_kconvt_geom(k, &c);
+    if (st) return st;
+    if (c.N == 0 || c.M == 0 || c.on == 0) return MP_OK;
+    if (!x->data || !w->data || !y->data)
+        return mp_error(MP_ERR_USAGE, "node %s (ConvTranspose): a buffer the product needs is missing", k->n->name);
+    int64_t *off = mp_kconvt_offsets(&c);
+    float *col = malloc(sizeof(float) * (size_t)(c.mg * c.kn * c.in_n + 1));
+    if (!off || !col) {
+        free(off), free(col);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    dn_set_threads(k->threads > 0 ? k->threads : omp_get_max_threads());
+    int64_t rows = c.mg * c.kn, cols = c.kn * c.in_n;
+    for (int64_t n = 0; n < c.N && !st; n++)
+        for (int64_t g = 0; g < c.G && !st; g++) {
+            const float *xs = (const float *)x->data + (n * c.C + g * c.cg) * c.in_n;
+            const float *wg = (const float *)w->data + g * c.cg * rows;
+            dnnl_status_t ds = dnnl_sgemm('T', 'N', rows, c.in_n, c.cg, 1.0f, wg, rows, xs, c.in_n, 0.0f, col, c.in_n);
+            if (ds != dnnl_success) {
+                st = dn_dfail(k, ds, "sgemm");
+                break;
+            }
+            float *ys = (float *)y->data + (n * c.M + g * c.mg) * c.on;
+            for (int64_t m = 0; m < c.mg; m++) {
+                float bv = b ? ((const float *)b->data)[g * c.mg + m] : 0.0f;
+                float *ym = ys + m * c.on;
+                const float *cm = col + m * cols;
+                for (int64_t j = 0; j < c.on; j++) ym[j] = bv;
+                for (int64_t e = 0; e < cols; e++)
+                    if (off[e] >= 0) ym[off[e]] += cm[e];
+            }
+        }
+    free(off), free(col);
+    return st;
 }
 
 mp_status dn_gemm_prepare(mp_kctx *k, size_t *scratch) {

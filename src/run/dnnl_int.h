@@ -378,6 +378,12 @@ mp_status dn_gemm_prepare(mp_kctx *k, size_t *scratch);
 bool dn_gemm_dyn_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_gemm_dyn_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_gemm_dyn_run(mp_kctx *k);
+bool dn_conv_dyn_ok(const mp_graph *g, const mp_node *n);
+mp_status dn_conv_dyn_prepare(mp_kctx *k, size_t *scratch);
+mp_status dn_conv_dyn_run(mp_kctx *k);
+bool dn_convt_dyn_ok(const mp_graph *g, const mp_node *n);
+mp_status dn_convt_dyn_prepare(mp_kctx *k, size_t *scratch);
+mp_status dn_convt_dyn_run(mp_kctx *k);
 bool dn_pool_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_pool_prepare(mp_kctx *k, size_t *scratch);
 bool dn_softmax_axis(const mp_graph *g, const mp_node *n, int64_t *outer, int64_t *inner,

@@ -279,6 +279,9 @@ static const float *mp__x_input_f32(mp_kctx *k, int i) {
     return rv->f32;
 }
 
+static mp_status mp__dyn_place(mp_exec *pl, mp_rval *rv, int rank, const int64_t *dims, int64_t numel,
+                               uint64_t bytes);
+
 static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dims) {
     mp_exec *pl = k->ex;
     if (!pl) return mp_error(MP_ERR_USAGE, "mp_kout_alloc outside a plan");
@@ -303,6 +306,16 @@ static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dim
                         "would take the run past --max-memory %lld bytes",
                         mp__node_name(pl->g, s->node), i, (unsigned long long)bytes,
                         (long long)pl->o.max_memory);
+    mp_status st = mp__dyn_place(pl, rv, rank, dims, numel, bytes);
+    if (st) return st;
+    k->out[i] = rv->rt;
+    return MP_OK;
+}
+
+/* A buffer of `bytes` for DYN value rv, shaped rank/dims (numel): its own,
+ * grown when too small (the growth counts in the run's memory). */
+static mp_status mp__dyn_place(mp_exec *pl, mp_rval *rv, int rank, const int64_t *dims, int64_t numel,
+                               uint64_t bytes) {
     if (!rv->dyn_dims) {
         rv->dyn_dims = calloc(MP_MAX_RANK + 1, sizeof *rv->dyn_dims);
         if (!rv->dyn_dims) return mp_error(MP_ERR_NOMEM, "out of memory");
@@ -320,7 +333,25 @@ static mp_status mp__x_out_alloc(mp_kctx *k, int i, int rank, const int64_t *dim
     rv->rt.dims = rv->dyn_dims;
     rv->rt.numel = numel;
     rv->rt.data = bytes ? rv->own : mp__empty;
-    k->out[i] = rv->rt;
+    return MP_OK;
+}
+
+mp_status mp_subexec_set_input(mp_exec *b, int i, const mp_rtensor *src) {
+    if (i < 0 || i >= b->g->n_inputs) return MP_OK;
+    mp_rval *rv = &b->vals[b->g->inputs[i]];
+    if (rv->kind != MP_RV_DYN) return MP_OK;
+    if (src->rank < 0 || src->rank > MP_MAX_RANK || src->dtype != rv->rt.dtype)
+        return mp_error(MP_ERR_SHAPE, "body input '%s': %s of rank %d given, %s planned", b->g->values[b->g->inputs[i]].name,
+                        mp_dtype_name(src->dtype), src->rank, mp_dtype_name(rv->rt.dtype));
+    uint64_t bytes = mp_dtype_bytes(src->dtype, src->numel);
+    if (bytes > ((uint64_t)1 << 40))
+        return mp_error(MP_ERR_LIMIT, "body input '%s' would take %llu bytes", b->g->values[b->g->inputs[i]].name,
+                        (unsigned long long)bytes);
+    const void *from = src->data;
+    if (from && from == rv->own) return MP_OK;   /* the body's own output fed back: already there */
+    mp_status st = mp__dyn_place(b, rv, src->rank, src->dims, src->numel, bytes);
+    if (st) return st;
+    if (bytes && from) memmove(rv->rt.data, from, (size_t)bytes);
     return MP_OK;
 }
 
@@ -576,6 +607,14 @@ static mp_status mp__classify(mp_exec *pl) {
         }
         if (val->flags & MP_VAL_INPUT) {
             rv->kind = MP_RV_INPUT;
+            if (!mp_shape_known(val) && pl->parent && val->rank >= 0) {
+                /* a body's input whose shape changes from pass to pass
+                 * (a Loop's carried list that grows): given at each pass
+                 * (mp_subexec_set_input), its readers sized at run time */
+                rv->kind = MP_RV_DYN;
+                rv->rt.data = NULL;
+                continue;
+            }
             if (!mp_shape_known(val))
                 return mp_error(MP_ERR_USAGE, "%s: input '%s' has unknown dims: give them with --dim "
                                 "or --input before a run", pl->m->path ? pl->m->path : "model",

@@ -124,6 +124,9 @@ mp_status mp_subexec_create(mp_exec *parent, mp_graph *body, bool fuse, mp_exec 
 /* Bring a body plan's outer values up to date from its parent (before
  * each run of the body). */
 void mp_subexec_bind_outer(mp_exec *pl);
+/* Body input i (a DYN one: its shape changes from pass to pass) given
+ * src's shape and contents; other inputs: nothing. */
+mp_status mp_subexec_set_input(mp_exec *b, int i, const mp_rtensor *src);
 /* The built-in kernels of If, Loop and Scan (control.c); NULL otherwise. */
 const mp_kernel *mp_control_kernel(const mp_node *n);
 
