@@ -1237,6 +1237,17 @@ static void test_plan_batched_bias(void) {
     }
 }
 
+/* "a": the rows of input "x" where input "s" is not zero (NonZero,
+ * Reshape to 1-D, Gather on axis 0): a batch only the run knows, as a
+ * detector's heads get it */
+static void rows_from_data(mp_model *m) {
+    tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
+    tb_node(m, "NonZero", "s", "nz");
+    tb_node(m, "Reshape", "nz,flat", "idx");
+    int ga = tb_node(m, "Gather", "x,idx", "a");
+    tb_attr_i(m, ga, "axis", 0);
+}
+
 /* A Gemm whose rows come from the data (a detector's kept boxes before its
  * box head: NonZero, Gather), fp32 with constant B and C: dnnl_sgemm with
  * the run's M (onednn:sgemm), not the portable loop; the result Y = 0.5
@@ -1250,11 +1261,7 @@ static void test_gemm_dynamic_rows(void) {
     for (int i = 0; i < 8; i++) cd[i] = 0.25 * i - 1.0;
     tb_const_f(m, "b", F, 2, TB_DIMS(8, 16), bd);
     tb_const_f(m, "c", F, 1, TB_DIMS(8), cd);
-    tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
-    tb_node(m, "NonZero", "s", "nz");
-    tb_node(m, "Reshape", "nz,flat", "idx");
-    int ga = tb_node(m, "Gather", "x,idx", "a");
-    tb_attr_i(m, ga, "axis", 0);
+    rows_from_data(m);
     int g = tb_node(m, "Gemm", "a,b,c", "y");
     tb_attr_i(m, g, "transB", 1);
     tb_attr_f(m, g, "alpha", 0.5);
@@ -1309,11 +1316,7 @@ static void test_conv_dynamic_batch(void) {
         for (int i = 0; i < 6; i++) bd[i] = 0.5 * i - 1.0;
         tb_const_f(m, "w", F, 4, TB_DIMS(6, 4 / G, 3, 3), wd);
         tb_const_f(m, "b", F, 1, TB_DIMS(6), bd);
-        tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
-        tb_node(m, "NonZero", "s", "nz");
-        tb_node(m, "Reshape", "nz,flat", "idx");
-        int ga = tb_node(m, "Gather", "x,idx", "a");
-        tb_attr_i(m, ga, "axis", 0);
+        rows_from_data(m);
         int c = tb_node(m, "Conv", "a,w,b", "y");
         tb_attr_ints(m, c, "kernel_shape", 2, TB_DIMS(3, 3));
         tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
@@ -1356,11 +1359,7 @@ static void test_convt_dynamic_batch(void) {
         for (int i = 0; i < O; i++) bd[i] = 0.25 * i - 0.5;
         tb_const_f(m, "w", F, 4, TB_DIMS(C, og, K, K), wd);
         tb_const_f(m, "b", F, 1, TB_DIMS(O), bd);
-        tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
-        tb_node(m, "NonZero", "s", "nz");
-        tb_node(m, "Reshape", "nz,flat", "idx");
-        int ga = tb_node(m, "Gather", "x,idx", "a");
-        tb_attr_i(m, ga, "axis", 0);
+        rows_from_data(m);
         int c = tb_node(m, "ConvTranspose", "a,w,b", "y");
         tb_attr_ints(m, c, "kernel_shape", 2, TB_DIMS(K, K));
         tb_attr_ints(m, c, "pads", 4, TB_DIMS(P, P, P, P));
