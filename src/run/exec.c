@@ -340,13 +340,13 @@ mp_status mp_subexec_set_input(mp_exec *b, int i, const mp_rtensor *src) {
     if (i < 0 || i >= b->g->n_inputs) return MP_OK;
     mp_rval *rv = &b->vals[b->g->inputs[i]];
     if (rv->kind != MP_RV_DYN) return MP_OK;
+    const char *name = b->g->values[b->g->inputs[i]].name;
     if (src->rank < 0 || src->rank > MP_MAX_RANK || src->dtype != rv->rt.dtype)
-        return mp_error(MP_ERR_SHAPE, "body input '%s': %s of rank %d given, %s planned", b->g->values[b->g->inputs[i]].name,
+        return mp_error(MP_ERR_SHAPE, "body input '%s': %s of rank %d given, %s planned", name,
                         mp_dtype_name(src->dtype), src->rank, mp_dtype_name(rv->rt.dtype));
     uint64_t bytes = mp_dtype_bytes(src->dtype, src->numel);
     if (bytes > ((uint64_t)1 << 40))
-        return mp_error(MP_ERR_LIMIT, "body input '%s' would take %llu bytes", b->g->values[b->g->inputs[i]].name,
-                        (unsigned long long)bytes);
+        return mp_error(MP_ERR_LIMIT, "body input '%s' would take %llu bytes", name, (unsigned long long)bytes);
     const void *from = src->data;
     if (from && from == rv->own) return MP_OK;   /* the body's own output fed back: already there */
     mp_status st = mp__dyn_place(b, rv, src->rank, src->dims, src->numel, bytes);
@@ -1224,8 +1224,7 @@ static mp_status mp__reinfer(mp_exec *pl, mp_step *s) {
      * pointing into the arena freed below) and both branches of an If,
      * the one not taken included: an If guarding a Squeeze of an empty
      * axis failed the run (torchvision's detection postprocessing). */
-    for (int i = 0; i < n->n_attr; i++)
-        if (n->attr[i].type == MP_ATTR_GRAPH || n->attr[i].type == MP_ATTR_GRAPHS) return MP_OK;
+    if (n->n_sub > 0) return MP_OK;
     if (!pl->shadow_vals) {
         pl->shadow_vals = malloc(sizeof *pl->shadow_vals * ((size_t)g->n_values + 1));
         pl->shadow_m = malloc(sizeof *pl->shadow_m);
