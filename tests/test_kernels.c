@@ -481,6 +481,22 @@ static void test_kernels_elements_walk(void) {
             T_CHECK(dt ? memcmp(yd, wd, sizeof wd) == 0 : memcmp(yf, wf, sizeof wf) == 0);
         }
     }
+    /* rows scattered whole (an index expanded over the inner dims: one row
+     * copy each), then the same with one index differing inside a row (the
+     * element walk): both as the plain definition, later rows winning */
+    for (int odd = 0; odd < 2; odd++) {
+        static float d0[120], u0[120], got[120], want[120];
+        int64_t rix[120];   /* indices [2, 3, 4, 5] into data [2, 3, 4, 5] */
+        for (int i = 0; i < 120; i++) d0[i] = (float)i, u0[i] = (float)(1000 + i);
+        for (int i = 0; i < 120; i++) rix[i] = i < 60 ? 1 : -1;   /* both rows to data row 1 */
+        if (odd) rix[67] = 0;
+        tk_node t;
+        tk_elements(&t, "ScatterElements", 0, MP_DT_FLOAT, d0, xdims, rix, xdims, u0, got);
+        T_OK(tk_run(&t));
+        memcpy(want, d0, sizeof want);
+        for (int e = 0; e < 120; e++) want[tk_elem_off(4, xdims, e, xs, 0, rix[e] < 0 ? rix[e] + 2 : rix[e])] = u0[e];
+        T_CHECK(memcmp(got, want, sizeof want) == 0);
+    }
     /* an index out of range is refused, naming it */
     ix[5] = 9;
     tk_node t;

@@ -344,6 +344,34 @@ static void shk_scatter1(void *y, int dt, int64_t at, const void *u, int64_t ui,
     }
 }
 
+/* ScatterElements on axis 0 whose indices hold one value along each whole
+ * row (an index expanded over the inner dims: `result[idx] = rows` as
+ * PyTorch exports it, torchvision's multi-scale RoI pooling): a row copy
+ * per index, after one pass checking that every row is so. False (nothing
+ * written) when some row is not, or the rows are not whole. */
+static bool shk_scatter_rows(mp_kctx *k, const mp_rtensor *x, const mp_rtensor *ix, const mp_rtensor *u,
+                             mp_rtensor *y, size_t es, mp_status *st) {
+    if (ix->dtype != MP_DT_INT64 || x->rank < 2) return false;
+    int64_t inner = 1;
+    for (int d = 1; d < x->rank; d++) {
+        if (ix->dims[d] != x->dims[d]) return false;
+        inner *= x->dims[d];
+    }
+    int64_t rows = ix->dims[0];
+    if (inner == 0 || rows == 0) return false;
+    const int64_t *iv = ix->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 1; j < inner; j++)
+            if (iv[r * inner + j] != iv[r * inner]) return false;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t i;
+        if ((*st = shk_index(k, ix, r * inner, x->dims[0], &i))) return true;
+        memcpy((char *)y->data + (size_t)(i * inner) * es, (const char *)u->data + (size_t)(r * inner) * es,
+               (size_t)inner * es);
+    }
+    return true;
+}
+
 mp_status shk_scatter_elements(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *ix = &k->in[1], *u = &k->in[2];
     mp_rtensor *y = &k->out[0];
@@ -356,6 +384,7 @@ mp_status shk_scatter_elements(mp_kctx *k) {
     int64_t xs[MP_MAX_RANK], c[MP_MAX_RANK] = {0}, base = 0;
     mp_kstrides(x->rank, x->dims, xs);
     int red = shk_reduction(k->n);
+    if (!red && axis == 0 && shk_scatter_rows(k, x, ix, u, y, es, &st)) return st;
     for (int64_t e = 0; e < ix->numel; e++, shk_ewalk_next(x->rank, ix->dims, xs, axis, c, &base)) {
         int64_t i;
         if ((st = shk_index(k, ix, e, x->dims[axis], &i))) return st;
