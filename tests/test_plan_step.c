@@ -746,6 +746,39 @@ static void t_plan_text(void) {
     t_cli_free(&r);
 }
 
+/* Shapes the data decides (NonZero's count) cannot be planned: the error
+ * names the node that makes the first one, not --dim (which cannot help);
+ * an operator without a shape rule is named as such */
+static void t_data_shapes(void) {
+    for (int unknown_op = 0; unknown_op < 2; unknown_op++) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(6, 16));
+        tb_input(m, "s", MP_DT_FLOAT, 1, TB_DIMS(6));
+        tb_weight(m, "w", MP_DT_FLOAT, 2, TB_DIMS(16, 8));
+        tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
+        int src = tb_node_d(m, unknown_op ? "example.org" : "", unknown_op ? "Mystery" : "NonZero", "s", "nz");
+        tb_name(m, src, "select");
+        if (unknown_op) tb_opset(m, "example.org", 1);
+        tb_node(m, "Reshape", "nz,flat", "idx");
+        int ga = tb_node(m, "Gather", "x,idx", "a");
+        tb_attr_i(m, ga, "axis", 0);
+        tb_node(m, "MatMul", "a,w", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_tplan_options o;
+        mp_tplan_options_default(&o);
+        mp_tplan *pl = NULL;
+        mp_status st = p ? mp_tplan_create(p, &o, &pl) : MP_OK;
+        T_EQ(st, MP_ERR_USAGE);
+        const char *e = mp_last_error();
+        T_CHECK(strstr(e, "'select'") != NULL && strstr(e, "--dim") == NULL);
+        T_CHECK(strstr(e, unknown_op ? "does not know" : "its input values decide") != NULL);
+        if (!strstr(e, "'select'")) fprintf(stderr, "    %s\n", e);
+        mp_tplan_free(pl);
+        tb_done(m, p);
+    }
+}
+
 MP_TESTS(plan_step) {
     {"loss_forms", t_loss_forms},
     {"loss_softcap", t_loss_softcap},
@@ -763,6 +796,7 @@ MP_TESTS(plan_step) {
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},
+    {"data_shapes", t_data_shapes},
     {"matmul_copies", t_matmul_copies},
     {"plan_text", t_plan_text},
 };

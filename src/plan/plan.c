@@ -279,9 +279,35 @@ static mp_status plan_build(mp_tplan *pl) {
                         sym > 0 && sym < m->n_syms ? m->syms[sym].name : "NAME",
                         pl->p->n_unresolved > 1 ? " (and the other unresolved dims)" : "");
     }
-    if (pl->p->total.unknown > 0)
+    if (pl->p->total.unknown > 0) {
+        /* every symbolic dim has a value: the unknown shapes come from the
+         * data (a count NonZero or NonMaxSuppression finds when it runs);
+         * name where the first one is made */
+        const mp_graph *g = m->graph;
+        for (int oi = 0; oi < g->n_nodes; oi++) {
+            const mp_node *n = &g->nodes[g->order ? g->order[oi] : oi];
+            if (!(n->cost.flags & MP_COST_UNKNOWN)) continue;
+            for (int i = 0; i < n->n_in; i++) {
+                const mp_value *v = n->in[i] >= 0 ? &g->values[n->in[i]] : NULL;
+                if (!v || mp_shape_known(v) || v->producer < 0) continue;
+                const mp_node *pn = &g->nodes[v->producer];
+                if (!pn->desc)
+                    return mp_error(MP_ERR_USAGE,
+                                    "the plan needs every shape: %d nodes have unknown shapes, the first "
+                                    "from node '%s' (%s%s%s), an operator modelprof does not know",
+                                    pl->p->total.unknown, pn->name ? pn->name : "?", pn->domain, pn->domain[0] ? "." : "",
+                                    pn->op);
+                return mp_error(MP_ERR_USAGE,
+                                "the plan needs every shape: %d nodes have shapes known only when the model "
+                                "runs on data, the first from node '%s' (%s), whose output '%s' has a size "
+                                "its input values decide (a detector's post-processing): plan the part of "
+                                "the model before it (export the backbone alone)",
+                                pl->p->total.unknown, pn->name ? pn->name : "?", pn->op, v->name ? v->name : "?");
+            }
+        }
         return mp_error(MP_ERR_USAGE, "the plan needs every dim: %d nodes have shapes that depend on "
                         "unknown dims (give --dim or --input)", pl->p->total.unknown);
+    }
     pl->dp = o->dp;
     pl->tp = o->tp;
     pl->pp = o->pp;
