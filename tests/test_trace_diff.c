@@ -211,10 +211,41 @@ static void t_user(void) {
     t_cli_free(&r);
 }
 
+/* Two CPU-only traces (PyTorch without Kineto): wall and self CPU time
+ * compared, no device rows (every one would be 0 s against 0 s) */
+static void t_cpu_only(void) {
+    static const char *const body[2] = {
+        "[{\"name\": \"ProfilerStep#1\", \"ph\": \"X\", \"ts\": 0, \"dur\": 1000, \"tid\": 1, "
+        "\"pid\": \"CPU functions\", \"args\": {}}, {\"name\": \"aten::addmm\", \"ph\": \"X\", \"ts\": 10, "
+        "\"dur\": 400, \"tid\": 1, \"pid\": \"CPU functions\", \"args\": {}}]",
+        "[{\"name\": \"ProfilerStep#1\", \"ph\": \"X\", \"ts\": 0, \"dur\": 700, \"tid\": 1, "
+        "\"pid\": \"CPU functions\", \"args\": {}}, {\"name\": \"aten::addmm\", \"ph\": \"X\", \"ts\": 10, "
+        "\"dur\": 100, \"tid\": 1, \"pid\": \"CPU functions\", \"args\": {}}]"};
+    char path[2][32];
+    for (int i = 0; i < 2; i++) {
+        snprintf(path[i], sizeof path[i], "/tmp/mp-diff-cpu-XXXXXX");
+        int fd = mkstemp(path[i]);
+        T_CHECK(fd >= 0);
+        if (fd >= 0) {
+            T_CHECK(write(fd, body[i], strlen(body[i])) == (ssize_t)strlen(body[i]));
+            close(fd);
+        }
+    }
+    t_cli r = t_cli_run((const char *const[]){"trace", "diff", path[0], path[1], NULL}, 0, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "wall ") != NULL && strstr(r.out, "self CPU time per step") != NULL);
+    T_CHECK(strstr(r.out, "device busy") == NULL && strstr(r.out, "idle: ") == NULL &&
+            strstr(r.out, "device time: ") == NULL);
+    T_CHECK(strstr(r.out, "aten::addmm") != NULL);
+    t_cli_free(&r);
+    for (int i = 0; i < 2; i++) unlink(path[i]);
+}
+
 MP_TESTS(trace_diff) {
     {"synthetic", t_synthetic},
     {"cli", t_command},
     {"self", t_self},
     {"user", t_user},
+    {"cpu_only", t_cpu_only},
 };
 MP_TESTS_END(trace_diff)

@@ -121,16 +121,20 @@ mp_status mp_trace_diff_report_text(const mp_trace_diff *d, const mp_trace_optio
           "change first.\n\n");
     pf(w, "%-28s %12s %12s %12s %8s\n", "step (mean)", "A", "B", "delta", "change");
     line(w, "wall", d->a_step, d->b_step);
-    line(w, "device busy", d->a_busy, d->b_busy);
-    for (int c = 0; c < MP_TI_COUNT; c++) {
-        char what[64];
-        snprintf(what, sizeof what, "idle: %s", mp_tidle_names[c]);
-        line(w, what, d->a_idle[c], d->b_idle[c]);
-    }
-    for (int c = 0; c < MP_TC_COUNT; c++) {
-        char what[64];
-        snprintf(what, sizeof what, "device time: %s", mp_tcat_names[c]);
-        line(w, what, d->a_cat[c], d->b_cat[c]);
+    /* neither trace recorded a device (CPU-only runs): no device rows to
+     * compare, all zeros (the JSON keeps them) */
+    if (d->op_device) {
+        line(w, "device busy", d->a_busy, d->b_busy);
+        for (int c = 0; c < MP_TI_COUNT; c++) {
+            char what[64];
+            snprintf(what, sizeof what, "idle: %s", mp_tidle_names[c]);
+            line(w, what, d->a_idle[c], d->b_idle[c]);
+        }
+        for (int c = 0; c < MP_TC_COUNT; c++) {
+            char what[64];
+            snprintf(what, sizeof what, "device time: %s", mp_tcat_names[c]);
+            line(w, what, d->a_cat[c], d->b_cat[c]);
+        }
     }
     mp_out_putc(&w->out, '\n');
     table(w, d->op_device ? "Operators: self device time per step" : "Operators: self CPU time per step",
