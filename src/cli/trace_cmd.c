@@ -129,7 +129,7 @@ void mp_trace_cli_files_free(char **files, int n) {
 
 int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
     memset(a, 0, sizeof *a);
-    a->o = (mp_trace_options){0, -1, 20};
+    a->o = MP_TRACE_OPTIONS_DEFAULT;
     a->csv_table = "steps";
     /* `trace diff A B` takes the same options, and two traces */
     a->diff = argc > 1 && strcmp(argv[1], "diff") == 0;

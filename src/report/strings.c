@@ -42,7 +42,7 @@ mp_status mp_report_string(const mp_profile *p, const mp_report_options *o, char
 static mp_status trace_fn(const void *a, const void *b, FILE *f) {
     const mp_trace *t = a;
     const int *json = b;
-    mp_trace_options o = {0, -1, 20};
+    mp_trace_options o = MP_TRACE_OPTIONS_DEFAULT;
     return *json ? mp_trace_report_json(&t, 1, NULL, &o, f) : mp_trace_report_text(&t, 1, NULL, &o, f);
 }
 
@@ -51,7 +51,7 @@ mp_status mp_trace_string(const char *path, mp_format format, char **out) {
     if (!path || !out) return mp_error(MP_ERR_USAGE, "mp_trace_string: no path or output pointer");
     if (format != MP_FORMAT_TEXT && format != MP_FORMAT_JSON)
         return mp_error(MP_ERR_USAGE, "mp_trace_string: unknown format %d", (int)format);
-    mp_trace_options o = {0, -1, 20};
+    mp_trace_options o = MP_TRACE_OPTIONS_DEFAULT;
     mp_trace t;
     mp_status st = mp_trace_open(path, &o, &t);
     if (st != MP_OK) return st;

@@ -162,9 +162,7 @@ static void text_efficiency(tr *w, const mp_trace *t) {
 static void text_ops(tr *w, const mp_trace *t) {
     char a[4][MP_FMT_MAX];
     int top = w->o->top;
-    bool dev = false;   /* no device time: sorted by self CPU (tables.c) */
-    for (int i = 0; i < t->n_ops; i++) dev |= t->ops[i].self_dev > 0;
-    rule(w, dev ? "Operators (key_averages), by self device time"
+    rule(w, mp_trace_ops_device_time(t) ? "Operators (key_averages), by self device time"
                 : "Operators (key_averages), by self CPU time (no device time in this trace)");
     pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
        "dev total", "self dev", "self dev%");
@@ -479,7 +477,7 @@ mp_status mp_trace_report_text(const mp_trace *const *t, int n, const mp_tjob *j
     tr *w = malloc(sizeof *w);
     if (!w) return mp_error(MP_ERR_NOMEM, "out of memory while writing the report");
     w->out = (mp_out){f, 0, TR_BUF, w->buf};
-    static const mp_trace_options defaults = {0, -1, 20, 0};   /* the CLI's */
+    const mp_trace_options defaults = MP_TRACE_OPTIONS_DEFAULT;   /* w lives in this call */
     w->o = o ? o : &defaults;
     mp_status st = MP_OK;
     char why[600];

@@ -847,7 +847,7 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
     t->raw = *raw;
     memset(raw, 0, sizeof *raw);
     raw = &t->raw;
-    mp_trace_options def = {0, -1, 20};
+    mp_trace_options def = MP_TRACE_OPTIONS_DEFAULT;
     if (!o) o = &def;
     if (raw->n_spans >= INT32_MAX || raw->n_devs >= INT32_MAX)
         return mp_error(MP_ERR_LIMIT, "trace: more than 2^31 events of one kind");

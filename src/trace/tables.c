@@ -87,6 +87,12 @@ static int top_cpu_cmp(const void *x, const void *y) {
     return top_cmp(x, y);
 }
 
+bool mp_trace_ops_device_time(const mp_trace *t) {
+    for (int i = 0; i < t->n_ops; i++)
+        if (t->ops[i].self_dev > 0) return true;
+    return false;
+}
+
 static int kern_cmp(const void *x, const void *y) {
     const mp_tkernel *a = x, *b = y;
     if (a->total != b->total) return a->total > b->total ? -1 : 1;
@@ -235,9 +241,8 @@ mp_status tr_tables(work *w) {
     free(cur);
     free(row_cpu);
     free(row_dev);
-    bool dev_time = false;
-    for (int i = 0; i < t->n_ops; i++) dev_time |= t->ops[i].self_dev > 0;
-    if (t->n_ops > 1) qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, dev_time ? top_cmp : top_cpu_cmp);
+    if (t->n_ops > 1)
+        qsort(t->ops, (size_t)t->n_ops, sizeof *t->ops, mp_trace_ops_device_time(t) ? top_cmp : top_cpu_cmp);
 
     /* kernels by name, with the operator that launched most of their time */
     int32_t *krow = malloc((size_t)raw->n_names * sizeof *krow);

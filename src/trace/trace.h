@@ -418,6 +418,10 @@ typedef struct mp_trace_options {
                                      * up to 4), 1 none */
 } mp_trace_options;
 
+/* The command line's defaults: no peak given, every module depth, 20 rows
+ * a table, threads one a core. */
+#define MP_TRACE_OPTIONS_DEFAULT ((mp_trace_options){0, -1, 20, 0})
+
 /* Read and analyse one file: a trace, or a digest of one (mp_trace_open
  * tells them apart by their first bytes). */
 mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t);
@@ -519,6 +523,11 @@ void mp_trace_findings(mp_trace *t);
  * distributedInfo rank, and they agree on world_size and device. When not,
  * `why` (may be NULL) says what differs and the writers analyse them apart. */
 bool mp_trace_one_run(const mp_trace *const *t, int n, char *why, size_t nwhy);
+
+/* Whether any operator of t has self device time: without, the operators
+ * are in key_averages' CPU order (self CPU time first) and the writers
+ * say so. */
+bool mp_trace_ops_device_time(const mp_trace *t);
 
 /* Writers. Several traces (one per rank) print side by side, with the job
  * (mp_trace_job; NULL when there is none). Options NULL: the CLI's defaults. */
