@@ -1343,6 +1343,51 @@ static void test_conv_dynamic_batch(void) {
     }
 }
 
+/* Two Convs on a constant (RAFT's motion encoder on its all-zero first
+ * flow): both run once at plan time. The first one's output must be left
+ * plain: it is a constant read later, not a step's buffer in a channels-
+ * last layout (it was, and the second Conv read it as plain: 68% off). */
+static void test_fold_conv_chain(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 6, 9, 7));
+    static double zd[4 * 63], w1d[8 * 4 * 9], b1d[8], w2d[6 * 8 * 9], b2d[6];
+    for (int i = 0; i < 4 * 63; i++) zd[i] = (double)((i * 13) % 17) / 8.0 - 1.0;
+    for (int i = 0; i < 8 * 4 * 9; i++) w1d[i] = (double)((i * 37) % 23) / 11.0 - 1.0;
+    for (int i = 0; i < 6 * 8 * 9; i++) w2d[i] = (double)((i * 29) % 19) / 9.0 - 1.0;
+    for (int i = 0; i < 8; i++) b1d[i] = 0.5 * i - 1.0;
+    for (int i = 0; i < 6; i++) b2d[i] = 0.25 - 0.5 * i;
+    tb_const_f(m, "z", F, 4, TB_DIMS(1, 4, 9, 7), zd);
+    tb_const_f(m, "w1", F, 4, TB_DIMS(8, 4, 3, 3), w1d);
+    tb_const_f(m, "b1", F, 1, TB_DIMS(8), b1d);
+    tb_const_f(m, "w2", F, 4, TB_DIMS(6, 8, 3, 3), w2d);
+    tb_const_f(m, "b2", F, 1, TB_DIMS(6), b2d);
+    int c1 = tb_node(m, "Conv", "z,w1,b1", "c1"), c2 = tb_node(m, "Conv", "c1,w2,b2", "c2");
+    for (int c = c1; c <= c2; c += c2 - c1) {
+        tb_attr_ints(m, c, "kernel_shape", 2, TB_DIMS(3, 3));
+        tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    }
+    tb_node(m, "Add", "c2,x", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float zf[4 * 63], w1f[8 * 4 * 9], b1f[8], w2f[6 * 8 * 9], b2f[6], mid[8 * 63], want[6 * 63];
+    for (int i = 0; i < 4 * 63; i++) zf[i] = (float)zd[i];
+    for (int i = 0; i < 8 * 4 * 9; i++) w1f[i] = (float)w1d[i];
+    for (int i = 0; i < 6 * 8 * 9; i++) w2f[i] = (float)w2d[i];
+    for (int i = 0; i < 8; i++) b1f[i] = (float)b1d[i];
+    for (int i = 0; i < 6; i++) b2f[i] = (float)b2d[i];
+    ref_conv2d(zf, w1f, b1f, mid, 1, 4, 9, 7, 8, 3, 3, 1, 1, 1, 1, 9, 7);
+    ref_conv2d(mid, w2f, b2f, want, 1, 8, 9, 7, 6, 3, 3, 1, 1, 1, 1, 9, 7);
+    float *x = rnd(6 * 63);
+    for (int i = 0; i < 6 * 63; i++) want[i] += x[i];
+    const char *names[1] = {"x"};
+    float *data[1] = {x};
+    const int64_t *dims[1] = {TB_DIMS(1, 6, 9, 7)};
+    int ranks[1] = {4};
+    for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 1, names, data, dims, ranks, fuse, want, 6 * 63, "folded");
+    free(x);
+    tb_done(m, p);
+}
+
 /* The same for ConvTranspose (a mask head's upsampling):
  * onednn:sgemm-convtranspose; 2 of 4 images kept, 3 x 3, stride 2, pads
  * 1, output_padding 1, groups 1 and 2, against the direct scatter */
@@ -2322,6 +2367,7 @@ MP_TESTS(dnnl){
     {"gemm_dynamic_rows", test_gemm_dynamic_rows},
     {"conv_dynamic_batch", test_conv_dynamic_batch},
     {"convt_dynamic_batch", test_convt_dynamic_batch},
+    {"fold_conv_chain", test_fold_conv_chain},
     {"plan_matmul_chain", test_plan_matmul_chain},
     {"plan_gelu_erf", test_plan_gelu_erf},
     {"plan_layernorm_pattern", test_plan_layernorm_pattern},

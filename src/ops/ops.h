@@ -64,6 +64,7 @@ typedef struct mp_kctx {
     void *scratch;            /* prepare's *scratch bytes, 64-byte aligned */
     int threads;
     bool fuse;                /* prepare may absorb consumers (mp_kfuse) */
+    bool fold;                /* run once at plan time on constants: outputs stay in the plain layout */
     const char *kname;        /* prepare may name what it chose ("openblas:sgemm"); NULL: the kernel's name */
 } mp_kctx;
 

@@ -428,7 +428,7 @@ static mp_status conv_prepare_any(mp_kctx *k, size_t *scratch, bool transpose) {
      * first (once per run, into the kernel's buffer), and a plain output
      * (one a portable kernel or the caller reads) is reordered after. */
     bool in_blocked = dn_lay_find(k, n->in[0], &xmd);
-    bool want_blocked = k->ex && dn_readers_take_blocked(g, ch.final_v, 0);
+    bool want_blocked = k->ex && !k->fold && dn_readers_take_blocked(g, ch.final_v, 0);
     void *xown = NULL;
     if (!in_blocked && sp >= 1) {
         dnnl_memory_desc_t xplain = xmd;

@@ -134,7 +134,7 @@ mp_status dn_pool_prepare(mp_kctx *k, size_t *scratch) {
     DN(dn_md_nhwc(&yany, x->rank, yd), "memory descriptor");
     /* blocked in as the producer left it; blocked out when the readers take it */
     bool in_blocked = dn_lay_find(k, k->n->in[0], &xmd);
-    bool want_blocked = in_blocked && dn_readers_take_blocked(k->g, k->n->out[0], 0);
+    bool want_blocked = in_blocked && !k->fold && dn_readers_take_blocked(k->g, k->n->out[0], 0);
     /* blocked in, plain out has only a reference version: pool blocked,
      * then reorder (or nothing when the output is one pixel per channel
      * of one sample: both layouts are then the same bytes) */
@@ -459,7 +459,7 @@ mp_status dn_binary_prepare(mp_kctx *k, size_t *scratch) {
      * makes a blocked output when its readers take it */
     s0md = ymd;
     if (o->rank == y->rank) dn_lay_find(k, n->in[swap ? 0 : 1], &omd);
-    if (dn_lay_find(k, n->in[swap ? 1 : 0], &s0md) && dn_readers_take_blocked(k->g, ch.final_v, 0)) {
+    if (!k->fold && dn_lay_find(k, n->in[swap ? 1 : 0], &s0md) && dn_readers_take_blocked(k->g, ch.final_v, 0)) {
         ymd = s0md;
         if (!dn_lay_add(k, s, ch.final_v, &ymd)) {
             st = mp_error(MP_ERR_NOMEM, "node %s: out of memory", n->name);

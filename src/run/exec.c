@@ -546,6 +546,7 @@ static mp_status mp__fold_run(mp_exec *pl, int node, const mp_kernel *kern) {
     for (int i = 0; st == MP_OK && i < n->n_out; i++)
         if (s.out_v[i] >= 0) s.out[i].data = pl->vals[s.out_v[i]].rt.data;
     s.k.fuse = false;
+    s.k.fold = true; /* its output is a constant any later kernel reads as plain */
     /* the step lives on the stack: the kernel reaches the plan through
      * k.ex, and mp_kout_alloc finds it at steps[cur] */
     mp_step *saved = pl->steps;
