@@ -918,8 +918,8 @@ mp_status nnk_resize(mp_kctx *k) {
                 c = ctr * (1 - adj) + ((double)o + 0.5) / s - 0.5;
             } else if (!strcmp(ctm, "tf_half_pixel_for_nn")) c = ((double)o + 0.5) / s;
             else if (!strcmp(ctm, "pytorch_half_pixel")) c = (double)in * s > 1 ? ((double)o + 0.5) / s - 0.5 : 0;
-            else if (!strcmp(ctm, "align_corners"))  /* the resized length is in * scale, unrounded */
-                c = (double)in * s != 1 ? (double)o * (double)(in - 1) / ((double)in * s - 1) : 0;
+            else if (!strcmp(ctm, "align_corners")) /* the resized length: the output's (ONNX's text, PyTorch, ONNX Runtime) */
+                c = out != 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0;
             else if (!strcmp(ctm, "tf_crop_and_resize"))
                 c = out > 1 ? roi[a] * (double)(in - 1) + (double)o * (roi[r + a] - roi[a]) * (double)(in - 1) / (double)(out - 1)
                             : 0.5 * (roi[a] + roi[r + a]) * (double)(in - 1);
