@@ -194,6 +194,40 @@ static void t_dyn_chain_set(void) {
     tb_done(m, p);
 }
 
+/* PyTorch's export of index_fill / index_put on a shape: Shape's output
+ * with one entry scattered in (ScatterElements), then read by an Expand:
+ * the scatter's contents are followed, so the Expand has its shape (the
+ * run refused it as data-dependent). With reduction add, negative and
+ * repeated indices: [2, 3, 4] + {2: 1, -3: 10, 0: 5} = [17, 3, 5]. */
+static void t_scatter_shape_contents(void) {
+    for (int red = 0; red < 2; red++) {
+        mp_model *m = tb_new(16);
+        tb_input(m, "x", F, 3, TB_DIMS(2, 3, 4));
+        tb_node(m, "Shape", "x", "s");
+        if (!red) {
+            const_vec(m, "i", 1, TB_DIMS(-2));
+            const_vec(m, "u", 1, TB_DIMS(7));
+        } else {
+            const_vec(m, "i", 3, TB_DIMS(2, -3, 0));
+            const_vec(m, "u", 3, TB_DIMS(1, 10, 5));
+        }
+        int k = tb_node(m, "ScatterElements", "s,i,u", "sc");
+        if (red) tb_attr_s(m, k, "reduction", "add");
+        tb_const_f(m, "one", F, 1, TB_DIMS(1), (const double[]){1.5});
+        tb_node(m, "Expand", "one,sc", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        if (!red) {
+            tb_check_ints(m, "sc", 3, TB_DIMS(2, 7, 4));
+            T_EQ_STR(tb_shape(m, "y"), "2x7x4");
+        } else {
+            tb_check_ints(m, "sc", 3, TB_DIMS(17, 3, 5));
+            T_EQ_STR(tb_shape(m, "y"), "17x3x5");
+        }
+        tb_done(m, p);
+    }
+}
+
 static void t_dyn_chain_unset(void) {
     /* no values: Shape's contents are unknown (contents are real numbers
      * only) and no error is raised; Reshape gets rank 4 (shp is [4]) and
@@ -1078,6 +1112,7 @@ MP_TESTS(ops_shape){
     {"reshape_error", t_reshape_error},
     {"reshape_two_minus_one", t_reshape_two_minus_one},
     {"dyn_chain_set", t_dyn_chain_set},
+    {"scatter_shape_contents", t_scatter_shape_contents},
     {"dyn_chain_unset", t_dyn_chain_unset},
     {"dyn_shape_untraceable", t_dyn_shape_untraceable},
     {"dyn_traced_patterns", t_dyn_traced_patterns},

@@ -1792,6 +1792,56 @@ static mp_status trilu_infer(mp_ctx *c) {
     return mp_set_out_like(c, 0, x);
 }
 
+/* ScatterElements' contents when data, indices and updates are known and
+ * small: PyTorch exports `index_fill`/`index_put` on a shape as a scatter
+ * into Shape's output (one dim replaced), which an Expand then reads. An
+ * index out of range leaves the contents unknown (the kernel says so). */
+static mp_status scatter_elements_contents(mp_ctx *c, const mp_value *x, const mp_value *ind) {
+    sh_data d, id, u;
+    if (x->rank < 1 || x->rank != ind->rank || !sh_data_get(c, 0, &d) || !sh_data_get(c, 1, &id) || id.fv ||
+        !sh_data_get(c, 2, &u) || id.n != u.n)
+        return MP_OK;
+    const char *red = mp_attr_s(c->n, "reduction", "none");
+    int r = x->rank, red_k = !strcmp(red, "none") ? 0 : !strcmp(red, "add") ? 1 : !strcmp(red, "mul") ? 2
+                          : !strcmp(red, "max") ? 3 : !strcmp(red, "min") ? 4 : -1;
+    int axis = mp_axis(mp_attr_i(c->n, "axis", 0), r);
+    if (red_k < 0 || axis < 0) return MP_OK;
+    int64_t xs[MP_MAX_RANK], is[MP_MAX_RANK];
+    sh_strides(x->dims, r, xs);
+    sh_strides(ind->dims, r, is);
+    sh_buf b;
+    mp_status st = sh_buf_init(&b, x->dtype, d.n);
+    if (st) return st;
+    for (int64_t k = 0; k < d.n; k++) sh_buf_put(&b, k, &d, k);
+    for (int64_t j = 0; j < id.n; j++) {
+        int64_t pos = 0, rem = j;
+        for (int a = 0; a < r; a++) {
+            int64_t ca = rem / is[a];
+            rem -= ca * is[a];
+            if (a == axis) {
+                ca = id.iv[j] < 0 ? id.iv[j] + x->dims[a] : id.iv[j];
+                if (ca < 0 || ca >= x->dims[a]) {
+                    sh_buf_free(&b);
+                    return MP_OK;
+                }
+            } else if (ca >= x->dims[a]) {
+                sh_buf_free(&b);
+                return MP_OK;
+            }
+            pos += ca * xs[a];
+        }
+        if (b.is_float) {
+            double v = sh_get_f(&u, j), o = b.fv[pos];
+            b.fv[pos] = red_k == 0 ? v : red_k == 1 ? o + v : red_k == 2 ? o * v : red_k == 3 ? fmax(o, v) : fmin(o, v);
+        } else {
+            int64_t v = sh_get_i(&u, j), o = b.iv[pos];
+            b.iv[pos] = red_k == 0 ? v : red_k == 1 ? (int64_t)((uint64_t)o + (uint64_t)v)
+                      : red_k == 2 ? (int64_t)((uint64_t)o * (uint64_t)v) : red_k == 3 ? (o > v ? o : v) : (o < v ? o : v);
+        }
+    }
+    return sh_buf_emit(c, 0, &b, d.n);
+}
+
 /* ScatterElements (11) / Scatter (9): output shaped like data; data,
  * indices and updates have one rank, indices and updates one shape. */
 static mp_status scatter_elements_infer(mp_ctx *c) {
@@ -1811,7 +1861,8 @@ static mp_status scatter_elements_infer(mp_ctx *c) {
         }
     if (x->rank >= 0 && mp_axis(mp_attr_i(c->n, "axis", 0), x->rank < 1 ? 1 : x->rank) < 0)
         return mp_fail(c, "axis is out of range for rank %d", x->rank);
-    return mp_set_out_like(c, 0, x);
+    if ((st = mp_set_out_like(c, 0, x))) return st;
+    return scatter_elements_contents(c, x, ind);
 }
 
 /* ScatterND (11; reduction since 16): output shaped like data (rank r);

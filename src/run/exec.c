@@ -524,6 +524,8 @@ static void mp__step_free(mp_step *s) {
     free((char *)s->group);
 }
 
+static mp_status mp__reinfer(mp_exec *pl, mp_step *s);
+
 /* Run node `node` once now, all inputs constant: its outputs become
  * constants held by the plan. */
 static mp_status mp__fold_run(mp_exec *pl, int node, const mp_kernel *kern) {
@@ -560,6 +562,14 @@ static mp_status mp__fold_run(mp_exec *pl, int node, const mp_kernel *kern) {
         if (posix_memalign(&sb, MP__ALIGN, mp__round(scratch))) st = mp_error(MP_ERR_NOMEM, "out of memory");
         s.k.scratch = sb;
     }
+    /* an output the static inference could not size (an Expand to a shape
+     * computed by an operator whose contents it does not follow): its
+     * shape rule again, on the constants' contents */
+    for (int i = 0; !st && i < n->n_out; i++)
+        if (s.out_v[i] >= 0 && pl->vals[s.out_v[i]].kind == MP_RV_DYN) {
+            st = mp__reinfer(pl, &s);
+            break;
+        }
     if (!st) st = kern->run(&s.k);
     for (int i = 0; !st && i < n->n_out; i++) {
         int v = s.out_v[i];
