@@ -607,6 +607,42 @@ static void t_match_rules(void) {
                                          "model reads or writes");
 }
 
+/* ONNX Runtime's GatherSliceToSplitFusion runs the Slices (and Gathers)
+ * reading one value as one Split named "<one of them>/GatherSliceToSplit
+ * Fusion" (RAFT's context split, torch.split exported as two Slices): the
+ * name resolves to that Slice, and the Split's outputs are the group's,
+ * the other Slice included. Both were refused ("is no node or value of the
+ * model", then "wrote [1,6,4], a shape no node it is placed on ..."). */
+static void t_split_fusion(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(1, 10, 4));
+    tb_const_i(m, "s0", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){0});
+    tb_const_i(m, "s6", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){6});
+    tb_const_i(m, "s10", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){10});
+    tb_const_i(m, "ax", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){1});
+    tb_name(m, tb_node(m, "Slice", "x,s0,s6,ax", "a"), "/Slice");
+    tb_name(m, tb_node(m, "Slice", "x,s6,s10,ax", "b"), "/Slice_1");
+    tb_name(m, tb_node(m, "Relu", "a", "ra"), "/Relu");
+    tb_name(m, tb_node(m, "Tanh", "b", "tb"), "/Tanh");
+    tb_output(m, "ra");
+    tb_output(m, "tb");
+    mp_profile *p = tb_prof(m);
+    const sev ev[] = {
+        {"/Slice_1/GatherSliceToSplitFusion", "Split", "[{\"float\":[1,10,4]},{\"int64\":[2]}]",
+         "[{\"float\":[1,6,4]},{\"float\":[1,4,4]}]"},
+        {"/Relu", "Relu", "[{\"float\":[1,6,4]}]", "[{\"float\":[1,6,4]}]"},
+        {"/Tanh", "Tanh", "[{\"float\":[1,4,4]}]", "[{\"float\":[1,4,4]}]"},
+    };
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
+        T_EQ(st, MP_OK);
+        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
+    }
+    tb_done(m, p);
+}
+
 /* Profiles of other models, and of this one at other dims: refused, naming
  * the first node or dim that differs; the dims a profile ran with, read from
  * it when none are given. */
@@ -730,6 +766,7 @@ MP_TESTS(ort){
     {"bert", t_bert},
     {"cli", t_cli_ort},
     {"match_rules", t_match_rules},
+    {"split_fusion", t_split_fusion},
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},

@@ -18,7 +18,8 @@
  *    name the optimiser made from a node's or a value's (docs/JSON.md,
  *    "--ort-profile"): "fused <node>" (ConvActivationFusion,
  *    GemmActivationFusion), "<node>/<Fusion>/" (LayerNormFusion,
- *    MatMulScaleFusion, ...), "<value>_nchwc" (the NCHWc layout transformer
+ *    MatMulScaleFusion, ...), "<node>/<Name>Fusion" (GatherSliceToSplitFusion),
+ *    "<value>_nchwc" (the NCHWc layout transformer
  *    names its node after the value it computes), each perhaps with
  *    "_token_N" (GraphGenerateNodeName's suffix for a name in use). That
  *    node is the slot's anchor.
@@ -121,6 +122,11 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
     if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed, value);
     if (s[n - 1] == '/' && n > 2) { /* "<node>/<Fusion>/" */
         size_t j = n - 1;
+        while (j > 0 && s[j - 1] != '/') j--;
+        if (j > 1) return ort_resolve(o, s, j - 1, depth + 1, renamed, value);
+    }
+    if (ends_with(s, n, "Fusion")) { /* "<node>/<Fusion>" (GatherSliceToSplitFusion's Split) */
+        size_t j = n;
         while (j > 0 && s[j - 1] != '/') j--;
         if (j > 1) return ort_resolve(o, s, j - 1, depth + 1, renamed, value);
     }
@@ -425,6 +431,18 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
         }
         s->unit = o->unit_of[k];
         if (s->order > o->unit_order[s->unit]) o->unit_order[s->unit] = s->order;
+        /* a Split ONNX Runtime made of the Gathers and Slices reading one
+         * value (GatherSliceToSplitFusion, GatherToSplitFusion) is named
+         * after one of them: the others are in it too */
+        const mp_node *an = &g->nodes[k];
+        if (!strcmp(ort_str(o, s->op), "Split") && an->n_in > 0 && an->in[0] >= 0 &&
+            (!strcmp(an->op, "Slice") || !strcmp(an->op, "Gather")))
+            for (int c = 0; c < nn; c++) {
+                const mp_node *cn = &g->nodes[c];
+                if (o->unit_of[c] < 0 && !o->konst[c] && cn->n_in > 0 && cn->in[0] == an->in[0] &&
+                    (!strcmp(cn->op, "Slice") || !strcmp(cn->op, "Gather")))
+                    o->unit_of[c] = s->unit;
+            }
     }
     /* 3. slots named after their kind: the unplaced nodes between the
      * placed slots around them in the run */
