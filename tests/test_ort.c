@@ -643,6 +643,41 @@ static void t_split_fusion(void) {
     tb_done(m, p);
 }
 
+/* ONNX Runtime 1.30's MatMulAddFusion: a MatMul of rank 3 by a weight and
+ * its bias Add run as one Gemm named "<MatMul>/MatMulAddFusion" on the
+ * input flattened to 2-D, between two Reshapes it adds
+ * ("gemm_input_reshape", "gemm_output_reshape": no node of the model,
+ * unmatched like its layout reorders). nn.MultiheadAttention's in-proj was
+ * refused three ways: the Reshapes' names, the Gemm's, then its [14,16]. */
+static void t_matmul_add_fusion(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 7, 16));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(16, 48));
+    tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(48));
+    tb_name(m, tb_node(m, "MatMul", "x,W", "h"), "/MatMul");
+    tb_name(m, tb_node(m, "Add", "b,h", "y"), "/Add");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    sev ev[] = {
+        {"gemm_input_reshape", "Reshape", "[{\"float\":[2,7,16]},{\"int64\":[2]}]", "[{\"float\":[14,16]}]"},
+        {"/MatMul/MatMulAddFusion", "Gemm", "[{\"float\":[14,16]},{\"float\":[16,48]},{\"float\":[48]}]",
+         "[{\"float\":[14,48]}]"},
+        {"gemm_output_reshape", "Reshape", "[{\"float\":[14,48]},{\"int64\":[3]}]", "[{\"float\":[2,7,48]}]"},
+    };
+    mp_ort_options o;
+    mp_ort_options_default(&o);
+    if (p) {
+        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
+        T_EQ(st, MP_OK);
+        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
+        /* flattened rows that do not multiply to the model's are still refused */
+        ev[1].in = "[{\"float\":[15,16]},{\"float\":[16,48]},{\"float\":[48]}]";
+        T_EQ(mp_profile_ort(p, shaped_profile(ev, 3, -1), &o), MP_ERR_SHAPE);
+        T_CHECK(strstr(mp_last_error(), "read [15,16], a shape no node it is placed on") != NULL);
+    }
+    tb_done(m, p);
+}
+
 /* Profiles of other models, and of this one at other dims: refused, naming
  * the first node or dim that differs; the dims a profile ran with, read from
  * it when none are given. */
@@ -767,6 +802,7 @@ MP_TESTS(ort){
     {"cli", t_cli_ort},
     {"match_rules", t_match_rules},
     {"split_fusion", t_split_fusion},
+    {"matmul_add_fusion", t_matmul_add_fusion},
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},

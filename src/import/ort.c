@@ -141,10 +141,16 @@ static bool ort_added(const char *op) {
     return false;
 }
 
-/* The same for a slot: its op, or a Cast ONNX Runtime inserts around a
- * kernel that has no version for a type ("InsertedPrecisionFreeCast_..."). */
+/* The same for a slot: its op, a Cast ONNX Runtime inserts around a
+ * kernel that has no version for a type ("InsertedPrecisionFreeCast_..."),
+ * or a Reshape MatMulAddFusion puts around the Gemm it makes of a MatMul
+ * of rank 3 or more and its Add ("gemm_input_reshape",
+ * "gemm_output_reshape", each perhaps with a suffix). */
 static bool ort_added_slot(const ort *o, const ort_slot *s) {
-    return ort_added(ort_str(o, s->op)) || !strncmp(ort_str(o, s->name), "InsertedPrecisionFreeCast_", 26);
+    const char *nm = ort_str(o, s->name);
+    return ort_added(ort_str(o, s->op)) || !strncmp(nm, "InsertedPrecisionFreeCast_", 26) ||
+           (!strcmp(ort_str(o, s->op), "Reshape") &&
+            (!strncmp(nm, "gemm_input_reshape", 18) || !strncmp(nm, "gemm_output_reshape", 19)));
 }
 
 static int ort_new_unit(ort *o, int order) {
@@ -916,13 +922,29 @@ static mp_status ort_check_slot(ort *o, const ort_slot *s) {
     return MP_OK;
 }
 
-/* Is shape a one that a node of unit u reads or writes (in any order)? */
-static bool ort_unit_has(const ort *o, const int *at, const int *mem, int u, const ort_shape *a, bool pad) {
+/* Is value v of rank 3 or more the 2-D a with its leading dims flattened
+ * (what MatMulAddFusion's Gemm reads and writes, between the Reshapes it
+ * adds)? */
+static bool ort_flat_ok(const ort_shape *a, const mp_value *v) {
+    if (a->rank != 2 || v->rank < 3 || v->dims[v->rank - 1] != a->d[1]) return false;
+    int64_t rows = 1;
+    for (int i = 0; i < v->rank - 1; i++) {
+        if (v->dims[i] < 0) return true;
+        rows *= v->dims[i];
+    }
+    return rows == a->d[0];
+}
+
+/* Is shape a one that a node of unit u reads or writes (in any order; flat:
+ * or flattened to 2-D)? */
+static bool ort_unit_has(const ort *o, const int *at, const int *mem, int u, const ort_shape *a, bool pad,
+                         bool flat) {
     for (int i = at[u]; i < at[u + 1]; i++) {
         const mp_node *nd = &o->g->nodes[mem[i]];
         for (int j = 0; j < nd->n_in + nd->n_out; j++) {
             int v = j < nd->n_in ? nd->in[j] : nd->out[j - nd->n_in];
-            if (v >= 0 && ort_shape_ok(a, &o->g->values[v], pad, true)) return true;
+            if (v >= 0 && (ort_shape_ok(a, &o->g->values[v], pad, true) || (flat && ort_flat_ok(a, &o->g->values[v]))))
+                return true;
         }
     }
     return false;
@@ -961,7 +983,8 @@ static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const 
         int n = str != MP_TORT_NONE ? ort_shapes(ort_str(o, str), sh) : -1;
         for (int j = 0; j < n && j < ORT_MAX_SHAPES; j++) {
             if (sh[j].rank < (io && !guess ? 1 : 2)) continue;
-            if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc)) continue;
+            if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc, !strcmp(op, "Gemm")))
+                continue;
             /* say what the model has there: the input in that place of the node of its op type */
             int k = ort_same_op(o, s), pos = -1;
             const mp_node *nd = k >= 0 ? &o->g->nodes[k] : NULL;
