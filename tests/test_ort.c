@@ -678,6 +678,39 @@ static void t_matmul_add_fusion(void) {
     tb_done(m, p);
 }
 
+/* ReshapeFusion runs a chain of Reshapes as one named "<the last>_new_
+ * reshape" (torchvision's Swin-T: a window partition's Reshape fused with
+ * the Reshape MatMulAddFusion put before its qkv Gemm, writing the 2-D
+ * [rows, 96]): placed on that node, its shape checked flattened. */
+static void t_reshape_fusion(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 7, 16));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(16, 48));
+    tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(48));
+    tb_const_i(m, "s4", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){2, 7, 2, 8});
+    tb_const_i(m, "s3", MP_DT_INT64, 1, TB_DIMS(3), (const int64_t[]){2, 7, 16});
+    tb_name(m, tb_node(m, "Reshape", "x,s4", "r"), "/Reshape");
+    tb_name(m, tb_node(m, "Reshape", "r,s3", "r2"), "/Reshape_1");
+    tb_name(m, tb_node(m, "MatMul", "r2,W", "h"), "/MatMul");
+    tb_name(m, tb_node(m, "Add", "h,b", "y"), "/Add");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const sev ev[] = {
+        {"/Reshape_1_new_reshape", "Reshape", "[{\"float\":[2,7,16]},{\"int64\":[2]}]", "[{\"float\":[14,16]}]"},
+        {"/MatMul/MatMulAddFusion", "Gemm", "[{\"float\":[14,16]},{\"float\":[16,48]},{\"float\":[48]}]",
+         "[{\"float\":[14,48]}]"},
+        {"gemm_output_reshape", "Reshape", "[{\"float\":[14,48]},{\"int64\":[3]}]", "[{\"float\":[2,7,48]}]"},
+    };
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
+        T_EQ(st, MP_OK);
+        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
+    }
+    tb_done(m, p);
+}
+
 /* Profiles of other models, and of this one at other dims: refused, naming
  * the first node or dim that differs; the dims a profile ran with, read from
  * it when none are given. */
@@ -803,6 +836,7 @@ MP_TESTS(ort){
     {"match_rules", t_match_rules},
     {"split_fusion", t_split_fusion},
     {"matmul_add_fusion", t_matmul_add_fusion},
+    {"reshape_fusion", t_reshape_fusion},
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},

@@ -19,7 +19,7 @@
  *    "--ort-profile"): "fused <node>" (ConvActivationFusion,
  *    GemmActivationFusion), "<node>/<Fusion>/" (LayerNormFusion,
  *    MatMulScaleFusion, ...), "<node>/<Name>Fusion" (GatherSliceToSplitFusion),
- *    "<value>_nchwc" (the NCHWc layout transformer
+ *    "<node>_new_reshape" (ReshapeFusion), "<value>_nchwc" (the NCHWc layout transformer
  *    names its node after the value it computes), each perhaps with
  *    "_token_N" (GraphGenerateNodeName's suffix for a name in use). That
  *    node is the slot's anchor.
@@ -120,6 +120,8 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
         if (bn >= 0) return bn;
     }
     if (ends_with(s, n, "_nchwc")) return ort_resolve(o, s, n - 6, depth + 1, renamed, value);
+    /* ReshapeFusion's one Reshape for a chain of them, named after the last */
+    if (ends_with(s, n, "_new_reshape")) return ort_resolve(o, s, n - 12, depth + 1, renamed, value);
     if (s[n - 1] == '/' && n > 2) { /* "<node>/<Fusion>/" */
         size_t j = n - 1;
         while (j > 0 && s[j - 1] != '/') j--;
@@ -983,7 +985,8 @@ static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const 
         int n = str != MP_TORT_NONE ? ort_shapes(ort_str(o, str), sh) : -1;
         for (int j = 0; j < n && j < ORT_MAX_SHAPES; j++) {
             if (sh[j].rank < (io && !guess ? 1 : 2)) continue;
-            if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc, !strcmp(op, "Gemm")))
+            if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc,
+                                                                   !strcmp(op, "Gemm") || !strcmp(op, "Reshape")))
                 continue;
             /* say what the model has there: the input in that place of the node of its op type */
             int k = ort_same_op(o, s), pos = -1;

@@ -189,6 +189,22 @@ int64_t *mp_kconvt_offsets(const mp_kconvt *c);
 void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
 void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
 
+/* Conv's geometry (the node's attributes against X, W, B (NULL: none)
+ * and Y): the window and the per-group sizes every Conv kernel uses. */
+typedef struct mp_kconvg {
+    mp_kwin win;
+    int64_t N, C, M, G, cg, mg, kn, on, in_n;
+} mp_kconvg;
+mp_status mp_kconv_geom(const mp_kctx *k, const mp_rtensor *x, const mp_rtensor *w, const mp_rtensor *b,
+                        const mp_rtensor *y, mp_kconvg *c);
+/* fp32 Conv by im2col and a GEMM per image and group, then the bias (b
+ * NULL: none): gemm(ctx, M, N, K, A, B, C) writes C = A B, all row-major
+ * and contiguous; its non-zero status ends the loop. */
+typedef mp_status (*mp_kconv_gemm_fn)(void *ctx, int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                                      float *C);
+mp_status mp_kconv_f32(const mp_kctx *k, const mp_kconvg *c, const float *x, const float *w, const float *b,
+                       float *y, mp_kconv_gemm_fn gemm, void *ctx);
+
 /* Conv (attributes of k's node: strides, dilations, pads, auto_pad,
  * group) in double: x shaped like xt, w like wt, y like yt; b: bias or
  * NULL. For the integer and quantized convolutions and other dtypes. */

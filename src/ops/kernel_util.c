@@ -549,28 +549,59 @@ KU_IM2COL(mp_kim2col_f32, float)
 KU_IM2COL(mp_kim2col_f64, double)
 #undef KU_IM2COL
 
+mp_status mp_kconv_geom(const mp_kctx *k, const mp_rtensor *x, const mp_rtensor *w, const mp_rtensor *b,
+                        const mp_rtensor *y, mp_kconvg *c) {
+    int nsp = x->rank - 2;
+    if (nsp < 1 || w->rank != x->rank || y->rank != x->rank)
+        return mp_kfail(k, MP_ERR_SHAPE, "X, W and Y differ in rank");
+    mp_status st = mp_kwin_read(k, nsp, x->dims + 2, y->dims + 2, w->dims + 2, &c->win);
+    if (st) return st;
+    c->N = x->dims[0], c->C = x->dims[1], c->M = w->dims[0], c->G = mp_attr_i(k->n, "group", 1);
+    if (c->G < 1 || c->C % c->G || c->M % c->G)
+        return mp_kfail(k, MP_ERR_SHAPE, "group %lld does not divide the channels", (long long)c->G);
+    c->cg = c->C / c->G, c->mg = c->M / c->G, c->kn = 1, c->on = 1, c->in_n = 1;
+    if (w->dims[1] != c->cg || (b && b->numel < c->M) || y->dims[1] != c->M || y->dims[0] != c->N)
+        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
+    for (int i = 0; i < nsp; i++) c->kn *= c->win.kernel[i], c->on *= c->win.out[i], c->in_n *= c->win.in[i];
+    return MP_OK;
+}
+
+mp_status mp_kconv_f32(const mp_kctx *k, const mp_kconvg *c, const float *x, const float *w, const float *b,
+                       float *y, mp_kconv_gemm_fn gemm, void *ctx) {
+    if (c->N == 0 || c->M == 0 || c->on == 0) return MP_OK;
+    int64_t K = c->cg * c->kn;
+    float *col = malloc(sizeof(float) * (size_t)(K * c->on + 1));
+    if (!col) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
+    mp_status st = MP_OK;
+    for (int64_t n = 0; n < c->N && !st; n++)
+        for (int64_t g = 0; g < c->G && !st; g++) {
+            float *ys = y + (n * c->M + g * c->mg) * c->on;
+            mp_kim2col_f32(x + (n * c->C + g * c->cg) * c->in_n, c->cg, &c->win, col, 0.0f);
+            if ((st = gemm(ctx, c->mg, c->on, K, w + g * c->mg * K, col, ys))) break;
+            for (int64_t m = 0; b && m < c->mg; m++) {
+                float bv = b[g * c->mg + m];
+                for (int64_t j = 0; j < c->on; j++) ys[m * c->on + j] += bv;
+            }
+        }
+    free(col);
+    return st;
+}
+
 mp_status mp_kconv_f64(const mp_kctx *k, const double *x, const mp_rtensor *xt, const double *w,
                        const mp_rtensor *wt, const double *b, double *y, const mp_rtensor *yt) {
-    int nsp = xt->rank - 2;
-    if (nsp < 0 || wt->rank != xt->rank || yt->rank != xt->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
-    mp_kwin win;
-    mp_status st = mp_kwin_read(k, nsp, xt->dims + 2, yt->dims + 2, wt->dims + 2, &win);
+    mp_kconvg c;
+    mp_status st = mp_kconv_geom(k, xt, wt, NULL, yt, &c);
     if (st) return st;
-    int64_t N = xt->dims[0], C = xt->dims[1], M = wt->dims[0], G = mp_attr_i(k->n, "group", 1);
-    if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
-    int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
-    if (wt->dims[1] != cg || yt->dims[1] != M || yt->dims[0] != N)
-        return mp_kfail(k, MP_ERR_SHAPE, "W and Y do not match X's channels and the group");
-    for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
-    double *col = malloc(sizeof(double) * (size_t)(cg * kn * on + 1));
+    int64_t K = c.cg * c.kn;
+    double *col = malloc(sizeof(double) * (size_t)(K * c.on + 1));
     if (!col) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            double *ys = y + (n * M + g * mg) * on;
-            mp_kim2col_f64(x + (n * C + g * cg) * in_n, cg, &win, col, 0.0);
-            mp_kgemm_f64(mg, on, cg * kn, w + g * mg * cg * kn, cg * kn, 1, col, on, 1, ys, on, false);
-            for (int64_t m = 0; b && m < mg; m++)
-                for (int64_t j = 0; j < on; j++) ys[m * on + j] += b[g * mg + m];
+    for (int64_t n = 0; n < c.N; n++)
+        for (int64_t g = 0; g < c.G; g++) {
+            double *ys = y + (n * c.M + g * c.mg) * c.on;
+            mp_kim2col_f64(x + (n * c.C + g * c.cg) * c.in_n, c.cg, &c.win, col, 0.0);
+            mp_kgemm_f64(c.mg, c.on, K, w + g * c.mg * K, K, 1, col, c.on, 1, ys, c.on, false);
+            for (int64_t m = 0; b && m < c.mg; m++)
+                for (int64_t j = 0; j < c.on; j++) ys[m * c.on + j] += b[g * c.mg + m];
         }
     free(col);
     return MP_OK;

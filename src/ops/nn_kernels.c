@@ -23,40 +23,22 @@ static double *nnk_load(mp_kctx *k, const mp_rtensor *t, mp_status *st) {
 
 /* ---- Conv: im2col + GEMM per image and group ---- */
 
+/* the portable GEMM, one thread */
+static mp_status nnk_conv_gemm(void *ctx, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C) {
+    (void)ctx;
+    mp_kgemm_f32(M, N, K, A, K, 1, B, N, 1, C, N, false);
+    return MP_OK;
+}
+
 mp_status mp_kconv(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
-    mp_status st = MP_OK;
-    int nsp = x->rank - 2;
-    if (nsp < 0 || w->rank != x->rank) return mp_kfail(k, MP_ERR_SHAPE, "bad ranks");
-    mp_kwin win;
-    if ((st = mp_kwin_read(k, nsp, x->dims + 2, y->dims + 2, w->dims + 2, &win))) return st;
-    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], G = mp_attr_i(k->n, "group", 1);
-    if (G < 1 || C % G || M % G) return mp_kfail(k, MP_ERR_SHAPE, "bad group");
-    int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
-    if (w->dims[1] != cg || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
-        return mp_kfail(k, MP_ERR_SHAPE, "W, B and Y do not match X's channels and the group");
-    for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
-    bool f32 = nnk_f32(x) && nnk_f32(w) && nnk_f32(y) && (!b || nnk_f32(b));
-    if (f32) {
-        float *col = malloc(sizeof(float) * (size_t)(cg * kn * on + 1));
-        if (!col) return mp_kfail(k, MP_ERR_NOMEM, "out of memory");
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t g = 0; g < G; g++) {
-                const float *xs = (const float *)x->data + (n * C + g * cg) * in_n;
-                float *ys = (float *)y->data + (n * M + g * mg) * on;
-                mp_kim2col_f32(xs, cg, &win, col, 0.0f);
-                mp_kgemm_f32(mg, on, cg * kn, (const float *)w->data + g * mg * cg * kn, cg * kn, 1,
-                             col, on, 1, ys, on, false);
-                for (int64_t m = 0; b && m < mg; m++) {
-                    float bv = ((const float *)b->data)[g * mg + m];
-                    for (int64_t j = 0; j < on; j++) ys[m * on + j] += bv;
-                }
-            }
-        free(col);
-        return MP_OK;
-    }
+    mp_kconvg c;
+    mp_status st = mp_kconv_geom(k, x, w, b, y, &c);
+    if (st) return st;
+    if (nnk_f32(x) && nnk_f32(w) && nnk_f32(y) && (!b || nnk_f32(b)))
+        return mp_kconv_f32(k, &c, x->data, w->data, b ? b->data : NULL, y->data, nnk_conv_gemm, NULL);
     double *xd = nnk_load(k, x, &st), *wd = st ? NULL : nnk_load(k, w, &st), *bd = NULL;
     double *yd = st ? NULL : nnk_dbuf(k, y->numel, &st);
     if (!st && b) bd = nnk_load(k, b, &st);

@@ -639,48 +639,22 @@ mp_status dn_conv_dyn_prepare(mp_kctx *k, size_t *scratch) {
     return MP_OK;
 }
 
+static mp_status dn_conv_gemm(void *ctx, int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C) {
+    dnnl_status_t ds = dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+    return ds == dnnl_success ? MP_OK : dn_dfail(ctx, ds, "sgemm");
+}
+
 mp_status dn_conv_dyn_run(mp_kctx *k) {
     const mp_rtensor *x = &k->in[0], *w = &k->in[1], *b = mp_kin(k, 2);
     mp_rtensor *y = &k->out[0];
-    int nsp = x->rank - 2;
-    if (nsp < 1 || w->rank != x->rank || y->rank != x->rank)
-        return mp_error(MP_ERR_SHAPE, "node %s (Conv): X, W and Y differ in rank", k->n->name);
-    mp_kwin win;
-    mp_status st = mp_kwin_read(k, nsp, x->dims + 2, y->dims + 2, w->dims + 2, &win);
+    mp_kconvg c;
+    mp_status st = mp_kconv_geom(k, x, w, b, y, &c);
     if (st) return st;
-    int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], G = mp_attr_i(k->n, "group", 1);
-    if (G < 1 || C % G || M % G)
-        return mp_error(MP_ERR_SHAPE, "node %s (Conv): group %lld does not divide the channels", k->n->name,
-                        (long long)G);
-    int64_t cg = C / G, mg = M / G, kn = 1, on = 1, in_n = 1;
-    if (w->dims[1] != cg || (b && b->numel < M) || y->dims[1] != M || y->dims[0] != N)
-        return mp_error(MP_ERR_SHAPE, "node %s (Conv): W, B and Y do not match X's channels and the group",
-                        k->n->name);
-    for (int i = 0; i < nsp; i++) kn *= win.kernel[i], on *= win.out[i], in_n *= win.in[i];
-    if (N == 0 || M == 0 || on == 0) return MP_OK;
+    if (c.N == 0 || c.M == 0 || c.on == 0) return MP_OK;
     if (!x->data || !w->data || !y->data)
         return mp_error(MP_ERR_USAGE, "node %s (Conv): a buffer the product needs is missing", k->n->name);
-    float *col = malloc(sizeof(float) * (size_t)(cg * kn * on + 1));
-    if (!col) return mp_error(MP_ERR_NOMEM, "out of memory");
     dn_set_threads(k->threads > 0 ? k->threads : omp_get_max_threads());
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t g = 0; g < G; g++) {
-            const float *xs = (const float *)x->data + (n * C + g * cg) * in_n;
-            float *ys = (float *)y->data + (n * M + g * mg) * on;
-            mp_kim2col_f32(xs, cg, &win, col, 0.0f);
-            dnnl_status_t ds = dnnl_sgemm('N', 'N', mg, on, cg * kn, 1.0f, (const float *)w->data + g * mg * cg * kn,
-                                          cg * kn, col, on, 0.0f, ys, on);
-            if (ds != dnnl_success) {
-                free(col);
-                return dn_dfail(k, ds, "sgemm");
-            }
-            for (int64_t m = 0; b && m < mg; m++) {
-                float bv = ((const float *)b->data)[g * mg + m];
-                for (int64_t j = 0; j < on; j++) ys[m * on + j] += bv;
-            }
-        }
-    free(col);
-    return MP_OK;
+    return mp_kconv_f32(k, &c, x->data, w->data, b ? b->data : NULL, y->data, dn_conv_gemm, k);
 }
 
 /* The same for a ConvTranspose whose shapes only the run knows (a mask
