@@ -489,6 +489,16 @@ static void t_gpu_table(void) {
     T_CHECK(mp_gpu_find("H200") && mp_gpu_find("H200")->mem_gb == 141);
     T_CHECK(mp_gpu_find("nosuch") == NULL);
     T_CHECK(mp_gpu_match("NVIDIA L4") == mp_gpu_find("l4"));
+    /* --gpu as people write it: a short form in any case, or the device's
+     * name as torch.cuda.get_device_name() gives it */
+    T_CHECK(mp_gpu_find("h100") == mp_gpu_find("h100-sxm"));
+    T_CHECK(mp_gpu_find("NVIDIA H100 80GB HBM3") == mp_gpu_find("h100-sxm"));
+    T_CHECK(mp_gpu_find("h100 pcie") == mp_gpu_find("h100-pcie"));
+    T_CHECK(mp_gpu_find("NVIDIA H100 NVL") == mp_gpu_find("h100-nvl"));
+    T_CHECK(mp_gpu_find("a100") == mp_gpu_find("a100-80g"));
+    T_CHECK(mp_gpu_find("NVIDIA A100-SXM4-40GB") == mp_gpu_find("a100-40g"));
+    T_CHECK(mp_gpu_find("l40s") == mp_gpu_find("l40s") && mp_gpu_find("L4") != mp_gpu_find("l40s"));
+    T_CHECK(mp_gpu_find("h10") == NULL && mp_gpu_find("h1000") == NULL);
 }
 
 #define RUN(...) t_cli_run((const char *const[]){"plan", __VA_ARGS__, NULL}, 60, 0)

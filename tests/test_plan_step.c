@@ -777,6 +777,14 @@ static void t_data_shapes(void) {
         mp_tplan_free(pl);
         tb_done(m, p);
     }
+    /* every input shaped, the work of a Loop's passes sized by the data
+     * (a carried list growing a row per pass; nn.EmbeddingBag's bags):
+     * named, not "give --dim" */
+    t_cli r = RUN("tests/corpus/seeds/loop_grows.onnx", "--gpu", "h100");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "the first node 'Loop_1' (Loop), whose body's sizes change from one pass to the next") != NULL);
+    T_CHECK(strstr(r.err, "--dim") == NULL);
+    t_cli_free(&r);
 }
 
 MP_TESTS(plan_step) {

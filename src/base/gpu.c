@@ -59,6 +59,17 @@ const mp_gpu *mp_gpu_find(const char *id) {
     if (!id) return NULL;
     for (size_t i = 0; i < MP_ARRAY_LEN(gpus); i++)
         if (strcasecmp(id, gpus[i].id) == 0) return &gpus[i];
+    /* a device's name as PyTorch gives it ("NVIDIA H100 80GB HBM3") or
+     * its short form, in any case ("h100": the SXM card, "a100": 80GB,
+     * "h100 pcie") */
+    for (size_t i = 0; i < MP_ARRAY_LEN(gpus); i++) {
+        const char *at = strcasestr(id, gpus[i].match);
+        if (!at) continue;
+        char after = at[strlen(gpus[i].match)];
+        if ((after >= '0' && after <= '9') || (after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z'))
+            continue;
+        return &gpus[i];
+    }
     return NULL;
 }
 

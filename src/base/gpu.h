@@ -29,7 +29,9 @@ extern const char *const mp_gpu_dtype_names[MP_GPU_DT_COUNT];
 
 int mp_gpu_count(void);
 const mp_gpu *mp_gpu_at(int i);
-/* By --gpu id (case-insensitive); NULL when unknown. */
+/* By --gpu id (case-insensitive), else as mp_gpu_match reads a device
+ * name, as given and in capitals ("NVIDIA H100 80GB HBM3", "h100": H100
+ * SXM; "a100": A100 80GB); NULL when unknown. */
 const mp_gpu *mp_gpu_find(const char *id);
 /* By a device name as a trace reports it ("NVIDIA H100 80GB HBM3"): the
  * first row whose `match` occurs in it not followed by a digit or capital

@@ -305,6 +305,20 @@ static mp_status plan_build(mp_tplan *pl) {
                                 pl->p->total.unknown, pn->name ? pn->name : "?", pn->op, v->name ? v->name : "?");
             }
         }
+        /* no input of unknown shape: a node whose own work the data sizes
+         * (a Loop slicing by values it reads each pass: nn.EmbeddingBag's
+         * bags; a Loop growing a list) */
+        for (int oi = 0; oi < g->n_nodes; oi++) {
+            const mp_node *n = &g->nodes[g->order ? g->order[oi] : oi];
+            if (!(n->cost.flags & MP_COST_UNKNOWN)) continue;
+            return mp_error(MP_ERR_USAGE,
+                            "the plan needs every shape: %d node%s %s work sized only when the model runs on "
+                            "data, the first node '%s' (%s)%s",
+                            pl->p->total.unknown, pl->p->total.unknown == 1 ? "" : "s",
+                            pl->p->total.unknown == 1 ? "has" : "have", n->name ? n->name : "?", n->op,
+                            n->n_sub > 0 ? ", whose body's sizes change from one pass to the next (nn.EmbeddingBag's "
+                                           "bags, a list a Loop grows)" : "");
+        }
         return mp_error(MP_ERR_USAGE, "the plan needs every dim: %d nodes have shapes that depend on "
                         "unknown dims (give --dim or --input)", pl->p->total.unknown);
     }
