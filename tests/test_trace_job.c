@@ -467,6 +467,9 @@ static void t_no_device(void) {
         T_CHECK(strstr(txt, "device:  none recorded (a CPU-only trace)") != NULL);
         T_CHECK(strstr(txt, "FLOPs: not counted") != NULL && strstr(txt, "0 FLOPs") == NULL);
         T_CHECK(strstr(txt, "Idle time by cause") == NULL && strstr(txt, "foreach=True") != NULL);
+        /* key_averages' columns for a CPU run; no kernel or device memory section */
+        T_CHECK(strstr(txt, "dev total") == NULL && strstr(txt, "self dev%") == NULL);
+        T_CHECK(strstr(txt, "Kernels, by total device time") == NULL && strstr(txt, "Memory (device)") == NULL);
         T_CHECK(strstr(txt, "fused=True)) updates") == NULL);
     }
     free(txt);

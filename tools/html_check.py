@@ -107,6 +107,10 @@ def main():
             ok = ('>Steps: wall time (no device in this trace)<' in dom and
                   '>Steps: device busy and idle by cause<' not in dom and '>device busy<' not in dom.lower())
             lines.append(('PASS' if ok else 'FAIL') + ' a CPU-only trace shows host wall time, no device idle')
+            ok = ('id="mp-kernels"' not in dom and 'id="mp-memory"' not in dom and '>self device<' not in dom and
+                  '>self CPU<' in dom)
+            lines.append(('PASS' if ok else 'FAIL') + ' a CPU-only trace has no kernel, device memory or device '
+                         'time columns')
         if name.startswith('memory'):
             if not any(x.startswith('PASS') and 'adds up' in x for x in lines):
                 lines.append('FAIL the timeline was not checked')

@@ -164,8 +164,13 @@ static void text_ops(tr *w, const mp_trace *t) {
     int top = w->o->top;
     rule(w, mp_trace_ops_device_time(t) ? "Operators (key_averages), by self device time"
                 : "Operators (key_averages), by self CPU time (no device time in this trace)");
-    pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
-       "dev total", "self dev", "self dev%");
+    /* a CPU-only trace: key_averages' columns for a CPU run (no device ones, all 0) */
+    bool dev = !t->no_device;
+    if (dev)
+        pf(w, "%-48s %7s %10s %10s %10s %10s %8s\n", "operator", "count", "CPU total", "self CPU",
+           "dev total", "self dev", "self dev%");
+    else
+        pf(w, "%-48s %7s %10s %10s\n", "operator", "count", "CPU total", "self CPU");
     /* PyTorch's "Self CUDA %": of the summed time of the device's own
      * events (kernels, copies, sets; not annotations) */
     int64_t tot = t->kernel_total;
@@ -174,9 +179,12 @@ static void text_ops(tr *w, const mp_trace *t) {
         const mp_top *o = &t->ops[i];
         if (o->device) continue;   /* device rows: the kernel table */
         cell(w, o->name, 48, false);
-        pf(w, " %7lld %10s %10s %10s %10s %8s\n", (long long)o->count, secs(o->cpu_total, a[0]),
-           secs(o->self_cpu, a[1]), secs(o->dev_total, a[2]), secs(o->self_dev, a[3]),
-           mp_fmt_pct((uint64_t)o->self_dev, (uint64_t)tot).s);
+        if (dev)
+            pf(w, " %7lld %10s %10s %10s %10s %8s\n", (long long)o->count, secs(o->cpu_total, a[0]),
+               secs(o->self_cpu, a[1]), secs(o->dev_total, a[2]), secs(o->self_dev, a[3]),
+               mp_fmt_pct((uint64_t)o->self_dev, (uint64_t)tot).s);
+        else
+            pf(w, " %7lld %10s %10s\n", (long long)o->count, secs(o->cpu_total, a[0]), secs(o->self_cpu, a[1]));
         shown++;
     }
     int n_cpu = 0;
@@ -383,8 +391,10 @@ static mp_status text_one(tr *w, const mp_trace *t) {
     text_steps(w, t);
     text_efficiency(w, t);
     text_ops(w, t);
-    text_kernels(w, t);
-    text_memory(w, t);
+    if (!t->no_device) { /* no kernels and no device memory to show */
+        text_kernels(w, t);
+        text_memory(w, t);
+    }
     return text_modules(w, t);
 }
 

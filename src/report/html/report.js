@@ -792,7 +792,7 @@ function traceOne(D, idx, separate) {
                 el('div', { style: 'flex:1' }, [bar]), el('div', { cls: 'muted', text: secs(w) })]));
         });
         st.appendChild(bars);
-        memoryCurve(section('Device memory over the window' + sfx, id('mp-memory')), D, steps);
+        if (!nodev) memoryCurve(section('Device memory over the window' + sfx, id('mp-memory')), D, steps);
     }
     var kr = (D.kernels || []).map(function (k) {
         var r = Object.assign({}, k);
@@ -800,22 +800,25 @@ function traceOne(D, idx, separate) {
         r.fraction = isnum(k.fraction) ? k.fraction : null;
         return r;
     });
-    sortable(section('Kernels' + sfx, id('mp-kernels')), [{ key: 'short_name', label: 'kernel' },
-        { key: 'category', label: 'category' }, { key: 'count', label: 'count', num: 1 },
-        { key: 'total_s', label: 'total', num: 1, fmt: 'sec' }, { key: 'mean_s', label: 'mean', num: 1, fmt: 'sec' },
-        { key: 'fraction', label: 'share', num: 1, fmt: 'pct' }, { key: 'operator', label: 'operator' }], kr, null, 'total_s', 500);
+    if (!nodev) /* a CPU-only trace has no kernels */
+        sortable(section('Kernels' + sfx, id('mp-kernels')), [{ key: 'short_name', label: 'kernel' },
+            { key: 'category', label: 'category' }, { key: 'count', label: 'count', num: 1 },
+            { key: 'total_s', label: 'total', num: 1, fmt: 'sec' }, { key: 'mean_s', label: 'mean', num: 1, fmt: 'sec' },
+            { key: 'fraction', label: 'share', num: 1, fmt: 'pct' }, { key: 'operator', label: 'operator' }], kr, null, 'total_s', 500);
     var or = (D.operators || []).map(function (o) {
         var r = Object.assign({}, o);
         ['cpu_total', 'self_cpu', 'device_total', 'self_device'].forEach(function (k) { r[k + '_s'] = sec(o, k); });
         return r;
     });
-    sortable(section('Operators' + sfx, id('mp-ops')), [{ key: 'name', label: 'operator' },
+    var ocols = [{ key: 'name', label: 'operator' },
         { key: 'count', label: 'count', num: 1 }, { key: 'cpu_total_s', label: 'CPU total', num: 1, fmt: 'sec' },
-        { key: 'self_cpu_s', label: 'self CPU', num: 1, fmt: 'sec' },
-        { key: 'device_total_s', label: 'device total', num: 1, fmt: 'sec' },
-        { key: 'self_device_s', label: 'self device', num: 1, fmt: 'sec' },
-        { key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' },
-        { key: 'device_alloc_bytes', label: 'allocated', num: 1, fmt: 'bytes' }], or, null, nodev ? 'self_cpu_s' : 'self_device_s', 500);
+        { key: 'self_cpu_s', label: 'self CPU', num: 1, fmt: 'sec' }];
+    if (!nodev) /* a CPU-only trace: key_averages' columns for a CPU run */
+        ocols = ocols.concat([{ key: 'device_total_s', label: 'device total', num: 1, fmt: 'sec' },
+            { key: 'self_device_s', label: 'self device', num: 1, fmt: 'sec' }]);
+    ocols = ocols.concat([{ key: 'flops', label: 'FLOPs', num: 1, fmt: 'si' }]);
+    if (!nodev) ocols.push({ key: 'device_alloc_bytes', label: 'allocated', num: 1, fmt: 'bytes' });
+    sortable(section('Operators' + sfx, id('mp-ops')), ocols, or, null, nodev ? 'self_cpu_s' : 'self_device_s', 500);
     var mods = (D.modules || []).map(function (m) {
         var r = Object.assign({}, m);
         r.fwd_device_s = sec(m, 'fwd_device'); r.bwd_device_s = sec(m, 'bwd_device');
