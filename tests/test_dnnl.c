@@ -2073,6 +2073,74 @@ static void test_plan_conv_layouts(void) {
     tb_done(m, p);
 }
 
+/* Channels concatenated as the Convs left them (SqueezeNet's Fire,
+ * DenseNet's feature list): two Convs' channels-last outputs and a plain
+ * graph input into a oneDNN Concat, whose output goes channels-last into a
+ * BatchNormalization with its Relu fused (DenseNet's norm and relu), then
+ * a 1x1 Conv. Before, the Concat was portable (every Conv reordered its
+ * output back to plain) and so was everything after it until the Conv.
+ * Against the reference loops, fused and not, with no reference
+ * primitive; fused, the groups are named. */
+static void test_plan_concat_layouts(void) {
+    bool was_portable = mp_run_portable_only;
+    mp_run_portable_only = false;
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 8, 16, 16));
+    tb_input(m, "w1", F, 4, TB_DIMS(12, 8, 3, 3));
+    tb_input(m, "w2", F, 4, TB_DIMS(4, 8, 1, 1));
+    tb_input(m, "w3", F, 4, TB_DIMS(6, 24, 1, 1));
+    static double sc[24], sh[24], mu[24], var[24];
+    for (int i = 0; i < 24; i++)
+        sc[i] = 0.5 + 0.05 * i, sh[i] = 0.1 * (i % 5) - 0.2, mu[i] = 0.03 * i - 0.3, var[i] = 0.5 + 0.1 * (i % 7);
+    tb_const_f(m, "sc", F, 1, TB_DIMS(24), sc);
+    tb_const_f(m, "sh", F, 1, TB_DIMS(24), sh);
+    tb_const_f(m, "mu", F, 1, TB_DIMS(24), mu);
+    tb_const_f(m, "var", F, 1, TB_DIMS(24), var);
+    int c1 = tb_node(m, "Conv", "x,w1", "c1");
+    tb_attr_ints(m, c1, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_node(m, "Conv", "x,w2", "c2");
+    tb_attr_i(m, tb_node(m, "Concat", "c1,c2,x", "cat"), "axis", 1);
+    tb_node(m, "BatchNormalization", "cat,sc,sh,mu,var", "bn");
+    tb_node(m, "Relu", "bn", "r");
+    tb_node(m, "Conv", "r,w3", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    float *x = rnd(8 * 256), *w1 = rnd(12 * 8 * 9), *w2 = rnd(4 * 8), *w3 = rnd(6 * 24);
+    float *cat = zeros(24 * 256), *want = zeros(6 * 256);
+    ref_conv2d(x, w1, NULL, cat, 1, 8, 16, 16, 12, 3, 3, 1, 1, 1, 1, 16, 16);
+    ref_conv2d(x, w2, NULL, cat + 12 * 256, 1, 8, 16, 16, 4, 1, 1, 1, 1, 0, 1, 16, 16);
+    memcpy(cat + 16 * 256, x, sizeof(float) * 8 * 256);
+    for (int c = 0; c < 24; c++)
+        for (int i = 0; i < 256; i++) {
+            float v = (float)((cat[c * 256 + i] - mu[c]) / sqrt(var[c] + 1e-5) * sc[c] + sh[c]);
+            cat[c * 256 + i] = v > 0 ? v : 0;
+        }
+    ref_conv2d(cat, w3, NULL, want, 1, 24, 16, 16, 6, 1, 1, 1, 1, 0, 1, 16, 16);
+    const char *names[4] = {"x", "w1", "w2", "w3"};
+    float *data[4] = {x, w1, w2, w3};
+    const int64_t *dims[4] = {TB_DIMS(1, 8, 16, 16), TB_DIMS(12, 8, 3, 3), TB_DIMS(4, 8, 1, 1), TB_DIMS(6, 24, 1, 1)};
+    int ranks[4] = {4, 4, 4, 4};
+    T_CHECK(!mp_dnnl_available() || mp_dnnl_kernel(m->graph, tb_nodep(m, 2)) != NULL);
+    for (int fuse = 0; fuse < 2; fuse++) {
+        int refs = mp_dnnl_reference_primitives();
+        EXPECT_PLAN(m, p, 4, names, data, dims, ranks, fuse, want, 6 * 256, "concat");
+        if (mp_dnnl_reference_primitives() != refs)
+            mp_t_fail(__FILE__, __LINE__, "fuse %d: %d reference primitives", fuse, mp_dnnl_reference_primitives() - refs);
+        mp_exec *pl = measure_plan(p, fuse, 1);
+        if (!pl) continue;
+        set_inputs(pl, 4, names, data, dims, ranks);
+        T_OK(mp_profile_run(pl, p));
+        int bnrelu = 0;
+        for (int i = 0; i < p->n_groups; i++)
+            if (strcmp(p->groups[i].name, "BatchNormalization+Relu") == 0) bnrelu++;
+        T_EQ(bnrelu, mp_dnnl_available() ? fuse : bnrelu);
+        mp_exec_free(pl);
+    }
+    free(x), free(w1), free(w2), free(w3), free(cat), free(want);
+    tb_done(m, p);
+    mp_run_portable_only = was_portable;
+}
+
 /* A residual that is plain (a graph input here; in the dynamo exporter's
  * timm ResNet-18 the last block's, whose sum a portable ReduceMean reads)
  * added to a Conv whose output must be plain (a graph output): the Conv
@@ -2378,6 +2446,7 @@ MP_TESTS(dnnl){
     {"attention_exports", test_attention_exports},
     {"plan_conv_layouts", test_plan_conv_layouts},
     {"plan_conv_plain_residual", test_plan_conv_plain_residual},
+    {"plan_concat_layouts", test_plan_concat_layouts},
     {"plan_conv_residual_sum", test_plan_conv_residual_sum},
     {"plan_reduce_global", test_plan_reduce_global},
     {"plan_transpose", test_plan_transpose},

@@ -709,6 +709,10 @@ static bool readers_walk(const mp_graph *g, int v, int depth, int *budget) {
                 if (!a || !b || !dn_same_dims(a, b->rank, b->dims) || !dn_binary_ok(g, c, &swap) ||
                     !readers_walk(g, c->out[0], depth + 1, budget))
                     return false;
+            } else if (dn_is_op(c, "BatchNormalization")) { /* out as in: its readers too */
+                if (j != 0 || !dn_batchnorm_ok(g, c) || !readers_walk(g, c->out[0], depth + 1, budget)) return false;
+            } else if (dn_is_op(c, "Concat")) { /* writes plain itself when its readers want it */
+                if (!dn_concat_ok(g, c)) return false;
             } else if (c->n_in == 1 && dn_eltwise_ok(g, c)) {
                 if (!readers_walk(g, c->out[0], depth + 1, budget)) return false;
             } else {

@@ -39,6 +39,7 @@ extern int omp_get_max_threads(void);
 #define MP__DL_FNS(X) \
     X(dnnl_batch_normalization_forward_desc_init) \
     X(dnnl_binary_desc_init) \
+    X(dnnl_concat_primitive_desc_create) \
     X(dnnl_dilated_convolution_forward_desc_init) \
     X(dnnl_dilated_deconvolution_forward_desc_init) \
     X(dnnl_eltwise_forward_desc_init) \
@@ -92,6 +93,7 @@ MP__DL_FNS(MP__DL_PTR)
 
 #define dnnl_batch_normalization_forward_desc_init (*mp__dl_dnnl_batch_normalization_forward_desc_init)
 #define dnnl_binary_desc_init (*mp__dl_dnnl_binary_desc_init)
+#define dnnl_concat_primitive_desc_create (*mp__dl_dnnl_concat_primitive_desc_create)
 #define dnnl_dilated_convolution_forward_desc_init (*mp__dl_dnnl_dilated_convolution_forward_desc_init)
 #define dnnl_dilated_deconvolution_forward_desc_init (*mp__dl_dnnl_dilated_deconvolution_forward_desc_init)
 #define dnnl_eltwise_forward_desc_init (*mp__dl_dnnl_eltwise_forward_desc_init)
@@ -385,6 +387,8 @@ bool dn_convt_dyn_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_convt_dyn_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_convt_dyn_run(mp_kctx *k);
 bool dn_pool_ok(const mp_graph *g, const mp_node *n);
+bool dn_concat_ok(const mp_graph *g, const mp_node *n);
+mp_status dn_concat_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_pool_prepare(mp_kctx *k, size_t *scratch);
 bool dn_softmax_axis(const mp_graph *g, const mp_node *n, int64_t *outer, int64_t *inner,
                          int64_t *rest);

@@ -183,6 +183,83 @@ mp_status dn_pool_prepare(mp_kctx *k, size_t *scratch) {
     return st;
 }
 
+/* ------------------------------------------------------------ Concat
+ * Channels (axis 1) of fp32 tensors of rank 3 to 5: SqueezeNet's Fire and
+ * GoogLeNet's Inception modules, DenseNet's feature lists. Each input as
+ * its producer left it (a Conv's channels-last output, so it is no longer
+ * reordered back to plain for a portable Concat), the output channels-
+ * last when every reader takes it so, else plain. */
+bool dn_concat_ok(const mp_graph *g, const mp_node *n) {
+    const mp_value *y = dn_gout(g, n, 0);
+    if (!dn_is_f32(y) || y->rank < 3 || y->rank > 5 || n->n_in < 1 || n->n_in > DK_MAXARG - 4) return false;
+    int64_t ax = mp_attr_i(n, "axis", 1);
+    if (ax < 0) ax += y->rank;
+    if (ax != 1) return false;
+    for (int i = 0; i < n->n_in; i++) {
+        const mp_value *x = dn_gval(g, n, i);
+        if (!dn_is_f32(x) || x->rank != y->rank || mp_value_numel(x) <= 0) return false;
+        for (int d = 0; d < y->rank; d++)
+            if (d != 1 && x->dims[d] != y->dims[d]) return false;
+    }
+    return true;
+}
+
+mp_status dn_concat_prepare(mp_kctx *k, size_t *scratch) {
+    const mp_graph *g = k->g;
+    const mp_node *n = k->n;
+    const mp_value *y = dn_gout(g, n, 0);
+    dk *s;
+    mp_status st = dn_dk_new(k, &s);
+    if (st) return st;
+    dnnl_memory_desc_t src[DK_MAXARG], nhwc[DK_MAXARG], ymd, yplain;
+    void *own[DK_MAXARG] = {NULL};
+    bool any_blocked = false;
+    int differ = 0; /* inputs not channels-last */
+    for (int i = 0; i < n->n_in; i++) {
+        const mp_value *x = dn_gval(g, n, i);
+        DN(dn_md_plain(&src[i], x->rank, x->dims), "memory descriptor");
+        DN(dn_md_nhwc(&nhwc[i], x->rank, x->dims), "memory descriptor");
+        if (dn_lay_find(k, n->in[i], &src[i])) any_blocked = true;
+        differ += !dnnl_memory_desc_equal(&src[i], &nhwc[i]);
+    }
+    DN(dn_md_plain(&yplain, y->rank, y->dims), "memory descriptor");
+    bool want_blocked = any_blocked && !k->fold && dn_readers_take_blocked(g, n->out[0], 0);
+    /* one layout for every operand (oneDNN's simple concat; mixed ones get
+     * its reference concat): the inputs not channels-last reordered first,
+     * the output reordered back to plain when its readers want that */
+    bool uniform = any_blocked && differ <= DK_MAXPRE;
+    void *yown = NULL;
+    if (uniform) {
+        for (int i = 0; i < n->n_in; i++) {
+            if (dnnl_memory_desc_equal(&src[i], &nhwc[i])) continue;
+            if ((st = dn_dk_pre_reorder(k, s, i, &src[i], &nhwc[i], &own[i]))) return st;
+            src[i] = nhwc[i];
+        }
+        DN(dn_md_nhwc(&ymd, y->rank, y->dims), "memory descriptor");
+        if (!want_blocked && !dnnl_memory_desc_equal(&ymd, &yplain) &&
+            (st = dn_dk_post_reorder(k, s, &ymd, &yplain, &yown)))
+            return st;
+    } else if (want_blocked) {
+        DN(dn_md_nhwc(&ymd, y->rank, y->dims), "memory descriptor");
+    } else {
+        ymd = yplain;
+    }
+    if (want_blocked && !dnnl_memory_desc_equal(&yplain, &ymd) && !dn_lay_add(k, s, n->out[0], &ymd))
+        return mp_error(MP_ERR_NOMEM, "node %s: out of memory", n->name);
+    dnnl_primitive_attr_t attr;
+    if ((st = dn_attr_new(k, &attr))) return st;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t ds = dnnl_concat_primitive_desc_create(&pd, &ymd, n->n_in, 1, src, attr, dn_eng);
+    dnnl_primitive_attr_destroy(attr);
+    if (ds) return dn_dfail(k, ds, "concat");
+    for (int i = 0; i < n->n_in && !st; i++)
+        st = dn_dk_arg(k, s, DNNL_ARG_MULTIPLE_SRC + i, &src[i], own[i] ? FROM_OWN : FROM_IN, i, own[i]);
+    if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &ymd, yown ? FROM_OWN : FROM_OUT, 0, yown);
+    if (!st) st = dn_dk_finish(k, s, pd, scratch);
+    dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 /* ----------------------------------------------- Softmax, LogSoftmax */
 
 bool dn_softmax_axis(const mp_graph *g, const mp_node *n, int64_t *outer, int64_t *inner,
@@ -317,13 +394,38 @@ mp_status dn_batchnorm_prepare(mp_kctx *k, size_t *scratch) {
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
-    dnnl_memory_desc_t md, cmd;
+    dnnl_memory_desc_t md, cmd, plain;
     DN(dn_md_plain(&md, x->rank, x->dims), "memory descriptor");
     DN(dn_md_plain(&cmd, 1, &x->dims[1]), "memory descriptor");
+    plain = md;
+    /* a Relu after it (DenseNet's norm and relu before each convolution)
+     * is oneDNN's fused ReLU: one pass over the tensor, not two */
+    int fv = k->n->out[0];
+    unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
+    int ci = k->fuse ? mp_sole_use(k->g, fv) : -1;
+    if (ci >= 0 && dn_is_op(&k->g->nodes[ci], "Relu") && k->g->nodes[ci].n_out == 1 &&
+        dn_is_f32(dn_gout(k->g, &k->g->nodes[ci], 0))) {
+        if (mp_kfuse(k, ci) == MP_OK) {
+            flags |= dnnl_fuse_norm_relu;
+            fv = k->g->nodes[ci].out[0];
+        } else {
+            mp_error_clear();
+        }
+    }
+    /* channels-last in as the producer left it (a DenseNet layer's Concat),
+     * and out the same when every reader takes it, else reordered back */
+    bool in_blocked = dn_lay_find(k, k->n->in[0], &md);
+    void *yown = NULL;
+    if (in_blocked && !dnnl_memory_desc_equal(&plain, &md)) {
+        if (!k->fold && dn_readers_take_blocked(k->g, fv, 0)) {
+            if (!dn_lay_add(k, s, fv, &md)) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+        } else if ((st = dn_dk_post_reorder(k, s, &md, &plain, &yown))) {
+            return st;
+        }
+    }
     dnnl_batch_normalization_desc_t bd;
     DN(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &md,
-                                                  (float)mp_attr_f(k->n, "epsilon", 1e-5),
-                                                  dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift),
+                                                  (float)mp_attr_f(k->n, "epsilon", 1e-5), flags),
        "batch normalization");
     dnnl_primitive_attr_t attr;
     if ((st = dn_attr_new(k, &attr))) return st;
@@ -331,7 +433,7 @@ mp_status dn_batchnorm_prepare(mp_kctx *k, size_t *scratch) {
     if ((st = dn_make_pd(k, &bd, attr, NULL, &pd))) return st;
     static const int args[] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
     st = dn_dk_arg(k, s, DNNL_ARG_SRC, &md, FROM_IN, 0, NULL);
-    if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &md, FROM_OUT, 0, NULL);
+    if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &md, yown ? FROM_OWN : FROM_OUT, 0, yown);
     for (int j = 0; j < 4 && !st; j++) st = dn_dk_arg(k, s, args[j], &cmd, FROM_IN, 1 + j, NULL);
     if (!st) st = dn_dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
