@@ -2022,6 +2022,60 @@ static void test_plan_matmul_gelu(void) {
     mp_run_portable_only = was_portable;
 }
 
+/* SiLU written out (x * Sigmoid(x), the TorchScript exporter's F.silu:
+ * EfficientNet's convolutions, Llama's MLP gate) and QuickGELU (x *
+ * Sigmoid(1.702 x)) after a MatMul and after a Conv: one kernel, the
+ * activation oneDNN's swish post-op (alpha 1 and 1.702). Before, the
+ * Sigmoid and the Mul each ran alone over the tensor. Against the
+ * reference loops, fused and not; fused, one step. */
+static void test_plan_swish(void) {
+    bool was_portable = mp_run_portable_only;
+    mp_run_portable_only = false;
+    for (int form = 0; form < 4; form++) { /* SiLU, QuickGELU after MatMul; the same after Conv */
+        bool conv = form >= 2, quick = form % 2;
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", F, conv ? 4 : 3, conv ? TB_DIMS(1, 8, 12, 12) : TB_DIMS(1, 24, 64));
+        tb_input(m, "w", F, conv ? 4 : 2, conv ? TB_DIMS(16, 8, 3, 3) : TB_DIMS(64, 80));
+        tb_const_f(m, "q", F, 0, NULL, (const double[]){1.702});
+        int head = conv ? tb_node(m, "Conv", "x,w", "h") : tb_node(m, "MatMul", "x,w", "h");
+        if (conv) tb_attr_ints(m, head, "pads", 4, TB_DIMS(1, 1, 1, 1));
+        if (quick) {
+            tb_node(m, "Mul", "h,q", "hq");
+            tb_node(m, "Sigmoid", "hq", "s");
+        } else {
+            tb_node(m, "Sigmoid", "h", "s");
+        }
+        tb_node(m, "Mul", "h,s", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        int64_t n = conv ? 16 * 144 : 24 * 80;
+        float *xv = rnd(conv ? 8 * 144 : 24 * 64), *wv = rnd(conv ? 16 * 8 * 9 : 64 * 80), *want = zeros(n);
+        if (conv) ref_conv2d(xv, wv, NULL, want, 1, 8, 12, 12, 16, 3, 3, 1, 1, 1, 1, 12, 12);
+        else ref_matmul(xv, wv, want, 24, 64, 80);
+        for (int64_t i = 0; i < n; i++) {
+            double v = want[i];
+            want[i] = (float)(v / (1 + exp(-(quick ? 1.702 : 1.0) * v)));
+        }
+        const char *names[2] = {"x", "w"};
+        float *data[2] = {xv, wv};
+        const int64_t *dims[2] = {conv ? TB_DIMS(1, 8, 12, 12) : TB_DIMS(1, 24, 64),
+                                  conv ? TB_DIMS(16, 8, 3, 3) : TB_DIMS(64, 80)};
+        int ranks[2] = {conv ? 4 : 3, conv ? 4 : 2};
+        char tag[32];
+        snprintf(tag, sizeof tag, "form %d", form);
+        for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, n, tag);
+        mp_exec *pl = measure_plan(p, 1, 1);
+        if (pl) {
+            T_OK(mp_profile_run(pl, p));
+            T_EQ(p->run.steps, 1);
+            mp_exec_free(pl);
+        }
+        free(xv), free(wv), free(want);
+        tb_done(m, p);
+    }
+    mp_run_portable_only = was_portable;
+}
+
 /* Channels-last activations between oneDNN kernels, through the planner:
  * Conv+Relu -> Conv -> Add(residual)+Relu -> MaxPool -> Conv -> output
  * (plain), against the reference loops, fused and not. */
@@ -2447,6 +2501,7 @@ MP_TESTS(dnnl){
     {"plan_conv_layouts", test_plan_conv_layouts},
     {"plan_conv_plain_residual", test_plan_conv_plain_residual},
     {"plan_concat_layouts", test_plan_concat_layouts},
+    {"plan_swish", test_plan_swish},
     {"plan_conv_residual_sum", test_plan_conv_residual_sum},
     {"plan_reduce_global", test_plan_reduce_global},
     {"plan_transpose", test_plan_transpose},

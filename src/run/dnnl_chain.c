@@ -429,25 +429,43 @@ static bool fold_dims(const mp_value *o, int rank, const int64_t *dims, int64_t 
     return true;
 }
 
-/* A GELU written out (src/analyze/patterns.c: erf or tanh form) reading
- * value v, every reader of v inside it: its nodes in topological order
- * (*n of them) and its oneDNN algorithm. */
-static bool gelu_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t *alg) {
+/* A whole activation written out that reads v (several nodes do) and
+ * oneDNN applies as one eltwise post-op: GELU (erf or tanh form), SiLU
+ * (x * Sigmoid(x): swish with alpha 1, EfficientNet's and Llama's MLP
+ * gate), QuickGELU (x * Sigmoid(1.702 x): swish with alpha 1.702). */
+static bool act_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t *alg, float *alpha) {
     const mp_value *val = &g->values[v];
     int nu;
     const int *u = mp_uses(g, v, &nu);
     if ((val->flags & MP_VAL_OUTPUT) || nu < 1) return false;
     const mp_patterns *p;
     mp_pref r = dn_pattern_at(g, &g->nodes[u[0]], &p);
-    const mp_pact *a = r.kind == MP_PAT_ACT ? dn_gelu_fusable(g, p, r.index) : NULL;
-    if (!a || a->x != v || a->n > 8) return false;
+    if (r.kind != MP_PAT_ACT) return false;
+    const mp_pact *a = dn_gelu_fusable(g, p, r.index);
+    *alpha = 0;
+    if (a) {
+        *alg = a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
+    } else {
+        a = &p->acts[r.index];
+        if (a->form != MP_FORM_DECOMPOSED || (a->kind != MP_ACT_SILU && a->kind != MP_ACT_QUICK_GELU) || a->n < 2)
+            return false;
+        const mp_value *x = &g->values[a->x];
+        if (!dn_is_f32(x)) return false;
+        for (int i = 0; i < a->n; i++) {
+            const mp_node *m = &g->nodes[p->members[a->first + i].node];
+            const mp_value *o = dn_gout(g, m, 0);
+            if (m->n_out != 1 || !dn_is_f32(o) || !dn_same_dims(o, x->rank, x->dims)) return false;
+        }
+        *alg = dnnl_eltwise_swish;
+        *alpha = a->kind == MP_ACT_SILU ? 1.0f : 1.702f;
+    }
+    if (a->x != v || a->n > 8) return false;
     for (int i = 0; i < nu; i++) {
         mp_pref ri = mp_pattern_at(p, u[i]);
         if (ri.kind != MP_PAT_ACT || ri.index != r.index) return false;
     }
     for (int i = 0; i < a->n; i++) nodes[i] = p->members[a->first + i].node;
     *n = a->n;
-    *alg = a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
     return true;
 }
 
@@ -479,16 +497,17 @@ mp_status dn_absorb_chain(mp_kctx *k, int v, int rank, const int64_t *dims, bool
                               chain *ch) {
     const mp_graph *g = k->g;
     while (k->fuse) {
-        /* a whole GELU (several nodes read v) as one eltwise post-op */
+        /* a whole activation (several nodes read v) as one eltwise post-op */
         int gn[8], ng = 0;
         dnnl_alg_kind_t galg;
-        if (k->ex && !allow_bn && gelu_at(g, v, gn, &ng, &galg)) {
+        float galpha;
+        if (k->ex && act_at(g, v, gn, &ng, &galg, &galpha)) {
             if (chain_has(ch, galg) || !dn_same_dims(&g->values[g->nodes[gn[ng - 1]].out[0]], rank, dims)) break;
             if (mp_kfuse_nodes(k, gn, ng) != MP_OK) {
                 mp_error_clear();
                 break;
             }
-            mp_status st = po_eltwise(k, ch, galg, 0, 0);
+            mp_status st = po_eltwise(k, ch, galg, galpha, 0);
             if (st) return st;
             v = g->nodes[gn[ng - 1]].out[0];
             continue;
