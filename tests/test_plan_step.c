@@ -470,6 +470,33 @@ static void t_dropout(void) {
 
 /* Inference reads the attention it recognised: eager writes the scores,
  * fused does not, and the plan says which */
+/* A causal mask the exporter folded to a constant (nn.MultiheadAttention
+ * given attn_mask=torch.triu(...): 0 on and below the diagonal, -inf
+ * above) is causal, and a decoder given float embeddings (no token ids)
+ * takes its tokens from the attention: batch 3 x 5 positions, nn.MHA's
+ * batch and heads in one dim of its scores. Per token K and V of 8 fp32
+ * features: 2 x 8 x 4 = 64 B; 15 tokens: 960 B. Before, --kv-cache was
+ * refused as an encoder's, and with tokens unknown the cache and the
+ * decode FLOPs printed as 0. */
+static void t_kv_const_causal(void) {
+    t_cli r = RUN("tests/corpus/seeds/mha_causal_const.onnx", "--inference", "--kv-cache", "--gpu", "h100-sxm",
+                  "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    jr *j = json_of(&r);
+    const jr *per = j ? jr_path(j, "plan.inference.kv_cache_bytes_per_token") : NULL;
+    const jr *kv = j ? jr_path(j, "plan.inference.kv_cache_bytes") : NULL;
+    const jr *dec = j ? jr_path(j, "plan.inference.decode_flops_per_token") : NULL;
+    const jr *pre = j ? jr_path(j, "plan.inference.prefill_flops") : NULL;
+    T_CHECK(per && kv && dec && pre);
+    if (per && kv && dec && pre) {
+        T_EQ(per->i, 64);
+        T_EQ(kv->i, 960);
+        T_EQ(dec->i, pre->i / 15);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 static void t_inference_attention(void) {
     int64_t acts[2] = {0};
     double fwd[2] = {0};
@@ -804,6 +831,7 @@ MP_TESTS(plan_step) {
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},
+    {"kv_const_causal", t_kv_const_causal},
     {"data_shapes", t_data_shapes},
     {"matmul_copies", t_matmul_copies},
     {"plan_text", t_plan_text},

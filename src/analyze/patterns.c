@@ -864,7 +864,8 @@ static mp_pattn *attn_new(pctx *c, int form) {
 
 /* Is mask value v causal: built (within a few dozen nodes) from Trilu, or
  * from a comparison (LessOrEqual, Less, GreaterOrEqual, Greater) of two
- * operands that both come from Range (key index against query index). */
+ * operands that both come from Range (key index against query index), or
+ * a constant of causal contents (const_causal). */
 static bool depends_on_range(const pctx *c, int v, int depth) {
     if (v < 0 || depth > 12) return false;
     int p = prod(c, v);
@@ -879,12 +880,34 @@ static bool depends_on_range(const pctx *c, int v, int depth) {
     return false;
 }
 
+/* A constant additive mask whose contents the inference holds (a causal
+ * mask built in the model from constants, folded by the exporter:
+ * nn.MultiheadAttention given attn_mask=torch.triu(...)): 0 where key j <=
+ * query i (the keys' extra leading positions allowed too), very negative
+ * (-inf, or below -1e4) elsewhere, in every leading block. */
+static bool const_causal(const pctx *c, int v) {
+    const mp_value *val = VAL(c, v);
+    if (val->kn <= 0 || !val->fv || val->rank < 2 || !mp_dtype_is_float(val->dtype) || val->kn != mp_value_numel(val))
+        return false;
+    int64_t sq = val->dims[val->rank - 2], sk = val->dims[val->rank - 1];
+    if (sq < 2 || sk < sq || val->kn % (sq * sk)) return false;
+    for (int64_t b = 0; b < val->kn; b += sq * sk)
+        for (int64_t i = 0; i < sq; i++)
+            for (int64_t j = 0; j < sk; j++) {
+                double x = val->fv[b + i * sk + j];
+                bool allowed = x > -1e4, want = j <= i + (sk - sq);
+                if (allowed != want || (allowed && x != 0)) return false;
+            }
+    return true;
+}
+
 static bool mask_causal(const pctx *c, int v) {
     /* breadth first over the mask's producers, each node once */
     int queue[256], head = 0, n = 0;
     if (v >= 0) queue[n++] = v;
     while (head < n) {
         int u = queue[head++];
+        if (const_causal(c, u)) return true;
         int p = prod(c, u);
         if (p < 0) continue;
         bool again = false;

@@ -1596,6 +1596,23 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                 pl->tokens_per_mb = bscale(&c, mp_tplan_numel(v));
             }
         }
+        /* a decoder given its embeddings (no ids: nn.MultiheadAttention or
+         * nn.TransformerDecoder on float inputs, inputs_embeds): its causal
+         * attention's batch x query length */
+        for (int a = 0; !pl->has_tokens && c.P && a < c.P->n_attn; a++) {
+            const mp_pattn *at = &c.P->attn[a];
+            if (!at->causal && at->mask != MP_MASK_CAUSAL_OP) continue;
+            int64_t b = at->batch, sq = at->seq_q;
+            /* batch and heads in one dim ([B x H, S, D]: nn.MultiheadAttention's
+             * export): the scores' first dim over the heads */
+            const mp_value *sc = at->qk >= 0 ? &g->values[g->nodes[at->qk].out[0]] : NULL;
+            if (b <= 0 && sc && sc->rank == 3 && at->heads > 0 && sc->dims[0] > 0 && sc->dims[0] % at->heads == 0)
+                b = sc->dims[0] / at->heads;
+            if (b > 0 && sq > 0) {
+                pl->has_tokens = true;
+                pl->tokens_per_mb = bscale(&c, (uint64_t)(b * sq));
+            }
+        }
         /* the loss (loss.c): the form, what it keeps and allocates */
         if (g->n_outputs > 0) {
             int y = g->outputs[0];

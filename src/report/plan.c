@@ -534,8 +534,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
         pf(w, "%s\n", mp_fmt_bytes(pl->infer_inputs).s);
         if (o->kv_cache) {
             label(w, "  KV cache:");
-            pf(w, "%s (the graph's batch x sequence tokens; split by tp)\n",
-               mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp).s);
+            if (pl->tokens_per_mb)
+                pf(w, "%s (the graph's batch x sequence tokens; split by tp)\n",
+                   mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp).s);
+            else
+                pf(w, "? (no token ids and no batch x sequence the attention shows)\n");
         }
         label(w, "  peak:");
         pf(w, "%s\n", mp_fmt_bytes(pl->mem.peak_bytes).s);
@@ -689,14 +692,17 @@ static void write_text(const mp_tplan *pl, pw *w) {
         label(w, "  per token:");
         pf(w, "%s\n", mp_fmt_bytes(pl->kv_bytes_per_token).s);
         label(w, "  at this context:");
-        pf(w, "%s (%s tokens: the graph's batch x sequence)\n",
-           mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb).s, mp_fmt_count(pl->tokens_per_mb).s);
+        if (pl->tokens_per_mb)
+            pf(w, "%s (%s tokens: the graph's batch x sequence)\n",
+               mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb).s, mp_fmt_count(pl->tokens_per_mb).s);
+        else
+            pf(w, "? (no token ids and no batch x sequence the attention shows)\n");
         label(w, "  prefill:");
         pf(w, "%s, %s read (weights and activations)\n", mp_fmt_flops(pl->fwd_flops).s,
            mp_fmt_bytes(pl->mem.weights_bytes + pl->mem.activations_bytes).s);
         label(w, "  decode per token:");
         pf(w, "%s, %s read (weights + the KV cache at this context)\n",
-           mp_fmt_flops(pl->tokens_per_mb ? pl->fwd_flops / pl->tokens_per_mb : 0).s,
+           pl->tokens_per_mb ? mp_fmt_flops(pl->fwd_flops / pl->tokens_per_mb).s : "? FLOPs",
            mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb).s);
     }
     if (pl->n_default_ops) {
@@ -1142,7 +1148,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
         if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token);
         else jw_null(w);
         jw_key(w, "kv_cache_bytes");
-        if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
+        if (o->kv_cache && pl->tokens_per_mb) jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
         else jw_null(w);
         jw_key(w, "prefill_flops"); jw_u64(w, pl->fwd_flops);
         jw_key(w, "decode_flops_per_token");
