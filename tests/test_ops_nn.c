@@ -829,6 +829,19 @@ static void t_upsample(void) {
     T_EQ_STR(tb_shape(m, "y"), "1x3x16x16");
     T_EQ_U64(tb_nodep(m, k)->cost.flops, 6 * 3 * 16 * 16); /* 4608 */
     tb_done(m, p);
+
+    /* PyTorch's export of F.interpolate(size=(13, 11)) from 7 x 9 at
+     * opsets 9-10: scales 13/7 and 11/9 as floats; the products in float
+     * are 13 and 11 (ONNX Runtime's; in double 12.9999996 and 10.9999998
+     * floored to 12 and 10) */
+    m = tb_new(9);
+    tb_input(m, "x", F, 4, TB_DIMS(1, 3, 7, 9));
+    tb_const_f(m, "sc", F, 1, TB_DIMS(4), (const double[]){1, 1, 13.0 / 7, 11.0 / 9});
+    tb_node(m, "Upsample", "x,sc", "y");
+    tb_output(m, "y");
+    p = tb_prof(m);
+    T_EQ_STR(tb_shape(m, "y"), "1x3x13x11");
+    tb_done(m, p);
 }
 
 static void t_resize_errors(void) {

@@ -791,7 +791,8 @@ static mp_status infer_dropout1(mp_ctx *c) { return nn_dropout(c, -1); }
 static mp_status infer_dropout10(mp_ctx *c) { return nn_dropout(c, MP_DT_BOOL); }
 
 /* ---- Resize, Upsample ----
- * Output dims: sizes when given, else floor(in * scale). Only the listed
+ * Output dims: sizes when given, else floor(in * scale) (the product in
+ * float, as ONNX Runtime rounds it). Only the listed
  * axes change (opset 18 'axes'; default all). keep_aspect_ratio_policy
  * (opset 18) not_larger / not_smaller scales every listed axis by the
  * min / max of sizes/in, rounded half up. roi is ignored.
@@ -882,7 +883,9 @@ static mp_status nn_resize(mp_ctx *c, int scales_i, int sizes_i, bool v18) {
         if (in < 0) {
             dims[ax[j]] = s[j] == 1.0 ? in : MP_DIM_ANON;
         } else {
-            double o = floor((double)in * s[j]);
+            /* in float, as ONNX Runtime computes it (and PyTorch's export
+             * expects): 7 x 1.8571428f (13/7) is 13, not 12.9999996 */
+            double o = floor((double)((float)in * (float)s[j]));
             if (o > 9e18) return mp_fail(c, "output dim %d is too large", ax[j]);
             dims[ax[j]] = (int64_t)o;
         }
