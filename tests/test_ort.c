@@ -711,6 +711,46 @@ static void t_reshape_fusion(void) {
     tb_done(m, p);
 }
 
+/* ONNX Runtime may run first, out of the graph's order, nodes that read
+ * activations only for their dtype: the dynamo exporter's timm
+ * MobileNet-V3 has 46 CastLike+Expand pairs, which ONNX Runtime inlines to
+ * "Cast_N" (a name of its kind only) and runs at the start of each run.
+ * Such a Cast, before the first placed event, took every unplaced node up
+ * to that event's node, the Conv that the next event ("r_nchwc", named
+ * after the Relu's output) ran: its shapes were then "of another model".
+ * Now a span before the first (after the last) placed event reaches the
+ * graph's start (end) only when that event is the graph's first (last)
+ * placed node, and a node with MACs goes only to a kernel that can run it. */
+static void t_out_of_order(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 4, 8, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 4, TB_DIMS(8, 4, 3, 3));
+    tb_const_f(m, "s", MP_DT_FLOAT, 0, NULL, (const double[]){0.5});
+    tb_const_i(m, "shp", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){4});
+    int c = tb_node(m, "Conv", "x,W", "c");
+    tb_name(m, c, "/conv");
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_name(m, tb_node(m, "Relu", "c", "r"), "/relu");
+    tb_name(m, tb_node(m, "CastLike", "s,x", "s2"), "/castlike");
+    tb_name(m, tb_node(m, "Expand", "s2,shp", "e"), "/expand");
+    tb_output(m, "r");
+    tb_output(m, "e");
+    mp_profile *p = tb_prof(m);
+    const sev ev[] = {
+        {"Cast_9", "Cast", "[{\"float\":[]}]", "[{\"float\":[]}]"},
+        {"/expand", "Expand", "[{\"float\":[]},{\"int64\":[1]}]", "[{\"float\":[4]}]"},
+        {"r_nchwc", "Conv", "[{\"float\":[1,4,8,8]},{\"float\":[8,4,3,3]}]", "[{\"float\":[1,8,8,8]}]"},
+    };
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
+        T_EQ(st, MP_OK);
+        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
+    }
+    tb_done(m, p);
+}
+
 /* Profiles of other models, and of this one at other dims: refused, naming
  * the first node or dim that differs; the dims a profile ran with, read from
  * it when none are given. */
@@ -837,6 +877,7 @@ MP_TESTS(ort){
     {"split_fusion", t_split_fusion},
     {"matmul_add_fusion", t_matmul_add_fusion},
     {"reshape_fusion", t_reshape_fusion},
+    {"out_of_order", t_out_of_order},
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},

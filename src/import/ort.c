@@ -415,6 +415,8 @@ static int ort_from_readers(const ort *o, int k, bool strict) {
     return u;
 }
 
+static bool ort_can_run(const char *kop, const char *op);
+
 static int cmp_slot_order(const void *a, const void *b, void *ctx) {
     const ort_slot *s = ctx;
     return s[*(const int *)a].order - s[*(const int *)b].order;
@@ -459,6 +461,12 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
     for (int i = 0; i < o->n_slots; i++) by[i] = i;
     qsort_r(by, (size_t)o->n_slots, sizeof *by, cmp_slot_order, o->slots);
     int prev = -1, pend = 0; /* prev: the last placed anchor's place in the graph */
+    int lo_anchor = nn, hi_anchor = -1; /* the first and last placed anchors' places */
+    for (int i = 0; i < o->n_slots; i++)
+        if (o->slots[i].anchor >= 0) {
+            lo_anchor = MP_MIN(lo_anchor, o->pos[o->slots[i].anchor]);
+            hi_anchor = MP_MAX(hi_anchor, o->pos[o->slots[i].anchor]);
+        }
     for (int i = 0; i <= o->n_slots; i++) {
         ort_slot *s = i < o->n_slots ? &o->slots[by[i]] : NULL;
         if (s && s->anchor < 0) {
@@ -468,9 +476,24 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
         int cur = s ? o->pos[s->anchor] : nn;
         if (pend) {
             int lo = MP_MIN(prev, cur), hi = MP_MAX(prev, cur), u = -1;
+            /* before the first placed event of the run (after the last), the
+             * span reaches the graph's start (end) only when that event is
+             * the graph's first (last) placed node: ONNX Runtime may run
+             * nodes out of the graph's order first (timm MobileNet-V3's
+             * Expands of constants, after a Cast it added, which took the
+             * 425 nodes before the first of them) */
+            if ((prev < 0 && cur != lo_anchor) || (!s && prev != hi_anchor)) lo = hi;
             for (int q = lo + 1; q < hi; q++) {
                 int k = g->order[q];
                 if (o->unit_of[k] >= 0 || o->konst[k]) continue;
+                /* a node with MACs only into a kernel that can run it (a
+                 * Cast ONNX Runtime made of a CastLike, run among Expands
+                 * of constants out of the graph's order, took a Conv) */
+                if (g->nodes[k].cost.macs > 0) {
+                    bool can = false;
+                    for (int j = 0; j < pend && !can; j++) can = ort_can_run(ort_str(o, o->slots[by[j]].op), g->nodes[k].op);
+                    if (!can) continue;
+                }
                 if (u < 0 && (u = ort_new_unit(o, o->slots[by[pend - 1]].order)) < 0) {
                     free(by);
                     return mp_error(MP_ERR_NOMEM, "out of memory");
