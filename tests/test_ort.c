@@ -607,6 +607,19 @@ static void t_match_rules(void) {
                                          "model reads or writes");
 }
 
+/* mp_profile_ort of the events ev[0..n) on m's profile p: accepted (the
+ * message said when not); m and p freed. */
+static void expect_placed(mp_model *m, mp_profile *p, const sev *ev, int n) {
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        mp_status st = mp_profile_ort(p, shaped_profile(ev, n, -1), &o);
+        T_EQ(st, MP_OK);
+        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
+    }
+    tb_done(m, p);
+}
+
 /* ONNX Runtime's GatherSliceToSplitFusion runs the Slices (and Gathers)
  * reading one value as one Split named "<one of them>/GatherSliceToSplit
  * Fusion" (RAFT's context split, torch.split exported as two Slices): the
@@ -633,14 +646,7 @@ static void t_split_fusion(void) {
         {"/Relu", "Relu", "[{\"float\":[1,6,4]}]", "[{\"float\":[1,6,4]}]"},
         {"/Tanh", "Tanh", "[{\"float\":[1,4,4]}]", "[{\"float\":[1,4,4]}]"},
     };
-    if (p) {
-        mp_ort_options o;
-        mp_ort_options_default(&o);
-        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
-        T_EQ(st, MP_OK);
-        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
-    }
-    tb_done(m, p);
+    expect_placed(m, p, ev, 3);
 }
 
 /* ONNX Runtime 1.30's MatMulAddFusion: a MatMul of rank 3 by a weight and
@@ -701,14 +707,7 @@ static void t_reshape_fusion(void) {
          "[{\"float\":[14,48]}]"},
         {"gemm_output_reshape", "Reshape", "[{\"float\":[14,48]},{\"int64\":[3]}]", "[{\"float\":[2,7,48]}]"},
     };
-    if (p) {
-        mp_ort_options o;
-        mp_ort_options_default(&o);
-        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
-        T_EQ(st, MP_OK);
-        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
-    }
-    tb_done(m, p);
+    expect_placed(m, p, ev, 3);
 }
 
 /* ONNX Runtime may run first, out of the graph's order, nodes that read
@@ -741,14 +740,7 @@ static void t_out_of_order(void) {
         {"/expand", "Expand", "[{\"float\":[]},{\"int64\":[1]}]", "[{\"float\":[4]}]"},
         {"r_nchwc", "Conv", "[{\"float\":[1,4,8,8]},{\"float\":[8,4,3,3]}]", "[{\"float\":[1,8,8,8]}]"},
     };
-    if (p) {
-        mp_ort_options o;
-        mp_ort_options_default(&o);
-        mp_status st = mp_profile_ort(p, shaped_profile(ev, 3, -1), &o);
-        T_EQ(st, MP_OK);
-        if (st) mp_t_fail(__FILE__, __LINE__, "%s", mp_last_error());
-    }
-    tb_done(m, p);
+    expect_placed(m, p, ev, 3);
 }
 
 /* Profiles of other models, and of this one at other dims: refused, naming

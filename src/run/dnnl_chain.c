@@ -441,23 +441,14 @@ static bool act_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t
     const mp_patterns *p;
     mp_pref r = dn_pattern_at(g, &g->nodes[u[0]], &p);
     if (r.kind != MP_PAT_ACT) return false;
-    const mp_pact *a = dn_gelu_fusable(g, p, r.index);
-    *alpha = 0;
-    if (a) {
-        *alg = a->kind == MP_ACT_GELU ? dnnl_eltwise_gelu_erf : dnnl_eltwise_gelu_tanh;
-    } else {
-        a = &p->acts[r.index];
-        if (a->form != MP_FORM_DECOMPOSED || (a->kind != MP_ACT_SILU && a->kind != MP_ACT_QUICK_GELU) || a->n < 2)
-            return false;
-        const mp_value *x = &g->values[a->x];
-        if (!dn_is_f32(x)) return false;
-        for (int i = 0; i < a->n; i++) {
-            const mp_node *m = &g->nodes[p->members[a->first + i].node];
-            const mp_value *o = dn_gout(g, m, 0);
-            if (m->n_out != 1 || !dn_is_f32(o) || !dn_same_dims(o, x->rank, x->dims)) return false;
-        }
-        *alg = dnnl_eltwise_swish;
-        *alpha = a->kind == MP_ACT_SILU ? 1.0f : 1.702f;
+    const mp_pact *a = dn_act_decomposed(g, p, r.index);
+    if (!a) return false;
+    *alpha = a->kind == MP_ACT_SILU ? 1.0f : a->kind == MP_ACT_QUICK_GELU ? 1.702f : 0.0f;
+    switch (a->kind) {
+    case MP_ACT_GELU: *alg = dnnl_eltwise_gelu_erf; break;
+    case MP_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; break;
+    case MP_ACT_SILU: case MP_ACT_QUICK_GELU: *alg = dnnl_eltwise_swish; break;
+    default: return false;
     }
     if (a->x != v || a->n > 8) return false;
     for (int i = 0; i < nu; i++) {

@@ -9,13 +9,11 @@
  * the group runs as one eltwise kernel on x, sitting on the group's first
  * node (which reads x as its input 0). */
 
-/* Act pattern `index` when the glue runs it whole: a GELU (erf or tanh)
- * written out, in fp32, every member's output x's dims. */
-const mp_pact *dn_gelu_fusable(const mp_graph *g, const mp_patterns *p, int index) {
+/* Act pattern `index` written out, when the glue can run it whole: in
+ * fp32, 2 to 8 members, every member's output x's dims. */
+const mp_pact *dn_act_decomposed(const mp_graph *g, const mp_patterns *p, int index) {
     const mp_pact *a = &p->acts[index];
-    if (a->form != MP_FORM_DECOMPOSED || (a->kind != MP_ACT_GELU && a->kind != MP_ACT_GELU_TANH) || a->n < 2 ||
-        a->n > 8)
-        return NULL;
+    if (a->form != MP_FORM_DECOMPOSED || a->n < 2 || a->n > 8) return NULL;
     const mp_value *x = &g->values[a->x];
     if (!dn_is_f32(x)) return NULL;
     for (int i = 0; i < a->n; i++) {
@@ -24,6 +22,12 @@ const mp_pact *dn_gelu_fusable(const mp_graph *g, const mp_patterns *p, int inde
         if (m->n_out != 1 || !dn_is_f32(o) || !dn_same_dims(o, x->rank, x->dims)) return NULL;
     }
     return a;
+}
+
+/* The same, a GELU (erf or tanh form). */
+const mp_pact *dn_gelu_fusable(const mp_graph *g, const mp_patterns *p, int index) {
+    const mp_pact *a = dn_act_decomposed(g, p, index);
+    return a && (a->kind == MP_ACT_GELU || a->kind == MP_ACT_GELU_TANH) ? a : NULL;
 }
 
 /* The GELU whose first node n is (reading x as its input 0), else NULL. */
