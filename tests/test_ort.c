@@ -743,6 +743,23 @@ static void t_out_of_order(void) {
     expect_placed(m, p, ev, 3);
 }
 
+/* ONNX Runtime profiles the nodes of an If's branches (a Loop's, a Scan's
+ * body) under their own names (torchvision Faster R-CNN's MultiScaleRoIAlign
+ * in an If: '/roi_heads/box_roi_pool/Squeeze_3'): such an event is placed on
+ * the If, by its node's name, its shapes (the branch's, run by run) not
+ * checked. It was refused as no node of the model. */
+static void t_body_events(void) {
+    mp_model *m = NULL;
+    mp_profile *p = tb_prof_file("tests/corpus/seeds/if_named_branches.onnx", &m);
+    const sev ev[] = {
+        {"/sum", "ReduceSum", "[{\"float\":[4]}]", "[{\"float\":[]}]"},
+        {"/gt", "Greater", "[{\"float\":[]},{\"float\":[]}]", "[{\"bool\":[]}]"},
+        {"/then/Relu", "Relu", "[{\"float\":[4]}]", "[{\"float\":[4]}]"},
+        {"/if", "If", "[{\"bool\":[]}]", "[{\"float\":[4]}]"},
+    };
+    expect_placed(m, p, ev, 4);
+}
+
 /* Profiles of other models, and of this one at other dims: refused, naming
  * the first node or dim that differs; the dims a profile ran with, read from
  * it when none are given. */
@@ -870,6 +887,7 @@ MP_TESTS(ort){
     {"matmul_add_fusion", t_matmul_add_fusion},
     {"reshape_fusion", t_reshape_fusion},
     {"out_of_order", t_out_of_order},
+    {"body_events", t_body_events},
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},

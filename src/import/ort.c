@@ -59,7 +59,9 @@ typedef struct ort_slot {
     int threads;
 } ort_slot;
 
-enum { ORT_NONE, ORT_EXACT, ORT_RENAMED, ORT_ORDER };
+/* ORT_BODY: named after a node of an If's, Loop's or Scan's body, placed on
+ * that control-flow node (its shapes are the body's, run by run: unchecked) */
+enum { ORT_NONE, ORT_EXACT, ORT_RENAMED, ORT_ORDER, ORT_BODY };
 
 typedef struct ort {
     mp_profile *p;
@@ -83,6 +85,7 @@ typedef struct ort {
     int64_t budget;              /* values ort_model_has may still look at */
     int n_units, cap_units;
     mp_strmap node_names;
+    mp_strmap body_names;        /* a body's node names -> the top-level node holding the body */
 } ort;
 
 static const char *ort_str(const ort *o, uint32_t i) {
@@ -306,6 +309,24 @@ done:
 
 /* ---- 2-4. slots to nodes ---- */
 
+/* The names of the nodes in n's bodies (and theirs), each mapped to k, the
+ * top-level node: ONNX Runtime profiles a body's nodes under their own
+ * names (torchvision's MultiScaleRoIAlign in an If's branches). */
+static mp_status ort_body_names(ort *o, const mp_node *n, int k, int depth) {
+    if (depth > 16) return MP_OK;
+    for (int b = 0; b < n->n_sub; b++) {
+        const mp_graph *sg = n->sub[b];
+        for (int i = 0; sg && i < sg->n_nodes; i++) {
+            const mp_node *c = &sg->nodes[i];
+            if (c->name && c->name[0] && mp_strmap_get(&o->node_names, c->name) < 0 &&
+                mp_strmap_get(&o->body_names, c->name) < 0 && mp_strmap_put(&o->body_names, c->name, k) != MP_OK)
+                return MP_ERR_NOMEM;
+            if (c->n_sub > 0 && ort_body_names(o, c, k, depth + 1) != MP_OK) return MP_ERR_NOMEM;
+        }
+    }
+    return MP_OK;
+}
+
 static mp_status ort_graph(ort *o) {
     const mp_graph *g = o->g;
     int nn = g->n_nodes, nv = g->n_values;
@@ -329,6 +350,9 @@ static mp_status ort_graph(ort *o) {
             mp_strmap_put(&o->node_names, n->name, k) != MP_OK)
             return mp_error(MP_ERR_NOMEM, "out of memory");
     }
+    for (int k = 0; k < nn; k++)
+        if (g->nodes[k].n_sub > 0 && ort_body_names(o, &g->nodes[k], k, 0) != MP_OK)
+            return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int v = 0; v < nv; v++) o->cons_at[v + 1] += o->cons_at[v];
     o->cons = malloc(sizeof(int) * (size_t)(edges + 1));
     int *fill = calloc((size_t)nv + 1, sizeof *fill);
@@ -430,10 +454,13 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
         ort_slot *s = &o->slots[i];
         const char *nm = ort_str(o, s->name);
         bool renamed = false;
-        int k = ort_resolve(o, nm, strlen(nm) - strlen("_kernel_time"), 0, &renamed, &s->value);
+        size_t nl = strlen(nm) - strlen("_kernel_time");
+        int k = ort_resolve(o, nm, nl, 0, &renamed, &s->value);
+        bool body = false;
+        if (k < 0 && (k = mp_strmap_getn(&o->body_names, nm, nl)) >= 0) body = true;
         if (k < 0) continue;
         s->anchor = k;
-        s->how = renamed ? ORT_RENAMED : ORT_EXACT;
+        s->how = body ? ORT_BODY : renamed ? ORT_RENAMED : ORT_EXACT;
         if (o->unit_of[k] < 0) {
             int u = ort_new_unit(o, s->order);
             if (u < 0) return mp_error(MP_ERR_NOMEM, "out of memory");
@@ -792,7 +819,7 @@ static mp_status ort_unoptimised(ort *o) {
     const mp_graph *g = o->g;
     bool all_exact = o->n_slots > 0;
     for (int i = 0; i < o->n_slots && all_exact; i++)
-        if (o->slots[i].how != ORT_EXACT || o->slots[i].unit < 0) all_exact = false;
+        if ((o->slots[i].how != ORT_EXACT && o->slots[i].how != ORT_BODY) || o->slots[i].unit < 0) all_exact = false;
     bool *named = calloc((size_t)g->n_nodes + 1, 1);
     if (!named) return mp_error(MP_ERR_NOMEM, "out of memory");
     for (int j = 0; j < o->n_slots; j++)
@@ -900,6 +927,7 @@ static bool ort_kind_named(const ort *o, const ort_slot *s) {
 /* c. The shapes of slot s against the nodes it names and runs. */
 static mp_status ort_check_slot(ort *o, const ort_slot *s) {
     const mp_graph *g = o->g;
+    if (s->how == ORT_BODY) return MP_OK;
     char b1[256], b2[256], ev[512];
     const char *nm = ort_event(o, s, ev, sizeof ev), *op = ort_str(o, s->op);
     bool pad = ort_nchwc(o, s);
@@ -998,7 +1026,7 @@ static bool ort_model_has(ort *o, const ort_shape *a) {
  * weights in one). at/mem: the units' nodes. */
 static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const int *mem) {
     if (!o->budget) o->budget = (int64_t)1 << 24;
-    if (s->unit < 0 || s->how == ORT_NONE) return MP_OK;
+    if (s->unit < 0 || s->how == ORT_NONE || s->how == ORT_BODY) return MP_OK;
     bool guess = s->how == ORT_ORDER; /* placed by its place: its group is a guess */
     char b1[256], b2[256], ev[512];
     const char *nm = ort_event(o, s, ev, sizeof ev), *op = ort_str(o, s->op);
@@ -1200,7 +1228,7 @@ static mp_status ort_fill(ort *o, const mp_ort_options *opt, mp_importinfo *im) 
         const ort_slot *sl = &o->slots[s];
         int u = sl->unit >= 0 && members[sl->unit] ? sl->unit : -1;
         switch (u < 0 ? ORT_NONE : sl->how) {
-        case ORT_EXACT: im->exact++; break;
+        case ORT_EXACT: case ORT_BODY: im->exact++; break;
         case ORT_RENAMED: im->renamed++; break;
         case ORT_ORDER: im->by_order++; break;
         default: im->unmatched++; break;
@@ -1410,6 +1438,7 @@ static mp_status ort_prepare(ort *o, mp_profile *p, const char *path, const mp_o
 static void ort_release(ort *o) {
     mp_trace_raw_free(&o->raw);
     mp_strmap_free(&o->node_names);
+    mp_strmap_free(&o->body_names);
     free(o->run_ts);
     free(o->run_end);
     free(o->slots);
