@@ -760,6 +760,57 @@ static void t_body_events(void) {
     expect_placed(m, p, ev, 4);
 }
 
+/* Two of ONNX Runtime's NCHWc ways with torchvision's detectors:
+ *  - a Conv of one output channel (FCOS's centerness) runs with its
+ *    weight [1,8,3,3] padded to [16,8,3,3]: a dim of 1 may be a padded one
+ *    (after the dims that match otherwise);
+ *  - Convs whose batch the data decide (Mask R-CNN's mask head after its
+ *    RoIAlign) have MACs, if uncounted: the second Conv joined the first
+ *    Relu's event (a node without MACs joins its producer's), leaving the
+ *    second event's weight "of another model". */
+static void t_nchwc_detectors(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 8, 4, 4));
+    tb_weight(m, "W", MP_DT_FLOAT, 4, TB_DIMS(1, 8, 3, 3));
+    int c = tb_node(m, "Conv", "x,W", "c");
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_name(m, c, "/conv");
+    tb_name(m, tb_node(m, "Relu", "c", "r"), "/relu");
+    tb_output(m, "r");
+    mp_profile *p = tb_prof(m);
+    const sev one[] = {
+        {"r_nchwc", "Conv", "[{\"float\":[1,8,4,4]},{\"float\":[16,8,3,3]}]", "[{\"float\":[1,16,4,4]}]"},
+    };
+    expect_placed(m, p, one, 1);
+
+    m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(5, 8, 4, 4));
+    tb_input(m, "s", MP_DT_FLOAT, 1, TB_DIMS(5));
+    tb_weight(m, "W1", MP_DT_FLOAT, 4, TB_DIMS(8, 8, 3, 3));
+    tb_weight(m, "W2", MP_DT_FLOAT, 4, TB_DIMS(8, 8, 1, 1));
+    tb_const_i(m, "flat", MP_DT_INT64, 1, TB_DIMS(1), TB_DIMS(-1));
+    tb_name(m, tb_node(m, "NonZero", "s", "nz"), "/nz");
+    tb_name(m, tb_node(m, "Reshape", "nz,flat", "idx"), "/flat");
+    tb_name(m, tb_node(m, "Gather", "x,idx", "a"), "/kept");
+    c = tb_node(m, "Conv", "a,W1", "c1");
+    tb_attr_ints(m, c, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_name(m, c, "/conv1");
+    tb_name(m, tb_node(m, "Relu", "c1", "r1"), "/relu1");
+    tb_name(m, tb_node(m, "Conv", "r1,W2", "c2"), "/conv2");
+    tb_name(m, tb_node(m, "Relu", "c2", "r2"), "/relu2");
+    tb_output(m, "r2");
+    p = tb_prof(m);
+    T_CHECK(!p || (tb_nodep(m, c)->cost.flags & MP_COST_UNKNOWN));
+    const sev two[] = {
+        {"/nz", "NonZero", "[{\"float\":[5]}]", "[{\"int64\":[1,3]}]"},
+        {"/flat", "Reshape", "[{\"int64\":[1,3]},{\"int64\":[1]}]", "[{\"int64\":[3]}]"},
+        {"/kept", "Gather", "[{\"float\":[5,8,4,4]},{\"int64\":[3]}]", "[{\"float\":[3,8,4,4]}]"},
+        {"r1_nchwc", "Conv", "[{\"float\":[3,8,4,4]},{\"float\":[8,8,3,3]}]", "[{\"float\":[3,8,4,4]}]"},
+        {"r2_nchwc", "Conv", "[{\"float\":[3,8,4,4]},{\"float\":[8,8,1,1]}]", "[{\"float\":[3,8,4,4]}]"},
+    };
+    expect_placed(m, p, two, 5);
+}
+
 /* Profiles of other models, and of this one at other dims: refused, naming
  * the first node or dim that differs; the dims a profile ran with, read from
  * it when none are given. */
@@ -888,6 +939,7 @@ MP_TESTS(ort){
     {"reshape_fusion", t_reshape_fusion},
     {"out_of_order", t_out_of_order},
     {"body_events", t_body_events},
+    {"nchwc_detectors", t_nchwc_detectors},
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},

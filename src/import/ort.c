@@ -401,9 +401,18 @@ static bool ort_sole_reader(const ort *o, int v, int k) {
 
 /* 4: the unit of node k's producers (light: only when it reads their
  * output alone and computes no MACs), the one that ran last; -1 */
+static int ort_mac_kind(const char *op);
+
+/* Does node n multiply-accumulate: MACs counted, or a Conv/MatMul/Gemm
+ * whose sizes only the run knows (a Mask R-CNN head's batch is the
+ * detections kept; its count is unknown, not 0) */
+static bool ort_has_macs(const mp_node *n) {
+    return n->cost.macs > 0 || ((n->cost.flags & MP_COST_UNKNOWN) && ort_mac_kind(n->op) != 0);
+}
+
 static int ort_from_producers(const ort *o, int k, bool strict) {
     const mp_node *n = &o->g->nodes[k];
-    if (strict && n->cost.macs) return -1;
+    if (strict && ort_has_macs(n)) return -1;
     int best = -1;
     for (int j = 0; j < n->n_in; j++) {
         int v = n->in[j];
@@ -516,7 +525,7 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
                 /* a node with MACs only into a kernel that can run it (a
                  * Cast ONNX Runtime made of a CastLike, run among Expands
                  * of constants out of the graph's order, took a Conv) */
-                if (g->nodes[k].cost.macs > 0) {
+                if (ort_has_macs(&g->nodes[k])) {
                     bool can = false;
                     for (int j = 0; j < pend && !can; j++) can = ort_can_run(ort_str(o, o->slots[by[j]].op), g->nodes[k].op);
                     if (!can) continue;
@@ -716,14 +725,18 @@ static bool ort_shape_ok(const ort_shape *a, const mp_value *v, bool pad, bool p
         open += v->dims[j] < 0;
         left += v->dims[j] > 1;
     }
-    for (int pass = 0; pass < 2; pass++) /* equal dims first, then padded ones */
+    for (int pass = 0; pass < 3; pass++) /* equal dims first, then padded ones, then padded 1s */
         for (int i = 0; i < a->rank; i++) {
             if (a->d[i] == 1) done[i] = true;
             for (int j = 0; j < v->rank && j < ORT_MAX_DIMS && !done[i]; j++) {
                 int64_t b = v->dims[j];
-                if (used[j] || b <= 1 || !(pass ? ort_dim_ok(a->d[i], b, pad) : a->d[i] == b)) continue;
+                /* a dim of 1 only as one the layout padded (FCOS's one-channel
+                 * centerness Conv's weight [1,256,3,3] run as [16,256,3,3]) */
+                if (used[j] || (b <= 1 && !(pass == 2 && pad && b == 1)) || (pass == 2 && b != 1) ||
+                    !(pass ? ort_dim_ok(a->d[i], b, pad) : a->d[i] == b))
+                    continue;
                 used[j] = done[i] = true;
-                left--;
+                if (b > 1) left--;
             }
         }
     for (int i = 0; i < a->rank; i++)
@@ -1156,7 +1169,7 @@ static mp_status ort_check(ort *o, bool *seen) {
                           o->path, nd->name, nd->op);
             break;
         }
-        if (!nd->cost.macs || o->konst[k]) continue;
+        if (!ort_has_macs(nd) || o->konst[k]) continue;
         if (o->unit_of[k] < 0 || o->loose[k]) {
             st = mp_error(MP_ERR_FORMAT,
                           "%s: the profile is not of this model: the model's node '%s' (%s) has no event in it: no "
