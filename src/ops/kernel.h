@@ -189,6 +189,16 @@ int64_t *mp_kconvt_offsets(const mp_kconvt *c);
 void mp_kim2col_f32(const float *x, int64_t C, const mp_kwin *w, float *col, float pad_value);
 void mp_kim2col_f64(const double *x, int64_t C, const mp_kwin *w, double *col, double pad_value);
 
+/* An Einsum of two operands that is a batched matrix product, each
+ * operand [batch..., rows, columns] contiguous (A's or B's last two
+ * letters maybe swapped: ta, tb), the output [batch..., m, n], the static
+ * shapes the letters' (MaxViT's "B G H I D, B G H J D -> B G H I J"). */
+typedef struct mp_einsum_bmm {
+    int64_t batch, m, n, k;
+    bool ta, tb;
+} mp_einsum_bmm;
+bool mp_einsum_bmm_of(const mp_graph *g, const mp_node *n, mp_einsum_bmm *e);
+
 /* Conv's geometry (the node's attributes against X, W, B (NULL: none)
  * and Y): the window and the per-group sizes every Conv kernel uses. */
 typedef struct mp_kconvg {

@@ -902,6 +902,45 @@ static mp_status lak_einsum_gemm(mp_kctx *k, const la_einsum *E) {
     return MP_OK;
 }
 
+bool mp_einsum_bmm_of(const mp_graph *g, const mp_node *n, mp_einsum_bmm *e) {
+    if (!n->op || strcmp(n->op, "Einsum") || n->n_in != 2 || n->n_out < 1) return false;
+    la_einsum *E = malloc(sizeof *E);
+    if (!E) return false;
+    mp_ctx c = {g->model, (mp_graph *)g, (mp_node *)n, 0};
+    char err[256];
+    bool ok = la_einsum_parse(&c, E, err, sizeof err) && E->ell_rank == 0 && E->n_ops == 2;
+    const la_term *ta = &E->in[0], *tb = &E->in[1], *to = &E->out;
+    ok = ok && ta->ell < 0 && tb->ell < 0 && to->ell < 0 && ta->n >= 2 && tb->n == ta->n && to->n == ta->n;
+    int nb = ok ? ta->n - 2 : 0;
+    /* the batch letters lead every term, in one order */
+    for (int j = 0; ok && j < nb; j++) ok = ta->lab[j] == tb->lab[j] && ta->lab[j] == to->lab[j];
+    if (ok) {
+        char m = to->lab[nb], nn = to->lab[nb + 1], a0 = ta->lab[nb], a1 = ta->lab[nb + 1], b0 = tb->lab[nb],
+             b1 = tb->lab[nb + 1];
+        char k = a0 == m ? a1 : a0;
+        ok = m != nn && k != m && k != nn && ((a0 == m && a1 == k) || (a0 == k && a1 == m)) &&
+             ((b0 == k && b1 == nn) || (b0 == nn && b1 == k));
+        for (int j = 0; ok && j < nb; j++) ok = ta->lab[j] != m && ta->lab[j] != nn && ta->lab[j] != k;
+        if (ok) {
+            e->ta = a0 == k;
+            e->tb = b0 == nn;
+            e->m = E->ext[(unsigned char)m], e->n = E->ext[(unsigned char)nn], e->k = E->ext[(unsigned char)k];
+            e->batch = 1;
+            for (int j = 0; j < nb; j++) e->batch *= E->ext[(unsigned char)ta->lab[j]];
+            ok = e->m > 0 && e->n > 0 && e->k > 0 && e->batch > 0;
+        }
+    }
+    /* every operand's dims the letters' (no broadcast) */
+    for (int t = 0; ok && t < 3; t++) {
+        const mp_value *v = &g->values[t < 2 ? n->in[t] : n->out[0]];
+        const la_term *term = t == 0 ? ta : t == 1 ? tb : to;
+        ok = v->rank == term->n && mp_shape_known(v);
+        for (int j = 0; ok && j < term->n; j++) ok = v->dims[j] == E->ext[(unsigned char)term->lab[j]];
+    }
+    free(E);
+    return ok;
+}
+
 /* Einsum: the full index space walked once; each point adds the product
  * of the operands' elements to the output's. */
 static mp_status lak_einsum(mp_kctx *k) {

@@ -209,6 +209,7 @@ static const mp_kernel k_conv_dyn = {"onednn:sgemm-conv", dn_conv_dyn_prepare, d
 static const mp_kernel k_convt_dyn = {"onednn:sgemm-convtranspose", dn_convt_dyn_prepare, dn_convt_dyn_run, NULL};
 static const mp_kernel k_pool = {"onednn:pool", dn_pool_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_concat = {"onednn:concat", dn_concat_prepare, dn_dk_run, dn_dk_release};
+static const mp_kernel k_einsum = {"onednn:matmul", dn_einsum_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_softmax = {"onednn:softmax", dn_softmax_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_layernorm = {"onednn:layernorm", dn_layernorm_prepare, dn_dk_run, dn_dk_release};
 static const mp_kernel k_batchnorm = {"onednn:batchnorm", dn_batchnorm_prepare, dn_dk_run, dn_dk_release};
@@ -239,6 +240,9 @@ const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
         if (mp_streq(op, "Conv")) return dn_conv_ok(g, n, false) ? &k_conv : dn_conv_dyn_ok(g, n) ? &k_conv_dyn : NULL;
         if (mp_streq(op, "ConvTranspose"))
             return dn_conv_ok(g, n, true) ? &k_convt : dn_convt_dyn_ok(g, n) ? &k_convt_dyn : NULL;
+        break;
+    case 'E':
+        if (mp_streq(op, "Einsum")) return dn_einsum_ok(g, n) ? &k_einsum : NULL;
         break;
     case 'G':
         if (mp_streq(op, "Gemm")) return dn_gemm_ok(g, n) ? &k_gemm : dn_gemm_dyn_ok(g, n) ? &k_gemm_dyn : NULL;

@@ -388,6 +388,8 @@ mp_status dn_convt_dyn_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_convt_dyn_run(mp_kctx *k);
 bool dn_pool_ok(const mp_graph *g, const mp_node *n);
 bool dn_concat_ok(const mp_graph *g, const mp_node *n);
+bool dn_einsum_ok(const mp_graph *g, const mp_node *n);
+mp_status dn_einsum_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_concat_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_pool_prepare(mp_kctx *k, size_t *scratch);
 bool dn_softmax_axis(const mp_graph *g, const mp_node *n, int64_t *outer, int64_t *inner,
