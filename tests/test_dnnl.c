@@ -2249,6 +2249,39 @@ static void test_plan_concat_layouts(void) {
     }
     free(x), free(w1), free(w2), free(w3), free(cat), free(want);
     tb_done(m, p);
+    /* DenseNet-121's widest Concat reads 24 values (its third block's
+     * feature list): oneDNN's too (it took at most 16 arguments) */
+    m = tb_new(14);
+    char ins[24 * 4 + 1] = "", nm[8];
+    for (int i = 0; i < 24; i++) {
+        snprintf(nm, sizeof nm, "x%d", i);
+        tb_input(m, nm, F, 4, TB_DIMS(1, 2, 3, 3));
+        snprintf(ins + strlen(ins), sizeof ins - strlen(ins), "%s%s", i ? "," : "", nm);
+    }
+    int ct = tb_node(m, "Concat", ins, "y");
+    tb_attr_i(m, ct, "axis", 1);
+    tb_output(m, "y");
+    p = tb_prof(m);
+    if (mp_dnnl_available()) T_CHECK(mp_dnnl_kernel(m->graph, tb_nodep(m, ct)) != NULL);
+    {
+        static char nms[24][8];
+        const char *names24[24];
+        float *data24[24], want24[24 * 18];
+        const int64_t *dims24[24];
+        int ranks24[24];
+        for (int i = 0; i < 24; i++) {
+            snprintf(nms[i], sizeof nms[i], "x%d", i);
+            names24[i] = nms[i];
+            data24[i] = rnd(18);
+            memcpy(want24 + i * 18, data24[i], sizeof(float) * 18);
+            static const int64_t d4[4] = {1, 2, 3, 3};
+            dims24[i] = d4;
+            ranks24[i] = 4;
+        }
+        for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 24, names24, data24, dims24, ranks24, fuse, want24, 24 * 18, "24 inputs");
+        for (int i = 0; i < 24; i++) free(data24[i]);
+    }
+    tb_done(m, p);
     mp_run_portable_only = was_portable;
 }
 

@@ -148,7 +148,7 @@ MP__DL_FNS(MP__DL_PTR)
     } while (0)
 /* -------------------------------------------------------- kernel state */
 
-#define DK_MAXARG 20
+#define DK_MAXARG 40
 #define DK_MAXOWN 8
 #define DK_MAXPRE 4
 /* FROM_SCRATCH: the per-run scratch at its start (oneDNN's scratchpad);

@@ -204,14 +204,14 @@ bool dn_concat_ok(const mp_graph *g, const mp_node *n) {
     return true;
 }
 
-mp_status dn_concat_prepare(mp_kctx *k, size_t *scratch) {
+static mp_status concat_make(mp_kctx *k, dnnl_memory_desc_t *src, dnnl_memory_desc_t *nhwc, size_t *scratch) {
     const mp_graph *g = k->g;
     const mp_node *n = k->n;
     const mp_value *y = dn_gout(g, n, 0);
     dk *s;
     mp_status st = dn_dk_new(k, &s);
     if (st) return st;
-    dnnl_memory_desc_t src[DK_MAXARG], nhwc[DK_MAXARG], ymd, yplain;
+    dnnl_memory_desc_t ymd, yplain;
     void *own[DK_MAXARG] = {NULL};
     bool any_blocked = false;
     int differ = 0; /* inputs not channels-last */
@@ -257,6 +257,15 @@ mp_status dn_concat_prepare(mp_kctx *k, size_t *scratch) {
     if (!st) st = dn_dk_arg(k, s, DNNL_ARG_DST, &ymd, yown ? FROM_OWN : FROM_OUT, 0, yown);
     if (!st) st = dn_dk_finish(k, s, pd, scratch);
     dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+mp_status dn_concat_prepare(mp_kctx *k, size_t *scratch) {
+    /* two descriptors an input (large structs: not on the stack), for prepare only */
+    dnnl_memory_desc_t *src = malloc(sizeof *src * 2 * (size_t)k->n->n_in);
+    if (!src) return mp_error(MP_ERR_NOMEM, "node %s: out of memory", k->n->name);
+    mp_status st = concat_make(k, src, src + k->n->n_in, scratch);
+    free(src);
     return st;
 }
 
