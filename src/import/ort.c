@@ -399,8 +399,6 @@ static bool ort_sole_reader(const ort *o, int v, int k) {
     return o->cons_at[v + 1] > o->cons_at[v] && !(o->g->values[v].flags & MP_VAL_OUTPUT);
 }
 
-/* 4: the unit of node k's producers (light: only when it reads their
- * output alone and computes no MACs), the one that ran last; -1 */
 static int ort_mac_kind(const char *op);
 
 /* Does node n multiply-accumulate: MACs counted, or a Conv/MatMul/Gemm
@@ -410,6 +408,8 @@ static bool ort_has_macs(const mp_node *n) {
     return n->cost.macs > 0 || ((n->cost.flags & MP_COST_UNKNOWN) && ort_mac_kind(n->op) != 0);
 }
 
+/* 4: the unit of node k's producers (light: only when it reads their
+ * output alone and computes no MACs), the one that ran last; -1 */
 static int ort_from_producers(const ort *o, int k, bool strict) {
     const mp_node *n = &o->g->nodes[k];
     if (strict && ort_has_macs(n)) return -1;
