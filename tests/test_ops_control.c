@@ -135,9 +135,107 @@ static void t_scan_sequence(void) {
     mp_model_free(m);
 }
 
+/* A sequence filled by a Loop, as torch.tensor_split(x, (1, 4), dim=1)
+ * exports (torchvision's MViT): M = 2 passes, each slicing x [2,5,3] from
+ * cuts[i] to cuts[i + 1] and inserting the piece; the last piece inserted
+ * after the Loop. The body squares its piece (FLOPs by the pass: 2x1x3,
+ * then 2x3x3: 6 + 18 = 24, where one pass for all would say 12 or 36).
+ * SequenceAt 1 ([2,3,3]) times W [3,4]: 2x3x3x4 = 72 MACs. */
+static void t_loop_fills_sequence(void) {
+    const char *syms[] = {NULL, NULL, NULL};
+    pbw body = {0}, attrs = {0}, g = {0}, a_ax = {0}, a_split = {0}, a_new = {0};
+    onx_node(&body, 1, "Gather", "lo", "cuts,i", "start", NULL);
+    onx_node(&body, 1, "Add", "next", "i,one", "i1", NULL);
+    onx_node(&body, 1, "Gather", "hi", "cuts,i1", "end", NULL);
+    onx_node(&body, 1, "Slice", "piece", "x,start,end,axis1", "p", NULL);
+    onx_node(&body, 1, "Mul", "square", "p,p", "p2", NULL);
+    onx_node(&body, 1, "SequenceInsert", "ins", "s_in,p", "s_out", NULL);
+    onx_node(&body, 1, "Identity", "keep", "cond_in", "cond_out", NULL);
+    onx_value_info(&body, 11, "i", 7, 0, NULL, NULL);
+    onx_value_info(&body, 11, "cond_in", 9, 0, NULL, NULL);
+    onx_value_info(&body, 11, "s_in", 1, -1, NULL, NULL);
+    onx_value_info(&body, 12, "cond_out", 9, 0, NULL, NULL);
+    onx_value_info(&body, 12, "s_out", 1, -1, NULL, NULL);
+    onx_attr_graph(&attrs, "body", &body);
+    onx_node(&g, 1, "SequenceEmpty", "empty", "", "s0", NULL);
+    onx_node(&g, 1, "Loop", "loop", "M,yes,s0", "s1", &attrs);
+    onx_node(&g, 1, "Slice", "rest", "x,four,five,axis1", "last", NULL);
+    onx_node(&g, 1, "SequenceInsert", "ins2", "s1,last", "s2", NULL);
+    onx_node(&g, 1, "SequenceAt", "at1", "s2,one", "mid", NULL);
+    onx_node(&g, 1, "MatMul", "mm", "mid,W", "y", NULL);
+    onx_node(&g, 1, "SequenceAt", "atlast", "s2,minus1", "tail", NULL);
+    onx_node(&g, 1, "SequenceLength", "len", "s2", "n", NULL);
+    onx_attr_int(&a_ax, "axis", 1);
+    onx_node(&g, 1, "ConcatFromSequence", "cat", "s2", "whole", &a_ax);
+    onx_attr_int(&a_split, "axis", 1);
+    onx_node(&g, 1, "SplitToSequence", "split", "x,two", "chunks", &a_split);
+    onx_node(&g, 1, "SequenceAt", "at2", "chunks,two", "chunk2", NULL);
+    onx_node(&g, 1, "SequenceErase", "erase", "s2,zero", "s3", NULL);
+    onx_node(&g, 1, "SequenceLength", "len3", "s3", "n3", NULL);
+    onx_attr_int(&a_new, "axis", 0);
+    onx_attr_int(&a_new, "new_axis", 1);
+    onx_node(&g, 1, "SequenceConstruct", "pair", "mid,mid", "pair_s", NULL);
+    onx_node(&g, 1, "ConcatFromSequence", "stack", "pair_s", "stacked", &a_new);
+    int64_t two = 2, one = 1, four = 4, five = 5, zero = 0, minus1 = -1, cuts[3] = {0, 1, 4};
+    uint8_t yes = 1;
+    float w[12] = {0};
+    onx_tensor(&g, 5, "M", 7, 0, NULL, &two, sizeof two);
+    onx_tensor(&g, 5, "yes", 9, 0, NULL, &yes, 1);
+    onx_tensor(&g, 5, "one", 7, 0, NULL, &one, sizeof one);
+    onx_tensor(&g, 5, "two", 7, 0, NULL, &two, sizeof two);
+    onx_tensor(&g, 5, "zero", 7, 0, NULL, &zero, sizeof zero);
+    onx_tensor(&g, 5, "minus1", 7, 0, NULL, &minus1, sizeof minus1);
+    onx_tensor(&g, 5, "four", 7, 1, (const int64_t[]){1}, &four, sizeof four);
+    onx_tensor(&g, 5, "five", 7, 1, (const int64_t[]){1}, &five, sizeof five);
+    onx_tensor(&g, 5, "axis1", 7, 1, (const int64_t[]){1}, &one, sizeof one);
+    onx_tensor(&g, 5, "cuts", 7, 1, (const int64_t[]){3}, cuts, sizeof cuts);
+    onx_tensor(&g, 5, "W", 1, 2, (const int64_t[]){3, 4}, w, sizeof w);
+    onx_value_info(&g, 11, "x", 1, 3, (const int64_t[]){2, 5, 3}, syms);
+    onx_value_info(&g, 12, "y", 1, -1, NULL, NULL);
+    onx_value_info(&g, 12, "tail", 1, -1, NULL, NULL);
+    onx_value_info(&g, 12, "n", 7, -1, NULL, NULL);
+    onx_value_info(&g, 12, "whole", 1, -1, NULL, NULL);
+    onx_value_info(&g, 12, "chunk2", 1, -1, NULL, NULL);
+    onx_value_info(&g, 12, "n3", 7, -1, NULL, NULL);
+    onx_value_info(&g, 12, "stacked", 1, -1, NULL, NULL);
+    mp_model *m = load(&g, "seqloop.onnx");
+    if (!m) return;
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    if (p) {
+        T_EQ_U64(p->total.macs, 72);
+        mp_node *loop = &m->graph->nodes[1];
+        T_EQ_U64(loop->cost.flops, 6 + 18 + 2); /* the squares, and the counter's Add per pass */
+        T_CHECK(!(loop->cost.flags & (MP_COST_BOUND | MP_COST_PER_ITER | MP_COST_UNKNOWN)));
+        T_EQ(p->total.uncounted, 0);
+        T_EQ(p->total.unknown, 0);
+        struct {
+            const char *name;
+            int rank;
+            int64_t d[4];
+        } want[] = {{"mid", 3, {2, 3, 3}},   {"tail", 3, {2, 1, 3}},  {"whole", 3, {2, 5, 3}},
+                    {"chunk2", 3, {2, 1, 3}}, {"stacked", 4, {2, 2, 3, 3}}, {"n", 0, {0}}};
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            const mp_value *v = &m->graph->values[mp_graph_find(m->graph, want[i].name)];
+            T_EQ(v->rank, want[i].rank);
+            if (v->rank == want[i].rank)
+                for (int d = 0; d < v->rank; d++) T_EQ(v->dims[d], want[i].d[d]);
+        }
+        const mp_value *n = &m->graph->values[mp_graph_find(m->graph, "n")];
+        const mp_value *n3 = &m->graph->values[mp_graph_find(m->graph, "n3")];
+        T_CHECK(n->kn == 1 && n->iv && n->iv[0] == 3);
+        T_CHECK(n3->kn == 1 && n3->iv && n3->iv[0] == 2);
+        /* bytes into the sequence: each piece's, 4 x (6 + 18) and 4 x 6 */
+        T_EQ_U64(m->graph->nodes[3].cost.bytes_read, 4 * (6 + 18) + 4 * 6);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 MP_TESTS(ops_control){
     {"loop_constant_trip", t_loop_constant_trip},
     {"loop_unknown_trip", t_loop_unknown_trip},
+    {"loop_fills_sequence", t_loop_fills_sequence},
     {"scan_sequence", t_scan_sequence},
 };
 MP_TESTS_END(ops_control)

@@ -48,6 +48,7 @@ static void mp__unknown(mp_value *v) {
     v->kn = -1;
     v->iv = NULL;
     v->fv = NULL;
+    v->seq = NULL;
 }
 
 /* Reset every value the inference computes; keep initializers, inputs.
@@ -95,6 +96,12 @@ static void mp__outputs_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
 /* Bytes of a value for costing: an element count or a byte count past
  * 64 bits saturates and raises the overflow flag (never a silent 0). */
 static uint64_t mp__cost_value_bytes(const mp_value *v, mp_cost *k, bool *ovf) {
+    if (v->seq) { /* a known sequence: the sum of its elements' */
+        uint64_t sum = 0;
+        for (int i = 0; i < v->seq->n; i++)
+            sum = mp_uadd(sum, mp__cost_value_bytes(&v->seq->el[i], k, ovf), ovf);
+        return sum;
+    }
     int64_t n = mp_value_numel(v);
     if (n == -2) {
         *ovf = true;
@@ -197,6 +204,7 @@ static void mp__bind_outer(mp_graph *g) {
         v->kn = p->kn;
         v->iv = p->iv;
         v->fv = p->fv;
+        v->seq = p->seq;
     }
 }
 

@@ -207,6 +207,16 @@ int mp_graph_add_node(mp_graph *g) {
 }
 
 uint64_t mp_value_bytes(const mp_value *v) {
+    if (v->seq) { /* a known sequence: its elements', 0 when one is unknown */
+        uint64_t sum = 0;
+        for (int i = 0; i < v->seq->n; i++) {
+            const mp_value *e = &v->seq->el[i];
+            uint64_t b = mp_value_bytes(e);
+            if (!b && mp_value_numel(e) != 0) return 0;
+            sum = sum + b < sum ? UINT64_MAX : sum + b;
+        }
+        return sum;
+    }
     int64_t n = mp_value_numel(v);
     if (n < 0) return 0;
     return mp_dtype_bytes(v->dtype, n);

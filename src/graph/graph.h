@@ -206,6 +206,19 @@ enum {
 };
 #define MP_VAL_DECL_ANY (MP_VAL_DECL_PARAM | MP_VAL_DECL_BUFFER | MP_VAL_DECL_CONST)
 
+struct mp_value;
+
+/* A sequence value (ONNX's sequence type) whose length and elements the
+ * inference knows (src/ops/sequence.c): built by SequenceEmpty,
+ * SequenceConstruct, SequenceInsert, SplitToSequence, or a Loop of known
+ * passes that fills one. The value itself has rank -1 and its elements'
+ * dtype. */
+typedef struct mp_seq {
+    int n;                    /* elements */
+    int dtype;                /* their type */
+    struct mp_value *el;      /* n values: dtype, rank, dims and contents (no name) */
+} mp_seq;
+
 typedef struct mp_value {
     const char *name;
     int dtype;                /* MP_DT_UNDEFINED until known */
@@ -231,6 +244,7 @@ typedef struct mp_value {
     int64_t *iv;
     double *fv;
     int last_use;             /* analysis: last consumer in order */
+    const mp_seq *seq;        /* a sequence the inference knows, NULL otherwise */
 } mp_value;
 
 /* ---- costs ---- */
@@ -284,6 +298,8 @@ typedef struct mp_node {
     int n_sub;
     struct mp_graph **sub;    /* subgraphs (If/Loop/Scan bodies) */
     const mp_fx *fx;          /* the dynamo exporter's fx node, when it takes parameters */
+    const mp_cost *body_cost; /* a Loop whose body was inferred pass by pass (it fills a
+                               * sequence, ops/control.c): the passes' costs summed; NULL */
 } mp_node;
 
 typedef struct mp_graph {
@@ -406,7 +422,7 @@ static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
         if (mp_streq(n->attr[i].name, name)) return &n->attr[i];
     return NULL;
 }
-uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown */
+uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown; a known sequence: its elements' */
 /* Dim i of v (a negative i counts from the back); the anonymous dim when
  * v is absent, its rank unknown or i out of range. */
 static inline int64_t mp_value_dim(const mp_value *v, int i) {

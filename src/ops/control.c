@@ -9,6 +9,7 @@
 #include "ops/ops.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static mp_graph *mp__body(mp_ctx *c, const char *name) {
     const mp_attr *a = mp_node_attr(c->n, name);
@@ -26,6 +27,7 @@ static mp_status mp__set_body_input(mp_ctx *c, mp_graph *b, int i, int dtype, in
     v->iv = NULL;
     v->fv = NULL;
     v->dims = NULL;
+    v->seq = NULL;
     if (rank < 0 && v->decl_rank >= 0) {
         v->rank = v->decl_rank;
         v->dims = v->decl_dims;
@@ -120,6 +122,122 @@ static void mp__if_cost(mp_ctx *c, mp_cost *k) {
 
 /* ---- Loop ---- */
 
+#define MP__SEQ_PASSES 4096   /* passes inferred one by one at most */
+#define MP__SEQ_WORK (1 << 20) /* passes x body nodes at most */
+
+/* Body input i takes v's type, shape, contents and sequence. */
+static void mp__set_body_value(mp_graph *b, int i, const mp_value *v) {
+    if (i >= b->n_inputs) return;
+    mp_value *d = &b->values[b->inputs[i]];
+    d->dtype = v->dtype;
+    d->rank = v->rank;
+    d->dims = v->dims;
+    d->kn = v->kn;
+    d->iv = v->iv;
+    d->fv = v->fv;
+    d->seq = v->seq;
+}
+
+/* A Loop that carries a sequence it inserts into (torch.tensor_split's
+ * export: a pass per piece, each slicing by the iteration number) and
+ * whose passes are known (a constant M, a condition the body keeps true):
+ * the body is inferred pass by pass, the iteration number known, each
+ * pass's carried values the last pass's outputs, so the sequence's
+ * elements are known. The body's cost is the sum over the passes. *done
+ * is false where this does not apply (the caller infers one pass for
+ * all). */
+static mp_status mp__loop_passes(mp_ctx *c, mp_graph *b, int n_carried, bool *done) {
+    *done = false;
+    const int64_t *mv, *cv;
+    int64_t nm, nc;
+    bool seq = false;
+    for (int i = 0; i < n_carried; i++) seq = seq || (mp_in(c, i + 2) && mp_in(c, i + 2)->seq);
+    if (!seq || !mp_in(c, 0) || !mp_ints(c, 0, &mv, &nm) || nm != 1 || mv[0] < 0 || mv[0] > MP__SEQ_PASSES)
+        return MP_OK;
+    if (mp_in(c, 1) && (!mp_ints(c, 1, &cv, &nc) || nc != 1 || !cv[0])) return MP_OK;
+    /* bounded work: a body without control flow of its own (no pass by
+     * pass inside a pass), at most MP__SEQ_WORK node inferences */
+    if ((uint64_t)mv[0] * (uint64_t)b->n_nodes > MP__SEQ_WORK) return MP_OK;
+    for (int k = 0; k < b->n_nodes; k++)
+        if (b->nodes[k].n_sub) return MP_OK;
+    int n_out = c->n->n_out;
+    mp_value *state = mp_scratch(c, sizeof *state * (size_t)(n_out ? n_out : 1));
+    mp_cost *sum = mp_scratch(c, sizeof *sum);
+    int64_t *iters = mp_scratch(c, sizeof *iters * (size_t)(mv[0] ? mv[0] : 1));
+    static const int64_t yes = 1;
+    if (!state || !sum || !iters) return mp_error(MP_ERR_NOMEM, "out of memory");
+    memset(state, 0, sizeof *state * (size_t)(n_out ? n_out : 1));
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < n_carried && i < n_out; i++) state[i] = *mp_in(c, i + 2);
+    for (int o = n_carried; o < n_out; o++) state[o].rank = -2; /* scan output: no pass yet */
+    mp_status st;
+    int64_t pass = 0;
+    for (; pass < mv[0]; pass++) {
+        iters[pass] = pass;
+        mp_value it = {.dtype = MP_DT_INT64, .rank = 0, .kn = 1, .iv = &iters[pass]};
+        mp_value cond = {.dtype = MP_DT_BOOL, .rank = 0, .kn = 1, .iv = (int64_t *)&yes};
+        mp__set_body_value(b, 0, &it);
+        mp__set_body_value(b, 1, &cond);
+        for (int i = 0; i < n_carried; i++) mp__set_body_value(b, i + 2, &state[i]);
+        if ((st = mp__run_body(c, b))) return st;
+        if (b->n_outputs < 1 + n_out) return MP_OK; /* the checks below say what is wrong */
+        const mp_value *bc = &b->values[b->outputs[0]];
+        if (bc->kn != 1 || !bc->iv) return MP_OK; /* it may stop early: one pass for all */
+        mp_cost k = {0};
+        mp_graph_cost_sum(b, &k);
+        bool ovf = false;
+        sum->macs = mp_uadd(sum->macs, k.macs, &ovf);
+        sum->flops = mp_uadd(sum->flops, k.flops, &ovf);
+        sum->flags |= k.flags | (ovf ? MP_COST_OVERFLOW : 0);
+        for (int o = 0; o < n_out; o++) {
+            const mp_value *bo = &b->values[b->outputs[o + 1]];
+            if (o < n_carried) {
+                state[o] = *bo;
+                continue;
+            }
+            /* a scan output stacks the passes: dims every pass agrees on */
+            mp_value *sv = &state[o];
+            if (sv->rank == -2) {
+                *sv = *bo;
+            } else if (sv->rank != bo->rank) {
+                sv->rank = -1;
+            } else if (sv->rank > 0) {
+                int64_t *dims = mp_scratch(c, sizeof *dims * (size_t)sv->rank);
+                if (!dims) return mp_error(MP_ERR_NOMEM, "out of memory");
+                for (int d = 0; d < sv->rank; d++) dims[d] = sv->dims[d] == bo->dims[d] ? bo->dims[d] : MP_DIM_ANON;
+                sv->dims = dims;
+            }
+        }
+        if (!bc->iv[0]) {
+            pass++;
+            break;
+        }
+    }
+    for (int o = 0; o < n_out; o++) {
+        mp_value *sv = &state[o];
+        if (o < n_carried) {
+            if ((st = mp_set_out(c, o, sv->dtype, sv->rank, sv->dims))) return st;
+            mp_value *v = mp_out(c, o);
+            if (v) v->seq = sv->seq;
+            if (v && sv->kn >= 0 && sv->rank >= 0 && mp_value_numel(sv) == sv->kn)
+                v->kn = sv->kn, v->iv = sv->iv, v->fv = sv->fv;
+            continue;
+        }
+        if (sv->rank < 0 || sv->rank + 1 > MP_MAX_RANK) {
+            const mp_value *bo = &b->values[b->outputs[o + 1]];
+            if ((st = mp_set_out_dtype(c, o, bo->dtype))) return st;
+            continue;
+        }
+        int64_t dims[MP_MAX_RANK];
+        dims[0] = pass;
+        for (int d = 0; d < sv->rank; d++) dims[d + 1] = sv->dims[d];
+        if ((st = mp_set_out(c, o, sv->dtype, sv->rank + 1, dims))) return st;
+    }
+    c->n->body_cost = sum;
+    *done = true;
+    return MP_OK;
+}
+
 static mp_status mp__loop_infer(mp_ctx *c) {
     mp_graph *b = mp__body(c, "body");
     if (!b) return mp_fail(c, "needs a body graph");
@@ -128,6 +246,9 @@ static mp_status mp__loop_infer(mp_ctx *c) {
     if (b->n_inputs != n_carried + 2)
         return mp_fail(c, "body has %d inputs, expected %d", b->n_inputs, n_carried + 2);
     mp_status st;
+    c->n->body_cost = NULL;
+    bool done;
+    if ((st = mp__loop_passes(c, b, n_carried, &done)) || done) return st;
     if ((st = mp__set_body_input(c, b, 0, MP_DT_INT64, 0, NULL))) return st;
     if ((st = mp__set_body_input(c, b, 1, MP_DT_BOOL, 0, NULL))) return st;
     for (int i = 0; i < n_carried; i++) {
@@ -210,6 +331,13 @@ static void mp__scale_cost(mp_cost *k, uint64_t times) {
 }
 
 static void mp__loop_cost(mp_ctx *c, mp_cost *k) {
+    if (c->n->body_cost) { /* inferred pass by pass: the passes' sum */
+        uint32_t fl = k->flags;
+        *k = *c->n->body_cost;
+        k->flags |= fl & (uint32_t)MP_COST_OVERFLOW;
+        k->bytes_read = k->bytes_written = 0;
+        return;
+    }
     mp_cost body = {0};
     mp_graph_cost_sum(mp__body(c, "body"), &body);
     *k = body;

@@ -218,6 +218,7 @@ typedef struct mp_op {
     X(nn)                 \
     X(shape)              \
     X(control)            \
+    X(sequence)           \
     X(contrib)            \
     X(quant)              \
     X(attention)          \

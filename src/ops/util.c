@@ -209,12 +209,17 @@ mp_status mp_set_floats(mp_ctx *c, int i, const double *v, int64_t n) {
 static bool mp__load_known(mp_ctx *c, mp_value *v) {
     if (v->rank >= 0 && !mp__small_dims(v)) return false;
     if (v->kn >= 0) return true;
-    if (!v->init || v->rank < 0) return false;
+    /* a body's reference to an initializer of an enclosing graph reads it */
+    const mp_value *src = v;
+    for (const mp_graph *g = c->g; !src->init && (src->flags & MP_VAL_OUTER) && src->outer >= 0 && g->parent;
+         g = g->parent)
+        src = &g->parent->values[src->outer];
+    if (!src->init || v->rank < 0) return false;
     int64_t n = mp_value_numel(v);
     if (n < 0 || n > MP_KNOWN_MAX) return false;
     int64_t *iv = NULL;
     double *fv = NULL;
-    if (mp_tensor_read(c->m, v->init, &iv, &fv) != MP_OK) {
+    if (mp_tensor_read(c->m, src->init, &iv, &fv) != MP_OK) {
         mp_error_clear();
         return false;
     }
