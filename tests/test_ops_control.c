@@ -4,6 +4,7 @@
 #include "analyze/profile.h"
 #include "graph/graph.h"
 #include "pbw.h"
+#include "tbuild.h"
 #include "tcli.h"
 #include "test.h"
 
@@ -232,10 +233,29 @@ static void t_loop_fills_sequence(void) {
     mp_model_free(m);
 }
 
+/* PyTorch 1.13's export (opset 17) of
+ *   a, b, c = torch.tensor_split(x, (1, 4), dim=1); d = torch.tensor_split(x, 3, dim=1)
+ *   return w1(a), w2(b), c * 2, w1(d[2])
+ * on x [2,7,3], w1 Linear(3, 4), w2 Linear(3, 5) without bias: a Loop
+ * filling a sequence, and SplitToSequence. By hand: [2,1,3] x [3,4] = 24,
+ * [2,3,3] x [3,5] = 90, d[2] is [2,2,3] (7 = 3 + 2 + 2): x [3,4] = 48. */
+static void t_tensor_split_export(void) {
+    mp_model *m = NULL;
+    mp_profile *p = tb_prof_file("tests/corpus/seeds/tensor_split_loop.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.macs, 24 + 90 + 48);
+        T_EQ(p->total.uncounted, 0);
+        T_EQ(p->total.unknown, 0);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 MP_TESTS(ops_control){
     {"loop_constant_trip", t_loop_constant_trip},
     {"loop_unknown_trip", t_loop_unknown_trip},
     {"loop_fills_sequence", t_loop_fills_sequence},
+    {"tensor_split_export", t_tensor_split_export},
     {"scan_sequence", t_scan_sequence},
 };
 MP_TESTS_END(ops_control)
