@@ -197,14 +197,7 @@ static void mp__bind_outer(mp_graph *g) {
     for (int i = 0; i < g->n_values; i++) {
         mp_value *v = &g->values[i];
         if (!(v->flags & MP_VAL_OUTER) || v->outer < 0) continue;
-        const mp_value *p = &g->parent->values[v->outer];
-        v->dtype = p->dtype;
-        v->rank = p->rank;
-        v->dims = p->dims;
-        v->kn = p->kn;
-        v->iv = p->iv;
-        v->fv = p->fv;
-        v->seq = p->seq;
+        mp_value_take(v, &g->parent->values[v->outer]);
     }
 }
 

@@ -206,6 +206,16 @@ int mp_graph_add_node(mp_graph *g) {
     return g->n_nodes++;
 }
 
+void mp_value_take(mp_value *dst, const mp_value *src) {
+    dst->dtype = src->dtype;
+    dst->rank = src->rank;
+    dst->dims = src->dims;
+    dst->kn = src->kn;
+    dst->iv = src->iv;
+    dst->fv = src->fv;
+    dst->seq = src->seq;
+}
+
 uint64_t mp_value_bytes(const mp_value *v) {
     if (v->seq) { /* a known sequence: its elements', 0 when one is unknown */
         uint64_t sum = 0;

@@ -422,6 +422,10 @@ static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
         if (mp_streq(n->attr[i].name, name)) return &n->attr[i];
     return NULL;
 }
+/* dst takes what the inference knows of src: its type, shape, contents
+ * and sequence (arrays shared: the inference never changes one it set);
+ * not its name, flags or links. */
+void mp_value_take(mp_value *dst, const mp_value *src);
 uint64_t mp_value_bytes(const mp_value *v);  /* 0 when shape unknown; a known sequence: its elements' */
 /* Dim i of v (a negative i counts from the back); the anonymous dim when
  * v is absent, its rank unknown or i out of range. */

@@ -127,15 +127,7 @@ static void mp__if_cost(mp_ctx *c, mp_cost *k) {
 
 /* Body input i takes v's type, shape, contents and sequence. */
 static void mp__set_body_value(mp_graph *b, int i, const mp_value *v) {
-    if (i >= b->n_inputs) return;
-    mp_value *d = &b->values[b->inputs[i]];
-    d->dtype = v->dtype;
-    d->rank = v->rank;
-    d->dims = v->dims;
-    d->kn = v->kn;
-    d->iv = v->iv;
-    d->fv = v->fv;
-    d->seq = v->seq;
+    if (i < b->n_inputs) mp_value_take(&b->values[b->inputs[i]], v);
 }
 
 /* A Loop that carries a sequence it inserts into (torch.tensor_split's

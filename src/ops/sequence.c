@@ -46,13 +46,7 @@ static mp_status sq_set(mp_ctx *c, int o, int dtype, int n, mp_value **el) {
  * sequence of src, without its name or graph links. */
 static void sq_elem(mp_value *dst, const mp_value *src) {
     memset(dst, 0, sizeof *dst);
-    dst->dtype = src->dtype;
-    dst->rank = src->rank;
-    dst->dims = src->dims; /* the inference never changes an array it set */
-    dst->kn = src->kn;
-    dst->iv = src->iv;
-    dst->fv = src->fv;
-    dst->seq = src->seq;
+    mp_value_take(dst, src);
     dst->producer = -1;
     dst->outer = -1;
 }
