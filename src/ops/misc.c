@@ -43,14 +43,6 @@ static mp_status ms_check_scalar(mp_ctx *c, int i, const char *what) {
     return MP_OK;
 }
 
-/* Known contents of a one-value input i. */
-static bool ms_scalar(mp_ctx *c, int i, int64_t *out) {
-    const int64_t *v;
-    int64_t n;
-    if (!mp_ints(c, i, &v, &n) || n != 1) return false;
-    *out = v[0];
-    return true;
-}
 
 /* A dtype attribute (`def` when absent). Numeric types only: not
  * undefined, string or out of range. */
@@ -212,7 +204,7 @@ static int64_t ms_nms_limit(mp_ctx *c) {
     mp_value *v = mp_in(c, 2);
     if (!v || mp_value_numel(v) == 0) return 0;
     int64_t m;
-    if (!ms_scalar(c, 2, &m)) return -1;
+    if (!mp_int1(c, 2, &m)) return -1;
     return m < 0 ? 0 : m;
 }
 
@@ -408,7 +400,7 @@ static mp_status infer_window(mp_ctx *c) {
     if ((st = ms_dtype_attr(c, "output_datatype", MP_DT_FLOAT, &dt))) return st;
     if (dt == MP_DT_BOOL) return mp_fail(c, "output_datatype must be numeric, is bool");
     int64_t size = MP_DIM_ANON;
-    if (ms_scalar(c, 0, &size) && size < 0)
+    if (mp_int1(c, 0, &size) && size < 0)
         return mp_fail(c, "size = %lld is negative", (long long)size);
     return mp_set_out(c, 0, dt, 1, &size);
 }
@@ -432,7 +424,7 @@ static mp_status ms_topk(mp_ctx *c, bool k_input) {
     if (k_input) {
         mp_value *kv;
         if ((st = mp_need_in(c, 1, "K", &kv)) || (st = ms_check_scalar(c, 1, "K"))) return st;
-        if (!ms_scalar(c, 1, &kk)) kk = MP_DIM_ANON;
+        if (!mp_int1(c, 1, &kk)) kk = MP_DIM_ANON;
         else if (kk < 0) return mp_fail(c, "K = %lld is negative", (long long)kk);
     } else {
         const mp_attr *a = mp_node_attr(c->n, "k");
@@ -509,7 +501,7 @@ static uint64_t ms_fft_flops(uint64_t n, bool real, bool *ovf) {
 static bool ms_dft_axis_raw(mp_ctx *c, int64_t *axis) {
     if (c->n->opset < 20) *axis = mp_attr_i(c->n, "axis", 1);
     else if (!mp_in(c, 2)) *axis = -2;
-    else if (!ms_scalar(c, 2, axis)) return false;
+    else if (!mp_int1(c, 2, axis)) return false;
     return true;
 }
 
@@ -536,7 +528,7 @@ static mp_status infer_dft(mp_ctx *c) {
                        (long long)last);
     int64_t n = MP_DIM_ANON;
     bool has_len = mp_in(c, 1) != NULL;
-    if (has_len && ms_scalar(c, 1, &n) && n < 1)
+    if (has_len && mp_int1(c, 1, &n) && n < 1)
         return mp_fail(c, "dft_length = %lld", (long long)n);
     int64_t dims[MP_MAX_RANK];
     memcpy(dims, x->dims, sizeof(int64_t) * (size_t)r);
@@ -566,7 +558,7 @@ static void cost_dft(mp_ctx *c, mp_cost *k) {
         return;
     }
     int64_t n = x->dims[axis];
-    if (mp_in(c, 1) && !ms_scalar(c, 1, &n)) n = MP_DIM_ANON;
+    if (mp_in(c, 1) && !mp_int1(c, 1, &n)) n = MP_DIM_ANON;
     uint64_t t = ms_prod_skip(x, axis, x->rank - 1, k);
     if (n < 0) {
         k->flags |= MP_COST_UNKNOWN;
@@ -587,7 +579,7 @@ static mp_status ms_stft_frame(mp_ctx *c, int64_t *fl) {
         if (w->rank != 1) return mp_fail(c, "window must have rank 1, got %d", w->rank);
         wl = w->dims[0];
     }
-    if (f && ms_scalar(c, 3, &v) && v < 1) return mp_fail(c, "frame_length = %lld", (long long)v);
+    if (f && mp_int1(c, 3, &v) && v < 1) return mp_fail(c, "frame_length = %lld", (long long)v);
     if (v < 0) v = wl; /* no frame_length, or its value unknown */
     if (wl >= 0 && v >= 0 && wl != v)
         return mp_fail(c, "window has %lld values, frame_length is %lld", (long long)wl,
@@ -612,7 +604,7 @@ static mp_status infer_stft(mp_ctx *c) {
                        (long long)last);
     int64_t fl, s = MP_DIM_ANON;
     if ((st = ms_stft_frame(c, &fl))) return st;
-    if (ms_scalar(c, 1, &s) && s < 1) return mp_fail(c, "frame_step = %lld", (long long)s);
+    if (mp_int1(c, 1, &s) && s < 1) return mp_fail(c, "frame_step = %lld", (long long)s);
     int64_t len = mp_value_dim(x, 1), frames = MP_DIM_ANON;
     if (len >= 0 && fl >= 0) {
         if (len < fl)
@@ -658,9 +650,9 @@ static mp_status infer_melweight(mp_ctx *c) {
     int dt;
     if ((st = ms_dtype_attr(c, "output_datatype", MP_DT_FLOAT, &dt))) return st;
     int64_t bins = MP_DIM_ANON, len = MP_DIM_ANON;
-    if (ms_scalar(c, 0, &bins) && bins < 0)
+    if (mp_int1(c, 0, &bins) && bins < 0)
         return mp_fail(c, "num_mel_bins = %lld", (long long)bins);
-    if (ms_scalar(c, 1, &len) && len < 0) return mp_fail(c, "dft_length = %lld", (long long)len);
+    if (mp_int1(c, 1, &len) && len < 0) return mp_fail(c, "dft_length = %lld", (long long)len);
     int64_t dims[2] = {len >= 0 ? len / 2 + 1 : MP_DIM_ANON, bins};
     return mp_set_out(c, 0, dt, 2, dims);
 }

@@ -301,6 +301,8 @@ mp_status mp_keep_floats(mp_ctx *c, int i, double *v, int64_t n);
  * float tensor (or mp_floats on an int one) converts. */
 bool mp_ints(mp_ctx *c, int i, const int64_t **v, int64_t *n);
 bool mp_floats(mp_ctx *c, int i, const double **v, int64_t *n);
+/* Known contents of a one-value input i (a scalar or [1]): true with *out. */
+bool mp_int1(mp_ctx *c, int i, int64_t *out);
 
 /* Multidirectional (numpy) broadcast of a and b into dims/rank. Unknown
  * ranks give *rank = -1. Fails on incompatible known dims. */

@@ -66,15 +66,6 @@ static mp_status sq_out_elem(mp_ctx *c, int o, const mp_value *e) {
     return MP_OK;
 }
 
-/* A scalar (or one-element) position input i, known: true with *pos. */
-static bool sq_pos(mp_ctx *c, int i, int64_t *pos) {
-    const int64_t *v;
-    int64_t n;
-    if (!mp_ints(c, i, &v, &n) || n != 1) return false;
-    *pos = v[0];
-    return true;
-}
-
 /* ---- SequenceEmpty ---- */
 
 static mp_status sq_empty_infer(mp_ctx *c) {
@@ -115,7 +106,7 @@ static mp_status sq_insert_infer(mp_ctx *c) {
     int dtype = t->dtype ? t->dtype : s->dtype;
     int64_t pos = -1;
     bool at_end = !mp_in(c, 2);
-    if (!s->seq || s->seq->n >= SQ_MAX || (!at_end && !sq_pos(c, 2, &pos)))
+    if (!s->seq || s->seq->n >= SQ_MAX || (!at_end && !mp_int1(c, 2, &pos)))
         return mp_set_out_dtype(c, 0, dtype);
     int n = s->seq->n;
     if (at_end) pos = n;
@@ -139,7 +130,7 @@ static mp_status sq_erase_infer(mp_ctx *c) {
     const mp_value *s = mp_in(c, 0);
     if (!s) return mp_fail(c, "needs a sequence");
     int64_t pos = -1;
-    if (!s->seq || (mp_in(c, 1) && !sq_pos(c, 1, &pos))) return mp_set_out_dtype(c, 0, s->dtype);
+    if (!s->seq || (mp_in(c, 1) && !mp_int1(c, 1, &pos))) return mp_set_out_dtype(c, 0, s->dtype);
     int n = s->seq->n;
     if (pos < -n || pos >= n)
         return mp_fail(c, "position %lld is outside [-%d, %d) of a sequence of %d", (long long)pos, n, n, n);
@@ -161,7 +152,7 @@ static mp_status sq_at_infer(mp_ctx *c) {
     if (!s->seq) return mp_set_out_dtype(c, 0, s->dtype);
     int n = s->seq->n;
     int64_t pos;
-    if (sq_pos(c, 1, &pos)) {
+    if (mp_int1(c, 1, &pos)) {
         if (pos < -n || pos >= n)
             return mp_fail(c, "position %lld is outside [-%d, %d) of a sequence of %d", (long long)pos, n, n,
                            n);

@@ -247,6 +247,14 @@ bool mp_ints(mp_ctx *c, int i, const int64_t **out, int64_t *n) {
     return true;
 }
 
+bool mp_int1(mp_ctx *c, int i, int64_t *out) {
+    const int64_t *v;
+    int64_t n;
+    if (!mp_ints(c, i, &v, &n) || n != 1) return false;
+    *out = v[0];
+    return true;
+}
+
 bool mp_floats(mp_ctx *c, int i, const double **out, int64_t *n) {
     mp_value *v = mp_in(c, i);
     if (!v || !mp__load_known(c, v)) return false;
