@@ -716,10 +716,8 @@ static const struct { const char *op, *why; } cf_run_out[] = {
     {"Bernoulli", "random"}, {"RandomUniform", "random"}, {"RandomNormal", "random"},
     {"RandomUniformLike", "random"}, {"RandomNormalLike", "random"}, {"Multinomial", "random"},
     {"StringNormalizer", "string"}, {"RegexFullMatch", "string"}, {"StringConcat", "string"},
-    {"StringSplit", "string"}, {"SequenceAt", "sequence"}, {"SequenceConstruct", "sequence"},
-    {"SequenceEmpty", "sequence"}, {"SequenceErase", "sequence"}, {"SequenceInsert", "sequence"},
-    {"SequenceLength", "sequence"}, {"SequenceMap", "sequence"}, {"SplitToSequence", "sequence"},
-    {"ConcatFromSequence", "sequence"}, {"Optional", "optional"}, {"OptionalGetElement", "optional"},
+    {"StringSplit", "string"}, {"SequenceMap", "sequence"}, {"Optional", "optional"},
+    {"OptionalGetElement", "optional"},
     {"OptionalHasElement", "optional"},
 };
 

@@ -1,5 +1,6 @@
 /* Control flow: Loop and Scan costs roll up from their bodies. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "analyze/profile.h"
 #include "graph/graph.h"
@@ -142,7 +143,7 @@ static void t_scan_sequence(void) {
  * after the Loop. The body squares its piece (FLOPs by the pass: 2x1x3,
  * then 2x3x3: 6 + 18 = 24, where one pass for all would say 12 or 36).
  * SequenceAt 1 ([2,3,3]) times W [3,4]: 2x3x3x4 = 72 MACs. */
-static void t_loop_fills_sequence(void) {
+static mp_model *seqloop_model(void) {
     const char *syms[] = {NULL, NULL, NULL};
     pbw body = {0}, attrs = {0}, g = {0}, a_ax = {0}, a_split = {0}, a_new = {0};
     onx_node(&body, 1, "Gather", "lo", "cuts,i", "start", NULL);
@@ -199,7 +200,11 @@ static void t_loop_fills_sequence(void) {
     onx_value_info(&g, 12, "chunk2", 1, -1, NULL, NULL);
     onx_value_info(&g, 12, "n3", 7, -1, NULL, NULL);
     onx_value_info(&g, 12, "stacked", 1, -1, NULL, NULL);
-    mp_model *m = load(&g, "seqloop.onnx");
+    return load(&g, "seqloop.onnx");
+}
+
+static void t_loop_fills_sequence(void) {
+    mp_model *m = seqloop_model();
     if (!m) return;
     mp_profile *p = NULL;
     T_OK(mp_profile_static(m, &p));
@@ -251,11 +256,79 @@ static void t_tensor_split_export(void) {
     mp_model_free(m);
 }
 
+/* The same model run: the pieces the Loop inserts come back whole
+ * (ConcatFromSequence is x), SequenceAt(-1) and SplitToSequence's third
+ * element are x[:, 4:5], the lengths 3 and 2, and the stack of the middle
+ * piece twice its values twice. */
+static void t_sequence_run(void) {
+    mp_model *m = seqloop_model();
+    if (!m) return;
+    mp_profile *p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    mp_run_options o;
+    mp_run_options_default(&o);
+    o.threads = 1;
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, &o, &pl));
+    float x[30];
+    for (int i = 0; i < 30; i++) x[i] = (float)i;
+    if (pl) T_OK(mp_exec_set_input(pl, "x", MP_DT_FLOAT, 3, (const int64_t[]){2, 5, 3}, x, sizeof x));
+    if (pl) T_OK(mp_exec_run(pl));
+    for (int i = 0; pl && i < mp_exec_output_count(pl); i++) {
+        const char *name;
+        int dt, rank;
+        const int64_t *dims;
+        const void *data;
+        T_OK(mp_exec_output(pl, i, &name, &dt, &rank, &dims, &data));
+        const float *f = data;
+        const int64_t *n = data;
+        if (!strcmp(name, "whole")) {
+            T_EQ(mp_dims_product(dims, rank), 30);
+            for (int j = 0; j < 30; j++) T_CHECK(f[j] == x[j]);
+        } else if (!strcmp(name, "tail") || !strcmp(name, "chunk2")) {
+            T_EQ(mp_dims_product(dims, rank), 6);
+            for (int b = 0; b < 2; b++)
+                for (int c = 0; c < 3; c++) T_CHECK(f[b * 3 + c] == x[b * 15 + 4 * 3 + c]);
+        } else if (!strcmp(name, "n")) {
+            T_EQ(n[0], 3);
+        } else if (!strcmp(name, "n3")) {
+            T_EQ(n[0], 2);
+        } else if (!strcmp(name, "stacked")) {
+            T_EQ(mp_dims_product(dims, rank), 36);
+            for (int k = 0; k < 2; k++)
+                for (int b = 0; b < 2; b++)
+                    for (int j = 0; j < 9; j++) T_CHECK(f[k * 18 + b * 9 + j] == x[b * 15 + 3 + j]);
+        }
+    }
+    mp_exec_free(pl);
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
+/* A graph output that is a sequence: the run gives tensors only, and says
+ * so naming it. */
+static void t_sequence_output_refused(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 1, TB_DIMS(3));
+    tb_node(m, "SequenceConstruct", "x,x", "s");
+    tb_output(m, "s");
+    mp_profile *p = tb_prof(m);
+    mp_run_options o;
+    mp_run_options_default(&o);
+    mp_exec *pl = NULL;
+    T_EQ(mp_exec_create(p, &o, &pl), MP_ERR_UNSUPPORTED);
+    T_CHECK(strstr(mp_last_error(), "output 's' is a sequence") != NULL);
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 MP_TESTS(ops_control){
     {"loop_constant_trip", t_loop_constant_trip},
     {"loop_unknown_trip", t_loop_unknown_trip},
     {"loop_fills_sequence", t_loop_fills_sequence},
     {"tensor_split_export", t_tensor_split_export},
+    {"sequence_run", t_sequence_run},
+    {"sequence_output_refused", t_sequence_output_refused},
     {"scan_sequence", t_scan_sequence},
 };
 MP_TESTS_END(ops_control)

@@ -203,6 +203,8 @@ enum {
     MP_VAL_DECL_CONST = 1u << 9,  /* CONSTANT_TENSOR (a lifted constant) */
     MP_VAL_VALUE_INFO = 1u << 10, /* its declared type is from the graph's value_info (the
                                    * exporter's own inference), not an input or output */
+    MP_VAL_SEQUENCE = 1u << 11,   /* a sequence (set by the inference: what a sequence operator
+                                   * makes, a Loop carries and its body reads) */
 };
 #define MP_VAL_DECL_ANY (MP_VAL_DECL_PARAM | MP_VAL_DECL_BUFFER | MP_VAL_DECL_CONST)
 

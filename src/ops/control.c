@@ -225,6 +225,20 @@ static mp_status mp__loop_passes(mp_ctx *c, mp_graph *b, int n_carried, bool *do
         for (int d = 0; d < sv->rank; d++) dims[d + 1] = sv->dims[d];
         if ((st = mp_set_out(c, o, sv->dtype, sv->rank + 1, dims))) return st;
     }
+    /* the body as any pass sees it (the iteration number, the condition
+     * and the carried values' contents not known, a dim that changed from
+     * pass to pass unknown): what a plan of the body for the run reads,
+     * the passes' own figures being summed above */
+    if ((st = mp__set_body_input(c, b, 0, MP_DT_INT64, 0, NULL))) return st;
+    if ((st = mp__set_body_input(c, b, 1, MP_DT_BOOL, 0, NULL))) return st;
+    for (int i = 0; i < n_carried; i++) {
+        const mp_value *v = mp_in(c, i + 2), *f = &state[i];
+        int64_t dims[MP_MAX_RANK];
+        int rank = v->rank == f->rank && v->rank <= MP_MAX_RANK ? v->rank : -1;
+        for (int d = 0; d < rank; d++) dims[d] = v->dims[d] == f->dims[d] ? v->dims[d] : MP_DIM_ANON;
+        if ((st = mp__set_body_input(c, b, i + 2, v->dtype, rank, dims))) return st;
+    }
+    if ((st = mp__run_body(c, b))) return st;
     c->n->body_cost = sum;
     *done = true;
     return MP_OK;
@@ -238,6 +252,15 @@ static mp_status mp__loop_infer(mp_ctx *c) {
     if (b->n_inputs != n_carried + 2)
         return mp_fail(c, "body has %d inputs, expected %d", b->n_inputs, n_carried + 2);
     mp_status st;
+    /* a carried sequence: the body reads one, the Loop gives one (the run
+     * carries it as a value whose size changes) */
+    for (int i = 0; i < n_carried; i++) {
+        const mp_value *v = mp_in(c, i + 2);
+        mp_value *o = mp_out(c, i);
+        if (!v || !(v->flags & MP_VAL_SEQUENCE)) continue;
+        b->values[b->inputs[i + 2]].flags |= MP_VAL_SEQUENCE;
+        if (o) o->flags |= MP_VAL_SEQUENCE;
+    }
     c->n->body_cost = NULL;
     bool done;
     if ((st = mp__loop_passes(c, b, n_carried, &done)) || done) return st;

@@ -618,10 +618,11 @@ static mp_status mp__classify(mp_exec *pl) {
         }
         if (val->flags & MP_VAL_INPUT) {
             rv->kind = MP_RV_INPUT;
-            if (!mp_shape_known(val) && pl->parent && val->rank >= 0) {
+            if (!mp_shape_known(val) && pl->parent && (val->rank >= 0 || (val->flags & MP_VAL_SEQUENCE))) {
                 /* a body's input whose shape changes from pass to pass
-                 * (a Loop's carried list that grows): given at each pass
-                 * (mp_subexec_set_input), its readers sized at run time */
+                 * (a Loop's carried list that grows, a sequence it fills):
+                 * given at each pass (mp_subexec_set_input), its readers
+                 * sized at run time */
                 rv->kind = MP_RV_DYN;
                 rv->rt.data = NULL;
                 continue;
@@ -1081,6 +1082,11 @@ mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out) 
     run_defaults(&opts);
     mp_status st = mp_opts_take(&opts, sizeof opts, o, RUN_OPTIONS_V1, "mp_run_options");
     if (st) return st;
+    const mp_graph *g = p->m->graph;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] >= 0 && (g->values[g->outputs[i]].flags & MP_VAL_SEQUENCE))
+            return mp_error(MP_ERR_UNSUPPORTED, "%s: output '%s' is a sequence: the run gives tensors only",
+                            p->m->path ? p->m->path : "model", g->values[g->outputs[i]].name);
     return mp__exec_make(p, p->m->graph, &opts, NULL, out);
 }
 
@@ -1187,6 +1193,7 @@ static mp_status mp__shadow_value(mp_exec *pl, int v) {
     mp_value *sv = pl->shadow_vals;
     const mp_rtensor *rt = &pl->vals[v].rt;
     sv[v] = g->values[v];
+    sv[v].seq = NULL; /* a sequence at run time is its buffer (ops/sequence.c), not what the plan knew */
     if (!rt->data && pl->vals[v].kind != MP_RV_CONST) return MP_OK;
     sv[v].rank = rt->rank;
     sv[v].dims = (int64_t *)rt->dims;
