@@ -322,6 +322,22 @@ static void t_sequence_output_refused(void) {
     mp_model_free(m);
 }
 
+/* PyTorch 1.13's export (opset 17) of nn.EmbeddingBag(100, 16, mode="sum")
+ * on indices [4,5] (4 bags of 5 at offsets the export computes): a Loop
+ * whose body slices the bag by the iteration number. One pass for all
+ * leaves the bag's size unknown; pass by pass each bag is [5,16], its
+ * ReduceSum 80 FLOPs (the input's elements): 4 x 80 = 320. */
+static void t_embedding_bag_passes(void) {
+    mp_model *m = NULL;
+    mp_profile *p = tb_prof_file("tests/corpus/seeds/embedding_bag_fixed.onnx", &m);
+    if (p) {
+        T_EQ_U64(p->total.flops, 4 * 5 * 16);
+        T_EQ(p->total.unknown, 0);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 MP_TESTS(ops_control){
     {"loop_constant_trip", t_loop_constant_trip},
     {"loop_unknown_trip", t_loop_unknown_trip},
@@ -329,6 +345,7 @@ MP_TESTS(ops_control){
     {"tensor_split_export", t_tensor_split_export},
     {"sequence_run", t_sequence_run},
     {"sequence_output_refused", t_sequence_output_refused},
+    {"embedding_bag_passes", t_embedding_bag_passes},
     {"scan_sequence", t_scan_sequence},
 };
 MP_TESTS_END(ops_control)

@@ -221,6 +221,7 @@ mp_status mp_infer_graph(mp_model *m, mp_graph *g) {
 
 mp_status mp_infer_begin(mp_model *m, int *inits, int *n_inits) {
     mp_error_clear();
+    m->pass_work = 0;
     return mp__reset(m, m->graph, inits, n_inits);
 }
 

@@ -389,6 +389,8 @@ struct mp_model {
     struct mp_sig_param { const char *name, *target; } *sig_params;
     int n_sig_params, cap_sig_params;
     int module_source;        /* MP_MODSRC_* */
+    uint64_t pass_work;       /* node inferences spent on Loops inferred pass by pass
+                               * (ops/control.c) since the inference began: bounded */
 };
 
 enum { MP_SIG_OWNS_PARAM = 1, MP_SIG_OWNS_BUFFER = 2 };

@@ -123,7 +123,7 @@ static void mp__if_cost(mp_ctx *c, mp_cost *k) {
 /* ---- Loop ---- */
 
 #define MP__SEQ_PASSES 4096   /* passes inferred one by one at most */
-#define MP__SEQ_WORK (1 << 20) /* passes x body nodes at most */
+#define MP__SEQ_WORK ((uint64_t)1 << 20) /* passes x body nodes, the model's Loops together */
 
 /* Body input i takes v's type, shape, contents and sequence. */
 static void mp__set_body_value(mp_graph *b, int i, const mp_value *v) {
@@ -138,20 +138,23 @@ static void mp__set_body_value(mp_graph *b, int i, const mp_value *v) {
  * elements are known. The body's cost is the sum over the passes. *done
  * is false where this does not apply (the caller infers one pass for
  * all). */
-static mp_status mp__loop_passes(mp_ctx *c, mp_graph *b, int n_carried, bool *done) {
+static mp_status mp__loop_passes(mp_ctx *c, mp_graph *b, int n_carried, bool force, bool *done) {
     *done = false;
     const int64_t *mv, *cv;
     int64_t nm, nc;
-    bool seq = false;
+    bool seq = force;
     for (int i = 0; i < n_carried; i++) seq = seq || (mp_in(c, i + 2) && mp_in(c, i + 2)->seq);
     if (!seq || !mp_in(c, 0) || !mp_ints(c, 0, &mv, &nm) || nm != 1 || mv[0] < 0 || mv[0] > MP__SEQ_PASSES)
         return MP_OK;
     if (mp_in(c, 1) && (!mp_ints(c, 1, &cv, &nc) || nc != 1 || !cv[0])) return MP_OK;
     /* bounded work: a body without control flow of its own (no pass by
-     * pass inside a pass), at most MP__SEQ_WORK node inferences */
-    if ((uint64_t)mv[0] * (uint64_t)b->n_nodes > MP__SEQ_WORK) return MP_OK;
+     * pass inside a pass), at most MP__SEQ_WORK node inferences for all
+     * the model's Loops */
+    uint64_t work = (uint64_t)mv[0] * (uint64_t)(b->n_nodes ? b->n_nodes : 1);
+    if (work > MP__SEQ_WORK - (c->m->pass_work < MP__SEQ_WORK ? c->m->pass_work : MP__SEQ_WORK)) return MP_OK;
     for (int k = 0; k < b->n_nodes; k++)
         if (b->nodes[k].n_sub) return MP_OK;
+    c->m->pass_work += work;
     int n_out = c->n->n_out;
     mp_value *state = mp_scratch(c, sizeof *state * (size_t)(n_out ? n_out : 1));
     mp_cost *sum = mp_scratch(c, sizeof *sum);
@@ -263,7 +266,7 @@ static mp_status mp__loop_infer(mp_ctx *c) {
     }
     c->n->body_cost = NULL;
     bool done;
-    if ((st = mp__loop_passes(c, b, n_carried, &done)) || done) return st;
+    if ((st = mp__loop_passes(c, b, n_carried, false, &done)) || done) return st;
     if ((st = mp__set_body_input(c, b, 0, MP_DT_INT64, 0, NULL))) return st;
     if ((st = mp__set_body_input(c, b, 1, MP_DT_BOOL, 0, NULL))) return st;
     for (int i = 0; i < n_carried; i++) {
@@ -335,7 +338,19 @@ static mp_status mp__loop_infer(mp_ctx *c) {
             if ((st = mp_set_out(c, o, bo->dtype, bo->rank + 1, dims))) return st;
         }
     }
-    return MP_OK;
+    /* A body whose cost one pass for all leaves unknown (a Slice by the
+     * iteration number: nn.EmbeddingBag's bags at offsets the export knows)
+     * may be known pass by pass; where it is not, the body is left as one
+     * pass for all saw it. */
+    mp_cost k = {0};
+    mp_graph_cost_sum(b, &k);
+    if (!(k.flags & MP_COST_UNKNOWN)) return MP_OK;
+    mp_value *saved = mp_scratch(c, sizeof *saved * (size_t)b->n_inputs);
+    if (!saved) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < b->n_inputs; i++) saved[i] = b->values[b->inputs[i]];
+    if ((st = mp__loop_passes(c, b, n_carried, true, &done)) || done) return st;
+    for (int i = 0; i < b->n_inputs; i++) b->values[b->inputs[i]] = saved[i];
+    return mp__run_body(c, b);
 }
 
 static void mp__scale_cost(mp_cost *k, uint64_t times) {

@@ -307,7 +307,8 @@ static mp_status plan_build(mp_tplan *pl) {
         }
         /* no input of unknown shape: a node whose own work the data sizes
          * (a Loop slicing by values it reads each pass: nn.EmbeddingBag's
-         * bags; a Loop growing a list) */
+         * bags at offsets given as an input; a Loop whose passes the data
+         * count) */
         for (int oi = 0; oi < g->n_nodes; oi++) {
             const mp_node *n = &g->nodes[g->order ? g->order[oi] : oi];
             if (!(n->cost.flags & MP_COST_UNKNOWN)) continue;
@@ -317,7 +318,7 @@ static mp_status plan_build(mp_tplan *pl) {
                             pl->p->total.unknown, pl->p->total.unknown == 1 ? "" : "s",
                             pl->p->total.unknown == 1 ? "has" : "have", n->name ? n->name : "?", n->op,
                             n->n_sub > 0 ? ", whose body's sizes change from one pass to the next (nn.EmbeddingBag's "
-                                           "bags, a list a Loop grows)" : "");
+                                           "bags at offsets given as an input, passes the data count)" : "");
         }
         return mp_error(MP_ERR_USAGE, "the plan needs every dim: %d nodes have shapes that depend on "
                         "unknown dims (give --dim or --input)", pl->p->total.unknown);
