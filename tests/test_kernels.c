@@ -756,6 +756,58 @@ static void test_kernels_adversarial(void) {
     T_EQ(tk_run(&t), MP_ERR_SHAPE);
 }
 
+/* ScatterND without a reduction: a slice assignment as PyTorch exports it
+ * (data [2,3,4], a tuple per element of x[:, 1:3, 1:4]: runs of 3 along
+ * the last dim, one memcpy each), some tuples negative, one out of order,
+ * one given twice (the later update, the kernel running on one thread);
+ * each element against the plain definition. Then tuples of 2 (slices of
+ * 4 elements), and an index out of range refused. */
+static void test_kernels_scatter_nd_runs(void) {
+    static float d[24], u[15], got[24], want[24];
+    int64_t ix[15 * 3], n = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 1; j < 3; j++)
+            for (int c = 1; c < 4; c++) {
+                ix[n * 3] = i, ix[n * 3 + 1] = j == 2 && c == 3 ? -1 : j, ix[n * 3 + 2] = c == 2 && i ? -2 : c;
+                n++;
+            }
+    ix[n * 3] = 0, ix[n * 3 + 1] = 0, ix[n * 3 + 2] = 0, n++;   /* out of order */
+    ix[n * 3] = 1, ix[n * 3 + 1] = 1, ix[n * 3 + 2] = 3, n++;   /* again: the later wins */
+    ix[n * 3] = 1, ix[n * 3 + 1] = 1, ix[n * 3 + 2] = 1, n++;   /* the same row, not the next element */
+    int64_t xdims[3] = {2, 3, 4}, idims[2] = {n, 3}, udims[1] = {n};
+    for (int i = 0; i < 24; i++) d[i] = (float)i;
+    for (int i = 0; i < n; i++) u[i] = (float)(100 + i);
+    tk_node t;
+    tk_init(&t, "ScatterND", 16, 3, 1);
+    t.rin[0] = tk_t(d, MP_DT_FLOAT, 3, xdims);
+    t.rin[1] = tk_t(ix, MP_DT_INT64, 2, idims);
+    t.rin[2] = tk_t(u, MP_DT_FLOAT, 1, udims);
+    t.rout[0] = tk_t(got, MP_DT_FLOAT, 3, xdims);
+    T_OK(tk_run(&t));
+    memcpy(want, d, sizeof want);
+    for (int e = 0; e < n; e++) {
+        int64_t a = ix[e * 3], b = ix[e * 3 + 1] < 0 ? ix[e * 3 + 1] + 3 : ix[e * 3 + 1],
+                c = ix[e * 3 + 2] < 0 ? ix[e * 3 + 2] + 4 : ix[e * 3 + 2];
+        want[a * 12 + b * 4 + c] = u[e];
+    }
+    T_CHECK(memcmp(got, want, sizeof want) == 0);
+    /* tuples of 2: each a slice of 4 */
+    int64_t ix2[3 * 2] = {1, 2, 0, 0, -1, 1}, i2dims[2] = {3, 2}, u2dims[2] = {3, 4};
+    float u2[12];
+    for (int i = 0; i < 12; i++) u2[i] = (float)(200 + i);
+    t.rin[1] = tk_t(ix2, MP_DT_INT64, 2, i2dims);
+    t.rin[2] = tk_t(u2, MP_DT_FLOAT, 2, u2dims);
+    T_OK(tk_run(&t));
+    memcpy(want, d, sizeof want);
+    memcpy(want + 1 * 12 + 2 * 4, u2, 4 * sizeof(float));
+    memcpy(want + 0, u2 + 4, 4 * sizeof(float));
+    memcpy(want + 1 * 12 + 1 * 4, u2 + 8, 4 * sizeof(float));
+    T_CHECK(memcmp(got, want, sizeof want) == 0);
+    ix2[3] = 3; /* [0, 3]: dim 1 has 3 */
+    T_EQ(tk_run(&t), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "index 3 out of range [0, 3)") != NULL);
+}
+
 MP_TESTS(kernels){
     {"layernorm", test_kernels_layernorm},
     {"contrib", test_kernels_contrib},
@@ -774,5 +826,6 @@ MP_TESTS(kernels){
     {"hard_activations", test_kernels_hard_activations},
     {"instancenorm", test_kernels_instancenorm},
     {"nonzero", test_kernels_nonzero},
+    {"scatter_nd_runs", test_kernels_scatter_nd_runs},
 };
 MP_TESTS_END(kernels)

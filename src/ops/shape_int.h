@@ -26,6 +26,7 @@ mp_status shk_gather_elements(mp_kctx *k);
 mp_status shk_scatter_elements(mp_kctx *k);
 mp_status shk_gather_nd(mp_kctx *k);
 mp_status shk_scatter_nd(mp_kctx *k);
+mp_status shk_scatter_prepare(mp_kctx *k, size_t *scratch);
 mp_status shk_pad(mp_kctx *k);
 mp_status shk_range(mp_kctx *k);
 mp_status shk_constant_of_shape(mp_kctx *k);

@@ -395,6 +395,79 @@ mp_status shk_scatter_elements(mp_kctx *k) {
     return MP_OK;
 }
 
+/* ScatterND without a reduction, int64 tuples: each tuple's slice of
+ * `inner` elements copied whole, and tuples whose offsets follow one
+ * another (the same leading indices, the last one up by one) copied as one
+ * run. PyTorch's slice assignment (`attn[:, :, a:, a:] = u`, torchvision's
+ * MViT-V2 relative positions) exports as a tuple per element, consecutive
+ * along the last dim: one memcpy a row where the element loop read and
+ * converted each index through the generic accessors. In order, as the
+ * loop below: a tuple given twice keeps the later update. */
+typedef struct {
+    const mp_rtensor *x, *u;
+    mp_rtensor *y;
+    const int64_t *iv, *xs;
+    int64_t q, inner;
+    size_t es;
+    int64_t bad; /* the first tuple found out of range, -1 none */
+} shk_runs;
+
+static void shk_runs_range(void *arg, int64_t lo, int64_t hi) {
+    shk_runs *r = arg;
+    const int64_t q = r->q, inner = r->inner, last = q ? r->x->dims[q - 1] : 0;
+    for (int64_t t = lo; t < hi;) {
+        const int64_t *p0 = r->iv + t * q;
+        int64_t off = 0;
+        for (int64_t j = 0; j < q; j++) {
+            int64_t i = p0[j], d = r->x->dims[j];
+            if (i < -d || i >= d) {
+                int64_t none = -1;
+                __atomic_compare_exchange_n(&r->bad, &none, t, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+                return;
+            }
+            off += (i < 0 ? i + d : i) * r->xs[j];
+        }
+        int64_t n = 1;
+        if (inner == 1 && q > 0 && p0[q - 1] >= 0) {
+            for (; t + n < hi; n++) {
+                const int64_t *p = r->iv + (t + n) * q;
+                if (p[q - 1] != p0[q - 1] + n || p[q - 1] >= last || memcmp(p, p0, (size_t)(q - 1) * sizeof *p))
+                    break;
+            }
+        }
+        memcpy((char *)r->y->data + (size_t)off * r->es, (const char *)r->u->data + (size_t)(t * inner) * r->es,
+               (size_t)(n * inner) * r->es);
+        t += n;
+    }
+}
+
+/* ScatterND without a reduction, int64 tuples: each tuple's slice of
+ * `inner` elements copied whole, and tuples whose offsets follow one
+ * another (the same leading indices, the last one up by one) copied as one
+ * run. PyTorch's slice assignment (`attn[:, :, a:, a:] = u`, torchvision's
+ * MViT-V2 relative positions) exports as a tuple per element, consecutive
+ * along the last dim: one memcpy a row where the element loop read and
+ * converted each index through the generic accessors. The tuples are split
+ * over the plan's threads: a tuple given twice (ONNX leaves which update
+ * wins undefined, as ONNX Runtime's parallel kernel and PyTorch's
+ * index_put_ do) may keep either. */
+static mp_status shk_scatter_runs(mp_kctx *k, const mp_rtensor *x, const mp_rtensor *ix, const mp_rtensor *u,
+                                  mp_rtensor *y, int64_t tuples, int64_t q, int64_t inner, size_t es) {
+    int64_t xs[MP_MAX_RANK];
+    mp_kstrides(x->rank, x->dims, xs);
+    shk_runs r = {x, u, y, ix->data, xs, q, inner, es, -1};
+    if (tuples * inner < (1 << 16)) shk_runs_range(&r, 0, tuples);
+    else mp_kparallel(k, tuples, shk_runs_range, &r);
+    if (r.bad >= 0) {
+        for (int64_t j = 0; j < q; j++) {
+            int64_t i = r.iv[r.bad * q + j], d = x->dims[j];
+            if (i < -d || i >= d)
+                return mp_kfail(k, MP_ERR_USAGE, "index %lld out of range [0, %lld)", (long long)i, (long long)d);
+        }
+    }
+    return MP_OK;
+}
+
 /* GatherND / ScatterND: index tuples of length q over data's leading dims
  * (after batch_dims), each selecting a slice of `inner` elements. */
 static mp_status shk_nd(mp_kctx *k, bool scatter) {
@@ -421,6 +494,7 @@ static mp_status shk_nd(mp_kctx *k, bool scatter) {
                         scatter ? "updates" : "output", (long long)tuples, (long long)inner);
     int red = scatter ? shk_reduction(k->n) : 0;
     if (scatter && y->data != x->data) memcpy(y->data, x->data, (size_t)x->numel * es);
+    if (scatter && !red && b == 0 && ix->dtype == MP_DT_INT64) return shk_scatter_runs(k, x, ix, upd, y, tuples, q, inner, es);
     for (int64_t bi = 0; bi < batch; bi++)
         for (int64_t t = 0; t < per_batch; t++) {
             int64_t tup = bi * per_batch + t, off = bi * bstride;
@@ -442,6 +516,14 @@ static mp_status shk_nd(mp_kctx *k, bool scatter) {
 
 mp_status shk_gather_nd(mp_kctx *k) { return shk_nd(k, false); }
 mp_status shk_scatter_nd(mp_kctx *k) { return shk_nd(k, true); }
+
+/* Scatter*: the output may be the data's buffer (the kernels copy the data
+ * only when it is not), saving a copy of the whole tensor a run. */
+mp_status shk_scatter_prepare(mp_kctx *k, size_t *scratch) {
+    (void)scratch;
+    if (k->n->n_in > 2 && k->n->in[2] != k->n->in[0]) mp_kshare(k, 0); /* not when the updates are the data */
+    return MP_OK;
+}
 
 typedef struct shk_padrows {
     const mp_rtensor *x;
