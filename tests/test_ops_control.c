@@ -338,6 +338,42 @@ static void t_embedding_bag_passes(void) {
     mp_model_free(m);
 }
 
+/* Malformed Loops that carry a sequence: fewer outputs than carried
+ * values, a carried input left out. An error or unknown figures, never a
+ * read past the node's arrays (ASan runs this). */
+static void t_loop_sequence_malformed(void) {
+    for (int variant = 0; variant < 2; variant++) {
+        pbw body = {0}, attrs = {0}, g = {0};
+        onx_node(&body, 1, "SequenceInsert", "ins", "s_in,x", "s_out", NULL);
+        onx_node(&body, 1, "Identity", "keep", "cond_in", "cond_out", NULL);
+        onx_node(&body, 1, "Identity", "pass", "t_in", "t_out", NULL);
+        onx_value_info(&body, 11, "i", 7, 0, NULL, NULL);
+        onx_value_info(&body, 11, "cond_in", 9, 0, NULL, NULL);
+        onx_value_info(&body, 11, "s_in", 1, -1, NULL, NULL);
+        onx_value_info(&body, 11, "t_in", 1, -1, NULL, NULL);
+        onx_value_info(&body, 12, "cond_out", 9, 0, NULL, NULL);
+        onx_value_info(&body, 12, "s_out", 1, -1, NULL, NULL);
+        onx_value_info(&body, 12, "t_out", 1, -1, NULL, NULL);
+        onx_attr_graph(&attrs, "body", &body);
+        onx_node(&g, 1, "SequenceEmpty", "empty", "", "s0", NULL);
+        /* two carried values: one output for them; the second left out */
+        onx_node(&g, 1, "Loop", "loop", variant ? "M,yes,s0," : "M,yes,s0,x", variant ? "s1,t1" : "s1", &attrs);
+        int64_t two = 2;
+        uint8_t yes = 1;
+        onx_tensor(&g, 5, "M", 7, 0, NULL, &two, sizeof two);
+        onx_tensor(&g, 5, "yes", 9, 0, NULL, &yes, 1);
+        onx_value_info(&g, 11, "x", 1, 1, (const int64_t[]){3}, NULL);
+        onx_value_info(&g, 12, "s1", 1, -1, NULL, NULL);
+        mp_model *m = load(&g, variant ? "seqbad1.onnx" : "seqbad0.onnx");
+        if (!m) continue;
+        mp_profile *p = NULL;
+        mp_status st = mp_profile_static(m, &p);
+        T_CHECK(st == MP_OK || st == MP_ERR_SHAPE);
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
+}
+
 MP_TESTS(ops_control){
     {"loop_constant_trip", t_loop_constant_trip},
     {"loop_unknown_trip", t_loop_unknown_trip},
@@ -346,6 +382,7 @@ MP_TESTS(ops_control){
     {"sequence_run", t_sequence_run},
     {"sequence_output_refused", t_sequence_output_refused},
     {"embedding_bag_passes", t_embedding_bag_passes},
+    {"loop_sequence_malformed", t_loop_sequence_malformed},
     {"scan_sequence", t_scan_sequence},
 };
 MP_TESTS_END(ops_control)

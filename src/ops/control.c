@@ -143,7 +143,11 @@ static mp_status mp__loop_passes(mp_ctx *c, mp_graph *b, int n_carried, bool for
     const int64_t *mv, *cv;
     int64_t nm, nc;
     bool seq = force;
-    for (int i = 0; i < n_carried; i++) seq = seq || (mp_in(c, i + 2) && mp_in(c, i + 2)->seq);
+    for (int i = 0; i < n_carried; i++) {
+        if (!mp_in(c, i + 2)) return MP_OK; /* one pass for all says what is wrong */
+        seq = seq || mp_in(c, i + 2)->seq;
+    }
+    if (c->n->n_out < n_carried || b->n_inputs != n_carried + 2) return MP_OK;
     if (!seq || !mp_in(c, 0) || !mp_ints(c, 0, &mv, &nm) || nm != 1 || mv[0] < 0 || mv[0] > MP__SEQ_PASSES)
         return MP_OK;
     if (mp_in(c, 1) && (!mp_ints(c, 1, &cv, &nc) || nc != 1 || !cv[0])) return MP_OK;
