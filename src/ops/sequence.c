@@ -471,9 +471,8 @@ static mp_status sqk_split(mp_kctx *k) {
     int ax = mp_axis(mp_attr_i(k->n, "axis", 0), x->rank);
     size_t es = mp_kesize(x->dtype);
     if (ax < 0 || !es) return mp_kfail(k, MP_ERR_SHAPE, "axis or dtype out of range");
-    int64_t len = x->dims[ax], outer = 1, inner = 1;
-    for (int d = 0; d < ax; d++) outer *= x->dims[d];
-    for (int d = ax + 1; d < x->rank; d++) inner *= x->dims[d];
+    int64_t len = x->dims[ax], outer, inner;
+    mp_kouter_inner(x->rank, x->dims, ax, &outer, &inner);
     int64_t sv[SQ_MAX], n;
     const mp_rtensor *sp = mp_kin(k, 1);
     bool squeeze = !sp && !mp_attr_i(k->n, "keepdims", 1);
@@ -530,7 +529,7 @@ static mp_status sqk_concat(mp_kctx *k) {
     int ax = mp_axis(mp_attr_i(k->n, "axis", 0), ro);
     size_t es = mp_kesize(k->in[0].dtype);
     if (ax < 0 || ro > MP_MAX_RANK || (!stack && r == 0)) return mp_kfail(k, MP_ERR_SHAPE, "axis out of range");
-    int64_t dims[MP_MAX_RANK], outer = 1, inner = 1;
+    int64_t dims[MP_MAX_RANK], outer, inner;
     for (int d = 0, j = 0; d < ro; d++) dims[d] = stack && d == ax ? 1 : e[0].dims[j++];
     int64_t total = 0;
     for (int64_t i = 0; i < h->n; i++) {
@@ -541,8 +540,7 @@ static mp_status sqk_concat(mp_kctx *k) {
             else if (v != dims[d]) return mp_kfail(k, MP_ERR_SHAPE, "element %lld has another shape", (long long)i);
         }
     }
-    for (int d = 0; d < ax; d++) outer *= dims[d];
-    for (int d = ax + 1; d < ro; d++) inner *= dims[d];
+    mp_kouter_inner(ro, dims, ax, &outer, &inner);
     dims[ax] = total;
     if ((st = mp_kout_shape(k, 0, ro, dims))) return st;
     uint8_t *out = k->out[0].data;

@@ -451,10 +451,9 @@ static void shk_runs_range(void *arg, int64_t lo, int64_t hi) {
  * over the plan's threads: a tuple given twice (ONNX leaves which update
  * wins undefined, as ONNX Runtime's parallel kernel and PyTorch's
  * index_put_ do) may keep either. */
-static mp_status shk_scatter_runs(mp_kctx *k, const mp_rtensor *x, const mp_rtensor *ix, const mp_rtensor *u,
-                                  mp_rtensor *y, int64_t tuples, int64_t q, int64_t inner, size_t es) {
-    int64_t xs[MP_MAX_RANK];
-    mp_kstrides(x->rank, x->dims, xs);
+static mp_status shk_scatter_runs(mp_kctx *k, const mp_rtensor *x, const int64_t *xs, const mp_rtensor *ix,
+                                  const mp_rtensor *u, mp_rtensor *y, int64_t tuples, int64_t q, int64_t inner,
+                                  size_t es) {
     shk_runs r = {x, u, y, ix->data, xs, q, inner, es, -1};
     if (tuples * inner < (1 << 16)) shk_runs_range(&r, 0, tuples);
     else mp_kparallel(k, tuples, shk_runs_range, &r);
@@ -494,7 +493,7 @@ static mp_status shk_nd(mp_kctx *k, bool scatter) {
                         scatter ? "updates" : "output", (long long)tuples, (long long)inner);
     int red = scatter ? shk_reduction(k->n) : 0;
     if (scatter && y->data != x->data) memcpy(y->data, x->data, (size_t)x->numel * es);
-    if (scatter && !red && b == 0 && ix->dtype == MP_DT_INT64) return shk_scatter_runs(k, x, ix, upd, y, tuples, q, inner, es);
+    if (scatter && !red && b == 0 && ix->dtype == MP_DT_INT64) return shk_scatter_runs(k, x, xs, ix, upd, y, tuples, q, inner, es);
     for (int64_t bi = 0; bi < batch; bi++)
         for (int64_t t = 0; t < per_batch; t++) {
             int64_t tup = bi * per_batch + t, off = bi * bstride;
