@@ -375,6 +375,65 @@ static void t_tf32(void) {
     T_CHECK(mp_tplan_options_set(&o, "tf32", "half") == MP_ERR_USAGE);
 }
 
+/* PyTorch's own depthwise kernels (graph.c's native_depthwise), counted
+ * by hand on x[2,32,16,16] -> A: Conv W1[32,1,3,3] group 32, stride 2,
+ * pad 1 -> a[2,32,8,8] -> B: Conv W2[64,1,5,5] group 32 (a depth
+ * multiplier of 2), pad 2 -> b[2,64,8,8] -> C: Conv W3[64,64,1,1] (not
+ * depthwise: cuDNN), lane instructions:
+ *   A forward  4,096 outputs x (40 + 9 taps x 5, unrolled 3 x 3) = 348,160
+ *   A backward x needs no gradient; the weight's 4,096 x 9 x 24  = 884,736
+ *   B forward  8,192 x (40 + 25 x 8)                             = 1,966,080
+ *   B backward its input's 4,096 x (40 + 2 x 25 x 8) = 1,802,240, the
+ *              weight's 8,192 x 25 x 24 = 4,915,200                = 6,717,440
+ * in fp32; bf16 adds two conversions per tap (A forward 4,096 x (40 + 9 x
+ * 7) = 421,888) and takes no cuDNN layout transposes (A: its two casts
+ * only; C: its weight's cast and the two transposes); fp16 is cuDNN's. On
+ * an H200 (66.9 T fp32: 33.45 G instructions a millisecond) at 60%, B's
+ * forward is 1,966,080 / (33.45e12 x 0.6) s, above its bytes' time. */
+static void t_native_depthwise(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(2, 32, 16, 16));
+    tb_weight(m, "W1", MP_DT_FLOAT, 4, TB_DIMS(32, 1, 3, 3));
+    tb_weight(m, "W2", MP_DT_FLOAT, 4, TB_DIMS(64, 1, 5, 5));
+    tb_weight(m, "W3", MP_DT_FLOAT, 4, TB_DIMS(64, 64, 1, 1));
+    int a = tb_node(m, "Conv", "x,W1", "a");
+    tb_attr_i(m, a, "group", 32);
+    tb_attr_ints(m, a, "strides", 2, TB_DIMS(2, 2));
+    tb_attr_ints(m, a, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    int b = tb_node(m, "Conv", "a,W2", "b");
+    tb_attr_i(m, b, "group", 32);
+    tb_attr_ints(m, b, "pads", 4, TB_DIMS(2, 2, 2, 2));
+    tb_node(m, "Conv", "b,W3", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    static const char *const prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
+    for (int i = 0; p && i < 3; i++) {
+        const char *kv[] = {"loss", "none", "optimizer", "sgd", "gpu", "h200", "precision", prec[i], NULL};
+        mp_tplan *pl = plan_with(p, kv);
+        if (!pl) continue;
+        if (i == 0) {
+            T_EQ_U64(pl->nodes[0].simt_fwd, 348160);
+            T_EQ_U64(pl->nodes[0].simt_bwd, 884736);
+            T_EQ_U64(pl->nodes[1].simt_fwd, 1966080);
+            T_EQ_U64(pl->nodes[1].simt_bwd, 6717440);
+            T_CHECK(fabs(pl->nodes[1].roof_fwd - 1966080.0 / (66.9e12 / 2 * 0.6)) < 1e-15);
+            T_EQ(pl->native_dw, 2);
+        } else if (i == 1) {
+            T_EQ_U64(pl->nodes[0].simt_fwd, 4096 * (40 + 9 * 7));
+            T_EQ_U64(pl->nodes[0].simt_bwd, 4096 * 9 * 26);
+            T_EQ(pl->nodes[0].n_aux_fwd, 2);
+            T_EQ(pl->nodes[2].n_aux_fwd, 3);
+        } else {
+            T_EQ_U64(pl->nodes[0].simt_fwd + pl->nodes[1].simt_bwd, 0);
+            T_EQ(pl->native_dw, 0);
+            T_EQ(pl->nodes[0].n_aux_fwd, 4);
+        }
+        T_EQ_U64(pl->nodes[2].simt_fwd + pl->nodes[2].simt_bwd, 0);
+        mp_tplan_free(pl);
+    }
+    tb_done(m, p);
+}
+
 /* The operators eager PyTorch dispatches, by ATen's decompositions
  * (docs/PLANNING.md "host-bound steps"), counted by hand on
  * x[2,4,8] -> MatMul W[8,8] -> Add b[8] -> Reshape [2,4,2,4] ->
@@ -835,6 +894,7 @@ MP_TESTS(plan_step) {
     {"host_bound", t_host_bound},
     {"launch_queue", t_launch_queue},
     {"tf32", t_tf32},
+    {"native_depthwise", t_native_depthwise},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},

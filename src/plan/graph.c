@@ -164,6 +164,58 @@ static bool param_like(const pctx *c, int v) {
  *    reshaped, per side transpose, bmm and reshape (1 + 3 each);
  *  - a Linear's bias added after its MatMul: addmm's (0; backward 2).
  * tools/host_ops.py counts them with TorchDispatchMode in a real step. */
+/* PyTorch's own depthwise kernels (aten/src/ATen/native/cuda/
+ * DepthwiseConv2d.cu). A 2-D (or 1-D, viewed as 2-D) convolution with one
+ * group per input channel goes to them in fp32 and bf16 for tensors in
+ * PyTorch's default layout; cuDNN takes it only in fp16 or channels-last
+ * (Convolution.cpp's use_cudnn_depthwise). Their work is index arithmetic
+ * around one multiply-add per tap, so they are bound by the instructions
+ * the GPU issues, not by FLOPs or bytes:
+ *  - forward, a thread per output: its n, c, h, w from three runtime
+ *    divisions (12 instructions each, NVCC's 32-bit division by a runtime
+ *    divisor) and the store, about 40, then per tap the input's position,
+ *    two bounds tests, two loads and the multiply-add: 8 (5 in the
+ *    unrolled 3 x 3 and 1 x 1 specialisations);
+ *  - the input's gradient, a thread per input element: the same 40, per
+ *    tap (and per output channel of a depth multiplier) 8 (6 unrolled),
+ *    and with a stride other than 1 or 2 a runtime modulo and division
+ *    of each coordinate, 24 more;
+ *  - the weight's gradient, a block per weight element reducing over the
+ *    batch and the output positions: per output element and tap a
+ *    division and a modulo by the output width (14), the two offsets (5),
+ *    the bounds (2), two loads and the multiply-add (3) and the loop (3):
+ *    24 (no specialisation).
+ * 16-bit types add the two conversions to fp32 per tap. Counts are lane
+ * instructions per micro-batch at the export's batch (bscale'd by the
+ * caller); layout.c times them at one instruction per CUDA core and clock
+ * (the datasheet's fp32 rate over 2) x --compute-eff. Returns false when
+ * the node is not run by these kernels. */
+static bool native_depthwise(const pctx *c, const mp_node *n, int dt, uint32_t rg, mp_pnode *pn) {
+    if (!mp_streq(n->op, "Conv") || n->n_in < 2 || n->n_out < 1 || n->in[0] < 0 || n->in[1] < 0 || n->out[0] < 0)
+        return false;
+    if (dt != MP_DT_FLOAT && dt != MP_DT_BFLOAT16) return false; /* fp16: cuDNN; fp64: not planned */
+    if (c->pl->o.channels_last) return false;
+    const mp_value *x = &c->g->values[n->in[0]], *w = &c->g->values[n->in[1]], *y = &c->g->values[n->out[0]];
+    if ((x->rank != 3 && x->rank != 4) || w->rank != x->rank || y->rank != x->rank) return false;
+    int64_t groups = mp_attr_i(n, "group", 1), cin = x->dims[1], cout = w->dims[0];
+    if (groups <= 1 || cin != groups || cout <= 0 || cout % cin || w->dims[1] != 1) return false;
+    for (int i = 0; i < x->rank; i++)
+        if (x->dims[i] <= 0 || y->dims[i] <= 0 || w->dims[i] <= 0) return false;
+    int64_t kh = x->rank == 4 ? w->dims[2] : 1, kw = w->dims[x->rank - 1];
+    const int64_t *st = NULL;
+    int ns = mp_attr_ints(n, "strides", &st);
+    bool odd_stride = false;
+    for (int i = 0; i < ns; i++)
+        if (st[i] != 1 && st[i] != 2) odd_stride = true;
+    bool unrolled = (kh == 3 && kw == 3) || (kh == 1 && kw == 1);
+    uint64_t taps = (uint64_t)(kh * kw), conv16 = dt == MP_DT_BFLOAT16 ? 2 : 0;
+    uint64_t out_el = mp_tplan_numel(y), in_el = mp_tplan_numel(x), mult = (uint64_t)(cout / cin);
+    pn->simt_fwd = bscale(c, out_el * (40 + taps * ((unrolled ? 5 : 8) + conv16)));
+    if (rg & 1) pn->simt_bwd += bscale(c, in_el * (40 + mult * taps * ((unrolled ? 6 : 8) + (odd_stride ? 24 : 0) + conv16)));
+    if (rg & 2) pn->simt_bwd += bscale(c, out_el * taps * (24 + conv16));
+    return true;
+}
+
 static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff, mp_pnode *pn) {
     /* a Linear's bias added after its MatMul (the TorchScript exporter's
      * form for an input of rank 3 or more) is addmm's in PyTorch: nothing
@@ -1144,7 +1196,9 @@ static mp_status graph_pass(pctx *c) {
          * transposes its input in and its output back (nchwToNhwc,
          * nhwcToNchw), and its backward the gradients and the input again
          * (--channels-last: none) */
-        if (pn->lower && !o->channels_last && (mp_streq(n->op, "Conv") || mp_streq(n->op, "ConvTranspose")) &&
+        bool native_dw = role == ROLE_OWN && native_depthwise(c, n, out_dt, rg, pn);
+        if (native_dw) pl->native_dw++;
+        if (pn->lower && !o->channels_last && !native_dw && (mp_streq(n->op, "Conv") || mp_streq(n->op, "ConvTranspose")) &&
             n->n_in > 0 && n->in[0] >= 0 && g->values[n->in[0]].rank >= 4 && n->n_out > 0 && n->out[0] >= 0) {
             int ldt = c->mixed ? c->low_dt : c->base_dt;
             uint64_t io = (mp_tplan_numel(&g->values[n->in[0]]) + mp_tplan_numel(&g->values[n->out[0]])) *

@@ -456,6 +456,13 @@ mp_status mp_tplan_layouts(mp_tplan *pl) {
         }
         pn->roof_fwd = roof((double)pn->fwd_flops, peak, (double)pn->bytes, pl->bw, o);
         pn->roof_bwd = roof((double)pn->bwd_flops, peak, 2.0 * (double)pn->bytes, pl->bw, o);
+        /* kernels bound by the instructions they issue (graph.c's native_depthwise) */
+        if (pl->simt_ips > 0 && (pn->simt_fwd || pn->simt_bwd)) {
+            double f = (double)pn->simt_fwd / (pl->simt_ips * o->compute_eff);
+            double b = (double)pn->simt_bwd / (pl->simt_ips * o->compute_eff);
+            if (f > pn->roof_fwd) pn->roof_fwd = f;
+            if (b > pn->roof_bwd) pn->roof_bwd = b;
+        }
     }
     pl->stages = mp_arena_calloc(&pl->arena, (size_t)pl->pp, sizeof(mp_pstage));
     int *stamp = calloc((size_t)g->n_values + 1, sizeof(int));

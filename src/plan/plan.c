@@ -98,6 +98,7 @@ static mp_status pick_gpu(mp_tplan *pl) {
         pl->peak_flops = gp->tflops[col] * 1e12;
         pl->peak_low_flops = gp->tflops[low] * 1e12;
         pl->peak_tf32_flops = gp->tflops[MP_GPU_TF32] * 1e12;
+        pl->simt_ips = gp->tflops[MP_GPU_FP32] * 1e12 / 2;
         pl->mem_bytes = gp->mem_gb * 1e9;
         pl->bw = gp->bandwidth_gbs * 1e9;
         pl->link = gp->link_gbs * 1e9;
@@ -109,6 +110,7 @@ static mp_status pick_gpu(mp_tplan *pl) {
     }
     /* TF32: the table's dense rate; none there, or peaks given by hand: fp32's */
     if (!(pl->peak_tf32_flops > 0) || o->peak_tflops > 0) pl->peak_tf32_flops = pl->peak_flops;
+    if (o->peak_tflops > 0) pl->simt_ips = 0; /* peaks by hand: no CUDA-core rate to time issue by */
     if (o->mem_gb > 0) pl->mem_bytes = o->mem_gb * 1e9;
     if (o->bandwidth_gbs > 0) pl->bw = o->bandwidth_gbs * 1e9;
     if (!gp && !pl->gpu_label && (o->peak_tflops > 0 || o->mem_gb > 0)) pl->gpu_label = "given";

@@ -121,6 +121,9 @@ typedef struct mp_pnode {
     uint64_t temp;                    /* transient bytes of its backward */
     uint64_t tp_comm;                 /* bytes all-reduced per pass under tp */
     double roof_fwd, roof_bwd;        /* roofline seconds of its forward and backward, whole */
+    uint64_t simt_fwd, simt_bwd;      /* lane instructions of kernels bound by their issue, not by
+                                       * FLOPs or bytes (PyTorch's own depthwise convolutions,
+                                       * graph.c's native_depthwise), per micro-batch */
     uint64_t aux_fwd, aux_bwd;        /* kernels PyTorch runs around it (autocast's casts, cuDNN's
                                        * layout transposes): bytes moved in the forward and in the
                                        * backward (the gradients cast or transposed back) */
@@ -150,6 +153,9 @@ struct mp_tplan {
     const mp_gpu *gpu;           /* table row, NULL when none or all given */
     const char *gpu_label;
     double peak_flops, peak_low_flops; /* FLOP/s: training dtype, autocast's low dtype */
+    double simt_ips;             /* lane instructions a second on the CUDA cores (one per core
+                                  * and clock: the table's fp32 rate over 2); 0 unknown */
+    int native_dw;               /* convolutions run by PyTorch's own depthwise kernels */
     double peak_tf32_flops;      /* FLOP/s of an fp32 product on the tensor cores (TF32; the
                                   * fp32 peak where the GPU has none or is given by hand) */
     const char *peak_dtype;

@@ -656,6 +656,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
            mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 8)).s, mp_fmt_bytes((uint64_t)mp_tplan_link_bw(pl, 16)).s,
            o->tf32 == MP_TF32_ALL ? "convolutions and matmuls" : o->tf32 == MP_TF32_NONE ? "nothing" : "convolutions",
            o->tf32 == MP_TF32_CONV ? " conv: PyTorch's defaults" : "");
+        if (pl->native_dw > 0 && pl->simt_ips > 0)
+            pf(w, "%-24s%d depthwise convolution%s in PyTorch's own kernels (fp32 and bf16 in its default layout): "
+                  "timed by the instructions they issue, one per CUDA core and clock (the fp32 rate / 2) x %s "
+                  "(--compute-eff), not by FLOPs or bytes\n",
+               "", pl->native_dw, pl->native_dw == 1 ? "" : "s", mp_fmt_pct_d(o->compute_eff, 1).s);
     }
 
     if (!o->inference) {
@@ -1078,6 +1083,7 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_key(w, "optimizer_impl");
     jw_opt_str(w, mp_tplan_choice_name("optimizer-impl", o->optimizer_impl));
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
+    jw_key(w, "native_depthwise_convs"); jw_i64(w, pl->native_dw);
     jw_key(w, "comm_overlap"); jw_bool(w, false);
     jw_key(w, "grads_freed_between_steps");
     jw_bool(w, mp_tplan_grads_born(o, pl->dp, pl->m, pl->zero));
