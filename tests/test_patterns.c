@@ -595,6 +595,78 @@ static void t_attention_tile_dropout(void) {
     tb_done(m, prof);
 }
 
+/* torchvision's Swin window attention as the TorchScript exporter writes
+ * it, on 2 images x 4 windows of 4 tokens, 2 heads of 8: one qkv product,
+ * q, k, v = qkv[0], qkv[1], qkv[2] (Gathers of one index), q scaled, the
+ * relative position bias added, the scores viewed as [2, 4, 2, 4, 4] for
+ * the shifted windows' mask and back, softmax, the product with v. One
+ * attention with two masks and two views, its block's weights a fused
+ * qkv, nothing missed; planned fused, every member inside the group. */
+static void t_swin_window_attention(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", F, 3, TB_DIMS(8, 4, 16));
+    tb_weight(m, "Wqkv", F, 2, TB_DIMS(16, 48));
+    tb_weight(m, "bqkv", F, 1, TB_DIMS(48));
+    tb_weight(m, "relb", F, 3, TB_DIMS(2, 4, 4));
+    tb_weight(m, "shmask", F, 5, TB_DIMS(1, 4, 1, 4, 4));
+    tb_const_i(m, "s5", MP_DT_INT64, 1, TB_DIMS(5), (const int64_t[]){8, 4, 3, 2, 8});
+    tb_const_i(m, "sw", MP_DT_INT64, 1, TB_DIMS(5), (const int64_t[]){2, 4, 2, 4, 4});
+    tb_const_i(m, "sb", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){8, 2, 4, 4});
+    tb_const_i(m, "i0", MP_DT_INT64, 0, NULL, (const int64_t[]){0});
+    tb_const_i(m, "i1", MP_DT_INT64, 0, NULL, (const int64_t[]){1});
+    tb_const_i(m, "i2", MP_DT_INT64, 0, NULL, (const int64_t[]){2});
+    tb_const_f(m, "sc", F, 0, NULL, (const double[]){0.35355339059327373});
+    int qkv = tb_node(m, "MatMul", "x,Wqkv", "h");
+    tb_node(m, "Add", "bqkv,h", "hb");
+    tb_node(m, "Reshape", "hb,s5", "h5");
+    int t = tb_node(m, "Transpose", "h5", "ht");
+    tb_attr_ints(m, t, "perm", 5, TB_DIMS(2, 0, 3, 1, 4));
+    tb_node(m, "Gather", "ht,i0", "q");
+    tb_node(m, "Gather", "ht,i1", "k");
+    tb_node(m, "Gather", "ht,i2", "v");
+    tb_node(m, "Mul", "q,sc", "qs");
+    int kt = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    int qk = tb_node(m, "MatMul", "qs,kt", "s");
+    tb_node(m, "Add", "s,relb", "s1");
+    int v1 = tb_node(m, "Reshape", "s1,sw", "s2");
+    tb_node(m, "Add", "s2,shmask", "s3");
+    int v2 = tb_node(m, "Reshape", "s3,sb", "s4");
+    int sm = tb_node(m, "Softmax", "s4", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "MatMul", "p,v", "y");
+    tb_output(m, "y");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (p && p->n_attn == 1) {
+        const mp_pattn *a = &p->attn[0];
+        T_EQ(a->form, MP_FORM_DECOMPOSED);
+        T_EQ(a->mask, MP_MASK_ADD);
+        T_EQ(a->mask_v, tb_val(m, "shmask") - m->graph->values); /* the one nearest the softmax */
+        T_EQ(a->qk, qk);
+        T_EQ(a->heads, 2);
+        T_EQ(a->head_dim, 8);
+        T_CHECK(fabs(a->scale - 0.35355339059327373) < 1e-12);
+        int views = 0, masks = 0;
+        for (int i = 0; i < a->n; i++) {
+            const mp_pmember *mb = &p->members[a->first + i];
+            if (mb->part == MP_PART_VIEW) {
+                views++;
+                T_CHECK(mb->node == v1 || mb->node == v2);
+            }
+            if (mb->part == MP_PART_MASK) masks++;
+        }
+        T_EQ(views, 2);
+        T_EQ(masks, 2);
+        T_EQ(p->n_blocks, 1);
+        if (p->n_blocks == 1) T_EQ(p->blocks[0].w[MP_WROLE_QKV].node, qkv);
+        T_EQ(p->n_miss, 0);
+    } else {
+        mp_t_fail(__FILE__, __LINE__, "%d attentions", p ? p->n_attn : -1);
+    }
+    tb_done(m, prof);
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -682,6 +754,7 @@ MP_TESTS(patterns){
     {"whole_ops", t_whole_ops},
     {"decomposed_forms", t_decomposed_forms},
     {"attention_tile_dropout", t_attention_tile_dropout},
+    {"swin_window_attention", t_swin_window_attention},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

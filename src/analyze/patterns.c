@@ -924,11 +924,27 @@ static bool mask_causal(const pctx *c, int v) {
     return false;
 }
 
+/* A Reshape of the scores that leaves their last two dims (queries x
+ * keys) as they are and regroups the leading ones: torchvision's Swin
+ * views its windows' scores [B*W, H, N, N] as [B, W, H, N, N] to add the
+ * shifted windows' mask, and back. A view in PyTorch, nothing to a fused
+ * kernel given the mask in the scores' layout. */
+static bool scores_view(const pctx *c, int k) {
+    const mp_node *n = NODE(c, k);
+    if (!is_op(n, "Reshape") || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0 || !free_node(c, k))
+        return false;
+    const mp_value *x = VAL(c, n->in[0]), *y = VAL(c, n->out[0]);
+    if (x->rank < 3 || y->rank < 3 || sole(c, n->in[0]) != k) return false;
+    for (int d = 1; d <= 2; d++)
+        if (x->dims[x->rank - d] < 1 || x->dims[x->rank - d] != y->dims[y->rank - d]) return false;
+    return true;
+}
+
 /* The operand of a mask or scale node that carries the scores: not a
  * constant, produced by the score product or another node of the chain. */
 static int scores_operand(const pctx *c, int k, int *other_v) {
     const mp_node *n = NODE(c, k);
-    int best = -1, oth = -1;
+    int best = -1, oth = -1, rank = 0; /* 3 a product, 2 another step, 1 a view */
     int lo = is_op(n, "Where") ? 1 : 0;
     for (int i = lo; i < n->n_in; i++) {
         int u = n->in[i];
@@ -936,10 +952,11 @@ static int scores_operand(const pctx *c, int k, int *other_v) {
         int p = prod(c, u);
         if (p < 0) continue;
         const mp_node *pn = NODE(c, p);
-        bool chain = is_op(pn, "MatMul") || is_op(pn, "Mul") || is_op(pn, "Div") || is_op(pn, "Add") ||
-                     is_op(pn, "Where") || is_op(pn, "Cast");
-        if (!chain || sole(c, u) != k) continue;
-        if (best < 0 || is_op(pn, "MatMul")) best = u;
+        int r = is_op(pn, "MatMul") ? 3
+                : (is_op(pn, "Mul") || is_op(pn, "Div") || is_op(pn, "Add") || is_op(pn, "Where") || is_op(pn, "Cast")) ? 2
+                : scores_view(c, p) ? 1 : 0;
+        if (!r || sole(c, u) != k) continue;
+        if (r > rank) best = u, rank = r;
     }
     if (best < 0) return -1;
     for (int i = lo; i < n->n_in; i++)
@@ -1038,11 +1055,18 @@ static void attn_decomposed(pctx *c, int sm) {
             sscale *= f;
             cand(c, p, MP_PART_SCALE);
             v = nv;
-        } else if (is_op(pn, "Add") && pn->n_in == 2 && (nv = scores_operand(c, p, &ov)) >= 0 && mask == MP_MASK_NONE) {
+        } else if (is_op(pn, "Add") && pn->n_in == 2 && (nv = scores_operand(c, p, &ov)) >= 0 &&
+                   (mask == MP_MASK_NONE || mask == MP_MASK_ADD)) {
+            /* additive masks add up (Swin: the relative position bias, then
+             * the shifted windows' mask); mask_v is the one nearest the
+             * softmax */
+            if (mask == MP_MASK_NONE) mask_v = ov;
             mask = MP_MASK_ADD;
-            mask_v = ov;
             cand(c, p, MP_PART_MASK);
             v = nv;
+        } else if (scores_view(c, p)) {
+            cand(c, p, MP_PART_VIEW);
+            v = pn->in[0];
         } else if (is_op(pn, "Where") && pn->n_in == 3 && (nv = scores_operand(c, p, &ov)) >= 0 &&
                    mask == MP_MASK_NONE) {
             mask = MP_MASK_WHERE;
@@ -1059,7 +1083,7 @@ static void attn_decomposed(pctx *c, int sm) {
         }
     }
     if (qk < 0 || NODE(c, qk)->n_in != 2 || !free_node(c, qk) || sole(c, out0(c, qk)) < 0) {
-        if (looks) miss(c, sm, MP_PAT_ATTN, "no product Q.K^T before the softmax (through scale, mask and casts)");
+        if (looks) miss(c, sm, MP_PAT_ATTN, "no product Q.K^T before the softmax (through scale, masks, views and casts)");
         return;
     }
     cand(c, qk, MP_PART_QK);
@@ -1333,7 +1357,12 @@ static int back_to_product(const pctx *c, int v, int *bias_node, int *via_norm) 
         if (r.kind == MP_PAT_ATTN) return -1;
         int w;
         if (weight_product(c, p, &w)) return p;
-        if (layout_op(n) && n->n_in >= 1) {
+        /* and through a Gather of one constant index: a select, a view in
+         * PyTorch (torchvision's Swin takes q, k, v = qkv[0], qkv[1],
+         * qkv[2] of one fused product) */
+        if ((layout_op(n) || (is_op(n, "Gather") && n->n_in == 2 && n->in[1] >= 0 &&
+                              mp_value_const(c->g, n->in[1]) && VAL(c, n->in[1])->rank == 0)) &&
+            n->n_in >= 1) {
             v = n->in[0];
             continue;
         }

@@ -104,6 +104,8 @@ typedef enum mp_act_kind {
     X(Q_SCALE, "q_scale")   /* attention: Q scaled before the product */           \
     X(K_SCALE, "k_scale")   /* attention: K (or K^T) scaled before the product */  \
     X(MASK, "mask")         /* attention: the mask applied (Add, Where) */         \
+    X(VIEW, "view")         /* attention: the scores' leading dims regrouped       \
+                               (Swin's windows), queries x keys unchanged */      \
     X(SOFTMAX, "softmax")   /* attention: the softmax */                           \
     X(GUARD, "guard")       /* attention: IsNaN and its Where after the softmax */ \
     X(DROPOUT, "dropout")   /* attention: dropout of the probabilities */          \
