@@ -667,6 +667,48 @@ static void t_swin_window_attention(void) {
     tb_done(m, prof);
 }
 
+/* Constant additive masks the exporter folded, on 6 queries x 6 keys:
+ * lower-triangular (causal, no window), a band of 3 keys (i - 3 < j <= i:
+ * Mistral's sliding window, causal, window 3), a band whose width changes
+ * from row to row, and one that lets a query see the next key (neither
+ * causal). */
+static void t_sliding_window_mask(void) {
+    static const int want_causal[4] = {1, 1, 0, 0}, want_window[4] = {0, 3, 0, 0};
+    for (int form = 0; form < 4; form++) {
+        double mk[36];
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++) {
+                bool ok = j <= i;
+                if (form == 1) ok = ok && j > i - 3;
+                if (form == 2) ok = ok && j > i - (i < 4 ? 2 : 3);
+                if (form == 3) ok = j <= i + 1;
+                mk[i * 6 + j] = ok ? 0.0 : -1e9;
+            }
+        mp_model *m = tb_new(17);
+        tb_input(m, "q", F, 4, TB_DIMS(1, 2, 6, 8));
+        tb_input(m, "k", F, 4, TB_DIMS(1, 2, 6, 8));
+        tb_input(m, "v", F, 4, TB_DIMS(1, 2, 6, 8));
+        tb_const_f(m, "mask", F, 2, TB_DIMS(6, 6), mk);
+        int kt = tb_node(m, "Transpose", "k", "kt");
+        tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+        tb_node(m, "MatMul", "q,kt", "s");
+        tb_node(m, "Add", "s,mask", "sm");
+        int sm = tb_node(m, "Softmax", "sm", "p");
+        tb_attr_i(m, sm, "axis", -1);
+        tb_node(m, "MatMul", "p,v", "y");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        T_CHECK(p && p->n_attn == 1);
+        if (p && p->n_attn == 1) {
+            T_EQ(p->attn[0].mask, MP_MASK_ADD);
+            T_EQ(p->attn[0].causal, want_causal[form]);
+            T_EQ(p->attn[0].window, want_window[form]);
+        }
+        tb_done(m, prof);
+    }
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -755,6 +797,7 @@ MP_TESTS(patterns){
     {"decomposed_forms", t_decomposed_forms},
     {"attention_tile_dropout", t_attention_tile_dropout},
     {"swin_window_attention", t_swin_window_attention},
+    {"sliding_window_mask", t_sliding_window_mask},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

@@ -434,6 +434,23 @@ static void t_native_depthwise(void) {
     tb_done(m, p);
 }
 
+/* Causal masks the TorchScript exporter folded into an initializer
+ * (nn.MultiheadAttention given attn_mask: torch.triu of -inf, and a
+ * sliding window of 3 keys), 8 x 8, read from the file's bytes: the
+ * attention is causal, so an inference plan has a KV cache; the window is
+ * named. */
+static void t_folded_causal_masks(void) {
+    static const char *const files[] = {"tests/corpus/seeds/mha_triu_mask.onnx", "tests/corpus/seeds/mha_band_mask.onnx"};
+    for (int i = 0; i < 2; i++) {
+        t_cli r = RUN(files[i], "--gpu", "h100", "--inference", "--kv-cache");
+        T_EQ(r.code, 0);
+        T_CHECK(strstr(r.out, "causal additive mask") != NULL);
+        T_CHECK((strstr(r.out, "a sliding window of 3 keys") != NULL) == (i == 1));
+        T_CHECK(strstr(r.out, "KV cache:") != NULL);
+        t_cli_free(&r);
+    }
+}
+
 /* The operators eager PyTorch dispatches, by ATen's decompositions
  * (docs/PLANNING.md "host-bound steps"), counted by hand on
  * x[2,4,8] -> MatMul W[8,8] -> Add b[8] -> Reshape [2,4,2,4] ->
@@ -895,6 +912,7 @@ MP_TESTS(plan_step) {
     {"launch_queue", t_launch_queue},
     {"tf32", t_tf32},
     {"native_depthwise", t_native_depthwise},
+    {"folded_causal_masks", t_folded_causal_masks},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},

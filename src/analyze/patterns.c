@@ -854,6 +854,7 @@ static mp_pattn *attn_new(pctx *c, int form) {
     a->seq_q = a->seq_k = MP_DIM_ANON;
     a->mask = MP_MASK_NONE;
     a->mask_v = -1;
+    a->window = 0;
     a->mask_fill = NAN;
     a->score_scale = 1.0;
     a->scale = 0;
@@ -884,30 +885,56 @@ static bool depends_on_range(const pctx *c, int v, int depth) {
  * mask built in the model from constants, folded by the exporter:
  * nn.MultiheadAttention given attn_mask=torch.triu(...)): 0 where key j <=
  * query i (the keys' extra leading positions allowed too), very negative
- * (-inf, or below -1e4) elsewhere, in every leading block. */
-static bool const_causal(const pctx *c, int v) {
-    const mp_value *val = VAL(c, v);
-    if (val->kn <= 0 || !val->fv || val->rank < 2 || !mp_dtype_is_float(val->dtype) || val->kn != mp_value_numel(val))
-        return false;
-    int64_t sq = val->dims[val->rank - 2], sk = val->dims[val->rank - 1];
-    if (sq < 2 || sk < sq || val->kn % (sq * sk)) return false;
-    for (int64_t b = 0; b < val->kn; b += sq * sk)
-        for (int64_t i = 0; i < sq; i++)
-            for (int64_t j = 0; j < sk; j++) {
-                double x = val->fv[b + i * sk + j];
-                bool allowed = x > -1e4, want = j <= i + (sk - sq);
-                if (allowed != want || (allowed && x != 0)) return false;
-            }
-    return true;
+ * (-inf, or below -1e4) elsewhere, in every leading block; or a sliding
+ * window of that (Mistral's, Gemma-2's local layers: key j allowed when
+ * i - W < j <= i, the same W on every row), still causal. Returns -1 when
+ * not causal, 0 causal over every earlier key, else the window W. */
+static bool mask_elem(const mp_value *val, bool known, int64_t k, double *x) {
+    if (known) {
+        *x = val->fv[k];
+        return true;
+    }
+    return mp_tensor_raw_float(val->init, k, x);
 }
 
-static bool mask_causal(const pctx *c, int v) {
+static int64_t const_causal(const pctx *c, int v) {
+    const mp_value *val = VAL(c, v);
+    int64_t n = mp_value_numel(val);
+    /* what inference read, else an initializer's bytes in place */
+    bool known = val->kn > 0 && val->fv && val->kn == n;
+    if (!known && !((val->flags & MP_VAL_INIT) && val->init && val->init->loc == MP_DATA_RAW)) return -1;
+    if (n <= 0 || val->rank < 2 || !mp_dtype_is_float(val->dtype)) return -1;
+    int64_t sq = val->dims[val->rank - 2], sk = val->dims[val->rank - 1], off = sk - sq;
+    if (sq < 2 || sk < sq || n % (sq * sk)) return -1;
+    /* the window: the last row's allowed keys (all earlier keys: sk) */
+    int64_t w = 0;
+    double x;
+    for (int64_t j = 0; j < sk; j++) {
+        if (!mask_elem(val, known, (sq - 1) * sk + j, &x)) return -1;
+        w += x > -1e4;
+    }
+    if (w < 1) return -1;
+    for (int64_t b = 0; b < n; b += sq * sk)
+        for (int64_t i = 0; i < sq; i++)
+            for (int64_t j = 0; j < sk; j++) {
+                if (!mask_elem(val, known, b + i * sk + j, &x)) return -1;
+                bool allowed = x > -1e4, want = j <= i + off && j > i + off - w;
+                if (allowed != want || (allowed && x != 0)) return -1;
+            }
+    return w >= sk ? 0 : w;
+}
+
+static bool mask_causal(const pctx *c, int v, int64_t *window) {
     /* breadth first over the mask's producers, each node once */
     int queue[256], head = 0, n = 0;
     if (v >= 0) queue[n++] = v;
     while (head < n) {
         int u = queue[head++];
-        if (const_causal(c, u)) return true;
+        int64_t w = const_causal(c, u);
+        if (w >= 0) {
+            *window = w;
+            return true;
+        }
         int p = prod(c, u);
         if (p < 0) continue;
         bool again = false;
@@ -1211,7 +1238,7 @@ static void attn_decomposed(pctx *c, int sm) {
     a->mask_v = mask_v;
     a->mask_fill = fill;
     a->mask_fill_on_true = fill_true;
-    a->causal = mask_v >= 0 && mask_causal(c, mask_v);
+    a->causal = mask_v >= 0 && mask_causal(c, mask_v, &a->window);
     a->score_scale = sscale;
     a->scale = sscale * qs * ks;
     a->guard = guard != 0;

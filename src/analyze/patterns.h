@@ -267,6 +267,8 @@ typedef struct mp_pattn {
     bool causal;             /* the mask is causal: the operator says so, or it is built
                                 from Trilu, Range/LessOrEqual/GreaterOrEqual or a
                                 constant lower-triangular table */
+    int64_t window;          /* a constant causal mask's sliding window: keys i - window <
+                                j <= i (0: every earlier key) */
     double score_scale;      /* the SCALE member's factor (Mul k, Div 1/k); 1 without */
     double scale;            /* the whole scale applied to Q.K^T (score, q and k
                                 scales multiplied); 0 when not known */

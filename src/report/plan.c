@@ -151,7 +151,9 @@ static void block_text(char *buf, size_t cap, const mp_patterns *P, const mp_pbl
         if (a->heads > 0) ADD(", %lld heads", (long long)a->heads);
         if (a->kv_heads > 0 && a->kv_heads != a->heads) ADD(", %lld KV heads", (long long)a->kv_heads);
         if (a->head_dim > 0) ADD(", head dim %lld", (long long)a->head_dim);
-        if (a->mask != MP_MASK_NONE) ADD(", %s%s mask", a->causal ? "causal " : "", mp_mask_kind_name(a->mask));
+        if (a->mask != MP_MASK_NONE && a->window > 0)
+            ADD(", causal %s mask, a sliding window of %lld keys", mp_mask_kind_name(a->mask), (long long)a->window);
+        else if (a->mask != MP_MASK_NONE) ADD(", %s%s mask", a->causal ? "causal " : "", mp_mask_kind_name(a->mask));
         else if (a->causal) ADD(", causal");
         if (a->guard) ADD(", NaN guard");
         if (a->rotary_q >= 0 || a->rotary_k >= 0) ADD(", rotary");
