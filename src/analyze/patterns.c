@@ -1902,16 +1902,18 @@ const mp_patterns *mp_patterns_of(const mp_graph *cg) {
     return p;
 }
 
+uint64_t mp_pattn_kv_elems(const mp_pattn *a) {
+    if (a->kv_heads <= 0 || a->head_dim <= 0 || a->v_head_dim <= 0) return 0;
+    return (uint64_t)a->kv_heads * (uint64_t)(a->head_dim + a->v_head_dim);
+}
+
 uint64_t mp_patterns_kv_elems_per_token(const mp_patterns *p, int *unknown) {
     uint64_t sum = 0;
     int unk = 0;
     for (int i = 0; p && i < p->n_attn; i++) {
-        const mp_pattn *a = &p->attn[i];
-        if (a->kv_heads <= 0 || a->head_dim <= 0 || a->v_head_dim <= 0) {
-            unk++;
-            continue;
-        }
-        sum += (uint64_t)a->kv_heads * (uint64_t)(a->head_dim + a->v_head_dim);
+        uint64_t e = mp_pattn_kv_elems(&p->attn[i]);
+        if (!e) unk++;
+        sum += e;
     }
     if (unknown) *unknown = unk;
     return sum;

@@ -355,6 +355,9 @@ static inline mp_pref mp_pattern_at(const mp_patterns *p, int node) {
     return p->node[node];
 }
 
+/* One attention's K and V elements per token (KV heads x (head dim + V's
+ * head dim), before any repetition); 0 when not known. */
+uint64_t mp_pattn_kv_elems(const mp_pattn *a);
 /* K and V elements one token adds to a KV cache, summed over the
  * attentions: kv_heads * (head_dim + v_head_dim) each. 0 when an attention's
  * figures are not known (*unknown counts those). Multiply by the cache's

@@ -1694,7 +1694,21 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
                 int unknown = 0;
                 uint64_t e = mp_patterns_kv_elems_per_token(c.P, &unknown);
                 pl->kv_unknown = unknown;
-                pl->kv_bytes_per_token = unknown ? 0 : e * (uint64_t)dt_size(c.mixed ? c.low_dt : c.base_dt);
+                uint64_t es = (uint64_t)dt_size(c.mixed ? c.low_dt : c.base_dt);
+                pl->kv_bytes_per_token = unknown ? 0 : e * es;
+                /* the cache at the context: a sliding-window attention (a
+                 * folded band mask) keeps its window's keys of each
+                 * sequence, as transformers' sliding-window cache layers
+                 * do */
+                for (int a = 0; !unknown && c.P && a < c.P->n_attn; a++) {
+                    const mp_pattn *at = &c.P->attn[a];
+                    uint64_t t = pl->tokens_per_mb;
+                    if (at->window > 0 && at->seq_k > at->window && t % (uint64_t)at->seq_k == 0) {
+                        t = t / (uint64_t)at->seq_k * (uint64_t)at->window;
+                        pl->kv_windowed++;
+                    }
+                    pl->kv_bytes += mp_pattn_kv_elems(at) * es * t;
+                }
             }
         }
     }

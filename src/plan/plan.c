@@ -395,7 +395,7 @@ static mp_status plan_build(mp_tplan *pl) {
         pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_cache + pl->infer_inputs +
                              pl->workspace_bytes;
         /* generation keeps K and V of every token of the context (split by tp) */
-        if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp;
+        if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes / (uint64_t)pl->tp;
         double t = 0, h = 0;
         double qt = 0; /* through the launch queue (layout.c) */
         for (int s = 0; s < pl->pp; s++)

@@ -217,6 +217,9 @@ struct mp_tplan {
     double train_s, train_6nd_s; /* time to train the given tokens/samples; < 0 none */
     /* inference */
     uint64_t kv_bytes_per_token;
+    uint64_t kv_bytes;           /* the cache at the graph's context, one rank before tp: a
+                                  * sliding-window attention keeps its window's tokens */
+    int kv_windowed;             /* attentions whose cache a sliding window bounds */
     uint64_t infer_weights, infer_acts, infer_inputs;
     /* --fit */
     mp_fit_row *fit;

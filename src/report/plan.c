@@ -537,8 +537,9 @@ static void write_text(const mp_tplan *pl, pw *w) {
         if (o->kv_cache) {
             label(w, "  KV cache:");
             if (pl->tokens_per_mb)
-                pf(w, "%s (the graph's batch x sequence tokens; split by tp)\n",
-                   mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb / (uint64_t)pl->tp).s);
+                pf(w, "%s (the graph's batch x sequence tokens%s; split by tp)\n",
+                   mp_fmt_bytes(pl->kv_bytes / (uint64_t)pl->tp).s,
+                   pl->kv_windowed ? ", a sliding window's in its attentions" : "");
             else
                 pf(w, "? (no token ids and no batch x sequence the attention shows)\n");
         }
@@ -700,8 +701,9 @@ static void write_text(const mp_tplan *pl, pw *w) {
         pf(w, "%s\n", mp_fmt_bytes(pl->kv_bytes_per_token).s);
         label(w, "  at this context:");
         if (pl->tokens_per_mb)
-            pf(w, "%s (%s tokens: the graph's batch x sequence)\n",
-               mp_fmt_bytes(pl->kv_bytes_per_token * pl->tokens_per_mb).s, mp_fmt_count(pl->tokens_per_mb).s);
+            pf(w, "%s (%s tokens: the graph's batch x sequence%s)\n", mp_fmt_bytes(pl->kv_bytes).s,
+               mp_fmt_count(pl->tokens_per_mb).s,
+               pl->kv_windowed ? "; an attention with a sliding window keeps its window's tokens" : "");
         else
             pf(w, "? (no token ids and no batch x sequence the attention shows)\n");
         label(w, "  prefill:");
@@ -710,7 +712,7 @@ static void write_text(const mp_tplan *pl, pw *w) {
         label(w, "  decode per token:");
         pf(w, "%s, %s read (weights + the KV cache at this context)\n",
            pl->tokens_per_mb ? mp_fmt_flops(pl->fwd_flops / pl->tokens_per_mb).s : "? FLOPs",
-           mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb).s);
+           mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes).s);
     }
     if (pl->n_default_ops) {
         label(w, "default train rule:");
@@ -1156,14 +1158,14 @@ static void write_json(const mp_tplan *pl, jw *w) {
         if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token);
         else jw_null(w);
         jw_key(w, "kv_cache_bytes");
-        if (o->kv_cache && pl->tokens_per_mb) jw_u64(w, pl->kv_bytes_per_token * pl->tokens_per_mb);
+        if (o->kv_cache && pl->tokens_per_mb) jw_u64(w, pl->kv_bytes);
         else jw_null(w);
         jw_key(w, "prefill_flops"); jw_u64(w, pl->fwd_flops);
         jw_key(w, "decode_flops_per_token");
         if (pl->tokens_per_mb) jw_u64(w, pl->fwd_flops / pl->tokens_per_mb);
         else jw_null(w);
         jw_key(w, "decode_bytes_per_token");
-        jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes_per_token * pl->tokens_per_mb);
+        jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes);
         jw_close(w, '}');
     }
     jw_key(w, "gpus_needed");
