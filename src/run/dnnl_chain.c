@@ -715,9 +715,13 @@ static bool readers_walk(const mp_graph *g, int v, int depth, int *budget) {
                        dn_is_op(c, "GlobalMaxPool") || dn_is_op(c, "ReduceMean") || dn_is_op(c, "ReduceMax")) {
                 if (j != 0 || !dn_pool_ok(g, c)) return false;
             } else if (dn_binary_of(c, &alg)) {
-                const mp_value *a = dn_gval(g, c, 0), *b = dn_gval(g, c, 1);
-                if (!a || !b || !dn_same_dims(a, b->rank, b->dims) || !dn_binary_ok(g, c, &swap) ||
-                    !readers_walk(g, c->out[0], depth + 1, budget))
+                const mp_value *a = dn_gval(g, c, 0), *b = dn_gval(g, c, 1), *y = dn_gout(g, c, 0);
+                if (!a || !b || !y) return false;
+                /* both of the output's dims, or v the full one and the
+                 * other broadcast (a per-channel scale) */
+                bool same = dn_same_dims(a, b->rank, b->dims);
+                if (!same && !(dn_same_dims(val, y->rank, y->dims) && dn_binary_blocked_ok(g, c))) return false;
+                if ((same && !dn_binary_ok(g, c, &swap)) || !readers_walk(g, c->out[0], depth + 1, budget))
                     return false;
             } else if (dn_is_op(c, "BatchNormalization")) { /* out as in: its readers too */
                 if (j != 0 || !dn_batchnorm_ok(g, c) || !readers_walk(g, c->out[0], depth + 1, budget)) return false;

@@ -404,6 +404,7 @@ mp_status dn_batchnorm_prepare(mp_kctx *k, size_t *scratch);
 bool dn_eltwise_ok(const mp_graph *g, const mp_node *n);
 mp_status dn_eltwise_prepare(mp_kctx *k, size_t *scratch);
 mp_status dn_eltwise_make(mp_kctx *k, dnnl_alg_kind_t alg, float a, float b, int out_v, size_t *scratch);
+bool dn_binary_blocked_ok(const mp_graph *g, const mp_node *n);
 bool dn_binary_ok(const mp_graph *g, const mp_node *n, bool *swap);
 mp_status dn_binary_prepare(mp_kctx *k, size_t *scratch);
 const mp_pact *dn_act_decomposed(const mp_graph *g, const mp_patterns *p, int index);

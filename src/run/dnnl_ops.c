@@ -526,6 +526,30 @@ static bool binary_fast(dnnl_alg_kind_t alg, const mp_value *y, const mp_value *
     return fast;
 }
 
+/* Whether the broadcast binary node n, its full operand channels-last
+ * (what a Conv leaves), still runs on a fast implementation with its
+ * output channels-last: EfficientNet's squeeze-and-excitation x * s, s
+ * [N, C, 1, 1], between a depthwise and a projection convolution; taking
+ * it channels-last spares a reorder of x out and of the product back. */
+bool dn_binary_blocked_ok(const mp_graph *g, const mp_node *n) {
+    bool swap;
+    dnnl_alg_kind_t alg;
+    if (!dn_binary_ok(g, n, &swap) || !dn_binary_of(n, &alg)) return false;
+    const mp_value *y = dn_gout(g, n, 0), *o = dn_gval(g, n, swap ? 0 : 1);
+    if (y->rank < 3 || y->rank > 5) return false;
+    dnnl_memory_desc_t ymd, omd;
+    dnnl_binary_desc_t bd;
+    dnnl_primitive_desc_t pd = NULL;
+    pthread_once(&dn_once, dn_engine_init);
+    if (!dn_eng || dn_md_nhwc(&ymd, y->rank, y->dims) || dn_md_plain_pad(&omd, y->rank, o->rank, o->dims) ||
+        dnnl_binary_desc_init(&bd, alg, &ymd, &omd, &ymd) ||
+        dnnl_primitive_desc_create(&pd, &bd, NULL, dn_eng, NULL) != dnnl_success)
+        return false;
+    bool fast = *dn_pd_impl(pd) && !dn_pd_is_ref(pd);
+    dnnl_primitive_desc_destroy(pd);
+    return fast;
+}
+
 bool dn_binary_ok(const mp_graph *g, const mp_node *n, bool *swap) {
     dnnl_alg_kind_t alg;
     if (!dn_binary_of(n, &alg) || n->n_out != 1) return false;
