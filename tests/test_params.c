@@ -503,6 +503,47 @@ static void t_bn_folded_note(void) {
     }
 }
 
+/* Attention masks and biases the TorchScript exporter folded to anonymous
+ * constants (docs/COUNTING.md, "Folded attention masks and biases"), on
+ * three 4-7 KB exports of plain torch (tests/corpus/seeds/):
+ *  - nn.MultiheadAttention (8 features, 2 heads) given a triu mask of -inf
+ *    and one of a sliding window, 8 x 8: PyTorch's 458 parameters; the
+ *    [1, 8, 8] mask is a buffer (256 B), 522 before;
+ *  - a Swin-style window attention of 3 x 3 tokens, 2 heads: its relative
+ *    position table [25, 2] gathered by an index into [1, 2, 9, 9] (162
+ *    values, 50 distinct): PyTorch's 338, 450 before; the same exported
+ *    weightless (external data absent): 450, marked an upper bound. */
+static void t_folded_attention_biases(void) {
+    static const struct {
+        const char *file, *how;
+        uint64_t params, counted, buffer_bytes;
+    } cases[] = {
+        {"tests/corpus/seeds/mha_triu_mask.onnx", "mask", 458, 0, 256},
+        {"tests/corpus/seeds/mha_band_mask.onnx", "mask", 458, 0, 256},
+        {"tests/corpus/seeds/rel_pos_bias.onnx", "gathered", 338, 50, 0},
+        {"tests/corpus/seeds/rel_pos_bias_weightless.onnx", "unread", 450, 162, 0},
+    };
+    for (size_t i = 0; i < MP_ARRAY_LEN(cases); i++) {
+        mp_model *m = NULL;
+        mp_profile *p = NULL;
+        T_OK(mp_model_load(cases[i].file, &m));
+        if (m) T_OK(mp_profile_static(m, &p));
+        if (p) {
+            T_EQ_U64(p->total.params, cases[i].params);
+            T_EQ_U64(p->buffer_bytes, cases[i].buffer_bytes);
+            T_EQ(p->n_pnotes, 1);
+            if (p->n_pnotes == 1) {
+                T_EQ(p->pnotes[0].kind, MP_PNOTE_ATTN_BIAS);
+                T_EQ_STR(p->pnotes[0].how, cases[i].how);
+                T_EQ_U64(p->pnotes[0].counted, cases[i].counted);
+            }
+            T_EQ(p->params_bound, strcmp(cases[i].how, "unread") == 0);
+            T_CHECK(strstr(text_of(p), "param notes:") != NULL);
+        }
+        fold_done(m, p);
+    }
+}
+
 /* The dynamo fixtures (models/dynamo/): the folded ResNet-18 counts
  * PyTorch's 11,689,512: each BatchNorm's scale and shift by PyTorch's shape
  * (the folded convolution's fx node names them), the 20 biases the
@@ -558,5 +599,6 @@ MP_TESTS(params){
     {"tied_cast_and_reshape", t_tied_cast_and_reshape},
     {"bn_folded_note", t_bn_folded_note},
     {"dynamo_fixtures", t_dynamo_fixtures},
+    {"folded_attention_biases", t_folded_attention_biases},
 };
 MP_TESTS_END(params)

@@ -3,6 +3,7 @@
  * exporter folded or copied, and their roles in the FX node
  * (docs/COUNTING.md, "Parameters"). */
 #include "analyze/analyze.h"
+#include "analyze/patterns.h"
 #include "analyze/same.h"
 #include <stdlib.h>
 #include "analyze/analyze_int.h"
@@ -776,12 +777,72 @@ static mp_status mp__copies(mp__walk *w) {
     return st;
 }
 
+/* An attention's additive mask or bias the TorchScript exporter folded to
+ * an anonymous constant (docs/COUNTING.md, "Folded attention masks and
+ * biases"): every use is a mask Add of an attention the pattern layer
+ * found. Judged by its values: 0 and -inf only, a mask (a buffer PyTorch
+ * holds, or code: not a parameter); other values, a table gathered by an
+ * index (Swin's relative position bias, T5's bucketed bias), counted as
+ * its distinct values, which are the table's entries; values absent, its
+ * own elements, an upper bound. */
+static mp_status mp__attn_biases(mp__walk *w) {
+    mp_profile *p = w->p;
+    mp_model *m = p->m;
+    mp_graph *g = w->g;
+    if (m->has_signature || g != m->graph) return MP_OK;
+    const mp_patterns *P = NULL;
+    for (int k = 0; k < w->n_inits; k++) {
+        int v = w->inits[k];
+        mp_value *val = &g->values[v];
+        const mp_tensor *t = val->init;
+        if (!(val->flags & MP_VAL_PARAM) || !mp__anonymous(val->name) || t->rank < 2 ||
+            !mp_dtype_is_float(t->dtype) || (w->alias && w->alias[v] >= 0) || (w->pcount && w->pcount[v] >= 0))
+            continue;
+        bool any = false, adds = true;
+        for (int e = mp__use_first(w, v); e >= 0 && adds; e = w->uses[e].next) {
+            any = true;
+            adds = !w->uses[e].copy && strcmp(g->nodes[w->uses[e].node].op, "Add") == 0;
+        }
+        if (!any || !adds) continue;
+        if (!P && !(P = mp_patterns_of(g))) {
+            mp_error_clear(); /* out of memory: counted as before */
+            return MP_OK;
+        }
+        bool masks = true;
+        for (int e = mp__use_first(w, v); e >= 0 && masks; e = w->uses[e].next) {
+            mp_pref r = mp_pattern_at(P, w->uses[e].node);
+            masks = r.kind == MP_PAT_ATTN && r.part == MP_PART_MASK;
+        }
+        if (!masks) continue;
+        bool mask;
+        int64_t distinct = mp_tensor_distinct(m, t, &mask);
+        mp_param_note note = {.kind = MP_PNOTE_ATTN_BIAS, .value = v, .source = -1, .elems = (uint64_t)t->numel};
+        if (distinct < 0) {
+            note.how = "unread";
+            note.counted = note.elems;
+            p->params_bound = true;
+        } else if (mask) {
+            note.how = "mask";
+            note.counted = 0;
+            val->flags &= ~MP_VAL_PARAM;
+            mp__buffer(w, t);
+        } else {
+            note.how = "gathered";
+            note.counted = (uint64_t)distinct;
+            if (!mp__judged(w, v, distinct, -1)) return mp_error(MP_ERR_NOMEM, "out of memory");
+        }
+        if (!mp__pnote(p, &note)) return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    return MP_OK;
+}
+
 /* Judge what the exporters folded or copied, then move the uses of each
  * tensor counted by another onto that one. */
 static mp_status mp__judge(mp__walk *w) {
     mp_graph *g = w->g;
     mp_status st = mp__derived(w);
     if (!st) st = mp__copies(w);
+    if (!st) st = mp__attn_biases(w);
     for (int k = 0; k < w->n_inits && !st && w->alias; k++) {
         int v = w->inits[k], r = w->alias[v];
         if (r < 0) continue;

@@ -113,6 +113,9 @@ enum {
     MP_PNOTE_BOUND,       /* broadcast from a parameter of unknown shape: its own elements, an upper bound */
     MP_PNOTE_SAME,        /* equal to a transpose / cast / reshape of a named parameter: that parameter */
     MP_PNOTE_MAYBE_COPY,  /* weights absent: its shape is a permutation of a named parameter's */
+    MP_PNOTE_ATTN_BIAS,   /* an attention's additive mask or bias the exporter folded: how "mask" (a
+                           * buffer, not counted), "gathered" (its distinct values: the table's
+                           * entries) or "unread" (its own elements, an upper bound) */
 };
 #define MP_PNOTE_SRC 4
 typedef struct mp_param_note {

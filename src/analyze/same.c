@@ -5,6 +5,7 @@
 #include "load/pb.h"
 #include "ops/kernel.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -256,4 +257,35 @@ int64_t mp_tensor_broadcast_source(const mp_model *m, const mp_tensor *t) {
     }
     mp__tview_close(&v);
     return elems;
+}
+
+static int mp__cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+int64_t mp_tensor_distinct(const mp_model *m, const mp_tensor *t, bool *mask) {
+    *mask = false;
+    if (!t || t->numel <= 0 || t->numel > ((int64_t)1 << 26)) return -1;
+    mp__tview v;
+    if (!mp__tview_open(m, t, &v)) return -1;
+    double *d = malloc(sizeof *d * (size_t)v.n);
+    if (!d) {
+        mp__tview_close(&v);
+        return -1;
+    }
+    bool only_mask = true;
+    for (int64_t i = 0; i < v.n; i++) {
+        d[i] = mp__get(&v, i);
+        if (d[i] != d[i]) d[i] = HUGE_VAL; /* a NaN sorts as one value */
+        if (!(d[i] == 0 || d[i] <= -1e4)) only_mask = false;
+    }
+    int64_t n = v.n;
+    mp__tview_close(&v);
+    qsort(d, (size_t)n, sizeof *d, mp__cmp_double);
+    int64_t k = n > 0;
+    for (int64_t i = 1; i < n; i++) k += d[i] != d[i - 1];
+    free(d);
+    *mask = only_mask;
+    return k;
 }

@@ -260,6 +260,7 @@ const char *mp_pnote_kind(const mp_param_note *note) {
     case MP_PNOTE_DERIVED: return "derived";
     case MP_PNOTE_BOUND: return "upper_bound";
     case MP_PNOTE_SAME: return "same_parameter";
+    case MP_PNOTE_ATTN_BIAS: return "attention_bias";
     default: return "possible_copy";
     }
 }
@@ -310,6 +311,25 @@ const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *
         mp__sput(&b, " equals %s ", src->name);
         mp__sput_shape(&b, src->init);
         mp__sput(&b, " (%s): the same parameter, counted once", note->how ? note->how : "copy");
+        break;
+    case MP_PNOTE_ATTN_BIAS:
+        mp__sput(&b, " is an attention's additive %s the exporter folded to a constant",
+                 note->how && strcmp(note->how, "mask") == 0 ? "mask" : "bias");
+        if (note->how && strcmp(note->how, "mask") == 0) {
+            mp__sput(&b, " (0 or -inf only): a buffer, not a parameter");
+        } else if (note->how && strcmp(note->how, "gathered") == 0) {
+            mp__sput(&b, " (a table gathered by an index: ");
+            mp__sput_count(&b, note->elems);
+            mp__sput(&b, " values, ");
+            mp__sput_count(&b, note->counted);
+            mp__sput(&b, " distinct): counted as its ");
+            mp__sput_count(&b, note->counted);
+            mp__sput(&b, " distinct values, the table's entries");
+        } else {
+            mp__sput(&b, " (values not readable): counted as its ");
+            mp__sput_count(&b, note->elems);
+            mp__sput(&b, " elements, an upper bound");
+        }
         break;
     case MP_PNOTE_MAYBE_COPY:
         mp__sput(&b, " may be a copy of %s ", src->name);
