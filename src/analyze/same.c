@@ -266,26 +266,34 @@ static int mp__cmp_double(const void *x, const void *y) {
 
 int64_t mp_tensor_distinct(const mp_model *m, const mp_tensor *t, bool *mask) {
     *mask = false;
-    if (!t || t->numel <= 0 || t->numel > ((int64_t)1 << 26)) return -1;
+    if (!t || t->numel <= 0) return -1;
     mp__tview v;
     if (!mp__tview_open(m, t, &v)) return -1;
-    double *d = malloc(sizeof *d * (size_t)v.n);
+    int64_t n = v.n;
+    /* a mask first, in place: any size */
+    bool only_mask = true;
+    for (int64_t i = 0; i < n && only_mask; i++) {
+        double x = mp__get(&v, i);
+        only_mask = x == 0 || x <= -1e4;
+    }
+    if (only_mask) {
+        mp__tview_close(&v);
+        *mask = true;
+        return 2;
+    }
+    double *d = n <= ((int64_t)1 << 24) ? malloc(sizeof *d * (size_t)n) : NULL;
     if (!d) {
         mp__tview_close(&v);
         return -1;
     }
-    bool only_mask = true;
-    for (int64_t i = 0; i < v.n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         d[i] = mp__get(&v, i);
         if (d[i] != d[i]) d[i] = HUGE_VAL; /* a NaN sorts as one value */
-        if (!(d[i] == 0 || d[i] <= -1e4)) only_mask = false;
     }
-    int64_t n = v.n;
     mp__tview_close(&v);
     qsort(d, (size_t)n, sizeof *d, mp__cmp_double);
     int64_t k = n > 0;
     for (int64_t i = 1; i < n; i++) k += d[i] != d[i - 1];
     free(d);
-    *mask = only_mask;
     return k;
 }

@@ -27,9 +27,11 @@ bool mp_tensor_same(const mp_model *m, const mp_tensor *a, const mp_tensor *b,
 int64_t mp_tensor_broadcast_source(const mp_model *m, const mp_tensor *t);
 
 /* How many distinct values t holds (a table gathered by an index keeps
- * each of its entries: Swin's relative position bias, folded); *mask when
- * every value is 0 or very negative (-inf, or at most -1e4: an attention
- * mask). -1 when t cannot be read or is larger than 2^26 elements. */
+ * each of its entries: Swin's relative position bias, folded); *mask (and
+ * 2) when every value is 0 or very negative (-inf, or at most -1e4: an
+ * attention mask), checked in place at any size. -1 when t cannot be read,
+ * or is not a mask and has more than 2^24 elements (its sorted copy would
+ * pass 128 MB). */
 int64_t mp_tensor_distinct(const mp_model *m, const mp_tensor *t, bool *mask);
 
 #endif

@@ -326,7 +326,9 @@ const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *
             mp__sput_count(&b, note->counted);
             mp__sput(&b, " distinct values, the table's entries");
         } else {
-            mp__sput(&b, " (values not readable): counted as its ");
+            mp__sput(&b, val->init && val->init->numel > ((int64_t)1 << 24)
+                             ? " (more than 2^24 values, not read): counted as its "
+                             : " (values not readable): counted as its ");
             mp__sput_count(&b, note->elems);
             mp__sput(&b, " elements, an upper bound");
         }
