@@ -503,6 +503,30 @@ static void t_bn_folded_note(void) {
     }
 }
 
+/* A relative position table gathered by an index, folded by the dynamo
+ * exporter's optimizer into `index` [1, 3, 4] (torch.fx names the node
+ * after aten.index) that the module adds: its 12 values hold the table's 6
+ * entries, so it counts 6 (12 before), named as derived (gather); with the
+ * weights absent, 12 marked an upper bound. */
+static void t_folded_gather(void) {
+    static const float table[12] = {0.5f, -1.25f, 2.0f, 0.75f, -1.25f, 2.0f, 0.75f, 1.5f, 2.0f, 0.75f, 1.5f, -0.5f};
+    for (int weights = 1; weights >= 0; weights--) {
+        fold f = {"index", 1, 3, {1, 3, 4}, weights ? table : NULL, "Add",
+                  "p_embeddings_rel_table: PARAMETER target='embeddings.rel_table'\n", NULL, 0, {0}};
+        mp_model *m;
+        mp_profile *p = fold_profile(&f, 2, weights ? "gather_values.onnx" : "gather_absent.onnx", &m);
+        if (p) {
+            const mp_param_note *n = note_of(p);
+            T_CHECK(n && n->how && strcmp(n->how, "gather") == 0);
+            T_EQ_U64(p->total.params, (weights ? 6 : 12) + HEAD);
+            T_EQ(p->params_bound, !weights);
+            if (n) T_EQ(n->kind, weights ? MP_PNOTE_DERIVED : MP_PNOTE_BOUND);
+            T_CHECK(strstr(text_of(p), weights ? "counted as the parameter's 6 elements" : "gathered by an index") != NULL);
+        }
+        fold_done(m, p);
+    }
+}
+
 /* Attention masks and biases the TorchScript exporter folded to anonymous
  * constants (docs/COUNTING.md, "Folded attention masks and biases"), on
  * three 4-7 KB exports of plain torch (tests/corpus/seeds/):
@@ -600,5 +624,6 @@ MP_TESTS(params){
     {"bn_folded_note", t_bn_folded_note},
     {"dynamo_fixtures", t_dynamo_fixtures},
     {"folded_attention_biases", t_folded_attention_biases},
+    {"folded_gather", t_folded_gather},
 };
 MP_TESTS_END(params)

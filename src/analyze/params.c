@@ -301,7 +301,8 @@ static const char *mp__fold_how(const char *name) {
         {"_to_copy", "cast"},      {"to", "cast"},            {"type_as", "cast"},
         {"unsqueeze", "unsqueeze"}, {"squeeze", "squeeze"},   {"cat", "concat"},
         {"concat", "concat"},      {"permute", "transpose"},  {"transpose", "transpose"},
-        {"t", "transpose"},        {"clone", "copy"},
+        {"t", "transpose"},        {"clone", "copy"},         {"index", "gather"},
+        {"index_select", "gather"}, {"gather", "gather"},     {"embedding", "gather"},
     };
     size_t n = strlen(name), e = n;
     while (e > 0 && name[e - 1] >= '0' && name[e - 1] <= '9') e--;
@@ -617,6 +618,7 @@ static mp_status mp__derived(mp__walk *w) {
         }
         if (!n_cand) continue;
         bool bcast = note.how && (strcmp(note.how, "expand") == 0 || strcmp(note.how, "tile") == 0);
+        bool gather = note.how && strcmp(note.how, "gather") == 0;
         bool all_known = true;
         for (int c = 0; c < n_cand; c++) all_known &= shape[cand[c]] >= 0;
         int pick = -1;
@@ -640,6 +642,17 @@ static mp_status mp__derived(mp__walk *w) {
         } else if (bcast) {
             int64_t e = mp_tensor_broadcast_source(m, t);
             if (e > 0) {
+                note.counted = (uint64_t)e;
+            } else {
+                note.kind = MP_PNOTE_BOUND;
+                p->params_bound = true;
+            }
+        } else if (gather && !all_known) {
+            /* a table gathered by an index (a relative position bias)
+             * keeps each entry: its distinct values (same.c) */
+            bool mask;
+            int64_t e = mp_tensor_distinct(m, t, &mask);
+            if (e > 0 && !mask) {
                 note.counted = (uint64_t)e;
             } else {
                 note.kind = MP_PNOTE_BOUND;

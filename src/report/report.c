@@ -343,7 +343,9 @@ const char *mp_pnote_text(const mp_profile *p, const mp_param_note *note, char *
         break;
     default: {
         bool bound = note->kind == MP_PNOTE_BOUND;
-        mp__sput(&b, bound ? " was broadcast by the exporter" : " was derived by the exporter");
+        bool gathered = note->how && strcmp(note->how, "gather") == 0;
+        mp__sput(&b, bound ? (gathered ? " was gathered by an index by the exporter" : " was broadcast by the exporter")
+                           : " was derived by the exporter");
         if (note->how && !bound) mp__sput(&b, " (%s)", note->how);
         mp__sput(&b, " from ");
         for (int i = 0; i < note->n_src && i < MP_PNOTE_SRC; i++) {
