@@ -186,8 +186,8 @@ static bool param_like(const pctx *c, int v) {
  *    the bounds (2), two loads and the multiply-add (3) and the loop (3):
  *    24 (no specialisation).
  * 16-bit types add the two conversions to fp32 per tap. Counts are lane
- * instructions per micro-batch at the export's batch (bscale'd by the
- * caller); layout.c times them at one instruction per CUDA core and clock
+ * instructions per micro-batch at the batch planned (bscale); layout.c
+ * times them at one instruction per CUDA core and clock
  * (the datasheet's fp32 rate over 2) x --compute-eff. Returns false when
  * the node is not run by these kernels. */
 static bool native_depthwise(const pctx *c, const mp_node *n, int dt, uint32_t rg, mp_pnode *pn) {

@@ -506,17 +506,18 @@ mp_status dn_eltwise_make(mp_kctx *k, dnnl_alg_kind_t alg, float a, float b, int
  * one. */
 
 /* Whether oneDNN runs this broadcast with one of its fast binary
- * implementations (plain layouts): oneDNN 2.6's jit:uni takes an operand
- * of the output's dims, a scalar, one per channel (dim 1) and a few more,
- * and runs the rest on ref:any, which is slower than the portable kernel
- * (an RMSNorm's x * rsqrt(mean) [1, 32, 8, 128] by [1, 32, 8, 1]: 2-4 ms;
- * a detector's normalisation [3, 320, 320] by [3, 1, 1]: 16 ms). */
-static bool binary_fast(dnnl_alg_kind_t alg, const mp_value *y, const mp_value *o) {
+ * implementations, the output (and the full operand) plain or, with
+ * nhwc, channels-last: oneDNN 2.6's jit:uni takes an operand of the
+ * output's dims, a scalar, one per channel (dim 1) and a few more, and
+ * runs the rest on ref:any, which is slower than the portable kernel (an
+ * RMSNorm's x * rsqrt(mean) [1, 32, 8, 128] by [1, 32, 8, 1]: 2-4 ms; a
+ * detector's normalisation [3, 320, 320] by [3, 1, 1]: 16 ms). */
+static bool binary_fast(dnnl_alg_kind_t alg, const mp_value *y, const mp_value *o, bool nhwc) {
     dnnl_memory_desc_t ymd, omd;
     dnnl_binary_desc_t bd;
     dnnl_primitive_desc_t pd = NULL;
     pthread_once(&dn_once, dn_engine_init);
-    if (!dn_eng || dn_md_plain(&ymd, y->rank, y->dims) ||
+    if (!dn_eng || (nhwc ? dn_md_nhwc(&ymd, y->rank, y->dims) : dn_md_plain(&ymd, y->rank, y->dims)) ||
         dn_md_plain_pad(&omd, y->rank > 0 ? y->rank : 1, o->rank, o->dims) ||
         dnnl_binary_desc_init(&bd, alg, &ymd, &omd, &ymd) ||
         dnnl_primitive_desc_create(&pd, &bd, NULL, dn_eng, NULL) != dnnl_success)
@@ -535,19 +536,8 @@ bool dn_binary_blocked_ok(const mp_graph *g, const mp_node *n) {
     bool swap;
     dnnl_alg_kind_t alg;
     if (!dn_binary_ok(g, n, &swap) || !dn_binary_of(n, &alg)) return false;
-    const mp_value *y = dn_gout(g, n, 0), *o = dn_gval(g, n, swap ? 0 : 1);
-    if (y->rank < 3 || y->rank > 5) return false;
-    dnnl_memory_desc_t ymd, omd;
-    dnnl_binary_desc_t bd;
-    dnnl_primitive_desc_t pd = NULL;
-    pthread_once(&dn_once, dn_engine_init);
-    if (!dn_eng || dn_md_nhwc(&ymd, y->rank, y->dims) || dn_md_plain_pad(&omd, y->rank, o->rank, o->dims) ||
-        dnnl_binary_desc_init(&bd, alg, &ymd, &omd, &ymd) ||
-        dnnl_primitive_desc_create(&pd, &bd, NULL, dn_eng, NULL) != dnnl_success)
-        return false;
-    bool fast = *dn_pd_impl(pd) && !dn_pd_is_ref(pd);
-    dnnl_primitive_desc_destroy(pd);
-    return fast;
+    const mp_value *y = dn_gout(g, n, 0);
+    return y->rank >= 3 && y->rank <= 5 && binary_fast(alg, y, dn_gval(g, n, swap ? 0 : 1), true);
 }
 
 bool dn_binary_ok(const mp_graph *g, const mp_node *n, bool *swap) {
@@ -558,12 +548,12 @@ bool dn_binary_ok(const mp_graph *g, const mp_node *n, bool *swap) {
     if (mp_value_numel(y) < SMALL_ELEMS) return false;
     if (dn_same_dims(a, y->rank, y->dims) && dn_fits_into(b, y->rank, y->dims)) {
         *swap = false;
-        return dn_same_dims(b, y->rank, y->dims) || binary_fast(alg, y, b);
+        return dn_same_dims(b, y->rank, y->dims) || binary_fast(alg, y, b, false);
     }
     if ((alg == dnnl_binary_add || alg == dnnl_binary_mul) && dn_same_dims(b, y->rank, y->dims) &&
         dn_fits_into(a, y->rank, y->dims)) {
         *swap = true;
-        return binary_fast(alg, y, a);
+        return binary_fast(alg, y, a, false);
     }
     return false;
 }
