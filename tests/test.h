@@ -15,6 +15,9 @@ typedef struct mp_test {
 
 extern int mp_t_failures;
 void mp_t_fail(const char *file, int line, const char *fmt, ...);
+/* A path for file `name` in the test's own temporary folder (removed when
+ * the test ends); the buffer is reused by the next call. */
+const char *mp_t_path(const char *name);
 
 #define T_CHECK(c)                                                     \
     do {                                                               \

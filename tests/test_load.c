@@ -8,18 +8,6 @@
 #include "pbw.h"
 #include "test.h"
 
-static char tdir[64];
-
-static const char *tpath(const char *name) {
-    static char buf[256];
-    if (!tdir[0]) {
-        snprintf(tdir, sizeof tdir, "/tmp/mp-load-XXXXXX");
-        if (!mkdtemp(tdir)) abort();
-    }
-    snprintf(buf, sizeof buf, "%s/%s", tdir, name);
-    return buf;
-}
-
 /* x[N,4] -> Relu -> y, plus an optional weight W[4,4] fed to MatMul. */
 static void relu_graph(pbw *g) {
     const char *syms[] = {"N", NULL};
@@ -33,7 +21,7 @@ static void relu_graph(pbw *g) {
 static mp_status load_graph_at(pbw *g, const char *file, int ir, int opset, mp_model **m) {
     pbw model = {0};
     onx_model(&model, ir, opset, g);
-    const char *p = tpath(file);
+    const char *p = mp_t_path(file);
     if (pbw_write(&model, p)) abort();
     pbw_free(&model);
     return mp_model_load(p, m);
@@ -63,7 +51,7 @@ static void t_minimal(void) {
 
 static void expect_format_error(const char *file, const uint8_t *bytes, size_t n,
                                 const char *needle) {
-    const char *p = tpath(file);
+    const char *p = mp_t_path(file);
     FILE *f = fopen(p, "wb");
     if (n) fwrite(bytes, 1, n, f);
     fclose(f);
@@ -95,7 +83,7 @@ static void t_truncated(void) {
     onx_model(&model, 8, 14, &g);
     /* every cut must fail cleanly or load (a prefix can be a valid model) */
     for (size_t cut = 1; cut < model.n; cut++) {
-        const char *p = tpath("cut.onnx");
+        const char *p = mp_t_path("cut.onnx");
         FILE *f = fopen(p, "wb");
         fwrite(model.b, 1, cut, f);
         fclose(f);
@@ -186,8 +174,8 @@ static void t_external_refused(void) {
         T_CHECK(strstr(mp_last_error(), "'W'") != NULL);
     }
     /* a symlink inside the folder that leads outside it */
-    unlink(tpath("link.bin"));
-    T_CHECK(symlink("/etc/hostname", tpath("link.bin")) == 0);
+    unlink(mp_t_path("link.bin"));
+    T_CHECK(symlink("/etc/hostname", mp_t_path("link.bin")) == 0);
     pbw g = {0};
     ext_graph(&g, "link.bin", "0", "64");
     mp_model *m = NULL;
@@ -196,7 +184,7 @@ static void t_external_refused(void) {
 }
 
 static void t_external_range(void) {
-    FILE *f = fopen(tpath("short.bin"), "wb");
+    FILE *f = fopen(mp_t_path("short.bin"), "wb");
     fwrite("0123456789", 1, 10, f);
     fclose(f);
     pbw g = {0};
@@ -274,7 +262,7 @@ static void t_function_inlined(void) {
     pbw_int(&os2, 2, 1);
     pbw_msg(&model, 8, &os2);
     pbw_msg(&model, 25, &fn);
-    const char *p = tpath("fn.onnx");
+    const char *p = mp_t_path("fn.onnx");
     pbw_write(&model, p);
     pbw_free(&model);
     mp_model *m = NULL;

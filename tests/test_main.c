@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +16,30 @@
 #include "run/run.h"
 
 int mp_t_failures;
+
+/* Files a test writes: one folder per test process, removed when it ends. */
+static char t_dir[64];
+
+const char *mp_t_path(const char *name) {
+    static char buf[256];
+    if (!t_dir[0]) {
+        snprintf(t_dir, sizeof t_dir, "/tmp/mp-test-XXXXXX");
+        if (!mkdtemp(t_dir)) abort();
+    }
+    snprintf(buf, sizeof buf, "%s/%s", t_dir, name);
+    return buf;
+}
+
+static int t_remove(const char *p, const struct stat *sb, int flag, struct FTW *f) {
+    (void)sb, (void)flag, (void)f;
+    remove(p);
+    return 0;
+}
+
+static void t_dir_remove(void) {
+    if (t_dir[0]) nftw(t_dir, t_remove, 16, FTW_DEPTH | FTW_PHYS);
+    t_dir[0] = 0;
+}
 
 void mp_t_fail(const char *file, int line, const char *fmt, ...) {
     va_list ap;
@@ -50,6 +76,7 @@ static pid_t start_test(const mp_test *t, FILE *out) {
         }
         mp_t_failures = 0;
         t->fn();
+        t_dir_remove();
         fflush(stdout);
         fflush(stderr);
         _exit(mp_t_failures ? 1 : 0);
@@ -161,6 +188,7 @@ int main(int argc, char **argv) {
         }
     }
     free(js);
+    t_dir_remove();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -14,18 +14,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static char tdir[64];
-
-static const char *tpath(const char *name) {
-    static char buf[256];
-    if (!tdir[0]) {
-        snprintf(tdir, sizeof tdir, "/tmp/mp-ort-XXXXXX");
-        if (!mkdtemp(tdir)) abort();
-    }
-    snprintf(buf, sizeof buf, "%s/%s", tdir, name);
-    return buf;
-}
-
 static bool near(double a, double b) { return fabs(a - b) <= 1e-12 + 1e-9 * fabs(b); }
 
 /* ---- the rules, on a profile written by hand ----
@@ -59,7 +47,7 @@ static const hev hevs[] = {
 static const int hrun[3] = {300, 60, 80};
 
 static const char *hand_profile(void) {
-    const char *path = tpath("hand.json");
+    const char *path = mp_t_path("hand.json");
     FILE *f = fopen(path, "w");
     fputs("[\n{\"cat\": \"Session\", \"pid\": 7, \"tid\": 7, \"dur\": 1000, \"ts\": 1, \"ph\": \"X\", "
           "\"name\": \"session_initialization\", \"args\": {}}", f);
@@ -211,7 +199,7 @@ static void t_errors(void) {
         {"[{\"cat\": \"Node\", \"pid\": 1, \"tid\": 1, \"dur\": 3, \"ts\": 5, \"ph\": \"X\", \"name\": \"x_k", "truncated"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *path = tpath("bad.json");
+        const char *path = mp_t_path("bad.json");
         FILE *f = fopen(path, "w");
         fputs(cases[i][0], f);
         fclose(f);
@@ -491,7 +479,7 @@ static const sev exact_evs[] = {
 
 /* Two runs of the events ev[0..n), each 10 us; ev[skip] left out (-1 none). */
 static const char *shaped_profile(const sev *ev, int n, int skip) {
-    const char *path = tpath("shaped.json");
+    const char *path = mp_t_path("shaped.json");
     FILE *f = fopen(path, "w");
     fputs("[\n{\"cat\": \"Session\", \"pid\": 7, \"tid\": 7, \"dur\": 1000, \"ts\": 1, \"ph\": \"X\", "
           "\"name\": \"session_initialization\", \"args\": {}}", f);

@@ -15,18 +15,6 @@
 
 uint16_t mp_float_to_half(float f); /* ops/kernel.h, whose names clash with report.h */
 
-static char tdir[64];
-
-static const char *tpath(const char *name) {
-    static char buf[256];
-    if (!tdir[0]) {
-        snprintf(tdir, sizeof tdir, "/tmp/mp-params-XXXXXX");
-        if (!mkdtemp(tdir)) abort();
-    }
-    snprintf(buf, sizeof buf, "%s/%s", tdir, name);
-    return buf;
-}
-
 static void kv_entry(pbw *msg, uint32_t field, const char *key, const char *value) {
     pbw kv = {0};
     pbw_str(&kv, 1, key);
@@ -102,7 +90,7 @@ static mp_profile *fold_profile(const fold *f, int64_t batch, const char *file, 
     kv_entry(&g, 16, "pkg.torch.export.ExportedProgram.graph_signature", sig);
     pbw model = {0};
     onx_model(&model, 10, 20, &g);
-    const char *path = tpath(file);
+    const char *path = mp_t_path(file);
     if (pbw_write(&model, path)) abort();
     pbw_free(&model);
     mp_model *m = NULL;
@@ -335,7 +323,7 @@ static mp_profile *tied_profile(const char *head, int head_dtype, int rank, cons
     }
     pbw model = {0};
     onx_model(&model, 7, 14, &g);
-    const char *path = tpath(file);
+    const char *path = mp_t_path(file);
     if (pbw_write(&model, path)) abort();
     pbw_free(&model);
     mp_model *m = NULL;
@@ -409,7 +397,7 @@ static void t_tied_external(void) {
     float emb[40], ht[40];
     for (int i = 0; i < 40; i++) emb[i] = (float)((i * 7) % 13) * 0.25f - 1.0f;
     head_values(ht, NULL);
-    const char *bin = tpath("tied_ext.bin");
+    const char *bin = mp_t_path("tied_ext.bin");
     FILE *f = fopen(bin, "wb");
     if (!f) abort();
     fwrite(emb, sizeof emb, 1, f);
@@ -426,7 +414,7 @@ static void t_tied_external(void) {
                         "160");
     pbw model = {0};
     onx_model(&model, 7, 14, &g);
-    const char *path = tpath("tied_ext.onnx");
+    const char *path = mp_t_path("tied_ext.onnx");
     if (pbw_write(&model, path)) abort();
     pbw_free(&model);
     mp_model *m = NULL;
@@ -484,7 +472,7 @@ static void t_bn_folded_note(void) {
         onx_tensor_external(&g, 5, "onnx::Conv_6", 1, 1, (const int64_t[]){8}, "absent.bin", NULL, NULL);
         pbw model = {0};
         onx_model(&model, 7, 14, &g);
-        const char *path = tpath("bn_folded.onnx");
+        const char *path = mp_t_path("bn_folded.onnx");
         if (pbw_write(&model, path)) abort();
         pbw_free(&model);
         mp_model *m = NULL;

@@ -11,6 +11,7 @@
 #include "analyze/patterns.h"
 #include "analyze/profile.h"
 #include "jsonr.h"
+#include "pbw.h"
 #include "tbuild.h"
 #include "test.h"
 
@@ -709,6 +710,58 @@ static void t_sliding_window_mask(void) {
     }
 }
 
+/* The same band of 3 keys kept in an external data file next to the
+ * model (a model over 2 GB keeps every initializer there): read through a
+ * mapping of its range, as the parameter count reads weights. A file that
+ * is absent leaves the mask unread: not causal, no error. */
+static void t_external_window_mask(void) {
+    float mk[2 + 64];
+    mk[0] = mk[1] = 7.0f; /* another tensor's bytes first: the mask at offset 8 */
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) mk[2 + i * 8 + j] = j <= i && j > i - 3 ? 0.0f : -INFINITY;
+    for (int absent = 0; absent < 2; absent++) {
+        if (!absent) {
+            FILE *f = fopen(mp_t_path("band.bin"), "wb");
+            if (!f) abort();
+            fwrite(mk, sizeof mk, 1, f);
+            fclose(f);
+        }
+        pbw g = {0}, a = {0};
+        const char *syms[] = {NULL, NULL};
+        onx_attr_ints(&a, "perm", 4, (const int64_t[]){0, 1, 3, 2});
+        onx_node(&g, 1, "Transpose", "kt", "k", "kt", &a);
+        onx_node(&g, 1, "MatMul", "qk", "q,kt", "s", NULL);
+        onx_node(&g, 1, "Add", "mask", "s,onnx::Add_9", "sm", NULL);
+        a = (pbw){0};
+        onx_attr_int(&a, "axis", -1);
+        onx_node(&g, 1, "Softmax", "softmax", "sm", "p", &a);
+        onx_node(&g, 1, "MatMul", "pv", "p,v", "y", NULL);
+        onx_tensor_external(&g, 5, "onnx::Add_9", 1, 2, (const int64_t[]){8, 8},
+                            absent ? "gone.bin" : "band.bin", "8", "256");
+        for (int i = 0; i < 3; i++)
+            onx_value_info(&g, 11, i == 0 ? "q" : i == 1 ? "k" : "v", 1, 4, (const int64_t[]){1, 2, 8, 4}, syms);
+        onx_value_info(&g, 12, "y", 1, -1, NULL, syms);
+        pbw model = {0};
+        onx_model(&model, 8, 17, &g);
+        const char *path = mp_t_path("band.onnx");
+        if (pbw_write(&model, path)) abort();
+        pbw_free(&model);
+        mp_model *m = NULL;
+        mp_profile *prof = NULL;
+        T_OK(mp_model_load(path, &m));
+        if (m) T_OK(mp_profile_static(m, &prof));
+        const mp_patterns *p = prof ? mp_patterns_of(m->graph) : NULL;
+        T_CHECK(p && p->n_attn == 1);
+        if (p && p->n_attn == 1) {
+            T_EQ(p->attn[0].mask, MP_MASK_ADD);
+            T_EQ(p->attn[0].causal, !absent);
+            T_EQ(p->attn[0].window, absent ? 0 : 3);
+        }
+        mp_profile_free(prof);
+        mp_model_free(m);
+    }
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -798,6 +851,7 @@ MP_TESTS(patterns){
     {"attention_tile_dropout", t_attention_tile_dropout},
     {"swin_window_attention", t_swin_window_attention},
     {"sliding_window_mask", t_sliding_window_mask},
+    {"external_window_mask", t_external_window_mask},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

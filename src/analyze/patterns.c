@@ -24,6 +24,7 @@
  * each form of each pattern is a short function next to the forms of the
  * same pattern; split by pattern they would each need that context. */
 #include "analyze/patterns.h"
+#include "analyze/same.h"
 #include "load/load.h"
 #include "ops/ops.h"
 
@@ -881,6 +882,16 @@ static bool depends_on_range(const pctx *c, int v, int depth) {
     return false;
 }
 
+static bool mask_elem(const mp_value *val, const mp_tview *tv, int64_t k, double *x) {
+    if (!tv) {
+        *x = val->fv[k];
+        return true;
+    }
+    if (k >= tv->n) return false;
+    *x = mp_tview_get(tv, k);
+    return true;
+}
+
 /* A constant additive mask whose contents the inference holds (a causal
  * mask built in the model from constants, folded by the exporter:
  * nn.MultiheadAttention given attn_mask=torch.triu(...)): 0 where key j <=
@@ -889,39 +900,41 @@ static bool depends_on_range(const pctx *c, int v, int depth) {
  * window of that (Mistral's, Gemma-2's local layers: key j allowed when
  * i - W < j <= i, the same W on every row), still causal. Returns -1 when
  * not causal, 0 causal over every earlier key, else the window W. */
-static bool mask_elem(const mp_value *val, bool known, int64_t k, double *x) {
-    if (known) {
-        *x = val->fv[k];
-        return true;
-    }
-    return mp_tensor_raw_float(val->init, k, x);
-}
-
-static int64_t const_causal(const pctx *c, int v) {
-    const mp_value *val = VAL(c, v);
+static int64_t mask_window(const mp_value *val, const mp_tview *tv) {
     int64_t n = mp_value_numel(val);
-    /* what inference read, else an initializer's bytes in place */
-    bool known = val->kn > 0 && val->fv && val->kn == n;
-    if (!known && !((val->flags & MP_VAL_INIT) && val->init && val->init->loc == MP_DATA_RAW)) return -1;
-    if (n <= 0 || val->rank < 2 || !mp_dtype_is_float(val->dtype)) return -1;
     int64_t sq = val->dims[val->rank - 2], sk = val->dims[val->rank - 1], off = sk - sq;
     if (sq < 2 || sk < sq || n % (sq * sk)) return -1;
     /* the window: the last row's allowed keys (all earlier keys: sk) */
     int64_t w = 0;
     double x;
     for (int64_t j = 0; j < sk; j++) {
-        if (!mask_elem(val, known, (sq - 1) * sk + j, &x)) return -1;
+        if (!mask_elem(val, tv, (sq - 1) * sk + j, &x)) return -1;
         w += x > -1e4;
     }
     if (w < 1) return -1;
     for (int64_t b = 0; b < n; b += sq * sk)
         for (int64_t i = 0; i < sq; i++)
             for (int64_t j = 0; j < sk; j++) {
-                if (!mask_elem(val, known, b + i * sk + j, &x)) return -1;
+                if (!mask_elem(val, tv, b + i * sk + j, &x)) return -1;
                 bool allowed = x > -1e4, want = j <= i + off && j > i + off - w;
                 if (allowed != want || (allowed && x != 0)) return -1;
             }
     return w >= sk ? 0 : w;
+}
+
+/* what inference read, else the initializer's values where they live (the
+ * model's bytes, or its external data file) */
+static int64_t const_causal(const pctx *c, int v) {
+    const mp_value *val = VAL(c, v);
+    int64_t n = mp_value_numel(val);
+    if (n <= 0 || val->rank < 2 || !mp_dtype_is_float(val->dtype)) return -1;
+    if (val->kn > 0 && val->fv && val->kn == n) return mask_window(val, NULL);
+    if (!(val->flags & MP_VAL_INIT) || !val->init) return -1;
+    mp_tview tv;
+    if (!mp_tview_open(c->m, val->init, &tv)) return -1;
+    int64_t w = tv.n == n ? mask_window(val, &tv) : -1;
+    mp_tview_close(&tv);
+    return w;
 }
 
 static bool mask_causal(const pctx *c, int v, int64_t *window) {

@@ -12,16 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Read-only view of a float tensor's elements, wherever they live. */
-typedef struct mp__tview {
-    int dtype;
-    int64_t n;
-    const uint8_t *raw;  /* little-endian elements (raw data or the mapped file) */
-    void *map;           /* external data: the mapping, and its length */
-    size_t map_len;
-    double *dec;         /* typed fields: decoded */
-} mp__tview;
-
 static bool mp__dtype_ok(int dt) {
     return dt == MP_DT_FLOAT || dt == MP_DT_DOUBLE || dt == MP_DT_FLOAT16 || dt == MP_DT_BFLOAT16;
 }
@@ -35,13 +25,13 @@ static void mp__put(void *ctx, int64_t k, int64_t iv, double fv, bool isf) {
     ((double *)ctx)[k] = isf ? fv : (double)iv;
 }
 
-static void mp__tview_close(mp__tview *v) {
+void mp_tview_close(mp_tview *v) {
     if (v->map) munmap(v->map, v->map_len);
     free(v->dec);
     memset(v, 0, sizeof *v);
 }
 
-static bool mp__tview_open(const mp_model *m, const mp_tensor *t, mp__tview *v) {
+bool mp_tview_open(const mp_model *m, const mp_tensor *t, mp_tview *v) {
     memset(v, 0, sizeof *v);
     if (!mp_tensor_has_values(t)) return false;
     v->dtype = t->dtype;
@@ -68,7 +58,7 @@ static bool mp__tview_open(const mp_model *m, const mp_tensor *t, mp__tview *v) 
             return false;
         v->dec = malloc((size_t)t->numel * sizeof(double));
         if (!v->dec || !mp_tensor_typed_walk(t, mp__put, v->dec)) {
-            mp__tview_close(v);
+            mp_tview_close(v);
             return false;
         }
         return true;
@@ -99,7 +89,7 @@ static bool mp__tview_open(const mp_model *m, const mp_tensor *t, mp__tview *v) 
     }
 }
 
-static double mp__get(const mp__tview *v, int64_t i) {
+double mp_tview_get(const mp_tview *v, int64_t i) {
     if (v->dec) return v->dec[i];
     const uint8_t *p = v->raw;
     switch (v->dtype) {
@@ -135,7 +125,7 @@ static double mp__round_to(double x, int dt) {
 /* a[i] == cast(b[j]) for every element (or every step-th first, as a
  * quick refusal), j being a's index i mapped through perm onto b's dims
  * (perm NULL: the same flat index). */
-static bool mp__match(const mp__tview *a, const mp__tview *b, const mp_tensor *ta,
+static bool mp__match(const mp_tview *a, const mp_tview *b, const mp_tensor *ta,
                       const mp_tensor *tb, const int *perm, int64_t step) {
     int r = ta->rank;
     int64_t sb[MP__MAXR], idx[MP__MAXR] = {0};
@@ -158,14 +148,14 @@ static bool mp__match(const mp__tview *a, const mp__tview *b, const mp_tensor *t
                     for (int64_t j = j0; j < mm && j < j0 + 32; j++)
                         if (memcmp(pa + 4 * (i * mm + j), pbr + 4 * (j * n + i), 4) != 0) {
                             /* equal values in other bits (0 and -0): the general rule decides */
-                            if (mp__get(a, i * mm + j) != mp__get(b, j * n + i)) return false;
+                            if (mp_tview_get(a, i * mm + j) != mp_tview_get(b, j * n + i)) return false;
                         }
         return true;
     }
     if (perm && step == 1) { /* every element: j follows i as an odometer */
         int64_t j = 0;
         for (int64_t i = 0; i < a->n; i++) {
-            if (mp__get(a, i) != mp__round_to(mp__get(b, j), a->dtype)) return false;
+            if (mp_tview_get(a, i) != mp__round_to(mp_tview_get(b, j), a->dtype)) return false;
             for (int d = r - 1; d >= 0; d--) {
                 j += sb[perm[d]];
                 if (++idx[d] < ta->dims[d]) break;
@@ -186,13 +176,13 @@ static bool mp__match(const mp__tview *a, const mp__tview *b, const mp_tensor *t
                 j += idx[d] * sb[perm[d]];
             }
         }
-        if (mp__get(a, i) != mp__round_to(mp__get(b, j), a->dtype)) return false;
+        if (mp_tview_get(a, i) != mp__round_to(mp_tview_get(b, j), a->dtype)) return false;
     }
     return true;
 }
 
 /* Try the permutations of b's dims that give a's (depth d onwards). */
-static bool mp__perms(const mp__tview *a, const mp__tview *b, const mp_tensor *ta,
+static bool mp__perms(const mp_tview *a, const mp_tview *b, const mp_tensor *ta,
                       const mp_tensor *tb, int *perm, unsigned used, int d, bool *identity) {
     if (d == ta->rank) {
         int64_t step = a->n > 4096 ? a->n / 1024 : 1;
@@ -217,10 +207,10 @@ bool mp_tensor_same(const mp_model *m, const mp_tensor *a, const mp_tensor *b,
     if (!a || !b || a->numel != b->numel || a->numel <= 0 || a->rank > MP__MAXR ||
         b->rank > MP__MAXR)
         return false;
-    mp__tview va, vb;
-    if (!mp__tview_open(m, a, &va)) return false;
-    if (!mp__tview_open(m, b, &vb)) {
-        mp__tview_close(&va);
+    mp_tview va, vb;
+    if (!mp_tview_open(m, a, &va)) return false;
+    if (!mp_tview_open(m, b, &vb)) {
+        mp_tview_close(&va);
         return false;
     }
     bool cast = a->dtype != b->dtype, same = false, identity = false;
@@ -235,14 +225,14 @@ bool mp_tensor_same(const mp_model *m, const mp_tensor *a, const mp_tensor *b,
             *how = cast ? "reshape+cast" : "reshape";
         }
     }
-    mp__tview_close(&va);
-    mp__tview_close(&vb);
+    mp_tview_close(&va);
+    mp_tview_close(&vb);
     return same;
 }
 
 int64_t mp_tensor_broadcast_source(const mp_model *m, const mp_tensor *t) {
-    mp__tview v;
-    if (!mp__tview_open(m, t, &v)) return -1;
+    mp_tview v;
+    if (!mp_tview_open(m, t, &v)) return -1;
     int64_t elems = t->numel, stride = 1;
     for (int d = t->rank - 1; d >= 0; d--) {
         int64_t size = t->dims[d];
@@ -250,12 +240,12 @@ int64_t mp_tensor_broadcast_source(const mp_model *m, const mp_tensor *t) {
         /* every element of slice k > 0 equals the one k slices back */
         for (int64_t i = 0; repeated && i < v.n; i++) {
             int64_t k = (i / stride) % size;
-            if (k && mp__get(&v, i) != mp__get(&v, i - k * stride)) repeated = false;
+            if (k && mp_tview_get(&v, i) != mp_tview_get(&v, i - k * stride)) repeated = false;
         }
         if (repeated) elems /= size;
         stride *= size;
     }
-    mp__tview_close(&v);
+    mp_tview_close(&v);
     return elems;
 }
 
@@ -267,30 +257,30 @@ static int mp__cmp_double(const void *x, const void *y) {
 int64_t mp_tensor_distinct(const mp_model *m, const mp_tensor *t, bool *mask) {
     *mask = false;
     if (!t || t->numel <= 0) return -1;
-    mp__tview v;
-    if (!mp__tview_open(m, t, &v)) return -1;
+    mp_tview v;
+    if (!mp_tview_open(m, t, &v)) return -1;
     int64_t n = v.n;
     /* a mask first, in place: any size */
     bool only_mask = true;
     for (int64_t i = 0; i < n && only_mask; i++) {
-        double x = mp__get(&v, i);
+        double x = mp_tview_get(&v, i);
         only_mask = x == 0 || x <= -1e4;
     }
     if (only_mask) {
-        mp__tview_close(&v);
+        mp_tview_close(&v);
         *mask = true;
         return 2;
     }
     double *d = n <= ((int64_t)1 << 24) ? malloc(sizeof *d * (size_t)n) : NULL;
     if (!d) {
-        mp__tview_close(&v);
+        mp_tview_close(&v);
         return -1;
     }
     for (int64_t i = 0; i < n; i++) {
-        d[i] = mp__get(&v, i);
+        d[i] = mp_tview_get(&v, i);
         if (d[i] != d[i]) d[i] = HUGE_VAL; /* a NaN sorts as one value */
     }
-    mp__tview_close(&v);
+    mp_tview_close(&v);
     qsort(d, (size_t)n, sizeof *d, mp__cmp_double);
     int64_t k = n > 0;
     for (int64_t i = 1; i < n; i++) k += d[i] != d[i - 1];

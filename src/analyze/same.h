@@ -9,6 +9,24 @@
 
 #include "graph/graph.h"
 
+/* A read-only view of a float tensor's elements wherever they live: raw
+ * data in the model's mapping, typed fields decoded, or a range of an
+ * external data file mapped. */
+typedef struct mp_tview {
+    int dtype;
+    int64_t n;
+    const uint8_t *raw;  /* little-endian elements (raw data or the mapped file) */
+    void *map;           /* external data: the mapping, and its length */
+    size_t map_len;
+    double *dec;         /* typed fields: decoded */
+} mp_tview;
+
+/* Opens v on t: false (v closed) when t has no values to read here. */
+bool mp_tview_open(const mp_model *m, const mp_tensor *t, mp_tview *v);
+/* Element i (0 <= i < v->n), as a double. */
+double mp_tview_get(const mp_tview *v, int64_t i);
+void mp_tview_close(mp_tview *v);
+
 /* Does tensor t have values to read here (raw, typed, or an external
  * file that is present), in a float dtype these functions compare? */
 bool mp_tensor_has_values(const mp_tensor *t);

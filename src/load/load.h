@@ -18,11 +18,6 @@ mp_status mp_tensor_read(struct mp_model *m, const mp_tensor *t, int64_t **iv,
  * when t is not such a tensor. */
 bool mp_tensor_scalar(const mp_tensor *t, double *out);
 
-/* Element k of a float tensor stored in the model itself (raw bytes), read
- * in place: for a pattern reading a folded constant larger than shape
- * arithmetic reads (a causal mask of S x S). False for other tensors. */
-bool mp_tensor_raw_float(const mp_tensor *t, int64_t k, double *out);
-
 /* Walk a tensor's typed fields (t->loc == MP_DATA_TYPED): put(ctx, k,
  * iv, fv, is_float) once per element k, in order. False when they are
  * malformed or hold other than t->numel elements. */

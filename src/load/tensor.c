@@ -156,14 +156,6 @@ static void mp__scalar_put(void *ctx, int64_t k, int64_t iv, double fv, bool isf
     *(double *)ctx = isf ? fv : (double)iv;
 }
 
-bool mp_tensor_raw_float(const mp_tensor *t, int64_t k, double *out) {
-    int64_t iv = 0;
-    if (!t || t->loc != MP_DATA_RAW || !t->data || !mp_dtype_is_float(t->dtype) || k < 0 || k >= t->numel ||
-        t->size < mp_dtype_bytes(t->dtype, t->numel))
-        return false;
-    return mp__raw_elem(t->dtype, t->data, k, &iv, out);
-}
-
 bool mp_tensor_scalar(const mp_tensor *t, double *out) {
     if (!t || t->numel != 1) return false;
     int64_t x = 0;
