@@ -459,7 +459,9 @@ static void t_folded_causal_masks(void) {
  * Transpose (0,2,1,3) -> MatMul of that by itself [2,2,4,4]:
  *   forward:  Linear on 3-D input t, view, mm, view (4); its bias Add is
  *             addmm's (0); Reshape 1; Transpose 1; batched product
- *             expand x2, reshape x2, bmm, view (6)                 = 12
+ *             expand x2, reshape x2, bmm, view (6), each reshape of
+ *             the transposed heads a copy (clone and _unsafe_view: 2 more,
+ *             as TorchDispatchMode lists them)                     = 14
  *   backward: the weight's gradient t, mm, t and TBackward's t (4) and the
  *             views' reshapes (2); the bias's sum and view (2); Reshape 1;
  *             Transpose 1; the product's gradient reshaped (1) and per side
@@ -482,13 +484,60 @@ static void t_host_ops_decomposed(void) {
     mp_profile *p = tb_prof(m);
     const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
     mp_tplan *pl = p ? plan_with(p, kv) : NULL;
-    if (pl) T_EQ_U64(pl->stages[0].host_ops, 12 + 17 + 1 + 2);
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 14 + 17 + 1 + 2);
     mp_tplan_free(pl);
     const char *inf[] = {"loss", "none", "optimizer", "none", "inference", NULL, NULL};
     pl = p ? plan_with(p, inf) : NULL;
-    if (pl) T_EQ_U64(pl->stages[0].host_ops, 12);
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 14);
     mp_tplan_free(pl);
     tb_done(m, p);
+}
+
+/* What eager PyTorch dispatches that the export shows otherwise, by hand:
+ *  - an Identity copy of a parameter (the TorchScript exporter's merge of
+ *    equal initializers) is a parameter of its own: x * g0 * g1 (x an
+ *    input) with g1 a copy of g0 is 2 Muls, in the backward g0's gradient
+ *    and then both of the second Mul's, 2 AccumulateGrads: 7, and no
+ *    gradient summed into g0 for the copy (the count was 9: the Identity
+ *    dispatched each way);
+ *  - a relative position bias folded from a table gathered by an index
+ *    (the seed's Swin-style window attention, table [25, 2]) is computed
+ *    again each forward: index, view, permute, contiguous, unsqueeze (5
+ *    operators, 2 kernels), and back: squeeze, permute, view, new_zeros,
+ *    index_put_ (5, 2). The same graph with the bias unread (weightless)
+ *    has neither. */
+static void t_host_ops_copies_biases(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "norm0.weight", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_node(m, "Identity", "norm0.weight", "norm1.weight");
+    tb_node(m, "Mul", "x,norm0.weight", "a");
+    tb_node(m, "Mul", "a,norm1.weight", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 2 + 3 + 2);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+    uint64_t ops[2][2], kern[2][2];
+    for (int w = 0; w < 2; w++)
+        for (int inf = 0; inf < 2; inf++) {
+            t_cli r = RUN(w ? "tests/corpus/seeds/rel_pos_bias_weightless.onnx" : "tests/corpus/seeds/rel_pos_bias.onnx",
+                          "--loss", "none", "--optimizer", "none", "--format", "json", "-q", inf ? "--inference" : "-q");
+            T_EQ(r.code, 0);
+            jr *j = json_of(&r);
+            const jr *o = j ? jr_path(j, "plan.host.ops_per_step") : NULL, *k = j ? jr_path(j, "plan.host.kernels_per_step") : NULL;
+            T_CHECK(o && k);
+            ops[w][inf] = o ? (uint64_t)o->i : 0;
+            kern[w][inf] = k ? (uint64_t)k->i : 0;
+            jr_free(j);
+            t_cli_free(&r);
+        }
+    T_EQ_U64(ops[0][0] - ops[1][0], 10);
+    T_EQ_U64(kern[0][0] - kern[1][0], 4);
+    T_EQ_U64(ops[0][1] - ops[1][1], 5);
+    T_EQ_U64(kern[0][1] - kern[1][1], 2);
 }
 
 /* --dropout on BERT-base (TorchScript, eval mode: no Dropout nodes) at
@@ -916,6 +965,7 @@ MP_TESTS(plan_step) {
     {"native_depthwise", t_native_depthwise},
     {"folded_causal_masks", t_folded_causal_masks},
     {"host_ops_decomposed", t_host_ops_decomposed},
+    {"host_ops_copies_biases", t_host_ops_copies_biases},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},
     {"kv_const_causal", t_kv_const_causal},

@@ -216,6 +216,8 @@ static bool native_depthwise(const pctx *c, const mp_node *n, int dt, uint32_t r
     return true;
 }
 
+static bool product_copies(const pctx *c, const mp_node *n, int which);
+
 static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff, mp_pnode *pn) {
     /* a Linear's bias added after its MatMul (the TorchScript exporter's
      * form for an input of rank 3 or more) is addmm's in PyTorch: nothing
@@ -247,7 +249,54 @@ static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff
     } else if (ra >= 3 && rb >= 3) {
         pn->n_fwd_ops = 6;
         if (back) pn->n_bwd_ops = (uint16_t)(1 + ((rg & 1) ? 3 : 0) + ((rg & 2) ? 3 : 0));
+        /* a side whose expand and reshape to [batch, rows, cols] is no view
+         * (permuted heads, keys transposed, a broadcast) is copied: reshape
+         * is clone and _unsafe_view, one operator and one kernel more, the
+         * batch's elements read and written. Its backward is the view's. */
+        const mp_value *y = n->n_out > 0 && n->out[0] >= 0 ? &c->g->values[n->out[0]] : NULL;
+        for (int i = 0; i < 2 && y && y->rank >= 3; i++) {
+            if (!product_copies(c, n, i)) continue;
+            const mp_value *x = &c->g->values[n->in[i]];
+            uint64_t el = mp_tplan_numel(x);
+            int64_t xb = mp_dims_product(x->dims, x->rank - 2), yb = mp_dims_product(y->dims, y->rank - 2);
+            if (xb > 0 && yb > xb) el = el / (uint64_t)xb * (uint64_t)yb;
+            pn->n_aux_fwd++;
+            pn->aux_fwd += bscale(c, 2 * el * (uint64_t)dt_size(c->adt[n->in[i]]));
+        }
     }
+}
+
+/* An attention bias the exporter folded from a table gathered by an index
+ * (the profile's "gathered" attention bias, docs/COUNTING.md "Folded
+ * attention masks and biases": Swin's relative position bias) is computed
+ * again by every forward in PyTorch (torchvision's and timm's
+ * _get_relative_position_bias): table[index] (index), view, permute,
+ * contiguous (a copy), unsqueeze; its backward UnsqueezeBackward's
+ * squeeze, the permute and view back, and IndexBackward's new_zeros and
+ * index_put_ (accumulate) into the table's gradient. Counted at the Add
+ * that reads it: 3 views and 2 kernels each way, moving the bias and the
+ * table. */
+static void gathered_bias(const pctx *c, const mp_node *n, uint32_t rg, mp_pnode *pn) {
+    const mp_profile *p = c->pl->p;
+    if (!mp_streq(n->op, "Add") || !p->n_pnotes) return;
+    for (int i = 0; i < n->n_in; i++)
+        for (int j = 0; n->in[i] >= 0 && j < p->n_pnotes; j++) {
+            const mp_param_note *pn_ = &p->pnotes[j];
+            if (pn_->kind != MP_PNOTE_ATTN_BIAS || pn_->value != n->in[i] || !pn_->how ||
+                strcmp(pn_->how, "gathered") != 0)
+                continue;
+            const mp_value *b = &c->g->values[n->in[i]];
+            uint64_t bytes = mp_tplan_numel(b) * (uint64_t)mp_dtype_bytes(b->dtype, 1),
+                     table = pn_->counted * (uint64_t)mp_dtype_bytes(b->dtype, 1);
+            pn->n_fwd_ops += 3;
+            pn->n_aux_fwd += 2;
+            pn->aux_fwd += table + 3 * bytes; /* the gather, and the copy */
+            if (c->training && (rg & (1u << i))) {
+                pn->n_bwd_ops += 3;
+                pn->n_aux_bwd += 2;
+                pn->aux_bwd += table + 2 * bytes; /* zeros, then the bias's gradient added in */
+            }
+        }
 }
 
 /* Does Transpose n move a dim of size > 1 past another (leave its input
@@ -1231,7 +1280,9 @@ static mp_status graph_pass(pctx *c) {
             if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 ? pn->n_bwd_kernels : 1);
             if (!shape && role == ROLE_OWN) dispatch_ops(c, n, rg, diff, pn);
             if (!shape && copied) pn->n_fwd_ops++; /* contiguous()'s clone before the view */
+            if (mp_tplan_param_copy(g, n)) pn->n_fwd_ops = pn->n_bwd_ops = 0; /* a parameter of its own */
         }
+        gathered_bias(c, n, rg, pn);
 
         /* work and traffic; a node reading an activation works per sample.
          * A pattern run as one operator is one kernel: its head has the
@@ -1339,6 +1390,7 @@ static mp_status graph_pass(pctx *c) {
         if (!diff) continue;
         int role = c->role[ni];
         if (role == ROLE_MEMBER || role == ROLE_ATTN_OUT) continue; /* its group reads for it */
+        if (mp_tplan_param_copy(g, n)) continue; /* another parameter: no gradient summed with this one's */
         int ins[64], n_ins = 0;
         if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) {
             /* a group: what it reads from outside, once each */

@@ -10,6 +10,7 @@
 #include "base/gpu.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Model states per parameter, bytes, and how ZeRO divides them
  * (docs/PLANNING.md "model states"). */
@@ -355,6 +356,16 @@ static inline bool mp_tplan_mixed(mp_precision p) {
 static inline uint64_t mp_tplan_numel(const mp_value *v) {
     int64_t n = mp_value_numel(v);
     return n > 0 ? (uint64_t)n : 0;
+}
+/* An Identity of a parameter: the TorchScript exporter keeps one
+ * initializer for equal tensors (a fresh model's LayerNorm weights, all
+ * ones) and names each other declared parameter with such a copy. In
+ * PyTorch it is a parameter of its own: nothing dispatched for it, its own
+ * AccumulateGrad and optimizer state, no gradient summed with the one it
+ * copies. */
+static inline bool mp_tplan_param_copy(const mp_graph *g, const mp_node *n) {
+    return strcmp(n->op, "Identity") == 0 && (!n->domain || !n->domain[0]) && n->n_in >= 1 && n->in[0] >= 0 &&
+           n->n_out >= 1 && n->out[0] >= 0 && (g->values[n->in[0]].flags & MP_VAL_PARAM);
 }
 static inline uint64_t mp_tplan_dbytes(double per, uint64_t n) {
     return (uint64_t)llround(per * (double)n);
