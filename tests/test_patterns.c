@@ -762,6 +762,62 @@ static void t_external_window_mask(void) {
     }
 }
 
+/* Attention written with Einsum (torchvision's MaxViT: "bghid,bghjd->
+ * bghij" on K as it is, K scaled, a bias added, then "bghij,bghjd->
+ * bghid"; and "bhid,bhdj->bhij" on K transposed): both recognised, the
+ * heads third from last (MaxViT's windows G join the batch). */
+static void t_einsum_attention(void) {
+    for (int form = 0; form < 2; form++) {
+        mp_model *m = tb_new(17);
+        bool g = form == 0;
+        const int64_t *qd = g ? TB_DIMS(2, 3, 4, 7, 8) : TB_DIMS(2, 4, 7, 8);
+        int r = g ? 5 : 4;
+        tb_input(m, "q", F, r, qd);
+        tb_input(m, "k", F, r, qd);
+        tb_input(m, "v", F, r, qd);
+        double bias[4 * 7 * 7];
+        for (int i = 0; i < 4 * 7 * 7; i++) bias[i] = (double)(i % 13) * 0.125;
+        tb_const_f(m, "bias", F, 3, TB_DIMS(4, 7, 7), bias);
+        tb_const_f(m, "scale", F, 0, NULL, (const double[]){0.25});
+        int qk;
+        if (g) {
+            tb_node(m, "Mul", "k,scale", "ks");
+            qk = tb_node(m, "Einsum", "q,ks", "s");
+            tb_attr_s(m, qk, "equation", "bghid,bghjd->bghij");
+        } else {
+            int t = tb_node(m, "Transpose", "k", "kt");
+            tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 1, 3, 2));
+            qk = tb_node(m, "Einsum", "q,kt", "s0");
+            tb_attr_s(m, qk, "equation", "bhid,bhdj->bhij");
+            tb_node(m, "Mul", "s0,scale", "s");
+        }
+        tb_node(m, "Add", "s,bias", "sb");
+        int sm = tb_node(m, "Softmax", "sb", "p");
+        tb_attr_i(m, sm, "axis", -1);
+        int pv = tb_node(m, "Einsum", "p,v", "y");
+        tb_attr_s(m, pv, "equation", g ? "bghij,bghjd->bghid" : "bhij,bhjd->bhid");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        if (p && p->n_attn == 1) {
+            const mp_pattn *a = &p->attn[0];
+            T_EQ(a->qk, qk);
+            T_EQ(a->pv, pv);
+            T_EQ(a->k, tb_val(m, "k") - m->graph->values);
+            T_EQ(a->mask, MP_MASK_ADD);
+            T_EQ(a->heads, 4);
+            T_EQ(a->batch, g ? 6 : 2);
+            T_EQ(a->seq_q, 7);
+            T_EQ(a->seq_k, 7);
+            T_EQ(a->head_dim, 8);
+            T_CHECK(fabs(a->scale - 0.25) < 1e-12);
+        } else {
+            mp_t_fail(__FILE__, __LINE__, "form %d: %d attentions", form, p ? p->n_attn : -1);
+        }
+        tb_done(m, prof);
+    }
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -852,6 +908,7 @@ MP_TESTS(patterns){
     {"swin_window_attention", t_swin_window_attention},
     {"sliding_window_mask", t_sliding_window_mask},
     {"external_window_mask", t_external_window_mask},
+    {"einsum_attention", t_einsum_attention},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

@@ -26,6 +26,7 @@
 #include "analyze/patterns.h"
 #include "analyze/same.h"
 #include "load/load.h"
+#include "ops/kernel.h"
 #include "ops/ops.h"
 
 #include <math.h>
@@ -980,6 +981,22 @@ static bool scores_view(const pctx *c, int k) {
     return true;
 }
 
+/* A product of two activations as attention writes it: MatMul, or an
+ * Einsum that is one batched product over leading batch letters, its first
+ * operand as it is (ops/kernel.h's mp_einsum_bmm_of: torchvision's MaxViT
+ * "bghid,bghjd->bghij" then "bghij,bghjd->bghid", einops-style code).
+ * *b_rows: the second operand given as [.., n, k], K as it is, the product
+ * contracting both last dims (no transposition to find). */
+static bool product2(const pctx *c, int k, bool *b_rows) {
+    const mp_node *n = NODE(c, k);
+    if (b_rows) *b_rows = false;
+    if (is_op(n, "MatMul")) return true;
+    mp_einsum_bmm e;
+    if (!is_op(n, "Einsum") || !mp_einsum_bmm_of(c->g, n, &e) || e.ta) return false;
+    if (b_rows) *b_rows = e.tb;
+    return true;
+}
+
 /* The operand of a mask or scale node that carries the scores: not a
  * constant, produced by the score product or another node of the chain. */
 static int scores_operand(const pctx *c, int k, int *other_v) {
@@ -992,7 +1009,7 @@ static int scores_operand(const pctx *c, int k, int *other_v) {
         int p = prod(c, u);
         if (p < 0) continue;
         const mp_node *pn = NODE(c, p);
-        int r = is_op(pn, "MatMul") ? 3
+        int r = product2(c, p, NULL) ? 3
                 : (is_op(pn, "Mul") || is_op(pn, "Div") || is_op(pn, "Add") || is_op(pn, "Where") || is_op(pn, "Cast")) ? 2
                 : scores_view(c, p) ? 1 : 0;
         if (!r || sole(c, u) != k) continue;
@@ -1083,7 +1100,7 @@ static void attn_decomposed(pctx *c, int sm) {
         int p = prod(c, v);
         if (p < 0) break;
         const mp_node *pn = NODE(c, p);
-        if (is_op(pn, "MatMul")) {
+        if (product2(c, p, NULL)) {
             qk = p;
             break;
         }
@@ -1159,7 +1176,8 @@ static void attn_decomposed(pctx *c, int sm) {
         }
         if (nu != 1 || VAL(c, y)->n_consumers != 1) break;
         const mp_node *un = NODE(c, u[0]);
-        if (is_op(un, "MatMul") && un->n_in == 2 && un->in[0] == y && un->in[1] != y) {
+        bool v_rows;
+        if (product2(c, u[0], &v_rows) && !v_rows && un->n_in == 2 && un->in[0] == y && un->in[1] != y) {
             pv = u[0];
         } else if (float_cast(c, u[0])) {
             cand(c, u[0], MP_PART_CAST);
@@ -1207,7 +1225,10 @@ static void attn_decomposed(pctx *c, int sm) {
     /* K^T: a scale, then the transposition */
     operand_scale(c, qk, B, MP_PART_K_SCALE, &kt, &ks);
     if (qs != 1.0 && ks != 1.0) form = MP_FORM_SDPA;
-    int tp = prod_op(c, kt, "Transpose");
+    bool k_rows;
+    product2(c, qk, &k_rows);
+    if (k_rows) k = kt; /* an Einsum given K as it is */
+    int tp = k_rows ? -1 : prod_op(c, kt, "Transpose");
     const mp_value *ktv = VAL(c, kt);
     if (tp >= 0 && free_node(c, tp) && sole_data(c, kt) >= 0) {
         const int64_t *perm;
@@ -1218,7 +1239,7 @@ static void attn_decomposed(pctx *c, int sm) {
             k = in_at(c, tp, 0);
         }
     }
-    int rs2 = prod_op(c, kt, "Reshape");
+    int rs2 = k_rows ? -1 : prod_op(c, kt, "Reshape");
     if (k < 0 && rs2 >= 0 && free_node(c, rs2) && sole_data(c, kt) >= 0) {
         /* the dynamo exporter's [B, H, S, D] -> [B*H, S, D] -> ^T -> [B, H, D, S] */
         int t3 = prod_op(c, in_at(c, rs2, 0), "Transpose");
@@ -1262,11 +1283,13 @@ static void attn_decomposed(pctx *c, int sm) {
         a->head_dim = qv->dims[qv->rank - 1];
         a->seq_q = qv->dims[qv->rank - 2];
     }
-    if (ktv->rank >= 2) a->seq_k = ktv->dims[ktv->rank - 1];
+    if (ktv->rank >= 2) a->seq_k = ktv->dims[ktv->rank - (k_rows ? 2 : 1)];
     if (vvv->rank >= 1) a->v_head_dim = vvv->dims[vvv->rank - 1];
-    if (qv->rank == 4) {
-        a->batch = qv->dims[0];
-        a->heads = qv->dims[1] >= 0 ? qv->dims[1] : -1;
+    if (qv->rank >= 4) {
+        /* [B, H, S, D], or [B, G, H, S, D] (MaxViT's windows or grid
+         * cells G): the heads third from last, the rest the batch */
+        a->batch = mp_dims_product(qv->dims, qv->rank - 3);
+        a->heads = qv->dims[qv->rank - 3] >= 0 ? qv->dims[qv->rank - 3] : -1;
     } else if (yv->rank == 3) {
         /* [B*H, S, Dv]: the heads from the reshape that splits them out */
         int rn = sole_op(c, a->y, "Reshape");
