@@ -540,6 +540,54 @@ static void t_host_ops_copies_biases(void) {
     T_EQ_U64(kern[0][1] - kern[1][1], 2);
 }
 
+/* More of what eager PyTorch dispatches, by hand (TorchDispatchMode lists
+ * the same on the CPU, less the CPU's `empty` reserve of batch_norm):
+ *  - Conv (input x, no gradient), BatchNormalization, Relu in training:
+ *    forward convolution, num_batches_tracked.add_ and the batch norm,
+ *    relu (4); backward threshold_backward, native_batch_norm_backward
+ *    and convolution_backward, one operator each for all their gradients
+ *    (3); AccumulateGrad for the weight, its bias, the norm's scale and
+ *    shift (4): 11;
+ *  - an Einsum that is one batched product, "bhid,bhjd->bhij", of q * wq
+ *    and k * wk (x and k inputs): the 2 Muls, einsum's 12; back its 3 and
+ *    6 per side, each Mul's wq or wk gradient (2); 2 AccumulateGrads: 33. */
+static void t_host_ops_einsum_norms(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(2, 3, 8, 8));
+    tb_weight(m, "conv.weight", MP_DT_FLOAT, 4, TB_DIMS(4, 3, 3, 3));
+    tb_weight(m, "conv.bias", MP_DT_FLOAT, 1, TB_DIMS(4));
+    tb_weight(m, "bn.weight", MP_DT_FLOAT, 1, TB_DIMS(4));
+    tb_weight(m, "bn.bias", MP_DT_FLOAT, 1, TB_DIMS(4));
+    tb_weight(m, "bn.running_mean", MP_DT_FLOAT, 1, TB_DIMS(4));
+    tb_weight(m, "bn.running_var", MP_DT_FLOAT, 1, TB_DIMS(4));
+    int cv = tb_node(m, "Conv", "x,conv.weight,conv.bias", "c");
+    tb_attr_ints(m, cv, "pads", 4, TB_DIMS(1, 1, 1, 1));
+    tb_node(m, "BatchNormalization", "c,bn.weight,bn.bias,bn.running_mean,bn.running_var", "n");
+    tb_node(m, "Relu", "n", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 4 + 3 + 4);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+    m = tb_new(17);
+    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(2, 4, 7, 8));
+    tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(2, 4, 7, 8));
+    tb_weight(m, "wq", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_weight(m, "wk", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_node(m, "Mul", "q,wq", "qs");
+    tb_node(m, "Mul", "k,wk", "ks");
+    int e = tb_node(m, "Einsum", "qs,ks", "s");
+    tb_attr_s(m, e, "equation", "bhid,bhjd->bhij");
+    tb_output(m, "s");
+    p = tb_prof(m);
+    pl = p ? plan_with(p, kv) : NULL;
+    if (pl) T_EQ_U64(pl->stages[0].host_ops, 14 + 17 + 2);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* --dropout on BERT-base (TorchScript, eval mode: no Dropout nodes) at
  * 1 x 16, by hand: a mask (1 B an element) after each block's O and down
  * projections and on the embeddings, 25 x 16 x 768 = 307,200 B; eager
@@ -966,6 +1014,7 @@ MP_TESTS(plan_step) {
     {"folded_causal_masks", t_folded_causal_masks},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},
+    {"host_ops_einsum_norms", t_host_ops_einsum_norms},
     {"dropout", t_dropout},
     {"inference_attention", t_inference_attention},
     {"kv_const_causal", t_kv_const_causal},

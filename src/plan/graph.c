@@ -13,6 +13,7 @@
 
 #include "analyze/patterns.h"
 #include "ops/ops.h"
+#include "ops/kernel.h"
 
 /* ---- the graph pass ---- */
 
@@ -216,6 +217,19 @@ static bool native_depthwise(const pctx *c, const mp_node *n, int dt, uint32_t r
     return true;
 }
 
+/* Operators whose backward is one ATen operator computing every gradient
+ * (the input's, the weight's, the bias's): native_layer_norm_backward,
+ * native_batch_norm_backward, native_group_norm_backward,
+ * convolution_backward. One dispatch, however many kernels it launches. */
+static bool one_op_backward(const mp_node *n) {
+    static const char *const ops[] = {"LayerNormalization", "BatchNormalization", "GroupNormalization", "Conv",
+                                      "ConvTranspose"};
+    if (n->domain && n->domain[0]) return false;
+    for (size_t i = 0; i < MP_ARRAY_LEN(ops); i++)
+        if (mp_streq(n->op, ops[i])) return true;
+    return false;
+}
+
 static bool product_copies(const pctx *c, const mp_node *n, int which);
 
 static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff, mp_pnode *pn) {
@@ -235,6 +249,19 @@ static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff
             pn->n_bwd_ops = (uint16_t)(diff && (rg & (1u << i)) ? 2 : 0);
             return;
         }
+    }
+    /* an Einsum that is one batched product (MaxViT's attention) is
+     * torch.einsum's sumproduct_pair (aten/src/ATen/native/Linear.cpp):
+     * each operand unsqueezed and permuted, each side permuted and
+     * reshaped, bmm, the result viewed, permuted and viewed (12); its
+     * backward the gradient reshaped, permuted and reshaped (3), per side
+     * transpose, bmm, reshape, two permutes and a squeeze (6), as
+     * TorchDispatchMode lists them */
+    mp_einsum_bmm eb;
+    if (mp_streq(n->op, "Einsum") && mp_einsum_bmm_of(c->g, n, &eb)) {
+        pn->n_fwd_ops = 12;
+        if (diff && rg) pn->n_bwd_ops = (uint16_t)(3 + ((rg & 1) ? 6 : 0) + ((rg & 2) ? 6 : 0));
+        return;
     }
     bool gemm = mp_streq(n->op, "Gemm");
     if (!(gemm || mp_streq(n->op, "MatMul")) || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return;
@@ -1277,12 +1304,15 @@ static mp_status graph_pass(pctx *c) {
             for (int i = 0; i < n->n_out; i++)
                 if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape = false;
             pn->n_fwd_ops = shape ? 0 : 1;
-            if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 ? pn->n_bwd_kernels : 1);
+            if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 && !one_op_backward(n) ? pn->n_bwd_kernels : 1);
             if (!shape && role == ROLE_OWN) dispatch_ops(c, n, rg, diff, pn);
             if (!shape && copied) pn->n_fwd_ops++; /* contiguous()'s clone before the view */
             if (mp_tplan_param_copy(g, n)) pn->n_fwd_ops = pn->n_bwd_ops = 0; /* a parameter of its own */
         }
         gathered_bias(c, n, rg, pn);
+        /* nn.BatchNorm in training counts its batches first
+         * (num_batches_tracked.add_(1)): an operator and a kernel */
+        if (c->training && mp_streq(n->op, "BatchNormalization") && (!n->domain || !n->domain[0])) pn->n_aux_fwd++;
 
         /* work and traffic; a node reading an activation works per sample.
          * A pattern run as one operator is one kernel: its head has the
