@@ -114,6 +114,11 @@ def models():
     # (about 48 operators per shifted block), which the graph does not show.
     yield "torchvision Swin-T (windowed attention)", torchvision.models.swin_t(), \
         (torch.randn(1, 3, 224, 224),), ["x"], ["--attention", "eager"]
+    # torchvision's MaxViT-T: attention written with torch.einsum (one
+    # batched product each way), MBConv blocks; the eval-mode export folds
+    # its BatchNorms into the convolutions, which PyTorch's count keeps.
+    yield "torchvision MaxViT-T (einsum attention)", torchvision.models.maxvit_t(), \
+        (torch.randn(1, 3, 224, 224),), ["x"], ["--attention", "eager"]
 
 
 def torch_count(model, args, train):
@@ -147,6 +152,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.manual_seed(0)
+    warnings.filterwarnings("ignore", message=".*indexing argument.*")  # torchvision's meshgrid call
     print(f"operators dispatched per step: modelprof plan against TorchDispatchMode (PyTorch {torch.__version__})")
     print(f"{'model':46s} {'fwd':>6s} {'torch':>6s} {'ratio':>6s}  {'fwd+bwd':>7s} {'torch':>6s} {'ratio':>6s}")
     bad = 0
