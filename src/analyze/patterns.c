@@ -1090,8 +1090,9 @@ static void attn_decomposed(pctx *c, int sm) {
     cand_reset(c);
     cand(c, sm, MP_PART_SOFTMAX);
     int v = sn->in[0], qk = -1, mask = MP_MASK_NONE, mask_v = -1;
+    int masks[8], n_masks = 0; /* every mask's value: causal when one is */
     double sscale = 1.0, fill = NAN;
-    bool fill_true = false;
+    bool fill_true = false, where = false;
     if (sole(c, v) != sm) {
         if (looks) miss(c, sm, MP_PAT_ATTN, "the scores are read outside the attention");
         return;
@@ -1113,21 +1114,23 @@ static void attn_decomposed(pctx *c, int sm) {
             cand(c, p, MP_PART_SCALE);
             v = nv;
         } else if (is_op(pn, "Add") && pn->n_in == 2 && (nv = scores_operand(c, p, &ov)) >= 0 &&
-                   (mask == MP_MASK_NONE || mask == MP_MASK_ADD)) {
+                   n_masks < (int)MP_ARRAY_LEN(masks)) {
             /* additive masks add up (Swin: the relative position bias, then
-             * the shifted windows' mask); mask_v is the one nearest the
-             * softmax */
-            if (mask == MP_MASK_NONE) mask_v = ov;
-            mask = MP_MASK_ADD;
+             * the shifted windows' mask; Bloom: ALiBi's bias, then the
+             * causal masked_fill); mask and mask_v are the nearest the
+             * softmax's */
+            if (mask == MP_MASK_NONE) mask_v = ov, mask = MP_MASK_ADD;
+            masks[n_masks++] = ov;
             cand(c, p, MP_PART_MASK);
             v = nv;
         } else if (scores_view(c, p)) {
             cand(c, p, MP_PART_VIEW);
             v = pn->in[0];
-        } else if (is_op(pn, "Where") && pn->n_in == 3 && (nv = scores_operand(c, p, &ov)) >= 0 &&
-                   mask == MP_MASK_NONE) {
-            mask = MP_MASK_WHERE;
-            mask_v = pn->in[0];
+        } else if (is_op(pn, "Where") && pn->n_in == 3 && (nv = scores_operand(c, p, &ov)) >= 0 && !where &&
+                   n_masks < (int)MP_ARRAY_LEN(masks)) {
+            if (mask == MP_MASK_NONE) mask = MP_MASK_WHERE, mask_v = pn->in[0];
+            where = true;
+            masks[n_masks++] = pn->in[0];
             fill_true = pn->in[2] == nv;
             if (!scalar(c, ov, &fill)) fill = NAN;
             cand(c, p, MP_PART_MASK);
@@ -1181,6 +1184,11 @@ static void attn_decomposed(pctx *c, int sm) {
             pv = u[0];
         } else if (float_cast(c, u[0])) {
             cand(c, u[0], MP_PART_CAST);
+            y = un->out[0];
+        } else if (scores_view(c, u[0])) {
+            /* the probabilities viewed back to the product's batch (Bloom's
+             * [B, H, S, S] as [B*H, S, S] for bmm) */
+            cand(c, u[0], MP_PART_VIEW);
             y = un->out[0];
         } else if (is_op(un, "Dropout") && un->in[0] == y) {
             if (un->n_out > 1 && un->out[1] >= 0 && (VAL(c, un->out[1])->n_consumers > 0 ||
@@ -1241,17 +1249,21 @@ static void attn_decomposed(pctx *c, int sm) {
     }
     int rs2 = k_rows ? -1 : prod_op(c, kt, "Reshape");
     if (k < 0 && rs2 >= 0 && free_node(c, rs2) && sole_data(c, kt) >= 0) {
-        /* the dynamo exporter's [B, H, S, D] -> [B*H, S, D] -> ^T -> [B, H, D, S] */
+        /* K^T viewed to the product's batch: the dynamo exporter's
+         * [B, H, S, D] -> [B*H, S, D] -> ^T -> [B*H, D, S]; Bloom's
+         * [B, S, H, D] permuted (0, 2, 3, 1) to [B, H, D, S] -> [B*H, D, S].
+         * The transposition puts the head dim second to last. */
         int t3 = prod_op(c, in_at(c, rs2, 0), "Transpose");
         int rs1 = t3 >= 0 ? prod_op(c, in_at(c, t3, 0), "Reshape") : -1;
         const int64_t *perm;
-        if (rs1 >= 0 && free_node(c, t3) && free_node(c, rs1) && sole_data(c, out0(c, t3)) == rs2 &&
-            sole_data(c, out0(c, rs1)) == t3 && mp_attr_ints(NODE(c, t3), "perm", &perm) == 3 && perm[0] == 0 &&
-            perm[1] == 2 && perm[2] == 1) {
+        int np = t3 >= 0 ? mp_attr_ints(NODE(c, t3), "perm", &perm) : 0;
+        if (t3 >= 0 && free_node(c, t3) && sole_data(c, out0(c, t3)) == rs2 && np >= 3 &&
+            perm[np - 2] == np - 1 && perm[np - 1] != np - 1) {
+            bool dyn = np == 3 && rs1 >= 0 && free_node(c, rs1) && sole_data(c, out0(c, rs1)) == t3;
             cand(c, rs2, MP_PART_K_T);
             cand(c, t3, MP_PART_K_T);
-            cand(c, rs1, MP_PART_K_T);
-            k = in_at(c, rs1, 0);
+            if (dyn) cand(c, rs1, MP_PART_K_T);
+            k = in_at(c, dyn ? rs1 : t3, 0);
         }
     }
     int vv = in_at(c, pv, 1);
@@ -1272,7 +1284,7 @@ static void attn_decomposed(pctx *c, int sm) {
     a->mask_v = mask_v;
     a->mask_fill = fill;
     a->mask_fill_on_true = fill_true;
-    a->causal = mask_v >= 0 && mask_causal(c, mask_v, &a->window);
+    for (int i = 0; i < n_masks && !a->causal; i++) a->causal = mask_causal(c, masks[i], &a->window);
     a->score_scale = sscale;
     a->scale = sscale * qs * ks;
     a->guard = guard != 0;
