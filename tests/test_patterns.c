@@ -885,6 +885,33 @@ static void t_bloom_attention(void) {
     tb_done(m, prof);
 }
 
+/* Multi-query attention written without repeat_kv: K and V [B, 1, S, D]
+ * broadcast across Q's 4 heads by the products themselves. One KV head
+ * (what a KV cache holds); with K given 4 heads, 4. */
+static void t_broadcast_mqa(void) {
+    for (int kvh = 1; kvh <= 4; kvh += 3) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "q", F, 4, TB_DIMS(1, 4, 6, 8));
+        tb_input(m, "k", F, 4, TB_DIMS(1, kvh, 6, 8));
+        tb_input(m, "v", F, 4, TB_DIMS(1, kvh, 6, 8));
+        int kt = tb_node(m, "Transpose", "k", "kt");
+        tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+        tb_node(m, "MatMul", "q,kt", "s");
+        int sm = tb_node(m, "Softmax", "s", "p");
+        tb_attr_i(m, sm, "axis", -1);
+        tb_node(m, "MatMul", "p,v", "y");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        T_CHECK(p && p->n_attn == 1);
+        if (p && p->n_attn == 1) {
+            T_EQ(p->attn[0].heads, 4);
+            T_EQ(p->attn[0].kv_heads, kvh);
+        }
+        tb_done(m, prof);
+    }
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -977,6 +1004,7 @@ MP_TESTS(patterns){
     {"external_window_mask", t_external_window_mask},
     {"einsum_attention", t_einsum_attention},
     {"bloom_attention", t_bloom_attention},
+    {"broadcast_mqa", t_broadcast_mqa},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

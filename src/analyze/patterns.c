@@ -1315,6 +1315,13 @@ static void attn_decomposed(pctx *c, int sm) {
     if (k_kv >= 0 && k_kv != k && kkv->rank == 4) a->kv_heads = kkv->dims[1] >= 0 ? kkv->dims[1] : -1;
     else if (v_kv != vv && VAL(c, v_kv)->rank == 4) a->kv_heads = VAL(c, v_kv)->dims[1];
     else a->kv_heads = a->heads;
+    /* K and V broadcast across the heads by the products themselves
+     * (multi-query attention written without repeat_kv: Q [B, H, S, D]
+     * against K^T [B, 1, D, S]): one KV head */
+    const mp_value *kb = VAL(c, B), *vb = VAL(c, vv);
+    if (a->heads > 1 && a->kv_heads == a->heads && kb->rank >= 4 && kb->rank == qv->rank &&
+        kb->dims[kb->rank - 3] == 1 && vb->rank == kb->rank && vb->dims[vb->rank - 3] == 1)
+        a->kv_heads = 1;
     if (a->heads < 0 || a->head_dim < 0) a->kv_heads = a->kv_heads > 0 ? a->kv_heads : -1;
     cand_accept(c, MP_PAT_ATTN, c->n_attn - 1, &a->first, &a->n);
 }
