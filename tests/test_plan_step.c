@@ -453,6 +453,37 @@ static void t_folded_causal_masks(void) {
     }
 }
 
+/* An encoder-decoder (nn.Transformer of 8 features, 2 heads of 4, one
+ * layer each side, batch_first; seed encdec_transformer.onnx: source 2 x
+ * 6 tokens, target 2 x 4, its causal mask folded): the encoder's
+ * self-attention keeps nothing, the decoder's keeps K and V per decoder
+ * token, 2 x 8 x 4 B = 64 B, the cross-attention K and V of the encoder's
+ * 12 tokens, 2 x 8 x 4 x 12 = 768 B; at the decoder's 8 tokens 512 + 768 =
+ * 1,280 B. Its cross-attention's K and V come from one product (in_proj's
+ * last rows): 2 KV heads, not 4. A token's decode leaves the encoder out. */
+static void t_encdec_kv_cache(void) {
+    t_cli r = RUN("tests/corpus/seeds/encdec_transformer.onnx", "--inference", "--kv-cache", "--format", "json", "-q");
+    T_EQ(r.code, 0);
+    jr *j = json_of(&r);
+    const jr *in = j ? jr_path(j, "plan.inference") : NULL;
+    T_CHECK(in != NULL);
+    if (in) {
+        T_EQ_U64((uint64_t)jr_path(in, "kv_cache_bytes_per_token")->i, 64);
+        T_EQ_U64((uint64_t)jr_path(in, "kv_cache_cross_bytes")->i, 768);
+        T_EQ_U64((uint64_t)jr_path(in, "kv_cache_context_tokens")->i, 8);
+        T_EQ_U64((uint64_t)jr_path(in, "kv_cache_bytes")->i, 1280);
+        int64_t pre = jr_path(in, "prefill_flops")->i, dec = jr_path(in, "decode_flops_per_token")->i;
+        T_CHECK(dec > 0 && dec * 8 < pre);
+    }
+    jr_free(j);
+    t_cli_free(&r);
+    r = RUN("tests/corpus/seeds/encdec_transformer.onnx", "--inference");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "KV heads") == NULL);
+    T_CHECK(strstr(r.out, "causal additive mask") != NULL);
+    t_cli_free(&r);
+}
+
 /* The operators eager PyTorch dispatches, by ATen's decompositions
  * (docs/PLANNING.md "host-bound steps"), counted by hand on
  * x[2,4,8] -> MatMul W[8,8] -> Add b[8] -> Reshape [2,4,2,4] ->
@@ -1012,6 +1043,7 @@ MP_TESTS(plan_step) {
     {"tf32", t_tf32},
     {"native_depthwise", t_native_depthwise},
     {"folded_causal_masks", t_folded_causal_masks},
+    {"encdec_kv_cache", t_encdec_kv_cache},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},
     {"host_ops_einsum_norms", t_host_ops_einsum_norms},

@@ -1404,6 +1404,16 @@ static bool layout_op(const mp_node *n) {
            is_op(n, "Flatten") || is_op(n, "CastLike");
 }
 
+/* v before the layout operators that made it (a view, a transpose). */
+static int layout_root(const pctx *c, int v) {
+    for (int hop = 0; hop < 16 && v >= 0; hop++) {
+        int p = prod(c, v);
+        if (p < 0 || !layout_op(NODE(c, p)) || NODE(c, p)->n_in < 1) break;
+        v = in_at(c, p, 0);
+    }
+    return v;
+}
+
 /* A weight product: MatMul or Gemm whose second operand is weight-like
  * (or the first, for a Gemm with transA... no: exporters put weights
  * second). */
@@ -1641,6 +1651,10 @@ static void block_of(pctx *c, int ai) {
         if (pk >= 0) set_weight(c, b, MP_WROLE_K, pk, bk);
         if (pv >= 0) set_weight(c, b, MP_WROLE_V, pv, bv);
     }
+    /* cross-attention: Q's product and K's read different values, layout
+     * aside (the decoder's stream, the encoder's output) */
+    if (pq >= 0 && pk >= 0 && pq != pk)
+        a->cross = layout_root(c, in_at(c, pq, 0)) != layout_root(c, in_at(c, pk, 0));
     if (pq < 0 || pk < 0 || pv < 0)
         miss(c, a->op >= 0 ? a->op : a->qk, MP_PAT_ATTN,
              "its Q, K or V does not come from a weight product (through layout, norm and rotary)");
@@ -1651,6 +1665,8 @@ static void block_of(pctx *c, int ai) {
     if (a->heads < 0 && a->head_dim > 0) {
         int64_t qw = b->w[MP_WROLE_Q].out, kw = b->w[MP_WROLE_K].out;
         if (b->w[MP_WROLE_QKV].out > 0 && b->w[MP_WROLE_QKV].out % 3 == 0) qw = kw = b->w[MP_WROLE_QKV].out / 3;
+        else if (pk >= 0 && pk == pv && kw > 0 && kw % 2 == 0) kw /= 2; /* K and V from one product (the
+                                                                          * cross-attention's in_proj rows) */
         if (qw > 0 && qw % a->head_dim == 0) a->heads = qw / a->head_dim;
         if (kw > 0 && kw % a->head_dim == 0) a->kv_heads = kw / a->head_dim;
         if (a->kv_heads < 0) a->kv_heads = a->heads;

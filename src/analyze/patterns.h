@@ -275,6 +275,9 @@ typedef struct mp_pattn {
     bool guard;              /* IsNaN/Where after the softmax */
     double guard_value;      /* what the guard writes for NaN */
     bool dropout;
+    bool cross;              /* K and V projected from another input than Q (an encoder-
+                                decoder's cross-attention): a KV cache of the other
+                                input's tokens, computed once */
     int rotary_q, rotary_k;  /* rotary patterns on its Q and K, -1 */
     int block;               /* -1 outside the blocks */
 } mp_pattn;

@@ -1678,6 +1678,92 @@ int mp_tplan_model_dtype(const mp_graph *g) {
 
 /* The graph pass and what the plan reads off the graph: parameters, heads,
  * tokens, the loss's kept bytes, the inference figures. */
+/* The KV cache (--inference --kv-cache): K and V of every attention that
+ * keeps them, per token: KV heads x head dim before any repetition of
+ * grouped heads (the pattern layer), in the type K and V are computed in.
+ * A sliding-window attention (a folded band mask) keeps its window's keys
+ * of each sequence, as transformers' sliding-window cache layers do. An
+ * encoder-decoder (a cross-attention: K and V projected from another input
+ * than Q) keeps, as transformers' EncoderDecoderCache does, its decoder's
+ * causal self-attentions' K and V per decoder token and its
+ * cross-attentions' of the encoder's tokens, computed once; its encoder's
+ * attentions read the whole input at once and keep nothing. */
+static void kv_cache(mp_tplan *pl, const pctx *c) {
+    const mp_patterns *P = c->P;
+    const mp_graph *g = c->g;
+    uint64_t es = (uint64_t)dt_size(c->mixed ? c->low_dt : c->base_dt);
+    for (int a = 0; P && a < P->n_attn; a++) pl->kv_encdec |= P->attn[a].cross;
+    pl->kv_tokens = pl->tokens_per_mb;
+    uint64_t per = 0;
+    int unknown = 0;
+    for (int a = 0; P && a < P->n_attn; a++) {
+        const mp_pattn *at = &P->attn[a];
+        bool causal = at->causal || at->mask == MP_MASK_CAUSAL_OP;
+        uint64_t e = mp_pattn_kv_elems(at);
+        if (pl->kv_encdec && at->cross) {
+            /* the encoder's tokens: K's elements over one token's */
+            int kv = at->k_kv >= 0 ? at->k_kv : at->k;
+            uint64_t ke = at->kv_heads > 0 && at->head_dim > 0 ? (uint64_t)(at->kv_heads * at->head_dim) : 0;
+            uint64_t t = kv >= 0 && ke ? mp_tplan_numel(&g->values[kv]) / ke : 0;
+            if (!e || !t) unknown++;
+            pl->kv_cross_bytes += bscale(c, e * es * t);
+            if (!pl->kv_cross_tokens) pl->kv_cross_tokens = bscale(c, t);
+            continue;
+        }
+        if (pl->kv_encdec && !causal) continue; /* the encoder's */
+        if (!e) unknown++;
+        per += e;
+        if (pl->kv_encdec && causal && pl->kv_tokens == pl->tokens_per_mb) {
+            /* the decoder's context: its batch x query length */
+            int64_t b = at->batch, sq = at->seq_q;
+            const mp_value *sc = at->qk >= 0 ? &g->values[g->nodes[at->qk].out[0]] : NULL;
+            if (b <= 0 && sc && sc->rank == 3 && at->heads > 0 && sc->dims[0] > 0 && sc->dims[0] % at->heads == 0)
+                b = sc->dims[0] / at->heads;
+            if (b > 0 && sq > 0) pl->kv_tokens = bscale(c, (uint64_t)(b * sq));
+        }
+    }
+    pl->kv_unknown = unknown;
+    pl->kv_bytes_per_token = unknown ? 0 : per * es;
+    if (unknown) return;
+    for (int a = 0; P && a < P->n_attn; a++) {
+        const mp_pattn *at = &P->attn[a];
+        bool causal = at->causal || at->mask == MP_MASK_CAUSAL_OP;
+        if (pl->kv_encdec && (at->cross || !causal)) continue;
+        uint64_t t = pl->kv_tokens;
+        if (at->window > 0 && at->seq_k > at->window && t % (uint64_t)at->seq_k == 0) {
+            t = t / (uint64_t)at->seq_k * (uint64_t)at->window;
+            pl->kv_windowed++;
+        }
+        pl->kv_bytes += mp_pattn_kv_elems(at) * es * t;
+    }
+    pl->kv_bytes += pl->kv_cross_bytes;
+    if (!pl->kv_encdec) return;
+    /* the encoder's work: every node the cross-attentions' K and V come from */
+    uint8_t *enc = calloc((size_t)g->n_nodes + 1, 1);
+    int *queue = malloc(sizeof(int) * ((size_t)g->n_values + 1));
+    uint8_t *seen = calloc((size_t)g->n_values + 1, 1);
+    int n = 0, head = 0;
+    for (int a = 0; enc && queue && seen && P && a < P->n_attn; a++) {
+        const mp_pattn *at = &P->attn[a];
+        int kv[2] = {at->k_kv >= 0 ? at->k_kv : at->k, at->v_kv >= 0 ? at->v_kv : at->v};
+        for (int i = 0; i < 2 && at->cross; i++)
+            if (kv[i] >= 0 && !seen[kv[i]]) seen[kv[i]] = 1, queue[n++] = kv[i];
+    }
+    while (enc && queue && seen && head < n) {
+        int p = g->values[queue[head++]].producer;
+        if (p < 0 || enc[p]) continue;
+        enc[p] = 1;
+        const mp_node *pn = &g->nodes[p];
+        for (int i = 0; i < pn->n_in; i++)
+            if (pn->in[i] >= 0 && !seen[pn->in[i]]) seen[pn->in[i]] = 1, queue[n++] = pn->in[i];
+    }
+    for (int k = 0; enc && queue && seen && k < pl->n_nodes; k++)
+        if (enc[g->order[k]]) pl->kv_encoder_flops += pl->nodes[k].fwd_flops;
+    free(enc);
+    free(queue);
+    free(seen);
+}
+
 mp_status mp_tplan_graph(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
@@ -1769,29 +1855,7 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
             inference_peak(pl, &c);
             /* autocast keeps the parameters in fp32 (their copies are its cache) */
             pl->infer_weights = mp_tplan_dbytes(dt_size(c.base_dt), pl->params);
-            if (o->kv_cache) {
-                /* K and V of every attention, per token: KV heads x head
-                 * dim before any repetition of grouped heads (the pattern
-                 * layer), in the type K and V are computed in */
-                int unknown = 0;
-                uint64_t e = mp_patterns_kv_elems_per_token(c.P, &unknown);
-                pl->kv_unknown = unknown;
-                uint64_t es = (uint64_t)dt_size(c.mixed ? c.low_dt : c.base_dt);
-                pl->kv_bytes_per_token = unknown ? 0 : e * es;
-                /* the cache at the context: a sliding-window attention (a
-                 * folded band mask) keeps its window's keys of each
-                 * sequence, as transformers' sliding-window cache layers
-                 * do */
-                for (int a = 0; !unknown && c.P && a < c.P->n_attn; a++) {
-                    const mp_pattn *at = &c.P->attn[a];
-                    uint64_t t = pl->tokens_per_mb;
-                    if (at->window > 0 && at->seq_k > at->window && t % (uint64_t)at->seq_k == 0) {
-                        t = t / (uint64_t)at->seq_k * (uint64_t)at->window;
-                        pl->kv_windowed++;
-                    }
-                    pl->kv_bytes += mp_pattn_kv_elems(at) * es * t;
-                }
-            }
+            if (o->kv_cache) kv_cache(pl, &c);
         }
     }
     free(c.rg);

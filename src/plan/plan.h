@@ -221,6 +221,15 @@ struct mp_tplan {
     uint64_t kv_bytes;           /* the cache at the graph's context, one rank before tp: a
                                   * sliding-window attention keeps its window's tokens */
     int kv_windowed;             /* attentions whose cache a sliding window bounds */
+    /* an encoder-decoder (a cross-attention found): the per-token cache is
+     * the decoder's causal self-attentions', at the decoder's tokens; the
+     * cross-attentions hold the encoder's tokens, computed once (in
+     * kv_bytes too); the encoder's own attentions hold none */
+    bool kv_encdec;
+    uint64_t kv_tokens;          /* the context kv_bytes is at: tokens_per_mb, or the decoder's */
+    uint64_t kv_cross_bytes, kv_cross_tokens;
+    uint64_t kv_encoder_flops;   /* of the forward: what the cross-attentions' K and V come from
+                                  * (the encoder, their projections), run once, not per token */
     uint64_t infer_weights, infer_acts, infer_inputs;
     /* --fit */
     mp_fit_row *fit;
@@ -366,6 +375,13 @@ static inline uint64_t mp_tplan_numel(const mp_value *v) {
 static inline bool mp_tplan_param_copy(const mp_graph *g, const mp_node *n) {
     return strcmp(n->op, "Identity") == 0 && (!n->domain || !n->domain[0]) && n->n_in >= 1 && n->in[0] >= 0 &&
            n->n_out >= 1 && n->out[0] >= 0 && (g->values[n->in[0]].flags & MP_VAL_PARAM);
+}
+/* One generated token's forward: the forward over the context's tokens, an
+ * encoder-decoder's encoder (run once per sequence) aside. */
+static inline uint64_t mp_tplan_decode_flops(const mp_tplan *pl) {
+    uint64_t t = pl->kv_tokens ? pl->kv_tokens : pl->tokens_per_mb;
+    uint64_t f = pl->fwd_flops > pl->kv_encoder_flops ? pl->fwd_flops - pl->kv_encoder_flops : 0;
+    return t ? f / t : 0;
 }
 static inline uint64_t mp_tplan_dbytes(double per, uint64_t n) {
     return (uint64_t)llround(per * (double)n);

@@ -536,10 +536,11 @@ static void write_text(const mp_tplan *pl, pw *w) {
         pf(w, "%s\n", mp_fmt_bytes(pl->infer_inputs).s);
         if (o->kv_cache) {
             label(w, "  KV cache:");
-            if (pl->tokens_per_mb)
-                pf(w, "%s (the graph's batch x sequence tokens%s; split by tp)\n",
-                   mp_fmt_bytes(pl->kv_bytes / (uint64_t)pl->tp).s,
-                   pl->kv_windowed ? ", a sliding window's in its attentions" : "");
+            if (pl->kv_tokens)
+                pf(w, "%s (the %s batch x sequence tokens%s%s; split by tp)\n",
+                   mp_fmt_bytes(pl->kv_bytes / (uint64_t)pl->tp).s, pl->kv_encdec ? "decoder's" : "graph's",
+                   pl->kv_windowed ? ", a sliding window's in its attentions" : "",
+                   pl->kv_encdec ? ", and the encoder's in the cross-attentions" : "");
             else
                 pf(w, "? (no token ids and no batch x sequence the attention shows)\n");
         }
@@ -698,21 +699,29 @@ static void write_text(const mp_tplan *pl, pw *w) {
         mp_out_putc(&w->o, '\n');
         rule(w, "KV cache");
         label(w, "  per token:");
-        pf(w, "%s\n", mp_fmt_bytes(pl->kv_bytes_per_token).s);
+        pf(w, "%s%s\n", mp_fmt_bytes(pl->kv_bytes_per_token).s,
+           pl->kv_encdec ? " (the decoder's causal self-attentions; the encoder's attentions keep none)" : "");
+        if (pl->kv_encdec) {
+            label(w, "  cross-attention:");
+            pf(w, "%s (K and V of the encoder's %s tokens, computed once per sequence)\n",
+               mp_fmt_bytes(pl->kv_cross_bytes).s, mp_fmt_count(pl->kv_cross_tokens).s);
+        }
         label(w, "  at this context:");
-        if (pl->tokens_per_mb)
-            pf(w, "%s (%s tokens: the graph's batch x sequence%s)\n", mp_fmt_bytes(pl->kv_bytes).s,
-               mp_fmt_count(pl->tokens_per_mb).s,
-               pl->kv_windowed ? "; an attention with a sliding window keeps its window's tokens" : "");
+        if (pl->kv_tokens)
+            pf(w, "%s (%s tokens: the %s batch x sequence%s%s)\n", mp_fmt_bytes(pl->kv_bytes).s,
+               mp_fmt_count(pl->kv_tokens).s, pl->kv_encdec ? "decoder's" : "graph's",
+               pl->kv_windowed ? "; an attention with a sliding window keeps its window's tokens" : "",
+               pl->kv_encdec ? "; with the cross-attentions'" : "");
         else
             pf(w, "? (no token ids and no batch x sequence the attention shows)\n");
         label(w, "  prefill:");
         pf(w, "%s, %s read (weights and activations)\n", mp_fmt_flops(pl->fwd_flops).s,
            mp_fmt_bytes(pl->mem.weights_bytes + pl->mem.activations_bytes).s);
         label(w, "  decode per token:");
-        pf(w, "%s, %s read (weights + the KV cache at this context)\n",
-           pl->tokens_per_mb ? mp_fmt_flops(pl->fwd_flops / pl->tokens_per_mb).s : "? FLOPs",
-           mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes).s);
+        pf(w, "%s, %s read (weights + the KV cache at this context%s)\n",
+           pl->kv_tokens ? mp_fmt_flops(mp_tplan_decode_flops(pl)).s : "? FLOPs",
+           mp_fmt_bytes(pl->mem.weights_bytes + pl->kv_bytes).s,
+           pl->kv_encdec ? "; the decoder's forward, the encoder's run once" : "");
     }
     if (pl->n_default_ops) {
         label(w, "default train rule:");
@@ -1158,11 +1167,17 @@ static void write_json(const mp_tplan *pl, jw *w) {
         if (o->kv_cache) jw_u64(w, pl->kv_bytes_per_token);
         else jw_null(w);
         jw_key(w, "kv_cache_bytes");
-        if (o->kv_cache && pl->tokens_per_mb) jw_u64(w, pl->kv_bytes);
+        if (o->kv_cache && pl->kv_tokens) jw_u64(w, pl->kv_bytes);
+        else jw_null(w);
+        jw_key(w, "kv_cache_context_tokens");
+        if (o->kv_cache && pl->kv_tokens) jw_u64(w, pl->kv_tokens);
+        else jw_null(w);
+        jw_key(w, "kv_cache_cross_bytes");
+        if (o->kv_cache) jw_u64(w, pl->kv_cross_bytes);
         else jw_null(w);
         jw_key(w, "prefill_flops"); jw_u64(w, pl->fwd_flops);
         jw_key(w, "decode_flops_per_token");
-        if (pl->tokens_per_mb) jw_u64(w, pl->fwd_flops / pl->tokens_per_mb);
+        if (o->kv_cache ? pl->kv_tokens != 0 : pl->tokens_per_mb != 0) jw_u64(w, mp_tplan_decode_flops(pl));
         else jw_null(w);
         jw_key(w, "decode_bytes_per_token");
         jw_u64(w, pl->mem.weights_bytes + pl->kv_bytes);
