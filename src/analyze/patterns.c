@@ -133,6 +133,7 @@ typedef struct pctx {
     mp_pmember cand[64];
     int n_cand;
     bool nomem;
+    uint64_t *deps; /* per value: the graph inputs (the first 64) it depends on, made when first asked */
 } pctx;
 
 static const mp_node *NODE(const pctx *c, int k) { return &c->g->nodes[k]; }
@@ -1404,14 +1405,24 @@ static bool layout_op(const mp_node *n) {
            is_op(n, "Flatten") || is_op(n, "CastLike");
 }
 
-/* v before the layout operators that made it (a view, a transpose). */
-static int layout_root(const pctx *c, int v) {
-    for (int hop = 0; hop < 16 && v >= 0; hop++) {
-        int p = prod(c, v);
-        if (p < 0 || !layout_op(NODE(c, p)) || NODE(c, p)->n_in < 1) break;
-        v = in_at(c, p, 0);
+/* Per value, the graph inputs it depends on (a bit each for the first
+ * 64), in the nodes' order; NULL out of memory. */
+static const uint64_t *input_deps(pctx *c) {
+    if (c->deps) return c->deps;
+    const mp_graph *g = c->g;
+    uint64_t *d = calloc((size_t)g->n_values + 1, sizeof *d);
+    if (!d) return NULL;
+    for (int i = 0, b = 0; i < g->n_inputs && b < 64; i++) /* weights an old file lists as inputs aside */
+        if (!(g->values[g->inputs[i]].flags & MP_VAL_INIT)) d[g->inputs[i]] |= 1ull << b++;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mp_node *n = NODE(c, c->order[i]);
+        uint64_t m = 0;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) m |= d[n->in[j]];
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] >= 0) d[n->out[j]] |= m;
     }
-    return v;
+    return c->deps = d;
 }
 
 /* A weight product: MatMul or Gemm whose second operand is weight-like
@@ -1651,10 +1662,14 @@ static void block_of(pctx *c, int ai) {
         if (pk >= 0) set_weight(c, b, MP_WROLE_K, pk, bk);
         if (pv >= 0) set_weight(c, b, MP_WROLE_V, pv, bv);
     }
-    /* cross-attention: Q's product and K's read different values, layout
-     * aside (the decoder's stream, the encoder's output) */
-    if (pq >= 0 && pk >= 0 && pq != pk)
-        a->cross = layout_root(c, in_at(c, pq, 0)) != layout_root(c, in_at(c, pk, 0));
+    /* cross-attention: K made without a graph input that Q depends on (the
+     * encoder's output, without the decoder's ids); projections that
+     * differ on one stream (DeepSeek's compressed Q and KV) are not */
+    if (pq >= 0 && pk >= 0 && pq != pk) {
+        const uint64_t *d = input_deps(c);
+        int kv = a->k_kv >= 0 ? a->k_kv : a->k;
+        if (d && a->q >= 0 && kv >= 0) a->cross = (d[a->q] & ~d[kv]) != 0;
+    }
     if (pq < 0 || pk < 0 || pv < 0)
         miss(c, a->op >= 0 ? a->op : a->qk, MP_PAT_ATTN,
              "its Q, K or V does not come from a weight product (through layout, norm and rotary)");
@@ -1957,6 +1972,7 @@ const mp_patterns *mp_patterns_of(const mp_graph *cg) {
         st = find(&c, &p);
     }
     free(own);
+    free(c.deps);
     free(c.pos);
     free(c.ref);
     free(c.mem);
