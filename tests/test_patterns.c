@@ -668,6 +668,20 @@ static void t_swin_window_attention(void) {
     tb_done(m, prof);
 }
 
+/* softmax(q . k^T [+ mask]) . v on inputs q, k, v of rank 4, output y. */
+static void eager_attention(mp_model *m, const char *mask) {
+    int kt = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    tb_node(m, "MatMul", "q,kt", "s");
+    char ins[64];
+    snprintf(ins, sizeof ins, "s,%s", mask ? mask : "");
+    if (mask) tb_node(m, "Add", ins, "sm");
+    int sm = tb_node(m, "Softmax", mask ? "sm" : "s", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "MatMul", "p,v", "y");
+    tb_output(m, "y");
+}
+
 /* Constant additive masks the exporter folded, on 6 queries x 6 keys:
  * lower-triangular (causal, no window), a band of 3 keys (i - 3 < j <= i:
  * Mistral's sliding window, causal, window 3), a band whose width changes
@@ -690,14 +704,7 @@ static void t_sliding_window_mask(void) {
         tb_input(m, "k", F, 4, TB_DIMS(1, 2, 6, 8));
         tb_input(m, "v", F, 4, TB_DIMS(1, 2, 6, 8));
         tb_const_f(m, "mask", F, 2, TB_DIMS(6, 6), mk);
-        int kt = tb_node(m, "Transpose", "k", "kt");
-        tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
-        tb_node(m, "MatMul", "q,kt", "s");
-        tb_node(m, "Add", "s,mask", "sm");
-        int sm = tb_node(m, "Softmax", "sm", "p");
-        tb_attr_i(m, sm, "axis", -1);
-        tb_node(m, "MatMul", "p,v", "y");
-        tb_output(m, "y");
+        eager_attention(m, "mask");
         mp_profile *prof;
         const mp_patterns *p = built(m, &prof);
         T_CHECK(p && p->n_attn == 1);
@@ -762,6 +769,13 @@ static void t_external_window_mask(void) {
     }
 }
 
+/* Its two products and K are these. */
+static void attn_ends(mp_model *m, const mp_pattn *a, int qk, int pv, const char *k) {
+    T_EQ(a->qk, qk);
+    T_EQ(a->pv, pv);
+    T_EQ(a->k, tb_val(m, k) - m->graph->values);
+}
+
 /* Attention written with Einsum (torchvision's MaxViT: "bghid,bghjd->
  * bghij" on K as it is, K scaled, a bias added, then "bghij,bghjd->
  * bghid"; and "bhid,bhdj->bhij" on K transposed): both recognised, the
@@ -801,9 +815,7 @@ static void t_einsum_attention(void) {
         const mp_patterns *p = built(m, &prof);
         if (p && p->n_attn == 1) {
             const mp_pattn *a = &p->attn[0];
-            T_EQ(a->qk, qk);
-            T_EQ(a->pv, pv);
-            T_EQ(a->k, tb_val(m, "k") - m->graph->values);
+            attn_ends(m, a, qk, pv, "k");
             T_EQ(a->mask, MP_MASK_ADD);
             T_EQ(a->heads, 4);
             T_EQ(a->batch, g ? 6 : 2);
@@ -862,9 +874,7 @@ static void t_bloom_attention(void) {
     const mp_patterns *p = built(m, &prof);
     if (p && p->n_attn == 1) {
         const mp_pattn *a = &p->attn[0];
-        T_EQ(a->qk, qk);
-        T_EQ(a->pv, pv);
-        T_EQ(a->k, tb_val(m, "k") - m->graph->values);
+        attn_ends(m, a, qk, pv, "k");
         T_EQ(a->mask, MP_MASK_WHERE);
         T_EQ(a->mask_v, tb_val(m, "cond") - m->graph->values);
         T_EQ(a->causal, 1);
@@ -894,13 +904,7 @@ static void t_broadcast_mqa(void) {
         tb_input(m, "q", F, 4, TB_DIMS(1, 4, 6, 8));
         tb_input(m, "k", F, 4, TB_DIMS(1, kvh, 6, 8));
         tb_input(m, "v", F, 4, TB_DIMS(1, kvh, 6, 8));
-        int kt = tb_node(m, "Transpose", "k", "kt");
-        tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
-        tb_node(m, "MatMul", "q,kt", "s");
-        int sm = tb_node(m, "Softmax", "s", "p");
-        tb_attr_i(m, sm, "axis", -1);
-        tb_node(m, "MatMul", "p,v", "y");
-        tb_output(m, "y");
+        eager_attention(m, NULL);
         mp_profile *prof;
         const mp_patterns *p = built(m, &prof);
         T_CHECK(p && p->n_attn == 1);

@@ -524,6 +524,18 @@ static void t_host_ops_decomposed(void) {
     tb_done(m, p);
 }
 
+/* The operators a training step of model m dispatches, without loss and
+ * optimizer; m is freed. */
+static uint64_t step_ops(mp_model *m) {
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    uint64_t n = pl ? pl->stages[0].host_ops : 0;
+    mp_tplan_free(pl);
+    tb_done(m, p);
+    return n;
+}
+
 /* What eager PyTorch dispatches that the export shows otherwise, by hand:
  *  - an Identity copy of a parameter (the TorchScript exporter's merge of
  *    equal initializers) is a parameter of its own: x * g0 * g1 (x an
@@ -545,12 +557,7 @@ static void t_host_ops_copies_biases(void) {
     tb_node(m, "Mul", "x,norm0.weight", "a");
     tb_node(m, "Mul", "a,norm1.weight", "y");
     tb_output(m, "y");
-    mp_profile *p = tb_prof(m);
-    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
-    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
-    if (pl) T_EQ_U64(pl->stages[0].host_ops, 2 + 3 + 2);
-    mp_tplan_free(pl);
-    tb_done(m, p);
+    T_EQ_U64(step_ops(m), 2 + 3 + 2);
     uint64_t ops[2][2], kern[2][2];
     for (int w = 0; w < 2; w++)
         for (int inf = 0; inf < 2; inf++) {
@@ -596,12 +603,7 @@ static void t_host_ops_einsum_norms(void) {
     tb_node(m, "BatchNormalization", "c,bn.weight,bn.bias,bn.running_mean,bn.running_var", "n");
     tb_node(m, "Relu", "n", "y");
     tb_output(m, "y");
-    mp_profile *p = tb_prof(m);
-    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
-    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
-    if (pl) T_EQ_U64(pl->stages[0].host_ops, 4 + 3 + 4);
-    mp_tplan_free(pl);
-    tb_done(m, p);
+    T_EQ_U64(step_ops(m), 4 + 3 + 4);
     m = tb_new(17);
     tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(2, 4, 7, 8));
     tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(2, 4, 7, 8));
@@ -612,11 +614,7 @@ static void t_host_ops_einsum_norms(void) {
     int e = tb_node(m, "Einsum", "qs,ks", "s");
     tb_attr_s(m, e, "equation", "bhid,bhjd->bhij");
     tb_output(m, "s");
-    p = tb_prof(m);
-    pl = p ? plan_with(p, kv) : NULL;
-    if (pl) T_EQ_U64(pl->stages[0].host_ops, 14 + 17 + 2);
-    mp_tplan_free(pl);
-    tb_done(m, p);
+    T_EQ_U64(step_ops(m), 14 + 17 + 2);
 }
 
 /* --dropout on BERT-base (TorchScript, eval mode: no Dropout nodes) at
