@@ -24,7 +24,8 @@ typedef struct pctx {
     int base_dt, low_dt, model_dt;
     bool mixed, training;
     uint8_t *rg, *cst, *split;   /* per value */
-    uint8_t *pflag;               /* per parameter: 1 cast copy counted, 2 counted in a layer */
+    uint8_t *pflag;               /* per parameter: 1 cast copy counted, 2 counted in a layer, 4
+                                   * autocast's cast counted, 8 a gathered bias's computation */
     uint8_t *noncontig;           /* per value: a transposed view (not contiguous) */
     int *adt;                     /* per value: dtype in the plan */
     int *stor;                    /* per value: storage (view chains) */
@@ -300,9 +301,9 @@ static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff
  * _get_relative_position_bias): table[index] (index), view, permute,
  * contiguous (a copy), unsqueeze; its backward UnsqueezeBackward's
  * squeeze, the permute and view back, and IndexBackward's new_zeros and
- * index_put_ (accumulate) into the table's gradient. Counted at the Add
- * that reads it: 3 views and 2 kernels each way, moving the bias and the
- * table. */
+ * index_put_ (accumulate) into the table's gradient. Counted at the first
+ * Add that reads it (T5 computes its bias once and passes it to every
+ * layer): 3 views and 2 kernels each way, moving the bias and the table. */
 static void gathered_bias(const pctx *c, const mp_node *n, uint32_t rg, mp_pnode *pn) {
     const mp_profile *p = c->pl->p;
     if (!mp_streq(n->op, "Add") || !p->n_pnotes) return;
@@ -310,8 +311,9 @@ static void gathered_bias(const pctx *c, const mp_node *n, uint32_t rg, mp_pnode
         for (int j = 0; n->in[i] >= 0 && j < p->n_pnotes; j++) {
             const mp_param_note *pn_ = &p->pnotes[j];
             if (pn_->kind != MP_PNOTE_ATTN_BIAS || pn_->value != n->in[i] || !pn_->how ||
-                strcmp(pn_->how, "gathered") != 0)
+                strcmp(pn_->how, "gathered") != 0 || (c->pflag[n->in[i]] & 8))
                 continue;
+            c->pflag[n->in[i]] |= 8;
             const mp_value *b = &c->g->values[n->in[i]];
             uint64_t bytes = mp_tplan_numel(b) * (uint64_t)mp_dtype_bytes(b->dtype, 1),
                      table = pn_->counted * (uint64_t)mp_dtype_bytes(b->dtype, 1);
