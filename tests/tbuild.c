@@ -308,3 +308,22 @@ void tb_check_floats(mp_model *m, const char *name, int64_t n, const double *wan
             mp_t_fail(__FILE__, __LINE__, "%s[%lld] == %g, expected %g", name, (long long)i,
                       v->fv[i], want[i]);
 }
+
+void tb_softcap_attention(mp_model *m) {
+    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 6, 8));
+    tb_input(m, "k", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 6, 8));
+    tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 6, 8));
+    tb_const_f(m, "scaling", MP_DT_FLOAT, 0, NULL, (const double[]){0.25});
+    tb_const_f(m, "cap", MP_DT_FLOAT, 0, NULL, (const double[]){50.0});
+    int kt = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    tb_node(m, "MatMul", "q,kt", "s");
+    tb_node(m, "Mul", "s,scaling", "s1");
+    tb_node(m, "Div", "s1,cap", "s2");
+    tb_node(m, "Tanh", "s2", "s3");
+    tb_node(m, "Mul", "s3,cap", "s4");
+    int sm = tb_node(m, "Softmax", "s4", "p");
+    tb_attr_i(m, sm, "axis", -1);
+    tb_node(m, "MatMul", "p,v", "y");
+    tb_output(m, "y");
+}

@@ -54,6 +54,10 @@ void tb_done(mp_model *m, mp_profile *p);
 /* The planner's hand-count model: x[b,in] -> MatMul W1[in,hid] -> Relu (r)
  * -> MatMul W2[hid,out] -> y, fp32, opset 17. */
 mp_model *tb_mlp2(int64_t b, int64_t in, int64_t hid, int64_t out);
+/* Gemma-2's softcapped attention on inputs q, k, v [1, 2, 6, 8]: s = q .
+ * k^T, s1 = s * 0.25, s2 = s1 / 50, s3 = tanh(s2), s4 = s3 * 50, p =
+ * softmax(s4), y = p . v. */
+void tb_softcap_attention(mp_model *m);
 void tb_expect_shape_error(mp_model *m, const char *name);
 void tb_check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want);
 void tb_check_floats(mp_model *m, const char *name, int64_t n, const double *want);

@@ -916,6 +916,27 @@ static void t_broadcast_mqa(void) {
     }
 }
 
+/* Gemma-2's attention logit softcapping: (q . k^T) * scaling, / 50,
+ * tanh, * 50, the causal mask, the softmax. Recognised with softcap 50 and
+ * the scale (the caps cancel); the Tanh a member. */
+static void t_softcap_attention(void) {
+    mp_model *m = tb_new(17);
+    tb_softcap_attention(m);
+    int qk = tb_val(m, "s")->producer, pv = tb_val(m, "y")->producer, th = tb_val(m, "s3")->producer;
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (p && p->n_attn == 1) {
+        const mp_pattn *a = &p->attn[0];
+        attn_ends(m, a, qk, pv, "k");
+        T_CHECK(a->softcap == 50.0);
+        T_CHECK(fabs(a->scale - 0.25) < 1e-12);
+        T_EQ(mp_pattern_at(p, th).part, MP_PART_SOFTCAP);
+    } else {
+        mp_t_fail(__FILE__, __LINE__, "%d attentions", p ? p->n_attn : -1);
+    }
+    tb_done(m, prof);
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -1009,6 +1030,7 @@ MP_TESTS(patterns){
     {"einsum_attention", t_einsum_attention},
     {"bloom_attention", t_bloom_attention},
     {"broadcast_mqa", t_broadcast_mqa},
+    {"softcap_attention", t_softcap_attention},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

@@ -453,6 +453,23 @@ static void t_folded_causal_masks(void) {
     }
 }
 
+/* Softcapped attention (Gemma-2) under the default --attention fused: SDPA
+ * takes no softcapping, so it is planned eager, as written, and counted
+ * apart. */
+static void t_softcap_eager(void) {
+    mp_model *m = tb_new(17);
+    tb_softcap_attention(m);
+    mp_profile *p = tb_prof(m);
+    const char *kv[] = {"loss", "none", "optimizer", "none", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    if (pl) {
+        T_EQ(pl->attn_softcap, 1);
+        T_EQ(pl->attn_fused + pl->attn_math, 0);
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* An encoder-decoder (nn.Transformer of 8 features, 2 heads of 4, one
  * layer each side, batch_first; seed encdec_transformer.onnx: source 2 x
  * 6 tokens, target 2 x 4, its causal mask folded): the encoder's
@@ -1042,6 +1059,7 @@ MP_TESTS(plan_step) {
     {"native_depthwise", t_native_depthwise},
     {"folded_causal_masks", t_folded_causal_masks},
     {"encdec_kv_cache", t_encdec_kv_cache},
+    {"softcap_eager", t_softcap_eager},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},
     {"host_ops_einsum_norms", t_host_ops_einsum_norms},

@@ -1011,7 +1011,8 @@ static int scores_operand(const pctx *c, int k, int *other_v) {
         if (p < 0) continue;
         const mp_node *pn = NODE(c, p);
         int r = product2(c, p, NULL) ? 3
-                : (is_op(pn, "Mul") || is_op(pn, "Div") || is_op(pn, "Add") || is_op(pn, "Where") || is_op(pn, "Cast")) ? 2
+                : (is_op(pn, "Mul") || is_op(pn, "Div") || is_op(pn, "Add") || is_op(pn, "Where") || is_op(pn, "Cast") ||
+                   is_op(pn, "Tanh")) ? 2
                 : scores_view(c, p) ? 1 : 0;
         if (!r || sole(c, u) != k) continue;
         if (r > rank) best = u, rank = r;
@@ -1092,13 +1093,13 @@ static void attn_decomposed(pctx *c, int sm) {
     cand(c, sm, MP_PART_SOFTMAX);
     int v = sn->in[0], qk = -1, mask = MP_MASK_NONE, mask_v = -1;
     int masks[8], n_masks = 0; /* every mask's value: causal when one is */
-    double sscale = 1.0, fill = NAN;
+    double sscale = 1.0, fill = NAN, last_f = NAN, softcap = 0;
     bool fill_true = false, where = false;
     if (sole(c, v) != sm) {
         if (looks) miss(c, sm, MP_PAT_ATTN, "the scores are read outside the attention");
         return;
     }
-    for (int hop = 0; hop < 8 && v >= 0; hop++) {
+    for (int hop = 0; hop < 12 && v >= 0; hop++) {
         int p = prod(c, v);
         if (p < 0) break;
         const mp_node *pn = NODE(c, p);
@@ -1114,6 +1115,15 @@ static void attn_decomposed(pctx *c, int sm) {
             sscale *= f;
             cand(c, p, MP_PART_SCALE);
             v = nv;
+            last_f = f;
+            continue;
+        } else if (is_op(pn, "Tanh") && pn->n_in == 1 && pn->in[0] >= 0 && softcap == 0 &&
+                   sole(c, pn->in[0]) == p && !mp_value_const(c->g, pn->in[0])) {
+            /* softcapping: tanh(s / c) * c, the * c just read (the two
+             * scales cancel in the product of scales) */
+            softcap = isfinite(last_f) && last_f > 0 ? last_f : NAN;
+            cand(c, p, MP_PART_SOFTCAP);
+            v = pn->in[0];
         } else if (is_op(pn, "Add") && pn->n_in == 2 && (nv = scores_operand(c, p, &ov)) >= 0 &&
                    n_masks < (int)MP_ARRAY_LEN(masks)) {
             /* additive masks add up (Swin: the relative position bias, then
@@ -1142,6 +1152,7 @@ static void attn_decomposed(pctx *c, int sm) {
         } else {
             break;
         }
+        last_f = NAN; /* a softcap's * c is the step right before its Tanh */
     }
     if (qk < 0 || NODE(c, qk)->n_in != 2 || !free_node(c, qk) || sole(c, out0(c, qk)) < 0) {
         if (looks) miss(c, sm, MP_PAT_ATTN, "no product Q.K^T before the softmax (through scale, masks, views and casts)");
@@ -1288,6 +1299,7 @@ static void attn_decomposed(pctx *c, int sm) {
     for (int i = 0; i < n_masks && !a->causal; i++) a->causal = mask_causal(c, masks[i], &a->window);
     a->score_scale = sscale;
     a->scale = sscale * qs * ks;
+    a->softcap = softcap;
     a->guard = guard != 0;
     a->guard_value = gval;
     a->dropout = dropout;

@@ -104,6 +104,8 @@ typedef enum mp_act_kind {
     X(Q_SCALE, "q_scale")   /* attention: Q scaled before the product */           \
     X(K_SCALE, "k_scale")   /* attention: K (or K^T) scaled before the product */  \
     X(MASK, "mask")         /* attention: the mask applied (Add, Where) */         \
+    X(SOFTCAP, "softcap")   /* attention: the scores' Tanh between / c and * c     \
+                               (Gemma-2's attn_logit_softcapping) */              \
     X(VIEW, "view")         /* attention: the scores' leading dims regrouped       \
                                (Swin's windows), queries x keys unchanged */      \
     X(SOFTMAX, "softmax")   /* attention: the softmax */                           \
@@ -275,6 +277,9 @@ typedef struct mp_pattn {
     bool guard;              /* IsNaN/Where after the softmax */
     double guard_value;      /* what the guard writes for NaN */
     bool dropout;
+    double softcap;          /* c of tanh(scores / c) * c (Gemma-2's attention logit
+                                softcapping), which SDPA does not take; NAN when its scales
+                                are not read; 0 none */
     bool cross;              /* K and V projected from another input than Q (an encoder-
                                 decoder's cross-attention): a KV cache of the other
                                 input's tokens, computed once */

@@ -723,10 +723,16 @@ static void plan_roles(pctx *c) {
          * take grouped K/V heads (enable_gqa): then the math backend, which
          * repeats K and V and keeps the probabilities, as the graph's
          * operators do */
-        bool math = fused && !c->mixed && c->base_dt == MP_DT_FLOAT && a->kv_heads > 0 && a->heads > a->kv_heads;
+        /* softcapping (Gemma-2's attn_logit_softcapping): SDPA takes
+         * none, so such an attention runs eager, as written (Gemma-2's
+         * eager or flash-attention 2 implementations) */
+        bool soft = a->softcap != 0;
+        bool math = fused && !soft && !c->mixed && c->base_dt == MP_DT_FLOAT && a->kv_heads > 0 &&
+                    a->heads > a->kv_heads;
         c->pl->attn_math += math;
-        c->pl->attn_fused += fused && !math;
-        bool f = fused && !math;
+        c->pl->attn_fused += fused && !math && !soft;
+        c->pl->attn_softcap += fused && soft;
+        bool f = fused && !math && !soft;
         for (int k = 0; k < a->n; k++) {
             const mp_pmember *mb = &P->members[a->first + k];
             if (f) c->role[mb->node] = mb->node == a->pv ? ROLE_ATTN_OUT : k ? ROLE_MEMBER : ROLE_ATTN_HEAD;

@@ -179,6 +179,8 @@ struct mp_tplan {
     int attn_fused, attn_math;   /* attentions planned as one SDPA kernel (flash or memory-
                                   * efficient), or as SDPA's math backend (fp32 with grouped
                                   * KV heads: what its operators keep) */
+    int attn_softcap;            /* planned eager for their logit softcapping, which SDPA does
+                                  * not take (--attention fused) */
     int n_repeats;
     int *repeats;                /* module ids of the repeated modules (graph.c find_repeats;
                                   * not the pattern layer's transformer blocks) */

@@ -767,6 +767,9 @@ static void js_block(jw *w, const mp_model *m, const mp_patterns *pp, const mp_p
         if (a->scale > 0) jw_double(w, a->scale);
         else jw_null(w);
         jw_kbool(w, "guard", a->guard);
+        jw_key(w, "softcap");
+        if (a->softcap > 0) jw_double(w, a->softcap);
+        else jw_null(w);
         jw_key(w, "rotary_dim");
         jw_opt_i64(w, a->rotary_q >= 0 ? pp->rotary[a->rotary_q].rot_dim : -1);
         jw_key(w, "node");

@@ -156,6 +156,8 @@ static void block_text(char *buf, size_t cap, const mp_patterns *P, const mp_pbl
         else if (a->mask != MP_MASK_NONE) ADD(", %s%s mask", a->causal ? "causal " : "", mp_mask_kind_name(a->mask));
         else if (a->causal) ADD(", causal");
         if (a->guard) ADD(", NaN guard");
+        if (a->softcap > 0) ADD(", logits softcapped at %g", a->softcap);
+        else if (a->softcap != 0) ADD(", logits softcapped");
         if (a->rotary_q >= 0 || a->rotary_k >= 0) ADD(", rotary");
         ADD(")");
     } else {
@@ -227,6 +229,11 @@ static void recognised_text(pw *w, const mp_tplan *pl) {
         if (pl->attn_math)
             pf(w, "%s%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
                   "probabilities %s)", parts++ ? "; " : "", pl->attn_math, pl->o.inference ? "written" : "kept");
+        if (pl->attn_softcap)
+            pf(w, "%s%d eager (logit softcapping, which SDPA does not take: as written; %s)",
+               parts++ ? "; " : "", pl->attn_softcap,
+               pl->o.inference ? "scores and probabilities written as the graph says" : "what their operators keep");
+        eager -= pl->attn_softcap;
         if (eager > 0)
             pf(w, "%s%d eager (%s: %s)", parts++ ? "; " : "", eager,
                pl->o.attention_fused ? "not recognised" : "--attention eager",
@@ -948,6 +955,7 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "attentions"); jw_i64(w, P->n_attn);
     jw_key(w, "attention_fused"); jw_i64(w, pl->attn_fused);
     jw_key(w, "attention_math"); jw_i64(w, pl->attn_math);
+    jw_key(w, "attention_softcapped"); jw_i64(w, pl->attn_softcap);
     jw_key(w, "norms"); jw_i64(w, P->n_norms);
     jw_key(w, "activations"); jw_i64(w, P->n_acts);
     jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
