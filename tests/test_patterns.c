@@ -835,64 +835,70 @@ static void t_einsum_attention(void) {
  * bias added; the scores viewed [B, H, S, S] for a causal masked_fill
  * (Where on triu), the softmax, the probabilities viewed back to [B*H, S,
  * S] for bmm with V. One attention: both masks, the Where nearest the
- * softmax, causal; K before its permutation; both views members. */
+ * softmax, causal; K before its permutation; both views members. The
+ * scaled scores and the scaled bias added in either order (TorchScript's
+ * baddbmm puts the product first, a decomposition may not). */
 static void t_bloom_attention(void) {
-    mp_model *m = tb_new(14);
-    tb_input(m, "q", F, 3, TB_DIMS(8, 6, 4));
-    tb_input(m, "k", F, 4, TB_DIMS(2, 6, 4, 4));
-    tb_input(m, "v", F, 3, TB_DIMS(8, 6, 4));
-    tb_input(m, "alibi", F, 3, TB_DIMS(8, 1, 6));
-    double ones[36];
-    for (int i = 0; i < 36; i++) ones[i] = 1.0;
-    tb_const_f(m, "ones", F, 2, TB_DIMS(6, 6), ones);
-    tb_const_i(m, "one", MP_DT_INT64, 0, NULL, TB_DIMS(1));
-    tb_const_i(m, "kshape", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(8, 4, 6));
-    tb_const_i(m, "s4", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(2, 4, 6, 6));
-    tb_const_i(m, "s3", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(8, 6, 6));
-    tb_const_i(m, "y4", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(2, 4, 6, 4));
-    tb_const_f(m, "alpha", F, 0, NULL, (const double[]){0.5});
-    tb_const_f(m, "fill", F, 0, NULL, (const double[]){-INFINITY});
-    int t = tb_node(m, "Transpose", "k", "kp");
-    tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 2, 3, 1));
-    tb_node(m, "Reshape", "kp,kshape", "kt");
-    int qk = tb_node(m, "MatMul", "q,kt", "s");
-    tb_node(m, "Mul", "s,alpha", "sa");
-    tb_node(m, "Add", "sa,alibi", "sb");
-    int v1 = tb_node(m, "Reshape", "sb,s4", "s4v");
-    int tr = tb_node(m, "Trilu", "ones,one", "up");
-    tb_attr_i(m, tr, "upper", 1);
-    int cb = tb_node(m, "Cast", "up", "cond");
-    tb_attr_i(m, cb, "to", MP_DT_BOOL);
-    tb_node(m, "Where", "cond,fill,s4v", "sm");
-    int sm = tb_node(m, "Softmax", "sm", "p");
-    tb_attr_i(m, sm, "axis", -1);
-    int v2 = tb_node(m, "Reshape", "p,s3", "p3");
-    int pv = tb_node(m, "MatMul", "p3,v", "y3");
-    tb_node(m, "Reshape", "y3,y4", "y");
-    tb_output(m, "y");
-    mp_profile *prof;
-    const mp_patterns *p = built(m, &prof);
-    if (p && p->n_attn == 1) {
-        const mp_pattn *a = &p->attn[0];
-        attn_ends(m, a, qk, pv, "k");
-        T_EQ(a->mask, MP_MASK_WHERE);
-        T_EQ(a->mask_v, tb_val(m, "cond") - m->graph->values);
-        T_EQ(a->causal, 1);
-        T_EQ(a->heads, 4);
-        T_EQ(a->seq_k, 6);
-        T_CHECK(fabs(a->scale - 0.5) < 1e-12);
-        int views = 0, masks = 0;
-        for (int i = 0; i < a->n; i++) {
-            const mp_pmember *mb = &p->members[a->first + i];
-            if (mb->part == MP_PART_VIEW) views += mb->node == v1 || mb->node == v2;
-            if (mb->part == MP_PART_MASK) masks++;
+    for (int order = 0; order < 2; order++) {
+        mp_model *m = tb_new(14);
+        tb_input(m, "q", F, 3, TB_DIMS(8, 6, 4));
+        tb_input(m, "k", F, 4, TB_DIMS(2, 6, 4, 4));
+        tb_input(m, "v", F, 3, TB_DIMS(8, 6, 4));
+        tb_input(m, "alibi", F, 3, TB_DIMS(8, 1, 6));
+        double ones[36];
+        for (int i = 0; i < 36; i++) ones[i] = 1.0;
+        tb_const_f(m, "ones", F, 2, TB_DIMS(6, 6), ones);
+        tb_const_i(m, "one", MP_DT_INT64, 0, NULL, TB_DIMS(1));
+        tb_const_i(m, "kshape", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(8, 4, 6));
+        tb_const_i(m, "s4", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(2, 4, 6, 6));
+        tb_const_i(m, "s3", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(8, 6, 6));
+        tb_const_i(m, "y4", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(2, 4, 6, 4));
+        tb_const_f(m, "alpha", F, 0, NULL, (const double[]){0.5});
+        tb_const_f(m, "fill", F, 0, NULL, (const double[]){-INFINITY});
+        int t = tb_node(m, "Transpose", "k", "kp");
+        tb_attr_ints(m, t, "perm", 4, TB_DIMS(0, 2, 3, 1));
+        tb_node(m, "Reshape", "kp,kshape", "kt");
+        int qk = tb_node(m, "MatMul", "q,kt", "s");
+        tb_node(m, "Mul", "s,alpha", "sa");
+        tb_const_f(m, "beta", F, 0, NULL, (const double[]){1.0});
+        tb_node(m, "Mul", "alibi,beta", "ab");
+        tb_node(m, "Add", order ? "ab,sa" : "sa,ab", "sb"); /* the exporters' two orders */
+        int v1 = tb_node(m, "Reshape", "sb,s4", "s4v");
+        int tr = tb_node(m, "Trilu", "ones,one", "up");
+        tb_attr_i(m, tr, "upper", 1);
+        int cb = tb_node(m, "Cast", "up", "cond");
+        tb_attr_i(m, cb, "to", MP_DT_BOOL);
+        tb_node(m, "Where", "cond,fill,s4v", "sm");
+        int sm = tb_node(m, "Softmax", "sm", "p");
+        tb_attr_i(m, sm, "axis", -1);
+        int v2 = tb_node(m, "Reshape", "p,s3", "p3");
+        int pv = tb_node(m, "MatMul", "p3,v", "y3");
+        tb_node(m, "Reshape", "y3,y4", "y");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        if (p && p->n_attn == 1) {
+            const mp_pattn *a = &p->attn[0];
+            attn_ends(m, a, qk, pv, "k");
+            T_EQ(a->mask, MP_MASK_WHERE);
+            T_EQ(a->mask_v, tb_val(m, "cond") - m->graph->values);
+            T_EQ(a->causal, 1);
+            T_EQ(a->heads, 4);
+            T_EQ(a->seq_k, 6);
+            T_CHECK(fabs(a->scale - 0.5) < 1e-12);
+            int views = 0, masks = 0;
+            for (int i = 0; i < a->n; i++) {
+                const mp_pmember *mb = &p->members[a->first + i];
+                if (mb->part == MP_PART_VIEW) views += mb->node == v1 || mb->node == v2;
+                if (mb->part == MP_PART_MASK) masks++;
+            }
+            T_EQ(views, 2);
+            T_EQ(masks, 2);
+        } else {
+            mp_t_fail(__FILE__, __LINE__, "order %d: %d attentions", order, p ? p->n_attn : -1);
         }
-        T_EQ(views, 2);
-        T_EQ(masks, 2);
-    } else {
-        mp_t_fail(__FILE__, __LINE__, "%d attentions", p ? p->n_attn : -1);
+        tb_done(m, prof);
     }
-    tb_done(m, prof);
 }
 
 /* Multi-query attention written without repeat_kv: K and V [B, 1, S, D]

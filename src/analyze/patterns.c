@@ -998,6 +998,21 @@ static bool product2(const pctx *c, int k, bool *b_rows) {
     return true;
 }
 
+/* Is a product of two activations behind v, through a few scales, masks,
+ * casts and views (each node's non-constant inputs)? */
+static bool reaches_product(const pctx *c, int v, int depth) {
+    int p = v >= 0 && depth < 6 ? prod(c, v) : -1;
+    if (p < 0) return false;
+    const mp_node *n = NODE(c, p);
+    if (product2(c, p, NULL)) return true;
+    if (!(is_op(n, "Mul") || is_op(n, "Div") || is_op(n, "Add") || is_op(n, "Where") || is_op(n, "Cast") ||
+          is_op(n, "Tanh") || is_op(n, "Reshape")))
+        return false;
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && !mp_value_const(c->g, n->in[i]) && reaches_product(c, n->in[i], depth + 1)) return true;
+    return false;
+}
+
 /* The operand of a mask or scale node that carries the scores: not a
  * constant, produced by the score product or another node of the chain. */
 static int scores_operand(const pctx *c, int k, int *other_v) {
@@ -1015,7 +1030,10 @@ static int scores_operand(const pctx *c, int k, int *other_v) {
                    is_op(pn, "Tanh")) ? 2
                 : scores_view(c, p) ? 1 : 0;
         if (!r || sole(c, u) != k) continue;
-        if (r > rank) best = u, rank = r;
+        /* two steps alike (Bloom's baddbmm: alpha * Q.K^T + beta * ALiBi,
+         * in either order): the one the score product is behind */
+        if (r > rank || (r == rank && r == 2 && !reaches_product(c, best, 0) && reaches_product(c, u, 0)))
+            best = u, rank = r;
     }
     if (best < 0) return -1;
     for (int i = lo; i < n->n_in; i++)
