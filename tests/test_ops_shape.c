@@ -1104,6 +1104,28 @@ static void t_missing_input(void) {
     tb_expect_shape_error(m, "lonely_gather");
 }
 
+/* Trilu's contents when its input and k are known: lower with k = -1 on
+ * 3 x 4 ones (a sliding window's exclusion, j <= i - 1), upper with k = 1
+ * on -2 (a causal mask's -inf part, j >= i + 1). */
+static void t_trilu_contents(void) {
+    mp_model *m = tb_new(14);
+    double ones[12], neg[12];
+    for (int i = 0; i < 12; i++) ones[i] = 1.0, neg[i] = -2.0;
+    tb_const_f(m, "ones", MP_DT_FLOAT, 2, TB_DIMS(3, 4), ones);
+    tb_const_f(m, "neg", MP_DT_FLOAT, 2, TB_DIMS(3, 4), neg);
+    tb_const_i(m, "km", MP_DT_INT64, 0, NULL, TB_DIMS(-1));
+    tb_const_i(m, "kp", MP_DT_INT64, 0, NULL, TB_DIMS(1));
+    int lo = tb_node(m, "Trilu", "ones,km", "lo");
+    tb_attr_i(m, lo, "upper", 0);
+    tb_node(m, "Trilu", "neg,kp", "up");
+    tb_output(m, "lo");
+    tb_output(m, "up");
+    mp_profile *p = tb_prof(m);
+    tb_check_floats(m, "lo", 12, (const double[]){0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0});
+    tb_check_floats(m, "up", 12, (const double[]){0, -2, -2, -2, 0, 0, -2, -2, 0, 0, 0, -2});
+    tb_done(m, p);
+}
+
 MP_TESTS(ops_shape){
     {"reshape_infer", t_reshape_infer},
     {"reshape_symbolic", t_reshape_symbolic},
@@ -1146,5 +1168,6 @@ MP_TESTS(ops_shape){
     {"misc_shapes", t_misc_shapes},
     {"unknown_rank_flows", t_unknown_rank_flows},
     {"missing_input", t_missing_input},
+    {"trilu_contents", t_trilu_contents},
 };
 MP_TESTS_END(ops_shape)

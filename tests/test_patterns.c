@@ -943,6 +943,38 @@ static void t_softcap_attention(void) {
     tb_done(m, prof);
 }
 
+/* tanh-GELU as TorchScript writes F.gelu(approximate="tanh") at opset 14:
+ * x^3 as x * (x * x), 0.044715 * x^3 + x, * sqrt(2 / pi), tanh, 1 + ., x *
+ * ., 0.5 * . : one activation of kind gelu_tanh from x to y, every node a
+ * member. */
+static void t_gelu_tanh_cube_mul(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", F, 2, TB_DIMS(2, 8));
+    tb_const_f(m, "k3", F, 0, NULL, (const double[]){0.044715});
+    tb_const_f(m, "kb", F, 0, NULL, (const double[]){0.7978845608028654});
+    tb_const_f(m, "one", F, 0, NULL, (const double[]){1.0});
+    tb_const_f(m, "half", F, 0, NULL, (const double[]){0.5});
+    const char *chain[][3] = {{"Mul", "x,x", "x2"},   {"Mul", "x,x2", "x3"},   {"Mul", "k3,x3", "c"},
+                              {"Add", "x,c", "in"},   {"Mul", "kb,in", "b"},   {"Tanh", "b", "t"},
+                              {"Add", "one,t", "t1"}, {"Mul", "x,t1", "xt"},   {"Mul", "half,xt", "y"}};
+    int first = -1;
+    for (size_t i = 0; i < MP_ARRAY_LEN(chain); i++) {
+        int k = tb_node(m, chain[i][0], chain[i][1], chain[i][2]);
+        if (!i) first = k;
+    }
+    tb_output(m, "y");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    T_CHECK(p && p->n_acts == 1);
+    if (p && p->n_acts == 1) {
+        T_EQ(p->acts[0].kind, MP_ACT_GELU_TANH);
+        T_EQ(p->acts[0].x, tb_val(m, "x") - m->graph->values);
+        T_EQ(p->acts[0].y, tb_val(m, "y") - m->graph->values);
+        for (int k = first; k < first + (int)MP_ARRAY_LEN(chain); k++) T_EQ(mp_pattern_at(p, k).kind, MP_PAT_ACT);
+    }
+    tb_done(m, prof);
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -1037,6 +1069,7 @@ MP_TESTS(patterns){
     {"bloom_attention", t_bloom_attention},
     {"broadcast_mqa", t_broadcast_mqa},
     {"softcap_attention", t_softcap_attention},
+    {"gelu_tanh_cube_mul", t_gelu_tanh_cube_mul},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

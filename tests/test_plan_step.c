@@ -470,6 +470,42 @@ static void t_softcap_eager(void) {
     tb_done(m, p);
 }
 
+/* A Gemma-2 block as transformers writes it, in plain torch (seed
+ * gemma2_tiny.onnx: 16 features, 2 heads of 8 sharing one KV head, 2
+ * layers, 2 x 8 tokens, 5,264 parameters): RMSNorm with (1 + w) before and
+ * after the attention and the MLP (the sandwich: the post-norms read the
+ * products before the residual), GeGLU on tanh-GELU (x^3 as x * (x * x),
+ * TorchScript's form), attention logits softcapped at 50, the first
+ * layer's mask a sliding window of 4 keys made by Trilu and Where of
+ * constants, the final logits softcapped at 30 (the loss's). Every part
+ * recognised; the cache 2 x 2 x 8 x 4 = 128 B a token, at the context 16
+ * tokens x 64 B + 2 x 4 window tokens x 64 B = 1,536 B; 5,264 parameters
+ * counted. */
+static void t_gemma2_block(void) {
+    t_cli r = RUN("tests/corpus/seeds/gemma2_tiny.onnx", "--inference", "--kv-cache");
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "causal additive mask, a sliding window of 4 keys, logits softcapped at 50, rotary); 4 x "
+                          "rmsnorm (decomposed); MLP geglu (decomposed); weights q k v o up gate down") != NULL);
+    T_CHECK(strstr(r.out, "not recognised:         none") != NULL);
+    T_CHECK(strstr(r.out, "per token:            128 B") != NULL);
+    T_CHECK(strstr(r.out, "at this context:      1.54 KB") != NULL);
+    t_cli_free(&r);
+    r = RUN("tests/corpus/seeds/gemma2_tiny.onnx", "--inference", "--kv-cache", "--format", "json", "-q");
+    jr *j = json_of(&r);
+    const jr *kb = j ? jr_path(j, "plan.inference.kv_cache_bytes") : NULL;
+    T_CHECK(kb && kb->i == 1536);
+    jr_free(j);
+    t_cli_free(&r);
+    /* PyTorch's count: the head tied to the embedding, each (1 + w) folded
+     * to a constant counted as its w */
+    r = t_cli_run((const char *const[]){"tests/corpus/seeds/gemma2_tiny.onnx", "--format", "json", "-q", NULL}, 60, 0);
+    j = json_of(&r);
+    const jr *pc = j ? jr_path(j, "total.params") : NULL;
+    T_CHECK(pc && pc->i == 5264);
+    jr_free(j);
+    t_cli_free(&r);
+}
+
 /* An encoder-decoder (nn.Transformer of 8 features, 2 heads of 4, one
  * layer each side, batch_first; seed encdec_transformer.onnx: source 2 x
  * 6 tokens, target 2 x 4, its causal mask folded): the encoder's
@@ -1060,6 +1096,7 @@ MP_TESTS(plan_step) {
     {"folded_causal_masks", t_folded_causal_masks},
     {"encdec_kv_cache", t_encdec_kv_cache},
     {"softcap_eager", t_softcap_eager},
+    {"gemma2_block", t_gemma2_block},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},
     {"host_ops_einsum_norms", t_host_ops_einsum_norms},

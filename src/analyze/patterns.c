@@ -684,7 +684,7 @@ static void gelu_erf(pctx *c, int e) {
 }
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), from the Tanh:
- * Pow(x, 3) -> Mul(0.044715) -> Add(x, .) -> Mul(0.7978) -> Tanh ->
+ * Pow(x, 3) or Mul(x, Mul(x, x)) -> Mul(0.044715) -> Add(x, .) -> Mul(0.7978) -> Tanh ->
  * Add(1) -> Mul(Mul(x, 0.5), .) or Mul(x, .) -> Mul(0.5). */
 static void gelu_tanh(pctx *c, int t) {
     if (!free_node(c, t) || !is_op(NODE(c, t), "Tanh")) return;
@@ -696,7 +696,7 @@ static void gelu_tanh(pctx *c, int t) {
     int ak = prod_op(c, a, "Add");
     if (ak < 0 || !free_node(c, ak) || NODE(c, ak)->n_in != 2) return;
     /* one operand is x, the other 0.044715 * x^3 */
-    int x = -1, cube = -1, cmul = -1;
+    int x = -1, cube = -1, cmul = -1, sq = -1;
     for (int i = 0; i < 2 && x < 0; i++) {
         int b = NODE(c, ak)->in[1 - i], cand_x = NODE(c, ak)->in[i];
         int bm = prod(c, b);
@@ -711,10 +711,20 @@ static void gelu_tanh(pctx *c, int t) {
                 x = cand_x, cube = pk, cmul = bm;
                 break;
             }
+            /* x * (x * x), TorchScript's F.gelu(approximate="tanh") */
+            if (is_op(pn, "Mul") && pn->n_in == 2 && (pn->in[0] == cand_x || pn->in[1] == cand_x)) {
+                int s2 = prod(c, pn->in[pn->in[0] == cand_x ? 1 : 0]);
+                if (s2 >= 0 && is_op(NODE(c, s2), "Mul") && NODE(c, s2)->n_in == 2 && NODE(c, s2)->in[0] == cand_x &&
+                    NODE(c, s2)->in[1] == cand_x && free_node(c, s2)) {
+                    x = cand_x, cube = pk, cmul = bm, sq = s2;
+                    break;
+                }
+            }
         }
     }
     if (x < 0 || !free_node(c, cube) || !free_node(c, cmul)) return;
     cand_reset(c);
+    if (sq >= 0) cand(c, sq, MP_PART_BODY);
     cand(c, cube, MP_PART_BODY);
     cand(c, cmul, MP_PART_BODY);
     cand(c, ak, MP_PART_BODY);
@@ -1609,6 +1619,22 @@ static int norm_before(const pctx *c, int k) {
 static int norm_after(const pctx *c, int k) {
     int bn, v = product_bias_out(c, k, &bn);
     for (int hop = 0; hop < 4 && v >= 0; hop++) {
+        /* a norm that reads v at several nodes (a decomposed RMSNorm's
+         * square and product: Gemma-2's post-attention norm before the
+         * residual) */
+        int nu, reader = -1;
+        bool other_reader = false;
+        const int *u = mp_uses(c->g, v, &nu);
+        for (int i = 0; i < nu; i++) {
+            mp_pref r = c->ref[u[i]];
+            if (r.kind == MP_PAT_NORM && (c->norms[r.index].x == v || c->norms[r.index].skip == v)) {
+                if (reader >= 0 && reader != r.index) other_reader = true;
+                reader = r.index;
+            } else if (!meta_reader(NODE(c, u[i]), v)) {
+                other_reader = true;
+            }
+        }
+        if (nu > 1 && reader >= 0 && !other_reader) return reader;
         int u0 = sole_data(c, v);
         if (u0 < 0) return -1;
         const mp_node *n = NODE(c, u0);

@@ -1779,17 +1779,36 @@ static mp_status split_infer_v18(mp_ctx *c) {
 /* Trilu, Scatter*, OneHot, CumSum                                     */
 /* ------------------------------------------------------------------ */
 
-/* Trilu (14): same shape, rank >= 2. Cost 0 (masking copy). */
+/* Trilu (14): same shape, rank >= 2. Cost 0 (masking copy). Its contents
+ * when the input and k are known and small: a causal mask built from a
+ * constant (torch.triu/tril of ones or of -inf, a sliding window's band)
+ * is then read by the pattern layer like a folded one. */
 static mp_status trilu_infer(mp_ctx *c) {
     mp_status st = MP_OK;
     mp_value *x = sh_in(c, 0, &st);
     if (!x) return st;
     if (x->rank >= 0 && x->rank < 2) return mp_fail(c, "input must have rank >= 2, not %d", x->rank);
-    int64_t ba = mp_attr_i(c->n, "batch_axis", 1), ta = mp_attr_i(c->n, "time_axis", 0);
-    if ((ba != 0 && ba != 1) || (ta != 0 && ta != 1) || ba == ta)
-        return mp_fail(c, "batch_axis %lld and time_axis %lld must be 0 and 1, one each", (long long)ba,
-                       (long long)ta);
-    return mp_set_out_like(c, 0, x);
+    if ((st = mp_set_out_like(c, 0, x))) return st;
+    sh_data d, kd;
+    int64_t k = 0;
+    if (mp_in(c, 1)) {
+        if (!sh_data_get(c, 1, &kd) || kd.n != 1) return MP_OK;
+        k = sh_get_i(&kd, 0);
+    }
+    if (x->rank < 2 || !sh_data_get(c, 0, &d)) return MP_OK;
+    bool upper = mp_attr_i(c->n, "upper", 1) != 0;
+    int64_t rows = x->dims[x->rank - 2], cols = x->dims[x->rank - 1];
+    if (rows <= 0 || cols <= 0 || d.n % (rows * cols)) return MP_OK;
+    sh_buf b;
+    if ((st = sh_buf_init(&b, x->dtype, d.n))) return st;
+    for (int64_t e = 0; e < d.n; e++) {
+        int64_t i = e / cols % rows, j = e % cols;
+        bool keep = upper ? j - i >= k : j - i <= k;
+        if (keep) sh_buf_put(&b, e, &d, e);
+        else if (b.is_float) b.fv[e] = 0.0;
+        else b.iv[e] = 0;
+    }
+    return sh_buf_emit(c, 0, &b, d.n);
 }
 
 /* ScatterElements' contents when data, indices and updates are known and
