@@ -975,6 +975,90 @@ static void t_gelu_tanh_cube_mul(void) {
     tb_done(m, prof);
 }
 
+/* Boolean causal tables: GPT-2's and GPT-J's registered `bias` (tril of
+ * ones, 48 x 48, 2,304 values: more than inference reads, so read from the
+ * initializer's bytes) sliced to the 40 tokens at hand and given to
+ * torch.where(bias, scores, min) (true allows); and masked_fill(triu(ones,
+ * 1), min) on a known table (true masks). Both causal; the where's sense
+ * swapped, neither. */
+static mp_model *gpt2_bias_model(bool swapped) {
+    static uint8_t tril[48 * 48];
+    for (int i = 0; i < 48; i++)
+        for (int j = 0; j < 48; j++) tril[i * 48 + j] = j <= i;
+    pbw g = {0}, a = {0};
+    const char *syms[] = {NULL, NULL};
+    onx_attr_ints(&a, "perm", 4, (const int64_t[]){0, 1, 3, 2});
+    onx_node(&g, 1, "Transpose", "kt", "k", "kt", &a);
+    onx_node(&g, 1, "MatMul", "qk", "q,kt", "s", NULL);
+    onx_node(&g, 1, "Slice", "cut", "bias,st,en,ax", "cm", NULL);
+    /* swapped: the fill where the table allows */
+    onx_node(&g, 1, "Where", "mask", swapped ? "cm,fill,s" : "cm,s,fill", "sm", NULL);
+    a = (pbw){0};
+    onx_attr_int(&a, "axis", -1);
+    onx_node(&g, 1, "Softmax", "softmax", "sm", "p", &a);
+    onx_node(&g, 1, "MatMul", "pv", "p,v", "y", NULL);
+    onx_tensor(&g, 5, "bias", 9, 4, (const int64_t[]){1, 1, 48, 48}, tril, sizeof tril);
+    int64_t st[2] = {0, 0}, en[2] = {40, 40}, ax[2] = {2, 3};
+    onx_tensor(&g, 5, "st", 7, 1, (const int64_t[]){2}, st, sizeof st);
+    onx_tensor(&g, 5, "en", 7, 1, (const int64_t[]){2}, en, sizeof en);
+    onx_tensor(&g, 5, "ax", 7, 1, (const int64_t[]){2}, ax, sizeof ax);
+    float fill = -3.4e38f;
+    onx_tensor(&g, 5, "fill", 1, 0, NULL, &fill, sizeof fill);
+    for (int i = 0; i < 3; i++)
+        onx_value_info(&g, 11, i == 0 ? "q" : i == 1 ? "k" : "v", 1, 4, (const int64_t[]){1, 2, 40, 8}, syms);
+    onx_value_info(&g, 12, "y", 1, -1, NULL, syms);
+    pbw model = {0};
+    onx_model(&model, 8, 14, &g);
+    const char *path = mp_t_path("gpt2_bias.onnx");
+    if (pbw_write(&model, path)) abort();
+    pbw_free(&model);
+    mp_model *m = NULL;
+    T_OK(mp_model_load(path, &m));
+    return m;
+}
+
+static void t_bool_causal_tables(void) {
+    for (int form = 0; form < 3; form++) {
+        mp_model *m = NULL;
+        mp_profile *prof = NULL;
+        if (form == 1) {
+            /* masked_fill(triu(ones, 1), min), the table known */
+            m = tb_new(14);
+            int64_t up[36];
+            for (int i = 0; i < 36; i++) up[i] = i % 6 > i / 6;
+            tb_input(m, "q", F, 4, TB_DIMS(1, 2, 6, 8));
+            tb_input(m, "k", F, 4, TB_DIMS(1, 2, 6, 8));
+            tb_input(m, "v", F, 4, TB_DIMS(1, 2, 6, 8));
+            tb_const_i(m, "up", MP_DT_BOOL, 2, TB_DIMS(6, 6), up);
+            tb_const_f(m, "fill", F, 0, NULL, (const double[]){-INFINITY});
+            int kt = tb_node(m, "Transpose", "k", "kt");
+            tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+            tb_node(m, "MatMul", "q,kt", "s");
+            tb_node(m, "Where", "up,fill,s", "sm");
+            int sm = tb_node(m, "Softmax", "sm", "p");
+            tb_attr_i(m, sm, "axis", -1);
+            tb_node(m, "MatMul", "p,v", "y");
+            tb_output(m, "y");
+            prof = tb_prof(m);
+        } else {
+            m = gpt2_bias_model(form == 2);
+            if (m) T_OK(mp_profile_static(m, &prof));
+        }
+        const mp_patterns *p = prof ? mp_patterns_of(m->graph) : NULL;
+        T_CHECK(p && p->n_attn == 1);
+        if (p && p->n_attn == 1) {
+            T_EQ(p->attn[0].mask, MP_MASK_WHERE);
+            T_EQ(p->attn[0].causal, form != 2);
+        }
+        if (form == 1) {
+            tb_done(m, prof);
+        } else {
+            mp_profile_free(prof);
+            mp_model_free(m);
+        }
+    }
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -1070,6 +1154,7 @@ MP_TESTS(patterns){
     {"broadcast_mqa", t_broadcast_mqa},
     {"softcap_attention", t_softcap_attention},
     {"gelu_tanh_cube_mul", t_gelu_tanh_cube_mul},
+    {"bool_causal_tables", t_bool_causal_tables},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

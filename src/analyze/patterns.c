@@ -896,7 +896,7 @@ static bool depends_on_range(const pctx *c, int v, int depth) {
 
 static bool mask_elem(const mp_value *val, const mp_tview *tv, int64_t k, double *x) {
     if (!tv) {
-        *x = val->fv[k];
+        *x = val->fv ? val->fv[k] : (double)val->iv[k];
         return true;
     }
     if (k >= tv->n) return false;
@@ -904,15 +904,26 @@ static bool mask_elem(const mp_value *val, const mp_tview *tv, int64_t k, double
     return true;
 }
 
-/* A constant additive mask whose contents the inference holds (a causal
- * mask built in the model from constants, folded by the exporter:
- * nn.MultiheadAttention given attn_mask=torch.triu(...)): 0 where key j <=
- * query i (the keys' extra leading positions allowed too), very negative
- * (-inf, or below -1e4) elsewhere, in every leading block; or a sliding
- * window of that (Mistral's, Gemma-2's local layers: key j allowed when
- * i - W < j <= i, the same W on every row), still causal. Returns -1 when
- * not causal, 0 causal over every earlier key, else the window W. */
-static int64_t mask_window(const mp_value *val, const mp_tview *tv) {
+/* How a mask's values say a key is allowed: an additive mask's 0 (the
+ * rest very negative), or a condition's true or false (Where's fill on
+ * false: torch.where(mask, scores, min); on true: masked_fill(mask, min)). */
+enum { MASK_ADDITIVE, MASK_TRUE_MASKED, MASK_TRUE_ALLOWED };
+
+static bool mask_allowed(int pol, double x) {
+    return pol == MASK_ADDITIVE ? x > -1e4 : pol == MASK_TRUE_ALLOWED ? x != 0 : x == 0;
+}
+
+/* A constant mask whose contents the inference holds or an initializer
+ * keeps (a causal mask built in the model from constants, folded by the
+ * exporter: nn.MultiheadAttention given attn_mask=torch.triu(...); a
+ * registered tril buffer, GPT-2's and GPT-J's `bias`): key j allowed when
+ * j <= query i (the keys' extra leading positions allowed too), masked
+ * elsewhere (additive: 0 and -inf or below -1e4), in every leading block;
+ * or a sliding window of that (Mistral's, Gemma-2's local layers: key j
+ * allowed when i - W < j <= i, the same W on every row), still causal.
+ * Returns -1 when not causal, 0 causal over every earlier key, else the
+ * window W. */
+static int64_t mask_window(const mp_value *val, const mp_tview *tv, int pol) {
     int64_t n = mp_value_numel(val);
     int64_t sq = val->dims[val->rank - 2], sk = val->dims[val->rank - 1], off = sk - sq;
     if (sq < 2 || sk < sq || n % (sq * sk)) return -1;
@@ -921,41 +932,54 @@ static int64_t mask_window(const mp_value *val, const mp_tview *tv) {
     double x;
     for (int64_t j = 0; j < sk; j++) {
         if (!mask_elem(val, tv, (sq - 1) * sk + j, &x)) return -1;
-        w += x > -1e4;
+        w += mask_allowed(pol, x);
     }
     if (w < 1) return -1;
     for (int64_t b = 0; b < n; b += sq * sk)
         for (int64_t i = 0; i < sq; i++)
             for (int64_t j = 0; j < sk; j++) {
                 if (!mask_elem(val, tv, b + i * sk + j, &x)) return -1;
-                bool allowed = x > -1e4, want = j <= i + off && j > i + off - w;
-                if (allowed != want || (allowed && x != 0)) return -1;
+                bool allowed = mask_allowed(pol, x), want = j <= i + off && j > i + off - w;
+                if (allowed != want || (pol == MASK_ADDITIVE && allowed && x != 0)) return -1;
             }
     return w >= sk ? 0 : w;
 }
 
 /* what inference read, else the initializer's values where they live (the
  * model's bytes, or its external data file) */
-static int64_t const_causal(const pctx *c, int v) {
+static int64_t const_causal(const pctx *c, int v, int pol) {
     const mp_value *val = VAL(c, v);
     int64_t n = mp_value_numel(val);
-    if (n <= 0 || val->rank < 2 || !mp_dtype_is_float(val->dtype)) return -1;
-    if (val->kn > 0 && val->fv && val->kn == n) return mask_window(val, NULL);
+    bool cond = pol != MASK_ADDITIVE;
+    if (n <= 0 || val->rank < 2 || (cond ? val->dtype != MP_DT_BOOL : !mp_dtype_is_float(val->dtype))) return -1;
+    if (val->kn > 0 && val->kn == n && (val->fv || val->iv)) return mask_window(val, NULL, pol);
     if (!(val->flags & MP_VAL_INIT) || !val->init) return -1;
     mp_tview tv;
     if (!mp_tview_open(c->m, val->init, &tv)) return -1;
-    int64_t w = tv.n == n ? mask_window(val, &tv) : -1;
+    int64_t w = tv.n == n ? mask_window(val, &tv, pol) : -1;
     mp_tview_close(&tv);
     return w;
 }
 
-static bool mask_causal(const pctx *c, int v, int64_t *window) {
-    /* breadth first over the mask's producers, each node once */
+/* Operators a mask goes through unchanged in meaning: a causal table
+ * sliced to the keys and queries at hand (GPT-2's bias[:, :, k - q : k,
+ * :k]), cast, viewed. */
+static bool mask_pass(const mp_node *n) {
+    return is_op(n, "Slice") || is_op(n, "Cast") || is_op(n, "Reshape") || is_op(n, "Unsqueeze") ||
+           is_op(n, "Squeeze") || is_op(n, "Expand") || is_op(n, "Identity");
+}
+
+static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
+    /* breadth first over the mask's producers, each node once; a constant
+     * is judged in the mask's own sense while only pass operators lead to
+     * it (`clean`), an additive one also past them, as before */
     int queue[256], head = 0, n = 0;
-    if (v >= 0) queue[n++] = v;
+    bool clean[256];
+    if (v >= 0) queue[n] = v, clean[n++] = true;
     while (head < n) {
-        int u = queue[head++];
-        int64_t w = const_causal(c, u);
+        int u = queue[head];
+        bool cl = clean[head++];
+        int64_t w = cl || pol == MASK_ADDITIVE ? const_causal(c, u, cl ? pol : MASK_ADDITIVE) : -1;
         if (w >= 0) {
             *window = w;
             return true;
@@ -970,8 +994,14 @@ static bool mask_causal(const pctx *c, int v, int64_t *window) {
         if ((is_op(pn, "LessOrEqual") || is_op(pn, "Less") || is_op(pn, "GreaterOrEqual") || is_op(pn, "Greater")) &&
             pn->n_in == 2 && depends_on_range(c, pn->in[0], 0) && depends_on_range(c, pn->in[1], 0))
             return true;
-        for (int i = 0; i < pn->n_in && n < (int)MP_ARRAY_LEN(queue); i++)
-            if (pn->in[i] >= 0 && !(VAL(c, pn->in[i])->flags & (MP_VAL_INPUT | MP_VAL_INIT))) queue[n++] = pn->in[i];
+        bool pass = cl && mask_pass(pn);
+        for (int i = 0; i < pn->n_in && n < (int)MP_ARRAY_LEN(queue); i++) {
+            int in = pn->in[i];
+            if (in < 0 || (VAL(c, in)->flags & MP_VAL_INPUT)) continue;
+            bool init = (VAL(c, in)->flags & MP_VAL_INIT) != 0;
+            if (init && !(pass && i == 0)) continue; /* the sliced table itself, not the slice's bounds */
+            queue[n] = in, clean[n++] = pass && i == 0;
+        }
     }
     return false;
 }
@@ -1120,7 +1150,7 @@ static void attn_decomposed(pctx *c, int sm) {
     cand_reset(c);
     cand(c, sm, MP_PART_SOFTMAX);
     int v = sn->in[0], qk = -1, mask = MP_MASK_NONE, mask_v = -1;
-    int masks[8], n_masks = 0; /* every mask's value: causal when one is */
+    int masks[8], mask_pol[8], n_masks = 0; /* every mask's value and sense: causal when one is */
     double sscale = 1.0, fill = NAN, last_f = NAN, softcap = 0;
     bool fill_true = false, where = false;
     if (sole(c, v) != sm) {
@@ -1159,6 +1189,7 @@ static void attn_decomposed(pctx *c, int sm) {
              * causal masked_fill); mask and mask_v are the nearest the
              * softmax's */
             if (mask == MP_MASK_NONE) mask_v = ov, mask = MP_MASK_ADD;
+            mask_pol[n_masks] = MASK_ADDITIVE;
             masks[n_masks++] = ov;
             cand(c, p, MP_PART_MASK);
             v = nv;
@@ -1169,8 +1200,9 @@ static void attn_decomposed(pctx *c, int sm) {
                    n_masks < (int)MP_ARRAY_LEN(masks)) {
             if (mask == MP_MASK_NONE) mask = MP_MASK_WHERE, mask_v = pn->in[0];
             where = true;
-            masks[n_masks++] = pn->in[0];
             fill_true = pn->in[2] == nv;
+            mask_pol[n_masks] = fill_true ? MASK_TRUE_MASKED : MASK_TRUE_ALLOWED;
+            masks[n_masks++] = pn->in[0];
             if (!scalar(c, ov, &fill)) fill = NAN;
             cand(c, p, MP_PART_MASK);
             v = nv;
@@ -1324,7 +1356,7 @@ static void attn_decomposed(pctx *c, int sm) {
     a->mask_v = mask_v;
     a->mask_fill = fill;
     a->mask_fill_on_true = fill_true;
-    for (int i = 0; i < n_masks && !a->causal; i++) a->causal = mask_causal(c, masks[i], &a->window);
+    for (int i = 0; i < n_masks && !a->causal; i++) a->causal = mask_causal(c, masks[i], &a->window, mask_pol[i]);
     a->score_scale = sscale;
     a->scale = sscale * qs * ks;
     a->softcap = softcap;

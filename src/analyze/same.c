@@ -33,7 +33,9 @@ void mp_tview_close(mp_tview *v) {
 
 bool mp_tview_open(const mp_model *m, const mp_tensor *t, mp_tview *v) {
     memset(v, 0, sizeof *v);
-    if (!mp_tensor_has_values(t)) return false;
+    bool boolean = t && t->dtype == MP_DT_BOOL && t->numel > 0 &&
+                   (t->loc == MP_DATA_RAW || t->loc == MP_DATA_TYPED || t->loc == MP_DATA_EXTERNAL);
+    if (!boolean && !mp_tensor_has_values(t)) return false;
     v->dtype = t->dtype;
     v->n = t->numel;
     uint64_t need = mp_dtype_bytes(t->dtype, t->numel);
@@ -105,6 +107,8 @@ double mp_tview_get(const mp_tview *v, int64_t i) {
     }
     case MP_DT_FLOAT16:
         return mp_half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+    case MP_DT_BOOL:
+        return p[i] != 0;
     default: /* bf16 */
         return mp_bf16_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
     }

@@ -21,7 +21,8 @@ typedef struct mp_tview {
     double *dec;         /* typed fields: decoded */
 } mp_tview;
 
-/* Opens v on t: false (v closed) when t has no values to read here. */
+/* Opens v on t, a float or bool tensor: false (v closed) when t has no
+ * values to read here. */
 bool mp_tview_open(const mp_model *m, const mp_tensor *t, mp_tview *v);
 /* Element i (0 <= i < v->n), as a double. */
 double mp_tview_get(const mp_tview *v, int64_t i);
