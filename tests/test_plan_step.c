@@ -509,6 +509,40 @@ static void t_gemma2_block(void) {
     t_cli_free(&r);
 }
 
+/* The dynamo exporter's optimizer merges equal initializers: a fresh GPT-2's
+ * 25 LayerNorms' weights (ones) and biases (zeros) become two tensors that
+ * 50 nodes read, each node's fx node still naming its own declared
+ * parameter (the profile's 48 stand-ins). In PyTorch those are parameters
+ * of their own, none of whose gradients is summed with another's: the
+ * plan's gradient accumulations are the model's own, 4 a block (the
+ * residual stream read by a norm and a sum twice, gelu_new's input read
+ * three times), 48 where 96 were counted, and its optimizer steps the 52
+ * tensors the graph holds and the 48 stand-ins: 100. PyTorch's 148 also
+ * has the 48 zero biases the optimizer removed from the Gemms (folded
+ * away, with no stand-in), which the plan does not step. */
+static void t_merged_parameters(void) {
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    T_OK(mp_model_load("models/dynamo/gpt2_dynamo.onnx", &m));
+    if (m) {
+        T_OK(mp_model_set_dim(m, "batch", 1));
+        T_OK(mp_model_set_dim(m, "seq", 8));
+        T_OK(mp_profile_static(m, &p));
+    }
+    T_CHECK(p && p->param_stand_in != NULL);
+    const char *kv[] = {"loss", "none", "optimizer", "adamw", NULL};
+    mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+    if (pl) {
+        T_EQ_U64(pl->opt_tensors, 52 + 48);
+        uint64_t acc = 0;
+        for (int k = 0; k < pl->n_nodes; k++) acc += pl->nodes[k].n_acc;
+        T_EQ_U64(acc, 48);
+    }
+    mp_tplan_free(pl);
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 /* An encoder-decoder (nn.Transformer of 8 features, 2 heads of 4, one
  * layer each side, batch_first; seed encdec_transformer.onnx: source 2 x
  * 6 tokens, target 2 x 4, its causal mask folded): the encoder's
@@ -1100,6 +1134,7 @@ MP_TESTS(plan_step) {
     {"encdec_kv_cache", t_encdec_kv_cache},
     {"softcap_eager", t_softcap_eager},
     {"gemma2_block", t_gemma2_block},
+    {"merged_parameters", t_merged_parameters},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},
     {"host_ops_einsum_norms", t_host_ops_einsum_norms},

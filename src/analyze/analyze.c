@@ -659,6 +659,7 @@ void mp_profile_free(mp_profile *p) {
     free(p->node_modop);
     free(p->unresolved);
     free(p->pnotes);
+    free(p->param_stand_in);
     mp_formulas_free(p->formulas);
     mp_profile_free_measured(p);
     free(p);

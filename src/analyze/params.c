@@ -436,6 +436,13 @@ static mp_status mp__fx_params(mp__walk *w) {
                 int i = mp__sig_index(&by_name, n->fx->params[j]);
                 if (i >= 0 && absent[i] && w->role_numel[i] == val->init->numel) {
                     u->stand_in = true;
+                    if (u->slot < 32 && !w->p->param_stand_in &&
+                        !(w->p->param_stand_in = calloc((size_t)g->n_nodes + 1, sizeof(uint32_t)))) {
+                        free(absent);
+                        mp_strmap_free(&by_name);
+                        return mp_error(MP_ERR_NOMEM, "out of memory");
+                    }
+                    if (u->slot < 32) w->p->param_stand_in[u->node] |= 1u << u->slot;
                     break;
                 }
             }

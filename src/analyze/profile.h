@@ -166,6 +166,11 @@ struct mp_profile {
      * in the fx node that took them (docs/COUNTING.md) */
     int params_by_role_n;
     uint64_t params_by_role;
+    /* per main-graph node, NULL when none: bit i set when its input i is
+     * a stand-in, the equal tensor the dynamo exporter's optimizer kept for
+     * the declared parameter the node took (a parameter of its own in
+     * PyTorch: its own gradient, AccumulateGrad and optimizer state) */
+    uint32_t *param_stand_in;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */

@@ -1233,9 +1233,14 @@ static mp_status graph_pass(pctx *c) {
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
         pn->first_param = pl->n_pparams;
+        const uint32_t *stand_in = pl->p->param_stand_in;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
             if (v < 0 || !(g->values[v].flags & MP_VAL_PARAM)) continue;
+            if (stand_in && i < 32 && (stand_in[ni] >> i & 1) && (!pl->ptrain || pl->ptrain[v])) {
+                pn->n_stand_ins++;
+                pn->stand_in_chunks += (uint32_t)((mp_tplan_numel(&g->values[v]) + 65535) / 65536);
+            }
             pl->pparams[pl->n_pparams++] = v;
             pn->n_params++;
             uint64_t e = mp_tplan_numel(&g->values[v]);
@@ -1449,7 +1454,10 @@ static mp_status graph_pass(pctx *c) {
                 }
             }
         } else {
-            for (int i = 0; i < n->n_in && n_ins < 64; i++) ins[n_ins++] = n->in[i];
+            /* a stand-in's gradient is its own parameter's, summed with no other */
+            const uint32_t *stand_in = pl->p->param_stand_in;
+            for (int i = 0; i < n->n_in && n_ins < 64; i++)
+                if (!(stand_in && i < 32 && (stand_in[ni] >> i & 1))) ins[n_ins++] = n->in[i];
         }
         for (int i = 0; i < n_ins; i++) {
             int v = ins[i];

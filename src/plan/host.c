@@ -69,6 +69,10 @@ void mp_tplan_optimizer_ops(mp_tplan *pl) {
         T++;
         chunks += (mp_tplan_numel(val) + 65535) / 65536;
     }
+    for (int k = 0; k < pl->n_nodes; k++) { /* stand-ins for merged parameters: tensors of their own */
+        T += pl->nodes[k].n_stand_ins;
+        chunks += pl->nodes[k].stand_in_chunks;
+    }
     for (int k = 0; pl->lora_params && k < pl->n_nodes; k++) /* LoRA's A and B */
         if (pl->nodes[k].lora_a) {
             T += 2;

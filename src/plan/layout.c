@@ -157,6 +157,8 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     }
                 }
             }
+            if (!o->inference) hops += pn->n_stand_ins; /* stand-ins for merged parameters: their
+                                                          * AccumulateGrads */
             if (pl->ft) mp_tplan_ft_node(pl, pn, &fa);
             /* sequence parallelism (Korthikanti et al. 2022): inside the
              * blocks what tensor parallelism replicates (norms, residuals,

@@ -137,6 +137,11 @@ typedef struct mp_pnode {
     int repeat;                       /* repeated module index, -1 outside */
     int unit;                         /* the block it goes with for pipeline stages */
     int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
+    uint16_t n_stand_ins;             /* of them, trainable stand-ins for declared parameters the
+                                       * dynamo exporter merged into an equal tensor (the
+                                       * profile's param_stand_in): parameters of their own, an
+                                       * AccumulateGrad and optimizer state each */
+    uint32_t stand_in_chunks;         /* their 65,536-element chunks (host.c's multi_tensor_apply) */
     uint64_t cross;                   /* bytes it keeps that an earlier unit kept first */
     int cross_unit;                   /* the latest such unit, -1 none */
     bool split;                       /* its work divides by tp */
