@@ -1038,6 +1038,13 @@ static bool product2(const pctx *c, int k, bool *b_rows) {
     return true;
 }
 
+/* A step the scores can take between their product and the softmax: a
+ * scale, a mask, a cast, a softcap's Tanh. */
+static bool score_step(const mp_node *n) {
+    return is_op(n, "Mul") || is_op(n, "Div") || is_op(n, "Add") || is_op(n, "Where") || is_op(n, "Cast") ||
+           is_op(n, "Tanh");
+}
+
 /* Is a product of two activations behind v, through a few scales, masks,
  * casts and views (each node's non-constant inputs)? */
 static bool reaches_product(const pctx *c, int v, int depth) {
@@ -1045,9 +1052,7 @@ static bool reaches_product(const pctx *c, int v, int depth) {
     if (p < 0) return false;
     const mp_node *n = NODE(c, p);
     if (product2(c, p, NULL)) return true;
-    if (!(is_op(n, "Mul") || is_op(n, "Div") || is_op(n, "Add") || is_op(n, "Where") || is_op(n, "Cast") ||
-          is_op(n, "Tanh") || is_op(n, "Reshape")))
-        return false;
+    if (!score_step(n) && !is_op(n, "Reshape")) return false;
     for (int i = 0; i < n->n_in; i++)
         if (n->in[i] >= 0 && !mp_value_const(c->g, n->in[i]) && reaches_product(c, n->in[i], depth + 1)) return true;
     return false;
@@ -1065,10 +1070,7 @@ static int scores_operand(const pctx *c, int k, int *other_v) {
         int p = prod(c, u);
         if (p < 0) continue;
         const mp_node *pn = NODE(c, p);
-        int r = product2(c, p, NULL) ? 3
-                : (is_op(pn, "Mul") || is_op(pn, "Div") || is_op(pn, "Add") || is_op(pn, "Where") || is_op(pn, "Cast") ||
-                   is_op(pn, "Tanh")) ? 2
-                : scores_view(c, p) ? 1 : 0;
+        int r = product2(c, p, NULL) ? 3 : score_step(pn) ? 2 : scores_view(c, p) ? 1 : 0;
         if (!r || sole(c, u) != k) continue;
         /* two steps alike (Bloom's baddbmm: alpha * Q.K^T + beta * ALiBi,
          * in either order): the one the score product is behind */

@@ -366,6 +366,9 @@ static inline mp_pref mp_pattern_at(const mp_patterns *p, int node) {
 /* One attention's K and V elements per token (KV heads x (head dim + V's
  * head dim), before any repetition); 0 when not known. */
 uint64_t mp_pattn_kv_elems(const mp_pattn *a);
+/* Is attention a causal: a causal mask recognised, or an operator's own
+ * causal flag? */
+static inline bool mp_pattn_causal(const mp_pattn *a) { return a->causal || a->mask == MP_MASK_CAUSAL_OP; }
 /* K and V elements one token adds to a KV cache, summed over the
  * attentions: kv_heads * (head_dim + v_head_dim) each. 0 when an attention's
  * figures are not known (*unknown counts those). Multiply by the cache's

@@ -1692,8 +1692,17 @@ int mp_tplan_model_dtype(const mp_graph *g) {
     return dt;
 }
 
-/* The graph pass and what the plan reads off the graph: parameters, heads,
- * tokens, the loss's kept bytes, the inference figures. */
+/* An attention's batch x query length, at the batch planned; 0 when not
+ * known. Batch and heads in one dim ([B x H, S, D]: nn.MultiheadAttention's
+ * export) give the batch as the scores' first dim over the heads. */
+static uint64_t attn_query_tokens(const pctx *c, const mp_pattn *at) {
+    int64_t b = at->batch, sq = at->seq_q;
+    const mp_value *sc = at->qk >= 0 ? &c->g->values[c->g->nodes[at->qk].out[0]] : NULL;
+    if (b <= 0 && sc && sc->rank == 3 && at->heads > 0 && sc->dims[0] > 0 && sc->dims[0] % at->heads == 0)
+        b = sc->dims[0] / at->heads;
+    return b > 0 && sq > 0 ? bscale(c, (uint64_t)(b * sq)) : 0;
+}
+
 /* The KV cache (--inference --kv-cache): K and V of every attention that
  * keeps them, per token: KV heads x head dim before any repetition of
  * grouped heads (the pattern layer), in the type K and V are computed in.
@@ -1714,7 +1723,7 @@ static void kv_cache(mp_tplan *pl, const pctx *c) {
     int unknown = 0;
     for (int a = 0; P && a < P->n_attn; a++) {
         const mp_pattn *at = &P->attn[a];
-        bool causal = at->causal || at->mask == MP_MASK_CAUSAL_OP;
+        bool causal = mp_pattn_causal(at);
         uint64_t e = mp_pattn_kv_elems(at);
         if (pl->kv_encdec && at->cross) {
             /* the encoder's tokens: K's elements over one token's */
@@ -1729,22 +1738,16 @@ static void kv_cache(mp_tplan *pl, const pctx *c) {
         if (pl->kv_encdec && !causal) continue; /* the encoder's */
         if (!e) unknown++;
         per += e;
-        if (pl->kv_encdec && causal && pl->kv_tokens == pl->tokens_per_mb) {
-            /* the decoder's context: its batch x query length */
-            int64_t b = at->batch, sq = at->seq_q;
-            const mp_value *sc = at->qk >= 0 ? &g->values[g->nodes[at->qk].out[0]] : NULL;
-            if (b <= 0 && sc && sc->rank == 3 && at->heads > 0 && sc->dims[0] > 0 && sc->dims[0] % at->heads == 0)
-                b = sc->dims[0] / at->heads;
-            if (b > 0 && sq > 0) pl->kv_tokens = bscale(c, (uint64_t)(b * sq));
-        }
+        uint64_t qt;
+        if (pl->kv_encdec && causal && pl->kv_tokens == pl->tokens_per_mb && (qt = attn_query_tokens(c, at)))
+            pl->kv_tokens = qt; /* the decoder's context */
     }
     pl->kv_unknown = unknown;
     pl->kv_bytes_per_token = unknown ? 0 : per * es;
     if (unknown) return;
     for (int a = 0; P && a < P->n_attn; a++) {
         const mp_pattn *at = &P->attn[a];
-        bool causal = at->causal || at->mask == MP_MASK_CAUSAL_OP;
-        if (pl->kv_encdec && (at->cross || !causal)) continue;
+        if (pl->kv_encdec && (at->cross || !mp_pattn_causal(at))) continue;
         uint64_t t = pl->kv_tokens;
         if (at->window > 0 && at->seq_k > at->window && t % (uint64_t)at->seq_k == 0) {
             t = t / (uint64_t)at->seq_k * (uint64_t)at->window;
@@ -1780,6 +1783,8 @@ static void kv_cache(mp_tplan *pl, const pctx *c) {
     free(seen);
 }
 
+/* The graph pass and what the plan reads off the graph: parameters, heads,
+ * tokens, the loss's kept bytes, the inference figures. */
 mp_status mp_tplan_graph(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
@@ -1839,16 +1844,10 @@ mp_status mp_tplan_graph(mp_tplan *pl) {
          * attention's batch x query length */
         for (int a = 0; !pl->has_tokens && c.P && a < c.P->n_attn; a++) {
             const mp_pattn *at = &c.P->attn[a];
-            if (!at->causal && at->mask != MP_MASK_CAUSAL_OP) continue;
-            int64_t b = at->batch, sq = at->seq_q;
-            /* batch and heads in one dim ([B x H, S, D]: nn.MultiheadAttention's
-             * export): the scores' first dim over the heads */
-            const mp_value *sc = at->qk >= 0 ? &g->values[g->nodes[at->qk].out[0]] : NULL;
-            if (b <= 0 && sc && sc->rank == 3 && at->heads > 0 && sc->dims[0] > 0 && sc->dims[0] % at->heads == 0)
-                b = sc->dims[0] / at->heads;
-            if (b > 0 && sq > 0) {
+            uint64_t qt = mp_pattn_causal(at) ? attn_query_tokens(&c, at) : 0;
+            if (qt) {
                 pl->has_tokens = true;
-                pl->tokens_per_mb = bscale(&c, (uint64_t)(b * sq));
+                pl->tokens_per_mb = qt;
             }
         }
         /* the loss (loss.c): the form, what it keeps and allocates */

@@ -248,7 +248,7 @@ static bool generates(const mp_patterns *P) {
     bool yes = !seen || !queue; /* out of memory: do not refuse */
     for (int a = 0; a < P->n_attn && !yes; a++) {
         const mp_pattn *at = &P->attn[a];
-        if (at->causal || at->mask == MP_MASK_CAUSAL_OP) {
+        if (mp_pattn_causal(at)) {
             yes = true;
             break;
         }
