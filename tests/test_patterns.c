@@ -1059,6 +1059,82 @@ static void t_bool_causal_tables(void) {
     }
 }
 
+/* A sliding window built at run time, where the mask's 40 x 40 elements
+ * are too many to compute (docs/COUNTING.md "attention masks"): the
+ * window read from its operators, in transformers' forms.
+ *   0: masking_utils, kv > q - 8 and kv <= q (8 keys)
+ *   1: the same written q - 8 < kv (8)
+ *   2: AttentionMaskConverter's, tril(ones, -9) masked over
+ *      kv < (q + 1) (9: j <= i - 9 masked)
+ *   3: Mistral's first, log(triu(tril(ones), -8)) (9: j >= i - 8 kept)
+ *   4: the plain causal kv <= q (no window) */
+static void t_runtime_window(void) {
+    static const int64_t want[] = {8, 8, 9, 9, 0};
+    for (int form = 0; form < 5; form++) {
+        mp_model *m = tb_new(14);
+        tb_input(m, "q", F, 4, TB_DIMS(1, 2, 40, 8));
+        tb_input(m, "k", F, 4, TB_DIMS(1, 2, 40, 8));
+        tb_input(m, "v", F, 4, TB_DIMS(1, 2, 40, 8));
+        tb_const_i(m, "zero", MP_DT_INT64, 0, NULL, (const int64_t[]){0});
+        tb_const_i(m, "len", MP_DT_INT64, 0, NULL, (const int64_t[]){40});
+        tb_const_i(m, "one", MP_DT_INT64, 0, NULL, (const int64_t[]){1});
+        tb_const_i(m, "w", MP_DT_INT64, 0, NULL, (const int64_t[]){8});
+        tb_const_i(m, "ax0", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){0});
+        tb_const_i(m, "ax1", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){1});
+        tb_const_i(m, "col", MP_DT_INT64, 1, TB_DIMS(2), (const int64_t[]){40, 1});
+        tb_const_i(m, "shape", MP_DT_INT64, 1, TB_DIMS(2), (const int64_t[]){40, 40});
+        tb_const_i(m, "k9", MP_DT_INT64, 0, NULL, (const int64_t[]){-9});
+        tb_const_i(m, "k8", MP_DT_INT64, 0, NULL, (const int64_t[]){-8});
+        tb_const_f(m, "fzero", F, 0, NULL, (const double[]){0});
+        tb_const_f(m, "fone", F, 0, NULL, (const double[]){1});
+        tb_const_f(m, "fmin", F, 0, NULL, (const double[]){-3.4e38});
+        tb_node(m, "Range", "zero,len,one", "ar");
+        tb_node(m, "Unsqueeze", "ar,ax1", "qi");  /* [40, 1] */
+        tb_node(m, "Unsqueeze", "ar,ax0", "kvi"); /* [1, 40] */
+        if (form <= 1 || form == 4) {
+            tb_node(m, "LessOrEqual", "kvi,qi", "c");
+            if (form == 4) {
+                tb_node(m, "Where", "c,fzero,fmin", "mask");
+            } else {
+                tb_node(m, "Sub", "qi,w", "qw");
+                tb_node(m, form == 0 ? "Greater" : "Less", form == 0 ? "kvi,qw" : "qw,kvi", "g");
+                tb_node(m, "And", "g,c", "a");
+                tb_node(m, "Where", "a,fzero,fmin", "mask");
+            }
+        } else if (form == 2) {
+            tb_node(m, "Add", "ar,one", "ar1");
+            tb_node(m, "Reshape", "ar1,col", "q1");
+            tb_node(m, "Less", "ar,q1", "c");
+            tb_node(m, "Where", "c,fzero,fmin", "causal");
+            tb_node(m, "Expand", "fone,shape", "ones");
+            tb_attr_i(m, tb_node(m, "Cast", "ones", "onesb"), "to", MP_DT_BOOL);
+            tb_attr_i(m, tb_node(m, "Trilu", "onesb,k9", "ctx"), "upper", 0);
+            tb_node(m, "Where", "ctx,fmin,causal", "mask");
+        } else {
+            tb_node(m, "Expand", "fone,shape", "ones");
+            tb_attr_i(m, tb_node(m, "Trilu", "ones", "low"), "upper", 0);
+            tb_node(m, "Trilu", "low,k8", "band");
+            tb_node(m, "Log", "band", "mask");
+        }
+        int kt = tb_node(m, "Transpose", "k", "kt");
+        tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+        tb_node(m, "MatMul", "q,kt", "s");
+        tb_node(m, "Add", "s,mask", "sm");
+        int sm = tb_node(m, "Softmax", "sm", "p");
+        tb_attr_i(m, sm, "axis", -1);
+        tb_node(m, "MatMul", "p,v", "y");
+        tb_output(m, "y");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        T_CHECK(p && p->n_attn == 1);
+        if (p && p->n_attn == 1) {
+            T_CHECK(p->attn[0].causal);
+            T_EQ((int)p->attn[0].window, (int)want[form]);
+        }
+        tb_done(m, prof);
+    }
+}
+
 /* QuickGELU written out (x * Sigmoid(1.702 x)) and GeGLU (Gelu(gate) *
  * up) between weight products: an MLP of kind geglu with gate, up and down. */
 static void t_quick_gelu_geglu(void) {
@@ -1155,6 +1231,7 @@ MP_TESTS(patterns){
     {"softcap_attention", t_softcap_attention},
     {"gelu_tanh_cube_mul", t_gelu_tanh_cube_mul},
     {"bool_causal_tables", t_bool_causal_tables},
+    {"runtime_window", t_runtime_window},
     {"weightless_train_export", t_weightless_train_export},
 };
 MP_TESTS_END(patterns)

@@ -969,11 +969,87 @@ static bool mask_pass(const mp_node *n) {
            is_op(n, "Squeeze") || is_op(n, "Expand") || is_op(n, "Identity");
 }
 
+/* An index operand of a mask's comparison: a Range, viewed and offset by
+ * constants (`kv_idx`, `q_idx - sliding_window`, `(cond + 1).view(-1, 1)`).
+ * Returns its axis, 1 for the keys' (it varies along the last dim), 2 for
+ * the queries' (its last dim 1, the one before not), 0 when not such an
+ * operand or its shape does not say; *off is the constant added. */
+static int index_operand(const pctx *c, int v, int64_t *off) {
+    const mp_value *x = v >= 0 ? VAL(c, v) : NULL;
+    if (!x || x->rank < 1) return 0;
+    int axis = x->rank >= 2 && x->dims[x->rank - 1] == 1 && x->dims[x->rank - 2] != 1 ? 2
+               : x->dims[x->rank - 1] != 1                                        ? 1
+                                                                                  : 0;
+    *off = 0;
+    for (int depth = 0; axis && depth < 12; depth++) {
+        int p = prod(c, v);
+        if (p < 0) return 0;
+        const mp_node *n = NODE(c, p);
+        if (is_op(n, "Range")) return axis;
+        double d;
+        if ((is_op(n, "Add") || is_op(n, "Sub")) && n->n_in == 2) {
+            int k = scalar(c, n->in[1], &d) ? 1 : is_op(n, "Add") && scalar(c, n->in[0], &d) ? 0 : -1;
+            if (k < 0 || d != floor(d) || fabs(d) > 1e9) return 0;
+            *off += is_op(n, "Sub") ? -(int64_t)d : (int64_t)d;
+            v = n->in[1 - k];
+        } else if (is_op(n, "Unsqueeze") || is_op(n, "Reshape") || is_op(n, "Expand") || is_op(n, "Cast") ||
+                   is_op(n, "Squeeze") || is_op(n, "Identity")) {
+            v = n->in[0];
+        } else {
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* The sliding window a mask's comparison or triangle sets, 0 when none:
+ * a bound on the key index kv at c below the query's, kv OP q + c with c
+ * <= -1, whatever the mask's sense (a region below the diagonal cannot be
+ * what a causal attention allows, so `kv <= q + c` is what it masks):
+ * `kv > q + c` allowed or `kv <= q + c` masked leave -c keys, `kv >= q +
+ * c` or `kv < q + c` one more. transformers' sliding_window_overlay is
+ * `kv_idx > q_idx - W` (W keys); its older masks a triangle,
+ * tril(ones, diagonal=-W - 1) masked (j <= i + k: -k keys) or triu(mask,
+ * diagonal=-W) kept (j >= i + k: 1 - k keys). Read from the operators
+ * and constants, so at any length, where the mask's contents are too
+ * many to compute. */
+static int64_t bound_window(const pctx *c, const mp_node *pn) {
+    double d;
+    if (is_op(pn, "Trilu")) {
+        int64_t k = 0;
+        if (pn->n_in > 1 && pn->in[1] >= 0) {
+            if (!scalar(c, pn->in[1], &d) || d != floor(d) || fabs(d) > 1e12) return 0;
+            k = (int64_t)d;
+        }
+        bool upper = mp_attr_i(pn, "upper", 1) != 0;
+        return k <= -1 ? (upper ? 1 - k : -k) : 0;
+    }
+    bool gt = is_op(pn, "Greater"), ge = is_op(pn, "GreaterOrEqual"), lt = is_op(pn, "Less"),
+         le = is_op(pn, "LessOrEqual");
+    if (!(gt || ge || lt || le) || pn->n_in != 2) return 0;
+    int64_t o0, o1;
+    int a0 = index_operand(c, pn->in[0], &o0), a1 = index_operand(c, pn->in[1], &o1);
+    if (!a0 || !a1 || a0 == a1) return 0;
+    /* as kv OP q + off: swap the comparison when the keys are on the right */
+    if (a0 == 2) {
+        bool g = gt, e = ge;
+        gt = lt, ge = le, lt = g, le = e;
+    }
+    int64_t off = a0 == 1 ? o1 - o0 : o0 - o1;
+    if (off > -1) return 0;
+    return gt || le ? -off : 1 - off;
+}
+
 static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
     /* breadth first over the mask's producers, each node once; a constant
      * is judged in the mask's own sense while only pass operators lead to
-     * it (`clean`), an additive one also past them, as before */
+     * it (`clean`), an additive one also past them, as before. Built from
+     * a triangle or from comparisons of indices, the whole mask is read:
+     * the causal bound and a window's (bound_window) are different
+     * operators of it, the narrowest window kept. */
     int queue[256], head = 0, n = 0;
+    bool causal = false;
+    int64_t narrowest = 0;
     bool clean[256];
     if (v >= 0) queue[n] = v, clean[n++] = true;
     while (head < n) {
@@ -981,7 +1057,7 @@ static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
         bool cl = clean[head++];
         int64_t w = cl || pol == MASK_ADDITIVE ? const_causal(c, u, cl ? pol : MASK_ADDITIVE) : -1;
         if (w >= 0) {
-            *window = w;
+            *window = narrowest && (!w || narrowest < w) ? narrowest : w;
             return true;
         }
         int p = prod(c, u);
@@ -990,10 +1066,16 @@ static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
         for (int i = 0; i < head - 1 && !again; i++) again = prod(c, queue[i]) == p;
         if (again) continue;
         const mp_node *pn = NODE(c, p);
-        if (is_op(pn, "Trilu") || is_ms(pn, "Trilu")) return true;
-        if ((is_op(pn, "LessOrEqual") || is_op(pn, "Less") || is_op(pn, "GreaterOrEqual") || is_op(pn, "Greater")) &&
-            pn->n_in == 2 && depends_on_range(c, pn->in[0], 0) && depends_on_range(c, pn->in[1], 0))
-            return true;
+        bool bound = is_op(pn, "Trilu") || is_ms(pn, "Trilu") ||
+                     ((is_op(pn, "LessOrEqual") || is_op(pn, "Less") || is_op(pn, "GreaterOrEqual") ||
+                       is_op(pn, "Greater")) &&
+                      pn->n_in == 2 && depends_on_range(c, pn->in[0], 0) && depends_on_range(c, pn->in[1], 0));
+        if (bound) {
+            causal = true;
+            int64_t bw = bound_window(c, pn);
+            if (bw > 0 && (!narrowest || bw < narrowest)) narrowest = bw;
+            if (!is_op(pn, "Trilu") && !is_ms(pn, "Trilu")) continue; /* a triangle of a triangle: read on */
+        }
         bool pass = cl && mask_pass(pn);
         for (int i = 0; i < pn->n_in && n < (int)MP_ARRAY_LEN(queue); i++) {
             int in = pn->in[i];
@@ -1003,7 +1085,8 @@ static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
             queue[n] = in, clean[n++] = pass && i == 0;
         }
     }
-    return false;
+    if (causal) *window = narrowest;
+    return causal;
 }
 
 /* A Reshape of the scores that leaves their last two dims (queries x
