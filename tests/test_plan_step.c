@@ -543,6 +543,53 @@ static void t_merged_parameters(void) {
     mp_model_free(m);
 }
 
+/* A causal attention planned fused runs as SDPA with is_causal: the tiles
+ * wholly above the diagonal are skipped (mp_sdpa_causal_share, 128-token
+ * tiles: T (T + 1) / 2 of T^2). By hand: 1 up to 128 tokens; at 256, T = 2,
+ * 3 of 4 tiles: 0.75; at 2,048, 136 of 256: 0.53125; queries other than the
+ * keys: 1. OPT-125M (dynamo export, 12 causal attentions) at 2 x 1,024 in
+ * bf16-mixed on an H100: 12 of 12 causal, T = 8, 36 of 64 tiles: each
+ * head's roofline the larger of 0.5625 of its FLOPs' time and its bytes'
+ * (the backward compute-bound);
+ * the counts keep every score (flop_counter's). Eager, nothing skipped. */
+static void t_causal_tiles(void) {
+    T_CHECK(mp_sdpa_causal_share(128, 128) == 1.0);
+    T_CHECK(mp_sdpa_causal_share(256, 256) == 0.75);
+    T_CHECK(mp_sdpa_causal_share(2048, 2048) == 0.53125);
+    T_CHECK(mp_sdpa_causal_share(1, 2048) == 1.0);
+    mp_model *m = NULL;
+    mp_profile *p = NULL;
+    T_OK(mp_model_load("models/dynamo/opt_125m.onnx", &m));
+    if (m) {
+        T_OK(mp_model_set_dim(m, "batch", 2));
+        T_OK(mp_model_set_dim(m, "seq", 1024));
+        T_OK(mp_profile_static(m, &p));
+    }
+    for (int fused = 1; p && fused >= 0; fused--) {
+        const char *kv[] = {"precision", "bf16-mixed", "gpu", "h100", "attention", fused ? "fused" : "eager", NULL};
+        mp_tplan *pl = plan_with(p, kv);
+        if (!pl) continue;
+        T_EQ(pl->attn_causal, fused ? 12 : 0);
+        if (fused) T_CHECK(pl->attn_causal_share == 0.5625);
+        int skipping = 0;
+        for (int k = 0; k < pl->n_nodes; k++) {
+            const mp_pnode *pn = &pl->nodes[k];
+            if (pn->skipped == 0) continue;
+            skipping++;
+            T_CHECK(pn->skipped == 0.4375);
+            double rate = pl->peak_low_flops * pl->o.compute_eff, bw = pl->bw * pl->o.memory_eff;
+            double f = fmax(0.5625 * (double)pn->fwd_flops / rate, (double)pn->bytes / bw);
+            double b = fmax(0.5625 * (double)pn->bwd_flops / rate, 2.0 * (double)pn->bytes / bw);
+            T_CHECK(fabs(pn->roof_fwd - f) <= 1e-9 * f && fabs(pn->roof_bwd - b) <= 1e-9 * b);
+            T_CHECK(0.5625 * (double)pn->bwd_flops / rate > 2.0 * (double)pn->bytes / bw); /* compute-bound back */
+        }
+        T_EQ(skipping, fused ? 12 : 0);
+        mp_tplan_free(pl);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 /* An encoder-decoder (nn.Transformer of 8 features, 2 heads of 4, one
  * layer each side, batch_first; seed encdec_transformer.onnx: source 2 x
  * 6 tokens, target 2 x 4, its causal mask folded): the encoder's
@@ -1135,6 +1182,7 @@ MP_TESTS(plan_step) {
     {"softcap_eager", t_softcap_eager},
     {"gemma2_block", t_gemma2_block},
     {"merged_parameters", t_merged_parameters},
+    {"causal_tiles", t_causal_tiles},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},
     {"host_ops_einsum_norms", t_host_ops_einsum_norms},

@@ -120,6 +120,12 @@ mp_sdpa_cost mp_sdpa_flops(double bh, double sq, double sk, double dq, double dv
     return f;
 }
 
+double mp_sdpa_causal_share(double sq, double sk) {
+    if (!(sq > 0) || sq != sk) return 1.0;
+    double t = ceil(sq / 128.0);
+    return (t + 1.0) / (2.0 * t);
+}
+
 static uint64_t at_u64(double x) { return x > 0 && x < 1.8e19 ? (uint64_t)x : 0; }
 
 void mp_bwd_sdpa(const mp_attn_dims *d, mp_bwd *t) {

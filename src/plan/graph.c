@@ -757,6 +757,21 @@ static void plan_roles(pctx *c) {
     if (P && P->lm_head >= 0) c->tpc[P->lm_head] = TPC_HEAD;
 }
 
+/* A causal attention planned fused runs as SDPA with is_causal (how
+ * transformers calls it when no token is padded; the exporter traced an
+ * explicit mask instead): the kernel skips the tiles above the diagonal
+ * (mp_sdpa_causal_share, where queries and keys are the same tokens). A
+ * sliding window narrower than the keys needs its mask: all tiles run. */
+static void causal_skip(pctx *c, const mp_pattn *a, mp_pnode *pn) {
+    if (!mp_pattn_causal(a) || a->cross || a->seq_q <= 0 || a->seq_q != a->seq_k) return;
+    if (a->window > 0 && a->window < a->seq_k) return;
+    double sh = mp_sdpa_causal_share((double)a->seq_q, (double)a->seq_k);
+    if (!(sh < 1.0)) return;
+    pn->skipped = 1.0 - sh;
+    c->pl->attn_causal++;
+    if (c->pl->attn_causal_share == 0 || sh < c->pl->attn_causal_share) c->pl->attn_causal_share = sh;
+}
+
 /* The group a head node runs as one kernel: the FLOPs of its members and
  * their traffic (what the group reads from outside it and writes for
  * outside it, once). */
@@ -1356,6 +1371,7 @@ static mp_status graph_pass(pctx *c) {
                 } else {
                     bwd = rg ? 2 * fwd : 0;
                 }
+                causal_skip(c, a, pn);
             } else {
                 bwd = rg ? 2 * fwd : 0;
             }
@@ -1376,6 +1392,10 @@ static mp_status graph_pass(pctx *c) {
                 if (n->out[i] >= 0) act_io += v_bytes(c, n->out[i]);
             if (t.view) act_io = w_io = 0;
         }
+        /* an attention operator (opset 23's Attention, com.microsoft's):
+         * one fused kernel, causal as its flag or mask says */
+        if (ref.kind == MP_PAT_ATTN && P->attn[ref.index].op == ni && c->pl->o.attention_fused)
+            causal_skip(c, &P->attn[ref.index], pn);
         pn->fwd_flops = per_sample ? bscale(c, fwd) : fwd;
         pn->bwd_flops = per_sample ? bscale(c, bwd) : bwd;
         pn->bwd_recompute = per_sample ? bscale(c, recompute) : recompute;

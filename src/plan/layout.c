@@ -456,8 +456,9 @@ mp_status mp_tplan_layouts(mp_tplan *pl) {
             bool mm = mp_streq(op, "MatMul") || mp_streq(op, "Gemm") || mp_streq(op, "Einsum");
             if (conv || (mm && o->tf32 == MP_TF32_ALL)) peak = pl->peak_tf32_flops;
         }
-        pn->roof_fwd = roof((double)pn->fwd_flops, peak, (double)pn->bytes, pl->bw, o);
-        pn->roof_bwd = roof((double)pn->bwd_flops, peak, 2.0 * (double)pn->bytes, pl->bw, o);
+        double run = 1.0 - pn->skipped; /* a causal kernel's tiles run (graph.c causal_skip) */
+        pn->roof_fwd = roof((double)pn->fwd_flops * run, peak, (double)pn->bytes, pl->bw, o);
+        pn->roof_bwd = roof((double)pn->bwd_flops * run, peak, 2.0 * (double)pn->bytes, pl->bw, o);
         /* kernels bound by the instructions they issue (graph.c's native_depthwise) */
         if (pl->simt_ips > 0 && (pn->simt_fwd || pn->simt_bwd)) {
             double f = (double)pn->simt_fwd / (pl->simt_ips * o->compute_eff);

@@ -117,6 +117,9 @@ typedef struct mp_pnode {
     uint64_t fwd_flops, bwd_flops;    /* per micro-batch */
     uint64_t bwd_recompute;           /* of bwd_flops: forward work done again (a fused
                                        * attention's scores): executed, not model FLOPs */
+    double skipped;                   /* share of its FLOPs its kernel does not run, both ways (a
+                                       * causal fused attention's tiles above the diagonal:
+                                       * mp_sdpa_causal_share): time only, not counts */
     uint64_t bytes;                   /* bytes moved by the forward */
     uint64_t out_bytes;               /* its output 0, in the plan's type */
     uint64_t temp;                    /* transient bytes of its backward */
@@ -186,6 +189,9 @@ struct mp_tplan {
                                   * KV heads: what its operators keep) */
     int attn_softcap;            /* planned eager for their logit softcapping, which SDPA does
                                   * not take (--attention fused) */
+    int attn_causal;             /* of attn_fused: causal, run with is_causal (tiles above the
+                                  * diagonal skipped) */
+    double attn_causal_share;    /* the share of the scores' work those run (the longest's) */
     int n_repeats;
     int *repeats;                /* module ids of the repeated modules (graph.c find_repeats;
                                   * not the pattern layer's transformer blocks) */

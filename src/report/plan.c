@@ -222,10 +222,15 @@ static void recognised_text(pw *w, const mp_tplan *pl) {
     if (P->n_attn) {
         label(w, "attention planned:");
         int eager = P->n_attn - pl->attn_fused - pl->attn_math, parts = 0;
-        if (pl->attn_fused)
+        if (pl->attn_fused) {
             pf(w, "%d fused (scaled_dot_product_attention's flash or memory-efficient kernel: %s)", pl->attn_fused,
-               pl->o.inference ? "no scores written" : "Q, K, V, the output and a log-sum-exp kept, no scores"),
-                parts++;
+               pl->o.inference ? "no scores written" : "Q, K, V, the output and a log-sum-exp kept, no scores");
+            if (pl->attn_causal)
+                pf(w, ", %d of them causal with is_causal (the kernel runs the tiles on and below the diagonal: "
+                      "%.0f%% of the scores' work)",
+                   pl->attn_causal, 100.0 * pl->attn_causal_share);
+            parts++;
+        }
         if (pl->attn_math)
             pf(w, "%s%d as SDPA's math backend (fp32 with grouped KV heads: K and V repeated, the "
                   "probabilities %s)", parts++ ? "; " : "", pl->attn_math, pl->o.inference ? "written" : "kept");
@@ -956,6 +961,10 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "attention_fused"); jw_i64(w, pl->attn_fused);
     jw_key(w, "attention_math"); jw_i64(w, pl->attn_math);
     jw_key(w, "attention_softcapped"); jw_i64(w, pl->attn_softcap);
+    jw_key(w, "attention_causal"); jw_i64(w, pl->attn_causal);
+    jw_key(w, "attention_causal_share");
+    if (pl->attn_causal) jw_double(w, pl->attn_causal_share);
+    else jw_null(w);
     jw_key(w, "norms"); jw_i64(w, P->n_norms);
     jw_key(w, "activations"); jw_i64(w, P->n_acts);
     jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
