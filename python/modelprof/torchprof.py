@@ -502,9 +502,53 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
                                      detailed=detailed, tree_depth=-1), output_file)
     tot = d["total"]
     flops, macs, params = tot["flops"], tot["macs"], tot["params"]
+    _say_unrun(model, d)
     if as_string:
         return number_to_string(flops), macs_to_string(macs), params_to_string(params)
     return flops, macs, params
+
+
+def unrun_params(model, profile):
+    """The model's parameters (each once, as model.parameters() gives
+    them) beyond what the profile counts: those of modules the exported
+    forward did not run (a branch not taken: Inception-v3's AuxLogits in
+    eval mode) are not in the export; sum(p.numel()) and DeepSpeed's
+    profiler count them. Returns (elements, [modules]): the outermost
+    modules the export holds no operator of, when their parameters are
+    exactly the difference (a module whose weights its parent reads, as
+    nn.MultiheadAttention reads out_proj's, holds none and is counted);
+    else no names."""
+    declared = sum(p.numel() for p in model.parameters())
+    diff = declared - int(profile["total"]["params"] or 0)
+    if diff <= 0:
+        return 0, []
+    held = {m["path"] for m in profile.get("modules", ())}
+    seen, total, where = set(), 0, []
+    for name, mod in model.named_modules():
+        if not name or name in held:
+            continue
+        parent = name.rsplit(".", 1)[0] if "." in name else ""
+        if parent not in held:
+            continue    # inside an outer absent module: counted with it
+        n = 0
+        for p in mod.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                n += p.numel()
+        if n:
+            total += n
+            where.append(name)
+    return diff, where if total == diff else []
+
+
+def _say_unrun(model, profile):
+    n, where = unrun_params(model, profile)
+    if n:
+        shown = ", ".join(where[:4]) + (" and %d more" % (len(where) - 4) if len(where) > 4 else "")
+        sys.stderr.write("modelprof: %s of the model's parameters are not in the export: %s; "
+                         "not counted (sum(p.numel()) and DeepSpeed's profiler count them)\n"
+                         % (format(n, ","), "the forward ran no operator of " + shown if shown
+                            else "its forward did not use them"))
 
 
 # model -> (export_key, the export's bytes, the weight table), for models

@@ -209,6 +209,41 @@ def export_error_names_module():
 
 
 @test
+def unrun_branch_said():
+    """A module the forward does not run in eval mode (an auxiliary head,
+    Inception-v3's AuxLogits): its parameters are not in the export, so not
+    counted; the call says how many and where, on stderr. A model whose
+    every module runs says nothing."""
+    import contextlib
+    import io
+    import torch
+    import modelprof
+
+    class Aux(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(16, 32)
+            self.aux = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.Linear(8, 2))
+
+        def forward(self, x):
+            y = self.body(x)
+            return (y, self.aux(y)) if self.training else y
+    for model, want in ((Aux(), 32 * 8 + 8 + 8 * 2 + 2), (torch.nn.Linear(16, 32), 0)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            _, _, p = modelprof.get_model_profile(model, input_shape=(4, 16), print_profile=False,
+                                                  as_string=False)
+        check(p + want == params_of(model), "params %d + %d, PyTorch %d" % (p, want, params_of(model)))
+        said = err.getvalue()
+        if want:
+            check("%d of the model's parameters" % want in said and "operator of aux;" in said,
+                  "said: %r" % said)
+            print("    " + said.strip()[:160])
+        else:
+            check("not in the export" not in said, "said: %r" % said)
+
+
+@test
 def exporter_fallback():
     """MODELPROF_EXPORTER=dynamo asks for the dynamo exporter first; where it
     fails (on torch < 2.5 it does not exist: TypeError) the TorchScript
