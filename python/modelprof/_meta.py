@@ -19,6 +19,13 @@ rotary inv_freq) would become constants holding meta data the exporter
 cannot write: for the export they are saved (graph inputs) and declared as
 constants, neither parameters nor buffers.
 
+Tensor constants the tracer made of meta tensors (a traced size divided
+by an int) are never equal to the exporter's common subexpression pass
+(meta_constants_unequal): it compares them with aten::equal, which has no
+Meta kernel. Constants whose values the tracer computed from meta tensors
+(Swin's shifted-window mask pieces) are written as zeros
+(meta_constants_zeroed): a mask made so reads as no mask.
+
 torch 1.13's tracer records a convolution below aten::convolution (as
 aten::_convolution, which ONNX's symbolic reads); on the meta device the
 convolution's meta kernel answers first and nothing is recorded, so a
@@ -156,6 +163,65 @@ def exporter_without_values():
             setattr(_C, k, v)
 
 
+@contextlib.contextmanager
+def meta_constants_zeroed():
+    """Constants whose values the tracer computed from meta tensors have
+    none to write (torchvision's Swin builds its shifted windows' mask with
+    x.new_zeros and slice assignments: its pieces become Constant nodes
+    holding meta tensors, and the writer cannot copy them out). For the
+    export's duration the writer gets zeros of the same shape and type in
+    their place. Nothing the counts read comes from such values (shapes
+    and indices are the tracer's ints, written as they are); a mask made
+    so reads as no mask (a causal one would be bidirectional)."""
+    try:
+        import torch
+        G = torch._C.Graph
+        orig = G._export_onnx
+    except (ImportError, AttributeError):
+        yield
+        return
+
+    def export_onnx(self, *a, **k):
+        for n in self.nodes():
+            if n.kind() != "onnx::Constant" or "value" not in n.attributeNames():
+                continue
+            try:
+                t = n.t("value")
+            except RuntimeError:    # not a tensor attribute
+                continue
+            if t.device.type == "meta":
+                n.t_("value", torch.zeros(t.shape, dtype=t.dtype))
+        return orig(self, *a, **k)
+    G._export_onnx = export_onnx
+    try:
+        yield
+    finally:
+        G._export_onnx = orig
+
+
+@contextlib.contextmanager
+def meta_constants_unequal():
+    """Tensor constants the tracer made from meta tensors (torchvision's
+    Swin divides a traced size by the window: `pad_H // window_size[0]`
+    wraps the int in a meta tensor) reach the exporter's common
+    subexpression pass, which compares constants with aten::equal: meta
+    tensors have no values, and no Meta kernel answers. For the export's
+    duration one does, saying unequal: such constants are not merged, which
+    only keeps apart size arithmetic the real model's export would merge
+    (a few shape operators more, no parameter, MAC or peak moved)."""
+    lib = None
+    try:
+        import torch
+        lib = torch.library.Library("aten", "IMPL", "Meta")
+        lib.impl("equal", lambda a, b: False)
+    except Exception:   # registered already, or no Python kernels: as before
+        lib = None
+    try:
+        yield
+    finally:
+        del lib
+
+
 def _ints(v, k):
     return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)] * k
 
@@ -253,5 +319,5 @@ def meta_export(model):
     """Everything a meta model's export needs, for its duration (module
     docstring). Yields the names of the buffers the model does not save."""
     with saved_buffers(model) as unsaved, exporter_without_values(), traced_meta_conv(), \
-            without_onnx_shape_inference():
+            without_onnx_shape_inference(), meta_constants_unequal(), meta_constants_zeroed():
         yield unsaved

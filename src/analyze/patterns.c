@@ -503,6 +503,15 @@ static void norm_decomposed(pctx *c, int r) {
     else if (is_op(sn, "Mul") && sn->n_in == 2 && sn->in[0] == sn->in[1]) t = sn->in[0];
     else return;
     if (!is_float(c, t)) return;
+    /* a Cast to the type the difference has already (torch 1.13's
+     * layer_norm symbolic without ONNX shape inference, as a weightless
+     * export runs it: Sub, Cast, Pow by a Cast 2.0) */
+    int tcast = prod(c, t);
+    if (tcast >= 0 && free_node(c, tcast) && float_cast(c, tcast) && sole(c, t) == sq &&
+        VAL(c, in_at(c, tcast, 0))->dtype == VAL(c, t)->dtype)
+        t = in_at(c, tcast, 0);
+    else
+        tcast = -1;
     cand_reset(c);
     int x = t, sub = prod_op(c, t, "Sub"), mean = -1;
     if (sub >= 0 && free_node(c, sub)) {
@@ -518,6 +527,7 @@ static void norm_decomposed(pctx *c, int r) {
     } else {
         sub = -1;
     }
+    if (tcast >= 0) cand(c, tcast, MP_PART_BODY);
     cand(c, sq, MP_PART_BODY);
     cand(c, r, MP_PART_BODY);
     int e = sole_op(c, out0(c, r), "Add");
@@ -546,7 +556,7 @@ static void norm_decomposed(pctx *c, int r) {
         int nu;
         const int *u = mp_uses(c->g, t, &nu);
         for (int i = 0; i < nu; i++)
-            if (u[i] != sq && u[i] != q) return;
+            if (u[i] != sq && u[i] != q && u[i] != tcast) return;
     }
     int y = out0(c, q);
     int64_t dim = last_dim(c, x);

@@ -241,6 +241,12 @@ def unrun_branch_said():
             print("    " + said.strip()[:160])
         else:
             check("not in the export" not in said, "said: %r" % said)
+        # the plan the same: no states for what the export does not hold
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            pl = modelprof.plan(model, args=[torch.randn(4, 16)], optimizer="adamw")
+        check(pl["params"] + want == params_of(model), "plan params %d" % pl["params"])
+        check(("the plan holds no weights" in err.getvalue()) == bool(want), "plan said: %r" % err.getvalue())
 
 
 @test
@@ -927,13 +933,17 @@ def convnet():
     return ConvNet
 
 
-def meta_against_real(make, x, what, plan_kw, unsaved_slack=0):
+def meta_against_real(make, x, what, plan_kw, unsaved_slack=0, static_peak=True):
     """The profile and the plan of make() with weights and built on the
     meta device: the same params (PyTorch's count), MACs, activation peak
     and planned peak. unsaved_slack: bytes the planned memory may differ by
     when the model computes from a buffer it does not save (a rotary
     inv_freq: folded into constants by the export with values, computed in
-    the graph without them; docs/PLANNING.md)."""
+    the graph without them; docs/PLANNING.md). static_peak=False: the
+    static profile's activation peak may move by the index tensors the
+    exporter builds for a slice assignment without its shape inference
+    (Range, Gather, Concat where the export with values has constants:
+    _meta.without_onnx_shape_inference); the planned peak may not."""
     import torch
     import modelprof
     from modelprof import torchprof
@@ -955,7 +965,7 @@ def meta_against_real(make, x, what, plan_kw, unsaved_slack=0):
           "%s params real %d, meta %d, PyTorch %d" % (what, rt["params"], mt["params"], n))
     check(rt["macs"] == mt["macs"], "%s MACs real %d, meta %d" % (what, rt["macs"], mt["macs"]))
     for k in ("activation_peak_bytes", "param_bytes"):
-        if k in rt:
+        if k in rt and (static_peak or k != "activation_peak_bytes"):
             check(rt[k] == mt[k], "%s %s real %d, meta %d" % (what, k, rt[k], mt[k]))
     check(rp["params"] == mp["params"] == n, "%s plan params" % what)
     for k in ("peak_bytes", "weights_bytes", "grads_bytes", "optimizer_bytes",
@@ -968,6 +978,44 @@ def meta_against_real(make, x, what, plan_kw, unsaved_slack=0):
                          rp["memory"]["peak_bytes"], mp["memory"]["peak_bytes"]))
 
 
+def windowed():
+    """A Swin-like block written here: nn.LayerNorm (torch 1.13 writes its
+    decomposition with a Cast before the square when the exporter's own
+    shape inference is off, as the meta export runs it: ConvNeXt's 23
+    norms went unrecognised on the meta device, its planned peak 1% off),
+    windows by a traced size divided by the window (a meta tensor constant
+    the exporter compares, aten::equal having no Meta kernel), and a
+    shifted windows' mask built by new_zeros and slice assignments (its
+    pieces constants holding meta tensors: torchvision's Swin-T could not
+    be exported on the meta device)."""
+    import torch
+
+    class Windowed(torch.nn.Module):
+        def __init__(self, c=16, ws=4):
+            super().__init__()
+            self.ws = ws
+            self.norm = torch.nn.LayerNorm(c)
+            self.qkv = torch.nn.Linear(c, 3 * c)
+            self.proj = torch.nn.Linear(c, c)
+
+        def forward(self, x):                  # [B, H, W, C]
+            B, H, W, C = x.shape
+            ws = self.ws
+            x = self.norm(x)
+            n = (H // ws) * (W // ws)
+            mask = x.new_zeros((H, W))
+            mask[: H - ws, : W - ws] = 1.0
+            mask[H - ws:, W - ws:] = 2.0
+            mask = mask.view(H // ws, ws, W // ws, ws).permute(0, 2, 1, 3).reshape(n, ws * ws)
+            mask = (mask.unsqueeze(1) - mask.unsqueeze(2)) * -100.0
+            w = x.view(B, H // ws, ws, W // ws, ws, C).permute(0, 1, 3, 2, 4, 5).reshape(B * n, ws * ws, C)
+            q, k, v = self.qkv(w).chunk(3, dim=-1)
+            s = (q @ k.transpose(-2, -1)).view(B, n, ws * ws, ws * ws) + mask
+            a = torch.softmax(s.view(B * n, ws * ws, ws * ws), dim=-1)
+            return self.proj(a @ v)
+    return Windowed
+
+
 @test
 def meta_device_models():
     import torch
@@ -977,6 +1025,8 @@ def meta_device_models():
     kw = dict(gpu="h100-sxm", precision="bf16-mixed", optimizer="adamw")
     meta_against_real(torchvision.models.resnet18, torch.randn(2, 3, 64, 64), "resnet18", kw)
     meta_against_real(convnet(), torch.randn(2, 3, 32, 32), "convnet", kw)
+    meta_against_real(windowed(), torch.randn(2, 8, 8, 16), "windowed (layer norm, shifted mask)", kw,
+                      static_peak=False)
     tied = dict(fm.LLAMA_SMALL, num_hidden_layers=2, tie_word_embeddings=True)
     meta_against_real(lambda: fm.LlamaForCausalLM(tied), torch.randint(0, 100, (2, 16)),
                       "llama (tied)", kw)
