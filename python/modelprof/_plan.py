@@ -38,4 +38,5 @@ def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options
                                  "them)" % f, "usage")
     with torchprof._profiled("plan", model, input_shape, args, kwargs, verbose=verbose) as p:
         doc = json.loads(p.plan(flags, _lib.JSON))
+        torchprof.say_unrun(model, p.json(), planned=True)
     return doc["plan"]

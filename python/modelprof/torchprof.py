@@ -502,7 +502,7 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
                                      detailed=detailed, tree_depth=-1), output_file)
     tot = d["total"]
     flops, macs, params = tot["flops"], tot["macs"], tot["params"]
-    _say_unrun(model, d)
+    say_unrun(model, d)
     if as_string:
         return number_to_string(flops), macs_to_string(macs), params_to_string(params)
     return flops, macs, params
@@ -541,14 +541,19 @@ def unrun_params(model, profile):
     return diff, where if total == diff else []
 
 
-def _say_unrun(model, profile):
+def say_unrun(model, profile, planned=False):
+    """One line on stderr when unrun_params finds any (get_model_profile,
+    modelprof.plan)."""
     n, where = unrun_params(model, profile)
     if n:
         shown = ", ".join(where[:4]) + (" and %d more" % (len(where) - 4) if len(where) > 4 else "")
-        sys.stderr.write("modelprof: %s of the model's parameters are not in the export: %s; "
-                         "not counted (sum(p.numel()) and DeepSpeed's profiler count them)\n"
+        sys.stderr.write("modelprof: %s of the model's parameters are not in the export: %s; %s\n"
                          % (format(n, ","), "the forward ran no operator of " + shown if shown
-                            else "its forward did not use them"))
+                            else "its forward did not use them",
+                            "the plan holds no weights, gradients or optimizer states for them "
+                            "(a branch only training runs, as an auxiliary head, is not planned)"
+                            if planned else "not counted (sum(p.numel()) and DeepSpeed's "
+                            "profiler count them)"))
 
 
 # model -> (export_key, the export's bytes, the weight table), for models
