@@ -315,14 +315,22 @@ void tb_softcap_attention(mp_model *m) {
     tb_input(m, "v", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 6, 8));
     tb_const_f(m, "scaling", MP_DT_FLOAT, 0, NULL, (const double[]){0.25});
     tb_const_f(m, "cap", MP_DT_FLOAT, 0, NULL, (const double[]){50.0});
-    int kt = tb_node(m, "Transpose", "k", "kt");
-    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
-    tb_node(m, "MatMul", "q,kt", "s");
+    tb_scores(m);
     tb_node(m, "Mul", "s,scaling", "s1");
     tb_node(m, "Div", "s1,cap", "s2");
     tb_node(m, "Tanh", "s2", "s3");
     tb_node(m, "Mul", "s3,cap", "s4");
-    int sm = tb_node(m, "Softmax", "s4", "p");
+    tb_attend(m, "s4");
+}
+
+void tb_scores(mp_model *m) {
+    int kt = tb_node(m, "Transpose", "k", "kt");
+    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
+    tb_node(m, "MatMul", "q,kt", "s");
+}
+
+void tb_attend(mp_model *m, const char *in) {
+    int sm = tb_node(m, "Softmax", in, "p");
     tb_attr_i(m, sm, "axis", -1);
     tb_node(m, "MatMul", "p,v", "y");
     tb_output(m, "y");

@@ -58,6 +58,12 @@ mp_model *tb_mlp2(int64_t b, int64_t in, int64_t hid, int64_t out);
  * k^T, s1 = s * 0.25, s2 = s1 / 50, s3 = tanh(s2), s4 = s3 * 50, p =
  * softmax(s4), y = p . v. */
 void tb_softcap_attention(mp_model *m);
+/* An eager attention's two ends over inputs q, k, v [B, H, S, D]: the
+ * scores s = q @ Transpose(k, (0, 1, 3, 2)) (tb_scores), and from what the
+ * caller made of them, p = Softmax(in) on the last axis, y = p @ v, the
+ * model's output (tb_attend). */
+void tb_scores(mp_model *m);
+void tb_attend(mp_model *m, const char *in);
 void tb_expect_shape_error(mp_model *m, const char *name);
 void tb_check_ints(mp_model *m, const char *name, int64_t n, const int64_t *want);
 void tb_check_floats(mp_model *m, const char *name, int64_t n, const double *want);

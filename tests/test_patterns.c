@@ -670,16 +670,11 @@ static void t_swin_window_attention(void) {
 
 /* softmax(q . k^T [+ mask]) . v on inputs q, k, v of rank 4, output y. */
 static void eager_attention(mp_model *m, const char *mask) {
-    int kt = tb_node(m, "Transpose", "k", "kt");
-    tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
-    tb_node(m, "MatMul", "q,kt", "s");
+    tb_scores(m);
     char ins[64];
     snprintf(ins, sizeof ins, "s,%s", mask ? mask : "");
     if (mask) tb_node(m, "Add", ins, "sm");
-    int sm = tb_node(m, "Softmax", mask ? "sm" : "s", "p");
-    tb_attr_i(m, sm, "axis", -1);
-    tb_node(m, "MatMul", "p,v", "y");
-    tb_output(m, "y");
+    tb_attend(m, mask ? "sm" : "s");
 }
 
 /* Constant additive masks the exporter folded, on 6 queries x 6 keys:
@@ -1031,14 +1026,9 @@ static void t_bool_causal_tables(void) {
             tb_input(m, "v", F, 4, TB_DIMS(1, 2, 6, 8));
             tb_const_i(m, "up", MP_DT_BOOL, 2, TB_DIMS(6, 6), up);
             tb_const_f(m, "fill", F, 0, NULL, (const double[]){-INFINITY});
-            int kt = tb_node(m, "Transpose", "k", "kt");
-            tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
-            tb_node(m, "MatMul", "q,kt", "s");
+            tb_scores(m);
             tb_node(m, "Where", "up,fill,s", "sm");
-            int sm = tb_node(m, "Softmax", "sm", "p");
-            tb_attr_i(m, sm, "axis", -1);
-            tb_node(m, "MatMul", "p,v", "y");
-            tb_output(m, "y");
+            tb_attend(m, "sm");
             prof = tb_prof(m);
         } else {
             m = gpt2_bias_model(form == 2);
@@ -1116,14 +1106,7 @@ static void t_runtime_window(void) {
             tb_node(m, "Trilu", "low,k8", "band");
             tb_node(m, "Log", "band", "mask");
         }
-        int kt = tb_node(m, "Transpose", "k", "kt");
-        tb_attr_ints(m, kt, "perm", 4, TB_DIMS(0, 1, 3, 2));
-        tb_node(m, "MatMul", "q,kt", "s");
-        tb_node(m, "Add", "s,mask", "sm");
-        int sm = tb_node(m, "Softmax", "sm", "p");
-        tb_attr_i(m, sm, "axis", -1);
-        tb_node(m, "MatMul", "p,v", "y");
-        tb_output(m, "y");
+        eager_attention(m, "mask");
         mp_profile *prof;
         const mp_patterns *p = built(m, &prof);
         T_CHECK(p && p->n_attn == 1);

@@ -32,6 +32,20 @@ static mp_tplan *plan_with(mp_profile *p, const char *const *kv) {
     return pl;
 }
 
+/* The static profile of a model file at batch x seq (*m to free after
+ * it); NULL, the failure checked, when it cannot be made. */
+static mp_profile *profile_at(const char *path, int64_t batch, int64_t seq, mp_model **m) {
+    mp_profile *p = NULL;
+    *m = NULL;
+    T_OK(mp_model_load(path, m));
+    if (*m) {
+        T_OK(mp_model_set_dim(*m, "batch", batch));
+        T_OK(mp_model_set_dim(*m, "seq", seq));
+        T_OK(mp_profile_static(*m, &p));
+    }
+    return p;
+}
+
 /* Hand figures, n = 40 logits, 4 rows (int64 targets: 32 B):
  *  kept = n x (loss type) + 32; forward transient = n x (logits type) +
  *  n x 4 when upcast; backward transient = 2 n x (loss type). */
@@ -521,14 +535,8 @@ static void t_gemma2_block(void) {
  * has the 48 zero biases the optimizer removed from the Gemms (folded
  * away, with no stand-in), which the plan does not step. */
 static void t_merged_parameters(void) {
-    mp_model *m = NULL;
-    mp_profile *p = NULL;
-    T_OK(mp_model_load("models/dynamo/gpt2_dynamo.onnx", &m));
-    if (m) {
-        T_OK(mp_model_set_dim(m, "batch", 1));
-        T_OK(mp_model_set_dim(m, "seq", 8));
-        T_OK(mp_profile_static(m, &p));
-    }
+    mp_model *m;
+    mp_profile *p = profile_at("models/dynamo/gpt2_dynamo.onnx", 1, 8, &m);
     T_CHECK(p && p->param_stand_in != NULL);
     const char *kv[] = {"loss", "none", "optimizer", "adamw", NULL};
     mp_tplan *pl = p ? plan_with(p, kv) : NULL;
@@ -557,14 +565,8 @@ static void t_causal_tiles(void) {
     T_CHECK(mp_sdpa_causal_share(256, 256) == 0.75);
     T_CHECK(mp_sdpa_causal_share(2048, 2048) == 0.53125);
     T_CHECK(mp_sdpa_causal_share(1, 2048) == 1.0);
-    mp_model *m = NULL;
-    mp_profile *p = NULL;
-    T_OK(mp_model_load("models/dynamo/opt_125m.onnx", &m));
-    if (m) {
-        T_OK(mp_model_set_dim(m, "batch", 2));
-        T_OK(mp_model_set_dim(m, "seq", 1024));
-        T_OK(mp_profile_static(m, &p));
-    }
+    mp_model *m;
+    mp_profile *p = profile_at("models/dynamo/opt_125m.onnx", 2, 1024, &m);
     for (int fused = 1; p && fused >= 0; fused--) {
         const char *kv[] = {"precision", "bf16-mixed", "gpu", "h100", "attention", fused ? "fused" : "eager", NULL};
         mp_tplan *pl = plan_with(p, kv);
