@@ -20,6 +20,18 @@ def _flags(options):
     return out
 
 
+def model_dropout(model):
+    """The dropout probability the model trains with: its nn.Dropout
+    modules' p (the most common nonzero one; Hugging Face's BERT, GPT-2,
+    OPT and T5 configurations build theirs at 0.1), None when it has none
+    above 0 (Llama, Qwen, Mistral; a probability passed to a function, not
+    held by a module, is not seen)."""
+    import torch
+    ps = [float(m.p) for m in model.modules()
+          if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0]
+    return max(sorted(set(ps)), key=ps.count) if ps else None
+
+
 def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options):
     """The plan of training `model` called as model(*args, **kwargs) (or on
     a tensor of input_shape): the `plan` object of `modelprof plan --format
@@ -30,7 +42,15 @@ def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options
     The model is exported as get_model_profile exports it (eval mode; a
     model on the meta device, built without weights, plans as the same
     model with weights does). An unknown option or a bad value raises
-    ModelprofError naming the flag."""
+    ModelprofError naming the flag. The export (eval mode) has no Dropout:
+    a training plan takes the model's own probability (model_dropout) as
+    --dropout unless dropout= is given (dropout=0: none)."""
+    if "dropout" not in options and not options.get("inference"):
+        p = model_dropout(model)
+        if p is not None:
+            options = dict(options, dropout=p)
+    if options.get("dropout") == 0:
+        options = dict(options, dropout=None)
     flags = _flags(options)
     for f, _ in flags:    # before the export: a typo costs nothing
         if _lib.LIB.mp_tplan_option_kind(f.encode()) < 0:

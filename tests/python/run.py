@@ -1159,6 +1159,39 @@ def plan_from_python():
 
 
 @test
+def plan_takes_models_dropout():
+    """The export (eval mode) has no Dropout; modelprof.plan takes the
+    model's own probability unless dropout= is given: a BERT of ours
+    (nn.Dropout(0.1) as Hugging Face's) plans as with dropout=0.1, its masks
+    kept (2 layers x 2 masks + the embedding's, 1 B each of 2 x 32 x 128:
+    40,960 B with fused attention), and dropout=0 plans none; inference
+    and a Llama (no dropout module) take none."""
+    import torch
+    import modelprof
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import fixture_models as fm
+    m = fm.Bert(fm.BERT_TINY)
+    ids = torch.randint(0, 100, (2, 32))
+    args = [ids, torch.ones_like(ids)]
+    auto = modelprof.plan(m, args=args, optimizer="adamw")
+    given = modelprof.plan(m, args=args, optimizer="adamw", dropout=0.1)
+    none = modelprof.plan(m, args=args, optimizer="adamw", dropout=0)
+    check(auto["assumptions"]["dropout"] == 0.1 and none["assumptions"]["dropout"] is None,
+          "dropout assumed %r, with dropout=0 %r" % (auto["assumptions"]["dropout"],
+                                                   none["assumptions"]["dropout"]))
+    check(auto["memory"] == given["memory"], "default and dropout=0.1 differ")
+    check(auto["activations"]["dropout_bytes"] == 5 * 2 * 32 * 128,
+          "masks %d B, hand 40,960" % auto["activations"]["dropout_bytes"])
+    check(auto["memory"]["activations_bytes"] - none["memory"]["activations_bytes"] == 40960,
+          "activations %d vs %d" % (auto["memory"]["activations_bytes"], none["memory"]["activations_bytes"]))
+    inf = modelprof.plan(m, args=args, inference=True)
+    check(inf["assumptions"]["dropout"] is None, "inference took a dropout")
+    llama = fm.LlamaForCausalLM(dict(fm.LLAMA_SMALL, num_hidden_layers=1))
+    lp = modelprof.plan(llama, args=[torch.randint(0, 100, (1, 8))])
+    check(lp["assumptions"]["dropout"] is None, "a Llama took a dropout")
+
+
+@test
 def installed_tree():
     prefix = tempfile.mkdtemp(prefix="mp-install-")
     work = tempfile.mkdtemp(prefix="mp-elsewhere-")
