@@ -559,7 +559,8 @@ static void t_merged_parameters(void) {
  * bf16-mixed on an H100: 12 of 12 causal, T = 8, 36 of 64 tiles: each
  * head's roofline the larger of 0.5625 of its FLOPs' time and its bytes'
  * (the backward compute-bound);
- * the counts keep every score (flop_counter's). Eager, nothing skipped. */
+ * the counts keep every score (flop_counter's). Eager, nothing skipped.
+ * And opset 23's Attention operator, causal by its flag. */
 static void t_causal_tiles(void) {
     T_CHECK(mp_sdpa_causal_share(128, 128) == 1.0);
     T_CHECK(mp_sdpa_causal_share(256, 256) == 0.75);
@@ -590,6 +591,30 @@ static void t_causal_tiles(void) {
     }
     mp_profile_free(p);
     mp_model_free(m);
+    /* opset 23's Attention with is_causal, one fused kernel of its own: at
+     * 384 tokens T = 3, 6 of 9 tiles; without the flag, all */
+    for (int causal = 0; causal < 2; causal++) {
+        mp_model *mm = tb_new(23);
+        tb_input(mm, "q", MP_DT_FLOAT, 3, TB_DIMS(2, 384, 32));
+        tb_input(mm, "k", MP_DT_FLOAT, 3, TB_DIMS(2, 384, 32));
+        tb_input(mm, "v", MP_DT_FLOAT, 3, TB_DIMS(2, 384, 32));
+        int n = tb_node(mm, "Attention", "q,k,v", "y");
+        tb_attr_i(mm, n, "q_num_heads", 4);
+        tb_attr_i(mm, n, "kv_num_heads", 4);
+        tb_attr_i(mm, n, "is_causal", causal);
+        tb_output(mm, "y");
+        mp_profile *pp = tb_prof(mm);
+        const char *kv[] = {"gpu", "h100", "loss", "none", NULL};
+        mp_tplan *pl = pp ? plan_with(pp, kv) : NULL;
+        if (pl) {
+            T_EQ(pl->attn_causal, causal);
+            double skipped = 0;
+            for (int k = 0; k < pl->n_nodes; k++) skipped += pl->nodes[k].skipped;
+            T_CHECK(fabs(skipped - (causal ? 1.0 / 3.0 : 0.0)) < 1e-12);
+        }
+        mp_tplan_free(pl);
+        tb_done(mm, pp);
+    }
 }
 
 /* An encoder-decoder (nn.Transformer of 8 features, 2 heads of 4, one
