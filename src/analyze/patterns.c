@@ -1076,15 +1076,14 @@ static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
         for (int i = 0; i < head - 1 && !again; i++) again = prod(c, queue[i]) == p;
         if (again) continue;
         const mp_node *pn = NODE(c, p);
-        bool bound = is_op(pn, "Trilu") || is_ms(pn, "Trilu") ||
-                     ((is_op(pn, "LessOrEqual") || is_op(pn, "Less") || is_op(pn, "GreaterOrEqual") ||
-                       is_op(pn, "Greater")) &&
-                      pn->n_in == 2 && depends_on_range(c, pn->in[0], 0) && depends_on_range(c, pn->in[1], 0));
-        if (bound) {
+        bool tri = is_op(pn, "Trilu") || is_ms(pn, "Trilu");
+        if (tri || ((is_op(pn, "LessOrEqual") || is_op(pn, "Less") || is_op(pn, "GreaterOrEqual") ||
+                     is_op(pn, "Greater")) &&
+                    pn->n_in == 2 && depends_on_range(c, pn->in[0], 0) && depends_on_range(c, pn->in[1], 0))) {
             causal = true;
             int64_t bw = bound_window(c, pn);
             if (bw > 0 && (!narrowest || bw < narrowest)) narrowest = bw;
-            if (!is_op(pn, "Trilu") && !is_ms(pn, "Trilu")) continue; /* a triangle of a triangle: read on */
+            if (!tri) continue; /* a triangle of a triangle: read on */
         }
         bool pass = cl && mask_pass(pn);
         for (int i = 0; i < pn->n_in && n < (int)MP_ARRAY_LEN(queue); i++) {

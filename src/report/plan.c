@@ -962,9 +962,7 @@ static void patterns_json(jw *w, const mp_tplan *pl) {
     jw_key(w, "attention_math"); jw_i64(w, pl->attn_math);
     jw_key(w, "attention_softcapped"); jw_i64(w, pl->attn_softcap);
     jw_key(w, "attention_causal"); jw_i64(w, pl->attn_causal);
-    jw_key(w, "attention_causal_share");
-    if (pl->attn_causal) jw_double(w, pl->attn_causal_share);
-    else jw_null(w);
+    jw_key(w, "attention_causal_share"); jw_double(w, pl->attn_causal ? pl->attn_causal_share : NAN);
     jw_key(w, "norms"); jw_i64(w, P->n_norms);
     jw_key(w, "activations"); jw_i64(w, P->n_acts);
     jw_key(w, "rotary"); jw_i64(w, P->n_rotary);
