@@ -49,8 +49,6 @@ def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options
         p = model_dropout(model)
         if p is not None:
             options = dict(options, dropout=p)
-    if options.get("dropout") == 0:
-        options = dict(options, dropout=None)
     flags = _flags(options)
     for f, _ in flags:    # before the export: a typo costs nothing
         if _lib.LIB.mp_tplan_option_kind(f.encode()) < 0:
@@ -58,5 +56,5 @@ def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options
                                  "them)" % f, "usage")
     with torchprof._profiled("plan", model, input_shape, args, kwargs, verbose=verbose) as p:
         doc = json.loads(p.plan(flags, _lib.JSON))
-        torchprof.say_unrun(model, p.json(), planned=True)
+        torchprof.say_unrun(model, doc["plan"]["params"], lambda: p.json()["modules"], planned=True)
     return doc["plan"]

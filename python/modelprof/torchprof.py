@@ -502,27 +502,28 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
                                      detailed=detailed, tree_depth=-1), output_file)
     tot = d["total"]
     flops, macs, params = tot["flops"], tot["macs"], tot["params"]
-    say_unrun(model, d)
+    say_unrun(model, params, lambda: d["modules"])
     if as_string:
         return number_to_string(flops), macs_to_string(macs), params_to_string(params)
     return flops, macs, params
 
 
-def unrun_params(model, profile):
+def unrun_params(model, counted, modules):
     """The model's parameters (each once, as model.parameters() gives
-    them) beyond what the profile counts: those of modules the exported
-    forward did not run (a branch not taken: Inception-v3's AuxLogits in
-    eval mode) are not in the export; sum(p.numel()) and DeepSpeed's
-    profiler count them. Returns (elements, [modules]): the outermost
-    modules the export holds no operator of, when their parameters are
-    exactly the difference (a module whose weights its parent reads, as
-    nn.MultiheadAttention reads out_proj's, holds none and is counted);
-    else no names."""
+    them) beyond the `counted` of its profile: those of modules the
+    exported forward did not run (a branch not taken: Inception-v3's
+    AuxLogits in eval mode) are not in the export; sum(p.numel()) and
+    DeepSpeed's profiler count them. Returns (elements, [modules]): the
+    outermost modules the export holds no operator of, when their
+    parameters are exactly the difference (a module whose weights its
+    parent reads, as nn.MultiheadAttention reads out_proj's, holds none and
+    is counted); else no names. modules: a function giving the profile's
+    module rows, called only when there is a difference."""
     declared = sum(p.numel() for p in model.parameters())
-    diff = declared - int(profile["total"]["params"] or 0)
+    diff = declared - int(counted or 0)
     if diff <= 0:
         return 0, []
-    held = {m["path"] for m in profile.get("modules", ())}
+    held = {m["path"] for m in modules()}
     seen, total, where = set(), 0, []
     for name, mod in model.named_modules():
         if not name or name in held:
@@ -541,10 +542,10 @@ def unrun_params(model, profile):
     return diff, where if total == diff else []
 
 
-def say_unrun(model, profile, planned=False):
+def say_unrun(model, counted, modules, planned=False):
     """One line on stderr when unrun_params finds any (get_model_profile,
     modelprof.plan)."""
-    n, where = unrun_params(model, profile)
+    n, where = unrun_params(model, counted, modules)
     if n:
         shown = ", ".join(where[:4]) + (" and %d more" % (len(where) - 4) if len(where) > 4 else "")
         sys.stderr.write("modelprof: %s of the model's parameters are not in the export: %s; %s\n"
