@@ -1286,15 +1286,23 @@ static void test_gemm_dynamic_rows(void) {
     int ranks[2] = {2, 1};
     for (int fuse = 0; fuse < 2; fuse++) EXPECT_PLAN(m, p, 2, names, data, dims, ranks, fuse, want, 32, "rows");
     /* measured: the product's FLOPs depend on the run's M, unknown to the
-     * static profile: its kernel group says unknown, not the 0 it sums */
+     * static profile; the run counts them with the 4 rows it kept (its
+     * kernel group too): 4 x 8 x 16 MACs, 2 per MAC, and 4 x 8 for C */
+    T_CHECK(tb_nodep(m, g)->cost.flags & MP_COST_UNKNOWN);
     mp_exec *pl = measure_plan(p, 1, 2);
     if (pl) {
+        T_OK(mp_exec_set_input(pl, "x", F, 2, TB_DIMS(6, 16), x, 96 * sizeof *x));
+        T_OK(mp_exec_set_input(pl, "s", F, 1, TB_DIMS(6), sv, sizeof sv));
         T_OK(mp_profile_run(pl, p));
         bool seen = false;
+        T_EQ(tb_nodep(m, g)->cost.macs, 4 * 8 * 16);
+        T_CHECK(tb_nodep(m, g)->cost.flags & MP_COST_RUN);
         for (int i = 0; i < p->n_groups; i++)
             if (strcmp(p->groups[i].name, "Gemm") == 0) {
                 seen = true;
-                T_CHECK(p->groups[i].flops_unknown);
+                T_CHECK(!p->groups[i].flops_unknown);
+                T_EQ(p->groups[i].flops, tb_nodep(m, g)->cost.flops);
+                T_EQ(p->groups[i].flops, 2 * 4 * 8 * 16 + 4 * 8);
             }
         T_CHECK(seen);
         mp_exec_free(pl);

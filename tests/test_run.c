@@ -488,6 +488,61 @@ static void test_run_reinfer(void) {
     tb_done(m, p);
 }
 
+/* A measured profile counts what only the data sizes: a token-routing
+ * expert (the rows a mask selects, NonZero, gathered and multiplied by the
+ * expert's 16 x 32 weight) counted with the rows each run routed: 3 rows,
+ * 3 x 16 x 32 = 1,536 MACs; then 5, 2,560. A new plan starts from the
+ * static shapes again (the next data may route otherwise). */
+static void test_run_sized_by_data(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "ids", MP_DT_INT64, 1, TB_DIMS(8));
+    tb_input(m, "H", MP_DT_FLOAT, 2, TB_DIMS(8, 16));
+    tb_const_i(m, "one", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){1});
+    tb_const_i(m, "ax", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){0});
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(16, 32));
+    tb_node(m, "Equal", "ids,one", "mask");
+    tb_node(m, "NonZero", "mask", "nz");
+    tb_node(m, "Squeeze", "nz,ax", "rows");
+    tb_node(m, "Gather", "H,rows", "X");
+    int mm = tb_node(m, "MatMul", "X,W", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    T_EQ(p->total.unknown, 4);
+    T_EQ(p->total.macs, 0);
+    for (int round = 0; round < 2; round++) {
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 1;
+        o.warmup = 0;
+        o.iters = 2;
+        mp_exec *pl = NULL;
+        T_OK(mp_exec_create(p, &o, &pl));
+        T_CHECK(!mp_shape_known(tb_val(m, "Y")));
+        int64_t ids[8] = {1, 0, 1, 2, 1, 0, 0, 0};
+        if (round) ids[5] = ids[6] = 1;
+        float h[8 * 16] = {0};
+        T_OK(mp_exec_set_input(pl, "ids", MP_DT_INT64, 1, TB_DIMS(8), ids, sizeof ids));
+        T_OK(mp_exec_set_input(pl, "H", MP_DT_FLOAT, 2, TB_DIMS(8, 16), h, sizeof h));
+        T_OK(mp_profile_run(pl, p));
+        int rows = round ? 5 : 3;
+        T_EQ(p->total.unknown, 0);
+        T_EQ(p->total.macs, (uint64_t)rows * 16 * 32);
+        T_EQ(p->total.flops, (uint64_t)rows * 16 * 32 * 2 + 8); /* + Equal's 8 comparisons */
+        T_EQ(p->run.run_shaped, 4); /* NonZero, Squeeze, Gather, MatMul; not Equal */
+        T_CHECK(tb_nodep(m, mm)->cost.flags & MP_COST_RUN);
+        T_CHECK(!(tb_nodep(m, 0)->cost.flags & MP_COST_RUN));
+        T_EQ_STR(tb_shape(m, "Y"), round ? "5x32" : "3x32");
+        T_CHECK(p->measured && p->total.latency_s >= 0);
+        mp_exec_free(pl);
+    }
+    mp_exec *pl = NULL;
+    T_OK(mp_exec_create(p, NULL, &pl));
+    T_CHECK(!mp_shape_known(tb_val(m, "Y")));
+    T_EQ(p->total.unknown, 4);
+    mp_exec_free(pl);
+    tb_done(m, p);
+}
+
 /* A node folded at plan time whose output the static inference could not
  * size: an Expand to Shape(X) with one entry scattered by ScatterND (whose
  * contents the inference does not follow). Its shape rule runs again on
@@ -707,6 +762,7 @@ MP_TESTS(run){
     {"run_dynamic", test_run_dynamic},
     {"run_reinfer", test_run_reinfer},
     {"run_fold_reinfer", test_run_fold_reinfer},
+    {"run_sized_by_data", test_run_sized_by_data},
     {"run_random_data", test_run_random_data},
     {"run_max_memory", test_run_max_memory},
     {"run_f16_weights", test_run_f16_weights},

@@ -601,6 +601,65 @@ mp_status mp_profile_static_live(mp_model *m, uint64_t *live, mp_profile **out) 
     return MP_OK;
 }
 
+/* The static figures counted again from the graph as it is now: a fresh
+ * profile takes the place of p's contents (p itself stays: a run holds
+ * it), its formulas kept, its measured fields dropped. */
+static mp_status mp__recount(mp_profile *p) {
+    mp_profile *q = NULL;
+    mp_status st = mp_profile_static(p->m, &q);
+    if (st) return st;
+    mp_formulas *f = p->formulas;
+    p->formulas = NULL;
+    mp_profile old = *p;
+    *p = *q;
+    *q = old;
+    p->formulas = f;
+    mp_profile_free(q);
+    return MP_OK;
+}
+
+mp_status mp_profile_take_shapes(mp_profile *p, const mp_shape_seen *seen, int n, int *completed) {
+    if (completed) *completed = 0;
+    if (!p || !p->m || !p->m->graph || (n > 0 && !seen)) return mp_error(MP_ERR_USAGE, "mp_profile_take_shapes: no profile");
+    mp_model *m = p->m;
+    mp_graph *g = m->graph;
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        const mp_shape_seen *s = &seen[i];
+        if (s->value < 0 || s->value >= g->n_values || s->rank < 0 || s->rank > MP_MAX_RANK) continue;
+        mp_value *v = &g->values[s->value];
+        if ((v->flags & (MP_VAL_SEQUENCE | MP_VAL_INIT | MP_VAL_INPUT)) || v->seq || v->producer < 0) continue;
+        /* only what the inference could not size */
+        if (mp_shape_known(v) && !(v->flags & MP_VAL_RUN_SHAPE)) continue;
+        bool ok = s->rank == 0 || s->dims;
+        for (int d = 0; ok && d < s->rank; d++) ok = s->dims[d] >= 0 && s->dims[d] <= MP_DIM_MAX;
+        if (!ok) continue;
+        int64_t *dims = mp_arena_calloc(&m->arena, (size_t)(s->rank ? s->rank : 1), sizeof *dims);
+        if (!dims) return mp_error(MP_ERR_NOMEM, "out of memory");
+        if (s->rank) memcpy(dims, s->dims, sizeof *dims * (size_t)s->rank);
+        v->run_rank = s->rank;
+        v->run_dims = dims;
+        any = true;
+    }
+    if (!any && !m->has_run_shapes) return MP_OK;
+    m->has_run_shapes = true;
+    m->run_shapes_apply = true;
+    mp_status st = mp__recount(p);
+    m->run_shapes_apply = false;
+    if (st) return st;
+    if (completed)
+        for (int k = 0; k < g->n_nodes; k++) *completed += (g->nodes[k].cost.flags & MP_COST_RUN) != 0;
+    return MP_OK;
+}
+
+mp_status mp_profile_drop_shapes(mp_profile *p) {
+    if (!p || !p->m || !p->m->graph || !p->m->has_run_shapes) return MP_OK;
+    mp_graph *g = p->m->graph;
+    for (int i = 0; i < g->n_values; i++) g->values[i].run_dims = NULL;
+    p->m->has_run_shapes = false;
+    return mp__recount(p);
+}
+
 void mp_profile_free_measured(mp_profile *p) {
     free(p->node_lat);
     free(p->node_lat_min);

@@ -49,6 +49,7 @@ static void mp__unknown(mp_value *v) {
     v->iv = NULL;
     v->fv = NULL;
     v->seq = NULL;
+    v->flags &= ~(uint32_t)MP_VAL_RUN_SHAPE;
 }
 
 /* Reset every value the inference computes; keep initializers, inputs.
@@ -146,6 +147,37 @@ static void mp__fill_from_decl(mp_model *m, mp_graph *g, mp_node *n) {
     }
 }
 
+/* The shapes a measured run saw (mp_profile_take_shapes), while the
+ * profile is counted with them: an output the inference left unknown
+ * takes its own, where the two agree; every output that has one is
+ * marked as sized by the data (so are the nodes that read or write it). */
+static void mp__fill_from_run(mp_model *m, mp_graph *g, const mp_node *n) {
+    for (int o = 0; o < n->n_out; o++) {
+        if (n->out[o] < 0) continue;
+        mp_value *v = &g->values[n->out[o]];
+        if (!v->run_dims) continue;
+        if (!mp_shape_known(v)) {
+            bool ok = v->rank < 0 || v->rank == v->run_rank;
+            for (int d = 0; ok && v->rank >= 0 && d < v->rank; d++)
+                ok = v->dims[d] < 0 || v->dims[d] == v->run_dims[d];
+            int64_t *dims = ok ? mp_arena_calloc(&m->arena, (size_t)(v->run_rank ? v->run_rank : 1), sizeof *dims) : NULL;
+            if (!dims) continue;
+            if (v->run_rank) memcpy(dims, v->run_dims, sizeof *dims * (size_t)v->run_rank);
+            v->rank = v->run_rank;
+            v->dims = dims;
+        }
+        v->flags |= MP_VAL_RUN_SHAPE;
+    }
+}
+
+static bool mp__sized_by_run(const mp_graph *g, const mp_node *n) {
+    for (int i = 0; i < n->n_in; i++)
+        if (n->in[i] >= 0 && (g->values[n->in[i]].flags & MP_VAL_RUN_SHAPE)) return true;
+    for (int o = 0; o < n->n_out; o++)
+        if (n->out[o] >= 0 && (g->values[n->out[o]].flags & MP_VAL_RUN_SHAPE)) return true;
+    return false;
+}
+
 /* Bytes and activation figures common to every node. */
 static void mp__cost_bytes(mp_graph *g, mp_node *n) {
     bool ovf = false;
@@ -168,7 +200,6 @@ static void mp__cost_bytes(mp_graph *g, mp_node *n) {
 mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
     mp_node *n = &g->nodes[k];
     mp_ctx c = {.m = m, .g = g, .n = n, .node = k, .infer_graph = mp_infer_graph};
-    memset(&n->cost, 0, sizeof n->cost);
     if (n->desc && n->desc->infer) {
         mp_status st = n->desc->infer(&c);
         if (st) return st;
@@ -176,6 +207,15 @@ mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
     } else {
         mp__outputs_from_decl(m, g, n);
     }
+    if (m->run_shapes_apply && g == m->graph) mp__fill_from_run(m, g, n);
+    mp_cost_node(m, g, k);
+    return MP_OK;
+}
+
+void mp_cost_node(mp_model *m, mp_graph *g, int k) {
+    mp_node *n = &g->nodes[k];
+    mp_ctx c = {.m = m, .g = g, .n = n, .node = k, .infer_graph = mp_infer_graph};
+    memset(&n->cost, 0, sizeof n->cost);
     /* bytes first: an op whose reads are not data (Shape) overrides them */
     mp__cost_bytes(g, n);
     if (n->desc && n->desc->cost)
@@ -188,7 +228,8 @@ mp_status mp_infer_node(mp_model *m, mp_graph *g, int k) {
         n->cost.flags = (n->cost.flags & ~(uint32_t)(MP_COST_UNCOUNTED | MP_COST_UNKNOWN)) |
                         MP_COST_IGNORED;
     }
-    return MP_OK;
+    if (m->has_run_shapes && g == m->graph && !(n->cost.flags & MP_COST_UNKNOWN) && mp__sized_by_run(g, n))
+        n->cost.flags |= MP_COST_RUN;
 }
 
 /* Outer-scope values of a subgraph take the parent's current state. */

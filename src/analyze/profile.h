@@ -90,6 +90,8 @@ typedef struct mp_runinfo {
     int steps;                      /* kernels called per pass */
     int folded;                     /* nodes folded away at plan time */
     int fused;                      /* nodes absorbed into a fused group */
+    int run_shaped;                 /* nodes whose sizes only the data decides, counted with the
+                                       shapes the run saw (MP_COST_RUN) */
 } mp_runinfo;
 
 /* A fused group's figures, or a lone kernel's: the by-kernel view. */

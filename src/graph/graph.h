@@ -205,6 +205,8 @@ enum {
                                    * exporter's own inference), not an input or output */
     MP_VAL_SEQUENCE = 1u << 11,   /* a sequence (set by the inference: what a sequence operator
                                    * makes, a Loop carries and its body reads) */
+    MP_VAL_RUN_SHAPE = 1u << 12,  /* a shape only the data decides: the one a measured run saw
+                                   * (run_dims), set while the profile is counted with them */
 };
 #define MP_VAL_DECL_ANY (MP_VAL_DECL_PARAM | MP_VAL_DECL_BUFFER | MP_VAL_DECL_CONST)
 
@@ -247,6 +249,11 @@ typedef struct mp_value {
     double *fv;
     int last_use;             /* analysis: last consumer in order */
     const mp_seq *seq;        /* a sequence the inference knows, NULL otherwise */
+    /* the shape a measured run saw, for a value whose shape only the data
+     * decides (run_dims NULL: none; never NULL otherwise, rank 0 too):
+     * mp_profile_take_shapes */
+    int run_rank;
+    int64_t *run_dims;
 } mp_value;
 
 /* ---- costs ---- */
@@ -257,6 +264,7 @@ enum {
     MP_COST_BOUND = 1u << 3,     /* an upper bound (data-dependent op) */
     MP_COST_PER_ITER = 1u << 4,  /* one iteration of a loop whose trip count is unknown */
     MP_COST_IGNORED = 1u << 5,   /* in a module left out (mp_model_ignore_module): no MACs, FLOPs */
+    MP_COST_RUN = 1u << 6,       /* data-dependent: counted with the shapes a measured run saw */
 };
 
 typedef struct mp_cost {
@@ -391,6 +399,11 @@ struct mp_model {
     int module_source;        /* MP_MODSRC_* */
     uint64_t pass_work;       /* node inferences spent on Loops inferred pass by pass
                                * (ops/control.c) since the inference began: bounded */
+    /* the main graph holds the shapes a measured run saw (run_dims on its
+     * values, mp_profile_take_shapes); the inference takes them only while
+     * run_shapes_apply is set (the profile counted again with them) */
+    bool has_run_shapes;
+    bool run_shapes_apply;
 };
 
 enum { MP_SIG_OWNS_PARAM = 1, MP_SIG_OWNS_BUFFER = 2 };

@@ -571,6 +571,7 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_ki64(w, "kernels", r->steps);
     jw_ki64(w, "fused_nodes", r->fused);
     jw_ki64(w, "folded_nodes", r->folded);
+    jw_ki64(w, "sized_by_run_nodes", r->run_shaped);
     jw_key(w, "kernel_groups");
     jw_open(w, '[');
     for (int i = 0; i < p->n_groups; i++) {

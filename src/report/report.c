@@ -246,7 +246,8 @@ const char mp_modop_unused[] = "(unused)";
 const mp_cost_flag_name mp_cost_flag_names[] = {
     {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
     {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},
-    {MP_COST_PER_ITER, "per_iteration"}, {MP_COST_IGNORED, "ignored"}};
+    {MP_COST_PER_ITER, "per_iteration"}, {MP_COST_IGNORED, "ignored"},
+    {MP_COST_RUN, "sized_by_run"}};
 const int mp_cost_flag_count = (int)MP_ARRAY_LEN(mp_cost_flag_names);
 
 const char mp_bn_folded_text[] =

@@ -266,7 +266,7 @@ static void tx_measured_summary(tx *t) {
                   given ? "given with --peak-gflops" : "measured: ",
                   given ? "" : r->peak_method ? r->peak_method : "fp32 GEMM on this machine");
     } else {
-        tx_puts(t, "unknown (no peak)\n");
+        tx_puts(t, fl < 0 && r->peak_flops_per_s > 0 ? "unknown (FLOPs not all known)\n" : "unknown (no peak)\n");
     }
     if (r->kernels_above_peak > 0 && r->peak_flops_per_s > 0) {
         bool given = r->peak_source && r->peak_source[0] == 'g';
@@ -451,6 +451,8 @@ static void tx_summary(tx *t) {
                   tot->unknown, tot->unknown == 1 ? "" : "s");
     else
         tx_puts(t, "none\n");
+    tx_flagged(t, p, MP_COST_RUN, "sized by the run:",
+               "their sizes depend on the data, counted with the shapes this run's inputs gave");
     tx_flagged(t, p, MP_COST_BOUND, "upper bounds:",
                "data-dependent, counted at their largest");
     tx_flagged(t, p, MP_COST_PER_ITER, "per iteration:",

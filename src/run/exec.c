@@ -1082,6 +1082,9 @@ mp_status mp_exec_create(mp_profile *p, const mp_run_options *o, mp_exec **out) 
     run_defaults(&opts);
     mp_status st = mp_opts_take(&opts, sizeof opts, o, RUN_OPTIONS_V1, "mp_run_options");
     if (st) return st;
+    /* a run before left the shapes its data gave: this plan is made from
+     * what the inference alone knows (its data may size them otherwise) */
+    if ((st = mp_profile_drop_shapes(p))) return st;
     const mp_graph *g = p->m->graph;
     for (int i = 0; i < g->n_outputs; i++)
         if (g->outputs[i] >= 0 && (g->values[g->outputs[i]].flags & MP_VAL_SEQUENCE))

@@ -4,6 +4,7 @@
  * short GEMM; the memory the run took. Fills the profile's measured
  * fields. */
 #include "run/run.h"
+#include "analyze/analyze.h"
 
 #include "run/dnnl.h"
 #include <math.h>
@@ -389,6 +390,27 @@ static mp_status mp__fill_stamps(mp_exec *pl, mp_profile *p) {
     return MP_OK;
 }
 
+/* The shapes the last pass gave the values the inference could not size
+ * (data-dependent): the profile counts those nodes with them. */
+static mp_status mp__take_shapes(mp_exec *pl, mp_profile *p, int *completed) {
+    *completed = 0;
+    int nv = pl->g->n_values, n = 0;
+    for (int v = 0; v < nv; v++)
+        if (pl->vals[v].kind == MP_RV_DYN && pl->vals[v].dyn_dims) n++;
+    if (!n) return MP_OK;
+    mp_shape_seen *seen = malloc(sizeof *seen * (size_t)n);
+    if (!seen) return mp_error(MP_ERR_NOMEM, "out of memory");
+    n = 0;
+    for (int v = 0; v < nv; v++) {
+        const mp_rval *rv = &pl->vals[v];
+        if (rv->kind != MP_RV_DYN || !rv->dyn_dims) continue;
+        seen[n++] = (mp_shape_seen){.value = v, .rank = rv->rt.rank, .dims = rv->rt.dims};
+    }
+    mp_status st = mp_profile_take_shapes(p, seen, n, completed);
+    free(seen);
+    return st;
+}
+
 mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     if (!pl || !p) return mp_error(MP_ERR_USAGE, "no plan or profile");
     if (p != pl->p) return mp_error(MP_ERR_USAGE, "the profile is not the one the plan was made from");
@@ -422,11 +444,14 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
         mp__progress(pl, start, pl->o.warmup + it + 1, total, &shown);
     }
     if (shown) mp__progress(pl, start, total, total, &shown);
-    mp_status st = mp__fill(pl, p, iters);
+    int run_shaped = 0;
+    mp_status st = mp__take_shapes(pl, p, &run_shaped);
+    if (!st) st = mp__fill(pl, p, iters);
     if (!st) st = mp__fill_stamps(pl, p);
     if (st) return st;
     mp_runinfo *r = &p->run;
     r->iters = iters;
+    r->run_shaped = run_shaped;
     r->warmup = pl->o.warmup;
     r->threads = pl->threads;
     r->fuse = pl->o.fuse != 0;
