@@ -1070,7 +1070,118 @@ static void t_kv_exact(void) {
     }
 }
 
+/* A mixture of experts (routing.c): a router's TopK of 2 over 4 experts
+ * for 7 tokens, experts 0 and 1 found as Mixtral does (the one-hot mask's
+ * slice: OneHot, then Equal with an arange), 2 and 3 by indices == e. 14 rows in all: balanced, 4, 4, 3, 3
+ * (the remainder to the first). Each expert a 4 x 8 product: 2 x rows x 32
+ * FLOPs; its 32 parameters met by 2 of 4 experts per token. The caller's
+ * profile keeps the static shapes. */
+static mp_model *moe_graph(void) {
+    mp_model *m = tb_new(13);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(7, 4));
+    tb_weight(m, "Wg", MP_DT_FLOAT, 2, TB_DIMS(4, 4));
+    tb_const_i(m, "k", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){2});
+    tb_const_i(m, "depth", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){4});
+    tb_const_i(m, "onoff", MP_DT_INT64, 1, TB_DIMS(2), (const int64_t[]){0, 1});
+    tb_node(m, "MatMul", "x,Wg", "logits");
+    tb_node(m, "TopK", "logits,k", "vals,idx");
+    tb_node(m, "OneHot", "idx,depth,onoff", "oh");
+    int tr = tb_node(m, "Transpose", "oh", "mask");
+    tb_attr_ints(m, tr, "perm", 3, (const int64_t[]){2, 1, 0});
+    /* the one-hot decomposed (the dynamo exporter's): indices == arange */
+    tb_const_i(m, "last", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){-1});
+    tb_const_i(m, "ar", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){0, 1, 2, 3});
+    tb_node(m, "Unsqueeze", "idx,last", "idx1");
+    tb_node(m, "Equal", "idx1,ar", "oh2");
+    tr = tb_node(m, "Transpose", "oh2", "mask2");
+    tb_attr_ints(m, tr, "perm", 3, (const int64_t[]){2, 1, 0});
+    char ins[64], outs[64], name[16];
+    for (int e = 0; e < 4; e++) {
+        snprintf(name, sizeof name, "c%d", e);
+        tb_const_i(m, name, MP_DT_INT64, 0, NULL, (const int64_t[]){e});
+        char src[16];
+        if (e < 2) { /* torch.where(mask[e]): [slot, token]; OneHot, then the decomposed form */
+            snprintf(ins, sizeof ins, "%s,c%d", e ? "mask2" : "mask", e);
+            snprintf(src, sizeof src, "sl%d", e);
+            tb_node(m, "Gather", ins, src);
+        } else { /* torch.where(idx == e): [token, slot] */
+            snprintf(ins, sizeof ins, "idx,c%d", e);
+            snprintf(src, sizeof src, "eq%d", e);
+            tb_node(m, "Equal", ins, src);
+        }
+        snprintf(outs, sizeof outs, "nz%d", e);
+        tb_node(m, "NonZero", src, outs);
+        snprintf(ins, sizeof ins, "nz%d,%s", e, e < 2 ? "c1" : "c0");
+        snprintf(outs, sizeof outs, "tok%d", e);
+        tb_node(m, "Gather", ins, outs);
+        snprintf(ins, sizeof ins, "x,tok%d", e);
+        snprintf(outs, sizeof outs, "xe%d", e);
+        tb_node(m, "Gather", ins, outs);
+        snprintf(name, sizeof name, "W%d", e);
+        tb_weight(m, name, MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+        snprintf(ins, sizeof ins, "xe%d,W%d", e, e);
+        snprintf(outs, sizeof outs, "ye%d", e);
+        tb_node(m, "MatMul", ins, outs);
+        snprintf(ins, sizeof ins, "ye%d", e);
+        snprintf(outs, sizeof outs, "s%d", e);
+        tb_node(m, "ReduceSum", ins, outs);
+    }
+    tb_node(m, "Add", "s0,s1", "a01");
+    tb_node(m, "Add", "s2,s3", "a23");
+    tb_node(m, "Add", "a01,a23", "y");
+    tb_output(m, "y");
+    return m;
+}
+
+static void t_moe(void) {
+    mp_model *m = moe_graph();
+    mp_profile *p = tb_prof(m);
+    T_CHECK(p->total.unknown > 0);
+    mp_moe_route r[8];
+    mp_moe_summary sum;
+    T_EQ(mp_moe_routing(m->graph, r, 8, &sum), 4);
+    T_EQ(sum.routers, 1);
+    T_EQ(sum.experts, 4);
+    T_EQ(sum.top_k, 2);
+    T_EQ(sum.tokens, 7);
+    const int64_t rows[4] = {4, 4, 3, 3};
+    for (int e = 0; e < 4; e++) {
+        T_EQ(r[e].expert, e);
+        T_EQ(r[e].dims[0], 2);
+        T_EQ(r[e].dims[1], rows[e]);
+    }
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) {
+        T_CHECK(pl->routed != NULL);
+        T_EQ_U64(pl->moe_expert_params, 4 * 32);
+        T_CHECK(fabs(pl->active_params - (16 + 128 - 128 * 0.5)) < 1e-9);
+        const mp_graph *g = m->graph;
+        for (int k = 0; k < g->n_nodes; k++) {
+            const mp_node *n = &g->nodes[k];
+            if (strcmp(n->op, "MatMul") || n->in[1] < 0 || strcmp(g->values[n->in[1]].name, "Wg") == 0) continue;
+            int e = g->values[n->in[1]].name[1] - '0';
+            T_EQ_U64(n->cost.flops, (uint64_t)(2 * rows[e] * 32));
+            T_CHECK(n->cost.flags & MP_COST_RUN);
+        }
+        T_EQ_U64(pl->fwd_flops, pl->p->total.flops); /* the routed profile's, complete */
+        T_EQ(pl->p->total.unknown, 0);
+        mp_tplan_free(pl);
+    }
+    T_CHECK(!mp_shape_known(tb_val(m, "nz0")));
+    T_CHECK(!mp_shape_known(tb_val(m, "ye3")));
+    /* a tensor-parallel plan of it is refused, named */
+    o.tp = 2;
+    pl = NULL;
+    T_EQ(mp_tplan_create(p, &o, &pl), MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "mixture of experts (4 experts, top 2)") != NULL);
+    tb_done(m, p);
+}
+
 MP_TESTS(plan) {
+    {"moe", t_moe},
     {"exporters", t_exporters},
     {"kv_exact", t_kv_exact},
     {"recognised", t_recognised},

@@ -15,6 +15,8 @@ tools/plan_check.py's fine-tuning rows. PEFT cannot be installed here.
          torch.tril(ones).bool() with masked_fill(~mask); softmax in fp32
          then back (.float() ... .type_as);
     both: SiLU as F.silu(w1 x) * w3 x, no biases, untied head.
+  With experts > 0 each block's MLP is a sparse mixture of experts
+  (SparseMoE: Mixtral's block, top_k of the experts per token).
 
   FusedDecoder(style): one QKV projection whose output is viewed [B, S,
   heads, 3 x head dim], transposed and split into Q, K and V (views);
@@ -115,14 +117,46 @@ class MLP(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+class SparseMoE(nn.Module):
+    """A sparse mixture of experts as transformers' MixtralSparseMoeBlock
+    writes it: a router, softmax in fp32, top k renormalised, and per
+    expert the tokens that chose it found by a NonZero, their rows gathered,
+    the expert's SwiGLU on them, weighted and added back with index_add_.
+    finder "onehot": torch.where of the one-hot mask's slice (Mixtral);
+    "eq": torch.where(selected == e) (other MoE code)."""
+
+    def __init__(self, h, i, experts, top_k, finder="onehot"):
+        super().__init__()
+        self.gate = nn.Linear(h, experts, bias=False)
+        self.experts = nn.ModuleList(MLP(h, i) for _ in range(experts))
+        self.k, self.n, self.finder = top_k, experts, finder
+
+    def forward(self, x):
+        B, S, H = x.shape
+        x = x.view(-1, H)
+        w = F.softmax(self.gate(x), dim=1, dtype=torch.float)
+        w, sel = torch.topk(w, self.k, dim=-1)
+        w = (w / w.sum(dim=-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros((B * S, H), dtype=x.dtype, device=x.device)
+        mask = F.one_hot(sel, num_classes=self.n).permute(2, 1, 0)
+        for e in range(self.n):
+            if self.finder == "onehot":
+                slot, tok = torch.where(mask[e])
+            else:
+                tok, slot = torch.where(sel == e)
+            y = self.experts[e](x[tok]) * w[tok, slot, None]
+            out.index_add_(0, tok, y.to(x.dtype))
+        return out.view(B, S, H)
+
+
 class Block(nn.Module):
-    def __init__(self, variant, h, nh, nkv, i):
+    def __init__(self, variant, h, nh, nkv, i, experts=0, top_k=2, finder="onehot"):
         super().__init__()
         Norm = NormA if variant == "a" else NormB
         self.attention_norm = Norm(h)
         self.attention = Attn(variant, h, nh, nkv)
         self.ffn_norm = Norm(h)
-        self.feed_forward = MLP(h, i)
+        self.feed_forward = SparseMoE(h, i, experts, top_k, finder) if experts else MLP(h, i)
 
     def forward(self, x, cos, sin, mask):
         x = x + self.attention(self.attention_norm(x), cos, sin, mask)
@@ -130,11 +164,13 @@ class Block(nn.Module):
 
 
 class PlainDecoder(nn.Module):
-    def __init__(self, variant="a", vocab=1000, h=512, layers=2, nh=8, nkv=2, inter=1376, max_seq=256):
+    def __init__(self, variant="a", vocab=1000, h=512, layers=2, nh=8, nkv=2, inter=1376, max_seq=256,
+                 experts=0, top_k=2, finder="onehot"):
         super().__init__()
         self.variant = variant
         self.tok = nn.Embedding(vocab, h)
-        self.layers = nn.ModuleList(Block(variant, h, nh, nkv, inter) for _ in range(layers))
+        self.layers = nn.ModuleList(Block(variant, h, nh, nkv, inter, experts, top_k, finder)
+                                    for _ in range(layers))
         self.norm = (NormA if variant == "a" else NormB)(h)
         self.out = nn.Linear(h, vocab, bias=False)
         hd = h // nh

@@ -143,6 +143,8 @@ CASES = {
     "llama_lm": (build_llama_lm, ()),  # the peak rows only
     "plain_a": (lambda: build_plain("a"), ("fp32", "fp32 lora", "fp32 freeze", "bf16 lora", "bf16 lora ckpt")),
     "plain_b": (lambda: build_plain("b"), ("fp32", "fp32 lora", "fp32 freeze", "fp32 freeze ckpt")),
+    "moe_a": (lambda: build_moe("a", "onehot"), ("fp32", "bf16", "fp32 ckpt")),
+    "moe_b": (lambda: build_moe("b", "eq"), ("fp32", "bf16 ckpt")),
     "neox": (lambda: build_fused("neox"), ("fp32", "bf16", "pure bf16", "fp32 ckpt")),
     "phi3": (lambda: build_fused("phi3"), ("fp32", "bf16", "pure bf16")),
 }
@@ -157,6 +159,15 @@ FT_ARGS = {
 def build_plain(variant):
     import plain_decoders as pd
     return pd.PlainDecoder(variant), (torch.randint(0, 1000, (2, 256), generator=g()),)
+
+
+def build_moe(variant, finder):
+    """Mixtral-style: 8 experts of SwiGLU, top 2, 2 layers of 128 (the
+    plan routes each expert 2 x 128 x 2 / 8 = 64 rows; PyTorch, its own)."""
+    import plain_decoders as pd
+    m = pd.PlainDecoder(variant, vocab=1000, h=128, layers=2, nh=4, nkv=2, inter=256, experts=8, top_k=2,
+                        finder=finder)
+    return m, (torch.randint(0, 1000, (2, 128), generator=g()),)
 
 
 def build_fused(style):

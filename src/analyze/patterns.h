@@ -375,6 +375,28 @@ static inline bool mp_pattn_causal(const mp_pattn *a) { return a->causal || a->m
  * dtype bytes. */
 uint64_t mp_patterns_kv_elems_per_token(const mp_patterns *p, int *unknown);
 
+/* ---- mixture of experts (routing.c) ----
+ * The NonZeros that find each expert's tokens after a router's TopK (the
+ * one-hot mask's slice e, or indices == e), and the rows each gets under
+ * balanced routing: numel(indices) / E, the remainder to the first
+ * experts, so that one router's rows sum to tokens x k exactly. */
+typedef struct mp_moe_route {
+    int node, value;        /* the NonZero and its output */
+    int router;             /* the TopK node */
+    int64_t expert;         /* e */
+    int rank;               /* the output's rank: 2 */
+    int64_t dims[2];        /* [rank of the mask, rows] */
+} mp_moe_route;
+typedef struct mp_moe_summary {
+    int routers, finders;   /* TopK nodes; NonZeros found */
+    int64_t experts, top_k; /* E and k (the largest over the routers) */
+    int64_t tokens;         /* tokens one router routes */
+} mp_moe_summary;
+/* Fills out (cap entries, main-graph order) and sum; returns how many
+ * finders there are (more than cap: the rest not written). Reads the
+ * shaped graph before its data-dependent shapes are known. */
+int mp_moe_routing(const mp_graph *g, mp_moe_route *out, int cap, mp_moe_summary *sum);
+
 /* A scalar constant's value as the graph knows it (an initializer, a
  * Constant, contents inference worked out): false when v is not one. */
 bool mp_value_scalar(const mp_graph *g, int v, double *out);

@@ -932,6 +932,15 @@ static void ms_train_loss(mp_ctx *c, mp_bwd *t) {
     t->bwd_flops = n > 0 ? 2 * (uint64_t)n : 0;
 }
 
+/* TopK's values are its input's, selected: the backward scatters their
+ * gradient into zeros of the input's shape at the indices (derivatives.yaml,
+ * topk: value_selecting_reduction_backward), keeping the indices (output
+ * 1), which have no gradient of their own. Data movement: no FLOPs. */
+static void ms_train_topk(mp_ctx *c, mp_bwd *t) {
+    (void)c;
+    if (t->rg & 1u) t->save_out = 2u;
+}
+
 const mp_op mp_ops_misc[] = {
     /* class weights are buffers */
     {"", "NegativeLogLikelihoodLoss", 12, infer_nll, cost_nll, 0, MS_IN(2), NULL, msk_nll_run,
@@ -952,8 +961,8 @@ const mp_op mp_ops_misc[] = {
     {"", "BlackmanWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
     {"", "HammingWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
     {"", "HannWindow", 17, infer_window, mp_cost_out1, 0, 0, NULL, msk_window},
-    {"", "TopK", 1, infer_topk1, cost_topk, 0, 0, NULL, msk_topk},
-    {"", "TopK", 10, infer_topk10, cost_topk, 0, 0, NULL, msk_topk},
+    {"", "TopK", 1, infer_topk1, cost_topk, 0, 0, NULL, msk_topk, .train = ms_train_topk},
+    {"", "TopK", 10, infer_topk10, cost_topk, 0, 0, NULL, msk_topk, .train = ms_train_topk},
     {"", "DFT", 17, infer_dft, cost_dft, 0, 0, NULL, msk_dft},
     {"", "DFT", 20, infer_dft, cost_dft, 0, 0, NULL, msk_dft},
     {"", "STFT", 17, infer_stft, cost_stft, 0, MS_IN(2), NULL, msk_stft},

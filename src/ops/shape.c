@@ -2173,6 +2173,31 @@ static void sh_train_gather(mp_ctx *c, mp_bwd *t) {
     t->bwd_flops = n > 0 ? (uint64_t)n : 0;
 }
 
+/* ScatterND, ScatterElements and Scatter (PyTorch's index_put_, scatter,
+ * scatter_add_, index_add_): the updates' gradient is the output's gathered
+ * at the indices (derivatives.yaml: grad.gather(dim, index), index_select),
+ * the data's the output's own, zeroed at the indices when they replace
+ * (no reduction): either keeps the indices. Data movement: no FLOPs. */
+static void sh_train_scatter(mp_ctx *c, mp_bwd *t) {
+    const char *red = mp_attr_s(c->n, "reduction", "none");
+    bool replace = !red || strcmp(red, "none") == 0;
+    if ((t->rg & 4u) || ((t->rg & 1u) && replace)) t->save_in = 2u;
+    /* index_add_ as the TorchScript exporter writes it: its 1-D index
+     * unsqueezed and expanded to the source's shape. IndexAddBackward keeps
+     * the source too (derivatives.yaml: grad.index_select(dim,
+     * index).expand_as(source)) */
+    int ix = c->n->n_in > 1 ? c->n->in[1] : -1;
+    const mp_value *e = ix >= 0 ? &c->g->values[ix] : NULL;
+    const mp_node *pe = e && e->producer >= 0 ? &c->g->nodes[e->producer] : NULL;
+    if ((t->rg & 4u) && pe && strcmp(pe->op, "Expand") == 0 && pe->n_in > 0 && pe->in[0] >= 0) {
+        const mp_value *u = &c->g->values[pe->in[0]];
+        const mp_node *pu = u->producer >= 0 ? &c->g->nodes[u->producer] : NULL;
+        if (pu && strcmp(pu->op, "Unsqueeze") == 0 && pu->n_in > 0 && pu->in[0] >= 0 &&
+            c->g->values[pu->in[0]].rank == 1)
+            t->save_in |= 4u;
+    }
+}
+
 /* Cast's output type is its own; Shape, Size and the rest give integers. */
 static void sh_train_keep(mp_ctx *c, mp_bwd *t) {
     (void)c;
@@ -2201,7 +2226,7 @@ const mp_op mp_ops_shape[] = {
     SH_OP("ConstantOfShape", 9, constant_of_shape_infer, shk_constant_of_shape),
     SH_OP("Constant", 1, constant_infer, shk_constant),
     {"", "EyeLike", 9, eye_like_infer, meta_cost, 0, 0, NULL, shk_eye_like, .train = mp_bwd_none},
-    SH_OP("Expand", 8, expand_infer, shk_expand),
+    SH_VIEW("Expand", 8, expand_infer, shk_expand),
     SH_OP("Tile", 1, tile_infer_v1, shk_tile),
     SH_OP("Tile", 6, tile_infer_v6, shk_tile),
     SH_OP("Pad", 1, pad_infer_v1, shk_pad),
@@ -2217,10 +2242,12 @@ const mp_op mp_ops_shape[] = {
     SH_VIEW("Split", 13, split_infer_v13, shk_split),
     SH_VIEW("Split", 18, split_infer_v18, shk_split),
     SH_OP("Trilu", 14, trilu_infer, mp_ktrilu),
-    {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd, shk_scatter_prepare},
+    {"", "ScatterND", 11, scatter_nd_infer, scatter_cost, 0, 0, NULL, shk_scatter_nd, shk_scatter_prepare,
+     .train = sh_train_scatter},
     {"", "ScatterElements", 11, scatter_elements_infer, scatter_cost, 0, 0, NULL,
-     shk_scatter_elements, shk_scatter_prepare},
-    {"", "Scatter", 9, scatter_elements_infer, scatter_cost, 0, 0, NULL, shk_scatter_elements, shk_scatter_prepare},
+     shk_scatter_elements, shk_scatter_prepare, .train = sh_train_scatter},
+    {"", "Scatter", 9, scatter_elements_infer, scatter_cost, 0, 0, NULL, shk_scatter_elements, shk_scatter_prepare,
+     .train = sh_train_scatter},
     SH_OP("OneHot", 9, one_hot_infer, shk_one_hot),
     {"", "CumSum", 11, cumsum_infer, mp_cost_in1, 0, 0, NULL, shk_cumsum},
     SH_OP("DepthToSpace", 1, depth_to_space_infer, shk_depth_to_space),

@@ -67,14 +67,17 @@ mp_status mp_tplan_ft_check(const mp_tplan_options *o) {
     return MP_OK;
 }
 
-/* A parameter a product reads, through views (W.t() of nn.Linear). */
+/* A parameter a product reads, through views (W.t() of nn.Linear). Not
+ * through an Expand: a parameter broadcast (ViT's class token expanded to
+ * the batch) is a tensor of the batch, not a weight (autocast does not cast
+ * it as one). */
 int mp_tplan_weight_of(const mp_graph *g, int v) {
     for (int hop = 0; v >= 0 && hop < 8; hop++) {
         const mp_value *val = &g->values[v];
         if (val->flags & MP_VAL_PARAM) return v;
         if (val->producer < 0) return -1;
         const mp_node *p = &g->nodes[val->producer];
-        if (!p->desc || p->desc->train != mp_bwd_view || p->n_in < 1) return -1;
+        if (!p->desc || p->desc->train != mp_bwd_view || p->n_in < 1 || mp_streq(p->op, "Expand")) return -1;
         v = p->in[0];
     }
     return -1;

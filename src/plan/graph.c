@@ -87,11 +87,26 @@ static mp_status find_repeats(pctx *c) {
     mp_tplan *pl = c->pl;
     const mp_model *m = c->m;
     const mp_profile *p = pl->p;
+    /* a mixture of experts' experts (every node of theirs sized by the
+     * routing) are not what is checkpointed or staged: the layer around
+     * the whole block is (transformers' GradientCheckpointingLayer) */
+    int *routed = NULL; /* per module: nodes the routing sizes; less 1 << 20 per router */
+    if (pl->routed && m->n_modules > 0) {
+        routed = calloc((size_t)m->n_modules, sizeof *routed);
+        if (!routed) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < c->g->n_nodes; k++) {
+            const mp_node *n = &c->g->nodes[k];
+            int add = (n->cost.flags & MP_COST_RUN) ? 1 : mp_streq(n->op, "TopK") ? -(1 << 20) : 0;
+            if (add && n->module >= 0)
+                for (int a = n->module; a >= 0; a = m->modules[a].parent) routed[a] += add;
+        }
+    }
     int best = -1, best_n = 1;
     uint64_t best_params = 0;
     for (int i = 0; i < m->n_modules; i++) {
         for (int a = m->modules[i].first_child; a >= 0; a = m->modules[a].next_sibling) {
             if (m->modules[a].first_child < 0 || p->mods[a].params == 0) continue;
+            if (routed && routed[a] > 0) continue; /* an expert: sized by a router outside it */
             int n = 0;
             for (int b = m->modules[i].first_child; b >= 0; b = m->modules[b].next_sibling)
                 if (m->modules[b].first_child >= 0 && p->mods[b].params == p->mods[a].params) n++;
@@ -103,6 +118,7 @@ static mp_status find_repeats(pctx *c) {
             }
         }
     }
+    free(routed);
     pl->repeat_parent = -1;
     if (best < 0) return MP_OK;
     int depth = m->modules[best].depth;
@@ -141,17 +157,7 @@ static mp_status module_repeats(pctx *c, int **out) {
 
 /* A parameter, or a view of one (Identity, Transpose, Reshape of a weight:
  * PyTorch's W.t() shares the weight's storage). */
-static bool param_like(const pctx *c, int v) {
-    for (int hop = 0; v >= 0 && hop < 8; hop++) {
-        const mp_value *val = &c->g->values[v];
-        if (val->flags & MP_VAL_PARAM) return true;
-        if (val->producer < 0) return false;
-        const mp_node *p = &c->g->nodes[val->producer];
-        if (!p->desc || p->desc->train != mp_bwd_view || p->n_in < 1) return false;
-        v = p->in[0];
-    }
-    return false;
-}
+static bool param_like(const pctx *c, int v) { return mp_tplan_weight_of(c->g, v) >= 0; }
 
 /* The operators eager PyTorch dispatches for a product (host.c), from ATen's
  * decompositions (aten/src/ATen/native/Linear.cpp, LinearAlgebra.cpp's
@@ -1117,14 +1123,17 @@ static mp_status graph_pass(pctx *c) {
              * contiguous().view) */
             bool transpose = mp_streq(n->op, "Transpose");
             bool slice = mp_streq(n->op, "Slice") || mp_streq(n->op, "Split") || mp_streq(n->op, "Gather");
+            /* expand: a view whose broadcast dims have stride 0 */
+            bool expand = mp_streq(n->op, "Expand");
             int x = n->in[0];
-            if (!transpose && !slice && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
+            if (!transpose && !slice && !expand && c->noncontig[x] && !mp_streq(n->op, "Identity") && !same_cast) {
                 t.view = false; /* a copy: the output is a storage of its own */
                 copied = true;
             } else {
                 uint8_t nc = c->noncontig[x];
                 if (transpose) nc |= perm_moves(n, &g->values[x]);
                 if (slice) nc |= slice_strided(c, n, &g->values[x]);
+                if (expand && mp_tplan_numel(&g->values[n->out[0]]) > mp_tplan_numel(&g->values[x])) nc |= 1;
                 for (int i = 0; i < n->n_out; i++) {
                     int y = n->out[i];
                     if (y < 0) continue;

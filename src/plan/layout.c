@@ -394,7 +394,7 @@ static int enumerate_layouts(mp_tplan *pl, int G, int *stamp, mp_fit_row *rows, 
         if (G % tp) continue;
         /* Megatron-LM: tp divides the heads and the KV heads (query groups) */
         if (tp > 1 && (pl->split_nodes == 0 || (pl->heads > 0 && pl->heads % tp) ||
-                       (pl->kv_heads > 0 && pl->kv_heads % tp)))
+                       (pl->kv_heads > 0 && pl->kv_heads % tp) || pl->routed))
             continue;
         for (int pp = 1; pp <= G / tp && pp <= 1024; pp++) {
             if ((G / tp) % pp || (pp > 1 && pp > pl->n_repeats)) continue;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/analyze.h"
 #include "analyze/patterns.h"
 #include "ops/ops.h"
 
@@ -270,11 +271,80 @@ static bool generates(const mp_patterns *P) {
     return yes;
 }
 
+/* A mixture of experts: the rows each expert finds are the data's; the
+ * plan takes balanced routing (routing.c), which keeps every total linear
+ * in the rows exact, and plans a profile counted with those rows. */
+static mp_status plan_route(mp_tplan *pl) {
+    mp_model *m = pl->p->m;
+    const mp_graph *g = m->graph;
+    mp_moe_summary sum;
+    int n = mp_moe_routing(g, NULL, 0, &sum);
+    if (n <= 0) return MP_OK;
+    mp_moe_route *r = malloc(sizeof *r * (size_t)n);
+    mp_shape_seen *seen = malloc(sizeof *seen * (size_t)n);
+    mp_profile *q = NULL;
+    mp_status st = r && seen ? MP_OK : mp_error(MP_ERR_NOMEM, "out of memory");
+    if (!st) {
+        mp_moe_routing(g, r, n, &sum);
+        for (int i = 0; i < n; i++) seen[i] = (mp_shape_seen){.value = r[i].value, .rank = r[i].rank, .dims = r[i].dims};
+        st = mp_profile_static(m, &q);
+    }
+    /* the values the inference could not size: after the finders' rows,
+     * each takes the shape they give it (as a run gives them all), so that
+     * every node the routing sizes is marked so (the experts) */
+    int nv = g->n_values, nd = 0, done = 0;
+    bool *unk = !st ? calloc((size_t)nv + 1, 1) : NULL;
+    if (!st && !unk) st = mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int v = 0; !st && v < nv; v++) unk[v] = g->values[v].producer >= 0 && !mp_shape_known(&g->values[v]);
+    if (!st) st = mp_profile_take_shapes(q, seen, n, &done);
+    mp_shape_seen *all = !st ? malloc(sizeof *all * (size_t)(nv + 1)) : NULL;
+    if (!st && !all) st = mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int v = 0; !st && v < nv; v++)
+        if (unk[v] && mp_shape_known(&g->values[v]))
+            all[nd++] = (mp_shape_seen){.value = v, .rank = g->values[v].rank, .dims = g->values[v].dims};
+    if (!st) st = mp_profile_drop_shapes(q);
+    if (!st) st = mp_profile_take_shapes(q, all, nd, &done);
+    free(all);
+    free(unk);
+    free(r);
+    free(seen);
+    if (!st && q->total.unknown == 0) {
+        pl->routed = q;
+        pl->p = q;
+        pl->moe = sum;
+        /* the experts' parameters: those the nodes the routing sizes read
+         * (through their views: a weight transposed for its MatMul) */
+        bool *seen_w = calloc((size_t)nv + 1, 1);
+        if (!seen_w) return mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int k = 0; k < g->n_nodes; k++) {
+            const mp_node *e = &g->nodes[k];
+            if (!(e->cost.flags & MP_COST_RUN)) continue;
+            for (int i = 0; i < e->n_in; i++) {
+                int w = mp_tplan_weight_of(g, e->in[i]);
+                if (w < 0 || seen_w[w]) continue;
+                seen_w[w] = true;
+                pl->moe_expert_params += mp_tplan_numel(&g->values[w]);
+            }
+        }
+        free(seen_w);
+        return MP_OK;
+    }
+    /* not all of it: the plan says what is still unknown, from the
+     * caller's profile and the model's static shapes */
+    if (q) {
+        mp_status dst = mp_profile_drop_shapes(q);
+        mp_profile_free(q);
+        if (!st) st = dst;
+    }
+    return st;
+}
+
 static mp_status plan_build(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     mp_model *m = pl->p->m;
     mp_status st = mp_tplan_options_check(o);
     if (st) return st;
+    if (pl->p->n_unresolved == 0 && pl->p->total.unknown > 0 && (st = plan_route(pl))) return st;
     if (pl->p->n_unresolved > 0) {
         int sym = pl->p->unresolved[0];
         return mp_error(MP_ERR_USAGE, "the plan needs every dim: give --dim %s=VALUE%s",
@@ -357,6 +427,11 @@ static mp_status plan_build(mp_tplan *pl) {
 
     /* layouts that cannot be planned */
     if (pl->tp > 1) {
+        if (pl->routed)
+            return mp_error(MP_ERR_USAGE, "--tp %d: the model is a mixture of experts (%lld experts, top %lld), whose "
+                            "experts Megatron-LM splits by expert parallelism or each over the tensor-parallel "
+                            "ranks; neither is planned: plan it with --tp 1 (data parallelism, ZeRO, FSDP, pp)",
+                            pl->tp, (long long)pl->moe.experts, (long long)pl->moe.top_k);
         if (pl->split_nodes == 0)
             return mp_error(MP_ERR_USAGE, "--tp %d: the model has no repeated blocks with weight "
                             "products to split", pl->tp);
@@ -426,7 +501,11 @@ static mp_status plan_build(mp_tplan *pl) {
         /* frozen weights: the backward's dX (2 N) but a weight gradient (2 N)
          * for the trainable only: (4 + 2 T / N) N D, + 2 N D recomputed */
         per = 4 + 2 * (double)pl->trainable_params / (double)pl->params + (o->checkpointing ? 2 : 0);
-    pl->flops_6nd = pl->has_tokens ? per * (double)pl->params * pl->tokens_per_step : -1;
+    /* a mixture of experts: a token meets k of the E experts */
+    pl->active_params = (double)pl->params;
+    if (pl->routed && pl->moe.experts > 0 && pl->moe_expert_params <= pl->params)
+        pl->active_params -= (double)pl->moe_expert_params * (1 - (double)pl->moe.top_k / (double)pl->moe.experts);
+    pl->flops_6nd = pl->has_tokens ? per * pl->active_params * pl->tokens_per_step : -1;
     int gpus_run = pl->dp * pl->tp * pl->pp;
     double model_flops = (double)pl->fwd_flops + (double)pl->bwd_flops;
     pl->mfu_implied = pl->step_s > 0 && pl->peak_low_flops > 0
@@ -439,7 +518,7 @@ static mp_status plan_build(mp_tplan *pl) {
     if (steps > 0 && pl->step_s > 0) pl->train_s = steps * pl->step_s * gpus_run / pl->gpus;
     if (pl->peak_low_flops > 0) {
         double total = -1;
-        if (o->tokens > 0) total = per * (double)pl->params * o->tokens;
+        if (o->tokens > 0) total = per * pl->active_params * o->tokens;
         else if (steps > 0) total = steps * (model_flops + (double)pl->recompute_flops);
         if (total > 0) pl->train_6nd_s = total / (pl->gpus * pl->peak_low_flops * o->mfu);
     }
@@ -474,6 +553,13 @@ mp_status mp_tplan_create(const mp_profile *p, const mp_tplan_options *o, mp_tpl
 
 void mp_tplan_free(mp_tplan *pl) {
     if (!pl) return;
+    if (pl->routed) { /* the model's static shapes back, for the caller's profile */
+        char keep[1200]; /* the inference clears the message a failed plan left */
+        snprintf(keep, sizeof keep, "%s", mp_last_error());
+        mp_status st = mp_profile_drop_shapes(pl->routed);
+        mp_profile_free(pl->routed);
+        if (!st && keep[0]) mp_error(MP_ERR_USAGE, "%s", keep);
+    }
     mp_arena_free(&pl->arena);
     free(pl);
 }

@@ -6,6 +6,7 @@
 #ifndef MP_PLAN_PLAN_H
 #define MP_PLAN_PLAN_H
 
+#include "analyze/patterns.h"
 #include "analyze/profile.h"
 #include "base/gpu.h"
 
@@ -156,6 +157,13 @@ typedef struct mp_pnode {
 
 struct mp_tplan {
     const mp_profile *p;
+    /* a mixture of experts: the profile planned, counted again with each
+     * expert's rows under balanced routing (routing.c); the caller's
+     * profile is p's source and gets its static shapes back on free */
+    struct mp_profile *routed;
+    mp_moe_summary moe;
+    uint64_t moe_expert_params;  /* parameters the routed rows meet (the experts') */
+    double active_params;        /* parameters a token meets: N less the experts it is not routed to */
     mp_tplan_options o;
     mp_arena arena;
     /* the GPU */

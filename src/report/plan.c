@@ -219,6 +219,16 @@ static void recognised_text(pw *w, const mp_tplan *pl) {
         if (P->vocab > 0) pf(w, "; vocabulary %lld", (long long)P->vocab);
         pf(w, "\n");
     }
+    if (pl->routed) {
+        const mp_moe_summary *e = &pl->moe;
+        label(w, "mixture of experts:");
+        pf(w, "%d router%s, %lld experts, top %lld, %lld tokens each: planned with balanced routing (each expert "
+              "%.4g rows; every total, FLOPs, kept activations, kernels, holds for any routing); a token meets %s "
+              "of the %s parameters (%s in experts)\n",
+           e->routers, e->routers == 1 ? "" : "s", (long long)e->experts, (long long)e->top_k, (long long)e->tokens,
+           (double)e->tokens * (double)e->top_k / (double)e->experts, mp_fmt_si_d(pl->active_params, "").s,
+           mp_fmt_si((uint64_t)pl->params, "").s, mp_fmt_si(pl->moe_expert_params, "").s);
+    }
     if (P->n_attn) {
         label(w, "attention planned:");
         int eager = P->n_attn - pl->attn_fused - pl->attn_math, parts = 0;
@@ -1148,6 +1158,22 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_close(w, '}');
     jw_key(w, "patterns");
     patterns_json(w, pl);
+    jw_key(w, "moe");
+    if (pl->routed) {
+        const mp_moe_summary *e = &pl->moe;
+        jw_open(w, '{');
+        jw_key(w, "routers"); jw_i64(w, e->routers);
+        jw_key(w, "experts"); jw_i64(w, e->experts);
+        jw_key(w, "top_k"); jw_i64(w, e->top_k);
+        jw_key(w, "tokens"); jw_i64(w, e->tokens);
+        jw_key(w, "rows_per_expert"); jw_double(w, (double)e->tokens * (double)e->top_k / (double)e->experts);
+        jw_key(w, "routing"); jw_str(w, "balanced");
+        jw_key(w, "expert_params"); jw_u64(w, pl->moe_expert_params);
+        jw_key(w, "active_params"); jw_double(w, pl->active_params);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "tensor_parallel");
     jw_open(w, '{');
     jw_key(w, "sequence_parallel"); jw_bool(w, pl->tp > 1 && o->sequence_parallel);

@@ -2,6 +2,7 @@
  * the top modules per depth, the module tree with figures, and a table by
  * operator type. Every number goes through format.c; every module
  * traversal through mp_module_walk. */
+#include "analyze/patterns.h"
 #include "report/report.h"
 
 #include <inttypes.h>
@@ -446,9 +447,19 @@ static void tx_summary(tx *t) {
     if (tot->unknown > 0 && p->n_unresolved)
         tx_printf(t, "%d node%s (shapes depend on unknown dims; set them with --dim NAME=VALUE)\n",
                   tot->unknown, tot->unknown == 1 ? "" : "s");
-    else if (tot->unknown > 0)
+    else if (tot->unknown > 0) {
         tx_printf(t, "%d node%s (sizes known only at run time: data-dependent outputs)\n",
                   tot->unknown, tot->unknown == 1 ? "" : "s");
+        mp_moe_summary moe;
+        if (mp_moe_routing(m->graph, NULL, 0, &moe) > 0) {
+            tx_label(t, "");
+            tx_printf(t, "a mixture of experts (%d router%s, %lld experts, top %lld): the rows each expert gets "
+                         "are the data's; --run counts them as a run routes, `modelprof plan` plans them "
+                         "balanced (their total, tokens x %lld, is exact whatever the routing)\n",
+                      moe.routers, moe.routers == 1 ? "" : "s", (long long)moe.experts, (long long)moe.top_k,
+                      (long long)moe.top_k);
+        }
+    }
     else
         tx_puts(t, "none\n");
     tx_flagged(t, p, MP_COST_RUN, "sized by the run:",
