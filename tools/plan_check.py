@@ -329,7 +329,8 @@ PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("
               ("plain_a", "fp32 lora"), ("plain_b", "fp32 freeze"),
               ("gpt2", "fp32 zg-after"), ("llama", "pure bf16 zg-after"), ("llama", "pure bf16 ckpt zg-after"),
               ("vit", "fp32 zg-after"), ("llama_lm", "pure bf16"), ("llama_lm", "pure bf16 zg-after"),
-              ("llama_lm", "bf16 ckpt zg-after"), ("neox", "fp32"), ("phi3", "pure bf16 zg-after")]
+              ("llama_lm", "bf16 ckpt zg-after"), ("neox", "fp32"), ("phi3", "pure bf16 zg-after"),
+              ("moe_a", "fp32"), ("moe_b", "fp32 ckpt")]
 
 
 class Births(TorchDispatchMode):

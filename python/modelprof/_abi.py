@@ -99,4 +99,6 @@ FUNCTIONS = {
     "mp_exec_create": (_ST, [_H, _P(RunOptions), _OUT]),
     "mp_exec_free": (None, [_H]),
     "mp_profile_run": (_ST, [_H, _H]),
+    "mp_exec_set_input": (_ST, [_H, _c.c_char_p, _c.c_int, _c.c_int, _P(_c.c_int64), _c.c_void_p,
+                                _c.c_size_t]),
 }

@@ -128,15 +128,28 @@ class Profile:
         return [LIB.mp_model_warning(self._m, i).decode("utf-8", "replace")
                 for i in range(LIB.mp_model_warning_count(self._m))]
 
-    def run(self, warmup=3, iters=20, threads=0):
+    def run(self, warmup=3, iters=20, threads=0, inputs=None):
+        """A measured run (mp_profile_run). inputs: the graph inputs' data in
+        their order, each (onnx dtype, shape, address, bytes); when one
+        does not fit its input (mp_exec_set_input refuses it), nothing runs
+        and False is returned."""
         o = options(RunOptions)
         o.warmup, o.iters, o.threads = warmup, iters, threads
         plan = _c.c_void_p()
         check(LIB.mp_exec_create(self._p, _c.byref(o), _c.byref(plan)))
         try:
+            for i, (dtype, shape, addr, nbytes) in enumerate(inputs or ()):
+                name = LIB.mp_model_input_name(self._m, i)
+                dims = (_c.c_int64 * max(1, len(shape)))(*shape)
+                if name is None or LIB.mp_exec_set_input(plan, name, dtype, len(shape), dims, addr, nbytes):
+                    return False
             check(LIB.mp_profile_run(plan, self._p))
         finally:
             LIB.mp_exec_free(plan)
+        return True
+
+    def input_count(self):
+        return LIB.mp_model_input_count(self._m)
 
     def formulas(self):
         """The costs as exact formulas in the dims left free (--formula):

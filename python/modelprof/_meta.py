@@ -214,6 +214,13 @@ def meta_constants_unequal():
         import torch
         lib = torch.library.Library("aten", "IMPL", "Meta")
         lib.impl("equal", lambda a, b: False)
+        # nonzero's count is the data's: a meta tensor says one (not none:
+        # a forward that skips an expert with no tokens still traces it; not
+        # every element: index_add_'s exporter refuses a source longer than
+        # its target). The export records the operator; the library sizes
+        # what follows it (unknown, or a mixture of experts' routing planned
+        # balanced)
+        lib.impl("nonzero", lambda a: torch.zeros((min(a.numel(), 1), a.dim()), dtype=torch.long, device="meta"))
     except Exception:   # registered already, or no Python kernels: as before
         lib = None
     try:
@@ -224,6 +231,33 @@ def meta_constants_unequal():
 
 def _ints(v, k):
     return [int(x) for x in v] if isinstance(v, (list, tuple)) else [int(v)] * k
+
+
+def _one_hot(func, args, kwargs):
+    """F.one_hot of a meta tensor: its kernel reads the indices' values
+    (their range), which a meta tensor does not have. With num_classes
+    given, the output is computed untraced as indices == arange(n) (its
+    shape and type are all a meta tensor has) and the trace records
+    aten::one_hot itself, as a real export does (ONNX OneHot: the pattern
+    layer reads a mixture of experts' routing from it)."""
+    import torch
+    from torch import _C
+    x = args[0] if args else kwargs.get("tensor", kwargs.get("input"))
+    n = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+    state = _C._get_tracing_state()
+    if state is None or not isinstance(x, torch.Tensor) or x.device.type != "meta" or int(n) < 0:
+        return func(*args, **kwargs)
+    _C._set_tracing_state(None)
+    try:
+        out = (x.unsqueeze(-1) == torch.arange(int(n), device=x.device)).long()
+    finally:
+        _C._set_tracing_state(state)
+    g = state.graph()
+    node = g.create("aten::one_hot", [_C._get_value_trace(x), g.insertConstant(int(n))], 1)
+    g.insertNode(node)
+    node.output().inferTypeFrom(out)
+    _C._set_value_trace(out, node.output())
+    return out
 
 
 def traced_meta_conv():
@@ -243,6 +277,8 @@ def traced_meta_conv():
     class TracedMetaConv(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if getattr(func, "__name__", "") == "one_hot":
+                return _one_hot(func, args, kwargs)
             spec = conv.get(func)
             state = _C._get_tracing_state() if spec else None
             if state is None:

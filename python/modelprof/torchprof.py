@@ -497,6 +497,8 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
     with _profiled("get_model_profile", model, input_shape, args, kwargs, ignore_modules,
                    verbose) as p:
         d = p.json()
+        if _count_by_run(p, d, model):
+            d = p.json()
         if print_profile:
             _write_or_print(p.report(_lib.TEXT, depth=module_depth, top=top_modules,
                                      detailed=detailed, tree_depth=-1), output_file)
@@ -506,6 +508,42 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
     if as_string:
         return number_to_string(flops), macs_to_string(macs), params_to_string(params)
     return flops, macs, params
+
+
+# torch dtype name -> ONNX TensorProto type
+_ONNX_DT = {"float32": 1, "uint8": 2, "int8": 3, "int16": 5, "int32": 6, "int64": 7, "bool": 9,
+            "float16": 10, "float64": 11, "bfloat16": 16}
+
+
+def _count_by_run(p, d, model):
+    """Sizes only the data decides (a mixture of experts' routed rows, a
+    detector's kept boxes) are unknown to the static profile; DeepSpeed's
+    profiler counts the forward it ran. The export runs once here on the
+    call's own tensors (the library's measured run, which counts those
+    nodes with the shapes it saw: docs/COUNTING.md, "Sizes the data
+    decides"). Only when every graph input takes its tensor as it is: else,
+    and on a meta model (no data), the figures stay unknown. True when it
+    ran."""
+    tot = d["total"]
+    tensors = getattr(p, "call_tensors", None)
+    if not tot.get("unknown_nodes") or d.get("unresolved_dims") or _meta.on_meta(model) or tensors is None:
+        return False
+    if len(tensors) != p.input_count():
+        return False
+    ins, keep = [], []
+    for t in tensors:
+        c = t.detach().to("cpu").contiguous()
+        code = _ONNX_DT.get(str(c.dtype).replace("torch.", ""))
+        if code is None:
+            return False
+        keep.append(c)
+        ins.append((code, list(c.shape), c.data_ptr(), c.numel() * c.element_size()))
+    try:
+        return p.run(warmup=0, iters=1, inputs=ins)
+    except ModelprofError as e:
+        sys.stderr.write("modelprof: sizes the data decides left unknown: the export could not run "
+                         "here (%s)\n" % e)
+        return False
 
 
 def unrun_params(model, counted, modules):
@@ -599,6 +637,9 @@ def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbos
                            weights=weights)
               if data is not None else _lib.Profile(path, classes=classes, ignore=ignored,
                                                     weights=weights)) as p:
+            # the graph's inputs, in order: the call's tensors as the export
+            # took them (positional, then the keyword ones holding tensors)
+            p.call_tensors = tensors_of((tuple(args), [v for v in kwargs.values() if _is_tensor_tree(v)]))
             yield p
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -409,6 +409,102 @@ def profile_onnx_run():
 
 
 @test
+def moe_counted_by_run():
+    """A mixture of experts (tools/plain_decoders.py's Mixtral-style block:
+    8 SwiGLU experts, top 2): the rows each expert gets are the data's, so
+    the static profile's MACs are unknown; get_model_profile, like
+    DeepSpeed's, counts the forward it ran on the call's tensors. By hand,
+    whatever the routing: each of the 2 x 64 tokens meets 2 experts of
+    3 x 128 x 256 MACs; q and o 128 x 128, k and v 128 x 64 (2 KV heads of
+    32); the scores and the weighted sum 2 x 4 x 64 x 64 x 32 each; the
+    router 128 x 8; the head 128 x 1000; the rotary table's outer product
+    64 x 16 once. The plan of it is balanced."""
+    import torch
+    import modelprof
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import plain_decoders as pd
+    torch.manual_seed(0)
+    m = pd.PlainDecoder("a", vocab=1000, h=128, layers=2, nh=4, nkv=2, inter=256, experts=8, top_k=2)
+    ids = torch.randint(0, 1000, (2, 64))
+    T = 2 * 64
+    layer = T * (2 * 128 * 128 + 2 * 128 * 64) + 2 * (2 * 4 * 64 * 64 * 32) + T * 128 * 8 + T * 2 * 3 * 128 * 256
+    want = 2 * layer + T * 128 * 1000 + 64 * 16  # and the rotary table, outer(arange(64), inv[16])
+    flops, macs, params = modelprof.get_model_profile(m, args=[ids], print_profile=False, as_string=False)
+    check(macs == want, "MACs %r, by hand %d" % (macs, want))
+    check(params == sum(p.numel() for p in m.parameters()), "params %r" % params)
+    plan = modelprof.plan(m, args=(ids,), gpu="h100")
+    check(plan["moe"] and plan["moe"]["experts"] == 8 and plan["moe"]["top_k"] == 2 and
+          plan["moe"]["rows_per_expert"] == T * 2 / 8, "plan.moe %r" % plan.get("moe"))
+
+
+@test
+def moe_on_meta():
+    """A mixture of experts built on the meta device (as from a config,
+    without weights) plans as the same model with weights: F.one_hot and
+    torch.where have no meta kernels of their own (_meta.py gives them for
+    the export), and the routing needs no data. Its profile's MACs stay
+    unknown (no data to route), the model with weights counts its own."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import modelprof
+
+    class Expert(nn.Module):
+        def __init__(self, d, f):
+            super().__init__()
+            self.up, self.gate, self.down = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False), nn.Linear(f, d, bias=False)
+
+        def forward(self, x):
+            return self.down(F.silu(self.gate(x)) * self.up(x))
+
+    class Moe(nn.Module):
+        def __init__(self, d=32, f=64, e=4, k=2):
+            super().__init__()
+            self.router = nn.Linear(d, e, bias=False)
+            self.experts = nn.ModuleList(Expert(d, f) for _ in range(e))
+            self.e, self.k = e, k
+
+        def forward(self, h):
+            b, t, d = h.shape
+            h = h.reshape(-1, d)
+            w, sel = torch.topk(F.softmax(self.router(h), dim=-1, dtype=torch.float), self.k, dim=-1)
+            out = torch.zeros_like(h)
+            mask = F.one_hot(sel, num_classes=self.e).permute(2, 1, 0)
+            for i in range(self.e):
+                slot, tok = torch.where(mask[i])
+                out.index_add_(0, tok, self.experts[i](h[tok]) * w[tok, slot, None].to(h.dtype))
+            return out.reshape(b, t, d)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(100, 32)
+            self.blocks = nn.ModuleList(nn.ModuleDict({"norm": nn.LayerNorm(32), "moe": Moe()}) for _ in range(2))
+            self.head = nn.Linear(32, 100, bias=False)
+
+        def forward(self, ids):
+            x = self.emb(ids)
+            for b in self.blocks:
+                x = x + b["moe"](b["norm"](x))
+            return self.head(x)
+
+    torch.manual_seed(0)
+    real = Net().eval()
+    meta = Net().to("meta").eval()
+    ids = torch.randint(0, 100, (2, 8))
+    pr, pm = modelprof.plan(real, args=(ids,), gpu="h100"), modelprof.plan(meta, args=(ids,), gpu="h100")
+    check(pr["moe"] == pm["moe"] and pm["moe"]["rows_per_expert"] == 8, "moe %r / %r" % (pr["moe"], pm["moe"]))
+    check(pr["memory"]["peak_bytes"] == pm["memory"]["peak_bytes"] and
+          pr["memory"]["activations_bytes"] == pm["memory"]["activations_bytes"],
+          "peak %r / %r" % (pr["memory"], pm["memory"]))
+    _, macs_meta, params_meta = modelprof.get_model_profile(meta, args=[ids], print_profile=False, as_string=False)
+    _, macs_real, params_real = modelprof.get_model_profile(real, args=[ids], print_profile=False, as_string=False)
+    # 16 tokens x 2 experts x 3 x 32 x 64, the router 16 x 32 x 4, the head 16 x 32 x 100, per layer the first two
+    check(macs_real == 2 * (16 * 2 * 3 * 32 * 64 + 16 * 32 * 4) + 16 * 32 * 100, "MACs %r" % macs_real)
+    check(macs_meta is None and params_meta == params_real, "meta: %r %r" % (macs_meta, params_meta))
+
+
+@test
 def analyze_trace_equals_cli():
     import modelprof
     path = os.path.join(ROOT, "tests", "traces", "mobilenet_v2_sgd_loader.trace.json.gz")
