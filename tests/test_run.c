@@ -162,16 +162,21 @@ static const float *t_out(mp_exec *pl, int i, int64_t *numel) {
     return data;
 }
 
-/* A plan of p with default options but for the thread count (the
- * failure recorded when it cannot be made). */
-static mp_exec *t_plan(mp_profile *p, int threads) {
+/* A plan of p with default options but for the thread count and, where
+ * >= 0, the warm-up and timed runs of mp_profile_run (the failure
+ * recorded when it cannot be made). */
+static mp_exec *t_plan_runs(mp_profile *p, int threads, int warmup, int iters) {
     mp_run_options o;
     mp_run_options_default(&o);
     o.threads = threads;
+    if (warmup >= 0) o.warmup = warmup;
+    if (iters >= 0) o.iters = iters;
     mp_exec *pl = NULL;
     T_OK(mp_exec_create(p, &o, &pl));
     return pl;
 }
+
+static mp_exec *t_plan(mp_profile *p, int threads) { return t_plan_runs(p, threads, -1, -1); }
 
 /* Add(X, C) -> Relu -> Y, fused; a node whose output is known is folded */
 static void test_run_fuse_fold(void) {
@@ -510,13 +515,7 @@ static void test_run_sized_by_data(void) {
     T_EQ(p->total.unknown, 4);
     T_EQ(p->total.macs, 0);
     for (int round = 0; round < 2; round++) {
-        mp_run_options o;
-        mp_run_options_default(&o);
-        o.threads = 1;
-        o.warmup = 0;
-        o.iters = 2;
-        mp_exec *pl = NULL;
-        T_OK(mp_exec_create(p, &o, &pl));
+        mp_exec *pl = t_plan_runs(p, 1, 0, 2);
         T_CHECK(!mp_shape_known(tb_val(m, "Y")));
         int64_t ids[8] = {1, 0, 1, 2, 1, 0, 0, 0};
         if (round) ids[5] = ids[6] = 1;
