@@ -915,6 +915,33 @@ static void t_wrong_file(void) {
     t_cli_free(&r);
 }
 
+/* Sizes only the data decides, read from the profile (tests/ort/
+ * nonzero_rows.onnx: the rows of x [4, 8] above -1e30, NonZero, gathered
+ * and multiplied by a 16-wide weight; ONNX Runtime 1.x, level disabled):
+ * every row is, 32 rows, 32 x 8 x 16 = 4,096 MACs, where the static
+ * profile cannot know the 4 nodes after the mask. */
+static void t_data_sized(void) {
+    mp_model *m = NULL;
+    T_OK(mp_model_load("tests/ort/nonzero_rows.onnx", &m));
+    mp_profile *p = NULL;
+    if (m) T_OK(mp_profile_static(m, &p));
+    if (!p) {
+        mp_model_free(m);
+        return;
+    }
+    T_EQ(p->total.unknown, 4);
+    mp_ort_options o;
+    mp_ort_options_default(&o);
+    o.peak_gflops = 100;
+    T_OK(mp_profile_ort(p, "tests/ort/nonzero_rows_disabled.json.gz", &o));
+    T_EQ(p->total.unknown, 0);
+    T_EQ_U64(p->total.macs, 32 * 8 * 16);
+    T_EQ(p->run.run_shaped, 4);
+    T_EQ_STR(p->run.source, "onnxruntime");
+    mp_profile_free(p);
+    mp_model_free(m);
+}
+
 MP_TESTS(ort){
     {"rules", t_rules},
     {"errors", t_errors},
@@ -931,5 +958,6 @@ MP_TESTS(ort){
     {"other_model", t_other_model},
     {"dims", t_dims},
     {"wrong_file", t_wrong_file},
+    {"data_sized", t_data_sized},
 };
 MP_TESTS_END(ort)

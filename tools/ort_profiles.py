@@ -20,6 +20,9 @@ wrong model or dims (issue 31). --cross profiles 22 fixtures at the four
 levels and counts how many modelprof accepts on their own model and refuses
 on a related model and at a wrong batch (docs/DESIGN.md, "--ort-profile").
 
+--data-sized writes nonzero_rows.onnx, a graph whose sizes only the data
+decides, and its profile (test ort.data_sized).
+
 --check also runs modelprof on each profile and prints what the acceptance
 asks (issue 24): node time per run, modelprof's per-run latency and root
 module latency, unmatched time, and how the events were placed.
@@ -107,6 +110,40 @@ def write_others(a):
     return 0
 
 
+def write_data_sized(a):
+    """OUT/nonzero_rows.onnx, a graph whose sizes only the data decides (the
+    rows of x [4, 8] above -1e30, NonZero, gathered, times an 8 x 16
+    weight: every row is, 32 rows, whatever the seeded data), and its
+    profile at level disabled, 2 runs, 1 thread (test ort.data_sized)."""
+    import numpy as np
+    import onnx
+    from onnx import helper as h, numpy_helper as nh, TensorProto as T
+    node_path = run_peers.ensure_ort(a.ort)
+    os.makedirs(a.out, exist_ok=True)
+    inits = [nh.from_array(np.linspace(-1, 1, 128, dtype=np.float32).reshape(8, 16), "W"),
+             nh.from_array(np.array(-1e30, dtype=np.float32), "lo"),
+             nh.from_array(np.array(0, dtype=np.int64), "zero")]
+    nodes = [h.make_node("Greater", ["x", "lo"], ["mask"], name="keep"),
+             h.make_node("NonZero", ["mask"], ["nz"], name="find"),
+             h.make_node("Gather", ["nz", "zero"], ["tok"], name="rows", axis=0),
+             h.make_node("Gather", ["x", "tok"], ["xe"], name="pick", axis=0),
+             h.make_node("MatMul", ["xe", "W"], ["y"], name="expert")]
+    g = h.make_graph(nodes, "nonzero_rows", [h.make_tensor_value_info("x", T.FLOAT, [4, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, ["rows", 16])], inits)
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)], producer_name="modelprof tests")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    model = os.path.join(a.out, "nonzero_rows.onnx")
+    onnx.save(m, model)
+    tmp = tempfile.mkdtemp(prefix="mp-ort-")
+    try:
+        prof = profile(model, "disabled", 2, 1, [], tmp, node_path)
+        gz(prof, os.path.join(a.out, "nonzero_rows_disabled.json.gz"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
 # --cross: each model's profiles (4 levels, batch 2; seq 16) on the model
 # (accepted), on related models (refused) and with --dim batch=3 (refused).
 CROSS = {
@@ -164,6 +201,8 @@ def main():
     ap.add_argument("--only", default=None, help="comma-separated models")
     ap.add_argument("--others", action="store_true",
                     help="write the profiles of other models and dims (OTHERS) instead")
+    ap.add_argument("--data-sized", action="store_true",
+                    help="write nonzero_rows.onnx and its profile (sizes only the data decides)")
     ap.add_argument("--cross", action="store_true",
                     help="profile the CROSS models at every level (into a temporary folder) and check that "
                          "modelprof accepts each on its model and refuses it on related models and at a wrong batch")
@@ -175,6 +214,8 @@ def main():
     a = ap.parse_args()
     if a.others:
         return write_others(a)
+    if a.data_sized:
+        return write_data_sized(a)
     if a.cross:
         return cross(a)
     models = a.only.split(",") if a.only else list(MODELS)

@@ -40,6 +40,7 @@
  * 5. Each slot's time is shared among its nodes by FLOPs
  *    (mp_profile_set_times): nodes, modules, op types, as a measured run.
  */
+#include "analyze/analyze.h"
 #include "analyze/profile.h"
 #include "ops/ops.h"
 #include "trace/trace.h"
@@ -988,6 +989,51 @@ static mp_status ort_check_slot(ort *o, const ort_slot *s) {
     return MP_OK;
 }
 
+/* Sizes only the data decides, as ONNX Runtime's run wrote them: an event
+ * named after its node and of its op writes that node's output shapes (as
+ * ort_check_slot reads them), so each output the inference could not size
+ * (after a NonZero, a NonMaxSuppression) takes its shape, and the profile
+ * counts those nodes with them (mp_profile_take_shapes: what a run here
+ * does). Only where the inference knows nothing that disagrees (its rank,
+ * its known dims): a node the optimiser rewrote (a fusion, another layout)
+ * is named otherwise or runs another op, and is not read. *sized: the
+ * nodes counted so. */
+static mp_status ort_take_shapes(ort *o, int *sized) {
+    *sized = 0;
+    if (o->p->total.unknown == 0) return MP_OK;
+    const mp_graph *g = o->g;
+    int cap = 0;
+    for (int s = 0; s < o->n_slots; s++)
+        if (o->slots[s].how == ORT_EXACT && o->slots[s].anchor >= 0) cap += g->nodes[o->slots[s].anchor].n_out;
+    mp_shape_seen *seen = malloc(sizeof *seen * (size_t)(cap + 1));
+    int64_t *dims = malloc(sizeof *dims * (size_t)(cap + 1) * ORT_MAX_DIMS);
+    if (!seen || !dims) {
+        free(seen);
+        free(dims);
+        return mp_error(MP_ERR_NOMEM, "out of memory");
+    }
+    int n = 0;
+    for (int s = 0; s < o->n_slots; s++) {
+        const ort_slot *sl = &o->slots[s];
+        if (sl->how != ORT_EXACT || sl->anchor < 0 || sl->value >= 0 || sl->out == MP_TORT_NONE) continue;
+        const mp_node *a = &g->nodes[sl->anchor];
+        if (strcmp(a->op, ort_str(o, sl->op)) != 0) continue;
+        ort_shape sh[ORT_MAX_SHAPES];
+        int k = ort_shapes(ort_str(o, sl->out), sh);
+        for (int j = 0; j < a->n_out && j < k && j < ORT_MAX_SHAPES && n < cap; j++) {
+            int v = a->out[j];
+            if (v < 0 || sh[j].rank < 0 || mp_shape_known(&g->values[v])) continue;
+            int64_t *d = dims + (size_t)n * ORT_MAX_DIMS;
+            memcpy(d, sh[j].d, sizeof *d * (size_t)sh[j].rank);
+            seen[n++] = (mp_shape_seen){.value = v, .rank = sh[j].rank, .dims = d};
+        }
+    }
+    mp_status st = n ? mp_profile_take_shapes(o->p, seen, n, sized) : MP_OK;
+    free(seen);
+    free(dims);
+    return st;
+}
+
 /* Is value v of rank 3 or more the 2-D a with its leading dims flattened
  * (what MatMulAddFusion's Gemm reads and writes, between the Reshapes it
  * adds)? */
@@ -1522,7 +1568,10 @@ mp_status mp_profile_ort(mp_profile *p, const char *path, const mp_ort_options *
     st = ort_prepare(&o, p, path, opt, &im);
     if (!st) st = ort_check(&o, seen);
     if (!st) im.dims = ort_dims_said(&o, seen);
+    int sized = 0;
+    if (!st) st = ort_take_shapes(&o, &sized);
     if (!st) st = ort_fill(&o, opt, &im);
+    if (!st) p->run.run_shaped = sized;
     if (st) {
         mp_profile_free_measured(p);
         p->measured = false;
