@@ -838,6 +838,18 @@ static void js_patterns(jw *w, const mp_profile *p) {
     jw_open(w, '[');
     for (int i = 0; i < pp->n_blocks; i++) js_block(w, m, pp, &pp->blocks[i]);
     jw_close(w, ']');
+    mp_moe_summary moe;
+    jw_key(w, "moe");
+    if (mp_moe_routing(g, NULL, 0, &moe) > 0) {
+        jw_open(w, '{');
+        jw_key(w, "routers"); jw_i64(w, moe.routers);
+        jw_key(w, "experts"); jw_i64(w, moe.experts);
+        jw_key(w, "top_k"); jw_i64(w, moe.top_k);
+        jw_key(w, "tokens"); jw_i64(w, moe.tokens);
+        jw_close(w, '}');
+    } else {
+        jw_null(w);
+    }
     jw_key(w, "not_recognised");
     jw_open(w, '[');
     for (int i = 0; i < pp->n_miss; i++) {
