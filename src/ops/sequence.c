@@ -324,6 +324,7 @@ typedef struct {
     const void *data;
     int rank;
     const int64_t *dims;
+    int dtype;              /* of its elements: the sequence's, or refused */
 } sq_src;
 
 static size_t sq_round(size_t n) { return (n + SQ_ALIGN - 1) & ~(size_t)(SQ_ALIGN - 1); }
@@ -360,6 +361,10 @@ static mp_status sq_write(mp_kctx *k, int o, int n, const sq_src *src) {
     int dt = k->out[o].dtype;
     size_t es = mp_kesize(dt);
     if (!es) return mp_kfail(k, MP_ERR_UNSUPPORTED, "a sequence of %s cannot run here", mp_dtype_name(dt));
+    for (int j = 0; j < n; j++)
+        if (src[j].dtype != dt)
+            return mp_kfail(k, MP_ERR_FORMAT, "element %d is %s, in a sequence of %s", j, mp_dtype_name(src[j].dtype),
+                            mp_dtype_name(dt));
     size_t size = sq_round(sizeof(sq_head) + (size_t)n * sizeof(sq_ent));
     for (int j = 0; j < n; j++) {
         int64_t numel = 1;
@@ -390,7 +395,7 @@ static mp_status sq_write(mp_kctx *k, int o, int n, const sq_src *src) {
 
 /* Element j of sequence input i as a source. */
 static sq_src sq_el(const mp_kctx *k, int i, const sq_ent *e, int64_t j) {
-    sq_src r = {(const uint8_t *)k->in[i].data + e[j].off, (int)e[j].rank, e[j].dims};
+    sq_src r = {(const uint8_t *)k->in[i].data + e[j].off, (int)e[j].rank, e[j].dims, k->in[i].dtype};
     return r;
 }
 
@@ -407,7 +412,7 @@ static mp_status sq_kpos(const mp_kctx *k, int i, int64_t n, int64_t extra, int6
 }
 
 static sq_src sq_tensor(const mp_rtensor *t) {
-    sq_src r = {t->data, t->rank, t->dims};
+    sq_src r = {t->data, t->rank, t->dims, t->dtype};
     return r;
 }
 
@@ -507,7 +512,7 @@ static mp_status sqk_split(mp_kctx *k) {
             if (d == ax && squeeze) continue;
             dims[i * MP_MAX_RANK + r++] = d == ax ? sv[i] : x->dims[d];
         }
-        src[i] = (sq_src){buf + at, r, &dims[i * MP_MAX_RANK]};
+        src[i] = (sq_src){buf + at, r, &dims[i * MP_MAX_RANK], x->dtype};
         for (int64_t o = 0; o < outer; o++, at += (size_t)sv[i] * row)
             memcpy(buf + at, (const uint8_t *)x->data + ((size_t)(o * len + start)) * row, (size_t)sv[i] * row);
     }
