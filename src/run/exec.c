@@ -631,6 +631,10 @@ static mp_status mp__classify(mp_exec *pl) {
                 return mp_error(MP_ERR_USAGE, "%s: input '%s' has unknown dims: give them with --dim "
                                 "or --input before a run", pl->m->path ? pl->m->path : "model",
                                 val->name);
+            if (mp_dtype_bytes(val->dtype, 1) == 0 && mp_value_numel(val) > 0)
+                return mp_error(MP_ERR_UNSUPPORTED, "%s: input '%s' is of type %s, whose elements have no size "
+                                "here: it cannot be given data to run", pl->m->path ? pl->m->path : "model",
+                                val->name, mp_dtype_name(val->dtype));
         }
     }
     /* readers: the graph's consumer index (a body reading a value counts
