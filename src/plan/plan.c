@@ -290,21 +290,19 @@ static mp_status plan_route(mp_tplan *pl) {
         st = mp_profile_static(m, &q);
     }
     /* the values the inference could not size: after the finders' rows,
-     * each takes the shape they give it (as a run gives them all), so that
-     * every node the routing sizes is marked so (the experts) */
-    int nv = g->n_values, nd = 0, done = 0;
+     * the nodes that read or write one are the routing's (the experts') */
+    int nv = g->n_values, done = 0;
     bool *unk = !st ? calloc((size_t)nv + 1, 1) : NULL;
     if (!st && !unk) st = mp_error(MP_ERR_NOMEM, "out of memory");
     for (int v = 0; !st && v < nv; v++) unk[v] = g->values[v].producer >= 0 && !mp_shape_known(&g->values[v]);
     if (!st) st = mp_profile_take_shapes(q, seen, n, &done);
-    mp_shape_seen *all = !st ? malloc(sizeof *all * (size_t)(nv + 1)) : NULL;
-    if (!st && !all) st = mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int v = 0; !st && v < nv; v++)
-        if (unk[v] && mp_shape_known(&g->values[v]))
-            all[nd++] = (mp_shape_seen){.value = v, .rank = g->values[v].rank, .dims = g->values[v].dims};
-    if (!st) st = mp_profile_drop_shapes(q);
-    if (!st) st = mp_profile_take_shapes(q, all, nd, &done);
-    free(all);
+    for (int k = 0; !st && k < g->n_nodes; k++) {
+        mp_node *e = &m->graph->nodes[k];
+        bool routed = false;
+        for (int i = 0; i < e->n_in && !routed; i++) routed = e->in[i] >= 0 && unk[e->in[i]];
+        for (int o = 0; o < e->n_out && !routed; o++) routed = e->out[o] >= 0 && unk[e->out[o]];
+        if (routed && !(e->cost.flags & MP_COST_UNKNOWN)) e->cost.flags |= MP_COST_RUN;
+    }
     free(unk);
     free(r);
     free(seen);
