@@ -510,11 +510,6 @@ def get_model_profile(model, input_shape=None, args=[], kwargs={}, print_profile
     return flops, macs, params
 
 
-# torch dtype name -> ONNX TensorProto type
-_ONNX_DT = {"float32": 1, "uint8": 2, "int8": 3, "int16": 5, "int32": 6, "int64": 7, "bool": 9,
-            "float16": 10, "float64": 11, "bfloat16": 16}
-
-
 def _count_by_run(p, d, model):
     """Sizes only the data decides (a mixture of experts' routed rows, a
     detector's kept boxes) are unknown to the static profile; DeepSpeed's
@@ -530,10 +525,10 @@ def _count_by_run(p, d, model):
         return False
     if len(tensors) != p.input_count():
         return False
-    ins, keep = [], []
+    ins, keep = [], []      # keep: the CPU copies whose addresses the run reads
     for t in tensors:
         c = t.detach().to("cpu").contiguous()
-        code = _ONNX_DT.get(str(c.dtype).replace("torch.", ""))
+        code = _meta._ONNX_DTYPE.get(str(c.dtype).replace("torch.", ""))
         if code is None:
             return False
         keep.append(c)

@@ -657,7 +657,13 @@ mp_status mp_profile_drop_shapes(mp_profile *p) {
     mp_graph *g = p->m->graph;
     for (int i = 0; i < g->n_values; i++) g->values[i].run_dims = NULL;
     p->m->has_run_shapes = false;
-    return mp__recount(p);
+    /* a restoration: the message a caller's failure left (a plan refused
+     * before it is freed) outlives the inference, which clears it */
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", mp_last_error());
+    mp_status st = mp__recount(p);
+    if (!st && keep[0]) mp_error(MP_OK, "%s", keep);
+    return st;
 }
 
 void mp_profile_free_measured(mp_profile *p) {

@@ -30,7 +30,8 @@ void mp_cost_node(mp_model *m, mp_graph *g, int k);
  * carry MP_COST_RUN. The graph then holds those shapes (the reports read
  * them); p's measured fields are freed (fill them after). *completed:
  * the nodes so counted. mp_profile_drop_shapes counts p again without
- * them (a new plan of the model must not see them). */
+ * them (a new plan of the model must not see them), keeping the message
+ * of a failure before it. */
 typedef struct mp_shape_seen {
     int value;              /* main-graph value index */
     int rank;
