@@ -477,7 +477,8 @@ typedef struct mp_tplan_options {
     int attention_fused;      /* attention as one fused kernel (PyTorch 2's SDPA): the
                                * scores are never kept (default 1) */
     int autocast_cpu;         /* mixed precision: CPU autocast's op lists (only matmul/conv
-                               * lowered, only losses in fp32) instead of CUDA's */
+                               * lowered, only losses in fp32, and under torch 1.13
+                               * conv_transpose too) instead of CUDA's */
     const char *gpu;          /* id in the GPU table ("h100-sxm"); NULL: none */
     double peak_tflops;       /* > 0: dense peak of the training dtype, overrides the table */
     double mem_gb, bandwidth_gbs, link_gbs; /* > 0: override the table */

@@ -120,6 +120,40 @@ static void t_saved_hand(void) {
     tb_done(m, p);
 }
 
+/* Equal weights merged by the TorchScript exporter (a layer deep-copied,
+ * as nn.TransformerEncoder's clones, exported fresh): the second layer's
+ * weight is an Identity of the first's initializer. In PyTorch it is a
+ * parameter of its own, and autocast casts and caches each parameter.
+ * x[4,8] -> MatMul A[8,8] -> h -> MatMul layers.0.W -> Relu -> r0 ->
+ * MatMul layers.1.W (the Identity) -> y, bf16 autocast: x's copy (the
+ * gradient of A, 4 x 8 x 2 = 64), h in bf16 (64), r0 in bf16 (64) and both
+ * layers' weight copies, 2 x 8 x 8 x 2 = 256 (one before: 128). */
+static void t_merged_weight_casts(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "A", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "layers.0.W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_node(m, "Identity", "layers.0.W", "layers.1.W");
+    tb_node(m, "MatMul", "x,A", "h");
+    tb_node(m, "MatMul", "h,layers.0.W", "h0");
+    tb_node(m, "Relu", "h0", "r0");
+    tb_node(m, "MatMul", "r0,layers.1.W", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    o.precision = MP_PREC_BF16_MIXED;
+    mp_tplan *pl = p ? plan_of(p, &o) : NULL;
+    if (pl) {
+        T_EQ_U64(pl->params, 192);
+        T_EQ_U64(pl->cast_param_bytes, 256);
+        T_EQ_U64(pl->mem.activations_bytes, 64 + 64 + 64 + 256);
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* Two blocks, layers.0 and layers.1, each MatMul W[8,8] -> Relu inside a
  * child module fc: x[4,8] -> r0 -> r1. */
 static mp_model *two_blocks(void) {
@@ -1191,6 +1225,7 @@ MP_TESTS(plan) {
     {"zero_table", t_zero_table},
     {"deepspeed", t_deepspeed},
     {"saved_hand", t_saved_hand},
+    {"merged_weight_casts", t_merged_weight_casts},
     {"blocks_hand", t_blocks_hand},
     {"attention_hand", t_attention_hand},
     {"decomposed_hand", t_decomposed_hand},

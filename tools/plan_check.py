@@ -28,6 +28,15 @@ section 9 lists them with their figures):
   phi3       views (FusedDecoder: partial rotary, LayerNorm, tied head;
              GPT-NeoX's parallel residual and GELU, Phi-3's fused gate-up),
              2 layers of 128, batch 2 x 256: matmul's copy of V is kept
+  moe_a,     Mixtral-style sparse mixtures of experts (8 SwiGLU experts,
+  moe_b      top 2; the one-hot and `selected == e` token finders), planned
+             with balanced routing
+  tfenc      nn.TransformerEncoder, fresh (its deep-copied layers' equal
+             weights merged by the exporter behind Identity copies: each a
+             parameter of its own, with its own autocast copy), 2 x 128
+  seq2seq    nn.Transformer (cross-attention), 2 x 64 source, 2 x 48 target
+  unet       a U-Net: max-pooling, ConvTranspose up, concatenated skips
+             (CPU autocast in torch 1.13 runs conv_transpose in fp32)
 
 each in fp32, under torch.autocast("cpu", dtype=torch.bfloat16), both with
 activation checkpointing (torch.utils.checkpoint around each block the
@@ -147,13 +156,75 @@ CASES = {
     "moe_b": (lambda: build_moe("b", "eq"), ("fp32", "bf16 ckpt")),
     "neox": (lambda: build_fused("neox"), ("fp32", "bf16", "pure bf16", "fp32 ckpt")),
     "phi3": (lambda: build_fused("phi3"), ("fp32", "bf16", "pure bf16")),
+    "tfenc": (lambda: (TfEnc(), (torch.randint(0, 500, (2, 128), generator=g()),)), ("fp32", "bf16", "fp32 ckpt")),
+    "seq2seq": (lambda: (Seq2Seq(), (torch.randint(0, 500, (2, 64), generator=g()),
+                                      torch.randint(0, 500, (2, 48), generator=g()))), ("fp32", "bf16")),
+    "unet": (lambda: (UNet(), (torch.randn(1, 3, 64, 64, generator=g()),)), ("fp32", "bf16")),
 }
+INPUT_NAMES = {"vit": ["x"], "unet": ["x"], "seq2seq": ["src", "tgt"]}
 
 # fine-tuning modes: the plan's flags and what the PyTorch model is given
 FT_ARGS = {
     "lora": ["--lora-rank", "8", "--lora-targets", "q,v"],
     "freeze": ["--freeze", "*", "--unfreeze", "layers.1.*", "--unfreeze", "norm.*", "--unfreeze", "out.*"],
 }
+
+
+class TfEnc(nn.Module):
+    """nn.TransformerEncoder (pre-norm, GELU, batch first) between an
+    embedding and a head: its layers are deep copies of one layer, so a
+    fresh model's are equal and the exporter merges them (the second
+    layer's weights are Identity copies of the first's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(500, 64)
+        layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(64, 500)
+
+    def forward(self, ids):
+        return self.head(self.enc(self.emb(ids)))
+
+
+class Seq2Seq(nn.Module):
+    """nn.Transformer (2 encoder and 2 decoder layers: cross-attention)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(500, 64)
+        self.tf = nn.Transformer(64, 4, 2, 2, 128, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(64, 500)
+
+    def forward(self, src, tgt):
+        return self.head(self.tf(self.emb(src), self.emb(tgt)))
+
+
+def conv_bn_relu2(i, o):
+    return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True),
+                         nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    """A two-level U-Net: max-pooling down, ConvTranspose up, skips
+    concatenated; per-pixel classes last (the loss over 5 classes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.d1, self.d2, self.mid = conv_bn_relu2(3, 16), conv_bn_relu2(16, 32), conv_bn_relu2(32, 64)
+        self.pool = nn.MaxPool2d(2)
+        self.u2, self.c2 = nn.ConvTranspose2d(64, 32, 2, 2), conv_bn_relu2(64, 32)
+        self.u1, self.c1 = nn.ConvTranspose2d(32, 16, 2, 2), conv_bn_relu2(32, 16)
+        self.out = nn.Conv2d(16, 5, 1)
+
+    def forward(self, x):
+        a = self.d1(x)
+        b = self.d2(self.pool(a))
+        m = self.mid(self.pool(b))
+        y = self.c2(torch.cat([self.u2(m), b], 1))
+        y = self.c1(torch.cat([self.u1(y), a], 1))
+        return self.out(y).permute(0, 2, 3, 1)
 
 
 def build_plain(variant):
@@ -200,7 +271,7 @@ def model_of(name, pure, out):
     path = os.path.join(out, "%s%s.onnx" % (name, "_bf16" if pure else ""))
     if not os.path.exists(path):
         os.makedirs(out, exist_ok=True)
-        names = ["input_ids", "attention_mask"][:len(inputs)] if name != "vit" else ["x"]
+        names = INPUT_NAMES.get(name, ["input_ids", "attention_mask"][:len(inputs)])
         f = io.BytesIO()
         model.eval()
         torch.onnx.export(model, inputs, f, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE,
@@ -330,7 +401,7 @@ PEAK_CASES = [("gpt2", "fp32"), ("gpt2", "fp32 ckpt"), ("gpt2", "pure bf16"), ("
               ("gpt2", "fp32 zg-after"), ("llama", "pure bf16 zg-after"), ("llama", "pure bf16 ckpt zg-after"),
               ("vit", "fp32 zg-after"), ("llama_lm", "pure bf16"), ("llama_lm", "pure bf16 zg-after"),
               ("llama_lm", "bf16 ckpt zg-after"), ("neox", "fp32"), ("phi3", "pure bf16 zg-after"),
-              ("moe_a", "fp32"), ("moe_b", "fp32 ckpt")]
+              ("moe_a", "fp32"), ("moe_b", "fp32 ckpt"), ("tfenc", "bf16"), ("unet", "bf16")]
 
 
 class Births(TorchDispatchMode):

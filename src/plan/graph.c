@@ -562,7 +562,12 @@ static bool run_made(const pctx *c, int v) {
  * autocast a value kept in another type is a copy of its own. */
 static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64_t *cast) {
     *split = c->split[v];
-    if (c->g->values[c->stor[v]].flags & MP_VAL_PARAM) v = c->stor[v]; /* a view of a weight */
+    /* a view of a weight: the parameter it views, which is the Identity
+     * copy where the exporter merged equal weights (a parameter of its own
+     * in PyTorch, whose autocast copy is its own) */
+    int w = mp_tplan_weight_of(c->g, v);
+    if (w >= 0) v = w;
+    else if (c->g->values[c->stor[v]].flags & MP_VAL_PARAM) v = c->stor[v];
     const mp_value *val = &c->g->values[v];
     if (val->flags & MP_VAL_PARAM) {
         /* the parameter itself is no activation; autocast's cached
@@ -1070,6 +1075,10 @@ static mp_status graph_pass(pctx *c) {
         if (role == ROLE_ATTN_HEAD || role == ROLE_ATTN_OUT) amp = MP_AMP_LOWER; /* SDPA */
         if (amp == MP_AMP_LOSS) amp = MP_AMP_FP32;
         else if (amp == MP_AMP_FP32 && pl->o.autocast_cpu) amp = MP_AMP_PROMOTE;
+        /* CPU autocast in PyTorch 1.13 has conv_transpose1d/2d/3d on its fp32
+         * list (it casts a bf16 input up); PyTorch 2's lowers them, as CUDA's */
+        if (amp == MP_AMP_LOWER && pl->o.autocast_cpu && o->torch_version == 1 && mp_streq(n->op, "ConvTranspose"))
+            amp = MP_AMP_FP32;
         if (!c->mixed && amp != MP_AMP_KEEP) amp = MP_AMP_PROMOTE;
         int act_dt = -1, any_dt = -1;
         for (int i = 0; i < n->n_in; i++) {
