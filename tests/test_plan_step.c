@@ -530,10 +530,13 @@ static void t_gemma2_block(void) {
  * of their own, none of whose gradients is summed with another's: the
  * plan's gradient accumulations are the model's own, 4 a block (the
  * residual stream read by a norm and a sum twice, gelu_new's input read
- * three times), 48 where 96 were counted, and its optimizer steps the 52
- * tensors the graph holds and the 48 stand-ins: 100. PyTorch's 148 also
- * has the 48 zero biases the optimizer removed from the Gemms (folded
- * away, with no stand-in), which the plan does not step. */
+ * three times), 48 where 96 were counted. Its optimizer steps PyTorch's
+ * 148 tensors: the 52 the graph holds and the 96 declared parameters it
+ * does not (the profile's role_params: the 48 merged behind the stand-ins
+ * and the 48 zero biases the exporter removed from the Gemms; 100 when
+ * only the stand-ins were stepped), and the model states are PyTorch's
+ * 124,439,808 parameters' (4 B each in fp32: 124,320,000 before, the
+ * graph's). */
 static void t_merged_parameters(void) {
     mp_model *m;
     mp_profile *p = profile_at("models/dynamo/gpt2_dynamo.onnx", 1, 8, &m);
@@ -541,11 +544,20 @@ static void t_merged_parameters(void) {
     const char *kv[] = {"loss", "none", "optimizer", "adamw", NULL};
     mp_tplan *pl = p ? plan_with(p, kv) : NULL;
     if (pl) {
-        T_EQ_U64(pl->opt_tensors, 52 + 48);
+        T_EQ_U64(pl->opt_tensors, 52 + 96);
+        T_EQ_U64(pl->mem.weights_bytes, 124439808ull * 4);
+        T_EQ_U64(pl->mem.grads_bytes, 124439808ull * 4);
+        T_EQ_U64(pl->mem.optimizer_bytes, 124439808ull * 8);
         uint64_t acc = 0;
         for (int k = 0; k < pl->n_nodes; k++) acc += pl->nodes[k].n_acc;
         T_EQ_U64(acc, 48);
     }
+    mp_tplan_free(pl);
+    /* frozen but the last block, by name: PyTorch's 7,087,872 trainable
+     * (its merged norms' and removed biases' 6,912 + 3,072 among them) */
+    const char *kf[] = {"loss", "none", "optimizer", "adamw", "freeze", "*", "unfreeze", "transformer.h.11.*", NULL};
+    pl = p ? plan_with(p, kf) : NULL;
+    if (pl) T_EQ_U64(pl->trainable_params, 7087872);
     mp_tplan_free(pl);
     mp_profile_free(p);
     mp_model_free(m);

@@ -725,6 +725,7 @@ void mp_profile_free(mp_profile *p) {
     free(p->unresolved);
     free(p->pnotes);
     free(p->param_stand_in);
+    free(p->role_params);
     mp_formulas_free(p->formulas);
     mp_profile_free_measured(p);
     free(p);

@@ -462,6 +462,12 @@ static void mp__fx_count(mp__walk *w) {
     mp_model *m = p->m;
     mp_graph *g = w->g;
     bool *ovf = &w->ovf;
+    int n_role = 0;
+    for (int i = 0; w->role_numel && i < m->n_sig_params; i++) n_role += w->role_numel[i] > 0;
+    if (n_role && !(p->role_params = calloc((size_t)n_role, sizeof *p->role_params))) {
+        w->nomem = true;
+        return;
+    }
     for (int i = 0; w->role_numel && i < m->n_sig_params; i++) {
         if (w->role_numel[i] <= 0) continue;
         uint64_t n = (uint64_t)w->role_numel[i];
@@ -471,7 +477,10 @@ static void mp__fx_count(mp__walk *w) {
         p->total.param_bytes = mp_uadd(p->total.param_bytes, bytes, ovf);
         p->params_by_dtype[dt] = mp_uadd(p->params_by_dtype[dt], n, ovf);
         p->param_bytes_by_dtype[dt] = mp_uadd(p->param_bytes_by_dtype[dt], bytes, ovf);
-        p->params_by_role_n++;
+        struct mp_role_param *rp = &p->role_params[p->params_by_role_n++];
+        rp->node = w->role_node[i];
+        rp->numel = n;
+        rp->name = m->sig_params[i].target ? m->sig_params[i].target : m->sig_params[i].name;
         p->params_by_role = mp_uadd(p->params_by_role, n, ovf);
         mp_node *nd = &g->nodes[w->role_node[i]];
         nd->cost.params = mp_uadd(nd->cost.params, n, ovf);

@@ -173,6 +173,16 @@ struct mp_profile {
      * the declared parameter the node took (a parameter of its own in
      * PyTorch: its own gradient, AccumulateGrad and optimizer state) */
     uint32_t *param_stand_in;
+    /* the parameters counted by role, params_by_role_n of them, in the
+     * signature's order (NULL when none): the node that took each first
+     * (whose role there gave its shape), its elements and its name (the
+     * signature's target). The planner gives them weights, gradients and
+     * optimizer states, as PyTorch has them. */
+    struct mp_role_param {
+        int node;
+        uint64_t numel;
+        const char *name;
+    } *role_params;
     int peak_node;          /* node (main graph) at which the peak occurs */
     mp_fig *mods;           /* per module, indexed like m->modules */
     mp_opstat *ops;         /* per op type, by decreasing FLOPs then MACs */

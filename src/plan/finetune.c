@@ -199,6 +199,7 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
     mp_model *m = pl->p->m;
     const mp_graph *g = m->graph;
     int nv = g->n_values, nn = g->n_nodes;
+    int n_role = pl->p->role_params ? pl->p->params_by_role_n : 0;
     bool lora = o->lora_rank > 0;
     pl->ft = o->trainable[0] || lora || o->base_dtype || o->offload || o->optimizer == MP_OPT_ADAMW8BIT ||
              o->optimizer == MP_OPT_PAGED_ADAMW8BIT || o->optimizer == MP_OPT_LION;
@@ -235,6 +236,15 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
         }
         for (int v = 0; v < nv; v++)
             if (g->values[v].flags & MP_VAL_PARAM) pl->ptrain[v] = !lora; /* LoRA freezes the base, as PEFT */
+        /* and the declared parameters the graph does not hold, by their names */
+        if (n_role) {
+            pl->role_train = mp_arena_calloc(&pl->arena, (size_t)n_role, 1);
+            if (!pl->role_train) {
+                free(mod);
+                return mp_error(MP_ERR_NOMEM, "out of memory");
+            }
+            memset(pl->role_train, !lora, (size_t)n_role);
+        }
         /* the globs in the order given: the last that matches decides */
         const char *r = o->trainable;
         while (*r && !st) {
@@ -257,6 +267,12 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
                 pl->ptrain[v] = sign == '+';
                 hits++;
             }
+            for (int ri = 0; ri < n_role; ri++) {
+                const char *rname = pl->p->role_params[ri].name; /* the signature's target: a module path */
+                if (!glob_match(glob, rname ? rname : "", NULL)) continue;
+                pl->role_train[ri] = sign == '+';
+                hits++;
+            }
             if (!hits)
                 st = mp_error(MP_ERR_USAGE, "--%s '%s': matches no parameter (names look like '%s'; a glob "
                               "matches a parameter's name or its module's path)", sign == '+' ? "unfreeze" : "freeze",
@@ -269,6 +285,8 @@ mp_status mp_tplan_ft_prepare(mp_tplan *pl, const mp_patterns *P) {
             all += e;
             if (!pl->ptrain || pl->ptrain[v]) pl->base_trainable += e;
         }
+    for (int r = 0; r < n_role; r++)
+        if (mp_tplan_role_trains(pl, r)) pl->base_trainable += pl->p->role_params[r].numel;
     (void)all;
 
     /* LoRA's adapted products */
@@ -418,29 +436,37 @@ mp_status mp_tplan_ft_answer(mp_tplan *pl) {
     return MP_OK;
 }
 
-void mp_tplan_ft_param(const mp_tplan *pl, int v, bool split, int tp, mp_ft_acc *a) {
-    const mp_value *val = &pl->p->m->graph->values[v];
-    uint64_t e = mp_tplan_numel(val);
-    double div = split ? (double)tp : 1.0;
-    if (!pl->ptrain || pl->ptrain[v]) {
+void mp_tplan_ft_elems(const mp_tplan *pl, uint64_t e, uint64_t rows, uint64_t cols, bool trains, bool split, int tp,
+                       mp_ft_acc *a) {
+    if (trains) {
         const mp_precision pr = pl->o.precision;
         double s = mp_tplan_mixed(pr) || pr == MP_PREC_FP32 ? 4 : 2;
-        uint64_t rows = 0, cols = 0;
-        if (val->rank >= 2) {
-            int64_t r = mp_dims_product(val->dims, val->rank - 1);
-            rows = r > 0 ? (uint64_t)r : 0;
-            cols = (uint64_t)val->dims[val->rank - 1];
-        }
-        a->opt_bytes += mp_tplan_opt_tensor(pl->o.optimizer, s, e, rows, cols) / div;
+        a->opt_bytes += mp_tplan_opt_tensor(pl->o.optimizer, s, e, rows, cols) / (split ? (double)tp : 1.0);
         if (split) a->train_split += e;
         else a->train_rep += e;
-    } else if (pl->pquant && pl->pquant[v]) {
-        a->quant_bytes += mp_tplan_quant_bytes(&pl->o, e, val->rank >= 1 ? (uint64_t)val->dims[0] : 1) / div;
     } else if (split) {
         a->frozen_split += e;
     } else {
         a->frozen_rep += e;
     }
+}
+
+void mp_tplan_ft_param(const mp_tplan *pl, int v, bool split, int tp, mp_ft_acc *a) {
+    const mp_value *val = &pl->p->m->graph->values[v];
+    uint64_t e = mp_tplan_numel(val);
+    bool trains = !pl->ptrain || pl->ptrain[v];
+    if (!trains && pl->pquant && pl->pquant[v]) {
+        double div = split ? (double)tp : 1.0;
+        a->quant_bytes += mp_tplan_quant_bytes(&pl->o, e, val->rank >= 1 ? (uint64_t)val->dims[0] : 1) / div;
+        return;
+    }
+    uint64_t rows = 0, cols = 0;
+    if (val->rank >= 2) {
+        int64_t r = mp_dims_product(val->dims, val->rank - 1);
+        rows = r > 0 ? (uint64_t)r : 0;
+        cols = (uint64_t)val->dims[val->rank - 1];
+    }
+    mp_tplan_ft_elems(pl, e, rows, cols, trains, split, tp, a);
 }
 
 void mp_tplan_ft_node(const mp_tplan *pl, const mp_pnode *pn, mp_ft_acc *a) {

@@ -934,10 +934,13 @@ static mp_status graph_pass(pctx *c) {
     size_t all_in = 1;
     for (int ni = 0; ni < nn; ni++) all_in += (size_t)g->nodes[ni].n_in;
     pl->pparams = mp_arena_calloc(&pl->arena, all_in, sizeof(int));
+    int n_role = pl->p->role_params ? pl->p->params_by_role_n : 0;
+    pl->proles = mp_arena_calloc(&pl->arena, (size_t)n_role + 1, sizeof(int));
+    pl->role_split = mp_arena_calloc(&pl->arena, (size_t)n_role + 1, 1);
     if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep ||
         !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !c->charged || !pl->param_split ||
         !c->adt || !c->stor || !c->seen || !c->node_repeat || !c->role || !c->tpc || !c->first_unit ||
-        !pl->pparams)
+        !pl->pparams || !pl->proles || !pl->role_split)
         return mp_error(MP_ERR_NOMEM, "out of memory");
 
     for (int v = 0; v < nv; v++) {
@@ -1266,14 +1269,9 @@ static mp_status graph_pass(pctx *c) {
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
         pn->first_param = pl->n_pparams;
-        const uint32_t *stand_in = pl->p->param_stand_in;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
             if (v < 0 || !(g->values[v].flags & MP_VAL_PARAM)) continue;
-            if (stand_in && i < 32 && (stand_in[ni] >> i & 1) && (!pl->ptrain || pl->ptrain[v])) {
-                pn->n_stand_ins++;
-                pn->stand_in_chunks += (uint32_t)((mp_tplan_numel(&g->values[v]) + 65535) / 65536);
-            }
             pl->pparams[pl->n_pparams++] = v;
             pn->n_params++;
             uint64_t e = mp_tplan_numel(&g->values[v]);
@@ -1282,6 +1280,20 @@ static mp_status graph_pass(pctx *c) {
             c->pflag[v] |= 2;
             if (split) pn->params_split += e;
             else pn->params_rep += e;
+        }
+        /* the declared parameters the graph does not hold that this node
+         * took first (the profile's role_params): a column split's bias is
+         * split, as is a norm's on split heads; others stay whole */
+        pn->first_role = pl->n_proles;
+        for (int r = 0; r < n_role; r++) {
+            const struct mp_role_param *rp = &pl->p->role_params[r];
+            if (rp->node != ni) continue;
+            pl->proles[pl->n_proles++] = r;
+            pn->n_roles++;
+            pl->role_split[r] = split && cls != TPC_ROW;
+            node_params += rp->numel;
+            if (pl->role_split[r]) pn->params_split += rp->numel;
+            else pn->params_rep += rp->numel;
         }
         if (node_params > largest_layer) largest_layer = node_params;
 

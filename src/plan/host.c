@@ -69,9 +69,12 @@ void mp_tplan_optimizer_ops(mp_tplan *pl) {
         T++;
         chunks += (mp_tplan_numel(val) + 65535) / 65536;
     }
-    for (int k = 0; k < pl->n_nodes; k++) { /* stand-ins for merged parameters: tensors of their own */
-        T += pl->nodes[k].n_stand_ins;
-        chunks += pl->nodes[k].stand_in_chunks;
+    /* the declared parameters the dynamo exporter merged or folded away
+     * (the profile's role_params): tensors of their own in PyTorch */
+    for (int r = 0; pl->p->role_params && r < pl->p->params_by_role_n; r++) {
+        if (!mp_tplan_role_trains(pl, r)) continue;
+        T++;
+        chunks += (pl->p->role_params[r].numel + 65535) / 65536;
     }
     for (int k = 0; pl->lora_params && k < pl->n_nodes; k++) /* LoRA's A and B */
         if (pl->nodes[k].lora_a) {

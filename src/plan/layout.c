@@ -157,8 +157,19 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
                     }
                 }
             }
-            if (!o->inference) hops += pn->n_stand_ins; /* stand-ins for merged parameters: their
-                                                          * AccumulateGrads */
+            /* the declared parameters the graph does not hold (merged or
+             * folded away by the exporter), taken here first: weights,
+             * gradients and states as any other */
+            for (int i = 0; i < pn->n_roles; i++) {
+                int r = pl->proles[pn->first_role + i];
+                uint64_t e = pl->p->role_params[r].numel;
+                bool trains = mp_tplan_role_trains(pl, r);
+                if (!o->inference && trains) hops++; /* its AccumulateGrad */
+                if (pl->role_split[r]) p_split += e;
+                else p_rep += e;
+                if (pl->ft) mp_tplan_ft_elems(pl, e, 0, 0, trains, pl->role_split[r], tp, &fa);
+                if (o->optimizer == MP_OPT_ADAFACTOR) adafactor += e; /* a vector: unfactored */
+            }
             if (pl->ft) mp_tplan_ft_node(pl, pn, &fa);
             /* sequence parallelism (Korthikanti et al. 2022): inside the
              * blocks what tensor parallelism replicates (norms, residuals,

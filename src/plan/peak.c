@@ -138,14 +138,26 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
     double zdiv_w = in->zero >= 3 ? in->dp : 1, zdiv_g = in->zero >= 2 ? in->dp : 1, zdiv_o = in->zero >= 1 ? in->dp : 1;
     for (int k = in->first; seen && k <= in->last; k++) {
         const mp_pnode *pn = &pl->nodes[k];
-        for (int i = 0; i < pn->n_params; i++) {
-            int v = pl->pparams[pn->first_param + i];
-            if (seen[v]) continue;
-            seen[v] = 1;
-            double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+        /* its parameter inputs, then the declared parameters the graph
+         * does not hold that it took first (r >= 0) */
+        for (int i = 0; i < pn->n_params + pn->n_roles; i++) {
+            int v = -1, r = -1;
+            double e;
+            const char *name;
+            if (i < pn->n_params) {
+                v = pl->pparams[pn->first_param + i];
+                if (seen[v]) continue;
+                seen[v] = 1;
+                e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+                name = g->values[v].name;
+            } else {
+                r = pl->proles[pn->first_role + i - pn->n_params];
+                e = (double)pl->p->role_params[r].numel / (pl->role_split[r] ? (double)tp : 1.0);
+                name = pl->p->role_params[r].name;
+            }
             if (e > largest) largest = e;
             if (unit) {
-                int b = block_of_name(pl, g->values[v].name);
+                int b = block_of_name(pl, name);
                 if (b == -2) b = pn->repeat >= 0 && pn->repeat < pl->n_repeats ? pn->repeat : -1;
                 unit[b + 1] += e;
             }
@@ -269,6 +281,12 @@ void mp_tplan_peak_stage(const mp_tplan *pl, const mp_peak_in *in, mp_tplan_mome
                 if (seen[v]) continue;
                 seen[v] = 1;
                 double e = (double)mp_tplan_numel(&g->values[v]) / (pl->param_split[v] ? (double)tp : 1.0);
+                grads += (uint64_t)(e * in->grad_per_param / zdiv_g);
+            }
+        if (in->grads_born)
+            for (int i = 0; i < pn->n_roles; i++) {
+                int r = pl->proles[pn->first_role + i];
+                double e = (double)pl->p->role_params[r].numel / (pl->role_split[r] ? (double)tp : 1.0);
                 grads += (uint64_t)(e * in->grad_per_param / zdiv_g);
             }
     }

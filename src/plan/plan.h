@@ -141,11 +141,12 @@ typedef struct mp_pnode {
     int repeat;                       /* repeated module index, -1 outside */
     int unit;                         /* the block it goes with for pipeline stages */
     int first_param, n_params;        /* its parameter inputs: pparams[first_param ..] */
-    uint16_t n_stand_ins;             /* of them, trainable stand-ins for declared parameters the
-                                       * dynamo exporter merged into an equal tensor (the
-                                       * profile's param_stand_in): parameters of their own, an
-                                       * AccumulateGrad and optimizer state each */
-    uint32_t stand_in_chunks;         /* their 65,536-element chunks (host.c's multi_tensor_apply) */
+    int first_role, n_roles;          /* the declared parameters the graph does not hold (the
+                                       * dynamo exporter merged or folded them away; the
+                                       * profile's role_params) that it took first:
+                                       * proles[first_role ..]. Parameters of their own in
+                                       * PyTorch: weights, gradient, AccumulateGrad and
+                                       * optimizer state each */
     uint64_t cross;                   /* bytes it keeps that an earlier unit kept first */
     int cross_unit;                   /* the latest such unit, -1 none */
     bool split;                       /* its work divides by tp */
@@ -209,6 +210,10 @@ struct mp_tplan {
     uint8_t *param_split;        /* per value: a parameter tensor parallelism divides */
     int *pparams;                /* the parameter inputs of every node, in node order */
     int n_pparams;
+    int *proles;                 /* the profile's role parameters, in node order */
+    int n_proles;
+    uint8_t *role_train;         /* per role parameter: trainable (NULL: all; finetune.c) */
+    uint8_t *role_split;         /* per role parameter: split by tp (a column-split product's bias) */
     int split_nodes, replicated_nodes;
     const char **tp_ops;         /* op types of the block nodes, with how many split / replicated */
     int *tp_split, *tp_rep;
@@ -360,6 +365,10 @@ typedef struct mp_ft_acc {
     double quant_bytes, opt_bytes, largest;
 } mp_ft_acc;
 void mp_tplan_ft_param(const mp_tplan *pl, int v, bool split, int tp, mp_ft_acc *a);
+/* e elements of one parameter (rows x cols for a factored optimizer, 0 for a
+ * vector), trainable or frozen, split by tp or whole. */
+void mp_tplan_ft_elems(const mp_tplan *pl, uint64_t e, uint64_t rows, uint64_t cols, bool trains, bool split, int tp,
+                       mp_ft_acc *a);
 void mp_tplan_ft_node(const mp_tplan *pl, const mp_pnode *pn, mp_ft_acc *a);
 /* The stage's model states from its classes (replaces mp_tplan_model_states's
  * figures), the host's share and the step's offload time. */
@@ -387,6 +396,8 @@ static inline uint64_t mp_tplan_numel(const mp_value *v) {
     int64_t n = mp_value_numel(v);
     return n > 0 ? (uint64_t)n : 0;
 }
+/* Role parameter r (the profile's role_params, pl->proles): trainable? */
+static inline bool mp_tplan_role_trains(const mp_tplan *pl, int r) { return !pl->role_train || pl->role_train[r]; }
 /* An Identity of a parameter: the TorchScript exporter keeps one
  * initializer for equal tensors (a fresh model's LayerNorm weights, all
  * ones) and names each other declared parameter with such a copy. In
