@@ -563,6 +563,35 @@ static void t_merged_parameters(void) {
     mp_model_free(m);
 }
 
+/* The dynamo exporter folds each train-mode BatchNorm into the convolution
+ * before it (FuseBatchNormIntoConv); the model trains with the norm. So
+ * torchvision's ResNet-50 exported that way (batch 2) plans as its
+ * TorchScript export with the 53 norms kept, at the same batch: the same
+ * kept activations (172,039,504 B, the figure plan-check's ResNet-50 rows
+ * hold against PyTorch; 82,915,152 before, every norm's input missing), the
+ * same operators (633) and kernels (620). The TorchScript export merged
+ * each fresh norm's running statistics with its equal parameters (zeros,
+ * ones) behind Identity copies: buffers, which need no gradient, so a
+ * norm's backward has 3 kernels (its input's, scale's and shift's
+ * gradients), not 5 (726 kernels before). */
+static void t_folded_batchnorm(void) {
+    t_cli r[2] = {RUN("models/dynamo/resnet50_train_torch211.onnx", "--gpu", "h100", "--format", "json", "-q"),
+                  RUN("models/resnet50.onnx", "--input", "input=2x3x224x224", "--gpu", "h100", "--format", "json",
+                      "-q")};
+    for (int f = 0; f < 2; f++) {
+        T_EQ(r[f].code, 0);
+        jr *j = json_of(&r[f]);
+        const jr *acts = j ? jr_path(j, "plan.memory.activations_bytes") : NULL;
+        const jr *ops = j ? jr_path(j, "plan.host.ops_per_step") : NULL;
+        const jr *kern = j ? jr_path(j, "plan.host.kernels_per_step") : NULL;
+        T_CHECK(acts && acts->i == 172039504);
+        T_CHECK(ops && ops->i == 633);
+        T_CHECK(kern && kern->i == 620);
+        jr_free(j);
+        t_cli_free(&r[f]);
+    }
+}
+
 /* A causal attention planned fused runs as SDPA with is_causal: the tiles
  * wholly above the diagonal are skipped (mp_sdpa_causal_share, 128-token
  * tiles: T (T + 1) / 2 of T^2). By hand: 1 up to 128 tokens; at 256, T = 2,
@@ -1221,6 +1250,7 @@ MP_TESTS(plan_step) {
     {"softcap_eager", t_softcap_eager},
     {"gemma2_block", t_gemma2_block},
     {"merged_parameters", t_merged_parameters},
+    {"folded_batchnorm", t_folded_batchnorm},
     {"causal_tiles", t_causal_tiles},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},

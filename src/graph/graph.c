@@ -163,6 +163,22 @@ int mp_sole_use(const mp_graph *g, int v) {
     return n == 1 && g->values[v].n_consumers == 1 ? u[0] : -1;
 }
 
+bool mp_fx_batch_norm(const char *target) {
+    static const char *const bn[] = {
+        "_native_batch_norm_legit_functional", "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training", "native_batch_norm", "batch_norm",
+        "_batch_norm_with_update", "_batch_norm_no_update", "cudnn_batch_norm"};
+    for (size_t i = 0; target && i < sizeof bn / sizeof bn[0]; i++)
+        if (strcmp(target, bn[i]) == 0) return true;
+    return false;
+}
+
+bool mp_node_folded_bn(const mp_node *n) {
+    if (!n->fx || !mp_fx_batch_norm(n->fx->target) || n->n_in < 2 || n->in[1] < 0) return false;
+    return strcmp(n->op, "Conv") == 0 || strcmp(n->op, "ConvTranspose") == 0 || strcmp(n->op, "Gemm") == 0 ||
+           strcmp(n->op, "MatMul") == 0;
+}
+
 int mp_graph_find(const mp_graph *g, const char *name) {
     return mp_strmap_get(&g->names, name);
 }

@@ -434,6 +434,13 @@ static inline const int *mp_uses(const mp_graph *g, int v, int *n) {
 /* The one node reading v once (and no subgraph), -1 when none, several,
  * or v is a graph output. */
 int mp_sole_use(const mp_graph *g, int v);
+/* Is `target` (an fx node's ATen operator) one of PyTorch's batch norms,
+ * in the functional forms torch.export writes? */
+bool mp_fx_batch_norm(const char *target);
+/* A Conv, ConvTranspose, Gemm or MatMul into which the dynamo exporter's
+ * optimizer folded the BatchNorm after it (FuseBatchNormIntoConv, train
+ * mode too): its fx node is the batch norm's. */
+bool mp_node_folded_bn(const mp_node *n);
 static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
     for (int i = 0; i < n->n_attr; i++)
         if (mp_streq(n->attr[i].name, name)) return &n->attr[i];

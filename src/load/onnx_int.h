@@ -115,7 +115,6 @@ mp_status mp__graph(mp__loader *L, mp_graph *g, pb msg);
 int mp__opset(const mp_model *m, const char *domain);
 int mp__module_from_name(mp_model *m, const char *name);
 mp_status mp_model_finish(mp_model *m);
-bool mp__fx_batch_norm(const char *target);
 mp_status mp__fx_homes(mp_model *m);
 
 #endif

@@ -247,10 +247,7 @@ mp_status mp__fx_homes(mp_model *m) {
     mp_graph *g = m->graph;
     for (int k = 0; k < g->n_nodes; k++) {
         mp_node *n = &g->nodes[k];
-        if (!n->fx || !mp__fx_batch_norm(n->fx->target) || n->n_in < 2 || n->in[1] < 0) continue;
-        if (strcmp(n->op, "Conv") != 0 && strcmp(n->op, "ConvTranspose") != 0 &&
-            strcmp(n->op, "Gemm") != 0 && strcmp(n->op, "MatMul") != 0)
-            continue;
+        if (!mp_node_folded_bn(n)) continue;
         const mp_value *wv = &g->values[n->in[1]];
         if (!(wv->flags & MP_VAL_INIT) || !wv->name) continue;
         if (mp_strmap_get(&m->sig_kind, wv->name) != MP_VAL_DECL_PARAM) continue;

@@ -346,15 +346,3 @@ mp_status mp_model_finish(mp_model *m) {
     mp_strmap_free(&seen);
     return st;
 }
-
-/* Is `target` one of PyTorch's batch norms (the functional forms
- * torch.export writes)? */
-bool mp__fx_batch_norm(const char *target) {
-    static const char *const bn[] = {
-        "_native_batch_norm_legit_functional", "_native_batch_norm_legit",
-        "_native_batch_norm_legit_no_training", "native_batch_norm", "batch_norm",
-        "_batch_norm_with_update", "_batch_norm_no_update", "cudnn_batch_norm"};
-    for (size_t i = 0; target && i < MP_ARRAY_LEN(bn); i++)
-        if (strcmp(target, bn[i]) == 0) return true;
-    return false;
-}

@@ -159,6 +159,48 @@ static mp_status module_repeats(pctx *c, int **out) {
  * PyTorch's W.t() shares the weight's storage). */
 static bool param_like(const pctx *c, int v) { return mp_tplan_weight_of(c->g, v) >= 0; }
 
+/* An Identity of a parameter naming a buffer: the TorchScript exporter
+ * merges a fresh BatchNorm's running statistics with the equal parameters
+ * (zeros, ones). A buffer needs no gradient. */
+static bool is_buffer_copy(const mp_graph *g, const mp_node *n) {
+    return mp_tplan_param_copy(g, n) && !(g->values[n->out[0]].flags & MP_VAL_PARAM);
+}
+
+/* A BatchNorm the dynamo exporter folded into node n (mp_node_folded_bn:
+ * FuseBatchNormIntoConv, in train mode too, as FlopsProfiler exports on
+ * torch 2): the model runs it, so its work comes back as the
+ * BatchNormalization node's own figures give it (cost_batchnorm,
+ * train_batchnorm, one_op_backward). Its input is n's output before the
+ * norm, a tensor of n's output's shape and type. Forward: a kernel reading
+ * and writing it (batch_norm) and, in training, num_batches_tracked.add_;
+ * 5 FLOPs an element in training, 2 in inference. Training, when a gradient
+ * flows: it keeps its input and an fp32 mean and 1/std per channel, and its
+ * backward is one operator (native_batch_norm_backward) with a kernel per
+ * gradient (the input's, the scale's, the shift's: the shift and scale are
+ * the profile's role parameters), twice the forward's FLOPs, reading the
+ * input and the output's gradient and writing the input's, both gradients
+ * live at once. */
+static void folded_bn(pctx *c, const mp_node *n, mp_pnode *pn) {
+    int y = n->n_out > 0 ? n->out[0] : -1;
+    if (y < 0 || c->cst[y]) return;
+    const mp_value *yv = &c->g->values[y];
+    uint64_t ob = bscale(c, v_bytes(c, y)), elems = bscale(c, mp_tplan_numel(yv));
+    uint64_t ch = yv->rank >= 2 && yv->dims[1] > 0 ? (uint64_t)yv->dims[1] : 0;
+    bool train = c->training && c->rg[y];
+    pn->fwd_flops += (train ? 5 : 2) * elems;
+    pn->aux_fwd += 2 * ob;
+    pn->n_aux_fwd += c->training ? 2 : 1;
+    if (!train) return;
+    uint64_t kept = ob + 2 * 4 * ch;
+    if (c->split[y]) pn->saved_split += kept;
+    else pn->saved_rep += kept;
+    pn->bwd_flops += 10 * elems;
+    pn->aux_bwd += 3 * ob;
+    pn->n_bwd_ops++;
+    pn->n_bwd_kernels += 3;
+    if (2 * ob > pn->temp) pn->temp = 2 * ob;
+}
+
 /* The operators eager PyTorch dispatches for a product (host.c), from ATen's
  * decompositions (aten/src/ATen/native/Linear.cpp, LinearAlgebra.cpp's
  * matmul, tools/autograd/derivatives.yaml) rather than one per node:
@@ -964,11 +1006,12 @@ static mp_status graph_pass(pctx *c) {
             if (n->in[i] >= 0 && !c->cst[n->in[i]]) all_const = false;
             if (n->in[i] >= 0 && c->rg[n->in[i]]) any_rg = true;
         }
+        bool buffer_copy = is_buffer_copy(g, n);
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
             if (v < 0) continue;
             bool fl = mp_dtype_is_float(g->values[v].dtype);
-            if (any_rg && fl) c->rg[v] = 1;
+            if (any_rg && fl && !buffer_copy) c->rg[v] = 1;
             if (all_const || (g->values[v].kn >= 0 && !(any_rg && fl))) c->cst[v] = 1;
         }
     }
@@ -1003,13 +1046,14 @@ static mp_status graph_pass(pctx *c) {
             }
         }
         if (n->n_in == 0) all_const = mp_streq(n->op, "Constant") || mp_streq(n->op, "ConstantOfShape");
+        bool buffer_copy = is_buffer_copy(g, n);
         for (int i = 0; i < n->n_out; i++) {
             int v = n->out[i];
             if (v < 0) continue;
             const mp_value *val = &g->values[v];
             bool fl = mp_dtype_is_float(val->dtype);
             if (all_const || (val->kn >= 0 && !(any_rg && fl))) c->cst[v] = 1;
-            if (any_rg && fl) c->rg[v] = 1;
+            if (any_rg && fl && !buffer_copy) c->rg[v] = 1;
         }
         if (all_const) {
             pn->repeat = -1; /* folded: no stage's work */
@@ -1453,6 +1497,7 @@ static mp_status graph_pass(pctx *c) {
             if (tmp > pn->temp) pn->temp = tmp;
         }
         if ((pl->adapted && pl->adapted[ni]) || pl->pquant) lora_work(c, n, ni, pn);
+        if (mp_node_folded_bn(n)) folded_bn(c, n, pn);
     }
     pl->largest_layer = largest_layer;
     free(mrepeat);
