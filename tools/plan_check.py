@@ -543,7 +543,7 @@ def peak_rows(a, names):
 
 PEAK_TOL = 0.15
 
-INFER_CASES = ["resnet50", "convnext", "swin", "vit", "bert", "gpt2", "llama"]
+INFER_CASES = ["resnet50", "convnext", "swin", "vit", "bert", "gpt2", "llama", "tfenc", "unet"]
 
 
 def torch_infer_peak(model, inputs):
