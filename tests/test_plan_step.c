@@ -592,6 +592,43 @@ static void t_folded_batchnorm(void) {
     }
 }
 
+/* GPT-2's two exports launch the same norm and product backward kernels.
+ * TorchScript (opset 14) decomposes each of the 25 LayerNorms (planned as
+ * F.layer_norm, its first ReduceMean the head); dynamo writes the operator
+ * and removes the 48 zero biases of the Conv1D products (role parameters).
+ * A norm's backward is one operator with a kernel per gradient (its
+ * input's, scale's, shift's): 75 kernels either way (25 before for the
+ * decomposed form); the 48 Gemms' bias gradients are PyTorch's either way:
+ * their backward kernels are equal (48 fewer in dynamo's plan before). */
+static void t_twin_kernels(void) {
+    const char *files[2] = {"models/gpt2.onnx", "models/dynamo/gpt2_dynamo.onnx"};
+    uint64_t norm_k[2] = {0, 0}, norm_ops[2] = {0, 0}, gemm_k[2] = {0, 0};
+    for (int f = 0; f < 2; f++) {
+        mp_model *m;
+        mp_profile *p = profile_at(files[f], 2, 128, &m);
+        const char *kv[] = {"precision", "bf16-mixed", "gpu", "h100", NULL};
+        mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+        for (int k = 0; pl && k < pl->n_nodes; k++) {
+            const mp_node *n = &m->graph->nodes[m->graph->order[k]];
+            const mp_pnode *pn = &pl->nodes[k];
+            if (mp_streq(n->op, f ? "LayerNormalization" : "ReduceMean")) {
+                norm_k[f] += pn->n_bwd_kernels;
+                norm_ops[f] += pn->n_bwd_ops;
+            }
+            if (mp_streq(n->op, "Gemm")) gemm_k[f] += pn->n_bwd_kernels;
+        }
+        mp_tplan_free(pl);
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
+    T_EQ_U64(norm_k[0], 75);
+    T_EQ_U64(norm_k[1], 75);
+    T_EQ_U64(norm_ops[0], 25);
+    T_EQ_U64(norm_ops[1], 25);
+    T_CHECK(gemm_k[0] > 0);
+    T_EQ_U64(gemm_k[1], gemm_k[0]);
+}
+
 /* A causal attention planned fused runs as SDPA with is_causal: the tiles
  * wholly above the diagonal are skipped (mp_sdpa_causal_share, 128-token
  * tiles: T (T + 1) / 2 of T^2). By hand: 1 up to 128 tokens; at 256, T = 2,
@@ -1251,6 +1288,7 @@ MP_TESTS(plan_step) {
     {"gemma2_block", t_gemma2_block},
     {"merged_parameters", t_merged_parameters},
     {"folded_batchnorm", t_folded_batchnorm},
+    {"twin_kernels", t_twin_kernels},
     {"causal_tiles", t_causal_tiles},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},

@@ -159,6 +159,25 @@ static mp_status module_repeats(pctx *c, int **out) {
  * PyTorch's W.t() shares the weight's storage). */
 static bool param_like(const pctx *c, int v) { return mp_tplan_weight_of(c->g, v) >= 0; }
 
+/* Does product n (Gemm, MatMul by a weight, Conv, ConvTranspose) have a
+ * bias the dynamo exporter removed (RemoveOptionalBiasFromConv, zero Gemm
+ * biases): a trainable role parameter of its own with its output
+ * features? Not one a BatchNorm was folded into: those are the norm's
+ * scale and shift (folded_bn). */
+static bool has_role_bias(const pctx *c, const mp_node *n, const mp_pnode *pn) {
+    if (!pn->n_roles || n->n_out < 1 || n->out[0] < 0 || mp_node_folded_bn(n)) return false;
+    bool conv = mp_streq(n->op, "Conv") || mp_streq(n->op, "ConvTranspose");
+    if (!conv && !mp_streq(n->op, "Gemm") && !mp_streq(n->op, "MatMul")) return false;
+    const mp_value *y = &c->g->values[n->out[0]];
+    int d = conv ? 1 : y->rank - 1;
+    if (y->rank < 1 || d < 0 || d >= y->rank || y->dims[d] <= 0) return false;
+    for (int i = 0; i < pn->n_roles; i++) {
+        int r = c->pl->proles[pn->first_role + i];
+        if (c->pl->p->role_params[r].numel == (uint64_t)y->dims[d] && mp_tplan_role_trains(c->pl, r)) return true;
+    }
+    return false;
+}
+
 /* An Identity of a parameter naming a buffer: the TorchScript exporter
  * merges a fresh BatchNorm's running statistics with the equal parameters
  * (zeros, ones). A buffer needs no gradient. */
@@ -1396,6 +1415,21 @@ static mp_status graph_pass(pctx *c) {
             for (int i = 0; i < n->n_in && i < 32; i++)
                 if ((rg & (1u << i)) && !c->cst[n->in[i]]) pn->n_bwd_kernels++;
         if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) pn->n_bwd_kernels = rg ? 1 : 0;
+        if (role == ROLE_LN_HEAD && rg) {
+            /* F.layer_norm, as the LayerNormalization operator: a kernel per
+             * gradient, its scale's and shift's too */
+            const mp_pnorm *nm = &P->norms[ref.index];
+            pn->n_bwd_kernels += (nm->scale >= 0 && c->rg[nm->scale]) + (nm->shift >= 0 && c->rg[nm->shift]);
+        }
+        /* a bias the exporter removed (zeros: a role parameter of this
+         * product's) is PyTorch's, whose gradient the backward computes: a
+         * row sum, a kernel (and for a Linear the sum and view operators,
+         * dispatch_ops) */
+        bool role_bias = diff && rg && has_role_bias(c, n, pn);
+        if (role_bias) {
+            pn->n_bwd_kernels++;
+            t.bwd_flops += n->n_out > 0 && n->out[0] >= 0 ? mp_tplan_numel(&g->values[n->out[0]]) : 0;
+        }
         /* operators PyTorch dispatches (host.c): one per node in the forward,
          * views and casts included, none for a pattern's members (one
          * operator for the group) nor eager attention's NaN guard (absent
@@ -1406,8 +1440,10 @@ static mp_status graph_pass(pctx *c) {
             for (int i = 0; i < n->n_out; i++)
                 if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape = false;
             pn->n_fwd_ops = shape ? 0 : 1;
-            if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 && !one_op_backward(n) ? pn->n_bwd_kernels : 1);
+            bool one_op = one_op_backward(n) || role == ROLE_LN_HEAD; /* native_layer_norm_backward */
+            if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 && !one_op ? pn->n_bwd_kernels : 1);
             if (!shape && role == ROLE_OWN) dispatch_ops(c, n, rg, diff, pn);
+            if (!shape && role_bias && !one_op) pn->n_bwd_ops += 2; /* the bias's sum and view */
             if (!shape && copied) pn->n_fwd_ops++; /* contiguous()'s clone before the view */
             if (mp_tplan_param_copy(g, n)) pn->n_fwd_ops = pn->n_bwd_ops = 0; /* a parameter of its own */
         }
