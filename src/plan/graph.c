@@ -178,6 +178,26 @@ static bool has_role_bias(const pctx *c, const mp_node *n, const mp_pnode *pn) {
     return false;
 }
 
+/* A view of a weight (Transpose, Reshape) read only as the weight of
+ * products: the TorchScript exporter's W.t() of nn.Linear when it does not
+ * fold constants. PyTorch's `t` is F.linear's own, counted with the product
+ * (dispatch_ops: t and addmm or mm). */
+static bool linear_weight_view(const pctx *c, const mp_node *n) {
+    if (!n->desc || n->desc->train != mp_bwd_view || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0 ||
+        !param_like(c, n->in[0]) || mp_tplan_param_copy(c->g, n))
+        return false;
+    int nu;
+    const int *u = mp_uses(c->g, n->out[0], &nu);
+    if (nu == 0 || (c->g->values[n->out[0]].flags & MP_VAL_OUTPUT)) return false;
+    for (int i = 0; i < nu; i++) {
+        const mp_node *q = &c->g->nodes[u[i]];
+        if (!(mp_streq(q->op, "MatMul") || mp_streq(q->op, "Gemm")) || q->n_in < 2 || q->in[1] != n->out[0] ||
+            q->in[0] == n->out[0])
+            return false;
+    }
+    return true;
+}
+
 /* An Identity of a parameter naming a buffer: the TorchScript exporter
  * merges a fresh BatchNorm's running statistics with the equal parameters
  * (zeros, ones). A buffer needs no gradient. */
@@ -1446,6 +1466,7 @@ static mp_status graph_pass(pctx *c) {
             if (!shape && role_bias && !one_op) pn->n_bwd_ops += 2; /* the bias's sum and view */
             if (!shape && copied) pn->n_fwd_ops++; /* contiguous()'s clone before the view */
             if (mp_tplan_param_copy(g, n)) pn->n_fwd_ops = pn->n_bwd_ops = 0; /* a parameter of its own */
+            if (linear_weight_view(c, n)) pn->n_fwd_ops = pn->n_bwd_ops = 0; /* F.linear's own t() */
         }
         gathered_bias(c, n, rg, pn);
         /* nn.BatchNorm in training counts its batches first
