@@ -1686,6 +1686,32 @@ static mp_status graph_pass(pctx *c) {
 }
 
 
+/* The last position of the call of module a that position k is in (see
+ * inference_live): the run of positions from k whose nodes lie inside a,
+ * through nodes outside every module or computing only constants; at most
+ * `last`, a's last node. */
+static int call_end(const pctx *c, int a, int k, int last) {
+    const mp_graph *g = c->g;
+    const mp_model *md = c->m;
+    int end = k;
+    for (int j = k + 1; j <= last && j < g->n_nodes; j++) {
+        const mp_node *n = &g->nodes[g->order[j]];
+        bool consts = n->n_out > 0;
+        for (int i = 0; i < n->n_out; i++)
+            if (n->out[i] >= 0 && !c->cst[n->out[i]]) consts = false;
+        if (n->module < 0 || consts) continue;
+        bool inside = false;
+        for (int b = n->module, hop = 0; b >= 0 && b < md->n_modules && hop < 256; b = md->modules[b].parent, hop++)
+            if (b == a) {
+                inside = true;
+                break;
+            }
+        if (!inside) break;
+        end = j;
+    }
+    return end;
+}
+
 /* The inference forward's live activations, as eager PyTorch holds them
  * under no_grad: each node's outputs are allocated when it runs and freed
  * after their last reader; a view (transpose, reshape of a contiguous
@@ -1726,7 +1752,12 @@ static uint64_t inference_live(const pctx *c) {
     /* Python's references: a module's caller holds the tensors it passed
      * in until the call returns (nn.Sequential's loop variable, a block's
      * `residual = hidden_states`), so a value read inside a module it was
-     * not made in lives until that module's last node */
+     * not made in lives until that call's last node. A module called
+     * several times (torchvision's Bottleneck calls its one `relu` three
+     * times; the dynamo exporter names every call alike, the TorchScript
+     * exporter relu, relu_1, relu_2) has a call per run of its nodes:
+     * positions whose nodes lie inside it, a node outside every module or
+     * computing constants only between them not ending the run. */
     const mp_model *md = c->m;
     int nm = md->n_modules;
     int *mlast = nm > 0 ? malloc(sizeof(int) * (size_t)nm) : NULL;
@@ -1751,7 +1782,8 @@ static uint64_t inference_live(const pctx *c) {
                             break;
                         }
                     if (holds) break;
-                    if (mlast[a] > last[c->stor[v]]) last[c->stor[v]] = mlast[a];
+                    int end = call_end(c, a, k, mlast[a]);
+                    if (end > last[c->stor[v]]) last[c->stor[v]] = end;
                 }
             }
         }
