@@ -452,11 +452,13 @@ static mp_status infer_batchnorm(mp_ctx *c) {
     return MP_OK;
 }
 
+int mp_bn_flops_per_elem(bool training) { return training ? 5 : 2; }
+
 static void cost_batchnorm(mp_ctx *c, mp_cost *k) {
     bool training = mp_attr_i(c->n, "training_mode", 0) != 0;
     if (c->n->opset < 14)
         for (int o = 1; o < c->n->n_out; o++) training |= mp_out(c, o) != NULL;
-    nn_cost_per_elem(k, training ? 5 : 2, mp_in(c, 0));
+    nn_cost_per_elem(k, (uint64_t)mp_bn_flops_per_elem(training), mp_in(c, 0));
 }
 
 /* InstanceNormalization: X, scale [C], B [C] -> Y like X.

@@ -1028,11 +1028,13 @@ void train_pool(mp_ctx *c, mp_bwd *t) {
  * group (mean and 1/std); the backward costs about twice the forward.
  * BatchNorm runs in its input's type (cuDNN takes bf16 with fp32 scale);
  * layer and group norms are on autocast's fp32 list. */
+uint64_t mp_norm_stat_bytes(uint64_t groups) { return 2 * 4 * groups; }
+
 static void nn_train_norm(mp_ctx *c, mp_bwd *t, uint64_t groups, int amp) {
     t->amp = (uint8_t)amp;
     if (!t->rg) return;
     t->save_in = 1u;
-    t->extra_bytes = 2 * 4 * groups;
+    t->extra_bytes = mp_norm_stat_bytes(groups);
     t->bwd_flops = 2 * t->fwd->flops;
 }
 

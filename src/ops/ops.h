@@ -195,6 +195,13 @@ void mp_bwd_save_out0(mp_ctx *c, mp_bwd *t); /* keeps output 0: bwd = fwd FLOPs 
  * input 0 needs input 1 and the other way round; each costs the forward's
  * MACs again (2 x MACs FLOPs). */
 void mp_bwd_product(mp_ctx *c, mp_bwd *t);
+/* BatchNormalization's rules (ops/nn.c), for the planner's BatchNorm the
+ * dynamo exporter folded into a convolution too: FLOPs per element of X
+ * (DeepSpeed's: 5 in training, the statistics computed; 2 in inference),
+ * and what a normalisation keeps besides its input (a mean and 1/std per
+ * normalised group, fp32). Its backward costs twice its forward. */
+int mp_bn_flops_per_elem(bool training);
+uint64_t mp_norm_stat_bytes(uint64_t groups);
 
 typedef struct mp_op {
     const char *domain;       /* "" for ai.onnx, "com.microsoft", ... */

@@ -226,14 +226,15 @@ static void folded_bn(pctx *c, const mp_node *n, mp_pnode *pn) {
     uint64_t ob = bscale(c, v_bytes(c, y)), elems = bscale(c, mp_tplan_numel(yv));
     uint64_t ch = yv->rank >= 2 && yv->dims[1] > 0 ? (uint64_t)yv->dims[1] : 0;
     bool train = c->training && c->rg[y];
-    pn->fwd_flops += (train ? 5 : 2) * elems;
+    uint64_t fwd = (uint64_t)mp_bn_flops_per_elem(c->training) * elems;
+    pn->fwd_flops += fwd;
     pn->aux_fwd += 2 * ob;
     pn->n_aux_fwd += c->training ? 2 : 1;
     if (!train) return;
-    uint64_t kept = ob + 2 * 4 * ch;
+    uint64_t kept = ob + mp_norm_stat_bytes(ch);
     if (c->split[y]) pn->saved_split += kept;
     else pn->saved_rep += kept;
-    pn->bwd_flops += 10 * elems;
+    pn->bwd_flops += 2 * fwd;
     pn->aux_bwd += 3 * ob;
     pn->n_bwd_ops++;
     pn->n_bwd_kernels += 3;
