@@ -154,6 +154,37 @@ static void t_merged_weight_casts(void) {
     tb_done(m, p);
 }
 
+/* torch.onnx.export's default, a CNN in eval mode: the TorchScript
+ * exporter folds each BatchNorm into the convolution before it, whose
+ * weight and bias become initializers it computed (onnx::Conv_N). The model
+ * trains with the norm, which the plan puts back. x[1,3,8,8] -> Conv
+ * (4 filters 3 x 3, pads 1) -> Relu, fp32, no loss: the convolution keeps
+ * x (3 x 8 x 8 x 4 = 768 B), the norm its input (4 x 8 x 8 x 4 =
+ * 1,024) and a mean and 1/std per channel (2 x 4 x 4 = 32), the Relu its
+ * output (1,024): 2,848 (1,792 without the norm). The same graph with the
+ * weight's own name is a convolution with a bias, no norm. */
+static void t_folded_bn_torchscript(void) {
+    for (int folded = 1; folded >= 0; folded--) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 3, 8, 8));
+        tb_weight(m, folded ? "onnx::Conv_5" : "conv.weight", MP_DT_FLOAT, 4, TB_DIMS(4, 3, 3, 3));
+        tb_weight(m, folded ? "onnx::Conv_6" : "conv.bias", MP_DT_FLOAT, 1, TB_DIMS(4));
+        int cv = tb_node(m, "Conv", folded ? "x,onnx::Conv_5,onnx::Conv_6" : "x,conv.weight,conv.bias", "h");
+        tb_attr_ints(m, cv, "pads", 4, TB_DIMS(1, 1, 1, 1));
+        tb_attr_ints(m, cv, "kernel_shape", 2, TB_DIMS(3, 3));
+        tb_node(m, "Relu", "h", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_tplan_options o;
+        mp_tplan_options_default(&o);
+        o.loss = 0;
+        mp_tplan *pl = p ? plan_of(p, &o) : NULL;
+        if (pl) T_EQ_U64(pl->mem.activations_bytes, folded ? 768 + 1024 + 32 + 1024 : 768 + 1024);
+        mp_tplan_free(pl);
+        tb_done(m, p);
+    }
+}
+
 /* Two blocks, layers.0 and layers.1, each MatMul W[8,8] -> Relu inside a
  * child module fc: x[4,8] -> r0 -> r1. */
 static mp_model *two_blocks(void) {
@@ -1226,6 +1257,7 @@ MP_TESTS(plan) {
     {"deepspeed", t_deepspeed},
     {"saved_hand", t_saved_hand},
     {"merged_weight_casts", t_merged_weight_casts},
+    {"folded_bn_torchscript", t_folded_bn_torchscript},
     {"blocks_hand", t_blocks_hand},
     {"attention_hand", t_attention_hand},
     {"decomposed_hand", t_decomposed_hand},

@@ -766,11 +766,8 @@ static mp_status mp__copies(mp__walk *w) {
         const mp_value *val = &g->values[v];
         const mp_tensor *t = val->init;
         if (!(val->flags & MP_VAL_PARAM) || !mp__anonymous(val->name) || t->rank < 2) continue;
-        if (strncmp(val->name, "onnx::Conv_", 11) == 0) {
-            for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next)
-                if (w->uses[e].slot == 1 && strcmp(g->nodes[w->uses[e].node].op, "Conv") == 0)
-                    p->bn_folded = true;
-        }
+        for (int e = mp__use_first(w, v); e >= 0; e = w->uses[e].next)
+            if (w->uses[e].slot == 1 && mp_node_folded_bn(g, &g->nodes[w->uses[e].node])) p->bn_folded = true;
         int lo = 0, hi = n_named;
         while (lo < hi) { /* the first named tensor with as many elements */
             int mid = (lo + hi) / 2;

@@ -173,10 +173,17 @@ bool mp_fx_batch_norm(const char *target) {
     return false;
 }
 
-bool mp_node_folded_bn(const mp_node *n) {
+bool mp_node_fx_folded_bn(const mp_node *n) {
     if (!n->fx || !mp_fx_batch_norm(n->fx->target) || n->n_in < 2 || n->in[1] < 0) return false;
     return strcmp(n->op, "Conv") == 0 || strcmp(n->op, "ConvTranspose") == 0 || strcmp(n->op, "Gemm") == 0 ||
            strcmp(n->op, "MatMul") == 0;
+}
+
+bool mp_node_folded_bn(const mp_graph *g, const mp_node *n) {
+    if (mp_node_fx_folded_bn(n)) return true;
+    if (n->fx || strcmp(n->op, "Conv") != 0 || n->n_in < 2 || n->in[1] < 0 || (n->domain && n->domain[0])) return false;
+    const mp_value *w = &g->values[n->in[1]];
+    return (w->flags & MP_VAL_INIT) && w->name && strncmp(w->name, "onnx::Conv_", 11) == 0;
 }
 
 int mp_graph_find(const mp_graph *g, const char *name) {

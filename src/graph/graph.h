@@ -437,10 +437,14 @@ int mp_sole_use(const mp_graph *g, int v);
 /* Is `target` (an fx node's ATen operator) one of PyTorch's batch norms,
  * in the functional forms torch.export writes? */
 bool mp_fx_batch_norm(const char *target);
-/* A Conv, ConvTranspose, Gemm or MatMul into which the dynamo exporter's
- * optimizer folded the BatchNorm after it (FuseBatchNormIntoConv, train
- * mode too): its fx node is the batch norm's. */
-bool mp_node_folded_bn(const mp_node *n);
+/* A node into which the exporter folded the BatchNorm after it: a Conv,
+ * ConvTranspose, Gemm or MatMul of the dynamo exporter's optimizer
+ * (FuseBatchNormIntoConv, train mode too), its fx node the batch norm's
+ * (mp_node_fx_folded_bn); or a Conv of the TorchScript exporter in eval
+ * mode, whose weight is an initializer the exporter computed from the
+ * convolution's and the norm's (named onnx::Conv_N). */
+bool mp_node_fx_folded_bn(const mp_node *n);
+bool mp_node_folded_bn(const mp_graph *g, const mp_node *n);
 static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
     for (int i = 0; i < n->n_attr; i++)
         if (mp_streq(n->attr[i].name, name)) return &n->attr[i];

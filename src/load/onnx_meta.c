@@ -247,7 +247,7 @@ mp_status mp__fx_homes(mp_model *m) {
     mp_graph *g = m->graph;
     for (int k = 0; k < g->n_nodes; k++) {
         mp_node *n = &g->nodes[k];
-        if (!mp_node_folded_bn(n)) continue;
+        if (!mp_node_fx_folded_bn(n)) continue;
         const mp_value *wv = &g->values[n->in[1]];
         if (!(wv->flags & MP_VAL_INIT) || !wv->name) continue;
         if (mp_strmap_get(&m->sig_kind, wv->name) != MP_VAL_DECL_PARAM) continue;

@@ -165,7 +165,7 @@ static bool param_like(const pctx *c, int v) { return mp_tplan_weight_of(c->g, v
  * features? Not one a BatchNorm was folded into: those are the norm's
  * scale and shift (folded_bn). */
 static bool has_role_bias(const pctx *c, const mp_node *n, const mp_pnode *pn) {
-    if (!pn->n_roles || n->n_out < 1 || n->out[0] < 0 || mp_node_folded_bn(n)) return false;
+    if (!pn->n_roles || n->n_out < 1 || n->out[0] < 0 || mp_node_folded_bn(c->g, n)) return false;
     bool conv = mp_streq(n->op, "Conv") || mp_streq(n->op, "ConvTranspose");
     if (!conv && !mp_streq(n->op, "Gemm") && !mp_streq(n->op, "MatMul")) return false;
     const mp_value *y = &c->g->values[n->out[0]];
@@ -205,9 +205,11 @@ static bool is_buffer_copy(const mp_graph *g, const mp_node *n) {
     return mp_tplan_param_copy(g, n) && !(g->values[n->out[0]].flags & MP_VAL_PARAM);
 }
 
-/* A BatchNorm the dynamo exporter folded into node n (mp_node_folded_bn:
- * FuseBatchNormIntoConv, in train mode too, as FlopsProfiler exports on
- * torch 2): the model runs it, so its work comes back as the
+/* A BatchNorm the exporter folded into node n (mp_node_folded_bn: the
+ * dynamo exporter's FuseBatchNormIntoConv, in train mode too, as
+ * FlopsProfiler exports on torch 2; the TorchScript exporter's in eval
+ * mode, torch.onnx.export's default): the model runs it, so its work comes
+ * back as the
  * BatchNormalization node's own figures give it (cost_batchnorm,
  * train_batchnorm, one_op_backward). Its input is n's output before the
  * norm, a tensor of n's output's shape and type. Forward: a kernel reading
@@ -237,7 +239,12 @@ static void folded_bn(pctx *c, const mp_node *n, mp_pnode *pn) {
     pn->bwd_flops += 2 * fwd;
     pn->aux_bwd += 3 * ob;
     pn->n_bwd_ops++;
-    pn->n_bwd_kernels += 3;
+    /* the TorchScript form's convolution has a bias of its own, the norm's
+     * shift folded (its gradient's kernel counted there, and its
+     * AccumulateGrad); the scale's AccumulateGrad is the norm's */
+    bool conv_bias = !n->fx && n->n_in > 2 && n->in[2] >= 0 && c->rg[n->in[2]];
+    pn->n_bwd_kernels += conv_bias ? 2 : 3;
+    if (conv_bias) pn->n_bwd_ops++;
     if (2 * ob > pn->temp) pn->temp = 2 * ob;
 }
 
@@ -1555,7 +1562,7 @@ static mp_status graph_pass(pctx *c) {
             if (tmp > pn->temp) pn->temp = tmp;
         }
         if ((pl->adapted && pl->adapted[ni]) || pl->pquant) lora_work(c, n, ni, pn);
-        if (mp_node_folded_bn(n)) folded_bn(c, n, pn);
+        if (mp_node_folded_bn(g, n)) folded_bn(c, n, pn);
     }
     pl->largest_layer = largest_layer;
     free(mrepeat);
