@@ -37,6 +37,9 @@ section 9 lists them with their figures):
   seq2seq    nn.Transformer (cross-attention), 2 x 64 source, 2 x 48 target
   unet       a U-Net: max-pooling, ConvTranspose up, concatenated skips
              (CPU autocast in torch 1.13 runs conv_transpose in fp32)
+  resnet18_folded  torchvision's ResNet-18, batch 2 at 64 x 64, exported as
+             torch.onnx.export does by default (eval mode, constants folded:
+             every BatchNorm folded into its convolution), trained with them
 
 each in fp32, under torch.autocast("cpu", dtype=torch.bfloat16), both with
 activation checkpointing (torch.utils.checkpoint around each block the
@@ -160,8 +163,10 @@ CASES = {
     "seq2seq": (lambda: (Seq2Seq(), (torch.randint(0, 500, (2, 64), generator=g()),
                                       torch.randint(0, 500, (2, 48), generator=g()))), ("fp32", "bf16")),
     "unet": (lambda: (UNet(), (torch.randn(1, 3, 64, 64, generator=g()),)), ("fp32", "bf16")),
+    "resnet18_folded": (lambda: (__import__("torchvision").models.resnet18(weights=None),
+                                 (torch.randn(2, 3, 64, 64, generator=g()),)), ("fp32", "bf16", "fp32 ckpt")),
 }
-INPUT_NAMES = {"vit": ["x"], "unet": ["x"], "seq2seq": ["src", "tgt"]}
+INPUT_NAMES = {"vit": ["x"], "unet": ["x"], "seq2seq": ["src", "tgt"], "resnet18_folded": ["x"]}
 
 # fine-tuning modes: the plan's flags and what the PyTorch model is given
 FT_ARGS = {
@@ -274,8 +279,11 @@ def model_of(name, pure, out):
         names = INPUT_NAMES.get(name, ["input_ids", "attention_mask"][:len(inputs)])
         f = io.BytesIO()
         model.eval()
-        torch.onnx.export(model, inputs, f, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE,
-                          do_constant_folding=False, input_names=names)
+        if name.endswith("_folded"):  # torch.onnx.export's default: eval mode, BatchNorm folded
+            torch.onnx.export(model, inputs, f, opset_version=14, input_names=names)
+        else:
+            torch.onnx.export(model, inputs, f, opset_version=14, training=torch.onnx.TrainingMode.PRESERVE,
+                              do_constant_folding=False, input_names=names)
         with open(path + ".tmp", "wb") as fo:
             fo.write(f.getvalue())
         os.replace(path + ".tmp", path)
