@@ -162,19 +162,28 @@ static void t_merged_weight_casts(void) {
  * x (3 x 8 x 8 x 4 = 768 B), the norm its input (4 x 8 x 8 x 4 =
  * 1,024) and a mean and 1/std per channel (2 x 4 x 4 = 32), the Relu its
  * output (1,024): 2,848 (1,792 without the norm). The same graph with the
- * weight's own name is a convolution with a bias, no norm. */
+ * weight's and bias's own names is a convolution with a bias, no norm; and
+ * with the weight computed but the bias its own (nn.utils.weight_norm,
+ * whose weight the exporter computes) no norm either, and the profile does
+ * not say one was folded (it did). */
 static void t_folded_bn_torchscript(void) {
-    for (int folded = 1; folded >= 0; folded--) {
+    static const char *const names[3][2] = {
+        {"conv.weight", "conv.bias"}, {"onnx::Conv_5", "onnx::Conv_6"}, {"onnx::Conv_5", "conv.bias"}};
+    for (int form = 0; form < 3; form++) {
+        bool folded = form == 1;
         mp_model *m = tb_new(17);
         tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 3, 8, 8));
-        tb_weight(m, folded ? "onnx::Conv_5" : "conv.weight", MP_DT_FLOAT, 4, TB_DIMS(4, 3, 3, 3));
-        tb_weight(m, folded ? "onnx::Conv_6" : "conv.bias", MP_DT_FLOAT, 1, TB_DIMS(4));
-        int cv = tb_node(m, "Conv", folded ? "x,onnx::Conv_5,onnx::Conv_6" : "x,conv.weight,conv.bias", "h");
+        tb_weight(m, names[form][0], MP_DT_FLOAT, 4, TB_DIMS(4, 3, 3, 3));
+        tb_weight(m, names[form][1], MP_DT_FLOAT, 1, TB_DIMS(4));
+        char ins[64];
+        snprintf(ins, sizeof ins, "x,%s,%s", names[form][0], names[form][1]);
+        int cv = tb_node(m, "Conv", ins, "h");
         tb_attr_ints(m, cv, "pads", 4, TB_DIMS(1, 1, 1, 1));
         tb_attr_ints(m, cv, "kernel_shape", 2, TB_DIMS(3, 3));
         tb_node(m, "Relu", "h", "y");
         tb_output(m, "y");
         mp_profile *p = tb_prof(m);
+        T_CHECK(p && p->bn_folded == folded);
         mp_tplan_options o;
         mp_tplan_options_default(&o);
         o.loss = 0;

@@ -181,9 +181,19 @@ bool mp_node_fx_folded_bn(const mp_node *n) {
 
 bool mp_node_folded_bn(const mp_graph *g, const mp_node *n) {
     if (mp_node_fx_folded_bn(n)) return true;
-    if (n->fx || strcmp(n->op, "Conv") != 0 || n->n_in < 2 || n->in[1] < 0 || (n->domain && n->domain[0])) return false;
-    const mp_value *w = &g->values[n->in[1]];
-    return (w->flags & MP_VAL_INIT) && w->name && strncmp(w->name, "onnx::Conv_", 11) == 0;
+    if (n->fx || strcmp(n->op, "Conv") != 0 || n->n_in < 3 || (n->domain && n->domain[0])) return false;
+    /* both computed: a weight alone computed is another folding (weight_norm
+     * keeps its bias's name); the norm's shift always gives a bias. Equal
+     * ones (a fresh model's zero shifts) are one initializer behind Identity
+     * copies. */
+    for (int i = 1; i <= 2; i++) {
+        const mp_value *w = n->in[i] >= 0 ? &g->values[n->in[i]] : NULL;
+        if (!w || !w->name || strncmp(w->name, "onnx::Conv_", 11) != 0) return false;
+        const mp_node *p = w->producer >= 0 ? &g->nodes[w->producer] : NULL;
+        if (p && strcmp(p->op, "Identity") == 0 && p->n_in == 1 && p->in[0] >= 0) w = &g->values[p->in[0]];
+        if (!(w->flags & MP_VAL_INIT)) return false;
+    }
+    return true;
 }
 
 int mp_graph_find(const mp_graph *g, const char *name) {

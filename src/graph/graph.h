@@ -441,8 +441,8 @@ bool mp_fx_batch_norm(const char *target);
  * ConvTranspose, Gemm or MatMul of the dynamo exporter's optimizer
  * (FuseBatchNormIntoConv, train mode too), its fx node the batch norm's
  * (mp_node_fx_folded_bn); or a Conv of the TorchScript exporter in eval
- * mode, whose weight is an initializer the exporter computed from the
- * convolution's and the norm's (named onnx::Conv_N). */
+ * mode, whose weight and bias are initializers the exporter computed from
+ * the convolution's and the norm's (named onnx::Conv_N). */
 bool mp_node_fx_folded_bn(const mp_node *n);
 bool mp_node_folded_bn(const mp_graph *g, const mp_node *n);
 static inline const mp_attr *mp_node_attr(const mp_node *n, const char *name) {
