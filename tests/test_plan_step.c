@@ -664,6 +664,36 @@ static void t_twin_kernels(void) {
     T_EQ_U64(tr_ops[1], 48);
 }
 
+/* GPT-2's two exports of a fresh model hold the same parameters on each
+ * GPU of a layout. Pipeline stages: the dynamo export's final norm reads
+ * the tensor kept for every merged norm weight (a stand-in), which the
+ * stage does not hold; it holds the norm's own (a role parameter): stage 1
+ * 59,862,528 as TorchScript's (1,536 more before). Tensor parallelism: the
+ * TorchScript export merged the layers' zero biases behind Identity copies,
+ * each a parameter of its own that a column-split product splits: 62,641,536
+ * a GPU as dynamo's (29,568 more before: 11 layers' c_attn and c_fc biases
+ * counted whole). */
+static void t_twin_layouts(void) {
+    const char *files[2] = {"models/gpt2.onnx", "models/dynamo/gpt2_dynamo.onnx"};
+    for (int f = 0; f < 2; f++) {
+        mp_model *m;
+        mp_profile *p = profile_at(files[f], 2, 128, &m);
+        const char *pp[] = {"pp", "2", "gpu", "h100", NULL}, *tp[] = {"tp", "2", "gpu", "h100", NULL};
+        mp_tplan *pl = p ? plan_with(p, pp) : NULL;
+        if (pl) {
+            T_EQ(pl->pp, 2);
+            T_EQ_U64(pl->stages[0].params, 103174656);
+            T_EQ_U64(pl->stages[1].params, 59862528);
+        }
+        mp_tplan_free(pl);
+        pl = p ? plan_with(p, tp) : NULL;
+        if (pl) T_EQ_U64(pl->stages[0].params, 62641536);
+        mp_tplan_free(pl);
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
+}
+
 /* A causal attention planned fused runs as SDPA with is_causal: the tiles
  * wholly above the diagonal are skipped (mp_sdpa_causal_share, 128-token
  * tiles: T (T + 1) / 2 of T^2). By hand: 1 up to 128 tokens; at 256, T = 2,
@@ -1324,6 +1354,7 @@ MP_TESTS(plan_step) {
     {"merged_parameters", t_merged_parameters},
     {"folded_batchnorm", t_folded_batchnorm},
     {"twin_kernels", t_twin_kernels},
+    {"twin_layouts", t_twin_layouts},
     {"causal_tiles", t_causal_tiles},
     {"host_ops_decomposed", t_host_ops_decomposed},
     {"host_ops_copies_biases", t_host_ops_copies_biases},

@@ -198,6 +198,15 @@ static bool linear_weight_view(const pctx *c, const mp_node *n) {
     return true;
 }
 
+/* Parameter v (or the one it views) is split by tp: its storage, and the
+ * parameter as PyTorch has it where the exporter merged equal ones behind
+ * an Identity (a fresh model's zero biases: each layer's its own). */
+static void split_param(pctx *c, int v) {
+    c->pl->param_split[c->stor[v]] = 1;
+    int w = mp_tplan_weight_of(c->g, v);
+    if (w >= 0) c->pl->param_split[w] = 1;
+}
+
 /* An Identity of a parameter naming a buffer: the TorchScript exporter
  * merges a fresh BatchNorm's running statistics with the equal parameters
  * (zeros, ones). A buffer needs no gradient. */
@@ -1259,9 +1268,9 @@ static mp_status graph_pass(pctx *c) {
         if (cls == TPC_COL || cls == TPC_HEAD || cls == TPC_ROW) {
             split = true;
             int w = n->n_in > 1 ? n->in[1] : -1;
-            if (w >= 0) pl->param_split[c->stor[w]] = 1;
+            if (w >= 0) split_param(c, w);
             /* a column split's bias is split; a row split adds its bias after the all-reduce */
-            if (cls != TPC_ROW && n->n_in > 2 && n->in[2] >= 0) pl->param_split[c->stor[n->in[2]]] = 1;
+            if (cls != TPC_ROW && n->n_in > 2 && n->in[2] >= 0) split_param(c, n->in[2]);
             for (int i = 0; i < n->n_out; i++)
                 if (n->out[i] >= 0) c->split[n->out[i]] = cls != TPC_ROW;
             if (cls == TPC_ROW) {
@@ -1277,7 +1286,7 @@ static mp_status graph_pass(pctx *c) {
             /* vocabulary-parallel: each rank holds rows of the table, the
              * output is all-reduced in the forward */
             split = true;
-            if (n->n_in > 0 && n->in[0] >= 0 && param_like(c, n->in[0])) pl->param_split[c->stor[n->in[0]]] = 1;
+            if (n->n_in > 0 && n->in[0] >= 0 && param_like(c, n->in[0])) split_param(c, n->in[0]);
             pn->tp_comm = bscale(c, n->n_out > 0 && n->out[0] >= 0 ? v_bytes(c, n->out[0]) : 0);
         } else if (cls == TPC_NONE) {
             /* a norm of the residual stream reads it whole and stays whole;
@@ -1287,7 +1296,7 @@ static mp_status graph_pass(pctx *c) {
             for (int i = 0; i < n->n_out && split; i++)
                 if (n->out[i] >= 0) c->split[n->out[i]] = 1;
             for (int i = 0; i < n->n_in && split; i++) /* a split product's bias */
-                if (n->in[i] >= 0 && param_like(c, n->in[i])) pl->param_split[c->stor[n->in[i]]] = 1;
+                if (n->in[i] >= 0 && param_like(c, n->in[i])) split_param(c, n->in[i]);
         }
         pn->split = split;
         bool shape_only = n->n_out > 0; /* Shape, Size: outputs known, no work */
@@ -1360,9 +1369,13 @@ static mp_status graph_pass(pctx *c) {
         /* parameters first used here; the largest layer (DeepSpeed's L) */
         uint64_t node_params = 0;
         pn->first_param = pl->n_pparams;
+        const uint32_t *stand_in = pl->p->param_stand_in;
         for (int i = 0; i < n->n_in; i++) {
             int v = n->in[i];
             if (v < 0 || !(g->values[v].flags & MP_VAL_PARAM)) continue;
+            /* a stand-in: the node took another declared parameter (a role
+             * parameter, below), not the tensor it reads */
+            if (stand_in && i < 32 && (stand_in[ni] >> i & 1)) continue;
             pl->pparams[pl->n_pparams++] = v;
             pn->n_params++;
             uint64_t e = mp_tplan_numel(&g->values[v]);
