@@ -214,6 +214,22 @@ static bool is_buffer_copy(const mp_graph *g, const mp_node *n) {
     return mp_tplan_param_copy(g, n) && !(g->values[n->out[0]].flags & MP_VAL_PARAM);
 }
 
+/* Does node n compute only constants (Shape, Size, shape arithmetic: its
+ * outputs known at plan time)? */
+static bool outputs_const(const pctx *c, const mp_node *n) {
+    bool all = n->n_out > 0;
+    for (int i = 0; i < n->n_out; i++)
+        if (n->out[i] >= 0 && !c->cst[n->out[i]]) all = false;
+    return all;
+}
+
+/* Is module b module a or inside it? */
+static bool module_within(const mp_model *md, int b, int a) {
+    for (int hop = 0; b >= 0 && b < md->n_modules && hop < 256; b = md->modules[b].parent, hop++)
+        if (b == a) return true;
+    return false;
+}
+
 /* A BatchNorm the exporter folded into node n (mp_node_folded_bn: the
  * dynamo exporter's FuseBatchNormIntoConv, in train mode too, as
  * FlopsProfiler exports on torch 2; the TorchScript exporter's in eval
@@ -1035,11 +1051,21 @@ static mp_status graph_pass(pctx *c) {
     int n_role = pl->p->role_params ? pl->p->params_by_role_n : 0;
     pl->proles = mp_arena_calloc(&pl->arena, (size_t)n_role + 1, sizeof(int));
     pl->role_split = mp_arena_calloc(&pl->arena, (size_t)n_role + 1, 1);
+    /* the role parameters each node took first, in the signature's order:
+     * role_head[node], then role_next[r] */
+    int *role_head = mp_arena_calloc(&pl->arena, (size_t)nn + 1, sizeof(int));
+    int *role_next = mp_arena_calloc(&pl->arena, (size_t)n_role + 1, sizeof(int));
     if (!pl->nodes || !pl->default_ops || !pl->default_counts || !pl->tp_ops || !pl->tp_split || !pl->tp_rep ||
         !c->rg || !c->cst || !c->split || !c->pflag || !c->noncontig || !c->charged || !pl->param_split ||
         !c->adt || !c->stor || !c->seen || !c->node_repeat || !c->role || !c->tpc || !c->first_unit ||
-        !pl->pparams || !pl->proles || !pl->role_split)
+        !pl->pparams || !pl->proles || !pl->role_split || !role_head || !role_next)
         return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int ni = 0; ni < nn; ni++) role_head[ni] = -1;
+    for (int r = n_role - 1; r >= 0; r--) {
+        int ni = pl->p->role_params[r].node;
+        role_next[r] = ni >= 0 && ni < nn ? role_head[ni] : -1;
+        if (ni >= 0 && ni < nn) role_head[ni] = r;
+    }
 
     for (int v = 0; v < nv; v++) {
         const mp_value *val = &g->values[v];
@@ -1299,9 +1325,7 @@ static mp_status graph_pass(pctx *c) {
                 if (n->in[i] >= 0 && param_like(c, n->in[i])) split_param(c, n->in[i]);
         }
         pn->split = split;
-        bool shape_only = n->n_out > 0; /* Shape, Size: outputs known, no work */
-        for (int i = 0; i < n->n_out; i++)
-            if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape_only = false;
+        bool shape_only = outputs_const(c, n); /* Shape, Size: outputs known, no work */
         if (shape_only) {
             /* counted nowhere */
         } else if (split) {
@@ -1389,9 +1413,8 @@ static mp_status graph_pass(pctx *c) {
          * took first (the profile's role_params): a column split's bias is
          * split, as is a norm's on split heads; others stay whole */
         pn->first_role = pl->n_proles;
-        for (int r = 0; r < n_role; r++) {
+        for (int r = role_head[ni]; r >= 0; r = role_next[r]) {
             const struct mp_role_param *rp = &pl->p->role_params[r];
-            if (rp->node != ni) continue;
             pl->proles[pl->n_proles++] = r;
             pn->n_roles++;
             pl->role_split[r] = split && cls != TPC_ROW;
@@ -1477,9 +1500,7 @@ static mp_status graph_pass(pctx *c) {
          * in PyTorch); in the backward one autograd node per node that
          * passes a gradient, at least one operator (a view's is a view) */
         if (role != ROLE_MEMBER && role != ROLE_ATTN_OUT && role != ROLE_GUARD) {
-            bool shape = n->n_out > 0;
-            for (int i = 0; i < n->n_out; i++)
-                if (n->out[i] >= 0 && !c->cst[n->out[i]]) shape = false;
+            bool shape = shape_only;
             pn->n_fwd_ops = shape ? 0 : 1;
             bool one_op = one_op_backward(n) || role == ROLE_LN_HEAD; /* native_layer_norm_backward */
             if (diff && rg && !shape) pn->n_bwd_ops = (uint16_t)(pn->n_bwd_kernels > 1 && !one_op ? pn->n_bwd_kernels : 1);
@@ -1713,21 +1734,11 @@ static mp_status graph_pass(pctx *c) {
  * `last`, a's last node. */
 static int call_end(const pctx *c, int a, int k, int last) {
     const mp_graph *g = c->g;
-    const mp_model *md = c->m;
     int end = k;
     for (int j = k + 1; j <= last && j < g->n_nodes; j++) {
         const mp_node *n = &g->nodes[g->order[j]];
-        bool consts = n->n_out > 0;
-        for (int i = 0; i < n->n_out; i++)
-            if (n->out[i] >= 0 && !c->cst[n->out[i]]) consts = false;
-        if (n->module < 0 || consts) continue;
-        bool inside = false;
-        for (int b = n->module, hop = 0; b >= 0 && b < md->n_modules && hop < 256; b = md->modules[b].parent, hop++)
-            if (b == a) {
-                inside = true;
-                break;
-            }
-        if (!inside) break;
+        if (n->module < 0 || outputs_const(c, n)) continue;
+        if (!module_within(c->m, n->module, a)) break;
         end = j;
     }
     return end;
@@ -1796,13 +1807,7 @@ static uint64_t inference_live(const pctx *c) {
                 int p = g->values[v].producer;
                 int mp = p >= 0 ? g->nodes[p].module : -1;
                 for (int a = n->module, hop = 0; a >= 0 && a < nm && hop < 256; a = md->modules[a].parent, hop++) {
-                    bool holds = false; /* a contains the producer: the value was made inside */
-                    for (int b = mp, h2 = 0; b >= 0 && b < nm && h2 < 256; b = md->modules[b].parent, h2++)
-                        if (b == a) {
-                            holds = true;
-                            break;
-                        }
-                    if (holds) break;
+                    if (module_within(md, mp, a)) break; /* the value was made inside a */
                     int end = call_end(c, a, k, mlast[a]);
                     if (end > last[c->stor[v]]) last[c->stor[v]] = end;
                 }
