@@ -539,6 +539,11 @@ typedef struct mp_tplan_options {
     int ddp_bucket_view;      /* dp > 1 without ZeRO: DDP(gradient_as_bucket_view=True), the
                                * gradients are views of the all-reduce buckets; by default (PyTorch's
                                * False) the buckets are a second copy of every gradient */
+    /* since version 5 */
+    double clip_grad_norm;    /* > 0: torch.nn.utils.clip_grad_norm_(parameters, max_norm) before
+                               * each optimizer step (Hugging Face's Trainer and nanoGPT clip at
+                               * 1.0): one pass reading the gradients for their norm, one scaling
+                               * them (docs/PLANNING.md "loss scaling and clipping") */
 } mp_tplan_options;
 /* mp_tplan_options.loss_form and .optimizer_impl */
 enum { MP_LOSS_AUTO, MP_LOSS_CAUSAL_LM, MP_LOSS_CROSS_ENTROPY, MP_LOSS_NONE, MP_LOSS_COUNT };

@@ -429,6 +429,74 @@ static void t_comm_train(void) {
     tb_done(m, p);
 }
 
+/* Loss scaling and clipping before the optimizer step (host.c), by hand
+ * on the MLP: two parameter tensors (W1 128, W2 48 elements), one
+ * micro-batch, a GPU of 1 B/s at full efficiency and no host cost.
+ * foreach AdamW: 8 operators of one launch each and the step count's add
+ * (9 operators, 8 kernels); its memory time (W 704 + states 1,408) x 2 +
+ * gradients 704 = 4,928 s.
+ *  - fp16-mixed, GradScaler: scale(loss) and its backward (3 operators, 2
+ *    kernels), unscale_ (7, 6 and one depth-1 launch), step's item (1,
+ *    1), update (2, 1): 22 and 19; the unscale reads and writes the fp32
+ *    gradients, 2 x 704: 6,336 s;
+ *  - and --clip-grad-norm: _foreach_norm (1 operator, a launch and its
+ *    cleanup), two norms' `to` (2), stack, vector_norm, add, reciprocal,
+ *    mul, clamp (6, 6), `to` (1), _foreach_mul_ (1, 1): 11 and 10 more, 3 x
+ *    704 more bytes: 8,448 s;
+ *  - clipping alone in fp32: 20 and 18, 7,040 s;
+ *  - fp16-mixed under ZeRO-1 over 2 ranks: DeepSpeed's scaler over one flat
+ *    partition (88 elements): 9 + 10 operators, 8 + 10 kernels; states
+ *    (fp16 W 352, master 704 / 2, Adam 1,408 / 2) x 2 + fp16 gradients 352
+ *    = 3,168, and its fp32 partition's 3 x 4 x 88 = 1,056: 4,224 s. */
+static void t_scaler_clip(void) {
+    mp_model *m = mlp();
+    mp_profile *p = tb_prof(m);
+    struct {
+        mp_precision prec;
+        double clip;
+        int zero, dp;
+        uint64_t ops, kernels;
+        int passes, scaler;
+        double s;
+    } c[] = {
+        {MP_PREC_FP32, 0, 0, 1, 9, 8, 0, MP_SCALER_NONE, 4928},
+        {MP_PREC_FP16_MIXED, 0, 0, 1, 22, 19, 2, MP_SCALER_TORCH, 6336},
+        {MP_PREC_FP16_MIXED, 1.0, 0, 1, 33, 29, 5, MP_SCALER_TORCH, 8448},
+        {MP_PREC_FP32, 1.0, 0, 1, 20, 18, 3, MP_SCALER_NONE, 7040},
+        {MP_PREC_FP16_MIXED, 0, 1, 2, 19, 18, 3, MP_SCALER_DEEPSPEED, 4224},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        mp_tplan_options o;
+        mp_tplan_options_default(&o);
+        o.loss = 0;
+        o.peak_tflops = 1e-9;
+        o.bandwidth_gbs = 1e-9;
+        o.memory_eff = 1;
+        o.host_op_s = 0;
+        o.precision = c[i].prec;
+        o.clip_grad_norm = c[i].clip;
+        o.zero = c[i].zero;
+        o.dp = c[i].dp;
+        mp_tplan *pl = plan_of(p, &o);
+        if (!pl) continue;
+        T_EQ_U64(pl->opt_host_ops, c[i].ops);
+        T_EQ_U64(pl->opt_launches, c[i].kernels);
+        T_EQ(pl->grad_passes, c[i].passes);
+        T_EQ(pl->loss_scaler, c[i].scaler);
+        T_CHECK(fabs(pl->optimizer_s - c[i].s) < 1e-6 * c[i].s);
+        mp_tplan_free(pl);
+    }
+    /* a training option: refused with --inference, named */
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    T_OK(mp_tplan_options_set(&o, "clip_grad_norm", "1.0"));
+    T_CHECK(o.clip_grad_norm == 1.0);
+    o.inference = 1;
+    T_CHECK(mp_tplan_options_check(&o) == MP_ERR_USAGE);
+    T_CHECK(strstr(mp_last_error(), "--clip-grad-norm") != NULL);
+    tb_done(m, p);
+}
+
 /* One table parses the planner's flags for the command and the Python
  * package (src/plan/options.c): both spellings, switches, ranges,
  * suffixes, refusals naming the flag. */
@@ -1272,6 +1340,7 @@ MP_TESTS(plan) {
     {"decomposed_hand", t_decomposed_hand},
     {"roofline", t_roofline},
     {"comm_train", t_comm_train},
+    {"scaler_clip", t_scaler_clip},
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},

@@ -27,6 +27,7 @@
  * (below). tools/host_ops.py checks the count against TorchDispatchMode. */
 #include "plan/plan.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /* PyTorch's multi_tensor_apply (aten/src/ATen/native/cuda/
@@ -114,6 +115,47 @@ void mp_tplan_optimizer_ops(mp_tplan *pl) {
     } else {
         for (int i = 0; i < nd; i++) launches += mta_launches(d[i], T, chunks);
         ops = launches + 1; /* and the step counts' add on the CPU */
+    }
+    /* Before the step (docs/PLANNING.md "loss scaling and clipping").
+     * fp16-mixed scales its loss, with PyTorch's GradScaler
+     * (torch/amp/grad_scaler.py; FSDP's ShardedGradScaler runs the same on
+     * the shard): per micro-batch scale(loss) is `outputs *
+     * scale.to(device)` (2 operators, 1 kernel) and the product's backward
+     * (1, 1); per step unscale_ takes the scale's reciprocal in double
+     * (`double`, `reciprocal`, `float`: 3, 3), fills found_inf (`full`: 1,
+     * 1), copies both to the device's replicator (2, 2) and runs
+     * `_amp_foreach_non_finite_check_and_unscale_` over the gradients (1
+     * operator, multi_tensor_apply's launches of a list of depth 1: a pass
+     * reading and writing them); step() reads found_inf (`item`: 1, a
+     * device-to-host copy waiting for the backward); update() its `to` (1,
+     * none) and `_amp_update_scale_` (1, 1). Under a ZeRO stage DeepSpeed's
+     * loss scaler instead takes the partition's gradient norm (an inf or NaN
+     * is the overflow: a pass reading them) and unscales, with the clip
+     * folded into one combined scale, in place (a pass reading and writing):
+     * counted as clip_grad_norm_'s operators over its one flat partition.
+     * Clipping, torch.nn.utils.clip_grad_norm_ (foreach): `_foreach_norm`
+     * (1 operator, depth-1 launches and its cleanup kernel: a pass reading
+     * the gradients), each norm's `to` (T operators, no kernel), `stack` and
+     * `vector_norm` (2, 2), max_norm / (total + 1e-6) (`add`,
+     * `reciprocal`, `mul`: 3, 3), `clamp` (1, 1), `to` (1, none) and
+     * `_foreach_mul_` (1, depth-1 launches: a pass reading and writing). */
+    pl->loss_scaler = MP_SCALER_NONE;
+    pl->grad_passes = 0;
+    if (o->optimizer != MP_OPT_NONE && T && !o->inference) {
+        uint64_t l1 = mta_launches(1, T, chunks);
+        bool clip = o->clip_grad_norm > 0;
+        if (o->precision == MP_PREC_FP16_MIXED)
+            pl->loss_scaler = pl->zero >= 1 && !o->fsdp ? MP_SCALER_DEEPSPEED : MP_SCALER_TORCH;
+        if (pl->loss_scaler == MP_SCALER_TORCH) {
+            ops += 3 * (uint64_t)pl->m + 10;
+            launches += 2 * (uint64_t)pl->m + 8 + l1;
+            pl->grad_passes += 2;
+        }
+        if (clip || pl->loss_scaler == MP_SCALER_DEEPSPEED) {
+            ops += T + 9;
+            launches += 2 * l1 + 8;
+            pl->grad_passes += 3;
+        }
     }
     pl->opt_launches = launches;
     pl->opt_host_ops = ops;

@@ -376,8 +376,14 @@ static void layout(mp_tplan *pl, int dp, int tp, int pp, int m, int zero, mp_pst
         /* the optimizer step: memory-bound, over this rank's partition */
         double upd = (double)(mem->weights_bytes + mem->master_weights_bytes + mem->optimizer_bytes) * 2 +
                      (double)mem->grads_bytes;
-        double topt = pl->bw > 0 ? upd / (pl->bw * o->memory_eff) : 0;
-        if (pl->ft) topt = ft_opt_s; /* trainable states only; offloaded: the host link and the CPU */
+        /* before it, loss scaling's unscale and clipping pass over the
+         * gradients it steps (host.c): fp32 under autocast, this rank's
+         * partition under ZeRO */
+        double gpass = (double)pl->grad_passes * (mp_tplan_mixed(o->precision) ? 4.0 : sb.grads) *
+                       (pl->ft ? (double)ps->trainable : (double)P) / (zero >= 1 ? (double)dp : 1.0);
+        double topt = pl->bw > 0 ? (upd + gpass) / (pl->bw * o->memory_eff) : 0;
+        /* trainable states only; offloaded: the host link and the CPU (which clips there) */
+        if (pl->ft) topt = ft_opt_s + (o->offload || pl->bw <= 0 ? 0 : gpass / (pl->bw * o->memory_eff));
         /* offloaded, the step runs on the host (the link and the CPU), not the device */
         if (topt > out->optimizer_device_s && !(pl->ft && o->offload)) out->optimizer_device_s = topt;
         if (pl->opt_host_s > topt) topt = pl->opt_host_s; /* the host issuing the optimizer's kernels */

@@ -91,6 +91,8 @@ static const opt_def defs[] = {
      "after-forward, before-forward or in-place"},
     {"tf32", OK_CHOICE, F(tf32), 0, 0, 0, "conv\0all\0none\0", "conv, all or none"},
     {"ddp-bucket-view", OK_SWITCH, F(ddp_bucket_view), 1, 1, 0, NULL, NULL},
+    /* since version 5 */
+    {"clip-grad-norm", OK_NUM, F(clip_grad_norm), 0, 0, 1, NULL, NULL},
 };
 
 #undef F

@@ -149,6 +149,8 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
     if (o->inference && (o->zero || o->fsdp || o->checkpointing))
         return mp_error(MP_ERR_USAGE, "--inference: %s applies to training only",
                         o->zero ? "--zero" : o->fsdp ? "--fsdp" : "--checkpointing");
+    if (o->inference && o->clip_grad_norm > 0)
+        return mp_error(MP_ERR_USAGE, "--inference: --clip-grad-norm applies to training only");
     if (o->inference && o->fit)
         return mp_error(MP_ERR_USAGE, "--inference and --fit conflict: --fit lists training layouts");
     if (o->inference && (o->tokens > 0 || o->samples > 0))

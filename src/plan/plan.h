@@ -270,6 +270,9 @@ struct mp_tplan {
     uint64_t opt_tensors;        /* parameter tensors the optimizer steps */
     uint64_t opt_launches, opt_host_ops; /* per step: the optimizer's kernels and dispatches */
     double opt_host_s;           /* per step: the optimizer's dispatch time */
+    int loss_scaler;             /* fp16-mixed: MP_SCALER_* (host.c) */
+    int grad_passes;             /* per step, before the optimizer: passes over the stepped gradients,
+                                  * reads and writes (loss scaling's unscale, clipping; host.c) */
     double host_s, device_s;     /* per step: issuing every operator, the device busy */
     bool host_bound;             /* the host issuing kernels is the slower */
     /* fine-tuning (finetune.c; docs/PLANNING.md section 12) */
@@ -343,6 +346,10 @@ static inline uint64_t mp_tplan_node_ckpt(const mp_pnode *pn, uint64_t rdiv, uin
 uint64_t mp_tplan_ddp_buckets(const mp_tplan_options *o, int dp, int zero, uint64_t grads_bytes);
 void mp_tplan_workspace(mp_tplan *pl);
 void mp_tplan_optimizer_ops(mp_tplan *pl);
+/* mp_tplan.loss_scaler: fp16-mixed training scales its loss; PyTorch's
+ * GradScaler (FSDP's ShardedGradScaler: the same kernels on the shard), or
+ * DeepSpeed's dynamic loss scaler under --zero */
+enum { MP_SCALER_NONE, MP_SCALER_TORCH, MP_SCALER_DEEPSPEED };
 
 /* Fine-tuning (finetune.c). */
 mp_status mp_tplan_ft_check(const mp_tplan_options *o);

@@ -658,6 +658,16 @@ static void write_text(const mp_tplan *pl, pw *w) {
                o->optimizer_impl == MP_OPTIMPL_FUSED ? "fused" : o->optimizer_impl == MP_OPTIMPL_FOR_LOOP
                                                                     ? "a loop over the parameters"
                                                                     : "foreach");
+            if (pl->grad_passes) {
+                label(w, pl->loss_scaler ? "  loss scaling:" : "  gradient clipping:");
+                pf(w, "%d passes over the gradients before the step (in its time above): %s\n", pl->grad_passes,
+                   pl->loss_scaler == MP_SCALER_DEEPSPEED
+                       ? "DeepSpeed's loss scaler (the norm for overflow and the clip, then the combined unscale)"
+                   : pl->loss_scaler == MP_SCALER_TORCH && o->clip_grad_norm > 0
+                       ? "GradScaler's unscale (fp16-mixed), then clip_grad_norm_'s norm and scaling"
+                   : pl->loss_scaler == MP_SCALER_TORCH ? "GradScaler's unscale (fp16-mixed)"
+                                                        : "clip_grad_norm_'s norm and scaling");
+            }
         }
         label(w, o->inference ? "  host issue:" : "  host issue:");
         pf(w, "%s (%s operators dispatched x %s, --host-us-per-op%s)\n", mp_fmt_seconds(pl->host_s).s,
@@ -1120,6 +1130,14 @@ static void write_json(const mp_tplan *pl, jw *w) {
     jw_opt_str(w, mp_tplan_choice_name("tf32", o->tf32));
     jw_key(w, "optimizer_impl");
     jw_opt_str(w, mp_tplan_choice_name("optimizer-impl", o->optimizer_impl));
+    jw_key(w, "loss_scaler");
+    jw_opt_str(w, pl->loss_scaler == MP_SCALER_TORCH       ? "grad_scaler"
+                  : pl->loss_scaler == MP_SCALER_DEEPSPEED ? "deepspeed"
+                                                           : NULL);
+    jw_key(w, "clip_grad_norm");
+    if (o->clip_grad_norm > 0 && !o->inference) jw_double(w, o->clip_grad_norm);
+    else jw_null(w);
+    jw_key(w, "gradient_passes"); jw_i64(w, o->inference ? 0 : pl->grad_passes);
     jw_key(w, "cublas_workspace_bytes"); jw_u64(w, pl->workspace_bytes);
     jw_key(w, "native_depthwise_convs"); jw_i64(w, pl->native_dw);
     jw_key(w, "comm_overlap"); jw_bool(w, false);
