@@ -288,8 +288,10 @@ typedef struct mp_torch_module {
                                ModuleList, is on no path: its children sit under its caller);
                                several paths separated by '\n' for a module that ran under
                                several callers; "" when it never ran */
-    int64_t params;         /* its parameters (numel, submodules included): used where the
-                               static profile has no such module; -1 unknown */
+    int64_t params;         /* its parameters as model.parameters() counts them (numel,
+                               submodules included, each tensor once; DeepSpeed's
+                               module.__params__): the row's count; -1 unknown: the static
+                               profile's */
     int64_t export_calls;   /* its forward calls in the forward pass that was exported: the
                                static profile's figures cover these calls (0: taken as 1) */
     int ignored;            /* left out (ignore_list): not timed, and its MACs and FLOPs,

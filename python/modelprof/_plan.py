@@ -45,6 +45,7 @@ def plan(model, args=(), kwargs=None, input_shape=None, verbose=False, **options
     ModelprofError naming the flag. The export (eval mode) has no Dropout:
     a training plan takes the model's own probability (model_dropout) as
     --dropout unless dropout= is given (dropout=0: none)."""
+    torchprof.check_module("plan", model)
     if "dropout" not in options and not options.get("inference"):
         p = model_dropout(model)
         if p is not None:

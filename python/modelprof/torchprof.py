@@ -135,10 +135,10 @@ def _module_tracker(model):
         if stack:
             last["where"] = "%s (%s)" % (stack[-1][0], stack[-1][1])
 
-    for m in names:
-        handles.append(m.register_forward_pre_hook(pre))
-        handles.append(m.register_forward_hook(post))
     try:
+        for m in names:
+            handles.append(m.register_forward_pre_hook(pre))
+            handles.append(m.register_forward_hook(post))
         yield last, stack
     finally:
         for h in handles:
@@ -213,12 +213,20 @@ def _export_call(model, args, kwargs, dynamo):
     forward's signature (**kwargs included)."""
     import functools
     orig = model.forward                      # bound: the class's or the instance's
+
+    def outputs(out):
+        t = tuple(tensors_of(out))
+        if not t:
+            raise ModelprofError("the forward returned no tensor (%s): an export keeps only the work "
+                                 "that reaches an output, so nothing would be counted; return the "
+                                 "output tensors" % type(out).__name__, "usage")
+        return t
     had = "forward" in model.__dict__
     kwargs = dict(kwargs or {})
     if dynamo:
         @functools.wraps(orig)
         def forward(*a, **kw):
-            return tuple(tensors_of(orig(*a, **kw)))
+            return outputs(orig(*a, **kw))
         call = (tuple(args), kwargs)
     else:
         n = len(args)
@@ -228,8 +236,14 @@ def _export_call(model, args, kwargs, dynamo):
         def forward(*flat):
             kw = dict(consts)
             kw.update(zip(tkeys, flat[n:]))
-            return tuple(tensors_of(orig(*flat[:n], **kw)))
-        call = (tuple(args) + tuple(kwargs[k] for k in tkeys), {})
+            return outputs(orig(*flat[:n], **kw))
+        flat = tuple(args) + tuple(kwargs[k] for k in tkeys)
+        # the TorchScript exporter reads a dict last among the arguments as
+        # keyword arguments; an empty dict after it says there are none,
+        # so a dict the forward takes (model({"x": x})) stays an argument
+        if flat and isinstance(flat[-1], dict):
+            flat = flat + ({},)
+        call = (flat, {})
     model.forward = forward
     try:
         yield call
@@ -244,17 +258,30 @@ def _export_call(model, args, kwargs, dynamo):
 def _state_kept(model):
     """The exporters run the forward: its side effects on the model (a
     BatchNorm's running statistics in train mode, dropout's draws from the
-    random generators) are undone afterwards."""
+    random generators) must not reach it. Each buffer is swapped for a copy
+    while the exporter runs (a buffer two modules share, one copy) and put
+    back afterwards, untouched: writing the old values back in place would
+    move the version counters of tensors a pending backward saved (a
+    train-mode BatchNorm's running statistics), and that backward, run after
+    the profile as DeepSpeed's loop does, would fail."""
     import torch
-    bufs = [(b, b.detach().clone()) for b in model.buffers()]
+    swapped, copies = [], {}
+    for m in model.modules():
+        for name, b in list(m._buffers.items()):
+            if b is None:
+                continue
+            c = copies.get(id(b))
+            if c is None:
+                c = copies[id(b)] = b.detach().clone()
+            swapped.append((m, name, b))
+            m._buffers[name] = c
     cpu = torch.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
     try:
         yield
     finally:
-        with torch.no_grad():
-            for b, v in bufs:
-                b.copy_(v)
+        for m, name, b in swapped:
+            m._buffers[name] = b
         torch.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
@@ -271,12 +298,30 @@ def _qualify_scopes(path, scopes):
     except ImportError:
         return
     m = onnx.load(path, load_external_data=False)
+    import re
+    again = re.compile(r"^(.+)_([0-9]+)$")
+
+    def calls_merged(segs):
+        """A module called again in one forward gets its segment suffixed
+        by the exporter ("/blk_1/Gemm", "/enc/enc.0_1/Gemm" for enc's second
+        call): the node belongs to that module, as DeepSpeed's hooks count
+        every call into it. A segment the hooks never saw whose unsuffixed
+        name they did see (at the same place) is that module."""
+        out = []
+        for s in segs:
+            cur = tuple(out) + (s,)
+            if cur not in scopes:
+                g = again.match(s)
+                if g and tuple(out) + (g.group(1),) in scopes:
+                    s = g.group(1)
+            out.append(s)
+        return tuple(out)
 
     def fix(graph):
         for n in graph.node:
             parts = n.name.split("/")
             if len(parts) > 2 and parts[0] == "":
-                segs = tuple(parts[1:-1])
+                segs = calls_merged(tuple(parts[1:-1]))
                 for k in range(len(segs), 0, -1):
                     q = scopes.get(segs[:k])
                     if q is not None:
@@ -439,17 +484,26 @@ def _op_module(model, args, kwargs, reason):
     return "in module %s" % found[0] if found else ""
 
 
-def _inputs(model, input_shape, args, kwargs):
+def _inputs(who, model, input_shape, args, kwargs):
     import torch
     if input_shape is not None:
         if args:
-            raise ModelprofError("get_model_profile: give input_shape or args, not both", "usage")
+            raise ModelprofError("%s: give input_shape or args, not both" % who, "usage")
+        if not isinstance(input_shape, (tuple, list)) or \
+                not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in input_shape):
+            raise ModelprofError("%s: input_shape must be a tuple of positive ints (the one input "
+                                 "tensor's shape, as DeepSpeed takes it), not %r" % (who, input_shape),
+                                 "usage")
         try:
             p = next(model.parameters())
             dtype, device = p.dtype, p.device
         except StopIteration:
             dtype, device = torch.float32, torch.device("cpu")
-        return (torch.ones((), dtype=dtype, device=device).new_empty(tuple(input_shape)),)
+        try:
+            return (torch.ones((), dtype=dtype, device=device).new_empty(tuple(input_shape)),)
+        except RuntimeError as e:
+            raise ModelprofError("%s: cannot make an input of shape %s (%s): %s" % (
+                who, tuple(input_shape), dtype, str(e).strip().split("\n")[0]), "usage") from None
     return tuple(args or ())
 
 
@@ -596,16 +650,51 @@ def say_unrun(model, counted, modules, planned=False):
 _META_EXPORTS = weakref.WeakKeyDictionary()
 
 
+def check_module(who, model):
+    """A torch.nn.Module written in Python, or a clear ModelprofError: a
+    TorchScript module (torch.jit.trace, torch.jit.script) has no Python
+    forward for the export to call through and takes no hooks, the model's
+    or a submodule's."""
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        raise ModelprofError("%s: model must be a torch.nn.Module, not %s"
+                             % (who, type(model).__name__), "usage")
+    script = getattr(torch.jit, "ScriptModule", ())
+    for name, m in model.named_modules():
+        if isinstance(m, script):
+            raise ModelprofError(
+                "%s: %s is a TorchScript module (%s, made by torch.jit.trace or torch.jit.script): "
+                "it has no Python forward to export and takes no hooks; give the Python module, or "
+                "export it with torch.onnx.export and run modelprof on the file"
+                % (who, "the model" if not name else "submodule '%s'" % name, type(m).__name__),
+                "usage")
+
+
+def _args_tuple(who, args):
+    """DeepSpeed's args: a list or tuple of the forward's positional
+    arguments; a lone tensor is taken as the one argument."""
+    import torch
+    if args is None:
+        return ()
+    if isinstance(args, torch.Tensor):
+        return (args,)
+    if isinstance(args, (list, tuple)):
+        return tuple(args)
+    raise ModelprofError("%s: args must be a list or tuple of the forward's positional arguments, "
+                         "not %s" % (who, type(args).__name__), "usage")
+
+
 @contextlib.contextmanager
 def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbose=False):
     """The library's static profile (a _lib.Profile) of one forward pass of
     the model, exported in eval mode in a temporary folder (removed, also on
     errors); a meta model's weights declared from its own table."""
     import torch
-    if not isinstance(model, torch.nn.Module):
-        raise ModelprofError("%s: model must be a torch.nn.Module, not %s"
-                             % (who, type(model).__name__), "usage")
-    args = _inputs(model, input_shape, args, kwargs)
+    check_module(who, model)
+    args = _inputs(who, model, input_shape, _args_tuple(who, args), kwargs)
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ModelprofError("%s: kwargs must be a dict of the forward's keyword arguments, not %s"
+                             % (who, type(kwargs).__name__), "usage")
     kwargs = dict(kwargs or {})
     if not args and not kwargs:
         raise ModelprofError("%s: give input_shape, args or kwargs" % who, "usage")

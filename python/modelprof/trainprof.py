@@ -344,6 +344,7 @@ class FlopsProfiler:
     in one line)."""
 
     def __init__(self, model, ds_engine=None, recompute_fwd_factor=0.0, verbose=False):
+        torchprof.check_module("FlopsProfiler", model)
         self.model = model
         self.verbose = verbose
         self.ds_engine = ds_engine
@@ -373,21 +374,21 @@ class FlopsProfiler:
         self.reset_profile()
         if not self._clock.handles:     # end_profile removed it: time again from now
             self._clock = _Clock(self.model)
-        self._call = None
-        self._first = {}              # name -> calls in the first recorded forward
-        self._first_state = 0         # 0 before it, 1 during it, 2 after
-        self._paths = {}              # name -> {trace path: calls}
-        self._stack = []              # (label, call id) of the modules running now
-        self._next_call = 0
+        self._records_cleared()
         self._ranges = _Ranges()
-        self._bwd_queued = False
         labels = _labels(self.model)
         self._ignored = set(torchprof.ignored_names(self.model, ignore_list))
-        for name, m in self.model.named_modules():
-            if self._left_out(name):
-                continue
-            self._hook(m, name, labels[name], root=(name == ""))
-        self._recorder = _CallRecorder(self.model, self._record_call)
+        try:
+            for name, m in self.model.named_modules():
+                if self._left_out(name):
+                    continue
+                self._hook(m, name, labels[name], root=(name == ""))
+            self._recorder = _CallRecorder(self.model, self._record_call)
+        except BaseException:
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+            raise
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
@@ -401,13 +402,23 @@ class FlopsProfiler:
                                                                "kineto_available") else False
         # the module ranges are ours on every PyTorch (one naming for the
         # forward and backward trees); with Kineto, shapes for its FLOP counts
-        self._prof = torch.profiler.profile(activities=acts, record_shapes=kineto)
+        self._prof_args = {"activities": acts, "record_shapes": kineto}
+        self._prof = torch.profiler.profile(**self._prof_args)
         self._prof.__enter__()
         self._clock.start()
         self.started = True
         self.func_patched = True
 
     _PROBE = "\0probe"
+
+    def _records_cleared(self):
+        self._call = None
+        self._first = {}              # name -> calls in the first recorded forward
+        self._first_state = 0         # 0 before it, 1 during it, 2 after
+        self._paths = {}              # name -> {trace path: calls}
+        self._stack = []              # (label, call id) of the modules running now
+        self._next_call = 0
+        self._bwd_queued = False
 
     def _probe_hooks(self, probe):
         """The profiler's own hooks on a probe module (calibration): their
@@ -508,6 +519,13 @@ class FlopsProfiler:
             self._recorder.remove()
             self._recorder = None
         self._prof.__exit__(None, None, None)
+        if self._call is None:
+            # no forward ran in the window: nothing to analyse (DeepSpeed's
+            # counters stay at zero); the figures say so when asked for
+            self._result = None
+            self._empty = True
+            return
+        self._empty = False
         tmp = tempfile.mkdtemp(prefix="modelprof-")
         try:
             path = os.path.join(tmp, "trace.json")
@@ -532,8 +550,19 @@ class FlopsProfiler:
         self._clock.remove()
 
     def reset_profile(self):
+        """DeepSpeed's reset_profile: the figures start again from zero.
+        While recording, what was recorded so far is dropped (the trace, the
+        calls, the clock's profiled steps) and recording goes on: the next
+        stop_profile covers the steps run after the reset."""
         self._result = None
         self._close_train()
+        if self.started and self.func_patched and self._prof is not None:
+            self._ranges.close_all()
+            self._prof.__exit__(None, None, None)
+            self._records_cleared()
+            self._clock.start()
+            self._prof = torch.profiler.profile(**self._prof_args)
+            self._prof.__enter__()
 
     # ---- the figures ----
     def _export(self, tmp):
@@ -580,6 +609,9 @@ class FlopsProfiler:
         if self.started and self.func_patched:
             self.stop_profile()
         if self._result is None:
+            if getattr(self, "_empty", False):
+                raise ModelprofError("FlopsProfiler: nothing profiled: the model's forward did not "
+                                     "run between start_profile and stop_profile", "usage")
             raise ModelprofError("FlopsProfiler: nothing profiled (call start_profile and "
                                  "run a step first)", "usage")
         return self._result

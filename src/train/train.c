@@ -77,6 +77,7 @@ static mp_status build(mp_train *t, const mp_torch_module *mods, int n) {
         r->name = mp_arena_strdup(&t->arena, m->name);
         r->cls = mp_arena_strdup(&t->arena, m->class_name);
         r->params = m->params > 0 ? (uint64_t)m->params : 0;
+        r->params_declared = m->params >= 0;
         r->export_calls = m->export_calls > 0 ? m->export_calls : 1;
         mp_module *md = &t->mods[i];
         int parent = sp ? stack[sp - 1] : -1;
@@ -168,7 +169,11 @@ static void join_static(mp_train *t, const mp_profile *p) {
         if (k < 0 || k >= m->n_modules) continue;
         const mp_fig *f = &p->mods[k];
         r->in_static = true;
-        r->params = f->params;
+        /* the model's own count where the binding gave it: every parameter
+         * of the module, a tensor the forward does not read (an unused
+         * head) too, a buffer never (the export cannot tell a buffer read
+         * as an operand from a weight: docs/COUNTING.md) */
+        if (!r->params_declared) r->params = f->params;
         if (r->ignored) continue;
         int64_t calls = traced ? r->calls : r->export_calls;
         r->macs = scale(f->macs, calls, r->export_calls);

@@ -14,7 +14,9 @@ typedef struct mp_train_row {
     int64_t calls;             /* forward calls in the trace */
     int64_t export_calls;      /* forward calls the static profile covers (the exported pass) */
     double fwd_s, bwd_s;       /* summed over the calls */
-    uint64_t params;           /* the module's own count (static profile, else the binding's) */
+    uint64_t params;           /* the module's parameters: the binding's count (model.parameters(),
+                                * as DeepSpeed's module.__params__), else the static profile's */
+    bool params_declared;      /* the binding gave its count */
     uint64_t macs, flops;      /* forward, over the calls the time covers */
     bool in_trace, in_static;  /* found in the trace's module tree / the export's */
     bool container;            /* never called (ModuleList, ModuleDict): the sum of its children */

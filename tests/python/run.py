@@ -890,6 +890,158 @@ def ignore_modules_and_list():
     print("    %d FLOPs, %d without the attention modules (%d)" % (full[0], left[0], attn))
 
 
+# ---- DeepSpeed's loop on models it had not seen (stop 49) ----
+@test
+def backward_after_profile():
+    """DeepSpeed's order: start_profile, the forward, stop_profile and
+    end_profile, then loss.backward(). The export runs the forward again;
+    a train-mode BatchNorm's running statistics, saved by the pending
+    backward, must not change version (the export ran on copies)."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(4 * 6 * 6, 2))
+    x = torch.randn(2, 3, 8, 8)
+    prof = modelprof.FlopsProfiler(model)
+    prof.start_profile()
+    loss = model(x).sum()
+    prof.stop_profile()
+    macs = prof.get_total_macs()
+    prof.end_profile()
+    loss.backward()     # failed: "modified by an inplace operation"
+    # the forward's own update of the statistics is kept, the export's not
+    check(macs == 2 * 4 * 6 * 6 * 27 + 2 * 144 * 2, "MACs %d" % macs)
+    check(int(model[1].num_batches_tracked) == 1, "BatchNorm counted %d batches, 1 ran"
+          % int(model[1].num_batches_tracked))
+    # and between a train-mode forward and its backward, get_model_profile
+    loss = model(x).sum()
+    modelprof.get_model_profile(model, args=[x], print_profile=False)
+    loss.backward()
+    check(int(model[1].num_batches_tracked) == 2, "get_model_profile moved the statistics")
+
+
+@test
+def dict_argument_and_calls_merged():
+    """A forward taking a dict (model({"x": x}), or as a keyword's value)
+    exports: the TorchScript exporter reads a trailing dict as keyword
+    arguments unless an empty one follows. A module called twice in one
+    forward is one row with both calls' MACs, as DeepSpeed's hooks sum them
+    (the exporter names the second call's scope "blk_1", "enc.0_1")."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    class DictIO(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 4)
+
+        def forward(self, batch):
+            h = self.a(batch["x"])
+            return {"logits": self.b(h), "hidden": h}
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blk = nn.Linear(16, 16)
+            self.enc = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+            self.out = nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.out(self.enc(self.enc(self.blk(torch.relu(self.blk(x))))))
+
+    x = torch.randn(2, 16)
+    m = DictIO()
+    want = (2 * 16 * 32 + 2 * 32 * 4, 16 * 32 + 32 + 32 * 4 + 4)
+    for a, k in (([{"x": x}], {}), ([], {"batch": {"x": x}})):
+        _, macs, params = modelprof.get_model_profile(m, args=a, kwargs=k, print_profile=False,
+                                                      as_string=False)
+        check((macs, params) == want, "dict input: %r, %r expected" % ((macs, params), want))
+    m = Twice()
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        _, macs, _ = modelprof.get_model_profile(m, args=[x], as_string=False)
+    text = buf.getvalue()
+    check(macs == 6 * 512 + 96, "MACs %d" % macs)
+    check("blk_1" not in text and "0_1" not in text and "(blk): Linear(272 = " in text and
+          "1.02 KMACs" in text, "module called twice: a row per call\n" + text)
+    prof = modelprof.FlopsProfiler(m)
+    prof.start_profile()
+    m(x).sum().backward()
+    prof.stop_profile()
+    rows = prof.get_module_profile()
+    prof.end_profile()
+    for name, calls, want in (("blk", 2, 1024), ("enc.0", 2, 1024), ("out", 1, 96)):
+        check(rows[name]["calls"] == calls and rows[name]["macs"] == want, "%s: %r" % (name, rows[name]))
+    check(rows["enc"]["macs"] == rows["enc.0"]["macs"] + rows["enc.2"]["macs"] == 2048,
+          "enc: %r" % rows["enc"])
+
+
+@test
+def flops_profiler_deepspeed_habits():
+    """get_total_params counts the model's parameters as model.parameters()
+    does (an unused head too, a registered buffer never); reset_profile
+    while recording starts the figures again; a stop without a forward
+    fails only when a figure is asked for; TorchScript modules and
+    non-modules are refused by name, leaving no hook behind."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    class Extra(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(16, 16)
+            self.unused = nn.Linear(16, 1000)
+            self.register_buffer("shift", torch.ones(16))
+
+        def forward(self, x):
+            return self.l(x + self.shift)
+
+    m, x = Extra(), torch.randn(2, 16)
+    prof = modelprof.FlopsProfiler(m)
+    prof.start_profile()
+    m(x).sum().backward()
+    m(x).sum().backward()
+    prof.reset_profile()
+    m(x).sum().backward()
+    prof.stop_profile()
+    want = sum(p.numel() for p in m.parameters())
+    check(prof.get_total_params() == want, "params %d, %d expected" % (prof.get_total_params(), want))
+    check(prof.get_total_macs() == 512, "after reset: %d MACs, one call's 512" % prof.get_total_macs())
+    prof.end_profile()
+    prof = modelprof.FlopsProfiler(m)
+    prof.start_profile()
+    prof.stop_profile()
+    try:
+        prof.get_total_flops()
+        check(False, "a figure of an empty window")
+    except modelprof.ModelprofError as e:
+        check("did not run" in str(e), str(e))
+    prof.end_profile()
+    traced = torch.jit.trace(nn.Sequential(nn.Linear(4, 4)), torch.randn(1, 4))
+    mixed = nn.Sequential(nn.Linear(4, 4), torch.jit.script(nn.Linear(4, 4)))
+    for call in (lambda: modelprof.get_model_profile(traced, args=[torch.randn(1, 4)]),
+                 lambda: modelprof.FlopsProfiler(mixed),
+                 lambda: modelprof.get_model_profile(mixed, args=[torch.randn(1, 4)]),
+                 lambda: modelprof.plan(None, args=[x]),
+                 lambda: modelprof.FlopsProfiler(lambda t: t),
+                 lambda: modelprof.get_model_profile(m, input_shape=(-1, 16))):
+        try:
+            call()
+            check(False, "accepted")
+        except modelprof.ModelprofError as e:
+            check("TorchScript module" in str(e) or "torch.nn.Module" in str(e) or
+                  "positive ints" in str(e), str(e))
+    check(traced(torch.randn(1, 4)).shape == (1, 4), "the traced module changed")
+    check(not mixed._forward_pre_hooks and not mixed[0]._forward_pre_hooks, "hooks left")
+    _, _, p = modelprof.get_model_profile(nn.Linear(4, 2), args=torch.randn(1, 4),
+                                          print_profile=False, as_string=False)
+    check(p == 10, "a lone tensor as args: %d params" % p)
+
+
 # ---- make install, used from another folder ----
 
 # ---- the exporters' warnings (issue 31 item 8) ----
