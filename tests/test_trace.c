@@ -1108,6 +1108,25 @@ static void t_trace_cli(void) {
     rc = run_cli((const char *const[]){"trace", "--bogus", "x", NULL}, &out);
     T_EQ(rc, 1);
     free(out);
+    /* a self time below zero, as key_averages() gives it: outer [100, 110]
+     * holds a [100, 106] and b [105, 110] (the microsecond rounding made
+     * them overlap): 10 - 6 - 5 = -1 us, printed so, not unknown */
+    char neg[] = "/tmp/mp-trace-neg-XXXXXX";
+    fd = mkstemp(neg);
+    static const char negtrace[] =
+        "[{\"name\":\"outer\",\"ph\":\"X\",\"ts\":100,\"dur\":10,\"pid\":1,\"tid\":1,\"cat\":\"cpu_op\"},"
+        "{\"name\":\"aten::a\",\"ph\":\"X\",\"ts\":100,\"dur\":6,\"pid\":1,\"tid\":1,\"cat\":\"cpu_op\"},"
+        "{\"name\":\"aten::b\",\"ph\":\"X\",\"ts\":105,\"dur\":5,\"pid\":1,\"tid\":1,\"cat\":\"cpu_op\"}]";
+    T_CHECK(write(fd, negtrace, sizeof negtrace - 1) == (ssize_t)(sizeof negtrace - 1));
+    close(fd);
+    rc = run_cli((const char *const[]){"trace", neg, NULL}, &out);
+    T_EQ(rc, 0);
+    T_CHECK(strstr(out, "10 us      -1 us") != NULL);
+    free(out);
+    rc = run_cli((const char *const[]){"trace", "diff", neg, neg, NULL}, &out);
+    T_EQ(rc, 0);
+    free(out);
+    unlink(neg);
 }
 
 /* A folder of ranks: distributedInfo.rank read, the job analysed (the two

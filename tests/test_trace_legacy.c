@@ -231,6 +231,18 @@ static void t_train(void) {
         mp_train_free(t);
         t = NULL;
     }
+    /* with the model: the binding's count stands (model.parameters(), as
+     * DeepSpeed counts, a tensor the export does not hold too); -1 takes
+     * the static profile's */
+    T_OK(mp_train_open(tpath, mpath, mods, 4, &t));
+    if (t) {
+        T_EQ(t->rows[1].params, 15);
+        T_EQ(t->rows[0].params, 15);
+        T_EQ(t->rows[1].macs, 24);
+        mp_train_free(t);
+        t = NULL;
+    }
+    for (int i = 0; i < 4; i++) mods[i].params = -1;
     T_OK(mp_train_open(tpath, mpath, mods, 4, &t));
     if (t) {
         /* params and MACs from the static profile, times the calls */

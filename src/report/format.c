@@ -192,6 +192,15 @@ mp_fmtbuf mp_fmt_seconds(double s) {
     return fmt_hundredths((uint64_t)hd, "", unit[k], "");
 }
 
+char *mp_fmt_signed(char *b, bool neg, const char *text) {
+    size_t k = 0, n = strlen(text);
+    if (neg) b[k++] = '-';
+    if (n > MP_FMT_MAX - 1 - k) n = MP_FMT_MAX - 1 - k;
+    memcpy(b + k, text, n);
+    b[k + n] = 0;
+    return b;
+}
+
 uint64_t mp_sat_add(uint64_t a, uint64_t b) {
     bool ovf = false;
     return mp_uadd(a, b, &ovf);

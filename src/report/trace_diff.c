@@ -22,8 +22,8 @@ typedef struct td {
 
 /* Seconds, and a signed delta ("+1.2 ms", "-830 us", "0 s"). */
 static const char *secs(double s, char *b) {
-    snprintf(b, MP_FMT_MAX, "%s", mp_fmt_seconds(s).s);
-    return b;
+    /* negative as key_averages() prints a self time under its children's */
+    return mp_fmt_signed(b, s < 0, mp_fmt_seconds(fabs(s)).s);
 }
 
 #define TD_DELTA (MP_FMT_MAX + 1)

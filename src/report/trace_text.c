@@ -28,10 +28,12 @@ static void putn(tr *w, const char *s, size_t n) { mp_out_write(&w->out, s, n); 
 /* A name made safe for a terminal, cut and padded to `width` columns. */
 static void cell(tr *w, const char *s, int width, bool right) { mp_out_cell(&w->out, s, width, right); }
 
+/* A duration; negative as PyTorch's key_averages() prints one (an
+ * operator's self time less than its children's, where the trace's
+ * microsecond rounding put a child past its parent's end): "-2.69 ms". */
 static const char *secs(int64_t ns, char *b) {
-    mp_fmtbuf f = mp_fmt_seconds((double)ns / 1e9);
-    strcpy(b, f.s);
-    return b;
+    mp_fmtbuf f = mp_fmt_seconds((double)(ns < 0 ? -ns : ns) / 1e9);
+    return mp_fmt_signed(b, ns < 0, f.s);
 }
 
 static void rule(tr *w, const char *title) { mp_out_rule(&w->out, title, 100); }

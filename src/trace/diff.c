@@ -151,7 +151,8 @@ static void mods_note(mp_trace_diff *d) {
     snprintf(d->mods_note, sizeof d->mods_note,
              "%s has no module scopes (%s): %s's %d modules cannot be compared",
              ha ? "B" : "A",
-             none->no_modules ? "profiled without with_stack=True and with_modules=True"
+             none->no_modules ? "profiled without with_stack=True and with_modules=True, or by a "
+                                "PyTorch without Kineto"
                               : "no nn.Module ranges in it",
              ha ? "A" : "B", (ha ? d->a : d->b)->n_mods - 1);
 }

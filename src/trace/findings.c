@@ -77,8 +77,9 @@ static void not_recorded(mp_trace *t, int *cap) {
     if (t->no_modules)
         add_finding(t, cap, (fnd){"no_modules", 0.1, 0, "s", 0},
                     "Module scopes were not recorded (with_stack=True and with_modules=True "
-                    "record nn.Module scopes): forward and backward times per module are "
-                    "unknown; the operator and kernel tables stand alone.");
+                    "record nn.Module scopes with Kineto; a PyTorch without Kineto records none, "
+                    "and FlopsProfiler writes its own module ranges on any): forward and backward "
+                    "times per module are unknown; the operator and kernel tables stand alone.");
 }
 
 void mp_trace_findings(mp_trace *t) {
