@@ -593,6 +593,86 @@ static void t_match_rules(void) {
     bad[2].out = "[{\"float\":[1,4,7]}]";
     expect_ort(bad, 5, -1, MP_ERR_SHAPE, "its node 'Sigmoid_token_2' (Sigmoid) wrote [1,4,7], a shape no node of the "
                                          "model reads or writes");
+    /* an fp16 model's operator run as its function's body (Softmax on the
+     * CPU: "ReduceMax_2", "Exp_3"), placed by their place: a reduction's
+     * [1,4,1] is no value of the model, the [1,4,8] it reduced is */
+    const sev body[] = {
+        {"fused /fc/MatMul", "FusedMatMul", NULL, NULL},
+        {"/scale/Mul/MulScaleFusion/", "Mul", NULL, NULL},
+        {"ReduceMax_2", "ReduceMax", "[{\"float\":[1,4,8]}]", "[{\"float\":[1,4,1]}]"},
+        {"Exp_3", "Exp", "[{\"float\":[1,4,8]}]", "[{\"float\":[1,4,8]}]"},
+        {"/out/Tanh", "Tanh", NULL, NULL},
+        {"/post/Neg", "Neg", NULL, NULL},
+    };
+    expect_ort(body, 6, -1, MP_OK, NULL);
+    sev bbad[6];
+    memcpy(bbad, body, sizeof bbad);
+    bbad[2].out = "[{\"float\":[1,3,1]}]"; /* no reduction of what it read */
+    expect_ort(bbad, 6, -1, MP_ERR_SHAPE, "its node 'ReduceMax_2' (ReduceMax) wrote [1,3,1], a shape no node");
+    /* the Casts ONNX Runtime inserts around a kernel without an fp16
+     * version are its own ("InsertedPrecisionFreeCast_x", unmatched); a
+     * kernel named after such a Cast's input is the node writing that value */
+    const sev casts[] = {
+        {"InsertedPrecisionFreeCast_x", "Cast", "[{\"float16\":[1,4,8]}]", "[{\"float\":[1,4,8]}]"},
+        {"fused /fc/MatMul", "FusedMatMul", NULL, NULL},
+        {"InsertedPrecisionFreeCast_h3", "Mul", NULL, "[{\"float\":[1,4,8]}]"},
+        {"Sigmoid_token_2", "Sigmoid", NULL, NULL},
+        {"/out/Tanh", "Tanh", NULL, NULL},
+        {"/post/Neg", "Neg", NULL, NULL},
+    };
+    mp_model *m = hand_model_folds();
+    mp_profile *p = tb_prof(m);
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        T_OK(mp_profile_ort(p, shaped_profile(casts, 6, -1), &o));
+        T_EQ(p->run.imported.unmatched, 1);
+        T_EQ(p->run.imported.renamed, 2);
+    }
+    tb_done(m, p);
+}
+
+/* The runs kept are of one size: a session run at two sizes (runs 1-2 at
+ * [1,4,8], run 3 at [1,4,9]) is refused, naming the node and the runs, and
+ * --warmup 2 keeps the third alone. A node event no model_run holds (a
+ * profile cut short) is left out, and said. */
+static void t_one_size(void) {
+    const char *path = mp_t_path("sizes.json");
+    FILE *f = fopen(path, "w");
+    fputs("[\n{\"cat\": \"Session\", \"pid\": 7, \"tid\": 7, \"dur\": 1000, \"ts\": 1, \"ph\": \"X\", "
+          "\"name\": \"session_initialization\", \"args\": {}}", f);
+    for (int r = 0; r < 4; r++) {
+        long ts = 10000L * (r + 1);
+        int seq = r == 2 ? 9 : 8;
+        fprintf(f, ",\n{\"cat\": \"Node\", \"pid\": 7, \"tid\": 7, \"dur\": 10, \"ts\": %ld, \"ph\": \"X\", "
+                   "\"name\": \"/act/Relu_kernel_time\", \"args\": {\"op_name\": \"Relu\", "
+                   "\"input_type_shape\": [{\"float\":[1,4,%d]}], \"provider\": \"CPUExecutionProvider\"}}",
+                ts + 1, seq);
+        if (r < 3) /* the fourth: cut short, no model_run */
+            fprintf(f, ",\n{\"cat\": \"Session\", \"pid\": 7, \"tid\": 7, \"dur\": 20, \"ts\": %ld, \"ph\": "
+                       "\"X\", \"name\": \"model_run\", \"args\": {}}",
+                    ts);
+    }
+    fputs("\n]\n", f);
+    fclose(f);
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(1, 4, -1));
+    tb_node(m, "Relu", "x", "y");
+    tb_name(m, 0, "/act/Relu");
+    tb_output(m, "y");
+    mp_model_set_dim(m, "x_dim2", -1);
+    mp_profile *p = tb_prof(m);
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        T_CHECK(mp_profile_ort(p, path, &o) == MP_ERR_SHAPE);
+        T_CHECK(strstr(mp_last_error(), "the runs kept are not of one size: node '/act/Relu' read "
+                                        "[{\"float\":[1,4,8]}] in run 2 and [{\"float\":[1,4,9]}] in run 3") != NULL);
+        o.warmup = 2;
+        T_OK(mp_profile_ort(p, path, &o));
+        T_EQ(p->run.imported.outside_runs, 1);
+    }
+    tb_done(m, p);
 }
 
 /* mp_profile_ort of the events ev[0..n) on m's profile p: accepted (the
@@ -949,6 +1029,7 @@ MP_TESTS(ort){
     {"bert", t_bert},
     {"cli", t_cli_ort},
     {"match_rules", t_match_rules},
+    {"one_size", t_one_size},
     {"split_fusion", t_split_fusion},
     {"matmul_add_fusion", t_matmul_add_fusion},
     {"reshape_fusion", t_reshape_fusion},

@@ -51,6 +51,7 @@ typedef struct mp_importinfo {
     int unmatched;          /* placed on no node */
     int nodes_by_graph;     /* nodes put into a fused event's group by the graph around it */
     int nodes_not_run;      /* nodes with no event: constant-folded or removed by the runtime */
+    int outside_runs;       /* node events no "model_run" holds (a profile cut short): left out */
     double node_time_s;     /* the node events' time per run (mean over the runs kept) */
     double unmatched_s;     /* of it, placed on no node */
     const char *dims;       /* "batch=4 (read from the profile), ...": the inputs' dims and their source; NULL */

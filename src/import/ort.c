@@ -71,6 +71,7 @@ typedef struct ort {
     const char *path;
     int64_t *run_ts, *run_end;   /* the runs' spans, by start */
     int n_runs, skip, kept;
+    int outside;                 /* node events in no run */
     ort_slot *slots;
     int n_slots;
     double *st;                  /* [kept][n_slots]: seconds */
@@ -119,6 +120,11 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
         break;
     }
     if (n > 6 && memcmp(s, "fused ", 6) == 0) return ort_resolve(o, s + 6, n - 6, depth + 1, renamed, value);
+    /* a kernel writing the value a Cast ONNX Runtime inserted now reads
+     * (an fp16 model's node run in fp32): named after the Cast's input,
+     * "InsertedPrecisionFreeCast_<value>" (ort_added_slot: the Cast itself) */
+    if (n > 26 && memcmp(s, "InsertedPrecisionFreeCast_", 26) == 0)
+        return ort_resolve(o, s + 26, n - 26, depth + 1, renamed, value);
     if (ends_with(s, n, "_bn_nchwc")) { /* a BatchNormalization the NCHWc layout runs as a Conv */
         int bn = ort_resolve(o, s, n - 9, depth + 1, renamed, value);
         if (bn >= 0) return bn;
@@ -154,7 +160,8 @@ static bool ort_added(const char *op) {
  * "gemm_output_reshape", each perhaps with a suffix). */
 static bool ort_added_slot(const ort *o, const ort_slot *s) {
     const char *nm = ort_str(o, s->name);
-    return ort_added(ort_str(o, s->op)) || !strncmp(nm, "InsertedPrecisionFreeCast_", 26) ||
+    return ort_added(ort_str(o, s->op)) ||
+           (!strncmp(nm, "InsertedPrecisionFreeCast_", 26) && !strcmp(ort_str(o, s->op), "Cast")) ||
            (!strcmp(ort_str(o, s->op), "Reshape") &&
             (!strncmp(nm, "gemm_input_reshape", 18) || !strncmp(nm, "gemm_output_reshape", 19)));
 }
@@ -173,6 +180,11 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 /* ---- 1. runs and slots ---- */
+
+/* mp_ort_options.warmup inside the library: every run but the last left
+ * out (mp_ort_dims reads the dims from the last run, which the runs kept
+ * hold whatever --warmup says) */
+#define ORT_LAST_RUN (-1000)
 
 static mp_status ort_runs(ort *o, const mp_ort_options *opt) {
     const mp_trace_raw *t = &o->raw;
@@ -208,7 +220,7 @@ static mp_status ort_runs(ort *o, const mp_ort_options *opt) {
     }
     free(spans);
     o->n_runs = n;
-    int w = opt->warmup >= 0 ? opt->warmup : n > 1 ? 1 : 0;
+    int w = opt->warmup == ORT_LAST_RUN ? n - 1 : opt->warmup >= 0 ? opt->warmup : n > 1 ? 1 : 0;
     if (w >= n)
         return mp_error(MP_ERR_USAGE, "%s: --warmup %d leaves none of its %d run%s", o->path, w, n,
                         n == 1 ? "" : "s");
@@ -246,7 +258,8 @@ static mp_status ort_slots(ort *o) {
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < t->n_names; i++) slot_of[i] = -1;
-    int nf = 0, cap = 0;
+    int nf = 0, cap = 0, cap_lr = 0, cap_fr = 0;
+    int *last_run = NULL, *first_run = NULL; /* per slot: the run of its last event, of its first */
     mp_status st = MP_OK;
     /* the slots, and the first kept run's kernels in time order */
     for (size_t i = 0; i < t->n_orts; i++) {
@@ -255,6 +268,7 @@ static mp_status ort_slots(ort *o) {
         size_t nl = strlen(nm);
         if (e->session || !ends_with(nm, nl, "_kernel_time")) continue;
         int r = ort_run_of(o, e);
+        if (r < 0) o->outside++;
         if (r < o->skip) continue;
         if (slot_of[e->name] < 0) {
             ort_slot *ns = mp_grow(o->slots, sizeof *ns, &cap, o->n_slots + 1);
@@ -272,9 +286,37 @@ static mp_status ort_slots(ort *o) {
             s->in = e->in_shapes;
             s->out = e->out_shapes;
             s->order = INT32_MAX;
-            slot_of[e->name] = o->n_slots++;
+            slot_of[e->name] = o->n_slots;
+            int *lr = mp_grow(last_run, sizeof *lr, &cap_lr, o->n_slots + 1);
+            int *fr = lr ? mp_grow(first_run, sizeof *fr, &cap_fr, o->n_slots + 1) : NULL;
+            if (lr) last_run = lr;
+            if (fr) first_run = fr;
+            if (!lr || !fr) {
+                st = mp_error(MP_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            last_run[o->n_slots] = r;
+            first_run[o->n_slots] = r;
+            o->n_slots++;
         }
         ort_slot *s = &o->slots[slot_of[e->name]];
+        /* the runs kept are of one size: each node's first event of a run
+         * read what it read in the first kept run (a session run at
+         * several sizes would average their times, counted at one) */
+        if (last_run[slot_of[e->name]] != r) {
+            last_run[slot_of[e->name]] = r;
+            const char *a = s->in == MP_TORT_NONE ? "" : ort_str(o, s->in);
+            const char *b = e->in_shapes == MP_TORT_NONE ? "" : ort_str(o, e->in_shapes);
+            if (strcmp(a, b) != 0) {
+                st = mp_error(MP_ERR_SHAPE,
+                              "%s: the runs kept are not of one size: node '%.*s' read %s in run %d and %s in "
+                              "run %d (the session ran at several input sizes); profile one size, or leave "
+                              "the runs of another out with --warmup N (the first N)",
+                              o->path, (int)(nl - strlen("_kernel_time")), nm, a, first_run[slot_of[e->name]] + 1,
+                              b, r + 1);
+                goto done;
+            }
+        }
         if (e->threads > s->threads) s->threads = e->threads;
         if (strstr(nm, "_nchwc") || !strcmp(ort_str(o, e->op), "ReorderInput")) o->nchwc = true;
         if (r == o->skip) first[nf++] = (int)i;
@@ -305,6 +347,8 @@ static mp_status ort_slots(ort *o) {
 done:
     free(slot_of);
     free(first);
+    free(last_run);
+    free(first_run);
     return st;
 }
 
@@ -465,7 +509,9 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
         const char *nm = ort_str(o, s->name);
         bool renamed = false;
         size_t nl = strlen(nm) - strlen("_kernel_time");
-        int k = ort_resolve(o, nm, nl, 0, &renamed, &s->value);
+        /* a conversion ONNX Runtime added names no node of the model, even
+         * where its name is made from one's value (its inserted Casts) */
+        int k = ort_added_slot(o, s) ? -1 : ort_resolve(o, nm, nl, 0, &renamed, &s->value);
         bool body = false;
         if (k < 0 && (k = mp_strmap_getn(&o->body_names, nm, nl)) >= 0) body = true;
         if (k < 0) continue;
@@ -1083,6 +1129,21 @@ static bool ort_model_has(ort *o, const ort_shape *a) {
  * group is a guess) is held to what it wrote, of 2 dims or more, being a
  * shape of the model's (what it read may be packed: Attention's QKV
  * weights in one). at/mem: the units' nodes. */
+/* Whether slot s wrote `out` as a reduction (keeping its dims) of a shape
+ * it read that some value of the model has: each of out's dims that one's
+ * or 1. */
+static bool ort_reduces_model_shape(ort *o, const ort_slot *s, const ort_shape *out) {
+    ort_shape sh[ORT_MAX_SHAPES];
+    int n = s->in != MP_TORT_NONE ? ort_shapes(ort_str(o, s->in), sh) : -1;
+    for (int j = 0; j < n && j < ORT_MAX_SHAPES; j++) {
+        if (sh[j].rank != out->rank || sh[j].rank < 2) continue;
+        bool red = true;
+        for (int a = 0; a < out->rank && red; a++) red = out->d[a] == sh[j].d[a] || out->d[a] == 1;
+        if (red && ort_model_has(o, &sh[j])) return true;
+    }
+    return false;
+}
+
 static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const int *mem) {
     if (!o->budget) o->budget = (int64_t)1 << 24;
     if (s->unit < 0 || s->how == ORT_NONE || s->how == ORT_BODY) return MP_OK;
@@ -1098,6 +1159,11 @@ static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const 
             if (guess ? ort_model_has(o, &sh[j]) : ort_unit_has(o, at, mem, s->unit, &sh[j], o->nchwc,
                                                                    !strcmp(op, "Gemm") || !strcmp(op, "Reshape")))
                 continue;
+            /* a step of an operator ONNX Runtime ran as its function's body
+             * (Softmax on fp16 on the CPU: "ReduceMax_2", "Sub_3", "Exp_4"):
+             * a reduction's [2, 1] is no value of the model, but the [2, 16]
+             * it reduced is */
+            if (guess && io && ort_reduces_model_shape(o, s, &sh[j])) continue;
             /* say what the model has there: the input in that place of the node of its op type */
             int k = ort_same_op(o, s), pos = -1;
             const mp_node *nd = k >= 0 ? &o->g->nodes[k] : NULL;
@@ -1435,6 +1501,7 @@ static mp_status ort_fill(ort *o, const mp_ort_options *opt, mp_importinfo *im) 
     r->kernels_above_peak = r->peak_flops_per_s > 0 ? mp_profile_groups_above(p, r->peak_flops_per_s) : 0;
     im->path = ort_strdup(p, o->path);
     im->runs = o->n_runs;
+    im->outside_runs = o->outside;
     im->events = ns;
     r->imported = *im;
     p->measured = true;
@@ -1471,6 +1538,12 @@ static mp_status ort_prepare(ort *o, mp_profile *p, const char *path, const mp_o
     o->g = p->m->graph;
     o->path = path;
     mp_status st = mp_trace_read_file(path, &o->raw);
+    if (st == MP_ERR_FORMAT && strstr(mp_last_error(), "an empty trace"))
+        st = mp_error(MP_ERR_FORMAT,
+                      "%s: an empty profile: it holds no events (ONNX Runtime writes its \"Session\" and \"Node\" "
+                      "events once the session ends profiling: InferenceSession.end_profiling, or the session's "
+                      "release in onnxruntime-node)",
+                      path);
     if (st == MP_ERR_FORMAT && (strstr(mp_last_error(), "not a torch.profiler") || strstr(mp_last_error(), "not JSON"))) {
         /* the trace reader's words are about torch.profiler's traces */
         bool onnx = strstr(mp_last_error(), "an ONNX model") != NULL;
@@ -1539,6 +1612,7 @@ mp_status mp_ort_dims(mp_model *m, const char *path, int *n_set) {
     if (st) return st;
     mp_ort_options opt;
     ort_defaults(&opt);
+    opt.warmup = ORT_LAST_RUN; /* the dims of the last run: every --warmup keeps it */
     ort o;
     mp_importinfo im;
     memset(&im, 0, sizeof im);

@@ -482,6 +482,7 @@ static void js_run(jw *w, const mp_profile *p) {
         jw_ki64(w, "unmatched", im->unmatched);
         jw_ki64(w, "nodes_by_graph", im->nodes_by_graph);
         jw_ki64(w, "nodes_not_run", im->nodes_not_run);
+        jw_ki64(w, "events_outside_runs", im->outside_runs);
         jw_key(w, "dims_from_profile"); /* the inputs' dims read from the profile (no value given) */
         jw_open(w, '[');
         for (int i = 1; i < p->m->n_syms; i++)

@@ -233,6 +233,12 @@ static void tx_ort_summary(tx *t) {
     tx_printf(t, "%d per run: %d by their node's name, %d by the name of a fused node, %d by their place "
                  "among the others, %d unmatched\n",
               im->events, im->exact, im->renamed, im->by_order, im->unmatched);
+    if (im->outside_runs) {
+        tx_label(t, "left out:");
+        tx_printf(t, "%d node event%s in no run (no \"model_run\" holds %s: a profile cut short, or a run still "
+                     "going when it was written)\n",
+                  im->outside_runs, im->outside_runs == 1 ? "" : "s", im->outside_runs == 1 ? "it" : "them");
+    }
     tx_label(t, "fused nodes:");
     tx_printf(t, "%d fused by ONNX Runtime (each a share of its event's time by FLOPs; %d placed by the graph "
                  "around), %d not run (constant-folded or removed by its optimisations)\n",
