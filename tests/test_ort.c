@@ -613,8 +613,8 @@ static void t_match_rules(void) {
      * version are its own ("InsertedPrecisionFreeCast_x", unmatched); a
      * kernel named after such a Cast's input is the node writing that value */
     const sev casts[] = {
-        {"InsertedPrecisionFreeCast_x", "Cast", "[{\"float16\":[1,4,8]}]", "[{\"float\":[1,4,8]}]"},
         {"fused /fc/MatMul", "FusedMatMul", NULL, NULL},
+        {"InsertedPrecisionFreeCast_h2", "Cast", "[{\"float\":[1,4,8]}]", "[{\"float16\":[1,4,8]}]"},
         {"InsertedPrecisionFreeCast_h3", "Mul", NULL, "[{\"float\":[1,4,8]}]"},
         {"Sigmoid_token_2", "Sigmoid", NULL, NULL},
         {"/out/Tanh", "Tanh", NULL, NULL},
@@ -630,6 +630,13 @@ static void t_match_rules(void) {
         T_EQ(p->run.imported.renamed, 2);
     }
     tb_done(m, p);
+    /* the Cast after the graph's input read it as fp16: the profile of the
+     * model's fp16 twin, refused by its input's type */
+    sev twin[7];
+    memcpy(twin, casts, sizeof casts);
+    twin[6] = (sev){"InsertedPrecisionFreeCast_x", "Cast", "[{\"float16\":[1,4,8]}]", "[{\"float\":[1,4,8]}]"};
+    expect_ort(twin, 7, -1, MP_ERR_SHAPE, "ONNX Runtime was fed input 'x' as fp16 (its inserted Cast "
+                                          "'InsertedPrecisionFreeCast_x' read it), and the model's is fp32");
 }
 
 /* The runs kept are of one size: a session run at two sizes (runs 1-2 at

@@ -1210,10 +1210,51 @@ static bool ort_can_run(const char *kop, const char *op) {
     return mp_op_find("", kop, 1000) == NULL;
 }
 
+/* The element type ONNX Runtime names in a shape list ("float16" of
+ * [{"float16":[2,3]}]): its first entry's, for the float types; -1 other. */
+static int ort_first_float_type(const char *s) {
+    static const struct { const char *name; int dt; } types[] = {
+        {"float", MP_DT_FLOAT}, {"float16", MP_DT_FLOAT16}, {"bfloat16", MP_DT_BFLOAT16}, {"double", MP_DT_DOUBLE}};
+    const char *q = strchr(s, '"');
+    const char *e = q ? strchr(q + 1, '"') : NULL;
+    if (!e) return -1;
+    for (size_t i = 0; i < MP_ARRAY_LEN(types); i++)
+        if ((size_t)(e - q - 1) == strlen(types[i].name) && !memcmp(q + 1, types[i].name, (size_t)(e - q - 1)))
+            return types[i].dt;
+    return -1;
+}
+
+/* A Cast ONNX Runtime inserted after a graph input
+ * ("InsertedPrecisionFreeCast_x") read it in the type the session was fed:
+ * a float input of another type is a run of another model (its fp16 twin). */
+static mp_status ort_check_input_types(ort *o) {
+    const mp_graph *g = o->g;
+    char b1[64];
+    for (int i = 0; i < o->n_slots; i++) {
+        const ort_slot *s = &o->slots[i];
+        const char *nm = ort_str(o, s->name);
+        size_t nl = strlen(nm) - strlen("_kernel_time");
+        if (s->in == MP_TORT_NONE || nl <= 26 || strncmp(nm, "InsertedPrecisionFreeCast_", 26) ||
+            strcmp(ort_str(o, s->op), "Cast"))
+            continue;
+        int v = mp_strmap_getn(&g->names, nm + 26, nl - 26);
+        if (v < 0 || !(g->values[v].flags & MP_VAL_INPUT) || (g->values[v].flags & MP_VAL_INIT)) continue;
+        int dt = ort_first_float_type(ort_str(o, s->in)), want = g->values[v].decl_dtype;
+        if (dt < 0 || want == MP_DT_UNDEFINED || dt == want) continue;
+        snprintf(b1, sizeof b1, "%s", mp_dtype_name(dt));
+        return mp_error(MP_ERR_SHAPE,
+                        "%s: the profile is not of this model: ONNX Runtime was fed input '%s' as %s (its inserted "
+                        "Cast '%.*s' read it), and the model's is %s: a profile of the model in another precision",
+                        o->path, g->values[v].name, b1, (int)nl, nm, mp_dtype_name(want));
+    }
+    return MP_OK;
+}
+
 static mp_status ort_check(ort *o, bool *seen) {
     const mp_graph *g = o->g;
     int dummy = 0;
     mp_status st = ort_check_dims(o, false, &dummy, seen);
+    if (!st) st = ort_check_input_types(o);
     if (st) return st;
     int *by = malloc(sizeof(int) * (size_t)(o->n_slots + 1));
     if (!by) return mp_error(MP_ERR_NOMEM, "out of memory");
