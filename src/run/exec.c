@@ -1157,6 +1157,9 @@ mp_status mp_exec_set_input(mp_exec *pl, const char *name, int dtype, int rank, 
     if (v < 0) return mp_error(MP_ERR_USAGE, "input '%s': the model has no such input", name);
     mp_rval *rv = &pl->vals[v];
     const mp_value *val = &g->values[v];
+    /* numpy has no bfloat16: a bf16 input's data given as its bits, uint16
+     * (as the ONNX test data and torch's .view(torch.int16) write it) */
+    if (dtype == MP_DT_UINT16 && val->dtype == MP_DT_BFLOAT16) dtype = MP_DT_BFLOAT16;
     /* integers into integers, floats into floats (int32 token ids for an
      * int64 input, fp64 for fp32): converted */
     bool same_kind = (mp_dtype_is_float(dtype) && mp_dtype_is_float(val->dtype)) ||
