@@ -752,7 +752,38 @@ static void test_run_no_kernel(void) {
     tb_done(m, p);
 }
 
+/* A bf16 input's data as its bits in uint16 (numpy has no bfloat16):
+ * taken as bf16; int16 is still refused. Neg of 1.5 (0x3FC0) and -2
+ * (0xC000) in bf16. */
+static void test_run_bf16_bits(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "X", MP_DT_BFLOAT16, 1, TB_DIMS(2));
+    tb_node(m, "Neg", "X", "Y");
+    tb_output(m, "Y");
+    mp_profile *p = tb_prof(m);
+    mp_exec *pl = NULL;
+    if (p) T_OK(mp_exec_create(p, NULL, &pl));
+    if (pl) {
+        const uint16_t bits[2] = {0x3FC0, 0xC000};
+        T_EQ(mp_exec_set_input(pl, "X", MP_DT_INT16, 1, TB_DIMS(2), bits, sizeof bits), MP_ERR_USAGE);
+        T_OK(mp_exec_set_input(pl, "X", MP_DT_UINT16, 1, TB_DIMS(2), bits, sizeof bits));
+        T_OK(mp_exec_run(pl));
+        const char *name;
+        int dt, rank;
+        const int64_t *dims;
+        const void *data;
+        T_OK(mp_exec_output(pl, 0, &name, &dt, &rank, &dims, &data));
+        const uint16_t *y = data;
+        T_EQ(dt, MP_DT_BFLOAT16);
+        T_EQ(y[0], 0xBFC0);
+        T_EQ(y[1], 0x4000);
+        mp_exec_free(pl);
+    }
+    tb_done(m, p);
+}
+
 MP_TESTS(run){
+    {"run_bf16_bits", test_run_bf16_bits},
     {"run_fuse_fold", test_run_fuse_fold},
     {"run_fused_modules", test_run_fused_modules},
     {"run_arena_threads", test_run_arena_threads},
