@@ -372,6 +372,82 @@ static void t_decomposed_hand(void) {
     T_EQ_U64(decomposed_kept(2), 128 + 128);          /* SiLU keeps h */
 }
 
+/* A LayerNorm (the exporter's decomposition) on a graph input, then a
+ * product: the input needs no gradient, but the norm's weight does, and
+ * native_layer_norm_backward needs the input, its mean and 1/std for it:
+ * x 128 B + 2 x 4 x 4 B, and the product keeps the norm's output for W's
+ * gradient, 128 B (only the latter was kept). */
+static void t_norm_on_input(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_const_f(m, "two", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    tb_const_f(m, "eps", MP_DT_FLOAT, 0, NULL, (const double[]){1e-5});
+    tb_weight(m, "gamma", MP_DT_FLOAT, 1, TB_DIMS(8));
+    tb_weight(m, "beta", MP_DT_FLOAT, 1, TB_DIMS(8));
+    int r = tb_node(m, "ReduceMean", "x", "mu");
+    tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+    tb_node(m, "Sub", "x,mu", "d");
+    tb_node(m, "Pow", "d,two", "d2");
+    r = tb_node(m, "ReduceMean", "d2", "var");
+    tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+    tb_node(m, "Add", "var,eps", "ve");
+    tb_node(m, "Sqrt", "ve", "sd");
+    tb_node(m, "Div", "d,sd", "xh");
+    tb_node(m, "Mul", "xh,gamma", "xg");
+    tb_node(m, "Add", "xg,beta", "h");
+    tb_node(m, "MatMul", "h,W", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 128 + 2 * 4 * 4 + 128);
+    mp_tplan_free(pl);
+    /* the norm's weights frozen: nothing needs the input, the product
+     * still keeps h */
+    T_OK(mp_tplan_options_set(&o, "freeze", "gamma"));
+    T_OK(mp_tplan_options_set(&o, "freeze", "beta"));
+    pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 128);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
+/* Type promotion under autocast: x[4,8] @ W (bf16) + an fp32 parameter P,
+ * read by two products. A position embedding P[4,8] promotes the sum to
+ * fp32, so each product keeps its own bf16 copy of it (2 x 64 B); a
+ * Linear's bias b[8] after its MatMul is addmm's, bf16, one storage both
+ * keep (64 B). Besides: x's bf16 copy 64 B (W's gradient; x needs none,
+ * so W's copy is not kept) and the cached copies of W2 and W3, 2 x 128 B. */
+static void t_param_promotes(void) {
+    for (int bias = 0; bias < 2; bias++) {
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+        tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+        tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+        tb_weight(m, "W3", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+        if (bias) tb_weight(m, "P", MP_DT_FLOAT, 1, TB_DIMS(8));
+        else tb_weight(m, "P", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+        tb_node(m, "MatMul", "x,W", "h");
+        tb_node(m, "Add", "h,P", "s");
+        tb_node(m, "MatMul", "s,W2", "y2");
+        tb_node(m, "MatMul", "s,W3", "y3");
+        tb_node(m, "Add", "y2,y3", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_tplan_options o;
+        mp_tplan_options_default(&o);
+        o.loss = 0;
+        o.precision = MP_PREC_BF16_MIXED;
+        mp_tplan *pl = plan_of(p, &o);
+        if (pl) T_EQ_U64(pl->mem.activations_bytes, 64 + 2 * 128 + (bias ? 64 : 2 * 64));
+        mp_tplan_free(pl);
+        tb_done(m, p);
+    }
+}
+
 /* Roofline of one node: max(FLOPs / (peak x eff), bytes / (bw x eff)) + overhead. */
 static void t_roofline(void) {
     mp_model *m = mlp();
@@ -1341,6 +1417,8 @@ MP_TESTS(plan) {
     {"roofline", t_roofline},
     {"comm_train", t_comm_train},
     {"scaler_clip", t_scaler_clip},
+    {"norm_on_input", t_norm_on_input},
+    {"param_promotes", t_param_promotes},
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},

@@ -159,6 +159,20 @@ static mp_status module_repeats(pctx *c, int **out) {
  * PyTorch's W.t() shares the weight's storage). */
 static bool param_like(const pctx *c, int v) { return mp_tplan_weight_of(c->g, v) >= 0; }
 
+/* A norm's scale or shift needs a gradient (the parameter, or the
+ * parameter an Identity copies, trains): native_layer_norm_backward then
+ * needs the input, its mean and 1/std, whether or not the input needs a
+ * gradient itself (a norm on a graph input). */
+static bool norm_weights_train(const pctx *c, const mp_pnorm *nm) {
+    for (int i = 0; i < 2; i++) {
+        int v = i ? nm->shift : nm->scale;
+        if (v < 0) continue;
+        int w = mp_tplan_weight_of(c->g, v);
+        if (c->rg[v] || (w >= 0 && c->rg[w])) return true;
+    }
+    return false;
+}
+
 /* Does product n (Gemm, MatMul by a weight, Conv, ConvTranspose) have a
  * bias the dynamo exporter removed (RemoveOptionalBiasFromConv, zero Gemm
  * biases): a trainable role parameter of its own with its output
@@ -353,19 +367,42 @@ static bool one_op_backward(const mp_node *n) {
 
 static bool product_copies(const pctx *c, const mp_node *n, int which);
 
+/* Input i of Add n is a Linear's bias added after its MatMul by a 2-D
+ * weight (the TorchScript exporter's form of F.linear for an input of rank
+ * 3 or more): in PyTorch it is addmm's, one operator in the product's type. */
+static bool linear_bias_add(const pctx *c, const mp_node *n, int i) {
+    if (!mp_streq(n->op, "Add") || n->n_in != 2 || i < 0 || i > 1) return false;
+    int b = n->in[i], x = n->in[1 - i];
+    if (b < 0 || x < 0 || c->g->values[b].rank != 1 || !param_like(c, b)) return false;
+    int pi = c->g->values[x].producer;
+    const mp_node *p = pi >= 0 ? &c->g->nodes[pi] : NULL;
+    return p && mp_streq(p->op, "MatMul") && p->n_in >= 2 && p->in[1] >= 0 && c->g->values[p->in[1]].rank == 2 &&
+           param_like(c, p->in[1]);
+}
+
+/* Input i (a parameter) of node n promotes its type under autocast: an
+ * elementwise Add, Sub, Mul or Div of a bf16 activation and an fp32
+ * parameter with dims is fp32 in PyTorch (type promotion: a learned
+ * position embedding added to a bf16 patch embedding, a layer scale), but
+ * a Linear's bias is addmm's (cast with the product) and an operator
+ * taking weights (BatchNorm's scale: cuDNN takes bf16 with fp32 scale)
+ * keeps its activation's type. */
+static bool param_promotes(const pctx *c, const mp_node *n, int i) {
+    static const char *const ops[] = {"Add", "Sub", "Mul", "Div"};
+    bool elementwise = false;
+    for (size_t k = 0; k < MP_ARRAY_LEN(ops); k++) elementwise = elementwise || mp_streq(n->op, ops[k]);
+    if (!elementwise || (n->domain && n->domain[0]) || n->n_in != 2) return false;
+    int v = n->in[i];
+    return v >= 0 && c->g->values[v].rank >= 1 && !linear_bias_add(c, n, i);
+}
+
 static void dispatch_ops(const pctx *c, const mp_node *n, uint32_t rg, bool diff, mp_pnode *pn) {
     /* a Linear's bias added after its MatMul (the TorchScript exporter's
      * form for an input of rank 3 or more) is addmm's in PyTorch: nothing
      * of its own in the forward; in the backward the bias's sum and view */
     if (mp_streq(n->op, "Add") && n->n_in == 2) {
         for (int i = 0; i < 2; i++) {
-            int b = n->in[i], x = n->in[1 - i];
-            if (b < 0 || x < 0 || c->g->values[b].rank != 1 || !param_like(c, b)) continue;
-            int pi = c->g->values[x].producer;
-            const mp_node *p = pi >= 0 ? &c->g->nodes[pi] : NULL;
-            if (!p || !mp_streq(p->op, "MatMul") || p->n_in < 2 || p->in[1] < 0 ||
-                c->g->values[p->in[1]].rank != 2 || !param_like(c, p->in[1]))
-                continue;
+            if (!linear_bias_add(c, n, i)) continue;
             pn->n_fwd_ops = 0;
             pn->n_bwd_ops = (uint16_t)(diff && (rg & (1u << i)) ? 2 : 0);
             return;
@@ -1175,7 +1212,8 @@ static mp_status graph_pass(pctx *c) {
             t.bwd_flops = 0;
             t.view = false;
         }
-        if (role == ROLE_LN_HEAD && rg) {
+        bool ln_w = role == ROLE_LN_HEAD && norm_weights_train(c, &P->norms[ref.index]);
+        if (role == ROLE_LN_HEAD && (rg || ln_w)) {
             /* F.layer_norm: its input and a mean and 1/std per row, fp32 */
             const mp_pnorm *nm = &P->norms[ref.index];
             const mp_value *x = &g->values[nm->x];
@@ -1214,7 +1252,8 @@ static mp_status graph_pass(pctx *c) {
             int v = n->in[i];
             if (v < 0 || !mp_dtype_is_float(c->adt[v])) continue;
             any_dt = wider(any_dt, c->adt[v]);
-            if (!c->cst[v] && !param_like(c, v)) act_dt = wider(act_dt, c->adt[v]);
+            if (!c->cst[v] && (!param_like(c, v) || (c->mixed && param_promotes(c, n, i))))
+                act_dt = wider(act_dt, c->adt[v]);
         }
         int out_dt = act_dt >= 0 ? act_dt : any_dt >= 0 ? any_dt : c->base_dt;
         if (amp == MP_AMP_LOWER) out_dt = c->low_dt;
@@ -1479,7 +1518,7 @@ static mp_status graph_pass(pctx *c) {
             for (int i = 0; i < n->n_in && i < 32; i++)
                 if ((rg & (1u << i)) && !c->cst[n->in[i]]) pn->n_bwd_kernels++;
         if (role == ROLE_LN_HEAD || role == ROLE_ACT_HEAD || role == ROLE_ATTN_HEAD) pn->n_bwd_kernels = rg ? 1 : 0;
-        if (role == ROLE_LN_HEAD && rg) {
+        if (role == ROLE_LN_HEAD && (rg || ln_w)) {
             /* F.layer_norm, as the LayerNormalization operator: a kernel per
              * gradient, its scale's and shift's too */
             const mp_pnorm *nm = &P->norms[ref.index];
