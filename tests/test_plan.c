@@ -350,6 +350,28 @@ static uint64_t decomposed_kept(int which) {
         tb_node(m, "Div", "d,sd", "xh");
         tb_node(m, "Mul", "xh,gamma", "xg");
         tb_node(m, "Add", "xg,beta", "y");
+    } else if (which == 3 || which == 4) {
+        tb_const_f(m, "c3", MP_DT_FLOAT, 0, NULL, (const double[]){0.044715});
+        tb_const_f(m, "s2pi", MP_DT_FLOAT, 0, NULL, (const double[]){0.7978845608028654});
+        tb_const_f(m, "three", MP_DT_FLOAT, 0, NULL, (const double[]){3.0});
+        if (which == 3) { /* F.gelu(approximate="tanh") as the TorchScript exporter writes it */
+            tb_node(m, "Mul", "h,h", "sq");
+            tb_node(m, "Mul", "h,sq", "cube");
+        } else { /* Hugging Face's gelu_new, written in Python: torch.pow(x, 3) */
+            tb_node(m, "Pow", "h,three", "cube");
+        }
+        tb_node(m, "Mul", "c3,cube", "t0");
+        tb_node(m, "Add", "h,t0", "t1");
+        tb_node(m, "Mul", "s2pi,t1", "t2");
+        tb_node(m, "Tanh", "t2", "th");
+        tb_node(m, "Add", "one,th", "t3");
+        if (which == 3) {
+            tb_node(m, "Mul", "h,t3", "t4");
+            tb_node(m, "Mul", "half,t4", "y");
+        } else { /* 0.5 * x * (1 + tanh(...)) */
+            tb_node(m, "Mul", "half,h", "xh");
+            tb_node(m, "Mul", "xh,t3", "y");
+        }
     } else { /* nn.SiLU */
         tb_node(m, "Sigmoid", "h", "sg");
         tb_node(m, "Mul", "h,sg", "y");
@@ -370,6 +392,11 @@ static void t_decomposed_hand(void) {
     T_EQ_U64(decomposed_kept(0), 128 + 128);          /* GELU keeps h */
     T_EQ_U64(decomposed_kept(1), 128 + 128 + 2 * 4 * 4); /* LayerNorm: h, mean and 1/std per row */
     T_EQ_U64(decomposed_kept(2), 128 + 128);          /* SiLU keeps h */
+    /* F.gelu(approximate="tanh") is one operator, GeluBackward keeps h */
+    T_EQ_U64(decomposed_kept(3), 128 + 128);
+    /* gelu_new written in Python: each operator's own, h (Pow's, one
+     * storage for all), tanh's output, 0.5 x and 1 + tanh (the last product's) */
+    T_EQ_U64(decomposed_kept(4), 128 + 4 * 128);
 }
 
 /* A LayerNorm (the exporter's decomposition) on a graph input, then a

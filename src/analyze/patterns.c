@@ -645,7 +645,7 @@ static void act_whole(pctx *c, int k) {
  * Mul(0.5) and Mul(x, .). Adds
  * them to the candidate and accepts it as `kind` when every value it makes
  * but its output is read inside it. */
-static void gelu_end(pctx *c, int kind, int e, int x) {
+static void gelu_end(pctx *c, int kind, int e, int x, bool one_op) {
     int ad = sole_op(c, e, "Add");
     if (ad < 0 || !scalar_is(c, other(c, ad, e), 1.0, 0)) return;
     cand(c, ad, MP_PART_BODY);
@@ -673,6 +673,7 @@ static void gelu_end(pctx *c, int kind, int e, int x) {
         if (ov != y && !read_inside(c, ov)) return;
     }
     mp_pact *a = act_new(c, kind, MP_FORM_DECOMPOSED, x, y);
+    if (a) a->one_op = one_op;
     if (a) act_accept(c, a);
 }
 
@@ -690,7 +691,7 @@ static void gelu_erf(pctx *c, int e) {
     cand_reset(c);
     cand(c, pre, MP_PART_BODY);
     cand(c, e, MP_PART_BODY);
-    gelu_end(c, MP_ACT_GELU, out0(c, e), x);
+    gelu_end(c, MP_ACT_GELU, out0(c, e), x, true);
 }
 
 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), from the Tanh:
@@ -740,7 +741,12 @@ static void gelu_tanh(pctx *c, int t) {
     cand(c, ak, MP_PART_BODY);
     cand(c, pre, MP_PART_BODY);
     cand(c, t, MP_PART_BODY);
-    gelu_end(c, MP_ACT_GELU_TANH, out0(c, t), x);
+    /* one ATen operator: TorchScript's form of F.gelu(approximate="tanh")
+     * (x * (x * x), where a Python GELU writes torch.pow(x, 3)), or a node
+     * the dynamo exporter lowered from aten.gelu */
+    const mp_node *tn = NODE(c, t);
+    bool one_op = sq >= 0 || (tn->fx && tn->fx->target && mp_streq(tn->fx->target, "gelu"));
+    gelu_end(c, MP_ACT_GELU_TANH, out0(c, t), x, one_op);
 }
 
 /* x * Sigmoid(x) (SiLU), x * Sigmoid(1.702 x) (QuickGELU), from the

@@ -223,6 +223,9 @@ typedef struct mp_pact {
     int inner;               /* gated: index of the inner activation in acts, else -1 */
     int outer;               /* the gated pattern this one is the inner of, -1 */
     int block;
+    bool one_op;             /* a tanh GELU that is one ATen operator, F.gelu(approximate="tanh")
+                                (its backward keeps the input alone), not a GELU written out in
+                                Python (Hugging Face's gelu_new: each operator keeps its own) */
 } mp_pact;
 
 /* A rotary embedding of one tensor (q or k): rotate-half written out

@@ -76,14 +76,18 @@ int mp__module_from_metadata(mp_model *m, pb scopes, pb classes) {
  * (pkg.torch.onnx.fx_node), as torch.fx prints it:
  *   %linear_7 : [num_users=1] = call_function[target=torch.ops.aten.linear.default](
  *       args = (%x, %p_fc_weight, %p_fc_bias), kwargs = {})
- * Kept (*out) only when an argument names a parameter placeholder ("%p_");
- * malformed or unusual text keeps nothing (the metadata is a help, never
- * required). */
+ * Kept (*out) when an argument names a parameter placeholder ("%p_"), or
+ * its operator is aten.gelu (F.gelu, whose exporter decomposes the tanh
+ * form into the operators a Python-written GELU has: the pattern layer
+ * tells one ATen operator from many by it); malformed or unusual text
+ * keeps nothing (the metadata is a help, never required). */
 mp_status mp__fx_parse(mp__loader *L, pb text, const mp_fx **out) {
     *out = NULL;
     const char *s = (const char *)text.p, *end = (const char *)text.end;
     size_t len = (size_t)(end - s);
-    if (!s || len < 8 || !memmem(s, len, "%p_", 3)) return MP_OK;
+    if (!s || len < 8) return MP_OK;
+    bool gelu = memmem(s, len, "target=torch.ops.aten.gelu.", 27) != NULL;
+    if (!memmem(s, len, "%p_", 3) && !gelu) return MP_OK;
     const char *args = memmem(s, len, "args = (", 8);
     if (!args) return MP_OK;
     mp_model *m = L->m;
@@ -153,7 +157,7 @@ mp_status mp__fx_parse(mp__loader *L, pb text, const mp_fx **out) {
             p = e - 1;
         }
     }
-    if (!n) return MP_OK;
+    if (!n && !gelu) return MP_OK;
     mp_fx *fx = mp_arena_calloc(&m->arena, 1, sizeof *fx);
     if (!fx) return NOMEM();
     fx->target = target;

@@ -796,7 +796,8 @@ static bool norm_whole(const mp_pnorm *nm) {
 }
 
 static bool act_whole(const mp_pact *a) {
-    return a->form == MP_FORM_DECOMPOSED && (a->kind == MP_ACT_GELU || a->kind == MP_ACT_SILU) && a->n > 1;
+    return a->form == MP_FORM_DECOMPOSED &&
+           (a->kind == MP_ACT_GELU || a->kind == MP_ACT_SILU || (a->kind == MP_ACT_GELU_TANH && a->one_op)) && a->n > 1;
 }
 
 /* What attention a reads as Q, K or V, before a member of its own (a scale
