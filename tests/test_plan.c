@@ -442,6 +442,45 @@ static void t_norm_on_input(void) {
     tb_done(m, p);
 }
 
+/* nn.GroupNorm as the TorchScript exporter writes it, after a 1 x 1 Conv:
+ * x[2,3,2,2] -> Conv W[4,3,1,1] -> h[2,4,2,2] -> Reshape [2,2,4] ->
+ * InstanceNormalization (scale ones, bias zeros) -> Reshape [2,4,2,2] ->
+ * Mul(Unsqueeze(gamma)) -> Add(Unsqueeze(beta)). native_group_norm keeps h
+ * (128 B) and a mean and 1/std per sample and group (2 x 4 x 4 B); the
+ * Conv x (96 B); the Mul by gamma nothing (it kept the normalised 128 B). */
+static void t_groupnorm_torchscript(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(2, 3, 2, 2));
+    tb_weight(m, "W", MP_DT_FLOAT, 4, TB_DIMS(4, 3, 1, 1));
+    tb_weight(m, "gamma", MP_DT_FLOAT, 1, TB_DIMS(4));
+    tb_weight(m, "beta", MP_DT_FLOAT, 1, TB_DIMS(4));
+    tb_const_i(m, "g3", MP_DT_INT64, 1, TB_DIMS(3), TB_DIMS(2, 2, -1));
+    tb_const_i(m, "s4", MP_DT_INT64, 1, TB_DIMS(4), TB_DIMS(2, 4, 2, 2));
+    tb_const_i(m, "ax", MP_DT_INT64, 1, TB_DIMS(2), TB_DIMS(1, 2));
+    /* the exporter's ones and zeros are Constant nodes */
+    int k1 = tb_node(m, "Constant", "", "ones");
+    tb_attr_floats(m, k1, "value_floats", 2, (const double[]){1, 1});
+    int k2 = tb_node(m, "Constant", "", "zeros");
+    tb_attr_floats(m, k2, "value_floats", 2, (const double[]){0, 0});
+    tb_node(m, "Conv", "x,W", "h");
+    tb_node(m, "Reshape", "h,g3", "hg");
+    tb_node(m, "InstanceNormalization", "hg,ones,zeros", "n");
+    tb_node(m, "Reshape", "n,s4", "nr");
+    tb_node(m, "Unsqueeze", "gamma,ax", "gu");
+    tb_node(m, "Mul", "nr,gu", "ng");
+    tb_node(m, "Unsqueeze", "beta,ax", "bu");
+    tb_node(m, "Add", "ng,bu", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) T_EQ_U64(pl->mem.activations_bytes, 96 + 128 + 2 * 4 * 4);
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* Type promotion under autocast: x[4,8] @ W (bf16) + an fp32 parameter P,
  * read by two products. A position embedding P[4,8] promotes the sum to
  * fp32, so each product keeps its own bf16 copy of it (2 x 64 B); a
@@ -1446,6 +1485,7 @@ MP_TESTS(plan) {
     {"scaler_clip", t_scaler_clip},
     {"norm_on_input", t_norm_on_input},
     {"param_promotes", t_param_promotes},
+    {"groupnorm_torchscript", t_groupnorm_torchscript},
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},

@@ -367,6 +367,28 @@ static bool one_op_backward(const mp_node *n) {
 
 static bool product_copies(const pctx *c, const mp_node *n, int which);
 
+/* nn.GroupNorm as the TorchScript exporter writes it: Reshape to [N, G,
+ * -1], InstanceNormalization with a constant scale of ones, Reshape back,
+ * Mul by the weight, Add the bias. PyTorch runs native_group_norm, whose
+ * backward computes the weight's gradient from the input and its
+ * statistics (the InstanceNormalization keeps those, its rule): n, that
+ * Mul, keeps nothing of its own. */
+static bool groupnorm_affine(const pctx *c, const mp_node *n) {
+    const mp_graph *g = c->g;
+    if (!mp_streq(n->op, "Mul") || n->n_in != 2 || (n->domain && n->domain[0])) return false;
+    for (int i = 0; i < 2; i++) {
+        int w = n->in[i], x = n->in[1 - i];
+        if (w < 0 || x < 0 || !param_like(c, w)) continue;
+        int r = g->values[x].producer;
+        if (r < 0 || !mp_streq(g->nodes[r].op, "Reshape") || g->nodes[r].n_in < 1 || g->nodes[r].in[0] < 0) continue;
+        int q = g->values[g->nodes[r].in[0]].producer;
+        if (q < 0 || !mp_streq(g->nodes[q].op, "InstanceNormalization") || g->nodes[q].n_in < 2) continue;
+        int sc = g->nodes[q].in[1];
+        if (sc >= 0 && c->cst[sc] && !param_like(c, sc)) return true;
+    }
+    return false;
+}
+
 /* Input i of Add n is a Linear's bias added after its MatMul by a 2-D
  * weight (the TorchScript exporter's form of F.linear for an input of rank
  * 3 or more): in PyTorch it is addmm's, one operator in the product's type. */
@@ -1206,6 +1228,7 @@ static mp_status graph_pass(pctx *c) {
             t.bwd_flops = rg ? 2 * n->cost.flops : 0;
         }
         if (!rg) t.bwd_flops = 0;
+        if (groupnorm_affine(c, n)) t.save_in = t.save_out = 0, t.extra_bytes = 0;
         int keep_v[3] = {-1, -1, -1}; /* values a group's head keeps for the group */
         if (role != ROLE_OWN && role != ROLE_GUARD) {
             t.save_in = t.save_out = 0;
