@@ -372,6 +372,11 @@ static uint64_t decomposed_kept(int which) {
             tb_node(m, "Mul", "half,h", "xh");
             tb_node(m, "Mul", "xh,t3", "y");
         }
+    } else if (which == 5) { /* F.glu: Split, a * Sigmoid(b) */
+        int k = tb_node(m, "Split", "h", "ga,gb");
+        tb_attr_i(m, k, "axis", -1);
+        tb_node(m, "Sigmoid", "gb", "sg");
+        tb_node(m, "Mul", "ga,sg", "y");
     } else { /* nn.SiLU */
         tb_node(m, "Sigmoid", "h", "sg");
         tb_node(m, "Mul", "h,sg", "y");
@@ -397,6 +402,8 @@ static void t_decomposed_hand(void) {
     /* gelu_new written in Python: each operator's own, h (Pow's, one
      * storage for all), tanh's output, 0.5 x and 1 + tanh (the last product's) */
     T_EQ_U64(decomposed_kept(4), 128 + 4 * 128);
+    /* F.glu keeps h alone (its halves are views), not the Sigmoid's 64 B */
+    T_EQ_U64(decomposed_kept(5), 128 + 128);
 }
 
 /* A LayerNorm (the exporter's decomposition) on a graph input, then a

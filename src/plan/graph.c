@@ -389,6 +389,23 @@ static bool groupnorm_affine(const pctx *c, const mp_node *n) {
     return false;
 }
 
+/* F.glu as both exporters write it: Split(x) into halves a, b, then
+ * a * Sigmoid(b). PyTorch runs glu, whose backward keeps x alone: n, that
+ * Sigmoid, keeps nothing (the product keeps a and b, views of x). */
+static bool glu_sigmoid(const pctx *c, const mp_node *n) {
+    const mp_graph *g = c->g;
+    if (!mp_streq(n->op, "Sigmoid") || n->n_in < 1 || n->in[0] < 0 || n->n_out < 1 || n->out[0] < 0) return false;
+    int sp = g->values[n->in[0]].producer;
+    if (sp < 0 || !mp_streq(g->nodes[sp].op, "Split") || g->nodes[sp].n_out != 2 || g->nodes[sp].out[1] != n->in[0])
+        return false;
+    int u = mp_sole_use(g, n->out[0]);
+    if (u < 0) return false;
+    const mp_node *mu = &g->nodes[u];
+    return mp_streq(mu->op, "Mul") && mu->n_in == 2 &&
+           ((mu->in[0] == g->nodes[sp].out[0] && mu->in[1] == n->out[0]) ||
+            (mu->in[1] == g->nodes[sp].out[0] && mu->in[0] == n->out[0]));
+}
+
 /* Input i of Add n is a Linear's bias added after its MatMul by a 2-D
  * weight (the TorchScript exporter's form of F.linear for an input of rank
  * 3 or more): in PyTorch it is addmm's, one operator in the product's type. */
@@ -1228,7 +1245,12 @@ static mp_status graph_pass(pctx *c) {
             t.bwd_flops = rg ? 2 * n->cost.flops : 0;
         }
         if (!rg) t.bwd_flops = 0;
-        if (groupnorm_affine(c, n)) t.save_in = t.save_out = 0, t.extra_bytes = 0;
+        if (groupnorm_affine(c, n) || glu_sigmoid(c, n)) t.save_in = t.save_out = 0, t.extra_bytes = 0;
+        /* the GLU's product keeps the halves of x, not the Sigmoid's output */
+        for (int i = 0; i < n->n_in && i < 32 && mp_streq(n->op, "Mul"); i++)
+            if (n->in[i] >= 0 && g->values[n->in[i]].producer >= 0 &&
+                glu_sigmoid(c, &g->nodes[g->values[n->in[i]].producer]))
+                t.save_in &= ~(1u << i);
         int keep_v[3] = {-1, -1, -1}; /* values a group's head keeps for the group */
         if (role != ROLE_OWN && role != ROLE_GUARD) {
             t.save_in = t.save_out = 0;
