@@ -488,6 +488,34 @@ static void t_groupnorm_torchscript(void) {
     tb_done(m, p);
 }
 
+/* Two Linears on a transposed view, x[2,4,3] as [2,3,4] (a convolution's
+ * channels read as tokens): PyTorch 2 folds the view to 2-D for mm, a copy
+ * each product keeps (2 x 96 B); 1.13's should_fold does not fold a 3-D
+ * input whose last two dims are transposed: bmm, both keep x itself (96). */
+static void t_transposed_linear(void) {
+    mp_model *m = tb_new(14);
+    tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 4, 3));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(4, 5));
+    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(4, 5));
+    int k = tb_node(m, "Transpose", "x", "t");
+    tb_attr_ints(m, k, "perm", 3, TB_DIMS(0, 2, 1));
+    tb_node(m, "MatMul", "t,W1", "y1");
+    tb_node(m, "MatMul", "t,W2", "y2");
+    tb_node(m, "Add", "y1,y2", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    for (int v = 0; v < 2; v++) {
+        mp_tplan_options o;
+        mp_tplan_options_default(&o);
+        o.loss = 0;
+        o.torch_version = v;
+        mp_tplan *pl = plan_of(p, &o);
+        if (pl) T_EQ_U64(pl->mem.activations_bytes, v ? 96 : 2 * 96);
+        mp_tplan_free(pl);
+    }
+    tb_done(m, p);
+}
+
 /* Type promotion under autocast: x[4,8] @ W (bf16) + an fp32 parameter P,
  * read by two products. A position embedding P[4,8] promotes the sum to
  * fp32, so each product keeps its own bf16 copy of it (2 x 64 B); a
@@ -1493,6 +1521,7 @@ MP_TESTS(plan) {
     {"norm_on_input", t_norm_on_input},
     {"param_promotes", t_param_promotes},
     {"groupnorm_torchscript", t_groupnorm_torchscript},
+    {"transposed_linear", t_transposed_linear},
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},

@@ -708,7 +708,14 @@ static bool product_copies(const pctx *c, const mp_node *n, int which) {
     }
     if (which == 0 && a->rank >= 3 && b->rank == 2) {
         nsz[0] = lead * rows, nsz[1] = cols;
-        return !view_stride(x->rank, x->dims, st, 2, nsz, nst);
+        if (view_stride(x->rank, x->dims, st, 2, nsz, nst)) return false;
+        /* PyTorch 1.13's should_fold does not fold a 3-D input whose last two
+         * dims are transposed, its first the slowest ([B, C, N] viewed as
+         * [B, N, C]: a convolution's features read as tokens): bmm with
+         * each GEMM transposed, no copy */
+        if (c->pl->o.torch_version == 1 && x->rank == 3 && st[2] != 1 && st[0] == x->dims[1] * x->dims[2])
+            return false;
+        return true;
     }
     return false;
 }
