@@ -490,6 +490,26 @@ static void t_command(void) {
     }
 }
 
+/* A frame named "</script><script>...<!--": the HTML page's data blocks
+ * hold their JSON whole, every '<' in them escaped, so the page cannot end
+ * a block early (it rendered blank). */
+static void t_html_markup(void) {
+    const char *h[] = {"memory", "--format", "html", "tests/snapshots/markup_names.pickle", NULL};
+    t_cli r = t_cli_run(h, 60, 0);
+    T_EQ(r.code, 0);
+    int blocks = 0;
+    for (const char *p = r.out; p && (p = strstr(p, "type=\"application/json\"")) != NULL; blocks++) {
+        const char *start = strchr(p, '>'), *end = start ? strstr(start, "</script>") : NULL;
+        T_CHECK(start && end);
+        if (!start || !end) break;
+        T_CHECK(memchr(start + 1, '<', (size_t)(end - start - 1)) == NULL);
+        p = end;
+    }
+    T_CHECK(blocks >= 1);
+    T_CHECK(r.out && strstr(r.out, "\\u003c/script>\\u003cscript>alert") != NULL);
+    t_cli_free(&r);
+}
+
 /* memory diff: a snapshot against itself is all zero; against another,
  * the deltas are B - A and the sites come largest change first. */
 static void t_diff(void) {
@@ -592,6 +612,7 @@ MP_TESTS(memory) {
     {"nothing", t_nothing},
     {"cli", t_command},
     {"diff", t_diff},
+    {"html_markup", t_html_markup},
     {"predicted", t_predicted},
     {"periodic", t_periodic},
 };

@@ -658,6 +658,24 @@ def build(out):
     d["segments"][0]["blocks"][0]["zz_future_key"] = dag
     made["v25_memo_dag.pickle"] = (d, 4)
 
+    # 16. names holding markup (a frame's function and file named "</script>...<!--", commas,
+    #     quotes, a newline): the HTML page's data blocks must still hold their JSON whole
+    evil = '</script><script>alert("x")</script><!--'
+    fr_e = [{"filename": "/tmp/a,\"b\"\n" + evil + ".py", "line": 7, "name": evil}]
+    fr_q = [{"filename": "/home/u/ok,file.py", "line": 3, "name": "fn\twith,comma\"q"}]
+    A = 0x7f4400000000
+    segs = [{"device": 0, "address": A, "total_size": 2 * MB, "allocated_size": MB, "active_size": MB,
+             "requested_size": MB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+             "is_expandable": False, "frames": fr_e,
+             "blocks": [{"address": A, "size": MB, "requested_size": MB, "state": "active_allocated", "frames": fr_e},
+                        {"address": A + MB, "size": MB, "requested_size": 0, "state": "inactive", "frames": []}]}]
+    ev = [{"action": "segment_alloc", "addr": A, "size": 2 * MB, "stream": 0, "time_us": 1000, "frames": fr_e},
+          {"action": "alloc", "addr": A, "size": MB, "stream": 0, "time_us": 1001, "frames": fr_e},
+          {"action": "alloc", "addr": A + MB, "size": MB // 2, "stream": 0, "time_us": 1002, "frames": fr_q},
+          {"action": "free_requested", "addr": A + MB, "size": MB // 2, "stream": 0, "time_us": 1003, "frames": fr_q},
+          {"action": "free_completed", "addr": A + MB, "size": MB // 2, "stream": 0, "time_us": 1004, "frames": fr_q}]
+    made["markup_names.pickle"] = ({"segments": segs, "device_traces": [ev]}, 2)
+
     os.makedirs(out, exist_ok=True)
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)

@@ -19,22 +19,24 @@ static void tpl_until(mp_out *o, const char **pos, const char *mark) {
     *pos += n + (at ? strlen(mark) : 0);
 }
 
-/* The JSON, with every '<' written as \u003c: in JSON text '<' only occurs
- * inside strings, where the escape means the same character, and no "</"
- * or "<!--" can end the script block early. */
+/* JSON text into a page's <script> block, every '<' written as \u003c: in
+ * JSON text '<' only occurs inside strings, where the escape means the same
+ * character, and no "</" or "<!--" can end the block early. */
+void mp_html_json_write(mp_out *o, const char *p, size_t n) {
+    size_t s = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '<') continue;
+        mp_out_write(o, p + s, i - s);
+        mp_out_write(o, "\\u003c", 6);
+        s = i + 1;
+    }
+    mp_out_write(o, p + s, n - s);
+}
+
 static bool copy_json(mp_out *o, FILE *src) {
     char buf[1 << 15];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, src)) > 0) {
-        size_t s = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (buf[i] != '<') continue;
-            mp_out_write(o, buf + s, i - s);
-            mp_out_write(o, "\\u003c", 6);
-            s = i + 1;
-        }
-        mp_out_write(o, buf + s, n - s);
-    }
+    while ((n = fread(buf, 1, sizeof buf, src)) > 0) mp_html_json_write(o, buf, n);
     return !ferror(src);
 }
 

@@ -260,18 +260,6 @@ out:
     return st;
 }
 
-/* Copy JSON text into the page's <script> block: "</" would end it. */
-static void put_script_safe(mp_out *o, const char *p, size_t n) {
-    size_t from = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (p[i] == '<' && p[i + 1] == '/') {
-            mp_out_write(o, p + from, i - from);
-            mp_out_write(o, "<\\/", 3);
-            from = i + 2;
-            i++;
-        }
-    mp_out_write(o, p + from, n - from);
-}
 
 mp_status mp_memory_write_html(const mp_snapshot *cs, const mp_mem_report_opts *ro, FILE *f) {
     mp_snapshot *s = (mp_snapshot *)cs; /* the user-frame cache fills as frames are read */
@@ -316,9 +304,9 @@ mp_status mp_memory_write_html(const mp_snapshot *cs, const mp_mem_report_opts *
             mp_out_puts(&o, "</style></head>\n<body>\n");
             mp_out_puts(&o, mp_memh_memory_html);
             mp_out_puts(&o, "<script id=\"mp-report\" type=\"application/json\">");
-            put_script_safe(&o, rep, rlen);
+            mp_html_json_write(&o, rep, rlen);
             mp_out_puts(&o, "</script>\n<script id=\"mp-timeline\" type=\"application/json\">");
-            put_script_safe(&o, tl, tlen);
+            mp_html_json_write(&o, tl, tlen);
             mp_out_puts(&o, "</script>\n<script>\n");
             mp_out_puts(&o, mp_memh_memory_js);
             mp_out_puts(&o, "</script>\n</body></html>\n");

@@ -241,6 +241,8 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f);
 /* The page around any JSON writer: json(ud, f) writes the JSON; kind
  * ("profile", "trace") tells report.js how to render it. */
 typedef mp_status (*mp_html_json_fn)(const void *ud, FILE *f);
+/* JSON text into a page's <script> block: every '<' as \u003c */
+void mp_html_json_write(mp_out *o, const char *p, size_t n);
 mp_status mp_report_html_page(FILE *f, const char *kind, mp_html_json_fn json, const void *ud);
 /* The same, with more attributes on the data block (report.js reads them). */
 mp_status mp_report_html_page_ex(FILE *f, const char *kind, const char *attrs, mp_html_json_fn json,
