@@ -156,6 +156,18 @@ static inline void jw_double(jw *w, double v) {
     }
 }
 
+/* A time in nanoseconds as seconds, every digit kept: an absolute time
+ * (a step's start on the trace's clock, 4553754.198415571) would lose its
+ * microseconds to %.9g. */
+static inline void jw_ns_seconds(jw *w, int64_t ns) {
+    jw_sep(w);
+    char d[48];
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    snprintf(d, sizeof d, "%s%llu.%09llu", ns < 0 ? "-" : "", (unsigned long long)(a / 1000000000u),
+             (unsigned long long)(a % 1000000000u));
+    mp_out_puts(&w->o, d);
+}
+
 /* A non-negative figure or a string, else null (not known, none). */
 static inline void jw_opt_i64(jw *w, int64_t v) {
     if (v >= 0) jw_i64(w, v);

@@ -81,7 +81,7 @@ static void steps(jw *w, const mp_trace *t) {
         jw_open(w, '{');
         jw_kstr(w, "name", s->name ? s->name : "");
         jw_key(w, "start_s");
-        jw_double(w, ns_s(s->ts));
+        jw_ns_seconds(w, s->ts);
         jw_key(w, "wall_s");
         jw_double(w, ns_s(s->wall));
         jw_key(w, "device_busy_s");
@@ -367,7 +367,7 @@ static void one(jw *w, const mp_trace *t, int64_t origin, int64_t clock) {
     jw_key(w, "rank");
     jw_opt_i64(w, t->raw.rank);
     jw_key(w, "time_origin_s");
-    jw_double(w, ns_s(origin - clock));
+    jw_ns_seconds(w, origin - clock);
     recorded(w, t);
     jw_key(w, "device");
     jw_open(w, '{');
