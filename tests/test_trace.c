@@ -1070,6 +1070,8 @@ static void t_trace_cli(void) {
         T_CHECK(jr_path(j, "memory.peak_allocated_bytes")->num == 3853049856.0);
         const jr *s0 = jr_at(jr_get(j, "steps"), 0);
         T_CHECK(fabs(jr_get(s0, "wall_s")->num - 0.153751561) < 1e-12);
+        /* an absolute time keeps its nanoseconds (%.9g gave 4553745.77) */
+        T_CHECK(strstr(out, "\"start_s\": 4553745.768718329") != NULL);
         T_CHECK(jr_get(jr_get(s0, "idle_causes_s"), "launch_bound") != NULL);
         const jr *m = jr_at(jr_get(j, "modules"), 1);
         T_CHECK(m && jr_get(m, "fwd_device_s") && jr_get(m, "bwd_device_s") && jr_get(m, "flops"));
