@@ -488,6 +488,23 @@ static void t_command(void) {
         T_EQ(lines, i == 0 ? 78 : i == 1 ? 4 : 6);
         t_cli_free(&r);
     }
+    /* an unknown block size is an empty field, as the JSON's null (not -1) */
+    const char *jas[] = {"memory", "--format", "csv", "--csv-table", "holders",
+                         "tests/memory/JasperSolt_EoR_NN__snapshot__6720e24.pickle.gz", NULL};
+    r = t_cli_run(jas, 60, 0);
+    T_EQ(r.code, 0);
+    int empty = 0, negative = 0;
+    for (const char *p = r.out; p && *p;) {
+        const char *c = p;
+        for (int f = 0; f < 3 && c; f++) c = strchr(c, ','), c = c ? c + 1 : NULL;
+        if (c && *c == ',') empty++;
+        if (c && c[0] == '-' && c[1] == '1') negative++;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    T_CHECK(empty > 0);
+    T_EQ(negative, 0);
+    t_cli_free(&r);
 }
 
 /* A frame named "</script><script>...<!--": the HTML page's data blocks

@@ -420,8 +420,10 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
             if (!show(ro, d)) continue;
             for (uint32_t j = 0; j < d->nlive; j++) {
                 const mp_mem_live *L = &d->live[j];
-                mp_out_printf(&o, "%d,%u,%lld,%lld,%lld,%lld,", d->device, j + 1, (long long)L->size, (long long)L->block_size,
-                              (long long)L->alloc_ev, (long long)L->free_ev);
+                /* an unknown block size is empty, as the JSON's null */
+                mp_out_printf(&o, "%d,%u,%lld,", d->device, j + 1, (long long)L->size);
+                if (L->block_size >= 0) mp_out_printf(&o, "%lld", (long long)L->block_size);
+                mp_out_printf(&o, ",%lld,%lld,", (long long)L->alloc_ev, (long long)L->free_ev);
                 if (L->alloc_ev >= 0 && d->ev[L->alloc_ev].time_us != MP_MEM_NO_TIME && d->peak_time_us != MP_MEM_NO_TIME)
                     mp_out_printf(&o, "%.6f", (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6);
                 mp_out_printf(&o, ",%s,%s,", origin_name(L->origin), mp_mem_category_names[L->category]);
