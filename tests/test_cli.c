@@ -138,6 +138,42 @@ static void t_output_through_symlink(void) {
     free(text);
 }
 
+/* -o naming what the command reads (through a link too) is refused, the
+ * input left whole; so are --chrome-trace and -o naming one file. */
+static void t_output_is_input(void) {
+    char dir[] = "/tmp/mp-cli-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char model[128], link[128], ct[128];
+    snprintf(model, sizeof model, "%s/m.onnx", dir);
+    snprintf(link, sizeof link, "%s/l.onnx", dir);
+    snprintf(ct, sizeof ct, "%s/t.json", dir);
+    size_t len = 0;
+    char *bytes = jr_slurp("models/alexnet.onnx", &len);
+    FILE *f = fopen(model, "wb");
+    if (f && bytes) fwrite(bytes, 1, len, f);
+    if (f) fclose(f);
+    T_CHECK(symlink(model, link) == 0);
+    run_result r = RUN(model, "-o", link, "-q");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "names the model") != NULL);
+    done(&r);
+    r = RUN("plan", link, "-o", model, "-q");
+    T_EQ(r.code, 1);
+    done(&r);
+    r = RUN(model, "--run", "--iters", "1", "--warmup", "0", "--chrome-trace", ct, "-o", ct, "-q");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "one would replace the other") != NULL);
+    done(&r);
+    size_t len2 = 0;
+    char *after = jr_slurp(model, &len2);
+    T_CHECK(after && bytes && len2 == len && memcmp(after, bytes, len) == 0);
+    free(after);
+    free(bytes);
+    unlink(link);
+    unlink(model);
+    rmdir(dir);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -281,6 +317,7 @@ MP_TESTS(cli){
     {"model_errors", t_model_errors},
     {"json_file", t_json_file},
     {"output_through_symlink", t_output_through_symlink},
+    {"output_is_input", t_output_is_input},
     {"golden_reports", t_golden_reports},
     {"unresolved_dims_reported", t_unresolved_dims_reported},
 };

@@ -8,4 +8,9 @@
  * who NULL: "modelprof". */
 void mp_cli_error(const char *who, const char *prefix, const char *msg);
 
+/* Whether paths a and b name one existing regular file (a link or another
+ * spelling included): -o naming an input would replace what is read. */
+#include <stdbool.h>
+bool mp_cli_same_file(const char *a, const char *b);
+
 #endif

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 
 void mp_cli_error(const char *who, const char *prefix, const char *msg) {
     fputs(who ? who : "modelprof", stderr);
@@ -16,4 +17,10 @@ void mp_cli_error(const char *who, const char *prefix, const char *msg) {
             fputc(*p, stderr);
     }
     fputc('\n', stderr);
+}
+
+bool mp_cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0) return false;
+    return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }

@@ -527,6 +527,16 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         usage(stderr);
         return EXIT_USAGE;
     }
+    /* an output naming an input (or the other output) would replace it */
+    if (out_path && mp_cli_same_file(out_path, model_path))
+        return usage_error("-o %s: names the model; the report would replace it", out_path);
+    if (out_path && ra->ort && mp_cli_same_file(out_path, ra->ort))
+        return usage_error("-o %s: names the --ort-profile file; the report would replace it", out_path);
+    if (ra->chrome_trace && mp_cli_same_file(ra->chrome_trace, model_path))
+        return usage_error("--chrome-trace %s: names the model; the trace would replace it", ra->chrome_trace);
+    if (ra->chrome_trace && out_path &&
+        (strcmp(ra->chrome_trace, out_path) == 0 || mp_cli_same_file(ra->chrome_trace, out_path)))
+        return usage_error("--chrome-trace %s and -o name one file: one would replace the other", out_path);
 
     mp_model *m = NULL;
     mp_status st = mp_model_load_ex(model_path, &lim, &m);

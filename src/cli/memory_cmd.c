@@ -247,6 +247,9 @@ int mp_memory_main(int argc, char **argv) {
         return 1;
     }
     if (diff && format > 1) return mem_usage_error("memory diff writes text or json, not", format == 2 ? "csv" : "html");
+    for (int f = 0; out && f < nfiles; f++)
+        if (mp_cli_same_file(out, files[f]))
+            return mem_usage_error("-o names a snapshot it reads; the report would replace it:", out);
     if (!plan_model && (ndims || plan_flags))
         return mem_usage_error("--dim and the plan flags go with", "--plan-model");
     if (plan_model) {

@@ -233,6 +233,8 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         pl_usage(stderr);
         return PL_EXIT_USAGE;
     }
+    if (out_path && mp_cli_same_file(out_path, model_path))
+        return pl_usage_error("-o %s: names the model; the plan would replace it", out_path);
     /* flags that conflict whatever the model: a usage error */
     if (mp_tplan_options_check(&o)) {
         pl_print_error(NULL, mp_last_error());

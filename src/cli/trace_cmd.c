@@ -189,6 +189,9 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
             a->input = x;
         }
     }
+    /* -o naming a trace read would replace it */
+    if (a->out_path && (mp_cli_same_file(a->out_path, a->input) || mp_cli_same_file(a->out_path, a->input2)))
+        return tr_usage_error("-o names a trace it reads; the report would replace it:", a->out_path);
     if (a->diff) {
         if (a->format == 2 || a->format == 3)
             return tr_usage_error("trace diff writes text or json, not", a->format == 2 ? "html" : "csv");
