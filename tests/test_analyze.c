@@ -345,7 +345,13 @@ static void t_module_ops_unused(void) {
 static void t_module_ops_models(void) {
     static const char *const models[] = {"models/densenet121.onnx", "models/bert_base.onnx",
                                          "models/gpt2.onnx", "models/resnet18_functions.onnx",
-                                         "models/quant_cnn_qdq.onnx", "models/dynamo/qwen3_2layers.onnx"};
+                                         "models/quant_cnn_qdq.onnx", "models/dynamo/qwen3_2layers.onnx",
+                                         /* parameters the dynamo exporter merged or folded
+                                          * (counted by PyTorch's shape): in the rows too */
+                                         "models/dynamo/timm_resnet18_folded.onnx",
+                                         "models/dynamo/bert_base_dynamo.onnx",
+                                         "models/dynamo/resnet50_train_torch211.onnx",
+                                         "models/dynamo/bert_cls_train_torch211.onnx"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         mp_model *m = NULL;
         T_OK(mp_model_load(models[i], &m));
