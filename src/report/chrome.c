@@ -107,17 +107,23 @@ static void ct_step(ct *c, const mp_profile *p, int s, double start, double end)
     jw_kstr(w, "module", md >= 0 && md < m->n_modules && m->modules[md].path ? m->modules[md].path : "");
     if (kernel) jw_kstr(w, "kernel", kernel);
     uint64_t macs = 0, flops = 0;
+    bool unknown = false; /* a node's figures unknown: null, as the JSON report has them */
     for (int j = 0; j < n_nodes; j++) {
         macs = mp_sat_add(macs, g->nodes[nodes[j]].cost.macs);
         flops = mp_sat_add(flops, g->nodes[nodes[j]].cost.flops);
+        unknown = unknown || mp_cost_ops_unknown(&g->nodes[nodes[j]].cost);
     }
     jw_key(w, "Input Dims");
     ct_shapes(w, g, head->in, head->n_in);
     const mp_node *last = &g->nodes[nodes[n_nodes > 0 ? n_nodes - 1 : 0]];
     jw_key(w, "Output Dims");
     ct_shapes(w, g, last->out, last->n_out);
-    jw_ku64(w, "macs", macs);
-    jw_ku64(w, "flops", flops);
+    jw_key(w, "macs");
+    if (unknown) jw_null(w);
+    else jw_u64(w, macs);
+    jw_key(w, "flops");
+    if (unknown) jw_null(w);
+    else jw_u64(w, flops);
     jw_close(w, '}');
     jw_close(w, '}');
 }
