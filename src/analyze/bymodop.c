@@ -155,20 +155,30 @@ mp_status mp__modops_order(mp_profile *p, const int *inv) {
     const mp_model *m = p->m;
     int nm = m->n_modules, n = p->n_modops, nn = m->graph->n_nodes;
     if (!p->modops || nm <= 0) return MP_OK;
-    uint64_t used = 0, used_bytes = 0;
+    /* per module, the parameters its rows hold: the root's others are the
+     * ones no node reads, a module's others ones the exporter folded into
+     * a node of another module (a BatchNorm into the convolution before
+     * it: mp__fx_count) */
+    uint64_t *used = calloc((size_t)nm * 2, sizeof *used);
+    if (!used) return mp_error(MP_ERR_NOMEM, "out of memory");
+    uint64_t *used_bytes = used + nm;
     bool ovf = false;
-    for (int j = p->modop_at[0]; j < p->modop_at[1]; j++) {
-        used = mp_uadd(used, p->modops[j].fig.params, &ovf);
-        used_bytes = mp_uadd(used_bytes, p->modops[j].fig.param_bytes, &ovf);
+    int n_extra = 0;
+    for (int md = 0; md < nm; md++) {
+        for (int j = p->modop_at[md]; j < p->modop_at[md + 1]; j++) {
+            used[md] = mp_uadd(used[md], p->modops[j].fig.params, &ovf);
+            used_bytes[md] = mp_uadd(used_bytes[md], p->modops[j].fig.param_bytes, &ovf);
+        }
+        n_extra += p->mods[md].params > used[md];
     }
-    bool extra = p->mods[0].params > used && !ovf;
-    mp_modop *rows = calloc((size_t)n + 2, sizeof *rows);
+    mp_modop *rows = calloc((size_t)n + (size_t)n_extra + 2, sizeof *rows);
     int *perm = malloc(sizeof(int) * ((size_t)n + 1));
-    int *idx = malloc(sizeof(int) * ((size_t)n + 1));
+    int *idx = malloc(sizeof(int) * ((size_t)n + (size_t)n_extra + 1));
     if (!rows || !perm || !idx) {
         free(rows);
         free(perm);
         free(idx);
+        free(used);
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
     for (int j = 0; j < n; j++)
@@ -190,11 +200,11 @@ mp_status mp__modops_order(mp_profile *p, const int *inv) {
                 idx[k] = idx[k - 1];
                 idx[k - 1] = ti;
             }
-        if (md == 0 && extra) {
-            rows[r].op = -1;
-            rows[r].fig.params = p->mods[0].params - used;
+        if (p->mods[md].params > used[md] && !ovf) {
+            rows[r].op = md == 0 ? MP_MODOP_UNUSED : MP_MODOP_FOLDED;
+            rows[r].fig.params = p->mods[md].params - used[md];
             rows[r].fig.param_bytes =
-                p->mods[0].param_bytes > used_bytes ? p->mods[0].param_bytes - used_bytes : 0;
+                p->mods[md].param_bytes > used_bytes[md] ? p->mods[md].param_bytes - used_bytes[md] : 0;
             rows[r].fig.latency_s = rows[r].fig.latency_min_s = -1;
             idx[r] = -1;
             r++;
@@ -204,6 +214,7 @@ mp_status mp__modops_order(mp_profile *p, const int *inv) {
     p->modop_at[nm] = r;
     for (int j = 0; j < r; j++)
         if (idx[j] >= 0) perm[idx[j]] = j;
+    free(used);
     int *par = malloc(sizeof(int) * ((size_t)r + 1));
     if (!par) {
         free(rows);

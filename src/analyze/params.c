@@ -493,12 +493,11 @@ static void mp__fx_count(mp__walk *w) {
         const char *t = m->sig_params[i].target;
         const char *dot = t ? strrchr(t, '.') : NULL;
         int md = dot ? mp_strmap_getn(&m->module_paths, t, (size_t)(dot - t)) : -1;
-        /* the module holds no node of the op type that took it (a BatchNorm
-         * the exporter folded into the convolution before it): counted
-         * with that node's module, where its work is, so that each module's
-         * rows by op type add up to its parameters */
-        if (md >= 0 && op >= 0 && p->modops && mp__modop_find(p, md, op) < 0) md = nd->module;
         if (md < 0) md = nd->module;
+        /* in each module's row of the op type that took it; a module that
+         * holds no node of that type (a BatchNorm the exporter folded into
+         * the convolution before it) counts it in its "(folded)" row
+         * (mp__modops_order) */
         for (; md >= 0; md = m->modules[md].parent) {
             p->mods[md].params = mp_uadd(p->mods[md].params, n, ovf);
             p->mods[md].param_bytes = mp_uadd(p->mods[md].param_bytes, bytes, ovf);

@@ -35,9 +35,13 @@ typedef struct mp_opstat {
  * it in execution order among the module's nodes (docs/COUNTING.md,
  * "By module and operator"). */
 typedef struct mp_modop {
-    int op;                 /* index into p->ops; -1: parameters no node reads (the root only) */
+    int op;                 /* index into p->ops; MP_MODOP_UNUSED: parameters no node reads (the
+                               root only); MP_MODOP_FOLDED: a module's parameters the exporter
+                               folded into a node of another module (a BatchNorm into the
+                               convolution before it) */
     mp_fig fig;
 } mp_modop;
+enum { MP_MODOP_UNUSED = -1, MP_MODOP_FOLDED = -2 };
 
 /* A profile written by another runtime, placed on the graph's nodes
  * (ONNX Runtime's: src/import/ort.c). */

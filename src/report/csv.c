@@ -227,7 +227,7 @@ static bool cw_modop_rows(const mp_profile *p, int module, void *ud) {
         const mp_opstat *os = r->op >= 0 && r->op < p->n_ops ? &p->ops[r->op] : NULL;
         cw_i64(w, u->id[module]);
         cw_str(w, mod->path ? mod->path : "");
-        cw_str(w, os ? os->op : mp_modop_unused);
+        cw_str(w, mp_modop_name(p, r));
         cw_str(w, os && os->domain ? os->domain : "");
         cw_u64(w, cw_count(r->fig.nodes));
         cw_u64(w, r->fig.params);

@@ -351,7 +351,7 @@ static void js_mod_ops(jw *w, const mp_profile *p, int module) {
         const mp_modop *r = &p->modops[j];
         const mp_opstat *os = r->op >= 0 && r->op < p->n_ops ? &p->ops[r->op] : NULL;
         jw_open(w, '{');
-        jw_kstr(w, "op", os ? os->op : mp_modop_unused);
+        jw_kstr(w, "op", mp_modop_name(p, r));
         jw_kstr(w, "domain", os && os->domain ? os->domain : "");
         jw_ku64(w, "count", js_count(r->fig.nodes));
         jw_ku64(w, "params", r->fig.params);

@@ -243,6 +243,11 @@ mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FI
 /* ---- parameters counted by judgement ---- */
 
 const char mp_modop_unused[] = "(unused)";
+
+const char *mp_modop_name(const mp_profile *p, const mp_modop *r) {
+    if (r->op >= 0 && r->op < p->n_ops) return p->ops[r->op].op;
+    return r->op == MP_MODOP_FOLDED ? "(folded)" : mp_modop_unused;
+}
 const mp_cost_flag_name mp_cost_flag_names[] = {
     {MP_COST_UNCOUNTED, "uncounted"}, {MP_COST_UNKNOWN, "unknown"},
     {MP_COST_OVERFLOW, "overflow"},   {MP_COST_BOUND, "bound"},

@@ -150,6 +150,10 @@ extern const char mp_bn_folded_text[];
 
 /* The op name of the root's row of parameters no node reads (mp_modop.op -1). */
 extern const char mp_modop_unused[];
+/* A by-module-op row's name: its op type, "(unused)" (the root's parameters
+ * no node reads) or "(folded)" (a module's parameters folded into another's
+ * node) */
+const char *mp_modop_name(const mp_profile *p, const mp_modop *r);
 
 /* "Conv" or "com.microsoft.FusedConv" (default domain: "" or "ai.onnx"). */
 const char *mp_op_display(const char *domain, const char *op, char *buf, size_t n);
