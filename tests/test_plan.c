@@ -320,6 +320,25 @@ static void t_attention_hand(void) {
 /* Operators the exporter decomposed keep what PyTorch's one operator keeps:
  * x[4,8] -> MatMul W[8,8] -> h -> (GELU | LayerNorm | SiLU as ONNX writes
  * them before opsets 20 / 17). fp32, no loss: x 128 B always. */
+/* nn.LayerNorm as the exporters write it before opset 17, on `in` into
+ * `out`: the constants two and eps and the weights gamma and beta must
+ * exist. */
+static void layernorm_decomposed(mp_model *m, const char *in, const char *out) {
+    char sub[64];
+    int r = tb_node(m, "ReduceMean", in, "mu");
+    tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+    snprintf(sub, sizeof sub, "%s,mu", in);
+    tb_node(m, "Sub", sub, "d");
+    tb_node(m, "Pow", "d,two", "d2");
+    r = tb_node(m, "ReduceMean", "d2", "var");
+    tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
+    tb_node(m, "Add", "var,eps", "ve");
+    tb_node(m, "Sqrt", "ve", "sd");
+    tb_node(m, "Div", "d,sd", "xh");
+    tb_node(m, "Mul", "xh,gamma", "xg");
+    tb_node(m, "Add", "xg,beta", out);
+}
+
 static uint64_t decomposed_kept(int which) {
     mp_model *m = tb_new(17);
     tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
@@ -339,17 +358,7 @@ static uint64_t decomposed_kept(int which) {
         tb_node(m, "Mul", "h,g2", "g3");
         tb_node(m, "Mul", "g3,half", "y");
     } else if (which == 1) { /* nn.LayerNorm */
-        int r = tb_node(m, "ReduceMean", "h", "mu");
-        tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
-        tb_node(m, "Sub", "h,mu", "d");
-        tb_node(m, "Pow", "d,two", "d2");
-        r = tb_node(m, "ReduceMean", "d2", "var");
-        tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
-        tb_node(m, "Add", "var,eps", "ve");
-        tb_node(m, "Sqrt", "ve", "sd");
-        tb_node(m, "Div", "d,sd", "xh");
-        tb_node(m, "Mul", "xh,gamma", "xg");
-        tb_node(m, "Add", "xg,beta", "y");
+        layernorm_decomposed(m, "h", "y");
     } else if (which == 3 || which == 4) {
         tb_const_f(m, "c3", MP_DT_FLOAT, 0, NULL, (const double[]){0.044715});
         tb_const_f(m, "s2pi", MP_DT_FLOAT, 0, NULL, (const double[]){0.7978845608028654});
@@ -419,17 +428,7 @@ static void t_norm_on_input(void) {
     tb_const_f(m, "eps", MP_DT_FLOAT, 0, NULL, (const double[]){1e-5});
     tb_weight(m, "gamma", MP_DT_FLOAT, 1, TB_DIMS(8));
     tb_weight(m, "beta", MP_DT_FLOAT, 1, TB_DIMS(8));
-    int r = tb_node(m, "ReduceMean", "x", "mu");
-    tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
-    tb_node(m, "Sub", "x,mu", "d");
-    tb_node(m, "Pow", "d,two", "d2");
-    r = tb_node(m, "ReduceMean", "d2", "var");
-    tb_attr_ints(m, r, "axes", 1, TB_DIMS(-1));
-    tb_node(m, "Add", "var,eps", "ve");
-    tb_node(m, "Sqrt", "ve", "sd");
-    tb_node(m, "Div", "d,sd", "xh");
-    tb_node(m, "Mul", "xh,gamma", "xg");
-    tb_node(m, "Add", "xg,beta", "h");
+    layernorm_decomposed(m, "x", "h");
     tb_node(m, "MatMul", "h,W", "y");
     tb_output(m, "y");
     mp_profile *p = tb_prof(m);
