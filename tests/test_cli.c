@@ -262,6 +262,17 @@ static void t_flags_that_do_nothing(void) {
     T_EQ(r.code, 1);
     T_CHECK(strstr(r.err, "batch=3") && strstr(r.err, "already"));
     done(&r);
+    /* --csv-table chooses a CSV table: without --format csv it did nothing */
+    r = RUN("models/resnet18.onnx", "--csv-table", "modules");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--format csv") != NULL);
+    done(&r);
+    r = RUN("trace", "tests/traces/vit_b16_adamw_stack.trace.json.gz", "--csv-table", "kernels");
+    T_EQ(r.code, 1);
+    done(&r);
+    r = RUN("memory", "tests/snapshots/markup_names.pickle", "--csv-table", "sites");
+    T_EQ(r.code, 1);
+    done(&r);
     r = RUN("models/resnet18.onnx", "--dim", "batch=0");
     T_EQ(r.code, 1);
     T_CHECK(strstr(r.err, "batch=0") && strstr(r.err, "at least 1"));

@@ -512,6 +512,9 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
     if (op_top_arg && !ro.by_module_op)
         return usage_error("--op-top %s: it sets the op columns of the --by-module-op table (add "
                            "--by-module-op, or leave the flag out)", op_top_arg);
+    if (csv_table_arg && ro.format != MP_FORMAT_CSV)
+        return usage_error("--csv-table %s: it chooses the table --format csv writes (add --format csv, or "
+                           "leave the flag out)", csv_table_arg);
     if (ro.by_module_op && ro.format == MP_FORMAT_CSV) {
         if (csv_table_arg && ro.csv_table != MP_CSV_MODULE_OPS)
             return usage_error("--by-module-op with --csv-table %s: the CSV of the split by module and "

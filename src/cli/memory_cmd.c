@@ -156,6 +156,7 @@ int mp_memory_main(int argc, char **argv) {
     mp_tplan_options_default(&po);
     mp_mem_predicted pred;
     int format = 0;
+    bool csv_given = false;
     const char *out = NULL;
     const char *files[2] = {NULL, NULL};
     int nfiles = 0;
@@ -199,6 +200,7 @@ int mp_memory_main(int argc, char **argv) {
             else if (strcmp(val, "sites") == 0) ro.csv_table = MP_MEM_CSV_SITES;
             else if (strcmp(val, "events") == 0) ro.csv_table = MP_MEM_CSV_EVENTS;
             else return mem_usage_error("--csv-table takes holders, sites or events, not", val);
+            csv_given = true;
         } else if (strcmp(a, "--device") == 0) {
             NEXT();
             long v;
@@ -247,6 +249,9 @@ int mp_memory_main(int argc, char **argv) {
         return 1;
     }
     if (diff && format > 1) return mem_usage_error("memory diff writes text or json, not", format == 2 ? "csv" : "html");
+    if (csv_given && format != 2)
+        return mem_usage_error("--csv-table chooses the table --format csv writes; add --format csv, or leave out",
+                               "--csv-table");
     for (int f = 0; out && f < nfiles; f++)
         if (mp_cli_same_file(out, files[f]))
             return mem_usage_error("-o names a snapshot it reads; the report would replace it:", out);

@@ -152,6 +152,7 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
         } else if (strcmp(x, "--csv-table") == 0) {
             if (!has_val) return tr_usage_error("missing value for", x);
             a->csv_table = argv[++i];
+            a->csv_given = true;
             if (strcmp(a->csv_table, "steps") != 0 && strcmp(a->csv_table, "kernels") != 0)
                 return tr_usage_error("--csv-table wants steps or kernels, not", a->csv_table);
         } else if (strcmp(x, "--digest") == 0) {
@@ -189,6 +190,9 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
             a->input = x;
         }
     }
+    if (a->csv_given && a->format != 3)
+        return tr_usage_error("--csv-table chooses the table --format csv writes; add --format csv, or leave "
+                              "out", "--csv-table");
     /* -o naming a trace read would replace it */
     if (a->out_path && (mp_cli_same_file(a->out_path, a->input) || mp_cli_same_file(a->out_path, a->input2)))
         return tr_usage_error("-o names a trace it reads; the report would replace it:", a->out_path);

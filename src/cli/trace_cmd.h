@@ -18,6 +18,7 @@ typedef struct tr_args {
     const char *out_path, *input;
     const char *input2;      /* trace diff: B (input is A) */
     bool digest, folder, help;
+    bool csv_given;          /* --csv-table was given */
     bool diff;               /* `trace diff A B` */
 } tr_args;
 
