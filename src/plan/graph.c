@@ -389,6 +389,25 @@ static bool groupnorm_affine(const pctx *c, const mp_node *n) {
     return false;
 }
 
+/* The InstanceNormalization n of such a GroupNorm (groupnorm_affine) whose
+ * weight trains: native_group_norm_backward needs the input and its
+ * statistics for the weight's gradient, also where the input needs none
+ * (a GroupNorm on a graph input). */
+static bool groupnorm_weight_trains(const pctx *c, const mp_node *n) {
+    const mp_graph *g = c->g;
+    if (!mp_streq(n->op, "InstanceNormalization") || n->n_out < 1 || n->out[0] < 0) return false;
+    int r = mp_sole_use(g, n->out[0]);
+    if (r < 0 || !mp_streq(g->nodes[r].op, "Reshape") || g->nodes[r].n_out < 1 || g->nodes[r].out[0] < 0)
+        return false;
+    int mu = mp_sole_use(g, g->nodes[r].out[0]);
+    if (mu < 0 || !groupnorm_affine(c, &g->nodes[mu])) return false;
+    for (int i = 0; i < g->nodes[mu].n_in; i++) {
+        int v = g->nodes[mu].in[i], w = v >= 0 ? mp_tplan_weight_of(g, v) : -1;
+        if (w >= 0 && c->rg[w]) return true;
+    }
+    return false;
+}
+
 /* F.glu as both exporters write it: Split(x) into halves a, b, then
  * a * Sigmoid(b). PyTorch runs glu, whose backward keeps x alone: n, that
  * Sigmoid, keeps nothing (the product keeps a and b, views of x). */
@@ -1253,6 +1272,12 @@ static mp_status graph_pass(pctx *c) {
         }
         if (!rg) t.bwd_flops = 0;
         if (groupnorm_affine(c, n) || glu_sigmoid(c, n)) t.save_in = t.save_out = 0, t.extra_bytes = 0;
+        if (!rg && n->desc && n->desc->train && groupnorm_weight_trains(c, n)) {
+            mp_ctx cx = {c->m, g, n, ni};
+            t.rg = 1u; /* as for an input needing a gradient: its input and statistics */
+            n->desc->train(&cx, &t);
+            t.bwd_flops = 0;
+        }
         /* the GLU's product keeps the halves of x, not the Sigmoid's output */
         for (int i = 0; i < n->n_in && i < 32 && mp_streq(n->op, "Mul"); i++)
             if (n->in[i] >= 0 && g->values[n->in[i]].producer >= 0 &&
