@@ -168,8 +168,12 @@ MP_API mp_status mp_model_ignore_module(mp_model *m, const char *path);
  * model keeps but does not save). It becomes an initializer whose data is
  * absent, counted as the same model exported with weights counts it. Ties
  * are the exporter's: PyTorch's exporters take a shared tensor once, by
- * identity. MP_ERR_USAGE when `name` is not a graph input or PyTorch's
- * dtype or shape contradicts the export's. Call before mp_profile_static. */
+ * identity. `name` an initializer the export holds instead (an export with
+ * its weights): the declaration says what PyTorch holds it as (a registered
+ * buffer is no parameter, even where a node reads it as an operand), unless
+ * the file declares its kind itself. MP_ERR_USAGE when `name` is neither, or
+ * PyTorch's dtype or shape contradicts the export's. Call before
+ * mp_profile_static. */
 typedef enum mp_weight_kind { MP_WEIGHT_PARAM, MP_WEIGHT_BUFFER, MP_WEIGHT_CONST } mp_weight_kind;
 MP_API mp_status mp_model_set_weight(mp_model *m, const char *name, int dtype, const int64_t *dims,
                                      int rank, int kind);

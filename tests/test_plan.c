@@ -767,6 +767,29 @@ static void t_set_weight(void) {
     T_CHECK(m->weightless && m->absent_weights == NULL);
     mp_profile_free(p);
     mp_model_free(m);
+    /* an export with its weights: a registered buffer read as an operand
+     * (x @ w + s) is declared a buffer, not counted as the parameter its
+     * use would make it */
+    m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, xd);
+    tb_weight(m, "w", MP_DT_FLOAT, 2, wd);
+    tb_weight(m, "s", MP_DT_FLOAT, 1, sd);
+    tb_node(m, "MatMul", "x,w", "y");
+    tb_node(m, "Add", "y,s", "out");
+    tb_output(m, "out");
+    T_OK(mp_model_finish(m));
+    T_EQ(mp_model_set_weight(m, "s", MP_DT_FLOAT, wd, 2, MP_WEIGHT_BUFFER), MP_ERR_USAGE); /* its shape */
+    T_OK(mp_model_set_weight(m, "s", MP_DT_FLOAT, sd, 1, MP_WEIGHT_BUFFER));
+    T_EQ(mp_model_set_weight(m, "s", MP_DT_FLOAT, sd, 1, MP_WEIGHT_BUFFER), MP_ERR_USAGE); /* once */
+    p = NULL;
+    T_OK(mp_profile_static(m, &p));
+    if (p) {
+        mp_profile_totals(p, &t);
+        T_EQ(t.params, 8 * 4);
+        T_EQ(p->buffers, 1);
+    }
+    mp_profile_free(p);
+    mp_model_free(m);
 }
 
 /* mp_tplan_profile_string: the options as flag/value strings give the plan

@@ -90,7 +90,8 @@ class Profile:
         export does not hold (they ran no operator) are skipped. weights:
         (name, ONNX dtype, shape, kind) of an export without weights
         (mp_model_set_weight); names that are not graph inputs (a tensor
-        the forward does not use) are skipped."""
+        the forward does not use) are skipped; or the buffers of an export
+        with weights, declared so where the export holds them."""
         self._m = _c.c_void_p()
         self._p = _c.c_void_p()
         if data is not None:
@@ -104,10 +105,15 @@ class Profile:
                 graph_inputs = {LIB.mp_model_input_name(self._m, i).decode()
                                 for i in range(LIB.mp_model_input_count(self._m))}
                 for wname, dtype, shape, kind in weights:
+                    arr = (_c.c_int64 * max(1, len(shape)))(*shape)
                     if wname in graph_inputs:
-                        arr = (_c.c_int64 * max(1, len(shape)))(*shape)
                         check(LIB.mp_model_set_weight(self._m, wname.encode(), dtype, arr,
                                                       len(shape), kind))
+                    elif kind != 0:
+                        # an export with weights: a buffer the export holds
+                        # is declared one (a help: a name the export does
+                        # not hold, or holds otherwise, is left as it is)
+                        LIB.mp_model_set_weight(self._m, wname.encode(), dtype, arr, len(shape), kind)
             for name, value in (dims or {}).items():
                 check(LIB.mp_model_set_dim(self._m, name.encode(), int(value)))
             for name, shape in (inputs or {}).items():

@@ -712,6 +712,11 @@ def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbos
             data, weights = kept[1], kept[2]
         else:
             weights = export_onnx(model, args, kwargs, path, verbose=verbose)
+            if weights is None:
+                # with weights: the model's registered buffers, declared so
+                # (a buffer read as an operand is no parameter; PyTorch's
+                # count is the module's)
+                weights = [w for w in _meta.weight_table(model) if w[3] == _meta.BUFFER]
             data = _name_root(path, type(model).__name__)
             if key is not None and data is not None:
                 _META_EXPORTS[model] = (key, data, weights)

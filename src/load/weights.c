@@ -26,6 +26,27 @@ mp_status mp_model_set_weight(mp_model *m, const char *name, int dtype, const in
         return mp_error(MP_ERR_USAGE, "weight '%s': dtype %d is not a tensor element type", name, dtype);
     mp_graph *g = m->graph;
     int v = g ? mp_graph_find(g, name) : -1;
+    static const uint32_t decl[] = {MP_VAL_DECL_PARAM, MP_VAL_DECL_BUFFER, MP_VAL_DECL_CONST};
+    if (v >= 0 && (g->values[v].flags & MP_VAL_INIT) && !(g->values[v].flags & MP_VAL_INPUT)) {
+        /* a weight the export holds (with its data): the binding says what
+         * PyTorch's module holds it as, where the file does not say (a
+         * registered buffer read as an operand is no parameter); a kind the
+         * file declares (a graph signature), or an earlier call, stands */
+        mp_value *val = &g->values[v];
+        if (val->flags & MP_VAL_DECL_ANY)
+            return mp_error(MP_ERR_USAGE, "%s: weight '%s' is declared already (by the file, or an earlier call)",
+                            path, name);
+        const mp_tensor *t = val->init;
+        if (t && t->dtype != dtype)
+            return mp_error(MP_ERR_USAGE, "%s: weight '%s' is %s in PyTorch but the export's is %s", path, name,
+                            mp_dtype_name(dtype), mp_dtype_name(t->dtype));
+        bool same = t && t->rank == rank;
+        for (int i = 0; same && i < rank; i++) same = t->dims[i] == dims[i];
+        if (!same)
+            return mp_error(MP_ERR_USAGE, "%s: weight '%s': PyTorch's shape and the export's differ", path, name);
+        val->flags |= decl[kind];
+        return MP_OK;
+    }
     if (v < 0 || !(g->values[v].flags & MP_VAL_INPUT))
         return mp_error(MP_ERR_USAGE, "%s: weight '%s' is not a graph input of the export (%s)", path,
                         name, v < 0 ? "no value has that name" : "it is not an input");
@@ -54,7 +75,6 @@ mp_status mp_model_set_weight(mp_model *m, const char *name, int dtype, const in
     t->dims = d;
     t->numel = mp_dims_product(d, rank);
     t->loc = MP_DATA_ABSENT;
-    static const uint32_t decl[] = {MP_VAL_DECL_PARAM, MP_VAL_DECL_BUFFER, MP_VAL_DECL_CONST};
     t->decl = decl[kind];
     val->flags = (val->flags & ~(MP_VAL_INPUT | MP_VAL_DECL_ANY)) | MP_VAL_INIT | decl[kind];
     val->init = t;

@@ -1010,6 +1010,11 @@ def flops_profiler_deepspeed_habits():
     prof.stop_profile()
     want = sum(p.numel() for p in m.parameters())
     check(prof.get_total_params() == want, "params %d, %d expected" % (prof.get_total_params(), want))
+    # get_model_profile counts what the export holds: the used Linear, not the
+    # registered buffer it reads as an operand (declared a buffer: 288 before)
+    with contextlib.redirect_stderr(io.StringIO()):
+        _, _, counted = modelprof.get_model_profile(m, args=[x], print_profile=False, as_string=False)
+    check(counted == 16 * 16 + 16, "get_model_profile params %d, 272 expected" % counted)
     check(prof.get_total_macs() == 512, "after reset: %d MACs, one call's 512" % prof.get_total_macs())
     prof.end_profile()
     prof = modelprof.FlopsProfiler(m)
