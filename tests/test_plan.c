@@ -525,6 +525,46 @@ static void t_transposed_linear(void) {
     tb_done(m, p);
 }
 
+/* Checkpointed blocks inside equal containers: enc and dec each hold two
+ * equal layers and run no node of their own (nn.ModuleLists, never
+ * called): the blocks are the four layers, not the two lists. */
+static void t_container_blocks(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    static const char *const layer[] = {"enc.0", "enc.1", "dec.0", "dec.1"};
+    char w[16], in[32], mid[16], out[16], name[64];
+    snprintf(in, sizeof in, "x");
+    for (int i = 0; i < 4; i++) {
+        snprintf(w, sizeof w, "W%d", i);
+        tb_weight(m, w, MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+        snprintf(mid, sizeof mid, "h%d", i);
+        snprintf(out, sizeof out, "r%d", i);
+        char ins[48];
+        snprintf(ins, sizeof ins, "%s,%s", in, w);
+        int k = tb_node(m, "MatMul", ins, mid);
+        snprintf(name, sizeof name, "%s.fc", layer[i]);
+        m->graph->nodes[k].module = mp_model_module(m, name, strlen(name));
+        k = tb_node(m, "Relu", mid, out);
+        snprintf(name, sizeof name, "%s.act", layer[i]);
+        m->graph->nodes[k].module = mp_model_module(m, name, strlen(name));
+        snprintf(in, sizeof in, "%s", out);
+    }
+    tb_output(m, in);
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    o.checkpointing = 1;
+    mp_tplan *pl = plan_of(p, &o);
+    if (pl) {
+        T_EQ(pl->n_repeats, 4);
+        for (int b = 0; b < pl->n_repeats && b < 4; b++)
+            T_CHECK(strchr(p->m->modules[pl->repeats[b]].path, '.') != NULL); /* enc.0, ..., not enc */
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* Type promotion under autocast: x[4,8] @ W (bf16) + an fp32 parameter P,
  * read by two products. A position embedding P[4,8] promotes the sum to
  * fp32, so each product keeps its own bf16 copy of it (2 x 64 B); a
@@ -1554,6 +1594,7 @@ MP_TESTS(plan) {
     {"param_promotes", t_param_promotes},
     {"groupnorm_torchscript", t_groupnorm_torchscript},
     {"transposed_linear", t_transposed_linear},
+    {"container_blocks", t_container_blocks},
     {"gpu_table", t_gpu_table},
     {"cli_json", t_cli_json},
     {"cli_errors", t_cli_errors},

@@ -121,6 +121,26 @@ static mp_status find_repeats(pctx *c) {
     free(routed);
     pl->repeat_parent = -1;
     if (best < 0) return MP_OK;
+    /* equal containers of equal blocks (an encoder-decoder kept in three
+     * nn.ModuleLists of layers: enc, dec_self, dec_cross): a container
+     * that runs no node of its own is no forward to checkpoint (a
+     * ModuleList is never called; transformers checkpoints each layer);
+     * its blocks are the layers inside it */
+    int *own = calloc((size_t)m->n_modules + 1, sizeof *own);
+    if (!own) return mp_error(MP_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < c->g->n_nodes; k++)
+        if (c->g->nodes[k].module >= 0 && c->g->nodes[k].module < m->n_modules) own[c->g->nodes[k].module]++;
+    for (int hop = 0; hop < 8 && own[best] == 0; hop++) {
+        int kid = -1, n_eq = 0;
+        for (int a = m->modules[best].first_child; a >= 0; a = m->modules[a].next_sibling) {
+            if (m->modules[a].first_child < 0 || p->mods[a].params == 0) continue;
+            if (kid < 0) kid = a;
+            if (p->mods[a].params == p->mods[kid].params) n_eq++;
+        }
+        if (kid < 0 || n_eq < 2) break;
+        best = kid;
+    }
+    free(own);
     int depth = m->modules[best].depth;
     pl->repeat_parent = m->modules[best].parent;
     pl->repeats = mp_arena_calloc(&pl->arena, (size_t)m->n_modules, sizeof(int));
