@@ -75,6 +75,32 @@ static char *slurp_cmd(const char *const *args, int *code) {
     return o;
 }
 
+/* A synthetic NCCL job (tools/make_nccl_job.py, tests/traces/tpdp_sorted/
+ * scenario.py): 4 ranks, an all_gather on tp groups {0,1} and {2,3} then an
+ * all-reduce on dp groups {0,2} and {1,3} each step, rank 3 with 3 ms more
+ * compute in step 2, its events in time order (host and device records
+ * interleaved). Every call keeps its process group and sequence number:
+ * the side table of collectives was searched as if in (device, index)
+ * order, so 28 of 32 calls lost theirs, were matched by order across the
+ * wrong groups, and rank 2 was called late. */
+static void t_two_groups_interleaved(void) {
+    jr *j = run_json((const char *const[]){"trace", "--format", "json", "tests/traces/tpdp_sorted", NULL});
+    if (!j) return;
+    T_EQ_STR(jr_path(j, "job.match_by")->s, "sequence number");
+    T_EQ(jr_path(j, "job.collectives_matched")->i, 16);
+    const jr *steps = jr_path(j, "job.steps");
+    T_EQ(jr_len(steps), 4);
+    for (int k = 0; k < jr_len(steps); k++) {
+        const jr *x = jr_at(steps, k);
+        if (strcmp(jr_get(x, "name")->s, "ProfilerStep#2") != 0) continue;
+        T_EQ(jr_get(x, "critical_rank")->i, 3);
+        T_CHECK(near_ms(num(x, "critical_delay_s"), 3, 0.01));
+        const jr *ls = jr_get(x, "late_s");
+        for (int r = 0; r < 4; r++) T_CHECK(near_ms(jr_at(ls, r)->num, r == 3 ? 3 : 0, 0.01));
+    }
+    jr_free(j);
+}
+
 /* ---- the real job ---- */
 
 static void t_ddp2(void) {
@@ -219,8 +245,9 @@ static void t_injected(void) {
     T_EQ(jr_len(cs), 2);
     T_EQ_STR(jr_get(jr_at(cs, 0), "cause")->s, "host overhead");
     T_EQ_STR(jr_get(jr_at(cs, 1), "cause")->s, "range `data`");
-    jr_free(j);
     rm_tree(dir);
+
+    jr_free(j);
 
     /* nothing injected: nobody late, no critical rank, nothing lost */
     char dir2[] = "/tmp/mp-job-XXXXXX";
@@ -596,6 +623,7 @@ static void t_file_modes(void) {
 MP_TESTS(trace_job) {
     {"ddp2", t_ddp2},
     {"injected", t_injected},
+    {"two_groups_interleaved", t_two_groups_interleaved},
     {"waited_earlier", t_waited_earlier},
     {"three_ways", t_three_ways},
     {"nccl", t_nccl},

@@ -336,6 +336,7 @@ static mp_status sort_spans(work *w) {
     for (size_t c = 0; c < raw->n_comms; c++)
         if (!raw->comms[c].on_dev) raw->comms[c].idx = (uint32_t)tmp[raw->comms[c].idx];
     if (raw->n_flops > 1) qsort(raw->flops, raw->n_flops, sizeof *raw->flops, tr_flop_cmp);
+    if (raw->n_comms > 1) qsort(raw->comms, raw->n_comms, sizeof *raw->comms, tr_comm_cmp);
     tr_eidx_remap(ext, tmp);
     tr_order_spans(sp, perm, tmp, S, raw->n_threads);
     tr_eidx_ties(ext);

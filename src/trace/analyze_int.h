@@ -80,6 +80,7 @@ void tr_eidx_ties(eidx *e);
 void tr_eidx_free(eidx *e);
 void tr_order_spans(mp_tspan *sp, int32_t *perm, int32_t *tmp, size_t S, int n_threads);
 int tr_flop_cmp(const void *x, const void *y);
+int tr_comm_cmp(const void *x, const void *y);
 int tr_dev_cmp(const void *ctx, int32_t x, int32_t y);
 int32_t tr_resolve(const work *w, int32_t s);
 int64_t tr_kern_of(const work *w, int32_t i);

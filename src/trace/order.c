@@ -291,6 +291,15 @@ void tr_order_spans(mp_tspan *sp, int32_t *perm, int32_t *tmp, size_t S, int n_t
     permute_spans(sp, perm, S);
 }
 
+/* The collective side table by (host span, then device record; index): the
+ * order comm.c's lookup searches. Read in file order, host and device
+ * entries interleave, and the spans' sort moves the host ones. */
+int tr_comm_cmp(const void *x, const void *y) {
+    const mp_tcomm *a = x, *b = y;
+    if (a->on_dev != b->on_dev) return a->on_dev < b->on_dev ? -1 : 1;
+    return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
 int tr_flop_cmp(const void *x, const void *y) {
     const mp_tflop *a = x, *b = y;
     return (a->span > b->span) - (a->span < b->span);
