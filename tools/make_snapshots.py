@@ -658,6 +658,16 @@ def build(out):
     d["segments"][0]["blocks"][0]["zz_future_key"] = dag
     made["v25_memo_dag.pickle"] = (d, 4)
 
+    # 17. more than 4,096 allocations live at the peak (a model of many small parameter tensors)
+    #     and a leak of 1 MiB a step: the leak finding names its site (it gave up past 4,096)
+    fx = Frames()
+    tr = []
+    a = Allocator(0, 16 * GB, 0x7f6000000000, tr, Clock(1742000000000000), frames=fx)
+    for i in range(4200):
+        m(a, 1024, fx, "param")
+    train(a, fx, steps=4, width=64, batch=8, leak=MB)
+    made["v25_many_live_leak.pickle.gz"] = (snap_dict([a], "2.5", [tr]), 4)
+
     # 16. names holding markup (a frame's function and file named "</script>...<!--", commas,
     #     quotes, a newline): the HTML page's data blocks must still hold their JSON whole
     evil = '</script><script>alert("x")</script><!--'
