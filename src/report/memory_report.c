@@ -28,6 +28,16 @@ const char *mp_mem_fmt_bytes(int64_t b, char *buf, size_t n) {
     return buf;
 }
 
+/* How long a holder had been live at the peak, in seconds; -1 unknown: it
+ * was allocated before the recording, an event has no time, or the clock
+ * runs backwards between them (a snapshot's time_us out of order). */
+static double live_age_s(const mp_mem_device *d, const mp_mem_live *L) {
+    if (L->alloc_ev < 0 || d->peak_ev < 0 || d->ev[L->alloc_ev].time_us == MP_MEM_NO_TIME ||
+        d->peak_time_us == MP_MEM_NO_TIME || d->peak_time_us < d->ev[L->alloc_ev].time_us)
+        return -1;
+    return (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6;
+}
+
 static bool show(const mp_mem_report_opts *o, const mp_mem_device *d) { return o->device < 0 || d->device == o->device; }
 
 static double rel_s(const mp_mem_device *d, int64_t t) {
@@ -108,10 +118,7 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
         for (uint32_t j = 0; j < d->nlive && (int)j < top; j++) {
             const mp_mem_live *L = &d->live[j];
             mp_out_printf(&o, "%12s ", mp_mem_fmt_bytes(L->size, b1, sizeof b1));
-            double ta = -1;
-            if (L->alloc_ev >= 0 && d->peak_ev >= 0 && d->ev[L->alloc_ev].time_us != MP_MEM_NO_TIME &&
-                d->peak_time_us != MP_MEM_NO_TIME)
-                ta = (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6;
+            double ta = live_age_s(d, L);
             if (ta >= 0) mp_out_printf(&o, "%10.3f  ", ta);
             else mp_out_printf(&o, "%10s  ", L->alloc_ev < 0 ? "before" : "?");
             mp_out_printf(&o, "%-15s  ", mp_mem_category_names[L->category]);
@@ -263,10 +270,8 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
         jw_ki64(w, "alloc_event", L->alloc_ev);
         jw_ki64(w, "free_event", L->free_ev);
         jw_key(w, "age_s");
-        if (L->alloc_ev >= 0 && d->ev[L->alloc_ev].time_us != MP_MEM_NO_TIME && d->peak_time_us != MP_MEM_NO_TIME)
-            jw_double(w, (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6);
-        else
-            jw_null(w);
+        if (live_age_s(d, L) >= 0) jw_double(w, live_age_s(d, L));
+        else jw_null(w);
         jw_kstr(w, "origin", origin_name(L->origin));
         jw_kstr(w, "category", mp_mem_category_names[L->category]);
         jw_key(w, "module");
@@ -424,8 +429,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
                 mp_out_printf(&o, "%d,%u,%lld,", d->device, j + 1, (long long)L->size);
                 if (L->block_size >= 0) mp_out_printf(&o, "%lld", (long long)L->block_size);
                 mp_out_printf(&o, ",%lld,%lld,", (long long)L->alloc_ev, (long long)L->free_ev);
-                if (L->alloc_ev >= 0 && d->ev[L->alloc_ev].time_us != MP_MEM_NO_TIME && d->peak_time_us != MP_MEM_NO_TIME)
-                    mp_out_printf(&o, "%.6f", (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6);
+                if (live_age_s(d, L) >= 0) mp_out_printf(&o, "%.6f", live_age_s(d, L));
                 mp_out_printf(&o, ",%s,%s,", origin_name(L->origin), mp_mem_category_names[L->category]);
                 const char *mod = mp_mem_meta(s, L->meta);
                 if (mod) csv_str(&o, mod);
