@@ -165,6 +165,14 @@ def cases(valid):
     c["segment_device_string.pickle"] = (segment_snapshot(device="cuda:0"), "segments[0].device is a string")
     c["block_size_overflow.pickle"] = (segment_snapshot(blocks=[{"address": 4096, "size": 1 << 70, "state": "active_allocated"}]),
                                        "segments[0].blocks[0].size overflows")
+    # two allocations of 2^62 bytes each: each below 2^63, together past it
+    big = 1 << 62
+    c["sizes_sum_overflow.pickle"] = (pickle.dumps({"segments": [], "device_traces": [[
+        {"action": "segment_alloc", "addr": 1 << 20, "size": big, "stream": 0},
+        {"action": "alloc", "addr": 1 << 20, "size": big, "stream": 0},
+        {"action": "segment_alloc", "addr": (1 << 20) + big, "size": big, "stream": 0},
+        {"action": "alloc", "addr": (1 << 20) + big, "size": big, "stream": 0}]]}, protocol=4),
+        "the bytes live together pass 2^63 - 1")
     # ---- gzip ----
     c["bad_gzip.pickle.gz"] = (b"\x1f\x8b\x08\x00" + b"\x00" * 6 + b"this is not deflate data", "bad gzip stream")
     gz = gzip.compress(valid, mtime=0)

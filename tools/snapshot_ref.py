@@ -333,6 +333,11 @@ def replay_device(dev, trace, fin, warn):
                 del liv[addr]
         sizes += list(liv.values())
     sizes.sort(reverse=True)
+    # each size fits 64 bits, but what is live together must too (no GPU holds more)
+    for what, v in (("the peak's bytes", peak), ("the reserved bytes", peak_res),
+                    ("the end's bytes", max(end_requested, end_allocated, end_reserved))):
+        if v >= 1 << 63:
+            raise BadSnapshot("device %d: %s pass 2^63 - 1" % (dev, what))
     return {
         "device": dev,
         "events": dict(sorted(events.items())),

@@ -276,6 +276,21 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
     d->peak_reserved = sat_add(d->start_reserved, bestr);
     d->replay_end_reserved = total;
     d->peak_time_us = d->peak_ev >= 0 ? ev[d->peak_ev].time_us : MP_MEM_NO_TIME;
+    /* each size is below 2^63, but what is live together passed it: no
+     * GPU holds that, and no figure of it could be written (the sums
+     * saturated) */
+    {
+        const int64_t sums[] = {d->start_requested, d->peak_requested, d->replay_end_requested, d->start_reserved,
+                                d->peak_reserved, d->end_requested, d->end_allocated, total};
+        for (size_t k = 0; k < sizeof sums / sizeof sums[0]; k++)
+            if (sums[k] == INT64_MAX || sums[k] == INT64_MIN) {
+                lm_free(&m);
+                return mp_error(MP_ERR_FORMAT,
+                                "%s: device %d: the bytes its blocks and events hold together pass 2^63 - 1 (no "
+                                "GPU holds that): not a snapshot PyTorch writes",
+                                s->path ? s->path : "snapshot", d->device);
+            }
+    }
 
     /* what was live right after peak_ev: replay again up to it, then on
      * to find when each of those was freed */
