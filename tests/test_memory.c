@@ -484,6 +484,13 @@ static void t_command(void) {
     const char *nodev[] = {"memory", "--device", "5", "tests/snapshots/v25_multidev_oom.pickle", NULL};
     r = t_cli_run(nodev, 60, 0);
     T_EQ(r.code, 1);
+    T_CHECK(r.err && strstr(r.err, "its devices: ") != NULL);
+    t_cli_free(&r);
+    /* segments expandable already: no advice to make them so */
+    const char *exp[] = {"memory", "tests/snapshots/v25_expandable.pickle", NULL};
+    r = t_cli_run(exp, 60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(r.out && strstr(r.out, "expandable already") && !strstr(r.out, "PYTORCH_CUDA_ALLOC_CONF=expandable"));
     t_cli_free(&r);
     const char *bad[] = {"memory", "tests/snapshots/hostile/global_reduce.pickle", NULL};
     r = t_cli_run(bad, 60, 0);

@@ -647,6 +647,10 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                                 i, b1, b2, fb3, dfree >= 0 ? fb4 : "unknown", dfree >= 0 ? "" : " (not recorded)", fb5,
                                 top[0] ? top : "none");
     }
+    /* the segments are expandable already (the run set expandable_segments:True): no advice to set it */
+    bool expandable = false;
+    for (uint32_t i = 0; i < s->nsegs && !expandable; i++)
+        expandable = s->segs[i].device == d->device && s->segs[i].expandable;
     /* fragmentation at the peak */
     if (!st && d->reserved_at_peak > d->peak_requested) {
         int64_t cache = d->reserved_at_peak - d->peak_requested;
@@ -658,9 +662,11 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                 s, d, MP_MF_FRAGMENTATION, cache, d->peak_time_us, d->peak_ev,
                 "At the peak %s of the %s reserved is not in use (the caching allocator's cache and rounding). At "
                 "the end, %lld inactive block(s) (%s) sit split inside segments that hold live blocks: memory the "
-                "allocator cannot return or hand to a larger request. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-                "reduces it.",
-                b1, b2, (long long)d->end_inactive_split_blocks, b3);
+                "allocator cannot return or hand to a larger request.%s",
+                b1, b2, (long long)d->end_inactive_split_blocks, b3,
+                expandable ? " The segments are expandable already (expandable_segments:True): what remains is "
+                             "the cache and the rounding."
+                           : " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces it.");
         }
     }
     /* churn: cudaMalloc/cudaFree after the first step */
@@ -679,8 +685,9 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
             st = mp_mem_add_finding(s, d, MP_MF_CHURN, bytes, t0, -1,
                                     "Allocator churn: %lld cudaMalloc/cudaFree (segment_alloc/segment_free) after the "
                                     "first step, %s in all. Each is a synchronising driver call. Keep shapes fixed "
-                                    "from step to step, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
-                                    (long long)cnt, b1);
+                                    "from step to step%s.",
+                                    (long long)cnt, b1,
+                                    expandable ? "" : ", or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
         }
     }
     /* leak: the baseline rising step after step */

@@ -414,7 +414,7 @@ mp_status mp_snapshot_analyze(mp_snapshot *s, const mp_mem_opts *o) {
         size_t l = 0;
         for (int i = 0; i < s->ndev && l + 8 < sizeof list; i++)
             l += (size_t)snprintf(list + l, sizeof list - l, "%s%d", i ? ", " : "", s->dev[i].device);
-        return mp_error(MP_ERR_USAGE, "%s: --device %d: the snapshot has no such device (it has %s)", s->path, o->device,
+        return mp_error(MP_ERR_USAGE, "%s: --device %d: the snapshot has no such device (its devices: %s)", s->path, o->device,
                         list);
     }
     return MP_OK;
