@@ -486,6 +486,16 @@ static void t_command(void) {
     T_EQ(r.code, 1);
     T_CHECK(r.err && strstr(r.err, "its devices: ") != NULL);
     t_cli_free(&r);
+    /* an OOM after the peak: its holders are those live when it failed,
+     * the 6 GiB made since, not the 10 GiB temporary freed before */
+    const char *oom[] = {"memory", "tests/snapshots/v25_oom_after_peak.pickle", NULL};
+    r = t_cli_run(oom, 60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(r.out && strstr(r.out, "Largest holders when it failed: 30.00 GiB at /home/u/proj/model.py:20 (__init__); "
+                                   "12.00 GiB at /home/u/proj/model.py:30 (forward); 6.00 GiB at "
+                                   "/home/u/proj/model.py:32 (forward).") != NULL);
+    T_CHECK(r.out && !strstr(r.out, "model.py:31 (forward)."));
+    t_cli_free(&r);
     /* segments expandable already: no advice to make them so */
     const char *exp[] = {"memory", "tests/snapshots/v25_expandable.pickle", NULL};
     r = t_cli_run(exp, 60, 0);

@@ -668,6 +668,42 @@ def build(out):
     train(a, fx, steps=4, width=64, batch=8, leak=MB)
     made["v25_many_live_leak.pickle.gz"] = (snap_dict([a], "2.5", [tr]), 4)
 
+    # 18. an OOM after the peak: a 10 GiB temporary (model.py:31) freed, a 6 GiB tensor made
+    #     (model.py:32), then a 30 GiB request fails: the holders when it failed are the
+    #     ones to name, not the freed temporary
+    GiB = 1 << 30
+    A = 0x7e4000000000
+
+    def frm(line, fn):
+        return [{"filename": "/home/u/proj/model.py", "line": line, "name": fn},
+                {"filename": "/home/u/proj/train.py", "line": 41, "name": "main"}]
+    segs = [{"device": 0, "address": A, "total_size": 52 * GiB, "allocated_size": 48 * GiB, "active_size": 48 * GiB,
+             "requested_size": 48 * GiB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+             "is_expandable": False, "frames": [],
+             "blocks": [{"address": A, "size": 30 * GiB, "requested_size": 30 * GiB, "state": "active_allocated",
+                         "frames": frm(20, "__init__")},
+                        {"address": A + 30 * GiB, "size": 12 * GiB, "requested_size": 12 * GiB,
+                         "state": "active_allocated", "frames": frm(30, "forward")},
+                        {"address": A + 42 * GiB, "size": 6 * GiB, "requested_size": 6 * GiB,
+                         "state": "active_allocated", "frames": frm(32, "forward")},
+                        {"address": A + 48 * GiB, "size": 4 * GiB, "requested_size": 0, "state": "inactive",
+                         "frames": []}]}]
+    ev = [{"action": "segment_alloc", "addr": A, "size": 52 * GiB, "stream": 0, "time_us": 10, "frames": []},
+          {"action": "alloc", "addr": A, "size": 30 * GiB, "stream": 0, "time_us": 11, "frames": frm(20, "__init__")},
+          {"action": "alloc", "addr": A + 30 * GiB, "size": 12 * GiB, "stream": 0, "time_us": 12,
+           "frames": frm(30, "forward")},
+          {"action": "alloc", "addr": A + 42 * GiB, "size": 10 * GiB, "stream": 0, "time_us": 13,
+           "frames": frm(31, "forward")},
+          {"action": "free_requested", "addr": A + 42 * GiB, "size": 10 * GiB, "stream": 0, "time_us": 14,
+           "frames": frm(31, "forward")},
+          {"action": "free_completed", "addr": A + 42 * GiB, "size": 10 * GiB, "stream": 0, "time_us": 14,
+           "frames": frm(31, "forward")},
+          {"action": "alloc", "addr": A + 42 * GiB, "size": 6 * GiB, "stream": 0, "time_us": 15,
+           "frames": frm(32, "forward")},
+          {"action": "oom", "addr": 0, "size": 30 * GiB, "stream": 0, "time_us": 16, "device_free": GiB,
+           "frames": frm(33, "forward")}]
+    made["v25_oom_after_peak.pickle"] = ({"segments": segs, "device_traces": [ev]}, 4)
+
     # 16. names holding markup (a frame's function and file named "</script>...<!--", commas,
     #     quotes, a newline): the HTML page's data blocks must still hold their JSON whole
     evil = '</script><script>alert("x")</script><!--'
@@ -689,7 +725,8 @@ def build(out):
     os.makedirs(out, exist_ok=True)
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
-        if name != "recorded_nothing.pickle":
+        # no truth where the generator labels nothing (a snapshot written as a dict by hand)
+        if name not in ("recorded_nothing.pickle", "v25_oom_after_peak.pickle"):
             base = name.split(".pickle")[0]
             with open(os.path.join(out, base + ".truth.json"), "w", encoding="utf-8") as f:
                 json.dump(truth(obj), f, indent=1)
