@@ -419,6 +419,8 @@ static void job_json(jw *w, const mp_trace *const *t, const mp_tjob *j) {
     jw_ki64(w, "calls_unmatched", j->n_unmatched);
     jw_key(w, "threshold_s");
     jw_double(w, ns_s(j->threshold));
+    jw_key(w, "warning");
+    jw_opt_str(w, j->warning[0] ? j->warning : NULL);
     jw_key(w, "ranks");
     jw_open(w, '[');
     for (int r = 0; r < j->n_ranks; r++) {

@@ -440,6 +440,11 @@ static void text_job(tr *w, const mp_trace *const *t, const mp_tjob *j) {
     pf(w, "%d ranks, %d steps; collectives matched across ranks by %s: %d matched, %d calls\n"
           "unmatched; a rank counts as late in a step from %s (1%% of the median step)\n",
        j->n_ranks, j->n_steps, j->match_by, j->n_matched, j->n_unmatched, secs(j->threshold, a[0]));
+    if (j->warning[0]) {
+        put(w, "warning: ");
+        put(w, j->warning); /* modelprof's own words and rank numbers */
+        put(w, "\n");
+    }
     put(w, "\nStragglers (late in most steps):\n");
     if (!j->n_stragglers) put(w, "  none\n");
     for (int i = 0; i < j->n_stragglers; i++) {

@@ -316,6 +316,62 @@ static void new_part(iv *v, size_t n) {
 
 static mp_status nomem(void) { return mp_error(MP_ERR_NOMEM, "job analysis: out of memory"); }
 
+/* What makes the job's figures unreliable, said once (job->warning):
+ *  - ranks of distributedInfo's world_size without a trace here (one of
+ *    them may be the rank the others waited for);
+ *  - a rank whose clock is off the others' by more than half the median
+ *    step at the collectives they share (its skew): calls of one step
+ *    cannot end that far apart, so its times are not on the job's clock
+ *    (baseTimeNanoseconds does not account for it) and the lateness and
+ *    what-if across ranks mean nothing. */
+static void job_warnings(mp_trace *const *t, int n, const mp_tjob *cj) {
+    mp_tjob *job = (mp_tjob *)cj;
+    size_t l = 0;
+    job->warning[0] = 0;
+    int world = n > 0 ? t[job->ranks[0].index]->raw.world_size : -1;
+    if (world > n && world <= 1 << 20) {
+        int shown = 0, missing = world - n;
+        l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "world_size is %d, and %d rank%s no trace here (",
+                              world, missing, missing == 1 ? " has" : "s have");
+        for (int r = 0, k = 0; r < world && shown < 8 && l + 16 < sizeof job->warning; r++) {
+            while (k < job->n_ranks && job->ranks[k].rank < r) k++;
+            if (k < job->n_ranks && job->ranks[k].rank == r) continue;
+            l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "%s%d", shown ? ", " : "rank ", r);
+            shown++;
+        }
+        l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "%s): the others' waits for %s are "
+                              "seen, not %s lateness or its cause. ",
+                              missing > shown ? ", ..." : "", missing == 1 ? "it" : "them", missing == 1 ? "its" : "their");
+    }
+    if (job->n_steps > 0 && l < sizeof job->warning) {
+        int64_t *w = malloc((size_t)job->n_steps * sizeof *w);
+        if (w) {
+            for (int k = 0; k < job->n_steps; k++) w[k] = job->steps[k].wall;
+            qsort(w, (size_t)job->n_steps, sizeof *w, i64_cmp);
+            int64_t med = w[job->n_steps / 2];
+            free(w);
+            int off = 0;
+            for (int r = 0; r < job->n_ranks && l + 240 < sizeof job->warning; r++) {
+                int64_t sk = job->ranks[r].skew, a = sk < 0 ? -sk : sk;
+                if (med <= 0 || a * 2 <= med) continue;
+                if (!off++)
+                    l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
+                                          "Clocks off the others' at the collectives they share by more than half a "
+                                          "step (%.6g s): ",
+                                          (double)med / 1e9);
+                l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "%srank %d %.6g s", off > 1 ? ", " : "",
+                                      job->ranks[r].rank, (double)sk / 1e9);
+            }
+            if (off && l + 200 < sizeof job->warning)
+                l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
+                                      "; %s times are not on the job's clock (baseTimeNanoseconds does not account "
+                                      "for it), so lateness, waits and the what-if across ranks are not reliable.",
+                                      off > 1 ? "their traces'" : "its trace's");
+        }
+    }
+    while (l > 0 && job->warning[l - 1] == ' ') job->warning[--l] = 0;
+}
+
 mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     memset(job, 0, sizeof *job);
     job->one_run = n >= 2 && mp_trace_one_run((const mp_trace *const *)t, n, job->why, sizeof job->why);
@@ -867,6 +923,7 @@ whatif:
             tr->busy_total -= w;
         }
     }
+    job_warnings(t, n, job);
     for (int r = 0; r < n; r++) {
         t[job->ranks[r].index]->job = job;
         mp_trace_findings(t[job->ranks[r].index]);

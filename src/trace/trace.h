@@ -505,6 +505,8 @@ typedef struct mp_tjob {
     int64_t threshold;              /* lateness that counts (1% of the median step) */
     int64_t wall;                   /* sum of the job's step times */
     int64_t ideal;                  /* the same if every straggler ran like the median rank */
+    char warning[600];              /* what makes the job's figures unreliable (a rank's trace
+                                       missing, clocks that disagree); "" none */
 } mp_tjob;
 
 /* Match the ranks' calls and analyse the job. The traces' calls get their
