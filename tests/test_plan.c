@@ -320,6 +320,20 @@ static void t_attention_hand(void) {
 /* Operators the exporter decomposed keep what PyTorch's one operator keeps:
  * x[4,8] -> MatMul W[8,8] -> h -> (GELU | LayerNorm | SiLU as ONNX writes
  * them before opsets 20 / 17). fp32, no loss: x 128 B always. */
+/* The bytes an fp32 plan without a loss keeps for the backward, model m
+ * freed. */
+static uint64_t kept_fp32(mp_model *m) {
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    uint64_t kept = pl ? pl->mem.activations_bytes : 0;
+    mp_tplan_free(pl);
+    tb_done(m, p);
+    return kept;
+}
+
 /* nn.LayerNorm as the exporters write it before opset 17, on `in` into
  * `out`: the constants two and eps and the weights gamma and beta must
  * exist. */
@@ -391,15 +405,7 @@ static uint64_t decomposed_kept(int which) {
         tb_node(m, "Mul", "h,sg", "y");
     }
     tb_output(m, "y");
-    mp_profile *p = tb_prof(m);
-    mp_tplan_options o;
-    mp_tplan_options_default(&o);
-    o.loss = 0;
-    mp_tplan *pl = plan_of(p, &o);
-    uint64_t kept = pl ? pl->mem.activations_bytes : 0;
-    mp_tplan_free(pl);
-    tb_done(m, p);
-    return kept;
+    return kept_fp32(m);
 }
 
 static void t_decomposed_hand(void) {
@@ -479,15 +485,7 @@ static uint64_t groupnorm_kept(bool on_input) {
     tb_node(m, "Add", "ng,bu", "y");
     tb_output(m, "y");
     tb_output(m, "h");
-    mp_profile *p = tb_prof(m);
-    mp_tplan_options o;
-    mp_tplan_options_default(&o);
-    o.loss = 0;
-    mp_tplan *pl = plan_of(p, &o);
-    uint64_t kept = pl ? pl->mem.activations_bytes : 0;
-    mp_tplan_free(pl);
-    tb_done(m, p);
-    return kept;
+    return kept_fp32(m);
 }
 
 static void t_groupnorm_torchscript(void) {
