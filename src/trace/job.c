@@ -810,6 +810,9 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
             j++;
         }
         int r = save[i].rank, s = save[i].step;
+        /* a step cannot save more than it took (clocks that disagree make
+         * the lateness seconds long: job.warning says so) */
+        if (len > job->steps[s].wall) len = job->steps[s].wall;
         MP_SADD(job->ranks[r].whatif_saved, len);
         if (job->steps[s].critical == r) job->steps[s].saved = len;
         char words[MP_TJOB_CAUSE];
