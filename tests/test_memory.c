@@ -496,6 +496,15 @@ static void t_command(void) {
                                    "/home/u/proj/model.py:32 (forward).") != NULL);
     T_CHECK(r.out && !strstr(r.out, "model.py:31 (forward)."));
     t_cli_free(&r);
+    /* inference (no backward, no optimizer step with frames anywhere): a
+     * frameless allocation after the forward is unknown, not a gradient,
+     * and the user's post-processing is not kept for a backward */
+    const char *inf[] = {"memory", "tests/snapshots/v25_inference_frameless.pickle", NULL};
+    r = t_cli_run(inf, 60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(r.out && strstr(r.out, "unknown              5.00 MiB") && !strstr(r.out, "gradient ") &&
+            strstr(r.out, "other                  1000 B"));
+    t_cli_free(&r);
     /* segments expandable already: no advice to make them so */
     const char *exp[] = {"memory", "tests/snapshots/v25_expandable.pickle", NULL};
     r = t_cli_run(exp, 60, 0);

@@ -704,6 +704,34 @@ def build(out):
            "frames": frm(33, "forward")}]
     made["v25_oom_after_peak.pickle"] = ({"segments": segs, "device_traces": [ev]}, 4)
 
+    # 19. inference: a forward with frames, then a frameless allocation (a C++ kernel's, stacks="python")
+    #     and the user's post-processing: no backward, no optimizer step anywhere, so neither is
+    #     a gradient or kept for a backward
+    B = 0x7e8000000000
+
+    def ufr(line, fn, f="/home/u/proj/model.py"):
+        return [{"filename": f, "line": line, "name": fn},
+                {"filename": "/usr/lib/python3/dist-packages/torch/nn/modules/module.py", "line": 1501,
+                 "name": "_call_impl"},
+                {"filename": "/home/u/proj/infer.py", "line": 12, "name": "main"}]
+    ev = [{"action": "segment_alloc", "addr": B, "size": 20 * MB, "stream": 0, "time_us": 1, "frames": []},
+          {"action": "alloc", "addr": B, "size": 8 * MB, "stream": 0, "time_us": 2, "frames": ufr(30, "forward")},
+          {"action": "alloc", "addr": B + 8 * MB, "size": 5 * MB, "stream": 0, "time_us": 3, "frames": []},
+          {"action": "alloc", "addr": B + 13 * MB, "size": 1000, "stream": 0, "time_us": 4,
+           "frames": [{"filename": "/home/u/proj/infer.py", "line": 14, "name": "main"}]}]
+    segs = [{"device": 0, "address": B, "total_size": 20 * MB, "allocated_size": 13 * MB + 1024,
+             "active_size": 13 * MB + 1024, "requested_size": 13 * MB + 1000, "stream": 0, "segment_type": "large",
+             "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+             "blocks": [{"address": B, "size": 8 * MB, "requested_size": 8 * MB, "state": "active_allocated",
+                         "frames": ufr(30, "forward")},
+                        {"address": B + 8 * MB, "size": 5 * MB, "requested_size": 5 * MB,
+                         "state": "active_allocated", "frames": []},
+                        {"address": B + 13 * MB, "size": 1024, "requested_size": 1000, "state": "active_allocated",
+                         "frames": [{"filename": "/home/u/proj/infer.py", "line": 14, "name": "main"}]},
+                        {"address": B + 13 * MB + 1024, "size": 7 * MB - 1024, "requested_size": 0,
+                         "state": "inactive", "frames": []}]}]
+    made["v25_inference_frameless.pickle"] = ({"segments": segs, "device_traces": [ev]}, 4)
+
     # 16. names holding markup (a frame's function and file named "</script>...<!--", commas,
     #     quotes, a newline): the HTML page's data blocks must still hold their JSON whole
     evil = '</script><script>alert("x")</script><!--'
@@ -726,7 +754,7 @@ def build(out):
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
         # no truth where the generator labels nothing (a snapshot written as a dict by hand)
-        if name not in ("recorded_nothing.pickle", "v25_oom_after_peak.pickle"):
+        if name not in ("recorded_nothing.pickle", "v25_oom_after_peak.pickle", "v25_inference_frameless.pickle"):
             base = name.split(".pickle")[0]
             with open(os.path.join(out, base + ".truth.json"), "w", encoding="utf-8") as f:
                 json.dump(truth(obj), f, indent=1)

@@ -106,6 +106,13 @@ static uint8_t *event_flags(actx *a, const mp_mem_device *d) {
     if (!f) return NULL;
     bool after_fwd = false;
     a->last_opt = -1;
+    /* a trace that trains shows it somewhere with frames: loss.backward()'s
+     * own allocations (its ones_like), an optimizer step, zero_grad. One
+     * that shows none (inference: a forward and the code around it) has no
+     * backward for frameless events to belong to */
+    bool trains = false;
+    for (uint32_t i = 0; i < d->nev && !trains; i++)
+        if (d->ev[i].stack) trains = (stack_flags(a, d->ev[i].stack) & (SF_BWD | SF_OPT | SF_ACCGRAD)) != 0;
     for (uint32_t i = 0; i < d->nev; i++) {
         uint32_t st = d->ev[i].stack;
         if (st) {
@@ -113,9 +120,9 @@ static uint8_t *event_flags(actx *a, const mp_mem_device *d) {
             if (fl & SF_OPT) a->last_opt = i;
             if (fl & SF_OPT) after_fwd = false; /* zero_grad may come between forward and backward */
             else if ((fl & SF_FWD) && !(fl & SF_BWD)) after_fwd = true;
-            f[i] = (uint8_t)(fl | (after_fwd ? SF_AFTER_FWD : 0));
+            f[i] = (uint8_t)(fl | (after_fwd && trains ? SF_AFTER_FWD : 0));
         } else {
-            f[i] = after_fwd && a->s->has_frames ? (uint8_t)(SF_BWD | SF_AFTER_FWD) : 0;
+            f[i] = after_fwd && trains && a->s->has_frames ? (uint8_t)(SF_BWD | SF_AFTER_FWD) : 0;
         }
     }
     return f;
