@@ -505,6 +505,14 @@ static void t_command(void) {
     T_CHECK(r.out && strstr(r.out, "unknown              5.00 MiB") && !strstr(r.out, "gradient ") &&
             strstr(r.out, "other                  1000 B"));
     t_cli_free(&r);
+    /* recorded on Windows: torch's frames and CPython's ...\Lib\ are not the
+     * user's, Module.to makes a parameter, as on Linux */
+    const char *win[] = {"memory", "tests/snapshots/v25_windows_paths.pickle", NULL};
+    r = t_cli_run(win, 60, 0);
+    T_EQ(r.code, 0);
+    T_CHECK(r.out && strstr(r.out, "1.00 MiB      0.000  parameter        C:\\Users\\u\\proj\\train.py:41 (main)") &&
+            strstr(r.out, "2.00 MiB      0.000  activation       C:\\Users\\u\\proj\\model.py:30 (forward)"));
+    t_cli_free(&r);
     /* segments expandable already: no advice to make them so */
     const char *exp[] = {"memory", "tests/snapshots/v25_expandable.pickle", NULL};
     r = t_cli_run(exp, 60, 0);

@@ -732,6 +732,27 @@ def build(out):
                          "state": "inactive", "frames": []}]}]
     made["v25_inference_frameless.pickle"] = ({"segments": segs, "device_traces": [ev]}, 4)
 
+    # 20. recorded on Windows: backslashed paths, torch under ...\site-packages\torch\, CPython's
+    #     standard library under ...\Lib\: the same categories and first user frames as on Linux
+    W = 0x7ec000000000
+    tw = "C:\\Users\\u\\venv\\Lib\\site-packages\\torch\\nn\\modules\\module.py"
+    fr_p = [{"filename": tw, "line": 1160, "name": "convert"}, {"filename": tw, "line": 1174, "name": "to"},
+            {"filename": "C:\\Users\\u\\proj\\train.py", "line": 41, "name": "main"}]
+    fr_a = [{"filename": "C:\\Users\\u\\proj\\model.py", "line": 30, "name": "forward"},
+            {"filename": tw, "line": 1501, "name": "_call_impl"},
+            {"filename": "C:\\Python311\\Lib\\threading.py", "line": 975, "name": "run"}]
+    ev = [{"action": "segment_alloc", "addr": W, "size": 4 * MB, "stream": 0, "time_us": 1, "frames": []},
+          {"action": "alloc", "addr": W, "size": MB, "stream": 0, "time_us": 2, "frames": fr_p},
+          {"action": "alloc", "addr": W + MB, "size": 2 * MB, "stream": 0, "time_us": 3, "frames": fr_a}]
+    segs = [{"device": 0, "address": W, "total_size": 4 * MB, "allocated_size": 3 * MB, "active_size": 3 * MB,
+             "requested_size": 3 * MB, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+             "is_expandable": False, "frames": [],
+             "blocks": [{"address": W, "size": MB, "requested_size": MB, "state": "active_allocated", "frames": fr_p},
+                        {"address": W + MB, "size": 2 * MB, "requested_size": 2 * MB, "state": "active_allocated",
+                         "frames": fr_a},
+                        {"address": W + 3 * MB, "size": MB, "requested_size": 0, "state": "inactive", "frames": []}]}]
+    made["v25_windows_paths.pickle"] = ({"segments": segs, "device_traces": [ev]}, 4)
+
     # 16. names holding markup (a frame's function and file named "</script>...<!--", commas,
     #     quotes, a newline): the HTML page's data blocks must still hold their JSON whole
     evil = '</script><script>alert("x")</script><!--'
@@ -754,7 +775,8 @@ def build(out):
     for name, (obj, proto) in made.items():
         dump(obj, os.path.join(out, name), proto)
         # no truth where the generator labels nothing (a snapshot written as a dict by hand)
-        if name not in ("recorded_nothing.pickle", "v25_oom_after_peak.pickle", "v25_inference_frameless.pickle"):
+        if name not in ("recorded_nothing.pickle", "v25_oom_after_peak.pickle", "v25_inference_frameless.pickle",
+                        "v25_windows_paths.pickle"):
             base = name.split(".pickle")[0]
             with open(os.path.join(out, base + ".truth.json"), "w", encoding="utf-8") as f:
                 json.dump(truth(obj), f, indent=1)

@@ -47,7 +47,8 @@ enum {
 static bool has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
 static uint8_t frame_flags(const mp_snapshot *s, const mp_mem_frame *f) {
-    const char *file = mp_mem_str(s, f->file), *name = mp_mem_str(s, f->name);
+    char fb[1024];
+    const char *file = mp_mem_file_slashed(mp_mem_str(s, f->file), fb, sizeof fb), *name = mp_mem_str(s, f->name);
     uint8_t fl = 0;
     /* an optimizer's step; zero_grad is not (it runs before the forward) */
     if (strcmp(name, "zero_grad") == 0) fl |= SF_ZERO;

@@ -266,6 +266,10 @@ const uint32_t *mp_mem_stack(const mp_snapshot *s, uint32_t i, uint32_t *n);
 const char *mp_mem_meta(const mp_snapshot *s, uint16_t meta);
 /* The first frame outside torch and the Python runtime (UINT32_MAX none). */
 uint32_t mp_mem_user_frame(const mp_snapshot *s, uint32_t stack);
+/* A frame's file with '\\' as '/' (a snapshot recorded on Windows:
+ * C:\\...\\site-packages\\torch\\nn\\...), into buf[n]: the paths the rules
+ * read are matched by their '/' form. Returns buf. */
+const char *mp_mem_file_slashed(const char *file, char *buf, size_t n);
 /* "file:line (function)" of a frame into buf. */
 const char *mp_mem_frame_text(const mp_snapshot *s, uint32_t frame, char *buf, size_t n);
 

@@ -106,10 +106,22 @@ static bool ends(const char *s, const char *suf) {
     return n >= k && memcmp(s + n - k, suf, k) == 0;
 }
 
+const char *mp_mem_file_slashed(const char *file, char *buf, size_t n) {
+    size_t i = 0;
+    for (; file[i] && i + 1 < n; i++) buf[i] = file[i] == '\\' ? '/' : file[i];
+    buf[i] = 0;
+    return buf;
+}
+
 /* Frames of torch, of C/C++ code and of the Python runtime are not the
- * user's (docs/MEMORY.md "First user frame"). */
-static bool runtime_frame(const char *file) {
+ * user's (docs/MEMORY.md "First user frame"); a Windows path by its '/'
+ * form, its standard library under ...\\Lib\\ (CPython's layout there). */
+static bool runtime_frame(const char *file0) {
+    char buf[1024];
+    const char *file = mp_mem_file_slashed(file0, buf, sizeof buf);
     if (!*file || strcmp(file, "??") == 0 || file[0] == '<') return true;
+    const char *lib = strstr(file, "/Lib/");
+    if (lib && strchr(file0, '\\') && !strstr(lib, "-packages/")) return true;
     static const char *const cxx[] = {".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".cu", ".cuh"};
     for (size_t i = 0; i < MP_ARRAY_LEN(cxx); i++)
         if (ends(file, cxx[i])) return true;
