@@ -83,6 +83,13 @@ static int wider(int a, int b) {
  * their parameters, for any model, where the pattern layer's blocks
  * (analyze/patterns.h) are transformer layers recognised by their
  * attention. The reports still call them "repeated blocks". */
+/* Whether module md runs a node of its own (not only its submodules'). */
+static bool runs_own_node(const mp_graph *g, int md) {
+    for (int k = 0; k < g->n_nodes; k++)
+        if (g->nodes[k].module == md) return true;
+    return false;
+}
+
 static mp_status find_repeats(pctx *c) {
     mp_tplan *pl = c->pl;
     const mp_model *m = c->m;
@@ -126,11 +133,7 @@ static mp_status find_repeats(pctx *c) {
      * that runs no node of its own is no forward to checkpoint (a
      * ModuleList is never called; transformers checkpoints each layer);
      * its blocks are the layers inside it */
-    int *own = calloc((size_t)m->n_modules + 1, sizeof *own);
-    if (!own) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (int k = 0; k < c->g->n_nodes; k++)
-        if (c->g->nodes[k].module >= 0 && c->g->nodes[k].module < m->n_modules) own[c->g->nodes[k].module]++;
-    for (int hop = 0; hop < 8 && own[best] == 0; hop++) {
+    for (int hop = 0; hop < 8 && !runs_own_node(c->g, best); hop++) {
         int kid = -1, n_eq = 0;
         for (int a = m->modules[best].first_child; a >= 0; a = m->modules[a].next_sibling) {
             if (m->modules[a].first_child < 0 || p->mods[a].params == 0) continue;
@@ -140,7 +143,6 @@ static mp_status find_repeats(pctx *c) {
         if (kid < 0 || n_eq < 2) break;
         best = kid;
     }
-    free(own);
     int depth = m->modules[best].depth;
     pl->repeat_parent = m->modules[best].parent;
     pl->repeats = mp_arena_calloc(&pl->arena, (size_t)m->n_modules, sizeof(int));
@@ -183,14 +185,16 @@ static bool param_like(const pctx *c, int v) { return mp_tplan_weight_of(c->g, v
  * parameter an Identity copies, trains): native_layer_norm_backward then
  * needs the input, its mean and 1/std, whether or not the input needs a
  * gradient itself (a norm on a graph input). */
+/* Value v is a weight that trains: it needs a gradient, or the parameter
+ * it views (an Identity copy, an Unsqueeze) does. */
+static bool weight_trains(const pctx *c, int v) {
+    if (v < 0) return false;
+    int w = mp_tplan_weight_of(c->g, v);
+    return c->rg[v] || (w >= 0 && c->rg[w]);
+}
+
 static bool norm_weights_train(const pctx *c, const mp_pnorm *nm) {
-    for (int i = 0; i < 2; i++) {
-        int v = i ? nm->shift : nm->scale;
-        if (v < 0) continue;
-        int w = mp_tplan_weight_of(c->g, v);
-        if (c->rg[v] || (w >= 0 && c->rg[w])) return true;
-    }
-    return false;
+    return weight_trains(c, nm->scale) || weight_trains(c, nm->shift);
 }
 
 /* Does product n (Gemm, MatMul by a weight, Conv, ConvTranspose) have a
@@ -421,10 +425,8 @@ static bool groupnorm_weight_trains(const pctx *c, const mp_node *n) {
         return false;
     int mu = mp_sole_use(g, g->nodes[r].out[0]);
     if (mu < 0 || !groupnorm_affine(c, &g->nodes[mu])) return false;
-    for (int i = 0; i < g->nodes[mu].n_in; i++) {
-        int v = g->nodes[mu].in[i], w = v >= 0 ? mp_tplan_weight_of(g, v) : -1;
-        if (w >= 0 && c->rg[w]) return true;
-    }
+    for (int i = 0; i < g->nodes[mu].n_in; i++)
+        if (param_like(c, g->nodes[mu].in[i]) && weight_trains(c, g->nodes[mu].in[i])) return true;
     return false;
 }
 
@@ -1275,7 +1277,9 @@ static mp_status graph_pass(pctx *c) {
         mp_pref ref = mp_pattern_at(P, ni);
         mp_bwd t;
         memset(&t, 0, sizeof t);
-        t.rg = rg;
+        /* a GroupNorm's on a graph input whose weight trains: as for an
+         * input needing a gradient (its input and statistics kept) */
+        t.rg = rg ? rg : groupnorm_weight_trains(c, n) ? 1u : 0u;
         t.fwd = &n->cost;
         t.torch_1_13 = o->torch_version == 1;
         if (n->desc && n->desc->train) {
@@ -1292,12 +1296,6 @@ static mp_status graph_pass(pctx *c) {
         }
         if (!rg) t.bwd_flops = 0;
         if (groupnorm_affine(c, n) || glu_sigmoid(c, n)) t.save_in = t.save_out = 0, t.extra_bytes = 0;
-        if (!rg && n->desc && n->desc->train && groupnorm_weight_trains(c, n)) {
-            mp_ctx cx = {c->m, g, n, ni};
-            t.rg = 1u; /* as for an input needing a gradient: its input and statistics */
-            n->desc->train(&cx, &t);
-            t.bwd_flops = 0;
-        }
         /* the GLU's product keeps the halves of x, not the Sigmoid's output */
         for (int i = 0; i < n->n_in && i < 32 && mp_streq(n->op, "Mul"); i++)
             if (n->in[i] >= 0 && g->values[n->in[i]].producer >= 0 &&
