@@ -58,6 +58,7 @@ typedef struct ort_slot {
     int how;         /* ORT_* */
     int unit;        /* the node group it times; -1 unmatched */
     int threads;
+    int run0, run_last; /* the runs of its first event (whose shapes `in` holds) and of its latest */
 } ort_slot;
 
 /* ORT_BODY: named after a node of an If's, Loop's or Scan's body, placed on
@@ -99,6 +100,14 @@ static bool ends_with(const char *s, size_t n, const char *suf) {
     return n > k && memcmp(s + n - k, suf, k) == 0;
 }
 
+/* A name ONNX Runtime makes for a Cast it inserts around a kernel that has
+ * no version for a type, "InsertedPrecisionFreeCast_<value>" (name[0..n)):
+ * the value's name, NULL when it is not one. */
+static const char *ort_inserted_cast(const char *name, size_t n) {
+    static const char prefix[] = "InsertedPrecisionFreeCast_";
+    return n > sizeof prefix - 1 && memcmp(name, prefix, sizeof prefix - 1) == 0 ? name + sizeof prefix - 1 : NULL;
+}
+
 /* The node a name names: a node's name, a value's (its producer), or one
  * of the optimiser's names made from those (see the top); -1. */
 static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *renamed, int *value) {
@@ -123,8 +132,8 @@ static int ort_resolve(const ort *o, const char *s, size_t n, int depth, bool *r
     /* a kernel writing the value a Cast ONNX Runtime inserted now reads
      * (an fp16 model's node run in fp32): named after the Cast's input,
      * "InsertedPrecisionFreeCast_<value>" (ort_added_slot: the Cast itself) */
-    if (n > 26 && memcmp(s, "InsertedPrecisionFreeCast_", 26) == 0)
-        return ort_resolve(o, s + 26, n - 26, depth + 1, renamed, value);
+    const char *cast_of = ort_inserted_cast(s, n);
+    if (cast_of) return ort_resolve(o, cast_of, n - (size_t)(cast_of - s), depth + 1, renamed, value);
     if (ends_with(s, n, "_bn_nchwc")) { /* a BatchNormalization the NCHWc layout runs as a Conv */
         int bn = ort_resolve(o, s, n - 9, depth + 1, renamed, value);
         if (bn >= 0) return bn;
@@ -161,7 +170,7 @@ static bool ort_added(const char *op) {
 static bool ort_added_slot(const ort *o, const ort_slot *s) {
     const char *nm = ort_str(o, s->name);
     return ort_added(ort_str(o, s->op)) ||
-           (!strncmp(nm, "InsertedPrecisionFreeCast_", 26) && !strcmp(ort_str(o, s->op), "Cast")) ||
+           (ort_inserted_cast(nm, strlen(nm)) && !strcmp(ort_str(o, s->op), "Cast")) ||
            (!strcmp(ort_str(o, s->op), "Reshape") &&
             (!strncmp(nm, "gemm_input_reshape", 18) || !strncmp(nm, "gemm_output_reshape", 19)));
 }
@@ -258,8 +267,7 @@ static mp_status ort_slots(ort *o) {
         return mp_error(MP_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < t->n_names; i++) slot_of[i] = -1;
-    int nf = 0, cap = 0, cap_lr = 0, cap_fr = 0;
-    int *last_run = NULL, *first_run = NULL; /* per slot: the run of its last event, of its first */
+    int nf = 0, cap = 0;
     mp_status st = MP_OK;
     /* the slots, and the first kept run's kernels in time order */
     for (size_t i = 0; i < t->n_orts; i++) {
@@ -286,25 +294,15 @@ static mp_status ort_slots(ort *o) {
             s->in = e->in_shapes;
             s->out = e->out_shapes;
             s->order = INT32_MAX;
-            slot_of[e->name] = o->n_slots;
-            int *lr = mp_grow(last_run, sizeof *lr, &cap_lr, o->n_slots + 1);
-            int *fr = lr ? mp_grow(first_run, sizeof *fr, &cap_fr, o->n_slots + 1) : NULL;
-            if (lr) last_run = lr;
-            if (fr) first_run = fr;
-            if (!lr || !fr) {
-                st = mp_error(MP_ERR_NOMEM, "out of memory");
-                goto done;
-            }
-            last_run[o->n_slots] = r;
-            first_run[o->n_slots] = r;
-            o->n_slots++;
+            s->run0 = s->run_last = r;
+            slot_of[e->name] = o->n_slots++;
         }
         ort_slot *s = &o->slots[slot_of[e->name]];
         /* the runs kept are of one size: each node's first event of a run
          * read what it read in the first kept run (a session run at
          * several sizes would average their times, counted at one) */
-        if (last_run[slot_of[e->name]] != r) {
-            last_run[slot_of[e->name]] = r;
+        if (s->run_last != r) {
+            s->run_last = r;
             const char *a = s->in == MP_TORT_NONE ? "" : ort_str(o, s->in);
             const char *b = e->in_shapes == MP_TORT_NONE ? "" : ort_str(o, e->in_shapes);
             if (strcmp(a, b) != 0) {
@@ -312,8 +310,7 @@ static mp_status ort_slots(ort *o) {
                               "%s: the runs kept are not of one size: node '%.*s' read %s in run %d and %s in "
                               "run %d (the session ran at several input sizes); profile one size, or leave "
                               "the runs of another out with --warmup N (the first N)",
-                              o->path, (int)(nl - strlen("_kernel_time")), nm, a, first_run[slot_of[e->name]] + 1,
-                              b, r + 1);
+                              o->path, (int)(nl - strlen("_kernel_time")), nm, a, s->run0 + 1, b, r + 1);
                 goto done;
             }
         }
@@ -347,8 +344,6 @@ static mp_status ort_slots(ort *o) {
 done:
     free(slot_of);
     free(first);
-    free(last_run);
-    free(first_run);
     return st;
 }
 
@@ -1118,17 +1113,6 @@ static bool ort_model_has(ort *o, const ort_shape *a) {
     return false;
 }
 
-/* c, optimised: ONNX Runtime rewrites the nodes it keeps (a Div taking
- * over the Mul after it keeps the Div's name and writes the Mul's output;
- * the transpose optimiser transposes what a node computes), so an event
- * placed by a name is held only to shapes its group of nodes has: each
- * shape it wrote, and each it read of 2 dims or more (a weight: a folded
- * bias, a scale or a quantisation parameter may be new), is one that a node
- * of its group reads or writes, its dims in any order. An event placed by
- * its place (a fusion named after its kind, a node the optimiser adds: its
- * group is a guess) is held to what it wrote, of 2 dims or more, being a
- * shape of the model's (what it read may be packed: Attention's QKV
- * weights in one). at/mem: the units' nodes. */
 /* Whether slot s wrote `out` as a reduction (keeping its dims) of a shape
  * it read that some value of the model has: each of out's dims that one's
  * or 1. */
@@ -1144,6 +1128,17 @@ static bool ort_reduces_model_shape(ort *o, const ort_slot *s, const ort_shape *
     return false;
 }
 
+/* c, optimised: ONNX Runtime rewrites the nodes it keeps (a Div taking
+ * over the Mul after it keeps the Div's name and writes the Mul's output;
+ * the transpose optimiser transposes what a node computes), so an event
+ * placed by a name is held only to shapes its group of nodes has: each
+ * shape it wrote, and each it read of 2 dims or more (a weight: a folded
+ * bias, a scale or a quantisation parameter may be new), is one that a node
+ * of its group reads or writes, its dims in any order. An event placed by
+ * its place (a fusion named after its kind, a node the optimiser adds: its
+ * group is a guess) is held to what it wrote, of 2 dims or more, being a
+ * shape of the model's (what it read may be packed: Attention's QKV
+ * weights in one). at/mem: the units' nodes. */
 static mp_status ort_check_near(ort *o, const ort_slot *s, const int *at, const int *mem) {
     if (!o->budget) o->budget = (int64_t)1 << 24;
     if (s->unit < 0 || s->how == ORT_NONE || s->how == ORT_BODY) return MP_OK;
@@ -1229,23 +1224,20 @@ static int ort_first_float_type(const char *s) {
  * a float input of another type is a run of another model (its fp16 twin). */
 static mp_status ort_check_input_types(ort *o) {
     const mp_graph *g = o->g;
-    char b1[64];
     for (int i = 0; i < o->n_slots; i++) {
         const ort_slot *s = &o->slots[i];
         const char *nm = ort_str(o, s->name);
         size_t nl = strlen(nm) - strlen("_kernel_time");
-        if (s->in == MP_TORT_NONE || nl <= 26 || strncmp(nm, "InsertedPrecisionFreeCast_", 26) ||
-            strcmp(ort_str(o, s->op), "Cast"))
-            continue;
-        int v = mp_strmap_getn(&g->names, nm + 26, nl - 26);
+        const char *of = ort_inserted_cast(nm, nl);
+        if (s->in == MP_TORT_NONE || !of || strcmp(ort_str(o, s->op), "Cast")) continue;
+        int v = mp_strmap_getn(&g->names, of, nl - (size_t)(of - nm));
         if (v < 0 || !(g->values[v].flags & MP_VAL_INPUT) || (g->values[v].flags & MP_VAL_INIT)) continue;
         int dt = ort_first_float_type(ort_str(o, s->in)), want = g->values[v].decl_dtype;
         if (dt < 0 || want == MP_DT_UNDEFINED || dt == want) continue;
-        snprintf(b1, sizeof b1, "%s", mp_dtype_name(dt));
         return mp_error(MP_ERR_SHAPE,
                         "%s: the profile is not of this model: ONNX Runtime was fed input '%s' as %s (its inserted "
                         "Cast '%.*s' read it), and the model's is %s: a profile of the model in another precision",
-                        o->path, g->values[v].name, b1, (int)nl, nm, mp_dtype_name(want));
+                        o->path, g->values[v].name, mp_dtype_name(dt), (int)nl, nm, mp_dtype_name(want));
     }
     return MP_OK;
 }
