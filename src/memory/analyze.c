@@ -195,66 +195,6 @@ static mp_status sites_at_peak(mp_snapshot *s, mp_mem_device *d) {
     return MP_OK;
 }
 
-/* A holder at an OOM event: what the trace's allocations (and the blocks
- * live before it) hold right before event `at`. */
-typedef struct oom_holder {
-    int64_t size;
-    uint32_t stack;
-} oom_holder;
-
-static void oom_keep(oom_holder *h, int *nh, int64_t size, uint32_t stack) {
-    for (int q = 0; q < 3; q++)
-        if (q >= *nh || size > h[q].size) {
-            for (int z = 2; z > q; z--) h[z] = h[z - 1];
-            h[q] = (oom_holder){size, stack};
-            if (*nh < 3) (*nh)++;
-            return;
-        }
-}
-
-/* The three largest allocations live right before event `at`: a replay of
- * events [0, at) over an open-addressing map by address, and the blocks
- * live before the recording (d->live's, alloc_ev -1) not freed by then. */
-static mp_status oom_holders(const mp_mem_device *d, uint32_t at, oom_holder *h, int *nh) {
-    *nh = 0;
-    size_t cap = 16;
-    while (cap < (size_t)at * 2 + 2) cap <<= 1;
-    struct slot {
-        uint64_t addr;
-        int64_t size; /* -1 empty, -2 deleted */
-        uint32_t stack;
-    } *tab = malloc(cap * sizeof *tab);
-    if (!tab) return mp_error(MP_ERR_NOMEM, "out of memory");
-    for (size_t k = 0; k < cap; k++) tab[k].size = -1;
-    for (uint32_t j = 0; j < at; j++) {
-        const mp_mem_event *e = &d->ev[j];
-        if (!(e->flags & MP_ME_ADDR) || (e->action != MP_MA_ALLOC && e->action != MP_MA_FREE_COMPLETED)) continue;
-        size_t k = (size_t)((e->addr * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
-        size_t free_k = SIZE_MAX;
-        for (; tab[k].size != -1; k = (k + 1) & (cap - 1)) {
-            if (tab[k].size == -2) {
-                if (free_k == SIZE_MAX) free_k = k;
-                continue;
-            }
-            if (tab[k].addr == e->addr) break;
-        }
-        if (e->action == MP_MA_ALLOC) {
-            if (tab[k].size == -1 && free_k != SIZE_MAX) k = free_k;
-            tab[k] = (struct slot){e->addr, e->size, e->stack};
-        } else if (tab[k].size >= 0) {
-            tab[k].size = -2;
-        }
-    }
-    for (size_t k = 0; k < cap; k++)
-        if (tab[k].size >= 0) oom_keep(h, nh, tab[k].size, tab[k].stack);
-    free(tab);
-    for (uint32_t j = 0; j < d->nlive; j++) {
-        const mp_mem_live *L = &d->live[j];
-        if (L->alloc_ev < 0 && (L->free_ev < 0 || L->free_ev >= (int64_t)at)) oom_keep(h, nh, L->size, L->stack);
-    }
-    return MP_OK;
-}
-
 /* A never-freed allocation of the leak finding: its site, step, size. */
 typedef struct leak_row {
     uint32_t fr;
@@ -695,9 +635,9 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
         int64_t alloc_now = i ? live_after[i - 1] : d->start_requested;
         /* the three largest holders when the request failed (not at the
          * peak: a tensor freed since, or made after it, changes why) */
-        oom_holder h[3];
+        mp_mem_holder h[3];
         int nh = 0;
-        st = oom_holders(d, i, h, &nh);
+        st = mp_mem_largest_before(d, i, 3, h, &nh);
         if (st) break;
         char top[400] = "";
         size_t tl = 0;

@@ -264,6 +264,18 @@ const char *mp_mem_action_name(const mp_snapshot *s, int action);
 const uint32_t *mp_mem_stack(const mp_snapshot *s, uint32_t i, uint32_t *n);
 /* An event's user_metadata (a module path), NULL when none. */
 const char *mp_mem_meta(const mp_snapshot *s, uint16_t meta);
+/* An allocation holding memory at an OOM: its size, stack and allocation
+ * event (-1 a block live before the recording). */
+typedef struct mp_mem_holder {
+    int64_t size;
+    uint32_t stack;
+    int64_t alloc_ev;
+} mp_mem_holder;
+/* The k largest allocations live right before event `at` of device d (an
+ * OOM's holders): the trace's, not freed by then, and the blocks live
+ * before the recording (d->live's, alloc_ev -1) not freed by then; largest
+ * first, equal sizes earliest allocated first, into h[0..*n). */
+mp_status mp_mem_largest_before(const mp_mem_device *d, uint32_t at, int k, mp_mem_holder *h, int *n);
 /* The first frame outside torch and the Python runtime (UINT32_MAX none). */
 uint32_t mp_mem_user_frame(const mp_snapshot *s, uint32_t stack);
 /* A frame's file with '\\' as '/' (a snapshot recorded on Windows:

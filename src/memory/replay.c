@@ -406,6 +406,49 @@ nomem:
     return mp_error(MP_ERR_NOMEM, "out of memory (replay)");
 }
 
+/* One candidate into the k largest so far, largest first; equal sizes in
+ * allocation order (as the peak's top list), whatever the map's order. */
+static void keep_largest(mp_mem_holder *h, int k, int *n, mp_mem_holder c) {
+    for (int q = 0; q < k; q++)
+        if (q >= *n || c.size > h[q].size || (c.size == h[q].size && c.alloc_ev < h[q].alloc_ev)) {
+            for (int z = k - 1; z > q; z--) h[z] = h[z - 1];
+            h[q] = c;
+            if (*n < k) (*n)++;
+            return;
+        }
+}
+
+mp_status mp_mem_largest_before(const mp_mem_device *d, uint32_t at, int k, mp_mem_holder *h, int *n) {
+    *n = 0;
+    /* the replay's address map: each address's latest alloc, LM_FREED once freed */
+    lmap m = {0};
+    for (uint32_t j = 0; j < at && j < d->nev; j++) {
+        const mp_mem_event *e = &d->ev[j];
+        if (!(e->flags & MP_ME_ADDR)) continue;
+        if (e->action == MP_MA_ALLOC) {
+            if (!lm_put(&m, e->addr, j)) {
+                lm_free(&m);
+                return mp_error(MP_ERR_NOMEM, "out of memory (replay)");
+            }
+        } else if (e->action == MP_MA_FREE_COMPLETED) {
+            uint32_t *v = lm_find(&m, e->addr);
+            if (v) *v |= LM_FREED;
+        }
+    }
+    for (uint32_t i = 0; i < m.cap; i++)
+        if (m.val[i] != UINT32_MAX && !(m.val[i] & LM_FREED)) {
+            const mp_mem_event *e = &d->ev[m.val[i]];
+            keep_largest(h, k, n, (mp_mem_holder){e->size, e->stack, m.val[i]});
+        }
+    lm_free(&m);
+    for (uint32_t j = 0; j < d->nlive; j++) {
+        const mp_mem_live *L = &d->live[j];
+        if (L->alloc_ev < 0 && (L->free_ev < 0 || L->free_ev >= (int64_t)at))
+            keep_largest(h, k, n, (mp_mem_holder){L->size, L->stack, -1});
+    }
+    return MP_OK;
+}
+
 mp_status mp_snapshot_analyze(mp_snapshot *s, const mp_mem_opts *o) {
     if (!s->user_frame) {
         s->user_frame = malloc((size_t)(s->nstacks ? s->nstacks : 1) * sizeof *s->user_frame);
