@@ -192,9 +192,9 @@ mp_fmtbuf mp_fmt_seconds(double s) {
     return fmt_hundredths((uint64_t)hd, "", unit[k], "");
 }
 
-char *mp_fmt_signed(char *b, bool neg, const char *text) {
+char *mp_fmt_signed(char *b, char sign, const char *text) {
     size_t k = 0, n = strlen(text);
-    if (neg) b[k++] = '-';
+    if (sign) b[k++] = sign;
     if (n > MP_FMT_MAX - 1 - k) n = MP_FMT_MAX - 1 - k;
     memcpy(b + k, text, n);
     b[k + n] = 0;

@@ -47,8 +47,9 @@ mp_fmtbuf mp_fmt_pct(uint64_t part, uint64_t whole);
 mp_fmtbuf mp_fmt_pct_d(double part, double whole);
 /* Seconds: "1.5 s", "1.2 ms", "830 us", "12 ns", "0 s"; "?" when < 0. */
 mp_fmtbuf mp_fmt_seconds(double s);
-/* text into b[MP_FMT_MAX] after a '-' when neg (cut to fit): b */
-char *mp_fmt_signed(char *b, bool neg, const char *text);
+/* text into b[MP_FMT_MAX] after the sign character ('-', '+', ' '; none
+ * when 0), cut to fit: b */
+char *mp_fmt_signed(char *b, char sign, const char *text);
 
 /* The decimal digits of v at out (no NUL), MP_DEC_MAX bytes at most;
  * returns their count. Every writer's integers go through it. */

@@ -23,15 +23,11 @@ typedef struct td {
 /* Seconds, and a signed delta ("+1.2 ms", "-830 us", "0 s"). */
 static const char *secs(double s, char *b) {
     /* negative as key_averages() prints a self time under its children's */
-    return mp_fmt_signed(b, s < 0, mp_fmt_seconds(fabs(s)).s);
+    return mp_fmt_signed(b, s < 0 ? '-' : 0, mp_fmt_seconds(fabs(s)).s);
 }
 
-#define TD_DELTA (MP_FMT_MAX + 1)
 static const char *delta(double d, char *b) {
-    mp_fmtbuf f = mp_fmt_seconds(fabs(d));
-    b[0] = d > 0 ? '+' : d < 0 ? '-' : ' ';
-    memcpy(b + 1, f.s, sizeof f.s);
-    return b;
+    return mp_fmt_signed(b, d > 0 ? '+' : d < 0 ? '-' : ' ', mp_fmt_seconds(fabs(d)).s);
 }
 
 static const char *change(double a, double b, char *buf) {
@@ -41,7 +37,7 @@ static const char *change(double a, double b, char *buf) {
 }
 
 static void line(td *w, const char *what, double a, double b) {
-    char x[MP_FMT_MAX], y[MP_FMT_MAX], z[TD_DELTA], c[32];
+    char x[MP_FMT_MAX], y[MP_FMT_MAX], z[MP_FMT_MAX], c[32];
     pf(w, "%-28s %12s %12s %12s %8s\n", what, secs(a, x), secs(b, y), delta(b - a, z),
        change(a, b, c));
 }
@@ -50,7 +46,7 @@ static void line(td *w, const char *what, double a, double b) {
  * name. Rows the same in A and B are counted, not listed. */
 static void table(td *w, const char *title, const char *what, const mp_tdiff_row *r, int n,
                   int top, bool use_label) {
-    char x[MP_FMT_MAX], y[MP_FMT_MAX], z[TD_DELTA], c[32];
+    char x[MP_FMT_MAX], y[MP_FMT_MAX], z[MP_FMT_MAX], c[32];
     mp_out_rule(&w->out, title, 100);
     if (!n) {
         pf(w, "(none in either trace)\n");

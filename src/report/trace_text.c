@@ -33,7 +33,7 @@ static void cell(tr *w, const char *s, int width, bool right) { mp_out_cell(&w->
  * microsecond rounding put a child past its parent's end): "-2.69 ms". */
 static const char *secs(int64_t ns, char *b) {
     mp_fmtbuf f = mp_fmt_seconds((double)(ns < 0 ? -ns : ns) / 1e9);
-    return mp_fmt_signed(b, ns < 0, f.s);
+    return mp_fmt_signed(b, ns < 0 ? '-' : 0, f.s);
 }
 
 static void rule(tr *w, const char *title) { mp_out_rule(&w->out, title, 100); }
