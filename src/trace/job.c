@@ -324,8 +324,7 @@ static mp_status nomem(void) { return mp_error(MP_ERR_NOMEM, "job analysis: out 
  *    cannot end that far apart, so its times are not on the job's clock
  *    (baseTimeNanoseconds does not account for it) and the lateness and
  *    what-if across ranks mean nothing. */
-static void job_warnings(mp_trace *const *t, int n, const mp_tjob *cj) {
-    mp_tjob *job = (mp_tjob *)cj;
+static void job_warnings(mp_trace *const *t, int n, mp_tjob *job) {
     size_t l = 0;
     job->warning[0] = 0;
     int world = n > 0 ? t[job->ranks[0].index]->raw.world_size : -1;
@@ -343,32 +342,24 @@ static void job_warnings(mp_trace *const *t, int n, const mp_tjob *cj) {
                               "seen, not %s lateness or its cause. ",
                               missing > shown ? ", ..." : "", missing == 1 ? "it" : "them", missing == 1 ? "its" : "their");
     }
-    if (job->n_steps > 0 && l < sizeof job->warning) {
-        int64_t *w = malloc((size_t)job->n_steps * sizeof *w);
-        if (w) {
-            for (int k = 0; k < job->n_steps; k++) w[k] = job->steps[k].wall;
-            qsort(w, (size_t)job->n_steps, sizeof *w, i64_cmp);
-            int64_t med = w[job->n_steps / 2];
-            free(w);
-            int off = 0;
-            for (int r = 0; r < job->n_ranks && l + 240 < sizeof job->warning; r++) {
-                int64_t sk = job->ranks[r].skew, a = sk < 0 ? -sk : sk;
-                if (med <= 0 || a * 2 <= med) continue;
-                if (!off++)
-                    l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
-                                          "Clocks off the others' at the collectives they share by more than half a "
-                                          "step (%.6g s): ",
-                                          (double)med / 1e9);
-                l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "%srank %d %.6g s", off > 1 ? ", " : "",
-                                      job->ranks[r].rank, (double)sk / 1e9);
-            }
-            if (off && l + 200 < sizeof job->warning)
-                l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
-                                      "; %s times are not on the job's clock (baseTimeNanoseconds does not account "
-                                      "for it), so lateness, waits and the what-if across ranks are not reliable.",
-                                      off > 1 ? "their traces'" : "its trace's");
-        }
+    int64_t med = job->median_step;
+    int off = 0;
+    for (int r = 0; r < job->n_ranks && med > 0 && l + 240 < sizeof job->warning; r++) {
+        int64_t sk = job->ranks[r].skew, a = sk < 0 ? -sk : sk;
+        if (a * 2 <= med) continue;
+        if (!off++)
+            l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
+                                  "Clocks off the others' at the collectives they share by more than half a "
+                                  "step (%.6g s): ",
+                                  (double)med / 1e9);
+        l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "%srank %d %.6g s", off > 1 ? ", " : "",
+                              job->ranks[r].rank, (double)sk / 1e9);
     }
+    if (off && l + 200 < sizeof job->warning)
+        l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
+                              "; %s times are not on the job's clock (baseTimeNanoseconds does not account "
+                              "for it), so lateness, waits and the what-if across ranks are not reliable.",
+                              off > 1 ? "their traces'" : "its trace's");
     while (l > 0 && job->warning[l - 1] == ' ') job->warning[--l] = 0;
 }
 
@@ -727,7 +718,8 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     if (!wall_sorted) goto oom;
     for (int s = 0; s < job->n_steps; s++) wall_sorted[s] = job->steps[s].wall;
     qsort(wall_sorted, (size_t)job->n_steps, sizeof *wall_sorted, i64_cmp);
-    job->threshold = median_sorted(wall_sorted, job->n_steps) / 100;
+    job->median_step = median_sorted(wall_sorted, job->n_steps);
+    job->threshold = job->median_step / 100;
     free(wall_sorted);
     cacc *rank_acc = calloc((size_t)n, sizeof *rank_acc);
     cacc *step_acc = calloc((size_t)job->n_steps, sizeof *step_acc);   /* of the critical rank */

@@ -502,6 +502,7 @@ typedef struct mp_tjob {
     const char *match_by;           /* "sequence number", "order" or NULL (no calls) */
     int n_matched;                  /* collectives matched across ranks */
     int n_unmatched;                /* calls seen on one rank only */
+    int64_t median_step;            /* the median step's wall time across ranks */
     int64_t threshold;              /* lateness that counts (1% of the median step) */
     int64_t wall;                   /* sum of the job's step times */
     int64_t ideal;                  /* the same if every straggler ran like the median rank */
