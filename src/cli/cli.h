@@ -3,6 +3,8 @@
 #ifndef MP_CLI_CLI_H
 #define MP_CLI_CLI_H
 
+#include <stdbool.h>
+
 /* One line on stderr: "WHO: PREFIXMSG", the message's control bytes (names
  * from a file may hold them) escaped, a newline as \n, others as \xNN.
  * who NULL: "modelprof". */
@@ -10,7 +12,6 @@ void mp_cli_error(const char *who, const char *prefix, const char *msg);
 
 /* Whether paths a and b name one existing regular file (a link or another
  * spelling included): -o naming an input would replace what is read. */
-#include <stdbool.h>
 bool mp_cli_same_file(const char *a, const char *b);
 
 #endif
