@@ -388,6 +388,44 @@ static void t_fwd_bwd_modules(void) {
     mp_trace_free(&t);
 }
 
+/* A module range written by record_function (FlopsProfiler's, a Kineto
+ * user_annotation or a legacy trace's event) is a key_averages row under its
+ * whole name and the parent of what runs in it, and still a node of the
+ * module tree; Kineto's python_function scope of the same name is no row
+ * (hand: the step's self 100 - 80 = 20 us, the range's 80 - 30 = 50 us). */
+static void t_record_function_modules(void) {
+    static const char *const forms[] = {
+        TRACE(ANNOT("ProfilerStep#0", 0, 100) "," ANNOT("nn.Module: Lin_0", 10, 80) ","
+              OP("aten::mm", 1, 20, 30, 1)),
+        "[{\"name\":\"ProfilerStep#0\",\"ph\":\"X\",\"ts\":0,\"dur\":100,\"tid\":1,\"pid\":\"CPU functions\",\"args\":{}},"
+        "{\"name\":\"nn.Module: Lin_0\",\"ph\":\"X\",\"ts\":10,\"dur\":80,\"tid\":1,\"pid\":\"CPU functions\",\"args\":{}},"
+        "{\"name\":\"aten::mm\",\"ph\":\"X\",\"ts\":20,\"dur\":30,\"tid\":1,\"pid\":\"CPU functions\",\"args\":{}}]",
+        TRACE(ANNOT("ProfilerStep#0", 0, 100) "," MOD("Lin_0", 1, 10, 80) "," OP("aten::mm", 1, 20, 30, 1)),
+    };
+    for (int f = 0; f < 3; f++) {
+        mp_trace t;
+        T_OK(open_text(forms[f], &t));
+        const mp_top *step = find_op(&t, "ProfilerStep*", false), *rng = find_op(&t, "nn.Module: Lin_0", false),
+                     *mm = find_op(&t, "aten::mm", false);
+        T_CHECK(step && mm);
+        T_CHECK((rng != NULL) == (f < 2));
+        if (step) T_EQ(step->self_cpu, f < 2 ? 20000 : 70000);
+        if (rng) {
+            T_EQ(rng->count, 1);
+            T_EQ(rng->cpu_total, 80000);
+            T_EQ(rng->self_cpu, 50000);
+        }
+        if (mm) T_EQ(mm->self_cpu, 30000);
+        T_CHECK(find_op(&t, "Lin_0", false) == NULL);
+        T_EQ(t.n_mods, 2);   /* the root and Lin_0 */
+        if (t.n_mods == 2) {
+            T_EQ_STR(t.mods[1].name, "Lin_0");
+            T_EQ(t.mfig[1].calls, 1);
+        }
+        mp_trace_free(&t);
+    }
+}
+
 /* Memory: the peak of Total Allocated/Reserved; bytes allocated count for
  * the operator around them (allocator calls lifted to their caller). */
 static void t_memory(void) {
@@ -1215,6 +1253,7 @@ MP_TESTS(trace) {
     {"idle_causes", t_idle_causes},
     {"alloc_churn", t_alloc_churn},
     {"fwd_bwd_modules", t_fwd_bwd_modules},
+    {"record_function_modules", t_record_function_modules},
     {"memory", t_memory},
     {"flops", t_flops},
     {"flops_backward", t_flops_backward},

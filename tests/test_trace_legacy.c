@@ -89,7 +89,7 @@ static void t_modules(void) {
 }
 
 /* The same ranges as Kineto user annotations (FlopsProfiler on a PyTorch
- * with Kineto): module spans, not annotations; no device rows: CPU times. */
+ * with Kineto): module spans; no device rows: CPU times. */
 #define UA(name, ts, dur) \
     "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"" name "\",\"pid\":1,\"tid\":1," \
     "\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{}}"
@@ -113,7 +113,22 @@ static void t_kineto_ranges(void) {
         T_EQ(t.mfig[lin].fwd, 100250);   /* Kineto's nanoseconds kept */
         T_EQ(t.mfig[lin].bwd, 200000);
     }
-    for (int i = 0; i < t.n_ops; i++) T_CHECK(strncmp(t.ops[i].name, "nn.Module", 9) != 0);
+    /* and, being record_function ranges, key_averages' rows under their
+     * whole names (self: 300 - 100.25 us; 500 - 200 us) */
+    int rows = 0;
+    for (int i = 0; i < t.n_ops; i++) {
+        if (strcmp(t.ops[i].name, "nn.Module: Net_0") == 0) {
+            rows++;
+            T_EQ(t.ops[i].cpu_total, 300000);
+            T_EQ(t.ops[i].self_cpu, 199750);
+        }
+        if (strcmp(t.ops[i].name, "nn.Module.backward: Net_0") == 0) {
+            rows++;
+            T_EQ(t.ops[i].self_cpu, 300000);
+        }
+        T_CHECK(strcmp(t.ops[i].name, "Net_0") != 0);
+    }
+    T_EQ(rows, 2);
     mp_trace_free(&t);
 }
 

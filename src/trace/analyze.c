@@ -425,7 +425,8 @@ static mp_status link_tree(work *w) {
                 }
             }
             int parent = nm ? mnode[nm - 1] : root;
-            int node = mtree_node(&mt, parent, sp[i].name);
+            int mname = mp_trace_module_name(raw, &sp[i]);
+            int node = mname < 0 ? -1 : mtree_node(&mt, parent, (uint32_t)mname);
             if (node < 0) {
                 st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
                 break;
@@ -434,12 +435,15 @@ static mp_status link_tree(work *w) {
             w->mod[i] = node;   /* module spans: their node (CPU-only times, tr_modules()) */
             mstack[nm] = i;
             mnode[nm++] = node;
-            continue;
+            /* a record_function range is an operator row too, the parent
+             * of what runs in it, as key_averages has it */
+            if (!sp[i].rf) continue;
+        } else {
+            while (nm && sp[mstack[nm - 1]].end <= sp[i].ts) nm--;
+            /* an operator inside a backward range belongs to no forward module */
+            if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && !(nm && sp[mstack[nm - 1]].bwd))
+                w->mod[i] = nm ? mnode[nm - 1] : -1;
         }
-        while (nm && sp[mstack[nm - 1]].end <= sp[i].ts) nm--;
-        /* an operator inside a backward range belongs to no forward module */
-        if ((sp[i].kind == MP_TS_OP || sp[i].kind == MP_TS_ANNOT) && !(nm && sp[mstack[nm - 1]].bwd))
-            w->mod[i] = nm ? mnode[nm - 1] : -1;
         /* PyTorch's _populate_cpu_children */
         while (ns) {
             int32_t p = stack[ns - 1];
@@ -469,7 +473,7 @@ static mp_status link_tree(work *w) {
     int32_t *mg = NULL;   /* (parent, child) of each merge, in order */
     for (size_t k = 0; k < S; k++) {
         int32_t i = (int32_t)k;
-        if (sp[i].kind == MP_TS_MODULE) continue;
+        if (sp[i].kind == MP_TS_MODULE && !sp[i].rf) continue;
         int32_t p = tr_resolve(w, w->parent[i]);
         w->parent[i] = p;
         if (p >= 0 && sp[p].name == sp[i].name && w->nchild[p] == 1) {

@@ -31,6 +31,14 @@ int mp_trace_module_range(const char *name, size_t n, size_t *prefix) {
     return 0;
 }
 
+int mp_trace_module_name(const mp_trace_raw *t, const mp_tspan *s) {
+    if (!s->rf) return (int)s->name;
+    const char *n = t->names[s->name];
+    size_t len = strlen(n), pre = 0;
+    if (!mp_trace_module_range(n, len, &pre)) return -1;
+    return mp_strmap_getn(&t->names_map, n + pre, len - pre);
+}
+
 int mp_trace_legacy_kind(const char *name, size_t n) {
     if (!name) return MP_TS_OP;
     if (mp_trace_module_range(name, n, NULL)) return MP_TS_MODULE;

@@ -1375,7 +1375,7 @@ static int keep(rd *r, ev *v, const char **why) {
     uint8_t kind = 0;
     if (r->legacy && v->cat == C_OTHER && v->ph == 'X') {
         int lk = mp_trace_legacy_kind(v->name, v->name_len);
-        v->cat = lk == MP_TS_MODULE ? C_PYTHON : lk == MP_TS_ANNOT ? C_ANNOT : C_CPU_OP;
+        v->cat = lk == MP_TS_OP ? C_CPU_OP : C_ANNOT;   /* record_function ranges, all of them */
     }
     switch (v->cat) {
     case C_CPU_OP: span = true; kind = MP_TS_OP; break;
@@ -1420,7 +1420,14 @@ static int keep(rd *r, ev *v, const char **why) {
     if (span) {
         size_t pre = 0;
         int range = kind == MP_TS_MODULE ? mp_trace_module_range(name, nlen, &pre) : 0;
-        if (kind == MP_TS_MODULE) {
+        /* a record_function range keeps its whole name (key_averages' row)
+         * and has the module tree's interned beside it; Kineto's python
+         * scopes are no row: they keep the tree's */
+        bool rf = kind == MP_TS_MODULE && v->cat == C_ANNOT;
+        if (rf) {
+            int mi = intern(t, name + pre, nlen - pre);
+            if (mi < 0) return limit(mi, why);
+        } else if (kind == MP_TS_MODULE) {
             name += pre;
             nlen -= pre;
         } else if (filtered(name, nlen)) {
@@ -1450,6 +1457,7 @@ static int keep(rd *r, ev *v, const char **why) {
         s->kind = kind;
         s->dtype = v->dtype < MP_TDT_COUNT ? v->dtype : MP_TDT_NONE;
         s->bwd = range == 2;
+        s->rf = rf;
         s->has_flops = fl != 0;
         if (kind == MP_TS_OP && v->has_dims) t->n_shaped++;
         return v->comm ? keep_comm(r, v, t->n_spans - 1, false) : 0;

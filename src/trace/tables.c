@@ -152,7 +152,7 @@ mp_status tr_tables(work *w) {
     size_t npend = 0;
     for (size_t k = S; k-- > 0;) {
         int32_t i = (int32_t)k;
-        if (sp[i].kind == MP_TS_MODULE || mp_bit_get(w->merged, (size_t)i)) continue;
+        if ((sp[i].kind == MP_TS_MODULE && !sp[i].rf) || mp_bit_get(w->merged, (size_t)i)) continue;
         int64_t kern = tr_kern_of(w, i), dtot = kern, child = 0, dur = sp[i].end - sp[i].ts;
         if (npend && stk[npend - 1].node == i) {
             MP_SADD(dtot, stk[npend - 1].dtot);
@@ -227,7 +227,7 @@ mp_status tr_tables(work *w) {
         for (size_t k = lo; k-- > 0;) {
             int32_t i = (int32_t)k;
             if (sp[i].tid != me->tid) break;
-            if (sp[i].kind == MP_TS_MODULE) continue;
+            if (sp[i].kind == MP_TS_MODULE && !sp[i].rf) continue;
             o = tr_resolve(w, i);
             break;
         }

@@ -70,6 +70,9 @@ typedef struct __attribute__((packed, aligned(2))) mp_tspan {
     uint32_t dtype : 3;    /* MP_TDT_* of the first input, for FLOP-counted ops */
     uint32_t bwd : 1;      /* MP_TS_MODULE: a "nn.Module.backward: " range (legacy.c) */
     uint32_t has_flops : 1;/* FLOPs in mp_trace_raw.flops */
+    uint32_t rf : 1;       /* MP_TS_MODULE: a record_function range, a row of key_averages under
+                            * its whole name (name); the module tree's name, the name without
+                            * its prefix, is interned too (mp_trace_module_name) */
     uint16_t tid;          /* thread index */
 } mp_tspan;
 
@@ -246,6 +249,9 @@ uint64_t mp_trace_span_flops(const mp_trace_raw *t, size_t i);
  * the module range names. mp_trace_module_range: 1 "nn.Module: ", 2
  * "nn.Module.backward: ", 0 neither (*prefix: its length). */
 int mp_trace_module_range(const char *name, size_t n, size_t *prefix);
+/* The module tree's name of a MP_TS_MODULE span: its name without the range
+ * prefix (interned by the reader); -1 when not found. */
+int mp_trace_module_name(const mp_trace_raw *t, const mp_tspan *s);
 /* MP_TS_OP, MP_TS_ANNOT or MP_TS_MODULE for an event known by name only. */
 int mp_trace_legacy_kind(const char *name, size_t n);
 struct mp_trace;
