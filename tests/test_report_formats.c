@@ -388,6 +388,9 @@ static void t_chrome_trace_round_trip(void) {
     T_CHECK(matched >= 3);
     /* the steps: one pass, its wall the sum of the run's steps at least */
     T_EQ(back ? jr_path(back, "summary.steps")->i : 0, 1);
+    /* FLOPs: each event's args.flops, so the run's total */
+    T_EQ(back ? jr_path(back, "summary.flops")->i : 0, run ? jr_path(run, "total.flops")->i : 1);
+    T_CHECK(back && jr_path(back, "recorded.shapes")->b);
     jr_free(run);
     jr_free(back);
     free(s1);

@@ -388,6 +388,29 @@ static void t_fwd_bwd_modules(void) {
     mp_trace_free(&t);
 }
 
+/* args.flops is the producer's count (modelprof's own Chrome trace): it
+ * stands for the shape rule; null leaves the FLOPs unknown, said by count. */
+#define OPF(name, ts, dur, flops) \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"dur\":" #dur ",\"args\":{\"Input Dims\":[[2,3],[3,4]],\"flops\":" #flops "}}"
+static void t_args_flops(void) {
+    mp_trace t;
+    T_OK(open_text(TRACE(ANNOT("ProfilerStep#0", 0, 100) "," OPF("aten::mm", 10, 20, 1000) "," OPF("Conv", 40, 20, 500)), &t));
+    T_CHECK(!t.no_shapes);
+    T_EQ(t.flops_total, 1500);   /* aten::mm's shape rule would give 48 */
+    mp_trace_free(&t);
+    T_OK(open_text(TRACE(ANNOT("ProfilerStep#0", 0, 100) "," OPF("aten::mm", 10, 20, 1000) "," OPF("Loop", 40, 20, null)), &t));
+    T_CHECK(t.no_shapes);
+    T_EQ(t.flops_null, 1);
+    bool said = false;
+    for (int i = 0; i < t.n_findings; i++)
+        if (strstr(t.findings[i].text, "1 operators' FLOPs are unknown")) said = true;
+    T_CHECK(said);
+    mp_trace_free(&t);
+    const char *why = TRACE(OPF("aten::mm", 10, 20, -5));
+    T_CHECK(open_text(why, &t) != MP_OK);
+    T_CHECK(strstr(mp_last_error(), "negative \"flops\"") != NULL);
+}
+
 /* A module range written by record_function (FlopsProfiler's, a Kineto
  * user_annotation or a legacy trace's event) is a key_averages row under its
  * whole name and the parent of what runs in it, and still a node of the
@@ -1254,6 +1277,7 @@ MP_TESTS(trace) {
     {"alloc_churn", t_alloc_churn},
     {"fwd_bwd_modules", t_fwd_bwd_modules},
     {"record_function_modules", t_record_function_modules},
+    {"args_flops", t_args_flops},
     {"memory", t_memory},
     {"flops", t_flops},
     {"flops_backward", t_flops_backward},

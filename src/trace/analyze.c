@@ -927,7 +927,8 @@ mp_status mp_trace_analyze(mp_trace_raw *raw, const mp_trace_options *o, mp_trac
         size_t nops = 0;
         for (size_t i = 0; i < raw->n_spans; i++) nops += raw->spans[i].kind == MP_TS_OP;
         t->no_device = raw->n_devs == 0 && t->mem_peak_alloc < 0;   /* no kernels, no device memory */
-        t->no_shapes = nops > 0 && raw->n_shaped == 0;
+        t->flops_null = raw->n_flops_null;
+        t->no_shapes = nops > 0 && (raw->n_shaped == 0 || t->flops_null > 0);
         t->no_modules = nops > 0 && t->n_mods <= 1;
         if (!mp__trace_churn(t)) st = mp_error(MP_ERR_NOMEM, "trace: out of memory");
         mp_trace_findings(t);

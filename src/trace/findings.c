@@ -5,6 +5,7 @@
  * gets the same findings, and the job analysis can write them again. */
 #include "trace/trace.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -67,7 +68,13 @@ static void not_recorded(mp_trace *t, int *cap) {
                     "No device activity in this trace (a CPU-only run, or a profiler without "
                     "CUDA activities): the times are the host's; device utilisation, idle "
                     "causes, kernels and MFU cannot be given, and no device finding is made.");
-    if (t->no_shapes)
+    if (t->no_shapes && t->flops_null)
+        add_finding(t, cap, (fnd){"no_shapes", 0.2, 0, "s", 0},
+                    "%" PRIu64 " operators' FLOPs are unknown (\"flops\": null, the trace's producer "
+                    "could not count them): FLOPs, FLOP/s and MFU are unknown (? in the tables, "
+                    "null in the JSON), not the sum of the others.",
+                    t->flops_null);
+    else if (t->no_shapes)
         add_finding(t, cap, (fnd){"no_shapes", 0.2, 0, "s", 0},
                     "Shapes were not recorded (record_shapes=False, or a PyTorch without "
                     "Kineto): no operator's FLOPs can be counted, so FLOPs, FLOP/s and MFU are "

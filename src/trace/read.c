@@ -692,6 +692,8 @@ typedef struct ev {
     int frule, fconc;           /* FLOP rule (flops.c) and its Concrete Inputs */
     uint8_t dtype;
     bool has_dims;              /* "Input Dims" recorded */
+    bool has_aflops, aflops_null; /* args.flops: a count (modelprof's own Chrome trace), or null */
+    int64_t aflops;
     /* a collective (comm.c): read into the side table (mp_tcomm) */
     bool comm;
     uint8_t c_bytes;
@@ -1062,7 +1064,12 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
             break;
         case 5:
             if (KEY_IS(k, kn, "Bytes")) dst = &v->bytes;
-            else if (KEY_IS(k, kn, "dtype") && *p == '"') {
+            else if (KEY_IS(k, kn, "flops")) {
+                /* the producer's own count: null where it has none */
+                if (*p == 'n') v->aflops_null = true;
+                dst = &v->aflops;
+                flag = &v->has_aflops;
+            } else if (KEY_IS(k, kn, "dtype") && *p == '"') {
                 const char *s;
                 size_t n;
                 TRY(comm_str(r, &p, e, &s, &n));
@@ -1437,7 +1444,9 @@ static int keep(rd *r, ev *v, const char **why) {
         int ti = thread_index(t, v->pid, v->tid);
         if (ni < 0 || ti < 0) return limit(ni < 0 ? ni : ti, why);
         if (t->n_spans >= UINT32_MAX) return *why = "more than 2^32 spans", 1;
-        uint64_t fl = v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
+        if (v->has_aflops && v->aflops < 0) return *why = "negative \"flops\"", 1;
+        uint64_t fl = v->has_aflops ? (uint64_t)v->aflops : v->frule ? mp_trace_flops(v->frule, &v->sh) : 0;
+        if (kind == MP_TS_OP && v->aflops_null) t->n_flops_null++;
         if (fl) {
             mp_tflop *f;
             PUSH(t->flops, t->n_flops, t->cap_flops, f);
@@ -1859,6 +1868,7 @@ static int raw_place(mp_trace_raw *t, mp_trace_raw *w, rd_place *pl) {
 #undef RD_AFTER
     t->n_events += w->n_events;
     t->n_shaped += w->n_shaped;
+    t->n_flops_null += w->n_flops_null;
     t->mem_reserved_peak = MP_MAX(t->mem_reserved_peak, w->mem_reserved_peak);
     pl->nm = nm;
     pl->th = th;

@@ -218,6 +218,7 @@ typedef struct mp_trace_raw {
     int64_t base_ns;       /* baseTimeNanoseconds: ts + base_ns is the wall clock; 0 */
     char backend[32];      /* distributedInfo.backend ("nccl", "gloo"); "" */
     uint64_t n_shaped;     /* operators with "Input Dims" (record_shapes) */
+    uint64_t n_flops_null; /* operators whose args.flops is null: their producer could not count them */
     uint64_t bytes;        /* uncompressed JSON bytes read */
     uint64_t n_events;     /* traceEvents elements */
     int pieces;            /* the events were parsed in this many pieces at once; 1 one pass */
@@ -395,7 +396,10 @@ typedef struct mp_trace {
     } *hranges; int n_hranges;
     /* what the trace did not record (findings.c says what it costs) */
     bool no_device;                 /* no device events at all */
-    bool no_shapes;                 /* operators without "Input Dims" (record_shapes off) */
+    bool no_shapes;                 /* operators without "Input Dims" (record_shapes off), or
+                                     * with FLOPs their producer left unknown (flops_null): the
+                                     * FLOPs are unknown */
+    uint64_t flops_null;            /* operators whose args.flops is null */
     bool no_modules;                /* no nn.Module scopes (with_stack / with_modules off) */
     /* the caching allocator asking the driver for memory after the first
      * step (churn.c): cudaMalloc/cudaFree (and the cuMem* calls of
