@@ -639,6 +639,47 @@ static void t_match_rules(void) {
                                           "'InsertedPrecisionFreeCast_x' read it), and the model's is fp32");
 }
 
+/* FusedMatMul takes a Transpose of its operand (MatMulTransposeFusion) and a
+ * Div by a constant scalar (MatMulScaleFusion) into itself: they ran in the
+ * product's kernel, not in the Relu kernels that wrote their inputs (the
+ * attention scores q / sqrt(d) @ k^T of a plain torch export). */
+static void t_fused_matmul_takes(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "a", MP_DT_FLOAT, 3, TB_DIMS(2, 4, 8));
+    tb_input(m, "b", MP_DT_FLOAT, 3, TB_DIMS(2, 4, 8));
+    tb_const_f(m, "c", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    static const char *const op[] = {"Relu", "Div", "Relu", "Transpose", "MatMul", "Softmax"};
+    static const char *const in[] = {"a", "r,c", "b", "k", "q,kt", "s"};
+    static const char *const out[] = {"r", "q", "k", "kt", "s", "z"};
+    static const char *const name[] = {"/q/Relu", "/Div", "/k/Relu", "/Transpose", "/MatMul", "/Softmax"};
+    int k[6];
+    for (int i = 0; i < 6; i++) {
+        k[i] = tb_node(m, op[i], in[i], out[i]);
+        tb_name(m, k[i], name[i]);
+    }
+    tb_attr_ints(m, k[3], "perm", 3, (const int64_t[]){0, 2, 1});
+    tb_output(m, "z");
+    mp_profile *p = tb_prof(m);
+    const sev ev[] = {
+        {"/q/Relu", "Relu", NULL, NULL},
+        {"/k/Relu", "Relu", NULL, NULL},
+        {"/MatMul/MatMulScaleFusion/", "FusedMatMul", "[{\"float\":[2,4,8]},{\"float\":[2,4,8]}]", "[{\"float\":[2,4,4]}]"},
+        {"/Softmax", "Softmax", NULL, NULL},
+    };
+    if (p) {
+        mp_ort_options o;
+        mp_ort_options_default(&o);
+        T_OK(mp_profile_ort(p, shaped_profile(ev, 4, -1), &o));
+        /* the product's group: Div, Transpose, MatMul (its head the first in the graph's order) */
+        T_EQ(p->node_head[k[1]], k[1]);
+        T_EQ(p->node_head[k[3]], k[1]);
+        T_EQ(p->node_head[k[4]], k[1]);
+        T_EQ(p->node_head[k[0]], k[0]);
+        T_EQ(p->node_head[k[2]], k[2]);
+    }
+    tb_done(m, p);
+}
+
 /* The runs kept are of one size: a session run at two sizes (runs 1-2 at
  * [1,4,8], run 3 at [1,4,9]) is refused, naming the node and the runs, and
  * --warmup 2 keeps the third alone. A node event no model_run holds (a
@@ -1036,6 +1077,7 @@ MP_TESTS(ort){
     {"bert", t_bert},
     {"cli", t_cli_ort},
     {"match_rules", t_match_rules},
+    {"fused_matmul_takes", t_fused_matmul_takes},
     {"one_size", t_one_size},
     {"split_fusion", t_split_fusion},
     {"matmul_add_fusion", t_matmul_add_fusion},

@@ -28,7 +28,9 @@
  *    anchors of the placed slots that ran before and after them. Layout
  *    conversions ONNX Runtime adds (ReorderInput/ReorderOutput, Memcpy*)
  *    are no node of the model: unmatched.
- * 4. The graph around: a node without a slot joins the slot of its
+ * 4. The graph around: a Transpose or a scale by a constant scalar read
+ *    only by a FusedMatMul's node ran inside that kernel (ONNX Runtime's
+ *    MatMulTransposeFusion, MatMulScaleFusion) and joins it. Then a node without a slot joins the slot of its
  *    producer when it computes no MACs and its input has no other reader
  *    (an activation, a bias, a scale or a residual Add applied after a
  *    kernel: the slot that ran last among its producers'), or the slot of
@@ -490,6 +492,40 @@ static int ort_from_readers(const ort *o, int k, bool strict) {
 
 static bool ort_can_run(const char *kop, const char *op);
 
+/* The op type of unit u's kernel (its first slot's); "" */
+static const char *ort_unit_op(const ort *o, int u) {
+    for (int i = 0; i < o->n_slots; i++)
+        if (o->slots[i].unit == u) return ort_str(o, o->slots[i].op);
+    return "";
+}
+
+/* 4: a node FusedMatMul took into itself, its unit; -1. ONNX Runtime's
+ * MatMulTransposeFusion folds a Transpose of the last two dims into an
+ * operand (transA, transB) and MatMulScaleFusion a Mul or Div by a constant
+ * scalar into alpha: such a node, read by the fused product alone, ran in
+ * the product's kernel, not in its producer's (a Reshape, a Transpose). */
+static int ort_into_fused_matmul(const ort *o, int k) {
+    const mp_graph *g = o->g;
+    const mp_node *n = &g->nodes[k];
+    bool tr = !strcmp(n->op, "Transpose"), sc = !strcmp(n->op, "Mul") || !strcmp(n->op, "Div");
+    if (!tr && !sc) return -1;
+    if (sc) {
+        bool scalar = false;
+        for (int j = 0; j < n->n_in && j < 2; j++) {
+            int v = n->in[j];
+            if (v < 0) continue;
+            const mp_value *val = &g->values[v];
+            bool k_in = (val->flags & MP_VAL_INIT) || (val->producer >= 0 && o->konst[val->producer]);
+            if (k_in && val->rank >= 0 && mp_value_numel(val) == 1) scalar = true;
+        }
+        if (!scalar) return -1;
+    }
+    int u = ort_from_readers(o, k, true);
+    if (u < 0) return -1;
+    const char *op = ort_unit_op(o, u);
+    return !strcmp(op, "FusedMatMul") || !strcmp(op, "TransposeMatMul") ? u : -1;
+}
+
 static int cmp_slot_order(const void *a, const void *b, void *ctx) {
     const ort_slot *s = ctx;
     return s[*(const int *)a].order - s[*(const int *)b].order;
@@ -592,6 +628,16 @@ static mp_status ort_place(ort *o, mp_importinfo *im) {
     for (int k = 0; k < nn; k++) before += o->unit_of[k] >= 0;
     for (bool moved = true; moved;) {
         moved = false;
+        /* what a fused product took, backwards: a scale before a Transpose */
+        for (int i = nn - 1; i >= 0; i--) {
+            int k = g->order[i];
+            if (o->unit_of[k] >= 0 || o->konst[k]) continue;
+            int u = ort_into_fused_matmul(o, k);
+            if (u >= 0) {
+                o->unit_of[k] = u;
+                moved = true;
+            }
+        }
         for (int i = 0; i < nn; i++) {
             int k = g->order[i];
             if (o->unit_of[k] >= 0 || o->konst[k]) continue;
