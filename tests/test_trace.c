@@ -388,6 +388,32 @@ static void t_fwd_bwd_modules(void) {
     mp_trace_free(&t);
 }
 
+/* Names: a character past the BMP as json.dump writes it (a surrogate pair)
+ * is that character, two of them two rows; what is no JSON escape (PyTorch
+ * without Kineto writes "dir\sub" as it is) keeps its backslash. */
+static void t_escaped_names(void) {
+    mp_trace t;
+    T_OK(open_text(TRACE(ANNOT("stage \\ud83d\\ude80", 0, 10) "," ANNOT("stage \\ud83c\\udf89", 20, 10) ","
+                         ANNOT("dir\\sub", 40, 5) "," ANNOT("x\\uZZy", 50, 5) "," ANNOT("lone \\ud83d!", 60, 5) ","
+                         ANNOT("a\\\\b\\/c\\u00e9", 70, 5)), &t));
+    T_CHECK(find_op(&t, "stage \xf0\x9f\x9a\x80", false) != NULL);
+    T_CHECK(find_op(&t, "stage \xf0\x9f\x8e\x89", false) != NULL);
+    T_CHECK(find_op(&t, "dir\\sub", false) != NULL);
+    T_CHECK(find_op(&t, "x\\uZZy", false) != NULL);
+    T_CHECK(find_op(&t, "lone ?!", false) != NULL);
+    T_CHECK(find_op(&t, "a\\b/c\xc3\xa9", false) != NULL);
+    mp_trace_free(&t);
+    /* a bare array (PyTorch without Kineto) is never escaped: its names are
+     * as written, key_averages' own ("C:\new\table", "x\u0041y") */
+    static const char legacy[] =
+        "[{\"name\": \"C:\\new\\table\", \"ph\": \"X\", \"ts\": 1, \"dur\": 2, \"tid\": 1, \"pid\": \"CPU functions\", \"args\": {}},"
+        "{\"name\": \"x\\u0041y\", \"ph\": \"X\", \"ts\": 5, \"dur\": 2, \"tid\": 1, \"pid\": \"CPU functions\", \"args\": {}}]";
+    T_OK(mp_trace_open_memory(legacy, strlen(legacy), "legacy.json", NULL, &t));
+    T_CHECK(find_op(&t, "C:\\new\\table", false) != NULL);
+    T_CHECK(find_op(&t, "x\\u0041y", false) != NULL);
+    mp_trace_free(&t);
+}
+
 /* args.flops is the producer's count (modelprof's own Chrome trace): it
  * stands for the shape rule; null leaves the FLOPs unknown, said by count. */
 #define OPF(name, ts, dur, flops) \
@@ -1047,7 +1073,12 @@ static void t_bad_input(void) {
         {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1", "truncated"},
         {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1}]}", "no \"dur\""},
         {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":1,\"dur\":-5}]}", "absurd \"dur\""},
-        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":1e300,\"dur\":5}]}", "out of range"},
+        {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"ts\":1e300,\"dur\":5}]}", "event 0 ('a'): number out of range"},
+        {"{\"traceEvents\":[{\"ph\":\"i\"},{\"ph\":\"X\",\"name\":\"b\",\"dur\":99999999999999999999}]}", "event 1 ('b'): number out of range"},
+        {"{\"traceEvents\":[{\"ph\":\"i\"},null]}", "event 1: an element of traceEvents is not an object"},
+        /* PyTorch without Kineto writes a name with a quote as it is */
+        {"[{\"name\": \"say \"hi\"\", \"ph\": \"X\", \"ts\": 1, \"dur\": 2, \"tid\": 1, \"pid\": \"CPU functions\", \"args\": {}}]",
+         "event 0 ('say '): expected ',' or '}' (PyTorch without Kineto writes names as they are"},
         {"{\"traceEvents\":[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":0,\"tid\":7,\"dur\":5}]}", "no \"ts\""},
         {"{\"traceEvents\":[{\"ph\":\"X\" \"cat\":1}]}", "expected ',' or '}'"},
         {"{\"traceEvents\":[1]}", "not an object"},
@@ -1278,6 +1309,7 @@ MP_TESTS(trace) {
     {"fwd_bwd_modules", t_fwd_bwd_modules},
     {"record_function_modules", t_record_function_modules},
     {"args_flops", t_args_flops},
+    {"escaped_names", t_escaped_names},
     {"memory", t_memory},
     {"flops", t_flops},
     {"flops_backward", t_flops_backward},

@@ -370,7 +370,8 @@ static int hexv(char c) {
 }
 
 /* Undo JSON escapes into out (n bytes at most, UTF-8); returns the length.
- * Unpaired surrogates and bad escapes become '?'. */
+ * Surrogate pairs join into their character; an unpaired surrogate or \u0000
+ * becomes '?'; what is no JSON escape ("\s", "\uZZ") is kept as written. */
 static size_t unescape(const char *s, size_t len, char *out, size_t n) {
     size_t o = 0;
     for (size_t i = 0; i < len && o + 4 < n; i++) {
@@ -394,12 +395,28 @@ static size_t unescape(const char *s, size_t len, char *out, size_t n) {
                 if (h < 0) ok = false;
                 else v = v * 16 + (unsigned)h;
             }
-            if (!ok) {
-                out[o++] = '?';
+            if (!ok) {   /* not an escape: kept as written */
+                out[o++] = '\\';
+                out[o++] = 'u';
                 break;
             }
             i += 4;
-            if (v == 0 || (v >= 0xd800 && v <= 0xdfff)) {
+            /* a surrogate pair (a character past the BMP, as json.dump writes it) */
+            unsigned lo = 0;
+            bool pair = v >= 0xd800 && v <= 0xdbff && i + 6 < len && s[i + 1] == '\\' && s[i + 2] == 'u';
+            for (int k = 3; pair && k <= 6; k++) {
+                int h = hexv(s[i + (size_t)k]);
+                if (h < 0) pair = false;
+                else lo = lo * 16 + (unsigned)h;
+            }
+            if (pair && lo >= 0xdc00 && lo <= 0xdfff) {
+                unsigned cp = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+                out[o++] = (char)(0xf0 | (cp >> 18));
+                out[o++] = (char)(0x80 | ((cp >> 12) & 0x3f));
+                out[o++] = (char)(0x80 | ((cp >> 6) & 0x3f));
+                out[o++] = (char)(0x80 | (cp & 0x3f));
+                i += 6;
+            } else if (v == 0 || (v >= 0xd800 && v <= 0xdfff)) {
                 out[o++] = '?';
             } else if (v < 0x80) {
                 out[o++] = (char)v;
@@ -413,7 +430,15 @@ static size_t unescape(const char *s, size_t len, char *out, size_t n) {
             }
             break;
         }
-        default: out[o++] = c; break;   /* \" \\ \/ */
+        case '"':
+        case '\\':
+        case '/': out[o++] = c; break;
+        /* not a JSON escape: PyTorch without Kineto writes names as they
+         * are ("dir\sub"), so the backslash is the name's */
+        default:
+            out[o++] = '\\';
+            out[o++] = c;
+            break;
         }
     }
     return o;
@@ -1420,7 +1445,9 @@ static int keep(rd *r, ev *v, const char **why) {
 
     const char *name = v->name;
     size_t nlen = v->name_len;
-    if (name && v->name_esc) {
+    /* PyTorch without Kineto writes names as they are, never escaped: a
+     * backslash in a bare array's name is the name's ("C:\new") */
+    if (name && v->name_esc && !r->legacy) {
         nlen = unescape(name, nlen, r->scratch, sizeof r->scratch);
         name = r->scratch;
     }
@@ -2185,8 +2212,22 @@ static mp_status rd_run(rd *r) {
         if (st == RS_BAD) {
             if (r->base == 0 && r->err_at == r->buf && state == S_BEGIN)
                 return mp_error(MP_ERR_FORMAT, "%s: not JSON", r->label);
-            return mp_error(MP_ERR_FORMAT, "%s: byte %llu: %s", r->label,
-                            (unsigned long long)(r->base + (size_t)(r->err_at - r->buf)), r->err);
+            unsigned long long at = (unsigned long long)(r->base + (size_t)(r->err_at - r->buf));
+            if (state != S_EVENT)
+                return mp_error(MP_ERR_FORMAT, "%s: byte %llu: %s", r->label, at, r->err);
+            /* inside an event: its index, and its name when read before */
+            char nm[80];
+            size_t nl = v.name ? MP_MIN(v.name_len, sizeof nm - 1) : 0;
+            if (v.name) memcpy(nm, v.name, nl);
+            nm[nl] = 0;
+            for (size_t i = 0; i < nl; i++)
+                if ((unsigned char)nm[i] < 0x20) nm[i] = '?';
+            return mp_error(MP_ERR_FORMAT, "%s: byte %llu: event %llu%s%s%s: %s%s", r->label, at,
+                            (unsigned long long)r->t->n_events, v.name ? " ('" : "", v.name ? nm : "",
+                            v.name ? "')" : "", r->err,
+                            r->legacy ? " (PyTorch without Kineto writes names as they are: a record_function "
+                                        "name holding '\"' or '\\' makes its trace invalid JSON)"
+                                      : "");
         }
         /* RS_MORE: the unit continues past the window */
         r->pos = (size_t)(unit - r->buf);
