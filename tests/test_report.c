@@ -275,6 +275,41 @@ static void fx_free(fx *x) {
     mp_model_free(x->m);
 }
 
+/* A table cell of width w (left-aligned), as a string. */
+static void cell(const char *text, int w, char *out, size_t cap) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) exit(1);
+    char local[64];
+    mp_out o = {f, 0, sizeof local, local};
+    mp_out_cell(&o, text, w, false);
+    mp_out_flush(&o);
+    fclose(f);
+    snprintf(out, cap, "%s", buf);
+    free(buf);
+}
+
+/* Cells count columns, not bytes: a cut never splits a UTF-8 character, a
+ * wide character takes two columns, a broken byte shows as '?'. */
+static void t_cell_utf8(void) {
+    char b[128];
+    cell("abcdefgh", 6, b, sizeof b);
+    T_EQ_STR(b, "abc...");
+    cell("ab", 4, b, sizeof b);
+    T_EQ_STR(b, "ab  ");
+    cell("ab\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 5, b, sizeof b);   /* abéééé: 6 columns */
+    T_EQ_STR(b, "ab...");
+    cell("ab\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", 6, b, sizeof b);
+    T_EQ_STR(b, "ab\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+    cell("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", 8, b, sizeof b);   /* 日本語: 6 columns */
+    T_EQ_STR(b, "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e  ");
+    cell("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe6\x97\xa5", 6, b, sizeof b);
+    T_EQ_STR(b, "\xe6\x97\xa5... ");   /* 2 + 3 columns, padded to 6 */
+    cell("a\xff\tb", 5, b, sizeof b);
+    T_EQ_STR(b, "a??b ");
+}
+
 /* The report as a string (caller frees). */
 static char *render(const fx *x, const mp_report_options *o) {
     char *buf = NULL;
@@ -939,6 +974,7 @@ static void t_write_file(void) {
 
 MP_TESTS(report) {
     {"format_counts", t_format_counts},
+    {"cell_utf8", t_cell_utf8},
     {"format_units", t_format_units},
     {"format_percent", t_format_percent},
     {"format_seconds", t_format_seconds},

@@ -43,22 +43,75 @@ void mp_out_rule(mp_out *o, const char *title, int width) {
     mp_out_putc(o, '\n');
 }
 
+/* One UTF-8 character of p (at most `left` bytes): its length (0: not a
+ * well-formed character) and code point. */
+static int utf8_char(const unsigned char *p, size_t left, unsigned *cp) {
+    unsigned c = p[0];
+    int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    if (!n || (size_t)n > left) return 0;
+    unsigned v = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (int i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (p[i] & 0x3f);
+    }
+    static const unsigned least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return n;
+}
+
+/* Terminal columns of code point c: 2 for the East Asian wide and
+ * full-width ranges and emoji, else 1. */
+static int char_cols(unsigned c) {
+    return (c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf) || (c >= 0xac00 && c <= 0xd7a3) ||
+                   (c >= 0xf900 && c <= 0xfaff) || (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) ||
+                   (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1f64f) ||
+                   (c >= 0x1f900 && c <= 0x1f9ff) || (c >= 0x20000 && c <= 0x3fffd)
+               ? 2
+               : 1;
+}
+
+/* A cell of `width` columns: whole UTF-8 characters (a control byte or a
+ * byte of no well-formed character shows as '?'), cut with "..." to fit,
+ * padded by columns, not bytes. */
 void mp_out_cell(mp_out *o, const char *s, int width, bool right) {
-    char b[512];
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)(s ? s : "?"); *p && n < sizeof b - 1; p++)
-        b[n++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
-    b[n] = 0;
-    if (width > 0 && n > (size_t)width) {
-        if (width > 3) memcpy(b + width - 3, "...", 3);
-        b[width] = 0;
-        n = (size_t)width;
+    char b[512] = "";
+    size_t n = 0, keep_n = 0;
+    int cols = 0, keep_cols = 0;
+    bool cut = false;
+    const unsigned char *p = (const unsigned char *)(s ? s : "?");
+    size_t left = strlen((const char *)p);
+    int room = width > 3 ? width - 3 : width;   /* what precedes "..." when cut */
+    while (left) {
+        unsigned cp = '?';
+        int k = utf8_char(p, left, &cp);
+        int w = k ? char_cols(cp) : 1;
+        if (n + (size_t)(k ? k : 1) > sizeof b - 4) break;
+        if (width > 0 && cols + w > width) {
+            cut = true;
+            break;
+        }
+        if (!k || cp < 0x20 || cp == 0x7f) b[n++] = '?';
+        else memcpy(b + n, p, (size_t)k), n += (size_t)k;
+        cols += w;
+        if (cols <= room) keep_n = n, keep_cols = cols;
+        p += k ? k : 1;
+        left -= (size_t)(k ? k : 1);
+    }
+    if (cut) {
+        n = keep_n;
+        cols = keep_cols;
+        if (width > 3) {
+            memcpy(b + n, "...", 3);
+            n += 3;
+            cols += 3;
+        }
     }
     if (right)
-        for (size_t i = n; (int)i < width; i++) mp_out_putc(o, ' ');
+        for (int i = cols; i < width; i++) mp_out_putc(o, ' ');
     mp_out_write(o, b, n);
     if (!right)
-        for (size_t i = n; (int)i < width; i++) mp_out_putc(o, ' ');
+        for (int i = cols; i < width; i++) mp_out_putc(o, ' ');
 }
 
 void mp_out_printf(mp_out *o, const char *fmt, ...) {
