@@ -109,10 +109,11 @@ class Profile:
                     if wname in graph_inputs:
                         check(LIB.mp_model_set_weight(self._m, wname.encode(), dtype, arr,
                                                       len(shape), kind))
-                    elif kind != 0:
-                        # an export with weights: a buffer the export holds
-                        # is declared one (a help: a name the export does
-                        # not hold, or holds otherwise, is left as it is)
+                    else:
+                        # an export with weights: a parameter or buffer the
+                        # export holds is declared so (a help: a name the
+                        # export does not hold, or holds otherwise, is left
+                        # as it is)
                         LIB.mp_model_set_weight(self._m, wname.encode(), dtype, arr, len(shape), kind)
             for name, value in (dims or {}).items():
                 check(LIB.mp_model_set_dim(self._m, name.encode(), int(value)))

@@ -117,7 +117,8 @@ def _module_tracker(model):
     names = _scope_names(model)
     qual = {m: n for n, m in model.named_modules()}
     stack, handles, called = [], [], []
-    last = {"where": None, "scopes": {}}
+    last = {"where": None, "scopes": {}, "exact": {}}
+    seen = {}
 
     def pre(m, inp):
         stack.append((names.get(m, type(m).__name__), type(m).__name__))
@@ -126,6 +127,13 @@ def _module_tracker(model):
         if len(called) > 1:
             segs = tuple(_unqualified(q) for q in called[1:])
             last["scopes"].setdefault(segs, called[-1])
+            # the exporter's name for this call's scope: its segments joined,
+            # made unique by a count of the same path ("fc", then "fc_1" for
+            # the next call of a path: another module's or the same one's)
+            path = "/".join(segs)
+            k = seen.get(path, 0)
+            seen[path] = k + 1
+            last["exact"][path if k == 0 else "%s_%d" % (path, k)] = called[-1]
 
     def post(m, inp, out):
         if stack:
@@ -287,12 +295,16 @@ def _state_kept(model):
             torch.cuda.set_rng_state_all(cuda)
 
 
-def _qualify_scopes(path, scopes):
+def _qualify_scopes(path, scopes, exact=None):
     """TorchScript's node names carry each called module's last name only
     ("/h.0/c_fc/MatMul" for h.0.mlp.c_fc: the ModuleDict mlp, never called,
     is lost). Rewritten with the qualified names of the modules the hooks
     saw ("/h/h.0/h.0.mlp/h.0.mlp.c_fc/MatMul"), the library's module tree
-    is PyTorch's: named_modules() names, containers included."""
+    is PyTorch's: named_modules() names, containers included. A scope the
+    exporter named as the hooks saw it called (`exact`: its path made unique
+    by a count, as torch/csrc/jit/passes/onnx/naming.cpp does) is that call's
+    module: enc.fc then dec.fc, both "fc" to the exporter, are "/fc" and
+    "/fc_1"; else the longest known prefix."""
     try:
         import onnx
     except ImportError:
@@ -320,7 +332,11 @@ def _qualify_scopes(path, scopes):
     def fix(graph):
         for n in graph.node:
             parts = n.name.split("/")
-            if len(parts) > 2 and parts[0] == "":
+            q = (exact or {}).get("/".join(parts[1:-1])) if len(parts) > 2 and parts[0] == "" else None
+            if q is not None:
+                atoms = q.split(".")
+                n.name = "/" + "/".join([".".join(atoms[:i + 1]) for i in range(len(atoms))] + [parts[-1]])
+            elif len(parts) > 2 and parts[0] == "":
                 segs = calls_merged(tuple(parts[1:-1]))
                 for k in range(len(segs), 0, -1):
                     q = scopes.get(segs[:k])
@@ -436,7 +452,7 @@ def _export_with(model, args, kwargs, path, dynamo, meta=False, unsaved=None):
                                   training=torch.onnx.TrainingMode.PRESERVE, **extra)
                 if unsaved is not None:
                     unsaved.update(nosave)
-                _qualify_scopes(path, where["scopes"])
+                _qualify_scopes(path, where["scopes"], where["exact"])
         except Exception as e:  # the exporter's own exception types vary by version
             reason = str(e).strip().split("\n")[0]
             # the failed export's frames hold its TorchScript graph; freed
@@ -713,10 +729,12 @@ def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbos
         else:
             weights = export_onnx(model, args, kwargs, path, verbose=verbose)
             if weights is None:
-                # with weights: the model's registered buffers, declared so
-                # (a buffer read as an operand is no parameter; PyTorch's
-                # count is the module's)
-                weights = [w for w in _meta.weight_table(model) if w[3] == _meta.BUFFER]
+                # with weights: the model's parameters and registered
+                # buffers, declared so where the export holds them (a buffer
+                # read as an operand is no parameter, a scalar nn.Parameter
+                # or a learned initial state is one: PyTorch's count is the
+                # module's)
+                weights = [w for w in _meta.weight_table(model) if w[3] in (_meta.PARAM, _meta.BUFFER)]
             data = _name_root(path, type(model).__name__)
             if key is not None and data is not None:
                 _META_EXPORTS[model] = (key, data, weights)

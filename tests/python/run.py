@@ -978,6 +978,81 @@ def dict_argument_and_calls_merged():
     check(rows["enc"]["macs"] == rows["enc.0"]["macs"] + rows["enc.2"]["macs"] == 2048,
           "enc: %r" % rows["enc"])
 
+    # two modules the exporter names alike ("fc", "cls") under parents never
+    # called: its second scope is "fc_1", a call of the other module, not a
+    # second call of the first (enc.fc 20 params and 48 MACs at batch 3,
+    # dec.fc 15 and 36; heads.cls 10, aux.cls 15)
+    class Enc(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.fc = nn.Linear(4, n)
+
+    class Direct(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec = Enc(4), Enc(3)
+
+        def forward(self, x):
+            return self.dec.fc(self.enc.fc(x))
+
+    class Dicts(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleDict({"cls": nn.Linear(4, 2)})
+            self.aux = nn.ModuleDict({"cls": nn.Linear(4, 3)})
+
+        def forward(self, x):
+            return self.heads["cls"](x), self.aux["cls"](x)
+
+    x = torch.randn(3, 4)
+    for m, rows_want in ((Direct(), (("enc.fc", 20, 48), ("dec.fc", 15, 36))),
+                         (Dicts(), (("heads.cls", 10, 24), ("aux.cls", 15, 36)))):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            modelprof.get_model_profile(m, args=[x], as_string=False)
+        text = buf.getvalue()
+        for name, params, macs in rows_want:
+            hit = "(%s): Linear(%d = " % (name.split(".")[-1], params) in text and \
+                "%d MACs = " % macs in text
+            check(hit, "%s: no row of %d params in\n%s" % (name, params, text))
+        check("fc_1" not in text and "cls_1" not in text, "a row per exporter scope:\n" + text)
+
+
+@test
+def parameters_as_pytorch_declares():
+    """The export keeps no parameter/buffer kind: the package declares the
+    model's own where the export holds them, so a scalar nn.Parameter (a
+    temperature) and a learned initial state read by a GRU count, as
+    sum(p.numel()) has them (73 = 8 x 8 + 8 + 1; 170 = GRU 165 + h0 5), and
+    no "not in the export" line is written."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    class Temp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.t, self.fc = nn.Parameter(torch.tensor(0.5)), nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.fc(x) * self.t.exp()
+
+    class Gru(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.g, self.h0 = nn.GRU(4, 5, batch_first=True), nn.Parameter(torch.zeros(1, 1, 5))
+
+        def forward(self, x):
+            return self.g(x, self.h0)[0]
+
+    for m, x, want in ((Temp(), torch.randn(2, 8), 73), (Gru(), torch.randn(1, 3, 4), 170)):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            _, _, params = modelprof.get_model_profile(m, args=[x], print_profile=False, as_string=False)
+        check(params == want == sum(q.numel() for q in m.parameters()),
+              "%s: %d params, %d expected" % (type(m).__name__, params, want))
+        check("not in the export" not in err.getvalue(), err.getvalue())
+
 
 @test
 def flops_profiler_deepspeed_habits():
