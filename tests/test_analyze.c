@@ -52,6 +52,45 @@ static void t_shared_weight_once(void) {
     mp_model_free(m);
 }
 
+/* A TorchScript export names a module by its last name alone where its
+ * parents were never called (ModuleDict items, self.enc.fc(x)), made unique
+ * by a count ("/cls", "/cls_1"): the weights its nodes read keep the
+ * qualified path, so the scope is that module (heads.cls, aux.cls). A
+ * module called again ("/blk_1") is the same module; a scope reading
+ * another module's weight (a tied head) keeps its own name; a scope reading
+ * two modules' weights is left as named. */
+static void t_scope_named_by_weights(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(3, 4));
+    tb_weight(m, "heads.cls.weight", MP_DT_FLOAT, 2, TB_DIMS(2, 4));
+    tb_weight(m, "aux.cls.weight", MP_DT_FLOAT, 2, TB_DIMS(3, 4));
+    tb_weight(m, "blk.weight", MP_DT_FLOAT, 2, TB_DIMS(4, 4));
+    tb_weight(m, "wte.weight", MP_DT_FLOAT, 2, TB_DIMS(4, 4));
+    tb_weight(m, "a.weight", MP_DT_FLOAT, 2, TB_DIMS(4, 4));
+    tb_weight(m, "wte.bias", MP_DT_FLOAT, 1, TB_DIMS(4));
+    static const char *const in[] = {"x,heads.cls.weight", "x,aux.cls.weight", "x,blk.weight",
+                                     "b0,blk.weight", "b1,wte.weight", "x,a.weight,wte.bias"};
+    static const char *const out[] = {"y0", "y1", "b0", "b1", "y2", "y3"};
+    static const char *const name[] = {"/cls/Gemm", "/cls_1/Gemm", "/blk/Gemm", "/blk_1/Gemm",
+                                       "/lm_head/Gemm", "/mix/Gemm"};
+    static const char *const want[] = {"heads.cls", "aux.cls", "blk", "blk", "lm_head", "mix"};
+    int k[6];
+    for (int i = 0; i < 6; i++) {
+        k[i] = tb_node(m, "Gemm", in[i], out[i]);
+        tb_name(m, k[i], name[i]);
+        tb_attr_i(m, k[i], "transB", 1);
+        m->graph->nodes[k[i]].module = -1;   /* as the loader leaves it: from the name */
+    }
+    tb_output(m, "y0");
+    tb_output(m, "y1");
+    tb_output(m, "y2");
+    tb_output(m, "y3");
+    mp_profile *p = tb_prof(m);
+    for (int i = 0; p && i < 6; i++) T_EQ_STR(m->modules[m->graph->nodes[k[i]].module].path, want[i]);
+    T_CHECK(mp_strmap_get(&m->module_paths, "cls_1") < 0 && mp_strmap_get(&m->module_paths, "blk_1") < 0);
+    tb_done(m, p);
+}
+
 static void t_batchnorm_buffers_and_copies(void) {
     /* BN scale/bias are params; mean/var are buffers. The exporter's
      * Identity copies: "bn2.scale" copies "bn1.scale" (a param of its own),
@@ -381,6 +420,7 @@ MP_TESTS(analyze){
     {"every_op_documented", t_every_op_documented},
     {"shared_weight_once", t_shared_weight_once},
     {"batchnorm_buffers_and_copies", t_batchnorm_buffers_and_copies},
+    {"scope_named_by_weights", t_scope_named_by_weights},
     {"not_params", t_not_params},
     {"liveness_peak", t_liveness_peak},
     {"folded_weights_not_activations", t_folded_weights_not_activations},

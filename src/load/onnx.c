@@ -856,7 +856,7 @@ static mp_status mp__model(mp__loader *L, pb msg) {
     st = mp__graph(L, m->graph, graph);
     if (st) return st;
     st = mp_model_finish(m);
-    if (st) return st;
+    if (st) return st == MP_ERR_NOMEM ? NOMEM() : st;   /* the limit, named */
     st = mp__fx_homes(m);
     if (st) return st;
     if (m->module_source == MP_MODSRC_NONE && m->n_modules > 1) m->module_source = MP_MODSRC_NAMES;

@@ -212,13 +212,13 @@ done:
     return st;
 }
 
-/* Scope path of a TorchScript-style node name: "/layer1/layer1.0/conv1/Conv"
- * gives "layer1.0.conv1" (a segment that repeats its parent's name as a
- * prefix is relative to it). Returns the module index. */
-int mp__module_from_name(mp_model *m, const char *name) {
+/* Scope path of a TorchScript-style node name into path (cap bytes):
+ * "/layer1/layer1.0/conv1/Conv" gives "layer1.0.conv1" (a segment that
+ * repeats its parent's name as a prefix is relative to it). Returns its
+ * length; 0 for the root. */
+static size_t mp__scope_path(const char *name, char *path, size_t cap) {
     const char *last = strrchr(name, '/');
     if (!last || last == name) return 0;
-    char path[1024];
     size_t pl = 0;
     const char *prev = NULL;
     size_t prev_len = 0;
@@ -235,7 +235,7 @@ int mp__module_from_name(mp_model *m, const char *name) {
                 local = p + prev_len + 1;
                 ll = sl - prev_len - 1;
             }
-            if (pl + ll + 2 >= sizeof path) break;
+            if (pl + ll + 2 >= cap) break;
             if (pl) path[pl++] = '.';
             memcpy(path + pl, local, ll);
             pl += ll;
@@ -244,8 +244,74 @@ int mp__module_from_name(mp_model *m, const char *name) {
         }
         p = e + 1;
     }
+    return pl;
+}
+
+int mp__module_from_name(mp_model *m, const char *name) {
+    char path[1024];
+    size_t pl = mp__scope_path(name, path, sizeof path);
     int id = mp_model_module(m, path, pl);
     return id < 0 ? 0 : id;
+}
+
+/* The module whose weights a scope's nodes read: "heads.cls" of
+ * "heads.cls.weight" and "heads.cls.bias" (one prefix for all of them);
+ * -1 none (or several). A TorchScript export names a module by its last
+ * name alone where its parents were never called (ModuleDict items,
+ * self.enc.fc(x)), made unique by a count ("/cls", "/cls_1"): the weights'
+ * names keep the qualified path. */
+typedef struct mp__scope_w {
+    const char *q;   /* the prefix (a view into a weight's name), NULL: none */
+    size_t ql;
+    bool several;
+} mp__scope_w;
+
+static bool mp__same_atom(const char *path, size_t pl, const char *q, size_t ql) {
+    /* path's last segment, less an exporter's "_<count>", is q's last atom */
+    size_t a = pl;
+    while (a > 0 && path[a - 1] != '.') a--;
+    size_t b = ql;
+    while (b > 0 && q[b - 1] != '.') b--;
+    size_t sl = pl - a, qa = ql - b;
+    if (sl == qa && memcmp(path + a, q + b, qa) == 0) return true;
+    size_t d = sl;
+    while (d > 0 && path[a + d - 1] >= '0' && path[a + d - 1] <= '9') d--;
+    return d < sl && d > 1 && path[a + d - 1] == '_' && d - 1 == qa && memcmp(path + a, q + b, qa) == 0;
+}
+
+static mp_status mp__scope_weights(const mp_graph *g, mp_strmap *map, mp__scope_w **out, int *n_out) {
+    mp__scope_w *w = NULL;
+    int n = 0, cap = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *nd = &g->nodes[k];
+        const char *slash = nd->module < 0 && nd->name ? strrchr(nd->name, '/') : NULL;
+        if (!slash || slash == nd->name) continue;
+        size_t len = (size_t)(slash - nd->name);
+        uint32_t h = mp_strmap_hash(nd->name, len);
+        int at = mp_strmap_getn_h(map, nd->name, len, h);
+        for (int i = 0; i < nd->n_in; i++) {
+            const mp_value *v = nd->in[i] >= 0 ? &g->values[nd->in[i]] : NULL;
+            if (!v || !(v->flags & MP_VAL_INIT) || !v->name || strstr(v->name, "::")) continue;
+            const char *dot = strrchr(v->name, '.');
+            if (!dot || dot == v->name) continue;
+            size_t ql = (size_t)(dot - v->name);
+            if (at < 0) {
+                mp__scope_w *nw = mp_grow(w, sizeof *w, &cap, n + 1);
+                if (!nw || mp_strmap_put_h(map, nd->name, len, h, n)) {
+                    free(nw ? nw : w);
+                    return MP_ERR_NOMEM;
+                }
+                w = nw;
+                w[n] = (mp__scope_w){v->name, ql, false};
+                at = n++;
+            } else if (w[at].ql != ql || memcmp(w[at].q, v->name, ql) != 0) {
+                w[at].several = true;
+            }
+        }
+    }
+    *out = w;
+    *n_out = n;
+    return MP_OK;
 }
 
 static mp_status mp__finish_graph(mp_model *m, mp_graph *g, mp__desc_cache *cache) {
@@ -298,7 +364,8 @@ static mp_status mp__finish_graph(mp_model *m, mp_graph *g, mp__desc_cache *cach
 /* Nodes of one scope share the name up to their last '/': the module of
  * each such prefix is worked out once and remembered in `seen` (keys are
  * views into the node names, which live as long as the model). */
-static mp_status mp__assign_modules(mp_model *m, mp_graph *g, int parent_module, mp_strmap *seen) {
+static mp_status mp__assign_modules(mp_model *m, mp_graph *g, int parent_module, mp_strmap *seen,
+                                    const mp_strmap *wmap, const mp__scope_w *ws) {
     const char *last = NULL;
     size_t last_len = 0;
     int last_module = 0;
@@ -316,7 +383,18 @@ static mp_status mp__assign_modules(mp_model *m, mp_graph *g, int parent_module,
                     uint32_t h = mp_strmap_hash(n->name, len);
                     int md = mp_strmap_getn_h(seen, n->name, len, h);
                     if (md < 0) {
-                        md = mp__module_from_name(m, n->name);
+                        char path[1024];
+                        size_t pl = mp__scope_path(n->name, path, sizeof path);
+                        int wi = wmap ? mp_strmap_getn_h(wmap, n->name, len, h) : -1;
+                        const mp__scope_w *sw = wi >= 0 ? &ws[wi] : NULL;
+                        if (sw && !sw->several && sw->ql < sizeof path && pl &&
+                            !(sw->ql == pl && memcmp(sw->q, path, pl) == 0) &&
+                            mp__same_atom(path, pl, sw->q, sw->ql)) {
+                            memcpy(path, sw->q, sw->ql);
+                            pl = sw->ql;
+                        }
+                        md = mp_model_module(m, path, pl);
+                        if (md < 0) return MP_ERR_NOMEM;
                         if (mp_strmap_put_h(seen, n->name, len, h, md)) return MP_ERR_NOMEM;
                     }
                     n->module = md;
@@ -327,7 +405,7 @@ static mp_status mp__assign_modules(mp_model *m, mp_graph *g, int parent_module,
             }
         }
         for (int s = 0; s < n->n_sub; s++) {
-            mp_status st = mp__assign_modules(m, n->sub[s], n->module, seen);
+            mp_status st = mp__assign_modules(m, n->sub[s], n->module, seen, NULL, NULL);
             if (st) return st;
         }
     }
@@ -341,8 +419,13 @@ mp_status mp_model_finish(mp_model *m) {
     memset(&cache, 0, sizeof cache);
     mp_status st = mp__finish_graph(m, m->graph, &cache);
     if (st) return st;
-    mp_strmap seen = {0};
-    st = mp__assign_modules(m, m->graph, 0, &seen);
+    mp_strmap seen = {0}, wmap = {0};
+    mp__scope_w *ws = NULL;
+    int nws = 0;
+    st = mp__scope_weights(m->graph, &wmap, &ws, &nws);
+    if (!st) st = mp__assign_modules(m, m->graph, 0, &seen, &wmap, ws);
     mp_strmap_free(&seen);
+    mp_strmap_free(&wmap);
+    free(ws);
     return st;
 }
