@@ -100,8 +100,10 @@ static void t_two_groups_interleaved(void) {
     }
     T_CHECK(jr_path(j, "job.warning")->type == JR_NULL);
     jr_free(j);
-    /* rank 3's times 7 s off (its ts shifted, baseTimeNanoseconds not): said,
-     * the figures across ranks not trusted; and with rank 1's file missing */
+    /* rank 3's times 7 s off (its ts shifted, baseTimeNanoseconds not): its
+     * clock is aligned at the collectives' ends and said, and the figures are
+     * the unshifted job's (rank 3 late 3 ms in step 2, the others waiting
+     * 3 ms); with rank 1's file missing, said too */
     char dir[] = "/tmp/mp-job-XXXXXX";
     T_CHECK(mkdtemp(dir) != NULL);
     char cmd[1024];
@@ -117,7 +119,23 @@ static void t_two_groups_interleaved(void) {
     if (j) {
         const jr *wn = jr_path(j, "job.warning");
         T_CHECK(wn && wn->type == JR_STR && strstr(wn->s, "1 rank has no trace here (rank 1)") &&
-                strstr(wn->s, "rank 3 3.5 s") && strstr(wn->s, "not reliable"));
+                strstr(wn->s, "aligned at the collectives' ends") && strstr(wn->s, "rank 3 moved -7 s") &&
+                !strstr(wn->s, "rank 2 moved") && !strstr(wn->s, "not reliable"));
+        const jr *rk = jr_path(j, "job.ranks");
+        T_EQ(jr_len(rk), 3);
+        for (int r = 0; r < jr_len(rk); r++) {
+            const jr *x = jr_at(rk, r);
+            T_CHECK(near_ms(num(x, "wait_s"), r < 2 ? 3 : 0, 0.001));
+            T_CHECK(near_ms(num(x, "clock_skew_s"), r == 2 ? 7000 : 0, 0.001));
+        }
+        const jr *sts = jr_path(j, "job.steps");
+        for (int k = 0; k < jr_len(sts); k++) {
+            const jr *x = jr_at(sts, k);
+            bool two = strcmp(jr_get(x, "name")->s, "ProfilerStep#2") == 0;
+            const jr *cr = jr_get(x, "critical_rank");
+            T_CHECK(two ? cr->type == JR_NUM && cr->i == 3 : cr->type == JR_NULL);
+            T_CHECK(near_ms(jr_at(jr_get(x, "late_s"), 2)->num, two ? 3 : 0, 0.001));
+        }
         jr_free(j);
     }
     rm_tree(dir);

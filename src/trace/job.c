@@ -316,7 +316,108 @@ static void new_part(iv *v, size_t n) {
 
 static mp_status nomem(void) { return mp_error(MP_ERR_NOMEM, "job analysis: out of memory"); }
 
-/* What makes the job's figures unreliable, said once (job->warning):
+/* The clocks, aligned at the collectives' ends. A call ends for every
+ * participant once the last has arrived and the transfer is done, so on
+ * clocks that agree its ends lie within its transfer: the shortest of its
+ * participants' calls (the last arriver waits for nobody). A rank whose
+ * ends are off the others' (the median over its matched calls of its end
+ * minus the call's median end) by more than the median of its calls'
+ * transfers is on another clock: baseTimeNanoseconds did not account for
+ * the hosts' difference. Then every rank's clock moves by its offset, again
+ * until the offsets are under 2 ns (ranks in several groups
+ * settle together), and the shifts are taken about their median rank's
+ * (most clocks are right). Clocks within their transfers are left as they
+ * are. Returns false when out of memory; *moved: a rank was moved. */
+static bool align_clocks(job_ctx *x, int n, bool *moved) {
+    mp_tjob *job = x->job;
+    *moved = false;
+    size_t total = 0;
+    for (int r = 0; r < n; r++) total += (size_t)x->t[job->ranks[r].index]->n_calls;
+    int64_t *off = malloc((total + 1) * sizeof *off), *xfer = malloc((total + 1) * sizeof *xfer);
+    int64_t *me = malloc(((size_t)x->ncl + 1) * sizeof *me), *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    int64_t *shift = calloc((size_t)n + 1, sizeof *shift), *at = malloc(((size_t)n + 1) * sizeof *at);
+    int *cnt = calloc((size_t)n + 1, sizeof *cnt);
+    int64_t *thr = calloc((size_t)n + 1, sizeof *thr);   /* per rank: its transfers' median */
+    bool ok = off && xfer && me && tmp && shift && at && cnt && thr;
+    for (int it = 0; ok && it < 256; it++) {
+        /* each call's median end, and its transfer */
+        for (int k = 0; k < x->ncl; k++) {
+            coll *c = &x->cl[k];
+            if (c->n < 2 || c->n > n) continue;
+            int64_t shortest = INT64_MAX;
+            for (int p = 0; p < c->n; p++) {
+                int r = x->part[c->first + p][0];
+                const mp_tcall *cl = call_of(x, r, x->part[c->first + p][1]);
+                tmp[p] = cl->end + job->ranks[r].clock;
+                shortest = MP_MIN(shortest, cl->end - cl->ts);
+            }
+            qsort(tmp, (size_t)c->n, sizeof *tmp, i64_cmp);
+            me[k] = median_sorted(tmp, c->n);
+            c->median_end = shortest;   /* (the transfer, until the arrivals set it) */
+        }
+        /* each rank's offsets, grouped by rank */
+        at[0] = 0;
+        for (int r = 0; r < n; r++) at[r + 1] = at[r] + x->t[job->ranks[r].index]->n_calls;
+        memset(cnt, 0, (size_t)n * sizeof *cnt);
+        for (int k = 0; k < x->ncl; k++) {
+            coll *c = &x->cl[k];
+            if (c->n < 2 || c->n > n) continue;
+            for (int p = 0; p < c->n; p++) {
+                int r = x->part[c->first + p][0];
+                const mp_tcall *cl = call_of(x, r, x->part[c->first + p][1]);
+                off[at[r] + cnt[r]] = cl->end + job->ranks[r].clock - me[k];
+                xfer[at[r] + cnt[r]] = c->median_end;
+                cnt[r]++;
+            }
+        }
+        bool off_clock = false;
+        int64_t worst = 0;
+        for (int r = 0; r < n; r++) {
+            if (!cnt[r]) {
+                tmp[r] = 0;
+                continue;
+            }
+            qsort(off + at[r], (size_t)cnt[r], sizeof *off, i64_cmp);
+            qsort(xfer + at[r], (size_t)cnt[r], sizeof *xfer, i64_cmp);
+            tmp[r] = median_sorted(off + at[r], cnt[r]);
+            int64_t a = tmp[r] < 0 ? -tmp[r] : tmp[r];
+            if (it == 0) thr[r] = median_sorted(xfer + at[r], cnt[r]);
+            if (a > thr[r]) off_clock = true;
+            worst = MP_MAX(worst, a);
+        }
+        if (it == 0 && !off_clock) break;   /* on one clock: left as they are */
+        if (worst < 2) break;
+        for (int r = 0; r < n; r++) {
+            job->ranks[r].clock -= tmp[r];
+            shift[r] -= tmp[r];
+        }
+        *moved = true;
+    }
+    if (ok && *moved) {
+        memcpy(tmp, shift, (size_t)n * sizeof *tmp);
+        qsort(tmp, (size_t)n, sizeof *tmp, i64_cmp);
+        int64_t mid = tmp[(n - 1) / 2];
+        for (int r = 0; r < n; r++) {
+            /* a move within the rank's transfers is no clock's: undone */
+            int64_t sh = shift[r] - mid, a = sh < 0 ? -sh : sh;
+            job->ranks[r].clock -= a <= thr[r] ? shift[r] : mid;
+            job->ranks[r].shift = a <= thr[r] ? 0 : sh;
+        }
+    }
+    free(off);
+    free(xfer);
+    free(me);
+    free(tmp);
+    free(shift);
+    free(at);
+    free(cnt);
+    free(thr);
+    return ok;
+}
+
+/* What makes the job's figures unreliable, or what was done about it, said
+ * once (job->warning):
+ *  - ranks whose clocks align_clocks moved, and by how much;
  *  - ranks of distributedInfo's world_size without a trace here (one of
  *    them may be the rank the others waited for);
  *  - a rank whose clock is off the others' by more than half the median
@@ -342,10 +443,24 @@ static void job_warnings(mp_trace *const *t, int n, mp_tjob *job) {
                               "seen, not %s lateness or its cause. ",
                               missing > shown ? ", ..." : "", missing == 1 ? "it" : "them", missing == 1 ? "its" : "their");
     }
+    int moved = 0;
+    for (int r = 0; r < job->n_ranks && l + 240 < sizeof job->warning; r++) {
+        int64_t sh = job->ranks[r].shift;
+        if (!sh) continue;
+        if (!moved++)
+            l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
+                                  "Clocks off the others' at the collectives they share by more than their "
+                                  "transfers take, aligned at the collectives' ends (baseTimeNanoseconds did not "
+                                  "account for it): ");
+        l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, "%srank %d moved %+.6g s", moved > 1 ? ", " : "",
+                              job->ranks[r].rank, (double)sh / 1e9);
+    }
+    if (moved && l + 2 < sizeof job->warning) l += (size_t)snprintf(job->warning + l, sizeof job->warning - l, ". ");
     int64_t med = job->median_step;
     int off = 0;
     for (int r = 0; r < job->n_ranks && med > 0 && l + 240 < sizeof job->warning; r++) {
-        int64_t sk = job->ranks[r].skew, a = sk < 0 ? -sk : sk;
+        /* what the alignment could not settle (groups whose ends disagree) */
+        int64_t sk = job->ranks[r].skew + job->ranks[r].shift, a = sk < 0 ? -sk : sk;
         if (a * 2 <= med) continue;
         if (!off++)
             l += (size_t)snprintf(job->warning + l, sizeof job->warning - l,
@@ -540,6 +655,9 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
         }
     }
     free(cid);
+    /* ---- the clocks ---- */
+    bool moved = false;
+    if (!align_clocks(&x, n, &moved)) goto oom;
     /* ---- arrivals, waits, lateness ---- */
     int64_t *arr = malloc(((size_t)n + 1) * sizeof *arr), *ends = malloc(((size_t)n + 1) * sizeof *ends);
     late = malloc((total + 1) * sizeof *late);
@@ -680,7 +798,8 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     }
     free(arr);
     free(ends);
-    /* each rank's skew: the median of (its end - the call's median end) */
+    /* each rank's skew: the median of (its end - the call's median end),
+     * on the clocks before the alignment (what it left is the rest) */
     for (int r = 0; r < n; r++) {
         const mp_trace *tr = t[job->ranks[r].index];
         ends = malloc(((size_t)tr->n_calls + 1) * sizeof *ends);
@@ -691,7 +810,7 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
                 ends[m++] = tr->calls[c].end + job->ranks[r].clock - x.cl[tr->calls[c].match].median_end;
         if (m) {
             qsort(ends, (size_t)m, sizeof *ends, i64_cmp);
-            job->ranks[r].skew = median_sorted(ends, m);
+            job->ranks[r].skew = median_sorted(ends, m) - job->ranks[r].shift;
         }
         free(ends);
     }

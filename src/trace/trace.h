@@ -473,8 +473,11 @@ typedef struct mp_tjob_rank {
     int index;                      /* into the traces given */
     int rank;                       /* distributedInfo rank */
     int64_t clock;                  /* added to its times to put them on the job's clock */
+    int64_t shift;                  /* of that, what aligning the clocks at the collectives'
+                                       ends moved it by (0: baseTimeNanoseconds agreed) */
     int64_t skew;                   /* median end-time difference to the other ranks at matched
-                                       calls (a clock check: ~0 when clocks agree) */
+                                       calls, before the alignment (a clock check: ~0 when
+                                       clocks agree) */
     int n_calls, n_matched;
     int64_t wait;                   /* summed over its matched calls */
     int64_t late;                   /* its lateness summed over the steps */
