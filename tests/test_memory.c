@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "jsonr.h"
 #include "memory/memory.h"
@@ -142,6 +143,78 @@ static mp_snapshot *load(const char *path) {
         return NULL;
     }
     return s;
+}
+
+/* Append one gzip member of p[0..n) to out (at *len). */
+static void gz_member(const unsigned char *p, size_t n, unsigned char *out, size_t cap, size_t *len) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    T_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    z.next_in = (unsigned char *)p;
+    z.avail_in = (uInt)n;
+    z.next_out = out + *len;
+    z.avail_out = (uInt)(cap - *len);
+    T_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *len = cap - z.avail_out;
+    deflateEnd(&z);
+}
+
+/* A gzip file of several members (`cat a.gz b.gz`, what appending with
+ * gzip tools makes) is one stream, as zcat and Python's gzip read it; zero
+ * bytes after the last member are padding (gzip(1) skips them). The
+ * snapshot v22_train_adam cut in three members, read from memory and from a
+ * file, reports what the plain file reports. */
+static void t_pickle_gzip_members(void) {
+    size_t plen = 0;
+    unsigned char *plain = (unsigned char *)jr_slurp("tests/snapshots/v22_train_adam.pickle", &plen);
+    T_CHECK(plain != NULL && plen > 100);
+    if (!plain) return;
+    size_t cap = plen + 4096, len = 0;
+    unsigned char *gz = malloc(cap);
+    size_t a = plen / 3, b = 2 * plen / 3; /* cuts inside opcodes */
+    gz_member(plain, a, gz, cap, &len);
+    gz_member(plain + a, b - a, gz, cap, &len);
+    gz_member(plain + b, plen - b, gz, cap, &len);
+    memset(gz + len, 0, 512); /* padding, as a tape block leaves */
+    len += 512;
+    mp_snapshot *ref = load("tests/snapshots/v22_train_adam.pickle");
+    mp_snapshot *m = NULL;
+    mp_status st = mp_snapshot_read_memory(gz, len, "members.pickle.gz", &m);
+    if (st) mp_t_fail(__FILE__, __LINE__, "in memory: %s", mp_last_error());
+    char path[] = "/tmp/modelprof-gzmembers-XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    T_EQ((long)write(fd, gz, len), (long)len);
+    close(fd);
+    mp_snapshot *f = load(path);
+    unlink(path);
+    if (ref && m && f) {
+        mp_mem_opts o = {-1, 20, false};
+        T_OK(mp_snapshot_analyze(m, &o));
+        T_CHECK(f->gz);
+        T_EQ_U64(f->bytes, plen);
+        T_EQ(f->ndev, ref->ndev);
+        T_EQ_U64(f->nev, ref->nev);
+        T_EQ_U64(m->nev, ref->nev);
+        T_EQ(f->dev[0].peak_requested, ref->dev[0].peak_requested);
+        T_EQ(f->dev[0].peak_ev, ref->dev[0].peak_ev);
+        T_EQ(m->dev[0].end_requested, ref->dev[0].end_requested);
+    }
+    mp_snapshot_free(m);
+    mp_snapshot_free(f);
+    mp_snapshot_free(ref);
+    /* a second member cut short is still a truncated stream */
+    size_t short_len = 0;
+    gz_member(plain, a, gz, cap, &short_len);
+    size_t whole = short_len;
+    gz_member(plain + a, plen - a, gz, cap, &whole);
+    mpk *k = mpk_new();
+    mpk_val root;
+    T_EQ(mpk_run_memory(k, gz, short_len + (whole - short_len) / 2, "cut.pickle.gz", &root), MP_ERR_FORMAT);
+    T_CHECK(strstr(mp_last_error(), "truncated") != NULL);
+    mpk_free(k);
+    free(gz);
+    free(plain);
 }
 
 #define HUGEPANDA "tests/memory/HugePandaCoder_octree-nca-groupeq__mem_snapshots_cuda_single_step__55ff68f.pickle.gz"
@@ -679,6 +752,7 @@ MP_TESTS(memory) {
     {"pickle_values", t_pickle_values},
     {"pickle_refused", t_pickle_refused},
     {"pickle_hostile", t_pickle_hostile},
+    {"pickle_gzip_members", t_pickle_gzip_members},
     {"hugepanda", t_hugepanda},
     {"references", t_references},
     {"hostile", t_hostile},

@@ -174,6 +174,40 @@ const char *mpk_str(const mpk *k, int32_t id, uint32_t *len) {
 /* ---- input ---- */
 #define PK_CHUNK (256 * 1024)
 
+/* After a gzip member's end: true when another member follows (the
+ * inflater is reset to read it), as zcat and Python's gzip read `cat a.gz
+ * b.gz`. Zero bytes after the last member are padding, skipped to the end of
+ * the file as gzip(1) skips them; anything else after it (not a member's
+ * magic) ends the stream, as before. False with *err set on a read error. */
+static bool pk_gz_next_member(mpk *k, bool *err) {
+    for (;;) {
+        while (k->z.avail_in > 0 && k->z.next_in[0] == 0) {
+            k->z.next_in++;
+            k->z.avail_in--;
+        }
+        if (k->z.avail_in > 0) break;
+        if (k->fd < 0) return false; /* gzip in memory: all of it was given */
+        ssize_t r;
+        do r = read(k->fd, k->zin, PK_CHUNK);
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
+            *err = true;
+            mp_error(MP_ERR_IO, "%s: read failed: %s", k->label, strerror(errno));
+            return false;
+        }
+        if (r == 0) return false;
+        k->z.next_in = k->zin;
+        k->z.avail_in = (uInt)r;
+    }
+    if (k->z.next_in[0] != 0x1f) return false;
+    if (inflateReset(&k->z) != Z_OK) {
+        *err = true;
+        mp_error(MP_ERR_FORMAT, "%s: cannot restart inflate for the next gzip member", k->label);
+        return false;
+    }
+    return true;
+}
+
 /* Make at least n bytes available at buf[pos]; false at the end of the
  * input (or an error: then the message is set and *err true). */
 static bool pk_fill(mpk *k, size_t n, bool *err) {
@@ -242,7 +276,10 @@ static bool pk_fill(mpk *k, size_t n, bool *err) {
             int zr = inflate(&k->z, Z_NO_FLUSH);
             k->end = (size_t)(k->z.next_out - k->buf);
             if (zr == Z_STREAM_END) {
-                k->z_end = true;
+                if (!pk_gz_next_member(k, err)) {
+                    if (*err) return false;
+                    k->z_end = true;
+                }
             } else if (zr != Z_OK && zr != Z_BUF_ERROR) {
                 *err = true;
                 mp_error(MP_ERR_FORMAT, "%s: gzip data error after %llu uncompressed bytes: %s", k->label,
