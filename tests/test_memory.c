@@ -145,6 +145,196 @@ static mp_snapshot *load(const char *path) {
     return s;
 }
 
+/* ---- snapshots written by the test (a pickle writer of the opcodes the
+ * reader runs, protocol 4, as Python's pickler lays them out) ---- */
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    int items[64]; /* items since the MARK, per open list */
+    int depth;
+} pkw;
+
+static void pkw_put(pkw *w, const void *b, size_t n) {
+    if (w->n + n > w->cap) {
+        w->cap = (w->n + n) * 2 + 4096;
+        w->p = realloc(w->p, w->cap);
+    }
+    memcpy(w->p + w->n, b, n);
+    w->n += n;
+}
+static void pkw_op(pkw *w, unsigned char op) { pkw_put(w, &op, 1); }
+static void pkw_int(pkw *w, int64_t v) {
+    unsigned char b[10];
+    if (v >= 0 && v < 256) {
+        b[0] = 'K', b[1] = (unsigned char)v;
+        pkw_put(w, b, 2);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        b[0] = 'J';
+        for (int i = 0; i < 4; i++) b[1 + i] = (unsigned char)((uint64_t)v >> (8 * i));
+        pkw_put(w, b, 5);
+    } else {
+        b[0] = 0x8a, b[1] = 8; /* LONG1 of 8 bytes */
+        for (int i = 0; i < 8; i++) b[2 + i] = (unsigned char)((uint64_t)v >> (8 * i));
+        pkw_put(w, b, 10);
+    }
+}
+static void pkw_str(pkw *w, const char *str) {
+    size_t n = strlen(str);
+    unsigned char b[2] = {0x8c, (unsigned char)n};
+    pkw_put(w, b, 2);
+    pkw_put(w, str, n);
+}
+static void pkw_item(pkw *w) {
+    if (w->depth > 0) w->items[w->depth - 1]++;
+}
+static void pkw_dict(pkw *w) { /* then key, value pairs, then pkw_end_dict */
+    pkw_item(w);
+    pkw_op(w, '}');
+    pkw_op(w, '(');
+}
+static void pkw_end_dict(pkw *w) { pkw_op(w, 'u'); }
+static void pkw_key_int(pkw *w, const char *k, int64_t v) {
+    pkw_str(w, k);
+    pkw_int(w, v);
+}
+static void pkw_key_str(pkw *w, const char *k, const char *v) {
+    pkw_str(w, k);
+    pkw_str(w, v);
+}
+static void pkw_list(pkw *w) {
+    pkw_item(w);
+    pkw_op(w, ']');
+    pkw_op(w, '(');
+    w->items[w->depth++] = 0;
+}
+static void pkw_end_list(pkw *w) {
+    pkw_op(w, 'e');
+    w->depth--;
+}
+/* a list item: APPENDS every 1,000 items, as Python's pickler batches them */
+static void pkw_next(pkw *w) {
+    if (w->depth > 0 && w->items[w->depth - 1] >= 1000) {
+        pkw_op(w, 'e');
+        pkw_op(w, '(');
+        w->items[w->depth - 1] = 0;
+    }
+}
+static void pkw_frames(pkw *w, const char *file, int line, const char *fn) {
+    pkw_str(w, "frames");
+    pkw_list(w);
+    if (file) {
+        pkw_dict(w);
+        pkw_key_str(w, "filename", file);
+        pkw_key_int(w, "line", line);
+        pkw_key_str(w, "name", fn);
+        pkw_end_dict(w);
+    }
+    pkw_end_list(w);
+}
+/* {"segments": [ ... (pkw_segment), "device_traces": [[ ... (pkw_event) ]]} */
+static void pkw_begin(pkw *w) {
+    memset(w, 0, sizeof *w);
+    unsigned char h[2] = {0x80, 4};
+    pkw_put(w, h, 2);
+    pkw_dict(w);
+    pkw_str(w, "segments");
+    pkw_list(w);
+}
+/* one segment of one active block and, after it, one inactive block */
+static void pkw_segment(pkw *w, int device, uint64_t addr, int64_t total, int64_t live) {
+    pkw_next(w);
+    pkw_dict(w);
+    pkw_key_int(w, "device", device);
+    pkw_key_int(w, "address", (int64_t)addr);
+    pkw_key_int(w, "total_size", total);
+    pkw_key_int(w, "stream", 0);
+    pkw_str(w, "blocks");
+    pkw_list(w);
+    for (int b = 0; b < 2; b++) {
+        int64_t size = b ? total - live : live;
+        if (size <= 0) continue;
+        pkw_dict(w);
+        pkw_key_int(w, "address", (int64_t)addr + (b ? live : 0));
+        pkw_key_int(w, "size", size);
+        pkw_key_int(w, "requested_size", b ? 0 : size);
+        pkw_key_str(w, "state", b ? "inactive" : "active_allocated");
+        pkw_frames(w, b ? NULL : "/home/u/train.py", 10, "main");
+        pkw_end_dict(w);
+    }
+    pkw_end_list(w);
+    pkw_end_dict(w);
+}
+static void pkw_traces(pkw *w) { /* ends the segments, opens the first device's trace */
+    pkw_end_list(w);
+    pkw_str(w, "device_traces");
+    pkw_list(w);
+    pkw_list(w);
+}
+static void pkw_event(pkw *w, const char *action, uint64_t addr, int64_t size, int64_t time_us) {
+    pkw_next(w);
+    pkw_dict(w);
+    pkw_key_str(w, "action", action);
+    pkw_key_int(w, "addr", (int64_t)addr);
+    pkw_key_int(w, "size", size);
+    pkw_key_int(w, "stream", 0);
+    if (time_us != MP_MEM_NO_TIME) pkw_key_int(w, "time_us", time_us);
+    pkw_frames(w, "/home/u/train.py", 10, "main");
+    pkw_end_dict(w);
+}
+static mp_snapshot *pkw_finish(pkw *w, const char *label) { /* ends the traces and the dict; analyses it */
+    pkw_end_list(w);
+    pkw_end_list(w);
+    pkw_end_dict(w);
+    pkw_op(w, '.');
+    mp_snapshot *s = NULL;
+    mp_status st = mp_snapshot_read_memory(w->p, w->n, label, &s);
+    free(w->p);
+    w->p = NULL;
+    if (st) {
+        mp_t_fail(__FILE__, __LINE__, "%s: %s", label, mp_last_error());
+        return NULL;
+    }
+    mp_mem_opts o = {-1, 20, false};
+    if (mp_snapshot_analyze(s, &o)) {
+        mp_t_fail(__FILE__, __LINE__, "%s: analyze: %s", label, mp_last_error());
+        mp_snapshot_free(s);
+        return NULL;
+    }
+    return s;
+}
+static const mp_mem_finding *finding_of(const mp_mem_device *d, int kind) {
+    for (int i = 0; i < d->nfindings; i++)
+        if (d->findings[i].kind == kind) return &d->findings[i];
+    return NULL;
+}
+
+/* A trace of one event (old _record_memory_history(True)): the finding says
+ * where the peak is, as the report does: after the event when it is an alloc
+ * (peak_event 0), before it when it is a free (v20_one_entry, peak_event -1). */
+static void t_one_entry(void) {
+    const uint64_t S = 0x7f0000000000ull;
+    const int64_t MB = 1 << 20;
+    pkw w;
+    pkw_begin(&w);
+    pkw_segment(&w, 0, S, 20 * MB, 10 * MB);
+    pkw_traces(&w);
+    pkw_event(&w, "alloc", S + 2 * MB, 8 * MB, 10);
+    mp_snapshot *s = pkw_finish(&w, "one_alloc.pickle");
+    if (!s) return;
+    const mp_mem_device *d = &s->dev[0];
+    T_EQ(d->peak_ev, 0);
+    const mp_mem_finding *f = finding_of(d, MP_MF_ONE_ENTRY);
+    T_CHECK(f && strstr(f->text, "The peak below is the state after that event."));
+    mp_snapshot_free(s);
+    s = load("tests/snapshots/v20_one_entry.pickle");
+    if (!s) return;
+    T_EQ(s->dev[0].peak_ev, -1);
+    f = finding_of(&s->dev[0], MP_MF_ONE_ENTRY);
+    T_CHECK(f && strstr(f->text, "The peak below is the state before that event."));
+    mp_snapshot_free(s);
+}
+
+
 /* Append one gzip member of p[0..n) to out (at *len). */
 static void gz_member(const unsigned char *p, size_t n, unsigned char *out, size_t cap, size_t *len) {
     z_stream z;
@@ -758,6 +948,7 @@ MP_TESTS(memory) {
     {"hostile", t_hostile},
     {"categories", t_categories},
     {"findings", t_findings},
+    {"one_entry", t_one_entry},
     {"nothing", t_nothing},
     {"cli", t_command},
     {"diff", t_diff},

@@ -607,8 +607,9 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
             s, d, MP_MF_ONE_ENTRY, 0, MP_MEM_NO_TIME, 0,
             "The trace holds a single event: the snapshot was recorded with the old "
             "_record_memory_history(True), whose buffer keeps one event. The peak below is the state "
-            "before that event. Record a history with torch.cuda.memory._record_memory_history(max_entries=100000) "
-            "before the model runs, then torch.cuda.memory._dump_snapshot(\"snapshot.pickle\").");
+            "%s that event. Record a history with torch.cuda.memory._record_memory_history(max_entries=100000) "
+            "before the model runs, then torch.cuda.memory._dump_snapshot(\"snapshot.pickle\").",
+            d->peak_ev < 0 ? "before" : "after"); /* an alloc reaches it after; a free, or nothing, before */
     if (!st && !frames && d->nlive)
         st = mp_mem_add_finding(s, d, MP_MF_NO_FRAMES, d->peak_requested, d->peak_time_us, d->peak_ev,
                                 "No allocation carries a stack: categories at the peak are \"unknown\". Record with "
