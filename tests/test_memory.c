@@ -281,6 +281,10 @@ static void pkw_event(pkw *w, const char *action, uint64_t addr, int64_t size, i
     pkw_frames(w, "/home/u/train.py", 10, "main");
     pkw_end_dict(w);
 }
+static void pkw_next_device(pkw *w) {
+    pkw_end_list(w);
+    pkw_list(w);
+}
 static mp_snapshot *pkw_finish(pkw *w, const char *label) { /* ends the traces and the dict; analyses it */
     pkw_end_list(w);
     pkw_end_list(w);
@@ -306,6 +310,57 @@ static const mp_mem_finding *finding_of(const mp_mem_device *d, int kind) {
     for (int i = 0; i < d->nfindings; i++)
         if (d->findings[i].kind == kind) return &d->findings[i];
     return NULL;
+}
+
+/* The fragmentation finding says what is true at the end: split blocks,
+ * none (a segment left, no live block in it), or no segment at all, never
+ * "0 inactive block(s) (0 B)". Device 0 keeps its 20 MiB segment empty;
+ * device 2 frees its only segment (device 1: an empty trace). */
+static void t_fragmentation_end(void) {
+    const uint64_t A0 = 0x7f0000000000ull, A2 = 0x7f2000000000ull;
+    const int64_t MB = 1 << 20;
+    pkw w;
+    pkw_begin(&w);
+    pkw_segment(&w, 0, A0, 20 * MB, 0);
+    pkw_traces(&w);
+    pkw_event(&w, "segment_alloc", A0, 20 * MB, 10);
+    pkw_event(&w, "alloc", A0, 4 * MB, 20);
+    pkw_event(&w, "free_completed", A0, 4 * MB, 30);
+    pkw_next_device(&w);
+    pkw_next_device(&w);
+    pkw_event(&w, "segment_alloc", A2, 40 * MB, 10);
+    pkw_event(&w, "alloc", A2, 30 * MB, 20);
+    pkw_event(&w, "free_requested", A2, 30 * MB, 30);
+    pkw_event(&w, "free_completed", A2, 30 * MB, 40);
+    pkw_event(&w, "segment_free", A2, 40 * MB, 50);
+    mp_snapshot *s = pkw_finish(&w, "frag_end.pickle");
+    if (!s) return;
+    T_EQ(s->ndev, 2);
+    for (int i = 0; i < s->ndev; i++) {
+        const mp_mem_finding *f = finding_of(&s->dev[i], MP_MF_FRAGMENTATION);
+        T_CHECK(f != NULL);
+        if (!f) continue;
+        T_CHECK(!strstr(f->text, "0 inactive block(s)"));
+        if (s->dev[i].device == 0)
+            T_CHECK(strstr(f->text, "At the peak 16.00 MiB of the 20.00 MiB reserved is not in use (the caching "
+                                    "allocator's cache and rounding). At the end no inactive block sits split inside "
+                                    "a segment that holds live blocks.") != NULL);
+        else
+            T_CHECK(strstr(f->text, "At the peak 10.00 MiB of the 40.00 MiB reserved is not in use (the caching "
+                                    "allocator's cache and rounding). By the end every segment is released (0 B "
+                                    "reserved).") != NULL);
+    }
+    mp_snapshot_free(s);
+    /* blocks split at the end keep their clause */
+    s = load("tests/snapshots/v22_pending_free.pickle");
+    if (!s) return;
+    bool split = false;
+    for (int i = 0; i < s->ndev; i++) {
+        const mp_mem_finding *f = finding_of(&s->dev[i], MP_MF_FRAGMENTATION);
+        if (f && s->dev[i].end_inactive_split_blocks > 0) split = strstr(f->text, "sit split inside segments") != NULL;
+    }
+    T_CHECK(split);
+    mp_snapshot_free(s);
 }
 
 /* A trace of one event (old _record_memory_history(True)): the finding says
@@ -949,6 +1004,7 @@ MP_TESTS(memory) {
     {"categories", t_categories},
     {"findings", t_findings},
     {"one_entry", t_one_entry},
+    {"fragmentation_end", t_fragmentation_end},
     {"nothing", t_nothing},
     {"cli", t_command},
     {"diff", t_diff},

@@ -673,12 +673,24 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
             fmt_bytes(cache, b1, sizeof b1);
             fmt_bytes(d->reserved_at_peak, b2, sizeof b2);
             fmt_bytes(d->end_inactive_split_bytes, b3, sizeof b3);
+            /* what is true at the end: split blocks, or none (every segment
+             * released, or none split), never "0 inactive block(s) (0 B)" */
+            char end[240];
+            if (d->end_inactive_split_blocks > 0)
+                snprintf(end, sizeof end,
+                         "At the end, %lld inactive block(s) (%s) sit split inside segments that hold live blocks: "
+                         "memory the allocator cannot return or hand to a larger request.",
+                         (long long)d->end_inactive_split_blocks, b3);
+            else if (d->end_reserved == 0)
+                snprintf(end, sizeof end, "By the end every segment is released (0 B reserved).");
+            else
+                snprintf(end, sizeof end, "At the end no inactive block sits split inside a segment that holds "
+                                          "live blocks.");
             st = mp_mem_add_finding(
                 s, d, MP_MF_FRAGMENTATION, cache, d->peak_time_us, d->peak_ev,
-                "At the peak %s of the %s reserved is not in use (the caching allocator's cache and rounding). At "
-                "the end, %lld inactive block(s) (%s) sit split inside segments that hold live blocks: memory the "
-                "allocator cannot return or hand to a larger request.%s",
-                b1, b2, (long long)d->end_inactive_split_blocks, b3,
+                "At the peak %s of the %s reserved is not in use (the caching allocator's cache and rounding). "
+                "%s%s",
+                b1, b2, end,
                 expandable ? " The segments are expandable already (expandable_segments:True): what remains is "
                              "the cache and the rounding."
                            : " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces it.");
