@@ -363,6 +363,70 @@ static void t_fragmentation_end(void) {
     mp_snapshot_free(s);
 }
 
+/* A report of s as text (json false) or JSON, malloc'd. */
+static char *report_of(const mp_snapshot *s, bool json) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    mp_mem_report_opts ro = {-1, 20, false, MP_MEM_CSV_HOLDERS, NULL};
+    mp_status st = json ? mp_memory_write_json(s, &ro, f) : mp_memory_write_text(s, &ro, f);
+    fclose(f);
+    T_OK(st);
+    return buf;
+}
+
+/* time_us running backwards: the span is unknown (null in the JSON, never
+ * negative), with a replay warning naming the first event where the clock
+ * went back; a clock that only stands still is a span. */
+static void t_clock_backwards(void) {
+    const uint64_t S = 0x7f0000000000ull;
+    const int64_t MB = 1 << 20;
+    static const int64_t times[3][5] = {{5000, 4000, 3000, 2000, 1000}, /* backwards from event 1 */
+                                        {1000, 3000, 2000, 5000, 6000}, /* back once, at event 2: span 5 ms > 0 */
+                                        {1000, 1000, 3000, 3000, 5000}};
+    for (int c = 0; c < 3; c++) {
+        pkw w;
+        pkw_begin(&w);
+        pkw_segment(&w, 0, S, 20 * MB, 4 * MB);
+        pkw_traces(&w);
+        pkw_event(&w, "alloc", S, 4 * MB, times[c][0]);
+        pkw_event(&w, "alloc", S + 4 * MB, 8 * MB, times[c][1]);
+        pkw_event(&w, "free_requested", S + 4 * MB, 8 * MB, times[c][2]);
+        pkw_event(&w, "free_completed", S + 4 * MB, 8 * MB, times[c][3]);
+        pkw_event(&w, "alloc", S + 12 * MB, 2 * MB, times[c][4]);
+        mp_snapshot *s = pkw_finish(&w, "clock.pickle");
+        if (!s) continue;
+        const mp_mem_device *d = &s->dev[0];
+        char *text = report_of(s, false), *json = report_of(s, true);
+        T_CHECK(text && json);
+        if (c < 2) {
+            int64_t at = c == 0 ? 1 : 2;
+            T_EQ(d->clock_back_ev, at);
+            T_CHECK(mp_mem_span_us(d) == MP_MEM_NO_TIME);
+            char want[200];
+            snprintf(want, sizeof want, "span          unknown: time_us runs backwards at event %lld", (long long)at);
+            T_CHECK(text && strstr(text, want));
+            T_CHECK(json && strstr(json, "\"span_s\": null"));
+            snprintf(want, sizeof want, "event %lld: time_us %lld is earlier than event %lld's %lld: the clock runs backwards",
+                     (long long)at, (long long)times[c][at], (long long)at - 1, (long long)times[c][at - 1]);
+            T_CHECK(d->nwarn == 1 && strstr(d->warnings[0], want));
+            T_CHECK(text && strstr(text, want) && json && strstr(json, want));
+            /* holders allocated after the peak's time have no age */
+            T_CHECK(json && !strstr(json, "\"age_s\": -"));
+        } else {
+            T_EQ(d->clock_back_ev, -1);
+            T_EQ(mp_mem_span_us(d), 4000);
+            T_EQ(d->warn_count, 0);
+            T_CHECK(text && strstr(text, "span          0.004 s recorded"));
+            T_CHECK(json && strstr(json, "\"span_s\": 0.004"));
+        }
+        T_CHECK(text && !strstr(text, "span          -"));
+        free(text);
+        free(json);
+        mp_snapshot_free(s);
+    }
+}
+
 /* A trace of one event (old _record_memory_history(True)): the finding says
  * where the peak is, as the report does: after the event when it is an alloc
  * (peak_event 0), before it when it is a free (v20_one_entry, peak_event -1). */
@@ -1005,6 +1069,7 @@ MP_TESTS(memory) {
     {"findings", t_findings},
     {"one_entry", t_one_entry},
     {"fragmentation_end", t_fragmentation_end},
+    {"clock_backwards", t_clock_backwards},
     {"nothing", t_nothing},
     {"cli", t_command},
     {"diff", t_diff},

@@ -165,6 +165,7 @@ typedef struct mp_mem_device {
     int64_t end_inactive_split_bytes, end_inactive_split_blocks;
     int64_t largest_free_block; /* at the end, inactive blocks */
     int64_t first_time_us, last_time_us;
+    int64_t clock_back_ev; /* the first event whose time_us is earlier than the one before it; -1 none */
     int64_t warn_count;
     char *warnings[8]; /* the first few, owned */
     int nwarn;
@@ -256,6 +257,11 @@ mp_status mp_snapshot_read_memory(const void *buf, size_t len, const char *label
 void mp_snapshot_free(mp_snapshot *s);
 /* Replay and analyse every device (or opts->device). */
 mp_status mp_snapshot_analyze(mp_snapshot *s, const mp_mem_opts *o);
+
+/* The device's recorded span in microseconds (last time_us - first):
+ * MP_MEM_NO_TIME when the trace has no times or its clock runs backwards
+ * (d->clock_back_ev >= 0): never negative. */
+int64_t mp_mem_span_us(const mp_mem_device *d);
 
 /* Names and frames. */
 const char *mp_mem_str(const mp_snapshot *s, int32_t id);

@@ -94,6 +94,11 @@ static void warn(mp_mem_device *d, const char *fmt, ...) {
     if (d->warnings[d->nwarn]) d->nwarn++;
 }
 
+int64_t mp_mem_span_us(const mp_mem_device *d) {
+    if (d->first_time_us == MP_MEM_NO_TIME || d->clock_back_ev >= 0) return MP_MEM_NO_TIME;
+    return d->last_time_us - d->first_time_us;
+}
+
 static int64_t sat_add(int64_t a, int64_t b) {
     int64_t r;
     if (__builtin_add_overflow(a, b, &r)) return b > 0 ? INT64_MAX : INT64_MIN;
@@ -179,12 +184,21 @@ static mp_status replay_device(mp_snapshot *s, mp_mem_device *d) {
     d->peak_ev = -1;
     d->peak_reserved_ev = -1;
     d->first_time_us = d->last_time_us = MP_MEM_NO_TIME;
+    d->clock_back_ev = -1;
+    int64_t last_timed = -1; /* the last event with a time */
     for (uint32_t i = 0; i < n; i++) {
         const mp_mem_event *e = &ev[i];
         d->action_count[e->action]++; /* action < MP_MEM_MAX_ACTIONS: a 6-bit field */
         if (e->time_us != MP_MEM_NO_TIME) {
             if (d->first_time_us == MP_MEM_NO_TIME) d->first_time_us = e->time_us;
+            if (d->clock_back_ev < 0 && last_timed >= 0 && e->time_us < d->last_time_us) {
+                d->clock_back_ev = i; /* the first only: the span is unknown from here on */
+                warn(d, "event %u: time_us %lld is earlier than event %lld's %lld: the clock runs backwards, "
+                        "so the span recorded is unknown",
+                     i, (long long)e->time_us, (long long)last_timed, (long long)d->last_time_us);
+            }
             d->last_time_us = e->time_us;
+            last_timed = i;
         }
         switch (e->action) {
         case MP_MA_ALLOC: {

@@ -584,6 +584,8 @@ static mp_mem_device *device_slot(mp_snapshot *s, int device, int *cap) {
     mp_mem_device *d = &s->dev[s->ndev++];
     memset(d, 0, sizeof *d);
     d->device = device;
+    d->first_time_us = d->last_time_us = MP_MEM_NO_TIME; /* until the replay reads the times */
+    d->clock_back_ev = -1;
     return d;
 }
 

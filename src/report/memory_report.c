@@ -86,8 +86,11 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
                 first = false;
             }
         mp_out_puts(&o, "\n");
-        if (d->first_time_us != MP_MEM_NO_TIME)
-            mp_out_printf(&o, "span          %.3f s recorded\n", (double)(d->last_time_us - d->first_time_us) / 1e6);
+        if (mp_mem_span_us(d) != MP_MEM_NO_TIME)
+            mp_out_printf(&o, "span          %.3f s recorded\n", (double)mp_mem_span_us(d) / 1e6);
+        else if (d->clock_back_ev >= 0)
+            mp_out_printf(&o, "span          unknown: time_us runs backwards at event %lld (replay warnings)\n",
+                          (long long)d->clock_back_ev);
         mp_out_printf(&o, "allocated     start %s, peak %s", mp_mem_fmt_bytes(d->start_requested, b1, sizeof b1),
                       mp_mem_fmt_bytes(d->peak_requested, b2, sizeof b2));
         if (d->peak_ev >= 0) {
@@ -227,8 +230,8 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
     jw_ku64(w, "event_count", d->nev);
     jw_kbool(w, "has_trace", d->has_trace);
     jw_key(w, "span_s");
-    if (d->first_time_us == MP_MEM_NO_TIME) jw_null(w);
-    else jw_double(w, (double)(d->last_time_us - d->first_time_us) / 1e6);
+    if (mp_mem_span_us(d) == MP_MEM_NO_TIME) jw_null(w);
+    else jw_double(w, (double)mp_mem_span_us(d) / 1e6);
     jw_key(w, "start_unix_s");
     if (d->first_time_us == MP_MEM_NO_TIME) {
         jw_null(w);
