@@ -266,10 +266,12 @@ typedef struct mp_memory_options {
     size_t size;
     mp_format format; /* MP_FORMAT_TEXT (default), _JSON, _CSV, _HTML */
     int device;       /* one device; -1 (default) every device */
-    int top;          /* rows per table (default 20; -1 all) */
+    int top;          /* rows per table, -1 all; MP_MEMORY_TOP_DEFAULT (the default): each
+                         format's own, 20 for text and JSON, every row for CSV, 50 for HTML */
     int full_stack;   /* 1: whole stacks, not the first user frame */
     int csv_table;    /* MP_FORMAT_CSV: 0 holders at the peak, 1 sites, 2 events */
 } mp_memory_options;
+#define MP_MEMORY_TOP_DEFAULT (-2)
 MP_API mp_status mp_memory_options_init(mp_memory_options *o, size_t size);
 #define mp_memory_options_default(o) mp_memory_options_init((o), sizeof *(o))
 /* Read the snapshot at `path` (.pickle or .pickle.gz) and give the report

@@ -33,7 +33,8 @@ static void mem_usage(FILE *f) {
           "  --csv-table holders|sites|events  the table --format csv writes (default holders)\n"
           "  --device N              one device (default: every device)\n"
           "  --stack full            whole stacks, not the first user frame\n"
-          "  --top K                 rows per table (default 20; -1 all)\n"
+          "  --top K                 rows per table, every format, K largest (events: the first K);\n"
+          "                          -1 all (default: 20 for text and json, all for csv, 50 for html)\n"
           "  -o, --output FILE       write the report to FILE (default stdout)\n"
           "predicted against measured: the planner's memory rows of the same model beside the\n"
           "categories at the peak (weights/parameter, gradients/gradient, optimizer states and master\n"
@@ -148,7 +149,7 @@ static int plan_predict(const char *model, const char **dims, int ndims, const m
 }
 
 int mp_memory_main(int argc, char **argv) {
-    mp_mem_report_opts ro = {-1, 20, false, MP_MEM_CSV_HOLDERS, NULL};
+    mp_mem_report_opts ro = {-1, MP_MEMORY_TOP_DEFAULT, false, MP_MEM_CSV_HOLDERS, NULL};
     const char *plan_model = NULL;
     const char *dims[64];
     int ndims = 0, plan_flags = 0;
@@ -268,7 +269,7 @@ int mp_memory_main(int argc, char **argv) {
         ro.pred = &pred;
     }
     mp_snapshot *s[2] = {NULL, NULL};
-    mp_mem_opts mo = {ro.device, ro.top, ro.full_stack};
+    mp_mem_opts mo = {ro.device, mp_mem_top_rows(&ro, MP_FORMAT_TEXT), ro.full_stack};
     int rc = 0;
     for (int k = 0; k < nfiles && !rc; k++) {
         mp_status st = mp_snapshot_read(files[k], &s[k]);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 static void memory_defaults(mp_memory_options *o) {
-    *o = (mp_memory_options){sizeof *o, MP_FORMAT_TEXT, -1, 20, 0, 0};
+    *o = (mp_memory_options){sizeof *o, MP_FORMAT_TEXT, -1, MP_MEMORY_TOP_DEFAULT, 0, 0};
 }
 #define MEMORY_OPTIONS_V1 MP_FIELD_END(mp_memory_options, csv_table)
 
@@ -27,10 +27,12 @@ mp_status mp_memory_report_file(const char *path, const mp_memory_options *opts,
         return mp_error(MP_ERR_USAGE, "mp_memory_report_file: unknown format %d", (int)o.format);
     if (o.csv_table < 0 || o.csv_table > 2)
         return mp_error(MP_ERR_USAGE, "mp_memory_report_file: unknown csv_table %d", o.csv_table);
-    if (o.top < -1) return mp_error(MP_ERR_USAGE, "mp_memory_report_file: top %d (-1: all)", o.top);
+    if (o.top < -1 && o.top != MP_MEMORY_TOP_DEFAULT)
+        return mp_error(MP_ERR_USAGE, "mp_memory_report_file: top %d (-1: all; MP_MEMORY_TOP_DEFAULT: each format's own)",
+                        o.top);
     mp_snapshot *s = NULL;
     st = mp_snapshot_read(path, &s);
-    mp_mem_opts mo = {o.device, o.top, o.full_stack != 0};
+    mp_mem_opts mo = {o.device, o.top == MP_MEMORY_TOP_DEFAULT ? 20 : o.top, o.full_stack != 0};
     if (!st) st = mp_snapshot_analyze(s, &mo);
     if (!st) {
         mp_mem_report_opts ro = {o.device, o.top, o.full_stack != 0, o.csv_table, NULL};

@@ -108,7 +108,8 @@ mp_status mp_memory_write_diff(const mp_snapshot *sa, const mp_snapshot *sb, con
             st = mp_error(MP_ERR_NOMEM, "out of memory");
             break;
         }
-        int top = o->top < 0 ? ns : (o->top < ns ? o->top : ns);
+        int top = mp_mem_top_rows(o, json ? MP_FORMAT_JSON : MP_FORMAT_TEXT);
+        if (top < 0 || top > ns) top = ns;
         if (json) {
             jw_open(w, '{');
             jw_ki64(w, "device", devs[i]);

@@ -268,7 +268,7 @@ mp_status mp_memory_write_html(const mp_snapshot *cs, const mp_mem_report_opts *
     FILE *rf = open_memstream(&rep, &rlen);
     if (!rf) return mp_error(MP_ERR_NOMEM, "out of memory");
     mp_mem_report_opts jo = *ro;
-    if (jo.top >= 0 && jo.top < 50) jo.top = 50;
+    jo.top = mp_mem_top_rows(ro, MP_FORMAT_HTML); /* the JSON inside shows what the page's tables show */
     mp_status st = mp_memory_write_json(s, &jo, rf);
     fclose(rf);
     FILE *tf = st ? NULL : open_memstream(&tl, &tlen);

@@ -38,6 +38,21 @@ static double live_age_s(const mp_mem_device *d, const mp_mem_live *L) {
     return (double)(d->peak_time_us - d->ev[L->alloc_ev].time_us) / 1e6;
 }
 
+int mp_mem_top_rows(const mp_mem_report_opts *o, mp_format fmt) {
+    if (o->top != MP_MEMORY_TOP_DEFAULT) return o->top < 0 ? -1 : o->top;
+    switch (fmt) {
+    case MP_FORMAT_CSV: return -1;
+    case MP_FORMAT_HTML: return 50;
+    default: return 20;
+    }
+}
+
+/* The rows of a table of n shown in fmt. */
+static uint32_t rows_of(const mp_mem_report_opts *o, mp_format fmt, uint32_t n) {
+    int top = mp_mem_top_rows(o, fmt);
+    return top < 0 || (uint32_t)top > n ? n : (uint32_t)top;
+}
+
 static bool show(const mp_mem_report_opts *o, const mp_mem_device *d) { return o->device < 0 || d->device == o->device; }
 
 static double rel_s(const mp_mem_device *d, int64_t t) {
@@ -116,9 +131,9 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
         mp_out_printf(&o, "OOM events    %lld\n", (long long)d->action_count[MP_MA_OOM]);
 
         mp_out_rule(&o, "Largest allocations live at the peak", 100);
-        int top = ro->top < 0 ? (int)d->nlive : ro->top;
+        uint32_t top = rows_of(ro, MP_FORMAT_TEXT, d->nlive);
         mp_out_printf(&o, "%12s %10s  %-15s  %s\n", "size", "age (s)", "category", ro->full_stack ? "stack" : "first user frame");
-        for (uint32_t j = 0; j < d->nlive && (int)j < top; j++) {
+        for (uint32_t j = 0; j < top; j++) {
             const mp_mem_live *L = &d->live[j];
             mp_out_printf(&o, "%12s ", mp_mem_fmt_bytes(L->size, b1, sizeof b1));
             double ta = live_age_s(d, L);
@@ -152,7 +167,7 @@ mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *r
                 mp_out_printf(&o, "%-16s %12s  %5.1f%%\n", mp_mem_category_names[c], mp_mem_fmt_bytes(d->categories[c], b1, sizeof b1),
                               d->peak_requested ? 100.0 * (double)d->categories[c] / (double)d->peak_requested : 0.0);
         mp_out_rule(&o, "Bytes by source line at the peak", 100);
-        for (uint32_t j = 0; j < d->nsites && (int)j < (ro->top < 0 ? (int)d->nsites : ro->top); j++) {
+        for (uint32_t j = 0, nj = rows_of(ro, MP_FORMAT_TEXT, d->nsites); j < nj; j++) {
             mp_out_printf(&o, "%12s %6lld  ", mp_mem_fmt_bytes(d->sites[j].bytes, b1, sizeof b1), (long long)d->sites[j].count);
             text_frame(s, &o, d->sites[j].frame);
             mp_out_puts(&o, "\n");
@@ -263,8 +278,8 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
     jw_ki64(w, "live_at_peak", d->nlive);
     jw_key(w, "top_at_peak");
     jw_open(w, '[');
-    int top = ro->top < 0 ? (int)d->nlive : ro->top;
-    for (uint32_t j = 0; j < d->nlive && (int)j < top; j++) {
+    uint32_t top = rows_of(ro, MP_FORMAT_JSON, d->nlive);
+    for (uint32_t j = 0; j < top; j++) {
         const mp_mem_live *L = &d->live[j];
         jw_open(w, '{');
         jw_ki64(w, "size_bytes", L->size);
@@ -301,7 +316,7 @@ static void json_device(jw *w, const mp_snapshot *s, const mp_mem_device *d, con
     jw_close(w, '}');
     jw_key(w, "sites_at_peak");
     jw_open(w, '[');
-    for (uint32_t j = 0; j < d->nsites && (int)j < (ro->top < 0 ? (int)d->nsites : ro->top); j++) {
+    for (uint32_t j = 0, nj = rows_of(ro, MP_FORMAT_JSON, d->nsites); j < nj; j++) {
         jw_open(w, '{');
         jw_key(w, "site");
         json_frame(w, s, d->sites[j].frame);
@@ -426,7 +441,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
-            for (uint32_t j = 0; j < d->nlive; j++) {
+            for (uint32_t j = 0, nj = rows_of(ro, MP_FORMAT_CSV, d->nlive); j < nj; j++) {
                 const mp_mem_live *L = &d->live[j];
                 /* an unknown block size is empty, as the JSON's null */
                 mp_out_printf(&o, "%d,%u,%lld,", d->device, j + 1, (long long)L->size);
@@ -446,7 +461,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
-            for (uint32_t j = 0; j < d->nsites; j++) {
+            for (uint32_t j = 0, nj = rows_of(ro, MP_FORMAT_CSV, d->nsites); j < nj; j++) {
                 mp_out_printf(&o, "%d,%lld,%lld,", d->device, (long long)d->sites[j].bytes, (long long)d->sites[j].count);
                 csv_frame(&o, s, d->sites[j].frame);
                 mp_out_puts(&o, "\n");
@@ -457,7 +472,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
-            for (uint32_t j = 0; j < d->nev; j++) {
+            for (uint32_t j = 0, nj = rows_of(ro, MP_FORMAT_CSV, d->nev); j < nj; j++) {
                 const mp_mem_event *e = &d->ev[j];
                 mp_out_printf(&o, "%d,%u,%s,", d->device, j, mp_mem_action_name(s, e->action));
                 if (e->flags & MP_ME_ADDR) mp_out_printf(&o, "%llu", (unsigned long long)e->addr);

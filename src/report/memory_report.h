@@ -18,11 +18,18 @@ typedef struct mp_mem_predicted {
 
 typedef struct mp_mem_report_opts {
     int device;      /* -1: every device */
-    int top;         /* rows of the holders table (text, json); -1 all */
+    int top;         /* rows per table, as the user gave it (-1 all), or MP_MEMORY_TOP_DEFAULT:
+                        read it through mp_mem_top_rows */
     bool full_stack; /* whole stacks, not the first user frame */
     int csv_table;   /* MP_MEM_CSV_* */
     const mp_mem_predicted *pred; /* NULL: none */
 } mp_mem_report_opts;
+
+/* The rows each table of a report in `fmt` shows (-1 all): o->top when the
+ * user gave it (--top K; -1 all), the same rule for every format; else the
+ * format's own default, as before --top reached every format: 20 for text
+ * and JSON (and memory diff), every row for CSV, 50 for the HTML page. */
+int mp_mem_top_rows(const mp_mem_report_opts *o, mp_format fmt);
 
 mp_status mp_memory_write_text(const mp_snapshot *s, const mp_mem_report_opts *o, FILE *f);
 mp_status mp_memory_write_json(const mp_snapshot *s, const mp_mem_report_opts *o, FILE *f);

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             size_t len = 0;
             FILE *f = open_memstream(&buf, &len);
             if (!f) break;
-            mp_mem_report_opts ro = {-1, fmt == 1 ? -1 : 20, fmt == 1, fmt - 2, NULL};
+            mp_mem_report_opts ro = {-1, fmt == 1 ? -1 : MP_MEMORY_TOP_DEFAULT, fmt == 1, fmt - 2, NULL};
             if (fmt == 0) (void)mp_memory_write_text(s, &ro, f);
             else if (fmt == 1) (void)mp_memory_write_json(s, &ro, f);
             else if (fmt <= 4) (void)mp_memory_write_csv(s, &ro, f);
