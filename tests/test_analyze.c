@@ -52,6 +52,38 @@ static void t_shared_weight_once(void) {
     mp_model_free(m);
 }
 
+/* InstanceNorm with track_running_stats, as the TorchScript exporter
+ * writes it: each of weight, bias, running_mean and running_var through an
+ * Expand and a Tile into a BatchNormalization. The statistics reach only
+ * its mean and variance: buffers (params 3 + 3 = 6, as PyTorch counts; 12
+ * before), 2 buffers of 3. */
+static void t_expanded_running_stats(void) {
+    mp_model *m = tb_new(13);
+    tb_input(m, "x", MP_DT_FLOAT, 4, TB_DIMS(1, 3, 4, 4));
+    static const char *const w[] = {"n.weight", "n.bias", "n.running_mean", "n.running_var"};
+    for (int i = 0; i < 4; i++) tb_weight(m, w[i], MP_DT_FLOAT, 1, TB_DIMS(3));
+    tb_const_i(m, "shape", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){3});
+    tb_const_i(m, "reps", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){1});
+    char ins[64], e[16], t[16];
+    for (int i = 0; i < 4; i++) {
+        snprintf(ins, sizeof ins, "%s,shape", w[i]);
+        snprintf(e, sizeof e, "e%d", i);
+        snprintf(t, sizeof t, "t%d", i);
+        tb_node(m, "Expand", ins, e);
+        snprintf(ins, sizeof ins, "%s,reps", e);
+        tb_node(m, "Tile", ins, t);
+    }
+    tb_node(m, "BatchNormalization", "x,t0,t1,t2,t3", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    if (p) {
+        T_EQ(p->total.params, 6);
+        T_EQ(p->buffers, 2);
+        T_EQ(p->buffer_elems, 6);
+    }
+    tb_done(m, p);
+}
+
 /* A TorchScript export names a module by its last name alone where its
  * parents were never called (ModuleDict items, self.enc.fc(x)), made unique
  * by a count ("/cls", "/cls_1"): the weights its nodes read keep the
@@ -421,6 +453,7 @@ MP_TESTS(analyze){
     {"shared_weight_once", t_shared_weight_once},
     {"batchnorm_buffers_and_copies", t_batchnorm_buffers_and_copies},
     {"scope_named_by_weights", t_scope_named_by_weights},
+    {"expanded_running_stats", t_expanded_running_stats},
     {"not_params", t_not_params},
     {"liveness_peak", t_liveness_peak},
     {"folded_weights_not_activations", t_folded_weights_not_activations},

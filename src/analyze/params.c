@@ -15,6 +15,31 @@
  * an op takes a (quantized) weight; never when every use is a buffer slot
  * (BatchNormalization mean and variance). Copies are judged by their own
  * uses. */
+/* Does value v reach only BatchNormalization's mean and variance, through
+ * ops that pass its elements on (Expand, Tile, a Reshape)? PyTorch's
+ * InstanceNorm with track_running_stats is exported as Expand and Tile of
+ * each running statistic into a BatchNormalization (a recurrent op's
+ * initial state, the other buffer slot, is left to its own rule). */
+static bool mp__only_buffers(const mp_graph *g, int v, int depth) {
+    static const char *const pass[] = {"Expand", "Tile", "Reshape", "Unsqueeze", "Squeeze",
+                                       "Identity", "Flatten", "Cast"};
+    if (depth > 4 || v < 0 || (g->values[v].flags & MP_VAL_OUTPUT)) return false;
+    bool any = false;
+    for (int k = 0; k < g->n_nodes; k++) {
+        const mp_node *n = &g->nodes[k];
+        for (int s = 0; s < n->n_in; s++) {
+            if (n->in[s] != v) continue;
+            any = true;
+            uint32_t bit = s < 32 ? (1u << s) : 0;
+            if (n->desc && (n->desc->buffer_inputs & bit) && !strcmp(n->op, "BatchNormalization")) continue;
+            bool through = false;
+            for (size_t i = 0; i < MP_ARRAY_LEN(pass) && !through; i++) through = !strcmp(n->op, pass[i]);
+            if (!through || s != 0 || n->n_out < 1 || !mp__only_buffers(g, n->out[0], depth + 1)) return false;
+        }
+    }
+    return any;
+}
+
 static bool mp__is_param_by_use(const mp__walk *w, int v, const mp_tensor *t, bool *buffer) {
     *buffer = false;
     if (t->numel <= 0) return false;
@@ -25,7 +50,10 @@ static bool mp__is_param_by_use(const mp__walk *w, int v, const mp_tensor *t, bo
         const mp_node *n = &w->g->nodes[k];
         any = true;
         uint32_t bit = s < 32 ? (1u << s) : 0;
-        if (!n->desc || !(n->desc->buffer_inputs & bit)) all_buffer = false;
+        if (all_buffer && (!n->desc || !(n->desc->buffer_inputs & bit)) &&
+            !(s == 0 && n->n_out >= 1 && (!strcmp(n->op, "Expand") || !strcmp(n->op, "Tile")) &&
+              mp__only_buffers(w->g, n->out[0], 1)))
+            all_buffer = false;
         if (n->desc && (n->desc->param_inputs & bit)) param_slot = true;
     }
     if (any && all_buffer) {
