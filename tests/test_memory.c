@@ -281,6 +281,18 @@ static void pkw_event(pkw *w, const char *action, uint64_t addr, int64_t size, i
     pkw_frames(w, "/home/u/train.py", 10, "main");
     pkw_end_dict(w);
 }
+/* an event under the given frame (an optimizer's step: torch/optim/adam.py, "step") */
+static void pkw_event_in(pkw *w, const char *action, uint64_t addr, int64_t size, const char *file,
+                         const char *fn) {
+    pkw_next(w);
+    pkw_dict(w);
+    pkw_key_str(w, "action", action);
+    pkw_key_int(w, "addr", (int64_t)addr);
+    pkw_key_int(w, "size", size);
+    pkw_key_int(w, "stream", 0);
+    pkw_frames(w, file, 20, fn);
+    pkw_end_dict(w);
+}
 static void pkw_next_device(pkw *w) {
     pkw_end_list(w);
     pkw_list(w);
@@ -430,6 +442,48 @@ static void t_clock_backwards(void) {
 /* A trace of one event (old _record_memory_history(True)): the finding says
  * where the peak is, as the report does: after the event when it is an alloc
  * (peak_event 0), before it when it is a free (v20_one_entry, peak_event -1). */
+/* The spike is judged against a step (1% of the median step's events), so
+ * one pattern gets one verdict whether 2 or 30 steps were recorded. Each
+ * step: 50 activations of 1 MiB made and freed in reverse (a forward and a
+ * backward), a 64 MiB buffer at the turn living `life` events (1 MiB
+ * scratch allocs and frees meanwhile), an optimizer step's alloc and free.
+ * A buffer freed at the next event is a spike (1% of a 105-event step: 1
+ * event); one living 30 events is not, at 2 or 30 steps (by 1% of the
+ * trace's events it was at 30: 40 of 4,050). */
+static void t_spike_per_step(void) {
+    const uint64_t S = 0x7f0000000000ull, B = S + (256u << 20), O = B + (64u << 20);
+    const int64_t MB = 1 << 20;
+    for (int life = 1; life <= 30; life += 29)
+        for (int steps = 2; steps <= 30; steps += 28) {
+            pkw w;
+            pkw_begin(&w);
+            pkw_segment(&w, 0, S, 512 * MB, 0);
+            pkw_traces(&w);
+            for (int k = 0; k < steps; k++) {
+                for (int i = 0; i < 50; i++) pkw_event(&w, "alloc", S + (uint64_t)i * MB, MB, MP_MEM_NO_TIME);
+                /* the buffer, and `life` - 1 events of 1 MiB scratch before its free */
+                pkw_event(&w, "alloc", B, 64 * MB, MP_MEM_NO_TIME);
+                for (int i = 1; i < life; i++)
+                    pkw_event(&w, i % 2 ? "alloc" : "free_completed", S + 200 * MB, MB, MP_MEM_NO_TIME);
+                pkw_event(&w, "free_completed", B, 64 * MB, MP_MEM_NO_TIME);
+                if (life % 2 == 0) pkw_event(&w, "free_completed", S + 200 * MB, MB, MP_MEM_NO_TIME);
+                for (int i = 49; i >= 0; i--)
+                    pkw_event(&w, "free_completed", S + (uint64_t)i * MB, MB, MP_MEM_NO_TIME);
+                pkw_event_in(&w, "alloc", O, MB, "/usr/lib/python3/torch/optim/adam.py", "step");
+                pkw_event_in(&w, "free_completed", O, MB, "/usr/lib/python3/torch/optim/adam.py", "step");
+            }
+            mp_snapshot *s = pkw_finish(&w, "spike.pickle");
+            if (!s) continue;
+            const mp_mem_device *d = &s->dev[0];
+            T_EQ(d->nsteps, steps);
+            const mp_mem_finding *f = finding_of(d, MP_MF_SPIKE);
+            if ((f != NULL) != (life == 1))
+                mp_t_fail(__FILE__, __LINE__, "a %d-event buffer over %d steps: %s", life, steps,
+                          f ? f->text : "no spike finding");
+            mp_snapshot_free(s);
+        }
+}
+
 static void t_one_entry(void) {
     const uint64_t S = 0x7f0000000000ull;
     const int64_t MB = 1 << 20;
@@ -1130,6 +1184,7 @@ MP_TESTS(memory) {
     {"categories", t_categories},
     {"findings", t_findings},
     {"one_entry", t_one_entry},
+    {"spike_per_step", t_spike_per_step},
     {"fragmentation_end", t_fragmentation_end},
     {"clock_backwards", t_clock_backwards},
     {"nothing", t_nothing},

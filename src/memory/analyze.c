@@ -483,6 +483,11 @@ typedef struct tix {
     int64_t t;
     uint32_t i;
 } tix;
+static int i64_cmp(const void *x, const void *y) {
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
 static int tix_cmp(const void *x, const void *y) {
     const tix *a = x, *b = y;
     if (a->t != b->t) return a->t < b->t ? -1 : 1;
@@ -792,9 +797,20 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
                                 b1, (long long)grad_fwd, (long long)grad_steps);
     }
     /* short-lived spikes that set the peak: live at the peak, allocated
-     * and freed within 1% of the trace's events around it */
-    if (!st && d->peak_ev >= 0 && d->nev >= 100) {
-        int64_t win = d->nev / 100, bytes = 0, cnt = 0;
+     * and freed within 1% of a step's events around it (the median step's;
+     * without steps, the recording's), so the verdict on one pattern does
+     * not hang on how many steps were recorded */
+    int64_t ref = d->nev;
+    if (d->nsteps > 0) {
+        int64_t *len = malloc((size_t)d->nsteps * sizeof *len);
+        if (!len && !st) st = mp_error(MP_ERR_NOMEM, "out of memory");
+        for (int i = 0; len && i < d->nsteps; i++) len[i] = d->steps[i].last_ev - d->steps[i].first_ev + 1;
+        if (len) qsort(len, (size_t)d->nsteps, sizeof *len, i64_cmp);
+        if (len) ref = len[(d->nsteps - 1) / 2];
+        free(len);
+    }
+    if (!st && d->peak_ev >= 0 && ref >= 100) {
+        int64_t win = ref / 100, bytes = 0, cnt = 0;
         uint32_t fr0 = UINT32_MAX;
         for (uint32_t j = 0; j < d->nlive; j++) {
             const mp_mem_live *L = &d->live[j];
@@ -811,9 +827,10 @@ mp_status mp_mem_analyze_device(mp_snapshot *s, mp_mem_device *d) {
             fmt_bytes(d->peak_requested, b2, sizeof b2);
             st = mp_mem_add_finding(s, d, MP_MF_SPIKE, bytes, d->peak_time_us, d->peak_ev,
                                     "A short-lived spike sets the peak: %lld allocation(s), %s of the %s peak, are "
-                                    "made and freed within %lld events of it (the largest from %s). Freeing or "
-                                    "chunking that work lowers the peak by up to that much.",
+                                    "made and freed within %lld events of it (1%% of %s; the largest from %s). "
+                                    "Freeing or chunking that work lowers the peak by up to that much.",
                                     (long long)cnt, b1, b2, (long long)win,
+                                    d->nsteps > 0 ? "the median step" : "the recording",
                                     fr0 == UINT32_MAX ? "(no user frame)" : mp_mem_frame_text(s, fr0, fb, sizeof fb));
         }
     }
