@@ -421,6 +421,85 @@ static void t_decomposed_hand(void) {
     T_EQ_U64(decomposed_kept(5), 128 + 128);
 }
 
+/* What PyTorch keeps for operators a probe found planned wrong
+ * (derivatives.yaml). x[4,8] -> MatMul W1 -> h (128 B) -> the operator ->
+ * z -> MatMul W2: the products keep x and z (128 B each), so the operator's
+ * own share is the rest:
+ *  0 Elu keeps its input h: 384 (its output, the product's z, was kept: 256);
+ *  1 Max(h, 2h) then + h: maximum keeps both inputs, not its result: x, h,
+ *    2h and the sum 512 (640 with the result);
+ *  2 CumSum keeps nothing: 256 (the default kept h: 384);
+ *  3 GatherElements keeps its input (gather_backward's self): 384 (256);
+ *  4 Slice with step -1 (the exporter's torch.flip) copies: h * flip(h)
+ *    keeps h and the flipped copy, 512 (as a view of h: 384);
+ *  5 scatter_add(0, idx.unsqueeze(-1).expand_as(h), h) into zeros keeps the
+ *    index alone (an int64 computed from a constant: no activation): 256;
+ *    index_add_'s form (the source expanded too) keeps the source: 384. */
+static uint64_t probe_kept(int which) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(4, 8));
+    tb_weight(m, "W1", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(8, 8));
+    tb_const_f(m, "two", MP_DT_FLOAT, 0, NULL, (const double[]){2.0});
+    tb_node(m, "MatMul", "x,W1", "h");
+    if (which == 0) {
+        tb_node(m, "Elu", "h", "z");
+    } else if (which == 1) {
+        tb_node(m, "Mul", "h,two", "h2");
+        tb_node(m, "Max", "h,h2", "mx");
+        tb_node(m, "Add", "mx,h", "z");
+    } else if (which == 2) {
+        tb_const_i(m, "ax", MP_DT_INT64, 0, NULL, (const int64_t[]){1});
+        tb_node(m, "CumSum", "h,ax", "z");
+    } else if (which == 3) {
+        int64_t ix[32];
+        for (int i = 0; i < 32; i++) ix[i] = 7 - i % 8;
+        tb_const_i(m, "ix", MP_DT_INT64, 2, TB_DIMS(4, 8), ix);
+        int k = tb_node(m, "GatherElements", "h,ix", "z");
+        tb_attr_i(m, k, "axis", 1);
+    } else if (which == 4) {
+        tb_const_i(m, "st", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){-1});
+        tb_const_i(m, "en", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){INT64_MIN});
+        tb_const_i(m, "axs", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){1});
+        tb_const_i(m, "stp", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){-1});
+        tb_node(m, "Slice", "h,st,en,axs,stp", "f");
+        tb_node(m, "Mul", "h,f", "z");
+    } else {
+        tb_const_i(m, "i1", MP_DT_INT64, 1, TB_DIMS(4), (const int64_t[]){0, 1, 0, 1});
+        tb_const_i(m, "um", MP_DT_INT64, 1, TB_DIMS(1), (const int64_t[]){-1});
+        tb_const_i(m, "shp", MP_DT_INT64, 1, TB_DIMS(2), (const int64_t[]){4, 8});
+        tb_const_f(m, "zeros", MP_DT_FLOAT, 2, TB_DIMS(4, 8), (const double[32]){0});
+        tb_node(m, "Unsqueeze", "i1,um", "iu");
+        tb_node(m, "Expand", "iu,shp", "ie");
+        if (which == 6) {
+            tb_node(m, "Expand", "h,shp", "src");
+        } else {
+            tb_node(m, "Identity", "h", "src");
+        }
+        int k = tb_node(m, "ScatterElements", "zeros,ie,src", "z");
+        tb_attr_s(m, k, "reduction", "add");
+    }
+    tb_node(m, "MatMul", "z,W2", "y");
+    tb_output(m, "y");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    o.loss = 0;
+    mp_tplan *pl = plan_of(p, &o);
+    uint64_t b = pl ? pl->mem.activations_bytes : 0;
+    mp_tplan_free(pl);
+    tb_done(m, p);
+    return b;
+}
+
+static void t_probe_rules(void) {
+    static const uint64_t want[] = {384, 512, 256, 384, 512, 256, 384};
+    for (int i = 0; i < 7; i++)
+        if (probe_kept(i) != want[i])
+            mp_t_fail(__FILE__, __LINE__, "case %d: %llu bytes kept, %llu by hand", i,
+                      (unsigned long long)probe_kept(i), (unsigned long long)want[i]);
+}
+
 /* A LayerNorm (the exporter's decomposition) on a graph input, then a
  * product: the input needs no gradient, but the norm's weight does, and
  * native_layer_norm_backward needs the input, its mean and 1/std for it:
@@ -1585,6 +1664,7 @@ MP_TESTS(plan) {
     {"blocks_hand", t_blocks_hand},
     {"attention_hand", t_attention_hand},
     {"decomposed_hand", t_decomposed_hand},
+    {"probe_rules", t_probe_rules},
     {"roofline", t_roofline},
     {"comm_train", t_comm_train},
     {"scaler_clip", t_scaler_clip},

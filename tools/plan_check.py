@@ -104,8 +104,8 @@ LLAMA = dict(fm.LLAMA_SMALL, vocab_size=512, hidden_size=64, num_hidden_layers=2
 MODES = ("fp32", "bf16", "fp32 ckpt", "bf16 ckpt")
 
 
-def g():
-    return torch.Generator().manual_seed(1)
+def g(seed=1):
+    return torch.Generator().manual_seed(seed)
 
 
 def build_resnet50():
@@ -165,8 +165,26 @@ CASES = {
     "unet": (lambda: (UNet(), (torch.randn(1, 3, 64, 64, generator=g()),)), ("fp32", "bf16")),
     "resnet18_folded": (lambda: (__import__("torchvision").models.resnet18(weights=None),
                                  (torch.randn(2, 3, 64, 64, generator=g()),)), ("fp32", "bf16", "fp32 ckpt")),
+    # tools/probe_models.py: forms a probe found planned wrong (stop 50)
+    "moe_mask": (lambda: (__import__("probe_models").MoEModel("mask"),
+                          (torch.randint(0, 500, (2, 64), generator=g()),)), ("fp32", "bf16", "fp32 ckpt")),
+    "moe_index": (lambda: (__import__("probe_models").MoEModel("index"),
+                           (torch.randint(0, 500, (2, 64), generator=g()),)), ("fp32", "bf16")),
+    "gnn": (lambda: (__import__("probe_models").GNN("scatter"), gnn_inputs()), ("fp32", "bf16")),
+    "ssm": (lambda: (__import__("probe_models").SSM(), (torch.randint(0, 100, (2, 16), generator=g()),)),
+            ("fp32", "bf16")),
+    "alibi": (lambda: (__import__("probe_models").ALiBiLM(), (torch.randint(0, 300, (2, 64), generator=g()),)),
+              ("fp32", "bf16", "bf16 ckpt")),
+    "opszoo": (lambda: (__import__("probe_models").OpsZoo(), (torch.randn(4, 8, 32, generator=g()),)),
+               ("fp32", "bf16")),
 }
-INPUT_NAMES = {"vit": ["x"], "unet": ["x"], "seq2seq": ["src", "tgt"], "resnet18_folded": ["x"]}
+INPUT_NAMES = {"vit": ["x"], "unet": ["x"], "seq2seq": ["src", "tgt"], "resnet18_folded": ["x"],
+               "gnn": ["x", "edges"], "opszoo": ["x"]}
+
+
+def gnn_inputs():
+    return torch.randn(200, 16, generator=g()), torch.randint(0, 200, (2, 800), generator=g(2))
+
 
 # fine-tuning modes: the plan's flags and what the PyTorch model is given
 FT_ARGS = {

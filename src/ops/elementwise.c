@@ -883,9 +883,10 @@ static bool ew_is(const char *op, const char *const *names) {
 }
 
 static void ew_train(mp_ctx *c, mp_bwd *t) {
-    static const char *const keep_out[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal",
-                                           "Elu", "Selu", NULL};
-    static const char *const keep_in[] = {"LeakyRelu", "HardSigmoid", "HardSwish", "Erf", "Gelu",
+    static const char *const keep_out[] = {"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Reciprocal", NULL};
+    /* elu (and selu, celu: elu with other constants) keeps its input
+     * (derivatives.yaml: elu_backward(grad, ..., is_result=false, self)) */
+    static const char *const keep_in[] = {"LeakyRelu", "HardSigmoid", "HardSwish", "Erf", "Gelu", "Elu", "Selu",
                                           "Softplus", "Softsign", "Celu", "ThresholdedRelu", "Mish",
                                           "Log", "Abs", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan",
                                           "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Shrink", "Clip",
@@ -921,8 +922,9 @@ static void ew_train(mp_ctx *c, mp_bwd *t) {
         if (t->rg & 2u) t->save_out = 1u;
         t->bwd_flops = 3 * out * (uint64_t)grads;
     } else if (mp_streq(op, "Max") || mp_streq(op, "Min") || mp_streq(op, "PRelu")) {
+        /* maximum/minimum: where(self == other, grad / 2, grad) masked by
+         * self < other: both inputs, not the result */
         t->save_in = (1u << c->n->n_in) - 1u;
-        t->save_out = mp_streq(op, "PRelu") ? 0 : 1u;
         t->bwd_flops = 2 * out * (uint64_t)grads;
     } else if (mp_streq(op, "Where")) { /* the condition routes the gradient */
         t->save_in = 1u;

@@ -2189,13 +2189,49 @@ static void sh_train_scatter(mp_ctx *c, mp_bwd *t) {
     int ix = c->n->n_in > 1 ? c->n->in[1] : -1;
     const mp_value *e = ix >= 0 ? &c->g->values[ix] : NULL;
     const mp_node *pe = e && e->producer >= 0 ? &c->g->nodes[e->producer] : NULL;
-    if ((t->rg & 4u) && pe && strcmp(pe->op, "Expand") == 0 && pe->n_in > 0 && pe->in[0] >= 0) {
+    /* (scatter_add's own idiom, index.unsqueeze(-1).expand_as(src), reads
+     * the source as it is: the exporter expands index_add's source too) */
+    int sx = c->n->n_in > 2 ? c->n->in[2] : -1;
+    const mp_node *ps = sx >= 0 && c->g->values[sx].producer >= 0 ? &c->g->nodes[c->g->values[sx].producer] : NULL;
+    if ((t->rg & 4u) && pe && strcmp(pe->op, "Expand") == 0 && pe->n_in > 0 && pe->in[0] >= 0 && ps &&
+        strcmp(ps->op, "Expand") == 0) {
         const mp_value *u = &c->g->values[pe->in[0]];
         const mp_node *pu = u->producer >= 0 ? &c->g->nodes[u->producer] : NULL;
         if (pu && strcmp(pu->op, "Unsqueeze") == 0 && pu->n_in > 0 && pu->in[0] >= 0 &&
             c->g->values[pu->in[0]].rank == 1)
             t->save_in |= 4u;
     }
+}
+
+/* Slice: a view (basic indexing), except a negative step: the exporter's
+ * form of torch.flip, which copies. */
+static void sh_train_slice(mp_ctx *c, mp_bwd *t) {
+    const mp_value *st = c->n->n_in > 4 ? mp_in(c, 4) : NULL;
+    if (st && st->kn > 0 && st->iv)
+        for (int64_t i = 0; i < st->kn; i++)
+            if (st->iv[i] < 0) return;   /* a copy that keeps nothing */
+    t->view = true;
+}
+
+/* GatherElements (torch.gather): gather_backward(grad, self, dim, index)
+ * keeps the input and the index (autograd saves self, read for its sizes),
+ * a scatter-add of the output's elements. */
+static void sh_train_gather_elements(mp_ctx *c, mp_bwd *t) {
+    if (!(t->rg & 1u)) return;
+    t->save_in = 3u;
+    const mp_value *y = mp_out(c, 0);
+    int64_t n = y ? mp_value_numel(y) : -1;
+    t->bwd_flops = n > 0 ? (uint64_t)n : 0;
+}
+
+/* CumSum: cumsum_backward(grad, dim), a reversed cumulative sum, keeps no
+ * tensor; autocast runs cumsum in fp32 (CUDA's fp32 list). */
+static void sh_train_cumsum(mp_ctx *c, mp_bwd *t) {
+    t->amp = MP_AMP_FP32;
+    if (!(t->rg & 1u)) return;
+    const mp_value *y = mp_out(c, 0);
+    int64_t n = y ? mp_value_numel(y) : -1;
+    t->bwd_flops = n > 0 ? (uint64_t)n : 0;
 }
 
 /* Cast's output type is its own; Shape, Size and the rest give integers. */
@@ -2208,12 +2244,13 @@ const mp_op mp_ops_shape[] = {
     {"", "Shape", 1, shape_infer, meta_cost, 0, 0, NULL, shk_shape, .train = sh_train_keep},
     {"", "Size", 1, size_infer, meta_cost, 0, 0, NULL, shk_size, .train = sh_train_keep},
     {"", "Gather", 1, gather_infer, mp_cost_zero, 0, 0, NULL, shk_gather, .train = sh_train_gather},
-    SH_OP("GatherElements", 11, gather_elements_infer, shk_gather_elements),
+    {"", "GatherElements", 11, gather_elements_infer, mp_cost_zero, 0, 0, NULL, shk_gather_elements,
+     .train = sh_train_gather_elements},
     SH_OP("GatherND", 11, gather_nd_infer, shk_gather_nd),
     SH_OP("Concat", 1, concat_infer_v1, shk_concat),
     SH_OP("Concat", 4, concat_infer_v4, shk_concat),
     SH_VIEW("Slice", 1, slice_infer_v1, shk_slice),
-    SH_VIEW("Slice", 10, slice_infer_v10, shk_slice),
+    {"", "Slice", 10, slice_infer_v10, mp_cost_zero, 0, 0, NULL, shk_slice, .train = sh_train_slice},
     SH_VIEW("Unsqueeze", 1, unsqueeze_infer_v1, shk_copy),
     SH_VIEW("Unsqueeze", 13, unsqueeze_infer_v13, shk_copy),
     SH_VIEW("Squeeze", 1, squeeze_infer_v1, shk_copy),
@@ -2249,7 +2286,7 @@ const mp_op mp_ops_shape[] = {
     {"", "Scatter", 9, scatter_elements_infer, scatter_cost, 0, 0, NULL, shk_scatter_elements, shk_scatter_prepare,
      .train = sh_train_scatter},
     SH_OP("OneHot", 9, one_hot_infer, shk_one_hot),
-    {"", "CumSum", 11, cumsum_infer, mp_cost_in1, 0, 0, NULL, shk_cumsum},
+    {"", "CumSum", 11, cumsum_infer, mp_cost_in1, 0, 0, NULL, shk_cumsum, .train = sh_train_cumsum},
     SH_OP("DepthToSpace", 1, depth_to_space_infer, shk_depth_to_space),
     SH_OP("SpaceToDepth", 1, space_to_depth_infer, shk_space_to_depth),
     SH_OP("ReverseSequence", 10, reverse_sequence_infer, shk_reverse_sequence),

@@ -460,10 +460,12 @@ static bool linear_bias_add(const pctx *c, const mp_node *n, int i) {
            param_like(c, p->in[1]);
 }
 
-/* Input i (a parameter) of node n promotes its type under autocast: an
- * elementwise Add, Sub, Mul or Div of a bf16 activation and an fp32
- * parameter with dims is fp32 in PyTorch (type promotion: a learned
- * position embedding added to a bf16 patch embedding, a layer scale), but
+/* Input i (a parameter, or a constant: a buffer, a tensor the model makes
+ * in Python) of node n promotes its type under autocast: an elementwise
+ * Add, Sub, Mul or Div of a bf16 activation and an fp32 tensor with dims
+ * is fp32 in PyTorch (type promotion: a learned position embedding added to
+ * a bf16 patch embedding, a layer scale, an ALiBi bias or a causal mask
+ * buffer added to bf16 scores; a 0-dim tensor or Python number does not), but
  * a Linear's bias is addmm's (cast with the product) and an operator
  * taking weights (BatchNorm's scale: cuDNN takes bf16 with fp32 scale)
  * keeps its activation's type. */
@@ -836,6 +838,10 @@ static uint64_t keep(pctx *c, int v, int want_dt, int stamp, bool *split, uint64
         }
         return 0;
     }
+    /* kept for the whole step already (stamp 1: by a node outside the
+     * checkpointed blocks): a block's recompute reads that storage, and the
+     * checkpoint's own keep of the block's inputs must not count it again */
+    if (c->seen[s] == 1) return 0;
     c->seen[s] = stamp;
     if (stamp == 1) c->first_unit[s] = c->cur_unit;
     return b;
@@ -1348,7 +1354,7 @@ static mp_status graph_pass(pctx *c) {
             int v = n->in[i];
             if (v < 0 || !mp_dtype_is_float(c->adt[v])) continue;
             any_dt = wider(any_dt, c->adt[v]);
-            if (!c->cst[v] && (!param_like(c, v) || (c->mixed && param_promotes(c, n, i))))
+            if ((!c->cst[v] && !param_like(c, v)) || (c->mixed && param_promotes(c, n, i)))
                 act_dt = wider(act_dt, c->adt[v]);
         }
         int out_dt = act_dt >= 0 ? act_dt : any_dt >= 0 ? any_dt : c->base_dt;
