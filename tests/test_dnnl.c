@@ -2032,16 +2032,17 @@ static void test_plan_matmul_gelu(void) {
 }
 
 /* SiLU written out (x * Sigmoid(x), the TorchScript exporter's F.silu:
- * EfficientNet's convolutions, Llama's MLP gate) and QuickGELU (x *
- * Sigmoid(1.702 x)) after a MatMul and after a Conv: one kernel, the
- * activation oneDNN's swish post-op (alpha 1 and 1.702). Before, the
- * Sigmoid and the Mul each ran alone over the tensor. Against the
- * reference loops, fused and not; fused, one step. */
+ * EfficientNet's convolutions, Llama's MLP gate), QuickGELU (x *
+ * Sigmoid(1.702 x)) and Mish (x * Tanh(Softplus(x)), F.mish before opset
+ * 18: YOLO's convolutions) after a MatMul and after a Conv: one kernel, the
+ * activation oneDNN's swish post-op (alpha 1 and 1.702) or its mish. Before,
+ * each piece ran alone over the tensor. Against the reference loops, fused
+ * and not; fused, one step. */
 static void test_plan_swish(void) {
     bool was_portable = mp_run_portable_only;
     mp_run_portable_only = false;
-    for (int form = 0; form < 4; form++) { /* SiLU, QuickGELU after MatMul; the same after Conv */
-        bool conv = form >= 2, quick = form % 2;
+    for (int form = 0; form < 6; form++) { /* SiLU, QuickGELU, Mish after MatMul; the same after Conv */
+        bool conv = form >= 3, quick = form % 3 == 1, mish = form % 3 == 2;
         mp_model *m = tb_new(14);
         tb_input(m, "x", F, conv ? 4 : 3, conv ? TB_DIMS(1, 8, 12, 12) : TB_DIMS(1, 24, 64));
         tb_input(m, "w", F, conv ? 4 : 2, conv ? TB_DIMS(16, 8, 3, 3) : TB_DIMS(64, 80));
@@ -2051,6 +2052,9 @@ static void test_plan_swish(void) {
         if (quick) {
             tb_node(m, "Mul", "h,q", "hq");
             tb_node(m, "Sigmoid", "hq", "s");
+        } else if (mish) {
+            tb_node(m, "Softplus", "h", "sp");
+            tb_node(m, "Tanh", "sp", "s");
         } else {
             tb_node(m, "Sigmoid", "h", "s");
         }
@@ -2063,7 +2067,7 @@ static void test_plan_swish(void) {
         else ref_matmul(xv, wv, want, 24, 64, 80);
         for (int64_t i = 0; i < n; i++) {
             double v = want[i];
-            want[i] = (float)(v / (1 + exp(-(quick ? 1.702 : 1.0) * v)));
+            want[i] = mish ? (float)(v * tanh(log1p(exp(v)))) : (float)(v / (1 + exp(-(quick ? 1.702 : 1.0) * v)));
         }
         const char *names[2] = {"x", "w"};
         float *data[2] = {xv, wv};

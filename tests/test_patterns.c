@@ -1158,6 +1158,36 @@ static void t_quick_gelu_geglu(void) {
     tb_done(m, prof);
 }
 
+/* F.mish written out (x * Tanh(Softplus(x)), the TorchScript exporter's
+ * form before opset 18) is one activation of kind mish; opset 18's Mish
+ * operator too; a Softplus whose Tanh is multiplied by another value is
+ * none. */
+static void t_mish(void) {
+    mp_model *m = tb_new(18);
+    tb_input(m, "x", F, 3, TB_DIMS(2, 5, 16));
+    tb_input(m, "z", F, 3, TB_DIMS(2, 5, 16));
+    int sp = tb_node(m, "Softplus", "x", "s");
+    tb_node(m, "Tanh", "s", "t");
+    tb_node(m, "Mul", "x,t", "y");
+    int op = tb_node(m, "Mish", "y", "y2");
+    int sp2 = tb_node(m, "Softplus", "y2", "s2");
+    tb_node(m, "Tanh", "s2", "t2");
+    tb_node(m, "Mul", "z,t2", "y3");
+    tb_output(m, "y3");
+    mp_profile *prof;
+    const mp_patterns *p = built(m, &prof);
+    if (p) {
+        mp_pref r = mp_pattern_at(p, sp);
+        T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_MISH &&
+                p->acts[r.index].form == MP_FORM_DECOMPOSED && p->acts[r.index].n == 3 &&
+                p->acts[r.index].x == tb_val(m, "x") - m->graph->values);
+        r = mp_pattern_at(p, op);
+        T_CHECK(r.kind == MP_PAT_ACT && p->acts[r.index].kind == MP_ACT_MISH && p->acts[r.index].form == MP_FORM_OP);
+        T_EQ(mp_pattern_at(p, sp2).kind, MP_PAT_NONE);
+    }
+    tb_done(m, prof);
+}
+
 /* A weightless copy of a train-mode dynamo export (opset 18: GELU written
  * out as Div, Erf, Add, Mul(0.5), Mul(x); SDPA's decomposition with Q
  * and K each scaled and a NaN guard): its scalar constants were external
@@ -1197,6 +1227,7 @@ static void t_weightless_train_export(void) {
 
 MP_TESTS(patterns){
     {"quick_gelu_geglu", t_quick_gelu_geglu},
+    {"mish", t_mish},
     {"exports", t_exports},
     {"qwen3_config", t_qwen3_config},
     {"shapes_change", t_shapes_change},

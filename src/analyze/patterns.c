@@ -630,6 +630,8 @@ static void act_whole(pctx *c, int k) {
         form = MP_FORM_CONTRIB;
     } else if (is_op(n, "Swish") && mp_attr_f(n, "alpha", 1.0) == 1.0) {
         kind = MP_ACT_SILU;
+    } else if (is_op(n, "Mish")) {
+        kind = MP_ACT_MISH;
     }
     if (kind < 0) return;
     cand_reset(c);
@@ -774,6 +776,23 @@ static void sigmoid_act(pctx *c, int s) {
     cand(c, s, MP_PART_BODY);
     cand(c, mu, MP_PART_BODY);
     mp_pact *a = act_new(c, kind, MP_FORM_DECOMPOSED, x, out0(c, mu));
+    if (a) act_accept(c, a);
+}
+
+/* x * Tanh(Softplus(x)) (F.mish before opset 18's Mish), from the
+ * Softplus. */
+static void mish_act(pctx *c, int sp) {
+    if (!free_node(c, sp) || !is_op(NODE(c, sp), "Softplus")) return;
+    int x = in_at(c, sp, 0);
+    int th = sole_op(c, out0(c, sp), "Tanh");
+    if (x < 0 || th < 0 || !free_node(c, th)) return;
+    int mu = sole_op(c, out0(c, th), "Mul");
+    if (mu < 0 || !free_node(c, mu) || other(c, mu, out0(c, th)) != x) return;
+    cand_reset(c);
+    cand(c, sp, MP_PART_BODY);
+    cand(c, th, MP_PART_BODY);
+    cand(c, mu, MP_PART_BODY);
+    mp_pact *a = act_new(c, MP_ACT_MISH, MP_FORM_DECOMPOSED, x, out0(c, mu));
     if (a) act_accept(c, a);
 }
 
@@ -2063,6 +2082,7 @@ static mp_status find(pctx *c, mp_patterns **out) {
         gelu_erf(c, k);
         gelu_tanh(c, k);
         sigmoid_act(c, k);
+        mish_act(c, k);
     }
     for (int i = 0; i < nn; i++) rotary_half(c, c->order[i]);
     for (int i = 0; i < nn; i++) attn_decomposed(c, c->order[i]);

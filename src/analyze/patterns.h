@@ -81,6 +81,7 @@ typedef enum mp_norm_kind {
     X(GELU_TANH, "gelu_tanh")    \
     X(QUICK_GELU, "quick_gelu")  \
     X(SILU, "silu")              \
+    X(MISH, "mish")              \
     X(RELU, "relu")              \
     X(SWIGLU, "swiglu")          \
     X(GEGLU, "geglu")

@@ -890,7 +890,9 @@ static bool norm_whole(const mp_pnorm *nm) {
 
 static bool act_whole(const mp_pact *a) {
     return a->form == MP_FORM_DECOMPOSED &&
-           (a->kind == MP_ACT_GELU || a->kind == MP_ACT_SILU || (a->kind == MP_ACT_GELU_TANH && a->one_op)) && a->n > 1;
+           (a->kind == MP_ACT_GELU || a->kind == MP_ACT_SILU || a->kind == MP_ACT_MISH ||
+            (a->kind == MP_ACT_GELU_TANH && a->one_op)) &&
+           a->n > 1;
 }
 
 /* What attention a reads as Q, K or V, before a member of its own (a scale
@@ -1324,7 +1326,7 @@ static mp_status graph_pass(pctx *c) {
             t.extra_bytes = 2 * 4 * rows;
             t.amp = MP_AMP_FP32;
         } else if (role == ROLE_ACT_HEAD && rg) {
-            keep_v[0] = P->acts[ref.index].x; /* F.gelu, F.silu: the input */
+            keep_v[0] = P->acts[ref.index].x; /* F.gelu, F.silu, F.mish: the input */
         } else if (role == ROLE_ATTN_HEAD && rg) {
             const mp_pattn *a = &P->attn[ref.index];
             keep_v[0] = attn_source(c, ref.index, a->q);

@@ -448,6 +448,7 @@ static bool act_at(const mp_graph *g, int v, int *nodes, int *n, dnnl_alg_kind_t
     case MP_ACT_GELU: *alg = dnnl_eltwise_gelu_erf; break;
     case MP_ACT_GELU_TANH: *alg = dnnl_eltwise_gelu_tanh; break;
     case MP_ACT_SILU: case MP_ACT_QUICK_GELU: *alg = dnnl_eltwise_swish; break;
+    case MP_ACT_MISH: *alg = dnnl_eltwise_mish; break;
     default: return false;
     }
     if (a->x != v || a->n > 8) return false;
