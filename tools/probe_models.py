@@ -29,15 +29,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-class Expert(nn.Module):
-    def __init__(self, h, i):
-        super().__init__()
-        self.w1 = nn.Linear(h, i, bias=False)
-        self.w3 = nn.Linear(h, i, bias=False)
-        self.w2 = nn.Linear(i, h, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+from plain_decoders import MLP as Expert   # SwiGLU: w2(silu(w1 x) * w3 x)
 
 
 class MoEDenseMask(nn.Module):

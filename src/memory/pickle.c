@@ -179,6 +179,21 @@ const char *mpk_str(const mpk *k, int32_t id, uint32_t *len) {
  * b.gz`. Zero bytes after the last member are padding, skipped to the end of
  * the file as gzip(1) skips them; anything else after it (not a member's
  * magic) ends the stream, as before. False with *err set on a read error. */
+/* The next chunk of compressed input from the file: its byte count, 0 at
+ * the end, -1 on a read error (the message set). */
+static ssize_t pk_gz_read(mpk *k) {
+    ssize_t r;
+    do r = read(k->fd, k->zin, PK_CHUNK);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        mp_error(MP_ERR_IO, "%s: read failed: %s", k->label, strerror(errno));
+        return -1;
+    }
+    k->z.next_in = k->zin;
+    k->z.avail_in = (uInt)r;
+    return r;
+}
+
 static bool pk_gz_next_member(mpk *k, bool *err) {
     for (;;) {
         while (k->z.avail_in > 0 && k->z.next_in[0] == 0) {
@@ -187,17 +202,9 @@ static bool pk_gz_next_member(mpk *k, bool *err) {
         }
         if (k->z.avail_in > 0) break;
         if (k->fd < 0) return false; /* gzip in memory: all of it was given */
-        ssize_t r;
-        do r = read(k->fd, k->zin, PK_CHUNK);
-        while (r < 0 && errno == EINTR);
-        if (r < 0) {
-            *err = true;
-            mp_error(MP_ERR_IO, "%s: read failed: %s", k->label, strerror(errno));
-            return false;
-        }
-        if (r == 0) return false;
-        k->z.next_in = k->zin;
-        k->z.avail_in = (uInt)r;
+        ssize_t r = pk_gz_read(k);
+        if (r < 0) *err = true;
+        if (r <= 0) return false;
     }
     if (k->z.next_in[0] != 0x1f) return false;
     if (inflateReset(&k->z) != Z_OK) {
@@ -254,22 +261,14 @@ static bool pk_fill(mpk *k, size_t n, bool *err) {
                 return false;
             }
             if (k->z.avail_in == 0) {
-                ssize_t r;
-                do r = read(k->fd, k->zin, PK_CHUNK);
-                while (r < 0 && errno == EINTR);
-                if (r < 0) {
+                ssize_t r = pk_gz_read(k);
+                if (r <= 0) {
                     *err = true;
-                    mp_error(MP_ERR_IO, "%s: read failed: %s", k->label, strerror(errno));
+                    if (r == 0)
+                        mp_error(MP_ERR_FORMAT, "%s: the gzip stream is truncated (after %llu uncompressed bytes)",
+                                 k->label, (unsigned long long)(k->base + k->end));
                     return false;
                 }
-                if (r == 0) {
-                    *err = true;
-                    mp_error(MP_ERR_FORMAT, "%s: the gzip stream is truncated (after %llu uncompressed bytes)",
-                             k->label, (unsigned long long)(k->base + k->end));
-                    return false;
-                }
-                k->z.next_in = k->zin;
-                k->z.avail_in = (uInt)r;
             }
             k->z.next_out = k->buf + k->end;
             k->z.avail_out = (uInt)(k->cap - k->end);

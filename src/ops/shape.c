@@ -2157,6 +2157,14 @@ size_t shk_esize(mp_kctx *k, int dt, mp_status *st) {
 #define SH_VIEW(name, since, infer, run) \
     {"", name, since, infer, mp_cost_zero, 0, 0, NULL, run, .train = mp_bwd_view}
 
+/* One FLOP per output element (a backward that scatters or sums the
+ * output's gradient). */
+static uint64_t out_elems(mp_ctx *c) {
+    const mp_value *y = mp_out(c, 0);
+    int64_t n = y ? mp_value_numel(y) : -1;
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 /* Gather keeps its indices (an embedding's backward scatters the output's
  * gradient into the table's rows). */
 static void sh_train_gather(mp_ctx *c, mp_bwd *t) {
@@ -2168,9 +2176,7 @@ static void sh_train_gather(mp_ctx *c, mp_bwd *t) {
     }
     if (!(t->rg & 1u)) return;
     t->save_in = 2u;
-    const mp_value *y = mp_out(c, 0);
-    int64_t n = y ? mp_value_numel(y) : -1;
-    t->bwd_flops = n > 0 ? (uint64_t)n : 0;
+    t->bwd_flops = out_elems(c);
 }
 
 /* ScatterND, ScatterElements and Scatter (PyTorch's index_put_, scatter,
@@ -2219,19 +2225,14 @@ static void sh_train_slice(mp_ctx *c, mp_bwd *t) {
 static void sh_train_gather_elements(mp_ctx *c, mp_bwd *t) {
     if (!(t->rg & 1u)) return;
     t->save_in = 3u;
-    const mp_value *y = mp_out(c, 0);
-    int64_t n = y ? mp_value_numel(y) : -1;
-    t->bwd_flops = n > 0 ? (uint64_t)n : 0;
+    t->bwd_flops = out_elems(c);
 }
 
 /* CumSum: cumsum_backward(grad, dim), a reversed cumulative sum, keeps no
  * tensor; autocast runs cumsum in fp32 (CUDA's fp32 list). */
 static void sh_train_cumsum(mp_ctx *c, mp_bwd *t) {
     t->amp = MP_AMP_FP32;
-    if (!(t->rg & 1u)) return;
-    const mp_value *y = mp_out(c, 0);
-    int64_t n = y ? mp_value_numel(y) : -1;
-    t->bwd_flops = n > 0 ? (uint64_t)n : 0;
+    if (t->rg & 1u) t->bwd_flops = out_elems(c);
 }
 
 /* Cast's output type is its own; Shape, Size and the rest give integers. */
