@@ -327,19 +327,20 @@ static mp_status nomem(void) { return mp_error(MP_ERR_NOMEM, "job analysis: out 
  * until the offsets are under 2 ns (ranks in several groups
  * settle together), and the shifts are taken about their median rank's
  * (most clocks are right). Clocks within their transfers are left as they
- * are. Returns false when out of memory; *moved: a rank was moved. */
-static bool align_clocks(job_ctx *x, int n, bool *moved) {
+ * are. Returns false when out of memory. */
+static bool align_clocks(job_ctx *x, int n) {
     mp_tjob *job = x->job;
-    *moved = false;
+    bool moved = false;
     size_t total = 0;
     for (int r = 0; r < n; r++) total += (size_t)x->t[job->ranks[r].index]->n_calls;
     int64_t *off = malloc((total + 1) * sizeof *off), *xfer = malloc((total + 1) * sizeof *xfer);
     int64_t *me = malloc(((size_t)x->ncl + 1) * sizeof *me), *tmp = malloc(((size_t)n + 1) * sizeof *tmp);
+    int64_t *tr = malloc(((size_t)x->ncl + 1) * sizeof *tr);   /* per call: its transfer */
     int64_t *shift = calloc((size_t)n + 1, sizeof *shift), *at = malloc(((size_t)n + 1) * sizeof *at);
     int *cnt = calloc((size_t)n + 1, sizeof *cnt);
     int64_t *thr = calloc((size_t)n + 1, sizeof *thr);   /* per rank: its transfers' median */
-    bool ok = off && xfer && me && tmp && shift && at && cnt && thr;
-    for (int it = 0; ok && it < 256; it++) {
+    bool ok = off && xfer && me && tmp && tr && shift && at && cnt && thr;
+    for (int it = 0; ok && it < 64; it++) {
         /* each call's median end, and its transfer */
         for (int k = 0; k < x->ncl; k++) {
             coll *c = &x->cl[k];
@@ -353,7 +354,7 @@ static bool align_clocks(job_ctx *x, int n, bool *moved) {
             }
             qsort(tmp, (size_t)c->n, sizeof *tmp, i64_cmp);
             me[k] = median_sorted(tmp, c->n);
-            c->median_end = shortest;   /* (the transfer, until the arrivals set it) */
+            tr[k] = shortest;
         }
         /* each rank's offsets, grouped by rank */
         at[0] = 0;
@@ -366,7 +367,7 @@ static bool align_clocks(job_ctx *x, int n, bool *moved) {
                 int r = x->part[c->first + p][0];
                 const mp_tcall *cl = call_of(x, r, x->part[c->first + p][1]);
                 off[at[r] + cnt[r]] = cl->end + job->ranks[r].clock - me[k];
-                xfer[at[r] + cnt[r]] = c->median_end;
+                xfer[at[r] + cnt[r]] = tr[k];
                 cnt[r]++;
             }
         }
@@ -391,9 +392,9 @@ static bool align_clocks(job_ctx *x, int n, bool *moved) {
             job->ranks[r].clock -= tmp[r];
             shift[r] -= tmp[r];
         }
-        *moved = true;
+        moved = true;
     }
-    if (ok && *moved) {
+    if (ok && moved) {
         memcpy(tmp, shift, (size_t)n * sizeof *tmp);
         qsort(tmp, (size_t)n, sizeof *tmp, i64_cmp);
         int64_t mid = tmp[(n - 1) / 2];
@@ -407,6 +408,7 @@ static bool align_clocks(job_ctx *x, int n, bool *moved) {
     free(off);
     free(xfer);
     free(me);
+    free(tr);
     free(tmp);
     free(shift);
     free(at);
@@ -656,8 +658,7 @@ mp_status mp_trace_job(mp_trace *const *t, int n, mp_tjob *job) {
     }
     free(cid);
     /* ---- the clocks ---- */
-    bool moved = false;
-    if (!align_clocks(&x, n, &moved)) goto oom;
+    if (!align_clocks(&x, n)) goto oom;
     /* ---- arrivals, waits, lateness ---- */
     int64_t *arr = malloc(((size_t)n + 1) * sizeof *arr), *ends = malloc(((size_t)n + 1) * sizeof *ends);
     late = malloc((total + 1) * sizeof *late);
