@@ -763,7 +763,8 @@ mp_status mp_snapshot_read_memory(const void *buf, size_t len, const char *label
     if (st) return st;
     mpk_val root = 0;
     st = mpk_run_memory(s->k, buf, len, label, &root);
-    s->bytes = len;
+    s->gz = mpk_was_gzip(s->k);   /* as from a file: gzip said, the pickle's bytes counted */
+    s->bytes = mpk_bytes_read(s->k);
     return finish(s, st, root, out);
 }
 
