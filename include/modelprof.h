@@ -316,6 +316,13 @@ typedef struct mp_train mp_train;
 MP_API mp_status mp_train_open(const char *trace_path, const char *model_path,
                         const mp_torch_module *mods, int n, mp_train **out);
 MP_API void mp_train_free(mp_train *t);
+/* The profiled forward calls had n input shapes (sequence lengths, a KV
+ * cache that grows): model_paths[s] is the export of a call of shape s and
+ * calls[s] the forward calls of that shape. A module's MACs and FLOPs are
+ * then the sum over the shapes of calls[s] x the export's figures for one
+ * forward (as DeepSpeed's hooks sum each call's), in place of the one
+ * export scaled by its calls. */
+MP_API mp_status mp_train_set_shapes(mp_train *t, const char *const *model_paths, const int64_t *calls, int n);
 /* The binding's plain-clock timing of the model's forward calls (Python's
  * perf_counter, medians): the interval from one forward call to the next
  * (an iteration: forward, backward, optimizer step, data) and the forward

@@ -93,6 +93,7 @@ FUNCTIONS = {
     "mp_train_set_clock": (_ST, [_H, _c.c_int, _c.c_double, _c.c_double, _c.c_int, _c.c_double,
                                  _c.c_double]),
     "mp_train_set_overhead": (_ST, [_H, _c.c_double, _c.c_double]),
+    "mp_train_set_shapes": (_ST, [_H, _P(_c.c_char_p), _P(_c.c_int64), _c.c_int]),
     "mp_train_options_init": (_ST, [_P(TrainOptions), _c.c_size_t]),
     "mp_train_string": (_ST, [_H, _P(TrainOptions), _OUT]),
     "mp_run_options_init": (_ST, [_P(RunOptions), _c.c_size_t]),

@@ -225,6 +225,14 @@ class Train:
     def set_overhead(self, op_record_s, range_s):
         check(LIB.mp_train_set_overhead(self._t, op_record_s, range_s))
 
+    def set_shapes(self, model_paths, calls):
+        """The profiled calls' input shapes: the export of one call of each
+        (model_paths) and how many calls had it (mp_train_set_shapes)."""
+        n = len(model_paths)
+        paths = (_c.c_char_p * n)(*[os.fsencode(p) for p in model_paths])
+        counts = (_c.c_int64 * n)(*[int(c) for c in calls])
+        check(LIB.mp_train_set_shapes(self._t, paths, counts, n))
+
     def set_clock(self, before_calls, before_iter_s, before_fwd_s, profiled_calls,
                   profiled_iter_s, profiled_fwd_s):
         check(LIB.mp_train_set_clock(self._t, before_calls, before_iter_s, before_fwd_s,

@@ -131,6 +131,26 @@ def _detached(x):
     return x
 
 
+# The input shapes of profiled calls exported one by one, at most (a
+# generation loop whose KV cache grows has one a token: profile a window).
+_MAX_SHAPES = 64
+
+
+def _signature(x):
+    """What decides a forward's figures: each tensor's shape and dtype and
+    every other argument's value (a flag such as use_cache), nested as
+    given."""
+    if isinstance(x, torch.Tensor):
+        return ("T", tuple(x.shape), str(x.dtype))
+    if isinstance(x, (tuple, list)):
+        return (type(x).__name__,) + tuple(_signature(v) for v in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple((k, _signature(v)) for k, v in x.items())
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return ("V", repr(x))
+    return ("O", type(x).__name__)
+
+
 def _kwargs_hooks():
     """Whether this torch's forward pre-hooks can take the keyword arguments
     (register_forward_pre_hook(..., with_kwargs=True), torch >= 2.0)."""
@@ -413,6 +433,7 @@ class FlopsProfiler:
 
     def _records_cleared(self):
         self._call = None
+        self._shapes = {}             # input signature -> [calls, the first call's arguments]
         self._first = {}              # name -> calls in the first recorded forward
         self._first_state = 0         # 0 before it, 1 during it, 2 after
         self._paths = {}              # name -> {trace path: calls}
@@ -433,9 +454,18 @@ class FlopsProfiler:
         return any(name == x or name.startswith(x + ".") or x == "" for x in self._ignored)
 
     def _record_call(self, args, kwargs):
-        """The model's first recorded call: its arguments, for the export."""
+        """Each recorded call's input shapes: the first call of each shape
+        kept (its arguments, for the export), the calls of each counted."""
+        sig = _signature((tuple(args), dict(kwargs)))
+        seen = self._shapes.get(sig)
+        if seen is not None:
+            seen[0] += 1
+            return
+        call = (_detached(tuple(args)), _detached(dict(kwargs)))
         if self._call is None:
-            self._call = (_detached(tuple(args)), _detached(dict(kwargs)))
+            self._call = call
+        # past the cap only counted: stop_profile says the figures cannot be given
+        self._shapes[sig] = [1, call if len(self._shapes) < _MAX_SHAPES else None]
 
     def _hook(self, m, name, label, root):
         ranges = self._ranges
@@ -531,9 +561,21 @@ class FlopsProfiler:
             path = os.path.join(tmp, "trace.json")
             self._prof.export_chrome_trace(path)
             self._trace = torchprof.analyze_trace(path)
+            if len(self._shapes) > _MAX_SHAPES:
+                raise ModelprofError(
+                    "FlopsProfiler: the profiled calls had %d input shapes, and each is exported to "
+                    "count its MACs and FLOPs (at most %d): profile a window of fewer shapes (a few "
+                    "steps of a generation loop, batches padded to a few lengths)"
+                    % (len(self._shapes), _MAX_SHAPES), "usage")
             model_path = self._export(tmp)
             self._close_train()
             self._train = _lib.Train(path, model_path, self._modules())
+            if len(self._shapes) > 1:
+                paths, counts = [], []
+                for i, (n, call) in enumerate(self._shapes.values()):
+                    paths.append(self._export(tmp, call, "shape%d.onnx" % i))
+                    counts.append(n)
+                self._train.set_shapes(paths, counts)
             self._train.set_clock(*clock)
             self._train.set_overhead(*self._costs)
         finally:
@@ -565,13 +607,15 @@ class FlopsProfiler:
             self._prof.__enter__()
 
     # ---- the figures ----
-    def _export(self, tmp):
-        """The model exported (in the mode it trains in) with the first
-        recorded call's arguments; None when no call was recorded."""
-        if self._call is None:
+    def _export(self, tmp, call=None, name="model.onnx"):
+        """The model exported (in the mode it trains in) with a recorded
+        call's arguments (the first's by default); None when no call was
+        recorded."""
+        call = call or self._call
+        if call is None:
             return None
-        path = os.path.join(tmp, "model.onnx")
-        args, kwargs = self._call
+        path = os.path.join(tmp, name)
+        args, kwargs = call
         self._clock.paused = True
         try:
             torchprof.export_onnx(self.model, args, kwargs, path, verbose=self.verbose)

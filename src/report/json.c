@@ -915,6 +915,7 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw_key(w, "model");
     if (t->model_path) jw_str(w, t->model_path);
     else jw_null(w);
+    jw_ki64(w, "input_shapes", t->n_shapes);
     jw_kstr(w, "module_time", t->cpu_time ? "cpu" : "device");
     jw_ki64(w, "steps", t->n_steps);
     jw_kbool(w, "profiler_steps", t->profiler_steps);

@@ -116,6 +116,10 @@ static void summary(trw *w) {
     double fwd = per_call(root->fwd_s, calls), bwd = per_call(root->bwd_s, calls);
     double fl = per_call((double)root->flops, calls);
     const int c = 64;
+    if (t->n_shapes > 1)
+        mp_out_printf(o, "(the calls had %d input shapes: MACs and flops sum each call's, from one export "
+                         "of each shape; per device: their mean over the calls)\n",
+                      t->n_shapes);
     mp_out_printf(o, "%-*s%s\n", c, "params per device:", mp_fmt_count(root->params).s);
     mp_out_printf(o, "%-*s%s\n", c, "fwd MACs per device:",
                   mp_fmt_macs((uint64_t)per_call((double)root->macs, calls)).s);

@@ -185,16 +185,19 @@ static void join_static(mp_train *t, const mp_profile *p) {
  * ModuleList, a ModuleDict: containers have no forward): its time and
  * counts are its children's, summed (as DeepSpeed's get_module_duration
  * does for a module without time). named_modules order puts children after
- * their parent: walking back sums the deepest first. */
-static void containers(mp_train *t) {
+ * their parent: walking back sums the deepest first. counts_only: the
+ * containers are known, their counts summed again (mp_train_set_shapes). */
+static void containers(mp_train *t, bool counts_only) {
     if (!t->rows[0].in_trace) return;
     for (int i = t->n - 1; i > 0; i--) {
         const mp_train_row *c = &t->rows[i];
         mp_train_row *r = &t->rows[t->mods[i].parent];
         if (r->in_trace || r->ignored || !(c->in_trace || c->container)) continue;
         r->container = true;
-        r->fwd_s += c->fwd_s;
-        r->bwd_s += c->bwd_s;
+        if (!counts_only) {
+            r->fwd_s += c->fwd_s;
+            r->bwd_s += c->bwd_s;
+        }
         r->macs += c->macs;
         r->flops += c->flops;
     }
@@ -273,11 +276,53 @@ mp_status mp_train_open(const char *trace_path, const char *model_path,
         mp_profile_free(p);
         mp_model_free(m);
     }
-    if (!st) containers(t);
+    if (!st) containers(t, false);
     if (st) {
         mp_train_free(t);
         return st;
     }
+    t->n_shapes = 1;
     *out = t;
     return MP_OK;
+}
+
+mp_status mp_train_set_shapes(mp_train *t, const char *const *model_paths, const int64_t *calls, int n) {
+    if (!t || !model_paths || !calls || n < 1)
+        return mp_error(MP_ERR_USAGE, "mp_train_set_shapes: needs a training profile and at least one export");
+    for (int s = 0; s < n; s++)
+        if (!model_paths[s] || calls[s] < 0)
+            return mp_error(MP_ERR_USAGE, "mp_train_set_shapes: shape %d has no export or a negative count", s);
+    mp_train_row *sum = calloc((size_t)t->n, sizeof *sum);
+    if (!sum) return mp_error(MP_ERR_NOMEM, "out of memory");
+    mp_status st = MP_OK;
+    bool ovf = false;
+    for (int s = 0; s < n && !st; s++) {
+        mp_model *m = NULL;
+        mp_profile *p = NULL;
+        st = profile_model(t, model_paths[s], &m, &p);
+        for (int i = 0; !st && i < t->n; i++) {
+            const mp_train_row *r = &t->rows[i];
+            int k = i == 0 ? 0 : mp_strmap_get(&m->module_paths, r->name);
+            if (r->ignored || k < 0 || k >= m->n_modules) continue;
+            /* the export's figures cover one forward of that shape */
+            sum[i].in_static = true;
+            sum[i].macs = mp_uadd(sum[i].macs, mp_umul(p->mods[k].macs, (uint64_t)calls[s], &ovf), &ovf);
+            sum[i].flops = mp_uadd(sum[i].flops, mp_umul(p->mods[k].flops, (uint64_t)calls[s], &ovf), &ovf);
+        }
+        mp_profile_free(p);
+        mp_model_free(m);
+    }
+    if (!st) {
+        for (int i = 0; i < t->n; i++) {
+            mp_train_row *r = &t->rows[i];
+            if (r->ignored) continue;
+            r->in_static = r->in_static || sum[i].in_static;
+            r->macs = sum[i].macs;
+            r->flops = sum[i].flops;
+        }
+        containers(t, true);
+        t->n_shapes = n;
+    }
+    free(sum);
+    return st;
 }

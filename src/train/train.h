@@ -52,6 +52,8 @@ struct mp_train {
     mp_train_clock clock;
     mp_train_overhead overhead;
     const char *trace_path, *model_path;
+    int n_shapes;              /* the input shapes the profiled calls had, each exported
+                                * (mp_train_set_shapes); 1: the one export of model_path */
 };
 
 

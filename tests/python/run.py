@@ -1055,6 +1055,43 @@ def parameters_as_pytorch_declares():
 
 
 @test
+def flops_profiler_shapes():
+    """Calls of several input shapes (dynamic padding, a generation loop):
+    MACs and FLOPs sum each call's, as DeepSpeed's hooks do, from one export
+    a shape. A Linear of 16 x 16 over the tokens and an attention-like
+    product of the tokens with themselves: 256 T + 16 T^2 MACs a call at
+    batch 1; calls of T = 4, 8, 8, 2: 256 x 22 + 16 x (16 + 64 + 64 + 4) =
+    8,000. Before, the first call's export was scaled by the calls: 4 x
+    1,280 = 5,120."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    class Toks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 16, bias=False)
+
+        def forward(self, x, scale=None):
+            h = self.fc(x)
+            return h @ h.transpose(-1, -2)
+
+    m = Toks()
+    prof = modelprof.FlopsProfiler(m)
+    prof.start_profile()
+    for t in (4, 8, 8, 2):
+        m(torch.randn(1, t, 16)).sum().backward()
+    prof.stop_profile()
+    macs = prof.get_total_macs()
+    check(macs == 8000, "MACs over calls of 3 shapes: %d, 8,000 by hand" % macs)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        prof.print_model_profile()
+    check("the calls had 3 input shapes" in buf.getvalue(), buf.getvalue())
+    prof.end_profile()
+
+
+@test
 def flops_profiler_deepspeed_habits():
     """get_total_params counts the model's parameters as model.parameters()
     does (an unused head too, a registered buffer never); reset_profile
