@@ -715,7 +715,9 @@ def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbos
     if not args and not kwargs:
         raise ModelprofError("%s: give input_shape, args or kwargs" % who, "usage")
     ignored = ignored_names(model, ignore_modules)
-    was_training = model.training
+    # each module's own mode comes back (a frozen block kept in eval, a
+    # dropout kept in train for MC dropout), not the model's for all
+    modes = [(m, m.training) for m in model.modules()]
     model.eval()
     tmp = tempfile.mkdtemp(prefix="modelprof-")
     try:
@@ -750,7 +752,8 @@ def _profiled(who, model, input_shape, args, kwargs, ignore_modules=None, verbos
             yield p
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        model.train(was_training)
+        for m, was in modes:
+            m.training = was
 
 
 def _name_root(path, name):

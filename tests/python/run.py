@@ -1092,6 +1092,32 @@ def flops_profiler_shapes():
 
 
 @test
+def module_modes_kept():
+    """get_model_profile and plan export in eval mode and give each module
+    its own mode back: a frozen block kept in eval inside a training model,
+    a dropout kept in train (MC dropout) inside an eval model (before, the
+    model's mode was set on every module)."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    m = nn.Sequential(nn.Linear(8, 8), nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1)), nn.Dropout(0.1))
+    x = torch.randn(2, 8)
+    for setup in ("block eval", "dropout train"):
+        if setup == "block eval":
+            m.train()
+            m[1].eval()
+        else:
+            m.eval()
+            m[2].train()
+        want = [mod.training for mod in m.modules()]
+        modelprof.get_model_profile(m, args=[x], print_profile=False)
+        check([mod.training for mod in m.modules()] == want, "%s: modes after get_model_profile" % setup)
+        modelprof.plan(m, args=[x])
+        check([mod.training for mod in m.modules()] == want, "%s: modes after plan" % setup)
+
+
+@test
 def flops_profiler_deepspeed_habits():
     """get_total_params counts the model's parameters as model.parameters()
     does (an unused head too, a registered buffer never); reset_profile
