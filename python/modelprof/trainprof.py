@@ -161,9 +161,11 @@ def _kwargs_hooks():
 class _CallRecorder:
     """The arguments of the model's calls, keyword arguments included:
     a forward pre-hook with_kwargs where torch has it; on older torch (1.13)
-    the model's forward wrapped on the instance (removed by remove())."""
+    the model's forward wrapped on the instance (removed by remove()), which
+    also calls `failed` when the forward raises (with the hooks, the next
+    call's start finds the failed one)."""
 
-    def __init__(self, model, fn):
+    def __init__(self, model, fn, failed=None):
         self.model = model
         self.handle = None
         self.patched = False
@@ -180,7 +182,12 @@ class _CallRecorder:
             @functools.wraps(self.orig)
             def forward(*args, **kwargs):
                 fn(args, kwargs)
-                return self.orig(*args, **kwargs)
+                try:
+                    return self.orig(*args, **kwargs)
+                except BaseException:
+                    if failed is not None:
+                        failed()
+                    raise
             model.forward = forward
             self.patched = True
 
@@ -395,6 +402,7 @@ class FlopsProfiler:
         if not self._clock.handles:     # end_profile removed it: time again from now
             self._clock = _Clock(self.model)
         self._records_cleared()
+        self._pending = []            # each hooked module's calls in flight
         self._ranges = _Ranges()
         labels = _labels(self.model)
         self._ignored = set(torchprof.ignored_names(self.model, ignore_list))
@@ -403,7 +411,7 @@ class FlopsProfiler:
                 if self._left_out(name):
                     continue
                 self._hook(m, name, labels[name], root=(name == ""))
-            self._recorder = _CallRecorder(self.model, self._record_call)
+            self._recorder = _CallRecorder(self.model, self._record_call, self._forward_failed)
         except BaseException:
             for h in self._hooks:
                 h.remove()
@@ -434,6 +442,8 @@ class FlopsProfiler:
     def _records_cleared(self):
         self._call = None
         self._shapes = {}             # input signature -> [calls, the first call's arguments]
+        self._last_sig = None         # the signature of the call running now
+        self._failed = 0              # forwards that raised
         self._first = {}              # name -> calls in the first recorded forward
         self._first_state = 0         # 0 before it, 1 during it, 2 after
         self._paths = {}              # name -> {trace path: calls}
@@ -453,10 +463,33 @@ class FlopsProfiler:
     def _left_out(self, name):
         return any(name == x or name.startswith(x + ".") or x == "" for x in self._ignored)
 
+    def _forward_failed(self):
+        """The model's forward raised (an out-of-memory error, a bad
+        batch): the ranges its modules left open close now, their pending
+        calls are dropped, and the call counts for no MACs or FLOPs (its
+        partial time stays in the trace). A failed first forward is not the
+        one the calls per module are read from."""
+        self._ranges.close_all()
+        for pending in self._pending:
+            pending.clear()
+        self._stack.clear()
+        if self._first_state == 1:
+            self._first, self._first_state = {}, 0
+        self._failed += 1
+        sig = self._last_sig
+        if sig is not None and sig in self._shapes:
+            self._shapes[sig][0] -= 1
+            if self._shapes[sig][0] <= 0:
+                call = self._shapes.pop(sig)[1]
+                if self._call is call:
+                    self._call = next((c for _, c in self._shapes.values() if c is not None), None)
+        self._last_sig = None
+
     def _record_call(self, args, kwargs):
         """Each recorded call's input shapes: the first call of each shape
         kept (its arguments, for the export), the calls of each counted."""
         sig = _signature((tuple(args), dict(kwargs)))
+        self._last_sig = sig
         seen = self._shapes.get(sig)
         if seen is not None:
             seen[0] += 1
@@ -472,12 +505,15 @@ class FlopsProfiler:
         fwd_name = "nn.Module: " + label
         bwd_name = "nn.Module.backward: " + label
         calls = []
+        self._pending.append(calls)
 
         def end_of_backward():
             ranges.close_all()
             self._bwd_queued = False
 
         def pre(mod, inp):
+            if root and self._stack:   # the last forward raised where no wrapper saw it
+                self._forward_failed()
             # where it runs: its path in the trace's tree (the labels of the
             # modules whose ranges are open), whatever holds it
             path = ".".join([x[0] for x in self._stack] + [label])
@@ -570,7 +606,8 @@ class FlopsProfiler:
             model_path = self._export(tmp)
             self._close_train()
             self._train = _lib.Train(path, model_path, self._modules())
-            if len(self._shapes) > 1:
+            if len(self._shapes) > 1 or self._failed:
+                # each shape's calls that completed (a forward that raised counts none)
                 paths, counts = [], []
                 for i, (n, call) in enumerate(self._shapes.values()):
                     paths.append(self._export(tmp, call, "shape%d.onnx" % i))

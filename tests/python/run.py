@@ -1092,6 +1092,48 @@ def flops_profiler_shapes():
 
 
 @test
+def flops_profiler_forward_raises():
+    """A forward that raises while profiling (an out-of-memory error in one
+    layer) counts for no MACs, and the ranges its modules left open close
+    when it raised: three completed calls of a 16 x 16 Linear and a 16 x 4
+    one at 2 rows count 3 x 2 x (256 + 64) = 1,920 MACs (4 calls' 2,560
+    before), and the layer that raised holds its own partial time, not the
+    time until the next call."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    class Boom(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 4)
+            self.armed = False
+
+        def forward(self, x):
+            if self.armed:
+                self.armed = False
+                raise RuntimeError("CUDA out of memory (simulated)")
+            return self.fc(x)
+
+    m = nn.Sequential(nn.Linear(16, 16), Boom())
+    prof = modelprof.FlopsProfiler(m)
+    prof.start_profile()
+    x = torch.randn(2, 16)
+    for i in range(4):
+        m[1].armed = i == 1
+        try:
+            m(x).sum().backward()
+        except RuntimeError:
+            time.sleep(0.05)    # what the loop does before its next step
+    prof.stop_profile()
+    macs = prof.get_total_macs()
+    check(macs == 1920, "MACs with one failed forward: %d, 1,920 by hand" % macs)
+    row = prof.get_module_profile()["1"]
+    check(row["fwd_s"] < 0.04, "the failed layer's time ran on to the next call: %r" % row)
+    prof.end_profile()
+
+
+@test
 def module_modes_kept():
     """get_model_profile and plan export in eval mode and give each module
     its own mode back: a frozen block kept in eval inside a training model,
