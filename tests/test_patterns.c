@@ -1049,6 +1049,39 @@ static void t_bool_causal_tables(void) {
     }
 }
 
+/* A causal table combined with the caller's padding mask, as a decoder
+ * written in Python builds its additive mask: keep = tril_table[None,
+ * None] & pad[:, None, None, :]; mask = zeros.masked_fill(~keep, min);
+ * scores + mask. The table is read in its own sense through the Where
+ * (masked where its condition holds), the Not (allowed where the table is
+ * true) and the And (a padding mask only removes keys): causal. An Or in
+ * the allowed sense could add later keys: not read through. */
+static void t_causal_and_padding(void) {
+    for (int form = 0; form < 2; form++) {
+        mp_model *m = tb_new(14);
+        int64_t lo[36];
+        for (int i = 0; i < 36; i++) lo[i] = i % 6 <= i / 6;
+        tb_input(m, "q", F, 4, TB_DIMS(1, 2, 6, 8));
+        tb_input(m, "k", F, 4, TB_DIMS(1, 2, 6, 8));
+        tb_input(m, "v", F, 4, TB_DIMS(1, 2, 6, 8));
+        tb_input(m, "pad", MP_DT_BOOL, 4, TB_DIMS(1, 1, 1, 6));
+        tb_const_i(m, "tri", MP_DT_BOOL, 4, TB_DIMS(1, 1, 6, 6), lo);
+        tb_const_f(m, "fill", F, 0, NULL, (const double[]){-3.4e38});
+        tb_const_f(m, "zeros", F, 4, TB_DIMS(1, 1, 6, 6), (const double[36]){0});
+        tb_node(m, form ? "Or" : "And", "tri,pad", "keep");
+        tb_node(m, "Not", "keep", "drop");
+        tb_node(m, "Where", "drop,fill,zeros", "mask");
+        tb_scores(m);
+        tb_node(m, "Add", "s,mask", "sm");
+        tb_attend(m, "sm");
+        mp_profile *prof;
+        const mp_patterns *p = built(m, &prof);
+        T_CHECK(p && p->n_attn == 1);
+        if (p && p->n_attn == 1) T_EQ(p->attn[0].causal, form == 0);
+        tb_done(m, prof);
+    }
+}
+
 /* A sliding window built at run time, where the mask's 40 x 40 elements
  * are too many to compute (docs/COUNTING.md "attention masks"): the
  * window read from its operators, in transformers' forms.
@@ -1228,6 +1261,7 @@ static void t_weightless_train_export(void) {
 MP_TESTS(patterns){
     {"quick_gelu_geglu", t_quick_gelu_geglu},
     {"mish", t_mish},
+    {"causal_and_padding", t_causal_and_padding},
     {"exports", t_exports},
     {"qwen3_config", t_qwen3_config},
     {"shapes_change", t_shapes_change},

@@ -806,6 +806,42 @@ static void t_scaler_clip(void) {
     tb_done(m, p);
 }
 
+/* A decoding step exported with its past (past_key_values as inputs): K
+ * and V are a Concat of the past given and the new token's, and the one
+ * query row says nothing of causality. It generates (--kv-cache was refused
+ * as "bidirectional"), its cache holds every key: the 5 past and 1 new
+ * token, 2 heads x (8 + 8) x 4 B = 128 B a token, 768 B; and the past
+ * inputs are that cache, counted once in the peak. */
+static void t_decode_step_past(void) {
+    mp_model *m = tb_new(17);
+    tb_input(m, "q", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 1, 8));
+    tb_input(m, "pk", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 5, 8));
+    tb_input(m, "pv", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 5, 8));
+    tb_input(m, "kn", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 1, 8));
+    tb_input(m, "vn", MP_DT_FLOAT, 4, TB_DIMS(1, 2, 1, 8));
+    tb_const_f(m, "sc", MP_DT_FLOAT, 0, NULL, (const double[]){0.35});
+    int ck = tb_node(m, "Concat", "pk,kn", "k");
+    tb_attr_i(m, ck, "axis", 2);
+    int cv = tb_node(m, "Concat", "pv,vn", "v");
+    tb_attr_i(m, cv, "axis", 2);
+    tb_scores(m);
+    tb_node(m, "Mul", "s,sc", "ss");
+    tb_attend(m, "ss");
+    mp_profile *p = tb_prof(m);
+    mp_tplan_options o;
+    mp_tplan_options_default(&o);
+    T_OK(mp_tplan_options_set(&o, "inference", "1"));
+    T_OK(mp_tplan_options_set(&o, "kv_cache", "1"));
+    mp_tplan *pl = p ? plan_of(p, &o) : NULL;
+    if (pl) {
+        T_EQ_U64(pl->kv_tokens, 6);
+        T_EQ_U64(pl->kv_bytes, 6 * 128);
+        T_EQ_U64(pl->kv_past_inputs, 2 * 5 * 2 * 8 * 4);
+    }
+    mp_tplan_free(pl);
+    tb_done(m, p);
+}
+
 /* One table parses the planner's flags for the command and the Python
  * package (src/plan/options.c): both spellings, switches, ranges,
  * suffixes, refusals naming the flag. */
@@ -1671,6 +1707,7 @@ MP_TESTS(plan) {
     {"attention_hand", t_attention_hand},
     {"decomposed_hand", t_decomposed_hand},
     {"probe_rules", t_probe_rules},
+    {"decode_step_past", t_decode_step_past},
     {"roofline", t_roofline},
     {"comm_train", t_comm_train},
     {"scaler_clip", t_scaler_clip},

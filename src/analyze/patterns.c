@@ -1085,12 +1085,13 @@ static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
     int queue[256], head = 0, n = 0;
     bool causal = false;
     int64_t narrowest = 0;
-    bool clean[256];
-    if (v >= 0) queue[n] = v, clean[n++] = true;
+    int sense[256];   /* the sense a value is read in (MASK_*), -1 not clean */
+    if (v >= 0) queue[n] = v, sense[n++] = pol;
     while (head < n) {
         int u = queue[head];
-        bool cl = clean[head++];
-        int64_t w = cl || pol == MASK_ADDITIVE ? const_causal(c, u, cl ? pol : MASK_ADDITIVE) : -1;
+        int qs = sense[head++];
+        bool cl = qs >= 0;
+        int64_t w = cl || pol == MASK_ADDITIVE ? const_causal(c, u, cl ? qs : MASK_ADDITIVE) : -1;
         if (w >= 0) {
             *window = narrowest && (!w || narrowest < w) ? narrowest : w;
             return true;
@@ -1110,13 +1111,33 @@ static bool mask_causal(const pctx *c, int v, int64_t *window, int pol) {
             if (bw > 0 && (!narrowest || bw < narrowest)) narrowest = bw;
             if (!tri) continue; /* a triangle of a triangle: read on */
         }
-        bool pass = cl && mask_pass(pn);
+        /* the sense each input is read in: a pass operator's first input
+         * as its output; Not's flipped; an And of allowed keys (a causal
+         * table and a padding mask: still no later key) and an Or of masked
+         * ones, every input as the output; masked_fill's Where of a very
+         * negative fill (a bool condition under an additive mask): its
+         * condition masks where true, or allows where the fill is the
+         * other branch */
+        double d;
+        int in_sense[3] = {-1, -1, -1};
+        bool every = false;
+        if (cl && mask_pass(pn)) {
+            in_sense[0] = qs;
+        } else if (cl && qs != MASK_ADDITIVE && is_op(pn, "Not")) {
+            in_sense[0] = qs == MASK_TRUE_ALLOWED ? MASK_TRUE_MASKED : MASK_TRUE_ALLOWED;
+        } else if (cl && ((qs == MASK_TRUE_ALLOWED && is_op(pn, "And")) || (qs == MASK_TRUE_MASKED && is_op(pn, "Or")))) {
+            every = true;
+        } else if (cl && qs == MASK_ADDITIVE && is_op(pn, "Where") && pn->n_in == 3) {
+            if (scalar(c, pn->in[1], &d) && d < -1e4) in_sense[0] = MASK_TRUE_MASKED;
+            else if (scalar(c, pn->in[2], &d) && d < -1e4) in_sense[0] = MASK_TRUE_ALLOWED;
+        }
         for (int i = 0; i < pn->n_in && n < (int)MP_ARRAY_LEN(queue); i++) {
             int in = pn->in[i];
             if (in < 0 || (VAL(c, in)->flags & MP_VAL_INPUT)) continue;
+            int is = every ? qs : i < 3 ? in_sense[i] : -1;
             bool init = (VAL(c, in)->flags & MP_VAL_INIT) != 0;
-            if (init && !(pass && i == 0)) continue; /* the sliced table itself, not the slice's bounds */
-            queue[n] = in, clean[n++] = pass && i == 0;
+            if (init && is < 0) continue; /* the sliced table itself, not the slice's bounds */
+            queue[n] = in, sense[n++] = is;
         }
     }
     if (causal) *window = narrowest;
@@ -2195,6 +2216,37 @@ const mp_patterns *mp_patterns_of(const mp_graph *cg) {
     g->patterns = p;
     g->patterns_gen = g->shape_gen;
     return p;
+}
+
+int mp_pattn_past(const mp_patterns *p, const mp_pattn *a, int which) {
+    const mp_graph *g = p->g;
+    int v = which ? (a->v_kv >= 0 ? a->v_kv : a->v) : (a->k_kv >= 0 ? a->k_kv : a->k);
+    for (int depth = 0; v >= 0 && depth < 16; depth++) {
+        int k = g->values[v].producer;
+        if (k < 0) return -1;
+        const mp_node *n = &g->nodes[k];
+        if (is_op(n, "Concat")) {
+            for (int i = 0; i < n->n_in; i++) {
+                int u = n->in[i];
+                /* the past, as given or through views and casts */
+                for (int d = 0; u >= 0 && d < 8; d++) {
+                    if (g->values[u].flags & MP_VAL_INPUT) return u;
+                    int q = g->values[u].producer;
+                    const mp_node *qn = q >= 0 ? &g->nodes[q] : NULL;
+                    if (!qn || !(is_op(qn, "Cast") || is_op(qn, "Reshape") || is_op(qn, "Transpose") ||
+                                 is_op(qn, "Identity") || is_op(qn, "Unsqueeze")))
+                        break;
+                    u = qn->in[0];
+                }
+            }
+            return -1;
+        }
+        if (!(is_op(n, "Transpose") || is_op(n, "Reshape") || is_op(n, "Cast") || is_op(n, "Identity") ||
+              is_op(n, "Unsqueeze") || is_op(n, "Squeeze") || is_op(n, "Expand")) || n->n_in < 1)
+            return -1;
+        v = n->in[0];
+    }
+    return -1;
 }
 
 uint64_t mp_pattn_kv_elems(const mp_pattn *a) {

@@ -373,6 +373,12 @@ uint64_t mp_pattn_kv_elems(const mp_pattn *a);
 /* Is attention a causal: a causal mask recognised, or an operator's own
  * causal flag? */
 static inline bool mp_pattn_causal(const mp_pattn *a) { return a->causal || a->mask == MP_MASK_CAUSAL_OP; }
+/* The KV cache attention a reads from the caller: its K (which 0) or V
+ * (which 1) a Concat of a graph input (the past) and the new ones, through
+ * views and casts (a decoding step exported with past_key_values). Returns
+ * that input's value, -1 when none. */
+int mp_pattn_past(const mp_patterns *p, const mp_pattn *a, int which);
+static inline bool mp_pattn_past_kv(const mp_patterns *p, const mp_pattn *a) { return mp_pattn_past(p, a, 0) >= 0; }
 /* K and V elements one token adds to a KV cache, summed over the
  * attentions: kv_heads * (head_dim + v_head_dim) each. 0 when an attention's
  * figures are not known (*unknown counts those). Multiply by the cache's

@@ -2094,6 +2094,14 @@ static void kv_cache(mp_tplan *pl, const pctx *c) {
         uint64_t qt;
         if (pl->kv_encdec && causal && pl->kv_tokens == pl->tokens_per_mb && (qt = attn_query_tokens(c, at)))
             pl->kv_tokens = qt; /* the decoder's context */
+        /* a decoding step given its past: the cache holds every key, the
+         * past and the new tokens; the past inputs are that cache */
+        if (mp_pattn_past_kv(P, at) && at->batch > 0 && at->seq_k > 0 && pl->kv_tokens == pl->tokens_per_mb)
+            pl->kv_tokens = (uint64_t)(at->batch * at->seq_k);
+        for (int w = 0; w < 2; w++) {
+            int in = mp_pattn_past(P, at, w);
+            if (in >= 0) pl->kv_past_inputs += v_bytes(c, in);
+        }
     }
     pl->kv_unknown = unknown;
     pl->kv_bytes_per_token = unknown ? 0 : per * es;

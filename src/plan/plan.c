@@ -240,8 +240,8 @@ static bool caller_mask(const mp_value *v) {
 /* Whether the model can generate token by token, which a KV cache is
  * for: one of its attentions is causal (the operator says so, or the mask
  * is built from Trilu, a comparison of positions or a lower-triangular
- * table), or takes its mask from an input the caller builds and can make
- * causal (caller_mask). An encoder's attention (no mask, or a padding
+ * table), reads a KV cache the caller gives (a decoding step), or takes its
+ * mask from an input the caller builds and can make causal (caller_mask). An encoder's attention (no mask, or a padding
  * mask expanded from a [batch, seq] input) cannot. */
 static bool generates(const mp_patterns *P) {
     const mp_graph *g = P->g;
@@ -251,7 +251,7 @@ static bool generates(const mp_patterns *P) {
     bool yes = !seen || !queue; /* out of memory: do not refuse */
     for (int a = 0; a < P->n_attn && !yes; a++) {
         const mp_pattn *at = &P->attn[a];
-        if (mp_pattn_causal(at)) {
+        if (mp_pattn_causal(at) || mp_pattn_past_kv(P, at)) {
             yes = true;
             break;
         }
@@ -470,7 +470,12 @@ static mp_status plan_build(mp_tplan *pl) {
         pl->mem.peak_bytes = pl->mem.weights_bytes + pl->infer_acts + pl->infer_cache + pl->infer_inputs +
                              pl->workspace_bytes;
         /* generation keeps K and V of every token of the context (split by tp) */
-        if (o->kv_cache) pl->mem.peak_bytes += pl->kv_bytes / (uint64_t)pl->tp;
+        if (o->kv_cache) {
+            /* a decoding step's past inputs are that cache: counted once */
+            uint64_t past = pl->kv_past_inputs < pl->infer_inputs ? pl->kv_past_inputs : pl->infer_inputs;
+            pl->mem.peak_bytes += pl->kv_bytes / (uint64_t)pl->tp;
+            pl->mem.peak_bytes -= past < pl->mem.peak_bytes ? past : pl->mem.peak_bytes;
+        }
         double t = 0, h = 0;
         double qt = 0; /* through the launch queue (layout.c) */
         for (int s = 0; s < pl->pp; s++)

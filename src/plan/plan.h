@@ -253,6 +253,8 @@ struct mp_tplan {
      * kv_bytes too); the encoder's own attentions hold none */
     bool kv_encdec;
     uint64_t kv_tokens;          /* the context kv_bytes is at: tokens_per_mb, or the decoder's */
+    uint64_t kv_past_inputs;     /* bytes of the graph inputs that are a cache the caller gives
+                                  * (a decoding step's past K and V): the cache, not more inputs */
     uint64_t kv_cross_bytes, kv_cross_tokens;
     uint64_t kv_encoder_flops;   /* of the forward: what the cross-attentions' K and V come from
                                   * (the encoder, their projections), run once, not per token */
