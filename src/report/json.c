@@ -919,6 +919,7 @@ mp_status mp_report_train_json(const mp_train *t, FILE *f) {
     jw_kstr(w, "module_time", t->cpu_time ? "cpu" : "device");
     jw_ki64(w, "steps", t->n_steps);
     jw_kbool(w, "profiler_steps", t->profiler_steps);
+    jw_ki64(w, "optimizer_steps", t->opt_steps);
     jw_kdouble(w, "wall_s", t->wall_s);
     jw_kdouble(w, "optimizer_s", t->optimizer_s);
     jw_key(w, "clock");

@@ -33,10 +33,11 @@ static mp_fmtbuf rate(double flops, double s) {
  * before profiling: the binding's perf_counter iteration then against while
  * profiling (mp_train_set_clock). Estimated always, from the trace's
  * records times the costs the binding measured at start_profile
- * (mp_train_set_overhead): a lower bound (a real step's operators cost more
- * to record than the calibration's). `step` is the profiled step's wall
- * time, `n` the steps. */
-static void overhead_lines(trw *w, double step, double n) {
+ * (mp_train_set_overhead): an estimate (a real step's operators can cost
+ * more or less to record than the calibration's small one). `step` is the
+ * profiled step's wall time, `n` the steps, `fwd_per_step` the forward
+ * calls a step. */
+static void overhead_lines(trw *w, double step, double n, double fwd_per_step) {
     const mp_train *t = w->t;
     const mp_train_clock *k = &t->clock;
     const mp_train_overhead *h = &t->overhead;
@@ -44,16 +45,22 @@ static void overhead_lines(trw *w, double step, double n) {
     const int c = 64;
     char label[96];
     bool before = k->before_calls > 1 && k->before_iter_s > 0;
+    /* the clock times one forward call to the next: a step of several
+     * forwards (gradient accumulation) is that many of them */
+    double f = fwd_per_step > 1 ? fwd_per_step : 1;
     if (before) {
-        snprintf(label, sizeof label, "iter latency before profiling (perf_counter, %d calls):",
-                 k->before_calls);
+        if (f > 1)
+            snprintf(label, sizeof label, "iter latency before profiling (%d calls x %.3g):", k->before_calls, f);
+        else
+            snprintf(label, sizeof label, "iter latency before profiling (perf_counter, %d calls):",
+                     k->before_calls);
         if (k->profiled_calls > 1 && k->profiled_iter_s > 0)
             mp_out_printf(o, "%-*s%s (profiled: %s, %.2fx)\n", c, label,
-                          mp_fmt_seconds(k->before_iter_s).s,
-                          mp_fmt_seconds(k->profiled_iter_s).s,
+                          mp_fmt_seconds(f * k->before_iter_s).s,
+                          mp_fmt_seconds(f * k->profiled_iter_s).s,
                           k->profiled_iter_s / k->before_iter_s);
         else
-            mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(k->before_iter_s).s);
+            mp_out_printf(o, "%-*s%s\n", c, label, mp_fmt_seconds(f * k->before_iter_s).s);
     } else if (k->profiled_calls > 0) {
         mp_out_printf(o, "%-*s%s\n", c, "iter latency before profiling:",
                       "not measured (run two steps or more before start_profile to see it)");
@@ -79,11 +86,11 @@ static void overhead_lines(trw *w, double step, double n) {
         else
             snprintf(ranges, sizeof ranges, "%.0f module ranges, each too cheap to measure",
                      (double)h->ranges / n);
-        mp_out_printf(o, "%-*sat least %s a step (%s + %s; costs measured at start_profile)\n",
+        mp_out_printf(o, "%-*sabout %s a step (%s + %s; costs measured at start_profile)\n",
                       c, "profiler overhead (estimated from its records):", mp_fmt_seconds(per).s,
                       ops, ranges);
         if (step > per)
-            mp_out_printf(o, "%-*sat most %s\n", c, "iter latency without the profiler (estimated):",
+            mp_out_printf(o, "%-*sabout %s\n", c, "iter latency without the profiler (estimated):",
                           mp_fmt_seconds(step - per).s);
         else /* the calibration ran on a busy machine: its costs read high */
             mp_out_printf(o, "%-*snot estimated: the records' cost (%s) is above the profiled step "
@@ -134,13 +141,14 @@ static void summary(trw *w) {
                   rate(3 * fl, fwd + bwd).s);
     if (t->n_steps > 0 && t->wall_s > 0) {
         /* ProfilerStep ranges when the loop called prof.step(); else the
-         * whole trace holds the profiled calls */
-        double n = t->profiler_steps ? t->n_steps : (double)calls;
+         * optimizer's steps (gradient accumulation runs several forwards
+         * a step); else the profiled calls */
+        double n = t->profiler_steps ? t->n_steps : t->opt_steps > 0 ? t->opt_steps : (double)calls;
         mp_out_printf(o, "%-*s%s\n", c, "step latency (optimizer):",
                       mp_fmt_seconds(t->optimizer_s / n).s);
         mp_out_printf(o, "%-*s%s\n", c, "iter latency (profiled step, wall):",
                       mp_fmt_seconds(t->wall_s / n).s);
-        overhead_lines(w, t->wall_s / n, n);
+        overhead_lines(w, t->wall_s / n, n, (double)calls / n);
     }
 }
 

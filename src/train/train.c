@@ -126,8 +126,11 @@ static void join_trace(mp_train *t, const mp_torch_module *mods, const mp_trace 
     }
     /* what the profiler recorded: each costs (mp_train_set_overhead) */
     for (size_t i = 0; i < tr->raw.n_spans; i++) {
-        if (tr->raw.spans[i].kind == MP_TS_MODULE) t->overhead.ranges++;
-        else if (tr->raw.spans[i].kind == MP_TS_OP) t->overhead.ops++;
+        const mp_tspan *sp = &tr->raw.spans[i];
+        if (sp->kind == MP_TS_MODULE) t->overhead.ranges++;
+        else if (sp->kind == MP_TS_OP) t->overhead.ops++;
+        else if (sp->kind == MP_TS_ANNOT && strncmp(tr->raw.names[sp->name], "Optimizer.step#", 15) == 0)
+            t->opt_steps++;
     }
     for (int i = 0; i < t->n; i++) {
         mp_train_row *r = &t->rows[i];

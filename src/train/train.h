@@ -48,6 +48,8 @@ struct mp_train {
     bool cpu_time;             /* module times are CPU wall time (a trace without device rows) */
     bool profiler_steps;       /* ProfilerStep ranges split the trace into steps */
     int n_steps;
+    int opt_steps;             /* Optimizer.step ranges in the trace (an optimizer step a
+                                * training step, whatever the forwards between them) */
     double wall_s, optimizer_s; /* summed over the steps */
     mp_train_clock clock;
     mp_train_overhead overhead;
