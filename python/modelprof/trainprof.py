@@ -96,11 +96,13 @@ def _tensors(x):
     return torchprof.tensors_of(x)
 
 
-def _slot(t):
+def _slot(t, leaves):
     """One gradient hook per tensor, shared by the modules that produce or
     consume it: when its gradient is ready, the ranges of the modules it
     leaves (consumers, innermost first) close, then those it enters
-    (producers, outermost first) open."""
+    (producers, outermost first) open. A leaf (a parameter given as an
+    input: a soft prompt) outlives the step: it and its hook go in `leaves`,
+    for stop_profile to take off."""
     slot = getattr(t, "_modelprof_bwd", None)
     if slot is None:
         slot = {"enter": [], "leave": []}
@@ -113,7 +115,9 @@ def _slot(t):
                 f()
             return None
         if t.grad_fn is not None or t.is_leaf:
-            t.register_hook(fire)
+            h = t.register_hook(fire)
+            if t.is_leaf:
+                leaves.append((t, h))
     return slot
 
 
@@ -403,6 +407,7 @@ class FlopsProfiler:
             self._clock = _Clock(self.model)
         self._records_cleared()
         self._pending = []            # each hooked module's calls in flight
+        self._leaves = []             # (leaf tensor, its gradient hook) to take off
         self._ranges = _Ranges()
         labels = _labels(self.model)
         self._ignored = set(torchprof.ignored_names(self.model, ignore_list))
@@ -561,9 +566,9 @@ class FlopsProfiler:
                     ranges.exit(st["bwd"])
 
             for t in outs:
-                _slot(t)["enter"].append(enter)
+                _slot(t, self._leaves)["enter"].append(enter)
             for t in st["inputs"]:
-                _slot(t)["leave"].append(leave)
+                _slot(t, self._leaves)["leave"].append(leave)
 
         self._hooks.append(m.register_forward_pre_hook(pre))
         self._hooks.append(m.register_forward_hook(post))
@@ -581,6 +586,11 @@ class FlopsProfiler:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        for t, h in getattr(self, "_leaves", []):
+            h.remove()
+            if hasattr(t, "_modelprof_bwd"):
+                del t._modelprof_bwd
+        self._leaves = []
         if self._recorder is not None:
             self._recorder.remove()
             self._recorder = None

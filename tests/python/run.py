@@ -1134,6 +1134,33 @@ def flops_profiler_forward_raises():
 
 
 @test
+def flops_profiler_leaves_no_hook():
+    """A parameter given to a submodule as an input (a soft prompt) gets a
+    gradient hook while FlopsProfiler records (its backward ranges): after
+    end_profile neither the hook nor the attribute is left on it."""
+    import torch
+    import torch.nn as nn
+    import modelprof
+
+    class Prompted(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.prompt = nn.Parameter(torch.randn(2, 8))
+            self.body = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.body(torch.cat([self.prompt.expand(x.shape[0], -1, -1), x], 1)) + self.body(self.prompt)[0]
+
+    m = Prompted()
+    prof = modelprof.FlopsProfiler(m)
+    prof.start_profile()
+    m(torch.randn(3, 4, 8)).sum().backward()
+    prof.end_profile()
+    check(not hasattr(m.prompt, "_modelprof_bwd") and not m.prompt._backward_hooks,
+          "left on the parameter: %r" % (m.prompt._backward_hooks,))
+
+
+@test
 def module_modes_kept():
     """get_model_profile and plan export in eval mode and give each module
     its own mode back: a frozen block kept in eval inside a training model,
