@@ -102,8 +102,11 @@ def weight_table(model, unsaved=()):
     constant)."""
     params = {id(p) for p in model.parameters()}
     seen, out = set(), []
-    for name, t in model.state_dict(keep_vars=True).items():
-        if id(t) in seen:
+    # the state dict, then the buffers it leaves out (persistent=False: a
+    # causal table, rotary caches), which the export holds too
+    named = list(model.state_dict(keep_vars=True).items()) + list(model.named_buffers())
+    for name, t in named:
+        if t is None or id(t) in seen:
             continue
         seen.add(id(t))
         dt = str(t.dtype).replace("torch.", "")

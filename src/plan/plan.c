@@ -260,7 +260,10 @@ static bool generates(const mp_patterns *P) {
         while (head < n && !yes) {
             int v = queue[head++];
             const mp_value *val = &g->values[v];
-            if ((val->flags & MP_VAL_INPUT) && caller_mask(val)) yes = true;
+            /* an input the caller builds, or a table whose values the file
+             * does not hold (a meta model's causal buffer): either may be causal */
+            bool unread = (val->flags & MP_VAL_INIT) && val->init && val->init->loc == MP_DATA_ABSENT;
+            if ((val->flags & MP_VAL_INPUT || unread) && caller_mask(val)) yes = true;
             int p = val->producer;
             if (p < 0) continue;
             const mp_node *pn = &g->nodes[p];

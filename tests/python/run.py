@@ -1495,6 +1495,33 @@ def meta_device_models():
     meta_against_real(lambda: fm.LlamaForCausalLM(tied), torch.randint(0, 100, (2, 16)),
                       "llama (tied, zero 3, checkpointing)",
                       dict(kw, zero=3, dp=4, checkpointing=True), unsaved_slack=2 * 128)
+    # a causal table kept as a buffer the model does not save (GPT-2's
+    # `bias`): on the meta device it has no values, and it is no input (its
+    # 4 KB were counted as one, and --kv-cache refused the model as an encoder)
+    meta_against_real(masked_decoder, torch.randint(0, 64, (2, 12)), "decoder (unsaved causal table)",
+                      dict(gpu="h100-sxm", inference=True, kv_cache=True), static_peak=False)
+
+
+def masked_decoder():
+    import torch
+    import torch.nn as nn
+
+    class Dec(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(64, 32)
+            self.qkv = nn.Linear(32, 96)
+            self.out = nn.Linear(32, 64)
+            self.register_buffer("causal", torch.tril(torch.ones(64, 64, dtype=torch.bool)), persistent=False)
+
+        def forward(self, ids):
+            x = self.emb(ids)
+            T = ids.shape[1]
+            q, k, v = self.qkv(x).view(x.shape[0], T, 2, 48).transpose(1, 2).split(16, -1)
+            s = (q @ k.transpose(-1, -2)).masked_fill(~self.causal[:T, :T], float("-inf"))
+            y = (s.softmax(-1) @ v).transpose(1, 2).reshape(x.shape[0], T, 32)
+            return self.out(y)
+    return Dec()
 
 
 @test
