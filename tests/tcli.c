@@ -88,7 +88,13 @@ static void t_cli_dump_json(const char *const *args, const t_cli *r) {
     }
 }
 
-t_cli t_cli_run(const char *const *args, int secs, long fsize) {
+static t_cli t_cli_exec(const char *const *args, int secs, long fsize, const char *out_path);
+
+t_cli t_cli_run(const char *const *args, int secs, long fsize) { return t_cli_exec(args, secs, fsize, NULL); }
+
+t_cli t_cli_run_to(const char *const *args, const char *out_path) { return t_cli_exec(args, 60, 0, out_path); }
+
+static t_cli t_cli_exec(const char *const *args, int secs, long fsize, const char *out_path) {
     const char *bin = getenv("MP_BIN") ? getenv("MP_BIN") : "build/modelprof";
     char on[] = "/tmp/mp-cli-out-XXXXXX", en[] = "/tmp/mp-cli-err-XXXXXX";
     int fo = mkstemp(on), fe = mkstemp(en);
@@ -103,7 +109,8 @@ t_cli t_cli_run(const char *const *args, int secs, long fsize) {
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        dup2(fo, 1);
+        int to = out_path ? open(out_path, O_WRONLY) : fo;
+        dup2(to >= 0 ? to : fo, 1);
         dup2(fe, 2);
         if (fsize > 0) {
             struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};

@@ -15,6 +15,9 @@ typedef struct t_cli {
  * secs > 0: killed after secs (SIGALRM survives exec, code 128 + 14);
  * fsize > 0: files it writes are capped at fsize bytes. */
 t_cli t_cli_run(const char *const *args, int secs, long fsize);
+/* The same with its stdout opened on out_path (/dev/full: every write
+ * fails); r.out is then empty. Killed after 60 s. */
+t_cli t_cli_run_to(const char *const *args, const char *out_path);
 void t_cli_free(t_cli *r);
 
 /* With MP_JSON_DUMP set (make test), copy a JSON output (body, len bytes)

@@ -1,5 +1,6 @@
 /* The command line: exit codes, messages, report files, golden reports.
  * Runs the binary named by $MP_BIN (default build/modelprof). */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -321,6 +322,74 @@ static void t_flags_that_do_nothing(void) {
     unlink(path);
 }
 
+/* A write that fails (a full disk, a file size limit) is exit 2 with one
+ * line naming where it wrote, and leaves no file: every subcommand, every
+ * format, stdout or -o. Before, trace, memory and plan exited 0 after a
+ * failed write, and trace renamed a truncated file into place. */
+#define SNAP "tests/snapshots/v22_train_adam.pickle"
+#define TRACE1 "tests/traces/cpu/sgd_legacy.trace.json.gz"
+static void t_write_errors(void) {
+    static const char *const cmds[][10] = {
+        {"models/resnet18.onnx", NULL},
+        {"models/resnet18.onnx", "--format", "json", NULL},
+        {"models/resnet18.onnx", "--format", "html", NULL},
+        {"trace", "tests/traces/ddp2", NULL},
+        {"trace", "tests/traces/ddp2", "--format", "json", NULL},
+        {"trace", "tests/traces/ddp2", "--format", "html", NULL},
+        {"trace", "tests/traces/ddp2", "--format", "csv", NULL},
+        {"trace", "--digest", TRACE1, NULL},
+        {"trace", "diff", TRACE1, TRACE1, NULL},
+        {"memory", SNAP, NULL},
+        {"memory", SNAP, "--format", "csv", NULL},
+        {"memory", SNAP, "--format", "json", NULL},
+        {"memory", "diff", SNAP, SNAP, NULL},
+        {"plan", "models/resnet18.onnx", "--dim", "batch=8", "--format", "json", NULL},
+        {"plan", "models/resnet18.onnx", "--dim", "batch=8", NULL},
+    };
+    char dir[] = "/tmp/mp-wfail-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char out[128];
+    snprintf(out, sizeof out, "%s/report", dir);
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        const char *args[16];
+        int n = 0;
+        for (; cmds[c][n]; n++) args[n] = cmds[c][n];
+        args[n] = NULL;
+        /* stdout on a full device */
+        t_cli r = t_cli_run_to(args, "/dev/full");
+        T_EQ(r.code, 2);
+        T_CHECK(strstr(r.err, "cannot write standard output: No space left on device") != NULL);
+        if (r.code != 2) fprintf(stderr, "  stdout full: %s\n", cmds[c][0]);
+        t_cli_free(&r);
+        /* -o on a full device */
+        args[n] = "-o", args[n + 1] = "/dev/full", args[n + 2] = NULL;
+        r = t_cli_run(args, 60, 0);
+        T_EQ(r.code, 2);
+        T_CHECK(strstr(r.err, "cannot write /dev/full: No space left on device") != NULL);
+        t_cli_free(&r);
+        /* -o a file cut short by the size limit: nothing renamed into place */
+        args[n + 1] = out;
+        r = t_cli_run(args, 60, 300);
+        T_EQ(r.code, 2);
+        /* (html: the limit stops its JSON, in a temporary file, first) */
+        T_CHECK(strstr(r.err, "cannot write") && (strstr(r.err, out) || strstr(r.err, "HTML report")));
+        if (r.code != 2 || !strstr(r.err, "cannot write")) fprintf(stderr, "  -o capped: %s %s: %s\n", cmds[c][0], cmds[c][1], r.err);
+        t_cli_free(&r);
+        unlink(out);
+        DIR *d = opendir(dir);
+        int files = 0;
+        for (struct dirent *e; d && (e = readdir(d));) files += e->d_name[0] != '.' || strlen(e->d_name) > 2;
+        if (d) closedir(d);
+        T_EQ(files, 0);
+    }
+    /* plan --gpu list: its table too */
+    t_cli r = t_cli_run_to((const char *const[]){"plan", "--gpu", "list", NULL}, "/dev/full");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "cannot write standard output") != NULL);
+    t_cli_free(&r);
+    rmdir(dir);
+}
+
 MP_TESTS(cli){
     {"help_version", t_help_version},
     {"usage_errors", t_usage_errors},
@@ -331,5 +400,6 @@ MP_TESTS(cli){
     {"output_is_input", t_output_is_input},
     {"golden_reports", t_golden_reports},
     {"unresolved_dims_reported", t_unresolved_dims_reported},
+    {"write_errors", t_write_errors},
 };
 MP_TESTS_END(cli)

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MP_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -25,6 +26,16 @@
 mp_status mp_error(mp_status st, const char *fmt, ...) MP_PRINTF(2, 3);
 mp_status mp_verror(mp_status st, const char *fmt, va_list ap);
 void mp_error_clear(void);
+
+/* ---- writing files (file.c) ----
+ * mp_write_stream: write(ud, f), then f flushed and its error flag read: a
+ * failed write anywhere in it is MP_ERR_IO "cannot write NAME: <reason>"
+ * (a writer's own status otherwise). mp_write_file_atomic: a temporary file
+ * next to path, written through mp_write_stream, synced, closed and renamed
+ * over path; on any failure the old file stays and the temporary is
+ * removed. A device or pipe is written in place. */
+mp_status mp_write_stream(FILE *f, const char *name, mp_status (*write)(void *ud, FILE *f), void *ud);
+mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud);
 
 /* ---- option structs (include/modelprof.h): each begins with `size_t
  * size`. A library knows the sizes from `min`, the struct's first

@@ -4,6 +4,9 @@
 #define MP_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
+
+#include "modelprof.h"
 
 /* One line on stderr: "WHO: PREFIXMSG", the message's control bytes (names
  * from a file may hold them) escaped, a newline as \n, others as \xNN.
@@ -13,5 +16,11 @@ void mp_cli_error(const char *who, const char *prefix, const char *msg);
 /* Whether paths a and b name one existing regular file (a link or another
  * spelling included): -o naming an input would replace what is read. */
 bool mp_cli_same_file(const char *a, const char *b);
+
+/* A report, plan or table to path (-o: written whole or not at all) or,
+ * path NULL, to stdout: write(ud, f) fills it and the stream is checked
+ * (base.h, mp_write_stream), so a failed write is MP_ERR_IO "cannot write
+ * PATH: REASON" ("cannot write standard output: REASON"). */
+mp_status mp_cli_write(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud);
 
 #endif

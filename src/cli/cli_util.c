@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "base/base.h"
+
 void mp_cli_error(const char *who, const char *prefix, const char *msg) {
     fputs(who ? who : "modelprof", stderr);
     fputs(": ", stderr);
@@ -23,4 +25,8 @@ bool mp_cli_same_file(const char *a, const char *b) {
     struct stat sa, sb;
     if (!a || !b || stat(a, &sa) != 0 || stat(b, &sb) != 0) return false;
     return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+mp_status mp_cli_write(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud) {
+    return path ? mp_write_file_atomic(path, write, ud) : mp_write_stream(stdout, "standard output", write, ud);
 }

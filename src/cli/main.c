@@ -339,6 +339,16 @@ typedef struct {
     int rank;
 } input_spec;
 
+typedef struct report_job {
+    const mp_profile *p;
+    const mp_report_options *o;
+} report_job;
+
+static mp_status report_put(void *ud, FILE *f) {
+    const report_job *j = ud;
+    return mp_report_write(j->p, j->o, f);
+}
+
 /* The command; dim_args and inputs (argc entries each) are the caller's,
  * freed by it whatever path this takes. */
 static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
@@ -610,9 +620,8 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         }
     }
     if (!rc) {
-        st = out_path ? mp_report_write_file(p, &ro, out_path) : mp_report_write(p, &ro, stdout);
-        if (!st && !out_path && fflush(stdout) != 0)
-            st = MP_ERR_IO;
+        report_job j = {p, &ro};
+        st = mp_cli_write(out_path, report_put, &j);
         if (st) {
             const char *msg = mp_last_error()[0] ? mp_last_error() : "cannot write the report";
             char pre[4200];

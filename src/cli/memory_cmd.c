@@ -281,8 +281,7 @@ int mp_memory_main(int argc, char **argv) {
     }
     if (!rc) {
         mem_job j = {s[0], s[1], &ro, format, diff};
-        mp_status st = out ? mp_write_file_atomic(out, mem_write, &j) : mem_write(&j, stdout);
-        if (!out) fflush(stdout);
+        mp_status st = mp_cli_write(out, mem_write, &j);
         if (st) {
             mem_print_error(mp_last_error());
             rc = 2;

@@ -162,6 +162,21 @@ static int64_t static_batch_of(const mp_model *m) {
     return b;
 }
 
+typedef struct pl_job {
+    const mp_tplan *pl;
+    mp_format format;
+} pl_job;
+
+static mp_status pl_write(void *ud, FILE *f) {
+    const pl_job *j = ud;
+    return mp_tplan_write(j->pl, j->format, f);
+}
+
+static mp_status pl_gpu_list(void *ud, FILE *f) {
+    (void)ud;
+    return mp_gpu_table_write(f);
+}
+
 static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, int *n_inputs) {
     mp_tplan_options o;
     mp_tplan_options_default(&o);
@@ -208,7 +223,10 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             if (!val || !*val) return pl_usage_error("%s needs a file name", a);
             out_path = val;
         } else if (strcmp(a, "--gpu") == 0 && i + 1 < argc && strcmp(argv[i + 1], "list") == 0) {
-            if (mp_gpu_table_write(stdout) || fflush(stdout)) return PL_EXIT_MODEL;
+            if (mp_cli_write(NULL, pl_gpu_list, NULL)) {
+                pl_print_error(NULL, mp_last_error());
+                return PL_EXIT_MODEL;
+            }
             return 0;
         } else if (a[0] == '-' && a[1] == '-' && plan_flag(a, &flag, sizeof flag) >= 0) {
             /* the planner's own options: one table in the library (src/plan/options.c) */
@@ -301,10 +319,9 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         rc = PL_EXIT_MODEL;
     }
     if (!rc) {
-        mp_status st = out_path ? mp_tplan_write_file(pl, format, out_path) : mp_tplan_write(pl, format, stdout);
-        if (!st && !out_path && fflush(stdout) != 0) st = MP_ERR_IO;
-        if (st) {
-            pl_print_error(NULL, mp_last_error()[0] ? mp_last_error() : "cannot write the plan");
+        pl_job j = {pl, format};
+        if (mp_cli_write(out_path, pl_write, &j)) {
+            pl_print_error(NULL, mp_last_error());
             rc = PL_EXIT_MODEL;
         }
     }

@@ -245,13 +245,6 @@ static mp_status tr_write_report(void *ud, FILE *f) {
     }
 }
 
-static mp_status tr_write_stdout(const tr_write *x) {
-    mp_status st = tr_write_report((void *)x, stdout);
-    if (st == MP_OK && (fflush(stdout) != 0 || ferror(stdout)))
-        st = mp_error(MP_ERR_IO, "cannot write the report: %s", strerror(errno));
-    return st;
-}
-
 int mp_trace_cli_report(mp_trace **t, int n, const tr_args *a) {
     mp_tjob job;
     memset(&job, 0, sizeof job);
@@ -262,8 +255,7 @@ int mp_trace_cli_report(mp_trace **t, int n, const tr_args *a) {
     tr_write x = {t, n, n > 1 ? &job : NULL, a};
     /* -o: written next to the file and renamed over it, mode 0666 less the
      * umask (report.c), as every report file */
-    mp_status st = a->out_path ? mp_write_file_atomic(a->out_path, tr_write_report, &x)
-                               : tr_write_stdout(&x);
+    mp_status st = mp_cli_write(a->out_path, tr_write_report, &x);
     mp_tjob_free(&job);
     if (st != MP_OK) {
         tr_print_error(mp_last_error());
@@ -280,11 +272,7 @@ typedef struct diff_job {
 
 static mp_status diff_write(void *ud, FILE *f) {
     const diff_job *j = ud;
-    mp_status st = j->json ? mp_trace_diff_report_json(j->d, j->o, f)
-                           : mp_trace_diff_report_text(j->d, j->o, f);
-    if (st == MP_OK && (fflush(f) != 0 || ferror(f)))
-        st = mp_error(MP_ERR_IO, "cannot write the report: %s", strerror(errno));
-    return st;
+    return j->json ? mp_trace_diff_report_json(j->d, j->o, f) : mp_trace_diff_report_text(j->d, j->o, f);
 }
 
 /* `modelprof trace diff A B`: two runs compared (src/trace/diff.h). */
@@ -304,8 +292,7 @@ static int diff_run(const tr_args *a) {
         rc = TR_EXIT_INPUT;
     } else if (!rc) {
         diff_job j = {&d, &a->o, a->format == 1};
-        mp_status st = a->out_path ? mp_write_file_atomic(a->out_path, diff_write, &j)
-                                   : diff_write(&j, stdout);
+        mp_status st = mp_cli_write(a->out_path, diff_write, &j);
         if (st != MP_OK) {
             tr_print_error(mp_last_error());
             rc = TR_EXIT_INPUT;

@@ -174,20 +174,19 @@ static void ct_pass(ct *w, const mp_profile *p, int it, int pass) {
     }
 }
 
-mp_status mp_report_chrome_trace(const mp_profile *p, const char *path) {
-    if (!p || !p->m || !path || !path[0])
-        return mp_error(MP_ERR_USAGE, "mp_report_chrome_trace: no profile or file");
+typedef struct ct_job {
+    const mp_profile *p;
+    const char *path;
+} ct_job;
+
+/* The trace into f (mp_write_file_atomic checks the stream). */
+static mp_status ct_write(void *ud, FILE *f) {
+    const ct_job *j = ud;
+    const mp_profile *p = j->p;
+    const char *path = j->path;
     const mp_stamps *r = &p->stamps;
-    if (r->iters <= 0)
-        return mp_error(MP_ERR_USAGE, "--chrome-trace %s: the run kept no step times (it needs node "
-                        "timing and keep_timestamps)", path);
-    FILE *f = fopen(path, "w");
-    if (!f) return mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     ct c = {jw_begin(f), r->n_steps ? r->start[0] : 0};
-    if (!c.w) {
-        fclose(f);
-        return mp_error(MP_ERR_NOMEM, "out of memory while writing %s", path);
-    }
+    if (!c.w) return mp_error(MP_ERR_NOMEM, "out of memory while writing %s", path);
     jw *w = c.w;
     jw_open(w, '{');
     jw_kstr(w, "displayTimeUnit", "ms");
@@ -214,8 +213,16 @@ mp_status mp_report_chrome_trace(const mp_profile *p, const char *path) {
     jw_close(w, ']');
     jw_close(w, '}');
     jw_end(w);
-    mp_status st = MP_OK;
-    if (ferror(f)) st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (fclose(f) != 0 && st == MP_OK) st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    return st;
+    return MP_OK;
+}
+
+mp_status mp_report_chrome_trace(const mp_profile *p, const char *path) {
+    if (!p || !p->m || !path || !path[0])
+        return mp_error(MP_ERR_USAGE, "mp_report_chrome_trace: no profile or file");
+    const mp_stamps *r = &p->stamps;
+    if (r->iters <= 0)
+        return mp_error(MP_ERR_USAGE, "--chrome-trace %s: the run kept no step times (it needs node "
+                        "timing and keep_timestamps)", path);
+    ct_job j = {p, path};
+    return mp_write_file_atomic(path, ct_write, &j);
 }

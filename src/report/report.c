@@ -188,25 +188,6 @@ mp_status mp_report_write(const mp_profile *p, const mp_report_options *opts, FI
     return MP_OK;
 }
 
-/* Create "<dir>/.<base>.tmp-<pid>-<n>" exclusively (mode 0666 less the
- * umask, as a plain fopen would give the final file). */
-static int report_tmp_open(const char *path, char *tmp, size_t cap) {
-    const char *slash = strrchr(path, '/');
-    int dirlen = slash ? (int)(slash - path + 1) : 0;
-    const char *base = slash ? slash + 1 : path;
-    for (int n = 0; n < 100; n++) {
-        int len = snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%d", dirlen, path, base,
-                           (long)getpid(), n);
-        if (len < 0 || (size_t)len >= cap) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    return -1;
-}
-
 typedef struct report_job {
     const mp_profile *p;
     const mp_report_options *o;
@@ -221,76 +202,6 @@ mp_status mp_report_write_file(const mp_profile *p, const mp_report_options *o,
                                const char *path) {
     report_job j = {p, o};
     return mp_write_file_atomic(path, report_job_write, &j);
-}
-
-mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud) {
-    if (!path || !path[0]) return mp_error(MP_ERR_USAGE, "no report file name");
-    const char *slash = strrchr(path, '/');
-    if (slash && !slash[1])
-        return mp_error(MP_ERR_USAGE, "report file %s: names a folder", path);
-    /* A device or pipe (/dev/null, /dev/stdout, a fifo) is written in
-     * place: renaming over it would replace it with a file. */
-    struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        if (S_ISDIR(sb.st_mode))
-            return mp_error(MP_ERR_IO, "report file %s: is a folder", path);
-        FILE *df = fopen(path, "w");
-        if (!df) return mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-        mp_status dst = write(ud, df);
-        if (fclose(df) != 0 && dst == MP_OK)
-            dst = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-        return dst;
-    }
-    /* a symlink to a file: replace the file it points to, not the link */
-    char *real = NULL;
-    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
-        real = realpath(path, NULL);
-        if (real) path = real;
-    }
-    size_t cap = strlen(path) + 64;
-    char *tmp = malloc(cap);
-    if (!tmp) return mp_error(MP_ERR_NOMEM, "out of memory");
-    int fd = report_tmp_open(path, tmp, cap);
-    if (fd < 0) {
-        int err = errno;
-        /* the folder the report goes into: say what is wrong with it */
-        const char *sep = strrchr(path, '/');
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%.*s", sep ? (int)(sep == path ? 1 : sep - path) : 1, sep ? path : ".");
-        struct stat db;
-        int dst = stat(dir, &db) == 0 ? 0 : errno;
-        mp_status st;
-        if (dst == ENOENT)
-            st = mp_error(MP_ERR_IO, "cannot write %s: the folder %s does not exist", path, dir);
-        else if (dst == ENOTDIR || (dst == 0 && !S_ISDIR(db.st_mode)))
-            st = mp_error(MP_ERR_IO, "cannot write %s: %s is not a folder", path, dir);
-        else
-            st = mp_error(MP_ERR_IO, "cannot create a temporary file in the folder %s (to write %s): %s", dir,
-                          path, strerror(err));
-        free(tmp);
-        free(real);
-        return st;
-    }
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        mp_status st = mp_error(MP_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
-        close(fd);
-        unlink(tmp);
-        free(tmp);
-        free(real);
-        return st;
-    }
-    mp_status st = write(ud, f);
-    if (st == MP_OK && fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS)
-        st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (fclose(f) != 0 && st == MP_OK)
-        st = mp_error(MP_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (st == MP_OK && rename(tmp, path) != 0)
-        st = mp_error(MP_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (st != MP_OK) unlink(tmp);
-    free(tmp);
-    free(real);
-    return st;
 }
 
 /* ---- parameters counted by judgement ---- */

@@ -220,9 +220,7 @@ const char *mp_formula_skip_text(const mp_profile *p, const mp_formula_skip *sk,
 /* A JSON string (escaped; invalid UTF-8 becomes U+FFFD), json.c. */
 void mp_json_string(mp_out *o, const char *s);
 
-/* Write a file atomically (a temporary file next to it, then rename; a
- * device or pipe is written in place): write(ud, f) fills it. report.c. */
-mp_status mp_write_file_atomic(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud);
+/* mp_write_file_atomic and mp_write_stream: base/base.h. */
 
 
 /* ---- writers ----

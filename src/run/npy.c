@@ -132,6 +132,19 @@ out:
     return st;
 }
 
+typedef struct npy_job {
+    const void *part[3]; /* the magic and version, the header, the data */
+    size_t len[3];
+} npy_job;
+
+/* The file's bytes into f (mp_write_file_atomic checks the stream). */
+static mp_status npy_put(void *ud, FILE *f) {
+    const npy_job *j = ud;
+    for (int i = 0; i < 3; i++)
+        if (j->len[i] && fwrite(j->part[i], 1, j->len[i], f) != j->len[i]) break;
+    return MP_OK;
+}
+
 mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dims, const void *data) {
     if (dtype == MP_DT_BFLOAT16) { /* numpy has no bfloat16: written as fp32 */
         int64_t n = 1;
@@ -165,12 +178,6 @@ mp_status mp_npy_write(const char *path, int dtype, int rank, const int64_t *dim
     h[len++] = '\n';
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff),
                              (unsigned char)(len >> 8)};
-    FILE *f = fopen(path, "wb");
-    if (!f) return mp_error(MP_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    size_t bytes = (size_t)mp_dtype_bytes(dtype, numel);
-    bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(h, 1, (size_t)len, f) == (size_t)len &&
-              (bytes == 0 || fwrite(data, 1, bytes, f) == bytes);
-    if (fclose(f) != 0) ok = false;
-    if (!ok) return mp_error(MP_ERR_IO, "%s: cannot write", path);
-    return MP_OK;
+    npy_job j = {{pre, h, data}, {10, (size_t)len, (size_t)mp_dtype_bytes(dtype, numel)}};
+    return mp_write_file_atomic(path, npy_put, &j);
 }
