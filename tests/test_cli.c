@@ -175,6 +175,84 @@ static void t_output_is_input(void) {
     rmdir(dir);
 }
 
+static void copy_file(const char *from, const char *to) {
+    size_t len = 0;
+    char *b = jr_slurp(from, &len);
+    FILE *f = fopen(to, "wb");
+    if (f && b) fwrite(b, 1, len, f);
+    if (f) fclose(f);
+    free(b);
+}
+
+static bool same_bytes(const char *a, const char *b) {
+    size_t la = 0, lb = 0;
+    char *x = jr_slurp(a, &la), *y = jr_slurp(b, &lb);
+    bool same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Every file a command reads is one an output may not replace (one check,
+ * mp_cli_output_clash): a trace inside the folder read, --plan-model,
+ * --input-data, --chrome-trace's target and a --save-outputs file. Before,
+ * each of these was overwritten (exit 0). */
+static void t_output_is_any_input(void) {
+    char dir[] = "/tmp/mp-clash-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char tdir[160], t1[200], pm[160], npy[160], sv[160], svm[200];
+    snprintf(tdir, sizeof tdir, "%s/traces", dir);
+    T_CHECK(mkdir(tdir, 0777) == 0);
+    snprintf(t1, sizeof t1, "%s/rank1.trace.json.gz", tdir);
+    copy_file("tests/traces/ddp2/rank0.trace.json.gz", t1);
+    char t0[200];
+    snprintf(t0, sizeof t0, "%s/rank0.trace.json.gz", tdir);
+    copy_file("tests/traces/ddp2/rank1.trace.json.gz", t0);
+    run_result r = RUN("trace", tdir, "-o", t1);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "-o") && strstr(r.err, "a trace of the folder"));
+    done(&r);
+    T_CHECK(same_bytes(t1, "tests/traces/ddp2/rank0.trace.json.gz"));
+    snprintf(pm, sizeof pm, "%s/pm.onnx", dir);
+    copy_file("models/resnet18.onnx", pm);
+    r = RUN("memory", "tests/snapshots/v22_train_adam.pickle", "--plan-model", pm, "--dim", "batch=1", "-o", pm);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--plan-model") != NULL);
+    done(&r);
+    T_CHECK(same_bytes(pm, "models/resnet18.onnx"));
+    snprintf(npy, sizeof npy, "%s/in.npy", dir);
+    copy_file("models/resnet18.onnx", npy);   /* refused before it is read */
+    char data[200];
+    snprintf(data, sizeof data, "input=%s", npy);
+    r = RUN("models/resnet18.onnx", "--run", "--input-data", data, "-o", npy);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--input-data file") != NULL);
+    done(&r);
+    r = RUN("models/resnet18.onnx", "--run", "--input-data", data, "--chrome-trace", npy);
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--chrome-trace") && strstr(r.err, "--input-data file"));
+    done(&r);
+    T_CHECK(same_bytes(npy, "models/resnet18.onnx"));
+    /* the model saved over by its own output, logits.npy */
+    snprintf(sv, sizeof sv, "%s/sv", dir);
+    T_CHECK(mkdir(sv, 0777) == 0);
+    snprintf(svm, sizeof svm, "%s/logits.npy", sv);
+    copy_file("models/resnet18.onnx", svm);
+    r = RUN(svm, "--dim", "batch=1", "--run", "--iters", "1", "--warmup", "0", "--save-outputs", sv, "-q");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--save-outputs") && strstr(r.err, "names the model"));
+    done(&r);
+    T_CHECK(same_bytes(svm, "models/resnet18.onnx"));
+    unlink(svm);
+    rmdir(sv);
+    unlink(npy);
+    unlink(pm);
+    unlink(t0);
+    unlink(t1);
+    rmdir(tdir);
+    rmdir(dir);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -398,6 +476,7 @@ MP_TESTS(cli){
     {"json_file", t_json_file},
     {"output_through_symlink", t_output_through_symlink},
     {"output_is_input", t_output_is_input},
+    {"output_is_any_input", t_output_is_any_input},
     {"golden_reports", t_golden_reports},
     {"unresolved_dims_reported", t_unresolved_dims_reported},
     {"write_errors", t_write_errors},

@@ -17,6 +17,15 @@ void mp_cli_error(const char *who, const char *prefix, const char *msg);
  * spelling included): -o naming an input would replace what is read. */
 bool mp_cli_same_file(const char *a, const char *b);
 
+/* The one check that an output does not replace what the command reads:
+ * whether out (written by FLAG: "-o", "--chrome-trace", "--save-outputs")
+ * names one of the n files read, in[i] (NULL entries skipped; what[i] says
+ * which: "the model", "the --input-data file"). When it does, one line
+ * "WHO: FLAG OUT: names WHAT, which it reads; writing it would replace it"
+ * and "(see WHO --help)" on stderr, and true: the caller exits 1. */
+bool mp_cli_output_clash(const char *who, const char *flag, const char *out, const char *const *in,
+                         const char *const *what, int n);
+
 /* A report, plan or table to path (-o: written whole or not at all) or,
  * path NULL, to stdout: write(ud, f) fills it and the stream is checked
  * (base.h, mp_write_stream), so a failed write is MP_ERR_IO "cannot write

@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "base/base.h"
@@ -29,4 +30,19 @@ bool mp_cli_same_file(const char *a, const char *b) {
 
 mp_status mp_cli_write(const char *path, mp_status (*write)(void *ud, FILE *f), void *ud) {
     return path ? mp_write_file_atomic(path, write, ud) : mp_write_stream(stdout, "standard output", write, ud);
+}
+
+bool mp_cli_output_clash(const char *who, const char *flag, const char *out, const char *const *in,
+                         const char *const *what, int n) {
+    if (!out) return false;
+    for (int i = 0; i < n; i++) {
+        if (!in[i] || !mp_cli_same_file(out, in[i])) continue;
+        char msg[8400];
+        snprintf(msg, sizeof msg, "%s %.4096s: names %s%s%.4096s, which it reads; writing it would replace it", flag,
+                 out, what[i], strcmp(in[i], out) ? " " : "", strcmp(in[i], out) ? in[i] : "");
+        mp_cli_error(who, NULL, msg);
+        fprintf(stderr, "(see %s --help)\n", who ? who : "modelprof");
+        return true;
+    }
+    return false;
 }

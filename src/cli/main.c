@@ -137,6 +137,8 @@ typedef struct run_args {
     const char *ort;          /* --ort-profile FILE */
     const char *run_or_ort;   /* the first flag given that a measured run or --ort-profile uses */
     bool warmup_given;
+    const char **reads, **reads_what; /* the files the command reads, and which each is */
+    int n_reads;
     /* the .npy files, read before profiling (their shapes set the inputs') */
     struct run_data {
         char *name;
@@ -263,6 +265,8 @@ static void run_args_free(run_args *ra) {
         free(ra->data[i].data);
     }
     free(ra->data);
+    free(ra->reads);
+    free(ra->reads_what);
 }
 
 /* A file name from an output name: path separators and control bytes
@@ -323,6 +327,10 @@ static int run_measure(run_args *ra, mp_profile *p) {
                 break;
             }
             run_out_path(path, sizeof path, ra->save_dir, name);
+            if (mp_cli_output_clash(NULL, "--save-outputs", path, ra->reads, ra->reads_what, ra->n_reads)) {
+                rc = EXIT_USAGE;
+                break;
+            }
             if (mp_npy_write(path, dt, rank, dims, data)) {
                 print_error("--save-outputs: ", mp_last_error());
                 rc = EXIT_MODEL;
@@ -540,13 +548,19 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
         usage(stderr);
         return EXIT_USAGE;
     }
-    /* an output naming an input (or the other output) would replace it */
-    if (out_path && mp_cli_same_file(out_path, model_path))
-        return usage_error("-o %s: names the model; the report would replace it", out_path);
-    if (out_path && ra->ort && mp_cli_same_file(out_path, ra->ort))
-        return usage_error("-o %s: names the --ort-profile file; the report would replace it", out_path);
-    if (ra->chrome_trace && mp_cli_same_file(ra->chrome_trace, model_path))
-        return usage_error("--chrome-trace %s: names the model; the trace would replace it", ra->chrome_trace);
+    /* an output naming an input (or the other output) would replace it:
+     * every file read, for -o, --chrome-trace and --save-outputs' files */
+    ra->reads = calloc((size_t)ra->n_data + 2, sizeof *ra->reads);
+    ra->reads_what = calloc((size_t)ra->n_data + 2, sizeof *ra->reads_what);
+    if (!ra->reads || !ra->reads_what) return EXIT_MODEL;
+    ra->reads[0] = model_path, ra->reads_what[0] = "the model";
+    ra->reads[1] = ra->ort, ra->reads_what[1] = "the --ort-profile file";
+    for (int k = 0; k < ra->n_data; k++)
+        ra->reads[2 + k] = strchr(ra->data_args[k], '=') + 1, ra->reads_what[2 + k] = "the --input-data file";
+    ra->n_reads = ra->n_data + 2;
+    if (mp_cli_output_clash(NULL, "-o", out_path, ra->reads, ra->reads_what, ra->n_reads) ||
+        mp_cli_output_clash(NULL, "--chrome-trace", ra->chrome_trace, ra->reads, ra->reads_what, ra->n_reads))
+        return EXIT_USAGE;
     if (ra->chrome_trace && out_path &&
         (strcmp(ra->chrome_trace, out_path) == 0 || mp_cli_same_file(ra->chrome_trace, out_path)))
         return usage_error("--chrome-trace %s and -o name one file: one would replace the other", out_path);

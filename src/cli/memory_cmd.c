@@ -253,9 +253,9 @@ int mp_memory_main(int argc, char **argv) {
     if (csv_given && format != 2)
         return mem_usage_error("--csv-table chooses the table --format csv writes; add --format csv, or leave out",
                                "--csv-table");
-    for (int f = 0; out && f < nfiles; f++)
-        if (mp_cli_same_file(out, files[f]))
-            return mem_usage_error("-o names a snapshot it reads; the report would replace it:", out);
+    if (mp_cli_output_clash("modelprof memory", "-o", out, (const char *const[]){files[0], files[1], plan_model},
+                            (const char *const[]){"the snapshot", "the snapshot", "the --plan-model model"}, 3))
+        return 1;
     if (!plan_model && (ndims || plan_flags))
         return mem_usage_error("--dim and the plan flags go with", "--plan-model");
     if (plan_model) {

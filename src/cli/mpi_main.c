@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     char **files = NULL;
     int n = 0;
     if (me == 0) {
-        if (a.folder) rc = mp_trace_cli_files(a.input, &files, &n);
+        if (a.folder) rc = mp_trace_cli_files(a.input, a.out_path, &files, &n);
         else {
             files = malloc(sizeof *files);
             files[0] = strdup(a.input);

@@ -251,8 +251,9 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         pl_usage(stderr);
         return PL_EXIT_USAGE;
     }
-    if (out_path && mp_cli_same_file(out_path, model_path))
-        return pl_usage_error("-o %s: names the model; the plan would replace it", out_path);
+    if (mp_cli_output_clash("modelprof plan", "-o", out_path, (const char *const[]){model_path},
+                            (const char *const[]){"the model"}, 1))
+        return PL_EXIT_USAGE;
     /* flags that conflict whatever the model: a usage error */
     if (mp_tplan_options_check(&o)) {
         pl_print_error(NULL, mp_last_error());

@@ -75,7 +75,7 @@ static bool is_trace_name(const char *s, bool strict) {
     return ends_with(s, ".json") || ends_with(s, ".json.gz");
 }
 
-int mp_trace_cli_files(const char *dir, char ***out, int *n) {
+int mp_trace_cli_files(const char *dir, const char *report, char ***out, int *n) {
     *out = NULL;
     *n = 0;
     DIR *d = opendir(dir);
@@ -119,6 +119,11 @@ int mp_trace_cli_files(const char *dir, char ***out, int *n) {
         fprintf(stderr, "modelprof: %s: no *.json or *.json.gz traces in the folder\n", dir);
         rc = TR_EXIT_INPUT;
     }
+    /* -o naming one of the traces read: refused before any is read */
+    for (int i = 0; !rc && report && i < *n; i++)
+        if (mp_cli_output_clash("modelprof trace", "-o", report, (const char *const *)&(*out)[i],
+                                (const char *const[]){"a trace of the folder"}, 1))
+            rc = TR_EXIT_USAGE;
     return rc;
 }
 
@@ -194,8 +199,9 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
         return tr_usage_error("--csv-table chooses the table --format csv writes; add --format csv, or leave "
                               "out", "--csv-table");
     /* -o naming a trace read would replace it */
-    if (a->out_path && (mp_cli_same_file(a->out_path, a->input) || mp_cli_same_file(a->out_path, a->input2)))
-        return tr_usage_error("-o names a trace it reads; the report would replace it:", a->out_path);
+    if (mp_cli_output_clash("modelprof trace", "-o", a->out_path, (const char *const[]){a->input, a->input2},
+                            (const char *const[]){"the trace", "the trace"}, 2))
+        return TR_EXIT_USAGE;
     if (a->diff) {
         if (a->format == 2 || a->format == 3)
             return tr_usage_error("trace diff writes text or json, not", a->format == 2 ? "html" : "csv");
@@ -311,7 +317,7 @@ int mp_trace_main(int argc, char **argv) {
     if (a.diff) return diff_run(&a);
     char **files = NULL;
     int n = 0;
-    if (a.folder && (rc = mp_trace_cli_files(a.input, &files, &n))) return rc;
+    if (a.folder && (rc = mp_trace_cli_files(a.input, a.out_path, &files, &n))) return rc;
     int count = a.folder ? n : 1;
     mp_trace *traces = calloc((size_t)count, sizeof *traces);
     mp_trace **ptr = calloc((size_t)count, sizeof *ptr);

@@ -24,8 +24,9 @@ typedef struct tr_args {
 
 /* 0, or an exit status (the message printed). argv[0] is "trace". */
 int mp_trace_cli_parse(int argc, char **argv, tr_args *a);
-/* The traces and digests of a folder, sorted by name; 0 or an exit status. */
-int mp_trace_cli_files(const char *dir, char ***files, int *n);
+/* The traces and digests of a folder, sorted by name; 0 or an exit status
+ * (1: report, the -o file, is one of them). */
+int mp_trace_cli_files(const char *dir, const char *report, char ***files, int *n);
 void mp_trace_cli_files_free(char **files, int n);
 /* The job (n > 1) and the report (or digest) to -o or stdout; 0 or 2. */
 int mp_trace_cli_report(mp_trace **t, int n, const tr_args *a);
