@@ -211,6 +211,14 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
                   "(see modelprof trace --help)\n", stderr);
             return TR_EXIT_USAGE;
         }
+        /* one pipe or FIFO as A and B: its bytes can be read once */
+        struct stat s1, s2;
+        if (stat(a->input, &s1) == 0 && stat(a->input2, &s2) == 0 && !S_ISREG(s1.st_mode) &&
+            !S_ISDIR(s1.st_mode) && s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino) {
+            fprintf(stderr, "modelprof trace diff: %s and %s: one pipe, not a regular file: its bytes can be "
+                            "read once; save it to a file to compare it with itself\n", a->input, a->input2);
+            return TR_EXIT_INPUT;
+        }
         return 0;
     }
     if (!a->input) {

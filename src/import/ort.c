@@ -49,6 +49,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* One kernel of the profile: the events of one name, one per run. */
 typedef struct ort_slot {
@@ -1616,6 +1617,13 @@ static mp_status ort_prepare(ort *o, mp_profile *p, const char *path, const mp_o
     o->p = p;
     o->g = p->m->graph;
     o->path = path;
+    /* read twice (its dims, then its times): a pipe or FIFO would give its
+     * bytes to the first read only, and the second open would wait for a
+     * writer that never comes */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return mp_error(MP_ERR_IO, "%s: not a regular file: ONNX Runtime's profile is read twice (the dims it ran "
+                        "with, then its times); save it to a file", path);
     mp_status st = mp_trace_read_file(path, &o->raw);
     if (st == MP_ERR_FORMAT && strstr(mp_last_error(), "an empty trace"))
         st = mp_error(MP_ERR_FORMAT,

@@ -21,7 +21,11 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #include "trace/analyze_int.h"
@@ -971,9 +975,56 @@ static mp_status mp__not_ort(mp_trace_raw *raw, const char *label) {
                     label, label);
 }
 
+/* A pipe, FIFO or device (process substitution, `mkfifo`) can be read once:
+ * its bytes, all of them from one open, into *buf (*len). */
+static mp_status slurp_stream(int fd, const char *path, char **buf, size_t *len) {
+    size_t cap = (size_t)1 << 20, n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (!b) return mp_error(MP_ERR_NOMEM, "%s: out of memory reading the stream", path);
+        if (n == cap) {
+            char *nb = cap < SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
+            if (!nb) free(b);
+            b = nb;
+            cap *= 2;
+            continue;
+        }
+        ssize_t k = read(fd, b + n, cap - n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            mp_status st = mp_error(MP_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+            free(b);
+            return st;
+        }
+        if (k == 0) break;
+        n += (size_t)k;
+    }
+    *buf = b;
+    *len = n;
+    return MP_OK;
+}
+
 mp_status mp_trace_open(const char *path, const mp_trace_options *o, mp_trace *t) {
     mp_trace_raw raw;
     memset(t, 0, sizeof *t);
+    /* not a regular file nor a folder: read once, through one open (the
+     * sniffing of a digest, then the reader's own open, would each take
+     * bytes of it, or wait for a second writer) */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return mp_error(MP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        char *buf = NULL;
+        size_t len = 0;
+        mp_status st = slurp_stream(fd, path, &buf, &len);
+        close(fd);
+        if (st != MP_OK) return st;
+        st = mp_trace_is_digest(buf, len < 64 ? len : 64) ? mp_trace_digest_read(buf, len, path, t)
+                                                                   : mp_trace_open_memory(buf, len, path, o, t);
+        free(buf);
+        if (st == MP_OK) t->path = path;
+        return st;
+    }
     if (digest_file(path)) return mp_trace_digest_file(path, t);
     mp_status st = mp_trace_read_file_pieces(path, &raw, o ? o->threads : 0, 0);
     if (st == MP_OK) st = mp__not_ort(&raw, path);
