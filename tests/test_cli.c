@@ -318,6 +318,64 @@ static void t_fifo_inputs(void) {
     rmdir(dir);
 }
 
+/* One --dim and --input parser for every subcommand (mp_cli_dim,
+ * mp_cli_input): before, memory --plan-model took batch=abc and batch=0 as
+ * 0 (exit 0), plan planned batch=0 (0 samples), took a repeated dim (the
+ * last) and an --input ending in 'x', and 70 dims were "not integers". */
+static void t_one_dim_parser(void) {
+    static const char *const pre[][4] = {
+        {"models/resnet18.onnx", NULL},
+        {"plan", "models/resnet18.onnx", NULL},
+        {"memory", SNAP, "--plan-model", "models/resnet18.onnx"},
+    };
+    static const char *const who[] = {"modelprof: ", "modelprof plan: ", "modelprof memory: "};
+    static const struct {
+        const char *flag, *val, *says;
+    } bad[] = {
+        {"--dim", "batch=abc", "expected NAME=VALUE with a positive integer"},
+        {"--dim", "batch=0", "a dimension must be at least 1"},
+        {"--dim", "batch=-5", "expected NAME=VALUE with a positive integer"},
+        {"--dim", "batch= 5", "expected NAME=VALUE with a positive integer"},
+    };
+    for (int c = 0; c < 3; c++)
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            const char *args[12];
+            int n = 0;
+            for (int k = 0; k < 4 && pre[c][k]; k++) args[n++] = pre[c][k];
+            args[n++] = bad[b].flag;
+            args[n++] = bad[b].val;
+            args[n] = NULL;
+            run_result r = run(args);
+            T_EQ(r.code, 1);
+            T_CHECK(strncmp(r.err, who[c], strlen(who[c])) == 0 && strstr(r.err, bad[b].says) &&
+                    strstr(r.err, bad[b].val));
+            done(&r);
+        }
+    for (int c = 0; c < 3; c++) {
+        const char *args[12];
+        int n = 0;
+        for (int k = 0; k < 4 && pre[c][k]; k++) args[n++] = pre[c][k];
+        args[n++] = "--dim", args[n++] = "batch=2", args[n++] = "--dim", args[n++] = "batch=3", args[n] = NULL;
+        run_result r = run(args);
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, "already given (batch=2)") != NULL);
+        done(&r);
+    }
+    char many[400] = "input=";
+    for (int i = 0; i < 70; i++) strcat(many, i ? "x1" : "1");
+    for (int c = 0; c < 2; c++) {
+        run_result r = c ? RUN("plan", "models/resnet18.onnx", "--input", "input=1x3x224x224x")
+                         : RUN("models/resnet18.onnx", "--input", "input=1x3x224x224x");
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, "ends in 'x'") != NULL);
+        done(&r);
+        r = c ? RUN("plan", "models/resnet18.onnx", "--input", many) : RUN("models/resnet18.onnx", "--input", many);
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, "more than 64 dims") != NULL);
+        done(&r);
+    }
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -544,5 +602,6 @@ MP_TESTS(cli){
     {"unresolved_dims_reported", t_unresolved_dims_reported},
     {"write_errors", t_write_errors},
     {"fifo_inputs", t_fifo_inputs},
+    {"one_dim_parser", t_one_dim_parser},
 };
 MP_TESTS_END(cli)

@@ -4,6 +4,7 @@
 #define MP_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "modelprof.h"
@@ -16,6 +17,25 @@ void mp_cli_error(const char *who, const char *prefix, const char *msg);
 /* Whether paths a and b name one existing regular file (a link or another
  * spelling included): -o naming an input would replace what is read. */
 bool mp_cli_same_file(const char *a, const char *b);
+
+/* A usage error: "WHO: MESSAGE" and "(see WHO --help)" on stderr; returns
+ * 1, the exit status of a usage error in every subcommand. */
+int mp_cli_usage(const char *who, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* The one parser of --dim NAME=VALUE (every subcommand): a name, a value
+ * from 1 up (a dimension of 0 is refused), a name not among the n given
+ * before. 0, or the usage error said (1). *value: the value. */
+int mp_cli_dim(const char *who, const char *val, const char *const *given, int n, int64_t *value);
+
+/* The one parser of --input NAME=D0xD1x... (at most 64 dims, each a
+ * non-negative integer; NAME= alone: a scalar). *name: malloc'd, the
+ * caller's. 0, or the exit status, the error said (1 usage, 2 out of
+ * memory). */
+int mp_cli_input(const char *who, const char *val, char **name, int64_t dims[64], int *rank);
 
 /* The one check that an output does not replace what the command reads:
  * whether out (written by FLAG: "-o", "--chrome-trace", "--save-outputs")

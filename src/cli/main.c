@@ -384,43 +384,15 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             printf("modelprof %s\n", MP_VERSION_STRING);
             return 0;
         } else if (TAKES_VALUE("--dim")) {
-            if (!val) return usage_error("--dim needs NAME=VALUE", "");
-            const char *eq = strchr(val, '=');
-            int64_t v;
-            if (!eq || eq == val || !parse_int(eq + 1, &v))
-                return usage_error("--dim '%s': expected NAME=VALUE with a positive integer", val);
-            if (v == 0)
-                return usage_error("--dim '%s': a dimension must be at least 1", val);
-            for (int k = 0; k < n_dims; k++)
-                if (strncmp(dim_args[k], val, (size_t)(eq - val) + 1) == 0)
-                    return usage_error("--dim '%s': the dimension is already given (%s)", val,
-                                       dim_args[k]);
+            if (mp_cli_dim(NULL, val, dim_args, n_dims, NULL)) return EXIT_USAGE;
             dim_args[n_dims++] = val;
         } else if (TAKES_VALUE("--input")) {
-            if (!val) return usage_error("--input needs NAME=D0xD1x...", "");
-            const char *eq = strrchr(val, '=');
-            if (!eq || eq == val)
-                return usage_error("--input '%s': expected NAME=D0xD1x... (e.g. x=1x3x224x224)", val);
-            input_spec *s = &inputs[(*pn_inputs)++];
-            size_t nl = (size_t)(eq - val);
-            char *name = malloc(nl + 1);
-            if (!name) return EXIT_MODEL;
-            memcpy(name, val, nl);
-            name[nl] = 0;
+            input_spec *s = &inputs[*pn_inputs];
+            char *name = NULL;
+            int irc = mp_cli_input(NULL, val, &name, s->dims, &s->rank);
+            if (irc) return irc;
             s->name = name;
-            const char *p = eq + 1;
-            if (*p) {
-                for (;;) {
-                    char *end;
-                    errno = 0;
-                    long long d = strtoll(p, &end, 10);
-                    if (end == p || errno || d < 0 || s->rank >= 64 || (*end && *end != 'x'))
-                        return usage_error("--input '%s': dims must be non-negative integers separated by 'x'", val);
-                    s->dims[s->rank++] = d;
-                    if (!*end) break;
-                    p = end + 1;
-                }
-            }
+            (*pn_inputs)++;
         } else if (TAKES_VALUE("--format")) {
             if (!val) return usage_error("--format needs text, json, html or csv", "");
             if (strcmp(val, "text") == 0)

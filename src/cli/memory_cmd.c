@@ -98,15 +98,13 @@ static int plan_predict(const char *model, const char **dims, int ndims, const m
         char name[128];
         const char *eq = strchr(dims[i], '=');
         size_t nl = eq ? (size_t)(eq - dims[i]) : 0;
-        if (!eq || nl == 0 || nl >= sizeof name || !eq[1]) {
-            fprintf(stderr, "modelprof memory: --dim '%s': expected NAME=VALUE\n", dims[i]);
-            rc = 1;
-            break;
-        }
+        if (nl >= sizeof name) nl = sizeof name - 1;
         memcpy(name, dims[i], nl);
         name[nl] = 0;
-        if (mp_model_set_dim(m, name, atoll(eq + 1))) {
-            mem_print_error(mp_last_error());
+        if (mp_model_set_dim(m, name, atoll(eq + 1))) {   /* checked by mp_cli_dim */
+            char pre[200];
+            snprintf(pre, sizeof pre, "--dim %.150s: ", dims[i]);
+            mp_cli_error("modelprof memory", pre, mp_last_error());
             rc = 1;
         }
     }
@@ -223,6 +221,7 @@ int mp_memory_main(int argc, char **argv) {
         } else if (strcmp(a, "--dim") == 0) {
             NEXT();
             if (ndims == 64) return mem_usage_error("at most 64 --dim, not another:", val);
+            if (mp_cli_dim("modelprof memory", val, dims, ndims, NULL)) return 1;
             dims[ndims++] = val;
         } else if (a[0] == '-' && a[1] == '-' && mp_tplan_option_kind(a) >= 0) {
             /* any of modelprof plan's own options, parsed by the library's one

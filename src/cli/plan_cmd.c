@@ -123,15 +123,6 @@ static int pl_usage_error(const char *fmt, const char *arg) {
 
 static void pl_print_error(const char *prefix, const char *msg) { mp_cli_error("modelprof plan", prefix, msg); }
 
-static int pl_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || !*s || *end || errno || v < lo || v > hi) return 0;
-    *out = (int)v;
-    return 1;
-}
-
 /* The flag of an argument ("--zero" of "--zero=3") into buf: its kind
  * (mp_tplan_option_kind: -1 not a plan option, 0 a switch, 1 a value). */
 static int plan_flag(const char *a, char (*buf)[64], size_t size) {
@@ -195,26 +186,13 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
             quiet = 1;
         } else if (TAKES("--dim")) {
-            const char *eq = val ? strchr(val, '=') : NULL;
-            int v;
-            if (!eq || eq == val || !pl_int(eq + 1, 0, 2000000000, &v))
-                return pl_usage_error("--dim '%s': expected NAME=VALUE with a non-negative integer", val ? val : "");
+            if (mp_cli_dim("modelprof plan", val, dims, n_dims, NULL)) return PL_EXIT_USAGE;
             dims[n_dims++] = val;
         } else if (TAKES("--input")) {
-            const char *eq = val ? strrchr(val, '=') : NULL;
-            if (!eq || eq == val) return pl_usage_error("--input '%s': expected NAME=D0xD1x...", val ? val : "");
-            pl_input *s = &inputs[(*n_inputs)++];
-            s->name = strndup(val, (size_t)(eq - val));
-            if (!s->name) return PL_EXIT_MODEL;
-            for (const char *p = eq + 1; *p;) {
-                char *end;
-                errno = 0;
-                long long d = strtoll(p, &end, 10);
-                if (end == p || errno || d < 0 || s->rank >= 64 || (*end && *end != 'x'))
-                    return pl_usage_error("--input '%s': dims must be non-negative integers separated by 'x'", val);
-                s->dims[s->rank++] = d;
-                p = *end ? end + 1 : end;
-            }
+            pl_input *s = &inputs[*n_inputs];
+            int irc = mp_cli_input("modelprof plan", val, &s->name, s->dims, &s->rank);
+            if (irc) return irc;
+            (*n_inputs)++;
         } else if (TAKES("--format")) {
             if (val && strcmp(val, "text") == 0) format = MP_FORMAT_TEXT;
             else if (val && strcmp(val, "json") == 0) format = MP_FORMAT_JSON;
