@@ -376,6 +376,19 @@ static void t_one_dim_parser(void) {
     }
 }
 
+/* memory diff --device N: a device neither snapshot has is exit 1 naming
+ * their devices, as one snapshot's --device is. Before: exit 0, headers
+ * only. */
+static void t_memory_diff_device(void) {
+    run_result r = RUN("memory", "diff", SNAP, SNAP, "--device", "7");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--device 7") && strstr(r.err, "neither snapshot") && strstr(r.err, ": 0;"));
+    done(&r);
+    r = RUN("memory", "diff", SNAP, SNAP, "--device", "0");
+    T_EQ(r.code, 0);
+    done(&r);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -603,5 +616,6 @@ MP_TESTS(cli){
     {"write_errors", t_write_errors},
     {"fifo_inputs", t_fifo_inputs},
     {"one_dim_parser", t_one_dim_parser},
+    {"memory_diff_device", t_memory_diff_device},
 };
 MP_TESTS_END(cli)

@@ -278,6 +278,25 @@ int mp_memory_main(int argc, char **argv) {
             rc = st == MP_ERR_USAGE ? 1 : 2;
         }
     }
+    /* diff --device N: a device of A or of B, as one snapshot's --device
+     * must be one of its devices (mp_snapshot_analyze) */
+    if (!rc && diff && ro.device >= 0) {
+        bool found = false;
+        char list[2][128] = {"", ""};
+        for (int k = 0; k < 2; k++)
+            for (int d = 0, l = 0; d < s[k]->ndev; d++) {
+                found |= s[k]->dev[d].device == ro.device;
+                if (l + 12 < (int)sizeof list[k])
+                    l += snprintf(list[k] + l, sizeof list[k] - (size_t)l, "%s%d", d ? ", " : "", s[k]->dev[d].device);
+            }
+        if (!found) {
+            char msg[9000];
+            snprintf(msg, sizeof msg, "--device %d: neither snapshot has such a device (%.4000s: %s; %.4000s: %s)",
+                     ro.device, files[0], list[0][0] ? list[0] : "none", files[1], list[1][0] ? list[1] : "none");
+            mp_cli_error("modelprof memory", NULL, msg);
+            rc = 1;
+        }
+    }
     if (!rc) {
         mem_job j = {s[0], s[1], &ro, format, diff};
         mp_status st = mp_cli_write(out, mem_write, &j);
