@@ -389,6 +389,46 @@ static void t_memory_diff_device(void) {
     done(&r);
 }
 
+/* -o '' is a usage error in every subcommand ("-o needs a file name",
+ * exit 1; before: trace, trace diff and memory exited 2 with "no report
+ * file name"). A bad flag value is a usage error (plan --gpu nosuch: was 2);
+ * a layout the model cannot take is 2 in plan and in memory --plan-model
+ * alike (memory: was 1). */
+static void t_usage_exit_codes(void) {
+    static const char *const cmds[][6] = {
+        {"trace", TRACE1, NULL},
+        {"trace", "diff", TRACE1, TRACE1, NULL},
+        {"memory", SNAP, NULL},
+        {"plan", "models/resnet18.onnx", NULL},
+        {"models/resnet18.onnx", NULL},
+    };
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++) {
+        const char *args[10];
+        int n = 0;
+        for (; cmds[c][n]; n++) args[n] = cmds[c][n];
+        args[n++] = "-o", args[n++] = "", args[n] = NULL;
+        run_result r = run(args);
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, "-o needs a file name") != NULL);
+        done(&r);
+    }
+    run_result r = RUN("plan", "models/resnet18.onnx", "--dim", "batch=1", "--gpu", "nosuch");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--gpu nosuch: unknown GPU") != NULL);
+    done(&r);
+    r = RUN("memory", SNAP, "--plan-model", "models/resnet18.onnx", "--dim", "batch=1", "--gpu", "nosuch");
+    T_EQ(r.code, 1);
+    done(&r);
+    r = RUN("plan", "models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "--tp", "5");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--tp 5 does not divide") != NULL);
+    done(&r);
+    r = RUN("memory", SNAP, "--plan-model", "models/gpt2.onnx", "--dim", "batch=1", "--dim", "seq=8", "--tp", "5");
+    T_EQ(r.code, 2);
+    T_CHECK(strstr(r.err, "--tp 5 does not divide") != NULL);
+    done(&r);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -617,5 +657,6 @@ MP_TESTS(cli){
     {"fifo_inputs", t_fifo_inputs},
     {"one_dim_parser", t_one_dim_parser},
     {"memory_diff_device", t_memory_diff_device},
+    {"usage_exit_codes", t_usage_exit_codes},
 };
 MP_TESTS_END(cli)

@@ -45,7 +45,8 @@ static void mem_usage(FILE *f) {
           "  --lora-rank R, --freeze PATTERN, ...  any option of modelprof plan (see its --help)\n"
           "  -h, --help              this help\n"
           "\n"
-          "exit status: 0 ok, 1 usage error, 2 a snapshot that cannot be read\n",
+          "exit status: 0 ok, 1 usage error, 2 a snapshot that cannot be read, or a --plan-model model or\n"
+          "layout that cannot be planned\n",
           f);
 }
 
@@ -112,9 +113,11 @@ static int plan_predict(const char *model, const char **dims, int ndims, const m
         mem_print_error(mp_last_error());
         rc = 2;
     }
+    /* a layout this model cannot take (--tp 5 of 12 heads): 2, as modelprof
+     * plan says it ("a model or a layout that cannot be planned") */
     if (!rc && mp_tplan_create(p, po, &pl)) {
         mem_print_error(mp_last_error());
-        rc = 1;
+        rc = 2;
     }
     mp_tplan_mem mem;
     if (!rc && mp_tplan_memory(pl, -1, &mem)) {
@@ -234,6 +237,7 @@ int mp_memory_main(int argc, char **argv) {
             plan_flags++;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             NEXT();
+            if (!*val) return mp_cli_usage("modelprof memory", "%s needs a file name", a);
             out = val;
         } else if (a[0] == '-' && a[1]) {
             return mem_usage_error("unknown option", a);

@@ -165,6 +165,7 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
         } else if (strcmp(x, "-o") == 0 || strcmp(x, "--output") == 0) {
             if (!has_val) return tr_usage_error("missing value for", x);
             a->out_path = argv[++i];
+            if (!*a->out_path) return mp_cli_usage("modelprof trace", "%s needs a file name", x);
         } else if (strcmp(x, "--peak-tflops") == 0) {
             if (!has_val) return tr_usage_error("missing value for", x);
             char *end;

@@ -66,20 +66,23 @@ mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size) {
 
 /* ---- the GPU ---- */
 
+/* --gpu NAME not in the table: the usage error that lists the table. */
+static mp_status unknown_gpu(const char *name) {
+    char names[512];
+    size_t k = 0;
+    names[0] = 0;
+    for (int i = 0; i < mp_gpu_count() && k + 20 < sizeof names; i++)
+        k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", mp_gpu_at(i)->id);
+    return mp_error(MP_ERR_USAGE, "--gpu %s: unknown GPU (known: %s; or give --peak-tflops, "
+                    "--mem-gb and --bandwidth-gbs)", name, names);
+}
+
 static mp_status pick_gpu(mp_tplan *pl) {
     const mp_tplan_options *o = &pl->o;
     const mp_gpu *gp = NULL;
     if (o->gpu) {
         gp = mp_gpu_find(o->gpu);
-        if (!gp) {
-            char names[512];
-            size_t k = 0;
-            names[0] = 0;
-            for (int i = 0; i < mp_gpu_count() && k + 20 < sizeof names; i++)
-                k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", mp_gpu_at(i)->id);
-            return mp_error(MP_ERR_USAGE, "--gpu %s: unknown GPU (known: %s; or give --peak-tflops, "
-                            "--mem-gb and --bandwidth-gbs)", o->gpu, names);
-        }
+        if (!gp) return unknown_gpu(o->gpu);
     }
     pl->gpu = gp;
     int col = MP_GPU_FP32, low = MP_GPU_FP32;
@@ -131,6 +134,8 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
     mp_status st = mp_opts_take(&opts, sizeof opts, given, TPLAN_OPTIONS_V1, "mp_tplan_options");
     if (st) return st;
     const mp_tplan_options *o = &opts;
+    /* a bad flag value, whatever the model: checked before the model is read */
+    if (o->gpu && !mp_gpu_find(o->gpu)) return unknown_gpu(o->gpu);
     if (o->precision < 0 || o->precision >= MP_PREC_COUNT)
         return mp_error(MP_ERR_USAGE, "--precision: unknown precision");
     if (o->optimizer < 0 || o->optimizer >= MP_OPT_COUNT)
