@@ -429,6 +429,31 @@ static void t_usage_exit_codes(void) {
     done(&r);
 }
 
+/* trace parses its flags with the helpers every subcommand uses
+ * (mp_cli_opt, mp_cli_int, mp_cli_num): --flag=value is taken, an empty,
+ * spaced or hex number refused. Before: --top '' and --depth '' were 0,
+ * --top ' 5' 5, --peak-tflops 0x10 16, and --format=json an "unknown
+ * option". */
+static void t_trace_flags(void) {
+    static const char *const bad[][2] = {
+        {"--top", ""}, {"--depth", ""}, {"--top", " 5"}, {"--peak-tflops", "0x10"},
+        {"--peak-tflops", "inf"}, {"--threads", "+2"}, {"--top", "5 "},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        run_result r = RUN("trace", TRACE1, bad[b][0], bad[b][1]);
+        T_EQ(r.code, 1);
+        T_CHECK(strstr(r.err, bad[b][0]) != NULL);
+        done(&r);
+    }
+    run_result a = RUN("trace", TRACE1, "--format", "json", "--top", "3");
+    run_result b = RUN("trace", TRACE1, "--format=json", "--top=3");
+    T_EQ(a.code, 0);
+    T_EQ(b.code, 0);
+    T_CHECK(a.out_len == b.out_len && memcmp(a.out, b.out, a.out_len) == 0);
+    done(&a);
+    done(&b);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -658,5 +683,6 @@ MP_TESTS(cli){
     {"one_dim_parser", t_one_dim_parser},
     {"memory_diff_device", t_memory_diff_device},
     {"usage_exit_codes", t_usage_exit_codes},
+    {"trace_flags", t_trace_flags},
 };
 MP_TESTS_END(cli)

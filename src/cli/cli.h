@@ -18,6 +18,21 @@ void mp_cli_error(const char *who, const char *prefix, const char *msg);
  * spelling included): -o naming an input would replace what is read. */
 bool mp_cli_same_file(const char *a, const char *b);
 
+/* ---- options: the helpers every subcommand parses its flags with ----
+ * mp_cli_operand: whether argument a is an operand (a file): 1 when it is
+ * (not an option, "-" alone, or anything after "--"), 0 an option, -1 "--"
+ * itself (it ends the options: *ended set; skip it).
+ * mp_cli_opt: whether argv[*i] is FLAG, its value the next argument (*i
+ * moves past it), or FLAG=VALUE; *val the value, NULL when none is left.
+ * mp_cli_int: s, all of it, a decimal integer (an optional '-', digits: no
+ * space, sign '+', hex or empty) in [lo, hi].
+ * mp_cli_num: s, all of it, a finite decimal number (digits, '.', an
+ * exponent: no space, hex, inf or nan). */
+int mp_cli_operand(const char *a, bool *ended);
+bool mp_cli_opt(int argc, char **argv, int *i, const char *flag, const char **val);
+bool mp_cli_int(const char *s, long long lo, long long hi, long long *out);
+bool mp_cli_num(const char *s, double *out);
+
 /* A usage error: "WHO: MESSAGE" and "(see WHO --help)" on stderr; returns
  * 1, the exit status of a usage error in every subcommand. */
 int mp_cli_usage(const char *who, const char *fmt, ...)

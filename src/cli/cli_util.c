@@ -1,7 +1,9 @@
 /* What the commands share (cli.h): the one error line on stderr. */
 #include "cli/cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,4 +112,53 @@ int mp_cli_input(const char *who, const char *val, char **name, int64_t dims[64]
         return 2;
     }
     return 0;
+}
+
+int mp_cli_operand(const char *a, bool *ended) {
+    if (*ended || a[0] != '-' || !a[1]) return 1;
+    if (strcmp(a, "--") == 0) {
+        *ended = true;
+        return -1;
+    }
+    return 0;
+}
+
+bool mp_cli_opt(int argc, char **argv, int *i, const char *flag, const char **val) {
+    const char *a = argv[*i];
+    size_t n = strlen(flag);
+    if (strncmp(a, flag, n) != 0) return false;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return true;
+    }
+    if (a[n]) return false;
+    *val = *i + 1 < argc ? argv[++*i] : NULL;
+    return true;
+}
+
+bool mp_cli_int(const char *s, long long lo, long long hi, long long *out) {
+    if (!s) return false;
+    const char *p = s[0] == '-' ? s + 1 : s;
+    if (!isdigit((unsigned char)*p)) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool mp_cli_num(const char *s, double *out) {
+    if (!s) return false;
+    const char *p = s[0] == '-' ? s + 1 : s;
+    if (!isdigit((unsigned char)*p) && !(*p == '.' && isdigit((unsigned char)p[1]))) return false;
+    for (const char *c = p; *c; c++)
+        if (!isdigit((unsigned char)*c) && *c != '.' && *c != 'e' && *c != 'E' && *c != '-' && *c != '+')
+            return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = v;
+    return true;
 }

@@ -45,6 +45,7 @@ static void tr_usage(FILE *f) {
           "  --top K                 rows per table (default 20; -1 all)\n"
           "  --threads N             threads reading and analysing a trace (default: one a core, up to 4; 1: none)\n"
           "  -h, --help              this help\n"
+          "  --                      the options end: a file name after it may begin with '-'\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a trace that cannot be read\n",
           f);
@@ -138,62 +139,68 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
     a->csv_table = "steps";
     /* `trace diff A B` takes the same options, and two traces */
     a->diff = argc > 1 && strcmp(argv[1], "diff") == 0;
+    bool ended = false;
     for (int i = a->diff ? 2 : 1; i < argc; i++) {
-        const char *x = argv[i];
-        bool has_val = i + 1 < argc;
+        const char *x = argv[i], *v = NULL;
+        int operand = mp_cli_operand(x, &ended);
+        if (operand < 0) continue;
+        if (operand) {
+            if (a->diff && a->input) {
+                if (a->input2) return tr_usage_error("trace diff compares two traces; a third was given:", x);
+                a->input2 = x;
+            } else {
+                if (a->input) return tr_usage_error("more than one input given:", x);
+                a->input = x;
+            }
+            continue;
+        }
+        long long n;
         if (strcmp(x, "-h") == 0 || strcmp(x, "--help") == 0) {
             tr_usage(stdout);
             a->help = true;
             return 0;
-        } else if (strcmp(x, "--format") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", x);
-            const char *v = argv[++i];
+        } else if (mp_cli_opt(argc, argv, &i, "--format", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
             a->format_arg = v;
             if (strcmp(v, "json") == 0) a->format = 1;
             else if (strcmp(v, "text") == 0) a->format = 0;
             else if (strcmp(v, "html") == 0) a->format = 2;
             else if (strcmp(v, "csv") == 0) a->format = 3;
             else return tr_usage_error("unknown format", v);
-        } else if (strcmp(x, "--csv-table") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", x);
-            a->csv_table = argv[++i];
+        } else if (mp_cli_opt(argc, argv, &i, "--csv-table", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
+            a->csv_table = v;
             a->csv_given = true;
             if (strcmp(a->csv_table, "steps") != 0 && strcmp(a->csv_table, "kernels") != 0)
                 return tr_usage_error("--csv-table wants steps or kernels, not", a->csv_table);
         } else if (strcmp(x, "--digest") == 0) {
             a->digest = true;
-        } else if (strcmp(x, "-o") == 0 || strcmp(x, "--output") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", x);
-            a->out_path = argv[++i];
-            if (!*a->out_path) return mp_cli_usage("modelprof trace", "%s needs a file name", x);
-        } else if (strcmp(x, "--peak-tflops") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", x);
-            char *end;
-            double v = strtod(argv[++i], &end);
-            if (*end || !(v > 0 && v < 1e7))
-                return tr_usage_error("--peak-tflops wants a positive number, not", argv[i]);
-            a->o.peak_tflops = v;
-        } else if (strcmp(x, "--threads") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", x);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 1024) return tr_usage_error("--threads wants 1 to 1024, not", argv[i]);
-            a->o.threads = (int)v;
-        } else if (strcmp(x, "--depth") == 0 || strcmp(x, "--top") == 0) {
-            if (!has_val) return tr_usage_error("missing value for", x);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < -1 || v > 1000000) return tr_usage_error("bad number", argv[i]);
-            if (x[2] == 'd') a->o.depth = (int)v;
-            else a->o.top = (int)v;
-        } else if (x[0] == '-' && x[1]) {
-            return tr_usage_error("unknown option", x);
-        } else if (a->diff && a->input) {
-            if (a->input2) return tr_usage_error("trace diff compares two traces; a third was given:", x);
-            a->input2 = x;
+        } else if (mp_cli_opt(argc, argv, &i, "-o", &v) || mp_cli_opt(argc, argv, &i, "--output", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
+            if (!*v) return mp_cli_usage("modelprof trace", "-o needs a file name");
+            a->out_path = v;
+        } else if (mp_cli_opt(argc, argv, &i, "--peak-tflops", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
+            double t;
+            if (!mp_cli_num(v, &t) || !(t > 0 && t < 1e7))
+                return tr_usage_error("--peak-tflops wants a positive number, not", v);
+            a->o.peak_tflops = t;
+        } else if (mp_cli_opt(argc, argv, &i, "--threads", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
+            if (!mp_cli_int(v, 1, 1024, &n)) return tr_usage_error("--threads wants 1 to 1024, not", v);
+            a->o.threads = (int)n;
+        } else if (mp_cli_opt(argc, argv, &i, "--depth", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
+            if (!mp_cli_int(v, -1, 1000000, &n))
+                return tr_usage_error("--depth wants a depth from 0 (-1: all), not", v);
+            a->o.depth = (int)n;
+        } else if (mp_cli_opt(argc, argv, &i, "--top", &v)) {
+            if (!v) return tr_usage_error("missing value for", x);
+            if (!mp_cli_int(v, -1, 1000000, &n))
+                return tr_usage_error("--top wants a count of rows from 0 (-1: all), not", v);
+            a->o.top = (int)n;
         } else {
-            if (a->input) return tr_usage_error("more than one input given:", x);
-            a->input = x;
+            return tr_usage_error("unknown option", x);
         }
     }
     if (a->csv_given && a->format != 3)
