@@ -454,6 +454,44 @@ static void t_trace_flags(void) {
     done(&b);
 }
 
+/* "--" ends the options in every subcommand (mp_cli_operand): a file
+ * whose name begins with '-' is read. Before: "unknown option '--'". */
+static void t_end_of_options(void) {
+    char m[64], sn[64], tr[64];
+    snprintf(m, sizeof m, "-mp-eoo-%d.onnx", (int)getpid());
+    snprintf(sn, sizeof sn, "-mp-eoo-%d.pickle", (int)getpid());
+    snprintf(tr, sizeof tr, "-mp-eoo-%d.trace.json.gz", (int)getpid());
+    copy_file("models/resnet18.onnx", m);
+    copy_file(SNAP, sn);
+    copy_file(TRACE1, tr);
+    run_result r = RUN("--dim", "batch=1", "--", m);
+    T_EQ(r.code, 0);
+    done(&r);
+    r = RUN("plan", "--dim", "batch=1", "-q", "--", m);
+    T_EQ(r.code, 0);
+    done(&r);
+    r = RUN("memory", "--", sn);
+    T_EQ(r.code, 0);
+    done(&r);
+    r = RUN("memory", "diff", "--", sn, sn);
+    T_EQ(r.code, 0);
+    done(&r);
+    r = RUN("trace", "--", tr);
+    T_EQ(r.code, 0);
+    done(&r);
+    r = RUN("trace", "diff", "--", tr, tr);
+    T_EQ(r.code, 0);
+    done(&r);
+    /* after "--" an option is a file name */
+    r = RUN("models/resnet18.onnx", "--", "--help");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "more than one model") != NULL);
+    done(&r);
+    unlink(m);
+    unlink(sn);
+    unlink(tr);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -684,5 +722,6 @@ MP_TESTS(cli){
     {"memory_diff_device", t_memory_diff_device},
     {"usage_exit_codes", t_usage_exit_codes},
     {"trace_flags", t_trace_flags},
+    {"end_of_options", t_end_of_options},
 };
 MP_TESTS_END(cli)

@@ -76,6 +76,7 @@ static void usage(FILE *f) {
           "                          several), --peak-gflops G (default measured here)\n"
           "  -h, --help              this help\n"
           "  --version               print the version\n"
+          "  --                      the options end: a file name after it may begin with '-'\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 the model cannot be read or profiled\n",
           f);
@@ -370,9 +371,17 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
     const char *op_top_arg = NULL, *csv_table_arg = NULL; /* given: checked against --by-module-op */
     /* dims and inputs are applied after loading */
     int n_dims = 0;
+    bool ended = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
+        int operand = mp_cli_operand(a, &ended);
+        if (operand < 0) continue;
+        if (operand) {
+            if (model_path) return usage_error("more than one model given ('%s')", a);
+            model_path = a;
+            continue;
+        }
 #define TAKES_VALUE(flag)                                                   \
     (strcmp(a, flag) == 0 ? (i + 1 < argc ? (val = argv[++i], 1)            \
                                           : (val = NULL, 1))                \

@@ -44,6 +44,7 @@ static void mem_usage(FILE *f) {
           "  --precision P, --optimizer O, --checkpointing, --zero N, --dp N, --tp N, --pp N,\n"
           "  --lora-rank R, --freeze PATTERN, ...  any option of modelprof plan (see its --help)\n"
           "  -h, --help              this help\n"
+          "  --                      the options end: a file name after it may begin with '-'\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a snapshot that cannot be read, or a --plan-model model or\n"
           "layout that cannot be planned\n",
@@ -168,9 +169,17 @@ int mp_memory_main(int argc, char **argv) {
         diff = true;
         i = 2;
     }
+    bool ended = false;
     for (; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
+        int operand = mp_cli_operand(a, &ended);
+        if (operand < 0) continue;
+        if (operand) {
+            if (nfiles == 2) return mem_usage_error("one snapshot (two for diff), not another:", a);
+            files[nfiles++] = a;
+            continue;
+        }
         const char *eq = strchr(a, '=');
         char flag[64];
         if (a[0] == '-' && a[1] == '-' && eq && (size_t)(eq - a) < sizeof flag) {

@@ -109,6 +109,7 @@ static void pl_usage(FILE *f) {
           "  -o, --output FILE       write the plan to FILE (default stdout)\n"
           "  -q, --quiet             do not print warnings on stderr\n"
           "  -h, --help              this help\n"
+          "  --                      the options end: a file name after it may begin with '-'\n"
           "\n"
           "exit status: 0 ok, 1 usage error, 2 a model or a layout that cannot be planned\n",
           f);
@@ -175,8 +176,16 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
     mp_format format = MP_FORMAT_TEXT;
     int quiet = 0, n_dims = 0;
     char flag[64];
+    bool ended = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
+        int operand = mp_cli_operand(a, &ended);
+        if (operand < 0) continue;
+        if (operand) {
+            if (model_path) return pl_usage_error("more than one model given ('%s')", a);
+            model_path = a;
+            continue;
+        }
 #define TAKES(flag)                                                                                 \
     (strcmp(a, flag) == 0 ? (val = i + 1 < argc ? argv[++i] : NULL, 1)                              \
                           : (strncmp(a, flag "=", sizeof(flag)) == 0 ? (val = a + sizeof(flag), 1) : 0))
