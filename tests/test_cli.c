@@ -492,6 +492,47 @@ static void t_end_of_options(void) {
     unlink(tr);
 }
 
+/* plan --gpu list reads every flag first: -o is honoured, --format json
+ * and a model or plan flag refused, an unknown flag too; --gpu=list is the
+ * same. Before: what followed --gpu list was ignored (-o printed to stdout,
+ * --bogus exited 0) and 'plan m.onnx --gpu=list' said "unknown GPU". */
+static void t_gpu_list_flags(void) {
+    run_result want = RUN("plan", "--gpu", "list");
+    T_EQ(want.code, 0);
+    T_CHECK(strstr(want.out, "h100") != NULL);
+    char dir[] = "/tmp/mp-gl-XXXXXX";
+    T_CHECK(mkdtemp(dir) != NULL);
+    char out[128];
+    snprintf(out, sizeof out, "%s/gl.txt", dir);
+    run_result r = RUN("plan", "--gpu", "list", "-o", out);
+    T_EQ(r.code, 0);
+    T_EQ((long)r.out_len, 0L);
+    done(&r);
+    size_t len = 0;
+    char *got = jr_slurp(out, &len);
+    T_CHECK(got && len == want.out_len && memcmp(got, want.out, len) == 0);
+    free(got);
+    unlink(out);
+    rmdir(dir);
+    r = RUN("plan", "--gpu=list");
+    T_EQ(r.code, 0);
+    T_CHECK(r.out_len == want.out_len);
+    done(&r);
+    r = RUN("plan", "--gpu", "list", "--format", "json");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--format json") != NULL);
+    done(&r);
+    r = RUN("plan", "--gpu", "list", "--bogus");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--bogus") != NULL);
+    done(&r);
+    r = RUN("plan", "models/resnet18.onnx", "--gpu=list");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--gpu list") && strstr(r.err, "models/resnet18.onnx"));
+    done(&r);
+    done(&want);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -723,5 +764,6 @@ MP_TESTS(cli){
     {"usage_exit_codes", t_usage_exit_codes},
     {"trace_flags", t_trace_flags},
     {"end_of_options", t_end_of_options},
+    {"gpu_list_flags", t_gpu_list_flags},
 };
 MP_TESTS_END(cli)

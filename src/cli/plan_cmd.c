@@ -177,6 +177,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
     int quiet = 0, n_dims = 0;
     char flag[64];
     bool ended = false;
+    const char *other = NULL; /* the first flag given but -o, --format, -q and --gpu */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         int operand = mp_cli_operand(a, &ended);
@@ -197,11 +198,13 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         } else if (TAKES("--dim")) {
             if (mp_cli_dim("modelprof plan", val, dims, n_dims, NULL)) return PL_EXIT_USAGE;
             dims[n_dims++] = val;
+            if (!other) other = a;
         } else if (TAKES("--input")) {
             pl_input *s = &inputs[*n_inputs];
             int irc = mp_cli_input("modelprof plan", val, &s->name, s->dims, &s->rank);
             if (irc) return irc;
             (*n_inputs)++;
+            if (!other) other = a;
         } else if (TAKES("--format")) {
             if (val && strcmp(val, "text") == 0) format = MP_FORMAT_TEXT;
             else if (val && strcmp(val, "json") == 0) format = MP_FORMAT_JSON;
@@ -209,12 +212,6 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
         } else if (TAKES("-o") || TAKES("--output")) {
             if (!val || !*val) return pl_usage_error("%s needs a file name", a);
             out_path = val;
-        } else if (strcmp(a, "--gpu") == 0 && i + 1 < argc && strcmp(argv[i + 1], "list") == 0) {
-            if (mp_cli_write(NULL, pl_gpu_list, NULL)) {
-                pl_print_error(NULL, mp_last_error());
-                return PL_EXIT_MODEL;
-            }
-            return 0;
         } else if (a[0] == '-' && a[1] == '-' && plan_flag(a, &flag, sizeof flag) >= 0) {
             /* the planner's own options: one table in the library (src/plan/options.c) */
             int kind = plan_flag(a, &flag, sizeof flag);
@@ -226,6 +223,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
                 pl_print_error(NULL, mp_last_error());
                 return PL_EXIT_USAGE;
             }
+            if (!other && strcmp(flag, "--gpu") != 0) other = flag;
         } else if (a[0] == '-' && a[1]) {
             return pl_usage_error("unknown option '%s'", a);
         } else {
@@ -233,6 +231,19 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             model_path = a;
         }
 #undef TAKES
+    }
+    /* --gpu list (or --gpu=list): the table, once every flag is read */
+    if (o.gpu && strcmp(o.gpu, "list") == 0) {
+        if (model_path || other)
+            return pl_usage_error("--gpu list prints the table of GPUs; it plans nothing (leave out '%s')",
+                                  model_path ? model_path : other);
+        if (format == MP_FORMAT_JSON)
+            return pl_usage_error("--gpu list prints a text table; it has no %s (leave it out)", "--format json");
+        if (mp_cli_write(out_path, pl_gpu_list, NULL)) {
+            pl_print_error(NULL, mp_last_error());
+            return PL_EXIT_MODEL;
+        }
+        return 0;
     }
     if (!model_path) {
         pl_usage(stderr);
