@@ -533,6 +533,46 @@ static void t_gpu_list_flags(void) {
     done(&want);
 }
 
+/* The plan's numbers have ranges (the option table, src/plan/options.c):
+ * out of range is exit 1 naming the flag and the range. Before: --mem-gb 0
+ * showed no GPU, --bandwidth-gbs 0 --gpu h100 was dropped, --peak-tflops 0
+ * with --mem-gb and --bandwidth-gbs gave a contradictory plan,
+ * --reserve-gb 1e30 showed 0 B, and --peak-tflops 1e-300 (trace) and
+ * --peak-gflops 1e-300 (the profile) gave absurd MFU. */
+static void t_number_ranges(void) {
+    static const char *const bad[][6] = {
+        {"--mem-gb", "0"},
+        {"--bandwidth-gbs", "0", "--gpu", "h100"},
+        {"--peak-tflops", "0", "--mem-gb", "80", "--bandwidth-gbs", "3000"},
+        {"--reserve-gb", "1e30"},
+        {"--node-overhead-us", "1e30"},
+        {"--peak-tflops", "1e-300", "--bandwidth-gbs", "3000"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        const char *args[16] = {"plan", "models/resnet18.onnx", "--dim", "batch=8"};
+        int n = 4;
+        for (int k = 0; k < 6 && bad[b][k]; k++) args[n++] = bad[b][k];
+        args[n] = NULL;
+        run_result r = run(args);
+        T_EQ(r.code, 1);
+        char want[80];
+        snprintf(want, sizeof want, "%s '%s': out of range", bad[b][0], bad[b][1]);
+        T_CHECK(strstr(r.err, want) && strstr(r.err, " from ") && strstr(r.err, " to "));
+        done(&r);
+    }
+    run_result r = RUN("plan", "models/resnet18.onnx", "--dim", "batch=8", "--mem-gb", "80", "--reserve-gb", "0", "-q");
+    T_EQ(r.code, 0);
+    done(&r);
+    r = RUN("trace", TRACE1, "--peak-tflops", "1e-300");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--peak-tflops '1e-300'") && strstr(r.err, "1 GFLOP/s"));
+    done(&r);
+    r = RUN("models/resnet18.onnx", "--run", "--peak-gflops", "1e-300");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--peak-gflops '1e-300'") && strstr(r.err, "1 GFLOP/s"));
+    done(&r);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -765,5 +805,6 @@ MP_TESTS(cli){
     {"trace_flags", t_trace_flags},
     {"end_of_options", t_end_of_options},
     {"gpu_list_flags", t_gpu_list_flags},
+    {"number_ranges", t_number_ranges},
 };
 MP_TESTS_END(cli)

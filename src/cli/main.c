@@ -200,11 +200,13 @@ static int run_parse(int argc, char **argv, int *i, run_args *ra, int64_t *max_m
         if (!*val) return usage_error("--save-outputs needs a folder", ""), -1;
         ra->save_dir = val;
     } else if (strcmp(flag, "--peak-gflops") == 0) {
-        char *end;
-        errno = 0;
-        double g = strtod(val, &end);
-        if (end == val || *end || errno || !(g > 0) || g > 1e9)
+        double g;
+        if (!mp_cli_num(val, &g) || !(g > 0) || g > 1e9)
             return usage_error("--peak-gflops '%s': expected a positive number of GFLOP/s", val), -1;
+        /* below 1 GFLOP/s no machine runs: the % of peak would be absurd */
+        if (g < 1)
+            return usage_error("--peak-gflops '%s': below 1 GFLOP/s, no machine's peak: the %% of peak against it "
+                               "would be meaningless", val), -1;
         ra->o.peak_gflops = g;
     } else if (!parse_int(val, &v) || v > 1000000000) {
         return usage_error("%s: expected a non-negative integer", a), -1;

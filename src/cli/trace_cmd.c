@@ -184,6 +184,10 @@ int mp_trace_cli_parse(int argc, char **argv, tr_args *a) {
             double t;
             if (!mp_cli_num(v, &t) || !(t > 0 && t < 1e7))
                 return tr_usage_error("--peak-tflops wants a positive number, not", v);
+            /* below 1 GFLOP/s no device runs: the MFU would be absurd */
+            if (t < 1e-3)
+                return mp_cli_usage("modelprof trace", "--peak-tflops '%s': below 0.001 TFLOPS (1 GFLOP/s), no "
+                                    "device's peak: the MFU against it would be meaningless", v);
             a->o.peak_tflops = t;
         } else if (mp_cli_opt(argc, argv, &i, "--threads", &v)) {
             if (!v) return tr_usage_error("missing value for", x);

@@ -30,6 +30,8 @@ typedef struct opt_def {
     double scale;
     const char *choices; /* OK_CHOICE: "name\0name\0", value i sets the field to i */
     const char *expect;  /* the message's "expected ..." */
+    double min, max;     /* OK_NUM: the range of the value as given (before `scale`; max 0: none) */
+    const char *what;    /* OK_NUM: what the number is, for the range's message */
 } opt_def;
 
 #define F(field) offsetof(mp_tplan_options, field)
@@ -50,7 +52,7 @@ static const opt_def defs[] = {
      "auto, causal-lm, cross-entropy or none"},
     {"optimizer-impl", OK_CHOICE, F(optimizer_impl), 0, 0, 0, "foreach\0fused\0for-loop\0",
      "foreach, fused or for-loop"},
-    {"host-us-per-op", OK_NUM, F(host_op_s), 0, 0, 1e-6, NULL, NULL},
+    {"host-us-per-op", OK_NUM, F(host_op_s), 0, 0, 1e-6, NULL, NULL, 0, 1e5, "microseconds of host time per operator"},
     {"attention", OK_CHOICE, F(attention_fused), 0, 0, 0, "eager\0fused\0", "fused or eager"},
     {"autocast-device", OK_CHOICE, F(autocast_cpu), 0, 0, 0, "cuda\0cpu\0", "cuda or cpu"},
     {"zero", OK_INT, F(zero), 0, 3, 0, NULL, "0, 1, 2 or 3"},
@@ -61,29 +63,29 @@ static const opt_def defs[] = {
     {"micro-batches", OK_INT, F(micro_batches), 1, 1000000, 0, NULL, "a positive integer"},
     {"gpus", OK_INT, F(gpus), 1, 1000000, 0, NULL, "a positive integer"},
     {"gpu", OK_STR, F(gpu), 0, 0, 0, NULL, "a GPU name (modelprof plan --gpu list)"},
-    {"peak-tflops", OK_NUM, F(peak_tflops), 0, 0, 1, NULL, NULL},
-    {"mem-gb", OK_NUM, F(mem_gb), 0, 0, 1, NULL, NULL},
-    {"bandwidth-gbs", OK_NUM, F(bandwidth_gbs), 0, 0, 1, NULL, NULL},
-    {"link-gbs", OK_NUM, F(link_gbs), 0, 0, 1, NULL, NULL},
-    {"tokens", OK_NUM, F(tokens), 0, 0, 1, NULL, NULL},
-    {"samples", OK_NUM, F(samples), 0, 0, 1, NULL, NULL},
+    {"peak-tflops", OK_NUM, F(peak_tflops), 0, 0, 1, NULL, NULL, 1e-3, 1e7, "the device's peak in TFLOPS (no device is slower than 1 GFLOP/s)"},
+    {"mem-gb", OK_NUM, F(mem_gb), 0, 0, 1, NULL, NULL, 1e-3, 1e6, "GB of memory per GPU"},
+    {"bandwidth-gbs", OK_NUM, F(bandwidth_gbs), 0, 0, 1, NULL, NULL, 1e-3, 1e7, "GB/s of memory bandwidth"},
+    {"link-gbs", OK_NUM, F(link_gbs), 0, 0, 1, NULL, NULL, 1e-3, 1e7, "GB/s between GPUs"},
+    {"tokens", OK_NUM, F(tokens), 0, 0, 1, NULL, NULL, 1, 1e21, "tokens to train on"},
+    {"samples", OK_NUM, F(samples), 0, 0, 1, NULL, NULL, 1, 1e21, "samples to train on"},
     {"mfu", OK_NUM, F(mfu), 0, 0, 1, NULL, NULL},
     {"compute-eff", OK_NUM, F(compute_eff), 0, 0, 1, NULL, NULL},
     {"memory-eff", OK_NUM, F(memory_eff), 0, 0, 1, NULL, NULL},
-    {"node-overhead-us", OK_NUM, F(node_overhead_s), 0, 0, 1e-6, NULL, NULL},
-    {"reserve-gb", OK_NUM, F(reserve_gb), 0, 0, 1, NULL, NULL},
+    {"node-overhead-us", OK_NUM, F(node_overhead_s), 0, 0, 1e-6, NULL, NULL, 0, 1e6, "microseconds per node and pass"},
+    {"reserve-gb", OK_NUM, F(reserve_gb), 0, 0, 1, NULL, NULL, 0, 1e6, "GB the framework reserves"},
     /* since version 3: fine-tuning (src/plan/finetune.c) */
     {"freeze", OK_RULE, F(trainable), '-', 0, 0, NULL, "a glob over parameter or module paths"},
     {"unfreeze", OK_RULE, F(trainable), '+', 0, 0, NULL, "a glob over parameter or module paths"},
     {"lora-rank", OK_INT, F(lora_rank), 1, 65536, 0, NULL, "a positive integer"},
-    {"lora-alpha", OK_NUM, F(lora_alpha), 0, 0, 1, NULL, NULL},
+    {"lora-alpha", OK_NUM, F(lora_alpha), 0, 0, 1, NULL, NULL, 0, 1e6, "the LoRA scale"},
     {"lora-dropout", OK_NUM, F(lora_dropout), 0, 0, 1, NULL, NULL},
     {"lora-targets", OK_STR, F(lora_targets), 0, 0, 0, NULL, "roles or module globs"},
     {"base-dtype", OK_CHOICE, F(base_dtype), 0, 0, 0, "same\0nf4\0int8\0fp8\0", "nf4, int8, fp8 or same"},
     {"no-double-quant", OK_SWITCH, F(no_double_quant), 1, 1, 0, NULL, NULL},
     {"offload", OK_CHOICE, F(offload), 0, 0, 0, "none\0optimizer\0params\0", "optimizer, params or none"},
-    {"host-link-gbs", OK_NUM, F(host_link_gbs), 0, 0, 1, NULL, NULL},
-    {"cpu-adam-gps", OK_NUM, F(cpu_adam_gps), 0, 0, 1, NULL, NULL},
+    {"host-link-gbs", OK_NUM, F(host_link_gbs), 0, 0, 1, NULL, NULL, 1e-3, 1e7, "GB/s of the host link per direction"},
+    {"cpu-adam-gps", OK_NUM, F(cpu_adam_gps), 0, 0, 1, NULL, NULL, 1e-6, 1e6, "1e9 parameters per second"},
     {"torch-version", OK_CHOICE, F(torch_version), 0, 0, 0, "2\0" "1.13\0", "2 or 1.13"},
     /* since version 4 */
     {"dropout", OK_NUM, F(dropout), 0, 0, 1, NULL, NULL},
@@ -92,7 +94,7 @@ static const opt_def defs[] = {
     {"tf32", OK_CHOICE, F(tf32), 0, 0, 0, "conv\0all\0none\0", "conv, all or none"},
     {"ddp-bucket-view", OK_SWITCH, F(ddp_bucket_view), 1, 1, 0, NULL, NULL},
     /* since version 5 */
-    {"clip-grad-norm", OK_NUM, F(clip_grad_norm), 0, 0, 1, NULL, NULL},
+    {"clip-grad-norm", OK_NUM, F(clip_grad_norm), 0, 0, 1, NULL, NULL, 0, 1e12, "the gradient norm to clip to"},
 };
 
 #undef F
@@ -184,6 +186,9 @@ mp_status mp_tplan_options_set(mp_tplan_options *o, const char *flag, const char
     case OK_NUM:
         if (!parse_num(value, &dv))
             return mp_error(MP_ERR_USAGE, "--%s '%s': expected a non-negative number", d->name, value);
+        if (d->max > 0 && !(dv >= d->min && dv <= d->max))
+            return mp_error(MP_ERR_USAGE, "--%s '%s': out of range: expected %s, from %g to %g", d->name, value, d->what,
+                            d->min, d->max);
         *(double *)field = dv * d->scale;
         return MP_OK;
     case OK_PREC:
