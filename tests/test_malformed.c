@@ -773,6 +773,28 @@ static void t_overflowing_shapes(void) {
 
 /* MatMul [2^21,2^21] x [2^21,2^21]: 2^63 MACs (2^64 FLOPs); [2^22,2^22]
  * squared: 2^66 MACs. */
+/* The activation peak is exact to 2^64 - 1 and saturated (overflow) past
+ * it, as every total. Before: a value past 2^61 bytes was clamped to 2^61
+ * unflagged (batch 1e12 of resnet18: peak 4611686018427387902 where the
+ * true 6422528000000000000 fits), a value's bytes saturated when its bits
+ * passed 2^64 (numel x 32), and at batch 2^63-1 the text showed a finite
+ * "6.92 EB" beside totals marked overflow. */
+static void t_peak_past_2_61(void) {
+    cli_res r = cli(ARGS("models/resnet18.onnx", "--dim", "batch=1000000000000", "--format", "json"));
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "\"activation_peak_bytes\": 6422528000000000000,") != NULL);
+    T_CHECK(strstr(r.out, "\"bytes_written\": 3211264000000000000,") != NULL);
+    cli_free(&r);
+    r = cli(ARGS("models/resnet18.onnx", "--dim", "batch=9223372036854775807"));
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "peak activation memory: overflow") != NULL);
+    cli_free(&r);
+    r = cli(ARGS("models/resnet18.onnx", "--dim", "batch=9223372036854775807", "--format", "json"));
+    T_EQ(r.code, 0);
+    T_CHECK(strstr(r.out, "\"activation_peak_bytes\": 18446744073709551615,") != NULL);
+    cli_free(&r);
+}
+
 static void t_overflowing_macs(void) {
     for (int e = 21; e <= 22; e++) {
         int64_t d = INT64_C(1) << e;
@@ -1398,6 +1420,7 @@ MP_TESTS(malformed){
     {"negative_and_huge_dims", t_negative_and_huge_dims},
     {"overflowing_shapes", t_overflowing_shapes},
     {"overflowing_macs", t_overflowing_macs},
+    {"peak_past_2_61", t_peak_past_2_61},
     {"tensor_data", t_tensor_data},
     {"attributes", t_attributes},
     {"opsets_and_domains", t_opsets_and_domains},

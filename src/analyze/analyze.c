@@ -218,7 +218,9 @@ static mp_status mp__liveness_replay(mp_profile *p, uint64_t *trace) {
     int n = g->n_nodes;
     int *pos = malloc(sizeof(int) * (size_t)(n ? n : 1));
     int *last = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
-    int64_t *delta = calloc((size_t)n + 2, sizeof *delta);
+    /* 128 bits: a sum of 64-bit sizes over any graph fits, so the peak is
+     * exact up to 2^64 - 1 and saturates (overflow) only past it */
+    __int128 *delta = calloc((size_t)n + 2, sizeof *delta);
     bool *folded = calloc((size_t)g->n_values + 1, sizeof *folded);
     if (!pos || !last || !delta || !folded) {
         free(pos);
@@ -241,7 +243,6 @@ static mp_status mp__liveness_replay(mp_profile *p, uint64_t *trace) {
         for (int o = 0; o < nd->n_out; o++)
             if (nd->out[o] >= 0) folded[nd->out[o]] = k;
     }
-    bool live_ovf = false;
     for (int v = 0; v < g->n_values; v++) {
         const mp_value *val = &g->values[v];
         if (val->flags & (MP_VAL_INIT | MP_VAL_OUTER) || folded[v]) continue;
@@ -260,28 +261,22 @@ static mp_status mp__liveness_replay(mp_profile *p, uint64_t *trace) {
             continue;
         int dies = last[v] > born ? last[v] : born;
         if (val->flags & MP_VAL_OUTPUT) dies = n ? n - 1 : 0;
-        if (b > (uint64_t)INT64_MAX / 4) {
-            p->overflow = true;
-            b = (uint64_t)INT64_MAX / 4;
-        }
-        /* checked: many values of 2^61 bytes add past 2^63 */
-        if (__builtin_add_overflow(delta[born], (int64_t)b, &delta[born]) ||
-            __builtin_sub_overflow(delta[dies + 1], (int64_t)b, &delta[dies + 1]))
-            p->overflow = live_ovf = true;
+        delta[born] += (__int128)b;
+        delta[dies + 1] -= (__int128)b;
     }
-    int64_t live = 0, peak = 0;
+    __int128 live = 0, peak = 0;
     p->peak_node = -1;
-    for (int i = 0; i < n && !live_ovf; i++) {
-        if (__builtin_add_overflow(live, delta[i], &live)) {
-            p->overflow = live_ovf = true;
-            break;
-        }
-        if (trace) trace[i] = (uint64_t)live;
+    for (int i = 0; i < n; i++) {
+        live += delta[i];
+        if (trace) trace[i] = live >= (__int128)UINT64_MAX ? UINT64_MAX : (uint64_t)live;
         if (live > peak) {
             peak = live;
             p->peak_node = g->order[i];
         }
     }
+    /* past 64 bits: saturated and flagged, as every total is */
+    bool live_ovf = peak >= (__int128)UINT64_MAX;
+    if (live_ovf) p->overflow = true, p->peak_node = -1;
     p->activation_peak_bytes = live_ovf ? UINT64_MAX : (uint64_t)peak;
     if (trace && live_ovf)
         for (int i = 0; i < n; i++) trace[i] = UINT64_MAX;

@@ -67,10 +67,9 @@ bool mp_dtype_is_int(int dt);       /* signed/unsigned ints and bool */
  * bits). Inline: costing asks it of every input and output. */
 static inline uint64_t mp_dtype_bytes(int dt, int64_t numel) {
     if (numel <= 0) return 0;
-    uint64_t b;
-    if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)mp_dtype_bits(dt), &b))
-        return UINT64_MAX;
-    return (b + 7) / 8;
+    /* bits in 128: 2^62 fp32 elements are 2^64 bytes, their bits 2^69 */
+    unsigned __int128 b = ((unsigned __int128)(uint64_t)numel * (unsigned)mp_dtype_bits(dt) + 7) / 8;
+    return b > UINT64_MAX ? UINT64_MAX : (uint64_t)b;
 }
 
 /* ---- dims ----
