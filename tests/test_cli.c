@@ -573,6 +573,37 @@ static void t_number_ranges(void) {
     done(&r);
 }
 
+/* Messages name the flag and the real problem. Before: a 40-character
+ * --limit name was "expected NAME=VALUE"; --max-memory -1 said "limit
+ * '-1'"; --max-nodes 0x10 spoke of memory; plan's and memory's option
+ * errors had no "(see ... --help)", memory's not its subcommand. */
+static void t_messages_name_the_flag(void) {
+    run_result r = RUN("models/resnet18.onnx", "--limit", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=3");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "unknown limit 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'") && strstr(r.err, "nodes"));
+    done(&r);
+    r = RUN("models/resnet18.onnx", "--max-memory", "-1");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--max-memory '-1'") != NULL);
+    done(&r);
+    r = RUN("models/resnet18.onnx", "--max-nodes", "0x10");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "--max-nodes '0x10'") && !strstr(r.err, "memory"));
+    done(&r);
+    r = RUN("plan", "models/resnet18.onnx", "--zero", "7");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "modelprof plan: --zero '7'") && strstr(r.err, "(see modelprof plan --help)"));
+    done(&r);
+    r = RUN("plan", "models/resnet18.onnx", "--fsdp", "--zero", "1");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "(see modelprof plan --help)") != NULL);
+    done(&r);
+    r = RUN("memory", SNAP, "--plan-model", "models/resnet18.onnx", "--zero", "7");
+    T_EQ(r.code, 1);
+    T_CHECK(strstr(r.err, "modelprof memory: --zero '7'") && strstr(r.err, "(see modelprof memory --help)"));
+    done(&r);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -806,5 +837,6 @@ MP_TESTS(cli){
     {"end_of_options", t_end_of_options},
     {"gpu_list_flags", t_gpu_list_flags},
     {"number_ranges", t_number_ranges},
+    {"messages_name_the_flag", t_messages_name_the_flag},
 };
 MP_TESTS_END(cli)

@@ -447,27 +447,29 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             ro.top = (int)v;
         } else if (TAKES_VALUE("--limit") || TAKES_VALUE("--max-nodes") ||
                    TAKES_VALUE("--max-memory")) {
-            char name[32];
+            /* the flag as given ("--max-nodes" of "--max-nodes=5") names it in messages */
+            char flag[16], name[256];
+            snprintf(flag, sizeof flag, "%s", strncmp(a, "--max-nodes", 11) == 0    ? "--max-nodes"
+                                              : strncmp(a, "--max-memory", 12) == 0 ? "--max-memory"
+                                                                                     : "--limit");
             const char *num = val;
-            if (!val) return usage_error("%s needs a value", a);
-            if (strncmp(a, "--max-nodes", 11) == 0) {
-                snprintf(name, sizeof name, "nodes");
-            } else if (strncmp(a, "--max-memory", 12) == 0) {
-                snprintf(name, sizeof name, "memory");
+            if (!val) return usage_error("%s needs a value", flag);
+            if (flag[2] == 'm') {
+                snprintf(name, sizeof name, "%s", flag[6] == 'n' ? "nodes" : "memory");
             } else {
                 const char *eq = strchr(val, '=');
-                if (!eq || eq == val || (size_t)(eq - val) >= sizeof name)
+                if (!eq || eq == val)
                     return usage_error("--limit '%s': expected NAME=VALUE (e.g. nodes=20000000)", val);
-                memcpy(name, val, (size_t)(eq - val));
-                name[eq - val] = 0;
+                snprintf(name, sizeof name, "%.*s", (int)(eq - val < 255 ? eq - val : 255), val);
                 num = eq + 1;
             }
             int64_t v;
+            bool memory = strcmp(name, "memory") == 0;
             if (!parse_size(num, &v))
-                return usage_error("limit '%s': expected a positive integer (memory may end in K, M, G or T)",
-                                   val);
-            if (mp_limits_set(&lim, name, v)) return usage_error("%s", mp_last_error());
-            if (strcmp(name, "memory") == 0) ra->o.max_memory = v;
+                return usage_error("%s '%s': expected a non-negative integer%s", flag, val,
+                                   memory ? " of bytes (it may end in K, M, G or T)" : " (it may end in K, M, G or T)");
+            if (mp_limits_set(&lim, name, v)) return usage_error("%s '%s': %s", flag, val, mp_last_error());
+            if (memory) ra->o.max_memory = v;
         } else if (TAKES_VALUE("--ort-profile")) {
             if (!val || !*val) return usage_error("--ort-profile needs a file (ONNX Runtime's profile JSON)", "");
             ra->ort = val;

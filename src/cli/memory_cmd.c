@@ -117,7 +117,7 @@ static int plan_predict(const char *model, const char **dims, int ndims, const m
     /* a layout this model cannot take (--tp 5 of 12 heads): 2, as modelprof
      * plan says it ("a model or a layout that cannot be planned") */
     if (!rc && mp_tplan_create(p, po, &pl)) {
-        mem_print_error(mp_last_error());
+        mp_cli_error("modelprof memory", "--plan-model: ", mp_last_error());
         rc = 2;
     }
     mp_tplan_mem mem;
@@ -239,10 +239,7 @@ int mp_memory_main(int argc, char **argv) {
             /* any of modelprof plan's own options, parsed by the library's one
              * table (src/plan/options.c) */
             if (mp_tplan_option_kind(a) == 1) NEXT();
-            if (mp_tplan_options_set(&po, a, val)) {
-                mem_print_error(mp_last_error());
-                return 1;
-            }
+            if (mp_tplan_options_set(&po, a, val)) return mp_cli_usage("modelprof memory", "%s", mp_last_error());
             plan_flags++;
         } else if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
             NEXT();
@@ -272,10 +269,7 @@ int mp_memory_main(int argc, char **argv) {
         return mem_usage_error("--dim and the plan flags go with", "--plan-model");
     if (plan_model) {
         if (diff) return mem_usage_error("--plan-model goes with one snapshot, not", "diff");
-        if (mp_tplan_options_check(&po)) {
-            mem_print_error(mp_last_error());
-            return 1;
-        }
+        if (mp_tplan_options_check(&po)) return mp_cli_usage("modelprof memory", "%s", mp_last_error());
         int prc = plan_predict(plan_model, dims, ndims, &po, &pred);
         if (prc) return prc;
         ro.pred = &pred;

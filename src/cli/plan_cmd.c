@@ -219,10 +219,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             if (kind == 1 && !eq) val = i + 1 < argc ? argv[++i] : NULL;
             else if (eq) val = eq + 1;
             if (kind == 1 && !val) return pl_usage_error("%s needs a value", flag);
-            if (mp_tplan_options_set(&o, flag, val)) {
-                pl_print_error(NULL, mp_last_error());
-                return PL_EXIT_USAGE;
-            }
+            if (mp_tplan_options_set(&o, flag, val)) return mp_cli_usage("modelprof plan", "%s", mp_last_error());
             if (!other && strcmp(flag, "--gpu") != 0) other = flag;
         } else if (a[0] == '-' && a[1]) {
             return pl_usage_error("unknown option '%s'", a);
@@ -253,10 +250,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
                             (const char *const[]){"the model"}, 1))
         return PL_EXIT_USAGE;
     /* flags that conflict whatever the model: a usage error */
-    if (mp_tplan_options_check(&o)) {
-        pl_print_error(NULL, mp_last_error());
-        return PL_EXIT_USAGE;
-    }
+    if (mp_tplan_options_check(&o)) return mp_cli_usage("modelprof plan", "%s", mp_last_error());
     mp_model *m = NULL;
     if (mp_model_load(model_path, &m)) {
         pl_print_error(NULL, mp_last_error());
