@@ -604,6 +604,30 @@ static void t_messages_name_the_flag(void) {
     done(&r);
 }
 
+/* Every subcommand reads a flag's value with the same helpers (mp_cli_opt,
+ * mp_cli_int; the plan's option table as strictly): a number with a space,
+ * a '+' or hex is refused. Before: the profile took --depth ' 2', plan
+ * --zero ' 1' and --mem-gb 0x10 (16), memory --top ' 5'. */
+static void t_strict_numbers(void) {
+    static const char *const bad[][6] = {
+        {"models/resnet18.onnx", "--depth", " 2"},
+        {"models/resnet18.onnx", "--top", "+2"},
+        {"plan", "models/resnet18.onnx", "--zero", " 1"},
+        {"plan", "models/resnet18.onnx", "--mem-gb", "0x10"},
+        {"plan", "models/resnet18.onnx", "--mem-gb", "inf"},
+        {"memory", SNAP, "--top", " 5"},
+        {"memory", SNAP, "--device", "0x0"},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        run_result r = run(bad[b]);
+        T_EQ(r.code, 1);
+        done(&r);
+    }
+    run_result r = RUN("plan", "models/resnet18.onnx", "--dim=batch=1", "--mem-gb=.5", "--zero=1", "-q");
+    T_EQ(r.code, 0);
+    done(&r);
+}
+
 /* Compare the output with tests/golden/NAME; MP_UPDATE_GOLDEN=1 rewrites. */
 static void golden(const char *name, const char *const *args) {
     run_result r = run(args);
@@ -838,5 +862,6 @@ MP_TESTS(cli){
     {"gpu_list_flags", t_gpu_list_flags},
     {"number_ranges", t_number_ranges},
     {"messages_name_the_flag", t_messages_name_the_flag},
+    {"strict_numbers", t_strict_numbers},
 };
 MP_TESTS_END(cli)

@@ -117,10 +117,8 @@ static int parse_size(const char *s, int64_t *out) {
 }
 
 static int parse_int(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < 0) return 0;
+    long long v;
+    if (!mp_cli_int(s, 0, INT64_MAX, &v)) return 0;
     *out = v;
     return 1;
 }
@@ -384,10 +382,7 @@ static int run(int argc, char **argv, const char **dim_args, input_spec *inputs,
             model_path = a;
             continue;
         }
-#define TAKES_VALUE(flag)                                                   \
-    (strcmp(a, flag) == 0 ? (i + 1 < argc ? (val = argv[++i], 1)            \
-                                          : (val = NULL, 1))                \
-     : (strncmp(a, flag "=", sizeof(flag)) == 0 ? (val = a + sizeof(flag), 1) : 0))
+#define TAKES_VALUE(flag) mp_cli_opt(argc, argv, &i, flag, &val)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;

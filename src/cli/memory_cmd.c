@@ -77,10 +77,9 @@ static mp_status mem_write(void *ud, FILE *f) {
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return -1;
-    *out = v;
+    long long v;
+    if (!mp_cli_int(s, lo, hi, &v)) return -1;
+    *out = (long)v;
     return 0;
 }
 

@@ -187,9 +187,7 @@ static int pl_run(int argc, char **argv, const char **dims, pl_input *inputs, in
             model_path = a;
             continue;
         }
-#define TAKES(flag)                                                                                 \
-    (strcmp(a, flag) == 0 ? (val = i + 1 < argc ? argv[++i] : NULL, 1)                              \
-                          : (strncmp(a, flag "=", sizeof(flag)) == 0 ? (val = a + sizeof(flag), 1) : 0))
+#define TAKES(flag) mp_cli_opt(argc, argv, &i, flag, &val)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             pl_usage(stdout);
             return 0;

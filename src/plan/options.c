@@ -6,6 +6,7 @@
 #include "plan/plan.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,14 @@ int mp_tplan_option_kind(const char *flag) {
     return d->kind == OK_SWITCH ? 0 : 1;
 }
 
+/* Decimal only: a digit or '.' first (no space, sign, hex, inf or nan). */
+static bool decimal(const char *s) {
+    if (!((*s >= '0' && *s <= '9') || *s == '.')) return false;
+    return !strpbrk(s, "xX");
+}
+
 static int parse_num(const char *s, double *out) {
+    if (!decimal(s)) return 0;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -146,6 +154,7 @@ static int parse_num(const char *s, double *out) {
 }
 
 static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+    if (!((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9'))) return 0;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
