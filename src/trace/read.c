@@ -1206,6 +1206,16 @@ static int parse_args(rd *r, const char **pp, const char *e, ev *v) {
     return RS_OK;
 }
 
+/* An event's name for a message (as written, cut to the buffer, control
+ * bytes as '?'); "" when it has none yet. */
+static void ev_name(const ev *v, char *nm, size_t cap) {
+    size_t nl = v->name ? MP_MIN(v->name_len, cap - 1) : 0;
+    if (v->name) memcpy(nm, v->name, nl);
+    nm[nl] = 0;
+    for (size_t i = 0; i < nl; i++)
+        if ((unsigned char)nm[i] < 0x20) nm[i] = '?';
+}
+
 static int parse_event(rd *r, const char **pp, const char *e, ev *v) {
     const char *p = *pp;
     memset(v, 0, offsetof(ev, sh));
@@ -2182,11 +2192,7 @@ static mp_status rd_run(rd *r) {
             if (k < 0) return mp_error(MP_ERR_NOMEM, "%s: out of memory", r->label);
             if (k > 0) {
                 char nm[80];
-                size_t nl = v.name ? MP_MIN(v.name_len, sizeof nm - 1) : 0;
-                if (v.name) memcpy(nm, v.name, nl);
-                nm[nl] = 0;
-                for (size_t i = 0; i < nl; i++)
-                    if ((unsigned char)nm[i] < 0x20) nm[i] = '?';
+                ev_name(&v, nm, sizeof nm);
                 return mp_error(MP_ERR_FORMAT, "%s: byte %llu: event %llu ('%s'): %s", r->label,
                                 (unsigned long long)(r->base + (size_t)(at - r->buf)),
                                 (unsigned long long)r->t->n_events - 1, v.name ? nm : "?", why);
@@ -2217,11 +2223,7 @@ static mp_status rd_run(rd *r) {
                 return mp_error(MP_ERR_FORMAT, "%s: byte %llu: %s", r->label, at, r->err);
             /* inside an event: its index, and its name when read before */
             char nm[80];
-            size_t nl = v.name ? MP_MIN(v.name_len, sizeof nm - 1) : 0;
-            if (v.name) memcpy(nm, v.name, nl);
-            nm[nl] = 0;
-            for (size_t i = 0; i < nl; i++)
-                if ((unsigned char)nm[i] < 0x20) nm[i] = '?';
+            ev_name(&v, nm, sizeof nm);
             return mp_error(MP_ERR_FORMAT, "%s: byte %llu: event %llu%s%s%s: %s%s", r->label, at,
                             (unsigned long long)r->t->n_events, v.name ? " ('" : "", v.name ? nm : "",
                             v.name ? "')" : "", r->err,
