@@ -32,13 +32,17 @@ import torch.nn.functional as F
 from plain_decoders import MLP as Expert   # SwiGLU: w2(silu(w1 x) * w3 x)
 
 
-class MoEDenseMask(nn.Module):
+class Router(nn.Module):
+    """A router over n SwiGLU experts, top k."""
+
     def __init__(self, h=64, i=128, n=4, k=2):
         super().__init__()
         self.gate = nn.Linear(h, n, bias=False)
         self.experts = nn.ModuleList(Expert(h, i) for _ in range(n))
         self.k, self.n = k, n
 
+
+class MoEDenseMask(Router):
     def forward(self, x):
         logits = self.gate(x)
         topv, topi = logits.topk(self.k, dim=-1)
@@ -49,15 +53,9 @@ class MoEDenseMask(nn.Module):
         return out
 
 
-class MoEIndex(nn.Module):
+class MoEIndex(Router):
     """Each expert takes a fixed share of the tokens sorted by expert
     (capacity T * k / n: static shapes)."""
-
-    def __init__(self, h=64, i=128, n=4, k=2):
-        super().__init__()
-        self.gate = nn.Linear(h, n, bias=False)
-        self.experts = nn.ModuleList(Expert(h, i) for _ in range(n))
-        self.k, self.n = k, n
 
     def forward(self, x):
         T, H = x.shape
