@@ -602,6 +602,7 @@ class FlopsProfiler:
             self._empty = True
             return
         self._empty = False
+        self._failure = None
         tmp = tempfile.mkdtemp(prefix="modelprof-")
         try:
             path = os.path.join(tmp, "trace.json")
@@ -625,6 +626,11 @@ class FlopsProfiler:
                 self._train.set_shapes(paths, counts)
             self._train.set_clock(*clock)
             self._train.set_overhead(*self._costs)
+        except ModelprofError as e:
+            # said now, and again when a figure is asked for (not "nothing
+            # profiled": the steps were)
+            self._failure = e
+            raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self._result = self._combine()
@@ -665,7 +671,25 @@ class FlopsProfiler:
         args, kwargs = call
         self._clock.paused = True
         try:
-            torchprof.export_onnx(self.model, args, kwargs, path, verbose=self.verbose)
+            try:
+                torchprof.export_onnx(self.model, args, kwargs, path, verbose=self.verbose)
+            except ModelprofError as e:
+                if not self.model.training:
+                    raise
+                # what only training runs can stop the exporter (Hugging
+                # Face's gradient checkpointing, active when self.training):
+                # the eval-mode forward has the same products
+                modes = [(m, m.training) for m in self.model.modules()]
+                self.model.eval()
+                try:
+                    torchprof.export_onnx(self.model, args, kwargs, path, verbose=self.verbose)
+                finally:
+                    for m, was in modes:
+                        m.training = was
+                if not getattr(self, "_eval_said", False):
+                    self._eval_said = True
+                    sys.stderr.write("modelprof: the model was exported in eval mode for its MACs and "
+                                     "FLOPs: in train mode the exporter failed (%s)\n" % e)
         finally:
             self._clock.paused = False
         return path
@@ -699,6 +723,8 @@ class FlopsProfiler:
     def _need(self):
         if self.started and self.func_patched:
             self.stop_profile()
+        if self._result is None and getattr(self, "_failure", None) is not None:
+            raise self._failure
         if self._result is None:
             if getattr(self, "_empty", False):
                 raise ModelprofError("FlopsProfiler: nothing profiled: the model's forward did not "
