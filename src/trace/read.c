@@ -2072,6 +2072,7 @@ static mp_status rd_run(rd *r) {
     int state = S_BEGIN;
     bool seen_events = false;
     ev v;
+    v.name = NULL;   /* a message before the first event names none */
     for (;;) {
         const char *p = r->buf + r->pos, *e = r->buf + r->len;
         const char *unit = p;
@@ -2179,6 +2180,7 @@ static mp_status rd_run(rd *r) {
                 }
                 if ((st = ws(&p, e))) break;
             }
+            v.name = NULL;   /* no event's name yet: not the last event's, nor garbage */
             if (*p != '{') {
                 st = rd_bad(r, p, "an element of traceEvents is not an object");
                 break;
