@@ -432,6 +432,23 @@ static void t_args_flops(void) {
         if (strstr(t.findings[i].text, "1 operators' FLOPs are unknown")) said = true;
     T_CHECK(said);
     mp_trace_free(&t);
+    /* through a digest (its recorded[3]) the same, and the text says why */
+    char path[512], dg[512];   /* mp_t_path's buffer is its own: copied */
+    snprintf(path, sizeof path, "%s", mp_t_path("nullflops.json"));
+    snprintf(dg, sizeof dg, "%s", mp_t_path("nullflops.digest.json"));
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(TRACE(ANNOT("ProfilerStep#0", 0, 100) "," OPF("aten::mm", 10, 20, 1000) "," OPF("Loop", 40, 20, null)), f);
+        fclose(f);
+    }
+    t_cli a = t_cli_run((const char *const[]){"trace", "--digest", path, "-o", dg, NULL}, 60, 0);
+    T_EQ(a.code, 0);
+    t_cli b = t_cli_run((const char *const[]){"trace", dg, NULL}, 60, 0);
+    T_EQ(b.code, 0);
+    T_CHECK(b.out && strstr(b.out, "1 operators' FLOPs are unknown") &&
+            strstr(b.out, "FLOPs: unknown (1 operators' \"flops\" are null"));
+    t_cli_free(&a);
+    t_cli_free(&b);
     const char *why = TRACE(OPF("aten::mm", 10, 20, -5));
     T_CHECK(open_text(why, &t) != MP_OK);
     T_CHECK(strstr(mp_last_error(), "negative \"flops\"") != NULL);

@@ -52,11 +52,12 @@ mp_status mp_trace_digest_write(const mp_trace *t, FILE *f) {
         ROW_CLOSE(w);
     }
     jw_close(w, ']');
-    jw_key(w, "recorded");   /* [device, shapes, modules] */
+    jw_key(w, "recorded");   /* [device, shapes, modules, flops_null] */
     jw_open(w, '[');
     jw_bool(w, !t->no_device);
     jw_bool(w, !t->no_shapes);
     jw_bool(w, !t->no_modules);
+    jw_u64(w, t->flops_null);
     jw_close(w, ']');
     jw_key(w, "summary");
     jw_open(w, '{');

@@ -122,7 +122,13 @@ static void text_findings(tr *w, const mp_trace *t) {
 static void text_efficiency(tr *w, const mp_trace *t) {
     const char *const *dt = mp_tdtype_names;
     rule(w, "Efficiency");
-    if (t->no_shapes) {   /* unknown, not zero */
+    if (t->no_shapes && t->flops_null) {   /* unknown, not zero */
+        pf(w, "FLOPs: unknown (%llu operators' \"flops\" are null in this trace); achieved FLOP/s and "
+              "MFU unknown\n",
+           (unsigned long long)t->flops_null);
+        return;
+    }
+    if (t->no_shapes) {
         put(w, "FLOPs: not counted (no operator shapes in this trace: record_shapes=True); "
                "achieved FLOP/s and MFU unknown\n");
         return;

@@ -353,10 +353,14 @@ static mp_status build(dg *g, const jv *root, mp_trace *t) {
         r->n_pgs = r->cap_pgs = i + 1;
     }
     const jv *rec = need(g, root, "recorded", JV_ARR);
-    if (rec && rec->n == 3) {
+    if (rec && (rec->n == 3 || rec->n == 4)) {   /* 3: a digest of stop 49 or before */
         t->no_device = !boolv(g, &rec->kids[0]);
         t->no_shapes = !boolv(g, &rec->kids[1]);
         t->no_modules = !boolv(g, &rec->kids[2]);
+        if (rec->n == 4) {
+            int64_t fn = i64_of(g, &rec->kids[3]);
+            t->flops_null = fn > 0 ? (uint64_t)fn : 0;
+        }
     } else {
         fail(g);
     }
