@@ -978,9 +978,10 @@ static void t_command(void) {
         const char *csv[] = {"memory", "--format", "csv", "--csv-table", tables[i], HUGEPANDA, NULL};
         r = t_cli_run(csv, 60, 0);
         T_EQ(r.code, 0);
-        int lines = 0;
-        for (const char *p = r.out; p && *p; p++) lines += *p == '\n';
+        int lines = 0, crlf = 0;
+        for (const char *p = r.out; p && *p; p++) lines += *p == '\n', crlf += p[0] == '\r' && p[1] == '\n';
         T_EQ(lines, i == 0 ? 78 : i == 1 ? 4 : 6);
+        T_EQ(crlf, lines);   /* RFC 4180, as the other CSV tables */
         t_cli_free(&r);
     }
     /* an unknown block size is an empty field, as the JSON's null (not -1) */

@@ -73,6 +73,7 @@ static void t_format_percent(void) {
     T_EQ_STR(mp_fmt_pct(1, 200).s, "0.5%");
     T_EQ_STR(mp_fmt_pct(2, 3).s, "66.67%");
     T_EQ_STR(mp_fmt_pct(1, 1000000).s, "<0.01%");
+    T_EQ_STR(mp_fmt_pct(109482240, 109483778).s, ">99.99%");   /* short of the whole: never "100%" */
     T_EQ_STR(mp_fmt_pct(0, 0).s, "0%");
     T_EQ_STR(mp_fmt_pct(3, 0).s, "0%");
     T_EQ_STR(mp_fmt_pct_d(0.25, 1.0).s, "25%");

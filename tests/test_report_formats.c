@@ -235,6 +235,21 @@ static void t_csv_quoting(void) {
     T_EQ_STR(rows[1].f[9], "0"); /* params */
     free(buf);
     tb_done(m, p);
+    /* bytes that are no UTF-8 come out as U+FFFD, as the JSON writes them
+     * (the CSV was not UTF-8: Python's csv refused it); valid UTF-8 as is */
+    m = tb_new(17);
+    tb_input(m, "x", MP_DT_FLOAT, 2, TB_DIMS(2, 3));
+    n = tb_node(m, "Relu", "x", "y");
+    tb_name(m, n, "r\xc3\xa9lu\xff\xfe");
+    tb_output(m, "y");
+    p = tb_prof(m);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    T_OK(mp_report_write(p, &o, f));
+    fclose(f);
+    T_CHECK(buf && strstr(buf, "r\xc3\xa9lu\xef\xbf\xbd\xef\xbf\xbd,Relu") != NULL);
+    free(buf);
+    tb_done(m, p);
 }
 
 /* A JSON time field in seconds ("wall" -> "wall_s"); -1 when absent. */
@@ -292,6 +307,9 @@ static void t_csv_trace(void) {
         T_EQ_STR(rows[r].f[1], jr_get(o, "name")->s);
         T_EQ(strtoll(rows[r].f[5], NULL, 10), jr_get(o, "count")->i);
         T_CHECK(near(strtod(rows[r].f[6], NULL), jsec(o, "total")));
+        /* the mean to the nanosecond, rounded as the JSON's (it was cut) */
+        double mean = jsec(o, "mean"), csvm = strtod(rows[r].f[7], NULL);
+        T_CHECK(mean < 0 || (csvm - mean <= 0.5e-9 + 1e-15 && mean - csvm <= 0.5e-9 + 1e-15));
         double want = jr_get(o, "fraction")->num;
         double got = strtod(rows[r].f[8], NULL);
         T_CHECK(got - want <= 1e-9 && want - got <= 1e-9);

@@ -23,19 +23,34 @@ static void cw_end(cw *w) {
     w->first = true;
 }
 
+/* A CSV field (every CSV table's, memory's too): quoted when it holds a
+ * comma, quote or line end, or when `quote` (RFC 4180); valid UTF-8 as it
+ * is, an invalid byte as U+FFFD, as the JSON writes it. */
+void mp_csv_field(mp_out *o, const char *s, bool quote) {
+    if (!s) return;
+    quote = quote || s[strcspn(s, ",\"\r\n")] != 0;
+    if (quote) mp_out_putc(o, '"');
+    const unsigned char *p = (const unsigned char *)s;
+    size_t left = strlen(s);
+    while (left) {
+        unsigned cp;
+        int n = *p < 0x80 ? 1 : mp_utf8_char(p, left, &cp);
+        if (n == 0) {
+            mp_out_puts(o, "\xef\xbf\xbd");
+            n = 1;
+        } else {
+            if (*p == '"') mp_out_putc(o, '"');
+            mp_out_write(o, p, (size_t)n);
+        }
+        p += n;
+        left -= (size_t)n;
+    }
+    if (quote) mp_out_putc(o, '"');
+}
+
 static void cw_str(cw *w, const char *s) {
     cw_sep(w);
-    if (!s) return;
-    if (!s[strcspn(s, ",\"\r\n")]) {
-        mp_out_puts(&w->o, s);
-        return;
-    }
-    mp_out_putc(&w->o, '"');
-    for (; *s; s++) {
-        if (*s == '"') mp_out_putc(&w->o, '"');
-        mp_out_putc(&w->o, *s);
-    }
-    mp_out_putc(&w->o, '"');
+    mp_csv_field(&w->o, s, false);
 }
 
 static void cw_u64(cw *w, uint64_t v) {
@@ -409,7 +424,7 @@ static void csv_kernels(cw *w, const mp_trace *const *t, int n) {
             cw_str(w, k->cat < MP_TC_COUNT ? mp_tcat_names[k->cat] : "");
             cw_i64(w, k->count);
             cw_ns(w, k->total);
-            cw_ns(w, k->count ? k->total / k->count : 0);
+            cw_ns(w, k->count ? (k->total + k->count / 2) / k->count : 0);   /* rounded, as the JSON's mean */
             cw_double(w, t[r]->kernel_total > 0 ? (double)k->total / (double)t[r]->kernel_total : 0,
                       t[r]->kernel_total > 0);
             cw_str(w, k->op);

@@ -163,6 +163,11 @@ mp_fmtbuf mp_fmt_pct_d(double part, double whole) {
         snprintf(b.s, sizeof b.s, "<0.01%%");
         return b;
     }
+    /* a share short of the whole never reads as all of it */
+    if (hd == 10000 && part < whole) {
+        snprintf(b.s, sizeof b.s, ">99.99%%");
+        return b;
+    }
     if (hd >= 1e15) hd = 1e15; /* absurd ratios stay printable */
     return fmt_hundredths((uint64_t)hd, "", "", "%");
 }

@@ -120,19 +120,9 @@ void mp_json_string(mp_out *out, const char *s) {
             mp_out_putc(out, (char)b);
             c++;
         } else {
-            /* length and validity of a UTF-8 sequence (a NUL fails the
-             * continuation test, so the string's end is never passed) */
-            int n = b >= 0xf0 && b <= 0xf4 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 && b < 0xe0 ? 2 : 0;
-            bool ok = n > 0;
-            for (int i = 1; ok && i < n; i++)
-                if ((c[i] & 0xc0) != 0x80) ok = false;
-            if (ok && n == 3) { /* overlong and surrogates */
-                if ((b == 0xe0 && c[1] < 0xa0) || (b == 0xed && c[1] >= 0xa0)) ok = false;
-            }
-            if (ok && n == 4) {
-                if ((b == 0xf0 && c[1] < 0x90) || (b == 0xf4 && c[1] >= 0x90)) ok = false;
-            }
-            if (ok) {
+            unsigned cp;
+            int n = mp_utf8_char(c, (size_t)(end - c), &cp);
+            if (n > 0) {
                 mp_out_write(out, c, (size_t)n);
                 c += n;
             } else {

@@ -412,14 +412,7 @@ mp_status mp_memory_write_json(const mp_snapshot *s, const mp_mem_report_opts *r
 }
 
 /* ---- CSV: one table a file, unformatted numbers ---- */
-static void csv_str(mp_out *o, const char *s) {
-    mp_out_putc(o, '"');
-    for (; *s; s++) {
-        if (*s == '"') mp_out_putc(o, '"');
-        mp_out_putc(o, *s);
-    }
-    mp_out_putc(o, '"');
-}
+static void csv_str(mp_out *o, const char *s) { mp_csv_field(o, s, true); }
 
 static void csv_frame(mp_out *o, const mp_snapshot *s, uint32_t fr) {
     if (fr == UINT32_MAX || fr >= s->nframes) {
@@ -437,7 +430,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
     if (!buf) return mp_error(MP_ERR_NOMEM, "out of memory");
     mp_out o = {f, 0, JW_BUF, buf};
     if (ro->csv_table == MP_MEM_CSV_HOLDERS) {
-        mp_out_puts(&o, "device,rank,size_bytes,block_bytes,alloc_event,free_event,age_s,origin,category,module,file,line,function\n");
+        mp_out_puts(&o, "device,rank,size_bytes,block_bytes,alloc_event,free_event,age_s,origin,category,module,file,line,function\r\n");
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
@@ -453,22 +446,22 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
                 if (mod) csv_str(&o, mod);
                 mp_out_putc(&o, ',');
                 csv_frame(&o, s, mp_mem_user_frame(s, L->stack));
-                mp_out_puts(&o, "\n");
+                mp_out_puts(&o, "\r\n");
             }
         }
     } else if (ro->csv_table == MP_MEM_CSV_SITES) {
-        mp_out_puts(&o, "device,bytes,allocations,file,line,function\n");
+        mp_out_puts(&o, "device,bytes,allocations,file,line,function\r\n");
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
             for (uint32_t j = 0, nj = rows_of(ro, MP_FORMAT_CSV, d->nsites); j < nj; j++) {
                 mp_out_printf(&o, "%d,%lld,%lld,", d->device, (long long)d->sites[j].bytes, (long long)d->sites[j].count);
                 csv_frame(&o, s, d->sites[j].frame);
-                mp_out_puts(&o, "\n");
+                mp_out_puts(&o, "\r\n");
             }
         }
     } else {
-        mp_out_puts(&o, "device,event,action,addr,size_bytes,time_s,stream,file,line,function\n");
+        mp_out_puts(&o, "device,event,action,addr,size_bytes,time_s,stream,file,line,function\r\n");
         for (int i = 0; i < s->ndev; i++) {
             const mp_mem_device *d = &s->dev[i];
             if (!show(ro, d)) continue;
@@ -481,7 +474,7 @@ mp_status mp_memory_write_csv(const mp_snapshot *s, const mp_mem_report_opts *ro
                     mp_out_printf(&o, "%.6f", (double)(e->time_us - d->first_time_us) / 1e6);
                 mp_out_printf(&o, ",%llu,", (unsigned long long)(e->stream < s->nstreams ? s->streams[e->stream] : 0));
                 csv_frame(&o, s, mp_mem_user_frame(s, e->stack));
-                mp_out_puts(&o, "\n");
+                mp_out_puts(&o, "\r\n");
             }
         }
     }

@@ -44,8 +44,9 @@ void mp_out_rule(mp_out *o, const char *title, int width) {
 }
 
 /* One UTF-8 character of p (at most `left` bytes): its length (0: not a
- * well-formed character) and code point. */
-static int utf8_char(const unsigned char *p, size_t left, unsigned *cp) {
+ * well-formed character: a stray byte, an overlong form, a surrogate) and
+ * code point. The one test of the writers (cells, CSV, JSON). */
+int mp_utf8_char(const unsigned char *p, size_t left, unsigned *cp) {
     unsigned c = p[0];
     int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
     if (!n || (size_t)n > left) return 0;
@@ -84,7 +85,7 @@ void mp_out_cell(mp_out *o, const char *s, int width, bool right) {
     int room = width > 3 ? width - 3 : width;   /* what precedes "..." when cut */
     while (left) {
         unsigned cp = '?';
-        int k = utf8_char(p, left, &cp);
+        int k = mp_utf8_char(p, left, &cp);
         int w = k ? char_cols(cp) : 1;
         if (n + (size_t)(k ? k : 1) > sizeof b - 4) break;
         if (width > 0 && cols + w > width) {

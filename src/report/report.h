@@ -198,6 +198,12 @@ void mp_out_rule(mp_out *o, const char *title, int width);
 /* A name made safe for a terminal (control bytes as '?'), cut to `width`
  * bytes with "..." and padded to it, right-aligned when `right`. */
 void mp_out_cell(mp_out *o, const char *s, int width, bool right);
+/* One UTF-8 character at p (at most `left` bytes): its length, 0 when not
+ * well formed; *cp its code point. */
+int mp_utf8_char(const unsigned char *p, size_t left, unsigned *cp);
+/* One CSV field (csv.c): RFC 4180 quoting (always when `quote`), invalid
+ * UTF-8 bytes as U+FFFD; rows end in CRLF. */
+void mp_csv_field(mp_out *o, const char *s, bool quote);
 /* printf into the buffer (any length). */
 void mp_out_printf(mp_out *o, const char *fmt, ...) MP_PRINTF(2, 3);
 
