@@ -23,6 +23,10 @@ on a related model and at a wrong batch (docs/DESIGN.md, "--ort-profile").
 --data-sized writes nonzero_rows.onnx, a graph whose sizes only the data
 decides, and its profile (test ort.data_sized).
 
+--control writes control_flow.onnx (Loop and If) and empty_slice.onnx (a
+Slice writing [5, 0]) and their profiles (tests ort.control_flow_once,
+ort.empty_dims).
+
 --check also runs modelprof on each profile and prints what the acceptance
 asks (issue 24): node time per run, modelprof's per-run latency and root
 module latency, unmatched time, and how the events were placed.
@@ -105,6 +109,57 @@ def write_others(a):
             prof = profile(copy, level, a.runs, a.threads, dims, tmp, node_path)
             gz(prof, os.path.join(a.out, name + ".json.gz"))
             os.remove(prof)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def write_control(a):
+    """OUT/control_flow.onnx (a Linear, then a scripted loop over its rows
+    and an if on their sum: Loop and If nodes, the body's nodes events of
+    their own inside the Loop's and If's) and OUT/empty_slice.onnx
+    (cat(x[:, 8:] * 2, x) + 1: a Slice that writes [5, 0]), exported by
+    torch 1.13's TorchScript exporter, and their profiles at levels disabled
+    and all, 3 runs, 1 thread (tests ort.control_flow_once, ort.empty_dims)."""
+    import torch
+    import torch.nn as nn
+
+    @torch.jit.script
+    def scan(y: torch.Tensor):
+        acc = torch.zeros_like(y[0])
+        for i in range(y.shape[0]):
+            acc = torch.tanh(acc * 0.5 + y[i])
+        if acc.sum() > 0:
+            out = acc * 2.0
+        else:
+            out = acc - 1.0
+        return out
+
+    class Control(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+
+        def forward(self, x):
+            return scan(self.lin(x))
+
+    class Empty(nn.Module):
+        def forward(self, x):
+            return torch.cat([x[:, 8:] * 2.0, x], 1) + 1.0
+
+    node_path = run_peers.ensure_ort(a.ort)
+    os.makedirs(a.out, exist_ok=True)
+    torch.manual_seed(0)
+    cases = [("control_flow", Control(), torch.randn(4, 6), {"x": {0: "n"}}, ["n=4"], "disabled"),
+             ("empty_slice", Empty(), torch.randn(5, 8), None, [], "all")]
+    tmp = tempfile.mkdtemp(prefix="mp-ort-")
+    try:
+        for name, model, x, dyn, dims, level in cases:
+            path = os.path.join(a.out, name + ".onnx")
+            torch.onnx.export(model.eval(), (x,), path, input_names=["x"], output_names=["y"], dynamic_axes=dyn,
+                              opset_version=15)
+            prof = profile(path, level, 3, 1, dims, tmp, node_path)
+            gz(prof, os.path.join(a.out, "%s_%s.json.gz" % (name, level)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
@@ -203,6 +258,8 @@ def main():
                     help="write the profiles of other models and dims (OTHERS) instead")
     ap.add_argument("--data-sized", action="store_true",
                     help="write nonzero_rows.onnx and its profile (sizes only the data decides)")
+    ap.add_argument("--control", action="store_true",
+                    help="write control_flow.onnx and empty_slice.onnx and their profiles (Loop/If, an empty Slice)")
     ap.add_argument("--cross", action="store_true",
                     help="profile the CROSS models at every level (into a temporary folder) and check that "
                          "modelprof accepts each on its model and refuses it on related models and at a wrong batch")
@@ -216,6 +273,8 @@ def main():
         return write_others(a)
     if a.data_sized:
         return write_data_sized(a)
+    if a.control:
+        return write_control(a)
     if a.cross:
         return cross(a)
     models = a.only.split(",") if a.only else list(MODELS)

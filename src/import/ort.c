@@ -821,7 +821,9 @@ static bool ort_shape_ok(const ort_shape *a, const mp_value *v, bool pad, bool p
                 int64_t b = v->dims[j];
                 /* a dim of 1 only as one the layout padded (FCOS's one-channel
                  * centerness Conv's weight [1,256,3,3] run as [16,256,3,3]) */
-                if (used[j] || (b <= 1 && !(pass == 2 && pad && b == 1)) || (pass == 2 && b != 1) ||
+                /* an empty dim (a slice past the end: [5,0]) matches an empty one */
+                if (used[j] || (b <= 1 && !(b == 0 && a->d[i] == 0) && !(pass == 2 && pad && b == 1)) ||
+                    (pass == 2 && b != 1) ||
                     !(pass ? ort_dim_ok(a->d[i], b, pad) : a->d[i] == b))
                     continue;
                 used[j] = done[i] = true;
@@ -1428,7 +1430,16 @@ static mp_status ort_fill(ort *o, const mp_ort_options *opt, mp_importinfo *im) 
         p->node_head[k] = head[u];
         p->node_state[k] = k == head[u] ? MP_NODE_RUN : MP_NODE_FUSED;
     }
-    /* times per run: units, the whole of the node events, unmatched */
+    /* times per run: units, the whole of the node events, unmatched. A
+     * control-flow node's own event (Loop, If, Scan) spans its body's
+     * events: those are inside it, counted once, in it */
+    uint8_t *own = calloc((size_t)nu + 1, 1);
+    if (!own) {
+        st = mp_error(MP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int s = 0; s < ns; s++)
+        if (o->slots[s].unit >= 0 && o->slots[s].how != ORT_BODY) own[o->slots[s].unit] = 1;
     for (int s = 0; s < ns; s++) {
         const ort_slot *sl = &o->slots[s];
         int u = sl->unit >= 0 && members[sl->unit] ? sl->unit : -1;
@@ -1438,6 +1449,7 @@ static mp_status ort_fill(ort *o, const mp_ort_options *opt, mp_importinfo *im) 
         case ORT_ORDER: im->by_order++; break;
         default: im->unmatched++; break;
         }
+        if (u >= 0 && sl->how == ORT_BODY && own[u]) continue;   /* inside its node's own event */
         double sum = 0;
         for (int r = 0; r < np; r++) {
             double x = o->st[(size_t)r * (size_t)ns + (size_t)s];
@@ -1458,6 +1470,7 @@ static mp_status ort_fill(ort *o, const mp_ort_options *opt, mp_importinfo *im) 
             }
         }
     }
+    free(own);
     for (int i = 1; i < p->n_unplaced; i++) /* by time */
         for (int j = i; j > 0 && p->unplaced[j].latency_s > p->unplaced[j - 1].latency_s; j--) {
             mp_unplaced t = p->unplaced[j];
