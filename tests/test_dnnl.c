@@ -1919,7 +1919,12 @@ static void test_plan_attention(void) {
                     T_EQ_STR(p->groups[i].name, group[form]);
                     T_EQ(p->groups[i].flops, gflops);
                 }
-            if (groups != fuse) mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: %d attention groups", form, fuse, groups);
+            /* form 3's causal table is broadcast [1, 1, SQ, SK] onto the
+             * scores: where oneDNN has only its reference matmul for that
+             * post-op (oneDNN 2.6 on x86), the attention is not fused (the
+             * reference code was 28x slower than the nodes apart) */
+            if (form == 3 ? groups > fuse : groups != fuse)
+                mp_t_fail(__FILE__, __LINE__, "form %d fuse %d: %d attention groups", form, fuse, groups);
             T_EQ(p->total.flops, flops0);
             mp_exec_free(pl);
         }
