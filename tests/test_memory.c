@@ -270,7 +270,9 @@ static void pkw_traces(pkw *w) { /* ends the segments, opens the first device's 
     pkw_list(w);
     pkw_list(w);
 }
-static void pkw_event(pkw *w, const char *action, uint64_t addr, int64_t size, int64_t time_us) {
+/* an event under the given frame (an optimizer's step: torch/optim/adam.py, "step") */
+static void pkw_event_at(pkw *w, const char *action, uint64_t addr, int64_t size, int64_t time_us,
+                         const char *file, int line, const char *fn) {
     pkw_next(w);
     pkw_dict(w);
     pkw_key_str(w, "action", action);
@@ -278,20 +280,15 @@ static void pkw_event(pkw *w, const char *action, uint64_t addr, int64_t size, i
     pkw_key_int(w, "size", size);
     pkw_key_int(w, "stream", 0);
     if (time_us != MP_MEM_NO_TIME) pkw_key_int(w, "time_us", time_us);
-    pkw_frames(w, "/home/u/train.py", 10, "main");
+    pkw_frames(w, file, line, fn);
     pkw_end_dict(w);
 }
-/* an event under the given frame (an optimizer's step: torch/optim/adam.py, "step") */
+static void pkw_event(pkw *w, const char *action, uint64_t addr, int64_t size, int64_t time_us) {
+    pkw_event_at(w, action, addr, size, time_us, "/home/u/train.py", 10, "main");
+}
 static void pkw_event_in(pkw *w, const char *action, uint64_t addr, int64_t size, const char *file,
                          const char *fn) {
-    pkw_next(w);
-    pkw_dict(w);
-    pkw_key_str(w, "action", action);
-    pkw_key_int(w, "addr", (int64_t)addr);
-    pkw_key_int(w, "size", size);
-    pkw_key_int(w, "stream", 0);
-    pkw_frames(w, file, 20, fn);
-    pkw_end_dict(w);
+    pkw_event_at(w, action, addr, size, MP_MEM_NO_TIME, file, 20, fn);
 }
 static void pkw_next_device(pkw *w) {
     pkw_end_list(w);
