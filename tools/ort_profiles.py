@@ -114,13 +114,48 @@ def write_others(a):
     return 0
 
 
+def fp16_twin(src, dst):
+    """The model `src` in fp16, as a user converts an fp32 export: its float
+    initializers, inputs, outputs, value infos, tensor attributes and Casts
+    to float, bodies of Loop and If too (test ort.precision_twin: the fp32
+    model's profile is refused on it)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper as nh, TensorProto as T
+
+    def half(t):
+        t.CopyFrom(nh.from_array(nh.to_array(t).astype(np.float16), t.name))
+
+    def convert(g):
+        for t in g.initializer:
+            if t.data_type == T.FLOAT:
+                half(t)
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            if vi.type.tensor_type.elem_type == T.FLOAT:
+                vi.type.tensor_type.elem_type = T.FLOAT16
+        for n in g.node:
+            for at in n.attribute:
+                if at.type == onnx.AttributeProto.TENSOR and at.t.data_type == T.FLOAT:
+                    half(at.t)
+                elif n.op_type == "Cast" and at.name == "to" and at.i == T.FLOAT:
+                    at.i = T.FLOAT16
+                elif at.type == onnx.AttributeProto.GRAPH:
+                    convert(at.g)
+
+    m = onnx.load(src)
+    convert(m.graph)
+    onnx.checker.check_model(m)
+    onnx.save(m, dst)
+
+
 def write_control(a):
     """OUT/control_flow.onnx (a Linear, then a scripted loop over its rows
     and an if on their sum: Loop and If nodes, the body's nodes events of
     their own inside the Loop's and If's) and OUT/empty_slice.onnx
     (cat(x[:, 8:] * 2, x) + 1: a Slice that writes [5, 0]), exported by
     torch 1.13's TorchScript exporter, and their profiles at levels disabled
-    and all, 3 runs, 1 thread (tests ort.control_flow_once, ort.empty_dims)."""
+    and all, 3 runs, 1 thread (tests ort.control_flow_once, ort.empty_dims),
+    and control_flow_fp16.onnx, its fp16 twin (test ort.precision_twin)."""
     import torch
     import torch.nn as nn
 
@@ -160,6 +195,7 @@ def write_control(a):
                               opset_version=15)
             prof = profile(path, level, 3, 1, dims, tmp, node_path)
             gz(prof, os.path.join(a.out, "%s_%s.json.gz" % (name, level)))
+        fp16_twin(os.path.join(a.out, "control_flow.onnx"), os.path.join(a.out, "control_flow_fp16.onnx"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

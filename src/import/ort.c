@@ -1259,6 +1259,7 @@ static bool ort_can_run(const char *kop, const char *op) {
 static int ort_first_float_type(const char *s) {
     static const struct { const char *name; int dt; } types[] = {
         {"float", MP_DT_FLOAT}, {"float16", MP_DT_FLOAT16}, {"bfloat16", MP_DT_BFLOAT16}, {"double", MP_DT_DOUBLE}};
+    if (!s) return -1;
     const char *q = strchr(s, '"');
     const char *e = q ? strchr(q + 1, '"') : NULL;
     if (!e) return -1;
@@ -1291,11 +1292,74 @@ static mp_status ort_check_input_types(ort *o) {
     return MP_OK;
 }
 
+/* The float type of entry `at` of a shape list ([{"float16":[2,5,8]},
+ * {"int64":[]}]); -1 other or absent. */
+static int ort_type_at(const char *s, int at) {
+    for (int i = 0; s && i <= at; i++) {
+        s = strchr(s, '{');
+        if (s && i < at) s++;
+    }
+    return s ? ort_first_float_type(s) : -1;
+}
+
+/* Does a slot cast value `name` (ONNX Runtime's "InsertedPrecisionFreeCast_"
+ * before a kernel without a version for its type)? Its reader then reads
+ * the cast, in the other type, legitimately. */
+static bool ort_cast_of(const ort *o, const char *name) {
+    size_t ln = strlen(name);
+    for (int i = 0; i < o->n_slots; i++) {
+        const char *nm = ort_str(o, o->slots[i].name);
+        size_t nl = strlen(nm) >= 12 ? strlen(nm) - 12 : 0;   /* less "_kernel_time" */
+        const char *of = ort_inserted_cast(nm, nl);
+        if (of && (size_t)(nm + nl - of) == ln && !memcmp(of, name, ln)) return true;
+    }
+    return false;
+}
+
+/* With optimisations off, an event named after its node and of its op reads
+ * the graph's inputs and weights in the type ONNX Runtime was given them: a
+ * float type other than the model's is a profile of its twin in another
+ * precision (an fp16 model's profile on the fp32 model, or the converse),
+ * whatever Casts were inserted before other kernels. An optimised run folds
+ * the Casts a CPU provider inserts before kernels without an fp16 version
+ * into the weights themselves (an fp16 model's Gather then reads an fp32
+ * table): there only the graph's inputs tell the twins apart. */
+static mp_status ort_check_weight_types(ort *o) {
+    const mp_graph *g = o->g;
+    for (int i = 0; i < o->n_slots; i++) {
+        const ort_slot *s = &o->slots[i];
+        if (s->how != ORT_EXACT || s->anchor < 0 || s->in == MP_TORT_NONE) continue;
+        const mp_node *nd = &g->nodes[s->anchor];
+        if (strcmp(nd->op, ort_str(o, s->op))) continue;
+        ort_shape sh[ORT_MAX_SHAPES];
+        int n = ort_shapes(ort_str(o, s->in), sh);
+        for (int j = 0; n > 0 && j < nd->n_in; j++) {
+            int v = nd->in[j];
+            if (v < 0) continue;
+            const mp_value *val = &g->values[v];
+            int want = val->dtype != MP_DT_UNDEFINED ? val->dtype : val->decl_dtype;
+            if (!(val->flags & (MP_VAL_INPUT | MP_VAL_INIT)) || !mp_dtype_is_float(want)) continue;
+            if ((val->flags & MP_VAL_INIT) && !o->unopt) continue;
+            int at = ort_in_pos(o, s->anchor, j, n);
+            int dt = at >= 0 ? ort_type_at(ort_str(o, s->in), at) : -1;
+            if (dt < 0 || dt == want || ort_cast_of(o, val->name)) continue;
+            char ev[512];
+            return mp_error(MP_ERR_SHAPE,
+                            "%s: the profile is not of this model: its node '%s' (%s) read '%s' as %s, and the "
+                            "model's is %s: a profile of the model in another precision",
+                            o->path, ort_event(o, s, ev, sizeof ev), nd->op, val->name, mp_dtype_name(dt),
+                            mp_dtype_name(want));
+        }
+    }
+    return MP_OK;
+}
+
 static mp_status ort_check(ort *o, bool *seen) {
     const mp_graph *g = o->g;
     int dummy = 0;
     mp_status st = ort_check_dims(o, false, &dummy, seen);
     if (!st) st = ort_check_input_types(o);
+    if (!st) st = ort_check_weight_types(o);
     if (st) return st;
     int *by = malloc(sizeof(int) * (size_t)(o->n_slots + 1));
     if (!by) return mp_error(MP_ERR_NOMEM, "out of memory");
