@@ -212,24 +212,28 @@ def meta_constants_unequal():
     duration one does, saying unequal: such constants are not merged, which
     only keeps apart size arithmetic the real model's export would merge
     (a few shape operators more, no parameter, MAC or peak moved)."""
-    lib = None
-    try:
-        import torch
-        lib = torch.library.Library("aten", "IMPL", "Meta")
-        lib.impl("equal", lambda a, b: False)
-        # nonzero's count is the data's: a meta tensor says one (not none:
-        # a forward that skips an expert with no tokens still traces it; not
-        # every element: index_add_'s exporter refuses a source longer than
-        # its target). The export records the operator; the library sizes
-        # what follows it (unknown, or a mixture of experts' routing planned
-        # balanced)
-        lib.impl("nonzero", lambda a: torch.zeros((min(a.numel(), 1), a.dim()), dtype=torch.long, device="meta"))
-    except Exception:   # registered already, or no Python kernels: as before
-        lib = None
+    import torch
+    # nonzero's count is the data's: a meta tensor says one (not none: a
+    # forward that skips an expert with no tokens still traces it; not every
+    # element: index_add_'s exporter refuses a source longer than its
+    # target). The export records the operator; the library sizes what
+    # follows it (unknown, or a mixture of experts' routing planned
+    # balanced). Each kernel is given alone: a PyTorch that has its own Meta
+    # kernel of one (torch 2.x has nonzero's) refuses that one only.
+    kernels = (("equal", lambda a, b: False),
+               ("nonzero", lambda a: torch.zeros((min(a.numel(), 1), a.dim()), dtype=torch.long, device="meta")))
+    libs = []
+    for name, fn in kernels:
+        try:
+            lib = torch.library.Library("aten", "IMPL", "Meta")
+            lib.impl(name, fn)
+            libs.append(lib)
+        except Exception:   # registered already, or no Python kernels: PyTorch's own
+            pass
     try:
         yield
     finally:
-        del lib
+        del libs[:]
 
 
 def _ints(v, k):
@@ -335,22 +339,28 @@ def without_onnx_shape_inference():
     Concat) instead of constants, so FLOPs and bytes move by a few
     elements; parameters, MACs, the activation peak and the plan do not
     (tests/python/run.py, meta_device_models)."""
-    try:
-        import torch.onnx.utils as U
-        orig = U._export
-    except (ImportError, AttributeError):
-        yield
-        return
     import functools
+    import importlib
     import inspect
-    if "onnx_shape_inference" not in inspect.signature(orig).parameters:
-        yield
-        return
-    U._export = functools.partial(orig, onnx_shape_inference=False)
+    # torch 1.13 has the exporter in torch.onnx.utils; torch 2.x in
+    # torch.onnx._internal.torchscript_exporter.utils (export calls the
+    # _export of its own module)
+    saved = []
+    for name in ("torch.onnx.utils", "torch.onnx._internal.torchscript_exporter.utils"):
+        try:
+            U = importlib.import_module(name)
+            orig = U._export
+        except (ImportError, AttributeError):
+            continue
+        if isinstance(orig, functools.partial) or "onnx_shape_inference" not in inspect.signature(orig).parameters:
+            continue
+        U._export = functools.partial(orig, onnx_shape_inference=False)
+        saved.append((U, orig))
     try:
         yield
     finally:
-        U._export = orig
+        for U, orig in saved:
+            U._export = orig
 
 
 @contextlib.contextmanager
