@@ -476,6 +476,16 @@ MP_API const char *mp_optimizer_name(mp_optimizer o);
 MP_API int mp_precision_parse(const char *s);
 MP_API int mp_optimizer_parse(const char *s);
 
+/* The host's time to dispatch one eager PyTorch operator, microseconds,
+ * when --host-us-per-op is not given: measured on an H200 host under
+ * PyTorch 2.11 (tools/measure_gpu.py, "host": a chain of small Linear, GELU
+ * and LayerNorm operators whose kernels take a tenth of their issue, its
+ * time over the operators a TorchDispatchMode counts): 13 to 16 us an
+ * operator forward and backward, fp32 and under bf16 autocast; 10 to 11 us
+ * forward without autograd (docs/PLANNING.md, "Host-bound steps"). */
+#define MP_HOST_US_TRAIN 15.0
+#define MP_HOST_US_INFER 11.0
+
 typedef struct mp_tplan_options {
     size_t size;              /* sizeof(mp_tplan_options): set by mp_tplan_options_default */
     mp_precision precision;   /* default MP_PREC_AUTO: the export's dtype (pure bf16/fp16
@@ -521,7 +531,9 @@ typedef struct mp_tplan_options {
     int optimizer_impl;       /* MP_OPTIMPL_*: PyTorch's foreach (default), fused or for-loop
                                * optimizer step: how many operators it dispatches */
     double host_op_s;         /* host time to dispatch one eager PyTorch operator (Python,
-                               * dispatcher, autograd, launch; default 10 us) */
+                               * dispatcher, autograd, launch); negative (the default):
+                               * MP_HOST_US_TRAIN us in a training step, MP_HOST_US_INFER
+                               * in inference (docs/PLANNING.md, "Host-bound steps") */
     /* since version 3 (h-lora): fine-tuning (docs/PLANNING.md section 12) */
     char trainable[512];      /* --freeze / --unfreeze globs over parameter and module paths in
                                * the order given, each "-GLOB;" or "+GLOB;" (mp_tplan_options_set

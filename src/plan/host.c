@@ -8,12 +8,14 @@
  * the device's, and layout.c runs the two through the launch queue (a
  * kernel starts when it is issued and the one before it is done), which
  * adds what neither total shows when they take turns. The host's cost per
- * operator is an assumption the user sets
- * (--host-us-per-op, default 10 us: the dispatch chain of one operator
- * costs about 5 to 25 us of host time, jiahuanglin.xyz "From PyTorch op to
- * kernel launch", gpu_kernel_serving lesson 18, which breaks it into
- * Python ~1 us, pybind11 ~1 us, autograd 1-3 us, dispatcher 1-2 us,
- * backend 1-5 us, cudaLaunchKernel 1-3 us).
+ * operator is an assumption the user sets (--host-us-per-op; by default
+ * MP_HOST_US_TRAIN, 15 us, in a training step and MP_HOST_US_INFER, 11 us,
+ * in inference: what a chain of small operators took an operator on an
+ * H200 host under PyTorch 2.11, tools/measure_gpu.py; within the 5 to 25 us
+ * that jiahuanglin.xyz "From PyTorch op to kernel launch" (gpu_kernel_
+ * serving lesson 18) gives the dispatch chain: Python ~1 us, pybind11
+ * ~1 us, autograd 1-3 us, dispatcher 1-2 us, backend 1-5 us,
+ * cudaLaunchKernel 1-3 us).
  *
  * What is counted, per micro-batch, from the graph (graph.c sets per node):
  * one operator per node that runs in PyTorch (views and casts included:

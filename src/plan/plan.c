@@ -55,7 +55,7 @@ static void tplan_defaults(mp_tplan_options *o) {
     o->node_overhead_s = 10e-6;
     o->reserve_gb = 2;
     o->lora_alpha = 8; /* PEFT's LoraConfig default */
-    o->host_op_s = 10e-6;
+    o->host_op_s = -1; /* auto: MP_HOST_US_TRAIN or MP_HOST_US_INFER (plan_build) */
 }
 
 mp_status mp_tplan_options_init(mp_tplan_options *o, size_t size) {
@@ -189,7 +189,7 @@ mp_status mp_tplan_options_check(const mp_tplan_options *given) {
                         o->loss_form == MP_LOSS_CAUSAL_LM ? "causal-lm" : "cross-entropy");
     if (o->inference && o->loss_form != MP_LOSS_AUTO && o->loss_form != MP_LOSS_NONE)
         return mp_error(MP_ERR_USAGE, "--inference and --loss conflict: the loss applies to training");
-    if (!(o->host_op_s >= 0 && o->host_op_s < 1))
+    if (!(o->host_op_s < 1)) /* negative: the default for the mode */
         return mp_error(MP_ERR_USAGE, "--host-us-per-op: expected microseconds, 0 or more");
     if (!(o->dropout >= 0 && o->dropout < 1))
         return mp_error(MP_ERR_USAGE, "--dropout: expected a probability from 0 up to (not including) 1");
@@ -422,6 +422,7 @@ static mp_status plan_build(mp_tplan *pl) {
     if ((st = static_batch(pl))) return st;
 
     if (o->loss_form == MP_LOSS_NONE) pl->o.loss = 0;
+    if (o->host_op_s < 0) pl->o.host_op_s = (o->inference ? MP_HOST_US_INFER : MP_HOST_US_TRAIN) * 1e-6;
     if ((st = mp_tplan_graph(pl))) return st;
     if (o->inference && o->kv_cache && (!pl->pats || pl->pats->n_attn == 0))
         return mp_error(MP_ERR_USAGE, "--kv-cache: the model has no attention (the pattern layer found none), "
