@@ -27,7 +27,8 @@ Sections:
           128 under bf16 autocast, with and without checkpointing;
           torchvision Swin-T at 32 under autocast, ConvNeXt-T at 64 in
           fp32): the step's wall time, the device's kernel time in it
-          (torch.profiler), its kernels and its dispatched operators
+          (torch.profiler), its kernels (the 15 longest by name) and its
+          dispatched operators
   mem     the project's fixture decoders (tools/fixture_models.py, eager
           attention, transformers' causal-LM loss: logits upcast, labels
           shifted) in pure bf16 and under autocast, AdamW: the measured peak
@@ -186,14 +187,21 @@ def device_time(one, steps=2):
             one()
         sync()
     busy, n, first, last = 0.0, 0, None, None
+    by_name = {}
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
-            busy += e.time_range.elapsed_us()
+            us = e.time_range.elapsed_us()
+            busy += us
             n += 1
+            k = by_name.setdefault(e.name[:120], [0.0, 0])
+            k[0] += us / steps
+            k[1] += 1
             first = e.time_range.start if first is None else min(first, e.time_range.start)
             last = e.time_range.end if last is None else max(last, e.time_range.end)
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:15]
     return dict(device_kernel_ms=busy / 1e3 / steps, kernels_per_step=n / steps,
-                device_span_ms=((last - first) / 1e3 / steps) if n else None)
+                device_span_ms=((last - first) / 1e3 / steps) if n else None,
+                top_kernels=[dict(name=k, us_per_step=round(v[0], 1), launches=v[1] // steps) for k, v in top])
 
 
 def count_ops(one):
