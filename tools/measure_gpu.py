@@ -402,28 +402,37 @@ def mem_rows():
     row("mistral_7b_2layers b2 s2048 pure-bf16 adamw", run("MISTRAL_7B_2LAYERS", 2, s2k, True, False),
         section="mem", model="mistral_7b_2layers", batch=2, seq=s2k, precision="bf16", optimizer="adamw")
 
-    def hf_gemma2():
+    def hf_decoder(build, memtracker):
+        """A Hugging Face causal LM in pure bf16 with its own loss (labels=ids)."""
+        def go():
+            c, cls = build()
+            torch.manual_seed(0)
+            with torch.device(DEV) if DEV == "cuda" else _null():
+                model = cls(c)
+            model = model.to(DEV).to(torch.bfloat16)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+            ids = torch.randint(0, c.vocab_size, (2, s2k), device=DEV)
+            ms, peak, one = train_steps(model, lambda: model(input_ids=ids, labels=ids).loss, False, opt, steps)
+            r = dict(step_ms_median=ms, peak_allocated_bytes=peak,
+                     params=sum(p.numel() for p in model.parameters()),
+                     attn_implementation=str(getattr(model.config, "_attn_implementation", None)))
+            if memtracker:
+                try:
+                    mem_reset()
+                    r["memtracker_peak"] = memtracker_peak(model, opt, one)
+                except Exception as e:
+                    r["memtracker_error"] = "%s: %s" % (type(e).__name__, e)
+            return r
+        return go
+
+    def gemma2():
         from transformers import Gemma2Config, Gemma2ForCausalLM
         c = Gemma2Config(num_hidden_layers=2) if not SMOKE else Gemma2Config(
             num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, vocab_size=1000)
-        torch.manual_seed(0)
-        with torch.device(DEV) if DEV == "cuda" else _null():
-            model = Gemma2ForCausalLM(c)
-        model = model.to(DEV).to(torch.bfloat16)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        ids = torch.randint(0, c.vocab_size, (2, s2k), device=DEV)
-        ms, peak, one = train_steps(model, lambda: model(input_ids=ids, labels=ids).loss, False, opt, steps)
-        r = dict(step_ms_median=ms, peak_allocated_bytes=peak, params=sum(p.numel() for p in model.parameters()),
-                 attn_implementation=str(getattr(model.config, "_attn_implementation", None)))
-        try:
-            mem_reset()
-            r["memtracker_peak"] = memtracker_peak(model, opt, one)
-        except Exception as e:
-            r["memtracker_error"] = "%s: %s" % (type(e).__name__, e)
-        return r
+        return c, Gemma2ForCausalLM
 
-    def hf_llama1b():
+    def llama1b():
         from transformers import LlamaConfig, LlamaForCausalLM
         c = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                         num_attention_heads=32, num_key_value_heads=8, head_dim=64, tie_word_embeddings=True,
@@ -431,19 +440,11 @@ def mem_rows():
         if SMOKE:
             c = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                             num_attention_heads=4, num_key_value_heads=2)
-        torch.manual_seed(0)
-        with torch.device(DEV) if DEV == "cuda" else _null():
-            model = LlamaForCausalLM(c)
-        model = model.to(DEV).to(torch.bfloat16)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-        ids = torch.randint(0, c.vocab_size, (2, s2k), device=DEV)
-        ms, peak, one = train_steps(model, lambda: model(input_ids=ids, labels=ids).loss, False, opt, steps)
-        return dict(step_ms_median=ms, peak_allocated_bytes=peak, params=sum(p.numel() for p in model.parameters()),
-                    attn_implementation=str(getattr(model.config, "_attn_implementation", None)))
+        return c, LlamaForCausalLM
 
-    row("hf llama-3.2-1b sizes b2 s2048 pure-bf16 adamw", hf_llama1b, section="mem", model="hf_llama_1b",
+    row("hf llama-3.2-1b sizes b2 s2048 pure-bf16 adamw", hf_decoder(llama1b, False), section="mem", model="hf_llama_1b",
         batch=2, seq=s2k, precision="bf16", optimizer="adamw")
-    row("hf gemma2-2b 2 layers b2 s2048 pure-bf16 adamw", hf_gemma2, section="mem", model="hf_gemma2_2b_2layers",
+    row("hf gemma2-2b 2 layers b2 s2048 pure-bf16 adamw", hf_decoder(gemma2, True), section="mem", model="hf_gemma2_2b_2layers",
         batch=2, seq=s2k, precision="bf16", optimizer="adamw")
 
 
