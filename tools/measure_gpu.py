@@ -38,6 +38,10 @@ Sections:
           ConvNeXt-T and Swin-T at 64, fp32
   py      this package on this PyTorch: get_model_profile with keyword
           inputs on Hugging Face BERT, modelprof.plan on a meta-device Llama
+  export  Hugging Face's BERT, BERT classifier, Gemma-2 (2 layers) and
+          Llama-3.2-1B sizes exported and stripped of their weights into
+          OUT_DIR/exports.tar.gz, to plan here (tools/plan_measured.py
+          --exports); --only names it (not in the default sections)
 """
 
 import argparse
@@ -459,6 +463,14 @@ class _null(object):
 # ---------------------------------------------------------------- infer
 
 
+def hf_bert_base():
+    """Hugging Face's BertModel (its default attention: SDPA)."""
+    from transformers import BertConfig, BertModel
+    c = BertConfig() if not SMOKE else BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                                   intermediate_size=64)
+    return BertModel(c)
+
+
 def infer_rows():
     import fixture_models as fm
     import torchvision
@@ -486,6 +498,9 @@ def infer_rows():
         run(lambda: fm.Bert(bert_c), lambda: (torch.randint(0, 30522, (b, s), device=DEV),
                                               torch.ones(b, s, dtype=torch.long, device=DEV))),
         section="infer", model="bert_base_fixture", batch=b, seq=s, mode="inference fp32 no_grad")
+    row("bert_base hf 8x512 fp32 inference", run(hf_bert_base, lambda: (torch.randint(0, 30522, (b, s), device=DEV),
+                                                                      torch.ones(b, s, dtype=torch.long, device=DEV))),
+        section="infer", model="hf_bert_base", batch=b, seq=s, mode="inference fp32 no_grad")
     n, hw = (64, 224) if not SMOKE else (1, 64)
     for name in ("vit_b_16", "convnext_tiny", "swin_t", "resnet50"):
         if SMOKE and name == "vit_b_16":
@@ -493,6 +508,96 @@ def infer_rows():
         row("%s tv %d fp32 inference" % (name, n),
             run(getattr(torchvision.models, name), lambda: (torch.randn(n, 3, hw, hw, device=DEV),)),
             section="infer", model="tv_" + name, batch=n, mode="inference fp32 no_grad")
+
+
+# ---------------------------------------------------------------- export
+
+
+def strip_weights(src, dst, small=4096):
+    """src (an ONNX file, its weights inline or external) -> dst with every
+    initializer over `small` bytes made EXTERNAL in a file that is never
+    written (the fixtures' form: shapes and types kept, values dropped);
+    the small ones (shape tensors the counts read) stay inline."""
+    import onnx
+    m = onnx.load(src, load_external_data=False)
+    stem = os.path.splitext(os.path.basename(dst))[0] + ".weights.bin"
+    offset = 0
+    for t in m.graph.initializer:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            for e in t.external_data:
+                if e.key == "location":
+                    e.value = stem
+            continue
+        n = len(t.raw_data)
+        if n <= small:
+            continue
+        t.ClearField("raw_data")
+        t.data_location = onnx.TensorProto.EXTERNAL
+        for k, v in (("location", stem), ("offset", str(offset)), ("length", str(n))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        offset += (n + 4095) // 4096 * 4096
+    onnx.save(m, dst)
+
+
+def export_rows():
+    """Hugging Face's models as measured, exported here (the TorchScript
+    exporter, else dynamo's) and stripped of their weights, for planning
+    where the GPU is not: OUT/exports.tar.gz (tools/plan_measured.py
+    --exports)."""
+    import tarfile
+    import tempfile
+    d = os.path.join(OUT, "exports")
+    os.makedirs(d, exist_ok=True)
+
+    def export(name, build, args, dynamic):
+        def go():
+            torch.manual_seed(0)
+            model = build().to(DEV).eval()
+            xs = tuple(a.to(DEV) for a in args)
+            tmp = tempfile.mkdtemp()
+            path = os.path.join(tmp, name + ".onnx")
+            how = "torchscript"
+            try:
+                torch.onnx.export(model, xs, path, opset_version=17, input_names=list(dynamic),
+                                  dynamic_axes=dynamic, dynamo=False)
+            except Exception as e:  # transformers' forward may not trace: dynamo's exporter
+                how = "dynamo (torchscript: %s: %s)" % (type(e).__name__, str(e)[:200])
+                from torch.export import Dim
+                dims = {}
+                shapes = {k: {ax: dims.setdefault(nm, Dim(nm)) for ax, nm in v.items()} for k, v in dynamic.items()}
+                torch.onnx.export(model, xs, path, opset_version=18, input_names=list(dynamic), dynamo=True,
+                                  dynamic_shapes=shapes, external_data=True)
+            strip_weights(path, os.path.join(d, name + ".onnx"))
+            with tarfile.open(os.path.join(OUT, "exports.tar.gz"), "w:gz") as tf:
+                tf.add(d, arcname="exports")
+            return dict(exported=name + ".onnx", exporter=how, bytes=os.path.getsize(os.path.join(d, name + ".onnx")))
+        return go
+
+    ids = torch.zeros(2, 16, dtype=torch.long)
+    axes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+
+    def causal(cls_name, cfg):
+        def build():
+            import transformers
+            c = getattr(transformers, cfg[0])(**cfg[1])
+            m = getattr(transformers, cls_name)(c)
+            return m.to(torch.bfloat16)
+        return build
+
+    row("export hf_bert_base", export("hf_bert_base", hf_bert_base, (ids, torch.ones_like(ids)), axes),
+        section="export")
+    row("export hf_bert_base_cls", export(
+        "hf_bert_base_cls", lambda: __import__("transformers").BertForSequenceClassification(
+            __import__("transformers").BertConfig()), (ids, torch.ones_like(ids)), axes), section="export")
+    gemma = ("Gemma2Config", dict(num_hidden_layers=2))
+    llama = ("LlamaConfig", dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                                 num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                                 tie_word_embeddings=True, rope_theta=500000.0))
+    row("export hf_gemma2_2b_2layers", export("hf_gemma2_2b_2layers", causal("Gemma2ForCausalLM", gemma), (ids,),
+                                              {"input_ids": {0: "batch", 1: "seq"}}), section="export")
+    row("export hf_llama_1b", export("hf_llama_1b", causal("LlamaForCausalLM", llama), (ids,),
+                                     {"input_ids": {0: "batch", 1: "seq"}}), section="export")
 
 
 # ---------------------------------------------------------------- py
@@ -608,7 +713,8 @@ def main():
         env["transformers"] = transformers.__version__
     except ImportError:
         pass
-    sections = dict(host=host_rows, short=short_rows, mem=mem_rows, infer=infer_rows, py=py_rows)
+    sections = dict(host=host_rows, short=short_rows, mem=mem_rows, infer=infer_rows, py=py_rows,
+                    export=export_rows)
     if a.row is not None or a.list:
         for s in a.only.split(","):
             try:

@@ -12,8 +12,11 @@ tools/plan_h100.py does; eager attention, so --attention eager), the BERT
 fixture (models/bert_base.onnx), torchvision's ViT-B/16, ConvNeXt-T and
 ResNet-50 (models/), Swin-T (exported into --out by torch.onnx.export,
 batch dynamic; its attention runs as written: --attention eager) and Hugging Face's BERT classifier (models/dynamo/
-bert_cls_train_torch211.onnx, static at 2 x 128: --batch). Rows of models
-not here (Hugging Face's Llama and Gemma-2) are printed as measured only.
+bert_cls_train_torch211.onnx, static at 2 x 128: --batch), or Hugging
+Face's own, exported where they ran (--exports DIR: tools/measure_gpu.py
+--only export, its exports.tar.gz unpacked; named by the row's model).
+Rows of models not here (Hugging Face's Llama and Gemma-2 without
+--exports) are printed as measured only.
 Every row is planned with --gpu h200 --reserve-gb 0. Prints the table; exit
 status 0 (the figures are for docs/PLANNING.md, not a gate).
 """
@@ -46,8 +49,12 @@ def swin(out):
     return path
 
 
-def model_args(r, out):
+def model_args(r, out, exports=None):
     m = r["model"]
+    # Hugging Face's own models, exported weightless where they ran
+    # (tools/measure_gpu.py --only export: exports.tar.gz unpacked into DIR)
+    if exports and os.path.exists(os.path.join(exports, m + ".onnx")):
+        return [os.path.join(exports, m + ".onnx")]
     if m in DECODERS:
         return [export_decoder(out, m, DECODERS[m]), "--attention", "eager"]
     if m == "bert_base_fixture":
@@ -76,6 +83,8 @@ def main():
     ap.add_argument("--ref", default=os.path.join(ROOT, "tests", "reference", "measured_h200_torch211.json"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "plan"))
     ap.add_argument("--host-us-per-op", default=None)
+    ap.add_argument("--exports", default=None,
+                    help="a folder of Hugging Face exports from tools/measure_gpu.py --only export (named by model)")
     a = ap.parse_args()
     ref = json.load(open(a.ref))
     print("%s (torch %s): modelprof plan vs measured, --reserve-gb 0" % (ref["gpu"], ref["torch"]))
@@ -84,7 +93,7 @@ def main():
     for r in ref["rows"]:
         if r.get("section") not in ("mem", "short", "infer") or "error" in r:
             continue
-        args = model_args(r, a.out)
+        args = model_args(r, a.out, a.exports)
         meas = r.get("peak_allocated_bytes")
         mt = (r.get("memtracker_peak") or {}).get("Total")
         cells = [r["row"]]
