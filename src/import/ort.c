@@ -1302,18 +1302,22 @@ static int ort_type_at(const char *s, int at) {
     return s ? ort_first_float_type(s) : -1;
 }
 
-/* Does a slot cast value `name` (ONNX Runtime's "InsertedPrecisionFreeCast_"
- * before a kernel without a version for its type)? Its reader then reads
- * the cast, in the other type, legitimately. */
-static bool ort_cast_of(const ort *o, const char *name) {
-    size_t ln = strlen(name);
+/* The values ONNX Runtime cast ("InsertedPrecisionFreeCast_VALUE" before a
+ * kernel without a version for its type), by name, into `m` (the keys point
+ * into the profile's strings): their readers read the cast, in the other
+ * type, legitimately. */
+static mp_status ort_casts(const ort *o, mp_strmap *m) {
     for (int i = 0; i < o->n_slots; i++) {
         const char *nm = ort_str(o, o->slots[i].name);
-        size_t nl = strlen(nm) >= 12 ? strlen(nm) - 12 : 0;   /* less "_kernel_time" */
+        size_t len = strlen(nm), nl = len >= 12 ? len - 12 : 0;   /* less "_kernel_time" */
         const char *of = ort_inserted_cast(nm, nl);
-        if (of && (size_t)(nm + nl - of) == ln && !memcmp(of, name, ln)) return true;
+        if (!of) continue;
+        size_t ln = (size_t)(nm + nl - of);
+        uint32_t h = mp_strmap_hash(of, ln);
+        if (mp_strmap_getn_h(m, of, ln, h) < 0 && mp_strmap_put_h(m, of, ln, h, 1) != MP_OK)
+            return mp_error(MP_ERR_NOMEM, "out of memory");
     }
-    return false;
+    return MP_OK;
 }
 
 /* With optimisations off, an event named after its node and of its op reads
@@ -1326,14 +1330,16 @@ static bool ort_cast_of(const ort *o, const char *name) {
  * table): there only the graph's inputs tell the twins apart. */
 static mp_status ort_check_weight_types(ort *o) {
     const mp_graph *g = o->g;
-    for (int i = 0; i < o->n_slots; i++) {
+    mp_strmap casts = {0};
+    mp_status st = ort_casts(o, &casts);
+    for (int i = 0; !st && i < o->n_slots; i++) {
         const ort_slot *s = &o->slots[i];
         if (s->how != ORT_EXACT || s->anchor < 0 || s->in == MP_TORT_NONE) continue;
         const mp_node *nd = &g->nodes[s->anchor];
         if (strcmp(nd->op, ort_str(o, s->op))) continue;
         ort_shape sh[ORT_MAX_SHAPES];
         int n = ort_shapes(ort_str(o, s->in), sh);
-        for (int j = 0; n > 0 && j < nd->n_in; j++) {
+        for (int j = 0; !st && n > 0 && j < nd->n_in; j++) {
             int v = nd->in[j];
             if (v < 0) continue;
             const mp_value *val = &g->values[v];
@@ -1342,16 +1348,17 @@ static mp_status ort_check_weight_types(ort *o) {
             if ((val->flags & MP_VAL_INIT) && !o->unopt) continue;
             int at = ort_in_pos(o, s->anchor, j, n);
             int dt = at >= 0 ? ort_type_at(ort_str(o, s->in), at) : -1;
-            if (dt < 0 || dt == want || ort_cast_of(o, val->name)) continue;
+            if (dt < 0 || dt == want || mp_strmap_get(&casts, val->name) >= 0) continue;
             char ev[512];
-            return mp_error(MP_ERR_SHAPE,
-                            "%s: the profile is not of this model: its node '%s' (%s) read '%s' as %s, and the "
-                            "model's is %s: a profile of the model in another precision",
-                            o->path, ort_event(o, s, ev, sizeof ev), nd->op, val->name, mp_dtype_name(dt),
-                            mp_dtype_name(want));
+            st = mp_error(MP_ERR_SHAPE,
+                          "%s: the profile is not of this model: its node '%s' (%s) read '%s' as %s, and the "
+                          "model's is %s: a profile of the model in another precision",
+                          o->path, ort_event(o, s, ev, sizeof ev), nd->op, val->name, mp_dtype_name(dt),
+                          mp_dtype_name(want));
         }
     }
-    return MP_OK;
+    mp_strmap_free(&casts);
+    return st;
 }
 
 static mp_status ort_check(ort *o, bool *seen) {
