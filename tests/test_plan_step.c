@@ -342,6 +342,35 @@ static void t_host_bound(void) {
     t_cli_free(&r);
 }
 
+/* A Linear's bias added after its MatMul (the TorchScript exporter's form
+ * of F.linear on a rank-3 input) writes no tensor of its own: PyTorch adds
+ * it in place (addmm, or matmul then add_). x[2,8,16] -> MatMul W[16,64]
+ * -> Add b[64] -> MatMul W2[64,16] -> y (output), fp32, inference: the
+ * first product's 2*8*64*4 = 4,096 B is the sum too, so the peak is at the
+ * second product, 4,096 + its 1,024 B output = 5,120 (8,192 at the Add when
+ * the sum was a tensor of its own). An Add of two activations keeps its
+ * own output: the same graph with b an input peaks at 8,192. */
+static void t_bias_in_place(void) {
+    for (int k = 0; k < 2; k++) {
+        mp_model *m = tb_new(17);
+        tb_input(m, "x", MP_DT_FLOAT, 3, TB_DIMS(2, 8, 16));
+        tb_weight(m, "W", MP_DT_FLOAT, 2, TB_DIMS(16, 64));
+        if (k) tb_input(m, "b", MP_DT_FLOAT, 1, TB_DIMS(64));
+        else tb_weight(m, "b", MP_DT_FLOAT, 1, TB_DIMS(64));
+        tb_weight(m, "W2", MP_DT_FLOAT, 2, TB_DIMS(64, 16));
+        tb_node(m, "MatMul", "x,W", "h");
+        tb_node(m, "Add", "h,b", "a");
+        tb_node(m, "MatMul", "a,W2", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        const char *kv[] = {"inference", "1", "precision", "fp32", NULL};
+        mp_tplan *pl = p ? plan_with(p, kv) : NULL;
+        if (pl) T_EQ_U64(pl->infer_acts, k ? 8192 : 5120);
+        mp_tplan_free(pl);
+        tb_done(m, p);
+    }
+}
+
 /* The launch queue (layout.c): a kernel starts once the host issued it
  * and the device finished the one before. x[1,1024] -> Reshape (a view:
  * host only) -> Relu (one kernel) -> MatMul W[1024,1024] (t, mm: two
@@ -1366,6 +1395,7 @@ MP_TESTS(plan_step) {
     {"ddp_buckets", t_ddp_buckets},
     {"zero3_gathered", t_zero3_gathered},
     {"host_bound", t_host_bound},
+    {"bias_in_place", t_bias_in_place},
     {"launch_queue", t_launch_queue},
     {"tf32", t_tf32},
     {"native_depthwise", t_native_depthwise},

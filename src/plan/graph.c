@@ -666,11 +666,14 @@ static bool strides_of(const pctx *c, int v, int64_t *st, int depth) {
     if (val->rank < 0 || val->rank > MAX_RANK) return false;
     for (int i = 0; i < val->rank; i++)
         if (val->dims[i] < 0) return false;
-    if (c->stor[v] == v || depth > 64) {
-        contiguous_strides(val, st);
-        return c->stor[v] == v;
-    }
     int pi = val->producer;
+    /* a Linear's bias added in place (graph.c's walk): the product's storage,
+     * contiguous in the sum's own shape */
+    bool in_place = pi >= 0 && mp_streq(c->g->nodes[pi].op, "Add");
+    if (c->stor[v] == v || depth > 64 || in_place) {
+        contiguous_strides(val, st);
+        return c->stor[v] == v || in_place;
+    }
     if (pi < 0) return false;
     const mp_node *n = &c->g->nodes[pi];
     if (n->n_in < 1 || n->in[0] < 0) return false;
@@ -723,7 +726,9 @@ static bool strides_of(const pctx *c, int v, int64_t *st, int depth) {
 static bool product_copies(const pctx *c, const mp_node *n, int which) {
     if (!mp_streq(n->op, "MatMul") || n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) return false;
     int v = n->in[which];
-    if (c->stor[v] == v) return false; /* its own storage: contiguous */
+    int vp = c->g->values[v].producer;
+    if (c->stor[v] == v || (vp >= 0 && mp_streq(c->g->nodes[vp].op, "Add")))
+        return false; /* its own storage, or a product's its bias was added to in place: contiguous */
     const mp_value *a = &c->g->values[n->in[0]], *b = &c->g->values[n->in[1]];
     const mp_value *x = &c->g->values[v];
     if (x->rank < 2 || x->rank > MAX_RANK) return false;
@@ -1424,6 +1429,19 @@ static mp_status graph_pass(pctx *c) {
                 t.view = true;
             }
         }
+        /* a Linear's bias added after its MatMul (the TorchScript exporter's
+         * form of F.linear for an input of rank 3 or more) writes no tensor
+         * of its own: PyTorch runs addmm on the flattened input, or the
+         * product then bias.add_ in place (aten/src/ATen/native/Linear.cpp),
+         * so the sum is the product's storage */
+        if (mp_streq(n->op, "Add") && n->n_out > 0 && n->out[0] >= 0 && role != ROLE_GUARD)
+            for (int i = 0; i < 2; i++) {
+                int x = n->in[1 - i];
+                if (!linear_bias_add(c, n, i) || mp_sole_use(g, x) != ni || c->adt[n->out[0]] != c->adt[x]) continue;
+                c->stor[n->out[0]] = c->stor[x];
+                c->noncontig[n->out[0]] = c->noncontig[x];
+                break;
+            }
 
         /* tensor parallelism (Megatron-LM): column-parallel products split
          * their output, row-parallel ones their input (an all-reduce of the
@@ -1890,7 +1908,8 @@ static int call_end(const pctx *c, int a, int k, int last) {
 /* The inference forward's live activations, as eager PyTorch holds them
  * under no_grad: each node's outputs are allocated when it runs and freed
  * after their last reader; a view (transpose, reshape of a contiguous
- * tensor, slice) shares its input's storage; a pattern run as one operator
+ * tensor, slice) shares its input's storage, and so does a Linear's bias
+ * added in place after its product; a pattern run as one operator
  * (a fused attention, F.layer_norm, F.gelu) materialises only what leaves
  * the group: a fused attention never writes its scores (--attention eager:
  * they are written and read as the graph says). Graph inputs are resident
