@@ -28,7 +28,9 @@ Sections:
           torchvision Swin-T at 32 under autocast, ConvNeXt-T at 64 in
           fp32): the step's wall time, the device's kernel time in it
           (torch.profiler), its kernels (the 15 longest by name) and its
-          dispatched operators
+          dispatched operators; the forward and loss alone, timed and
+          counted (the host's cost of a forward operator, what a
+          checkpointed recompute adds)
   mem     the project's fixture decoders (tools/fixture_models.py, eager
           attention, transformers' causal-LM loss: logits upcast, labels
           shifted) in pure bf16 and under autocast, AdamW: the measured peak
@@ -290,6 +292,20 @@ def short_rows():
                  params=sum(p.numel() for p in model.parameters()))
         r.update(device_time(one))
         r["ops_per_step"] = count_ops(one)
+
+        def fwd():   # the forward and loss alone (what checkpointing runs again), graph dropped
+            with autocast(amp):
+                make_loss()
+
+        times = []
+        for _ in range(steps + 1):
+            sync()
+            t = time.perf_counter()
+            fwd()
+            sync()
+            times.append((time.perf_counter() - t) * 1e3)
+        r["fwd_ms_median"] = statistics.median(times[1:])
+        r["fwd_ops"] = count_ops(fwd)
         if r.get("device_kernel_ms"):
             r["host_us_per_op_if_host_bound"] = (ms * 1e3) / r["ops_per_step"]
         del model, opt
