@@ -2626,7 +2626,40 @@ static void test_spin_default(void) {
     T_CHECK(mp_dnnl_spin_choice(NULL, NULL, true) == NULL);
 }
 
+/* A 16-bit model's kernels run the portable code (the glue runs oneDNN on
+ * fp32 tensors only): the run counts them (run.portable_16bit) and the
+ * text says what its latency describes; the fp32 twin runs on oneDNN. */
+static void test_portable_16bit(void) {
+    for (int k = 0; k < 2; k++) {
+        int dt = k ? MP_DT_FLOAT16 : F;
+        mp_model *m = tb_new(14);
+        tb_input(m, "x", dt, 4, TB_DIMS(1, 8, 16, 16));
+        tb_weight(m, "W", dt, 4, TB_DIMS(8, 8, 3, 3));
+        tb_node(m, "Conv", "x,W", "c");
+        tb_node(m, "Relu", "c", "y");
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        mp_exec *pl = p ? measure_plan(p, 1, 2) : NULL;
+        static uint8_t zero[8 * 16 * 16 * 4];
+        if (pl) T_OK(mp_exec_set_input(pl, "x", dt, 4, TB_DIMS(1, 8, 16, 16), zero, (size_t)8 * 16 * 16 * (k ? 2 : 4)));
+        if (pl) T_OK(mp_profile_run(pl, p));
+        if (pl && mp_dnnl_available()) {
+            T_EQ(p->run.portable_steps, k ? p->run.steps : 0);
+            T_EQ(p->run.portable_16bit, k ? p->run.steps : 0);
+            char *txt = NULL;
+            mp_report_options ro;
+            T_OK(mp_report_options_init(&ro, sizeof ro));
+            T_OK(mp_report_string(p, &ro, &txt));
+            T_CHECK(txt && (strstr(txt, "portable code because their tensors are fp16 or bf16") != NULL) == (k == 1));
+            free(txt);
+        }
+        mp_exec_free(pl);
+        tb_done(m, p);
+    }
+}
+
 MP_TESTS(dnnl){
+    {"portable_16bit", test_portable_16bit},
     {"spin_default", test_spin_default},
     {"conv_hand", test_conv_hand},
     {"conv_random", test_conv_random},
