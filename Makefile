@@ -243,6 +243,7 @@ plan-check: $(BUILD)/modelprof
 	/usr/bin/python3 tools/plan_h100.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
 	/usr/bin/python3 tools/plan_h200.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
 	/usr/bin/python3 tools/host_ops.py --modelprof $(BUILD)/modelprof --out $(BUILD)/host_ops
+	/usr/bin/python3 tools/plan_measured.py --modelprof $(BUILD)/modelprof --out $(BUILD)/plan
 
 .PHONY: plan-check
 

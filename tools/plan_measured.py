@@ -17,8 +17,10 @@ Face's own, exported where they ran (--exports DIR: tools/measure_gpu.py
 --only export, its exports.tar.gz unpacked; named by the row's model).
 Rows of models not here (Hugging Face's Llama and Gemma-2 without
 --exports) are printed as measured only.
-Every row is planned with --gpu h200 --reserve-gb 0. Prints the table; exit
-status 0 (the figures are for docs/PLANNING.md, not a gate).
+Every row is planned with --gpu h200 --reserve-gb 0. Prints the table
+(docs/PLANNING.md section 9, "Measured here on an H200"); exit status 1 when
+a planned row is outside issue 33's targets (peak within 15%, a training
+step within 0.67-1.5x), except the misses KNOWN names with their reason.
 """
 
 import argparse
@@ -32,6 +34,13 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from plan_h100 import export_decoder  # noqa: E402
+
+# Misses the graph cannot close, printed with their reason, not failing.
+KNOWN = {
+    "bert_base fixture 8x512 fp32 inference":
+        "the fixture's `scores = scores + mask` holds the masked scores by a Python name beside the "
+        "probabilities; the graph does not say which tensor a name holds (docs/PLANNING.md section 9)",
+}
 
 DECODERS = {"gemma2_2b_2layers": "GEMMA2_2B_2LAYERS", "llama_1b": "LLAMA_1B", "qwen25_05b": "QWEN25_05B",
             "mistral_7b_2layers": "MISTRAL_7B_2LAYERS"}
@@ -88,6 +97,7 @@ def main():
     a = ap.parse_args()
     ref = json.load(open(a.ref))
     print("%s (torch %s): modelprof plan vs measured, --reserve-gb 0" % (ref["gpu"], ref["torch"]))
+    bad = rows = known = 0
     print("| row | planned peak | measured | ratio | MemTracker | ratio | planned step | measured | ratio | bound |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in ref["rows"]:
@@ -118,26 +128,39 @@ def main():
         p, err = plan(a.modelprof, args)
         if p is None:
             print("| %s | failed: %s |" % (r["row"], err[:200]))
+            bad += 1
             continue
+        rows += 1
         if r["section"] == "infer":
-            peak = p["memory"]["activations_bytes"] if "activations_bytes" in p["memory"] else None
-            peak = p["memory"].get("peak_bytes") - p["memory"].get("weights_bytes", 0) if peak is None else peak
+            peak = p["memory"]["activations_bytes"]
             meas = r["activation_peak_bytes"]
             cells += ["%.3f GB (act.)" % (peak / 1e9), "%.3f GB" % (meas / 1e9), "%.3f" % (peak / meas), "", ""]
+            ok = abs(peak / meas - 1) <= 0.15
         else:
             peak = p["memory"]["peak_bytes"]
             cells += ["%.2f GB" % (peak / 1e9), "%.2f GB" % (meas / 1e9), "%.3f" % (peak / meas),
                       "%.2f GB" % (mt / 1e9) if mt else "", "%.3f" % (mt / meas) if mt else ""]
+            ok = abs(peak / meas - 1) <= 0.15
         if "step_ms_median" in r:
             st = p["step_time_s"] * 1e3
             host = p.get("host") or {}
             cells += ["%.1f ms" % st, "%.1f ms" % r["step_ms_median"], "%.2f" % (st / r["step_ms_median"]),
                       str(host.get("bound", ""))]
+            ok = ok and 0.67 <= st / r["step_ms_median"] <= 1.5
         else:
             cells += ["", "", "", ""]
-        print("| " + " | ".join(cells) + " |")
+        line = "| " + " | ".join(cells) + " |"
+        if not ok and r["row"] in KNOWN:
+            line += " known: " + KNOWN[r["row"]]
+            known += 1
+        elif not ok:
+            line += " <- outside the target"
+            bad += 1
+        print(line)
         sys.stdout.flush()
-    return 0
+    print("%d of %d planned rows within the targets (peak +-15%%, step within 0.67-1.5x), %d known miss%s"
+          % (rows - bad - known, rows, known, "" if known == 1 else "es"))
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
