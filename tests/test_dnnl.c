@@ -2626,17 +2626,15 @@ static void test_spin_default(void) {
     T_CHECK(mp_dnnl_spin_choice(NULL, NULL, true) == NULL);
 }
 
-/* A 16-bit model's kernels run the portable code (the glue runs oneDNN on
- * fp32 tensors only): the run counts them (run.portable_16bit) and the
- * text says what its latency describes; the fp32 twin runs on oneDNN. */
+/* A 16-bit model's kernels that oneDNN does not serve (Sin) run the
+ * portable code: the run counts them (run.portable_16bit) and the text
+ * says what its latency describes; the fp32 twin counts none. */
 static void test_portable_16bit(void) {
     for (int k = 0; k < 2; k++) {
         int dt = k ? MP_DT_FLOAT16 : F;
         mp_model *m = tb_new(14);
         tb_input(m, "x", dt, 4, TB_DIMS(1, 8, 16, 16));
-        tb_weight(m, "W", dt, 4, TB_DIMS(8, 8, 3, 3));
-        tb_node(m, "Conv", "x,W", "c");
-        tb_node(m, "Relu", "c", "y");
+        tb_node(m, "Sin", "x", "y");
         tb_output(m, "y");
         mp_profile *p = tb_prof(m);
         mp_exec *pl = p ? measure_plan(p, 1, 2) : NULL;
@@ -2644,7 +2642,7 @@ static void test_portable_16bit(void) {
         if (pl) T_OK(mp_exec_set_input(pl, "x", dt, 4, TB_DIMS(1, 8, 16, 16), zero, (size_t)8 * 16 * 16 * (k ? 2 : 4)));
         if (pl) T_OK(mp_profile_run(pl, p));
         if (pl && mp_dnnl_available()) {
-            T_EQ(p->run.portable_steps, k ? p->run.steps : 0);
+            T_EQ(p->run.portable_steps, p->run.steps);
             T_EQ(p->run.portable_16bit, k ? p->run.steps : 0);
             char *txt = NULL;
             mp_report_options ro;
@@ -2658,8 +2656,109 @@ static void test_portable_16bit(void) {
     }
 }
 
+/* fp16 or bf16 values from fp32 ones, and back (round to nearest even). */
+static uint16_t *to16(int dt, const float *f, int64_t n) {
+    uint16_t *h = malloc(sizeof *h * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; h && i < n; i++) h[i] = dt == MP_DT_FLOAT16 ? mp_float_to_half(f[i]) : mp_float_to_bf16(f[i]);
+    return h;
+}
+
+/* Measured run of p with 16-bit inputs (names[i], data[i] of dims[i]), on
+ * the portable kernels or not: output 0 as fp32 (malloc'd, *n values), and
+ * the run's kernel counts in p->run. */
+static float *half_run(mp_profile *p, int dt, bool portable, int n_in, const char **names, uint16_t **data,
+                       const int64_t *const *dims, const int *ranks, int64_t *n) {
+    bool was = mp_run_portable_only;
+    mp_run_portable_only = portable;
+    mp_exec *pl = measure_plan(p, 1, 2);
+    float *r = NULL;
+    *n = 0;
+    for (int i = 0; pl && i < n_in; i++)
+        T_OK(mp_exec_set_input(pl, names[i], dt, ranks[i], dims[i], data[i],
+                               sizeof(uint16_t) * (size_t)mp_dims_product(dims[i], ranks[i])));
+    if (pl) T_OK(mp_profile_run(pl, p));
+    const char *name;
+    int odt = 0, rank;
+    const int64_t *od;
+    const void *out = NULL;
+    if (pl) T_OK(mp_exec_output(pl, 0, &name, &odt, &rank, &od, &out));
+    if (out && odt == dt) {
+        *n = mp_dims_product(od, rank);
+        r = malloc(sizeof *r * (size_t)(*n > 0 ? *n : 1));
+        const uint16_t *h = out;
+        for (int64_t i = 0; r && i < *n; i++) r[i] = dt == MP_DT_FLOAT16 ? mp_half_to_float(h[i]) : mp_bf16_to_float(h[i]);
+    } else if (pl) {
+        mp_t_fail(__FILE__, __LINE__, "output 0 is %s, %s expected", mp_dtype_name(odt), mp_dtype_name(dt));
+    }
+    mp_exec_free(pl);
+    mp_run_portable_only = was;
+    return r;
+}
+
+/* Nodes whose float activations are fp16 or bf16 run on the fp32 oneDNN
+ * kernels between conversions, as ONNX Runtime's CPU provider runs them
+ * (dnnl_half.c): a Conv with bias, Relu and Clip (fused), a MatMul with a
+ * residual of the same type added (fused: the residual is a 16-bit input
+ * the group gains); the Clip's 16-bit bounds are read at plan time. Each
+ * is one oneDNN kernel, and the outputs are the portable kernels' within
+ * the type's rounding (relative L2 3e-3 for fp16, 2e-2 for bf16). */
+static void test_half_on_onednn(void) {
+    for (int c = 0; c < 4; c++) {
+        int dt = c % 2 ? MP_DT_BFLOAT16 : MP_DT_FLOAT16;
+        bool conv = c < 2;
+        mp_model *m = tb_new(14);
+        double wv[32 * 24], bv[8];
+        for (int i = 0; i < 32 * 24; i++) wv[i] = frand() * 0.3;
+        for (int i = 0; i < 8; i++) bv[i] = frand();
+        const char *names[2] = {"x", "a"};
+        int64_t xd[4] = {1, 8, 32, 32}, md[3] = {2, 16, 32}, ad[3] = {2, 16, 24};
+        const int64_t *dims[2] = {conv ? xd : md, ad};
+        int ranks[2] = {conv ? 4 : 3, 3};
+        int n_in = conv ? 1 : 2;
+        if (conv) {
+            tb_input(m, "x", dt, 4, xd);
+            tb_const_f(m, "W", dt, 4, TB_DIMS(8, 8, 3, 3), wv);
+            tb_const_f(m, "B", dt, 1, TB_DIMS(8), bv);
+            int cn = tb_node(m, "Conv", "x,W,B", "c");
+            tb_attr_ints(m, cn, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+            tb_node(m, "Relu", "c", "r");
+            tb_const_f(m, "lo", dt, 0, NULL, (const double[]){0.25});
+            tb_const_f(m, "hi", dt, 0, NULL, (const double[]){1.5});
+            tb_node(m, "Clip", "r,lo,hi", "y");
+        } else {
+            tb_input(m, "x", dt, 3, md);
+            tb_input(m, "a", dt, 3, ad);
+            tb_const_f(m, "W", dt, 2, TB_DIMS(32, 24), wv);
+            tb_node(m, "MatMul", "x,W", "mm");
+            tb_node(m, "Add", "mm,a", "y");
+        }
+        tb_output(m, "y");
+        mp_profile *p = tb_prof(m);
+        uint16_t *data[2] = {NULL, NULL};
+        for (int i = 0; i < n_in; i++) {
+            int64_t n = mp_dims_product(dims[i], ranks[i]);
+            float *f = rnd(n);
+            data[i] = to16(dt, f, n);
+            free(f);
+        }
+        int64_t nw = 0, ng = 0;
+        float *want = p ? half_run(p, dt, true, n_in, names, data, dims, ranks, &nw) : NULL;
+        float *got = p ? half_run(p, dt, false, n_in, names, data, dims, ranks, &ng) : NULL;
+        if (p && mp_dnnl_available() && (p->run.portable_steps || p->run.portable_16bit || p->run.steps != 1))
+            mp_t_fail(__FILE__, __LINE__, "case %d: %d kernels, %d portable (%d for 16 bits); one fused group "
+                      "expected", c, p->run.steps, p->run.portable_steps, p->run.portable_16bit);
+        T_EQ(ng, nw);
+        double tol = dt == MP_DT_FLOAT16 ? 3e-3 : 2e-2;
+        if (want && got && ng == nw && ng > 0 && !(rel_l2(got, want, ng) <= tol))
+            mp_t_fail(__FILE__, __LINE__, "case %d: relative L2 error %g", c, rel_l2(got, want, ng));
+        free(want), free(got), free(data[0]), free(data[1]);
+        tb_done(m, p);
+    }
+}
+
 MP_TESTS(dnnl){
     {"portable_16bit", test_portable_16bit},
+    {"half_on_onednn", test_half_on_onednn},
     {"spin_default", test_spin_default},
     {"conv_hand", test_conv_hand},
     {"conv_random", test_conv_random},

@@ -104,15 +104,17 @@ const mp_value *dn_gout(const mp_graph *g, const mp_node *n, int i) {
     if (i < 0 || i >= n->n_out || n->out[i] < 0) return NULL;
     return &g->values[n->out[i]];
 }
+/* fp32; or fp16/bf16 while dn_half_mode asks what a 16-bit node would get
+ * (dnnl_half.c converts its tensors at the node's boundary). */
 bool dn_is_f32(const mp_value *v) {
-    return v && v->dtype == MP_DT_FLOAT && mp_shape_known(v);
+    return v && mp_shape_known(v) &&
+           (v->dtype == MP_DT_FLOAT || (dn_half_mode && (v->dtype == MP_DT_FLOAT16 || v->dtype == MP_DT_BFLOAT16)));
 }
 /* fp32, or fp16/bf16 that prepare converts once (constant weights). */
 
 bool dn_is_wt(const mp_graph *g, const mp_value *v) {
-    return v && mp_shape_known(v) &&
-           (v->dtype == MP_DT_FLOAT ||
-            ((v->dtype == MP_DT_FLOAT16 || v->dtype == MP_DT_BFLOAT16) && dn_is_const_in(g, v)));
+    return dn_is_f32(v) || (v && mp_shape_known(v) &&
+                            (v->dtype == MP_DT_FLOAT16 || v->dtype == MP_DT_BFLOAT16) && dn_is_const_in(g, v));
 }
 /* Constant at plan time as far as the graph tells: an initializer, a
  * Constant node's output, or contents the inference worked out. */
@@ -220,9 +222,18 @@ static const mp_kernel k_lnorm = {"onednn:layernorm", dn_lnorm_prepare, dn_dk_ru
 static const mp_kernel k_attn = {"onednn:attention", dn_attn_prepare, dn_attn_run, dn_attn_release};
 static const mp_kernel k_transpose = {"onednn:reorder", dn_transpose_prepare, dn_dk_run, dn_dk_release};
 
+/* A node whose float activations are fp16 or bf16 gets the kernel it would
+ * get in fp32, run between conversions (dnnl_half.c). */
 const mp_kernel *mp_dnnl_kernel(const mp_graph *g, const mp_node *n) {
     if (!g || !n || !n->op || !n->domain || !mp_dnnl_available()) return NULL;
     if (n->domain[0] && !mp_streq(n->domain, "ai.onnx")) return NULL;
+    const mp_kernel *kern = dn_fp32_kernel(g, n);
+    return kern ? kern : dn_half_kernel(g, n);
+}
+
+/* The kernel for n's dtypes and shapes as they are (fp32 activations, or
+ * 16-bit ones under dn_half_mode). */
+const mp_kernel *dn_fp32_kernel(const mp_graph *g, const mp_node *n) {
     const char *op = n->op;
     if (mp_streq(op, "LSTM") || mp_streq(op, "GRU") || mp_streq(op, "RNN")) return mp_dnnl_rnn_kernel(g, n);
     bool swap;

@@ -375,7 +375,8 @@ bool dn_eltwise_of(const mp_graph *g, const mp_node *c, eltw *e) {
         e->b[0] = (float)mp_attr_f(c, "max", INFINITY);
         for (int j = 1; j < c->n_in && j < 3; j++) {
             const mp_value *b = dn_gval(g, c, j);
-            if (b && (!dn_is_const_in(g, b) || b->dtype != MP_DT_FLOAT || mp_value_numel(b) != 1)) return false;
+            /* fp32, or 16-bit for a 16-bit node (dnnl_half.c: read decoded) */
+            if (b && (!dn_is_const_in(g, b) || !dn_is_f32(b) || mp_value_numel(b) != 1)) return false;
         }
     } else {
         return false;

@@ -311,6 +311,13 @@ void dn_set_threads(int n);
 mp_status dn_dfail(const mp_kctx *k, dnnl_status_t s, const char *what);
 const mp_value *dn_gval(const mp_graph *g, const mp_node *n, int i);
 const mp_value *dn_gout(const mp_graph *g, const mp_node *n, int i);
+/* Set while the glue asks or runs the fp32 kernel of a node whose float
+ * activations are 16-bit (dnnl_half.c): dn_is_f32 then takes fp16 and
+ * bf16 tensors, which the wrapper converts at the node's boundary. */
+extern _Thread_local bool dn_half_mode;
+const mp_kernel *dn_fp32_kernel(const mp_graph *g, const mp_node *n);
+bool dn_half_node(const mp_graph *g, const mp_node *n);
+const mp_kernel *dn_half_kernel(const mp_graph *g, const mp_node *n);
 bool dn_is_f32(const mp_value *v);
 bool dn_is_wt(const mp_graph *g, const mp_value *v);
 bool dn_is_const_in(const mp_graph *g, const mp_value *v);
