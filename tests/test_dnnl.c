@@ -2626,15 +2626,21 @@ static void test_spin_default(void) {
     T_CHECK(mp_dnnl_spin_choice(NULL, NULL, true) == NULL);
 }
 
-/* A 16-bit model's kernels that oneDNN does not serve (Sin) run the
- * portable code: the run counts them (run.portable_16bit) and the text
- * says what its latency describes; the fp32 twin counts none. */
-static void test_portable_16bit(void) {
-    for (int k = 0; k < 2; k++) {
+/* The run counts the kernels on oneDNN and on the portable code, and the
+ * text says so: a lone Sin (no oneDNN counterpart) is portable in fp32 and
+ * fp16 alike; an fp16 Conv and Relu run on oneDNN (dnnl_half.c). */
+static void test_kernels_counted(void) {
+    for (int k = 0; k < 3; k++) {
         int dt = k ? MP_DT_FLOAT16 : F;
         mp_model *m = tb_new(14);
         tb_input(m, "x", dt, 4, TB_DIMS(1, 8, 16, 16));
-        tb_node(m, "Sin", "x", "y");
+        if (k == 2) {
+            tb_weight(m, "W", dt, 4, TB_DIMS(8, 8, 3, 3));
+            tb_node(m, "Conv", "x,W", "c");
+            tb_node(m, "Relu", "c", "y");
+        } else {
+            tb_node(m, "Sin", "x", "y");
+        }
         tb_output(m, "y");
         mp_profile *p = tb_prof(m);
         mp_exec *pl = p ? measure_plan(p, 1, 2) : NULL;
@@ -2642,13 +2648,13 @@ static void test_portable_16bit(void) {
         if (pl) T_OK(mp_exec_set_input(pl, "x", dt, 4, TB_DIMS(1, 8, 16, 16), zero, (size_t)8 * 16 * 16 * (k ? 2 : 4)));
         if (pl) T_OK(mp_profile_run(pl, p));
         if (pl && mp_dnnl_available()) {
-            T_EQ(p->run.portable_steps, p->run.steps);
-            T_EQ(p->run.portable_16bit, k ? p->run.steps : 0);
+            T_EQ(p->run.portable_steps, k == 2 ? 0 : p->run.steps);
             char *txt = NULL;
             mp_report_options ro;
             T_OK(mp_report_options_init(&ro, sizeof ro));
             T_OK(mp_report_string(p, &ro, &txt));
-            T_CHECK(txt && (strstr(txt, "portable code because their tensors are fp16 or bf16") != NULL) == (k == 1));
+            T_CHECK(txt && strstr(txt, k == 2 ? "kernels:                1 on oneDNN, 0 portable"
+                                              : "kernels:                0 on oneDNN, 1 portable") != NULL);
             free(txt);
         }
         mp_exec_free(pl);
@@ -2744,9 +2750,9 @@ static void test_half_on_onednn(void) {
         int64_t nw = 0, ng = 0;
         float *want = p ? half_run(p, dt, true, n_in, names, data, dims, ranks, &nw) : NULL;
         float *got = p ? half_run(p, dt, false, n_in, names, data, dims, ranks, &ng) : NULL;
-        if (p && mp_dnnl_available() && (p->run.portable_steps || p->run.portable_16bit || p->run.steps != 1))
-            mp_t_fail(__FILE__, __LINE__, "case %d: %d kernels, %d portable (%d for 16 bits); one fused group "
-                      "expected", c, p->run.steps, p->run.portable_steps, p->run.portable_16bit);
+        if (p && mp_dnnl_available() && (p->run.portable_steps || p->run.steps != 1))
+            mp_t_fail(__FILE__, __LINE__, "case %d: %d kernels, %d portable; one fused group expected", c,
+                      p->run.steps, p->run.portable_steps);
         T_EQ(ng, nw);
         double tol = dt == MP_DT_FLOAT16 ? 3e-3 : 2e-2;
         if (want && got && ng == nw && ng > 0 && !(rel_l2(got, want, ng) <= tol))
@@ -2757,7 +2763,7 @@ static void test_half_on_onednn(void) {
 }
 
 MP_TESTS(dnnl){
-    {"portable_16bit", test_portable_16bit},
+    {"kernels_counted", test_kernels_counted},
     {"half_on_onednn", test_half_on_onednn},
     {"spin_default", test_spin_default},
     {"conv_hand", test_conv_hand},

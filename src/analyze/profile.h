@@ -94,8 +94,6 @@ typedef struct mp_runinfo {
     uint64_t peak_rss_bytes;        /* the process's peak resident set (getrusage) */
     int steps;                      /* kernels called per pass */
     int portable_steps;             /* of them, modelprof's portable kernels (the rest oneDNN's) */
-    int portable_16bit;             /* of those, with fp16 or bf16 outputs while oneDNN was loaded:
-                                       oneDNN 2.6 computes fp32 on this CPU (docs/DESIGN.md) */
     int folded;                     /* nodes folded away at plan time */
     int fused;                      /* nodes absorbed into a fused group */
     int run_shaped;                 /* nodes whose sizes only the data decides, counted with the

@@ -564,7 +564,6 @@ static void js_run(jw *w, const mp_profile *p) {
     jw_ki64(w, "folded_nodes", r->folded);
     jw_ki64(w, "sized_by_run_nodes", r->run_shaped);
     jw_ki64(w, "portable_kernels", r->portable_steps);
-    jw_ki64(w, "portable_16bit_kernels", r->portable_16bit);
     jw_key(w, "kernel_groups");
     jw_open(w, '[');
     for (int i = 0; i < p->n_groups; i++) {

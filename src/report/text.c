@@ -297,14 +297,6 @@ static void tx_measured_summary(tx *t) {
     tx_label(t, "kernels:");
     tx_printf(t, "%d on oneDNN, %d portable (modelprof's own code)\n", r->steps - r->portable_steps,
               r->portable_steps);
-    if (r->portable_16bit > 0 && 2 * r->portable_16bit > r->steps) {
-        tx_label(t, "");
-        tx_printf(t, "note: %d of the %d kernels run modelprof's portable code because their tensors are fp16 or "
-                  "bf16 (modelprof runs oneDNN on fp32 tensors only): the latency describes that code, not this "
-                  "machine at its best; ONNX Runtime runs such nodes in fp32 between Casts it inserts, and the "
-                  "model's fp32 export measures what oneDNN takes\n",
-                  r->portable_16bit, r->steps);
-    }
     tx_label(t, "run memory:");
     tx_printf(t, "%s (activation arena ", mp_fmt_bytes(r->peak_memory_bytes).s);
     tx_printf(t, "%s (static estimate ", mp_fmt_bytes(r->arena_bytes).s);

@@ -457,17 +457,8 @@ mp_status mp_profile_run(mp_exec *pl, mp_profile *p) {
     r->fuse = pl->o.fuse != 0;
     r->node_timing = pl->o.node_timing != 0;
     r->steps = ns;
-    r->portable_steps = r->portable_16bit = 0;
-    bool dnnl = !mp_run_portable_only && mp_dnnl_available();
-    for (int i = 0; i < ns; i++) {
-        const mp_step *sp = &pl->steps[i];
-        if (strcmp(mp__step_kernel(sp), "portable")) continue;
-        r->portable_steps++;
-        const mp_node *n = sp->node >= 0 ? &pl->g->nodes[sp->node] : NULL;
-        int v = n && n->n_out > 0 ? n->out[0] : -1;
-        int dt = v >= 0 ? pl->g->values[v].dtype : MP_DT_UNDEFINED;
-        if (dnnl && (dt == MP_DT_FLOAT16 || dt == MP_DT_BFLOAT16)) r->portable_16bit++;
-    }
+    r->portable_steps = 0;
+    for (int i = 0; i < ns; i++) r->portable_steps += !strcmp(mp__step_kernel(&pl->steps[i]), "portable");
     r->folded = pl->n_folded;
     r->batch = mp_profile_batch(p);
     r->source = "modelprof";
