@@ -782,7 +782,69 @@ static void test_run_bf16_bits(void) {
     tb_done(m, p);
 }
 
+/* fp16 and bf16 element-wise ops on the portable kernels compute in fp32
+ * on converted chunks (elementwise.c): X[3, 1100] + B[1100] (a row longer
+ * than a chunk, B broadcast), then Sigmoid, then a Transpose (2-byte
+ * strided copy), each rounded to the 16-bit type. Values in [0.5, 1): the
+ * sums are exact in fp32, so the Add rounds once, as the double path did;
+ * Sigmoid within one 16-bit step of float math's. */
+static void test_run_16bit_elementwise(void) {
+    for (int k = 0; k < 2; k++) {
+        int dt = k ? MP_DT_BFLOAT16 : MP_DT_FLOAT16;
+        enum { R = 3, C = 1100 };
+        mp_model *m = tb_new(17);
+        tb_input(m, "X", dt, 2, TB_DIMS(R, C));
+        tb_input(m, "B", dt, 1, TB_DIMS(C));
+        tb_node(m, "Add", "X,B", "A");
+        tb_node(m, "Sigmoid", "A", "S");
+        tb_node(m, "Transpose", "S", "Y");
+        tb_output(m, "Y");
+        tb_output(m, "A");
+        mp_profile *p = tb_prof(m);
+        bool was = mp_run_portable_only;
+        mp_run_portable_only = true;
+        mp_run_options o;
+        mp_run_options_default(&o);
+        o.threads = 2;
+        mp_exec *pl = NULL;
+        if (p) T_OK(mp_exec_create(p, &o, &pl));
+        mp_run_portable_only = was;
+        static uint16_t x[R * C], b[C];
+        float (*to_f)(uint16_t) = k ? mp_bf16_to_float : mp_half_to_float;
+        uint16_t (*to_h)(float) = k ? mp_float_to_bf16 : mp_float_to_half;
+        for (int i = 0; i < R * C; i++) x[i] = to_h(0.5f + (float)((i * 37) % 997) / 2000.0f);
+        for (int i = 0; i < C; i++) b[i] = to_h(0.5f + (float)((i * 11) % 499) / 1000.0f);
+        if (pl) {
+            T_OK(mp_exec_set_input(pl, "X", dt, 2, TB_DIMS(R, C), x, sizeof x));
+            T_OK(mp_exec_set_input(pl, "B", dt, 1, TB_DIMS(C), b, sizeof b));
+            T_OK(mp_exec_run(pl));
+            const char *name;
+            int odt, rank;
+            const int64_t *dims;
+            const void *y, *a;
+            T_OK(mp_exec_output(pl, 0, &name, &odt, &rank, &dims, &y));
+            T_OK(mp_exec_output(pl, 1, &name, &odt, &rank, &dims, &a));
+            int bad_add = 0, bad_sig = 0;
+            float step = k ? 1.0f / 128 : 1.0f / 1024;
+            for (int r = 0; r < R; r++)
+                for (int c = 0; c < C; c++) {
+                    float sum = to_f(x[r * C + c]) + to_f(b[c]);
+                    uint16_t want_a = to_h(sum);
+                    bad_add += ((const uint16_t *)a)[r * C + c] != want_a;
+                    float want_s = 1.0f / (1.0f + expf(-to_f(want_a)));
+                    float got_s = to_f(((const uint16_t *)y)[c * R + r]);
+                    bad_sig += fabsf(got_s - want_s) > step;
+                }
+            T_EQ(bad_add, 0);
+            T_EQ(bad_sig, 0);
+            mp_exec_free(pl);
+        }
+        tb_done(m, p);
+    }
+}
+
 MP_TESTS(run){
+    {"run_16bit_elementwise", test_run_16bit_elementwise},
     {"run_bf16_bits", test_run_bf16_bits},
     {"run_fuse_fold", test_run_fuse_fold},
     {"run_fused_modules", test_run_fused_modules},

@@ -60,6 +60,11 @@ float mp_half_to_float(uint16_t h);
 uint16_t mp_float_to_half(float f);
 float mp_bf16_to_float(uint16_t h);
 uint16_t mp_float_to_bf16(float f);
+/* n 16-bit floats (dt MP_DT_FLOAT16 or MP_DT_BFLOAT16) to fp32 and back,
+ * the same values as the one-element conversions (F16C for fp16 where the
+ * CPU has it): what kernels computing 16-bit tensors in fp32 convert. */
+void mp_f16_widen(int dt, const uint16_t *s, float *d, int64_t n);
+void mp_f16_narrow(int dt, const float *s, uint16_t *d, int64_t n);
 float mp_fp8_to_float(uint8_t v, int dt);
 uint8_t mp_float_to_fp8(float f, int dt, bool saturate);
 bool mp_dtype_is_int(int dt);       /* signed/unsigned ints and bool */

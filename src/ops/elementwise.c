@@ -769,6 +769,60 @@ static void ew_binary_f32_range(void *arg, int64_t lo, int64_t hi) {
     }
 }
 
+/* fp16 or bf16 throughout: the fp32 rows on converted chunks (each value
+ * widened exactly, each result rounded to nearest even once), where the
+ * generic loop reads and writes every element in double through a switch
+ * on its type (an fp16 ConvNet's two residual Adds: 30 us, 1 us in fp32). */
+#define EW_CHUNK 1024
+
+typedef struct ew_par16 {
+    ew_code op;
+    ew_attrs a;
+    const mp_kbcast *it;
+    const uint16_t *x0, *x1;
+    uint16_t *y;
+    int64_t numel;
+    int dt;
+} ew_par16;
+
+static void ew_unary_16_range(void *arg, int64_t lo, int64_t hi) {
+    const ew_par16 *p = arg;
+    float x[EW_CHUNK], y[EW_CHUNK];
+    int64_t b = lo * EW_BLOCK, e = hi * EW_BLOCK < p->numel ? hi * EW_BLOCK : p->numel;
+    for (; b < e; b += EW_CHUNK) {
+        int64_t n = e - b < EW_CHUNK ? e - b : EW_CHUNK;
+        mp_f16_widen(p->dt, p->x0 + b, x, n);
+        ew_unary_f32(p->op, &p->a, x, y, n);
+        mp_f16_narrow(p->dt, y, p->y + b, n);
+    }
+}
+
+static void ew_binary_16_range(void *arg, int64_t lo, int64_t hi) {
+    const ew_par16 *p = arg;
+    float x0[EW_CHUNK], x1[EW_CHUNK], y[EW_CHUNK];
+    mp_kbcast it = *p->it;
+    int64_t b = lo * EW_BLOCK, e = hi * EW_BLOCK < p->numel ? hi * EW_BLOCK : p->numel;
+    if (b >= e || it.len <= 0) return;
+    int64_t r = b / it.len, j = b % it.len;
+    mp_kbcast_seek(&it, r);
+    while (b < e) {
+        int64_t n = it.len - j < e - b ? it.len - j : e - b;
+        if (n > EW_CHUNK) n = EW_CHUNK;
+        /* a row's operand steps 1 (its elements) or 0 (one broadcast value) */
+        int64_t s0 = it.step[0], s1 = it.step[1];
+        mp_f16_widen(p->dt, p->x0 + it.off[0] + j * s0, x0, s0 ? n : 1);
+        mp_f16_widen(p->dt, p->x1 + it.off[1] + j * s1, x1, s1 ? n : 1);
+        ew_row_f32(p->op, y, x0, s0, x1, s1, n);
+        mp_f16_narrow(p->dt, y, p->y + b, n);
+        b += n;
+        j += n;
+        if (j == it.len) {
+            j = 0;
+            mp_kbcast_next(&it);
+        }
+    }
+}
+
 static mp_status ew_krun(mp_kctx *k) {
     if (mp_kout_known(k)) return MP_ERR_UNSUPPORTED;
     const ew_state *s = k->state;
@@ -812,6 +866,15 @@ static mp_status ew_krun(mp_kctx *k) {
     if (all_f32 && (n_in == 1 || (n_in == 2 && ew_row_f32(op, NULL, NULL, 1, NULL, 1, 0)))) {
         ew_par par = {op, a, n_in, &it, k->in[0].data, n_in == 2 ? k->in[1].data : NULL, out->data, out->numel};
         mp_kparallel(k, (out->numel + EW_BLOCK - 1) / EW_BLOCK, n_in == 1 ? ew_unary_f32_range : ew_binary_f32_range,
+                     &par);
+        return MP_OK;
+    }
+    bool all_16 = out->dtype == MP_DT_FLOAT16 || out->dtype == MP_DT_BFLOAT16;
+    for (int i = 0; i < n_in; i++) all_16 = all_16 && k->in[i].dtype == out->dtype;
+    if (all_16 && (n_in == 1 || (n_in == 2 && ew_row_f32(op, NULL, NULL, 1, NULL, 1, 0)))) {
+        ew_par16 par = {op, a, &it, k->in[0].data, n_in == 2 ? k->in[1].data : NULL, out->data, out->numel,
+                        out->dtype};
+        mp_kparallel(k, (out->numel + EW_BLOCK - 1) / EW_BLOCK, n_in == 1 ? ew_unary_16_range : ew_binary_16_range,
                      &par);
         return MP_OK;
     }

@@ -272,6 +272,10 @@ void mp_kcopy_strided(void *out, const void *in, size_t es, int rank, const int6
             mp_kfill(o, len, src + (size_t)off * es, es);
         } else if (es == 4) {
             for (int64_t j = 0; j < len; j++) memcpy(o + j * 4, src + (size_t)(off + j * s) * 4, 4);
+        } else if (es == 2) {
+            for (int64_t j = 0; j < len; j++) memcpy(o + j * 2, src + (size_t)(off + j * s) * 2, 2);
+        } else if (es == 1) {
+            for (int64_t j = 0; j < len; j++) o[j] = src[off + j * s];
         } else if (es == 8) {
             for (int64_t j = 0; j < len; j++) memcpy(o + j * 8, src + (size_t)(off + j * s) * 8, 8);
         } else {

@@ -253,82 +253,18 @@ typedef struct hconv {
 } hconv;
 
 /* The conversions run at every kernel's boundary, so they must cost little
- * beside the kernel: the helpers (src/graph/convert.c), one call an
- * element, took about 1.5 ns an element, 20 us of a ConvNet's 25-us
- * kernels. fp16 goes through the F16C instructions where the CPU has them
- * (every x86-64 since 2012: eight elements an instruction, the IEEE
- * conversion, rounding to nearest even), bf16 through inline bit
- * arithmetic the compiler vectorises (mp_float_to_bf16's, NaN kept quiet). */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#include <immintrin.h>
-#define HK_F16C 1
-__attribute__((target("avx,f16c"))) static int64_t hk_widen_f16c(const uint16_t *s, float *d, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + i))));
-    return i;
-}
-__attribute__((target("avx,f16c"))) static int64_t hk_narrow_f16c(const float *s, uint16_t *d, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(void *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-    return i;
-}
-/* F16C and AVX in the CPU (CPUID 1: ECX bits 29, 28) and the YMM state
- * enabled by the OS (OSXSAVE, bit 27, and XCR0's bits 1 and 2); asked by
- * hand, as clang's __builtin_cpu_supports knows no "f16c". */
-static bool hk_f16c;
-static pthread_once_t hk_f16c_once = PTHREAD_ONCE_INIT;
-static void hk_f16c_probe(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & (7u << 27)) != (7u << 27)) return;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    hk_f16c = (lo & 6u) == 6u;
-}
-static bool hk_has_f16c(void) {
-    pthread_once(&hk_f16c_once, hk_f16c_probe);
-    return hk_f16c;
-}
-#else
-#define HK_F16C 0
-#endif
-
+ * beside the kernel: the one-element helpers took about 1.5 ns an element,
+ * 20 us of a ConvNet's 25-us kernels; mp_f16_widen and mp_f16_narrow
+ * (src/graph/convert.c: F16C for fp16, bit arithmetic for bf16) give the
+ * same values for a fraction of that. */
 static void hk_widen(void *arg, int64_t lo, int64_t hi) {
     const hconv *c = arg;
-    const uint16_t *s = (const uint16_t *)c->src + lo;
-    float *d = (float *)c->dst + lo;
-    int64_t n = hi - lo, i = 0;
-    if (c->dt == MP_DT_BFLOAT16) {
-        uint32_t *u = (uint32_t *)(void *)d;
-        for (; i < n; i++) u[i] = (uint32_t)s[i] << 16;
-        return;
-    }
-#if HK_F16C
-    if (hk_has_f16c()) i = hk_widen_f16c(s, d, n);
-#endif
-    for (; i < n; i++) d[i] = mp_half_to_float(s[i]);
+    mp_f16_widen(c->dt, (const uint16_t *)c->src + lo, (float *)c->dst + lo, hi - lo);
 }
 
 static void hk_narrow(void *arg, int64_t lo, int64_t hi) {
     const hconv *c = arg;
-    const float *s = (const float *)c->src + lo;
-    uint16_t *d = (uint16_t *)c->dst + lo;
-    int64_t n = hi - lo, i = 0;
-    if (c->dt == MP_DT_BFLOAT16) {
-        const uint32_t *u = (const uint32_t *)(const void *)s;
-        for (; i < n; i++) {
-            uint32_t x = u[i];
-            uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, q = (x >> 16) | 0x40u;
-            d[i] = (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? q : r);
-        }
-        return;
-    }
-#if HK_F16C
-    if (hk_has_f16c()) i = hk_narrow_f16c(s, d, n);
-#endif
-    for (; i < n; i++) d[i] = mp_float_to_half(s[i]);
+    mp_f16_narrow(c->dt, (const float *)c->src + lo, (uint16_t *)c->dst + lo, hi - lo);
 }
 
 /* Conversions below HK_SERIAL elements run on the calling thread: handing
